@@ -1,0 +1,45 @@
+"""indextables_spark: full-text-searchable data-lake tables for Apache Spark."""
+from __future__ import annotations
+
+from .errors import (
+    ConcurrentModificationError,
+    CorruptStateError,
+    IndexTablesError,
+    ProtocolVersionError,
+    TableNotFoundError,
+)
+from .log.actions import AddFile, RemoveFile
+from .log.snapshot import Snapshot
+from .log.transaction import Transaction
+from .table import IndexTable
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AddFile",
+    "RemoveFile",
+    "ConcurrentModificationError",
+    "CorruptStateError",
+    "IndexTable",
+    "IndexTablesError",
+    "ProtocolVersionError",
+    "Snapshot",
+    "TableNotFoundError",
+    "Transaction",
+    "register",
+    "sql",
+]
+
+
+def register(spark) -> None:
+    """Register the "indextables" data source and SQL table functions on a SparkSession."""
+    from .spark.register import register as _register
+
+    _register(spark)
+
+
+def sql(spark, text: str):
+    """Run an indextables command (CHECKPOINT INDEXTABLES ...); other text goes to spark.sql."""
+    from .commands.sql import run_sql
+
+    return run_sql(spark, text)

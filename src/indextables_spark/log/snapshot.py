@@ -1,0 +1,77 @@
+"""A snapshot: the table as of one version (protocol, metadata, live files, skips)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .actions import AddFile, Metadata, Protocol, SkipAction
+from .file_entries import table_to_add_files
+
+
+@dataclass
+class Snapshot:
+    version: int
+    protocol_action: Protocol
+    metadata_action: Metadata
+    files_table: pa.Table                 # one row per live split, FileEntry columns
+    skips: dict[str, SkipAction] = field(default_factory=dict)
+    timestamp: int = 0                    # commit time of `version`, epoch ms
+    schema_registry: dict[str, str] = field(default_factory=dict)
+    source: str = "log"                   # how it was built: "log", "avro-state", "json-checkpoint"
+
+    @property
+    def num_files(self) -> int:
+        return self.files_table.num_rows
+
+    @cached_property
+    def files(self) -> list[AddFile]:
+        return table_to_add_files(self.files_table)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.metadata_action.to_json()
+
+    @property
+    def protocol(self) -> dict[str, Any]:
+        return self.protocol_action.to_json()
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata_action.partition_columns)
+
+    @property
+    def schema_json(self) -> dict[str, Any]:
+        return json.loads(self.metadata_action.schema_string)
+
+    @property
+    def schema(self):
+        """The table schema as a pyspark StructType (its JSON dict when pyspark is absent)."""
+        try:
+            from pyspark.sql.types import StructType
+        except ImportError:  # pragma: no cover - pyspark is a dependency, but the core runs without it
+            return self.schema_json
+        return StructType.fromJson(self.schema_json)
+
+    @property
+    def total_bytes(self) -> int:
+        if self.files_table.num_rows == 0:
+            return 0
+        return int(pc.sum(self.files_table.column("size")).as_py() or 0)
+
+    @property
+    def num_records(self) -> int | None:
+        """Sum of numRecords, or None when any live file lacks it."""
+        col = self.files_table.column("numRecords")
+        if col.null_count:
+            return None
+        return int(pc.sum(col).as_py() or 0)
+
+    def doc_mapping(self, ref: str | None) -> str | None:
+        if ref is None:
+            return None
+        return self.schema_registry.get(ref) or self.metadata_action.doc_mappings.get(ref)

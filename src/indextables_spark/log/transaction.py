@@ -1,0 +1,187 @@
+"""Optimistic transactions: read a version, stage actions, write the next version file
+put-if-absent; on conflict re-read what was committed meanwhile and let the resolver decide.
+
+Resolvers:
+- "merge": rebase onto the newer version unless a file this transaction removes was removed
+  concurrently, or the table's metadata/protocol changed concurrently.
+- "fail": any concurrent commit raises ConcurrentModificationError (for destructive operations).
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from typing import Iterable
+
+from ..errors import ConcurrentModificationError, IndexTablesError
+from .actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, SkipAction
+from .protocol_gate import check_writable
+from .table_log import TransactionLog
+
+log = logging.getLogger(__name__)
+
+RESOLVERS = ("merge", "fail")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Transaction:
+    def __init__(
+        self,
+        log_: TransactionLog,
+        resolver: str = "merge",
+        read_version: int | None = None,
+        operation: str = "WRITE",
+        operation_parameters: dict | None = None,
+    ):
+        if resolver not in RESOLVERS:
+            raise IndexTablesError(f"unknown resolver {resolver!r}; expected one of {RESOLVERS}")
+        self.log = log_
+        self.resolver = resolver
+        self.read_version = log_.latest_version() if read_version is None else read_version
+        self.operation = operation
+        self.operation_parameters = dict(operation_parameters or {})
+        self.txn_id: str | None = None
+        self._adds: list[AddFile] = []
+        self._removes: list[RemoveFile] = []
+        self._skips: list[SkipAction] = []
+        self._metadata: Metadata | None = None
+        self._protocol: Protocol | None = None
+        self._extra: list[Action] = []
+        self.committed_version: int | None = None
+        self._snapshot = None
+
+    # ---- reading -----------------------------------------------------------------------------
+    def snapshot(self):
+        if self._snapshot is None and self.read_version >= 0:
+            self._snapshot = self.log.snapshot(self.read_version)
+        return self._snapshot
+
+    # ---- staging (fluent) ----------------------------------------------------------------------
+    def add_files(self, files: Iterable[AddFile]) -> "Transaction":
+        self._adds.extend(files)
+        return self
+
+    def remove_files(self, paths: Iterable[str | RemoveFile], data_change: bool = True) -> "Transaction":
+        ts = now_ms()
+        for p in paths:
+            if isinstance(p, RemoveFile):
+                self._removes.append(p)
+            else:
+                self._removes.append(RemoveFile(path=p, deletion_timestamp=ts, data_change=data_change))
+        return self
+
+    def add_skips(self, skips: Iterable[SkipAction]) -> "Transaction":
+        self._skips.extend(skips)
+        return self
+
+    def set_metadata(self, metadata: Metadata) -> "Transaction":
+        self._metadata = metadata
+        return self
+
+    def set_protocol(self, protocol: Protocol) -> "Transaction":
+        self._protocol = protocol
+        return self
+
+    def add_actions(self, actions: Iterable[Action]) -> "Transaction":
+        self._extra.extend(actions)
+        return self
+
+    def with_operation(self, operation: str, parameters: dict | None = None) -> "Transaction":
+        self.operation = operation
+        if parameters:
+            self.operation_parameters.update(parameters)
+        return self
+
+    # ---- commit ---------------------------------------------------------------------------------
+    def _actions(self, version: int) -> list[Action]:
+        ts = now_ms()
+        info = CommitInfo(timestamp=ts, operation=self.operation, operation_parameters={
+            **self.operation_parameters,
+            "numAddedFiles": len(self._adds),
+            "numRemovedFiles": len(self._removes),
+        }, txn_id=self.txn_id)
+        acts: list[Action] = [info]
+        if self._protocol is not None:
+            acts.append(self._protocol)
+        if self._metadata is not None:
+            acts.append(self._metadata)
+        for a in self._adds:
+            a.added_at_version = version
+            a.added_at_timestamp = ts
+        acts.extend(self._removes)
+        acts.extend(self._adds)
+        acts.extend(self._skips)
+        acts.extend(self._extra)
+        return acts
+
+    def _check_conflicts(self, since: int, upto: int) -> None:
+        """Versions (since, upto] were committed by others while we worked."""
+        my_removes = {r.path for r in self._removes}
+        for v in range(since + 1, upto + 1):
+            if self.resolver == "fail":
+                raise ConcurrentModificationError(
+                    f"{self.operation} on {self.log.storage.uri}: version {v} was committed concurrently "
+                    f"(transaction read version {self.read_version}; resolver 'fail')"
+                )
+            for a in self.log.read_actions(v):
+                if isinstance(a, (Metadata, Protocol)):
+                    kind = "metadata" if isinstance(a, Metadata) else "protocol"
+                    raise ConcurrentModificationError(
+                        f"{self.operation} on {self.log.storage.uri}: the table {kind} changed concurrently "
+                        f"in version {v} (transaction read version {self.read_version})"
+                    )
+                if isinstance(a, RemoveFile) and a.path in my_removes:
+                    raise ConcurrentModificationError(
+                        f"{self.operation} on {self.log.storage.uri}: file {a.path} was removed concurrently "
+                        f"in version {v} (transaction read version {self.read_version})"
+                    )
+                if isinstance(a, CommitInfo) and self.txn_id and a.txn_id == self.txn_id:
+                    raise ConcurrentModificationError(
+                        f"{self.operation} on {self.log.storage.uri}: transaction {self.txn_id} was already "
+                        f"committed as version {v}"
+                    )
+
+    def commit(self) -> int:
+        if self.committed_version is not None:
+            raise IndexTablesError(f"transaction already committed as version {self.committed_version}")
+        opts = self.log.options
+        max_attempts = max(1, opts.get_int("transaction.retry.maxAttempts", 10))
+        base_delay = opts.get_int("transaction.retry.baseDelayMs", 100) / 1000.0
+        max_delay = opts.get_int("transaction.retry.maxDelayMs", 5000) / 1000.0
+        if self.read_version >= 0:
+            snap = self.snapshot()
+            check_writable(self._protocol or snap.protocol_action, f"table {self.log.storage.uri}")
+        elif self._metadata is None:
+            from ..errors import TableNotFoundError
+
+            raise TableNotFoundError(f"cannot commit to {self.log.storage.uri}: no table exists there (no metadata)")
+        version = self.read_version + 1
+        checked_upto = self.read_version
+        for attempt in range(1, max_attempts + 1):
+            if self.log.write_version(version, self._actions(version)):
+                self.committed_version = version
+                log.info("committed %s as version %d of %s", self.operation, version, self.log.storage.uri)
+                from .state_loader import after_commit
+
+                after_commit(self.log, version)
+                return version
+            # Someone else committed `version`: look at everything new, then retry after it.
+            latest = self.log.latest_version()
+            self._check_conflicts(checked_upto, latest)
+            checked_upto = latest
+            version = latest + 1
+            if attempt > 1:
+                delay = min(max_delay, base_delay * (2 ** (attempt - 2)))
+                time.sleep(delay * (0.5 + random.random() / 2))
+        raise ConcurrentModificationError(
+            f"{self.operation} on {self.log.storage.uri}: gave up after {max_attempts} attempts "
+            f"because of concurrent commits (spark.indextables.transaction.retry.maxAttempts)"
+        )
+
+
+def new_table_id() -> str:
+    return str(uuid.uuid4())

@@ -1,0 +1,39 @@
+"""Storage backends behind one interface. `open_storage(uri, options)` picks one by URI scheme."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+from urllib.parse import unquote, urlparse
+
+from ..errors import InvalidOptionError
+from .base import FileInfo, Storage, check_key
+from .local import LocalStorage
+
+__all__ = ["FileInfo", "Storage", "LocalStorage", "open_storage", "check_key", "normalize_uri"]
+
+
+def normalize_uri(uri: str) -> str:
+    """A table location as written by the user, with trailing slashes removed."""
+    if not uri or not isinstance(uri, str):
+        raise InvalidOptionError(f"table path must be a non-empty string, got {uri!r}")
+    return uri.rstrip("/") if len(uri) > 1 else uri
+
+
+def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
+    from ..options import Options
+
+    opts = options if isinstance(options, Options) else Options.of(options)
+    uri = normalize_uri(uri)
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower()
+    if scheme in ("", "file") or (len(scheme) == 1 and uri[1:3] in (":\\", ":/")):
+        path = unquote(parsed.path) if scheme == "file" else uri
+        return LocalStorage(path, uri)
+    if scheme in ("s3", "s3a", "s3n"):
+        from .s3 import S3Storage
+
+        return S3Storage(uri, opts)
+    if scheme in ("abfss", "abfs", "wasbs", "wasb", "az", "azure"):
+        from .azure import AzureStorage
+
+        return AzureStorage(uri, opts)
+    raise InvalidOptionError(f"unsupported storage scheme {scheme!r} in table path {uri!r}")

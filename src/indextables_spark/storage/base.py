@@ -1,0 +1,84 @@
+"""One small storage interface; local, S3 and Azure implement it.
+
+A Storage is rooted at a table location. Every key is a '/'-separated path relative to that
+root (e.g. `_transaction_log/00000000000000000001.json`); implementations refuse keys that
+escape the root.
+"""
+from __future__ import annotations
+
+import posixpath
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..errors import PathEscapeError
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    key: str             # relative to the storage root
+    size: int
+    modified_ms: int     # last modification, epoch milliseconds
+
+
+def check_key(key: str) -> str:
+    """Normalise a relative key and refuse anything that leaves the root."""
+    if not key or key.startswith("/") or "\\" in key or "://" in key or "\x00" in key:
+        raise PathEscapeError(f"path {key!r} is not a relative path inside the table")
+    norm = posixpath.normpath(key)
+    if norm == ".." or norm.startswith("../") or norm == ".":
+        raise PathEscapeError(f"path {key!r} escapes the table root")
+    return norm
+
+
+class Storage(ABC):
+    """Object-store operations needed by the log and the splits."""
+
+    uri: str  # the root, as given by the user (credentials never included)
+
+    @abstractmethod
+    def read(self, key: str) -> bytes:
+        """Whole object. Raises FileNotFoundInStorageError naming the URI when missing."""
+
+    @abstractmethod
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of an object."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Create or replace an object (atomically: readers see old or new, never partial)."""
+
+    @abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create an object only if no object exists at key. False if it already existed."""
+
+    @abstractmethod
+    def list(self, prefix: str) -> list[FileInfo]:
+        """Every object whose key starts with prefix (recursive), in key order."""
+
+    @abstractmethod
+    def delete(self, keys: Iterable[str]) -> None:
+        """Delete objects; missing ones are ignored."""
+
+    @abstractmethod
+    def stat(self, key: str) -> FileInfo | None:
+        """Size and modification time, or None when missing."""
+
+    def exists(self, key: str) -> bool:
+        return self.stat(key) is not None
+
+    def upload_file(self, key: str, local_path: str) -> None:
+        """Upload a local file (large splits): default reads it whole."""
+        with open(local_path, "rb") as f:
+            self.put(key, f.read())
+
+    def download_file(self, key: str, local_path: str) -> None:
+        with open(local_path, "wb") as f:
+            f.write(self.read(key))
+
+    def full_uri(self, key: str) -> str:
+        return self.uri.rstrip("/") + "/" + key
+
+    def local_path(self, key: str) -> str | None:
+        """A local filesystem path for key when the storage is local (lets readers avoid copies)."""
+        return None

@@ -1,0 +1,88 @@
+"""`IndexTable`: the Spark-free entry point to one table (log, snapshots, transactions)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .log.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from .log.snapshot import Snapshot
+from .log.table_log import TransactionLog
+from .log.transaction import Transaction
+from .options import Options
+from .storage import Storage, open_storage
+
+
+class IndexTable:
+    def __init__(self, path: str, options: Mapping[str, Any] | None = None, storage: Storage | None = None):
+        self.options = Options.of(options)
+        self.path = path
+        self.storage = storage or open_storage(path, self.options)
+        self.log = TransactionLog(self.storage, self.options)
+
+    def __repr__(self) -> str:
+        return f"IndexTable({self.storage.uri!r})"
+
+    def version(self) -> int:
+        """Latest committed version; -1 when no table exists."""
+        return self.log.latest_version()
+
+    def exists(self) -> bool:
+        return self.version() >= 0
+
+    def snapshot(self, version: int | None = None, timestamp_ms: int | None = None) -> Snapshot:
+        if version is not None and timestamp_ms is not None:
+            from .errors import InvalidOptionError
+
+            raise InvalidOptionError("give either version or timestamp_ms, not both")
+        if timestamp_ms is not None:
+            version = self.log.version_at_timestamp(timestamp_ms)
+        return self.log.snapshot(version)
+
+    def files(self, partition_filter: str | None = None, version: int | None = None) -> list[AddFile]:
+        snap = self.snapshot(version)
+        if not partition_filter:
+            return snap.files
+        from .log.partition_filter import filter_files_table, parse_partition_filter
+
+        pred = parse_partition_filter(partition_filter, snap.partition_columns)
+        from .log.file_entries import table_to_add_files
+
+        return table_to_add_files(filter_files_table(snap.files_table, pred))
+
+    def transaction(self, resolver: str = "merge", version: int | None = None, operation: str = "WRITE") -> Transaction:
+        return Transaction(self.log, resolver=resolver, read_version=version, operation=operation)
+
+    def history(self) -> list[dict]:
+        """One row per retained version, newest first."""
+        rows = []
+        for v in reversed(self.log.list_versions()):
+            actions = self.log.read_actions(v)
+            info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+            adds = [a for a in actions if isinstance(a, AddFile)]
+            removes = [a for a in actions if isinstance(a, RemoveFile)]
+            rows.append(
+                {
+                    "version": v,
+                    "timestamp": self.log.commit_timestamp(v, actions),
+                    "operation": info.operation if info else ("CREATE TABLE" if v == 0 else "UNKNOWN"),
+                    "operationParameters": info.operation_parameters if info else {},
+                    "numAddedFiles": len(adds),
+                    "numRemovedFiles": len(removes),
+                    "numAddedRecords": sum(a.num_records or 0 for a in adds),
+                    "addedBytes": sum(a.size for a in adds),
+                    "metadataChanged": any(isinstance(a, (Metadata, Protocol)) for a in actions),
+                }
+            )
+        return rows
+
+    def count(self, query: str | None = None, partition_filter: str | None = None) -> int:
+        """Row count; from the log's numRecords when there is no query."""
+        if query is None:
+            files = self.files(partition_filter)
+            missing = [f.path for f in files if f.num_records is None]
+            if not missing:
+                return sum(f.num_records or 0 for f in files)
+        from .split.search import count_matches
+
+        snap = self.snapshot()
+        files = self.files(partition_filter)
+        return count_matches(self.storage, snap, files, query, self.options)
