@@ -1,0 +1,67 @@
+"""Spark's pushed filters (pyspark.sql.datasource) → the core's filter model (split.filters)."""
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql import datasource as sds
+
+from ..split import filters as F
+
+_BINARY = {
+    sds.EqualTo: F.EqualTo,
+    sds.EqualNullSafe: F.EqualNullSafe,
+    sds.GreaterThan: F.GreaterThan,
+    sds.GreaterThanOrEqual: F.GreaterThanOrEqual,
+    sds.LessThan: F.LessThan,
+    sds.LessThanOrEqual: F.LessThanOrEqual,
+    sds.StringStartsWith: F.StringStartsWith,
+    sds.StringEndsWith: F.StringEndsWith,
+    sds.StringContains: F.StringContains,
+}
+
+
+def _column(attr) -> str | None:
+    """Top-level column name; None for nested references (not pushed)."""
+    if isinstance(attr, (tuple, list)):
+        return attr[0] if len(attr) == 1 else None
+    return str(attr)
+
+
+def _value(v, spark_type: str | None):
+    # PySpark hands timestamp literals over as aware datetimes in the session time zone.
+    if isinstance(v, dt.datetime) and spark_type == "timestamp":
+        return v.astimezone(dt.timezone.utc) if v.tzinfo else v.replace(tzinfo=dt.timezone.utc)
+    if isinstance(v, list):
+        return tuple(_value(x, spark_type) for x in v)
+    return v
+
+
+def convert(f, column_types: dict[str, str]):
+    """The core filter for a Spark filter, or None when it cannot be represented."""
+    if isinstance(f, sds.Not):
+        child = convert(f.child, column_types)
+        return None if child is None else F.Not(child)
+    col = _column(f.attribute)
+    if col is None or col not in column_types:
+        return None
+    t = column_types[col]
+    if isinstance(f, sds.IsNull):
+        return F.IsNull(col)
+    if isinstance(f, sds.IsNotNull):
+        return F.IsNotNull(col)
+    if isinstance(f, sds.In):
+        return F.In(col, tuple(_value(v, t) for v in f.value))
+    cls = _BINARY.get(type(f))
+    if cls is None:
+        return None
+    if isinstance(f.value, (list, tuple, dict)):  # array/map literals: not pushed
+        return None
+    return cls(col, _value(f.value, t))
+
+
+def columns_of(f) -> set[str]:
+    if isinstance(f, (F.And, F.Or)):
+        return columns_of(f.left) | columns_of(f.right)
+    if isinstance(f, F.Not):
+        return columns_of(f.child)
+    return {f.column}

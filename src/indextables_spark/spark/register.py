@@ -1,0 +1,192 @@
+"""`indextables_spark.register(spark)`: the data source, SQL table functions, and bridges.
+
+Bridges around Spark 4.3 limits of Python data sources (see platform-facts):
+- `.partitionBy(...)` is refused by Spark for Python data sources. We wrap the writers so that,
+  when the format is "indextables", partition columns travel as the `partitionBy` option.
+- Data source options never see the Spark conf. The wrappers copy `spark.indextables.*` conf
+  entries into the options of indextables reads and writes (explicit options win).
+- A bare `.save()` (mode ErrorIfExists / Ignore) is refused by Spark for Python data sources; the
+  wrapper checks for an existing table itself and then writes in append mode.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+
+from pyspark.sql import DataFrameReader, DataFrameWriter, SparkSession
+from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+
+from ..errors import TableExistsError
+from ..options import PREFIX
+from .datasource import FORMAT_NAME, IndexTablesDataSource
+
+_patch_lock = threading.Lock()
+_patched = False
+
+
+def _is_ours(fmt: str | None) -> bool:
+    return bool(fmt) and fmt.lower() in (FORMAT_NAME, "indextables_spark", "io.indextables.spark")
+
+
+def conf_options(spark: SparkSession) -> dict[str, str]:
+    """`spark.indextables.*` entries of the session conf."""
+    return {k: v for k, v in spark.conf.getAll.items() if k.startswith(PREFIX)}
+
+
+def _original(cls, name):
+    fn = getattr(cls, name)
+    return getattr(fn, "_indextables_original", fn)
+
+
+def _wrap(cls, name, make):
+    original = _original(cls, name)
+    wrapped = functools.wraps(original)(make(original))
+    wrapped._indextables_original = original
+    setattr(cls, name, wrapped)
+
+
+def _given(obj) -> dict:
+    return obj.__dict__.setdefault("_it_options", {})
+
+
+def _short(key: str) -> str:
+    k = key.lower()
+    return k[len(PREFIX):] if k.startswith(PREFIX) else k
+
+
+def _inject_conf(obj, spark) -> None:
+    """Copy conf entries whose key was not given explicitly (with or without the prefix)."""
+    given = {_short(k) for k in _given(obj)}
+    set_option = _original(type(obj), "option")
+    for k, v in conf_options(spark).items():
+        if _short(k) not in given:
+            set_option(obj, k, v)
+
+
+def _install_option_tracking(cls) -> None:
+    def make_format(orig):
+        def format(self, source):
+            self._it_format = source
+            return orig(self, source)
+        return format
+
+    def make_option(orig):
+        def option(self, key, value):
+            _given(self)[str(key)] = value
+            return orig(self, key, value)
+        return option
+
+    def make_options(orig):
+        def options(self, **opts):
+            _given(self).update({str(k): v for k, v in opts.items()})
+            return orig(self, **opts)
+        return options
+
+    def make_partition_by(orig):
+        def partitionBy(self, *cols):
+            if len(cols) == 1 and isinstance(cols[0], (list, tuple)):
+                cols = tuple(cols[0])
+            # Deferred until save/start: the format may be set after partitionBy.
+            self._it_partition_by = [str(c) for c in cols]
+            return self
+        return partitionBy
+
+    _wrap(cls, "format", make_format)
+    _wrap(cls, "option", make_option)
+    _wrap(cls, "options", make_options)
+    if hasattr(cls, "partitionBy"):
+        _wrap(cls, "partitionBy", make_partition_by)
+
+
+def _apply_partition_by(obj, cls) -> bool:
+    """Turn a deferred partitionBy into our option (ours) or Spark's own call. True if ours."""
+    cols = obj.__dict__.pop("_it_partition_by", None)
+    ours = _is_ours(getattr(obj, "_it_format", None))
+    if cols is not None:
+        if ours:
+            obj.option("partitionBy", ",".join(cols))
+        else:
+            _original(cls, "partitionBy")(obj, *cols)
+    return ours
+
+
+def _install_bridges() -> None:
+    for cls in (DataFrameReader, DataStreamReader, DataFrameWriter, DataStreamWriter):
+        _install_option_tracking(cls)
+
+    def make_mode(orig):
+        def mode(self, saveMode):
+            if saveMode is not None:
+                self._it_mode = saveMode
+            return orig(self, saveMode)
+        return mode
+
+    def make_save(orig):
+        def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
+            if format is not None:
+                self.format(format)
+            if mode is not None:
+                self.mode(mode)
+            if partitionBy is not None:
+                self.partitionBy(partitionBy)
+            if options:
+                self.options(**options)
+            if not _apply_partition_by(self, DataFrameWriter):
+                return orig(self, path=path)
+            _inject_conf(self, self._spark)
+            save_mode = str(getattr(self, "_it_mode", "errorifexists")).lower().replace("_", "")
+            if save_mode in ("error", "errorifexists", "default", "ignore"):
+                from ..table import IndexTable
+
+                target = path or _given(self).get("path")
+                table = IndexTable(target, {**conf_options(self._spark), **{k: str(v) for k, v in _given(self).items()}})
+                if table.exists():
+                    if save_mode == "ignore":
+                        return None
+                    raise TableExistsError(
+                        f"an indextables table already exists at {target}; use mode('append') or mode('overwrite')"
+                    )
+                _original(DataFrameWriter, "mode")(self, "append")
+            return orig(self, path=path)
+        return save
+
+    def make_start(orig):
+        def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **options):
+            if format is not None:
+                self.format(format)
+            if partitionBy is not None:
+                self.partitionBy(partitionBy)
+            if options:
+                self.options(**options)
+            if _apply_partition_by(self, DataStreamWriter):
+                _inject_conf(self, self._spark)
+            return orig(self, path=path, outputMode=outputMode, queryName=queryName)
+        return start
+
+    def make_load(orig):
+        def load(self, path=None, format=None, schema=None, **options):
+            if format is not None:
+                self.format(format)
+            if options:
+                self.options(**options)
+            if _is_ours(getattr(self, "_it_format", None)):
+                _inject_conf(self, self._spark)
+            return orig(self, path=path, schema=schema)
+        return load
+
+    _wrap(DataFrameWriter, "mode", make_mode)
+    _wrap(DataFrameWriter, "save", make_save)
+    _wrap(DataStreamWriter, "start", make_start)
+    _wrap(DataFrameReader, "load", make_load)
+    _wrap(DataStreamReader, "load", make_load)
+
+
+def register(spark: SparkSession) -> None:
+    """Register the data source and table functions; enable filter pushdown; install bridges."""
+    global _patched
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(IndexTablesDataSource)
+    with _patch_lock:
+        if not _patched:
+            _install_bridges()
+            _patched = True
