@@ -1,0 +1,258 @@
+"""Structured Streaming source (change feed of added splits) and sink (one version per batch).
+
+Source offsets are positions in the table's sequence of added splits:
+`{"version": v, "index": i, "isStartingVersion": b}` means every split of the units before v, and
+the first i splits (sorted by path) of unit v, were emitted. Unit v is either the snapshot of version
+v (isStartingVersion, the initial full table) or the data-changing adds of version file v.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, WriterCommitMessage
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from ..errors import IndexTablesError, InvalidOptionError
+from ..log.actions import AddFile, CommitInfo, RemoveFile
+from ..options import Options
+from ..table import IndexTable
+from .reader import SplitGroup, group_by_size
+
+log = logging.getLogger(__name__)
+
+
+class StreamingDeletesError(IndexTablesError):
+    """A version removed data and the stream was not told to ignore it."""
+
+
+@dataclass(frozen=True)
+class Position:
+    version: int
+    index: int
+    starting: bool
+
+    def to_offset(self) -> dict:
+        return {"version": self.version, "index": self.index, "isStartingVersion": self.starting}
+
+    @classmethod
+    def of(cls, d: dict) -> "Position":
+        return cls(int(d["version"]), int(d["index"]), bool(d.get("isStartingVersion", False)))
+
+
+class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, path: str, opts: Options, schema: StructType):
+        self.path = path
+        self.opts = opts
+        self.schema_json = schema.jsonValue()
+        self.table = IndexTable(path, opts)
+        snap = self.table.snapshot()
+        self.partition_columns = snap.partition_columns
+        self.ignore_deletes = opts.get_bool("ignoreDeletes", False)
+        self.ignore_changes = opts.get_bool("ignoreChanges", False)
+        self.max_files = opts.get_int("maxFilesPerTrigger", 0) or None
+        self.max_bytes = opts.get_size("maxBytesPerTrigger", 0) or None
+        self._target_version: int | None = None
+        self._units: dict[tuple[int, bool], list[AddFile]] = {}
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_units"] = {}
+        state["table"] = None
+        return state
+
+    # ---- offsets --------------------------------------------------------------------------
+    def initialOffset(self) -> dict:
+        start = self.opts.get_str("startingVersion")
+        latest = self.table.version()
+        if start is None:
+            return Position(latest, 0, True).to_offset()
+        if start.strip().lower() == "latest":
+            return Position(latest + 1, 0, False).to_offset()
+        try:
+            v = int(start)
+        except ValueError:
+            raise InvalidOptionError(f"option 'startingVersion': expected a version or 'latest', got {start!r}") from None
+        if v < 0 or v > latest + 1:
+            raise InvalidOptionError(f"option 'startingVersion' {v} is outside the table's versions 0..{latest}")
+        return Position(v, 0, False).to_offset()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target_version = self.table.version()
+
+    def getDefaultReadLimit(self):
+        if self.max_files:
+            return ReadMaxFiles(self.max_files)
+        if self.max_bytes:
+            return ReadMaxBytes(self.max_bytes)
+        return ReadAllAvailable()
+
+    def _unit(self, version: int, starting: bool) -> list[AddFile]:
+        key = (version, starting)
+        if key not in self._units:
+            table = self.table or IndexTable(self.path, self.opts)
+            if starting:
+                files = table.snapshot(version).files if version >= 0 else []
+            else:
+                files = self._version_adds(table, version)
+            self._units[key] = sorted(files, key=lambda f: f.path)
+        return self._units[key]
+
+    def _version_adds(self, table: IndexTable, version: int) -> list[AddFile]:
+        actions = table.log.read_actions(version)
+        adds = [a for a in actions if isinstance(a, AddFile) and a.data_change]
+        removes = [a for a in actions if isinstance(a, RemoveFile) and a.data_change]
+        if removes:
+            if adds and not self.ignore_changes:
+                raise StreamingDeletesError(
+                    f"stream from {self.path}: version {version} rewrote data ({len(removes)} removed and "
+                    f"{len(adds)} added splits); set option ignoreChanges=true to receive the rewritten rows again"
+                )
+            if not adds and not (self.ignore_deletes or self.ignore_changes):
+                raise StreamingDeletesError(
+                    f"stream from {self.path}: version {version} deleted data ({len(removes)} splits removed); "
+                    f"set option ignoreDeletes=true to skip deletions"
+                )
+        return adds
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        pos = Position.of(start)
+        last = self.table.version() if self._target_version is None else self._target_version
+        max_files = getattr(limit, "max_files", None)
+        max_bytes = getattr(limit, "max_bytes", None)
+        files = nbytes = 0
+        version, index, starting = pos.version, pos.index, pos.starting
+        while True:
+            if not starting and version > last:
+                break
+            unit = self._unit(version, starting)
+            while index < len(unit):
+                f = unit[index]
+                if (max_files and files >= max_files) or (max_bytes and files and nbytes + f.size > max_bytes):
+                    return Position(version, index, starting).to_offset()
+                files += 1
+                nbytes += f.size
+                index += 1
+            if starting:
+                version, index, starting = version + 1, 0, False
+            elif version < last:
+                version, index = version + 1, 0
+            else:
+                break
+        end = Position(version, index, starting)
+        # Normalise "all of unit v consumed" to "start of unit v+1" only when v+1 exists.
+        return end.to_offset()
+
+    def _files_between(self, start: Position, end: Position) -> list[AddFile]:
+        out: list[AddFile] = []
+        version, index, starting = start.version, start.index, start.starting
+        while (version, not starting) < (end.version, not end.starting) or (
+                version == end.version and starting == end.starting and index < end.index):
+            unit = self._unit(version, starting)
+            stop = end.index if (version == end.version and starting == end.starting) else len(unit)
+            out.extend(unit[index:stop])
+            if version == end.version and starting == end.starting:
+                break
+            version, index, starting = (version + 1, 0, False)
+        return out
+
+    def partitions(self, start: dict, end: dict):
+        files = self._files_between(Position.of(start), Position.of(end))
+        groups = group_by_size(files, self.opts.get_size("read.maxPartitionBytes", 256 << 20), 2)
+        return [SplitGroup([f.to_json() for f in g]) for g in groups]
+
+    def read(self, partition: SplitGroup):
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from .reader import read_split
+
+        target = to_arrow_schema(StructType.fromJson(self.schema_json), timezone="UTC")
+        ctx = _ReadContext(self.path, self.opts, self.partition_columns)
+        for d in partition.files:
+            yield from read_split(ctx, AddFile.from_json(d), target)
+
+    def commit(self, end: dict) -> None:
+        # Nothing to release: units are re-derivable from the log.
+        keep = Position.of(end)
+        self._units = {k: v for k, v in self._units.items() if (k[0], not k[1]) >= (keep.version, not keep.starting)}
+
+
+@dataclass
+class _ReadContext:
+    """What read_split needs of a reader: no filters or query for change feeds."""
+
+    path: str
+    opts: Options
+    partition_columns: list[str]
+    data_filters: tuple = ()
+    query: str | None = None
+
+
+@dataclass
+class StreamBatchWritten(WriterCommitMessage):
+    adds: list
+
+    def __init__(self, adds: list):
+        self.adds = adds
+
+
+class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
+    """One table version per micro-batch, idempotent per (query id, batch id)."""
+
+    def __init__(self, path: str, opts: Options, schema: StructType, overwrite: bool):
+        from .writer import plan_write
+
+        self.path = path
+        self.opts = opts
+        self.overwrite = overwrite
+        self.schema = schema
+        self.plan, _, _ = plan_write(path, opts, schema, overwrite)
+        # Identity of the writing query for idempotent replays (like Delta's txnAppId).
+        self.app_id = opts.get_str("txnAppId") or opts.get_str("queryId") or opts.get_str("checkpointLocation") or path
+
+    def write(self, iterator):
+        from .writer import write_splits
+
+        written = write_splits(self.path, self.opts, self.plan, iterator)
+        return StreamBatchWritten(written.adds)
+
+    def commit(self, messages, batchId: int) -> None:
+        from .writer import commit_write
+
+        table = IndexTable(self.path, self.opts)
+        txn_id = f"{self.app_id}:{batchId}"
+        if already_committed(table, self.app_id, batchId):
+            log.info("indextables: batch %s of %s already committed; skipping replay", batchId, self.path)
+            from .writer import delete_written
+
+            delete_written(self.path, self.opts, [d for m in messages if m is not None for d in m.adds])
+            return
+        adds = [AddFile.from_json(d) for m in messages if m is not None for d in m.adds]
+        commit_write(self.path, self.opts, self.plan, table.version(), self.overwrite, adds,
+                     operation="STREAMING UPDATE", txn_id=txn_id)
+
+    def abort(self, messages, batchId: int) -> None:
+        from .writer import delete_written
+
+        delete_written(self.path, self.opts, [d for m in messages if m is not None for d in m.adds])
+
+
+def already_committed(table: IndexTable, app_id: str, batch_id: int) -> bool:
+    """Scan back from the latest version for this app's commits; batch ids only grow."""
+    prefix = f"{app_id}:"
+    for v in reversed(table.log.list_versions()):
+        for a in table.log.read_actions(v):
+            if isinstance(a, CommitInfo) and a.txn_id and a.txn_id.startswith(prefix):
+                seen = int(a.txn_id[len(prefix):])
+                if seen == batch_id:
+                    return True
+                if seen < batch_id:
+                    return False
+    return False
