@@ -1,0 +1,294 @@
+"""SplitWriter: Arrow batches → split files in storage → AddFile actions.
+
+Rows are grouped by partition values (one open split per combination). Each open split has a
+Tantivy index in a temp directory (one writer thread, a large heap: one segment) and an Arrow IPC
+file (LZ4, batches of at most 65,536 rows) holding the stored columns; partition columns are not
+stored. `finish()` bundles each split (bundle.py), uploads it to
+`[col=value/...]splits/split-<uuid4>.split` and describes it as an AddFile.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from ..errors import IndexTablesError, SchemaMismatchError
+from ..log.actions import AddFile
+from ..log.doc_mapping import doc_mapping_hash
+from ..options import Options
+from ..storage.base import Storage
+from ._tantivy import tantivy_call
+from .bundle import ROWS_NAME, bundle
+from .documents import json_documents
+from .partitions import format_partition_value, partition_path
+from .stats import StatsCollector
+from .types import ColumnSpec, arrow_schema, doc_mapping_from_specs, tantivy_schema, validate_schema
+
+BATCH_ROWS = 65_536                 # rows per IPC record batch (and per indexing chunk)
+DEFAULT_HEAP_BYTES = 512 << 20      # Tantivy allocates its arena lazily; this is a cap
+MIN_HEAP_BYTES = 15 << 20           # Tantivy needs at least ~15 MB per writer thread
+DEFAULT_STATS_COLUMNS = 32
+DEFAULT_STATS_MAX_LENGTH = 32
+_TARGET_SIZE_KEYS = ("indexing.split.targetSize", "split.targetSize", "write.targetSplitSize")
+
+
+def target_split_bytes_option(options: Options) -> int | None:
+    for key in _TARGET_SIZE_KEYS:
+        v = options.get_size(key, 0)
+        if v > 0:
+            return v
+    return None
+
+
+@dataclass
+class _OpenSplit:
+    partition_values: dict[str, str | None]
+    tmp_dir: str
+    index: Any                       # tantivy.Index
+    writer: Any                      # tantivy.IndexWriter
+    sink: Any                        # pa.OSFile
+    ipc: pa.ipc.RecordBatchFileWriter
+    stats: StatsCollector
+    pending: list[pa.RecordBatch] = field(default_factory=list)
+    pending_rows: int = 0
+    batch_rows: list[int] = field(default_factory=list)
+    num_rows: int = 0
+    uncompressed: int = 0
+    truncated: set[str] = field(default_factory=set)
+
+    @property
+    def index_dir(self) -> str:
+        return os.path.join(self.tmp_dir, "index")
+
+    @property
+    def rows_path(self) -> str:
+        return os.path.join(self.tmp_dir, ROWS_NAME)
+
+
+class SplitWriter:
+    """Writes the rows of one task as splits; see the module doc."""
+
+    def __init__(self, storage: Storage, schema_json: dict, partition_columns: Sequence[str],
+                 options: Options | Mapping[str, str] | None = None, target_split_bytes: int | None = None):
+        self.storage = storage
+        self.options = options if isinstance(options, Options) else Options.of(options)
+        self.partition_columns = list(partition_columns)
+        self.specs: list[ColumnSpec] = validate_schema(schema_json, self.partition_columns, self.options)
+        self.stored_specs = [s for s in self.specs if not s.partition]
+        if not self.stored_specs:
+            raise SchemaMismatchError(
+                f"every column is a partition column ({self.partition_columns}): nothing to store in a split")
+        self.doc_mapping = doc_mapping_from_specs(self.specs)
+        self.doc_mapping_ref = doc_mapping_hash(self.doc_mapping)
+        self.full_schema = arrow_schema(schema_json)
+        self.stored_schema = arrow_schema(schema_json, [s.name for s in self.stored_specs])
+        self._partition_types = {s.name: s.spark_type for s in self.specs if s.partition}
+        self._tantivy_schema = tantivy_schema(self.stored_specs)
+        self.target_split_bytes = target_split_bytes if target_split_bytes else target_split_bytes_option(self.options)
+        self.heap_bytes = max(MIN_HEAP_BYTES, self.options.get_size("indexWriter.heapSize", DEFAULT_HEAP_BYTES))
+        self.tmp_root = (self.options.get_str("indexWriter.tempDirectoryPath")
+                         or self.options.get_str("indexing.tempDirectoryPath") or None)
+        max_len = self.options.get_int("stats.truncation.maxLength", DEFAULT_STATS_MAX_LENGTH)
+        self._stats_max_length = max_len if self.options.get_bool("stats.truncation.enabled", True) else None
+        self._stats_columns = self.options.get_int("dataSkippingNumIndexedCols", DEFAULT_STATS_COLUMNS)
+        self._open: dict[tuple, _OpenSplit] = {}
+        self._done: list[AddFile] = []
+        self._closed = False
+
+    # -- public --------------------------------------------------------------------------------
+
+    def write_batch(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Add rows (every column of the schema, partition columns included)."""
+        if self._closed:
+            raise IndexTablesError("SplitWriter: write_batch after finish() or abort()")
+        if isinstance(batch, pa.Table):
+            for b in batch.to_batches():
+                self.write_batch(b)
+            return
+        if batch.num_rows == 0:
+            return
+        batch = self._conform(batch)
+        for values, rows in self._partition_groups(batch):
+            self._append(values, rows)
+
+    def finish(self) -> list[AddFile]:
+        """Close every open split, upload it, and return its AddFile (no rows → [])."""
+        if self._closed:
+            raise IndexTablesError("SplitWriter: finish() called twice")
+        try:
+            for key in list(self._open):
+                self._done.append(self._close_split(self._open.pop(key)))
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        return list(self._done)
+
+    def abort(self) -> None:
+        """Drop open splits and their temp files (uploaded splits are left to the caller)."""
+        self._closed = True
+        for split in self._open.values():
+            _discard(split)
+        self._open.clear()
+
+    def __enter__(self) -> "SplitWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None or not self._closed:
+            self.abort()
+
+    # -- input ---------------------------------------------------------------------------------
+
+    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        names = batch.schema.names
+        cols = []
+        for f in self.full_schema:
+            if f.name not in names:
+                raise SchemaMismatchError(f"batch has no column {f.name!r} (batch columns: {names})")
+            col = batch.column(names.index(f.name))
+            if not col.type.equals(f.type):
+                try:
+                    col = col.cast(f.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise SchemaMismatchError(
+                        f"column {f.name!r}: cannot convert Arrow type {col.type} to {f.type}: {e}") from None
+            if not f.nullable and col.null_count:
+                raise SchemaMismatchError(f"column {f.name!r} is not nullable but the batch has {col.null_count} nulls")
+            cols.append(col)
+        return pa.RecordBatch.from_arrays(cols, schema=self.full_schema)
+
+    def _partition_groups(self, batch: pa.RecordBatch) -> list[tuple[dict[str, str | None], pa.RecordBatch]]:
+        stored = batch.select([s.name for s in self.stored_specs])
+        stored = pa.RecordBatch.from_arrays(stored.columns, schema=self.stored_schema)
+        if not self.partition_columns:
+            return [({}, stored)]
+        # One hash group-by gives each combination's row indices (nulls form their own group).
+        keys = pa.Table.from_batches([batch.select(self.partition_columns)])
+        keys = keys.append_column("__i", pa.array(range(batch.num_rows), pa.int64()))
+        grouped = keys.group_by(self.partition_columns, use_threads=False).aggregate([("__i", "list")])
+        out = []
+        for row in grouped.to_pylist():
+            values = {c: format_partition_value(row[c], self._partition_types[c]) for c in self.partition_columns}
+            idx = row["__i_list"]
+            out.append((values, stored if len(idx) == batch.num_rows else stored.take(pa.array(idx, pa.int64()))))
+        return out
+
+    # -- splits --------------------------------------------------------------------------------
+
+    def _append(self, values: dict[str, str | None], rows: pa.RecordBatch) -> None:
+        key = tuple(values.get(c) for c in self.partition_columns)
+        start = 0
+        while start < rows.num_rows:
+            split = self._open.get(key)
+            if split is None:
+                split = self._open[key] = self._new_split(values)
+            n = rows.num_rows - start
+            if self.target_split_bytes:
+                # Take about as many rows as fit the remaining budget (at least one).
+                per_row = max(1, rows.nbytes // max(1, rows.num_rows))
+                budget = self.target_split_bytes - split.uncompressed
+                n = min(n, max(1, budget // per_row))
+            n = min(n, BATCH_ROWS)
+            self._write_rows(split, rows.slice(start, n))
+            start += n
+            if self.target_split_bytes and split.uncompressed >= self.target_split_bytes:
+                self._done.append(self._close_split(self._open.pop(key)))
+
+    def _new_split(self, values: dict[str, str | None]) -> _OpenSplit:
+        import tantivy
+
+        tmp = tempfile.mkdtemp(prefix="indextables-split-", dir=self.tmp_root)
+        try:
+            os.makedirs(os.path.join(tmp, "index"))
+            where = f"new split in {tmp}"
+            with tantivy_call(f"creating the Tantivy index of a {where}"):
+                index = tantivy.Index(self._tantivy_schema, os.path.join(tmp, "index"))
+                writer = index.writer(self.heap_bytes, 1)
+            sink = pa.OSFile(os.path.join(tmp, ROWS_NAME), "wb")
+            ipc = pa.ipc.new_file(sink, self.stored_schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        stats = StatsCollector(self.specs, self._stats_columns, self._stats_max_length)
+        return _OpenSplit(dict(values), tmp, index, writer, sink, ipc, stats)
+
+    def _write_rows(self, split: _OpenSplit, rows: pa.RecordBatch) -> None:
+        split.stats.add(rows)
+        docs, truncated = json_documents(rows, self.stored_specs, split.num_rows)
+        split.truncated |= truncated
+        add = split.writer.add_json
+        with tantivy_call(f"indexing rows {split.num_rows}..{split.num_rows + rows.num_rows} "
+                          f"of a split of partition {split.partition_values or '(none)'}"):
+            for d in docs:
+                add(d)
+        split.num_rows += rows.num_rows
+        split.uncompressed += rows.nbytes
+        split.pending.append(rows)
+        split.pending_rows += rows.num_rows
+        while split.pending_rows >= BATCH_ROWS:
+            self._flush_rows(split, BATCH_ROWS)
+
+    @staticmethod
+    def _flush_rows(split: _OpenSplit, n: int) -> None:
+        """Write the first n pending rows as one IPC record batch."""
+        table = pa.Table.from_batches(split.pending)
+        head = table.slice(0, n).combine_chunks()
+        for b in head.to_batches(max_chunksize=n):
+            split.ipc.write_batch(b)
+            split.batch_rows.append(b.num_rows)
+        rest = table.slice(n)
+        split.pending = rest.to_batches()
+        split.pending_rows = rest.num_rows
+
+    def _close_split(self, split: _OpenSplit) -> AddFile:
+        try:
+            where = f"split of partition {split.partition_values or '(none)'} in {split.tmp_dir}"
+            with tantivy_call(f"committing the Tantivy index of a {where}"):
+                split.writer.commit()
+                split.writer.wait_merging_threads()
+            if split.pending_rows:
+                self._flush_rows(split, split.pending_rows)
+            split.ipc.close()
+            split.sink.close()
+            prefix = partition_path(self.partition_columns, split.partition_values)
+            key = (prefix + "/" if prefix else "") + f"splits/split-{uuid.uuid4()}.split"
+            out_path = os.path.join(split.tmp_dir, "split.bin")
+            extra = {"truncatedTerms": sorted(split.truncated)} if split.truncated else None
+            footer_start, footer_end = bundle(split.index_dir, split.rows_path, self.doc_mapping, out_path,
+                                              num_rows=split.num_rows, batch_rows=split.batch_rows, extra=extra)
+            size = os.path.getsize(out_path)
+            self.storage.upload_file(key, out_path)
+            mins, maxs = split.stats.min_max_values()
+            return AddFile(
+                path=key,
+                partition_values=dict(split.partition_values),
+                size=size,
+                modification_time=int(time.time() * 1000),
+                data_change=True,
+                stats=split.stats.stats_json(),
+                min_values=mins or None,
+                max_values=maxs or None,
+                num_records=split.num_rows,
+                footer_start_offset=footer_start,
+                footer_end_offset=footer_end,
+                doc_mapping_ref=self.doc_mapping_ref,
+                uncompressed_size_bytes=split.uncompressed,
+            )
+        finally:
+            _discard(split)
+
+
+def _discard(split: _OpenSplit) -> None:
+    # Release Tantivy's writer (and its lock) before deleting its directory.
+    split.writer = None
+    split.index = None
+    if not split.sink.closed:
+        split.sink.close()
+    shutil.rmtree(split.tmp_dir, ignore_errors=True)

@@ -1,0 +1,230 @@
+"""Local disk cache of extracted splits (Tantivy needs a writable local directory to open one).
+
+Layout: `<root>/<sha256(uri, path, size)[:40]>/` holding the index files, rows.arrow and
+footer.json. A split is extracted into `<root>/.tmp-<uuid>` and renamed into place: rename is
+atomic, so threads and processes racing on the same split either win or find the winner's
+complete directory (the loser deletes its copy). Local storages are extracted straight from the
+split file with ranged copies; remote ones are downloaded once, extracted, and the download
+deleted.
+
+Size bound: option `cache.disk.maxSize` (default 10G); least recently used directories (by
+modification time, refreshed on each use) are evicted, never one this process has open (cached
+handles, live SplitReader objects, or handed out by local_dir in the last GRACE_SECONDS).
+Root: option `cache.disk.path`, else `$TMPDIR/indextables-cache`.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any
+
+from ..errors import SplitFormatError
+from ..options import Options
+from ..storage.base import Storage
+from . import reader as _reader
+from .bundle import extract
+
+DEFAULT_MAX_BYTES = 10 << 30
+GRACE_SECONDS = 300.0          # a directory handed out recently counts as in use
+STALE_TMP_SECONDS = 3600.0     # temp extractions older than this are leftovers of dead processes
+_TMP_PREFIX = ".tmp-"
+_TRASH_PREFIX = ".trash-"
+
+
+def _dir_size(path: str) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(dirpath, f)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def cache_key(storage: Storage, add_file: Any) -> str:
+    ident = f"{storage.uri}\0{add_file.path}\0{add_file.size}".encode("utf-8")
+    return hashlib.sha256(ident).hexdigest()[:40]
+
+
+class SplitCache:
+    def __init__(self, root: str, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.root = os.path.abspath(root)
+        self.max_bytes = max_bytes
+        os.makedirs(self.root, exist_ok=True)
+        self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._sizes: dict[str, int] = {}
+        self._recent: dict[str, float] = {}
+        self._scanned = False
+        self.downloads = 0      # splits this process fetched (observability, tests)
+
+    # -- public --------------------------------------------------------------------------------
+
+    def local_dir(self, storage: Storage, add_file: Any) -> str:
+        """A local directory holding the extracted split (downloaded and extracted at most once)."""
+        key = cache_key(storage, add_file)
+        final = os.path.join(self.root, key)
+        if not self._ready(final):
+            with self._key_lock(key):
+                if not self._ready(final):
+                    self._fetch(storage, add_file, key, final)
+        self._touch(key, final)
+        return final
+
+    def reader(self, storage: Storage, add_file: Any) -> "_reader.SplitReader":
+        """A SplitReader over the cached split (index and IPC reader are cached per process)."""
+        return _reader.SplitReader(self.local_dir(storage, add_file))
+
+    def usage_bytes(self) -> int:
+        with self._lock:
+            self._rescan()
+            return sum(self._sizes.values())
+
+    # -- internals -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _ready(final: str) -> bool:
+        return os.path.isdir(final)
+
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    def _touch(self, key: str, final: str) -> None:
+        now = time.time()
+        try:
+            os.utime(final, (now, now))
+        except FileNotFoundError:
+            pass  # evicted by another process right now; the caller's open handles still work
+        with self._lock:
+            self._recent[final] = now
+
+    def _fetch(self, storage: Storage, add_file: Any, key: str, final: str) -> None:
+        tmp = os.path.join(self.root, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
+        os.makedirs(tmp)
+        try:
+            where = storage.full_uri(add_file.path)
+            local = storage.local_path(add_file.path)
+            if local is not None:
+                if not os.path.exists(local):
+                    from ..errors import FileNotFoundInStorageError
+
+                    raise FileNotFoundInStorageError(f"split file not found: {where}")
+                footer = extract(local, tmp, where)
+            else:
+                download = os.path.join(tmp, ".download")
+                storage.download_file(add_file.path, download)
+                footer = extract(download, tmp, where)
+                os.unlink(download)
+            self._check(footer, add_file, where)
+            self.downloads += 1
+            try:
+                os.rename(tmp, final)
+            except OSError as e:
+                # Lost the race: another thread/process put the same split in place first.
+                if e.errno in (errno.EEXIST, errno.ENOTEMPTY) and os.path.isdir(final):
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    raise
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        with self._lock:
+            self._sizes[key] = _dir_size(final)
+        self._evict(protect=final)
+
+    @staticmethod
+    def _check(footer, add_file: Any, where: str) -> None:
+        if add_file.size is not None and footer.footer_end != add_file.size:
+            raise SplitFormatError(f"split {where}: the log records {add_file.size} bytes but the file has "
+                                   f"{footer.footer_end} (replaced or truncated?)")
+        start = getattr(add_file, "footer_start_offset", None)
+        if start is not None and start != footer.footer_start:
+            raise SplitFormatError(f"split {where}: the log records footerStartOffset {start} but the file's "
+                                   f"footer starts at {footer.footer_start}")
+
+    def _rescan(self) -> None:
+        """Sizes of every cached directory (others may be written by other processes)."""
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            os.makedirs(self.root, exist_ok=True)
+            names = []
+        present = set()
+        now = time.time()
+        for n in names:
+            path = os.path.join(self.root, n)
+            if n.startswith((_TMP_PREFIX, _TRASH_PREFIX)):
+                try:
+                    if now - os.stat(path).st_mtime > STALE_TMP_SECONDS:
+                        shutil.rmtree(path, ignore_errors=True)
+                except FileNotFoundError:
+                    pass
+                continue
+            present.add(n)
+            if n not in self._sizes:
+                self._sizes[n] = _dir_size(path)
+        for gone in set(self._sizes) - present:
+            del self._sizes[gone]
+
+    def _evict(self, protect: str) -> None:
+        with self._lock:
+            self._rescan()
+            total = sum(self._sizes.values())
+            if total <= self.max_bytes:
+                return
+            now = time.time()
+            in_use = _reader.dirs_in_use() | {protect}
+            in_use |= {d for d, t in self._recent.items() if now - t < GRACE_SECONDS}
+            candidates = []
+            for key in self._sizes:
+                path = os.path.join(self.root, key)
+                if path in in_use:
+                    continue
+                try:
+                    candidates.append((os.stat(path).st_mtime, key, path))
+                except FileNotFoundError:
+                    continue
+            for _mtime, key, path in sorted(candidates):
+                if total <= self.max_bytes:
+                    break
+                trash = os.path.join(self.root, f"{_TRASH_PREFIX}{uuid.uuid4().hex}")
+                try:
+                    os.rename(path, trash)  # atomic: nobody sees a half-deleted split
+                except FileNotFoundError:
+                    pass  # another process evicted it first
+                else:
+                    _reader.forget(path)
+                    shutil.rmtree(trash, ignore_errors=True)
+                total -= self._sizes.pop(key, 0)
+                self._recent.pop(path, None)
+
+
+_caches: dict[str, SplitCache] = {}
+_caches_lock = threading.Lock()
+
+
+def cache_root(options: Options | None) -> str:
+    opts = options if isinstance(options, Options) else Options.of(options)
+    return os.path.abspath(opts.get_str("cache.disk.path") or os.path.join(tempfile.gettempdir(), "indextables-cache"))
+
+
+def get_cache(options: Options | dict | None = None) -> SplitCache:
+    """The process-wide cache for the configured root (max size follows the latest options)."""
+    opts = options if isinstance(options, Options) else Options.of(options)
+    root = cache_root(opts)
+    max_bytes = opts.get_size("cache.disk.maxSize", DEFAULT_MAX_BYTES)
+    with _caches_lock:
+        cache = _caches.get(root)
+        if cache is None:
+            cache = _caches[root] = SplitCache(root, max_bytes)
+        else:
+            cache.max_bytes = max_bytes
+        return cache

@@ -1,0 +1,759 @@
+"""A Spark-free filter model and its evaluations.
+
+- `arrow_mask`: exact Spark SQL semantics over Arrow data (three-valued logic, NaN is equal to
+  itself and above every other double, -0.0 = 0.0, strings by UTF-8 bytes, exact decimals).
+- `tantivy_query`: a query matching a SUPERSET of the rows that satisfy the filters (narrowing).
+- `skip_split`: min/max/null-count stats prove that no row of a split can match.
+- `prune_partition`: exact evaluation on partition values (True = the partition may match: keep).
+
+Filter values are Python values as PySpark gives them: int, float, str, bool, bytes,
+decimal.Decimal, datetime.date, datetime.datetime (aware for timestamp columns, naive for
+timestamp_ntz).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import IndexTablesError, SchemaMismatchError
+from .documents import TRUNCATE_CHARS, exact_term, f64_key
+from .partitions import date_to_days, datetime_to_micros, parse_partition_value
+from .stats import decode_stat, null_counts, order_key
+from .types import STRING_KINDS, ColumnSpec, arrow_type, specs_by_name
+
+
+class UnsupportedFilterError(IndexTablesError):
+    """A filter cannot be evaluated on a column (wrong value type, unsupported column kind)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+@dataclass(frozen=True)
+class EqualTo:
+    column: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class EqualNullSafe:
+    column: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class GreaterThan:
+    column: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class GreaterThanOrEqual:
+    column: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class LessThan:
+    column: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class LessThanOrEqual:
+    column: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class In:
+    column: str
+    values: tuple
+
+
+@dataclass(frozen=True)
+class IsNull:
+    column: str
+
+
+@dataclass(frozen=True)
+class IsNotNull:
+    column: str
+
+
+@dataclass(frozen=True)
+class StringStartsWith:
+    column: str
+    value: str
+
+
+@dataclass(frozen=True)
+class StringEndsWith:
+    column: str
+    value: str
+
+
+@dataclass(frozen=True)
+class StringContains:
+    column: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Not:
+    child: "Filter"
+
+
+@dataclass(frozen=True)
+class And:
+    left: "Filter"
+    right: "Filter"
+
+
+@dataclass(frozen=True)
+class Or:
+    left: "Filter"
+    right: "Filter"
+
+
+Comparison = Union[EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual]
+StringMatch = Union[StringStartsWith, StringEndsWith, StringContains]
+Filter = Union[Comparison, In, IsNull, IsNotNull, StringMatch, Not, And, Or]
+
+_OPS = {EqualTo: "eq", EqualNullSafe: "eq", GreaterThan: "gt", GreaterThanOrEqual: "ge",
+        LessThan: "lt", LessThanOrEqual: "le"}
+_COMPARISONS = tuple(_OPS)
+_STRING_MATCHES = (StringStartsWith, StringEndsWith, StringContains)
+_LEAVES = _COMPARISONS + (In, IsNull, IsNotNull) + _STRING_MATCHES
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def columns_of(f: Filter) -> set[str]:
+    if isinstance(f, (And, Or)):
+        return columns_of(f.left) | columns_of(f.right)
+    if isinstance(f, Not):
+        return columns_of(f.child)
+    return {f.column}
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`") if len(name) > 1 and name[0] == name[-1] == "`" else name
+
+
+def _lookup(specs: Mapping[str, ColumnSpec], column: str) -> ColumnSpec | None:
+    name = _unquote(column)
+    s = specs.get(name)
+    if s is not None:
+        return s
+    matches = [v for k, v in specs.items() if k.lower() == name.lower()]
+    return matches[0] if len(matches) == 1 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Values: filter value → the comparable domain of a column kind
+
+
+class _Incompatible(Exception):
+    """Internal: a value does not fit a column kind."""
+
+
+def _norm_value(kind: str, spark_type: Any, v: Any) -> Any:
+    """Comparable Python value for a column kind (int days/micros for date/timestamp)."""
+    if kind == "i64":
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    elif kind == "f64":
+        if isinstance(v, float):
+            return v
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) <= (1 << 53):
+            return float(v)
+    elif kind == "decimal":
+        if isinstance(v, decimal.Decimal) and v.is_finite():
+            return v
+        if isinstance(v, int) and not isinstance(v, bool):
+            return decimal.Decimal(v)
+    elif kind in STRING_KINDS:
+        if isinstance(v, str):
+            return v
+    elif kind == "bool":
+        if isinstance(v, bool):
+            return v
+    elif kind == "date":
+        if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
+            return date_to_days(v)
+    elif kind == "timestamp":
+        if isinstance(v, dt.datetime):
+            ntz = str(spark_type).strip().lower() == "timestamp_ntz"
+            if ntz == (v.tzinfo is None):
+                return datetime_to_micros(v)
+    elif kind == "binary":
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            return bytes(v)
+    raise _Incompatible(f"{v!r} ({type(v).__name__})")
+
+
+def _value_ok(spec: ColumnSpec, v: Any) -> bool:
+    try:
+        _norm_value(spec.kind, spec.spark_type, v)
+        return True
+    except _Incompatible:
+        return False
+
+
+def supports(filter: Filter, specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]) -> bool:
+    """True when arrow_mask evaluates the filter exactly on stored (non-partition) columns."""
+    return _supports(filter, specs_by_name(specs))
+
+
+def _supports(f: Any, specs: Mapping[str, ColumnSpec]) -> bool:
+    if isinstance(f, Not):
+        return _supports(f.child, specs)
+    if isinstance(f, (And, Or)):
+        return _supports(f.left, specs) and _supports(f.right, specs)
+    if not isinstance(f, _LEAVES):
+        return False
+    spec = _lookup(specs, f.column)
+    if spec is None or spec.partition:
+        return False
+    if isinstance(f, (IsNull, IsNotNull)):
+        return True
+    if spec.kind == "json":
+        return False
+    if isinstance(f, _STRING_MATCHES):
+        return spec.kind in STRING_KINDS and isinstance(f.value, str)
+    if isinstance(f, In):
+        return isinstance(f.values, (tuple, list)) and all(v is None or _value_ok(spec, v) for v in f.values)
+    return f.value is None or _value_ok(spec, f.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact evaluation over Arrow
+
+
+def _kind_of_arrow(t: pa.DataType) -> str:
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t):
+        return "i64"
+    if pa.types.is_floating(t):
+        return "f64"
+    if pa.types.is_decimal(t):
+        return "decimal"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return "binary"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    return "json"
+
+
+def _arrow_spark_type(t: pa.DataType) -> str:
+    return "timestamp_ntz" if pa.types.is_timestamp(t) and t.tz is None else "timestamp"
+
+
+_NULL_BOOL = pa.scalar(None, pa.bool_())
+
+
+def _const(a, value: bool):
+    """value on non-null rows, null on null rows."""
+    return pc.if_else(pc.is_valid(a), pa.scalar(value), _NULL_BOOL)
+
+
+_CMP = {"eq": pc.equal, "gt": pc.greater, "ge": pc.greater_equal, "lt": pc.less, "le": pc.less_equal}
+
+
+def _outside(op: str, above: bool, a):
+    """Every value of a lies below (above=True) or above (above=False) the filter value."""
+    if op == "eq":
+        return _const(a, False)
+    return _const(a, (op in ("lt", "le")) == above)
+
+
+def _compare(op: str, a, kind: str, v: Any, spark_type: str):
+    if kind == "i64":
+        if v > _I64_MAX or v < _I64_MIN:
+            return _outside(op, v > _I64_MAX, a)
+        return _CMP[op](a.cast(pa.int64()), pa.scalar(v, pa.int64()))
+    if kind == "f64":
+        x = a.cast(pa.float64())
+        nan = pc.is_nan(x)
+        if math.isnan(v):  # Spark: NaN = NaN, NaN above everything
+            return {"eq": nan, "ge": nan, "gt": _const(a, False), "lt": pc.invert(nan), "le": _const(a, True)}[op]
+        base = _CMP[op](x, pa.scalar(v, pa.float64()))
+        return pc.or_kleene(base, nan) if op in ("gt", "ge") else base
+    if kind == "decimal":
+        return _compare_decimal(op, a, v)
+    if kind == "date":
+        return _CMP[op](a.cast(pa.int32()), pa.scalar(v, pa.int32()))
+    if kind == "timestamp":
+        if v > _I64_MAX or v < _I64_MIN:
+            return _outside(op, v > _I64_MAX, a)
+        return _CMP[op](a.cast(pa.int64()), pa.scalar(v, pa.int64()))
+    if kind in ("string", "binary", "bool"):
+        # Arrow compares strings and binaries byte-wise (= Spark's UTF-8 binary order), false < true.
+        return _CMP[op](a, pa.scalar(v, a.type))
+    raise UnsupportedFilterError(f"cannot compare a {a.type} column")
+
+
+def _decimal_ctx() -> decimal.Context:
+    return decimal.Context(prec=120, rounding=decimal.ROUND_FLOOR)
+
+
+def _compare_decimal(op: str, a, v: decimal.Decimal):
+    t = a.type
+    ctx = _decimal_ctx()
+    quantum = decimal.Decimal(1).scaleb(-t.scale)
+    limit = (decimal.Decimal(10) ** t.precision - 1).scaleb(-t.scale, context=ctx)
+    floor_v = v.quantize(quantum, context=ctx)
+    if floor_v > limit:
+        return _outside(op, True, a)
+    if v < -limit:
+        return _outside(op, False, a)
+    floor_s = pa.scalar(floor_v, t)
+    if floor_v == v:
+        return _CMP[op](a, floor_s)
+    # v has more fractional digits than the column: floor_v < v < floor_v + quantum.
+    if op == "eq":
+        return _const(a, False)
+    if op in ("gt", "ge"):
+        return pc.greater(a, floor_s)
+    return pc.less_equal(a, floor_s)
+
+
+def _in(a, kind: str, values: Sequence[Any], spark_type: str):
+    non_null = [v for v in values if v is not None]
+    has_null = len(non_null) < len(values)
+    if not non_null:
+        result = _const(a, False)
+    elif kind in ("f64", "decimal") or len(non_null) <= 8:
+        result = None
+        for v in non_null:
+            r = _compare("eq", a, kind, v, spark_type)
+            result = r if result is None else pc.or_kleene(result, r)
+    else:
+        result = _is_in(a, kind, non_null)
+    if has_null:  # x IN (.., NULL): true on a match, otherwise NULL
+        result = pc.if_else(pc.fill_null(result, False), pa.scalar(True), _NULL_BOOL)
+    return result
+
+
+def _is_in(a, kind: str, values: list[Any]):
+    if kind in ("i64", "timestamp"):
+        col, vs = a.cast(pa.int64()), pa.array([v for v in values if _I64_MIN <= v <= _I64_MAX], pa.int64())
+    elif kind == "date":
+        col, vs = a.cast(pa.int32()), pa.array(values, pa.int32())
+    else:
+        col, vs = a, pa.array(values, a.type)
+    return pc.if_else(pc.is_valid(a), pc.is_in(col, value_set=vs), _NULL_BOOL)
+
+
+def _column(data, name: str, f: Any):
+    col_name = _unquote(name)
+    names = data.schema.names
+    if col_name not in names:
+        lowered = [n for n in names if n.lower() == col_name.lower()]
+        if len(lowered) != 1:
+            raise SchemaMismatchError(f"filter {f} references column {name!r}, which is not in the data "
+                                      f"(columns: {names})")
+        col_name = lowered[0]
+    return data.column(col_name)
+
+
+def _eval(f: Any, data):
+    if isinstance(f, And):
+        return pc.and_kleene(_eval(f.left, data), _eval(f.right, data))
+    if isinstance(f, Or):
+        return pc.or_kleene(_eval(f.left, data), _eval(f.right, data))
+    if isinstance(f, Not):
+        return pc.invert(_eval(f.child, data))
+    if not isinstance(f, _LEAVES):
+        raise UnsupportedFilterError(f"unknown filter {f!r}")
+    a = _column(data, f.column, f)
+    if isinstance(f, IsNull):
+        return pc.is_null(a)
+    if isinstance(f, IsNotNull):
+        return pc.is_valid(a)
+    kind = _kind_of_arrow(a.type)
+    spark_type = _arrow_spark_type(a.type)
+    if isinstance(f, _STRING_MATCHES):
+        if kind != "string" or not isinstance(f.value, str):
+            raise UnsupportedFilterError(f"filter {f}: column {f.column!r} of type {a.type} is not a string column")
+        fn = {StringStartsWith: pc.starts_with, StringEndsWith: pc.ends_with,
+              StringContains: pc.match_substring}[type(f)]
+        return fn(a, pattern=f.value)
+    if kind == "json":
+        raise UnsupportedFilterError(f"filter {f}: column {f.column!r} of type {a.type} supports only IS [NOT] NULL")
+    try:
+        if isinstance(f, In):
+            values = [None if v is None else _norm_value(kind, spark_type, v) for v in f.values]
+            return _in(a, kind, values, spark_type)
+        if f.value is None:  # x <=> NULL is IS NULL; any other comparison with NULL is NULL
+            return pc.is_null(a) if isinstance(f, EqualNullSafe) else pa.nulls(len(a), pa.bool_())
+        v = _norm_value(kind, spark_type, f.value)
+    except _Incompatible as e:
+        raise UnsupportedFilterError(f"filter {f}: value {e} does not fit column {f.column!r} of type {a.type}") from None
+    r = _compare(_OPS[type(f)], a, kind, v, spark_type)
+    return pc.fill_null(r, False) if isinstance(f, EqualNullSafe) else r
+
+
+def arrow_mask(table_or_batch: pa.Table | pa.RecordBatch, filters: Sequence[Filter]) -> pa.BooleanArray:
+    """Rows satisfying every filter (Spark semantics: a NULL result drops the row)."""
+    n = table_or_batch.num_rows
+    mask = None
+    for f in filters:
+        r = _eval(f, table_or_batch)
+        mask = r if mask is None else pc.and_kleene(mask, r)
+    if mask is None:
+        return pa.repeat(pa.scalar(True), n)
+    mask = pc.fill_null(mask, False)
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks() if mask.num_chunks != 1 else mask.chunk(0)
+    return mask
+
+
+# ---------------------------------------------------------------------------------------------
+# Narrowing with Tantivy (superset)
+
+_DECIMAL_MARGIN = 1e-9     # relative; decimal → f64 conversion errors are ~1e-16
+_MAX_PATTERN_CHARS = 256   # longer regexes are not worth compiling
+_REGEX_META = set("\\.+*?()|[]{}^$#&-~")
+
+
+def _regex_escape(s: str) -> str:
+    return "".join("\\" + c if c in _REGEX_META else c for c in s)
+
+
+class _Q:
+    """Query builder bound to one index schema."""
+
+    def __init__(self, schema, specs: Mapping[str, ColumnSpec]):
+        import tantivy
+
+        self.t = tantivy
+        self.schema = schema
+        self.specs = specs
+
+    # helpers
+    def all(self):
+        return self.t.Query.all_query()
+
+    def empty(self):
+        return self.t.Query.empty_query()
+
+    def must(self, qs):
+        return self.t.Query.boolean_query([(self.t.Occur.Must, q) for q in qs])
+
+    def should(self, qs):
+        return self.t.Query.boolean_query([(self.t.Occur.Should, q) for q in qs])
+
+    def must_not(self, q):
+        return self.t.Query.boolean_query([(self.t.Occur.Must, self.all()), (self.t.Occur.MustNot, q)])
+
+    def i64_range(self, field, lo, hi, inc_lo=True, inc_hi=True):
+        return self.t.Query.range_query(self.schema, field, self.t.FieldType.Integer, lo, hi,
+                                        include_lower=inc_lo if lo is not None else True,
+                                        include_upper=inc_hi if hi is not None else True)
+
+    def f64_range(self, field, lo, hi):
+        if lo is None and hi is None:
+            return self.t.Query.exists_query(field)
+        return self.t.Query.range_query(self.schema, field, self.t.FieldType.Float, lo, hi)
+
+    # translation: (query or None, exact)
+    def build(self, f: Any) -> tuple[Any, bool]:
+        if isinstance(f, And):
+            (l, le), (r, re_) = self.build(f.left), self.build(f.right)
+            if l is None or r is None:
+                return (l if r is None else r), False
+            return self.must([l, r]), le and re_
+        if isinstance(f, Or):
+            (l, le), (r, re_) = self.build(f.left), self.build(f.right)
+            if l is None or r is None:
+                return None, False
+            return self.should([l, r]), le and re_
+        if isinstance(f, Not):
+            q, exact = self.build(f.child)
+            # Not keeps the rows where the child is false or NULL: a superset of Not(child) = TRUE.
+            return (self.must_not(q), False) if q is not None and exact else (None, False)
+        if not isinstance(f, _LEAVES):
+            return None, False
+        spec = _lookup(self.specs, f.column)
+        if spec is None or spec.partition or not spec.indexed_fields:
+            return None, False
+        try:
+            return self.leaf(f, spec)
+        except _Incompatible:
+            return None, False
+
+    def leaf(self, f: Any, spec: ColumnSpec) -> tuple[Any, bool]:
+        kind = spec.kind
+        field = spec.exact_field if kind in STRING_KINDS else spec.value_field
+        if kind in ("text", "json") or field is None:
+            # Tokenized values may produce no term at all ("", punctuation): nothing is provable.
+            return None, False
+        name = field.name
+        if isinstance(f, (IsNull, IsNotNull)):
+            return self.exists(f, name) if field.fast else (None, False)
+        if isinstance(f, _STRING_MATCHES):
+            return self.pattern(f, spec, name)
+        if isinstance(f, In):
+            return self.in_(f, spec, name)
+        if f.value is None:
+            if isinstance(f, EqualNullSafe):
+                return self.exists(IsNull(f.column), name) if field.fast else (None, False)
+            return self.empty(), True
+        op = _OPS[type(f)]
+        v = _norm_value(kind, spec.spark_type, f.value)
+        if kind in ("i64", "date", "timestamp"):
+            return self.int_cmp(op, name, v), True
+        if kind == "bool":
+            if op == "eq":
+                return self.t.Query.term_query(self.schema, name, v), True
+            return None, False
+        if kind in STRING_KINDS:
+            if op != "eq":
+                return None, False
+            term = exact_term(v)
+            return self.t.Query.term_query(self.schema, name, term), term == v and not spec.terms_truncated
+        if kind == "f64":
+            k = f64_key(v)
+            lo, hi = {"eq": (k, k), "gt": (k, None), "ge": (k, None), "lt": (None, k), "le": (None, k)}[op]
+            return self.f64_range(name, lo, hi), False
+        if kind == "decimal":
+            lo, hi = _decimal_bounds(v)
+            lo, hi = {"eq": (lo, hi), "gt": (lo, None), "ge": (lo, None), "lt": (None, hi), "le": (None, hi)}[op]
+            return self.f64_range(name, lo, hi), False
+        return None, False
+
+    def exists(self, f: Any, name: str) -> tuple[Any, bool]:
+        q = self.t.Query.exists_query(name)
+        return (q if isinstance(f, IsNotNull) else self.must_not(q)), True
+
+    def int_cmp(self, op: str, name: str, v: int):
+        if v > _I64_MAX or v < _I64_MIN:
+            above = v > _I64_MAX
+            if op == "eq" or (op in ("gt", "ge")) == above:
+                return self.empty()
+            return self.t.Query.exists_query(name)
+        if op == "eq":
+            return self.t.Query.term_query(self.schema, name, v)
+        return {"gt": lambda: self.i64_range(name, v, None, inc_lo=False),
+                "ge": lambda: self.i64_range(name, v, None),
+                "lt": lambda: self.i64_range(name, None, v, inc_hi=False),
+                "le": lambda: self.i64_range(name, None, v)}[op]()
+
+    def in_(self, f: In, spec: ColumnSpec, name: str) -> tuple[Any, bool]:
+        kind = spec.kind
+        vals = [_norm_value(kind, spec.spark_type, v) for v in f.values if v is not None]
+        if not vals:
+            return self.empty(), True
+        if kind in ("i64", "date", "timestamp"):
+            vals = [v for v in vals if _I64_MIN <= v <= _I64_MAX]
+            return (self.t.Query.term_set_query(self.schema, name, vals) if vals else self.empty()), True
+        if kind == "bool":
+            return self.t.Query.term_set_query(self.schema, name, sorted(set(vals))), True
+        if kind in STRING_KINDS:
+            terms = [exact_term(v) for v in vals]
+            exact = terms == vals and not spec.terms_truncated
+            return self.t.Query.term_set_query(self.schema, name, terms), exact
+        if len(vals) > 64:
+            return None, False
+        if kind == "f64":
+            return self.should([self.f64_range(name, f64_key(v), f64_key(v)) for v in vals]), False
+        if kind == "decimal":
+            return self.should([self.f64_range(name, *_decimal_bounds(v)) for v in vals]), False
+        return None, False
+
+    def pattern(self, f: Any, spec: ColumnSpec, name: str) -> tuple[Any, bool]:
+        p = f.value
+        if not isinstance(p, str) or len(p) > _MAX_PATTERN_CHARS:
+            return None, False
+        if p == "":
+            return self.t.Query.exists_query(name), True
+        esc = _regex_escape(p)
+        if isinstance(f, StringStartsWith):
+            # Cut terms keep their first TRUNCATE_CHARS characters, so prefixes still match.
+            return self.t.Query.regex_query(self.schema, name, "(?s)" + esc + ".*"), len(p) <= TRUNCATE_CHARS
+        if spec.terms_truncated:
+            return None, False
+        regex = "(?s).*" + esc if isinstance(f, StringEndsWith) else "(?s).*" + esc + ".*"
+        return self.t.Query.regex_query(self.schema, name, regex), True
+
+
+def _decimal_bounds(v: decimal.Decimal) -> tuple[float, float]:
+    """An f64 interval surely holding the indexed (f64-converted) value of any decimal equal to v."""
+    x = float(v)
+    margin = abs(x) * _DECIMAL_MARGIN + 1e-300
+    return x - margin, x + margin
+
+
+def build_query(schema, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]) -> tuple[Any, bool]:
+    """(query or None, exact): exact means the query matches exactly the rows passing the filters."""
+    q = _Q(schema, specs_by_name(specs))
+    parts: list[Any] = []
+    exact = True
+    for f in filters:
+        sub, e = q.build(f)
+        if sub is None:
+            exact = False
+        else:
+            parts.append(sub)
+            exact = exact and e
+    if not parts:
+        return None, not filters
+    return (parts[0] if len(parts) == 1 else q.must(parts)), exact
+
+
+def tantivy_query(index, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]):
+    """A Tantivy query matching a superset of the rows satisfying the filters; None = no narrowing."""
+    q, _ = build_query(index.schema, filters, specs)
+    return q
+
+
+# ---------------------------------------------------------------------------------------------
+# Data skipping with min/max stats
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    kind: str
+    lo: Any            # comparable (order_key applied) or None when unknown
+    hi: Any
+    nulls: int | None
+    rows: int | None
+
+    @property
+    def all_null(self) -> bool:
+        return self.nulls is not None and self.rows is not None and self.nulls == self.rows
+
+
+def _bounds(add_file: Any, spec: ColumnSpec, nulls: dict[str, int]) -> _Bounds:
+    def parse(stats: dict[str, str] | None) -> Any:
+        text = (stats or {}).get(spec.name)
+        if text is None:
+            return None
+        try:
+            return order_key(spec.kind, decode_stat(spec.kind, text))
+        except (ValueError, ArithmeticError):
+            # Stats written by other tools may use another encoding: unusable here means no
+            # skipping (always safe), not a failed read.
+            return None
+    return _Bounds(spec.kind, parse(add_file.min_values), parse(add_file.max_values),
+                   nulls.get(spec.name), add_file.num_records)
+
+
+def _cannot_match(f: Any, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int]) -> bool:
+    if isinstance(f, And):
+        return _cannot_match(f.left, add_file, specs, nulls) or _cannot_match(f.right, add_file, specs, nulls)
+    if isinstance(f, Or):
+        return _cannot_match(f.left, add_file, specs, nulls) and _cannot_match(f.right, add_file, specs, nulls)
+    if isinstance(f, Not):
+        if isinstance(f.child, IsNull):
+            return _cannot_match(IsNotNull(f.child.column), add_file, specs, nulls)
+        if isinstance(f.child, IsNotNull):
+            return _cannot_match(IsNull(f.child.column), add_file, specs, nulls)
+        return False
+    if not isinstance(f, _LEAVES):
+        return False
+    spec = _lookup(specs, f.column)
+    if spec is None or spec.partition:
+        return False
+    b = _bounds(add_file, spec, nulls)
+    if isinstance(f, IsNull):
+        return b.nulls == 0
+    if isinstance(f, IsNotNull):
+        return b.all_null
+    if isinstance(f, EqualNullSafe) and f.value is None:
+        return b.nulls == 0
+    if b.all_null:
+        return True  # every comparison with NULL is NULL
+    try:
+        if isinstance(f, In):
+            vals = [order_key(spec.kind, _norm_value(spec.kind, spec.spark_type, v)) for v in f.values if v is not None]
+            return all(_outside_bounds(b, v) for v in vals)
+        if isinstance(f, _STRING_MATCHES):
+            return isinstance(f, StringStartsWith) and spec.kind in STRING_KINDS and _prefix_outside(b, f.value)
+        if f.value is None:
+            return True  # x = NULL is never true
+        v = order_key(spec.kind, _norm_value(spec.kind, spec.spark_type, f.value))
+    except _Incompatible:
+        return False
+    op = _OPS[type(f)]
+    if op == "eq":
+        return _outside_bounds(b, v)
+    if op == "gt":
+        return b.hi is not None and b.hi <= v
+    if op == "ge":
+        return b.hi is not None and b.hi < v
+    if op == "lt":
+        return b.lo is not None and b.lo >= v
+    return b.lo is not None and b.lo > v  # le
+
+
+def _outside_bounds(b: _Bounds, v: Any) -> bool:
+    return (b.lo is not None and v < b.lo) or (b.hi is not None and v > b.hi)
+
+
+def _prefix_outside(b: _Bounds, p: str) -> bool:
+    # Strings starting with p lie in [p, next string after every p-prefixed string).
+    if b.hi is not None and b.hi < p:
+        return True
+    return b.lo is not None and b.lo > p and not b.lo.startswith(p)
+
+
+def skip_split(add_file: Any, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]) -> bool:
+    """True only when the split's stats prove that no row satisfies the filters."""
+    by_name = specs_by_name(specs)
+    nulls = null_counts(add_file.stats)
+    return any(_cannot_match(f, add_file, by_name, nulls) for f in filters)
+
+
+# ---------------------------------------------------------------------------------------------
+# Partition pruning
+
+
+def prune_partition(partition_values: Mapping[str, str | None], filters: Sequence[Filter],
+                    partition_columns: Sequence[str], partition_types: Mapping[str, Any]) -> bool:
+    """True when the partition may hold matching rows (keep it); False when the filters rule it out.
+
+    Filters that reference only partition columns are evaluated exactly (Spark semantics) on the
+    typed partition values; filters touching other columns are ignored here.
+    """
+    cols = tuple(partition_columns)
+    relevant = tuple(f for f in filters if columns_of(f) <= set(cols))
+    if not relevant:
+        return True
+    values = tuple((c, partition_values.get(c)) for c in cols)
+    types = tuple((c, _hashable(partition_types[c])) for c in cols)
+    try:
+        return _partition_matches(values, relevant, types)
+    except TypeError:  # unhashable filter values: evaluate without the memo
+        return _partition_matches.__wrapped__(values, relevant, types)
+
+
+def _hashable(t: Any) -> Any:
+    return t if isinstance(t, str) else repr(t)
+
+
+@functools.lru_cache(maxsize=4096)
+def _partition_matches(values: tuple, filters: tuple, types: tuple) -> bool:
+    type_of = dict(types)
+    arrays, fields = [], []
+    for c, text in values:
+        t = type_of[c]
+        at = arrow_type(t)
+        arrays.append(pa.array([parse_partition_value(text, t)], at))
+        fields.append(pa.field(c, at))
+    batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+    return bool(arrow_mask(batch, list(filters))[0].as_py())

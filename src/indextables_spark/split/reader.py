@@ -1,0 +1,310 @@
+"""SplitReader: rows of one extracted split, narrowed by Tantivy, filtered exactly with Arrow.
+
+Path of a read with filters or a query:
+1. Tantivy query = parsed query text AND the narrowing query of the filters (filters.build_query).
+2. Matching row ids come back sorted, as the sort key of `search(order_by_field="__row")`.
+3. Rows are taken from the IPC record batches holding them (`take` per batch).
+4. `arrow_mask` applies the filters exactly (the narrowing is only a superset).
+With filters only and a narrowing that keeps most rows, a plain scan + mask is cheaper and is used.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+
+from ..errors import QueryParseError, SchemaMismatchError
+from ._tantivy import tantivy_call
+from .bundle import ROWS_NAME, SplitFooter, load_extracted_footer
+from .filters import Filter, arrow_mask, build_query, columns_of
+from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_truncated_terms
+
+DEFAULT_BATCH_SIZE = 10_000
+SCAN_FRACTION = 0.5            # narrowing keeps more than this share of rows → scan instead
+MAX_OPEN_SPLITS = 64           # per-process cache of opened indexes / IPC readers
+
+
+@dataclass
+class _Handles:
+    """What opening a split costs once per process: the Tantivy index and the IPC reader."""
+
+    footer: SplitFooter
+    specs: list[ColumnSpec]
+    index: Any
+    ipc: pa.ipc.RecordBatchFileReader
+    batch_starts: list[int]
+
+
+_handles: "OrderedDict[str, _Handles]" = OrderedDict()
+_handles_lock = threading.Lock()
+_live_readers: dict[str, int] = {}     # local_dir -> live SplitReader objects (for cache eviction)
+
+
+def _open_handles(local_dir: str) -> _Handles:
+    import tantivy
+
+    footer = load_extracted_footer(local_dir)
+    specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
+    with tantivy_call(f"opening the Tantivy index of split directory {local_dir}"):
+        index = tantivy.Index.open(local_dir)
+    ipc = pa.ipc.open_file(pa.memory_map(os.path.join(local_dir, ROWS_NAME), "r"))
+    starts = [0]
+    for n in footer.batch_rows:
+        starts.append(starts[-1] + n)
+    if ipc.num_record_batches != len(footer.batch_rows):
+        from ..errors import SplitFormatError
+
+        raise SplitFormatError(f"split directory {local_dir}: {ROWS_NAME} has {ipc.num_record_batches} record "
+                               f"batches, footer says {len(footer.batch_rows)}")
+    return _Handles(footer, specs, index, ipc, starts)
+
+
+def handles(local_dir: str) -> _Handles:
+    key = os.path.abspath(local_dir)
+    with _handles_lock:
+        h = _handles.get(key)
+        if h is not None:
+            _handles.move_to_end(key)
+            return h
+    h = _open_handles(key)
+    with _handles_lock:
+        h = _handles.setdefault(key, h)
+        _handles.move_to_end(key)
+        while len(_handles) > MAX_OPEN_SPLITS:
+            _handles.popitem(last=False)
+    return h
+
+
+def forget(local_dir: str) -> None:
+    """Drop the cached handles of a directory (before it is deleted)."""
+    with _handles_lock:
+        _handles.pop(os.path.abspath(local_dir), None)
+
+
+def dirs_in_use() -> set[str]:
+    with _handles_lock:
+        return set(_handles) | {d for d, n in _live_readers.items() if n > 0}
+
+
+def _register(local_dir: str) -> None:
+    with _handles_lock:
+        _live_readers[local_dir] = _live_readers.get(local_dir, 0) + 1
+
+
+def _unregister(local_dir: str) -> None:
+    with _handles_lock:
+        n = _live_readers.get(local_dir, 0) - 1
+        if n <= 0:
+            _live_readers.pop(local_dir, None)
+        else:
+            _live_readers[local_dir] = n
+
+
+def _rechunk(batches: Iterator[pa.RecordBatch], batch_size: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Batches of at most batch_size rows (small pieces are coalesced)."""
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        pending.append(b)
+        rows += b.num_rows
+        if rows >= batch_size:
+            table = pa.Table.from_batches(pending, schema=schema)
+            while table.num_rows >= batch_size:
+                yield from table.slice(0, batch_size).combine_chunks().to_batches(max_chunksize=batch_size)
+                table = table.slice(batch_size)
+            pending = table.to_batches()
+            rows = table.num_rows
+    if rows:
+        yield from pa.Table.from_batches(pending, schema=schema).combine_chunks().to_batches(max_chunksize=batch_size)
+
+
+class SplitReader:
+    """Reads one extracted split directory (see cache.SplitCache.local_dir)."""
+
+    def __init__(self, local_dir: str):
+        self.local_dir = os.path.abspath(local_dir)
+        h = handles(self.local_dir)
+        self.footer = h.footer
+        self.specs = h.specs
+        self.index = h.index
+        self._ipc = h.ipc
+        self._starts = h.batch_starts
+        self.schema: pa.Schema = h.ipc.schema
+        self.num_rows = h.footer.num_rows
+        self._specs_by_name = {s.name: s for s in self.specs}
+        _register(self.local_dir)
+        weakref.finalize(self, _unregister, self.local_dir)
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def default_fields(self) -> list[str]:
+        """Fields searched by query terms without a field: tokenized text, else raw strings."""
+        text = [f.name for s in self.specs for f in s.indexed_fields if f.type == "text" and not f.exact]
+        return text or [f.name for s in self.specs for f in s.indexed_fields if f.exact]
+
+    def parse_query(self, query: str):
+        fields = self.default_fields()
+        with tantivy_call(f"parsing query {query!r}"):
+            try:
+                return self.index.parse_query(query, fields)
+            except ValueError as e:
+                searchable = sorted(f.name for s in self.specs for f in s.indexed_fields)
+                raise QueryParseError(
+                    f"invalid query {query!r}: {e} (searchable fields: {', '.join(searchable)}; "
+                    f"default fields: {', '.join(fields) or 'none'})") from None
+
+    def _query(self, filters: Sequence[Filter], query: str | None) -> tuple[Any, bool, bool]:
+        """(tantivy query or None, narrowing exact, has user query)."""
+        import tantivy
+
+        narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
+        user = self.parse_query(query) if query is not None else None
+        parts = [q for q in (user, narrow) if q is not None]
+        if not parts:
+            return None, exact, False
+        q = parts[0] if len(parts) == 1 else tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts])
+        return q, exact, user is not None
+
+    def _searcher(self):
+        with tantivy_call(f"opening a searcher on split {self.local_dir}"):
+            return self.index.searcher()
+
+    def _matching_rows(self, plan: tuple[Any, bool, bool]) -> list[int] | None:
+        """Sorted row ids that may match, or None to scan every row."""
+        import tantivy
+
+        q, _exact, has_user = plan
+        if q is None:
+            return None
+        searcher = self._searcher()
+        n = searcher.num_docs
+        if n == 0:  # search(limit=0) panics
+            return []
+        with tantivy_call(f"searching split {self.local_dir}"):
+            if not has_user:
+                hits = searcher.search(q, 1, count=True).count
+                if hits > SCAN_FRACTION * n:
+                    return None
+                if hits == 0:
+                    return []
+            res = searcher.search(q, n, count=False, order_by_field=ROW_FIELD, order=tantivy.Order.Asc)
+        rows = [k for k, _ in res.hits]
+        if rows and rows[-1] >= self.num_rows:
+            from ..errors import SplitFormatError
+
+            raise SplitFormatError(f"split directory {self.local_dir}: index row id {rows[-1]} is beyond the "
+                                   f"{self.num_rows} stored rows")
+        return rows
+
+    # -- rows ----------------------------------------------------------------------------------
+
+    def _check_columns(self, names: Sequence[str], what: str) -> None:
+        stored = self.schema.names
+        missing = [c for c in names if c not in stored]
+        if missing:
+            raise SchemaMismatchError(f"{what} {missing} not stored in split {self.local_dir} "
+                                      f"(stored columns: {stored}; partition columns are not stored in splits)")
+
+    def _check_filter_columns(self, filters: Sequence[Filter]) -> None:
+        if not filters:
+            return
+        stored = {n.lower() for n in self.schema.names}
+        unknown = sorted(c for c in set().union(*(columns_of(f) for f in filters))
+                         if c.strip("`").lower() not in stored)
+        if unknown:
+            self._check_columns(unknown, "filter columns")
+
+    def _batch(self, i: int) -> pa.RecordBatch:
+        return self._ipc.get_batch(i)
+
+    def _take(self, rows: list[int]) -> Iterator[pa.RecordBatch]:
+        """Rows (sorted ids) gathered batch by batch."""
+        i = 0
+        while i < len(rows):
+            b = bisect.bisect_right(self._starts, rows[i]) - 1
+            end = bisect.bisect_left(rows, self._starts[b + 1], i)
+            start = self._starts[b]
+            idx = pa.array([r - start for r in rows[i:end]], pa.int64())
+            yield self._batch(b).take(idx)
+            i = end
+
+    def _masked(self, filters: Sequence[Filter], query: str | None) -> Iterator[pa.RecordBatch]:
+        """Checks and plans now (errors surface at the call), then yields the filtered batches."""
+        filters = list(filters or [])
+        self._check_filter_columns(filters)
+        plan = self._query(filters, query) if (filters or query is not None) else (None, True, False)
+        return self._filtered(filters, plan)
+
+    def _filtered(self, filters: list[Filter], plan: tuple[Any, bool, bool]) -> Iterator[pa.RecordBatch]:
+        rows = self._matching_rows(plan)
+        source = (self._batch(i) for i in range(self._ipc.num_record_batches)) if rows is None \
+            else self._take(rows)
+        for b in source:
+            if filters:
+                b = b.filter(arrow_mask(b, filters))
+            if b.num_rows:
+                yield b
+
+    def read(self, filters: Sequence[Filter] | None = None, query: str | None = None,
+             columns: Sequence[str] | None = None, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
+        """Rows satisfying the filters (exactly) and matching the query, in row order."""
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        names = list(columns) if columns is not None else self.schema.names
+        self._check_columns(names, "columns")
+        schema = pa.schema([self.schema.field(c) for c in names])
+        projected = (b.select(names) for b in self._masked(filters or [], query))
+        return _rechunk(projected, batch_size, schema)
+
+    def count(self, filters: Sequence[Filter] | None = None, query: str | None = None) -> int:
+        filters = list(filters or [])
+        if not filters and query is None:
+            return self.num_rows
+        self._check_filter_columns(filters)
+        q, exact, _ = plan = self._query(filters, query)
+        if q is not None and exact:
+            searcher = self._searcher()
+            if searcher.num_docs == 0:
+                return 0
+            with tantivy_call(f"counting matches in split {self.local_dir}"):
+                return searcher.search(q, 1, count=True).count
+        return sum(b.num_rows for b in self._filtered(filters, plan))
+
+    def search_scored(self, query: str, limit: int, filters: Sequence[Filter] | None = None,
+                      columns: Sequence[str] | None = None) -> tuple[list[pa.RecordBatch], list[float]]:
+        """Top `limit` rows by score, best first (filters, if any, are applied after ranking)."""
+        filters = list(filters or [])
+        names = list(columns) if columns is not None else self.schema.names
+        self._check_columns(names, "columns")
+        q, _, _ = self._query(filters, query)
+        searcher = self._searcher()
+        if limit <= 0 or searcher.num_docs == 0 or q is None:
+            return [], []
+        with tantivy_call(f"searching split {self.local_dir}"):
+            res = searcher.search(q, limit, count=False)
+            addrs = [a for _, a in res.hits]
+            scores = [float(s) for s, _ in res.hits]
+            rows = searcher.fast_field_values(ROW_FIELD, addrs) if addrs else []
+        if not rows:
+            return [], []
+        order = sorted(range(len(rows)), key=lambda i: rows[i])
+        taken = pa.Table.from_batches(list(self._take([rows[i] for i in order])), schema=self.schema)
+        # back to score order
+        position = [0] * len(order)
+        for pos, i in enumerate(order):
+            position[i] = pos
+        table = taken.take(pa.array(position, pa.int64()))
+        if filters:
+            keep = arrow_mask(table, filters)
+            scores = [s for s, k in zip(scores, keep.to_pylist()) if k]
+            table = table.filter(keep)
+        table = table.select(names)
+        return table.combine_chunks().to_batches(), scores

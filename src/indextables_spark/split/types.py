@@ -1,0 +1,491 @@
+"""Spark schema (StructType JSON) → how each column is stored and indexed in a split.
+
+Works on the JSON dict `StructType.jsonValue()` produces, so pyspark is not needed here.
+
+Column kinds and their Tantivy fields (the doc mapping):
+
+| kind              | Spark types                      | Tantivy field(s)                                       |
+|-------------------|----------------------------------|--------------------------------------------------------|
+| `string`          | string (default), char, varchar  | text `<col>`, tokenizer `raw`, fast (exact terms)      |
+| `text`            | string + typemap `text`          | text `<col>`, tokenizer from options (`default`)       |
+| `text_and_string` | string + typemap `text_and_string` | text `<col>` (tokenized) + text `<col>__exact` (raw) |
+| `i64`             | byte, short, integer, long       | i64 `<col>`, indexed + fast                            |
+| `f64`             | float, double                    | f64 `<col>` (NaN/±inf mapped to ±f64::MAX, see below)  |
+| `bool`            | boolean                          | bool `<col>`                                           |
+| `date`            | date                             | i64 days since 1970-01-01                              |
+| `timestamp`       | timestamp, timestamp_ntz         | i64 microseconds since the epoch (UTC / wall clock)    |
+| `decimal`         | decimal(p,s)                     | f64 approximation (narrowing only, never exact)        |
+| `binary`          | binary                           | none (stored in the row store only)                    |
+| `json`            | array, map, struct               | json `<col>` from the JSON-encoded value               |
+
+A hidden fast u64 field `__row` (row position inside the split) is always present. Column names
+that are not plain identifiers (spaces, dots, ...) or that collide with generated names get a
+sanitised field name; the doc mapping records the column each field belongs to.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+
+from ..errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
+from ..options import Options
+
+ROW_FIELD = "__row"
+EXACT_SUFFIX = "__exact"
+KINDS = ("string", "text", "text_and_string", "i64", "f64", "bool", "date", "timestamp",
+         "decimal", "binary", "json")
+STRING_KINDS = frozenset({"string", "text", "text_and_string"})
+# Tokenizers Tantivy registers by itself (custom ones are not persisted in an index).
+BUILTIN_TOKENIZERS = frozenset({"default", "raw", "en_stem", "whitespace"})
+RECORD_OPTIONS = frozenset({"basic", "freq", "position"})
+TYPEMAP_VALUES = frozenset({"string", "text", "text_and_string"})
+
+_INT_TYPES = frozenset({"byte", "short", "integer", "long"})
+_DECIMAL_RE = re.compile(r"^decimal(?:\(\s*(\d+)\s*,\s*(-?\d+)\s*\))?$")
+_CHAR_RE = re.compile(r"^(?:var)?char\(\s*\d+\s*\)$")
+_SAFE_NAME = re.compile(r"^[^\W\d]\w*$")
+
+
+@dataclass(frozen=True)
+class IndexedField:
+    """One Tantivy field of a column."""
+
+    name: str                   # Tantivy field name
+    type: str                   # text | i64 | u64 | f64 | bool | json
+    tokenizer: str | None = None
+    record: str | None = None   # index record option of text/json fields
+    fast: bool = False
+    indexed: bool = True
+    exact: bool = False         # raw-tokenized text: a term is the whole value
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    name: str
+    spark_type: Any             # the Spark type JSON (str for atomic types, dict for complex)
+    kind: str
+    indexed_fields: tuple[IndexedField, ...] = ()
+    nullable: bool = True
+    partition: bool = False     # partition columns are not stored in splits
+    # Set per split by the reader: some raw terms of this column were cut to Tantivy's term
+    # length limit, so pattern (regex) narrowing on the exact field would miss rows.
+    terms_truncated: bool = False
+
+    @property
+    def exact_field(self) -> IndexedField | None:
+        """The raw (whole value) text field, if any."""
+        return next((f for f in self.indexed_fields if f.exact), None)
+
+    @property
+    def value_field(self) -> IndexedField | None:
+        """The main field: tokenized text, number, bool, json."""
+        return next((f for f in self.indexed_fields if not f.exact), self.exact_field)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark type JSON helpers
+
+
+def type_name(spark_type: Any) -> str:
+    """'integer', 'decimal(10,2)', 'array', 'map', 'struct', ... (readable, for messages)."""
+    if isinstance(spark_type, dict):
+        return str(spark_type.get("type"))
+    return str(spark_type)
+
+
+def decimal_precision_scale(spark_type: Any) -> tuple[int, int] | None:
+    if not isinstance(spark_type, str):
+        return None
+    m = _DECIMAL_RE.match(spark_type.strip().lower())
+    if not m:
+        return None
+    if m.group(1) is None:
+        return 10, 0  # Spark's DecimalType() default
+    return int(m.group(1)), int(m.group(2))
+
+
+def _is_string_type(t: str) -> bool:
+    t = t.strip().lower()
+    if t == "string" or _CHAR_RE.match(t):
+        return True
+    # Spark 4 collations: only binary (byte-wise) comparison matches our exact semantics.
+    return t in ("string collate utf8_binary",)
+
+
+def atomic_kind(spark_type: Any) -> str | None:
+    """Kind of an atomic Spark type, 'json' for complex types, None when unsupported."""
+    if isinstance(spark_type, dict):
+        return "json" if spark_type.get("type") in ("array", "map", "struct") else None
+    t = str(spark_type).strip().lower()
+    if _is_string_type(t):
+        return "string"
+    if t in _INT_TYPES:
+        return "i64"
+    if t in ("float", "double"):
+        return "f64"
+    if t == "boolean":
+        return "bool"
+    if t == "date":
+        return "date"
+    if t in ("timestamp", "timestamp_ntz"):
+        return "timestamp"
+    if t == "binary":
+        return "binary"
+    if decimal_precision_scale(t) is not None:
+        return "decimal"
+    return None
+
+
+def _check_nested(column: str, path: str, spark_type: Any) -> None:
+    """Every type inside an array/map/struct must be storable too."""
+    if isinstance(spark_type, dict):
+        t = spark_type.get("type")
+        if t == "array":
+            _check_nested(column, path + "[]", spark_type.get("elementType"))
+            return
+        if t == "map":
+            _check_nested(column, path + ".key", spark_type.get("keyType"))
+            _check_nested(column, path + ".value", spark_type.get("valueType"))
+            return
+        if t == "struct":
+            for f in spark_type.get("fields") or []:
+                _check_nested(column, f"{path}.{f.get('name')}", f.get("type"))
+            return
+        raise UnsupportedTypeError(
+            f"column {column!r}: unsupported type {type_name(spark_type)!r} at {path!r}")
+    if atomic_kind(spark_type) is None:
+        where = "" if path == column else f" at {path!r}"
+        raise UnsupportedTypeError(
+            f"column {column!r}{where}: unsupported Spark type {type_name(spark_type)!r} "
+            f"(supported: strings, numbers, decimal, boolean, binary, date, timestamp, timestamp_ntz, "
+            f"and arrays/maps/structs of those)")
+
+
+def _fields(schema_json: Mapping[str, Any]) -> list[dict]:
+    if not isinstance(schema_json, Mapping) or schema_json.get("type") != "struct":
+        raise SchemaMismatchError(f"expected a Spark StructType JSON object, got {str(schema_json)[:200]}")
+    return list(schema_json.get("fields") or [])
+
+
+# ---------------------------------------------------------------------------------------------
+# Options
+
+
+def _column_option(table: dict[str, str], column: str) -> str | None:
+    # Option keys arrive lower-cased (Spark lower-cases data source options).
+    return table.get(column.lower())
+
+
+def _fast_columns(options: Options) -> set[str]:
+    raw = options.get_str("indexing.fastfields") or ""
+    return {c.strip().lower() for c in raw.split(",") if c.strip()}
+
+
+def _kind_for(column: str, spark_type: Any, typemap: dict[str, str]) -> str:
+    kind = atomic_kind(spark_type)
+    if kind is None:
+        _check_nested(column, column, spark_type)
+        raise UnsupportedTypeError(f"column {column!r}: unsupported Spark type {type_name(spark_type)!r}")
+    if kind == "json":
+        _check_nested(column, column, spark_type)
+    requested = _column_option(typemap, column)
+    if requested is None:
+        return kind
+    req = requested.strip().lower()
+    if kind != "string":
+        raise InvalidOptionError(
+            f"option indexing.typemap.{column}={requested!r}: column {column!r} has Spark type "
+            f"{type_name(spark_type)!r}; only string columns take a typemap (string, text, text_and_string)")
+    if req not in TYPEMAP_VALUES:
+        raise InvalidOptionError(
+            f"option indexing.typemap.{column}={requested!r}: expected one of {sorted(TYPEMAP_VALUES)}")
+    return req
+
+
+def _tokenizer(column: str, options: Options, default: str) -> str:
+    tok = _column_option(options.with_prefix("indexing.tokenizer"), column)
+    if tok is None:
+        return default
+    tok = tok.strip()
+    if tok not in BUILTIN_TOKENIZERS:
+        raise InvalidOptionError(
+            f"option indexing.tokenizer.{column}={tok!r}: unknown tokenizer "
+            f"(available: {', '.join(sorted(BUILTIN_TOKENIZERS))})")
+    return tok
+
+
+def _record(column: str, options: Options) -> str:
+    rec = _column_option(options.with_prefix("indexing.indexrecordoption"), column)
+    if rec is None:
+        return "position"
+    rec = rec.strip().lower()
+    if rec not in RECORD_OPTIONS:
+        raise InvalidOptionError(
+            f"option indexing.indexrecordoption.{column}={rec!r}: expected one of {sorted(RECORD_OPTIONS)}")
+    return rec
+
+
+# ---------------------------------------------------------------------------------------------
+# Column specs
+
+
+class _Names:
+    """Allocates unique, query-safe Tantivy field names."""
+
+    def __init__(self, taken: Iterable[str] = ()):
+        self.used: set[str] = set(taken)
+
+    def take(self, wanted: str) -> str:
+        name = wanted if _SAFE_NAME.match(wanted) and not wanted.startswith("__") else self._sanitise(wanted)
+        base, i = name, 1
+        while name in self.used:
+            i += 1
+            name = f"{base}_{i}"
+        self.used.add(name)
+        return name
+
+    @staticmethod
+    def _sanitise(wanted: str) -> str:
+        s = re.sub(r"\W", "_", wanted).strip("_") or "col"
+        if s[0].isdigit():
+            s = "c_" + s
+        return "c_" + s if s.startswith("__") else s
+
+
+def _indexed_fields(column: str, kind: str, options: Options, names: _Names,
+                    fast_cols: set[str]) -> tuple[IndexedField, ...]:
+    extra_fast = column.lower() in fast_cols
+    if kind == "string":
+        return (IndexedField(names.take(column), "text", tokenizer="raw", record="basic",
+                             fast=True, exact=True),)
+    if kind == "text":
+        return (IndexedField(names.take(column), "text", tokenizer=_tokenizer(column, options, "default"),
+                             record=_record(column, options), fast=extra_fast),)
+    if kind == "text_and_string":
+        text = IndexedField(names.take(column), "text", tokenizer=_tokenizer(column, options, "default"),
+                            record=_record(column, options), fast=False)
+        exact = IndexedField(names.take(text.name + EXACT_SUFFIX), "text", tokenizer="raw", record="basic",
+                             fast=True, exact=True)
+        return (text, exact)
+    if kind in ("i64", "date", "timestamp"):
+        return (IndexedField(names.take(column), "i64", fast=True),)
+    if kind in ("f64", "decimal"):
+        return (IndexedField(names.take(column), "f64", fast=True),)
+    if kind == "bool":
+        return (IndexedField(names.take(column), "bool", fast=True),)
+    if kind == "json":
+        return (IndexedField(names.take(column), "json", tokenizer=_tokenizer(column, options, "default"),
+                             record=_record(column, options), fast=extra_fast),)
+    return ()  # binary: row store only
+
+
+def validate_schema(schema_json: Mapping[str, Any], partition_columns: Sequence[str],
+                    options: Options | Mapping[str, str] | None = None) -> list[ColumnSpec]:
+    """Check every column and indexing option before anything is written; returns the specs.
+
+    Raises UnsupportedTypeError (naming column and type), InvalidOptionError or SchemaMismatchError.
+    """
+    opts = options if isinstance(options, Options) else Options.of(options)
+    fields = _fields(schema_json)
+    seen: dict[str, str] = {}
+    for f in fields:
+        name = f.get("name")
+        if not isinstance(name, str) or not name:
+            raise SchemaMismatchError(f"schema field without a name: {str(f)[:200]}")
+        if name.lower() in seen:
+            raise SchemaMismatchError(f"duplicate column {name!r} (also {seen[name.lower()]!r}; names are case-insensitive)")
+        seen[name.lower()] = name
+    by_name = {f["name"]: f for f in fields}
+    for p in partition_columns:
+        if p not in by_name:
+            raise SchemaMismatchError(f"partition column {p!r} is not a column of the schema (columns: {list(by_name)})")
+        kind = atomic_kind(by_name[p]["type"])
+        if kind not in ("string", "i64", "f64", "bool", "date", "timestamp", "decimal"):
+            raise UnsupportedTypeError(
+                f"partition column {p!r}: type {type_name(by_name[p]['type'])!r} cannot be a partition column")
+    typemap = opts.with_prefix("indexing.typemap")
+    fast_cols = _fast_columns(opts)
+    names = _Names([ROW_FIELD])
+    specs: list[ColumnSpec] = []
+    parts = set(partition_columns)
+    for f in fields:
+        col, t = f["name"], f["type"]
+        nullable = bool(f.get("nullable", True))
+        if col in parts:
+            specs.append(ColumnSpec(col, t, atomic_kind(t) or "string", (), nullable, partition=True))
+            continue
+        kind = _kind_for(col, t, typemap)
+        specs.append(ColumnSpec(col, t, kind, _indexed_fields(col, kind, opts, names, fast_cols), nullable))
+    return specs
+
+
+def column_specs(schema_json: Mapping[str, Any], partition_columns: Sequence[str],
+                 options: Options | Mapping[str, str] | None = None) -> list[ColumnSpec]:
+    """The per-column specs of a table (partition columns included, flagged `partition`)."""
+    return validate_schema(schema_json, partition_columns, options)
+
+
+def specs_by_name(specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]) -> dict[str, ColumnSpec]:
+    if isinstance(specs, Mapping):
+        return dict(specs)
+    return {s.name: s for s in specs}
+
+
+# ---------------------------------------------------------------------------------------------
+# Doc mapping (what docMappingRef hashes)
+
+
+def _descriptors(specs: Iterable[ColumnSpec]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for s in specs:
+        if s.partition:
+            continue
+        base = {"column": s.name, "kind": s.kind, "sparkType": s.spark_type, "nullable": s.nullable}
+        if not s.indexed_fields:  # stored only (binary)
+            out.append({"name": s.name, "type": "none", "indexed": False, "fast": False, "stored": False, **base})
+        for f in s.indexed_fields:
+            d: dict[str, Any] = {"name": f.name, "type": f.type, "indexed": f.indexed, "fast": f.fast,
+                                 "stored": False, **base}
+            if f.type in ("text", "json"):
+                d["tokenizer"] = f.tokenizer
+                d["record"] = f.record
+            if f.exact:
+                d["exact"] = True
+            out.append(d)
+    out.append({"name": ROW_FIELD, "type": "u64", "indexed": False, "fast": True, "stored": False, "hidden": True})
+    return out
+
+
+def doc_mapping_json(schema_json: Mapping[str, Any], partition_columns: Sequence[str],
+                     options: Options | Mapping[str, str] | None = None) -> str:
+    """JSON array of Tantivy field descriptors (what gets hashed into docMappingRef)."""
+    specs = validate_schema(schema_json, partition_columns, options)
+    return doc_mapping_from_specs(specs)
+
+
+def doc_mapping_from_specs(specs: Iterable[ColumnSpec]) -> str:
+    return json.dumps(_descriptors(specs), separators=(",", ":"), ensure_ascii=False)
+
+
+def specs_from_doc_mapping(doc_mapping: str | list) -> list[ColumnSpec]:
+    """Rebuild the stored columns' specs from a split's doc mapping (column order kept)."""
+    items = json.loads(doc_mapping) if isinstance(doc_mapping, str) else doc_mapping
+    cols: dict[str, dict[str, Any]] = {}
+    for d in items:
+        if d.get("hidden") or "column" not in d:
+            continue
+        c = cols.setdefault(d["column"], {"kind": d["kind"], "sparkType": d["sparkType"],
+                                          "nullable": d.get("nullable", True), "fields": []})
+        if d.get("type") != "none":
+            c["fields"].append(IndexedField(
+                name=d["name"], type=d["type"], tokenizer=d.get("tokenizer"), record=d.get("record"),
+                fast=bool(d.get("fast")), indexed=bool(d.get("indexed", True)), exact=bool(d.get("exact"))))
+    return [ColumnSpec(name, c["sparkType"], c["kind"], tuple(c["fields"]), c["nullable"]) for name, c in cols.items()]
+
+
+def tantivy_schema(specs: Iterable[ColumnSpec]):
+    """The Tantivy schema of a split (no stored fields: rows live in the Arrow row store)."""
+    import tantivy
+
+    sb = tantivy.SchemaBuilder()
+    for s in specs:
+        for f in s.indexed_fields:
+            if f.type == "text":
+                sb.add_text_field(f.name, stored=False, fast=f.fast, tokenizer_name=f.tokenizer or "default",
+                                  index_option=f.record or "position")
+            elif f.type == "json":
+                sb.add_json_field(f.name, stored=False, fast=f.fast, tokenizer_name=f.tokenizer or "default",
+                                  index_option=f.record or "position")
+            elif f.type == "i64":
+                sb.add_integer_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
+            elif f.type == "f64":
+                sb.add_float_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
+            elif f.type == "bool":
+                sb.add_boolean_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
+            else:
+                raise UnsupportedTypeError(f"column {s.name!r}: unknown Tantivy field type {f.type!r}")
+    sb.add_unsigned_field(ROW_FIELD, stored=False, indexed=False, fast=True)
+    return sb.build()
+
+
+def with_truncated_terms(specs: Iterable[ColumnSpec], columns: Iterable[str]) -> list[ColumnSpec]:
+    cols = set(columns)
+    return [replace(s, terms_truncated=True) if s.name in cols else s for s in specs]
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrow
+
+
+def arrow_type(spark_type: Any) -> pa.DataType:
+    """Arrow type of a Spark type, as PySpark converts it (string/binary are the 32-bit-offset kinds)."""
+    if isinstance(spark_type, dict):
+        t = spark_type.get("type")
+        if t == "array":
+            return pa.list_(pa.field("element", arrow_type(spark_type["elementType"]),
+                                     nullable=bool(spark_type.get("containsNull", True))))
+        if t == "map":
+            return pa.map_(pa.field("key", arrow_type(spark_type["keyType"]), nullable=False),
+                           pa.field("value", arrow_type(spark_type["valueType"]),
+                                    nullable=bool(spark_type.get("valueContainsNull", True))))
+        if t == "struct":
+            return pa.struct([pa.field(f["name"], arrow_type(f["type"]), nullable=bool(f.get("nullable", True)))
+                              for f in spark_type.get("fields") or []])
+        raise UnsupportedTypeError(f"unsupported Spark type {type_name(spark_type)!r}")
+    t = str(spark_type).strip().lower()
+    simple = {
+        "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64(),
+        "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(), "binary": pa.binary(),
+        "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"),
+    }
+    if t in simple:
+        return simple[t]
+    if _is_string_type(t):
+        return pa.string()
+    ps = decimal_precision_scale(t)
+    if ps is not None:
+        return pa.decimal128(*ps)
+    raise UnsupportedTypeError(f"unsupported Spark type {type_name(spark_type)!r}")
+
+
+def arrow_schema(schema_json: Mapping[str, Any], columns: Sequence[str] | None = None) -> pa.Schema:
+    """Arrow schema of (some of) the columns, nullability from the Spark schema."""
+    fields = _fields(schema_json)
+    by_name = {f["name"]: f for f in fields}
+    if columns is None:
+        chosen = fields
+    else:
+        missing = [c for c in columns if c not in by_name]
+        if missing:
+            raise SchemaMismatchError(f"columns {missing} are not in the schema (columns: {list(by_name)})")
+        chosen = [by_name[c] for c in columns]
+    out = []
+    for f in chosen:
+        try:
+            t = arrow_type(f["type"])
+        except UnsupportedTypeError:
+            _check_nested(f["name"], f["name"], f["type"])
+            raise
+        out.append(pa.field(f["name"], t, nullable=bool(f.get("nullable", True))))
+    return pa.schema(out)
+
+
+# Partition value helpers live in partitions.py; re-exported for the Spark layer.
+from .partitions import (  # noqa: E402
+    format_partition_value,
+    parse_partition_value,
+    partition_path,
+    partition_value_array,
+)
+
+__all__ = [
+    "ColumnSpec", "IndexedField", "ROW_FIELD", "EXACT_SUFFIX", "KINDS", "STRING_KINDS",
+    "validate_schema", "column_specs", "doc_mapping_json", "doc_mapping_from_specs", "specs_from_doc_mapping",
+    "tantivy_schema", "arrow_type", "arrow_schema", "atomic_kind", "type_name", "decimal_precision_scale",
+    "format_partition_value", "parse_partition_value", "partition_path", "partition_value_array",
+    "specs_by_name", "with_truncated_terms",
+]
