@@ -38,15 +38,69 @@ class IndexTable:
         return self.log.snapshot(version)
 
     def files(self, partition_filter: str | None = None, version: int | None = None) -> list[AddFile]:
-        snap = self.snapshot(version)
+        """Live files, optionally only those matching a partition filter; with a filter, only the
+        manifests whose partition bounds may match are decoded."""
         if not partition_filter:
-            return snap.files
-        from .log.partition_filter import filter_files_table, parse_partition_filter
+            return self.snapshot(version).files
+        snap, _stats = self.log.scan(partition_filter, version)
+        return snap.files
 
-        pred = parse_partition_filter(partition_filter, snap.partition_columns)
-        from .log.file_entries import table_to_add_files
+    def scan(self, partition_filter: str | None = None, version: int | None = None):
+        """(Snapshot holding only the files that match the partition filter, ScanStats with the
+        number of manifests/entries decoded). The Spark reader's planning entry point."""
+        return self.log.scan(partition_filter, version)
 
-        return table_to_add_files(filter_files_table(snap.files_table, pred))
+    def files_table(self, partition_filter: str | None = None, version: int | None = None):
+        """Like files(), as a pyarrow Table with the FileEntry columns (no Python objects built)."""
+        if not partition_filter:
+            return self.snapshot(version).files_table
+        return self.log.scan(partition_filter, version)[0].files_table
+
+    # ---- state layer (checkpoints, compaction, change feed, retention) -----------------------
+    def checkpoint(self) -> dict:
+        """CHECKPOINT: write the V4 Avro state at the latest version (a JSON checkpoint with
+        state.format=json); upgrades V1–V3 tables to protocol V4 first."""
+        from .commands import state
+
+        return state.checkpoint(self.log)
+
+    def compact(self) -> dict:
+        """COMPACT: rewrite the state cleanly (partition-sorted manifests, no tombstones)."""
+        from .commands import state
+
+        return state.compact(self.log)
+
+    def describe_state(self) -> dict:
+        """format, version, numFiles, totalBytes, numManifests, numTombstones, tombstoneRatio,
+        createdAt, protocolVersion, needsCompaction (and a few more)."""
+        from .commands import state
+
+        return state.describe_state(self.log)
+
+    def changes_since(self, version: int):
+        """ChangeSet(.adds, .removes, .version): files added after `version` still live now, and
+        the removes committed after it."""
+        from .log.changes import changes_since
+
+        return changes_since(self.log, version)
+
+    def changes_since_timestamp(self, timestamp_ms: int):
+        from .log.changes import changes_since_timestamp
+
+        return changes_since_timestamp(self.log, timestamp_ms)
+
+    def truncate_time_travel(self, dry_run: bool = False) -> dict:
+        """Checkpoint at the latest version, then delete older version files, checkpoints and
+        states (irreversible: run with dry_run=True first)."""
+        from .commands import state
+
+        return state.truncate_time_travel(self.log, dry_run=dry_run)
+
+    def gc_state(self, dry_run: bool = False) -> dict:
+        """Old state directories beyond retention and orphan manifests (used by PURGE)."""
+        from .commands import state
+
+        return state.gc_state(self.log, dry_run=dry_run)
 
     def transaction(self, resolver: str = "merge", version: int | None = None, operation: str = "WRITE") -> Transaction:
         return Transaction(self.log, resolver=resolver, read_version=version, operation=operation)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,16 +27,68 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
+class ScanStats:
+    """What a read decoded (for observability and the pruning tests/bench)."""
+
+    source: str = "log"
+    manifests_total: int = 0
+    manifests_read: int = 0
+    entries_decoded: int = 0
+    version_files_read: int = 0
+
+
+@dataclass
 class BaseState:
-    """The table at some version as read from a checkpoint or Avro state."""
+    """The table at some version as read from a checkpoint or Avro state.
+
+    `files_table` is either given (JSON checkpoints) or loaded lazily through `loader`
+    (Avro state: manifests are decoded only when asked for, optionally pruned)."""
 
     version: int
     protocol: Protocol | None
     metadata: Metadata | None
-    files_table: pa.Table
+    files_table: pa.Table | None = None
     skips: dict[str, SkipAction] = field(default_factory=dict)
     schema_registry: dict[str, str] = field(default_factory=dict)
     source: str = "checkpoint"
+    state_manifest: Any = None            # StateManifest for Avro states
+    state_key: str | None = None          # the storage key it was read from
+    loader: Callable[..., pa.Table] | None = None
+    timestamp: int = 0
+
+    def load_files(self, predicate=None, min_added_version: int | None = None, stats: ScanStats | None = None) -> pa.Table:
+        """Live files of this base; with a predicate/min_added_version, manifests that cannot
+        match are skipped (the result is then a superset of the matching rows, not exact)."""
+        if self.files_table is not None:
+            if stats is not None:
+                stats.entries_decoded += self.files_table.num_rows
+            return self.files_table
+        if self.loader is None:
+            return FILE_ENTRY_SCHEMA.empty_table()
+        table = self.loader(predicate, min_added_version, stats)
+        if predicate is None and min_added_version is None:
+            self.files_table = table
+        return table
+
+
+@dataclass
+class Delta:
+    """What the version files after a base change."""
+
+    protocol: Protocol | None
+    metadata: Metadata | None
+    added: dict[str, AddFile]
+    removed: dict[str, RemoveFile]        # paths whose last action after the base is a remove
+    skips: dict[str, SkipAction]
+    registry: dict[str, str]
+    timestamp: int
+    readded: set[str] = field(default_factory=set)   # removed, then added again after the base
+    created: set[str] = field(default_factory=set)   # first seen as an add after the base (new files)
+
+    @property
+    def base_removes(self) -> dict[str, RemoveFile]:
+        """Removes of files that existed at the base (tombstones for an incremental state)."""
+        return {p: r for p, r in self.removed.items() if p not in self.created}
 
 
 class TransactionLog:
@@ -58,12 +110,12 @@ class TransactionLog:
         return out
 
     def latest_version(self) -> int:
-        versions = self.list_versions()
-        if versions:
-            return versions[-1]
+        listing = self.listing()
+        if listing.versions:
+            return listing.versions[-1]
         from .state_loader import latest_checkpoint_version
 
-        cp = latest_checkpoint_version(self)
+        cp = latest_checkpoint_version(self, listing)
         return cp if cp is not None else -1
 
     def exists(self) -> bool:
@@ -92,31 +144,81 @@ class TransactionLog:
         info = self.storage.stat(version_key(version))
         return info.modified_ms if info else 0
 
-    # ---- snapshots -------------------------------------------------------------------------
-    def snapshot(self, version: int | None = None) -> Snapshot:
-        from .state_loader import load_base_state
+    # ---- listing ---------------------------------------------------------------------------
+    def listing(self):
+        from .listing import list_log
 
-        latest = self.latest_version()
+        return list_log(self.storage)
+
+    # ---- snapshots -------------------------------------------------------------------------
+    def _resolve_version(self, version: int | None, listing) -> int:
+        latest = listing.latest_version
+        if latest < 0:
+            from .state_loader import latest_checkpoint_version
+
+            cp = latest_checkpoint_version(self, listing)
+            latest = cp if cp is not None else -1
         if latest < 0:
             raise TableNotFoundError(f"no indextables table at {self.storage.uri} (no {LOG_DIR}/ versions)")
         if version is None:
-            version = latest
+            return latest
         if version < 0 or version > latest:
-            raise VersionNotFoundError(
-                f"version {version} of {self.storage.uri} does not exist (latest is {latest})"
-            )
-        base = load_base_state(self, version)
-        start = base.version + 1 if base else 0
-        return self._replay(base, start, version)
+            raise VersionNotFoundError(f"version {version} of {self.storage.uri} does not exist (latest is {latest})")
+        return version
 
-    def _replay(self, base: BaseState | None, start: int, version: int) -> Snapshot:
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        from .state_loader import load_base_state
+
+        listing = self.listing()
+        version = self._resolve_version(version, listing)
+        base = load_base_state(self, version, listing)
+        delta = self._collect(base, version)
+        files = self._files(base, delta)
+        return self._snapshot(base, delta, version, files)
+
+    def scan(self, partition_filter=None, version: int | None = None):
+        """Live files matching a partition filter, decoding only the manifests whose partition
+        bounds may match. Returns (snapshot with the matching files only, ScanStats)."""
+        from .partition_filter import filter_files_table, parse_partition_filter, partition_column_types
+        from .state_loader import load_base_state
+
+        listing = self.listing()
+        version = self._resolve_version(version, listing)
+        base = load_base_state(self, version, listing)
+        delta = self._collect(base, version)
+        stats = ScanStats(source=base.source if base else "log", version_files_read=version - (base.version if base else -1))
+        pred = None
+        if partition_filter is not None and partition_filter != "":
+            pred = parse_partition_filter(partition_filter, partition_column_types(delta.metadata))
+        files = self._files(base, delta, pred, stats)
+        if pred is not None:
+            files = filter_files_table(files, pred)
+        return self._snapshot(base, delta, version, files), stats
+
+    def header(self, version: int | None = None) -> tuple[Protocol, Metadata, dict[str, str]]:
+        """Protocol, metadata and schema registry at a version without decoding any manifest."""
+        from .state_loader import load_base_state
+
+        listing = self.listing()
+        version = self._resolve_version(version, listing)
+        base = load_base_state(self, version, listing)
+        delta = self._collect(base, version)
+        return delta.protocol, delta.metadata, delta.registry
+
+    def _collect(self, base: BaseState | None, version: int) -> Delta:
+        from .doc_mapping import doc_mapping_hash
+
+        start = base.version + 1 if base else 0
         protocol = base.protocol if base else None
         metadata = base.metadata if base else None
         skips = dict(base.skips) if base else {}
         registry = dict(base.schema_registry) if base else {}
         added: dict[str, AddFile] = {}
-        removed: set[str] = set()
-        timestamp = 0
+        removed: dict[str, RemoveFile] = {}
+        readded: set[str] = set()
+        created: set[str] = set()
+        seen: set[str] = set()
+        timestamp = base.timestamp if base else 0
         for v in range(start, version + 1):
             try:
                 actions = self.read_actions(v)
@@ -132,51 +234,61 @@ class TransactionLog:
                         a.added_at_version = v
                     if a.added_at_timestamp is None:
                         a.added_at_timestamp = timestamp
+                    if a.doc_mapping_json and not a.doc_mapping_ref:
+                        ref = doc_mapping_hash(a.doc_mapping_json)
+                        registry.setdefault(ref, a.doc_mapping_json)
+                        a.doc_mapping_ref = ref
+                    if a.path not in seen:
+                        seen.add(a.path)
+                        created.add(a.path)
                     added[a.path] = a
-                    removed.discard(a.path)
+                    if removed.pop(a.path, None) is not None:
+                        readded.add(a.path)
                     skips.pop(a.path, None)
                 elif isinstance(a, RemoveFile):
+                    seen.add(a.path)
                     added.pop(a.path, None)
-                    removed.add(a.path)
+                    removed[a.path] = a
                     skips.pop(a.path, None)
                 elif isinstance(a, Metadata):
                     metadata = a
                     registry.update(a.doc_mappings)
                 elif isinstance(a, Protocol):
+                    check_readable(a, f"{self.storage.full_uri(version_key(v))}")
                     protocol = a
                 elif isinstance(a, SkipAction):
                     skips[a.path] = a
-        if start > version and base is not None:
-            timestamp = self._timestamp_of_base(base)
         if protocol is None or metadata is None:
             raise CorruptStateError(
                 f"table {self.storage.uri} at version {version} has no "
                 f"{'protocol' if protocol is None else 'metaData'} action"
             )
         check_readable(protocol, f"table {self.storage.uri}")
-        files = base.files_table if base else FILE_ENTRY_SCHEMA.empty_table()
-        drop = removed | set(added)
+        return Delta(protocol, metadata, added, removed, skips, registry, timestamp, readded, created)
+
+    def _files(self, base: BaseState | None, delta: Delta, predicate=None, stats: ScanStats | None = None,
+               min_added_version: int | None = None) -> pa.Table:
+        files = base.load_files(predicate, min_added_version, stats) if base else FILE_ENTRY_SCHEMA.empty_table()
+        drop = set(delta.removed) | set(delta.added)
         if drop and files.num_rows:
             keep = pc.invert(pc.is_in(files.column("path"), value_set=pa.array(list(drop), pa.string())))
             files = files.filter(keep)
-        if added:
-            files = pa.concat_tables([files, add_files_to_table(added.values())]) if files.num_rows else add_files_to_table(added.values())
+        if delta.added:
+            new = add_files_to_table(delta.added.values())
+            files = pa.concat_tables([files, new]) if files.num_rows else new
+        return files
+
+    def _snapshot(self, base: BaseState | None, delta: Delta, version: int, files: pa.Table) -> Snapshot:
         return Snapshot(
             version=version,
-            protocol_action=protocol,
-            metadata_action=metadata,
+            protocol_action=delta.protocol,
+            metadata_action=delta.metadata,
             files_table=files,
-            skips=skips,
-            timestamp=timestamp,
-            schema_registry=registry,
+            skips=delta.skips,
+            timestamp=delta.timestamp,
+            schema_registry=delta.registry,
             source=base.source if base else "log",
         )
-
-    def _timestamp_of_base(self, base: BaseState) -> int:
-        try:
-            return self.commit_timestamp(base.version)
-        except VersionNotFoundError:
-            return 0
 
     # ---- time travel -----------------------------------------------------------------------
     def version_at_timestamp(self, timestamp_ms: int) -> int:

@@ -53,12 +53,26 @@ class Transaction:
         self._extra: list[Action] = []
         self.committed_version: int | None = None
         self._snapshot = None
+        self._header = None
+        self.skip_post_commit = False  # internal: commits made by the state layer itself
+        self._registry_only = False     # the staged metadata only adds schema-registry entries
+        self._added_registry: dict[str, str] = {}
 
     # ---- reading -----------------------------------------------------------------------------
     def snapshot(self):
         if self._snapshot is None and self.read_version >= 0:
             self._snapshot = self.log.snapshot(self.read_version)
         return self._snapshot
+
+    def header(self):
+        """(protocol, metadata, schema registry) at the read version, without decoding manifests."""
+        if self._header is None and self.read_version >= 0:
+            snap = self._snapshot
+            if snap is not None:
+                self._header = (snap.protocol_action, snap.metadata_action, dict(snap.schema_registry))
+            else:
+                self._header = self.log.header(self.read_version)
+        return self._header
 
     # ---- staging (fluent) ----------------------------------------------------------------------
     def add_files(self, files: Iterable[AddFile]) -> "Transaction":
@@ -112,6 +126,8 @@ class Transaction:
         for a in self._adds:
             a.added_at_version = version
             a.added_at_timestamp = ts
+            if a.doc_mapping_json and not a.doc_mapping_ref:
+                raise IndexTablesError("internal: doc mappings must be deduplicated before commit")
         acts.extend(self._removes)
         acts.extend(self._adds)
         acts.extend(self._skips)
@@ -128,6 +144,9 @@ class Transaction:
                     f"(transaction read version {self.read_version}; resolver 'fail')"
                 )
             for a in self.log.read_actions(v):
+                if isinstance(a, Metadata) and self._registry_only_change(a):
+                    self._rebase_metadata(a)
+                    continue
                 if isinstance(a, (Metadata, Protocol)):
                     kind = "metadata" if isinstance(a, Metadata) else "protocol"
                     raise ConcurrentModificationError(
@@ -145,6 +164,70 @@ class Transaction:
                         f"committed as version {v}"
                     )
 
+    # ---- schema deduplication (protocol.md "Schema Deduplication", write path) ----------------
+    def _deduplicate_doc_mappings(self) -> None:
+        """Inline docMappingJson → docMappingRef (canonical hash); new schemas go into the
+        metadata's registry (`docMappingSchema.<hash>`), so a metadata action is staged."""
+        inline = [a for a in self._adds if a.doc_mapping_json]
+        if not inline:
+            return
+        from .doc_mapping import doc_mapping_hash, registry_key
+
+        created_here = self._metadata is None
+        if self._metadata is not None:
+            base_meta, registry = self._metadata, dict(self._metadata.doc_mappings)
+        else:
+            hdr = self.header()
+            if hdr is None:
+                raise IndexTablesError("cannot add files with doc mappings before the table has metadata")
+            base_meta, registry = hdr[1], dict(hdr[2])
+            registry.update(base_meta.doc_mappings)
+        new: dict[str, str] = {}
+        for a in inline:
+            ref = doc_mapping_hash(a.doc_mapping_json)
+            if ref not in registry and ref not in new:
+                new[ref] = a.doc_mapping_json
+            a.doc_mapping_ref = ref
+            a.doc_mapping_json = None
+        if new:
+            import dataclasses
+
+            conf = dict(base_meta.configuration)
+            conf.update({registry_key(k): v for k, v in new.items()})
+            self._metadata = dataclasses.replace(base_meta, configuration=conf)
+            if created_here:
+                self._registry_only = True
+            self._added_registry.update(new)
+
+    @staticmethod
+    def _without_registry(m: Metadata) -> dict:
+        d = m.to_json()
+        d["configuration"] = {k: v for k, v in (d.get("configuration") or {}).items() if not k.startswith("docMappingSchema.")}
+        return d
+
+    def _registry_only_change(self, concurrent: Metadata) -> bool:
+        """A concurrent metadata action that only added schema-registry entries is mergeable,
+        unless this transaction changes the metadata itself (beyond registry entries)."""
+        hdr = self.header()
+        if hdr is None:
+            return False
+        if self._without_registry(concurrent) != self._without_registry(hdr[1]):
+            return False
+        if self._metadata is not None and not self._registry_only:
+            return False
+        return True
+
+    def _rebase_metadata(self, concurrent: Metadata) -> None:
+        if self._metadata is None:
+            return
+        import dataclasses
+
+        from .doc_mapping import registry_key
+
+        conf = dict(concurrent.configuration)
+        conf.update({registry_key(k): v for k, v in self._added_registry.items()})
+        self._metadata = dataclasses.replace(concurrent, configuration=conf)
+
     def commit(self) -> int:
         if self.committed_version is not None:
             raise IndexTablesError(f"transaction already committed as version {self.committed_version}")
@@ -153,21 +236,23 @@ class Transaction:
         base_delay = opts.get_int("transaction.retry.baseDelayMs", 100) / 1000.0
         max_delay = opts.get_int("transaction.retry.maxDelayMs", 5000) / 1000.0
         if self.read_version >= 0:
-            snap = self.snapshot()
-            check_writable(self._protocol or snap.protocol_action, f"table {self.log.storage.uri}")
+            hdr = self.header()
+            check_writable(self._protocol or hdr[0], f"table {self.log.storage.uri}")
         elif self._metadata is None:
             from ..errors import TableNotFoundError
 
             raise TableNotFoundError(f"cannot commit to {self.log.storage.uri}: no table exists there (no metadata)")
+        self._deduplicate_doc_mappings()
         version = self.read_version + 1
         checked_upto = self.read_version
         for attempt in range(1, max_attempts + 1):
             if self.log.write_version(version, self._actions(version)):
                 self.committed_version = version
                 log.info("committed %s as version %d of %s", self.operation, version, self.log.storage.uri)
-                from .state_loader import after_commit
+                if not self.skip_post_commit:
+                    from .state_loader import after_commit
 
-                after_commit(self.log, version)
+                    after_commit(self.log, version)
                 return version
             # Someone else committed `version`: look at everything new, then retry after it.
             latest = self.log.latest_version()

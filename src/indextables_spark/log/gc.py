@@ -1,0 +1,176 @@
+"""Retention and garbage collection of the state layer (avro-state-file.md "Garbage Collection").
+
+- `cleanup_old_states`: old `state-v*` directories beyond `state.retention.versions` and older
+  than `state.retention.hours` are removed; the current state (what `_last_checkpoint` points
+  at) and the newest state are never removed, nor any file a retained state still references
+  (legacy manifests inside a state directory).
+- `gc_manifests`: files in `manifests/` that no retained state references and that are older
+  than `state.gc.minManifestAgeHours` are removed (the age protects in-flight writers).
+- `truncate_time_travel`: checkpoint at the latest version, then remove every older version
+  file, JSON checkpoint and state that is no longer needed, then collect orphan manifests.
+
+Every function has a dry run that reports without deleting.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ..errors import CorruptStateError
+from .state_config import StateConfig
+from .state_manifest import FORMAT_AVRO_STATE, resolve_manifest_key
+
+if TYPE_CHECKING:
+    from .listing import LogListing
+    from .table_log import TransactionLog
+
+log = logging.getLogger(__name__)
+
+HOUR_MS = 3600 * 1000
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _current_state_version(log_: "TransactionLog", listing: "LogListing") -> int | None:
+    from .state_loader import read_last_checkpoint
+
+    try:
+        lc = read_last_checkpoint(log_)
+    except CorruptStateError:
+        lc = None
+    if lc is not None and lc.effective_format == FORMAT_AVRO_STATE:
+        return lc.version
+    return None
+
+
+def reachable_manifests(log_: "TransactionLog", listing: "LogListing", versions) -> set[str]:
+    """Storage keys of every manifest referenced by the given states. A state whose manifest
+    cannot be parsed is skipped with a warning (it cannot be read anyway)."""
+    from .avro_state import read_state_manifest
+
+    keys: set[str] = set()
+    for v in versions:
+        key = listing.state_manifests.get(v)
+        if key is None:
+            continue
+        try:
+            sm = read_state_manifest(log_.storage, key)
+        except CorruptStateError as e:
+            log.warning("manifest GC: skipping unreadable state %s: %s", key, e)
+            continue
+        for m in sm.manifests:
+            keys.add(resolve_manifest_key(m.path, sm.state_version))
+    return keys
+
+
+def cleanup_old_states(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None) -> dict:
+    listing = log_.listing()
+    cfg = StateConfig.from_options(log_.options)
+    now = _now_ms() if now_ms is None else now_ms
+    cutoff = now - int(cfg.retention_hours * HOUR_MS)
+    versions = sorted(listing.state_files, reverse=True)  # newest first
+    protected = {versions[0]} if versions else set()
+    current = _current_state_version(log_, listing)
+    if current is not None:
+        protected.add(current)
+    old = []
+    for v in versions:
+        if v in protected:
+            continue
+        info = listing.state_dir_info(v)
+        created = info.modified_ms if info else max((f.modified_ms for f in listing.state_files[v]), default=0)
+        if created < cutoff:
+            old.append(v)
+    doomed = old[max(0, cfg.retention_versions):]
+    retained = [v for v in versions if v not in doomed]
+    still_needed = reachable_manifests(log_, listing, retained) if doomed else set()
+    keys = [f.key for v in doomed for f in listing.state_files[v] if f.key not in still_needed]
+    if keys and not dry_run:
+        log_.storage.delete(keys)
+    return {
+        "stateDirsRemoved": len(doomed),
+        "stateVersionsRemoved": sorted(doomed),
+        "filesRemoved": len(keys),
+        "stateDirsRetained": len(retained),
+        "dryRun": dry_run,
+    }
+
+
+def gc_manifests(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None,
+                 min_age_hours: float | None = None) -> dict:
+    listing = log_.listing()
+    cfg = StateConfig.from_options(log_.options)
+    now = _now_ms() if now_ms is None else now_ms
+    age_h = cfg.gc_min_manifest_age_hours if min_age_hours is None else min_age_hours
+    cutoff = now - int(age_h * HOUR_MS)
+    reachable = reachable_manifests(log_, listing, listing.state_manifests)
+    orphans = [f for f in listing.manifests if f.key not in reachable and f.key.endswith(".avro")]
+    doomed = [f for f in orphans if f.modified_ms <= cutoff]
+    if doomed and not dry_run:
+        log_.storage.delete([f.key for f in doomed])
+    return {
+        "manifestsTotal": len(listing.manifests),
+        "manifestsReachable": len([f for f in listing.manifests if f.key in reachable]),
+        "orphanedManifests": len(orphans),
+        "deletedManifests": 0 if dry_run else len(doomed),
+        "wouldDeleteManifests": len(doomed),
+        "youngOrphansKept": len(orphans) - len(doomed),
+        "dryRun": dry_run,
+    }
+
+
+def gc_state(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None) -> dict:
+    """Old state directories, then orphan manifests (what PURGE runs for the state layer)."""
+    from .protocol_gate import check_writable
+
+    protocol, _, _ = log_.header()
+    check_writable(protocol, f"table {log_.storage.uri}")
+    states = cleanup_old_states(log_, dry_run, now_ms)
+    manifests = gc_manifests(log_, dry_run, now_ms)
+    return {"tablePath": log_.storage.uri, **states, **manifests, "dryRun": dry_run}
+
+
+def truncate_time_travel(log_: "TransactionLog", dry_run: bool = False) -> dict:
+    """Collapse the table's history to its latest version."""
+    from .protocol_gate import check_writable
+    from .state_loader import checkpoint
+
+    latest = log_.latest_version()
+    protocol, _, _ = log_.header(latest)
+    check_writable(protocol, f"table {log_.storage.uri}")
+    cp = None
+    if not dry_run:
+        cp = checkpoint(log_, latest)
+        latest = int(cp["version"])
+    listing = log_.listing()
+    doomed: list[str] = []
+    versions_removed = [v for v in listing.versions if v < latest]
+    doomed += [listing.version_info[v].key for v in versions_removed]
+    cps_removed = [v for v in listing.json_checkpoints if v < latest]
+    doomed += [listing.json_checkpoints[v] for v in cps_removed]
+    for v, parts in listing.checkpoint_parts.items():
+        if v < latest:
+            doomed += parts
+    states_removed = [v for v in listing.state_files if v < latest]
+    retained_states = [v for v in listing.state_manifests if v >= latest]
+    needed = reachable_manifests(log_, listing, retained_states)
+    doomed += [f.key for v in states_removed for f in listing.state_files[v] if f.key not in needed]
+    if doomed and not dry_run:
+        log_.storage.delete(doomed)
+    manifests = gc_manifests(log_, dry_run=dry_run) if not dry_run else {
+        "orphanedManifests": len([f for f in listing.manifests if f.key not in needed]),
+    }
+    return {
+        "tablePath": log_.storage.uri,
+        "version": latest,
+        "checkpoint": cp,
+        "versionFilesRemoved": len(versions_removed),
+        "checkpointsRemoved": len(cps_removed),
+        "stateDirsRemoved": len(states_removed),
+        "filesRemoved": len(doomed),
+        **{k: v for k, v in manifests.items() if k != "dryRun"},
+        "dryRun": dry_run,
+    }

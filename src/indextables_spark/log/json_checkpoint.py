@@ -1,0 +1,162 @@
+"""Legacy JSON checkpoints (protocol.md "JSON Checkpoint (Legacy)"): read single-file and
+multi-part ones; write single-file ones (only when `spark.indextables.state.format=json`).
+
+Single file: `<v>.checkpoint.json`, newline-delimited actions (GZIP or not, detected by header).
+Multi-part: parts `<v>.checkpoint.<id>.<part>.json`, listed by a manifest written last at
+`<v>.checkpoint.json` ({"version", "checkpointId", "parts": [file names], "createdTime", "format"}).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ..errors import CorruptStateError, FileNotFoundInStorageError
+from .actions import Action, AddFile, Metadata, Protocol, RemoveFile, SkipAction
+from .codec import decode_actions, decode_text, encode_actions
+from .doc_mapping import doc_mapping_hash
+from .file_entries import add_files_to_table
+from .paths import LAST_CHECKPOINT, LOG_DIR
+from .state_manifest import FORMAT_JSON, LastCheckpoint
+
+if TYPE_CHECKING:
+    from .listing import LogListing
+    from .snapshot import Snapshot
+    from .table_log import BaseState, TransactionLog
+
+log = logging.getLogger(__name__)
+
+
+def checkpoint_key(version: int) -> str:
+    return f"{LOG_DIR}/{version:020d}.checkpoint.json"
+
+
+def part_key(version: int, checkpoint_id: str, part: int) -> str:
+    return f"{LOG_DIR}/{version:020d}.checkpoint.{checkpoint_id}.{part:05d}.json"
+
+
+def _multipart_manifest(data: bytes, where: str) -> dict | None:
+    """The multi-part manifest object if `data` is one, else None (an action file)."""
+    text = decode_text(data, where).strip()
+    if not text.startswith("{") or "\n" in text:
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if isinstance(obj, dict) and "parts" in obj and "checkpointId" in obj:
+        return obj
+    return None
+
+
+def read_checkpoint_actions(
+    log_: "TransactionLog", version: int, lc: LastCheckpoint | None, listing: "LogListing"
+) -> tuple[list[Action], str]:
+    """All actions of the JSON checkpoint at `version`, and its format name."""
+    storage = log_.storage
+    key = checkpoint_key(version)
+    part_keys: list[str] | None = None
+    fmt = FORMAT_JSON
+    data = None
+    try:
+        data = storage.read(key)
+    except FileNotFoundInStorageError:
+        if not (lc and lc.version == version and lc.checkpoint_id):
+            raise CorruptStateError(f"checkpoint {storage.full_uri(key)} is missing") from None
+    if data is not None:
+        man = _multipart_manifest(data, storage.full_uri(key))
+        if man is not None:
+            names = man.get("parts")
+            if not isinstance(names, list) or not names:
+                raise CorruptStateError(f"{storage.full_uri(key)}: multi-part checkpoint manifest lists no parts")
+            part_keys = [f"{LOG_DIR}/{n}" for n in names]
+            fmt = "json-multipart"
+    if data is None:
+        # _last_checkpoint names a multi-part checkpoint whose manifest is gone: use its parts.
+        assert lc is not None
+        part_keys = [part_key(version, lc.checkpoint_id, p) for p in range(1, (lc.parts or 0) + 1)]
+        if not lc.parts:
+            part_keys = [k for k in listing.checkpoint_parts.get(version, []) if f".{lc.checkpoint_id}." in k]
+        if not part_keys:
+            raise CorruptStateError(f"multi-part checkpoint {lc.checkpoint_id} of version {version}: no parts found")
+        fmt = "json-multipart"
+    if part_keys is None:
+        return decode_actions(data, storage.full_uri(key)), fmt
+    actions: list[Action] = []
+    for pk in part_keys:
+        try:
+            pdata = storage.read(pk)
+        except FileNotFoundInStorageError:
+            raise CorruptStateError(
+                f"checkpoint part {storage.full_uri(pk)} of version {version} is missing"
+            ) from None
+        actions.extend(decode_actions(pdata, storage.full_uri(pk)))
+    return actions, fmt
+
+
+def load_json_checkpoint(
+    log_: "TransactionLog", version: int, lc: LastCheckpoint | None, listing: "LogListing"
+) -> "BaseState":
+    from .table_log import BaseState
+
+    actions, fmt = read_checkpoint_actions(log_, version, lc, listing)
+    protocol = metadata = None
+    adds: dict[str, AddFile] = {}
+    skips: dict[str, SkipAction] = {}
+    registry: dict[str, str] = {}
+    for a in actions:
+        if isinstance(a, AddFile):
+            if a.doc_mapping_json and not a.doc_mapping_ref:
+                ref = doc_mapping_hash(a.doc_mapping_json)
+                registry.setdefault(ref, a.doc_mapping_json)
+                a.doc_mapping_ref = ref
+            if a.added_at_version is None:
+                a.added_at_version = -1  # unknown: added at or before the checkpoint
+            adds[a.path] = a
+        elif isinstance(a, RemoveFile):
+            adds.pop(a.path, None)
+        elif isinstance(a, Protocol):
+            protocol = a
+        elif isinstance(a, Metadata):
+            metadata = a
+            registry.update(a.doc_mappings)
+        elif isinstance(a, SkipAction):
+            skips[a.path] = a
+    where = log_.storage.full_uri(checkpoint_key(version))
+    if protocol is None or metadata is None:
+        raise CorruptStateError(f"{where}: checkpoint has no {'protocol' if protocol is None else 'metaData'} action")
+    from .protocol_gate import check_readable
+
+    check_readable(protocol, where)
+    return BaseState(
+        version=version,
+        protocol=protocol,
+        metadata=metadata,
+        files_table=add_files_to_table(adds.values()),
+        skips=skips,
+        schema_registry=registry,
+        source=fmt,
+    )
+
+
+def write_json_checkpoint(log_: "TransactionLog", snap: "Snapshot") -> LastCheckpoint:
+    """Write `<v>.checkpoint.json` (all live state as actions) and point `_last_checkpoint` at it."""
+    storage = log_.storage
+    files = snap.files
+    actions: list[Action] = [snap.protocol_action, snap.metadata_action, *files, *snap.skips.values()]
+    compress = log_.options.get_bool("transaction.compression.enabled", True)
+    key = checkpoint_key(snap.version)
+    if not storage.put_if_absent(key, encode_actions(actions, compress)):
+        log.info("JSON checkpoint %s already exists", storage.full_uri(key))
+    lc = LastCheckpoint(
+        version=snap.version,
+        size=len(actions),
+        size_in_bytes=snap.total_bytes,
+        num_files=len(files),
+        created_time=int(time.time() * 1000),
+        format=FORMAT_JSON,
+        protocol_version=snap.protocol_action.min_reader_version,
+    )
+    storage.put(LAST_CHECKPOINT, lc.encode())
+    return lc

@@ -1,0 +1,535 @@
+"""Partition predicates: a small parser, exact evaluation on a FileEntry table, and manifest
+pruning against `partitionBounds` (avro-state-file.md "Read Path", `boundsOverlapFilter`).
+
+Grammar (case-insensitive keywords):
+
+    expr       := or_expr
+    or_expr    := and_expr ("OR" and_expr)*
+    and_expr   := not_expr ("AND" not_expr)*
+    not_expr   := "NOT" not_expr | primary
+    primary    := "(" expr ")" | predicate
+    predicate  := column op literal | literal op column
+                | column ["NOT"] "IN" "(" literal ("," literal)* ")"
+                | column "IS" ["NOT"] "NULL"
+                | column ["NOT"] "BETWEEN" literal "AND" literal
+    op         := "=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">="
+    literal    := 'text' (quote doubled to escape) | number | TRUE | FALSE
+    column     := name | `quoted name` | "quoted name"
+
+Partition values are stored as strings. Columns whose Spark type (from the table's schemaString)
+is numeric are compared numerically when filtering files exactly; for manifest pruning, bounds are
+lexicographic string min/max (what every writer stores), so numeric columns are pruned only by
+equality/IN on the canonical text of the value, never by ranges. SQL three-valued logic: a
+comparison with a missing (null) partition value is unknown, and unknown rows are not selected.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import IndexTablesError
+
+INTEGRAL_TYPES = frozenset({"byte", "short", "integer", "int", "long", "bigint", "tinyint", "smallint"})
+FRACTIONAL_TYPES = frozenset({"float", "double", "real"})
+
+
+class PartitionFilterError(IndexTablesError):
+    """A partition filter that cannot be parsed or names a column that is not a partition column."""
+
+
+# ---- expression tree --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Compare:
+    column: str
+    op: str          # one of = != < <= > >=
+    value: Any       # str, int, float or bool
+
+
+@dataclass(frozen=True)
+class In:
+    column: str
+    values: tuple
+
+
+@dataclass(frozen=True)
+class IsNull:
+    column: str
+
+
+@dataclass(frozen=True)
+class And:
+    left: "Expr"
+    right: "Expr"
+
+
+@dataclass(frozen=True)
+class Or:
+    left: "Expr"
+    right: "Expr"
+
+
+@dataclass(frozen=True)
+class Not:
+    child: "Expr"
+
+
+Expr = Union[Compare, In, IsNull, And, Or, Not]
+
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+@dataclass(frozen=True)
+class PartitionPredicate:
+    """A parsed partition filter plus the Spark types of the partition columns it may use."""
+
+    expr: Expr
+    column_types: Mapping[str, str]
+    text: str = ""
+
+    @property
+    def columns(self) -> set[str]:
+        out: set[str] = set()
+
+        def walk(e):
+            if isinstance(e, (Compare, In, IsNull)):
+                out.add(e.column)
+            elif isinstance(e, (And, Or)):
+                walk(e.left)
+                walk(e.right)
+            elif isinstance(e, Not):
+                walk(e.child)
+
+        walk(self.expr)
+        return out
+
+    def may_match(self, bounds: Mapping[str, tuple[str | None, str | None]] | None) -> bool:
+        """False only when no file summarised by these partition bounds can satisfy the filter."""
+        if bounds is None:
+            return True
+        return _may_match(_nnf(self.expr), bounds, self.column_types)
+
+    def __str__(self) -> str:
+        return self.text or repr(self.expr)
+
+
+# ---- tokenizer / parser -------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+)
+  | (?P<str>'(?:[^']|'')*')
+  | (?P<qid>`(?:[^`]|``)*`|"(?:[^"]|"")*")
+  | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
+  | (?P<op><=|>=|<>|!=|==|=|<|>)
+  | (?P<punct>[(),])
+  | (?P<id>[A-Za-z_][A-Za-z0-9_.]*)
+    """,
+    re.VERBOSE,
+)
+_KEYWORDS = {"AND", "OR", "NOT", "IN", "IS", "NULL", "TRUE", "FALSE", "BETWEEN"}
+
+
+@dataclass
+class _Tok:
+    kind: str   # str, id, num, op, punct, kw, end
+    value: Any
+    pos: int
+
+
+def _tokenize(text: str) -> list[_Tok]:
+    out: list[_Tok] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            if text[pos] == "'":
+                raise PartitionFilterError(f"partition filter {text!r}: unterminated string starting at position {pos}")
+            raise PartitionFilterError(
+                f"partition filter {text!r}: unexpected character {text[pos]!r} at position {pos}"
+            )
+        kind = m.lastgroup
+        raw = m.group()
+        if kind == "str":
+            out.append(_Tok("str", raw[1:-1].replace("''", "'"), pos))
+        elif kind == "qid":
+            q = raw[0]
+            out.append(_Tok("id", raw[1:-1].replace(q + q, q), pos))
+        elif kind == "num":
+            val: Any = float(raw) if any(c in raw for c in ".eE") else int(raw)
+            out.append(_Tok("num", val, pos))
+        elif kind == "op":
+            out.append(_Tok("op", {"==": "=", "<>": "!="}.get(raw, raw), pos))
+        elif kind == "punct":
+            out.append(_Tok("punct", raw, pos))
+        elif kind == "id":
+            up = raw.upper()
+            out.append(_Tok("kw", up, pos) if up in _KEYWORDS else _Tok("id", raw, pos))
+        pos = m.end()
+    out.append(_Tok("end", None, len(text)))
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str, columns: Mapping[str, str]):
+        self.text = text
+        self.toks = _tokenize(text)
+        self.i = 0
+        self.columns = columns
+        self._lower = {c.lower(): c for c in columns}
+
+    def error(self, msg: str, tok: _Tok | None = None) -> PartitionFilterError:
+        tok = tok or self.peek()
+        where = "end of input" if tok.kind == "end" else f"position {tok.pos}"
+        return PartitionFilterError(f"partition filter {self.text!r}: {msg} at {where}")
+
+    def peek(self) -> _Tok:
+        return self.toks[self.i]
+
+    def next(self) -> _Tok:
+        t = self.toks[self.i]
+        self.i += 1
+        return t
+
+    def accept_kw(self, kw: str) -> bool:
+        t = self.peek()
+        if t.kind == "kw" and t.value == kw:
+            self.i += 1
+            return True
+        return False
+
+    def expect_punct(self, p: str) -> None:
+        t = self.next()
+        if t.kind != "punct" or t.value != p:
+            raise self.error(f"expected {p!r}", t)
+
+    def parse(self) -> Expr:
+        if self.peek().kind == "end":
+            raise self.error("empty filter")
+        e = self.or_expr()
+        if self.peek().kind != "end":
+            raise self.error(f"unexpected {self.describe(self.peek())}")
+        return e
+
+    @staticmethod
+    def describe(t: _Tok) -> str:
+        if t.kind == "str":
+            return f"string '{t.value}'"
+        return repr(t.value) if t.kind != "end" else "end of input"
+
+    def or_expr(self) -> Expr:
+        e = self.and_expr()
+        while self.accept_kw("OR"):
+            e = Or(e, self.and_expr())
+        return e
+
+    def and_expr(self) -> Expr:
+        e = self.not_expr()
+        while self.accept_kw("AND"):
+            e = And(e, self.not_expr())
+        return e
+
+    def not_expr(self) -> Expr:
+        if self.accept_kw("NOT"):
+            return Not(self.not_expr())
+        return self.primary()
+
+    def primary(self) -> Expr:
+        t = self.peek()
+        if t.kind == "punct" and t.value == "(":
+            self.next()
+            e = self.or_expr()
+            self.expect_punct(")")
+            return e
+        return self.predicate()
+
+    def column(self, t: _Tok) -> str:
+        name = self.columns and (t.value if t.value in self.columns else self._lower.get(str(t.value).lower()))
+        if not name:
+            known = ", ".join(self.columns) or "none"
+            raise PartitionFilterError(
+                f"partition filter {self.text!r}: column {t.value!r} at position {t.pos} is not a partition "
+                f"column (partition columns: {known})"
+            )
+        return name
+
+    def literal(self) -> Any:
+        t = self.next()
+        if t.kind in ("str", "num"):
+            return t.value
+        if t.kind == "kw" and t.value in ("TRUE", "FALSE"):
+            return t.value == "TRUE"
+        if t.kind == "kw" and t.value == "NULL":
+            raise self.error("comparison with NULL is never true; use IS NULL / IS NOT NULL", t)
+        raise self.error(f"expected a literal value, got {self.describe(t)}", t)
+
+    def predicate(self) -> Expr:
+        t = self.next()
+        if t.kind == "id":
+            col = self.column(t)
+            nxt = self.peek()
+            if nxt.kind == "op":
+                self.next()
+                return Compare(col, nxt.value, self.literal())
+            if self.accept_kw("IS"):
+                negated = self.accept_kw("NOT")
+                if not self.accept_kw("NULL"):
+                    raise self.error("expected NULL after IS")
+                return Not(IsNull(col)) if negated else IsNull(col)
+            negated = self.accept_kw("NOT")
+            if self.accept_kw("IN"):
+                self.expect_punct("(")
+                values = [self.literal()]
+                while self.peek().kind == "punct" and self.peek().value == ",":
+                    self.next()
+                    values.append(self.literal())
+                self.expect_punct(")")
+                e: Expr = In(col, tuple(values))
+                return Not(e) if negated else e
+            if self.accept_kw("BETWEEN"):
+                lo = self.literal()
+                if not self.accept_kw("AND"):
+                    raise self.error("expected AND in BETWEEN")
+                hi = self.literal()
+                e = And(Compare(col, ">=", lo), Compare(col, "<=", hi))
+                return Not(e) if negated else e
+            raise self.error(f"expected a comparison operator, IN, BETWEEN or IS after column {col!r}")
+        if t.kind in ("str", "num") or (t.kind == "kw" and t.value in ("TRUE", "FALSE")):
+            value = t.value if t.kind != "kw" else t.value == "TRUE"
+            op = self.next()
+            if op.kind != "op":
+                raise self.error("expected a comparison operator", op)
+            ct = self.next()
+            if ct.kind != "id":
+                raise self.error("expected a partition column", ct)
+            return Compare(self.column(ct), _FLIP[op.value], value)
+        raise self.error(f"expected a predicate, got {self.describe(t)}", t)
+
+
+def partition_column_types(metadata) -> dict[str, str]:
+    """{partition column: Spark type name} from a Metadata action (string when unknown)."""
+    types: dict[str, str] = {}
+    try:
+        schema = json.loads(metadata.schema_string)
+        for f in schema.get("fields", []):
+            t = f.get("type")
+            types[f.get("name")] = t if isinstance(t, str) else "struct"
+    except (ValueError, AttributeError, TypeError):
+        pass
+    return {c: types.get(c, "string") for c in metadata.partition_columns}
+
+
+def parse_partition_filter(
+    text: str | PartitionPredicate,
+    partition_columns: Sequence[str] | Mapping[str, str],
+    column_types: Mapping[str, str] | None = None,
+) -> PartitionPredicate:
+    """Parse a filter over partition columns. partition_columns: names, or {name: Spark type}."""
+    if isinstance(text, PartitionPredicate):
+        return text
+    if not isinstance(text, str):
+        raise PartitionFilterError(f"partition filter must be a string, got {type(text).__name__}")
+    if isinstance(partition_columns, Mapping):
+        types = {str(k): str(v) for k, v in partition_columns.items()}
+    else:
+        types = {str(c): "string" for c in partition_columns}
+    if column_types:
+        for k, v in column_types.items():
+            if k in types:
+                types[k] = str(v)
+    expr = _Parser(text, types).parse()
+    return PartitionPredicate(expr, types, text)
+
+
+# ---- exact evaluation on a FileEntry table --------------------------------------------------------
+
+
+def _is_integral(t: str) -> bool:
+    return t.lower() in INTEGRAL_TYPES
+
+
+def _is_numeric(t: str) -> bool:
+    tl = t.lower()
+    return tl in INTEGRAL_TYPES or tl in FRACTIONAL_TYPES or tl.startswith("decimal")
+
+
+def _literal_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _number(value: Any) -> float | int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        s = str(value).strip()
+        return int(s) if re.fullmatch(r"[-+]?\d+", s) else float(s)
+    except ValueError:
+        return None
+
+
+class _Evaluator:
+    def __init__(self, table: pa.Table, types: Mapping[str, str]):
+        self.pv = table.column("partitionValues")
+        self.types = types
+        self.n = table.num_rows
+        self._text: dict[str, pa.Array] = {}
+        self._num: dict[str, pa.Array | None] = {}
+
+    def text(self, col: str) -> pa.ChunkedArray:
+        if col not in self._text:
+            self._text[col] = pc.map_lookup(self.pv, pa.scalar(col, pa.string()), "first")
+        return self._text[col]
+
+    def numeric(self, col: str):
+        if col not in self._num:
+            arr = self.text(col)
+            target = pa.int64() if _is_integral(self.types.get(col, "")) else pa.float64()
+            try:
+                self._num[col] = pc.cast(pc.utf8_trim_whitespace(arr), target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                try:
+                    self._num[col] = pc.cast(pc.utf8_trim_whitespace(arr), pa.float64())
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    self._num[col] = None  # not numbers after all: compare as text
+        return self._num[col]
+
+    def operand(self, col: str, value: Any):
+        """(column array, literal scalar) compared in the column's type."""
+        if _is_numeric(self.types.get(col, "string")):
+            num = self.numeric(col)
+            lit = _number(value)
+            if num is not None and lit is not None:
+                typ = num.type
+                if pa.types.is_integer(typ) and isinstance(lit, float):
+                    num = pc.cast(num, pa.float64())
+                    typ = pa.float64()
+                return num, pa.scalar(lit, typ)
+        return self.text(col), pa.scalar(_literal_text(value), pa.string())
+
+    def eval(self, e: Expr):
+        if isinstance(e, Compare):
+            arr, lit = self.operand(e.column, e.value)
+            fn = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
+                  ">": pc.greater, ">=": pc.greater_equal}[e.op]
+            return fn(arr, lit)
+        if isinstance(e, In):
+            parts = [self.eval(Compare(e.column, "=", v)) for v in e.values]
+            out = parts[0]
+            for p in parts[1:]:
+                out = pc.or_kleene(out, p)
+            return out
+        if isinstance(e, IsNull):
+            return pc.is_null(self.text(e.column))
+        if isinstance(e, And):
+            return pc.and_kleene(self.eval(e.left), self.eval(e.right))
+        if isinstance(e, Or):
+            return pc.or_kleene(self.eval(e.left), self.eval(e.right))
+        if isinstance(e, Not):
+            return pc.invert(self.eval(e.child))
+        raise TypeError(f"unknown predicate node {e!r}")
+
+
+def filter_mask(files_table: pa.Table, predicate: PartitionPredicate):
+    """Boolean mask (unknown → False) of the rows whose partition values satisfy the predicate."""
+    if files_table.num_rows == 0:
+        return pa.array([], pa.bool_())
+    mask = _Evaluator(files_table, predicate.column_types).eval(predicate.expr)
+    return pc.fill_null(mask, False)
+
+
+def filter_files_table(files_table: pa.Table, predicate: PartitionPredicate | None) -> pa.Table:
+    """The rows of a FileEntry table whose partition values satisfy the predicate (exact)."""
+    if predicate is None or files_table.num_rows == 0:
+        return files_table
+    return files_table.filter(filter_mask(files_table, predicate))
+
+
+# ---- manifest pruning -------------------------------------------------------------------------------
+
+
+def _nnf(e: Expr, negate: bool = False) -> Expr:
+    """Push NOT down to the leaves (valid under three-valued logic for these predicates)."""
+    if isinstance(e, Not):
+        return _nnf(e.child, not negate)
+    if isinstance(e, And):
+        l, r = _nnf(e.left, negate), _nnf(e.right, negate)
+        return Or(l, r) if negate else And(l, r)
+    if isinstance(e, Or):
+        l, r = _nnf(e.left, negate), _nnf(e.right, negate)
+        return And(l, r) if negate else Or(l, r)
+    if isinstance(e, Compare):
+        return Compare(e.column, _NEGATE[e.op], e.value) if negate else e
+    return Not(e) if negate else e  # In, IsNull: keep a leaf-level Not
+
+
+def _bound_text(col_type: str, value: Any) -> str | None:
+    """The text a partition value equal to `value` has, or None when that text is not certain."""
+    t = col_type.lower()
+    if _is_integral(t):
+        n = _number(value)
+        if n is None or (isinstance(n, float) and not n.is_integer()):
+            return None
+        return str(int(n))
+    if _is_numeric(t):
+        return None  # float/decimal text forms vary (1.0 vs 1): never prune on them
+    return _literal_text(value)
+
+
+def _may_match(e: Expr, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]) -> bool:
+    if isinstance(e, And):
+        return _may_match(e.left, bounds, types) and _may_match(e.right, bounds, types)
+    if isinstance(e, Or):
+        return _may_match(e.left, bounds, types) or _may_match(e.right, bounds, types)
+    if isinstance(e, Compare):
+        b = bounds.get(e.column)
+        if b is None or b[0] is None or b[1] is None:
+            return True  # unknown column or null bounds: never pruned
+        lo, hi = b
+        col_type = types.get(e.column, "string")
+        s = _bound_text(col_type, e.value)
+        if s is None:
+            return True
+        if e.op == "=":
+            return lo <= s <= hi
+        if e.op == "!=":
+            return not (lo == hi == s)
+        if _is_numeric(col_type) or col_type.lower() == "boolean":
+            return True  # lexicographic bounds say nothing about numeric order
+        if e.op == "<":
+            return lo < s
+        if e.op == "<=":
+            return lo <= s
+        if e.op == ">":
+            return hi > s
+        if e.op == ">=":
+            return hi >= s
+        return True
+    if isinstance(e, In):
+        return any(_may_match(Compare(e.column, "=", v), bounds, types) for v in e.values)
+    if isinstance(e, Not) and isinstance(e.child, In):
+        b = bounds.get(e.child.column)
+        if b is None or b[0] is None or b[1] is None or b[0] != b[1]:
+            return True
+        texts = {_bound_text(types.get(e.child.column, "string"), v) for v in e.child.values}
+        return b[0] not in texts
+    return True  # IS NULL, IS NOT NULL and anything else: never pruned
+
+
+def prune_manifests(manifests: Iterable, predicate: PartitionPredicate | None) -> list:
+    """The manifests (objects with .partition_bounds) that may hold files matching the predicate."""
+    if predicate is None:
+        return list(manifests)
+    return [m for m in manifests if predicate.may_match(m.partition_bounds)]
