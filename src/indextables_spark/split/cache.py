@@ -62,7 +62,7 @@ class SplitCache:
         self._key_locks: dict[str, threading.Lock] = {}
         self._sizes: dict[str, int] = {}
         self._recent: dict[str, float] = {}
-        self._scanned = False
+        self.grace_seconds = GRACE_SECONDS
         self.downloads = 0      # splits this process fetched (observability, tests)
 
     # -- public --------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ class SplitCache:
                 return
             now = time.time()
             in_use = _reader.dirs_in_use() | {protect}
-            in_use |= {d for d, t in self._recent.items() if now - t < GRACE_SECONDS}
+            in_use |= {d for d, t in self._recent.items() if now - t < self.grace_seconds}
             candidates = []
             for key in self._sizes:
                 path = os.path.join(self.root, key)
