@@ -536,13 +536,18 @@ def read_header(data: bytes, where: str) -> ContainerHeader:
 
 
 def count_rows(data: bytes, header: ContainerHeader, where: str) -> int:
-    """Walk the block framing without decompressing: the number of records, after checking that
-    every block is complete and ends with the file's sync marker (detects truncated files)."""
+    return sum(b[2] for b in list_blocks(data, header, where))
+
+
+def list_blocks(data: bytes, header: ContainerHeader, where: str) -> list[tuple[int, int, int]]:
+    """Walk the block framing without decompressing: (start, end, records) of every block, after
+    checking that each is complete and ends with the file's sync marker (detects truncation)."""
     cur = _Cursor(data, where)
     cur.pos = header.length
-    total = 0
+    out = []
     n = len(data)
     while cur.pos < n:
+        start = cur.pos
         count = cur.long()
         size = cur.long()
         if count < 0 or size < 0:
@@ -556,8 +561,8 @@ def count_rows(data: bytes, header: ContainerHeader, where: str) -> int:
         if data[end - 16:end] != header.sync:
             raise CorruptStateError(f"{where}: corrupt Avro file (sync marker mismatch at byte {end - 16})")
         cur.pos = end
-        total += count
-    return total
+        out.append((start, end, count))
+    return out
 
 
 def iter_blocks(data: bytes, header: ContainerHeader, where: str):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from ..errors import ConcurrentModificationError, CorruptStateError, FileNotFoun
 from .actions import Metadata, Protocol, SkipAction
 from .doc_mapping import doc_mapping_hash
 from .file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
-from .manifest import encode_manifest, manifest_info, new_manifest_key, partition_value_column, read_manifest
+from .manifest import decode_unit, encode_manifest, manifest_info, new_manifest_key, partition_value_column, plan_manifest
 from .paths import LAST_CHECKPOINT, LOG_DIR, state_dir_name
 from .protocol_gate import check_readable
 from .state_config import StateConfig
@@ -176,17 +177,30 @@ def read_state_files(
         stats.manifests_read += len(manifests)
     storage = log_.storage
     keys = [resolve_manifest_key(m.path, sm.state_version) for m in manifests]
+    workers = max(1, min(parallelism, len(manifests)))
 
-    def one(i: int) -> pa.Table:
-        return read_manifest(storage, keys[i], manifests[i].num_entries)
+    def plan(i: int):
+        return plan_manifest(storage, keys[i], manifests[i].num_entries, predicate)
 
-    if len(manifests) > 1 and parallelism > 1:
-        with ThreadPoolExecutor(max_workers=min(parallelism, len(manifests)), thread_name_prefix="itx-manifest") as ex:
-            tables = list(ex.map(one, range(len(manifests))))
+    if workers > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="itx-manifest") as ex:
+            plans = list(ex.map(plan, range(len(manifests))))
     else:
-        tables = [one(i) for i in range(len(manifests))]
+        plans = [plan(i) for i in range(len(manifests))]
+    units = [u for p in plans for u in p.units]
+    # Decode units are CPU-bound (DataFusion releases the GIL): one thread per core is enough.
+    dworkers = max(1, min(parallelism, len(units), os.cpu_count() or 2))
+    if dworkers > 1:
+        with ThreadPoolExecutor(max_workers=dworkers, thread_name_prefix="itx-decode") as ex:
+            # largest first for balance; results kept in manifest order (later entries win)
+            order = sorted(range(len(units)), key=lambda i: -units[i].rows)
+            futures = {i: ex.submit(decode_unit, units[i]) for i in order}
+            tables = [futures[i].result() for i in range(len(units))]
+    else:
+        tables = [decode_unit(u) for u in units]
     if stats is not None:
         stats.entries_decoded += sum(t.num_rows for t in tables)
+        stats.blocks_skipped_entries += sum(p.rows_total - p.rows_selected for p in plans)
     if not tables:
         return FILE_ENTRY_SCHEMA.empty_table()
     files = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
@@ -352,9 +366,10 @@ class _Writer:
         self.bytes = 0
         self.entries = 0
 
-    def write(self, files: pa.Table) -> ManifestInfo:
+    def write(self, files: pa.Table, sorted_by_partition: bool = False) -> ManifestInfo:
         key = new_manifest_key()
-        data = encode_manifest(files, self.cfg.compression, self.cfg.compression_level)
+        data = encode_manifest(files, self.cfg.compression, self.cfg.compression_level,
+                               self.partition_columns if sorted_by_partition else None)
         if not self.storage.put_if_absent(key, data):
             raise CorruptStateError(f"manifest {self.storage.full_uri(key)} already exists")
         self.keys.append(key)
@@ -368,8 +383,8 @@ class _Writer:
         chunks = [files.slice(i, epm) for i in range(0, n, epm)] or [files]
         if len(chunks) > 1:
             with ThreadPoolExecutor(max_workers=min(2, len(chunks)), thread_name_prefix="itx-compact") as ex:
-                return list(ex.map(self.write, chunks))
-        return [self.write(c) for c in chunks]
+                return list(ex.map(lambda c: self.write(c, True), chunks))
+        return [self.write(c, True) for c in chunks]
 
     def discard(self) -> None:
         if self.keys:

@@ -7,11 +7,13 @@ long. Nothing is turned into Python objects here.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import tempfile
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -24,7 +26,7 @@ from .avro_codec import (
     FILE_ENTRY_AVRO_SCHEMA,
     FILE_ENTRY_FIELD_IDS,
     avro_codec_name,
-    count_rows,
+    list_blocks,
     encode_rows,
     read_header,
     write_container,
@@ -45,6 +47,7 @@ _DEFAULTS = {
     "addedAtTimestamp": 0,
 }
 _REQUIRED = ("path", "size")
+BLOCK_INDEX_KEY = "io.indextables.blockIndex"
 
 
 def _ctx():
@@ -108,10 +111,55 @@ def _normalize_for_avro(files: pa.Table) -> pa.Table:
     return files
 
 
-def encode_manifest(files: pa.Table, codec: str = "zstd", level: int = 3, block_boundaries=None) -> bytes:
+MIN_INDEXED_BLOCK_ROWS = 256
+
+
+def _partition_blocks(files: pa.Table, partition_columns: Sequence[str]):
+    """Block starts at partition changes (rows sorted by partition), merging small partitions
+    into blocks of at least MIN_INDEXED_BLOCK_ROWS rows; and a function computing the block index."""
+    cols = sorted(partition_columns)
+    values = [pc.fill_null(partition_value_column(files, c), "").combine_chunks() for c in cols]
+    key = values[0] if len(values) == 1 else pc.binary_join_element_wise(*values, "\x1f")
+    n = files.num_rows
+    if n < 2:
+        changes = np.array([], dtype=np.int64)
+    else:
+        diff = pc.not_equal(key.slice(1), key.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        changes = np.nonzero(diff)[0] + 1
+    starts = []
+    last = 0
+    for c in changes.tolist():
+        if c - last >= MIN_INDEXED_BLOCK_ROWS:
+            starts.append(c)
+            last = c
+    raw = [partition_value_column(files, c).combine_chunks() for c in cols]
+
+    def index(blocks) -> dict[str, bytes]:
+        entries = []
+        for b in blocks:
+            bounds = []
+            for arr in raw:
+                mm = pc.min_max(arr.slice(b.first_row, b.num_rows))
+                bounds.append([mm["min"].as_py(), mm["max"].as_py()])
+            entries.append([b.offset, b.num_rows, bounds])
+        doc = {"version": 1, "columns": cols, "blocks": entries}
+        return {BLOCK_INDEX_KEY: json.dumps(doc, separators=(",", ":")).encode()}
+
+    return starts, index
+
+
+def encode_manifest(files: pa.Table, codec: str = "zstd", level: int = 3,
+                    partition_columns: Sequence[str] | None = None) -> bytes:
+    """Avro container of FileEntry records. With partition_columns (rows sorted by partition, as
+    compaction writes them) blocks start at partition changes and the header carries each block's
+    partition bounds (`io.indextables.blockIndex`), so readers can skip blocks; other Avro readers
+    ignore that metadata."""
     files = _normalize_for_avro(conform(files))
     rows = encode_rows(files, FILE_ENTRY_AVRO_SCHEMA)
-    data, _ = write_container(rows, FILE_ENTRY_AVRO_SCHEMA, avro_codec_name(codec), level, block_boundaries)
+    starts, index = (None, None)
+    if partition_columns and files.num_rows:
+        starts, index = _partition_blocks(files, partition_columns)
+    data, _ = write_container(rows, FILE_ENTRY_AVRO_SCHEMA, avro_codec_name(codec), level, starts, extra_meta_fn=index)
     return data
 
 
@@ -195,8 +243,60 @@ def conform(table: pa.Table, writer_fields: list[dict] | None = None, where: str
     return out
 
 
-def read_manifest(storage: Storage, key: str, expected_entries: int | None = None) -> pa.Table:
-    """Decode one FileEntry manifest into an Arrow table with FILE_ENTRY_SCHEMA."""
+SPLIT_ROWS = 20_000  # decode units of at least this many rows (one DataFusion call each)
+
+
+@dataclass
+class DecodeUnit:
+    """Part of one manifest to decode with one DataFusion call: the whole file (path), or the
+    header plus a run of its blocks (bytes, written to a temporary file)."""
+
+    where: str
+    writer_fields: list
+    rows: int
+    path: str | None = None
+    data: bytes | None = None
+
+
+@dataclass
+class ManifestPlan:
+    units: list[DecodeUnit]
+    rows_total: int
+    rows_selected: int
+
+
+def _empty() -> pa.Table:
+    return FILE_ENTRY_SCHEMA.empty_table()
+
+
+def _block_index(header, blocks, where: str):
+    """Per-block partition bounds from the header (written by our compaction), or None."""
+    raw = header.metadata.get(BLOCK_INDEX_KEY)
+    if raw is None:
+        return None
+    try:
+        idx = json.loads(raw)
+        cols = idx["columns"]
+        entries = idx["blocks"]
+        if len(entries) != len(blocks):
+            raise ValueError(f"{len(entries)} index entries for {len(blocks)} blocks")
+        out = []
+        for (off, _end, rows), e in zip(blocks, entries):
+            if int(e[0]) != off - header.length or int(e[1]) != rows:
+                raise ValueError("index does not match the block layout")
+            out.append({c: (b[0], b[1]) for c, b in zip(cols, e[2])})
+        return out
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        log.warning("%s: ignoring invalid block index (%s)", where, e)
+        return None
+
+
+def plan_manifest(
+    storage: Storage, key: str, expected_entries: int | None = None, predicate=None, split_rows: int = SPLIT_ROWS
+) -> ManifestPlan:
+    """Read and validate one manifest (magic, schema, block framing, entry count) and plan its
+    decoding: blocks whose partition bounds cannot match the predicate are skipped, and large
+    runs of blocks are split into several units so they decode in parallel."""
     where = storage.full_uri(key)
     try:
         data = storage.read(key)
@@ -206,38 +306,80 @@ def read_manifest(storage: Storage, key: str, expected_entries: int | None = Non
     schema = header.schema
     if not isinstance(schema, dict) or schema.get("type") != "record" or not isinstance(schema.get("fields"), list):
         raise CorruptStateError(f"{where}: Avro schema is not a record schema")
-    rows = count_rows(data, header, where)
+    blocks = list_blocks(data, header, where)
+    rows = sum(b[2] for b in blocks)
     if expected_entries is not None and expected_entries >= 0 and rows != expected_entries:
         raise CorruptStateError(
             f"{where}: manifest holds {rows} entries but the state records {expected_entries} "
             f"(truncated or replaced file)"
         )
-    if rows == 0:
-        return conform(pa.table({"path": pa.array([], pa.string()), "size": pa.array([], pa.int64())}), None, where)
-    table = _decode_with_datafusion(storage, key, data, where)
-    if table.num_rows != rows:
-        raise CorruptStateError(f"{where}: decoded {table.num_rows} entries, the file's blocks hold {rows}")
-    table = conform(table, schema["fields"], where)
-    return table
-
-
-def _decode_with_datafusion(storage: Storage, key: str, data: bytes, where: str) -> pa.Table:
+    fields = schema["fields"]
+    selected = blocks
+    if predicate is not None and blocks:
+        bounds = _block_index(header, blocks, where)
+        if bounds is not None:
+            selected = [b for b, bb in zip(blocks, bounds) if predicate.may_match(bb)]
+    sel_rows = sum(b[2] for b in selected)
+    if not selected:
+        return ManifestPlan([], rows, 0)
     local = storage.local_path(key)
+    if selected is blocks and sel_rows < 2 * split_rows and local is not None and os.path.isfile(local):
+        return ManifestPlan([DecodeUnit(where, fields, rows, path=local)], rows, rows)
+    n_units = max(1, min(len(selected), sel_rows // split_rows))
+    target = sel_rows / n_units
+    units: list[DecodeUnit] = []
+    head = data[:header.length]
+    run: list = []
+    run_rows = 0
+    for i, b in enumerate(selected):
+        run.append(b)
+        run_rows += b[2]
+        last = i == len(selected) - 1
+        if last or (run_rows >= target and len(units) < n_units - 1):
+            body = b"".join(data[o:e] for o, e, _ in run)
+            units.append(DecodeUnit(where, fields, run_rows, data=head + body))
+            run, run_rows = [], 0
+    return ManifestPlan(units, rows, sel_rows)
+
+
+def decode_unit(unit: DecodeUnit) -> pa.Table:
+    table = _decode_with_datafusion(unit)
+    if table.num_rows != unit.rows:
+        raise CorruptStateError(f"{unit.where}: decoded {table.num_rows} entries, the file's blocks hold {unit.rows}")
+    return conform(table, unit.writer_fields, unit.where)
+
+
+def read_manifest(storage: Storage, key: str, expected_entries: int | None = None, predicate=None) -> pa.Table:
+    """Decode one FileEntry manifest into an Arrow table with FILE_ENTRY_SCHEMA (with a
+    predicate: only the blocks whose partition bounds may match; a superset of the matches)."""
+    plan = plan_manifest(storage, key, expected_entries, predicate)
+    tables = [decode_unit(u) for u in plan.units]
+    if not tables:
+        return _empty()
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _tmp_dir() -> str | None:
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
+def _decode_with_datafusion(unit: DecodeUnit) -> pa.Table:
     tmp = None
     try:
-        if local is None or not os.path.isfile(local):
-            fd, tmp = tempfile.mkstemp(prefix="itx-manifest-", suffix=".avro")
+        if unit.path is None:
+            fd, tmp = tempfile.mkstemp(prefix="itx-manifest-", suffix=".avro", dir=_tmp_dir())
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                f.write(unit.data)
             path = tmp
         else:
-            path = local
+            path = unit.path
         ext = os.path.splitext(path)[1] or ".avro"
         try:
             return _ctx().read_avro(path, file_extension=ext).to_arrow_table()
         except Exception as e:  # noqa: BLE001 - DataFusion reports every decoding problem as its own error
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise CorruptStateError(f"{where}: corrupt or truncated manifest ({msg[:300]})") from None
+            raise CorruptStateError(f"{unit.where}: corrupt or truncated manifest ({msg[:300]})") from None
     finally:
         if tmp is not None:
             try:

@@ -264,12 +264,14 @@ def after_commit(log_: "TransactionLog", version: int) -> None:
     """Post-commit work: the automatic checkpoint every `checkpoint.interval` versions. A failed
     automatic checkpoint never fails the commit (the version file is already durable): it is
     logged as a warning and the next interval tries again."""
-    cfg = StateConfig.from_options(log_.options)
-    if not cfg.checkpoint_enabled or cfg.checkpoint_interval <= 0 or version <= 0:
+    o = log_.options
+    if not o.get_bool("checkpoint.enabled", True) or version <= 0:
         return
-    if version % cfg.checkpoint_interval != 0:
+    interval = o.get_int("checkpoint.interval", 10)
+    if interval <= 0 or version % interval != 0:
         return
     try:
+        cfg = StateConfig.from_options(o)
         checkpoint(log_, version)
         if cfg.format == "avro":
             from .gc import cleanup_old_states

@@ -34,6 +34,7 @@ class ScanStats:
     manifests_total: int = 0
     manifests_read: int = 0
     entries_decoded: int = 0
+    blocks_skipped_entries: int = 0   # entries in manifests read but in blocks skipped by the block index
     version_files_read: int = 0
 
 
@@ -202,8 +203,53 @@ class TransactionLog:
         listing = self.listing()
         version = self._resolve_version(version, listing)
         base = load_base_state(self, version, listing)
-        delta = self._collect(base, version)
-        return delta.protocol, delta.metadata, delta.registry
+        protocol = base.protocol if base else None
+        metadata = base.metadata if base else None
+        registry = dict(base.schema_registry) if base else {}
+        for v in range(base.version + 1 if base else 0, version + 1):
+            for a in self._read_header_actions(v):
+                if isinstance(a, Metadata):
+                    metadata = a
+                    registry.update(a.doc_mappings)
+                elif isinstance(a, Protocol):
+                    protocol = a
+        if protocol is None or metadata is None:
+            raise CorruptStateError(
+                f"table {self.storage.uri} at version {version} has no "
+                f"{'protocol' if protocol is None else 'metaData'} action"
+            )
+        check_readable(protocol, f"table {self.storage.uri}")
+        return protocol, metadata, registry
+
+    _SKIP_PREFIXES = ('{"add":', '{"remove":', '{"commitInfo":', '{"mergeskip":')
+
+    def _read_header_actions(self, version: int) -> list[Action]:
+        """The protocol/metaData actions of a version file, without parsing add/remove lines
+        (lines in our compact encoding start with their action key)."""
+        from .actions import action_from_json
+        from .codec import decode_text
+        import json as _json
+
+        key = version_key(version)
+        try:
+            data = self.storage.read(key)
+        except FileNotFoundInStorageError:
+            raise VersionNotFoundError(
+                f"version {version} of {self.storage.uri} is not available ({self.storage.full_uri(key)} is missing)"
+            ) from None
+        where = self.storage.full_uri(key)
+        out: list[Action] = []
+        for n, line in enumerate(decode_text(data, where).splitlines(), 1):
+            if not line.strip() or line.startswith(self._SKIP_PREFIXES):
+                continue
+            try:
+                obj = _json.loads(line)
+            except _json.JSONDecodeError as e:
+                raise CorruptStateError(f"{where}: line {n} is not valid JSON ({e.msg} at column {e.colno})") from None
+            a = action_from_json(obj, where)
+            if isinstance(a, (Metadata, Protocol)):
+                out.append(a)
+        return out
 
     def _collect(self, base: BaseState | None, version: int) -> Delta:
         from .doc_mapping import doc_mapping_hash
