@@ -430,6 +430,7 @@ def write_state(log_: "TransactionLog", version: int, force_compaction: bool = F
         base_v = newest_state_at_or_below(listing, version)
         if base_v == version and not overwrite:
             sm = read_state_manifest(storage, listing.state_manifests[version])
+            update_last_checkpoint(log_, _last_checkpoint_for(sm))
             return StateWriteResult(
                 version=version, state_dir=state_dir_name(version), compacted=False, reason="already written",
                 num_files=sm.num_files, total_bytes=sm.total_bytes, num_manifests=len(sm.manifests),
@@ -459,20 +460,12 @@ def write_state(log_: "TransactionLog", version: int, force_compaction: bool = F
             if writer is not None:
                 writer.discard()
             raise
+        if not ok and _is_ours(storage, key, writer):
+            ok = True  # the write landed although it was reported lost (unknown outcome)
         if ok:
             result.bytes_written += len(data)
             result.attempts = attempt
-            lc = LastCheckpoint(
-                version=version,
-                size=sm.num_files + 2 + len(sm.skip_actions),
-                size_in_bytes=sm.total_bytes,
-                num_files=sm.num_files,
-                created_time=sm.created_at,
-                format=FORMAT_AVRO_STATE,
-                state_dir=state_dir_name(version),
-                protocol_version=sm.protocol_version,
-            )
-            result.bytes_written += update_last_checkpoint(log_, lc)
+            result.bytes_written += update_last_checkpoint(log_, _last_checkpoint_for(sm))
             log.info(
                 "wrote %s state v%d of %s (%d files, %d manifests, %d tombstones, %d bytes)",
                 "compacted" if result.compacted else "incremental", version, storage.uri, sm.num_files,
@@ -488,6 +481,31 @@ def write_state(log_: "TransactionLog", version: int, force_compaction: bool = F
         f"could not write state v{version} of {storage.uri} after {cfg.retry_max_attempts} attempts "
         f"(spark.indextables.state.retry.maxAttempts)"
     )
+
+
+def _last_checkpoint_for(sm: StateManifest) -> LastCheckpoint:
+    return LastCheckpoint(
+        version=sm.state_version,
+        size=sm.num_files + 2 + len(sm.skip_actions),
+        size_in_bytes=sm.total_bytes,
+        num_files=sm.num_files,
+        created_time=sm.created_at,
+        format=FORMAT_AVRO_STATE,
+        state_dir=state_dir_name(sm.state_version),
+        protocol_version=sm.protocol_version,
+    )
+
+
+def _is_ours(storage, key: str, writer: "_Writer") -> bool:
+    """After a failed put-if-absent: is the state manifest there the one we just wrote?"""
+    if not writer.keys:
+        return False
+    try:
+        existing = read_state_manifest(storage, key)
+    except CorruptStateError:
+        return False
+    ours = {k.split("/")[-1] for k in writer.keys}
+    return any(m.path.split("/")[-1] in ours for m in existing.manifests)
 
 
 def _build_state(log_, version: int, base, cfg: StateConfig, compact: bool, listing):

@@ -53,7 +53,8 @@ def changes_since(log_: "TransactionLog", since_version: int, timestamp_ms: int 
     base = load_base_state(log_, latest, listing)
     delta = log_._collect(base, latest)
     stats = ScanStats(source=base.source if base else "log")
-    files = log_._files(base, delta, stats=stats, min_added_version=since_version)
+    base, delta, files = log_._files_or_fallback(base, delta, latest, listing, stats=stats,
+                                                 min_added_version=since_version)
     if files.num_rows:
         keep = pc.greater(files.column("addedAtVersion"), since_version)
         if timestamp_ms is not None:

@@ -101,8 +101,16 @@ def _candidates(listing: "LogListing", version: int, lc: LastCheckpoint | None) 
 
 
 def load_base_state(
-    log_: "TransactionLog", version: int, listing: "LogListing | None" = None, avro_only: bool = False
+    log_: "TransactionLog",
+    version: int,
+    listing: "LogListing | None" = None,
+    avro_only: bool = False,
+    exclude: set | None = None,
+    failure: CorruptStateError | None = None,
 ) -> "BaseState | None":
+    """The newest usable base at or below `version` (None: replay from version 0).
+    exclude: (version, "avro"|"json") candidates already found unusable; failure: the error that
+    made them unusable, raised when nothing else covers the version."""
     from .avro_state import load_avro_state
     from .json_checkpoint import load_json_checkpoint
 
@@ -114,9 +122,11 @@ def load_base_state(
     except CorruptStateError as e:
         lc, lc_error = None, e
         log.warning("%s; looking for checkpoints by listing the log instead", e)
-    errors: list[CorruptStateError] = []
+    errors: list[CorruptStateError] = [failure] if failure is not None else []
     for v, kind, key in _candidates(listing, version, lc):
         if avro_only and (kind != "avro" or v != version):
+            continue
+        if exclude and (v, kind) in exclude:
             continue
         if not listing.has_versions(v + 1, version):
             continue  # cannot replay from there to `version`

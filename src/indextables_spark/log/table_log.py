@@ -174,8 +174,27 @@ class TransactionLog:
         version = self._resolve_version(version, listing)
         base = load_base_state(self, version, listing)
         delta = self._collect(base, version)
-        files = self._files(base, delta)
+        base, delta, files = self._files_or_fallback(base, delta, version, listing)
         return self._snapshot(base, delta, version, files)
+
+    def _files_or_fallback(self, base, delta, version, listing, predicate=None, stats=None, min_added_version=None):
+        """_files(); when a manifest of the base state turns out missing or corrupt, fall back
+        to an older base or to replaying the version files (logged), or raise naming the file."""
+        from .state_loader import load_base_state
+
+        excluded: set = set()
+        while True:
+            try:
+                return base, delta, self._files(base, delta, predicate, stats, min_added_version)
+            except CorruptStateError as e:
+                if base is None or base.files_table is not None:
+                    raise
+                excluded.add((base.version, "avro"))
+                log.warning("cannot read the state of version %d of %s: %s; falling back", base.version, self.storage.uri, e)
+                base = load_base_state(self, version, listing, exclude=excluded, failure=e)
+                delta = self._collect(base, version)
+                if stats is not None:
+                    stats.source = base.source if base else "log"
 
     def scan(self, partition_filter=None, version: int | None = None):
         """Live files matching a partition filter, decoding only the manifests whose partition
@@ -191,7 +210,7 @@ class TransactionLog:
         pred = None
         if partition_filter is not None and partition_filter != "":
             pred = parse_partition_filter(partition_filter, partition_column_types(delta.metadata))
-        files = self._files(base, delta, pred, stats)
+        base, delta, files = self._files_or_fallback(base, delta, version, listing, pred, stats)
         if pred is not None:
             files = filter_files_table(files, pred)
         return self._snapshot(base, delta, version, files), stats
