@@ -533,3 +533,55 @@ def prune_manifests(manifests: Iterable, predicate: PartitionPredicate | None) -
     if predicate is None:
         return list(manifests)
     return [m for m in manifests if predicate.may_match(m.partition_bounds)]
+
+
+# ---- Spark pushed-down filters -------------------------------------------------------------------------
+
+_SPARK_OPS = {"EqualTo": "=", "EqualNullSafe": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=",
+              "LessThan": "<", "LessThanOrEqual": "<="}
+
+
+def _spark_expr(f, columns: Mapping[str, str]) -> Expr | None:
+    """One pyspark.sql.datasource filter → Expr over partition columns, or None when it does
+    not (only) involve partition columns (duck-typed: pyspark is not imported)."""
+    kind = type(f).__name__
+    if kind == "Not":
+        child = _spark_expr(getattr(f, "child", None), columns)
+        return Not(child) if child is not None else None
+    attr = getattr(f, "attribute", None)
+    if isinstance(attr, (tuple, list)):
+        if len(attr) != 1:
+            return None
+        attr = attr[0]
+    if not isinstance(attr, str):
+        return None
+    lower = {c.lower(): c for c in columns}
+    col = attr if attr in columns else lower.get(attr.lower())
+    if col is None:
+        return None
+    if kind in _SPARK_OPS:
+        value = getattr(f, "value", None)
+        if value is None:
+            return None
+        return Compare(col, _SPARK_OPS[kind], value)
+    if kind == "In":
+        values = tuple(v for v in (getattr(f, "value", None) or ()) if v is not None)
+        return In(col, values) if values else None
+    if kind == "IsNull":
+        return IsNull(col)
+    if kind == "IsNotNull":
+        return Not(IsNull(col))
+    return None
+
+
+def from_spark_filters(filters: Iterable, column_types: Mapping[str, str]) -> PartitionPredicate | None:
+    """A predicate from Spark's pushed-down filters (an AND-list) keeping the conjuncts that only
+    involve partition columns; None when there are none. Dropping conjuncts only widens the
+    result, so it is safe for pruning; callers still apply every filter exactly."""
+    exprs = [e for e in (_spark_expr(f, column_types) for f in filters) if e is not None]
+    if not exprs:
+        return None
+    expr = exprs[0]
+    for e in exprs[1:]:
+        expr = And(expr, e)
+    return PartitionPredicate(expr, dict(column_types), "<spark filters>")
