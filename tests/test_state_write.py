@@ -415,3 +415,31 @@ def test_compaction_performance_70k(tmp_path):
     elapsed = time.perf_counter() - t0
     assert res.num_files == 70_000 and res.num_manifests == 2
     assert elapsed < 2.0, f"compaction of 70K files took {elapsed:.2f} s (spec: < 2 s)"
+
+
+def test_readd_without_remove_replaces_the_entry(tmp_path):
+    """An add for a live path (Delta 'replace' semantics) in an incremental state: the reader keeps
+    the newer entry only, matching a replay of the version files."""
+    t = new_table(tmp_path)
+    commit_files(t, synthetic_adds(0, 40))
+    t.compact()
+    again = synthetic_add(7)
+    again.size = 123
+    commit_files(t, [again])
+    r = t.checkpoint()
+    assert r["compacted"] is False and state(t).distinct_prefix_manifests == 1
+    snap = it.IndexTable(t.path).snapshot()
+    assert snap.num_files == 40 and live_paths(t) == replay_paths(t)
+    assert {f.path: f.size for f in snap.files}[again.path] == 123
+
+
+def test_remove_then_readd_compacts(tmp_path):
+    t = new_table(tmp_path)
+    commit_files(t, synthetic_adds(0, 100))
+    t.checkpoint()
+    commit_files(t, [], remove=[synthetic_add(3).path])
+    t.checkpoint()
+    commit_files(t, [synthetic_add(3)])
+    r = t.checkpoint()
+    assert r["compacted"] is True and "added again" in r["reason"]
+    assert live_paths(t) == replay_paths(t) and len(live_paths(t)) == 100

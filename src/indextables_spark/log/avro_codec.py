@@ -115,6 +115,9 @@ STATE_MANIFEST_AVRO_SCHEMA: dict[str, Any] = {
         # replaying the log; and the live SkipActions (JSON-encoded, one per file).
         {"name": "protocol", "type": ["null", "string"], "default": None},
         {"name": "skipActions", "type": {"type": "array", "items": "string"}, "default": []},
+        # The first N manifests were written together by one compaction: their paths are
+        # distinct, so readers only check later manifests for re-added paths.
+        {"name": "distinctPrefixManifests", "type": "int", "default": 0},
     ],
 }
 

@@ -203,25 +203,41 @@ def read_state_files(
         stats.blocks_skipped_entries += sum(p.rows_total - p.rows_selected for p in plans)
     if not tables:
         return FILE_ENTRY_SCHEMA.empty_table()
+    # rows of the leading manifests written by one compaction (distinct paths)
+    prefix_rows = 0
+    index = {id(m): i for i, m in enumerate(sm.manifests)}
+    for m, p in zip(manifests, plans):
+        if index[id(m)] < sm.distinct_prefix_manifests:
+            prefix_rows += p.rows_selected
+        else:
+            break
     files = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    if files.num_rows > prefix_rows and len(manifests) > 1:
+        files = drop_duplicate_paths(files, prefix_rows)
     if sm.tombstones and files.num_rows:
         dead = pc.is_in(files.column("path"), value_set=pa.array(sm.tombstones, pa.string()))
         files = files.filter(pc.invert(dead))
     if min_added_version is not None and files.num_rows:
         files = files.filter(pc.greater(files.column("addedAtVersion"), min_added_version))
-    if len(tables) > 1 and files.num_rows:
-        files = drop_duplicate_paths(files)
     return files
 
 
-def drop_duplicate_paths(files: pa.Table) -> pa.Table:
-    """Keep the last row of each path (manifests are in write order, so the newest entry)."""
+def drop_duplicate_paths(files: pa.Table, distinct_prefix_rows: int = 0) -> pa.Table:
+    """Keep the last row of each path (manifests are in write order, so the newest entry).
+    The first distinct_prefix_rows rows are known to hold distinct paths."""
     paths = files.column("path")
-    if pc.count_distinct(paths).as_py() == files.num_rows:
+    n = files.num_rows
+    if distinct_prefix_rows > 0:
+        rest = paths.slice(distinct_prefix_rows)
+        if pc.count_distinct(rest).as_py() == len(rest) and not pc.any(
+            pc.is_in(paths.slice(0, distinct_prefix_rows), value_set=rest.combine_chunks())
+        ).as_py():
+            return files
+    elif pc.count_distinct(paths).as_py() == n:
         return files
-    idx = pa.table({"path": paths, "i": pa.array(np.arange(files.num_rows))})
+    idx = pa.table({"path": paths, "i": pa.array(np.arange(n))})
     last = idx.group_by("path", use_threads=False).aggregate([("i", "max")]).column("i_max")
-    return files.take(pc.sort_indices(last))
+    return files.take(pa.array(np.sort(last.to_numpy())))
 
 
 # ---- compaction policy ----------------------------------------------------------------------------------
@@ -392,8 +408,10 @@ class _Writer:
             self.keys = []
 
 
-def _state_manifest(version, files_count, total_bytes, manifests, tombstones, registry, protocol, metadata, skips) -> StateManifest:
+def _state_manifest(version, files_count, total_bytes, manifests, tombstones, registry, protocol, metadata, skips,
+                    distinct_prefix: int = 0) -> StateManifest:
     return StateManifest(
+        distinct_prefix_manifests=distinct_prefix,
         state_version=version,
         created_at=int(time.time() * 1000),
         num_files=int(files_count),
@@ -553,6 +571,7 @@ def _build_state(log_, version: int, base, cfg: StateConfig, compact: bool, list
     sm = _state_manifest(
         version, sm0.num_files + len(delta.added) - removed_count, sm0.total_bytes + added_bytes - removed_bytes,
         manifests, tombstones, registry, protocol, metadata, delta.skips,
+        distinct_prefix=min(sm0.distinct_prefix_manifests, len(sm0.manifests)),
     )
     result.num_files, result.total_bytes = sm.num_files, sm.total_bytes
     result.num_manifests, result.num_tombstones = len(manifests), len(tombstones)
@@ -581,7 +600,8 @@ def _build_compacted(log_, version: int, cfg: StateConfig, reason: str, base):
     writer = _Writer(log_.storage, cfg, list(metadata.partition_columns))
     manifests = writer.write_chunks(files) if files.num_rows else []
     total = int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
-    sm = _state_manifest(version, files.num_rows, total, manifests, [], registry, protocol, metadata, snap.skips)
+    sm = _state_manifest(version, files.num_rows, total, manifests, [], registry, protocol, metadata, snap.skips,
+                         distinct_prefix=len(manifests))
     result = StateWriteResult(
         version=version, state_dir=state_dir_name(version), compacted=True, reason=reason,
         num_files=files.num_rows, total_bytes=total, num_manifests=len(manifests), num_tombstones=0,

@@ -83,6 +83,7 @@ class StateManifest:
     metadata: str | None = None           # JSON-encoded metaData action
     protocol: str | None = None           # JSON-encoded protocol action (our addition)
     skip_actions: list[str] = field(default_factory=list)  # JSON-encoded mergeskip actions (ours)
+    distinct_prefix_manifests: int = 0    # leading manifests from one compaction (ours)
     format_version: int = STATE_FORMAT_VERSION
 
     def to_record(self) -> dict[str, Any]:
@@ -99,6 +100,7 @@ class StateManifest:
             "metadata": self.metadata,
             "protocol": self.protocol,
             "skipActions": list(self.skip_actions),
+            "distinctPrefixManifests": int(self.distinct_prefix_manifests),
         }
 
     @classmethod
@@ -136,6 +138,7 @@ class StateManifest:
                 metadata=r.get("metadata"),
                 protocol=r.get("protocol"),
                 skip_actions=[str(s) for s in (r.get("skipActions") or [])],
+                distinct_prefix_manifests=int(r.get("distinctPrefixManifests") or 0),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CorruptStateError(f"{where}: invalid state manifest: {e!r}") from None
