@@ -443,3 +443,36 @@ def test_remove_then_readd_compacts(tmp_path):
     r = t.checkpoint()
     assert r["compacted"] is True and "added again" in r["reason"]
     assert live_paths(t) == replay_paths(t) and len(live_paths(t)) == 100
+
+
+def test_state_written_as_manifest_json_is_read(tmp_path):
+    """protocol.md names the state manifest `_manifest.json` (same fields, JSON-encoded)."""
+    t = new_table(tmp_path)
+    commit_files(t, synthetic_adds(0, 12))
+    t.checkpoint()
+    sdir = os.path.join(t.path, "_transaction_log", "state-v00000000000000000001")
+    rec = state(t).to_record()
+    os.unlink(os.path.join(sdir, "_manifest.avro"))
+    with open(os.path.join(sdir, "_manifest.json"), "w") as f:
+        json.dump(rec, f)
+    for v in (0, 1):
+        os.unlink(os.path.join(t.path, "_transaction_log", f"{v:020d}.json"))
+    s = it.IndexTable(t.path).snapshot()
+    assert s.source == "avro-state" and s.num_files == 12
+
+
+@pytest.mark.slow
+def test_streaming_performance_70k(tmp_path):
+    import time
+
+    t = new_table(tmp_path, **{"checkpoint_enabled": "true"})
+    for k in range(7):
+        commit_files(t, synthetic_adds(k * 10_000, 10_000, num_partitions=100))
+    t.checkpoint()
+    commit_files(t, synthetic_adds(100_000, 50))
+    t.checkpoint()
+    t0 = time.perf_counter()
+    cs = it.IndexTable(t.path).changes_since(7)
+    elapsed = time.perf_counter() - t0
+    assert len(cs.adds) == 50 and cs.stats.manifests_read == 1 and cs.stats.manifests_total > 1
+    assert elapsed < 1.0, f"changes_since on 70K files took {elapsed:.2f} s"
