@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import QueryParseError, SchemaMismatchError
 from ._tantivy import tantivy_call
@@ -227,12 +228,12 @@ class SplitReader:
 
     def _take(self, rows: list[int]) -> Iterator[pa.RecordBatch]:
         """Rows (sorted ids) gathered batch by batch."""
+        all_rows = pa.array(rows, pa.int64())
         i = 0
         while i < len(rows):
             b = bisect.bisect_right(self._starts, rows[i]) - 1
             end = bisect.bisect_left(rows, self._starts[b + 1], i)
-            start = self._starts[b]
-            idx = pa.array([r - start for r in rows[i:end]], pa.int64())
+            idx = pc.subtract(all_rows.slice(i, end - i), self._starts[b])   # batch-local positions
             yield self._batch(b).take(idx)
             i = end
 
