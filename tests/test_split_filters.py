@@ -123,7 +123,8 @@ FILTERS = [
     EqualTo("dec", D("1.25")), GreaterThan("dec", D(50)), LessThan("dec", D("-50.5")), In("dec", (D("0.00"), D("1.25"))),
     EqualTo("dec", D("1.250")), EqualTo("dec", D("1.255")), GreaterThan("dec", D("1.255")),
     LessThanOrEqual("dec", D("-1.255")), GreaterThanOrEqual("dec", D("1.249")), LessThan("dec", D("1e20")),
-    GreaterThan("dec", D("-1e20")), EqualTo("dec", 1), EqualTo("big", D("12345678901234567890.123456789012345678")),
+    GreaterThan("dec", D("-1e20")), EqualTo("dec", 1), LessThan("dec", D("1e400")), EqualTo("dec", D("1e-400")),
+    GreaterThan("dec", D("-1E+500")), In("dec", (D("1e400"), D("1.25"))), In("big", (D("-1e999"),)), EqualTo("big", D("12345678901234567890.123456789012345678")),
     GreaterThan("big", D("12.000000000000000001")), LessThan("big", D("-50.0000000000000000005")),
     Not(EqualTo("big", D("12345678901234567890.123456789012345678"))),
     # binary

@@ -128,6 +128,27 @@ def test_every_type_round_trips(storage, cache):
         r.read(columns=["nope"])
 
 
+def test_values_beyond_tantivy_term_limit(storage, cache):
+    """A 70,000-byte raw string: Tantivy drops such terms, so it is indexed cut and flagged."""
+    from indextables_spark.split.filters import EqualTo, In, StringContains, StringEndsWith, StringStartsWith
+
+    w = SplitWriter(storage, SCHEMA, [], Options())
+    w.write_batch(rows_table())
+    (a,) = w.finish()
+    assert read_footer(storage.local_path(a.path), a.path).truncated_terms == ["s"]
+    r = SplitReader(cache.local_dir(storage, a))
+    assert {s.name: s.terms_truncated for s in r.specs}["s"] is True
+    long = "a" * 70000
+    cases = [([EqualTo("s", long)], [5]), ([In("s", (long, "x"))], [5]), ([StringEndsWith("s", "aaa")], [5]),
+             ([StringStartsWith("s", "aaa")], [5]), ([StringContains("s", "aa")], [5]),
+             ([EqualTo("s", "a" * 16000)], []),     # the indexed (cut) term is not the value
+             ([EqualTo("s", "")], [4])]
+    for filters, want in cases:
+        got = [v for b in r.read(filters, columns=["id"]) for v in b.column("id").to_pylist()]
+        assert got == want, filters
+        assert r.count(filters) == len(want), filters
+
+
 def test_stats(storage):
     w = SplitWriter(storage, SCHEMA, [], Options.of({"stats.truncation.maxLength": "4"}))
     w.write_batch(rows_table())

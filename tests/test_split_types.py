@@ -182,3 +182,19 @@ def test_partition_paths_and_arrays():
     assert ts.to_pylist()[0] == dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=dt.timezone.utc)
     with pytest.raises(SchemaMismatchError, match="not a valid integer"):
         P.parse_partition_value("x1", "integer")
+
+
+def test_tantivy_panics_become_index_tables_errors():
+    import tantivy
+
+    from indextables_spark.split._tantivy import TantivyError, tantivy_call
+
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("a")
+    with pytest.raises(TantivyError, match="building the schema of split X: tantivy panicked") as e:
+        with tantivy_call("building the schema of split X"):
+            sb.add_text_field("a")            # duplicate field: a pyo3 PanicException (BaseException)
+    assert isinstance(e.value, IndexTablesError)
+    with pytest.raises(KeyboardInterrupt):       # other BaseExceptions pass through untouched
+        with tantivy_call("x"):
+            raise KeyboardInterrupt

@@ -315,11 +315,11 @@ def _compare_decimal(op: str, a, v: decimal.Decimal):
     ctx = _decimal_ctx()
     quantum = decimal.Decimal(1).scaleb(-t.scale)
     limit = (decimal.Decimal(10) ** t.precision - 1).scaleb(-t.scale, context=ctx)
-    floor_v = v.quantize(quantum, context=ctx)
-    if floor_v > limit:
+    if v > limit:   # beyond every value the column can hold (checked before quantize: huge exponents)
         return _outside(op, True, a)
     if v < -limit:
         return _outside(op, False, a)
+    floor_v = v.quantize(quantum, context=ctx)
     floor_s = pa.scalar(floor_v, t)
     if floor_v == v:
         return _CMP[op](a, floor_s)
@@ -531,6 +531,8 @@ class _Q:
             lo, hi = {"eq": (k, k), "gt": (k, None), "ge": (k, None), "lt": (None, k), "le": (None, k)}[op]
             return self.f64_range(name, lo, hi), False
         if kind == "decimal":
+            if not math.isfinite(float(v)):
+                return None, False
             lo, hi = _decimal_bounds(v)
             lo, hi = {"eq": (lo, hi), "gt": (lo, None), "ge": (lo, None), "lt": (None, hi), "le": (None, hi)}[op]
             return self.f64_range(name, lo, hi), False
@@ -572,6 +574,8 @@ class _Q:
         if kind == "f64":
             return self.should([self.f64_range(name, f64_key(v), f64_key(v)) for v in vals]), False
         if kind == "decimal":
+            if not all(math.isfinite(float(v)) for v in vals):
+                return None, False
             return self.should([self.f64_range(name, *_decimal_bounds(v)) for v in vals]), False
         return None, False
 

@@ -176,6 +176,8 @@ def null_counts(stats: str | None) -> dict[str, int]:
     try:
         d = json.loads(stats)
     except json.JSONDecodeError:
+        # Stats are only a skipping hint and other writers may shape them differently:
+        # unreadable stats mean "no null counts" (never skip on them), not a failed read.
         return {}
     nc = d.get("nullCount") if isinstance(d, dict) else None
     return {k: v for k, v in nc.items() if isinstance(v, int)} if isinstance(nc, dict) else {}
