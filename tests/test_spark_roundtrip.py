@@ -211,12 +211,30 @@ def test_full_text_query_option_and_errors(spark, tmp_path):
 
 def test_sql_temporary_view(spark, tmp_path):
     path = str(tmp_path / "view")
-    spark.createDataFrame([(1, "a"), (2, "b")], "id long, v string").write.format("indextables") \
-        .mode("append").save(path)
+    spark.createDataFrame([(1, "a b"), (2, "b c")], "id long, v string").write.format("indextables") \
+        .option("spark.indextables.indexing.typemap.v", "text").mode("append").save(path)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW it_view USING indextables OPTIONS (path '{path}')")
-    assert spark.sql("SELECT count(*) AS n FROM it_view WHERE v = 'b'").collect()[0].n == 1
-    spark.sql("INSERT INTO it_view VALUES (3, 'c')")
+    assert spark.sql("SELECT count(*) AS n FROM it_view WHERE v = 'b c'").collect()[0].n == 1
+    spark.sql("INSERT INTO it_view VALUES (3, 'c d')")
+    # later scans of the same view see the new version, and no earlier filter leaks into them
     assert spark.sql("SELECT count(*) AS n FROM it_view").collect()[0].n == 3
+    assert sorted(r.id for r in spark.sql("SELECT id FROM it_view WHERE _indexall = 'v:c'").collect()) == [2, 3]
+    assert spark.sql("SELECT count(*) AS n FROM it_view WHERE _indexall = 'v:b' AND id > 1").collect()[0].n == 1
+    spark.sql("INSERT OVERWRITE it_view SELECT 9, 'z'")
+    assert [tuple(r) for r in spark.sql("SELECT id, v FROM it_view").collect()] == [(9, "z")]
+    with pytest.raises(it.IndexTablesError, match="_indexall"):
+        spark.sql("SELECT * FROM it_view WITH ('query'='v:z')")
+
+
+def test_dataframe_reuse_sees_new_versions_and_no_stale_filters(spark, tmp_path):
+    path = str(tmp_path / "reuse")
+    spark.createDataFrame([(1,), (2,), (3,)], "id long").write.format("indextables").mode("append").save(path)
+    df = spark.read.format("indextables").load(path)
+    assert df.columns == ["id"]
+    assert df.filter("id > 1").count() == 2
+    assert df.count() == 3          # Spark 4.3 would reuse the filtered read without the plan guard
+    spark.createDataFrame([(4,)], "id long").write.format("indextables").mode("append").save(path)
+    assert df.count() == 4
 
 
 def test_spark_conf_options_reach_the_writer(spark, tmp_path):

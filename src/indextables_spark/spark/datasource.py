@@ -25,6 +25,13 @@ log = logging.getLogger(__name__)
 
 FORMAT_NAME = "indextables"
 
+# A virtual, always-NULL string column. `WHERE _indexall = '<query>'` passes a full-text query from
+# SQL; the DataFrame API drops the column (see register.py for why every scan filters on it).
+INDEXALL = "_indexall"
+# Value of the plan guard `NOT (_indexall <=> PLAN_GUARD)`: always true, but it makes Spark run
+# filter pushdown (and so fresh planning) for every scan. See register.py.
+PLAN_GUARD = "\u0000indextables-plan-guard"
+
 
 class IndexTablesDataSource(DataSource):
     """`spark.read.format("indextables")` / `df.write.format("indextables")`."""
@@ -61,7 +68,10 @@ class IndexTablesDataSource(DataSource):
         return table.snapshot()
 
     def schema(self) -> StructType:
-        return self._read_snapshot().schema
+        from pyspark.sql.types import StringType, StructField
+
+        schema = self._read_snapshot().schema
+        return StructType(list(schema.fields) + [StructField(INDEXALL, StringType(), True)])
 
     def reader(self, schema: StructType) -> "DataSourceReader":
         from .reader import IndexTablesReader

@@ -62,7 +62,8 @@ class IndexTablesReader(DataSourceReader):
         self.partition_columns = snapshot.partition_columns
         self.version = snapshot.version
         self._snapshot = snapshot
-        self.query = opts.get_str("query")
+        self.option_query = opts.get_str("query")
+        self.index_queries: list[str] = []   # from `_indexall = '...'` filters
         self.column_types = {
             f["name"]: (f["type"] if isinstance(f["type"], str) else f["type"].get("type"))
             for f in self.table_schema_json["fields"]
@@ -76,11 +77,25 @@ class IndexTablesReader(DataSourceReader):
         state.pop("_snapshot", None)  # executors only need the plan
         return state
 
+    @property
+    def query(self) -> str | None:
+        """The full-text query: the `query` option AND every `_indexall = '...'` filter."""
+        parts = ([self.option_query] if self.option_query else []) + self.index_queries
+        if not parts:
+            return None
+        return parts[0] if len(parts) == 1 else " AND ".join(f"({p})" for p in parts)
+
     def pushFilters(self, filters):
         from ..split.filters import supports
 
         parts = set(self.partition_columns)
+        self.partition_filters, self.data_filters, self.index_queries = [], [], []
         for f in filters:
+            verdict = indexall_filter(f)
+            if verdict is not None:
+                if isinstance(verdict, str):
+                    self.index_queries.append(verdict)
+                continue
             core = spark_filters.convert(f, self.column_types)
             if core is None:
                 yield f
@@ -128,24 +143,45 @@ class IndexTablesReader(DataSourceReader):
             yield from read_split(self, AddFile.from_json(d), target)
 
 
+def indexall_filter(f):
+    """How a filter on the `_indexall` pseudo-column is consumed: the query text (EqualTo), True
+    for filters that are no-ops on it (the plan guard, IS NOT NULL), None when not about it."""
+    from pyspark.sql import datasource as sds
+
+    from .datasource import INDEXALL, PLAN_GUARD
+
+    if isinstance(f, sds.EqualTo) and tuple(f.attribute) == (INDEXALL,) and isinstance(f.value, str):
+        return f.value
+    if isinstance(f, sds.IsNotNull) and tuple(f.attribute) == (INDEXALL,):
+        return True
+    if (isinstance(f, sds.Not) and isinstance(f.child, sds.EqualNullSafe)
+            and tuple(f.child.attribute) == (INDEXALL,) and f.child.value == PLAN_GUARD):
+        return True
+    return None
+
+
 def read_split(reader: IndexTablesReader, add: AddFile, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     from ..split.cache import get_cache
     from ..split.reader import SplitReader
-    from ..split.types import partition_value_array
+    from ..split.partitions import partition_value_array
     from ..storage import open_storage
 
     storage = open_storage(reader.path, reader.opts)
     local_dir = get_cache(reader.opts).local_dir(storage, add)
     split = SplitReader(local_dir)
     batch_rows = reader.opts.get_int("read.batchSize", DEFAULT_BATCH_ROWS)
-    data_names = [f.name for f in target if f.name not in reader.partition_columns]
+    from .datasource import INDEXALL
+
+    data_names = [f.name for f in target if f.name not in reader.partition_columns and f.name != INDEXALL]
     for batch in split.read(reader.data_filters, reader.query, data_names, batch_rows):
         n = batch.num_rows
         if n == 0:
             continue
         cols = []
         for f in target:
-            if f.name in reader.partition_columns:
+            if f.name == INDEXALL:
+                cols.append(pa.nulls(n, f.type))
+            elif f.name in reader.partition_columns:
                 cols.append(partition_value_array(add.partition_values.get(f.name), f.type, n))
             else:
                 col = batch.column(batch.schema.get_field_index(f.name))

@@ -7,6 +7,11 @@ Bridges around Spark 4.3 limits of Python data sources (see platform-facts):
   entries into the options of indextables reads and writes (explicit options win).
 - A bare `.save()` (mode ErrorIfExists / Ignore) is refused by Spark for Python data sources; the
   wrapper checks for an existing table itself and then writes in append mode.
+- Spark 4.3 caches a Python data source's planned read (partitions + reader) on the relation and
+  reuses it for later scans of the same DataFrame or view that push no filters. Those scans would
+  see a stale snapshot and, worse, the pushed filters of an earlier query (wrong rows). Every read
+  we create therefore carries a guard filter on the virtual `_indexall` column that is always true
+  but always pushed, so each scan is planned afresh; DataFrame reads then drop `_indexall`.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
 from ..errors import TableExistsError
 from ..options import PREFIX
-from .datasource import FORMAT_NAME, IndexTablesDataSource
+from .datasource import FORMAT_NAME, INDEXALL, PLAN_GUARD, IndexTablesDataSource
 
 _patch_lock = threading.Lock()
 _patched = False
@@ -110,6 +115,37 @@ def _apply_partition_by(obj, cls) -> bool:
     return ours
 
 
+def guarded(df):
+    """The DataFrame with the always-true plan guard on `_indexall` (see the module docstring)."""
+    from pyspark.sql import functions as sf
+
+    return df.where(~sf.col(INDEXALL).eqNullSafe(sf.lit(PLAN_GUARD)))
+
+
+def raw_load(spark: SparkSession, options: dict):
+    """An indextables read with the `_indexall` column and no guard (for views)."""
+    reader = spark.read.format(FORMAT_NAME)
+    _inject_conf(reader, spark)
+    for k, v in options.items():
+        _original(DataFrameReader, "option")(reader, k, v)
+    return _original(DataFrameReader, "load")(reader)
+
+
+def _install_sql_bridge() -> None:
+    from . import sql_bridge
+
+    def make_sql(orig):
+        def sql(self, sqlQuery, args=None, **kwargs):
+            if isinstance(sqlQuery, str) and not args and not kwargs:
+                handled = sql_bridge.try_handle(self, sqlQuery, _is_ours)
+                if handled is not None:
+                    return handled
+            return orig(self, sqlQuery, args, **kwargs)
+        return sql
+
+    _wrap(SparkSession, "sql", make_sql)
+
+
 def _install_bridges() -> None:
     for cls in (DataFrameReader, DataStreamReader, DataFrameWriter, DataStreamWriter):
         _install_option_tracking(cls)
@@ -169,9 +205,13 @@ def _install_bridges() -> None:
                 self.format(format)
             if options:
                 self.options(**options)
-            if _is_ours(getattr(self, "_it_format", None)):
-                _inject_conf(self, self._spark)
-            return orig(self, path=path, schema=schema)
+            if not _is_ours(getattr(self, "_it_format", None)):
+                return orig(self, path=path, schema=schema)
+            _inject_conf(self, self._spark)
+            df = orig(self, path=path, schema=schema)
+            if isinstance(self, DataStreamReader):
+                return df.drop(INDEXALL)
+            return guarded(df).drop(INDEXALL)
         return load
 
     _wrap(DataFrameWriter, "mode", make_mode)
@@ -189,4 +229,5 @@ def register(spark: SparkSession) -> None:
     with _patch_lock:
         if not _patched:
             _install_bridges()
+            _install_sql_bridge()
             _patched = True

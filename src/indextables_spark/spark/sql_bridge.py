@@ -1,0 +1,161 @@
+"""`spark.sql` bridge for temporary views over indextables tables (installed by register()).
+
+`CREATE TEMPORARY VIEW v USING indextables OPTIONS (path '…')` made by Spark itself pins one planned
+read of the table (see register.py). We create such views ourselves instead, from a guarded read
+that keeps the virtual `_indexall` column (so `WHERE _indexall = 'body:spark'` passes a full-text
+query), and we carry out `INSERT INTO|OVERWRITE v …` on them as indextables writes.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+from ..errors import InvalidOptionError, SchemaMismatchError
+
+_IDENT = r"(?:`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
+_CREATE = re.compile(
+    rf"^\s*CREATE\s+(?P<replace>OR\s+REPLACE\s+)?(?:GLOBAL\s+)?TEMP(?:ORARY)?\s+VIEW\s+"
+    rf"(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<name>{_IDENT})\s+USING\s+(?P<fmt>[A-Za-z0-9_.]+)"
+    rf"(?:\s+OPTIONS\s*\((?P<opts>.*)\))?\s*;?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_INSERT = re.compile(
+    rf"^\s*INSERT\s+(?P<mode>INTO|OVERWRITE)\s+(?:TABLE\s+)?(?P<name>{_IDENT})\s*(?P<rest>.*?)\s*;?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class ViewSource:
+    path: str
+    options: dict[str, str]
+
+
+_views: dict[str, ViewSource] = {}
+_lock = threading.Lock()
+
+
+def _unquote_ident(name: str) -> str:
+    return name[1:-1] if name.startswith("`") else name
+
+
+def parse_options(text: str | None) -> dict[str, str]:
+    """`key 'value', 'k2' = "v2", k.3 true` → dict (Spark's OPTIONS clause)."""
+    if not text or not text.strip():
+        return {}
+    token = re.compile(r"""\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`([^`]*)`|([A-Za-z0-9_.\-]+)|(=)|(,))""")
+    pos, items, current = 0, [], []
+    while pos < len(text):
+        m = token.match(text, pos)
+        if not m or m.end() == pos:
+            if text[pos:].strip() == "":
+                break
+            raise InvalidOptionError(f"cannot parse OPTIONS near position {pos}: {text[pos:pos + 30]!r}")
+        pos = m.end()
+        s1, s2, s3, bare, eq, comma = m.groups()
+        if comma:
+            items.append(current)
+            current = []
+        elif eq:
+            continue
+        else:
+            value = next(v for v in (s1, s2, s3, bare) if v is not None)
+            current.append(value.replace("\\'", "'").replace('\\"', '"'))
+    if current:
+        items.append(current)
+    out = {}
+    for item in items:
+        if len(item) != 2:
+            raise InvalidOptionError(f"OPTIONS entries must be `key value`, got {' '.join(item)!r}")
+        out[item[0]] = item[1]
+    return out
+
+
+def try_handle(spark, text: str, is_ours):
+    """Handle the statement if it is about indextables views; None to let Spark run it."""
+    m = _CREATE.match(text)
+    if m and is_ours(m.group("fmt")):
+        return _create_view(spark, m)
+    _refuse_view_options(text)
+    m = _INSERT.match(text)
+    if m:
+        name = _unquote_ident(m.group("name")).lower()
+        with _lock:
+            src = _views.get(name)
+        if src is not None and _is_temp_view(spark, name):
+            return _insert(spark, src, name, m.group("mode").upper() == "OVERWRITE", m.group("rest"))
+    return None
+
+
+def _refuse_view_options(text: str) -> None:
+    """Spark silently ignores `FROM view WITH (options)` on a view: refuse instead of a wrong answer."""
+    with _lock:
+        names = list(_views)
+    for name in names:
+        if re.search(rf"(?<![A-Za-z0-9_`]){re.escape(name)}`?\s+WITH\s*\(", text, re.IGNORECASE):
+            raise InvalidOptionError(
+                f"options on the indextables view {name} (`{name} WITH (...)`) would be ignored by Spark; "
+                f"pass a full-text query with `WHERE _indexall = '<query>'`, or read with "
+                f"spark.read.format('indextables').option(...)")
+
+
+def _is_temp_view(spark, name: str) -> bool:
+    return any(t.name.lower() == name and t.isTemporary for t in spark.catalog.listTables())
+
+
+def _create_view(spark, m):
+    from .register import guarded, raw_load
+
+    name = _unquote_ident(m.group("name"))
+    opts = parse_options(m.group("opts"))
+    path = opts.get("path") or next((v for k, v in opts.items() if k.lower() == "path"), None)
+    if not path:
+        raise InvalidOptionError(f"CREATE TEMPORARY VIEW {name} USING indextables needs OPTIONS (path '…')")
+    if _is_temp_view(spark, name.lower()):
+        if m.group("ine"):
+            return spark.createDataFrame([], "x int").limit(0).select()
+        if not m.group("replace"):
+            from pyspark.errors import AnalysisException  # noqa: F401  (Spark's own error type)
+
+            raise InvalidOptionError(f"temporary view {name} already exists (use CREATE OR REPLACE)")
+    df = guarded(raw_load(spark, opts))
+    df.createOrReplaceTempView(name)
+    with _lock:
+        _views[name.lower()] = ViewSource(path, opts)
+    return spark.createDataFrame([], "x int").select()
+
+
+def _insert(spark, src: ViewSource, name: str, overwrite: bool, rest: str):
+    from pyspark.sql import functions as sf
+
+    from ..table import IndexTable
+    from .datasource import INDEXALL
+
+    cols_m = re.match(r"^\((?P<cols>[^)]*)\)\s*(?P<q>.*)$", rest, re.DOTALL)
+    target_cols = None
+    query = rest
+    if cols_m and not re.match(r"^\(\s*(SELECT|VALUES)\b", rest, re.IGNORECASE):
+        target_cols = [_unquote_ident(c.strip()) for c in cols_m.group("cols").split(",") if c.strip()]
+        query = cols_m.group("q")
+    data = spark.sql(query)
+    table = IndexTable(src.path, src.options)
+    schema = table.snapshot().schema
+    names = [f.name for f in schema.fields]
+    src_cols = [c for c in data.columns if c != INDEXALL] if len(data.columns) == len(names) + 1 else data.columns
+    if target_cols is not None:
+        missing = [c for c in names if c not in target_cols]
+        if missing or len(target_cols) != len(src_cols):
+            raise SchemaMismatchError(
+                f"INSERT INTO {name}: columns {target_cols} must name every table column {names} once")
+        by_name = dict(zip(target_cols, src_cols))
+        ordered = [by_name[c] for c in names]
+    else:
+        if len(src_cols) != len(names):
+            raise SchemaMismatchError(
+                f"INSERT INTO {name}: the query gives {len(src_cols)} columns, the table has {len(names)} {names}")
+        ordered = src_cols
+    out = data.select([sf.col(f"`{c}`").cast(f.dataType).alias(f.name) for c, f in zip(ordered, schema.fields)])
+    write_opts = {k: v for k, v in src.options.items() if k.lower() != "path"}
+    out.write.format("indextables").options(**write_opts).mode("overwrite" if overwrite else "append").save(src.path)
+    return spark.createDataFrame([], "x int").select()
