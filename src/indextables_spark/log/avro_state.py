@@ -433,7 +433,8 @@ def _registry_for(delta_registry: dict[str, str], metadata: Metadata, base_regis
     return reg
 
 
-def write_state(log_: "TransactionLog", version: int, force_compaction: bool = False, overwrite: bool = False) -> StateWriteResult:
+def write_state(log_: "TransactionLog", version: int, force_compaction: bool = False, overwrite: bool = False,
+                listing: "LogListing | None" = None) -> StateWriteResult:
     """Write the Avro state for table version `version` (put-if-absent, re-reading the base
     state on every attempt). With force_compaction the state is a clean compacted rewrite; with
     overwrite an existing state of the same version is replaced (compaction of the current
@@ -444,7 +445,8 @@ def write_state(log_: "TransactionLog", version: int, force_compaction: bool = F
     storage = log_.storage
     cfg = StateConfig.from_options(log_.options)
     for attempt in range(1, cfg.retry_max_attempts + 1):
-        listing = list_log(storage)
+        if attempt > 1 or listing is None:
+            listing = list_log(storage)  # re-read on every retry
         base_v = newest_state_at_or_below(listing, version)
         if base_v == version and not overwrite:
             sm = read_state_manifest(storage, listing.state_manifests[version])

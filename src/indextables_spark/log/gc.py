@@ -66,8 +66,9 @@ def reachable_manifests(log_: "TransactionLog", listing: "LogListing", versions)
     return keys
 
 
-def cleanup_old_states(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None) -> dict:
-    listing = log_.listing()
+def cleanup_old_states(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None,
+                       listing: "LogListing | None" = None) -> dict:
+    listing = listing or log_.listing()
     cfg = StateConfig.from_options(log_.options)
     now = _now_ms() if now_ms is None else now_ms
     cutoff = now - int(cfg.retention_hours * HOUR_MS)

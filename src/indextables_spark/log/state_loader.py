@@ -191,7 +191,8 @@ def upgrade_protocol(log_: "TransactionLog") -> int:
     return v
 
 
-def checkpoint(log_: "TransactionLog", version: int | None = None, force_compaction: bool = False) -> dict:
+def checkpoint(log_: "TransactionLog", version: int | None = None, force_compaction: bool = False,
+               listing: "LogListing | None" = None) -> dict:
     """Write a checkpoint at `version` (latest by default): an Avro state, or a JSON checkpoint
     when `spark.indextables.state.format=json`. Returns a summary dict."""
     from .avro_state import write_state
@@ -199,7 +200,8 @@ def checkpoint(log_: "TransactionLog", version: int | None = None, force_compact
     from .protocol_gate import check_writable
 
     cfg = StateConfig.from_options(log_.options)
-    latest = log_.latest_version()
+    listing = listing or log_.listing()
+    latest = listing.latest_version if listing.versions else log_.latest_version()
     if latest < 0:
         from ..errors import TableNotFoundError
 
@@ -210,7 +212,7 @@ def checkpoint(log_: "TransactionLog", version: int | None = None, force_compact
     except CorruptStateError:
         previous = None
     previous_format = previous.effective_format if previous else "none"
-    protocol, _, _ = log_.header(version)
+    protocol, _, _ = log_.header(version, listing)
     check_writable(protocol, f"table {log_.storage.uri}")
     started = time.perf_counter()
     if cfg.format == "json":
@@ -230,7 +232,8 @@ def checkpoint(log_: "TransactionLog", version: int | None = None, force_compact
             )
         upgraded_from = protocol.to_json()
         version = upgrade_protocol(log_)
-    res = write_state(log_, version, force_compaction=force_compaction)
+        listing = None
+    res = write_state(log_, version, force_compaction=force_compaction, listing=listing)
     out = {
         "tablePath": log_.storage.uri, "status": "SUCCESS", "previousFormat": previous_format,
         "newFormat": FORMAT_AVRO_STATE, **res.to_dict(),
@@ -282,11 +285,13 @@ def after_commit(log_: "TransactionLog", version: int) -> None:
         return
     try:
         cfg = StateConfig.from_options(o)
-        checkpoint(log_, version)
+        listing = log_.listing()
+        checkpoint(log_, version, listing=listing)
         if cfg.format == "avro":
             from .gc import cleanup_old_states
 
-            cleanup_old_states(log_)
+            # the listing from before the checkpoint: the new state is the newest (protected)
+            cleanup_old_states(log_, listing=listing)
     except IndexTablesError as e:
         log.warning("automatic checkpoint of %s at version %d failed: %s", log_.storage.uri, version, e)
     except Exception as e:  # noqa: BLE001 - the commit is durable; report, never fail it

@@ -215,11 +215,11 @@ class TransactionLog:
             files = filter_files_table(files, pred)
         return self._snapshot(base, delta, version, files), stats
 
-    def header(self, version: int | None = None) -> tuple[Protocol, Metadata, dict[str, str]]:
+    def header(self, version: int | None = None, listing=None) -> tuple[Protocol, Metadata, dict[str, str]]:
         """Protocol, metadata and schema registry at a version without decoding any manifest."""
         from .state_loader import load_base_state
 
-        listing = self.listing()
+        listing = listing or self.listing()
         version = self._resolve_version(version, listing)
         base = load_base_state(self, version, listing)
         protocol = base.protocol if base else None
