@@ -31,7 +31,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import textwrap
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -170,19 +169,23 @@ def read_delta(path: str):
 
 
 def rss_subprocess(code: str) -> dict:
-    script = textwrap.dedent(f"""
-        import json, resource, sys, gc
-        sys.path.insert(0, {os.path.join(HERE, '..', 'src')!r})
-        import pyarrow, indextables_spark as it, datafusion, deltalake
-        from indextables_spark.log import manifest
-        manifest._ctx()
-        gc.collect()
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        {code}
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(json.dumps({{"baseline_mb": base / 1024, "peak_mb": peak / 1024, "n": n}}))
-    """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    """Peak RSS of running `code` (which sets n) in a fresh interpreter, and that interpreter's
+    RSS after its imports (the baseline)."""
+    lines = [
+        "import json, resource, sys, gc",
+        f"sys.path.insert(0, {os.path.join(HERE, '..', 'src')!r})",
+        "import pyarrow, indextables_spark as it, datafusion, deltalake",
+        "from indextables_spark.log import manifest",
+        "manifest._ctx()",
+        "gc.collect()",
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss",
+        *code.splitlines(),
+        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss",
+        'print(json.dumps({"baseline_mb": base / 1024, "peak_mb": peak / 1024, "n": n}))',
+    ]
+    out = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"RSS probe failed: {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -192,6 +195,7 @@ def main() -> int:
     ap.add_argument("--workdir", default=os.environ.get("INDEXTABLES_BENCH_DIR", "/tmp/indextables_state_bench"))
     ap.add_argument("--skip-1m", action="store_true")
     ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--build-only", action="store_true", help="build the tables and stop")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     runs = max(5, args.runs)
@@ -207,6 +211,11 @@ def main() -> int:
     t100 = ensure(args.workdir, "it_100k", build_indextable, 100_000, 1000, 100, rebuild=args.rebuild)
     d70 = ensure(args.workdir, "delta_70k", build_delta, 70_000, 100, rebuild=args.rebuild)
     d100 = ensure(args.workdir, "delta_100k", build_delta, 100_000, 100, rebuild=args.rebuild)
+    if args.build_only:
+        if not args.skip_1m:
+            ensure(args.workdir, "it_1m", build_indextable, 1_000_000, 50_000, 1000, rebuild=args.rebuild)
+            ensure(args.workdir, "delta_1m", build_delta, 1_000_000, 1000, rebuild=args.rebuild)
+        return 0
 
     print(f"\nmedians of {runs} runs (ms) after one warm-up run\n", flush=True)
     # -- reads
@@ -292,9 +301,8 @@ def main() -> int:
     # -- peak RSS reading 100K
     r_ours = rss_subprocess(f"snap = it.IndexTable({t100!r}).snapshot(); n = snap.files_table.num_rows")
     r_delta = rss_subprocess(f"n = deltalake.DeltaTable({d100!r}).get_add_actions(flatten=False).num_rows")
-    r_json = rss_subprocess(textwrap.dedent(f"""\
-        log = it.IndexTable({t100!r}).log
-        n = log._files(None, log._collect(None, log.latest_version())).num_rows"""))
+    r_json = rss_subprocess(f"log = it.IndexTable({t100!r}).log\n"
+                            "n = log._files(None, log._collect(None, log.latest_version())).num_rows")
     row("rss-100k", f"{r_ours['peak_mb'] - r_ours['baseline_mb']:.0f}MB", f"{r_json['peak_mb'] - r_json['baseline_mb']:.0f}MB",
         f"{r_delta['peak_mb'] - r_delta['baseline_mb']:.0f}MB", "<= 150 MB above baseline",
         f"baseline={r_ours['baseline_mb']:.0f}MB")
