@@ -476,3 +476,15 @@ def test_streaming_performance_70k(tmp_path):
     elapsed = time.perf_counter() - t0
     assert len(cs.adds) == 50 and cs.stats.manifests_read == 1 and cs.stats.manifests_total > 1
     assert elapsed < 1.0, f"changes_since on 70K files took {elapsed:.2f} s"
+
+
+def test_compaction_after_merge_splits(tmp_path):
+    t = it.IndexTable(str(tmp_path / "m"), {"checkpoint.interval": "100"})
+    create_table(t)
+    commit_files(t, synthetic_adds(0, 20))
+    commit_files(t, [synthetic_add(999)], remove=[synthetic_add(i).path for i in range(5)], operation="MERGE SPLITS")
+    sm = state(t)
+    assert sm.state_version == 2 and sm.tombstones == [] and sm.num_files == 16
+    off = it.IndexTable(str(tmp_path / "m"), {"checkpoint.interval": "100", "state.compaction.afterMerge": "false"})
+    commit_files(off, [synthetic_add(998)], remove=[synthetic_add(5).path], operation="MERGE SPLITS")
+    assert state(off).state_version == 2

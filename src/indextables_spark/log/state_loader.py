@@ -273,20 +273,25 @@ def compact(log_: "TransactionLog") -> dict:
             "durationMs": round((time.perf_counter() - started) * 1000, 1)}
 
 
-def after_commit(log_: "TransactionLog", version: int) -> None:
-    """Post-commit work: the automatic checkpoint every `checkpoint.interval` versions. A failed
-    automatic checkpoint never fails the commit (the version file is already durable): it is
-    logged as a warning and the next interval tries again."""
+MERGE_OPERATIONS = frozenset({"MERGE SPLITS", "MERGE"})
+
+
+def after_commit(log_: "TransactionLog", version: int, operation: str | None = None) -> None:
+    """Post-commit work: the automatic checkpoint every `checkpoint.interval` versions, and a
+    compacting checkpoint after MERGE SPLITS (`state.compaction.afterMerge`). A failed automatic
+    checkpoint never fails the commit (the version file is already durable): it is logged as a
+    warning and the next interval tries again."""
     o = log_.options
     if not o.get_bool("checkpoint.enabled", True) or version <= 0:
         return
     interval = o.get_int("checkpoint.interval", 10)
-    if interval <= 0 or version % interval != 0:
+    after_merge = (operation or "").upper() in MERGE_OPERATIONS and o.get_bool("state.compaction.afterMerge", True)
+    if not after_merge and (interval <= 0 or version % interval != 0):
         return
     try:
         cfg = StateConfig.from_options(o)
         listing = log_.listing()
-        checkpoint(log_, version, listing=listing)
+        checkpoint(log_, version, force_compaction=after_merge and cfg.format == "avro", listing=listing)
         if cfg.format == "avro":
             from .gc import cleanup_old_states
 

@@ -252,7 +252,7 @@ class Transaction:
                 if not self.skip_post_commit:
                     from .state_loader import after_commit
 
-                    after_commit(self.log, version)
+                    after_commit(self.log, version, self.operation)
                 return version
             # Someone else committed `version`: look at everything new, then retry after it.
             latest = self.log.latest_version()
