@@ -1,0 +1,123 @@
+"""Structured Streaming: the change-feed source and the exactly-once sink, on a local SparkSession."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import indextables_spark as it
+
+pytestmark = pytest.mark.spark
+
+
+def _append(spark, path, ids, **opts):
+    w = spark.createDataFrame([(i, f"doc {i}") for i in ids], "id long, body string").write.format("indextables")
+    for k, v in opts.items():
+        w = w.option(k, v)
+    w.mode("append").save(path)
+
+
+def _run_available_now(spark, src_opts, path, sink_path, checkpoint):
+    reader = spark.readStream.format("indextables")
+    for k, v in src_opts.items():
+        reader = reader.option(k, v)
+    q = (reader.load(path).writeStream.format("indextables")
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(sink_path))
+    q.awaitTermination(120)
+    if q.exception():
+        raise q.exception()
+    return q
+
+
+def _ids(spark, path):
+    return sorted(r.id for r in spark.read.format("indextables").load(path).collect())
+
+
+def test_source_snapshot_then_changes_and_restart(spark, tmp_path):
+    src, sink, ckpt = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ckpt")
+    _append(spark, src, range(0, 10))
+    _append(spark, src, range(10, 20))
+    q = _run_available_now(spark, {}, src, sink, ckpt)
+    assert _ids(spark, sink) == list(range(20))
+    assert q.lastProgress is not None
+    # one sink version per micro-batch, recorded with its batch id
+    hist = it.IndexTable(sink).history()
+    assert all(h["operation"] in ("STREAMING UPDATE", "CREATE TABLE") for h in hist)
+    # new data after the restart: only the new rows arrive
+    _append(spark, src, range(20, 25))
+    _run_available_now(spark, {}, src, sink, ckpt)
+    assert _ids(spark, sink) == list(range(25))
+    # nothing new: a restart adds nothing
+    v = it.IndexTable(sink).version()
+    _run_available_now(spark, {}, src, sink, ckpt)
+    assert it.IndexTable(sink).version() == v
+
+
+def test_source_from_empty_table_and_starting_version(spark, tmp_path):
+    src, sink, ckpt = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ckpt")
+    spark.createDataFrame([], "id long, body string").write.format("indextables").mode("append").save(src)
+    _append(spark, src, [1, 2])
+    _append(spark, src, [3])
+    # startingVersion=2: only the changes committed at version 2 and later
+    _run_available_now(spark, {"startingVersion": "2"}, src, sink, ckpt)
+    assert _ids(spark, sink) == [3]
+
+
+def test_max_files_per_trigger_makes_several_batches(spark, tmp_path):
+    src, sink, ckpt = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ckpt")
+    for i in range(4):
+        _append(spark, src, [i])
+    q = _run_available_now(spark, {"maxFilesPerTrigger": "1"}, src, sink, ckpt)
+    assert _ids(spark, sink) == [0, 1, 2, 3]
+    batches = [p for p in q.recentProgress if p["numInputRows"] > 0]
+    assert len(batches) == 4
+    assert all(p["numInputRows"] == 1 for p in batches)
+
+
+def test_deletes_fail_the_stream_unless_ignored(spark, tmp_path):
+    src, sink = str(tmp_path / "src"), str(tmp_path / "sink")
+    _append(spark, src, [1, 2])
+    _run_available_now(spark, {}, src, sink, str(tmp_path / "c1"))
+    spark.createDataFrame([(7, "x")], "id long, body string").write.format("indextables").mode("overwrite").save(src)
+    with pytest.raises(Exception, match="ignoreChanges"):
+        _run_available_now(spark, {}, src, sink, str(tmp_path / "c1"))
+    _run_available_now(spark, {"ignoreChanges": "true"}, src, sink, str(tmp_path / "c1"))
+    assert _ids(spark, sink) == [1, 2, 7]
+
+
+def test_sink_is_exactly_once_when_a_batch_is_replayed(spark, tmp_path):
+    src, sink, ckpt = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ckpt")
+    _append(spark, src, range(5))
+    _run_available_now(spark, {}, src, sink, ckpt)
+    assert _ids(spark, sink) == list(range(5))
+    # Simulate a crash after the sink committed but before Spark recorded the batch as done:
+    # remove the last commit marker so that the restarted query replays the same batch id.
+    commits = sorted(os.listdir(os.path.join(ckpt, "commits")), key=lambda n: (len(n), n))
+    last = [c for c in commits if not c.startswith(".")][-1]
+    os.remove(os.path.join(ckpt, "commits", last))
+    crc = os.path.join(ckpt, "commits", f".{last}.crc")
+    if os.path.exists(crc):
+        os.remove(crc)
+    v = it.IndexTable(sink).version()
+    _run_available_now(spark, {}, src, sink, ckpt)
+    assert os.path.exists(os.path.join(ckpt, "commits", last))   # the batch was replayed...
+    assert _ids(spark, sink) == list(range(5))                   # ...without duplicates
+    assert it.IndexTable(sink).version() == v                    # the replay committed nothing
+
+
+def test_complete_mode_overwrites(spark, tmp_path):
+    src, sink, ckpt = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ckpt")
+    _append(spark, src, range(6))
+    counts = spark.readStream.format("indextables").load(src).groupBy().count()
+    q = (counts.writeStream.format("indextables").outputMode("complete")
+         .option("checkpointLocation", ckpt).trigger(availableNow=True).start(sink))
+    q.awaitTermination(120)
+    assert q.exception() is None
+    _append(spark, src, range(6, 8))
+    q = (spark.readStream.format("indextables").load(src).groupBy().count()
+         .writeStream.format("indextables").outputMode("complete")
+         .option("checkpointLocation", ckpt).trigger(availableNow=True).start(sink))
+    q.awaitTermination(120)
+    assert q.exception() is None
+    rows = spark.read.format("indextables").load(sink).collect()
+    assert [r["count"] for r in rows] == [8]
