@@ -33,7 +33,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     spark = (SparkSession.builder.master("local[2]").appName("indextables-quickstart")
              .config("spark.sql.session.timeZone", "UTC").config("spark.ui.enabled", "false")
-             .getOrCreate())
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     it.register(spark)
 
@@ -51,7 +51,7 @@ def main() -> None:
 
     docs = spark.read.format("indextables").load(path)
 
-    print('\n1) Full-text query: body:"spark search" AND body:quasar')
+    print('\n1) Full-text query: body:quasar AND body:"data lake"')
     q = spark.read.format("indextables").option("query", 'body:quasar AND body:"data lake"').load(path)
     rows = timed("query", lambda: q.select("id", "region", "title").orderBy("id").limit(5).collect())
     for r in rows:
