@@ -26,7 +26,6 @@ import gc
 import gzip
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -172,15 +171,16 @@ def rss_subprocess(code: str) -> dict:
     """Peak RSS of running `code` (which sets n) in a fresh interpreter, and that interpreter's
     RSS after its imports (the baseline)."""
     lines = [
-        "import json, resource, sys, gc",
+        "import json, sys, gc",
+        "hwm = lambda: int([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])",
         f"sys.path.insert(0, {os.path.join(HERE, '..', 'src')!r})",
         "import pyarrow, indextables_spark as it, datafusion, deltalake",
         "from indextables_spark.log import manifest",
         "manifest._ctx()",
         "gc.collect()",
-        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss",
+        "base = hwm()  # peak RSS of this process image so far (ru_maxrss survives exec)",
         *code.splitlines(),
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss",
+        "peak = hwm()",
         'print(json.dumps({"baseline_mb": base / 1024, "peak_mb": peak / 1024, "n": n}))',
     ]
     out = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True)
@@ -324,7 +324,11 @@ def main() -> int:
         st = holder["stats"]
 
         def delta_part():
-            return len(DeltaTable(d1m).file_uris(partition_filters=[("date", "=", part)]))
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return len(DeltaTable(d1m).file_uris(partition_filters=[("date", "=", part)]))
         dl, n3 = median_ms(delta_part, max(5, runs), warmup=1)
 
         def json_part():
