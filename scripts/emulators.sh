@@ -50,8 +50,11 @@ cmd_install() {
     say "installing azurite@$AZURITE_VERSION into $EM_DIR/node_modules"
     mkdir -p "$EM_DIR"
     [ -f "$EM_DIR/package.json" ] || echo '{"name":"indextables-emulators","private":true}' >"$EM_DIR/package.json"
-    npm install --prefix "$EM_DIR" --no-audit --no-fund --loglevel=error --save-exact "azurite@$AZURITE_VERSION" </dev/null \
-        || die "npm install azurite@$AZURITE_VERSION failed"
+    # Bounded: npm retries failed fetches for a long time (e.g. a TLS error when the registry's
+    # CA is unknown to node: see NODE_EXTRA_CA_CERTS / npm's cafile).
+    timeout "${NPM_INSTALL_TIMEOUT:-600}" npm install --prefix "$EM_DIR" --no-audit --no-fund --loglevel=error \
+        --fetch-retries=3 --fetch-timeout=120000 --save-exact "azurite@$AZURITE_VERSION" </dev/null \
+        || die "npm install azurite@$AZURITE_VERSION failed or timed out (registry: $(npm config get registry 2>/dev/null))"
     [ "$(azurite_installed_version)" = "$AZURITE_VERSION" ] || die "azurite $AZURITE_VERSION not found in $EM_DIR after npm install"
 }
 
