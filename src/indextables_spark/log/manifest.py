@@ -292,11 +292,12 @@ def _block_index(header, blocks, where: str):
 
 
 def plan_manifest(
-    storage: Storage, key: str, expected_entries: int | None = None, predicate=None, split_rows: int = SPLIT_ROWS
+    storage: Storage, key: str, expected_entries: int | None = None, predicate=None, split_rows: int | None = None
 ) -> ManifestPlan:
     """Read and validate one manifest (magic, schema, block framing, entry count) and plan its
     decoding: blocks whose partition bounds cannot match the predicate are skipped, and large
     runs of blocks are split into several units so they decode in parallel."""
+    split_rows = split_rows or SPLIT_ROWS
     where = storage.full_uri(key)
     try:
         data = storage.read(key)
