@@ -1,0 +1,91 @@
+"""Helpers for the maintenance-command tests: real tables written without Spark through the same
+functions the Spark writer runs (plan_write on the driver, write_splits in tasks, commit_write),
+and a way to read every row of a table version back."""
+from __future__ import annotations
+
+import os
+import time
+
+import pyarrow as pa
+
+import indextables_spark as it
+from indextables_spark.options import Options
+
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
+REGIONS = ("eu", "us", "ap")
+TEXT_OPTIONS = {"spark.indextables.indexing.typemap.body": "text"}
+
+
+def rows(n: int, start: int = 0, days: int = 3) -> pa.Table:
+    """Deterministic documents: id, body (tokenized text), views, region and day (partitions)."""
+    ids = list(range(start, start + n))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "body": pa.array([" ".join(WORDS[(i * k + k) % len(WORDS)] for k in range(1, 6)) for i in ids], pa.string()),
+        "views": pa.array([(i * 37) % 1000 for i in ids], pa.int64()),
+        "region": pa.array([REGIONS[i % len(REGIONS)] for i in ids], pa.string()),
+        "day": pa.array([f"2024-01-0{1 + i % days}" for i in ids], pa.string()),
+    })
+
+
+def append(path: str, data: pa.Table, partition_by=("day",), options: dict | None = None,
+           overwrite: bool = False) -> int:
+    """One write job (one task) → one new version; returns it."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from indextables_spark.spark.writer import commit_write, plan_write, write_splits
+
+    opts = Options.of(TEXT_OPTIONS, options, {"partitionBy": ",".join(partition_by)} if partition_by else None)
+    plan, read_version, _ = plan_write(path, opts, from_arrow_schema(data.schema), overwrite)
+    msg = write_splits(path, opts, plan, iter(data.to_batches()))
+    adds = [it.AddFile.from_json(d) for d in msg.adds]
+    return commit_write(path, opts, plan, read_version, overwrite, adds)
+
+
+def small_splits_table(path: str, n_writes: int, rows_per_write: int = 20, options: dict | None = None) -> None:
+    """n_writes appends, each adding one small split per day partition (3 partitions)."""
+    for w in range(n_writes):
+        append(path, rows(rows_per_write, start=w * rows_per_write), options=options)
+
+
+def read_all(table: it.IndexTable, version: int | None = None) -> list[tuple]:
+    """Every row of a table version (partition columns included), sorted by id."""
+    from indextables_spark.split.cache import get_cache
+    from indextables_spark.split.reader import SplitReader
+
+    snap = table.snapshot(version)
+    out = []
+    for f in snap.files:
+        reader = SplitReader(get_cache(table.options).local_dir(table.storage, f))
+        for b in reader.read():
+            for r in b.to_pylist():
+                out.append((r["id"], r["body"], r["views"], r["region"], f.partition_values.get("day")))
+    return sorted(out)
+
+
+def query_ids(table: it.IndexTable, query: str, version: int | None = None) -> list[int]:
+    """Ids of the rows matching a full-text query, over every split of a version."""
+    from indextables_spark.split.cache import get_cache
+    from indextables_spark.split.reader import SplitReader
+
+    snap = table.snapshot(version)
+    ids = []
+    for f in snap.files:
+        reader = SplitReader(get_cache(table.options).local_dir(table.storage, f))
+        for b in reader.read(query=query, columns=["id"]):
+            ids.extend(b.column(0).to_pylist())
+    return sorted(ids)
+
+
+def age(path: str, hours: float) -> None:
+    """Set a local file's modification time `hours` into the past."""
+    t = time.time() - hours * 3600
+    os.utime(path, (t, t))
+
+
+def age_tree(root: str, hours: float, suffix: str = "") -> None:
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            if f.endswith(suffix):
+                age(os.path.join(d, f), hours)
