@@ -6,9 +6,15 @@ from .errors import (
     CorruptStateError,
     IndexTablesError,
     ProtocolVersionError,
+    QueryParseError,
+    SchemaMismatchError,
     TableNotFoundError,
+    VersionNotFoundError,
 )
 from .log.actions import AddFile, RemoveFile
+from .log.changes import ChangeSet
+from .log.partition_filter import PartitionFilterError
+from .log.table_log import ScanStats
 from .log.snapshot import Snapshot
 from .log.transaction import Transaction
 from .table import IndexTable
@@ -17,7 +23,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AddFile",
+    "ChangeSet",
+    "PartitionFilterError",
+    "QueryParseError",
     "RemoveFile",
+    "ScanStats",
+    "SchemaMismatchError",
+    "VersionNotFoundError",
     "ConcurrentModificationError",
     "CorruptStateError",
     "IndexTable",
