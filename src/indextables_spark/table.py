@@ -72,10 +72,11 @@ class IndexTable:
 
     def describe_state(self) -> dict:
         """format, version, numFiles, totalBytes, numManifests, numTombstones, tombstoneRatio,
-        createdAt, protocolVersion, needsCompaction (and a few more)."""
-        from .commands import state
+        createdAt, protocolVersion, needsCompaction (and a few more), plus the SkipAction state:
+        numSkippedFiles, numSkipsCoolingDown, skippedFiles."""
+        from .commands import describe
 
-        return state.describe_state(self.log)
+        return describe.describe_state(self.log)
 
     def changes_since(self, version: int):
         """ChangeSet(.adds, .removes, .version): files added after `version` still live now, and
@@ -140,3 +141,50 @@ class IndexTable:
         snap = self.snapshot()
         files = self.files(partition_filter)
         return count_matches(self.storage, snap, files, query, self.options)
+
+    # ---- maintenance commands (commands/; the same operations as the SQL texts and the CLI) -----
+    def merge_splits(self, where: str | None = None, target_size: int | str | None = None,
+                     max_dest_splits: int | None = None, max_source_splits_per_merge: int | None = None,
+                     spark=None, progress=None) -> dict:
+        """MERGE SPLITS: bin-pack small splits per partition into merged splits, one atomic version.
+        where: partition predicate; target_size: bytes or "100M"/"2G" (default merge.targetSize, 5G).
+        Merges in this process, or as a Spark job when a SparkSession is given."""
+        from .commands import merge
+
+        runner = merge.SparkRunner(spark) if spark is not None else None
+        return merge.merge_splits(self.log, where, target_size, max_dest_splits, max_source_splits_per_merge,
+                                  runner=runner, progress=progress)
+
+    def purge(self, older_than_hours: float | None = None, tx_log_retention_hours: float | None = None,
+              dry_run: bool = False, progress=None) -> dict:
+        """PURGE INDEXTABLE: delete orphaned splits older than the retention (default 168 h), version
+        files covered by a checkpoint and older than the log retention (default 720 h), old states
+        and orphan manifests. Retentions under 24 h need purge.retentionCheckEnabled=false."""
+        from .commands import purge
+
+        return purge.purge(self.log, older_than_hours, tx_log_retention_hours, dry_run, progress)
+
+    def drop_partitions(self, where: str) -> dict:
+        """DROP INDEXTABLES PARTITIONS: remove (logically) every split of the partitions matching `where`."""
+        from .commands import partitions
+
+        return partitions.drop_partitions(self.log, where)
+
+    def describe_transaction_log(self, include_all: bool = False):
+        """DESCRIBE INDEXTABLES TRANSACTION LOG: a pyarrow Table, one row per action."""
+        from .commands import describe
+
+        return describe.describe_transaction_log(self.log, include_all)
+
+    def skipped_files(self) -> list:
+        """The SkipActions (mergeskip) in force at the latest version."""
+        from .commands import describe
+
+        return describe.current_skips(self.log)
+
+    def repair_transaction_log(self, target: str, progress=None) -> dict:
+        """REPAIR INDEXFILES TRANSACTION LOG: write a clean log of this table's existing splits into
+        the empty directory `target` (this table is only read)."""
+        from .commands import repair
+
+        return repair.repair_transaction_log(self.storage.full_uri("_transaction_log"), target, self.options, progress)

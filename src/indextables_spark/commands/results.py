@@ -86,6 +86,24 @@ def _convert(v: Any, t: pa.DataType) -> Any:
     return v
 
 
+def python_value(v: Any, t: pa.DataType) -> Any:
+    """Arrow's Python value with maps as dicts (Arrow gives lists of pairs)."""
+    if v is None:
+        return None
+    if pa.types.is_struct(t):
+        return {t.field(i).name: python_value(v[t.field(i).name], t.field(i).type) for i in range(t.num_fields)}
+    if pa.types.is_list(t):
+        return [python_value(x, t.value_type) for x in v]
+    if pa.types.is_map(t):
+        return {k: x for k, x in v}
+    return v
+
+
+def python_rows(table: pa.Table) -> list[dict[str, Any]]:
+    fields = list(table.schema)
+    return [{f.name: python_value(r[f.name], f.type) for f in fields} for r in table.to_pylist()]
+
+
 def _spec(command: str, *cols: tuple[str, pa.DataType]) -> ResultSpec:
     return ResultSpec(command, pa.schema([pa.field(n, t) for n, t in cols]))
 

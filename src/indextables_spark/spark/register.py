@@ -183,7 +183,13 @@ def _install_bridges() -> None:
                         f"an indextables table already exists at {target}; use mode('append') or mode('overwrite')"
                     )
                 _original(DataFrameWriter, "mode")(self, "append")
-            return orig(self, path=path)
+            result = orig(self, path=path)
+            # The commit ran in a worker without a session: merge-/purge-on-write run here (never raise).
+            from ..commands.post_write import maybe_run
+
+            maybe_run(self._spark, path or _given(self).get("path"),
+                      {**conf_options(self._spark), **{k: str(v) for k, v in _given(self).items()}})
+            return result
         return save
 
     def make_start(orig):
@@ -226,6 +232,9 @@ def register(spark: SparkSession) -> None:
     global _patched
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(IndexTablesDataSource)
+    from ..commands.table_functions import register_command_functions
+
+    register_command_functions(spark)
     with _patch_lock:
         if not _patched:
             _install_bridges()

@@ -1,0 +1,114 @@
+"""DESCRIBE INDEXTABLES STATE (with the current SkipAction state) and DESCRIBE INDEXTABLES
+TRANSACTION LOG (one typed row per action)."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterable
+
+import pyarrow as pa
+
+from ..log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, SkipAction
+from ..log.table_log import TransactionLog
+from ..log.paths import version_key
+from . import results
+
+
+def current_skips(log_: TransactionLog) -> list[SkipAction]:
+    """The SkipActions in force at the latest version, without decoding any manifest: the base
+    state's `skipActions` plus the version files after it (a later add/remove of a path clears it)."""
+    from ..log.state_loader import load_base_state
+
+    listing = log_.listing()
+    latest = log_._resolve_version(None, listing)
+    base = load_base_state(log_, latest, listing)
+    delta = log_._collect(base, latest)
+    return sorted(delta.skips.values(), key=lambda s: s.path)
+
+
+def describe_state(log_: TransactionLog, now_ms: int | None = None) -> dict:
+    """state.describe_state (format, version, counts, tombstones, needsCompaction, …) plus
+    numSkippedFiles, numSkipsCoolingDown (retryAfter still ahead) and skippedFiles."""
+    from . import state
+
+    out = state.describe_state(log_)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    skips = current_skips(log_)
+    out["numSkippedFiles"] = len(skips)
+    out["numSkipsCoolingDown"] = sum(1 for s in skips if s.retry_after is not None and s.retry_after > now)
+    out["skippedFiles"] = [s.to_json() for s in skips]
+    return out
+
+
+# ---- DESCRIBE INDEXTABLES TRANSACTION LOG ------------------------------------------------------
+
+
+def _action_row(a: Action, version: int, where: str, is_checkpoint: bool, commit: CommitInfo | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"version": version, "log_file_path": where, "is_checkpoint": is_checkpoint}
+    if commit is not None:
+        row.update(commit_timestamp=commit.timestamp, commit_operation=commit.operation)
+    if isinstance(a, AddFile):
+        row.update(
+            action_type="add", path=a.path, partition_values=a.partition_values, size=a.size,
+            modification_time=a.modification_time, data_change=a.data_change, num_records=a.num_records,
+            stats=a.stats, min_values=a.min_values, max_values=a.max_values, has_footer_offsets=a.has_footer_offsets,
+            footer_start_offset=a.footer_start_offset, footer_end_offset=a.footer_end_offset,
+            split_tags=a.split_tags, num_merge_ops=a.num_merge_ops, doc_mapping_ref=a.doc_mapping_ref,
+            uncompressed_size_bytes=a.uncompressed_size_bytes, added_at_version=a.added_at_version,
+        )
+    elif isinstance(a, RemoveFile):
+        row.update(action_type="remove", path=a.path, partition_values=a.partition_values, size=a.size,
+                   data_change=a.data_change, deletion_timestamp=a.deletion_timestamp)
+    elif isinstance(a, SkipAction):
+        row.update(action_type="skip", path=a.path, skip_timestamp=a.skip_timestamp, skip_reason=a.reason,
+                   skip_operation=a.operation, skip_retry_after=a.retry_after, skip_count=a.skip_count)
+    elif isinstance(a, Protocol):
+        row.update(action_type="protocol", protocol_min_reader_version=a.min_reader_version,
+                   protocol_min_writer_version=a.min_writer_version, protocol_reader_features=a.reader_features,
+                   protocol_writer_features=a.writer_features)
+    elif isinstance(a, Metadata):
+        row.update(action_type="metadata", metadata_id=a.id, metadata_schema_string=a.schema_string,
+                   metadata_partition_columns=a.partition_columns, metadata_configuration=a.configuration,
+                   metadata_created_time=a.created_time)
+    elif isinstance(a, CommitInfo):
+        row.update(action_type="commit_info", commit_timestamp=a.timestamp, commit_operation=a.operation,
+                   commit_operation_parameters=json.dumps(a.operation_parameters, sort_keys=True, default=str))
+    return row
+
+
+def _version_rows(log_: TransactionLog, version: int) -> Iterable[dict]:
+    actions = log_.read_actions(version)
+    commit = next((a for a in actions if isinstance(a, CommitInfo)), None)
+    where = log_.storage.full_uri(version_key(version))
+    for a in actions:
+        yield _action_row(a, version, where, False, commit)
+
+
+def _base_rows(log_: TransactionLog, base) -> Iterable[dict]:
+    from ..log.file_entries import table_to_add_files
+
+    where = log_.storage.full_uri(base.state_key) if base.state_key else f"{base.source} of version {base.version}"
+    header: list[Action] = [a for a in (base.protocol, base.metadata) if a is not None]
+    for a in header + table_to_add_files(base.load_files()) + sorted(base.skips.values(), key=lambda s: s.path):
+        yield _action_row(a, base.version, where, True, None)
+
+
+def describe_transaction_log(log_: TransactionLog, include_all: bool = False) -> pa.Table:
+    """Rows of TRANSACTION_LOG columns. Default: the current state, i.e. the checkpoint/state the
+    latest snapshot starts from (is_checkpoint=true rows: protocol, metadata, live files, skips)
+    and every version file after it. INCLUDE ALL: every retained version file, oldest first."""
+    from ..log.state_loader import load_base_state
+
+    listing = log_.listing()
+    latest = log_._resolve_version(None, listing)
+    rows: list[dict] = []
+    if include_all:
+        for v in listing.versions:
+            rows.extend(_version_rows(log_, v))
+    else:
+        base = load_base_state(log_, latest, listing)
+        if base is not None:
+            rows.extend(_base_rows(log_, base))
+        for v in range((base.version + 1) if base is not None else 0, latest + 1):
+            rows.extend(_version_rows(log_, v))
+    return results.TRANSACTION_LOG.table(rows)

@@ -1,0 +1,67 @@
+"""Run a parsed command (parser.py) with the operations of this package: the one dispatcher behind
+`it.sql`, the SQL table functions and the command line. (`IndexTable` methods call the same
+operations directly.)"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from ..options import Options
+from . import parser as p
+from . import results
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class CommandResult:
+    spec: results.ResultSpec
+    table: pa.Table           # the typed rows (SQL / CLI tables)
+    raw: Any                  # what the operation returned (dict, or the same Arrow table): --json, Python
+
+
+def _log(path: str, options: Options):
+    from ..table import IndexTable
+
+    return IndexTable(path, options).log
+
+
+def execute(cmd: p.Command, options: Options | dict | None = None, spark=None,
+            progress: Progress | None = None) -> CommandResult:
+    """spark: when given, MERGE SPLITS runs its merge groups as a Spark job; else in this process."""
+    from . import describe, merge, partitions, purge, repair, state
+
+    opts = options if isinstance(options, Options) else Options.of(options)
+    if isinstance(cmd, p.Checkpoint):
+        return _one(results.CHECKPOINT, state.checkpoint(_log(cmd.path, opts)))
+    if isinstance(cmd, p.Compact):
+        return _one(results.COMPACT, state.compact(_log(cmd.path, opts)))
+    if isinstance(cmd, p.DescribeState):
+        return _one(results.DESCRIBE_STATE, describe.describe_state(_log(cmd.path, opts)))
+    if isinstance(cmd, p.DescribeTransactionLog):
+        table = describe.describe_transaction_log(_log(cmd.path, opts), cmd.include_all)
+        return CommandResult(results.TRANSACTION_LOG, table, table)
+    if isinstance(cmd, p.MergeSplits):
+        runner = merge.SparkRunner(spark) if spark is not None else None
+        res = merge.merge_splits(_log(cmd.path, opts), cmd.where, cmd.target_size, cmd.max_dest_splits,
+                                 cmd.max_source_splits_per_merge, runner=runner, progress=progress)
+        return _one(results.MERGE_SPLITS, res)
+    if isinstance(cmd, p.Purge):
+        res = purge.purge(_log(cmd.path, opts), cmd.older_than_hours, cmd.tx_log_retention_hours, cmd.dry_run,
+                          progress=progress)
+        return _one(results.PURGE, res)
+    if isinstance(cmd, p.TruncateTimeTravel):
+        res = dict(state.truncate_time_travel(_log(cmd.path, opts), dry_run=cmd.dry_run))
+        res.setdefault("status", "DRY_RUN" if cmd.dry_run else "SUCCESS")
+        return _one(results.TRUNCATE_TIME_TRAVEL, res)
+    if isinstance(cmd, p.DropPartitions):
+        return _one(results.DROP_PARTITIONS, partitions.drop_partitions(_log(cmd.path, opts), cmd.where))
+    if isinstance(cmd, p.RepairTransactionLog):
+        return _one(results.REPAIR, repair.repair_transaction_log(cmd.source, cmd.target, opts, progress))
+    raise TypeError(f"not an indextables command: {cmd!r}")
+
+
+def _one(spec: results.ResultSpec, res: dict) -> CommandResult:
+    return CommandResult(spec, spec.row(res), res)

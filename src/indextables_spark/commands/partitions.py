@@ -1,0 +1,50 @@
+"""DROP INDEXTABLES PARTITIONS FROM '<path>' WHERE <partition predicate>: logical removes.
+
+The predicate may name partition columns only (the parser of `log.partition_filter` refuses other
+columns, naming them and their position). The matching live splits get remove actions in one
+version (dataChange=true); their files stay until PURGE deletes them after the retention. The
+transaction rebases over concurrent appends (splits added concurrently stay) and fails when one of
+the removed splits was removed concurrently.
+"""
+from __future__ import annotations
+
+import time
+
+from ..errors import InvalidOptionError
+from ..log.actions import RemoveFile
+from ..log.partition_filter import parse_partition_filter, partition_column_types
+from ..log.table_log import TransactionLog
+from ..log.transaction import Transaction
+
+OPERATION = "DROP PARTITIONS"
+
+
+def drop_partitions(log_: TransactionLog, where: str) -> dict:
+    from ..log.protocol_gate import check_writable
+    from ..split.partitions import partition_path
+
+    if where is None or not str(where).strip():
+        raise InvalidOptionError("DROP INDEXTABLES PARTITIONS needs a WHERE predicate on partition columns "
+                                 "(it never drops a whole table)")
+    protocol, metadata, _ = log_.header()
+    check_writable(protocol, f"table {log_.storage.uri}")
+    parts = list(metadata.partition_columns)
+    if not parts:
+        raise InvalidOptionError(f"DROP INDEXTABLES PARTITIONS: table {log_.storage.uri} has no partition columns")
+    predicate = parse_partition_filter(where, partition_column_types(metadata))
+    snap, _stats = log_.scan(predicate)
+    files = snap.files
+    dropped = sorted({partition_path(parts, f.partition_values) for f in files})
+    out = {
+        "tablePath": log_.storage.uri, "status": "NO_ACTION", "version": None, "predicate": where,
+        "partitionsDropped": len(dropped), "splitsRemoved": len(files), "bytesRemoved": sum(f.size for f in files),
+        "recordsRemoved": sum(f.num_records or 0 for f in files), "partitions": dropped,
+    }
+    if not files:
+        return out
+    now = int(time.time() * 1000)
+    txn = Transaction(log_, resolver="merge", read_version=snap.version, operation=OPERATION,
+                      operation_parameters={"predicate": where, "partitions": dropped})
+    txn.remove_files([RemoveFile(f.path, now, True, dict(f.partition_values or {}), f.size) for f in files])
+    out.update(status="SUCCESS", version=txn.commit())
+    return out

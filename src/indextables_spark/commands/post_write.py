@@ -1,0 +1,84 @@
+"""Merge-on-write and purge-on-write (table-protocol.txt "SkipAction ... Purge-on-write, Merge-on-write").
+
+The Spark writer's commit runs in a Python worker without a session, so this runs afterwards in
+the writing session: `register.py`'s `save()` wrapper calls `maybe_run(spark, path, options)` once
+the write has committed. Everything here is best effort: a failure is logged as a warning naming
+the table and the cause, and never fails the write (the write is already durable).
+
+Settings (`spark.indextables.` prefix; session conf or write options):
+- `mergeOnWrite.enabled` (false), `mergeOnWrite.targetSize` (4G). Merge when the number of merge
+  groups the plan finds is at least `batchSize × mergeOnWrite.minBatchesToTrigger` (1), where
+  batchSize = max(1, ⌊defaultParallelism × mergeOnWrite.batchCpuFraction⌋) (fraction 0.167), as in
+  the reference implementation. The merge runs as a Spark job, synchronously (see NOTES.md).
+- `purgeOnWrite.enabled` (false): purge after a merge-on-write that committed
+  (`purgeOnWrite.triggerAfterMerge`, true) and/or after every N writes of this process to the table
+  (`purgeOnWrite.triggerAfterWrites`, 0 = never), with `purgeOnWrite.splitRetentionHours` (168) and
+  `purgeOnWrite.txLogRetentionHours` (720); the usual minimum-retention check applies.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Mapping
+
+from ..options import Options
+
+log = logging.getLogger(__name__)
+
+_writes: dict[str, int] = {}
+_writes_lock = threading.Lock()
+
+
+def merge_trigger_threshold(default_parallelism: int, opts: Options) -> int:
+    fraction = opts.get_float("mergeOnWrite.batchCpuFraction", 0.167)
+    batches = opts.get_int("mergeOnWrite.minBatchesToTrigger", 1)
+    batch_size = max(1, int(default_parallelism * fraction))
+    return batch_size * max(1, batches)
+
+
+def _count_write(uri: str) -> int:
+    with _writes_lock:
+        _writes[uri] = _writes.get(uri, 0) + 1
+        return _writes[uri]
+
+
+def run(spark, path: str, opts: Options) -> dict:
+    """The post-write maintenance itself (errors propagate; see maybe_run)."""
+    from ..table import IndexTable
+    from . import merge, purge
+
+    table = IndexTable(path, opts)
+    out: dict[str, Any] = {"merge": None, "purge": None}
+    merged = False
+    if opts.get_bool("mergeOnWrite.enabled", False):
+        cfg = merge.MergeConfig.from_options(opts, target_option="mergeOnWrite.targetSize", default_target=4 << 30)
+        plan = merge.plan_merge(table.log, None, cfg)
+        threshold = merge_trigger_threshold(spark.sparkContext.defaultParallelism, opts)
+        if len(plan.groups.groups) >= threshold:
+            out["merge"] = merge.execute_merge(plan, merge.SparkRunner(spark))
+            merged = out["merge"]["status"] == "SUCCESS"
+        else:
+            out["merge"] = {"status": "BELOW_THRESHOLD", "mergeGroups": len(plan.groups.groups), "threshold": threshold}
+    if opts.get_bool("purgeOnWrite.enabled", False):
+        n = _count_write(table.storage.uri)
+        every = opts.get_int("purgeOnWrite.triggerAfterWrites", 0)
+        if (merged and opts.get_bool("purgeOnWrite.triggerAfterMerge", True)) or (every > 0 and n % every == 0):
+            out["purge"] = purge.purge(
+                table.log,
+                older_than_hours=opts.get_float("purgeOnWrite.splitRetentionHours", 168.0),
+                tx_log_retention_hours=opts.get_float("purgeOnWrite.txLogRetentionHours", 720.0),
+            )
+    return out
+
+
+def maybe_run(spark, path: str, options: Mapping[str, Any] | Options | None) -> dict | None:
+    """After a committed write: merge/purge when enabled and due. Never raises."""
+    opts = options if isinstance(options, Options) else Options.of(options)
+    try:
+        if not (opts.get_bool("mergeOnWrite.enabled", False) or opts.get_bool("purgeOnWrite.enabled", False)):
+            return None
+        return run(spark, path, opts)
+    except Exception as e:  # noqa: BLE001 - the one sanctioned catch: the write has committed; maintenance is best effort
+        log.warning("indextables: maintenance after the write to %s failed (the write itself succeeded): %s: %s",
+                    path, type(e).__name__, e, exc_info=True)
+        return {"error": f"{type(e).__name__}: {e}"}

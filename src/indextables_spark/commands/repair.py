@@ -1,0 +1,86 @@
+"""REPAIR INDEXFILES TRANSACTION LOG '<table>/_transaction_log' AT LOCATION '<dir>'.
+
+Reads the source table at its latest readable version (with the usual fallbacks over missing or
+corrupt checkpoints), checks every live split against one listing of the table (present, same
+size as the log says) and writes a clean log into the target directory: one version file
+`00000000000000000000.json` with the protocol, the metadata (its schema registry reduced to the
+doc mappings the kept splits use) and an add for every split that exists. The source is only read.
+
+The target must be empty. The repaired log lists split paths relative to the source table, so it
+is meant to replace `<table>/_transaction_log` (rename the old directory away, the new one in).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from ..errors import InvalidOptionError, TableExistsError
+from ..log.actions import Action, CommitInfo
+from ..log.codec import encode_actions
+from ..log.doc_mapping import registry_key
+from ..log.paths import LOG_DIR
+from ..options import Options
+from ..storage import normalize_uri, open_storage
+
+OPERATION = "REPAIR TRANSACTION LOG"
+
+
+def source_table_root(source_log: str) -> str:
+    src = normalize_uri(source_log)
+    if not src.endswith("/" + LOG_DIR) and src != LOG_DIR:
+        raise InvalidOptionError(f"REPAIR INDEXFILES TRANSACTION LOG: the source {source_log!r} must be a table's "
+                                 f"{LOG_DIR} directory (a path ending in /{LOG_DIR})")
+    root = src[: -len(LOG_DIR)].rstrip("/")
+    if not root:
+        raise InvalidOptionError(f"REPAIR INDEXFILES TRANSACTION LOG: {source_log!r} names no table directory")
+    return root
+
+
+def repair_transaction_log(source_log: str, target: str, options=None, progress=None) -> dict:
+    from ..table import IndexTable
+
+    started = time.perf_counter()
+    opts = Options.of(options)
+    root = source_table_root(source_log)
+    if normalize_uri(target) == normalize_uri(source_log):
+        raise InvalidOptionError(f"REPAIR INDEXFILES TRANSACTION LOG: the target {target!r} is the source; "
+                                 f"the repaired log must go to a new location")
+    dst = open_storage(target, opts)
+    existing = dst.list("")
+    if existing:
+        raise TableExistsError(f"REPAIR INDEXFILES TRANSACTION LOG: the target {target!r} is not empty "
+                               f"({len(existing)} files, e.g. {dst.full_uri(existing[0].key)}); give a new location")
+    table = IndexTable(root, opts)
+    snap = table.snapshot()
+    files = snap.files
+    if progress:
+        progress("checking splits", 0, len(files))
+    present = {f.key: f.size for f in table.storage.list("") if not f.key.startswith(LOG_DIR + "/")}
+    valid = [f for f in files if present.get(f.path) == f.size]
+    missing = [f.path for f in files if present.get(f.path) != f.size]
+    if progress:
+        progress("checking splits", len(files), len(files))
+    meta = snap.metadata_action
+    refs = {f.doc_mapping_ref for f in valid if f.doc_mapping_ref}
+    conf = {k: v for k, v in meta.configuration.items() if not k.startswith("docMappingSchema.")}
+    for ref in sorted(refs):
+        mapping = snap.doc_mapping(ref)
+        if mapping is None:
+            raise InvalidOptionError(f"REPAIR INDEXFILES TRANSACTION LOG: doc mapping {ref} used by the source's "
+                                     f"splits is in neither the metadata nor the schema registry")
+        conf[registry_key(ref)] = mapping
+    now = int(time.time() * 1000)
+    adds = [dataclasses.replace(f, added_at_version=0, added_at_timestamp=now, doc_mapping_json=None) for f in valid]
+    info = CommitInfo(now, OPERATION, {"source": normalize_uri(source_log), "sourceVersion": snap.version,
+                                       "validSplits": len(valid), "missingSplits": len(missing)})
+    actions: list[Action] = [info, snap.protocol_action, dataclasses.replace(meta, configuration=conf), *adds]
+    compress = opts.get_bool("transaction.compression.enabled", True)
+    key = f"{0:020d}.json"
+    if not dst.put_if_absent(key, encode_actions(actions, compress)):
+        raise TableExistsError(f"REPAIR INDEXFILES TRANSACTION LOG: {dst.full_uri(key)} appeared while repairing")
+    return {
+        "sourcePath": normalize_uri(source_log), "targetPath": normalize_uri(target), "status": "SUCCESS",
+        "sourceVersion": snap.version, "totalSplits": len(files), "validSplits": len(valid),
+        "missingSplits": len(missing), "missingPaths": missing,
+        "durationMs": round((time.perf_counter() - started) * 1000, 1),
+    }
