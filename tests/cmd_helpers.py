@@ -43,25 +43,30 @@ def append(path: str, data: pa.Table, partition_by=("day",), options: dict | Non
     return commit_write(path, opts, plan, read_version, overwrite, adds)
 
 
-def small_splits_table(path: str, n_writes: int, rows_per_write: int = 20, options: dict | None = None) -> None:
-    """n_writes appends, each adding one small split per day partition (3 partitions)."""
+def small_splits_table(path: str, n_writes: int, rows_per_write: int = 20, options: dict | None = None,
+                       partition_by=("day",)) -> None:
+    """n_writes appends, each adding one small split per day partition (3 partitions; 1 unpartitioned)."""
     for w in range(n_writes):
-        append(path, rows(rows_per_write, start=w * rows_per_write), options=options)
+        append(path, rows(rows_per_write, start=w * rows_per_write), partition_by=partition_by, options=options)
 
 
-def read_all(table: it.IndexTable, version: int | None = None) -> list[tuple]:
-    """Every row of a table version (partition columns included), sorted by id."""
+def split_rows(table: it.IndexTable, add) -> list[tuple]:
+    """The rows of one split, as read_all gives them."""
     from indextables_spark.split.cache import get_cache
     from indextables_spark.split.reader import SplitReader
 
-    snap = table.snapshot(version)
-    out = []
-    for f in snap.files:
-        reader = SplitReader(get_cache(table.options).local_dir(table.storage, f))
-        for b in reader.read():
-            for r in b.to_pylist():
-                out.append((r["id"], r["body"], r["views"], r["region"], f.partition_values.get("day")))
-    return sorted(out)
+    reader = SplitReader(get_cache(table.options).local_dir(table.storage, add))
+    return [(r["id"], r["body"], r["views"], r["region"], add.partition_values.get("day"))
+            for b in reader.read() for r in b.to_pylist()]
+
+
+def read_all(table: it.IndexTable, version: int | None = None, exclude=()) -> list[tuple]:
+    """Every row of a table version (partition columns included) but those of `exclude`d splits, sorted."""
+    return sorted(r for f in table.snapshot(version).files if f.path not in set(exclude) for r in split_rows(table, f))
+
+
+def as_tuples(data: pa.Table) -> list[tuple]:
+    return [(r["id"], r["body"], r["views"], r["region"], r["day"]) for r in data.to_pylist()]
 
 
 def query_ids(table: it.IndexTable, query: str, version: int | None = None) -> list[int]:
