@@ -115,4 +115,5 @@ def register_command_functions(spark) -> None:
                                  results.TRANSACTION_LOG, results.MERGE_SPLITS, results.PURGE,
                                  results.TRUNCATE_TIME_TRAVEL, results.DROP_PARTITIONS, results.REPAIR)))
     for name, cls in _classes(dict(conf_options(spark))).items():
-        spark.udtf.register(name, udtf(cls, returnType=specs[name].spark_schema()))
+        # Plain (not Arrow) UDTFs: one row per command, and Arrow UDTFs would need pandas.
+        spark.udtf.register(name, udtf(cls, returnType=specs[name].spark_schema(), useArrow=False))
