@@ -140,14 +140,45 @@ def test_invalid_query_names_the_query(env, query, match):
 def test_search_scored(env):
     rows, readers, *_ = env
     r = readers[0]
-    batches, scores = r.search_scored("body:spark OR body:sql", 5)
-    got = pa.Table.from_batches(batches).to_pylist()
-    assert len(got) == len(scores) == 5
+    top = r.search_scored("body:spark OR body:sql", 5, columns=["id", "body"])
+    assert top.column_names == ["id", "body", "_score"] and top.num_rows == 5
+    scores = top.column("_score").to_pylist()
     assert scores == sorted(scores, reverse=True)
     # "apache spark sql engine" has both words: it ranks first
-    assert got[0]["body"] == "apache spark sql engine"
-    assert r.search_scored("body:nothingmatches", 5) == ([], [])
-    assert r.search_scored("body:spark", 0) == ([], [])
+    assert top.column("body")[0].as_py() == "apache spark sql engine"
+    assert r.search_scored("body:nothingmatches", 5).num_rows == 0
+    assert r.search_scored("body:spark", 0).num_rows == 0
+    # every match, best first, and the ids are those of the matching rows of this split
+    every = r.search_scored("body:spark", None, columns=["id"])
+    ids = [i for b in r.read(query="body:spark", columns=["id"]) for i in b.column(0).to_pylist()]
+    assert sorted(every.column("id").to_pylist()) == ids
+
+
+def test_search_scored_with_filters_keeps_the_ranking_and_is_exact(env):
+    rows, readers, *_ = env
+    for r in readers:
+        plain = r.search_scored("body:spark OR body:sql", None, columns=["id", "tag", "year", "score", "body"])
+        # an exact narrowing (string equality) and an inexact one (substring on a text column)
+        for filters in ([EqualTo("tag", "red")], [StringContains("body", "eng"), GreaterThan("year", 2010)]):
+            from indextables_spark.split.filters import arrow_mask
+
+            want = plain.filter(arrow_mask(plain, filters))
+            for limit in (1, 3, None):
+                got = r.search_scored("body:spark OR body:sql", limit, filters, ["id", "tag", "year", "score"])
+                assert got.column_names == ["id", "tag", "year", "score", "_score"]
+                n = want.num_rows if limit is None else min(limit, want.num_rows)
+                assert got.num_rows == n
+                # same scores as without the filters (they narrow with score 0), same order
+                assert got.column("_score").to_pylist() == want.column("_score").to_pylist()[:n]
+
+
+def test_snippets(env):
+    _, readers, *_ = env
+    r = readers[0]
+    values = pa.array(["apache spark sql engine", "no match here", None])
+    assert r.snippets("body:spark", "body", values).to_pylist() == ["apache <b>spark</b> sql engine", None, None]
+    with pytest.raises(IndexTablesError, match="year"):
+        r.snippets("body:spark", "year", pa.array([1]))
 
 
 def test_count_matches_over_files(env):

@@ -28,6 +28,8 @@ from .bundle import ROWS_NAME, bundle
 from .documents import json_documents
 from .partitions import format_partition_value, partition_path
 from .stats import StatsCollector
+from .text import MAX_TOKEN_BYTES, max_token_bytes
+from .text import supported as text_supported
 from .types import ColumnSpec, arrow_schema, doc_mapping_from_specs, tantivy_schema, validate_schema
 
 BATCH_ROWS = 65_536                 # rows per IPC record batch (and per indexing chunk)
@@ -61,6 +63,7 @@ class _OpenSplit:
     num_rows: int = 0
     uncompressed: int = 0
     truncated: set[str] = field(default_factory=set)
+    long_tokens: set[str] = field(default_factory=set)   # text columns with a token too long to index
 
     @property
     def index_dir(self) -> str:
@@ -97,6 +100,9 @@ class SplitWriter:
         max_len = self.options.get_int("stats.truncation.maxLength", DEFAULT_STATS_MAX_LENGTH)
         self._stats_max_length = max_len if self.options.get_bool("stats.truncation.enabled", True) else None
         self._stats_columns = self.options.get_int("dataSkippingNumIndexedCols", DEFAULT_STATS_COLUMNS)
+        # Tokenized text columns whose token lengths are checked (see text.py, fullyTokenized).
+        self._token_checked = [(s, s.value_field.tokenizer) for s in self.stored_specs
+                               if s.kind == "text" and s.value_field is not None and text_supported(s.value_field.tokenizer)]
         self._open: dict[tuple, _OpenSplit] = {}
         self._done: list[AddFile] = []
         self._closed = False
@@ -223,6 +229,10 @@ class SplitWriter:
         split.stats.add(rows)
         docs, truncated = json_documents(rows, self.stored_specs, split.num_rows)
         split.truncated |= truncated
+        for spec, tok in self._token_checked:
+            if spec.name not in split.long_tokens and \
+                    max_token_bytes(rows.column(spec.name), tok) >= MAX_TOKEN_BYTES[tok]:
+                split.long_tokens.add(spec.name)
         add = split.writer.add_json
         with tantivy_call(f"indexing rows {split.num_rows}..{split.num_rows + rows.num_rows} "
                           f"of a split of partition {split.partition_values or '(none)'}"):
@@ -260,7 +270,11 @@ class SplitWriter:
             prefix = partition_path(self.partition_columns, split.partition_values)
             key = (prefix + "/" if prefix else "") + f"splits/split-{uuid.uuid4()}.split"
             out_path = os.path.join(split.tmp_dir, "split.bin")
-            extra = {"truncatedTerms": sorted(split.truncated)} if split.truncated else None
+            extra = {"truncatedTerms": sorted(split.truncated)} if split.truncated else {}
+            if self._token_checked:
+                # Columns where every token was indexed: term-regex narrowing of substring filters is safe.
+                extra["fullyTokenized"] = sorted(s.name for s, _ in self._token_checked
+                                                 if s.name not in split.long_tokens)
             footer_start, footer_end = bundle(split.index_dir, split.rows_path, self.doc_mapping, out_path,
                                               num_rows=split.num_rows, batch_rows=split.batch_rows, extra=extra)
             size = os.path.getsize(out_path)

@@ -11,7 +11,8 @@ Footer JSON (formatVersion 1):
           "batchRows": [65536, 65536, 17]},                             # rows per IPC record batch
  "docMapping": "<doc mapping JSON text>",
  "createdBy": "indextables_spark 0.1.0",
- "truncatedTerms": ["col", ...]}                                        # optional, see builder.py
+ "truncatedTerms": ["col", ...],                                        # optional, see builder.py
+ "fullyTokenized": ["col", ...]}                                        # optional, see text.py
 ```
 footerStartOffset is the offset of the footer JSON; footerEndOffset is the file size. Readers check
 the trailer (length, magic) and formatVersion before trusting anything else.
@@ -62,6 +63,11 @@ class SplitFooter:
     @property
     def truncated_terms(self) -> list[str]:
         return list(self.raw.get("truncatedTerms") or [])
+
+    @property
+    def fully_tokenized(self) -> list[str]:
+        """Text columns none of whose tokens was dropped for length (see text.py)."""
+        return list(self.raw.get("fullyTokenized") or [])
 
 
 @dataclass(frozen=True)
@@ -293,6 +299,25 @@ def extract(split_bytes_source: Source, dest_dir: str, path_for_errors: str | No
         return footer
     finally:
         r.close()
+
+
+def uncompress_rows(local_dir: str) -> None:
+    """Rewrite an extracted split's rows.arrow without compression (same record batches).
+
+    Readers memory-map the row store: uncompressed, a selective read touches only the pages of
+    the rows it takes and a full scan hands out zero-copy batches, instead of decompressing every
+    65,536-row batch it touches. The split file in storage stays LZ4-compressed.
+    """
+    import pyarrow as pa
+
+    path = os.path.join(local_dir, ROWS_NAME)
+    tmp = path + ".plain"
+    with pa.memory_map(path, "r") as src:
+        reader = pa.ipc.open_file(src)
+        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, reader.schema) as w:
+            for i in range(reader.num_record_batches):
+                w.write_batch(reader.get_batch(i))
+    os.replace(tmp, path)
 
 
 def load_extracted_footer(local_dir: str) -> SplitFooter:

@@ -11,6 +11,8 @@ Size bound: option `cache.disk.maxSize` (default 10G); least recently used direc
 modification time, refreshed on each use) are evicted, never one this process has open (cached
 handles, live SplitReader objects, or handed out by local_dir in the last GRACE_SECONDS).
 Root: option `cache.disk.path`, else `$TMPDIR/indextables-cache`.
+The row store is kept uncompressed in the cache (option `cache.rows.uncompressed`, default true):
+reads memory-map it and take rows without decompressing whole batches.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from ..errors import SplitFormatError
 from ..options import Options
 from ..storage.base import Storage
 from . import reader as _reader
-from .bundle import extract
+from .bundle import extract, uncompress_rows
 
 DEFAULT_MAX_BYTES = 10 << 30
 GRACE_SECONDS = 300.0          # a directory handed out recently counts as in use
@@ -63,6 +65,7 @@ class SplitCache:
         self._sizes: dict[str, int] = {}
         self._recent: dict[str, float] = {}
         self.grace_seconds = GRACE_SECONDS
+        self.uncompressed_rows = True   # option cache.rows.uncompressed (see bundle.uncompress_rows)
         self.downloads = 0      # splits this process fetched (observability, tests)
 
     # -- public --------------------------------------------------------------------------------
@@ -124,6 +127,8 @@ class SplitCache:
                 footer = extract(download, tmp, where)
                 os.unlink(download)
             self._check(footer, add_file, where)
+            if self.uncompressed_rows:
+                uncompress_rows(tmp)
             self.downloads += 1
             try:
                 os.rename(tmp, final)
@@ -227,4 +232,5 @@ def get_cache(options: Options | dict | None = None) -> SplitCache:
             cache = _caches[root] = SplitCache(root, max_bytes)
         else:
             cache.max_bytes = max_bytes
+        cache.uncompressed_rows = opts.get_bool("cache.rows.uncompressed", True)
         return cache

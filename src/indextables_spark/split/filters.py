@@ -2,7 +2,8 @@
 
 - `arrow_mask`: exact Spark SQL semantics over Arrow data (three-valued logic, NaN is equal to
   itself and above every other double, -0.0 = 0.0, strings by UTF-8 bytes, exact decimals).
-- `tantivy_query`: a query matching a SUPERSET of the rows that satisfy the filters (narrowing).
+- `tantivy_query`: a query matching a SUPERSET of the rows that satisfy the filters (narrowing);
+  on tokenized text columns through the terms a string filter implies (text.py).
 - `skip_split`: min/max/null-count stats prove that no row of a split can match.
 - `prune_partition`: exact evaluation on partition values (True = the partition may match: keep).
 
@@ -26,6 +27,8 @@ from ..errors import IndexTablesError, SchemaMismatchError
 from .documents import TRUNCATE_CHARS, exact_term, f64_key
 from .partitions import date_to_days, datetime_to_micros, parse_partition_value
 from .stats import decode_stat, null_counts, order_key
+from .text import pattern_terms
+from .text import supported as text_supported
 from .types import STRING_KINDS, ColumnSpec, arrow_type, specs_by_name
 
 
@@ -499,8 +502,9 @@ class _Q:
     def leaf(self, f: Any, spec: ColumnSpec) -> tuple[Any, bool]:
         kind = spec.kind
         field = spec.exact_field if kind in STRING_KINDS else spec.value_field
-        if kind in ("text", "json") or field is None:
-            # Tokenized values may produce no term at all ("", punctuation): nothing is provable.
+        if kind == "text":
+            return self.text(f, spec), False
+        if kind == "json" or field is None:
             return None, False
         name = field.name
         if isinstance(f, (IsNull, IsNotNull)):
@@ -537,6 +541,35 @@ class _Q:
             lo, hi = {"eq": (lo, hi), "gt": (lo, None), "ge": (lo, None), "lt": (None, hi), "le": (None, hi)}[op]
             return self.f64_range(name, lo, hi), False
         return None, False
+
+    def text(self, f: Any, spec: ColumnSpec) -> Any:
+        """Narrowing (never exact) of a string filter on a tokenized column by the terms its
+        value implies (text.py); None when it implies none."""
+        field = spec.value_field
+        tok = field.tokenizer if field is not None else None
+        if not text_supported(tok):
+            return None
+        if isinstance(f, In):
+            # NULL in the list never makes a row match (x IN (.., NULL) is true only on a match).
+            values = [v for v in f.values if v is not None]
+            if not values or not all(isinstance(v, str) for v in values):
+                return None
+            parts = [self.text_terms(v, tok, True, True, spec) for v in values]
+            return None if any(p is None for p in parts) else self.should(parts)
+        anchors = {EqualTo: (True, True), EqualNullSafe: (True, True), StringStartsWith: (True, False),
+                   StringEndsWith: (False, True), StringContains: (False, False)}.get(type(f))
+        if anchors is None or not isinstance(f.value, str):
+            return None
+        return self.text_terms(f.value, tok, *anchors, spec)
+
+    def text_terms(self, value: str, tok: str, left: bool, right: bool, spec: ColumnSpec) -> Any:
+        implied = pattern_terms(value, tok, left, right, spec.fully_tokenized)
+        if implied.empty:
+            return None
+        name = spec.value_field.name
+        qs = [self.t.Query.term_query(self.schema, name, t) for t in implied.terms]
+        qs += [self.t.Query.regex_query(self.schema, name, r) for r in implied.regexes]
+        return qs[0] if len(qs) == 1 else self.must(qs)
 
     def exists(self, f: Any, name: str) -> tuple[Any, bool]:
         q = self.t.Query.exists_query(name)

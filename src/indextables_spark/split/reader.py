@@ -17,6 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -24,9 +25,10 @@ from ..errors import QueryParseError, SchemaMismatchError
 from ._tantivy import tantivy_call
 from .bundle import ROWS_NAME, SplitFooter, load_extracted_footer
 from .filters import Filter, arrow_mask, build_query, columns_of
-from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_truncated_terms
+from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_fully_tokenized, with_truncated_terms
 
 DEFAULT_BATCH_SIZE = 10_000
+SCORE_COLUMN = "_score"
 SCAN_FRACTION = 0.5            # narrowing keeps more than this share of rows → scan instead
 MAX_OPEN_SPLITS = 64           # per-process cache of opened indexes / IPC readers
 
@@ -52,6 +54,7 @@ def _open_handles(local_dir: str) -> _Handles:
 
     footer = load_extracted_footer(local_dir)
     specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
+    specs = with_fully_tokenized(specs, footer.fully_tokenized)
     with tantivy_call(f"opening the Tantivy index of split directory {local_dir}"):
         index = tantivy.Index.open(local_dir)
     ipc = pa.ipc.open_file(pa.memory_map(os.path.join(local_dir, ROWS_NAME), "r"))
@@ -228,84 +231,176 @@ class SplitReader:
 
     def _take(self, rows: list[int]) -> Iterator[pa.RecordBatch]:
         """Rows (sorted ids) gathered batch by batch."""
+        return (b for _, b in self._take_with_ids(rows))
+
+    def _take_with_ids(self, rows: list[int]) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
+        """(row ids, batch) of the rows (sorted ids) gathered batch by batch."""
         all_rows = pa.array(rows, pa.int64())
         i = 0
         while i < len(rows):
             b = bisect.bisect_right(self._starts, rows[i]) - 1
             end = bisect.bisect_left(rows, self._starts[b + 1], i)
-            idx = pc.subtract(all_rows.slice(i, end - i), self._starts[b])   # batch-local positions
-            yield self._batch(b).take(idx)
+            ids = all_rows.slice(i, end - i)
+            yield ids, self._batch(b).take(pc.subtract(ids, self._starts[b]))   # batch-local positions
             i = end
 
-    def _masked(self, filters: Sequence[Filter], query: str | None) -> Iterator[pa.RecordBatch]:
+    def _source(self, rows: list[int] | None, with_ids: bool) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
+        """(row ids or None, batch): every batch when rows is None, else the given rows."""
+        if rows is not None:
+            yield from self._take_with_ids(rows)
+            return
+        for i in range(self._ipc.num_record_batches):
+            ids = pa.array(np.arange(self._starts[i], self._starts[i + 1], dtype=np.int64)) if with_ids else None
+            yield ids, self._batch(i)
+
+    def _masked(self, filters: Sequence[Filter], query: str | None, deletes=None,
+                with_ids: bool = False) -> Iterator[Any]:
         """Checks and plans now (errors surface at the call), then yields the filtered batches."""
         filters = list(filters or [])
         self._check_filter_columns(filters)
         plan = self._query(filters, query) if (filters or query is not None) else (None, True, False)
-        return self._filtered(filters, plan)
+        return self._filtered(filters, plan, deletes, with_ids)
 
-    def _filtered(self, filters: list[Filter], plan: tuple[Any, bool, bool]) -> Iterator[pa.RecordBatch]:
+    def _filtered(self, filters: list[Filter], plan: tuple[Any, bool, bool], deletes=None,
+                  with_ids: bool = False) -> Iterator[Any]:
+        """Batches (or (row ids, batch) pairs) of the rows matching the plan and the filters
+        exactly, minus deleted rows (deletes: log.delete_logs.SplitDeletes)."""
         rows = self._matching_rows(plan)
-        source = (self._batch(i) for i in range(self._ipc.num_record_batches)) if rows is None \
-            else self._take(rows)
-        for b in source:
+        if deletes is not None and rows is not None:
+            rows = deletes.without_positions(rows)
+        for ids, b in self._source(rows, with_ids or deletes is not None):
+            keep = deletes.keep_mask(b, ids) if deletes is not None else None
             if filters:
-                b = b.filter(arrow_mask(b, filters))
+                m = arrow_mask(b, filters)
+                keep = m if keep is None else pc.and_(keep, m)
+            if keep is not None:
+                b = b.filter(keep)
+                ids = ids.filter(keep) if with_ids else None
             if b.num_rows:
-                yield b
+                yield (ids, b) if with_ids else b
 
     def read(self, filters: Sequence[Filter] | None = None, query: str | None = None,
-             columns: Sequence[str] | None = None, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[pa.RecordBatch]:
-        """Rows satisfying the filters (exactly) and matching the query, in row order."""
+             columns: Sequence[str] | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+             deletes=None) -> Iterator[pa.RecordBatch]:
+        """Rows satisfying the filters (exactly) and matching the query, in row order, without
+        the rows deleted by `deletes` (log.delete_logs.SplitDeletes of this split, or None)."""
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         names = list(columns) if columns is not None else self.schema.names
         self._check_columns(names, "columns")
         schema = pa.schema([self.schema.field(c) for c in names])
-        projected = (b.select(names) for b in self._masked(filters or [], query))
+        projected = (b.select(names) for b in self._masked(filters or [], query, deletes))
         return _rechunk(projected, batch_size, schema)
 
-    def count(self, filters: Sequence[Filter] | None = None, query: str | None = None) -> int:
+    def read_with_row_ids(self, filters: Sequence[Filter] | None = None, query: str | None = None,
+                          deletes=None) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
+        """(row ids, batch of every stored column) of the rows read() returns (deletes work on row ids)."""
+        return self._masked(filters or [], query, deletes, with_ids=True)
+
+    def count(self, filters: Sequence[Filter] | None = None, query: str | None = None, deletes=None) -> int:
         filters = list(filters or [])
-        if not filters and query is None:
-            return self.num_rows
+        dead = int(np.searchsorted(deletes.positions, self.num_rows)) if deletes is not None else 0
+        if not filters and query is None and (deletes is None or deletes.only_positions):
+            return self.num_rows - dead
         self._check_filter_columns(filters)
-        q, exact, _ = plan = self._query(filters, query)
-        if q is not None and exact:
+        q, exact, _ = plan = self._query(filters, query) if (filters or query is not None) else (None, True, False)
+        if q is not None and exact and deletes is not None and deletes.only_positions:
+            rows = self._matching_rows((q, exact, True))   # the matching row ids, minus the deleted ones
+            return len(deletes.without_positions(rows))
+        if q is not None and exact and deletes is None:
             searcher = self._searcher()
             if searcher.num_docs == 0:
                 return 0
             with tantivy_call(f"counting matches in split {self.local_dir}"):
                 return searcher.search(q, 1, count=True).count
-        return sum(b.num_rows for b in self._filtered(filters, plan))
+        return sum(b.num_rows for b in self._filtered(filters, plan, deletes))
 
-    def search_scored(self, query: str, limit: int, filters: Sequence[Filter] | None = None,
-                      columns: Sequence[str] | None = None) -> tuple[list[pa.RecordBatch], list[float]]:
-        """Top `limit` rows by score, best first (filters, if any, are applied after ranking)."""
+    def search_scored(self, query: str, limit: int | None = None, filters: Sequence[Filter] | None = None,
+                      columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows matching the query and the filters (exactly), best first, with a float32 `_score`
+        column; at most `limit` rows (all matches when None).
+
+        The filters narrow the search before ranking (with score 0, so they do not change the
+        ranking); when that narrowing is a superset, top-k is fetched with a growing k until
+        `limit` rows pass the exact check or every match was seen.
+        """
+        import tantivy
+
         filters = list(filters or [])
         names = list(columns) if columns is not None else self.schema.names
         self._check_columns(names, "columns")
-        q, _, _ = self._query(filters, query)
+        self._check_filter_columns(filters)
+        out_schema = pa.schema([self.schema.field(c) for c in names] + [pa.field(SCORE_COLUMN, pa.float32())])
+        by_lower = {c.lower(): c for c in self.schema.names}
+        filter_cols = {by_lower[c.strip("`").lower()] for f in filters for c in columns_of(f)}
+        needed = names + sorted(filter_cols - set(names))
+        if limit is not None and limit <= 0:
+            return out_schema.empty_table()
+        user = self.parse_query(query)
+        narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
+        q = user if narrow is None else tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, user), (tantivy.Occur.Must, tantivy.Query.const_score_query(narrow, 0.0))])
         searcher = self._searcher()
-        if limit <= 0 or searcher.num_docs == 0 or q is None:
-            return [], []
-        with tantivy_call(f"searching split {self.local_dir}"):
-            res = searcher.search(q, limit, count=False)
-            addrs = [a for _, a in res.hits]
-            scores = [float(s) for s, _ in res.hits]
-            rows = searcher.fast_field_values(ROW_FIELD, addrs) if addrs else []
+        n = searcher.num_docs
+        if n == 0:  # search(limit=0) panics
+            return out_schema.empty_table()
+        want = n if limit is None else min(limit, n)
+        k = want if (exact or not filters) else min(n, max(2 * want, 64))
+        while True:
+            with tantivy_call(f"searching split {self.local_dir}"):
+                hits = searcher.search(q, k, count=False).hits
+                scores = [h[0] for h in hits]
+                rows = searcher.fast_field_values(ROW_FIELD, [h[1] for h in hits]) if hits else []
+            table = self._rows_in_order(rows, needed)
+            table = table.append_column(SCORE_COLUMN, pa.array(scores, pa.float32()))
+            if filters:
+                table = table.filter(arrow_mask(table, filters))
+            if table.num_rows >= want or len(hits) < k or k >= n:
+                table = table.select(names + [SCORE_COLUMN])
+                return table.slice(0, want) if limit is not None else table
+            k = min(n, 4 * k)
+
+    def _rows_in_order(self, rows: list[int], names: Sequence[str]) -> pa.Table:
+        """The rows with these ids, in the given order (gathered in row order, then permuted)."""
+        schema = pa.schema([self.schema.field(c) for c in names])
         if not rows:
-            return [], []
-        order = sorted(range(len(rows)), key=lambda i: rows[i])
-        taken = pa.Table.from_batches(list(self._take([rows[i] for i in order])), schema=self.schema)
-        # back to score order
-        position = [0] * len(order)
-        for pos, i in enumerate(order):
-            position[i] = pos
-        table = taken.take(pa.array(position, pa.int64()))
-        if filters:
-            keep = arrow_mask(table, filters)
-            scores = [s for s, k in zip(scores, keep.to_pylist()) if k]
-            table = table.filter(keep)
-        table = table.select(names)
-        return table.combine_chunks().to_batches(), scores
+            return schema.empty_table()
+        ids = pa.array(rows, pa.int64())
+        if max(rows) >= self.num_rows:
+            from ..errors import SplitFormatError
+
+            raise SplitFormatError(f"split directory {self.local_dir}: index row id {max(rows)} is beyond the "
+                                   f"{self.num_rows} stored rows")
+        order = pc.sort_indices(ids)
+        sorted_ids = ids.take(order).to_pylist()
+        taken = pa.Table.from_batches([b.select(names) for b in self._take(sorted_ids)], schema=schema)
+        # taken[i] is row sorted_ids[i] = rows[order[i]]: invert the permutation
+        inverse = pc.sort_indices(order)
+        return taken.take(inverse)
+
+    def snippets(self, query: str, column: str, values: pa.Array, max_chars: int = 150) -> pa.Array:
+        """HTML snippets (`<b>` around matched terms) of `values` of a string column for the
+        query; null where the value has no match."""
+        import tantivy
+
+        spec = self._specs_by_name.get(column)
+        field = spec.value_field if spec is not None else None
+        if field is None or field.type != "text":
+            searchable = sorted(s.name for s in self.specs if s.value_field is not None and s.value_field.type == "text")
+            raise SchemaMismatchError(f"snippet column {column!r} is not an indexed string column of split "
+                                      f"{self.local_dir} (string columns: {searchable})")
+        q = self.parse_query(query)
+        searcher = self._searcher()
+        with tantivy_call(f"building snippets of column {column!r} in split {self.local_dir}"):
+            gen = tantivy.SnippetGenerator.create(searcher, q, self.index.schema, field.name)
+            gen.set_max_num_chars(max_chars)
+            out: list[str | None] = []
+            for v in values.to_pylist():   # per row: only the rows a search returns
+                if v is None:
+                    out.append(None)
+                    continue
+                doc = tantivy.Document()
+                doc.add_text(field.name, v)
+                snippet = gen.snippet_from_doc(doc)
+                out.append(snippet.to_html() if snippet.highlighted() else None)
+        return pa.array(out, pa.string())

@@ -74,6 +74,9 @@ class ColumnSpec:
     # Set per split by the reader: some raw terms of this column were cut to Tantivy's term
     # length limit, so pattern (regex) narrowing on the exact field would miss rows.
     terms_truncated: bool = False
+    # Set per split by the reader: every token of this text column was indexed (none dropped for
+    # length), so fragments of a substring pattern may narrow through term regexes (text.py).
+    fully_tokenized: bool = False
 
     @property
     def exact_field(self) -> IndexedField | None:
@@ -417,6 +420,11 @@ def with_truncated_terms(specs: Iterable[ColumnSpec], columns: Iterable[str]) ->
     return [replace(s, terms_truncated=True) if s.name in cols else s for s in specs]
 
 
+def with_fully_tokenized(specs: Iterable[ColumnSpec], columns: Iterable[str]) -> list[ColumnSpec]:
+    cols = set(columns)
+    return [replace(s, fully_tokenized=True) if s.name in cols else s for s in specs]
+
+
 # ---------------------------------------------------------------------------------------------
 # Arrow
 
@@ -487,5 +495,5 @@ __all__ = [
     "validate_schema", "column_specs", "doc_mapping_json", "doc_mapping_from_specs", "specs_from_doc_mapping",
     "tantivy_schema", "arrow_type", "arrow_schema", "atomic_kind", "type_name", "decimal_precision_scale",
     "format_partition_value", "parse_partition_value", "partition_path", "partition_value_array",
-    "specs_by_name", "with_truncated_terms",
+    "specs_by_name", "with_truncated_terms", "with_fully_tokenized",
 ]
