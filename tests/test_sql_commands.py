@@ -73,9 +73,9 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
 
     # The same commands as table functions.
     row = spark.sql(f"SELECT * FROM indextables_describe_state('{path}')").collect()[0]
-    assert row.num_files == 2 and row.table_version == t.version() + 1
+    assert row.num_files == 2 and row.table_version == t.version()
     n_log = spark.sql(f"SELECT count(*) AS n FROM indextables_describe_transaction_log('{path}', true)").collect()[0].n
-    assert n_log == log_df.count() + 3                     # + the drop's commit info and two removes
+    assert n_log == log_df.count() + 2                     # + the drop's commit info and its remove
     dry = spark.sql(f"SELECT * FROM indextables_purge(path => '{path}', dry_run => true)").collect()[0]
     assert dry.status == "DRY_RUN" and dry.retention_hours == 168.0
     _write(spark, path, start=1000, tasks=2)
