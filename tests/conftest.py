@@ -17,7 +17,8 @@ Fixtures:
   cloud_backend    (function; params "s3", "azure") -> StorageTarget, same as above.
   s3_endpoint, s3_bucket, s3_options            (session) endpoint URL, a bucket made for this
                                                 session, base options (credentials, endpoint).
-  azure_connection_string, azure_container, azure_options   (session) likewise for Azurite.
+  azure_connection_string, azure_endpoint, azure_container, azure_options   (session) likewise
+                                                for Azurite.
   spark            (session) local[2] SparkSession with indextables registered.
 """
 from __future__ import annotations
@@ -135,6 +136,12 @@ def s3_bucket(s3_endpoint: str) -> str:
 @pytest.fixture(scope="session")
 def azure_connection_string() -> str:
     return _emulator_env(ENV_AZURE_CONNECTION_STRING, "Azure")
+
+
+@pytest.fixture(scope="session")
+def azure_endpoint(azure_connection_string: str) -> str:
+    """Azurite's blob endpoint, e.g. http://127.0.0.1:PORT/devstoreaccount1."""
+    return _emulator_env(ENV_AZURE_ENDPOINT, "Azure")
 
 
 @pytest.fixture(scope="session")

@@ -397,7 +397,7 @@ def test_credentials_in_the_path_are_refused_without_echoing_them():
     assert redact_uri("s3://a:b@bucket/p?x=1") == "s3://***@bucket/p"
 
 
-def test_s3_option_errors_name_the_option(s3_endpoint: str):
+def test_s3_option_errors_name_the_option():
     with pytest.raises(InvalidOptionError, match="aws.secretKey"):
         open_storage("s3://bucket/t", {"spark.indextables.aws.accessKey": "AKIA"})
     with pytest.raises(InvalidOptionError, match="multipartPartSize"):
@@ -425,8 +425,8 @@ def test_s3_uri_forms(s3_bucket: str, s3_options: dict[str, str]):
     assert whole_bucket.read("forms/k") == b"v"
 
 
-def test_azure_uri_forms_and_credentials(azure_container: str, azure_connection_string: str):
-    endpoint = os.environ["INDEXTABLES_TEST_AZURE_ENDPOINT"]
+def test_azure_uri_forms_and_credentials(azure_container: str, azure_connection_string: str, azure_endpoint: str):
+    endpoint = azure_endpoint
     cs = open_storage(f"az://{azure_container}/forms", {"azure.connectionString": azure_connection_string})
     assert isinstance(cs, AzureStorage) and cs.credential_kind == "connection-string"
     cs.put("k", b"v")
@@ -463,7 +463,7 @@ def test_azure_uri_forms_and_credentials(azure_container: str, azure_connection_
     assert AZURITE_KEY[:-4] not in str(info.value)
 
 
-def test_azure_option_errors_name_the_option(azure_connection_string: str):
+def test_azure_option_errors_name_the_option():
     with pytest.raises(InvalidOptionError, match="does not name a storage account"):
         open_storage("az://container/t", {})
     with pytest.raises(InvalidOptionError, match="'other'"):

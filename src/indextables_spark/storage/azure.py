@@ -47,7 +47,6 @@ from .retry import (
     download_in_chunks,
     error_code,
     http_status,
-    is_transient,
     redact_uri,
 )
 
@@ -212,7 +211,8 @@ class AzureStorage(Storage):
         if "transport" not in kwargs:
             kwargs["transport"] = _pooled_transport(self.max_connections, self.connect_timeout_s, self.read_timeout_s)
         service = BlobServiceClient(account_url=self.endpoint, credential=credential, **kwargs)
-        log.debug("Azure client for %s (endpoint %s, credential %s)", self.uri, self.endpoint, self._credential_kind)
+        log.debug("Azure client for %s (endpoint %s, credential %s)", self.uri, redact_uri(self.endpoint),
+                  self._credential_kind)
         return service.get_container_client(self.container)
 
     def _blob_name(self, key: str) -> str:

@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from ..errors import InvalidOptionError, StorageError
+from .base import check_key
+
 if TYPE_CHECKING:
     from .base import Storage
 
@@ -147,8 +150,6 @@ class RetryPolicy:
     def from_options(cls, options: Any) -> "RetryPolicy":
         """From `storage.retry.maxAttempts` (5), `storage.retry.baseDelayMs` (100) and
         `storage.retry.maxDelayMs` (5000)."""
-        from ..errors import InvalidOptionError
-
         max_attempts = options.get_int("storage.retry.maxAttempts", DEFAULT_MAX_ATTEMPTS)
         base = options.get_int("storage.retry.baseDelayMs", DEFAULT_BASE_DELAY_MS)
         cap = options.get_int("storage.retry.maxDelayMs", DEFAULT_MAX_DELAY_MS)
@@ -249,16 +250,12 @@ def check_prefix(prefix: str) -> str:
     """A listing prefix relative to the root ('' = everything); refuses prefixes that escape it."""
     if not prefix:
         return ""
-    from .base import check_key
-
     norm = check_key(prefix)  # raises PathEscapeError for absolute or escaping prefixes
     return norm + "/" if prefix.endswith("/") else norm
 
 
 def download_in_chunks(storage: "Storage", key: str, size: int, local_path: str, chunk: int) -> None:
     """Write an object to local_path through ranged reads (each retried on its own), atomically."""
-    from ..errors import StorageError
-
     directory = os.path.dirname(os.path.abspath(local_path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".download-", dir=directory)

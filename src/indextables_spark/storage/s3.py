@@ -42,7 +42,6 @@ from .retry import (
     download_in_chunks,
     error_code,
     http_status,
-    is_transient,
     redact_uri,
 )
 
@@ -183,7 +182,8 @@ class S3Storage(Storage):
         client = session.client("s3", endpoint_url=self.endpoint, config=config)
         for event, handler in self._event_handlers:
             client.meta.events.register(event, handler)
-        log.debug("S3 client for %s (endpoint %s, region %s)", self.uri, self.endpoint or "AWS", region)
+        log.debug("S3 client for %s (endpoint %s, region %s)", self.uri,
+                  redact_uri(self.endpoint) if self.endpoint else "AWS", region)
         return client
 
     def _object_key(self, key: str) -> str:
@@ -218,8 +218,6 @@ class S3Storage(Storage):
             )
         if status == 404 or code in ("NoSuchKey", "NotFound", "404"):
             return FileNotFoundInStorageError(f"file not found: {where}")
-        if status is not None:
-            return StorageError(f"cannot {op} {where}: {describe_exception(e)}{after}: {detail}")
         return StorageError(f"cannot {op} {where}: {describe_exception(e)}{after}: {detail}")
 
     # -- Storage -------------------------------------------------------------------------------
