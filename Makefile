@@ -3,7 +3,7 @@
 #   make demo              venv + install + run examples/quickstart.py
 #   make test              venv + install + Azurite, start moto S3 and Azurite, run the whole
 #                          pytest suite against them, stop them (always); exit code = pytest's
-#   make test PYTEST_ARGS="-k storage -x"      pass arguments to pytest
+#   make test TESTS=tests/test_storage.py PYTEST_ARGS="-x -k azure"   a subset, extra pytest args
 #   make install           create .venv and install the package with its test extras
 #   make emulators-start   start moto S3 + Azurite in the background (then: source .emulators/state/env.sh)
 #   make emulators-stop    stop them
@@ -21,6 +21,7 @@ VENV := .venv
 VENV_PY := $(VENV)/bin/python
 STAMP := $(VENV)/.indextables-installed
 AZURITE := .emulators/node_modules/.bin/azurite-blob
+TESTS ?= tests
 PYTEST_ARGS ?=
 
 # PySpark workers must run the venv's Python (it has the package and its dependencies).
@@ -54,7 +55,7 @@ emulators-install: $(AZURITE)
 
 test: install emulators-install
 	@command -v java >/dev/null || { echo "make test: java (17) is not on PATH; PySpark needs it" >&2; exit 1; }
-	VENV_PYTHON=$(abspath $(VENV_PY)) scripts/emulators.sh run -- $(VENV_PY) -m pytest tests $(PYTEST_ARGS)
+	VENV_PYTHON=$(abspath $(VENV_PY)) scripts/emulators.sh run -- $(VENV_PY) -m pytest $(PYTEST_ARGS) $(TESTS)
 
 emulators-start: install emulators-install
 	VENV_PYTHON=$(abspath $(VENV_PY)) scripts/emulators.sh start
