@@ -216,10 +216,10 @@ def test_state_with_newer_protocol_version_is_refused(tmp_path):
 def test_unknown_reader_feature_is_refused(tmp_path):
     t = legacy_table(tmp_path, protocol=Protocol(4, 4, ["avroState"], ["avroState"]))
     with open(os.path.join(logdir(t), f"{t.version() + 1:020d}.json"), "w") as f:
-        f.write(json.dumps(action_to_json(Protocol(4, 4, ["avroState", "deletionLogs"], ["avroState"]))) + "\n")
-    with pytest.raises(ProtocolVersionError, match="deletionLogs"):
+        f.write(json.dumps(action_to_json(Protocol(4, 4, ["avroState", "rowTracking"], ["avroState"]))) + "\n")
+    with pytest.raises(ProtocolVersionError, match="rowTracking"):
         t.snapshot()
-    with pytest.raises(ProtocolVersionError, match="deletionLogs"):
+    with pytest.raises(ProtocolVersionError, match="rowTracking"):
         t.checkpoint()
     assert not t.log.listing().state_manifests  # nothing was written
 

@@ -130,17 +130,27 @@ class IndexTable:
         return rows
 
     def count(self, query: str | None = None, partition_filter: str | None = None) -> int:
-        """Row count; from the log's numRecords when there is no query."""
-        if query is None:
-            files = self.files(partition_filter)
-            missing = [f.path for f in files if f.num_records is None]
-            if not missing:
-                return sum(f.num_records or 0 for f in files)
+        """Row count without deleted rows; from the log's numRecords when there is no query (splits
+        with only positional deletes are not opened either)."""
+        snap = self.log.scan(partition_filter)[0] if partition_filter else self.snapshot()
+        files = snap.files
+        if query is None and not snap.delete_logs and all(f.num_records is not None for f in files):
+            return sum(f.num_records or 0 for f in files)
         from .split.search import count_matches
 
-        snap = self.snapshot()
-        files = self.files(partition_filter)
         return count_matches(self.storage, snap, files, query, self.options)
+
+    def delete(self, where: str | None = None, query: str | None = None, kind: str = "auto",
+               resolver: str = "merge") -> int:
+        """Row-level DELETE of the rows matching `where` (SQL-like predicate over any columns, e.g.
+        "region = 'eu' AND views < 10"; `_indexall = '<query>'` for a full-text condition) and/or
+        the full-text `query`; returns the new version (the current one when nothing matched).
+        kind: "auto" (positional, or primary_key for `<key> = / IN` on the declared key column
+        spark.indextables.indexing.primaryKey), "positional", "equality", "primary_key".
+        See commands/delete.py."""
+        from .commands import delete
+
+        return delete.delete(self.log, where, query, kind, resolver).version
 
     # ---- maintenance commands (commands/; the same operations as the SQL texts and the CLI) -----
     def merge_splits(self, where: str | None = None, target_size: int | str | None = None,

@@ -58,6 +58,10 @@ def execute(cmd: p.Command, options: Options | dict | None = None, spark=None,
         return _one(results.TRUNCATE_TIME_TRAVEL, res)
     if isinstance(cmd, p.DropPartitions):
         return _one(results.DROP_PARTITIONS, partitions.drop_partitions(_log(cmd.path, opts), cmd.where))
+    if isinstance(cmd, p.Delete):
+        from . import delete
+
+        return _one(results.DELETE, delete.delete(_log(cmd.path, opts), cmd.where).to_dict())
     if isinstance(cmd, p.RepairTransactionLog):
         return _one(results.REPAIR, repair.repair_transaction_log(cmd.source, cmd.target, opts, progress))
     raise TypeError(f"not an indextables command: {cmd!r}")

@@ -15,6 +15,7 @@ trailing `;` is allowed. Grammar:
                             [TRANSACTION LOG RETENTION <n> DAYS|HOURS] [DRY RUN]
     TRUNCATE INDEXTABLES TIME TRAVEL <path> [DRY RUN]
     DROP INDEXTABLES PARTITIONS FROM <path> WHERE <partition predicate>
+    DELETE FROM INDEXTABLES <path> WHERE <predicate over any columns>   (commands/delete.py)
     REPAIR INDEXFILES TRANSACTION LOG <path>/_transaction_log AT LOCATION <path>
 
 (DESC for DESCRIBE; the optional clauses in any order, each at most once.) A WHERE predicate is
@@ -107,8 +108,14 @@ class RepairTransactionLog:
     target: str
 
 
+@dataclass(frozen=True)
+class Delete:
+    path: str
+    where: str
+
+
 Command = (Checkpoint | Compact | DescribeState | DescribeTransactionLog | MergeSplits | Purge
-           | TruncateTimeTravel | DropPartitions | RepairTransactionLog)
+           | TruncateTimeTravel | DropPartitions | RepairTransactionLog | Delete)
 
 
 # ---- tokens ----------------------------------------------------------------------------------
@@ -316,6 +323,14 @@ class _Parser:
             self.expect("AT")
             self.expect("LOCATION")
             cmd = RepairTransactionLog(src, self.path("the quoted target location"))
+        elif head.is_word("DELETE") and nxt.is_word("FROM") and self.peek(2).is_word(*TABLE_WORDS):
+            self.next(), self.next(), self.next()
+            path = self.path()
+            t = self.peek()
+            if not t.is_word("WHERE"):
+                raise self.error(f"DELETE FROM INDEXTABLES needs a WHERE clause, found {t.describe()}", t)
+            self.next()
+            cmd = Delete(path, self.predicate(()))
         else:
             return None
         self.end()
@@ -412,7 +427,7 @@ class _Parser:
 
 _OURS = re.compile(
     r"^\s*(?:CHECKPOINT|COMPACT|PURGE|MERGE\s+SPLITS|(?:DESCRIBE|DESC|TRUNCATE|DROP)\s+INDEXTABLES?"
-    r"|REPAIR\s+(?:INDEXFILES|INDEXTABLES?))(?![A-Za-z0-9_])",
+    r"|REPAIR\s+(?:INDEXFILES|INDEXTABLES?)|DELETE\s+FROM\s+INDEXTABLES?)(?![A-Za-z0-9_])",
     re.IGNORECASE,
 )
 

@@ -186,6 +186,14 @@ DROP_PARTITIONS = _spec(
     ("records_removed", pa.int64()), ("partitions", STR_LIST),
 )
 
+DELETE = _spec(
+    "DELETE",
+    ("table_path", pa.string()), ("status", pa.string()), ("version", pa.int64()), ("read_version", pa.int64()),
+    ("kind", pa.string()), ("predicate", pa.string()), ("delete_logs", pa.int64()), ("deleted_rows", pa.int64()),
+    ("removed_splits", pa.int64()), ("splits_scanned", pa.int64()), ("splits_total", pa.int64()),
+    ("duration_ms", pa.float64()),
+)
+
 REPAIR = _spec(
     "REPAIR TRANSACTION LOG",
     ("source_path", pa.string()), ("target_path", pa.string()), ("status", pa.string()),

@@ -270,7 +270,110 @@ class CommitInfo:
         )
 
 
-Action = AddFile | RemoveFile | Protocol | Metadata | SkipAction | CommitInfo
+# Delete log kinds, with the spec's type numbers (manifest-extension-plan.md "DeltaLog").
+PRIMARY_KEY, POSITIONAL, EQUALITY = "PRIMARY_KEY", "POSITIONAL", "EQUALITY"
+DELETE_LOG_KINDS = {PRIMARY_KEY: 0, POSITIONAL: 1, EQUALITY: 2}
+
+
+@dataclass
+class DeleteLog:
+    """A delete log file (`_delete_logs/<uuid>.dlog`, see log/delete_logs.py) marking rows deleted.
+
+    POSITIONAL: row ids of one split (`split_path`). EQUALITY / PRIMARY_KEY: value tuples of
+    `columns` (PRIMARY_KEY: the one declared key column). A log applies to the rows of the live
+    splits added before it (addedAtVersion < the log's addedAtVersion), so rows written later with
+    the same values stay visible."""
+
+    path: str
+    kind: str
+    num_entries: int
+    size: int
+    split_path: str | None = None
+    columns: list[str] | None = None
+    format_version: int = 1
+    added_at_version: int | None = None
+    added_at_timestamp: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in DELETE_LOG_KINDS:
+            raise CorruptStateError(f"delete log {self.path}: unknown kind {self.kind!r} "
+                                    f"(expected one of {sorted(DELETE_LOG_KINDS)})")
+        if (self.kind == POSITIONAL) != (self.split_path is not None):
+            raise CorruptStateError(f"delete log {self.path}: a {self.kind} log "
+                                    f"{'needs' if self.kind == POSITIONAL else 'has no'} splitPath")
+        if self.kind != POSITIONAL and not self.columns:
+            raise CorruptStateError(f"delete log {self.path}: a {self.kind} log needs its columns")
+
+    def to_json(self) -> dict[str, Any]:
+        return _drop_none(
+            {
+                "path": self.path,
+                "kind": self.kind,
+                "numEntries": int(self.num_entries),
+                "size": int(self.size),
+                "splitPath": self.split_path,
+                "columns": list(self.columns) if self.columns is not None else None,
+                "formatVersion": int(self.format_version),
+                "addedAtVersion": self.added_at_version,
+                "addedAtTimestamp": self.added_at_timestamp,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "DeleteLog":
+        try:
+            return cls(
+                path=d["path"],
+                kind=d["kind"],
+                num_entries=int(d["numEntries"]),
+                size=int(d.get("size") or 0),
+                split_path=d.get("splitPath"),
+                columns=list(d["columns"]) if d.get("columns") is not None else None,
+                format_version=int(d.get("formatVersion", 1)),
+                added_at_version=d.get("addedAtVersion"),
+                added_at_timestamp=d.get("addedAtTimestamp"),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptStateError(f"invalid deleteLog action {str(d)[:200]}: {e!r}") from None
+
+
+@dataclass
+class StatsFiles:
+    """Auxiliary per-split files listed under a key (manifest-extension-plan.md "Stats"), e.g.
+    "bloomfilter". A file belongs to the split of the same name (`<stem>.split` ↔ `<stem>.<ext>`)
+    and lives as long as that split."""
+
+    key: str
+    files: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "files": list(self.files)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "StatsFiles":
+        try:
+            return cls(key=str(d["key"]), files=[str(f) for f in d["files"]])
+        except (KeyError, TypeError) as e:
+            raise CorruptStateError(f"invalid statsFiles action {str(d)[:200]}: {e!r}") from None
+
+
+def stats_file_for(split_path: str, ext: str) -> str:
+    """The per-split stats file of a split: `a/splits/split-x.split` + "bloom" → `a/splits/split-x.bloom`."""
+    stem, dot, split_ext = split_path.rpartition(".")
+    if not dot or split_ext != "split":
+        raise CorruptStateError(f"split path {split_path!r} does not end in .split; it cannot have stats files")
+    return f"{stem}.{ext}"
+
+
+def split_of_stats_file(path: str) -> str:
+    """The split a per-split stats file belongs to: `a/splits/split-x.bloom` → `a/splits/split-x.split`."""
+    stem, dot, ext = path.rpartition(".")
+    if not dot or not stem or "/" in ext or ext == "split":
+        raise CorruptStateError(f"stats file {path!r} is not named after its split (<split stem>.<ext>)")
+    return stem + ".split"
+
+
+Action = AddFile | RemoveFile | Protocol | Metadata | SkipAction | CommitInfo | DeleteLog | StatsFiles
 
 _WIRE_KEY = {
     AddFile: "add",
@@ -279,6 +382,8 @@ _WIRE_KEY = {
     Metadata: "metaData",
     SkipAction: "mergeskip",
     CommitInfo: "commitInfo",
+    DeleteLog: "deleteLog",
+    StatsFiles: "statsFiles",
 }
 _FROM_WIRE = {v: k for k, v in _WIRE_KEY.items()}
 

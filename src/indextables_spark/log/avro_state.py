@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConcurrentModificationError, CorruptStateError, FileNotFoundInStorageError
-from .actions import Metadata, Protocol, SkipAction
+from .actions import DeleteLog, Metadata, Protocol, SkipAction, split_of_stats_file
 from .doc_mapping import doc_mapping_hash
 from .file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
 from .manifest import decode_unit, encode_manifest, manifest_info, new_manifest_key, partition_value_column, plan_manifest
@@ -114,6 +114,12 @@ def load_avro_state(log_: "TransactionLog", version: int, key: str) -> "BaseStat
         except json.JSONDecodeError as e:
             raise CorruptStateError(f"{where}: skip action is not valid JSON ({e.msg})") from None
         skips[sk.path] = sk
+    delete_logs = []
+    for d in sm.delete_logs:
+        try:
+            delete_logs.append(DeleteLog.from_json(json.loads(d)))
+        except json.JSONDecodeError as e:
+            raise CorruptStateError(f"{where}: delete log entry is not valid JSON ({e.msg})") from None
     cfg = StateConfig.from_options(log_.options)
 
     def loader(predicate, min_added_version, stats):
@@ -135,6 +141,8 @@ def load_avro_state(log_: "TransactionLog", version: int, key: str) -> "BaseStat
         state_key=key,
         loader=loader,
         timestamp=sm.created_at,
+        delete_logs=delete_logs,
+        stats_files={k: list(v) for k, v in sm.stats_files.items()},
     )
 
 
@@ -409,7 +417,7 @@ class _Writer:
 
 
 def _state_manifest(version, files_count, total_bytes, manifests, tombstones, registry, protocol, metadata, skips,
-                    distinct_prefix: int = 0) -> StateManifest:
+                    delete_logs, stats_files, distinct_prefix: int = 0) -> StateManifest:
     return StateManifest(
         distinct_prefix_manifests=distinct_prefix,
         state_version=version,
@@ -423,6 +431,8 @@ def _state_manifest(version, files_count, total_bytes, manifests, tombstones, re
         metadata=json.dumps({"metaData": metadata.to_json()}, separators=(",", ":")),
         protocol=json.dumps(protocol.to_json(), separators=(",", ":")),
         skip_actions=[json.dumps(s.to_json(), separators=(",", ":")) for s in skips.values()],
+        delete_logs=[json.dumps(d.to_json(), separators=(",", ":")) for d in delete_logs],
+        stats_files={k: list(v) for k, v in stats_files.items() if v},
     )
 
 
@@ -572,7 +582,7 @@ def _build_state(log_, version: int, base, cfg: StateConfig, compact: bool, list
     registry = _registry_for(delta.registry, metadata, sm0.schema_registry)
     sm = _state_manifest(
         version, sm0.num_files + len(delta.added) - removed_count, sm0.total_bytes + added_bytes - removed_bytes,
-        manifests, tombstones, registry, protocol, metadata, delta.skips,
+        manifests, tombstones, registry, protocol, metadata, delta.skips, delta.delete_logs, delta.stats_files,
         distinct_prefix=min(sm0.distinct_prefix_manifests, len(sm0.manifests)),
     )
     result.num_files, result.total_bytes = sm.num_files, sm.total_bytes
@@ -602,8 +612,9 @@ def _build_compacted(log_, version: int, cfg: StateConfig, reason: str, base):
     writer = _Writer(log_.storage, cfg, list(metadata.partition_columns))
     manifests = writer.write_chunks(files) if files.num_rows else []
     total = int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
+    delete_logs, stats_files = live_extras(snap.delete_logs, snap.stats_files, files)
     sm = _state_manifest(version, files.num_rows, total, manifests, [], registry, protocol, metadata, snap.skips,
-                         distinct_prefix=len(manifests))
+                         delete_logs, stats_files, distinct_prefix=len(manifests))
     result = StateWriteResult(
         version=version, state_dir=state_dir_name(version), compacted=True, reason=reason,
         num_files=files.num_rows, total_bytes=total, num_manifests=len(manifests), num_tombstones=0,
@@ -611,6 +622,24 @@ def _build_compacted(log_, version: int, cfg: StateConfig, reason: str, base):
         base_version=base.version if base is not None else None, written_keys=list(writer.keys),
     )
     return result, sm, writer
+
+
+def live_extras(delete_logs: list[DeleteLog], stats_files: dict[str, list[str]],
+                files: pa.Table) -> tuple[list[DeleteLog], dict[str, list[str]]]:
+    """The delete logs and stats files that still concern a live split (compaction drops the rest)."""
+    from .delete_logs import live_delete_logs
+
+    logs = live_delete_logs(delete_logs, files)
+    stats: dict[str, list[str]] = {}
+    for key, names in stats_files.items():
+        if not names:
+            continue
+        owners = pa.array([split_of_stats_file(f) for f in names], pa.string())
+        live = pc.is_in(owners, value_set=files.column("path")).to_pylist() if files.num_rows else [False] * len(names)
+        kept = [f for f, ok in zip(names, live) if ok]
+        if kept:
+            stats[key] = kept
+    return logs, stats
 
 
 def is_clean(sm: StateManifest, cfg: StateConfig, partition_columns: list[str]) -> bool:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import VersionNotFoundError
-from .actions import AddFile, RemoveFile
+from .actions import AddFile, DeleteLog, RemoveFile
 from .file_entries import FILE_ENTRY_SCHEMA, table_to_add_files
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ class ChangeSet:
     adds_table: pa.Table              # FileEntry rows, live at `version`, added after since_version
     removes: list[RemoveFile] = field(default_factory=list)
     stats: "ScanStats | None" = None
+    delete_logs: list[DeleteLog] = field(default_factory=list)   # row-level deletes committed after since_version
 
     @cached_property
     def adds(self) -> list[AddFile]:
@@ -32,7 +33,7 @@ class ChangeSet:
 
     @property
     def is_empty(self) -> bool:
-        return self.adds_table.num_rows == 0 and not self.removes
+        return self.adds_table.num_rows == 0 and not self.removes and not self.delete_logs
 
 
 def changes_since(log_: "TransactionLog", since_version: int, timestamp_ms: int | None = None) -> ChangeSet:
@@ -61,13 +62,15 @@ def changes_since(log_: "TransactionLog", since_version: int, timestamp_ms: int 
             keep = pc.and_(keep, pc.greater(files.column("addedAtTimestamp"), timestamp_ms))
         files = files.filter(keep)
     removes: list[RemoveFile] = []
+    delete_logs: list[DeleteLog] = []
     for v in range(first, latest + 1):
         acts = log_.read_actions(v)
         if timestamp_ms is not None and log_.commit_timestamp(v, acts) <= timestamp_ms:
             continue
         removes.extend(a for a in acts if isinstance(a, RemoveFile))
+        delete_logs.extend(a for a in acts if isinstance(a, DeleteLog))
     stats.version_files_read = latest - first + 1
-    return ChangeSet(latest, since_version, files, removes, stats)
+    return ChangeSet(latest, since_version, files, removes, stats, delete_logs)
 
 
 def changes_since_timestamp(log_: "TransactionLog", timestamp_ms: int) -> ChangeSet:

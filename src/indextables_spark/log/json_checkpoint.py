@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptStateError, FileNotFoundInStorageError
-from .actions import Action, AddFile, Metadata, Protocol, RemoveFile, SkipAction
+from .actions import Action, AddFile, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, StatsFiles
 from .codec import decode_actions, decode_text, encode_actions
 from .doc_mapping import doc_mapping_hash
 from .file_entries import add_files_to_table
@@ -105,6 +105,8 @@ def load_json_checkpoint(
     adds: dict[str, AddFile] = {}
     skips: dict[str, SkipAction] = {}
     registry: dict[str, str] = {}
+    delete_logs: list[DeleteLog] = []
+    stats: dict[str, list[str]] = {}
     for a in actions:
         if isinstance(a, AddFile):
             if a.doc_mapping_json and not a.doc_mapping_ref:
@@ -123,6 +125,10 @@ def load_json_checkpoint(
             registry.update(a.doc_mappings)
         elif isinstance(a, SkipAction):
             skips[a.path] = a
+        elif isinstance(a, DeleteLog):
+            delete_logs.append(a)
+        elif isinstance(a, StatsFiles):
+            stats.setdefault(a.key, []).extend(a.files)
     where = log_.storage.full_uri(checkpoint_key(version))
     if protocol is None or metadata is None:
         raise CorruptStateError(f"{where}: checkpoint has no {'protocol' if protocol is None else 'metaData'} action")
@@ -137,6 +143,8 @@ def load_json_checkpoint(
         skips=skips,
         schema_registry=registry,
         source=fmt,
+        delete_logs=delete_logs,
+        stats_files=stats,
     )
 
 
@@ -144,7 +152,11 @@ def write_json_checkpoint(log_: "TransactionLog", snap: "Snapshot") -> LastCheck
     """Write `<v>.checkpoint.json` (all live state as actions) and point `_last_checkpoint` at it."""
     storage = log_.storage
     files = snap.files
-    actions: list[Action] = [snap.protocol_action, snap.metadata_action, *files, *snap.skips.values()]
+    from .avro_state import live_extras
+
+    delete_logs, stats = live_extras(snap.delete_logs, snap.stats_files, snap.files_table)
+    actions: list[Action] = [snap.protocol_action, snap.metadata_action, *files, *snap.skips.values(), *delete_logs,
+                             *(StatsFiles(k, v) for k, v in stats.items())]
     compress = log_.options.get_bool("transaction.compression.enabled", True)
     key = checkpoint_key(snap.version)
     if not storage.put_if_absent(key, encode_actions(actions, compress)):

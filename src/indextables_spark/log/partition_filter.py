@@ -144,16 +144,16 @@ class _Tok:
     pos: int
 
 
-def _tokenize(text: str) -> list[_Tok]:
+def _tokenize(text: str, what: str = "partition filter") -> list[_Tok]:
     out: list[_Tok] = []
     pos = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m:
             if text[pos] == "'":
-                raise PartitionFilterError(f"partition filter {text!r}: unterminated string starting at position {pos}")
+                raise PartitionFilterError(f"{what} {text!r}: unterminated string starting at position {pos}")
             raise PartitionFilterError(
-                f"partition filter {text!r}: unexpected character {text[pos]!r} at position {pos}"
+                f"{what} {text!r}: unexpected character {text[pos]!r} at position {pos}"
             )
         kind = m.lastgroup
         raw = m.group()
@@ -178,9 +178,12 @@ def _tokenize(text: str) -> list[_Tok]:
 
 
 class _Parser:
-    def __init__(self, text: str, columns: Mapping[str, str]):
+    def __init__(self, text: str, columns: Mapping[str, str], what: str = "partition filter",
+                 column_kind: str = "partition column"):
         self.text = text
-        self.toks = _tokenize(text)
+        self.what = what                  # names the text in errors
+        self.column_kind = column_kind    # what the known columns are ("partition column", "column")
+        self.toks = _tokenize(text, what)
         self.i = 0
         self.columns = columns
         self._lower = {c.lower(): c for c in columns}
@@ -188,7 +191,7 @@ class _Parser:
     def error(self, msg: str, tok: _Tok | None = None) -> PartitionFilterError:
         tok = tok or self.peek()
         where = "end of input" if tok.kind == "end" else f"position {tok.pos}"
-        return PartitionFilterError(f"partition filter {self.text!r}: {msg} at {where}")
+        return PartitionFilterError(f"{self.what} {self.text!r}: {msg} at {where}")
 
     def peek(self) -> _Tok:
         return self.toks[self.i]
@@ -255,8 +258,8 @@ class _Parser:
         if not name:
             known = ", ".join(self.columns) or "none"
             raise PartitionFilterError(
-                f"partition filter {self.text!r}: column {t.value!r} at position {t.pos} is not a partition "
-                f"column (partition columns: {known})"
+                f"{self.what} {self.text!r}: column {t.value!r} at position {t.pos} is not a "
+                f"{self.column_kind} ({self.column_kind}s: {known})"
             )
         return name
 
@@ -308,7 +311,7 @@ class _Parser:
                 raise self.error("expected a comparison operator", op)
             ct = self.next()
             if ct.kind != "id":
-                raise self.error("expected a partition column", ct)
+                raise self.error(f"expected a {self.column_kind}", ct)
             return Compare(self.column(ct), _FLIP[op.value], value)
         raise self.error(f"expected a predicate, got {self.describe(t)}", t)
 
@@ -346,6 +349,13 @@ def parse_partition_filter(
                 types[k] = str(v)
     expr = _Parser(text, types).parse()
     return PartitionPredicate(expr, types, text)
+
+
+def parse_predicate(text: str, column_types: Mapping[str, str], what: str = "predicate") -> Expr:
+    """Parse the same grammar over any columns ({name: Spark type}); errors name `what`."""
+    if not isinstance(text, str):
+        raise PartitionFilterError(f"{what} must be a string, got {type(text).__name__}")
+    return _Parser(text, {str(k): str(v) for k, v in column_types.items()}, what, "column").parse()
 
 
 # ---- exact evaluation on a FileEntry table --------------------------------------------------------

@@ -6,7 +6,10 @@ from .actions import Protocol
 
 MAX_READER_VERSION = 4
 MAX_WRITER_VERSION = 4
-KNOWN_READER_FEATURES = frozenset({"avroState", "multiPartCheckpoint", "schemaDeduplication"})
+# A table with delete logs requires this reader and writer feature: a reader without it would
+# return deleted rows, a writer without it would drop the delete logs from the state it writes.
+DELETION_LOGS = "deletionLogs"
+KNOWN_READER_FEATURES = frozenset({"avroState", "multiPartCheckpoint", "schemaDeduplication", DELETION_LOGS})
 KNOWN_WRITER_FEATURES = KNOWN_READER_FEATURES
 
 # What new tables are created with.
@@ -16,6 +19,16 @@ CURRENT_PROTOCOL = Protocol(
     reader_features=["avroState", "schemaDeduplication"],
     writer_features=["avroState", "schemaDeduplication"],
 )
+
+
+def with_features(protocol: Protocol, *features: str) -> Protocol:
+    """The protocol plus reader and writer features (itself when it has them already)."""
+    r = set(protocol.reader_features or [])
+    w = set(protocol.writer_features or [])
+    if r.issuperset(features) and w.issuperset(features):
+        return protocol
+    return Protocol(protocol.min_reader_version, protocol.min_writer_version,
+                    sorted(r.union(features)), sorted(w.union(features)))
 
 
 def check_readable(protocol: Protocol, where: str) -> None:

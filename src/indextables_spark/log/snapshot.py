@@ -1,4 +1,5 @@
-"""A snapshot: the table as of one version (protocol, metadata, live files, skips)."""
+"""A snapshot: the table as of one version (protocol, metadata, live files, skips, delete logs,
+stats files)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import AddFile, Metadata, Protocol, SkipAction
+from .actions import AddFile, DeleteLog, Metadata, Protocol, SkipAction
 from .file_entries import table_to_add_files
 
 
@@ -23,6 +24,20 @@ class Snapshot:
     timestamp: int = 0                    # commit time of `version`, epoch ms
     schema_registry: dict[str, str] = field(default_factory=dict)
     source: str = "log"                   # how it was built: "log", "avro-state", "json-checkpoint"
+    delete_logs: list[DeleteLog] = field(default_factory=list)        # live delete logs (log/delete_logs.py)
+    stats_files: dict[str, list[str]] = field(default_factory=dict)   # e.g. {"bloomfilter": [per-split files]}
+
+    @cached_property
+    def delete_index(self):
+        from .delete_logs import DeleteIndex
+
+        return DeleteIndex.of(self.delete_logs)
+
+    def deletes_for(self, add: AddFile) -> list[DeleteLog]:
+        """The delete logs that apply to a live split (empty for most splits)."""
+        if not self.delete_logs:
+            return []
+        return self.delete_index.for_file(add)
 
     @property
     def num_files(self) -> int:

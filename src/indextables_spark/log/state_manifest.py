@@ -84,6 +84,8 @@ class StateManifest:
     protocol: str | None = None           # JSON-encoded protocol action (our addition)
     skip_actions: list[str] = field(default_factory=list)  # JSON-encoded mergeskip actions (ours)
     distinct_prefix_manifests: int = 0    # leading manifests from one compaction (ours)
+    delete_logs: list[str] = field(default_factory=list)             # JSON-encoded deleteLog actions (ours)
+    stats_files: dict[str, list[str]] = field(default_factory=dict)  # stats key -> files (ours)
     format_version: int = STATE_FORMAT_VERSION
 
     def to_record(self) -> dict[str, Any]:
@@ -101,6 +103,8 @@ class StateManifest:
             "protocol": self.protocol,
             "skipActions": list(self.skip_actions),
             "distinctPrefixManifests": int(self.distinct_prefix_manifests),
+            "deleteLogs": list(self.delete_logs),
+            "statsFiles": {k: list(v) for k, v in self.stats_files.items()},
         }
 
     @classmethod
@@ -139,6 +143,8 @@ class StateManifest:
                 protocol=r.get("protocol"),
                 skip_actions=[str(s) for s in (r.get("skipActions") or [])],
                 distinct_prefix_manifests=int(r.get("distinctPrefixManifests") or 0),
+                delete_logs=[str(d) for d in (r.get("deleteLogs") or [])],
+                stats_files={str(k): [str(f) for f in v] for k, v in (r.get("statsFiles") or {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CorruptStateError(f"{where}: invalid state manifest: {e!r}") from None

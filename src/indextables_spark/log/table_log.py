@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from ..errors import CorruptStateError, FileNotFoundInStorageError, TableNotFoundError, VersionNotFoundError
 from ..options import Options
 from ..storage import Storage
-from .actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, SkipAction
+from .actions import Action, AddFile, CommitInfo, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, StatsFiles
 from .codec import decode_actions, encode_actions
 from .file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
 from .paths import LOG_DIR, parse_version_name, version_key
@@ -56,6 +56,8 @@ class BaseState:
     state_key: str | None = None          # the storage key it was read from
     loader: Callable[..., pa.Table] | None = None
     timestamp: int = 0
+    delete_logs: list[DeleteLog] = field(default_factory=list)        # live delete logs
+    stats_files: dict[str, list[str]] = field(default_factory=dict)   # stats key -> per-split files
 
     def load_files(self, predicate=None, min_added_version: int | None = None, stats: ScanStats | None = None) -> pa.Table:
         """Live files of this base; with a predicate/min_added_version, manifests that cannot
@@ -85,6 +87,8 @@ class Delta:
     timestamp: int
     readded: set[str] = field(default_factory=set)   # removed, then added again after the base
     created: set[str] = field(default_factory=set)   # first seen as an add after the base (new files)
+    delete_logs: list[DeleteLog] = field(default_factory=list)        # every live delete log at the version
+    stats_files: dict[str, list[str]] = field(default_factory=dict)   # every stats file at the version
 
     @property
     def base_removes(self) -> dict[str, RemoveFile]:
@@ -240,7 +244,7 @@ class TransactionLog:
         check_readable(protocol, f"table {self.storage.uri}")
         return protocol, metadata, registry
 
-    _SKIP_PREFIXES = ('{"add":', '{"remove":', '{"commitInfo":', '{"mergeskip":')
+    _SKIP_PREFIXES = ('{"add":', '{"remove":', '{"commitInfo":', '{"mergeskip":', '{"deleteLog":', '{"statsFiles":')
 
     def _read_header_actions(self, version: int) -> list[Action]:
         """The protocol/metaData actions of a version file, without parsing add/remove lines
@@ -284,6 +288,8 @@ class TransactionLog:
         created: set[str] = set()
         seen: set[str] = set()
         timestamp = base.timestamp if base else 0
+        delete_logs: list[DeleteLog] = list(base.delete_logs) if base else []
+        stats: dict[str, dict[str, None]] = {k: dict.fromkeys(v) for k, v in (base.stats_files if base else {}).items()}
         for v in range(start, version + 1):
             try:
                 actions = self.read_actions(v)
@@ -323,13 +329,29 @@ class TransactionLog:
                     protocol = a
                 elif isinstance(a, SkipAction):
                     skips[a.path] = a
+                elif isinstance(a, DeleteLog):
+                    if a.added_at_version is None:
+                        a.added_at_version = v
+                    if a.added_at_timestamp is None:
+                        a.added_at_timestamp = timestamp
+                    delete_logs.append(a)
+                elif isinstance(a, StatsFiles):
+                    stats.setdefault(a.key, {}).update(dict.fromkeys(a.files))
+        if removed:
+            from .actions import split_of_stats_file
+            from .delete_logs import drop_for_removed
+
+            # Logs and stats files of splits removed since the base can no longer apply.
+            delete_logs = drop_for_removed(delete_logs, set(removed))
+            stats = {k: {f: None for f in fs if split_of_stats_file(f) not in removed} for k, fs in stats.items()}
         if protocol is None or metadata is None:
             raise CorruptStateError(
                 f"table {self.storage.uri} at version {version} has no "
                 f"{'protocol' if protocol is None else 'metaData'} action"
             )
         check_readable(protocol, f"table {self.storage.uri}")
-        return Delta(protocol, metadata, added, removed, skips, registry, timestamp, readded, created)
+        return Delta(protocol, metadata, added, removed, skips, registry, timestamp, readded, created, delete_logs,
+                     {k: list(fs) for k, fs in stats.items() if fs})
 
     def _files(self, base: BaseState | None, delta: Delta, predicate=None, stats: ScanStats | None = None,
                min_added_version: int | None = None) -> pa.Table:
@@ -353,6 +375,8 @@ class TransactionLog:
             timestamp=delta.timestamp,
             schema_registry=delta.registry,
             source=base.source if base else "log",
+            delete_logs=delta.delete_logs,
+            stats_files=delta.stats_files,
         )
 
     # ---- time travel -----------------------------------------------------------------------

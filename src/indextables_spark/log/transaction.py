@@ -3,7 +3,12 @@ put-if-absent; on conflict re-read what was committed meanwhile and let the reso
 
 Resolvers:
 - "merge": rebase onto the newer version unless a file this transaction removes was removed
-  concurrently, or the table's metadata/protocol changed concurrently.
+  concurrently, or the table's metadata/protocol changed concurrently. With delete logs, also a
+  conflict: a split this transaction's POSITIONAL delete log targets was removed concurrently
+  (its rows may live in another split now), or a concurrent delete log applies to a split this
+  transaction rewrites (removes with dataChange=false, e.g. MERGE SPLITS: the rewrite would bring
+  the deleted rows back). A concurrent protocol change is merged when this transaction only adds
+  reader/writer features itself (the first delete log adds `deletionLogs`) or sets none.
 - "fail": any concurrent commit raises ConcurrentModificationError (for destructive operations).
 """
 from __future__ import annotations
@@ -15,8 +20,20 @@ import uuid
 from typing import Iterable
 
 from ..errors import ConcurrentModificationError, IndexTablesError
-from .actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, SkipAction
-from .protocol_gate import check_writable
+from .actions import (
+    POSITIONAL,
+    Action,
+    AddFile,
+    CommitInfo,
+    DeleteLog,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SkipAction,
+    StatsFiles,
+    split_of_stats_file,
+)
+from .protocol_gate import DELETION_LOGS, check_writable, with_features
 from .table_log import TransactionLog
 
 log = logging.getLogger(__name__)
@@ -51,6 +68,9 @@ class Transaction:
         self._metadata: Metadata | None = None
         self._protocol: Protocol | None = None
         self._extra: list[Action] = []
+        self._delete_logs: list[DeleteLog] = []
+        self._stats: dict[str, list[str]] = {}
+        self._added_features: tuple[str, ...] = ()   # features this transaction adds to the read protocol
         self.committed_version: int | None = None
         self._snapshot = None
         self._header = None
@@ -88,6 +108,23 @@ class Transaction:
                 self._removes.append(RemoveFile(path=p, deletion_timestamp=ts, data_change=data_change))
         return self
 
+    def add_delete_log(self, log_: DeleteLog) -> "Transaction":
+        """Stage a delete log (written with log.delete_logs.write_delete_log)."""
+        if log_.added_at_version is not None:
+            raise IndexTablesError(f"delete log {log_.path} is already committed (version {log_.added_at_version})")
+        self._delete_logs.append(log_)
+        return self
+
+    def update_stat(self, key: str, files: Iterable[str]) -> "Transaction":
+        """List per-split stats files under `key` (e.g. "bloomfilter"); each is named after its split."""
+        files = list(files)
+        for f in files:
+            split_of_stats_file(f)  # validates the name
+        if not key or not isinstance(key, str):
+            raise IndexTablesError(f"stats key must be a non-empty string, got {key!r}")
+        self._stats.setdefault(key, []).extend(f for f in files if f not in self._stats.get(key, []))
+        return self
+
     def add_skips(self, skips: Iterable[SkipAction]) -> "Transaction":
         self._skips.extend(skips)
         return self
@@ -113,11 +150,10 @@ class Transaction:
     # ---- commit ---------------------------------------------------------------------------------
     def _actions(self, version: int) -> list[Action]:
         ts = now_ms()
-        info = CommitInfo(timestamp=ts, operation=self.operation, operation_parameters={
-            **self.operation_parameters,
-            "numAddedFiles": len(self._adds),
-            "numRemovedFiles": len(self._removes),
-        }, txn_id=self.txn_id)
+        params = {**self.operation_parameters, "numAddedFiles": len(self._adds), "numRemovedFiles": len(self._removes)}
+        if self._delete_logs:
+            params["numDeleteLogs"] = len(self._delete_logs)
+        info = CommitInfo(timestamp=ts, operation=self.operation, operation_parameters=params, txn_id=self.txn_id)
         acts: list[Action] = [info]
         if self._protocol is not None:
             acts.append(self._protocol)
@@ -131,12 +167,44 @@ class Transaction:
         acts.extend(self._removes)
         acts.extend(self._adds)
         acts.extend(self._skips)
+        for d in self._delete_logs:
+            d.added_at_version = version
+            d.added_at_timestamp = ts
+        acts.extend(self._delete_logs)
+        acts.extend(StatsFiles(k, v) for k, v in self._stats.items() if v)
         acts.extend(self._extra)
         return acts
+
+    def _stage_features(self) -> None:
+        """The first delete log of a table adds the `deletionLogs` reader/writer feature."""
+        if not self._delete_logs:
+            return
+        base = self._protocol or (self.header()[0] if self.read_version >= 0 else None)
+        if base is None:
+            raise IndexTablesError(f"cannot add delete logs to {self.log.storage.uri}: the new table has no protocol")
+        upgraded = with_features(base, DELETION_LOGS)
+        if upgraded is not base:
+            if self._protocol is None:
+                self._added_features = (DELETION_LOGS,)
+            self._protocol = upgraded
+
+    def _rebase_protocol(self, concurrent: Protocol, version: int) -> None:
+        """A concurrent protocol change is merged unless this transaction sets a protocol of its own."""
+        if self._protocol is not None and not self._added_features:
+            raise ConcurrentModificationError(
+                f"{self.operation} on {self.log.storage.uri}: the table protocol changed concurrently "
+                f"in version {version} (transaction read version {self.read_version})"
+            )
+        check_writable(concurrent, f"table {self.log.storage.uri} (version {version})")
+        if self._added_features:
+            upgraded = with_features(concurrent, *self._added_features)
+            self._protocol = None if upgraded is concurrent else upgraded
 
     def _check_conflicts(self, since: int, upto: int) -> None:
         """Versions (since, upto] were committed by others while we worked."""
         my_removes = {r.path for r in self._removes}
+        rewritten = {r.path for r in self._removes if not r.data_change}   # rewrites (merge): rows kept elsewhere
+        targets = {d.split_path for d in self._delete_logs if d.kind == POSITIONAL}
         for v in range(since + 1, upto + 1):
             if self.resolver == "fail":
                 raise ConcurrentModificationError(
@@ -147,11 +215,26 @@ class Transaction:
                 if isinstance(a, Metadata) and self._registry_only_change(a):
                     self._rebase_metadata(a)
                     continue
-                if isinstance(a, (Metadata, Protocol)):
-                    kind = "metadata" if isinstance(a, Metadata) else "protocol"
+                if isinstance(a, Protocol):
+                    self._rebase_protocol(a, v)
+                    continue
+                if isinstance(a, Metadata):
                     raise ConcurrentModificationError(
-                        f"{self.operation} on {self.log.storage.uri}: the table {kind} changed concurrently "
+                        f"{self.operation} on {self.log.storage.uri}: the table metadata changed concurrently "
                         f"in version {v} (transaction read version {self.read_version})"
+                    )
+                if isinstance(a, RemoveFile) and a.path in targets:
+                    raise ConcurrentModificationError(
+                        f"{self.operation} on {self.log.storage.uri}: split {a.path}, whose rows this transaction "
+                        f"deletes, was removed concurrently in version {v} (transaction read version "
+                        f"{self.read_version})"
+                    )
+                if isinstance(a, DeleteLog) and rewritten and (a.kind != POSITIONAL or a.split_path in rewritten):
+                    what = f"split {a.split_path}" if a.kind == POSITIONAL else f"every split added before it"
+                    raise ConcurrentModificationError(
+                        f"{self.operation} on {self.log.storage.uri}: rows were deleted concurrently in version {v} "
+                        f"({a.kind} delete log {a.path}, applying to {what}) from splits this transaction rewrites "
+                        f"(transaction read version {self.read_version})"
                     )
                 if isinstance(a, RemoveFile) and a.path in my_removes:
                     raise ConcurrentModificationError(
@@ -242,6 +325,7 @@ class Transaction:
             from ..errors import TableNotFoundError
 
             raise TableNotFoundError(f"cannot commit to {self.log.storage.uri}: no table exists there (no metadata)")
+        self._stage_features()
         self._deduplicate_doc_mappings()
         version = self.read_version + 1
         checked_upto = self.read_version

@@ -28,6 +28,16 @@ DEFAULT_TARGET_SPLIT_SIZE = "1G"
 class SplitsWritten(WriterCommitMessage):
     adds: list[dict] = field(default_factory=list)   # AddFile wire JSON
     num_rows: int = 0
+    stats: dict[str, list[str]] = field(default_factory=dict)   # per-split stats files (e.g. "bloomfilter")
+
+
+def merge_stats(messages) -> dict[str, list[str]]:
+    """The stats files of every task's message, by key."""
+    out: dict[str, list[str]] = {}
+    for m in messages:
+        for k, files in (getattr(m, "stats", None) or {}).items():
+            out.setdefault(k, []).extend(files)
+    return out
 
 
 @dataclass(frozen=True)
@@ -159,7 +169,7 @@ def write_splits(path: str, opts: Options, plan: WritePlan, batches: Iterator[pa
         writer.write_batch(batch)
         rows += batch.num_rows
     adds = writer.finish()
-    return SplitsWritten(adds=[a.to_json() for a in adds], num_rows=rows)
+    return SplitsWritten(adds=[a.to_json() for a in adds], num_rows=rows, stats=writer.stats_files)
 
 
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
@@ -174,8 +184,10 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 
 
 def commit_write(path: str, opts: Options, plan: WritePlan, read_version: int, overwrite: bool,
-                 adds: list[AddFile], operation: str | None = None, txn_id: str | None = None) -> int:
-    """Driver side: one version holding every add (and, for overwrite, removes of live files)."""
+                 adds: list[AddFile], operation: str | None = None, txn_id: str | None = None,
+                 stats_files: dict[str, list[str]] | None = None) -> int:
+    """Driver side: one version holding every add (and, for overwrite, removes of live files) and
+    the stats files written with the splits (stats_files: key -> files, e.g. Bloom filters)."""
     table = IndexTable(path, opts)
     ref = doc_mapping_hash(plan.doc_mapping)
     for attempt in range(2):
@@ -210,6 +222,8 @@ def commit_write(path: str, opts: Options, plan: WritePlan, read_version: int, o
             op = "OVERWRITE" if overwrite else "WRITE"
         for a in adds:
             a.doc_mapping_ref = a.doc_mapping_ref or ref
+        for key, files in (stats_files or {}).items():
+            txn.update_stat(key, files)
         txn.add_files(adds).with_operation(operation or op, {"mode": "Overwrite" if overwrite else "Append",
                                                             "partitionBy": plan.partition_columns})
         try:
@@ -232,12 +246,13 @@ def _schema_string(schema_json: dict) -> str:
     return json.dumps(schema_json, separators=(",", ":"))
 
 
-def delete_written(path: str, opts: Options, adds: list[dict]) -> None:
-    """Remove split files of a failed job (never referenced by the log)."""
-    if not adds:
+def delete_written(path: str, opts: Options, adds: list[dict], stats: dict[str, list[str]] | None = None) -> None:
+    """Remove split files (and their stats files) of a failed job (never referenced by the log)."""
+    keys = [a["path"] for a in adds] + [f for files in (stats or {}).values() for f in files]
+    if not keys:
         return
     storage = open_storage(path, opts)
-    storage.delete([a["path"] for a in adds])
+    storage.delete(keys)
 
 
 class IndexTablesWriter(DataSourceArrowWriter):
@@ -252,10 +267,11 @@ class IndexTablesWriter(DataSourceArrowWriter):
 
     def commit(self, messages) -> None:
         adds = [AddFile.from_json(d) for m in messages if m is not None for d in m.adds]
-        version = commit_write(self.path, self.opts, self.plan, self.read_version, self.overwrite, adds)
+        version = commit_write(self.path, self.opts, self.plan, self.read_version, self.overwrite, adds,
+                               stats_files=merge_stats(m for m in messages if m is not None))
         log.info("indextables: committed %d splits to %s as version %d", len(adds), self.path, version)
 
     def abort(self, messages) -> None:
         written = [d for m in messages if m is not None for d in m.adds]
         log.warning("indextables: write to %s failed; deleting %d uncommitted splits", self.path, len(written))
-        delete_written(self.path, self.opts, written)
+        delete_written(self.path, self.opts, written, merge_stats(m for m in messages if m is not None))

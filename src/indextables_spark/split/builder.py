@@ -27,6 +27,8 @@ from ._tantivy import tantivy_call
 from .bundle import ROWS_NAME, bundle
 from .documents import json_documents
 from .partitions import format_partition_value, partition_path
+from .bloom import STATS_KEY as BLOOM_STATS_KEY
+from .bloom import BloomConfig, SplitBloomBuilder, bloom_file_for
 from .stats import StatsCollector
 from .text import MAX_TOKEN_BYTES, max_token_bytes
 from .text import supported as text_supported
@@ -64,6 +66,7 @@ class _OpenSplit:
     uncompressed: int = 0
     truncated: set[str] = field(default_factory=set)
     long_tokens: set[str] = field(default_factory=set)   # text columns with a token too long to index
+    bloom: SplitBloomBuilder | None = None               # Bloom filter columns (bloom.py), if configured
 
     @property
     def index_dir(self) -> str:
@@ -106,6 +109,10 @@ class SplitWriter:
         self._open: dict[tuple, _OpenSplit] = {}
         self._done: list[AddFile] = []
         self._closed = False
+        self._bloom = BloomConfig.from_options(self.options, self.stored_schema, self.partition_columns)
+        # Per-split stats files written with the splits (e.g. {"bloomfilter": [...]}): the commit
+        # lists them with Transaction.update_stat.
+        self.stats_files: dict[str, list[str]] = {}
 
     # -- public --------------------------------------------------------------------------------
 
@@ -223,10 +230,13 @@ class SplitWriter:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         stats = StatsCollector(self.specs, self._stats_columns, self._stats_max_length)
-        return _OpenSplit(dict(values), tmp, index, writer, sink, ipc, stats)
+        return _OpenSplit(dict(values), tmp, index, writer, sink, ipc, stats,
+                          bloom=self._bloom.new_split() if self._bloom is not None else None)
 
     def _write_rows(self, split: _OpenSplit, rows: pa.RecordBatch) -> None:
         split.stats.add(rows)
+        if split.bloom is not None:
+            split.bloom.add(rows)
         docs, truncated = json_documents(rows, self.stored_specs, split.num_rows)
         split.truncated |= truncated
         for spec, tok in self._token_checked:
@@ -279,6 +289,10 @@ class SplitWriter:
                                               num_rows=split.num_rows, batch_rows=split.batch_rows, extra=extra)
             size = os.path.getsize(out_path)
             self.storage.upload_file(key, out_path)
+            if split.bloom is not None:
+                bloom_key = bloom_file_for(key)
+                self.storage.put(bloom_key, split.bloom.encode(key))
+                self.stats_files.setdefault(BLOOM_STATS_KEY, []).append(bloom_key)
             mins, maxs = split.stats.min_max_values()
             return AddFile(
                 path=key,

@@ -316,7 +316,7 @@ class SplitReader:
         return sum(b.num_rows for b in self._filtered(filters, plan, deletes))
 
     def search_scored(self, query: str, limit: int | None = None, filters: Sequence[Filter] | None = None,
-                      columns: Sequence[str] | None = None) -> pa.Table:
+                      columns: Sequence[str] | None = None, deletes=None) -> pa.Table:
         """Rows matching the query and the filters (exactly), best first, with a float32 `_score`
         column; at most `limit` rows (all matches when None).
 
@@ -333,7 +333,8 @@ class SplitReader:
         out_schema = pa.schema([self.schema.field(c) for c in names] + [pa.field(SCORE_COLUMN, pa.float32())])
         by_lower = {c.lower(): c for c in self.schema.names}
         filter_cols = {by_lower[c.strip("`").lower()] for f in filters for c in columns_of(f)}
-        needed = names + sorted(filter_cols - set(names))
+        delete_cols = {c for _, t in deletes.equalities for c in t.column_names} if deletes is not None else set()
+        needed = names + sorted((filter_cols | delete_cols) - set(names))
         if limit is not None and limit <= 0:
             return out_schema.empty_table()
         user = self.parse_query(query)
@@ -345,7 +346,7 @@ class SplitReader:
         if n == 0:  # search(limit=0) panics
             return out_schema.empty_table()
         want = n if limit is None else min(limit, n)
-        k = want if (exact or not filters) else min(n, max(2 * want, 64))
+        k = want if (exact or not filters) and deletes is None else min(n, max(2 * want, 64))
         while True:
             with tantivy_call(f"searching split {self.local_dir}"):
                 hits = searcher.search(q, k, count=False).hits
@@ -353,6 +354,9 @@ class SplitReader:
                 rows = searcher.fast_field_values(ROW_FIELD, [h[1] for h in hits]) if hits else []
             table = self._rows_in_order(rows, needed)
             table = table.append_column(SCORE_COLUMN, pa.array(scores, pa.float32()))
+            if deletes is not None:   # deleted rows drop out; k grows until `want` rows remain
+                keep = deletes.keep_mask(table, pa.array(rows, pa.int64()))
+                table = table if keep is None else table.filter(keep)
             if filters:
                 table = table.filter(arrow_mask(table, filters))
             if table.num_rows >= want or len(hits) < k or k >= n:
