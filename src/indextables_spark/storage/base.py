@@ -73,8 +73,12 @@ class Storage(ABC):
             self.put(key, f.read())
 
     def download_file(self, key: str, local_path: str) -> None:
+        import os
+
+        data = self.read(key)  # raises before any local file is created when the key is missing
+        os.makedirs(os.path.dirname(os.path.abspath(local_path)), exist_ok=True)
         with open(local_path, "wb") as f:
-            f.write(self.read(key))
+            f.write(data)
 
     def full_uri(self, key: str) -> str:
         return self.uri.rstrip("/") + "/" + key

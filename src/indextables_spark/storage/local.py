@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import errno
 import os
+import stat as stat_module
 import tempfile
 import uuid
 from typing import Iterable
 
-from ..errors import FileNotFoundInStorageError, StorageError
+from ..errors import FileNotFoundInStorageError, PathEscapeError, StorageError
 from .base import FileInfo, Storage, check_key
 
 
@@ -94,8 +95,18 @@ class LocalStorage(Storage):
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
+    def download_file(self, key: str, local_path: str) -> None:
+        import shutil
+
+        src = self._path(key)
+        if not os.path.isfile(src):
+            raise FileNotFoundInStorageError(f"file not found: {self.full_uri(key)}")
+        os.makedirs(os.path.dirname(os.path.abspath(local_path)), exist_ok=True)
+        shutil.copyfile(src, local_path)
+
     def list(self, prefix: str) -> list[FileInfo]:
-        prefix = prefix.lstrip("/")
+        if prefix.startswith("/") or "\\" in prefix or ".." in prefix.split("/"):
+            raise PathEscapeError(f"listing prefix {prefix!r} is not a relative path inside the table")
         # Walk only the deepest directory that contains the prefix.
         base_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         top = os.path.join(self.root, base_dir) if base_dir else self.root
@@ -120,9 +131,10 @@ class LocalStorage(Storage):
         return out
 
     def delete(self, keys: Iterable[str]) -> None:
-        for key in keys:
+        paths = [self._path(k) for k in keys]  # refuse the whole batch if any key escapes
+        for path in paths:
             try:
-                os.unlink(self._path(key))
+                os.unlink(path)
             except FileNotFoundError:
                 pass
 
@@ -130,5 +142,7 @@ class LocalStorage(Storage):
         try:
             st = os.stat(self._path(key))
         except FileNotFoundError:
+            return None
+        if not stat_module.S_ISREG(st.st_mode):  # directories are not objects
             return None
         return FileInfo(check_key(key), st.st_size, int(st.st_mtime * 1000))
