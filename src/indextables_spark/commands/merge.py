@@ -93,6 +93,9 @@ class MergeGroup:
     partition_values: dict[str, str | None]
     doc_mapping_ref: str | None
     sources: list[AddFile]
+    # source path -> its delete logs (deleteLog wire JSON): the merged split is written without
+    # the deleted rows ("rewrite away applied deletes"); see log/delete_logs.py
+    deletes: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -183,16 +186,22 @@ class SourceSplitError(IndexTablesError):
 _SOURCE_ERRORS = (IndexTablesError, pa.ArrowException, OSError)
 
 
-def _source_batches(job: MergeJob, storage, src: AddFile) -> Iterator[pa.RecordBatch]:
+def _source_batches(job: MergeJob, storage, src: AddFile, delete_logs: list[dict] | None = None) -> Iterator[pa.RecordBatch]:
+    from ..log.actions import DeleteLog
+    from ..log.delete_logs import load_split_deletes
     from ..split.cache import get_cache
     from ..split.reader import SplitReader
 
     reader = SplitReader(get_cache(job.options).local_dir(storage, src))
+    deletes = load_split_deletes(storage, [DeleteLog.from_json(d) for d in delete_logs or ()], reader.num_rows, src.path)
     rows = 0
-    for b in reader.read(batch_size=READ_BATCH_ROWS):
+    for b in reader.read(batch_size=READ_BATCH_ROWS, deletes=deletes):
         rows += b.num_rows
         yield b
-    if rows != reader.num_rows or (src.num_records is not None and rows != src.num_records):
+    if deletes is not None:
+        if rows != reader.count(deletes=deletes):
+            raise SplitFormatError(f"read {rows} rows, the split holds {reader.count(deletes=deletes)} live rows")
+    elif rows != reader.num_rows or (src.num_records is not None and rows != src.num_records):
         raise SplitFormatError(f"read {rows} rows, the split footer says {reader.num_rows} and the log "
                                f"says {src.num_records}")
 
@@ -219,7 +228,7 @@ def _write_merged(job: MergeJob, storage, group: MergeGroup, sources: list[AddFi
     with SplitWriter(storage, job.schema_json, job.partition_columns, job.options,
                      target_split_bytes=NO_ROLL) as writer:
         for src in sources:
-            batches = _source_batches(job, storage, src)
+            batches = _source_batches(job, storage, src, group.deletes.get(src.path))
             while True:
                 try:
                     batch = next(batches)
@@ -350,6 +359,10 @@ def plan_merge(log_: TransactionLog, where: str | None = None, config: MergeConf
     mapping_ref = doc_mapping_hash(doc_mapping_json(snap.schema_json, parts, opts))
     now = int(time.time() * 1000) if now_ms is None else now_ms
     groups = plan_groups(snap.files, snap.skips, now, cfg, mapping_ref)
+    from ..log.delete_logs import deletes_json
+
+    for g in groups.groups:
+        g.deletes = deletes_json(snap, g.sources)
     job = MergeJob(log_.storage.uri, opts, snap.schema_json, list(parts))
     return MergePlan(log_, snap.version, where, cfg, job, groups, dict(snap.skips), now)
 
