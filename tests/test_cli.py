@@ -86,8 +86,10 @@ def test_exit_codes_and_error_messages(capsys, table, tmp_path):
     assert code == cli.EXIT_USAGE and "not an indextables command" in err
     code, _, err = run_cli(capsys, "describe-state", str(tmp_path / "missing"))
     assert code == cli.EXIT_NOT_FOUND and "TableNotFoundError" in err and "missing" in err
-    code, _, err = run_cli(capsys, "history", str(tmp_path / "missing"))
-    assert code == cli.EXIT_NOT_FOUND
+    for command in ("history", "files", "describe-log", "checkpoint", "compact", "merge-splits", "purge",
+                    "truncate-time-travel"):
+        code, _, err = run_cli(capsys, command, str(tmp_path / "missing"))
+        assert code == cli.EXIT_NOT_FOUND, (command, err)
     code, _, err = run_cli(capsys, "purge", table, "--older-than", "2h")
     assert code == cli.EXIT_USAGE and "retentionCheckEnabled=false" in err
     code, out, err = run_cli(capsys, "purge", table, "--older-than", "2h", "-o", "purge.retentionCheckEnabled=false",

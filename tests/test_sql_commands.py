@@ -63,6 +63,10 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
     purge = it.sql(spark, f"PURGE INDEXTABLE '{path}' OLDER THAN 7 DAYS DRY RUN").collect()[0]
     assert purge.status == "DRY_RUN" and purge.splits_deleted == 0
     assert it.sql(spark, f"CHECKPOINT INDEXTABLES '{path}'").collect()[0].status == "SUCCESS"
+    assert it.sql(spark, f"COMPACT INDEXTABLES '{path}'").collect()[0].num_tombstones == 0
+    repaired = it.sql(spark, f"REPAIR INDEXFILES TRANSACTION LOG '{path}/_transaction_log' "
+                             f"AT LOCATION '{tmp_path}/repaired'").collect()[0]
+    assert repaired.status == "SUCCESS" and repaired.valid_splits == 2 and repaired.missing_splits == 0
     assert it.sql(spark, f"TRUNCATE INDEXTABLES TIME TRAVEL '{path}' DRY RUN").collect()[0].dry_run is True
     # Other text goes to spark.sql; our texts fail with positioned syntax errors or name the path.
     assert it.sql(spark, "SELECT 41 + 1 AS x").collect()[0].x == 42
