@@ -311,41 +311,55 @@ def load_blooms(storage, split_path: str) -> SplitBlooms:
 # ---- planning -----------------------------------------------------------------------------------------
 
 
-def _probe_values(values: Sequence[Any], arrow_type: pa.DataType) -> np.ndarray:
-    return hash_values(pa.array([v for v in values if v is not None], type=arrow_type))
+@dataclass(frozen=True)
+class _Probe:
+    """`column IN values` with the values hashed once (EqualTo is a one-value probe)."""
+
+    column: str
+    hashes: np.ndarray
 
 
-def _cannot_match(f: Any, blooms: SplitBlooms, types: Mapping[str, pa.DataType]) -> bool:
-    """True only when the Bloom filters prove that no row of the split satisfies f."""
+@dataclass(frozen=True)
+class _Both:
+    left: Any
+    right: Any
+    all_needed: bool   # AND: either side rules the split out; OR: both must
+
+
+def _compile(f: Any, types: Mapping[str, pa.DataType]) -> Any:
+    """A filter as probes on Bloom columns; None where Bloom filters cannot rule anything out.
+    The constant False stands for `x = NULL` (never true)."""
     from . import filters as sf
 
-    if isinstance(f, sf.And):
-        return _cannot_match(f.left, blooms, types) or _cannot_match(f.right, blooms, types)
-    if isinstance(f, sf.Or):
-        return _cannot_match(f.left, blooms, types) and _cannot_match(f.right, blooms, types)
+    if isinstance(f, (sf.And, sf.Or)):
+        left, right = _compile(f.left, types), _compile(f.right, types)
+        if isinstance(f, sf.And):
+            if left is None or right is None:
+                return left if right is None else right
+            return _Both(left, right, all_needed=False)
+        return None if left is None or right is None else _Both(left, right, all_needed=True)
     if isinstance(f, (sf.EqualTo, sf.EqualNullSafe)):
-        values: Sequence[Any] = [f.value]
         if f.value is None:
-            return isinstance(f, sf.EqualTo)   # x = NULL is never true; x <=> NULL needs null counts
+            return False if isinstance(f, sf.EqualTo) else None   # x <=> NULL needs null counts
+        values: Sequence[Any] = [f.value]
     elif isinstance(f, sf.In):
-        values = list(f.values)
+        values = [v for v in f.values if v is not None]
     else:
-        return False
-    bloom = blooms.column(f.column)
+        return None
     t = types.get(f.column.strip("`").lower())
-    if bloom is None or t is None:
-        return False
-    return not bool(bloom.might_contain(_probe_values(values, t)).any())
+    if t is None:
+        return None
+    return _Probe(f.column, hash_values(pa.array(values, type=t)))
 
 
-def has_probes(filters: Sequence[Any]) -> bool:
-    from . import filters as sf
-
-    def probe(f):
-        if isinstance(f, (sf.And, sf.Or)):
-            return probe(f.left) or probe(f.right)
-        return isinstance(f, (sf.EqualTo, sf.EqualNullSafe, sf.In))
-    return any(probe(f) for f in filters)
+def _rules_out(probe: Any, blooms: SplitBlooms) -> bool:
+    if probe is False:
+        return True
+    if isinstance(probe, _Both):
+        a, b = _rules_out(probe.left, blooms), _rules_out(probe.right, blooms)
+        return (a and b) if probe.all_needed else (a or b)
+    bloom = blooms.column(probe.column)
+    return bloom is not None and not bool(bloom.might_contain(probe.hashes).any())
 
 
 def skip_by_blooms(table_path: str, options: Options, snapshot, files: Sequence[Any], filters: Sequence[Any]) -> list[Any]:
@@ -364,23 +378,20 @@ def prune_with_blooms(storage, files: Sequence[Any], filters: Sequence[Any], sta
     """The files (AddFile) whose Bloom filters do not rule out the filters (a flat AND list of
     split filters); files without a listed Bloom file are kept. column_types: Arrow type by column."""
     listed = set(stats_files.get(STATS_KEY) or ())
-    if not listed or not has_probes(filters) or (options is not None and
-                                                not options.get_bool("read.bloomfilter.enabled", True)):
+    if not listed or (options is not None and not options.get_bool("read.bloomfilter.enabled", True)):
         return list(files)
     types = {k.lower(): v for k, v in column_types.items()}
-    candidates = [f for f in files if bloom_file_for(f.path) in listed]
-    if not candidates:
+    probes = [p for p in (_compile(f, types) for f in filters) if p is not None]
+    if not probes:
         return list(files)
-
-    def skip(add) -> bool:
-        blooms = load_blooms(storage, add.path)
-        return any(_cannot_match(f, blooms, types) for f in filters)
-
-    workers = max(1, min(_LOAD_THREADS, len(candidates)))
-    if workers > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="itx-bloom") as ex:
-            verdicts = list(ex.map(skip, candidates))
-    else:
-        verdicts = [skip(a) for a in candidates]
-    skipped = {a.path for a, s in zip(candidates, verdicts) if s}
+    candidates = [f for f in files if bloom_file_for(f.path) in listed]
+    with _cache_lock:
+        loaded = {a.path: _cache.get(storage.full_uri(bloom_file_for(a.path))) for a in candidates}
+    missing = [p for p, b in loaded.items() if b is None]
+    if len(missing) > 1:   # the first planning reads the files (I/O, in parallel); later ones hit the cache
+        with ThreadPoolExecutor(max_workers=min(_LOAD_THREADS, len(missing)), thread_name_prefix="itx-bloom") as ex:
+            loaded.update(zip(missing, ex.map(lambda p: load_blooms(storage, p), missing)))
+    elif missing:
+        loaded[missing[0]] = load_blooms(storage, missing[0])
+    skipped = {a.path for a in candidates if any(_rules_out(p, loaded[a.path]) for p in probes)}
     return [f for f in files if f.path not in skipped]
