@@ -40,7 +40,7 @@ def append(path: str, data: pa.Table, partition_by=("day",), options: dict | Non
     plan, read_version, _ = plan_write(path, opts, from_arrow_schema(data.schema), overwrite)
     msg = write_splits(path, opts, plan, iter(data.to_batches()))
     adds = [it.AddFile.from_json(d) for d in msg.adds]
-    return commit_write(path, opts, plan, read_version, overwrite, adds)
+    return commit_write(path, opts, plan, read_version, overwrite, adds, stats_files=msg.stats)
 
 
 def small_splits_table(path: str, n_writes: int, rows_per_write: int = 20, options: dict | None = None,
@@ -94,3 +94,19 @@ def age_tree(root: str, hours: float, suffix: str = "") -> None:
         for f in files:
             if f.endswith(suffix):
                 age(os.path.join(d, f), hours)
+
+
+def live_rows(table: it.IndexTable, version: int | None = None) -> list[tuple]:
+    """Like read_all, with the snapshot's row-level deletes applied."""
+    from indextables_spark.log.delete_logs import load_split_deletes
+    from indextables_spark.split.cache import get_cache
+    from indextables_spark.split.reader import SplitReader
+
+    snap = table.snapshot(version)
+    out = []
+    for f in snap.files:
+        reader = SplitReader(get_cache(table.options).local_dir(table.storage, f))
+        deletes = load_split_deletes(table.storage, snap.deletes_for(f), reader.num_rows, f.path)
+        out.extend((r["id"], r["body"], r["views"], r["region"], f.partition_values.get("day"))
+                   for b in reader.read(deletes=deletes) for r in b.to_pylist())
+    return sorted(out)

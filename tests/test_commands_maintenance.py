@@ -17,7 +17,7 @@ from indextables_spark.commands.parser import parse_command
 from indextables_spark.errors import InvalidOptionError, TableExistsError
 from indextables_spark.log.partition_filter import PartitionFilterError
 
-from cmd_helpers import append, query_ids, read_all, rows, small_splits_table, split_rows
+from cmd_helpers import age_tree, append, query_ids, read_all, rows, small_splits_table, split_rows
 
 
 def run(text: str, options=None):
@@ -208,3 +208,45 @@ def test_commands_on_every_backend(storage_backend):
     target = storage_backend.child("repaired").uri
     rep = it.IndexTable(uri, opts).repair_transaction_log(target)
     assert rep["validSplits"] == 2 and rep["missingSplits"] == 0
+
+
+def test_repair_and_purge_keep_row_level_deletes(tmp_path):
+    """Delete logs survive REPAIR (a split whose delete log is lost is left out) and are purged with
+    the splits they belong to once nothing references them."""
+    from cmd_helpers import live_rows
+
+    path = str(tmp_path / "t")
+    small_splits_table(path, 3)
+    t = it.IndexTable(path)
+    t.delete("views < 300")                                 # positional delete logs
+    t.delete("region = 'eu'", kind="equality")              # an equality log: splits added before it
+    append(path, rows(30, start=900))                       # added after: its 'eu' rows stay
+    expected = live_rows(t)
+    assert expected and not any(r[2] < 300 for r in expected if r[0] < 900)
+    assert any(r[3] == "eu" for r in expected if r[0] >= 900) and not any(r[3] == "eu" for r in expected if r[0] < 900)
+    snap = t.snapshot()
+    assert snap.delete_logs
+    # Lose one positional delete log: its split must not come back with deleted rows.
+    positional = next(d for d in snap.delete_logs if d.kind == "POSITIONAL")
+    os.rename(os.path.join(path, positional.path), str(tmp_path / "lost.dlog"))
+    target = str(tmp_path / "repaired")
+    res = t.repair_transaction_log(target)
+    assert res["missingDeleteLogs"] == [positional.path] and res["missingPaths"] == [positional.split_path]
+    assert res["deleteLogs"] == len(snap.delete_logs) - 1
+    os.rename(str(tmp_path / "lost.dlog"), os.path.join(path, positional.path))
+    shutil.move(os.path.join(path, "_transaction_log"), str(tmp_path / "old_log"))
+    shutil.move(target, os.path.join(path, "_transaction_log"))
+    repaired = it.IndexTable(path)
+    left_out = {r[0] for r in split_rows(t, next(f for f in snap.files if f.path == positional.split_path))}
+    assert live_rows(repaired) == [r for r in expected if r[0] not in left_out]   # deletes still applied
+    # Back to the original log; merge rewrites the deletes away, then PURGE drops the old logs.
+    shutil.rmtree(os.path.join(path, "_transaction_log"))
+    shutil.move(str(tmp_path / "old_log"), os.path.join(path, "_transaction_log"))
+    t = it.IndexTable(path)
+    t.merge_splits()
+    assert live_rows(t) == expected
+    age_tree(path, 24 * 30)
+    p = t.purge(older_than_hours=24 * 7, tx_log_retention_hours=24 * 7)
+    gone = set(p["deletedSplits"])
+    assert {d.path for d in snap.delete_logs} <= gone and not os.listdir(os.path.join(path, "_delete_logs"))
+    assert live_rows(it.IndexTable(path)) == expected

@@ -183,3 +183,25 @@ def test_plan_groups_bin_packing():
     assert len(limited.groups) == 1 and limited.groups[0].sources[0].path == "day=a/splits/s0.split"
     # An expired skip no longer keeps a split out.
     assert merge.plan_groups(files, skips, now + 2, cfg, "r").cooling_down == []
+
+
+def test_merged_splits_keep_their_stats_files(tmp_path):
+    """With Bloom filters configured (a table setting), a merged split gets its own Bloom filter file,
+    listed in the same version; PURGE later removes the sources' ones with the sources."""
+    from cmd_helpers import age_tree
+
+    path = str(tmp_path / "t")
+    small_splits_table(path, 3, options={"spark.indextables.indexing.bloomfilter.columns": "region"})
+    t = it.IndexTable(path)
+    before = t.snapshot().stats_files["bloomfilter"]
+    assert len(before) == 9
+    res = t.merge_splits()
+    snap = it.IndexTable(path).snapshot()
+    blooms = snap.stats_files["bloomfilter"]
+    assert res["splitsCreated"] == 3 and len(blooms) == 3
+    assert {b.rsplit(".", 1)[0] for b in blooms} == {f.path.rsplit(".", 1)[0] for f in snap.files}
+    assert all(os.path.exists(os.path.join(path, b)) for b in blooms)
+    age_tree(path, 24 * 30)
+    p = t.purge(older_than_hours=24 * 7, tx_log_retention_hours=24 * 7)
+    assert set(before) <= set(p["deletedSplits"]) and not set(blooms) & set(p["deletedSplits"])
+    assert all(not os.path.exists(os.path.join(path, b)) for b in before)

@@ -171,6 +171,7 @@ class GroupOutcome:
     add: AddFile | None                                   # the merged split (None: nothing to merge)
     merged: list[AddFile] = field(default_factory=list)   # sources now in `add`
     failures: list[tuple[str, str]] = field(default_factory=list)   # (source path, reason)
+    stats_files: dict[str, list[str]] = field(default_factory=dict)  # written with `add` (e.g. Bloom filters)
 
 
 class SourceSplitError(IndexTablesError):
@@ -220,7 +221,8 @@ def _with_partition_columns(batch: pa.RecordBatch, group: MergeGroup, full_schem
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
-def _write_merged(job: MergeJob, storage, group: MergeGroup, sources: list[AddFile]) -> AddFile | None:
+def _write_merged(job: MergeJob, storage, group: MergeGroup,
+                  sources: list[AddFile]) -> tuple[AddFile | None, dict[str, list[str]]]:
     from ..split.builder import SplitWriter
     from ..split.types import arrow_schema
 
@@ -238,13 +240,14 @@ def _write_merged(job: MergeJob, storage, group: MergeGroup, sources: list[AddFi
                     raise SourceSplitError(src.path, str(e) or type(e).__name__) from e
                 writer.write_batch(_with_partition_columns(batch, group, full_schema, job.partition_columns))
         adds = writer.finish()
+        stats_files = dict(writer.stats_files)
     if len(adds) > 1:
         raise IndexTablesError(f"internal: merge group {group.index} produced {len(adds)} splits instead of one")
     if not adds:
-        return None
+        return None, {}
     add = adds[0]
     if add.doc_mapping_ref != group.doc_mapping_ref:
-        storage.delete([add.path])
+        storage.delete([add.path, *(f for fs in stats_files.values() for f in fs)])
         raise IndexTablesError(f"internal: merged split of group {group.index} has doc mapping "
                                f"{add.doc_mapping_ref}, its sources {group.doc_mapping_ref}")
     tags = sorted({t for s in sources for t in (s.split_tags or [])})
@@ -254,7 +257,7 @@ def _write_merged(job: MergeJob, storage, group: MergeGroup, sources: list[AddFi
         data_change=False,
         num_merge_ops=max((s.num_merge_ops or 0) for s in sources) + 1,
         split_tags=tags or None,
-    )
+    ), stats_files
 
 
 def merge_group(job: MergeJob, group: MergeGroup) -> GroupOutcome:
@@ -264,13 +267,13 @@ def merge_group(job: MergeJob, group: MergeGroup) -> GroupOutcome:
     failures: list[tuple[str, str]] = []
     while len(sources) >= 2:
         try:
-            add = _write_merged(job, storage, group, sources)
+            add, stats_files = _write_merged(job, storage, group, sources)
         except SourceSplitError as e:
             log.warning("MERGE SPLITS %s: leaving out %s", job.table_uri, e)
             failures.append((e.path, e.reason))
             sources = [s for s in sources if s.path != e.path]
             continue
-        return GroupOutcome(group.index, add, sources, failures)
+        return GroupOutcome(group.index, add, sources, failures, stats_files)
     return GroupOutcome(group.index, None, [], failures)
 
 
@@ -407,11 +410,17 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
                           operation_parameters={"predicate": plan.predicate, "targetSize": plan.config.target_size,
                                                 "mergeGroups": len(adds), "skippedSplits": len(skips)})
         txn.remove_files(removes).add_files(adds).add_skips(skips)
+        stats: dict[str, list[str]] = {}
+        for o in outcomes:
+            for key, files in o.stats_files.items():
+                stats.setdefault(key, []).extend(files)
+        for key, files in stats.items():
+            txn.update_stat(key, files)
         try:
             result["version"] = txn.commit()
         except ConcurrentModificationError:
             # Never committed (every attempt lost a put-if-absent race): the merged splits are unreferenced.
-            plan.log.storage.delete([a.path for a in adds])
+            plan.log.storage.delete([a.path for a in adds] + [f for fs in stats.values() for f in fs])
             raise
         result["status"] = "SUCCESS"
     result.update(

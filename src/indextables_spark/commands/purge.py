@@ -11,8 +11,10 @@ Order, chosen so that a crash at any point leaves a readable table:
    checkpoints older than c and older than the retention go too.
 3. Which split files are referenced: the adds of every retained version file plus the live files of
    every retained state/checkpoint, and again the adds of versions committed while we worked.
-4. Orphans = `*.split` files under the table (outside `_transaction_log/`) not referenced and older
-   than the split retention. They are deleted first; version files and checkpoints after.
+4. Orphans = data files not referenced and older than the split retention: `*.split` files outside
+   `_transaction_log/`, delete logs (`_delete_logs/*.dlog`) and per-split stats files next to the
+   splits (`splits/split-*.<ext>`, e.g. Bloom filters). They are deleted first; version files and
+   checkpoints after. Other files are never touched.
 
 Safety: nothing referenced by a retained version is ever deleted; an orphan younger than the
 retention may belong to a write still in progress (its commit comes later), which is why the
@@ -23,13 +25,14 @@ set (unreadable state or version) aborts before any split or version file is del
 from __future__ import annotations
 
 import logging
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import InvalidOptionError
-from ..log.actions import AddFile
+from ..log.actions import AddFile, DeleteLog, StatsFiles
 from ..log.paths import LOG_DIR
 from ..log.table_log import TransactionLog
 from ..options import Options
@@ -72,8 +75,15 @@ class PurgeConfig:
         return cfg
 
 
-def is_split_key(key: str) -> bool:
-    return key.endswith(SPLIT_SUFFIX) and not key.startswith(LOG_DIR + "/")
+_STATS_FILE = re.compile(r"(?:^|/)splits/split-[^/]+\.[A-Za-z0-9]+$")
+_DELETE_LOG = re.compile(r"^_delete_logs/[^/]+\.dlog$")
+
+
+def is_data_key(key: str) -> bool:
+    """A file PURGE may delete when nothing references it: splits, delete logs, per-split stats files."""
+    if key.startswith(LOG_DIR + "/"):
+        return False
+    return key.endswith(SPLIT_SUFFIX) or bool(_DELETE_LOG.match(key)) or bool(_STATS_FILE.search(key))
 
 
 def version_cut_candidates(listing, checkpoint_versions: set[int], now_ms: int, tx_retention_hours: float) -> list[int]:
@@ -109,9 +119,20 @@ def usable_cut(log_: TransactionLog, listing, candidates: list[int]) -> int | No
     return None
 
 
+def _files_of_actions(actions) -> list[str]:
+    """Data files an action list references: added splits, delete logs, stats files."""
+    out: list[str] = []
+    for a in actions:
+        if isinstance(a, (AddFile, DeleteLog)):
+            out.append(a.path)
+        elif isinstance(a, StatsFiles):
+            out.extend(a.files)
+    return out
+
+
 def _adds_of_versions(log_: TransactionLog, versions: list[int]) -> set[str]:
     def adds(v: int) -> list[str]:
-        return [a.path for a in log_.read_actions(v) if isinstance(a, AddFile)]
+        return _files_of_actions(log_.read_actions(v))
 
     out: set[str] = set()
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -120,11 +141,14 @@ def _adds_of_versions(log_: TransactionLog, versions: list[int]) -> set[str]:
     return out
 
 
-def referenced_splits(log_: TransactionLog, retained_versions: list[int], checkpoint_versions: set[int]) -> set[str]:
-    """Every split path a retained version or state/checkpoint references."""
+def referenced_files(log_: TransactionLog, retained_versions: list[int], checkpoint_versions: set[int]) -> set[str]:
+    """Every data file (split, delete log, stats file) a retained version or state/checkpoint references."""
     refs = _adds_of_versions(log_, retained_versions)
     for c in sorted(checkpoint_versions):
-        refs.update(log_.snapshot(c).files_table.column("path").to_pylist())
+        snap = log_.snapshot(c)
+        refs.update(snap.files_table.column("path").to_pylist())
+        refs.update(d.path for d in snap.delete_logs)
+        refs.update(f for files in snap.stats_files.values() for f in files)
     return refs
 
 
@@ -167,9 +191,9 @@ def purge(log_: TransactionLog, older_than_hours: float | None = None, tx_log_re
     # 3. referenced splits, 4. orphans
     if progress:
         progress("finding referenced splits", 0, 1)
-    referenced = referenced_splits(log_, retained_versions, retained_checkpoints)
-    split_files = [f for f in log_.storage.list("") if is_split_key(f.key)]
-    orphans = [f for f in split_files if f.key not in referenced]
+    referenced = referenced_files(log_, retained_versions, retained_checkpoints)
+    data_files = [f for f in log_.storage.list("") if is_data_key(f.key)]
+    orphans = [f for f in data_files if f.key not in referenced]
     split_cutoff = now - cfg.retention_hours * HOUR_MS
     doomed = [f for f in orphans if f.modified_ms < split_cutoff]
     if doomed:
@@ -186,7 +210,7 @@ def purge(log_: TransactionLog, older_than_hours: float | None = None, tx_log_re
         for i in range(0, len(keys), DELETE_BATCH):
             log_.storage.delete(keys[i:i + DELETE_BATCH])
             if progress:
-                progress("deleting splits", min(i + DELETE_BATCH, len(keys)), len(keys))
+                progress("deleting files", min(i + DELETE_BATCH, len(keys)), len(keys))
         log_keys = [listing.version_info[v].key for v in doomed_versions] + [k for ks in doomed_json.values() for k in ks]
         if log_keys:
             log_.storage.delete(log_keys)
@@ -198,7 +222,7 @@ def purge(log_: TransactionLog, older_than_hours: float | None = None, tx_log_re
         "dryRun": dry_run,
         "retentionHours": cfg.retention_hours,
         "txLogRetentionHours": cfg.tx_log_retention_hours,
-        "splitFilesFound": len(split_files),
+        "splitFilesFound": len(data_files),
         "orphanedSplitsFound": len(orphans),
         "splitsDeleted": len(doomed),
         "bytesDeleted": sum(f.size for f in doomed),

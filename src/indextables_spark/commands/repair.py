@@ -4,7 +4,10 @@ Reads the source table at its latest readable version (with the usual fallbacks 
 corrupt checkpoints), checks every live split against one listing of the table (present, same
 size as the log says) and writes a clean log into the target directory: one version file
 `00000000000000000000.json` with the protocol, the metadata (its schema registry reduced to the
-doc mappings the kept splits use) and an add for every split that exists. The source is only read.
+doc mappings the kept splits use), an add for every split that exists, and the live delete logs and
+stats files of those splits. Adds and delete logs keep their `addedAtVersion`, which decides which
+splits an equality delete applies to. A split one of whose delete logs is missing is left out too
+(its deleted rows would come back); a missing stats file is only dropped. The source is only read.
 
 The target must be empty. The repaired log lists split paths relative to the source table, so it
 is meant to replace `<table>/_transaction_log` (rename the old directory away, the new one in).
@@ -15,9 +18,11 @@ import dataclasses
 import time
 
 from ..errors import InvalidOptionError, TableExistsError
-from ..log.actions import Action, CommitInfo
+from ..log.actions import Action, CommitInfo, StatsFiles, split_of_stats_file
 from ..log.codec import encode_actions
+from ..log.delete_logs import live_delete_logs
 from ..log.doc_mapping import registry_key
+from ..log.file_entries import add_files_to_table
 from ..log.paths import LOG_DIR
 from ..options import Options
 from ..storage import normalize_uri, open_storage
@@ -56,8 +61,14 @@ def repair_transaction_log(source_log: str, target: str, options=None, progress=
     if progress:
         progress("checking splits", 0, len(files))
     present = {f.key: f.size for f in table.storage.list("") if not f.key.startswith(LOG_DIR + "/")}
-    valid = [f for f in files if present.get(f.path) == f.size]
-    missing = [f.path for f in files if present.get(f.path) != f.size]
+    lost_logs = {d.path for d in snap.delete_logs if d.path not in present}
+    valid = [f for f in files if present.get(f.path) == f.size
+             and not any(d.path in lost_logs for d in snap.deletes_for(f))]
+    kept = {f.path for f in valid}
+    missing = [f.path for f in files if f.path not in kept]
+    delete_logs = [d for d in live_delete_logs(snap.delete_logs, add_files_to_table(valid)) if d.path not in lost_logs]
+    stats = [StatsFiles(k, [x for x in names if x in present and split_of_stats_file(x) in kept])
+             for k, names in sorted(snap.stats_files.items())]
     if progress:
         progress("checking splits", len(files), len(files))
     meta = snap.metadata_action
@@ -70,10 +81,13 @@ def repair_transaction_log(source_log: str, target: str, options=None, progress=
                                      f"splits is in neither the metadata nor the schema registry")
         conf[registry_key(ref)] = mapping
     now = int(time.time() * 1000)
-    adds = [dataclasses.replace(f, added_at_version=0, added_at_timestamp=now, doc_mapping_json=None) for f in valid]
+    adds = [dataclasses.replace(f, added_at_version=f.added_at_version or 0,
+                                added_at_timestamp=f.added_at_timestamp or now, doc_mapping_json=None) for f in valid]
     info = CommitInfo(now, OPERATION, {"source": normalize_uri(source_log), "sourceVersion": snap.version,
-                                       "validSplits": len(valid), "missingSplits": len(missing)})
-    actions: list[Action] = [info, snap.protocol_action, dataclasses.replace(meta, configuration=conf), *adds]
+                                       "validSplits": len(valid), "missingSplits": len(missing),
+                                       "missingDeleteLogs": sorted(lost_logs)})
+    actions: list[Action] = [info, snap.protocol_action, dataclasses.replace(meta, configuration=conf), *adds,
+                             *delete_logs, *(st for st in stats if st.files)]
     compress = opts.get_bool("transaction.compression.enabled", True)
     key = f"{0:020d}.json"
     if not dst.put_if_absent(key, encode_actions(actions, compress)):
@@ -81,6 +95,7 @@ def repair_transaction_log(source_log: str, target: str, options=None, progress=
     return {
         "sourcePath": normalize_uri(source_log), "targetPath": normalize_uri(target), "status": "SUCCESS",
         "sourceVersion": snap.version, "totalSplits": len(files), "validSplits": len(valid),
-        "missingSplits": len(missing), "missingPaths": missing,
+        "missingSplits": len(missing), "missingPaths": missing, "deleteLogs": len(delete_logs),
+        "missingDeleteLogs": sorted(lost_logs),
         "durationMs": round((time.perf_counter() - started) * 1000, 1),
     }

@@ -198,7 +198,8 @@ REPAIR = _spec(
     "REPAIR TRANSACTION LOG",
     ("source_path", pa.string()), ("target_path", pa.string()), ("status", pa.string()),
     ("source_version", pa.int64()), ("total_splits", pa.int64()), ("valid_splits", pa.int64()),
-    ("missing_splits", pa.int64()), ("missing_paths", STR_LIST), ("duration_ms", pa.float64()),
+    ("missing_splits", pa.int64()), ("missing_paths", STR_LIST), ("delete_logs", pa.int64()),
+    ("missing_delete_logs", STR_LIST), ("duration_ms", pa.float64()),
 )
 
 HISTORY = _spec(
