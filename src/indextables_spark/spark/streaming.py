@@ -21,7 +21,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from ..errors import IndexTablesError, InvalidOptionError
-from ..log.actions import AddFile, CommitInfo, RemoveFile
+from ..log.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
 from ..options import Options
 from ..table import IndexTable
 from .reader import SplitGroup, group_by_size
@@ -109,6 +109,13 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         actions = table.log.read_actions(version)
         adds = [a for a in actions if isinstance(a, AddFile) and a.data_change]
         removes = [a for a in actions if isinstance(a, RemoveFile) and a.data_change]
+        deletes = [a for a in actions if isinstance(a, DeleteLog)]
+        if deletes and not (self.ignore_deletes or self.ignore_changes):
+            # Row-level deletes of rows the stream may have emitted already (units are emitted as added).
+            raise StreamingDeletesError(
+                f"stream from {self.path}: version {version} deleted rows ({len(deletes)} delete logs); "
+                f"set option ignoreDeletes=true to skip deletions"
+            )
         if removes:
             if adds and not self.ignore_changes:
                 raise StreamingDeletesError(
@@ -164,9 +171,18 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return out
 
     def partitions(self, start: dict, end: dict):
-        files = self._files_between(Position.of(start), Position.of(end))
+        start_pos = Position.of(start)
+        files = self._files_between(start_pos, Position.of(end))
         groups = group_by_size(files, self.opts.get_size("read.maxPartitionBytes", 256 << 20), 2)
-        return [SplitGroup([f.to_json() for f in g]) for g in groups]
+        # The initial snapshot unit is read without the rows deleted as of its version; later units
+        # emit splits as added (a later delete is a change the stream fails on or ignores).
+        deletes = {}
+        if start_pos.starting and start_pos.version >= 0:
+            from ..log.delete_logs import deletes_json
+
+            deletes = deletes_json((self.table or IndexTable(self.path, self.opts)).snapshot(start_pos.version), files)
+        return [SplitGroup([f.to_json() for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes})
+                for g in groups]
 
     def read(self, partition: SplitGroup):
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -176,7 +192,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         target = to_arrow_schema(StructType.fromJson(self.schema_json), timezone="UTC")
         ctx = _ReadContext(self.path, self.opts, self.partition_columns)
         for d in partition.files:
-            yield from read_split(ctx, AddFile.from_json(d), target)
+            yield from read_split(ctx, AddFile.from_json(d), target, partition.deletes.get(d["path"]))
 
     def commit(self, end: dict) -> None:
         # Nothing to release: units are re-derivable from the log.
@@ -194,13 +210,21 @@ class _ReadContext:
     data_filters: tuple = ()
     query: str | None = None
 
+    @property
+    def read_opts(self):
+        from .reader import read_options
+
+        return read_options(self.opts)
+
 
 @dataclass
 class StreamBatchWritten(WriterCommitMessage):
     adds: list
+    stats: dict
 
-    def __init__(self, adds: list):
+    def __init__(self, adds: list, stats: dict | None = None):
         self.adds = adds
+        self.stats = stats or {}
 
 
 class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
@@ -221,10 +245,10 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         from .writer import write_splits
 
         written = write_splits(self.path, self.opts, self.plan, iterator)
-        return StreamBatchWritten(written.adds)
+        return StreamBatchWritten(written.adds, written.stats)
 
     def commit(self, messages, batchId: int) -> None:
-        from .writer import commit_write
+        from .writer import commit_write, merge_stats
 
         table = IndexTable(self.path, self.opts)
         txn_id = f"{self.app_id}:{batchId}"
@@ -232,16 +256,18 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
             log.info("indextables: batch %s of %s already committed; skipping replay", batchId, self.path)
             from .writer import delete_written
 
-            delete_written(self.path, self.opts, [d for m in messages if m is not None for d in m.adds])
+            delete_written(self.path, self.opts, [d for m in messages if m is not None for d in m.adds],
+                           merge_stats(m for m in messages if m is not None))
             return
         adds = [AddFile.from_json(d) for m in messages if m is not None for d in m.adds]
         commit_write(self.path, self.opts, self.plan, table.version(), self.overwrite, adds,
-                     operation="STREAMING UPDATE", txn_id=txn_id)
+                     operation="STREAMING UPDATE", txn_id=txn_id, stats_files=merge_stats(m for m in messages if m is not None))
 
     def abort(self, messages, batchId: int) -> None:
-        from .writer import delete_written
+        from .writer import delete_written, merge_stats
 
-        delete_written(self.path, self.opts, [d for m in messages if m is not None for d in m.adds])
+        delete_written(self.path, self.opts, [d for m in messages if m is not None for d in m.adds],
+                       merge_stats(m for m in messages if m is not None))
 
 
 def already_committed(table: IndexTable, app_id: str, batch_id: int) -> bool:
