@@ -409,3 +409,43 @@ def test_state_manifest_keeps_delete_logs_as_its_last_fields(tmp_path):
     listing = t.log.listing()
     sm = read_state_manifest(t.storage, listing.state_manifests[t.version()])
     assert [json.loads(d)["kind"] for d in sm.delete_logs] == [POSITIONAL] * 3   # one per split (3 days)
+
+
+class RacingStorage:
+    """Local storage on which another writer commits `race` just before our next version file."""
+
+    def __new__(cls, root: str, race):
+        from indextables_spark.log.paths import parse_version_name
+        from indextables_spark.storage.local import LocalStorage
+
+        class _Racing(LocalStorage):
+            def put_if_absent(self, key: str, data: bytes) -> bool:
+                nonlocal race
+                name = key.rsplit("/", 1)[-1]
+                if race is not None and key.startswith("_transaction_log/") and parse_version_name(name) is not None:
+                    run, race = race, None
+                    run()
+                return super().put_if_absent(key, data)
+
+        return _Racing(root)
+
+
+def test_a_delete_that_loses_a_race_against_a_merge_is_planned_again(tmp_path):
+    path = str(tmp_path / "t")
+    t = make_table(path)
+    before = visible(t)
+    racing = it.IndexTable(path, storage=RacingStorage(path, lambda: it.IndexTable(path).merge_splits()))
+    res = delete(racing.log, "views < 300")
+    assert res.status == "SUCCESS" and res.read_version == 2   # planned again after the merge (version 2)
+    assert [h["operation"] for h in t.history()[:2]] == ["DELETE", "MERGE SPLITS"]
+    expected = remaining(before, lambda r: _lt(r["views"], 300))
+    assert visible(t) == expected and res.deleted_rows == len(before) - len(expected)
+    # the first attempt's delete logs were removed again (never referenced by the log)
+    live = {d.path for d in t.snapshot().delete_logs}
+    assert {f"_delete_logs/{n}" for n in os.listdir(os.path.join(path, "_delete_logs"))} == live
+    # with the fail resolver there is no second attempt
+    a, b = [r[0] for r in expected[:2]]
+    racing = it.IndexTable(path, storage=RacingStorage(path, lambda: it.IndexTable(path).delete(f"id = {a}")))
+    with pytest.raises(it.ConcurrentModificationError, match="resolver 'fail'"):
+        delete(racing.log, f"id = {b}", resolver="fail")
+    assert [r[0] for r in visible(t)] == [r[0] for r in expected[1:]]

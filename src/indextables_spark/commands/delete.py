@@ -20,7 +20,9 @@ One delete is one committed version, with one kind of delete log (log/delete_log
 Key and equality logs apply to the rows of every split added before the delete; rows written
 later with the same values stay. The number of rows they delete is not computed (None).
 The commit uses the transaction's "merge" resolver by default; see log/transaction.py for the
-conflicts with concurrent merges and deletes.
+conflicts with concurrent merges and deletes. On such a conflict the delete is planned again from
+the new latest version (up to `spark.indextables.delete.maxAttempts`, default 3, attempts; the
+"fail" resolver never retries).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..errors import IndexTablesError
+from ..errors import ConcurrentModificationError, IndexTablesError
 from ..log import partition_filter as pf
 from ..log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
 from ..log.delete_logs import load_split_deletes, positional_table, write_delete_log
@@ -327,6 +329,20 @@ def _candidates(storage, snapshot, pred: Predicate, specs, options: Options) -> 
 def delete(log_: TransactionLog, where: str | None = None, query: str | None = None, kind: str = "auto",
            resolver: str = "merge") -> DeleteResult:
     """Delete the rows matching `where` (and `query`) as one new version; see the module doc."""
+    attempts = 1 if resolver == "fail" else max(1, log_.options.get_int("delete.maxAttempts", 3))
+    for attempt in range(1, attempts + 1):
+        try:
+            return _delete_once(log_, where, query, kind, resolver)
+        except ConcurrentModificationError as e:
+            if attempt == attempts:
+                raise
+            log.info("DELETE on %s conflicted with a concurrent commit (%s); planning again (attempt %d of %d)",
+                     log_.storage.uri, e, attempt + 1, attempts)
+    raise IndexTablesError("unreachable")  # pragma: no cover
+
+
+def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kind: str,
+                 resolver: str) -> DeleteResult:
     from ..split.types import arrow_schema, column_specs
 
     started = time.perf_counter()
