@@ -250,3 +250,24 @@ def test_repair_and_purge_keep_row_level_deletes(tmp_path):
     gone = set(p["deletedSplits"])
     assert {d.path for d in snap.delete_logs} <= gone and not os.listdir(os.path.join(path, "_delete_logs"))
     assert live_rows(it.IndexTable(path)) == expected
+
+
+def test_describe_transaction_log_shows_delete_logs_and_stats_files(tmp_path):
+    path = str(tmp_path / "t")
+    opts = {"spark.indextables.indexing.bloomfilter.columns": "region", "checkpoint.interval": "3"}
+    small_splits_table(path, 2, options=opts)
+    t = it.IndexTable(path, opts)
+    t.delete("views < 100")                                             # version 2: positional logs
+    rows_ = results.python_rows(t.describe_transaction_log(include_all=True))
+    logs = [r for r in rows_ if r["action_type"] == "delete_log"]
+    assert logs and all(r["version"] == 2 and r["delete_log_kind"] == "POSITIONAL" and r["delete_log_split_path"]
+                        and r["delete_log_num_entries"] > 0 and r["path"].startswith("_delete_logs/") for r in logs)
+    stats = [r for r in rows_ if r["action_type"] == "stats_files"]
+    assert {r["stats_key"] for r in stats} == {"bloomfilter"} and sum(len(r["stats_files"]) for r in stats) == 6
+    append(path, rows(20, start=500), options=opts)                     # version 3: a checkpoint
+    current = results.python_rows(t.describe_transaction_log())
+    cp = [r for r in current if r["is_checkpoint"]]
+    assert {r["version"] for r in cp} == {3}
+    assert {r["path"] for r in cp if r["action_type"] == "delete_log"} == {r["path"] for r in logs}
+    assert sum(len(r["stats_files"]) for r in cp if r["action_type"] == "stats_files") == 9
+    assert None not in {r["action_type"] for r in current}

@@ -8,7 +8,8 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from ..log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, SkipAction
+from ..log.actions import (Action, AddFile, CommitInfo, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction,
+                           StatsFiles)
 from ..log.table_log import TransactionLog
 from ..log.paths import version_key
 from . import results
@@ -70,6 +71,12 @@ def _action_row(a: Action, version: int, where: str, is_checkpoint: bool, commit
         row.update(action_type="metadata", metadata_id=a.id, metadata_schema_string=a.schema_string,
                    metadata_partition_columns=a.partition_columns, metadata_configuration=a.configuration,
                    metadata_created_time=a.created_time)
+    elif isinstance(a, DeleteLog):
+        row.update(action_type="delete_log", path=a.path, size=a.size, added_at_version=a.added_at_version,
+                   delete_log_kind=a.kind, delete_log_split_path=a.split_path, delete_log_columns=a.columns,
+                   delete_log_num_entries=a.num_entries)
+    elif isinstance(a, StatsFiles):
+        row.update(action_type="stats_files", stats_key=a.key, stats_files=a.files)
     elif isinstance(a, CommitInfo):
         row.update(action_type="commit_info", commit_timestamp=a.timestamp, commit_operation=a.operation,
                    commit_operation_parameters=json.dumps(a.operation_parameters, sort_keys=True, default=str))
@@ -89,13 +96,16 @@ def _base_rows(log_: TransactionLog, base) -> Iterable[dict]:
 
     where = log_.storage.full_uri(base.state_key) if base.state_key else f"{base.source} of version {base.version}"
     header: list[Action] = [a for a in (base.protocol, base.metadata) if a is not None]
-    for a in header + table_to_add_files(base.load_files()) + sorted(base.skips.values(), key=lambda s: s.path):
+    extras: list[Action] = [*sorted(base.skips.values(), key=lambda s: s.path), *base.delete_logs,
+                            *(StatsFiles(k, v) for k, v in sorted(base.stats_files.items()))]
+    for a in header + table_to_add_files(base.load_files()) + extras:
         yield _action_row(a, base.version, where, True, None)
 
 
 def describe_transaction_log(log_: TransactionLog, include_all: bool = False) -> pa.Table:
     """Rows of TRANSACTION_LOG columns. Default: the current state, i.e. the checkpoint/state the
-    latest snapshot starts from (is_checkpoint=true rows: protocol, metadata, live files, skips)
+    latest snapshot starts from (is_checkpoint=true rows: protocol, metadata, live files, skips,
+    delete logs, stats files)
     and every version file after it. INCLUDE ALL: every retained version file, oldest first."""
     from ..log.state_loader import load_base_state
 

@@ -150,6 +150,8 @@ TRANSACTION_LOG = _spec(
     ("metadata_id", pa.string()), ("metadata_schema_string", pa.string()), ("metadata_partition_columns", STR_LIST),
     ("metadata_configuration", STR_MAP), ("metadata_created_time", TS),
     ("commit_timestamp", TS), ("commit_operation", pa.string()), ("commit_operation_parameters", pa.string()),
+    ("delete_log_kind", pa.string()), ("delete_log_split_path", pa.string()), ("delete_log_columns", STR_LIST),
+    ("delete_log_num_entries", pa.int64()), ("stats_key", pa.string()), ("stats_files", STR_LIST),
 )
 
 MERGE_SPLITS = _spec(
