@@ -47,6 +47,7 @@ from .retry import (
     download_in_chunks,
     error_code,
     http_status,
+    protect_secrets,
     redact_uri,
 )
 
@@ -107,11 +108,11 @@ class AzureStorage(Storage):
         self._retry = retry_policy or RetryPolicy.from_options(opts)
 
         conn = _parse_connection_string(opts.get_str("azure.connectionString"), self.uri)
-        self._redact = Redactor(
-            [opts.get_str(k) for k in ("azure.accountKey", "azure.connectionString", "azure.clientSecret",
-                                       "azure.bearerToken", "azure.sasToken")]
-            + [conn.get("accountkey"), conn.get("sharedaccesssignature")]
-        )
+        secrets = ([opts.get_str(k) for k in ("azure.accountKey", "azure.connectionString", "azure.clientSecret",
+                                              "azure.bearerToken", "azure.sasToken")]
+                   + [conn.get("accountkey"), conn.get("sharedaccesssignature")])
+        self._redact = Redactor(secrets)
+        protect_secrets(secrets)
         opt_account = opts.get_str("azure.accountName") or conn.get("accountname")
         if uri_account and opt_account and uri_account != opt_account:
             raise InvalidOptionError(

@@ -43,6 +43,7 @@ from .retry import (
     download_in_chunks,
     error_code,
     http_status,
+    protect_secrets,
     redact_uri,
 )
 
@@ -86,9 +87,9 @@ class S3Storage(Storage):
         opts = options if isinstance(options, Options) else Options.of(options)
         self._options = opts
         self._event_handlers = tuple(event_handlers)
-        self._redact = Redactor(
-            [opts.get_str("aws.accessKey"), opts.get_str("aws.secretKey"), opts.get_str("aws.sessionToken")]
-        )
+        secrets = [opts.get_str("aws.accessKey"), opts.get_str("aws.secretKey"), opts.get_str("aws.sessionToken")]
+        self._redact = Redactor(secrets)
+        protect_secrets(secrets)
         self.uri, self.bucket, self.root = _parse_s3_uri(uri)
         self._retry = retry_policy or RetryPolicy.from_options(opts)
 
