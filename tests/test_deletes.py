@@ -16,7 +16,7 @@ import indextables_spark as it
 from indextables_spark.commands.delete import DeletePredicateError, delete
 from indextables_spark.commands.execute import execute
 from indextables_spark.commands.parser import parse_command
-from indextables_spark.errors import CorruptStateError, ProtocolVersionError
+from indextables_spark.errors import CorruptStateError
 from indextables_spark.log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, DeleteLog
 from indextables_spark.log.delete_logs import encode_delete_log, load_split_deletes, positional_table, read_delete_log
 from indextables_spark.log.protocol_gate import DELETION_LOGS, check_readable
