@@ -38,6 +38,7 @@ __all__ = [
     "Snapshot",
     "TableNotFoundError",
     "Transaction",
+    "aggregate",
     "register",
     "sql",
 ]
@@ -55,3 +56,12 @@ def sql(spark, text: str):
     from .commands.sql import run_sql
 
     return run_sql(spark, text)
+
+
+def aggregate(spark, path: str, query: str | None = None, aggs=None, partition_filter: str | None = None,
+              options=None, execution: str = "auto") -> dict:
+    """Exact Tantivy aggregations (terms, stats, histogram, date_histogram, range, percentiles,
+    cardinality, ...) over the rows matching `query`; see indextables_spark.aggregations."""
+    from .aggregations import aggregate as _aggregate
+
+    return _aggregate(spark, path, query, aggs, partition_filter, options, execution)

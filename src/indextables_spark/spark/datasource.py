@@ -70,8 +70,13 @@ class IndexTablesDataSource(DataSource):
     def schema(self) -> StructType:
         from pyspark.sql.types import StringType, StructField
 
-        schema = self._read_snapshot().schema
-        return StructType(list(schema.fields) + [StructField(INDEXALL, StringType(), True)])
+        from .reader import extra_fields, read_options
+
+        snapshot = self._read_snapshot()
+        schema = snapshot.schema
+        # `_score` / `_snippet` only when the options ask for them (see reader.py).
+        extra = extra_fields(read_options(self.opts), schema, snapshot.partition_columns)
+        return StructType(list(schema.fields) + [StructField(INDEXALL, StringType(), True)] + extra)
 
     def reader(self, schema: StructType) -> "DataSourceReader":
         from .reader import IndexTablesReader

@@ -1,14 +1,32 @@
-"""Batch reader: plan splits on the driver (prune, skip, group), search them on executors."""
+"""Batch reader: plan splits on the driver (prune, skip, group), search them on executors.
+
+Read options (besides the table's):
+- `query`: full-text query (Tantivy syntax), ANDed with every `_indexall = '...'` filter.
+- `orderBy` = `_score`: rows best first; adds a float `_score` column (needs a query).
+- `limit` = n: with a query, the n best rows (top-n by `_score`); without one, any n rows.
+- `withScore` = true: the `_score` column without ordering (e.g. on SQL views).
+- `snippetFields` = `body[,title]`: a `_snippet` column with highlighted fragments (HTML `<b>`);
+  a string for one field, a map field → snippet for several.
+- `read.batchSize`: rows per Arrow batch handed to Spark (default: the session's
+  `spark.sql.execution.arrow.maxRecordsPerBatch`, copied by the load wrapper; else 10,000).
+
+Spark 4.3 pushes no limit or sort into a Python data source, so a top-n read is two-level: every
+task searches its splits for their top n, merges them into its own top n, and the load wrapper
+(`finish_load`) adds `orderBy(_score desc).limit(n)`, which Spark runs as TakeOrderedAndProject:
+each partition's top n, merged on the driver. The result is the global top n. Scores are BM25
+with per-split statistics (like per-shard scoring in Elasticsearch's default mode).
+"""
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from ..errors import InvalidOptionError
 from ..log.actions import AddFile
 from ..options import Options
 from . import filters as spark_filters
@@ -17,6 +35,74 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_ROWS = 10_000
 DEFAULT_PARTITION_BYTES = 256 << 20
+SCORE = "_score"
+SNIPPET = "_snippet"
+ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What the options ask of a read, validated once."""
+
+    query: str | None
+    order_by_score: bool
+    limit: int | None
+    with_score: bool                 # a `_score` column is part of the schema
+    snippet_fields: tuple[str, ...]
+    batch_rows: int
+
+    @property
+    def top_n(self) -> bool:
+        """Rows are ranked: each task returns only its best `limit` rows."""
+        return self.limit is not None and self.query is not None
+
+
+def read_options(opts: Options) -> ReadOptions:
+    query = opts.get_str("query")
+    order = (opts.get_str("orderBy") or "").strip()
+    order_by_score = False
+    if order:
+        parts = order.split()
+        if parts[0] != SCORE or len(parts) > 2 or (len(parts) == 2 and parts[1].lower() != "desc"):
+            raise InvalidOptionError(
+                f"option orderBy={order!r}: only '_score' (best first) is supported; for other orders use "
+                f"DataFrame.orderBy(...) on the result")
+        order_by_score = True
+        if query is None:
+            raise InvalidOptionError("option orderBy='_score' needs option 'query' (scores rank query matches)")
+    limit = None
+    raw_limit = opts.get_str("limit")
+    if raw_limit is not None:
+        limit = opts.get_int("limit", 0)
+        if limit <= 0:
+            raise InvalidOptionError(f"option limit={raw_limit!r}: expected a positive number of rows")
+    with_score = order_by_score or (limit is not None and query is not None) or opts.get_bool("withScore", False)
+    fields = tuple(f.strip() for f in (opts.get_str("snippetFields") or "").split(",") if f.strip())
+    batch_rows = opts.get_int("read.batchSize", DEFAULT_BATCH_ROWS)
+    if batch_rows <= 0:
+        raise InvalidOptionError(f"option read.batchSize={batch_rows}: expected a positive number of rows")
+    return ReadOptions(query, order_by_score, limit, with_score, fields, batch_rows)
+
+
+def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: list[str]) -> list:
+    """The `_score` / `_snippet` StructFields a read adds to the table's columns."""
+    from pyspark.sql.types import FloatType, MapType, StringType, StructField
+
+    out = []
+    if ro.with_score:
+        out.append(StructField(SCORE, FloatType(), True))
+    if ro.snippet_fields:
+        strings = {f.name for f in table_schema.fields
+                   if isinstance(f.dataType, StringType) and f.name not in partition_columns}
+        bad = [c for c in ro.snippet_fields if c not in strings]
+        if bad:
+            raise InvalidOptionError(f"option snippetFields: {bad} are not string columns stored in the splits "
+                                     f"(string columns: {sorted(strings)})")
+        if not ro.query:
+            raise InvalidOptionError("option snippetFields needs option 'query' (snippets highlight query matches)")
+        one = len(ro.snippet_fields) == 1
+        out.append(StructField(SNIPPET, StringType() if one else MapType(StringType(), StringType()), True))
+    return out
 
 
 @dataclass
@@ -24,9 +110,11 @@ class SplitGroup(InputPartition):
     """One Spark task: a few splits read one after another."""
 
     files: list[dict]   # AddFile wire JSON
+    deletes: dict[str, list[dict]]   # split path -> its delete logs (deleteLog wire JSON); splits with deletes only
 
-    def __init__(self, files: list[dict]):
+    def __init__(self, files: list[dict], deletes: dict[str, list[dict]] | None = None):
         self.files = files
+        self.deletes = deletes or {}
 
 
 def group_by_size(files: list[AddFile], target_bytes: int, min_groups: int) -> list[list[AddFile]]:
@@ -62,7 +150,8 @@ class IndexTablesReader(DataSourceReader):
         self.partition_columns = snapshot.partition_columns
         self.version = snapshot.version
         self._snapshot = snapshot
-        self.option_query = opts.get_str("query")
+        self.read_opts = read_options(opts)
+        self.option_query = self.read_opts.query
         self.index_queries: list[str] = []   # from `_indexall = '...'` filters
         self.column_types = {
             f["name"]: (f["type"] if isinstance(f["type"], str) else f["type"].get("type"))
@@ -109,6 +198,7 @@ class IndexTablesReader(DataSourceReader):
                 yield f
 
     def _live_files(self) -> list[AddFile]:
+        from ..split.bloom import skip_by_blooms
         from ..split.filters import prune_partition, skip_split
 
         files = self._snapshot.files
@@ -120,9 +210,13 @@ class IndexTablesReader(DataSourceReader):
         n_after_partitions = len(files)
         if self.data_filters:
             files = [f for f in files if not skip_split(f, self.data_filters, self.specs)]
+        n_after_stats = len(files)
+        files = skip_by_blooms(self.path, self.opts, self._snapshot, files, self.data_filters)
         log.info(
-            "indextables: %s v%d: %d splits, %d after partition pruning, %d after data skipping",
-            self.path, self.version, n_total, n_after_partitions, len(files),
+            "indextables: %s v%d: %d splits; %d pruned by partition filters, %d skipped by data skipping "
+            "(min/max stats), %d by Bloom filters; %d to read",
+            self.path, self.version, n_total, n_total - n_after_partitions, n_after_partitions - n_after_stats,
+            n_after_stats - len(files), len(files),
         )
         return files
 
@@ -133,14 +227,29 @@ class IndexTablesReader(DataSourceReader):
         groups = group_by_size(files, target, min_groups)
         if not groups:
             return [SplitGroup([])]
-        return [SplitGroup([f.to_json() for f in g]) for g in groups]
+        from ..log.delete_logs import deletes_json
+
+        return [SplitGroup([f.to_json() for f in g], deletes_json(self._snapshot, g)) for g in groups]
 
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         target = to_arrow_schema(StructType.fromJson(self.schema_json), timezone="UTC")
-        for d in partition.files:
-            yield from read_split(self, AddFile.from_json(d), target)
+        adds = [AddFile.from_json(d) for d in partition.files]
+        ro = self.read_opts
+        query = self.query
+        if ro.with_score and query is not None:
+            yield from read_ranked(self, adds, target, query, partition.deletes)
+            return
+        remaining = ro.limit
+        for add in adds:
+            for batch in read_split(self, add, target, partition.deletes.get(add.path)):
+                if remaining is not None:
+                    batch = batch.slice(0, remaining)
+                    remaining -= batch.num_rows
+                yield batch
+                if remaining == 0:
+                    return
 
 
 def indexall_filter(f):
@@ -160,30 +269,121 @@ def indexall_filter(f):
     return None
 
 
-def read_split(reader: IndexTablesReader, add: AddFile, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _open_split(reader: IndexTablesReader, add: AddFile):
     from ..split.cache import get_cache
     from ..split.reader import SplitReader
-    from ..split.partitions import partition_value_array
     from ..storage import open_storage
 
     storage = open_storage(reader.path, reader.opts)
-    local_dir = get_cache(reader.opts).local_dir(storage, add)
-    split = SplitReader(local_dir)
-    batch_rows = reader.opts.get_int("read.batchSize", DEFAULT_BATCH_ROWS)
+    return SplitReader(get_cache(reader.opts).local_dir(storage, add))
+
+
+def _data_names(reader: IndexTablesReader, target: pa.Schema) -> list[str]:
     from .datasource import INDEXALL
 
-    data_names = [f.name for f in target if f.name not in reader.partition_columns and f.name != INDEXALL]
-    for batch in split.read(reader.data_filters, reader.query, data_names, batch_rows):
-        n = batch.num_rows
-        if n == 0:
-            continue
-        cols = []
-        for f in target:
-            if f.name == INDEXALL:
-                cols.append(pa.nulls(n, f.type))
-            elif f.name in reader.partition_columns:
-                cols.append(partition_value_array(add.partition_values.get(f.name), f.type, n))
-            else:
-                col = batch.column(batch.schema.get_field_index(f.name))
-                cols.append(col if col.type.equals(f.type) else col.cast(f.type))
-        yield pa.RecordBatch.from_arrays(cols, schema=target)
+    virtual = {INDEXALL, SCORE, SNIPPET}
+    return [f.name for f in target if f.name not in reader.partition_columns and f.name not in virtual]
+
+
+def to_target(batch: pa.RecordBatch | pa.Table, add: AddFile, target: pa.Schema,
+              partition_columns: list[str]) -> pa.Table:
+    """Rows of one split as the read schema: partition values, `_indexall` (always NULL), and
+    `_score`/`_snippet` from the batch when present, else NULL."""
+    from ..split.partitions import partition_value_array
+    from .datasource import INDEXALL
+
+    n = batch.num_rows
+    names = batch.schema.names
+    cols = []
+    for f in target:
+        if f.name in partition_columns:
+            cols.append(partition_value_array(add.partition_values.get(f.name), f.type, n))
+        elif f.name == INDEXALL or (f.name in (SCORE, SNIPPET) and f.name not in names):
+            cols.append(pa.nulls(n, f.type))
+        else:
+            col = batch.column(names.index(f.name))
+            cols.append(col if col.type.equals(f.type) else col.cast(f.type))
+    return pa.Table.from_arrays(cols, schema=target)
+
+
+def read_split(reader: IndexTablesReader, add: AddFile, target: pa.Schema,
+               delete_logs: list[dict] | None = None) -> Iterator[pa.RecordBatch]:
+    """Rows of one split in row order, in batches of at most read.batchSize rows: a read without
+    filters or query streams the row store's batches (zero-copy slices of the memory map).
+    delete_logs: the split's deleteLog actions (SplitGroup.deletes); their rows are left out."""
+    from ..log.delete_logs import split_deletes
+
+    split = _open_split(reader, add)
+    names = _data_names(reader, target)
+    deletes = split_deletes(reader.path, reader.opts, add, delete_logs)
+    for batch in split.read(reader.data_filters, reader.query, names, reader.read_opts.batch_rows, deletes=deletes):
+        if batch.num_rows:
+            yield from to_target(batch, add, target, reader.partition_columns).to_batches()
+
+
+def read_ranked(reader: IndexTablesReader, adds: list[AddFile], target: pa.Schema,
+                query: str, deletes: dict[str, list[dict]] | None = None) -> Iterator[pa.RecordBatch]:
+    """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
+    (each split's top n, merged)."""
+    ro = reader.read_opts
+    names = _data_names(reader, target)
+    kept: list[pa.Table] = []
+    for add in adds:
+        split = _open_split(reader, add)
+        from ..log.delete_logs import split_deletes
+
+        table = split.search_scored(query, ro.limit, reader.data_filters, names,
+                                    deletes=split_deletes(reader.path, reader.opts, add, (deletes or {}).get(add.path)))
+        if ro.snippet_fields:
+            table = _with_snippets(split, table, query, ro.snippet_fields)
+        table = to_target(table, add, target, reader.partition_columns)
+        if ro.limit is None:
+            yield from table.to_batches(max_chunksize=ro.batch_rows)
+        else:
+            kept.append(table)
+    if kept:
+        merged = pa.concat_tables(kept).sort_by([(SCORE, "descending")]).slice(0, ro.limit)
+        yield from merged.combine_chunks().to_batches(max_chunksize=ro.batch_rows)
+
+
+def _with_snippets(split, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
+    def values(c):
+        col = table.column(c)
+        return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    snippets = {c: split.snippets(query, c, values(c)) for c in fields}
+    if len(fields) == 1:
+        col = snippets[fields[0]]
+    else:
+        # map field -> snippet, fields without a match left out
+        col = pa.array([{c: s[i].as_py() for c, s in snippets.items() if s[i].is_valid}
+                        for i in range(table.num_rows)], pa.map_(pa.string(), pa.string()))
+    return table.append_column(SNIPPET, col)
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver side, around `spark.read.format("indextables").load()` (called by the load wrapper)
+
+
+def load_options(spark, given: Mapping[str, object]) -> dict[str, str]:
+    """Session settings a read needs that the data source cannot see (it gets no Spark conf)."""
+    keys = {str(k).lower().removeprefix("spark.indextables.") for k in given}
+    if "read.batchsize" in keys:
+        return {}
+    size = spark.conf.get(ARROW_BATCH_CONF, None)
+    return {"read.batchSize": str(size)} if size else {}
+
+
+def finish_load(df, given: Mapping[str, object]):
+    """The read as the user sees it: the global top n / score order the options ask for, and
+    without the virtual `_indexall` column."""
+    from pyspark.sql import functions as sf
+
+    from .datasource import INDEXALL
+
+    ro = read_options(Options.of({str(k): v for k, v in given.items()}))
+    df = df.drop(INDEXALL)
+    if ro.order_by_score or ro.top_n:
+        df = df.orderBy(sf.col(SCORE).desc())
+    if ro.limit is not None:
+        df = df.limit(ro.limit)
+    return df

@@ -124,9 +124,11 @@ def guarded(df):
 
 def raw_load(spark: SparkSession, options: dict):
     """An indextables read with the `_indexall` column and no guard (for views)."""
+    from .reader import load_options
+
     reader = spark.read.format(FORMAT_NAME)
     _inject_conf(reader, spark)
-    for k, v in options.items():
+    for k, v in {**load_options(spark, options), **options}.items():
         _original(DataFrameReader, "option")(reader, k, v)
     return _original(DataFrameReader, "load")(reader)
 
@@ -136,6 +138,11 @@ def _install_sql_bridge() -> None:
 
     def make_sql(orig):
         def sql(self, sqlQuery, args=None, **kwargs):
+            if isinstance(sqlQuery, str):
+                from .table_functions import rewrite_sql
+
+                # indextables_search/... calls with literal arguments → distributed views
+                sqlQuery = rewrite_sql(self, sqlQuery)
             if isinstance(sqlQuery, str) and not args and not kwargs:
                 handled = sql_bridge.try_handle(self, sqlQuery, _is_ours)
                 if handled is not None:
@@ -214,10 +221,14 @@ def _install_bridges() -> None:
             if not _is_ours(getattr(self, "_it_format", None)):
                 return orig(self, path=path, schema=schema)
             _inject_conf(self, self._spark)
-            df = orig(self, path=path, schema=schema)
             if isinstance(self, DataStreamReader):
-                return df.drop(INDEXALL)
-            return guarded(df).drop(INDEXALL)
+                return orig(self, path=path, schema=schema).drop(INDEXALL)
+            from .reader import finish_load, load_options
+
+            for k, v in load_options(self._spark, _given(self)).items():
+                _original(DataFrameReader, "option")(self, k, v)
+            df = orig(self, path=path, schema=schema)
+            return finish_load(guarded(df), _given(self))   # top n / score order; drops _indexall
         return load
 
     _wrap(DataFrameWriter, "mode", make_mode)
@@ -235,6 +246,9 @@ def register(spark: SparkSession) -> None:
     from ..commands.table_functions import register_command_functions
 
     register_command_functions(spark)
+    from .table_functions import register_table_functions
+
+    register_table_functions(spark)
     with _patch_lock:
         if not _patched:
             _install_bridges()

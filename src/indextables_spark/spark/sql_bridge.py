@@ -119,6 +119,13 @@ def _create_view(spark, m):
             from pyspark.errors import AnalysisException  # noqa: F401  (Spark's own error type)
 
             raise InvalidOptionError(f"temporary view {name} already exists (use CREATE OR REPLACE)")
+    ranked = sorted(k for k in opts if k.lower() in ("limit", "orderby"))
+    if ranked:
+        # A view cannot hold a top n: filters of later queries would land above the limit.
+        raise InvalidOptionError(
+            f"CREATE TEMPORARY VIEW {name}: option(s) {ranked} are not supported on views; create the view with "
+            f"OPTIONS (path '…', withScore 'true') and query it with "
+            f"WHERE _indexall = '<query>' ORDER BY _score DESC LIMIT n")
     df = guarded(raw_load(spark, opts))
     df.createOrReplaceTempView(name)
     with _lock:

@@ -1,0 +1,38 @@
+"""The Spark job behind `it.aggregate(..., execution="spark")`: one task per group of splits,
+each returning the merged partial of its splits; the driver merges the task partials."""
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+from ..log.actions import AddFile
+from ..options import Options
+from .reader import DEFAULT_PARTITION_BYTES, group_by_size
+
+
+def group_partial(path: str, options: dict, files: list[dict], query: str | None, aggs: Sequence[Any]) -> dict:
+    """Executor side: the merged partial of one group of splits."""
+    from ..split.aggregate import aggregate_files
+    from ..storage import open_storage
+
+    opts = Options.of(options)
+    return aggregate_files(open_storage(path, opts), [AddFile.from_json(f) for f in files], query, aggs, opts)
+
+
+def run_job(spark: Any, path: str, opts: Options, files: list[AddFile], query: str | None,
+            aggs: Sequence[Any]) -> dict:
+    from ..split.aggregate import merge_all
+
+    sc = spark.sparkContext
+    groups = group_by_size(files, opts.get_size("read.maxPartitionBytes", DEFAULT_PARTITION_BYTES),
+                           sc.defaultParallelism)
+    if not groups:
+        return merge_all(aggs, [])
+    payload = [[f.to_json() for f in g] for g in groups]
+    options = dict(opts.values)
+
+    def task(groups_in_partition: Iterator[list[dict]]) -> Iterator[dict]:
+        for group in groups_in_partition:
+            yield group_partial(path, options, group, query, aggs)
+
+    partials = sc.parallelize(payload, len(payload)).mapPartitions(task).collect()
+    return merge_all(aggs, partials)

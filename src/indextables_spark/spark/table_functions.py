@@ -1,0 +1,384 @@
+"""SQL table functions for search and aggregations.
+
+    SELECT * FROM indextables_search('/path', 'body:spark AND tags:sql', 10)      -- rows + _score, best first
+    SELECT * FROM indextables_aggregate('/path', '{"by_tag": {"terms": {"field": "tag"}}}', 'body:spark')
+    SELECT * FROM indextables_count('/path', 'body:spark')
+
+Two ways they run:
+
+1. Through `spark.sql(...)` after `it.register(spark)` (the normal case): the wrapper finds calls
+   whose arguments are literals and replaces each by a temporary view over a *distributed* plan:
+   `indextables_search` becomes the indextables read with `query`/`orderBy=_score`/`limit`
+   (one task per group of splits, each returning its top n; Spark merges them), so the function
+   is as parallel as `spark.read`; `indextables_aggregate` and `indextables_count` run
+   `it.aggregate` / `IndexTable.count` when `spark.sql` is called (a Spark job, or driver threads
+   in local mode) and the view holds the result rows.
+2. Otherwise (arguments that are not literals, or SQL reaching Spark without the wrapper), the
+   same names are Python UDTFs. A UDTF runs in ONE Python worker with no SparkSession, so it
+   searches every split there (threads; Tantivy releases the GIL): correct, not distributed.
+   Like the maintenance functions, its options (credentials, ...) are the session's
+   `spark.indextables.*` conf at `it.register` time.
+
+Aggregation rows (both ways): `agg` (name path, `parent.child`), `keys` (bucket keys from the top,
+as strings), `doc_count` (bucket rows), `metric` (`count`/`min`/`max`/`sum`/`avg`, `value`, or a
+percent such as `50.0`), `value` (DOUBLE) and `value_text` (the value as text: dates stay
+readable). A row with agg `_all` holds the number of matching rows.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+
+from ..errors import InvalidOptionError
+
+SEARCH = "indextables_search"
+AGGREGATE = "indextables_aggregate"
+COUNT = "indextables_count"
+FUNCTIONS = (SEARCH, AGGREGATE, COUNT)
+PARAMS = {SEARCH: ("path", "query", "limit", "snippet_fields"),
+          AGGREGATE: ("path", "aggs", "query", "partition_filter"),
+          COUNT: ("path", "query", "partition_filter")}
+REQUIRED = {SEARCH: 2, AGGREGATE: 2, COUNT: 1}
+AGG_SCHEMA = ("agg string, keys array<string>, doc_count bigint, metric string, value double, "
+              "value_text string")
+COUNT_SCHEMA = "count bigint"
+
+_CALL = re.compile(r"(?i)(?<![\w.`$])(" + "|".join(FUNCTIONS) + r")\s*\(")
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding calls with literal arguments in SQL text
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str              # lower-case function name
+    start: int             # span in the SQL text, name to closing parenthesis
+    end: int
+    args: dict[str, Any]   # parameter name -> literal value
+
+
+def _skip_quoted(text: str, i: int) -> int:
+    """Index after the string literal / quoted identifier / comment starting at i (else i)."""
+    c = text[i]
+    if c in "'\"`":
+        j = i + 1
+        while j < len(text):
+            if text[j] == "\\" and c != "`":
+                j += 2
+                continue
+            if text[j] == c:
+                return j + 1
+            j += 1
+        return len(text)
+    if text.startswith("--", i):
+        j = text.find("\n", i)
+        return len(text) if j < 0 else j + 1
+    if text.startswith("/*", i):
+        j = text.find("*/", i + 2)
+        return len(text) if j < 0 else j + 2
+    return i
+
+
+_TOKEN = re.compile(r"""\s*(?:(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")|(?P<num>[-+]?\d+(?:\.\d+)?)"""
+                    r"""|(?P<null>(?i:null))\b|(?P<bool>(?i:true|false))\b|(?P<name>[A-Za-z_]\w*)\s*=>)""")
+
+
+def _unescape(s: str) -> str:
+    body = s[1:-1].replace(s[0] * 2, s[0])    # 'It''s' (Spark reads a doubled quote as one)
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}.get(m.group(1), m.group(1)), body)
+
+
+def _parse_args(text: str, pos: int, name: str) -> tuple[dict[str, Any], int] | None:
+    """Literal arguments from just after `(`; (args, index after `)`), or None if not literals."""
+    params = PARAMS[name]
+    args: dict[str, Any] = {}
+    positional = 0
+    i = pos
+    if re.match(r"\s*\)", text[i:]):
+        return args, text.index(")", i) + 1
+    while True:
+        m = _TOKEN.match(text, i)
+        if not m:
+            return None
+        key = None
+        if m.group("name"):
+            key = m.group("name").lower()
+            i = m.end()
+            m = _TOKEN.match(text, i)
+            if not m or m.group("name"):
+                return None
+        if m.group("s") is not None:
+            value: Any = _unescape(m.group("s"))
+        elif m.group("num") is not None:
+            num = m.group("num")
+            value = float(num) if "." in num else int(num)
+        elif m.group("bool") is not None:
+            value = m.group("bool").lower() == "true"
+        else:
+            value = None
+        if key is None:
+            if positional >= len(params):
+                return None
+            key = params[positional]
+            positional += 1
+        if key not in params:
+            return None
+        args[key] = value
+        i = m.end()
+        sep = re.match(r"\s*([,)])", text[i:])
+        if not sep:
+            return None
+        i += sep.end()
+        if sep.group(1) == ")":
+            return args, i
+
+
+def find_calls(text: str) -> list[Call]:
+    calls = []
+    i = 0
+    while i < len(text):
+        j = _skip_quoted(text, i)
+        if j != i:
+            i = j
+            continue
+        m = _CALL.match(text, i)
+        if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_.`$")):
+            name = m.group(1).lower()
+            parsed = _parse_args(text, m.end(), name)
+            if parsed is not None and len(parsed[0]) >= REQUIRED[name] and \
+                    all(k in parsed[0] for k in PARAMS[name][:REQUIRED[name]]):
+                calls.append(Call(name, i, parsed[1], parsed[0]))
+                i = parsed[1]
+                continue
+        i += 1
+    return calls
+
+
+def rewrite_sql(spark, text: str) -> str:
+    """The SQL with every literal-argument call replaced by a temporary view (see module doc)."""
+    calls = find_calls(text)
+    if not calls:
+        return text
+    out, last = [], 0
+    for call in calls:
+        out.append(text[last:call.start])
+        out.append(_view_for(spark, call))
+        last = call.end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _view_for(spark, call: Call) -> str:
+    digest = hashlib.sha1(json.dumps([call.name, call.args], sort_keys=True, default=str).encode()).hexdigest()
+    name = f"__{call.name}_{digest[:16]}"
+    _dataframe(spark, call).createOrReplaceTempView(name)
+    return f"`{name}`"
+
+
+def _dataframe(spark, call: Call):
+    a = call.args
+    path = _text(call, "path")
+    if call.name == SEARCH:
+        reader = spark.read.format("indextables").option("query", _text(call, "query")).option("orderBy", "_score")
+        if a.get("limit") is not None:
+            reader = reader.option("limit", _limit(call))
+        if a.get("snippet_fields"):
+            reader = reader.option("snippetFields", _text(call, "snippet_fields"))
+        return reader.load(path)
+    if call.name == AGGREGATE:
+        from ..aggregations import aggregate
+
+        result = aggregate(spark, path, a.get("query"), _text(call, "aggs"), a.get("partition_filter"))
+        return spark.createDataFrame(aggregation_rows(_text(call, "aggs"), result), AGG_SCHEMA)
+    return spark.createDataFrame([(count_rows(spark, path, a.get("query"), a.get("partition_filter"), None),)],
+                                 COUNT_SCHEMA)
+
+
+def _text(call: Call, key: str) -> str:
+    v = call.args.get(key)
+    if not isinstance(v, str) or not v:
+        raise InvalidOptionError(f"{call.name}: argument {key!r} must be a non-empty string, got {v!r}")
+    return v
+
+
+def _limit(call: Call) -> int:
+    v = call.args.get("limit")
+    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+        raise InvalidOptionError(f"{call.name}: argument 'limit' must be a positive integer, got {v!r}")
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Results as rows
+
+
+def count_rows(spark, path: str, query: str | None, partition_filter: str | None, options) -> int:
+    from ..aggregations import session_options
+    from ..table import IndexTable
+
+    return IndexTable(path, session_options(spark, options)).count(query, partition_filter)
+
+
+def _text_of(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (dt.date, dt.datetime)):
+        return v.isoformat()
+    return str(v)
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float, decimal.Decimal)):
+        return float(v)
+    return None
+
+
+def aggregation_rows(aggs: Mapping[str, Any] | str, result: Mapping[str, Any]) -> list[tuple]:
+    """`it.aggregate`'s result as rows of AGG_SCHEMA."""
+    from ..split.aggregate import parse_request
+
+    rows: list[tuple] = [("_all", [], int(result["doc_count"]), None, None, None)]
+    _flatten(parse_request(aggs), result, "", [], rows)
+    return rows
+
+
+def _flatten(request: Mapping[str, Any], result: Mapping[str, Any], prefix: str, keys: list[str],
+             rows: list[tuple]) -> None:
+    for name, body in request.items():
+        kind = next(k for k in body if k not in ("aggs", "aggregations"))
+        path = prefix + name
+        r = result[name]
+        if "buckets" in r:
+            subs = body.get("aggs", body.get("aggregations")) or {}
+            for b in r["buckets"]:
+                bkeys = keys + [_text_of(b["key"])]
+                rows.append((path, bkeys, int(b["doc_count"]), None, None, None))
+                if subs:
+                    _flatten(subs, b, path + ".", bkeys, rows)
+        elif kind == "stats":
+            for metric in ("count", "min", "max", "sum", "avg"):
+                rows.append((path, keys, None, metric, _number(r[metric]), _text_of(r[metric])))
+        elif kind == "percentiles":
+            for p, v in r["values"].items():
+                rows.append((path, keys, None, p, _number(v), _text_of(v)))
+        else:
+            rows.append((path, keys, None, "value", _number(r["value"]), _text_of(r["value"])))
+
+
+# ---------------------------------------------------------------------------------------------
+# Python UDTF fallbacks (one worker, no session)
+
+
+def _spark_value(v: Any, t: pa.DataType) -> Any:
+    """Arrow's Python value → what a plain UDTF may yield (structs as tuples)."""
+    if v is None:
+        return None
+    if pa.types.is_struct(t):
+        return tuple(_spark_value(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_spark_value(x, t.value_type) for x in v]
+    if pa.types.is_map(t):
+        return {k: _spark_value(x, t.item_type) for k, x in v}
+    return v
+
+
+def search_table(path: str, query: str, limit: int | None, options: Mapping[str, Any],
+                 snippet_fields: str | None = None) -> pa.Table:
+    """The rows of the best matches (all of them without a limit), best first, in this process."""
+    from concurrent.futures import ThreadPoolExecutor
+    import os
+
+    from ..split.cache import get_cache
+    from ..split.reader import SplitReader
+    from ..table import IndexTable
+    from .reader import SCORE, _with_snippets, to_target
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    table = IndexTable(path, options)
+    snap = table.snapshot()
+    schema = search_schema(snap, snippet_fields)
+    target = to_arrow_schema(schema, timezone="UTC")
+    names = [f.name for f in snap.schema.fields if f.name not in snap.partition_columns]
+    fields = tuple(f.strip() for f in (snippet_fields or "").split(",") if f.strip())
+    cache = get_cache(table.options)
+
+    def one(add):
+        split = SplitReader(cache.local_dir(table.storage, add))
+        t = split.search_scored(query, limit, None, names)
+        if fields:
+            t = _with_snippets(split, t, query, fields)
+        return to_target(t, add, target, snap.partition_columns)
+
+    files = snap.files
+    with ThreadPoolExecutor(max_workers=max(1, min(len(files), os.cpu_count() or 1))) as pool:
+        parts = list(pool.map(one, files))
+    if not parts:
+        return target.empty_table()
+    merged = pa.concat_tables(parts).sort_by([(SCORE, "descending")])
+    return merged.slice(0, limit) if limit is not None else merged
+
+
+def search_schema(snapshot, snippet_fields: str | None):
+    from pyspark.sql.types import StructType
+
+    from ..options import Options
+    from .reader import extra_fields, read_options
+
+    ro = read_options(Options.of({"query": "*", "orderBy": "_score", "snippetFields": snippet_fields or ""}))
+    return StructType(list(snapshot.schema.fields) + extra_fields(ro, snapshot.schema, snapshot.partition_columns))
+
+
+def _udtf_classes(options: dict) -> dict[str, type]:
+    from pyspark.sql.udtf import AnalyzeResult
+
+    class Search:
+        @staticmethod
+        def analyze(path, query, limit=None, snippet_fields=None):
+            from ..table import IndexTable
+
+            snap = IndexTable(path.value, options).snapshot()
+            return AnalyzeResult(search_schema(snap, snippet_fields.value if snippet_fields else None))
+
+        def eval(self, path: str, query: str, limit: int | None = None, snippet_fields: str | None = None):
+            t = search_table(path, query, limit, options, snippet_fields)
+            types = [f.type for f in t.schema]
+            for row in t.to_pylist():
+                yield tuple(_spark_value(v, typ) for v, typ in zip(row.values(), types))
+
+    class Aggregate:
+        def eval(self, path: str, aggs: str, query: str | None = None, partition_filter: str | None = None):
+            from ..aggregations import aggregate
+
+            result = aggregate(None, path, query, aggs, partition_filter, options, execution="driver")
+            yield from aggregation_rows(aggs, result)
+
+    class Count:
+        def eval(self, path: str, query: str | None = None, partition_filter: str | None = None):
+            yield (count_rows(None, path, query, partition_filter, options),)
+
+    return {SEARCH: Search, AGGREGATE: Aggregate, COUNT: Count}
+
+
+def register_table_functions(spark) -> None:
+    """Register the UDTF fallbacks (the `spark.sql` wrapper rewrites literal calls first)."""
+    from pyspark.sql.functions import udtf
+
+    from .register import conf_options
+
+    classes = _udtf_classes(dict(conf_options(spark)))
+    # Plain (not Arrow) UDTFs: Arrow UDTFs need pandas, which is not a dependency.
+    spark.udtf.register(SEARCH, udtf(classes[SEARCH], useArrow=False))
+    spark.udtf.register(AGGREGATE, udtf(classes[AGGREGATE], returnType=AGG_SCHEMA, useArrow=False))
+    spark.udtf.register(COUNT, udtf(classes[COUNT], returnType=COUNT_SCHEMA, useArrow=False))

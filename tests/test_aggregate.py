@@ -1,0 +1,257 @@
+"""Aggregations: equal to Spark's groupBy().agg() on the same data, for every kind, across >= 8 splits.
+
+One broad Spark test checks every kind in both executions (a Spark job; driver threads), the SQL
+table function and IndexTable.count; Spark-free tests cover exactness edges (bucket-limit
+fallback, NaN, decimals) and request errors.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as sf
+
+import indextables_spark as it
+from indextables_spark.split.aggregate import AggregationError
+from search_tables import DOCS_OPTIONS, docs, docs_schema, write_table
+
+N = 3000
+QUERY = "body:spark"
+SPARK_QUERY = "body rlike '(?i)(^|[^a-z0-9])spark([^a-z0-9]|$)'"   # what body:spark matches (ASCII words)
+WEEK_US = 7 * 86_400_000_000
+
+AGGS = {
+    "by_tag": {"terms": {"field": "tag", "size": 100},
+               "aggs": {"views": {"stats": {"field": "views"}}, "avg_score": {"avg": {"field": "score"}}}},
+    "by_region": {"terms": {"field": "region"},
+                  "aggs": {"p": {"percentiles": {"field": "views", "percents": [10, 50, 99]}},
+                           "titles": {"cardinality": {"field": "title"}},
+                           "by_day": {"terms": {"field": "day", "size": 1000}}}},
+    "top_titles": {"terms": {"field": "title", "size": 5}},
+    "score": {"stats": {"field": "score"}},
+    "min_views": {"min": {"field": "views"}}, "max_views": {"max": {"field": "views"}},
+    "sum_views": {"sum": {"field": "views"}}, "avg_views": {"avg": {"field": "views"}},
+    "n_views": {"value_count": {"field": "views"}}, "n_tags": {"value_count": {"field": "tag"}},
+    "views_hist": {"histogram": {"field": "views", "interval": 1000},
+                   "aggs": {"max_score": {"max": {"field": "score"}}}},
+    "months": {"date_histogram": {"field": "day", "calendar_interval": "month"}},
+    "weeks": {"date_histogram": {"field": "ts", "fixed_interval": "7d"}},
+    "score_ranges": {"range": {"field": "score", "ranges": [{"to": 25}, {"from": 25, "to": 75}, {"from": 75}]}},
+    "day_ranges": {"range": {"field": "day", "ranges": [{"to": "2024-03-01"}, {"from": "2024-03-01"}]}},
+    "p": {"percentiles": {"field": "score", "percents": [0, 25, 50, 90, 100]}},
+    "distinct_views": {"cardinality": {"field": "views"}},
+    "distinct_days": {"cardinality": {"field": "day"}},
+    "max_day": {"max": {"field": "day"}},
+    "avg_price": {"avg": {"field": "price"}},
+}
+
+
+@pytest.fixture(scope="module")
+def table(spark, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("agg") / "t")
+    data = docs(N)
+    write_table(path, data, docs_schema(), DOCS_OPTIONS)
+    assert len(it.IndexTable(path).files()) >= 8
+    return path, spark.createDataFrame(data.to_pylist(), docs_schema())
+
+
+def close(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, (float, decimal.Decimal)) or isinstance(b, (float, decimal.Decimal)):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
+    return a == b
+
+
+def buckets(result) -> dict:
+    return {b["key"]: b for b in result["buckets"]}
+
+
+def assert_stats(ours, theirs: dict, what):
+    for k in ("count", "min", "max", "sum", "avg"):
+        assert close(ours[k], theirs[k]), f"{what}.{k}: {ours[k]} != {theirs[k]}"
+
+
+def stats_cols(col, prefix):
+    return [sf.count(col).alias(f"{prefix}count"), sf.min(col).alias(f"{prefix}min"), sf.max(col).alias(f"{prefix}max"),
+            sf.sum(col).alias(f"{prefix}sum"), sf.avg(col).alias(f"{prefix}avg")]
+
+
+def sub(row, prefix) -> dict:
+    return {k[len(prefix):]: v for k, v in row.asDict().items() if k.startswith(prefix)}
+
+
+def spark_reference(mem) -> dict:
+    """Spark's answers for AGGS over `mem` (a few jobs, each with many aggregate expressions)."""
+    day0 = sf.lit(dt.date(2024, 3, 1))
+    g = mem.agg(
+        sf.count("*").alias("n"), *stats_cols("score", "score_"), *stats_cols("views", "views_"),
+        sf.count("tag").alias("n_tags"), sf.max("day").alias("max_day"), sf.avg("price").alias("avg_price"),
+        sf.count_if(sf.col("score") < 25).alias("r0"), sf.count_if((sf.col("score") >= 25) & (sf.col("score") < 75))
+        .alias("r1"), sf.count_if(sf.col("score") >= 75).alias("r2"),
+        sf.count_if(sf.col("day") < day0).alias("d0"), sf.count_if(sf.col("day") >= day0).alias("d1"),
+        sf.percentile("score", sf.array(*[sf.lit(x) for x in (0.0, 0.25, 0.5, 0.9, 1.0)])).alias("p"),
+        sf.countDistinct("views").alias("distinct_views"), sf.countDistinct("day").alias("distinct_days"),
+    ).collect()[0]
+    tags = {r.tag: r for r in mem.where("tag IS NOT NULL").groupBy("tag").agg(
+        sf.count("*").alias("n"), *stats_cols("views", "v_"), sf.avg("score").alias("avg_score")).collect()}
+    regions = {r.region: r for r in mem.groupBy("region").agg(
+        sf.count("*").alias("n"), sf.percentile("views", sf.array(sf.lit(0.1), sf.lit(0.5), sf.lit(0.99))).alias("p"),
+        sf.countDistinct("title").alias("titles")).collect()}
+    region_days: dict = {}
+    for r in mem.where("day IS NOT NULL").groupBy("region", "day").count().collect():
+        region_days.setdefault(r.region, {})[r.day] = r["count"]
+    top = mem.groupBy("title").count().orderBy(sf.desc("count"), "title").limit(5).collect()
+    hist = {float(r.k): r for r in mem.where("views IS NOT NULL").groupBy(
+        (sf.floor(sf.col("views") / 1000) * 1000).alias("k")).agg(
+        sf.count("*").alias("n"), sf.max("score").alias("max_score")).collect()}
+    months = {r.m: r["count"] for r in mem.where("day IS NOT NULL").groupBy(sf.trunc("day", "month").alias("m"))
+              .count().collect()}
+    weeks = {r.w: r["count"] for r in mem.where("ts IS NOT NULL").groupBy(
+        (sf.floor(sf.unix_micros("ts") / WEEK_US) * WEEK_US).alias("w")).count().collect()}
+    return {"g": g, "tags": tags, "regions": regions, "region_days": region_days, "top": top, "hist": hist,
+            "months": months, "weeks": weeks}
+
+
+def check_against_spark(res, ref):
+    """Every aggregation of AGGS in `res` equals Spark's answer `ref` (spark_reference)."""
+    g = ref["g"]
+    assert res["doc_count"] == g.n
+    # terms + sub-aggregations (NULL keys are in no bucket), ordered by count
+    ours = buckets(res["by_tag"])
+    assert set(ours) == set(ref["tags"])
+    for tag, b in ours.items():
+        r = ref["tags"][tag]
+        assert b["doc_count"] == r.n
+        assert_stats(b["views"], sub(r, "v_"), f"by_tag[{tag}].views")
+        assert close(b["avg_score"]["value"], r.avg_score)
+    counts = [b["doc_count"] for b in res["by_tag"]["buckets"]]
+    assert counts == sorted(counts, reverse=True)
+    # terms on the partition column, with exact percentiles / cardinality / terms on a date below
+    ours = buckets(res["by_region"])
+    assert set(ours) == set(ref["regions"])
+    for region, b in ours.items():
+        r = ref["regions"][region]
+        assert b["doc_count"] == r.n and b["titles"]["value"] == r.titles
+        assert all(close(b["p"]["values"][k], v) for k, v in zip(("10.0", "50.0", "99.0"), r.p)), region
+        assert {k: x["doc_count"] for k, x in buckets(b["by_day"]).items()} == ref["region_days"][region]
+    # top 5 titles: exact counts (not per-split top-k estimates), ties by key
+    top = ref["top"]
+    assert [(b["key"], b["doc_count"]) for b in res["top_titles"]["buckets"]] == [(r.title, r["count"]) for r in top]
+    assert res["top_titles"]["sum_other_doc_count"] == g.n - sum(r["count"] for r in top)
+    # metrics
+    assert_stats(res["score"], sub(g, "score_"), "score")
+    v = sub(g, "views_")
+    assert (res["min_views"]["value"], res["max_views"]["value"], res["n_views"]["value"]) == \
+        (v["min"], v["max"], v["count"])
+    assert res["sum_views"]["value"] == v["sum"] and close(res["avg_views"]["value"], v["avg"])
+    assert res["n_tags"]["value"] == g.n_tags and res["max_day"]["value"] == g.max_day
+    assert close(res["avg_price"]["value"], g.avg_price)
+    # histogram (empty buckets in between filled with 0, as Elasticsearch does)
+    ours = buckets(res["views_hist"])
+    assert {k: b["doc_count"] for k, b in ours.items() if b["doc_count"]} == {k: r.n for k, r in ref["hist"].items()}
+    assert all(close(b["max_score"]["value"], ref["hist"][k].max_score) for k, b in ours.items() if b["doc_count"])
+    # date histograms: calendar months of a date, 7-day buckets of a timestamp
+    assert {k: b["doc_count"] for k, b in buckets(res["months"]).items()} == ref["months"]
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    assert {int((k - epoch).total_seconds()) * 1_000_000: b["doc_count"]
+            for k, b in buckets(res["weeks"]).items() if b["doc_count"]} == ref["weeks"]
+    # ranges
+    assert [b["doc_count"] for b in res["score_ranges"]["buckets"]] == [g.r0, g.r1, g.r2]
+    assert [b["key"] for b in res["score_ranges"]["buckets"]] == ["*-25", "25-75", "75-*"]
+    assert [b["doc_count"] for b in res["day_ranges"]["buckets"]] == [g.d0, g.d1]
+    # exact percentiles and distinct counts
+    assert all(close(res["p"]["values"][k], x) for k, x in zip(("0.0", "25.0", "50.0", "90.0", "100.0"), g.p))
+    assert res["distinct_views"]["value"] == g.distinct_views
+    assert res["distinct_days"]["value"] == g.distinct_days
+
+
+def test_aggregations_equal_spark(spark, table):
+    path, mem = table
+    everything = spark_reference(mem)
+    check_against_spark(it.aggregate(spark, path, aggs=AGGS, execution="spark"), everything)
+    check_against_spark(it.aggregate(spark, path, aggs=AGGS, execution="driver"), everything)
+    # with a full-text query, and with a partition filter
+    matched = mem.where(SPARK_QUERY)
+    some = spark_reference(matched)
+    check_against_spark(it.aggregate(spark, path, query=QUERY, aggs=AGGS, execution="spark"), some)
+    check_against_spark(it.aggregate(None, path, query=QUERY, aggs=AGGS), some)
+    eu = it.aggregate(spark, path, aggs={"t": {"terms": {"field": "tag"}}}, partition_filter="region = 'eu'")
+    assert eu["doc_count"] == everything["regions"]["eu"].n
+    # counts: from the log without a query, through the index with one
+    t = it.IndexTable(path)
+    assert t.count() == N and t.count(QUERY) == some["g"].n
+    assert t.count(partition_filter="region = 'us'") == everything["regions"]["us"].n
+    # the SQL table function returns the same numbers as rows
+    rows = spark.sql(f"SELECT * FROM indextables_aggregate('{path}', '{{\"by_tag\": {{\"terms\": {{\"field\": "
+                     f"\"tag\"}}, \"aggs\": {{\"s\": {{\"stats\": {{\"field\": \"views\"}}}}}}}}}}', '{QUERY}')").collect()
+    assert {r["keys"][0]: r.doc_count for r in rows if r.agg == "by_tag"} == {k: r.n for k, r in some["tags"].items()}
+    sums = {r["keys"][0]: r.value for r in rows if r.agg == "by_tag.s" and r.metric == "sum"}
+    assert sums == {k: float(r.v_sum) for k, r in some["tags"].items()}
+    assert [r.doc_count for r in rows if r.agg == "_all"] == [some["g"].n]
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark-free: exactness edges and errors
+
+
+def small_table(tmp_path, n: int, columns: dict, options=None):
+    from pyspark.sql.types import DecimalType, DoubleType, LongType, StringType, StructField, StructType
+
+    types = {"long": LongType(), "double": DoubleType(), "string": StringType(), "dec": DecimalType(20, 4)}
+    schema = StructType([StructField(c, types[t]) for c, (t, _) in columns.items()])
+    from indextables_spark.split.types import arrow_schema
+
+    data = pa.Table.from_pydict({c: v for c, (_, v) in columns.items()}, schema=arrow_schema(schema.jsonValue()))
+    path = str(tmp_path / "t")
+    write_table(path, data, schema, options or {}, batch_rows=20_000)
+    return path
+
+
+def test_terms_beyond_tantivys_bucket_limit_stay_exact(tmp_path):
+    n = 66_000
+    path = small_table(tmp_path, n, {"id": ("long", list(range(n))), "k": ("string", [f"k{i % 65_500}" for i in range(n)])})
+    res = it.aggregate(None, path, aggs={"ids": {"terms": {"field": "id", "size": 3, "order": {"_key": "desc"}}},
+                                         "ks": {"terms": {"field": "k", "size": 2}},
+                                         "n": {"cardinality": {"field": "k"}}})
+    assert [b["key"] for b in res["ids"]["buckets"]] == [n - 1, n - 2, n - 3]
+    assert res["ids"]["sum_other_doc_count"] == n - 3
+    assert [(b["key"], b["doc_count"]) for b in res["ks"]["buckets"]] == [("k0", 2), ("k1", 2)]
+    assert res["n"]["value"] == 65_500
+    with pytest.raises(AggregationError, match="65,000"):
+        it.aggregate(None, path, aggs={"ids": {"terms": {"field": "id"}, "aggs": {"m": {"max": {"field": "id"}}}}})
+
+
+def test_non_finite_doubles_and_decimals_are_exact(tmp_path):
+    xs = [1.5, float("nan"), -2.0, float("inf"), None]
+    decs = [decimal.Decimal("0.1000"), decimal.Decimal("0.2000"), None, decimal.Decimal("12345678901.0001"),
+            decimal.Decimal("-3.0000")]
+    path = small_table(tmp_path, 5, {"x": ("double", xs), "d": ("dec", decs), "g": ("string", list("aabbb"))})
+    res = it.aggregate(None, path, aggs={"x": {"stats": {"field": "x"}}, "d": {"stats": {"field": "d"}},
+                                         "dsum": {"sum": {"field": "d"}}})
+    assert res["x"]["count"] == 4 and math.isnan(res["x"]["max"]) and res["x"]["min"] == -2.0   # NaN is largest
+    assert math.isnan(res["x"]["sum"])
+    assert res["dsum"]["value"] == decimal.Decimal("12345678898.3001")        # exact, not f64
+    with pytest.raises(AggregationError, match="NaN"):
+        it.aggregate(None, path, aggs={"g": {"terms": {"field": "g"}, "aggs": {"x": {"max": {"field": "x"}}}}})
+
+
+@pytest.mark.parametrize("aggs, match", [
+    ({"a": {"terms": {"field": "nope"}}}, "no column 'nope'"),
+    ({"a": {"stats": {"field": "g"}}}, "numeric"),
+    ({"a": {"terms": {"field": "g", "size": 0}}}, "size"),
+    ({"a": {"histogram": {"field": "x"}}}, "interval"),
+    ({"a": {"date_histogram": {"field": "x", "fixed_interval": "1d"}}}, "date or timestamp"),
+    ({"a": {"terms": {"field": "g"}, "aggs": {"p": {"percentiles": {"field": "x"}}}}}, "top level"),
+    ({"a": {"wat": {"field": "x"}}}, "exactly one of"),
+    ({"a": {"stats": {"field": "x"}, "aggs": {"b": {"max": {"field": "x"}}}}}, "only bucket"),
+    ("{not json", "not valid JSON"),
+])
+def test_request_errors_name_the_aggregation(tmp_path, aggs, match):
+    path = small_table(tmp_path, 2, {"x": ("double", [1.0, 2.0]), "g": ("string", ["a", "b"])})
+    with pytest.raises(AggregationError, match=match) as e:
+        it.aggregate(None, path, aggs=aggs)
+    assert isinstance(e.value, it.IndexTablesError)

@@ -1,0 +1,151 @@
+"""The batch reader without a SparkSession: data skipping, bounded batches, per-task top n.
+
+The data source and its reader are driven directly (planning on "the driver", read() as a task
+would), so these run in milliseconds; test_search_sql.py covers the same through Spark.
+"""
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyspark.sql import datasource as sds
+
+import indextables_spark as it
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.spark.datasource import IndexTablesDataSource
+from indextables_spark.spark.reader import load_options, read_options
+from search_tables import DOCS_OPTIONS, docs, docs_schema, write_table
+
+N = 3000
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reader")
+    path = str(root / "t")
+    data = docs(N)
+    # ids grow with the write order: each split covers an id range, so id filters can skip splits
+    write_table(path, data, docs_schema(), {**DOCS_OPTIONS, "dataSkippingNumIndexedCols": "4",
+                                            "stats.truncation.maxLength": "3"})
+    return path, data, {"spark.indextables.cache.disk.path": str(root / "cache")}
+
+
+def plan(path, options, filters=()):
+    ds = IndexTablesDataSource({"path": path, **options})
+    reader = ds.reader(ds.schema())
+    rejected = list(reader.pushFilters(list(filters)))
+    return reader, reader.partitions(), rejected
+
+
+def rows(reader, parts) -> pa.Table:
+    batches = [b for p in parts for b in reader.read(p)]
+    return pa.Table.from_batches(batches) if batches else None
+
+
+def test_stats_cover_the_first_columns_truncated_and_never_partitions(table):
+    path, _, _ = table
+    files = it.IndexTable(path).files()
+    assert len(files) >= 8
+    for f in files:
+        # dataSkippingNumIndexedCols=4: id, body, tag, views (region is a partition column)
+        assert set(f.max_values) <= {"id", "body", "tag", "views"} and "id" in f.max_values
+        assert "region" not in f.min_values and "score" not in f.min_values
+        # stats.truncation.maxLength=3: a cut max is incremented so it stays an upper bound
+        assert all(len(f.min_values[c]) <= 3 and len(f.max_values[c]) <= 3 for c in ("body", "tag") if c in f.min_values)
+
+
+def test_data_skipping_counts_and_results(table, caplog):
+    path, data, opts = table
+    ids = data.column("id")
+    cases = [
+        ([sds.EqualTo(("id",), 17)], pc.equal(ids, 17)),
+        ([sds.In(("id",), (5, 2900))], pc.is_in(ids, pa.array([5, 2900]))),
+        ([sds.GreaterThanOrEqual(("id",), 2800)], pc.greater_equal(ids, 2800)),
+        ([sds.LessThan(("id",), 100), sds.StringStartsWith(("tag",), "do")],
+         pc.and_(pc.less(ids, 100), pc.fill_null(pc.starts_with(data.column("tag"), "do"), False))),
+    ]
+    n_files = len(it.IndexTable(path).files())
+    for filters, mask in cases:
+        with caplog.at_level(logging.INFO, logger="indextables_spark.spark.reader"):
+            caplog.clear()
+            reader, parts, rejected = plan(path, opts, filters)
+        assert rejected == []
+        msg = next(r.getMessage() for r in caplog.records if "skipped by data skipping" in r.getMessage())
+        skipped = int(msg.split(" skipped by data skipping")[0].rsplit(" ", 1)[1])
+        read = sum(len(p.files) for p in parts)
+        assert skipped > 0 and skipped + read == n_files, msg
+        got = rows(reader, parts)
+        want = sorted(data.filter(mask).column("id").to_pylist())
+        assert sorted(got.column("id").to_pylist() if got else []) == want
+    # partition pruning is counted apart
+    with caplog.at_level(logging.INFO, logger="indextables_spark.spark.reader"):
+        caplog.clear()
+        plan(path, opts, [sds.EqualTo(("region",), "eu")])
+    assert any("pruned by partition filters" in r.getMessage() and " 0 pruned" not in r.getMessage()
+               for r in caplog.records)
+
+
+def test_batches_are_bounded(table):
+    path, data, opts = table
+    for extra, filters in (({}, []), ({"query": "body:spark"}, []), ({}, [sds.GreaterThan(("views",), 5000)])):
+        reader, parts, _ = plan(path, {**opts, "read.batchSize": "97", **extra}, filters)
+        sizes = [b.num_rows for p in parts for b in reader.read(p)]
+        assert sizes and max(sizes) <= 97
+    reader, parts, _ = plan(path, opts)
+    assert sum(b.num_rows for p in parts for b in reader.read(p)) == N
+
+
+def test_top_n_per_task_and_score_columns(table):
+    path, data, opts = table
+    full_reader, full_parts, _ = plan(path, {**opts, "query": "body:spark OR body:lake", "orderBy": "_score"})
+    everything = rows(full_reader, full_parts)
+    assert everything.schema.names[-2:] == ["_indexall", "_score"]
+    ranked = sorted(everything.column("_score").to_pylist(), reverse=True)
+    reader, parts, _ = plan(path, {**opts, "query": "body:spark OR body:lake", "limit": "7",
+                                   "snippetFields": "body"})
+    assert len(parts) >= 2
+    per_task = [pa.Table.from_batches(list(reader.read(p))) for p in parts]
+    for t in per_task:          # every task returns at most n rows, best first
+        assert t.num_rows <= 7
+        assert t.column("_score").to_pylist() == sorted(t.column("_score").to_pylist(), reverse=True)
+        assert all("<b>" in s for s in t.column("_snippet").to_pylist())
+    merged = sorted((s for t in per_task for s in t.column("_score").to_pylist()), reverse=True)[:7]
+    assert merged == ranked[:7]   # what Spark's orderBy(_score).limit(7) then keeps is the global top 7
+    # limit without a query: any n rows, no score column
+    reader, parts, _ = plan(path, {**opts, "limit": "5"})
+    assert all(sum(b.num_rows for b in reader.read(p)) <= 5 for p in parts)
+    assert "_score" not in reader.schema_json["fields"][-1]["name"]
+
+
+def test_read_option_errors(table):
+    path, _, opts = table
+    with pytest.raises(InvalidOptionError, match="orderBy"):
+        read_options(it.options.Options.of({"query": "x", "orderBy": "views"}))
+    with pytest.raises(InvalidOptionError, match="needs option 'query'"):
+        read_options(it.options.Options.of({"orderBy": "_score"}))
+    with pytest.raises(InvalidOptionError, match="limit"):
+        read_options(it.options.Options.of({"limit": "0"}))
+    with pytest.raises(InvalidOptionError, match="views"):
+        IndexTablesDataSource({"path": path, "query": "body:x", "snippetFields": "views", **opts}).schema()
+    with pytest.raises(InvalidOptionError, match="region"):   # partition columns are not in the splits
+        IndexTablesDataSource({"path": path, "query": "body:x", "snippetFields": "region", **opts}).schema()
+
+
+def test_load_options_take_the_arrow_batch_size():
+    class Conf:
+        def __init__(self, v):
+            self.v = v
+
+        def get(self, key, default=None):
+            assert key == "spark.sql.execution.arrow.maxRecordsPerBatch"
+            return self.v
+
+    class Session:
+        def __init__(self, v):
+            self.conf = Conf(v)
+
+    assert load_options(Session("2048"), {}) == {"read.batchSize": "2048"}
+    assert load_options(Session("2048"), {"spark.indextables.read.batchSize": "10"}) == {}
+    assert load_options(Session(None), {}) == {}
