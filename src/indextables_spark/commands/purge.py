@@ -204,6 +204,9 @@ def purge(log_: TransactionLog, older_than_hours: float | None = None, tx_log_re
             doomed = [f for f in doomed if f.key not in late]
     if progress:
         progress("finding referenced splits", 1, 1)
+    # Temp files of writes killed half way (local storage): never part of the table; a live write
+    # renames or links its temp file within moments, so the split retention protects it amply.
+    stale_temps = [f for f in log_.storage.list_temporaries() if f.modified_ms < split_cutoff]
 
     if not dry_run:
         keys = [f.key for f in doomed]
@@ -211,6 +214,8 @@ def purge(log_: TransactionLog, older_than_hours: float | None = None, tx_log_re
             log_.storage.delete(keys[i:i + DELETE_BATCH])
             if progress:
                 progress("deleting files", min(i + DELETE_BATCH, len(keys)), len(keys))
+        if stale_temps:
+            log_.storage.delete([f.key for f in stale_temps])
         log_keys = [listing.version_info[v].key for v in doomed_versions] + [k for ks in doomed_json.values() for k in ks]
         if log_keys:
             log_.storage.delete(log_keys)
@@ -227,6 +232,7 @@ def purge(log_: TransactionLog, older_than_hours: float | None = None, tx_log_re
         "splitsDeleted": len(doomed),
         "bytesDeleted": sum(f.size for f in doomed),
         "youngOrphansKept": len(orphans) - len(doomed),
+        "tempFilesDeleted": len(stale_temps),
         "versionFilesDeleted": len(doomed_versions),
         "checkpointFilesDeleted": sum(len(k) for k in doomed_json.values()),
         "stateDirsRemoved": int(gc.get("stateDirsRemoved") or 0),

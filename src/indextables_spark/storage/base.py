@@ -80,6 +80,11 @@ class Storage(ABC):
         with open(local_path, "wb") as f:
             f.write(data)
 
+    def list_temporaries(self) -> list[FileInfo]:
+        """Leftovers of writes killed half way that `list` never shows (local `.tmp-*` files);
+        object stores publish an object atomically, so they have none. PURGE deletes old ones."""
+        return []
+
     def full_uri(self, key: str) -> str:
         return self.uri.rstrip("/") + "/" + key
 

@@ -130,6 +130,24 @@ class LocalStorage(Storage):
         out.sort(key=lambda f: f.key)
         return out
 
+    def list_temporaries(self) -> list[FileInfo]:
+        """`.tmp-*` files under the root: a process killed inside put/put_if_absent/upload_file
+        leaves its temp file behind (it is never visible to `list`)."""
+        out: list[FileInfo] = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames.sort()
+            rel_dir = os.path.relpath(dirpath, self.root)
+            rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+            for name in filenames:
+                if name.startswith(".tmp-"):
+                    try:
+                        st = os.stat(os.path.join(dirpath, name))
+                    except FileNotFoundError:
+                        continue
+                    out.append(FileInfo(rel_dir + name, st.st_size, int(st.st_mtime * 1000)))
+        out.sort(key=lambda f: f.key)
+        return out
+
     def delete(self, keys: Iterable[str]) -> None:
         paths = [self._path(k) for k in keys]  # refuse the whole batch if any key escapes
         for path in paths:
