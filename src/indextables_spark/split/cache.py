@@ -7,6 +7,12 @@ complete directory (the loser deletes its copy). Local storages are extracted st
 split file with ranged copies; remote ones are downloaded once, extracted, and the download
 deleted.
 
+Once per machine: threads of a process wait on a per-split lock, and processes sharing the root
+(the Python workers of an executor) on an advisory file lock (`fcntl.flock`, one of
+LOCK_STRIPES files under `<root>/.locks/` chosen by the split's key), so the first one downloads
+and the others find the directory. A process that dies releases its lock; where flock is not
+available the rename race above still keeps the cache correct (a split may then be fetched twice).
+
 Size bound: option `cache.disk.maxSize` (default 10G); least recently used directories (by
 modification time, refreshed on each use) are evicted, never one this process has open (cached
 handles, live SplitReader objects, or handed out by local_dir in the last GRACE_SECONDS).
@@ -16,6 +22,7 @@ reads memory-map it and take rows without decompressing whole batches.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -24,7 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import SplitFormatError
 from ..options import Options
@@ -37,6 +44,13 @@ GRACE_SECONDS = 300.0          # a directory handed out recently counts as in us
 STALE_TMP_SECONDS = 3600.0     # temp extractions older than this are leftovers of dead processes
 _TMP_PREFIX = ".tmp-"
 _TRASH_PREFIX = ".trash-"
+_LOCK_DIR = ".locks"           # lock files of the cross-process fetch lock (never evicted)
+LOCK_STRIPES = 256
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX
+    fcntl = None  # type: ignore[assignment]
 
 
 def _dir_size(path: str) -> int:
@@ -75,7 +89,7 @@ class SplitCache:
         key = cache_key(storage, add_file)
         final = os.path.join(self.root, key)
         if not self._ready(final):
-            with self._key_lock(key):
+            with self._key_lock(key), self._process_lock(key):
                 if not self._ready(final):
                     self._fetch(storage, add_file, key, final)
         self._touch(key, final)
@@ -99,6 +113,21 @@ class SplitCache:
     def _key_lock(self, key: str) -> threading.Lock:
         with self._lock:
             return self._key_locks.setdefault(key, threading.Lock())
+
+    @contextlib.contextmanager
+    def _process_lock(self, key: str) -> Iterator[None]:
+        """Exclusive against other processes fetching a split of the same lock stripe."""
+        if fcntl is None:
+            yield
+            return
+        lock_dir = os.path.join(self.root, _LOCK_DIR)
+        os.makedirs(lock_dir, exist_ok=True)
+        fd = os.open(os.path.join(lock_dir, f"{int(key[:8], 16) % LOCK_STRIPES:03d}"), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)   # releases the lock
 
     def _touch(self, key: str, final: str) -> None:
         now = time.time()
@@ -166,6 +195,8 @@ class SplitCache:
         now = time.time()
         for n in names:
             path = os.path.join(self.root, n)
+            if n == _LOCK_DIR:
+                continue
             if n.startswith((_TMP_PREFIX, _TRASH_PREFIX)):
                 try:
                     if now - os.stat(path).st_mtime > STALE_TMP_SECONDS:
