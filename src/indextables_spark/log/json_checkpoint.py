@@ -82,7 +82,10 @@ def read_checkpoint_actions(
             raise CorruptStateError(f"multi-part checkpoint {lc.checkpoint_id} of version {version}: no parts found")
         fmt = "json-multipart"
     if part_keys is None:
-        return decode_actions(data, storage.full_uri(key)), fmt
+        single = decode_actions(data, storage.full_uri(key))
+        if not single:
+            raise CorruptStateError(f"checkpoint {storage.full_uri(key)} of version {version} is empty")
+        return single, fmt
     actions: list[Action] = []
     for pk in part_keys:
         try:
@@ -91,7 +94,11 @@ def read_checkpoint_actions(
             raise CorruptStateError(
                 f"checkpoint part {storage.full_uri(pk)} of version {version} is missing"
             ) from None
-        actions.extend(decode_actions(pdata, storage.full_uri(pk)))
+        part_actions = decode_actions(pdata, storage.full_uri(pk))
+        if not part_actions:
+            # A writer never writes an empty part: reading it as "no files" would drop files.
+            raise CorruptStateError(f"checkpoint part {storage.full_uri(pk)} of version {version} is empty")
+        actions.extend(part_actions)
     return actions, fmt
 
 

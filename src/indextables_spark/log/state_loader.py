@@ -158,6 +158,19 @@ def load_base_state(
         raise lc_error
     first = listing.versions[0] if listing.versions else None
     states = sorted(set(listing.state_manifests) | set(listing.json_checkpoints))
+    below = [s for s in states if s <= version]
+    start = max(below[-1] + 1 if below else 0, first if first is not None else 0)
+    gaps = [v for v in range(start, version + 1) if v not in listing.version_info]
+    if first is not None and first <= version and gaps:
+        # A hole in the middle of the retained history: a version file was lost.
+        from .paths import version_key
+
+        raise VersionNotFoundError(
+            f"version {version} of {log_.storage.uri} cannot be read: version file "
+            f"{log_.storage.full_uri(version_key(gaps[0]))} is missing"
+            + (f" (and {len(gaps) - 1} more)" if len(gaps) > 1 else "")
+            + f" while versions {first}..{listing.versions[-1]} are otherwise present"
+        )
     raise VersionNotFoundError(
         f"version {version} of {log_.storage.uri} can no longer be reconstructed: "
         + (f"the oldest retained version file is {first}" if first is not None else "no version files remain")

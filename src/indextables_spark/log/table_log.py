@@ -134,7 +134,18 @@ class TransactionLog:
             raise VersionNotFoundError(
                 f"version {version} of {self.storage.uri} is not available ({self.storage.full_uri(key)} is missing)"
             ) from None
-        return decode_actions(data, self.storage.full_uri(key))
+        where = self.storage.full_uri(key)
+        if not data:
+            # A committed version file is never empty (it holds at least its commitInfo): reading
+            # it as "no actions" would silently drop that version's changes.
+            raise CorruptStateError(f"{where}: version file {version} is empty")
+        actions = decode_actions(data, where)
+        if not actions:
+            from .codec import decode_text
+
+            if not decode_text(data, where).strip():
+                raise CorruptStateError(f"{where}: version file {version} holds no actions")
+        return actions
 
     def write_version(self, version: int, actions: Iterable[Action]) -> bool:
         """Write a version file if no file exists for that version. False on conflict."""
@@ -261,8 +272,11 @@ class TransactionLog:
                 f"version {version} of {self.storage.uri} is not available ({self.storage.full_uri(key)} is missing)"
             ) from None
         where = self.storage.full_uri(key)
+        text = decode_text(data, where)
+        if not text.strip():
+            raise CorruptStateError(f"{where}: version file {version} is empty")
         out: list[Action] = []
-        for n, line in enumerate(decode_text(data, where).splitlines(), 1):
+        for n, line in enumerate(text.splitlines(), 1):
             if not line.strip() or line.startswith(self._SKIP_PREFIXES):
                 continue
             try:

@@ -34,6 +34,7 @@ FORMAT_VERSION = 1
 TRAILER_LEN = 16              # u64 footer length + 8-byte magic
 ROWS_NAME = "rows.arrow"
 FOOTER_FILE = "footer.json"   # written next to the extracted files
+EXTRACTED_FROM = "extractedFrom"   # key added to the local footer.json: the split's URI
 CREATED_BY = "indextables_spark 0.1.0"
 _TAIL_GUESS = 64 << 10        # one ranged read usually gets the whole footer
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -295,7 +296,9 @@ def extract(split_bytes_source: Source, dest_dir: str, path_for_errors: str | No
         for f in [*footer.files, footer.rows]:
             _copy_range(r, src_path, f.offset, f.length, os.path.join(dest_dir, f.name))
         with open(os.path.join(dest_dir, FOOTER_FILE), "w", encoding="utf-8") as out:
-            json.dump(footer.raw, out, ensure_ascii=False)
+            # The local copy also records where it came from, so that errors raised while opening
+            # the extracted directory name the split, not a cache directory.
+            json.dump({**footer.raw, EXTRACTED_FROM: where}, out, ensure_ascii=False)
         return footer
     finally:
         r.close()
@@ -312,12 +315,25 @@ def uncompress_rows(local_dir: str) -> None:
 
     path = os.path.join(local_dir, ROWS_NAME)
     tmp = path + ".plain"
-    with pa.memory_map(path, "r") as src:
-        reader = pa.ipc.open_file(src)
-        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, reader.schema) as w:
-            for i in range(reader.num_record_batches):
-                w.write_batch(reader.get_batch(i))
+    try:
+        with pa.memory_map(path, "r") as src:
+            reader = pa.ipc.open_file(src)
+            with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, reader.schema) as w:
+                for i in range(reader.num_record_batches):
+                    w.write_batch(reader.get_batch(i))
+    except pa.ArrowException as e:
+        raise SplitFormatError(f"split {extracted_source(local_dir)}: the row store {ROWS_NAME} is unreadable "
+                               f"({e})") from e
     os.replace(tmp, path)
+
+
+def extracted_source(local_dir: str) -> str:
+    """The URI of the split an extracted directory came from (the directory when unknown)."""
+    try:
+        with open(os.path.join(local_dir, FOOTER_FILE), "rb") as f:
+            return str(json.loads(f.read()).get(EXTRACTED_FROM) or local_dir)
+    except (OSError, ValueError):
+        return local_dir
 
 
 def load_extracted_footer(local_dir: str) -> SplitFooter:

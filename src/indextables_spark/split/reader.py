@@ -55,16 +55,21 @@ def _open_handles(local_dir: str) -> _Handles:
     footer = load_extracted_footer(local_dir)
     specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
     specs = with_fully_tokenized(specs, footer.fully_tokenized)
-    with tantivy_call(f"opening the Tantivy index of split directory {local_dir}"):
+    from ..errors import SplitFormatError
+    from .bundle import EXTRACTED_FROM
+
+    where = f"split {footer.raw.get(EXTRACTED_FROM) or local_dir}"
+    with tantivy_call(f"opening the Tantivy index of {where} (extracted in {local_dir})"):
         index = tantivy.Index.open(local_dir)
-    ipc = pa.ipc.open_file(pa.memory_map(os.path.join(local_dir, ROWS_NAME), "r"))
+    try:
+        ipc = pa.ipc.open_file(pa.memory_map(os.path.join(local_dir, ROWS_NAME), "r"))
+    except pa.ArrowException as e:
+        raise SplitFormatError(f"{where}: the row store {ROWS_NAME} is unreadable ({e})") from e
     starts = [0]
     for n in footer.batch_rows:
         starts.append(starts[-1] + n)
     if ipc.num_record_batches != len(footer.batch_rows):
-        from ..errors import SplitFormatError
-
-        raise SplitFormatError(f"split directory {local_dir}: {ROWS_NAME} has {ipc.num_record_batches} record "
+        raise SplitFormatError(f"{where} (extracted in {local_dir}): {ROWS_NAME} has {ipc.num_record_batches} record "
                                f"batches, footer says {len(footer.batch_rows)}")
     return _Handles(footer, specs, index, ipc, starts)
 
