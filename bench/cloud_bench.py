@@ -1,0 +1,266 @@
+"""Object store vs local disk: the same tables and reads on the S3 emulator (moto) and on local disk,
+measured in one run, with the ratio.
+
+Cases (medians over --runs, default 5, after one warm-up run; fresh IndexTable each run):
+  state-read-70k       snapshot of a 70,000-file table (V4 Avro state + 5 version files after it)
+                       with its Arrow file table: listing, state manifest, manifests, version files
+  partition-70k        the files of one partition of that table (manifest pruning)
+  query-warm           a full-text count over the splits of a small table, split cache warm
+                       (what a long-running executor sees)
+  query-cold           the same count with an empty split cache (every split downloaded/extracted)
+  fetch-rows-warm      rows matching a rare-term query, materialised (warm cache)
+
+Usage:
+  .venv/bin/python bench/cloud_bench.py [--runs 5] [--files 70000] [--docs 200000] [--splits 8]
+                                         [--s3-endpoint URL] [--workdir DIR]
+
+Without --s3-endpoint (or INDEXTABLES_TEST_S3_ENDPOINT) the bench starts its own moto server
+(scripts/moto_server.py, the one `make test` uses) on a free 127.0.0.1 port and stops it at the end.
+moto is a Python server on the same machine: its per-request latency (5–20 ms) stands in for a
+real S3 round trip (10–30 ms within a region), its bandwidth is not S3's.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import gzip
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "src"))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import indextables_spark as it  # noqa: E402
+from indextables_spark.log.actions import action_to_json  # noqa: E402
+from indextables_spark.log.avro_state import write_state  # noqa: E402
+from indextables_spark.log.synthetic import DEFAULT_SCHEMA, create_table, partition_value, synthetic_add  # noqa: E402
+
+PER_VERSION = 1000
+NUM_PARTITIONS = 20
+TAIL_VERSIONS = 5            # version files committed after the state (a table between checkpoints)
+QUERY = "body:spark AND body:cloud"
+RARE_QUERY = "body:quasar OR body:nebula"
+
+
+# ---- the S3 emulator ---------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def moto_server(endpoint: str | None):
+    """The given endpoint, or a moto server of our own for the duration of the block."""
+    if endpoint:
+        yield endpoint
+        return
+    port = _free_port()
+    workdir = tempfile.mkdtemp(prefix="cloud-bench-moto-")
+    log = open(os.path.join(workdir, "moto.log"), "wb")
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "moto_server.py"), "--host", "127.0.0.1",
+                             "--port", str(port)], cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"moto server exited during start-up (see {workdir}/moto.log)")
+            try:
+                urllib.request.urlopen(url + "/", timeout=1)
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise SystemExit(f"moto server did not answer on {url} within 60 s")
+                time.sleep(0.2)
+        print(f"started moto S3 server on {url} (pid {proc.pid})", flush=True)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+        if not endpoint:
+            print(f"stopped moto S3 server (pid {proc.pid})", flush=True)
+
+
+# ---- building the tables (through the Storage interface, so the same code builds both) -----------------
+
+
+def build_state_table(uri: str, options: dict, n: int) -> None:
+    """Version 0 through the Transaction API; then version files of PER_VERSION adds each (written
+    directly for speed: the bytes a commit writes); a V4 Avro state; TAIL_VERSIONS more commits."""
+    t = it.IndexTable(uri, {**options, "checkpoint.enabled": "false"})
+    create_table(t, ["date"], schema=DEFAULT_SCHEMA)
+    base = n - TAIL_VERSIONS
+    v = 0
+    for start in range(0, base, PER_VERSION):
+        v += 1
+        adds = []
+        for i in range(start, min(base, start + PER_VERSION)):
+            a = synthetic_add(i, num_partitions=NUM_PARTITIONS)
+            a.added_at_version = v
+            a.added_at_timestamp = 1_700_000_000_000 + v
+            adds.append(a)
+        lines = [json.dumps({"commitInfo": {"timestamp": 1_700_000_000_000 + v, "operation": "WRITE",
+                                            "operationParameters": {}}})]
+        lines += [json.dumps(action_to_json(a), separators=(",", ":")) for a in adds]
+        t.storage.put(f"_transaction_log/{v:020d}.json",
+                      gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=6, mtime=0))
+    write_state(t.log, v)
+    for i in range(base, n):
+        t.transaction().add_files([synthetic_add(i, num_partitions=NUM_PARTITIONS)]).commit()
+
+
+def build_text_table(uri: str, options: dict, docs: int, splits: int) -> None:
+    """`splits` splits of generated documents, written like Spark tasks write them."""
+    from datagen import documents
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from indextables_spark.options import Options
+    from indextables_spark.spark.writer import commit_write, plan_write, write_splits
+
+    data = documents(docs).drop_columns(["tags"])
+    opts = Options.of(options, {"indexing.typemap.body": "text", "indexing.typemap.title": "text"})
+    plan, read_version, _ = plan_write(uri, opts, from_arrow_schema(data.schema), False)
+    step = -(-docs // splits)
+    adds = []
+    for k in range(splits):
+        msg = write_splits(uri, opts, plan, iter(data.slice(k * step, step).to_batches()))
+        adds.extend(it.AddFile.from_json(d) for d in msg.adds)
+    commit_write(uri, opts, plan, read_version, False, adds)
+
+
+# ---- measuring ---------------------------------------------------------------------------------------------
+
+
+def median_ms(fn, runs: int, before=None) -> tuple[float, object]:
+    if before:
+        before()
+    out = fn()   # warm-up
+    times = []
+    for _ in range(runs):
+        if before:
+            before()
+        gc.collect()
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times) * 1000, 1), out
+
+
+def fetch_rows(table: it.IndexTable, query: str) -> int:
+    """Rows matching a query, read like a Spark task reads them (every split, rows materialised)."""
+    from indextables_spark.split.cache import get_cache
+    from indextables_spark.split.reader import SplitReader
+
+    n = 0
+    cache = get_cache(table.options)
+    for f in table.snapshot().files:
+        for b in SplitReader(cache.local_dir(table.storage, f)).read(query=query):
+            n += b.num_rows
+    return n
+
+
+def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: int) -> dict[str, tuple[float, object]]:
+    opts = {**options, "cache.disk.path": cache_dir}
+    day = partition_value(3, NUM_PARTITIONS)
+
+    def clear_cache():
+        from indextables_spark.split import reader as reader_module
+        from indextables_spark.split.cache import get_cache
+
+        cache = get_cache(opts)
+        for name in os.listdir(cache.root):
+            path = os.path.join(cache.root, name)
+            if not name.startswith("."):
+                reader_module.forget(path)
+                shutil.rmtree(path)
+
+    res = {
+        "state-read-70k": median_ms(lambda: it.IndexTable(uri_state, opts).snapshot().files_table.num_rows, runs),
+        "partition-70k": median_ms(lambda: len(it.IndexTable(uri_state, opts).files(f"date = '{day}'")), runs),
+    }
+    res["query-cold"] = median_ms(lambda: it.IndexTable(uri_text, opts).count(query=QUERY), runs, before=clear_cache)
+    res["query-warm"] = median_ms(lambda: it.IndexTable(uri_text, opts).count(query=QUERY), runs)
+    res["fetch-rows-warm"] = median_ms(lambda: fetch_rows(it.IndexTable(uri_text, opts), RARE_QUERY), runs)
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--files", type=int, default=70_000)
+    ap.add_argument("--docs", type=int, default=200_000)
+    ap.add_argument("--splits", type=int, default=8)
+    ap.add_argument("--s3-endpoint", default=os.environ.get("INDEXTABLES_TEST_S3_ENDPOINT"))
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args()
+    if args.runs < 5:
+        ap.error("--runs must be at least 5 (medians of at least 5 runs)")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="cloud-bench-")
+    os.makedirs(workdir, exist_ok=True)
+
+    with moto_server(args.s3_endpoint) as endpoint:
+        import boto3
+
+        s3_options = {"aws.accessKey": "bench", "aws.secretKey": "bench-secret", "aws.region": "us-east-1",
+                      "s3.endpoint": endpoint, "s3.pathStyleAccess": "true"}
+        bucket = f"indextables-bench-{uuid.uuid4().hex[:8]}"
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench-secret",
+                     region_name="us-east-1").create_bucket(Bucket=bucket)
+        targets = {
+            "local": (os.path.join(workdir, "local-state"), os.path.join(workdir, "local-text"), {}),
+            "s3": (f"s3://{bucket}/state", f"s3://{bucket}/text", s3_options),
+        }
+        for name, (state_uri, text_uri, options) in targets.items():
+            for p in (state_uri, text_uri):
+                if "://" not in p:
+                    shutil.rmtree(p, ignore_errors=True)
+            t0 = time.perf_counter()
+            build_state_table(state_uri, options, args.files)
+            build_text_table(text_uri, options, args.docs, args.splits)
+            print(f"built the {name} tables in {time.perf_counter() - t0:.1f} s", flush=True)
+
+        results = {}
+        for name, (state_uri, text_uri, options) in targets.items():
+            results[name] = cases(state_uri, text_uri, options, os.path.join(workdir, f"cache-{name}"), args.runs)
+
+        text = it.IndexTable(targets["local"][1])
+        print(f"\n{args.files:,}-file table ({NUM_PARTITIONS} partitions, state + {TAIL_VERSIONS} version files); "
+              f"{args.docs:,} documents in {text.snapshot().num_files} splits "
+              f"({text.snapshot().total_bytes / 1e6:.1f} MB); medians of {args.runs} runs")
+        print(f"{'case':18} {'local (ms)':>11} {'S3 moto (ms)':>13} {'S3 / local':>11}  result")
+        for case, (t_local, r_local) in results["local"].items():
+            t_s3, r_s3 = results["s3"][case]
+            if r_local != r_s3:
+                raise SystemExit(f"{case}: {r_local} on local disk but {r_s3} on S3")
+            print(f"{case:18} {t_local:11.1f} {t_s3:13.1f} {t_s3 / t_local:10.1f}x  {r_local}")
+    if not args.workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
