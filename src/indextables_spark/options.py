@@ -133,5 +133,5 @@ def parse_size(raw: str, what: str = "size") -> int:
         if unit not in _UNITS:
             raise ValueError
         return int(float(num) * _UNITS[unit])
-    except ValueError:
+    except (ValueError, OverflowError):   # OverflowError: "inf", "1e400"
         raise InvalidOptionError(f"option {what!r}: expected a size like 100M or 2G, got {raw!r}") from None

@@ -175,6 +175,27 @@ class Transaction:
         acts.extend(self._extra)
         return acts
 
+    def _check_paths(self) -> None:
+        """Every path this transaction records must stay inside the table root (no `..`, no
+        absolute paths, no other bucket/account URIs): a crafted path would make later readers,
+        merges or purges reach outside the table. Readers refuse such paths again on I/O."""
+        from ..errors import PathEscapeError
+        from ..storage.base import check_key
+
+        paths = [("add", a.path) for a in self._adds] + [("remove", r.path) for r in self._removes]
+        paths += [("skip", s.path) for s in self._skips]
+        paths += [("deleteLog", d.path) for d in self._delete_logs]
+        paths += [("deleteLog split", d.split_path) for d in self._delete_logs if d.split_path is not None]
+        paths += [("stats file", f) for files in self._stats.values() for f in files]
+        for kind, p in paths:
+            try:
+                norm = check_key(p) if isinstance(p, str) else None
+            except PathEscapeError as e:
+                raise PathEscapeError(f"{self.operation} on {self.log.storage.uri}: {kind} path {p!r} refused: {e}") from None
+            if norm != p:
+                raise PathEscapeError(f"{self.operation} on {self.log.storage.uri}: {kind} path {p!r} is not a "
+                                      f"normalized relative path inside the table")
+
     def _stage_features(self) -> None:
         """The first delete log of a table adds the `deletionLogs` reader/writer feature."""
         if not self._delete_logs:
@@ -325,6 +346,7 @@ class Transaction:
             from ..errors import TableNotFoundError
 
             raise TableNotFoundError(f"cannot commit to {self.log.storage.uri}: no table exists there (no metadata)")
+        self._check_paths()
         self._stage_features()
         self._deduplicate_doc_mappings()
         version = self.read_version + 1

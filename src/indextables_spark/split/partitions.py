@@ -159,4 +159,8 @@ def partition_value_array(value: str | None, arrow_type: pa.DataType, n: int) ->
     if value is None:
         return pa.nulls(n, type=arrow_type)
     py = parse_partition_value(value, _arrow_spark_type(arrow_type))
-    return pa.repeat(pa.scalar(py, type=arrow_type), n)
+    try:
+        scalar = pa.scalar(py, type=arrow_type)
+    except (OverflowError, pa.ArrowException) as e:   # out of range for the column, NaN decimal, ...
+        raise SchemaMismatchError(f"partition value {value!r} does not fit the column type {arrow_type} ({e})") from None
+    return pa.repeat(scalar, n)

@@ -376,6 +376,15 @@ def doc_mapping_from_specs(specs: Iterable[ColumnSpec]) -> str:
 
 def specs_from_doc_mapping(doc_mapping: str | list) -> list[ColumnSpec]:
     """Rebuild the stored columns' specs from a split's doc mapping (column order kept)."""
+    try:
+        return _specs_from_doc_mapping(doc_mapping)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:   # a crafted or damaged doc mapping
+        from ..errors import SplitFormatError
+
+        raise SplitFormatError(f"invalid doc mapping ({type(e).__name__}: {e}): {str(doc_mapping)[:200]!r}") from None
+
+
+def _specs_from_doc_mapping(doc_mapping: str | list) -> list[ColumnSpec]:
     items = json.loads(doc_mapping) if isinstance(doc_mapping, str) else doc_mapping
     cols: dict[str, dict[str, Any]] = {}
     for d in items:
