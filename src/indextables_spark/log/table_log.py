@@ -419,7 +419,7 @@ def parse_timestamp(value: str | int | float) -> int:
     if isinstance(value, (int, float)):
         return int(value)
     s = str(value).strip()
-    if s.isdigit():
+    if s.isascii() and s.isdigit():   # not str.isdigit alone: '²' is a "digit" int() refuses
         return int(s)
     try:
         dt = datetime.fromisoformat(s.replace("Z", "+00:00"))

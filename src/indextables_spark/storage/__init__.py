@@ -23,7 +23,12 @@ def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
 
     opts = options if isinstance(options, Options) else Options.of(options)
     uri = normalize_uri(uri)
-    parsed = urlparse(uri)
+    try:
+        parsed = urlparse(uri)
+    except ValueError as e:   # e.g. "Invalid IPv6 URL"
+        from .retry import redact_uri
+
+        raise InvalidOptionError(f"table path {redact_uri(uri)!r} is not a valid URI ({e})") from None
     scheme = parsed.scheme.lower()
     if scheme in ("", "file") or (len(scheme) == 1 and uri[1:3] in (":\\", ":/")):
         path = unquote(parsed.path) if scheme == "file" else uri

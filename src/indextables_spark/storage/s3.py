@@ -106,7 +106,13 @@ class S3Storage(Storage):
         if endpoint and "://" not in endpoint:
             endpoint = "https://" + endpoint
         if endpoint:
-            parts = urlsplit(endpoint)
+            try:
+                parts = urlsplit(endpoint)
+                parts.port   # noqa: B018 - raises ValueError for a malformed port
+            except ValueError as e:
+                raise InvalidOptionError(
+                    f"option 'spark.indextables.s3.endpoint' is not a valid URL ({e}): {redact_uri(endpoint)!r}"
+                ) from None
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise InvalidOptionError(
                     f"option 'spark.indextables.s3.endpoint' must be an http(s) URL, got {redact_uri(endpoint)!r}"
