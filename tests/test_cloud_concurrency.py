@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Iterable
 
 import pytest
+from cloud_helpers import wipe_cloud_tables  # noqa: F401  (autouse: deletes what each test wrote)
 from test_commit_concurrency import N_COMMITS, N_PROCS, create_table
 from test_state_write import live_paths, replay_paths
 

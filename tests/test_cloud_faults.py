@@ -16,6 +16,7 @@ import dataclasses
 import json
 
 import pytest
+from cloud_helpers import wipe_cloud_tables  # noqa: F401  (autouse: deletes what each test wrote)
 from cmd_helpers import TEXT_OPTIONS, rows
 from faults import AzureFaults, S3Faults
 from test_state_write import live_paths, replay_paths

@@ -12,6 +12,7 @@ import logging
 import time
 
 import pytest
+from cloud_helpers import wipe_cloud_tables  # noqa: F401  (autouse: deletes what each test wrote)
 from test_state_write import live_paths, replay_paths, state
 
 import indextables_spark as it

@@ -19,6 +19,7 @@ import traceback
 from urllib.parse import quote, unquote
 
 import pytest
+from cloud_helpers import wipe_cloud_tables  # noqa: F401  (autouse: deletes what each test wrote)
 from cmd_helpers import append, rows
 from faults import AzureFaults, S3Faults
 

@@ -19,6 +19,7 @@ import secrets as _random
 from urllib.parse import unquote
 
 import pytest
+from cloud_helpers import wipe_cloud_tables  # noqa: F401  (autouse: deletes what each test wrote)
 from test_cloud_secrets import exception_text, leaks, s3_secrets
 
 import indextables_spark as it

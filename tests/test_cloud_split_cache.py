@@ -16,6 +16,7 @@ import time
 
 import pyarrow as pa
 import pytest
+from cloud_helpers import wipe_cloud_tables  # noqa: F401  (autouse: deletes what each test wrote)
 from faults import AzureFaults, S3Faults
 
 from indextables_spark.log.actions import AddFile
