@@ -353,6 +353,10 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
 
         raise TableNotFoundError(f"DELETE: no indextables table at {log_.storage.uri}")
     snap = txn.snapshot()
+    # Refuse a table this version may not write before any delete log is written into it.
+    from ..log.protocol_gate import check_writable
+
+    check_writable(snap.protocol_action, f"DELETE on table {log_.storage.uri}")
     storage = log_.storage
     conf = {k: v for k, v in snap.metadata_action.configuration.items() if not k.startswith("docMappingSchema.")}
     opts = Options.of(conf, log_.options)

@@ -341,7 +341,11 @@ class Transaction:
         max_delay = opts.get_int("transaction.retry.maxDelayMs", 5000) / 1000.0
         if self.read_version >= 0:
             hdr = self.header()
-            check_writable(self._protocol or hdr[0], f"table {self.log.storage.uri}")
+            # The table's current protocol first: a transaction must not "downgrade" a table it
+            # may not write by staging a protocol of its own.
+            check_writable(hdr[0], f"table {self.log.storage.uri}")
+            if self._protocol is not None:
+                check_writable(self._protocol, f"table {self.log.storage.uri} (new protocol)")
         elif self._metadata is None:
             from ..errors import TableNotFoundError
 
