@@ -316,9 +316,42 @@ def read_split(reader: IndexTablesReader, add: AddFile, target: pa.Schema,
     split = _open_split(reader, add)
     names = _data_names(reader, target)
     deletes = split_deletes(reader.path, reader.opts, add, delete_logs)
+    stored = set(split.schema.names)
+    if any(n not in stored for n in names):
+        yield from _read_evolved(reader, split, add, target, names, stored, deletes)
+        return
     for batch in split.read(reader.data_filters, reader.query, names, reader.read_opts.batch_rows, deletes=deletes):
         if batch.num_rows:
             yield from to_target(batch, add, target, reader.partition_columns).to_batches()
+
+
+def _read_evolved(reader: IndexTablesReader, split, add: AddFile, target: pa.Schema, names: list[str],
+                  stored: set[str], deletes) -> Iterator[pa.RecordBatch]:
+    """A split written before columns were added to the table (mergeSchema): those columns are
+    NULL in every row. Filters on them are applied exactly after the NULL columns are attached."""
+    from ..split.filters import arrow_mask, columns_of
+
+    absent = {n.lower() for n in names if n not in stored}
+    on_absent = [f for f in reader.data_filters if any(c.strip("`").lower() in absent for c in columns_of(f))]
+    others = [f for f in reader.data_filters if not any(f is g for g in on_absent)]
+    present = [n for n in names if n in stored]
+    for batch in split.read(others, reader.query, present, reader.read_opts.batch_rows, deletes=deletes):
+        if not batch.num_rows:
+            continue
+        arrays, fields = [], []
+        for n in names:
+            if n in stored:
+                arrays.append(batch.column(batch.schema.get_field_index(n)))
+                fields.append(batch.schema.field(n))
+            else:
+                t = target.field(n).type
+                arrays.append(pa.nulls(batch.num_rows, t))
+                fields.append(pa.field(n, t))
+        full = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+        if on_absent:
+            full = full.filter(arrow_mask(full, on_absent))
+        if full.num_rows:
+            yield from to_target(full, add, target, reader.partition_columns).to_batches()
 
 
 def read_ranked(reader: IndexTablesReader, adds: list[AddFile], target: pa.Schema,

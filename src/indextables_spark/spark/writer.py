@@ -103,7 +103,10 @@ def plan_write(path: str, opts: Options, schema: StructType, overwrite: bool) ->
                     f"table {path} is partitioned by {parts}, but the write asks for partitionBy "
                     f"{requested_parts} (to redefine the table use mode('overwrite') with overwriteSchema=true)"
                 )
-            check_append_schema(path, table_schema, incoming)
+            if opts.get_bool("mergeSchema", False):
+                table_schema = merge_append_schema(path, table_schema, incoming)
+            else:
+                check_append_schema(path, table_schema, incoming)
         settings = Options.of({k: v for k, v in snap.metadata_action.configuration.items()
                                if not k.startswith("docMappingSchema.")}, opts)
     else:
@@ -142,6 +145,37 @@ def check_append_schema(path: str, table_schema: dict, incoming: dict) -> None:
                 f"cannot write to table {path}: column {name!r} has type {_type_str(inc[name])} in the data "
                 f"but {_type_str(t)} in the table"
             )
+
+
+def merge_append_schema(path: str, table_schema: dict, incoming: dict) -> dict:
+    """Schema evolution for an append with mergeSchema=true: columns of the data that the table
+    lacks are added at the end, nullable (splits written before read them as NULL). Every table
+    column must still be in the data with its type; any other change is refused."""
+    tbl = _field_types(table_schema)
+    inc = _field_types(incoming)
+    lower = {c.lower(): c for c in tbl}
+    missing = [c for c in tbl if c not in inc]
+    if missing:
+        raise SchemaMismatchError(
+            f"cannot write to table {path} with mergeSchema: the data has no columns {missing} (schema evolution "
+            f"only adds columns; to drop or redefine columns use mode('overwrite') with overwriteSchema=true)")
+    for name, t in tbl.items():
+        if _nullable_json(t) != _nullable_json(inc[name]):
+            raise SchemaMismatchError(
+                f"cannot write to table {path} with mergeSchema: column {name!r} has type {_type_str(inc[name])} in "
+                f"the data but {_type_str(t)} in the table (incompatible change: types are never changed by "
+                f"schema evolution)")
+    clash = [c for c in inc if c not in tbl and c.lower() in lower]
+    if clash:
+        raise SchemaMismatchError(
+            f"cannot write to table {path} with mergeSchema: columns {clash} differ from table columns "
+            f"{[lower[c.lower()] for c in clash]} only in case")
+    added = [f for f in incoming["fields"] if f["name"] not in tbl]
+    if not added:
+        return table_schema
+    log.info("indextables: mergeSchema adds columns %s to %s", [f["name"] for f in added], path)
+    return {**table_schema, "fields": list(table_schema["fields"]) + [{**_nullable_json(f), "nullable": True}
+                                                                      for f in added]}
 
 
 def _type_str(t) -> str:
