@@ -379,3 +379,49 @@ class CrashTable:
         assert not leftovers, f"{self.uri}: temp files left after PURGE: {leftovers}"
         self.verify(new_only=False)
         return {"orphans_removed": len(orphans_before), "purge": res}
+
+
+# ---- load: concurrent Spark-free writers (tests/test_reliability_load.py) ----------------------------
+
+def load_writer(uri: str, options: dict, journal: str, stop_path: str, writer_no: int, seed: int) -> None:
+    """Appends small splits until `stop_path` exists; writer 0 also merges now and then. A commit
+    that loses to concurrent commits (ConcurrentModificationError after the transaction's own
+    retries) is retried with a fresh transaction and counted. Each commit is journaled after
+    commit() returned: {"v", "ids"} or {"v", "merge": true}; at the end {"end", counts}."""
+    import indextables_spark as it
+    from indextables_spark.errors import ConcurrentModificationError
+
+    fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def emit(obj: dict) -> None:
+        os.write(fd, (json.dumps(obj) + "\n").encode())
+
+    rng = random.Random(seed)
+    table = it.IndexTable(uri, options)
+    next_id = (writer_no + 1) * 1_000_000_000
+    conflicts = commits = merges = 0
+    while not os.path.exists(stop_path):
+        if writer_no == 0 and commits % 10 == 9:
+            try:
+                res = table.merge_splits()
+            except ConcurrentModificationError as e:
+                conflicts += 1
+                emit({"conflict": f"merge: {e}"[:500]})
+                continue
+            if res.get("splitsCreated"):
+                merges += 1
+                emit({"v": res["version"], "merge": True})
+        n = rng.randint(1, 4)
+        ids = list(range(next_id, next_id + n))
+        next_id += n
+        adds, _, _ = write_splits(table, ids)
+        while True:
+            try:
+                v = table.transaction(operation="WRITE").add_files(adds).commit()
+                break
+            except ConcurrentModificationError as e:
+                conflicts += 1
+                emit({"conflict": f"append: {e}"[:500]})
+        commits += 1
+        emit({"v": v, "ids": ids})
+    emit({"end": True, "commits": commits, "merges": merges, "conflicts": conflicts})
