@@ -255,3 +255,38 @@ def test_request_errors_name_the_aggregation(tmp_path, aggs, match):
     with pytest.raises(AggregationError, match=match) as e:
         it.aggregate(None, path, aggs=aggs)
     assert isinstance(e.value, it.IndexTablesError)
+
+
+@pytest.mark.parametrize("kind", ["positional", "equality"])
+def test_deleted_rows_are_in_no_aggregation(tmp_path, kind):
+    n = 4000
+    xs = [float(i % 97) for i in range(n)]
+    gs = [("a", "b", "c", "d")[i % 4] for i in range(n)]
+    path = small_table(tmp_path, n, {"id": ("long", list(range(n))), "x": ("double", xs), "g": ("string", gs)},
+                       {"write.targetSplitSize": "16K"})
+    assert len(it.IndexTable(path).files()) >= 4
+    if kind == "positional":
+        it.IndexTable(path).delete("g = 'b' OR id < 100", kind=kind)
+    else:   # rows equal to a deleted value, plus positions
+        it.IndexTable(path).delete("g = 'b'", kind="equality")
+        it.IndexTable(path).delete("id < 100", kind="positional")
+    live = [(i, x, g) for i, x, g in zip(range(n), xs, gs) if not (g == "b" or i < 100)]
+    aggs = {"g": {"terms": {"field": "g"}, "aggs": {"sx": {"sum": {"field": "x"}}}},
+            "ids": {"cardinality": {"field": "id"}}, "p": {"percentiles": {"field": "x", "percents": [50]}},
+            "h": {"histogram": {"field": "x", "interval": 50}}}
+    res = it.aggregate(None, path, aggs=aggs)
+    assert res["doc_count"] == len(live) == it.IndexTable(path).count()
+    want = {}
+    for _, x, g in live:
+        c, s = want.get(g, (0, 0.0))
+        want[g] = (c + 1, s + x)
+    assert {b["key"]: (b["doc_count"], b["sx"]["value"]) for b in res["g"]["buckets"]} == want
+    assert res["ids"]["value"] == len(live)
+    assert {b["key"]: b["doc_count"] for b in res["h"]["buckets"]} == \
+        {0.0: sum(1 for _, x, _ in live if x < 50), 50.0: sum(1 for _, x, _ in live if x >= 50)}
+    xs_live = sorted(x for _, x, _ in live)
+    pos = (len(xs_live) - 1) * 0.5
+    lo, hi = math.floor(pos), math.ceil(pos)
+    assert close(res["p"]["values"]["50.0"], xs_live[lo] + (pos - lo) * (xs_live[hi] - xs_live[lo]))
+    q = it.aggregate(None, path, query="g:c OR g:b", aggs={"g": {"terms": {"field": "g"}}})
+    assert [(b["key"], b["doc_count"]) for b in q["g"]["buckets"]] == [("c", want["c"][0])]

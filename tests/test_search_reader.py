@@ -142,10 +142,26 @@ def test_load_options_take_the_arrow_batch_size():
             assert key == "spark.sql.execution.arrow.maxRecordsPerBatch"
             return self.v
 
+    class Context:
+        defaultParallelism = 3
+
     class Session:
         def __init__(self, v):
             self.conf = Conf(v)
+            self.sparkContext = Context()
 
-    assert load_options(Session("2048"), {}) == {"read.batchSize": "2048"}
-    assert load_options(Session("2048"), {"spark.indextables.read.batchSize": "10"}) == {}
-    assert load_options(Session(None), {}) == {}
+    assert load_options(Session("2048"), {}) == {"read.batchSize": "2048", "read.minPartitions": "3"}
+    assert load_options(Session("2048"), {"spark.indextables.read.batchSize": "10", "read.minPartitions": "1"}) == {}
+    assert load_options(Session(None), {}) == {"read.minPartitions": "3"}
+
+
+def test_groups_are_balanced_one_wave():
+    from indextables_spark.log.actions import AddFile
+    from indextables_spark.spark.reader import group_by_size
+
+    files = [AddFile(f"s{i}", {}, size, 0) for i, size in enumerate([90, 80, 70, 30, 20, 10, 5, 5])]
+    groups = group_by_size(files, 1000, 2)
+    assert len(groups) == 2 and sorted(sum(f.size for f in g) for g in groups) == [155, 155]
+    assert len(group_by_size(files, 100, 2)) == 4            # 310 bytes in groups of about 100
+    assert len(group_by_size(files[:1], 10, 4)) == 1         # never more groups than splits
+    assert group_by_size([], 10, 2) == []

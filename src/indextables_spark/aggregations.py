@@ -57,6 +57,7 @@ def aggregate(spark: Any, path: str, query: str | None = None, aggs: Mapping[str
     terms/histogram/date_histogram/range → {"buckets": [{"key", "doc_count", <sub-aggs>}]},
     stats → {"count", "min", "max", "sum", "avg"}, avg/min/max/sum/value_count/cardinality →
     {"value"}, percentiles → {"values": {"50.0": v}}."""
+    from .log.delete_logs import deletes_json
     from .split import aggregate as core
     from .split.types import column_specs
     from .table import IndexTable
@@ -66,13 +67,15 @@ def aggregate(spark: Any, path: str, query: str | None = None, aggs: Mapping[str
     opts = session_options(spark, options)
     table = IndexTable(path, opts)
     snapshot = table.snapshot()
-    files = table.files(partition_filter) if partition_filter else snapshot.files
+    files = table.files(partition_filter, version=snapshot.version) if partition_filter else snapshot.files
     plan = core.plan(aggs, column_specs(snapshot.schema_json, snapshot.partition_columns,
                                         table_options(snapshot, opts)))
+    deletes = deletes_json(snapshot, files)     # row-level deletes: those rows are in no aggregation
     if choose_execution(spark, execution) == "spark":
         from .spark.aggregate import run_job
 
-        merged = run_job(spark, path, opts, files, query, plan)
+        merged = run_job(spark, path, opts, files, query, plan, deletes)
     else:
-        merged = core.aggregate_files(table.storage, files, query, plan, opts, threads=os.cpu_count() or 1)
+        merged = core.aggregate_files(table.storage, files, query, plan, opts, threads=os.cpu_count() or 1,
+                                      deletes=deletes)
     return core.result(plan, merged)

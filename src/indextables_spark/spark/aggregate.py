@@ -9,17 +9,19 @@ from ..options import Options
 from .reader import DEFAULT_PARTITION_BYTES, group_by_size
 
 
-def group_partial(path: str, options: dict, files: list[dict], query: str | None, aggs: Sequence[Any]) -> dict:
-    """Executor side: the merged partial of one group of splits."""
+def group_partial(path: str, options: dict, files: list[dict], query: str | None, aggs: Sequence[Any],
+                  deletes: dict[str, list[dict]]) -> dict:
+    """Executor side: the merged partial of one group of splits (deletes: their deleteLog JSON)."""
     from ..split.aggregate import aggregate_files
     from ..storage import open_storage
 
     opts = Options.of(options)
-    return aggregate_files(open_storage(path, opts), [AddFile.from_json(f) for f in files], query, aggs, opts)
+    return aggregate_files(open_storage(path, opts), [AddFile.from_json(f) for f in files], query, aggs, opts,
+                           deletes=deletes)
 
 
 def run_job(spark: Any, path: str, opts: Options, files: list[AddFile], query: str | None,
-            aggs: Sequence[Any]) -> dict:
+            aggs: Sequence[Any], deletes: dict[str, list[dict]] | None = None) -> dict:
     from ..split.aggregate import merge_all
 
     sc = spark.sparkContext
@@ -27,12 +29,13 @@ def run_job(spark: Any, path: str, opts: Options, files: list[AddFile], query: s
                            sc.defaultParallelism)
     if not groups:
         return merge_all(aggs, [])
-    payload = [[f.to_json() for f in g] for g in groups]
+    deletes = deletes or {}
+    payload = [([f.to_json() for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes}) for g in groups]
     options = dict(opts.values)
 
-    def task(groups_in_partition: Iterator[list[dict]]) -> Iterator[dict]:
-        for group in groups_in_partition:
-            yield group_partial(path, options, group, query, aggs)
+    def task(groups_in_partition: Iterator[tuple[list[dict], dict]]) -> Iterator[dict]:
+        for group, group_deletes in groups_in_partition:
+            yield group_partial(path, options, group, query, aggs, group_deletes)
 
     partials = sc.parallelize(payload, len(payload)).mapPartitions(task).collect()
     return merge_all(aggs, partials)

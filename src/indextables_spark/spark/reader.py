@@ -118,24 +118,19 @@ class SplitGroup(InputPartition):
 
 
 def group_by_size(files: list[AddFile], target_bytes: int, min_groups: int) -> list[list[AddFile]]:
-    """Bin-pack splits into groups of about target_bytes, at least min_groups when possible."""
+    """Splits in k balanced groups (largest first into the lightest group): k is the number of
+    target_bytes groups the data needs, at least min_groups (the cores: one wave of tasks), at
+    most one split per group."""
     if not files:
         return []
     total = sum(f.size for f in files)
-    target = max(1, min(target_bytes, -(-total // max(1, min_groups))))
-    groups: list[list[AddFile]] = []
-    sizes: list[int] = []
-    for f in sorted(files, key=lambda f: -f.size):  # largest first, into the emptiest fitting group
-        best = None
-        for i, s in enumerate(sizes):
-            if s + f.size <= target and (best is None or s < sizes[best]):
-                best = i
-        if best is None:
-            groups.append([f])
-            sizes.append(f.size)
-        else:
-            groups[best].append(f)
-            sizes[best] += f.size
+    k = max(1, min(len(files), max(min_groups, -(-total // max(1, target_bytes)))))
+    groups: list[list[AddFile]] = [[] for _ in range(k)]
+    sizes = [0] * k
+    for f in sorted(files, key=lambda f: -f.size):
+        i = min(range(k), key=sizes.__getitem__)
+        groups[i].append(f)
+        sizes[i] += f.size
     return groups
 
 
@@ -398,12 +393,17 @@ def _with_snippets(split, table: pa.Table, query: str, fields: tuple[str, ...]) 
 
 
 def load_options(spark, given: Mapping[str, object]) -> dict[str, str]:
-    """Session settings a read needs that the data source cannot see (it gets no Spark conf)."""
+    """Session settings a read needs that the data source cannot see (it gets no Spark conf):
+    the Arrow batch size, and the cores (so that a small read is one wave of tasks)."""
     keys = {str(k).lower().removeprefix("spark.indextables.") for k in given}
-    if "read.batchsize" in keys:
-        return {}
-    size = spark.conf.get(ARROW_BATCH_CONF, None)
-    return {"read.batchSize": str(size)} if size else {}
+    out = {}
+    if "read.batchsize" not in keys:
+        size = spark.conf.get(ARROW_BATCH_CONF, None)
+        if size:
+            out["read.batchSize"] = str(size)
+    if "read.minpartitions" not in keys:
+        out["read.minPartitions"] = str(spark.sparkContext.defaultParallelism)
+    return out
 
 
 def finish_load(df, given: Mapping[str, object]):

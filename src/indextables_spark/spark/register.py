@@ -35,7 +35,15 @@ def _is_ours(fmt: str | None) -> bool:
 
 def conf_options(spark: SparkSession) -> dict[str, str]:
     """`spark.indextables.*` entries of the session conf."""
-    return {k: v for k, v in spark.conf.getAll.items() if k.startswith(PREFIX)}
+    import json
+
+    # One JSON string from the JVM: `spark.conf.getAll` makes a Py4J round trip per entry
+    # (25-60 ms per call, paid by every read and write). Looking the class up costs ~5 ms: kept.
+    mapper = spark.__dict__.get("_it_json_mapper")
+    if mapper is None:
+        mapper = spark.__dict__["_it_json_mapper"] = spark._jvm.com.fasterxml.jackson.databind.ObjectMapper()
+    entries = json.loads(mapper.writeValueAsString(spark.conf._jconf.getAllAsJava()))
+    return {k: v for k, v in entries.items() if k.startswith(PREFIX)}
 
 
 def _original(cls, name):

@@ -300,6 +300,7 @@ def search_table(path: str, query: str, limit: int | None, options: Mapping[str,
     from concurrent.futures import ThreadPoolExecutor
     import os
 
+    from ..log.delete_logs import deletes_json, split_deletes
     from ..split.cache import get_cache
     from ..split.reader import SplitReader
     from ..table import IndexTable
@@ -314,9 +315,12 @@ def search_table(path: str, query: str, limit: int | None, options: Mapping[str,
     fields = tuple(f.strip() for f in (snippet_fields or "").split(",") if f.strip())
     cache = get_cache(table.options)
 
+    deletes = deletes_json(snap, snap.files)   # row-level deletes: those rows never come back
+
     def one(add):
         split = SplitReader(cache.local_dir(table.storage, add))
-        t = split.search_scored(query, limit, None, names)
+        t = split.search_scored(query, limit, None, names,
+                                deletes=split_deletes(path, table.options, add, deletes.get(add.path)))
         if fields:
             t = _with_snippets(split, t, query, fields)
         return to_target(t, add, target, snap.partition_columns)

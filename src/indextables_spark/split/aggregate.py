@@ -33,6 +33,7 @@ import datetime as dt
 import decimal
 import json
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -313,22 +314,54 @@ class _SplitCtx:
 
 
 def split_partial(reader: Any, query: str | None, aggs: Sequence[Agg],
-                  partition_values: Mapping[str, str | None]) -> dict:
-    """The mergeable partial of one split: {"doc_count": n, "aggs": {name: partial}}."""
+                  partition_values: Mapping[str, str | None], deletes: Any = None) -> dict:
+    """The mergeable partial of one split: {"doc_count": n, "aggs": {name: partial}}.
+    deletes: the split's log.delete_logs.SplitDeletes (its rows are left out), or None."""
     import tantivy
 
     searcher = reader._searcher()
     q = reader.parse_query(query) if query is not None else tantivy.Query.all_query()
+    dead = dead_rows(reader, deletes) if deletes is not None else []
+    if len(dead):
+        q = without_rows(reader, q, dead)
     if searcher.num_docs == 0:
         n = 0
-    elif query is None:
+    elif query is None and not len(dead):
         n = searcher.num_docs
     else:
         with tantivy_call(f"counting matches in split {reader.local_dir}"):
             n = searcher.search(q, 1, count=True).count
-    ctx = _SplitCtx(reader, searcher, q, query is not None, partition_values, n,
+    ctx = _SplitCtx(reader, searcher, q, query is not None or bool(len(dead)), partition_values, n,
                     {s.name: s for s in reader.specs})
     return {"doc_count": n, "aggs": _level_partials(ctx, aggs)}
+
+
+def dead_rows(reader: Any, deletes: Any) -> Any:
+    """Sorted row ids of the split's deleted rows (positions, and rows equal to deleted values)."""
+    import numpy as np
+
+    dead = [deletes.positions]
+    if deletes.equalities:
+        for ids, batch in reader._source(None, True):
+            keep = deletes.keep_mask(batch, ids)
+            if keep is not None:
+                dead.append(ids.filter(pc.invert(keep)).to_numpy())
+    return np.unique(np.concatenate(dead)) if len(dead) > 1 else dead[0]
+
+
+def without_rows(reader: Any, q: Any, dead: Any) -> Any:
+    """The query minus the documents of these (sorted) row ids: a range per run of consecutive ids
+    on the `__row` fast field, so Tantivy's aggregations never see deleted rows."""
+    import numpy as np
+    import tantivy
+
+    from .types import ROW_FIELD
+
+    breaks = np.flatnonzero(np.diff(dead) != 1) + 1
+    ranges = [tantivy.Query.range_query(reader.index.schema, ROW_FIELD, tantivy.FieldType.Unsigned,
+                                        int(run[0]), int(run[-1])) for run in np.split(dead, breaks)]
+    gone = ranges[0] if len(ranges) == 1 else tantivy.Query.boolean_query([(tantivy.Occur.Should, r) for r in ranges])
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.MustNot, gone)])
 
 
 def _level_partials(ctx: _SplitCtx, aggs: Sequence[Agg]) -> dict:
@@ -353,7 +386,7 @@ def _level_partials(ctx: _SplitCtx, aggs: Sequence[Agg]) -> dict:
         elif a.partition:
             key = parse_partition_value(ctx.partition_values.get(a.column), a.spark_type)
             out[a.name] = {"buckets": {} if key is None else
-                           {key: {"doc_count": ctx.doc_count, "aggs": _level_partials(ctx, a.subs)}}}
+                           {key: _bucket_partial(a, ctx.doc_count, lambda: _level_partials(ctx, a.subs))}}
         else:
             out[a.name] = _rows_partial(a, ctx)
     return out
@@ -471,9 +504,15 @@ def _normalize(a: Agg, r: Any, ctx: _SplitCtx, top: bool) -> dict:
             key = b["key"]
         if not b["doc_count"] and a.kind != "range":
             continue
-        subs = {s.name: _normalize(s, b.get(s.name), ctx, top=False) for s in a.subs}
-        buckets[key] = {"doc_count": int(b["doc_count"]), "aggs": subs}
+        buckets[key] = _bucket_partial(a, int(b["doc_count"]),
+                                       lambda: {s.name: _normalize(s, b.get(s.name), ctx, top=False) for s in a.subs})
     return {"buckets": buckets}
+
+
+def _bucket_partial(a: Agg, doc_count: int, subs) -> Any:
+    """A bucket's partial: its count alone when there are no sub-aggregations (merging plain ints
+    is what keeps a many-bucket aggregation cheap), else {"doc_count", "aggs"}."""
+    return doc_count if not a.subs else {"doc_count": doc_count, "aggs": subs()}
 
 
 def _term_key(a: Agg, key: Any) -> Any:
@@ -491,7 +530,7 @@ def _rows_partial(a: Agg, ctx: _SplitCtx) -> dict:
         vc = pc.value_counts(_hashable(vals))
         keys = vc.field("values").to_pylist()
         counts = vc.field("counts").to_pylist()
-        return {"buckets": {_term_key(a, _plain(a, k)): {"doc_count": c, "aggs": {}} for k, c in zip(keys, counts)}}
+        return {"buckets": {_term_key(a, _plain(a, k)): c for k, c in zip(keys, counts)}}
     if a.kind == "cardinality":
         return {"values": pc.unique(_hashable(vals))}
     if a.kind == "percentiles":
@@ -559,6 +598,12 @@ def _merge_level(aggs: Sequence[Agg], a: dict, b: dict) -> dict:
 
 
 def _merge_one(x: Agg, a: dict, b: dict) -> dict:
+    if x.kind in BUCKET_KINDS and not x.subs:   # bucket -> count (see _bucket_partial)
+        out = dict(a["buckets"])
+        get = out.get
+        for k, v in b["buckets"].items():
+            out[k] = get(k, 0) + v
+        return {"buckets": out}
     if x.kind in BUCKET_KINDS:
         out = dict(a["buckets"])
         for k, v in b["buckets"].items():
@@ -607,6 +652,8 @@ def _result_level(aggs: Sequence[Agg], partials: Mapping[str, dict]) -> dict:
 
 
 def _result_one(a: Agg, p: dict) -> dict:
+    if a.kind in BUCKET_KINDS and not a.subs:
+        p = {"buckets": {k: {"doc_count": n, "aggs": {}} for k, n in p["buckets"].items()}}
     if a.kind == "terms":
         return _terms_result(a, p)
     if a.kind in ("histogram", "date_histogram", "range"):
@@ -742,24 +789,42 @@ def _percentiles(a: Agg, p: dict) -> dict:
 
 
 def aggregate_files(storage: Any, files: Sequence[Any], query: str | None, aggs: Sequence[Agg],
-                    options: Any, threads: int = 1) -> dict:
-    """The merged partial of these splits (AddFile objects); threads search splits in parallel
-    (Tantivy releases the GIL)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+                    options: Any, threads: int = 1, deletes: Mapping[str, list[dict]] | None = None) -> dict:
+    """The merged partial of these splits (AddFile objects); threads search splits in parallel.
+    deletes: {split path: its deleteLog actions as JSON} (log.delete_logs.deletes_json)."""
+    from ..log.actions import DeleteLog
+    from ..log.delete_logs import load_split_deletes
     from .cache import get_cache
     from .reader import SplitReader
 
     cache = get_cache(options)
+    deletes = deletes or {}
 
     def one(f: Any) -> dict:
-        if query is None and not aggs:
+        logs = deletes.get(f.path)
+        if query is None and not aggs and not logs:
             return {"doc_count": int(f.num_records or 0), "aggs": {}}
         reader = SplitReader(cache.local_dir(storage, f))
-        return split_partial(reader, query, aggs, f.partition_values or {})
+        split_deletes = load_split_deletes(storage, [DeleteLog.from_json(d) for d in logs], f.num_records,
+                                           f.path) if logs else None
+        return split_partial(reader, query, aggs, f.partition_values or {}, split_deletes)
 
     files = list(files)
     if threads <= 1 or len(files) <= 1:
         return merge_all(aggs, (one(f) for f in files))
-    with ThreadPoolExecutor(max_workers=min(threads, len(files))) as pool:
-        return merge_all(aggs, pool.map(one, files))
+    return merge_all(aggs, _pool(threads).map(one, files))
+
+
+_pools: dict[int, Any] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(threads: int):
+    """A long-lived thread pool (starting threads per call costs more than a small aggregation)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _pools_lock:
+        pool = _pools.get(threads)
+        if pool is None:
+            pool = _pools[threads] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="indextables-agg")
+        return pool
