@@ -28,7 +28,7 @@ def ids(df) -> list[int]:
 
 
 def test_every_sql_query_route(spark, table):
-    path, _ = table
+    path, mem = table
     matching = ids(spark.read.format("indextables").option("query", QUERY).load(path))
     assert 0 < len(matching) < N
 
@@ -39,6 +39,14 @@ def test_every_sql_query_route(spark, table):
     assert ids(with_filter) == ids(spark.read.format("indextables").option("query", QUERY).load(path)
                                    .filter("tag = 'docs' AND views > 10"))
     top_view = spark.sql(f"SELECT id, _score FROM docs_v WHERE _indexall = '{QUERY}' ORDER BY _score DESC LIMIT 5")
+    # a view twice in one query: each reference gets its own relation (Spark 4.3 would run the
+    # filters pushed last for both scans)
+    joined = spark.sql("SELECT a.id FROM docs_v a JOIN docs_v b ON a.id = b.id + 1 WHERE a.id < 300 AND b.tag = 'docs'")
+    want = mem.alias("a").join(mem.alias("b"), sf.col("a.id") == sf.col("b.id") + 1) \
+        .where("a.id < 300 AND b.tag = 'docs'").select("a.id")
+    assert ids(joined) == ids(want) and ids(want)
+    union = spark.sql("SELECT id FROM docs_v WHERE id < 5 UNION ALL SELECT docs_v.id FROM docs_v WHERE _indexall = 'body:quasar'")
+    assert ids(union) == sorted(list(range(5)) + ids(spark.read.format("indextables").option("query", "body:quasar").load(path)))
     # `FROM view WITH (...)` would be ignored by Spark: refused with a pointer to _indexall
     with pytest.raises(it.IndexTablesError, match="_indexall"):
         spark.sql(f"SELECT * FROM docs_v WITH ('query'='{QUERY}')")

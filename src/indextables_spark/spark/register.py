@@ -151,6 +151,8 @@ def _install_sql_bridge() -> None:
 
                 # indextables_search/... calls with literal arguments → distributed views
                 sqlQuery = rewrite_sql(self, sqlQuery)
+                # a view referenced twice gets a relation per reference (see sql_bridge)
+                sqlQuery = sql_bridge.split_view_references(self, sqlQuery)
             if isinstance(sqlQuery, str) and not args and not kwargs:
                 handled = sql_bridge.try_handle(self, sqlQuery, _is_ours)
                 if handled is not None:

@@ -88,6 +88,69 @@ def try_handle(spark, text: str, is_ours):
     return None
 
 
+# After a table reference, these words start the next clause: the reference has no alias.
+_CLAUSE_WORDS = frozenset("""where join inner left right full cross semi anti on using group order having limit
+union intersect except minus window cluster distribute sort lateral natural pivot unpivot tablesample
+offset qualify""".split())
+
+
+def split_view_references(spark, text: str) -> str:
+    """Give every `FROM|JOIN <indextables view>` of a statement its own relation when a view is
+    referenced more than once.
+
+    Spark 4.3 keeps a Python data source's planned read (pushed filters, partitions) on the
+    relation; two scans of one relation in one query (self-join, self-union, ...) both run the
+    plan pushed last, i.e. with the other scan's filters: wrong rows. Each reference after the
+    first becomes a fresh view over a new read of the same table, aliased with the view's name so
+    `v.col` still resolves.
+    """
+    from .table_functions import _skip_quoted
+
+    with _lock:
+        views = dict(_views)
+    if not views or not any(n in text.lower() for n in views):
+        return text
+    refs = []   # (start, end, view name)
+    i, prev_word = 0, ""
+    while i < len(text):
+        j = _skip_quoted(text, i) if text[i] != "`" else i
+        if j != i:
+            i, prev_word = j, ""
+            continue
+        m = re.compile(_IDENT).match(text, i) if (text[i].isalpha() or text[i] in "_`") else None
+        if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_.")):
+            word = _unquote_ident(m.group(0))
+            after = text[m.end():].lstrip()
+            if prev_word in ("from", "join") and word.lower() in views and not after.startswith((".", "(")):
+                refs.append((i, m.end(), word.lower()))
+            prev_word = word.lower()
+            i = m.end()
+            continue
+        if not text[i].isspace():
+            prev_word = ""
+        i += 1
+    counts: dict[str, int] = {}
+    for _, _, v in refs:
+        counts[v] = counts.get(v, 0) + 1
+    if all(c < 2 for c in counts.values()):
+        return text
+    from .register import guarded, raw_load
+
+    out, last, seen = [], 0, {}
+    for start, end, v in refs:
+        if counts[v] < 2:
+            continue
+        seen[v] = seen.get(v, 0) + 1
+        fresh = f"__indextables_{v}_ref{seen[v]}"
+        guarded(raw_load(spark, views[v].options)).createOrReplaceTempView(fresh)
+        nxt = re.match(r"\s*(\w+)", text[end:])
+        has_alias = nxt is not None and nxt.group(1).lower() not in _CLAUSE_WORDS
+        out.append(text[last:start] + f"`{fresh}`" + ("" if has_alias else f" AS `{v}`"))
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
 def _refuse_view_options(text: str) -> None:
     """Spark silently ignores `FROM view WITH (options)` on a view: refuse instead of a wrong answer."""
     with _lock:
