@@ -171,6 +171,11 @@ def main() -> None:
     t_sql = median_time(lambda: spark.sql(f"SELECT * FROM indextables_search('{it_path}', '{query}', 10)").collect(),
                         args.runs)
     print(f"top-10 through SQL indextables_search: {t_sql:.3f}s")
+    t_count_q = median_time(lambda: it.IndexTable(it_path).count(query), args.runs)
+    print(f"1% full-text count without Spark (IndexTable.count(query)): {t_count_q:.4f}s "
+          f"({results['1% full-text'][1] / t_count_q:.0f}x parquet's 1% read)")
+    t_floor = median_time(lambda: spark.range(1).collect(), args.runs)
+    print(f"Spark's floor for any job here (spark.range(1).collect()): {t_floor:.3f}s")
     spark.stop()
 
 
