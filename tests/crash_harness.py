@@ -206,11 +206,18 @@ class CrashTable:
     killed_ops: Counter = field(default_factory=Counter)
     unreported_commits: int = 0
     _ids_of_path: dict[str, frozenset[int]] = field(default_factory=dict)
+    _table: Any = None
 
     def table(self, **extra: str):
+        """The table (one IndexTable reused: a cloud client is costly to create; the log is
+        re-listed on every call anyway)."""
         import indextables_spark as it
 
-        return it.IndexTable(self.uri, {**self.options, **extra})
+        if extra:
+            return it.IndexTable(self.uri, {**self.options, **extra})
+        if self._table is None:
+            self._table = it.IndexTable(self.uri, self.options)
+        return self._table
 
     def create(self) -> None:
         ids = list(range(0, 4))
@@ -383,7 +390,8 @@ class CrashTable:
 
 # ---- load: concurrent Spark-free writers (tests/test_reliability_load.py) ----------------------------
 
-def load_writer(uri: str, options: dict, journal: str, stop_path: str, writer_no: int, seed: int) -> None:
+def load_writer(uri: str, options: dict, journal: str, stop_path: str, writer_no: int, seed: int,
+                think_s: float = 0.0) -> None:
     """Appends small splits until `stop_path` exists; writer 0 also merges now and then. A commit
     that loses to concurrent commits (ConcurrentModificationError after the transaction's own
     retries) is retried with a fresh transaction and counted. Each commit is journaled after
@@ -424,4 +432,46 @@ def load_writer(uri: str, options: dict, journal: str, stop_path: str, writer_no
                 emit({"conflict": f"append: {e}"[:500]})
         commits += 1
         emit({"v": v, "ids": ids})
+        if think_s:
+            time.sleep(rng.uniform(0, 2 * think_s))   # a client's pause between writes
     emit({"end": True, "commits": commits, "merges": merges, "conflicts": conflicts})
+
+
+# ---- driving many trials (tests/test_reliability_crash_load.py) ------------------------------------
+
+def run_trials(target, tmp_path, trials: int, per_table: int, max_delay: float, seed: int) -> dict:
+    summary = {"backend": target.kind, "trials": 0, "tables": 0, "killed_during": {}, "unreported_commits": 0,
+               "versions_checked": 0, "versions": 0, "orphans_removed": 0, "seconds": 0.0}
+    t0 = time.time()
+    n_tables = (trials + per_table - 1) // per_table
+    killed: dict[str, int] = {}
+    for k in range(n_tables):
+        work = tmp_path / f"work{k}"
+        work.mkdir(parents=True)
+        sub = target.child(f"crash{k}")
+        ct = CrashTable(uri=sub.uri, options={**sub.options, **TABLE_OPTIONS}, workdir=str(work), seed=seed + k)
+        ct.create()
+        for _ in range(min(per_table, trials - summary["trials"])):
+            res = ct.trial(max_delay)
+            summary["trials"] += 1
+            summary["versions_checked"] += res.versions_checked
+        end = ct.finish()
+        summary["tables"] += 1
+        summary["orphans_removed"] += end["orphans_removed"]
+        summary["unreported_commits"] += ct.unreported_commits
+        summary["versions"] += len(ct.expected)
+        for op, n in ct.killed_ops.items():
+            killed[op] = killed.get(op, 0) + n
+    summary["killed_during"] = dict(sorted(killed.items()))
+    summary["seconds"] = round(time.time() - t0, 1)
+    print("crash summary:", json.dumps(summary))
+    return summary
+
+
+def check_coverage(summary: dict, trials: int) -> None:
+    assert summary["trials"] == trials
+    # The harness must really interrupt operations, of several kinds (else it proves nothing).
+    interrupted = sum(summary["killed_during"].values())
+    assert interrupted >= trials // 4, summary
+    if trials >= 100:
+        assert {"append", "merge", "checkpoint"} <= set(summary["killed_during"]), summary

@@ -1,7 +1,21 @@
-"""Load: 8 concurrent Spark-free writer processes and 4 reader threads on one table, on local disk
-and on the S3 emulator at the same time, for INDEXTABLES_LOAD_SECONDS (default 125) each.
-No error but retried conflicts; every committed add readable; every snapshot a reader saw equals
-some committed version exactly (its rows are exactly the rows committed up to that version)."""
+"""Crash trials and load, the long reliability runs (`slow`; `make test` runs them).
+
+Crash safety (tests/crash_harness.py): a child process is SIGKILLed at random points of appends,
+removes, checkpoints, compactions, merges and purges; after each kill every reported version must
+read with exactly its rows, nothing half-written may be visible, the interrupted operation is
+retried and, per table, PURGE removes the orphans. INDEXTABLES_CRASH_TRIALS_LOCAL (default 200),
+INDEXTABLES_CRASH_TRIALS_S3 (default 50), INDEXTABLES_CRASH_TRIALS_PER_TABLE (25),
+INDEXTABLES_CRASH_MAX_DELAY_S.
+
+Load: 8 concurrent Spark-free writer processes and 4 reader threads on one table, on local disk and
+on the S3 emulator, for INDEXTABLES_LOAD_SECONDS (default 121) each. No error but retried
+conflicts; every committed add readable; every snapshot a reader saw equals some committed version
+exactly (its rows are exactly the rows committed up to that version).
+
+Time budget: the four runs (crash local, crash S3, load local, load S3) run at the same time in one
+test, in threads of this process (the writers and crash children are processes). Each still does
+its full count / full duration; only the wall time is shared.
+"""
 from __future__ import annotations
 
 import json
@@ -19,9 +33,10 @@ import crash_harness as ch  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-SECONDS = float(os.environ.get("INDEXTABLES_LOAD_SECONDS", "125"))
+SECONDS = float(os.environ.get("INDEXTABLES_LOAD_SECONDS", "121"))
 WRITERS = int(os.environ.get("INDEXTABLES_LOAD_WRITERS", "8"))
 READERS = int(os.environ.get("INDEXTABLES_LOAD_READERS", "4"))
+THINK_S = float(os.environ.get("INDEXTABLES_LOAD_THINK_S", "0.15"))   # mean pause between a writer's commits
 
 
 class IdReader:
@@ -63,7 +78,7 @@ def run_load(target, work, seconds: float) -> dict:
     v0, by_path = ch.create_table(table, [0, 1])
     stop = os.path.join(work, "stop")
     journals = [os.path.join(work, f"writer{i}.ndjson") for i in range(WRITERS)]
-    procs = [ch.context().Process(target=ch.load_writer, args=(target.uri, options, journals[i], stop, i, 1000 + i))
+    procs = [ch.context().Process(target=ch.load_writer, args=(target.uri, options, journals[i], stop, i, 1000 + i, THINK_S))
              for i in range(WRITERS)]
     for p in procs:
         p.start()
@@ -125,11 +140,11 @@ def run_load(target, work, seconds: float) -> dict:
     assert not bad, f"{len(bad)} reader snapshots differ from the committed version they claim: {bad[:5]}"
     # Every committed add readable: the latest version and a sample of the history, read fully.
     r = IdReader(it.IndexTable(target.uri, options))
-    step = max(1, latest // 25)
+    step = max(1, latest // 10)
     for v in sorted(set(range(0, latest + 1, step)) | {latest}):
         got_v, ids = r.snapshot_ids(v)
         assert got_v == v and ids == expected[v], f"version {v}: rows differ"
-    summary = {"backend": target.kind, "seconds": seconds, "writers": WRITERS, "readers": READERS,
+    summary = {"backend": target.kind, "seconds": seconds, "writers": WRITERS, "readers": READERS, "think_s": THINK_S,
                "versions": latest + 1, "appends": sum(e["commits"] for e in ends),
                "merges": sum(e["merges"] for e in ends), "retried_conflicts": sum(e["conflicts"] for e in ends),
                "reader_snapshots": len(observed), "distinct_versions_seen": len({v for v, _, _ in observed}),
@@ -140,17 +155,29 @@ def run_load(target, work, seconds: float) -> dict:
     return summary
 
 
-def test_load_local_and_s3_concurrently(tmp_path, request):
-    """Both backends at once (the suite's time budget): each runs the full duration."""
+def test_crash_trials_and_load_local_and_s3_concurrently(tmp_path, request):
     from concurrent.futures import ThreadPoolExecutor
 
     from conftest import ENV_LOCAL_ONLY, ENV_S3_ENDPOINT, StorageTarget, _target
 
-    targets = [StorageTarget("local", str(tmp_path / "local-table"), {})]
-    if os.environ.get(ENV_S3_ENDPOINT) or os.environ.get(ENV_LOCAL_ONLY) != "1":
-        targets.append(_target("s3", request))
-    ch.context()
-    with ThreadPoolExecutor(len(targets)) as pool:
-        futures = [pool.submit(run_load, t, str(tmp_path / f"work-{t.kind}"), SECONDS) for t in targets]
-        for f in futures:
+    with_s3 = bool(os.environ.get(ENV_S3_ENDPOINT)) or os.environ.get(ENV_LOCAL_ONLY) != "1"
+    env = os.environ.get
+    per_table = int(env("INDEXTABLES_CRASH_TRIALS_PER_TABLE", "25"))
+    crash_runs = [(StorageTarget("local", str(tmp_path / "crash-local"), {}),
+                   int(env("INDEXTABLES_CRASH_TRIALS_LOCAL", "200")), float(env("INDEXTABLES_CRASH_MAX_DELAY_S", "0.4")), 11)]
+    load_targets = [StorageTarget("local", str(tmp_path / "load-local"), {})]
+    if with_s3:
+        s3 = _target("s3", request)
+        crash_runs.append((s3.child("crash"), int(env("INDEXTABLES_CRASH_TRIALS_S3", "50")),
+                           float(env("INDEXTABLES_CRASH_MAX_DELAY_S", "0.6")), 23))
+        load_targets.append(s3.child("load"))
+    ch.context()  # start the fork server once, before the threads
+    with ThreadPoolExecutor(len(crash_runs) + len(load_targets)) as pool:
+        crash = [pool.submit(ch.run_trials, t, tmp_path / f"crash-work-{t.kind}", n, per_table, delay, seed)
+                 for t, n, delay, seed in crash_runs]
+        load = [pool.submit(run_load, t, str(tmp_path / f"load-work-{t.kind}"), SECONDS) for t in load_targets]
+        crash_summaries = [f.result() for f in crash]
+        for f in load:
             f.result()
+    for (_, trials, _, _), summary in zip(crash_runs, crash_summaries):
+        ch.check_coverage(summary, trials)
