@@ -270,6 +270,8 @@ def test_partition_pruning_performance_1m(tmp_path):
         protocol_action = snap0.protocol_action
         schema_registry = snap0.schema_registry
         skips = {}
+        delete_logs = []
+        stats_files = snap0.stats_files
 
     orig = t.log.snapshot
     t.log.snapshot = lambda version=None: _Snap()
