@@ -290,3 +290,18 @@ def test_deleted_rows_are_in_no_aggregation(tmp_path, kind):
     assert close(res["p"]["values"]["50.0"], xs_live[lo] + (pos - lo) * (xs_live[hi] - xs_live[lo]))
     q = it.aggregate(None, path, query="g:c OR g:b", aggs={"g": {"terms": {"field": "g"}}})
     assert [(b["key"], b["doc_count"]) for b in q["g"]["buckets"]] == [("c", want["c"][0])]
+
+
+def test_split_partial_cache_never_serves_stale_results(tmp_path):
+    n = 3000
+    path = small_table(tmp_path, n, {"id": ("long", list(range(n))), "g": ("string", [("a", "b", "c")[i % 3] for i in range(n)])},
+                       {"write.targetSplitSize": "16K"})
+    aggs = {"g": {"terms": {"field": "g"}}}
+    cold = it.aggregate(None, path, aggs=aggs, options={"aggregate.cache.enabled": "false"})
+    assert it.aggregate(None, path, aggs=aggs) == cold == it.aggregate(None, path, aggs=aggs)   # cached: same
+    it.IndexTable(path).delete("g = 'a'", kind="equality")        # new delete logs: new cache keys
+    assert {b["key"] for b in it.aggregate(None, path, aggs=aggs)["g"]["buckets"]} == {"b", "c"}
+    it.IndexTable(path).delete("id < 10", kind="positional")
+    after = it.aggregate(None, path, aggs=aggs)
+    assert after["doc_count"] == 2000 - sum(1 for i in range(10) if i % 3 != 0)
+    assert after == it.aggregate(None, path, aggs=aggs, options={"aggregate.cache.enabled": "false"})

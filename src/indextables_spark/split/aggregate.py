@@ -799,15 +799,25 @@ def aggregate_files(storage: Any, files: Sequence[Any], query: str | None, aggs:
 
     cache = get_cache(options)
     deletes = deletes or {}
+    use_cache = _options(options).get_bool("aggregate.cache.enabled", True)
+    request = repr((query, tuple(aggs)))
 
     def one(f: Any) -> dict:
         logs = deletes.get(f.path)
         if query is None and not aggs and not logs:
             return {"doc_count": int(f.num_records or 0), "aggs": {}}
-        reader = SplitReader(cache.local_dir(storage, f))
+        local_dir = cache.local_dir(storage, f)
+        key = (local_dir, request, tuple(d.get("path", "") for d in logs or ()))
+        hit = _partials.get(key) if use_cache else None
+        if hit is not None:
+            return hit
+        reader = SplitReader(local_dir)
         split_deletes = load_split_deletes(storage, [DeleteLog.from_json(d) for d in logs], f.num_records,
                                            f.path) if logs else None
-        return split_partial(reader, query, aggs, f.partition_values or {}, split_deletes)
+        partial = split_partial(reader, query, aggs, f.partition_values or {}, split_deletes)
+        if use_cache:
+            _partials.put(key, partial)
+        return partial
 
     files = list(files)
     if threads <= 1 or len(files) <= 1:
@@ -815,6 +825,54 @@ def aggregate_files(storage: Any, files: Sequence[Any], query: str | None, aggs:
     return merge_all(aggs, _pool(threads).map(one, files))
 
 
+class _PartialCache:
+    """Per-process LRU of split partials, like Elasticsearch's shard request cache: a split never
+    changes (its cache directory names its path and size), so (split, query, request, delete logs)
+    always gives the same partial. Partials are never mutated by merges. Large partials (many
+    buckets or values) are not kept."""
+
+    MAX_ENTRIES = 1024
+    MAX_ITEMS = 50_000
+
+    def __init__(self) -> None:
+        from collections import OrderedDict
+
+        self._d: "OrderedDict[tuple, dict]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> dict | None:
+        with self._lock:
+            v = self._d.get(key)
+            if v is not None:
+                self._d.move_to_end(key)
+            return v
+
+    def put(self, key: tuple, partial: dict) -> None:
+        if _items(partial) > self.MAX_ITEMS:
+            return
+        with self._lock:
+            self._d[key] = partial
+            self._d.move_to_end(key)
+            while len(self._d) > self.MAX_ENTRIES:
+                self._d.popitem(last=False)
+
+
+def _items(p: Any) -> int:
+    """Roughly how many buckets/values a partial holds."""
+    if isinstance(p, dict):
+        return sum(_items(v) for v in p.values()) + len(p)
+    if isinstance(p, (pa.Array, pa.ChunkedArray)):
+        return len(p)
+    return 0
+
+
+def _options(options: Any):
+    from ..options import Options
+
+    return options if isinstance(options, Options) else Options.of(options)
+
+
+_partials = _PartialCache()
 _pools: dict[int, Any] = {}
 _pools_lock = threading.Lock()
 
