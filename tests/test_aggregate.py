@@ -305,3 +305,18 @@ def test_split_partial_cache_never_serves_stale_results(tmp_path):
     after = it.aggregate(None, path, aggs=aggs)
     assert after["doc_count"] == 2000 - sum(1 for i in range(10) if i % 3 != 0)
     assert after == it.aggregate(None, path, aggs=aggs, options={"aggregate.cache.enabled": "false"})
+
+
+def test_fast_field_configuration_for_text_columns(tmp_path):
+    bodies = ["Spark SQL", "spark streaming", "search engine", "SQL"]
+    plain = small_table(tmp_path / "plain", 4, {"body": ("string", bodies)}, {"indexing.typemap.body": "text"})
+    with pytest.raises(AggregationError, match="indexing.fastfields"):
+        it.aggregate(None, plain, aggs={"t": {"terms": {"field": "body"}}})
+    fast = small_table(tmp_path / "fast", 4, {"body": ("string", bodies)},
+                       {"indexing.typemap.body": "text", "indexing.fastfields": "body"})
+    res = it.aggregate(None, fast, aggs={"t": {"terms": {"field": "body", "size": 3}}})
+    # a tokenized fast field counts documents per token
+    assert [(b["key"], b["doc_count"]) for b in res["t"]["buckets"]] == [("spark", 2), ("sql", 2), ("engine", 1)]
+    both = small_table(tmp_path / "both", 4, {"body": ("string", bodies)}, {"indexing.typemap.body": "text_and_string"})
+    res = it.aggregate(None, both, aggs={"t": {"terms": {"field": "body"}}})   # whole values (the raw field)
+    assert sorted(b["key"] for b in res["t"]["buckets"]) == sorted(bodies)
