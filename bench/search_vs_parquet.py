@@ -178,12 +178,44 @@ def main() -> None:
     t_count_q = median_time(lambda: it.IndexTable(it_path).count(query), args.runs)
     print(f"1% full-text count without Spark (IndexTable.count(query)): {t_count_q:.4f}s "
           f"({results['1% full-text'][1] / t_count_q:.0f}x parquet's 1% read)")
+    print_query_kinds(spark, ours, pq, args.runs)
     t_floor = median_time(lambda: spark.range(1).collect(), args.runs)
     tiny = spark.read.format("bench_docs").option("rows", 2).option("partitions", 2).load()
     t_ds = median_time(lambda: tiny.write.format("noop").mode("overwrite").save(), args.runs)
     print(f"floors here: any Spark job (spark.range(1).collect()) {t_floor:.3f}s; any Python data source read "
           f"(2 rows, 2 tasks) {t_ds:.3f}s -> at most {results['1% full-text'][1] / t_ds:.1f}x parquet's 1% read")
     spark.stop()
+
+
+# Per query kind, count() and collect() through Spark for both (ours: query option or filter).
+QUERY_KINDS = [
+    ("rare term (~0.1%)", {"query": "body:zephyr"}, None, "body like '%zephyr%'"),
+    ("1% term", {"query": f"body:{MARKER}"}, None, f"body like '%{MARKER}%'"),
+    ("common term", {"query": "body:spark"}, None, "body like '%spark%'"),
+    ("phrase", {"query": 'body:"data lake"'}, None, "body like '%data lake%'"),
+    ("numeric range (1%)", {}, "views >= 1000 AND views < 2000", "views >= 1000 AND views < 2000"),
+    ("partition filter", {}, "region = 'eu-central'", "region = 'eu-central'"),
+]
+
+
+def print_query_kinds(spark, ours, pq, runs: int) -> None:
+    """Median count() and collect() (of the id column) per query kind, ours vs Parquet."""
+    print(f"{'query kind':<20} {'rows':>9} {'it count':>9} {'pq count':>9} {'ratio':>6} "
+          f"{'it collect':>10} {'pq collect':>10} {'ratio':>6}")
+    for kind, options, flt, pq_filter in QUERY_KINDS:
+        mine = ours(**options)
+        if flt:
+            mine = mine.filter(flt)
+        theirs = pq.filter(pq_filter)
+        n = mine.count()
+        c_it = median_time(mine.count, runs)
+        c_pq = median_time(theirs.count, runs)
+        r_it = median_time(lambda: mine.select("id").collect(), runs)
+        r_pq = median_time(lambda: theirs.select("id").collect(), runs)
+        n_pq = theirs.count()
+        note = "" if n == n_pq else f"  (parquet substring matches {n_pq:,})"
+        print(f"{kind:<20} {n:>9,} {c_it:>8.3f}s {c_pq:>8.3f}s {c_pq / c_it:>5.1f}x "
+              f"{r_it:>9.3f}s {r_pq:>9.3f}s {r_pq / r_it:>5.1f}x{note}")
 
 
 if __name__ == "__main__":
