@@ -82,6 +82,28 @@ def list_log(storage: Storage) -> LogListing:
             elif name == "_manifest.json" and v not in out.state_manifests:
                 out.state_manifests[v] = info.key
     out.versions.sort()
+    _fill_version_holes(storage, out)
     for parts in out.checkpoint_parts.values():
         parts.sort()
     return out
+
+
+def _fill_version_holes(storage: Storage, out: LogListing) -> None:
+    """A directory listing taken while files are being created may return a newer version file but
+    miss an older one created during the listing (POSIX leaves entries added during readdir
+    unspecified; seen on local disk under load). Version files are never created out of order, so
+    a hole between the first and last listed version is checked directly before anyone concludes
+    that a file is missing."""
+    from .paths import version_key
+
+    if len(out.versions) < 2 or out.versions[-1] - out.versions[0] + 1 == len(out.versions):
+        return
+    found = False
+    for v in range(out.versions[0], out.versions[-1]):
+        if v not in out.version_info:
+            info = storage.stat(version_key(v))
+            if info is not None:
+                out.version_info[v] = info
+                found = True
+    if found:
+        out.versions = sorted(out.version_info)

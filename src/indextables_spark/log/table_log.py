@@ -19,7 +19,7 @@ from ..storage import Storage
 from .actions import Action, AddFile, CommitInfo, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, StatsFiles
 from .codec import decode_actions, encode_actions
 from .file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
-from .paths import LOG_DIR, parse_version_name, version_key
+from .paths import LOG_DIR, version_key
 from .protocol_gate import check_readable
 from .snapshot import Snapshot
 
@@ -103,16 +103,8 @@ class TransactionLog:
 
     # ---- version files -------------------------------------------------------------------
     def list_versions(self) -> list[int]:
-        out = []
-        for info in self.storage.list(f"{LOG_DIR}/"):
-            rest = info.key[len(LOG_DIR) + 1:]
-            if "/" in rest:
-                continue
-            v = parse_version_name(rest)
-            if v is not None:
-                out.append(v)
-        out.sort()
-        return out
+        """Retained version numbers, ascending (holes left by a racing listing are re-checked)."""
+        return list(self.listing().versions)
 
     def latest_version(self) -> int:
         listing = self.listing()
