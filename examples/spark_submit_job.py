@@ -1,6 +1,6 @@
 """A spark-submit job: append generated documents to a table, then search it.
 
-    .venv/bin/spark-submit --properties-file conf/spark-defaults.conf \
+    PYSPARK_PYTHON=$PWD/.venv/bin/python .venv/bin/spark-submit --properties-file conf/spark-defaults.conf \
         --conf spark.pyspark.python=$PWD/.venv/bin/python examples/spark_submit_job.py /tmp/it-table
 """
 from __future__ import annotations
