@@ -306,21 +306,11 @@ class AzureStorage(Storage):
                     if attempt > 1:
                         # An earlier attempt failed in a way that may have reached the service:
                         # the blob found now may be our own write whose answer was lost.
-                        return self._holds(key, data)
+                        return self.holds(key, data)
                     return False
                 raise
 
         return self._run("conditional write", key, op)
-
-    def _holds(self, key: str, data: bytes) -> bool:
-        try:
-            current = self.read(key)
-        except FileNotFoundInStorageError:
-            return False
-        mine = current == data
-        log.debug("conditional write of %s after a lost answer: existing blob is %s",
-                  self.full_uri(key), "ours" if mine else "another writer's")
-        return mine
 
     def list(self, prefix: str) -> list[FileInfo]:
         rel = check_prefix(prefix)

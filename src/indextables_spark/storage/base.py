@@ -6,6 +6,7 @@ escape the root.
 """
 from __future__ import annotations
 
+import logging
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -66,6 +67,21 @@ class Storage(ABC):
 
     def exists(self, key: str) -> bool:
         return self.stat(key) is not None
+
+    def holds(self, key: str, data: bytes) -> bool:
+        """Does the object at key hold exactly these bytes? Decides a conditional write whose
+        answer was lost: the object found on retry may be our own write."""
+        from ..errors import FileNotFoundInStorageError
+
+        try:
+            current = self.read(key)
+        except FileNotFoundInStorageError:
+            return False
+        mine = current == data
+        logging.getLogger(__name__).debug(
+            "conditional write of %s after a lost answer: the existing object is %s",
+            self.full_uri(key), "ours" if mine else "another writer's")
+        return mine
 
     def upload_file(self, key: str, local_path: str) -> None:
         """Upload a local file (large splits): default reads it whole."""
