@@ -16,9 +16,7 @@ merge (a new split, written without the deleted rows) gets none of the old logs.
 from __future__ import annotations
 
 import bisect
-import threading
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -26,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..lru import LruCache
 from ..errors import CorruptStateError, FileNotFoundInStorageError, IndexTablesError, SchemaMismatchError
 from .actions import DELETE_LOG_KINDS, POSITIONAL, AddFile, DeleteLog
 from .sidecar import decode_frame, encode_frame
@@ -87,26 +86,20 @@ def _normalised(kind: str, table: pa.Table) -> pa.Table:
 
 # ---- reading (validated, cached: delete log files never change) ---------------------------------------
 
-_cache: "OrderedDict[str, pa.Table]" = OrderedDict()
-_cache_lock = threading.Lock()
+_cache: LruCache[pa.Table] = LruCache(_CACHE_ENTRIES)
 
 
 def read_delete_log(storage, log: DeleteLog) -> pa.Table:
     where = storage.full_uri(log.path)
-    with _cache_lock:
-        hit = _cache.get(where)
-        if hit is not None:
-            _cache.move_to_end(where)
-            return hit
+    hit = _cache.get(where)
+    if hit is not None:
+        return hit
     try:
         data = storage.read(log.path)
     except FileNotFoundInStorageError:
         raise CorruptStateError(f"delete log {where} is missing (referenced by the table log)") from None
     table = decode_delete_log(data, log, where)
-    with _cache_lock:
-        _cache[where] = table
-        while len(_cache) > _CACHE_ENTRIES:
-            _cache.popitem(last=False)
+    _cache.put(where, table)
     return table
 
 

@@ -22,8 +22,6 @@ h1 + i·h2 mod m (Kirsch–Mitzenmacher) over the two 32-bit halves of splitmix6
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -31,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..lru import LruCache
 from ..errors import CorruptStateError, FileNotFoundInStorageError, InvalidOptionError
 from ..log.actions import stats_file_for
 from ..log.sidecar import decode_frame, encode_frame
@@ -284,27 +283,21 @@ def decode_blooms(data: bytes, split_path: str, where: str) -> SplitBlooms:
     return SplitBlooms(split_path, out)
 
 
-_cache: "OrderedDict[str, SplitBlooms]" = OrderedDict()
-_cache_lock = threading.Lock()
+_cache: LruCache[SplitBlooms] = LruCache(_CACHE_ENTRIES)
 
 
 def load_blooms(storage, split_path: str) -> SplitBlooms:
     key = bloom_file_for(split_path)
     where = storage.full_uri(key)
-    with _cache_lock:
-        hit = _cache.get(where)
-        if hit is not None:
-            _cache.move_to_end(where)
-            return hit
+    hit = _cache.get(where)
+    if hit is not None:
+        return hit
     try:
         data = storage.read(key)
     except FileNotFoundInStorageError:
         raise CorruptStateError(f"Bloom filter file {where} is missing (listed in the table state)") from None
     blooms = decode_blooms(data, split_path, where)
-    with _cache_lock:
-        _cache[where] = blooms
-        while len(_cache) > _CACHE_ENTRIES:
-            _cache.popitem(last=False)
+    _cache.put(where, blooms)
     return blooms
 
 
@@ -385,8 +378,7 @@ def prune_with_blooms(storage, files: Sequence[Any], filters: Sequence[Any], sta
     if not probes:
         return list(files)
     candidates = [f for f in files if bloom_file_for(f.path) in listed]
-    with _cache_lock:
-        loaded = {a.path: _cache.get(storage.full_uri(bloom_file_for(a.path))) for a in candidates}
+    loaded = {a.path: _cache.get(storage.full_uri(bloom_file_for(a.path))) for a in candidates}
     missing = [p for p, b in loaded.items() if b is None]
     if len(missing) > 1:   # the first planning reads the files (I/O, in parallel); later ones hit the cache
         with ThreadPoolExecutor(max_workers=min(_LOAD_THREADS, len(missing)), thread_name_prefix="itx-bloom") as ex:
