@@ -9,14 +9,13 @@ processes also race on writing the Avro state.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import uuid
 from collections import Counter
 from typing import Iterable
 
 import pytest
 from cloud_helpers import wipe_cloud_tables  # noqa: F401  (autouse: deletes what each test wrote)
-from test_commit_concurrency import N_COMMITS, N_PROCS, create_table
+from test_commit_concurrency import N_COMMITS, N_PROCS, create_table, run_processes
 from test_state_write import live_paths, replay_paths
 
 import indextables_spark as it
@@ -86,16 +85,7 @@ def _committer(uri: str, worker: int, options: dict, q) -> None:
 
 
 def run_recorded_committers(uri: str, options: dict) -> list[tuple]:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_committer, args=(uri, w, options, q)) for w in range(N_PROCS)]
-    for p in procs:
-        p.start()
-    results = [q.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    return results
+    return run_processes(_committer, uri, options)
 
 
 @pytest.fixture

@@ -38,17 +38,22 @@ def _committer(path: str, worker: int, options: dict, q) -> None:
     q.put(versions)
 
 
-def run_committers(path: str, options: dict) -> list[int]:
+def run_processes(target, path: str, options: dict) -> list:
+    """Run target(path, worker, options, queue) in N_PROCS spawned processes; their queue results."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_committer, args=(path, w, options, q)) for w in range(N_PROCS)]
+    procs = [ctx.Process(target=target, args=(path, w, options, q)) for w in range(N_PROCS)]
     for p in procs:
         p.start()
     results = [q.get(timeout=300) for _ in procs]
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
-    return sorted(v for r in results for v in r)
+    return results
+
+
+def run_committers(path: str, options: dict) -> list[int]:
+    return sorted(v for r in run_processes(_committer, path, options) for v in r)
 
 
 def test_concurrent_committers_local(tmp_path):
