@@ -62,8 +62,9 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
     assert dropped.splits_removed == 1 and dropped.partitions == ["day=2024-01-03"]
     purge = it.sql(spark, f"PURGE INDEXTABLE '{path}' OLDER THAN 7 DAYS DRY RUN").collect()[0]
     assert purge.status == "DRY_RUN" and purge.splits_deleted == 0
-    assert it.sql(spark, f"CHECKPOINT INDEXTABLES '{path}'").collect()[0].status == "SUCCESS"
-    assert it.sql(spark, f"COMPACT INDEXTABLES '{path}'").collect()[0].num_tombstones == 0
+    # after register(), plain spark.sql runs the same texts
+    assert spark.sql(f"CHECKPOINT INDEXTABLES '{path}'").collect()[0].status == "SUCCESS"
+    assert spark.sql(f"COMPACT INDEXTABLES '{path}'").collect()[0].num_tombstones == 0
     repaired = it.sql(spark, f"REPAIR INDEXFILES TRANSACTION LOG '{path}/_transaction_log' "
                              f"AT LOCATION '{tmp_path}/repaired'").collect()[0]
     assert repaired.status == "SUCCESS" and repaired.valid_splits == 2 and repaired.missing_splits == 0
@@ -72,6 +73,8 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
     assert it.sql(spark, "SELECT 41 + 1 AS x").collect()[0].x == 42
     with pytest.raises(CommandSyntaxError, match="position 13"):
         it.sql(spark, "MERGE SPLITS nowhere")
+    with pytest.raises(CommandSyntaxError, match="position 13"):
+        spark.sql("MERGE SPLITS nowhere")
     with pytest.raises(it.TableNotFoundError, match="missing"):
         it.sql(spark, f"DESCRIBE INDEXTABLES STATE '{tmp_path}/missing'")
 

@@ -5,6 +5,8 @@ Bridges around Spark 4.3 limits of Python data sources (see platform-facts):
   when the format is "indextables", partition columns travel as the `partitionBy` option.
 - Data source options never see the Spark conf. The wrappers copy `spark.indextables.*` conf
   entries into the options of indextables reads and writes (explicit options win).
+- `spark.sql(...)` runs our command texts (MERGE SPLITS, CHECKPOINT INDEXTABLES, ...) like
+  `it.sql`: Spark's parser has no such statements and Python cannot extend it.
 - A bare `.save()` (mode ErrorIfExists / Ignore) is refused by Spark for Python data sources; the
   wrapper checks for an existing table itself and then writes in append mode.
 - Spark 4.3 caches a Python data source's planned read (partitions + reader) on the relation and
@@ -146,6 +148,15 @@ def _install_sql_bridge() -> None:
 
     def make_sql(orig):
         def sql(self, sqlQuery, args=None, **kwargs):
+            if isinstance(sqlQuery, str) and not args and not kwargs:
+                from ..commands.parser import parse_command
+
+                # our command texts (MERGE SPLITS ..., CHECKPOINT INDEXTABLES ...) are Spark-free:
+                # run them as it.sql would; parse errors in them name the position
+                if parse_command(sqlQuery) is not None:
+                    from ..commands.sql import run_sql
+
+                    return run_sql(self, sqlQuery)
             if isinstance(sqlQuery, str):
                 from .table_functions import rewrite_sql
 
