@@ -43,7 +43,15 @@ class InvalidOptionError(IndexTablesError):
 
 
 class QueryParseError(IndexTablesError):
-    pass
+    """An invalid full-text query: `query` is its text, `position` the 0-based character offset of the
+    fault (None when it could not be located), `reason` what is wrong there."""
+
+    def __init__(self, *args: object, query: str | None = None, position: int | None = None,
+                 reason: str | None = None):
+        super().__init__(*args)
+        self.query = query
+        self.position = position
+        self.reason = reason
 
 
 class StorageError(IndexTablesError):

@@ -165,10 +165,16 @@ class SplitReader:
             try:
                 return self.index.parse_query(query, fields)
             except ValueError as e:
-                searchable = sorted(f.name for s in self.specs for f in s.indexed_fields)
-                raise QueryParseError(
-                    f"invalid query {query!r}: {e} (searchable fields: {', '.join(searchable)}; "
-                    f"default fields: {', '.join(fields) or 'none'})") from None
+                from .query_errors import format_query_error, locate_query_error
+
+                indexed = [f for s in self.specs for f in s.indexed_fields]
+                position, reason = locate_query_error(self.index, query, fields, e,
+                                                      {f.name: f.type for f in indexed})
+                note = (f"(searchable fields: {', '.join(sorted(f.name for f in indexed))}; "
+                        f"default fields: {', '.join(fields) or 'none'})")
+                raise QueryParseError(format_query_error(query, position, reason, str(e), note),
+                                      query=query, position=position,
+                                      reason=reason if position is not None else None) from None
 
     def _query(self, filters: Sequence[Filter], query: str | None) -> tuple[Any, bool, bool]:
         """(tantivy query or None, narrowing exact, has user query)."""
