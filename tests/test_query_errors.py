@@ -94,11 +94,12 @@ def test_locates_the_fault(index, query, position, reason):
     assert locate(index, query) == (position, reason)
 
 
-@pytest.mark.parametrize("query", ["NOT a", "-a"])
-def test_no_position_keeps_tantivys_message(index, query):
+@pytest.mark.parametrize("query", ["NOT a", "-a", "-a -b"])
+def test_only_excluded_terms_is_a_fault_of_the_whole_query(index, query):
     with pytest.raises(ValueError) as e:
         index.parse_query(query, DEFAULT)
-    assert locate_query_error(index, query, DEFAULT, e.value, FIELD_TYPES) == (None, str(e.value))
+    assert locate_query_error(index, query, DEFAULT, e.value, FIELD_TYPES) == \
+        (0, "every term is excluded (NOT/-); add one that must match, e.g. '* AND NOT a'")
 
 
 def test_without_field_types_a_bad_value_has_no_position(index):
@@ -172,11 +173,11 @@ def test_reader_error_names_query_and_position(reader, query, position):
         reader.count(query=query)
 
 
-def test_reader_error_without_position_and_pickling(reader):
+def test_reader_error_attributes_and_pickling(reader):
     with pytest.raises(QueryParseError) as e:
         reader.parse_query("NOT spark")
-    assert e.value.position is None and e.value.query == "NOT spark"
-    assert str(e.value).startswith("invalid query 'NOT spark': ")
+    assert e.value.position == 0 and e.value.query == "NOT spark"
+    assert str(e.value).startswith("invalid query 'NOT spark' at position 0 (every term is excluded")
     with pytest.raises(QueryParseError) as e:
         reader.parse_query("year:>=x")
     back = pickle.loads(pickle.dumps(e.value))

@@ -77,6 +77,22 @@ def test_every_sql_query_route(spark, table):
         == "indextables_search('x', 'y')"
 
 
+def test_invalid_query_fails_before_any_task(spark, table):
+    """The driver checks the query against the splits' doc mappings: load() refuses a bad `query`
+    option, planning refuses a bad `_indexall` query; both name the query and the position."""
+    from pyspark.errors import AnalysisException
+
+    path, _ = table
+    with pytest.raises(AnalysisException) as e:
+        spark.read.format("indextables").option("query", "body:(spark AND").load(path)
+    assert "invalid query 'body:(spark AND' at position 12 ('AND' has no term after it)" in str(e.value)
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW docs_q USING indextables OPTIONS (path '{path}')")
+    with pytest.raises(AnalysisException) as e:
+        spark.sql("SELECT count(*) FROM docs_q WHERE _indexall = 'nosuch:x'").collect()
+    assert "invalid query 'nosuch:x' at position 0 (unknown field 'nosuch')" in str(e.value)
+    assert "read partitions" in str(e.value)          # planning, not a failed task
+
+
 def test_relevance_options_give_the_global_top_n(spark, table):
     path, _ = table
     reader = spark.read.format("indextables").option("query", QUERY)

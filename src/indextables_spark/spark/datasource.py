@@ -70,12 +70,15 @@ class IndexTablesDataSource(DataSource):
     def schema(self) -> StructType:
         from pyspark.sql.types import StringType, StructField
 
-        from .reader import extra_fields, read_options
+        from .reader import check_table_query, extra_fields, read_options
 
         snapshot = self._read_snapshot()
         schema = snapshot.schema
+        ro = read_options(self.opts)
+        if ro.query is not None:
+            check_table_query(snapshot, self.opts, ro.query)   # a bad query fails load(), not a task
         # `_score` / `_snippet` only when the options ask for them (see reader.py).
-        extra = extra_fields(read_options(self.opts), schema, snapshot.partition_columns)
+        extra = extra_fields(ro, schema, snapshot.partition_columns)
         return StructType(list(schema.fields) + [StructField(INDEXALL, StringType(), True)] + extra)
 
     def reader(self, schema: StructType) -> "DataSourceReader":

@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from ..errors import InvalidOptionError
+from ..errors import InvalidOptionError, QueryParseError
 from ..log.actions import AddFile
 from ..options import Options
 from . import filters as spark_filters
@@ -84,6 +84,41 @@ def read_options(opts: Options) -> ReadOptions:
     return ReadOptions(query, order_by_score, limit, with_score, fields, batch_rows)
 
 
+def table_specs(snapshot, opts: Options) -> list:
+    """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
+    from ..aggregations import table_options
+    from ..split.types import column_specs
+
+    return column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
+
+
+def check_table_query(snapshot, opts: Options, query: str, files: list[AddFile] | None = None,
+                      every: bool = False) -> None:
+    """Raise QueryParseError for a query the splits cannot parse, without opening one: checked
+    against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
+    any of them (what a read of those splits would hit), else only when invalid for all of them
+    (a table whose newer splits gained a column may still be read by partitions that have it)."""
+    from ..split.reader import check_query
+    from ..split.types import specs_from_doc_mapping
+
+    if files is None:   # the Arrow column: no AddFile objects built for a large table
+        refs = set(snapshot.files_table.column("docMappingRef").unique().to_pylist())
+    else:
+        refs = {f.doc_mapping_ref for f in files}
+    mappings = [m for m in (snapshot.doc_mapping(r) for r in sorted(r for r in refs if r)) if m]
+    candidates = [specs_from_doc_mapping(m) for m in mappings] or [table_specs(snapshot, opts)]
+    errors = []
+    for specs in candidates:
+        try:
+            check_query(specs, query)
+        except QueryParseError as e:
+            if every:
+                raise
+            errors.append(e)
+    if len(errors) == len(candidates):
+        raise errors[0]
+
+
 def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: list[str]) -> list:
     """The `_score` / `_snippet` StructFields a read adds to the table's columns."""
     from pyspark.sql.types import FloatType, MapType, StringType, StructField
@@ -136,8 +171,6 @@ def group_by_size(files: list[AddFile], target_bytes: int, min_groups: int) -> l
 
 class IndexTablesReader(DataSourceReader):
     def __init__(self, path: str, opts: Options, snapshot, schema: StructType):
-        from ..split.types import column_specs
-
         self.path = path
         self.opts = opts
         self.schema_json = schema.jsonValue()
@@ -152,7 +185,7 @@ class IndexTablesReader(DataSourceReader):
             f["name"]: (f["type"] if isinstance(f["type"], str) else f["type"].get("type"))
             for f in self.table_schema_json["fields"]
         }
-        self.specs = column_specs(self.table_schema_json, self.partition_columns, opts)
+        self.specs = table_specs(snapshot, opts)
         self.partition_filters: list = []
         self.data_filters: list = []
 
@@ -217,6 +250,8 @@ class IndexTablesReader(DataSourceReader):
 
     def partitions(self):
         files = self._live_files()
+        if self.query is not None:   # refused here rather than in every task
+            check_table_query(self._snapshot, self.opts, self.query, files, every=True)
         target = self.opts.get_size("read.maxPartitionBytes", DEFAULT_PARTITION_BYTES)
         min_groups = self.opts.get_int("read.minPartitions", 2)
         groups = group_by_size(files, target, min_groups)

@@ -366,7 +366,11 @@ def _locate(index: Any, query: str, default_fields: Sequence[str], message: str,
             hit = _typed_value(toks, _CLASS_OF_LENIENT[name], field_types, default_fields)
         if hit:
             return hit
-    return _operator_fault(toks)
+    hit = _operator_fault(toks)
+    if hit is None and "Only excluding terms" in message:
+        # the whole query is at fault, from its start
+        hit = (0, "every term is excluded (NOT/-); add one that must match, e.g. '* AND NOT a'")
+    return hit
 
 
 def _width(text: str) -> int:

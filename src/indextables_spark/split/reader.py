@@ -10,6 +10,7 @@ With filters only and a narrowing that keeps most rows, a plain scan + mask is c
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import threading
 import weakref
@@ -72,6 +73,50 @@ def _open_handles(local_dir: str) -> _Handles:
         raise SplitFormatError(f"{where} (extracted in {local_dir}): {ROWS_NAME} has {ipc.num_record_batches} record "
                                f"batches, footer says {len(footer.batch_rows)}")
     return _Handles(footer, specs, index, ipc, starts)
+
+
+def default_fields(specs: Sequence[ColumnSpec]) -> list[str]:
+    """Fields searched by query terms without a field: tokenized text, else raw strings."""
+    text = [f.name for s in specs for f in s.indexed_fields if f.type == "text" and not f.exact]
+    return text or [f.name for s in specs for f in s.indexed_fields if f.exact]
+
+
+def parse_query(index: Any, specs: Sequence[ColumnSpec], query: str):
+    """The Tantivy query of `query` on an index with these column specs; QueryParseError names
+    the query, the position of the fault and the searchable fields."""
+    fields = default_fields(specs)
+    with tantivy_call(f"parsing query {query!r}"):
+        try:
+            return index.parse_query(query, fields)
+        except ValueError as e:
+            from .query_errors import format_query_error, locate_query_error
+
+            indexed = [f for s in specs for f in s.indexed_fields]
+            position, reason = locate_query_error(index, query, fields, e, {f.name: f.type for f in indexed})
+            note = (f"(searchable fields: {', '.join(sorted(f.name for f in indexed))}; "
+                    f"default fields: {', '.join(fields) or 'none'})")
+            raise QueryParseError(format_query_error(query, position, reason, str(e), note),
+                                  query=query, position=position,
+                                  reason=reason if position is not None else None) from None
+
+
+def check_query(specs: Sequence[ColumnSpec], query: str) -> None:
+    """Raise QueryParseError if `query` is invalid for splits indexed with these specs, without
+    opening any split: lets the driver refuse a bad query before a task runs."""
+    from .types import doc_mapping_from_specs
+
+    specs = list(specs)
+    parse_query(_empty_index(doc_mapping_from_specs(specs)), specs, query)
+
+
+@functools.lru_cache(maxsize=32)
+def _empty_index(doc_mapping: str):
+    """An in-memory index with the Tantivy schema of a doc mapping (parsing needs only the schema)."""
+    import tantivy
+
+    from .types import tantivy_schema
+
+    return tantivy.Index(tantivy_schema(specs_from_doc_mapping(doc_mapping)))
 
 
 def handles(local_dir: str) -> _Handles:
@@ -155,26 +200,10 @@ class SplitReader:
     # -- queries -------------------------------------------------------------------------------
 
     def default_fields(self) -> list[str]:
-        """Fields searched by query terms without a field: tokenized text, else raw strings."""
-        text = [f.name for s in self.specs for f in s.indexed_fields if f.type == "text" and not f.exact]
-        return text or [f.name for s in self.specs for f in s.indexed_fields if f.exact]
+        return default_fields(self.specs)
 
     def parse_query(self, query: str):
-        fields = self.default_fields()
-        with tantivy_call(f"parsing query {query!r}"):
-            try:
-                return self.index.parse_query(query, fields)
-            except ValueError as e:
-                from .query_errors import format_query_error, locate_query_error
-
-                indexed = [f for s in self.specs for f in s.indexed_fields]
-                position, reason = locate_query_error(self.index, query, fields, e,
-                                                      {f.name: f.type for f in indexed})
-                note = (f"(searchable fields: {', '.join(sorted(f.name for f in indexed))}; "
-                        f"default fields: {', '.join(fields) or 'none'})")
-                raise QueryParseError(format_query_error(query, position, reason, str(e), note),
-                                      query=query, position=position,
-                                      reason=reason if position is not None else None) from None
+        return parse_query(self.index, self.specs, query)
 
     def _query(self, filters: Sequence[Filter], query: str | None) -> tuple[Any, bool, bool]:
         """(tantivy query or None, narrowing exact, has user query)."""
