@@ -44,9 +44,7 @@ class StateConfig:
         epm = o.get_int("state.entriesPerManifest", 50_000)
         if epm < 1:
             raise InvalidOptionError(f"option 'spark.indextables.state.entriesPerManifest': must be >= 1, got {epm}")
-        par = o.get_int("state.read.parallelism", 8)
-        if par < 1:
-            raise InvalidOptionError(f"option 'spark.indextables.state.read.parallelism': must be >= 1, got {par}")
+        par = read_parallelism(o)
         return cls(
             format=fmt,
             compression=comp,
@@ -67,3 +65,11 @@ class StateConfig:
             checkpoint_enabled=o.get_bool("checkpoint.enabled", True),
             checkpoint_interval=o.get_int("checkpoint.interval", 10),
         )
+
+
+def read_parallelism(o: Options) -> int:
+    """`state.read.parallelism`: manifests / version files fetched at a time by a reader."""
+    par = o.get_int("state.read.parallelism", 8)
+    if par < 1:
+        raise InvalidOptionError(f"option 'spark.indextables.state.read.parallelism': must be >= 1, got {par}")
+    return par

@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,6 +23,7 @@ from .file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
 from .paths import LOG_DIR, version_key
 from .protocol_gate import check_readable
 from .snapshot import Snapshot
+from .state_config import read_parallelism
 
 log = logging.getLogger(__name__)
 
@@ -232,8 +234,9 @@ class TransactionLog:
         protocol = base.protocol if base else None
         metadata = base.metadata if base else None
         registry = dict(base.schema_registry) if base else {}
-        for v in range(base.version + 1 if base else 0, version + 1):
-            for a in self._read_header_actions(v):
+        for _v, actions in self._read_versions(range(base.version + 1 if base else 0, version + 1),
+                                               self._read_header_actions):
+            for a in actions:
                 if isinstance(a, Metadata):
                     metadata = a
                     registry.update(a.doc_mappings)
@@ -246,6 +249,24 @@ class TransactionLog:
             )
         check_readable(protocol, f"table {self.storage.uri}")
         return protocol, metadata, registry
+
+    def _read_versions(self, versions: Iterable[int], read) -> Iterator[tuple[int, list[Action]]]:
+        """(v, read(v)) for each version, in order. The files are fetched state.read.parallelism at a
+        time: replaying the versions after a checkpoint costs about one round trip on object stores,
+        not one per version. A failure surfaces when its version is reached."""
+        versions = list(versions)
+        workers = min(len(versions), read_parallelism(self.options))
+        if workers <= 1:
+            yield from ((v, read(v)) for v in versions)
+            return
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="itx-versions") as pool:
+            futures = [pool.submit(read, v) for v in versions]
+            try:
+                for v, f in zip(versions, futures):
+                    yield v, f.result()
+            finally:
+                for f in futures:
+                    f.cancel()
 
     _SKIP_PREFIXES = ('{"add":', '{"remove":', '{"commitInfo":', '{"mergeskip":', '{"deleteLog":', '{"statsFiles":')
 
@@ -296,14 +317,16 @@ class TransactionLog:
         timestamp = base.timestamp if base else 0
         delete_logs: list[DeleteLog] = list(base.delete_logs) if base else []
         stats: dict[str, dict[str, None]] = {k: dict.fromkeys(v) for k, v in (base.stats_files if base else {}).items()}
-        for v in range(start, version + 1):
+        def read(v: int) -> list[Action]:
             try:
-                actions = self.read_actions(v)
+                return self.read_actions(v)
             except VersionNotFoundError:
                 raise VersionNotFoundError(
                     f"version {version} of {self.storage.uri} cannot be reconstructed: version file {v} "
                     f"is missing and no checkpoint covers it (it may have been removed by retention)"
                 ) from None
+
+        for v, actions in self._read_versions(range(start, version + 1), read):
             timestamp = self.commit_timestamp(v, actions)
             for a in actions:
                 if isinstance(a, AddFile):
