@@ -97,6 +97,9 @@ def test_merge_and_purge_on_write(spark, tmp_path, caplog):
     _write(spark, path, start=0, tasks=4)                   # first write: ~4 splits per day
     assert it.IndexTable(path).snapshot().num_files > 3
     _write(spark, path, start=100, tasks=4, **{"spark.indextables.mergeOnWrite.enabled": "true"})
+    # asynchronous by default: the write returned; the merge runs in a background thread
+    done = it.wait_for_maintenance(timeout=300)
+    assert done[path]["merge"]["status"] == "SUCCESS"
     t = it.IndexTable(path)
     assert t.snapshot().num_files == 3 and t.history()[0]["operation"] == "MERGE SPLITS"
     assert len(_all_rows(spark, path)) == 120
@@ -108,6 +111,7 @@ def test_merge_and_purge_on_write(spark, tmp_path, caplog):
             "spark.indextables.purgeOnWrite.triggerAfterWrites": "1",
             "spark.indextables.purgeOnWrite.splitRetentionHours": "1",
         })
+        assert "error" in it.wait_for_maintenance(timeout=300)[path]
     assert len(_all_rows(spark, path)) == 180
     assert any("maintenance after the write" in r.getMessage() and "below the minimum" in r.getMessage()
                for r in caplog.records)
@@ -117,9 +121,11 @@ def test_merge_and_purge_on_write(spark, tmp_path, caplog):
     try:
         from indextables_spark.commands import post_write
 
-        out = post_write.maybe_run(spark, path, {"purgeOnWrite.enabled": "true", "purgeOnWrite.triggerAfterWrites": "1"})
+        out = post_write.maybe_run(spark, path, {"purgeOnWrite.enabled": "true", "purgeOnWrite.triggerAfterWrites": "1",
+                                                 "mergeOnWrite.async.enabled": "false"})
         assert out["purge"]["status"] == "SUCCESS" and out["merge"] is None
         _write(spark, path, start=300, tasks=1)
+        assert it.wait_for_maintenance(timeout=300)[path]["purge"]["status"] == "SUCCESS"
     finally:
         spark.conf.unset("spark.indextables.purgeOnWrite.enabled")
         spark.conf.unset("spark.indextables.purgeOnWrite.triggerAfterWrites")

@@ -41,6 +41,7 @@ __all__ = [
     "aggregate",
     "register",
     "sql",
+    "wait_for_maintenance",
 ]
 
 
@@ -56,6 +57,14 @@ def sql(spark, text: str):
     from .commands.sql import run_sql
 
     return run_sql(spark, text)
+
+
+def wait_for_maintenance(timeout: float | None = None) -> dict:
+    """Wait for the merge-/purge-on-write running in the background of this process (see
+    commands/post_write.py); returns the latest result per table path."""
+    from .commands.post_write import wait_for_background
+
+    return wait_for_background(timeout)
 
 
 def aggregate(spark, path: str, query: str | None = None, aggs=None, partition_filter: str | None = None,

@@ -9,11 +9,13 @@ Settings (`spark.indextables.` prefix; session conf or write options):
 - `mergeOnWrite.enabled` (false), `mergeOnWrite.targetSize` (4G). Merge when the number of merge
   groups the plan finds is at least `batchSize × mergeOnWrite.minBatchesToTrigger` (1), where
   batchSize = max(1, ⌊defaultParallelism × mergeOnWrite.batchCpuFraction⌋) (fraction 0.167), as in
-  the reference implementation. The merge runs as a Spark job, synchronously (see NOTES.md).
+  the reference implementation. The merge runs as a Spark job.
 - `purgeOnWrite.enabled` (false): purge after a merge-on-write that committed
   (`purgeOnWrite.triggerAfterMerge`, true) and/or after every N writes of this process to the table
   (`purgeOnWrite.triggerAfterWrites`, 0 = never), with `purgeOnWrite.splitRetentionHours` (168) and
   `purgeOnWrite.txLogRetentionHours` (720); the usual minimum-retention check applies.
+- `mergeOnWrite.async.enabled` (true): merge and purge run in a background thread of the writing
+  process, so the write returns at once; `wait_for_background()` waits for them.
 """
 from __future__ import annotations
 
@@ -72,13 +74,70 @@ def run(spark, path: str, opts: Options) -> dict:
 
 
 def maybe_run(spark, path: str, options: Mapping[str, Any] | Options | None) -> dict | None:
-    """After a committed write: merge/purge when enabled and due. Never raises."""
+    """After a committed write: merge/purge when enabled and due. Never raises.
+
+    With `mergeOnWrite.async.enabled` (default true, as in the reference implementation) the work
+    runs in a background thread of this process and the result is {"status": "STARTED"} (or
+    "ALREADY_RUNNING" when the table's previous post-write maintenance is still going: the next
+    write evaluates again); wait_for_background() waits for it. Otherwise it runs here and the
+    result is run()'s."""
     opts = options if isinstance(options, Options) else Options.of(options)
+    if not (opts.get_bool("mergeOnWrite.enabled", False) or opts.get_bool("purgeOnWrite.enabled", False)):
+        return None
+    if opts.get_bool("mergeOnWrite.async.enabled", True):
+        return _start_background(spark, path, opts)
+    return _run_logged(spark, path, opts)
+
+
+def _run_logged(spark, path: str, opts: Options) -> dict:
     try:
-        if not (opts.get_bool("mergeOnWrite.enabled", False) or opts.get_bool("purgeOnWrite.enabled", False)):
-            return None
         return run(spark, path, opts)
     except Exception as e:  # noqa: BLE001 - the one sanctioned catch: the write has committed; maintenance is best effort
         log.warning("indextables: maintenance after the write to %s failed (the write itself succeeded): %s: %s",
                     path, type(e).__name__, e, exc_info=True)
         return {"error": f"{type(e).__name__}: {e}"}
+
+
+_background: dict[str, threading.Thread] = {}    # table path -> its running post-write maintenance
+_background_lock = threading.Lock()
+_last_results: dict[str, dict] = {}
+
+
+def _start_background(spark, path: str, opts: Options) -> dict:
+    from pyspark import InheritableThread   # carries the caller's Spark local properties (pinned threads)
+
+    def work() -> None:
+        try:
+            spark.sparkContext.setJobDescription(f"indextables merge-on-write {path}")
+            _last_results[path] = _run_logged(spark, path, opts)
+        finally:
+            with _background_lock:
+                _background.pop(path, None)
+
+    with _background_lock:
+        running = _background.get(path)
+        if running is not None and running.is_alive():
+            return {"status": "ALREADY_RUNNING"}
+        # Not a daemon: the interpreter finishes a running merge before it exits (and before
+        # atexit stops Spark); a merge cut short would leave only orphan splits for PURGE.
+        thread = InheritableThread(target=work, name=f"indextables-post-write {path}", daemon=False)
+        _background[path] = thread
+        thread.start()
+    return {"status": "STARTED"}
+
+
+def wait_for_background(timeout: float | None = None) -> dict[str, dict]:
+    """Wait for the post-write maintenance running in the background (all tables); returns the
+    latest result per table path. TimeoutError if some is still running after `timeout` seconds."""
+    import time
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        with _background_lock:
+            threads = list(_background.values())
+        if not threads:
+            return dict(_last_results)
+        for t in threads:
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                raise TimeoutError(f"post-write maintenance still running after {timeout} s: {t.name}")
