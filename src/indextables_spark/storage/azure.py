@@ -32,7 +32,6 @@ import os
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
@@ -46,9 +45,11 @@ from .retry import (
     describe_exception,
     download_in_chunks,
     error_code,
+    file_chunks,
     http_status,
     protect_secrets,
     redact_uri,
+    upload_in_parts,
 )
 
 log = logging.getLogger("indextables_spark.storage.azure")
@@ -421,17 +422,8 @@ class AzureStorage(Storage):
             with open(local_path, "rb") as f:
                 self.put(key, f.read())
             return
-        fd = os.open(local_path, os.O_RDONLY)
-        try:
-            def chunk(offset: int, length: int) -> bytes:
-                data = os.pread(fd, length, offset)
-                if len(data) != length:
-                    raise StorageError(f"cannot upload {local_path} to {self.full_uri(key)}: file changed while uploading")
-                return data
-
+        with file_chunks(local_path, self.full_uri(key)) as chunk:
             self._upload_blocks(key, name, size, chunk)
-        finally:
-            os.close(fd)
 
     def _upload_blocks(self, key: str, name: str, size: int, chunk: Callable[[int, int], bytes]) -> None:
         """Stage blocks (each retried on its own), then commit the list: the blob appears whole."""
@@ -439,22 +431,16 @@ class AzureStorage(Storage):
 
         block_size = max(self.block_size, -(-size // 50_000))  # at most 50,000 blocks per blob
         upload = uuid.uuid4().hex  # block ids unique to this upload (all ids of a blob have one length)
-        blocks = [
-            (base64.b64encode(f"{upload}-{n:06d}".encode()).decode(), off, min(block_size, size - off))
-            for n, off in enumerate(range(0, size, block_size))
-        ]
+        ids = [base64.b64encode(f"{upload}-{n:06d}".encode()).decode() for n in range(-(-size // block_size))]
         blob = self.container_client.get_blob_client(name)
 
-        def stage(block: tuple[str, int, int]) -> None:
-            block_id, offset, length = block
-            data = chunk(offset, length)
-            self._run(f"upload block {block_id} of", key, lambda attempt: blob.stage_block(block_id, data))
+        def stage(i: int, data: bytes) -> None:
+            self._run(f"upload block {ids[i]} of", key, lambda attempt: blob.stage_block(ids[i], data))
 
-        with ThreadPoolExecutor(max_workers=min(self.upload_concurrency, len(blocks))) as pool:
-            list(pool.map(stage, blocks))
+        upload_in_parts(size, block_size, self.upload_concurrency, chunk, stage)
         # Committing the same list again after a lost answer is harmless (blocks resolve as committed).
         self._run("commit blocks of", key,
-                  lambda attempt: blob.commit_block_list([BlobBlock(block_id=b[0]) for b in blocks]))
+                  lambda attempt: blob.commit_block_list([BlobBlock(block_id=b) for b in ids]))
 
     def download_file(self, key: str, local_path: str) -> None:
         info = self.stat(key)

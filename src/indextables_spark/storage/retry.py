@@ -26,8 +26,9 @@ import re
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ..errors import InvalidOptionError, StorageError
@@ -331,3 +332,37 @@ def download_in_chunks(storage: "Storage", key: str, size: int, local_path: str,
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def upload_in_parts(size: int, part_size: int, concurrency: int, chunk: Callable[[int, int], bytes],
+                    send: Callable[[int, bytes], T]) -> list[T]:
+    """send(i, chunk(offset, length)) for each part_size piece of `size` bytes (part i starts at
+    i * part_size), `concurrency` pieces at a time, each send retrying on its own; the results in
+    part order. S3 multipart parts and Azure staged blocks both go through here."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = -(-size // part_size)
+
+    def one(i: int) -> T:
+        offset = i * part_size
+        return send(i, chunk(offset, min(part_size, size - offset)))
+
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, n))) as pool:
+        return list(pool.map(one, range(n)))
+
+
+@contextmanager
+def file_chunks(local_path: str, target: str) -> Iterator[Callable[[int, int], bytes]]:
+    """chunk(offset, length) reading a local file being uploaded to `target` (positional reads: safe
+    from several threads); a short read means the file changed during the upload."""
+    fd = os.open(local_path, os.O_RDONLY)
+    try:
+        def chunk(offset: int, length: int) -> bytes:
+            data = os.pread(fd, length, offset)
+            if len(data) != length:
+                raise StorageError(f"cannot upload {local_path} to {target}: file changed while uploading")
+            return data
+
+        yield chunk
+    finally:
+        os.close(fd)

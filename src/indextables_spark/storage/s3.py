@@ -27,7 +27,6 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -42,9 +41,11 @@ from .retry import (
     describe_exception,
     download_in_chunks,
     error_code,
+    file_chunks,
     http_status,
     protect_secrets,
     redact_uri,
+    upload_in_parts,
 )
 
 log = logging.getLogger("indextables_spark.storage.s3")
@@ -403,31 +404,22 @@ class S3Storage(Storage):
 
     def _multipart_upload(self, key: str, okey: str, local_path: str, size: int) -> None:
         part_size = max(self.part_size, -(-size // 10_000))  # S3 allows at most 10,000 parts
-        ranges = [(n + 1, off, min(part_size, size - off)) for n, off in enumerate(range(0, size, part_size))]
         upload_id = self._run(
             "start multipart upload of", key,
             lambda attempt: self.client.create_multipart_upload(Bucket=self.bucket, Key=okey)["UploadId"],
         )
         try:
-            fd = os.open(local_path, os.O_RDONLY)
-            try:
-                def send(part: tuple[int, int, int]) -> dict[str, Any]:
-                    number, offset, length = part
-                    body = os.pread(fd, length, offset)
-                    if len(body) != length:
-                        raise StorageError(f"cannot upload {local_path} to {self._uri_of(key)}: file changed while uploading")
-                    resp = self._run(
-                        f"upload part {number} of", key,
-                        lambda attempt: self.client.upload_part(
-                            Bucket=self.bucket, Key=okey, UploadId=upload_id, PartNumber=number, Body=body
-                        ),
-                    )
-                    return {"PartNumber": number, "ETag": resp["ETag"]}
+            def send(i: int, body: bytes) -> dict[str, Any]:
+                resp = self._run(
+                    f"upload part {i + 1} of", key,
+                    lambda attempt: self.client.upload_part(
+                        Bucket=self.bucket, Key=okey, UploadId=upload_id, PartNumber=i + 1, Body=body
+                    ),
+                )
+                return {"PartNumber": i + 1, "ETag": resp["ETag"]}
 
-                with ThreadPoolExecutor(max_workers=min(self.upload_concurrency, len(ranges))) as pool:
-                    parts = list(pool.map(send, ranges))
-            finally:
-                os.close(fd)
+            with file_chunks(local_path, self._uri_of(key)) as chunk:
+                parts = upload_in_parts(size, part_size, self.upload_concurrency, chunk, send)
 
             def complete(attempt: int) -> None:
                 from botocore.exceptions import ClientError
