@@ -85,6 +85,13 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
     assert n_log == log_df.count() + 2                     # + the drop's commit info and its remove
     dry = spark.sql(f"SELECT * FROM indextables_purge(path => '{path}', dry_run => true)").collect()[0]
     assert dry.status == "DRY_RUN" and dry.retention_hours == 168.0
+    # conf set after register() reaches the table functions (they run in workers: re-registered)
+    spark.conf.set("spark.indextables.purge.defaultRetentionHours", "200")
+    try:
+        dry = spark.sql(f"SELECT * FROM indextables_purge(path => '{path}', dry_run => true)").collect()[0]
+        assert dry.retention_hours == 200.0
+    finally:
+        spark.conf.unset("spark.indextables.purge.defaultRetentionHours")
     _write(spark, path, start=1000, tasks=2)
     res = spark.sql(f"SELECT status, merge_groups FROM indextables_merge_splits('{path}', \"day = '2024-01-01'\")").collect()
     assert res[0].status == "SUCCESS" and res[0].merge_groups == 1

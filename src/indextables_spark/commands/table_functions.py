@@ -104,16 +104,16 @@ def _classes(options: dict) -> dict[str, type]:
                                 TruncateTimeTravel, DropPartitions, RepairTransactionLog)))
 
 
-def register_command_functions(spark) -> None:
-    """Register every maintenance table function on the session (called by `it.register`)."""
+def register_command_functions(spark, conf: dict[str, str]) -> None:
+    """Register every maintenance table function on the session (called by `it.register`); they
+    run with `conf` (the session's spark.indextables.* entries: workers have no session)."""
     from pyspark.sql.functions import udtf
 
-    from ..spark.register import conf_options
     from . import results
 
     specs = dict(zip(FUNCTIONS, (results.CHECKPOINT, results.COMPACT, results.DESCRIBE_STATE,
                                  results.TRANSACTION_LOG, results.MERGE_SPLITS, results.PURGE,
                                  results.TRUNCATE_TIME_TRAVEL, results.DROP_PARTITIONS, results.REPAIR)))
-    for name, cls in _classes(dict(conf_options(spark))).items():
+    for name, cls in _classes(dict(conf)).items():
         # Plain (not Arrow) UDTFs: one row per command, and Arrow UDTFs would need pandas.
         spark.udtf.register(name, udtf(cls, returnType=specs[name].spark_schema(), useArrow=False))

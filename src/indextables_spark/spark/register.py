@@ -143,6 +143,27 @@ def raw_load(spark: SparkSession, options: dict):
     return _original(DataFrameReader, "load")(reader)
 
 
+def register_functions(spark: SparkSession, conf: dict[str, str]) -> None:
+    """(Re-)register the SQL table functions with this spark.indextables.* conf."""
+    from ..commands.table_functions import register_command_functions
+    from .table_functions import register_table_functions
+
+    register_command_functions(spark, conf)
+    register_table_functions(spark, conf)
+    spark.__dict__["_it_functions_conf"] = dict(conf)
+
+
+def refresh_functions(spark: SparkSession, text: str) -> None:
+    """Before SQL that calls our table functions: re-register them when the conf changed since
+    they were registered (they run in workers with the conf they were registered with, so
+    credentials set after `register()` would otherwise be missing)."""
+    if "indextables_" not in text.lower() or "_it_functions_conf" not in spark.__dict__:
+        return
+    conf = conf_options(spark)
+    if conf != spark.__dict__["_it_functions_conf"]:
+        register_functions(spark, conf)
+
+
 def _install_sql_bridge() -> None:
     from . import sql_bridge
 
@@ -158,6 +179,7 @@ def _install_sql_bridge() -> None:
 
                     return run_sql(self, sqlQuery)
             if isinstance(sqlQuery, str):
+                refresh_functions(self, sqlQuery)
                 from .table_functions import rewrite_sql
 
                 # indextables_search/... calls with literal arguments → distributed views
@@ -264,12 +286,7 @@ def register(spark: SparkSession) -> None:
     global _patched
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(IndexTablesDataSource)
-    from ..commands.table_functions import register_command_functions
-
-    register_command_functions(spark)
-    from .table_functions import register_table_functions
-
-    register_table_functions(spark)
+    register_functions(spark, conf_options(spark))
     with _patch_lock:
         if not _patched:
             _install_bridges()

@@ -375,13 +375,12 @@ def _udtf_classes(options: dict) -> dict[str, type]:
     return {SEARCH: Search, AGGREGATE: Aggregate, COUNT: Count}
 
 
-def register_table_functions(spark) -> None:
-    """Register the UDTF fallbacks (the `spark.sql` wrapper rewrites literal calls first)."""
+def register_table_functions(spark, conf: dict[str, str]) -> None:
+    """Register the UDTF fallbacks (the `spark.sql` wrapper rewrites literal calls first); they run
+    with `conf` (the session's spark.indextables.* entries: workers have no session)."""
     from pyspark.sql.functions import udtf
 
-    from .register import conf_options
-
-    classes = _udtf_classes(dict(conf_options(spark)))
+    classes = _udtf_classes(dict(conf))
     # Plain (not Arrow) UDTFs: Arrow UDTFs need pandas, which is not a dependency.
     spark.udtf.register(SEARCH, udtf(classes[SEARCH], useArrow=False))
     spark.udtf.register(AGGREGATE, udtf(classes[AGGREGATE], returnType=AGG_SCHEMA, useArrow=False))
