@@ -1,4 +1,4 @@
-"""A Spark-free filter model and its evaluations.
+"""Evaluations of the filter model (indextables_spark/predicates.py; its classes are re-exported here).
 
 - `arrow_mask`: exact Spark SQL semantics over Arrow data (three-valued logic, NaN is equal to
   itself and above every other double, -0.0 = 0.0, strings by UTF-8 bytes, exact decimals).
@@ -18,12 +18,17 @@ import decimal
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence, Union
+from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import IndexTablesError, SchemaMismatchError
+from ..predicates import (  # the model; re-exported: split.filters is where callers find it
+    And, Comparison, EqualNullSafe, EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull,
+    LessThan, LessThanOrEqual, Not, Or, StringContains, StringEndsWith, StringMatch, StringStartsWith,
+    columns_of,
+)
 from .documents import TRUNCATE_CHARS, exact_term, f64_key
 from .partitions import date_to_days, datetime_to_micros, parse_partition_value
 from .stats import decode_stat, null_counts, order_key
@@ -36,115 +41,12 @@ class UnsupportedFilterError(IndexTablesError):
     """A filter cannot be evaluated on a column (wrong value type, unsupported column kind)."""
 
 
-# ---------------------------------------------------------------------------------------------
-# The model
-
-
-@dataclass(frozen=True)
-class EqualTo:
-    column: str
-    value: Any
-
-
-@dataclass(frozen=True)
-class EqualNullSafe:
-    column: str
-    value: Any
-
-
-@dataclass(frozen=True)
-class GreaterThan:
-    column: str
-    value: Any
-
-
-@dataclass(frozen=True)
-class GreaterThanOrEqual:
-    column: str
-    value: Any
-
-
-@dataclass(frozen=True)
-class LessThan:
-    column: str
-    value: Any
-
-
-@dataclass(frozen=True)
-class LessThanOrEqual:
-    column: str
-    value: Any
-
-
-@dataclass(frozen=True)
-class In:
-    column: str
-    values: tuple
-
-
-@dataclass(frozen=True)
-class IsNull:
-    column: str
-
-
-@dataclass(frozen=True)
-class IsNotNull:
-    column: str
-
-
-@dataclass(frozen=True)
-class StringStartsWith:
-    column: str
-    value: str
-
-
-@dataclass(frozen=True)
-class StringEndsWith:
-    column: str
-    value: str
-
-
-@dataclass(frozen=True)
-class StringContains:
-    column: str
-    value: str
-
-
-@dataclass(frozen=True)
-class Not:
-    child: "Filter"
-
-
-@dataclass(frozen=True)
-class And:
-    left: "Filter"
-    right: "Filter"
-
-
-@dataclass(frozen=True)
-class Or:
-    left: "Filter"
-    right: "Filter"
-
-
-Comparison = Union[EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual]
-StringMatch = Union[StringStartsWith, StringEndsWith, StringContains]
-Filter = Union[Comparison, In, IsNull, IsNotNull, StringMatch, Not, And, Or]
-
 _OPS = {EqualTo: "eq", EqualNullSafe: "eq", GreaterThan: "gt", GreaterThanOrEqual: "ge",
         LessThan: "lt", LessThanOrEqual: "le"}
 _COMPARISONS = tuple(_OPS)
 _STRING_MATCHES = (StringStartsWith, StringEndsWith, StringContains)
 _LEAVES = _COMPARISONS + (In, IsNull, IsNotNull) + _STRING_MATCHES
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-def columns_of(f: Filter) -> set[str]:
-    if isinstance(f, (And, Or)):
-        return columns_of(f.left) | columns_of(f.right)
-    if isinstance(f, Not):
-        return columns_of(f.child)
-    return {f.column}
 
 
 def _unquote(name: str) -> str:
