@@ -10,9 +10,13 @@ from indextables_spark.log.file_entries import add_files_to_table
 from indextables_spark.log.manifest import compute_partition_bounds, read_manifest, write_manifest
 from indextables_spark.log.partition_filter import (
     And,
-    Compare,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
     In,
+    IsNotNull,
     IsNull,
+    LessThanOrEqual,
     Not,
     Or,
     PartitionFilterError,
@@ -43,20 +47,26 @@ def info(bounds) -> ManifestInfo:
 
 
 def test_parse_shapes():
-    assert P("date = '2024-01-01'").expr == Compare("date", "=", "2024-01-01")
+    # the parser builds the filter model (split.filters' classes, re-exported by partition_filter)
+    from indextables_spark.split import filters as sf
+
+    assert (EqualTo, In, IsNull, IsNotNull, Not, And, Or) == (sf.EqualTo, sf.In, sf.IsNull, sf.IsNotNull, sf.Not,
+                                                              sf.And, sf.Or)
+    assert P("date = '2024-01-01'").expr == EqualTo("date", "2024-01-01")
     assert P("date = '2024-01-01' AND region IN ('a','b')").expr == And(
-        Compare("date", "=", "2024-01-01"), In("region", ("a", "b")))
+        EqualTo("date", "2024-01-01"), In("region", ("a", "b")))
     e = P("date >= '2024-01-01' OR NOT (year = 1)").expr
-    assert e == Or(Compare("date", ">=", "2024-01-01"), Not(Compare("year", "=", 1)))
+    assert e == Or(GreaterThanOrEqual("date", "2024-01-01"), Not(EqualTo("year", 1)))
     assert P("region IS NULL").expr == IsNull("region")
-    assert P("region is not null").expr == Not(IsNull("region"))
-    assert P("'2024' < date").expr == Compare("date", ">", "2024")
+    assert P("region is not null").expr == IsNotNull("region")
+    assert P("'2024' < date").expr == GreaterThan("date", "2024")
     assert P("year NOT IN (1, 2)").expr == Not(In("year", (1, 2)))
-    assert P("year BETWEEN 2020 AND 2022").expr == And(Compare("year", ">=", 2020), Compare("year", "<=", 2022))
-    assert P("`Date` <> 'x'").expr == Compare("date", "!=", "x")  # case-insensitive names
-    assert P("region = 'it''s'").expr == Compare("region", "=", "it's")
+    assert P("year BETWEEN 2020 AND 2022").expr == And(GreaterThanOrEqual("year", 2020), LessThanOrEqual("year", 2022))
+    assert P("year NOT BETWEEN 1 AND 2").expr == Not(And(GreaterThanOrEqual("year", 1), LessThanOrEqual("year", 2)))
+    assert P("`Date` <> 'x'").expr == Not(EqualTo("date", "x"))  # case-insensitive names
+    assert P("region = 'it''s'").expr == EqualTo("region", "it's")
     assert P("a = 1 OR b = 2 AND c = 3", {"a": "int", "b": "int", "c": "int"}).expr == Or(
-        Compare("a", "=", 1), And(Compare("b", "=", 2), Compare("c", "=", 3)))
+        EqualTo("a", 1), And(EqualTo("b", 2), EqualTo("c", 3)))
 
 
 @pytest.mark.parametrize("text,msg", [
@@ -314,7 +324,7 @@ def test_from_spark_filters_duck_typed():
 
     pred = from_spark_filters([EqualTo(("date",), "2024-01-02"), In(("region",), ("a", "b")),
                                StringContains(("title",), "x"), EqualTo(("body",), "zzz")], COLS)
-    assert pred.expr == pf.And(pf.Compare("date", "=", "2024-01-02"), pf.In("region", ("a", "b")))
+    assert pred.expr == pf.And(pf.EqualTo("date", "2024-01-02"), pf.In("region", ("a", "b")))
     t = files_with([{"date": "2024-01-02", "region": "a"}, {"date": "2024-01-02", "region": "c"}])
     assert filter_files_table(t, pred).column("path").to_pylist() == ["f0"]
     assert from_spark_filters([StringContains(("title",), "x")], COLS) is None

@@ -32,7 +32,7 @@ import logging
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -146,33 +146,23 @@ def coerce(column: str, spark_type: str, v: Any) -> Any:
     raise DeletePredicateError(f"DELETE predicate: value {v!r} does not fit column {column!r} of type {spark_type}")
 
 
-_OPS = {"=": sf.EqualTo, "<": sf.LessThan, "<=": sf.LessThanOrEqual, ">": sf.GreaterThan, ">=": sf.GreaterThanOrEqual}
+def _typed(f: sf.Filter, types: Mapping[str, str]) -> sf.Filter:
+    """A parsed predicate with its literals as values of the column types (what sf.arrow_mask expects)."""
+    if isinstance(f, (sf.And, sf.Or)):
+        return type(f)(_typed(f.left, types), _typed(f.right, types))
+    if isinstance(f, sf.Not):
+        return sf.Not(_typed(f.child, types))
+    if isinstance(f, sf.In):
+        return sf.In(f.column, tuple(coerce(f.column, types[f.column], v) for v in f.values))
+    if isinstance(f, (sf.IsNull, sf.IsNotNull)):
+        return f
+    if f.column == INDEXALL:
+        raise DeletePredicateError(f"DELETE predicate: {INDEXALL} = '<query>' must be a top-level AND condition")
+    return replace(f, value=coerce(f.column, types[f.column], f.value))
 
 
-def to_filter(e: pf.Expr, types: Mapping[str, str]) -> sf.Filter:
-    """A parsed predicate as the split filter model (exact Spark semantics in sf.arrow_mask)."""
-    if isinstance(e, pf.And):
-        return sf.And(to_filter(e.left, types), to_filter(e.right, types))
-    if isinstance(e, pf.Or):
-        return sf.Or(to_filter(e.left, types), to_filter(e.right, types))
-    if isinstance(e, pf.Not):
-        return sf.Not(to_filter(e.child, types))
-    if isinstance(e, pf.IsNull):
-        return sf.IsNull(e.column)
-    if isinstance(e, pf.In):
-        return sf.In(e.column, tuple(coerce(e.column, types[e.column], v) for v in e.values))
-    if isinstance(e, pf.Compare):
-        if e.column == INDEXALL:
-            raise DeletePredicateError(f"DELETE predicate: {INDEXALL} = '<query>' must be a top-level AND condition")
-        value = coerce(e.column, types[e.column], e.value)
-        if e.op == "!=":
-            return sf.Not(sf.EqualTo(e.column, value))
-        return _OPS[e.op](e.column, value)
-    raise DeletePredicateError(f"DELETE predicate: unsupported expression {e!r}")
-
-
-def _conjuncts(e: pf.Expr) -> list[pf.Expr]:
-    return _conjuncts(e.left) + _conjuncts(e.right) if isinstance(e, pf.And) else [e]
+def _conjuncts(f: sf.Filter) -> list[sf.Filter]:
+    return _conjuncts(f.left) + _conjuncts(f.right) if isinstance(f, sf.And) else [f]
 
 
 def _and_all(items: Sequence[Any], cls) -> Any:
@@ -199,10 +189,10 @@ def parse_delete(where: str | None, query: str | None, types: Mapping[str, str])
     if where is not None:
         expr = pf.parse_predicate(where, {**types, INDEXALL: "string"}, what="DELETE predicate")
         for c in _conjuncts(expr):
-            if isinstance(c, pf.Compare) and c.column == INDEXALL and c.op == "=" and isinstance(c.value, str):
+            if isinstance(c, sf.EqualTo) and c.column == INDEXALL and isinstance(c.value, str):
                 queries.append(c.value)
             else:
-                conjuncts.append(to_filter(c, types))
+                conjuncts.append(_typed(c, types))
     q = None if not queries else queries[0] if len(queries) == 1 else " AND ".join(f"({x})" for x in queries)
     return Predicate(tuple(conjuncts), q)
 

@@ -16,6 +16,11 @@ Grammar (case-insensitive keywords):
     literal    := 'text' (quote doubled to escape) | number | TRUE | FALSE
     column     := name | `quoted name` | "quoted name"
 
+The parser builds the filter model (indextables_spark/predicates.py, the tree Spark's pushed
+filters and the split readers use): `a != 1` is Not(EqualTo), `a IS NOT NULL` IsNotNull, BETWEEN
+the AND of two bounds. Literals stay as parsed (str, int, float, bool); DELETE converts them to
+the column types (commands/delete.py).
+
 Partition values are stored as strings. Columns whose Spark type (from the table's schemaString)
 is numeric are compared numerically when filtering files exactly; for manifest pruning, bounds are
 lexicographic string min/max (what every writer stores), so numeric columns are pruned only by
@@ -27,12 +32,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence, Union
+from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import IndexTablesError
+from ..predicates import (
+    And, EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull, LessThan, LessThanOrEqual, Not, Or,
+    columns_of,
+)
 
 INTEGRAL_TYPES = frozenset({"byte", "short", "integer", "int", "long", "bigint", "tinyint", "smallint"})
 FRACTIONAL_TYPES = frozenset({"float", "double", "real"})
@@ -42,73 +51,31 @@ class PartitionFilterError(IndexTablesError):
     """A partition filter that cannot be parsed or names a column that is not a partition column."""
 
 
-# ---- expression tree --------------------------------------------------------------------------
+# ---- the filter model's comparisons -------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Compare:
-    column: str
-    op: str          # one of = != < <= > >=
-    value: Any       # str, int, float or bool
-
-
-@dataclass(frozen=True)
-class In:
-    column: str
-    values: tuple
-
-
-@dataclass(frozen=True)
-class IsNull:
-    column: str
-
-
-@dataclass(frozen=True)
-class And:
-    left: "Expr"
-    right: "Expr"
-
-
-@dataclass(frozen=True)
-class Or:
-    left: "Expr"
-    right: "Expr"
-
-
-@dataclass(frozen=True)
-class Not:
-    child: "Expr"
-
-
-Expr = Union[Compare, In, IsNull, And, Or, Not]
-
+_CLASS_OF = {"=": EqualTo, "<": LessThan, "<=": LessThanOrEqual, ">": GreaterThan, ">=": GreaterThanOrEqual}
+_OP_OF = {cls: op for op, cls in _CLASS_OF.items()}
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_NEGATED = {LessThan: GreaterThanOrEqual, LessThanOrEqual: GreaterThan, GreaterThan: LessThanOrEqual,
+            GreaterThanOrEqual: LessThan, IsNull: IsNotNull, IsNotNull: IsNull}
+
+
+def compare(column: str, op: str, value: Any) -> Filter:
+    """`column op value` (op one of = != < <= > >=) in the filter model; != is Not(EqualTo)."""
+    return Not(EqualTo(column, value)) if op == "!=" else _CLASS_OF[op](column, value)
 
 
 @dataclass(frozen=True)
 class PartitionPredicate:
     """A parsed partition filter plus the Spark types of the partition columns it may use."""
 
-    expr: Expr
+    expr: Filter
     column_types: Mapping[str, str]
     text: str = ""
 
     @property
     def columns(self) -> set[str]:
-        out: set[str] = set()
-
-        def walk(e):
-            if isinstance(e, (Compare, In, IsNull)):
-                out.add(e.column)
-            elif isinstance(e, (And, Or)):
-                walk(e.left)
-                walk(e.right)
-            elif isinstance(e, Not):
-                walk(e.child)
-
-        walk(self.expr)
-        return out
+        return columns_of(self.expr)
 
     def may_match(self, bounds: Mapping[str, tuple[str | None, str | None]] | None) -> bool:
         """False only when no file summarised by these partition bounds can satisfy the filter."""
@@ -213,7 +180,7 @@ class _Parser:
         if t.kind != "punct" or t.value != p:
             raise self.error(f"expected {p!r}", t)
 
-    def parse(self) -> Expr:
+    def parse(self) -> Filter:
         if self.peek().kind == "end":
             raise self.error("empty filter")
         e = self.or_expr()
@@ -227,24 +194,24 @@ class _Parser:
             return f"string '{t.value}'"
         return repr(t.value) if t.kind != "end" else "end of input"
 
-    def or_expr(self) -> Expr:
+    def or_expr(self) -> Filter:
         e = self.and_expr()
         while self.accept_kw("OR"):
             e = Or(e, self.and_expr())
         return e
 
-    def and_expr(self) -> Expr:
+    def and_expr(self) -> Filter:
         e = self.not_expr()
         while self.accept_kw("AND"):
             e = And(e, self.not_expr())
         return e
 
-    def not_expr(self) -> Expr:
+    def not_expr(self) -> Filter:
         if self.accept_kw("NOT"):
             return Not(self.not_expr())
         return self.primary()
 
-    def primary(self) -> Expr:
+    def primary(self) -> Filter:
         t = self.peek()
         if t.kind == "punct" and t.value == "(":
             self.next()
@@ -273,19 +240,19 @@ class _Parser:
             raise self.error("comparison with NULL is never true; use IS NULL / IS NOT NULL", t)
         raise self.error(f"expected a literal value, got {self.describe(t)}", t)
 
-    def predicate(self) -> Expr:
+    def predicate(self) -> Filter:
         t = self.next()
         if t.kind == "id":
             col = self.column(t)
             nxt = self.peek()
             if nxt.kind == "op":
                 self.next()
-                return Compare(col, nxt.value, self.literal())
+                return compare(col, nxt.value, self.literal())
             if self.accept_kw("IS"):
                 negated = self.accept_kw("NOT")
                 if not self.accept_kw("NULL"):
                     raise self.error("expected NULL after IS")
-                return Not(IsNull(col)) if negated else IsNull(col)
+                return IsNotNull(col) if negated else IsNull(col)
             negated = self.accept_kw("NOT")
             if self.accept_kw("IN"):
                 self.expect_punct("(")
@@ -294,14 +261,14 @@ class _Parser:
                     self.next()
                     values.append(self.literal())
                 self.expect_punct(")")
-                e: Expr = In(col, tuple(values))
+                e: Filter = In(col, tuple(values))
                 return Not(e) if negated else e
             if self.accept_kw("BETWEEN"):
                 lo = self.literal()
                 if not self.accept_kw("AND"):
                     raise self.error("expected AND in BETWEEN")
                 hi = self.literal()
-                e = And(Compare(col, ">=", lo), Compare(col, "<=", hi))
+                e = And(GreaterThanOrEqual(col, lo), LessThanOrEqual(col, hi))
                 return Not(e) if negated else e
             raise self.error(f"expected a comparison operator, IN, BETWEEN or IS after column {col!r}")
         if t.kind in ("str", "num") or (t.kind == "kw" and t.value in ("TRUE", "FALSE")):
@@ -312,7 +279,7 @@ class _Parser:
             ct = self.next()
             if ct.kind != "id":
                 raise self.error(f"expected a {self.column_kind}", ct)
-            return Compare(self.column(ct), _FLIP[op.value], value)
+            return compare(self.column(ct), _FLIP[op.value], value)
         raise self.error(f"expected a predicate, got {self.describe(t)}", t)
 
 
@@ -351,7 +318,7 @@ def parse_partition_filter(
     return PartitionPredicate(expr, types, text)
 
 
-def parse_predicate(text: str, column_types: Mapping[str, str], what: str = "predicate") -> Expr:
+def parse_predicate(text: str, column_types: Mapping[str, str], what: str = "predicate") -> Filter:
     """Parse the same grammar over any columns ({name: Spark type}); errors name `what`."""
     if not isinstance(text, str):
         raise PartitionFilterError(f"{what} must be a string, got {type(text).__name__}")
@@ -390,6 +357,8 @@ def _number(value: Any) -> float | int | None:
         return None
 
 
+# Not split.filters.prune_partition (Spark-typed values, exact, one partition at a time): this
+# compares parsed literals leniently (year = '10'; text when not numbers) over the whole table.
 class _Evaluator:
     def __init__(self, table: pa.Table, types: Mapping[str, str]):
         self.pv = table.column("partitionValues")
@@ -429,20 +398,22 @@ class _Evaluator:
                 return num, pa.scalar(lit, typ)
         return self.text(col), pa.scalar(_literal_text(value), pa.string())
 
-    def eval(self, e: Expr):
-        if isinstance(e, Compare):
+    def eval(self, e: Filter):
+        op = _OP_OF.get(type(e))
+        if op is not None:
             arr, lit = self.operand(e.column, e.value)
-            fn = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-                  ">": pc.greater, ">=": pc.greater_equal}[e.op]
+            fn = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}[op]
             return fn(arr, lit)
         if isinstance(e, In):
-            parts = [self.eval(Compare(e.column, "=", v)) for v in e.values]
+            parts = [self.eval(EqualTo(e.column, v)) for v in e.values]
             out = parts[0]
             for p in parts[1:]:
                 out = pc.or_kleene(out, p)
             return out
         if isinstance(e, IsNull):
             return pc.is_null(self.text(e.column))
+        if isinstance(e, IsNotNull):
+            return pc.is_valid(self.text(e.column))
         if isinstance(e, And):
             return pc.and_kleene(self.eval(e.left), self.eval(e.right))
         if isinstance(e, Or):
@@ -470,7 +441,7 @@ def filter_files_table(files_table: pa.Table, predicate: PartitionPredicate | No
 # ---- manifest pruning -------------------------------------------------------------------------------
 
 
-def _nnf(e: Expr, negate: bool = False) -> Expr:
+def _nnf(e: Filter, negate: bool = False) -> Filter:
     """Push NOT down to the leaves (valid under three-valued logic for these predicates)."""
     if isinstance(e, Not):
         return _nnf(e.child, not negate)
@@ -480,9 +451,11 @@ def _nnf(e: Expr, negate: bool = False) -> Expr:
     if isinstance(e, Or):
         l, r = _nnf(e.left, negate), _nnf(e.right, negate)
         return And(l, r) if negate else Or(l, r)
-    if isinstance(e, Compare):
-        return Compare(e.column, _NEGATE[e.op], e.value) if negate else e
-    return Not(e) if negate else e  # In, IsNull: keep a leaf-level Not
+    if not negate:
+        return e
+    if type(e) in _NEGATED:  # x < v → x >= v, IS NULL → IS NOT NULL (the same fields)
+        return _NEGATED[type(e)](*vars(e).values())
+    return Not(e)  # EqualTo, In: keep a leaf-level Not
 
 
 def _bound_text(col_type: str, value: Any) -> str | None:
@@ -498,43 +471,39 @@ def _bound_text(col_type: str, value: Any) -> str | None:
     return _literal_text(value)
 
 
-def _may_match(e: Expr, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]) -> bool:
+def _leaf_bounds(column: str, value: Any, bounds, types: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """(min, max, the text of value) when the column has bounds and the value a certain text."""
+    b = bounds.get(column)
+    if b is None or b[0] is None or b[1] is None:
+        return None  # unknown column or null bounds: never pruned
+    s = _bound_text(types.get(column, "string"), value)
+    return None if s is None else (b[0], b[1], s)
+
+
+def _may_match(e: Filter, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]) -> bool:
     if isinstance(e, And):
         return _may_match(e.left, bounds, types) and _may_match(e.right, bounds, types)
     if isinstance(e, Or):
         return _may_match(e.left, bounds, types) or _may_match(e.right, bounds, types)
-    if isinstance(e, Compare):
-        b = bounds.get(e.column)
-        if b is None or b[0] is None or b[1] is None:
-            return True  # unknown column or null bounds: never pruned
-        lo, hi = b
-        col_type = types.get(e.column, "string")
-        s = _bound_text(col_type, e.value)
-        if s is None:
+    op = _OP_OF.get(type(e))
+    if op is not None:
+        t = _leaf_bounds(e.column, e.value, bounds, types)
+        if t is None:
             return True
-        if e.op == "=":
+        lo, hi, s = t
+        if op == "=":
             return lo <= s <= hi
-        if e.op == "!=":
-            return not (lo == hi == s)
+        col_type = types.get(e.column, "string")
         if _is_numeric(col_type) or col_type.lower() == "boolean":
             return True  # lexicographic bounds say nothing about numeric order
-        if e.op == "<":
-            return lo < s
-        if e.op == "<=":
-            return lo <= s
-        if e.op == ">":
-            return hi > s
-        if e.op == ">=":
-            return hi >= s
-        return True
+        return {"<": lo < s, "<=": lo <= s, ">": hi > s, ">=": hi >= s}[op]
     if isinstance(e, In):
-        return any(_may_match(Compare(e.column, "=", v), bounds, types) for v in e.values)
+        return any(_may_match(EqualTo(e.column, v), bounds, types) for v in e.values)
+    if isinstance(e, Not) and isinstance(e.child, EqualTo):
+        t = _leaf_bounds(e.child.column, e.child.value, bounds, types)
+        return t is None or not (t[0] == t[1] == t[2])
     if isinstance(e, Not) and isinstance(e.child, In):
-        b = bounds.get(e.child.column)
-        if b is None or b[0] is None or b[1] is None or b[0] != b[1]:
-            return True
-        texts = {_bound_text(types.get(e.child.column, "string"), v) for v in e.child.values}
-        return b[0] not in texts
+        return all(_may_match(Not(EqualTo(e.child.column, v)), bounds, types) for v in e.child.values)
     return True  # IS NULL, IS NOT NULL and anything else: never pruned
 
 
@@ -547,12 +516,12 @@ def prune_manifests(manifests: Iterable, predicate: PartitionPredicate | None) -
 
 # ---- Spark pushed-down filters -------------------------------------------------------------------------
 
-_SPARK_OPS = {"EqualTo": "=", "EqualNullSafe": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=",
-              "LessThan": "<", "LessThanOrEqual": "<="}
+_SPARK_CLASSES = {"EqualTo": EqualTo, "EqualNullSafe": EqualTo, "GreaterThan": GreaterThan,
+                  "GreaterThanOrEqual": GreaterThanOrEqual, "LessThan": LessThan, "LessThanOrEqual": LessThanOrEqual}
 
 
-def _spark_expr(f, columns: Mapping[str, str]) -> Expr | None:
-    """One pyspark.sql.datasource filter → Expr over partition columns, or None when it does
+def _spark_expr(f, columns: Mapping[str, str]) -> Filter | None:
+    """One pyspark.sql.datasource filter → the filter model over partition columns, or None when it does
     not (only) involve partition columns (duck-typed: pyspark is not imported)."""
     kind = type(f).__name__
     if kind == "Not":
@@ -569,18 +538,18 @@ def _spark_expr(f, columns: Mapping[str, str]) -> Expr | None:
     col = attr if attr in columns else lower.get(attr.lower())
     if col is None:
         return None
-    if kind in _SPARK_OPS:
+    if kind in _SPARK_CLASSES:
         value = getattr(f, "value", None)
         if value is None:
             return None
-        return Compare(col, _SPARK_OPS[kind], value)
+        return _SPARK_CLASSES[kind](col, value)
     if kind == "In":
         values = tuple(v for v in (getattr(f, "value", None) or ()) if v is not None)
         return In(col, values) if values else None
     if kind == "IsNull":
         return IsNull(col)
     if kind == "IsNotNull":
-        return Not(IsNull(col))
+        return IsNotNull(col)
     return None
 
 
