@@ -57,11 +57,3 @@ def convert(f, column_types: dict[str, str]):
     if isinstance(f.value, (list, tuple, dict)):  # array/map literals: not pushed
         return None
     return cls(col, _value(f.value, t))
-
-
-def columns_of(f) -> set[str]:
-    if isinstance(f, (F.And, F.Or)):
-        return columns_of(f.left) | columns_of(f.right)
-    if isinstance(f, F.Not):
-        return columns_of(f.child)
-    return {f.column}

@@ -203,7 +203,7 @@ class IndexTablesReader(DataSourceReader):
         return parts[0] if len(parts) == 1 else " AND ".join(f"({p})" for p in parts)
 
     def pushFilters(self, filters):
-        from ..split.filters import supports
+        from ..split.filters import columns_of, supports
 
         parts = set(self.partition_columns)
         self.partition_filters, self.data_filters, self.index_queries = [], [], []
@@ -217,7 +217,7 @@ class IndexTablesReader(DataSourceReader):
             if core is None:
                 yield f
                 continue
-            cols = spark_filters.columns_of(core)
+            cols = columns_of(core)
             if cols <= parts:
                 self.partition_filters.append(core)
             elif not (cols & parts) and supports(core, self.specs):
