@@ -299,32 +299,3 @@ def test_partition_pruning_performance_1m(tmp_path):
     assert snap.num_files == 1000 and stats.manifests_read == 1 and stats.manifests_total == 20
     assert elapsed < 0.5, f"one partition of 1M files took {elapsed * 1000:.0f} ms"
     del write_state
-
-
-def test_from_spark_filters_duck_typed():
-    from dataclasses import dataclass
-
-    from indextables_spark.log import partition_filter as pf
-    from indextables_spark.log.partition_filter import from_spark_filters
-
-    @dataclass(frozen=True)
-    class EqualTo:
-        attribute: tuple
-        value: object
-
-    @dataclass(frozen=True)
-    class In:
-        attribute: tuple
-        value: tuple
-
-    @dataclass(frozen=True)
-    class StringContains:
-        attribute: tuple
-        value: str
-
-    pred = from_spark_filters([EqualTo(("date",), "2024-01-02"), In(("region",), ("a", "b")),
-                               StringContains(("title",), "x"), EqualTo(("body",), "zzz")], COLS)
-    assert pred.expr == pf.And(pf.EqualTo("date", "2024-01-02"), pf.In("region", ("a", "b")))
-    t = files_with([{"date": "2024-01-02", "region": "a"}, {"date": "2024-01-02", "region": "c"}])
-    assert filter_files_table(t, pred).column("path").to_pylist() == ["f0"]
-    assert from_spark_filters([StringContains(("title",), "x")], COLS) is None
