@@ -137,3 +137,31 @@ def test_merge_and_purge_on_write(spark, tmp_path, caplog):
         spark.conf.unset("spark.indextables.purgeOnWrite.enabled")
         spark.conf.unset("spark.indextables.purgeOnWrite.triggerAfterWrites")
     assert len(_all_rows(spark, path)) == 240
+
+
+def test_async_post_write_runs_once_per_table_at_a_time(spark, monkeypatch):
+    """A write while the table's background maintenance still runs does not start a second one."""
+    import threading
+
+    from indextables_spark.commands import post_write
+
+    release, calls = threading.Event(), []
+
+    def slow_run(spark_, path, opts):
+        calls.append(path)
+        assert release.wait(60)
+        return {"merge": {"status": "SUCCESS"}, "purge": None}
+
+    monkeypatch.setattr(post_write, "run", slow_run)
+    opts = {"mergeOnWrite.enabled": "true"}
+    assert post_write.maybe_run(spark, "/t/a", opts) == {"status": "STARTED"}
+    assert post_write.maybe_run(spark, "/t/a", opts) == {"status": "ALREADY_RUNNING"}
+    assert post_write.maybe_run(spark, "/t/b", opts) == {"status": "STARTED"}   # another table: its own run
+    with pytest.raises(TimeoutError, match="still running"):
+        it.wait_for_maintenance(timeout=0.2)
+    release.set()
+    done = it.wait_for_maintenance(timeout=60)
+    assert done["/t/a"]["merge"]["status"] == "SUCCESS" and done["/t/b"]["merge"]["status"] == "SUCCESS"
+    assert sorted(calls) == ["/t/a", "/t/b"]
+    assert post_write.maybe_run(spark, "/t/a", opts) == {"status": "STARTED"}  # finished: the next write runs again
+    it.wait_for_maintenance(timeout=60)
