@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -121,3 +122,28 @@ def test_complete_mode_overwrites(spark, tmp_path):
     assert q.exception() is None
     rows = spark.read.format("indextables").load(sink).collect()
     assert [r["count"] for r in rows] == [8]
+
+
+def test_merge_on_write_after_micro_batches(spark, tmp_path):
+    """Each micro-batch adds small splits; merge-on-write (asynchronous) folds them after a batch."""
+    src, sink, ckpt = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ckpt")
+    for start in range(0, 40, 10):
+        _append(spark, src, range(start, start + 10))
+    reader = spark.readStream.format("indextables").option("maxFilesPerTrigger", "1")
+    q = (reader.load(src).repartition(3).writeStream.format("indextables")
+         .option("checkpointLocation", ckpt).option("spark.indextables.mergeOnWrite.enabled", "true")
+         .trigger(availableNow=True).start(sink))
+    q.awaitTermination(120)
+    assert q.exception() is None
+    t = it.IndexTable(sink)
+    deadline = time.monotonic() + 120   # progress events reach the listener asynchronously
+    while True:
+        done = it.wait_for_maintenance(timeout=300)
+        ops = [h["operation"] for h in t.history()]
+        if "MERGE SPLITS" in ops or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert "error" not in done[sink]
+    assert "MERGE SPLITS" in ops and ops.count("STREAMING UPDATE") >= 2
+    assert _ids(spark, sink) == list(range(40))
+    assert t.snapshot().num_files < sum(1 for op in ops if op == "STREAMING UPDATE") * 3

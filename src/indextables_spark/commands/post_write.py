@@ -2,7 +2,8 @@
 
 The Spark writer's commit runs in a Python worker without a session, so this runs afterwards in
 the writing session: `register.py`'s `save()` wrapper calls `maybe_run(spark, path, options)` once
-the write has committed. Everything here is best effort: a failure is logged as a warning naming
+the write has committed (SQL `INSERT` through the views bridge writes with `save()` too), and its
+`writeStream.start()` wrapper calls `watch_stream`, which runs it after each micro-batch that wrote. Everything here is best effort: a failure is logged as a warning naming
 the table and the cause, and never fails the write (the write is already durable).
 
 Settings (`spark.indextables.` prefix; session conf or write options):
@@ -141,3 +142,32 @@ def wait_for_background(timeout: float | None = None) -> dict[str, dict]:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if t.is_alive():
                 raise TimeoutError(f"post-write maintenance still running after {timeout} s: {t.name}")
+
+
+def watch_stream(spark, query, path: str, options: Mapping[str, Any]) -> None:
+    """Merge-/purge-on-write for a streaming query writing to `path`: evaluated after each
+    micro-batch that wrote rows (a StreamingQueryListener on this session, removed when the query
+    ends). Nothing is registered when neither is enabled."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    opts = Options.of(options)
+    if not (opts.get_bool("mergeOnWrite.enabled", False) or opts.get_bool("purgeOnWrite.enabled", False)):
+        return
+    query_id = str(query.id)
+
+    class PostWriteListener(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            if str(event.progress.id) == query_id and event.progress.numInputRows > 0:
+                maybe_run(spark, path, opts)
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            if str(event.id) == query_id:
+                spark.streams.removeListener(self)
+
+    spark.streams.addListener(PostWriteListener())

@@ -250,9 +250,16 @@ def _install_bridges() -> None:
                 self.partitionBy(partitionBy)
             if options:
                 self.options(**options)
-            if _apply_partition_by(self, DataStreamWriter):
-                _inject_conf(self, self._spark)
-            return orig(self, path=path, outputMode=outputMode, queryName=queryName)
+            if not _apply_partition_by(self, DataStreamWriter):
+                return orig(self, path=path, outputMode=outputMode, queryName=queryName)
+            _inject_conf(self, self._spark)
+            query = orig(self, path=path, outputMode=outputMode, queryName=queryName)
+            from ..commands.post_write import watch_stream
+
+            # merge-/purge-on-write after the micro-batches (the sink commits in a worker)
+            watch_stream(self._spark, query, path or _given(self).get("path"),
+                         {**conf_options(self._spark), **{k: str(v) for k, v in _given(self).items()}})
+            return query
         return start
 
     def make_load(orig):
