@@ -222,6 +222,13 @@ def test_sql_temporary_view(spark, tmp_path):
     assert spark.sql("SELECT count(*) AS n FROM it_view WHERE _indexall = 'v:b' AND id > 1").collect()[0].n == 1
     spark.sql("INSERT OVERWRITE it_view SELECT 9, 'z'")
     assert [tuple(r) for r in spark.sql("SELECT id, v FROM it_view").collect()] == [(9, "z")]
+    # DataFrameWriter.insertInto on the view: by position, cast to the table's types
+    spark.createDataFrame([(10, "y")], "a int, b string").write.insertInto("it_view")
+    assert sorted(tuple(r) for r in spark.sql("SELECT id, v FROM it_view").collect()) == [(9, "z"), (10, "y")]
+    spark.createDataFrame([(11, "x")], "a long, b string").write.insertInto("IT_VIEW", overwrite=True)
+    assert [tuple(r) for r in spark.sql("SELECT id, v FROM it_view").collect()] == [(11, "x")]
+    with pytest.raises(it.SchemaMismatchError, match="it_view"):
+        spark.createDataFrame([(1,)], "a long").write.insertInto("it_view")
     with pytest.raises(it.IndexTablesError, match="_indexall"):
         spark.sql("SELECT * FROM it_view WITH ('query'='v:z')")
 

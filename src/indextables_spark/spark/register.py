@@ -281,6 +281,21 @@ def _install_bridges() -> None:
             return finish_load(guarded(df), _given(self))   # top n / score order; drops _indexall
         return load
 
+    def make_insert_into(orig):
+        def insertInto(self, tableName, overwrite=None):
+            from . import sql_bridge
+
+            src = sql_bridge.view_source(self._spark, tableName)
+            if src is None:
+                return orig(self, tableName, overwrite)
+            # Spark refuses INSERT into our (DataFrame-backed) views: write to their table instead
+            if overwrite is None:
+                overwrite = str(getattr(self, "_it_mode", "")).lower() == "overwrite"
+            sql_bridge.insert_dataframe(self._spark, src, tableName, bool(overwrite), self._df,
+                                        write_options={k: str(v) for k, v in _given(self).items()})
+        return insertInto
+
+    _wrap(DataFrameWriter, "insertInto", make_insert_into)
     _wrap(DataFrameWriter, "mode", make_mode)
     _wrap(DataFrameWriter, "save", make_save)
     _wrap(DataStreamWriter, "start", make_start)

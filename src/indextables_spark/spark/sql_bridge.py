@@ -80,10 +80,9 @@ def try_handle(spark, text: str, is_ours):
     _refuse_view_options(text)
     m = _INSERT.match(text)
     if m:
-        name = _unquote_ident(m.group("name")).lower()
-        with _lock:
-            src = _views.get(name)
-        if src is not None and _is_temp_view(spark, name):
+        src = view_source(spark, m.group("name"))
+        if src is not None:
+            name = _unquote_ident(m.group("name")).lower()
             return _insert(spark, src, name, m.group("mode").upper() == "OVERWRITE", m.group("rest"))
     return None
 
@@ -197,18 +196,32 @@ def _create_view(spark, m):
 
 
 def _insert(spark, src: ViewSource, name: str, overwrite: bool, rest: str):
-    from pyspark.sql import functions as sf
-
-    from ..table import IndexTable
-    from .datasource import INDEXALL
-
     cols_m = re.match(r"^\((?P<cols>[^)]*)\)\s*(?P<q>.*)$", rest, re.DOTALL)
     target_cols = None
     query = rest
     if cols_m and not re.match(r"^\(\s*(SELECT|VALUES)\b", rest, re.IGNORECASE):
         target_cols = [_unquote_ident(c.strip()) for c in cols_m.group("cols").split(",") if c.strip()]
         query = cols_m.group("q")
-    data = spark.sql(query)
+    return insert_dataframe(spark, src, name, overwrite, spark.sql(query), target_cols)
+
+
+def view_source(spark, name: str) -> ViewSource | None:
+    """The table behind one of our temporary views (None for any other name)."""
+    key = _unquote_ident(name).lower()
+    with _lock:
+        src = _views.get(key)
+    return src if src is not None and _is_temp_view(spark, key) else None
+
+
+def insert_dataframe(spark, src: ViewSource, name: str, overwrite: bool, data, target_cols: list[str] | None = None,
+                     write_options: dict[str, str] | None = None):
+    """INSERT INTO|OVERWRITE of `data` into the view's table: columns by position (or by the
+    `target_cols` list), cast to the table's types, written with `save()` (so merge-on-write runs)."""
+    from pyspark.sql import functions as sf
+
+    from ..table import IndexTable
+    from .datasource import INDEXALL
+
     table = IndexTable(src.path, src.options)
     schema = table.snapshot().schema
     names = [f.name for f in schema.fields]
@@ -226,6 +239,6 @@ def _insert(spark, src: ViewSource, name: str, overwrite: bool, rest: str):
                 f"INSERT INTO {name}: the query gives {len(src_cols)} columns, the table has {len(names)} {names}")
         ordered = src_cols
     out = data.select([sf.col(f"`{c}`").cast(f.dataType).alias(f.name) for c, f in zip(ordered, schema.fields)])
-    write_opts = {k: v for k, v in src.options.items() if k.lower() != "path"}
+    write_opts = {**{k: v for k, v in src.options.items() if k.lower() != "path"}, **(write_options or {})}
     out.write.format("indextables").options(**write_opts).mode("overwrite" if overwrite else "append").save(src.path)
     return spark.createDataFrame([], "x int").select()
