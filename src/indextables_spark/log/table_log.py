@@ -120,7 +120,8 @@ class TransactionLog:
     def exists(self) -> bool:
         return self.latest_version() >= 0
 
-    def read_actions(self, version: int) -> list[Action]:
+    def _version_file(self, version: int) -> tuple[bytes, str]:
+        """(bytes, full URI) of a version file; VersionNotFoundError when it is missing."""
         key = version_key(version)
         try:
             data = self.storage.read(key)
@@ -128,7 +129,10 @@ class TransactionLog:
             raise VersionNotFoundError(
                 f"version {version} of {self.storage.uri} is not available ({self.storage.full_uri(key)} is missing)"
             ) from None
-        where = self.storage.full_uri(key)
+        return data, self.storage.full_uri(key)
+
+    def read_actions(self, version: int) -> list[Action]:
+        data, where = self._version_file(version)
         if not data:
             # A committed version file is never empty (it holds at least its commitInfo): reading
             # it as "no actions" would silently drop that version's changes.
@@ -277,14 +281,7 @@ class TransactionLog:
         from .codec import decode_text
         import json as _json
 
-        key = version_key(version)
-        try:
-            data = self.storage.read(key)
-        except FileNotFoundInStorageError:
-            raise VersionNotFoundError(
-                f"version {version} of {self.storage.uri} is not available ({self.storage.full_uri(key)} is missing)"
-            ) from None
-        where = self.storage.full_uri(key)
+        data, where = self._version_file(version)
         text = decode_text(data, where)
         if not text.strip():
             raise CorruptStateError(f"{where}: version file {version} is empty")
