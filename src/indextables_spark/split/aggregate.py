@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import IndexTablesError
+from ..lru import LruCache
 from ._tantivy import tantivy_call
 from .partitions import date_to_days, datetime_to_micros, parse_partition_value
 from .stats import chunk_min_max
@@ -823,7 +824,7 @@ def aggregate_files(storage: Any, files: Sequence[Any], query: str | None, aggs:
         split_deletes = load_split_deletes(storage, [DeleteLog.from_json(d) for d in logs], f.num_records,
                                            f.path) if logs else None
         partial = split_partial(reader, query, aggs, f.partition_values or {}, split_deletes)
-        if use_cache:
+        if use_cache and _items(partial) <= _MAX_CACHED_ITEMS:
             _partials.put(key, partial)
         return partial
 
@@ -833,36 +834,12 @@ def aggregate_files(storage: Any, files: Sequence[Any], query: str | None, aggs:
     return merge_all(aggs, _pool(threads).map(one, files))
 
 
-class _PartialCache:
-    """Per-process LRU of split partials, like Elasticsearch's shard request cache: a split never
-    changes (its cache directory names its path and size), so (split, query, request, delete logs)
-    always gives the same partial. Partials are never mutated by merges. Large partials (many
-    buckets or values) are not kept."""
-
-    MAX_ENTRIES = 1024
-    MAX_ITEMS = 50_000
-
-    def __init__(self) -> None:
-        from collections import OrderedDict
-
-        self._d: "OrderedDict[tuple, dict]" = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple) -> dict | None:
-        with self._lock:
-            v = self._d.get(key)
-            if v is not None:
-                self._d.move_to_end(key)
-            return v
-
-    def put(self, key: tuple, partial: dict) -> None:
-        if _items(partial) > self.MAX_ITEMS:
-            return
-        with self._lock:
-            self._d[key] = partial
-            self._d.move_to_end(key)
-            while len(self._d) > self.MAX_ENTRIES:
-                self._d.popitem(last=False)
+# Per-process LRU of split partials, like Elasticsearch's shard request cache: a split never
+# changes (its cache directory names its path and size), so (split, query, request, delete logs)
+# always gives the same partial. Partials are never mutated by merges. Partials with more than
+# _MAX_CACHED_ITEMS buckets/values are not kept (see aggregate_files).
+_MAX_CACHED_ITEMS = 50_000
+_partials: LruCache[dict] = LruCache(1024)
 
 
 def _items(p: Any) -> int:
@@ -880,7 +857,6 @@ def _options(options: Any):
     return options if isinstance(options, Options) else Options.of(options)
 
 
-_partials = _PartialCache()
 _pools: dict[int, Any] = {}
 _pools_lock = threading.Lock()
 
