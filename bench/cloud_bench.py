@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import gzip
-import json
 import os
 import shutil
 import socket
@@ -44,9 +42,11 @@ sys.path.insert(0, os.path.join(ROOT, "src"))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import indextables_spark as it  # noqa: E402
-from indextables_spark.log.actions import action_to_json  # noqa: E402
+from bench_common import fetch_rows  # noqa: E402
 from indextables_spark.log.avro_state import write_state  # noqa: E402
-from indextables_spark.log.synthetic import DEFAULT_SCHEMA, create_table, partition_value, synthetic_add  # noqa: E402
+from indextables_spark.log.synthetic import (  # noqa: E402
+    DEFAULT_SCHEMA, create_table, partition_value, synthetic_add, write_bulk_versions,
+)
 
 PER_VERSION = 1000
 NUM_PARTITIONS = 20
@@ -114,20 +114,7 @@ def build_state_table(uri: str, options: dict, n: int) -> None:
     t = it.IndexTable(uri, {**options, "checkpoint.enabled": "false"})
     create_table(t, ["date"], schema=DEFAULT_SCHEMA)
     base = n - TAIL_VERSIONS
-    v = 0
-    for start in range(0, base, PER_VERSION):
-        v += 1
-        adds = []
-        for i in range(start, min(base, start + PER_VERSION)):
-            a = synthetic_add(i, num_partitions=NUM_PARTITIONS)
-            a.added_at_version = v
-            a.added_at_timestamp = 1_700_000_000_000 + v
-            adds.append(a)
-        lines = [json.dumps({"commitInfo": {"timestamp": 1_700_000_000_000 + v, "operation": "WRITE",
-                                            "operationParameters": {}}})]
-        lines += [json.dumps(action_to_json(a), separators=(",", ":")) for a in adds]
-        t.storage.put(f"_transaction_log/{v:020d}.json",
-                      gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=6, mtime=0))
+    v = write_bulk_versions(t, base, PER_VERSION, NUM_PARTITIONS)
     write_state(t.log, v)
     for i in range(base, n):
         t.transaction().add_files([synthetic_add(i, num_partitions=NUM_PARTITIONS)]).commit()
@@ -168,19 +155,6 @@ def median_ms(fn, runs: int, before=None) -> tuple[float, object]:
         out = fn()
         times.append(time.perf_counter() - t0)
     return round(statistics.median(times) * 1000, 1), out
-
-
-def fetch_rows(table: it.IndexTable, query: str) -> int:
-    """Rows matching a query, read like a Spark task reads them (every split, rows materialised)."""
-    from indextables_spark.split.cache import get_cache
-    from indextables_spark.split.reader import SplitReader
-
-    n = 0
-    cache = get_cache(table.options)
-    for f in table.snapshot().files:
-        for b in SplitReader(cache.local_dir(table.storage, f)).read(query=query):
-            n += b.num_rows
-    return n
 
 
 def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: int) -> dict[str, tuple[float, object]]:

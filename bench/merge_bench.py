@@ -20,10 +20,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
-import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 import indextables_spark as it  # noqa: E402
+from bench_common import fetch_rows  # noqa: E402
 from datagen import documents  # noqa: E402
 
 QUERIES = {
@@ -59,19 +59,6 @@ def build(path: str, splits: int, rows_per_split: int) -> None:
     commit_write(path, opts, plan, read_version, False, adds)
 
 
-def fetch(table: it.IndexTable, query: str) -> int:
-    """Rows matching a query, read like a Spark task reads them (every split, rows materialised)."""
-    from indextables_spark.split.cache import get_cache
-    from indextables_spark.split.reader import SplitReader
-
-    n = 0
-    cache = get_cache(table.options)
-    for f in table.snapshot().files:
-        for b in SplitReader(cache.local_dir(table.storage, f)).read(query=query):
-            n += b.num_rows
-    return n
-
-
 def timed(fn, runs: int) -> tuple[float, object]:
     out = fn()   # warm-up: extraction into the local split cache, opening handles
     times = []
@@ -86,7 +73,7 @@ def measure(table: it.IndexTable, runs: int, spark=None) -> dict[str, tuple[floa
     res = {}
     for name, (q, pf) in QUERIES.items():
         res[name] = timed(lambda q=q, pf=pf: table.count(query=q, partition_filter=pf), runs)
-    res["rare terms (fetch rows)"] = timed(lambda: fetch(table, FETCH_QUERY), runs)
+    res["rare terms (fetch rows)"] = timed(lambda: fetch_rows(table, FETCH_QUERY), runs)
     if spark is not None:
         path = table.storage.uri
         res["spark: rare term count()"] = timed(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import gzip
 import json
 import os
 import shutil
@@ -36,9 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
 import indextables_spark as it  # noqa: E402
-from indextables_spark.log.actions import action_to_json  # noqa: E402
 from indextables_spark.log.avro_state import write_state  # noqa: E402
-from indextables_spark.log.synthetic import DEFAULT_SCHEMA, create_table, synthetic_add  # noqa: E402
+from indextables_spark.log.synthetic import DEFAULT_SCHEMA, create_table, synthetic_add, write_bulk_versions  # noqa: E402
 
 DELTA_SCHEMA = {
     "type": "struct",
@@ -71,14 +69,6 @@ def median_ms(fn, runs: int, warmup: int = 1) -> tuple[float, object]:
 # ---- building the tables ------------------------------------------------------------------------------
 
 
-def _version_file(path: str, version: int, adds, ts: int) -> None:
-    lines = [json.dumps({"commitInfo": {"timestamp": ts, "operation": "WRITE", "operationParameters": {}}})]
-    lines += [json.dumps(action_to_json(a), separators=(",", ":")) for a in adds]
-    data = gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=6, mtime=0)
-    with open(os.path.join(path, "_transaction_log", f"{version:020d}.json"), "wb") as f:
-        f.write(data)
-
-
 def build_indextable(path: str, n: int, per_version: int, num_partitions: int) -> None:
     """Version 0 through the real Transaction API, then version files of `per_version` adds
     each (written directly for speed: the same bytes a commit writes), then a checkpoint."""
@@ -86,16 +76,7 @@ def build_indextable(path: str, n: int, per_version: int, num_partitions: int) -
         shutil.rmtree(path)
     t = it.IndexTable(path, {"checkpoint.enabled": "false"})
     create_table(t, ["date"], schema=DEFAULT_SCHEMA)
-    v = 0
-    for start in range(0, n, per_version):
-        v += 1
-        adds = []
-        for i in range(start, min(n, start + per_version)):
-            a = synthetic_add(i, num_partitions=num_partitions)
-            a.added_at_version = v
-            a.added_at_timestamp = 1_700_000_000_000 + v
-            adds.append(a)
-        _version_file(path, v, adds, 1_700_000_000_000 + v)
+    v = write_bulk_versions(t, n, per_version, num_partitions)
     write_state(t.log, v)  # first state: a full (compacted) write
 
 

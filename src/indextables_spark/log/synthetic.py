@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping, Sequence
 
-from .actions import AddFile, Metadata
+from ..errors import ConcurrentModificationError
+from .actions import AddFile, CommitInfo, Metadata
 from .protocol_gate import CURRENT_PROTOCOL
 from .transaction import Transaction, new_table_id
 
@@ -91,3 +92,21 @@ def commit_files(table, files: Iterable[AddFile], remove: Iterable[str] = (), op
     if rm:
         txn.remove_files(rm)
     return txn.commit()
+
+
+def write_bulk_versions(table, n: int, per_version: int, num_partitions: int) -> int:
+    """Versions 1, 2, ... holding `per_version` synthetic adds each (`n` in all), written straight
+    as version files (what a commit writes, without a commit's checks: fast enough to build
+    benchmark tables of 100,000s of files on any storage). Returns the last version written."""
+    v = 0
+    for start in range(0, n, per_version):
+        v += 1
+        ts = 1_700_000_000_000 + v
+        adds = []
+        for i in range(start, min(n, start + per_version)):
+            a = synthetic_add(i, num_partitions=num_partitions)
+            a.added_at_version, a.added_at_timestamp = v, ts
+            adds.append(a)
+        if not table.log.write_version(v, [CommitInfo(timestamp=ts, operation="WRITE"), *adds]):
+            raise ConcurrentModificationError(f"version {v} of {table.storage.uri} already exists")
+    return v

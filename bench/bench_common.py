@@ -1,0 +1,16 @@
+"""Helpers shared by the bench scripts (run as `python bench/<script>.py`: this folder is on sys.path)."""
+from __future__ import annotations
+
+
+def fetch_rows(table, query: str) -> int:
+    """Rows matching a query, read like a Spark task reads them (every split, rows materialised).
+    `table` is an indextables_spark.IndexTable."""
+    from indextables_spark.split.cache import get_cache
+    from indextables_spark.split.reader import SplitReader
+
+    n = 0
+    cache = get_cache(table.options)
+    for f in table.snapshot().files:
+        for b in SplitReader(cache.local_dir(table.storage, f)).read(query=query):
+            n += b.num_rows
+    return n
