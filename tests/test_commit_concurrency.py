@@ -38,11 +38,13 @@ def _committer(path: str, worker: int, options: dict, q) -> None:
     q.put(versions)
 
 
-def run_processes(target, path: str, options: dict) -> list:
-    """Run target(path, worker, options, queue) in N_PROCS spawned processes; their queue results."""
+def spawn_and_collect(target, args: list[tuple], barrier: bool = False) -> list:
+    """target(*a[, barrier], queue) for each `a` in `args`, each in a spawned process (with a
+    barrier shared by all when asked, to make them race); the one result each put on the queue."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=target, args=(path, w, options, q)) for w in range(N_PROCS)]
+    extra = (ctx.Barrier(len(args)),) if barrier else ()
+    procs = [ctx.Process(target=target, args=(*a, *extra, q)) for a in args]
     for p in procs:
         p.start()
     results = [q.get(timeout=300) for _ in procs]
@@ -50,6 +52,11 @@ def run_processes(target, path: str, options: dict) -> list:
         p.join(timeout=60)
         assert p.exitcode == 0
     return results
+
+
+def run_processes(target, path: str, options: dict) -> list:
+    """Run target(path, worker, options, queue) in N_PROCS spawned processes; their queue results."""
+    return spawn_and_collect(target, [(path, w, options) for w in range(N_PROCS)])
 
 
 def run_committers(path: str, options: dict) -> list[int]:

@@ -3,7 +3,6 @@ and the conflict rules of delete logs (merge resolver)."""
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import sys
 
@@ -17,6 +16,7 @@ from indextables_spark.log.protocol_gate import CURRENT_PROTOCOL, DELETION_LOGS
 from indextables_spark.log.transaction import new_table_id
 
 sys.path.insert(0, os.path.dirname(__file__))
+from test_commit_concurrency import spawn_and_collect  # noqa: E402
 from test_deletes import make_table, visible  # noqa: E402
 
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "x", "type": "long", "nullable": True, "metadata": {}}]})
@@ -48,17 +48,7 @@ def _worker(path: str, resolver: str, worker: int, remove: str, barrier, q) -> N
 
 
 def run_workers(path: str, resolver: str, removes: list[str]) -> list[tuple]:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    barrier = ctx.Barrier(len(removes))
-    procs = [ctx.Process(target=_worker, args=(path, resolver, w, r, barrier, q)) for w, r in enumerate(removes)]
-    for p in procs:
-        p.start()
-    results = [q.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    return sorted(results)
+    return sorted(spawn_and_collect(_worker, [(path, resolver, w, r) for w, r in enumerate(removes)], barrier=True))
 
 
 def test_merge_resolver_rebases_concurrent_commits(tmp_path):
@@ -113,16 +103,7 @@ def test_concurrent_deletes_in_processes(tmp_path):
     t = make_table(path)
     before = visible(t)
     wheres = ["views < 100", "views BETWEEN 300 AND 350", "id IN (7, 8, 9)", "region = 'us' AND views > 900"]
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    barrier = ctx.Barrier(len(wheres))
-    procs = [ctx.Process(target=_deleter, args=(path, w, barrier, q)) for w in wheres]
-    for p in procs:
-        p.start()
-    results = [q.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    results = spawn_and_collect(_deleter, [(path, w) for w in wheres], barrier=True)
     assert all(err is None for *_, err in results), results
     assert sorted(v for _, v, _ in results) == [2, 3, 4, 5]
     gone = {r[0] for r in before if (r[2] is not None and (r[2] < 100 or 300 <= r[2] <= 350))
