@@ -135,3 +135,17 @@ def parse_size(raw: str, what: str = "size") -> int:
         return int(float(num) * _UNITS[unit])
     except (ValueError, OverflowError):   # OverflowError: "inf", "1e400"
         raise InvalidOptionError(f"option {what!r}: expected a size like 100M or 2G, got {raw!r}") from None
+
+
+def session_options(spark: Any) -> dict[str, str]:
+    """The `spark.indextables.*` entries of a SparkSession's conf (classic or Spark Connect).
+
+    Duck-typed (no pyspark import): `spark.conf.getAll` is a dict in pyspark >= 4.0, in classic
+    sessions and over Connect. Data sources, table functions and executors never see the session
+    conf, so callers copy these entries into options (explicit options win)."""
+    if spark is None:
+        return {}
+    entries = spark.conf.getAll
+    if callable(entries):   # older clients exposed a method
+        entries = entries()
+    return {str(k): str(v) for k, v in dict(entries).items() if str(k).lower().startswith(PREFIX)}
