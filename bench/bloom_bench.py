@@ -36,9 +36,10 @@ WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lim
 
 def build(path: str, splits: int, rows_per_split: int, seed: int = 11) -> tuple[list[str], float]:
     """One write job whose splits roll every `rows_per_split` rows; returns (uids, seconds)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
+    from indextables_spark.split.types import spark_schema_json
 
     rnd = random.Random(seed)
     n = splits * rows_per_split
@@ -49,7 +50,7 @@ def build(path: str, splits: int, rows_per_split: int, seed: int = 11) -> tuple[
         "body": [" ".join(rnd.choice(WORDS) for _ in range(12)) for _ in range(n)],
     })
     opts = Options.of({"indexing.bloomfilter.columns": "uid", "indexing.typemap.body": "text"})
-    plan, read_version, _ = plan_write(path, opts, from_arrow_schema(data.schema), False)
+    plan, read_version, _ = plan_write(path, opts, StructType.fromJson(spark_schema_json(data.schema)), False)
     plan = dataclasses.replace(plan, target_split_bytes=max(1, data.nbytes // splits))
     t0 = time.perf_counter()
     msg = write_splits(path, opts, plan, iter(data.to_batches(max_chunksize=rows_per_split)))

@@ -123,14 +123,15 @@ def build_state_table(uri: str, options: dict, n: int) -> None:
 def build_text_table(uri: str, options: dict, docs: int, splits: int) -> None:
     """`splits` splits of generated documents, written like Spark tasks write them."""
     from datagen import documents
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
 
     from indextables_spark.options import Options
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
+    from indextables_spark.split.types import spark_schema_json
 
     data = documents(docs).drop_columns(["tags"])
     opts = Options.of(options, {"indexing.typemap.body": "text", "indexing.typemap.title": "text"})
-    plan, read_version, _ = plan_write(uri, opts, from_arrow_schema(data.schema), False)
+    plan, read_version, _ = plan_write(uri, opts, StructType.fromJson(spark_schema_json(data.schema)), False)
     step = -(-docs // splits)
     adds = []
     for k in range(splits):

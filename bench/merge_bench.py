@@ -37,14 +37,15 @@ FETCH_QUERY = "body:quasar OR body:nebula"
 
 def build(path: str, splits: int, rows_per_split: int) -> None:
     """One write job of `splits` tasks, each writing one split of one region."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
 
     from indextables_spark.options import Options
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
+    from indextables_spark.split.types import spark_schema_json
 
     data = documents(splits * rows_per_split).drop_columns(["tags"])
     opts = Options.of({"indexing.typemap.body": "text", "indexing.typemap.title": "text", "partitionBy": "region"})
-    plan, read_version, _ = plan_write(path, opts, from_arrow_schema(data.schema), False)
+    plan, read_version, _ = plan_write(path, opts, StructType.fromJson(spark_schema_json(data.schema)), False)
     regions = sorted(set(data.column("region").to_pylist()))
     per_region = splits // len(regions)
     adds = []

@@ -43,9 +43,11 @@ class ResultSpec:
         return self.schema.names
 
     def spark_schema(self):
-        from pyspark.sql.pandas.types import from_arrow_schema
+        from pyspark.sql.types import StructType
 
-        return from_arrow_schema(self.schema)
+        from ..split.types import spark_schema_json
+
+        return StructType.fromJson(spark_schema_json(self.schema))
 
     def table(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
         """Rows (dicts keyed by column name or its camelCase form) → Arrow table of these columns."""

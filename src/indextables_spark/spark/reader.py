@@ -262,9 +262,9 @@ class IndexTablesReader(DataSourceReader):
         return [SplitGroup([f.to_json() for f in g], deletes_json(self._snapshot, g)) for g in groups]
 
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:
-        from pyspark.sql.pandas.types import to_arrow_schema
+        from ..split.types import arrow_schema
 
-        target = to_arrow_schema(StructType.fromJson(self.schema_json), timezone="UTC")
+        target = arrow_schema(self.schema_json, field_metadata=True)   # = Spark's to_arrow_schema
         adds = [AddFile.from_json(d) for d in partition.files]
         ro = self.read_opts
         query = self.query

@@ -185,11 +185,10 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 for g in groups]
 
     def read(self, partition: SplitGroup):
-        from pyspark.sql.pandas.types import to_arrow_schema
-
+        from ..split.types import arrow_schema
         from .reader import read_split
 
-        target = to_arrow_schema(StructType.fromJson(self.schema_json), timezone="UTC")
+        target = arrow_schema(self.schema_json, field_metadata=True)   # = Spark's to_arrow_schema
         ctx = _ReadContext(self.path, self.opts, self.partition_columns)
         for d in partition.files:
             yield from read_split(ctx, AddFile.from_json(d), target, partition.deletes.get(d["path"]))

@@ -304,13 +304,13 @@ def search_table(path: str, query: str, limit: int | None, options: Mapping[str,
     from ..split.cache import get_cache
     from ..split.reader import SplitReader
     from ..table import IndexTable
+    from ..split.types import arrow_schema
     from .reader import SCORE, _with_snippets, to_target
-    from pyspark.sql.pandas.types import to_arrow_schema
 
     table = IndexTable(path, options)
     snap = table.snapshot()
     schema = search_schema(snap, snippet_fields)
-    target = to_arrow_schema(schema, timezone="UTC")
+    target = arrow_schema(schema.jsonValue(), field_metadata=True)
     names = [f.name for f in snap.schema.fields if f.name not in snap.partition_columns]
     fields = tuple(f.strip() for f in (snippet_fields or "").split(",") if f.strip())
     cache = get_cache(table.options)

@@ -179,10 +179,10 @@ def merge_append_schema(path: str, table_schema: dict, incoming: dict) -> dict:
 
 
 def _type_str(t) -> str:
-    from pyspark.sql.types import _parse_datatype_json_value
+    from pyspark.sql.types import StructField
 
-    try:
-        return _parse_datatype_json_value(t).simpleString()
+    try:   # public API only (pyspark's private JSON parsers change between versions)
+        return StructField.fromJson({"name": "c", "type": t, "nullable": True, "metadata": {}}).dataType.simpleString()
     except Exception:  # only for the message text
         return str(t)
 

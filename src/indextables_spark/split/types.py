@@ -438,20 +438,41 @@ def with_fully_tokenized(specs: Iterable[ColumnSpec], columns: Iterable[str]) ->
 # Arrow
 
 
-def arrow_type(spark_type: Any) -> pa.DataType:
-    """Arrow type of a Spark type, as PySpark converts it (string/binary are the 32-bit-offset kinds)."""
+# Spark's key for a field's metadata in Arrow field metadata (ArrowUtils.metadataKey).
+SPARK_METADATA_KEY = b"SPARK::metadata::json"
+# Where a field's string collations live in the schema JSON; PySpark moves them into the type
+# (a StructField's metadata never has them), so Arrow never carries them.
+_COLLATIONS_KEY = "__COLLATIONS"
+
+
+def _arrow_field_metadata(field_json: Mapping[str, Any]) -> dict[bytes, bytes] | None:
+    md = {k: v for k, v in (field_json.get("metadata") or {}).items() if k != _COLLATIONS_KEY}
+    return {SPARK_METADATA_KEY: json.dumps(md).encode("utf-8")} if md else None
+
+
+def _arrow_field(field_json: Mapping[str, Any], field_metadata: bool) -> pa.Field:
+    return pa.field(field_json["name"], arrow_type(field_json["type"], field_metadata=field_metadata),
+                    nullable=bool(field_json.get("nullable", True)),
+                    metadata=_arrow_field_metadata(field_json) if field_metadata else None)
+
+
+def arrow_type(spark_type: Any, *, field_metadata: bool = False) -> pa.DataType:
+    """Arrow type of a Spark type JSON, as PySpark converts it with timezone "UTC": string/binary
+    are the 32-bit-offset kinds, timestamp is timestamp("us", "UTC"), timestamp_ntz
+    timestamp("us"), arrays hold "element", maps "key" (never null) and "value".
+    With `field_metadata`, struct fields carry their Spark metadata as PySpark puts it."""
     if isinstance(spark_type, dict):
         t = spark_type.get("type")
         if t == "array":
-            return pa.list_(pa.field("element", arrow_type(spark_type["elementType"]),
+            return pa.list_(pa.field("element", arrow_type(spark_type["elementType"], field_metadata=field_metadata),
                                      nullable=bool(spark_type.get("containsNull", True))))
         if t == "map":
-            return pa.map_(pa.field("key", arrow_type(spark_type["keyType"]), nullable=False),
-                           pa.field("value", arrow_type(spark_type["valueType"]),
+            return pa.map_(pa.field("key", arrow_type(spark_type["keyType"], field_metadata=field_metadata),
+                                    nullable=False),
+                           pa.field("value", arrow_type(spark_type["valueType"], field_metadata=field_metadata),
                                     nullable=bool(spark_type.get("valueContainsNull", True))))
         if t == "struct":
-            return pa.struct([pa.field(f["name"], arrow_type(f["type"]), nullable=bool(f.get("nullable", True)))
-                              for f in spark_type.get("fields") or []])
+            return pa.struct([_arrow_field(f, field_metadata) for f in spark_type.get("fields") or []])
         raise UnsupportedTypeError(f"unsupported Spark type {type_name(spark_type)!r}")
     t = str(spark_type).strip().lower()
     simple = {
@@ -469,8 +490,13 @@ def arrow_type(spark_type: Any) -> pa.DataType:
     raise UnsupportedTypeError(f"unsupported Spark type {type_name(spark_type)!r}")
 
 
-def arrow_schema(schema_json: Mapping[str, Any], columns: Sequence[str] | None = None) -> pa.Schema:
-    """Arrow schema of (some of) the columns, nullability from the Spark schema."""
+def arrow_schema(schema_json: Mapping[str, Any], columns: Sequence[str] | None = None, *,
+                 field_metadata: bool = False) -> pa.Schema:
+    """Arrow schema of (some of) the columns, nullability from the Spark schema.
+
+    With `field_metadata` it is exactly what PySpark's `to_arrow_schema(schema, timezone="UTC")`
+    returns (field metadata included): the schema Spark expects of a Python data source's batches.
+    """
     fields = _fields(schema_json)
     by_name = {f["name"]: f for f in fields}
     if columns is None:
@@ -483,12 +509,56 @@ def arrow_schema(schema_json: Mapping[str, Any], columns: Sequence[str] | None =
     out = []
     for f in chosen:
         try:
-            t = arrow_type(f["type"])
+            out.append(_arrow_field(f, field_metadata))
         except UnsupportedTypeError:
             _check_nested(f["name"], f["name"], f["type"])
             raise
-        out.append(pa.field(f["name"], t, nullable=bool(f.get("nullable", True))))
     return pa.schema(out)
+
+
+def _spark_field_json(f: pa.Field) -> dict[str, Any]:
+    md = (f.metadata or {}).get(SPARK_METADATA_KEY)
+    return {"name": f.name, "type": spark_type_json(f.type), "nullable": f.nullable,
+            "metadata": json.loads(md.decode("utf-8")) if md else {}}
+
+
+def spark_type_json(t: pa.DataType) -> Any:
+    """Spark type JSON of an Arrow type, as PySpark's `from_arrow_type` maps it (the timestamp unit
+    is ignored; a timestamp without time zone is timestamp_ntz; dictionaries map to their values)."""
+    types = pa.types
+    if types.is_boolean(t):
+        return "boolean"
+    simple = ((types.is_int8, "byte"), (types.is_int16, "short"), (types.is_int32, "integer"),
+              (types.is_int64, "long"), (types.is_float32, "float"), (types.is_float64, "double"),
+              (types.is_date32, "date"), (types.is_null, "void"))
+    for test, name in simple:
+        if test(t):
+            return name
+    if types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    if types.is_string(t) or types.is_large_string(t):
+        return "string"
+    if types.is_binary(t) or types.is_large_binary(t) or types.is_fixed_size_binary(t):
+        return "binary"
+    if types.is_timestamp(t):
+        return "timestamp" if t.tz is not None else "timestamp_ntz"
+    if types.is_list(t) or types.is_large_list(t) or types.is_fixed_size_list(t):
+        return {"type": "array", "elementType": spark_type_json(t.value_type),
+                "containsNull": t.value_field.nullable}
+    if types.is_map(t):
+        return {"type": "map", "keyType": spark_type_json(t.key_type), "valueType": spark_type_json(t.item_type),
+                "valueContainsNull": t.item_field.nullable}
+    if types.is_struct(t):
+        return {"type": "struct", "fields": [_spark_field_json(t.field(i)) for i in range(t.num_fields)]}
+    if types.is_dictionary(t):
+        return spark_type_json(t.value_type)
+    raise UnsupportedTypeError(f"Arrow type {t} has no Spark type here")
+
+
+def spark_schema_json(schema: pa.Schema) -> dict[str, Any]:
+    """Spark StructType JSON of an Arrow schema (what `StructType.fromJson` takes), as PySpark's
+    `from_arrow_schema` maps it."""
+    return {"type": "struct", "fields": [_spark_field_json(f) for f in schema]}
 
 
 # Partition value helpers live in partitions.py; re-exported for the Spark layer.
@@ -502,7 +572,7 @@ from .partitions import (  # noqa: E402
 __all__ = [
     "ColumnSpec", "IndexedField", "ROW_FIELD", "EXACT_SUFFIX", "KINDS", "STRING_KINDS",
     "validate_schema", "column_specs", "doc_mapping_json", "doc_mapping_from_specs", "specs_from_doc_mapping",
-    "tantivy_schema", "arrow_type", "arrow_schema", "atomic_kind", "type_name", "decimal_precision_scale",
+    "tantivy_schema", "arrow_type", "arrow_schema", "spark_type_json", "spark_schema_json", "atomic_kind", "type_name", "decimal_precision_scale",
     "format_partition_value", "parse_partition_value", "partition_path", "partition_value_array",
     "specs_by_name", "with_truncated_terms", "with_fully_tokenized",
 ]
