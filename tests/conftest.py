@@ -20,6 +20,11 @@ Fixtures:
   azure_connection_string, azure_endpoint, azure_container, azure_options   (session) likewise
                                                 for Azurite.
   spark            (session) local[2] SparkSession with indextables registered.
+  spark_connect_server (session) a Spark Connect server started from pyspark (tests/spark_servers.py).
+  connect_spark    (session) a Spark Connect client session on it (pyspark's Connect flag is set only
+                   while a test using it runs).
+  standalone_cluster (session) a Master + two 1-core Workers; spark_cluster (session) its master URL.
+  The servers start on first use only; mark tests using them `spark`.
 """
 from __future__ import annotations
 
@@ -222,3 +227,116 @@ def spark():
     it_register.register(session)
     yield session
     session.stop()
+
+
+# --- Spark Connect server and standalone cluster (real servers; started once, on first use) -------
+
+_CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"
+
+
+def _connect_client_missing() -> list[str]:
+    import importlib.util
+
+    missing = []
+    for module in ("grpc", "grpc_status", "google.rpc", "pandas"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:     # the parent package ("google") is missing
+            found = False
+        if not found:
+            missing.append(module)
+    return missing
+
+
+def _start_or_fail(server) -> None:
+    from spark_servers import ServerStartError
+
+    try:
+        server.start()
+    except ServerStartError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(tmp_path_factory):
+    """A Spark Connect server (local[2], filter pushdown on, the venv's Python for its workers) on a
+    free port; its log is `server.log_path`."""
+    from spark_servers import ConnectServer
+
+    server = ConnectServer(tmp_path_factory.mktemp("spark-connect"))
+    try:
+        _start_or_fail(server)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_spark(spark_connect_server):
+    """A Spark Connect client session (`pyspark.sql.connect.session.SparkSession`) on
+    `spark_connect_server`.
+
+    pyspark marks the whole process as "Connect mode" when a remote session is created
+    (os.environ SPARK_CONNECT_MODE_ENABLED: `pyspark.sql.functions` then build Connect columns and a
+    classic `SparkSession.builder...getOrCreate()` refuses to start). So the flag is set only while
+    a test that uses this fixture runs (`_spark_connect_mode`, autouse); the classic `spark` fixture
+    works before and after."""
+    missing = _connect_client_missing()
+    if missing:
+        pytest.fail(f"the Spark Connect client needs {missing} (pip install grpcio grpcio-status "
+                    f"googleapis-common-protos pandas, or pyspark[connect])", pytrace=False)
+    from pyspark.sql import SparkSession
+
+    before = os.environ.get(_CONNECT_MODE_ENV)
+    try:
+        session = SparkSession.builder.remote(spark_connect_server.url).getOrCreate()
+    finally:
+        _restore_env(_CONNECT_MODE_ENV, before)
+    yield session
+    os.environ[_CONNECT_MODE_ENV] = "1"
+    try:
+        session.stop()
+    finally:
+        _restore_env(_CONNECT_MODE_ENV, before)
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
+def _spark_connect_mode(request):
+    """pyspark's process-wide Connect flag, on only during tests that use `connect_spark`."""
+    if "connect_spark" not in request.fixturenames:
+        yield
+        return
+    before = os.environ.get(_CONNECT_MODE_ENV)
+    os.environ[_CONNECT_MODE_ENV] = "1"
+    try:
+        yield
+    finally:
+        _restore_env(_CONNECT_MODE_ENV, before)
+
+
+@pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory):
+    """A standalone cluster: one Master, two Workers (1 core, 2g each) on 127.0.0.1, each worker
+    with its own work dir, SPARK_LOCAL_DIRS and TMPDIR (so its executors' default split cache is
+    `worker.cache_dir`). See tests/spark_servers.py."""
+    from spark_servers import StandaloneCluster
+
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, cores=1, memory="2g")
+    try:
+        _start_or_fail(cluster)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(standalone_cluster) -> str:
+    """The master URL (spark://127.0.0.1:PORT) of `standalone_cluster`."""
+    return standalone_cluster.master_url
