@@ -41,15 +41,24 @@ __all__ = [
     "aggregate",
     "register",
     "sql",
+    "unregister",
     "wait_for_maintenance",
 ]
 
 
 def register(spark) -> None:
-    """Register the "indextables" data source and SQL table functions on a SparkSession."""
+    """Register the "indextables" data source and SQL table functions on a SparkSession (classic or
+    Spark Connect) and install the indextables-only reader/writer wrappers (see spark/register.py)."""
     from .spark.register import register as _register
 
     _register(spark)
+
+
+def unregister(spark=None) -> None:
+    """Remove the pyspark wrappers `register` installed (see README "What register changes")."""
+    from .spark.register import unregister as _unregister
+
+    _unregister(spark)
 
 
 def sql(spark, text: str):

@@ -1,36 +1,51 @@
 """The "indextables" PySpark data source: glue between Spark and the Spark-free core."""
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+import sys
+import uuid
+from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceArrowWriter,
-    DataSourceReader,
-    InputPartition,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
 from ..errors import InvalidOptionError
-from ..log.actions import AddFile
 from ..options import Options
+from .guard import INDEXALL
 from .options import resolve_options, table_path
 
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "indextables"
 
-# A virtual, always-NULL string column. `WHERE _indexall = '<query>'` passes a full-text query from
-# SQL; the DataFrame API drops the column (see register.py for why every scan filters on it).
-INDEXALL = "_indexall"
-# Value of the plan guard `NOT (_indexall <=> PLAN_GUARD)`: always true, but it makes Spark run
-# filter pushdown (and so fresh planning) for every scan. See register.py.
-PLAN_GUARD = "\u0000indextables-plan-guard"
+# INDEXALL: a virtual, always-NULL string column. `WHERE _indexall = '<query>'` passes a full-text
+# query from SQL; guarded reads filter on it (spark/guard.py); the DataFrame API drops it.
+
+
+@dataclass(frozen=True)
+class SnapshotPin:
+    """Which snapshot the readers of one relation read (see spark/guard.py)."""
+
+    relation_id: str     # one per loaded DataFrame / view (Spark keeps one DataSource per relation)
+    version: int         # the version time travel asked for, else the latest at load time
+    time_travel: bool
+
+    def snapshot(self, path: str, opts: Options, latest: bool):
+        from ..table import IndexTable
+
+        table = IndexTable(path, opts)
+        if latest and not self.time_travel:
+            return table.snapshot()
+        return table.snapshot(version=self.version)
+
+
+def _called_by_plain_planner() -> bool:
+    """True when Spark plans this read without filter pushdown (its `plan_data_source_read` worker):
+    that reader never gets pushFilters, and one that overrides it is refused when pushdown is off."""
+    g = sys._getframe(2).f_globals
+    spec = g.get("__spec__")
+    return "pyspark.sql.worker.plan_data_source_read" in (g.get("__name__"), getattr(spec, "name", None))
 
 
 class IndexTablesDataSource(DataSource):
@@ -43,6 +58,7 @@ class IndexTablesDataSource(DataSource):
     def __init__(self, options):
         super().__init__(options)
         self.opts: Options = resolve_options(options)
+        self.pin: SnapshotPin | None = None
 
     @property
     def path(self) -> str:
@@ -73,6 +89,8 @@ class IndexTablesDataSource(DataSource):
         from .reader import check_table_query, extra_fields, read_options
 
         snapshot = self._read_snapshot()
+        time_travel = self.opts.get_str("versionAsOf") is not None or self.opts.get_str("timestampAsOf") is not None
+        self.pin = SnapshotPin(uuid.uuid4().hex, snapshot.version, time_travel)
         schema = snapshot.schema
         ro = read_options(self.opts)
         if ro.query is not None:
@@ -82,9 +100,13 @@ class IndexTablesDataSource(DataSource):
         return StructType(list(schema.fields) + [StructField(INDEXALL, StringType(), True)] + extra)
 
     def reader(self, schema: StructType) -> "DataSourceReader":
-        from .reader import IndexTablesReader
+        from .reader import IndexTablesReader, UnpushedReader
 
-        return IndexTablesReader(self.path, self.opts, self._read_snapshot(), schema)
+        if self.pin is None:   # a schema given by the caller: schema() never ran
+            snapshot = self._read_snapshot()
+            self.pin = SnapshotPin(uuid.uuid4().hex, snapshot.version, False)
+        cls = UnpushedReader if _called_by_plain_planner() else IndexTablesReader
+        return cls(self.path, self.opts, schema, self.pin)
 
     def writer(self, schema: StructType, overwrite: bool):
         from .writer import IndexTablesWriter

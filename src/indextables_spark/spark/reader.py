@@ -170,24 +170,40 @@ def group_by_size(files: list[AddFile], target_bytes: int, min_groups: int) -> l
 
 
 class IndexTablesReader(DataSourceReader):
-    def __init__(self, path: str, opts: Options, snapshot, schema: StructType):
+    """One planned read. Which snapshot it reads and whether it takes Spark's filters depends on
+    the plan guard (module `spark/guard.py`): a guarded scan is planned afresh by Spark for every
+    query, so it reads the latest version and narrows by the pushed filters; an unguarded one may
+    be reused by Spark for later scans of the same relation, so it reads the version pinned when
+    the DataFrame was loaded and leaves every filter to Spark."""
+
+    def __init__(self, path: str, opts: Options, schema: StructType, pin: "SnapshotPin"):
         self.path = path
         self.opts = opts
         self.schema_json = schema.jsonValue()
-        self.table_schema_json = snapshot.schema_json
-        self.partition_columns = snapshot.partition_columns
-        self.version = snapshot.version
-        self._snapshot = snapshot
+        self.pin = pin
         self.read_opts = read_options(opts)
         self.option_query = self.read_opts.query
         self.index_queries: list[str] = []   # from `_indexall = '...'` filters
+        self.partition_filters: list = []
+        self.data_filters: list = []
+        self.guarded = False
+        self._snapshot = None
+
+    def _bind(self, snapshot) -> None:
+        """Read this snapshot: its schema, partitioning and indexing settings."""
+        self._snapshot = snapshot
+        self.table_schema_json = snapshot.schema_json
+        self.partition_columns = snapshot.partition_columns
+        self.version = snapshot.version
         self.column_types = {
             f["name"]: (f["type"] if isinstance(f["type"], str) else f["type"].get("type"))
             for f in self.table_schema_json["fields"]
         }
-        self.specs = table_specs(snapshot, opts)
-        self.partition_filters: list = []
-        self.data_filters: list = []
+        self.specs = table_specs(snapshot, self.opts)
+
+    def _ensure_bound(self) -> None:
+        if self._snapshot is None:
+            self._bind(self.pin.snapshot(self.path, self.opts, latest=False))
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -204,26 +220,38 @@ class IndexTablesReader(DataSourceReader):
 
     def pushFilters(self, filters):
         from ..split.filters import columns_of, supports
+        from . import guard
 
-        parts = set(self.partition_columns)
+        filters = list(filters)
+        verdicts = [indexall_filter(f) for f in filters]
+        epoch = next((v.epoch for v in verdicts if isinstance(v, guard.Guard)), None)
+        queries = sorted(v for v in verdicts if isinstance(v, str))
+        self.guarded = epoch is not None
         self.partition_filters, self.data_filters, self.index_queries = [], [], []
-        for f in filters:
-            verdict = indexall_filter(f)
-            if verdict is not None:
-                if isinstance(verdict, str):
-                    self.index_queries.append(verdict)
-                continue
-            core = spark_filters.convert(f, self.column_types)
+        if not self.guarded:
+            if queries:
+                raise InvalidOptionError(guard.unguarded_query_message(self.path))
+            self._ensure_bound()
+            yield from filters   # Spark applies them all (see the class docstring)
+            return
+        self._bind(self.pin.snapshot(self.path, self.opts, latest=True))
+        others = [f for f, v in zip(filters, verdicts) if v is None]
+        narrow = guard.record_scan(self.pin.relation_id, epoch, queries, others, self.path)
+        self.index_queries = queries
+        parts = set(self.partition_columns)
+        for f in others:
+            # Every filter goes back to Spark too: the reader planned last for this relation may
+            # serve another scan of it in the same query (spark/guard.py), so Spark keeps each
+            # scan's own filters; narrowing only removes rows they would remove anyway.
+            yield f
+            core = spark_filters.convert(f, self.column_types) if narrow else None
             if core is None:
-                yield f
                 continue
             cols = columns_of(core)
             if cols <= parts:
                 self.partition_filters.append(core)
             elif not (cols & parts) and supports(core, self.specs):
                 self.data_filters.append(core)
-            else:
-                yield f
 
     def _live_files(self) -> list[AddFile]:
         from ..split.bloom import skip_by_blooms
@@ -249,6 +277,12 @@ class IndexTablesReader(DataSourceReader):
         return files
 
     def partitions(self):
+        from . import guard
+
+        self._ensure_bound()
+        ro = self.read_opts
+        if not self.guarded and (ro.limit is not None or ro.order_by_score):
+            raise InvalidOptionError(guard.unguarded_ranking_message(self.path))
         files = self._live_files()
         if self.query is not None:   # refused here rather than in every task
             check_table_query(self._snapshot, self.opts, self.query, files, every=True)
@@ -282,20 +316,31 @@ class IndexTablesReader(DataSourceReader):
                     return
 
 
+class UnpushedReader(IndexTablesReader):
+    """The reader Spark plans without filter pushdown (pushdown off, or a scan with no filter it
+    can push): it never gets filters, and not overriding pushFilters keeps it valid when the
+    session has `spark.sql.python.filterPushdown.enabled=false`."""
+
+    pushFilters = DataSourceReader.pushFilters
+
+
 def indexall_filter(f):
-    """How a filter on the `_indexall` pseudo-column is consumed: the query text (EqualTo), True
-    for filters that are no-ops on it (the plan guard, IS NOT NULL), None when not about it."""
+    """How a filter on the `_indexall` pseudo-column is consumed: the query text (EqualTo), the
+    plan guard (a `guard.Guard`), True for IS NOT NULL (implied by a query), None when not about it."""
     from pyspark.sql import datasource as sds
 
-    from .datasource import INDEXALL, PLAN_GUARD
+    from . import guard
+    from .datasource import INDEXALL
 
     if isinstance(f, sds.EqualTo) and tuple(f.attribute) == (INDEXALL,) and isinstance(f.value, str):
+        if guard.parse(f.value) is not None:
+            raise InvalidOptionError(f"{INDEXALL} = <the plan guard value>: not a full-text query")
         return f.value
     if isinstance(f, sds.IsNotNull) and tuple(f.attribute) == (INDEXALL,):
         return True
     if (isinstance(f, sds.Not) and isinstance(f.child, sds.EqualNullSafe)
-            and tuple(f.child.attribute) == (INDEXALL,) and f.child.value == PLAN_GUARD):
-        return True
+            and tuple(f.child.attribute) == (INDEXALL,) and isinstance(f.child.value, str)):
+        return guard.parse(f.child.value)
     return None
 
 

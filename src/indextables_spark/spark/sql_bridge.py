@@ -133,7 +133,8 @@ def split_view_references(spark, text: str) -> str:
         counts[v] = counts.get(v, 0) + 1
     if all(c < 2 for c in counts.values()):
         return text
-    from .register import guarded, raw_load
+    from .guard import guarded
+    from .register import raw_load
 
     out, last, seen = [], 0, {}
     for start, end, v in refs:
@@ -167,7 +168,8 @@ def _is_temp_view(spark, name: str) -> bool:
 
 
 def _create_view(spark, m):
-    from .register import guarded, raw_load
+    from .guard import guarded
+    from .register import raw_load
 
     name = _unquote_ident(m.group("name"))
     opts = parse_options(m.group("opts"))
@@ -220,7 +222,7 @@ def insert_dataframe(spark, src: ViewSource, name: str, overwrite: bool, data, t
     from pyspark.sql import functions as sf
 
     from ..table import IndexTable
-    from .datasource import INDEXALL
+    from .guard import INDEXALL
 
     table = IndexTable(src.path, src.options)
     schema = table.snapshot().schema
