@@ -12,12 +12,15 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, WriterCommitMessage
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadMaxBytes,
-    ReadMaxFiles,
-    SupportsTriggerAvailableNow,
-)
+try:   # read limits (admission control) and Trigger.AvailableNow for Python sources: pyspark >= 4.2
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxBytes,
+        ReadMaxFiles,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:   # pyspark 4.1: Spark calls latestOffset() without arguments (no read limits)
+    SupportsTriggerAvailableNow = object
 from pyspark.sql.types import StructType
 
 from ..errors import IndexTablesError, InvalidOptionError
@@ -129,7 +132,9 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 )
         return adds
 
-    def latestOffset(self, start: dict, limit) -> dict:
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        if start is None:
+            return self._latest_without_limits()
         pos = Position.of(start)
         last = self.table.version() if self._target_version is None else self._target_version
         max_files = getattr(limit, "max_files", None)
@@ -156,6 +161,13 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         end = Position(version, index, starting)
         # Normalise "all of unit v consumed" to "start of unit v+1" only when v+1 exists.
         return end.to_offset()
+
+    def _latest_without_limits(self) -> dict:
+        """pyspark 4.1 (no admission control): every split up to the table's current version."""
+        if self.max_files or self.max_bytes:
+            log.warning("indextables stream from %s: maxFilesPerTrigger/maxBytesPerTrigger need pyspark >= 4.2 "
+                        "(read limits for Python sources); this micro-batch reads every new split", self.path)
+        return Position(self.table.version() + 1, 0, False).to_offset()
 
     def _files_between(self, start: Position, end: Position) -> list[AddFile]:
         out: list[AddFile] = []
