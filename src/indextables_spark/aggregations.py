@@ -7,13 +7,17 @@ Where the per-split work runs (`execution`):
 - "spark": one Spark job, a task per group of splits (executors download and cache splits).
 - "driver": threads of the calling process (Tantivy releases the GIL); needs no SparkSession.
 - "auto" (default): "driver" when there is no session or it runs in local mode (executors are
-  threads of this very machine, so a job adds only its ~0.15 s of scheduling), else "spark".
+  threads of this very machine, so a job adds only its ~0.15 s of scheduling), else "spark";
+  always "spark" over Spark Connect (the server may run elsewhere).
+Classic and Spark Connect sessions both work (the job is a DataFrame `mapInArrow`, the options
+come from `spark.conf`).
 """
 from __future__ import annotations
 
 import os
 from typing import Any, Mapping
 
+from . import sessions
 from .errors import InvalidOptionError
 from .options import Options
 
@@ -27,13 +31,9 @@ def table_options(snapshot: Any, options: Options) -> Options:
 
 
 def session_options(spark: Any, options: Mapping[str, Any] | None) -> Options:
-    """`spark.indextables.*` session conf (credentials, endpoints, ...) overlaid with `options`."""
-    base = {}
-    if spark is not None:
-        from .spark.register import conf_options
-
-        base = conf_options(spark)
-    return Options.of(base, options)
+    """`spark.indextables.*` session conf (credentials, endpoints, ...) overlaid with `options`
+    (classic or Spark Connect session; no JVM access; over Connect secrets must be options)."""
+    return sessions.with_session_options(spark, options)
 
 
 def choose_execution(spark: Any, execution: str) -> str:
@@ -45,8 +45,9 @@ def choose_execution(spark: Any, execution: str) -> str:
         return execution
     if spark is None:
         return "driver"
-    master = spark.sparkContext.master or ""
-    return "driver" if master.startswith("local") else "spark"
+    if sessions.is_connect(spark):      # the server (and its storage access) may be elsewhere
+        return "spark"
+    return "driver" if sessions.master(spark).startswith("local") else "spark"
 
 
 def aggregate(spark: Any, path: str, query: str | None = None, aggs: Mapping[str, Any] | str | None = None,

@@ -8,12 +8,18 @@ from .log.snapshot import Snapshot
 from .log.table_log import TransactionLog
 from .log.transaction import Transaction
 from .options import Options
+from .sessions import with_session_options
 from .storage import Storage, open_storage
 
 
 class IndexTable:
-    def __init__(self, path: str, options: Mapping[str, Any] | None = None, storage: Storage | None = None):
-        self.options = Options.of(options)
+    def __init__(self, path: str, options: Mapping[str, Any] | None = None, spark: Any = None, *,
+                 storage: Storage | None = None):
+        """spark: a SparkSession (classic or Spark Connect): its `spark.indextables.*` conf entries
+        (credentials, endpoints, ...) are taken as options; explicit `options` win. Over Spark
+        Connect the server withholds secret entries (aws.accessKey, aws.secretKey, azure.sasToken,
+        ...; see sessions.py): give those as options."""
+        self.options = Options.of(options) if spark is None else with_session_options(spark, options)
         self.path = path
         self.storage = storage or open_storage(path, self.options)
         self.log = TransactionLog(self.storage, self.options)

@@ -310,14 +310,12 @@ class SparkRunner:
     spark: Any
 
     def run(self, job: MergeJob, groups: list[MergeGroup], progress: Progress | None) -> list[GroupOutcome]:
-        sc = self.spark.sparkContext
+        from ..sessions import run_tasks     # a DataFrame job: classic and Spark Connect sessions
+
         if progress:
             progress("merging", 0, len(groups))
-        sc.setJobDescription(f"MERGE SPLITS {job.table_uri}: {len(groups)} groups")
-        try:
-            out = sc.parallelize(groups, len(groups)).map(functools.partial(merge_group, job)).collect()
-        finally:
-            sc.setJobDescription(None)
+        out = run_tasks(self.spark, functools.partial(merge_group, job), groups,
+                        description=f"MERGE SPLITS {job.table_uri}: {len(groups)} groups")
         if progress:
             progress("merging", len(groups), len(groups))
         return sorted(out, key=lambda o: o.index)

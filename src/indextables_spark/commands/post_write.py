@@ -25,6 +25,7 @@ import threading
 from typing import Any, Mapping
 
 from ..options import Options
+from ..sessions import default_parallelism, job_description
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def run(spark, path: str, opts: Options) -> dict:
     if opts.get_bool("mergeOnWrite.enabled", False):
         cfg = merge.MergeConfig.from_options(opts, target_option="mergeOnWrite.targetSize", default_target=4 << 30)
         plan = merge.plan_merge(table.log, None, cfg)
-        threshold = merge_trigger_threshold(spark.sparkContext.defaultParallelism, opts)
+        threshold = merge_trigger_threshold(default_parallelism(spark), opts)
         if len(plan.groups.groups) >= threshold:
             out["merge"] = merge.execute_merge(plan, merge.SparkRunner(spark))
             merged = out["merge"]["status"] == "SUCCESS"
@@ -109,8 +110,8 @@ def _start_background(spark, path: str, opts: Options) -> dict:
 
     def work() -> None:
         try:
-            spark.sparkContext.setJobDescription(f"indextables merge-on-write {path}")
-            _last_results[path] = _run_logged(spark, path, opts)
+            with job_description(spark, f"indextables merge-on-write {path}"):   # classic sessions only
+                _last_results[path] = _run_logged(spark, path, opts)
         finally:
             with _background_lock:
                 _background.pop(path, None)

@@ -2,7 +2,7 @@
 each returning the merged partial of its splits; the driver merges the task partials."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from ..log.actions import AddFile
 from ..options import Options
@@ -22,20 +22,21 @@ def group_partial(path: str, options: dict, files: list[dict], query: str | None
 
 def run_job(spark: Any, path: str, opts: Options, files: list[AddFile], query: str | None,
             aggs: Sequence[Any], deletes: dict[str, list[dict]] | None = None) -> dict:
+    """One task per group of splits (classic or Spark Connect session: a DataFrame job, no RDDs)."""
+    from ..sessions import default_parallelism, run_tasks
     from ..split.aggregate import merge_all
 
-    sc = spark.sparkContext
     groups = group_by_size(files, opts.get_size("read.maxPartitionBytes", DEFAULT_PARTITION_BYTES),
-                           sc.defaultParallelism)
+                           default_parallelism(spark))
     if not groups:
         return merge_all(aggs, [])
     deletes = deletes or {}
     payload = [([f.to_json() for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes}) for g in groups]
     options = dict(opts.values)
 
-    def task(groups_in_partition: Iterator[tuple[list[dict], dict]]) -> Iterator[dict]:
-        for group, group_deletes in groups_in_partition:
-            yield group_partial(path, options, group, query, aggs, group_deletes)
+    def task(item: tuple[list[dict], dict]) -> dict:
+        group, group_deletes = item
+        return group_partial(path, options, group, query, aggs, group_deletes)
 
-    partials = sc.parallelize(payload, len(payload)).mapPartitions(task).collect()
+    partials = run_tasks(spark, task, payload, description=f"indextables aggregate {path}: {len(payload)} tasks")
     return merge_all(aggs, partials)
