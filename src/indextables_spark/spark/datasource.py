@@ -12,15 +12,16 @@ from pyspark.sql.types import StructType
 
 from ..errors import InvalidOptionError
 from ..options import Options
-from .guard import INDEXALL
+from .guard import INDEXALL, INDEXGUARD
 from .options import resolve_options, table_path
 
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "indextables"
 
-# INDEXALL: a virtual, always-NULL string column. `WHERE _indexall = '<query>'` passes a full-text
-# query from SQL; guarded reads filter on it (spark/guard.py); the DataFrame API drops it.
+# INDEXALL, INDEXGUARD: virtual, always-NULL string columns. `WHERE _indexall = '<query>'` passes a
+# full-text query from SQL; guarded reads filter on `_indexguard` (spark/guard.py). The DataFrame
+# API drops both, views keep `_indexall`.
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ class IndexTablesDataSource(DataSource):
             check_table_query(snapshot, self.opts, ro.query)   # a bad query fails load(), not a task
         # `_score` / `_snippet` only when the options ask for them (see reader.py).
         extra = extra_fields(ro, schema, snapshot.partition_columns)
-        return StructType(list(schema.fields) + [StructField(INDEXALL, StringType(), True)] + extra)
+        return StructType(list(schema.fields) + [StructField(INDEXALL, StringType(), True),
+                                                 StructField(INDEXGUARD, StringType(), True)] + extra)
 
     def reader(self, schema: StructType) -> "DataSourceReader":
         from .reader import IndexTablesReader, UnpushedReader

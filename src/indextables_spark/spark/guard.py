@@ -6,8 +6,9 @@ pushes no filter runs the previous scan's reader, and two scans of one relation 
 (self-join, self-union) both run the reader planned last. Nothing in the data source API tells a
 reader which scan it serves, so:
 
-- A read is *guarded* when its plan filters on `NOT (_indexall <=> '<prefix><epoch>')`, always
-  true. Spark pushes it, so every scan of a guarded relation is planned afresh, and the epoch is
+- A read is *guarded* when its plan filters on `NOT (_indexguard <=> '<prefix><epoch>')`, always
+  true (`_indexguard` is a virtual, always-NULL column of its own: on `_indexall`, Spark's constant
+  propagation would fold the guard away next to `_indexall = '<query>'`). Spark pushes it, so every scan of a guarded relation is planned afresh, and the epoch is
   `unix_micros(current_timestamp())`, which Spark folds to one literal per query before pushdown:
   scans of the same relation with the same epoch belong to one query. Guarded reads come from our
   load wrapper (`it.register`) and our SQL views.
@@ -36,6 +37,8 @@ from dataclasses import dataclass
 from ..errors import InvalidOptionError
 
 INDEXALL = "_indexall"
+INDEXGUARD = "_indexguard"
+VIRTUAL_COLUMNS = (INDEXALL, INDEXGUARD)
 GUARD_PREFIX = "\u0000indextables-plan-guard:"
 _SCANS_DIR = "indextables-scans"
 _KEEP_SECONDS = 3600.0
@@ -55,16 +58,16 @@ def parse(value: object) -> Guard | None:
 
 
 def guard_condition():
-    """The Column `NOT (_indexall <=> '<prefix>' || unix_micros(current_timestamp()))`."""
+    """The Column `NOT (_indexguard <=> '<prefix>' || unix_micros(current_timestamp()))`."""
     from pyspark.sql import functions as sf
 
     epoch = sf.unix_micros(sf.current_timestamp()).cast("string")
-    return ~sf.col(INDEXALL).eqNullSafe(sf.concat(sf.lit(GUARD_PREFIX), epoch))
+    return ~sf.col(INDEXGUARD).eqNullSafe(sf.concat(sf.lit(GUARD_PREFIX), epoch))
 
 
 def guarded(df):
-    """The DataFrame with the plan guard (keeps the `_indexall` column)."""
-    return df.where(guard_condition())
+    """The DataFrame with the plan guard, without the `_indexguard` column (keeps `_indexall`)."""
+    return df.where(guard_condition()).drop(INDEXGUARD)
 
 
 def _scans_dir() -> str:

@@ -330,7 +330,7 @@ def indexall_filter(f):
     from pyspark.sql import datasource as sds
 
     from . import guard
-    from .datasource import INDEXALL
+    from .guard import INDEXALL, INDEXGUARD
 
     if isinstance(f, sds.EqualTo) and tuple(f.attribute) == (INDEXALL,) and isinstance(f.value, str):
         if guard.parse(f.value) is not None:
@@ -339,7 +339,7 @@ def indexall_filter(f):
     if isinstance(f, sds.IsNotNull) and tuple(f.attribute) == (INDEXALL,):
         return True
     if (isinstance(f, sds.Not) and isinstance(f.child, sds.EqualNullSafe)
-            and tuple(f.child.attribute) == (INDEXALL,) and isinstance(f.child.value, str)):
+            and tuple(f.child.attribute) == (guard.INDEXGUARD,) and isinstance(f.child.value, str)):
         return guard.parse(f.child.value)
     return None
 
@@ -354,9 +354,9 @@ def _open_split(reader: IndexTablesReader, add: AddFile):
 
 
 def _data_names(reader: IndexTablesReader, target: pa.Schema) -> list[str]:
-    from .datasource import INDEXALL
+    from .guard import INDEXALL, INDEXGUARD
 
-    virtual = {INDEXALL, SCORE, SNIPPET}
+    virtual = {INDEXALL, INDEXGUARD, SCORE, SNIPPET}
     return [f.name for f in target if f.name not in reader.partition_columns and f.name not in virtual]
 
 
@@ -365,7 +365,7 @@ def to_target(batch: pa.RecordBatch | pa.Table, add: AddFile, target: pa.Schema,
     """Rows of one split as the read schema: partition values, `_indexall` (always NULL), and
     `_score`/`_snippet` from the batch when present, else NULL."""
     from ..split.partitions import partition_value_array
-    from .datasource import INDEXALL
+    from .guard import INDEXALL, INDEXGUARD
 
     n = batch.num_rows
     names = batch.schema.names
@@ -373,7 +373,7 @@ def to_target(batch: pa.RecordBatch | pa.Table, add: AddFile, target: pa.Schema,
     for f in target:
         if f.name in partition_columns:
             cols.append(partition_value_array(add.partition_values.get(f.name), f.type, n))
-        elif f.name == INDEXALL or (f.name in (SCORE, SNIPPET) and f.name not in names):
+        elif f.name in (INDEXALL, INDEXGUARD) or (f.name in (SCORE, SNIPPET) and f.name not in names):
             cols.append(pa.nulls(n, f.type))
         else:
             col = batch.column(names.index(f.name))
@@ -491,10 +491,10 @@ def finish_load(df, given: Mapping[str, object]):
     without the virtual `_indexall` column."""
     from pyspark.sql import functions as sf
 
-    from .datasource import INDEXALL
+    from .guard import INDEXALL, INDEXGUARD
 
     ro = read_options(Options.of({str(k): v for k, v in given.items()}))
-    df = df.drop(INDEXALL)
+    df = df.drop(INDEXALL, INDEXGUARD)
     if ro.order_by_score or ro.top_n:
         df = df.orderBy(sf.col(SCORE).desc())
     if ro.limit is not None:

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from ..errors import TableExistsError
 from ..options import PREFIX, session_options
-from .guard import INDEXALL, guarded
+from .guard import VIRTUAL_COLUMNS, guarded
 
 FORMAT_NAMES = ("indextables", "indextables_spark", "io.indextables.spark")
 
@@ -173,7 +173,7 @@ def _make_load(streaming: bool):
             spark = session_of(self)
             _inject_conf(self, spark)
             if streaming:
-                return orig(self, path=path, schema=schema).drop(INDEXALL)
+                return orig(self, path=path, schema=schema).drop(*VIRTUAL_COLUMNS)
             from .reader import finish_load, load_options
 
             for k, v in load_options(spark, g.options).items():

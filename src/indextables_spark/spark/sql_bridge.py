@@ -222,12 +222,14 @@ def insert_dataframe(spark, src: ViewSource, name: str, overwrite: bool, data, t
     from pyspark.sql import functions as sf
 
     from ..table import IndexTable
-    from .guard import INDEXALL
+    from .guard import VIRTUAL_COLUMNS
 
     table = IndexTable(src.path, src.options)
     schema = table.snapshot().schema
     names = [f.name for f in schema.fields]
-    src_cols = [c for c in data.columns if c != INDEXALL] if len(data.columns) == len(names) + 1 else data.columns
+    virtual = [c for c in data.columns if c in VIRTUAL_COLUMNS]
+    src_cols = [c for c in data.columns if c not in VIRTUAL_COLUMNS] if len(data.columns) == len(names) + len(virtual) \
+        else data.columns
     if target_cols is not None:
         missing = [c for c in names if c not in target_cols]
         if missing or len(target_cols) != len(src_cols):
