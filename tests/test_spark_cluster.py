@@ -1,0 +1,157 @@
+"""indextables on a real standalone cluster (one Master, two 1-core Workers: `standalone_cluster`)
+with the table on S3 (moto). Executors are separate JVMs with their own Python workers, temp dirs
+and split caches: whatever they need (credentials, endpoint) must travel in options and conf.
+
+1. examples/spark_submit_job.py through `spark-submit --master spark://…` with the credentials
+   as `--conf spark.indextables.*`; its printed count equals the Spark-free count, and both
+   workers ran tasks.
+2. A driver-side session on the cluster (tests/spark_cluster_job.py in its own process) with the
+   credentials only as `spark.indextables.*` session conf: write, read back row by row.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import spark_cluster_job as job
+from spark_servers import log_tail, spark_home
+
+import indextables_spark as it
+from indextables_spark.storage import open_storage
+
+pytestmark = [pytest.mark.spark, pytest.mark.cloud, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+JOB_TIMEOUT = 900
+
+
+@pytest.fixture
+def s3_uri(s3_bucket, s3_options, request):
+    uri = f"s3://{s3_bucket}/{request.node.name[:30]}-{uuid.uuid4().hex[:8]}"
+    yield uri
+    storage = open_storage(uri, s3_options)
+    storage.delete([f.key for f in storage.list("")])
+
+
+def driver_env(tmp: Path) -> dict[str, str]:
+    """The driver process's environment: the venv's Python for the workers, its own temp dir."""
+    (tmp / "driver-tmp").mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "SPARK_HOME": spark_home(), "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+            "TMPDIR": str(tmp / "driver-tmp")}
+
+
+def run(cmd: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> tuple[int, str]:
+    """Run a driver process (own process group, killed on timeout); (exit code, stdout)."""
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                                cwd=str(cwd), start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=JOB_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.communicate()
+            pytest.fail(f"{cmd[:3]} did not finish in {JOB_TIMEOUT} s; its log:\n{log_tail(log)}")
+    return proc.returncode, out.decode(errors="replace")
+
+
+def apps_since(cluster, t0_ms: int) -> set[str]:
+    """Ids of the applications the master has seen start since t0_ms."""
+    state = cluster.state()
+    return {a["id"] for a in state.get("completedapps", []) + state.get("activeapps", [])
+            if a.get("starttime", 0) >= t0_ms}
+
+
+def executor_stderr(worker, app_id: str) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted((worker.work_dir / app_id).glob("*/stderr")))
+
+
+def test_spark_submit_example_on_the_cluster(standalone_cluster, s3_uri, s3_options, tmp_path):
+    cluster, uri = standalone_cluster, s3_uri
+    cache_before = {w.index: {p for p in w.cache_dir.rglob("*") if p.is_file()} for w in cluster.worker_list}
+    conf = {
+        **s3_options,               # credentials, endpoint, path style, region: --conf spark.indextables.*
+        "spark.sql.python.filterPushdown.enabled": "true",
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executor.memory": "1g",
+        "spark.executor.cores": "1",
+        "spark.cores.max": "2",
+        "spark.scheduler.minRegisteredResourcesRatio": "1.0",    # both executors up before the first job
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    cmd = [f"{spark_home()}/bin/spark-submit", "--master", cluster.master_url]
+    for k, v in conf.items():
+        cmd += ["--conf", f"{k}={v}"]
+    cmd += [str(ROOT / "examples" / "spark_submit_job.py"), uri]
+
+    t0_ms = int(time.time() * 1000) - 1000
+    started = time.monotonic()
+    code, out = run(cmd, driver_env(tmp_path), tmp_path / "spark-submit.log")
+    elapsed = time.monotonic() - started
+    assert code == 0, f"spark-submit exited with {code}; stdout:\n{out}\nstderr:\n{log_tail(tmp_path / 'spark-submit.log')}"
+    m = re.search(r"version (\d+): (\d+) documents mention 'nebula'", out)
+    assert m, f"no result line in the job's output:\n{out}"
+    version, printed = int(m.group(1)), int(m.group(2))
+
+    table = it.IndexTable(uri, s3_options)
+    expected = table.count(query="body:nebula")
+    assert printed == expected and expected > 0
+    assert version == table.version() == 0
+    assert table.count() == 20_000
+    assert table.snapshot().partition_columns == ["region"]
+    assert len({f.partition_values["region"] for f in table.snapshot().files}) > 1
+
+    # both workers ran tasks of this application
+    (app_id,) = apps_since(cluster, t0_ms)
+    for w in cluster.worker_list:
+        log = executor_stderr(w, app_id)
+        assert re.search(r"Running task \S+ in stage", log), \
+            f"worker {w.index} ran no task of {app_id} (executor logs under {w.work_dir / app_id})"
+    # the executors' split caches are per worker ($TMPDIR/indextables-cache of each worker)
+    new_cache = {w.index: {p for p in w.cache_dir.rglob("*") if p.is_file()} - cache_before[w.index]
+                 for w in cluster.worker_list}
+    assert any(new_cache.values()), "no split was cached by any executor"
+    print(f"spark-submit on the cluster: {elapsed:.1f} s; cached files per worker: "
+          f"{ {i: len(v) for i, v in new_cache.items()} }")
+
+
+def test_driver_session_on_the_cluster_with_session_conf_credentials(standalone_cluster, s3_uri, s3_options,
+                                                                     tmp_path):
+    cluster, uri = standalone_cluster, s3_uri
+    conf_file = tmp_path / "conf.json"
+    conf_file.write_text(json.dumps(s3_options))       # all spark.indextables.* (the script checks)
+    out_file = tmp_path / "out.json"
+    t0_ms = int(time.time() * 1000) - 1000
+    code, out = run([sys.executable, str(Path(__file__).with_name("spark_cluster_job.py")), cluster.master_url,
+                     uri, str(conf_file), str(out_file)], driver_env(tmp_path), tmp_path / "driver.log")
+    assert code == 0, f"driver exited with {code}; stdout:\n{out}\nstderr:\n{log_tail(tmp_path / 'driver.log')}"
+    result = json.loads(out_file.read_text())
+    assert result["master"] == cluster.master_url
+    assert len(apps_since(cluster, t0_ms)) == 1
+
+    want = [job.to_json_row(r) for r in job.make_rows(0, job.N_ROWS)]
+    got = sorted(result["rows"], key=lambda r: r[0])
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g == w, f"row {w[0]}: read {g}, wrote {w}"
+
+    views, body = job.COLUMNS.index("views"), job.COLUMNS.index("body")
+    want_hits = [r for r in want if "alpha" in r[body].split() and r[views] > 300]
+    assert 0 < len(want_hits) < len(want)
+    assert sorted(result["hits"], key=lambda r: r[0]) == want_hits
+
+    table = it.IndexTable(uri, s3_options)            # independently, without Spark
+    assert table.count() == job.N_ROWS and table.count(query="body:alpha") == \
+        sum("alpha" in r[body].split() for r in want)
+    assert table.snapshot().partition_columns == ["region"]
