@@ -12,9 +12,10 @@ import logging
 import uuid
 
 import pytest
-from cmd_helpers import TEXT_OPTIONS, rows, small_splits_table
+from cmd_helpers import TEXT_OPTIONS, append, rows, small_splits_table
 
 import indextables_spark as it
+from indextables_spark.commands import post_write
 from indextables_spark.options import session_options
 from indextables_spark.storage import open_storage
 
@@ -96,6 +97,20 @@ def test_aggregate_and_merge_over_connect(connect_spark, tmp_path):
         assert summary(it.aggregate(spark, path, aggs=AGGS)) == want
         state = it.sql(spark, f"DESCRIBE INDEXTABLES STATE '{path}'").collect()[0]
         assert state.num_files == 3 and state.table_version == n_writes
+
+        # merge-on-write after two more writes: a background thread of this Connect client runs the
+        # merge as a job on the server (threshold from the server's spark.default.parallelism)
+        for w in (n_writes, n_writes + 1):
+            append(path, rows(per_write, start=w * per_write))
+        assert it.IndexTable(path).snapshot().num_files == 9
+        started = post_write.maybe_run(spark, path, {"mergeOnWrite.enabled": "true", "mergeOnWrite.targetSize": "100M"})
+        assert started == {"status": "STARTED"}
+        result = it.wait_for_maintenance(timeout=300)[path]
+        assert result["merge"]["status"] == "SUCCESS", result
+        t = it.IndexTable(path)
+        assert t.snapshot().num_files == 3 and t.count() == len(data) + 2 * per_write
+        assert t.count(query="body:alpha") == sum("alpha" in b.split()
+                                                  for b in rows((n_writes + 2) * per_write).column("body").to_pylist())
 
 
 def test_index_table_over_connect_on_s3(connect_spark, s3_uri, s3_options, caplog):

@@ -98,19 +98,25 @@ def default_parallelism(spark: Any, default: int = DEFAULT_PARALLELISM) -> int:
     return default
 
 
+def set_job_description(spark: Any, text: str | None) -> None:
+    """The description of the Spark jobs this thread starts from now on (Spark UI). Classic
+    sessions only: Connect has no job descriptions (its jobs show the client's operation)."""
+    if spark is not None and not is_connect(spark):
+        spark.sparkContext.setJobDescription(text)
+
+
 @contextlib.contextmanager
 def job_description(spark: Any, text: str | None) -> Iterator[None]:
-    """The description of the Spark jobs started in the block (Spark UI). Classic sessions only:
-    Connect has no job descriptions (its jobs are shown with the client's operation)."""
+    """set_job_description for the jobs of the block; the previous description is restored when
+    the block succeeds (after a failure the context may be gone: nothing is touched)."""
     if spark is None or text is None or is_connect(spark):
         yield
         return
     sc = spark.sparkContext
+    previous = sc.getLocalProperty("spark.job.description")
     sc.setJobDescription(text)
-    try:
-        yield
-    finally:
-        sc.setJobDescription(None)
+    yield
+    sc.setJobDescription(previous)
 
 
 def run_tasks(spark: Any, fn: Callable[[T], R], items: Iterable[T], description: str | None = None) -> list[R]:

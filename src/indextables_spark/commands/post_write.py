@@ -25,7 +25,7 @@ import threading
 from typing import Any, Mapping
 
 from ..options import Options
-from ..sessions import default_parallelism, job_description
+from ..sessions import default_parallelism, set_job_description
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +110,8 @@ def _start_background(spark, path: str, opts: Options) -> dict:
 
     def work() -> None:
         try:
-            with job_description(spark, f"indextables merge-on-write {path}"):   # classic sessions only
-                _last_results[path] = _run_logged(spark, path, opts)
+            set_job_description(spark, f"indextables merge-on-write {path}")   # this thread's jobs (classic)
+            _last_results[path] = _run_logged(spark, path, opts)
         finally:
             with _background_lock:
                 _background.pop(path, None)
@@ -122,7 +122,8 @@ def _start_background(spark, path: str, opts: Options) -> dict:
             return {"status": "ALREADY_RUNNING"}
         # Not a daemon: the interpreter finishes a running merge before it exits (and before
         # atexit stops Spark); a merge cut short would leave only orphan splits for PURGE.
-        thread = InheritableThread(target=work, name=f"indextables-post-write {path}", daemon=False)
+        thread = InheritableThread(target=work, name=f"indextables-post-write {path}", daemon=False,
+                                   session=spark)     # Spark Connect needs the session; classic copies its tags
         _background[path] = thread
         thread.start()
     return {"status": "STARTED"}
