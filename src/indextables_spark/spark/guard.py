@@ -57,17 +57,22 @@ def parse(value: object) -> Guard | None:
     return None
 
 
-def guard_condition():
-    """The Column `NOT (_indexguard <=> '<prefix>' || unix_micros(current_timestamp()))`."""
-    from pyspark.sql import functions as sf
-
-    epoch = sf.unix_micros(sf.current_timestamp()).cast("string")
-    return ~sf.col(INDEXGUARD).eqNullSafe(sf.concat(sf.lit(GUARD_PREFIX), epoch))
+def functions_for(df):
+    """`pyspark.sql.functions` for this DataFrame's kind of session (classic or Connect): the
+    dispatching module picks by a process-wide flag, which a process with both kinds gets wrong."""
+    if type(df).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect import functions as sf
+    else:
+        from pyspark.sql import functions as sf
+    return sf
 
 
 def guarded(df):
-    """The DataFrame with the plan guard, without the `_indexguard` column (keeps `_indexall`)."""
-    return df.where(guard_condition()).drop(INDEXGUARD)
+    """The DataFrame with the plan guard `NOT (_indexguard <=> '<prefix>' ||
+    unix_micros(current_timestamp()))`, without the `_indexguard` column (keeps `_indexall`)."""
+    sf = functions_for(df)
+    epoch = sf.unix_micros(sf.current_timestamp()).cast("string")
+    return df.where(~df[INDEXGUARD].eqNullSafe(sf.concat(sf.lit(GUARD_PREFIX), epoch))).drop(INDEXGUARD)
 
 
 def _scans_dir() -> str:

@@ -206,6 +206,8 @@ class IndexTablesReader(DataSourceReader):
             self._bind(self.pin.snapshot(self.path, self.opts, latest=False))
 
     def __getstate__(self):
+        # Spark pickles the read function before it calls partitions(): bind now if nothing did
+        self._ensure_bound()
         state = dict(self.__dict__)
         state.pop("_snapshot", None)  # executors only need the plan
         return state
@@ -482,21 +484,21 @@ def load_options(spark, given: Mapping[str, object]) -> dict[str, str]:
         if size:
             out["read.batchSize"] = str(size)
     if "read.minpartitions" not in keys:
-        out["read.minPartitions"] = str(spark.sparkContext.defaultParallelism)
+        from ..sessions import default_parallelism
+
+        out["read.minPartitions"] = str(default_parallelism(spark))
     return out
 
 
 def finish_load(df, given: Mapping[str, object]):
     """The read as the user sees it: the global top n / score order the options ask for, and
     without the virtual `_indexall` column."""
-    from pyspark.sql import functions as sf
-
     from .guard import INDEXALL, INDEXGUARD
 
     ro = read_options(Options.of({str(k): v for k, v in given.items()}))
     df = df.drop(INDEXALL, INDEXGUARD)
     if ro.order_by_score or ro.top_n:
-        df = df.orderBy(sf.col(SCORE).desc())
+        df = df.orderBy(df[SCORE].desc())
     if ro.limit is not None:
         df = df.limit(ro.limit)
     return df
