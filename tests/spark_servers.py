@@ -9,8 +9,10 @@
 
 Every server runs in its own process group with its own log file; `stop()` kills the group
 (SIGTERM, then SIGKILL) by pid. Every started server is also stopped at interpreter exit (atexit),
-so an interrupted test run leaves none behind. A server that exits or does not answer during
-start-up raises `ServerStartError` with the tail of its log.
+and on Linux it gets SIGTERM when the process that started it dies (PR_SET_PDEATHSIG, kept across
+the scripts' `exec` into java), so even a test run killed with SIGKILL leaves none behind (a
+stopping master/worker JVM takes its executors along). A server that exits or does not answer
+during start-up raises `ServerStartError` with the tail of its log.
 
 Ports: each one is a port the OS hands out free, checked again (nothing answers there) right
 before the server starts; the readiness poll also checks that our process is still alive, so a
@@ -89,6 +91,24 @@ def log_tail(path: str | os.PathLike, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def die_with_parent():
+    """A Popen `preexec_fn`: the child gets SIGTERM when the thread that started it dies (Linux
+    PR_SET_PDEATHSIG); None elsewhere. Start servers from the main thread."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc.prctl(1, signal.SIGTERM)       # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:          # the parent died before prctl
+            os._exit(1)
+
+    return preexec
+
+
 # ---- one server process ---------------------------------------------------------------------------
 
 _running: set["ServerProcess"] = set()
@@ -124,7 +144,8 @@ class ServerProcess:
             log.write(f"# {self.name}: {' '.join(self.cmd)}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, cwd=self.cwd, start_new_session=True)
+                                         env=env, cwd=self.cwd, start_new_session=True,
+                                         preexec_fn=die_with_parent())
         with _running_lock:
             _running.add(self)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import spark_cluster_job as job
-from spark_servers import log_tail, spark_home
+from spark_servers import die_with_parent, log_tail, spark_home
 
 import indextables_spark as it
 from indextables_spark.storage import open_storage
@@ -52,13 +53,15 @@ def run(cmd: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> tup
     """Run a driver process (own process group, killed on timeout); (exit code, stdout)."""
     with open(log, "wb") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
-                                cwd=str(cwd), start_new_session=True)
+                                cwd=str(cwd), start_new_session=True, preexec_fn=die_with_parent())
         try:
             out, _ = proc.communicate(timeout=JOB_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
+        except BaseException as e:          # timeout, or the test run interrupted: no orphan driver
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            pytest.fail(f"{cmd[:3]} did not finish in {JOB_TIMEOUT} s; its log:\n{log_tail(log)}")
+            if isinstance(e, subprocess.TimeoutExpired):
+                pytest.fail(f"{cmd[:3]} did not finish in {JOB_TIMEOUT} s; its log:\n{log_tail(log)}")
+            raise
     return proc.returncode, out.decode(errors="replace")
 
 
