@@ -36,6 +36,17 @@ def is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def functions(spark_or_df: Any):
+    """`pyspark.sql.functions` for this session's (or DataFrame's) kind. pyspark's dispatching
+    module picks classic or Connect by a process-wide flag, which a process holding both kinds
+    of session (or a Connect session made before the flag is set) gets wrong."""
+    if is_connect(spark_or_df):
+        from pyspark.sql.connect import functions as sf
+    else:
+        from pyspark.sql import functions as sf
+    return sf
+
+
 def withheld_conf_keys(spark: Any) -> list[str]:
     """Over Spark Connect: the `spark.indextables.*` keys set in the session whose values the server
     does not return to clients (secrets, see the module doc). [] for classic sessions."""

@@ -107,9 +107,10 @@ def _classes(options: dict) -> dict[str, type]:
 def register_command_functions(spark, conf: dict[str, str]) -> None:
     """Register every maintenance table function on the session (called by `it.register`); they
     run with `conf` (the session's spark.indextables.* entries: workers have no session)."""
-    from pyspark.sql.functions import udtf
-
+    from ..sessions import functions
     from . import results
+
+    udtf = functions(spark).udtf
 
     specs = dict(zip(FUNCTIONS, (results.CHECKPOINT, results.COMPACT, results.DESCRIBE_STATE,
                                  results.TRANSACTION_LOG, results.MERGE_SPLITS, results.PURGE,

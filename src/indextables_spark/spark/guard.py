@@ -57,20 +57,12 @@ def parse(value: object) -> Guard | None:
     return None
 
 
-def functions_for(df):
-    """`pyspark.sql.functions` for this DataFrame's kind of session (classic or Connect): the
-    dispatching module picks by a process-wide flag, which a process with both kinds gets wrong."""
-    if type(df).__module__.startswith("pyspark.sql.connect"):
-        from pyspark.sql.connect import functions as sf
-    else:
-        from pyspark.sql import functions as sf
-    return sf
-
-
 def guarded(df):
     """The DataFrame with the plan guard `NOT (_indexguard <=> '<prefix>' ||
     unix_micros(current_timestamp()))`, without the `_indexguard` column (keeps `_indexall`)."""
-    sf = functions_for(df)
+    from ..sessions import functions
+
+    sf = functions(df)
     epoch = sf.unix_micros(sf.current_timestamp()).cast("string")
     return df.where(~df[INDEXGUARD].eqNullSafe(sf.concat(sf.lit(GUARD_PREFIX), epoch))).drop(INDEXGUARD)
 

@@ -219,7 +219,7 @@ def insert_dataframe(spark, src: ViewSource, name: str, overwrite: bool, data, t
                      write_options: dict[str, str] | None = None):
     """INSERT INTO|OVERWRITE of `data` into the view's table: columns by position (or by the
     `target_cols` list), cast to the table's types, written with `save()` (so merge-on-write runs)."""
-    from pyspark.sql import functions as sf
+    from ..sessions import functions
 
     from ..table import IndexTable
     from .guard import VIRTUAL_COLUMNS
@@ -242,6 +242,7 @@ def insert_dataframe(spark, src: ViewSource, name: str, overwrite: bool, data, t
             raise SchemaMismatchError(
                 f"INSERT INTO {name}: the query gives {len(src_cols)} columns, the table has {len(names)} {names}")
         ordered = src_cols
+    sf = functions(spark)
     out = data.select([sf.col(f"`{c}`").cast(f.dataType).alias(f.name) for c, f in zip(ordered, schema.fields)])
     write_opts = {**{k: v for k, v in src.options.items() if k.lower() != "path"}, **(write_options or {})}
     out.write.format("indextables").options(**write_opts).mode("overwrite" if overwrite else "append").save(src.path)

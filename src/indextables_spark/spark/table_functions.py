@@ -378,7 +378,9 @@ def _udtf_classes(options: dict) -> dict[str, type]:
 def register_table_functions(spark, conf: dict[str, str]) -> None:
     """Register the UDTF fallbacks (the `spark.sql` wrapper rewrites literal calls first); they run
     with `conf` (the session's spark.indextables.* entries: workers have no session)."""
-    from pyspark.sql.functions import udtf
+    from ..sessions import functions
+
+    udtf = functions(spark).udtf
 
     classes = _udtf_classes(dict(conf))
     # Plain (not Arrow) UDTFs: Arrow UDTFs need pandas, which is not a dependency.
