@@ -255,8 +255,9 @@ def test_damaged_split_fails_the_query_naming_the_split(tmp_path, damage):
     from pyspark.sql.types import StructType
 
     from indextables_spark.options import Options
+    from indextables_spark.spark.datasource import SnapshotPin
     from indextables_spark.spark.reader import IndexTablesReader, read_split
-    from indextables_spark.spark.datasource import INDEXALL  # noqa: F401 - the read schema below is the table's
+    from indextables_spark.split.types import arrow_schema
 
     root = str(tmp_path / "t")
     _split_table(root)
@@ -278,11 +279,12 @@ def test_damaged_split_fails_the_query_naming_the_split(tmp_path, damage):
     assert victim.path in str(e1.value), e1.value
 
     snap = t.snapshot()
-    reader = IndexTablesReader(root, Options.of(opts), snap, StructType.fromJson(snap.schema_json))
+    reader = IndexTablesReader(root, Options.of(opts), StructType.fromJson(snap.schema_json),
+                               SnapshotPin("test", snap.version, True))
+    reader._bind(snap)
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
 
-    target = to_arrow_schema(StructType.fromJson(snap.schema_json), timezone="UTC")
+    target = arrow_schema(snap.schema_json, field_metadata=True)
     good = [f for f in snap.files if f.path != victim.path]
     assert sum(b.num_rows for f in good for b in read_split(reader, f, target)) == sum(f.num_records for f in good)
     with pytest.raises(IndexTablesError) as e2:

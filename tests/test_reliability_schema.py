@@ -43,16 +43,18 @@ def _evolved(ids):
 
 
 def _read(path: str, filters=(), version=None) -> list[dict]:
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from indextables_spark.split.types import arrow_schema
     from pyspark.sql.types import StructType
 
+    from indextables_spark.spark.datasource import SnapshotPin
     from indextables_spark.spark.reader import IndexTablesReader, read_split
 
     snap = it.IndexTable(path).snapshot(version)
     schema = StructType.fromJson(snap.schema_json)
-    reader = IndexTablesReader(path, Options.of(TEXT), snap, schema)
+    reader = IndexTablesReader(path, Options.of(TEXT), schema, SnapshotPin("test", snap.version, True))
+    reader._bind(snap)
     reader.data_filters = list(filters)
-    target = to_arrow_schema(schema, timezone="UTC")
+    target = arrow_schema(schema.jsonValue(), field_metadata=True)
     rows = [r for f in snap.files for b in read_split(reader, f, target) for r in b.to_pylist()]
     return sorted(rows, key=lambda r: r["id"])
 

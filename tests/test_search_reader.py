@@ -33,10 +33,20 @@ def table(tmp_path_factory):
 
 
 def plan(path, options, filters=()):
+    """Plan a guarded scan (spark/guard.py) as Spark would: every data filter is handed back to
+    Spark as well, and the reader narrows by those it can answer (reader.data_filters/partition_filters)."""
+    import uuid
+
+    from indextables_spark.spark.guard import GUARD_PREFIX, INDEXGUARD
+
     ds = IndexTablesDataSource({"path": path, **options})
     reader = ds.reader(ds.schema())
-    rejected = list(reader.pushFilters(list(filters)))
-    return reader, reader.partitions(), rejected
+    guard = sds.Not(sds.EqualNullSafe((INDEXGUARD,), GUARD_PREFIX + uuid.uuid4().hex))
+    returned = list(reader.pushFilters(list(filters) + [guard]))
+    assert all(any(r is f for f in filters) for r in returned)
+    taken = [f for f in filters if not any(r is f for r in returned)]
+    assert taken == []   # never taken away from Spark
+    return reader, reader.partitions(), returned
 
 
 def rows(reader, parts) -> pa.Table:
@@ -70,8 +80,8 @@ def test_data_skipping_counts_and_results(table, caplog):
     for filters, mask in cases:
         with caplog.at_level(logging.INFO, logger="indextables_spark.spark.reader"):
             caplog.clear()
-            reader, parts, rejected = plan(path, opts, filters)
-        assert rejected == []
+            reader, parts, _ = plan(path, opts, filters)
+        assert len(reader.data_filters) == len(filters)   # every filter narrows the read
         msg = next(r.getMessage() for r in caplog.records if "skipped by data skipping" in r.getMessage())
         skipped = int(msg.split(" skipped by data skipping")[0].rsplit(" ", 1)[1])
         read = sum(len(p.files) for p in parts)
@@ -101,7 +111,7 @@ def test_top_n_per_task_and_score_columns(table):
     path, data, opts = table
     full_reader, full_parts, _ = plan(path, {**opts, "query": "body:spark OR body:lake", "orderBy": "_score"})
     everything = rows(full_reader, full_parts)
-    assert everything.schema.names[-2:] == ["_indexall", "_score"]
+    assert everything.schema.names[-3:] == ["_indexall", "_indexguard", "_score"]
     ranked = sorted(everything.column("_score").to_pylist(), reverse=True)
     reader, parts, _ = plan(path, {**opts, "query": "body:spark OR body:lake", "limit": "7",
                                    "snippetFields": "body"})
@@ -139,8 +149,8 @@ def test_load_options_take_the_arrow_batch_size():
             self.v = v
 
         def get(self, key, default=None):
-            assert key == "spark.sql.execution.arrow.maxRecordsPerBatch"
-            return self.v
+            assert key in ("spark.sql.execution.arrow.maxRecordsPerBatch", "spark.default.parallelism")
+            return self.v if key.endswith("maxRecordsPerBatch") else default
 
     class Context:
         defaultParallelism = 3
@@ -157,7 +167,7 @@ def test_load_options_take_the_arrow_batch_size():
 
 def test_groups_are_balanced_one_wave():
     from indextables_spark.log.actions import AddFile
-    from indextables_spark.spark.reader import group_by_size
+    from indextables_spark.split.groups import group_by_size
 
     files = [AddFile(f"s{i}", {}, size, 0) for i, size in enumerate([90, 80, 70, 30, 20, 10, 5, 5])]
     groups = group_by_size(files, 1000, 2)
