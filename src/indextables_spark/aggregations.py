@@ -15,10 +15,11 @@ come from `spark.conf`).
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from . import sessions
 from .errors import InvalidOptionError
+from .log.actions import AddFile
 from .options import Options
 
 EXECUTIONS = ("auto", "spark", "driver")
@@ -73,10 +74,42 @@ def aggregate(spark: Any, path: str, query: str | None = None, aggs: Mapping[str
                                         table_options(snapshot, opts)))
     deletes = deletes_json(snapshot, files)     # row-level deletes: those rows are in no aggregation
     if choose_execution(spark, execution) == "spark":
-        from .spark.aggregate import run_job
-
         merged = run_job(spark, path, opts, files, query, plan, deletes)
     else:
         merged = core.aggregate_files(table.storage, files, query, plan, opts, threads=os.cpu_count() or 1,
                                       deletes=deletes)
     return core.result(plan, merged)
+
+
+def group_partial(path: str, options: dict, files: list[dict], query: str | None, aggs: Sequence[Any],
+                  deletes: dict[str, list[dict]]) -> dict:
+    """Executor side: the merged partial of one group of splits (deletes: their deleteLog JSON)."""
+    from .split.aggregate import aggregate_files
+    from .storage import open_storage
+
+    opts = Options.of(options)
+    return aggregate_files(open_storage(path, opts), [AddFile.from_json(f) for f in files], query, aggs, opts,
+                           deletes=deletes)
+
+
+def run_job(spark: Any, path: str, opts: Options, files: list[AddFile], query: str | None,
+            aggs: Sequence[Any], deletes: dict[str, list[dict]] | None = None) -> dict:
+    """The Spark job of execution="spark": one task per group of splits, each returning the merged
+    partial of its splits (classic or Spark Connect session: a DataFrame job, no RDDs)."""
+    from .split.aggregate import merge_all
+    from .split.groups import DEFAULT_GROUP_BYTES, group_by_size
+
+    groups = group_by_size(files, opts.get_size("read.maxPartitionBytes", DEFAULT_GROUP_BYTES),
+                           sessions.default_parallelism(spark))
+    if not groups:
+        return merge_all(aggs, [])
+    deletes = deletes or {}
+    payload = [([f.to_json() for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes}) for g in groups]
+    options = dict(opts.values)
+
+    def task(item: tuple[list[dict], dict]) -> dict:
+        group, group_deletes = item
+        return group_partial(path, options, group, query, aggs, group_deletes)
+
+    partials = sessions.run_tasks(spark, task, payload, description=f"indextables aggregate {path}: {len(payload)} tasks")
+    return merge_all(aggs, partials)

@@ -34,7 +34,6 @@ from . import filters as spark_filters
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_ROWS = 10_000
-DEFAULT_PARTITION_BYTES = 256 << 20
 SCORE = "_score"
 SNIPPET = "_snippet"
 ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
@@ -150,23 +149,6 @@ class SplitGroup(InputPartition):
     def __init__(self, files: list[dict], deletes: dict[str, list[dict]] | None = None):
         self.files = files
         self.deletes = deletes or {}
-
-
-def group_by_size(files: list[AddFile], target_bytes: int, min_groups: int) -> list[list[AddFile]]:
-    """Splits in k balanced groups (largest first into the lightest group): k is the number of
-    target_bytes groups the data needs, at least min_groups (the cores: one wave of tasks), at
-    most one split per group."""
-    if not files:
-        return []
-    total = sum(f.size for f in files)
-    k = max(1, min(len(files), max(min_groups, -(-total // max(1, target_bytes)))))
-    groups: list[list[AddFile]] = [[] for _ in range(k)]
-    sizes = [0] * k
-    for f in sorted(files, key=lambda f: -f.size):
-        i = min(range(k), key=sizes.__getitem__)
-        groups[i].append(f)
-        sizes[i] += f.size
-    return groups
 
 
 class IndexTablesReader(DataSourceReader):
@@ -288,7 +270,9 @@ class IndexTablesReader(DataSourceReader):
         files = self._live_files()
         if self.query is not None:   # refused here rather than in every task
             check_table_query(self._snapshot, self.opts, self.query, files, every=True)
-        target = self.opts.get_size("read.maxPartitionBytes", DEFAULT_PARTITION_BYTES)
+        from ..split.groups import DEFAULT_GROUP_BYTES, group_by_size
+
+        target = self.opts.get_size("read.maxPartitionBytes", DEFAULT_GROUP_BYTES)
         min_groups = self.opts.get_int("read.minPartitions", 2)
         groups = group_by_size(files, target, min_groups)
         if not groups:

@@ -26,20 +26,18 @@ read is always right (spark/guard.py). What `register` adds, in classic and Spar
 """
 from __future__ import annotations
 
-import functools
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import TableExistsError
 from ..options import PREFIX, session_options
 from .guard import VIRTUAL_COLUMNS, guarded
+from .patching import own as _own, remove_all, wrap as _wrap, wrapped_any
 
 FORMAT_NAMES = ("indextables", "indextables_spark", "io.indextables.spark")
 
 _lock = threading.Lock()
-# (class, method name, pyspark's own method or None when the class inherited it)
-_wrapped: list[tuple[type, str, Callable | None]] = []
 
 
 def is_ours(fmt: str | None) -> bool:
@@ -72,22 +70,6 @@ class _Given:
 
 def _given(builder) -> _Given:
     return builder.__dict__.setdefault("_indextables_given", _Given())
-
-
-def _own(cls, name):
-    """pyspark's own method (under our wrapper, if any)."""
-    fn = cls.__dict__.get(name) or getattr(cls, name)
-    return getattr(fn, "_indextables_original", fn)
-
-
-def _wrap(cls, name: str, make) -> None:
-    if name not in cls.__dict__ and not hasattr(cls, name):
-        return
-    original = _own(cls, name)
-    wrapped = functools.wraps(original)(make(original))
-    wrapped._indextables_original = original
-    _wrapped.append((cls, name, cls.__dict__.get(name)))
-    setattr(cls, name, wrapped)
 
 
 def _short(key: str) -> str:
@@ -295,18 +277,6 @@ def _make_sql(orig):
     return sql
 
 
-def raw_load(spark, options: dict):
-    """An indextables read with the `_indexall` column, unguarded (for views: guard it)."""
-    from .reader import load_options
-
-    reader = spark.read
-    _own(type(reader), "format")(reader, FORMAT_NAMES[0])
-    set_option = _own(type(reader), "option")
-    for k, v in {**session_options(spark), **load_options(spark, options), **options}.items():
-        set_option(reader, k, v)
-    return _own(type(reader), "load")(reader)
-
-
 # ---- table functions ----------------------------------------------------------------------------
 
 def register_functions(spark, conf: dict[str, str]) -> None:
@@ -366,15 +336,6 @@ def _install() -> None:
             _wrap(cls, "start", _make_start)
 
 
-def _remove() -> None:
-    while _wrapped:
-        cls, name, original = _wrapped.pop()
-        if original is None:
-            delattr(cls, name)
-        else:
-            setattr(cls, name, original)
-
-
 def register(spark) -> None:
     """Register the data source and table functions; enable filter pushdown; install the wrappers."""
     from .datasource import IndexTablesDataSource
@@ -383,7 +344,7 @@ def register(spark) -> None:
     spark.dataSource.register(IndexTablesDataSource)
     register_functions(spark, session_options(spark))
     with _lock:
-        if not _wrapped:
+        if not wrapped_any():
             _install()
 
 
@@ -391,4 +352,4 @@ def unregister(spark=None) -> None:
     """Remove every wrapper `register` installed (they are per process, for every session). The data
     source and table functions stay registered: they change nothing for other formats."""
     with _lock:
-        _remove()
+        remove_all()

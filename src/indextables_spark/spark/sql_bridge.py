@@ -134,7 +134,6 @@ def split_view_references(spark, text: str) -> str:
     if all(c < 2 for c in counts.values()):
         return text
     from .guard import guarded
-    from .register import raw_load
 
     out, last, seen = [], 0, {}
     for start, end, v in refs:
@@ -169,7 +168,6 @@ def _is_temp_view(spark, name: str) -> bool:
 
 def _create_view(spark, m):
     from .guard import guarded
-    from .register import raw_load
 
     name = _unquote_ident(m.group("name"))
     opts = parse_options(m.group("opts"))
@@ -247,3 +245,18 @@ def insert_dataframe(spark, src: ViewSource, name: str, overwrite: bool, data, t
     write_opts = {**{k: v for k, v in src.options.items() if k.lower() != "path"}, **(write_options or {})}
     out.write.format("indextables").options(**write_opts).mode("overwrite" if overwrite else "append").save(src.path)
     return spark.createDataFrame([], "x int").select()
+
+
+def raw_load(spark, options: dict):
+    """An indextables read with the `_indexall` column, unguarded (for views: guard it)."""
+    from ..options import session_options
+    from .datasource import FORMAT_NAME
+    from .patching import own
+    from .reader import load_options
+
+    reader = spark.read
+    own(type(reader), "format")(reader, FORMAT_NAME)
+    set_option = own(type(reader), "option")
+    for k, v in {**session_options(spark), **load_options(spark, options), **options}.items():
+        set_option(reader, k, v)
+    return own(type(reader), "load")(reader)

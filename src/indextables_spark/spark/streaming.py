@@ -27,7 +27,8 @@ from ..errors import IndexTablesError, InvalidOptionError
 from ..log.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
 from ..options import Options
 from ..table import IndexTable
-from .reader import SplitGroup, group_by_size
+from ..split.groups import DEFAULT_GROUP_BYTES, group_by_size
+from .reader import SplitGroup
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def partitions(self, start: dict, end: dict):
         start_pos = Position.of(start)
         files = self._files_between(start_pos, Position.of(end))
-        groups = group_by_size(files, self.opts.get_size("read.maxPartitionBytes", 256 << 20), 2)
+        groups = group_by_size(files, self.opts.get_size("read.maxPartitionBytes", DEFAULT_GROUP_BYTES), 2)
         # The initial snapshot unit is read without the rows deleted as of its version; later units
         # emit splits as added (a later delete is a change the stream fails on or ignores).
         deletes = {}
