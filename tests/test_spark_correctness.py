@@ -190,3 +190,19 @@ def test_connect_dataframe_and_view_sequences(connect_spark, tmp_path):
     it.register(connect_spark)
     run_sequences(connect_spark, tmp_path, 8, seed=3, latest=True)
     run_view_sequence(connect_spark, str(tmp_path / "cv"), "corr_cview", random.Random(9), rounds=2)
+
+
+def test_reads_work_with_filter_pushdown_off(unregistered, tmp_path):
+    """A session that never enabled spark.sql.python.filterPushdown.enabled (no register): Spark
+    plans without pushdown and our reader must not be refused for overriding pushFilters."""
+    spark = unregistered
+    path = str(tmp_path / "t")
+    rows = make_rows(0, 40, random.Random(11))
+    write(spark, path, rows, first=True)
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+    try:
+        d = spark.read.format("indextables").load(path).select("id", "region", "views", "body")
+        assert d.filter("region = 'eu'").count() == sum(1 for r in rows if r[1] == "eu")
+        assert rows_of(d) == sorted(rows)
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
