@@ -285,11 +285,13 @@ def connect_spark(spark_connect_server):
     if missing:
         pytest.fail(f"the Spark Connect client needs {missing} (pip install grpcio grpcio-status "
                     f"googleapis-common-protos pandas, or pyspark[connect])", pytrace=False)
-    from pyspark.sql import SparkSession
+    # the Connect client's own builder: pyspark's dispatching builder refuses a remote session while
+    # a classic one (the `spark` fixture) runs in this process (SESSION_ALREADY_EXIST)
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
     before = os.environ.get(_CONNECT_MODE_ENV)
     try:
-        session = SparkSession.builder.remote(spark_connect_server.url).getOrCreate()
+        session = RemoteSparkSession.builder.remote(spark_connect_server.url).getOrCreate()
     finally:
         _restore_env(_CONNECT_MODE_ENV, before)
     yield session
