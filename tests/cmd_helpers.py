@@ -32,12 +32,14 @@ def rows(n: int, start: int = 0, days: int = 3) -> pa.Table:
 def append(path: str, data: pa.Table, partition_by=("day",), options: dict | None = None,
            overwrite: bool = False) -> int:
     """One write job (one task) → one new version; returns it."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from indextables_spark.split.types import spark_schema_json
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
 
     opts = Options.of(TEXT_OPTIONS, options, {"partitionBy": ",".join(partition_by)} if partition_by else None)
-    plan, read_version, _ = plan_write(path, opts, from_arrow_schema(data.schema), overwrite)
+    plan, read_version, _ = plan_write(path, opts, StructType.fromJson(spark_schema_json(data.schema)), overwrite)
     msg = write_splits(path, opts, plan, iter(data.to_batches()))
     adds = [it.AddFile.from_json(d) for d in msg.adds]
     return commit_write(path, opts, plan, read_version, overwrite, adds, stats_files=msg.stats)

@@ -30,12 +30,14 @@ BLOOM_OPTIONS = {"spark.indextables.indexing.bloomfilter.columns": "uid,n,day_of
 
 def write(path: str, data: pa.Table, options: dict | None = None, partition_by: tuple = ()) -> int:
     """One write job (the Spark writer's functions, no Spark): returns the version."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from indextables_spark.split.types import spark_schema_json
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
 
     opts = Options.of(options, {"partitionBy": ",".join(partition_by)} if partition_by else None)
-    plan, read_version, _ = plan_write(path, opts, from_arrow_schema(data.schema), False)
+    plan, read_version, _ = plan_write(path, opts, StructType.fromJson(spark_schema_json(data.schema)), False)
     msg = write_splits(path, opts, plan, iter(data.to_batches(max_chunksize=500)))
     adds = [it.AddFile.from_json(d) for d in msg.adds]
     return commit_write(path, opts, plan, read_version, False, adds, stats_files=msg.stats)

@@ -20,12 +20,14 @@ TEXT = {"spark.indextables.indexing.typemap.body": "text"}
 
 
 def _write(path: str, data: pa.Table, merge: bool = False, partition_by=("day",)) -> int:
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from indextables_spark.split.types import spark_schema_json
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
 
     opts = Options.of(TEXT, {"partitionBy": ",".join(partition_by)}, {"mergeSchema": "true"} if merge else None)
-    plan, read_version, _ = plan_write(path, opts, from_arrow_schema(data.schema), False)
+    plan, read_version, _ = plan_write(path, opts, StructType.fromJson(spark_schema_json(data.schema)), False)
     msg = write_splits(path, opts, plan, iter(data.to_batches()))
     return commit_write(path, opts, plan, read_version, False, [it.AddFile.from_json(d) for d in msg.adds],
                         stats_files=msg.stats)
