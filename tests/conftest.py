@@ -207,23 +207,9 @@ def spark():
             f"imported: {e}",
             pytrace=False,
         )
-    from pyspark.sql import SparkSession
+    from spark_servers import local_session
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("indextables-tests")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        .getOrCreate()
-    )
+    session = local_session("indextables-tests")
     it_register.register(session)
     yield session
     session.stop()

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
-import os
 import re
-import sys
 
 import pytest
 
@@ -33,24 +31,10 @@ def spark():
     Inside the full suite a session may already run: it is reused and left running."""
     from pyspark.sql import SparkSession
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from spark_servers import local_session
+
     owned = SparkSession.getActiveSession() is None
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("indextables-smoke")
-        .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        .getOrCreate()
-    )
+    session = local_session("indextables-smoke")
     it.register(session)
     yield session
     if owned:

@@ -6,7 +6,6 @@ import sys
 import uuid
 from dataclasses import dataclass
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 

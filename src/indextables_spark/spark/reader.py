@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -30,6 +30,9 @@ from ..errors import InvalidOptionError, QueryParseError
 from ..log.actions import AddFile
 from ..options import Options
 from . import filters as spark_filters
+
+if TYPE_CHECKING:
+    from .datasource import SnapshotPin
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +319,7 @@ def indexall_filter(f):
     from pyspark.sql import datasource as sds
 
     from . import guard
-    from .guard import INDEXALL, INDEXGUARD
+    from .guard import INDEXALL
 
     if isinstance(f, sds.EqualTo) and tuple(f.attribute) == (INDEXALL,) and isinstance(f.value, str):
         if guard.parse(f.value) is not None:

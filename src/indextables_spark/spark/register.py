@@ -166,23 +166,32 @@ def _make_load(streaming: bool):
     return make
 
 
+def _apply(builder, format=None, mode=None, partitionBy=None, options=None) -> _Given:
+    """The keyword arguments of save()/start() through the (recording) builder methods, as pyspark does."""
+    if format is not None:
+        builder.format(format)
+    if mode is not None:
+        builder.mode(mode)
+    if partitionBy is not None:
+        builder.partitionBy(partitionBy)
+    if options:
+        builder.options(**options)
+    return _given(builder)
+
+
+def _path(path, opts: dict[str, str]) -> str | None:
+    return path or next((v for k, v in opts.items() if k.lower() == "path"), None)
+
+
 def _make_save(orig):
     def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
-        if format is not None:
-            self.format(format)
-        if mode is not None:
-            self.mode(mode)
-        if partitionBy is not None:
-            self.partitionBy(partitionBy)
-        if options:
-            self.options(**options)
-        g = _given(self)
+        g = _apply(self, format, mode, partitionBy, options)
         if not is_ours(g.format):
             return orig(self, path=path)
         spark = session_of(self)
         _move_partitioning(self)
         opts = _inject_conf(self, spark)
-        target = path or next((v for k, v in opts.items() if k.lower() == "path"), None)
+        target = _path(path, opts)
         save_mode = str(g.mode or "errorifexists").lower().replace("_", "")
         if save_mode in ("error", "errorifexists", "default", "ignore"):
             from ..table import IndexTable
@@ -204,13 +213,7 @@ def _make_save(orig):
 
 def _make_start(orig):
     def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **options):
-        if format is not None:
-            self.format(format)
-        if partitionBy is not None:
-            self.partitionBy(partitionBy)
-        if options:
-            self.options(**options)
-        g = _given(self)
+        g = _apply(self, format, None, partitionBy, options)
         if not is_ours(g.format):
             return orig(self, path=path, outputMode=outputMode, queryName=queryName)
         spark = session_of(self)
@@ -220,7 +223,7 @@ def _make_start(orig):
         from ..commands.post_write import watch_stream
 
         # merge-/purge-on-write after the micro-batches (the sink commits in a worker)
-        watch_stream(spark, query, path or next((v for k, v in opts.items() if k.lower() == "path"), None), opts)
+        watch_stream(spark, query, _path(path, opts), opts)
         return query
     return start
 

@@ -178,8 +178,6 @@ def _create_view(spark, m):
         if m.group("ine"):
             return spark.createDataFrame([], "x int").limit(0).select()
         if not m.group("replace"):
-            from pyspark.errors import AnalysisException  # noqa: F401  (Spark's own error type)
-
             raise InvalidOptionError(f"temporary view {name} already exists (use CREATE OR REPLACE)")
     ranked = sorted(k for k in opts if k.lower() in ("limit", "orderby"))
     if ranked:

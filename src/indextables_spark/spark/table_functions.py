@@ -32,7 +32,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping
 
 import pyarrow as pa
 
