@@ -140,11 +140,21 @@ def parse_size(raw: str, what: str = "size") -> int:
 def session_options(spark: Any) -> dict[str, str]:
     """The `spark.indextables.*` entries of a SparkSession's conf (classic or Spark Connect).
 
-    Duck-typed (no pyspark import): `spark.conf.getAll` is a dict in pyspark >= 4.0, in classic
-    sessions and over Connect. Data sources, table functions and executors never see the session
+    Duck-typed (no pyspark import): over Connect `spark.conf.getAll` (a dict; the server leaves out
+    secret values, see sessions.py); in classic sessions one JSON string from the JVM. Data sources, table functions and executors never see the session
     conf, so callers copy these entries into options (explicit options win)."""
     if spark is None:
         return {}
+    if not type(spark).__module__.startswith("pyspark.sql.connect") and hasattr(spark, "_jvm"):
+        # classic: one JSON string from the JVM (`getAll` makes a Py4J round trip per entry,
+        # 10-60 ms, paid by every read and write); the mapper is kept on the session
+        import json
+
+        mapper = spark.__dict__.get("_it_json_mapper")
+        if mapper is None:
+            mapper = spark.__dict__["_it_json_mapper"] = spark._jvm.com.fasterxml.jackson.databind.ObjectMapper()
+        entries = json.loads(mapper.writeValueAsString(spark.conf._jconf.getAllAsJava()))
+        return {k: str(v) for k, v in entries.items() if k.lower().startswith(PREFIX)}
     entries = spark.conf.getAll
     if callable(entries):   # older clients exposed a method
         entries = entries()
