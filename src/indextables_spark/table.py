@@ -146,6 +146,62 @@ class IndexTable:
 
         return count_matches(self.storage, snap, files, query, self.options)
 
+    # ---- Spark-free search (split/search.py: the same pruning, filters and deletes as a Spark read) --
+    def _search_plan(self, query: str | None, where: str | None, columns, snippets, version: int | None):
+        from .split.search import SearchPlan
+
+        snap = self.snapshot(version)
+        return SearchPlan(self.storage, snap, self.options, self._where_conjuncts(where, snap.schema_json),
+                          query, columns, snippets)
+
+    @staticmethod
+    def _where_conjuncts(where: str | None, schema_json: Mapping[str, Any]) -> list:
+        """The AND-ed conditions of a search/read predicate (the delete() grammar), literals typed."""
+        if where is None:
+            return []
+        from .commands import delete as d
+        from .errors import InvalidOptionError
+        from .log.partition_filter import parse_predicate
+
+        if not isinstance(where, str) or not where.strip():
+            raise InvalidOptionError("where: the predicate is empty")
+        types = d.column_types(schema_json)
+        expr = parse_predicate(where, types, what="where predicate")
+        try:
+            return [d._typed(c, types) for c in d._conjuncts(expr)]
+        except d.DeletePredicateError as e:
+            raise InvalidOptionError(str(e).replace("DELETE predicate", "where predicate")) from None
+
+    def search(self, query: str, *, where: str | None = None, columns=None, limit: int | None = None,
+               snippets=None, version: int | None = None):
+        """Rows matching the Tantivy `query` (the `query` read option's syntax) as a pyarrow Table.
+        where: SQL-like predicate over any columns (as delete()), Spark semantics; columns: a
+        projection; limit: the global top n by relevance, then with a float `_score` column, best
+        first; snippets: fields (the reader's snippetFields) → a `_snippet` column. Partition
+        pruning, data skipping, Bloom filters and delete logs apply as in a Spark read."""
+        from .split.search import search_table
+
+        if query is None:
+            from .errors import InvalidOptionError
+
+            raise InvalidOptionError("search() needs a query (to_arrow() reads rows without one)")
+        if isinstance(snippets, str):
+            snippets = [snippets]
+        return search_table(self._search_plan(query, where, columns, snippets, version), limit)
+
+    def to_arrow(self, where: str | None = None, columns=None, version: int | None = None):
+        """The table's rows (those matching `where`) as a pyarrow Table."""
+        from .split.search import search_table
+
+        return search_table(self._search_plan(None, where, columns, None, version))
+
+    def to_batches(self, query: str | None = None, where: str | None = None, columns=None,
+                   version: int | None = None):
+        """The rows (matching `query`/`where`) as a pyarrow RecordBatchReader, split by split."""
+        from .split.search import stream_table
+
+        return stream_table(self._search_plan(query, where, columns, None, version))
+
     def delete(self, where: str | None = None, query: str | None = None, kind: str = "auto",
                resolver: str = "merge") -> int:
         """Row-level DELETE of the rows matching `where` (SQL-like predicate over any columns, e.g.

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
 
 from ..options import Options
 from ..storage.base import Storage
 from .cache import get_cache
 from .filters import Filter
-from .reader import SplitReader
+from .reader import SCORE_COLUMN, SplitReader
 
 MAX_THREADS = 4   # Tantivy releases the GIL while searching; downloads are I/O
 
@@ -41,3 +43,225 @@ def count_matches(storage: Storage, snapshot: Any, files: Sequence[Any], query: 
         return one(files[0])
     with ThreadPoolExecutor(max_workers=min(MAX_THREADS, len(files))) as pool:
         return sum(pool.map(one, files))
+
+
+# ---- Spark-free search / read of a set of splits (IndexTable.search, to_arrow, to_batches) --------
+
+SNIPPET_COLUMN = "_snippet"
+
+
+class SearchPlan:
+    """What one Spark-free read needs: the snapshot read, the output schema, the filters split into
+    partition-only conjuncts (exact pruning), pushable data filters, and the rest (exact, Arrow)."""
+
+    def __init__(self, storage: Storage, snapshot: Any, options: Options, conjuncts: Sequence[Filter],
+                 query: str | None, columns: Sequence[str] | None, snippets: Sequence[str] | None = None):
+        from ..errors import SchemaMismatchError
+        from .types import arrow_schema, column_specs
+
+        self.storage, self.snapshot, self.query = storage, snapshot, query
+        conf = {k: v for k, v in snapshot.metadata_action.configuration.items()
+                if not k.startswith("docMappingSchema.")}
+        self.options = Options.of(conf, options)
+        self.schema = arrow_schema(snapshot.schema_json)
+        names = self.schema.names
+        if columns is not None:
+            unknown = [c for c in columns if c not in names]
+            if unknown:
+                raise SchemaMismatchError(f"columns {unknown} are not in the table (columns: {names})")
+        self.columns = list(columns) if columns is not None else list(names)
+        self.snippets = tuple(snippets or ())
+        self.parts = list(snapshot.partition_columns)
+        self.specs = column_specs(snapshot.schema_json, self.parts, self.options)
+        from .filters import columns_of, supports
+
+        parts = set(self.parts)
+        self.conjuncts = list(conjuncts)
+        self.part_only = [f for f in self.conjuncts if columns_of(f) <= parts]
+        self.data_only = [f for f in self.conjuncts if not (columns_of(f) & parts)]
+        self.pushed = [f for f in self.data_only if supports(f, self.specs)]
+        self.exact = [f for f in self.conjuncts if not any(f is g for g in self.part_only)]
+        # data columns read from a split: the projection, the snippet fields, the filter columns
+        filter_cols = {c for f in self.exact for c in columns_of(f)}
+        self.read_names = [c for c in names if c not in parts and (c in self.columns or c in self.snippets
+                                                                   or c in filter_cols)]
+
+    def live_files(self) -> list:
+        """Partition pruning, min/max data skipping and Bloom filters, as the Spark reader's planner."""
+        from .bloom import skip_by_blooms
+        from .filters import prune_partition, skip_split
+
+        files = self.snapshot.files
+        if self.part_only:
+            types = {c: t for c, t in _spark_types(self.snapshot).items() if c in self.parts}
+            files = [f for f in files if prune_partition(f.partition_values, self.part_only, self.parts, types)]
+        if self.data_only:
+            files = [f for f in files if not skip_split(f, self.data_only, self.specs)]
+            files = skip_by_blooms(self.storage.uri, self.options, self.snapshot, files, self.data_only)
+        return files
+
+    def check_query(self, files: Sequence[Any]) -> None:
+        """QueryParseError for a query one of the splits read cannot parse (as the Spark reader)."""
+        if self.query is None:
+            return
+        from .reader import check_query
+        from .types import specs_from_doc_mapping
+
+        refs = sorted({f.doc_mapping_ref for f in files if f.doc_mapping_ref})
+        mappings = [m for m in (self.snapshot.doc_mapping(r) for r in refs) if m]
+        for specs in [specs_from_doc_mapping(m) for m in mappings] or [self.specs]:
+            check_query(specs, self.query)
+
+    def out_schema(self, scored: bool) -> pa.Schema:
+        fields = [self.schema.field(c) for c in self.columns]
+        if scored:
+            fields.append(pa.field(SCORE_COLUMN, pa.float32()))
+        if self.snippets:
+            t = pa.string() if len(self.snippets) == 1 else pa.map_(pa.string(), pa.string())
+            fields.append(pa.field(SNIPPET_COLUMN, t))
+        return pa.schema(fields)
+
+    # ---- one split ----------------------------------------------------------------------------
+    def _full(self, table: pa.Table | pa.RecordBatch, add: Any, present: set[str]) -> pa.Table:
+        """Rows of a split with the partition values and the columns the split lacks (NULL) attached."""
+        from .partitions import partition_value_array
+
+        n = table.num_rows
+        cols, fields = [], []
+        for f in self.schema:
+            if f.name in self.parts:
+                cols.append(partition_value_array(add.partition_values.get(f.name), f.type, n))
+            elif f.name in self.read_names:
+                if f.name in present:
+                    col = table.column(table.schema.get_field_index(f.name))
+                    cols.append(col if col.type.equals(f.type) else col.cast(f.type))
+                else:
+                    cols.append(pa.nulls(n, f.type))
+            else:
+                continue
+            fields.append(f)
+        for extra in (SCORE_COLUMN,):
+            if extra in table.schema.names:
+                cols.append(table.column(table.schema.get_field_index(extra)))
+                fields.append(table.schema.field(extra))
+        return pa.Table.from_arrays(cols, schema=pa.schema(fields))
+
+    def _finish(self, table: pa.Table, split: Any, scored: bool) -> pa.Table:
+        from .filters import arrow_mask
+
+        if self.exact and table.num_rows:
+            table = table.filter(arrow_mask(table, self.exact))
+        if self.snippets:
+            snip = _snippet_column(split, table, self.query, self.snippets)
+            table = table.append_column(SNIPPET_COLUMN, snip)
+        return table.select(self.columns + ([SCORE_COLUMN] if scored else []) + ([SNIPPET_COLUMN] if self.snippets else []))
+
+    def _open(self, add: Any):
+        from ..log.delete_logs import load_split_deletes
+
+        split = SplitReader(get_cache(self.options).local_dir(self.storage, add))
+        deletes = load_split_deletes(self.storage, self.snapshot.deletes_for(add), split.num_rows, add.path)
+        return split, deletes
+
+    def read_split(self, add: Any, batch_rows: int = 65536) -> Iterator[pa.Table]:
+        """Rows of one split matching the query and the filters, in row order (no score)."""
+        split, deletes = self._open(add)
+        present = set(split.schema.names)
+        names = [c for c in self.read_names if c in present]
+        pushed = [f for f in self.pushed if columns_of_all(f) <= present]
+        for batch in split.read(pushed, self.query, names, batch_rows, deletes=deletes):
+            if batch.num_rows:
+                out = self._finish(self._full(batch, add, present), split, False)
+                if out.num_rows:
+                    yield out
+
+    def search_split(self, add: Any, limit: int | None) -> pa.Table:
+        """Matches of one split with `_score`, best first (at most `limit` when the filters all
+        go to the split; else every match, cut after the exact filters)."""
+        split, deletes = self._open(add)
+        present = set(split.schema.names)
+        names = [c for c in self.read_names if c in present]
+        pushed = [f for f in self.pushed if columns_of_all(f) <= present]
+        residual = [f for f in self.exact if not any(f is g for g in pushed)]
+        table = split.search_scored(self.query, None if residual else limit, pushed, names, deletes=deletes)
+        table = self._full(table, add, present)
+        if residual and limit is not None:
+            from .filters import arrow_mask
+
+            table = table.filter(arrow_mask(table, self.exact)).slice(0, limit)
+        return self._finish(table, split, True)
+
+
+def columns_of_all(f: Filter) -> set[str]:
+    from .filters import columns_of
+
+    return {c.strip("`") for c in columns_of(f)}
+
+
+def _spark_types(snapshot: Any) -> dict[str, str]:
+    out = {}
+    for f in snapshot.schema_json.get("fields", []):
+        t = f.get("type")
+        out[f["name"]] = t if isinstance(t, str) else str(t.get("type"))
+    return out
+
+
+def _snippet_column(split: Any, table: pa.Table, query: str | None, fields: Sequence[str]) -> pa.Array:
+    """`_snippet` as the Spark reader's snippetFields: one field → its snippet, several → a map
+    field → snippet (fields without a match left out)."""
+    if query is None:
+        from ..errors import InvalidOptionError
+
+        raise InvalidOptionError("snippets need a query")
+
+    def values(c):
+        col = table.column(c)
+        return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    snippets = {c: split.snippets(query, c, values(c)) for c in fields}
+    if len(fields) == 1:
+        return snippets[fields[0]]
+    return pa.array([{c: s[i].as_py() for c, s in snippets.items() if s[i].is_valid}
+                     for i in range(table.num_rows)], pa.map_(pa.string(), pa.string()))
+
+
+def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
+    """Every match of the plan's splits (searched in parallel threads); with a query and a limit,
+    the global top `limit` by `_score`, best first."""
+    files = plan.live_files()
+    plan.check_query(files)
+    scored = plan.query is not None and limit is not None
+    schema = plan.out_schema(scored)
+    if limit is not None and limit <= 0:
+        return schema.empty_table()
+    if scored:
+        def one(f):
+            return plan.search_split(f, limit)
+    else:
+        def one(f):
+            return pa.Table.from_batches([b for t in plan.read_split(f) for b in t.to_batches()], schema=schema)
+    if not files:
+        return schema.empty_table()
+    if len(files) == 1:
+        tables = [one(files[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=min(MAX_THREADS, len(files))) as pool:
+            tables = list(pool.map(one, files))
+    out = pa.concat_tables([t.cast(schema) if not t.schema.equals(schema) else t for t in tables])
+    if scored:
+        out = out.sort_by([(SCORE_COLUMN, "descending")]).slice(0, limit)
+    elif limit is not None:
+        out = out.slice(0, limit)
+    return out.combine_chunks()
+
+
+def stream_table(plan: SearchPlan, batch_rows: int = 65536) -> pa.RecordBatchReader:
+    """The plan's rows split by split (one split's matches in memory at a time), in row order."""
+    files = plan.live_files()
+    plan.check_query(files)
+    schema = plan.out_schema(False)
+
+    def gen():
+        for f in files:
+            for t in plan.read_split(f, batch_rows):
+                yield from t.cast(schema).to_batches()
+    return pa.RecordBatchReader.from_batches(schema, gen())

@@ -1,0 +1,154 @@
+"""IndexTable.search / to_arrow / to_batches (Spark-free) against the Spark reader on the same table."""
+from __future__ import annotations
+
+import pytest
+
+import indextables_spark as it
+from indextables_spark.errors import IndexTablesError, QueryParseError
+from search_tables import DOCS_OPTIONS, docs, docs_schema, write_table
+
+pytestmark = pytest.mark.spark
+
+N = 2000
+OPTIONS = {**DOCS_OPTIONS, "spark.indextables.indexing.bloomfilter.columns": "tag"}
+
+CASES = [  # (query, where, columns)
+    ("body:spark", None, None),
+    ("body:spark OR body:lake", "region = 'eu'", None),
+    ("body:lake", "views > 5000 AND tag IN ('news', 'blog')", ["id", "views", "tag", "region"]),
+    ("body:search", "tag IS NULL OR region = 'us'", ["id", "region", "tag"]),
+    ("body:tantivy -body:index", "score >= 50.5", None),
+    ('body:"data lake"', None, ["id", "body"]),
+    ("title:7 OR body:engine", "day < '2024-03-01'", ["id", "day", "title"]),
+    ("body:query", "price > 300.50 AND NOT (tag = 'docs')", ["id", "price", "tag"]),
+    ("body:stream", "tag = 'forum'", ["id", "tag"]),   # tag: the Bloom-filtered column
+    ("body:sql", "region = 'apac' OR views < 3000", ["region", "id", "views"]),
+]
+
+
+@pytest.fixture(scope="module")
+def table(spark, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("tsearch") / "t")
+    write_table(path, docs(N), docs_schema(), OPTIONS)
+    t = it.IndexTable(path)
+    assert len(t.files()) >= 6
+    before = t.count()
+    t.delete("views < 800")                  # positional deletes
+    t.delete(query="body:quasar", where="region = 'us'")
+    assert 0 < t.count() < before
+    return path
+
+
+def spark_rows(spark, path, query, where, columns):
+    df = spark.read.format("indextables")
+    if query is not None:
+        df = df.option("query", query)
+    df = df.load(path)
+    if where is not None:
+        df = df.filter(where)
+    cols = columns or [f.name for f in docs_schema().fields]
+    return sorted((r.asDict() for r in df.select(*cols).collect()), key=lambda r: r["id"])
+
+
+def rows(table) -> list[dict]:
+    return sorted(table.to_pylist(), key=lambda r: r["id"])
+
+
+def comparable(rs: list[dict]) -> list[dict]:
+    # Spark returns timestamps as naive local datetimes; compare them as instants in UTC seconds
+    out = []
+    for r in rs:
+        r = dict(r)
+        if r.get("ts") is not None:
+            r["ts"] = r["ts"].timestamp()
+        out.append(r)
+    return out
+
+
+@pytest.mark.parametrize("query,where,columns", CASES)
+def test_search_equals_spark_reader(spark, table, query, where, columns):
+    got = it.IndexTable(table).search(query, where=where, columns=columns)
+    assert got.schema.names == (columns or [f.name for f in docs_schema().fields])
+    want = spark_rows(spark, table, query, where, columns)
+    assert comparable(rows(got)) == comparable(want)
+    assert len(want) > 0
+
+
+def test_limit_is_the_global_top_n_by_score(spark, table):
+    from pyspark.sql import functions as sf
+
+    t = it.IndexTable(table)
+    q = "body:spark OR body:lake OR body:tantivy"
+    n = 25
+    got = t.search(q, where="region != 'apac'", columns=["id", "region"], limit=n)
+    assert got.num_rows == n and got.schema.names == ["id", "region", "_score"]
+    scores = got.column("_score").to_pylist()
+    assert scores == sorted(scores, reverse=True)
+    full = t.search(q, where="region != 'apac'", columns=["id"], limit=10**6)
+    assert full.num_rows == t.search(q, where="region != 'apac'").num_rows
+    all_scores = full.column("_score").to_pylist()
+    cutoff = all_scores[n - 1]
+    assert set(got.column("id").to_pylist()) >= {i for i, s in zip(full.column("id").to_pylist(), all_scores) if s > cutoff}
+    # against Spark's scores (the reader's _score for every match)
+    df = (spark.read.format("indextables").option("query", q).option("withScore", "true").load(table)
+          .filter("region != 'apac'").select("id", "_score").orderBy(sf.desc("_score")))
+    spark_scores = {r.id: r._score for r in df.collect()}
+    assert set(spark_scores) == set(full.column("id").to_pylist())
+    for i, s in zip(full.column("id").to_pylist(), all_scores):
+        assert spark_scores[i] == pytest.approx(s, rel=1e-6)
+    top_spark = sorted(spark_scores.items(), key=lambda kv: -kv[1])
+    if top_spark[n - 1][1] > top_spark[n][1]:   # no tie at the cut: the same set
+        assert set(got.column("id").to_pylist()) == {i for i, _ in top_spark[:n]}
+    # the reader's own top n (options query + limit), no filter
+    spark_top = spark.read.format("indextables").option("query", q).option("limit", n).load(table).select("id", "_score")
+    spark_top = [(r.id, r._score) for r in spark_top.collect()]
+    ours = t.search(q, columns=["id"], limit=n)
+    assert [s for _, s in spark_top] == pytest.approx(ours.column("_score").to_pylist(), rel=1e-6)
+    if len({s for _, s in spark_top}) == n:   # no ties inside the top n
+        assert [i for i, _ in spark_top] == ours.column("id").to_pylist()
+
+
+def test_snippets(spark, table):
+    got = it.IndexTable(table).search("body:lake", columns=["id", "body"], snippets=["body"], limit=5)
+    assert got.schema.names == ["id", "body", "_score", "_snippet"]
+    for body, snip in zip(got.column("body").to_pylist(), got.column("_snippet").to_pylist()):
+        assert snip is not None and "<b>" in snip and "lake" in body.lower()
+
+
+def test_to_arrow_equals_the_spark_full_read(spark, table):
+    t = it.IndexTable(table)
+    got = t.to_arrow()
+    assert got.num_rows == t.count()
+    assert comparable(rows(got)) == comparable(spark_rows(spark, table, None, None, None))
+    sub = t.to_arrow(where="views >= 9000 OR tag = 'news'", columns=["id", "views", "tag"])
+    assert comparable(rows(sub)) == comparable(spark_rows(spark, table, None, "views >= 9000 OR tag = 'news'",
+                                                          ["id", "views", "tag"]))
+
+
+def test_to_batches_streams_the_same_rows(table):
+    import pyarrow as pa
+
+    t = it.IndexTable(table)
+    reader = t.to_batches("body:spark", where="region = 'eu'", columns=["id", "body"])
+    assert isinstance(reader, pa.RecordBatchReader)
+    batches = list(reader)
+    assert len(batches) >= 2   # split by split
+    streamed = pa.Table.from_batches(batches, schema=reader.schema)
+    assert rows(streamed) == rows(t.search("body:spark", where="region = 'eu'", columns=["id", "body"]))
+    assert rows(pa.Table.from_batches(list(t.to_batches()))) == rows(t.to_arrow())
+
+
+def test_version_reads_before_the_deletes(table):
+    t = it.IndexTable(table)
+    old = t.to_arrow(columns=["id"], version=0)
+    assert old.num_rows == N and t.to_arrow(columns=["id"]).num_rows < N
+
+
+def test_errors(table):
+    t = it.IndexTable(table)
+    with pytest.raises(QueryParseError):
+        t.search("body:(unclosed")
+    with pytest.raises(IndexTablesError, match="nosuchcol"):
+        t.search("body:spark", where="nosuchcol = 3")
+    with pytest.raises(IndexTablesError, match="nosuchcol"):
+        t.to_arrow(columns=["id", "nosuchcol"])
