@@ -241,20 +241,12 @@ class IndexTablesReader(DataSourceReader):
                 self.data_filters.append(core)
 
     def _live_files(self) -> list[AddFile]:
-        from ..split.bloom import skip_by_blooms
-        from ..split.filters import prune_partition, skip_split
+        from ..split.search import prune_files
 
-        files = self._snapshot.files
-        n_total = len(files)
-        if self.partition_filters:
-            types = {c: self.column_types[c] for c in self.partition_columns}
-            files = [f for f in files
-                     if prune_partition(f.partition_values, self.partition_filters, self.partition_columns, types)]
-        n_after_partitions = len(files)
-        if self.data_filters:
-            files = [f for f in files if not skip_split(f, self.data_filters, self.specs)]
-        n_after_stats = len(files)
-        files = skip_by_blooms(self.path, self.opts, self._snapshot, files, self.data_filters)
+        types = {c: self.column_types[c] for c in self.partition_columns}
+        files, (n_total, n_after_partitions, n_after_stats) = prune_files(
+            self.path, self.opts, self._snapshot, self.partition_filters, self.data_filters,
+            self.partition_columns, types, self.specs)
         log.info(
             "indextables: %s v%d: %d splits; %d pruned by partition filters, %d skipped by data skipping "
             "(min/max stats), %d by Bloom filters; %d to read",
@@ -374,48 +366,18 @@ def read_split(reader: IndexTablesReader, add: AddFile, target: pa.Schema,
                delete_logs: list[dict] | None = None) -> Iterator[pa.RecordBatch]:
     """Rows of one split in row order, in batches of at most read.batchSize rows: a read without
     filters or query streams the row store's batches (zero-copy slices of the memory map).
-    delete_logs: the split's deleteLog actions (SplitGroup.deletes); their rows are left out."""
+    delete_logs: the split's deleteLog actions (SplitGroup.deletes); their rows are left out.
+    Columns the split lacks (added later, mergeSchema) are NULL: split.search.split_rows."""
     from ..log.delete_logs import split_deletes
+    from ..split.search import split_rows
 
     split = _open_split(reader, add)
     names = _data_names(reader, target)
     deletes = split_deletes(reader.path, reader.opts, add, delete_logs)
-    stored = set(split.schema.names)
-    if any(n not in stored for n in names):
-        yield from _read_evolved(reader, split, add, target, names, stored, deletes)
-        return
-    for batch in split.read(reader.data_filters, reader.query, names, reader.read_opts.batch_rows, deletes=deletes):
-        if batch.num_rows:
-            yield from to_target(batch, add, target, reader.partition_columns).to_batches()
-
-
-def _read_evolved(reader: IndexTablesReader, split, add: AddFile, target: pa.Schema, names: list[str],
-                  stored: set[str], deletes) -> Iterator[pa.RecordBatch]:
-    """A split written before columns were added to the table (mergeSchema): those columns are
-    NULL in every row. Filters on them are applied exactly after the NULL columns are attached."""
-    from ..split.filters import arrow_mask, columns_of
-
-    absent = {n.lower() for n in names if n not in stored}
-    on_absent = [f for f in reader.data_filters if any(c.strip("`").lower() in absent for c in columns_of(f))]
-    others = [f for f in reader.data_filters if not any(f is g for g in on_absent)]
-    present = [n for n in names if n in stored]
-    for batch in split.read(others, reader.query, present, reader.read_opts.batch_rows, deletes=deletes):
-        if not batch.num_rows:
-            continue
-        arrays, fields = [], []
-        for n in names:
-            if n in stored:
-                arrays.append(batch.column(batch.schema.get_field_index(n)))
-                fields.append(batch.schema.field(n))
-            else:
-                t = target.field(n).type
-                arrays.append(pa.nulls(batch.num_rows, t))
-                fields.append(pa.field(n, t))
-        full = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
-        if on_absent:
-            full = full.filter(arrow_mask(full, on_absent))
-        if full.num_rows:
-            yield from to_target(full, add, target, reader.partition_columns).to_batches()
+    types = {n: target.field(n).type for n in names}
+    for batch in split_rows(split, reader.data_filters, reader.query, names, types,
+                            reader.read_opts.batch_rows, deletes):
+        yield from to_target(batch, add, target, reader.partition_columns).to_batches()
 
 
 def read_ranked(reader: IndexTablesReader, adds: list[AddFile], target: pa.Schema,
@@ -439,22 +401,16 @@ def read_ranked(reader: IndexTablesReader, adds: list[AddFile], target: pa.Schem
         else:
             kept.append(table)
     if kept:
-        merged = pa.concat_tables(kept).sort_by([(SCORE, "descending")]).slice(0, ro.limit)
+        from ..split.search import top_n
+
+        merged = top_n(pa.concat_tables(kept), ro.limit)
         yield from merged.combine_chunks().to_batches(max_chunksize=ro.batch_rows)
 
 
 def _with_snippets(split, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
-    def values(c):
-        col = table.column(c)
-        return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    snippets = {c: split.snippets(query, c, values(c)) for c in fields}
-    if len(fields) == 1:
-        col = snippets[fields[0]]
-    else:
-        # map field -> snippet, fields without a match left out
-        col = pa.array([{c: s[i].as_py() for c, s in snippets.items() if s[i].is_valid}
-                        for i in range(table.num_rows)], pa.map_(pa.string(), pa.string()))
-    return table.append_column(SNIPPET, col)
+    from ..split.search import snippet_column
+
+    return table.append_column(SNIPPET, snippet_column(split, table, query, fields))
 
 
 # ---------------------------------------------------------------------------------------------

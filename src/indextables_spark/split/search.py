@@ -88,17 +88,9 @@ class SearchPlan:
 
     def live_files(self) -> list:
         """Partition pruning, min/max data skipping and Bloom filters, as the Spark reader's planner."""
-        from .bloom import skip_by_blooms
-        from .filters import prune_partition, skip_split
-
-        files = self.snapshot.files
-        if self.part_only:
-            types = {c: t for c, t in _spark_types(self.snapshot).items() if c in self.parts}
-            files = [f for f in files if prune_partition(f.partition_values, self.part_only, self.parts, types)]
-        if self.data_only:
-            files = [f for f in files if not skip_split(f, self.data_only, self.specs)]
-            files = skip_by_blooms(self.storage.uri, self.options, self.snapshot, files, self.data_only)
-        return files
+        types = {c: t for c, t in _spark_types(self.snapshot).items() if c in self.parts}
+        return prune_files(self.storage.uri, self.options, self.snapshot, self.part_only, self.data_only,
+                           self.parts, types, self.specs)[0]
 
     def check_query(self, files: Sequence[Any]) -> None:
         """QueryParseError for a query one of the splits read cannot parse (as the Spark reader)."""
@@ -152,7 +144,7 @@ class SearchPlan:
         if self.exact and table.num_rows:
             table = table.filter(arrow_mask(table, self.exact))
         if self.snippets:
-            snip = _snippet_column(split, table, self.query, self.snippets)
+            snip = snippet_column(split, table, self.query, self.snippets)
             table = table.append_column(SNIPPET_COLUMN, snip)
         return table.select(self.columns + ([SCORE_COLUMN] if scored else []) + ([SNIPPET_COLUMN] if self.snippets else []))
 
@@ -166,14 +158,12 @@ class SearchPlan:
     def read_split(self, add: Any, batch_rows: int = 65536) -> Iterator[pa.Table]:
         """Rows of one split matching the query and the filters, in row order (no score)."""
         split, deletes = self._open(add)
-        present = set(split.schema.names)
-        names = [c for c in self.read_names if c in present]
-        pushed = [f for f in self.pushed if columns_of_all(f) <= present]
-        for batch in split.read(pushed, self.query, names, batch_rows, deletes=deletes):
-            if batch.num_rows:
-                out = self._finish(self._full(batch, add, present), split, False)
-                if out.num_rows:
-                    yield out
+        types = {f.name: f.type for f in self.schema}
+        names = [c for c in self.schema.names if c in self.read_names]
+        for batch in split_rows(split, self.pushed, self.query, names, types, batch_rows, deletes):
+            out = self._finish(self._full(batch, add, set(batch.schema.names)), split, False)
+            if out.num_rows:
+                yield out
 
     def search_split(self, add: Any, limit: int | None) -> pa.Table:
         """Matches of one split with `_score`, best first (at most `limit` when the filters all
@@ -206,7 +196,7 @@ def _spark_types(snapshot: Any) -> dict[str, str]:
     return out
 
 
-def _snippet_column(split: Any, table: pa.Table, query: str | None, fields: Sequence[str]) -> pa.Array:
+def snippet_column(split: Any, table: pa.Table, query: str | None, fields: Sequence[str]) -> pa.Array:
     """`_snippet` as the Spark reader's snippetFields: one field → its snippet, several → a map
     field → snippet (fields without a match left out)."""
     if query is None:
@@ -248,7 +238,7 @@ def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
             tables = list(pool.map(one, files))
     out = pa.concat_tables([t.cast(schema) if not t.schema.equals(schema) else t for t in tables])
     if scored:
-        out = out.sort_by([(SCORE_COLUMN, "descending")]).slice(0, limit)
+        out = top_n(out, limit)
     elif limit is not None:
         out = out.slice(0, limit)
     return out.combine_chunks()
@@ -265,3 +255,68 @@ def stream_table(plan: SearchPlan, batch_rows: int = 65536) -> pa.RecordBatchRea
             for t in plan.read_split(f, batch_rows):
                 yield from t.cast(schema).to_batches()
     return pa.RecordBatchReader.from_batches(schema, gen())
+
+
+# ---- split-level pieces shared with the Spark reader (spark/reader.py) ------------------------------
+
+
+def prune_files(table_path: str, options: Options, snapshot: Any, partition_filters: Sequence[Filter],
+                data_filters: Sequence[Filter], partition_columns: Sequence[str],
+                partition_types: dict[str, str], specs: Any) -> tuple[list, tuple[int, int, int]]:
+    """The splits a read opens: partition pruning (filters over partition columns only), min/max
+    data skipping and Bloom filters (filters over data columns only). Returns (files, (splits in
+    the snapshot, after partition pruning, after data skipping))."""
+    from .bloom import skip_by_blooms
+    from .filters import prune_partition, skip_split
+
+    files = snapshot.files
+    n_total = len(files)
+    if partition_filters:
+        files = [f for f in files
+                 if prune_partition(f.partition_values, partition_filters, partition_columns, partition_types)]
+    n_parts = len(files)
+    if data_filters:
+        files = [f for f in files if not skip_split(f, data_filters, specs)]
+    n_stats = len(files)
+    files = skip_by_blooms(table_path, options, snapshot, files, data_filters)
+    return files, (n_total, n_parts, n_stats)
+
+
+def split_rows(split: SplitReader, filters: Sequence[Filter], query: str | None, names: Sequence[str],
+               types: dict[str, pa.DataType], batch_rows: int, deletes: Any = None) -> Iterator[pa.RecordBatch]:
+    """Rows of one split matching the query and the (data-column) filters exactly, in row order,
+    columns `names`. A split written before columns were added to the table (mergeSchema) has them
+    NULL in every row (typed from `types`); filters on them are applied after they are attached."""
+    from .filters import arrow_mask, columns_of
+
+    stored = set(split.schema.names)
+    absent = {n.lower() for n in names if n not in stored}
+    if not absent:
+        for batch in split.read(filters, query, names, batch_rows, deletes=deletes):
+            if batch.num_rows:
+                yield batch
+        return
+    on_absent = [f for f in filters if any(c.strip("`").lower() in absent for c in columns_of(f))]
+    others = [f for f in filters if not any(f is g for g in on_absent)]
+    present = [n for n in names if n in stored]
+    for batch in split.read(others, query, present, batch_rows, deletes=deletes):
+        if not batch.num_rows:
+            continue
+        arrays, fields = [], []
+        for n in names:
+            if n in stored:
+                arrays.append(batch.column(batch.schema.get_field_index(n)))
+                fields.append(batch.schema.field(n))
+            else:
+                arrays.append(pa.nulls(batch.num_rows, types[n]))
+                fields.append(pa.field(n, types[n]))
+        full = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+        if on_absent:
+            full = full.filter(arrow_mask(full, on_absent))
+        if full.num_rows:
+            yield full
+
+
+def top_n(table: pa.Table, limit: int) -> pa.Table:
+    """The `limit` best rows of per-split top-n results, by `_score` descending."""
+    return table.sort_by([(SCORE_COLUMN, "descending")]).slice(0, limit)
