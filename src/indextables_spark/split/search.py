@@ -1,4 +1,5 @@
-"""Spark-free counting over a table's splits (IndexTable.count(query=...))."""
+"""Spark-free reading of a table's splits: counting (IndexTable.count), searching and reading rows
+(IndexTable.search/to_arrow/to_batches), and the split-level pieces the Spark reader shares."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
