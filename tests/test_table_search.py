@@ -152,3 +152,22 @@ def test_errors(table):
         t.search("body:spark", where="nosuchcol = 3")
     with pytest.raises(IndexTablesError, match="nosuchcol"):
         t.to_arrow(columns=["id", "nosuchcol"])
+
+
+@pytest.mark.parametrize("query,where", [
+    (None, "score IS NULL"),
+    (None, "tag = 't1' OR day = 'd2'"),
+    ("body:alpha", "score > 12"),
+    ("body:alpha", None),
+])
+def test_splits_written_before_merge_schema_read_nulls_as_spark(spark, tmp_path, query, where):
+    from test_reliability_schema import _base, _evolved, _write
+
+    path = str(tmp_path / "t")
+    _write(path, _base(range(0, 10)))
+    _write(path, _evolved(range(10, 30)), merge=True)
+    t = it.IndexTable(path)
+    cols = ["id", "body", "day", "score", "tag"]
+    got = t.search(query, where=where, columns=cols) if query else t.to_arrow(where=where, columns=cols)
+    want = spark_rows(spark, path, query, where, cols)
+    assert rows(got) == want and len(want) > 0
