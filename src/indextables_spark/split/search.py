@@ -82,6 +82,9 @@ class SearchPlan:
         self.data_only = [f for f in self.conjuncts if not (columns_of(f) & parts)]
         self.pushed = [f for f in self.data_only if supports(f, self.specs)]
         self.exact = [f for f in self.conjuncts if not any(f is g for g in self.part_only)]
+        # what the split search does not apply exactly: conditions mixing partition and data columns,
+        # filters the split cannot take (checked with Arrow on rows with partition values attached)
+        self.post = [f for f in self.exact if not any(f is g for g in self.pushed)]
         # data columns read from a split: the projection, the snippet fields, the filter columns
         filter_cols = {c for f in self.exact for c in columns_of(f)}
         self.read_names = [c for c in names if c not in parts and (c in self.columns or c in self.snippets
@@ -139,11 +142,11 @@ class SearchPlan:
                 fields.append(table.schema.field(extra))
         return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
-    def _finish(self, table: pa.Table, split: Any, scored: bool) -> pa.Table:
+    def _finish(self, table: pa.Table, split: Any, scored: bool, post: Sequence[Filter]) -> pa.Table:
         from .filters import arrow_mask
 
-        if self.exact and table.num_rows:
-            table = table.filter(arrow_mask(table, self.exact))
+        if post and table.num_rows:
+            table = table.filter(arrow_mask(table, list(post)))
         if self.snippets:
             snip = snippet_column(split, table, self.query, self.snippets)
             table = table.append_column(SNIPPET_COLUMN, snip)
@@ -162,7 +165,7 @@ class SearchPlan:
         types = {f.name: f.type for f in self.schema}
         names = [c for c in self.schema.names if c in self.read_names]
         for batch in split_rows(split, self.pushed, self.query, names, types, batch_rows, deletes):
-            out = self._finish(self._full(batch, add, set(batch.schema.names)), split, False)
+            out = self._finish(self._full(batch, add, set(batch.schema.names)), split, False, self.post)
             if out.num_rows:
                 yield out
 
@@ -176,11 +179,13 @@ class SearchPlan:
         residual = [f for f in self.exact if not any(f is g for g in pushed)]
         table = split.search_scored(self.query, None if residual else limit, pushed, names, deletes=deletes)
         table = self._full(table, add, present)
-        if residual and limit is not None:
+        if residual and table.num_rows:
             from .filters import arrow_mask
 
-            table = table.filter(arrow_mask(table, self.exact)).slice(0, limit)
-        return self._finish(table, split, True)
+            table = table.filter(arrow_mask(table, residual))
+            if limit is not None:
+                table = table.slice(0, limit)
+        return self._finish(table, split, True, ())
 
 
 def columns_of_all(f: Filter) -> set[str]:
