@@ -8,6 +8,7 @@ from .errors import (
     ProtocolVersionError,
     QueryParseError,
     SchemaMismatchError,
+    TableExistsError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "IndexTablesError",
     "ProtocolVersionError",
     "Snapshot",
+    "TableExistsError",
     "TableNotFoundError",
     "Transaction",
     "aggregate",
@@ -43,6 +45,7 @@ __all__ = [
     "sql",
     "unregister",
     "wait_for_maintenance",
+    "write_table",
 ]
 
 
@@ -83,3 +86,12 @@ def aggregate(spark, path: str, query: str | None = None, aggs=None, partition_f
     from .aggregations import aggregate as _aggregate
 
     return _aggregate(spark, path, query, aggs, partition_filter, options, execution)
+
+
+def write_table(path: str, data, *, mode: str = "append", partition_by=None, options=None) -> int:
+    """Write a pyarrow.Table, pyarrow.RecordBatchReader or pandas DataFrame to the table at `path`
+    without Spark (same splits, statistics, Bloom files and log as the Spark writer; splits built in
+    parallel; one commit). mode: "append" | "overwrite" | "error". Returns the committed version."""
+    from .writer import write_table as _write_table
+
+    return _write_table(path, data, mode=mode, partition_by=partition_by, options=options)

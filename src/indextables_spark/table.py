@@ -260,3 +260,12 @@ class IndexTable:
         from .commands import repair
 
         return repair.repair_transaction_log(self.storage.full_uri("_transaction_log"), target, self.options, progress)
+
+    @classmethod
+    def create(cls, path: str, schema, partition_by=None, options=None) -> "IndexTable":
+        """Create an empty table at `path` from a pyarrow.Schema (version 0: protocol + metadata, what a
+        Spark write of an empty DataFrame commits); TableExistsError if a table exists there."""
+        from .writer import create_table
+
+        create_table(path, schema, partition_by=partition_by, options=options)
+        return cls(path, options)

@@ -1,292 +1,37 @@
-"""Batch writer: each task builds splits from Arrow batches; the driver-side commit writes the log."""
+"""Batch writer: thin Spark glue around the Spark-free write core (indextables_spark/writer.py):
+each task builds splits from Arrow batches; the driver-side commit writes the log."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..errors import ConcurrentModificationError, IndexTablesError, SchemaMismatchError
-from ..log.actions import AddFile, Metadata
-from ..log.doc_mapping import doc_mapping_hash, registry_key
-from ..log.protocol_gate import CURRENT_PROTOCOL, check_writable
-from ..log.transaction import new_table_id, now_ms
+from .. import writer as core
+from ..log.actions import AddFile
 from ..options import Options
-from ..storage import open_storage
-from ..table import IndexTable
-from .options import partition_columns_option, table_settings
+from ..writer import WritePlan, commit_write, delete_written, merge_stats  # noqa: F401 (streaming, tests)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TARGET_SPLIT_SIZE = "1G"
-
 
 @dataclass
-class SplitsWritten(WriterCommitMessage):
-    adds: list[dict] = field(default_factory=list)   # AddFile wire JSON
-    num_rows: int = 0
-    stats: dict[str, list[str]] = field(default_factory=dict)   # per-split stats files (e.g. "bloomfilter")
-
-
-def merge_stats(messages) -> dict[str, list[str]]:
-    """The stats files of every task's message, by key."""
-    out: dict[str, list[str]] = {}
-    for m in messages:
-        for k, files in (getattr(m, "stats", None) or {}).items():
-            out.setdefault(k, []).extend(files)
-    return out
-
-
-@dataclass(frozen=True)
-class WritePlan:
-    """What every task needs to know, decided once on the driver."""
-
-    schema_json: dict            # the table schema (all columns nullable)
-    partition_columns: list[str]
-    options: Options             # table settings overlaid with this write's options
-    doc_mapping: str             # JSON of the doc mapping splits of this write use
-    target_split_bytes: int
-
-
-def _field_types(schema_json: dict) -> dict[str, object]:
-    return {f["name"]: f["type"] for f in schema_json["fields"]}
-
-
-def _as_nullable(schema: StructType) -> StructType:
-    return StructType.fromJson(_nullable_json(schema.jsonValue()))
-
-
-def _nullable_json(t):
-    if isinstance(t, dict):
-        out = dict(t)
-        if out.get("type") == "struct":
-            out["fields"] = [{**_nullable_json(f), "nullable": True} for f in out["fields"]]
-        elif out.get("type") == "array":
-            out["elementType"] = _nullable_json(out["elementType"])
-            out["containsNull"] = True
-        elif out.get("type") == "map":
-            out["keyType"] = _nullable_json(out["keyType"])
-            out["valueType"] = _nullable_json(out["valueType"])
-            out["valueContainsNull"] = True
-        elif "type" in out and isinstance(out["type"], dict):
-            out["type"] = _nullable_json(out["type"])
-        return out
-    return t
+class SplitsWritten(core.SplitsWritten, WriterCommitMessage):
+    """A task's result, as the commit message Spark sends to the driver."""
 
 
 def plan_write(path: str, opts: Options, schema: StructType, overwrite: bool) -> tuple[WritePlan, int, bool]:
-    """Validate a write against the table (if any) before any task runs.
-
-    Returns (plan, read_version, table_exists).
-    """
-    from ..split.types import doc_mapping_json, validate_schema
-
-    table = IndexTable(path, opts)
-    read_version = table.version()
-    incoming = _as_nullable(schema).jsonValue()
-    requested_parts = partition_columns_option(opts)
-    if read_version >= 0:
-        snap = table.snapshot(read_version)
-        check_writable(snap.protocol_action, f"table {path}")
-        table_schema = snap.schema_json
-        parts = snap.partition_columns
-        if overwrite and opts.get_bool("overwriteSchema", False):
-            # Like Delta's overwriteSchema: an overwrite may redefine columns and partitioning.
-            table_schema = incoming
-            parts = requested_parts if requested_parts is not None else parts
-        else:
-            if requested_parts is not None and [c.lower() for c in requested_parts] != [c.lower() for c in parts]:
-                raise SchemaMismatchError(
-                    f"table {path} is partitioned by {parts}, but the write asks for partitionBy "
-                    f"{requested_parts} (to redefine the table use mode('overwrite') with overwriteSchema=true)"
-                )
-            if opts.get_bool("mergeSchema", False):
-                table_schema = merge_append_schema(path, table_schema, incoming)
-            else:
-                check_append_schema(path, table_schema, incoming)
-        settings = Options.of({k: v for k, v in snap.metadata_action.configuration.items()
-                               if not k.startswith("docMappingSchema.")}, opts)
-    else:
-        table_schema = incoming
-        parts = requested_parts or []
-        settings = opts
-    names = [f["name"] for f in table_schema["fields"]]
-    for c in parts:
-        if c not in names:
-            raise SchemaMismatchError(f"partition column {c!r} is not a column of the data (columns: {names})")
-    if parts and len(parts) == len(names):
-        raise SchemaMismatchError(f"cannot partition by every column ({parts}): no data columns would remain")
-    validate_schema(table_schema, parts, settings)
-    mapping = doc_mapping_json(table_schema, parts, settings)
-    target = settings.get_size("write.targetSplitSize", settings.get_size("indexing.split.targetSize", 0)) or None
-    plan = WritePlan(table_schema, list(parts), settings, mapping, target or (1 << 30))
-    return plan, read_version, read_version >= 0
-
-
-def check_append_schema(path: str, table_schema: dict, incoming: dict) -> None:
-    """The data must have exactly the table's columns with the same types (any order)."""
-    tbl = _field_types(table_schema)
-    inc = _field_types(incoming)
-    missing = [c for c in tbl if c not in inc]
-    extra = [c for c in inc if c not in tbl]
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing columns {missing}")
-        if extra:
-            parts.append(f"columns not in the table {extra}")
-        raise SchemaMismatchError(f"cannot write to table {path}: the data has {', '.join(parts)}")
-    for name, t in tbl.items():
-        if _nullable_json(t) != _nullable_json(inc[name]):
-            raise SchemaMismatchError(
-                f"cannot write to table {path}: column {name!r} has type {_type_str(inc[name])} in the data "
-                f"but {_type_str(t)} in the table"
-            )
-
-
-def merge_append_schema(path: str, table_schema: dict, incoming: dict) -> dict:
-    """Schema evolution for an append with mergeSchema=true: columns of the data that the table
-    lacks are added at the end, nullable (splits written before read them as NULL). Every table
-    column must still be in the data with its type; any other change is refused."""
-    tbl = _field_types(table_schema)
-    inc = _field_types(incoming)
-    lower = {c.lower(): c for c in tbl}
-    missing = [c for c in tbl if c not in inc]
-    if missing:
-        raise SchemaMismatchError(
-            f"cannot write to table {path} with mergeSchema: the data has no columns {missing} (schema evolution "
-            f"only adds columns; to drop or redefine columns use mode('overwrite') with overwriteSchema=true)")
-    for name, t in tbl.items():
-        if _nullable_json(t) != _nullable_json(inc[name]):
-            raise SchemaMismatchError(
-                f"cannot write to table {path} with mergeSchema: column {name!r} has type {_type_str(inc[name])} in "
-                f"the data but {_type_str(t)} in the table (incompatible change: types are never changed by "
-                f"schema evolution)")
-    clash = [c for c in inc if c not in tbl and c.lower() in lower]
-    if clash:
-        raise SchemaMismatchError(
-            f"cannot write to table {path} with mergeSchema: columns {clash} differ from table columns "
-            f"{[lower[c.lower()] for c in clash]} only in case")
-    added = [f for f in incoming["fields"] if f["name"] not in tbl]
-    if not added:
-        return table_schema
-    log.info("indextables: mergeSchema adds columns %s to %s", [f["name"] for f in added], path)
-    return {**table_schema, "fields": list(table_schema["fields"]) + [{**_nullable_json(f), "nullable": True}
-                                                                      for f in added]}
-
-
-def _type_str(t) -> str:
-    from pyspark.sql.types import StructField
-
-    try:   # public API only (pyspark's private JSON parsers change between versions)
-        return StructField.fromJson({"name": "c", "type": t, "nullable": True, "metadata": {}}).dataType.simpleString()
-    except Exception:  # only for the message text
-        return str(t)
+    """core.plan_write for a Spark schema. Returns (plan, read_version, table_exists)."""
+    return core.plan_write(path, opts, schema.jsonValue(), overwrite)
 
 
 def write_splits(path: str, opts: Options, plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> SplitsWritten:
     """Executor side: turn this task's rows into splits under the table."""
-    from ..split.builder import SplitWriter
-    from ..split.types import arrow_schema
-
-    storage = open_storage(path, opts)
-    target_schema = arrow_schema(plan.schema_json)
-    writer = SplitWriter(storage, plan.schema_json, plan.partition_columns, plan.options, plan.target_split_bytes)
-    rows = 0
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        batch = conform_batch(batch, target_schema)
-        writer.write_batch(batch)
-        rows += batch.num_rows
-    adds = writer.finish()
-    return SplitsWritten(adds=[a.to_json() for a in adds], num_rows=rows, stats=writer.stats_files)
-
-
-def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    """Reorder columns by name and cast to the table's Arrow schema."""
-    cols = []
-    for f in target:
-        col = batch.column(batch.schema.get_field_index(f.name))
-        if not col.type.equals(f.type):
-            col = col.cast(f.type)
-        cols.append(col)
-    return pa.RecordBatch.from_arrays(cols, schema=target)
-
-
-def commit_write(path: str, opts: Options, plan: WritePlan, read_version: int, overwrite: bool,
-                 adds: list[AddFile], operation: str | None = None, txn_id: str | None = None,
-                 stats_files: dict[str, list[str]] | None = None) -> int:
-    """Driver side: one version holding every add (and, for overwrite, removes of live files) and
-    the stats files written with the splits (stats_files: key -> files, e.g. Bloom filters)."""
-    table = IndexTable(path, opts)
-    ref = doc_mapping_hash(plan.doc_mapping)
-    for attempt in range(2):
-        txn = table.transaction(resolver="merge", version=read_version)
-        txn.txn_id = txn_id
-        if read_version < 0:
-            meta = Metadata(
-                id=new_table_id(),
-                schema_string=_schema_string(plan.schema_json),
-                partition_columns=plan.partition_columns,
-                configuration={**table_settings(plan.options), registry_key(ref): plan.doc_mapping},
-                created_time=now_ms(),
-            )
-            txn.set_protocol(CURRENT_PROTOCOL).set_metadata(meta)
-            op = "CREATE TABLE"
-        else:
-            snap = txn.snapshot()
-            meta = snap.metadata_action
-            new_schema = _schema_string(plan.schema_json)
-            needs_ref = registry_key(ref) not in meta.configuration
-            schema_changed = new_schema != meta.schema_string or plan.partition_columns != meta.partition_columns
-            if needs_ref or schema_changed:
-                config = dict(meta.configuration)
-                config[registry_key(ref)] = plan.doc_mapping
-                txn.set_metadata(Metadata(
-                    id=meta.id, schema_string=new_schema, partition_columns=plan.partition_columns,
-                    configuration=config, format=meta.format, name=meta.name,
-                    description=meta.description, created_time=meta.created_time,
-                ))
-            if overwrite:
-                txn.remove_files([f for f in snap.files_table.column("path").to_pylist()])
-            op = "OVERWRITE" if overwrite else "WRITE"
-        for a in adds:
-            a.doc_mapping_ref = a.doc_mapping_ref or ref
-        for key, files in (stats_files or {}).items():
-            txn.update_stat(key, files)
-        txn.add_files(adds).with_operation(operation or op, {"mode": "Overwrite" if overwrite else "Append",
-                                                            "partitionBy": plan.partition_columns})
-        try:
-            return txn.commit()
-        except ConcurrentModificationError:
-            # Another job created the table between planning and commit: re-plan against it once.
-            if read_version >= 0 or attempt:
-                raise
-            read_version = table.version()
-            snap = table.snapshot(read_version)
-            check_append_schema(path, snap.schema_json, plan.schema_json)
-            if snap.partition_columns != plan.partition_columns:
-                raise
-    raise IndexTablesError("unreachable")  # pragma: no cover
-
-
-def _schema_string(schema_json: dict) -> str:
-    import json
-
-    return json.dumps(schema_json, separators=(",", ":"))
-
-
-def delete_written(path: str, opts: Options, adds: list[dict], stats: dict[str, list[str]] | None = None) -> None:
-    """Remove split files (and their stats files) of a failed job (never referenced by the log)."""
-    keys = [a["path"] for a in adds] + [f for files in (stats or {}).values() for f in files]
-    if not keys:
-        return
-    storage = open_storage(path, opts)
-    storage.delete(keys)
+    m = core.write_splits(path, opts, plan, batches)
+    return SplitsWritten(adds=m.adds, num_rows=m.num_rows, stats=m.stats)
 
 
 class IndexTablesWriter(DataSourceArrowWriter):
