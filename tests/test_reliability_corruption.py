@@ -255,7 +255,7 @@ def test_damaged_split_fails_the_query_naming_the_split(tmp_path, damage):
     from pyspark.sql.types import StructType
 
     from indextables_spark.options import Options
-    from indextables_spark.spark.datasource import SnapshotPin
+    from indextables_spark.spark.guard import SnapshotPin
     from indextables_spark.spark.reader import IndexTablesReader, read_split
     from indextables_spark.split.types import arrow_schema
 

@@ -48,7 +48,7 @@ def _read(path: str, filters=(), version=None) -> list[dict]:
     from indextables_spark.split.types import arrow_schema
     from pyspark.sql.types import StructType
 
-    from indextables_spark.spark.datasource import SnapshotPin
+    from indextables_spark.spark.guard import SnapshotPin
     from indextables_spark.spark.reader import IndexTablesReader, read_split
 
     snap = it.IndexTable(path).snapshot(version)

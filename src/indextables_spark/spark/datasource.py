@@ -4,14 +4,13 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
-from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
 from ..errors import InvalidOptionError
 from ..options import Options
-from .guard import INDEXALL, INDEXGUARD
+from .guard import INDEXALL, INDEXGUARD, SnapshotPin
 from .options import resolve_options, table_path
 
 log = logging.getLogger(__name__)
@@ -21,23 +20,6 @@ FORMAT_NAME = "indextables"
 # INDEXALL, INDEXGUARD: virtual, always-NULL string columns. `WHERE _indexall = '<query>'` passes a
 # full-text query from SQL; guarded reads filter on `_indexguard` (spark/guard.py). The DataFrame
 # API drops both, views keep `_indexall`.
-
-
-@dataclass(frozen=True)
-class SnapshotPin:
-    """Which snapshot the readers of one relation read (see spark/guard.py)."""
-
-    relation_id: str     # one per loaded DataFrame / view (Spark keeps one DataSource per relation)
-    version: int         # the version time travel asked for, else the latest at load time
-    time_travel: bool
-
-    def snapshot(self, path: str, opts: Options, latest: bool):
-        from ..table import IndexTable
-
-        table = IndexTable(path, opts)
-        if latest and not self.time_travel:
-            return table.snapshot()
-        return table.snapshot(version=self.version)
 
 
 def _called_by_plain_planner() -> bool:

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import InvalidOptionError
+from ..options import Options
 
 INDEXALL = "_indexall"
 INDEXGUARD = "_indexguard"
@@ -120,3 +121,20 @@ def unguarded_ranking_message(path: str) -> str:
     return (f"options 'limit' / 'orderBy' on {path} rank across tasks, which needs the read returned by "
             f"spark.read.format('indextables') after indextables_spark.register(spark); without it, use "
             f"option 'withScore' and DataFrame.orderBy('_score', ascending=False).limit(n)")
+
+
+@dataclass(frozen=True)
+class SnapshotPin:
+    """Which snapshot the readers of one relation read (see spark/guard.py)."""
+
+    relation_id: str     # one per loaded DataFrame / view (Spark keeps one DataSource per relation)
+    version: int         # the version time travel asked for, else the latest at load time
+    time_travel: bool
+
+    def snapshot(self, path: str, opts: Options, latest: bool):
+        from ..table import IndexTable
+
+        table = IndexTable(path, opts)
+        if latest and not self.time_travel:
+            return table.snapshot()
+        return table.snapshot(version=self.version)

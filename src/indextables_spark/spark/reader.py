@@ -32,7 +32,7 @@ from ..options import Options
 from . import filters as spark_filters
 
 if TYPE_CHECKING:
-    from .datasource import SnapshotPin
+    from .guard import SnapshotPin
 
 log = logging.getLogger(__name__)
 
