@@ -1,6 +1,8 @@
 """Shared by the test_cloud_* modules."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 
@@ -15,3 +17,15 @@ def wipe_cloud_tables(request):
         return
     storage = target.open()
     storage.delete([f.key for f in storage.list("")])
+
+
+@contextlib.contextmanager
+def session_conf(spark, conf: dict[str, str]):
+    """Set Spark session conf entries for the block, unset them afterwards."""
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k in conf:
+            spark.conf.unset(k)

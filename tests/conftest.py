@@ -193,6 +193,17 @@ def cloud_backend(request: pytest.FixtureRequest) -> StorageTarget:
     return _target(request.param, request)
 
 
+@pytest.fixture
+def s3_uri(s3_bucket, s3_options, request):
+    """A fresh table root on S3; everything under it is deleted afterwards."""
+    from indextables_spark.storage import open_storage
+
+    uri = f"s3://{s3_bucket}/{request.node.name[:30]}-{uuid.uuid4().hex[:8]}"
+    yield uri
+    storage = open_storage(uri, s3_options)
+    storage.delete([f.key for f in storage.list("")])
+
+
 # --- Spark -----------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")

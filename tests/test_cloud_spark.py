@@ -18,6 +18,7 @@ import secrets as _random
 from urllib.parse import unquote
 
 import pytest
+from cloud_helpers import session_conf
 from cloud_helpers import wipe_cloud_tables  # noqa: F401  (autouse: deletes what each test wrote)
 from test_cloud_secrets import exception_text, leaks, s3_secrets
 
@@ -71,17 +72,6 @@ def spark_driver_log(spark, path: str):
         root.setLevel(level)
         ctx.updateLoggers()
         appender.stop()
-
-
-@contextlib.contextmanager
-def session_conf(spark, conf: dict[str, str]):
-    for k, v in conf.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k in conf:
-            spark.conf.unset(k)
 
 
 def backend_setup(target, request) -> tuple[dict, dict, dict, list[str]]:

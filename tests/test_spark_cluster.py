@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -25,20 +24,11 @@ import spark_cluster_job as job
 from spark_servers import die_with_parent, log_tail, spark_home
 
 import indextables_spark as it
-from indextables_spark.storage import open_storage
 
 pytestmark = [pytest.mark.spark, pytest.mark.cloud, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB_TIMEOUT = 900
-
-
-@pytest.fixture
-def s3_uri(s3_bucket, s3_options, request):
-    uri = f"s3://{s3_bucket}/{request.node.name[:30]}-{uuid.uuid4().hex[:8]}"
-    yield uri
-    storage = open_storage(uri, s3_options)
-    storage.delete([f.key for f in storage.list("")])
 
 
 def driver_env(tmp: Path) -> dict[str, str]:

@@ -7,42 +7,20 @@ Spark Connect withholds secret conf values from clients (spark.redaction.regex):
 S3 credentials must be options; the endpoint and the other settings still come from the conf."""
 from __future__ import annotations
 
-import contextlib
 import logging
-import uuid
 
 import pytest
+from cloud_helpers import session_conf
 from cmd_helpers import TEXT_OPTIONS, append, rows, small_splits_table
 
 import indextables_spark as it
 from indextables_spark.commands import post_write
 from indextables_spark.options import session_options
-from indextables_spark.storage import open_storage
 
 pytestmark = pytest.mark.spark
 
 AGGS = {"by_region": {"terms": {"field": "region"}}, "views": {"stats": {"field": "views"}}}
 SECRET_KEYS = ("spark.indextables.aws.accessKey", "spark.indextables.aws.secretKey")
-
-
-@contextlib.contextmanager
-def session_conf(spark, conf: dict[str, str]):
-    for k, v in conf.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k in conf:
-            spark.conf.unset(k)
-
-
-@pytest.fixture
-def s3_uri(s3_bucket, s3_options, request):
-    """A fresh table root on S3; everything under it is deleted afterwards."""
-    uri = f"s3://{s3_bucket}/{request.node.name[:30]}-{uuid.uuid4().hex[:8]}"
-    yield uri
-    storage = open_storage(uri, s3_options)
-    storage.delete([f.key for f in storage.list("")])
 
 
 def expected_aggs(data) -> dict:
