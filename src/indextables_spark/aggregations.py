@@ -31,12 +31,6 @@ def table_options(snapshot: Any, options: Options) -> Options:
     return Options.of({k: v for k, v in config.items() if not k.startswith("docMappingSchema.")}, options)
 
 
-def session_options(spark: Any, options: Mapping[str, Any] | None) -> Options:
-    """`spark.indextables.*` session conf (credentials, endpoints, ...) overlaid with `options`
-    (classic or Spark Connect session; no JVM access; over Connect secrets must be options)."""
-    return sessions.with_session_options(spark, options)
-
-
 def choose_execution(spark: Any, execution: str) -> str:
     if execution not in EXECUTIONS:
         raise InvalidOptionError(f"execution={execution!r}: expected one of {EXECUTIONS}")
@@ -66,7 +60,7 @@ def aggregate(spark: Any, path: str, query: str | None = None, aggs: Mapping[str
 
     if aggs is None:
         raise InvalidOptionError("aggregate: give aggs, e.g. {'by_tag': {'terms': {'field': 'tag'}}}")
-    opts = session_options(spark, options)
+    opts = sessions.with_session_options(spark, options)
     table = IndexTable(path, opts)
     snapshot = table.snapshot()
     files = table.files(partition_filter, version=snapshot.version) if partition_filter else snapshot.files

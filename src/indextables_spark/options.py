@@ -27,7 +27,8 @@ SECRET_KEYS = frozenset(
 )
 
 
-def _short(key: str) -> str:
+def short_key(key: str) -> str:
+    """An option key without the `spark.indextables.` prefix, lower-cased (how Options stores it)."""
     k = key.lower()
     return k[len(PREFIX):] if k.startswith(PREFIX) else k
 
@@ -49,11 +50,11 @@ class Options(Mapping[str, str]):
             for k, v in items:
                 if v is None:
                     continue
-                merged[_short(str(k))] = v if isinstance(v, str) else _to_str(v)
+                merged[short_key(str(k))] = v if isinstance(v, str) else _to_str(v)
         return cls(merged)
 
     def __getitem__(self, key: str) -> str:
-        return self.values[_short(key)]
+        return self.values[short_key(key)]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.values)
@@ -62,10 +63,10 @@ class Options(Mapping[str, str]):
         return len(self.values)
 
     def get_str(self, key: str, default: str | None = None) -> str | None:
-        return self.values.get(_short(key), default)
+        return self.values.get(short_key(key), default)
 
     def get_int(self, key: str, default: int) -> int:
-        raw = self.values.get(_short(key))
+        raw = self.values.get(short_key(key))
         if raw is None or raw == "":
             return default
         try:
@@ -74,7 +75,7 @@ class Options(Mapping[str, str]):
             raise InvalidOptionError(f"option {key!r}: expected an integer, got {raw!r}") from None
 
     def get_float(self, key: str, default: float) -> float:
-        raw = self.values.get(_short(key))
+        raw = self.values.get(short_key(key))
         if raw is None or raw == "":
             return default
         try:
@@ -83,7 +84,7 @@ class Options(Mapping[str, str]):
             raise InvalidOptionError(f"option {key!r}: expected a number, got {raw!r}") from None
 
     def get_bool(self, key: str, default: bool) -> bool:
-        raw = self.values.get(_short(key))
+        raw = self.values.get(short_key(key))
         if raw is None or raw == "":
             return default
         low = raw.strip().lower()
@@ -95,14 +96,14 @@ class Options(Mapping[str, str]):
 
     def get_size(self, key: str, default: int) -> int:
         """A byte size such as `100M`, `2G`, `512k` or a plain number of bytes."""
-        raw = self.values.get(_short(key))
+        raw = self.values.get(short_key(key))
         if raw is None or raw == "":
             return default
         return parse_size(raw, key)
 
     def with_prefix(self, prefix: str) -> dict[str, str]:
         """Options under `prefix.` (prefix removed), e.g. with_prefix('indexing.typemap')."""
-        p = _short(prefix).rstrip(".") + "."
+        p = short_key(prefix).rstrip(".") + "."
         return {k[len(p):]: v for k, v in self.values.items() if k.startswith(p)}
 
     def redacted(self) -> dict[str, str]:

@@ -30,6 +30,7 @@ from ..errors import InvalidOptionError, QueryParseError
 from ..log.actions import AddFile
 from ..options import Options
 from . import filters as spark_filters
+from . import guard
 
 if TYPE_CHECKING:
     from .guard import SnapshotPin
@@ -207,8 +208,6 @@ class IndexTablesReader(DataSourceReader):
 
     def pushFilters(self, filters):
         from ..split.filters import columns_of, supports
-        from . import guard
-
         filters = list(filters)
         verdicts = [indexall_filter(f) for f in filters]
         epoch = next((v.epoch for v in verdicts if isinstance(v, guard.Guard)), None)
@@ -256,8 +255,6 @@ class IndexTablesReader(DataSourceReader):
         return files
 
     def partitions(self):
-        from . import guard
-
         self._ensure_bound()
         ro = self.read_opts
         if not self.guarded and (ro.limit is not None or ro.order_by_score):
@@ -310,12 +307,9 @@ def indexall_filter(f):
     plan guard (a `guard.Guard`), True for IS NOT NULL (implied by a query), None when not about it."""
     from pyspark.sql import datasource as sds
 
-    from . import guard
     from .guard import INDEXALL
 
     if isinstance(f, sds.EqualTo) and tuple(f.attribute) == (INDEXALL,) and isinstance(f.value, str):
-        if guard.parse(f.value) is not None:
-            raise InvalidOptionError(f"{INDEXALL} = <the plan guard value>: not a full-text query")
         return f.value
     if isinstance(f, sds.IsNotNull) and tuple(f.attribute) == (INDEXALL,):
         return True
@@ -436,10 +430,10 @@ def load_options(spark, given: Mapping[str, object]) -> dict[str, str]:
 def finish_load(df, given: Mapping[str, object]):
     """The read as the user sees it: the global top n / score order the options ask for, and
     without the virtual `_indexall` column."""
-    from .guard import INDEXALL, INDEXGUARD
+    from .guard import INDEXALL
 
     ro = read_options(Options.of({str(k): v for k, v in given.items()}))
-    df = df.drop(INDEXALL, INDEXGUARD)
+    df = df.drop(INDEXALL)   # the guard already dropped `_indexguard`
     if ro.order_by_score or ro.top_n:
         df = df.orderBy(df[SCORE].desc())
     if ro.limit is not None:

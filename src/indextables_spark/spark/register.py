@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import TableExistsError
-from ..options import PREFIX, session_options
+from ..options import session_options, short_key
 from .guard import VIRTUAL_COLUMNS, guarded
 from .patching import own as _own, remove_all, wrap as _wrap, wrapped_any
 
@@ -53,11 +53,6 @@ def session_of(builder) -> Any:
     raise AttributeError(f"no SparkSession on {type(builder).__name__}")
 
 
-def conf_options(spark) -> dict[str, str]:
-    """`spark.indextables.*` entries of the session conf."""
-    return session_options(spark)
-
-
 @dataclass
 class _Given:
     """What the user gave a builder, recorded by the pass-through wrappers."""
@@ -72,19 +67,14 @@ def _given(builder) -> _Given:
     return builder.__dict__.setdefault("_indextables_given", _Given())
 
 
-def _short(key: str) -> str:
-    k = str(key).lower()
-    return k[len(PREFIX):] if k.startswith(PREFIX) else k
-
-
 def _inject_conf(builder, spark) -> dict[str, str]:
     """Copy conf entries whose key was not given explicitly; returns every option now set."""
     given = _given(builder).options
-    keys = {_short(k) for k in given}
+    keys = {short_key(k) for k in given}
     set_option = _own(type(builder), "option")
     out = {str(k): str(v) for k, v in given.items()}
     for k, v in session_options(spark).items():
-        if _short(k) not in keys:
+        if short_key(k) not in keys:
             set_option(builder, k, v)
             out[k] = v
     return out

@@ -221,10 +221,10 @@ def _limit(call: Call) -> int:
 
 
 def count_rows(spark, path: str, query: str | None, partition_filter: str | None, options) -> int:
-    from ..aggregations import session_options
+    from ..sessions import with_session_options
     from ..table import IndexTable
 
-    return IndexTable(path, session_options(spark, options)).count(query, partition_filter)
+    return IndexTable(path, with_session_options(spark, options)).count(query, partition_filter)
 
 
 def _text_of(v: Any) -> str | None:
