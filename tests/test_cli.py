@@ -121,3 +121,72 @@ def test_progress_bars_and_installed_entry_point(table):
     assert proc.returncode == 0 and json.loads(proc.stdout)["numFiles"] == 3   # the state after the merge
     proc = subprocess.run([exe, "describe-state", table + "-missing"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == cli.EXIT_NOT_FOUND and "no indextables table" in proc.stderr
+
+
+@pytest.fixture
+def docs_table(tmp_path) -> str:
+    import pyarrow as pa
+
+    path = str(tmp_path / "docs")
+    data = pa.table({
+        "id": pa.array(range(6), pa.int64()),
+        "body": ["red apple", "red pear", "green apple", "red apple pie", "blue sky", None],
+        "tags": [["a", "b"], [], None, ["c"], ["a"], ["z"]],
+        "views": pa.array([5, 50, 500, 5000, 50000, 7], pa.int64()),
+        "region": ["eu", "us", "eu", "us", "eu", "us"],
+    })
+    it.write_table(path, data, partition_by=["region"], options={"indexing.typemap.body": "text"})
+    return path
+
+
+def test_search_command_outputs(capsys, docs_table):
+    t = it.IndexTable(docs_table)
+    code, out, _ = run_cli(capsys, "search", docs_table, "body:red", "--columns", "id,body")
+    assert code == 0 and "3 rows" in out and "red apple pie" in out and "green" not in out
+    # --json: one object per row, the same rows as IndexTable.search
+    code, out, _ = run_cli(capsys, "search", docs_table, "body:apple", "--where", "views > 10", "--json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    expected = t.search("body:apple", where="views > 10").to_pylist()
+    assert code == 0 and sorted(r["id"] for r in rows) == sorted(r["id"] for r in expected) == [2, 3]
+    assert {r["id"]: r["tags"] for r in rows} == {2: None, 3: ["c"]} and rows[0]["region"] in ("eu", "us")
+    # --limit: top n by relevance with _score, best first
+    code, out, _ = run_cli(capsys, "search", docs_table, "body:apple OR body:pie", "--limit", "1", "--json")
+    (best,) = [json.loads(line) for line in out.splitlines()]
+    assert best["id"] == 3 and best["_score"] > 0
+    # --csv: a header and one line per row; nested values as JSON; `*` reads every row
+    import pyarrow.csv as pcsv
+
+    code, out, _ = run_cli(capsys, "search", docs_table, "*", "--where", "region = 'us'", "--csv",
+                           "--columns", "id,tags,body")
+    got = pcsv.read_csv(io.BytesIO(out.encode()))
+    assert code == 0 and got.column_names == ["id", "tags", "body"]
+    assert sorted(zip(got.column("id").to_pylist(), got.column("tags").to_pylist())) == \
+        [(1, "[]"), (3, '["c"]'), (5, '["z"]')]
+    code, out, _ = run_cli(capsys, "search", docs_table, "body:red", "--snippets", "body", "--json")
+    assert code == 0 and all("<b>red</b>" in json.loads(line)["_snippet"] for line in out.splitlines())
+    # the terminal table shows at most --max-rows rows and says how many there are
+    code, out, _ = run_cli(capsys, "search", docs_table, "*", "--max-rows", "2")
+    assert code == 0 and "6 rows (first 2 shown" in out
+
+
+def test_search_command_errors(capsys, docs_table, tmp_path):
+    code, _, err = run_cli(capsys, "search", docs_table, "body:red AND")
+    assert code == cli.EXIT_USAGE and "QueryParseError" in err and "'AND' has no term after it" in err
+    code, _, err = run_cli(capsys, "search", docs_table, "body:red", "--columns", "id,nope")
+    assert code == cli.EXIT_USAGE and "nope" in err
+    code, _, err = run_cli(capsys, "search", docs_table, "body:red", "--where", "nope = 1")
+    assert code == cli.EXIT_USAGE and "nope" in err
+    code, _, err = run_cli(capsys, "search", docs_table, "body:red", "--json", "--csv")
+    assert code == cli.EXIT_USAGE and "not both" in err
+    code, _, err = run_cli(capsys, "search", str(tmp_path / "missing"), "body:red")
+    assert code == cli.EXIT_NOT_FOUND and "missing" in err
+    with pytest.raises(SystemExit):
+        cli.main(["search", docs_table, "body:red", "--limit", "0"])
+
+
+def test_search_command_installed_entry_point(docs_table):
+    exe = os.path.join(os.path.dirname(sys.executable), "indextables")
+    proc = subprocess.run([exe, "search", docs_table, "body:pear", "--csv", "--columns", "id,region"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ['"id","region"', '1,"us"']

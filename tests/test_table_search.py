@@ -171,3 +171,26 @@ def test_splits_written_before_merge_schema_read_nulls_as_spark(spark, tmp_path,
     got = t.search(query, where=where, columns=cols) if query else t.to_arrow(where=where, columns=cols)
     want = spark_rows(spark, path, query, where, cols)
     assert rows(got) == want and len(want) > 0
+
+
+def test_and_not_means_and_not(tmp_path):
+    """`a AND NOT b` (Lucene/Elasticsearch syntax) excludes b; Tantivy alone would match nothing."""
+    import pyarrow as pa
+
+    import indextables_spark as it
+
+    bodies = ["red apple", "red pear", "green apple", "red apple pie", "blue"]
+    path = str(tmp_path / "t")
+    it.write_table(path, pa.table({"id": list(range(5)), "body": bodies}),
+                   options={"indexing.typemap.body": "text"})
+    t = it.IndexTable(path)
+
+    def ids(q):
+        return sorted(t.search(q, columns=["id"]).column("id").to_pylist())
+
+    assert ids("body:red AND NOT body:apple") == [1]
+    assert ids("body:red AND NOT (body:pear OR body:pie)") == [0]
+    assert ids('body:red AND NOT "apple pie"') == [0, 1]
+    assert ids("body:red NOT body:apple") == [1]
+    assert t.count("body:red AND NOT body:apple AND NOT body:pear") == 0
+    assert t.count("body:apple AND NOT body:green") == 2

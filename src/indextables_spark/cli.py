@@ -9,6 +9,12 @@
     indextables drop-partitions PATH --where P
     indextables repair SOURCE/_transaction_log TARGET
     indextables sql "MERGE SPLITS '/path' TARGET SIZE 100M"   (any command text of it.sql)
+    indextables search PATH QUERY [--where P] [--columns c1,c2] [--limit N] [--snippets f]
+                                  [--version V] [--json | --csv]
+
+`search` prints the matching rows (IndexTable.search; QUERY `*` = every row): a table on a
+terminal (at most --max-rows rows shown), `--json` one JSON object per row (JSON Lines), `--csv` CSV
+with a header (nested values as JSON). With --limit: the top N by relevance, with a `_score` column.
 
 Every subcommand takes `--json` (the operation's result as JSON on stdout, for machines),
 `-o KEY=VALUE` (repeatable: any `spark.indextables.*` option, with or without the prefix, e.g.
@@ -115,7 +121,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", help="an empty location for the repaired log")
     p = cmd("sql", "run a command text, e.g. \"PURGE INDEXTABLE '/t' DRY RUN\"")
     p.add_argument("text")
+    p = cmd("search", "print the rows matching a full-text query (`*`: every row)")
+    p.add_argument("path")
+    p.add_argument("query", help="Tantivy query syntax, e.g. 'body:kestrel AND title:\"data lake\"'; * for all rows")
+    p.add_argument("--where", help="SQL-like predicate over any columns, e.g. \"region = 'eu' AND views > 10\"")
+    p.add_argument("--columns", type=_names, help="comma-separated columns to print (default: all)")
+    p.add_argument("--limit", type=_positive, help="the N best matches by relevance (adds _score)")
+    p.add_argument("--snippets", type=_names, help="comma-separated text columns to highlight (adds _snippet)")
+    p.add_argument("--version", type=int, default=None, help="read this table version (time travel)")
+    p.add_argument("--csv", action="store_true", help="print CSV (header + one line per row)")
+    p.add_argument("--max-rows", type=_positive, default=100, help="rows shown in the terminal table (default 100)")
     return top
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
+    return names
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
 
 
 # ---- running -----------------------------------------------------------------------------------
@@ -174,6 +207,82 @@ def _table_listing(args, options):
     files = t.files(args.where, args.version) if args.where else t.snapshot(args.version).files
     raw = [f.to_json() for f in files]
     return results.FILES, results.FILES.table(raw), raw
+
+
+def _search(args, options) -> pa.Table:
+    from .table import IndexTable
+
+    t = IndexTable(args.path, options)
+    if args.query.strip() == "*":
+        if args.limit is not None or args.snippets:
+            from .errors import InvalidOptionError
+
+            raise InvalidOptionError("--limit and --snippets need a query (not *): they rank and highlight matches")
+        return t.to_arrow(where=args.where, columns=args.columns, version=args.version)
+    return t.search(args.query, where=args.where, columns=args.columns, limit=args.limit,
+                    snippets=args.snippets, version=args.version)
+
+
+def _flat_for_csv(table: pa.Table) -> pa.Table:
+    """Nested columns (lists, structs, maps) as JSON text: CSV has no nesting."""
+    cols = []
+    for name, col in zip(table.column_names, table.columns):
+        t = col.type
+        if pa.types.is_nested(t):
+            col = pa.array([None if v is None else json.dumps(_plain(v), default=_json_default)
+                            for v in col.to_pylist()], pa.string())
+        elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            col = pa.array([None if v is None else v.hex() for v in col.to_pylist()], pa.string())
+        cols.append(col)
+    return pa.table(cols, names=table.column_names)
+
+
+def _plain(v: Any) -> Any:
+    """Arrow's map values (lists of pairs) as JSON objects."""
+    if isinstance(v, list) and v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
+        return {str(k): _plain(x) for k, x in v}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+def _print_rows(out, args, table: pa.Table) -> None:
+    if args.csv:
+        import pyarrow.csv as pcsv
+
+        sys.stdout.flush()
+        buf = pa.BufferOutputStream()
+        pcsv.write_csv(_flat_for_csv(table), buf)
+        sys.stdout.write(buf.getvalue().to_pybytes().decode("utf-8"))
+        return
+    if args.json:
+        for row in table.to_pylist():
+            sys.stdout.write(json.dumps({k: _plain(v) for k, v in row.items()}, default=_json_default) + "\n")
+        return
+    from rich.table import Table
+
+    shown = table.slice(0, args.max_rows).to_pylist()
+    more = table.num_rows - len(shown)
+    title = f"{table.num_rows:,} rows" + (f" (first {len(shown)} shown; --max-rows, --json or --csv for all)"
+                                           if more else "")
+    grid = Table(title=title)
+    for name in table.column_names:
+        grid.add_column(name, overflow="fold", max_width=60)
+    for row in shown:
+        grid.add_row(*(_search_cell(row[c]) for c in table.column_names))
+    out.print(grid)
+
+
+def _search_cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if isinstance(v, (list, dict)):
+        return json.dumps(_plain(v), default=_json_default)
+    return _cell(v)
 
 
 def _json_default(o: Any) -> Any:
@@ -283,11 +392,12 @@ class _Bars:
 
 def _exit_code(e: Exception) -> int:
     from .commands.parser import CommandSyntaxError
-    from .errors import (ConcurrentModificationError, InvalidOptionError, TableNotFoundError,
-                         VersionNotFoundError)
+    from .errors import (ConcurrentModificationError, InvalidOptionError, QueryParseError, SchemaMismatchError,
+                         TableNotFoundError, VersionNotFoundError)
     from .log.partition_filter import PartitionFilterError
 
-    if isinstance(e, (CommandSyntaxError, InvalidOptionError, PartitionFilterError)):
+    if isinstance(e, (CommandSyntaxError, InvalidOptionError, PartitionFilterError, QueryParseError,
+                      SchemaMismatchError)):
         return EXIT_USAGE
     if isinstance(e, (TableNotFoundError, VersionNotFoundError)):
         return EXIT_NOT_FOUND
@@ -307,7 +417,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Console()
     err = Console(stderr=True)
     options = Options.of(dict(args.option))
+    if args.command == "search" and args.json and args.csv:
+        err.print("indextables search: give --json or --csv, not both")
+        return EXIT_USAGE
     try:
+        if args.command == "search":
+            rows = _search(args, options)
+            _print_rows(out, args, rows)
+            return EXIT_OK
         if args.command in ("history", "files"):
             spec, table, raw = _table_listing(args, options)
         else:

@@ -109,6 +109,22 @@ def _lex(query: str) -> tuple[list[_Tok], list[int]]:
     return toks, stray
 
 
+def negations_as_prefix(query: str) -> str:
+    """`a AND NOT b` as `a AND -b`. Tantivy parses the former as Must(a) + Must(Bool[MustNot(b)]),
+    a purely negative clause that matches nothing, so the whole query matched no document; Lucene,
+    Elasticsearch and Quickwit read it as "a and not b", which is what `-b` means to Tantivy."""
+    if "NOT" not in query:
+        return query
+    toks, _ = _lex(query)
+    out, last = [], 0
+    for prev, tok, nxt in zip([None, *toks], toks, toks[1:]):
+        if (tok.kind == "word" and query[tok.start:tok.end] == "NOT"
+                and (prev is None or prev.kind != "field")):
+            out.append(query[last:tok.start] + "-")
+            last = nxt.start
+    return "".join(out) + query[last:] if out else query
+
+
 def _char_pos(query: str, byte_pos: int) -> int:
     return len(query.encode("utf-8")[:byte_pos].decode("utf-8", "ignore"))
 

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from ..errors import QueryParseError, SchemaMismatchError
 from ._tantivy import tantivy_call
 from .bundle import ROWS_NAME, SplitFooter, load_extracted_footer
+from .query_errors import negations_as_prefix
 from .filters import Filter, arrow_mask, build_query, columns_of
 from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_fully_tokenized, with_truncated_terms
 
@@ -87,7 +88,7 @@ def parse_query(index: Any, specs: Sequence[ColumnSpec], query: str):
     fields = default_fields(specs)
     with tantivy_call(f"parsing query {query!r}"):
         try:
-            return index.parse_query(query, fields)
+            return index.parse_query(negations_as_prefix(query), fields)
         except ValueError as e:
             from .query_errors import format_query_error, locate_query_error
 
