@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +24,9 @@ from .paths import LOG_DIR, version_key
 from .protocol_gate import check_readable
 from .snapshot import Snapshot
 from .state_config import read_parallelism
+
+if TYPE_CHECKING:
+    from .listing import LogListing
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +105,10 @@ class TransactionLog:
     def __init__(self, storage: Storage, options: Options | None = None):
         self.storage = storage
         self.options = options or Options()
+        # The last snapshot built and the log listing it was built from: asking for the same version
+        # again while the log's files are unchanged (a service searching the table per request)
+        # costs one listing, not a state decode.
+        self._last_snapshot: tuple[LogListing, Snapshot] | None = None
 
     # ---- version files -------------------------------------------------------------------
     def list_versions(self) -> list[int]:
@@ -185,10 +192,15 @@ class TransactionLog:
 
         listing = self.listing()
         version = self._resolve_version(version, listing)
+        last = self._last_snapshot
+        if last is not None and last[1].version == version and last[0] == listing:
+            return last[1]
         base = load_base_state(self, version, listing)
         delta = self._collect(base, version)
         base, delta, files = self._files_or_fallback(base, delta, version, listing)
-        return self._snapshot(base, delta, version, files)
+        snap = self._snapshot(base, delta, version, files)
+        self._last_snapshot = (listing, snap)
+        return snap
 
     def _files_or_fallback(self, base, delta, version, listing, predicate=None, stats=None, min_added_version=None):
         """_files(); when a manifest of the base state turns out missing or corrupt, fall back

@@ -306,9 +306,9 @@ class _SplitCtx:
         if self.has_query:
             if self._rows is None:
                 self._rows = r._matching_rows((self.query, True, True)) or []
-            chunks = [b.column(column) for b in r._take(self._rows)] if self._rows else []
+            chunks = [b.column(column) for b in r._take(self._rows, [column])] if self._rows else []
         else:
-            chunks = [r._batch(i).column(column) for i in range(r._ipc.num_record_batches)]
+            chunks = [r._batch(i, [column]).column(0) for i in range(r._ipc.num_record_batches)]
         typ = r.schema.field(column).type
         arr = pa.chunked_array(chunks, typ).combine_chunks() if chunks else pa.array([], typ)
         return arr.drop_null() if arr.null_count else arr
@@ -857,16 +857,7 @@ def _options(options: Any):
     return options if isinstance(options, Options) else Options.of(options)
 
 
-_pools: dict[int, Any] = {}
-_pools_lock = threading.Lock()
-
-
 def _pool(threads: int):
-    """A long-lived thread pool (starting threads per call costs more than a small aggregation)."""
-    from concurrent.futures import ThreadPoolExecutor
+    from .pools import shared_pool
 
-    with _pools_lock:
-        pool = _pools.get(threads)
-        if pool is None:
-            pool = _pools[threads] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="indextables-agg")
-        return pool
+    return shared_pool("agg", threads)

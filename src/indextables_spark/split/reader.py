@@ -15,7 +15,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -33,6 +33,7 @@ DEFAULT_BATCH_SIZE = 10_000
 SCORE_COLUMN = "_score"
 SCAN_FRACTION = 0.5            # narrowing keeps more than this share of rows → scan instead
 MAX_OPEN_SPLITS = 64           # per-process cache of opened indexes / IPC readers
+MAX_PROJECTIONS = 8            # per split: readers of column subsets (see _Handles.batch)
 
 
 @dataclass
@@ -44,6 +45,30 @@ class _Handles:
     index: Any
     ipc: pa.ipc.RecordBatchFileReader
     batch_starts: list[int]
+    source: Any = None                      # the memory-mapped row store, shared by the readers
+    # field indices -> (reader of only those fields, its batches as read so far). The extracted
+    # row store is uncompressed (bundle.uncompress_rows), so a batch is a zero-copy view of the
+    # memory map: keeping it costs no memory, and reading it again costs no metadata decoding.
+    projected: dict = dataclass_field(default_factory=dict)
+
+    def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
+        """Record batch i, only `columns` (in that order) when given. A reader of only some fields
+        touches only their buffers: the id column of a 65,536-row batch costs 0.014 ms, every
+        column 0.11 ms."""
+        schema = self.ipc.schema
+        key = (tuple(range(len(schema))) if columns is None
+               else tuple(sorted({schema.get_field_index(c) for c in columns})))
+        entry = self.projected.get(key)
+        if entry is None:
+            reader = (self.ipc if len(key) == len(schema)
+                      else pa.ipc.open_file(self.source, options=pa.ipc.IpcReadOptions(included_fields=list(key))))
+            if len(self.projected) >= MAX_PROJECTIONS:
+                self.projected.pop(next(iter(self.projected)), None)
+            entry = self.projected[key] = (reader, [None] * reader.num_record_batches)
+        batch = entry[1][i]
+        if batch is None:
+            batch = entry[1][i] = entry[0].get_batch(i)
+        return batch if columns is None or list(columns) == batch.schema.names else batch.select(list(columns))
 
 
 _handles: "OrderedDict[str, _Handles]" = OrderedDict()
@@ -64,7 +89,8 @@ def _open_handles(local_dir: str) -> _Handles:
     with tantivy_call(f"opening the Tantivy index of {where} (extracted in {local_dir})"):
         index = tantivy.Index.open(local_dir)
     try:
-        ipc = pa.ipc.open_file(pa.memory_map(os.path.join(local_dir, ROWS_NAME), "r"))
+        source = pa.memory_map(os.path.join(local_dir, ROWS_NAME), "r")
+        ipc = pa.ipc.open_file(source)
     except pa.ArrowException as e:
         raise SplitFormatError(f"{where}: the row store {ROWS_NAME} is unreadable ({e})") from e
     starts = [0]
@@ -73,7 +99,7 @@ def _open_handles(local_dir: str) -> _Handles:
     if ipc.num_record_batches != len(footer.batch_rows):
         raise SplitFormatError(f"{where} (extracted in {local_dir}): {ROWS_NAME} has {ipc.num_record_batches} record "
                                f"batches, footer says {len(footer.batch_rows)}")
-    return _Handles(footer, specs, index, ipc, starts)
+    return _Handles(footer, specs, index, ipc, starts, source)
 
 
 def default_fields(specs: Sequence[ColumnSpec]) -> list[str]:
@@ -190,6 +216,7 @@ class SplitReader:
         self.footer = h.footer
         self.specs = h.specs
         self.index = h.index
+        self._handles = h
         self._ipc = h.ipc
         self._starts = h.batch_starts
         self.schema: pa.Schema = h.ipc.schema
@@ -267,49 +294,63 @@ class SplitReader:
         if unknown:
             self._check_columns(unknown, "filter columns")
 
-    def _batch(self, i: int) -> pa.RecordBatch:
-        return self._ipc.get_batch(i)
+    def _batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
+        return self._handles.batch(i, columns)
 
-    def _take(self, rows: list[int]) -> Iterator[pa.RecordBatch]:
-        """Rows (sorted ids) gathered batch by batch."""
-        return (b for _, b in self._take_with_ids(rows))
+    def _take(self, rows: list[int], columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """Rows (sorted ids) gathered batch by batch (only `columns`, when given)."""
+        return (b for _, b in self._take_with_ids(rows, columns))
 
-    def _take_with_ids(self, rows: list[int]) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
-        """(row ids, batch) of the rows (sorted ids) gathered batch by batch."""
+    def _take_with_ids(self, rows: list[int], columns: Sequence[str] | None = None
+                       ) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
+        """(row ids, batch) of the rows (sorted ids) gathered batch by batch. Projecting before the
+        gather matters: taking 1,000 rows of a wide batch copies every column's values."""
         all_rows = pa.array(rows, pa.int64())
         i = 0
         while i < len(rows):
             b = bisect.bisect_right(self._starts, rows[i]) - 1
             end = bisect.bisect_left(rows, self._starts[b + 1], i)
             ids = all_rows.slice(i, end - i)
-            yield ids, self._batch(b).take(pc.subtract(ids, self._starts[b]))   # batch-local positions
+            batch = self._batch(b, columns)
+            yield ids, batch.take(pc.subtract(ids, self._starts[b]))   # batch-local positions
             i = end
 
-    def _source(self, rows: list[int] | None, with_ids: bool) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
+    def _source(self, rows: list[int] | None, with_ids: bool, columns: Sequence[str] | None = None
+                ) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
         """(row ids or None, batch): every batch when rows is None, else the given rows."""
         if rows is not None:
-            yield from self._take_with_ids(rows)
+            yield from self._take_with_ids(rows, columns)
             return
         for i in range(self._ipc.num_record_batches):
             ids = pa.array(np.arange(self._starts[i], self._starts[i + 1], dtype=np.int64)) if with_ids else None
-            yield ids, self._batch(i)
+            yield ids, self._batch(i, columns)
+
+    def _needed(self, names: Sequence[str], filters: Sequence[Filter], deletes) -> list[str]:
+        """`names` plus the stored columns the filters and the equality deletes read."""
+        by_lower = {c.lower(): c for c in self.schema.names}
+        extra = {by_lower[c.strip("`").lower()] for f in filters for c in columns_of(f)
+                 if c.strip("`").lower() in by_lower}
+        if deletes is not None:
+            extra |= {c for _, t in deletes.equalities for c in t.column_names if c in by_lower.values()}
+        return list(names) + sorted(extra - set(names))
 
     def _masked(self, filters: Sequence[Filter], query: str | None, deletes=None,
-                with_ids: bool = False) -> Iterator[Any]:
+                with_ids: bool = False, columns: Sequence[str] | None = None) -> Iterator[Any]:
         """Checks and plans now (errors surface at the call), then yields the filtered batches."""
         filters = list(filters or [])
         self._check_filter_columns(filters)
         plan = self._query(filters, query) if (filters or query is not None) else (None, True, False)
-        return self._filtered(filters, plan, deletes, with_ids)
+        return self._filtered(filters, plan, deletes, with_ids, columns)
 
     def _filtered(self, filters: list[Filter], plan: tuple[Any, bool, bool], deletes=None,
-                  with_ids: bool = False) -> Iterator[Any]:
+                  with_ids: bool = False, columns: Sequence[str] | None = None) -> Iterator[Any]:
         """Batches (or (row ids, batch) pairs) of the rows matching the plan and the filters
-        exactly, minus deleted rows (deletes: log.delete_logs.SplitDeletes)."""
+        exactly, minus deleted rows (deletes: log.delete_logs.SplitDeletes); with `columns`, the
+        batches hold those columns (which must include what the filters and deletes read)."""
         rows = self._matching_rows(plan)
         if deletes is not None and rows is not None:
             rows = deletes.without_positions(rows)
-        for ids, b in self._source(rows, with_ids or deletes is not None):
+        for ids, b in self._source(rows, with_ids or deletes is not None, columns):
             keep = deletes.keep_mask(b, ids) if deletes is not None else None
             if filters:
                 m = arrow_mask(b, filters)
@@ -330,7 +371,9 @@ class SplitReader:
         names = list(columns) if columns is not None else self.schema.names
         self._check_columns(names, "columns")
         schema = pa.schema([self.schema.field(c) for c in names])
-        projected = (b.select(names) for b in self._masked(filters or [], query, deletes))
+        filters = list(filters or [])
+        needed = self._needed(names, filters, deletes)
+        projected = (b.select(names) for b in self._masked(filters, query, deletes, columns=needed))
         return _rechunk(projected, batch_size, schema)
 
     def read_with_row_ids(self, filters: Sequence[Filter] | None = None, query: str | None = None,
@@ -372,10 +415,7 @@ class SplitReader:
         self._check_columns(names, "columns")
         self._check_filter_columns(filters)
         out_schema = pa.schema([self.schema.field(c) for c in names] + [pa.field(SCORE_COLUMN, pa.float32())])
-        by_lower = {c.lower(): c for c in self.schema.names}
-        filter_cols = {by_lower[c.strip("`").lower()] for f in filters for c in columns_of(f)}
-        delete_cols = {c for _, t in deletes.equalities for c in t.column_names} if deletes is not None else set()
-        needed = names + sorted((filter_cols | delete_cols) - set(names))
+        needed = self._needed(names, filters, deletes)
         if limit is not None and limit <= 0:
             return out_schema.empty_table()
         user = self.parse_query(query)
@@ -418,7 +458,7 @@ class SplitReader:
                                    f"{self.num_rows} stored rows")
         order = pc.sort_indices(ids)
         sorted_ids = ids.take(order).to_pylist()
-        taken = pa.Table.from_batches([b.select(names) for b in self._take(sorted_ids)], schema=schema)
+        taken = pa.Table.from_batches(list(self._take(sorted_ids, names)), schema=schema)
         # taken[i] is row sorted_ids[i] = rows[order[i]]: invert the permutation
         inverse = pc.sort_indices(order)
         return taken.take(inverse)

@@ -2,7 +2,6 @@
 (IndexTable.search/to_arrow/to_batches), and the split-level pieces the Spark reader shares."""
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
@@ -11,6 +10,7 @@ from ..options import Options
 from ..storage.base import Storage
 from .cache import get_cache
 from .filters import Filter
+from .pools import shared_pool
 from .reader import SCORE_COLUMN, SplitReader
 
 MAX_THREADS = 4   # Tantivy releases the GIL while searching; downloads are I/O
@@ -42,8 +42,7 @@ def count_matches(storage: Storage, snapshot: Any, files: Sequence[Any], query: 
 
     if len(files) == 1:
         return one(files[0])
-    with ThreadPoolExecutor(max_workers=min(MAX_THREADS, len(files))) as pool:
-        return sum(pool.map(one, files))
+    return sum(shared_pool("search", MAX_THREADS).map(one, files))
 
 
 # ---- Spark-free search / read of a set of splits (IndexTable.search, to_arrow, to_batches) --------
@@ -58,13 +57,9 @@ class SearchPlan:
     def __init__(self, storage: Storage, snapshot: Any, options: Options, conjuncts: Sequence[Filter],
                  query: str | None, columns: Sequence[str] | None, snippets: Sequence[str] | None = None):
         from ..errors import SchemaMismatchError
-        from .types import arrow_schema, column_specs
 
         self.storage, self.snapshot, self.query = storage, snapshot, query
-        conf = {k: v for k, v in snapshot.metadata_action.configuration.items()
-                if not k.startswith("docMappingSchema.")}
-        self.options = Options.of(conf, options)
-        self.schema = arrow_schema(snapshot.schema_json)
+        self.options, self.schema, self.specs = _table_layout(snapshot, options)
         names = self.schema.names
         if columns is not None:
             unknown = [c for c in columns if c not in names]
@@ -73,7 +68,6 @@ class SearchPlan:
         self.columns = list(columns) if columns is not None else list(names)
         self.snippets = tuple(snippets or ())
         self.parts = list(snapshot.partition_columns)
-        self.specs = column_specs(snapshot.schema_json, self.parts, self.options)
         from .filters import columns_of, supports
 
         parts = set(self.parts)
@@ -188,6 +182,26 @@ class SearchPlan:
         return self._finish(table, split, True, ())
 
 
+_last_layout: tuple = ()
+
+
+def _table_layout(snapshot: Any, options: Options) -> tuple[Options, pa.Schema, list]:
+    """(read options = table configuration + `options`, Arrow schema, column specs) of a snapshot.
+    The last one is kept: a service searching one table asks for the same snapshot per request."""
+    global _last_layout
+    last = _last_layout
+    if last and last[0] is snapshot and last[1] is options:
+        return last[2]
+    from .types import arrow_schema, column_specs
+
+    conf = {k: v for k, v in snapshot.metadata_action.configuration.items() if not k.startswith("docMappingSchema.")}
+    opts = Options.of(conf, options)
+    layout = (opts, arrow_schema(snapshot.schema_json),
+              column_specs(snapshot.schema_json, list(snapshot.partition_columns), opts))
+    _last_layout = (snapshot, options, layout)
+    return layout
+
+
 def columns_of_all(f: Filter) -> set[str]:
     from .filters import columns_of
 
@@ -240,8 +254,7 @@ def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
     if len(files) == 1:
         tables = [one(files[0])]
     else:
-        with ThreadPoolExecutor(max_workers=min(MAX_THREADS, len(files))) as pool:
-            tables = list(pool.map(one, files))
+        tables = list(shared_pool("search", MAX_THREADS).map(one, files))
     out = pa.concat_tables([t.cast(schema) if not t.schema.equals(schema) else t for t in tables])
     if scored:
         out = top_n(out, limit)

@@ -24,6 +24,7 @@ sanitised field name; the doc mapping records the column each field belongs to.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, replace
@@ -377,11 +378,19 @@ def doc_mapping_from_specs(specs: Iterable[ColumnSpec]) -> str:
 def specs_from_doc_mapping(doc_mapping: str | list) -> list[ColumnSpec]:
     """Rebuild the stored columns' specs from a split's doc mapping (column order kept)."""
     try:
+        if isinstance(doc_mapping, str):
+            return list(_specs_of_text(doc_mapping))
         return _specs_from_doc_mapping(doc_mapping)
     except (ValueError, TypeError, KeyError, AttributeError) as e:   # a crafted or damaged doc mapping
         from ..errors import SplitFormatError
 
         raise SplitFormatError(f"invalid doc mapping ({type(e).__name__}: {e}): {str(doc_mapping)[:200]!r}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _specs_of_text(doc_mapping: str) -> tuple[ColumnSpec, ...]:
+    """Parsed once per process: every split read and query check of a table asks for the same text."""
+    return tuple(_specs_from_doc_mapping(doc_mapping))
 
 
 def _specs_from_doc_mapping(doc_mapping: str | list) -> list[ColumnSpec]:
