@@ -151,3 +151,20 @@ def test_pattern_terms_units():
     assert text.pattern_terms("Foo Bar", "whitespace", False, False, True).regexes == ("(?s).*Foo", "(?s)Bar.*")
     assert text.max_token_bytes(pa.array(["ab cd", None, "é" * 30]), "default") == 60
     assert text.max_token_bytes(pa.array([None], pa.string()), "default") == 0
+
+
+def test_has_long_token_agrees_with_max_token_bytes():
+    """The regex check (builder's fullyTokenized) = max_token_bytes >= the tokenizer's limit."""
+    import random
+
+    rng = random.Random(3)
+    alphabet = ["a", "é", "東", " ", ".", "-", "\t", "Z", "9"]
+    for tok in ("default", "en_stem", "whitespace"):
+        limit = text.MAX_TOKEN_BYTES[tok]
+        for _ in range(200):
+            n = rng.choice([5, 30, 50, 120])
+            vals = pa.array(["".join(rng.choice(alphabet) for _ in range(n)) for _ in range(3)] + [None])
+            assert text.has_long_token(vals, tok) == (text.max_token_bytes(vals, tok) >= limit), (tok, vals)
+        assert text.has_long_token(pa.array(["x" * limit]), tok)
+        assert not text.has_long_token(pa.array(["x" * (limit - 1), None]), tok)
+        assert not text.has_long_token(pa.array([None], pa.string()), tok)

@@ -198,3 +198,32 @@ def test_tantivy_panics_become_index_tables_errors():
     with pytest.raises(KeyboardInterrupt):       # other BaseExceptions pass through untouched
         with tantivy_call("x"):
             raise KeyboardInterrupt
+
+
+def test_scalar_lists_become_the_same_json_as_per_row_python():
+    """documents._scalar_list_text (Arrow compute) = the per-row json.dumps of _jsonable, for
+    lists of strings/integers/booleans with nulls, empty lists, escapes and sliced arrays."""
+    import json
+    import random
+
+    import pyarrow as pa
+
+    from indextables_spark.split import documents as D
+
+    rng = random.Random(1)
+
+    def per_row(a):
+        return [None if v is None else {"": D._jsonable(v, a.type)} for v in a.to_pylist()]
+
+    words = ["a", 'q"uote', "back\\slash", "new\nline", "tab\t", "ünï", "", "\x01ctl"]
+    cases = [(pa.list_(pa.string()), words + [None]), (pa.large_list(pa.string()), words + [None]),
+             (pa.list_(pa.int64()), [1, -5, None, 2**62]), (pa.list_(pa.int8()), [1, -5, None]),
+             (pa.list_(pa.bool_()), [True, False, None])]
+    for typ, pool in cases:
+        rows = [None if rng.random() < 0.1 else [rng.choice(pool) for _ in range(rng.randint(0, 4))]
+                for _ in range(300)]
+        arr = pa.array(rows, typ)
+        for part in (arr, arr.slice(37, 200), arr.slice(0, 0)):
+            fast = [None if x is None else json.loads(x) for x in D._nested_text(part).to_pylist()]
+            assert fast == per_row(part), typ
+    assert D._scalar_list_text(pa.array([[1.5]], pa.list_(pa.float64()))) is None   # NaN/inf: per row

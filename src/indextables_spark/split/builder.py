@@ -30,7 +30,7 @@ from .partitions import format_partition_value, partition_path
 from .bloom import STATS_KEY as BLOOM_STATS_KEY
 from .bloom import BloomConfig, SplitBloomBuilder, bloom_file_for
 from .stats import StatsCollector
-from .text import MAX_TOKEN_BYTES, max_token_bytes
+from .text import has_long_token
 from .text import supported as text_supported
 from .types import ColumnSpec, arrow_schema, doc_mapping_from_specs, tantivy_schema, validate_schema
 
@@ -240,8 +240,7 @@ class SplitWriter:
         docs, truncated = json_documents(rows, self.stored_specs, split.num_rows)
         split.truncated |= truncated
         for spec, tok in self._token_checked:
-            if spec.name not in split.long_tokens and \
-                    max_token_bytes(rows.column(spec.name), tok) >= MAX_TOKEN_BYTES[tok]:
+            if spec.name not in split.long_tokens and has_long_token(rows.column(spec.name), tok):
                 split.long_tokens.add(spec.name)
         add = split.writer.add_json
         with tantivy_call(f"indexing rows {split.num_rows}..{split.num_rows + rows.num_rows} "

@@ -136,7 +136,33 @@ def _key_text(k: Any, t: pa.DataType) -> str:
     return j if isinstance(j, str) else json.dumps(j, separators=(",", ":"))
 
 
+def _scalar_list_text(a: pa.Array) -> pa.Array | None:
+    """`{"":[...]}` of a list of strings, integers or booleans built with Arrow compute (what
+    _nested_text makes per row in Python, 10 µs a row); None for other element types."""
+    t = a.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return None
+    vt = t.value_type
+    offsets = a.offsets                  # of a slice: into the whole child array; rebased to 0
+    first, last = offsets[0].as_py(), offsets[-1].as_py()
+    values = a.values.slice(first, last - first)
+    offsets = pc.subtract(offsets, pa.scalar(first, offsets.type))
+    if pa.types.is_string(vt) or pa.types.is_large_string(vt) or pa.types.is_string_view(vt):
+        text = _quoted(_as_string_array(values))
+    elif pa.types.is_integer(vt) or pa.types.is_boolean(vt):
+        text = values.cast(pa.string())
+    else:
+        return None
+    text = pc.fill_null(text, "null")
+    cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
+    lists = cls.from_arrays(offsets, text, mask=a.is_null())
+    return pc.binary_join_element_wise('{"":[', pc.binary_join(lists, ","), "]}", "")
+
+
 def _nested_text(a: pa.Array) -> pa.Array:
+    fast = _scalar_list_text(a)
+    if fast is not None:
+        return fast
     t = a.type
     elem_objects = (pa.types.is_list(t) or pa.types.is_large_list(t)) and (
         pa.types.is_struct(t.value_type) or pa.types.is_map(t.value_type))
