@@ -6,7 +6,9 @@
 Corpus: examples/datagen.py documents (8-word title, 50-word body, ...); 1% of the bodies also hold
 "kestrel" (as in search_vs_parquet.py). Both tables are built from the same in-memory Arrow table:
 
-- ours:  `it.write_table(path, docs, options={"indexing.typemap.body": "text"})`
+- ours:  `it.write_table(path, docs, options={"indexing.typemap.body": "text"})` (every column
+          indexed, the default), and again with `indexing.storeonly` for all but body and id (about
+          the work Lance does: one inverted index; the other columns only stored)
 - Lance: `lance.write_dataset(docs, path)` + `create_scalar_index("body", "INVERTED", with_position=True,
           stem=False, remove_stop_words=False)` (lowercased, like Tantivy's default tokenizer; Lance
           stems and drops stop words by default, which would change the matches)
@@ -34,6 +36,7 @@ import indextables_spark as it  # noqa: E402
 from datagen import documents  # noqa: E402
 
 MARKER = "kestrel"
+STORE_ONLY = "title,tags,views,score,day,ts,region"   # indexed: body (text) and id
 
 
 def corpus(rows: int) -> pa.Table:
@@ -100,14 +103,21 @@ def main() -> None:
         it.write_table(it_path, docs, options={"indexing.typemap.body": "text"})
         t_it = time.perf_counter() - t0
         t0 = time.perf_counter()
+        it.write_table(it_path + "-storeonly", docs, options={"indexing.typemap.body": "text",
+                                                              "indexing.storeonly": STORE_ONLY})
+        t_so = time.perf_counter() - t0
+        t0 = time.perf_counter()
         ds = lance.write_dataset(docs, lance_path)
         t_lw = time.perf_counter() - t0
         ds.create_scalar_index("body", "INVERTED", with_position=True, stem=False, remove_stop_words=False,
                                lower_case=True)
         t_lance = time.perf_counter() - t0
         print(f"{'write':<20} {'indextables':>12} {'lance':>10} {'ratio':>7}")
-        print(f"{'write + index':<20} {t_it:>11.2f}s {t_lance:>9.2f}s {t_lance / t_it:>6.2f}x  "
-              f"(lance: write {t_lw:.2f}s + INVERTED index {t_lance - t_lw:.2f}s; target: ratio >= 1)")
+        print(f"{'every column indexed':<20} {t_it:>11.2f}s {t_lance:>9.2f}s {t_lance / t_it:>6.2f}x  "
+              f"(ours: the default, 9 columns indexed + fast fields; lance: write {t_lw:.2f}s + "
+              f"INVERTED index on body {t_lance - t_lw:.2f}s)")
+        print(f"{'body + id indexed':<20} {t_so:>11.2f}s {t_lance:>9.2f}s {t_lance / t_so:>6.2f}x  "
+              f"(ours: indexing.storeonly={STORE_ONLY}, about Lance's work; target: ratio >= 1)")
         del docs
     table = it.IndexTable(it_path)
     ds = lance.dataset(lance_path)

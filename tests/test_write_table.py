@@ -192,3 +192,35 @@ def test_bad_mode_and_data_type(tmp_path):
         it.write_table(str(tmp_path / "t"), rows(3), mode="ignore")
     with pytest.raises(TypeError, match="pyarrow.Table"):
         it.write_table(str(tmp_path / "t"), [{"id": 1}])
+
+
+def test_store_only_columns(tmp_path):
+    """indexing.storeonly: rows kept, no index: filters exact, field queries and aggregations refused
+    naming the option; the setting is kept for appends (same doc mapping)."""
+    import indextables_spark as it
+    from indextables_spark.errors import InvalidOptionError, QueryParseError
+    from indextables_spark.split.aggregate import AggregationError
+
+    n = 2000
+    data = pa.table({"id": pa.array(range(n), pa.int64()), "body": [f"w{i % 7} common" for i in range(n)],
+                     "title": [None if i % 11 == 0 else f"T{i % 13}" for i in range(n)],
+                     "views": pa.array([None if i % 17 == 0 else i % 100 for i in range(n)], pa.int64()),
+                     "tags": [[f"x{i % 3}"] for i in range(n)], "region": [("eu", "us")[i % 2] for i in range(n)]})
+    path = str(tmp_path / "t")
+    opts = {"indexing.typemap.body": "text", "indexing.storeonly": "title,views,tags"}
+    it.write_table(path, data, partition_by=["region"], options=opts)
+    t = it.IndexTable(path)
+    got = t.search("body:w3", where="views >= 50 AND title = 'T4'", columns=["id"]).column("id").to_pylist()
+    assert sorted(got) == [i for i in range(n) if i % 7 == 3 and i % 17 and i % 100 >= 50 and i % 11 and i % 13 == 4]
+    assert t.to_arrow(where="views IS NULL", columns=["id"]).num_rows == len(range(0, n, 17))
+    with pytest.raises(QueryParseError, match="not indexed: tags, title, views"):
+        t.search("title:T4")
+    with pytest.raises(AggregationError, match="stored only"):
+        it.aggregate(None, path, aggs={"a": {"terms": {"field": "title"}}})
+    it.write_table(path, data)                               # the table's setting applies to appends
+    assert t.count() == 2 * n and len({f.doc_mapping_ref for f in t.files()}) == 1
+    for bad, msg in [({"indexing.storeonly": "nope"}, "nope"), ({"indexing.storeonly": "region"}, "partition"),
+                     ({"indexing.storeonly": "views", "indexing.fastfields": "views"}, "fastfields"),
+                     ({"indexing.storeonly": "body", "indexing.typemap.body": "text"}, "typemap")]:
+        with pytest.raises(InvalidOptionError, match=msg):
+            it.write_table(str(tmp_path / "bad"), data, partition_by=["region"], options=bad)

@@ -132,6 +132,9 @@ def _plan_level(request: Mapping[str, Any], by_name: Mapping[str, ColumnSpec], p
 def _check(agg: Agg, spec: ColumnSpec, parent: Agg | None) -> None:
     k, kind = agg.kind, spec.kind
     per_split_parent = parent is None or (parent.kind == "terms" and parent.partition)
+    if not spec.partition and not spec.indexed_fields and kind != "binary":
+        raise AggregationError(f"{agg.where}: {agg.column!r} is stored only (indexing.storeonly): it has no "
+                               f"index or fast field to aggregate")
     if spec.partition:
         if k != "terms":
             raise AggregationError(f"{agg.where}: {agg.column!r} is a partition column; only terms aggregates "

@@ -185,6 +185,8 @@ def _nested_text(a: pa.Array) -> pa.Array:
 
 def _fragments(spec: ColumnSpec, a: pa.Array, truncated: set[str]) -> list[pa.Array]:
     frags: list[pa.Array] = []
+    if not spec.indexed_fields:        # binary, indexing.storeonly: row store only
+        return frags
     if spec.kind in ("string", "text", "text_and_string"):
         a = _as_string_array(a)
         for f in spec.indexed_fields:
@@ -198,7 +200,7 @@ def _fragments(spec: ColumnSpec, a: pa.Array, truncated: set[str]) -> list[pa.Ar
     if spec.kind == "json":
         f = spec.indexed_fields[0]
         return [pc.binary_join_element_wise(f'"{f.name}":', _nested_text(a), "")]
-    if spec.kind == "binary" or not spec.indexed_fields:
+    if spec.kind == "binary":
         return []
     f = spec.indexed_fields[0]
     return [pc.binary_join_element_wise(f'"{f.name}":', _number_text(spec, a), "")]

@@ -120,8 +120,10 @@ def parse_query(index: Any, specs: Sequence[ColumnSpec], query: str):
 
             indexed = [f for s in specs for f in s.indexed_fields]
             position, reason = locate_query_error(index, query, fields, e, {f.name: f.type for f in indexed})
+            unindexed = sorted(sp.name for sp in specs if not sp.indexed_fields and not sp.partition)
             note = (f"(searchable fields: {', '.join(sorted(f.name for f in indexed))}; "
-                    f"default fields: {', '.join(fields) or 'none'})")
+                    f"default fields: {', '.join(fields) or 'none'}"
+                    + (f"; not indexed: {', '.join(unindexed)}" if unindexed else "") + ")")
             raise QueryParseError(format_query_error(query, position, reason, str(e), note),
                                   query=query, position=position,
                                   reason=reason if position is not None else None) from None

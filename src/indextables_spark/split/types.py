@@ -189,6 +189,15 @@ def _fast_columns(options: Options) -> set[str]:
     return {c.strip().lower() for c in raw.split(",") if c.strip()}
 
 
+def _store_only_columns(options: Options) -> set[str]:
+    """`indexing.storeonly`: columns kept in the row store only (no index, no fast field), as
+    Elasticsearch's `"index": false`. Filters on them are exact but evaluated on the rows (no
+    narrowing), they cannot be queried by field or aggregated; writing them costs nothing but the
+    row store."""
+    raw = options.get_str("indexing.storeonly") or ""
+    return {c.strip().lower() for c in raw.split(",") if c.strip()}
+
+
 def _kind_for(column: str, spark_type: Any, typemap: dict[str, str]) -> str:
     kind = atomic_kind(spark_type)
     if kind is None:
@@ -313,6 +322,24 @@ def validate_schema(schema_json: Mapping[str, Any], partition_columns: Sequence[
                 f"partition column {p!r}: type {type_name(by_name[p]['type'])!r} cannot be a partition column")
     typemap = opts.with_prefix("indexing.typemap")
     fast_cols = _fast_columns(opts)
+    store_only = _store_only_columns(opts)
+    if store_only:
+        lower = {n.lower(): n for n in by_name}
+        unknown = sorted(store_only - set(lower))
+        if unknown:
+            raise InvalidOptionError(f"option indexing.storeonly names {unknown}, not columns of the table "
+                                     f"(columns: {list(by_name)})")
+        for c in sorted(store_only):
+            col = lower[c]
+            if col in partition_columns:
+                raise InvalidOptionError(f"option indexing.storeonly: {col!r} is a partition column (partition "
+                                         f"values live in the log, not in splits)")
+            if c in fast_cols:
+                raise InvalidOptionError(f"options indexing.storeonly and indexing.fastfields both name {col!r}: "
+                                         f"a stored-only column has no fast field")
+            if _column_option(typemap, col) is not None:
+                raise InvalidOptionError(f"option indexing.typemap.{col} is set, but {col!r} is in "
+                                         f"indexing.storeonly (not indexed)")
     names = _Names([ROW_FIELD])
     specs: list[ColumnSpec] = []
     parts = set(partition_columns)
@@ -323,7 +350,8 @@ def validate_schema(schema_json: Mapping[str, Any], partition_columns: Sequence[
             specs.append(ColumnSpec(col, t, atomic_kind(t) or "string", (), nullable, partition=True))
             continue
         kind = _kind_for(col, t, typemap)
-        specs.append(ColumnSpec(col, t, kind, _indexed_fields(col, kind, opts, names, fast_cols), nullable))
+        fields_ = () if col.lower() in store_only else _indexed_fields(col, kind, opts, names, fast_cols)
+        specs.append(ColumnSpec(col, t, kind, fields_, nullable))
     return specs
 
 
