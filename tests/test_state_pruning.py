@@ -299,3 +299,30 @@ def test_partition_pruning_performance_1m(tmp_path):
     assert snap.num_files == 1000 and stats.manifests_read == 1 and stats.manifests_total == 20
     assert elapsed < 0.5, f"one partition of 1M files took {elapsed * 1000:.0f} ms"
     del write_state
+
+
+def test_map_values_equals_map_lookup():
+    """file_entries.map_values = pc.map_lookup(..., "first"): absent keys, NULL maps, empty maps,
+    repeated keys, NULL values, sliced and chunked arrays."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from indextables_spark.log.file_entries import map_values
+
+    rng = random.Random(5)
+    typ = pa.map_(pa.string(), pa.string())
+    rows = []
+    for _ in range(500):
+        if rng.random() < 0.1:
+            rows.append(None)
+            continue
+        rows.append([(rng.choice(["a", "b", "c"]), rng.choice(["x", "y", None, ""])) for _ in range(rng.randint(0, 3))])
+    arr = pa.array(rows, typ)
+    chunked = pa.chunked_array([arr.slice(0, 100), arr.slice(100, 250), arr.slice(350)])
+    for data in (arr, arr.slice(33, 300), chunked, arr.slice(0, 0)):
+        for key in ("a", "b", "zz"):
+            want = pc.map_lookup(data, pa.scalar(key, pa.string()), "first")
+            want = want.combine_chunks() if isinstance(want, pa.ChunkedArray) else want
+            assert map_values(data, key).to_pylist() == want.to_pylist(), key

@@ -1,6 +1,8 @@
 """`IndexTable`: the Spark-free entry point to one table (log, snapshots, transactions)."""
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any, Mapping
 
 from .log.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
@@ -12,6 +14,30 @@ from .sessions import with_session_options
 from .storage import Storage, open_storage
 
 
+_LOGS: "OrderedDict[tuple, TransactionLog]" = OrderedDict()
+_LOGS_LOCK = threading.Lock()
+_MAX_LOGS = 16
+
+
+def _shared_log(path: str, options: Options) -> TransactionLog:
+    """One TransactionLog per (path, options) in a process, so that IndexTable objects made per
+    request or per Spark planning call reuse its last snapshot while the log is unchanged (it
+    checks with one listing per snapshot(); see TransactionLog.snapshot)."""
+    key = (path, tuple(sorted(options.items())))
+    with _LOGS_LOCK:
+        log = _LOGS.get(key)
+        if log is not None:
+            _LOGS.move_to_end(key)
+            return log
+    log = TransactionLog(open_storage(path, options), options)
+    with _LOGS_LOCK:
+        log = _LOGS.setdefault(key, log)
+        _LOGS.move_to_end(key)
+        while len(_LOGS) > _MAX_LOGS:
+            _LOGS.popitem(last=False)
+    return log
+
+
 class IndexTable:
     def __init__(self, path: str, options: Mapping[str, Any] | None = None, spark: Any = None, *,
                  storage: Storage | None = None):
@@ -21,8 +47,12 @@ class IndexTable:
         ...; see sessions.py): give those as options."""
         self.options = Options.of(options) if spark is None else with_session_options(spark, options)
         self.path = path
-        self.storage = storage or open_storage(path, self.options)
-        self.log = TransactionLog(self.storage, self.options)
+        if storage is not None:
+            self.storage = storage
+            self.log = TransactionLog(storage, self.options)
+        else:
+            self.log = _shared_log(path, self.options)
+            self.storage = self.log.storage
 
     def __repr__(self) -> str:
         return f"IndexTable({self.storage.uri!r})"

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .actions import AddFile, DeleteLog, Metadata, Protocol, SkipAction
-from .file_entries import table_to_add_files
+from .file_entries import map_values, table_to_add_files
 
 
 @dataclass
@@ -58,6 +58,25 @@ class Snapshot:
     @property
     def partition_columns(self) -> list[str]:
         return list(self.metadata_action.partition_columns)
+
+    @cached_property
+    def partition_index(self) -> tuple[list[dict[str, str | None]], pa.Array]:
+        """(the distinct partition values of the live files, each file's index into that list):
+        planners evaluate a partition filter once per partition, not once per file."""
+        cols = self.partition_columns
+        table = self.files_table
+        if not cols or table.num_rows == 0:
+            return [{}], pa.array([0] * table.num_rows, pa.int32())
+        pv = table.column("partitionValues")
+        # a key per file: each column's value marked present ("v…") or NULL ("n"), \x00-separated
+        parts = [pc.fill_null(pc.binary_join_element_wise("v", map_values(pv, c), ""), "n") for c in cols]
+        keys = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "\x00")
+        encoded = pc.dictionary_encode(keys)
+        values = []
+        for key in encoded.dictionary.to_pylist():
+            texts = key.split("\x00") if len(parts) > 1 else [key]
+            values.append({c: (t[1:] if t.startswith("v") else None) for c, t in zip(cols, texts)})
+        return values, encoded.indices
 
     @property
     def schema_json(self) -> dict[str, Any]:
