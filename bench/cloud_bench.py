@@ -9,6 +9,8 @@ Cases (medians over --runs, default 5, after one warm-up run; fresh IndexTable e
                        (what a long-running executor sees)
   query-cold           the same count with an empty split cache (every split downloaded/extracted)
   fetch-rows-warm      rows matching a rare-term query, materialised (warm cache)
+and, on S3, the bytes a cold and a warm rare-term IndexTable.search fetch (counted through the
+storage layer: storage/counting.py) against the bytes of the splits it opens.
 
 Usage:
   .venv/bin/python bench/cloud_bench.py [--runs 5] [--files 70000] [--docs 200000] [--splits 8]
@@ -183,6 +185,27 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
     return res
 
 
+def search_bytes(uri_text: str, options: dict, cache_dir: str, columns: list[str]) -> tuple[int, int, int, int]:
+    """(split bytes of the splits the query opens, bytes fetched by a cold search, by the same
+    search warm, matches): IndexTable.search(RARE_QUERY, columns=columns) with every
+    byte counted through the storage layer (storage/counting.py)."""
+    from indextables_spark.storage import open_storage
+    from indextables_spark.storage.counting import CountingStorage
+
+    opts = {**options, "cache.disk.path": cache_dir}
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    storage = CountingStorage(open_storage(uri_text, opts))
+    t = it.IndexTable(uri_text, opts, storage=storage)
+    split_bytes = sum(f.size for f in t.files())
+    storage.reset()
+    n = t.search(RARE_QUERY, columns=columns).num_rows
+    cold = storage.bytes_read["read_range"] + storage.bytes_read["download_file"]
+    storage.reset()
+    assert t.search(RARE_QUERY, columns=columns).num_rows == n
+    warm = storage.bytes_read["read_range"] + storage.bytes_read["download_file"]
+    return split_bytes, cold, warm, n
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
@@ -232,6 +255,12 @@ def main() -> int:
             if r_local != r_s3:
                 raise SystemExit(f"{case}: {r_local} on local disk but {r_s3} on S3")
             print(f"{case:18} {t_local:11.1f} {t_s3:13.1f} {t_s3 / t_local:10.1f}x  {r_local}")
+        for columns in (["id"], ["id", "title"]):
+            split_bytes, cold, warm, n = search_bytes(targets["s3"][1], targets["s3"][2],
+                                                      os.path.join(workdir, "cache-bytes"), columns)
+            print(f"rare-term search on S3 ({n:,} rows, columns {', '.join(columns)}): bytes fetched through the "
+                  f"storage layer against the {split_bytes / 1e6:.1f} MB of the splits it opens: cold "
+                  f"{cold / 1e6:.1f} MB ({cold / split_bytes:.1%}; target <= 50%), warm {warm / 1e6:.2f} MB")
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -148,3 +148,37 @@ def test_remote_split_cache(cloud_backend, tmp_path):
     assert small.usage_bytes() <= small.max_bytes
     # an evicted split is downloaded again on demand and reads the same
     assert SplitReader(small.local_dir(storage, adds[1])).count(query="split1") == ROWS
+
+
+def test_remote_row_store_read_by_ranges(cloud_backend, tmp_path):
+    """`cache.rows.lazy=auto` on a remote split at or above cache.rows.lazyMinSplitSize: the index
+    files are fetched, the row store is not; reading a column fetches its buffers only, once."""
+    from indextables_spark.storage.counting import CountingStorage
+
+    target = cloud_backend
+    adds = write_remote_splits(target.open(), 1)
+    storage = CountingStorage(target.open())
+    cache = get_cache({"cache.disk.path": str(tmp_path / "cache"), "cache.rows.lazyMinSplitSize": "0"})
+    local = cache.local_dir(storage, adds[0])
+    assert not os.path.exists(os.path.join(local, "rows.arrow")) and storage.requests["download_file"] == 0
+    reader = SplitReader(local)                    # reads the row store's IPC footer
+    opened = storage.bytes_read["read_range"]
+    ids = pa.Table.from_batches(list(reader.read(query="split0", columns=["id"])))
+    assert ids.column("id").to_pylist() == list(range(ROWS))
+    id_bytes = storage.bytes_read["read_range"] - opened
+    bodies = pa.Table.from_batches(list(reader.read(query="word7", columns=["body"])))
+    assert bodies.num_rows == ROWS // 50 and all("word7 " in b for b in bodies.column("body").to_pylist())
+    body_bytes = storage.bytes_read["read_range"] - opened - id_bytes
+    from indextables_spark.split.bundle import load_extracted_footer
+
+    rows_length = load_extracted_footer(local).rows.length
+    assert id_bytes > 0 and body_bytes > 0 and id_bytes + body_bytes < rows_length
+    before = storage.total_bytes_read
+    assert pa.Table.from_batches(list(reader.read(columns=["body", "id"]))).num_rows == ROWS
+    assert storage.total_bytes_read == before      # both columns are local now
+    # the same split from a cache that fetches whole splits reads the same
+    whole = SplitCache(str(tmp_path / "whole"))
+    whole.lazy_rows = "false"
+    full = SplitReader(whole.local_dir(target.open(), adds[0]))
+    assert pa.Table.from_batches(list(full.read(columns=["id", "body"]))).equals(
+        pa.Table.from_batches(list(reader.read(columns=["id", "body"]))))

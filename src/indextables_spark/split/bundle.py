@@ -35,8 +35,9 @@ TRAILER_LEN = 16              # u64 footer length + 8-byte magic
 ROWS_NAME = "rows.arrow"
 FOOTER_FILE = "footer.json"   # written next to the extracted files
 EXTRACTED_FROM = "extractedFrom"   # key added to the local footer.json: the split's URI
+LAZY_ROWS = "lazyRows"             # key added to the local footer.json: rows.arrow is read by ranges
 CREATED_BY = "indextables_spark 0.1.0"
-_TAIL_GUESS = 64 << 10        # one ranged read usually gets the whole footer
+_TAIL_GUESS = 16 << 10        # one ranged read usually gets the whole footer
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _COPY_CHUNK = 8 << 20
 
@@ -285,20 +286,58 @@ def _copy_range(r: _Reader, src_path: str | None, start: int, length: int, dest:
             done += n
 
 
-def extract(split_bytes_source: Source, dest_dir: str, path_for_errors: str | None = None) -> SplitFooter:
-    """Write the split's index files, rows.arrow and footer.json into dest_dir (created if needed)."""
+def _copy_coalesced(r: _Reader, files: list[BundledFile], dest_dir: str) -> None:
+    """Write the files of a remote split with as few ranged reads as possible: the bundled files
+    are adjacent, so their bytes are read in _COPY_CHUNK pieces across file boundaries (a split's
+    eight index files are one or a few requests, not eight)."""
+    files = sorted(files, key=lambda f: f.offset)
+    i = 0
+    while i < len(files):
+        j = i + 1                                  # a run of adjacent files
+        while j < len(files) and files[j].offset == files[j - 1].offset + files[j - 1].length:
+            j += 1
+        run = files[i:j]
+        start, end = run[0].offset, run[-1].offset + run[-1].length
+        outs = [open(os.path.join(dest_dir, f.name), "wb") for f in run]
+        try:
+            pos = start
+            while pos < end:
+                n = min(_COPY_CHUNK, end - pos)
+                chunk = r.read(pos, pos + n)
+                if len(chunk) != n:
+                    raise _fail(r.where, f"short read at bytes [{pos}, {pos + n})")
+                for f, out in zip(run, outs):      # the part of the chunk that belongs to each file
+                    lo, hi = max(pos, f.offset), min(pos + n, f.offset + f.length)
+                    if lo < hi:
+                        out.write(chunk[lo - pos:hi - pos])
+                pos += n
+        finally:
+            for out in outs:
+                out.close()
+        i = j
+
+
+def extract(split_bytes_source: Source, dest_dir: str, path_for_errors: str | None = None, *,
+            rows: bool = True) -> SplitFooter:
+    """Write the split's index files, rows.arrow and footer.json into dest_dir (created if needed).
+    rows=False leaves the row store where it is (lazy_rows.py reads it by ranges)."""
     where = path_for_errors or (split_bytes_source if isinstance(split_bytes_source, str) else "<bytes>")
     r = _Reader(split_bytes_source, where)
     try:
         footer = _read_footer(r)
         os.makedirs(dest_dir, exist_ok=True)
         src_path = split_bytes_source if isinstance(split_bytes_source, str) else None
-        for f in [*footer.files, footer.rows]:
-            _copy_range(r, src_path, f.offset, f.length, os.path.join(dest_dir, f.name))
+        wanted = [*footer.files, footer.rows] if rows else list(footer.files)
+        if src_path is None:
+            _copy_coalesced(r, wanted, dest_dir)
+        else:
+            for f in wanted:
+                _copy_range(r, src_path, f.offset, f.length, os.path.join(dest_dir, f.name))
         with open(os.path.join(dest_dir, FOOTER_FILE), "w", encoding="utf-8") as out:
             # The local copy also records where it came from, so that errors raised while opening
             # the extracted directory name the split, not a cache directory.
-            json.dump({**footer.raw, EXTRACTED_FROM: where}, out, ensure_ascii=False)
+            extra = {EXTRACTED_FROM: where} if rows else {EXTRACTED_FROM: where, LAZY_ROWS: True}
+            json.dump({**footer.raw, **extra}, out, ensure_ascii=False)
         return footer
     finally:
         r.close()

@@ -37,9 +37,12 @@ from ..errors import SplitFormatError
 from ..options import Options
 from ..storage.base import Storage
 from . import reader as _reader
-from .bundle import extract, uncompress_rows
+from .bundle import ROWS_NAME, RangeSource, extract, load_extracted_footer, uncompress_rows
+from .lazy_rows import RowSource
+from .lazy_rows import register as register_rows
 
 DEFAULT_MAX_BYTES = 10 << 30
+DEFAULT_LAZY_MIN_BYTES = 16 << 20   # smaller remote splits are fetched whole: one request
 GRACE_SECONDS = 300.0          # a directory handed out recently counts as in use
 STALE_TMP_SECONDS = 3600.0     # temp extractions older than this are leftovers of dead processes
 _TMP_PREFIX = ".tmp-"
@@ -80,6 +83,11 @@ class SplitCache:
         self._recent: dict[str, float] = {}
         self.grace_seconds = GRACE_SECONDS
         self.uncompressed_rows = True   # option cache.rows.uncompressed (see bundle.uncompress_rows)
+        # option cache.rows.lazy: "auto" reads the row store of remote splits by ranges
+        # (lazy_rows.py), "true" of every split, "false" of none (extracted whole)
+        self.lazy_rows = "auto"
+        self.lazy_min_bytes = DEFAULT_LAZY_MIN_BYTES   # option cache.rows.lazyMinSplitSize
+        self._row_sources: dict[str, tuple[int, int] | None] = {}   # final dir -> rows (offset, length)
         self.downloads = 0      # splits this process fetched (observability, tests)
 
     # -- public --------------------------------------------------------------------------------
@@ -93,7 +101,24 @@ class SplitCache:
                 if not self._ready(final):
                     self._fetch(storage, add_file, key, final)
         self._touch(key, final)
+        self._register_rows(storage, add_file, final)
         return final
+
+    def _register_rows(self, storage: Storage, add_file: Any, final: str) -> None:
+        """Tell lazy_rows where the row store of a directory extracted without it lies (every
+        time: the directory may have been made by another process)."""
+        with self._lock:
+            known = final in self._row_sources
+            rows = self._row_sources.get(final)
+        if not known:
+            rows = None
+            if not os.path.exists(os.path.join(final, ROWS_NAME)):
+                footer = load_extracted_footer(final)
+                rows = (footer.rows.offset, footer.rows.length)
+            with self._lock:
+                self._row_sources[final] = rows
+        if rows is not None:
+            register_rows(final, RowSource(storage, add_file.path, rows[0], rows[1]))
 
     def reader(self, storage: Storage, add_file: Any) -> "_reader.SplitReader":
         """A SplitReader over the cached split (index and IPC reader are cached per process)."""
@@ -144,7 +169,14 @@ class SplitCache:
         try:
             where = storage.full_uri(add_file.path)
             local = storage.local_path(add_file.path)
-            if local is not None:
+            lazy = self.lazy_rows == "true" or (
+                self.lazy_rows == "auto" and local is None and (add_file.size or 0) >= self.lazy_min_bytes)
+            if lazy:
+                # the index files whole, the row store later by ranges (lazy_rows.py)
+                size = add_file.size if add_file.size is not None else storage.stat(add_file.path).size
+                source = RangeSource(size, lambda s, e: storage.read_range(add_file.path, s, e))
+                footer = extract(source, tmp, where, rows=False)
+            elif local is not None:
                 if not os.path.exists(local):
                     from ..errors import FileNotFoundInStorageError
 
@@ -156,23 +188,27 @@ class SplitCache:
                 footer = extract(download, tmp, where)
                 os.unlink(download)
             self._check(footer, add_file, where)
-            if self.uncompressed_rows:
+            if self.uncompressed_rows and not lazy:
                 uncompress_rows(tmp)
             self.downloads += 1
-            try:
-                os.rename(tmp, final)
-            except OSError as e:
-                # Lost the race: another thread/process put the same split in place first.
-                if e.errno in (errno.EEXIST, errno.ENOTEMPTY) and os.path.isdir(final):
-                    shutil.rmtree(tmp, ignore_errors=True)
-                else:
-                    raise
+            self._publish(tmp, final)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         with self._lock:
             self._sizes[key] = _dir_size(final)
         self._evict(protect=final)
+
+    @staticmethod
+    def _publish(tmp: str, final: str) -> None:
+        try:
+            os.rename(tmp, final)
+        except OSError as e:
+            # Lost the race: another thread/process put the same split in place first.
+            if e.errno in (errno.EEXIST, errno.ENOTEMPTY) and os.path.isdir(final):
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                raise
 
     @staticmethod
     def _check(footer, add_file: Any, where: str) -> None:
@@ -264,4 +300,11 @@ def get_cache(options: Options | dict | None = None) -> SplitCache:
         else:
             cache.max_bytes = max_bytes
         cache.uncompressed_rows = opts.get_bool("cache.rows.uncompressed", True)
+        lazy = (opts.get_str("cache.rows.lazy") or "auto").strip().lower()
+        if lazy not in ("auto", "true", "false"):
+            from ..errors import InvalidOptionError
+
+            raise InvalidOptionError(f"option cache.rows.lazy={lazy!r}: expected auto, true or false")
+        cache.lazy_rows = lazy
+        cache.lazy_min_bytes = opts.get_size("cache.rows.lazyMinSplitSize", DEFAULT_LAZY_MIN_BYTES)
         return cache

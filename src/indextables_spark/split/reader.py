@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from ..errors import QueryParseError, SchemaMismatchError
 from ._tantivy import tantivy_call
-from .bundle import ROWS_NAME, SplitFooter, load_extracted_footer
+from .bundle import LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
 from .query_errors import negations_as_prefix
 from .filters import Filter, arrow_mask, build_query, columns_of
 from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_fully_tokenized, with_truncated_terms
@@ -46,6 +46,7 @@ class _Handles:
     ipc: pa.ipc.RecordBatchFileReader
     batch_starts: list[int]
     source: Any = None                      # the memory-mapped row store, shared by the readers
+    lazy: Any = None                        # lazy_rows.LazyRows when the row store is fetched by ranges
     # field indices -> (reader of only those fields, its batches as read so far). The extracted
     # row store is uncompressed (bundle.uncompress_rows), so a batch is a zero-copy view of the
     # memory map: keeping it costs no memory, and reading it again costs no metadata decoding.
@@ -55,6 +56,8 @@ class _Handles:
         """Record batch i, only `columns` (in that order) when given. A reader of only some fields
         touches only their buffers: the id column of a 65,536-row batch costs 0.014 ms, every
         column 0.11 ms."""
+        if self.lazy is not None:
+            return self.lazy.batch(i, columns)
         schema = self.ipc.schema
         key = (tuple(range(len(schema))) if columns is None
                else tuple(sorted({schema.get_field_index(c) for c in columns})))
@@ -88,18 +91,29 @@ def _open_handles(local_dir: str) -> _Handles:
     where = f"split {footer.raw.get(EXTRACTED_FROM) or local_dir}"
     with tantivy_call(f"opening the Tantivy index of {where} (extracted in {local_dir})"):
         index = tantivy.Index.open(local_dir)
-    try:
-        source = pa.memory_map(os.path.join(local_dir, ROWS_NAME), "r")
-        ipc = pa.ipc.open_file(source)
-    except pa.ArrowException as e:
-        raise SplitFormatError(f"{where}: the row store {ROWS_NAME} is unreadable ({e})") from e
+    lazy = None
+    if footer.raw.get(LAZY_ROWS) and not os.path.exists(os.path.join(local_dir, ROWS_NAME)):
+        from .lazy_rows import LazyRows, source_for
+
+        row_source = source_for(local_dir)
+        if row_source is None:
+            raise SplitFormatError(f"{where} (extracted in {local_dir}): the row store is fetched by ranges and no "
+                                   f"storage is registered for it (open the split through the split cache)")
+        source = None
+        ipc = lazy = LazyRows(local_dir, row_source, where)
+    else:
+        try:
+            source = pa.memory_map(os.path.join(local_dir, ROWS_NAME), "r")
+            ipc = pa.ipc.open_file(source)
+        except pa.ArrowException as e:
+            raise SplitFormatError(f"{where}: the row store {ROWS_NAME} is unreadable ({e})") from e
     starts = [0]
     for n in footer.batch_rows:
         starts.append(starts[-1] + n)
     if ipc.num_record_batches != len(footer.batch_rows):
         raise SplitFormatError(f"{where} (extracted in {local_dir}): {ROWS_NAME} has {ipc.num_record_batches} record "
                                f"batches, footer says {len(footer.batch_rows)}")
-    return _Handles(footer, specs, index, ipc, starts, source)
+    return _Handles(footer, specs, index, ipc, starts, source, lazy=lazy)
 
 
 def default_fields(specs: Sequence[ColumnSpec]) -> list[str]:

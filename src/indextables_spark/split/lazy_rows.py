@@ -1,0 +1,205 @@
+"""A split's row store read from object storage by ranges, column by column, as queries need it.
+
+The split cache fetches a remote split's index files whole (Tantivy opens them memory-mapped)
+but not its row store (rows.arrow, LZ4-compressed Arrow IPC, about half of a split's bytes).
+`LazyRows` opens the row store through a file object whose reads are ranged reads of the split
+(`Storage.read_range`): Arrow's IPC reader with `included_fields` then fetches only the buffers
+of the columns asked for, of the record batches asked for. Each (batch, column) fetched is
+written once, uncompressed, to `rows.d/b<batch>-f<field>.arrow` in the split's cache directory,
+so warm reads memory-map it as they do an extracted rows.arrow (zero-copy, no decompression).
+The IPC footer (schema and batch offsets) is kept in `rows.d/footer.bin`.
+
+Which storage a directory's rows come from is registered by the cache (`register`) each time
+it hands the directory out; a reader of a directory with no registered source fails clearly.
+"""
+from __future__ import annotations
+
+import io
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from ..errors import SplitFormatError
+
+ROWS_DIR = "rows.d"
+IPC_TAIL = "footer.bin"
+_TAIL_BYTES = 8 << 10       # one ranged read usually holds the IPC footer
+
+
+@dataclass(frozen=True)
+class RowSource:
+    """Where a split's row store lies: bytes [offset, offset + length) of `key` in `storage`."""
+
+    storage: Any
+    key: str
+    offset: int
+    length: int
+
+
+_sources: dict[str, RowSource] = {}
+_sources_lock = threading.Lock()
+
+
+def register(local_dir: str, source: RowSource) -> None:
+    with _sources_lock:
+        _sources[os.path.abspath(local_dir)] = source
+
+
+def source_for(local_dir: str) -> RowSource | None:
+    with _sources_lock:
+        return _sources.get(os.path.abspath(local_dir))
+
+
+class _RangedRows(io.RawIOBase):
+    """The row store as a read-only file: the cached tail locally, the rest by ranged reads."""
+
+    def __init__(self, source: RowSource, tail_start: int, tail: bytes, where: str):
+        self.source, self.where = source, where
+        self.tail_start, self.tail = tail_start, tail
+        self.pos = 0
+        self.fetched = 0          # bytes read from storage through this file
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.source.length}[whence]
+        self.pos = base + offset
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, buf) -> int:
+        n = max(0, min(len(buf), self.source.length - self.pos))
+        if n == 0:
+            return 0
+        start, end = self.pos, self.pos + n
+        if start >= self.tail_start:
+            data = self.tail[start - self.tail_start:end - self.tail_start]
+        else:
+            s = self.source
+            data = s.storage.read_range(s.key, s.offset + start, s.offset + end)
+            self.fetched += len(data)
+        if len(data) != n:
+            raise SplitFormatError(f"split {self.where}: short read of the row store at bytes [{start}, {end})")
+        buf[:n] = data
+        self.pos = end
+        return n
+
+
+class LazyRows:
+    """The row store of one split directory, fetched by (batch, column) on first use."""
+
+    def __init__(self, local_dir: str, source: RowSource, where: str):
+        self.dir = os.path.join(local_dir, ROWS_DIR)
+        self.where = where
+        os.makedirs(self.dir, exist_ok=True)
+        tail_path = os.path.join(self.dir, IPC_TAIL)
+        try:
+            with open(tail_path, "rb") as f:
+                tail = f.read()
+        except FileNotFoundError:
+            tail = _ipc_tail(source, where)
+            _write_atomic(tail_path, tail)
+        tail_start = source.length - len(tail)
+        if not 10 <= len(tail) <= source.length or tail[-6:] != b"ARROW1":
+            raise SplitFormatError(f"split {where}: the row store footer ({tail_path}) is not an Arrow IPC file "
+                                   f"footer; delete the cache directory {local_dir}")
+        self._file = _RangedRows(source, tail_start, tail, where)
+        try:
+            self.ipc = pa.ipc.open_file(pa.PythonFile(self._file, mode="r"))
+        except pa.ArrowException as e:
+            raise SplitFormatError(f"split {where}: the row store is unreadable ({e})") from e
+        self.schema: pa.Schema = self.ipc.schema
+        self.num_record_batches = self.ipc.num_record_batches
+        self._readers: dict[tuple[int, ...], Any] = {}
+        self._columns: dict[tuple[int, int], pa.Array] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def fetched_bytes(self) -> int:
+        """Bytes of the row store this object read from storage (the IPC footer excluded)."""
+        return self._file.fetched
+
+    def _path(self, batch: int, field: int) -> str:
+        return os.path.join(self.dir, f"b{batch:06d}-f{field:04d}.arrow")
+
+    def _load_local(self, batch: int, field: int) -> pa.Array | None:
+        path = self._path(batch, field)
+        if not os.path.exists(path):
+            return None
+        try:   # the map stays open while the column (a zero-copy view of it) lives
+            col = pa.ipc.open_file(pa.memory_map(path, "r")).get_batch(0).column(0)
+        except (pa.ArrowException, OSError) as e:
+            raise SplitFormatError(f"split {self.where}: cached row store column file {path} is unreadable "
+                                   f"({e}); delete the cache directory {os.path.dirname(self.dir)}") from e
+        return col
+
+    def _fetch(self, batch: int, fields: Sequence[int]) -> None:
+        """Read (ranged) these columns of one record batch and keep each, uncompressed, locally."""
+        key = tuple(sorted(fields))
+        reader = self._readers.get(key)
+        if reader is None:
+            reader = self._readers[key] = pa.ipc.open_file(
+                pa.PythonFile(self._file, mode="r"), options=pa.ipc.IpcReadOptions(included_fields=list(key)))
+        try:
+            got = reader.get_batch(batch)
+        except pa.ArrowException as e:
+            raise SplitFormatError(f"split {self.where}: record batch {batch} of the row store is unreadable "
+                                   f"({e})") from e
+        for j, name in zip(key, got.schema.names):
+            col = got.column(name)
+            one = pa.RecordBatch.from_arrays([col], schema=pa.schema([self.schema.field(j)]))
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_file(sink, one.schema) as w:
+                w.write_batch(one)
+            _write_atomic(self._path(batch, j), sink.getvalue().to_pybytes())
+            self._columns[(batch, j)] = self._load_local(batch, j)
+
+    def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
+        names = list(columns) if columns is not None else self.schema.names
+        fields = [self.schema.get_field_index(c) for c in names]
+        with self._lock:
+            missing = []
+            for j in fields:
+                if (i, j) not in self._columns:
+                    col = self._load_local(i, j)
+                    if col is None:
+                        missing.append(j)
+                    else:
+                        self._columns[(i, j)] = col
+            if missing:
+                self._fetch(i, sorted(set(missing)))
+            arrays = [self._columns[(i, j)] for j in fields]
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema([self.schema.field(j) for j in fields]))
+
+
+def _ipc_tail(source: RowSource, where: str) -> bytes:
+    """The end of the row store holding its IPC footer (schema, batch offsets): the last 8 KiB,
+    or as much more as the footer's recorded length says."""
+    def read(n: int) -> bytes:
+        start = max(0, source.length - n)
+        return source.storage.read_range(source.key, source.offset + start, source.offset + source.length)
+
+    tail = read(_TAIL_BYTES)
+    if len(tail) < 10 or tail[-6:] != b"ARROW1":
+        raise SplitFormatError(f"split {where}: the row store does not end with an Arrow IPC file footer")
+    need = int.from_bytes(tail[-10:-6], "little", signed=True) + 10
+    if need > len(tail) and need <= source.length:
+        tail = read(need)
+    return tail
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
