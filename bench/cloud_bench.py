@@ -175,9 +175,13 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
                 reader_module.forget(path)
                 shutil.rmtree(path)
 
-    res = {
-        "state-read-70k": median_ms(lambda: it.IndexTable(uri_state, opts).snapshot().files_table.num_rows, runs),
-        "partition-70k": median_ms(lambda: len(it.IndexTable(uri_state, opts).files(f"date = '{day}'")), runs),
+    from indextables_spark.table import forget_logs
+
+    res = {   # forget_logs: each run decodes the state afresh (no snapshot kept from the last run)
+        "state-read-70k": median_ms(lambda: it.IndexTable(uri_state, opts).snapshot().files_table.num_rows, runs,
+                                    before=forget_logs),
+        "partition-70k": median_ms(lambda: len(it.IndexTable(uri_state, opts).files(f"date = '{day}'")), runs,
+                                   before=forget_logs),
     }
     res["query-cold"] = median_ms(lambda: it.IndexTable(uri_text, opts).count(query=QUERY), runs, before=clear_cache)
     res["query-warm"] = median_ms(lambda: it.IndexTable(uri_text, opts).count(query=QUERY), runs)
@@ -185,14 +189,15 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
     return res
 
 
-def search_bytes(uri_text: str, options: dict, cache_dir: str, columns: list[str]) -> tuple[int, int, int, int]:
+def search_bytes(uri_text: str, options: dict, cache_dir: str, columns: list[str],
+                 lazy: str = "auto") -> tuple[int, int, int, int, float]:
     """(split bytes of the splits the query opens, bytes fetched by a cold search, by the same
-    search warm, matches): IndexTable.search(RARE_QUERY, columns=columns) with every
-    byte counted through the storage layer (storage/counting.py)."""
+    search warm, matches, warm median ms): IndexTable.search(RARE_QUERY, columns=columns) with
+    every byte counted through the storage layer (storage/counting.py)."""
     from indextables_spark.storage import open_storage
     from indextables_spark.storage.counting import CountingStorage
 
-    opts = {**options, "cache.disk.path": cache_dir}
+    opts = {**options, "cache.disk.path": cache_dir, "cache.rows.lazy": lazy}
     shutil.rmtree(cache_dir, ignore_errors=True)
     storage = CountingStorage(open_storage(uri_text, opts))
     t = it.IndexTable(uri_text, opts, storage=storage)
@@ -203,7 +208,8 @@ def search_bytes(uri_text: str, options: dict, cache_dir: str, columns: list[str
     storage.reset()
     assert t.search(RARE_QUERY, columns=columns).num_rows == n
     warm = storage.bytes_read["read_range"] + storage.bytes_read["download_file"]
-    return split_bytes, cold, warm, n
+    warm_ms, _ = median_ms(lambda: t.search(RARE_QUERY, columns=columns).num_rows, 7)
+    return split_bytes, cold, warm, n, warm_ms
 
 
 def main() -> int:
@@ -256,11 +262,16 @@ def main() -> int:
                 raise SystemExit(f"{case}: {r_local} on local disk but {r_s3} on S3")
             print(f"{case:18} {t_local:11.1f} {t_s3:13.1f} {t_s3 / t_local:10.1f}x  {r_local}")
         for columns in (["id"], ["id", "title"]):
-            split_bytes, cold, warm, n = search_bytes(targets["s3"][1], targets["s3"][2],
-                                                      os.path.join(workdir, "cache-bytes"), columns)
-            print(f"rare-term search on S3 ({n:,} rows, columns {', '.join(columns)}): bytes fetched through the "
+            split_bytes, cold, warm, n, warm_ms = search_bytes(
+                targets["s3"][1], targets["s3"][2], os.path.join(workdir, f"cache-bytes-{len(columns)}"), columns)
+            _, whole, _, _, whole_ms = search_bytes(targets["s3"][1], targets["s3"][2],
+                                                    os.path.join(workdir, f"cache-whole-{len(columns)}"), columns,
+                                                    lazy="false")
+            print(f"rare-term search on S3 ({n:,} rows, columns {', '.join(columns)}), bytes fetched through the "
                   f"storage layer against the {split_bytes / 1e6:.1f} MB of the splits it opens: cold "
-                  f"{cold / 1e6:.1f} MB ({cold / split_bytes:.1%}; target <= 50%), warm {warm / 1e6:.2f} MB")
+                  f"{cold / 1e6:.1f} MB ({cold / split_bytes:.1%}; target <= 50%; splits fetched whole: "
+                  f"{whole / 1e6:.1f} MB), warm {warm / 1e6:.2f} MB; warm search {warm_ms:.1f} ms "
+                  f"(splits fetched whole: {whole_ms:.1f} ms)")
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -124,6 +124,9 @@ def du(path: str) -> int:
 
 
 def read_avro(path: str):
+    from indextables_spark.table import forget_logs
+
+    forget_logs()   # a first read: no snapshot kept from the previous run
     snap = it.IndexTable(path).snapshot()
     return snap.files_table.num_rows
 

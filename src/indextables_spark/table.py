@@ -38,6 +38,13 @@ def _shared_log(path: str, options: Options) -> TransactionLog:
     return log
 
 
+def forget_logs() -> None:
+    """Drop the process's shared transaction logs (and so their last snapshots): the next
+    IndexTable decodes its state afresh (benches measuring a first read use it)."""
+    with _LOGS_LOCK:
+        _LOGS.clear()
+
+
 class IndexTable:
     def __init__(self, path: str, options: Mapping[str, Any] | None = None, spark: Any = None, *,
                  storage: Storage | None = None):

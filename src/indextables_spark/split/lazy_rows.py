@@ -199,6 +199,7 @@ def _ipc_tail(source: RowSource, where: str) -> bytes:
 
 
 def _write_atomic(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)   # a cache directory wiped under open handles
     tmp = f"{path}.tmp-{uuid.uuid4().hex}"
     with open(tmp, "wb") as f:
         f.write(data)
