@@ -28,6 +28,7 @@ from ..errors import SplitFormatError
 ROWS_DIR = "rows.d"
 IPC_TAIL = "footer.bin"
 _TAIL_BYTES = 8 << 10       # one ranged read usually holds the IPC footer
+_KEEP_BYTES = 4 << 20       # fetched columns up to this size stay in memory
 
 
 @dataclass(frozen=True)
@@ -133,17 +134,21 @@ class LazyRows:
         return os.path.join(self.dir, f"b{batch:06d}-f{field:04d}.arrow")
 
     def _load_local(self, batch: int, field: int) -> pa.Array | None:
+        """A fetched column from its local file: read into memory, not memory-mapped (a map keeps
+        a file descriptor open, and a split has one file per fetched batch and column)."""
         path = self._path(batch, field)
-        if not os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
             return None
-        try:   # the map stays open while the column (a zero-copy view of it) lives
-            col = pa.ipc.open_file(pa.memory_map(path, "r")).get_batch(0).column(0)
-        except (pa.ArrowException, OSError) as e:
+        try:
+            return pa.ipc.open_file(pa.BufferReader(pa.py_buffer(data))).get_batch(0).column(0)
+        except pa.ArrowException as e:
             raise SplitFormatError(f"split {self.where}: cached row store column file {path} is unreadable "
                                    f"({e}); delete the cache directory {os.path.dirname(self.dir)}") from e
-        return col
 
-    def _fetch(self, batch: int, fields: Sequence[int]) -> None:
+    def _fetch(self, batch: int, fields: Sequence[int]) -> dict[int, pa.Array]:
         """Read (ranged) these columns of one record batch and keep each, uncompressed, locally."""
         key = tuple(sorted(fields))
         reader = self._readers.get(key)
@@ -155,31 +160,42 @@ class LazyRows:
         except pa.ArrowException as e:
             raise SplitFormatError(f"split {self.where}: record batch {batch} of the row store is unreadable "
                                    f"({e})") from e
+        out = {}
         for j, name in zip(key, got.schema.names):
-            col = got.column(name)
+            col = out[j] = got.column(name)
             one = pa.RecordBatch.from_arrays([col], schema=pa.schema([self.schema.field(j)]))
             sink = pa.BufferOutputStream()
             with pa.ipc.new_file(sink, one.schema) as w:
                 w.write_batch(one)
             _write_atomic(self._path(batch, j), sink.getvalue().to_pybytes())
-            self._columns[(batch, j)] = self._load_local(batch, j)
+            self._keep(batch, j, col)
+        return out
+
+    def _keep(self, batch: int, field: int, col: pa.Array) -> None:
+        """Keep small columns in memory (read again per use otherwise: a scan of wide text
+        columns over hundreds of splits must not stay resident)."""
+        if col.nbytes <= _KEEP_BYTES:
+            self._columns[(batch, field)] = col
 
     def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
         names = list(columns) if columns is not None else self.schema.names
         fields = [self.schema.get_field_index(c) for c in names]
+        got: dict[int, pa.Array] = {}
         with self._lock:
             missing = []
-            for j in fields:
-                if (i, j) not in self._columns:
+            for j in dict.fromkeys(fields):
+                col = self._columns.get((i, j))
+                if col is None:
                     col = self._load_local(i, j)
-                    if col is None:
-                        missing.append(j)
-                    else:
-                        self._columns[(i, j)] = col
+                if col is None:
+                    missing.append(j)
+                else:
+                    got[j] = col
+                    self._keep(i, j, col)
             if missing:
-                self._fetch(i, sorted(set(missing)))
-            arrays = [self._columns[(i, j)] for j in fields]
-        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema([self.schema.field(j) for j in fields]))
+                got.update(self._fetch(i, missing))
+        return pa.RecordBatch.from_arrays([got[j] for j in fields],
+                                          schema=pa.schema([self.schema.field(j) for j in fields]))
 
 
 def _ipc_tail(source: RowSource, where: str) -> bytes:

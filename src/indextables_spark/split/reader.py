@@ -32,7 +32,24 @@ from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_fully_tok
 DEFAULT_BATCH_SIZE = 10_000
 SCORE_COLUMN = "_score"
 SCAN_FRACTION = 0.5            # narrowing keeps more than this share of rows → scan instead
-MAX_OPEN_SPLITS = 64           # per-process cache of opened indexes / IPC readers
+
+
+def _max_open_splits() -> int:
+    """Per-process cache of opened indexes and row stores, so that a table of hundreds of splits is
+    searched without reopening them per query: up to 1,024, within a quarter of the process's file
+    descriptor limit (each open row store keeps its memory-mapped file open)."""
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return 256
+    if soft == resource.RLIM_INFINITY:
+        return 1024
+    return max(64, min(1024, soft // 4))
+
+
+MAX_OPEN_SPLITS = _max_open_splits()
 MAX_PROJECTIONS = 8            # per split: readers of column subsets (see _Handles.batch)
 
 
@@ -105,6 +122,8 @@ def _open_handles(local_dir: str) -> _Handles:
         try:
             source = pa.memory_map(os.path.join(local_dir, ROWS_NAME), "r")
             ipc = pa.ipc.open_file(source)
+        except FileNotFoundError:
+            raise SplitFormatError(f"{where}: the row store {ROWS_NAME} is missing in {local_dir}") from None
         except pa.ArrowException as e:
             raise SplitFormatError(f"{where}: the row store {ROWS_NAME} is unreadable ({e})") from e
     starts = [0]
