@@ -1,11 +1,16 @@
 """indextables vs Parquet through Spark on the same generated documents, measured in one run.
 
     .venv/bin/python bench/search_vs_parquet.py [--rows 1000000] [--runs 5] [--dir /tmp/indextables-bench] [--reuse]
+        [--partitions 32] [--regions 16] [--merge] [--kinds-only]
 
 Documents come from examples/datagen.py (8-word title, 50-word body, ...), generated on executors
-by a small Python data source (no pandas needed); 1% of the bodies also hold the word "kestrel",
-so a full-text query selects 1% of the rows. Both tables are partitioned by region; indextables
-indexes body as tokenized text. Every figure is the median of --runs runs after one warm-up.
+by a small Python data source (no pandas needed) with --partitions tasks; 1% of the bodies also
+hold the word "kestrel" and 0.01% the word "osprey", so full-text queries select 1% and 0.01% of
+the rows; `uuid` is a per-row UUID (from the id). Both tables are written by one job each from
+that source and partitioned by region (--regions values), so the indextables table has about
+partitions x regions splits, as a Spark job leaves them before MERGE SPLITS. indextables indexes
+body as tokenized text. Every figure is the median of --runs runs after one warm-up. --merge runs
+MERGE SPLITS afterwards and reports the query kinds again; --kinds-only skips the other scenarios.
 
 Scenarios (ours | Parquet):
 - full scan          every column of every row materialised (`write.format("noop")`) | same
@@ -27,6 +32,8 @@ import time
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")
 MARKER = "kestrel"
 MARKER_SHARE = 0.01
+RARE_MARKER = "osprey"
+RARE_MARKER_SHARE = 0.0001
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as sf  # noqa: E402
@@ -34,8 +41,22 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition 
 
 import indextables_spark as it  # noqa: E402
 
-SCHEMA = ("id long, title string, body string, tags array<string>, views long, score double, "
+SCHEMA = ("id long, uuid string, title string, body string, tags array<string>, views long, score double, "
           "day date, ts timestamp, region string")
+
+
+def region_values(n: int) -> list[str]:
+    """The region partition values: datagen's 4 regions, or up to 16 zones of them."""
+    if n <= 4:
+        return ["us-east", "us-west", "eu-central", "ap-south"][:max(1, n)]
+    return [f"{r}-{z}" for z in range(1, 5) for r in ("us-east", "us-west", "eu-central", "ap-south")][:n]
+
+
+def uuid_of(i: int) -> str:
+    import hashlib
+    import uuid
+
+    return str(uuid.UUID(bytes=hashlib.md5(str(i).encode()).digest()))
 
 
 class _Part(InputPartition):
@@ -54,12 +75,13 @@ class BenchDocs(DataSource):
         return SCHEMA
 
     def reader(self, schema):
-        return _DocsReader(int(self.options["rows"]), int(self.options.get("partitions", "4")))
+        return _DocsReader(int(self.options["rows"]), int(self.options.get("partitions", "4")),
+                           int(self.options.get("regions", "4")))
 
 
 class _DocsReader(DataSourceReader):
-    def __init__(self, rows: int, parts: int):
-        self.rows, self.parts = rows, parts
+    def __init__(self, rows: int, parts: int, regions: int):
+        self.rows, self.parts, self.regions = rows, parts, regions
 
     def partitions(self):
         per = -(-self.rows // self.parts)
@@ -77,10 +99,19 @@ class _DocsReader(DataSourceReader):
             n = min(50_000, part.count - off)
             t = documents(n, seed=42 + part.index * 1009 + off, start=part.start + off)
             rng = np.random.default_rng(7 + part.index * 1009 + off)
-            marked = pa.array(rng.random(n) < MARKER_SHARE)
+            draw = rng.random(n)
             body = t.column("body").combine_chunks()
-            body = pc.if_else(marked, pc.binary_join_element_wise(body, MARKER, " "), body)
-            yield t.set_column(t.schema.get_field_index("body"), "body", body).to_batches()[0]
+            body = pc.if_else(pa.array(draw < MARKER_SHARE), pc.binary_join_element_wise(body, MARKER, " "), body)
+            rare = pa.array((draw >= MARKER_SHARE) & (draw < MARKER_SHARE + RARE_MARKER_SHARE))
+            body = pc.if_else(rare, pc.binary_join_element_wise(body, RARE_MARKER, " "), body)
+            t = t.set_column(t.schema.get_field_index("body"), "body", body)
+            ids = t.column("id").to_pylist()
+            t = t.add_column(1, "uuid", pa.array([uuid_of(i) for i in ids], pa.string()))
+            zones = region_values(self.regions)
+            picked = np.random.default_rng(11 + part.index * 1009 + off).integers(0, len(zones), size=n)
+            t = t.set_column(t.schema.get_field_index("region"), "region",
+                             pa.array(np.array(zones, dtype=object)[picked], pa.string()))
+            yield t.to_batches()[0]
 
 
 def median_time(fn, runs: int) -> float:
@@ -103,6 +134,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dir", default="/tmp/indextables-bench")
     ap.add_argument("--reuse", action="store_true", help="keep the tables of an earlier run with the same --dir")
+    ap.add_argument("--partitions", type=int, default=4, help="tasks of the source (and of each write)")
+    ap.add_argument("--regions", type=int, default=4, help="distinct values of the partition column (<= 16)")
+    ap.add_argument("--merge", action="store_true", help="MERGE SPLITS, then the query kinds again")
+    ap.add_argument("--kinds-only", action="store_true", help="only the per-query-kind table (and the floors)")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
@@ -116,7 +151,8 @@ def main() -> None:
 
     if not (args.reuse and it.IndexTable(it_path).exists() and os.path.exists(pq_path)):
         shutil.rmtree(args.dir, ignore_errors=True)
-        src = spark.read.format("bench_docs").option("rows", args.rows).load()
+        src = (spark.read.format("bench_docs").option("rows", args.rows).option("partitions", args.partitions)
+               .option("regions", args.regions).load())
         t0 = time.perf_counter()
         src.write.partitionBy("region").parquet(pq_path)
         pq_write = time.perf_counter() - t0
@@ -139,7 +175,27 @@ def main() -> None:
         return r.load(it_path)
 
     query = f"body:{MARKER}"
-    n_query = table.count(query)
+    t_pq_1pct = None
+    if not args.kinds_only:
+        t_pq_1pct = print_scenarios(spark, ours, pq, it_path, rows, cores, args.runs)
+    kinds = query_kinds(args.regions)
+    times = print_query_kinds(spark, ours, pq, args.runs, kinds)
+    if args.merge:
+        t0 = time.perf_counter()
+        res = it.IndexTable(it_path).merge_splits(spark=spark)
+        print(f"MERGE SPLITS: {time.perf_counter() - t0:.1f}s, {res.get('sourceSplitsMerged')} splits merged -> "
+              f"{len(it.IndexTable(it_path).files())} splits")
+        print_query_kinds(spark, ours, pq, args.runs, kinds, before=times)
+    if t_pq_1pct is None:
+        t_pq_1pct = times.get("1% term", (0, 0, 0, 0, 0))[2]
+    print_floors(spark, args.runs, t_pq_1pct)
+    spark.stop()
+
+
+def print_scenarios(spark, ours, pq, it_path: str, rows: int, cores: int, runs: int) -> float:
+    """The README's first table; returns Parquet's 1% full-text materialised time."""
+    query = f"body:{MARKER}"
+    n_query = it.IndexTable(it_path).count(query)
     n_filter = pq.filter("views < 10000").count()
     scenarios = [
         ("full scan", noop(ours()), noop(pq), rows, None),
@@ -154,8 +210,8 @@ def main() -> None:
     print(f"{'scenario':<20} {'rows':>10} {'indextables':>12} {'parquet':>10} {'speedup':>8}  target")
     results = {}
     for name, fn_ours, fn_pq, n, target in scenarios:
-        t_ours = median_time(fn_ours, args.runs)
-        t_pq = median_time(fn_pq, args.runs)
+        t_ours = median_time(fn_ours, runs)
+        t_pq = median_time(fn_pq, runs)
         results[name] = (t_ours, t_pq)
         goal = f">= {target:.0f}x" if target else ""
         if name == "full scan":
@@ -165,40 +221,47 @@ def main() -> None:
     print(f"10% filter: {rows / t_sel / cores:,.0f} table rows/s per core, "
           f"{n_filter / t_sel / cores:,.0f} matching rows/s per core (target >= 1,000,000)")
     t_cold = median_time(lambda: it.aggregate(spark, it_path, aggs={"d": {"terms": {"field": "day", "size": 400}}},
-                                              options={"aggregate.cache.enabled": "false"}), args.runs)
+                                              options={"aggregate.cache.enabled": "false"}), runs)
     print(f"terms aggregation without the split request cache: {t_cold:.3f}s "
           f"({results['terms aggregation'][1] / t_cold:.1f}x parquet)")
     t_spark = median_time(lambda: it.aggregate(spark, it_path, aggs={"d": {"terms": {"field": "day", "size": 400}}},
-                                               execution="spark"), args.runs)
+                                               execution="spark"), runs)
     print(f"terms aggregation as a Spark job (execution='spark'): {t_spark:.3f}s "
           f"({results['terms aggregation'][1] / t_spark:.1f}x parquet)")
     t_sql = median_time(lambda: spark.sql(f"SELECT * FROM indextables_search('{it_path}', '{query}', 10)").collect(),
-                        args.runs)
+                        runs)
     print(f"top-10 through SQL indextables_search: {t_sql:.3f}s")
-    t_count_q = median_time(lambda: it.IndexTable(it_path).count(query), args.runs)
+    t_count_q = median_time(lambda: it.IndexTable(it_path).count(query), runs)
     print(f"1% full-text count without Spark (IndexTable.count(query)): {t_count_q:.4f}s "
           f"({results['1% full-text'][1] / t_count_q:.0f}x parquet's 1% read)")
-    print_query_kinds(spark, ours, pq, args.runs)
-    print_floors(spark, args.runs, results["1% full-text"][1])
-    spark.stop()
+    return results["1% full-text"][1]
 
 
-# Per query kind, count() and collect() through Spark for both (ours: query option or filter).
-QUERY_KINDS = [
-    ("rare term (~0.1%)", {"query": "body:zephyr"}, None, "body like '%zephyr%'"),
-    ("1% term", {"query": f"body:{MARKER}"}, None, f"body like '%{MARKER}%'"),
-    ("common term", {"query": "body:spark"}, None, "body like '%spark%'"),
-    ("phrase", {"query": 'body:"data lake"'}, None, "body like '%data lake%'"),
-    ("numeric range (1%)", {}, "views >= 1000 AND views < 2000", "views >= 1000 AND views < 2000"),
-    ("partition filter", {}, "region = 'eu-central'", "region = 'eu-central'"),
-]
+def query_kinds(regions: int) -> list[tuple]:
+    """(name, read options, filter on ours, filter on Parquet, what is collected: "id" or "*")."""
+    region = region_values(regions)[min(2, regions - 1)]
+    uuid = uuid_of(123_457)
+    return [
+        ("0.01% term", {"query": f"body:{RARE_MARKER}"}, None, f"body like '%{RARE_MARKER}%'", "id"),
+        ("rare term (~0.1%)", {"query": "body:zephyr"}, None, "body like '%zephyr%'", "id"),
+        ("1% term", {"query": f"body:{MARKER}"}, None, f"body like '%{MARKER}%'", "id"),
+        ("phrase", {"query": 'body:"data lake"'}, None, "body like '%data lake%'", "id"),
+        ("uuid lookup", {}, f"uuid = '{uuid}'", f"uuid = '{uuid}'", "id"),
+        ("numeric range (1%)", {}, "views >= 1000 AND views < 2000", "views >= 1000 AND views < 2000", "id"),
+        ("numeric range, *", {}, "views >= 1000 AND views < 2000", "views >= 1000 AND views < 2000", "*"),
+        ("partition filter", {}, f"region = '{region}'", f"region = '{region}'", "id"),
+        ("partition, *", {}, f"region = '{region}'", f"region = '{region}'", "*"),
+    ]
 
 
-def print_query_kinds(spark, ours, pq, runs: int) -> None:
-    """Median count() and collect() (of the id column) per query kind, ours vs Parquet."""
-    print(f"{'query kind':<20} {'rows':>9} {'it count':>9} {'pq count':>9} {'ratio':>6} "
+def print_query_kinds(spark, ours, pq, runs: int, kinds: list[tuple], before: dict | None = None) -> dict:
+    """Median count() and collect() (of the id column, or every column for "*") per query kind,
+    ours vs Parquet; with `before`, also ours against an earlier run of the same kinds."""
+    title = "after MERGE SPLITS" if before else "as written"
+    print(f"{'query kind (' + title + ')':<34} {'rows':>9} {'it count':>9} {'pq count':>9} {'ratio':>6} "
           f"{'it collect':>10} {'pq collect':>10} {'ratio':>6}")
-    for kind, options, flt, pq_filter in QUERY_KINDS:
+    out = {}
+    for kind, options, flt, pq_filter, what in kinds:
         mine = ours(**options)
         if flt:
             mine = mine.filter(flt)
@@ -206,12 +269,21 @@ def print_query_kinds(spark, ours, pq, runs: int) -> None:
         n = mine.count()
         c_it = median_time(mine.count, runs)
         c_pq = median_time(theirs.count, runs)
-        r_it = median_time(lambda: mine.select("id").collect(), runs)
-        r_pq = median_time(lambda: theirs.select("id").collect(), runs)
+        if what == "*":
+            cols = [c for c in theirs.columns]
+            r_it = median_time(lambda: mine.select(*cols).collect(), runs)
+            r_pq = median_time(lambda: theirs.collect(), runs)
+        else:
+            r_it = median_time(lambda: mine.select("id").collect(), runs)
+            r_pq = median_time(lambda: theirs.select("id").collect(), runs)
         n_pq = theirs.count()
+        out[kind] = (c_it, r_it, r_pq, c_pq, n)
         note = "" if n == n_pq else f"  (parquet substring matches {n_pq:,})"
-        print(f"{kind:<20} {n:>9,} {c_it:>8.3f}s {c_pq:>8.3f}s {c_pq / c_it:>5.1f}x "
+        if before and kind in before:
+            note += f"  (as written: {before[kind][0]:.3f}s / {before[kind][1]:.3f}s)"
+        print(f"{kind:<34} {n:>9,} {c_it:>8.3f}s {c_pq:>8.3f}s {c_pq / c_it:>5.1f}x "
               f"{r_it:>9.3f}s {r_pq:>9.3f}s {r_pq / r_it:>5.1f}x{note}")
+    return out
 
 
 def print_floors(spark, runs: int, t_pq_1pct: float) -> None:
