@@ -175,3 +175,37 @@ def test_groups_are_balanced_one_wave():
     assert len(group_by_size(files, 100, 2)) == 4            # 310 bytes in groups of about 100
     assert len(group_by_size(files[:1], 10, 4)) == 1         # never more groups than splits
     assert group_by_size([], 10, 2) == []
+
+
+def test_tasks_of_a_search_are_one_wave(tmp_path):
+    """Reads with a query or pushed filters: read.minPartitions tasks (the cores), whatever the
+    bytes; other reads: one task per read.maxPartitionBytes; an explicit maxPartitionBytes wins."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import EqualNullSafe, GreaterThan, Not
+    from pyspark.sql.types import StructType
+
+    import indextables_spark as it
+    from indextables_spark.spark.datasource import IndexTablesDataSource
+    from indextables_spark.spark.guard import GUARD_PREFIX, INDEXGUARD
+
+    path = str(tmp_path / "t")
+    n = 4000
+    it.write_table(path, pa.table({"id": pa.array(range(n), pa.int64()), "body": [f"w{i % 9}" for i in range(n)],
+                                   "region": [f"r{i % 8}" for i in range(n)]}),
+                   partition_by=["region"], options={"indexing.typemap.body": "text", "write.chunkRows": "1000"})
+    assert len(it.IndexTable(path).files()) == 32
+
+    def tasks(options, filters=()):
+        ds = IndexTablesDataSource({"path": path, "read.minPartitions": "3", **options})
+        full = ds.schema()
+        reader = ds.reader(StructType([f for f in full.fields if f.name == "id"]))
+        list(reader.pushFilters([*filters, Not(EqualNullSafe((INDEXGUARD,), GUARD_PREFIX + "1"))]))
+        groups = reader.partitions()
+        assert sum(len(g.files) for g in groups) == 32
+        return len(groups)
+
+    tiny = str(min(f.size for f in it.IndexTable(path).files()))
+    assert tasks({"query": "body:w1"}) == 3
+    assert tasks({}, [GreaterThan(("id",), 10)]) == 3
+    assert tasks({"read.maxPartitionBytes": tiny}) == 32                 # a full read: by bytes
+    assert tasks({"query": "body:w1", "read.maxPartitionBytes": tiny}) == 32

@@ -264,8 +264,14 @@ class IndexTablesReader(DataSourceReader):
             check_table_query(self._snapshot, self.opts, self.query, files, every=True)
         from ..split.groups import DEFAULT_GROUP_BYTES, group_by_size
 
-        target = self.opts.get_size("read.maxPartitionBytes", DEFAULT_GROUP_BYTES)
         min_groups = self.opts.get_int("read.minPartitions", 2)
+        if self.opts.get_str("read.maxPartitionBytes") is None and (self.query is not None or self.data_filters):
+            # A search or pushed filters: a task's work is a few index lookups per split and the
+            # rows that match, not the split bytes, while each task costs Spark's Python runner
+            # ~50-100 ms. One wave of tasks (read.minPartitions = the cores) answers it.
+            target = 1 << 62
+        else:
+            target = self.opts.get_size("read.maxPartitionBytes", DEFAULT_GROUP_BYTES)
         groups = group_by_size(files, target, min_groups)
         if not groups:
             return [SplitGroup([])]
