@@ -189,6 +189,7 @@ def main() -> None:
     if t_pq_1pct is None:
         t_pq_1pct = times.get("1% term", (0, 0, 0, 0, 0))[2]
     print_floors(spark, args.runs, t_pq_1pct)
+    print_collect_floors(spark, args.runs, {k: v for k, v in times.items() if "*" not in k})
     spark.stop()
 
 
@@ -284,6 +285,19 @@ def print_query_kinds(spark, ours, pq, runs: int, kinds: list[tuple], before: di
         print(f"{kind:<34} {n:>9,} {c_it:>8.3f}s {c_pq:>8.3f}s {c_pq / c_it:>5.1f}x "
               f"{r_it:>9.3f}s {r_pq:>9.3f}s {r_pq / r_it:>5.1f}x{note}")
     return out
+
+
+def print_collect_floors(spark, runs: int, times: dict) -> None:
+    """Per query kind, collecting its number of ids from any source (`spark.range(n).collect()`,
+    no Python worker at all): what a collect() costs before any search, and so the best ratio
+    a source can reach against Parquet's collect of the same rows."""
+    print("collect() floors (spark.range(n).collect() of the same number of rows):")
+    for kind, (_c_it, r_it, r_pq, _c_pq, n) in times.items():
+        if n < 1000:
+            continue
+        floor = median_time(lambda: spark.range(n).collect(), runs)
+        print(f"  {kind:<28} {n:>9,} rows: {floor:.3f}s -> at most {r_pq / floor:.1f}x parquet's collect "
+              f"(ours {r_pq / r_it:.1f}x)")
 
 
 def print_floors(spark, runs: int, t_pq_1pct: float) -> None:
