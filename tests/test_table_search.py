@@ -194,3 +194,38 @@ def test_and_not_means_and_not(tmp_path):
     assert ids("body:red NOT body:apple") == [1]
     assert t.count("body:red AND NOT body:apple AND NOT body:pear") == 0
     assert t.count("body:apple AND NOT body:green") == 2
+
+
+def test_fuzzy_and_prefix_terms(spark, tmp_path):
+    """Lucene's `term~N` and `prefix*` (Tantivy alone reads them as a phrase "term N" and the term
+    "prefix": no matches); distances above 2 and non-text prefixes are refused with a position."""
+    import pyarrow as pa
+
+    import indextables_spark as it
+    from indextables_spark.errors import QueryParseError
+
+    bodies = ["kestrel nests", "Kestrels fly high", "a kestral sighting", "falcon", "the KESTREL", "kestrel-like"]
+    path = str(tmp_path / "t")
+    it.write_table(path, pa.table({"id": list(range(6)), "body": bodies,
+                                   "code": ["AB-12", "AB-13", "ab-99", "CD-1", "AB", "xyz"]}),
+                   options={"indexing.typemap.body": "text"})
+    t = it.IndexTable(path)
+
+    def ids(q):
+        return sorted(t.search(q, columns=["id"]).column("id").to_pylist())
+
+    assert ids("body:kestral~1") == ids("kestral~1") == [0, 2, 4, 5]      # kestrel, kestral (case folded)
+    assert ids("body:kestrel~1") == [0, 1, 2, 4, 5]                        # + kestrels
+    assert ids("body:kestrel~0") == [0, 4, 5]
+    assert ids("body:kestr*") == ids("body:KESTR*") == ids("kestr*") == [0, 1, 2, 4, 5]
+    assert ids("kestr* AND fly") == [1] and ids("-kestr* AND body:falcon") == [3]
+    assert ids("code:AB*") == [0, 1, 4] and ids("code:ab*") == [2]        # raw strings: case kept
+    assert ids('body:"kestrel nests"~1') == [0]                            # phrase slop is not fuzziness
+    assert t.count("body:kestr*") == 5
+    got = sorted(r.id for r in spark.read.format("indextables").option("query", "body:kestral~1").load(path)
+                 .select("id").collect())
+    assert got == [0, 2, 4, 5]
+    for bad, where in [("body:kestrel~3", "edit distance 3"), ("id:5*", "prefixes apply to text"),
+                       ("body:kestral~1 AND body:falcon", "use one ~N")]:
+        with pytest.raises(QueryParseError, match=where):
+            t.search(bad)

@@ -32,7 +32,7 @@ from ..predicates import (  # the model; re-exported: split.filters is where cal
 from .documents import TRUNCATE_CHARS, exact_term, f64_key
 from .partitions import date_to_days, datetime_to_micros, parse_partition_value
 from .stats import decode_stat, null_counts, order_key
-from .text import pattern_terms
+from .text import pattern_terms, regex_escape
 from .text import supported as text_supported
 from .types import STRING_KINDS, ColumnSpec, arrow_type, specs_by_name
 
@@ -332,13 +332,6 @@ def arrow_mask(table_or_batch: pa.Table | pa.RecordBatch, filters: Sequence[Filt
 
 _DECIMAL_MARGIN = 1e-9     # relative; decimal → f64 conversion errors are ~1e-16
 _MAX_PATTERN_CHARS = 256   # longer regexes are not worth compiling
-_REGEX_META = set("\\.+*?()|[]{}^$#&-~")
-
-
-def _regex_escape(s: str) -> str:
-    return "".join("\\" + c if c in _REGEX_META else c for c in s)
-
-
 class _Q:
     """Query builder bound to one index schema."""
 
@@ -520,7 +513,7 @@ class _Q:
             return None, False
         if p == "":
             return self.t.Query.exists_query(name), True
-        esc = _regex_escape(p)
+        esc = regex_escape(p)
         if isinstance(f, StringStartsWith):
             # Cut terms keep their first TRUNCATE_CHARS characters, so prefixes still match.
             return self.t.Query.regex_query(self.schema, name, "(?s)" + esc + ".*"), len(p) <= TRUNCATE_CHARS

@@ -125,6 +125,93 @@ def negations_as_prefix(query: str) -> str:
     return "".join(out) + query[last:] if out else query
 
 
+@dataclass(frozen=True)
+class TermRewriteError(Exception):
+    """A fuzzy or prefix term that cannot be searched: where (character offset) and why."""
+
+    position: int
+    reason: str
+
+
+_FUZZY_RE = re.compile(r"^(?P<term>.*[^\\~])~(?P<distance>[0-9]+)$")
+MAX_EDIT_DISTANCE = 2
+
+
+def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | None]],
+                           default_fields: Sequence[str]) -> tuple[str, dict[str, tuple[bool, int, bool]]]:
+    """Lucene's `term~N` (fuzzy, edit distance N ≤ 2) and `prefix*` in Tantivy's terms.
+
+    Tantivy's parser reads `kestral~1` as the phrase "kestral 1" and `kestr*` as the term "kestr",
+    so both matched nothing. Prefixes become regex terms (`/kestr.*/`, lowercased when the field's
+    tokenizer lowercases); fuzzy terms become plain terms plus the parser's per-field fuzziness
+    (`fuzzy_fields`), which applies to every term of that field in the query: a field's terms must
+    then all be fuzzy with the same distance, else TermRewriteError says so.
+    fields: Tantivy field name -> (type, tokenizer). Returns (query, fuzzy_fields)."""
+    if "~" not in query and "*" not in query:
+        return query, {}
+    from .text import SIMPLE_TOKENIZERS, regex_escape
+
+    toks, _ = _lex(query)
+    edits: list[tuple[int, int, str]] = []
+    distances: dict[str, set[int]] = {}
+    first_fuzzy: dict[str, int] = {}
+    in_range = 0
+    for prev, tok in zip([None, *toks], toks):
+        if tok.kind == "[":
+            in_range += 1
+        elif tok.kind == "]":
+            in_range = max(0, in_range - 1)
+        if tok.kind != "word" or in_range:
+            continue
+        raw = query[tok.start:tok.end]
+        if raw in OPERATORS or raw.startswith("~") or _BOOST_RE.search(raw):
+            continue
+        field = prev.text if prev is not None and prev.kind == "field" else None
+        targets = [field] if field is not None else list(default_fields)
+        fuzzy = _FUZZY_RE.match(raw)
+        if fuzzy:
+            d = int(fuzzy.group("distance"))
+            if d > MAX_EDIT_DISTANCE:
+                raise TermRewriteError(tok.start + len(fuzzy.group("term")),
+                                       f"edit distance {d}: fuzzy terms take ~0, ~1 or ~2")
+            for f in targets:
+                distances.setdefault(f, set()).add(d)
+                first_fuzzy.setdefault(f, tok.start)
+            edits.append((tok.start, tok.end, fuzzy.group("term")))
+        elif raw.endswith("*") and not raw.endswith("\\*") and raw != "*":
+            prefix = tok.text[:-1]
+            regexes = []
+            for f in targets:
+                ftype, tokenizer = fields.get(f, (None, None))
+                if ftype != "text":
+                    raise TermRewriteError(tok.start, f"prefix term on {f!r}, a {ftype or 'unknown'} field: "
+                                                      f"prefixes apply to text and string columns")
+                p = prefix.lower() if tokenizer in SIMPLE_TOKENIZERS else prefix
+                regexes.append("/" + regex_escape(p).replace("/", "\\/") + ".*/")
+            if field is not None:
+                edits.append((tok.start, tok.end, regexes[0]))
+            else:   # Tantivy's regex terms name their field: one per default field
+                alts = [f"{f}:{r}" for f, r in zip(targets, regexes)]
+                edits.append((tok.start, tok.end, alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")"))
+        else:
+            for f in targets:
+                distances.setdefault(f, set()).add(0)
+    fuzzy_fields: dict[str, tuple[bool, int, bool]] = {}
+    for f, ds in distances.items():
+        if ds == {0}:
+            continue
+        if len(ds) > 1:
+            raise TermRewriteError(first_fuzzy[f], f"field {f!r} has terms with different edit distances "
+                                                   f"({', '.join('~' + str(d) for d in sorted(ds))}); Tantivy makes "
+                                                   f"all terms of a field fuzzy alike: use one ~N for all of them")
+        fuzzy_fields[f] = (False, next(iter(ds)), True)
+    out, last = [], 0
+    for start, end, text in sorted(edits):
+        out.append(query[last:start] + text)
+        last = end
+    return "".join(out) + query[last:], fuzzy_fields
+
+
 def _char_pos(query: str, byte_pos: int) -> int:
     return len(query.encode("utf-8")[:byte_pos].decode("utf-8", "ignore"))
 

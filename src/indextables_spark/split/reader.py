@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from ..errors import QueryParseError, SchemaMismatchError
 from ._tantivy import tantivy_call
 from .bundle import LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
-from .query_errors import negations_as_prefix
+from .query_errors import TermRewriteError, fuzzy_and_prefix_terms, negations_as_prefix
 from .filters import Filter, arrow_mask, build_query, columns_of
 from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_fully_tokenized, with_truncated_terms
 
@@ -145,9 +145,20 @@ def parse_query(index: Any, specs: Sequence[ColumnSpec], query: str):
     """The Tantivy query of `query` on an index with these column specs; QueryParseError names
     the query, the position of the fault and the searchable fields."""
     fields = default_fields(specs)
+    try:
+        text, fuzzy = fuzzy_and_prefix_terms(negations_as_prefix(query),
+                                             {f.name: (f.type, f.tokenizer) for s in specs for f in s.indexed_fields},
+                                             fields)
+    except TermRewriteError as e:
+        from .query_errors import format_query_error
+
+        raise QueryParseError(format_query_error(query, e.position, e.reason, e.reason), query=query,
+                              position=e.position, reason=e.reason) from None
     with tantivy_call(f"parsing query {query!r}"):
         try:
-            return index.parse_query(negations_as_prefix(query), fields)
+            if text == query and not fuzzy:
+                return index.parse_query(text, fields)
+            return index.parse_query(text, fields, fuzzy_fields=fuzzy or None, allow_regexes="/" in text)
         except ValueError as e:
             from .query_errors import format_query_error, locate_query_error
 

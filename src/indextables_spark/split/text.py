@@ -93,7 +93,7 @@ def segments(pattern: str, tokenizer: str, anchored_left: bool, anchored_right: 
     return out
 
 
-def _regex_escape(s: str) -> str:
+def regex_escape(s: str) -> str:
     return "".join("\\" + c if c in _REGEX_META else c for c in s)
 
 
@@ -101,7 +101,7 @@ def _fragment_regex(seg: Segment, tokenizer: str) -> str | None:
     """A term regex for an open segment, or None when the fragment cannot be matched safely."""
     if tokenizer == "en_stem" or not seg.text.isascii():
         return None   # stems differ from fragments; non-ASCII lowercasing/splitting is not certain
-    frag = seg.text.lower() if tokenizer in SIMPLE_TOKENIZERS else _regex_escape(seg.text)
+    frag = seg.text.lower() if tokenizer in SIMPLE_TOKENIZERS else regex_escape(seg.text)
     left = "" if seg.closed_left else ".*"
     right = "" if seg.closed_right else ".*"
     return f"(?s){left}{frag}{right}"
