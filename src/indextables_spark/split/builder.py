@@ -23,6 +23,7 @@ from ..log.actions import AddFile
 from ..log.doc_mapping import doc_mapping_hash
 from ..options import Options
 from ..storage.base import Storage
+from . import analyzers
 from ._tantivy import tantivy_call
 from .bundle import ROWS_NAME, bundle
 from .documents import json_documents
@@ -223,6 +224,7 @@ class SplitWriter:
             where = f"new split in {tmp}"
             with tantivy_call(f"creating the Tantivy index of a {where}"):
                 index = tantivy.Index(self._tantivy_schema, os.path.join(tmp, "index"))
+                analyzers.register(index, (f.tokenizer for s in self.stored_specs for f in s.indexed_fields))
                 writer = index.writer(self.heap_bytes, 1)
             sink = pa.OSFile(os.path.join(tmp, ROWS_NAME), "wb")
             ipc = pa.ipc.new_file(sink, self.stored_schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))

@@ -149,7 +149,8 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
     fields: Tantivy field name -> (type, tokenizer). Returns (query, fuzzy_fields)."""
     if "~" not in query and "*" not in query:
         return query, {}
-    from .text import SIMPLE_TOKENIZERS, regex_escape
+    from .analyzers import lowercases
+    from .text import regex_escape
 
     toks, _ = _lex(query)
     edits: list[tuple[int, int, str]] = []
@@ -186,7 +187,7 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
                 if ftype != "text":
                     raise TermRewriteError(tok.start, f"prefix term on {f!r}, a {ftype or 'unknown'} field: "
                                                       f"prefixes apply to text and string columns")
-                p = prefix.lower() if tokenizer in SIMPLE_TOKENIZERS else prefix
+                p = prefix.lower() if lowercases(tokenizer) else prefix
                 regexes.append("/" + regex_escape(p).replace("/", "\\/") + ".*/")
             if field is not None:
                 edits.append((tok.start, tok.end, regexes[0]))

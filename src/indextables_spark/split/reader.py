@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import QueryParseError, SchemaMismatchError
+from . import analyzers
 from ._tantivy import tantivy_call
 from .bundle import LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
 from .query_errors import TermRewriteError, fuzzy_and_prefix_terms, negations_as_prefix
@@ -108,6 +109,7 @@ def _open_handles(local_dir: str) -> _Handles:
     where = f"split {footer.raw.get(EXTRACTED_FROM) or local_dir}"
     with tantivy_call(f"opening the Tantivy index of {where} (extracted in {local_dir})"):
         index = tantivy.Index.open(local_dir)
+        analyzers.register(index, (f.tokenizer for s in specs for f in s.indexed_fields))
     lazy = None
     if footer.raw.get(LAZY_ROWS) and not os.path.exists(os.path.join(local_dir, ROWS_NAME)):
         from .lazy_rows import LazyRows, source_for
@@ -189,7 +191,10 @@ def _empty_index(doc_mapping: str):
 
     from .types import tantivy_schema
 
-    return tantivy.Index(tantivy_schema(specs_from_doc_mapping(doc_mapping)))
+    specs = specs_from_doc_mapping(doc_mapping)
+    index = tantivy.Index(tantivy_schema(specs))
+    analyzers.register(index, (f.tokenizer for s in specs for f in s.indexed_fields))
+    return index
 
 
 def handles(local_dir: str) -> _Handles:

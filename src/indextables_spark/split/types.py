@@ -220,14 +220,31 @@ def _kind_for(column: str, spark_type: Any, typemap: dict[str, str]) -> str:
 
 
 def _tokenizer(column: str, options: Options, default: str) -> str:
+    """The tokenizer name recorded in the doc mapping: a built-in one, `<iso>_stem`, `cjk`, or
+    `ngram_<min>_<max>` for `ngram` (bounds from indexing.ngram.min/max.<col>); see analyzers.py."""
+    from . import analyzers
+
     tok = _column_option(options.with_prefix("indexing.tokenizer"), column)
     if tok is None:
         return default
     tok = tok.strip()
-    if tok not in BUILTIN_TOKENIZERS:
+    if tok == "ngram":
+        def bound(which: str, default_: int) -> int:
+            raw = _column_option(options.with_prefix(f"indexing.ngram.{which}"), column)
+            try:
+                return int(raw) if raw is not None else default_
+            except ValueError:
+                raise InvalidOptionError(f"option indexing.ngram.{which}.{column}={raw!r}: expected an integer") from None
+        lo, hi = bound("min", 2), bound("max", 3)
+        if not 1 <= lo <= hi <= analyzers.MAX_NGRAM:
+            raise InvalidOptionError(f"options indexing.ngram.min/max.{column} = {lo}/{hi}: expected "
+                                     f"1 <= min <= max <= {analyzers.MAX_NGRAM}")
+        return f"ngram_{lo}_{hi}"
+    if tok not in BUILTIN_TOKENIZERS and not analyzers.is_custom(tok):
         raise InvalidOptionError(
-            f"option indexing.tokenizer.{column}={tok!r}: unknown tokenizer "
-            f"(available: {', '.join(sorted(BUILTIN_TOKENIZERS))})")
+            f"option indexing.tokenizer.{column}={tok!r}: unknown tokenizer (available: "
+            f"{', '.join(sorted(BUILTIN_TOKENIZERS) + [n for n in analyzers.custom_names() if n != 'ngram_<min>_<max>'])}, "
+            f"ngram with indexing.ngram.min/max.{column})")
     return tok
 
 
