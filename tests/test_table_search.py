@@ -229,3 +229,32 @@ def test_fuzzy_and_prefix_terms(spark, tmp_path):
                        ("body:kestral~1 AND body:falcon", "use one ~N")]:
         with pytest.raises(QueryParseError, match=where):
             t.search(bad)
+
+
+def test_explain(tmp_path):
+    """IndexTable.explain: the conditions by where they are decided, the Tantivy query, and the
+    splits each pruning step kept — the same numbers a read prunes to."""
+    import pyarrow as pa
+
+    import indextables_spark as it
+
+    n = 4000
+    path = str(tmp_path / "t")
+    it.write_table(path, pa.table({"id": pa.array(range(n), pa.int64()), "body": [f"w{i % 9} x" for i in range(n)],
+                                   "score": [i / n for i in range(n)], "region": [f"r{i % 4}" for i in range(n)]}),
+                   partition_by=["region"], options={"indexing.typemap.body": "text", "write.chunkRows": "1000"})
+    t = it.IndexTable(path)
+    assert len(t.files()) == 16
+    e = t.explain("body:w3", where="region IN ('r1', 'r2') AND id >= 3000 AND body = 'w3 x' AND score <> 0.5")
+    d = e.to_dict()
+    assert d["partition_filters"] == ["region IN ('r1', 'r2')"]
+    assert "id >= 3000" in d["index_answered"] and "body = 'w3 x'" in d["index_narrowed"]
+    assert any("score" in f for f in d["index_answered"] + d["index_narrowed"] + d["rows_only"])
+    assert (e.splits_total, e.splits_after_partition_pruning, e.splits_after_data_skipping) == (16, 8, 2)
+    assert e.splits_after_bloom_filters == 2 and "zephyr" not in (e.tantivy_query or "")
+    assert 'Term(field=' in e.tantivy_query and '"w3"' in e.tantivy_query
+    got = t.search("body:w3", where="region IN ('r1', 'r2') AND id >= 3000 AND body = 'w3 x' AND score <> 0.5",
+                   columns=["id"]).column("id").to_pylist()
+    assert sorted(got) == [i for i in range(3000, n) if i % 9 == 3 and i % 4 in (1, 2) and i / n != 0.5]
+    plain = t.explain().to_dict()
+    assert plain["tantivy_query"] is None and plain["splits_after_bloom_filters"] == 16

@@ -226,6 +226,15 @@ class IndexTable:
             snippets = [snippets]
         return search_table(self._search_plan(query, where, columns, snippets, version), limit)
 
+    def explain(self, query: str | None = None, where: str | None = None, version: int | None = None):
+        """What a read with this query and `where` does (split/search.SearchExplanation; .to_dict()):
+        the conditions the index answers, narrows (the rows re-check them) or leaves to the rows,
+        the Tantivy query the splits run, and how many splits partition pruning, min/max
+        statistics and Bloom filters kept, out of how many."""
+        from .split.search import explain
+
+        return explain(self._search_plan(query, where, None, None, version))
+
     def to_arrow(self, where: str | None = None, columns=None, version: int | None = None):
         """The table's rows (those matching `where`) as a pyarrow Table."""
         from .split.search import search_table

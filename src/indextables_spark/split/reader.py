@@ -175,13 +175,19 @@ def parse_query(index: Any, specs: Sequence[ColumnSpec], query: str):
                                   reason=reason if position is not None else None) from None
 
 
-def check_query(specs: Sequence[ColumnSpec], query: str) -> None:
-    """Raise QueryParseError if `query` is invalid for splits indexed with these specs, without
-    opening any split: lets the driver refuse a bad query before a task runs."""
+def query_for_specs(specs: Sequence[ColumnSpec], query: str):
+    """The Tantivy query of `query` for splits indexed with these specs, without opening a split
+    (QueryParseError when invalid)."""
     from .types import doc_mapping_from_specs
 
     specs = list(specs)
-    parse_query(_empty_index(doc_mapping_from_specs(specs)), specs, query)
+    return parse_query(_empty_index(doc_mapping_from_specs(specs)), specs, query)
+
+
+def check_query(specs: Sequence[ColumnSpec], query: str) -> None:
+    """Raise QueryParseError if `query` is invalid for splits indexed with these specs, without
+    opening any split: lets the driver refuse a bad query before a task runs."""
+    query_for_specs(specs, query)
 
 
 @functools.lru_cache(maxsize=32)

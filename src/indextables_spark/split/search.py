@@ -2,6 +2,7 @@
 (IndexTable.search/to_arrow/to_batches), and the split-level pieces the Spark reader shares."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
@@ -200,6 +201,101 @@ def _table_layout(snapshot: Any, options: Options) -> tuple[Options, pa.Schema, 
               column_specs(snapshot.schema_json, list(snapshot.partition_columns), opts))
     _last_layout = (snapshot, options, layout)
     return layout
+
+
+@dataclass(frozen=True)
+class SearchExplanation:
+    """What a read of a table does with a query and filters (IndexTable.explain): which conditions
+    the index answers, which it narrows and the rows re-check, which only the rows decide; the
+    Tantivy query of the index side; and how many splits each pruning step kept."""
+
+    version: int
+    query: str | None
+    partition_filters: tuple[str, ...]        # exact, on the log's partition values: prune splits
+    index_answered: tuple[str, ...]           # the index selects exactly their rows (counts use it alone)
+    index_narrowed: tuple[str, ...]           # the index selects a superset, the rows re-check
+    rows_only: tuple[str, ...]                # evaluated on the rows only (no index form)
+    tantivy_query: str | None                 # the query the splits run (user query AND narrowing)
+    splits_total: int
+    splits_after_partition_pruning: int
+    splits_after_data_skipping: int           # min/max statistics
+    splits_after_bloom_filters: int           # the splits read
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+def explain(plan: SearchPlan) -> SearchExplanation:
+    """The SearchExplanation of a plan (the same pruning and translation a read does)."""
+    from .filters import build_query
+    from .reader import query_for_specs
+    from .types import tantivy_schema
+
+    types = {c: t for c, t in _spark_types(plan.snapshot).items() if c in plan.parts}
+    files, (n_total, n_parts, n_stats) = prune_files(plan.storage.uri, plan.options, plan.snapshot, plan.part_only,
+                                                     plan.data_only, plan.parts, types, plan.specs)
+    plan.check_query(files)
+    schema = tantivy_schema([s for s in plan.specs if not s.partition])
+    answered, narrowed, rows_only, narrowing = [], [], [], []
+    for f in plan.exact:
+        q, exact = build_query(schema, [f], plan.specs) if any(f is g for g in plan.pushed) else (None, False)
+        if q is None:
+            rows_only.append(f)
+        else:
+            narrowing.append(q)
+            (answered if exact else narrowed).append(f)
+    parts = []
+    if plan.query is not None:
+        parts.append(query_for_specs([s for s in plan.specs if not s.partition], plan.query))
+    parts.extend(narrowing)
+    if not parts:
+        tq = None
+    elif len(parts) == 1:
+        tq = repr(parts[0])
+    else:
+        import tantivy
+
+        tq = repr(tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts]))
+    return SearchExplanation(plan.snapshot.version, plan.query, tuple(render_filter(f) for f in plan.part_only),
+                             tuple(render_filter(f) for f in answered), tuple(render_filter(f) for f in narrowed),
+                             tuple(render_filter(f) for f in rows_only), tq, n_total, n_parts, n_stats, len(files))
+
+
+def render_filter(f: Filter) -> str:
+    """A filter as SQL-like text (`views > 100`, `NOT (region = 'eu')`)."""
+    from .. import predicates as P
+
+    ops = {P.EqualTo: "=", P.GreaterThan: ">", P.GreaterThanOrEqual: ">=", P.LessThan: "<",
+           P.LessThanOrEqual: "<=", P.EqualNullSafe: "<=>"}
+    if isinstance(f, P.And):
+        return f"({render_filter(f.left)} AND {render_filter(f.right)})"
+    if isinstance(f, P.Or):
+        return f"({render_filter(f.left)} OR {render_filter(f.right)})"
+    if isinstance(f, P.Not):
+        return f"NOT {render_filter(f.child)}"
+    if isinstance(f, P.IsNull):
+        return f"{f.column} IS NULL"
+    if isinstance(f, P.IsNotNull):
+        return f"{f.column} IS NOT NULL"
+    if isinstance(f, P.In):
+        return f"{f.column} IN ({', '.join(_literal(v) for v in f.values)})"
+    likes = {P.StringStartsWith: "{}%", P.StringEndsWith: "%{}", P.StringContains: "%{}%"}
+    if type(f) in likes:
+        return f"{f.column} LIKE {_literal(likes[type(f)].format(f.value))}"
+    op = ops.get(type(f))
+    if op is not None:
+        return f"{f.column} {op} {_literal(f.value)}"
+    return repr(f)
+
+
+def _literal(v: Any) -> str:
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    if v is None:
+        return "NULL"
+    return str(v)
 
 
 def columns_of_all(f: Filter) -> set[str]:
