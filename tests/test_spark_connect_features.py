@@ -109,3 +109,20 @@ def test_merge_on_write_and_streaming(cs, tmp_path):
          .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start(out))
     q.awaitTermination(180)
     assert sorted(tuple(r) for r in cs.read.format("indextables").load(out).collect()) == sorted(ROWS)
+
+
+def test_explain_a_dataframe(cs, tmp_path):
+    """Over Spark Connect the reads are planned on the server: it.explain(df) says to use
+    IndexTable(path, spark=...).explain, which answers from the client."""
+    path = str(tmp_path / "t")
+    cs.createDataFrame(ROWS, SCHEMA).write.format("indextables").option("partitionBy", "region") \
+        .option("spark.indextables.indexing.typemap.body", "text").save(path)
+    df = cs.read.format("indextables").option("query", "body:word3").load(path).filter("region = 'eu' AND views > 40")
+    with pytest.raises(it.IndexTablesError, match="IndexTable"):
+        it.explain(df)
+    table = it.IndexTable(path, spark=cs)
+    t = table.explain("body:word3", where="region = 'eu' AND views > 40")
+    eu = [f for f in table.files() if f.partition_values["region"] == "eu"]
+    assert (t.splits_total, t.splits_after_partition_pruning) == (len(table.files()), len(eu))
+    assert len(eu) < len(table.files()) and "views > 40" in t.index_answered
+    assert "region = 'eu'" in t.partition_filters and '"word3"' in t.tantivy_query

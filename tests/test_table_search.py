@@ -258,3 +258,22 @@ def test_explain(tmp_path):
     assert sorted(got) == [i for i in range(3000, n) if i % 9 == 3 and i % 4 in (1, 2) and i / n != 0.5]
     plain = t.explain().to_dict()
     assert plain["tantivy_query"] is None and plain["splits_after_bloom_filters"] == 16
+
+
+def test_explain_a_dataframe_classic(spark, tmp_path):
+    import pyarrow as pa
+
+    import indextables_spark as it
+    from indextables_spark.errors import InvalidOptionError
+
+    path = str(tmp_path / "t")
+    it.write_table(path, pa.table({"id": pa.array(range(90), pa.int64()), "body": [f"w{i % 9}" for i in range(90)],
+                                   "region": [f"r{i % 3}" for i in range(90)]}),
+                   partition_by=["region"], options={"indexing.typemap.body": "text"})
+    df = spark.read.format("indextables").option("query", "body:w3").load(path).filter("region = 'r0' AND id < 50")
+    explained = [e for e in it.explain(df) if e["path"] == path]
+    assert len(explained) == 1 and explained[0]["splits_after_partition_pruning"] == 1
+    assert "id < 50" in explained[0]["index_answered"] and explained[0]["splits_total"] == 3
+    assert sorted(r.id for r in df.collect()) == [i for i in range(50) if i % 9 == 3 and i % 3 == 0]
+    with pytest.raises(InvalidOptionError, match="no indextables read"):
+        it.explain(spark.range(3))

@@ -75,6 +75,7 @@ __all__ = [
     "TableNotFoundError",
     "Transaction",
     "aggregate",
+    "explain",
     "register",
     "sql",
     "unregister",
@@ -120,6 +121,15 @@ def aggregate(spark, path: str, query: str | None = None, aggs=None, partition_f
     from .aggregations import aggregate as _aggregate
 
     return _aggregate(spark, path, query, aggs, partition_filter, options, execution)
+
+
+def explain(df) -> list[dict]:
+    """What the indextables reads of a DataFrame do: per read, the filters the index answers or
+    narrows, the Tantivy query, and the splits partition pruning, min/max statistics and Bloom
+    filters kept out of how many (see spark/explain.py; IndexTable.explain without Spark)."""
+    from .spark.explain import explain as _explain
+
+    return _explain(df)
 
 
 def write_table(path: str, data, *, mode: str = "append", partition_by=None, options=None) -> int:

@@ -111,6 +111,33 @@ def record_scan(relation_id: str, epoch: str, queries: list[str], filters: list,
     return all(s["f"] == seen[0]["f"] for s in seen)
 
 
+def record_explanation(explanation: dict) -> None:
+    """Keep what one planned read does (reader.partitions) for it.explain(df) on this machine."""
+    d = _scans_dir()
+    name = os.path.join(d, f"explain-{time.time():.6f}-{os.getpid()}-{id(explanation)}.json")
+    tmp = name + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(explanation, fh)
+    os.replace(tmp, name)
+
+
+def explanations_since(t0: float) -> list[dict]:
+    """The reads planned on this machine since t0 (epoch seconds), oldest first."""
+    d = _scans_dir()
+    out = []
+    for name in sorted(os.listdir(d)):
+        if not (name.startswith("explain-") and name.endswith(".json")):
+            continue
+        try:
+            if float(name.split("-")[1]) < t0:
+                continue
+            with open(os.path.join(d, name), encoding="utf-8") as fh:
+                out.append(json.load(fh))
+        except (ValueError, OSError):
+            continue
+    return out
+
+
 def unguarded_query_message(path: str) -> str:
     return (f"a full-text `{INDEXALL} = '<query>'` filter on {path} needs a guarded read: call "
             f"indextables_spark.register(spark) before loading the table or creating the view (its load and "

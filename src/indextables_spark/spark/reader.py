@@ -252,7 +252,38 @@ class IndexTablesReader(DataSourceReader):
             self.path, self.version, n_total, n_total - n_after_partitions, n_after_partitions - n_after_stats,
             n_after_stats - len(files), len(files),
         )
+        self._pruning = (n_total, n_after_partitions, n_after_stats, len(files))
         return files
+
+    def _explanation(self) -> dict:
+        """What this read does, for it.explain(df) (the same fields as IndexTable.explain)."""
+        from ..split.filters import build_query
+        from ..split.reader import query_for_specs
+        from ..split.search import render_filter
+        from ..split.types import tantivy_schema
+
+        stored = [s for s in self.specs if not s.partition]
+        schema = tantivy_schema(stored)
+        answered, narrowed, parts = [], [], []
+        if self.query is not None:
+            parts.append(query_for_specs(stored, self.query))
+        for f in self.data_filters:
+            q, exact = build_query(schema, [f], self.specs)
+            if q is not None:
+                parts.append(q)
+            (answered if q is not None and exact else narrowed).append(render_filter(f))
+        if len(parts) > 1:
+            import tantivy
+
+            parts = [tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts])]
+        n_total, n_parts, n_stats, n_read = self._pruning
+        return {"path": self.path, "version": self.version, "guarded": self.guarded, "query": self.query,
+                "partition_filters": [render_filter(f) for f in self.partition_filters],
+                "index_answered": answered, "index_narrowed": narrowed,
+                "tantivy_query": repr(parts[0]) if parts else None,
+                "spark_rechecks_every_filter": True,
+                "splits_total": n_total, "splits_after_partition_pruning": n_parts,
+                "splits_after_data_skipping": n_stats, "splits_after_bloom_filters": n_read}
 
     def partitions(self):
         self._ensure_bound()
@@ -273,6 +304,7 @@ class IndexTablesReader(DataSourceReader):
         else:
             target = self.opts.get_size("read.maxPartitionBytes", DEFAULT_GROUP_BYTES)
         groups = group_by_size(files, target, min_groups)
+        guard.record_explanation({**self._explanation(), "tasks": max(1, len(groups))})
         if not groups:
             return [SplitGroup([])]
         from ..log.delete_logs import deletes_json
