@@ -126,3 +126,16 @@ def test_explain_a_dataframe(cs, tmp_path):
     assert (t.splits_total, t.splits_after_partition_pruning) == (len(table.files()), len(eu))
     assert len(eu) < len(table.files()) and "views > 40" in t.index_answered
     assert "region = 'eu'" in t.partition_filters and '"word3"' in t.tantivy_query
+
+
+def test_cache_commands_over_connect(cs, tmp_path):
+    """The cache commands run as a Spark job on the server's executors (mapInArrow)."""
+    path = str(tmp_path / "t")
+    cs.createDataFrame(ROWS, SCHEMA).write.format("indextables").option("partitionBy", "region").save(path)
+    pre = it.sql(cs, f"PREWARM INDEXTABLES CACHE '{path}' WHERE region = 'us'").collect()
+    us = [f for f in it.IndexTable(path).files() if f.partition_values["region"] == "us"]
+    assert len(pre) == 1 and pre[0].splits == len(us) and pre[0].tasks >= 2
+    (d,) = cs.sql("DESCRIBE INDEXTABLES DISK CACHE").collect()
+    assert d.entries >= len(us) and d.limit > 0 and d.host
+    (f,) = it.sql(cs, "FLUSH INDEXTABLES DISK CACHE").collect()
+    assert f.entries_removed + f.in_use_kept >= len(us)

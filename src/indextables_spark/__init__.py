@@ -75,7 +75,9 @@ __all__ = [
     "TableNotFoundError",
     "Transaction",
     "aggregate",
+    "describe_disk_cache",
     "explain",
+    "flush_disk_cache",
     "register",
     "sql",
     "unregister",
@@ -121,6 +123,22 @@ def aggregate(spark, path: str, query: str | None = None, aggs=None, partition_f
     from .aggregations import aggregate as _aggregate
 
     return _aggregate(spark, path, query, aggs, partition_filter, options, execution)
+
+
+def describe_disk_cache(spark=None, options=None) -> list[dict]:
+    """DESCRIBE INDEXTABLES DISK CACHE: per host and cache directory, the cached splits (entries,
+    bytes), the limit, and the hits, misses and evictions of the processes asked (every executor,
+    as a Spark job, when a SparkSession is given; else this process)."""
+    from .commands.cache import run, run_options
+
+    return run("describe", run_options(spark, options), spark)
+
+
+def flush_disk_cache(spark=None, options=None) -> list[dict]:
+    """FLUSH INDEXTABLES DISK CACHE: remove the cached splits no reader is reading right now."""
+    from .commands.cache import run, run_options
+
+    return run("flush", run_options(spark, options), spark)
 
 
 def explain(df) -> list[dict]:

@@ -288,6 +288,14 @@ class IndexTable:
 
         return partitions.drop_partitions(self.log, where)
 
+    def prewarm_cache(self, where: str | None = None, spark=None) -> list[dict]:
+        """PREWARM INDEXTABLES CACHE: fetch the splits (of the partitions matching `where`) into the
+        split cache — of every executor, as a Spark job, when a SparkSession is given; else of this
+        process's machine. One dict per host and cache directory."""
+        from .commands import cache
+
+        return cache.run("prewarm", self.options, spark, self.path, where)
+
     def describe_transaction_log(self, include_all: bool = False):
         """DESCRIBE INDEXTABLES TRANSACTION LOG: a pyarrow Table, one row per action."""
         from .commands import describe

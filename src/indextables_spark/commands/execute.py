@@ -62,6 +62,14 @@ def execute(cmd: p.Command, options: Options | dict | None = None, spark=None,
         from . import delete
 
         return _one(results.DELETE, delete.delete(_log(cmd.path, opts), cmd.where).to_dict())
+    if isinstance(cmd, (p.PrewarmCache, p.DescribeDiskCache, p.FlushDiskCache)):
+        from . import cache
+
+        op, spec = {p.PrewarmCache: ("prewarm", results.PREWARM_CACHE),
+                    p.DescribeDiskCache: ("describe", results.DESCRIBE_DISK_CACHE),
+                    p.FlushDiskCache: ("flush", results.FLUSH_DISK_CACHE)}[type(cmd)]
+        rows = cache.run(op, opts, spark, getattr(cmd, "path", None), getattr(cmd, "where", None))
+        return CommandResult(spec, spec.table(rows), rows)
     if isinstance(cmd, p.RepairTransactionLog):
         return _one(results.REPAIR, repair.repair_transaction_log(cmd.source, cmd.target, opts, progress))
     raise TypeError(f"not an indextables command: {cmd!r}")

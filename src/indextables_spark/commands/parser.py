@@ -114,8 +114,25 @@ class Delete:
     where: str
 
 
+@dataclass(frozen=True)
+class PrewarmCache:
+    path: str
+    where: str | None = None
+
+
+@dataclass(frozen=True)
+class DescribeDiskCache:
+    pass
+
+
+@dataclass(frozen=True)
+class FlushDiskCache:
+    pass
+
+
 Command = (Checkpoint | Compact | DescribeState | DescribeTransactionLog | MergeSplits | Purge
-           | TruncateTimeTravel | DropPartitions | RepairTransactionLog | Delete)
+           | TruncateTimeTravel | DropPartitions | RepairTransactionLog | Delete | PrewarmCache
+           | DescribeDiskCache | FlushDiskCache)
 
 
 # ---- tokens ----------------------------------------------------------------------------------
@@ -299,6 +316,16 @@ class _Parser:
         elif head.is_word("DESCRIBE", "DESC") and nxt.is_word(*TABLE_WORDS):
             self.next(), self.next()
             cmd = self.describe()
+        elif head.is_word("PREWARM") and nxt.is_word(*TABLE_WORDS):
+            self.next(), self.next()
+            self.expect("CACHE")
+            path = self.path()
+            cmd = PrewarmCache(path, self.predicate(()) if self.accept("WHERE") else None)
+        elif head.is_word("FLUSH") and nxt.is_word(*TABLE_WORDS):
+            self.next(), self.next()
+            self.expect("DISK")
+            self.expect("CACHE")
+            cmd = FlushDiskCache()
         elif head.is_word("MERGE") and nxt.is_word("SPLITS"):
             self.next(), self.next()
             cmd = self.merge()
@@ -340,6 +367,9 @@ class _Parser:
         t = self.next()
         if t.is_word("STATE"):
             return DescribeState(self.path())
+        if t.is_word("DISK"):
+            self.expect("CACHE")
+            return DescribeDiskCache()
         if t.is_word("TRANSACTION"):
             self.expect("LOG")
             path = self.path()
@@ -348,7 +378,8 @@ class _Parser:
                 self.expect("ALL")
                 include_all = True
             return DescribeTransactionLog(path, include_all)
-        raise self.error(f"expected STATE or TRANSACTION LOG after DESCRIBE INDEXTABLES, found {t.describe()}", t)
+        raise self.error(f"expected STATE, TRANSACTION LOG or DISK CACHE after DESCRIBE INDEXTABLES, "
+                         f"found {t.describe()}", t)
 
     def dry_run_clause(self) -> bool:
         if self.accept("DRY"):
@@ -426,7 +457,7 @@ class _Parser:
 
 
 _OURS = re.compile(
-    r"^\s*(?:CHECKPOINT|COMPACT|PURGE|MERGE\s+SPLITS|(?:DESCRIBE|DESC|TRUNCATE|DROP)\s+INDEXTABLES?"
+    r"^\s*(?:CHECKPOINT|COMPACT|PURGE|MERGE\s+SPLITS|(?:DESCRIBE|DESC|TRUNCATE|DROP|PREWARM|FLUSH)\s+INDEXTABLES?"
     r"|REPAIR\s+(?:INDEXFILES|INDEXTABLES?)|DELETE\s+FROM\s+INDEXTABLES?)(?![A-Za-z0-9_])",
     re.IGNORECASE,
 )

@@ -218,3 +218,24 @@ FILES = _spec(
     ("path", pa.string()), ("partition_values", STR_MAP), ("size", pa.int64()), ("num_records", pa.int64()),
     ("modification_time", TS), ("num_merge_ops", pa.int32()), ("added_at_version", pa.int64()),
 )
+
+
+PREWARM_CACHE = _spec(
+    "PREWARM CACHE",
+    ("host", pa.string()), ("cache_path", pa.string()), ("table_path", pa.string()), ("splits", pa.int64()),
+    ("already_cached", pa.int64()), ("fetched", pa.int64()), ("bytes", pa.int64()), ("tasks", pa.int64()),
+    ("duration_ms", pa.float64()),
+)
+
+DESCRIBE_DISK_CACHE = _spec(
+    "DESCRIBE DISK CACHE",
+    ("host", pa.string()), ("cache_path", pa.string()), ("entries", pa.int64()), ("bytes", pa.int64()),
+    ("limit", pa.int64()), ("hits", pa.int64()), ("misses", pa.int64()), ("evictions", pa.int64()),
+    ("processes", pa.int64()),
+)
+
+FLUSH_DISK_CACHE = _spec(
+    "FLUSH DISK CACHE",
+    ("host", pa.string()), ("cache_path", pa.string()), ("entries_removed", pa.int64()),
+    ("bytes_removed", pa.int64()), ("in_use_kept", pa.int64()), ("processes", pa.int64()),
+)

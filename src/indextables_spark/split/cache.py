@@ -89,6 +89,9 @@ class SplitCache:
         self.lazy_min_bytes = DEFAULT_LAZY_MIN_BYTES   # option cache.rows.lazyMinSplitSize
         self._row_sources: dict[str, tuple[int, int] | None] = {}   # final dir -> rows (offset, length)
         self.downloads = 0      # splits this process fetched (observability, tests)
+        self.hits = 0           # local_dir calls that found the split cached
+        self.misses = 0         # local_dir calls that fetched it (this process or a racing one)
+        self.evictions = 0      # directories this process evicted
 
     # -- public --------------------------------------------------------------------------------
 
@@ -96,7 +99,10 @@ class SplitCache:
         """A local directory holding the extracted split (downloaded and extracted at most once)."""
         key = cache_key(storage, add_file)
         final = os.path.join(self.root, key)
-        if not self._ready(final):
+        if self._ready(final):
+            self.hits += 1
+        else:
+            self.misses += 1
             with self._key_lock(key), self._process_lock(key):
                 if not self._ready(final):
                     self._fetch(storage, add_file, key, final)
@@ -123,6 +129,42 @@ class SplitCache:
     def reader(self, storage: Storage, add_file: Any) -> "_reader.SplitReader":
         """A SplitReader over the cached split (index and IPC reader are cached per process)."""
         return _reader.SplitReader(self.local_dir(storage, add_file))
+
+    def is_cached(self, storage: Storage, add_file: Any) -> bool:
+        return self._ready(os.path.join(self.root, cache_key(storage, add_file)))
+
+    def describe(self) -> dict[str, Any]:
+        """Entries and bytes on disk (every process sharing the root), the limit, and this
+        process's hits, misses and evictions."""
+        with self._lock:
+            self._rescan()
+            entries, used = len(self._sizes), sum(self._sizes.values())
+        return {"cachePath": self.root, "entries": entries, "bytes": used, "limit": self.max_bytes,
+                "hits": self.hits, "misses": self.misses, "evictions": self.evictions}
+
+    def flush(self) -> dict[str, Any]:
+        """Remove every cached split no reader of this process reads right now (their cached
+        handles are dropped): FLUSH INDEXTABLES DISK CACHE."""
+        removed = removed_bytes = kept = 0
+        with self._lock:
+            self._rescan()
+            in_use = _reader.dirs_being_read()
+            for key in list(self._sizes):
+                path = os.path.join(self.root, key)
+                if path in in_use:
+                    kept += 1
+                    continue
+                trash = os.path.join(self.root, f"{_TRASH_PREFIX}{uuid.uuid4().hex}")
+                try:
+                    os.rename(path, trash)
+                except FileNotFoundError:
+                    continue
+                _reader.forget(path)
+                shutil.rmtree(trash, ignore_errors=True)
+                removed += 1
+                removed_bytes += self._sizes.pop(key, 0)
+                self._row_sources.pop(path, None)
+        return {"cachePath": self.root, "entriesRemoved": removed, "bytesRemoved": removed_bytes, "inUseKept": kept}
 
     def usage_bytes(self) -> int:
         with self._lock:
@@ -275,6 +317,7 @@ class SplitCache:
                 else:
                     _reader.forget(path)
                     shutil.rmtree(trash, ignore_errors=True)
+                    self.evictions += 1
                 total -= self._sizes.pop(key, 0)
                 self._recent.pop(path, None)
 

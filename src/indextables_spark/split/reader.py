@@ -225,6 +225,12 @@ def forget(local_dir: str) -> None:
         _handles.pop(os.path.abspath(local_dir), None)
 
 
+def dirs_being_read() -> set[str]:
+    """Directories a live SplitReader reads now (cached handles alone do not count)."""
+    with _handles_lock:
+        return {d for d, n in _live_readers.items() if n > 0}
+
+
 def dirs_in_use() -> set[str]:
     with _handles_lock:
         return set(_handles) | {d for d, n in _live_readers.items() if n > 0}

@@ -1,0 +1,110 @@
+"""The split cache commands: PREWARM INDEXTABLES CACHE, DESCRIBE INDEXTABLES DISK CACHE, FLUSH
+INDEXTABLES DISK CACHE. With a SparkSession each runs as a Spark job of one task per core (twice
+over), so that every executor's cache is reached (`mapInArrow` over `spark.range`: classic and
+Spark Connect); results are per host and cache directory. Without a session, in this process."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from ..options import Options
+
+_TASK_SCHEMA = pa.schema([("payload", pa.string())])
+
+
+def _local(op: str, options: Options, path: str | None, where: str | None) -> dict[str, Any]:
+    """One process's part: prewarm the table's splits, or describe / flush its cache."""
+    from ..split.cache import get_cache
+
+    cache = get_cache(options)
+    out: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+    if op == "describe":
+        return {**out, **cache.describe()}
+    if op == "flush":
+        return {**out, **cache.flush()}
+    from ..table import IndexTable
+
+    t0 = time.perf_counter()
+    table = IndexTable(path, options)
+    files = table.files(where) if where else table.snapshot().files
+    already = sum(1 for f in files if cache.is_cached(table.storage, f))
+    for f in files:
+        cache.local_dir(table.storage, f)
+    return {**out, "tablePath": table.storage.uri, "cachePath": cache.root, "splits": len(files),
+            "alreadyCached": already, "fetched": len(files) - already, "bytes": sum(f.size or 0 for f in files),
+            "durationMs": (time.perf_counter() - t0) * 1000.0}
+
+
+def run_options(spark, options) -> Options:
+    """The options of a cache command: the session's spark.indextables.* conf (cache.disk.path,
+    ...) under explicit ones."""
+    if spark is None:
+        return Options.of(options)
+    from ..sessions import with_session_options
+
+    return with_session_options(spark, options)
+
+
+def run(op: str, options: Options, spark=None, path: str | None = None, where: str | None = None) -> list[dict]:
+    """Rows of the operation: one per host and cache directory (one in all without Spark)."""
+    if op == "prewarm":
+        from ..table import IndexTable
+
+        table = IndexTable(path, options)     # refuse a bad path or predicate on the driver first
+        if where:
+            table.files(where)
+        elif not table.exists():
+            from ..errors import TableNotFoundError
+
+            raise TableNotFoundError(f"no indextables table at {table.storage.uri}")
+    if spark is None:
+        return [{**_local(op, options, path, where), "processes": 1, "tasks": 1}]
+    return _merge(op, _on_executors(spark, op, options, path, where))
+
+
+def _on_executors(spark, op: str, options: Options, path: str | None, where: str | None) -> list[dict]:
+    import json
+
+    from ..sessions import default_parallelism
+
+    opts = dict(options.items())
+    tasks = max(2, 2 * default_parallelism(spark))
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from indextables_spark.commands.cache import _local
+        from indextables_spark.options import Options as O
+
+        for _ in batches:
+            pass
+        row = _local(op, O.of(opts), path, where)
+        yield pa.RecordBatch.from_pylist([{"payload": json.dumps(row)}], schema=_TASK_SCHEMA)
+
+    rows = spark.range(0, tasks, numPartitions=tasks).mapInArrow(task, "payload string").collect()
+    return [json.loads(r.payload) for r in rows]
+
+
+def _merge(op: str, rows: list[dict]) -> list[dict]:
+    """One row per (host, cache directory): on-disk figures from any task, per-process counters
+    summed over the distinct processes, prewarm counts from the task that fetched most."""
+    by: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        by.setdefault((r["host"], r.get("cachePath", "")), []).append(r)
+    out = []
+    for (_host, _root), group in sorted(by.items()):
+        per_pid = {r["pid"]: r for r in group}
+        if op == "describe":
+            last = group[-1]
+            out.append({**last, "processes": len(per_pid),
+                        **{k: sum(r[k] for r in per_pid.values()) for k in ("hits", "misses", "evictions")}})
+        elif op == "flush":
+            out.append({**group[0], "processes": len(per_pid),
+                        **{k: sum(r[k] for r in group) for k in ("entriesRemoved", "bytesRemoved")},
+                        "inUseKept": max(r["inUseKept"] for r in group)})
+        else:
+            best = max(group, key=lambda r: r["fetched"])
+            out.append({**best, "alreadyCached": min(r["alreadyCached"] for r in group), "tasks": len(group)})
+    return out
