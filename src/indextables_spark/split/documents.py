@@ -189,6 +189,8 @@ def _fragments(spec: ColumnSpec, a: pa.Array, truncated: set[str]) -> list[pa.Ar
         return frags
     if spec.kind in ("string", "text", "text_and_string"):
         a = _as_string_array(a)
+        if any(f.type == "ip" for f in spec.indexed_fields):
+            check_ip_addresses(spec.name, a)
         for f in spec.indexed_fields:
             vals = a
             if f.exact:
@@ -204,6 +206,23 @@ def _fragments(spec: ColumnSpec, a: pa.Array, truncated: set[str]) -> list[pa.Ar
         return []
     f = spec.indexed_fields[0]
     return [pc.binary_join_element_wise(f'"{f.name}":', _number_text(spec, a), "")]
+
+
+def check_ip_addresses(column: str, values: pa.Array) -> None:
+    """Every non-null value an IPv4 or IPv6 address (as Tantivy parses them), else a write error
+    naming the column and the value (indexing.typemap.<col>=ip)."""
+    import ipaddress
+
+    for v in pc.unique(values.drop_null()).to_pylist():
+        try:
+            ok = "%" not in v and ipaddress.ip_address(v) is not None
+        except ValueError:
+            ok = False
+        if not ok:
+            from ..errors import SchemaMismatchError
+
+            raise SchemaMismatchError(f"column {column!r} (indexing.typemap.{column}=ip): {v[:100]!r} is not an IPv4 "
+                                      f"or IPv6 address")
 
 
 def json_documents(batch: pa.RecordBatch, specs: Iterable[ColumnSpec], row_start: int) -> tuple[list[str], set[str]]:

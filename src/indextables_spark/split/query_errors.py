@@ -147,7 +147,7 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
     (`fuzzy_fields`), which applies to every term of that field in the query: a field's terms must
     then all be fuzzy with the same distance, else TermRewriteError says so.
     fields: Tantivy field name -> (type, tokenizer). Returns (query, fuzzy_fields)."""
-    if "~" not in query and "*" not in query:
+    if "~" not in query and "*" not in query and "/" not in query:
         return query, {}
     from .analyzers import lowercases
     from .text import regex_escape
@@ -162,6 +162,10 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
             in_range += 1
         elif tok.kind == "]":
             in_range = max(0, in_range - 1)
+        if (tok.kind == "phrase" and not in_range and "/" in tok.text and prev is not None
+                and prev.kind == "field" and fields.get(prev.text, (None, None))[0] == "ip"):
+            edits.append((tok.start, tok.end, _cidr_range(tok.text, tok.start)))   # ip:"fe80::/64"
+            continue
         if tok.kind != "word" or in_range:
             continue
         raw = query[tok.start:tok.end]
@@ -170,7 +174,9 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
         field = prev.text if prev is not None and prev.kind == "field" else None
         targets = [field] if field is not None else list(default_fields)
         fuzzy = _FUZZY_RE.match(raw)
-        if fuzzy:
+        if "/" in raw and field is not None and fields.get(field, (None, None))[0] == "ip":
+            edits.append((tok.start, tok.end, _cidr_range(raw, tok.start)))
+        elif fuzzy:
             d = int(fuzzy.group("distance"))
             if d > MAX_EDIT_DISTANCE:
                 raise TermRewriteError(tok.start + len(fuzzy.group("term")),
@@ -211,6 +217,17 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
         out.append(query[last:start] + text)
         last = end
     return "".join(out) + query[last:], fuzzy_fields
+
+
+def _cidr_range(cidr: str, position: int) -> str:
+    """`10.2.0.0/16` as the range `[10.2.0.0 TO 10.2.255.255]` of an IP field."""
+    import ipaddress
+
+    try:
+        net = ipaddress.ip_network(cidr, strict=False)
+    except ValueError as e:
+        raise TermRewriteError(position, f"{cidr!r} is not an IPv4/IPv6 address block ({e})") from None
+    return f"[{net.network_address} TO {net.broadcast_address}]"
 
 
 def _char_pos(query: str, byte_pos: int) -> int:

@@ -43,7 +43,7 @@ STRING_KINDS = frozenset({"string", "text", "text_and_string"})
 # Tokenizers Tantivy registers by itself (custom ones are not persisted in an index).
 BUILTIN_TOKENIZERS = frozenset({"default", "raw", "en_stem", "whitespace"})
 RECORD_OPTIONS = frozenset({"basic", "freq", "position"})
-TYPEMAP_VALUES = frozenset({"string", "text", "text_and_string"})
+TYPEMAP_VALUES = frozenset({"string", "text", "text_and_string", "ip"})
 
 _INT_TYPES = frozenset({"byte", "short", "integer", "long"})
 _DECIMAL_RE = re.compile(r"^decimal(?:\(\s*(\d+)\s*,\s*(-?\d+)\s*\))?$")
@@ -212,7 +212,7 @@ def _kind_for(column: str, spark_type: Any, typemap: dict[str, str]) -> str:
     if kind != "string":
         raise InvalidOptionError(
             f"option indexing.typemap.{column}={requested!r}: column {column!r} has Spark type "
-            f"{type_name(spark_type)!r}; only string columns take a typemap (string, text, text_and_string)")
+            f"{type_name(spark_type)!r}; only string columns take a typemap (string, text, text_and_string, ip)")
     if req not in TYPEMAP_VALUES:
         raise InvalidOptionError(
             f"option indexing.typemap.{column}={requested!r}: expected one of {sorted(TYPEMAP_VALUES)}")
@@ -295,6 +295,14 @@ def _indexed_fields(column: str, kind: str, options: Options, names: _Names,
     if kind == "text":
         return (IndexedField(names.take(column), "text", tokenizer=_tokenizer(column, options, "default"),
                              record=_record(column, options), fast=extra_fast),)
+    if kind == "ip":
+        # IPv4/IPv6 addresses: the column's name is an IP field (query syntax: ip:10.0.0.1,
+        # ip:[10.2.0.0 TO 10.2.255.255], CIDR); filters keep exact string semantics (Spark compares
+        # strings) through the raw <col>__exact field, as for a string column.
+        ip = IndexedField(names.take(column), "ip", fast=True)
+        exact = IndexedField(names.take(ip.name + EXACT_SUFFIX), "text", tokenizer="raw", record="basic",
+                             fast=True, exact=True)
+        return (ip, exact)
     if kind == "text_and_string":
         text = IndexedField(names.take(column), "text", tokenizer=_tokenizer(column, options, "default"),
                             record=_record(column, options), fast=False)
@@ -368,7 +376,7 @@ def validate_schema(schema_json: Mapping[str, Any], partition_columns: Sequence[
             continue
         kind = _kind_for(col, t, typemap)
         fields_ = () if col.lower() in store_only else _indexed_fields(col, kind, opts, names, fast_cols)
-        specs.append(ColumnSpec(col, t, kind, fields_, nullable))
+        specs.append(ColumnSpec(col, t, "string" if kind == "ip" else kind, fields_, nullable))
     return specs
 
 
@@ -472,6 +480,8 @@ def tantivy_schema(specs: Iterable[ColumnSpec]):
                 sb.add_float_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
             elif f.type == "bool":
                 sb.add_boolean_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
+            elif f.type == "ip":
+                sb.add_ip_addr_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
             else:
                 raise UnsupportedTypeError(f"column {s.name!r}: unknown Tantivy field type {f.type!r}")
     sb.add_unsigned_field(ROW_FIELD, stored=False, indexed=False, fast=True)
