@@ -111,3 +111,44 @@ def columns_of(f: Filter) -> set[str]:
     if isinstance(f, Not):
         return columns_of(f.child)
     return {f.column}
+
+
+_OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<=",
+              EqualNullSafe: "<=>"}
+_LIKE_PATTERNS = {StringStartsWith: "{}%", StringEndsWith: "%{}", StringContains: "%{}%"}
+
+
+def render(f: Filter) -> str:
+    """A filter as SQL-like text (`views > 100`, `NOT (region = 'eu')`): explain output."""
+    if isinstance(f, And):
+        return f"({render(f.left)} AND {render(f.right)})"
+    if isinstance(f, Or):
+        return f"({render(f.left)} OR {render(f.right)})"
+    if isinstance(f, Not):
+        return f"NOT {render(f.child)}"
+    if isinstance(f, IsNull):
+        return f"{f.column} IS NULL"
+    if isinstance(f, IsNotNull):
+        return f"{f.column} IS NOT NULL"
+    if isinstance(f, In):
+        return f"{f.column} IN ({', '.join(_literal(v) for v in f.values)})"
+    if type(f) in _LIKE_PATTERNS:
+        return f"{f.column} LIKE {_literal(_LIKE_PATTERNS[type(f)].format(f.value))}"
+    op = _OPERATORS.get(type(f))
+    if op is not None:
+        return f"{f.column} {op} {_literal(f.value)}"
+    return repr(f)
+
+
+def _literal(v: Any) -> str:
+    import datetime as dt
+
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    if v is None:
+        return "NULL"
+    if isinstance(v, dt.datetime):
+        return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
+    if isinstance(v, dt.date):
+        return f"DATE '{v.isoformat()}'"
+    return str(v)

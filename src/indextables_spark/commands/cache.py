@@ -26,17 +26,22 @@ def _local(op: str, options: Options, path: str | None, where: str | None) -> di
         return {**out, **cache.describe()}
     if op == "flush":
         return {**out, **cache.flush()}
-    from ..table import IndexTable
-
     t0 = time.perf_counter()
-    table = IndexTable(path, options)
-    files = table.files(where) if where else table.snapshot().files
-    already = sum(1 for f in files if cache.is_cached(table.storage, f))
+    log = _table_log(path, options)
+    files = log.scan(where)[0].files if where else log.snapshot().files
+    already = sum(1 for f in files if cache.is_cached(log.storage, f))
     for f in files:
-        cache.local_dir(table.storage, f)
-    return {**out, "tablePath": table.storage.uri, "cachePath": cache.root, "splits": len(files),
+        cache.local_dir(log.storage, f)
+    return {**out, "tablePath": log.storage.uri, "cachePath": cache.root, "splits": len(files),
             "alreadyCached": already, "fetched": len(files) - already, "bytes": sum(f.size or 0 for f in files),
             "durationMs": (time.perf_counter() - t0) * 1000.0}
+
+
+def _table_log(path: str, options: Options):
+    from ..log.table_log import TransactionLog
+    from ..storage import open_storage
+
+    return TransactionLog(open_storage(path, options), options)
 
 
 def run_options(spark, options) -> Options:
@@ -51,16 +56,14 @@ def run_options(spark, options) -> Options:
 
 def run(op: str, options: Options, spark=None, path: str | None = None, where: str | None = None) -> list[dict]:
     """Rows of the operation: one per host and cache directory (one in all without Spark)."""
-    if op == "prewarm":
-        from ..table import IndexTable
-
-        table = IndexTable(path, options)     # refuse a bad path or predicate on the driver first
+    if op == "prewarm":                       # refuse a bad path or predicate on the driver first
+        log = _table_log(path, options)
         if where:
-            table.files(where)
-        elif not table.exists():
+            log.scan(where)
+        elif not log.exists():
             from ..errors import TableNotFoundError
 
-            raise TableNotFoundError(f"no indextables table at {table.storage.uri}")
+            raise TableNotFoundError(f"no indextables table at {log.storage.uri}")
     if spark is None:
         return [{**_local(op, options, path, where), "processes": 1, "tasks": 1}]
     return _merge(op, _on_executors(spark, op, options, path, where))

@@ -259,7 +259,7 @@ class IndexTablesReader(DataSourceReader):
         """What this read does, for it.explain(df) (the same fields as IndexTable.explain)."""
         from ..split.filters import build_query
         from ..split.reader import query_for_specs
-        from ..split.search import render_filter
+        from ..predicates import render as render_filter
         from ..split.types import tantivy_schema
 
         stored = [s for s in self.specs if not s.partition]

@@ -229,6 +229,7 @@ class SearchExplanation:
 
 def explain(plan: SearchPlan) -> SearchExplanation:
     """The SearchExplanation of a plan (the same pruning and translation a read does)."""
+    from ..predicates import render
     from .filters import build_query
     from .reader import query_for_specs
     from .types import tantivy_schema
@@ -258,44 +259,9 @@ def explain(plan: SearchPlan) -> SearchExplanation:
         import tantivy
 
         tq = repr(tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts]))
-    return SearchExplanation(plan.snapshot.version, plan.query, tuple(render_filter(f) for f in plan.part_only),
-                             tuple(render_filter(f) for f in answered), tuple(render_filter(f) for f in narrowed),
-                             tuple(render_filter(f) for f in rows_only), tq, n_total, n_parts, n_stats, len(files))
-
-
-def render_filter(f: Filter) -> str:
-    """A filter as SQL-like text (`views > 100`, `NOT (region = 'eu')`)."""
-    from .. import predicates as P
-
-    ops = {P.EqualTo: "=", P.GreaterThan: ">", P.GreaterThanOrEqual: ">=", P.LessThan: "<",
-           P.LessThanOrEqual: "<=", P.EqualNullSafe: "<=>"}
-    if isinstance(f, P.And):
-        return f"({render_filter(f.left)} AND {render_filter(f.right)})"
-    if isinstance(f, P.Or):
-        return f"({render_filter(f.left)} OR {render_filter(f.right)})"
-    if isinstance(f, P.Not):
-        return f"NOT {render_filter(f.child)}"
-    if isinstance(f, P.IsNull):
-        return f"{f.column} IS NULL"
-    if isinstance(f, P.IsNotNull):
-        return f"{f.column} IS NOT NULL"
-    if isinstance(f, P.In):
-        return f"{f.column} IN ({', '.join(_literal(v) for v in f.values)})"
-    likes = {P.StringStartsWith: "{}%", P.StringEndsWith: "%{}", P.StringContains: "%{}%"}
-    if type(f) in likes:
-        return f"{f.column} LIKE {_literal(likes[type(f)].format(f.value))}"
-    op = ops.get(type(f))
-    if op is not None:
-        return f"{f.column} {op} {_literal(f.value)}"
-    return repr(f)
-
-
-def _literal(v: Any) -> str:
-    if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"
-    if v is None:
-        return "NULL"
-    return str(v)
+    return SearchExplanation(plan.snapshot.version, plan.query, tuple(render(f) for f in plan.part_only),
+                             tuple(render(f) for f in answered), tuple(render(f) for f in narrowed),
+                             tuple(render(f) for f in rows_only), tq, n_total, n_parts, n_stats, len(files))
 
 
 def columns_of_all(f: Filter) -> set[str]:
