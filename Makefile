@@ -61,9 +61,9 @@ $(VENV_PY):
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, $(PYTHON) is {sys.version.split()[0]}"'
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstalls only when pyproject.toml changes (or the venv is new).
-$(STAMP): pyproject.toml | $(VENV_PY)
-	$(VENV_PY) -m pip install --quiet -e '.[test]'
+# Reinstalls only when pyproject.toml or constraints.txt changes (or the venv is new).
+$(STAMP): pyproject.toml constraints.txt | $(VENV_PY)
+	$(VENV_PY) -m pip install --quiet -e '.[test]' -c constraints.txt
 	touch $@
 
 install: $(STAMP)
@@ -73,9 +73,9 @@ $(OLDEST_PY):
 	$(PYTHON_OLDEST) -m venv $(VENV_OLDEST)
 
 # pyspark first, then the package: its pyspark range must keep the installed $(PYSPARK_OLDEST).
-$(OLDEST_STAMP): pyproject.toml | $(OLDEST_PY)
+$(OLDEST_STAMP): pyproject.toml constraints.txt | $(OLDEST_PY)
 	$(OLDEST_PY) -m pip install --quiet 'pyspark==$(PYSPARK_OLDEST)'
-	$(OLDEST_PY) -m pip install --quiet -e '.[test]'
+	$(OLDEST_PY) -m pip install --quiet -e '.[test]' -c constraints.txt
 	@$(CHECK_OLDEST)
 	touch $@
 
