@@ -62,7 +62,6 @@ class _RangedRows(io.RawIOBase):
         self.source, self.where = source, where
         self.tail_start, self.tail = tail_start, tail
         self.pos = 0
-        self.fetched = 0          # bytes read from storage through this file
 
     def readable(self) -> bool:
         return True
@@ -88,7 +87,6 @@ class _RangedRows(io.RawIOBase):
         else:
             s = self.source
             data = s.storage.read_range(s.key, s.offset + start, s.offset + end)
-            self.fetched += len(data)
         if len(data) != n:
             raise SplitFormatError(f"split {self.where}: short read of the row store at bytes [{start}, {end})")
         buf[:n] = data
@@ -125,11 +123,6 @@ class LazyRows:
         self._columns: dict[tuple[int, int], pa.Array] = {}
         self._lock = threading.Lock()
 
-    @property
-    def fetched_bytes(self) -> int:
-        """Bytes of the row store this object read from storage (the IPC footer excluded)."""
-        return self._file.fetched
-
     def _path(self, batch: int, field: int) -> str:
         return os.path.join(self.dir, f"b{batch:06d}-f{field:04d}.arrow")
 
@@ -153,6 +146,8 @@ class LazyRows:
         key = tuple(sorted(fields))
         reader = self._readers.get(key)
         if reader is None:
+            if len(self._readers) >= 8:                  # column subsets asked for: keep the last few
+                self._readers.pop(next(iter(self._readers)))
             reader = self._readers[key] = pa.ipc.open_file(
                 pa.PythonFile(self._file, mode="r"), options=pa.ipc.IpcReadOptions(included_fields=list(key)))
         try:
