@@ -170,6 +170,7 @@ class IndexTablesReader(DataSourceReader):
         self.read_opts = read_options(opts)
         self.option_query = self.read_opts.query
         self.index_queries: list[str] = []   # from `_indexall = '...'` filters
+        self.nested_queries: list[str] = []  # narrowing for filters on struct fields (Spark re-checks)
         self.partition_filters: list = []
         self.data_filters: list = []
         self.guarded = False
@@ -214,6 +215,7 @@ class IndexTablesReader(DataSourceReader):
         queries = sorted(v for v in verdicts if isinstance(v, str))
         self.guarded = epoch is not None
         self.partition_filters, self.data_filters, self.index_queries = [], [], []
+        self.nested_queries = []
         if not self.guarded:
             if queries:
                 raise InvalidOptionError(guard.unguarded_query_message(self.path))
@@ -232,6 +234,9 @@ class IndexTablesReader(DataSourceReader):
             yield f
             core = spark_filters.convert(f, self.column_types) if narrow else None
             if core is None:
+                nested = spark_filters.nested_narrowing(f, {s.name: s for s in self.specs}) if narrow else None
+                if nested is not None:
+                    self.nested_queries.append(nested)
                 continue
             cols = columns_of(core)
             if cols <= parts:
@@ -279,7 +284,7 @@ class IndexTablesReader(DataSourceReader):
         n_total, n_parts, n_stats, n_read = self._pruning
         return {"path": self.path, "version": self.version, "guarded": self.guarded, "query": self.query,
                 "partition_filters": [render_filter(f) for f in self.partition_filters],
-                "index_answered": answered, "index_narrowed": narrowed,
+                "index_answered": answered, "index_narrowed": narrowed, "struct_field_narrowing": self.nested_queries,
                 "tantivy_query": repr(parts[0]) if parts else None,
                 "spark_rechecks_every_filter": True,
                 "splits_total": n_total, "splits_after_partition_pruning": n_parts,
@@ -407,9 +412,21 @@ def read_split(reader: IndexTablesReader, add: AddFile, target: pa.Schema,
     names = _data_names(reader, target)
     deletes = split_deletes(reader.path, reader.opts, add, delete_logs)
     types = {n: target.field(n).type for n in names}
-    for batch in split_rows(split, reader.data_filters, reader.query, names, types,
+    for batch in split_rows(split, reader.data_filters, _narrowed_query(reader, split), names, types,
                             reader.read_opts.batch_rows, deletes):
         yield from to_target(batch, add, target, reader.partition_columns).to_batches()
+
+
+def _narrowed_query(reader: IndexTablesReader, split) -> str | None:
+    """The read's full-text query AND the narrowing of its struct-field filters (those whose json
+    field this split has: a split written before the column existed has none to search). Only for
+    unscored reads: the narrowing must not change scores, and Spark re-checks those filters."""
+    fields = {f.name for s in split.specs for f in s.indexed_fields}
+    nested = [q for q in reader.nested_queries if q.split(".", 1)[0] in fields]
+    parts = ([reader.query] if reader.query is not None else []) + nested
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else " AND ".join(f"({p})" for p in parts)
 
 
 def read_ranked(reader: IndexTablesReader, adds: list[AddFile], target: pa.Schema,
