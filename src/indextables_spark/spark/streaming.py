@@ -220,6 +220,7 @@ class _ReadContext:
     partition_columns: list[str]
     data_filters: tuple = ()
     query: str | None = None
+    nested_queries: tuple = ()
 
     @property
     def read_opts(self):
