@@ -103,6 +103,17 @@ def test_full_rows_equal(tables):
     assert norm(ours.collect()) == norm(mem.collect())
 
 
+def mismatches(ours, mem, exprs) -> list[str]:
+    """The filter texts whose ids differ between our read and Spark's own over the same rows."""
+    wrong = []
+    for expr in exprs:
+        got = sorted(r.id for r in ours.filter(expr).select("id").collect())
+        want = sorted(r.id for r in mem.filter(expr).select("id").collect())
+        if got != want:
+            wrong.append(f"{expr}: {len(got)} rows vs {len(want)}")
+    return wrong
+
+
 def test_filters_on_stored_only_columns_match_spark(spark, tables, tmp_path):
     """indexing.storeonly columns have no index: every filter on them is exact through the rows."""
     _, mem = tables
@@ -112,12 +123,7 @@ def test_filters_on_stored_only_columns_match_spark(spark, tables, tmp_path):
         .option("spark.indextables.indexing.storeonly", "s,n,x,day,ts,flag,dec")
         .save(path))
     ours = spark.read.format("indextables").load(path)
-    wrong = []
-    for expr in FILTERS:
-        got = sorted(r.id for r in ours.filter(expr).select("id").collect())
-        want = sorted(r.id for r in mem.filter(expr).select("id").collect())
-        if got != want:
-            wrong.append(f"{expr}: {len(got)} rows vs {len(want)}")
+    wrong = mismatches(ours, mem, FILTERS)
     assert not wrong, wrong
     assert ours.filter("t like '%Spark%'").count() == mem.filter("t like '%Spark%'").count()
 
@@ -146,12 +152,7 @@ def test_struct_field_filters_match_spark(spark, tmp_path):
              "user.vip = false", "user.name in ('Bob', 'alice smith', 'nobody')", "user.age in (7, 30)",
              "user.name = 'alice' and user.age = 51", "user.name = 'alice' or user.vip = false",
              "user.name is null", "user is null", "not (user.name = 'alice')"]
-    wrong = []
-    for expr in exprs:
-        got = sorted(r.id for r in ours.filter(expr).select("id").collect())
-        want = sorted(r.id for r in mem.filter(expr).select("id").collect())
-        if got != want:
-            wrong.append(f"{expr}: {len(got)} rows vs {len(want)}")
+    wrong = mismatches(ours, mem, exprs)
     assert not wrong, wrong
     import indextables_spark as it
 

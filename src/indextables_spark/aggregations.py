@@ -25,12 +25,6 @@ from .options import Options
 EXECUTIONS = ("auto", "spark", "driver")
 
 
-def table_options(snapshot: Any, options: Options) -> Options:
-    """The table's recorded settings (typemap, fast fields, ...) overlaid with these options."""
-    config = snapshot.metadata_action.configuration
-    return Options.of({k: v for k, v in config.items() if not k.startswith("docMappingSchema.")}, options)
-
-
 def choose_execution(spark: Any, execution: str) -> str:
     if execution not in EXECUTIONS:
         raise InvalidOptionError(f"execution={execution!r}: expected one of {EXECUTIONS}")
@@ -55,7 +49,7 @@ def aggregate(spark: Any, path: str, query: str | None = None, aggs: Mapping[str
     {"value"}, percentiles → {"values": {"50.0": v}}."""
     from .log.delete_logs import deletes_json
     from .split import aggregate as core
-    from .split.types import column_specs
+    from .split.types import column_specs, table_options
     from .table import IndexTable
 
     if aggs is None:

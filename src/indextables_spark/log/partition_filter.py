@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import IndexTablesError
+from .file_entries import map_values
 from ..predicates import (
     And, EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull, LessThan, LessThanOrEqual, Not, Or,
     columns_of,
@@ -369,7 +370,7 @@ class _Evaluator:
 
     def text(self, col: str) -> pa.ChunkedArray:
         if col not in self._text:
-            self._text[col] = pc.map_lookup(self.pv, pa.scalar(col, pa.string()), "first")
+            self._text[col] = map_values(self.pv, col)
         return self._text[col]
 
     def numeric(self, col: str):

@@ -89,7 +89,7 @@ def read_options(opts: Options) -> ReadOptions:
 
 def table_specs(snapshot, opts: Options) -> list:
     """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
-    from ..aggregations import table_options
+    from ..split.types import table_options
     from ..split.types import column_specs
 
     return column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
@@ -262,30 +262,17 @@ class IndexTablesReader(DataSourceReader):
 
     def _explanation(self) -> dict:
         """What this read does, for it.explain(df) (the same fields as IndexTable.explain)."""
-        from ..split.filters import build_query
-        from ..split.reader import query_for_specs
-        from ..predicates import render as render_filter
-        from ..split.types import tantivy_schema
+        from ..predicates import render
+        from ..split.search import index_translation
 
-        stored = [s for s in self.specs if not s.partition]
-        schema = tantivy_schema(stored)
-        answered, narrowed, parts = [], [], []
-        if self.query is not None:
-            parts.append(query_for_specs(stored, self.query))
-        for f in self.data_filters:
-            q, exact = build_query(schema, [f], self.specs)
-            if q is not None:
-                parts.append(q)
-            (answered if q is not None and exact else narrowed).append(render_filter(f))
-        if len(parts) > 1:
-            import tantivy
-
-            parts = [tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts])]
+        answered, narrowed, rows_only, tantivy_query = index_translation(
+            self.specs, self.query, self.data_filters, self.data_filters)
         n_total, n_parts, n_stats, n_read = self._pruning
         return {"path": self.path, "version": self.version, "guarded": self.guarded, "query": self.query,
-                "partition_filters": [render_filter(f) for f in self.partition_filters],
-                "index_answered": answered, "index_narrowed": narrowed, "struct_field_narrowing": self.nested_queries,
-                "tantivy_query": repr(parts[0]) if parts else None,
+                "partition_filters": [render(f) for f in self.partition_filters],
+                "index_answered": [render(f) for f in answered], "index_narrowed": [render(f) for f in narrowed],
+                "rows_only": [render(f) for f in rows_only], "struct_field_narrowing": self.nested_queries,
+                "tantivy_query": tantivy_query,
                 "spark_rechecks_every_filter": True,
                 "splits_total": n_total, "splits_after_partition_pruning": n_parts,
                 "splits_after_data_skipping": n_stats, "splits_after_bloom_filters": n_read}

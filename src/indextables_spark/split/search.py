@@ -193,10 +193,9 @@ def _table_layout(snapshot: Any, options: Options) -> tuple[Options, pa.Schema, 
     last = _last_layout
     if last and last[0] is snapshot and last[1] is options:
         return last[2]
-    from .types import arrow_schema, column_specs
+    from .types import arrow_schema, column_specs, table_options
 
-    conf = {k: v for k, v in snapshot.metadata_action.configuration.items() if not k.startswith("docMappingSchema.")}
-    opts = Options.of(conf, options)
+    opts = table_options(snapshot, options)
     layout = (opts, arrow_schema(snapshot.schema_json),
               column_specs(snapshot.schema_json, list(snapshot.partition_columns), opts))
     _last_layout = (snapshot, options, layout)
@@ -230,38 +229,42 @@ class SearchExplanation:
 def explain(plan: SearchPlan) -> SearchExplanation:
     """The SearchExplanation of a plan (the same pruning and translation a read does)."""
     from ..predicates import render
-    from .filters import build_query
-    from .reader import query_for_specs
-    from .types import tantivy_schema
 
     types = {c: t for c, t in _spark_types(plan.snapshot).items() if c in plan.parts}
     files, (n_total, n_parts, n_stats) = prune_files(plan.storage.uri, plan.options, plan.snapshot, plan.part_only,
                                                      plan.data_only, plan.parts, types, plan.specs)
     plan.check_query(files)
-    schema = tantivy_schema([s for s in plan.specs if not s.partition])
-    answered, narrowed, rows_only, narrowing = [], [], [], []
-    for f in plan.exact:
-        q, exact = build_query(schema, [f], plan.specs) if any(f is g for g in plan.pushed) else (None, False)
-        if q is None:
-            rows_only.append(f)
-        else:
-            narrowing.append(q)
-            (answered if exact else narrowed).append(f)
-    parts = []
-    if plan.query is not None:
-        parts.append(query_for_specs([s for s in plan.specs if not s.partition], plan.query))
-    parts.extend(narrowing)
-    if not parts:
-        tq = None
-    elif len(parts) == 1:
-        tq = repr(parts[0])
-    else:
-        import tantivy
-
-        tq = repr(tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts]))
+    answered, narrowed, rows_only, tq = index_translation(plan.specs, plan.query, plan.exact, plan.pushed)
     return SearchExplanation(plan.snapshot.version, plan.query, tuple(render(f) for f in plan.part_only),
                              tuple(render(f) for f in answered), tuple(render(f) for f in narrowed),
                              tuple(render(f) for f in rows_only), tq, n_total, n_parts, n_stats, len(files))
+
+
+def index_translation(specs: Sequence[Any], query: str | None, filters: Sequence[Filter],
+                      pushed: Sequence[Filter]) -> tuple[list, list, list, str | None]:
+    """How a read's filters meet the index: (those it selects exactly, those it narrows and the rows
+    re-check, those only the rows decide — every filter not in `pushed` among them — and the repr of
+    the Tantivy query the splits run: the query AND the narrowing). Used by both explains."""
+    from .filters import build_query
+    from .reader import query_for_specs
+    from .types import tantivy_schema
+
+    stored = [s for s in specs if not s.partition]
+    schema = tantivy_schema(stored)
+    answered, narrowed, rows_only = [], [], []
+    parts = [query_for_specs(stored, query)] if query is not None else []
+    for f in filters:
+        q, exact = build_query(schema, [f], specs) if any(f is g for g in pushed) else (None, False)
+        if q is None:
+            rows_only.append(f)
+        else:
+            parts.append(q)
+            (answered if exact else narrowed).append(f)
+    if len(parts) > 1:
+        import tantivy
+
+        parts = [tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts])]
+    return answered, narrowed, rows_only, (repr(parts[0]) if parts else None)
 
 
 def columns_of_all(f: Filter) -> set[str]:

@@ -636,7 +636,13 @@ from .partitions import (  # noqa: E402
 __all__ = [
     "ColumnSpec", "IndexedField", "ROW_FIELD", "EXACT_SUFFIX", "KINDS", "STRING_KINDS",
     "validate_schema", "column_specs", "doc_mapping_json", "doc_mapping_from_specs", "specs_from_doc_mapping",
-    "tantivy_schema", "arrow_type", "arrow_schema", "spark_type_json", "spark_schema_json", "atomic_kind", "type_name", "decimal_precision_scale",
+    "tantivy_schema", "table_options", "arrow_type", "arrow_schema", "spark_type_json", "spark_schema_json", "atomic_kind", "type_name", "decimal_precision_scale",
     "format_partition_value", "parse_partition_value", "partition_path", "partition_value_array",
     "specs_by_name", "with_truncated_terms", "with_fully_tokenized",
 ]
+
+
+def table_options(snapshot: Any, options: Options | None) -> Options:
+    """The table's recorded settings (typemap, fast fields, ...) overlaid with these options."""
+    config = snapshot.metadata_action.configuration
+    return Options.of({k: v for k, v in config.items() if not k.startswith("docMappingSchema.")}, options)
