@@ -32,6 +32,10 @@ class AddFile:
     added_at_version: int | None = None
     added_at_timestamp: int | None = None
     doc_mapping_json: str | None = None  # legacy inline doc mapping (pre-V3); read only
+    # Companion splits (indexes over another table's Parquet files): the source files whose rows
+    # this split indexes (as the source records them), and the source version it was built from.
+    companion_source_files: list[str] | None = None
+    companion_source_version: int | None = None
 
     @property
     def has_footer_offsets(self) -> bool:
@@ -58,6 +62,8 @@ class AddFile:
             "uncompressedSizeBytes": self.uncompressed_size_bytes,
             "addedAtVersion": self.added_at_version,
             "addedAtTimestamp": self.added_at_timestamp,
+            "companionSourceFiles": list(self.companion_source_files) if self.companion_source_files is not None else None,
+            "companionDeltaVersion": self.companion_source_version,
         }
         return _drop_none(d)
 
@@ -83,6 +89,9 @@ class AddFile:
                 added_at_version=d.get("addedAtVersion"),
                 added_at_timestamp=d.get("addedAtTimestamp"),
                 doc_mapping_json=d.get("docMappingJson"),
+                companion_source_files=(list(d["companionSourceFiles"]) if d.get("companionSourceFiles") is not None
+                                        else None),
+                companion_source_version=d.get("companionDeltaVersion"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptStateError(f"invalid add action {str(d)[:200]}: {e!r}") from None

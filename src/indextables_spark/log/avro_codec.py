@@ -58,6 +58,10 @@ FILE_ENTRY_AVRO_SCHEMA: dict[str, Any] = {
         {"name": "uncompressedSizeBytes", "type": ["null", "long"], "default": None, "field-id": 136},
         {"name": "addedAtVersion", "type": "long", "field-id": 140},
         {"name": "addedAtTimestamp", "type": "long", "field-id": 141},
+        # companion splits (field ids as the reference implementation's companion mode)
+        {"name": "companionSourceFiles", "type": ["null", {"type": "array", "items": "string"}], "default": None,
+         "field-id": 150},
+        {"name": "companionDeltaVersion", "type": ["null", "long"], "default": None, "field-id": 151},
     ],
 }
 

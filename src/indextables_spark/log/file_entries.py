@@ -34,6 +34,8 @@ FILE_ENTRY_SCHEMA = pa.schema(
         pa.field("uncompressedSizeBytes", pa.int64()),
         pa.field("addedAtVersion", pa.int64()),
         pa.field("addedAtTimestamp", pa.int64()),
+        pa.field("companionSourceFiles", pa.list_(pa.string())),
+        pa.field("companionDeltaVersion", pa.int64()),
     ]
 )
 
@@ -63,6 +65,8 @@ def add_files_to_table(files: Iterable[AddFile]) -> pa.Table:
         cols["uncompressedSizeBytes"].append(a.uncompressed_size_bytes)
         cols["addedAtVersion"].append(a.added_at_version if a.added_at_version is not None else -1)
         cols["addedAtTimestamp"].append(a.added_at_timestamp if a.added_at_timestamp is not None else 0)
+        cols["companionSourceFiles"].append(a.companion_source_files)
+        cols["companionDeltaVersion"].append(a.companion_source_version)
     return pa.Table.from_pydict(cols, schema=FILE_ENTRY_SCHEMA)
 
 
@@ -83,6 +87,7 @@ def table_to_add_files(table: pa.Table) -> list[AddFile]:
     stats, mn, mx, nr = get("stats"), get("minValues"), get("maxValues"), get("numRecords")
     fs, fe, tags, nmo = get("footerStartOffset"), get("footerEndOffset"), get("splitTags"), get("numMergeOps")
     ref, usz, aav, aat = get("docMappingRef"), get("uncompressedSizeBytes"), get("addedAtVersion"), get("addedAtTimestamp")
+    csf, csv = get("companionSourceFiles"), get("companionDeltaVersion")
     out = []
     for i in range(n):
         out.append(
@@ -104,6 +109,8 @@ def table_to_add_files(table: pa.Table) -> list[AddFile]:
                 uncompressed_size_bytes=usz[i],
                 added_at_version=aav[i],
                 added_at_timestamp=aat[i],
+                companion_source_files=csf[i],
+                companion_source_version=csv[i],
             )
         )
     return out
