@@ -68,3 +68,8 @@ class PathEscapeError(IndexTablesError):
 
 class SplitFormatError(IndexTablesError):
     pass
+
+
+class CompanionSourceError(IndexTablesError):
+    """A companion index cannot serve rows: a source file it points at is gone or changed, or
+    the table is a companion index and the operation would write rows into it."""

@@ -14,7 +14,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -26,6 +26,7 @@ from ..storage.base import Storage
 from . import analyzers
 from ._tantivy import tantivy_call
 from .bundle import ROWS_NAME, bundle
+from .companion import COMPANION_KEY, CompanionFile, CompanionInfo, CompanionSource, conform_source_column
 from .documents import json_documents
 from .partitions import format_partition_value, partition_path
 from .bloom import STATS_KEY as BLOOM_STATS_KEY
@@ -57,8 +58,8 @@ class _OpenSplit:
     tmp_dir: str
     index: Any                       # tantivy.Index
     writer: Any                      # tantivy.IndexWriter
-    sink: Any                        # pa.OSFile
-    ipc: pa.ipc.RecordBatchFileWriter
+    sink: Any                        # pa.OSFile (None for a companion split: no row store)
+    ipc: pa.ipc.RecordBatchFileWriter | None
     stats: StatsCollector
     pending: list[pa.RecordBatch] = field(default_factory=list)
     pending_rows: int = 0
@@ -68,6 +69,7 @@ class _OpenSplit:
     truncated: set[str] = field(default_factory=set)
     long_tokens: set[str] = field(default_factory=set)   # text columns with a token too long to index
     bloom: SplitBloomBuilder | None = None               # Bloom filter columns (bloom.py), if configured
+    companion_files: list[CompanionFile] = field(default_factory=list)   # companion split: its source files
 
     @property
     def index_dir(self) -> str:
@@ -82,8 +84,11 @@ class SplitWriter:
     """Writes the rows of one task as splits; see the module doc."""
 
     def __init__(self, storage: Storage, schema_json: dict, partition_columns: Sequence[str],
-                 options: Options | Mapping[str, str] | None = None, target_split_bytes: int | None = None):
+                 options: Options | Mapping[str, str] | None = None, target_split_bytes: int | None = None,
+                 companion: CompanionSource | None = None):
         self.storage = storage
+        # Companion splits index rows of source Parquet files (write_source_file) and keep no rows.
+        self.companion = companion
         self.options = options if isinstance(options, Options) else Options.of(options)
         self.partition_columns = list(partition_columns)
         self.specs: list[ColumnSpec] = validate_schema(schema_json, self.partition_columns, self.options)
@@ -158,6 +163,30 @@ class SplitWriter:
         if exc_type is not None or not self._closed:
             self.abort()
 
+    def write_source_file(self, key: str, uri: str, size: int, partition_values: Mapping[str, str | None],
+                          row_groups: Iterable[tuple[int, pa.RecordBatch]]) -> None:
+        """Companion writers: index every row of one source Parquet file (its row groups in order,
+        as (row group index, rows of the stored columns)) into the open split of its partition."""
+        if self.companion is None:
+            raise IndexTablesError("SplitWriter.write_source_file needs a companion writer")
+        if self._closed:
+            raise IndexTablesError("SplitWriter: write_source_file after finish() or abort()")
+        values = {c: partition_values.get(c) for c in self.partition_columns}
+        pkey = tuple(values.get(c) for c in self.partition_columns)
+        split = self._open.get(pkey)
+        if split is None:
+            split = self._open[pkey] = self._new_split(values)
+        groups = []
+        for group, rows in row_groups:
+            rows = pa.RecordBatch.from_arrays(
+                [conform_source_column(rows.column(f.name) if f.name in rows.schema.names else None, f, rows.num_rows)
+                 for f in self.stored_schema], schema=self.stored_schema)
+            if rows.num_rows:
+                self._index_rows(split, rows)
+                split.batch_rows.append(rows.num_rows)
+                groups.append((group, rows.num_rows))
+        split.companion_files.append(CompanionFile(key, uri, size, tuple(groups)))
+
     # -- input ---------------------------------------------------------------------------------
 
     def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -226,8 +255,10 @@ class SplitWriter:
                 index = tantivy.Index(self._tantivy_schema, os.path.join(tmp, "index"))
                 analyzers.register(index, (f.tokenizer for s in self.stored_specs for f in s.indexed_fields))
                 writer = index.writer(self.heap_bytes, 1)
-            sink = pa.OSFile(os.path.join(tmp, ROWS_NAME), "wb")
-            ipc = pa.ipc.new_file(sink, self.stored_schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
+            sink = ipc = None
+            if self.companion is None:
+                sink = pa.OSFile(os.path.join(tmp, ROWS_NAME), "wb")
+                ipc = pa.ipc.new_file(sink, self.stored_schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -236,6 +267,14 @@ class SplitWriter:
                           bloom=self._bloom.new_split() if self._bloom is not None else None)
 
     def _write_rows(self, split: _OpenSplit, rows: pa.RecordBatch) -> None:
+        self._index_rows(split, rows)
+        split.pending.append(rows)
+        split.pending_rows += rows.num_rows
+        while split.pending_rows >= BATCH_ROWS:
+            self._flush_rows(split, BATCH_ROWS)
+
+    def _index_rows(self, split: _OpenSplit, rows: pa.RecordBatch) -> None:
+        """Statistics, Bloom filters and the Tantivy documents of rows (`__row` continues the split's)."""
         split.stats.add(rows)
         if split.bloom is not None:
             split.bloom.add(rows)
@@ -251,10 +290,6 @@ class SplitWriter:
                 add(d)
         split.num_rows += rows.num_rows
         split.uncompressed += rows.nbytes
-        split.pending.append(rows)
-        split.pending_rows += rows.num_rows
-        while split.pending_rows >= BATCH_ROWS:
-            self._flush_rows(split, BATCH_ROWS)
 
     @staticmethod
     def _flush_rows(split: _OpenSplit, n: int) -> None:
@@ -276,8 +311,9 @@ class SplitWriter:
                 split.writer.wait_merging_threads()
             if split.pending_rows:
                 self._flush_rows(split, split.pending_rows)
-            split.ipc.close()
-            split.sink.close()
+            if split.ipc is not None:
+                split.ipc.close()
+                split.sink.close()
             prefix = partition_path(self.partition_columns, split.partition_values)
             key = (prefix + "/" if prefix else "") + f"splits/split-{uuid.uuid4()}.split"
             out_path = os.path.join(split.tmp_dir, "split.bin")
@@ -286,8 +322,13 @@ class SplitWriter:
                 # Columns where every token was indexed: term-regex narrowing of substring filters is safe.
                 extra["fullyTokenized"] = sorted(s.name for s, _ in self._token_checked
                                                  if s.name not in split.long_tokens)
-            footer_start, footer_end = bundle(split.index_dir, split.rows_path, self.doc_mapping, out_path,
-                                              num_rows=split.num_rows, batch_rows=split.batch_rows, extra=extra)
+            if self.companion is not None:
+                c = self.companion
+                extra[COMPANION_KEY] = CompanionInfo(c.format, c.source, c.version, self.stored_schema,
+                                                     tuple(split.companion_files)).to_json()
+            footer_start, footer_end = bundle(split.index_dir, split.rows_path if split.ipc is not None else None,
+                                              self.doc_mapping, out_path, num_rows=split.num_rows,
+                                              batch_rows=split.batch_rows, extra=extra)
             size = os.path.getsize(out_path)
             self.storage.upload_file(key, out_path)
             if split.bloom is not None:
@@ -309,6 +350,9 @@ class SplitWriter:
                 footer_end_offset=footer_end,
                 doc_mapping_ref=self.doc_mapping_ref,
                 uncompressed_size_bytes=split.uncompressed,
+                companion_source_files=([f.key for f in split.companion_files] if self.companion is not None
+                                        else None),
+                companion_source_version=self.companion.version if self.companion is not None else None,
             )
         finally:
             _discard(split)
@@ -318,6 +362,6 @@ def _discard(split: _OpenSplit) -> None:
     # Release Tantivy's writer (and its lock) before deleting its directory.
     split.writer = None
     split.index = None
-    if not split.sink.closed:
+    if split.sink is not None and not split.sink.closed:
         split.sink.close()
     shutil.rmtree(split.tmp_dir, ignore_errors=True)

@@ -33,6 +33,7 @@ MAGIC = b"ITSPLIT1"
 FORMAT_VERSION = 1
 TRAILER_LEN = 16              # u64 footer length + 8-byte magic
 ROWS_NAME = "rows.arrow"
+COMPANION_ROWS = "companion-parquet"   # rows.format of a companion split (no row store in the file)
 FOOTER_FILE = "footer.json"   # written next to the extracted files
 EXTRACTED_FROM = "extractedFrom"   # key added to the local footer.json: the split's URI
 LAZY_ROWS = "lazyRows"             # key added to the local footer.json: rows.arrow is read by ranges
@@ -61,6 +62,11 @@ class SplitFooter:
     footer_start: int
     footer_end: int
     raw: dict[str, Any] = field(default_factory=dict)   # the whole footer JSON (extra fields kept)
+
+    @property
+    def is_companion(self) -> bool:
+        """The rows live in another table's Parquet files (companion.py), not in the split."""
+        return self.raw.get("rows", {}).get("format") == COMPANION_ROWS
 
     @property
     def truncated_terms(self) -> list[str]:
@@ -108,10 +114,11 @@ def _append(out: BinaryIO, path: str) -> int:
             n += len(chunk)
 
 
-def bundle(index_dir: str, rows_path: str, doc_mapping: str, out_path: str, *,
+def bundle(index_dir: str, rows_path: str | None, doc_mapping: str, out_path: str, *,
            num_rows: int | None = None, batch_rows: list[int] | None = None,
            extra: dict[str, Any] | None = None) -> tuple[int, int]:
-    """Write the split file; returns (footer_start, footer_end)."""
+    """Write the split file; returns (footer_start, footer_end). Without rows_path the split
+    holds no row store: a companion split (companion.py; `extra` carries its source files)."""
     entries: list[dict[str, Any]] = []
     with open(out_path, "wb") as out:
         offset = 0
@@ -119,10 +126,10 @@ def bundle(index_dir: str, rows_path: str, doc_mapping: str, out_path: str, *,
             n = _append(out, os.path.join(index_dir, name))
             entries.append({"name": name, "offset": offset, "length": n})
             offset += n
-        rows_len = _append(out, rows_path)
+        rows_len = _append(out, rows_path) if rows_path is not None else 0
         rows = {"name": ROWS_NAME, "offset": offset, "length": rows_len,
                 "numRows": int(num_rows if num_rows is not None else sum(batch_rows or [])),
-                "format": "arrow-ipc", "batchRows": list(batch_rows or [])}
+                "format": "arrow-ipc" if rows_path is not None else COMPANION_ROWS, "batchRows": list(batch_rows or [])}
         footer_start = offset + rows_len
         footer = {"formatVersion": FORMAT_VERSION, "files": entries, "rows": rows,
                   "docMapping": doc_mapping, "createdBy": CREATED_BY, **(extra or {})}
@@ -212,8 +219,10 @@ def _parse_footer(data: bytes, size: int, footer_start: int, where: str) -> Spli
     files = [_entry(x, where, footer_start, "an index file") for x in files_raw]
     rows_raw = d.get("rows")
     rows = _entry(rows_raw, where, footer_start, "rows")
-    if rows_raw.get("format") != "arrow-ipc":
+    if rows_raw.get("format") not in ("arrow-ipc", COMPANION_ROWS):
         raise _fail(where, f"unsupported row store format {rows_raw.get('format')!r} (expected 'arrow-ipc')")
+    if rows_raw.get("format") == COMPANION_ROWS and not isinstance(d.get("companion"), dict):
+        raise _fail(where, "the rows are in companion source files but the footer has no 'companion' section")
     num_rows = rows_raw.get("numRows")
     batch_rows = rows_raw.get("batchRows") or []
     if not isinstance(num_rows, int) or num_rows < 0:
@@ -327,6 +336,7 @@ def extract(split_bytes_source: Source, dest_dir: str, path_for_errors: str | No
         footer = _read_footer(r)
         os.makedirs(dest_dir, exist_ok=True)
         src_path = split_bytes_source if isinstance(split_bytes_source, str) else None
+        rows = rows and not footer.is_companion
         wanted = [*footer.files, footer.rows] if rows else list(footer.files)
         if src_path is None:
             _copy_coalesced(r, wanted, dest_dir)

@@ -230,7 +230,7 @@ class SplitCache:
                 footer = extract(download, tmp, where)
                 os.unlink(download)
             self._check(footer, add_file, where)
-            if self.uncompressed_rows and not lazy:
+            if self.uncompressed_rows and not lazy and not footer.is_companion:
                 uncompress_rows(tmp)
             self.downloads += 1
             self._publish(tmp, final)

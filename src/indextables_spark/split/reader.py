@@ -111,7 +111,12 @@ def _open_handles(local_dir: str) -> _Handles:
         index = tantivy.Index.open(local_dir)
         analyzers.register(index, (f.tokenizer for s in specs for f in s.indexed_fields))
     lazy = None
-    if footer.raw.get(LAZY_ROWS) and not os.path.exists(os.path.join(local_dir, ROWS_NAME)):
+    if footer.is_companion:
+        from .companion import companion_info, open_rows
+
+        source = None
+        ipc = lazy = open_rows(local_dir, companion_info(footer.raw, where), where)
+    elif footer.raw.get(LAZY_ROWS) and not os.path.exists(os.path.join(local_dir, ROWS_NAME)):
         from .lazy_rows import LazyRows, source_for
 
         row_source = source_for(local_dir)

@@ -22,6 +22,12 @@ def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
     from ..options import Options
 
     opts = options if isinstance(options, Options) else Options.of(options)
+    storage = _open(uri, opts)
+    storage.options = opts
+    return storage
+
+
+def _open(uri: str, opts: Any) -> Storage:
     uri = normalize_uri(uri)
     try:
         parsed = urlparse(uri)

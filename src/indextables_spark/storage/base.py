@@ -10,7 +10,7 @@ import logging
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..errors import PathEscapeError
 
@@ -36,6 +36,9 @@ class Storage(ABC):
     """Object-store operations needed by the log and the splits."""
 
     uri: str  # the root, as given by the user (credentials never included)
+    # The options it was opened with (open_storage sets them): a companion split reaches the
+    # source table's files with the same credentials.
+    options: Any = None
 
     @abstractmethod
     def read(self, key: str) -> bytes:
