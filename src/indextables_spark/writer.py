@@ -108,6 +108,7 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
     if read_version >= 0:
         snap = table.snapshot(read_version)
         check_writable(snap.protocol_action, f"table {path}")
+        refuse_companion(path, snap.metadata_action.configuration)
         table_schema = snap.schema_json
         parts = snap.partition_columns
         if overwrite and opts.get_bool("overwriteSchema", False):
@@ -141,6 +142,21 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
     target = settings.get_size("write.targetSplitSize", settings.get_size("indexing.split.targetSize", 0)) or None
     plan = WritePlan(table_schema, list(parts), settings, mapping, target or (1 << 30))
     return plan, read_version, read_version >= 0
+
+
+def refuse_companion(path: str, configuration: Mapping[str, str]) -> None:
+    """A companion index holds no rows of its own: only BUILD INDEXTABLES COMPANION writes it."""
+    from .split.companion import companion_of
+
+    of = companion_of(configuration)
+    if of is not None:
+        from .errors import CompanionSourceError
+
+        fmt, source = of
+        raise CompanionSourceError(
+            f"table {path} is a companion index of the {fmt} table {source}: its rows are that table's, and it "
+            f"takes no writes. Write to the {fmt} table, then run BUILD INDEXTABLES COMPANION FOR {fmt.upper()} "
+            f"'{source}' AT LOCATION '{path}' to sync the index")
 
 
 def check_append_schema(path: str, table_schema: dict, incoming: dict) -> None:

@@ -25,13 +25,26 @@ import posixpath
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
 from ..errors import CompanionSourceError, SplitFormatError
+from ..options import PREFIX
 
 COMPANION_KEY = "companion"
+
+# Metadata configuration of a companion table (besides the indexing settings of any table).
+CONFIG_FORMAT = PREFIX + "companion.sourceFormat"
+CONFIG_SOURCE = PREFIX + "companion.sourcePath"
+CONFIG_ROOT = PREFIX + "companion.sourceRoot"
+CONFIG_VERSION = PREFIX + "companion.sourceVersion"
+
+
+def companion_of(configuration: Mapping[str, str]) -> tuple[str, str] | None:
+    """(format, source) when a table's metadata configuration says it is a companion index."""
+    fmt = configuration.get(CONFIG_FORMAT)
+    return (fmt, configuration.get(CONFIG_SOURCE, "")) if fmt else None
 _CACHE_BYTES = 512 << 20          # decoded source columns kept per process
 
 
@@ -148,32 +161,14 @@ class _SourceFiles:
         self._lock = threading.Lock()
 
     def parquet_file(self, f: CompanionFile, options: Any, info: CompanionInfo, where: str):
-        import pyarrow.parquet as pq
-
         with self._lock:
             pf = self._files.get(f.uri)
             if pf is not None:
                 self._files.move_to_end(f.uri)
                 return pf
-        parent, name = _split_uri(f.uri)
-        storage = _storage_for(parent, tuple(sorted(options.items())) if options is not None else ())
-        stat = storage.stat(name)
-        if stat is None:
-            raise CompanionSourceError(
-                f"companion split {where}: source file {f.uri} is gone (the index holds {info.format} "
-                f"{info.source} at version {info.version}; the source has moved on, e.g. vacuumed or overwritten). "
-                f"Run BUILD INDEXTABLES COMPANION FOR {info.format.upper()} '{info.source}' again to sync the index")
-        if stat.size != f.size:
-            raise CompanionSourceError(
-                f"companion split {where}: source file {f.uri} has {stat.size} bytes, it had {f.size} when indexed "
-                f"(replaced in place?). Run BUILD INDEXTABLES COMPANION FOR {info.format.upper()} '{info.source}' "
-                f"again to sync the index")
-        local = storage.local_path(name)
-        try:
-            source = local if local is not None else pa.PythonFile(_RangedFile(storage, name, f.size), mode="r")
-            pf = pq.ParquetFile(source, memory_map=local is not None)
-        except (pa.ArrowException, OSError) as e:
-            raise CompanionSourceError(f"companion split {where}: source file {f.uri} is not readable Parquet ({e})") from e
+        sync = (f"Run BUILD INDEXTABLES COMPANION FOR {info.format.upper()} '{info.source}' again to sync the index "
+                f"(it holds the source at version {info.version})")
+        pf = open_source_parquet(f.uri, f.size, options, f"companion split {where}", sync)
         with self._lock:
             self._files[f.uri] = pf
             while len(self._files) > 256:
@@ -216,6 +211,28 @@ def conform_source_column(col: pa.ChunkedArray | pa.Array | None, field: pa.Fiel
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise CompanionSourceError(f"source column {field.name!r}: cannot read Parquet type {col.type} as "
                                    f"{field.type} ({e})") from None
+
+
+def open_source_parquet(uri: str, size: int, options: Any, what: str, remedy: str = "") -> Any:
+    """A pyarrow ParquetFile of a source file, read by ranges (memory-mapped when local), after
+    checking it still has the size it had when listed or indexed."""
+    import pyarrow.parquet as pq
+
+    parent, name = _split_uri(uri)
+    storage = _storage_for(parent, tuple(sorted(options.items())) if options is not None else ())
+    stat = storage.stat(name)
+    if stat is None:
+        raise CompanionSourceError(f"{what}: source file {uri} is gone (the source table moved on: vacuumed, "
+                                   f"optimized or overwritten). {remedy}".rstrip())
+    if stat.size != size:
+        raise CompanionSourceError(f"{what}: source file {uri} has {stat.size} bytes, {size} when listed or indexed "
+                                   f"(replaced in place?). {remedy}".rstrip())
+    local = storage.local_path(name)
+    try:
+        source = local if local is not None else pa.PythonFile(_RangedFile(storage, name, size), mode="r")
+        return pq.ParquetFile(source, memory_map=local is not None)
+    except (pa.ArrowException, OSError) as e:
+        raise CompanionSourceError(f"{what}: source file {uri} is not readable Parquet ({e})") from e
 
 
 class CompanionRows:
