@@ -75,6 +75,7 @@ __all__ = [
     "TableNotFoundError",
     "Transaction",
     "aggregate",
+    "build_companion",
     "describe_disk_cache",
     "explain",
     "flush_disk_cache",
@@ -148,6 +149,17 @@ def explain(df) -> list[dict]:
     from .spark.explain import explain as _explain
 
     return _explain(df)
+
+
+def build_companion(source: str, location: str, format: str = "delta", indexing=None, where: str | None = None,
+                    spark=None, options=None, **kwargs) -> dict:
+    """BUILD INDEXTABLES COMPANION: build, or sync, a search index at `location` over the Delta,
+    Iceberg or Parquet table `source` that points at its Parquet files instead of copying its rows
+    (see commands/companion.py). indexing: {column: mode} as INDEXING MODES. Keyword arguments:
+    from_version, from_snapshot, catalog, catalog_type, target_input_size, dry_run."""
+    from .commands.companion import build_companion as _build
+
+    return _build(source, location, format, indexing, where, spark, options, **kwargs)
 
 
 def write_table(path: str, data, *, mode: str = "append", partition_by=None, options=None) -> int:

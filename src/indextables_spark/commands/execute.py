@@ -70,6 +70,14 @@ def execute(cmd: p.Command, options: Options | dict | None = None, spark=None,
                     p.FlushDiskCache: ("flush", results.FLUSH_DISK_CACHE)}[type(cmd)]
         rows = cache.run(op, opts, spark, getattr(cmd, "path", None), getattr(cmd, "where", None))
         return CommandResult(spec, spec.table(rows), rows)
+    if isinstance(cmd, p.BuildCompanion):
+        from .companion import build_companion
+
+        res = build_companion(cmd.source, cmd.location, cmd.format, dict(cmd.indexing) or None, cmd.where, spark, opts,
+                              from_version=cmd.from_version, from_snapshot=cmd.from_snapshot, catalog=cmd.catalog,
+                              catalog_type=cmd.catalog_type, target_input_size=cmd.target_input_size,
+                              dry_run=cmd.dry_run)
+        return _one(results.BUILD_COMPANION, res)
     if isinstance(cmd, p.RepairTransactionLog):
         return _one(results.REPAIR, repair.repair_transaction_log(cmd.source, cmd.target, opts, progress))
     raise TypeError(f"not an indextables command: {cmd!r}")

@@ -221,15 +221,56 @@ def _with_partition_columns(batch: pa.RecordBatch, group: MergeGroup, full_schem
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
+def _companion_sources(job: MergeJob, storage, group: MergeGroup, sources: list[AddFile]) -> list:
+    """The companion sections of companion source splits (their source files, in order)."""
+    from ..split.bundle import load_extracted_footer
+    from ..split.cache import get_cache
+    from ..split.companion import companion_info
+
+    infos = []
+    for src in sources:
+        if group.deletes.get(src.path):
+            raise SourceSplitError(src.path, "a companion split with deleted rows is not merged")
+        try:
+            local = get_cache(job.options).local_dir(storage, src)
+            infos.append(companion_info(load_extracted_footer(local).raw, src.path))
+        except _SOURCE_ERRORS as e:
+            raise SourceSplitError(src.path, str(e) or type(e).__name__) from e
+    return infos
+
+
+def _index_companion_files(job: MergeJob, writer, group: MergeGroup, sources: list[AddFile], infos: list) -> None:
+    """A merge of companion splits indexes their source files again into one companion split."""
+    from ..split.companion import open_source_parquet
+    from .companion import row_groups
+
+    columns = writer.stored_schema.names
+    for src, info in zip(sources, infos):
+        for f in info.files:
+            try:
+                pf = open_source_parquet(f.uri, f.size, job.options, f"companion split {src.path}")
+                writer.write_source_file(f.key, f.uri, f.size, group.partition_values, row_groups(pf, columns))
+            except _SOURCE_ERRORS as e:
+                raise SourceSplitError(src.path, str(e) or type(e).__name__) from e
+
+
 def _write_merged(job: MergeJob, storage, group: MergeGroup,
                   sources: list[AddFile]) -> tuple[AddFile | None, dict[str, list[str]]]:
     from ..split.builder import SplitWriter
+    from ..split.companion import CompanionSource
     from ..split.types import arrow_schema
 
     full_schema = arrow_schema(job.schema_json)
+    companion = None
+    if any(s.companion_source_files is not None for s in sources):
+        infos = _companion_sources(job, storage, group, sources)
+        versions = [i.version for i in infos if i.version is not None]
+        companion = CompanionSource(infos[0].format, infos[0].source, max(versions) if versions else None)
     with SplitWriter(storage, job.schema_json, job.partition_columns, job.options,
-                     target_split_bytes=NO_ROLL) as writer:
-        for src in sources:
+                     target_split_bytes=NO_ROLL, companion=companion) as writer:
+        if companion is not None:
+            _index_companion_files(job, writer, group, sources, infos)
+        for src in sources if companion is None else ():
             batches = _source_batches(job, storage, src, group.deletes.get(src.path))
             while True:
                 try:

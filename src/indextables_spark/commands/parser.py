@@ -17,6 +17,10 @@ trailing `;` is allowed. Grammar:
     DROP INDEXTABLES PARTITIONS FROM <path> WHERE <partition predicate>
     DELETE FROM INDEXTABLES <path> WHERE <predicate over any columns>   (commands/delete.py)
     REPAIR INDEXFILES TRANSACTION LOG <path>/_transaction_log AT LOCATION <path>
+    BUILD INDEXTABLES COMPANION FOR DELTA|ICEBERG|PARQUET <source>
+        [CATALOG <name> [TYPE <type>]] [INDEXING MODES ('col':'mode', ...)] [WHERE <partition predicate>]
+        [FROM VERSION <n> | FROM SNAPSHOT <id>] [TARGET INPUT SIZE <n>[K|M|G]] [DRY RUN]
+        AT LOCATION <path> [DRY RUN]                                     (commands/companion.py)
 
 (DESC for DESCRIBE; the optional clauses in any order, each at most once.) A WHERE predicate is
 kept as text (it runs to the next clause keyword) and parsed later against the table's partition
@@ -121,6 +125,21 @@ class PrewarmCache:
 
 
 @dataclass(frozen=True)
+class BuildCompanion:
+    format: str                                 # delta | iceberg | parquet
+    source: str                                 # path, or Iceberg table identifier with CATALOG
+    location: str
+    catalog: str | None = None
+    catalog_type: str | None = None
+    indexing: tuple[tuple[str, str], ...] = ()  # INDEXING MODES, in order
+    where: str | None = None
+    from_version: int | None = None
+    from_snapshot: int | None = None
+    target_input_size: int | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
 class DescribeDiskCache:
     pass
 
@@ -132,7 +151,7 @@ class FlushDiskCache:
 
 Command = (Checkpoint | Compact | DescribeState | DescribeTransactionLog | MergeSplits | Purge
            | TruncateTimeTravel | DropPartitions | RepairTransactionLog | Delete | PrewarmCache
-           | DescribeDiskCache | FlushDiskCache)
+           | DescribeDiskCache | FlushDiskCache | BuildCompanion)
 
 
 # ---- tokens ----------------------------------------------------------------------------------
@@ -350,6 +369,10 @@ class _Parser:
             self.expect("AT")
             self.expect("LOCATION")
             cmd = RepairTransactionLog(src, self.path("the quoted target location"))
+        elif head.is_word("BUILD") and nxt.is_word(*TABLE_WORDS):
+            self.next(), self.next()
+            self.expect("COMPANION")
+            cmd = self.build_companion()
         elif head.is_word("DELETE") and nxt.is_word("FROM") and self.peek(2).is_word(*TABLE_WORDS):
             self.next(), self.next(), self.next()
             path = self.path()
@@ -444,6 +467,83 @@ class _Parser:
                 raise self.error(f"expected OLDER THAN, TRANSACTION LOG RETENTION or DRY RUN, found {t.describe()}", t)
         return Purge(path, older, tx, dry)
 
+    def build_companion(self) -> BuildCompanion:
+        self.expect("FOR")
+        fmt = self.expect("DELTA", "ICEBERG", "PARQUET", what="DELTA, ICEBERG or PARQUET").value.lower()
+        source = self.path("the quoted source table path" + (" or identifier" if fmt == "iceberg" else ""))
+        seen: set[str] = set()
+        args: dict = {}
+        stops = (("FROM", "VERSION"), ("FROM", "SNAPSHOT"), ("TARGET", "INPUT"), ("DRY", "RUN"), ("AT", "LOCATION"),
+                 ("INDEXING", "MODES"), ("CATALOG",))
+        location = None
+        while self.peek().kind == "word":
+            t = self.next()
+            if t.is_word("CATALOG"):
+                self.once(seen, "CATALOG", t)
+                args["catalog"] = self.path("a quoted catalog name")
+                if self.accept("TYPE"):
+                    args["catalog_type"] = self.path("a quoted catalog type")
+            elif t.is_word("INDEXING"):
+                self.once(seen, "INDEXING MODES", t)
+                self.expect("MODES")
+                args["indexing"] = self.indexing_modes()
+            elif t.is_word("WHERE"):
+                self.once(seen, "WHERE", t)
+                args["where"] = self.predicate(stops)
+            elif t.is_word("FROM"):
+                self.once(seen, "FROM VERSION/SNAPSHOT", t)
+                kind = self.expect("VERSION", "SNAPSHOT", what="VERSION or SNAPSHOT after FROM")
+                n = self.next()
+                if n.kind != "num" or not n.text.isdigit():
+                    raise self.error(f"expected a whole number after FROM {kind.value}, found {n.describe()}", n)
+                args["from_version" if kind.value == "VERSION" else "from_snapshot"] = int(n.text)
+            elif t.is_word("TARGET"):
+                self.once(seen, "TARGET INPUT SIZE", t)
+                self.expect("INPUT")
+                self.expect("SIZE")
+                args["target_input_size"] = self.size()
+            elif t.is_word("DRY"):
+                self.once(seen, "DRY RUN", t)
+                self.expect("RUN")
+                args["dry_run"] = True
+            elif t.is_word("AT"):
+                self.once(seen, "AT LOCATION", t)
+                self.expect("LOCATION")
+                location = self.path("the quoted location of the companion index")
+            else:
+                raise self.error(f"expected CATALOG, INDEXING MODES, WHERE, FROM VERSION, FROM SNAPSHOT, TARGET INPUT "
+                                 f"SIZE, DRY RUN or AT LOCATION, found {t.describe()}", t)
+        if location is None:
+            raise self.error("BUILD INDEXTABLES COMPANION needs AT LOCATION '<index path>'")
+        if "catalog" in args and fmt != "iceberg":
+            raise self.error("CATALOG is for ICEBERG sources")
+        return BuildCompanion(fmt, source, location, **args)
+
+    def indexing_modes(self) -> tuple[tuple[str, str], ...]:
+        """('col':'mode', …); names and modes quoted or bare."""
+        t = self.next()
+        if not (t.kind == "punct" and t.text == "("):
+            raise self.error(f"expected '(' after INDEXING MODES, found {t.describe()}", t)
+        out: list[tuple[str, str]] = []
+        while True:
+            name = self.next()
+            if name.kind not in ("str", "word", "bq"):
+                raise self.error(f"expected a column name in INDEXING MODES, found {name.describe()}", name)
+            colon = self.next()
+            if colon.text != ":":
+                raise self.error(f"expected ':' after the column name in INDEXING MODES, found {colon.describe()}", colon)
+            mode = self.next()
+            if mode.kind not in ("str", "word"):
+                raise self.error(f"expected an indexing mode (text, string, …) in INDEXING MODES, found "
+                                 f"{mode.describe()}", mode)
+            col = name.value if name.kind == "str" else name.text.strip("`")
+            out.append((col, mode.value if mode.kind == "str" else mode.text.lower()))
+            sep = self.next()
+            if sep.kind == "punct" and sep.text == ")":
+                return tuple(out)
+            if not (sep.kind == "punct" and sep.text == ","):
+                raise self.error(f"expected ',' or ')' in INDEXING MODES, found {sep.describe()}", sep)
+
     def drop_partitions(self) -> DropPartitions:
         self.expect("PARTITIONS")
         self.expect("FROM")
@@ -458,7 +558,7 @@ class _Parser:
 
 _OURS = re.compile(
     r"^\s*(?:CHECKPOINT|COMPACT|PURGE|MERGE\s+SPLITS|(?:DESCRIBE|DESC|TRUNCATE|DROP|PREWARM|FLUSH)\s+INDEXTABLES?"
-    r"|REPAIR\s+(?:INDEXFILES|INDEXTABLES?)|DELETE\s+FROM\s+INDEXTABLES?)(?![A-Za-z0-9_])",
+    r"|REPAIR\s+(?:INDEXFILES|INDEXTABLES?)|DELETE\s+FROM\s+INDEXTABLES?|BUILD\s+INDEXTABLES?)(?![A-Za-z0-9_])",
     re.IGNORECASE,
 )
 

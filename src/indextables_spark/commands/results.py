@@ -239,3 +239,12 @@ FLUSH_DISK_CACHE = _spec(
     ("host", pa.string()), ("cache_path", pa.string()), ("entries_removed", pa.int64()),
     ("bytes_removed", pa.int64()), ("in_use_kept", pa.int64()), ("processes", pa.int64()),
 )
+
+BUILD_COMPANION = _spec(
+    "BUILD COMPANION",
+    ("table_path", pa.string()), ("source_format", pa.string()), ("source", pa.string()),
+    ("source_version", pa.int64()), ("source_files", pa.int64()), ("files_indexed", pa.int64()),
+    ("files_removed", pa.int64()), ("bytes_indexed", pa.int64()), ("splits_added", pa.int64()),
+    ("splits_removed", pa.int64()), ("rows_indexed", pa.int64()), ("version", pa.int64()),
+    ("dry_run", pa.bool_()), ("duration_ms", pa.float64()),
+)
