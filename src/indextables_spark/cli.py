@@ -119,6 +119,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = cmd("repair", "write a clean log of the existing splits to a new location")
     p.add_argument("source", help="the table's _transaction_log directory")
     p.add_argument("target", help="an empty location for the repaired log")
+    p = cmd("build-companion", "build or sync a search index over a Delta, Iceberg or Parquet table's files")
+    p.add_argument("source", help="the source table's path (Iceberg: or its identifier, with --catalog)")
+    p.add_argument("location", help="where the companion index lives")
+    p.add_argument("--format", choices=["delta", "iceberg", "parquet"], default="delta")
+    p.add_argument("--indexing", action="append", type=parse_option, default=[], metavar="COLUMN=MODE",
+                   help="indexing mode of a column (text, string, ...); repeatable")
+    p.add_argument("--where", help="partition predicate: index only these partitions")
+    p.add_argument("--from-version", type=int, help="Delta: index this version")
+    p.add_argument("--from-snapshot", type=int, help="Iceberg: index this snapshot id")
+    p.add_argument("--catalog", help="Iceberg: catalog name (properties from -o iceberg.catalog.<name>.<key>=...)")
+    p.add_argument("--catalog-type", help="Iceberg: catalog type (sql, rest, glue, ...)")
+    p.add_argument("--target-input-size", type=_size, help="source bytes per companion split, e.g. 1G")
+    p.add_argument("--dry-run", action="store_true")
     p = cmd("sql", "run a command text, e.g. \"PURGE INDEXTABLE '/t' DRY RUN\"")
     p.add_argument("text")
     p = cmd("search", "print the rows matching a full-text query (`*`: every row)")
@@ -178,6 +191,10 @@ def _command(args) -> Any:
         return p.DropPartitions(args.path, args.where)
     if c == "repair":
         return p.RepairTransactionLog(args.source, args.target)
+    if c == "build-companion":
+        return p.BuildCompanion(args.format, args.source, args.location, args.catalog, args.catalog_type,
+                                tuple(args.indexing), args.where, args.from_version, args.from_snapshot,
+                                args.target_input_size, args.dry_run)
     if c == "sql":
         cmd = p.parse_command(args.text)
         if cmd is None:

@@ -84,8 +84,9 @@ def plan_groups(files: Sequence[SourceFile], partition_columns: Sequence[str], t
     return groups
 
 
-def index_group(job: IndexJob, group: IndexGroup) -> list[dict]:
-    """Task side: index the group's files into one companion split; its AddFile JSON."""
+def index_group(job: IndexJob, group: IndexGroup) -> dict:
+    """Task side: index the group's files into one companion split: {"adds": [AddFile JSON],
+    "stats": {key: [per-split stats files, e.g. Bloom filters]}}."""
     from ..split.builder import SplitWriter
     from ..split.companion import CompanionSource, open_source_parquet
     from ..storage import open_storage
@@ -102,9 +103,9 @@ def index_group(job: IndexJob, group: IndexGroup) -> list[dict]:
         adds = writer.finish()
     except BaseException:
         writer.abort()
-        storage.delete([a.path for a in writer._done])
+        storage.delete([a.path for a in writer._done] + [f for fs in writer.stats_files.values() for f in fs])
         raise
-    return [a.to_json() for a in adds]
+    return {"adds": [a.to_json() for a in adds], "stats": dict(writer.stats_files)}
 
 
 def row_groups(pf: Any, columns: Sequence[str]) -> Iterator[tuple[int, Any]]:
@@ -116,41 +117,61 @@ def row_groups(pf: Any, columns: Sequence[str]) -> Iterator[tuple[int, Any]]:
             yield g, table.combine_chunks().to_batches()[0] if table.num_rows else None
 
 
-def _run_local(job: IndexJob, groups: list[IndexGroup], workers: int) -> list[list[dict]]:
-    """Groups indexed in local processes (Tantivy holds the GIL while indexing a document)."""
+def _in_subprocess(job: IndexJob, group: IndexGroup) -> dict:
+    """index_group in a fresh Python process (`python -m indextables_spark.commands.companion`):
+    no fork of a process holding Arrow/Tantivy threads, and unlike multiprocessing's spawn, no
+    re-import of the caller's __main__ (a script without a __main__ guard would run again)."""
+    import pickle
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", __name__], input=pickle.dumps((job, group)),
+                          capture_output=True, check=False)
+    try:
+        ok, value = pickle.loads(proc.stdout)
+    except Exception:
+        raise CompanionSourceError(f"indexing process for {len(group.files)} files of {job.format} table "
+                                   f"{job.source} exited with {proc.returncode}: "
+                                   f"{proc.stderr.decode(errors='replace')[-2000:]}") from None
+    if not ok:
+        raise value
+    return value
+
+
+def _run_local(job: IndexJob, groups: list[IndexGroup], workers: int) -> list[dict]:
+    """Groups indexed in local processes, `workers` at a time (one group: in this process)."""
     if len(groups) <= 1 or workers <= 1:
         return [index_group(job, g) for g in groups]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
 
-    ctx = multiprocessing.get_context("spawn")   # no fork of a process holding Tantivy/Arrow threads
-    with ProcessPoolExecutor(max_workers=min(workers, len(groups)), mp_context=ctx) as pool:
-        futures = [pool.submit(index_group, job, g) for g in groups]
+    with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
+        futures = [pool.submit(_in_subprocess, job, g) for g in groups]
         results, failure = [], None
         for fut in futures:
             try:
                 results.append(fut.result())
             except BaseException as e:       # keep collecting: every written split must be known
                 failure = failure or e
-                results.append([])
         if failure is not None:
-            _delete_splits(job, [a for r in results for a in r])
+            _delete_written(job, results)
             raise failure
         return results
 
 
-def _run_spark(spark: Any, job: IndexJob, groups: list[IndexGroup]) -> list[list[dict]]:
+def _run_spark(spark: Any, job: IndexJob, groups: list[IndexGroup]) -> list[dict]:
     from ..sessions import run_tasks
 
     return run_tasks(spark, lambda g: index_group(job, g), groups,
                      description=f"BUILD INDEXTABLES COMPANION FOR {job.format.upper()} '{job.source}'")
 
 
-def _delete_splits(job: IndexJob, adds: list[dict]) -> None:
-    if adds:
+def _delete_written(job: IndexJob, written: list[dict]) -> None:
+    """Delete the splits (and their stats files) of tasks whose build is not committed."""
+    keys = [a["path"] for w in written for a in w["adds"]] + [f for w in written for fs in w["stats"].values() for f in fs]
+    if keys:
         from ..storage import open_storage
 
-        open_storage(job.location, job.options).delete([a["path"] for a in adds])
+        open_storage(job.location, job.options).delete(keys)
 
 
 def _select(snapshot: SourceSnapshot, where: str | None) -> list[SourceFile]:
@@ -260,11 +281,15 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
                    snapshot.version)
     workers = max(1, opts.get_int("companion.parallelism", os.cpu_count() or 1))
     written = _run_spark(spark, job, groups) if spark is not None and groups else _run_local(job, groups, workers)
-    adds_json = [a for r in written for a in r]
+    adds_json = [a for w in written for a in w["adds"]]
+    stats: dict[str, list[str]] = {}
+    for w in written:
+        for key, files in w["stats"].items():
+            stats.setdefault(key, []).extend(files)
     try:
-        version = _commit(table_log, read_version, job, settings, snapshot, adds_json, sorted(stale_paths))
+        version = _commit(table_log, read_version, job, settings, snapshot, adds_json, sorted(stale_paths), stats)
     except BaseException:
-        _delete_splits(job, adds_json)
+        _delete_written(job, written)
         raise
     result.update(splitsAdded=len(adds_json), rowsIndexed=sum(int(a.get("numRecords") or 0) for a in adds_json),
                   version=version, durationMs=(time.perf_counter() - t0) * 1000.0)
@@ -272,7 +297,7 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
 
 
 def _commit(table_log, read_version: int, job: IndexJob, settings: Options, snapshot: SourceSnapshot,
-            adds_json: list[dict], removes: list[str]) -> int:
+            adds_json: list[dict], removes: list[str], stats: dict[str, list[str]]) -> int:
     from ..log.actions import AddFile, Metadata
     from ..log.doc_mapping import doc_mapping_hash, registry_key
     from ..log.protocol_gate import CURRENT_PROTOCOL
@@ -302,7 +327,26 @@ def _commit(table_log, read_version: int, job: IndexJob, settings: Options, snap
         a.doc_mapping_ref = a.doc_mapping_ref or ref
     if removes:
         txn.remove_files(removes)
+    for key, files in stats.items():
+        txn.update_stat(key, files)
     txn.add_files(adds).with_operation("BUILD COMPANION", {
         "sourceFormat": job.format, "source": job.source, "sourceVersion": snapshot.version,
         "filesIndexed": sum(len(a.companion_source_files or ()) for a in adds), "splitsRemoved": len(removes)})
     return txn.commit()
+
+
+def _worker_main() -> None:
+    """A local indexing process: (job, group) pickled on stdin, (ok, result or error) on stdout."""
+    import pickle
+    import sys
+
+    job, group = pickle.loads(sys.stdin.buffer.read())
+    try:
+        out = (True, index_group(job, group))
+    except BaseException as e:   # handed to the parent, which raises it
+        out = (False, e)
+    sys.stdout.buffer.write(pickle.dumps(out))
+
+
+if __name__ == "__main__":
+    _worker_main()

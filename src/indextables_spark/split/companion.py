@@ -196,6 +196,13 @@ class _SourceFiles:
 _SOURCE_FILES = _SourceFiles()
 
 
+def forget_source_files() -> None:
+    """Drop this process's open source files and cached columns (a fresh process's view). Cached
+    columns of a file deleted since are still its indexed rows, never another version's."""
+    global _SOURCE_FILES
+    _SOURCE_FILES = _SourceFiles(_SOURCE_FILES.max_bytes)
+
+
 def conform_source_column(col: pa.ChunkedArray | pa.Array | None, field: pa.Field, rows: int) -> pa.Array:
     """A source column as the table's Arrow type (a column missing from an older file is null)."""
     if col is None:

@@ -1,0 +1,389 @@
+"""Companion indexes (issue 15): BUILD INDEXTABLES COMPANION over Delta, Iceberg and Parquet tables;
+reads through the index return the source's rows (differential against the source read directly),
+incremental sync, refusals, maintenance."""
+from __future__ import annotations
+
+import datetime
+import os
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import indextables_spark as it
+from cmd_helpers import rows
+from indextables_spark.errors import CompanionSourceError
+from indextables_spark.split.companion import forget_source_files
+
+COLUMNS = ["id", "body", "views", "region", "day"]
+INDEXING = {"body": "text"}
+
+
+# -- sources ---------------------------------------------------------------------------------------
+
+def write_delta(path: str, data: pa.Table, mode: str = "append", partition_by=("day",), storage_options=None) -> None:
+    from deltalake import write_deltalake
+
+    write_deltalake(path, data, mode=mode, partition_by=list(partition_by) or None, storage_options=storage_options)
+
+
+def write_parquet_dir(path: str, data: pa.Table, partition_by=("day",), name: str = "part-{i}.parquet") -> None:
+    pq.write_to_dataset(data, path, partition_cols=list(partition_by) or None, basename_template=name,
+                        row_group_size=64)
+
+
+def iceberg_catalog(tmp_path):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    wh = tmp_path / "warehouse"
+    wh.mkdir(exist_ok=True)
+    cat = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{wh}")
+    cat.create_namespace_if_not_exists("db")
+    return cat, {"iceberg.catalog.c.uri": f"sqlite:///{tmp_path}/catalog.db",
+                 "iceberg.catalog.c.warehouse": f"file://{wh}"}
+
+
+def write_iceberg(tmp_path, data: pa.Table, partitioned: bool = True):
+    cat, options = iceberg_catalog(tmp_path)
+    table = cat.create_table("db.docs", schema=data.schema)
+    if partitioned:
+        with table.update_spec() as spec:
+            spec.add_identity("day")
+    table.append(data)
+    return cat.load_table("db.docs"), options
+
+
+def _plain(v):
+    # hive partition discovery reads day=2024-01-01 as a date (as Spark does); compare as text
+    return v.isoformat() if isinstance(v, datetime.date) else v
+
+
+def delta_keys(src: str) -> set[str]:
+    from indextables_spark.commands.companion_sources import open_source
+
+    return {f.key for f in open_source("delta", src).files}
+
+
+def tuples(data) -> list[tuple]:
+    rows_ = data.select(COLUMNS).to_pylist() if isinstance(data, pa.Table) else data
+    return sorted(tuple(_plain(r[c]) for c in COLUMNS) for r in rows_)
+
+
+def has_word(data: pa.Table, word: str) -> pa.Table:
+    return data.filter(pa.array([word in b.split() for b in data.column("body").to_pylist()]))
+
+
+def index_rows(location: str, query: str | None = None, where: str | None = None) -> list[tuple]:
+    t = it.IndexTable(location)
+    got = t.search(query, where=where, columns=COLUMNS) if query else t.to_arrow(where=where, columns=COLUMNS)
+    return tuples(got)
+
+
+# -- build and read, each format -----------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["delta", "parquet", "iceberg"])
+def test_build_and_read_each_format(fmt, tmp_path):
+    data = rows(600)
+    loc = str(tmp_path / "index")
+    src, kwargs, options = str(tmp_path / "src"), {}, {}
+    if fmt == "delta":
+        write_delta(src, data)
+    elif fmt == "parquet":
+        write_parquet_dir(src, data)
+    else:
+        _, options = write_iceberg(tmp_path, data)
+        src, kwargs = "db.docs", {"catalog": "c", "catalog_type": "sql"}
+    res = it.build_companion(src, loc, format=fmt, indexing=INDEXING, options=options, **kwargs)
+    assert res["filesIndexed"] > 0 and res["rowsIndexed"] == 600 and res["version"] == 0
+    assert index_rows(loc) == tuples(data)
+    assert index_rows(loc, "body:alpha") == tuples(has_word(data, "alpha"))
+    bravo = has_word(data, "bravo")
+    exp = bravo.filter(pc.greater(bravo.column("views"), 500))
+    assert index_rows(loc, "body:bravo", "views > 500") == tuples(exp)
+    t = it.IndexTable(loc)
+    assert t.count() == 600 and t.count("body:alpha") == has_word(data, "alpha").num_rows
+    # every split points at source files, holds no rows
+    files = t.snapshot().files
+    assert all(f.companion_source_files for f in files)
+    assert sum(len(f.companion_source_files) for f in files) == res["filesIndexed"]
+
+
+def test_top_n_by_score_and_snippets(tmp_path):
+    data = rows(300)
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    write_delta(src, data)
+    it.build_companion(src, loc, indexing=INDEXING)
+    got = it.IndexTable(loc).search("body:alpha OR body:bravo", limit=5, columns=["id", "body"])
+    assert got.num_rows == 5 and "_score" in got.column_names
+    scores = got.column("_score").to_pylist()
+    assert scores == sorted(scores, reverse=True)
+
+
+# -- sync ------------------------------------------------------------------------------------------
+
+def test_delta_incremental_sync(tmp_path):
+    from deltalake import DeltaTable
+
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    write_delta(src, rows(300))
+    first = it.build_companion(src, loc, indexing=INDEXING)
+    # nothing changed: nothing to do, no new version
+    again = it.build_companion(src, loc, indexing=INDEXING)
+    assert again["filesIndexed"] == 0 and again["version"] is None
+    # an append: only the new files are indexed
+    write_delta(src, rows(90, start=300))
+    new_files = len(delta_keys(src)) - first["filesIndexed"]
+    res = it.build_companion(src, loc, indexing=INDEXING)
+    assert res["filesIndexed"] == new_files and res["splitsRemoved"] == 0 and res["version"] == 1
+    expected = DeltaTable(src).to_pyarrow_table()
+    assert index_rows(loc) == tuples(expected)
+    # a delete rewrites files: splits holding removed files go, their valid files are indexed again
+    DeltaTable(src).delete("id % 7 = 0")
+    res = it.build_companion(src, loc, indexing=INDEXING)
+    assert res["filesRemoved"] > 0 and res["splitsRemoved"] > 0
+    expected = DeltaTable(src).to_pyarrow_table()
+    assert index_rows(loc) == tuples(expected)
+    assert index_rows(loc, "body:alpha") == tuples(has_word(expected, "alpha"))
+    indexed = {k for f in it.IndexTable(loc).snapshot().files for k in f.companion_source_files}
+    assert indexed == delta_keys(src)
+
+
+def test_index_serves_its_version_and_fails_clearly_when_files_are_gone(tmp_path):
+    from deltalake import DeltaTable
+
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    data = rows(200)
+    write_delta(src, data)
+    it.build_companion(src, loc, indexing=INDEXING)
+    # the source moves on (overwrite): the index still serves the version it indexed
+    write_delta(src, rows(50, start=1000), mode="overwrite")
+    assert index_rows(loc) == tuples(data)
+    # the old files are vacuumed: reads fail naming the file and the remedy, never mixing rows
+    DeltaTable(src).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    forget_source_files()     # as a fresh process (cached columns of the indexed files are still right)
+    with pytest.raises(CompanionSourceError, match="BUILD INDEXTABLES COMPANION"):
+        index_rows(loc)
+    it.build_companion(src, loc, indexing=INDEXING)
+    assert index_rows(loc) == tuples(DeltaTable(src).to_pyarrow_table())
+
+
+def test_parquet_directory_sync_and_replaced_file(tmp_path):
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    write_parquet_dir(src, rows(200), name="a-{i}.parquet")
+    it.build_companion(src, loc, format="parquet", indexing=INDEXING)
+    write_parquet_dir(src, rows(100, start=200), name="b-{i}.parquet")
+    res = it.build_companion(src, loc, format="parquet", indexing=INDEXING)
+    assert res["filesIndexed"] == 3          # one new file per day partition
+    assert index_rows(loc) == tuples(rows(300))
+    # a file deleted from the directory: its split goes, the split's other files stay searchable
+    victim = next(p for p in sorted(_parquet_files(src)) if "a-" in p)
+    os.remove(victim)
+    res = it.build_companion(src, loc, format="parquet", indexing=INDEXING)
+    assert res["filesRemoved"] == 1
+    expected = pa.concat_tables([_read_hive(p) for p in _parquet_files(src)])
+    assert index_rows(loc) == tuples(expected)
+
+
+def _parquet_files(root: str) -> list[str]:
+    return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".parquet")]
+
+
+def _read_hive(path: str) -> pa.Table:
+    t = pq.read_table(path)
+    day = os.path.basename(os.path.dirname(path)).split("=", 1)[1]
+    return t.append_column("day", pa.array([day] * t.num_rows, pa.string()))
+
+
+def test_where_and_dry_run(tmp_path):
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    data = rows(300)
+    write_delta(src, data)
+    dry = it.build_companion(src, loc, indexing=INDEXING, where="day = '2024-01-01'", dry_run=True)
+    assert dry["dryRun"] and dry["filesIndexed"] >= 1 and dry["version"] is None
+    assert it.IndexTable(loc).version() < 0            # a dry run writes nothing
+    it.build_companion(src, loc, indexing=INDEXING, where="day = '2024-01-01'")
+    assert index_rows(loc) == tuples(data.filter(pc.equal(data.column("day"), "2024-01-01")))
+    it.build_companion(src, loc, indexing=INDEXING)    # the other partitions later
+    assert index_rows(loc) == tuples(data)
+
+
+def test_time_travel_source_version(tmp_path):
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    write_delta(src, rows(100))
+    write_delta(src, rows(100, start=100))
+    res = it.build_companion(src, loc, indexing=INDEXING, from_version=0)
+    assert res["sourceVersion"] == 0
+    assert index_rows(loc) == tuples(rows(100))
+
+
+# -- refusals and maintenance ------------------------------------------------------------------------
+
+def test_companion_refuses_writes_and_other_sources(tmp_path):
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    write_delta(src, rows(50))
+    it.build_companion(src, loc, indexing=INDEXING)
+    with pytest.raises(CompanionSourceError, match="BUILD INDEXTABLES COMPANION"):
+        it.write_table(loc, rows(5))
+    other = str(tmp_path / "other")
+    write_delta(other, rows(10))
+    with pytest.raises(CompanionSourceError, match="companion index of delta table"):
+        it.build_companion(other, loc)
+    plain = str(tmp_path / "plain")
+    it.write_table(plain, rows(5))
+    with pytest.raises(CompanionSourceError, match="not a companion index"):
+        it.build_companion(src, plain)
+
+
+def test_merge_purge_describe_on_companion(tmp_path):
+    from indextables_spark.commands.execute import execute
+    from indextables_spark.commands.parser import parse_command
+
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    for i in range(3):
+        write_delta(src, rows(60, start=60 * i))
+        it.build_companion(src, loc, indexing=INDEXING)
+    before = index_rows(loc)
+    n_before = len(it.IndexTable(loc).snapshot().files)
+    res = execute(parse_command(f"MERGE SPLITS '{loc}' TARGET SIZE 100M")).raw
+    files = it.IndexTable(loc).snapshot().files
+    assert len(files) < n_before and res
+    assert index_rows(loc) == before
+    assert index_rows(loc, "body:alpha") == tuples(has_word(rows(180), "alpha"))
+    assert all(f.companion_source_files for f in files)
+    # syncing after the merge still knows every file is indexed
+    assert it.build_companion(src, loc, indexing=INDEXING)["filesIndexed"] == 0
+    execute(parse_command(f"PURGE INDEXTABLE '{loc}' OLDER THAN 0 HOURS"),
+            {"spark.indextables.purge.retentionCheckEnabled": "false"})
+    assert index_rows(loc) == before
+    state = execute(parse_command(f"DESCRIBE INDEXTABLES STATE '{loc}'")).raw
+    assert state["numFiles"] == len(files)
+
+
+def test_sql_text_and_cli(tmp_path, capsys):
+    from indextables_spark.cli import main
+    from indextables_spark.commands.execute import execute
+    from indextables_spark.commands.parser import parse_command
+
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    write_delta(src, rows(100))
+    out = execute(parse_command(f"BUILD INDEXTABLES COMPANION FOR DELTA '{src}' INDEXING MODES ('body':'text') "
+                                f"AT LOCATION '{loc}'"))
+    assert out.table.column("files_indexed").to_pylist()[0] >= 1
+    assert index_rows(loc, "body:alpha") == tuples(has_word(rows(100), "alpha"))
+    write_delta(src, rows(10, start=100))
+    assert main(["build-companion", src, loc, "--indexing", "body=text", "--json"]) == 0
+    assert '"filesIndexed"' in capsys.readouterr().out
+    assert index_rows(loc) == tuples(rows(110))
+
+
+def test_companion_is_smaller_than_a_full_table(tmp_path):
+    """Issue 15: at most 60% of the bytes of a full table of the same rows (measured: ~42%)."""
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    from datagen import documents
+
+    src, loc, full = str(tmp_path / "src"), str(tmp_path / "index"), str(tmp_path / "full")
+    data = documents(20000)
+    indexing = {"body": "text", "title": "text"}
+    write_delta(src, data, partition_by=["region"])
+    it.build_companion(src, loc, indexing=indexing)
+    it.write_table(full, data, partition_by=["region"], options={f"indexing.typemap.{k}": v for k, v in indexing.items()})
+    size = lambda p: sum(f.size for f in it.IndexTable(p).snapshot().files)  # noqa: E731
+    assert size(loc) <= 0.6 * size(full), (size(loc), size(full))
+
+
+# -- Spark ---------------------------------------------------------------------------------------------
+
+def _spark_rows(spark, loc: str, query: str | None = None, where: str | None = None) -> list[tuple]:
+    r = spark.read.format("indextables")
+    if query:
+        r = r.option("query", query)
+    df = r.load(loc)
+    if where:
+        df = df.filter(where)
+    return tuples([r.asDict() for r in df.select(*COLUMNS).collect()])
+
+
+def _spark_source_rows(spark, data: pa.Table, where: str | None = None, word: str | None = None) -> list[tuple]:
+    df = spark.createDataFrame(data.select(COLUMNS))
+    if word:
+        df = df.filter(f"body rlike '(^| ){word}( |$)'")
+    if where:
+        df = df.filter(where)
+    return tuples([r.asDict() for r in df.select(*COLUMNS).collect()])
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("fmt", ["delta", "parquet", "iceberg"])
+def test_spark_differential(spark, fmt, tmp_path):
+    """Full-text queries and filters through the companion equal the same question asked of the
+    source's rows directly (read by the source's own library, filtered by Spark)."""
+    data = rows(900)
+    loc = str(tmp_path / "index")
+    src, kwargs, options = str(tmp_path / "src"), {}, {}
+    if fmt == "delta":
+        write_delta(src, data)
+    elif fmt == "parquet":
+        write_parquet_dir(src, data)
+    else:
+        _, options = write_iceberg(tmp_path, data)
+        src, kwargs = "db.docs", {"catalog": "c", "catalog_type": "sql"}
+    for k, v in options.items():
+        spark.conf.set("spark.indextables." + k, v)
+    it.build_companion(src, loc, format=fmt, indexing=INDEXING, spark=spark, **kwargs)
+    cases = [(None, None), ("body:alpha", None), (None, "views > 500"), ("body:bravo", "region = 'eu'"),
+             (None, "day = '2024-01-02' AND views < 100"), ("body:charlie AND body:delta", None),
+             (None, "id IN (1, 5, 700) OR region = 'ap'")]
+    for query, where in cases:
+        word = query.split(":")[1] if query and " " not in query else None
+        got = _spark_rows(spark, loc, query, where)
+        if query and " AND " in query:
+            expected = tuples(has_word(has_word(data, "charlie"), "delta"))
+        else:
+            expected = _spark_source_rows(spark, data, where, word)
+        assert got == expected, (query, where)
+    df = spark.read.format("indextables").option("query", "body:alpha").load(loc)
+    assert df.count() == has_word(data, "alpha").num_rows
+    agg = spark.read.format("indextables").load(loc).groupBy("region").count().collect()
+    assert sorted((r[0], r[1]) for r in agg) == sorted(
+        (k, v) for k, v in zip(*[c.to_pylist() for c in data.group_by("region").aggregate([("id", "count")])
+                                 .select(["region", "id_count"]).columns]))
+
+
+@pytest.mark.spark
+def test_spark_sql_and_write_refused(spark, tmp_path):
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    write_delta(src, rows(120))
+    out = it.sql(spark, f"BUILD INDEXTABLES COMPANION FOR DELTA '{src}' INDEXING MODES ('body':'text') "
+                        f"AT LOCATION '{loc}'")
+    assert out.collect()[0]["rows_indexed"] == 120
+    assert _spark_rows(spark, loc, "body:alpha") == tuples(has_word(rows(120), "alpha"))
+    df = spark.createDataFrame(rows(3).select(COLUMNS))
+    with pytest.raises(Exception, match="BUILD INDEXTABLES COMPANION"):
+        df.write.format("indextables").mode("append").save(loc)
+
+
+@pytest.mark.spark
+def test_spark_connect_reads_companion(connect_spark, tmp_path):
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    data = rows(200)
+    write_delta(src, data)
+    it.build_companion(src, loc, indexing=INDEXING, spark=connect_spark)
+    assert _spark_rows(connect_spark, loc, "body:alpha") == tuples(has_word(data, "alpha"))
+
+
+@pytest.mark.cloud
+def test_delta_on_s3_index_on_s3(s3_bucket, s3_options, tmp_path):
+    from indextables_spark.commands.companion_sources import storage_options_for_deltalake
+
+    src = f"s3://{s3_bucket}/companion-src-{os.getpid()}-{id(tmp_path)}"
+    loc = f"s3://{s3_bucket}/companion-idx-{os.getpid()}-{id(tmp_path)}"
+    data = rows(300)
+    write_delta(src, data, storage_options=storage_options_for_deltalake(src, s3_options))
+    res = it.build_companion(src, loc, indexing=INDEXING, options=s3_options)
+    assert res["rowsIndexed"] == 300
+    t = it.IndexTable(loc, s3_options)
+    assert tuples(t.search("body:alpha", columns=COLUMNS)) == tuples(has_word(data, "alpha"))
+    assert tuples(t.to_arrow(columns=COLUMNS)) == tuples(data)
