@@ -1,12 +1,13 @@
 """A driver program for tests/test_spark_cluster.py, run as its own process (a pytest process may
 already hold a local SparkContext, and a process has only one):
 
-    python tests/spark_cluster_job.py MASTER_URL TABLE_URI CONF_JSON OUT_JSON
+    python tests/spark_cluster_job.py MASTER_URL TABLE_URI CONF_JSON OUT_JSON [companion]
 
 Starts a SparkSession on MASTER_URL, sets the `spark.indextables.*` entries of CONF_JSON as
 session conf (the only place the S3 credentials are given), registers indextables, writes
 `make_rows(0, N_ROWS)` partitioned by region, reads the table back (all rows, and a full-text query
-with a filter) and writes what it read to OUT_JSON as JSON-safe rows (`to_json_row`).
+with a filter) and writes what it read to OUT_JSON as JSON-safe rows (`to_json_row`). With
+`companion`, TABLE_URI is a Delta table: builds its companion index as a cluster job and searches it.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def to_json_row(r) -> list:
     return out
 
 
-def main(master: str, uri: str, conf_path: str, out_path: str) -> None:
+def main(master: str, uri: str, conf_path: str, out_path: str, mode: str = "write") -> None:
     from pyspark.sql import SparkSession
 
     import indextables_spark as it
@@ -65,6 +66,9 @@ def main(master: str, uri: str, conf_path: str, out_path: str) -> None:
     for k, v in conf.items():
         spark.conf.set(k, v)
     it.register(spark)
+    if mode == "companion":
+        companion(spark, uri, out_path)
+        return
 
     rows = make_rows(0, N_ROWS)
     (spark.createDataFrame(rows, SCHEMA).repartition(4).write.format("indextables").mode("append")
@@ -81,6 +85,23 @@ def main(master: str, uri: str, conf_path: str, out_path: str) -> None:
         json.dump(result, f)
 
 
+def companion(spark, source: str, out_path: str) -> None:
+    """BUILD INDEXTABLES COMPANION over the Delta table at `source` as a cluster job (the workers
+    index the source files), then search it through the cluster."""
+    import indextables_spark as it
+
+    index = source + "-index"
+    build = it.sql(spark, f"BUILD INDEXTABLES COMPANION FOR DELTA '{source}' INDEXING MODES ('body':'text') "
+                          f"AT LOCATION '{index}'").collect()[0].asDict()
+    hits = (spark.read.format("indextables").option("query", QUERY).load(index)
+            .filter(FILTER).select(*COLUMNS).collect())
+    everything = spark.read.format("indextables").load(index).select(*COLUMNS).collect()
+    result = {"build": build, "rows": [to_json_row(r) for r in everything], "hits": [to_json_row(r) for r in hits]}
+    spark.stop()
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(result, f, default=str)
+
+
 if __name__ == "__main__":
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

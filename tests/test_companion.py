@@ -375,15 +375,28 @@ def test_spark_connect_reads_companion(connect_spark, tmp_path):
 
 
 @pytest.mark.cloud
-def test_delta_on_s3_index_on_s3(s3_bucket, s3_options, tmp_path):
+@pytest.mark.parametrize("fmt", ["delta", "parquet"])
+def test_cloud_source_and_index(cloud_backend, fmt):
+    """A source on S3 (moto) / Azure (Azurite) and its companion index next to it, reached with
+    our options only (mapped onto deltalake's storage options; Parquet through our storage)."""
     from indextables_spark.commands.companion_sources import storage_options_for_deltalake
+    from indextables_spark.storage import open_storage
 
-    src = f"s3://{s3_bucket}/companion-src-{os.getpid()}-{id(tmp_path)}"
-    loc = f"s3://{s3_bucket}/companion-idx-{os.getpid()}-{id(tmp_path)}"
+    src, loc, options = cloud_backend.uri + "/src", cloud_backend.uri + "/index", cloud_backend.options
     data = rows(300)
-    write_delta(src, data, storage_options=storage_options_for_deltalake(src, s3_options))
-    res = it.build_companion(src, loc, indexing=INDEXING, options=s3_options)
+    if fmt == "delta":
+        write_delta(src, data, storage_options=storage_options_for_deltalake(src, options))
+    else:
+        storage = open_storage(src, options)
+        for day in sorted(set(data.column("day").to_pylist())):
+            part = data.filter(pc.equal(data.column("day"), day)).drop_columns(["day"])
+            sink = pa.BufferOutputStream()
+            pq.write_table(part, sink, row_group_size=40)
+            storage.put(f"day={day}/part-0.parquet", sink.getvalue().to_pybytes())
+    res = it.build_companion(src, loc, format=fmt, indexing=INDEXING, options=options)
     assert res["rowsIndexed"] == 300
-    t = it.IndexTable(loc, s3_options)
+    forget_source_files()
+    t = it.IndexTable(loc, options)
     assert tuples(t.search("body:alpha", columns=COLUMNS)) == tuples(has_word(data, "alpha"))
-    assert tuples(t.to_arrow(columns=COLUMNS)) == tuples(data)
+    assert tuples(t.to_arrow(columns=COLUMNS, where="views > 900")) == tuples(
+        data.filter(pc.greater(data.column("views"), 900)))

@@ -148,3 +148,29 @@ def test_driver_session_on_the_cluster_with_session_conf_credentials(standalone_
     assert table.count() == job.N_ROWS and table.count(query="body:alpha") == \
         sum("alpha" in r[body].split() for r in want)
     assert table.snapshot().partition_columns == ["region"]
+
+
+def test_companion_build_and_search_on_the_cluster(standalone_cluster, s3_uri, s3_options, tmp_path):
+    """BUILD INDEXTABLES COMPANION as a cluster job over a Delta table on S3, searched through the cluster."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from indextables_spark.commands.companion_sources import storage_options_for_deltalake
+
+    cluster, source = standalone_cluster, s3_uri + "/delta"
+    want = [job.to_json_row(r) for r in job.make_rows(0, job.N_ROWS)]
+    raw = job.make_rows(0, job.N_ROWS)
+    data = pa.table({c: [r[i] for r in raw] for i, c in enumerate(job.COLUMNS)})
+    write_deltalake(source, data, partition_by=["region"], storage_options=storage_options_for_deltalake(source, s3_options))
+    conf_file = tmp_path / "conf.json"
+    conf_file.write_text(json.dumps(s3_options))
+    out_file = tmp_path / "out.json"
+    code, out = run([sys.executable, str(Path(__file__).with_name("spark_cluster_job.py")), cluster.master_url,
+                     source, str(conf_file), str(out_file), "companion"], driver_env(tmp_path), tmp_path / "driver.log")
+    assert code == 0, f"driver exited with {code}; stdout:\n{out}\nstderr:\n{log_tail(tmp_path / 'driver.log')}"
+    result = json.loads(out_file.read_text())
+    assert result["build"]["rows_indexed"] == job.N_ROWS
+    assert sorted(result["rows"], key=lambda r: r[0]) == want
+    views, body = job.COLUMNS.index("views"), job.COLUMNS.index("body")
+    want_hits = [r for r in want if "alpha" in r[body].split() and r[views] > 300]
+    assert 0 < len(want_hits) and sorted(result["hits"], key=lambda r: r[0]) == want_hits
