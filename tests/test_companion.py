@@ -195,6 +195,24 @@ def _read_hive(path: str) -> pa.Table:
     return t.append_column("day", pa.array([day] * t.num_rows, pa.string()))
 
 
+def test_iceberg_sync_after_append_and_overwrite(tmp_path):
+    table, options = write_iceberg(tmp_path, rows(200))
+    loc = str(tmp_path / "index")
+    kwargs = {"catalog": "c", "options": options, "indexing": INDEXING, "format": "iceberg"}
+    first = it.build_companion("db.docs", loc, **kwargs)
+    table.append(rows(60, start=200))
+    res = it.build_companion("db.docs", loc, **kwargs)
+    assert res["filesIndexed"] >= 1 and res["splitsRemoved"] == 0
+    assert res["sourceVersion"] != first["sourceVersion"]          # the snapshot id indexed
+    assert index_rows(loc) == tuples(rows(260))
+    # an overwrite replaces every data file: every split goes, the new files are indexed
+    table = table.refresh() if hasattr(table, "refresh") else table
+    table.overwrite(rows(40, start=500))
+    res = it.build_companion("db.docs", loc, **kwargs)
+    assert res["filesRemoved"] >= 1 and res["splitsRemoved"] >= 1
+    assert index_rows(loc) == tuples(rows(40, start=500))
+
+
 def test_where_and_dry_run(tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     data = rows(300)
@@ -363,6 +381,20 @@ def test_spark_sql_and_write_refused(spark, tmp_path):
     df = spark.createDataFrame(rows(3).select(COLUMNS))
     with pytest.raises(Exception, match="BUILD INDEXTABLES COMPANION"):
         df.write.format("indextables").mode("append").save(loc)
+    # spark.sql after register: the same command text (a sync with nothing new)
+    write_delta(src, rows(30, start=120))
+    assert spark.sql(f"BUILD INDEXTABLES COMPANION FOR DELTA '{src}' AT LOCATION '{loc}'").collect()[0][
+        "rows_indexed"] == 30
+    data = rows(150)
+    # _indexall, aggregations on indexed fast fields, counts
+    got = spark.read.format("indextables").load(loc).filter("_indexall = 'body:alpha'").select(*COLUMNS)
+    assert tuples([r.asDict() for r in got.collect()]) == tuples(has_word(data, "alpha"))
+    agg = it.aggregate(spark, loc, "body:alpha", {"v": {"stats": {"field": "views"}},
+                                                  "r": {"terms": {"field": "region"}}})
+    alpha = has_word(data, "alpha")
+    assert agg["doc_count"] == alpha.num_rows and agg["v"]["sum"] == sum(alpha.column("views").to_pylist())
+    assert {b["key"]: b["doc_count"] for b in agg["r"]["buckets"]} == {
+        k: alpha.column("region").to_pylist().count(k) for k in set(alpha.column("region").to_pylist())}
 
 
 @pytest.mark.spark
