@@ -155,22 +155,23 @@ class _SourceFiles:
 
     def __init__(self, max_bytes: int = _CACHE_BYTES):
         self.max_bytes = max_bytes
-        self._files: OrderedDict[str, Any] = OrderedDict()
+        self._files: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self._columns: OrderedDict[tuple, pa.Array] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
     def parquet_file(self, f: CompanionFile, options: Any, info: CompanionInfo, where: str):
+        key = (f.uri, f.size)       # a file replaced under the same name is another file
         with self._lock:
-            pf = self._files.get(f.uri)
+            pf = self._files.get(key)
             if pf is not None:
-                self._files.move_to_end(f.uri)
+                self._files.move_to_end(key)
                 return pf
         sync = (f"Run BUILD INDEXTABLES COMPANION FOR {info.format.upper()} '{info.source}' again to sync the index "
                 f"(it holds the source at version {info.version})")
         pf = open_source_parquet(f.uri, f.size, options, f"companion split {where}", sync)
         with self._lock:
-            self._files[f.uri] = pf
+            self._files[key] = pf
             while len(self._files) > 256:
                 self._files.popitem(last=False)
         return pf
