@@ -204,12 +204,14 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
     module doc). Returns what was (or, with dry_run, would be) done."""
     from ..log.table_log import TransactionLog
     from ..split.types import spark_schema_json, validate_schema
-    from ..storage import open_storage
+    from ..storage import normalize_uri, open_storage
 
     t0 = time.perf_counter()
     fmt = str(format).lower()
     if fmt not in FORMATS:
         raise InvalidOptionError(f"companion source format {format!r} is not one of {', '.join(FORMATS)}")
+    if fmt != "iceberg" or catalog is None:
+        source = normalize_uri(source)      # the same table whatever trailing slashes it is named with
     if from_version is not None and from_snapshot is not None:
         raise InvalidOptionError("give FROM VERSION (Delta) or FROM SNAPSHOT (Iceberg), not both")
     base = Options.of(options)
@@ -246,8 +248,7 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
                 f"{fmt} table {source} is now partitioned by {snapshot.partition_columns}, its companion index at "
                 f"{location} by {snap.partition_columns}: build a new companion index at another location")
         # the table's recorded indexing settings win over the session's (as for appends)
-        settings = Options.of(opts, {k: v for k, v in config.items()
-                                     if k.startswith(PREFIX + "indexing.") and not k.startswith("docMappingSchema.")})
+        settings = Options.of(opts, {k: v for k, v in config.items() if k.startswith(PREFIX + "indexing.")})
         live = snap.files
     validate_schema(schema_json, snapshot.partition_columns, settings)
 
