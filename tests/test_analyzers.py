@@ -21,7 +21,7 @@ def data(start: int = 0) -> pa.Table:
         "id": pa.array(range(start, start + 6), pa.int64()),
         "de": ["Die Häuser sind alt", "Ein Haus", "Hausboot", "Mäuse", None, "das HAUS"],
         "fr": ["Les élèves", "un élève", "Eleve", "école", "", None],
-        "ja": ["東京都に住んでいます", "京東の話", "大阪", "tokyo 東京", None, "東"],
+        "ja": ["東京都に住んでいます", "京東の話", "大阪", "tokyo 東京", "東京と京都", "東"],
         "code": ["AB-1234", "XY-99", "ab-12", "CD-1", "zz", None],
     })
 
@@ -40,8 +40,13 @@ def ids(t: it.IndexTable, q: str) -> list[int]:
 def test_stemmers_cjk_and_ngrams(table):
     assert ids(table, "de:haus") == ids(table, "de:Häuser") == ids(table, "de:hauser") == [0, 1, 5]
     assert ids(table, "fr:eleve") == ids(table, "fr:élèves") == [0, 1, 2]
-    assert ids(table, "ja:東京") == [0, 3]            # adjacent, in this order
-    assert ids(table, "ja:京東") == [1] and ids(table, "ja:東") == [0, 1, 3, 5] and ids(table, "ja:TOKYO") == [3]
+    # overlapping bigrams, as Elasticsearch's cjk analyzer: 東京都 is indexed as 東京, 京都
+    assert ids(table, "ja:東京") == [0, 3, 4]
+    assert ids(table, "ja:京東") == [1] and ids(table, "ja:TOKYO") == [3]
+    assert ids(table, "ja:東京都") == [0]               # the phrase 東京 京都: not "東京と京都"
+    assert ids(table, 'ja:"都に住んで"') == [0] and ids(table, "ja:京都") == [0, 4]
+    assert ids(table, "ja:東") == [5]                   # a lone character is a unigram (as in ES)
+    assert ids(table, "東京都") == [0]                  # unfielded: the cjk default field analyzes it alike
     assert ids(table, "code:b-12") == [0, 2] and ids(table, "code:1234") == [0]
     assert ids(table, "de:hau*") == [0, 1, 2, 5]     # prefixes are analyzed (lowercased) too
     assert [r["_snippet"] for r in table.search("de:haus", columns=["id"], snippets=["de"]).to_pylist()][:2] == \
@@ -53,7 +58,7 @@ def test_appends_and_merges_analyze_alike(table):
     assert len({f.doc_mapping_ref for f in table.files()}) == 1
     assert ids(table, "de:haus") == [0, 0, 1, 1, 5, 5]
     table.merge_splits()
-    assert len(table.files()) == 1 and ids(table, "ja:東京") == [0, 0, 3, 3]
+    assert len(table.files()) == 1 and ids(table, "ja:東京") == [0, 0, 3, 3, 4, 4]
 
 
 def test_spark_reads_and_writes_them(spark, tmp_path):

@@ -5,11 +5,15 @@ custom analyzers, so the tokenizer name recorded in the doc mapping is all a rea
 - `<iso>_stem` (`de_stem`, `fr_stem`, …, every Snowball stemmer Tantivy has): the default
   tokenizer's splitting, tokens of 40 bytes or more dropped, lowercased, stemmed; Latin-script
   languages then ASCII-folded, so `haus` finds "Häuser" and "Haus", `eleve` finds "élève".
-- `cjk`: Chinese, Japanese and Korean characters each become a token, other scripts split as the
-  default tokenizer, all lowercased. A query term of several CJK characters is analyzed the same
-  way into adjacent tokens, which the query parser searches as a phrase: `body:東京` finds
-  "東京都に住んでいます" but not "京東" (Lucene's StandardAnalyzer approach; Tantivy has no
-  bigram filter for Elasticsearch's overlapping-bigram form, whose matches this is a superset of).
+- `cjk` (recorded as `cjk_bigram`): as Elasticsearch's cjk analyzer, every run of Chinese,
+  Japanese or Korean characters becomes its overlapping bigrams ("東京都" → 東京, 京都; a lone
+  character stays a unigram), other scripts split as the default tokenizer, all lowercased.
+  Tantivy has no bigram filter, so the indexed text is rewritten before Tantivy sees it
+  (`bigram_text`: "東京 京都", consecutive positions) and the analyzer only splits it; query terms
+  are rewritten the same way (`cjk_bigram_terms`: `body:東京都` → the phrase "東京 京都").
+  `body:東京` finds "東京都に住んでいます" but not "京東".
+- `cjk` in doc mappings written before bigrams (one token per CJK character, a query term of
+  several searched as a phrase of them) is still read as it was written.
 - `ngram_<min>_<max>` (written by `indexing.tokenizer.<col>=ngram` with `indexing.ngram.min.<col>` /
   `indexing.ngram.max.<col>`, default 2 and 3): every substring of min..max characters,
   lowercased, for substring search on codes and identifiers.
@@ -29,6 +33,12 @@ STEMMERS = {
 _NOT_LATIN = frozenset({"ar", "el", "ru", "ta"})
 _CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
 CJK_PATTERN = rf"[{_CJK}]|[^{_CJK}\W_]+"
+CJK_BIGRAM = "cjk_bigram"
+CJK_BIGRAM_PATTERN = rf"[{_CJK}]{{1,2}}|[^{_CJK}\W_]+"
+# The same character classes for Python's re (no \p{...}): the Unicode blocks of those scripts.
+_CJK_RANGES = ("\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"
+               "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f")
+_CJK_RUN = re.compile(f"[{_CJK_RANGES}]+")
 _NGRAM_RE = re.compile(r"^ngram_(\d+)_(\d+)$")
 MAX_NGRAM = 20
 
@@ -41,7 +51,7 @@ def custom_names() -> list[str]:
 def is_custom(name: str | None) -> bool:
     if not name:
         return False
-    if name == "cjk":
+    if name in ("cjk", CJK_BIGRAM):
         return True
     if name.endswith("_stem") and name[:-5] in STEMMERS and name != "en_stem":
         return True
@@ -66,8 +76,9 @@ def analyzer(name: str) -> Any:
     """The Tantivy TextAnalyzer registered under `name`."""
     import tantivy
 
-    if name == "cjk":
-        return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(CJK_PATTERN))
+    if name in ("cjk", CJK_BIGRAM):
+        pattern = CJK_PATTERN if name == "cjk" else CJK_BIGRAM_PATTERN
+        return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(pattern))
                 .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase()).build())
     bounds = ngram_bounds(name)
     if bounds is not None:
@@ -79,6 +90,31 @@ def analyzer(name: str) -> Any:
     if iso not in _NOT_LATIN:
         b = b.filter(tantivy.Filter.ascii_fold())
     return b.build()
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_RUN.search(text) is not None
+
+
+def bigram_text(text: str) -> str:
+    """The text a `cjk_bigram` field indexes: each CJK run as its overlapping bigrams, space
+    separated (so the analyzer's regex yields them at consecutive positions), other text as is."""
+    def bigrams(m: re.Match) -> str:
+        run = m.group(0)
+        return " " + (run if len(run) == 1 else " ".join(run[i:i + 2] for i in range(len(run) - 1))) + " "
+    return _CJK_RUN.sub(bigrams, text)
+
+
+def bigram_values(values: Any) -> Any:
+    """bigram_text of every value of an Arrow string array (values without CJK untouched)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = pc.match_substring_regex(values, f"[{_CJK_RANGES}]")
+    if not pc.any(mask).as_py():
+        return values
+    return pa.array([bigram_text(v) if v is not None and m else v
+                     for v, m in zip(values.to_pylist(), mask.to_pylist())], values.type)
 
 
 def register(index: Any, tokenizers: Iterable[str | None]) -> None:

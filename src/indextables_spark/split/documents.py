@@ -27,6 +27,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .analyzers import CJK_BIGRAM, bigram_values
 from .types import ROW_FIELD, ColumnSpec
 
 F64_MAX = 1.7976931348623157e308
@@ -193,6 +194,8 @@ def _fragments(spec: ColumnSpec, a: pa.Array, truncated: set[str]) -> list[pa.Ar
             check_ip_addresses(spec.name, a)
         for f in spec.indexed_fields:
             vals = a
+            if f.tokenizer == CJK_BIGRAM:
+                vals = bigram_values(a)
             if f.exact:
                 vals, cut = _cut_long_terms(a)
                 if cut:

@@ -219,6 +219,44 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
     return "".join(out) + query[last:], fuzzy_fields
 
 
+def cjk_bigram_terms(query: str, fields: Mapping[str, tuple[str, str | None]],
+                     default_fields: Sequence[str]) -> str:
+    """Terms and phrases of `cjk_bigram` fields analyzed as their documents were (analyzers.py):
+    a run of CJK characters becomes its overlapping bigrams, searched as a phrase, so `body:東京都`
+    is `body:"東京 京都"`. An unfielded term is rewritten when a default field is `cjk_bigram`
+    (on other default fields the rewritten phrase matches what the term matched: CJK runs are
+    single tokens there)."""
+    from .analyzers import CJK_BIGRAM, bigram_text, has_cjk
+
+    if not has_cjk(query) or not any(tok == CJK_BIGRAM for _, tok in fields.values()):
+        return query
+    toks, _ = _lex(query)
+    edits: list[tuple[int, int, str]] = []
+    in_range = 0
+    for prev, tok in zip([None, *toks], toks):
+        if tok.kind == "[":
+            in_range += 1
+        elif tok.kind == "]":
+            in_range = max(0, in_range - 1)
+        if tok.kind not in ("word", "phrase") or in_range or not has_cjk(tok.text):
+            continue
+        field = prev.text if prev is not None and prev.kind == "field" else None
+        targets = [field] if field is not None else list(default_fields)
+        if not any(fields.get(f, (None, None))[1] == CJK_BIGRAM for f in targets):
+            continue
+        raw = query[tok.start:tok.end]
+        if tok.kind == "word" and (raw.endswith("*") or _FUZZY_RE.match(raw) or _BOOST_RE.search(raw)):
+            continue        # fuzzy/prefix terms stay terms
+        words = bigram_text(tok.text).split()
+        text = words[0] if len(words) == 1 and tok.kind == "word" else '"' + " ".join(words) + '"'
+        edits.append((tok.start, tok.end, text))
+    out, last = [], 0
+    for start, end, text in edits:
+        out.append(query[last:start] + text)
+        last = end
+    return "".join(out) + query[last:]
+
+
 def _cidr_range(cidr: str, position: int) -> str:
     """`10.2.0.0/16` as the range `[10.2.0.0 TO 10.2.255.255]` of an IP field."""
     import ipaddress

@@ -26,7 +26,7 @@ from ..errors import QueryParseError, SchemaMismatchError
 from . import analyzers
 from ._tantivy import tantivy_call
 from .bundle import LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
-from .query_errors import TermRewriteError, fuzzy_and_prefix_terms, negations_as_prefix
+from .query_errors import TermRewriteError, cjk_bigram_terms, fuzzy_and_prefix_terms, negations_as_prefix
 from .filters import Filter, arrow_mask, build_query, columns_of
 from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_fully_tokenized, with_truncated_terms
 
@@ -153,9 +153,9 @@ def parse_query(index: Any, specs: Sequence[ColumnSpec], query: str):
     the query, the position of the fault and the searchable fields."""
     fields = default_fields(specs)
     try:
-        text, fuzzy = fuzzy_and_prefix_terms(negations_as_prefix(query),
-                                             {f.name: (f.type, f.tokenizer) for s in specs for f in s.indexed_fields},
-                                             fields)
+        field_info = {f.name: (f.type, f.tokenizer) for s in specs for f in s.indexed_fields}
+        text, fuzzy = fuzzy_and_prefix_terms(cjk_bigram_terms(negations_as_prefix(query), field_info, fields),
+                                             field_info, fields)
     except TermRewriteError as e:
         from .query_errors import format_query_error
 

@@ -240,6 +240,8 @@ def _tokenizer(column: str, options: Options, default: str) -> str:
             raise InvalidOptionError(f"options indexing.ngram.min/max.{column} = {lo}/{hi}: expected "
                                      f"1 <= min <= max <= {analyzers.MAX_NGRAM}")
         return f"ngram_{lo}_{hi}"
+    if tok == "cjk":
+        return analyzers.CJK_BIGRAM       # Elasticsearch's overlapping bigrams (analyzers.py)
     if tok not in BUILTIN_TOKENIZERS and not analyzers.is_custom(tok):
         raise InvalidOptionError(
             f"option indexing.tokenizer.{column}={tok!r}: unknown tokenizer (available: "
