@@ -89,12 +89,25 @@ def _camel(s: str) -> str:
 
 
 def column_types(schema_json: Mapping[str, Any]) -> dict[str, str]:
-    """{column: Spark type name} (complex types by their kind: struct, array, map)."""
-    out = {}
+    """{column: Spark type name} (complex types by their kind: struct, array, map), plus the
+    dotted paths of struct fields (`user.name`, `user.address.city`) that no column is named."""
+    out: dict[str, str] = {}
+    nested: dict[str, str] = {}
+
+    def walk(prefix: str, t: Any) -> None:
+        for f in t.get("fields", []):
+            ft = f.get("type")
+            path = f"{prefix}.{f['name']}"
+            nested[path] = ft if isinstance(ft, str) else str(ft.get("type"))
+            if isinstance(ft, dict) and ft.get("type") == "struct":
+                walk(path, ft)
+
     for f in schema_json.get("fields", []):
         t = f.get("type")
         out[f["name"]] = t if isinstance(t, str) else str(t.get("type"))
-    return out
+        if isinstance(t, dict) and t.get("type") == "struct":
+            walk(f["name"], t)
+    return {**{k: v for k, v in nested.items() if k not in out}, **out}
 
 
 _INT_TYPES = frozenset({"byte", "short", "integer", "long"})

@@ -37,54 +37,13 @@ def _value(v, spark_type: str | None):
 
 
 def nested_narrowing(f, specs: dict) -> str | None:
-    """A Tantivy query (text) matching a superset of the rows where a filter on a struct field
-    holds — `user.name = 'Bob Smith'` → `user.name:"bob smith"` in the column's json field — or None.
-
-    Only `=` and `IN` on string, integer and boolean fields of struct columns indexed with the
-    default tokenizer: a string's tokens as a phrase (every token indexed, none cut for length),
-    an integer or boolean as a term of its JSON type. Spark re-checks the filter on the rows."""
-    if isinstance(f, sds.In):
-        parts = [nested_narrowing(sds.EqualTo(f.attribute, v), specs) for v in f.value]
-        if not parts or any(p is None for p in parts):
-            return None
-        return "(" + " OR ".join(parts) + ")"
-    if not isinstance(f, sds.EqualTo) or not isinstance(f.attribute, (tuple, list)) or len(f.attribute) < 2:
-        return None
-    spec = specs.get(f.attribute[0])
-    if spec is None or spec.kind != "json" or spec.partition or not spec.indexed_fields:
-        return None
-    field_type = _struct_field_type(spec.spark_type, list(f.attribute[1:]))
-    field = spec.indexed_fields[0]
-    if field.tokenizer not in (None, "default") or field.record != "position":
-        return None
-    path = ".".join([field.name, *f.attribute[1:]])
-    if not all(str(p).replace("_", "").isalnum() for p in f.attribute[1:]):
-        return None                      # a path the query syntax would need to escape
-    v = f.value
-    if field_type == "string" and isinstance(v, str):
-        from ..split.text import analyzer
-
-        tokens = analyzer("default").analyze(v)
-        if not tokens or any(len(t.encode()) >= 40 for t in v.split()) or len(tokens) > 16:
-            return None
-        return f'{path}:"{" ".join(tokens)}"' if len(tokens) > 1 else f"{path}:{tokens[0]}"
-    if field_type in ("byte", "short", "integer", "long") and isinstance(v, int) and not isinstance(v, bool):
-        return f"{path}:{v}" if v >= 0 else None
-    if field_type == "boolean" and isinstance(v, bool):
-        return f"{path}:{'true' if v else 'false'}"
+    """The json-field narrowing (split.filters.struct_narrowing) of a Spark filter on a struct
+    field (`=` / `IN` on an attribute path such as ('user', 'name')), or None. Spark re-checks."""
+    if isinstance(f, sds.In) and isinstance(f.attribute, (tuple, list)):
+        return F.struct_narrowing(list(f.attribute), list(f.value), specs)
+    if isinstance(f, sds.EqualTo) and isinstance(f.attribute, (tuple, list)):
+        return F.struct_narrowing(list(f.attribute), [f.value], specs)
     return None
-
-
-def _struct_field_type(spark_type, path: list) -> str | None:
-    t = spark_type
-    for name in path:
-        if not isinstance(t, dict) or t.get("type") != "struct":
-            return None
-        match = next((x for x in t.get("fields", []) if x.get("name") == name), None)
-        if match is None:
-            return None
-        t = match.get("type")
-    return t if isinstance(t, str) else None
 
 
 def convert(f, column_types: dict[str, str]):

@@ -408,12 +408,9 @@ def _narrowed_query(reader: IndexTablesReader, split) -> str | None:
     """The read's full-text query AND the narrowing of its struct-field filters (those whose json
     field this split has: a split written before the column existed has none to search). Only for
     unscored reads: the narrowing must not change scores, and Spark re-checks those filters."""
-    fields = {f.name for s in split.specs for f in s.indexed_fields}
-    nested = [q for q in reader.nested_queries if q.split(".", 1)[0] in fields]
-    parts = ([reader.query] if reader.query is not None else []) + nested
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else " AND ".join(f"({p})" for p in parts)
+    from ..split.filters import with_narrowing
+
+    return with_narrowing(reader.query, reader.nested_queries, {f.name for s in split.specs for f in s.indexed_fields})
 
 
 def read_ranked(reader: IndexTablesReader, adds: list[AddFile], target: pa.Schema,

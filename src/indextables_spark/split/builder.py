@@ -182,7 +182,8 @@ class SplitWriter:
                 [conform_source_column(rows.column(f.name) if f.name in rows.schema.names else None, f, rows.num_rows)
                  for f in self.stored_schema], schema=self.stored_schema)
             if rows.num_rows:
-                self._index_rows(split, rows)
+                for start in range(0, rows.num_rows, BATCH_ROWS):   # as the row-store path: Tantivy
+                    self._index_rows(split, rows.slice(start, BATCH_ROWS))   # indexes while we build JSON
                 split.batch_rows.append(rows.num_rows)
                 groups.append((group, rows.num_rows))
         split.companion_files.append(CompanionFile(key, uri, size, tuple(groups)))

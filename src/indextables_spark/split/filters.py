@@ -269,10 +269,111 @@ def _column(data, name: str, f: Any):
     if col_name not in names:
         lowered = [n for n in names if n.lower() == col_name.lower()]
         if len(lowered) != 1:
+            field = struct_field(data, col_name)
+            if field is not None:
+                return field
             raise SchemaMismatchError(f"filter {f} references column {name!r}, which is not in the data "
                                       f"(columns: {names})")
         col_name = lowered[0]
     return data.column(col_name)
+
+
+def struct_narrowing(path: Sequence[str], values: Sequence[Any], specs: Mapping[str, ColumnSpec]) -> str | None:
+    """A Tantivy query (text) matching a superset of the rows where the struct field at `path`
+    (column, field, …) equals one of `values` — `user.name = 'Bob Smith'` → `user.name:"bob smith"`
+    in the column's json field — or None.
+
+    Only string, integer (≥ 0: the query syntax reads `-5` as a negation) and boolean fields of
+    struct columns indexed with the default tokenizer: a string's tokens as a phrase (every token
+    indexed, none cut for length), an integer or boolean as a term of its JSON type. The caller
+    still checks the filter on the rows."""
+    if len(path) < 2 or not values:
+        return None
+    spec = specs.get(path[0])
+    if spec is None or spec.kind != "json" or spec.partition or not spec.indexed_fields:
+        return None
+    field_type = _struct_field_type(spec.spark_type, list(path[1:]))
+    field = spec.indexed_fields[0]
+    if field.tokenizer not in (None, "default") or field.record != "position":
+        return None
+    if not all(str(p).replace("_", "").isalnum() for p in path[1:]):
+        return None                      # a path the query syntax would need to escape
+    qpath = ".".join([field.name, *path[1:]])
+    parts = []
+    for v in values:
+        if field_type == "string" and isinstance(v, str):
+            from .text import analyzer
+
+            tokens = analyzer("default").analyze(v)
+            if not tokens or any(len(t.encode()) >= 40 for t in v.split()) or len(tokens) > 16:
+                return None
+            parts.append(f'{qpath}:"{" ".join(tokens)}"' if len(tokens) > 1 else f"{qpath}:{tokens[0]}")
+        elif field_type in ("byte", "short", "integer", "long") and isinstance(v, int) and not isinstance(v, bool) \
+                and v >= 0:
+            parts.append(f"{qpath}:{v}")
+        elif field_type == "boolean" and isinstance(v, bool):
+            parts.append(f"{qpath}:{'true' if v else 'false'}")
+        else:
+            return None
+    return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
+
+
+def _struct_field_type(spark_type: Any, path: list) -> str | None:
+    t = spark_type
+    for name in path:
+        if not isinstance(t, dict) or t.get("type") != "struct":
+            return None
+        match = next((x for x in t.get("fields", []) if x.get("name") == name), None)
+        if match is None:
+            return None
+        t = match.get("type")
+    return t if isinstance(t, str) else None
+
+
+def where_narrowing(f: Filter, specs: Mapping[str, ColumnSpec], names: Sequence[str]) -> str | None:
+    """struct_narrowing of a parsed `user.name = 'x'` / `user.name IN (…)` condition, or None."""
+    if not isinstance(f, (EqualTo, In)):
+        return None
+    head = struct_column(_unquote(f.column), names)
+    if head is None:
+        return None
+    path = [head, *_unquote(f.column)[len(head) + 1:].split(".")]
+    return struct_narrowing(path, list(f.values) if isinstance(f, In) else [f.value], specs)
+
+
+def with_narrowing(query: str | None, narrowing: Sequence[str], split_fields: set[str]) -> str | None:
+    """An unscored read's query AND the struct-field narrowing whose json field the split has (a
+    split written before the column existed has none to search)."""
+    parts = ([query] if query is not None else []) + [q for q in narrowing if q.split(".", 1)[0] in split_fields]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else " AND ".join(f"({p})" for p in parts)
+
+
+def struct_column(name: str, names: Sequence[str]) -> str | None:
+    """The column holding a dotted struct path (`user.name` → `user`) when no column has that name."""
+    if name in names or "." not in name:
+        return None
+    head = name.split(".", 1)[0]
+    return head if head in names else None
+
+
+def struct_field(data, path: str):
+    """The values of a struct field (`user.address.city`): NULL where the struct, or any struct on
+    the way, is NULL; None when the path is not a struct field of the data."""
+    head = struct_column(path, data.schema.names)
+    if head is None:
+        return None
+    col = data.column(head)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    for name in path.split(".")[1:]:
+        if not pa.types.is_struct(col.type) or col.type.get_field_index(name) < 0:
+            return None
+        valid = col.is_valid()
+        child = col.field(name)
+        col = pc.if_else(valid, child, pa.nulls(len(child), child.type)) if col.null_count else child
+    return col
 
 
 def _eval(f: Any, data):

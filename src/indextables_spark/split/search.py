@@ -81,7 +81,12 @@ class SearchPlan:
         # filters the split cannot take (checked with Arrow on rows with partition values attached)
         self.post = [f for f in self.exact if not any(f is g for g in self.pushed)]
         # data columns read from a split: the projection, the snippet fields, the filter columns
-        filter_cols = {c for f in self.exact for c in columns_of(f)}
+        from .filters import struct_column, where_narrowing
+
+        filter_cols = {struct_column(c, names) or c for f in self.exact for c in columns_of(f)}
+        # struct-field conditions narrow unscored reads through the json field (checked on the rows too)
+        specs_by_name = {s.name: s for s in self.specs}
+        self.narrowing = [q for f in self.data_only if (q := where_narrowing(f, specs_by_name, names)) is not None]
         self.read_names = [c for c in names if c not in parts and (c in self.columns or c in self.snippets
                                                                    or c in filter_cols)]
 
@@ -159,7 +164,10 @@ class SearchPlan:
         split, deletes = self._open(add)
         types = {f.name: f.type for f in self.schema}
         names = [c for c in self.schema.names if c in self.read_names]
-        for batch in split_rows(split, self.pushed, self.query, names, types, batch_rows, deletes):
+        from .filters import with_narrowing
+
+        query = with_narrowing(self.query, self.narrowing, {f.name for s in split.specs for f in s.indexed_fields})
+        for batch in split_rows(split, self.pushed, query, names, types, batch_rows, deletes):
             out = self._finish(self._full(batch, add, set(batch.schema.names)), split, False, self.post)
             if out.num_rows:
                 yield out
