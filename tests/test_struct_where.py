@@ -107,3 +107,38 @@ def test_equality_narrows_through_the_json_field(table):
         '(user.name:alice OR user.name:"bob smith")', "user.age:61", None]
     assert sorted(table.to_arrow(where="user.name = 'alice'", columns=["id"]).column("id").to_pylist()) == [0, 4]
     assert table.search("user.name:alice", columns=["id"]).num_rows == 2       # the query syntax on them
+
+
+def test_ranges_narrow_when_the_struct_column_is_fast(tmp_path):
+    from indextables_spark.split.filters import where_narrowing, with_narrowing
+    from indextables_spark.split.search import _table_layout
+
+    path = str(tmp_path / "fast")
+    it.write_table(path, data(), options={"indexing.fastfields": "user"})
+    t = it.IndexTable(path)
+    specs = _table_layout(t.snapshot(), t.options)[2]
+    by_name = {s.name: s for s in specs}
+    conj = t._where_conjuncts("user.age > 50 AND user.address.zip <= 75001 AND user.age = -3",
+                              t.snapshot().schema_json)
+    got = [where_narrowing(f, by_name, ["id", "user"]) for f in conj]
+    assert got == ["user.age:>50", "user.address.zip:<=75001", 'user.age:"-3"']
+    for where in WHERES:
+        assert sorted(t.to_arrow(where=where, columns=["id"]).column("id").to_pylist()) == python_ids(where), where
+    # a split whose json field is not fast (written before fastfields named it) gets no range narrowing
+    import dataclasses
+
+    slow = [dataclasses.replace(s, indexed_fields=tuple(dataclasses.replace(f, fast=False) for f in s.indexed_fields))
+            for s in specs]
+    assert with_narrowing(None, got, slow) == 'user.age:"-3"'
+    assert with_narrowing("body:x", got, specs) == '(body:x) AND (user.age:>50) AND (user.address.zip:<=75001) AND (user.age:"-3")'
+
+
+@pytest.mark.spark
+def test_spark_struct_ranges_on_a_fast_struct_column(spark, tmp_path):
+    path = str(tmp_path / "fast")
+    it.write_table(path, data(), options={"indexing.fastfields": "user"})
+    df = spark.read.format("indextables").load(path)
+    for where in WHERES:
+        assert sorted(r.id for r in df.filter(where).select("id").collect()) == python_ids(where), where
+    records = it.explain(df.filter("user.age > 50 AND user.name = 'alice'"))
+    assert any("user.age:>50" in q for r in records for q in r.get("struct_field_narrowing", []))

@@ -410,7 +410,7 @@ def _narrowed_query(reader: IndexTablesReader, split) -> str | None:
     unscored reads: the narrowing must not change scores, and Spark re-checks those filters."""
     from ..split.filters import with_narrowing
 
-    return with_narrowing(reader.query, reader.nested_queries, {f.name for s in split.specs for f in s.indexed_fields})
+    return with_narrowing(reader.query, reader.nested_queries, split.specs)
 
 
 def read_ranked(reader: IndexTablesReader, adds: list[AddFile], target: pa.Schema,

@@ -166,7 +166,7 @@ class SearchPlan:
         names = [c for c in self.schema.names if c in self.read_names]
         from .filters import with_narrowing
 
-        query = with_narrowing(self.query, self.narrowing, {f.name for s in split.specs for f in s.indexed_fields})
+        query = with_narrowing(self.query, self.narrowing, split.specs)
         for batch in split_rows(split, self.pushed, query, names, types, batch_rows, deletes):
             out = self._finish(self._full(batch, add, set(batch.schema.names)), split, False, self.post)
             if out.num_rows:
