@@ -225,8 +225,12 @@ def test_fuzzy_and_prefix_terms(spark, tmp_path):
     got = sorted(r.id for r in spark.read.format("indextables").option("query", "body:kestral~1").load(path)
                  .select("id").collect())
     assert got == [0, 2, 4, 5]
+    # terms of one field with different distances (the parser's fuzziness is per field): regexes
+    assert ids("body:kestral~1 AND body:nests") == [0]
+    assert ids("body:kestral~1 OR body:falcn~1") == ids("kestral~1 OR body:falcon") == [0, 2, 3, 4, 5]
+    assert ids("body:ketsral~1 body:zzz") == [2] and ids("body:kestral~1 AND NOT body:kestrel") == [2]
     for bad, where in [("body:kestrel~3", "edit distance 3"), ("id:5*", "prefixes apply to text"),
-                       ("body:kestral~1 AND body:falcon", "use one ~N")]:
+                       ("body:kestral~2 AND body:falcon", "give the field's terms one ~N")]:
         with pytest.raises(QueryParseError, match=where):
             t.search(bad)
 

@@ -14,6 +14,7 @@ Anything else gets no position. Nothing here raises: a failure to locate is just
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -143,10 +144,11 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
 
     Tantivy's parser reads `kestral~1` as the phrase "kestral 1" and `kestr*` as the term "kestr",
     so both matched nothing. Prefixes become regex terms (`/kestr.*/`, lowercased when the field's
-    tokenizer lowercases); fuzzy terms become plain terms plus the parser's per-field fuzziness
-    (`fuzzy_fields`), which applies to every term of that field in the query: a field's terms must
-    then all be fuzzy with the same distance, else TermRewriteError says so.
-    fields: Tantivy field name -> (type, tokenizer). Returns (query, fuzzy_fields)."""
+    tokenizer lowercases). Fuzzy terms become plain terms plus the parser's per-field fuzziness
+    (`fuzzy_fields`) when every term of that field in the query has the same distance (the
+    parser's fuzziness is per field); in a field whose terms differ (`body:kestral~1 AND
+    body:falcon`), each fuzzy term becomes a regex of every string within its edit distance
+    (`fuzzy_regex`). fields: Tantivy field name -> (type, tokenizer). Returns (query, fuzzy_fields)."""
     if "~" not in query and "*" not in query and "/" not in query:
         return query, {}
     from .analyzers import lowercases
@@ -155,7 +157,7 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
     toks, _ = _lex(query)
     edits: list[tuple[int, int, str]] = []
     distances: dict[str, set[int]] = {}
-    first_fuzzy: dict[str, int] = {}
+    fuzzy_terms: list[tuple[int, int, str, int, list[str], bool]] = []   # start, end, term, d, targets, fielded
     in_range = 0
     for prev, tok in zip([None, *toks], toks):
         if tok.kind == "[":
@@ -183,8 +185,7 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
                                        f"edit distance {d}: fuzzy terms take ~0, ~1 or ~2")
             for f in targets:
                 distances.setdefault(f, set()).add(d)
-                first_fuzzy.setdefault(f, tok.start)
-            edits.append((tok.start, tok.end, fuzzy.group("term")))
+            fuzzy_terms.append((tok.start, tok.end, fuzzy.group("term"), d, targets, field is not None))
         elif raw.endswith("*") and not raw.endswith("\\*") and raw != "*":
             prefix = tok.text[:-1]
             regexes = []
@@ -203,15 +204,24 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
         else:
             for f in targets:
                 distances.setdefault(f, set()).add(0)
-    fuzzy_fields: dict[str, tuple[bool, int, bool]] = {}
-    for f, ds in distances.items():
-        if ds == {0}:
+    mixed = {f for f, ds in distances.items() if len(ds) > 1}
+    fuzzy_fields = {f: (False, next(iter(ds)), True) for f, ds in distances.items() if ds != {0} and f not in mixed}
+    for start, end, term, d, targets, fielded in fuzzy_terms:
+        if not any(f in mixed for f in targets):
+            edits.append((start, end, term))
             continue
-        if len(ds) > 1:
-            raise TermRewriteError(first_fuzzy[f], f"field {f!r} has terms with different edit distances "
-                                                   f"({', '.join('~' + str(d) for d in sorted(ds))}); Tantivy makes "
-                                                   f"all terms of a field fuzzy alike: use one ~N for all of them")
-        fuzzy_fields[f] = (False, next(iter(ds)), True)
+        regexes = []
+        for f in targets:
+            ftype, tokenizer = fields.get(f, (None, None))
+            if ftype != "text":
+                raise TermRewriteError(start, f"fuzzy term on {f!r}, a {ftype or 'unknown'} field, next to other "
+                                              f"terms of that field: fuzzy terms then apply to text and string columns")
+            regexes.append(fuzzy_regex(term.lower() if lowercases(tokenizer) else term, d, start))
+        if fielded:
+            edits.append((start, end, regexes[0]))
+        else:
+            alts = [f"{f}:{r}" for f, r in zip(targets, regexes)]
+            edits.append((start, end, alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")"))
     out, last = [], 0
     for start, end, text in sorted(edits):
         out.append(query[last:start] + text)
@@ -255,6 +265,42 @@ def cjk_bigram_terms(query: str, fields: Mapping[str, tuple[str, str | None]],
         out.append(query[last:start] + text)
         last = end
     return "".join(out) + query[last:]
+
+
+MAX_MIXED_FUZZY_CHARS = 16     # longer ~1 terms exceed Tantivy's regex automaton limit (1,000 states)
+
+
+def fuzzy_regex(term: str, distance: int, position: int = 0) -> str:
+    """A regex term (`/…/`) matching every string within `distance` edits of `term` — deletions,
+    insertions, substitutions and transpositions of adjacent characters, as Tantivy's fuzzy terms
+    count them — for distance 1 and terms of at most MAX_MIXED_FUZZY_CHARS characters: Tantivy
+    compiles regexes to automata of at most 1,000 states, which a distance-2 term of 7 characters
+    already exceeds; TermRewriteError otherwise."""
+    if distance > 1 or len(term) > MAX_MIXED_FUZZY_CHARS:
+        raise TermRewriteError(position, f"fuzzy term {term!r}~{distance} next to terms of the same field with "
+                                         f"another distance: only ~1 terms of up to {MAX_MIXED_FUZZY_CHARS} "
+                                         f"characters can be (Tantivy makes all terms of a field fuzzy alike); "
+                                         f"give the field's terms one ~N")
+    return "/" + _within(term, distance).replace("/", "\\/") + "/"
+
+
+@functools.lru_cache(maxsize=256)
+def _within(term: str, distance: int) -> str:
+    """Regex of the strings within `distance` edits of `term`, factored on the first character."""
+    from .text import regex_escape
+
+    if distance == 0:
+        return "".join(regex_escape(c) for c in term)
+    if not term:
+        return ".{0,%d}" % distance
+    head, rest = regex_escape(term[0]), term[1:]
+    alts = [head + _within(rest, distance),            # first character kept
+            "." + _within(rest, distance - 1),          # substituted
+            _within(rest, distance - 1),                # deleted
+            "." + _within(term, distance - 1)]          # a character inserted before it
+    if rest:
+        alts.append(regex_escape(rest[0]) + head + _within(rest[1:], distance - 1))   # transposed
+    return "(" + "|".join(alts) + ")"
 
 
 def _cidr_range(cidr: str, position: int) -> str:
