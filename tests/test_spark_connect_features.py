@@ -112,14 +112,18 @@ def test_merge_on_write_and_streaming(cs, tmp_path):
 
 
 def test_explain_a_dataframe(cs, tmp_path):
-    """Over Spark Connect the reads are planned on the server: it.explain(df) says to use
-    IndexTable(path, spark=...).explain, which answers from the client."""
+    """Over Spark Connect the reads are planned on the server: it.explain(df) has the server plan the
+    DataFrame and reads the planning's records with a Spark job (the local server's executors share
+    its host); IndexTable(path, spark=...).explain answers the same question from the client."""
     path = str(tmp_path / "t")
     cs.createDataFrame(ROWS, SCHEMA).write.format("indextables").option("partitionBy", "region") \
         .option("spark.indextables.indexing.typemap.body", "text").save(path)
     df = cs.read.format("indextables").option("query", "body:word3").load(path).filter("region = 'eu' AND views > 40")
-    with pytest.raises(it.IndexTablesError, match="IndexTable"):
-        it.explain(df)
+    explained = [e for e in it.explain(df) if e["path"] == path]
+    assert explained and "views > 40" in explained[-1]["index_answered"]
+    assert explained[-1]["splits_after_partition_pruning"] < explained[-1]["splits_total"]
+    with pytest.raises(it.IndexTablesError, match="no indextables read"):
+        it.explain(cs.range(3))
     table = it.IndexTable(path, spark=cs)
     t = table.explain("body:word3", where="region = 'eu' AND views > 40")
     eu = [f for f in table.files() if f.partition_values["region"] == "eu"]

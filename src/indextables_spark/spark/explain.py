@@ -2,10 +2,13 @@
 
 The reader records each planning (spark/guard.record_explanation: the conditions the index
 answers or narrows, the Tantivy query, the splits each pruning step kept) in the temp directory
-of the driver host; explain plans the DataFrame afresh and returns the records written meanwhile
-(reads planned concurrently by other queries of the same machine may be included; each names its
-table path). Over Spark Connect the planning happens on the server, whose records a client cannot
-read: there `IndexTable(path, spark=spark).explain(query, where)` answers the same question."""
+of the host that plans it; explain plans the DataFrame afresh and returns the records written
+meanwhile (reads planned concurrently by other queries of the same machine may be included; each
+names its table path). Over Spark Connect the server plans the reads: explain asks it for the plan
+(an AnalyzePlan request, which plans the reads on the server's driver), then reads the records
+with a one-task Spark job, which finds them when the server's executors share its driver's host
+(a local-mode server, one machine); elsewhere it says so and points to
+`IndexTable(path, spark=spark).explain(query, where)`, which answers the same question."""
 from __future__ import annotations
 
 import time
@@ -20,9 +23,7 @@ def explain(df) -> list[dict]:
     also `path`, `version`, `guarded`, `tasks`). Spark re-checks every filter on the rows the
     reader returns (`spark_rechecks_every_filter`)."""
     if is_connect(df):
-        raise InvalidOptionError(
-            "it.explain(df) needs a classic Spark session: over Spark Connect the reads are planned on the "
-            "server; use indextables_spark.IndexTable(path, spark=spark).explain(query=..., where=...)")
+        return _explain_connect(df)
     t0 = time.time()
     df.select("*")._jdf.queryExecution().executedPlan()   # a new plan: Spark plans a DataFrame's reads once
     found = guard.explanations_since(t0)
@@ -30,4 +31,28 @@ def explain(df) -> list[dict]:
         raise InvalidOptionError(
             "no indextables read was planned for this DataFrame on this machine: it reads no indextables "
             "table, or Spark planned it elsewhere (a Spark Connect server on another host)")
+    return found
+
+
+def _explain_connect(df) -> list[dict]:
+    import json
+
+    import pyarrow as pa
+
+    t0 = time.time() - 1.0        # the server's clock: the same machine's, when this can work at all
+    df.select("*")._explain_string(mode="simple")   # the server plans the reads (and records them)
+
+    def records(batches):
+        for _ in batches:
+            found = guard.explanations_since(t0)
+            yield pa.RecordBatch.from_arrays([pa.array([json.dumps(found)])], names=["records"])
+
+    spark = df.sparkSession
+    rows = spark.range(1, numPartitions=1).mapInArrow(records, "records string").toArrow()
+    found = json.loads(rows.column("records")[0].as_py()) if rows.num_rows else []
+    if not found:
+        raise InvalidOptionError(
+            "no indextables read of this DataFrame was found: it reads no indextables table, or the Spark Connect "
+            "server planned it on a host its executors do not share (a cluster); use "
+            "indextables_spark.IndexTable(path, spark=spark).explain(query=..., where=...) there")
     return found
