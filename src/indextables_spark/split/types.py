@@ -377,7 +377,10 @@ def validate_schema(schema_json: Mapping[str, Any], partition_columns: Sequence[
             specs.append(ColumnSpec(col, t, atomic_kind(t) or "string", (), nullable, partition=True))
             continue
         kind = _kind_for(col, t, typemap)
-        fields_ = () if col.lower() in store_only else _indexed_fields(col, kind, opts, names, fast_cols)
+        # struct columns' json fields are fast: Tantivy searches json ranges (`user.age > 50`) only there
+        struct = isinstance(t, dict) and t.get("type") == "struct"
+        fields_ = () if col.lower() in store_only else _indexed_fields(
+            col, kind, opts, names, fast_cols | ({col.lower()} if struct else set()))
         specs.append(ColumnSpec(col, t, "string" if kind == "ip" else kind, fields_, nullable))
     return specs
 
