@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import indextables_spark as it
+from cloud_helpers import session_conf
 from cmd_helpers import rows
 from indextables_spark.errors import CompanionSourceError
 from indextables_spark.split.companion import forget_source_files
@@ -348,9 +349,9 @@ def test_spark_differential(spark, fmt, tmp_path):
     else:
         _, options = write_iceberg(tmp_path, data)
         src, kwargs = "db.docs", {"catalog": "c", "catalog_type": "sql"}
-    for k, v in options.items():
-        spark.conf.set("spark.indextables." + k, v)
-    it.build_companion(src, loc, format=fmt, indexing=INDEXING, spark=spark, **kwargs)
+    # the Iceberg catalog's properties as session conf (spark.indextables.iceberg.catalog.c.*), for the build only
+    with session_conf(spark, {"spark.indextables." + k: v for k, v in options.items()}):
+        it.build_companion(src, loc, format=fmt, indexing=INDEXING, spark=spark, **kwargs)
     cases = [(None, None), ("body:alpha", None), (None, "views > 500"), ("body:bravo", "region = 'eu'"),
              (None, "day = '2024-01-02' AND views < 100"), ("body:charlie AND body:delta", None),
              (None, "id IN (1, 5, 700) OR region = 'ap'")]
