@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import indextables_spark as it  # noqa: E402
 from bench_common import fetch_rows  # noqa: E402
-from indextables_spark.log.avro_state import write_state  # noqa: E402
+from indextables_spark.log.state_writer import write_state  # noqa: E402
 from indextables_spark.log.synthetic import (  # noqa: E402
     DEFAULT_SCHEMA, create_table, partition_value, synthetic_add, write_bulk_versions,
 )

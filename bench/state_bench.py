@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
 import indextables_spark as it  # noqa: E402
-from indextables_spark.log.avro_state import write_state  # noqa: E402
+from indextables_spark.log.state_writer import write_state  # noqa: E402
 from indextables_spark.log.synthetic import DEFAULT_SCHEMA, create_table, synthetic_add, write_bulk_versions  # noqa: E402
 
 # The Delta copy's columns: the synthetic table's id, title, score, date (the stats delta-rs reads).
@@ -134,7 +134,7 @@ def read_avro(path: str):
 def read_json_replay(path: str):
     log = it.IndexTable(path).log
     latest = log.latest_version()
-    delta = log._collect(None, latest)
+    delta = log.collect_changes(None, latest)
     return log._files(None, delta).num_rows
 
 
@@ -280,7 +280,7 @@ def main() -> int:
     r_ours = rss_subprocess(f"snap = it.IndexTable({t100!r}).snapshot(); n = snap.files_table.num_rows")
     r_delta = rss_subprocess(f"n = deltalake.DeltaTable({d100!r}).get_add_actions(flatten=False).num_rows")
     r_json = rss_subprocess(f"log = it.IndexTable({t100!r}).log\n"
-                            "n = log._files(None, log._collect(None, log.latest_version())).num_rows")
+                            "n = log._files(None, log.collect_changes(None, log.latest_version())).num_rows")
     row("rss-100k", f"{r_ours['peak_mb'] - r_ours['baseline_mb']:.0f}MB", f"{r_json['peak_mb'] - r_json['baseline_mb']:.0f}MB",
         f"{r_delta['peak_mb'] - r_delta['baseline_mb']:.0f}MB", "<= 150 MB above baseline",
         f"baseline={r_ours['baseline_mb']:.0f}MB")
@@ -311,7 +311,7 @@ def main() -> int:
 
         def json_part():
             log = it.IndexTable(t1m).log
-            files = log._files(None, log._collect(None, log.latest_version()))
+            files = log._files(None, log.collect_changes(None, log.latest_version()))
             from indextables_spark.log.partition_filter import filter_files_table, parse_partition_filter
 
             return filter_files_table(files, parse_partition_filter(f"date = '{part}'", ["date"])).num_rows

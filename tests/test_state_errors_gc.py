@@ -11,7 +11,8 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import ConcurrentModificationError, CorruptStateError, VersionNotFoundError
-from indextables_spark.log.avro_state import read_state_manifest, write_state
+from indextables_spark.log.avro_state import read_state_manifest
+from indextables_spark.log.state_writer import write_state
 from indextables_spark.log.paths import LAST_CHECKPOINT
 from indextables_spark.log.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
 
@@ -218,7 +219,7 @@ def test_state_write_gives_up_after_max_attempts(tmp_path, monkeypatch):
     real = t.storage.put_if_absent
     monkeypatch.setattr(t.storage, "put_if_absent",
                         lambda key, data: False if key.endswith("_manifest.avro") else real(key, data))
-    monkeypatch.setattr("indextables_spark.log.avro_state.newest_state_at_or_below", lambda listing, v: None)
+    monkeypatch.setattr("indextables_spark.log.state_writer.newest_state_at_or_below", lambda listing, v: None)
     with pytest.raises(ConcurrentModificationError, match="state.retry.maxAttempts"):
         write_state(t.log, 1)
 

@@ -43,7 +43,7 @@ def paths(t, version=None):
 def replay(t, version=None):
     log = t.log
     v = log.latest_version() if version is None else version
-    return sorted(log._files(None, log._collect(None, v)).column("path").to_pylist())
+    return sorted(log._files(None, log.collect_changes(None, v)).column("path").to_pylist())
 
 
 # ---- §7 legacy JSON checkpoints -------------------------------------------------------------------------

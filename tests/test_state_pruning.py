@@ -250,7 +250,7 @@ def test_partition_pruning_performance_1m(tmp_path):
     one partition decodes one manifest's matching blocks only."""
     import time
 
-    from indextables_spark.log.avro_state import write_state
+    from indextables_spark.log.state_writer import write_state
     from indextables_spark.log.file_entries import FILE_ENTRY_SCHEMA
 
     t = it.IndexTable(str(tmp_path / "big"), {"checkpoint.enabled": "false"})
@@ -270,7 +270,7 @@ def test_partition_pruning_performance_1m(tmp_path):
                 dataChange=pa.array(np.ones(n, bool)), hasFooterOffsets=pa.array(np.zeros(n, bool)),
                 addedAtVersion=pa.array(np.ones(n, np.int64)), addedAtTimestamp=pa.array(idx))
     files = pa.table(cols, schema=FILE_ENTRY_SCHEMA)
-    from indextables_spark.log import avro_state
+    from indextables_spark.log import state_writer
 
     snap0 = t.snapshot()
 
@@ -286,7 +286,7 @@ def test_partition_pruning_performance_1m(tmp_path):
     orig = t.log.snapshot
     t.log.snapshot = lambda version=None: _Snap()
     try:
-        avro_state.write_state(t.log, 0, force_compaction=True, overwrite=True)
+        state_writer.write_state(t.log, 0, force_compaction=True, overwrite=True)
     finally:
         t.log.snapshot = orig
     assert len(_state(t).manifests) == 20

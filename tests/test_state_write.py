@@ -9,12 +9,8 @@ import pyarrow.compute as pc
 import pytest
 
 import indextables_spark as it
-from indextables_spark.log.avro_state import (
-    needs_compaction,
-    read_state_files,
-    read_state_manifest,
-    write_state,
-)
+from indextables_spark.log.avro_state import read_state_files, read_state_manifest
+from indextables_spark.log.state_writer import needs_compaction, write_state
 from indextables_spark.log.paths import LAST_CHECKPOINT
 from indextables_spark.log.state_config import StateConfig
 from indextables_spark.log.state_manifest import (
@@ -47,7 +43,7 @@ def live_paths(t, version=None):
 def replay_paths(t, version=None):
     log = t.log
     v = log.latest_version() if version is None else version
-    return sorted(log._files(None, log._collect(None, v)).column("path").to_pylist())
+    return sorted(log._files(None, log.collect_changes(None, v)).column("path").to_pylist())
 
 
 # ---- §3 state manifest -------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .log.changes import ChangeSet
     from .log.partition_filter import PartitionFilterError
     from .log.snapshot import Snapshot
-    from .log.table_log import ScanStats
+    from .log.base_state import ScanStats
     from .log.transaction import Transaction
     from .table import IndexTable
 

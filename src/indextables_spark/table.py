@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from .log.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from .log.snapshot import Snapshot
+from .log.maintenance import open_log
 from .log.table_log import TransactionLog
 from .log.transaction import Transaction
 from .options import Options
@@ -29,7 +30,7 @@ def _shared_log(path: str, options: Options) -> TransactionLog:
         if log is not None:
             _LOGS.move_to_end(key)
             return log
-    log = TransactionLog(open_storage(path, options), options)
+    log = open_log(open_storage(path, options), options)
     with _LOGS_LOCK:
         log = _LOGS.setdefault(key, log)
         _LOGS.move_to_end(key)
@@ -56,7 +57,7 @@ class IndexTable:
         self.path = path
         if storage is not None:
             self.storage = storage
-            self.log = TransactionLog(storage, self.options)
+            self.log = open_log(storage, self.options)
         else:
             self.log = _shared_log(path, self.options)
             self.storage = self.log.storage

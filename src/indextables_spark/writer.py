@@ -15,6 +15,7 @@ from .errors import ConcurrentModificationError, IndexTablesError, SchemaMismatc
 from .log.actions import AddFile, Metadata
 from .log.doc_mapping import doc_mapping_hash, registry_key
 from .log.protocol_gate import CURRENT_PROTOCOL, check_writable
+from .log.maintenance import open_log
 from .log.table_log import TransactionLog
 from .log.transaction import Transaction, new_table_id, now_ms
 from .options import PREFIX, Options
@@ -25,7 +26,7 @@ class _Table:
     """The part of IndexTable the write path needs (this module sits below table.py)."""
 
     def __init__(self, path: str, opts: Options):
-        self.log = TransactionLog(open_storage(path, opts), Options.of(opts))
+        self.log = open_log(open_storage(path, opts), Options.of(opts))
 
     def version(self) -> int:
         return self.log.latest_version()

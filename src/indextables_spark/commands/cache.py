@@ -38,10 +38,10 @@ def _local(op: str, options: Options, path: str | None, where: str | None) -> di
 
 
 def _table_log(path: str, options: Options):
-    from ..log.table_log import TransactionLog
+    from ..log.maintenance import open_log
     from ..storage import open_storage
 
-    return TransactionLog(open_storage(path, options), options)
+    return open_log(open_storage(path, options), options)
 
 
 def run_options(spark, options) -> Options:

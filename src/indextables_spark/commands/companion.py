@@ -202,7 +202,7 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
                     target_input_size: int | str | None = None, dry_run: bool = False) -> dict[str, Any]:
     """Build or sync the companion index at `location` of the `format` table `source` (see the
     module doc). Returns what was (or, with dry_run, would be) done."""
-    from ..log.table_log import TransactionLog
+    from ..log.maintenance import open_log
     from ..split.types import spark_schema_json, validate_schema
     from ..storage import normalize_uri, open_storage
 
@@ -229,7 +229,7 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
     snapshot = open_source(fmt, source, options=opts, version=from_version if from_version is not None else from_snapshot,
                            catalog=catalog, catalog_type=catalog_type)
     schema_json = spark_schema_json(snapshot.schema)
-    table_log = TransactionLog(open_storage(location, opts), opts)
+    table_log = open_log(open_storage(location, opts), opts)
     read_version = table_log.latest_version()
     live = []
     settings = opts

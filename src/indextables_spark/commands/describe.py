@@ -23,7 +23,7 @@ def current_skips(log_: TransactionLog) -> list[SkipAction]:
     listing = log_.listing()
     latest = log_._resolve_version(None, listing)
     base = load_base_state(log_, latest, listing)
-    delta = log_._collect(base, latest)
+    delta = log_.collect_changes(base, latest)
     return sorted(delta.skips.values(), key=lambda s: s.path)
 
 

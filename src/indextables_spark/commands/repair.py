@@ -42,7 +42,7 @@ def source_table_root(source_log: str) -> str:
 
 
 def repair_transaction_log(source_log: str, target: str, options=None, progress=None) -> dict:
-    from ..table import IndexTable
+    from ..log.maintenance import open_log
 
     started = time.perf_counter()
     opts = Options.of(options)
@@ -55,12 +55,12 @@ def repair_transaction_log(source_log: str, target: str, options=None, progress=
     if existing:
         raise TableExistsError(f"REPAIR INDEXFILES TRANSACTION LOG: the target {target!r} is not empty "
                                f"({len(existing)} files, e.g. {dst.full_uri(existing[0].key)}); give a new location")
-    table = IndexTable(root, opts)
-    snap = table.snapshot()
+    table_log = open_log(open_storage(root, opts), opts)
+    snap = table_log.snapshot()
     files = snap.files
     if progress:
         progress("checking splits", 0, len(files))
-    present = {f.key: f.size for f in table.storage.list("") if not f.key.startswith(LOG_DIR + "/")}
+    present = {f.key: f.size for f in table_log.storage.list("") if not f.key.startswith(LOG_DIR + "/")}
     lost_logs = {d.path for d in snap.delete_logs if d.path not in present}
     valid = [f for f in files if present.get(f.path) == f.size
              and not any(d.path in lost_logs for d in snap.deletes_for(f))]

@@ -4,9 +4,9 @@ output for the SQL/CLI front ends)."""
 from __future__ import annotations
 
 from ..errors import CorruptStateError
-from ..log import gc as _gc
-from ..log import state_loader
-from ..log.avro_state import needs_compaction, read_state_manifest
+from ..log import gc, maintenance, state_loader
+from ..log.avro_state import read_state_manifest
+from ..log.state_writer import needs_compaction
 from ..log.state_config import StateConfig
 from ..log.state_manifest import FORMAT_AVRO_STATE
 from ..log.table_log import TransactionLog
@@ -14,12 +14,12 @@ from ..log.table_log import TransactionLog
 
 def checkpoint(log: TransactionLog) -> dict:
     """CHECKPOINT INDEXTABLES: a state at the latest version (upgrades V1–V3 tables to V4)."""
-    return state_loader.checkpoint(log)
+    return maintenance.checkpoint(log)
 
 
 def compact(log: TransactionLog) -> dict:
     """COMPACT INDEXTABLES: a clean, partition-sorted rewrite of the state."""
-    return state_loader.compact(log)
+    return maintenance.compact(log)
 
 
 def describe_state(log: TransactionLog) -> dict:
@@ -93,8 +93,8 @@ def describe_state(log: TransactionLog) -> dict:
 
 
 def truncate_time_travel(log: TransactionLog, dry_run: bool = False) -> dict:
-    return _gc.truncate_time_travel(log, dry_run=dry_run)
+    return maintenance.truncate_time_travel(log, dry_run=dry_run)
 
 
 def gc_state(log: TransactionLog, dry_run: bool = False) -> dict:
-    return _gc.gc_state(log, dry_run=dry_run)
+    return gc.gc_state(log, dry_run=dry_run)

@@ -15,7 +15,8 @@ from .actions import AddFile, DeleteLog, RemoveFile
 from .file_entries import FILE_ENTRY_SCHEMA, table_to_add_files
 
 if TYPE_CHECKING:
-    from .table_log import ScanStats, TransactionLog
+    from .base_state import ScanStats
+    from .table_log import TransactionLog
 
 
 @dataclass
@@ -38,7 +39,7 @@ class ChangeSet:
 
 def changes_since(log_: "TransactionLog", since_version: int, timestamp_ms: int | None = None) -> ChangeSet:
     from .state_loader import load_base_state
-    from .table_log import ScanStats
+    from .base_state import ScanStats
 
     listing = log_.listing()
     latest = log_._resolve_version(None, listing)
@@ -52,7 +53,7 @@ def changes_since(log_: "TransactionLog", since_version: int, timestamp_ms: int 
             f"file(s) {missing[:5]}{'...' if len(missing) > 5 else ''} were removed by retention"
         )
     base = load_base_state(log_, latest, listing)
-    delta = log_._collect(base, latest)
+    delta = log_.collect_changes(base, latest)
     stats = ScanStats(source=base.source if base else "log")
     base, delta, files = log_._files_or_fallback(base, delta, latest, listing, stats=stats,
                                                  min_added_version=since_version)

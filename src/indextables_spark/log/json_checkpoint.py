@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptStateError, FileNotFoundInStorageError
 from .actions import Action, AddFile, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, StatsFiles
-from .codec import decode_actions, decode_text, encode_actions
+from .codec import decode_actions, decode_text
 from .doc_mapping import doc_mapping_hash
 from .file_entries import add_files_to_table
-from .paths import LAST_CHECKPOINT, LOG_DIR
+from .paths import LOG_DIR
+from .base_state import BaseState
 from .state_manifest import FORMAT_JSON, LastCheckpoint
 
 if TYPE_CHECKING:
+    from .base_state import LogReader
     from .listing import LogListing
-    from .snapshot import Snapshot
-    from .table_log import BaseState, TransactionLog
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ def _multipart_manifest(data: bytes, where: str) -> dict | None:
 
 
 def read_checkpoint_actions(
-    log_: "TransactionLog", version: int, lc: LastCheckpoint | None, listing: "LogListing"
+    log_: "LogReader", version: int, lc: LastCheckpoint | None, listing: "LogListing"
 ) -> tuple[list[Action], str]:
     """All actions of the JSON checkpoint at `version`, and its format name."""
     storage = log_.storage
@@ -103,10 +102,8 @@ def read_checkpoint_actions(
 
 
 def load_json_checkpoint(
-    log_: "TransactionLog", version: int, lc: LastCheckpoint | None, listing: "LogListing"
+    log_: "LogReader", version: int, lc: LastCheckpoint | None, listing: "LogListing"
 ) -> "BaseState":
-    from .table_log import BaseState
-
     actions, fmt = read_checkpoint_actions(log_, version, lc, listing)
     protocol = metadata = None
     adds: dict[str, AddFile] = {}
@@ -153,29 +150,3 @@ def load_json_checkpoint(
         delete_logs=delete_logs,
         stats_files=stats,
     )
-
-
-def write_json_checkpoint(log_: "TransactionLog", snap: "Snapshot") -> LastCheckpoint:
-    """Write `<v>.checkpoint.json` (all live state as actions) and point `_last_checkpoint` at it."""
-    storage = log_.storage
-    files = snap.files
-    from .avro_state import live_extras
-
-    delete_logs, stats = live_extras(snap.delete_logs, snap.stats_files, snap.files_table)
-    actions: list[Action] = [snap.protocol_action, snap.metadata_action, *files, *snap.skips.values(), *delete_logs,
-                             *(StatsFiles(k, v) for k, v in stats.items())]
-    compress = log_.options.get_bool("transaction.compression.enabled", True)
-    key = checkpoint_key(snap.version)
-    if not storage.put_if_absent(key, encode_actions(actions, compress)):
-        log.info("JSON checkpoint %s already exists", storage.full_uri(key))
-    lc = LastCheckpoint(
-        version=snap.version,
-        size=len(actions),
-        size_in_bytes=snap.total_bytes,
-        num_files=len(files),
-        created_time=int(time.time() * 1000),
-        format=FORMAT_JSON,
-        protocol_version=snap.protocol_action.min_reader_version,
-    )
-    storage.put(LAST_CHECKPOINT, lc.encode())
-    return lc

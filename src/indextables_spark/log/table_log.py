@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,6 +22,7 @@ from .codec import decode_actions, encode_actions
 from .file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
 from .paths import LOG_DIR, version_key
 from .protocol_gate import check_readable
+from .base_state import BaseState, ScanStats
 from .snapshot import Snapshot
 from .state_config import read_parallelism
 
@@ -29,54 +30,6 @@ if TYPE_CHECKING:
     from .listing import LogListing
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ScanStats:
-    """What a read decoded (for observability and the pruning tests/bench)."""
-
-    source: str = "log"
-    manifests_total: int = 0
-    manifests_read: int = 0
-    entries_decoded: int = 0
-    blocks_skipped_entries: int = 0   # entries in manifests read but in blocks skipped by the block index
-    version_files_read: int = 0
-
-
-@dataclass
-class BaseState:
-    """The table at some version as read from a checkpoint or Avro state.
-
-    `files_table` is either given (JSON checkpoints) or loaded lazily through `loader`
-    (Avro state: manifests are decoded only when asked for, optionally pruned)."""
-
-    version: int
-    protocol: Protocol | None
-    metadata: Metadata | None
-    files_table: pa.Table | None = None
-    skips: dict[str, SkipAction] = field(default_factory=dict)
-    schema_registry: dict[str, str] = field(default_factory=dict)
-    source: str = "checkpoint"
-    state_manifest: Any = None            # StateManifest for Avro states
-    state_key: str | None = None          # the storage key it was read from
-    loader: Callable[..., pa.Table] | None = None
-    timestamp: int = 0
-    delete_logs: list[DeleteLog] = field(default_factory=list)        # live delete logs
-    stats_files: dict[str, list[str]] = field(default_factory=dict)   # stats key -> per-split files
-
-    def load_files(self, predicate=None, min_added_version: int | None = None, stats: ScanStats | None = None) -> pa.Table:
-        """Live files of this base; with a predicate/min_added_version, manifests that cannot
-        match are skipped (the result is then a superset of the matching rows, not exact)."""
-        if self.files_table is not None:
-            if stats is not None:
-                stats.entries_decoded += self.files_table.num_rows
-            return self.files_table
-        if self.loader is None:
-            return FILE_ENTRY_SCHEMA.empty_table()
-        table = self.loader(predicate, min_added_version, stats)
-        if predicate is None and min_added_version is None:
-            self.files_table = table
-        return table
 
 
 @dataclass
@@ -102,9 +55,13 @@ class Delta:
 
 
 class TransactionLog:
-    def __init__(self, storage: Storage, options: Options | None = None):
+    def __init__(self, storage: Storage, options: Options | None = None,
+                 post_commit: Sequence[Callable[["TransactionLog", int, str | None], None]] = ()):
         self.storage = storage
         self.options = options or Options()
+        # Run by Transaction.commit after each commit of this log, with (log, version, operation):
+        # maintenance the layers above install (maintenance.open_log); a commit itself runs none.
+        self.post_commit = tuple(post_commit)
         # The last snapshot built and the log listing it was built from: asking for the same version
         # again while the log's files are unchanged (a service searching the table per request)
         # costs one listing, not a state decode.
@@ -196,7 +153,7 @@ class TransactionLog:
         if last is not None and last[1].version == version and last[0] == listing:
             return last[1]
         base = load_base_state(self, version, listing)
-        delta = self._collect(base, version)
+        delta = self.collect_changes(base, version)
         base, delta, files = self._files_or_fallback(base, delta, version, listing)
         snap = self._snapshot(base, delta, version, files)
         self._last_snapshot = (listing, snap)
@@ -217,7 +174,7 @@ class TransactionLog:
                 excluded.add((base.version, "avro"))
                 log.warning("cannot read the state of version %d of %s: %s; falling back", base.version, self.storage.uri, e)
                 base = load_base_state(self, version, listing, exclude=excluded, failure=e)
-                delta = self._collect(base, version)
+                delta = self.collect_changes(base, version)
                 if stats is not None:
                     stats.source = base.source if base else "log"
 
@@ -230,7 +187,7 @@ class TransactionLog:
         listing = self.listing()
         version = self._resolve_version(version, listing)
         base = load_base_state(self, version, listing)
-        delta = self._collect(base, version)
+        delta = self.collect_changes(base, version)
         stats = ScanStats(source=base.source if base else "log", version_files_read=version - (base.version if base else -1))
         pred = None
         if partition_filter is not None and partition_filter != "":
@@ -310,7 +267,8 @@ class TransactionLog:
                 out.append(a)
         return out
 
-    def _collect(self, base: BaseState | None, version: int) -> Delta:
+    def collect_changes(self, base: BaseState | None, version: int) -> Delta:
+        """What the version files after `base` (from 0 without one) up to `version` change."""
         from .doc_mapping import doc_mapping_hash
 
         start = base.version + 1 if base else 0

@@ -360,9 +360,8 @@ class Transaction:
                 self.committed_version = version
                 log.info("committed %s as version %d of %s", self.operation, version, self.log.storage.uri)
                 if not self.skip_post_commit:
-                    from .state_loader import after_commit
-
-                    after_commit(self.log, version, self.operation)
+                    for hook in self.log.post_commit:
+                        hook(self.log, version, self.operation)
                 return version
             # Someone else committed `version`: look at everything new, then retry after it.
             latest = self.log.latest_version()

@@ -1,0 +1,198 @@
+"""Table maintenance on top of commits: checkpoints (Avro state or JSON), compaction, protocol
+upgrade, state GC, and the post-commit hook that runs them (`after_commit`), which upper layers
+install on the logs they open (`open_log`): a commit itself runs no hooks.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ..errors import CorruptStateError, IndexTablesError, ProtocolVersionError, TableNotFoundError
+from ..options import Options
+from ..storage import Storage
+from .actions import Protocol
+from .avro_state import read_state_manifest
+from .gc import cleanup_old_states, gc_manifests, reachable_manifests
+from .protocol_gate import check_writable
+from .state_config import StateConfig
+from .state_loader import read_last_checkpoint
+from .state_manifest import FORMAT_AVRO_STATE, FORMAT_JSON
+from .state_writer import is_clean, write_json_checkpoint, write_state
+from .table_log import TransactionLog
+from .transaction import Transaction
+
+if TYPE_CHECKING:
+    from .listing import LogListing
+
+log = logging.getLogger(__name__)
+
+
+# ---- writing -------------------------------------------------------------------------------------------
+
+
+def _needs_upgrade(protocol) -> bool:
+    feats = set(protocol.reader_features or [])
+    return protocol.min_reader_version < 4 or "avroState" not in feats
+
+
+def upgrade_protocol(log_: TransactionLog) -> int:
+    """Commit protocol V4 (avroState, schemaDeduplication) on a V1–V3 table. Returns the version."""
+    protocol, _, _ = log_.header()
+    feats_r = sorted(set(protocol.reader_features or []) | {"avroState", "schemaDeduplication"})
+    feats_w = sorted(set(protocol.writer_features or []) | {"avroState", "schemaDeduplication"})
+    new = Protocol(max(4, protocol.min_reader_version), max(4, protocol.min_writer_version), feats_r, feats_w)
+    txn = Transaction(log_, resolver="merge", operation="UPGRADE PROTOCOL")
+    txn.set_protocol(new)
+    txn.operation_parameters.update({"from": protocol.to_json(), "to": new.to_json()})
+    txn.skip_post_commit = True
+    v = txn.commit()
+    log.info("upgraded %s to protocol %s at version %d", log_.storage.uri, new.to_json(), v)
+    return v
+
+
+def checkpoint(log_: TransactionLog, version: int | None = None, force_compaction: bool = False,
+               listing: "LogListing | None" = None) -> dict:
+    """Write a checkpoint at `version` (latest by default): an Avro state, or a JSON checkpoint
+    when `spark.indextables.state.format=json`. Returns a summary dict."""
+    cfg = StateConfig.from_options(log_.options)
+    listing = listing or log_.listing()
+    latest = listing.latest_version if listing.versions else log_.latest_version()
+    if latest < 0:
+        raise TableNotFoundError(f"no indextables table at {log_.storage.uri}")
+    version = latest if version is None else version
+    try:
+        previous = read_last_checkpoint(log_)
+    except CorruptStateError:
+        previous = None
+    previous_format = previous.effective_format if previous else "none"
+    protocol, _, _ = log_.header(version, listing)
+    check_writable(protocol, f"table {log_.storage.uri}")
+    started = time.perf_counter()
+    if cfg.format == "json":
+        snap = log_.snapshot(version)
+        lc = write_json_checkpoint(log_, snap)
+        return {
+            "tablePath": log_.storage.uri, "status": "SUCCESS", "previousFormat": previous_format,
+            "newFormat": FORMAT_JSON, "version": lc.version, "numFiles": lc.num_files,
+            "compacted": False, "durationMs": round((time.perf_counter() - started) * 1000, 1),
+        }
+    upgraded_from = None
+    if _needs_upgrade(protocol):
+        if version != latest:
+            raise ProtocolVersionError(
+                f"table {log_.storage.uri} is at protocol {protocol.min_reader_version}/{protocol.min_writer_version}; "
+                f"an Avro state can only be written at the latest version after upgrading it to V4"
+            )
+        upgraded_from = protocol.to_json()
+        version = upgrade_protocol(log_)
+        listing = None
+    res = write_state(log_, version, force_compaction=force_compaction, listing=listing)
+    out = {
+        "tablePath": log_.storage.uri, "status": "SUCCESS", "previousFormat": previous_format,
+        "newFormat": FORMAT_AVRO_STATE, **res.to_dict(),
+        "durationMs": round((time.perf_counter() - started) * 1000, 1),
+    }
+    if upgraded_from is not None:
+        out["upgradedFromProtocol"] = upgraded_from
+    return out
+
+
+def compact(log_: TransactionLog) -> dict:
+    """Full clean rewrite of the state at the latest version (no-op when already clean)."""
+    cfg = StateConfig.from_options(log_.options)
+    latest = log_.latest_version()
+    protocol, metadata, _ = log_.header(latest)
+    check_writable(protocol, f"table {log_.storage.uri}")
+    if cfg.format == "json" or _needs_upgrade(protocol):
+        return checkpoint(log_, latest, force_compaction=True)
+    listing = log_.listing()
+    started = time.perf_counter()
+    if latest in listing.state_manifests:
+        sm = read_state_manifest(log_.storage, listing.state_manifests[latest])
+        if is_clean(sm, cfg, list(metadata.partition_columns)):
+            return {
+                "tablePath": log_.storage.uri, "status": "SKIPPED", "reason": "state is already compacted",
+                "version": latest, "compacted": False, "numFiles": sm.num_files, "numManifests": len(sm.manifests),
+                "numTombstones": 0, "manifestsWritten": 0, "bytesWritten": 0,
+                "durationMs": round((time.perf_counter() - started) * 1000, 1),
+            }
+        res = write_state(log_, latest, force_compaction=True, overwrite=True)
+    else:
+        res = write_state(log_, latest, force_compaction=True)
+    return {"tablePath": log_.storage.uri, "status": "SUCCESS", "newFormat": FORMAT_AVRO_STATE, **res.to_dict(),
+            "durationMs": round((time.perf_counter() - started) * 1000, 1)}
+
+
+MERGE_OPERATIONS = frozenset({"MERGE SPLITS", "MERGE"})
+
+
+def after_commit(log_: TransactionLog, version: int, operation: str | None = None) -> None:
+    """Post-commit work: the automatic checkpoint every `checkpoint.interval` versions, and a
+    compacting checkpoint after MERGE SPLITS (`state.compaction.afterMerge`). A failed automatic
+    checkpoint never fails the commit (the version file is already durable): it is logged as a
+    warning and the next interval tries again."""
+    o = log_.options
+    if not o.get_bool("checkpoint.enabled", True) or version <= 0:
+        return
+    interval = o.get_int("checkpoint.interval", 10)
+    after_merge = (operation or "").upper() in MERGE_OPERATIONS and o.get_bool("state.compaction.afterMerge", True)
+    if not after_merge and (interval <= 0 or version % interval != 0):
+        return
+    try:
+        cfg = StateConfig.from_options(o)
+        listing = log_.listing()
+        checkpoint(log_, version, force_compaction=after_merge and cfg.format == "avro", listing=listing)
+        if cfg.format == "avro":
+            # the listing from before the checkpoint: the new state is the newest (protected)
+            cleanup_old_states(log_, listing=listing)
+    except IndexTablesError as e:
+        log.warning("automatic checkpoint of %s at version %d failed: %s", log_.storage.uri, version, e)
+    except Exception as e:  # noqa: BLE001 - the commit is durable; report, never fail it
+        log.warning("automatic checkpoint of %s at version %d failed: %r", log_.storage.uri, version, e, exc_info=True)
+
+
+def truncate_time_travel(log_: TransactionLog, dry_run: bool = False) -> dict:
+    """Collapse the table's history to its latest version."""
+    latest = log_.latest_version()
+    protocol, _, _ = log_.header(latest)
+    check_writable(protocol, f"table {log_.storage.uri}")
+    cp = None
+    if not dry_run:
+        cp = checkpoint(log_, latest)
+        latest = int(cp["version"])
+    listing = log_.listing()
+    doomed: list[str] = []
+    versions_removed = [v for v in listing.versions if v < latest]
+    doomed += [listing.version_info[v].key for v in versions_removed]
+    cps_removed = [v for v in listing.json_checkpoints if v < latest]
+    doomed += [listing.json_checkpoints[v] for v in cps_removed]
+    for v, parts in listing.checkpoint_parts.items():
+        if v < latest:
+            doomed += parts
+    states_removed = [v for v in listing.state_files if v < latest]
+    retained_states = [v for v in listing.state_manifests if v >= latest]
+    needed = reachable_manifests(log_, listing, retained_states)
+    doomed += [f.key for v in states_removed for f in listing.state_files[v] if f.key not in needed]
+    if doomed and not dry_run:
+        log_.storage.delete(doomed)
+    manifests = gc_manifests(log_, dry_run=dry_run) if not dry_run else {
+        "orphanedManifests": len([f for f in listing.manifests if f.key not in needed]),
+    }
+    return {
+        "tablePath": log_.storage.uri,
+        "version": latest,
+        "checkpoint": cp,
+        "versionFilesRemoved": len(versions_removed),
+        "checkpointsRemoved": len(cps_removed),
+        "stateDirsRemoved": len(states_removed),
+        "filesRemoved": len(doomed),
+        **{k: v for k, v in manifests.items() if k != "dryRun"},
+        "dryRun": dry_run,
+    }
+
+
+def open_log(storage: Storage, options: Options | None = None) -> TransactionLog:
+    """The transaction log of a table with this package's post-commit maintenance installed (the
+    automatic checkpoint every `checkpoint.interval` versions, compaction after MERGE SPLITS)."""
+    return TransactionLog(storage, options, post_commit=(after_commit,))
