@@ -29,9 +29,10 @@ def write_delta(path: str, data: pa.Table, mode: str = "append", partition_by=("
     write_deltalake(path, data, mode=mode, partition_by=list(partition_by) or None, storage_options=storage_options)
 
 
-def write_parquet_dir(path: str, data: pa.Table, partition_by=("day",), name: str = "part-{i}.parquet") -> None:
+def write_parquet_dir(path: str, data: pa.Table, partition_by=("day",), name: str = "part-{i}.parquet",
+                      row_group_size: int = 64) -> None:
     pq.write_to_dataset(data, path, partition_cols=list(partition_by) or None, basename_template=name,
-                        row_group_size=64)
+                        row_group_size=row_group_size)
 
 
 def iceberg_catalog(tmp_path):
@@ -433,3 +434,56 @@ def test_cloud_source_and_index(cloud_backend, fmt):
     assert tuples(t.search("body:alpha", columns=COLUMNS)) == tuples(has_word(data, "alpha"))
     assert tuples(t.to_arrow(columns=COLUMNS, where="views > 900")) == tuples(
         data.filter(pc.greater(data.column("views"), 900)))
+
+
+def test_reads_fetch_only_the_needed_row_groups_and_columns(tmp_path, monkeypatch):
+    """Rows come from the source files by ranged reads of the row groups and columns asked for."""
+    from indextables_spark.split import companion
+    from indextables_spark.storage import open_storage
+    from indextables_spark.storage.counting import CountingStorage
+
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    data = rows(40000, days=1)
+    write_parquet_dir(src, data, row_group_size=1000)
+    it.build_companion(src, loc, format="parquet", indexing=INDEXING)
+    ranges: list[tuple[int, int]] = []
+
+    class AsIfRemote(CountingStorage):                # counted, and read by ranges as from an object store
+        def local_path(self, key):
+            return None
+
+        def read_range(self, key, start, end):
+            ranges.append((start, end))
+            return super().read_range(key, start, end)
+
+    counting: dict[str, CountingStorage] = {}
+
+    def storage_for(parent, options_key):
+        return counting.setdefault(parent, AsIfRemote(open_storage(parent, dict(options_key))))
+
+    monkeypatch.setattr(companion, "_storage_for", storage_for)
+    forget_source_files()
+    got = it.IndexTable(loc).search("*", where="id = 1234", columns=["id", "views"])
+    assert got.to_pylist() == [{"id": 1234, "views": (1234 * 37) % 1000}]
+    fetched = sum(c.total_bytes_read for c in counting.values())
+    source_bytes = sum(os.path.getsize(p) for p in _parquet_files(src))
+    # one speculative tail read for the footer (pyarrow reads the last 64 KiB), then the id and views
+    # column chunks of the one row group holding the row: 2.5% of the file
+    tail, *data_reads = sorted(ranges, key=lambda r: -r[1])
+    assert tail[1] == source_bytes and len(data_reads) == 1, ranges
+    assert sum(e - s for s, e in data_reads) < 0.05 * source_bytes, (ranges, source_bytes)
+    assert fetched < 0.2 * source_bytes
+
+
+def test_delta_optimize_then_sync(tmp_path):
+    from deltalake import DeltaTable
+
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    for i in range(3):
+        write_delta(src, rows(50, start=50 * i))
+    it.build_companion(src, loc, indexing=INDEXING)
+    DeltaTable(src).optimize.compact()                  # small files rewritten into bigger ones
+    res = it.build_companion(src, loc, indexing=INDEXING)
+    assert res["filesRemoved"] >= 2 and res["splitsRemoved"] >= 1
+    assert index_rows(loc) == tuples(rows(150))
+    assert {k for f in it.IndexTable(loc).snapshot().files for k in f.companion_source_files} == delta_keys(src)
