@@ -325,7 +325,8 @@ def test_supports():
     assert F.supports(IsNull("tags"), specs) and not F.supports(EqualTo("tags", "a"), specs)
     assert F.supports(Not(Or(EqualTo("s", "a"), In("n", (1, None)))), specs)
     assert not F.supports(And(EqualTo("s", "a"), EqualTo("p", "x")), specs)
-    assert not F.supports("s = 'a'", specs)
+    with pytest.raises(TypeError, match="unknown filter node str"):     # not a node: fails loudly
+        F.supports("s = 'a'", specs)
 
 
 def test_arrow_mask_errors_name_column():

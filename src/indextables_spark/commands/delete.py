@@ -159,19 +159,38 @@ def coerce(column: str, spark_type: str, v: Any) -> Any:
     raise DeletePredicateError(f"DELETE predicate: value {v!r} does not fit column {column!r} of type {spark_type}")
 
 
-def _typed(f: sf.Filter, types: Mapping[str, str]) -> sf.Filter:
+class _Typed(sf.FilterVisitor[sf.Filter]):
     """A parsed predicate with its literals as values of the column types (what sf.arrow_mask expects)."""
-    if isinstance(f, (sf.And, sf.Or)):
-        return type(f)(_typed(f.left, types), _typed(f.right, types))
-    if isinstance(f, sf.Not):
-        return sf.Not(_typed(f.child, types))
-    if isinstance(f, sf.In):
-        return sf.In(f.column, tuple(coerce(f.column, types[f.column], v) for v in f.values))
-    if isinstance(f, (sf.IsNull, sf.IsNotNull)):
+
+    def __init__(self, types: Mapping[str, str]):
+        self.types = types
+
+    def visit_and(self, f: Any) -> sf.Filter:
+        return type(f)(self.visit(f.left), self.visit(f.right))
+
+    visit_or = visit_and
+
+    def visit_not(self, f: sf.Not) -> sf.Filter:
+        return sf.Not(self.visit(f.child))
+
+    def visit_in(self, f: sf.In) -> sf.Filter:
+        return sf.In(f.column, tuple(coerce(f.column, self.types[f.column], v) for v in f.values))
+
+    def visit_is_null(self, f: Any) -> sf.Filter:
         return f
-    if f.column == INDEXALL:
-        raise DeletePredicateError(f"DELETE predicate: {INDEXALL} = '<query>' must be a top-level AND condition")
-    return replace(f, value=coerce(f.column, types[f.column], f.value))
+
+    visit_is_not_null = visit_is_null
+
+    def visit_comparison(self, f: Any) -> sf.Filter:
+        if f.column == INDEXALL:
+            raise DeletePredicateError(f"DELETE predicate: {INDEXALL} = '<query>' must be a top-level AND condition")
+        return replace(f, value=coerce(f.column, self.types[f.column], f.value))
+
+    visit_string_match = visit_comparison
+
+
+def _typed(f: sf.Filter, types: Mapping[str, str]) -> sf.Filter:
+    return _Typed(types).visit(f)
 
 
 def _conjuncts(f: sf.Filter) -> list[sf.Filter]:

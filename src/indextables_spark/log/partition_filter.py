@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 from ..errors import IndexTablesError
 from .file_entries import map_values
 from ..predicates import (
-    And, EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull, LessThan, LessThanOrEqual, Not, Or,
+    And, EqualTo, Filter, FilterVisitor, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull, LessThan, LessThanOrEqual, Not, Or,
     columns_of,
 )
 
@@ -360,7 +360,9 @@ def _number(value: Any) -> float | int | None:
 
 # Not split.filters.prune_partition (Spark-typed values, exact, one partition at a time): this
 # compares parsed literals leniently (year = '10'; text when not numbers) over the whole table.
-class _Evaluator:
+class _Evaluator(FilterVisitor[Any]):
+    """Exact evaluation on the partition values of a FileEntry table (Kleene logic)."""
+
     def __init__(self, table: pa.Table, types: Mapping[str, str]):
         self.pv = table.column("partitionValues")
         self.types = types
@@ -399,36 +401,45 @@ class _Evaluator:
                 return num, pa.scalar(lit, typ)
         return self.text(col), pa.scalar(_literal_text(value), pa.string())
 
-    def eval(self, e: Filter):
+    def visit_comparison(self, e: Any):
         op = _OP_OF.get(type(e))
-        if op is not None:
-            arr, lit = self.operand(e.column, e.value)
-            fn = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}[op]
-            return fn(arr, lit)
-        if isinstance(e, In):
-            parts = [self.eval(EqualTo(e.column, v)) for v in e.values]
-            out = parts[0]
-            for p in parts[1:]:
-                out = pc.or_kleene(out, p)
-            return out
-        if isinstance(e, IsNull):
-            return pc.is_null(self.text(e.column))
-        if isinstance(e, IsNotNull):
-            return pc.is_valid(self.text(e.column))
-        if isinstance(e, And):
-            return pc.and_kleene(self.eval(e.left), self.eval(e.right))
-        if isinstance(e, Or):
-            return pc.or_kleene(self.eval(e.left), self.eval(e.right))
-        if isinstance(e, Not):
-            return pc.invert(self.eval(e.child))
-        raise TypeError(f"unknown predicate node {e!r}")
+        if op is None:
+            raise TypeError(f"partition filters have no {type(e).__name__} ({e!r})")
+        arr, lit = self.operand(e.column, e.value)
+        fn = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}[op]
+        return fn(arr, lit)
+
+    def visit_in(self, e: In):
+        parts = [self.visit(EqualTo(e.column, v)) for v in e.values]
+        out = parts[0]
+        for p in parts[1:]:
+            out = pc.or_kleene(out, p)
+        return out
+
+    def visit_is_null(self, e: IsNull):
+        return pc.is_null(self.text(e.column))
+
+    def visit_is_not_null(self, e: IsNotNull):
+        return pc.is_valid(self.text(e.column))
+
+    def visit_and(self, e: And):
+        return pc.and_kleene(self.visit(e.left), self.visit(e.right))
+
+    def visit_or(self, e: Or):
+        return pc.or_kleene(self.visit(e.left), self.visit(e.right))
+
+    def visit_not(self, e: Not):
+        return pc.invert(self.visit(e.child))
+
+    def visit_string_match(self, e: Any):
+        raise TypeError(f"partition filters have no LIKE ({e!r})")
 
 
 def filter_mask(files_table: pa.Table, predicate: PartitionPredicate):
     """Boolean mask (unknown → False) of the rows whose partition values satisfy the predicate."""
     if files_table.num_rows == 0:
         return pa.array([], pa.bool_())
-    mask = _Evaluator(files_table, predicate.column_types).eval(predicate.expr)
+    mask = _Evaluator(files_table, predicate.column_types).visit(predicate.expr)
     return pc.fill_null(mask, False)
 
 
@@ -442,21 +453,35 @@ def filter_files_table(files_table: pa.Table, predicate: PartitionPredicate | No
 # ---- manifest pruning -------------------------------------------------------------------------------
 
 
+class _NegationNormalForm(FilterVisitor[Filter]):
+    """NOT pushed down to the leaves (valid under three-valued logic for these predicates)."""
+
+    def __init__(self, negate: bool = False):
+        self.negate = negate
+
+    def visit_not(self, e: Not) -> Filter:
+        return _NegationNormalForm(not self.negate).visit(e.child)
+
+    def visit_and(self, e: And) -> Filter:
+        l, r = self.visit(e.left), self.visit(e.right)
+        return Or(l, r) if self.negate else And(l, r)
+
+    def visit_or(self, e: Or) -> Filter:
+        l, r = self.visit(e.left), self.visit(e.right)
+        return And(l, r) if self.negate else Or(l, r)
+
+    def visit_comparison(self, e: Any) -> Filter:
+        if not self.negate:
+            return e
+        if type(e) in _NEGATED:  # x < v → x >= v, IS NULL → IS NOT NULL (the same fields)
+            return _NEGATED[type(e)](*vars(e).values())
+        return Not(e)  # EqualTo, In: keep a leaf-level Not
+
+    visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
+
+
 def _nnf(e: Filter, negate: bool = False) -> Filter:
-    """Push NOT down to the leaves (valid under three-valued logic for these predicates)."""
-    if isinstance(e, Not):
-        return _nnf(e.child, not negate)
-    if isinstance(e, And):
-        l, r = _nnf(e.left, negate), _nnf(e.right, negate)
-        return Or(l, r) if negate else And(l, r)
-    if isinstance(e, Or):
-        l, r = _nnf(e.left, negate), _nnf(e.right, negate)
-        return And(l, r) if negate else Or(l, r)
-    if not negate:
-        return e
-    if type(e) in _NEGATED:  # x < v → x >= v, IS NULL → IS NOT NULL (the same fields)
-        return _NEGATED[type(e)](*vars(e).values())
-    return Not(e)  # EqualTo, In: keep a leaf-level Not
+    return _NegationNormalForm(negate).visit(e)
 
 
 def _bound_text(col_type: str, value: Any) -> str | None:
@@ -481,31 +506,51 @@ def _leaf_bounds(column: str, value: Any, bounds, types: Mapping[str, str]) -> t
     return None if s is None else (b[0], b[1], s)
 
 
-def _may_match(e: Filter, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]) -> bool:
-    if isinstance(e, And):
-        return _may_match(e.left, bounds, types) and _may_match(e.right, bounds, types)
-    if isinstance(e, Or):
-        return _may_match(e.left, bounds, types) or _may_match(e.right, bounds, types)
-    op = _OP_OF.get(type(e))
-    if op is not None:
-        t = _leaf_bounds(e.column, e.value, bounds, types)
+class _MayMatch(FilterVisitor[bool]):
+    """Can a manifest whose partition bounds are these hold a matching file? (NOT already pushed
+    to the leaves by _nnf.) IS [NOT] NULL and LIKE never prune."""
+
+    def __init__(self, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]):
+        self.bounds, self.types = bounds, types
+
+    def visit_and(self, e: And) -> bool:
+        return self.visit(e.left) and self.visit(e.right)
+
+    def visit_or(self, e: Or) -> bool:
+        return self.visit(e.left) or self.visit(e.right)
+
+    def visit_comparison(self, e: Any) -> bool:
+        op = _OP_OF.get(type(e))
+        t = _leaf_bounds(e.column, e.value, self.bounds, self.types) if op is not None else None
         if t is None:
             return True
         lo, hi, s = t
         if op == "=":
             return lo <= s <= hi
-        col_type = types.get(e.column, "string")
+        col_type = self.types.get(e.column, "string")
         if _is_numeric(col_type) or col_type.lower() == "boolean":
             return True  # lexicographic bounds say nothing about numeric order
         return {"<": lo < s, "<=": lo <= s, ">": hi > s, ">=": hi >= s}[op]
-    if isinstance(e, In):
-        return any(_may_match(EqualTo(e.column, v), bounds, types) for v in e.values)
-    if isinstance(e, Not) and isinstance(e.child, EqualTo):
-        t = _leaf_bounds(e.child.column, e.child.value, bounds, types)
-        return t is None or not (t[0] == t[1] == t[2])
-    if isinstance(e, Not) and isinstance(e.child, In):
-        return all(_may_match(Not(EqualTo(e.child.column, v)), bounds, types) for v in e.child.values)
-    return True  # IS NULL, IS NOT NULL and anything else: never pruned
+
+    def visit_in(self, e: In) -> bool:
+        return any(self.visit(EqualTo(e.column, v)) for v in e.values)
+
+    def visit_not(self, e: Not) -> bool:
+        if isinstance(e.child, EqualTo):
+            t = _leaf_bounds(e.child.column, e.child.value, self.bounds, self.types)
+            return t is None or not (t[0] == t[1] == t[2])
+        if isinstance(e.child, In):
+            return all(self.visit(Not(EqualTo(e.child.column, v))) for v in e.child.values)
+        return True
+
+    def visit_is_null(self, e: Any) -> bool:
+        return True
+
+    visit_is_not_null = visit_string_match = visit_is_null
+
+
+def _may_match(e: Filter, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]) -> bool:
+    return _MayMatch(bounds, types).visit(e)
 
 
 def prune_manifests(manifests: Iterable, predicate: PartitionPredicate | None) -> list:

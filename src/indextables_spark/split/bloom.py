@@ -34,6 +34,7 @@ from ..errors import CorruptStateError, FileNotFoundInStorageError, InvalidOptio
 from ..log.actions import stats_file_for
 from ..log.sidecar import decode_frame, encode_frame
 from ..options import Options
+from ..predicates import FilterVisitor
 
 STATS_KEY = "bloomfilter"
 FILE_EXT = "bloom"
@@ -319,30 +320,46 @@ class _Both:
     all_needed: bool   # AND: either side rules the split out; OR: both must
 
 
-def _compile(f: Any, types: Mapping[str, pa.DataType]) -> Any:
+class _Compile(FilterVisitor[Any]):
     """A filter as probes on Bloom columns; None where Bloom filters cannot rule anything out.
     The constant False stands for `x = NULL` (never true)."""
-    from . import filters as sf
 
-    if isinstance(f, (sf.And, sf.Or)):
-        left, right = _compile(f.left, types), _compile(f.right, types)
-        if isinstance(f, sf.And):
-            if left is None or right is None:
-                return left if right is None else right
-            return _Both(left, right, all_needed=False)
+    def __init__(self, types: Mapping[str, pa.DataType]):
+        self.types = types
+
+    def visit_and(self, f: Any) -> Any:
+        left, right = self.visit(f.left), self.visit(f.right)
+        if left is None or right is None:
+            return left if right is None else right
+        return _Both(left, right, all_needed=False)
+
+    def visit_or(self, f: Any) -> Any:
+        left, right = self.visit(f.left), self.visit(f.right)
         return None if left is None or right is None else _Both(left, right, all_needed=True)
-    if isinstance(f, (sf.EqualTo, sf.EqualNullSafe)):
-        if f.value is None:
-            return False if isinstance(f, sf.EqualTo) else None   # x <=> NULL needs null counts
-        values: Sequence[Any] = [f.value]
-    elif isinstance(f, sf.In):
-        values = [v for v in f.values if v is not None]
-    else:
-        return None
-    t = types.get(f.column.strip("`").lower())
-    if t is None:
-        return None
-    return _Probe(f.column, hash_values(pa.array(values, type=t)))
+
+    def visit_equal_to(self, f: Any) -> Any:
+        return False if f.value is None else self._probe(f.column, [f.value])
+
+    def visit_equal_null_safe(self, f: Any) -> Any:
+        return None if f.value is None else self._probe(f.column, [f.value])   # x <=> NULL needs null counts
+
+    def visit_in(self, f: Any) -> Any:
+        return self._probe(f.column, [v for v in f.values if v is not None])
+
+    def _nothing(self, f: Any) -> Any:
+        return None     # ranges, negations, NULL tests, LIKE: a Bloom filter cannot rule them out
+
+    visit_not = visit_comparison = visit_is_null = visit_is_not_null = visit_string_match = _nothing
+
+    def _probe(self, column: str, values: Sequence[Any]) -> Any:
+        t = self.types.get(column.strip("`").lower())
+        if t is None:
+            return None
+        return _Probe(column, hash_values(pa.array(values, type=t)))
+
+
+def _compile(f: Any, types: Mapping[str, pa.DataType]) -> Any:
+    return _Compile(types).visit(f)
 
 
 def _rules_out(probe: Any, blooms: SplitBlooms) -> bool:

@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 
 from ..errors import IndexTablesError, SchemaMismatchError
 from ..predicates import (  # the model; re-exported: split.filters is where callers find it
-    And, Comparison, EqualNullSafe, EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull,
-    LessThan, LessThanOrEqual, Not, Or, StringContains, StringEndsWith, StringMatch, StringStartsWith,
+    And, Comparison, EqualNullSafe, EqualTo, Filter, FilterVisitor, GreaterThan, GreaterThanOrEqual, In, IsNotNull,
+    IsNull, LessThan, LessThanOrEqual, Not, Or, StringContains, StringEndsWith, StringMatch, StringStartsWith,
     columns_of,
 )
 from .documents import TRUNCATE_CHARS, exact_term, f64_key
@@ -46,7 +46,6 @@ _OPS = {EqualTo: "eq", EqualNullSafe: "eq", GreaterThan: "gt", GreaterThanOrEqua
         LessThan: "lt", LessThanOrEqual: "le"}
 _COMPARISONS = tuple(_OPS)
 _STRING_MATCHES = (StringStartsWith, StringEndsWith, StringContains)
-_LEAVES = _COMPARISONS + (In, IsNull, IsNotNull) + _STRING_MATCHES
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
@@ -116,16 +115,28 @@ def _value_ok(spec: ColumnSpec, v: Any) -> bool:
 
 def supports(filter: Filter, specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]) -> bool:
     """True when arrow_mask evaluates the filter exactly on stored (non-partition) columns."""
-    return _supports(filter, specs_by_name(specs))
+    return _Supports(specs_by_name(specs)).visit(filter)
 
 
-def _supports(f: Any, specs: Mapping[str, ColumnSpec]) -> bool:
-    if isinstance(f, Not):
-        return _supports(f.child, specs)
-    if isinstance(f, (And, Or)):
-        return _supports(f.left, specs) and _supports(f.right, specs)
-    if not isinstance(f, _LEAVES):
-        return False
+class _Supports(FilterVisitor[bool]):
+    def __init__(self, specs: Mapping[str, ColumnSpec]):
+        self.specs = specs
+
+    def visit_not(self, f: Not) -> bool:
+        return self.visit(f.child)
+
+    def visit_and(self, f: And | Or) -> bool:
+        return self.visit(f.left) and self.visit(f.right)
+
+    visit_or = visit_and
+
+    def visit_comparison(self, f: Any) -> bool:
+        return _supports_leaf(f, self.specs)
+
+    visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
+
+
+def _supports_leaf(f: Any, specs: Mapping[str, ColumnSpec]) -> bool:
     spec = _lookup(specs, f.column)
     if spec is None or spec.partition:
         return False
@@ -399,15 +410,32 @@ def struct_field(data, path: str):
     return col
 
 
+class _ArrowEval(FilterVisitor[Any]):
+    """Exact evaluation over an Arrow table or batch (Kleene logic: NULL where Spark's is NULL)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def visit_and(self, f: And):
+        return pc.and_kleene(self.visit(f.left), self.visit(f.right))
+
+    def visit_or(self, f: Or):
+        return pc.or_kleene(self.visit(f.left), self.visit(f.right))
+
+    def visit_not(self, f: Not):
+        return pc.invert(self.visit(f.child))
+
+    def visit_comparison(self, f: Any):
+        return _eval_leaf(f, self.data)
+
+    visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
+
+
 def _eval(f: Any, data):
-    if isinstance(f, And):
-        return pc.and_kleene(_eval(f.left, data), _eval(f.right, data))
-    if isinstance(f, Or):
-        return pc.or_kleene(_eval(f.left, data), _eval(f.right, data))
-    if isinstance(f, Not):
-        return pc.invert(_eval(f.child, data))
-    if not isinstance(f, _LEAVES):
-        raise UnsupportedFilterError(f"unknown filter {f!r}")
+    return _ArrowEval(data).visit(f)
+
+
+def _eval_leaf(f: Any, data):
     a = _column(data, f.column, f)
     if isinstance(f, IsNull):
         return pc.is_null(a)
@@ -456,8 +484,8 @@ def arrow_mask(table_or_batch: pa.Table | pa.RecordBatch, filters: Sequence[Filt
 
 _DECIMAL_MARGIN = 1e-9     # relative; decimal → f64 conversion errors are ~1e-16
 _MAX_PATTERN_CHARS = 256   # longer regexes are not worth compiling
-class _Q:
-    """Query builder bound to one index schema."""
+class _Q(FilterVisitor[tuple]):
+    """Query builder bound to one index schema: (query or None, exact) per filter."""
 
     def __init__(self, schema, specs: Mapping[str, ColumnSpec]):
         import tantivy
@@ -494,22 +522,26 @@ class _Q:
 
     # translation: (query or None, exact)
     def build(self, f: Any) -> tuple[Any, bool]:
-        if isinstance(f, And):
-            (l, le), (r, re_) = self.build(f.left), self.build(f.right)
-            if l is None or r is None:
-                return (l if r is None else r), False
-            return self.must([l, r]), le and re_
-        if isinstance(f, Or):
-            (l, le), (r, re_) = self.build(f.left), self.build(f.right)
-            if l is None or r is None:
-                return None, False
-            return self.should([l, r]), le and re_
-        if isinstance(f, Not):
-            q, exact = self.build(f.child)
-            # Not keeps the rows where the child is false or NULL: a superset of Not(child) = TRUE.
-            return (self.must_not(q), False) if q is not None and exact else (None, False)
-        if not isinstance(f, _LEAVES):
+        return self.visit(f)
+
+    def visit_and(self, f: And) -> tuple[Any, bool]:
+        (l, le), (r, re_) = self.visit(f.left), self.visit(f.right)
+        if l is None or r is None:
+            return (l if r is None else r), False
+        return self.must([l, r]), le and re_
+
+    def visit_or(self, f: Or) -> tuple[Any, bool]:
+        (l, le), (r, re_) = self.visit(f.left), self.visit(f.right)
+        if l is None or r is None:
             return None, False
+        return self.should([l, r]), le and re_
+
+    def visit_not(self, f: Not) -> tuple[Any, bool]:
+        q, exact = self.visit(f.child)
+        # Not keeps the rows where the child is false or NULL: a superset of Not(child) = TRUE.
+        return (self.must_not(q), False) if q is not None and exact else (None, False)
+
+    def visit_comparison(self, f: Any) -> tuple[Any, bool]:
         spec = _lookup(self.specs, f.column)
         if spec is None or spec.partition or not spec.indexed_fields:
             return None, False
@@ -517,6 +549,8 @@ class _Q:
             return self.leaf(f, spec)
         except _Incompatible:
             return None, False
+
+    visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
 
     def leaf(self, f: Any, spec: ColumnSpec) -> tuple[Any, bool]:
         kind = spec.kind
@@ -709,19 +743,36 @@ def _bounds(add_file: Any, spec: ColumnSpec, nulls: dict[str, int]) -> _Bounds:
                    nulls.get(spec.name), add_file.num_records)
 
 
-def _cannot_match(f: Any, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int]) -> bool:
-    if isinstance(f, And):
-        return _cannot_match(f.left, add_file, specs, nulls) or _cannot_match(f.right, add_file, specs, nulls)
-    if isinstance(f, Or):
-        return _cannot_match(f.left, add_file, specs, nulls) and _cannot_match(f.right, add_file, specs, nulls)
-    if isinstance(f, Not):
+class _CannotMatch(FilterVisitor[bool]):
+    """True only when a split's min/max statistics and null counts prove no row satisfies a filter."""
+
+    def __init__(self, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int]):
+        self.add_file, self.specs, self.nulls = add_file, specs, nulls
+
+    def visit_and(self, f: And) -> bool:
+        return self.visit(f.left) or self.visit(f.right)
+
+    def visit_or(self, f: Or) -> bool:
+        return self.visit(f.left) and self.visit(f.right)
+
+    def visit_not(self, f: Not) -> bool:
         if isinstance(f.child, IsNull):
-            return _cannot_match(IsNotNull(f.child.column), add_file, specs, nulls)
+            return self.visit(IsNotNull(f.child.column))
         if isinstance(f.child, IsNotNull):
-            return _cannot_match(IsNull(f.child.column), add_file, specs, nulls)
+            return self.visit(IsNull(f.child.column))
         return False
-    if not isinstance(f, _LEAVES):
-        return False
+
+    def visit_comparison(self, f: Any) -> bool:
+        return _cannot_match_leaf(f, self.add_file, self.specs, self.nulls)
+
+    visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
+
+
+def _cannot_match(f: Any, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int]) -> bool:
+    return _CannotMatch(add_file, specs, nulls).visit(f)
+
+
+def _cannot_match_leaf(f: Any, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int]) -> bool:
     spec = _lookup(specs, f.column)
     if spec is None or spec.partition:
         return False
