@@ -8,6 +8,7 @@
 #   make smoke-oldest      .venv-oldest with the oldest supported pyspark (4.1.x, PYSPARK_OLDEST) installed
 #                          first, then the package; checks pyspark was kept; runs tests/smoke with it
 #                          (SMOKE_PYTEST_ARGS: extra pytest args for this run)
+#   make lint              ruff over src, tests, bench, examples (CI runs it before the tests)
 #   make install           create .venv and install the package with its test extras
 #   make emulators-start   start moto S3 + Azurite in the background (then: source .emulators/state/env.sh)
 #   make emulators-stop    stop them
@@ -53,7 +54,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(VENV_PY))
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all install demo test smoke-oldest oldest-install emulators-install emulators-start emulators-stop emulators-status clean distclean
+.PHONY: all install demo test lint smoke-oldest oldest-install emulators-install emulators-start emulators-stop emulators-status clean distclean
 
 all: test
 
@@ -99,6 +100,10 @@ test: install emulators-install
 	[ $$main = 0 ] || echo "make test: the main suite failed (pytest exit code $$main)" >&2; \
 	[ $$smoke = 0 ] || echo "make test: the smoke suite on pyspark $(PYSPARK_OLDEST) failed" >&2; \
 	[ $$main = 0 ] && [ $$smoke = 0 ]
+
+# ruff (pyproject.toml [tool.ruff]) over the package, tests, benches and examples.
+lint: install
+	$(VENV_PY) -m ruff check src tests bench examples
 
 # tests/smoke with pyspark $(PYSPARK_OLDEST): Spark's workers run .venv-oldest's Python too.
 smoke-oldest: $(OLDEST_STAMP)

@@ -174,7 +174,6 @@ def main() -> None:
             r = r.option(k, v)
         return r.load(it_path)
 
-    query = f"body:{MARKER}"
     t_pq_1pct = None
     if not args.kinds_only:
         t_pq_1pct = print_scenarios(spark, ours, pq, it_path, rows, cores, args.runs)

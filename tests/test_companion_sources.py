@@ -386,7 +386,9 @@ def _write(path, table):
 
 
 def _hive_dir(root):
-    rows = lambda ids: pa.table({"id": pa.array(ids, pa.int64()), "txt": pa.array([f"t{i}" for i in ids], pa.large_string())})
+    def rows(ids):
+        return pa.table({"id": pa.array(ids, pa.int64()), "txt": pa.array([f"t{i}" for i in ids], pa.large_string())})
+
     _write(f"{root}/n=1/s=x%20y/d=2024-01-01/part-0.parquet", rows([1, 2]))
     _write(f"{root}/n=-2/s=__HIVE_DEFAULT_PARTITION__/d=2024-01-02/part-0.snappy.PARQUET", rows([3]))
     _write(f"{root}/n=3/s=a%2Fb/d=__HIVE_DEFAULT_PARTITION__/part-1.parquet", rows([4, 5, 6]))

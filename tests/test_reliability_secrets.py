@@ -17,7 +17,6 @@ import indextables_spark as it
 from indextables_spark.errors import IndexTablesError
 
 sys.path.insert(0, os.path.dirname(__file__))
-import crash_harness as ch  # noqa: E402
 from cmd_helpers import append, rows  # noqa: E402
 
 

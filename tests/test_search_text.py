@@ -17,7 +17,6 @@ from indextables_spark.split import filters as F
 from indextables_spark.split import text
 from indextables_spark.split.builder import SplitWriter
 from indextables_spark.split.cache import get_cache
-from indextables_spark.split.reader import SplitReader
 from indextables_spark.split.types import ROW_FIELD
 from indextables_spark.storage.local import LocalStorage
 

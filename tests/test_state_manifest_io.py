@@ -6,7 +6,6 @@ import io
 import threading
 
 import fastavro
-import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 

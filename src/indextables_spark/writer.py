@@ -16,7 +16,6 @@ from .log.actions import AddFile, Metadata
 from .log.doc_mapping import doc_mapping_hash, registry_key
 from .log.protocol_gate import CURRENT_PROTOCOL, check_writable
 from .log.maintenance import open_log
-from .log.table_log import TransactionLog
 from .log.transaction import Transaction, new_table_id, now_ms
 from .options import PREFIX, Options
 from .storage import open_storage

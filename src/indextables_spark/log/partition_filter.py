@@ -463,12 +463,12 @@ class _NegationNormalForm(FilterVisitor[Filter]):
         return _NegationNormalForm(not self.negate).visit(e.child)
 
     def visit_and(self, e: And) -> Filter:
-        l, r = self.visit(e.left), self.visit(e.right)
-        return Or(l, r) if self.negate else And(l, r)
+        left, right = self.visit(e.left), self.visit(e.right)
+        return Or(left, right) if self.negate else And(left, right)
 
     def visit_or(self, e: Or) -> Filter:
-        l, r = self.visit(e.left), self.visit(e.right)
-        return And(l, r) if self.negate else Or(l, r)
+        left, right = self.visit(e.left), self.visit(e.right)
+        return And(left, right) if self.negate else Or(left, right)
 
     def visit_comparison(self, e: Any) -> Filter:
         if not self.negate:

@@ -251,7 +251,7 @@ class Transaction:
                         f"{self.read_version})"
                     )
                 if isinstance(a, DeleteLog) and rewritten and (a.kind != POSITIONAL or a.split_path in rewritten):
-                    what = f"split {a.split_path}" if a.kind == POSITIONAL else f"every split added before it"
+                    what = f"split {a.split_path}" if a.kind == POSITIONAL else "every split added before it"
                     raise ConcurrentModificationError(
                         f"{self.operation} on {self.log.storage.uri}: rows were deleted concurrently in version {v} "
                         f"({a.kind} delete log {a.path}, applying to {what}) from splits this transaction rewrites "

@@ -33,7 +33,6 @@ import datetime as dt
 import decimal
 import json
 import math
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import IndexTablesError, SchemaMismatchError
-from ..predicates import (  # the model; re-exported: split.filters is where callers find it
+from ..predicates import (  # noqa: F401 (the model, re-exported: split.filters is where callers find it)
     And, Comparison, EqualNullSafe, EqualTo, Filter, FilterVisitor, GreaterThan, GreaterThanOrEqual, In, IsNotNull,
     IsNull, LessThan, LessThanOrEqual, Not, Or, StringContains, StringEndsWith, StringMatch, StringStartsWith,
     columns_of,
@@ -525,16 +525,16 @@ class _Q(FilterVisitor[tuple]):
         return self.visit(f)
 
     def visit_and(self, f: And) -> tuple[Any, bool]:
-        (l, le), (r, re_) = self.visit(f.left), self.visit(f.right)
-        if l is None or r is None:
-            return (l if r is None else r), False
-        return self.must([l, r]), le and re_
+        (left, le), (right, re_) = self.visit(f.left), self.visit(f.right)
+        if left is None or right is None:
+            return (left if right is None else right), False
+        return self.must([left, right]), le and re_
 
     def visit_or(self, f: Or) -> tuple[Any, bool]:
-        (l, le), (r, re_) = self.visit(f.left), self.visit(f.right)
-        if l is None or r is None:
+        (left, le), (right, re_) = self.visit(f.left), self.visit(f.right)
+        if left is None or right is None:
             return None, False
-        return self.should([l, r]), le and re_
+        return self.should([left, right]), le and re_
 
     def visit_not(self, f: Not) -> tuple[Any, bool]:
         q, exact = self.visit(f.child)

@@ -359,7 +359,7 @@ def prune_files(table_path: str, options: Options, snapshot: Any, partition_filt
     data skipping and Bloom filters (filters over data columns only). Returns (files, (splits in
     the snapshot, after partition pruning, after data skipping))."""
     from .bloom import skip_by_blooms
-    from .filters import prune_partition, skip_split
+    from .filters import skip_split
 
     n_total = snapshot.num_files
     if partition_filters:
