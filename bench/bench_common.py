@@ -1,6 +1,20 @@
 """Helpers shared by the bench scripts (run as `python bench/<script>.py`: this folder is on sys.path)."""
 from __future__ import annotations
 
+import statistics
+import time
+
+
+def median_time(fn, runs: int) -> float:
+    """Median seconds of `runs` calls of fn, after one warm-up call (worker start, cache fill, codegen)."""
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
 
 def fetch_rows(table, query: str) -> int:
     """Rows matching a query, read like a Spark task reads them (every split, rows materialised).

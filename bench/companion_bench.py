@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import time
 
@@ -48,6 +47,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 import indextables_spark as it  # noqa: E402
+from bench_common import median_time  # noqa: E402
 from datagen import documents  # noqa: E402
 
 MARKER = "kestrel"
@@ -68,16 +68,6 @@ def corpus(rows: int) -> pa.Table:
         body = pc.if_else(marked, pc.binary_join_element_wise(body, MARKER, " "), body)
         parts.append(t.set_column(t.schema.get_field_index("body"), "body", body))
     return pa.concat_tables(parts).combine_chunks()
-
-
-def median_time(fn, runs: int) -> float:
-    fn()                                   # warm-up: worker start, cache fill, codegen
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def delta_files(src: str) -> tuple[list[str], int]:

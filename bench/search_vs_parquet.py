@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import time
 
@@ -40,6 +39,7 @@ from pyspark.sql import functions as sf  # noqa: E402
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
 
 import indextables_spark as it  # noqa: E402
+from bench_common import median_time  # noqa: E402
 
 SCHEMA = ("id long, uuid string, title string, body string, tags array<string>, views long, score double, "
           "day date, ts timestamp, region string")
@@ -112,16 +112,6 @@ class _DocsReader(DataSourceReader):
             t = t.set_column(t.schema.get_field_index("region"), "region",
                              pa.array(np.array(zones, dtype=object)[picked], pa.string()))
             yield t.to_batches()[0]
-
-
-def median_time(fn, runs: int) -> float:
-    fn()                                   # warm-up: worker start, cache fill, codegen
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def noop(df):

@@ -67,6 +67,19 @@ def delta_keys(src: str) -> set[str]:
     return {f.key for f in open_source("delta", src).files}
 
 
+def write_source(fmt: str, tmp_path, data: pa.Table) -> tuple[str, dict, dict]:
+    """The rows as a `fmt` table: (source, build_companion keyword arguments, options)."""
+    src = str(tmp_path / "src")
+    if fmt == "delta":
+        write_delta(src, data)
+    elif fmt == "parquet":
+        write_parquet_dir(src, data)
+    else:
+        _, options = write_iceberg(tmp_path, data)
+        return "db.docs", {"catalog": "c", "catalog_type": "sql"}, options
+    return src, {}, {}
+
+
 def tuples(data) -> list[tuple]:
     rows_ = data.select(COLUMNS).to_pylist() if isinstance(data, pa.Table) else data
     return sorted(tuple(_plain(r[c]) for c in COLUMNS) for r in rows_)
@@ -88,14 +101,7 @@ def index_rows(location: str, query: str | None = None, where: str | None = None
 def test_build_and_read_each_format(fmt, tmp_path):
     data = rows(600)
     loc = str(tmp_path / "index")
-    src, kwargs, options = str(tmp_path / "src"), {}, {}
-    if fmt == "delta":
-        write_delta(src, data)
-    elif fmt == "parquet":
-        write_parquet_dir(src, data)
-    else:
-        _, options = write_iceberg(tmp_path, data)
-        src, kwargs = "db.docs", {"catalog": "c", "catalog_type": "sql"}
+    src, kwargs, options = write_source(fmt, tmp_path, data)
     res = it.build_companion(src, loc, format=fmt, indexing=INDEXING, options=options, **kwargs)
     assert res["filesIndexed"] > 0 and res["rowsIndexed"] == 600 and res["version"] == 0
     assert index_rows(loc) == tuples(data)
@@ -342,14 +348,7 @@ def test_spark_differential(spark, fmt, tmp_path):
     source's rows directly (read by the source's own library, filtered by Spark)."""
     data = rows(900)
     loc = str(tmp_path / "index")
-    src, kwargs, options = str(tmp_path / "src"), {}, {}
-    if fmt == "delta":
-        write_delta(src, data)
-    elif fmt == "parquet":
-        write_parquet_dir(src, data)
-    else:
-        _, options = write_iceberg(tmp_path, data)
-        src, kwargs = "db.docs", {"catalog": "c", "catalog_type": "sql"}
+    src, kwargs, options = write_source(fmt, tmp_path, data)
     # the Iceberg catalog's properties as session conf (spark.indextables.iceberg.catalog.c.*), for the build only
     with session_conf(spark, {"spark.indextables." + k: v for k, v in options.items()}):
         it.build_companion(src, loc, format=fmt, indexing=INDEXING, spark=spark, **kwargs)

@@ -110,6 +110,17 @@ def _lex(query: str) -> tuple[list[_Tok], list[int]]:
     return toks, stray
 
 
+def _with_context(toks: list[_Tok]):
+    """(previous token, token, inside a range `[… TO …]`) for each token of a query."""
+    depth = 0
+    for prev, tok in zip([None, *toks], toks):
+        if tok.kind == "[":
+            depth += 1
+        elif tok.kind == "]":
+            depth = max(0, depth - 1)
+        yield prev, tok, depth > 0
+
+
 def negations_as_prefix(query: str) -> str:
     """`a AND NOT b` as `a AND -b`. Tantivy parses the former as Must(a) + Must(Bool[MustNot(b)]),
     a purely negative clause that matches nothing, so the whole query matched no document; Lucene,
@@ -158,12 +169,7 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
     edits: list[tuple[int, int, str]] = []
     distances: dict[str, set[int]] = {}
     fuzzy_terms: list[tuple[int, int, str, int, list[str], bool]] = []   # start, end, term, d, targets, fielded
-    in_range = 0
-    for prev, tok in zip([None, *toks], toks):
-        if tok.kind == "[":
-            in_range += 1
-        elif tok.kind == "]":
-            in_range = max(0, in_range - 1)
+    for prev, tok, in_range in _with_context(toks):
         if (tok.kind == "phrase" and not in_range and "/" in tok.text and prev is not None
                 and prev.kind == "field" and fields.get(prev.text, (None, None))[0] == "ip"):
             edits.append((tok.start, tok.end, _cidr_range(tok.text, tok.start)))   # ip:"fe80::/64"
@@ -242,12 +248,7 @@ def cjk_bigram_terms(query: str, fields: Mapping[str, tuple[str, str | None]],
         return query
     toks, _ = _lex(query)
     edits: list[tuple[int, int, str]] = []
-    in_range = 0
-    for prev, tok in zip([None, *toks], toks):
-        if tok.kind == "[":
-            in_range += 1
-        elif tok.kind == "]":
-            in_range = max(0, in_range - 1)
+    for prev, tok, in_range in _with_context(toks):
         if tok.kind not in ("word", "phrase") or in_range or not has_cjk(tok.text):
             continue
         field = prev.text if prev is not None and prev.kind == "field" else None
