@@ -39,17 +39,19 @@ def _explain_connect(df) -> list[dict]:
 
     import pyarrow as pa
 
-    t0 = time.time() - 1.0        # the server's clock: the same machine's, when this can work at all
-    df.select("*")._explain_string(mode="simple")   # the server plans the reads (and records them)
-
-    def records(batches):
-        for _ in batches:
-            found = guard.explanations_since(t0)
-            yield pa.RecordBatch.from_arrays([pa.array([json.dumps(found)])], names=["records"])
-
     spark = df.sparkSession
-    rows = spark.range(1, numPartitions=1).mapInArrow(records, "records string").toArrow()
-    found = json.loads(rows.column("records")[0].as_py()) if rows.num_rows else []
+
+    def on_server(fn) -> str:
+        """fn() run in one task on the server's executors (its host, for a local-mode server)."""
+        def task(batches):
+            for _ in batches:
+                yield pa.RecordBatch.from_arrays([pa.array([fn()])], names=["out"])
+        rows = spark.range(1, numPartitions=1).mapInArrow(task, "out string").toArrow()
+        return rows.column("out")[0].as_py()
+
+    t0 = float(on_server(lambda: repr(time.time())))     # the server host's clock, not the client's
+    df.select("*")._explain_string(mode="simple")       # the server plans the reads (and records them)
+    found = json.loads(on_server(lambda: json.dumps(guard.explanations_since(t0))))
     if not found:
         raise InvalidOptionError(
             "no indextables read of this DataFrame was found: it reads no indextables table, or the Spark Connect "
