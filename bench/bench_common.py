@@ -1,8 +1,19 @@
 """Helpers shared by the bench scripts (run as `python bench/<script>.py`: this folder is on sys.path)."""
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
+
+
+def bench_arguments(default_dir: str, runs: int = 5) -> argparse.ArgumentParser:
+    """The arguments every table-building bench takes: --rows, --runs, --dir, --reuse."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=runs)
+    ap.add_argument("--dir", default=default_dir)
+    ap.add_argument("--reuse", action="store_true", help="keep the tables of an earlier run with the same --dir")
+    return ap
 
 
 def median_time(fn, runs: int) -> float:

@@ -34,7 +34,6 @@ group per file here, ~250k rows at 1M rows) of each file that has a match.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -47,7 +46,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 import indextables_spark as it  # noqa: E402
-from bench_common import median_time  # noqa: E402
+from bench_common import bench_arguments, median_time  # noqa: E402
 from datagen import documents  # noqa: E402
 
 MARKER = "kestrel"
@@ -124,11 +123,7 @@ def print_sizes(src: str, comp_path: str, full_path: str) -> None:
 def main() -> None:
     from pyspark.sql import SparkSession
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--dir", default="/tmp/indextables-companion-bench")
-    ap.add_argument("--reuse", action="store_true", help="keep the tables of an earlier run with the same --dir")
+    ap = bench_arguments("/tmp/indextables-companion-bench", runs=5)
     args = ap.parse_args()
     src, comp_path, full_path = (os.path.join(args.dir, d) for d in ("delta", "companion", "full"))
 

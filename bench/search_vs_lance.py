@@ -19,7 +19,6 @@ Match counts of both are printed; a query where they differ is marked.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -33,6 +32,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 import indextables_spark as it  # noqa: E402
+from bench_common import bench_arguments  # noqa: E402
 from datagen import documents  # noqa: E402
 
 MARKER = "kestrel"
@@ -85,11 +85,7 @@ def lance_queries():
 def main() -> None:
     import lance
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--dir", default="/tmp/indextables-lance-bench")
-    ap.add_argument("--reuse", action="store_true", help="keep the tables of an earlier run with the same --dir")
+    ap = bench_arguments("/tmp/indextables-lance-bench", runs=7)
     args = ap.parse_args()
     it_path, lance_path = os.path.join(args.dir, "it"), os.path.join(args.dir, "lance")
 

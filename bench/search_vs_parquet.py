@@ -22,7 +22,6 @@ Scenarios (ours | Parquet):
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -39,7 +38,7 @@ from pyspark.sql import functions as sf  # noqa: E402
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
 
 import indextables_spark as it  # noqa: E402
-from bench_common import median_time  # noqa: E402
+from bench_common import bench_arguments, median_time  # noqa: E402
 
 SCHEMA = ("id long, uuid string, title string, body string, tags array<string>, views long, score double, "
           "day date, ts timestamp, region string")
@@ -119,11 +118,7 @@ def noop(df):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--dir", default="/tmp/indextables-bench")
-    ap.add_argument("--reuse", action="store_true", help="keep the tables of an earlier run with the same --dir")
+    ap = bench_arguments("/tmp/indextables-bench", runs=5)
     ap.add_argument("--partitions", type=int, default=4, help="tasks of the source (and of each write)")
     ap.add_argument("--regions", type=int, default=4, help="distinct values of the partition column (<= 16)")
     ap.add_argument("--merge", action="store_true", help="MERGE SPLITS, then the query kinds again")
