@@ -85,9 +85,9 @@ def run_job(spark: Any, path: str, opts: Options, files: list[AddFile], query: s
     """The Spark job of execution="spark": one task per group of splits, each returning the merged
     partial of its splits (classic or Spark Connect session: a DataFrame job, no RDDs)."""
     from .split.aggregate import merge_all
-    from .split.groups import DEFAULT_GROUP_BYTES, group_by_size
+    from .split.groups import group_by_size
 
-    groups = group_by_size(files, opts.get_size("read.maxPartitionBytes", DEFAULT_GROUP_BYTES),
+    groups = group_by_size(files, opts.get_size("read.maxPartitionBytes"),
                            sessions.default_parallelism(spark))
     if not groups:
         return merge_all(aggs, [])

@@ -4,27 +4,26 @@ Keys are case-insensitive (Spark lower-cases data source option keys).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from .errors import InvalidOptionError
+from .errors import IndexTablesError, InvalidOptionError
+from .option_registry import SECRET_KEYS, spec
 
 PREFIX = "spark.indextables."
+_REGISTERED = object()   # "the registry's default" (option_registry.py)
 
-# Option names whose values are secrets: never logged, stored or shown.
-SECRET_KEYS = frozenset(
-    k.lower()
-    for k in (
-        "aws.accessKey",
-        "aws.secretKey",
-        "aws.sessionToken",
-        "azure.accountKey",
-        "azure.connectionString",
-        "azure.clientSecret",
-        "azure.bearerToken",
-        "azure.sasToken",
-    )
-)
+
+class UnregisteredOptionError(IndexTablesError):
+    """The package read an option that option_registry.py does not list (a bug, not a user error)."""
+
+
+def _default(key: str) -> Any:
+    found = spec(short_key(key))
+    if found is None:
+        raise UnregisteredOptionError(f"option {key!r} is read but not listed in option_registry.OPTIONS")
+    return found.default
 
 
 def short_key(key: str) -> str:
@@ -41,7 +40,8 @@ class Options(Mapping[str, str]):
 
     @classmethod
     def of(cls, *sources: Mapping[str, Any] | None) -> "Options":
-        """Merge sources left to right (later wins)."""
+        """Merge sources left to right (later wins). A `spark.indextables.*` key the registry does
+        not know is logged once per process, with the closest known key."""
         merged: dict[str, str] = {}
         for src in sources:
             if not src:
@@ -50,7 +50,10 @@ class Options(Mapping[str, str]):
             for k, v in items:
                 if v is None:
                     continue
-                merged[short_key(str(k))] = v if isinstance(v, str) else _to_str(v)
+                key = str(k)
+                if key[:len(PREFIX)].lower() == PREFIX:
+                    _check_known(key)
+                merged[short_key(key)] = v if isinstance(v, str) else _to_str(v)
         return cls(merged)
 
     def __getitem__(self, key: str) -> str:
@@ -63,30 +66,32 @@ class Options(Mapping[str, str]):
         return len(self.values)
 
     def get_str(self, key: str, default: str | None = None) -> str | None:
+        """The option's text as given, else `default` (None: unset; registered keys only)."""
+        _default(key)
         return self.values.get(short_key(key), default)
 
-    def get_int(self, key: str, default: int) -> int:
+    def get_int(self, key: str, default: Any = _REGISTERED) -> int:
         raw = self.values.get(short_key(key))
         if raw is None or raw == "":
-            return default
+            return _default(key) if default is _REGISTERED else default
         try:
             return int(_strip_size(raw))
         except ValueError:
             raise InvalidOptionError(f"option {key!r}: expected an integer, got {raw!r}") from None
 
-    def get_float(self, key: str, default: float) -> float:
+    def get_float(self, key: str, default: Any = _REGISTERED) -> float:
         raw = self.values.get(short_key(key))
         if raw is None or raw == "":
-            return default
+            return _default(key) if default is _REGISTERED else default
         try:
             return float(raw)
         except ValueError:
             raise InvalidOptionError(f"option {key!r}: expected a number, got {raw!r}") from None
 
-    def get_bool(self, key: str, default: bool) -> bool:
+    def get_bool(self, key: str, default: Any = _REGISTERED) -> bool:
         raw = self.values.get(short_key(key))
         if raw is None or raw == "":
-            return default
+            return _default(key) if default is _REGISTERED else default
         low = raw.strip().lower()
         if low in ("true", "1", "yes", "on"):
             return True
@@ -94,11 +99,11 @@ class Options(Mapping[str, str]):
             return False
         raise InvalidOptionError(f"option {key!r}: expected true or false, got {raw!r}")
 
-    def get_size(self, key: str, default: int) -> int:
+    def get_size(self, key: str, default: Any = _REGISTERED) -> int:
         """A byte size such as `100M`, `2G`, `512k` or a plain number of bytes."""
         raw = self.values.get(short_key(key))
         if raw is None or raw == "":
-            return default
+            return _default(key) if default is _REGISTERED else default
         return parse_size(raw, key)
 
     def with_prefix(self, prefix: str) -> dict[str, str]:
@@ -111,6 +116,21 @@ class Options(Mapping[str, str]):
 
     def __repr__(self) -> str:  # never show secrets
         return f"Options({self.redacted()!r})"
+
+
+_warned: set[str] = set()
+
+
+def _check_known(key: str) -> None:
+    short = short_key(key)
+    if short in _warned or spec(short) is not None:
+        return
+    _warned.add(short)
+    from .option_registry import closest
+
+    near = closest(short)
+    logging.getLogger(__name__).warning(
+        "indextables: unknown option %s%s", key, f" (did you mean {PREFIX}{near}?)" if near else "")
 
 
 def _to_str(v: Any) -> str:

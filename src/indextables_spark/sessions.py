@@ -21,7 +21,7 @@ import pickle
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from .errors import IndexTablesError
-from .options import PREFIX, Options, session_options
+from .options import PREFIX, Options, session_options, short_key
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def with_session_options(spark: Any, options: Mapping[str, Any] | None = None) -
     Over Spark Connect, warns about conf keys the server withholds that `options` do not give."""
     opts = Options.of(session_options(spark), options)
     if spark is not None and is_connect(spark):
-        missing = [k for k in withheld_conf_keys(spark) if opts.get_str(k) is None]
+        missing = [k for k in withheld_conf_keys(spark) if short_key(k) not in opts.values]
         if missing:
             log.warning("indextables: %s set in the Spark Connect session, but Spark Connect does not return "
                         "secret conf values to clients (spark.redaction.regex): give them as options "

@@ -111,7 +111,7 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
         refuse_companion(path, snap.metadata_action.configuration)
         table_schema = snap.schema_json
         parts = snap.partition_columns
-        if overwrite and opts.get_bool("overwriteSchema", False):
+        if overwrite and opts.get_bool("overwriteSchema"):
             # Like Delta's overwriteSchema: an overwrite may redefine columns and partitioning.
             table_schema = incoming
             parts = requested_parts if requested_parts is not None else parts
@@ -121,7 +121,7 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
                     f"table {path} is partitioned by {parts}, but the write asks for partitionBy "
                     f"{requested_parts} (to redefine the table use mode('overwrite') with overwriteSchema=true)"
                 )
-            if opts.get_bool("mergeSchema", False):
+            if opts.get_bool("mergeSchema"):
                 table_schema = merge_append_schema(path, table_schema, incoming)
             else:
                 check_append_schema(path, table_schema, incoming)
@@ -139,8 +139,11 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
         raise SchemaMismatchError(f"cannot partition by every column ({parts}): no data columns would remain")
     validate_schema(table_schema, parts, settings)
     mapping = doc_mapping_json(table_schema, parts, settings)
-    target = settings.get_size("write.targetSplitSize", settings.get_size("indexing.split.targetSize", 0)) or None
-    plan = WritePlan(table_schema, list(parts), settings, mapping, target or (1 << 30))
+    from .option_registry import registered_default
+    from .split.builder import target_split_bytes_option
+
+    target = target_split_bytes_option(settings) or registered_default("write.targetSplitSize")
+    plan = WritePlan(table_schema, list(parts), settings, mapping, target)
     return plan, read_version, read_version >= 0
 
 

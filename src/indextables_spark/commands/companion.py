@@ -30,7 +30,6 @@ from .companion_sources import FORMATS, SourceFile, SourceSnapshot, open_source
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TARGET_INPUT_SIZE = 1 << 30
 
 
 
@@ -222,7 +221,7 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
     opts = Options.of(base, indexing_options(indexing))
     target = (parse_size(target_input_size) if isinstance(target_input_size, str)
               else int(target_input_size) if target_input_size is not None
-              else opts.get_size("companion.targetInputSize", DEFAULT_TARGET_INPUT_SIZE))
+              else opts.get_size("companion.targetInputSize"))
     if target <= 0:
         raise InvalidOptionError(f"TARGET INPUT SIZE must be positive, got {target_input_size!r}")
 

@@ -230,7 +230,7 @@ def _aws_settings(opts: Options) -> _AwsSettings:
     region = opts.get_str("aws.region") or ("us-east-1" if endpoint else None)
     return _AwsSettings(opts.get_str("aws.accessKey") or None, opts.get_str("aws.secretKey") or None,
                         opts.get_str("aws.sessionToken") or None, region, endpoint,
-                        opts.get_bool("s3.pathStyleAccess", False))
+                        opts.get_bool("s3.pathStyleAccess"))
 
 
 @dataclass(frozen=True)

@@ -351,7 +351,7 @@ def _candidates(storage, snapshot, pred: Predicate, specs, options: Options) -> 
 def delete(log_: TransactionLog, where: str | None = None, query: str | None = None, kind: str = "auto",
            resolver: str = "merge") -> DeleteResult:
     """Delete the rows matching `where` (and `query`) as one new version; see the module doc."""
-    attempts = 1 if resolver == "fail" else max(1, log_.options.get_int("delete.maxAttempts", 3))
+    attempts = 1 if resolver == "fail" else max(1, log_.options.get_int("delete.maxAttempts"))
     for attempt in range(1, attempts + 1):
         try:
             return _delete_once(log_, where, query, kind, resolver)

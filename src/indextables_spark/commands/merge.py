@@ -62,9 +62,9 @@ class MergeConfig:
                      default_target: int = 5 << 30) -> "MergeConfig":
         target = target_size if target_size is not None else opts.get_size(target_option, default_target)
         max_src = (max_source_splits_per_merge if max_source_splits_per_merge is not None
-                   else opts.get_int("merge.maxSourceSplitsPerMerge", 1000))
-        threshold = opts.get_float("merge.skipSplitThreshold", 0.45)
-        cooldown = opts.get_float("merge.skipCooldownHours", 24.0)
+                   else opts.get_int("merge.maxSourceSplitsPerMerge"))
+        threshold = opts.get_float("merge.skipSplitThreshold")
+        cooldown = opts.get_float("merge.skipCooldownHours")
         par = opts.get_int("merge.localParallelism", min(2, os.cpu_count() or 1))
         if target <= 0:
             raise InvalidOptionError(f"MERGE SPLITS: target size must be positive, got {target} "

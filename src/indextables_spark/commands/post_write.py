@@ -34,8 +34,8 @@ _writes_lock = threading.Lock()
 
 
 def merge_trigger_threshold(default_parallelism: int, opts: Options) -> int:
-    fraction = opts.get_float("mergeOnWrite.batchCpuFraction", 0.167)
-    batches = opts.get_int("mergeOnWrite.minBatchesToTrigger", 1)
+    fraction = opts.get_float("mergeOnWrite.batchCpuFraction")
+    batches = opts.get_int("mergeOnWrite.minBatchesToTrigger")
     batch_size = max(1, int(default_parallelism * fraction))
     return batch_size * max(1, batches)
 
@@ -54,7 +54,7 @@ def run(spark, path: str, opts: Options) -> dict:
     table = IndexTable(path, opts)
     out: dict[str, Any] = {"merge": None, "purge": None}
     merged = False
-    if opts.get_bool("mergeOnWrite.enabled", False):
+    if opts.get_bool("mergeOnWrite.enabled"):
         cfg = merge.MergeConfig.from_options(opts, target_option="mergeOnWrite.targetSize", default_target=4 << 30)
         plan = merge.plan_merge(table.log, None, cfg)
         threshold = merge_trigger_threshold(default_parallelism(spark), opts)
@@ -63,14 +63,14 @@ def run(spark, path: str, opts: Options) -> dict:
             merged = out["merge"]["status"] == "SUCCESS"
         else:
             out["merge"] = {"status": "BELOW_THRESHOLD", "mergeGroups": len(plan.groups.groups), "threshold": threshold}
-    if opts.get_bool("purgeOnWrite.enabled", False):
+    if opts.get_bool("purgeOnWrite.enabled"):
         n = _count_write(table.storage.uri)
-        every = opts.get_int("purgeOnWrite.triggerAfterWrites", 0)
-        if (merged and opts.get_bool("purgeOnWrite.triggerAfterMerge", True)) or (every > 0 and n % every == 0):
+        every = opts.get_int("purgeOnWrite.triggerAfterWrites")
+        if (merged and opts.get_bool("purgeOnWrite.triggerAfterMerge")) or (every > 0 and n % every == 0):
             out["purge"] = purge.purge(
                 table.log,
-                older_than_hours=opts.get_float("purgeOnWrite.splitRetentionHours", 168.0),
-                tx_log_retention_hours=opts.get_float("purgeOnWrite.txLogRetentionHours", 720.0),
+                older_than_hours=opts.get_float("purgeOnWrite.splitRetentionHours"),
+                tx_log_retention_hours=opts.get_float("purgeOnWrite.txLogRetentionHours"),
             )
     return out
 
@@ -84,9 +84,9 @@ def maybe_run(spark, path: str, options: Mapping[str, Any] | Options | None) -> 
     write evaluates again); wait_for_background() waits for it. Otherwise it runs here and the
     result is run()'s."""
     opts = options if isinstance(options, Options) else Options.of(options)
-    if not (opts.get_bool("mergeOnWrite.enabled", False) or opts.get_bool("purgeOnWrite.enabled", False)):
+    if not (opts.get_bool("mergeOnWrite.enabled") or opts.get_bool("purgeOnWrite.enabled")):
         return None
-    if opts.get_bool("mergeOnWrite.async.enabled", True):
+    if opts.get_bool("mergeOnWrite.async.enabled"):
         return _start_background(spark, path, opts)
     return _run_logged(spark, path, opts)
 
@@ -153,7 +153,7 @@ def watch_stream(spark, query, path: str, options: Mapping[str, Any]) -> None:
     from pyspark.sql.streaming import StreamingQueryListener
 
     opts = Options.of(options)
-    if not (opts.get_bool("mergeOnWrite.enabled", False) or opts.get_bool("purgeOnWrite.enabled", False)):
+    if not (opts.get_bool("mergeOnWrite.enabled") or opts.get_bool("purgeOnWrite.enabled")):
         return
     query_id = str(query.id)
 

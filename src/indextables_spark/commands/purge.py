@@ -57,11 +57,11 @@ class PurgeConfig:
                      tx_log_retention_hours: float | None = None) -> "PurgeConfig":
         cfg = cls(
             retention_hours=float(older_than_hours if older_than_hours is not None
-                                  else opts.get_float("purge.defaultRetentionHours", 168.0)),
+                                  else opts.get_float("purge.defaultRetentionHours")),
             tx_log_retention_hours=float(tx_log_retention_hours if tx_log_retention_hours is not None
-                                         else opts.get_float("purge.txLogRetentionHours", 720.0)),
-            min_retention_hours=opts.get_float("purge.minRetentionHours", 24.0),
-            retention_check=opts.get_bool("purge.retentionCheckEnabled", True),
+                                         else opts.get_float("purge.txLogRetentionHours")),
+            min_retention_hours=opts.get_float("purge.minRetentionHours"),
+            retention_check=opts.get_bool("purge.retentionCheckEnabled"),
         )
         for what, hours in (("split retention (OLDER THAN)", cfg.retention_hours),
                             ("transaction log retention (TRANSACTION LOG RETENTION)", cfg.tx_log_retention_hours)):

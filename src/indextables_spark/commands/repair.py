@@ -88,7 +88,7 @@ def repair_transaction_log(source_log: str, target: str, options=None, progress=
                                        "missingDeleteLogs": sorted(lost_logs)})
     actions: list[Action] = [info, snap.protocol_action, dataclasses.replace(meta, configuration=conf), *adds,
                              *delete_logs, *(st for st in stats if st.files)]
-    compress = opts.get_bool("transaction.compression.enabled", True)
+    compress = opts.get_bool("transaction.compression.enabled")
     key = f"{0:020d}.json"
     if not dst.put_if_absent(key, encode_actions(actions, compress)):
         raise TableExistsError(f"REPAIR INDEXFILES TRANSACTION LOG: {dst.full_uri(key)} appeared while repairing")

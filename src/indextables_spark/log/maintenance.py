@@ -133,10 +133,10 @@ def after_commit(log_: TransactionLog, version: int, operation: str | None = Non
     checkpoint never fails the commit (the version file is already durable): it is logged as a
     warning and the next interval tries again."""
     o = log_.options
-    if not o.get_bool("checkpoint.enabled", True) or version <= 0:
+    if not o.get_bool("checkpoint.enabled") or version <= 0:
         return
-    interval = o.get_int("checkpoint.interval", 10)
-    after_merge = (operation or "").upper() in MERGE_OPERATIONS and o.get_bool("state.compaction.afterMerge", True)
+    interval = o.get_int("checkpoint.interval")
+    after_merge = (operation or "").upper() in MERGE_OPERATIONS and o.get_bool("state.compaction.afterMerge")
     if not after_merge and (interval <= 0 or version % interval != 0):
         return
     try:

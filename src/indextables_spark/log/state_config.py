@@ -38,10 +38,10 @@ class StateConfig:
             raise InvalidOptionError(f"option 'spark.indextables.state.format': expected 'avro' or 'json', got {fmt!r}")
         comp = (o.get_str("state.compression", "zstd") or "zstd").strip().lower()
         avro_codec_name(comp)  # validates
-        level = o.get_int("state.compressionLevel", 3)
+        level = o.get_int("state.compressionLevel")
         if comp in ("zstd", "zstandard") and not 1 <= level <= 22:
             raise InvalidOptionError(f"option 'spark.indextables.state.compressionLevel': expected 1-22, got {level}")
-        epm = o.get_int("state.entriesPerManifest", 50_000)
+        epm = o.get_int("state.entriesPerManifest")
         if epm < 1:
             raise InvalidOptionError(f"option 'spark.indextables.state.entriesPerManifest': must be >= 1, got {epm}")
         par = read_parallelism(o)
@@ -51,25 +51,25 @@ class StateConfig:
             compression_level=level,
             entries_per_manifest=epm,
             read_parallelism=par,
-            tombstone_threshold=o.get_float("state.compaction.tombstoneThreshold", 0.10),
-            max_manifests=o.get_int("state.compaction.maxManifests", 20),
-            large_remove_threshold=o.get_int("state.compaction.largeRemoveThreshold", 2**31 - 1),
-            compact_after_merge=o.get_bool("state.compaction.afterMerge", True),
-            retention_versions=o.get_int("state.retention.versions", 2),
-            retention_hours=o.get_float("state.retention.hours", 168.0),
-            gc_min_manifest_age_hours=o.get_float("state.gc.minManifestAgeHours", 1.0),
-            renormalize_threshold=o.get_int("state.schema.renormalizeThreshold", 5),
-            retry_max_attempts=max(1, o.get_int("state.retry.maxAttempts", 10)),
-            retry_base_delay_ms=o.get_int("state.retry.baseDelayMs", 100),
-            retry_max_delay_ms=o.get_int("state.retry.maxDelayMs", 5000),
-            checkpoint_enabled=o.get_bool("checkpoint.enabled", True),
-            checkpoint_interval=o.get_int("checkpoint.interval", 10),
+            tombstone_threshold=o.get_float("state.compaction.tombstoneThreshold"),
+            max_manifests=o.get_int("state.compaction.maxManifests"),
+            large_remove_threshold=o.get_int("state.compaction.largeRemoveThreshold"),
+            compact_after_merge=o.get_bool("state.compaction.afterMerge"),
+            retention_versions=o.get_int("state.retention.versions"),
+            retention_hours=o.get_float("state.retention.hours"),
+            gc_min_manifest_age_hours=o.get_float("state.gc.minManifestAgeHours"),
+            renormalize_threshold=o.get_int("state.schema.renormalizeThreshold"),
+            retry_max_attempts=max(1, o.get_int("state.retry.maxAttempts")),
+            retry_base_delay_ms=o.get_int("state.retry.baseDelayMs"),
+            retry_max_delay_ms=o.get_int("state.retry.maxDelayMs"),
+            checkpoint_enabled=o.get_bool("checkpoint.enabled"),
+            checkpoint_interval=o.get_int("checkpoint.interval"),
         )
 
 
 def read_parallelism(o: Options) -> int:
     """`state.read.parallelism`: manifests / version files fetched at a time by a reader."""
-    par = o.get_int("state.read.parallelism", 8)
+    par = o.get_int("state.read.parallelism")
     if par < 1:
         raise InvalidOptionError(f"option 'spark.indextables.state.read.parallelism': must be >= 1, got {par}")
     return par

@@ -472,7 +472,7 @@ def write_json_checkpoint(log_: "TransactionLog", snap: "Snapshot") -> LastCheck
     delete_logs, stats = live_extras(snap.delete_logs, snap.stats_files, snap.files_table)
     actions: list[Action] = [snap.protocol_action, snap.metadata_action, *files, *snap.skips.values(), *delete_logs,
                              *(StatsFiles(k, v) for k, v in stats.items())]
-    compress = log_.options.get_bool("transaction.compression.enabled", True)
+    compress = log_.options.get_bool("transaction.compression.enabled")
     key = checkpoint_key(snap.version)
     if not storage.put_if_absent(key, encode_actions(actions, compress)):
         log.info("JSON checkpoint %s already exists", storage.full_uri(key))

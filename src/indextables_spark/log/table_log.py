@@ -111,7 +111,7 @@ class TransactionLog:
 
     def write_version(self, version: int, actions: Iterable[Action]) -> bool:
         """Write a version file if no file exists for that version. False on conflict."""
-        compress = self.options.get_bool("transaction.compression.enabled", True)
+        compress = self.options.get_bool("transaction.compression.enabled")
         return self.storage.put_if_absent(version_key(version), encode_actions(actions, compress))
 
     def commit_timestamp(self, version: int, actions: list[Action] | None = None) -> int:

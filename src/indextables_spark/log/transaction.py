@@ -336,9 +336,9 @@ class Transaction:
         if self.committed_version is not None:
             raise IndexTablesError(f"transaction already committed as version {self.committed_version}")
         opts = self.log.options
-        max_attempts = max(1, opts.get_int("transaction.retry.maxAttempts", 10))
-        base_delay = opts.get_int("transaction.retry.baseDelayMs", 100) / 1000.0
-        max_delay = opts.get_int("transaction.retry.maxDelayMs", 5000) / 1000.0
+        max_attempts = max(1, opts.get_int("transaction.retry.maxAttempts"))
+        base_delay = opts.get_int("transaction.retry.baseDelayMs") / 1000.0
+        max_delay = opts.get_int("transaction.retry.maxDelayMs") / 1000.0
         if self.read_version >= 0:
             hdr = self.header()
             # The table's current protocol first: a transaction must not "downgrade" a table it

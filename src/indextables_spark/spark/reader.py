@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BATCH_ROWS = 10_000
 SCORE = "_score"
 SNIPPET = "_snippet"
 ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
@@ -76,12 +75,12 @@ def read_options(opts: Options) -> ReadOptions:
     limit = None
     raw_limit = opts.get_str("limit")
     if raw_limit is not None:
-        limit = opts.get_int("limit", 0)
+        limit = opts.get_int("limit")
         if limit <= 0:
             raise InvalidOptionError(f"option limit={raw_limit!r}: expected a positive number of rows")
-    with_score = order_by_score or (limit is not None and query is not None) or opts.get_bool("withScore", False)
+    with_score = order_by_score or (limit is not None and query is not None) or opts.get_bool("withScore")
     fields = tuple(f.strip() for f in (opts.get_str("snippetFields") or "").split(",") if f.strip())
-    batch_rows = opts.get_int("read.batchSize", DEFAULT_BATCH_ROWS)
+    batch_rows = opts.get_int("read.batchSize")
     if batch_rows <= 0:
         raise InvalidOptionError(f"option read.batchSize={batch_rows}: expected a positive number of rows")
     return ReadOptions(query, order_by_score, limit, with_score, fields, batch_rows)
@@ -285,16 +284,16 @@ class IndexTablesReader(DataSourceReader):
         files = self._live_files()
         if self.query is not None:   # refused here rather than in every task
             check_table_query(self._snapshot, self.opts, self.query, files, every=True)
-        from ..split.groups import DEFAULT_GROUP_BYTES, group_by_size
+        from ..split.groups import group_by_size
 
-        min_groups = self.opts.get_int("read.minPartitions", 2)
+        min_groups = self.opts.get_int("read.minPartitions")
         if self.opts.get_str("read.maxPartitionBytes") is None and (self.query is not None or self.data_filters):
             # A search or pushed filters: a task's work is a few index lookups per split and the
             # rows that match, not the split bytes, while each task costs Spark's Python runner
             # ~50-100 ms. One wave of tasks (read.minPartitions = the cores) answers it.
             target = 1 << 62
         else:
-            target = self.opts.get_size("read.maxPartitionBytes", DEFAULT_GROUP_BYTES)
+            target = self.opts.get_size("read.maxPartitionBytes")
         groups = group_by_size(files, target, min_groups)
         guard.record_explanation({**self._explanation(), "tasks": max(1, len(groups))})
         if not groups:

@@ -26,7 +26,7 @@ from ..errors import IndexTablesError, InvalidOptionError
 from ..log.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
 from ..options import Options
 from ..table import IndexTable
-from ..split.groups import DEFAULT_GROUP_BYTES, group_by_size
+from ..split.groups import group_by_size
 from .reader import SplitGroup
 
 log = logging.getLogger(__name__)
@@ -58,10 +58,10 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self.table = IndexTable(path, opts)
         snap = self.table.snapshot()
         self.partition_columns = snap.partition_columns
-        self.ignore_deletes = opts.get_bool("ignoreDeletes", False)
-        self.ignore_changes = opts.get_bool("ignoreChanges", False)
-        self.max_files = opts.get_int("maxFilesPerTrigger", 0) or None
-        self.max_bytes = opts.get_size("maxBytesPerTrigger", 0) or None
+        self.ignore_deletes = opts.get_bool("ignoreDeletes")
+        self.ignore_changes = opts.get_bool("ignoreChanges")
+        self.max_files = opts.get_int("maxFilesPerTrigger") or None
+        self.max_bytes = opts.get_size("maxBytesPerTrigger") or None
         self._target_version: int | None = None
         self._units: dict[tuple[int, bool], list[AddFile]] = {}
 
@@ -185,7 +185,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def partitions(self, start: dict, end: dict):
         start_pos = Position.of(start)
         files = self._files_between(start_pos, Position.of(end))
-        groups = group_by_size(files, self.opts.get_size("read.maxPartitionBytes", DEFAULT_GROUP_BYTES), 2)
+        groups = group_by_size(files, self.opts.get_size("read.maxPartitionBytes"), 2)
         # The initial snapshot unit is read without the rows deleted as of its version; later units
         # emit splits as added (a later delete is a change the stream fails on or ignores).
         deletes = {}

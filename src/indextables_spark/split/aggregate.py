@@ -810,7 +810,7 @@ def aggregate_files(storage: Any, files: Sequence[Any], query: str | None, aggs:
 
     cache = get_cache(options)
     deletes = deletes or {}
-    use_cache = _options(options).get_bool("aggregate.cache.enabled", True)
+    use_cache = _options(options).get_bool("aggregate.cache.enabled")
     request = repr((query, tuple(aggs)))
 
     def one(f: Any) -> dict:

@@ -35,13 +35,14 @@ from ..log.actions import stats_file_for
 from ..log.sidecar import decode_frame, encode_frame
 from ..options import Options
 from ..predicates import FilterVisitor
+from ..option_registry import registered_default
 
 STATS_KEY = "bloomfilter"
 FILE_EXT = "bloom"
 MAGIC = b"ITBF"
 FORMAT_VERSION = 1
 HASH_SCHEME = "words64-splitmix64/v1"
-DEFAULT_FPP = 0.01
+DEFAULT_FPP = registered_default("indexing.bloomfilter.fpp")
 MAX_HASHES = 16
 _DEDUP_EVERY = 1 << 20        # fold accumulated hashes into distinct ones past this many
 _CACHE_ENTRIES = 4096
@@ -183,7 +184,7 @@ class BloomConfig:
         wanted = configured_columns(options)
         if not wanted:
             return None
-        fpp = options.get_float("indexing.bloomfilter.fpp", DEFAULT_FPP)
+        fpp = options.get_float("indexing.bloomfilter.fpp")
         if not 0.0 < fpp < 1.0:
             raise InvalidOptionError(f"option 'spark.indextables.indexing.bloomfilter.fpp': expected a rate in (0, 1), "
                                      f"got {fpp}")
@@ -388,7 +389,7 @@ def prune_with_blooms(storage, files: Sequence[Any], filters: Sequence[Any], sta
     """The files (AddFile) whose Bloom filters do not rule out the filters (a flat AND list of
     split filters); files without a listed Bloom file are kept. column_types: Arrow type by column."""
     listed = set(stats_files.get(STATS_KEY) or ())
-    if not listed or (options is not None and not options.get_bool("read.bloomfilter.enabled", True)):
+    if not listed or (options is not None and not options.get_bool("read.bloomfilter.enabled")):
         return list(files)
     types = {k.lower(): v for k, v in column_types.items()}
     probes = [p for p in (_compile(f, types) for f in filters) if p is not None]

@@ -37,14 +37,12 @@ from .text import supported as text_supported
 from .types import ColumnSpec, arrow_schema, doc_mapping_from_specs, tantivy_schema, validate_schema
 
 BATCH_ROWS = 65_536                 # rows per IPC record batch (and per indexing chunk)
-DEFAULT_HEAP_BYTES = 512 << 20      # Tantivy allocates its arena lazily; this is a cap
 MIN_HEAP_BYTES = 15 << 20           # Tantivy needs at least ~15 MB per writer thread
-DEFAULT_STATS_COLUMNS = 32
-DEFAULT_STATS_MAX_LENGTH = 32
 _TARGET_SIZE_KEYS = ("indexing.split.targetSize", "split.targetSize", "write.targetSplitSize")
 
 
 def target_split_bytes_option(options: Options) -> int | None:
+    """The split size a write rolls over at, when an option sets one (aliases: the first set wins)."""
     for key in _TARGET_SIZE_KEYS:
         v = options.get_size(key, 0)
         if v > 0:
@@ -103,12 +101,12 @@ class SplitWriter:
         self._partition_types = {s.name: s.spark_type for s in self.specs if s.partition}
         self._tantivy_schema = tantivy_schema(self.stored_specs)
         self.target_split_bytes = target_split_bytes if target_split_bytes else target_split_bytes_option(self.options)
-        self.heap_bytes = max(MIN_HEAP_BYTES, self.options.get_size("indexWriter.heapSize", DEFAULT_HEAP_BYTES))
+        self.heap_bytes = max(MIN_HEAP_BYTES, self.options.get_size("indexWriter.heapSize"))
         self.tmp_root = (self.options.get_str("indexWriter.tempDirectoryPath")
                          or self.options.get_str("indexing.tempDirectoryPath") or None)
-        max_len = self.options.get_int("stats.truncation.maxLength", DEFAULT_STATS_MAX_LENGTH)
-        self._stats_max_length = max_len if self.options.get_bool("stats.truncation.enabled", True) else None
-        self._stats_columns = self.options.get_int("dataSkippingNumIndexedCols", DEFAULT_STATS_COLUMNS)
+        max_len = self.options.get_int("stats.truncation.maxLength")
+        self._stats_max_length = max_len if self.options.get_bool("stats.truncation.enabled") else None
+        self._stats_columns = self.options.get_int("dataSkippingNumIndexedCols")
         # Tokenized text columns whose token lengths are checked (see text.py, fullyTokenized).
         self._token_checked = [(s, s.value_field.tokenizer) for s in self.stored_specs
                                if s.kind == "text" and s.value_field is not None and text_supported(s.value_field.tokenizer)]

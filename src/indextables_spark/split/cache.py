@@ -40,9 +40,10 @@ from . import reader as _reader
 from .bundle import ROWS_NAME, RangeSource, extract, load_extracted_footer, uncompress_rows
 from .lazy_rows import RowSource
 from .lazy_rows import register as register_rows
+from ..option_registry import registered_default
 
-DEFAULT_MAX_BYTES = 10 << 30
-DEFAULT_LAZY_MIN_BYTES = 16 << 20   # smaller remote splits are fetched whole: one request
+DEFAULT_MAX_BYTES = registered_default("cache.disk.maxSize")
+DEFAULT_LAZY_MIN_BYTES = registered_default("cache.rows.lazyMinSplitSize")
 GRACE_SECONDS = 300.0          # a directory handed out recently counts as in use
 STALE_TMP_SECONDS = 3600.0     # temp extractions older than this are leftovers of dead processes
 _TMP_PREFIX = ".tmp-"
@@ -335,19 +336,19 @@ def get_cache(options: Options | dict | None = None) -> SplitCache:
     """The process-wide cache for the configured root (max size follows the latest options)."""
     opts = options if isinstance(options, Options) else Options.of(options)
     root = cache_root(opts)
-    max_bytes = opts.get_size("cache.disk.maxSize", DEFAULT_MAX_BYTES)
+    max_bytes = opts.get_size("cache.disk.maxSize")
     with _caches_lock:
         cache = _caches.get(root)
         if cache is None:
             cache = _caches[root] = SplitCache(root, max_bytes)
         else:
             cache.max_bytes = max_bytes
-        cache.uncompressed_rows = opts.get_bool("cache.rows.uncompressed", True)
+        cache.uncompressed_rows = opts.get_bool("cache.rows.uncompressed")
         lazy = (opts.get_str("cache.rows.lazy") or "auto").strip().lower()
         if lazy not in ("auto", "true", "false"):
             from ..errors import InvalidOptionError
 
             raise InvalidOptionError(f"option cache.rows.lazy={lazy!r}: expected auto, true or false")
         cache.lazy_rows = lazy
-        cache.lazy_min_bytes = opts.get_size("cache.rows.lazyMinSplitSize", DEFAULT_LAZY_MIN_BYTES)
+        cache.lazy_min_bytes = opts.get_size("cache.rows.lazyMinSplitSize")
         return cache

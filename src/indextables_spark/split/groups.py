@@ -4,8 +4,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..log.actions import AddFile
+from ..option_registry import registered_default
 
-DEFAULT_GROUP_BYTES = 256 << 20   # `read.maxPartitionBytes`
+DEFAULT_GROUP_BYTES = registered_default("read.maxPartitionBytes")
 
 
 def group_by_size(files: Sequence[AddFile], target_bytes: int, min_groups: int) -> list[list[AddFile]]:

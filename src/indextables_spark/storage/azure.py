@@ -55,8 +55,6 @@ from .retry import (
 log = logging.getLogger("indextables_spark.storage.azure")
 
 DELETE_BATCH = 256  # the Blob batch API takes at most 256 sub-requests
-DEFAULT_SINGLE_PUT = 64 << 20
-DEFAULT_BLOCK_SIZE = 8 << 20
 MAX_BLOCK_SIZE = 4000 << 20
 DOWNLOAD_CHUNK = 16 << 20
 SINGLE_GET = 256 << 20
@@ -144,8 +142,8 @@ class AzureStorage(Storage):
         self.endpoint = endpoint.rstrip("/")
         self._credential_kind, self._credential_args = _pick_credential(opts, conn, self.account, self.uri)
 
-        self.single_put_max = opts.get_size("azure.singlePutMaxSize", DEFAULT_SINGLE_PUT)
-        self.block_size = opts.get_size("azure.blockSize", DEFAULT_BLOCK_SIZE)
+        self.single_put_max = opts.get_size("azure.singlePutMaxSize")
+        self.block_size = opts.get_size("azure.blockSize")
         if not 1 <= self.block_size <= MAX_BLOCK_SIZE:
             raise InvalidOptionError(
                 f"option 'spark.indextables.azure.blockSize' must be between 1 byte and 4000M, got {self.block_size}"
@@ -154,15 +152,15 @@ class AzureStorage(Storage):
             raise InvalidOptionError(
                 f"option 'spark.indextables.azure.singlePutMaxSize' must be positive, got {self.single_put_max}"
             )
-        self.upload_concurrency = max(1, opts.get_int("azure.uploadConcurrency", 4))
-        self.list_page_size = opts.get_int("azure.listPageSize", 5000)
+        self.upload_concurrency = max(1, opts.get_int("azure.uploadConcurrency"))
+        self.list_page_size = opts.get_int("azure.listPageSize")
         if not 1 <= self.list_page_size <= 5000:
             raise InvalidOptionError(
                 f"option 'spark.indextables.azure.listPageSize' must be between 1 and 5000, got {self.list_page_size}"
             )
-        self.max_connections = max(1, opts.get_int("azure.maxConnections", 32))
-        self.connect_timeout_s = opts.get_int("storage.connectTimeoutMs", 10_000) / 1000.0
-        self.read_timeout_s = opts.get_int("storage.readTimeoutMs", 60_000) / 1000.0
+        self.max_connections = max(1, opts.get_int("azure.maxConnections"))
+        self.connect_timeout_s = opts.get_int("storage.connectTimeoutMs") / 1000.0
+        self.read_timeout_s = opts.get_int("storage.readTimeoutMs") / 1000.0
         self._client: Any = None
         self._lock = threading.Lock()
 

@@ -33,6 +33,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ..errors import InvalidOptionError, StorageError
 from .base import check_key
+from ..option_registry import registered_default
 
 if TYPE_CHECKING:
     from .base import Storage
@@ -41,9 +42,9 @@ T = TypeVar("T")
 
 log = logging.getLogger("indextables_spark.storage")
 
-DEFAULT_MAX_ATTEMPTS = 5
-DEFAULT_BASE_DELAY_MS = 100
-DEFAULT_MAX_DELAY_MS = 5000
+DEFAULT_MAX_ATTEMPTS = registered_default("storage.retry.maxAttempts")
+DEFAULT_BASE_DELAY_MS = registered_default("storage.retry.baseDelayMs")
+DEFAULT_MAX_DELAY_MS = registered_default("storage.retry.maxDelayMs")
 
 # Service error codes that mean "try again" even when the HTTP status alone would not say so.
 _TRANSIENT_CODES = frozenset(
@@ -153,9 +154,9 @@ class RetryPolicy:
     def from_options(cls, options: Any) -> "RetryPolicy":
         """From `storage.retry.maxAttempts` (5), `storage.retry.baseDelayMs` (100) and
         `storage.retry.maxDelayMs` (5000)."""
-        max_attempts = options.get_int("storage.retry.maxAttempts", DEFAULT_MAX_ATTEMPTS)
-        base = options.get_int("storage.retry.baseDelayMs", DEFAULT_BASE_DELAY_MS)
-        cap = options.get_int("storage.retry.maxDelayMs", DEFAULT_MAX_DELAY_MS)
+        max_attempts = options.get_int("storage.retry.maxAttempts")
+        base = options.get_int("storage.retry.baseDelayMs")
+        cap = options.get_int("storage.retry.maxDelayMs")
         if max_attempts < 1:
             raise InvalidOptionError(
                 f"option 'spark.indextables.storage.retry.maxAttempts' must be at least 1, got {max_attempts}"

@@ -51,8 +51,6 @@ from .retry import (
 log = logging.getLogger("indextables_spark.storage.s3")
 
 MIN_PART_SIZE = 5 << 20
-DEFAULT_MULTIPART_THRESHOLD = 64 << 20
-DEFAULT_PART_SIZE = 16 << 20
 DELETE_BATCH = 1000
 DOWNLOAD_CHUNK = 16 << 20
 
@@ -120,23 +118,23 @@ class S3Storage(Storage):
                 )
         self.endpoint = endpoint
         self.region = opts.get_str("aws.region") or None
-        self.path_style = opts.get_bool("s3.pathStyleAccess", False)
-        self.multipart_threshold = opts.get_size("s3.multipartThreshold", DEFAULT_MULTIPART_THRESHOLD)
-        self.part_size = opts.get_size("s3.multipartPartSize", DEFAULT_PART_SIZE)
+        self.path_style = opts.get_bool("s3.pathStyleAccess")
+        self.multipart_threshold = opts.get_size("s3.multipartThreshold")
+        self.part_size = opts.get_size("s3.multipartPartSize")
         if self.part_size < MIN_PART_SIZE:
             raise InvalidOptionError(
                 f"option 'spark.indextables.s3.multipartPartSize' must be at least 5M (S3's minimum part size), "
                 f"got {self.part_size} bytes"
             )
-        self.upload_concurrency = max(1, opts.get_int("s3.uploadConcurrency", 4))
-        self.max_connections = max(1, opts.get_int("s3.maxConnections", 32))
-        self.list_page_size = opts.get_int("s3.listPageSize", 1000)
+        self.upload_concurrency = max(1, opts.get_int("s3.uploadConcurrency"))
+        self.max_connections = max(1, opts.get_int("s3.maxConnections"))
+        self.list_page_size = opts.get_int("s3.listPageSize")
         if not 1 <= self.list_page_size <= 1000:
             raise InvalidOptionError(
                 f"option 'spark.indextables.s3.listPageSize' must be between 1 and 1000, got {self.list_page_size}"
             )
-        self.connect_timeout_s = opts.get_int("storage.connectTimeoutMs", 10_000) / 1000.0
-        self.read_timeout_s = opts.get_int("storage.readTimeoutMs", 60_000) / 1000.0
+        self.connect_timeout_s = opts.get_int("storage.connectTimeoutMs") / 1000.0
+        self.read_timeout_s = opts.get_int("storage.readTimeoutMs") / 1000.0
         self._client: Any = None
         self._lock = threading.Lock()
 
