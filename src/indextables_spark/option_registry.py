@@ -8,7 +8,6 @@ Keys ending in `.<col>` (or `.<name>.<key>`) are families: any suffix is accepte
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -206,6 +205,8 @@ SECRET_KEYS = frozenset(o.key.lower() for o in OPTIONS if o.secret)
 
 def closest(key: str) -> str | None:
     """The registered key closest to a mistyped one."""
+    import difflib
+
     names = [o.key for o in OPTIONS]
     match = difflib.get_close_matches(key, names, n=1, cutoff=0.6) or difflib.get_close_matches(
         key.lower(), [n.lower() for n in names], n=1, cutoff=0.6)
