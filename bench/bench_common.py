@@ -39,3 +39,21 @@ def fetch_rows(table, query: str) -> int:
         for b in SplitReader(cache.local_dir(table.storage, f)).read(query=query):
             n += b.num_rows
     return n
+
+
+def local_spark():
+    """The benches' SparkSession: local[2], quiet, UTC, 4g driver, indextables registered."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    import indextables_spark as it
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    it.register(spark)
+    return spark

@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 import indextables_spark as it  # noqa: E402
-from bench_common import bench_arguments, median_time  # noqa: E402
+from bench_common import bench_arguments, local_spark, median_time  # noqa: E402
 from datagen import documents  # noqa: E402
 
 MARKER = "kestrel"
@@ -121,7 +121,6 @@ def print_sizes(src: str, comp_path: str, full_path: str) -> None:
 
 
 def main() -> None:
-    from pyspark.sql import SparkSession
 
     ap = bench_arguments("/tmp/indextables-companion-bench", runs=5)
     args = ap.parse_args()
@@ -132,12 +131,7 @@ def main() -> None:
         build(args, src, comp_path, full_path)     # before Spark starts: the builds have the machine
     print_sizes(src, comp_path, full_path)
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    it.register(spark)
+    spark = local_spark()
     cores = spark.sparkContext.defaultParallelism
     uris, _ = delta_files(src)
     delta = spark.read.option("basePath", src).parquet(*uris)

@@ -33,12 +33,11 @@ MARKER_SHARE = 0.01
 RARE_MARKER = "osprey"
 RARE_MARKER_SHARE = 0.0001
 
-from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as sf  # noqa: E402
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
 
 import indextables_spark as it  # noqa: E402
-from bench_common import bench_arguments, median_time  # noqa: E402
+from bench_common import bench_arguments, local_spark, median_time  # noqa: E402
 
 SCHEMA = ("id long, uuid string, title string, body string, tags array<string>, views long, score double, "
           "day date, ts timestamp, region string")
@@ -124,12 +123,7 @@ def main() -> None:
     ap.add_argument("--merge", action="store_true", help="MERGE SPLITS, then the query kinds again")
     ap.add_argument("--kinds-only", action="store_true", help="only the per-query-kind table (and the floors)")
     args = ap.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    it.register(spark)
+    spark = local_spark()
     spark.dataSource.register(BenchDocs)
     cores = spark.sparkContext.defaultParallelism
     it_path, pq_path = os.path.join(args.dir, "it"), os.path.join(args.dir, "pq")

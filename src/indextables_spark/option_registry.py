@@ -114,6 +114,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _o("companion.targetInputSize", "size", GB, "source bytes per companion split"),
     _o("companion.parallelism", "int", None, "local indexing processes of BUILD INDEXTABLES COMPANION without Spark "
        "(default: the CPU count)"),
+    _o("companion.sourceFormat", "str", None, "recorded by BUILD INDEXTABLES COMPANION: the source's format", readme=False),
+    _o("companion.sourcePath", "str", None, "recorded by BUILD INDEXTABLES COMPANION: the source", readme=False),
+    _o("companion.sourceRoot", "str", None, "recorded by BUILD INDEXTABLES COMPANION: the source's root", readme=False),
+    _o("companion.sourceVersion", "str", None, "recorded by BUILD INDEXTABLES COMPANION: the version indexed",
+       readme=False),
     _o("iceberg.catalog.<name>.<key>", "str", None, "pyiceberg catalog properties (`uri`, `warehouse`, …) for "
        "`CATALOG '<name>'`"),
     # -- reading --
