@@ -1,4 +1,5 @@
 """Helpers shared by the bench scripts (run as `python bench/<script>.py`: this folder is on sys.path)."""
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,14 @@ def local_spark():
     import indextables_spark as it
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     it.register(spark)
     return spark

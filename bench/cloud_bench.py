@@ -21,6 +21,7 @@ Without --s3-endpoint (or INDEXTABLES_TEST_S3_ENDPOINT) the bench starts its own
 moto is a Python server on the same machine: its per-request latency (5–20 ms) stands in for a
 real S3 round trip (10–30 ms within a region), its bandwidth is not S3's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,12 +48,16 @@ import indextables_spark as it  # noqa: E402
 from bench_common import fetch_rows  # noqa: E402
 from indextables_spark.log.state_writer import write_state  # noqa: E402
 from indextables_spark.log.synthetic import (  # noqa: E402
-    DEFAULT_SCHEMA, create_table, partition_value, synthetic_add, write_bulk_versions,
+    DEFAULT_SCHEMA,
+    create_table,
+    partition_value,
+    synthetic_add,
+    write_bulk_versions,
 )
 
 PER_VERSION = 1000
 NUM_PARTITIONS = 20
-TAIL_VERSIONS = 5            # version files committed after the state (a table between checkpoints)
+TAIL_VERSIONS = 5  # version files committed after the state (a table between checkpoints)
 QUERY = "body:spark AND body:cloud"
 RARE_QUERY = "body:quasar OR body:nebula"
 
@@ -75,8 +80,12 @@ def moto_server(endpoint: str | None):
     port = _free_port()
     workdir = tempfile.mkdtemp(prefix="cloud-bench-moto-")
     log = open(os.path.join(workdir, "moto.log"), "wb")
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "moto_server.py"), "--host", "127.0.0.1",
-                             "--port", str(port)], cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "scripts", "moto_server.py"), "--host", "127.0.0.1", "--port", str(port)],
+        cwd=workdir,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 60
@@ -148,7 +157,7 @@ def build_text_table(uri: str, options: dict, docs: int, splits: int) -> None:
 def median_ms(fn, runs: int, before=None) -> tuple[float, object]:
     if before:
         before()
-    out = fn()   # warm-up
+    out = fn()  # warm-up
     times = []
     for _ in range(runs):
         if before:
@@ -177,11 +186,13 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
 
     from indextables_spark.table import forget_logs
 
-    res = {   # forget_logs: each run decodes the state afresh (no snapshot kept from the last run)
-        "state-read-70k": median_ms(lambda: it.IndexTable(uri_state, opts).snapshot().files_table.num_rows, runs,
-                                    before=forget_logs),
-        "partition-70k": median_ms(lambda: len(it.IndexTable(uri_state, opts).files(f"date = '{day}'")), runs,
-                                   before=forget_logs),
+    res = {  # forget_logs: each run decodes the state afresh (no snapshot kept from the last run)
+        "state-read-70k": median_ms(
+            lambda: it.IndexTable(uri_state, opts).snapshot().files_table.num_rows, runs, before=forget_logs
+        ),
+        "partition-70k": median_ms(
+            lambda: len(it.IndexTable(uri_state, opts).files(f"date = '{day}'")), runs, before=forget_logs
+        ),
     }
     res["query-cold"] = median_ms(lambda: it.IndexTable(uri_text, opts).count(query=QUERY), runs, before=clear_cache)
     res["query-warm"] = median_ms(lambda: it.IndexTable(uri_text, opts).count(query=QUERY), runs)
@@ -189,8 +200,9 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
     return res
 
 
-def search_bytes(uri_text: str, options: dict, cache_dir: str, columns: list[str],
-                 lazy: str = "auto") -> tuple[int, int, int, int, float]:
+def search_bytes(
+    uri_text: str, options: dict, cache_dir: str, columns: list[str], lazy: str = "auto"
+) -> tuple[int, int, int, int, float]:
     """(split bytes of the splits the query opens, bytes fetched by a cold search, by the same
     search warm, matches, warm median ms): IndexTable.search(RARE_QUERY, columns=columns) with
     every byte counted through the storage layer (storage/counting.py)."""
@@ -229,11 +241,21 @@ def main() -> int:
     with moto_server(args.s3_endpoint) as endpoint:
         import boto3
 
-        s3_options = {"aws.accessKey": "bench", "aws.secretKey": "bench-secret", "aws.region": "us-east-1",
-                      "s3.endpoint": endpoint, "s3.pathStyleAccess": "true"}
+        s3_options = {
+            "aws.accessKey": "bench",
+            "aws.secretKey": "bench-secret",
+            "aws.region": "us-east-1",
+            "s3.endpoint": endpoint,
+            "s3.pathStyleAccess": "true",
+        }
         bucket = f"indextables-bench-{uuid.uuid4().hex[:8]}"
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="bench", aws_secret_access_key="bench-secret",
-                     region_name="us-east-1").create_bucket(Bucket=bucket)
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench-secret",
+            region_name="us-east-1",
+        ).create_bucket(Bucket=bucket)
         targets = {
             "local": (os.path.join(workdir, "local-state"), os.path.join(workdir, "local-text"), {}),
             "s3": (f"s3://{bucket}/state", f"s3://{bucket}/text", s3_options),
@@ -252,9 +274,11 @@ def main() -> int:
             results[name] = cases(state_uri, text_uri, options, os.path.join(workdir, f"cache-{name}"), args.runs)
 
         text = it.IndexTable(targets["local"][1])
-        print(f"\n{args.files:,}-file table ({NUM_PARTITIONS} partitions, state + {TAIL_VERSIONS} version files); "
-              f"{args.docs:,} documents in {text.snapshot().num_files} splits "
-              f"({text.snapshot().total_bytes / 1e6:.1f} MB); medians of {args.runs} runs")
+        print(
+            f"\n{args.files:,}-file table ({NUM_PARTITIONS} partitions, state + {TAIL_VERSIONS} version files); "
+            f"{args.docs:,} documents in {text.snapshot().num_files} splits "
+            f"({text.snapshot().total_bytes / 1e6:.1f} MB); medians of {args.runs} runs"
+        )
         print(f"{'case':18} {'local (ms)':>11} {'S3 moto (ms)':>13} {'S3 / local':>11}  result")
         for case, (t_local, r_local) in results["local"].items():
             t_s3, r_s3 = results["s3"][case]
@@ -263,15 +287,22 @@ def main() -> int:
             print(f"{case:18} {t_local:11.1f} {t_s3:13.1f} {t_s3 / t_local:10.1f}x  {r_local}")
         for columns in (["id"], ["id", "title"]):
             split_bytes, cold, warm, n, warm_ms = search_bytes(
-                targets["s3"][1], targets["s3"][2], os.path.join(workdir, f"cache-bytes-{len(columns)}"), columns)
-            _, whole, _, _, whole_ms = search_bytes(targets["s3"][1], targets["s3"][2],
-                                                    os.path.join(workdir, f"cache-whole-{len(columns)}"), columns,
-                                                    lazy="false")
-            print(f"rare-term search on S3 ({n:,} rows, columns {', '.join(columns)}), bytes fetched through the "
-                  f"storage layer against the {split_bytes / 1e6:.1f} MB of the splits it opens: cold "
-                  f"{cold / 1e6:.1f} MB ({cold / split_bytes:.1%}; target <= 50%; splits fetched whole: "
-                  f"{whole / 1e6:.1f} MB), warm {warm / 1e6:.2f} MB; warm search {warm_ms:.1f} ms "
-                  f"(splits fetched whole: {whole_ms:.1f} ms)")
+                targets["s3"][1], targets["s3"][2], os.path.join(workdir, f"cache-bytes-{len(columns)}"), columns
+            )
+            _, whole, _, _, whole_ms = search_bytes(
+                targets["s3"][1],
+                targets["s3"][2],
+                os.path.join(workdir, f"cache-whole-{len(columns)}"),
+                columns,
+                lazy="false",
+            )
+            print(
+                f"rare-term search on S3 ({n:,} rows, columns {', '.join(columns)}), bytes fetched through the "
+                f"storage layer against the {split_bytes / 1e6:.1f} MB of the splits it opens: cold "
+                f"{cold / 1e6:.1f} MB ({cold / split_bytes:.1%}; target <= 50%; splits fetched whole: "
+                f"{whole / 1e6:.1f} MB), warm {warm / 1e6:.2f} MB; warm search {warm_ms:.1f} ms "
+                f"(splits fetched whole: {whole_ms:.1f} ms)"
+            )
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -12,6 +12,7 @@ Each figure is measured inside a new interpreter (`python -c ...`, perf_counter 
   `DeltaTable(path)` + `get_add_actions()`: the import above excluded   target: ours <= delta-rs
 The tables are state_bench.py's (built there once and reused: V4 Avro state / Delta checkpoint).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,7 +62,7 @@ def fresh(code: str, path: str = "") -> dict:
 
 
 def medians(code: str, path: str, runs: int) -> dict:
-    fresh(code, path)                      # page cache warm: the first process reads the .so files from disk
+    fresh(code, path)  # page cache warm: the first process reads the .so files from disk
     results = [fresh(code, path) for _ in range(runs)]
     return {k: statistics.median(r[k] for r in results) for k in results[0]}
 
@@ -85,10 +86,14 @@ def main() -> None:
     print(f"fresh processes, medians of {args.runs}")
     print(f"import indextables_spark: {imp * ms:.0f} ms (target <= 60 ms)")
     print(f"{'':<34} {'indextables':>12} {'delta-rs':>10} {'ratio':>7}")
-    print(f"{'import of the table class':<34} {ours['import'] * ms:>10.0f}ms {delta['import'] * ms:>8.0f}ms "
-          f"{delta['import'] / ours['import']:>6.2f}x")
-    print(f"{'first snapshot + file list (70k)':<34} {ours['first'] * ms:>10.0f}ms {delta['first'] * ms:>8.0f}ms "
-          f"{delta['first'] / ours['first']:>6.2f}x  (target: ratio >= 1)")
+    print(
+        f"{'import of the table class':<34} {ours['import'] * ms:>10.0f}ms {delta['import'] * ms:>8.0f}ms "
+        f"{delta['import'] / ours['import']:>6.2f}x"
+    )
+    print(
+        f"{'first snapshot + file list (70k)':<34} {ours['first'] * ms:>10.0f}ms {delta['first'] * ms:>8.0f}ms "
+        f"{delta['first'] / ours['first']:>6.2f}x  (target: ratio >= 1)"
+    )
     total_o, total_d = ours["import"] + ours["first"], delta["import"] + delta["first"]
     print(f"{'both':<34} {total_o * ms:>10.0f}ms {total_d * ms:>8.0f}ms {total_d / total_o:>6.2f}x")
 

@@ -32,6 +32,7 @@ Warm means warm for the companion too: each Python worker keeps the source colum
 no Parquet; its first collect of every column reads whole row groups (delta-rs writes one row
 group per file here, ~250k rows at 1M rows) of each file that has a match.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,7 +52,7 @@ from datagen import documents  # noqa: E402
 
 MARKER = "kestrel"
 MARKER_SHARE = 0.01
-RARE_WORD = "zephyr"           # one of datagen.RARE: ~0.1% of the bodies
+RARE_WORD = "zephyr"  # one of datagen.RARE: ~0.1% of the bodies
 INDEXING = {"body": "text", "title": "text"}
 QUERIES = [(f"{MARKER} (1%)", MARKER), (f"{RARE_WORD} (~0.1%)", RARE_WORD)]
 
@@ -85,8 +86,10 @@ def build(args, src: str, comp_path: str, full_path: str) -> None:
     os.makedirs(args.dir)
     t0 = time.perf_counter()
     docs = corpus(args.rows)
-    print(f"corpus: {args.rows:,} documents generated in {time.perf_counter() - t0:.1f}s "
-          f"({docs.nbytes / 2**20:,.0f} MiB in Arrow)")
+    print(
+        f"corpus: {args.rows:,} documents generated in {time.perf_counter() - t0:.1f}s "
+        f"({docs.nbytes / 2**20:,.0f} MiB in Arrow)"
+    )
     t0 = time.perf_counter()
     deltalake.write_deltalake(src, docs, partition_by=["region"])
     t_delta = time.perf_counter() - t0
@@ -94,14 +97,17 @@ def build(args, src: str, comp_path: str, full_path: str) -> None:
     res = it.build_companion(src, comp_path, indexing=INDEXING)
     t_comp = time.perf_counter() - t0
     t0 = time.perf_counter()
-    it.write_table(full_path, docs, partition_by=["region"],
-                   options={f"indexing.typemap.{c}": m for c, m in INDEXING.items()})
+    it.write_table(
+        full_path, docs, partition_by=["region"], options={f"indexing.typemap.{c}": m for c, m in INDEXING.items()}
+    )
     t_full = time.perf_counter() - t0
     assert res["rowsIndexed"] == args.rows, res
     print(f"{'build':<34} {'seconds':>9} {'rows/s':>11}")
     print(f"{'delta write (deltalake, source)':<34} {t_delta:>8.2f}s {args.rows / t_delta:>11,.0f}  (not ours)")
-    print(f"{'companion build (local processes)':<34} {t_comp:>8.2f}s {args.rows / t_comp:>11,.0f}  "
-          f"({res['filesIndexed']} files, {res['bytesIndexed'] / 2**20:,.0f} MiB -> {res['splitsAdded']} splits)")
+    print(
+        f"{'companion build (local processes)':<34} {t_comp:>8.2f}s {args.rows / t_comp:>11,.0f}  "
+        f"({res['filesIndexed']} files, {res['bytesIndexed'] / 2**20:,.0f} MiB -> {res['splitsAdded']} splits)"
+    )
     print(f"{'full indextables write':<34} {t_full:>8.2f}s {args.rows / t_full:>11,.0f}")
     print(f"full write / companion build: {t_full / t_comp:.2f}x")
 
@@ -116,19 +122,24 @@ def print_sizes(src: str, comp_path: str, full_path: str) -> None:
     print(f"{'delta parquet (source)':<34} {delta / 2**20:>9,.1f} {len(uris):>6}")
     print(f"{'companion splits':<34} {comp / 2**20:>9,.1f} {len(comp_files):>6}")
     print(f"{'full indextables splits':<34} {full / 2**20:>9,.1f} {len(full_files):>6}")
-    print(f"companion / full: {comp / full:.0%} (target <= 60%); companion / delta parquet: {comp / delta:.0%}; "
-          f"delta + companion / full: {(delta + comp) / full:.0%}")
+    print(
+        f"companion / full: {comp / full:.0%} (target <= 60%); companion / delta parquet: {comp / delta:.0%}; "
+        f"delta + companion / full: {(delta + comp) / full:.0%}"
+    )
 
 
 def main() -> None:
-
     ap = bench_arguments("/tmp/indextables-companion-bench", runs=5)
     args = ap.parse_args()
     src, comp_path, full_path = (os.path.join(args.dir, d) for d in ("delta", "companion", "full"))
 
-    if not (args.reuse and os.path.isdir(os.path.join(src, "_delta_log")) and it.IndexTable(comp_path).exists()
-            and it.IndexTable(full_path).exists()):
-        build(args, src, comp_path, full_path)     # before Spark starts: the builds have the machine
+    if not (
+        args.reuse
+        and os.path.isdir(os.path.join(src, "_delta_log"))
+        and it.IndexTable(comp_path).exists()
+        and it.IndexTable(full_path).exists()
+    ):
+        build(args, src, comp_path, full_path)  # before Spark starts: the builds have the machine
     print_sizes(src, comp_path, full_path)
 
     spark = local_spark()
@@ -136,16 +147,20 @@ def main() -> None:
     uris, _ = delta_files(src)
     delta = spark.read.option("basePath", src).parquet(*uris)
     rows = it.IndexTable(full_path).count()
-    print(f"rows: {rows:,}; companion {len(it.IndexTable(comp_path).files())} splits, full "
-          f"{len(it.IndexTable(full_path).files())} splits, delta {len(uris)} files; cores: {cores}; "
-          f"runs per figure: {args.runs} (median)")
+    print(
+        f"rows: {rows:,}; companion {len(it.IndexTable(comp_path).files())} splits, full "
+        f"{len(it.IndexTable(full_path).files())} splits, delta {len(uris)} files; cores: {cores}; "
+        f"runs per figure: {args.runs} (median)"
+    )
 
     def ours(path: str, word: str):
         return spark.read.format("indextables").option("query", f"body:{word}").load(path)
 
     cols = delta.columns
-    print(f"{'query (Spark)':<28} {'rows':>8} {'companion':>10} {'full':>9} {'delta+like':>10} "
-          f"{'delta/comp':>10} {'full/comp':>9}")
+    print(
+        f"{'query (Spark)':<28} {'rows':>8} {'companion':>10} {'full':>9} {'delta+like':>10} "
+        f"{'delta/comp':>10} {'full/comp':>9}"
+    )
     counts = []
     for name, word in QUERIES:
         comp, full, pq = ours(comp_path, word), ours(full_path, word), delta.filter(f"body like '%{word}%'")
@@ -154,14 +169,18 @@ def main() -> None:
         ids = sorted(r.id for r in comp.select("id").collect())
         assert ids == sorted(r.id for r in pq.select("id").collect()), f"{name}: companion and delta ids differ"
         counts.append(f"{word} {n_comp:,} / {n_full:,} / {n_pq:,}")
-        for what, fn in [("count", lambda df: df.count),
-                         ("collect id", lambda df: (lambda: df.select("id").collect())),
-                         ("collect *", lambda df: (lambda: df.select(*cols).collect()))]:
+        for what, fn in [
+            ("count", lambda df: df.count),
+            ("collect id", lambda df: (lambda: df.select("id").collect())),
+            ("collect *", lambda df: (lambda: df.select(*cols).collect())),
+        ]:
             t_comp = median_time(fn(comp), args.runs)
             t_full = median_time(fn(full), args.runs)
             t_pq = median_time(fn(pq), args.runs)
-            print(f"{name + ' ' + what:<28} {n_comp:>8,} {t_comp:>9.3f}s {t_full:>8.3f}s {t_pq:>9.3f}s "
-                  f"{t_pq / t_comp:>9.1f}x {t_full / t_comp:>8.2f}x")
+            print(
+                f"{name + ' ' + what:<28} {n_comp:>8,} {t_comp:>9.3f}s {t_full:>8.3f}s {t_pq:>9.3f}s "
+                f"{t_pq / t_comp:>9.1f}x {t_full / t_comp:>8.2f}x"
+            )
     print(f"match counts (companion / full / delta+like, ids of companion = delta): {'; '.join(counts)}")
     spark.stop()
 

@@ -9,6 +9,7 @@ query returns the same result. Without Spark the queries go through the Spark-fr
 Spark task does per split: open the extracted split, search, read the rows); `--spark` also times
 `spark.read.format("indextables")` counts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,7 +62,7 @@ def build(path: str, splits: int, rows_per_split: int) -> None:
 
 
 def timed(fn, runs: int) -> tuple[float, object]:
-    out = fn()   # warm-up: extraction into the local split cache, opening handles
+    out = fn()  # warm-up: extraction into the local split cache, opening handles
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -78,9 +79,11 @@ def measure(table: it.IndexTable, runs: int, spark=None) -> dict[str, tuple[floa
     if spark is not None:
         path = table.storage.uri
         res["spark: rare term count()"] = timed(
-            lambda: spark.read.format("indextables").option("query", "body:quasar").load(path).count(), runs)
-        res["spark: full scan count()"] = timed(lambda: spark.read.format("indextables").load(path)
-                                                .where("views >= 0").count(), runs)
+            lambda: spark.read.format("indextables").option("query", "body:quasar").load(path).count(), runs
+        )
+        res["spark: full scan count()"] = timed(
+            lambda: spark.read.format("indextables").load(path).where("views >= 0").count(), runs
+        )
     return res
 
 
@@ -100,8 +103,12 @@ def main() -> None:
         from pyspark.sql import SparkSession
 
         os.environ["PYSPARK_PYTHON"] = sys.executable
-        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         it.register(spark)
         spark.conf.set("spark.indextables.cache.disk.path", opts["cache.disk.path"])
@@ -111,8 +118,10 @@ def main() -> None:
     build_s = time.perf_counter() - t0
     table = it.IndexTable(path, opts)
     n_before = table.snapshot().num_files
-    print(f"table: {args.splits * args.rows_per_split:,} rows in {n_before} splits "
-          f"({table.snapshot().total_bytes / 1e6:.1f} MB), written in {build_s:.1f} s")
+    print(
+        f"table: {args.splits * args.rows_per_split:,} rows in {n_before} splits "
+        f"({table.snapshot().total_bytes / 1e6:.1f} MB), written in {build_s:.1f} s"
+    )
     before = measure(table, args.runs, spark)
 
     t0 = time.perf_counter()
@@ -120,8 +129,10 @@ def main() -> None:
     merge_s = time.perf_counter() - t0
     table = it.IndexTable(path, opts)
     n_after = table.snapshot().num_files
-    print(f"MERGE SPLITS: {res['sourceSplitsMerged']} splits → {n_after} in {merge_s:.1f} s "
-          f"({res['bytesMerged'] / 1e6:.1f} MB → {res['bytesCreated'] / 1e6:.1f} MB)")
+    print(
+        f"MERGE SPLITS: {res['sourceSplitsMerged']} splits → {n_after} in {merge_s:.1f} s "
+        f"({res['bytesMerged'] / 1e6:.1f} MB → {res['bytesCreated'] / 1e6:.1f} MB)"
+    )
     after = measure(table, args.runs, spark)
 
     print(f"\n{'query':36} {'before (ms)':>12} {'after (ms)':>11} {'speed-up':>9}  result")

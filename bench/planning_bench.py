@@ -8,6 +8,7 @@ Target: <= 100 ms for a query selecting one of the 100 partitions of a 100,000-s
 first planning in a fresh process (its imports reported apart: a Python worker pays them once) and
 again in the same process (Spark reuses its Python workers).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,10 +75,14 @@ def main() -> None:
     imports = statistics.median(r["imports"] for r in runs) * 1000
     first = statistics.median(r["first"] for r in runs) * 1000
     again = statistics.median(r["again"] for r in runs) * 1000
-    print(f"{args.splits:,} splits in 100 partitions, one partition selected ({runs[0]['n']:,} splits planned); "
-          f"medians of {args.runs} fresh processes")
-    print(f"first planning in a process: {first:.0f} ms (after the package's imports, {imports:.0f} ms once per "
-          f"Python worker); again in the same process: {again:.0f} ms (target <= 100 ms)")
+    print(
+        f"{args.splits:,} splits in 100 partitions, one partition selected ({runs[0]['n']:,} splits planned); "
+        f"medians of {args.runs} fresh processes"
+    )
+    print(
+        f"first planning in a process: {first:.0f} ms (after the package's imports, {imports:.0f} ms once per "
+        f"Python worker); again in the same process: {again:.0f} ms (target <= 100 ms)"
+    )
 
 
 if __name__ == "__main__":

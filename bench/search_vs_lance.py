@@ -17,6 +17,7 @@ Queries, warm (each run once first), median of --runs: `IndexTable.search(q, col
 match) vs `dataset.to_table(full_text_query=<the same query as Lance query objects>, columns=["id"])`.
 Match counts of both are printed; a query where they differ is marked.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,7 @@ from bench_common import bench_arguments  # noqa: E402
 from datagen import documents  # noqa: E402
 
 MARKER = "kestrel"
-STORE_ONLY = "title,tags,views,score,day,ts,region"   # indexed: body (text) and id
+STORE_ONLY = "title,tags,views,score,day,ts,region"  # indexed: body (text) and id
 
 
 def corpus(rows: int) -> pa.Table:
@@ -73,12 +74,21 @@ def lance_queries():
         ("1% term", f"body:{MARKER}", term(MARKER)),
         ("common term", "body:spark", term("spark")),
         ("phrase", 'body:"data lake"', PhraseQuery("data lake", "body")),
-        ("boolean AND", f"body:{MARKER} AND body:zephyr",
-         BooleanQuery([(Occur.MUST, term(MARKER)), (Occur.MUST, term("zephyr"))])),
-        ("boolean OR", "body:zephyr OR body:quasar",
-         BooleanQuery([(Occur.SHOULD, term("zephyr")), (Occur.SHOULD, term("quasar"))])),
-        ("AND NOT", f"body:{MARKER} AND NOT body:spark",
-         BooleanQuery([(Occur.MUST, term(MARKER)), (Occur.MUST_NOT, term("spark"))])),
+        (
+            "boolean AND",
+            f"body:{MARKER} AND body:zephyr",
+            BooleanQuery([(Occur.MUST, term(MARKER)), (Occur.MUST, term("zephyr"))]),
+        ),
+        (
+            "boolean OR",
+            "body:zephyr OR body:quasar",
+            BooleanQuery([(Occur.SHOULD, term("zephyr")), (Occur.SHOULD, term("quasar"))]),
+        ),
+        (
+            "AND NOT",
+            f"body:{MARKER} AND NOT body:spark",
+            BooleanQuery([(Occur.MUST, term(MARKER)), (Occur.MUST_NOT, term("spark"))]),
+        ),
     ]
 
 
@@ -93,43 +103,57 @@ def main() -> None:
         shutil.rmtree(args.dir, ignore_errors=True)
         t0 = time.perf_counter()
         docs = corpus(args.rows)
-        print(f"corpus: {args.rows:,} documents generated in {time.perf_counter() - t0:.1f}s "
-              f"({docs.nbytes / 2**20:,.0f} MiB in Arrow)")
+        print(
+            f"corpus: {args.rows:,} documents generated in {time.perf_counter() - t0:.1f}s "
+            f"({docs.nbytes / 2**20:,.0f} MiB in Arrow)"
+        )
         t0 = time.perf_counter()
         it.write_table(it_path, docs, options={"indexing.typemap.body": "text"})
         t_it = time.perf_counter() - t0
         t0 = time.perf_counter()
-        it.write_table(it_path + "-storeonly", docs, options={"indexing.typemap.body": "text",
-                                                              "indexing.storeonly": STORE_ONLY})
+        it.write_table(
+            it_path + "-storeonly", docs, options={"indexing.typemap.body": "text", "indexing.storeonly": STORE_ONLY}
+        )
         t_so = time.perf_counter() - t0
         t0 = time.perf_counter()
         ds = lance.write_dataset(docs, lance_path)
         t_lw = time.perf_counter() - t0
-        ds.create_scalar_index("body", "INVERTED", with_position=True, stem=False, remove_stop_words=False,
-                               lower_case=True)
+        ds.create_scalar_index(
+            "body", "INVERTED", with_position=True, stem=False, remove_stop_words=False, lower_case=True
+        )
         t_lance = time.perf_counter() - t0
         print(f"{'write':<20} {'indextables':>12} {'lance':>10} {'ratio':>7}")
-        print(f"{'every column indexed':<20} {t_it:>11.2f}s {t_lance:>9.2f}s {t_lance / t_it:>6.2f}x  "
-              f"(ours: the default, 9 columns indexed + fast fields; lance: write {t_lw:.2f}s + "
-              f"INVERTED index on body {t_lance - t_lw:.2f}s)")
-        print(f"{'body + id indexed':<20} {t_so:>11.2f}s {t_lance:>9.2f}s {t_lance / t_so:>6.2f}x  "
-              f"(ours: indexing.storeonly={STORE_ONLY}, about Lance's work; target: ratio >= 1)")
+        print(
+            f"{'every column indexed':<20} {t_it:>11.2f}s {t_lance:>9.2f}s {t_lance / t_it:>6.2f}x  "
+            f"(ours: the default, 9 columns indexed + fast fields; lance: write {t_lw:.2f}s + "
+            f"INVERTED index on body {t_lance - t_lw:.2f}s)"
+        )
+        print(
+            f"{'body + id indexed':<20} {t_so:>11.2f}s {t_lance:>9.2f}s {t_lance / t_so:>6.2f}x  "
+            f"(ours: indexing.storeonly={STORE_ONLY}, about Lance's work; target: ratio >= 1)"
+        )
         del docs
     table = it.IndexTable(it_path)
     ds = lance.dataset(lance_path)
     it_bytes = sum(f.size for f in table.files())
     lance_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(lance_path) for f in fs)
-    print(f"rows: {table.count():,}; indextables {len(table.files())} splits, {it_bytes / 2**20:,.0f} MiB; "
-          f"lance {ds.count_rows():,} rows, {lance_bytes / 2**20:,.0f} MiB; runs per figure: {args.runs} (median)")
+    print(
+        f"rows: {table.count():,}; indextables {len(table.files())} splits, {it_bytes / 2**20:,.0f} MiB; "
+        f"lance {ds.count_rows():,} rows, {lance_bytes / 2**20:,.0f} MiB; runs per figure: {args.runs} (median)"
+    )
     print(f"{'query':<20} {'it rows':>9} {'lance rows':>10} {'indextables':>12} {'lance':>9} {'ratio':>7}")
     worst = None
     for name, ours, theirs in lance_queries():
         t_it, r_it = median_time(lambda: table.search(ours, columns=["id"]), args.runs)
-        t_l, r_l = median_time(lambda: ds.to_table(full_text_query=theirs, columns=["id"], disable_scoring_autoprojection=True), args.runs)
+        t_l, r_l = median_time(
+            lambda: ds.to_table(full_text_query=theirs, columns=["id"], disable_scoring_autoprojection=True), args.runs
+        )
         same = set(r_it.column("id").to_pylist()) == set(r_l.column("id").to_pylist())
         note = "" if same else "  (matches differ: not compared)"
-        print(f"{name:<20} {r_it.num_rows:>9,} {r_l.num_rows:>10,} {t_it * 1000:>10.1f}ms {t_l * 1000:>7.1f}ms "
-              f"{t_l / t_it:>6.2f}x{note}")
+        print(
+            f"{name:<20} {r_it.num_rows:>9,} {r_l.num_rows:>10,} {t_it * 1000:>10.1f}ms {t_l * 1000:>7.1f}ms "
+            f"{t_l / t_it:>6.2f}x{note}"
+        )
         if same:
             worst = min(worst or float("inf"), t_l / t_it)
     print(f"slowest of ours relative to Lance (queries with equal matches): {worst:.2f}x (target: >= 1)")

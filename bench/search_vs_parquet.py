@@ -20,6 +20,7 @@ Scenarios (ours | Parquet):
 - count              IndexTable.count() (log numRecords) | df.count()
 - terms aggregation  it.aggregate terms on `day` (366 keys) | groupBy("day").count()
 """
+
 from __future__ import annotations
 
 import os
@@ -39,14 +40,16 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition 
 import indextables_spark as it  # noqa: E402
 from bench_common import bench_arguments, local_spark, median_time  # noqa: E402
 
-SCHEMA = ("id long, uuid string, title string, body string, tags array<string>, views long, score double, "
-          "day date, ts timestamp, region string")
+SCHEMA = (
+    "id long, uuid string, title string, body string, tags array<string>, views long, score double, "
+    "day date, ts timestamp, region string"
+)
 
 
 def region_values(n: int) -> list[str]:
     """The region partition values: datagen's 4 regions, or up to 16 zones of them."""
     if n <= 4:
-        return ["us-east", "us-west", "eu-central", "ap-south"][:max(1, n)]
+        return ["us-east", "us-west", "eu-central", "ap-south"][: max(1, n)]
     return [f"{r}-{z}" for z in range(1, 5) for r in ("us-east", "us-west", "eu-central", "ap-south")][:n]
 
 
@@ -73,8 +76,9 @@ class BenchDocs(DataSource):
         return SCHEMA
 
     def reader(self, schema):
-        return _DocsReader(int(self.options["rows"]), int(self.options.get("partitions", "4")),
-                           int(self.options.get("regions", "4")))
+        return _DocsReader(
+            int(self.options["rows"]), int(self.options.get("partitions", "4")), int(self.options.get("regions", "4"))
+        )
 
 
 class _DocsReader(DataSourceReader):
@@ -107,8 +111,11 @@ class _DocsReader(DataSourceReader):
             t = t.add_column(1, "uuid", pa.array([uuid_of(i) for i in ids], pa.string()))
             zones = region_values(self.regions)
             picked = np.random.default_rng(11 + part.index * 1009 + off).integers(0, len(zones), size=n)
-            t = t.set_column(t.schema.get_field_index("region"), "region",
-                             pa.array(np.array(zones, dtype=object)[picked], pa.string()))
+            t = t.set_column(
+                t.schema.get_field_index("region"),
+                "region",
+                pa.array(np.array(zones, dtype=object)[picked], pa.string()),
+            )
             yield t.to_batches()[0]
 
 
@@ -130,17 +137,29 @@ def main() -> None:
 
     if not (args.reuse and it.IndexTable(it_path).exists() and os.path.exists(pq_path)):
         shutil.rmtree(args.dir, ignore_errors=True)
-        src = (spark.read.format("bench_docs").option("rows", args.rows).option("partitions", args.partitions)
-               .option("regions", args.regions).load())
+        src = (
+            spark.read.format("bench_docs")
+            .option("rows", args.rows)
+            .option("partitions", args.partitions)
+            .option("regions", args.regions)
+            .load()
+        )
         t0 = time.perf_counter()
         src.write.partitionBy("region").parquet(pq_path)
         pq_write = time.perf_counter() - t0
         t0 = time.perf_counter()
-        (src.write.format("indextables").mode("overwrite").partitionBy("region")
-            .option("spark.indextables.indexing.typemap.body", "text").save(it_path))
+        (
+            src.write.format("indextables")
+            .mode("overwrite")
+            .partitionBy("region")
+            .option("spark.indextables.indexing.typemap.body", "text")
+            .save(it_path)
+        )
         it_write = time.perf_counter() - t0
-        print(f"write (incl. generation): indextables {args.rows / it_write:,.0f} rows/s, "
-              f"parquet {args.rows / pq_write:,.0f} rows/s")
+        print(
+            f"write (incl. generation): indextables {args.rows / it_write:,.0f} rows/s, "
+            f"parquet {args.rows / pq_write:,.0f} rows/s"
+        )
     table = it.IndexTable(it_path)
     rows = table.count()
     print(f"rows: {rows:,}; splits: {len(table.files())}; cores: {cores}; runs per figure: {args.runs} (median)")
@@ -161,8 +180,10 @@ def main() -> None:
     if args.merge:
         t0 = time.perf_counter()
         res = it.IndexTable(it_path).merge_splits(spark=spark)
-        print(f"MERGE SPLITS: {time.perf_counter() - t0:.1f}s, {res.get('sourceSplitsMerged')} splits merged -> "
-              f"{len(it.IndexTable(it_path).files())} splits")
+        print(
+            f"MERGE SPLITS: {time.perf_counter() - t0:.1f}s, {res.get('sourceSplitsMerged')} splits merged -> "
+            f"{len(it.IndexTable(it_path).files())} splits"
+        )
         print_query_kinds(spark, ours, pq, args.runs, kinds, before=times)
     if t_pq_1pct is None:
         t_pq_1pct = times.get("1% term", (0, 0, 0, 0, 0))[2]
@@ -180,11 +201,21 @@ def print_scenarios(spark, ours, pq, it_path: str, rows: int, cores: int, runs: 
         ("full scan", noop(ours()), noop(pq), rows, None),
         ("10% filter", noop(ours().filter("views < 10000")), noop(pq.filter("views < 10000")), n_filter, None),
         ("1% full-text", noop(ours(query=query)), noop(pq.filter(f"body like '%{MARKER}%'")), n_query, 10.0),
-        ("top-10 by score", lambda: ours(query=query, limit=10).collect(),
-         lambda: pq.filter(f"body like '%{MARKER}%'").orderBy(sf.desc("score")).limit(10).collect(), 10, None),
+        (
+            "top-10 by score",
+            lambda: ours(query=query, limit=10).collect(),
+            lambda: pq.filter(f"body like '%{MARKER}%'").orderBy(sf.desc("score")).limit(10).collect(),
+            10,
+            None,
+        ),
         ("count", lambda: it.IndexTable(it_path).count(), lambda: pq.count(), rows, 20.0),
-        ("terms aggregation", lambda: it.aggregate(spark, it_path, aggs={"d": {"terms": {"field": "day", "size": 400}}}),
-         lambda: pq.groupBy("day").count().collect(), 366, 20.0),
+        (
+            "terms aggregation",
+            lambda: it.aggregate(spark, it_path, aggs={"d": {"terms": {"field": "day", "size": 400}}}),
+            lambda: pq.groupBy("day").count().collect(),
+            366,
+            20.0,
+        ),
     ]
     print(f"{'scenario':<20} {'rows':>10} {'indextables':>12} {'parquet':>10} {'speedup':>8}  target")
     results = {}
@@ -197,22 +228,40 @@ def print_scenarios(spark, ours, pq, it_path: str, rows: int, cores: int, runs: 
             goal = "<= 1.5x parquet time"
         print(f"{name:<20} {n:>10,} {t_ours:>11.3f}s {t_pq:>9.3f}s {t_pq / t_ours:>7.1f}x  {goal}")
     t_sel = results["10% filter"][0]
-    print(f"10% filter: {rows / t_sel / cores:,.0f} table rows/s per core, "
-          f"{n_filter / t_sel / cores:,.0f} matching rows/s per core (target >= 1,000,000)")
-    t_cold = median_time(lambda: it.aggregate(spark, it_path, aggs={"d": {"terms": {"field": "day", "size": 400}}},
-                                              options={"aggregate.cache.enabled": "false"}), runs)
-    print(f"terms aggregation without the split request cache: {t_cold:.3f}s "
-          f"({results['terms aggregation'][1] / t_cold:.1f}x parquet)")
-    t_spark = median_time(lambda: it.aggregate(spark, it_path, aggs={"d": {"terms": {"field": "day", "size": 400}}},
-                                               execution="spark"), runs)
-    print(f"terms aggregation as a Spark job (execution='spark'): {t_spark:.3f}s "
-          f"({results['terms aggregation'][1] / t_spark:.1f}x parquet)")
-    t_sql = median_time(lambda: spark.sql(f"SELECT * FROM indextables_search('{it_path}', '{query}', 10)").collect(),
-                        runs)
+    print(
+        f"10% filter: {rows / t_sel / cores:,.0f} table rows/s per core, "
+        f"{n_filter / t_sel / cores:,.0f} matching rows/s per core (target >= 1,000,000)"
+    )
+    t_cold = median_time(
+        lambda: it.aggregate(
+            spark,
+            it_path,
+            aggs={"d": {"terms": {"field": "day", "size": 400}}},
+            options={"aggregate.cache.enabled": "false"},
+        ),
+        runs,
+    )
+    print(
+        f"terms aggregation without the split request cache: {t_cold:.3f}s "
+        f"({results['terms aggregation'][1] / t_cold:.1f}x parquet)"
+    )
+    t_spark = median_time(
+        lambda: it.aggregate(spark, it_path, aggs={"d": {"terms": {"field": "day", "size": 400}}}, execution="spark"),
+        runs,
+    )
+    print(
+        f"terms aggregation as a Spark job (execution='spark'): {t_spark:.3f}s "
+        f"({results['terms aggregation'][1] / t_spark:.1f}x parquet)"
+    )
+    t_sql = median_time(
+        lambda: spark.sql(f"SELECT * FROM indextables_search('{it_path}', '{query}', 10)").collect(), runs
+    )
     print(f"top-10 through SQL indextables_search: {t_sql:.3f}s")
     t_count_q = median_time(lambda: it.IndexTable(it_path).count(query), runs)
-    print(f"1% full-text count without Spark (IndexTable.count(query)): {t_count_q:.4f}s "
-          f"({results['1% full-text'][1] / t_count_q:.0f}x parquet's 1% read)")
+    print(
+        f"1% full-text count without Spark (IndexTable.count(query)): {t_count_q:.4f}s "
+        f"({results['1% full-text'][1] / t_count_q:.0f}x parquet's 1% read)"
+    )
     return results["1% full-text"][1]
 
 
@@ -237,8 +286,10 @@ def print_query_kinds(spark, ours, pq, runs: int, kinds: list[tuple], before: di
     """Median count() and collect() (of the id column, or every column for "*") per query kind,
     ours vs Parquet; with `before`, also ours against an earlier run of the same kinds."""
     title = "after MERGE SPLITS" if before else "as written"
-    print(f"{'query kind (' + title + ')':<34} {'rows':>9} {'it count':>9} {'pq count':>9} {'ratio':>6} "
-          f"{'it collect':>10} {'pq collect':>10} {'ratio':>6}")
+    print(
+        f"{'query kind (' + title + ')':<34} {'rows':>9} {'it count':>9} {'pq count':>9} {'ratio':>6} "
+        f"{'it collect':>10} {'pq collect':>10} {'ratio':>6}"
+    )
     out = {}
     for kind, options, flt, pq_filter, what in kinds:
         mine = ours(**options)
@@ -260,8 +311,10 @@ def print_query_kinds(spark, ours, pq, runs: int, kinds: list[tuple], before: di
         note = "" if n == n_pq else f"  (parquet substring matches {n_pq:,})"
         if before and kind in before:
             note += f"  (as written: {before[kind][0]:.3f}s / {before[kind][1]:.3f}s)"
-        print(f"{kind:<34} {n:>9,} {c_it:>8.3f}s {c_pq:>8.3f}s {c_pq / c_it:>5.1f}x "
-              f"{r_it:>9.3f}s {r_pq:>9.3f}s {r_pq / r_it:>5.1f}x{note}")
+        print(
+            f"{kind:<34} {n:>9,} {c_it:>8.3f}s {c_pq:>8.3f}s {c_pq / c_it:>5.1f}x "
+            f"{r_it:>9.3f}s {r_pq:>9.3f}s {r_pq / r_it:>5.1f}x{note}"
+        )
     return out
 
 
@@ -274,8 +327,10 @@ def print_collect_floors(spark, runs: int, times: dict) -> None:
         if n < 1000:
             continue
         floor = median_time(lambda: spark.range(n).collect(), runs)
-        print(f"  {kind:<28} {n:>9,} rows: {floor:.3f}s -> at most {r_pq / floor:.1f}x parquet's collect "
-              f"(ours {r_pq / r_it:.1f}x)")
+        print(
+            f"  {kind:<28} {n:>9,} rows: {floor:.3f}s -> at most {r_pq / floor:.1f}x parquet's collect "
+            f"(ours {r_pq / r_it:.1f}x)"
+        )
 
 
 def print_floors(spark, runs: int, t_pq_1pct: float) -> None:
@@ -286,10 +341,12 @@ def print_floors(spark, runs: int, t_pq_1pct: float) -> None:
     t_ds = median_time(lambda: tiny.write.format("noop").mode("overwrite").save(), runs)
     t_ds_count = median_time(tiny.count, runs)
     t_ds_collect = median_time(lambda: tiny.select("id").collect(), runs)
-    print(f"floors here: any Spark job (spark.range(1).collect()) {t_job:.3f}s; any count() "
-          f"(spark.range(10).count()) {t_count:.3f}s; any Python data source read (2 rows, 2 tasks): "
-          f"materialised {t_ds:.3f}s, count() {t_ds_count:.3f}s, collect() {t_ds_collect:.3f}s "
-          f"-> at most {t_pq_1pct / t_ds:.1f}x parquet's 1% read")
+    print(
+        f"floors here: any Spark job (spark.range(1).collect()) {t_job:.3f}s; any count() "
+        f"(spark.range(10).count()) {t_count:.3f}s; any Python data source read (2 rows, 2 tasks): "
+        f"materialised {t_ds:.3f}s, count() {t_ds_count:.3f}s, collect() {t_ds_collect:.3f}s "
+        f"-> at most {t_pq_1pct / t_ds:.1f}x parquet's 1% read"
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ Cases (medians over --runs, default 5, after one warm-up run):
 Usage: .venv/bin/python bench/state_bench.py [--runs 5] [--workdir DIR] [--skip-1m] [--rebuild]
 Tables are built once under --workdir and reused by later runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,10 @@ from indextables_spark.log.state_writer import write_state  # noqa: E402
 from indextables_spark.log.synthetic import DEFAULT_SCHEMA, create_table, synthetic_add, write_bulk_versions  # noqa: E402
 
 # The Delta copy's columns: the synthetic table's id, title, score, date (the stats delta-rs reads).
-DELTA_SCHEMA = {"type": "struct", "fields": [f for f in DEFAULT_SCHEMA["fields"]
-                                             if f["name"] in ("id", "title", "score", "date")]}
+DELTA_SCHEMA = {
+    "type": "struct",
+    "fields": [f for f in DEFAULT_SCHEMA["fields"] if f["name"] in ("id", "title", "score", "date")],
+}
 
 
 def ms(seconds: float) -> float:
@@ -82,18 +85,44 @@ def build_delta(path: str, n: int, num_partitions: int) -> None:
     os.makedirs(os.path.join(path, "_delta_log"))
     with open(os.path.join(path, "_delta_log", f"{0:020d}.json"), "w") as f:
         f.write(json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}) + "\n")
-        f.write(json.dumps({"metaData": {
-            "id": "00000000-0000-0000-0000-000000000001", "format": {"provider": "parquet", "options": {}},
-            "schemaString": json.dumps(DELTA_SCHEMA), "partitionColumns": ["date"], "configuration": {},
-            "createdTime": 1_700_000_000_000}}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "metaData": {
+                        "id": "00000000-0000-0000-0000-000000000001",
+                        "format": {"provider": "parquet", "options": {}},
+                        "schemaString": json.dumps(DELTA_SCHEMA),
+                        "partitionColumns": ["date"],
+                        "configuration": {},
+                        "createdTime": 1_700_000_000_000,
+                    }
+                }
+            )
+            + "\n"
+        )
         for i in range(n):
             a = synthetic_add(i, num_partitions=num_partitions)
-            stats = {"numRecords": a.num_records, "minValues": {"id": int(a.min_values["id"]), "score": 0.01,
-                     "title": a.min_values["title"]}, "maxValues": {"id": int(a.max_values["id"]), "score": 99.9,
-                     "title": a.max_values["title"]}, "nullCount": {"id": 0, "score": 0, "title": 0}}
-            f.write(json.dumps({"add": {"path": a.path, "partitionValues": a.partition_values, "size": a.size,
-                                        "modificationTime": a.modification_time, "dataChange": True,
-                                        "stats": json.dumps(stats)}}) + "\n")
+            stats = {
+                "numRecords": a.num_records,
+                "minValues": {"id": int(a.min_values["id"]), "score": 0.01, "title": a.min_values["title"]},
+                "maxValues": {"id": int(a.max_values["id"]), "score": 99.9, "title": a.max_values["title"]},
+                "nullCount": {"id": 0, "score": 0, "title": 0},
+            }
+            f.write(
+                json.dumps(
+                    {
+                        "add": {
+                            "path": a.path,
+                            "partitionValues": a.partition_values,
+                            "size": a.size,
+                            "modificationTime": a.modification_time,
+                            "dataChange": True,
+                            "stats": json.dumps(stats),
+                        }
+                    }
+                )
+                + "\n"
+            )
     DeltaTable(path).create_checkpoint()
 
 
@@ -126,7 +155,7 @@ def du(path: str) -> int:
 def read_avro(path: str):
     from indextables_spark.table import forget_logs
 
-    forget_logs()   # a first read: no snapshot kept from the previous run
+    forget_logs()  # a first read: no snapshot kept from the previous run
     snap = it.IndexTable(path).snapshot()
     return snap.files_table.num_rows
 
@@ -181,7 +210,10 @@ def main() -> int:
 
     def row(case, ours, json_b, delta_b, target, extra=""):
         rows.append((case, ours, json_b, delta_b, target, extra))
-        print(f"{case:<14} ours={ours!s:<10} json={json_b!s:<10} delta-rs={delta_b!s:<10} target={target:<22} {extra}", flush=True)
+        print(
+            f"{case:<14} ours={ours!s:<10} json={json_b!s:<10} delta-rs={delta_b!s:<10} target={target:<22} {extra}",
+            flush=True,
+        )
 
     print(f"building tables under {args.workdir} (reused across runs)", flush=True)
     t10 = ensure(args.workdir, "it_10k", build_indextable, 10_000, 1000, 100, rebuild=args.rebuild)
@@ -221,6 +253,7 @@ def main() -> int:
             state["i"] += 100
             txn.commit()
             state["bytes"].append(du(os.path.join(path, "_transaction_log")) - before)
+
         m, _ = median_ms(one, runs)
         return m, statistics.median(state["bytes"])
 
@@ -237,6 +270,7 @@ def main() -> int:
         txn.add_files([synthetic_add(jstate["i"] + k, num_partitions=100) for k in range(100)])
         jstate["i"] += 100
         txn.commit()
+
     js, _ = median_ms(json_commit, runs)
     dpath = copy_table(d70, os.path.join(args.workdir, "commit_delta"))
     dstate = {"i": 70_000_000}
@@ -249,13 +283,23 @@ def main() -> int:
         acts = []
         for k in range(100):
             a = synthetic_add(dstate["i"] + k, num_partitions=100)
-            acts.append(AddAction(a.path, a.size, a.partition_values, a.modification_time, True,
-                                  json.dumps({"numRecords": 1000})))
+            acts.append(
+                AddAction(
+                    a.path, a.size, a.partition_values, a.modification_time, True, json.dumps({"numRecords": 1000})
+                )
+            )
         dstate["i"] += 100
         dt.create_write_transaction(acts, "append", dschema, partition_by=["date"])
+
     dl, _ = median_ms(delta_commit, runs)
-    row("commit-100", ours, js, dl, "<= 30 ms, bytes O(delta)",
-        f"bytes_written: 70K table={int(bytes70)} 10K table={int(bytes10)} (json baseline = full JSON checkpoint each commit)")
+    row(
+        "commit-100",
+        ours,
+        js,
+        dl,
+        "<= 30 ms, bytes O(delta)",
+        f"bytes_written: 70K table={int(bytes70)} 10K table={int(bytes10)} (json baseline = full JSON checkpoint each commit)",
+    )
 
     # -- compaction of 70K
     cpath = copy_table(t70, os.path.join(args.workdir, "compact_70k"))
@@ -271,19 +315,34 @@ def main() -> int:
         if os.path.exists(p):
             os.unlink(p)
         write_json_checkpoint(jlog, jlog.snapshot(latest))
+
     js, _ = median_ms(json_checkpoint, runs)
     dcp = copy_table(d70, os.path.join(args.workdir, "compact_delta"))
     dl, _ = median_ms(lambda: DeltaTable(dcp).create_checkpoint(), runs)
-    row("compact-70k", ours, js, dl, "<= 1000 ms", f"manifests={res.num_manifests} (json = JSON checkpoint write, delta = create_checkpoint)")
+    row(
+        "compact-70k",
+        ours,
+        js,
+        dl,
+        "<= 1000 ms",
+        f"manifests={res.num_manifests} (json = JSON checkpoint write, delta = create_checkpoint)",
+    )
 
     # -- peak RSS reading 100K
     r_ours = rss_subprocess(f"snap = it.IndexTable({t100!r}).snapshot(); n = snap.files_table.num_rows")
     r_delta = rss_subprocess(f"n = deltalake.DeltaTable({d100!r}).get_add_actions(flatten=False).num_rows")
-    r_json = rss_subprocess(f"log = it.IndexTable({t100!r}).log\n"
-                            "n = log._files(None, log.collect_changes(None, log.latest_version())).num_rows")
-    row("rss-100k", f"{r_ours['peak_mb'] - r_ours['baseline_mb']:.0f}MB", f"{r_json['peak_mb'] - r_json['baseline_mb']:.0f}MB",
-        f"{r_delta['peak_mb'] - r_delta['baseline_mb']:.0f}MB", "<= 150 MB above baseline",
-        f"baseline={r_ours['baseline_mb']:.0f}MB")
+    r_json = rss_subprocess(
+        f"log = it.IndexTable({t100!r}).log\n"
+        "n = log._files(None, log.collect_changes(None, log.latest_version())).num_rows"
+    )
+    row(
+        "rss-100k",
+        f"{r_ours['peak_mb'] - r_ours['baseline_mb']:.0f}MB",
+        f"{r_json['peak_mb'] - r_json['baseline_mb']:.0f}MB",
+        f"{r_delta['peak_mb'] - r_delta['baseline_mb']:.0f}MB",
+        "<= 150 MB above baseline",
+        f"baseline={r_ours['baseline_mb']:.0f}MB",
+    )
 
     # -- one partition of 1M files / 1000 partitions
     if not args.skip_1m:
@@ -298,6 +357,7 @@ def main() -> int:
             snap, stats = it.IndexTable(t1m).scan(f"date = '{part}'")
             holder["stats"] = stats
             return snap.files_table.num_rows
+
         ours, n = median_ms(ours_part, runs)
         st = holder["stats"]
 
@@ -307,6 +367,7 @@ def main() -> int:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
                 return len(DeltaTable(d1m).file_uris(partition_filters=[("date", "=", part)]))
+
         dl, n3 = median_ms(delta_part, max(5, runs), warmup=1)
 
         def json_part():
@@ -315,13 +376,20 @@ def main() -> int:
             from indextables_spark.log.partition_filter import filter_files_table, parse_partition_filter
 
             return filter_files_table(files, parse_partition_filter(f"date = '{part}'", ["date"])).num_rows
+
         t0 = time.perf_counter()
         n2 = json_part()
         js = ms(time.perf_counter() - t0)
         assert n == n2 == n3, (n, n2, n3)
-        row("partition-1m", ours, f"{js} (1 run)", dl, "<= 80 ms and <= 0.05x delta-rs",
+        row(
+            "partition-1m",
+            ours,
+            f"{js} (1 run)",
+            dl,
+            "<= 80 ms and <= 0.05x delta-rs",
             f"files={n} manifests_decoded={st.manifests_read}/{st.manifests_total} entries_decoded={st.entries_decoded} "
-            f"ratio_vs_delta={ours / dl:.3f}")
+            f"ratio_vs_delta={ours / dl:.3f}",
+        )
 
     print("\n| case | ours | JSON replay | delta-rs | target | notes |\n|---|---|---|---|---|---|")
     for r in rows:

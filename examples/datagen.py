@@ -1,4 +1,5 @@
 """Generated sample documents, shared by the quickstart, the spark-submit example and the benches."""
+
 from __future__ import annotations
 
 
@@ -31,18 +32,22 @@ def documents(n: int, seed: int = 42, start: int = 0) -> pa.Table:
     tag_idx = rng.integers(0, len(TAGS), size=(n, 2))
     tags = [[TAGS[a], TAGS[b]] for a, b in tag_idx]
     days = np.datetime64("2024-01-01") + rng.integers(0, 366, size=n).astype("timedelta64[D]")
-    ts = np.datetime64("2024-01-01T00:00:00", "us") + rng.integers(0, 366 * 86400 * 10**6, size=n).astype("timedelta64[us]")
-    return pa.table({
-        "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
-        "title": pa.array(titles, pa.string()),
-        "body": pa.array(bodies, pa.string()),
-        "tags": pa.array(tags, pa.list_(pa.string())),
-        "views": pa.array(rng.integers(0, 100_000, size=n, dtype=np.int64)),
-        "score": pa.array(rng.random(n)),
-        "day": pa.array(days, pa.date32()),
-        "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
-        "region": pa.array(np.array(REGIONS, dtype=object)[rng.integers(0, len(REGIONS), size=n)], pa.string()),
-    })
+    ts = np.datetime64("2024-01-01T00:00:00", "us") + rng.integers(0, 366 * 86400 * 10**6, size=n).astype(
+        "timedelta64[us]"
+    )
+    return pa.table(
+        {
+            "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
+            "title": pa.array(titles, pa.string()),
+            "body": pa.array(bodies, pa.string()),
+            "tags": pa.array(tags, pa.list_(pa.string())),
+            "views": pa.array(rng.integers(0, 100_000, size=n, dtype=np.int64)),
+            "score": pa.array(rng.random(n)),
+            "day": pa.array(days, pa.date32()),
+            "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+            "region": pa.array(np.array(REGIONS, dtype=object)[rng.integers(0, len(REGIONS), size=n)], pa.string()),
+        }
+    )
 
 
 def spark_dataframe(spark, n: int, partitions: int = 4, seed: int = 42):
@@ -57,20 +62,23 @@ def spark_dataframe(spark, n: int, partitions: int = 4, seed: int = 42):
 
     def words_expr(count, salt):
         # a deterministic pseudo-random word per (row, position): hash of id, position and salt
-        return (f"concat_ws(' ', transform(sequence(1, {count}), i -> element_at({arr(VOCAB)}, "
-                f"cast(pmod(xxhash64(id, i, {seed + salt}), {len(VOCAB)}) as int) + 1)))")
+        return (
+            f"concat_ws(' ', transform(sequence(1, {count}), i -> element_at({arr(VOCAB)}, "
+            f"cast(pmod(xxhash64(id, i, {seed + salt}), {len(VOCAB)}) as int) + 1)))"
+        )
 
-    body = (f"case when rand({seed + 3}) < 0.005 then concat({pick(RARE, 4)}, ' ', {words_expr(49, 5)}) "
-            f"else {words_expr(50, 6)} end")
-    return (spark.range(0, n, numPartitions=partitions)
-            .selectExpr(
-                "id",
-                f"{words_expr(8, 1)} as title",
-                f"{body} as body",
-                f"array({pick(TAGS, 7)}, {pick(TAGS, 8)}) as tags",
-                f"cast(floor(rand({seed + 9}) * 100000) as long) as views",
-                f"rand({seed + 10}) as score",
-                f"date_add(date'2024-01-01', cast(floor(rand({seed + 11}) * 366) as int)) as day",
-                f"timestamp_micros(1704067200000000 + cast(floor(rand({seed + 12}) * 366 * 86400 * 1000000) as long)) as ts",
-                f"{pick(REGIONS, 13)} as region",
-            ))
+    body = (
+        f"case when rand({seed + 3}) < 0.005 then concat({pick(RARE, 4)}, ' ', {words_expr(49, 5)}) "
+        f"else {words_expr(50, 6)} end"
+    )
+    return spark.range(0, n, numPartitions=partitions).selectExpr(
+        "id",
+        f"{words_expr(8, 1)} as title",
+        f"{body} as body",
+        f"array({pick(TAGS, 7)}, {pick(TAGS, 8)}) as tags",
+        f"cast(floor(rand({seed + 9}) * 100000) as long) as views",
+        f"rand({seed + 10}) as score",
+        f"date_add(date'2024-01-01', cast(floor(rand({seed + 11}) * 366) as int)) as day",
+        f"timestamp_micros(1704067200000000 + cast(floor(rand({seed + 12}) * 366 * 86400 * 1000000) as long)) as ts",
+        f"{pick(REGIONS, 13)} as region",
+    )

@@ -2,6 +2,7 @@
 
 Run with `make demo` (or `.venv/bin/python examples/quickstart.py [table-path]`).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,23 +32,36 @@ def main() -> None:
     shutil.rmtree(path, ignore_errors=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("indextables-quickstart")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("indextables-quickstart")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     it.register(spark)
 
     print(f"Writing {N_DOCS:,} documents to {path} (partitioned by region, body full-text indexed)")
     df = spark_dataframe(spark, N_DOCS)
-    timed("write", lambda: (df.write.format("indextables").mode("overwrite")
-                            .partitionBy("region")
-                            .option("spark.indextables.indexing.typemap.body", "text")
-                            .option("spark.indextables.indexing.typemap.title", "text")
-                            .save(path)))
+    timed(
+        "write",
+        lambda: (
+            df.write.format("indextables")
+            .mode("overwrite")
+            .partitionBy("region")
+            .option("spark.indextables.indexing.typemap.body", "text")
+            .option("spark.indextables.indexing.typemap.title", "text")
+            .save(path)
+        ),
+    )
     table = it.IndexTable(path)
     snap = table.snapshot()
-    print(f"Table version {snap.version}: {snap.num_files} splits, {snap.total_bytes / 1e6:.1f} MB, "
-          f"{table.count():,} rows")
+    print(
+        f"Table version {snap.version}: {snap.num_files} splits, {snap.total_bytes / 1e6:.1f} MB, "
+        f"{table.count():,} rows"
+    )
 
     docs = spark.read.format("indextables").load(path)
 

@@ -10,6 +10,7 @@ On a standalone cluster with the table on S3 (credentials and endpoint as sessio
         --conf spark.indextables.aws.accessKey=... --conf spark.indextables.aws.secretKey=... \
         --conf spark.indextables.aws.region=us-east-1 examples/spark_submit_job.py s3://bucket/prefix
 """
+
 from __future__ import annotations
 
 import os
@@ -30,10 +31,11 @@ def main(path: str) -> None:
     it.register(spark)
     # Partition columns go as the `partitionBy` option (Spark refuses .partitionBy() for Python data
     # sources). Credentials, endpoint, ... come from the spark.indextables.* conf (--conf).
-    spark_dataframe(spark, 20_000).write.format("indextables").mode("append").option("partitionBy", "region") \
-        .option("spark.indextables.indexing.typemap.body", "text").save(path)
+    spark_dataframe(spark, 20_000).write.format("indextables").mode("append").option("partitionBy", "region").option(
+        "spark.indextables.indexing.typemap.body", "text"
+    ).save(path)
     hits = spark.read.format("indextables").option("query", "body:nebula").load(path)
-    table = it.IndexTable(path, spark=spark)     # the Spark-free API, with the session's conf as options
+    table = it.IndexTable(path, spark=spark)  # the Spark-free API, with the session's conf as options
     print(f"table {path} version {table.version()}: {hits.count()} documents mention 'nebula'")
     spark.stop()
 

@@ -1,4 +1,5 @@
 """Shared by the test_cloud_* modules."""
+
 from __future__ import annotations
 
 import contextlib

@@ -1,6 +1,7 @@
 """Helpers for the maintenance-command tests: real tables written without Spark through the same
 functions the Spark writer runs (plan_write on the driver, write_splits in tasks, commit_write),
 and a way to read every row of a table version back."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,10 @@ import pyarrow as pa
 import indextables_spark as it
 from indextables_spark.options import Options
 
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
-         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
+WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+    "quebec romeo sierra tango uniform victor whiskey xray yankee zulu"
+).split()
 REGIONS = ("eu", "us", "ap")
 TEXT_OPTIONS = {"spark.indextables.indexing.typemap.body": "text"}
 
@@ -20,17 +23,22 @@ TEXT_OPTIONS = {"spark.indextables.indexing.typemap.body": "text"}
 def rows(n: int, start: int = 0, days: int = 3) -> pa.Table:
     """Deterministic documents: id, body (tokenized text), views, region and day (partitions)."""
     ids = list(range(start, start + n))
-    return pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "body": pa.array([" ".join(WORDS[(i * k + k) % len(WORDS)] for k in range(1, 6)) for i in ids], pa.string()),
-        "views": pa.array([(i * 37) % 1000 for i in ids], pa.int64()),
-        "region": pa.array([REGIONS[i % len(REGIONS)] for i in ids], pa.string()),
-        "day": pa.array([f"2024-01-0{1 + i % days}" for i in ids], pa.string()),
-    })
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "body": pa.array(
+                [" ".join(WORDS[(i * k + k) % len(WORDS)] for k in range(1, 6)) for i in ids], pa.string()
+            ),
+            "views": pa.array([(i * 37) % 1000 for i in ids], pa.int64()),
+            "region": pa.array([REGIONS[i % len(REGIONS)] for i in ids], pa.string()),
+            "day": pa.array([f"2024-01-0{1 + i % days}" for i in ids], pa.string()),
+        }
+    )
 
 
-def append(path: str, data: pa.Table, partition_by=("day",), options: dict | None = None,
-           overwrite: bool = False) -> int:
+def append(
+    path: str, data: pa.Table, partition_by=("day",), options: dict | None = None, overwrite: bool = False
+) -> int:
     """One write job (one task) → one new version; returns it."""
     from pyspark.sql.types import StructType
 
@@ -45,8 +53,9 @@ def append(path: str, data: pa.Table, partition_by=("day",), options: dict | Non
     return commit_write(path, opts, plan, read_version, overwrite, adds, stats_files=msg.stats)
 
 
-def small_splits_table(path: str, n_writes: int, rows_per_write: int = 20, options: dict | None = None,
-                       partition_by=("day",)) -> None:
+def small_splits_table(
+    path: str, n_writes: int, rows_per_write: int = 20, options: dict | None = None, partition_by=("day",)
+) -> None:
     """n_writes appends, each adding one small split per day partition (3 partitions; 1 unpartitioned)."""
     for w in range(n_writes):
         append(path, rows(rows_per_write, start=w * rows_per_write), partition_by=partition_by, options=options)
@@ -58,8 +67,11 @@ def split_rows(table: it.IndexTable, add) -> list[tuple]:
     from indextables_spark.split.reader import SplitReader
 
     reader = SplitReader(get_cache(table.options).local_dir(table.storage, add))
-    return [(r["id"], r["body"], r["views"], r["region"], add.partition_values.get("day"))
-            for b in reader.read() for r in b.to_pylist()]
+    return [
+        (r["id"], r["body"], r["views"], r["region"], add.partition_values.get("day"))
+        for b in reader.read()
+        for r in b.to_pylist()
+    ]
 
 
 def read_all(table: it.IndexTable, version: int | None = None, exclude=()) -> list[tuple]:
@@ -109,6 +121,9 @@ def live_rows(table: it.IndexTable, version: int | None = None) -> list[tuple]:
     for f in snap.files:
         reader = SplitReader(get_cache(table.options).local_dir(table.storage, f))
         deletes = load_split_deletes(table.storage, snap.deletes_for(f), reader.num_rows, f.path)
-        out.extend((r["id"], r["body"], r["views"], r["region"], f.partition_values.get("day"))
-                   for b in reader.read(deletes=deletes) for r in b.to_pylist())
+        out.extend(
+            (r["id"], r["body"], r["views"], r["region"], f.partition_values.get("day"))
+            for b in reader.read(deletes=deletes)
+            for r in b.to_pylist()
+        )
     return sorted(out)

@@ -26,6 +26,7 @@ Fixtures:
   standalone_cluster (session) a Master + two 1-core Workers; spark_cluster (session) its master URL.
   The servers start on first use only; mark tests using them `spark`.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,8 @@ SESSION_TAG = uuid.uuid4().hex[:8]
 class StorageTarget:
     """A fresh, empty table root on one backend."""
 
-    kind: str                      # "local" | "s3" | "azure"
-    uri: str                       # table root URI (local: a path)
+    kind: str  # "local" | "s3" | "azure"
+    uri: str  # table root URI (local: a path)
     options: dict[str, str] = field(default_factory=dict)
 
     def open(self, **kwargs: Any):
@@ -105,6 +106,7 @@ def _unique_prefix(request: pytest.FixtureRequest) -> str:
 
 # --- S3 ------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def s3_endpoint() -> str:
     return _emulator_env(ENV_S3_ENDPOINT, "S3")
@@ -129,14 +131,18 @@ def s3_bucket(s3_endpoint: str) -> str:
 
     bucket = f"indextables-test-{SESSION_TAG}"
     client = boto3.client(
-        "s3", endpoint_url=s3_endpoint, aws_access_key_id=S3_TEST_ACCESS_KEY,
-        aws_secret_access_key=S3_TEST_SECRET_KEY, region_name=S3_TEST_REGION,
+        "s3",
+        endpoint_url=s3_endpoint,
+        aws_access_key_id=S3_TEST_ACCESS_KEY,
+        aws_secret_access_key=S3_TEST_SECRET_KEY,
+        region_name=S3_TEST_REGION,
     )
     client.create_bucket(Bucket=bucket)
     return bucket
 
 
 # --- Azure ---------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def azure_connection_string() -> str:
@@ -168,6 +174,7 @@ def azure_container(azure_connection_string: str) -> str:
 
 # --- storage targets -------------------------------------------------------------------------------
 
+
 def _target(kind: str, request: pytest.FixtureRequest) -> StorageTarget:
     prefix = _unique_prefix(request)
     if kind == "local":
@@ -182,8 +189,9 @@ def _target(kind: str, request: pytest.FixtureRequest) -> StorageTarget:
     raise ValueError(f"unknown storage backend {kind!r}")
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.cloud),
-                        pytest.param("azure", marks=pytest.mark.cloud)])
+@pytest.fixture(
+    params=["local", pytest.param("s3", marks=pytest.mark.cloud), pytest.param("azure", marks=pytest.mark.cloud)]
+)
 def storage_backend(request: pytest.FixtureRequest) -> StorageTarget:
     return _target(request.param, request)
 
@@ -205,6 +213,7 @@ def s3_uri(s3_bucket, s3_options, request):
 
 
 # --- Spark -----------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -238,7 +247,7 @@ def _connect_client_missing() -> list[str]:
     for module in ("grpc", "grpc_status", "google.rpc", "pandas"):
         try:
             found = importlib.util.find_spec(module) is not None
-        except ModuleNotFoundError:     # the parent package ("google") is missing
+        except ModuleNotFoundError:  # the parent package ("google") is missing
             found = False
         if not found:
             missing.append(module)
@@ -280,8 +289,11 @@ def connect_spark(spark_connect_server):
     works before and after."""
     missing = _connect_client_missing()
     if missing:
-        pytest.fail(f"the Spark Connect client needs {missing} (pip install grpcio grpcio-status "
-                    f"googleapis-common-protos pandas, or pyspark[connect])", pytrace=False)
+        pytest.fail(
+            f"the Spark Connect client needs {missing} (pip install grpcio grpcio-status "
+            f"googleapis-common-protos pandas, or pyspark[connect])",
+            pytrace=False,
+        )
     # the Connect client's own builder: pyspark's dispatching builder refuses a remote session while
     # a classic one (the `spark` fixture) runs in this process (SESSION_ALREADY_EXIST)
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession

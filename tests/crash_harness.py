@@ -22,6 +22,7 @@ journal (never from reading the table). After a kill it
 At the end of a table (`finish`): PURGE with zero retention removes every orphan split (written
 by a killed append/merge, never committed), and no temp file is left under a local root.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,11 +37,14 @@ from typing import Any
 
 import pyarrow as pa
 
-SCHEMA = {"type": "struct", "fields": [
-    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-    {"name": "body", "type": "string", "nullable": True, "metadata": {}},
-    {"name": "p", "type": "string", "nullable": True, "metadata": {}},
-]}
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "body", "type": "string", "nullable": True, "metadata": {}},
+        {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+    ],
+}
 PARTITIONS = ["p"]
 # Small intervals so that automatic checkpoints (Avro state writes) happen inside trials too.
 TABLE_OPTIONS = {
@@ -50,15 +54,17 @@ TABLE_OPTIONS = {
 }
 OPS = ("append", "remove", "checkpoint", "compact", "merge", "purge")
 WEIGHTS = (6, 2, 2, 1, 2, 1)
-VERSION_OPS = ("append", "remove")     # always create a version; merge creates one when it merges
+VERSION_OPS = ("append", "remove")  # always create a version; merge creates one when it merges
 
 
 def rows_for(ids: list[int]) -> pa.Table:
-    return pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "body": pa.array([f"doc {i} word{i % 7}" for i in ids], pa.string()),
-        "p": pa.array(["a" if i % 2 == 0 else "b" for i in ids], pa.string()),
-    })
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "body": pa.array([f"doc {i} word{i % 7}" for i in ids], pa.string()),
+            "p": pa.array(["a" if i % 2 == 0 else "b" for i in ids], pa.string()),
+        }
+    )
 
 
 def write_splits(table, ids: list[int]):
@@ -80,10 +86,20 @@ def create_table(table, ids: list[int]) -> tuple[int, dict[str, list[int]]]:
     from indextables_spark.log.transaction import new_table_id, now_ms
 
     adds, by_path, w = write_splits(table, ids)
-    meta = Metadata(id=new_table_id(), schema_string=json.dumps(SCHEMA), partition_columns=PARTITIONS,
-                    configuration={registry_key(w.doc_mapping_ref): w.doc_mapping}, created_time=now_ms())
-    v = (table.transaction(operation="CREATE TABLE").set_protocol(CURRENT_PROTOCOL).set_metadata(meta)
-         .add_files(adds).commit())
+    meta = Metadata(
+        id=new_table_id(),
+        schema_string=json.dumps(SCHEMA),
+        partition_columns=PARTITIONS,
+        configuration={registry_key(w.doc_mapping_ref): w.doc_mapping},
+        created_time=now_ms(),
+    )
+    v = (
+        table.transaction(operation="CREATE TABLE")
+        .set_protocol(CURRENT_PROTOCOL)
+        .set_metadata(meta)
+        .add_files(adds)
+        .commit()
+    )
     return v, by_path
 
 
@@ -157,9 +173,17 @@ def context():
     global _CTX
     if _CTX is None:
         _CTX = mp.get_context("forkserver")
-        _CTX.set_forkserver_preload(["indextables_spark", "indextables_spark.table", "indextables_spark.split.builder",
-                                     "indextables_spark.commands.merge", "indextables_spark.commands.purge",
-                                     "indextables_spark.commands.state", "crash_harness"])
+        _CTX.set_forkserver_preload(
+            [
+                "indextables_spark",
+                "indextables_spark.table",
+                "indextables_spark.split.builder",
+                "indextables_spark.commands.merge",
+                "indextables_spark.commands.purge",
+                "indextables_spark.commands.state",
+                "crash_harness",
+            ]
+        )
     return _CTX
 
 
@@ -177,7 +201,7 @@ class _Warnings(logging.Handler):
 
         super().__init__(logging.WARNING)
         self.records: list[str] = []
-        self.thread = threading.get_ident()   # several CrashTables may run in threads
+        self.thread = threading.get_ident()  # several CrashTables may run in threads
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.thread != self.thread:
@@ -200,7 +224,7 @@ class CrashTable:
     workdir: str
     seed: int
     expected: dict[int, frozenset[int]] = field(default_factory=dict)
-    known: dict[str, list[int]] = field(default_factory=dict)      # appended split path -> row ids
+    known: dict[str, list[int]] = field(default_factory=dict)  # appended split path -> row ids
     next_id: int = 0
     trials: int = 0
     killed_ops: Counter = field(default_factory=Counter)
@@ -232,11 +256,13 @@ class CrashTable:
         journal = os.path.join(self.workdir, f"journal-{self.trials}.ndjson")
         start_id = self.next_id
         self.next_id += 100_000
-        proc = context().Process(target=child_main, args=(self.uri, self.options, journal, json.dumps(self.known),
-                                                          rng.randrange(1 << 30), start_id))
+        proc = context().Process(
+            target=child_main,
+            args=(self.uri, self.options, journal, json.dumps(self.known), rng.randrange(1 << 30), start_id),
+        )
         proc.start()
         deadline = time.time() + 30
-        while not _ready(journal):   # kill only once the child works on the table
+        while not _ready(journal):  # kill only once the child works on the table
             assert proc.is_alive() and time.time() < deadline, f"crash child for {self.uri} did not start"
             time.sleep(0.002)
         time.sleep(rng.uniform(0.0, max_delay_s))
@@ -254,8 +280,8 @@ class CrashTable:
         if os.path.exists(journal):
             with open(journal) as f:
                 lines = [json.loads(line) for line in f if line.strip()]
-        pending = None      # the intent of the running operation (once known)
-        running = None      # the operation begun and not finished
+        pending = None  # the intent of the running operation (once known)
+        running = None  # the operation begun and not finished
         for obj in lines:
             if "ready" in obj:
                 continue
@@ -281,9 +307,11 @@ class CrashTable:
         # The kill hit after the commit but before the report: exactly one more version, made by
         # the pending operation, holding exactly what it intended.
         assert latest == latest_reported + 1, (
-            f"{self.uri}: table is at version {latest}, last reported {latest_reported} (pending {pending})")
+            f"{self.uri}: table is at version {latest}, last reported {latest_reported} (pending {pending})"
+        )
         assert pending is not None and (pending["intent"] in VERSION_OPS or pending["intent"] == "merge"), (
-            f"{self.uri}: version {latest} appeared, but the interrupted operation was {pending}")
+            f"{self.uri}: version {latest} appeared, but the interrupted operation was {pending}"
+        )
         self._apply(pending, latest)
         self.unreported_commits += 1
         return running
@@ -311,7 +339,9 @@ class CrashTable:
         if got is None:
             reader = SplitReader(get_cache(table.options).local_dir(table.storage, add))
             ids = [i for b in reader.read(columns=["id"]) for i in b.column(0).to_pylist()]
-            assert len(ids) == len(set(ids)) == add.num_records, f"split {add.path}: {len(ids)} rows, log says {add.num_records}"
+            assert len(ids) == len(set(ids)) == add.num_records, (
+                f"split {add.path}: {len(ids)} rows, log says {add.num_records}"
+            )
             got = self._ids_of_path[add.path] = frozenset(ids)
         return got
 
@@ -335,7 +365,8 @@ class CrashTable:
                     assert not (got & ids), f"{self.uri} v{v}: rows {sorted(got & ids)[:5]} in two live splits"
                     got |= ids
                 assert got == self.expected[v], (
-                    f"{self.uri} v{v}: missing {sorted(self.expected[v] - got)[:10]}, extra {sorted(got - self.expected[v])[:10]}")
+                    f"{self.uri} v{v}: missing {sorted(self.expected[v] - got)[:10]}, extra {sorted(got - self.expected[v])[:10]}"
+                )
             self._verified_upto = latest
         finally:
             logger.removeHandler(handler)
@@ -390,8 +421,10 @@ class CrashTable:
 
 # ---- load: concurrent Spark-free writers (tests/test_reliability_load.py) ----------------------------
 
-def load_writer(uri: str, options: dict, journal: str, stop_path: str, writer_no: int, seed: int,
-                think_s: float = 0.0) -> None:
+
+def load_writer(
+    uri: str, options: dict, journal: str, stop_path: str, writer_no: int, seed: int, think_s: float = 0.0
+) -> None:
     """Appends small splits until `stop_path` exists; writer 0 also merges now and then. A commit
     that loses to concurrent commits (ConcurrentModificationError after the transaction's own
     retries) is retried with a fresh transaction and counted. Each commit is journaled after
@@ -433,15 +466,25 @@ def load_writer(uri: str, options: dict, journal: str, stop_path: str, writer_no
         commits += 1
         emit({"v": v, "ids": ids})
         if think_s:
-            time.sleep(rng.uniform(0, 2 * think_s))   # a client's pause between writes
+            time.sleep(rng.uniform(0, 2 * think_s))  # a client's pause between writes
     emit({"end": True, "commits": commits, "merges": merges, "conflicts": conflicts})
 
 
 # ---- driving many trials (tests/test_reliability_crash_load.py) ------------------------------------
 
+
 def run_trials(target, tmp_path, trials: int, per_table: int, max_delay: float, seed: int) -> dict:
-    summary = {"backend": target.kind, "trials": 0, "tables": 0, "killed_during": {}, "unreported_commits": 0,
-               "versions_checked": 0, "versions": 0, "orphans_removed": 0, "seconds": 0.0}
+    summary = {
+        "backend": target.kind,
+        "trials": 0,
+        "tables": 0,
+        "killed_during": {},
+        "unreported_commits": 0,
+        "versions_checked": 0,
+        "versions": 0,
+        "orphans_removed": 0,
+        "seconds": 0.0,
+    }
     t0 = time.time()
     n_tables = (trials + per_table - 1) // per_table
     killed: dict[str, int] = {}

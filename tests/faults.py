@@ -18,6 +18,7 @@ the way a real service or network fails:
 faults to some operations (S3: "PutObject", ...; Azure: "PUT", "GET comp=list", ...). Both count requests
 (`requests`, `faults`, and `calls[name]` by operation) so tests can prove what happened.
 """
+
 from __future__ import annotations
 
 import random
@@ -29,8 +30,16 @@ TRANSIENT_KINDS = ("503", "500", "closed")
 
 
 class _FaultPlan:
-    def __init__(self, rate: float, seed: int, kinds: tuple[str, ...], permanent_status: int | None,
-                 lose_answers: int, only: Callable[[str], bool] | None, fail_first: int = 0):
+    def __init__(
+        self,
+        rate: float,
+        seed: int,
+        kinds: tuple[str, ...],
+        permanent_status: int | None,
+        lose_answers: int,
+        only: Callable[[str], bool] | None,
+        fail_first: int = 0,
+    ):
         self.rate = rate
         self.fail_first = fail_first
         self.kinds = kinds
@@ -70,6 +79,7 @@ class _FaultPlan:
 
 # --- S3 (botocore events) ------------------------------------------------------------------------
 
+
 class _Raw:
     def __init__(self, body: bytes):
         self._body = body
@@ -83,15 +93,25 @@ class _Raw:
 
 
 def _s3_error(status: int, code: str, message: str) -> tuple[dict[str, str], bytes]:
-    body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{message}</Message>'
-            f"<RequestId>injected</RequestId></Error>").encode()
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{message}</Message>'
+        f"<RequestId>injected</RequestId></Error>"
+    ).encode()
     return {"Content-Type": "application/xml", "Content-Length": str(len(body))}, body
 
 
 class S3Faults(_FaultPlan):
-    def __init__(self, rate: float = 0.0, *, seed: int = 1, kinds: tuple[str, ...] = TRANSIENT_KINDS,
-                 permanent_status: int | None = None, lose_answers: int = 0,
-                 only: Callable[[str], bool] | None = None, fail_first: int = 0):
+    def __init__(
+        self,
+        rate: float = 0.0,
+        *,
+        seed: int = 1,
+        kinds: tuple[str, ...] = TRANSIENT_KINDS,
+        permanent_status: int | None = None,
+        lose_answers: int = 0,
+        only: Callable[[str], bool] | None = None,
+        fail_first: int = 0,
+    ):
         super().__init__(rate, seed, kinds, permanent_status, 0, only, fail_first)  # answers are lost in after-call
         self.lose_after_call = lose_answers
 
@@ -130,6 +150,7 @@ class S3Faults(_FaultPlan):
 
 # --- Azure (azure-core transport) ------------------------------------------------------------------
 
+
 def azure_operation(request: Any) -> str:
     """A short name for an Azure Blob request: e.g. 'PUT comp=block', 'GET', 'POST comp=batch'."""
     from urllib.parse import parse_qs, urlsplit
@@ -140,9 +161,17 @@ def azure_operation(request: Any) -> str:
 
 
 class AzureFaults(_FaultPlan):
-    def __init__(self, rate: float = 0.0, *, seed: int = 1, kinds: tuple[str, ...] = TRANSIENT_KINDS,
-                 permanent_status: int | None = None, lose_answers: int = 0,
-                 only: Callable[[str], bool] | None = None, fail_first: int = 0):
+    def __init__(
+        self,
+        rate: float = 0.0,
+        *,
+        seed: int = 1,
+        kinds: tuple[str, ...] = TRANSIENT_KINDS,
+        permanent_status: int | None = None,
+        lose_answers: int = 0,
+        only: Callable[[str], bool] | None = None,
+        fail_first: int = 0,
+    ):
         super().__init__(rate, seed, kinds, permanent_status, lose_answers, only, fail_first)
         from azure.core.pipeline.transport import RequestsTransport
 
@@ -180,12 +209,18 @@ class AzureFaults(_FaultPlan):
                 raise ServiceRequestError("injected: connection refused")
             raise ServiceResponseError("injected: connection closed")
         if kind == "permanent":
-            return self._response(request, self.permanent_status or 403, "AuthorizationFailure",
-                                  "This request is not authorized to perform this operation (injected).", **kwargs)
+            return self._response(
+                request,
+                self.permanent_status or 403,
+                "AuthorizationFailure",
+                "This request is not authorized to perform this operation (injected).",
+                **kwargs,
+            )
         if kind == "503":
             return self._response(request, 503, "ServerBusy", "The server is busy (injected).", **kwargs)
-        return self._response(request, 500, "InternalError", "The server encountered an internal error (injected).",
-                              **kwargs)
+        return self._response(
+            request, 500, "InternalError", "The server encountered an internal error (injected).", **kwargs
+        )
 
     def _rng_bit(self) -> bool:
         with self._lock:
@@ -202,13 +237,15 @@ class AzureFaults(_FaultPlan):
         from azure.core.rest._requests_basic import RestRequestsTransportResponse
         from requests.structures import CaseInsensitiveDict
 
-        body = (f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{message}</Message>'
-                f"</Error>").encode()
+        body = (
+            f'<?xml version="1.0" encoding="utf-8"?><Error><Code>{code}</Code><Message>{message}</Message></Error>'
+        ).encode()
         raw = requests.Response()
         raw.status_code = status
         raw.reason = {403: "Forbidden", 500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
-        raw.headers = CaseInsensitiveDict({"x-ms-error-code": code, "Content-Type": "application/xml",
-                                           "Content-Length": str(len(body))})
+        raw.headers = CaseInsensitiveDict(
+            {"x-ms-error-code": code, "Content-Type": "application/xml", "Content-Length": str(len(body))}
+        )
         raw.raw = io.BytesIO(body)
         raw.url = request.url
         if is_rest(request):

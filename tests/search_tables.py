@@ -3,6 +3,7 @@
 The write path is the Spark writer's own (plan_write → write_splits → commit_write), run in this
 process, so tables are identical to `df.write.format("indextables")` output.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -20,12 +21,27 @@ from indextables_spark.split.types import arrow_schema
 UTC = dt.timezone.utc
 TAGS = ["news", "blog", "docs", "forum", None]
 REGIONS = ["eu", "us", "apac"]
-WORDS = ["spark", "sql", "search", "engine", "data", "lake", "tantivy", "index", "stream", "query",
-         "Spark", "SQL-engine", "lakehouse", "quasar"]
+WORDS = [
+    "spark",
+    "sql",
+    "search",
+    "engine",
+    "data",
+    "lake",
+    "tantivy",
+    "index",
+    "stream",
+    "query",
+    "Spark",
+    "SQL-engine",
+    "lakehouse",
+    "quasar",
+]
 
 
-def write_table(path: str, table: pa.Table, schema, options: Mapping[str, Any] | None = None,
-                batch_rows: int = 500) -> int:
+def write_table(
+    path: str, table: pa.Table, schema, options: Mapping[str, Any] | None = None, batch_rows: int = 500
+) -> int:
     """Write `table` (Arrow, columns of the pyspark StructType `schema`) as one commit; returns
     the version. Options: e.g. partitionBy, write.targetSplitSize (to get many splits)."""
     opts = Options.of(options)
@@ -35,15 +51,31 @@ def write_table(path: str, table: pa.Table, schema, options: Mapping[str, Any] |
 
 
 def docs_schema():
-    from pyspark.sql.types import (DateType, DecimalType, DoubleType, LongType, StringType, StructField,
-                                   StructType, TimestampType)
+    from pyspark.sql.types import (
+        DateType,
+        DecimalType,
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
 
-    return StructType([
-        StructField("id", LongType()), StructField("body", StringType()), StructField("tag", StringType()),
-        StructField("views", LongType()), StructField("score", DoubleType()), StructField("day", DateType()),
-        StructField("ts", TimestampType()), StructField("price", DecimalType(10, 2)),
-        StructField("title", StringType()), StructField("region", StringType()),
-    ])
+    return StructType(
+        [
+            StructField("id", LongType()),
+            StructField("body", StringType()),
+            StructField("tag", StringType()),
+            StructField("views", LongType()),
+            StructField("score", DoubleType()),
+            StructField("day", DateType()),
+            StructField("ts", TimestampType()),
+            StructField("price", DecimalType(10, 2)),
+            StructField("title", StringType()),
+            StructField("region", StringType()),
+        ]
+    )
 
 
 def docs(n: int, seed: int = 3) -> pa.Table:
@@ -60,8 +92,10 @@ def docs(n: int, seed: int = 3) -> pa.Table:
         "views": [maybe(rng.randint(0, 10_000)) for _ in range(n)],
         "score": [maybe(round(rng.random() * 100, 3)) for _ in range(n)],
         "day": [maybe(dt.date(2024, 1, 1) + dt.timedelta(days=rng.randint(0, 200))) for _ in range(n)],
-        "ts": [maybe(dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=rng.randint(0, 200 * 86400)))
-               for _ in range(n)],
+        "ts": [
+            maybe(dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=rng.randint(0, 200 * 86400)))
+            for _ in range(n)
+        ],
         "price": [maybe(decimal.Decimal(rng.randint(0, 100_000)) / 100) for _ in range(n)],
         "title": [f"title {rng.randint(0, 50)}" for _ in range(n)],
         "region": [rng.choice(REGIONS) for _ in range(n)],
@@ -69,6 +103,9 @@ def docs(n: int, seed: int = 3) -> pa.Table:
     return pa.Table.from_pydict(rows, schema=arrow_schema(docs_schema().jsonValue()))
 
 
-DOCS_OPTIONS = {"partitionBy": "region", "write.targetSplitSize": "40K",
-                "spark.indextables.indexing.typemap.body": "text",
-                "spark.indextables.indexing.typemap.title": "text_and_string"}
+DOCS_OPTIONS = {
+    "partitionBy": "region",
+    "write.targetSplitSize": "40K",
+    "spark.indextables.indexing.typemap.body": "text",
+    "spark.indextables.indexing.typemap.title": "text_and_string",
+}

@@ -18,6 +18,7 @@ Ports: each one is a port the OS hands out free, checked again (nothing answers 
 before the server starts; the readiness poll also checks that our process is still alive, so a
 stale server on the same port cannot pass for ours.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -102,8 +103,8 @@ def die_with_parent():
     parent = os.getpid()
 
     def preexec() -> None:
-        libc.prctl(1, signal.SIGTERM)       # 1 = PR_SET_PDEATHSIG
-        if os.getppid() != parent:          # the parent died before prctl
+        libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl
             os._exit(1)
 
     return preexec
@@ -135,7 +136,7 @@ class ServerProcess:
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     proc: subprocess.Popen | None = None
-    started_s: float | None = None       # seconds from launch until ready
+    started_s: float | None = None  # seconds from launch until ready
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -143,9 +144,16 @@ class ServerProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"# {self.name}: {' '.join(self.cmd)}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, cwd=self.cwd, start_new_session=True,
-                                         preexec_fn=die_with_parent())
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=self.cwd,
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
+            )
         with _running_lock:
             _running.add(self)
 
@@ -168,7 +176,7 @@ class ServerProcess:
                 code = self.proc.returncode if self.proc else None
                 raise self.fail(f"(pid {self.pid}) exited with code {code} before {what}")
             if ready():
-                if self.alive():          # a stale server could answer: ours must still be running
+                if self.alive():  # a stale server could answer: ours must still be running
                     self.started_s = time.monotonic() - t0
                     return
             if time.monotonic() > deadline:
@@ -222,6 +230,7 @@ def _base_env(scratch: Path) -> dict[str, str]:
 
 # ---- Spark Connect ----------------------------------------------------------------------------------
 
+
 @dataclass(eq=False)
 class ConnectServer:
     """A Spark Connect server (local[N] inside) on 127.0.0.1:`port`."""
@@ -262,11 +271,21 @@ class ConnectServer:
             "spark.default.parallelism": "2",
             **self.extra_conf,
         }
-        cmd = [f"{home}/bin/spark-submit", "--master", self.master, "--class", CONNECT_CLASS, "--name", "indextables-connect-tests"]
+        cmd = [
+            f"{home}/bin/spark-submit",
+            "--master",
+            self.master,
+            "--class",
+            CONNECT_CLASS,
+            "--name",
+            "indextables-connect-tests",
+        ]
         for k, v in conf.items():
             cmd += ["--conf", f"{k}={v}"]
         cmd.append("spark-internal")
-        self.process = ServerProcess("Spark Connect server", cmd, self.log_path, _base_env(self.base_dir), cwd=str(self.base_dir))
+        self.process = ServerProcess(
+            "Spark Connect server", cmd, self.log_path, _base_env(self.base_dir), cwd=str(self.base_dir)
+        )
         t0 = time.monotonic()
         self.process.start()
         try:
@@ -282,6 +301,7 @@ class ConnectServer:
 
 
 # ---- standalone cluster -----------------------------------------------------------------------------
+
 
 @dataclass(eq=False)
 class Worker:
@@ -351,12 +371,22 @@ class StandaloneCluster:
             mdir = self.base_dir / "master"
             self.master = ServerProcess(
                 "Spark master",
-                [f"{home}/bin/spark-class", MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.master_port),
-                 "--webui-port", str(self.master_webui_port)],
-                mdir / "master.log", _base_env(mdir), cwd=str(mdir))
+                [
+                    f"{home}/bin/spark-class",
+                    MASTER_CLASS,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.master_port),
+                    "--webui-port",
+                    str(self.master_webui_port),
+                ],
+                mdir / "master.log",
+                _base_env(mdir),
+                cwd=str(mdir),
+            )
             self.master.start()
-            self.master.wait_until(lambda: _http_ok(self.json_url),
-                                   f"{self.json_url} answered", timeout, t0)
+            self.master.wait_until(lambda: _http_ok(self.json_url), f"{self.json_url} answered", timeout, t0)
             for i in range(self.workers):
                 wdir = self.base_dir / f"worker-{i}"
                 (wdir / "work").mkdir(parents=True, exist_ok=True)
@@ -364,9 +394,25 @@ class StandaloneCluster:
                 check_free(ui)
                 proc = ServerProcess(
                     f"Spark worker {i}",
-                    [f"{home}/bin/spark-class", WORKER_CLASS, "--host", "127.0.0.1", "--cores", str(self.cores),
-                     "--memory", self.memory, "--webui-port", str(ui), "--work-dir", str(wdir / "work"), self.master_url],
-                    wdir / "worker.log", _base_env(wdir), cwd=str(wdir))
+                    [
+                        f"{home}/bin/spark-class",
+                        WORKER_CLASS,
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        str(self.cores),
+                        "--memory",
+                        self.memory,
+                        "--webui-port",
+                        str(ui),
+                        "--work-dir",
+                        str(wdir / "work"),
+                        self.master_url,
+                    ],
+                    wdir / "worker.log",
+                    _base_env(wdir),
+                    cwd=str(wdir),
+                )
                 proc.start()
                 self.worker_list.append(Worker(i, wdir, ui, proc))
             deadline = t0 + timeout
@@ -375,10 +421,14 @@ class StandaloneCluster:
                     if not p.alive():
                         raise p.fail(f"(pid {p.pid}) exited with code {p.proc.returncode} during cluster start-up")
                 if time.monotonic() > deadline:
-                    tails = "\n".join(f"--- {w.process.name} ({w.process.log_path}):\n{log_tail(w.process.log_path, 20)}"
-                                      for w in self.worker_list)
-                    raise self.master.fail(f"has {self._alive_workers()} of {self.workers} workers registered after "
-                                           f"{timeout:.0f} s\n{tails}\n--- master")
+                    tails = "\n".join(
+                        f"--- {w.process.name} ({w.process.log_path}):\n{log_tail(w.process.log_path, 20)}"
+                        for w in self.worker_list
+                    )
+                    raise self.master.fail(
+                        f"has {self._alive_workers()} of {self.workers} workers registered after "
+                        f"{timeout:.0f} s\n{tails}\n--- master"
+                    )
                 time.sleep(0.25)
             self.started_s = time.monotonic() - t0
         except BaseException:

@@ -4,6 +4,7 @@ One broad Spark test checks every kind in both executions (a Spark job; driver t
 table function and IndexTable.count; Spark-free tests cover exactness edges (bucket-limit
 fallback, NaN, decimals) and request errors.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -20,23 +21,34 @@ from search_tables import DOCS_OPTIONS, docs, docs_schema, write_table
 
 N = 3000
 QUERY = "body:spark"
-SPARK_QUERY = "body rlike '(?i)(^|[^a-z0-9])spark([^a-z0-9]|$)'"   # what body:spark matches (ASCII words)
+SPARK_QUERY = "body rlike '(?i)(^|[^a-z0-9])spark([^a-z0-9]|$)'"  # what body:spark matches (ASCII words)
 WEEK_US = 7 * 86_400_000_000
 
 AGGS = {
-    "by_tag": {"terms": {"field": "tag", "size": 100},
-               "aggs": {"views": {"stats": {"field": "views"}}, "avg_score": {"avg": {"field": "score"}}}},
-    "by_region": {"terms": {"field": "region"},
-                  "aggs": {"p": {"percentiles": {"field": "views", "percents": [10, 50, 99]}},
-                           "titles": {"cardinality": {"field": "title"}},
-                           "by_day": {"terms": {"field": "day", "size": 1000}}}},
+    "by_tag": {
+        "terms": {"field": "tag", "size": 100},
+        "aggs": {"views": {"stats": {"field": "views"}}, "avg_score": {"avg": {"field": "score"}}},
+    },
+    "by_region": {
+        "terms": {"field": "region"},
+        "aggs": {
+            "p": {"percentiles": {"field": "views", "percents": [10, 50, 99]}},
+            "titles": {"cardinality": {"field": "title"}},
+            "by_day": {"terms": {"field": "day", "size": 1000}},
+        },
+    },
     "top_titles": {"terms": {"field": "title", "size": 5}},
     "score": {"stats": {"field": "score"}},
-    "min_views": {"min": {"field": "views"}}, "max_views": {"max": {"field": "views"}},
-    "sum_views": {"sum": {"field": "views"}}, "avg_views": {"avg": {"field": "views"}},
-    "n_views": {"value_count": {"field": "views"}}, "n_tags": {"value_count": {"field": "tag"}},
-    "views_hist": {"histogram": {"field": "views", "interval": 1000},
-                   "aggs": {"max_score": {"max": {"field": "score"}}}},
+    "min_views": {"min": {"field": "views"}},
+    "max_views": {"max": {"field": "views"}},
+    "sum_views": {"sum": {"field": "views"}},
+    "avg_views": {"avg": {"field": "views"}},
+    "n_views": {"value_count": {"field": "views"}},
+    "n_tags": {"value_count": {"field": "tag"}},
+    "views_hist": {
+        "histogram": {"field": "views", "interval": 1000},
+        "aggs": {"max_score": {"max": {"field": "score"}}},
+    },
     "months": {"date_histogram": {"field": "day", "calendar_interval": "month"}},
     "weeks": {"date_histogram": {"field": "ts", "fixed_interval": "7d"}},
     "score_ranges": {"range": {"field": "score", "ranges": [{"to": 25}, {"from": 25, "to": 75}, {"from": 75}]}},
@@ -76,44 +88,87 @@ def assert_stats(ours, theirs: dict, what):
 
 
 def stats_cols(col, prefix):
-    return [sf.count(col).alias(f"{prefix}count"), sf.min(col).alias(f"{prefix}min"), sf.max(col).alias(f"{prefix}max"),
-            sf.sum(col).alias(f"{prefix}sum"), sf.avg(col).alias(f"{prefix}avg")]
+    return [
+        sf.count(col).alias(f"{prefix}count"),
+        sf.min(col).alias(f"{prefix}min"),
+        sf.max(col).alias(f"{prefix}max"),
+        sf.sum(col).alias(f"{prefix}sum"),
+        sf.avg(col).alias(f"{prefix}avg"),
+    ]
 
 
 def sub(row, prefix) -> dict:
-    return {k[len(prefix):]: v for k, v in row.asDict().items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in row.asDict().items() if k.startswith(prefix)}
 
 
 def spark_reference(mem) -> dict:
     """Spark's answers for AGGS over `mem` (a few jobs, each with many aggregate expressions)."""
     day0 = sf.lit(dt.date(2024, 3, 1))
     g = mem.agg(
-        sf.count("*").alias("n"), *stats_cols("score", "score_"), *stats_cols("views", "views_"),
-        sf.count("tag").alias("n_tags"), sf.max("day").alias("max_day"), sf.avg("price").alias("avg_price"),
-        sf.count_if(sf.col("score") < 25).alias("r0"), sf.count_if((sf.col("score") >= 25) & (sf.col("score") < 75))
-        .alias("r1"), sf.count_if(sf.col("score") >= 75).alias("r2"),
-        sf.count_if(sf.col("day") < day0).alias("d0"), sf.count_if(sf.col("day") >= day0).alias("d1"),
+        sf.count("*").alias("n"),
+        *stats_cols("score", "score_"),
+        *stats_cols("views", "views_"),
+        sf.count("tag").alias("n_tags"),
+        sf.max("day").alias("max_day"),
+        sf.avg("price").alias("avg_price"),
+        sf.count_if(sf.col("score") < 25).alias("r0"),
+        sf.count_if((sf.col("score") >= 25) & (sf.col("score") < 75)).alias("r1"),
+        sf.count_if(sf.col("score") >= 75).alias("r2"),
+        sf.count_if(sf.col("day") < day0).alias("d0"),
+        sf.count_if(sf.col("day") >= day0).alias("d1"),
         sf.percentile("score", sf.array(*[sf.lit(x) for x in (0.0, 0.25, 0.5, 0.9, 1.0)])).alias("p"),
-        sf.countDistinct("views").alias("distinct_views"), sf.countDistinct("day").alias("distinct_days"),
+        sf.countDistinct("views").alias("distinct_views"),
+        sf.countDistinct("day").alias("distinct_days"),
     ).collect()[0]
-    tags = {r.tag: r for r in mem.where("tag IS NOT NULL").groupBy("tag").agg(
-        sf.count("*").alias("n"), *stats_cols("views", "v_"), sf.avg("score").alias("avg_score")).collect()}
-    regions = {r.region: r for r in mem.groupBy("region").agg(
-        sf.count("*").alias("n"), sf.percentile("views", sf.array(sf.lit(0.1), sf.lit(0.5), sf.lit(0.99))).alias("p"),
-        sf.countDistinct("title").alias("titles")).collect()}
+    tags = {
+        r.tag: r
+        for r in mem.where("tag IS NOT NULL")
+        .groupBy("tag")
+        .agg(sf.count("*").alias("n"), *stats_cols("views", "v_"), sf.avg("score").alias("avg_score"))
+        .collect()
+    }
+    regions = {
+        r.region: r
+        for r in mem.groupBy("region")
+        .agg(
+            sf.count("*").alias("n"),
+            sf.percentile("views", sf.array(sf.lit(0.1), sf.lit(0.5), sf.lit(0.99))).alias("p"),
+            sf.countDistinct("title").alias("titles"),
+        )
+        .collect()
+    }
     region_days: dict = {}
     for r in mem.where("day IS NOT NULL").groupBy("region", "day").count().collect():
         region_days.setdefault(r.region, {})[r.day] = r["count"]
     top = mem.groupBy("title").count().orderBy(sf.desc("count"), "title").limit(5).collect()
-    hist = {float(r.k): r for r in mem.where("views IS NOT NULL").groupBy(
-        (sf.floor(sf.col("views") / 1000) * 1000).alias("k")).agg(
-        sf.count("*").alias("n"), sf.max("score").alias("max_score")).collect()}
-    months = {r.m: r["count"] for r in mem.where("day IS NOT NULL").groupBy(sf.trunc("day", "month").alias("m"))
-              .count().collect()}
-    weeks = {r.w: r["count"] for r in mem.where("ts IS NOT NULL").groupBy(
-        (sf.floor(sf.unix_micros("ts") / WEEK_US) * WEEK_US).alias("w")).count().collect()}
-    return {"g": g, "tags": tags, "regions": regions, "region_days": region_days, "top": top, "hist": hist,
-            "months": months, "weeks": weeks}
+    hist = {
+        float(r.k): r
+        for r in mem.where("views IS NOT NULL")
+        .groupBy((sf.floor(sf.col("views") / 1000) * 1000).alias("k"))
+        .agg(sf.count("*").alias("n"), sf.max("score").alias("max_score"))
+        .collect()
+    }
+    months = {
+        r.m: r["count"]
+        for r in mem.where("day IS NOT NULL").groupBy(sf.trunc("day", "month").alias("m")).count().collect()
+    }
+    weeks = {
+        r.w: r["count"]
+        for r in mem.where("ts IS NOT NULL")
+        .groupBy((sf.floor(sf.unix_micros("ts") / WEEK_US) * WEEK_US).alias("w"))
+        .count()
+        .collect()
+    }
+    return {
+        "g": g,
+        "tags": tags,
+        "regions": regions,
+        "region_days": region_days,
+        "top": top,
+        "hist": hist,
+        "months": months,
+        "weeks": weeks,
+    }
 
 
 def check_against_spark(res, ref):
@@ -145,8 +200,11 @@ def check_against_spark(res, ref):
     # metrics
     assert_stats(res["score"], sub(g, "score_"), "score")
     v = sub(g, "views_")
-    assert (res["min_views"]["value"], res["max_views"]["value"], res["n_views"]["value"]) == \
-        (v["min"], v["max"], v["count"])
+    assert (res["min_views"]["value"], res["max_views"]["value"], res["n_views"]["value"]) == (
+        v["min"],
+        v["max"],
+        v["count"],
+    )
     assert res["sum_views"]["value"] == v["sum"] and close(res["avg_views"]["value"], v["avg"])
     assert res["n_tags"]["value"] == g.n_tags and res["max_day"]["value"] == g.max_day
     assert close(res["avg_price"]["value"], g.avg_price)
@@ -157,8 +215,11 @@ def check_against_spark(res, ref):
     # date histograms: calendar months of a date, 7-day buckets of a timestamp
     assert {k: b["doc_count"] for k, b in buckets(res["months"]).items()} == ref["months"]
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-    assert {int((k - epoch).total_seconds()) * 1_000_000: b["doc_count"]
-            for k, b in buckets(res["weeks"]).items() if b["doc_count"]} == ref["weeks"]
+    assert {
+        int((k - epoch).total_seconds()) * 1_000_000: b["doc_count"]
+        for k, b in buckets(res["weeks"]).items()
+        if b["doc_count"]
+    } == ref["weeks"]
     # ranges
     assert [b["doc_count"] for b in res["score_ranges"]["buckets"]] == [g.r0, g.r1, g.r2]
     assert [b["key"] for b in res["score_ranges"]["buckets"]] == ["*-25", "25-75", "75-*"]
@@ -186,8 +247,10 @@ def test_aggregations_equal_spark(spark, table):
     assert t.count() == N and t.count(QUERY) == some["g"].n
     assert t.count(partition_filter="region = 'us'") == everything["regions"]["us"].n
     # the SQL table function returns the same numbers as rows
-    rows = spark.sql(f"SELECT * FROM indextables_aggregate('{path}', '{{\"by_tag\": {{\"terms\": {{\"field\": "
-                     f"\"tag\"}}, \"aggs\": {{\"s\": {{\"stats\": {{\"field\": \"views\"}}}}}}}}}}', '{QUERY}')").collect()
+    rows = spark.sql(
+        f'SELECT * FROM indextables_aggregate(\'{path}\', \'{{"by_tag": {{"terms": {{"field": '
+        f'"tag"}}, "aggs": {{"s": {{"stats": {{"field": "views"}}}}}}}}}}\', \'{QUERY}\')'
+    ).collect()
     assert {r["keys"][0]: r.doc_count for r in rows if r.agg == "by_tag"} == {k: r.n for k, r in some["tags"].items()}
     sums = {r["keys"][0]: r.value for r in rows if r.agg == "by_tag.s" and r.metric == "sum"}
     assert sums == {k: float(r.v_sum) for k, r in some["tags"].items()}
@@ -213,10 +276,18 @@ def small_table(tmp_path, n: int, columns: dict, options=None):
 
 def test_terms_beyond_tantivys_bucket_limit_stay_exact(tmp_path):
     n = 66_000
-    path = small_table(tmp_path, n, {"id": ("long", list(range(n))), "k": ("string", [f"k{i % 65_500}" for i in range(n)])})
-    res = it.aggregate(None, path, aggs={"ids": {"terms": {"field": "id", "size": 3, "order": {"_key": "desc"}}},
-                                         "ks": {"terms": {"field": "k", "size": 2}},
-                                         "n": {"cardinality": {"field": "k"}}})
+    path = small_table(
+        tmp_path, n, {"id": ("long", list(range(n))), "k": ("string", [f"k{i % 65_500}" for i in range(n)])}
+    )
+    res = it.aggregate(
+        None,
+        path,
+        aggs={
+            "ids": {"terms": {"field": "id", "size": 3, "order": {"_key": "desc"}}},
+            "ks": {"terms": {"field": "k", "size": 2}},
+            "n": {"cardinality": {"field": "k"}},
+        },
+    )
     assert [b["key"] for b in res["ids"]["buckets"]] == [n - 1, n - 2, n - 3]
     assert res["ids"]["sum_other_doc_count"] == n - 3
     assert [(b["key"], b["doc_count"]) for b in res["ks"]["buckets"]] == [("k0", 2), ("k1", 2)]
@@ -227,29 +298,40 @@ def test_terms_beyond_tantivys_bucket_limit_stay_exact(tmp_path):
 
 def test_non_finite_doubles_and_decimals_are_exact(tmp_path):
     xs = [1.5, float("nan"), -2.0, float("inf"), None]
-    decs = [decimal.Decimal("0.1000"), decimal.Decimal("0.2000"), None, decimal.Decimal("12345678901.0001"),
-            decimal.Decimal("-3.0000")]
+    decs = [
+        decimal.Decimal("0.1000"),
+        decimal.Decimal("0.2000"),
+        None,
+        decimal.Decimal("12345678901.0001"),
+        decimal.Decimal("-3.0000"),
+    ]
     path = small_table(tmp_path, 5, {"x": ("double", xs), "d": ("dec", decs), "g": ("string", list("aabbb"))})
-    res = it.aggregate(None, path, aggs={"x": {"stats": {"field": "x"}}, "d": {"stats": {"field": "d"}},
-                                         "dsum": {"sum": {"field": "d"}}})
-    assert res["x"]["count"] == 4 and math.isnan(res["x"]["max"]) and res["x"]["min"] == -2.0   # NaN is largest
+    res = it.aggregate(
+        None,
+        path,
+        aggs={"x": {"stats": {"field": "x"}}, "d": {"stats": {"field": "d"}}, "dsum": {"sum": {"field": "d"}}},
+    )
+    assert res["x"]["count"] == 4 and math.isnan(res["x"]["max"]) and res["x"]["min"] == -2.0  # NaN is largest
     assert math.isnan(res["x"]["sum"])
-    assert res["dsum"]["value"] == decimal.Decimal("12345678898.3001")        # exact, not f64
+    assert res["dsum"]["value"] == decimal.Decimal("12345678898.3001")  # exact, not f64
     with pytest.raises(AggregationError, match="NaN"):
         it.aggregate(None, path, aggs={"g": {"terms": {"field": "g"}, "aggs": {"x": {"max": {"field": "x"}}}}})
 
 
-@pytest.mark.parametrize("aggs, match", [
-    ({"a": {"terms": {"field": "nope"}}}, "no column 'nope'"),
-    ({"a": {"stats": {"field": "g"}}}, "numeric"),
-    ({"a": {"terms": {"field": "g", "size": 0}}}, "size"),
-    ({"a": {"histogram": {"field": "x"}}}, "interval"),
-    ({"a": {"date_histogram": {"field": "x", "fixed_interval": "1d"}}}, "date or timestamp"),
-    ({"a": {"terms": {"field": "g"}, "aggs": {"p": {"percentiles": {"field": "x"}}}}}, "top level"),
-    ({"a": {"wat": {"field": "x"}}}, "exactly one of"),
-    ({"a": {"stats": {"field": "x"}, "aggs": {"b": {"max": {"field": "x"}}}}}, "only bucket"),
-    ("{not json", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "aggs, match",
+    [
+        ({"a": {"terms": {"field": "nope"}}}, "no column 'nope'"),
+        ({"a": {"stats": {"field": "g"}}}, "numeric"),
+        ({"a": {"terms": {"field": "g", "size": 0}}}, "size"),
+        ({"a": {"histogram": {"field": "x"}}}, "interval"),
+        ({"a": {"date_histogram": {"field": "x", "fixed_interval": "1d"}}}, "date or timestamp"),
+        ({"a": {"terms": {"field": "g"}, "aggs": {"p": {"percentiles": {"field": "x"}}}}}, "top level"),
+        ({"a": {"wat": {"field": "x"}}}, "exactly one of"),
+        ({"a": {"stats": {"field": "x"}, "aggs": {"b": {"max": {"field": "x"}}}}}, "only bucket"),
+        ("{not json", "not valid JSON"),
+    ],
+)
 def test_request_errors_name_the_aggregation(tmp_path, aggs, match):
     path = small_table(tmp_path, 2, {"x": ("double", [1.0, 2.0]), "g": ("string", ["a", "b"])})
     with pytest.raises(AggregationError, match=match) as e:
@@ -262,18 +344,25 @@ def test_deleted_rows_are_in_no_aggregation(tmp_path, kind):
     n = 4000
     xs = [float(i % 97) for i in range(n)]
     gs = [("a", "b", "c", "d")[i % 4] for i in range(n)]
-    path = small_table(tmp_path, n, {"id": ("long", list(range(n))), "x": ("double", xs), "g": ("string", gs)},
-                       {"write.targetSplitSize": "16K"})
+    path = small_table(
+        tmp_path,
+        n,
+        {"id": ("long", list(range(n))), "x": ("double", xs), "g": ("string", gs)},
+        {"write.targetSplitSize": "16K"},
+    )
     assert len(it.IndexTable(path).files()) >= 4
     if kind == "positional":
         it.IndexTable(path).delete("g = 'b' OR id < 100", kind=kind)
-    else:   # rows equal to a deleted value, plus positions
+    else:  # rows equal to a deleted value, plus positions
         it.IndexTable(path).delete("g = 'b'", kind="equality")
         it.IndexTable(path).delete("id < 100", kind="positional")
     live = [(i, x, g) for i, x, g in zip(range(n), xs, gs) if not (g == "b" or i < 100)]
-    aggs = {"g": {"terms": {"field": "g"}, "aggs": {"sx": {"sum": {"field": "x"}}}},
-            "ids": {"cardinality": {"field": "id"}}, "p": {"percentiles": {"field": "x", "percents": [50]}},
-            "h": {"histogram": {"field": "x", "interval": 50}}}
+    aggs = {
+        "g": {"terms": {"field": "g"}, "aggs": {"sx": {"sum": {"field": "x"}}}},
+        "ids": {"cardinality": {"field": "id"}},
+        "p": {"percentiles": {"field": "x", "percents": [50]}},
+        "h": {"histogram": {"field": "x", "interval": 50}},
+    }
     res = it.aggregate(None, path, aggs=aggs)
     assert res["doc_count"] == len(live) == it.IndexTable(path).count()
     want = {}
@@ -282,8 +371,10 @@ def test_deleted_rows_are_in_no_aggregation(tmp_path, kind):
         want[g] = (c + 1, s + x)
     assert {b["key"]: (b["doc_count"], b["sx"]["value"]) for b in res["g"]["buckets"]} == want
     assert res["ids"]["value"] == len(live)
-    assert {b["key"]: b["doc_count"] for b in res["h"]["buckets"]} == \
-        {0.0: sum(1 for _, x, _ in live if x < 50), 50.0: sum(1 for _, x, _ in live if x >= 50)}
+    assert {b["key"]: b["doc_count"] for b in res["h"]["buckets"]} == {
+        0.0: sum(1 for _, x, _ in live if x < 50),
+        50.0: sum(1 for _, x, _ in live if x >= 50),
+    }
     xs_live = sorted(x for _, x, _ in live)
     pos = (len(xs_live) - 1) * 0.5
     lo, hi = math.floor(pos), math.ceil(pos)
@@ -294,12 +385,16 @@ def test_deleted_rows_are_in_no_aggregation(tmp_path, kind):
 
 def test_split_partial_cache_never_serves_stale_results(tmp_path):
     n = 3000
-    path = small_table(tmp_path, n, {"id": ("long", list(range(n))), "g": ("string", [("a", "b", "c")[i % 3] for i in range(n)])},
-                       {"write.targetSplitSize": "16K"})
+    path = small_table(
+        tmp_path,
+        n,
+        {"id": ("long", list(range(n))), "g": ("string", [("a", "b", "c")[i % 3] for i in range(n)])},
+        {"write.targetSplitSize": "16K"},
+    )
     aggs = {"g": {"terms": {"field": "g"}}}
     cold = it.aggregate(None, path, aggs=aggs, options={"aggregate.cache.enabled": "false"})
-    assert it.aggregate(None, path, aggs=aggs) == cold == it.aggregate(None, path, aggs=aggs)   # cached: same
-    it.IndexTable(path).delete("g = 'a'", kind="equality")        # new delete logs: new cache keys
+    assert it.aggregate(None, path, aggs=aggs) == cold == it.aggregate(None, path, aggs=aggs)  # cached: same
+    it.IndexTable(path).delete("g = 'a'", kind="equality")  # new delete logs: new cache keys
     assert {b["key"] for b in it.aggregate(None, path, aggs=aggs)["g"]["buckets"]} == {"b", "c"}
     it.IndexTable(path).delete("id < 10", kind="positional")
     after = it.aggregate(None, path, aggs=aggs)
@@ -312,11 +407,15 @@ def test_fast_field_configuration_for_text_columns(tmp_path):
     plain = small_table(tmp_path / "plain", 4, {"body": ("string", bodies)}, {"indexing.typemap.body": "text"})
     with pytest.raises(AggregationError, match="indexing.fastfields"):
         it.aggregate(None, plain, aggs={"t": {"terms": {"field": "body"}}})
-    fast = small_table(tmp_path / "fast", 4, {"body": ("string", bodies)},
-                       {"indexing.typemap.body": "text", "indexing.fastfields": "body"})
+    fast = small_table(
+        tmp_path / "fast",
+        4,
+        {"body": ("string", bodies)},
+        {"indexing.typemap.body": "text", "indexing.fastfields": "body"},
+    )
     res = it.aggregate(None, fast, aggs={"t": {"terms": {"field": "body", "size": 3}}})
     # a tokenized fast field counts documents per token
     assert [(b["key"], b["doc_count"]) for b in res["t"]["buckets"]] == [("spark", 2), ("sql", 2), ("engine", 1)]
     both = small_table(tmp_path / "both", 4, {"body": ("string", bodies)}, {"indexing.typemap.body": "text_and_string"})
-    res = it.aggregate(None, both, aggs={"t": {"terms": {"field": "body"}}})   # whole values (the raw field)
+    res = it.aggregate(None, both, aggs={"t": {"terms": {"field": "body"}}})  # whole values (the raw field)
     assert sorted(b["key"] for b in res["t"]["buckets"]) == sorted(bodies)

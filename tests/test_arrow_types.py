@@ -5,6 +5,7 @@ Spark checks the first Arrow batch a Python data source returns against
 itself (`arrow_schema(..., field_metadata=True)`) because PySpark's helper is private and changed
 between versions. No SparkSession is needed.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,9 @@ from indextables_spark.split.types import (
 # The reference is PySpark 4.3 (what the package's mapping reproduces on every version): 4.1's
 # converters differ (no field metadata, no `timezone` keyword, naive Arrow timestamps -> timestamp).
 if tuple(int(x) for x in pyspark.__version__.split(".")[:2]) < (4, 3):
-    pytest.skip(f"compares with pyspark 4.3's converters; this is pyspark {pyspark.__version__}",
-                allow_module_level=True)
+    pytest.skip(
+        f"compares with pyspark 4.3's converters; this is pyspark {pyspark.__version__}", allow_module_level=True
+    )
 
 
 def _field(name, t, nullable=True, metadata=None):
@@ -38,49 +40,81 @@ def _field(name, t, nullable=True, metadata=None):
 
 # Every type the package stores (README "Types"), nested types included, with non-nullable
 # fields and elements, field metadata at the top level and inside structs.
-INNER = {"type": "struct", "fields": [
-    _field("n", "integer", nullable=False),
-    _field("s", "string", metadata={"comment": "inner"}),
-    _field("when", "timestamp"),
-    _field("tags", {"type": "array", "elementType": "string", "containsNull": False}),
-]}
-EVERY_TYPE = {"type": "struct", "fields": [
-    _field("b", "byte"),
-    _field("sh", "short"),
-    _field("i", "integer", nullable=False),
-    _field("l", "long"),
-    _field("f", "float"),
-    _field("d", "double"),
-    _field("dec", "decimal(10,2)"),
-    _field("dec_wide", "decimal(38,18)"),
-    _field("dec_default", "decimal"),
-    _field("s", "string", metadata={"comment": "a column comment", "n": 3}),
-    # Collations: in the JSON metadata, moved into the type by PySpark, never in Arrow.
-    _field("s_collated", "string", metadata={"__COLLATIONS": {"s_collated": "spark.UTF8_LCASE"}}),
-    _field("s_collated_comment", "string", metadata={"__COLLATIONS": {"s_collated_comment": "spark.UTF8_LCASE"},
-                                                     "comment": "kept"}),
-    _field("bin", "binary"),
-    _field("ok", "boolean"),
-    _field("day", "date"),
-    _field("ts", "timestamp"),
-    _field("ts_ntz", "timestamp_ntz"),
-    _field("arr", {"type": "array", "elementType": "long", "containsNull": True}),
-    _field("arr_not_null", {"type": "array", "elementType": "double", "containsNull": False}),
-    _field("arr_of_arr", {"type": "array", "elementType": {"type": "array", "elementType": "date",
-                                                           "containsNull": True}, "containsNull": True}),
-    _field("m", {"type": "map", "keyType": "string", "valueType": "long", "valueContainsNull": True}),
-    _field("m_not_null", {"type": "map", "keyType": "integer", "valueType": "timestamp_ntz",
-                          "valueContainsNull": False}),
-    _field("m_nested", {"type": "map", "keyType": "string",
-                        "valueType": {"type": "array", "elementType": INNER, "containsNull": True},
-                        "valueContainsNull": True}),
-    _field("st", INNER, nullable=False, metadata={"comment": "a struct"}),
-    _field("st_deep", {"type": "struct", "fields": [
-        _field("inner", INNER),
-        _field("m", {"type": "map", "keyType": "string", "valueType": "decimal(5,1)", "valueContainsNull": True}),
-        _field("raw", "binary", nullable=False),
-    ]}),
-]}
+INNER = {
+    "type": "struct",
+    "fields": [
+        _field("n", "integer", nullable=False),
+        _field("s", "string", metadata={"comment": "inner"}),
+        _field("when", "timestamp"),
+        _field("tags", {"type": "array", "elementType": "string", "containsNull": False}),
+    ],
+}
+EVERY_TYPE = {
+    "type": "struct",
+    "fields": [
+        _field("b", "byte"),
+        _field("sh", "short"),
+        _field("i", "integer", nullable=False),
+        _field("l", "long"),
+        _field("f", "float"),
+        _field("d", "double"),
+        _field("dec", "decimal(10,2)"),
+        _field("dec_wide", "decimal(38,18)"),
+        _field("dec_default", "decimal"),
+        _field("s", "string", metadata={"comment": "a column comment", "n": 3}),
+        # Collations: in the JSON metadata, moved into the type by PySpark, never in Arrow.
+        _field("s_collated", "string", metadata={"__COLLATIONS": {"s_collated": "spark.UTF8_LCASE"}}),
+        _field(
+            "s_collated_comment",
+            "string",
+            metadata={"__COLLATIONS": {"s_collated_comment": "spark.UTF8_LCASE"}, "comment": "kept"},
+        ),
+        _field("bin", "binary"),
+        _field("ok", "boolean"),
+        _field("day", "date"),
+        _field("ts", "timestamp"),
+        _field("ts_ntz", "timestamp_ntz"),
+        _field("arr", {"type": "array", "elementType": "long", "containsNull": True}),
+        _field("arr_not_null", {"type": "array", "elementType": "double", "containsNull": False}),
+        _field(
+            "arr_of_arr",
+            {
+                "type": "array",
+                "elementType": {"type": "array", "elementType": "date", "containsNull": True},
+                "containsNull": True,
+            },
+        ),
+        _field("m", {"type": "map", "keyType": "string", "valueType": "long", "valueContainsNull": True}),
+        _field(
+            "m_not_null",
+            {"type": "map", "keyType": "integer", "valueType": "timestamp_ntz", "valueContainsNull": False},
+        ),
+        _field(
+            "m_nested",
+            {
+                "type": "map",
+                "keyType": "string",
+                "valueType": {"type": "array", "elementType": INNER, "containsNull": True},
+                "valueContainsNull": True,
+            },
+        ),
+        _field("st", INNER, nullable=False, metadata={"comment": "a struct"}),
+        _field(
+            "st_deep",
+            {
+                "type": "struct",
+                "fields": [
+                    _field("inner", INNER),
+                    _field(
+                        "m",
+                        {"type": "map", "keyType": "string", "valueType": "decimal(5,1)", "valueContainsNull": True},
+                    ),
+                    _field("raw", "binary", nullable=False),
+                ],
+            },
+        ),
+    ],
+}
 
 
 def spark(schema_json: dict) -> StructType:
@@ -117,7 +151,7 @@ def test_every_type_matches_pyspark_exactly():
 def test_without_field_metadata_only_the_metadata_differs():
     plain = arrow_schema(EVERY_TYPE)
     theirs = spark_to_arrow(spark(EVERY_TYPE))
-    assert plain.equals(theirs)                    # types, names, nullability
+    assert plain.equals(theirs)  # types, names, nullability
     assert not plain.equals(theirs, check_metadata=True)
 
     def metadata_free(t: pa.DataType) -> bool:
@@ -137,8 +171,10 @@ def test_columns_subset_and_read_extras():
     from pyspark.sql.types import FloatType, MapType, StringType, StructField
 
     schema = spark(EVERY_TYPE)
-    read = StructType(list(schema.fields) + [StructField("_score", FloatType(), True),
-                                             StructField("_snippet", MapType(StringType(), StringType()), True)])
+    read = StructType(
+        list(schema.fields)
+        + [StructField("_score", FloatType(), True), StructField("_snippet", MapType(StringType(), StringType()), True)]
+    )
     assert arrow_schema(read.jsonValue(), field_metadata=True).equals(spark_to_arrow(read), check_metadata=True)
     sub = arrow_schema(EVERY_TYPE, ["ts", "i", "m_nested"], field_metadata=True)
     full = spark_to_arrow(schema)
@@ -146,23 +182,40 @@ def test_columns_subset_and_read_extras():
     assert all(sub.field(n).equals(full.field(n), check_metadata=True) for n in sub.names)
 
 
-@pytest.mark.parametrize("t", ["byte", "short", "integer", "long", "float", "double", "decimal(7,3)", "string",
-                               "binary", "boolean", "date", "timestamp", "timestamp_ntz",
-                               {"type": "array", "elementType": "string", "containsNull": False},
-                               {"type": "map", "keyType": "long", "valueType": "boolean", "valueContainsNull": True},
-                               INNER])
+@pytest.mark.parametrize(
+    "t",
+    [
+        "byte",
+        "short",
+        "integer",
+        "long",
+        "float",
+        "double",
+        "decimal(7,3)",
+        "string",
+        "binary",
+        "boolean",
+        "date",
+        "timestamp",
+        "timestamp_ntz",
+        {"type": "array", "elementType": "string", "containsNull": False},
+        {"type": "map", "keyType": "long", "valueType": "boolean", "valueContainsNull": True},
+        INNER,
+    ],
+)
 def test_each_type_alone(t):
     schema = {"type": "struct", "fields": [_field("c", t)]}
-    assert arrow_schema(schema, field_metadata=True).equals(spark_to_arrow(spark(schema)),
-                                                            check_metadata=True)
+    assert arrow_schema(schema, field_metadata=True).equals(spark_to_arrow(spark(schema)), check_metadata=True)
     assert arrow_type(t) == spark_to_arrow(spark(schema)).field("c").type
 
 
 def test_round_trip_spark_arrow_spark():
     # Arrow keeps no collation: the round trip is the identity on the schema without them.
-    no_collation = {"type": "struct", "fields": [f for f in EVERY_TYPE["fields"]
-                                                 if "__COLLATIONS" not in f["metadata"]]}
-    canonical = spark(no_collation).jsonValue()       # "decimal" -> "decimal(10,0)", ...
+    no_collation = {
+        "type": "struct",
+        "fields": [f for f in EVERY_TYPE["fields"] if "__COLLATIONS" not in f["metadata"]],
+    }
+    canonical = spark(no_collation).jsonValue()  # "decimal" -> "decimal(10,0)", ...
     back = spark_schema_json(arrow_schema(no_collation, field_metadata=True))
     assert back == canonical
     assert StructType.fromJson(back) == spark(no_collation)
@@ -176,23 +229,46 @@ def test_round_trip_spark_arrow_spark():
 
 
 # Arrow types Spark's from_arrow_type accepts beyond the ones the package writes.
-ARROW_INPUTS = pa.schema([
-    pa.field("i8", pa.int8()), pa.field("i16", pa.int16(), nullable=False), pa.field("i32", pa.int32()),
-    pa.field("i64", pa.int64()), pa.field("f32", pa.float32()), pa.field("f64", pa.float64()),
-    pa.field("dec", pa.decimal128(20, 4)), pa.field("s", pa.string()), pa.field("ls", pa.large_string()),
-    pa.field("bin", pa.binary()), pa.field("lbin", pa.large_binary()), pa.field("fbin", pa.binary(4)),
-    pa.field("ok", pa.bool_()), pa.field("day", pa.date32()),
-    pa.field("ts_ms_utc", pa.timestamp("ms", tz="UTC")), pa.field("ts_ns_tz", pa.timestamp("ns", tz="Europe/Paris")),
-    pa.field("ts_us", pa.timestamp("us")), pa.field("ts_s", pa.timestamp("s")),
-    pa.field("lst", pa.list_(pa.int64())), pa.field("llst", pa.large_list(pa.field("x", pa.string(), nullable=False))),
-    pa.field("flst", pa.list_(pa.float64(), 3)),
-    pa.field("mp", pa.map_(pa.string(), pa.string())),
-    pa.field("st", pa.struct([pa.field("a", pa.int32(), nullable=False),
-                              pa.field("b", pa.list_(pa.timestamp("ms", tz="UTC")),
-                                       metadata={SPARK_METADATA_KEY: b'{"comment": "x"}'})])),
-    pa.field("dict", pa.dictionary(pa.int32(), pa.string())),
-    pa.field("nothing", pa.null()),
-], metadata=None)
+ARROW_INPUTS = pa.schema(
+    [
+        pa.field("i8", pa.int8()),
+        pa.field("i16", pa.int16(), nullable=False),
+        pa.field("i32", pa.int32()),
+        pa.field("i64", pa.int64()),
+        pa.field("f32", pa.float32()),
+        pa.field("f64", pa.float64()),
+        pa.field("dec", pa.decimal128(20, 4)),
+        pa.field("s", pa.string()),
+        pa.field("ls", pa.large_string()),
+        pa.field("bin", pa.binary()),
+        pa.field("lbin", pa.large_binary()),
+        pa.field("fbin", pa.binary(4)),
+        pa.field("ok", pa.bool_()),
+        pa.field("day", pa.date32()),
+        pa.field("ts_ms_utc", pa.timestamp("ms", tz="UTC")),
+        pa.field("ts_ns_tz", pa.timestamp("ns", tz="Europe/Paris")),
+        pa.field("ts_us", pa.timestamp("us")),
+        pa.field("ts_s", pa.timestamp("s")),
+        pa.field("lst", pa.list_(pa.int64())),
+        pa.field("llst", pa.large_list(pa.field("x", pa.string(), nullable=False))),
+        pa.field("flst", pa.list_(pa.float64(), 3)),
+        pa.field("mp", pa.map_(pa.string(), pa.string())),
+        pa.field(
+            "st",
+            pa.struct(
+                [
+                    pa.field("a", pa.int32(), nullable=False),
+                    pa.field(
+                        "b", pa.list_(pa.timestamp("ms", tz="UTC")), metadata={SPARK_METADATA_KEY: b'{"comment": "x"}'}
+                    ),
+                ]
+            ),
+        ),
+        pa.field("dict", pa.dictionary(pa.int32(), pa.string())),
+        pa.field("nothing", pa.null()),
+    ],
+    metadata=None,
+)
 
 
 def test_arrow_to_spark_matches_pyspark():
@@ -201,9 +277,17 @@ def test_arrow_to_spark_matches_pyspark():
     assert ours == theirs
     assert ours.jsonValue() == theirs.jsonValue()
     for f in ARROW_INPUTS:
-        assert StructType.fromJson({"type": "struct", "fields": [
-            {"name": f.name, "type": spark_type_json(f.type), "nullable": True, "metadata": {}}]}).fields[0].dataType \
+        assert (
+            StructType.fromJson(
+                {
+                    "type": "struct",
+                    "fields": [{"name": f.name, "type": spark_type_json(f.type), "nullable": True, "metadata": {}}],
+                }
+            )
+            .fields[0]
+            .dataType
             == theirs[f.name].dataType
+        )
 
 
 def test_result_specs_spark_schemas_match_pyspark():
@@ -219,5 +303,9 @@ def test_unsupported_types_are_refused():
     with pytest.raises(UnsupportedTypeError):
         arrow_schema({"type": "struct", "fields": [_field("v", "variant")]})
     with pytest.raises(UnsupportedTypeError):
-        arrow_schema({"type": "struct", "fields": [
-            _field("a", {"type": "array", "elementType": "interval day", "containsNull": True})]})
+        arrow_schema(
+            {
+                "type": "struct",
+                "fields": [_field("a", {"type": "array", "elementType": "interval day", "containsNull": True})],
+            }
+        )

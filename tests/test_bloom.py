@@ -1,4 +1,5 @@
 """Per-split Bloom filters: hashing, the filter, files listed in the state, and planner skipping."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -45,12 +46,14 @@ def write(path: str, data: pa.Table, options: dict | None = None, partition_by: 
 
 def uid_rows(n: int, seed: int = 7) -> pa.Table:
     rnd = random.Random(seed)
-    return pa.table({
-        "uid": [str(uuid.UUID(int=rnd.getrandbits(128))) for _ in range(n)],
-        "n": pa.array(range(n), pa.int64()),
-        "day_of": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 400) for i in range(n)], pa.date32()),
-        "price": pa.array([decimal.Decimal(i) / 100 for i in range(n)], pa.decimal128(10, 2)),
-    })
+    return pa.table(
+        {
+            "uid": [str(uuid.UUID(int=rnd.getrandbits(128))) for _ in range(n)],
+            "n": pa.array(range(n), pa.int64()),
+            "day_of": pa.array([dt.date(2024, 1, 1) + dt.timedelta(days=i % 400) for i in range(n)], pa.date32()),
+            "price": pa.array([decimal.Decimal(i) / 100 for i in range(n)], pa.decimal128(10, 2)),
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -89,14 +92,26 @@ def read_rows(t: it.IndexTable, files: list, filters: list) -> list[dict]:
 
 def test_hashes_are_fixed_and_the_same_in_every_process():
     # Bloom files on storage depend on these exact values: a change needs a new hash scheme name.
-    assert hash_values(pa.array(["", "abc", "a much longer string over 8 bytes"])).tolist() == \
-        [3220344897584144929, 5999698949395487111, 11475991404896087198]
-    assert hash_values(pa.array([0, 1, -1], pa.int64())).tolist() == \
-        [16294208416658607535, 10451216379200822465, 16490336266968443936]
-    code = ("import pyarrow as pa; from indextables_spark.split.bloom import hash_values; "
-            "print(hash_values(pa.array(['x', 'yy', None, 'zzz' * 9])).tolist())")
-    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={"PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert hash_values(pa.array(["", "abc", "a much longer string over 8 bytes"])).tolist() == [
+        3220344897584144929,
+        5999698949395487111,
+        11475991404896087198,
+    ]
+    assert hash_values(pa.array([0, 1, -1], pa.int64())).tolist() == [
+        16294208416658607535,
+        10451216379200822465,
+        16490336266968443936,
+    ]
+    code = (
+        "import pyarrow as pa; from indextables_spark.split.bloom import hash_values; "
+        "print(hash_values(pa.array(['x', 'yy', None, 'zzz' * 9])).tolist())"
+    )
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed}
+        ).stdout
+        for seed in ("1", "2")
+    }
     assert runs == {str(hash_values(pa.array(["x", "yy", "zzz" * 9])).tolist()) + "\n"}
 
 
@@ -104,8 +119,11 @@ def test_equal_values_hash_equal_across_types_and_chunks():
     assert hash_values(pa.array([7], pa.int32())).tolist() == hash_values(pa.array([7], pa.int64())).tolist()
     assert hash_values(pa.array([-0.0, float("nan")])).tolist() == hash_values(pa.array([0.0, float("nan")])).tolist()
     strings = pa.array([f"value-{i}" * (i % 5) for i in range(100)])
-    assert hash_values(pa.chunked_array([strings.slice(0, 40), strings.slice(40)])).tolist() == \
-        hash_values(strings).tolist() == hash_values(strings.cast(pa.large_string())).tolist()
+    assert (
+        hash_values(pa.chunked_array([strings.slice(0, 40), strings.slice(40)])).tolist()
+        == hash_values(strings).tolist()
+        == hash_values(strings.cast(pa.large_string())).tolist()
+    )
     assert hash_values(strings.slice(10, 5)).tolist() == hash_values(strings).tolist()[10:15]
 
 
@@ -153,7 +171,7 @@ def test_in_and_boolean_combinations(many_splits):
     assert len(plan(t, [sf.GreaterThan("uid", "0")])) == total
     assert plan(t, [sf.EqualTo("uid", None)]) == []
     assert len(plan(t, [sf.EqualNullSafe("uid", None)])) == total
-    day = [sf.EqualTo("DAY_OF", dt.date(2024, 2, 9))]          # column names are case-insensitive
+    day = [sf.EqualTo("DAY_OF", dt.date(2024, 2, 9))]  # column names are case-insensitive
     assert [r["n"] for r in read_rows(t, plan(t, day), day)] == [n for n in range(6000) if n % 400 == 39]
 
 
@@ -180,8 +198,8 @@ def test_bloom_files_are_listed_in_the_state_and_leave_with_their_split(tmp_path
 
 def test_splits_without_a_listed_bloom_file_are_never_skipped(tmp_path):
     path = str(tmp_path / "t")
-    write(path, uid_rows(200))                          # no Bloom columns
-    write(path, uid_rows(200, seed=8), BLOOM_OPTIONS)   # this write's options add them
+    write(path, uid_rows(200))  # no Bloom columns
+    write(path, uid_rows(200, seed=8), BLOOM_OPTIONS)  # this write's options add them
     t = it.IndexTable(path)
     first, second = sorted(t.snapshot().files, key=lambda f: f.added_at_version)
     assert t.snapshot().stats_files == {STATS_KEY: [bloom_file_for(second.path)]}
@@ -190,8 +208,11 @@ def test_splits_without_a_listed_bloom_file_are_never_skipped(tmp_path):
 
 def test_option_errors_name_the_column(tmp_path):
     data = uid_rows(10).append_column("part", pa.array(["a"] * 10))
-    cases = {"missing": "'missing' is not a column", "part": "'part' is a partition column",
-             "price": "column 'price' has type decimal128"}
+    cases = {
+        "missing": "'missing' is not a column",
+        "part": "'part' is a partition column",
+        "price": "column 'price' has type decimal128",
+    }
     for col, msg in cases.items():
         with pytest.raises(InvalidOptionError, match=msg):
             write(str(tmp_path / col), data, {"spark.indextables.indexing.bloomfilter.columns": col}, ("part",))

@@ -1,5 +1,6 @@
 """PREWARM INDEXTABLES CACHE, DESCRIBE / FLUSH INDEXTABLES DISK CACHE: in-process, as a Spark job,
 through it.sql / spark.sql, the command line and Python."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,18 @@ from indextables_spark.commands.parser import CommandSyntaxError, parse_command
 @pytest.fixture
 def table(tmp_path) -> str:
     path = str(tmp_path / "t")
-    it.write_table(path, pa.table({"id": pa.array(range(600), pa.int64()), "body": [f"w{i % 7}" for i in range(600)],
-                                   "region": [f"r{i % 3}" for i in range(600)]}),
-                   partition_by=["region"], options={"indexing.typemap.body": "text", "write.chunkRows": "200"})
+    it.write_table(
+        path,
+        pa.table(
+            {
+                "id": pa.array(range(600), pa.int64()),
+                "body": [f"w{i % 7}" for i in range(600)],
+                "region": [f"r{i % 3}" for i in range(600)],
+            }
+        ),
+        partition_by=["region"],
+        options={"indexing.typemap.body": "text", "write.chunkRows": "200"},
+    )
     return path
 
 
@@ -34,7 +44,7 @@ def test_in_process(table, tmp_path):
     (d,) = it.describe_disk_cache(options=opts)
     assert d["entries"] == len(t.files()) and d["bytes"] > 0 and d["limit"] == 10 << 30
     assert d["misses"] >= len(t.files()) and d["cachePath"] == str(tmp_path / "cache")
-    t.search("body:w1")                                  # hits
+    t.search("body:w1")  # hits
     assert it.describe_disk_cache(options=opts)[0]["hits"] >= len(t.files())
     (f,) = it.flush_disk_cache(options=opts)
     assert f["entriesRemoved"] == len(t.files()) and f["bytesRemoved"] == d["bytes"]
@@ -46,8 +56,11 @@ def test_texts_and_errors():
     assert parse_command("prewarm indextables cache '/t' where region = 'eu';").where == "region = 'eu'"
     assert type(parse_command("DESCRIBE INDEXTABLES DISK CACHE")).__name__ == "DescribeDiskCache"
     assert type(parse_command("FLUSH INDEXTABLE DISK CACHE")).__name__ == "FlushDiskCache"
-    for bad, msg in [("PREWARM INDEXTABLES CACHE /t", "quoted"), ("FLUSH INDEXTABLES CACHE", "DISK"),
-                     ("DESCRIBE INDEXTABLES DISK", "CACHE")]:
+    for bad, msg in [
+        ("PREWARM INDEXTABLES CACHE /t", "quoted"),
+        ("FLUSH INDEXTABLES CACHE", "DISK"),
+        ("DESCRIBE INDEXTABLES DISK", "CACHE"),
+    ]:
         with pytest.raises(CommandSyntaxError, match=msg):
             parse_command(bad)
 
@@ -72,10 +85,15 @@ def test_as_a_spark_job(spark, table, tmp_path):
 def test_command_line(table, tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "indextables")
     cache = f"cache.disk.path={tmp_path / 'cli'}"
-    out = subprocess.run([exe, "sql", f"PREWARM INDEXTABLES CACHE '{table}'", "-o", cache, "--json"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [exe, "sql", f"PREWARM INDEXTABLES CACHE '{table}'", "-o", cache, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)[0]["fetched"] == len(it.IndexTable(table).files())
-    out = subprocess.run([exe, "sql", "DESCRIBE INDEXTABLES DISK CACHE", "-o", cache], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [exe, "sql", "DESCRIBE INDEXTABLES DISK CACHE", "-o", cache], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0 and "DESCRIBE DISK CACHE" in out.stdout and "entries" in out.stdout

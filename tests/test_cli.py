@@ -1,4 +1,5 @@
 """The `indextables` command line: outputs (tables, --json), exit codes, progress bars."""
+
 from __future__ import annotations
 
 import io
@@ -56,12 +57,13 @@ def test_maintenance_commands(capsys, table, tmp_path):
     assert code == 0 and res["status"] == "SUCCESS" and res["splitsCreated"] == 3
     assert read_all(it.IndexTable(table)) == before
     code, out, _ = run_cli(capsys, "sql", f"MERGE SPLITS '{table}'")
-    assert code == 0 and "NO_ACTION" in out                     # already merged
+    assert code == 0 and "NO_ACTION" in out  # already merged
     code, out, _ = run_cli(capsys, "drop-partitions", table, "--where", "day = '2024-01-03'", "--json")
     assert code == 0 and json.loads(out)["splitsRemoved"] == 1
     age_tree(table, 24 * 40)
-    code, out, _ = run_cli(capsys, "purge", table, "--older-than", "7d", "--tx-log-retention", "30d", "--dry-run",
-                           "--json")
+    code, out, _ = run_cli(
+        capsys, "purge", table, "--older-than", "7d", "--tx-log-retention", "30d", "--dry-run", "--json"
+    )
     dry = json.loads(out)
     # The 9 merged-away sources go with versions 0..2; the dropped merged split stays (version 3 adds it).
     assert code == 0 and dry["dryRun"] is True and dry["splitsDeleted"] == 9 and dry["versionFilesDeleted"] == 3
@@ -86,20 +88,29 @@ def test_exit_codes_and_error_messages(capsys, table, tmp_path):
     assert code == cli.EXIT_USAGE and "not an indextables command" in err
     code, _, err = run_cli(capsys, "describe-state", str(tmp_path / "missing"))
     assert code == cli.EXIT_NOT_FOUND and "TableNotFoundError" in err and "missing" in err
-    for command in ("history", "files", "describe-log", "checkpoint", "compact", "merge-splits", "purge",
-                    "truncate-time-travel"):
+    for command in (
+        "history",
+        "files",
+        "describe-log",
+        "checkpoint",
+        "compact",
+        "merge-splits",
+        "purge",
+        "truncate-time-travel",
+    ):
         code, _, err = run_cli(capsys, command, str(tmp_path / "missing"))
         assert code == cli.EXIT_NOT_FOUND, (command, err)
     code, _, err = run_cli(capsys, "purge", table, "--older-than", "2h")
     assert code == cli.EXIT_USAGE and "retentionCheckEnabled=false" in err
-    code, out, err = run_cli(capsys, "purge", table, "--older-than", "2h", "-o", "purge.retentionCheckEnabled=false",
-                             "--json")
+    code, out, err = run_cli(
+        capsys, "purge", table, "--older-than", "2h", "-o", "purge.retentionCheckEnabled=false", "--json"
+    )
     assert code == 0 and json.loads(out)["retentionHours"] == 2.0
     code, _, err = run_cli(capsys, "drop-partitions", table, "--where", "region = 'eu'")
     assert code == cli.EXIT_USAGE and "not a partition column" in err
     code, _, err = run_cli(capsys, "repair", table, str(tmp_path / "r"))
     assert code == cli.EXIT_USAGE and "_transaction_log" in err
-    with pytest.raises(SystemExit) as e:                 # argparse: bad value / missing argument
+    with pytest.raises(SystemExit) as e:  # argparse: bad value / missing argument
         cli.main(["purge", table, "--older-than", "soon"])
     assert e.value.code == cli.EXIT_USAGE
     with pytest.raises(SystemExit) as e:
@@ -118,7 +129,7 @@ def test_progress_bars_and_installed_entry_point(table):
     assert "merging" in buf.getvalue() and "3/3" in buf.getvalue()
     exe = os.path.join(os.path.dirname(sys.executable), "indextables")
     proc = subprocess.run([exe, "describe-state", table, "--json"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and json.loads(proc.stdout)["numFiles"] == 3   # the state after the merge
+    assert proc.returncode == 0 and json.loads(proc.stdout)["numFiles"] == 3  # the state after the merge
     proc = subprocess.run([exe, "describe-state", table + "-missing"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == cli.EXIT_NOT_FOUND and "no indextables table" in proc.stderr
 
@@ -128,13 +139,15 @@ def docs_table(tmp_path) -> str:
     import pyarrow as pa
 
     path = str(tmp_path / "docs")
-    data = pa.table({
-        "id": pa.array(range(6), pa.int64()),
-        "body": ["red apple", "red pear", "green apple", "red apple pie", "blue sky", None],
-        "tags": [["a", "b"], [], None, ["c"], ["a"], ["z"]],
-        "views": pa.array([5, 50, 500, 5000, 50000, 7], pa.int64()),
-        "region": ["eu", "us", "eu", "us", "eu", "us"],
-    })
+    data = pa.table(
+        {
+            "id": pa.array(range(6), pa.int64()),
+            "body": ["red apple", "red pear", "green apple", "red apple pie", "blue sky", None],
+            "tags": [["a", "b"], [], None, ["c"], ["a"], ["z"]],
+            "views": pa.array([5, 50, 500, 5000, 50000, 7], pa.int64()),
+            "region": ["eu", "us", "eu", "us", "eu", "us"],
+        }
+    )
     it.write_table(path, data, partition_by=["region"], options={"indexing.typemap.body": "text"})
     return path
 
@@ -156,12 +169,16 @@ def test_search_command_outputs(capsys, docs_table):
     # --csv: a header and one line per row; nested values as JSON; `*` reads every row
     import pyarrow.csv as pcsv
 
-    code, out, _ = run_cli(capsys, "search", docs_table, "*", "--where", "region = 'us'", "--csv",
-                           "--columns", "id,tags,body")
+    code, out, _ = run_cli(
+        capsys, "search", docs_table, "*", "--where", "region = 'us'", "--csv", "--columns", "id,tags,body"
+    )
     got = pcsv.read_csv(io.BytesIO(out.encode()))
     assert code == 0 and got.column_names == ["id", "tags", "body"]
-    assert sorted(zip(got.column("id").to_pylist(), got.column("tags").to_pylist())) == \
-        [(1, "[]"), (3, '["c"]'), (5, '["z"]')]
+    assert sorted(zip(got.column("id").to_pylist(), got.column("tags").to_pylist())) == [
+        (1, "[]"),
+        (3, '["c"]'),
+        (5, '["z"]'),
+    ]
     code, out, _ = run_cli(capsys, "search", docs_table, "body:red", "--snippets", "body", "--json")
     assert code == 0 and all("<b>red</b>" in json.loads(line)["_snippet"] for line in out.splitlines())
     # the terminal table shows at most --max-rows rows and says how many there are
@@ -186,7 +203,11 @@ def test_search_command_errors(capsys, docs_table, tmp_path):
 
 def test_search_command_installed_entry_point(docs_table):
     exe = os.path.join(os.path.dirname(sys.executable), "indextables")
-    proc = subprocess.run([exe, "search", docs_table, "body:pear", "--csv", "--columns", "id,region"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [exe, "search", docs_table, "body:pear", "--csv", "--columns", "id,region"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ['"id","region"', '1,"us"']

@@ -7,6 +7,7 @@ conditional write and never by a plain put, and (3) on S3 (a versioned bucket) t
 object version per version file. Automatic checkpoints stay on (every 10 versions), so the
 processes also race on writing the Avro state.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -33,12 +34,12 @@ class RecordingStorage(Storage):
     def __init__(self, inner: Storage):
         self.inner = inner
         self.uri = inner.uri
-        self.created: list[str] = []     # version keys this process created (put_if_absent → True)
+        self.created: list[str] = []  # version keys this process created (put_if_absent → True)
         self.plain_puts: list[str] = []  # version keys written with an unconditional put (must stay empty)
 
     @staticmethod
     def _is_version(key: str) -> bool:
-        return key.startswith(LOG_DIR + "/") and parse_version_name(key[len(LOG_DIR) + 1:]) is not None
+        return key.startswith(LOG_DIR + "/") and parse_version_name(key[len(LOG_DIR) + 1 :]) is not None
 
     def read(self, key: str) -> bytes:
         return self.inner.read(key)
@@ -80,7 +81,9 @@ def _committer(uri: str, worker: int, options: dict, q) -> None:
     claims: dict[int, str] = {}
     for i in range(N_COMMITS):
         path = f"splits/w{worker}-{i}.split"
-        claims[t.transaction().add_files([AddFile(path, {}, size=100 + i, modification_time=0, num_records=1)]).commit()] = path
+        claims[
+            t.transaction().add_files([AddFile(path, {}, size=100 + i, modification_time=0, num_records=1)]).commit()
+        ] = path
     q.put((worker, claims, storage.created, storage.plain_puts))
 
 
@@ -97,19 +100,24 @@ def versioned_s3_target(cloud_backend):
     import boto3
 
     opts = cloud_backend.options
-    client = boto3.client("s3", endpoint_url=opts["spark.indextables.s3.endpoint"],
-                          aws_access_key_id=opts["spark.indextables.aws.accessKey"],
-                          aws_secret_access_key=opts["spark.indextables.aws.secretKey"],
-                          region_name=opts["spark.indextables.aws.region"])
+    client = boto3.client(
+        "s3",
+        endpoint_url=opts["spark.indextables.s3.endpoint"],
+        aws_access_key_id=opts["spark.indextables.aws.accessKey"],
+        aws_secret_access_key=opts["spark.indextables.aws.secretKey"],
+        region_name=opts["spark.indextables.aws.region"],
+    )
     bucket = f"indextables-race-{uuid.uuid4().hex[:10]}"
     client.create_bucket(Bucket=bucket)
     client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     yield type(cloud_backend)("s3", f"s3://{bucket}/race", dict(opts)), (client, bucket)
     versions = client.list_object_versions(Bucket=bucket)
-    objs = [{"Key": v["Key"], "VersionId": v["VersionId"]}
-            for v in versions.get("Versions", []) + versions.get("DeleteMarkers", [])]
+    objs = [
+        {"Key": v["Key"], "VersionId": v["VersionId"]}
+        for v in versions.get("Versions", []) + versions.get("DeleteMarkers", [])
+    ]
     for i in range(0, len(objs), 1000):
-        client.delete_objects(Bucket=bucket, Delete={"Objects": objs[i:i + 1000], "Quiet": True})
+        client.delete_objects(Bucket=bucket, Delete={"Objects": objs[i : i + 1000], "Quiet": True})
     client.delete_bucket(Bucket=bucket)
 
 
@@ -147,7 +155,7 @@ def test_racing_committers_on_object_stores(versioned_s3_target):
     assert live_paths(t) == replay_paths(t)
     assert set(t.log.listing().state_manifests) >= {10, 20, 30, 40, 50, 60, 70}
 
-    if s3 is not None:   # the server's own record: one object version per version file
+    if s3 is not None:  # the server's own record: one object version per version file
         client, bucket = s3
         pages = client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=f"race/{LOG_DIR}/")
         per_key = Counter(v["Key"] for page in pages for v in page.get("Versions", []))

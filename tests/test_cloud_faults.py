@@ -10,6 +10,7 @@ points of the sequence, the failing call raises a StorageError naming the URI an
 half-committed: version files stay contiguous, every version reads, the latest is the last commit
 that returned, and the state agrees with the version files.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,17 +33,20 @@ from indextables_spark.storage import LocalStorage
 
 pytestmark = pytest.mark.cloud
 
-SCHEMA = {"type": "struct", "fields": [
-    {"name": n, "type": t, "nullable": True, "metadata": {}}
-    for n, t in (("id", "long"), ("body", "string"), ("views", "long"), ("region", "string"), ("day", "string"))
-]}
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": n, "type": t, "nullable": True, "metadata": {}}
+        for n, t in (("id", "long"), ("body", "string"), ("views", "long"), ("region", "string"), ("day", "string"))
+    ],
+}
 PARTITIONS = ["day"]
 FAST_RETRIES = {
     "spark.indextables.storage.retry.maxAttempts": "15",
     "spark.indextables.storage.retry.baseDelayMs": "1",
     "spark.indextables.storage.retry.maxDelayMs": "20",
     "spark.indextables.checkpoint.enabled": "false",
-    "spark.indextables.state.compaction.tombstoneThreshold": "0.9",   # checkpoint-2 stays incremental
+    "spark.indextables.state.compaction.tombstoneThreshold": "0.9",  # checkpoint-2 stays incremental
 }
 
 
@@ -62,8 +66,13 @@ class Splits:
         self.local = LocalStorage(root)
         self.doc_mapping, self.doc_mapping_ref = "", ""
         self.sets: dict[str, list[it.AddFile]] = {}
-        for name, data in (("a", rows(30, start=0)), ("b", rows(30, start=30)), ("c", rows(30, start=60)),
-                           ("r", rows(9, start=1000, days=1)), ("x", rows(3, start=5000, days=1))):
+        for name, data in (
+            ("a", rows(30, start=0)),
+            ("b", rows(30, start=30)),
+            ("c", rows(30, start=60)),
+            ("r", rows(9, start=1000, days=1)),
+            ("x", rows(3, start=5000, days=1)),
+        ):
             writer = SplitWriter(self.local, SCHEMA, PARTITIONS, TEXT_OPTIONS)
             writer.write_batch(data)
             self.sets[name] = writer.finish()
@@ -82,10 +91,19 @@ def splits(tmp_path_factory) -> Splits:
 
 
 def create(table: it.IndexTable, splits: Splits) -> int:
-    meta = Metadata(id=new_table_id(), schema_string=json.dumps(SCHEMA), partition_columns=PARTITIONS,
-                    configuration={**TEXT_OPTIONS, registry_key(splits.doc_mapping_ref): splits.doc_mapping})
-    return table.transaction(version=-1).set_protocol(CURRENT_PROTOCOL).set_metadata(meta) \
-        .with_operation("CREATE TABLE").commit()
+    meta = Metadata(
+        id=new_table_id(),
+        schema_string=json.dumps(SCHEMA),
+        partition_columns=PARTITIONS,
+        configuration={**TEXT_OPTIONS, registry_key(splits.doc_mapping_ref): splits.doc_mapping},
+    )
+    return (
+        table.transaction(version=-1)
+        .set_protocol(CURRENT_PROTOCOL)
+        .set_metadata(meta)
+        .with_operation("CREATE TABLE")
+        .commit()
+    )
 
 
 def by_content(files) -> list[tuple]:
@@ -100,13 +118,17 @@ def all_rows(table: it.IndexTable, version: int | None = None) -> list[tuple]:
     out = []
     for f in table.snapshot(version).files:
         reader = SplitReader(get_cache(table.options).local_dir(table.storage, f))
-        out += [(r["id"], r["body"], r["views"], r["region"], f.partition_values["day"])
-                for b in reader.read() for r in b.to_pylist()]
+        out += [
+            (r["id"], r["body"], r["views"], r["region"], f.partition_values["day"])
+            for b in reader.read()
+            for r in b.to_pylist()
+        ]
     return sorted(out)
 
 
 def scenario_steps(table: it.IndexTable, splits: Splits):
     """The write sequence as (name, step) pairs; each step returns a comparable result."""
+
     def append(name):
         return lambda: table.transaction().add_files(splits.upload(table, name)).commit()
 
@@ -123,22 +145,35 @@ def scenario_steps(table: it.IndexTable, splits: Splits):
         r = table.compact()
         return r["version"], r["numFiles"], r["numTombstones"], r["compacted"]
 
-    return [("create", lambda: create(table, splits)), ("append-1", append("a")), ("append-2", append("b")),
-            ("checkpoint-1", checkpoint), ("append-3", append("c")), ("replace", replace_first_day),
-            ("checkpoint-2", checkpoint), ("compact", compact)]
+    return [
+        ("create", lambda: create(table, splits)),
+        ("append-1", append("a")),
+        ("append-2", append("b")),
+        ("checkpoint-1", checkpoint),
+        ("append-3", append("c")),
+        ("replace", replace_first_day),
+        ("checkpoint-2", checkpoint),
+        ("compact", compact),
+    ]
 
 
 def reads(table: it.IndexTable) -> list:
     snap = table.snapshot()
     ch = table.changes_since(2)
     return [
-        table.version(), snap.num_files, by_content(snap.files),
+        table.version(),
+        snap.num_files,
+        by_content(snap.files),
         [table.snapshot(v).num_files for v in range(table.version() + 1)],
         by_content(table.files("day = '2024-01-02'")),
-        by_content(ch.adds), len(ch.removes),
+        by_content(ch.adds),
+        len(ch.removes),
         [(h["version"], h["operation"], h["numAddedFiles"], h["numRemovedFiles"]) for h in table.history()],
-        table.count(), table.count(query="body:alpha"), table.count(query="body:zulu AND body:kilo"),
-        all_rows(table), all_rows(table, 2),
+        table.count(),
+        table.count(query="body:alpha"),
+        table.count(query="body:zulu AND body:kilo"),
+        all_rows(table),
+        all_rows(table, 2),
         table.describe_state()["numFiles"],
     ]
 
@@ -202,7 +237,9 @@ def test_permanent_errors_fail_cleanly_with_nothing_half_committed(cloud_backend
         assert failed is not None, f"a 403 after request {k} of {total} did not fail the sequence"
         name, error = failed
         # a clean error naming the table's URI and the status, not mistaken for a missing file or corruption
-        assert isinstance(error, StorageError) and not isinstance(error, (FileNotFoundInStorageError, CorruptStateError))
+        assert isinstance(error, StorageError) and not isinstance(
+            error, (FileNotFoundInStorageError, CorruptStateError)
+        )
         assert run.uri in str(error) and "403" in str(error), str(error)
         outcomes.append(name)
 
@@ -211,14 +248,14 @@ def test_permanent_errors_fail_cleanly_with_nothing_half_committed(cloud_backend
         assert _committed_versions(run) == list(range(last_version + 1)), (name, k)
         assert reader.version() == last_version
         for v in range(last_version + 1):
-            reader.snapshot(v)                          # every version reads
+            reader.snapshot(v)  # every version reads
         if last_version >= 0:
-            assert live_paths(reader) == replay_paths(reader)   # a state written half way is never used
+            assert live_paths(reader) == replay_paths(reader)  # a state written half way is never used
             rows_now = all_rows(reader)
             assert len(rows_now) == reader.count() == sum(f.num_records for f in reader.snapshot().files)
             # the table can be continued by a healthy writer after the failure
             assert reader.transaction().add_files(splits.upload(reader, "x")).commit() == last_version + 1
-    assert len(set(outcomes)) >= 3, outcomes     # the failures hit different kinds of steps
+    assert len(set(outcomes)) >= 3, outcomes  # the failures hit different kinds of steps
 
     # reads with a 403: the error names the URI; the table is not reported missing or corrupt
     storage, _faults = faulty_storage(probe, permanent_status=403)

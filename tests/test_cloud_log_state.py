@@ -4,6 +4,7 @@ A broad cross-section of the local-filesystem suites (test_commit_concurrency, t
 through the `storage_backend` fixture: every file operation goes through the backend's Storage
 (damage is done with storage.put / storage.delete instead of os calls).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -110,7 +111,7 @@ def test_avro_state_checkpoints_incremental_compaction_and_pruning(storage_backe
     r2 = t.checkpoint()
     s2 = state(t)
     assert (r2["version"], r2["compacted"], r2["manifestsWritten"], r2["entriesWritten"]) == (2, False, 1, 12)
-    assert [m.path for m in s2.manifests[:len(s1.manifests)]] == [m.path for m in s1.manifests]
+    assert [m.path for m in s2.manifests[: len(s1.manifests)]] == [m.path for m in s1.manifests]
     assert sorted(s2.tombstones) == sorted(removed) and s2.num_files == 302
     assert live_paths(fresh(t)) == replay_paths(t)
     assert fresh(t).snapshot().source == "avro-state"
@@ -200,11 +201,11 @@ def test_gc_dry_run_retention_and_truncate(storage_backend):
         commit_files(t, synthetic_adds(k * 3, 3), remove=[synthetic_add((k - 1) * 3).path] if k else [])
         t.checkpoint()
     objects = sorted((f.key, f.size) for f in t.storage.list(""))
-    assert gc_state(t.log)["stateDirsRemoved"] == 0          # every state is young (168 h retention)
-    later = int(time.time() * 1000) + 200 * HOUR_MS           # object stores keep their own file times
+    assert gc_state(t.log)["stateDirsRemoved"] == 0  # every state is young (168 h retention)
+    later = int(time.time() * 1000) + 200 * HOUR_MS  # object stores keep their own file times
     dry = gc_state(t.log, dry_run=True, now_ms=later)
     assert dry["stateVersionsRemoved"] == [1, 2, 3] and dry["dryRun"]
-    assert sorted((f.key, f.size) for f in t.storage.list("")) == objects   # a dry run deletes nothing
+    assert sorted((f.key, f.size) for f in t.storage.list("")) == objects  # a dry run deletes nothing
     r = gc_state(t.log, now_ms=later)
     assert r["stateVersionsRemoved"] == [1, 2, 3]
     assert sorted(t.log.listing().state_manifests) == [4, 5, 6]

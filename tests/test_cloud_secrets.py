@@ -8,6 +8,7 @@ gathers every object under a table — version files gunzipped, Avro state manif
 decoded, splits as raw bytes — and reports where any secret (raw, URL-encoded or URL-decoded)
 appears. test_cloud_spark.py runs the same check on a Spark round trip.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -97,7 +98,7 @@ def exception_text(e: BaseException) -> str:
 
 
 def test_no_secret_in_objects_logs_errors_reprs_or_outputs(cloud_backend, caplog, capsys, tmp_path):
-    caplog.set_level(logging.DEBUG)          # root and every library logger, the storage SDKs included
+    caplog.set_level(logging.DEBUG)  # root and every library logger, the storage SDKs included
     opts, secret_values = secret_options(cloud_backend)
     opts["spark.indextables.cache.disk.path"] = str(tmp_path / "cache")
     uri = cloud_backend.uri
@@ -108,7 +109,7 @@ def test_no_secret_in_objects_logs_errors_reprs_or_outputs(cloud_backend, caplog
         append(uri, rows(20, start=w * 20), options=opts)
     t = it.IndexTable(uri, opts)
     texts["checkpoint"] = repr(t.checkpoint())
-    append(uri, rows(5, start=100), options=opts, overwrite=True)   # read through the split cache below
+    append(uri, rows(5, start=100), options=opts, overwrite=True)  # read through the split cache below
     texts["merge"] = repr(t.merge_splits())
     texts["compact"] = repr(t.compact())
     texts["describe_state"] = repr(t.describe_state())
@@ -124,8 +125,12 @@ def test_no_secret_in_objects_logs_errors_reprs_or_outputs(cloud_backend, caplog
 
     # the CLI (options through -o KEY=VALUE)
     flags = [a for k, v in opts.items() for a in ("-o", f"{k}={v}")]
-    for command in (["describe-state", uri], ["describe-state", uri, "--json"], ["history", uri, "--json"],
-                    ["describe-state", uri + "-missing"]):
+    for command in (
+        ["describe-state", uri],
+        ["describe-state", uri, "--json"],
+        ["history", uri, "--json"],
+        ["describe-state", uri + "-missing"],
+    ):
         code = cli.main(command + flags)
         out, err = capsys.readouterr()
         texts[f"cli {command}"] = f"{code}\n{out}\n{err}"
@@ -149,7 +154,8 @@ def test_no_secret_in_objects_logs_errors_reprs_or_outputs(cloud_backend, caplog
         del broken["spark.indextables.aws.secretKey"]
     else:
         broken["spark.indextables.azure.connectionString"] = broken["spark.indextables.azure.connectionString"].replace(
-            "AccountName=devstoreaccount1;", "")
+            "AccountName=devstoreaccount1;", ""
+        )
     with pytest.raises(IndexTablesError) as bad_option:
         open_storage(uri, broken).list("")
     assert isinstance(bad_option.value, (InvalidOptionError, StorageError))

@@ -9,6 +9,7 @@ on S3 a missing bucket) give errors without secrets. Finally every object under 
 Python log records of the driver (DEBUG), Spark's driver log (INFO, through a log4j appender),
 the plans, command outputs and error texts are searched for the secrets.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,16 +27,29 @@ import indextables_spark as it
 
 pytestmark = [pytest.mark.spark, pytest.mark.cloud]
 
-SCHEMA = ("id long, body string, views int, score double, flag boolean, day date, ts timestamp, "
-          "tags array<string>, region string")
+SCHEMA = (
+    "id long, body string, views int, score double, flag boolean, day date, ts timestamp, "
+    "tags array<string>, region string"
+)
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet".split()
 UTC = dt.timezone.utc
 
 
 def make_rows(start: int, n: int) -> list[tuple]:
-    return [(i, " ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 7)), (i * 37) % 1000, i / 4,
-             i % 3 == 0, dt.date(2024, 1, 1 + i % 5), dt.datetime(2024, 1, 1, 12, i % 60, tzinfo=UTC),
-             [WORDS[i % 10], "t"], ("eu", "us", "ap")[i % 3]) for i in range(start, start + n)]
+    return [
+        (
+            i,
+            " ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 7)),
+            (i * 37) % 1000,
+            i / 4,
+            i % 3 == 0,
+            dt.date(2024, 1, 1 + i % 5),
+            dt.datetime(2024, 1, 1, 12, i % 60, tzinfo=UTC),
+            [WORDS[i % 10], "t"],
+            ("eu", "us", "ap")[i % 3],
+        )
+        for i in range(start, start + n)
+    ]
 
 
 def norm(rows) -> list[tuple]:
@@ -56,8 +70,7 @@ def spark_driver_log(spark, path: str):
     config = ctx.getConfiguration()
     layout = log4j.core.layout.PatternLayout.newBuilder().withPattern("%d %p %c: %m%n").build()
     name = f"indextables-secrets-{_random.token_hex(4)}"
-    appender = log4j.core.appender.FileAppender.newBuilder().withFileName(path).setName(name) \
-        .setLayout(layout).build()
+    appender = log4j.core.appender.FileAppender.newBuilder().withFileName(path).setName(name).setLayout(layout).build()
     appender.start()
     config.addAppender(appender)
     root = config.getRootLogger()
@@ -86,13 +99,24 @@ def backend_setup(target, request) -> tuple[dict, dict, dict, list[str]]:
     key = next(p.split("=", 1)[1] for p in cs.split(";") if p.startswith("AccountKey="))
     container = target.uri.split("://", 1)[1].split("/", 1)[0]
     expiry = dt.datetime.now(UTC) + dt.timedelta(hours=2)
-    sas = generate_container_sas("devstoreaccount1", container, account_key=key, expiry=expiry,
-                                 permission=ContainerSasPermissions(read=True, add=True, create=True, write=True,
-                                                                    delete=True, list=True))
-    read_only = generate_container_sas("devstoreaccount1", container, account_key=key, expiry=expiry,
-                                       permission=ContainerSasPermissions(read=True, list=True))
-    conf = {"spark.indextables.azure.endpoint": request.getfixturevalue("azure_endpoint"),
-            "spark.indextables.storage.retry.baseDelayMs": "20"}
+    sas = generate_container_sas(
+        "devstoreaccount1",
+        container,
+        account_key=key,
+        expiry=expiry,
+        permission=ContainerSasPermissions(read=True, add=True, create=True, write=True, delete=True, list=True),
+    )
+    read_only = generate_container_sas(
+        "devstoreaccount1",
+        container,
+        account_key=key,
+        expiry=expiry,
+        permission=ContainerSasPermissions(read=True, list=True),
+    )
+    conf = {
+        "spark.indextables.azure.endpoint": request.getfixturevalue("azure_endpoint"),
+        "spark.indextables.storage.retry.baseDelayMs": "20",
+    }
     creds = {"spark.indextables.azure.sasToken": sas}
     sigs = [unquote(p.split("=", 1)[1]) for s in (sas, read_only) for p in s.split("&") if p.startswith("sig=")]
     return conf, creds, {**creds, "read_only": read_only}, [sas, read_only, key, *sigs]
@@ -110,21 +134,30 @@ def test_spark_round_trip_and_no_secrets(spark, cloud_backend, request, caplog, 
     # py4j's DEBUG log echoes every command sent to the JVM, the values of the program's own
     # .option(...) calls included, before this package sees them: out of scope here.
     logging.getLogger("py4j").setLevel(logging.INFO)
-    read = lambda **o: spark.read.format("indextables").options(**o).load(uri)   # noqa: E731
-    ids = lambda df: sorted(r.id for r in df.select("id").collect())             # noqa: E731
+    read = lambda **o: spark.read.format("indextables").options(**o).load(uri)  # noqa: E731
+    ids = lambda df: sorted(r.id for r in df.select("id").collect())  # noqa: E731
     with session_conf(spark, conf), spark_driver_log(spark, driver_log):
         # write 1: credentials as writer options (the endpoint comes from the session conf)
-        (spark.createDataFrame(rows1, SCHEMA).write.format("indextables").mode("append").partitionBy("region")
-         .option("spark.indextables.indexing.typemap.body", "text").options(**write_options).save(uri))
-        with session_conf(spark, creds):   # from here on the credentials come from the Spark conf too
+        (
+            spark.createDataFrame(rows1, SCHEMA)
+            .write.format("indextables")
+            .mode("append")
+            .partitionBy("region")
+            .option("spark.indextables.indexing.typemap.body", "text")
+            .options(**write_options)
+            .save(uri)
+        )
+        with session_conf(spark, creds):  # from here on the credentials come from the Spark conf too
             spark.createDataFrame(rows2, SCHEMA).write.format("indextables").mode("append").save(uri)
             df = read()
             assert [f.name for f in df.schema.fields] == SCHEMA.replace(",", "").split()[0::2]
             assert norm(df.collect()) == norm(rows1 + rows2)
-            assert ids(df.filter("views > 500 AND region = 'eu'")) == \
-                sorted(r[0] for r in rows1 + rows2 if r[2] > 500 and r[8] == "eu")
-            assert ids(read(query="body:alpha AND views:[0 TO 600]").filter("region = 'us'")) == \
-                sorted(r[0] for r in rows1 + rows2 if "alpha" in r[1].split() and r[2] <= 600 and r[8] == "us")
+            assert ids(df.filter("views > 500 AND region = 'eu'")) == sorted(
+                r[0] for r in rows1 + rows2 if r[2] > 500 and r[8] == "eu"
+            )
+            assert ids(read(query="body:alpha AND views:[0 TO 600]").filter("region = 'us'")) == sorted(
+                r[0] for r in rows1 + rows2 if "alpha" in r[1].split() and r[2] <= 600 and r[8] == "us"
+            )
             assert ids(read(versionAsOf="0")) == [r[0] for r in rows1]
             spark.createDataFrame(rows3, SCHEMA).write.format("indextables").mode("overwrite").save(uri)
             assert ids(read()) == [r[0] for r in rows3]
@@ -141,9 +174,10 @@ def test_spark_round_trip_and_no_secrets(spark, cloud_backend, request, caplog, 
             texts["missing table"] = exception_text(missing.value)
             assert "TableNotFoundError" in texts["missing table"]
             if cloud_backend.kind == "azure":
-                with pytest.raises(Exception, match="403") as denied:   # the executors' uploads are refused
-                    spark.createDataFrame(rows3, SCHEMA).write.format("indextables").mode("append") \
-                        .option("spark.indextables.azure.sasToken", read_only).save(uri)
+                with pytest.raises(Exception, match="403") as denied:  # the executors' uploads are refused
+                    spark.createDataFrame(rows3, SCHEMA).write.format("indextables").mode("append").option(
+                        "spark.indextables.azure.sasToken", read_only
+                    ).save(uri)
                 texts["read-only SAS"] = exception_text(denied.value)
                 assert "StorageError" in texts["read-only SAS"] and uri in texts["read-only SAS"]
             else:

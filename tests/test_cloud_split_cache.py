@@ -7,6 +7,7 @@ one extraction between them, and a later process finds it on disk. A watcher che
 half-written split directory is ever visible. With a small `cache.disk.maxSize` the least recently
 used split is evicted, and the usage stays within the bound.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -29,8 +30,13 @@ from indextables_spark.storage import open_storage
 
 pytestmark = pytest.mark.cloud
 
-SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
-                                       {"name": "body", "type": "string", "nullable": True, "metadata": {}}]}
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "body", "type": "string", "nullable": True, "metadata": {}},
+    ],
+}
 ROWS = 3000
 
 
@@ -38,8 +44,14 @@ def write_remote_splits(storage, n: int) -> list[AddFile]:
     out = []
     for k in range(n):
         w = SplitWriter(storage, SCHEMA, [], Options.of({"indexing.typemap.body": "text"}))
-        w.write_batch(pa.record_batch({"id": pa.array(range(k * ROWS, (k + 1) * ROWS), pa.int64()),
-                                       "body": [f"word{i % 50} split{k} common text" for i in range(ROWS)]}))
+        w.write_batch(
+            pa.record_batch(
+                {
+                    "id": pa.array(range(k * ROWS, (k + 1) * ROWS), pa.int64()),
+                    "body": [f"word{i % 50} split{k} common text" for i in range(ROWS)],
+                }
+            )
+        )
         out.extend(w.finish())
     return out
 
@@ -97,7 +109,7 @@ def test_remote_split_cache(cloud_backend, tmp_path):
         th.join()
     assert len(paths) == 8 and len(set(paths)) == 1 and cache.downloads == 1
     fetched = downloads(faults, get_ops)
-    assert 1 <= fetched <= 2                      # a HEAD (size) and one GET: the split is small
+    assert 1 <= fetched <= 2  # a HEAD (size) and one GET: the split is small
     for _ in range(3):
         assert SplitReader(cache.local_dir(storage, adds[0])).count(query="split0") == ROWS
     assert downloads(faults, get_ops) == fetched and cache.downloads == 1
@@ -105,9 +117,12 @@ def test_remote_split_cache(cloud_backend, tmp_path):
     # two processes race on another split: one download, one extraction, never a partial directory
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(2), ctx.Queue()
-    procs = [ctx.Process(target=_fetch_in_child,
-                         args=(target.uri, target.options, cache_dir, adds[1].to_json(), barrier, results))
-             for _ in range(2)]
+    procs = [
+        ctx.Process(
+            target=_fetch_in_child, args=(target.uri, target.options, cache_dir, adds[1].to_json(), barrier, results)
+        )
+        for _ in range(2)
+    ]
     seen: list[tuple[str, dict[str, int]]] = []
     for p in procs:
         p.start()
@@ -121,7 +136,7 @@ def test_remote_split_cache(cloud_backend, tmp_path):
         p.join(timeout=60)
         assert p.exitcode == 0
     assert got[0][:2] == got[1][:2] and got[0][1] == ROWS
-    assert sorted(g[2] for g in got) == [0, 1], got          # exactly one of them downloaded
+    assert sorted(g[2] for g in got) == [0, 1], got  # exactly one of them downloaded
     final = {n: snapshot_tree(os.path.join(cache_dir, n)) for n in os.listdir(cache_dir) if not n.startswith(".")}
     assert sorted(final) == sorted({os.path.basename(paths[0]), os.path.basename(got[0][0])})
     assert any(n == os.path.basename(got[0][0]) for n, _ in seen)
@@ -134,16 +149,16 @@ def test_remote_split_cache(cloud_backend, tmp_path):
     reader_module.forget(paths[0])
     one = cache.usage_bytes() // 2
     small = get_cache({"cache.disk.path": cache_dir, "cache.disk.maxSize": str(int(one * 2.5))})
-    small.grace_seconds = 0                      # only recency decides here, not "recently handed out"
+    small.grace_seconds = 0  # only recency decides here, not "recently handed out"
     assert small.max_bytes == int(one * 2.5)
     time.sleep(0.02)
-    small.local_dir(storage, adds[0])            # 0 is now more recent than 1
+    small.local_dir(storage, adds[0])  # 0 is now more recent than 1
     time.sleep(0.02)
     dirs = [small.local_dir(storage, a) for a in adds[2:3]]
     assert os.path.isdir(paths[0]) and os.path.isdir(dirs[0]) and not os.path.isdir(got[0][0])
     assert small.usage_bytes() <= small.max_bytes
     time.sleep(0.02)
-    d3 = small.local_dir(storage, adds[3])       # 0 is now the least recently used
+    d3 = small.local_dir(storage, adds[3])  # 0 is now the least recently used
     assert not os.path.isdir(paths[0]) and os.path.isdir(dirs[0]) and os.path.isdir(d3)
     assert small.usage_bytes() <= small.max_bytes
     # an evicted split is downloaded again on demand and reads the same
@@ -161,7 +176,7 @@ def test_remote_row_store_read_by_ranges(cloud_backend, tmp_path):
     cache = get_cache({"cache.disk.path": str(tmp_path / "cache"), "cache.rows.lazyMinSplitSize": "0"})
     local = cache.local_dir(storage, adds[0])
     assert not os.path.exists(os.path.join(local, "rows.arrow")) and storage.requests["download_file"] == 0
-    reader = SplitReader(local)                    # reads the row store's IPC footer
+    reader = SplitReader(local)  # reads the row store's IPC footer
     opened = storage.bytes_read["read_range"]
     ids = pa.Table.from_batches(list(reader.read(query="split0", columns=["id"])))
     assert ids.column("id").to_pylist() == list(range(ROWS))
@@ -175,10 +190,11 @@ def test_remote_row_store_read_by_ranges(cloud_backend, tmp_path):
     assert id_bytes > 0 and body_bytes > 0 and id_bytes + body_bytes < rows_length
     before = storage.total_bytes_read
     assert pa.Table.from_batches(list(reader.read(columns=["body", "id"]))).num_rows == ROWS
-    assert storage.total_bytes_read == before      # both columns are local now
+    assert storage.total_bytes_read == before  # both columns are local now
     # the same split from a cache that fetches whole splits reads the same
     whole = SplitCache(str(tmp_path / "whole"))
     whole.lazy_rows = "false"
     full = SplitReader(whole.local_dir(target.open(), adds[0]))
     assert pa.Table.from_batches(list(full.read(columns=["id", "body"]))).equals(
-        pa.Table.from_batches(list(reader.read(columns=["id", "body"]))))
+        pa.Table.from_batches(list(reader.read(columns=["id", "body"])))
+    )

@@ -1,4 +1,5 @@
 """Cold starts: what a fresh process imports (bench/cold_start.py measures the times)."""
+
 from __future__ import annotations
 
 import json
@@ -19,10 +20,12 @@ def run_fresh(code: str) -> dict:
 
 
 def test_import_is_lazy():
-    got = run_fresh("import indextables_spark as it\n"
-                    "loaded = sorted(m for m in ('pyarrow', 'numpy', 'pyspark', 'tantivy', 'datafusion') if m in sys.modules)\n"
-                    "names = [n for n in it.__all__ if not hasattr(it, n)]\n"
-                    "print(json.dumps({'loaded': loaded, 'missing': names, 'cls': it.IndexTable.__name__}))")
+    got = run_fresh(
+        "import indextables_spark as it\n"
+        "loaded = sorted(m for m in ('pyarrow', 'numpy', 'pyspark', 'tantivy', 'datafusion') if m in sys.modules)\n"
+        "names = [n for n in it.__all__ if not hasattr(it, n)]\n"
+        "print(json.dumps({'loaded': loaded, 'missing': names, 'cls': it.IndexTable.__name__}))"
+    )
     assert got == {"loaded": [], "missing": [], "cls": "IndexTable"}
 
 
@@ -35,11 +38,13 @@ def test_first_snapshot_loads_datafusion_core_without_its_python_layer(tmp_path)
     small_splits_table(path, 2)
     t = it.IndexTable(path)
     t.checkpoint()
-    got = run_fresh("from indextables_spark import IndexTable\n"
-                    f"snap = IndexTable({path!r}).snapshot()\n"
-                    "before = sorted(m for m in ('pandas', 'datafusion', 'datafusion._internal') if m in sys.modules)\n"
-                    "import datafusion\n"
-                    "ok = datafusion.SessionContext() is not None\n"
-                    "print(json.dumps({'source': snap.source, 'n': snap.num_files, 'before': before, 'ok': ok}))")
+    got = run_fresh(
+        "from indextables_spark import IndexTable\n"
+        f"snap = IndexTable({path!r}).snapshot()\n"
+        "before = sorted(m for m in ('pandas', 'datafusion', 'datafusion._internal') if m in sys.modules)\n"
+        "import datafusion\n"
+        "ok = datafusion.SessionContext() is not None\n"
+        "print(json.dumps({'source': snap.source, 'n': snap.num_files, 'before': before, 'ok': ok}))"
+    )
     assert got["source"] == "avro-state" and got["n"] == len(t.files()) > 0
     assert got["before"] == ["datafusion._internal"] and got["ok"]

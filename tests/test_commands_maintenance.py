@@ -1,5 +1,6 @@
 """DROP PARTITIONS, REPAIR, DESCRIBE (state, transaction log), CHECKPOINT/COMPACT/TRUNCATE through
 the command dispatcher, and a tour of the commands on every storage backend."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -48,8 +49,8 @@ def test_drop_partitions(tmp_path):
     actions = t.log.read_actions(res.raw["version"])
     removes = [a for a in actions if isinstance(a, it.RemoveFile)]
     assert len(removes) == 6 and all(r.data_change and r.size and r.partition_values for r in removes)
-    assert all(os.path.exists(os.path.join(path, r.path)) for r in removes)    # logical: PURGE deletes later
-    assert read_all(t, res.raw["version"] - 1) == before                        # time travel still sees them
+    assert all(os.path.exists(os.path.join(path, r.path)) for r in removes)  # logical: PURGE deletes later
+    assert read_all(t, res.raw["version"] - 1) == before  # time travel still sees them
     # Nothing matches: no new version.
     again = t.drop_partitions("day = '2024-01-02'")
     assert again["status"] == "NO_ACTION" and again["version"] is None and t.version() == res.raw["version"]
@@ -82,7 +83,7 @@ def test_repair_writes_a_clean_log_and_never_touches_the_source(tmp_path):
     assert res.raw["status"] == "SUCCESS" and res.raw["sourceVersion"] == t.version()
     assert res.raw["totalSplits"] == t.snapshot().num_files and res.raw["missingSplits"] == 1
     assert res.raw["missingPaths"] == [lost] and res.raw["validSplits"] == res.raw["totalSplits"] - 1
-    assert _tree_digest(path) == digest                                   # the source is only read
+    assert _tree_digest(path) == digest  # the source is only read
     assert os.listdir(target) == ["00000000000000000000.json"]
     # Swap the repaired log in: the table reads every row but the lost split's.
     shutil.move(os.path.join(path, "_transaction_log"), str(tmp_path / "old_log"))
@@ -108,28 +109,34 @@ def test_repair_writes_a_clean_log_and_never_touches_the_source(tmp_path):
 def test_describe_transaction_log_and_state(tmp_path):
     path = str(tmp_path / "t")
     opts = {"checkpoint.interval": "2"}
-    small_splits_table(path, 3, options=opts)           # versions 0..2, state at 2
+    small_splits_table(path, 3, options=opts)  # versions 0..2, state at 2
     t = it.IndexTable(path, opts)
-    t.drop_partitions("day = '2024-01-03'")              # version 3
+    t.drop_partitions("day = '2024-01-03'")  # version 3
     # Current: the state of version 2 (is_checkpoint rows) and version 3.
     cur = t.describe_transaction_log()
     assert cur.schema == results.TRANSACTION_LOG.schema
     rows_ = results.python_rows(cur)
     cp = [r for r in rows_ if r["is_checkpoint"]]
-    assert {r["version"] for r in cp} == {2} and cp[0]["log_file_path"].endswith("state-v00000000000000000002/_manifest.avro")
+    assert {r["version"] for r in cp} == {2} and cp[0]["log_file_path"].endswith(
+        "state-v00000000000000000002/_manifest.avro"
+    )
     assert [r["action_type"] for r in cp][:2] == ["protocol", "metadata"]
     assert sum(1 for r in cp if r["action_type"] == "add") == 9
     later = [r for r in rows_ if not r["is_checkpoint"]]
     assert {r["version"] for r in later} == {3}
     removes = [r for r in later if r["action_type"] == "remove"]
     assert len(removes) == 3 and all(r["commit_operation"] == "DROP PARTITIONS" for r in removes)
-    assert isinstance(removes[0]["deletion_timestamp"], dt.datetime) and removes[0]["partition_values"] == {"day": "2024-01-03"}
+    assert isinstance(removes[0]["deletion_timestamp"], dt.datetime) and removes[0]["partition_values"] == {
+        "day": "2024-01-03"
+    }
     add = next(r for r in cp if r["action_type"] == "add")
     assert add["num_records"] > 0 and add["has_footer_offsets"] and add["doc_mapping_ref"] and add["min_values"]
     # INCLUDE ALL: every version file, oldest first, no checkpoint rows.
     everything = run(f"DESCRIBE INDEXTABLES TRANSACTION LOG '{path}' INCLUDE ALL", opts).raw
     assert everything.column("version").to_pylist() == sorted(everything.column("version").to_pylist())
-    assert set(everything.column("version").to_pylist()) == {0, 1, 2, 3} and not any(everything.column("is_checkpoint").to_pylist())
+    assert set(everything.column("version").to_pylist()) == {0, 1, 2, 3} and not any(
+        everything.column("is_checkpoint").to_pylist()
+    )
     kinds = results.python_rows(everything)
     assert {r["action_type"] for r in kinds} == {"commit_info", "protocol", "metadata", "add", "remove"}
     meta = next(r for r in kinds if r["action_type"] == "metadata")
@@ -167,12 +174,29 @@ def test_checkpoint_compact_truncate_through_the_dispatcher(tmp_path):
 
 def test_result_specs_convert_camel_case_dicts():
     spec = results.MERGE_SPLITS
-    table = spec.row({"tablePath": "/t", "status": "SUCCESS", "targetSize": 5, "durationMs": 1,
-                      "skippedFiles": [{"path": "a", "reason": "r", "operation": "merge", "skipTimestamp": 1000,
-                                        "retryAfter": 2000, "skipCount": 2}]})
+    table = spec.row(
+        {
+            "tablePath": "/t",
+            "status": "SUCCESS",
+            "targetSize": 5,
+            "durationMs": 1,
+            "skippedFiles": [
+                {
+                    "path": "a",
+                    "reason": "r",
+                    "operation": "merge",
+                    "skipTimestamp": 1000,
+                    "retryAfter": 2000,
+                    "skipCount": 2,
+                }
+            ],
+        }
+    )
     assert table.schema == spec.schema and table.num_rows == 1
     row = results.python_rows(table)[0]
-    assert row["table_path"] == "/t" and row["target_size"] == 5 and row["duration_ms"] == 1.0 and row["version"] is None
+    assert (
+        row["table_path"] == "/t" and row["target_size"] == 5 and row["duration_ms"] == 1.0 and row["version"] is None
+    )
     skip = row["skipped_files"][0]
     assert skip["skip_count"] == 2 and skip["retry_after"] == dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.timezone.utc)
     assert results.camel("num_skips_cooling_down") == "numSkipsCoolingDown"
@@ -190,7 +214,7 @@ def test_commands_on_every_backend(storage_backend):
     res = t.merge_splits()
     assert res["status"] == "SUCCESS" and t.snapshot().num_files == 3 and read_all(t) == before
     assert t.drop_partitions("day = '2024-01-03'")["splitsRemoved"] == 1
-    assert run(f"DESCRIBE INDEXTABLES STATE '{uri}'", opts).raw["numFiles"] == 3   # state at the merge version
+    assert run(f"DESCRIBE INDEXTABLES STATE '{uri}'", opts).raw["numFiles"] == 3  # state at the merge version
     log_rows = t.describe_transaction_log(include_all=True)
     assert set(log_rows.column("version").to_pylist()) == set(range(t.version() + 1))
     # Purge a while from now (object stores keep their own file times): the 12 merged-away sources
@@ -203,7 +227,7 @@ def test_commands_on_every_backend(storage_backend):
     p = purge(t.log, older_than_hours=7 * 24, tx_log_retention_hours=30 * 24, now_ms=later)
     assert p["splitsDeleted"] == 0 and p["orphanedSplitsFound"] == 0
     p = purge(t.log, older_than_hours=7 * 24, tx_log_retention_hours=7 * 24, now_ms=later)
-    assert p["versionFilesDeleted"] == res["version"] and p["splitsDeleted"] == 12   # history before the merge's state
+    assert p["versionFilesDeleted"] == res["version"] and p["splitsDeleted"] == 12  # history before the merge's state
     assert len(read_all(it.IndexTable(uri, opts))) == len([r for r in before if r[4] != "2024-01-03"])
     target = storage_backend.child("repaired").uri
     rep = it.IndexTable(uri, opts).repair_transaction_log(target)
@@ -218,9 +242,9 @@ def test_repair_and_purge_keep_row_level_deletes(tmp_path):
     path = str(tmp_path / "t")
     small_splits_table(path, 3)
     t = it.IndexTable(path)
-    t.delete("views < 300")                                 # positional delete logs
-    t.delete("region = 'eu'", kind="equality")              # an equality log: splits added before it
-    append(path, rows(30, start=900))                       # added after: its 'eu' rows stay
+    t.delete("views < 300")  # positional delete logs
+    t.delete("region = 'eu'", kind="equality")  # an equality log: splits added before it
+    append(path, rows(30, start=900))  # added after: its 'eu' rows stay
     expected = live_rows(t)
     assert expected and not any(r[2] < 300 for r in expected if r[0] < 900)
     assert any(r[3] == "eu" for r in expected if r[0] >= 900) and not any(r[3] == "eu" for r in expected if r[0] < 900)
@@ -238,7 +262,7 @@ def test_repair_and_purge_keep_row_level_deletes(tmp_path):
     shutil.move(target, os.path.join(path, "_transaction_log"))
     repaired = it.IndexTable(path)
     left_out = {r[0] for r in split_rows(t, next(f for f in snap.files if f.path == positional.split_path))}
-    assert live_rows(repaired) == [r for r in expected if r[0] not in left_out]   # deletes still applied
+    assert live_rows(repaired) == [r for r in expected if r[0] not in left_out]  # deletes still applied
     # Back to the original log; merge rewrites the deletes away, then PURGE drops the old logs.
     shutil.rmtree(os.path.join(path, "_transaction_log"))
     shutil.move(str(tmp_path / "old_log"), os.path.join(path, "_transaction_log"))
@@ -257,14 +281,20 @@ def test_describe_transaction_log_shows_delete_logs_and_stats_files(tmp_path):
     opts = {"spark.indextables.indexing.bloomfilter.columns": "region", "checkpoint.interval": "3"}
     small_splits_table(path, 2, options=opts)
     t = it.IndexTable(path, opts)
-    t.delete("views < 100")                                             # version 2: positional logs
+    t.delete("views < 100")  # version 2: positional logs
     rows_ = results.python_rows(t.describe_transaction_log(include_all=True))
     logs = [r for r in rows_ if r["action_type"] == "delete_log"]
-    assert logs and all(r["version"] == 2 and r["delete_log_kind"] == "POSITIONAL" and r["delete_log_split_path"]
-                        and r["delete_log_num_entries"] > 0 and r["path"].startswith("_delete_logs/") for r in logs)
+    assert logs and all(
+        r["version"] == 2
+        and r["delete_log_kind"] == "POSITIONAL"
+        and r["delete_log_split_path"]
+        and r["delete_log_num_entries"] > 0
+        and r["path"].startswith("_delete_logs/")
+        for r in logs
+    )
     stats = [r for r in rows_ if r["action_type"] == "stats_files"]
     assert {r["stats_key"] for r in stats} == {"bloomfilter"} and sum(len(r["stats_files"]) for r in stats) == 6
-    append(path, rows(20, start=500), options=opts)                     # version 3: a checkpoint
+    append(path, rows(20, start=500), options=opts)  # version 3: a checkpoint
     current = results.python_rows(t.describe_transaction_log())
     cp = [r for r in current if r["is_checkpoint"]]
     assert {r["version"] for r in cp} == {3}

@@ -1,4 +1,5 @@
 """MERGE SPLITS without Spark: real splits, real log (the Spark route is in test_sql_commands.py)."""
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,7 @@ def test_merge_many_small_splits_with_a_corrupt_one(tmp_path):
     """≥ 50 small splits over 3 partitions; one corrupt split is skipped (mergeskip) and left live;
     the next merge honours the cooldown; rows and query results are the same throughout."""
     path = str(tmp_path / "t")
-    small_splits_table(path, 18)                         # 18 writes × 3 day partitions = 54 splits
+    small_splits_table(path, 18)  # 18 writes × 3 day partitions = 54 splits
     t = it.IndexTable(path)
     files = t.snapshot().files
     assert len(files) == 54
@@ -61,7 +62,7 @@ def test_merge_many_small_splits_with_a_corrupt_one(tmp_path):
 
     t = it.IndexTable(path)
     snap = t.snapshot()
-    assert snap.num_files == 4 and victim.path in _live_paths(t)      # 3 merged + the corrupt one, left in place
+    assert snap.num_files == 4 and victim.path in _live_paths(t)  # 3 merged + the corrupt one, left in place
     merged = [f for f in snap.files if f.path != victim.path]
     assert all(f.num_merge_ops == 1 and f.data_change is False for f in merged)
     assert sum(f.num_records for f in merged) == len(expected_rows) - victim.num_records
@@ -71,7 +72,7 @@ def test_merge_many_small_splits_with_a_corrupt_one(tmp_path):
     described = t.describe_state()
     assert described["numSkippedFiles"] == 1 and described["numSkipsCoolingDown"] == 1
     assert described["skippedFiles"][0]["path"] == victim.path
-    assert described["numTombstones"] == 0 and described["version"] == res["version"]   # compacted after merge
+    assert described["numTombstones"] == 0 and described["version"] == res["version"]  # compacted after merge
 
     # The version file holds removes (dataChange=false), adds and the mergeskip, atomically.
     actions = t.log.read_actions(res["version"])
@@ -129,10 +130,10 @@ def test_concurrent_remove_of_a_source_fails_the_merge_cleanly(tmp_path):
     before_files = _split_files(path)
     plan = merge.plan_merge(t.log)
     assert len(plan.groups.groups) == 3
-    t.drop_partitions("day = '2024-01-01'")            # removes sources of one group concurrently
+    t.drop_partitions("day = '2024-01-01'")  # removes sources of one group concurrently
     with pytest.raises(ConcurrentModificationError, match="removed concurrently"):
         merge.execute_merge(plan)
-    assert _split_files(path) == before_files          # the merged splits were deleted again
+    assert _split_files(path) == before_files  # the merged splits were deleted again
     assert it.IndexTable(path).history()[0]["operation"] == "DROP PARTITIONS"
 
 
@@ -147,8 +148,9 @@ def test_merge_options_where_and_limits(tmp_path):
         by_day.setdefault(f.partition_values["day"], []).append(f)
     assert len(by_day["2024-01-01"]) == 1 and len(by_day["2024-01-02"]) == 6
     # Through the command text: at most 2 sources per merge, at most 2 destination splits.
-    cmd = parse_command(f"merge splits '{path}' where day <> '2024-01-01' max source splits per merge 2 "
-                        f"max dest splits 2")
+    cmd = parse_command(
+        f"merge splits '{path}' where day <> '2024-01-01' max source splits per merge 2 max dest splits 2"
+    )
     out = execute(cmd)
     assert out.raw["mergeGroups"] == 2 and out.raw["sourceSplitsMerged"] == 4
     assert out.table.column("merge_groups").to_pylist() == [2]
@@ -161,23 +163,32 @@ def test_merge_options_where_and_limits(tmp_path):
 
 
 def _add(i: int, day: str, size: int, version: int, ref: str = "r") -> AddFile:
-    return AddFile(f"day={day}/splits/s{i}.split", {"day": day}, size, 1000 + i, added_at_version=version,
-                   doc_mapping_ref=ref, num_records=10)
+    return AddFile(
+        f"day={day}/splits/s{i}.split",
+        {"day": day},
+        size,
+        1000 + i,
+        added_at_version=version,
+        doc_mapping_ref=ref,
+        num_records=10,
+    )
 
 
 def test_plan_groups_bin_packing():
     cfg = merge.MergeConfig(target_size=100, max_source_splits_per_merge=3)
     files = [_add(i, "a", 30, i) for i in range(7)] + [_add(10 + i, "b", 20, 20 + i) for i in range(2)]
-    files += [_add(50, "a", 45, 0), _add(51, "a", 10, 0, ref="other")]     # too large (>= 45%), other mapping
+    files += [_add(50, "a", 45, 0), _add(51, "a", 10, 0, ref="other")]  # too large (>= 45%), other mapping
     now = 10_000
     skips = {files[1].path: SkipAction(files[1].path, 1, "bad", "merge", retry_after=now + 1)}
     plan = merge.plan_groups(files, skips, now, cfg, "r")
     assert plan.too_large == 1 and plan.other_mapping == [files[-1].path] and plan.cooling_down == [files[1].path]
     sizes = [[f.path for f in g.sources] for g in plan.groups]
     # partition a (oldest first, skipping the cooling-down s1): [s0,s2,s3] (90), [s4,s5,s6]; then b: [s10,s11]
-    assert sizes == [["day=a/splits/s0.split", "day=a/splits/s2.split", "day=a/splits/s3.split"],
-                     ["day=a/splits/s4.split", "day=a/splits/s5.split", "day=a/splits/s6.split"],
-                     ["day=b/splits/s10.split", "day=b/splits/s11.split"]]
+    assert sizes == [
+        ["day=a/splits/s0.split", "day=a/splits/s2.split", "day=a/splits/s3.split"],
+        ["day=a/splits/s4.split", "day=a/splits/s5.split", "day=a/splits/s6.split"],
+        ["day=b/splits/s10.split", "day=b/splits/s11.split"],
+    ]
     assert [g.partition_values for g in plan.groups] == [{"day": "a"}, {"day": "a"}, {"day": "b"}]
     limited = merge.plan_groups(files, {}, now, merge.MergeConfig(target_size=100, max_dest_splits=1), "r")
     assert len(limited.groups) == 1 and limited.groups[0].sources[0].path == "day=a/splits/s0.split"

@@ -1,4 +1,5 @@
 """The command-text parser: every command form, what is not ours, and syntax errors with positions."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,75 +12,107 @@ G = 1 << 30
 M = 1 << 20
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("CHECKPOINT INDEXTABLES '/t'", p.Checkpoint("/t")),
-    ("checkpoint indextable \"s3://b/t\";", p.Checkpoint("s3://b/t")),
-    ("  Compact IndexTables 'abfss://c@a.dfs.core.windows.net/t'  ", p.Compact("abfss://c@a.dfs.core.windows.net/t")),
-    ("DESCRIBE INDEXTABLES STATE '/t'", p.DescribeState("/t")),
-    ("desc indextables state '/it''s'", p.DescribeState("/it's")),
-    ("DESCRIBE INDEXTABLES TRANSACTION LOG '/t'", p.DescribeTransactionLog("/t", False)),
-    ("describe indextables transaction log '/t' include all", p.DescribeTransactionLog("/t", True)),
-    ("MERGE SPLITS '/t'", p.MergeSplits("/t")),
-    ("MERGE SPLITS '/t' TARGET SIZE 100M", p.MergeSplits("/t", target_size=100 * M)),
-    ("merge splits '/t' target size 2 G max dest splits 5", p.MergeSplits("/t", target_size=2 * G, max_dest_splits=5)),
-    ("MERGE SPLITS '/t' WHERE date = '2024-01-01' AND (region IN ('a', 'b') OR x > 3) TARGET SIZE 1G "
-     "MAX SOURCE SPLITS PER MERGE 100",
-     p.MergeSplits("/t", "date = '2024-01-01' AND (region IN ('a', 'b') OR x > 3)", G, None, 100)),
-    ("MERGE SPLITS '/t' MAX SOURCE SPLITS PER MERGE 10 WHERE d = 'target size'",
-     p.MergeSplits("/t", "d = 'target size'", None, None, 10)),
-    ("PURGE INDEXTABLE '/t'", p.Purge("/t")),
-    ("PURGE INDEXTABLES '/t' OLDER THAN 7 DAYS", p.Purge("/t", 168.0)),
-    ("purge indextable '/t' older than 36 hours transaction log retention 2 days dry run",
-     p.Purge("/t", 36.0, 48.0, True)),
-    ("PURGE INDEXTABLE '/t' DRY RUN OLDER THAN 1.5 DAY", p.Purge("/t", 36.0, None, True)),
-    ("TRUNCATE INDEXTABLES TIME TRAVEL '/t'", p.TruncateTimeTravel("/t", False)),
-    ("truncate indextables time travel '/t' dry run;", p.TruncateTimeTravel("/t", True)),
-    ("DROP INDEXTABLES PARTITIONS FROM '/t' WHERE year > '2020' OR month BETWEEN 1 AND 6",
-     p.DropPartitions("/t", "year > '2020' OR month BETWEEN 1 AND 6")),
-    ("REPAIR INDEXFILES TRANSACTION LOG '/t/_transaction_log' AT LOCATION '/t/_repaired'",
-     p.RepairTransactionLog("/t/_transaction_log", "/t/_repaired")),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("CHECKPOINT INDEXTABLES '/t'", p.Checkpoint("/t")),
+        ('checkpoint indextable "s3://b/t";', p.Checkpoint("s3://b/t")),
+        (
+            "  Compact IndexTables 'abfss://c@a.dfs.core.windows.net/t'  ",
+            p.Compact("abfss://c@a.dfs.core.windows.net/t"),
+        ),
+        ("DESCRIBE INDEXTABLES STATE '/t'", p.DescribeState("/t")),
+        ("desc indextables state '/it''s'", p.DescribeState("/it's")),
+        ("DESCRIBE INDEXTABLES TRANSACTION LOG '/t'", p.DescribeTransactionLog("/t", False)),
+        ("describe indextables transaction log '/t' include all", p.DescribeTransactionLog("/t", True)),
+        ("MERGE SPLITS '/t'", p.MergeSplits("/t")),
+        ("MERGE SPLITS '/t' TARGET SIZE 100M", p.MergeSplits("/t", target_size=100 * M)),
+        (
+            "merge splits '/t' target size 2 G max dest splits 5",
+            p.MergeSplits("/t", target_size=2 * G, max_dest_splits=5),
+        ),
+        (
+            "MERGE SPLITS '/t' WHERE date = '2024-01-01' AND (region IN ('a', 'b') OR x > 3) TARGET SIZE 1G "
+            "MAX SOURCE SPLITS PER MERGE 100",
+            p.MergeSplits("/t", "date = '2024-01-01' AND (region IN ('a', 'b') OR x > 3)", G, None, 100),
+        ),
+        (
+            "MERGE SPLITS '/t' MAX SOURCE SPLITS PER MERGE 10 WHERE d = 'target size'",
+            p.MergeSplits("/t", "d = 'target size'", None, None, 10),
+        ),
+        ("PURGE INDEXTABLE '/t'", p.Purge("/t")),
+        ("PURGE INDEXTABLES '/t' OLDER THAN 7 DAYS", p.Purge("/t", 168.0)),
+        (
+            "purge indextable '/t' older than 36 hours transaction log retention 2 days dry run",
+            p.Purge("/t", 36.0, 48.0, True),
+        ),
+        ("PURGE INDEXTABLE '/t' DRY RUN OLDER THAN 1.5 DAY", p.Purge("/t", 36.0, None, True)),
+        ("TRUNCATE INDEXTABLES TIME TRAVEL '/t'", p.TruncateTimeTravel("/t", False)),
+        ("truncate indextables time travel '/t' dry run;", p.TruncateTimeTravel("/t", True)),
+        (
+            "DROP INDEXTABLES PARTITIONS FROM '/t' WHERE year > '2020' OR month BETWEEN 1 AND 6",
+            p.DropPartitions("/t", "year > '2020' OR month BETWEEN 1 AND 6"),
+        ),
+        (
+            "REPAIR INDEXFILES TRANSACTION LOG '/t/_transaction_log' AT LOCATION '/t/_repaired'",
+            p.RepairTransactionLog("/t/_transaction_log", "/t/_repaired"),
+        ),
+    ],
+)
 def test_commands_parse(text, expected):
     assert parse_command(text) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "SELECT 1", "select * from t where x = 'CHECKPOINT INDEXTABLES'", "MERGE INTO t USING s ON t.id = s.id",
-    "DROP TABLE t", "DESCRIBE TABLE t", "TRUNCATE TABLE t", "REPAIR TABLE t", "CHECKPOINTS", "with x as (select 1) select * from x",
-    "select 'unterminated",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT 1",
+        "select * from t where x = 'CHECKPOINT INDEXTABLES'",
+        "MERGE INTO t USING s ON t.id = s.id",
+        "DROP TABLE t",
+        "DESCRIBE TABLE t",
+        "TRUNCATE TABLE t",
+        "REPAIR TABLE t",
+        "CHECKPOINTS",
+        "with x as (select 1) select * from x",
+        "select 'unterminated",
+    ],
+)
 def test_other_text_is_not_ours(text):
     assert parse_command(text) is None
 
 
-@pytest.mark.parametrize("text, position, fragment", [
-    ("CHECKPOINT INDEXTABLES /t", 23, "expected a quoted table path, found '/' (put the path in quotes)"),
-    ("CHECKPOINT TABLE '/t'", 11, "expected INDEXTABLES, found 'TABLE'"),
-    ("CHECKPOINT INDEXTABLES '/t", 23, "unterminated quoted text"),
-    ("CHECKPOINT INDEXTABLES ''", 23, "the path is empty"),
-    ("CHECKPOINT INDEXTABLES '/t' NOW", 28, "unexpected 'NOW' after the end of the command"),
-    ("DESCRIBE INDEXTABLES STATUS '/t'", 21, "expected STATE, TRANSACTION LOG or DISK CACHE"),
-    ("DESCRIBE INDEXTABLES TRANSACTION LOG '/t' INCLUDE SOME", 50, "expected ALL, found 'SOME'"),
-    ("MERGE SPLITS '/t' TARGET SIZE 10X", 30, "unknown size unit 'X'"),
-    ("MERGE SPLITS '/t' TARGET SIZE big", 30, "expected a size such as 100M"),
-    ("MERGE SPLITS '/t' MAX DEST SPLITS 0", 34, "MAX DEST SPLITS must be at least 1"),
-    ("MERGE SPLITS '/t' MAX DEST SPLITS 2.5", 34, "expected a whole number for MAX DEST SPLITS"),
-    ("MERGE SPLITS '/t' MAX SOURCE SPLITS PER MERGE 1", 18, "must be at least 2"),
-    ("MERGE SPLITS '/t' MAX SPLITS 3", 22, "expected DEST SPLITS or SOURCE SPLITS PER MERGE after MAX"),
-    ("MERGE SPLITS '/t' WHERE (a = 1", 30, "missing ')'"),
-    ("MERGE SPLITS '/t' WHERE a = 1) TARGET SIZE 1G", 29, "unbalanced ')'"),
-    ("MERGE SPLITS '/t' WHERE TARGET SIZE 1M", 24, "expected a partition predicate after WHERE"),
-    ("MERGE SPLITS '/t' TARGET SIZE 1M TARGET SIZE 2M", 33, "TARGET SIZE is given twice"),
-    ("MERGE SPLITS '/t' LIMIT 3", 18, "expected WHERE, TARGET SIZE"),
-    ("PURGE INDEXTABLE '/t' OLDER THAN 7 WEEKS", 35, "expected DAYS or HOURS after OLDER THAN 7"),
-    ("PURGE INDEXTABLE '/t' OLDER THAN seven DAYS", 33, "expected a number after OLDER THAN"),
-    ("PURGE INDEXTABLE '/t' DRY RUN DRY RUN", 30, "DRY RUN is given twice"),
-    ("PURGE INDEXTABLE '/t' NOW", 22, "expected OLDER THAN, TRANSACTION LOG RETENTION or DRY RUN"),
-    ("TRUNCATE INDEXTABLES TIME '/t'", 26, "expected TRAVEL"),
-    ("DROP INDEXTABLES PARTITIONS FROM '/t'", 37, "needs a WHERE clause"),
-    ("DROP INDEXTABLES PARTITIONS '/t' WHERE a = 1", 28, "expected FROM"),
-    ("REPAIR INDEXFILES TRANSACTION LOG '/t/_transaction_log' TO '/x'", 56, "expected AT"),
-])
+@pytest.mark.parametrize(
+    "text, position, fragment",
+    [
+        ("CHECKPOINT INDEXTABLES /t", 23, "expected a quoted table path, found '/' (put the path in quotes)"),
+        ("CHECKPOINT TABLE '/t'", 11, "expected INDEXTABLES, found 'TABLE'"),
+        ("CHECKPOINT INDEXTABLES '/t", 23, "unterminated quoted text"),
+        ("CHECKPOINT INDEXTABLES ''", 23, "the path is empty"),
+        ("CHECKPOINT INDEXTABLES '/t' NOW", 28, "unexpected 'NOW' after the end of the command"),
+        ("DESCRIBE INDEXTABLES STATUS '/t'", 21, "expected STATE, TRANSACTION LOG or DISK CACHE"),
+        ("DESCRIBE INDEXTABLES TRANSACTION LOG '/t' INCLUDE SOME", 50, "expected ALL, found 'SOME'"),
+        ("MERGE SPLITS '/t' TARGET SIZE 10X", 30, "unknown size unit 'X'"),
+        ("MERGE SPLITS '/t' TARGET SIZE big", 30, "expected a size such as 100M"),
+        ("MERGE SPLITS '/t' MAX DEST SPLITS 0", 34, "MAX DEST SPLITS must be at least 1"),
+        ("MERGE SPLITS '/t' MAX DEST SPLITS 2.5", 34, "expected a whole number for MAX DEST SPLITS"),
+        ("MERGE SPLITS '/t' MAX SOURCE SPLITS PER MERGE 1", 18, "must be at least 2"),
+        ("MERGE SPLITS '/t' MAX SPLITS 3", 22, "expected DEST SPLITS or SOURCE SPLITS PER MERGE after MAX"),
+        ("MERGE SPLITS '/t' WHERE (a = 1", 30, "missing ')'"),
+        ("MERGE SPLITS '/t' WHERE a = 1) TARGET SIZE 1G", 29, "unbalanced ')'"),
+        ("MERGE SPLITS '/t' WHERE TARGET SIZE 1M", 24, "expected a partition predicate after WHERE"),
+        ("MERGE SPLITS '/t' TARGET SIZE 1M TARGET SIZE 2M", 33, "TARGET SIZE is given twice"),
+        ("MERGE SPLITS '/t' LIMIT 3", 18, "expected WHERE, TARGET SIZE"),
+        ("PURGE INDEXTABLE '/t' OLDER THAN 7 WEEKS", 35, "expected DAYS or HOURS after OLDER THAN 7"),
+        ("PURGE INDEXTABLE '/t' OLDER THAN seven DAYS", 33, "expected a number after OLDER THAN"),
+        ("PURGE INDEXTABLE '/t' DRY RUN DRY RUN", 30, "DRY RUN is given twice"),
+        ("PURGE INDEXTABLE '/t' NOW", 22, "expected OLDER THAN, TRANSACTION LOG RETENTION or DRY RUN"),
+        ("TRUNCATE INDEXTABLES TIME '/t'", 26, "expected TRAVEL"),
+        ("DROP INDEXTABLES PARTITIONS FROM '/t'", 37, "needs a WHERE clause"),
+        ("DROP INDEXTABLES PARTITIONS '/t' WHERE a = 1", 28, "expected FROM"),
+        ("REPAIR INDEXFILES TRANSACTION LOG '/t/_transaction_log' TO '/x'", 56, "expected AT"),
+    ],
+)
 def test_syntax_errors_name_the_position(text, position, fragment):
     with pytest.raises(CommandSyntaxError) as ei:
         parse_command(text)

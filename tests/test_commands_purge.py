@@ -1,5 +1,6 @@
 """PURGE INDEXTABLE: what it deletes, what it never deletes, dry runs, retention checks, and safety
 under concurrent appends and merges (every retained version still reads)."""
+
 from __future__ import annotations
 
 import os
@@ -46,9 +47,9 @@ def _check_retained_versions(t: it.IndexTable) -> list[int]:
 
 def test_purge_deletes_old_orphans_and_covered_versions(tmp_path):
     path = str(tmp_path / "t")
-    small_splits_table(path, 6)                 # versions 0..5, 18 splits
+    small_splits_table(path, 6)  # versions 0..5, 18 splits
     t = it.IndexTable(path)
-    merged = t.merge_splits()                   # version 6 (+ its compacted state): 18 removes, 3 adds
+    merged = t.merge_splits()  # version 6 (+ its compacted state): 18 removes, 3 adds
     assert merged["version"] == 6
     expected = read_all(t)
     some_split = t.snapshot().files[0].path
@@ -64,19 +65,23 @@ def test_purge_deletes_old_orphans_and_covered_versions(tmp_path):
     # Ten days later (file times moved back): the 18 merged-away sources and the orphan are orphans.
     age_tree(path, 10 * DAY_H)
     before = _files(path)
-    dry = execute(parse_command(f"PURGE INDEXTABLE '{path}' OLDER THAN 7 DAYS TRANSACTION LOG RETENTION 7 DAYS DRY RUN"))
-    assert _files(path) == before                                   # a dry run deletes nothing
+    dry = execute(
+        parse_command(f"PURGE INDEXTABLE '{path}' OLDER THAN 7 DAYS TRANSACTION LOG RETENTION 7 DAYS DRY RUN")
+    )
+    assert _files(path) == before  # a dry run deletes nothing
     assert dry.raw["status"] == "DRY_RUN" and dry.raw["splitsDeleted"] == 19
     assert dry.raw["versionFilesDeleted"] == 6 and dry.raw["oldestRetainedVersion"] == 6
     assert orphan in dry.raw["deletedSplits"] and some_split not in dry.raw["deletedSplits"]
     assert dry.table.column("splits_deleted").to_pylist() == [19]
 
     res = t.purge(older_than_hours=7 * DAY_H, tx_log_retention_hours=7 * DAY_H)
-    assert {k: res[k] for k in ("splitsDeleted", "versionFilesDeleted", "bytesDeleted")} == \
-        {k: dry.raw[k] for k in ("splitsDeleted", "versionFilesDeleted", "bytesDeleted")}
+    assert {k: res[k] for k in ("splitsDeleted", "versionFilesDeleted", "bytesDeleted")} == {
+        k: dry.raw[k] for k in ("splitsDeleted", "versionFilesDeleted", "bytesDeleted")
+    }
     after = _files(path)
-    assert sorted(set(before) - set(after)) == sorted(res["deletedSplits"] + [
-        f"_transaction_log/{v:020d}.json" for v in range(6)])
+    assert sorted(set(before) - set(after)) == sorted(
+        res["deletedSplits"] + [f"_transaction_log/{v:020d}.json" for v in range(6)]
+    )
     assert "notes.txt" in after and all(f.path in after for f in t.snapshot().files)
     assert read_all(it.IndexTable(path)) == expected
     assert _check_retained_versions(it.IndexTable(path)) == [6]
@@ -91,12 +96,12 @@ def test_purge_keeps_history_readable_from_a_checkpoint(tmp_path):
     """Version files go only below a checkpoint all older ones are covered by; every version left reads."""
     path = str(tmp_path / "t")
     opts = {"checkpoint.interval": "3"}
-    small_splits_table(path, 5, options=opts)               # versions 0..4, state at 3
+    small_splits_table(path, 5, options=opts)  # versions 0..4, state at 3
     t = it.IndexTable(path, opts)
-    t.drop_partitions("day = '2024-01-03'")                 # version 5
-    age_tree(path, 10 * DAY_H)                              # 0..5 and their splits are old
-    small_splits_table(str(tmp_path / "t"), 2, options=opts)   # versions 6, 7 (young), state at 6
-    t.merge_splits(where="day = '2024-01-01'")              # version 8 (young)
+    t.drop_partitions("day = '2024-01-03'")  # version 5
+    age_tree(path, 10 * DAY_H)  # 0..5 and their splits are old
+    small_splits_table(str(tmp_path / "t"), 2, options=opts)  # versions 6, 7 (young), state at 6
+    t.merge_splits(where="day = '2024-01-01'")  # version 8 (young)
     res = t.purge(older_than_hours=7 * DAY_H, tx_log_retention_hours=7 * DAY_H)
     # The newest checkpoint with only old versions below it is the state of version 6 (versions 0..5 old).
     assert res["oldestRetainedVersion"] == 6 and res["versionFilesDeleted"] == 6
@@ -125,7 +130,7 @@ def test_purge_retention_checks_and_bad_paths(tmp_path):
         it.IndexTable(path, {"purge.minRetentionHours": "48"}).purge(older_than_hours=30)
     # Explicit override: a young orphan goes at once.
     orphan = _plant_orphan(path, t.snapshot().files[0].path, "split-young-orphan.split")
-    time.sleep(0.01)   # "older than 0 hours": at least a millisecond old
+    time.sleep(0.01)  # "older than 0 hours": at least a millisecond old
     res = it.IndexTable(path, {"spark.indextables.purge.retentionCheckEnabled": "false"}).purge(older_than_hours=0)
     assert res["deletedSplits"] == [orphan] and not os.path.exists(os.path.join(path, orphan))
     with pytest.raises(it.TableNotFoundError):
@@ -141,7 +146,7 @@ def test_concurrent_append_and_purge_never_delete_a_referenced_split(tmp_path):
     t = it.IndexTable(path, opts)
     t.merge_splits()
     orphans = [_plant_orphan(path, t.snapshot().files[0].path, f"split-orphan-{i}.split") for i in range(3)]
-    age_tree(path, 10 * DAY_H)          # all history so far is old: purges delete aggressively
+    age_tree(path, 10 * DAY_H)  # all history so far is old: purges delete aggressively
     errors: list[BaseException] = []
     done = threading.Event()
 

@@ -1,4 +1,5 @@
 """Concurrent committers on one table: contiguous versions, no lost adds (no Spark)."""
+
 from __future__ import annotations
 
 import gzip
@@ -94,7 +95,10 @@ def test_version_files_are_gzip_ndjson_with_20_digit_names(tmp_path):
     assert add["path"] == "splits/a.split"
     assert add["partitionValues"] == {"d": "x"}
     assert add["size"] == 10 and add["modificationTime"] == 123 and add["dataChange"] is True
-    v0 = [json.loads(l) for l in gzip.decompress(open(os.path.join(path, LOG_DIR, names[0]), "rb").read()).decode().splitlines()]
+    v0 = [
+        json.loads(l)
+        for l in gzip.decompress(open(os.path.join(path, LOG_DIR, names[0]), "rb").read()).decode().splitlines()
+    ]
     proto = next(l["protocol"] for l in v0 if "protocol" in l)
     meta = next(l["metaData"] for l in v0 if "metaData" in l)
     assert proto["minReaderVersion"] == 4 and proto["minWriterVersion"] == 4

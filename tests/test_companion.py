@@ -1,6 +1,7 @@
 """Companion indexes (issue 15): BUILD INDEXTABLES COMPANION over Delta, Iceberg and Parquet tables;
 reads through the index return the source's rows (differential against the source read directly),
 incremental sync, refusals, maintenance."""
+
 from __future__ import annotations
 
 import datetime
@@ -23,16 +24,19 @@ INDEXING = {"body": "text"}
 
 # -- sources ---------------------------------------------------------------------------------------
 
+
 def write_delta(path: str, data: pa.Table, mode: str = "append", partition_by=("day",), storage_options=None) -> None:
     from deltalake import write_deltalake
 
     write_deltalake(path, data, mode=mode, partition_by=list(partition_by) or None, storage_options=storage_options)
 
 
-def write_parquet_dir(path: str, data: pa.Table, partition_by=("day",), name: str = "part-{i}.parquet",
-                      row_group_size: int = 64) -> None:
-    pq.write_to_dataset(data, path, partition_cols=list(partition_by) or None, basename_template=name,
-                        row_group_size=row_group_size)
+def write_parquet_dir(
+    path: str, data: pa.Table, partition_by=("day",), name: str = "part-{i}.parquet", row_group_size: int = 64
+) -> None:
+    pq.write_to_dataset(
+        data, path, partition_cols=list(partition_by) or None, basename_template=name, row_group_size=row_group_size
+    )
 
 
 def iceberg_catalog(tmp_path):
@@ -42,8 +46,10 @@ def iceberg_catalog(tmp_path):
     wh.mkdir(exist_ok=True)
     cat = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{wh}")
     cat.create_namespace_if_not_exists("db")
-    return cat, {"iceberg.catalog.c.uri": f"sqlite:///{tmp_path}/catalog.db",
-                 "iceberg.catalog.c.warehouse": f"file://{wh}"}
+    return cat, {
+        "iceberg.catalog.c.uri": f"sqlite:///{tmp_path}/catalog.db",
+        "iceberg.catalog.c.warehouse": f"file://{wh}",
+    }
 
 
 def write_iceberg(tmp_path, data: pa.Table, partitioned: bool = True):
@@ -97,6 +103,7 @@ def index_rows(location: str, query: str | None = None, where: str | None = None
 
 # -- build and read, each format -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fmt", ["delta", "parquet", "iceberg"])
 def test_build_and_read_each_format(fmt, tmp_path):
     data = rows(600)
@@ -129,6 +136,7 @@ def test_top_n_by_score_and_snippets(tmp_path):
 
 
 # -- sync ------------------------------------------------------------------------------------------
+
 
 def test_delta_incremental_sync(tmp_path):
     from deltalake import DeltaTable
@@ -169,7 +177,7 @@ def test_index_serves_its_version_and_fails_clearly_when_files_are_gone(tmp_path
     assert index_rows(loc) == tuples(data)
     # the old files are vacuumed: reads fail naming the file and the remedy, never mixing rows
     DeltaTable(src).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
-    forget_source_files()     # as a fresh process (cached columns of the indexed files are still right)
+    forget_source_files()  # as a fresh process (cached columns of the indexed files are still right)
     with pytest.raises(CompanionSourceError, match="BUILD INDEXTABLES COMPANION"):
         index_rows(loc)
     it.build_companion(src, loc, indexing=INDEXING)
@@ -182,7 +190,7 @@ def test_parquet_directory_sync_and_replaced_file(tmp_path):
     it.build_companion(src, loc, format="parquet", indexing=INDEXING)
     write_parquet_dir(src, rows(100, start=200), name="b-{i}.parquet")
     res = it.build_companion(src, loc, format="parquet", indexing=INDEXING)
-    assert res["filesIndexed"] == 3          # one new file per day partition
+    assert res["filesIndexed"] == 3  # one new file per day partition
     assert index_rows(loc) == tuples(rows(300))
     # a file deleted from the directory: its split goes, the split's other files stay searchable
     victim = next(p for p in sorted(_parquet_files(src)) if "a-" in p)
@@ -211,7 +219,7 @@ def test_iceberg_sync_after_append_and_overwrite(tmp_path):
     table.append(rows(60, start=200))
     res = it.build_companion("db.docs", loc, **kwargs)
     assert res["filesIndexed"] >= 1 and res["splitsRemoved"] == 0
-    assert res["sourceVersion"] != first["sourceVersion"]          # the snapshot id indexed
+    assert res["sourceVersion"] != first["sourceVersion"]  # the snapshot id indexed
     assert index_rows(loc) == tuples(rows(260))
     # an overwrite replaces every data file: every split goes, the new files are indexed
     table = table.refresh() if hasattr(table, "refresh") else table
@@ -227,10 +235,10 @@ def test_where_and_dry_run(tmp_path):
     write_delta(src, data)
     dry = it.build_companion(src, loc, indexing=INDEXING, where="day = '2024-01-01'", dry_run=True)
     assert dry["dryRun"] and dry["filesIndexed"] >= 1 and dry["version"] is None
-    assert it.IndexTable(loc).version() < 0            # a dry run writes nothing
+    assert it.IndexTable(loc).version() < 0  # a dry run writes nothing
     it.build_companion(src, loc, indexing=INDEXING, where="day = '2024-01-01'")
     assert index_rows(loc) == tuples(data.filter(pc.equal(data.column("day"), "2024-01-01")))
-    it.build_companion(src, loc, indexing=INDEXING)    # the other partitions later
+    it.build_companion(src, loc, indexing=INDEXING)  # the other partitions later
     assert index_rows(loc) == tuples(data)
 
 
@@ -244,6 +252,7 @@ def test_time_travel_source_version(tmp_path):
 
 
 # -- refusals and maintenance ------------------------------------------------------------------------
+
 
 def test_companion_refuses_writes_and_other_sources(tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
@@ -279,8 +288,10 @@ def test_merge_purge_describe_on_companion(tmp_path):
     assert all(f.companion_source_files for f in files)
     # syncing after the merge still knows every file is indexed
     assert it.build_companion(src, loc, indexing=INDEXING)["filesIndexed"] == 0
-    execute(parse_command(f"PURGE INDEXTABLE '{loc}' OLDER THAN 0 HOURS"),
-            {"spark.indextables.purge.retentionCheckEnabled": "false"})
+    execute(
+        parse_command(f"PURGE INDEXTABLE '{loc}' OLDER THAN 0 HOURS"),
+        {"spark.indextables.purge.retentionCheckEnabled": "false"},
+    )
     assert index_rows(loc) == before
     state = execute(parse_command(f"DESCRIBE INDEXTABLES STATE '{loc}'")).raw
     assert state["numFiles"] == len(files)
@@ -293,8 +304,11 @@ def test_sql_text_and_cli(tmp_path, capsys):
 
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     write_delta(src, rows(100))
-    out = execute(parse_command(f"BUILD INDEXTABLES COMPANION FOR DELTA '{src}' INDEXING MODES ('body':'text') "
-                                f"AT LOCATION '{loc}'"))
+    out = execute(
+        parse_command(
+            f"BUILD INDEXTABLES COMPANION FOR DELTA '{src}' INDEXING MODES ('body':'text') AT LOCATION '{loc}'"
+        )
+    )
     assert out.table.column("files_indexed").to_pylist()[0] >= 1
     assert index_rows(loc, "body:alpha") == tuples(has_word(rows(100), "alpha"))
     write_delta(src, rows(10, start=100))
@@ -315,12 +329,15 @@ def test_companion_is_smaller_than_a_full_table(tmp_path):
     indexing = {"body": "text", "title": "text"}
     write_delta(src, data, partition_by=["region"])
     it.build_companion(src, loc, indexing=indexing)
-    it.write_table(full, data, partition_by=["region"], options={f"indexing.typemap.{k}": v for k, v in indexing.items()})
+    it.write_table(
+        full, data, partition_by=["region"], options={f"indexing.typemap.{k}": v for k, v in indexing.items()}
+    )
     size = lambda p: sum(f.size for f in it.IndexTable(p).snapshot().files)  # noqa: E731
     assert size(loc) <= 0.6 * size(full), (size(loc), size(full))
 
 
 # -- Spark ---------------------------------------------------------------------------------------------
+
 
 def _spark_rows(spark, loc: str, query: str | None = None, where: str | None = None) -> list[tuple]:
     r = spark.read.format("indextables")
@@ -352,9 +369,15 @@ def test_spark_differential(spark, fmt, tmp_path):
     # the Iceberg catalog's properties as session conf (spark.indextables.iceberg.catalog.c.*), for the build only
     with session_conf(spark, {"spark.indextables." + k: v for k, v in options.items()}):
         it.build_companion(src, loc, format=fmt, indexing=INDEXING, spark=spark, **kwargs)
-    cases = [(None, None), ("body:alpha", None), (None, "views > 500"), ("body:bravo", "region = 'eu'"),
-             (None, "day = '2024-01-02' AND views < 100"), ("body:charlie AND body:delta", None),
-             (None, "id IN (1, 5, 700) OR region = 'ap'")]
+    cases = [
+        (None, None),
+        ("body:alpha", None),
+        (None, "views > 500"),
+        ("body:bravo", "region = 'eu'"),
+        (None, "day = '2024-01-02' AND views < 100"),
+        ("body:charlie AND body:delta", None),
+        (None, "id IN (1, 5, 700) OR region = 'ap'"),
+    ]
     for query, where in cases:
         word = query.split(":")[1] if query and " " not in query else None
         got = _spark_rows(spark, loc, query, where)
@@ -367,16 +390,23 @@ def test_spark_differential(spark, fmt, tmp_path):
     assert df.count() == has_word(data, "alpha").num_rows
     agg = spark.read.format("indextables").load(loc).groupBy("region").count().collect()
     assert sorted((r[0], r[1]) for r in agg) == sorted(
-        (k, v) for k, v in zip(*[c.to_pylist() for c in data.group_by("region").aggregate([("id", "count")])
-                                 .select(["region", "id_count"]).columns]))
+        (k, v)
+        for k, v in zip(
+            *[
+                c.to_pylist()
+                for c in data.group_by("region").aggregate([("id", "count")]).select(["region", "id_count"]).columns
+            ]
+        )
+    )
 
 
 @pytest.mark.spark
 def test_spark_sql_and_write_refused(spark, tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     write_delta(src, rows(120))
-    out = it.sql(spark, f"BUILD INDEXTABLES COMPANION FOR DELTA '{src}' INDEXING MODES ('body':'text') "
-                        f"AT LOCATION '{loc}'")
+    out = it.sql(
+        spark, f"BUILD INDEXTABLES COMPANION FOR DELTA '{src}' INDEXING MODES ('body':'text') AT LOCATION '{loc}'"
+    )
     assert out.collect()[0]["rows_indexed"] == 120
     assert _spark_rows(spark, loc, "body:alpha") == tuples(has_word(rows(120), "alpha"))
     df = spark.createDataFrame(rows(3).select(COLUMNS))
@@ -384,18 +414,22 @@ def test_spark_sql_and_write_refused(spark, tmp_path):
         df.write.format("indextables").mode("append").save(loc)
     # spark.sql after register: the same command text (a sync with nothing new)
     write_delta(src, rows(30, start=120))
-    assert spark.sql(f"BUILD INDEXTABLES COMPANION FOR DELTA '{src}' AT LOCATION '{loc}'").collect()[0][
-        "rows_indexed"] == 30
+    assert (
+        spark.sql(f"BUILD INDEXTABLES COMPANION FOR DELTA '{src}' AT LOCATION '{loc}'").collect()[0]["rows_indexed"]
+        == 30
+    )
     data = rows(150)
     # _indexall, aggregations on indexed fast fields, counts
     got = spark.read.format("indextables").load(loc).filter("_indexall = 'body:alpha'").select(*COLUMNS)
     assert tuples([r.asDict() for r in got.collect()]) == tuples(has_word(data, "alpha"))
-    agg = it.aggregate(spark, loc, "body:alpha", {"v": {"stats": {"field": "views"}},
-                                                  "r": {"terms": {"field": "region"}}})
+    agg = it.aggregate(
+        spark, loc, "body:alpha", {"v": {"stats": {"field": "views"}}, "r": {"terms": {"field": "region"}}}
+    )
     alpha = has_word(data, "alpha")
     assert agg["doc_count"] == alpha.num_rows and agg["v"]["sum"] == sum(alpha.column("views").to_pylist())
     assert {b["key"]: b["doc_count"] for b in agg["r"]["buckets"]} == {
-        k: alpha.column("region").to_pylist().count(k) for k in set(alpha.column("region").to_pylist())}
+        k: alpha.column("region").to_pylist().count(k) for k in set(alpha.column("region").to_pylist())
+    }
 
 
 @pytest.mark.spark
@@ -432,7 +466,8 @@ def test_cloud_source_and_index(cloud_backend, fmt):
     t = it.IndexTable(loc, options)
     assert tuples(t.search("body:alpha", columns=COLUMNS)) == tuples(has_word(data, "alpha"))
     assert tuples(t.to_arrow(columns=COLUMNS, where="views > 900")) == tuples(
-        data.filter(pc.greater(data.column("views"), 900)))
+        data.filter(pc.greater(data.column("views"), 900))
+    )
 
 
 def test_reads_fetch_only_the_needed_row_groups_and_columns(tmp_path, monkeypatch):
@@ -447,7 +482,7 @@ def test_reads_fetch_only_the_needed_row_groups_and_columns(tmp_path, monkeypatc
     it.build_companion(src, loc, format="parquet", indexing=INDEXING)
     ranges: list[tuple[int, int]] = []
 
-    class AsIfRemote(CountingStorage):                # counted, and read by ranges as from an object store
+    class AsIfRemote(CountingStorage):  # counted, and read by ranges as from an object store
         def local_path(self, key):
             return None
 
@@ -481,7 +516,7 @@ def test_delta_optimize_then_sync(tmp_path):
     for i in range(3):
         write_delta(src, rows(50, start=50 * i))
     it.build_companion(src, loc, indexing=INDEXING)
-    DeltaTable(src).optimize.compact()                  # small files rewritten into bigger ones
+    DeltaTable(src).optimize.compact()  # small files rewritten into bigger ones
     res = it.build_companion(src, loc, indexing=INDEXING)
     assert res["filesRemoved"] >= 2 and res["splitsRemoved"] >= 1
     assert index_rows(loc) == tuples(rows(150))

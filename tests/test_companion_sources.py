@@ -2,6 +2,7 @@
 Parquet directories at one version, with partition values as text and Spark-style Arrow schemas.
 
 Real libraries on tmp_path; the `cloud` tests use the moto S3 / Azurite emulators."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -46,6 +47,7 @@ def by_key(snap: SourceSnapshot) -> dict:
 # format, schemas
 # ------------------------------------------------------------------------------------------------
 
+
 def test_unknown_format_names_the_value_and_the_valid_ones(tmp_path):
     with pytest.raises(InvalidOptionError) as e:
         open_source("orc", str(tmp_path))
@@ -57,44 +59,50 @@ def test_unknown_format_names_the_value_and_the_valid_ones(tmp_path):
 
 
 def test_missing_library_gives_the_install_hint(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "deltalake", None)   # makes `import deltalake` fail
+    monkeypatch.setitem(sys.modules, "deltalake", None)  # makes `import deltalake` fail
     with pytest.raises(InvalidOptionError, match=r"pip install 'indextables_spark\[companion\]'"):
         open_source("delta", str(tmp_path))
 
 
 def test_normalize_schema_gives_spark_types():
     meta = {b"PARQUET:field_id": b"1"}
-    src = pa.schema([
-        pa.field("s", pa.large_string(), metadata=meta),
-        pa.field("sv", pa.string_view()),
-        pa.field("b", pa.large_binary(), nullable=False),
-        pa.field("ts_ns_tz", pa.timestamp("ns", tz="Europe/Paris")),
-        pa.field("ts_ms", pa.timestamp("ms")),
-        pa.field("l", pa.large_list(pa.field("element", pa.large_string()))),
-        pa.field("st", pa.struct([pa.field("x", pa.timestamp("s", tz="UTC")), pa.field("y", pa.large_binary())])),
-        pa.field("m", pa.map_(pa.large_string(), pa.large_list(pa.int32()))),
-        pa.field("d", pa.dictionary(pa.int32(), pa.large_string())),
-        pa.field("i", pa.int16(), nullable=False),
-    ], metadata={b"pandas": b"{}"})
+    src = pa.schema(
+        [
+            pa.field("s", pa.large_string(), metadata=meta),
+            pa.field("sv", pa.string_view()),
+            pa.field("b", pa.large_binary(), nullable=False),
+            pa.field("ts_ns_tz", pa.timestamp("ns", tz="Europe/Paris")),
+            pa.field("ts_ms", pa.timestamp("ms")),
+            pa.field("l", pa.large_list(pa.field("element", pa.large_string()))),
+            pa.field("st", pa.struct([pa.field("x", pa.timestamp("s", tz="UTC")), pa.field("y", pa.large_binary())])),
+            pa.field("m", pa.map_(pa.large_string(), pa.large_list(pa.int32()))),
+            pa.field("d", pa.dictionary(pa.int32(), pa.large_string())),
+            pa.field("i", pa.int16(), nullable=False),
+        ],
+        metadata={b"pandas": b"{}"},
+    )
     out = normalize_schema(src)
-    assert out == pa.schema([
-        pa.field("s", pa.string()),
-        pa.field("sv", pa.string()),
-        pa.field("b", pa.binary(), nullable=False),
-        pa.field("ts_ns_tz", pa.timestamp("us", tz="UTC")),
-        pa.field("ts_ms", pa.timestamp("us")),
-        pa.field("l", pa.list_(pa.field("element", pa.string()))),
-        pa.field("st", pa.struct([pa.field("x", pa.timestamp("us", tz="UTC")), pa.field("y", pa.binary())])),
-        pa.field("m", pa.map_(pa.string(), pa.list_(pa.int32()))),
-        pa.field("d", pa.string()),
-        pa.field("i", pa.int16(), nullable=False),
-    ])
+    assert out == pa.schema(
+        [
+            pa.field("s", pa.string()),
+            pa.field("sv", pa.string()),
+            pa.field("b", pa.binary(), nullable=False),
+            pa.field("ts_ns_tz", pa.timestamp("us", tz="UTC")),
+            pa.field("ts_ms", pa.timestamp("us")),
+            pa.field("l", pa.list_(pa.field("element", pa.string()))),
+            pa.field("st", pa.struct([pa.field("x", pa.timestamp("us", tz="UTC")), pa.field("y", pa.binary())])),
+            pa.field("m", pa.map_(pa.string(), pa.list_(pa.int32()))),
+            pa.field("d", pa.string()),
+            pa.field("i", pa.int16(), nullable=False),
+        ]
+    )
     assert out.metadata is None and all(f.metadata is None for f in out)
 
 
 # ------------------------------------------------------------------------------------------------
 # Delta
 # ------------------------------------------------------------------------------------------------
+
 
 def _rows(ids, **extra):
     return pa.table({"id": pa.array(ids, pa.int64()), "txt": [f"t{i}" for i in ids], **extra})
@@ -105,7 +113,7 @@ def test_delta_unpartitioned_versions_and_time_travel(tmp_path):
     deltalake.write_deltalake(path, _rows([1, 2, 3], ts=pa.array([1, 2, 3], pa.timestamp("us", tz="UTC"))))
     deltalake.write_deltalake(path, _rows([4, 5], ts=pa.array([4, 5], pa.timestamp("us", tz="UTC"))), mode="append")
 
-    latest = open_source("DELTA", path)      # format is case-insensitive
+    latest = open_source("DELTA", path)  # format is case-insensitive
     assert latest.format == "delta" and latest.version == 1 and latest.root == os.path.abspath(path)
     assert latest.partition_columns == []
     assert latest.schema == pa.schema([("id", pa.int64()), ("txt", pa.string()), ("ts", pa.timestamp("us", tz="UTC"))])
@@ -125,24 +133,34 @@ def test_delta_unpartitioned_versions_and_time_travel(tmp_path):
 
 def test_delta_partitioned_keys_are_real_paths(tmp_path):
     path = str(tmp_path / "p")
-    data = _rows([1, 2, 3, 4, 5],
-                 p=["x y", "a/b", "é%", None, "x y"],
-                 n=pa.array([1, -2, 3, 4, None], pa.int32()),
-                 d=[dt.date(2024, 1, 1), None, dt.date(2024, 1, 3), dt.date(2024, 1, 4), dt.date(2024, 1, 1)])
+    data = _rows(
+        [1, 2, 3, 4, 5],
+        p=["x y", "a/b", "é%", None, "x y"],
+        n=pa.array([1, -2, 3, 4, None], pa.int32()),
+        d=[dt.date(2024, 1, 1), None, dt.date(2024, 1, 3), dt.date(2024, 1, 4), dt.date(2024, 1, 1)],
+    )
     deltalake.write_deltalake(path, data, partition_by=["p", "n", "d"])
     snap = open_source("delta", path)
     assert snap.partition_columns == ["p", "n", "d"]
     assert snap.schema.field("n").type == pa.int32() and snap.schema.field("d").type == pa.date32()
     values = sorted((tuple(f.partition_values.values()) for f in snap.files), key=str)
-    assert values == sorted([("x y", "1", "2024-01-01"), ("a/b", "-2", None), ("é%", "3", "2024-01-03"),
-                             (None, "4", "2024-01-04"), ("x y", None, "2024-01-01")], key=str)
+    assert values == sorted(
+        [
+            ("x y", "1", "2024-01-01"),
+            ("a/b", "-2", None),
+            ("é%", "3", "2024-01-03"),
+            (None, "4", "2024-01-04"),
+            ("x y", None, "2024-01-01"),
+        ],
+        key=str,
+    )
     for f in snap.files:
-        assert os.path.isfile(f.uri), f.uri               # decoded once: the directory on disk
+        assert os.path.isfile(f.uri), f.uri  # decoded once: the directory on disk
         assert os.path.getsize(f.uri) == f.size
         assert f.uri == os.path.join(snap.root, *f.key.split("/"))
     _assert_readable(snap, {})
     space = next(f for f in snap.files if f.partition_values["p"] == "x y" and f.partition_values["n"] == "1")
-    assert space.key.startswith("p=x%20y/n=1/d=2024-01-01/")   # what Delta's writer names the directory
+    assert space.key.startswith("p=x%20y/n=1/d=2024-01-01/")  # what Delta's writer names the directory
 
 
 def test_delta_delete_lists_the_rewritten_files(tmp_path):
@@ -154,7 +172,7 @@ def test_delta_delete_lists_the_rewritten_files(tmp_path):
     assert after.version == 1
     now = by_key(after)
     b_file = next(k for k in before if k.startswith("p=b/"))
-    assert b_file in now                                   # untouched partition keeps its file
+    assert b_file in now  # untouched partition keeps its file
     a_old = next(k for k in before if k.startswith("p=a/"))
     a_new = [k for k in now if k.startswith("p=a/")]
     assert a_old not in now and len(a_new) == 1 and now[a_new[0]].num_records == 1
@@ -182,7 +200,7 @@ def _z85(data: bytes) -> str:
     data += bytes(-len(data) % 4)
     out = []
     for i in range(0, len(data), 4):
-        v = int.from_bytes(data[i:i + 4], "big")
+        v = int.from_bytes(data[i : i + 4], "big")
         chunk = []
         for _ in range(5):
             chunk.append(_Z85[v % 85])
@@ -195,8 +213,12 @@ def _inline_deletion_vector(rows: list[int]) -> bytes:
     """Delta's deletion vector bytes: magic, then a RoaringBitmapArray of one 32-bit roaring bitmap
     (portable format, one array container)."""
     rows = sorted(rows)
-    bitmap = (struct.pack("<II", 12346, 1) + struct.pack("<HH", 0, len(rows) - 1) + struct.pack("<I", 16)
-              + b"".join(struct.pack("<H", r) for r in rows))
+    bitmap = (
+        struct.pack("<II", 12346, 1)
+        + struct.pack("<HH", 0, len(rows) - 1)
+        + struct.pack("<I", 16)
+        + b"".join(struct.pack("<H", r) for r in rows)
+    )
     return struct.pack("<i", 1681511377) + struct.pack("<q", 1) + struct.pack("<i", 0) + bitmap
 
 
@@ -206,15 +228,27 @@ def test_delta_deletion_vectors_are_refused(tmp_path):
     # same file re-added with an inline vector deleting row 1. delta-rs reads it back (checked below).
     path = str(tmp_path / "dv")
     deltalake.write_deltalake(path, _rows([1, 2, 3, 4]), configuration={"delta.enableDeletionVectors": "true"})
-    assert open_source("delta", path).files[0].num_records == 4     # the feature alone is fine
+    assert open_source("delta", path).files[0].num_records == 4  # the feature alone is fine
     add = pa.table(deltalake.DeltaTable(path).get_add_actions()).to_pylist()[0]
     dv = _inline_deletion_vector([1])
     actions = [
         {"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}},
-        {"add": {"path": add["path"], "size": add["size_bytes"], "modificationTime": add["modification_time"],
-                 "dataChange": True, "partitionValues": {}, "stats": json.dumps({"numRecords": 4}),
-                 "deletionVector": {"storageType": "i", "pathOrInlineDv": _z85(dv), "sizeInBytes": len(dv),
-                                    "cardinality": 1}}},
+        {
+            "add": {
+                "path": add["path"],
+                "size": add["size_bytes"],
+                "modificationTime": add["modification_time"],
+                "dataChange": True,
+                "partitionValues": {},
+                "stats": json.dumps({"numRecords": 4}),
+                "deletionVector": {
+                    "storageType": "i",
+                    "pathOrInlineDv": _z85(dv),
+                    "sizeInBytes": len(dv),
+                    "cardinality": 1,
+                },
+            }
+        },
         {"commitInfo": {"operation": "DELETE"}},
     ]
     with open(os.path.join(path, "_delta_log", "00000000000000000001.json"), "w") as f:
@@ -224,12 +258,13 @@ def test_delta_deletion_vectors_are_refused(tmp_path):
     with pytest.raises(ProtocolVersionError) as e:
         open_source("delta", path)
     assert "deletion vectors" in str(e.value) and path in str(e.value)
-    assert open_source("delta", path, version=0).files[0].num_records == 4   # before the vector: fine
+    assert open_source("delta", path, version=0).files[0].num_records == 4  # before the vector: fine
 
 
 # ------------------------------------------------------------------------------------------------
 # Iceberg
 # ------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def iceberg(tmp_path):
@@ -238,7 +273,10 @@ def iceberg(tmp_path):
     uri, warehouse = f"sqlite:///{tmp_path}/cat.db", f"file://{tmp_path}/wh"
     catalog = SqlCatalog("c", uri=uri, warehouse=warehouse)
     catalog.create_namespace("db")
-    options = {"spark.indextables.iceberg.catalog.c.uri": uri, "spark.indextables.iceberg.catalog.c.warehouse": warehouse}
+    options = {
+        "spark.indextables.iceberg.catalog.c.uri": uri,
+        "spark.indextables.iceberg.catalog.c.warehouse": warehouse,
+    }
     return catalog, options
 
 
@@ -256,49 +294,72 @@ def _iceberg_partitioned(catalog, name="db.parts", day=False):
         NestedField(5, "n", IntegerType(), required=False),
         NestedField(6, "ts", TimestamptzType(), required=False),
     )
-    fields = [PartitionField(3, 1000, IdentityTransform(), "d"), PartitionField(4, 1001, IdentityTransform(), "p"),
-              PartitionField(5, 1002, IdentityTransform(), "n")]
-    if day:   # writing through a day transform needs pyiceberg-core (not installed): empty tables only
+    fields = [
+        PartitionField(3, 1000, IdentityTransform(), "d"),
+        PartitionField(4, 1001, IdentityTransform(), "p"),
+        PartitionField(5, 1002, IdentityTransform(), "n"),
+    ]
+    if day:  # writing through a day transform needs pyiceberg-core (not installed): empty tables only
         fields.insert(1, PartitionField(6, 1003, DayTransform(), "ts_day"))
     return catalog.create_table(name, schema=schema, partition_spec=PartitionSpec(*fields))
 
 
 def _parts_rows(ids, d, p, n):
     return pa.Table.from_pylist(
-        [{"id": i, "txt": f"t{i}", "d": dd, "p": pp, "n": nn, "ts": dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)}
-         for i, dd, pp, nn in zip(ids, d, p, n)],
-        schema=pa.schema([pa.field("id", pa.int64(), nullable=False), ("txt", pa.string()), ("d", pa.date32()),
-                          ("p", pa.string()), ("n", pa.int32()), ("ts", pa.timestamp("us", tz="UTC"))]))
+        [
+            {"id": i, "txt": f"t{i}", "d": dd, "p": pp, "n": nn, "ts": dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)}
+            for i, dd, pp, nn in zip(ids, d, p, n)
+        ],
+        schema=pa.schema(
+            [
+                pa.field("id", pa.int64(), nullable=False),
+                ("txt", pa.string()),
+                ("d", pa.date32()),
+                ("p", pa.string()),
+                ("n", pa.int32()),
+                ("ts", pa.timestamp("us", tz="UTC")),
+            ]
+        ),
+    )
 
 
 def test_iceberg_partitioned_through_catalog_metadata_file_and_directory(iceberg):
     catalog, options = iceberg
     table = _iceberg_partitioned(catalog)
-    table.append(_parts_rows([1, 2, 3], [dt.date(2024, 1, 1), dt.date(2024, 1, 2), None], ["x y", "a/b", None],
-                             [1, -2, None]))
+    table.append(
+        _parts_rows([1, 2, 3], [dt.date(2024, 1, 1), dt.date(2024, 1, 2), None], ["x y", "a/b", None], [1, -2, None])
+    )
     first_snapshot = table.current_snapshot().snapshot_id
     table.append(_parts_rows([4], [dt.date(2024, 1, 1)], ["x y"], [1]))
     table = catalog.load_table("db.parts")
 
     via_catalog = open_source("iceberg", "db.parts", options=options, catalog="c", catalog_type="sql")
     via_file = open_source("iceberg", table.metadata_location)
-    table_dir = table.location()[len("file://"):]
+    table_dir = table.location()[len("file://") :]
     via_dir = open_source("iceberg", table_dir)
     for snap in (via_catalog, via_file, via_dir):
         assert snap.format == "iceberg" and snap.version == table.current_snapshot().snapshot_id
         assert snap.root == table.location()
         assert snap.partition_columns == ["d", "p", "n"]
-        assert snap.schema == pa.schema([pa.field("id", pa.int64(), nullable=False), ("txt", pa.string()),
-                                         ("d", pa.date32()), ("p", pa.string()), ("n", pa.int32()),
-                                         ("ts", pa.timestamp("us", tz="UTC"))])
+        assert snap.schema == pa.schema(
+            [
+                pa.field("id", pa.int64(), nullable=False),
+                ("txt", pa.string()),
+                ("d", pa.date32()),
+                ("p", pa.string()),
+                ("n", pa.int32()),
+                ("ts", pa.timestamp("us", tz="UTC")),
+            ]
+        )
         assert all(f.metadata is None for f in snap.schema)
         assert len(snap.files) == 4 and sum(f.num_records for f in snap.files) == 4
         assert sorted((tuple(f.partition_values.values()) for f in snap.files), key=str) == sorted(
             [("2024-01-01", "x y", "1"), ("2024-01-02", "a/b", "-2"), (None, None, None), ("2024-01-01", "x y", "1")],
-            key=str)
+            key=str,
+        )
         for f in snap.files:
             # the key is Iceberg's location; the uri a plain path (the directory 'p=a%2Fb' is literal)
-            assert f.key.startswith("file:///") and f.uri == f.key[len("file://"):]
+            assert f.key.startswith("file:///") and f.uri == f.key[len("file://") :]
             assert os.path.getsize(f.uri) == f.size
         _assert_readable(snap, {})
     assert via_catalog.source == "db.parts" and via_file.source == table.metadata_location
@@ -321,14 +382,16 @@ def test_iceberg_unpartitioned_and_empty(iceberg):
 
     table.append(pa.table({"id": [1, 2], "txt": ["a", "b"]}))
     table = catalog.load_table("db.plain")
-    for snap in (open_source("iceberg", "db.plain", options=options, catalog="c"),
-                 open_source("iceberg", table.metadata_location)):
+    for snap in (
+        open_source("iceberg", "db.plain", options=options, catalog="c"),
+        open_source("iceberg", table.metadata_location),
+    ):
         assert snap.partition_columns == [] and len(snap.files) == 1
         assert snap.files[0].num_records == 2 and snap.files[0].partition_values == {}
 
     day = _iceberg_partitioned(catalog, "db.day", day=True)
     snap = open_source("iceberg", day.metadata_location)
-    assert snap.files == [] and snap.partition_columns == ["d", "p", "n"]   # a day transform is no column
+    assert snap.files == [] and snap.partition_columns == ["d", "p", "n"]  # a day transform is no column
 
     with pytest.raises(TableNotFoundError, match="db.nope"):
         open_source("iceberg", "db.nope", options=options, catalog="c")
@@ -345,7 +408,7 @@ def test_iceberg_partition_column_needs_every_file(iceberg):
     table = catalog.load_table("db.evolve")
     table.append(pa.table({"id": [2], "p": ["b"]}))
     snap = open_source("iceberg", "db.evolve", options=options, catalog="c")
-    assert len(snap.files) == 2 and snap.partition_columns == []   # the first file has no partition value
+    assert len(snap.files) == 2 and snap.partition_columns == []  # the first file has no partition value
     assert all(f.partition_values == {} for f in snap.files)
 
 
@@ -355,21 +418,27 @@ def test_iceberg_delete_files_are_refused(iceberg, tmp_path):
     from pyiceberg.typedef import Record
 
     catalog, options = iceberg
-    table = catalog.create_table("db.deletes", schema=pa.schema([("id", pa.int64())]),
-                                 properties={"format-version": "2"})
+    table = catalog.create_table(
+        "db.deletes", schema=pa.schema([("id", pa.int64())]), properties={"format-version": "2"}
+    )
     table.append(pa.table({"id": [1, 2, 3]}))
     data_path = next(iter(table.scan().plan_files())).file.file_path
     delete_path = str(tmp_path / "pos-deletes.parquet")
     pq.write_table(pa.table({"file_path": [data_path], "pos": pa.array([1], pa.int64())}), delete_path)
-    delete = DataFile.from_args(content=DataFileContent.POSITION_DELETES, file_path=f"file://{delete_path}",
-                                file_format=FileFormat.PARQUET, partition=Record(), record_count=1,
-                                file_size_in_bytes=os.path.getsize(delete_path))
+    delete = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=f"file://{delete_path}",
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=1,
+        file_size_in_bytes=os.path.getsize(delete_path),
+    )
     delete.spec_id = 0
     with table.transaction() as tx:
         with tx.update_snapshot().fast_append() as append:
             append.append_data_file(delete)
     table = catalog.load_table("db.deletes")
-    assert table.scan().to_arrow().column("id").to_pylist() == [1, 3]   # a real positional delete
+    assert table.scan().to_arrow().column("id").to_pylist() == [1, 3]  # a real positional delete
 
     with pytest.raises(ProtocolVersionError) as e:
         open_source("iceberg", "db.deletes", options=options, catalog="c")
@@ -379,6 +448,7 @@ def test_iceberg_delete_files_are_refused(iceberg, tmp_path):
 # ------------------------------------------------------------------------------------------------
 # Parquet directories
 # ------------------------------------------------------------------------------------------------
+
 
 def _write(path, table):
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -393,7 +463,7 @@ def _hive_dir(root):
     _write(f"{root}/n=-2/s=__HIVE_DEFAULT_PARTITION__/d=2024-01-02/part-0.snappy.PARQUET", rows([3]))
     _write(f"{root}/n=3/s=a%2Fb/d=__HIVE_DEFAULT_PARTITION__/part-1.parquet", rows([4, 5, 6]))
     open(f"{root}/_SUCCESS", "w").close()
-    _write(f"{root}/_tmp/n=9/s=z/d=2024-01-09/stray.parquet", rows([9]))        # hidden directory
+    _write(f"{root}/_tmp/n=9/s=z/d=2024-01-09/stray.parquet", rows([9]))  # hidden directory
     open(f"{root}/n=1/s=x%20y/d=2024-01-01/.part-0.parquet.crc", "w").close()
     open(f"{root}/n=1/s=x%20y/d=2024-01-01/notes.txt", "w").close()
 
@@ -404,18 +474,26 @@ def test_parquet_hive_directory(tmp_path):
     snap = open_source("parquet", f"file://{root}")
     assert snap.format == "parquet" and snap.version is None and snap.root == root
     assert snap.partition_columns == ["n", "s", "d"]
-    assert snap.schema == pa.schema([("id", pa.int64()), ("txt", pa.string()), ("n", pa.int32()), ("s", pa.string()),
-                                     ("d", pa.date32())])
+    assert snap.schema == pa.schema(
+        [("id", pa.int64()), ("txt", pa.string()), ("n", pa.int32()), ("s", pa.string()), ("d", pa.date32())]
+    )
     files = by_key(snap)
-    assert sorted(files) == ["n=-2/s=__HIVE_DEFAULT_PARTITION__/d=2024-01-02/part-0.snappy.PARQUET",
-                             "n=1/s=x%20y/d=2024-01-01/part-0.parquet",
-                             "n=3/s=a%2Fb/d=__HIVE_DEFAULT_PARTITION__/part-1.parquet"]
+    assert sorted(files) == [
+        "n=-2/s=__HIVE_DEFAULT_PARTITION__/d=2024-01-02/part-0.snappy.PARQUET",
+        "n=1/s=x%20y/d=2024-01-01/part-0.parquet",
+        "n=3/s=a%2Fb/d=__HIVE_DEFAULT_PARTITION__/part-1.parquet",
+    ]
     first = files["n=1/s=x%20y/d=2024-01-01/part-0.parquet"]
     assert first.partition_values == {"n": "1", "s": "x y", "d": "2024-01-01"}
-    assert first.num_records == 2 and first.uri == os.path.join(root, "n=1", "s=x%20y", "d=2024-01-01", "part-0.parquet")
+    assert first.num_records == 2 and first.uri == os.path.join(
+        root, "n=1", "s=x%20y", "d=2024-01-01", "part-0.parquet"
+    )
     assert os.path.getsize(first.uri) == first.size
     assert files["n=3/s=a%2Fb/d=__HIVE_DEFAULT_PARTITION__/part-1.parquet"].partition_values == {
-        "n": "3", "s": "a/b", "d": None}
+        "n": "3",
+        "s": "a/b",
+        "d": None,
+    }
     assert files["n=-2/s=__HIVE_DEFAULT_PARTITION__/d=2024-01-02/part-0.snappy.PARQUET"].partition_values["s"] is None
     _assert_readable(snap, {})
 
@@ -425,7 +503,7 @@ def test_parquet_partition_type_inference():
     assert infer(["1", "-7", None]) == pa.int32()
     assert infer(["1", str(1 << 40)]) == pa.int64()
     assert infer(["2024-01-01", None, "2023-12-31"]) == pa.date32()
-    assert infer(["2024-02-30"]) == pa.string()          # not a date
+    assert infer(["2024-02-30"]) == pa.string()  # not a date
     assert infer(["1", "2024-01-01"]) == pa.string()
     assert infer([None, None]) == pa.string()
 
@@ -492,49 +570,83 @@ def test_parquet_partition_keys_must_agree(tmp_path):
 # credentials
 # ------------------------------------------------------------------------------------------------
 
+
 def test_credentials_for_s3():
-    opts = {"spark.indextables.aws.accessKey": "AK", "spark.indextables.aws.secretKey": "SK",
-            "spark.indextables.aws.sessionToken": "TOK", "spark.indextables.s3.endpoint": "http://127.0.0.1:9000",
-            "spark.indextables.s3.pathStyleAccess": "true"}
+    opts = {
+        "spark.indextables.aws.accessKey": "AK",
+        "spark.indextables.aws.secretKey": "SK",
+        "spark.indextables.aws.sessionToken": "TOK",
+        "spark.indextables.s3.endpoint": "http://127.0.0.1:9000",
+        "spark.indextables.s3.pathStyleAccess": "true",
+    }
     assert storage_options_for_deltalake("s3://b/t", opts) == {
-        "AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK", "AWS_SESSION_TOKEN": "TOK",
-        "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ALLOW_HTTP": "true",
-        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false"}
+        "AWS_ACCESS_KEY_ID": "AK",
+        "AWS_SECRET_ACCESS_KEY": "SK",
+        "AWS_SESSION_TOKEN": "TOK",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false",
+    }
     assert fileio_properties_for_iceberg("s3://b/t", opts) == {
-        "s3.access-key-id": "AK", "s3.secret-access-key": "SK", "s3.session-token": "TOK",
-        "s3.region": "us-east-1", "s3.endpoint": "http://127.0.0.1:9000", "s3.force-virtual-addressing": "false"}
+        "s3.access-key-id": "AK",
+        "s3.secret-access-key": "SK",
+        "s3.session-token": "TOK",
+        "s3.region": "us-east-1",
+        "s3.endpoint": "http://127.0.0.1:9000",
+        "s3.force-virtual-addressing": "false",
+    }
     assert storage_options_for_deltalake("s3://b/t", {"aws.region": "eu-west-1"}) == {"AWS_REGION": "eu-west-1"}
     assert storage_options_for_deltalake("/local/t", opts) == {}
     assert fileio_properties_for_iceberg(None, {}) == {}
 
 
 def test_credentials_for_azure():
-    conn = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
-            "BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;")
+    conn = (
+        f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+        "BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"
+    )
     opts = {"spark.indextables.azure.connectionString": conn}
     assert storage_options_for_deltalake("az://c/t", opts) == {
-        "azure_storage_account_name": "devstoreaccount1", "azure_storage_account_key": AZURITE_KEY,
-        "azure_storage_endpoint": "http://127.0.0.1:10000/devstoreaccount1", "allow_http": "true"}
+        "azure_storage_account_name": "devstoreaccount1",
+        "azure_storage_account_key": AZURITE_KEY,
+        "azure_storage_endpoint": "http://127.0.0.1:10000/devstoreaccount1",
+        "allow_http": "true",
+    }
     assert fileio_properties_for_iceberg("az://c/t", opts) == {
-        "adls.account-name": "devstoreaccount1", "adls.account-key": AZURITE_KEY, "adls.connection-string": conn,
-        "adls.blob-storage-authority": "127.0.0.1:10000", "adls.dfs-storage-authority": "127.0.0.1:10000",
-        "adls.blob-storage-scheme": "http", "adls.dfs-storage-scheme": "http"}
+        "adls.account-name": "devstoreaccount1",
+        "adls.account-key": AZURITE_KEY,
+        "adls.connection-string": conn,
+        "adls.blob-storage-authority": "127.0.0.1:10000",
+        "adls.dfs-storage-authority": "127.0.0.1:10000",
+        "adls.blob-storage-scheme": "http",
+        "adls.dfs-storage-scheme": "http",
+    }
     # account from the URI, SAS token, default endpoint: nothing else
     sas = {"azure.sasToken": "?sv=1&sig=abc"}
     assert storage_options_for_deltalake("abfss://c@acct.dfs.core.windows.net/t", sas) == {
-        "azure_storage_account_name": "acct", "azure_storage_sas_key": "sv=1&sig=abc"}
+        "azure_storage_account_name": "acct",
+        "azure_storage_sas_key": "sv=1&sig=abc",
+    }
     assert fileio_properties_for_iceberg("abfss://c@acct.dfs.core.windows.net/t", sas) == {
-        "adls.account-name": "acct", "adls.sas-token": "sv=1&sig=abc"}
+        "adls.account-name": "acct",
+        "adls.sas-token": "sv=1&sig=abc",
+    }
     # delta-rs knows no wasbs://; pyiceberg no az://
-    assert cs._deltalake_uri("wasbs://c@acct.blob.core.windows.net/x/t", cs.Options.of({})) == \
-        "abfss://c@acct.dfs.core.windows.net/x/t"
-    assert cs._iceberg_uri("az://c/x/m.metadata.json", cs.Options.of({"azure.accountName": "acct"})) == \
-        "abfss://c@acct.dfs.core.windows.net/x/m.metadata.json"
+    assert (
+        cs._deltalake_uri("wasbs://c@acct.blob.core.windows.net/x/t", cs.Options.of({}))
+        == "abfss://c@acct.dfs.core.windows.net/x/t"
+    )
+    assert (
+        cs._iceberg_uri("az://c/x/m.metadata.json", cs.Options.of({"azure.accountName": "acct"}))
+        == "abfss://c@acct.dfs.core.windows.net/x/m.metadata.json"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
 # cloud (emulators)
 # ------------------------------------------------------------------------------------------------
+
 
 def _parquet_bytes(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
@@ -565,7 +677,7 @@ def _cloud_delta_and_parquet(root: str, options: dict) -> None:
     storage = open_storage(delta_uri, options)
     for f in snap.files:
         assert storage.stat(f.key).size == f.size and f.uri.startswith(f"{delta_uri}/p=")
-    assert any(f.key.startswith("p=x%20y/") for f in snap.files)   # the directory Delta's writer names
+    assert any(f.key.startswith("p=x%20y/") for f in snap.files)  # the directory Delta's writer names
     _assert_readable(snap, options)
     assert len(open_source("delta", delta_uri, options=options, version=0).files) == 2
 
@@ -576,7 +688,9 @@ def _cloud_delta_and_parquet(root: str, options: dict) -> None:
     storage.put("_SUCCESS", b"")
     snap = open_source("parquet", pq_uri, options=options)
     assert [(f.key, f.partition_values, f.num_records) for f in snap.files] == [
-        ("k=1/a.parquet", {"k": "1"}, 2), ("k=x%20y/b.parquet", {"k": "x y"}, 1)]
+        ("k=1/a.parquet", {"k": "1"}, 2),
+        ("k=x%20y/b.parquet", {"k": "x y"}, 1),
+    ]
     assert snap.files[0].uri == f"{pq_uri}/k=1/a.parquet"
     assert snap.schema == pa.schema([("id", pa.int64()), ("k", pa.string())])
     _assert_readable(snap, options)
@@ -594,10 +708,15 @@ def test_s3_delta_parquet_and_iceberg(s3_bucket, s3_options, tmp_path):
     catalog.create_namespace("db")
     table = catalog.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
     table.append(pa.table({"id": [1, 2, 3]}))
-    options = {**s3_options, "iceberg.catalog.s3c.uri": f"sqlite:///{tmp_path}/cat.db",
-               "iceberg.catalog.s3c.warehouse": f"{root}/wh"}
-    for snap in (open_source("iceberg", "db.t", options=options, catalog="s3c"),
-                 open_source("iceberg", f"{root}/wh/db/t", options=s3_options)):
+    options = {
+        **s3_options,
+        "iceberg.catalog.s3c.uri": f"sqlite:///{tmp_path}/cat.db",
+        "iceberg.catalog.s3c.warehouse": f"{root}/wh",
+    }
+    for snap in (
+        open_source("iceberg", "db.t", options=options, catalog="s3c"),
+        open_source("iceberg", f"{root}/wh/db/t", options=s3_options),
+    ):
         assert [f.num_records for f in snap.files] == [3]
         assert snap.files[0].uri == snap.files[0].key and snap.files[0].uri.startswith(f"{root}/wh/db/t/data/")
         _assert_readable(snap, s3_options)

@@ -1,6 +1,7 @@
 """Row-level deletes without Spark: the three delete log kinds, reads after a delete equal an
 independent evaluation of the predicate on the original rows, deletes survive checkpoints,
 compaction and MERGE SPLITS, old readers refuse tables with delete logs, format validation."""
+
 from __future__ import annotations
 
 import json
@@ -31,13 +32,15 @@ REGIONS = ("eu", "us", "ap", None)
 def docs(n: int, start: int = 0) -> pa.Table:
     """Rows with NULLs in `views` and `region` (for SQL three-valued logic), partitioned by day."""
     ids = list(range(start, start + n))
-    return pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "body": pa.array([" ".join(WORDS[(i * k + k) % len(WORDS)] for k in range(1, 4)) for i in ids]),
-        "views": pa.array([None if i % 11 == 0 else (i * 37) % 1000 for i in ids], pa.int64()),
-        "region": pa.array([REGIONS[i % 4] for i in ids], pa.string()),
-        "day": pa.array([f"2024-01-0{1 + i % 3}" for i in ids], pa.string()),
-    })
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "body": pa.array([" ".join(WORDS[(i * k + k) % len(WORDS)] for k in range(1, 4)) for i in ids]),
+            "views": pa.array([None if i % 11 == 0 else (i * 37) % 1000 for i in ids], pa.int64()),
+            "region": pa.array([REGIONS[i % 4] for i in ids], pa.string()),
+            "day": pa.array([f"2024-01-0{1 + i % 3}" for i in ids], pa.string()),
+        }
+    )
 
 
 def make_table(path: str, n: int = 240, writes: int = 2, options: dict | None = None) -> it.IndexTable:
@@ -99,8 +102,10 @@ def _not(x):
 PREDICATES = [
     ("views < 300", lambda r: _lt(r["views"], 300)),
     ("region = 'eu' AND views >= 500", lambda r: _and(_eq(r["region"], "eu"), _not(_lt(r["views"], 500)))),
-    ("day = '2024-01-02' OR views BETWEEN 100 AND 200",
-     lambda r: _or(r["day"] == "2024-01-02", _and(_not(_lt(r["views"], 100)), _not(_lt(200, r["views"]))))),
+    (
+        "day = '2024-01-02' OR views BETWEEN 100 AND 200",
+        lambda r: _or(r["day"] == "2024-01-02", _and(_not(_lt(r["views"], 100)), _not(_lt(200, r["views"])))),
+    ),
     ("region NOT IN ('eu', 'us')", lambda r: _not(_or(_eq(r["region"], "eu"), _eq(r["region"], "us")))),
     ("region IS NULL OR id < 10", lambda r: _or(r["region"] is None, r["id"] < 10)),
     ("NOT (views != 37) AND day <> '2024-01-03'", lambda r: _and(_eq(r["views"], 37), r["day"] != "2024-01-03")),
@@ -118,7 +123,7 @@ def test_positional_delete_equals_filtering_the_original_rows(tmp_path, text, pr
     assert res.deleted_rows == len(before) - len(expected)
     assert visible(t) == expected
     assert t.count() == len(expected)
-    assert visible(t, res.read_version) == before          # time travel still sees the rows
+    assert visible(t, res.read_version) == before  # time travel still sees the rows
     assert DELETION_LOGS in t.snapshot().protocol["readerFeatures"]
 
 
@@ -157,7 +162,7 @@ def test_equality_delete_applies_only_to_rows_that_existed(tmp_path):
     assert log_.kind == EQUALITY and log_.columns == ["id"] and log_.num_entries == 4
     assert {r[0] for r in visible(t)}.isdisjoint({3, 5, 7})
     assert t.count() == 237
-    append(t.path, docs(2, start=3))          # ids 3 and 4 written again after the delete
+    append(t.path, docs(2, start=3))  # ids 3 and 4 written again after the delete
     ids = [r[0] for r in visible(t)]
     assert ids.count(3) == 1 and ids.count(4) == 2 and 5 not in ids
 
@@ -166,7 +171,7 @@ def test_multi_column_equality_delete(tmp_path):
     t = make_table(str(tmp_path / "t"))
     before = visible(t)
     delete(t.log, "region = 'us' AND views = 37", kind="equality")
-    delete(t.log, "id = 13 AND region = 'eu'", kind="equality")   # id 13 is in 'us': nothing goes
+    delete(t.log, "id = 13 AND region = 'eu'", kind="equality")  # id 13 is in 'us': nothing goes
     expected = [r for r in before if not (r[3] == "us" and r[2] == 37)]
     assert visible(t) == expected and len(expected) < len(before)
     assert t.count() == len(expected)
@@ -178,7 +183,7 @@ def test_primary_key_delete(tmp_path):
     assert res.kind == PRIMARY_KEY and res.splits_scanned == 0
     assert {r[0] for r in visible(t)}.isdisjoint({10, 20, 30}) and t.count() == 237
     append(t.path, docs(1, start=20), options={"spark.indextables.indexing.primaryKey": "id"})
-    assert [r[0] for r in visible(t)].count(20) == 1       # the re-inserted key is visible
+    assert [r[0] for r in visible(t)].count(20) == 1  # the re-inserted key is visible
     # a predicate that is not `key = / IN` is positional
     assert delete(t.log, "id < 2").kind == POSITIONAL
     with pytest.raises(DeletePredicateError, match="primary_key"):
@@ -245,7 +250,7 @@ def test_merge_splits_rewrites_deletes_away(tmp_path):
     assert res["status"] == "SUCCESS" and res["recordsMerged"] == len(expected)
     snap = t.snapshot()
     assert all(f.num_merge_ops == 1 for f in snap.files) and len(snap.files) == 3
-    assert all(not snap.deletes_for(f) for f in snap.files)   # the merged splits hold live rows only
+    assert all(not snap.deletes_for(f) for f in snap.files)  # the merged splits hold live rows only
     assert visible(t) == expected and t.count() == len(expected)
     # the compacting checkpoint after the merge keeps no dead delete log
     state = it.IndexTable(path).snapshot()
@@ -304,7 +309,7 @@ def test_search_scored_leaves_deleted_rows_out(tmp_path):
 
 # ---- the deletionLogs feature and format validation -----------------------------------------------
 
-OLD_RELEASE = "a1ea44f"   # the last commit before delete logs existed
+OLD_RELEASE = "a1ea44f"  # the last commit before delete logs existed
 
 
 def test_a_reader_without_the_feature_refuses_the_table(tmp_path):
@@ -318,14 +323,18 @@ def test_a_reader_without_the_feature_refuses_the_table(tmp_path):
     old_features = gate.KNOWN_READER_FEATURES - {DELETION_LOGS}
     unknown = sorted(set(protocol.reader_features) - old_features)
     assert unknown == [DELETION_LOGS]
-    check_readable(protocol, "new reader")   # this reader reads it
+    check_readable(protocol, "new reader")  # this reader reads it
 
 
 def test_the_previous_release_refuses_the_table(tmp_path):
     """The real code of the previous release (git history) reading a table with delete logs."""
     repo = Path(__file__).resolve().parents[1]
-    if subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{OLD_RELEASE}^{{commit}}"],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["git", "-C", str(repo), "cat-file", "-e", f"{OLD_RELEASE}^{{commit}}"], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip(f"commit {OLD_RELEASE} is not in this clone's history")
     old = tmp_path / "old"
     old.mkdir()
@@ -356,8 +365,14 @@ def test_the_previous_release_refuses_the_table(tmp_path):
 def _log_for(storage, data: bytes, **kw) -> DeleteLog:
     key = "_delete_logs/test.dlog"
     storage.put(key, data)
-    return DeleteLog(path=key, kind=kw.get("kind", POSITIONAL), num_entries=kw.get("n", 3), size=len(data),
-                     split_path=kw.get("split", "splits/a.split"), columns=kw.get("columns"))
+    return DeleteLog(
+        path=key,
+        kind=kw.get("kind", POSITIONAL),
+        num_entries=kw.get("n", 3),
+        size=len(data),
+        split_path=kw.get("split", "splits/a.split"),
+        columns=kw.get("columns"),
+    )
 
 
 def test_delete_log_readers_check_magic_version_and_checksum(tmp_path):
@@ -408,7 +423,7 @@ def test_state_manifest_keeps_delete_logs_as_its_last_fields(tmp_path):
 
     listing = t.log.listing()
     sm = read_state_manifest(t.storage, listing.state_manifests[t.version()])
-    assert [json.loads(d)["kind"] for d in sm.delete_logs] == [POSITIONAL] * 3   # one per split (3 days)
+    assert [json.loads(d)["kind"] for d in sm.delete_logs] == [POSITIONAL] * 3  # one per split (3 days)
 
 
 class RacingStorage:
@@ -436,7 +451,7 @@ def test_a_delete_that_loses_a_race_against_a_merge_is_planned_again(tmp_path):
     before = visible(t)
     racing = it.IndexTable(path, storage=RacingStorage(path, lambda: it.IndexTable(path).merge_splits()))
     res = delete(racing.log, "views < 300")
-    assert res.status == "SUCCESS" and res.read_version == 2   # planned again after the merge (version 2)
+    assert res.status == "SUCCESS" and res.read_version == 2  # planned again after the merge (version 2)
     assert [h["operation"] for h in t.history()[:2]] == ["DELETE", "MERGE SPLITS"]
     expected = remaining(before, lambda r: _lt(r["views"], 300))
     assert visible(t) == expected and res.deleted_rows == len(before) - len(expected)

@@ -1,5 +1,6 @@
 """`indexing.typemap.<col>=ip`: IPv4/IPv6 string columns searchable as addresses (ranges, CIDR
 blocks) while filters keep Spark's string semantics; invalid addresses refused at write."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -22,8 +23,13 @@ def addresses(n: int) -> list[str | None]:
         if r < 0.05:
             out.append(None)
         elif r < 0.25:
-            out.append(str(ipaddress.IPv6Address(rng.getrandbits(128) if rng.random() < 0.5 else
-                                                 (0xfe80 << 112) + rng.getrandbits(16))))
+            out.append(
+                str(
+                    ipaddress.IPv6Address(
+                        rng.getrandbits(128) if rng.random() < 0.5 else (0xFE80 << 112) + rng.getrandbits(16)
+                    )
+                )
+            )
         else:
             out.append(f"10.{rng.choice([2, 10, 20])}.{rng.randint(0, 255)}.{rng.randint(0, 255)}")
     return out
@@ -63,13 +69,22 @@ def test_filters_keep_string_semantics(spark, table, ips):
     ours = spark.read.format("indextables").load(table.path)
     one = next(v for v in ips if v and ":" not in v)
     six = next(v for v in ips if v and ":" in v)
-    for expr in [f"ip = '{one}'", f"ip in ('{one}', '{six}', 'nope')", "ip > '10.2'", "ip <= '10.20.5'",
-                 "ip like '10.2.%'", "ip is null", f"ip <> '{one}'", "ip = '300.1.1.1'"]:
+    for expr in [
+        f"ip = '{one}'",
+        f"ip in ('{one}', '{six}', 'nope')",
+        "ip > '10.2'",
+        "ip <= '10.20.5'",
+        "ip like '10.2.%'",
+        "ip is null",
+        f"ip <> '{one}'",
+        "ip = '300.1.1.1'",
+    ]:
         got = sorted(r.id for r in ours.filter(expr).select("id").collect())
         want = sorted(r.id for r in mem.filter(expr).select("id").collect())
         assert got == want, expr
-    assert sorted(table.to_arrow(where=f"ip = '{one}'", columns=["id"]).column("id").to_pylist()) == \
-        [i for i, v in enumerate(ips) if v == one]
+    assert sorted(table.to_arrow(where=f"ip = '{one}'", columns=["id"]).column("id").to_pylist()) == [
+        i for i, v in enumerate(ips) if v == one
+    ]
 
 
 def test_invalid_address_is_a_write_error(spark, tmp_path):

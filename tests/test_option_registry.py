@@ -1,6 +1,7 @@
 """The option registry (issue 17, criterion 2): every option read is registered with its one
 default, the README table is generated from it, unknown keys are named with the closest known
 key, secrets are redacted from its flags."""
+
 from __future__ import annotations
 
 import ast
@@ -20,8 +21,14 @@ def option_reads():
     """(file, line, method, key, default node) of every literal-key option read in the package."""
     for path in sorted((ROOT / "src" / "indextables_spark").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in GETTERS
-                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in GETTERS
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 yield path.name, node.lineno, node.func.attr, node.args[0].value, (node.args[1:2] or [None])[0]
 
 
@@ -36,14 +43,15 @@ def test_every_read_option_is_registered_with_one_default():
         assert spec is not None, f"{name}:{line}: option {key!r} is read but not registered"
         # the registry holds the default: a literal default where it is read would be a second one
         if default is not None and method != "get_str":
-            assert not isinstance(default, ast.Constant), \
+            assert not isinstance(default, ast.Constant), (
                 f"{name}:{line}: {key!r} read with its own default {ast.unparse(default)}; the registry's is {spec.default!r}"
+            )
 
 
 def test_readme_table_is_the_registry():
     readme = (ROOT / "README.md").read_text()
     start = readme.index("<!-- options:begin")
-    table = readme[readme.index("\n", start) + 1:readme.index("<!-- options:end -->")].strip()
+    table = readme[readme.index("\n", start) + 1 : readme.index("<!-- options:end -->")].strip()
     assert table == reg.markdown_table()
 
 
@@ -51,15 +59,20 @@ def test_defaults_come_from_the_registry():
     o = Options.of({"checkpoint.interval": "5"})
     assert o.get_int("checkpoint.interval") == 5 and o.get_int("state.read.parallelism") == 8
     assert o.get_size("cache.disk.maxSize") == 10 << 30 and o.get_bool("checkpoint.enabled") is True
-    assert o.get_str("query") is None and o.get_str("indexing.typemap.body") is None   # get_str: as given
+    assert o.get_str("query") is None and o.get_str("indexing.typemap.body") is None  # get_str: as given
     with pytest.raises(UnregisteredOptionError, match="nope.x"):
         o.get_int("nope.x")
 
 
 def test_unknown_keys_are_named_with_the_closest(caplog):
     with caplog.at_level(logging.WARNING, logger="indextables_spark.options"):
-        Options.of({"spark.indextables.checkpoint.intervall": "3", "spark.indextables.indexing.typemap.body": "text",
-                    "path": "/t"})
+        Options.of(
+            {
+                "spark.indextables.checkpoint.intervall": "3",
+                "spark.indextables.indexing.typemap.body": "text",
+                "path": "/t",
+            }
+        )
     msgs = [r.getMessage() for r in caplog.records]
     assert any("checkpoint.intervall" in m and "did you mean spark.indextables.checkpoint.interval" in m for m in msgs)
     assert not any("typemap" in m or "path" in m for m in msgs)

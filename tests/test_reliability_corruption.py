@@ -5,6 +5,7 @@ table's answer for that version (a correct fallback), or the read must raise an 
 naming the damaged file. Anything else (a different answer, another exception type) fails.
 
 Then split files: truncated, wrong footer offsets, garbage: a read fails naming the split."""
+
 from __future__ import annotations
 
 import gzip
@@ -21,7 +22,7 @@ from indextables_spark.log.actions import action_to_json
 from indextables_spark.log.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
 
 LOG = "_transaction_log"
-BITFLIPS = int(os.environ.get("INDEXTABLES_CORRUPTION_BITFLIPS", "6"))   # positions per file
+BITFLIPS = int(os.environ.get("INDEXTABLES_CORRUPTION_BITFLIPS", "6"))  # positions per file
 
 
 def _logdir(root: str) -> str:
@@ -65,15 +66,29 @@ def _write_multipart_checkpoint(t, version: int) -> None:
     with open(os.path.join(_logdir(t.path), f"{version:020d}.checkpoint.json"), "w") as f:
         json.dump({"version": version, "checkpointId": cid, "parts": names, "createdTime": 1, "format": "json"}, f)
     with open(os.path.join(_logdir(t.path), "_last_checkpoint"), "w") as f:
-        json.dump({"version": version, "size": len(files) + 2, "sizeInBytes": 1, "numFiles": len(files),
-                   "createdTime": 1, "parts": 2, "checkpointId": cid}, f)
+        json.dump(
+            {
+                "version": version,
+                "size": len(files) + 2,
+                "sizeInBytes": 1,
+                "numFiles": len(files),
+                "createdTime": 1,
+                "parts": 2,
+                "checkpointId": cid,
+            },
+            f,
+        )
 
 
 def answer(root: str, version: int | None):
     """What a reader sees: version, protocol, metadata, live files (path, size, records)."""
     snap = it.IndexTable(root).snapshot(version)
-    return (snap.version, json.dumps(snap.protocol, sort_keys=True), json.dumps(snap.metadata, sort_keys=True),
-            sorted((f.path, f.size, f.num_records) for f in snap.files))
+    return (
+        snap.version,
+        json.dumps(snap.protocol, sort_keys=True),
+        json.dumps(snap.metadata, sort_keys=True),
+        sorted((f.path, f.size, f.num_records) for f in snap.files),
+    )
 
 
 def answers(root: str, versions: list[int]) -> dict:
@@ -82,7 +97,7 @@ def answers(root: str, versions: list[int]) -> dict:
     for v in [None, *versions]:
         try:
             out[v] = answer(root, v)
-        except Exception as e:   # classified by the caller: only IndexTablesError naming the file passes
+        except Exception as e:  # classified by the caller: only IndexTablesError naming the file passes
             out[v] = e
     return out
 
@@ -197,6 +212,7 @@ def _names_version(e: Exception, rel: str) -> bool:
 
 # ---- split files ---------------------------------------------------------------------------------------
 
+
 def _split_table(root: str):
     import sys
 
@@ -216,14 +232,14 @@ def _footer_offsets_swapped(data: bytes) -> bytes:
 
     (flen,) = struct.unpack("<Q", data[-16:-8])
     start = len(data) - 16 - flen
-    footer = json.loads(data[start:len(data) - 16])
+    footer = json.loads(data[start : len(data) - 16])
     files = footer["files"]
     big = sorted(range(len(files)), key=lambda i: files[i]["length"])[-2:]
     a, b = files[big[0]], files[big[1]]
     a["offset"], b["offset"] = b["offset"], a["offset"]
     text = json.dumps(footer, separators=(",", ":")).encode()
     assert len(text) <= flen
-    return data[:start] + text + b" " * (flen - len(text)) + data[len(data) - 16:]
+    return data[:start] + text + b" " * (flen - len(text)) + data[len(data) - 16 :]
 
 
 def _footer_rows_offset_shifted(data: bytes) -> bytes:
@@ -231,10 +247,10 @@ def _footer_rows_offset_shifted(data: bytes) -> bytes:
 
     (flen,) = struct.unpack("<Q", data[-16:-8])
     start = len(data) - 16 - flen
-    footer = json.loads(data[start:len(data) - 16])
+    footer = json.loads(data[start : len(data) - 16])
     footer["rows"]["offset"] -= 8
     text = json.dumps(footer, separators=(",", ":")).encode()
-    return data[:start] + text + b" " * (flen - len(text)) + data[len(data) - 16:]
+    return data[:start] + text + b" " * (flen - len(text)) + data[len(data) - 16 :]
 
 
 SPLIT_DAMAGES = {
@@ -279,8 +295,9 @@ def test_damaged_split_fails_the_query_naming_the_split(tmp_path, damage):
     assert victim.path in str(e1.value), e1.value
 
     snap = t.snapshot()
-    reader = IndexTablesReader(root, Options.of(opts), StructType.fromJson(snap.schema_json),
-                               SnapshotPin("test", snap.version, True))
+    reader = IndexTablesReader(
+        root, Options.of(opts), StructType.fromJson(snap.schema_json), SnapshotPin("test", snap.version, True)
+    )
     reader._bind(snap)
     import pyarrow as pa
 

@@ -16,6 +16,7 @@ Time budget: the four runs (crash local, crash S3, load local, load S3) run at t
 test, in threads of this process (the writers and crash children are processes). Each still does
 its full count / full duration; only the wall time is shared.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.slow
 SECONDS = float(os.environ.get("INDEXTABLES_LOAD_SECONDS", "121"))
 WRITERS = int(os.environ.get("INDEXTABLES_LOAD_WRITERS", "8"))
 READERS = int(os.environ.get("INDEXTABLES_LOAD_READERS", "4"))
-THINK_S = float(os.environ.get("INDEXTABLES_LOAD_THINK_S", "0.15"))   # mean pause between a writer's commits
+THINK_S = float(os.environ.get("INDEXTABLES_LOAD_THINK_S", "0.15"))  # mean pause between a writer's commits
 
 
 class IdReader:
@@ -72,17 +73,23 @@ class IdReader:
 
 def run_load(target, work, seconds: float) -> dict:
     os.makedirs(work, exist_ok=True)
-    options = {**target.options, **ch.TABLE_OPTIONS, "spark.indextables.checkpoint.interval": "10",
-               "spark.indextables.cache.disk.path": os.path.join(work, "cache")}
+    options = {
+        **target.options,
+        **ch.TABLE_OPTIONS,
+        "spark.indextables.checkpoint.interval": "10",
+        "spark.indextables.cache.disk.path": os.path.join(work, "cache"),
+    }
     table = it.IndexTable(target.uri, options)
     v0, by_path = ch.create_table(table, [0, 1])
     stop = os.path.join(work, "stop")
     journals = [os.path.join(work, f"writer{i}.ndjson") for i in range(WRITERS)]
-    procs = [ch.context().Process(target=ch.load_writer, args=(target.uri, options, journals[i], stop, i, 1000 + i, THINK_S))
-             for i in range(WRITERS)]
+    procs = [
+        ch.context().Process(target=ch.load_writer, args=(target.uri, options, journals[i], stop, i, 1000 + i, THINK_S))
+        for i in range(WRITERS)
+    ]
     for p in procs:
         p.start()
-    observed: list[tuple[int, int, int]] = []    # (version, rows, hash of the id set)
+    observed: list[tuple[int, int, int]] = []  # (version, rows, hash of the id set)
     errors: list[str] = []
     halt = threading.Event()
 
@@ -92,7 +99,7 @@ def run_load(target, work, seconds: float) -> dict:
             try:
                 v, ids = r.snapshot_ids()
                 observed.append((v, len(ids), hash(ids)))
-            except Exception as e:   # recorded: any reader error fails the test
+            except Exception as e:  # recorded: any reader error fails the test
                 errors.append(f"reader: {type(e).__name__}: {e}")
                 return
 
@@ -144,11 +151,20 @@ def run_load(target, work, seconds: float) -> dict:
     for v in sorted(set(range(0, latest + 1, step)) | {latest}):
         got_v, ids = r.snapshot_ids(v)
         assert got_v == v and ids == expected[v], f"version {v}: rows differ"
-    summary = {"backend": target.kind, "seconds": seconds, "writers": WRITERS, "readers": READERS, "think_s": THINK_S,
-               "versions": latest + 1, "appends": sum(e["commits"] for e in ends),
-               "merges": sum(e["merges"] for e in ends), "retried_conflicts": sum(e["conflicts"] for e in ends),
-               "reader_snapshots": len(observed), "distinct_versions_seen": len({v for v, _, _ in observed}),
-               "rows": len(expected[latest])}
+    summary = {
+        "backend": target.kind,
+        "seconds": seconds,
+        "writers": WRITERS,
+        "readers": READERS,
+        "think_s": THINK_S,
+        "versions": latest + 1,
+        "appends": sum(e["commits"] for e in ends),
+        "merges": sum(e["merges"] for e in ends),
+        "retried_conflicts": sum(e["conflicts"] for e in ends),
+        "reader_snapshots": len(observed),
+        "distinct_versions_seen": len({v for v, _, _ in observed}),
+        "rows": len(expected[latest]),
+    }
     print("load summary:", json.dumps(summary))
     print("conflicts (first 5):", conflict_texts[:5])
     assert summary["appends"] >= WRITERS and summary["reader_snapshots"] >= READERS
@@ -163,18 +179,32 @@ def test_crash_trials_and_load_local_and_s3_concurrently(tmp_path, request):
     with_s3 = bool(os.environ.get(ENV_S3_ENDPOINT)) or os.environ.get(ENV_LOCAL_ONLY) != "1"
     env = os.environ.get
     per_table = int(env("INDEXTABLES_CRASH_TRIALS_PER_TABLE", "25"))
-    crash_runs = [(StorageTarget("local", str(tmp_path / "crash-local"), {}),
-                   int(env("INDEXTABLES_CRASH_TRIALS_LOCAL", "200")), float(env("INDEXTABLES_CRASH_MAX_DELAY_S", "0.4")), 11)]
+    crash_runs = [
+        (
+            StorageTarget("local", str(tmp_path / "crash-local"), {}),
+            int(env("INDEXTABLES_CRASH_TRIALS_LOCAL", "200")),
+            float(env("INDEXTABLES_CRASH_MAX_DELAY_S", "0.4")),
+            11,
+        )
+    ]
     load_targets = [StorageTarget("local", str(tmp_path / "load-local"), {})]
     if with_s3:
         s3 = _target("s3", request)
-        crash_runs.append((s3.child("crash"), int(env("INDEXTABLES_CRASH_TRIALS_S3", "50")),
-                           float(env("INDEXTABLES_CRASH_MAX_DELAY_S", "0.6")), 23))
+        crash_runs.append(
+            (
+                s3.child("crash"),
+                int(env("INDEXTABLES_CRASH_TRIALS_S3", "50")),
+                float(env("INDEXTABLES_CRASH_MAX_DELAY_S", "0.6")),
+                23,
+            )
+        )
         load_targets.append(s3.child("load"))
     ch.context()  # start the fork server once, before the threads
     with ThreadPoolExecutor(len(crash_runs) + len(load_targets)) as pool:
-        crash = [pool.submit(ch.run_trials, t, tmp_path / f"crash-work-{t.kind}", n, per_table, delay, seed)
-                 for t, n, delay, seed in crash_runs]
+        crash = [
+            pool.submit(ch.run_trials, t, tmp_path / f"crash-work-{t.kind}", n, per_table, delay, seed)
+            for t, n, delay, seed in crash_runs
+        ]
         load = [pool.submit(run_load, t, str(tmp_path / f"load-work-{t.kind}"), SECONDS) for t in load_targets]
         crash_summaries = [f.result() for f in crash]
         for f in load:

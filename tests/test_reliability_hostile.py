@@ -1,6 +1,7 @@
 """Hostile input: paths in actions that escape the table root are refused on read and on write;
 parsers fuzzed with hypothesis raise nothing but IndexTablesError; tantivy panics become
 TantivyError. Examples per property: INDEXTABLES_FUZZ_EXAMPLES (default 150)."""
+
 from __future__ import annotations
 
 import gzip
@@ -21,8 +22,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 import crash_harness as ch  # noqa: E402
 
 EXAMPLES = int(os.environ.get("INDEXTABLES_FUZZ_EXAMPLES", "150"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 ESCAPING = [
     "../outside.split",
@@ -49,7 +54,7 @@ def _table(tmp_path):
     root = str(tmp_path / "root" / "t")
     t = it.IndexTable(root, ch.TABLE_OPTIONS)
     ch.create_table(t, list(range(6)))
-    with open(tmp_path / "root" / "outside.split", "wb") as f:   # a sentinel next to the table
+    with open(tmp_path / "root" / "outside.split", "wb") as f:  # a sentinel next to the table
         f.write(b"not yours")
     return it.IndexTable(root, {**ch.TABLE_OPTIONS, "spark.indextables.cache.disk.path": str(tmp_path / "cache")})
 
@@ -59,7 +64,12 @@ def _forge_version(t, path: str) -> None:
     good = t.snapshot().files[0]
     add = AddFile.from_json({**good.to_json(), "path": path})
     v = t.version() + 1
-    line = json.dumps({"commitInfo": {"timestamp": 1, "operation": "WRITE"}}) + "\n" + json.dumps({"add": add.to_json()}) + "\n"
+    line = (
+        json.dumps({"commitInfo": {"timestamp": 1, "operation": "WRITE"}})
+        + "\n"
+        + json.dumps({"add": add.to_json()})
+        + "\n"
+    )
     with open(os.path.join(t.path, "_transaction_log", f"{v:020d}.json"), "wb") as f:
         f.write(gzip.compress(line.encode()))
 
@@ -74,7 +84,7 @@ def test_escaping_paths_are_refused_on_write(tmp_path, path):
     assert repr(path)[1:-1][:20] in str(e.value) or path in str(e.value) or not path
     with pytest.raises(PathEscapeError):
         t.transaction().remove_files([path]).commit()
-    assert t.version() == before   # nothing committed
+    assert t.version() == before  # nothing committed
 
 
 @pytest.mark.parametrize("path", ESCAPING + ENCODED, ids=[repr(p) for p in ESCAPING + ENCODED])
@@ -105,14 +115,21 @@ def test_escaping_paths_are_refused_by_every_storage_call(storage_backend):
     s = storage_backend.open()
     s.put("inside/x", b"1")
     for path in ESCAPING:
-        for call in (lambda: s.read(path), lambda: s.read_range(path, 0, 1), lambda: s.put(path, b"x"),
-                     lambda: s.put_if_absent(path, b"x"), lambda: s.stat(path), lambda: s.delete([path, "inside/x"])):
+        for call in (
+            lambda: s.read(path),
+            lambda: s.read_range(path, 0, 1),
+            lambda: s.put(path, b"x"),
+            lambda: s.put_if_absent(path, b"x"),
+            lambda: s.stat(path),
+            lambda: s.delete([path, "inside/x"]),
+        ):
             with pytest.raises(PathEscapeError):
                 call()
-    assert s.read("inside/x") == b"1"   # a batch with one bad key deletes nothing
+    assert s.read("inside/x") == b"1"  # a batch with one bad key deletes nothing
 
 
 # ---- fuzzing: only our error types ------------------------------------------------------------------------
+
 
 def _only_ours(fn, *args):
     try:
@@ -123,35 +140,111 @@ def _only_ours(fn, *args):
         raise AssertionError(f"{fn.__module__}.{fn.__qualname__}{args!r:.300} raised {type(e).__name__}: {e}") from e
 
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                      st.text(max_size=12))
-json_values = st.recursive(json_leaf, lambda c: st.one_of(st.lists(c, max_size=4),
-                                                          st.dictionaries(st.text(max_size=8), c, max_size=4)),
-                           max_leaves=12)
-TYPE_NAMES = ["string", "long", "integer", "short", "byte", "double", "float", "boolean", "binary", "date",
-              "timestamp", "timestamp_ntz", "decimal(10,2)", "decimal(40,2)", "decimal(x)", "interval", "void",
-              "variant", "char(3)", "varchar(4)", "struct", "array", "map", ""]
+json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=12)
+)
+json_values = st.recursive(
+    json_leaf,
+    lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)),
+    max_leaves=12,
+)
+TYPE_NAMES = [
+    "string",
+    "long",
+    "integer",
+    "short",
+    "byte",
+    "double",
+    "float",
+    "boolean",
+    "binary",
+    "date",
+    "timestamp",
+    "timestamp_ntz",
+    "decimal(10,2)",
+    "decimal(40,2)",
+    "decimal(x)",
+    "interval",
+    "void",
+    "variant",
+    "char(3)",
+    "varchar(4)",
+    "struct",
+    "array",
+    "map",
+    "",
+]
 spark_types = st.recursive(
     st.sampled_from(TYPE_NAMES) | json_values,
     lambda c: st.one_of(
         st.fixed_dictionaries({"type": st.just("array"), "elementType": c, "containsNull": st.booleans()}),
         st.fixed_dictionaries({"type": st.just("map"), "keyType": c, "valueType": c}),
-        st.fixed_dictionaries({"type": st.just("struct"), "fields": st.lists(
-            st.fixed_dictionaries({"name": st.text(max_size=6), "type": c, "nullable": st.booleans()}), max_size=3)}),
-    ), max_leaves=6)
+        st.fixed_dictionaries(
+            {
+                "type": st.just("struct"),
+                "fields": st.lists(
+                    st.fixed_dictionaries({"name": st.text(max_size=6), "type": c, "nullable": st.booleans()}),
+                    max_size=3,
+                ),
+            }
+        ),
+    ),
+    max_leaves=6,
+)
 schemas = st.one_of(
     json_values,
-    st.fixed_dictionaries({"type": st.just("struct"), "fields": st.lists(
-        st.fixed_dictionaries({"name": st.text(max_size=8), "type": spark_types, "nullable": st.booleans(),
-                               "metadata": st.just({})}), max_size=5)}),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("struct"),
+            "fields": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "name": st.text(max_size=8),
+                        "type": spark_types,
+                        "nullable": st.booleans(),
+                        "metadata": st.just({}),
+                    }
+                ),
+                max_size=5,
+            ),
+        }
+    ),
 )
 option_maps = st.dictionaries(
-    st.sampled_from(["indexing.typemap.a", "indexing.tokenizer.a", "indexing.indexrecordoption.a",
-                     "indexing.fastfields", "dataSkippingNumIndexedCols", "stats.truncation.maxLength",
-                     "indexing.typemap.b", "indexWriter.heapSize", "indexing.primaryKey"]),
-    st.text(max_size=10) | st.sampled_from(["text", "string", "text_and_string", "json", "raw", "default",
-                                            "en_stem", "position", "freq", "basic", "a", "-1", "1e99", "10G"]),
-    max_size=4)
+    st.sampled_from(
+        [
+            "indexing.typemap.a",
+            "indexing.tokenizer.a",
+            "indexing.indexrecordoption.a",
+            "indexing.fastfields",
+            "dataSkippingNumIndexedCols",
+            "stats.truncation.maxLength",
+            "indexing.typemap.b",
+            "indexWriter.heapSize",
+            "indexing.primaryKey",
+        ]
+    ),
+    st.text(max_size=10)
+    | st.sampled_from(
+        [
+            "text",
+            "string",
+            "text_and_string",
+            "json",
+            "raw",
+            "default",
+            "en_stem",
+            "position",
+            "freq",
+            "basic",
+            "a",
+            "-1",
+            "1e99",
+            "10G",
+        ]
+    ),
+    max_size=4,
+)
 
 
 @FUZZ
@@ -171,8 +264,29 @@ def test_fuzz_schema_strings_and_settings(schema, parts, opts):
 
 
 @FUZZ
-@given(mapping=st.one_of(st.text(max_size=60), json_values.map(json.dumps),
-                         st.lists(st.fixed_dictionaries({"name": st.text(max_size=5), "type": st.text(max_size=8) | st.sampled_from(["text", "i64", "f64", "bool", "json", "bytes", "datetime"])}, optional={"tokenizer": st.text(max_size=6), "record": st.text(max_size=6), "fast": json_leaf, "indexed": json_leaf, "stored": json_leaf}), max_size=4).map(json.dumps)))
+@given(
+    mapping=st.one_of(
+        st.text(max_size=60),
+        json_values.map(json.dumps),
+        st.lists(
+            st.fixed_dictionaries(
+                {
+                    "name": st.text(max_size=5),
+                    "type": st.text(max_size=8)
+                    | st.sampled_from(["text", "i64", "f64", "bool", "json", "bytes", "datetime"]),
+                },
+                optional={
+                    "tokenizer": st.text(max_size=6),
+                    "record": st.text(max_size=6),
+                    "fast": json_leaf,
+                    "indexed": json_leaf,
+                    "stored": json_leaf,
+                },
+            ),
+            max_size=4,
+        ).map(json.dumps),
+    )
+)
 def test_fuzz_doc_mappings(mapping):
     from indextables_spark.split.types import specs_from_doc_mapping, tantivy_schema
 
@@ -180,11 +294,40 @@ def test_fuzz_doc_mappings(mapping):
 
 
 @FUZZ
-@given(value=st.one_of(st.none(), st.text(max_size=20), st.sampled_from(["NaN", "-0", "1e400", "2024-02-30", "9999999999999999999999", "__HIVE_DEFAULT_PARTITION__", "%zz", "a/b=c"])),
-       spark_type=st.sampled_from(["string", "long", "integer", "short", "byte", "double", "float", "boolean", "date", "timestamp", "timestamp_ntz", "decimal(10,2)", "binary", "decimal(38,38)"]))
+@given(
+    value=st.one_of(
+        st.none(),
+        st.text(max_size=20),
+        st.sampled_from(
+            ["NaN", "-0", "1e400", "2024-02-30", "9999999999999999999999", "__HIVE_DEFAULT_PARTITION__", "%zz", "a/b=c"]
+        ),
+    ),
+    spark_type=st.sampled_from(
+        [
+            "string",
+            "long",
+            "integer",
+            "short",
+            "byte",
+            "double",
+            "float",
+            "boolean",
+            "date",
+            "timestamp",
+            "timestamp_ntz",
+            "decimal(10,2)",
+            "binary",
+            "decimal(38,38)",
+        ]
+    ),
+)
 def test_fuzz_partition_values(value, spark_type):
-    from indextables_spark.split.partitions import (parse_partition_value, partition_path, partition_value_array,
-                                                   unescape_path_name)
+    from indextables_spark.split.partitions import (
+        parse_partition_value,
+        partition_path,
+        partition_value_array,
+        unescape_path_name,
+    )
     from indextables_spark.split.types import arrow_type
 
     def run():
@@ -198,9 +341,45 @@ def test_fuzz_partition_values(value, spark_type):
 
 
 @FUZZ
-@given(text=st.one_of(st.text(max_size=40), st.lists(st.sampled_from(
-    ["day", "id", "=", "<>", "!=", "<", ">=", "IN", "(", ")", ",", "'x'", "'2024-01-01'", "1", "-1e309", "NULL",
-     "IS", "NOT", "AND", "OR", "BETWEEN", "LIKE", "''''", "`day`", "\"", "TRUE", "9" * 30]), max_size=10).map(" ".join)))
+@given(
+    text=st.one_of(
+        st.text(max_size=40),
+        st.lists(
+            st.sampled_from(
+                [
+                    "day",
+                    "id",
+                    "=",
+                    "<>",
+                    "!=",
+                    "<",
+                    ">=",
+                    "IN",
+                    "(",
+                    ")",
+                    ",",
+                    "'x'",
+                    "'2024-01-01'",
+                    "1",
+                    "-1e309",
+                    "NULL",
+                    "IS",
+                    "NOT",
+                    "AND",
+                    "OR",
+                    "BETWEEN",
+                    "LIKE",
+                    "''''",
+                    "`day`",
+                    '"',
+                    "TRUE",
+                    "9" * 30,
+                ]
+            ),
+            max_size=10,
+        ).map(" ".join),
+    )
+)
 def test_fuzz_partition_filters_and_commands(text):
     from indextables_spark.commands.parser import parse_command
     from indextables_spark.log.partition_filter import parse_partition_filter, parse_predicate
@@ -214,12 +393,32 @@ def test_fuzz_partition_filters_and_commands(text):
 
 
 @FUZZ
-@given(key=st.sampled_from(["checkpoint.interval", "purge.defaultRetentionHours", "write.targetSplitSize",
-                            "transaction.retry.maxAttempts", "state.compressionLevel", "read.batchSize",
-                            "state.format", "state.compression", "merge.targetSize", "cache.disk.maxSize",
-                            "storage.retry.maxAttempts", "s3.pathStyleAccess", "aws.region", "s3.endpoint",
-                            "limit", "versionAsOf", "timestampAsOf", "query"]),
-       value=st.text(max_size=16) | st.sampled_from(["-1", "0", "1e308", "nan", "inf", "10X", "5G", "true ", "99999999999999999999"]))
+@given(
+    key=st.sampled_from(
+        [
+            "checkpoint.interval",
+            "purge.defaultRetentionHours",
+            "write.targetSplitSize",
+            "transaction.retry.maxAttempts",
+            "state.compressionLevel",
+            "read.batchSize",
+            "state.format",
+            "state.compression",
+            "merge.targetSize",
+            "cache.disk.maxSize",
+            "storage.retry.maxAttempts",
+            "s3.pathStyleAccess",
+            "aws.region",
+            "s3.endpoint",
+            "limit",
+            "versionAsOf",
+            "timestampAsOf",
+            "query",
+        ]
+    ),
+    value=st.text(max_size=16)
+    | st.sampled_from(["-1", "0", "1e308", "nan", "inf", "10X", "5G", "true ", "99999999999999999999"]),
+)
 def test_fuzz_option_values(key, value):
     from indextables_spark.commands.merge import MergeConfig
     from indextables_spark.commands.purge import PurgeConfig
@@ -241,8 +440,27 @@ def test_fuzz_option_values(key, value):
 
 
 @FUZZ
-@given(obj=st.dictionaries(st.sampled_from(["add", "remove", "metaData", "protocol", "commitInfo", "mergeskip",
-                                            "deleteLog", "statsFiles", "txn", "cdc"]), json_values, min_size=1, max_size=1))
+@given(
+    obj=st.dictionaries(
+        st.sampled_from(
+            [
+                "add",
+                "remove",
+                "metaData",
+                "protocol",
+                "commitInfo",
+                "mergeskip",
+                "deleteLog",
+                "statsFiles",
+                "txn",
+                "cdc",
+            ]
+        ),
+        json_values,
+        min_size=1,
+        max_size=1,
+    )
+)
 def test_fuzz_action_json(obj):
     from indextables_spark.log.actions import action_from_json
     from indextables_spark.log.codec import decode_actions
@@ -264,14 +482,55 @@ def split_reader(tmp_path_factory):
     return SplitReader(get_cache({"cache.disk.path": str(tmp_path_factory.mktemp("qc"))}).local_dir(t.storage, add))
 
 
-QUERY_PIECES = ["body:", "id:", "p:", "doc", "word1", "*", "?", "~", "^", "\"", "'", "(", ")", "[", "]", "{", "}",
-                "TO", "AND", "OR", "NOT", "-", "+", ":", "\\", "/", "IN", "[1 TO 5]", "{* TO 3}", "id:>3", "id:<=-9e99",
-                "body:\"doc 1\"~2", "nosuch:x", "_indexall:", "*:*", "body:/re[/", "id:abc", "2" * 25, "\x00", "é"]
+QUERY_PIECES = [
+    "body:",
+    "id:",
+    "p:",
+    "doc",
+    "word1",
+    "*",
+    "?",
+    "~",
+    "^",
+    '"',
+    "'",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "TO",
+    "AND",
+    "OR",
+    "NOT",
+    "-",
+    "+",
+    ":",
+    "\\",
+    "/",
+    "IN",
+    "[1 TO 5]",
+    "{* TO 3}",
+    "id:>3",
+    "id:<=-9e99",
+    'body:"doc 1"~2',
+    "nosuch:x",
+    "_indexall:",
+    "*:*",
+    "body:/re[/",
+    "id:abc",
+    "2" * 25,
+    "\x00",
+    "é",
+]
 
 
 @FUZZ
-@given(query=st.one_of(st.text(max_size=30), st.lists(st.sampled_from(QUERY_PIECES), max_size=8).map(" ".join)),
-       limit=st.integers(-1, 3))
+@given(
+    query=st.one_of(st.text(max_size=30), st.lists(st.sampled_from(QUERY_PIECES), max_size=8).map(" ".join)),
+    limit=st.integers(-1, 3),
+)
 def test_fuzz_query_strings(split_reader, query, limit):
     def run():
         split_reader.count(query=query)
@@ -304,8 +563,13 @@ def test_fuzz_write_rows_through_the_split_writer(tmp_path):
     t = it.IndexTable(str(tmp_path / "t"))
     values = ["", "\x00", "a" * 100_000, "é" * 5000, "\ud7ff", " ".join(["x"] * 20000), "NaN", "\\u0000", None]
     ids = list(range(len(values)))
-    data = pa.table({"id": pa.array([-(2**63), 2**63 - 1, 0, 1, 2, 3, 4, 5, None], pa.int64()),
-                     "body": pa.array(values, pa.string()), "p": pa.array(["a/b", "..", "%2e", "x=y", "", "\n", "é", None, "/"])})
+    data = pa.table(
+        {
+            "id": pa.array([-(2**63), 2**63 - 1, 0, 1, 2, 3, 4, 5, None], pa.int64()),
+            "body": pa.array(values, pa.string()),
+            "p": pa.array(["a/b", "..", "%2e", "x=y", "", "\n", "é", None, "/"]),
+        }
+    )
     w = SplitWriter(t.storage, ch.SCHEMA, ch.PARTITIONS, t.options)
     w.write_batch(data)
     adds = w.finish()

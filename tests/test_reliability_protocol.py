@@ -1,6 +1,7 @@
 """Protocol safety: no operation mutates a table whose protocol is newer than ours or that needs
 writer features we do not know (the table's files stay byte-identical); an old-protocol table is
 upgraded only by a checkpoint (explicit or automatic), as a recorded version."""
+
 from __future__ import annotations
 
 import gzip
@@ -16,8 +17,9 @@ from indextables_spark.log.synthetic import commit_files, create_table, syntheti
 
 FUTURE = {
     "writer version 5": Protocol(4, 5, ["avroState", "schemaDeduplication"], ["avroState", "schemaDeduplication"]),
-    "unknown writer feature": Protocol(4, 4, ["avroState", "schemaDeduplication"],
-                                       ["avroState", "schemaDeduplication", "identityColumns"]),
+    "unknown writer feature": Protocol(
+        4, 4, ["avroState", "schemaDeduplication"], ["avroState", "schemaDeduplication", "identityColumns"]
+    ),
     "reader version 5": Protocol(5, 5, ["avroState"], ["avroState"]),
     "unknown reader feature": Protocol(4, 4, ["avroState", "variantType"], ["avroState", "variantType"]),
 }
@@ -33,7 +35,9 @@ OPERATIONS = {
     "delete": lambda t: t.delete("date = '2024-01-01'"),
     "truncate time travel": lambda t: t.truncate_time_travel(),
     "gc state": lambda t: t.gc_state(),
-    "set protocol back to ours": lambda t: t.transaction().set_protocol(Protocol(4, 4, ["avroState"], ["avroState"])).commit(),
+    "set protocol back to ours": lambda t: t.transaction()
+    .set_protocol(Protocol(4, 4, ["avroState"], ["avroState"]))
+    .commit(),
 }
 
 
@@ -48,16 +52,19 @@ def _files(root: str) -> dict[str, bytes]:
 
 
 def _future_table(tmp_path, protocol: Protocol, name: str):
-    t = it.IndexTable(str(tmp_path / name), {"checkpoint.enabled": "false",
-                                             "purge.retentionCheckEnabled": "false"})
+    t = it.IndexTable(str(tmp_path / name), {"checkpoint.enabled": "false", "purge.retentionCheckEnabled": "false"})
     create_table(t)
     commit_files(t, synthetic_adds(0, 4))
     t.checkpoint()
     commit_files(t, synthetic_adds(4, 4))
     v = t.version() + 1
     # Written by a newer writer: the protocol action of version v.
-    line = json.dumps({"commitInfo": {"timestamp": 1, "operation": "UPGRADE PROTOCOL"}}) + "\n" + \
-        json.dumps(action_to_json(protocol)) + "\n"
+    line = (
+        json.dumps({"commitInfo": {"timestamp": 1, "operation": "UPGRADE PROTOCOL"}})
+        + "\n"
+        + json.dumps(action_to_json(protocol))
+        + "\n"
+    )
     with open(os.path.join(t.path, "_transaction_log", f"{v:020d}.json"), "wb") as f:
         f.write(gzip.compress(line.encode()))
     return it.IndexTable(t.path, t.options)

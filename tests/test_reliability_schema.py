@@ -1,6 +1,7 @@
 """Schema evolution: appends with mergeSchema=true add nullable columns; splits written before
 read them as NULL (filters on them applied exactly); incompatible changes are refused naming the
 column; the doc mapping registry records each schema once."""
+
 from __future__ import annotations
 
 import os
@@ -29,19 +30,26 @@ def _write(path: str, data: pa.Table, merge: bool = False, partition_by=("day",)
     opts = Options.of(TEXT, {"partitionBy": ",".join(partition_by)}, {"mergeSchema": "true"} if merge else None)
     plan, read_version, _ = plan_write(path, opts, StructType.fromJson(spark_schema_json(data.schema)), False)
     msg = write_splits(path, opts, plan, iter(data.to_batches()))
-    return commit_write(path, opts, plan, read_version, False, [it.AddFile.from_json(d) for d in msg.adds],
-                        stats_files=msg.stats)
+    return commit_write(
+        path, opts, plan, read_version, False, [it.AddFile.from_json(d) for d in msg.adds], stats_files=msg.stats
+    )
 
 
 def _base(ids):
-    return pa.table({"id": pa.array(ids, pa.int64()), "body": pa.array([f"alpha w{i}" for i in ids]),
-                     "day": pa.array(["d1" if i % 2 else "d2" for i in ids])})
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "body": pa.array([f"alpha w{i}" for i in ids]),
+            "day": pa.array(["d1" if i % 2 else "d2" for i in ids]),
+        }
+    )
 
 
 def _evolved(ids):
     t = _base(ids)
-    return t.append_column("score", pa.array([float(i) if i % 3 else None for i in ids], pa.float64())) \
-            .append_column("tag", pa.array([f"t{i % 2}" for i in ids]))
+    return t.append_column("score", pa.array([float(i) if i % 3 else None for i in ids], pa.float64())).append_column(
+        "tag", pa.array([f"t{i % 2}" for i in ids])
+    )
 
 
 def _read(path: str, filters=(), version=None) -> list[dict]:
@@ -70,9 +78,9 @@ def test_merge_schema_adds_nullable_columns_old_splits_read_nulls(tmp_path):
     _write(path, _base(range(0, 10)))
     _write(path, _base(range(10, 20)))
     with pytest.raises(SchemaMismatchError, match=r"columns not in the table \['score', 'tag'\]"):
-        _write(path, _evolved(range(20, 30)))                     # without mergeSchema: refused
+        _write(path, _evolved(range(20, 30)))  # without mergeSchema: refused
     v = _write(path, _evolved(range(20, 30)), merge=True)
-    _write(path, _evolved(range(30, 40)), merge=True)             # same evolved schema again
+    _write(path, _evolved(range(30, 40)), merge=True)  # same evolved schema again
     t = it.IndexTable(path)
     snap = t.snapshot()
     assert [f["name"] for f in snap.schema_json["fields"]] == ["id", "body", "day", "score", "tag"]
@@ -83,7 +91,7 @@ def test_merge_schema_adds_nullable_columns_old_splits_read_nulls(tmp_path):
     registry_keys = [k for k in snap.metadata_action.configuration if k.startswith("docMappingSchema.")]
     assert len(registry_keys) == 2
     metadata_versions = [h["version"] for h in t.history() if h["metadataChanged"]]
-    assert sorted(metadata_versions) == [0, v]                    # one schema change, recorded once
+    assert sorted(metadata_versions) == [0, v]  # one schema change, recorded once
 
     old = [{**r, "score": None, "tag": None} for r in _base(range(0, 20)).to_pylist()]
     new = _evolved(range(20, 40)).to_pylist()
@@ -94,7 +102,10 @@ def test_merge_schema_adds_nullable_columns_old_splits_read_nulls(tmp_path):
         ([F.IsNull("score")], lambda r: r["score"] is None),
         ([F.IsNotNull("tag")], lambda r: r["tag"] is not None),
         ([F.EqualTo("tag", "t1")], lambda r: r["tag"] == "t1"),
-        ([F.GreaterThan("score", 25.0), F.LessThan("id", 35)], lambda r: r["score"] is not None and r["score"] > 25 and r["id"] < 35),
+        (
+            [F.GreaterThan("score", 25.0), F.LessThan("id", 35)],
+            lambda r: r["score"] is not None and r["score"] > 25 and r["id"] < 35,
+        ),
         ([F.Not(F.EqualTo("tag", "t0"))], lambda r: r["tag"] is not None and r["tag"] != "t0"),
         ([F.EqualNullSafe("tag", None)], lambda r: r["tag"] is None),
         ([F.LessThan("id", 5)], lambda r: r["id"] < 5),
@@ -119,13 +130,15 @@ def test_incompatible_schema_changes_are_refused(tmp_path):
     case_clash = _base(range(6, 9)).append_column("ID", pa.array([1, 2, 3], pa.int64()))
     with pytest.raises(SchemaMismatchError, match="only in case"):
         _write(path, case_clash, merge=True)
-    assert it.IndexTable(path).version() == version               # nothing committed
+    assert it.IndexTable(path).version() == version  # nothing committed
 
 
 @pytest.mark.spark
 def test_merge_schema_through_spark(spark, tmp_path):
     path = str(tmp_path / "t")
-    spark.createDataFrame([(1, "a"), (2, "b")], "id long, body string").write.format("indextables").mode("append").save(path)
+    spark.createDataFrame([(1, "a"), (2, "b")], "id long, body string").write.format("indextables").mode("append").save(
+        path
+    )
     df2 = spark.createDataFrame([(3, "c", 7)], "id long, body string, extra int")
     with pytest.raises(Exception, match="extra"):
         df2.write.format("indextables").mode("append").save(path)

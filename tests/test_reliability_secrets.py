@@ -1,6 +1,7 @@
 """Secrets: credentials given as options are never written into the table, logged (at any level,
 ours or the SDKs'), or shown (reprs, results, error messages, CLI output). Every byte of output and
 every file the operations produced is searched for the secret values."""
+
 from __future__ import annotations
 
 import io
@@ -23,8 +24,11 @@ from cmd_helpers import append, rows  # noqa: E402
 def _exercise(uri: str, options: dict, tmp_path) -> list[str]:
     """Real operations; returns every text they showed (results, reprs, errors)."""
     shown: list[str] = []
-    opts = {**options, "spark.indextables.cache.disk.path": str(tmp_path / "cache"),
-            "spark.indextables.purge.retentionCheckEnabled": "false"}
+    opts = {
+        **options,
+        "spark.indextables.cache.disk.path": str(tmp_path / "cache"),
+        "spark.indextables.purge.retentionCheckEnabled": "false",
+    }
     # The Spark writer's own functions (plan on the driver, splits in a task, commit).
     append(uri, rows(30), options=opts)
     append(uri, rows(30, start=30), options=opts)
@@ -78,8 +82,12 @@ def test_credentials_are_never_written_logged_or_shown(kind, request, tmp_path, 
     if kind == "s3":
         # moto accepts any key pair: use unique, greppable ones.
         secrets = [f"AKIA{uuid.uuid4().hex[:16].upper()}", f"secret-{uuid.uuid4().hex}", f"token-{uuid.uuid4().hex}"]
-        options = {**target.options, "spark.indextables.aws.accessKey": secrets[0],
-                   "spark.indextables.aws.secretKey": secrets[1], "spark.indextables.aws.sessionToken": secrets[2]}
+        options = {
+            **target.options,
+            "spark.indextables.aws.accessKey": secrets[0],
+            "spark.indextables.aws.secretKey": secrets[1],
+            "spark.indextables.aws.sessionToken": secrets[2],
+        }
     else:
         conn = target.options["spark.indextables.azure.connectionString"]
         key = next(p.split("=", 1)[1] for p in conn.split(";") if p.startswith("AccountKey="))
@@ -99,8 +107,12 @@ def test_credentials_are_never_written_logged_or_shown(kind, request, tmp_path, 
         root.setLevel(old_level)
     shown.append(_cli(target.uri, options))
     out, err = capfd.readouterr()
-    texts = {"log records (DEBUG, every logger)": stream.getvalue(), "stdout": out, "stderr": err,
-             "results, reprs, errors, CLI": "\n".join(shown)}
+    texts = {
+        "log records (DEBUG, every logger)": stream.getvalue(),
+        "stdout": out,
+        "stderr": err,
+        "results, reprs, errors, CLI": "\n".join(shown),
+    }
     assert len(stream.getvalue()) > 1000, "the operations logged (almost) nothing: the test would prove nothing"
     files = _all_stored_bytes(target) + _local_files(tmp_path)
     assert any(k.endswith(".split") for k, _ in files) and any("_transaction_log" in k for k, _ in files)
@@ -109,7 +121,7 @@ def test_credentials_are_never_written_logged_or_shown(kind, request, tmp_path, 
         for name, text in texts.items():
             if secret in text:
                 i = text.index(secret)
-                leaks.append(f"{name}: ...{text[max(0, i - 80):i]}<SECRET>...")
+                leaks.append(f"{name}: ...{text[max(0, i - 80) : i]}<SECRET>...")
         for key, data in files:
             if secret.encode() in data:
                 leaks.append(f"file {key}")

@@ -3,6 +3,7 @@
 The data source and its reader are driven directly (planning on "the driver", read() as a task
 would), so these run in milliseconds; test_search_sql.py covers the same through Spark.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,8 +28,12 @@ def table(tmp_path_factory):
     path = str(root / "t")
     data = docs(N)
     # ids grow with the write order: each split covers an id range, so id filters can skip splits
-    write_table(path, data, docs_schema(), {**DOCS_OPTIONS, "dataSkippingNumIndexedCols": "4",
-                                            "stats.truncation.maxLength": "3"})
+    write_table(
+        path,
+        data,
+        docs_schema(),
+        {**DOCS_OPTIONS, "dataSkippingNumIndexedCols": "4", "stats.truncation.maxLength": "3"},
+    )
     return path, data, {"spark.indextables.cache.disk.path": str(root / "cache")}
 
 
@@ -45,7 +50,7 @@ def plan(path, options, filters=()):
     returned = list(reader.pushFilters(list(filters) + [guard]))
     assert all(any(r is f for f in filters) for r in returned)
     taken = [f for f in filters if not any(r is f for r in returned)]
-    assert taken == []   # never taken away from Spark
+    assert taken == []  # never taken away from Spark
     return reader, reader.partitions(), returned
 
 
@@ -63,7 +68,9 @@ def test_stats_cover_the_first_columns_truncated_and_never_partitions(table):
         assert set(f.max_values) <= {"id", "body", "tag", "views"} and "id" in f.max_values
         assert "region" not in f.min_values and "score" not in f.min_values
         # stats.truncation.maxLength=3: a cut max is incremented so it stays an upper bound
-        assert all(len(f.min_values[c]) <= 3 and len(f.max_values[c]) <= 3 for c in ("body", "tag") if c in f.min_values)
+        assert all(
+            len(f.min_values[c]) <= 3 and len(f.max_values[c]) <= 3 for c in ("body", "tag") if c in f.min_values
+        )
 
 
 def test_data_skipping_counts_and_results(table, caplog):
@@ -73,15 +80,17 @@ def test_data_skipping_counts_and_results(table, caplog):
         ([sds.EqualTo(("id",), 17)], pc.equal(ids, 17)),
         ([sds.In(("id",), (5, 2900))], pc.is_in(ids, pa.array([5, 2900]))),
         ([sds.GreaterThanOrEqual(("id",), 2800)], pc.greater_equal(ids, 2800)),
-        ([sds.LessThan(("id",), 100), sds.StringStartsWith(("tag",), "do")],
-         pc.and_(pc.less(ids, 100), pc.fill_null(pc.starts_with(data.column("tag"), "do"), False))),
+        (
+            [sds.LessThan(("id",), 100), sds.StringStartsWith(("tag",), "do")],
+            pc.and_(pc.less(ids, 100), pc.fill_null(pc.starts_with(data.column("tag"), "do"), False)),
+        ),
     ]
     n_files = len(it.IndexTable(path).files())
     for filters, mask in cases:
         with caplog.at_level(logging.INFO, logger="indextables_spark.spark.reader"):
             caplog.clear()
             reader, parts, _ = plan(path, opts, filters)
-        assert len(reader.data_filters) == len(filters)   # every filter narrows the read
+        assert len(reader.data_filters) == len(filters)  # every filter narrows the read
         msg = next(r.getMessage() for r in caplog.records if "skipped by data skipping" in r.getMessage())
         skipped = int(msg.split(" skipped by data skipping")[0].rsplit(" ", 1)[1])
         read = sum(len(p.files) for p in parts)
@@ -93,8 +102,9 @@ def test_data_skipping_counts_and_results(table, caplog):
     with caplog.at_level(logging.INFO, logger="indextables_spark.spark.reader"):
         caplog.clear()
         plan(path, opts, [sds.EqualTo(("region",), "eu")])
-    assert any("pruned by partition filters" in r.getMessage() and " 0 pruned" not in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "pruned by partition filters" in r.getMessage() and " 0 pruned" not in r.getMessage() for r in caplog.records
+    )
 
 
 def test_batches_are_bounded(table):
@@ -113,16 +123,15 @@ def test_top_n_per_task_and_score_columns(table):
     everything = rows(full_reader, full_parts)
     assert everything.schema.names[-3:] == ["_indexall", "_indexguard", "_score"]
     ranked = sorted(everything.column("_score").to_pylist(), reverse=True)
-    reader, parts, _ = plan(path, {**opts, "query": "body:spark OR body:lake", "limit": "7",
-                                   "snippetFields": "body"})
+    reader, parts, _ = plan(path, {**opts, "query": "body:spark OR body:lake", "limit": "7", "snippetFields": "body"})
     assert len(parts) >= 2
     per_task = [pa.Table.from_batches(list(reader.read(p))) for p in parts]
-    for t in per_task:          # every task returns at most n rows, best first
+    for t in per_task:  # every task returns at most n rows, best first
         assert t.num_rows <= 7
         assert t.column("_score").to_pylist() == sorted(t.column("_score").to_pylist(), reverse=True)
         assert all("<b>" in s for s in t.column("_snippet").to_pylist())
     merged = sorted((s for t in per_task for s in t.column("_score").to_pylist()), reverse=True)[:7]
-    assert merged == ranked[:7]   # what Spark's orderBy(_score).limit(7) then keeps is the global top 7
+    assert merged == ranked[:7]  # what Spark's orderBy(_score).limit(7) then keeps is the global top 7
     # limit without a query: any n rows, no score column
     reader, parts, _ = plan(path, {**opts, "limit": "5"})
     assert all(sum(b.num_rows for b in reader.read(p)) <= 5 for p in parts)
@@ -139,7 +148,7 @@ def test_read_option_errors(table):
         read_options(it.options.Options.of({"limit": "0"}))
     with pytest.raises(InvalidOptionError, match="views"):
         IndexTablesDataSource({"path": path, "query": "body:x", "snippetFields": "views", **opts}).schema()
-    with pytest.raises(InvalidOptionError, match="region"):   # partition columns are not in the splits
+    with pytest.raises(InvalidOptionError, match="region"):  # partition columns are not in the splits
         IndexTablesDataSource({"path": path, "query": "body:x", "snippetFields": "region", **opts}).schema()
 
 
@@ -172,8 +181,8 @@ def test_groups_are_balanced_one_wave():
     files = [AddFile(f"s{i}", {}, size, 0) for i, size in enumerate([90, 80, 70, 30, 20, 10, 5, 5])]
     groups = group_by_size(files, 1000, 2)
     assert len(groups) == 2 and sorted(sum(f.size for f in g) for g in groups) == [155, 155]
-    assert len(group_by_size(files, 100, 2)) == 4            # 310 bytes in groups of about 100
-    assert len(group_by_size(files[:1], 10, 4)) == 1         # never more groups than splits
+    assert len(group_by_size(files, 100, 2)) == 4  # 310 bytes in groups of about 100
+    assert len(group_by_size(files[:1], 10, 4)) == 1  # never more groups than splits
     assert group_by_size([], 10, 2) == []
 
 
@@ -190,9 +199,18 @@ def test_tasks_of_a_search_are_one_wave(tmp_path):
 
     path = str(tmp_path / "t")
     n = 4000
-    it.write_table(path, pa.table({"id": pa.array(range(n), pa.int64()), "body": [f"w{i % 9}" for i in range(n)],
-                                   "region": [f"r{i % 8}" for i in range(n)]}),
-                   partition_by=["region"], options={"indexing.typemap.body": "text", "write.chunkRows": "1000"})
+    it.write_table(
+        path,
+        pa.table(
+            {
+                "id": pa.array(range(n), pa.int64()),
+                "body": [f"w{i % 9}" for i in range(n)],
+                "region": [f"r{i % 8}" for i in range(n)],
+            }
+        ),
+        partition_by=["region"],
+        options={"indexing.typemap.body": "text", "write.chunkRows": "1000"},
+    )
     assert len(it.IndexTable(path).files()) == 32
 
     def tasks(options, filters=()):
@@ -207,5 +225,5 @@ def test_tasks_of_a_search_are_one_wave(tmp_path):
     tiny = str(min(f.size for f in it.IndexTable(path).files()))
     assert tasks({"query": "body:w1"}) == 3
     assert tasks({}, [GreaterThan(("id",), 10)]) == 3
-    assert tasks({"read.maxPartitionBytes": tiny}) == 32                 # a full read: by bytes
+    assert tasks({"read.maxPartitionBytes": tiny}) == 32  # a full read: by bytes
     assert tasks({"query": "body:w1", "read.maxPartitionBytes": tiny}) == 32

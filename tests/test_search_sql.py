@@ -1,4 +1,5 @@
 """Every full-text query route through Spark, relevance top n, and text filters vs Spark itself."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,17 +37,26 @@ def test_every_sql_query_route(spark, table):
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW docs_v USING indextables OPTIONS (path '{path}', withScore 'true')")
     assert ids(spark.sql(f"SELECT id FROM docs_v WHERE _indexall = '{QUERY}'")) == matching
     with_filter = spark.sql(f"SELECT id FROM docs_v WHERE _indexall = '{QUERY}' AND tag = 'docs' AND views > 10")
-    assert ids(with_filter) == ids(spark.read.format("indextables").option("query", QUERY).load(path)
-                                   .filter("tag = 'docs' AND views > 10"))
+    assert ids(with_filter) == ids(
+        spark.read.format("indextables").option("query", QUERY).load(path).filter("tag = 'docs' AND views > 10")
+    )
     top_view = spark.sql(f"SELECT id, _score FROM docs_v WHERE _indexall = '{QUERY}' ORDER BY _score DESC LIMIT 5")
     # a view twice in one query: each reference gets its own relation (Spark 4.3 would run the
     # filters pushed last for both scans)
     joined = spark.sql("SELECT a.id FROM docs_v a JOIN docs_v b ON a.id = b.id + 1 WHERE a.id < 300 AND b.tag = 'docs'")
-    want = mem.alias("a").join(mem.alias("b"), sf.col("a.id") == sf.col("b.id") + 1) \
-        .where("a.id < 300 AND b.tag = 'docs'").select("a.id")
+    want = (
+        mem.alias("a")
+        .join(mem.alias("b"), sf.col("a.id") == sf.col("b.id") + 1)
+        .where("a.id < 300 AND b.tag = 'docs'")
+        .select("a.id")
+    )
     assert ids(joined) == ids(want) and ids(want)
-    union = spark.sql("SELECT id FROM docs_v WHERE id < 5 UNION ALL SELECT docs_v.id FROM docs_v WHERE _indexall = 'body:quasar'")
-    assert ids(union) == sorted(list(range(5)) + ids(spark.read.format("indextables").option("query", "body:quasar").load(path)))
+    union = spark.sql(
+        "SELECT id FROM docs_v WHERE id < 5 UNION ALL SELECT docs_v.id FROM docs_v WHERE _indexall = 'body:quasar'"
+    )
+    assert ids(union) == sorted(
+        list(range(5)) + ids(spark.read.format("indextables").option("query", "body:quasar").load(path))
+    )
     # `FROM view WITH (...)` would be ignored by Spark: refused with a pointer to _indexall
     with pytest.raises(it.IndexTablesError, match="_indexall"):
         spark.sql(f"SELECT * FROM docs_v WITH ('query'='{QUERY}')")
@@ -62,7 +72,7 @@ def test_every_sql_query_route(spark, table):
     every = spark.sql(f"SELECT id, _score FROM indextables_search('{path}', '{QUERY}')")
     assert ids(every) == matching
     ranked = [r._score for r in every.collect()]
-    assert ranked == sorted(ranked, reverse=True)            # best first
+    assert ranked == sorted(ranked, reverse=True)  # best first
     assert [r._score for r in sql_top.collect()] == ranked[:5]
     assert [r._score for r in top_view.collect()] == ranked[:5]
 
@@ -73,8 +83,10 @@ def test_every_sql_query_route(spark, table):
     assert spark.sql(f"SELECT * FROM indextables_count('{path}', '{QUERY}')").collect()[0][0] == len(matching)
     assert spark.sql(f"SELECT * FROM indextables_count(concat('{path}', ''))").collect()[0][0] == N
     # a literal inside a string or a comment is not a call
-    assert spark.sql("SELECT 'indextables_search(''x'', ''y'')' AS s -- indextables_count('z')").collect()[0].s \
+    assert (
+        spark.sql("SELECT 'indextables_search(''x'', ''y'')' AS s -- indextables_count('z')").collect()[0].s
         == "indextables_search('x', 'y')"
+    )
 
 
 def test_invalid_query_fails_before_any_task(spark, table):
@@ -90,7 +102,7 @@ def test_invalid_query_fails_before_any_task(spark, table):
     with pytest.raises(AnalysisException) as e:
         spark.sql("SELECT count(*) FROM docs_q WHERE _indexall = 'nosuch:x'").collect()
     assert "invalid query 'nosuch:x' at position 0 (unknown field 'nosuch')" in str(e.value)
-    assert "read partitions" in str(e.value)          # planning, not a failed task
+    assert "read partitions" in str(e.value)  # planning, not a failed task
 
 
 def test_relevance_options_give_the_global_top_n(spark, table):
@@ -100,30 +112,60 @@ def test_relevance_options_give_the_global_top_n(spark, table):
     assert every.columns[-1] == "_score" and "_indexall" not in every.columns
     ranked = [r._score for r in every.collect()]
     assert ranked == sorted(ranked, reverse=True)
-    top = spark.read.format("indextables").option("query", QUERY).option("limit", 10) \
-        .option("snippetFields", "body").load(path).collect()
+    top = (
+        spark.read.format("indextables")
+        .option("query", QUERY)
+        .option("limit", 10)
+        .option("snippetFields", "body")
+        .load(path)
+        .collect()
+    )
     assert [r._score for r in top] == ranked[:10]
     assert all("<b>" in r._snippet and r._snippet.replace("<b>", "").replace("</b>", "") in r.body for r in top)
     # filters after orderBy are pushed below the sort: the top n of the filtered matches
-    filtered = (spark.read.format("indextables").option("query", QUERY).option("orderBy", "_score").load(path)
-                .filter("views > 5000 AND body like '%lake%'").limit(4))
+    filtered = (
+        spark.read.format("indextables")
+        .option("query", QUERY)
+        .option("orderBy", "_score")
+        .load(path)
+        .filter("views > 5000 AND body like '%lake%'")
+        .limit(4)
+    )
     want = every.filter("views > 5000 AND body like '%lake%'")
     assert [r._score for r in filtered.collect()] == [r._score for r in want.collect()][:4]
     # several snippet fields → a map
-    two = spark.read.format("indextables").option("query", "body:spark OR title:title").option("limit", 3) \
-        .option("snippetFields", "body,title").load(path)
-    assert dict(two.schema["_snippet"].dataType.jsonValue()) ["type"] == "map"
+    two = (
+        spark.read.format("indextables")
+        .option("query", "body:spark OR title:title")
+        .option("limit", 3)
+        .option("snippetFields", "body,title")
+        .load(path)
+    )
+    assert dict(two.schema["_snippet"].dataType.jsonValue())["type"] == "map"
     assert all(r._snippet for r in two.collect())
     with pytest.raises(Exception, match="orderBy"):
         spark.read.format("indextables").option("query", QUERY).option("orderBy", "views").load(path).collect()
 
 
 TEXT_FILTERS = [
-    "body like '%spark%'", "body like '%Spark%'", "body like '%park s%'", "body like 'spark%'",
-    "body like '%lake'", "body like '%SQL-engine%'", "body like '%engine lake%'", "body like '%quasar%'",
-    "body = 'spark'", "body in ('spark', 'lake data')", "body like '%a%'", "body like '% %'",
-    "body like 'quasar%' or body like '%quasar'", "not (body like '%spark%')", "body like '%%'",
-    "title like '%title 1%'", "title = 'title 7'", "title like 'title 4%'",
+    "body like '%spark%'",
+    "body like '%Spark%'",
+    "body like '%park s%'",
+    "body like 'spark%'",
+    "body like '%lake'",
+    "body like '%SQL-engine%'",
+    "body like '%engine lake%'",
+    "body like '%quasar%'",
+    "body = 'spark'",
+    "body in ('spark', 'lake data')",
+    "body like '%a%'",
+    "body like '% %'",
+    "body like 'quasar%' or body like '%quasar'",
+    "not (body like '%spark%')",
+    "body like '%%'",
+    "title like '%title 1%'",
+    "title = 'title 7'",
+    "title like 'title 4%'",
 ]
 
 
@@ -131,13 +173,17 @@ def test_text_filters_equal_spark(spark, table):
     path, mem = table
     ours = spark.read.format("indextables").load(path)
     # Spark's own evaluation of every filter in one job over the in-memory copy
-    flags = mem.select("id", *[sf.coalesce(sf.expr(e), sf.lit(False)).alias(f"f{i}")
-                               for i, e in enumerate(TEXT_FILTERS)]).collect()
+    flags = mem.select(
+        "id", *[sf.coalesce(sf.expr(e), sf.lit(False)).alias(f"f{i}") for i, e in enumerate(TEXT_FILTERS)]
+    ).collect()
     for i, expr in enumerate(TEXT_FILTERS):
         want = sorted(r.id for r in flags if r[f"f{i}"])
-        assert ids(ours.filter(expr)) == want, expr    # pushed down: narrowed by the index, re-checked
+        assert ids(ours.filter(expr)) == want, expr  # pushed down: narrowed by the index, re-checked
     # with a full-text query too
     q = spark.read.format("indextables").option("query", "body:data").load(path)
-    assert ids(q.filter("body like '%lake%'")) == ids(mem.filter("body rlike '(?i)\\\\bdata\\\\b' AND body like '%lake%'"))
-    assert ids(ours.filter(sf.col("body").contains("quasar") & sf.col("body").startswith("q"))) == \
-        ids(mem.filter(sf.col("body").contains("quasar") & sf.col("body").startswith("q")))
+    assert ids(q.filter("body like '%lake%'")) == ids(
+        mem.filter("body rlike '(?i)\\\\bdata\\\\b' AND body like '%lake%'")
+    )
+    assert ids(ours.filter(sf.col("body").contains("quasar") & sf.col("body").startswith("q"))) == ids(
+        mem.filter(sf.col("body").contains("quasar") & sf.col("body").startswith("q"))
+    )

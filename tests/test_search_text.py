@@ -5,6 +5,7 @@ on `text` columns (tokenizers default, en_stem, whitespace), SplitReader.read re
 rows plain Python string matching returns, the index narrowing is a superset of them, and the
 narrowing really narrows (selective patterns read far fewer rows than the split holds).
 """
+
 from __future__ import annotations
 
 import random
@@ -21,20 +22,55 @@ from indextables_spark.split.types import ROW_FIELD
 from indextables_spark.storage.local import LocalStorage
 
 N_ROWS = 3000
-VOCAB = ["Spark", "spark", "sparkling", "SQL", "sql-engine", "data", "lake", "search", "Tantivy", "index",
-         "émoji🚀", "été", "naïve", "ΣΑΣ", "x_y", "a.b", "foo\u00a0bar", "12345", "v2", "park"]
-LONG_WORD = "supercalifragilisticexpialidocious" * 2   # 68 bytes: dropped by the default analyzer
+VOCAB = [
+    "Spark",
+    "spark",
+    "sparkling",
+    "SQL",
+    "sql-engine",
+    "data",
+    "lake",
+    "search",
+    "Tantivy",
+    "index",
+    "émoji🚀",
+    "été",
+    "naïve",
+    "ΣΑΣ",
+    "x_y",
+    "a.b",
+    "foo\u00a0bar",
+    "12345",
+    "v2",
+    "park",
+]
+LONG_WORD = "supercalifragilisticexpialidocious" * 2  # 68 bytes: dropped by the default analyzer
 
 
 def field(name, t="string"):
     return {"name": name, "type": t, "nullable": True, "metadata": {}}
 
 
-SCHEMA = {"type": "struct", "fields": [field("id", "long"), field("body", "string"), field("stem", "string"),
-                                        field("ws", "string"), field("longy", "string")]}
-OPTIONS = Options.of({"indexing.typemap.body": "text", "indexing.typemap.stem": "text",
-                      "indexing.typemap.ws": "text", "indexing.typemap.longy": "text",
-                      "indexing.tokenizer.stem": "en_stem", "indexing.tokenizer.ws": "whitespace"})
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        field("id", "long"),
+        field("body", "string"),
+        field("stem", "string"),
+        field("ws", "string"),
+        field("longy", "string"),
+    ],
+}
+OPTIONS = Options.of(
+    {
+        "indexing.typemap.body": "text",
+        "indexing.typemap.stem": "text",
+        "indexing.typemap.ws": "text",
+        "indexing.typemap.longy": "text",
+        "indexing.tokenizer.stem": "en_stem",
+        "indexing.tokenizer.ws": "whitespace",
+    }
+)
 SEPARATORS = [" ", " ", " ", ", ", "-", "  ", "\t", "/", "\u00a0"]
 
 
@@ -57,8 +93,12 @@ def split(tmp_path_factory):
         for c in ("body", "stem", "ws"):
             rows[c].append(None if rng.random() < 0.05 else sentence(rng))
         rows["longy"].append(sentence(rng, long_words=True))
-    batch = pa.record_batch({"id": pa.array(rows["id"], pa.int64()),
-                             **{c: pa.array(rows[c], pa.string()) for c in ("body", "stem", "ws", "longy")}})
+    batch = pa.record_batch(
+        {
+            "id": pa.array(rows["id"], pa.int64()),
+            **{c: pa.array(rows[c], pa.string()) for c in ("body", "stem", "ws", "longy")},
+        }
+    )
     root = tmp_path_factory.mktemp("text")
     storage = LocalStorage(str(root / "t"))
     w = SplitWriter(storage, SCHEMA, [], OPTIONS)
@@ -83,15 +123,47 @@ def reference(values: list, f) -> set[int]:
         if isinstance(f, F.In):
             return v in [x for x in f.values if x is not None]
         raise AssertionError(f)
+
     return {i for i, v in enumerate(values) if ok(v)}
 
 
 def patterns(rows: dict, column: str) -> list:
     """Fixed tricky patterns plus random substrings/prefixes/suffixes of stored values."""
     rng = random.Random(5)
-    fixed = ["spark", "Spark", "park", "Spark ", " spark", "SQL", "sql-", "-engine", "l-e", "émoji", "🚀", "été",
-             "ΣΑΣ", "σας", "x_y", "a.b", "foo\u00a0bar", "o\u00a0b", "123", "v2", "data lake", "a lake", "ta la",
-             "Tantivy index", "ling", "", " ", ",", "nothing-like-this", LONG_WORD[:45], "califragil", "naïve"]
+    fixed = [
+        "spark",
+        "Spark",
+        "park",
+        "Spark ",
+        " spark",
+        "SQL",
+        "sql-",
+        "-engine",
+        "l-e",
+        "émoji",
+        "🚀",
+        "été",
+        "ΣΑΣ",
+        "σας",
+        "x_y",
+        "a.b",
+        "foo\u00a0bar",
+        "o\u00a0b",
+        "123",
+        "v2",
+        "data lake",
+        "a lake",
+        "ta la",
+        "Tantivy index",
+        "ling",
+        "",
+        " ",
+        ",",
+        "nothing-like-this",
+        LONG_WORD[:45],
+        "califragil",
+        "naïve",
+    ]
     out = []
     for p in fixed:
         out += [F.StringContains(column, p), F.StringStartsWith(column, p), F.StringEndsWith(column, p)]
@@ -115,7 +187,7 @@ def test_text_filters_exact_and_narrowed(split, column):
         got = [i for b in reader.read([f], None, ["id"]) for i in b.column(0).to_pylist()]
         assert sorted(got) == sorted(want), f"{f}: {len(got)} rows, expected {len(want)}"
         q, exact = F.build_query(reader.index.schema, [f], reader.specs)
-        assert not exact   # a tokenized column is never exact: the raw filter is always re-checked
+        assert not exact  # a tokenized column is never exact: the raw filter is always re-checked
         if q is not None:
             s = reader.index.searcher()
             candidates = {r for r, _ in s.search(q, N_ROWS, order_by_field=ROW_FIELD).hits}
@@ -144,7 +216,7 @@ def test_pattern_terms_units():
     pt = text.pattern_terms("a Data Lake b", "default", False, False, True)
     assert pt.terms == ("data", "lake") and pt.regexes == ("(?s).*a", "(?s)b.*")
     assert text.pattern_terms("Running fast", "en_stem", True, True, True).terms == ("run", "fast")
-    assert text.pattern_terms("Runn", "en_stem", False, False, True).empty          # stems: no fragments
+    assert text.pattern_terms("Runn", "en_stem", False, False, True).empty  # stems: no fragments
     assert text.pattern_terms("été x", "default", False, False, True).regexes == ("(?s)x.*",)  # not "été"
     assert text.pattern_terms("été x", "default", True, False, True).terms == ("été",)
     assert text.pattern_terms("Foo Bar", "whitespace", False, False, True).regexes == ("(?s).*Foo", "(?s)Bar.*")

@@ -8,6 +8,7 @@ and split caches: whatever they need (credentials, endpoint) must travel in opti
 2. A driver-side session on the cluster (tests/spark_cluster_job.py in its own process) with the
    credentials only as `spark.indextables.*` session conf: write, read back row by row.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,19 +35,32 @@ JOB_TIMEOUT = 900
 def driver_env(tmp: Path) -> dict[str, str]:
     """The driver process's environment: the venv's Python for the workers, its own temp dir."""
     (tmp / "driver-tmp").mkdir(parents=True, exist_ok=True)
-    return {**os.environ, "SPARK_HOME": spark_home(), "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-            "TMPDIR": str(tmp / "driver-tmp")}
+    return {
+        **os.environ,
+        "SPARK_HOME": spark_home(),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "TMPDIR": str(tmp / "driver-tmp"),
+    }
 
 
 def run(cmd: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> tuple[int, str]:
     """Run a driver process (own process group, killed on timeout); (exit code, stdout)."""
     with open(log, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
-                                cwd=str(cwd), start_new_session=True, preexec_fn=die_with_parent())
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=str(cwd),
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )
         try:
             out, _ = proc.communicate(timeout=JOB_TIMEOUT)
-        except BaseException as e:          # timeout, or the test run interrupted: no orphan driver
+        except BaseException as e:  # timeout, or the test run interrupted: no orphan driver
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             if isinstance(e, subprocess.TimeoutExpired):
@@ -58,8 +72,9 @@ def run(cmd: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> tup
 def apps_since(cluster, t0_ms: int) -> set[str]:
     """Ids of the applications the master has seen start since t0_ms."""
     state = cluster.state()
-    return {a["id"] for a in state.get("completedapps", []) + state.get("activeapps", [])
-            if a.get("starttime", 0) >= t0_ms}
+    return {
+        a["id"] for a in state.get("completedapps", []) + state.get("activeapps", []) if a.get("starttime", 0) >= t0_ms
+    }
 
 
 def executor_stderr(worker, app_id: str) -> str:
@@ -70,14 +85,14 @@ def test_spark_submit_example_on_the_cluster(standalone_cluster, s3_uri, s3_opti
     cluster, uri = standalone_cluster, s3_uri
     cache_before = {w.index: {p for p in w.cache_dir.rglob("*") if p.is_file()} for w in cluster.worker_list}
     conf = {
-        **s3_options,               # credentials, endpoint, path style, region: --conf spark.indextables.*
+        **s3_options,  # credentials, endpoint, path style, region: --conf spark.indextables.*
         "spark.sql.python.filterPushdown.enabled": "true",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.executor.memory": "1g",
         "spark.executor.cores": "1",
         "spark.cores.max": "2",
-        "spark.scheduler.minRegisteredResourcesRatio": "1.0",    # both executors up before the first job
+        "spark.scheduler.minRegisteredResourcesRatio": "1.0",  # both executors up before the first job
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.ui.enabled": "false",
@@ -92,7 +107,9 @@ def test_spark_submit_example_on_the_cluster(standalone_cluster, s3_uri, s3_opti
     started = time.monotonic()
     code, out = run(cmd, driver_env(tmp_path), tmp_path / "spark-submit.log")
     elapsed = time.monotonic() - started
-    assert code == 0, f"spark-submit exited with {code}; stdout:\n{out}\nstderr:\n{log_tail(tmp_path / 'spark-submit.log')}"
+    assert code == 0, (
+        f"spark-submit exited with {code}; stdout:\n{out}\nstderr:\n{log_tail(tmp_path / 'spark-submit.log')}"
+    )
     m = re.search(r"version (\d+): (\d+) documents mention 'nebula'", out)
     assert m, f"no result line in the job's output:\n{out}"
     version, printed = int(m.group(1)), int(m.group(2))
@@ -109,25 +126,38 @@ def test_spark_submit_example_on_the_cluster(standalone_cluster, s3_uri, s3_opti
     (app_id,) = apps_since(cluster, t0_ms)
     for w in cluster.worker_list:
         log = executor_stderr(w, app_id)
-        assert re.search(r"Running task \S+ in stage", log), \
+        assert re.search(r"Running task \S+ in stage", log), (
             f"worker {w.index} ran no task of {app_id} (executor logs under {w.work_dir / app_id})"
+        )
     # the executors' split caches are per worker ($TMPDIR/indextables-cache of each worker)
-    new_cache = {w.index: {p for p in w.cache_dir.rglob("*") if p.is_file()} - cache_before[w.index]
-                 for w in cluster.worker_list}
+    new_cache = {
+        w.index: {p for p in w.cache_dir.rglob("*") if p.is_file()} - cache_before[w.index] for w in cluster.worker_list
+    }
     assert any(new_cache.values()), "no split was cached by any executor"
-    print(f"spark-submit on the cluster: {elapsed:.1f} s; cached files per worker: "
-          f"{ {i: len(v) for i, v in new_cache.items()} }")
+    print(
+        f"spark-submit on the cluster: {elapsed:.1f} s; cached files per worker: "
+        f"{ {i: len(v) for i, v in new_cache.items()} }"
+    )
 
 
-def test_driver_session_on_the_cluster_with_session_conf_credentials(standalone_cluster, s3_uri, s3_options,
-                                                                     tmp_path):
+def test_driver_session_on_the_cluster_with_session_conf_credentials(standalone_cluster, s3_uri, s3_options, tmp_path):
     cluster, uri = standalone_cluster, s3_uri
     conf_file = tmp_path / "conf.json"
-    conf_file.write_text(json.dumps(s3_options))       # all spark.indextables.* (the script checks)
+    conf_file.write_text(json.dumps(s3_options))  # all spark.indextables.* (the script checks)
     out_file = tmp_path / "out.json"
     t0_ms = int(time.time() * 1000) - 1000
-    code, out = run([sys.executable, str(Path(__file__).with_name("spark_cluster_job.py")), cluster.master_url,
-                     uri, str(conf_file), str(out_file)], driver_env(tmp_path), tmp_path / "driver.log")
+    code, out = run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("spark_cluster_job.py")),
+            cluster.master_url,
+            uri,
+            str(conf_file),
+            str(out_file),
+        ],
+        driver_env(tmp_path),
+        tmp_path / "driver.log",
+    )
     assert code == 0, f"driver exited with {code}; stdout:\n{out}\nstderr:\n{log_tail(tmp_path / 'driver.log')}"
     result = json.loads(out_file.read_text())
     assert result["master"] == cluster.master_url
@@ -144,9 +174,10 @@ def test_driver_session_on_the_cluster_with_session_conf_credentials(standalone_
     assert 0 < len(want_hits) < len(want)
     assert sorted(result["hits"], key=lambda r: r[0]) == want_hits
 
-    table = it.IndexTable(uri, s3_options)            # independently, without Spark
-    assert table.count() == job.N_ROWS and table.count(query="body:alpha") == \
-        sum("alpha" in r[body].split() for r in want)
+    table = it.IndexTable(uri, s3_options)  # independently, without Spark
+    assert table.count() == job.N_ROWS and table.count(query="body:alpha") == sum(
+        "alpha" in r[body].split() for r in want
+    )
     assert table.snapshot().partition_columns == ["region"]
 
 
@@ -161,12 +192,25 @@ def test_companion_build_and_search_on_the_cluster(standalone_cluster, s3_uri, s
     want = [job.to_json_row(r) for r in job.make_rows(0, job.N_ROWS)]
     raw = job.make_rows(0, job.N_ROWS)
     data = pa.table({c: [r[i] for r in raw] for i, c in enumerate(job.COLUMNS)})
-    write_deltalake(source, data, partition_by=["region"], storage_options=storage_options_for_deltalake(source, s3_options))
+    write_deltalake(
+        source, data, partition_by=["region"], storage_options=storage_options_for_deltalake(source, s3_options)
+    )
     conf_file = tmp_path / "conf.json"
     conf_file.write_text(json.dumps(s3_options))
     out_file = tmp_path / "out.json"
-    code, out = run([sys.executable, str(Path(__file__).with_name("spark_cluster_job.py")), cluster.master_url,
-                     source, str(conf_file), str(out_file), "companion"], driver_env(tmp_path), tmp_path / "driver.log")
+    code, out = run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("spark_cluster_job.py")),
+            cluster.master_url,
+            source,
+            str(conf_file),
+            str(out_file),
+            "companion",
+        ],
+        driver_env(tmp_path),
+        tmp_path / "driver.log",
+    )
     assert code == 0, f"driver exited with {code}; stdout:\n{out}\nstderr:\n{log_tail(tmp_path / 'driver.log')}"
     result = json.loads(out_file.read_text())
     assert result["build"]["rows_indexed"] == job.N_ROWS

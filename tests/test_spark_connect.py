@@ -5,6 +5,7 @@
 
 Spark Connect withholds secret conf values from clients (spark.redaction.regex): over Connect the
 S3 credentials must be options; the endpoint and the other settings still come from the conf."""
+
 from __future__ import annotations
 
 import logging
@@ -26,16 +27,20 @@ SECRET_KEYS = ("spark.indextables.aws.accessKey", "spark.indextables.aws.secretK
 def expected_aggs(data) -> dict:
     views = data.column("views").to_pylist()
     regions = data.column("region").to_pylist()
-    return {"doc_count": len(views),
-            "by_region": sorted((r, regions.count(r)) for r in set(regions)),
-            "views": {"count": len(views), "min": min(views), "max": max(views), "sum": sum(views)}}
+    return {
+        "doc_count": len(views),
+        "by_region": sorted((r, regions.count(r)) for r in set(regions)),
+        "views": {"count": len(views), "min": min(views), "max": max(views), "sum": sum(views)},
+    }
 
 
 def summary(res: dict) -> dict:
     s = res["views"]
-    return {"doc_count": res["doc_count"],
-            "by_region": sorted((b["key"], b["doc_count"]) for b in res["by_region"]["buckets"]),
-            "views": {"count": s["count"], "min": s["min"], "max": s["max"], "sum": s["sum"]}}
+    return {
+        "doc_count": res["doc_count"],
+        "by_region": sorted((b["key"], b["doc_count"]) for b in res["by_region"]["buckets"]),
+        "views": {"count": s["count"], "min": s["min"], "max": s["max"], "sum": s["sum"]},
+    }
 
 
 def test_aggregate_and_merge_over_connect(connect_spark, tmp_path):
@@ -44,7 +49,7 @@ def test_aggregate_and_merge_over_connect(connect_spark, tmp_path):
     spark = connect_spark
     path = str(tmp_path / "t")
     n_writes, per_write = 4, 30
-    small_splits_table(path, n_writes, per_write)          # 4 versions × 3 day partitions
+    small_splits_table(path, n_writes, per_write)  # 4 versions × 3 day partitions
     data = rows(n_writes * per_write)
     n_alpha = sum("alpha" in b.split() for b in data.column("body").to_pylist())
     assert 0 < n_alpha < len(data)
@@ -56,12 +61,14 @@ def test_aggregate_and_merge_over_connect(connect_spark, tmp_path):
         assert t.version() == n_writes - 1 and t.count() == len(data)
 
         want = expected_aggs(data)
-        assert summary(it.aggregate(spark, path, aggs=AGGS)) == want        # auto = "spark" over Connect
+        assert summary(it.aggregate(spark, path, aggs=AGGS)) == want  # auto = "spark" over Connect
         # the server's tasks downloaded the splits into the cache directory of the session conf
         cached = {p.name for p in cache.rglob("*") if p.is_file()}
         assert cached, f"no file in {cache}: the session conf did not reach the server's tasks"
-        assert summary(it.aggregate(spark, path, query="body:alpha", aggs=AGGS, execution="driver"))["doc_count"] \
+        assert (
+            summary(it.aggregate(spark, path, query="body:alpha", aggs=AGGS, execution="driver"))["doc_count"]
             == n_alpha
+        )
 
         files_before = t.snapshot().num_files
         assert files_before == n_writes * 3
@@ -87,8 +94,9 @@ def test_aggregate_and_merge_over_connect(connect_spark, tmp_path):
         assert result["merge"]["status"] == "SUCCESS", result
         t = it.IndexTable(path)
         assert t.snapshot().num_files == 3 and t.count() == len(data) + 2 * per_write
-        assert t.count(query="body:alpha") == sum("alpha" in b.split()
-                                                  for b in rows((n_writes + 2) * per_write).column("body").to_pylist())
+        assert t.count(query="body:alpha") == sum(
+            "alpha" in b.split() for b in rows((n_writes + 2) * per_write).column("body").to_pylist()
+        )
 
 
 def test_index_table_over_connect_on_s3(connect_spark, s3_uri, s3_options, caplog):
@@ -96,8 +104,9 @@ def test_index_table_over_connect_on_s3(connect_spark, s3_uri, s3_options, caplo
     small_splits_table(uri, 3, 20, options=s3_options)
     data = rows(60)
     creds = {k: s3_options[k] for k in SECRET_KEYS}
-    assert dict(it.IndexTable(uri, creds, spark=spark).options) == {k.split(".", 2)[2].lower(): v
-                                                                    for k, v in creds.items()}   # no conf yet
+    assert dict(it.IndexTable(uri, creds, spark=spark).options) == {
+        k.split(".", 2)[2].lower(): v for k, v in creds.items()
+    }  # no conf yet
 
     with session_conf(spark, s3_options):
         # Spark Connect does not hand secrets back to clients; everything else arrives
@@ -109,7 +118,7 @@ def test_index_table_over_connect_on_s3(connect_spark, s3_uri, s3_options, caplo
         assert all(k in caplog.text for k in SECRET_KEYS), caplog.text
         caplog.clear()
 
-        t = it.IndexTable(uri, creds, spark=spark)        # credentials as options, the rest from the conf
+        t = it.IndexTable(uri, creds, spark=spark)  # credentials as options, the rest from the conf
         assert dict(t.options) == it.IndexTable(uri, s3_options).options.values
         assert "Spark Connect" not in caplog.text
         assert t.version() == 2 and t.count() == 60
@@ -120,11 +129,13 @@ def test_index_table_over_connect_on_s3(connect_spark, s3_uri, s3_options, caplo
 def test_index_table_takes_a_classic_session_conf(spark, s3_uri, s3_options):
     uri = s3_uri
     small_splits_table(uri, 2, 10, options=s3_options)
-    with session_conf(spark, s3_options):            # credentials included: classic sessions return them
+    with session_conf(spark, s3_options):  # credentials included: classic sessions return them
         t = it.IndexTable(uri, spark=spark)
         assert dict(t.options) == it.IndexTable(uri, s3_options).options.values
         assert t.version() == 1 and t.count() == 20
         assert it.IndexTable(uri, TEXT_OPTIONS, spark=spark).options.get_str("indexing.typemap.body") == "text"
-        assert it.IndexTable(uri, {"spark.indextables.aws.region": "eu-west-3"}, spark=spark) \
-            .options.get_str("aws.region") == "eu-west-3"          # explicit options win
+        assert (
+            it.IndexTable(uri, {"spark.indextables.aws.region": "eu-west-3"}, spark=spark).options.get_str("aws.region")
+            == "eu-west-3"
+        )  # explicit options win
         assert summary(it.aggregate(spark, uri, aggs=AGGS, execution="spark")) == expected_aggs(rows(20))

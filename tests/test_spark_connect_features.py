@@ -1,6 +1,7 @@
 """The README's Spark features from a Spark Connect client session (a real Connect server started
 from the pyspark distribution, tests/spark_servers.py). Every result is checked against the rows
 written, computed in Python."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,16 +33,23 @@ def test_without_register_reads_and_writes(connect_spark, tmp_path):
     it.unregister()
     try:
         spark, path = connect_spark, str(tmp_path / "t")
-        (spark.createDataFrame(ROWS, SCHEMA).write.format("indextables").mode("append")
-            .option("partitionBy", "region").option("spark.indextables.indexing.typemap.body", "text").save(path))
+        (
+            spark.createDataFrame(ROWS, SCHEMA)
+            .write.format("indextables")
+            .mode("append")
+            .option("partitionBy", "region")
+            .option("spark.indextables.indexing.typemap.body", "text")
+            .save(path)
+        )
         d = spark.read.format("indextables").load(path)
         assert d.filter("region = 'eu'").count() == sum(1 for r in ROWS if r[1] == "eu")
-        assert d.count() == len(ROWS)   # the earlier filter does not leak into this scan
+        assert d.count() == len(ROWS)  # the earlier filter does not leak into this scan
         q = spark.read.format("indextables").option("query", "body:word3").load(path)
         assert ids(q.collect()) == [r[0] for r in ROWS if has(r[3], "word3")]
-        with pytest.raises(Exception, match="partitioning"):   # Spark's own refusal: use the option
-            spark.createDataFrame(ROWS, SCHEMA).write.format("indextables").partitionBy("region") \
-                .mode("append").save(str(tmp_path / "t2"))
+        with pytest.raises(Exception, match="partitioning"):  # Spark's own refusal: use the option
+            spark.createDataFrame(ROWS, SCHEMA).write.format("indextables").partitionBy("region").mode("append").save(
+                str(tmp_path / "t2")
+            )
     finally:
         it.register(connect_spark)
 
@@ -49,8 +57,9 @@ def test_without_register_reads_and_writes(connect_spark, tmp_path):
 def test_write_read_filters_time_travel(cs, tmp_path):
     path = str(tmp_path / "t")
     df = cs.createDataFrame(ROWS, SCHEMA)
-    df.write.format("indextables").mode("append").partitionBy("region") \
-        .option("spark.indextables.indexing.typemap.body", "text").save(path)
+    df.write.format("indextables").mode("append").partitionBy("region").option(
+        "spark.indextables.indexing.typemap.body", "text"
+    ).save(path)
     assert it.IndexTable(path).snapshot().partition_columns == ["region"]
     d = cs.read.format("indextables").load(path)
     assert d.columns == ["id", "region", "views", "body"]
@@ -58,7 +67,7 @@ def test_write_read_filters_time_travel(cs, tmp_path):
     got = d.filter("region = 'us' AND views > 40 AND body like 'doc 1%'").collect()
     assert ids(got) == [r[0] for r in ROWS if r[1] == "us" and r[2] > 40 and r[3].startswith("doc 1")]
     df.limit(10).write.format("indextables").mode("append").save(path)
-    assert d.count() == len(ROWS) + 10                     # each action reads the latest version
+    assert d.count() == len(ROWS) + 10  # each action reads the latest version
     assert cs.read.format("indextables").option("versionAsOf", 0).load(path).count() == len(ROWS)
     top = cs.read.format("indextables").option("query", "body:word3").option("limit", 4).load(path).collect()
     assert len(top) == 4 and all(has(r.body, "word3") for r in top)
@@ -68,8 +77,9 @@ def test_write_read_filters_time_travel(cs, tmp_path):
 
 def test_views_table_functions_commands_aggregate(cs, tmp_path):
     path = str(tmp_path / "t")
-    cs.createDataFrame(ROWS, SCHEMA).write.format("indextables").mode("append").option("partitionBy", "region") \
-        .option("spark.indextables.indexing.typemap.body", "text").save(path)
+    cs.createDataFrame(ROWS, SCHEMA).write.format("indextables").mode("append").option("partitionBy", "region").option(
+        "spark.indextables.indexing.typemap.body", "text"
+    ).save(path)
     cs.sql(f"CREATE OR REPLACE TEMPORARY VIEW cdocs USING indextables OPTIONS (path '{path}')")
     got = cs.sql("SELECT id FROM cdocs WHERE _indexall = 'body:word2' AND views < 50").collect()
     assert ids(got) == [r[0] for r in ROWS if has(r[3], "word2") and r[2] < 50]
@@ -95,18 +105,28 @@ def test_views_table_functions_commands_aggregate(cs, tmp_path):
 def test_merge_on_write_and_streaming(cs, tmp_path):
     path, out = str(tmp_path / "t"), str(tmp_path / "out")
     for chunk in range(3):
-        (cs.createDataFrame(ROWS[chunk * 80:(chunk + 1) * 80], SCHEMA).write.format("indextables").mode("append")
+        (
+            cs.createDataFrame(ROWS[chunk * 80 : (chunk + 1) * 80], SCHEMA)
+            .write.format("indextables")
+            .mode("append")
             .option("spark.indextables.mergeOnWrite.enabled", "true")
             .option("spark.indextables.mergeOnWrite.async.enabled", "false")
             .option("spark.indextables.mergeOnWrite.targetSize", "100M")
             .option("spark.indextables.mergeOnWrite.minBatchesToTrigger", "1")
             .option("spark.indextables.mergeOnWrite.batchSize", "2")
-            .save(path))
+            .save(path)
+        )
     history = [h["operation"] for h in it.IndexTable(path).history()]
     assert "MERGE SPLITS" in history, history
     assert cs.read.format("indextables").load(path).count() == len(ROWS)
-    q = (cs.readStream.format("indextables").load(path).writeStream.format("indextables")
-         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start(out))
+    q = (
+        cs.readStream.format("indextables")
+        .load(path)
+        .writeStream.format("indextables")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start(out)
+    )
     q.awaitTermination(180)
     assert sorted(tuple(r) for r in cs.read.format("indextables").load(out).collect()) == sorted(ROWS)
 
@@ -116,8 +136,9 @@ def test_explain_a_dataframe(cs, tmp_path):
     DataFrame and reads the planning's records with a Spark job (the local server's executors share
     its host); IndexTable(path, spark=...).explain answers the same question from the client."""
     path = str(tmp_path / "t")
-    cs.createDataFrame(ROWS, SCHEMA).write.format("indextables").option("partitionBy", "region") \
-        .option("spark.indextables.indexing.typemap.body", "text").save(path)
+    cs.createDataFrame(ROWS, SCHEMA).write.format("indextables").option("partitionBy", "region").option(
+        "spark.indextables.indexing.typemap.body", "text"
+    ).save(path)
     df = cs.read.format("indextables").option("query", "body:word3").load(path).filter("region = 'eu' AND views > 40")
     explained = [e for e in it.explain(df) if e["path"] == path]
     assert explained and "views > 40" in explained[-1]["index_answered"]

@@ -1,5 +1,6 @@
 """The Spark Connect harness works: a real Connect server (tests/spark_servers.py) and a client
 session on it run a query and a Python UDTF registered from the client."""
+
 from __future__ import annotations
 
 import pytest

@@ -8,6 +8,7 @@ src/indextables_spark/spark/guard.py for what we do about it. Modes:
 - unregistered: the wrappers removed (plain reads: the version at load time, filters left to Spark)
 - connect: a Spark Connect client session after `it.register(spark)`
 """
+
 from __future__ import annotations
 
 import random
@@ -25,7 +26,7 @@ CONDITIONS = [
     "views > 50",
     "id < 40 AND region = 'us'",
     "body like '%word3%'",
-    "views BETWEEN 10 AND 60 OR region = 'ap'",     # an OR: never pushed
+    "views BETWEEN 10 AND 60 OR region = 'ap'",  # an OR: never pushed
     "id IN (1, 2, 3, 50, 77)",
     "region != 'us' AND views <= 30",
     "body like 'doc 1%'",
@@ -38,8 +39,10 @@ QUERIES = {
 
 
 def make_rows(start: int, n: int, rnd: random.Random) -> list[tuple]:
-    return [(i, rnd.choice(REGIONS), rnd.randrange(100), f"doc {i} word{i % 7} word{rnd.randrange(9)}")
-            for i in range(start, start + n)]
+    return [
+        (i, rnd.choice(REGIONS), rnd.randrange(100), f"doc {i} word{i % 7} word{rnd.randrange(9)}")
+        for i in range(start, start + n)
+    ]
 
 
 def write(spark, path: str, rows: list[tuple], first: bool) -> None:
@@ -82,8 +85,10 @@ class Sequence:
         elif kind == "union_all":
             assert ours.filter(a).union(ours).count() == ref.filter(a).union(ref).count(), a
         elif kind == "self_join":
+
             def join(d):
                 return d.filter(a).alias("l").join(d.filter(b).alias("r"), "id").select("id", "l.views", "r.region")
+
             assert rows_of(join(ours)) == rows_of(join(ref)), (a, b)
         elif kind == "append":
             new = make_rows(1000 + len(self.table_rows), 15, rnd)
@@ -117,14 +122,20 @@ def run_view_sequence(spark, path: str, view: str, rnd: random.Random, rounds: i
         q, cond = rnd.choice(sorted(QUERIES.items()))
         a = rnd.choice(CONDITIONS)
         cases = [
-            (f"SELECT id, region, views, body FROM {view} WHERE _indexall = '{q}' AND ({a})",
-             f"SELECT id, region, views, body FROM {ref_name} WHERE ({cond}) AND ({a})"),
+            (
+                f"SELECT id, region, views, body FROM {view} WHERE _indexall = '{q}' AND ({a})",
+                f"SELECT id, region, views, body FROM {ref_name} WHERE ({cond}) AND ({a})",
+            ),
             (f"SELECT count(*) FROM {view}", f"SELECT count(*) FROM {ref_name}"),
-            (f"SELECT id, region, views, body FROM {view} WHERE {a}",
-             f"SELECT id, region, views, body FROM {ref_name} WHERE {a}"),
-            (f"SELECT l.id, r.views FROM {view} l JOIN {view} r ON l.id = r.id WHERE l.region = 'eu' AND r.views > 40",
-             f"SELECT l.id, r.views FROM {ref_name} l JOIN {ref_name} r ON l.id = r.id "
-             f"WHERE l.region = 'eu' AND r.views > 40"),
+            (
+                f"SELECT id, region, views, body FROM {view} WHERE {a}",
+                f"SELECT id, region, views, body FROM {ref_name} WHERE {a}",
+            ),
+            (
+                f"SELECT l.id, r.views FROM {view} l JOIN {view} r ON l.id = r.id WHERE l.region = 'eu' AND r.views > 40",
+                f"SELECT l.id, r.views FROM {ref_name} l JOIN {ref_name} r ON l.id = r.id "
+                f"WHERE l.region = 'eu' AND r.views > 40",
+            ),
         ]
         for ours, ref in cases:
             assert rows_of(spark.sql(ours)) == rows_of(spark.sql(ref)), ours
@@ -182,8 +193,11 @@ def test_unregistered_refuses_what_needs_the_guard(unregistered, tmp_path):
         spark.read.format("indextables").option("query", "body:word3").option("limit", 3).load(path).collect()
     # the query option is fixed per relation: safe and pushed without register
     q = spark.read.format("indextables").option("query", "body:word3").load(path)
-    assert q.filter("views > 10").count() <= q.count() == sum(
-        1 for r in make_rows(0, 30, random.Random(5)) if "word3" in r[3].split())
+    assert (
+        q.filter("views > 10").count()
+        <= q.count()
+        == sum(1 for r in make_rows(0, 30, random.Random(5)) if "word3" in r[3].split())
+    )
 
 
 def test_connect_dataframe_and_view_sequences(connect_spark, tmp_path):

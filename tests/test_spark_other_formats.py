@@ -1,6 +1,7 @@
 """`it.register(spark)` changes nothing for other formats: the same writes, catalog operations and
 SQL, run with and without register, give the same partition layouts on disk, catalog entries and
 results."""
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,11 @@ def exercise(spark, root: str, tag: str) -> dict:
     df.write.partitionBy("region").option("path", f"{root}/table").saveAsTable(table)
     spark.createDataFrame(ROWS[:4], SCHEMA).select("id", "day", "v", "region").write.insertInto(table)
     cols = spark.catalog.listColumns(table)
-    seen["saveAsTable"] = (layout(f"{root}/table"), sorted((c.name, c.isPartition) for c in cols),
-                           rows_of(spark.table(table)))
+    seen["saveAsTable"] = (
+        layout(f"{root}/table"),
+        sorted((c.name, c.isPartition) for c in cols),
+        rows_of(spark.table(table)),
+    )
     seen["sql"] = rows_of(spark.sql(f"SELECT region, count(*) AS n FROM {table} GROUP BY region"))
     seen["show_partitions"] = rows_of(spark.sql(f"SHOW PARTITIONS {table}"))
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW other_view_{tag} USING parquet OPTIONS (path '{root}/save')")
@@ -65,11 +69,19 @@ def exercise(spark, root: str, tag: str) -> dict:
     stream = spark.readStream.schema(SCHEMA).parquet(f"{root}/parquet")
     sink = f"stream_{tag}"
     spark.sql(f"DROP TABLE IF EXISTS {sink}")
-    q = (stream.writeStream.partitionBy("region").option("checkpointLocation", f"{root}/ck")
-         .option("path", f"{root}/stream").trigger(availableNow=True).toTable(sink))
+    q = (
+        stream.writeStream.partitionBy("region")
+        .option("checkpointLocation", f"{root}/ck")
+        .option("path", f"{root}/stream")
+        .trigger(availableNow=True)
+        .toTable(sink)
+    )
     q.awaitTermination(120)
-    seen["toTable"] = (layout(f"{root}/stream"), spark.table(sink).count(),
-                       sorted((c.name, c.isPartition) for c in spark.catalog.listColumns(sink)))
+    seen["toTable"] = (
+        layout(f"{root}/stream"),
+        spark.table(sink).count(),
+        sorted((c.name, c.isPartition) for c in spark.catalog.listColumns(sink)),
+    )
     spark.sql(f"DROP TABLE {sink}")
     spark.sql(f"DROP TABLE {table}")
     return seen

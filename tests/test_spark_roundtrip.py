@@ -1,4 +1,5 @@
 """End to end through a real local SparkSession: writes, reads, types, partitions, modes."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -9,53 +10,115 @@ import pytest
 from pyspark.sql import Row
 from pyspark.sql import functions as sf
 from pyspark.sql.types import (
-    ArrayType, BinaryType, BooleanType, ByteType, DateType, DecimalType, DoubleType, FloatType,
-    IntegerType, LongType, MapType, ShortType, StringType, StructField, StructType, TimestampType,
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
 )
 
 import indextables_spark as it
 
 pytestmark = pytest.mark.spark
 
-ALL_TYPES = StructType([
-    StructField("id", LongType()),
-    StructField("b", ByteType()),
-    StructField("s", ShortType()),
-    StructField("i", IntegerType()),
-    StructField("f", FloatType()),
-    StructField("d", DoubleType()),
-    StructField("dec", DecimalType(38, 18)),
-    StructField("dec2", DecimalType(10, 2)),
-    StructField("flag", BooleanType()),
-    StructField("str", StringType()),
-    StructField("bin", BinaryType()),
-    StructField("day", DateType()),
-    StructField("ts", TimestampType()),
-    StructField("tags", ArrayType(StringType())),
-    StructField("attrs", MapType(StringType(), LongType())),
-    StructField("nested", StructType([StructField("x", LongType()), StructField("y", StringType())])),
-])
+ALL_TYPES = StructType(
+    [
+        StructField("id", LongType()),
+        StructField("b", ByteType()),
+        StructField("s", ShortType()),
+        StructField("i", IntegerType()),
+        StructField("f", FloatType()),
+        StructField("d", DoubleType()),
+        StructField("dec", DecimalType(38, 18)),
+        StructField("dec2", DecimalType(10, 2)),
+        StructField("flag", BooleanType()),
+        StructField("str", StringType()),
+        StructField("bin", BinaryType()),
+        StructField("day", DateType()),
+        StructField("ts", TimestampType()),
+        StructField("tags", ArrayType(StringType())),
+        StructField("attrs", MapType(StringType(), LongType())),
+        StructField("nested", StructType([StructField("x", LongType()), StructField("y", StringType())])),
+    ]
+)
 
 UTC = dt.timezone.utc
 
 
 def all_types_rows():
     return [
-        (1, 1, 300, 70000, 1.5, 2.25, decimal.Decimal("12345678901234567890.123456789012345678"),
-         decimal.Decimal("12.34"), True, "hello world", b"\x00\x01\xff", dt.date(2024, 1, 31),
-         dt.datetime(2024, 1, 31, 12, 30, 45, 123456, tzinfo=UTC), ["a", "b"], {"k": 1}, (1, "one")),
-        (2, -128, -32768, -2147483648, float("nan"), float("-inf"), decimal.Decimal("-0.000000000000000001"),
-         decimal.Decimal("-99999999.99"), False, "héllo wörld 🚀 emoji ✨", b"", dt.date(1969, 12, 31),
-         dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), [], {}, (None, None)),
+        (
+            1,
+            1,
+            300,
+            70000,
+            1.5,
+            2.25,
+            decimal.Decimal("12345678901234567890.123456789012345678"),
+            decimal.Decimal("12.34"),
+            True,
+            "hello world",
+            b"\x00\x01\xff",
+            dt.date(2024, 1, 31),
+            dt.datetime(2024, 1, 31, 12, 30, 45, 123456, tzinfo=UTC),
+            ["a", "b"],
+            {"k": 1},
+            (1, "one"),
+        ),
+        (
+            2,
+            -128,
+            -32768,
+            -2147483648,
+            float("nan"),
+            float("-inf"),
+            decimal.Decimal("-0.000000000000000001"),
+            decimal.Decimal("-99999999.99"),
+            False,
+            "héllo wörld 🚀 emoji ✨",
+            b"",
+            dt.date(1969, 12, 31),
+            dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+            [],
+            {},
+            (None, None),
+        ),
         (3, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None),
-        (4, 127, 32767, 2147483647, float("inf"), 1e308, decimal.Decimal("0"), decimal.Decimal("0.01"),
-         True, "", b"bytes", dt.date(9999, 12, 31), dt.datetime(2262, 4, 11, 0, 0, 0, 1, tzinfo=UTC),
-         ["x", None], {"a": None}, (9223372036854775807, "max")),
+        (
+            4,
+            127,
+            32767,
+            2147483647,
+            float("inf"),
+            1e308,
+            decimal.Decimal("0"),
+            decimal.Decimal("0.01"),
+            True,
+            "",
+            b"bytes",
+            dt.date(9999, 12, 31),
+            dt.datetime(2262, 4, 11, 0, 0, 0, 1, tzinfo=UTC),
+            ["x", None],
+            {"a": None},
+            (9223372036854775807, "max"),
+        ),
     ]
 
 
 def _norm(rows):
     """Rows as comparable tuples (NaN made comparable)."""
+
     def fix(v):
         if isinstance(v, float) and v != v:
             return "NaN"
@@ -68,6 +131,7 @@ def _norm(rows):
         if isinstance(v, bytearray):
             return bytes(v)
         return v
+
     return sorted((tuple(fix(v) for v in r) for r in rows), key=repr)
 
 
@@ -92,16 +156,25 @@ def test_every_type_round_trips(spark, tmp_path):
 
 def test_partitioned_writes_appends_and_overwrite(spark, tmp_path):
     path = str(tmp_path / "parts")
-    rows = [(i, f"doc {i} about spark" if i % 2 else f"doc {i} about search", ["a", "b", "c"][i % 3],
-             dt.date(2024, 1, 1 + i % 3)) for i in range(60)]
+    rows = [
+        (
+            i,
+            f"doc {i} about spark" if i % 2 else f"doc {i} about search",
+            ["a", "b", "c"][i % 3],
+            dt.date(2024, 1, 1 + i % 3),
+        )
+        for i in range(60)
+    ]
     schema = "id long, body string, region string, day date"
     df = spark.createDataFrame(rows, schema)
     df.write.format("indextables").mode("append").option("partitionBy", "region,day").save(path)
     t = it.IndexTable(path)
     snap = t.snapshot()
     assert snap.partition_columns == ["region", "day"]
-    assert all(f.path.startswith(f"region={f.partition_values['region']}/day={f.partition_values['day']}/splits/")
-               for f in snap.files)
+    assert all(
+        f.path.startswith(f"region={f.partition_values['region']}/day={f.partition_values['day']}/splits/")
+        for f in snap.files
+    )
     # append without a partition option goes to the same partitioning
     df.write.format("indextables").mode("append").save(path)
     back = spark.read.format("indextables").load(path)
@@ -127,8 +200,11 @@ def test_native_partition_by_is_bridged(spark, tmp_path):
     assert snap.partition_columns == ["p"]
     assert {f.path.split("/")[0] for f in snap.files} == {"p=p1", "p=p2", "p=__HIVE_DEFAULT_PARTITION__"}
     back = spark.read.format("indextables").load(path)
-    assert sorted(back.collect(), key=lambda r: r.id) == [Row(id=1, v="x", p="p1"), Row(id=2, v="y", p="p2"),
-                                                          Row(id=3, v=None, p=None)]
+    assert sorted(back.collect(), key=lambda r: r.id) == [
+        Row(id=1, v="x", p="p1"),
+        Row(id=2, v="y", p="p2"),
+        Row(id=3, v=None, p=None),
+    ]
     assert back.filter("p is null").count() == 1
     # parquet through the same wrapper is untouched
     pq = str(tmp_path / "pq")
@@ -154,8 +230,9 @@ def test_schema_mismatch_and_bad_input_errors(spark, tmp_path):
     with pytest.raises(Exception, match="body"):
         spark.createDataFrame([(1, 2)], "id long, body int").write.format("indextables").mode("append").save(path)
     with pytest.raises(Exception, match="extra"):
-        spark.createDataFrame([(1, "a", 3)], "id long, body string, extra int") \
-            .write.format("indextables").mode("append").save(path)
+        spark.createDataFrame([(1, "a", 3)], "id long, body string, extra int").write.format("indextables").mode(
+            "append"
+        ).save(path)
     assert it.IndexTable(path).version() == 0
     # bare save (ErrorIfExists) on an existing table is refused with a clear message
     with pytest.raises(it.IndexTablesError, match="already exists"):
@@ -190,11 +267,12 @@ def test_failed_job_commits_nothing(spark, tmp_path):
 
 def test_full_text_query_option_and_errors(spark, tmp_path):
     path = str(tmp_path / "fts")
-    rows = [(i, f"title {i}", ("apache spark sql engine" if i % 10 == 0 else "tantivy search library"), i % 7)
-            for i in range(200)]
+    rows = [
+        (i, f"title {i}", ("apache spark sql engine" if i % 10 == 0 else "tantivy search library"), i % 7)
+        for i in range(200)
+    ]
     df = spark.createDataFrame(rows, "id long, title string, body string, bucket int")
-    (df.write.format("indextables").mode("append")
-       .option("spark.indextables.indexing.typemap.body", "text").save(path))
+    (df.write.format("indextables").mode("append").option("spark.indextables.indexing.typemap.body", "text").save(path))
     reader = spark.read.format("indextables")
     assert reader.option("query", 'body:"spark sql"').load(path).count() == 20
     assert reader.option("query", "body:spark AND body:engine").load(path).count() == 20
@@ -211,8 +289,9 @@ def test_full_text_query_option_and_errors(spark, tmp_path):
 
 def test_sql_temporary_view(spark, tmp_path):
     path = str(tmp_path / "view")
-    spark.createDataFrame([(1, "a b"), (2, "b c")], "id long, v string").write.format("indextables") \
-        .option("spark.indextables.indexing.typemap.v", "text").mode("append").save(path)
+    spark.createDataFrame([(1, "a b"), (2, "b c")], "id long, v string").write.format("indextables").option(
+        "spark.indextables.indexing.typemap.v", "text"
+    ).mode("append").save(path)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW it_view USING indextables OPTIONS (path '{path}')")
     assert spark.sql("SELECT count(*) AS n FROM it_view WHERE v = 'b c'").collect()[0].n == 1
     spark.sql("INSERT INTO it_view VALUES (3, 'c d')")
@@ -239,7 +318,7 @@ def test_dataframe_reuse_sees_new_versions_and_no_stale_filters(spark, tmp_path)
     df = spark.read.format("indextables").load(path)
     assert df.columns == ["id"]
     assert df.filter("id > 1").count() == 2
-    assert df.count() == 3          # Spark 4.3 would reuse the filtered read without the plan guard
+    assert df.count() == 3  # Spark 4.3 would reuse the filtered read without the plan guard
     spark.createDataFrame([(4,)], "id long").write.format("indextables").mode("append").save(path)
     assert df.count() == 4
 
@@ -248,8 +327,9 @@ def test_spark_conf_options_reach_the_writer(spark, tmp_path):
     path = str(tmp_path / "conf")
     spark.conf.set("spark.indextables.indexing.typemap.body", "text")
     try:
-        spark.createDataFrame([(1, "Quick Brown Fox")], "id long, body string") \
-            .write.format("indextables").mode("append").save(path)
+        spark.createDataFrame([(1, "Quick Brown Fox")], "id long, body string").write.format("indextables").mode(
+            "append"
+        ).save(path)
     finally:
         spark.conf.unset("spark.indextables.indexing.typemap.body")
     assert spark.read.format("indextables").option("query", "body:fox").load(path).count() == 1

@@ -1,4 +1,5 @@
 """Structured Streaming: the change-feed source and the exactly-once sink, on a local SparkSession."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,13 @@ def _run_available_now(spark, src_opts, path, sink_path, checkpoint):
     reader = spark.readStream.format("indextables")
     for k, v in src_opts.items():
         reader = reader.option(k, v)
-    q = (reader.load(path).writeStream.format("indextables")
-         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(sink_path))
+    q = (
+        reader.load(path)
+        .writeStream.format("indextables")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start(sink_path)
+    )
     q.awaitTermination(120)
     if q.exception():
         raise q.exception()
@@ -101,23 +107,36 @@ def test_sink_is_exactly_once_when_a_batch_is_replayed(spark, tmp_path):
         os.remove(crc)
     v = it.IndexTable(sink).version()
     _run_available_now(spark, {}, src, sink, ckpt)
-    assert os.path.exists(os.path.join(ckpt, "commits", last))   # the batch was replayed...
-    assert _ids(spark, sink) == list(range(5))                   # ...without duplicates
-    assert it.IndexTable(sink).version() == v                    # the replay committed nothing
+    assert os.path.exists(os.path.join(ckpt, "commits", last))  # the batch was replayed...
+    assert _ids(spark, sink) == list(range(5))  # ...without duplicates
+    assert it.IndexTable(sink).version() == v  # the replay committed nothing
 
 
 def test_complete_mode_overwrites(spark, tmp_path):
     src, sink, ckpt = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ckpt")
     _append(spark, src, range(6))
     counts = spark.readStream.format("indextables").load(src).groupBy().count()
-    q = (counts.writeStream.format("indextables").outputMode("complete")
-         .option("checkpointLocation", ckpt).trigger(availableNow=True).start(sink))
+    q = (
+        counts.writeStream.format("indextables")
+        .outputMode("complete")
+        .option("checkpointLocation", ckpt)
+        .trigger(availableNow=True)
+        .start(sink)
+    )
     q.awaitTermination(120)
     assert q.exception() is None
     _append(spark, src, range(6, 8))
-    q = (spark.readStream.format("indextables").load(src).groupBy().count()
-         .writeStream.format("indextables").outputMode("complete")
-         .option("checkpointLocation", ckpt).trigger(availableNow=True).start(sink))
+    q = (
+        spark.readStream.format("indextables")
+        .load(src)
+        .groupBy()
+        .count()
+        .writeStream.format("indextables")
+        .outputMode("complete")
+        .option("checkpointLocation", ckpt)
+        .trigger(availableNow=True)
+        .start(sink)
+    )
     q.awaitTermination(120)
     assert q.exception() is None
     rows = spark.read.format("indextables").load(sink).collect()
@@ -130,13 +149,19 @@ def test_merge_on_write_after_micro_batches(spark, tmp_path):
     for start in range(0, 40, 10):
         _append(spark, src, range(start, start + 10))
     reader = spark.readStream.format("indextables").option("maxFilesPerTrigger", "1")
-    q = (reader.load(src).repartition(3).writeStream.format("indextables")
-         .option("checkpointLocation", ckpt).option("spark.indextables.mergeOnWrite.enabled", "true")
-         .trigger(availableNow=True).start(sink))
+    q = (
+        reader.load(src)
+        .repartition(3)
+        .writeStream.format("indextables")
+        .option("checkpointLocation", ckpt)
+        .option("spark.indextables.mergeOnWrite.enabled", "true")
+        .trigger(availableNow=True)
+        .start(sink)
+    )
     q.awaitTermination(120)
     assert q.exception() is None
     t = it.IndexTable(sink)
-    deadline = time.monotonic() + 120   # progress events reach the listener asynchronously
+    deadline = time.monotonic() + 120  # progress events reach the listener asynchronously
     while True:
         done = it.wait_for_maintenance(timeout=300)
         ops = [h["operation"] for h in t.history()]

@@ -1,4 +1,5 @@
 """SplitCache: atomic extraction across processes and threads, remote downloads, eviction, checks."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -18,8 +19,13 @@ from indextables_spark.split.cache import SplitCache, get_cache
 from indextables_spark.split.reader import SplitReader
 from indextables_spark.storage.local import LocalStorage
 
-SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
-                                       {"name": "body", "type": "string", "nullable": True, "metadata": {}}]}
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "body", "type": "string", "nullable": True, "metadata": {}},
+    ],
+}
 
 
 class RemoteLikeStorage(LocalStorage):
@@ -33,7 +39,7 @@ class RemoteLikeStorage(LocalStorage):
         return None
 
     def download_file(self, key: str, local_path: str) -> None:
-        time.sleep(self.delay)   # widen the race window
+        time.sleep(self.delay)  # widen the race window
         super().download_file(key, local_path)
 
 
@@ -41,8 +47,14 @@ def write_splits(storage, n_splits=1, rows=2000):
     out = []
     for k in range(n_splits):
         w = SplitWriter(storage, SCHEMA, [], Options.of({"indexing.typemap.body": "text"}))
-        w.write_batch(pa.record_batch({"id": pa.array(range(k * rows, (k + 1) * rows), pa.int64()),
-                                       "body": [f"word{i % 50} common text" for i in range(rows)]}))
+        w.write_batch(
+            pa.record_batch(
+                {
+                    "id": pa.array(range(k * rows, (k + 1) * rows), pa.int64()),
+                    "body": [f"word{i % 50} common text" for i in range(rows)],
+                }
+            )
+        )
         out.extend(w.finish())
     return out
 
@@ -63,10 +75,11 @@ def test_two_processes_fetch_the_same_split(tmp_path):
     root = str(tmp_path / "t")
     (add,) = write_splits(LocalStorage(root))
     cache_dir = str(tmp_path / "cache")
-    ctx = mp.get_context("spawn")     # Tantivy writers/threads are not fork-safe
+    ctx = mp.get_context("spawn")  # Tantivy writers/threads are not fork-safe
     barrier, results = ctx.Barrier(2), ctx.Queue()
-    procs = [ctx.Process(target=_fetch_in_child, args=(root, cache_dir, add.to_json(), barrier, results))
-             for _ in range(2)]
+    procs = [
+        ctx.Process(target=_fetch_in_child, args=(root, cache_dir, add.to_json(), barrier, results)) for _ in range(2)
+    ]
     for p in procs:
         p.start()
     got = [results.get(timeout=60) for _ in procs]
@@ -74,9 +87,9 @@ def test_two_processes_fetch_the_same_split(tmp_path):
         p.join(timeout=60)
         assert p.exitcode == 0
     assert got[0][:3] == got[1][:3] == (got[0][0], 40, 2000)
-    assert sorted(g[3] for g in got) == [0, 1]   # one downloads (file lock), the other finds its directory
+    assert sorted(g[3] for g in got) == [0, 1]  # one downloads (file lock), the other finds its directory
     entries = [e for e in os.listdir(cache_dir) if e != ".locks"]
-    assert entries == [os.path.basename(got[0][0])]          # one directory, no temp leftovers
+    assert entries == [os.path.basename(got[0][0])]  # one directory, no temp leftovers
 
 
 def test_threads_fetch_once(tmp_path):
@@ -100,7 +113,7 @@ def test_local_storage_extracts_without_download(tmp_path):
     storage = LocalStorage(str(tmp_path / "t"))
     (add,) = write_splits(storage)
     cache = get_cache(Options.of({"spark.indextables.cache.disk.path": str(tmp_path / "cache")}))
-    assert cache is get_cache({"cache.disk.path": str(tmp_path / "cache")})    # process-wide per root
+    assert cache is get_cache({"cache.disk.path": str(tmp_path / "cache")})  # process-wide per root
     d = cache.local_dir(storage, add)
     assert {"meta.json", "rows.arrow", "footer.json"} <= set(os.listdir(d))
     assert SplitReader(d).count() == 2000
@@ -112,7 +125,7 @@ def test_eviction_keeps_dirs_in_use(tmp_path):
     cache = SplitCache(str(tmp_path / "cache"))
     cache.grace_seconds = 0
     first = cache.local_dir(storage, adds[0])
-    reader = SplitReader(first)                       # in use by this process
+    reader = SplitReader(first)  # in use by this process
     one = cache.usage_bytes()
     cache.max_bytes = int(one * 2.5)
     second = cache.local_dir(storage, adds[1])
@@ -135,7 +148,7 @@ def test_stale_temp_dirs_are_cleaned(tmp_path, monkeypatch):
     stale = os.path.join(cache.root, ".tmp-deadbeef")
     os.makedirs(stale)
     os.utime(stale, (time.time() - 10_000, time.time() - 10_000))
-    cache.max_bytes = 0                                # force an eviction pass
+    cache.max_bytes = 0  # force an eviction pass
     cache.grace_seconds = 0
     cache.local_dir(storage, adds[0])
     assert not os.path.exists(stale)
@@ -157,7 +170,7 @@ def test_mismatching_or_missing_split_is_an_error(tmp_path):
         f.write(b"garbage!")
     with pytest.raises(SplitFormatError, match=add.path):
         cache.local_dir(storage, add)
-    assert os.listdir(cache.root) == [".locks"]   # the fetch lock files only
+    assert os.listdir(cache.root) == [".locks"]  # the fetch lock files only
 
 
 def test_default_root_is_under_tmpdir(monkeypatch, tmp_path):

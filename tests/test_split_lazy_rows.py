@@ -3,6 +3,7 @@ extracted whole, fetches only the columns and batches asked for, works from seve
 from a process that did not fetch the split, and fails clearly without a registered source.
 Local tables with `cache.rows.lazy=true` (the same code path as remote splits, whose default it
 is); tests/test_cloud_split_cache.py covers S3 and Azure."""
+
 from __future__ import annotations
 
 import os
@@ -23,14 +24,16 @@ N = 30_000
 
 def docs(start: int, n: int) -> pa.Table:
     ids = list(range(start, start + n))
-    return pa.table({
-        "id": pa.array(ids, pa.int64()),
-        "body": [f"w{i % 97} common {'rare' if i % 1000 == 7 else 'plain'} text{i % 13}" for i in ids],
-        "title": [None if i % 17 == 0 else f"title {i % 101}" for i in ids],
-        "views": pa.array([None if i % 19 == 0 else (i * 37) % 5000 for i in ids], pa.int64()),
-        "tags": [[f"t{i % 5}", f"u{i % 3}"] for i in ids],
-        "region": [("eu", "us", "ap")[i % 3] for i in ids],
-    })
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "body": [f"w{i % 97} common {'rare' if i % 1000 == 7 else 'plain'} text{i % 13}" for i in ids],
+            "title": [None if i % 17 == 0 else f"title {i % 101}" for i in ids],
+            "views": pa.array([None if i % 19 == 0 else (i * 37) % 5000 for i in ids], pa.int64()),
+            "tags": [[f"t{i % 5}", f"u{i % 3}"] for i in ids],
+            "region": [("eu", "us", "ap")[i % 3] for i in ids],
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +44,8 @@ def table(tmp_path_factory) -> str:
     more = docs(N, 5000).append_column("extra", pa.array([f"x{i}" for i in range(5000)]))
     it.write_table(path, more, options={**opts, "mergeSchema": "true"})
     t = it.IndexTable(path)
-    t.delete(where="views < 40")                       # positional deletes
-    t.delete(where="id IN (7, 1007, 2007)")            # more of them, on rare rows
+    t.delete(where="views < 40")  # positional deletes
+    t.delete(where="id IN (7, 1007, 2007)")  # more of them, on rare rows
     return path
 
 
@@ -74,17 +77,20 @@ def test_answers_equal_whole_row_store(table, tmp_path):
         a = getattr(whole, kind)(**args)
         b = getattr(lazy, kind)(**args)
         assert a.schema == b.schema and canonical(a) == canonical(b), (kind, args)
-        assert canonical(getattr(lazy, kind)(**args)) == canonical(a)            # again, warm
+        assert canonical(getattr(lazy, kind)(**args)) == canonical(a)  # again, warm
     assert lazy.count("body:rare") == whole.count("body:rare")
     agg = {"v": {"stats": {"field": "views"}}, "r": {"terms": {"field": "title", "size": 5}}}
-    assert it.aggregate(None, table, aggs=agg, options={"cache.disk.path": str(tmp_path / "lazy"),
-                                                       "cache.rows.lazy": "true"}) == \
-        it.aggregate(None, table, aggs=agg, options={"cache.disk.path": str(tmp_path / "whole"),
-                                                    "cache.rows.lazy": "false"})
+    assert it.aggregate(
+        None, table, aggs=agg, options={"cache.disk.path": str(tmp_path / "lazy"), "cache.rows.lazy": "true"}
+    ) == it.aggregate(
+        None, table, aggs=agg, options={"cache.disk.path": str(tmp_path / "whole"), "cache.rows.lazy": "false"}
+    )
     lazy_dirs = [os.path.join(tmp_path / "lazy", d) for d in os.listdir(tmp_path / "lazy") if not d.startswith(".")]
     assert lazy_dirs and all(not os.path.exists(os.path.join(d, "rows.arrow")) for d in lazy_dirs)
-    assert all(os.path.exists(os.path.join(d, "rows.arrow")) for d in
-               (os.path.join(tmp_path / "whole", x) for x in os.listdir(tmp_path / "whole") if not x.startswith(".")))
+    assert all(
+        os.path.exists(os.path.join(d, "rows.arrow"))
+        for d in (os.path.join(tmp_path / "whole", x) for x in os.listdir(tmp_path / "whole") if not x.startswith("."))
+    )
 
 
 def test_fetches_only_the_columns_and_batches_asked_for(table, tmp_path):
@@ -94,10 +100,10 @@ def test_fetches_only_the_columns_and_batches_asked_for(table, tmp_path):
         return it.IndexTable(table, opts, storage=storage), storage
 
     t, storage = fresh("count")
-    t.count("body:rare")                               # opens every split: index files + IPC footers
+    t.count("body:rare")  # opens every split: index files + IPC footers
     opening = storage.bytes_read["read_range"]
     t, storage = fresh("all")
-    t.to_arrow()                                       # every column of every batch
+    t.to_arrow()  # every column of every batch
     everything = storage.bytes_read["read_range"] - opening
     from indextables_spark.split.bundle import read_footer
 
@@ -110,8 +116,8 @@ def test_fetches_only_the_columns_and_batches_asked_for(table, tmp_path):
     assert got.num_rows > 0 and 0 < ids < 0.25 * everything, (ids, everything)
     storage.reset()
     assert canonical(t.search("body:rare", columns=["id"])) == canonical(got)
-    assert storage.total_bytes_read == 0 and storage.requests["read_range"] == 0      # warm: nothing fetched
-    t.to_arrow(columns=["id", "title"])                # title too now, every batch: fetched once
+    assert storage.total_bytes_read == 0 and storage.requests["read_range"] == 0  # warm: nothing fetched
+    t.to_arrow(columns=["id", "title"])  # title too now, every batch: fetched once
     assert storage.bytes_read["read_range"] > 0
     storage.reset()
     t.to_arrow(columns=["title", "id"])
@@ -127,22 +133,30 @@ def test_threads_and_a_second_process(table, tmp_path):
     def read():
         try:
             results.append(canonical(opened(table, cache_dir, "true").to_arrow(columns=["id", "title", "tags"])))
-        except Exception as e:   # noqa: BLE001 - reported below
+        except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
+
     threads = [threading.Thread(target=read) for _ in range(6)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     assert not errors and all(r == want for r in results)
-    assert not [n for d in os.listdir(cache_dir) if not d.startswith(".")
-                for n in os.listdir(os.path.join(cache_dir, d, "rows.d")) if ".tmp-" in n]
+    assert not [
+        n
+        for d in os.listdir(cache_dir)
+        if not d.startswith(".")
+        for n in os.listdir(os.path.join(cache_dir, d, "rows.d"))
+        if ".tmp-" in n
+    ]
     # another process finds the directories made here (no row store in them) and reads through them
-    code = ("import json, sys, indextables_spark as it\n"
-            f"t = it.IndexTable({table!r}, {{'cache.disk.path': {cache_dir!r}, 'cache.rows.lazy': 'true'}})\n"
-            "rows = t.to_arrow(columns=['id', 'views']).num_rows\n"
-            "from indextables_spark.split.cache import get_cache\n"
-            "print(json.dumps([rows, get_cache(t.options).downloads]))")
+    code = (
+        "import json, sys, indextables_spark as it\n"
+        f"t = it.IndexTable({table!r}, {{'cache.disk.path': {cache_dir!r}, 'cache.rows.lazy': 'true'}})\n"
+        "rows = t.to_arrow(columns=['id', 'views']).num_rows\n"
+        "from indextables_spark.split.cache import get_cache\n"
+        "print(json.dumps([rows, get_cache(t.options).downloads]))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == f"[{len(want)}, 0]"
@@ -162,7 +176,7 @@ def test_without_a_registered_source_the_error_says_so(table, tmp_path):
         lazy_rows._sources.pop(os.path.abspath(local))
     with pytest.raises(SplitFormatError, match="fetched by ranges and no storage is registered"):
         reader_module.SplitReader(local)
-    get_cache(t.options).local_dir(t.storage, add)     # the cache registers it again on every hand-out
+    get_cache(t.options).local_dir(t.storage, add)  # the cache registers it again on every hand-out
     assert reader_module.SplitReader(local).num_rows == add.num_records
 
 

@@ -1,4 +1,5 @@
 """Full-text queries on splits: phrases, boolean operators, fields, ranges, scoring, errors."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -21,29 +22,46 @@ def field(name, t):
     return {"name": name, "type": t, "nullable": True, "metadata": {}}
 
 
-SCHEMA = {"type": "struct", "fields": [
-    field("id", "long"), field("title", "string"), field("body", "string"), field("tag", "string"),
-    field("year", "integer"), field("score", "double"), field("flag", "boolean"),
-    field("attrs", {"type": "struct", "fields": [field("user", "string"), field("n", "long")]}),
-    field("labels", {"type": "array", "elementType": "string", "containsNull": True}),
-]}
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        field("id", "long"),
+        field("title", "string"),
+        field("body", "string"),
+        field("tag", "string"),
+        field("year", "integer"),
+        field("score", "double"),
+        field("flag", "boolean"),
+        field("attrs", {"type": "struct", "fields": [field("user", "string"), field("n", "long")]}),
+        field("labels", {"type": "array", "elementType": "string", "containsNull": True}),
+    ],
+}
 OPTIONS = Options.of({"indexing.typemap.body": "text", "indexing.typemap.title": "text_and_string"})
-BODIES = ["apache spark sql engine", "tantivy search library", "spark streaming with kafka",
-          "the quick brown fox", "Search engines index text", None]
+BODIES = [
+    "apache spark sql engine",
+    "tantivy search library",
+    "spark streaming with kafka",
+    "the quick brown fox",
+    "Search engines index text",
+    None,
+]
 
 
 def make_rows(n=300):
-    return [{
-        "id": i,
-        "title": f"Title {i % 10}",
-        "body": BODIES[i % len(BODIES)],
-        "tag": ["red", "green", "Blue"][i % 3],
-        "year": 2000 + i % 25,
-        "score": i / 10,
-        "flag": i % 2 == 0,
-        "attrs": {"user": ["bob", "alice"][i % 2], "n": i},
-        "labels": [["x", "y"], ["z"], []][i % 3],
-    } for i in range(n)]
+    return [
+        {
+            "id": i,
+            "title": f"Title {i % 10}",
+            "body": BODIES[i % len(BODIES)],
+            "tag": ["red", "green", "Blue"][i % 3],
+            "year": 2000 + i % 25,
+            "score": i / 10,
+            "flag": i % 2 == 0,
+            "attrs": {"user": ["bob", "alice"][i % 2], "n": i},
+            "labels": [["x", "y"], ["z"], []][i % 3],
+        }
+        for i in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -78,33 +96,36 @@ def body_has(r, *words):
     return r["body"] is not None and all(w in r["body"].lower().split() for w in words)
 
 
-@pytest.mark.parametrize("query, pred", [
-    ("body:spark", lambda r: body_has(r, "spark")),
-    ('body:"spark sql"', lambda r: r["body"] is not None and "spark sql" in r["body"]),
-    ('body:"sql spark"', lambda r: False),
-    ("body:spark AND body:engine", lambda r: body_has(r, "spark", "engine")),
-    ("body:spark OR body:tantivy", lambda r: body_has(r, "spark") or body_has(r, "tantivy")),
-    # Tantivy's parser: "a AND NOT b" is a pure-negative sub-query (matches nothing); use "-b" or "a NOT b".
-    ("body:spark AND -body:kafka", lambda r: body_has(r, "spark") and not body_has(r, "kafka")),
-    ("body:spark NOT body:kafka", lambda r: body_has(r, "spark") and not body_has(r, "kafka")),
-    ("+body:search -body:tantivy", lambda r: body_has(r, "search") and not body_has(r, "tantivy")),
-    ("search", lambda r: body_has(r, "search")),                           # default field: tokenized text
-    ("SEARCH", lambda r: body_has(r, "search")),                           # default tokenizer lower-cases
-    ("title:title AND title:3", lambda r: r["id"] % 10 == 3),
-    ('title__exact:"Title 3"', lambda r: r["id"] % 10 == 3),
-    ("tag:Blue", lambda r: r["tag"] == "Blue"),                            # raw field: exact, case-sensitive
-    ("tag:blue", lambda r: False),
-    ("year:2010", lambda r: r["year"] == 2010),
-    ("year:[2010 TO 2012]", lambda r: 2010 <= r["year"] <= 2012),
-    ("year:{2010 TO 2012}", lambda r: 2010 < r["year"] < 2012),
-    ("year:>=2023", lambda r: r["year"] >= 2023),
-    ("score:[1.5 TO 2.5]", lambda r: 1.5 <= r["score"] <= 2.5),
-    ("flag:true AND year:2001", lambda r: r["flag"] and r["year"] == 2001),
-    ("year: IN [2001 2003]", lambda r: r["year"] in (2001, 2003)),
-    ("attrs.user:bob", lambda r: r["attrs"]["user"] == "bob"),
-    ("labels:z", lambda r: "z" in r["labels"]),
-    ("body:quick AND year:[2000 TO 2005]", lambda r: body_has(r, "quick") and r["year"] <= 2005),
-])
+@pytest.mark.parametrize(
+    "query, pred",
+    [
+        ("body:spark", lambda r: body_has(r, "spark")),
+        ('body:"spark sql"', lambda r: r["body"] is not None and "spark sql" in r["body"]),
+        ('body:"sql spark"', lambda r: False),
+        ("body:spark AND body:engine", lambda r: body_has(r, "spark", "engine")),
+        ("body:spark OR body:tantivy", lambda r: body_has(r, "spark") or body_has(r, "tantivy")),
+        # Tantivy's parser: "a AND NOT b" is a pure-negative sub-query (matches nothing); use "-b" or "a NOT b".
+        ("body:spark AND -body:kafka", lambda r: body_has(r, "spark") and not body_has(r, "kafka")),
+        ("body:spark NOT body:kafka", lambda r: body_has(r, "spark") and not body_has(r, "kafka")),
+        ("+body:search -body:tantivy", lambda r: body_has(r, "search") and not body_has(r, "tantivy")),
+        ("search", lambda r: body_has(r, "search")),  # default field: tokenized text
+        ("SEARCH", lambda r: body_has(r, "search")),  # default tokenizer lower-cases
+        ("title:title AND title:3", lambda r: r["id"] % 10 == 3),
+        ('title__exact:"Title 3"', lambda r: r["id"] % 10 == 3),
+        ("tag:Blue", lambda r: r["tag"] == "Blue"),  # raw field: exact, case-sensitive
+        ("tag:blue", lambda r: False),
+        ("year:2010", lambda r: r["year"] == 2010),
+        ("year:[2010 TO 2012]", lambda r: 2010 <= r["year"] <= 2012),
+        ("year:{2010 TO 2012}", lambda r: 2010 < r["year"] < 2012),
+        ("year:>=2023", lambda r: r["year"] >= 2023),
+        ("score:[1.5 TO 2.5]", lambda r: 1.5 <= r["score"] <= 2.5),
+        ("flag:true AND year:2001", lambda r: r["flag"] and r["year"] == 2001),
+        ("year: IN [2001 2003]", lambda r: r["year"] in (2001, 2003)),
+        ("attrs.user:bob", lambda r: r["attrs"]["user"] == "bob"),
+        ("labels:z", lambda r: "z" in r["labels"]),
+        ("body:quick AND year:[2000 TO 2005]", lambda r: body_has(r, "quick") and r["year"] <= 2005),
+    ],
+)
 def test_queries(env, query, pred):
     rows, readers, *_ = env
     expected = want(rows, pred)
@@ -118,20 +139,24 @@ def test_query_and_filters_combine(env):
     assert got == want(rows, lambda r: body_has(r, "spark") and r["year"] > 2020)
     got = ids(readers, "body:spark", [StringContains("body", "kafka")])
     assert got == want(rows, lambda r: body_has(r, "spark") and "kafka" in r["body"])
-    assert sum(r.count([EqualTo("tag", "red")], "body:fox") for r in readers) == \
-        len(want(rows, lambda r: r["tag"] == "red" and body_has(r, "fox")))
+    assert sum(r.count([EqualTo("tag", "red")], "body:fox") for r in readers) == len(
+        want(rows, lambda r: r["tag"] == "red" and body_has(r, "fox"))
+    )
 
 
-@pytest.mark.parametrize("query, match", [
-    ("body:(spark AND", r"body:\(spark AND"),
-    ('body:"unclosed', "unclosed"),
-    ("nosuchfield:x", "nosuchfield"),
-    ("year:abc", "year:abc"),
-])
+@pytest.mark.parametrize(
+    "query, match",
+    [
+        ("body:(spark AND", r"body:\(spark AND"),
+        ('body:"unclosed', "unclosed"),
+        ("nosuchfield:x", "nosuchfield"),
+        ("year:abc", "year:abc"),
+    ],
+)
 def test_invalid_query_names_the_query(env, query, match):
     _, readers, *_ = env
     with pytest.raises(QueryParseError, match=match) as e:
-        readers[0].read(query=query)          # raised at the call, not at first iteration
+        readers[0].read(query=query)  # raised at the call, not at first iteration
     assert query in str(e.value) and isinstance(e.value, IndexTablesError)
     with pytest.raises(QueryParseError):
         readers[0].count(query=query)
@@ -197,6 +222,6 @@ def test_query_on_table_without_text_columns(tmp_path):
     w.write_batch(pa.record_batch({"k": ["a b", "c"], "d": pa.array([dt.date(2024, 1, 1), None], pa.date32())}))
     (a,) = w.finish()
     r = SplitReader(get_cache({"cache.disk.path": str(tmp_path / "c")}).local_dir(storage, a))
-    assert r.default_fields() == ["k"]                 # raw string fields when no tokenized text exists
+    assert r.default_fields() == ["k"]  # raw string fields when no tokenized text exists
     assert [b.to_pylist() for b in r.read(query='"a b"')] == [[{"k": "a b", "d": dt.date(2024, 1, 1)}]]
     assert r.count(query="k:c") == 1

@@ -1,4 +1,5 @@
 """SplitWriter → storage → cache → SplitReader: every type, partitions, rolling, stats, errors."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -29,34 +30,109 @@ def field(name, t, nullable=True):
     return {"name": name, "type": t, "nullable": nullable, "metadata": {}}
 
 
-SCHEMA = {"type": "struct", "fields": [
-    field("id", "long", False), field("b", "byte"), field("sh", "short"), field("i", "integer"),
-    field("f", "float"), field("d", "double"), field("dec", "decimal(38,18)"), field("dec2", "decimal(10,2)"),
-    field("flag", "boolean"), field("s", "string"), field("t", "string"), field("bin", "binary"),
-    field("day", "date"), field("ts", "timestamp"), field("ntz", "timestamp_ntz"),
-    field("tags", {"type": "array", "elementType": "string", "containsNull": True}),
-    field("attrs", {"type": "map", "keyType": "string", "valueType": "long", "valueContainsNull": True}),
-    field("nested", {"type": "struct", "fields": [
-        field("x", "long"), field("y", "string"),
-        field("zs", {"type": "array", "elementType": {"type": "struct", "fields": [field("q", "double")]},
-                     "containsNull": True})]}),
-]}
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        field("id", "long", False),
+        field("b", "byte"),
+        field("sh", "short"),
+        field("i", "integer"),
+        field("f", "float"),
+        field("d", "double"),
+        field("dec", "decimal(38,18)"),
+        field("dec2", "decimal(10,2)"),
+        field("flag", "boolean"),
+        field("s", "string"),
+        field("t", "string"),
+        field("bin", "binary"),
+        field("day", "date"),
+        field("ts", "timestamp"),
+        field("ntz", "timestamp_ntz"),
+        field("tags", {"type": "array", "elementType": "string", "containsNull": True}),
+        field("attrs", {"type": "map", "keyType": "string", "valueType": "long", "valueContainsNull": True}),
+        field(
+            "nested",
+            {
+                "type": "struct",
+                "fields": [
+                    field("x", "long"),
+                    field("y", "string"),
+                    field(
+                        "zs",
+                        {
+                            "type": "array",
+                            "elementType": {"type": "struct", "fields": [field("q", "double")]},
+                            "containsNull": True,
+                        },
+                    ),
+                ],
+            },
+        ),
+    ],
+}
 
 ROWS = [
-    dict(id=1, b=1, sh=300, i=70000, f=1.5, d=2.25, dec=D("12345678901234567890.123456789012345678"),
-         dec2=D("12.34"), flag=True, s="hello world", t="The quick brown fox", bin=b"\x00\x01\xff",
-         day=dt.date(2024, 1, 31), ts=dt.datetime(2024, 1, 31, 12, 30, 45, 123456, tzinfo=UTC),
-         ntz=dt.datetime(2024, 1, 31, 12, 30, 45, 1), tags=["a", "b"], attrs=[("k", 1)],
-         nested={"x": 1, "y": "one", "zs": [{"q": 1.5}, None]}),
-    dict(id=2, b=-128, sh=-32768, i=-2147483648, f=float("nan"), d=float("-inf"), dec=D("-0.000000000000000001"),
-         dec2=D("-99999999.99"), flag=False, s="héllo wörld 🚀 emoji ✨ \"quoted\" back\\slash\ttab\nnl\x01",
-         t="", bin=b"", day=dt.date(1969, 12, 31), ts=dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
-         ntz=dt.datetime(1, 1, 1), tags=[], attrs=[], nested={"x": None, "y": None, "zs": []}),
+    dict(
+        id=1,
+        b=1,
+        sh=300,
+        i=70000,
+        f=1.5,
+        d=2.25,
+        dec=D("12345678901234567890.123456789012345678"),
+        dec2=D("12.34"),
+        flag=True,
+        s="hello world",
+        t="The quick brown fox",
+        bin=b"\x00\x01\xff",
+        day=dt.date(2024, 1, 31),
+        ts=dt.datetime(2024, 1, 31, 12, 30, 45, 123456, tzinfo=UTC),
+        ntz=dt.datetime(2024, 1, 31, 12, 30, 45, 1),
+        tags=["a", "b"],
+        attrs=[("k", 1)],
+        nested={"x": 1, "y": "one", "zs": [{"q": 1.5}, None]},
+    ),
+    dict(
+        id=2,
+        b=-128,
+        sh=-32768,
+        i=-2147483648,
+        f=float("nan"),
+        d=float("-inf"),
+        dec=D("-0.000000000000000001"),
+        dec2=D("-99999999.99"),
+        flag=False,
+        s='héllo wörld 🚀 emoji ✨ "quoted" back\\slash\ttab\nnl\x01',
+        t="",
+        bin=b"",
+        day=dt.date(1969, 12, 31),
+        ts=dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        ntz=dt.datetime(1, 1, 1),
+        tags=[],
+        attrs=[],
+        nested={"x": None, "y": None, "zs": []},
+    ),
     {"id": 3},  # every other column null
-    dict(id=4, b=127, sh=32767, i=2147483647, f=float("inf"), d=1e308, dec=D("0E-18"), dec2=D("0.01"),
-         flag=True, s="", t="x", bin=b"bytes", day=dt.date(9999, 12, 31),
-         ts=dt.datetime(2262, 4, 11, 0, 0, 0, 1, tzinfo=UTC), ntz=dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
-         tags=["x", None], attrs=[("a", None)], nested={"x": 9223372036854775807, "y": "max", "zs": None}),
+    dict(
+        id=4,
+        b=127,
+        sh=32767,
+        i=2147483647,
+        f=float("inf"),
+        d=1e308,
+        dec=D("0E-18"),
+        dec2=D("0.01"),
+        flag=True,
+        s="",
+        t="x",
+        bin=b"bytes",
+        day=dt.date(9999, 12, 31),
+        ts=dt.datetime(2262, 4, 11, 0, 0, 0, 1, tzinfo=UTC),
+        ntz=dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+        tags=["x", None],
+        attrs=[("a", None)],
+        nested={"x": 9223372036854775807, "y": "max", "zs": None},
+    ),
     dict(id=5, f=-0.0, d=float("nan"), dec2=D("-0.50"), s="a" * 70000, t="long " * 10, tags=[None]),
 ]
 
@@ -102,7 +178,7 @@ def test_every_type_round_trips(storage, cache):
     w = SplitWriter(storage, SCHEMA, [], opts)
     table = rows_table()
     w.write_batch(table.to_batches()[0].slice(0, 2))
-    w.write_batch(table.slice(2))                      # a Table is accepted too
+    w.write_batch(table.slice(2))  # a Table is accepted too
     adds = w.finish()
     assert len(adds) == 1
     a = adds[0]
@@ -114,7 +190,7 @@ def test_every_type_round_trips(storage, cache):
     assert abs(a.modification_time - time.time() * 1000) < 60_000
     assert a.uncompressed_size_bytes > 70000
     r = SplitReader(cache.local_dir(storage, a))
-    assert r.schema == arrow_schema(SCHEMA)                       # exact types and nullability
+    assert r.schema == arrow_schema(SCHEMA)  # exact types and nullability
     got = [b for b in r.read(batch_size=2)]
     assert [b.num_rows for b in got] == [2, 2, 1]
     assert all(b.schema == r.schema for b in got)
@@ -139,10 +215,15 @@ def test_values_beyond_tantivy_term_limit(storage, cache):
     r = SplitReader(cache.local_dir(storage, a))
     assert {s.name: s.terms_truncated for s in r.specs}["s"] is True
     long = "a" * 70000
-    cases = [([EqualTo("s", long)], [5]), ([In("s", (long, "x"))], [5]), ([StringEndsWith("s", "aaa")], [5]),
-             ([StringStartsWith("s", "aaa")], [5]), ([StringContains("s", "aa")], [5]),
-             ([EqualTo("s", "a" * 16000)], []),     # the indexed (cut) term is not the value
-             ([EqualTo("s", "")], [4])]
+    cases = [
+        ([EqualTo("s", long)], [5]),
+        ([In("s", (long, "x"))], [5]),
+        ([StringEndsWith("s", "aaa")], [5]),
+        ([StringStartsWith("s", "aaa")], [5]),
+        ([StringContains("s", "aa")], [5]),
+        ([EqualTo("s", "a" * 16000)], []),  # the indexed (cut) term is not the value
+        ([EqualTo("s", "")], [4]),
+    ]
     for filters, want in cases:
         got = [v for b in r.read(filters, columns=["id"]) for v in b.column("id").to_pylist()]
         assert got == want, filters
@@ -156,17 +237,17 @@ def test_stats(storage):
     mins, maxs = a.min_values, a.max_values
     assert (mins["id"], maxs["id"]) == ("1", "5")
     assert (mins["b"], maxs["b"]) == ("-128", "127")
-    assert (mins["f"], maxs["f"]) == ("-0.0", "NaN")                      # NaN is the largest double
+    assert (mins["f"], maxs["f"]) == ("-0.0", "NaN")  # NaN is the largest double
     assert (mins["d"], maxs["d"]) == ("-Infinity", "NaN")
     assert (mins["dec2"], maxs["dec2"]) == ("-99999999.99", "12.34")
     assert mins["dec"] == "-0.000000000000000001"
     assert (mins["flag"], maxs["flag"]) == ("false", "true")
     assert (mins["day"], maxs["day"]) == ("1969-12-31", "9999-12-31")
     epoch = dt.datetime(1970, 1, 1, tzinfo=UTC)
-    assert mins["ts"] == "-1"                                             # microseconds since the epoch
+    assert mins["ts"] == "-1"  # microseconds since the epoch
     assert maxs["ts"] == str((dt.datetime(2262, 4, 11, 0, 0, 0, 1, tzinfo=UTC) - epoch) // dt.timedelta(microseconds=1))
     # strings cut to 4 characters; a cut max is incremented so it stays an upper bound
-    assert mins["s"] == "" and maxs["s"] == "hélm"     # "héllo…" → "héll" → "hélm"
+    assert mins["s"] == "" and maxs["s"] == "hélm"  # "héllo…" → "héll" → "hélm"
     assert "bin" not in mins and "tags" not in mins
     stats = json.loads(a.stats)
     assert stats["numRecords"] == 5 and stats["nullCount"]["b"] == 2 and stats["nullCount"]["id"] == 0
@@ -180,11 +261,15 @@ def test_stats_column_limit(storage):
 
 
 def test_partitioned_writes(storage, cache):
-    sch = {"type": "struct", "fields": [field("id", "long"), field("body", "string"), field("region", "string"),
-                                        field("day", "date")]}
+    sch = {
+        "type": "struct",
+        "fields": [field("id", "long"), field("body", "string"), field("region", "string"), field("day", "date")],
+    }
     regions = ["eu", "us", None, "a/b"]
-    rows = [{"id": i, "body": f"doc {i}", "region": regions[i % 4], "day": dt.date(2024, 1, 1 + (i // 4) % 2)}
-            for i in range(40)]
+    rows = [
+        {"id": i, "body": f"doc {i}", "region": regions[i % 4], "day": dt.date(2024, 1, 1 + (i // 4) % 2)}
+        for i in range(40)
+    ]
     w = SplitWriter(storage, sch, ["region", "day"], Options())
     t = pa.Table.from_pylist(rows, schema=arrow_schema(sch))
     for b in t.to_batches(max_chunksize=7):
@@ -198,9 +283,10 @@ def test_partitioned_writes(storage, cache):
     assert by_key[("a/b", "2024-01-01")].path.startswith("region=a%2Fb/day=2024-01-01/splits/")
     for (region, day), a in by_key.items():
         got = read_all(cache, storage, [a])
-        want = [{"id": r["id"], "body": r["body"]} for r in rows
-                if r["region"] == region and r["day"].isoformat() == day]
-        assert got == want                                        # partition columns are not stored
+        want = [
+            {"id": r["id"], "body": r["body"]} for r in rows if r["region"] == region and r["day"].isoformat() == day
+        ]
+        assert got == want  # partition columns are not stored
         assert a.num_records == len(want)
 
 
@@ -269,16 +355,26 @@ def test_abort_leaves_no_temp_files(storage, tmp_path):
 
 def test_indexing_speed_small_docs(storage):
     """100k small documents index in well under a few seconds (measured ~0.8 s on 2 cores)."""
-    sch = {"type": "struct", "fields": [field("id", "long"), field("name", "string"), field("score", "double"),
-                                        field("flag", "boolean"), field("msg", "string")]}
+    sch = {
+        "type": "struct",
+        "fields": [
+            field("id", "long"),
+            field("name", "string"),
+            field("score", "double"),
+            field("flag", "boolean"),
+            field("msg", "string"),
+        ],
+    }
     n = 100_000
-    t = pa.table({
-        "id": pa.array(range(n), pa.int64()),
-        "name": pa.array([f"user{i % 1000}" for i in range(n)]),
-        "score": pa.array([i / 7 for i in range(n)]),
-        "flag": pa.array([i % 2 == 0 for i in range(n)]),
-        "msg": pa.array([f"w{i % 97} w{i % 89} w{i % 83} w{i % 79}" for i in range(n)]),
-    })
+    t = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "name": pa.array([f"user{i % 1000}" for i in range(n)]),
+            "score": pa.array([i / 7 for i in range(n)]),
+            "flag": pa.array([i % 2 == 0 for i in range(n)]),
+            "msg": pa.array([f"w{i % 97} w{i % 89} w{i % 83} w{i % 79}" for i in range(n)]),
+        }
+    )
     w = SplitWriter(storage, sch, [], Options.of({"indexing.typemap.msg": "text"}))
     start = time.perf_counter()
     for b in t.to_batches(max_chunksize=10_000):

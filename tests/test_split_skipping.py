@@ -1,4 +1,5 @@
 """Data skipping: skip_split never skips a split that holds a matching row (property test)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -24,10 +25,19 @@ def field(name, t):
     return {"name": name, "type": t, "nullable": True, "metadata": {}}
 
 
-SCHEMA = {"type": "struct", "fields": [
-    field("n", "long"), field("x", "double"), field("s", "string"), field("day", "date"),
-    field("ts", "timestamp"), field("dec", "decimal(12,3)"), field("flag", "boolean"), field("bin", "binary"),
-]}
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        field("n", "long"),
+        field("x", "double"),
+        field("s", "string"),
+        field("day", "date"),
+        field("ts", "timestamp"),
+        field("dec", "decimal(12,3)"),
+        field("flag", "boolean"),
+        field("bin", "binary"),
+    ],
+}
 SPECS = validate_schema(SCHEMA, [], Options())
 CHARS = ["a", "b", "z", "é", "ÿ", "\ud7ff", "\ue000", "\uffff", "\U0010ffff", "\U0001f680", " "]
 
@@ -36,14 +46,17 @@ def rand_value(rng, col, center):
     if col == "n":
         return center + rng.randint(-20, 20)
     if col == "x":
-        return rng.choice([center + rng.uniform(-5, 5), float("nan"), float("inf"), float("-inf"), -0.0, 0.0,
-                           float(center)])
+        return rng.choice(
+            [center + rng.uniform(-5, 5), float("nan"), float("inf"), float("-inf"), -0.0, 0.0, float(center)]
+        )
     if col == "s":
-        return "".join(rng.choice(CHARS[center % 4: center % 4 + 6]) for _ in range(rng.randint(0, 6)))
+        return "".join(rng.choice(CHARS[center % 4 : center % 4 + 6]) for _ in range(rng.randint(0, 6)))
     if col == "day":
         return dt.date(2024, 1, 1) + dt.timedelta(days=center + rng.randint(-10, 10))
     if col == "ts":
-        return dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(hours=center, microseconds=rng.randint(-10 ** 7, 10 ** 7))
+        return dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(
+            hours=center, microseconds=rng.randint(-(10**7), 10**7)
+        )
     if col == "dec":
         return D(center * 1000 + rng.randint(-5000, 5000)).scaleb(-3)
     if col == "flag":
@@ -54,8 +67,13 @@ def rand_value(rng, col, center):
 def rand_batch(rng, center):
     n = rng.randint(1, 25)
     null_p = rng.choice([0.0, 0.2, 1.0])
-    rows = [{c: (None if rng.random() < null_p else rand_value(rng, c, center))
-             for c in ("n", "x", "s", "day", "ts", "dec", "flag", "bin")} for _ in range(n)]
+    rows = [
+        {
+            c: (None if rng.random() < null_p else rand_value(rng, c, center))
+            for c in ("n", "x", "s", "day", "ts", "dec", "flag", "bin")
+        }
+        for _ in range(n)
+    ]
     return pa.Table.from_pylist(rows, schema=arrow_schema(SCHEMA)).to_batches()[0]
 
 
@@ -69,8 +87,7 @@ def rand_filter(rng, batch):
         return rng.choice([F.IsNull(col), F.IsNotNull(col), F.Not(F.IsNull(col)), F.EqualNullSafe(col, None)])
     if rng.random() < 0.15:
         return F.In(col, tuple(rng.choice([v, None, rand_value(rng, col, rng.randint(0, 40))]) for _ in range(3)))
-    cls = rng.choice([F.EqualTo, F.EqualNullSafe, F.GreaterThan, F.GreaterThanOrEqual, F.LessThan,
-                      F.LessThanOrEqual])
+    cls = rng.choice([F.EqualTo, F.EqualNullSafe, F.GreaterThan, F.GreaterThanOrEqual, F.LessThan, F.LessThanOrEqual])
     f = cls(col, v)
     r = rng.random()
     if r < 0.1:
@@ -84,9 +101,16 @@ def add_file_for(batch, max_length, num_records=True):
     stats = StatsCollector(SPECS, 32, max_length)
     stats.add(batch)
     mins, maxs = stats.min_max_values()
-    return AddFile(path="splits/x.split", partition_values={}, size=1, modification_time=0,
-                   stats=stats.stats_json(), min_values=mins, max_values=maxs,
-                   num_records=batch.num_rows if num_records else None)
+    return AddFile(
+        path="splits/x.split",
+        partition_values={},
+        size=1,
+        modification_time=0,
+        stats=stats.stats_json(),
+        min_values=mins,
+        max_values=maxs,
+        num_records=batch.num_rows if num_records else None,
+    )
 
 
 def test_skip_split_never_skips_a_matching_split():
@@ -102,7 +126,7 @@ def test_skip_split_never_skips_a_matching_split():
                 skipped += 1
                 assert not any_match, (flt, batch.to_pylist(), add.min_values, add.max_values)
             checked += 1
-    assert skipped > checked // 10      # the property is not vacuous
+    assert skipped > checked // 10  # the property is not vacuous
 
 
 def test_skipping_on_real_splits(tmp_path):
@@ -123,10 +147,16 @@ def test_skipping_on_real_splits(tmp_path):
 
 
 def test_skip_split_examples():
-    a = AddFile(path="p", partition_values={}, size=1, modification_time=0, num_records=10,
-                min_values={"n": "10", "s": "b", "x": "-1.5", "day": "2024-01-05", "dec": "1.500"},
-                max_values={"n": "20", "s": "d", "x": "NaN", "day": "2024-01-09", "dec": "2.000"},
-                stats='{"numRecords":10,"nullCount":{"n":0,"s":3,"flag":10}}')
+    a = AddFile(
+        path="p",
+        partition_values={},
+        size=1,
+        modification_time=0,
+        num_records=10,
+        min_values={"n": "10", "s": "b", "x": "-1.5", "day": "2024-01-05", "dec": "1.500"},
+        max_values={"n": "20", "s": "d", "x": "NaN", "day": "2024-01-09", "dec": "2.000"},
+        stats='{"numRecords":10,"nullCount":{"n":0,"s":3,"flag":10}}',
+    )
     skip = lambda *fs: F.skip_split(a, list(fs), SPECS)  # noqa: E731
     assert skip(F.EqualTo("n", 21)) and skip(F.EqualTo("n", 9)) and not skip(F.EqualTo("n", 15))
     assert skip(F.GreaterThan("n", 20)) and not skip(F.GreaterThanOrEqual("n", 20))
@@ -136,26 +166,38 @@ def test_skip_split_examples():
     assert not skip(F.StringStartsWith("s", "c")) and not skip(F.StringStartsWith("s", "b"))
     assert not skip(F.StringStartsWith("s", "")) and not skip(F.StringContains("s", "zzz"))
     assert not skip(F.EqualTo("x", float("nan"))) and not skip(F.GreaterThan("x", 1e300))
-    assert skip(F.GreaterThan("x", float("nan")))         # nothing is above NaN
+    assert skip(F.GreaterThan("x", float("nan")))  # nothing is above NaN
     assert skip(F.EqualTo("day", dt.date(2024, 1, 4))) and not skip(F.EqualTo("day", dt.date(2024, 1, 5)))
     assert skip(F.GreaterThan("dec", D("2.0001"))) and not skip(F.GreaterThan("dec", D("1.9999")))
     assert skip(F.IsNull("n")) and not skip(F.IsNull("s")) and not skip(F.IsNotNull("s"))
-    assert skip(F.IsNotNull("flag")) and skip(F.EqualTo("flag", True))   # all-null column
+    assert skip(F.IsNotNull("flag")) and skip(F.EqualTo("flag", True))  # all-null column
     assert skip(F.Not(F.IsNull("flag"))) and not skip(F.Not(F.IsNotNull("flag")))
     assert skip(F.Or(F.EqualTo("n", 1), F.EqualTo("n", 2))) and not skip(F.Or(F.EqualTo("n", 1), F.EqualTo("n", 12)))
     assert skip(F.And(F.EqualTo("n", 12), F.EqualTo("n", 1)))
     assert not skip(F.Not(F.EqualTo("n", 15)))
-    assert not skip(F.EqualTo("n", "15"))                 # wrong value type: never skip
-    assert not skip(F.EqualTo("zzz", 1))                  # unknown column: never skip
-    bad = AddFile(path="p", partition_values={}, size=1, modification_time=0,
-                  min_values={"n": "not-a-number"}, max_values={"n": "also-not"})
-    assert not F.skip_split(bad, [F.EqualTo("n", 5)], SPECS)   # unreadable stats only disable skipping
+    assert not skip(F.EqualTo("n", "15"))  # wrong value type: never skip
+    assert not skip(F.EqualTo("zzz", 1))  # unknown column: never skip
+    bad = AddFile(
+        path="p",
+        partition_values={},
+        size=1,
+        modification_time=0,
+        min_values={"n": "not-a-number"},
+        max_values={"n": "also-not"},
+    )
+    assert not F.skip_split(bad, [F.EqualTo("n", 5)], SPECS)  # unreadable stats only disable skipping
 
 
-@pytest.mark.parametrize("s, cut, want", [
-    ("abc", 2, "ac"), ("a\U0010ffff\U0010ffff", 2, "b"), ("\U0010ffff\U0010ffff", 1, None),
-    ("a\ud7ffz", 2, "a\ue000"), ("short", 32, "short"),
-])
+@pytest.mark.parametrize(
+    "s, cut, want",
+    [
+        ("abc", 2, "ac"),
+        ("a\U0010ffff\U0010ffff", 2, "b"),
+        ("\U0010ffff\U0010ffff", 1, None),
+        ("a\ud7ffz", 2, "a\ue000"),
+        ("short", 32, "short"),
+    ],
+)
 def test_truncated_max_is_an_upper_bound(s, cut, want):
     got = encode_stat("string", s, is_max=True, max_length=cut)
     assert got == want
@@ -166,7 +208,15 @@ def test_truncated_max_is_an_upper_bound(s, cut, want):
 
 
 def test_stat_codec_round_trip():
-    for kind, v in [("i64", -5), ("f64", 0.1), ("f64", float("inf")), ("decimal", D("-1.230")), ("bool", True),
-                    ("date", 19723), ("timestamp", 1704067200000001), ("string", "x")]:
+    for kind, v in [
+        ("i64", -5),
+        ("f64", 0.1),
+        ("f64", float("inf")),
+        ("decimal", D("-1.230")),
+        ("bool", True),
+        ("date", 19723),
+        ("timestamp", 1704067200000001),
+        ("string", "x"),
+    ]:
         assert decode_stat(kind, encode_stat(kind, v, is_max=False, max_length=None)) == v
-    assert encode_stat("date", 10 ** 9, is_max=True, max_length=None) is None    # outside 0001-9999
+    assert encode_stat("date", 10**9, is_max=True, max_length=None) is None  # outside 0001-9999

@@ -1,4 +1,5 @@
 """Schema mapping: kinds, options, unsupported types, doc mapping, Arrow types, partition values."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -13,7 +14,12 @@ from indextables_spark.log.doc_mapping import doc_mapping_hash
 from indextables_spark.options import Options
 from indextables_spark.split import partitions as P
 from indextables_spark.split.types import (
-    ROW_FIELD, arrow_schema, column_specs, doc_mapping_json, specs_from_doc_mapping, tantivy_schema,
+    ROW_FIELD,
+    arrow_schema,
+    column_specs,
+    doc_mapping_json,
+    specs_from_doc_mapping,
+    tantivy_schema,
     validate_schema,
 )
 
@@ -27,10 +33,20 @@ def schema(*fields):
 
 
 ALL = schema(
-    field("b", "byte"), field("sh", "short"), field("i", "integer"), field("l", "long"),
-    field("f", "float"), field("d", "double"), field("dec", "decimal(38,18)"), field("flag", "boolean"),
-    field("s", "string"), field("bin", "binary"), field("day", "date"), field("ts", "timestamp"),
-    field("ntz", "timestamp_ntz"), field("cv", "varchar(10)"),
+    field("b", "byte"),
+    field("sh", "short"),
+    field("i", "integer"),
+    field("l", "long"),
+    field("f", "float"),
+    field("d", "double"),
+    field("dec", "decimal(38,18)"),
+    field("flag", "boolean"),
+    field("s", "string"),
+    field("bin", "binary"),
+    field("day", "date"),
+    field("ts", "timestamp"),
+    field("ntz", "timestamp_ntz"),
+    field("cv", "varchar(10)"),
     field("tags", {"type": "array", "elementType": "string", "containsNull": True}),
     field("m", {"type": "map", "keyType": "string", "valueType": "long", "valueContainsNull": True}),
     field("st", {"type": "struct", "fields": [field("x", "long"), field("y", "string", False)]}),
@@ -41,9 +57,23 @@ def test_kinds_of_every_type():
     specs = {s.name: s for s in validate_schema(ALL, [], Options())}
     kinds = {n: s.kind for n, s in specs.items()}
     assert kinds == {
-        "b": "i64", "sh": "i64", "i": "i64", "l": "i64", "f": "f64", "d": "f64", "dec": "decimal",
-        "flag": "bool", "s": "string", "bin": "binary", "day": "date", "ts": "timestamp", "ntz": "timestamp",
-        "cv": "string", "tags": "json", "m": "json", "st": "json",
+        "b": "i64",
+        "sh": "i64",
+        "i": "i64",
+        "l": "i64",
+        "f": "f64",
+        "d": "f64",
+        "dec": "decimal",
+        "flag": "bool",
+        "s": "string",
+        "bin": "binary",
+        "day": "date",
+        "ts": "timestamp",
+        "ntz": "timestamp",
+        "cv": "string",
+        "tags": "json",
+        "m": "json",
+        "st": "json",
     }
     s = specs["s"].indexed_fields[0]
     assert (s.type, s.tokenizer, s.fast, s.exact) == ("text", "raw", True, True)
@@ -54,14 +84,16 @@ def test_kinds_of_every_type():
 
 def test_typemap_tokenizer_record_and_fast_options():
     sc = schema(field("Body", "string"), field("title", "string"), field("raw", "string"), field("n", "long"))
-    opts = Options.of({
-        "spark.indextables.indexing.typemap.body": "text",       # keys arrive lower-cased
-        "indexing.typemap.title": "text_and_string",
-        "indexing.tokenizer.title": "en_stem",
-        "indexing.indexrecordoption.body": "freq",
-        "indexing.fastfields": "body",
-        "indexing.typemap.not_a_column": "text",                 # ignored (global conf may carry it)
-    })
+    opts = Options.of(
+        {
+            "spark.indextables.indexing.typemap.body": "text",  # keys arrive lower-cased
+            "indexing.typemap.title": "text_and_string",
+            "indexing.tokenizer.title": "en_stem",
+            "indexing.indexrecordoption.body": "freq",
+            "indexing.fastfields": "body",
+            "indexing.typemap.not_a_column": "text",  # ignored (global conf may carry it)
+        }
+    )
     specs = {s.name: s for s in validate_schema(sc, [], opts)}
     body = specs["Body"]
     assert body.kind == "text"
@@ -74,27 +106,33 @@ def test_typemap_tokenizer_record_and_fast_options():
     assert specs["raw"].kind == "string"
 
 
-@pytest.mark.parametrize("opts, match", [
-    ({"indexing.typemap.n": "text"}, "indexing.typemap.n"),
-    ({"indexing.typemap.s": "fulltext"}, "indexing.typemap.s"),
-    ({"indexing.typemap.s": "text", "indexing.tokenizer.s": "klingon"}, "klingon"),
-    ({"indexing.typemap.s": "text", "indexing.indexrecordoption.s": "everything"}, "indexrecordoption"),
-])
+@pytest.mark.parametrize(
+    "opts, match",
+    [
+        ({"indexing.typemap.n": "text"}, "indexing.typemap.n"),
+        ({"indexing.typemap.s": "fulltext"}, "indexing.typemap.s"),
+        ({"indexing.typemap.s": "text", "indexing.tokenizer.s": "klingon"}, "klingon"),
+        ({"indexing.typemap.s": "text", "indexing.indexrecordoption.s": "everything"}, "indexrecordoption"),
+    ],
+)
 def test_bad_options_name_the_option(opts, match):
     with pytest.raises(InvalidOptionError, match=match):
         validate_schema(schema(field("s", "string"), field("n", "long")), [], Options.of(opts))
 
 
-@pytest.mark.parametrize("t, shown", [
-    ("interval day", "interval day"),
-    ("interval year to month", "interval year to month"),
-    ("variant", "variant"),
-    ("void", "void"),
-    ("calendarinterval", "calendarinterval"),
-    ({"type": "array", "elementType": "interval day", "containsNull": True}, "interval day"),
-    ({"type": "udt", "class": "x.Y", "sqlType": "string"}, "udt"),
-    ("string collate UTF8_LCASE", "UTF8_LCASE"),
-])
+@pytest.mark.parametrize(
+    "t, shown",
+    [
+        ("interval day", "interval day"),
+        ("interval year to month", "interval year to month"),
+        ("variant", "variant"),
+        ("void", "void"),
+        ("calendarinterval", "calendarinterval"),
+        ({"type": "array", "elementType": "interval day", "containsNull": True}, "interval day"),
+        ({"type": "udt", "class": "x.Y", "sqlType": "string"}, "udt"),
+        ("string collate UTF8_LCASE", "UTF8_LCASE"),
+    ],
+)
 def test_unsupported_types_name_column_and_type(t, shown):
     with pytest.raises(UnsupportedTypeError) as e:
         validate_schema(schema(field("id", "long"), field("weird", t)), [], Options())
@@ -115,8 +153,14 @@ def test_partition_columns_checked():
 
 
 def test_odd_column_names_get_safe_field_names():
-    sc = schema(field("my col", "string"), field("a.b", "long"), field("__row", "long"),
-                field("x__exact", "string"), field("x", "string"), field("1st", "long"))
+    sc = schema(
+        field("my col", "string"),
+        field("a.b", "long"),
+        field("__row", "long"),
+        field("x__exact", "string"),
+        field("x", "string"),
+        field("1st", "long"),
+    )
     specs = validate_schema(sc, [], Options.of({"indexing.typemap.x": "text_and_string"}))
     names = [f.name for s in specs for f in s.indexed_fields]
     assert len(set(names)) == len(names) and ROW_FIELD not in names
@@ -153,14 +197,23 @@ def test_arrow_schema():
         arrow_schema(ALL, ["zzz"])
 
 
-@pytest.mark.parametrize("value, t, text", [
-    ("a/b=c", "string", "a/b=c"), (42, "integer", "42"), (-7, "long", "-7"), (True, "boolean", "true"),
-    (1.5, "double", "1.5"), (float("nan"), "double", "NaN"), (float("-inf"), "double", "-Infinity"),
-    (decimal.Decimal("12.50"), "decimal(10,2)", "12.50"), (dt.date(2024, 2, 29), "date", "2024-02-29"),
-    (dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=dt.timezone.utc), "timestamp", "2024-01-02 03:04:05.000006"),
-    (dt.datetime(2024, 1, 2, 3, 4, 5), "timestamp_ntz", "2024-01-02 03:04:05"),
-    ("", "string", ""),
-])
+@pytest.mark.parametrize(
+    "value, t, text",
+    [
+        ("a/b=c", "string", "a/b=c"),
+        (42, "integer", "42"),
+        (-7, "long", "-7"),
+        (True, "boolean", "true"),
+        (1.5, "double", "1.5"),
+        (float("nan"), "double", "NaN"),
+        (float("-inf"), "double", "-Infinity"),
+        (decimal.Decimal("12.50"), "decimal(10,2)", "12.50"),
+        (dt.date(2024, 2, 29), "date", "2024-02-29"),
+        (dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=dt.timezone.utc), "timestamp", "2024-01-02 03:04:05.000006"),
+        (dt.datetime(2024, 1, 2, 3, 4, 5), "timestamp_ntz", "2024-01-02 03:04:05"),
+        ("", "string", ""),
+    ],
+)
 def test_partition_values_round_trip(value, t, text):
     assert P.format_partition_value(value, t) == text
     back = P.parse_partition_value(text, t)
@@ -193,9 +246,9 @@ def test_tantivy_panics_become_index_tables_errors():
     sb.add_text_field("a")
     with pytest.raises(TantivyError, match="building the schema of split X: tantivy panicked") as e:
         with tantivy_call("building the schema of split X"):
-            sb.add_text_field("a")            # duplicate field: a pyo3 PanicException (BaseException)
+            sb.add_text_field("a")  # duplicate field: a pyo3 PanicException (BaseException)
     assert isinstance(e.value, IndexTablesError)
-    with pytest.raises(KeyboardInterrupt):       # other BaseExceptions pass through untouched
+    with pytest.raises(KeyboardInterrupt):  # other BaseExceptions pass through untouched
         with tantivy_call("x"):
             raise KeyboardInterrupt
 
@@ -216,14 +269,19 @@ def test_scalar_lists_become_the_same_json_as_per_row_python():
         return [None if v is None else {"": D._jsonable(v, a.type)} for v in a.to_pylist()]
 
     words = ["a", 'q"uote', "back\\slash", "new\nline", "tab\t", "ünï", "", "\x01ctl"]
-    cases = [(pa.list_(pa.string()), words + [None]), (pa.large_list(pa.string()), words + [None]),
-             (pa.list_(pa.int64()), [1, -5, None, 2**62]), (pa.list_(pa.int8()), [1, -5, None]),
-             (pa.list_(pa.bool_()), [True, False, None])]
+    cases = [
+        (pa.list_(pa.string()), words + [None]),
+        (pa.large_list(pa.string()), words + [None]),
+        (pa.list_(pa.int64()), [1, -5, None, 2**62]),
+        (pa.list_(pa.int8()), [1, -5, None]),
+        (pa.list_(pa.bool_()), [True, False, None]),
+    ]
     for typ, pool in cases:
-        rows = [None if rng.random() < 0.1 else [rng.choice(pool) for _ in range(rng.randint(0, 4))]
-                for _ in range(300)]
+        rows = [
+            None if rng.random() < 0.1 else [rng.choice(pool) for _ in range(rng.randint(0, 4))] for _ in range(300)
+        ]
         arr = pa.array(rows, typ)
         for part in (arr, arr.slice(37, 200), arr.slice(0, 0)):
             fast = [None if x is None else json.loads(x) for x in D._nested_text(part).to_pylist()]
             assert fast == per_row(part), typ
-    assert D._scalar_list_text(pa.array([[1.5]], pa.list_(pa.float64()))) is None   # NaN/inf: per row
+    assert D._scalar_list_text(pa.array([[1.5]], pa.list_(pa.float64()))) is None  # NaN/inf: per row

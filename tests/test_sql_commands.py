@@ -1,5 +1,6 @@
 """The maintenance commands through Spark: `it.sql` texts (MERGE SPLITS as a Spark job), the SQL
 table functions, and merge-/purge-on-write after `df.write.save()`. Few, broad tests (Spark is slow)."""
+
 from __future__ import annotations
 
 import logging
@@ -22,8 +23,10 @@ def _write(spark, path: str, start: int, n: int = 60, tasks: int = 4, **options)
 
 
 def _all_rows(spark, path: str) -> list[tuple]:
-    return sorted(tuple(r) for r in spark.read.format("indextables").load(path)
-                  .select("id", "body", "views", "region", "day").collect())
+    return sorted(
+        tuple(r)
+        for r in spark.read.format("indextables").load(path).select("id", "body", "views", "region", "day").collect()
+    )
 
 
 def _query_ids(spark, path: str, query: str) -> list[int]:
@@ -45,7 +48,9 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
     merged = it.sql(spark, f"merge splits '{path}' target size 100M").collect()
     assert len(merged) == 1
     m = merged[0]
-    assert m.status == "SUCCESS" and m.merge_groups == 3 and m.source_splits_merged == n_before and m.splits_skipped == 0
+    assert (
+        m.status == "SUCCESS" and m.merge_groups == 3 and m.source_splits_merged == n_before and m.splits_skipped == 0
+    )
     t = it.IndexTable(path)
     assert t.snapshot().num_files == 3 and t.history()[0]["operation"] == "MERGE SPLITS"
     assert _all_rows(spark, path) == expected
@@ -65,8 +70,9 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
     # after register(), plain spark.sql runs the same texts
     assert spark.sql(f"CHECKPOINT INDEXTABLES '{path}'").collect()[0].status == "SUCCESS"
     assert spark.sql(f"COMPACT INDEXTABLES '{path}'").collect()[0].num_tombstones == 0
-    repaired = it.sql(spark, f"REPAIR INDEXFILES TRANSACTION LOG '{path}/_transaction_log' "
-                             f"AT LOCATION '{tmp_path}/repaired'").collect()[0]
+    repaired = it.sql(
+        spark, f"REPAIR INDEXFILES TRANSACTION LOG '{path}/_transaction_log' AT LOCATION '{tmp_path}/repaired'"
+    ).collect()[0]
     assert repaired.status == "SUCCESS" and repaired.valid_splits == 2 and repaired.missing_splits == 0
     assert it.sql(spark, f"TRUNCATE INDEXTABLES TIME TRAVEL '{path}' DRY RUN").collect()[0].dry_run is True
     # Other text goes to spark.sql; our texts fail with positioned syntax errors or name the path.
@@ -82,7 +88,7 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
     row = spark.sql(f"SELECT * FROM indextables_describe_state('{path}')").collect()[0]
     assert row.num_files == 2 and row.table_version == t.version()
     n_log = spark.sql(f"SELECT count(*) AS n FROM indextables_describe_transaction_log('{path}', true)").collect()[0].n
-    assert n_log == log_df.count() + 2                     # + the drop's commit info and its remove
+    assert n_log == log_df.count() + 2  # + the drop's commit info and its remove
     dry = spark.sql(f"SELECT * FROM indextables_purge(path => '{path}', dry_run => true)").collect()[0]
     assert dry.status == "DRY_RUN" and dry.retention_hours == 168.0
     # conf set after register() reaches the table functions (they run in workers: re-registered)
@@ -93,7 +99,9 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
     finally:
         spark.conf.unset("spark.indextables.purge.defaultRetentionHours")
     _write(spark, path, start=1000, tasks=2)
-    res = spark.sql(f"SELECT status, merge_groups FROM indextables_merge_splits('{path}', \"day = '2024-01-01'\")").collect()
+    res = spark.sql(
+        f"SELECT status, merge_groups FROM indextables_merge_splits('{path}', \"day = '2024-01-01'\")"
+    ).collect()
     assert res[0].status == "SUCCESS" and res[0].merge_groups == 1
     with pytest.raises(Exception, match="TableNotFoundError"):
         spark.sql(f"SELECT * FROM indextables_checkpoint('{tmp_path}/missing')").collect()
@@ -101,7 +109,7 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
 
 def test_merge_and_purge_on_write(spark, tmp_path, caplog):
     path = str(tmp_path / "mow")
-    _write(spark, path, start=0, tasks=4)                   # first write: ~4 splits per day
+    _write(spark, path, start=0, tasks=4)  # first write: ~4 splits per day
     assert it.IndexTable(path).snapshot().num_files > 3
     _write(spark, path, start=100, tasks=4, **{"spark.indextables.mergeOnWrite.enabled": "true"})
     # asynchronous by default: the write returned; the merge runs in a background thread
@@ -113,23 +121,38 @@ def test_merge_and_purge_on_write(spark, tmp_path, caplog):
 
     # A failing post-write maintenance (retention below the minimum) never fails the write.
     with caplog.at_level(logging.WARNING, logger="indextables_spark.commands.post_write"):
-        _write(spark, path, start=200, tasks=2, **{
-            "spark.indextables.purgeOnWrite.enabled": "true",
-            "spark.indextables.purgeOnWrite.triggerAfterWrites": "1",
-            "spark.indextables.purgeOnWrite.splitRetentionHours": "1",
-        })
+        _write(
+            spark,
+            path,
+            start=200,
+            tasks=2,
+            **{
+                "spark.indextables.purgeOnWrite.enabled": "true",
+                "spark.indextables.purgeOnWrite.triggerAfterWrites": "1",
+                "spark.indextables.purgeOnWrite.splitRetentionHours": "1",
+            },
+        )
         assert "error" in it.wait_for_maintenance(timeout=300)[path]
     assert len(_all_rows(spark, path)) == 180
-    assert any("maintenance after the write" in r.getMessage() and "below the minimum" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "maintenance after the write" in r.getMessage() and "below the minimum" in r.getMessage()
+        for r in caplog.records
+    )
     # Purge-on-write with valid settings runs after the write (nothing old enough to delete here).
     spark.conf.set("spark.indextables.purgeOnWrite.enabled", "true")
     spark.conf.set("spark.indextables.purgeOnWrite.triggerAfterWrites", "1")
     try:
         from indextables_spark.commands import post_write
 
-        out = post_write.maybe_run(spark, path, {"purgeOnWrite.enabled": "true", "purgeOnWrite.triggerAfterWrites": "1",
-                                                 "mergeOnWrite.async.enabled": "false"})
+        out = post_write.maybe_run(
+            spark,
+            path,
+            {
+                "purgeOnWrite.enabled": "true",
+                "purgeOnWrite.triggerAfterWrites": "1",
+                "mergeOnWrite.async.enabled": "false",
+            },
+        )
         assert out["purge"]["status"] == "SUCCESS" and out["merge"] is None
         _write(spark, path, start=300, tasks=1)
         assert it.wait_for_maintenance(timeout=300)[path]["purge"]["status"] == "SUCCESS"
@@ -156,7 +179,7 @@ def test_async_post_write_runs_once_per_table_at_a_time(spark, monkeypatch):
     opts = {"mergeOnWrite.enabled": "true"}
     assert post_write.maybe_run(spark, "/t/a", opts) == {"status": "STARTED"}
     assert post_write.maybe_run(spark, "/t/a", opts) == {"status": "ALREADY_RUNNING"}
-    assert post_write.maybe_run(spark, "/t/b", opts) == {"status": "STARTED"}   # another table: its own run
+    assert post_write.maybe_run(spark, "/t/b", opts) == {"status": "STARTED"}  # another table: its own run
     with pytest.raises(TimeoutError, match="still running"):
         it.wait_for_maintenance(timeout=0.2)
     release.set()

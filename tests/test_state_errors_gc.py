@@ -1,4 +1,5 @@
 """Test Plan §11 (error handling), §13 (garbage collection), time travel and retention."""
+
 from __future__ import annotations
 
 import json
@@ -90,8 +91,12 @@ def test_corrupt_state_manifest(tmp_path, damage):
     t = with_state(tmp_path)
     p = os.path.join(logdir(t), "state-v00000000000000000002", "_manifest.avro")
     data = open(p, "rb").read()
-    bad = {"truncate": data[: len(data) - 20], "corrupt_header": b"Obj\x02" + data[4:], "garbage": b"\x00" * 50,
-           "empty": b""}[damage]
+    bad = {
+        "truncate": data[: len(data) - 20],
+        "corrupt_header": b"Obj\x02" + data[4:],
+        "garbage": b"\x00" * 50,
+        "empty": b"",
+    }[damage]
     open(p, "wb").write(bad)
     assert it.IndexTable(t.path).snapshot().num_files == 100  # falls back to the version files
     drop_versions(t, 2)
@@ -217,8 +222,9 @@ def test_state_write_gives_up_after_max_attempts(tmp_path, monkeypatch):
     t = table(tmp_path, **{"state.retry.maxAttempts": "2", "state.retry.baseDelayMs": "1"})
     commit_files(t, synthetic_adds(0, 10))
     real = t.storage.put_if_absent
-    monkeypatch.setattr(t.storage, "put_if_absent",
-                        lambda key, data: False if key.endswith("_manifest.avro") else real(key, data))
+    monkeypatch.setattr(
+        t.storage, "put_if_absent", lambda key, data: False if key.endswith("_manifest.avro") else real(key, data)
+    )
     monkeypatch.setattr("indextables_spark.log.state_writer.newest_state_at_or_below", lambda listing, v: None)
     with pytest.raises(ConcurrentModificationError, match="state.retry.maxAttempts"):
         write_state(t.log, 1)
@@ -264,7 +270,9 @@ def test_time_travel_past_retention_is_a_clear_error(tmp_path):
     t.checkpoint()
     drop_versions(t, 2)
     assert t.snapshot(4).num_files == 20  # the state covers it
-    with pytest.raises(VersionNotFoundError, match="version 2 .*can no longer be reconstructed.*oldest retained version file is 3"):
+    with pytest.raises(
+        VersionNotFoundError, match="version 2 .*can no longer be reconstructed.*oldest retained version file is 3"
+    ):
         t.snapshot(2)
 
 
@@ -336,8 +344,11 @@ def test_cleanup_preserves_current_state(tmp_path):
 
 
 def test_cleanup_orphaned_manifests_after_state_removal(tmp_path):
-    t = aged_states(tmp_path, 3, **{"state.retention.versions": "0", "state.retention.hours": "0",
-                                    "state.gc.minManifestAgeHours": "0"})
+    t = aged_states(
+        tmp_path,
+        3,
+        **{"state.retention.versions": "0", "state.retention.hours": "0", "state.gc.minManifestAgeHours": "0"},
+    )
     t.compact()  # the current state no longer references the earlier manifests
     for v in (1, 2):
         age(t, v, 10)
@@ -359,7 +370,9 @@ def test_gc_keeps_legacy_manifests_referenced_from_newer_states(tmp_path):
     legacy_name = "manifest-legacy.avro"
     os.rename(shared, os.path.join(logdir(t), "state-v00000000000000000001", legacy_name))
     sm.manifests[0].path = legacy_name  # legacy form: relative to its state directory
-    open(os.path.join(logdir(t), "state-v00000000000000000001", "_manifest.avro"), "wb").write(encode_state_manifest(sm))
+    open(os.path.join(logdir(t), "state-v00000000000000000001", "_manifest.avro"), "wb").write(
+        encode_state_manifest(sm)
+    )
     assert it.IndexTable(t.path).snapshot().num_files == 3
     commit_files(t, synthetic_adds(50, 2))
     t.checkpoint()

@@ -1,5 +1,6 @@
 """avro-state-file.md Test Plan §1 (manifest reader) and §2 (manifest writer), without cloud
 storage (the S3/Azure variants belong to the cloud test issue)."""
+
 from __future__ import annotations
 
 import io
@@ -90,12 +91,23 @@ def test_read_all_fields(storage):
 
 
 def test_read_nullable_fields(storage):
-    bare = AddFile(path="a.split", partition_values={}, size=1, modification_time=2, added_at_version=0,
-                   added_at_timestamp=0)
+    bare = AddFile(
+        path="a.split", partition_values={}, size=1, modification_time=2, added_at_version=0, added_at_timestamp=0
+    )
     _, _, table = write_and_read(storage, [bare], pcols=())
     row = table.to_pylist()[0]
-    for name in ("stats", "minValues", "maxValues", "numRecords", "footerStartOffset", "footerEndOffset",
-                 "splitTags", "numMergeOps", "docMappingRef", "uncompressedSizeBytes"):
+    for name in (
+        "stats",
+        "minValues",
+        "maxValues",
+        "numRecords",
+        "footerStartOffset",
+        "footerEndOffset",
+        "splitTags",
+        "numMergeOps",
+        "docMappingRef",
+        "uncompressedSizeBytes",
+    ):
         assert row[name] is None, name
     assert row["hasFooterOffsets"] is False
     assert table_to_add_files(table) == [bare]
@@ -177,7 +189,10 @@ def test_filter_by_added_at_version_and_timestamp(storage):
 def test_filter_by_partition_skips_manifests(storage):
     infos = []
     for d in ("2024-01-01", "2024-01-02", "2024-01-03"):
-        files = [AddFile(f"date={d}/{i}.split", {"date": d}, 1, 1, added_at_version=1, added_at_timestamp=1) for i in range(3)]
+        files = [
+            AddFile(f"date={d}/{i}.split", {"date": d}, 1, 1, added_at_version=1, added_at_timestamp=1)
+            for i in range(3)
+        ]
         infos.append(write_manifest(storage, add_files_to_table(files), ["date"])[1])
     pred = parse_partition_filter("date = '2024-01-02'", ["date"])
     kept = prune_manifests(infos, pred)
@@ -282,8 +297,10 @@ def test_concurrent_manifest_writes(storage):
 
 
 def test_partition_bounds_and_version_bounds_in_info(storage):
-    files = [AddFile(f"p{i}", {"date": d}, 1, 1, added_at_version=v, added_at_timestamp=0)
-             for i, (d, v) in enumerate([("2024-03-01", 5), ("2024-01-15", 9), ("2024-02-01", 7)])]
+    files = [
+        AddFile(f"p{i}", {"date": d}, 1, 1, added_at_version=v, added_at_timestamp=0)
+        for i, (d, v) in enumerate([("2024-03-01", 5), ("2024-01-15", 9), ("2024-02-01", 7)])
+    ]
     _, info = write_manifest(storage, add_files_to_table(files), ["date"])
     assert info.partition_bounds == {"date": ("2024-01-15", "2024-03-01")}
     assert (info.min_added_at_version, info.max_added_at_version) == (5, 9)

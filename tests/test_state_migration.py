@@ -1,4 +1,5 @@
 """Test Plan §7 (migration and upgrade) and §8 (streaming / change feed); the protocol gate."""
+
 from __future__ import annotations
 
 import gzip
@@ -54,8 +55,11 @@ def test_read_legacy_single_file_json_checkpoint(tmp_path, gz):
     t = legacy_table(tmp_path)
     snap = t.snapshot(3)
     skip = SkipAction("x.split", 1, "bad footer", "merge")
-    write_lines(os.path.join(logdir(t), f"{3:020d}.checkpoint.json"),
-                [snap.protocol_action, snap.metadata_action, *snap.files, skip], gz)
+    write_lines(
+        os.path.join(logdir(t), f"{3:020d}.checkpoint.json"),
+        [snap.protocol_action, snap.metadata_action, *snap.files, skip],
+        gz,
+    )
     with open(os.path.join(logdir(t), "_last_checkpoint"), "w") as f:  # no format → json
         json.dump({"version": 3, "size": 32, "sizeInBytes": 1, "numFiles": 30, "createdTime": 1}, f)
     commit_files(t, synthetic_adds(100, 2), remove=[synthetic_add(0).path])
@@ -81,8 +85,18 @@ def test_read_legacy_multipart_checkpoint(tmp_path):
     with open(os.path.join(logdir(t), f"{3:020d}.checkpoint.json"), "w") as f:
         json.dump({"version": 3, "checkpointId": cid, "parts": names, "createdTime": 1, "format": "json"}, f)
     with open(os.path.join(logdir(t), "_last_checkpoint"), "w") as f:
-        json.dump({"version": 3, "size": 32, "sizeInBytes": 1, "numFiles": 30, "createdTime": 1, "parts": 3,
-                   "checkpointId": cid}, f)
+        json.dump(
+            {
+                "version": 3,
+                "size": 32,
+                "sizeInBytes": 1,
+                "numFiles": 30,
+                "createdTime": 1,
+                "parts": 3,
+                "checkpointId": cid,
+            },
+            f,
+        )
     for v in range(0, 4):
         os.unlink(os.path.join(logdir(t), f"{v:020d}.json"))
     s = t.snapshot()
@@ -114,9 +128,25 @@ def test_checkpoint_upgrades_v2_table_to_v4(tmp_path):
     # nothing lost: paths, partition values, statistics, doc-mapping refs
     key = lambda f: f.path  # noqa: E731
     for a, b in zip(sorted(before.files, key=key), sorted(after.files, key=key)):
-        assert (a.path, a.partition_values, a.min_values, a.max_values, a.num_records, a.doc_mapping_ref,
-                a.footer_start_offset, a.size) == (b.path, b.partition_values, b.min_values, b.max_values,
-                                                  b.num_records, b.doc_mapping_ref, b.footer_start_offset, b.size)
+        assert (
+            a.path,
+            a.partition_values,
+            a.min_values,
+            a.max_values,
+            a.num_records,
+            a.doc_mapping_ref,
+            a.footer_start_offset,
+            a.size,
+        ) == (
+            b.path,
+            b.partition_values,
+            b.min_values,
+            b.max_values,
+            b.num_records,
+            b.doc_mapping_ref,
+            b.footer_start_offset,
+            b.size,
+        )
     assert after.doc_mapping(DOC_MAPPING_REF) == before.doc_mapping(DOC_MAPPING_REF)
     lc = json.load(open(os.path.join(logdir(t), "_last_checkpoint")))
     assert lc["format"] == "avro-state" and lc["protocolVersion"] == 4
@@ -249,7 +279,9 @@ def test_changes_include_removes_and_skip_removed_adds(tmp_path):
     cs = t.changes_since(v2)
     assert sorted(r.path for r in cs.removes) == sorted([synthetic_add(0).path, synthetic_add(11).path])
     assert all(isinstance(r, RemoveFile) for r in cs.removes)
-    assert sorted(f.path for f in cs.adds) == sorted(f.path for f in synthetic_adds(10, 5) if f.path != synthetic_add(11).path)
+    assert sorted(f.path for f in cs.adds) == sorted(
+        f.path for f in synthetic_adds(10, 5) if f.path != synthetic_add(11).path
+    )
 
 
 def test_streaming_empty_delta_and_all_changes(tmp_path):

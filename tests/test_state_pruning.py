@@ -1,4 +1,5 @@
 """Test Plan §6 (partition pruning) and the partition filter parser/evaluator."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -50,11 +51,19 @@ def test_parse_shapes():
     # the parser builds the filter model (split.filters' classes, re-exported by partition_filter)
     from indextables_spark.split import filters as sf
 
-    assert (EqualTo, In, IsNull, IsNotNull, Not, And, Or) == (sf.EqualTo, sf.In, sf.IsNull, sf.IsNotNull, sf.Not,
-                                                              sf.And, sf.Or)
+    assert (EqualTo, In, IsNull, IsNotNull, Not, And, Or) == (
+        sf.EqualTo,
+        sf.In,
+        sf.IsNull,
+        sf.IsNotNull,
+        sf.Not,
+        sf.And,
+        sf.Or,
+    )
     assert P("date = '2024-01-01'").expr == EqualTo("date", "2024-01-01")
     assert P("date = '2024-01-01' AND region IN ('a','b')").expr == And(
-        EqualTo("date", "2024-01-01"), In("region", ("a", "b")))
+        EqualTo("date", "2024-01-01"), In("region", ("a", "b"))
+    )
     e = P("date >= '2024-01-01' OR NOT (year = 1)").expr
     assert e == Or(GreaterThanOrEqual("date", "2024-01-01"), Not(EqualTo("year", 1)))
     assert P("region IS NULL").expr == IsNull("region")
@@ -66,18 +75,22 @@ def test_parse_shapes():
     assert P("`Date` <> 'x'").expr == Not(EqualTo("date", "x"))  # case-insensitive names
     assert P("region = 'it''s'").expr == EqualTo("region", "it's")
     assert P("a = 1 OR b = 2 AND c = 3", {"a": "int", "b": "int", "c": "int"}).expr == Or(
-        EqualTo("a", 1), And(EqualTo("b", 2), EqualTo("c", 3)))
+        EqualTo("a", 1), And(EqualTo("b", 2), EqualTo("c", 3))
+    )
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("date = ", "expected a literal value.*end of input"),
-    ("date = '2024", "unterminated string starting at position 7"),
-    ("(date = 'a'", "expected '\\)'.*end of input"),
-    ("date ~ 'a'", "unexpected character '~' at position 5"),
-    ("date = 'a' region = 'b'", "unexpected 'region' at position 11"),
-    ("", "empty filter"),
-    ("date = NULL", "IS NULL"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("date = ", "expected a literal value.*end of input"),
+        ("date = '2024", "unterminated string starting at position 7"),
+        ("(date = 'a'", "expected '\\)'.*end of input"),
+        ("date ~ 'a'", "unexpected character '~' at position 5"),
+        ("date = 'a' region = 'b'", "unexpected 'region' at position 11"),
+        ("", "empty filter"),
+        ("date = NULL", "IS NULL"),
+    ],
+)
 def test_parse_errors_name_the_position(text, msg):
     with pytest.raises(PartitionFilterError, match=msg):
         P(text)
@@ -92,10 +105,14 @@ def test_unknown_column_is_named():
 
 
 def test_filter_files_table_exact_and_three_valued():
-    t = files_with([{"date": "2024-01-01", "region": "a", "year": "9"},
-                    {"date": "2024-01-02", "region": "b", "year": "10"},
-                    {"date": "2024-01-03", "year": "11"},
-                    {"date": "2024-01-04", "region": "c", "year": "100"}])
+    t = files_with(
+        [
+            {"date": "2024-01-01", "region": "a", "year": "9"},
+            {"date": "2024-01-02", "region": "b", "year": "10"},
+            {"date": "2024-01-03", "year": "11"},
+            {"date": "2024-01-04", "region": "c", "year": "100"},
+        ]
+    )
 
     def paths(text):
         return filter_files_table(t, P(text)).column("path").to_pylist()
@@ -104,7 +121,7 @@ def test_filter_files_table_exact_and_three_valued():
     assert paths("date >= '2024-01-02' AND region IN ('b','c')") == ["f1", "f3"]
     assert paths("region IS NULL") == ["f2"]
     assert paths("NOT (region = 'a')") == ["f1", "f3"]  # null region: unknown, not selected
-    assert paths("year > 9") == ["f1", "f2", "f3"]      # numeric, not lexicographic
+    assert paths("year > 9") == ["f1", "f2", "f3"]  # numeric, not lexicographic
     assert paths("year < 100 AND year >= 10") == ["f1", "f2"]
     assert paths("year = '10'") == ["f1"]
     assert paths("region = 'a' OR year = 11") == ["f0", "f2"]
@@ -114,9 +131,14 @@ def test_filter_files_table_exact_and_three_valued():
 
 
 def test_partition_bounds_computation_with_nulls_and_multiple_columns(tmp_path):
-    t = files_with([{"date": "2024-01-05", "region": "eu"}, {"date": "2024-01-01"}, {"date": "2024-01-03", "region": "ap"}])
+    t = files_with(
+        [{"date": "2024-01-05", "region": "eu"}, {"date": "2024-01-01"}, {"date": "2024-01-03", "region": "ap"}]
+    )
     assert compute_partition_bounds(t, ["date", "region", "year"]) == {
-        "date": ("2024-01-01", "2024-01-05"), "region": ("ap", "eu"), "year": (None, None)}
+        "date": ("2024-01-01", "2024-01-05"),
+        "region": ("ap", "eu"),
+        "year": (None, None),
+    }
 
 
 def test_prune_by_equality_range_in_and_or():
@@ -137,7 +159,7 @@ def test_prune_by_equality_range_in_and_or():
     assert kept("region IN ('x', 'z')") == []
     assert kept("date = '2024-01-05' AND region = 'e'") == []
     assert kept("date = '2024-01-05' OR region = 'e'") == [0, 1]
-    assert kept("NOT (date < '2024-01-11')") == [1]      # NOT pushed down: date >= ...
+    assert kept("NOT (date < '2024-01-11')") == [1]  # NOT pushed down: date >= ...
     assert kept("NOT (date = '2024-01-05' OR region = 'a')") == [0, 1]
 
 
@@ -155,7 +177,7 @@ def test_numeric_columns_prune_only_on_equality():
     m = info({"year": ("10", "9")})  # lexicographic bounds of {9, 10}
     assert prune_manifests([m], P("year = 9")) == [m]
     assert prune_manifests([m], P("year = 10")) == [m]
-    assert prune_manifests([m], P("year > 50")) == [m]   # ranges never pruned on numeric columns
+    assert prune_manifests([m], P("year > 50")) == [m]  # ranges never pruned on numeric columns
     assert prune_manifests([info({"year": ("2020", "2021")})], P("year = 2019")) == []
 
 
@@ -179,7 +201,8 @@ def test_partition_pruning_effectiveness(tmp_path):
     assert stats.manifests_total == 5 and stats.manifests_read == 1
     assert snap.num_files == 600
     assert sorted(f.path for f in t.files(f"date = '{target}'")) == sorted(
-        f.path for f in synthetic_adds(0, 6000, num_partitions=10) if f.partition_values["date"] == target)
+        f.path for f in synthetic_adds(0, 6000, num_partitions=10) if f.partition_values["date"] == target
+    )
     # the block index inside the manifest: only that partition's blocks were decoded
     assert stats.entries_decoded == 600 and stats.blocks_skipped_entries == 600
 
@@ -226,7 +249,9 @@ def test_scan_applies_version_files_after_the_state(tmp_path):
     target = partition_value(1, 10)
     commit_files(t, [synthetic_add(5001, num_partitions=10)], remove=[synthetic_add(1, num_partitions=10).path])
     paths = {f.path for f in t.files(f"date = '{target}'")}
-    assert synthetic_add(5001, num_partitions=10).path in paths and synthetic_add(1, num_partitions=10).path not in paths
+    assert (
+        synthetic_add(5001, num_partitions=10).path in paths and synthetic_add(1, num_partitions=10).path not in paths
+    )
     assert len(paths) == 10
 
 
@@ -263,12 +288,20 @@ def test_partition_pruning_performance_1m(tmp_path):
     idx = np.arange(n)
     dates = np.array([partition_value(i, 1000) for i in range(1000)], dtype=object)[idx % 1000]
     pv = pa.array([[("date", d)] for d in dates.tolist()], FILE_ENTRY_SCHEMA.field("partitionValues").type)
-    paths = pc.binary_join_element_wise(pa.array(["date="] * n), pa.array(dates.tolist()),
-                                        pa.array([f"/splits/{i:09d}.split" for i in range(n)]), "")
+    paths = pc.binary_join_element_wise(
+        pa.array(["date="] * n), pa.array(dates.tolist()), pa.array([f"/splits/{i:09d}.split" for i in range(n)]), ""
+    )
     cols = {f.name: pa.nulls(n, f.type) for f in FILE_ENTRY_SCHEMA}
-    cols.update(path=paths, partitionValues=pv, size=pa.array(idx + 1000), modificationTime=pa.array(idx),
-                dataChange=pa.array(np.ones(n, bool)), hasFooterOffsets=pa.array(np.zeros(n, bool)),
-                addedAtVersion=pa.array(np.ones(n, np.int64)), addedAtTimestamp=pa.array(idx))
+    cols.update(
+        path=paths,
+        partitionValues=pv,
+        size=pa.array(idx + 1000),
+        modificationTime=pa.array(idx),
+        dataChange=pa.array(np.ones(n, bool)),
+        hasFooterOffsets=pa.array(np.zeros(n, bool)),
+        addedAtVersion=pa.array(np.ones(n, np.int64)),
+        addedAtTimestamp=pa.array(idx),
+    )
     files = pa.table(cols, schema=FILE_ENTRY_SCHEMA)
     from indextables_spark.log import state_writer
 

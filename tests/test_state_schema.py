@@ -1,5 +1,6 @@
 """Test Plan §9 (schema evolution of the FileEntry manifests) and schema deduplication /
 renormalization (protocol.md "Schema Deduplication")."""
+
 from __future__ import annotations
 
 import copy
@@ -21,10 +22,23 @@ from indextables_spark.log.synthetic import commit_files, create_table, syntheti
 from indextables_spark.storage import LocalStorage
 
 RECORD = {
-    "path": "p.split", "partitionValues": {"date": "2024-01-01"}, "size": 10, "modificationTime": 5,
-    "dataChange": True, "stats": None, "minValues": {"a": "1"}, "maxValues": {"a": "9"}, "numRecords": 3,
-    "footerStartOffset": 1, "footerEndOffset": 2, "hasFooterOffsets": True, "splitTags": ["x"],
-    "numMergeOps": 1, "docMappingRef": "r", "uncompressedSizeBytes": 20, "addedAtVersion": 4,
+    "path": "p.split",
+    "partitionValues": {"date": "2024-01-01"},
+    "size": 10,
+    "modificationTime": 5,
+    "dataChange": True,
+    "stats": None,
+    "minValues": {"a": "1"},
+    "maxValues": {"a": "9"},
+    "numRecords": 3,
+    "footerStartOffset": 1,
+    "footerEndOffset": 2,
+    "hasFooterOffsets": True,
+    "splitTags": ["x"],
+    "numMergeOps": 1,
+    "docMappingRef": "r",
+    "uncompressedSizeBytes": 20,
+    "addedAtVersion": 4,
     "addedAtTimestamp": 6,
 }
 
@@ -71,14 +85,28 @@ def test_read_old_schema_with_new_reader(storage):
 def test_read_new_schema_with_old_reader(storage):
     """Our manifests read with a reader schema that lacks fields (an older reader): unknown
     fields are skipped by Avro schema resolution."""
-    key, _ = write_manifest(storage, add_files_to_table([AddFile("a", {"d": "1"}, 1, 1, num_records=5,
-                                                                  added_at_version=1, added_at_timestamp=1)]), ["d"])
+    key, _ = write_manifest(
+        storage,
+        add_files_to_table([AddFile("a", {"d": "1"}, 1, 1, num_records=5, added_at_version=1, added_at_timestamp=1)]),
+        ["d"],
+    )
     old = copy.deepcopy(FILE_ENTRY_AVRO_SCHEMA)
-    old["fields"] = old["fields"][:5] + [f for f in old["fields"] if f["name"] in ("addedAtVersion", "addedAtTimestamp")]
+    old["fields"] = old["fields"][:5] + [
+        f for f in old["fields"] if f["name"] in ("addedAtVersion", "addedAtTimestamp")
+    ]
     with open(storage.local_path(key), "rb") as f:
         recs = list(fastavro.reader(f, reader_schema=fastavro.parse_schema(old)))
-    assert recs == [{"path": "a", "partitionValues": {"d": "1"}, "size": 1, "modificationTime": 1, "dataChange": True,
-                     "addedAtVersion": 1, "addedAtTimestamp": 1}]
+    assert recs == [
+        {
+            "path": "a",
+            "partitionValues": {"d": "1"},
+            "size": 1,
+            "modificationTime": 1,
+            "dataChange": True,
+            "addedAtVersion": 1,
+            "addedAtTimestamp": 1,
+        }
+    ]
 
 
 def test_rename_field_keeps_field_id(storage):
@@ -171,11 +199,14 @@ def test_renormalization_above_threshold(tmp_path):
     """Refs computed by other writers over non-canonical JSON are recomputed canonically at
     compaction once more than the threshold of unique refs exist; equal schemas share one ref."""
     t = it.IndexTable(str(tmp_path / "r"), {"checkpoint.enabled": "false", "state.schema.renormalizeThreshold": "2"})
-    variants = [json.dumps(m) for m in (
-        [{"name": "title", "type": "text"}, {"name": "id", "type": "i64"}],
-        [{"type": "i64", "name": "id"}, {"name": "title", "type": "text"}],
-        [{"type": "text", "name": "title"}, {"type": "i64", "name": "id"}],
-    )]
+    variants = [
+        json.dumps(m)
+        for m in (
+            [{"name": "title", "type": "text"}, {"name": "id", "type": "i64"}],
+            [{"type": "i64", "name": "id"}, {"name": "title", "type": "text"}],
+            [{"type": "text", "name": "title"}, {"type": "i64", "name": "id"}],
+        )
+    ]
     legacy_refs = [f"legacyref{i:07d}" for i in range(3)]  # hashes of a non-canonical form
     conf = {f"docMappingSchema.{r}": v for r, v in zip(legacy_refs, variants)}
     create_table(t, configuration=conf)
@@ -207,6 +238,12 @@ def test_synthetic_tables_roundtrip_every_field(tmp_path):
     got = {f.path: f for f in it.IndexTable(t.path).snapshot().files}
     for f in files:
         g = got[f.path]
-        assert (g.size, g.min_values, g.max_values, g.num_merge_ops, g.uncompressed_size_bytes, g.footer_end_offset) == (
-            f.size, f.min_values, f.max_values, f.num_merge_ops, f.uncompressed_size_bytes, f.footer_end_offset)
+        assert (
+            g.size,
+            g.min_values,
+            g.max_values,
+            g.num_merge_ops,
+            g.uncompressed_size_bytes,
+            g.footer_end_offset,
+        ) == (f.size, f.min_values, f.max_values, f.num_merge_ops, f.uncompressed_size_bytes, f.footer_end_offset)
         assert g.added_at_version == 1

@@ -1,4 +1,5 @@
 """Test Plan §3 (state manifest), §4 (incremental writes), §5 (compaction)."""
+
 from __future__ import annotations
 
 import json
@@ -60,8 +61,22 @@ def test_write_and_read_state_manifest(tmp_path):
         assert reader.writer_schema["name"] == "io.indextables.state.StateManifest"
         rec = list(reader)[0]
     names = [f["name"] for f in reader.writer_schema["fields"]]
-    assert names[:11] == ["formatVersion", "stateVersion", "createdAt", "numFiles", "totalBytes", "manifests",
-                          "tombstones", "schemaRegistry", "protocolVersion", "metadata", "protocol"][:11]
+    assert (
+        names[:11]
+        == [
+            "formatVersion",
+            "stateVersion",
+            "createdAt",
+            "numFiles",
+            "totalBytes",
+            "manifests",
+            "tombstones",
+            "schemaRegistry",
+            "protocolVersion",
+            "metadata",
+            "protocol",
+        ][:11]
+    )
     assert rec["formatVersion"] == 1 and rec["stateVersion"] == 1 and rec["numFiles"] == 30
     assert rec["manifests"][0]["path"].startswith("manifests/manifest-")
     assert json.loads(rec["metadata"])["metaData"]["partitionColumns"] == ["date"]
@@ -70,8 +85,17 @@ def test_write_and_read_state_manifest(tmp_path):
 
 
 def test_state_manifest_json_form_is_readable(tmp_path):
-    sm = StateManifest(7, 1, 2, 30, [ManifestInfo("manifests/manifest-a.avro", 2, 1, 7, {"date": ("a", "b")})],
-                       ["x.split"], {"ref": "[]"}, 4, None)
+    sm = StateManifest(
+        7,
+        1,
+        2,
+        30,
+        [ManifestInfo("manifests/manifest-a.avro", 2, 1, 7, {"date": ("a", "b")})],
+        ["x.split"],
+        {"ref": "[]"},
+        4,
+        None,
+    )
     rec = sm.to_record()
     back = decode_state_manifest(json.dumps(rec).encode(), "s/_manifest.json")
     assert back == sm
@@ -298,7 +322,9 @@ def test_compaction_trigger_by_manifest_count(tmp_path):
 
 
 def test_compaction_trigger_after_merge_like_removes(tmp_path):
-    t = new_table(tmp_path, **{"state_compaction_largeRemoveThreshold": "10", "state_compaction_tombstoneThreshold": "0.9"})
+    t = new_table(
+        tmp_path, **{"state_compaction_largeRemoveThreshold": "10", "state_compaction_tombstoneThreshold": "0.9"}
+    )
     commit_files(t, synthetic_adds(0, 200))
     t.checkpoint()
     merged = [synthetic_add(i).path for i in range(20)]

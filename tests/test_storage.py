@@ -1,5 +1,6 @@
 """The Storage contract on local disk, S3 (moto server) and Azure Blob (Azurite), plus retries,
 fault injection and credential handling of the cloud backends."""
+
 from __future__ import annotations
 
 import hashlib
@@ -36,6 +37,7 @@ def _parallel(fn, items, workers=16):
 
 
 # --- the contract, on every backend ----------------------------------------------------------------
+
 
 def test_put_and_read_round_trip(storage_backend: StorageTarget):
     s = storage_backend.open()
@@ -90,18 +92,26 @@ def test_read_range(storage_backend: StorageTarget):
     assert s.read_range("splits/x.split", 0, 10) == data[:10]
     assert s.read_range("splits/x.split", 5000, 5123) == data[5000:5123]
     assert s.read_range("splits/x.split", 9990, 10_000) == data[9990:]
-    assert s.read_range("splits/x.split", 9990, 20_000) == data[9990:]   # clipped at the end
-    assert s.read_range("splits/x.split", 10_000, 10_010) == b""         # starts at the end
-    assert s.read_range("splits/x.split", 50_000, 60_000) == b""         # past the end
-    assert s.read_range("splits/x.split", 7, 7) == b""                   # empty range
+    assert s.read_range("splits/x.split", 9990, 20_000) == data[9990:]  # clipped at the end
+    assert s.read_range("splits/x.split", 10_000, 10_010) == b""  # starts at the end
+    assert s.read_range("splits/x.split", 50_000, 60_000) == b""  # past the end
+    assert s.read_range("splits/x.split", 7, 7) == b""  # empty range
     with pytest.raises(FileNotFoundInStorageError, match="missing.split"):
         s.read_range("splits/missing.split", 0, 10)
 
 
 def test_list_is_recursive_prefix_filtered_and_sorted(storage_backend: StorageTarget):
     s = storage_backend.open()
-    keys = ["b.txt", "a/1.txt", "a/2/deep/x.txt", "a/2/y.txt", "ab/z.txt", "_transaction_log/0001.json",
-            "_transaction_log/0002.json", "_transaction_log/_last_checkpoint"]
+    keys = [
+        "b.txt",
+        "a/1.txt",
+        "a/2/deep/x.txt",
+        "a/2/y.txt",
+        "ab/z.txt",
+        "_transaction_log/0001.json",
+        "_transaction_log/0002.json",
+        "_transaction_log/_last_checkpoint",
+    ]
     for i, k in enumerate(keys):
         s.put(k, b"x" * i)
     listed = s.list("")
@@ -109,8 +119,10 @@ def test_list_is_recursive_prefix_filtered_and_sorted(storage_backend: StorageTa
     assert {f.key: f.size for f in listed} == {k: i for i, k in enumerate(keys)}
     assert [f.key for f in s.list("a/")] == ["a/1.txt", "a/2/deep/x.txt", "a/2/y.txt"]
     assert [f.key for f in s.list("a")] == ["a/1.txt", "a/2/deep/x.txt", "a/2/y.txt", "ab/z.txt"]
-    assert [f.key for f in s.list("_transaction_log/000")] == ["_transaction_log/0001.json",
-                                                              "_transaction_log/0002.json"]
+    assert [f.key for f in s.list("_transaction_log/000")] == [
+        "_transaction_log/0001.json",
+        "_transaction_log/0002.json",
+    ]
     assert s.list("nothing/here/") == []
     # a sibling root with a common name prefix is not listed
     sibling = open_storage(storage_backend.uri + "-sibling", storage_backend.options)
@@ -220,9 +232,11 @@ def test_upload_and_download_of_a_70mb_file(storage_backend: StorageTarget, tmp_
 def test_missing_file_errors_name_the_uri(storage_backend: StorageTarget, tmp_path):
     s = storage_backend.open()
     uri = storage_backend.uri + "/_transaction_log/00000000000000000007.json"
-    for call in (lambda: s.read("_transaction_log/00000000000000000007.json"),
-                 lambda: s.read_range("_transaction_log/00000000000000000007.json", 0, 4),
-                 lambda: s.download_file("_transaction_log/00000000000000000007.json", str(tmp_path / "f"))):
+    for call in (
+        lambda: s.read("_transaction_log/00000000000000000007.json"),
+        lambda: s.read_range("_transaction_log/00000000000000000007.json", 0, 4),
+        lambda: s.download_file("_transaction_log/00000000000000000007.json", str(tmp_path / "f")),
+    ):
         with pytest.raises(FileNotFoundInStorageError) as info:
             call()
         assert uri in str(info.value)
@@ -234,8 +248,14 @@ def test_keys_escaping_the_root_are_refused(storage_backend: StorageTarget, tmp_
     s = storage_backend.open()
     bad = ["../x", "a/../../x", "/etc/passwd", "", "..", "a\\..\\..\\x", "s3://other/x"]
     for key in bad:
-        for call in (lambda: s.read(key), lambda: s.put(key, b"v"), lambda: s.put_if_absent(key, b"v"),
-                     lambda: s.stat(key), lambda: s.delete([key]), lambda: s.read_range(key, 0, 1)):
+        for call in (
+            lambda: s.read(key),
+            lambda: s.put(key, b"v"),
+            lambda: s.put_if_absent(key, b"v"),
+            lambda: s.stat(key),
+            lambda: s.delete([key]),
+            lambda: s.read_range(key, 0, 1),
+        ):
             with pytest.raises(PathEscapeError):
                 call()
     with pytest.raises(PathEscapeError):
@@ -328,11 +348,13 @@ def test_transient_faults_are_retried_with_identical_results(cloud_backend: Stor
 def test_permanent_error_fails_at_once_naming_the_uri(cloud_backend: StorageTarget):
     target = cloud_backend.with_options(**{"spark.indextables.storage.retry.maxAttempts": "5"})
     s, faults = _faulty(target, permanent_status=403)
-    for name, call in (("read", lambda: s.read("a/b.json")),
-                       ("write", lambda: s.put("a/b.json", b"x")),
-                       ("conditional write", lambda: s.put_if_absent("a/b.json", b"x")),
-                       ("list", lambda: s.list("a/")),
-                       ("stat", lambda: s.stat("a/b.json"))):
+    for name, call in (
+        ("read", lambda: s.read("a/b.json")),
+        ("write", lambda: s.put("a/b.json", b"x")),
+        ("conditional write", lambda: s.put_if_absent("a/b.json", b"x")),
+        ("list", lambda: s.list("a/")),
+        ("stat", lambda: s.stat("a/b.json")),
+    ):
         before = faults.requests
         with pytest.raises(StorageError) as info:
             call()
@@ -343,8 +365,9 @@ def test_permanent_error_fails_at_once_naming_the_uri(cloud_backend: StorageTarg
 
 
 def test_transient_errors_give_up_after_max_attempts(cloud_backend: StorageTarget):
-    target = cloud_backend.with_options(**{"spark.indextables.storage.retry.maxAttempts": "3",
-                                           "spark.indextables.storage.retry.baseDelayMs": "1"})
+    target = cloud_backend.with_options(
+        **{"spark.indextables.storage.retry.maxAttempts": "3", "spark.indextables.storage.retry.baseDelayMs": "1"}
+    )
     s, faults = _faulty(target, rate=1.0, kinds=("503",))
     with pytest.raises(StorageError) as info:
         s.read("some/key")
@@ -371,6 +394,7 @@ def test_conditional_write_whose_answer_was_lost_still_reports_the_win(cloud_bac
 
 
 # --- cloud: credentials, URIs, options ------------------------------------------------------------
+
 
 def test_credentials_never_show_in_uri_repr_or_errors(cloud_backend: StorageTarget):
     target = cloud_backend
@@ -428,13 +452,16 @@ def test_azure_uri_forms_and_credentials(azure_container: str, azure_connection_
     assert isinstance(cs, AzureStorage) and cs.credential_kind == "connection-string"
     cs.put("k", b"v")
     key_opts = {"spark.indextables.azure.accountKey": AZURITE_KEY, "spark.indextables.azure.endpoint": endpoint}
-    for uri in (f"abfss://{azure_container}@devstoreaccount1.dfs.core.windows.net/forms",
-                f"wasbs://{azure_container}@devstoreaccount1.blob.core.windows.net/forms"):
+    for uri in (
+        f"abfss://{azure_container}@devstoreaccount1.dfs.core.windows.net/forms",
+        f"wasbs://{azure_container}@devstoreaccount1.blob.core.windows.net/forms",
+    ):
         s = open_storage(uri, key_opts)
         assert s.credential_kind == "account-key" and s.uri == uri
         assert s.read("k") == b"v"
-    named = open_storage(f"az://{azure_container}/forms",
-                         {**key_opts, "spark.indextables.azure.accountName": "devstoreaccount1"})
+    named = open_storage(
+        f"az://{azure_container}/forms", {**key_opts, "spark.indextables.azure.accountName": "devstoreaccount1"}
+    )
     assert named.read("k") == b"v"
 
     # a SAS token made from the account key
@@ -442,19 +469,30 @@ def test_azure_uri_forms_and_credentials(azure_container: str, azure_connection_
 
     from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 
-    sas = generate_container_sas("devstoreaccount1", azure_container, account_key=AZURITE_KEY,
-                                 permission=ContainerSasPermissions(read=True, write=True, list=True, delete=True),
-                                 expiry=datetime.now(timezone.utc) + timedelta(hours=1))
-    via_sas = open_storage(f"az://{azure_container}/forms", {"azure.sasToken": sas, "azure.endpoint": endpoint,
-                                                             "azure.accountName": "devstoreaccount1"})
+    sas = generate_container_sas(
+        "devstoreaccount1",
+        azure_container,
+        account_key=AZURITE_KEY,
+        permission=ContainerSasPermissions(read=True, write=True, list=True, delete=True),
+        expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+    )
+    via_sas = open_storage(
+        f"az://{azure_container}/forms",
+        {"azure.sasToken": sas, "azure.endpoint": endpoint, "azure.accountName": "devstoreaccount1"},
+    )
     assert via_sas.credential_kind == "sas"
     assert via_sas.read("k") == b"v" and [f.key for f in via_sas.list("")] == ["k"]
     assert sas not in repr(via_sas)
 
     # a wrong key is a permanent error naming the URI
-    wrong = open_storage(f"az://{azure_container}/forms",
-                         {"azure.accountName": "devstoreaccount1", "azure.endpoint": endpoint,
-                          "azure.accountKey": AZURITE_KEY[:-4] + "AAA="})
+    wrong = open_storage(
+        f"az://{azure_container}/forms",
+        {
+            "azure.accountName": "devstoreaccount1",
+            "azure.endpoint": endpoint,
+            "azure.accountKey": AZURITE_KEY[:-4] + "AAA=",
+        },
+    )
     with pytest.raises(StorageError, match=f"az://{azure_container}/forms/k") as info:
         wrong.read("k")
     assert AZURITE_KEY[:-4] not in str(info.value)
@@ -464,16 +502,17 @@ def test_azure_option_errors_name_the_option():
     with pytest.raises(InvalidOptionError, match="does not name a storage account"):
         open_storage("az://container/t", {})
     with pytest.raises(InvalidOptionError, match="'other'"):
-        open_storage("abfss://c@acct.dfs.core.windows.net/t",
-                     {"azure.accountName": "other", "azure.accountKey": "k"})
+        open_storage("abfss://c@acct.dfs.core.windows.net/t", {"azure.accountName": "other", "azure.accountKey": "k"})
     with pytest.raises(InvalidOptionError, match="azure.clientSecret"):
         open_storage("abfss://c@acct.dfs.core.windows.net/t", {"azure.tenantId": "t", "azure.clientId": "c"})
     with pytest.raises(InvalidOptionError, match="connectionString"):
         open_storage("az://c/t", {"azure.connectionString": "garbage"})
     token = open_storage("abfss://c@acct.dfs.core.windows.net/t", {"azure.bearerToken": "TOKEN-SECRET-123"})
     assert token.credential_kind == "bearer-token" and "TOKEN-SECRET-123" not in repr(token)
-    sp = open_storage("abfss://c@acct.dfs.core.windows.net/t",
-                      {"azure.tenantId": "t", "azure.clientId": "c", "azure.clientSecret": "SP-SECRET"})
+    sp = open_storage(
+        "abfss://c@acct.dfs.core.windows.net/t",
+        {"azure.tenantId": "t", "azure.clientId": "c", "azure.clientSecret": "SP-SECRET"},
+    )
     assert sp.credential_kind == "service-principal"
     try:
         import azure.identity  # noqa: F401
@@ -489,10 +528,17 @@ def test_azure_option_errors_name_the_option():
 
 # --- retry policy ---------------------------------------------------------------------------------
 
+
 def test_retry_policy_options_and_backoff():
-    p = RetryPolicy.from_options(Options.of({"spark.indextables.storage.retry.maxAttempts": "4",
-                                             "storage.retry.baseDelayMs": "100",
-                                             "storage.retry.maxDelayMs": "300"}))
+    p = RetryPolicy.from_options(
+        Options.of(
+            {
+                "spark.indextables.storage.retry.maxAttempts": "4",
+                "storage.retry.baseDelayMs": "100",
+                "storage.retry.maxDelayMs": "300",
+            }
+        )
+    )
     assert (p.max_attempts, p.base_delay_ms, p.max_delay_ms) == (4, 100, 300)
     p.rng = lambda: 0.999
     assert [round(p.delay_s(n), 3) for n in (2, 3, 4, 5)] == [0.1, 0.2, 0.3, 0.3]
@@ -527,8 +573,9 @@ def test_transient_classification():
     from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
     def s3_error(status: int, code: str) -> ClientError:
-        return ClientError({"Error": {"Code": code, "Message": code},
-                            "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")
+        return ClientError(
+            {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject"
+        )
 
     assert is_transient(s3_error(503, "SlowDown"))
     assert is_transient(s3_error(500, "InternalError"))

@@ -1,6 +1,7 @@
 """Struct fields in the Spark-free `where` grammar (issue 16, criterion 3): `user.name = 'alice' AND
 user.age > 50` over struct columns, exact with Spark's semantics (a NULL struct makes its fields
 NULL), compared with Spark on the same rows; the same paths in DELETE predicates."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -8,24 +9,35 @@ import pytest
 
 import indextables_spark as it
 
-USER = pa.struct([("name", pa.string()), ("age", pa.int64()),
-                  ("address", pa.struct([("city", pa.string()), ("zip", pa.int32())]))])
+USER = pa.struct(
+    [("name", pa.string()), ("age", pa.int64()), ("address", pa.struct([("city", pa.string()), ("zip", pa.int32())]))]
+)
 
 
 def data() -> pa.Table:
-    users = [{"name": "alice", "age": 61, "address": {"city": "Paris", "zip": 75001}},
-             {"name": "bob", "age": 42, "address": None},
-             None,
-             {"name": None, "age": 70, "address": {"city": None, "zip": 10115}},
-             {"name": "alice", "age": 30, "address": {"city": "Berlin", "zip": None}},
-             {"name": "carol", "age": None, "address": {"city": "Paris", "zip": 75002}}]
+    users = [
+        {"name": "alice", "age": 61, "address": {"city": "Paris", "zip": 75001}},
+        {"name": "bob", "age": 42, "address": None},
+        None,
+        {"name": None, "age": 70, "address": {"city": None, "zip": 10115}},
+        {"name": "alice", "age": 30, "address": {"city": "Berlin", "zip": None}},
+        {"name": "carol", "age": None, "address": {"city": "Paris", "zip": 75002}},
+    ]
     return pa.table({"id": pa.array(range(len(users)), pa.int64()), "user": pa.array(users, USER)})
 
 
-WHERES = ["user.name = 'alice' AND user.age > 50", "user.age > 50", "user.address.city = 'Paris'",
-          "user.name IS NULL", "user.address.zip IS NOT NULL", "user.name IN ('bob', 'carol')",
-          "NOT user.name = 'alice'", "user.address.city != 'Paris' OR user.age < 40",
-          "user.age BETWEEN 40 AND 65", "user IS NULL"]
+WHERES = [
+    "user.name = 'alice' AND user.age > 50",
+    "user.age > 50",
+    "user.address.city = 'Paris'",
+    "user.name IS NULL",
+    "user.address.zip IS NOT NULL",
+    "user.name IN ('bob', 'carol')",
+    "NOT user.name = 'alice'",
+    "user.address.city != 'Paris' OR user.age < 40",
+    "user.age BETWEEN 40 AND 65",
+    "user IS NULL",
+]
 
 
 @pytest.fixture
@@ -66,7 +78,9 @@ def python_ids(where: str) -> list[int]:
         WHERES[4]: lambda u: f(u, "address", "zip") is not None,
         WHERES[5]: lambda u: cmp(f(u, "name"), lambda v: v in ("bob", "carol")),
         WHERES[6]: lambda u: not_(cmp(f(u, "name"), lambda v: v == "alice")),
-        WHERES[7]: lambda u: or_(cmp(f(u, "address", "city"), lambda v: v != "Paris"), cmp(f(u, "age"), lambda v: v < 40)),
+        WHERES[7]: lambda u: or_(
+            cmp(f(u, "address", "city"), lambda v: v != "Paris"), cmp(f(u, "age"), lambda v: v < 40)
+        ),
         WHERES[8]: lambda u: cmp(f(u, "age"), lambda v: 40 <= v <= 65),
         WHERES[9]: lambda u: u is None,
     }
@@ -99,14 +113,18 @@ def test_equality_narrows_through_the_json_field(table):
     from indextables_spark.split.filters import where_narrowing
     from indextables_spark.split.search import _table_layout
 
-    conj = table._where_conjuncts("user.name IN ('alice', 'Bob Smith') AND user.age = 61 AND user.age > 1",
-                                  table.snapshot().schema_json)
+    conj = table._where_conjuncts(
+        "user.name IN ('alice', 'Bob Smith') AND user.age = 61 AND user.age > 1", table.snapshot().schema_json
+    )
     specs = {s.name: s for s in _table_layout(table.snapshot(), table.options)[2]}
     names = ["id", "user"]
     assert [where_narrowing(f, specs, names) for f in conj] == [
-        '(user.name:alice OR user.name:"bob smith")', "user.age:61", "user.age:>1"]
+        '(user.name:alice OR user.name:"bob smith")',
+        "user.age:61",
+        "user.age:>1",
+    ]
     assert sorted(table.to_arrow(where="user.name = 'alice'", columns=["id"]).column("id").to_pylist()) == [0, 4]
-    assert table.search("user.name:alice", columns=["id"]).num_rows == 2       # the query syntax on them
+    assert table.search("user.name:alice", columns=["id"]).num_rows == 2  # the query syntax on them
 
 
 def test_ranges_narrow_through_the_fast_json_field(tmp_path):
@@ -114,12 +132,11 @@ def test_ranges_narrow_through_the_fast_json_field(tmp_path):
     from indextables_spark.split.search import _table_layout
 
     path = str(tmp_path / "fast")
-    it.write_table(path, data())                 # struct columns' json fields are fast by default
+    it.write_table(path, data())  # struct columns' json fields are fast by default
     t = it.IndexTable(path)
     specs = _table_layout(t.snapshot(), t.options)[2]
     by_name = {s.name: s for s in specs}
-    conj = t._where_conjuncts("user.age > 50 AND user.address.zip <= 75001 AND user.age = -3",
-                              t.snapshot().schema_json)
+    conj = t._where_conjuncts("user.age > 50 AND user.address.zip <= 75001 AND user.age = -3", t.snapshot().schema_json)
     got = [where_narrowing(f, by_name, ["id", "user"]) for f in conj]
     assert got == ["user.age:>50", "user.address.zip:<=75001", 'user.age:"-3"']
     for where in WHERES:
@@ -127,10 +144,15 @@ def test_ranges_narrow_through_the_fast_json_field(tmp_path):
     # a split whose json field is not fast (written before fastfields named it) gets no range narrowing
     import dataclasses
 
-    slow = [dataclasses.replace(s, indexed_fields=tuple(dataclasses.replace(f, fast=False) for f in s.indexed_fields))
-            for s in specs]
+    slow = [
+        dataclasses.replace(s, indexed_fields=tuple(dataclasses.replace(f, fast=False) for f in s.indexed_fields))
+        for s in specs
+    ]
     assert with_narrowing(None, got, slow) == 'user.age:"-3"'
-    assert with_narrowing("body:x", got, specs) == '(body:x) AND (user.age:>50) AND (user.address.zip:<=75001) AND (user.age:"-3")'
+    assert (
+        with_narrowing("body:x", got, specs)
+        == '(body:x) AND (user.age:>50) AND (user.address.zip:<=75001) AND (user.age:"-3")'
+    )
 
 
 @pytest.mark.spark

@@ -1,4 +1,5 @@
 """IndexTable.search / to_arrow / to_batches (Spark-free) against the Spark reader on the same table."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,7 @@ CASES = [  # (query, where, columns)
     ('body:"data lake"', None, ["id", "body"]),
     ("title:7 OR body:engine", "day < '2024-03-01'", ["id", "day", "title"]),
     ("body:query", "price > 300.50 AND NOT (tag = 'docs')", ["id", "price", "tag"]),
-    ("body:stream", "tag = 'forum'", ["id", "tag"]),   # tag: the Bloom-filtered column
+    ("body:stream", "tag = 'forum'", ["id", "tag"]),  # tag: the Bloom-filtered column
     ("body:sql", "region = 'apac' OR views < 3000", ["region", "id", "views"]),
 ]
 
@@ -33,7 +34,7 @@ def table(spark, tmp_path_factory):
     t = it.IndexTable(path)
     assert len(t.files()) >= 6
     before = t.count()
-    t.delete("views < 800")                  # positional deletes
+    t.delete("views < 800")  # positional deletes
     t.delete(query="body:quasar", where="region = 'us'")
     assert 0 < t.count() < before
     return path
@@ -88,23 +89,34 @@ def test_limit_is_the_global_top_n_by_score(spark, table):
     assert full.num_rows == t.search(q, where="region != 'apac'").num_rows
     all_scores = full.column("_score").to_pylist()
     cutoff = all_scores[n - 1]
-    assert set(got.column("id").to_pylist()) >= {i for i, s in zip(full.column("id").to_pylist(), all_scores) if s > cutoff}
+    assert set(got.column("id").to_pylist()) >= {
+        i for i, s in zip(full.column("id").to_pylist(), all_scores) if s > cutoff
+    }
     # against Spark's scores (the reader's _score for every match)
-    df = (spark.read.format("indextables").option("query", q).option("withScore", "true").load(table)
-          .filter("region != 'apac'").select("id", "_score").orderBy(sf.desc("_score")))
+    df = (
+        spark.read.format("indextables")
+        .option("query", q)
+        .option("withScore", "true")
+        .load(table)
+        .filter("region != 'apac'")
+        .select("id", "_score")
+        .orderBy(sf.desc("_score"))
+    )
     spark_scores = {r.id: r._score for r in df.collect()}
     assert set(spark_scores) == set(full.column("id").to_pylist())
     for i, s in zip(full.column("id").to_pylist(), all_scores):
         assert spark_scores[i] == pytest.approx(s, rel=1e-6)
     top_spark = sorted(spark_scores.items(), key=lambda kv: -kv[1])
-    if top_spark[n - 1][1] > top_spark[n][1]:   # no tie at the cut: the same set
+    if top_spark[n - 1][1] > top_spark[n][1]:  # no tie at the cut: the same set
         assert set(got.column("id").to_pylist()) == {i for i, _ in top_spark[:n]}
     # the reader's own top n (options query + limit), no filter
-    spark_top = spark.read.format("indextables").option("query", q).option("limit", n).load(table).select("id", "_score")
+    spark_top = (
+        spark.read.format("indextables").option("query", q).option("limit", n).load(table).select("id", "_score")
+    )
     spark_top = [(r.id, r._score) for r in spark_top.collect()]
     ours = t.search(q, columns=["id"], limit=n)
     assert [s for _, s in spark_top] == pytest.approx(ours.column("_score").to_pylist(), rel=1e-6)
-    if len({s for _, s in spark_top}) == n:   # no ties inside the top n
+    if len({s for _, s in spark_top}) == n:  # no ties inside the top n
         assert [i for i, _ in spark_top] == ours.column("id").to_pylist()
 
 
@@ -121,8 +133,9 @@ def test_to_arrow_equals_the_spark_full_read(spark, table):
     assert got.num_rows == t.count()
     assert comparable(rows(got)) == comparable(spark_rows(spark, table, None, None, None))
     sub = t.to_arrow(where="views >= 9000 OR tag = 'news'", columns=["id", "views", "tag"])
-    assert comparable(rows(sub)) == comparable(spark_rows(spark, table, None, "views >= 9000 OR tag = 'news'",
-                                                          ["id", "views", "tag"]))
+    assert comparable(rows(sub)) == comparable(
+        spark_rows(spark, table, None, "views >= 9000 OR tag = 'news'", ["id", "views", "tag"])
+    )
 
 
 def test_to_batches_streams_the_same_rows(table):
@@ -132,7 +145,7 @@ def test_to_batches_streams_the_same_rows(table):
     reader = t.to_batches("body:spark", where="region = 'eu'", columns=["id", "body"])
     assert isinstance(reader, pa.RecordBatchReader)
     batches = list(reader)
-    assert len(batches) >= 2   # split by split
+    assert len(batches) >= 2  # split by split
     streamed = pa.Table.from_batches(batches, schema=reader.schema)
     assert rows(streamed) == rows(t.search("body:spark", where="region = 'eu'", columns=["id", "body"]))
     assert rows(pa.Table.from_batches(list(t.to_batches()))) == rows(t.to_arrow())
@@ -154,12 +167,15 @@ def test_errors(table):
         t.to_arrow(columns=["id", "nosuchcol"])
 
 
-@pytest.mark.parametrize("query,where", [
-    (None, "score IS NULL"),
-    (None, "tag = 't1' OR day = 'd2'"),
-    ("body:alpha", "score > 12"),
-    ("body:alpha", None),
-])
+@pytest.mark.parametrize(
+    "query,where",
+    [
+        (None, "score IS NULL"),
+        (None, "tag = 't1' OR day = 'd2'"),
+        ("body:alpha", "score > 12"),
+        ("body:alpha", None),
+    ],
+)
 def test_splits_written_before_merge_schema_read_nulls_as_spark(spark, tmp_path, query, where):
     from test_reliability_schema import _base, _evolved, _write
 
@@ -181,8 +197,7 @@ def test_and_not_means_and_not(tmp_path):
 
     bodies = ["red apple", "red pear", "green apple", "red apple pie", "blue"]
     path = str(tmp_path / "t")
-    it.write_table(path, pa.table({"id": list(range(5)), "body": bodies}),
-                   options={"indexing.typemap.body": "text"})
+    it.write_table(path, pa.table({"id": list(range(5)), "body": bodies}), options={"indexing.typemap.body": "text"})
     t = it.IndexTable(path)
 
     def ids(q):
@@ -206,31 +221,38 @@ def test_fuzzy_and_prefix_terms(spark, tmp_path):
 
     bodies = ["kestrel nests", "Kestrels fly high", "a kestral sighting", "falcon", "the KESTREL", "kestrel-like"]
     path = str(tmp_path / "t")
-    it.write_table(path, pa.table({"id": list(range(6)), "body": bodies,
-                                   "code": ["AB-12", "AB-13", "ab-99", "CD-1", "AB", "xyz"]}),
-                   options={"indexing.typemap.body": "text"})
+    it.write_table(
+        path,
+        pa.table({"id": list(range(6)), "body": bodies, "code": ["AB-12", "AB-13", "ab-99", "CD-1", "AB", "xyz"]}),
+        options={"indexing.typemap.body": "text"},
+    )
     t = it.IndexTable(path)
 
     def ids(q):
         return sorted(t.search(q, columns=["id"]).column("id").to_pylist())
 
-    assert ids("body:kestral~1") == ids("kestral~1") == [0, 2, 4, 5]      # kestrel, kestral (case folded)
-    assert ids("body:kestrel~1") == [0, 1, 2, 4, 5]                        # + kestrels
+    assert ids("body:kestral~1") == ids("kestral~1") == [0, 2, 4, 5]  # kestrel, kestral (case folded)
+    assert ids("body:kestrel~1") == [0, 1, 2, 4, 5]  # + kestrels
     assert ids("body:kestrel~0") == [0, 4, 5]
     assert ids("body:kestr*") == ids("body:KESTR*") == ids("kestr*") == [0, 1, 2, 4, 5]
     assert ids("kestr* AND fly") == [1] and ids("-kestr* AND body:falcon") == [3]
-    assert ids("code:AB*") == [0, 1, 4] and ids("code:ab*") == [2]        # raw strings: case kept
-    assert ids('body:"kestrel nests"~1') == [0]                            # phrase slop is not fuzziness
+    assert ids("code:AB*") == [0, 1, 4] and ids("code:ab*") == [2]  # raw strings: case kept
+    assert ids('body:"kestrel nests"~1') == [0]  # phrase slop is not fuzziness
     assert t.count("body:kestr*") == 5
-    got = sorted(r.id for r in spark.read.format("indextables").option("query", "body:kestral~1").load(path)
-                 .select("id").collect())
+    got = sorted(
+        r.id
+        for r in spark.read.format("indextables").option("query", "body:kestral~1").load(path).select("id").collect()
+    )
     assert got == [0, 2, 4, 5]
     # terms of one field with different distances (the parser's fuzziness is per field): regexes
     assert ids("body:kestral~1 AND body:nests") == [0]
     assert ids("body:kestral~1 OR body:falcn~1") == ids("kestral~1 OR body:falcon") == [0, 2, 3, 4, 5]
     assert ids("body:ketsral~1 body:zzz") == [2] and ids("body:kestral~1 AND NOT body:kestrel") == [2]
-    for bad, where in [("body:kestrel~3", "edit distance 3"), ("id:5*", "prefixes apply to text"),
-                       ("body:kestral~2 AND body:falcon", "give the field's terms one ~N")]:
+    for bad, where in [
+        ("body:kestrel~3", "edit distance 3"),
+        ("id:5*", "prefixes apply to text"),
+        ("body:kestral~2 AND body:falcon", "give the field's terms one ~N"),
+    ]:
         with pytest.raises(QueryParseError, match=where):
             t.search(bad)
 
@@ -244,9 +266,19 @@ def test_explain(tmp_path):
 
     n = 4000
     path = str(tmp_path / "t")
-    it.write_table(path, pa.table({"id": pa.array(range(n), pa.int64()), "body": [f"w{i % 9} x" for i in range(n)],
-                                   "score": [i / n for i in range(n)], "region": [f"r{i % 4}" for i in range(n)]}),
-                   partition_by=["region"], options={"indexing.typemap.body": "text", "write.chunkRows": "1000"})
+    it.write_table(
+        path,
+        pa.table(
+            {
+                "id": pa.array(range(n), pa.int64()),
+                "body": [f"w{i % 9} x" for i in range(n)],
+                "score": [i / n for i in range(n)],
+                "region": [f"r{i % 4}" for i in range(n)],
+            }
+        ),
+        partition_by=["region"],
+        options={"indexing.typemap.body": "text", "write.chunkRows": "1000"},
+    )
     t = it.IndexTable(path)
     assert len(t.files()) == 16
     e = t.explain("body:w3", where="region IN ('r1', 'r2') AND id >= 3000 AND body = 'w3 x' AND score <> 0.5")
@@ -256,9 +288,14 @@ def test_explain(tmp_path):
     assert any("score" in f for f in d["index_answered"] + d["index_narrowed"] + d["rows_only"])
     assert (e.splits_total, e.splits_after_partition_pruning, e.splits_after_data_skipping) == (16, 8, 2)
     assert e.splits_after_bloom_filters == 2 and "zephyr" not in (e.tantivy_query or "")
-    assert 'Term(field=' in e.tantivy_query and '"w3"' in e.tantivy_query
-    got = t.search("body:w3", where="region IN ('r1', 'r2') AND id >= 3000 AND body = 'w3 x' AND score <> 0.5",
-                   columns=["id"]).column("id").to_pylist()
+    assert "Term(field=" in e.tantivy_query and '"w3"' in e.tantivy_query
+    got = (
+        t.search(
+            "body:w3", where="region IN ('r1', 'r2') AND id >= 3000 AND body = 'w3 x' AND score <> 0.5", columns=["id"]
+        )
+        .column("id")
+        .to_pylist()
+    )
     assert sorted(got) == [i for i in range(3000, n) if i % 9 == 3 and i % 4 in (1, 2) and i / n != 0.5]
     plain = t.explain().to_dict()
     assert plain["tantivy_query"] is None and plain["splits_after_bloom_filters"] == 16
@@ -271,9 +308,18 @@ def test_explain_a_dataframe_classic(spark, tmp_path):
     from indextables_spark.errors import InvalidOptionError
 
     path = str(tmp_path / "t")
-    it.write_table(path, pa.table({"id": pa.array(range(90), pa.int64()), "body": [f"w{i % 9}" for i in range(90)],
-                                   "region": [f"r{i % 3}" for i in range(90)]}),
-                   partition_by=["region"], options={"indexing.typemap.body": "text"})
+    it.write_table(
+        path,
+        pa.table(
+            {
+                "id": pa.array(range(90), pa.int64()),
+                "body": [f"w{i % 9}" for i in range(90)],
+                "region": [f"r{i % 3}" for i in range(90)],
+            }
+        ),
+        partition_by=["region"],
+        options={"indexing.typemap.body": "text"},
+    )
     df = spark.read.format("indextables").option("query", "body:w3").load(path).filter("region = 'r0' AND id < 50")
     explained = [e for e in it.explain(df) if e["path"] == path]
     assert len(explained) == 1 and explained[0]["splits_after_partition_pruning"] == 1

@@ -1,5 +1,6 @@
 """The transaction API under real concurrency (processes that read the same version, then commit),
 and the conflict rules of delete logs (merge resolver)."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,9 @@ N_PROCS = 4
 def seeded_table(path: str, seeds: int = N_PROCS) -> it.IndexTable:
     t = it.IndexTable(path, OPTIONS)
     txn = t.transaction()
-    txn.set_protocol(CURRENT_PROTOCOL).set_metadata(Metadata(id=new_table_id(), schema_string=SCHEMA, partition_columns=[]))
+    txn.set_protocol(CURRENT_PROTOCOL).set_metadata(
+        Metadata(id=new_table_id(), schema_string=SCHEMA, partition_columns=[])
+    )
     txn.add_files([AddFile(f"splits/seed-{i}.split", {}, 10, 0, num_records=1) for i in range(seeds)])
     txn.commit()
     return t
@@ -38,7 +41,7 @@ def _worker(path: str, resolver: str, worker: int, remove: str, barrier, q) -> N
     t = it.IndexTable(path, OPTIONS)
     txn = t.transaction(resolver=resolver)
     read_version = txn.read_version
-    txn.snapshot()   # read the state the transaction is based on
+    txn.snapshot()  # read the state the transaction is based on
     txn.add_files([AddFile(f"splits/w{worker}.split", {}, 10, 0, num_records=1)]).remove_files([remove])
     barrier.wait(timeout=120)
     try:
@@ -56,7 +59,7 @@ def test_merge_resolver_rebases_concurrent_commits(tmp_path):
     seeded_table(path)
     results = run_workers(path, "merge", [f"splits/seed-{i}.split" for i in range(N_PROCS)])
     assert all(err is None for *_, err in results)
-    assert all(read == 0 for _, read, _, _ in results)          # every worker read version 0
+    assert all(read == 0 for _, read, _, _ in results)  # every worker read version 0
     assert sorted(v for _, _, v, _ in results) == list(range(1, N_PROCS + 1))
     snap = it.IndexTable(path).snapshot()
     assert sorted(f.path for f in snap.files) == sorted(f"splits/w{w}.split" for w in range(N_PROCS))
@@ -106,8 +109,13 @@ def test_concurrent_deletes_in_processes(tmp_path):
     results = spawn_and_collect(_deleter, [(path, w) for w in wheres], barrier=True)
     assert all(err is None for *_, err in results), results
     assert sorted(v for _, v, _ in results) == [2, 3, 4, 5]
-    gone = {r[0] for r in before if (r[2] is not None and (r[2] < 100 or 300 <= r[2] <= 350))
-            or r[0] in (7, 8, 9) or (r[3] == "us" and r[2] is not None and r[2] > 900)}
+    gone = {
+        r[0]
+        for r in before
+        if (r[2] is not None and (r[2] < 100 or 300 <= r[2] <= 350))
+        or r[0] in (7, 8, 9)
+        or (r[3] == "us" and r[2] is not None and r[2] > 900)
+    }
     assert visible(it.IndexTable(path)) == [r for r in before if r[0] not in gone]
     protocol = it.IndexTable(path).snapshot().protocol_action
     assert DELETION_LOGS in protocol.reader_features
@@ -126,7 +134,9 @@ def test_positional_delete_conflicts_with_a_concurrent_rewrite_of_its_split(tmp_
     deleting = t.transaction().add_delete_log(_positional(t, target, [0, 1]))
     merging = t.transaction()
     merging.remove_files([RemoveFile(target.path, 0, data_change=False)]).commit()
-    with pytest.raises(it.ConcurrentModificationError, match=f"split {target.path}, whose rows this transaction deletes"):
+    with pytest.raises(
+        it.ConcurrentModificationError, match=f"split {target.path}, whose rows this transaction deletes"
+    ):
         deleting.commit()
 
 
@@ -167,7 +177,7 @@ def test_first_deletes_upgrade_the_protocol_once_and_appends_rebase(tmp_path):
     first = t.transaction().add_delete_log(_positional(t, f, [0]))
     second = t.transaction().add_delete_log(_positional(t, f, [1]))
     v1 = first.commit()
-    v2 = second.commit()   # the concurrent protocol change adds the same feature: merged
+    v2 = second.commit()  # the concurrent protocol change adds the same feature: merged
     v3 = appending.commit()
     assert (v1, v2, v3) == (2, 3, 4)
     upgrades = [v for v in (v1, v2, v3) if any(isinstance(a, Protocol) for a in t.log.read_actions(v))]
@@ -180,10 +190,10 @@ def test_transaction_api_open_at_version_add_delete_log_and_update_stat(tmp_path
     first = t.snapshot().files[0]
     txn = t.transaction(version=0)
     assert txn.read_version == 0 and txn.snapshot().version == 0
-    assert len(txn.snapshot().files) == 3                           # the first write only
+    assert len(txn.snapshot().files) == 3  # the first write only
     stat = first.path[: -len(".split")] + ".bloom"
     v = txn.add_delete_log(_positional(t, first, [2])).update_stat("bloomfilter", [stat]).commit()
-    assert v == 2   # rebased over version 1
+    assert v == 2  # rebased over version 1
     snap = t.snapshot()
     assert snap.stats_files == {"bloomfilter": [stat]}
     assert [d.split_path for d in snap.delete_logs] == [first.path]

@@ -1,5 +1,6 @@
 """Spark-free write (issue 14, criterion 2): `it.write_table` and `IndexTable.create` produce tables
 the Spark reader reads back, with the same log actions as the Spark writer."""
+
 from __future__ import annotations
 
 import json
@@ -50,11 +51,12 @@ def test_write_table_reads_back_through_spark(spark, tmp_path):
 def test_parallel_chunks_one_commit(spark, tmp_path):
     path = str(tmp_path / "t")
     data = rows(900)
-    v = it.write_table(path, data, partition_by=["day"],
-                       options={**TEXT_OPTIONS, "write.parallelism": "2", "write.chunkRows": "300"})
+    v = it.write_table(
+        path, data, partition_by=["day"], options={**TEXT_OPTIONS, "write.parallelism": "2", "write.chunkRows": "300"}
+    )
     assert v == 0 and it.IndexTable(path).version() == 0
     files = it.IndexTable(path).snapshot().files
-    assert len(files) == 3 * 3     # one split per partition value per chunk
+    assert len(files) == 3 * 3  # one split per partition value per chunk
     assert sum(f.num_records for f in files) == 900
     assert spark_rows(spark, path) == tuples(data)
 
@@ -70,9 +72,16 @@ def test_spark_then_write_table_append(spark, tmp_path):
 
 def _split_fields(path: str) -> list[tuple]:
     snap = it.IndexTable(path).snapshot()
-    return sorted((json.dumps(f.partition_values, sort_keys=True), f.num_records,
-                   json.dumps(f.min_values, sort_keys=True), json.dumps(f.max_values, sort_keys=True),
-                   f.doc_mapping_ref) for f in snap.files)
+    return sorted(
+        (
+            json.dumps(f.partition_values, sort_keys=True),
+            f.num_records,
+            json.dumps(f.min_values, sort_keys=True),
+            json.dumps(f.max_values, sort_keys=True),
+            f.doc_mapping_ref,
+        )
+        for f in snap.files
+    )
 
 
 def test_log_actions_match_the_spark_writer(spark, tmp_path):
@@ -94,8 +103,10 @@ def test_schema_mismatch_refused_like_spark(spark, tmp_path):
     bad = rows(5).drop_columns(["views"]).append_column("views", pa.array(["x"] * 5))
     with pytest.raises(it.SchemaMismatchError) as arrow_err:
         it.write_table(path, bad)
-    df = spark.createDataFrame([(r["id"], r["body"], r["region"], r["day"], r["views"]) for r in bad.to_pylist()],
-                               "id long, body string, region string, day string, views string")
+    df = spark.createDataFrame(
+        [(r["id"], r["body"], r["region"], r["day"], r["views"]) for r in bad.to_pylist()],
+        "id long, body string, region string, day string, views string",
+    )
     with pytest.raises(Exception) as spark_err:
         df.write.format("indextables").mode("append").save(path)
     assert str(arrow_err.value) in str(spark_err.value)
@@ -126,7 +137,9 @@ def test_merge_schema_append(spark, tmp_path):
     more = rows(4, start=10).append_column("extra", pa.array([1, 2, 3, 4], pa.int64()))
     it.write_table(path, more, options={"mergeSchema": "true"})
     got = spark.read.format("indextables").load(path).select("id", "extra").collect()
-    assert sorted((r["id"], r["extra"]) for r in got) == [(i, None) for i in range(10)] + [(10 + i, i + 1) for i in range(4)]
+    assert sorted((r["id"], r["extra"]) for r in got) == [(i, None) for i in range(10)] + [
+        (10 + i, i + 1) for i in range(4)
+    ]
 
 
 def test_create_then_append_both_ways(spark, tmp_path):
@@ -140,8 +153,9 @@ def test_create_then_append_both_ways(spark, tmp_path):
         it.IndexTable.create(path, data.schema)
     # compare with what Spark commits for an empty DataFrame
     empty = str(tmp_path / "empty")
-    spark.createDataFrame([], DDL).write.format("indextables").mode("append") \
-        .options(**TEXT_OPTIONS).option("partitionBy", "day").save(empty)
+    spark.createDataFrame([], DDL).write.format("indextables").mode("append").options(**TEXT_OPTIONS).option(
+        "partitionBy", "day"
+    ).save(empty)
     se = it.IndexTable(empty).snapshot()
     assert se.version == 0 and se.files == []
     assert se.schema_json == snap.schema_json and se.metadata_action.configuration == snap.metadata_action.configuration
@@ -166,7 +180,7 @@ def test_record_batch_reader_input(spark, tmp_path):
     reader = pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=40))
     it.write_table(path, reader, partition_by=["day"], options={**TEXT_OPTIONS, "write.chunkRows": "100"})
     assert spark_rows(spark, path) == tuples(data)
-    assert len(it.IndexTable(path).snapshot().files) == 3 * 3   # 3 chunks of ≤100 rows × 3 days
+    assert len(it.IndexTable(path).snapshot().files) == 3 * 3  # 3 chunks of ≤100 rows × 3 days
 
 
 def test_failed_write_commits_nothing_and_leaves_no_splits(tmp_path):
@@ -179,11 +193,15 @@ def test_failed_write_commits_nothing_and_leaves_no_splits(tmp_path):
 
     reader = pa.RecordBatchReader.from_batches(data.schema, batches())
     with pytest.raises(Exception, match="source failed"):
-        it.write_table(str(path), reader, partition_by=["day"],
-                       options={**TEXT_OPTIONS, "write.chunkRows": "100", "write.parallelism": "2"})
+        it.write_table(
+            str(path),
+            reader,
+            partition_by=["day"],
+            options={**TEXT_OPTIONS, "write.chunkRows": "100", "write.parallelism": "2"},
+        )
     assert it.IndexTable(str(path)).version() == -1
-    assert path.exists()   # splits were uploaded before the failure...
-    leftovers = [p for p in path.rglob("*") if p.is_file()]   # ...and deleted
+    assert path.exists()  # splits were uploaded before the failure...
+    leftovers = [p for p in path.rglob("*") if p.is_file()]  # ...and deleted
     assert leftovers == []
 
 
@@ -202,10 +220,16 @@ def test_store_only_columns(tmp_path):
     from indextables_spark.split.aggregate import AggregationError
 
     n = 2000
-    data = pa.table({"id": pa.array(range(n), pa.int64()), "body": [f"w{i % 7} common" for i in range(n)],
-                     "title": [None if i % 11 == 0 else f"T{i % 13}" for i in range(n)],
-                     "views": pa.array([None if i % 17 == 0 else i % 100 for i in range(n)], pa.int64()),
-                     "tags": [[f"x{i % 3}"] for i in range(n)], "region": [("eu", "us")[i % 2] for i in range(n)]})
+    data = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "body": [f"w{i % 7} common" for i in range(n)],
+            "title": [None if i % 11 == 0 else f"T{i % 13}" for i in range(n)],
+            "views": pa.array([None if i % 17 == 0 else i % 100 for i in range(n)], pa.int64()),
+            "tags": [[f"x{i % 3}"] for i in range(n)],
+            "region": [("eu", "us")[i % 2] for i in range(n)],
+        }
+    )
     path = str(tmp_path / "t")
     opts = {"indexing.typemap.body": "text", "indexing.storeonly": "title,views,tags"}
     it.write_table(path, data, partition_by=["region"], options=opts)
@@ -217,10 +241,13 @@ def test_store_only_columns(tmp_path):
         t.search("title:T4")
     with pytest.raises(AggregationError, match="stored only"):
         it.aggregate(None, path, aggs={"a": {"terms": {"field": "title"}}})
-    it.write_table(path, data)                               # the table's setting applies to appends
+    it.write_table(path, data)  # the table's setting applies to appends
     assert t.count() == 2 * n and len({f.doc_mapping_ref for f in t.files()}) == 1
-    for bad, msg in [({"indexing.storeonly": "nope"}, "nope"), ({"indexing.storeonly": "region"}, "partition"),
-                     ({"indexing.storeonly": "views", "indexing.fastfields": "views"}, "fastfields"),
-                     ({"indexing.storeonly": "body", "indexing.typemap.body": "text"}, "typemap")]:
+    for bad, msg in [
+        ({"indexing.storeonly": "nope"}, "nope"),
+        ({"indexing.storeonly": "region"}, "partition"),
+        ({"indexing.storeonly": "views", "indexing.fastfields": "views"}, "fastfields"),
+        ({"indexing.storeonly": "body", "indexing.typemap.body": "text"}, "typemap"),
+    ]:
         with pytest.raises(InvalidOptionError, match=msg):
             it.write_table(str(tmp_path / "bad"), data, partition_by=["region"], options=bad)

@@ -1,4 +1,5 @@
 """indextables_spark: full-text-searchable data-lake tables for Apache Spark."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -117,8 +118,15 @@ def wait_for_maintenance(timeout: float | None = None) -> dict:
     return wait_for_background(timeout)
 
 
-def aggregate(spark, path: str, query: str | None = None, aggs=None, partition_filter: str | None = None,
-              options=None, execution: str = "auto") -> dict:
+def aggregate(
+    spark,
+    path: str,
+    query: str | None = None,
+    aggs=None,
+    partition_filter: str | None = None,
+    options=None,
+    execution: str = "auto",
+) -> dict:
     """Exact Tantivy aggregations (terms, stats, histogram, date_histogram, range, percentiles,
     cardinality, ...) over the rows matching `query`; see indextables_spark.aggregations."""
     from .aggregations import aggregate as _aggregate
@@ -151,8 +159,16 @@ def explain(df) -> list[dict]:
     return _explain(df)
 
 
-def build_companion(source: str, location: str, format: str = "delta", indexing=None, where: str | None = None,
-                    spark=None, options=None, **kwargs) -> dict:
+def build_companion(
+    source: str,
+    location: str,
+    format: str = "delta",
+    indexing=None,
+    where: str | None = None,
+    spark=None,
+    options=None,
+    **kwargs,
+) -> dict:
     """BUILD INDEXTABLES COMPANION: build, or sync, a search index at `location` over the Delta,
     Iceberg or Parquet table `source` that points at its Parquet files instead of copying its rows
     (see commands/companion.py). indexing: {column: mode} as INDEXING MODES. Keyword arguments:

@@ -12,6 +12,7 @@ Where the per-split work runs (`execution`):
 Classic and Spark Connect sessions both work (the job is a DataFrame `mapInArrow`, the options
 come from `spark.conf`).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,14 +35,20 @@ def choose_execution(spark: Any, execution: str) -> str:
         return execution
     if spark is None:
         return "driver"
-    if sessions.is_connect(spark):      # the server (and its storage access) may be elsewhere
+    if sessions.is_connect(spark):  # the server (and its storage access) may be elsewhere
         return "spark"
     return "driver" if sessions.master(spark).startswith("local") else "spark"
 
 
-def aggregate(spark: Any, path: str, query: str | None = None, aggs: Mapping[str, Any] | str | None = None,
-              partition_filter: str | None = None, options: Mapping[str, Any] | None = None,
-              execution: str = "auto") -> dict:
+def aggregate(
+    spark: Any,
+    path: str,
+    query: str | None = None,
+    aggs: Mapping[str, Any] | str | None = None,
+    partition_filter: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    execution: str = "auto",
+) -> dict:
     """Aggregations over the rows matching `query` (all rows when None) in the partitions matching
     `partition_filter`. Returns {"doc_count": n, <name>: <result>, ...} in Elasticsearch's shape:
     terms/histogram/date_histogram/range → {"buckets": [{"key", "doc_count", <sub-aggs>}]},
@@ -58,37 +65,47 @@ def aggregate(spark: Any, path: str, query: str | None = None, aggs: Mapping[str
     table = IndexTable(path, opts)
     snapshot = table.snapshot()
     files = table.files(partition_filter, version=snapshot.version) if partition_filter else snapshot.files
-    plan = core.plan(aggs, column_specs(snapshot.schema_json, snapshot.partition_columns,
-                                        table_options(snapshot, opts)))
-    deletes = deletes_json(snapshot, files)     # row-level deletes: those rows are in no aggregation
+    plan = core.plan(
+        aggs, column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
+    )
+    deletes = deletes_json(snapshot, files)  # row-level deletes: those rows are in no aggregation
     if choose_execution(spark, execution) == "spark":
         merged = run_job(spark, path, opts, files, query, plan, deletes)
     else:
-        merged = core.aggregate_files(table.storage, files, query, plan, opts, threads=os.cpu_count() or 1,
-                                      deletes=deletes)
+        merged = core.aggregate_files(
+            table.storage, files, query, plan, opts, threads=os.cpu_count() or 1, deletes=deletes
+        )
     return core.result(plan, merged)
 
 
-def group_partial(path: str, options: dict, files: list[dict], query: str | None, aggs: Sequence[Any],
-                  deletes: dict[str, list[dict]]) -> dict:
+def group_partial(
+    path: str, options: dict, files: list[dict], query: str | None, aggs: Sequence[Any], deletes: dict[str, list[dict]]
+) -> dict:
     """Executor side: the merged partial of one group of splits (deletes: their deleteLog JSON)."""
     from .split.aggregate import aggregate_files
     from .storage import open_storage
 
     opts = Options.of(options)
-    return aggregate_files(open_storage(path, opts), [AddFile.from_json(f) for f in files], query, aggs, opts,
-                           deletes=deletes)
+    return aggregate_files(
+        open_storage(path, opts), [AddFile.from_json(f) for f in files], query, aggs, opts, deletes=deletes
+    )
 
 
-def run_job(spark: Any, path: str, opts: Options, files: list[AddFile], query: str | None,
-            aggs: Sequence[Any], deletes: dict[str, list[dict]] | None = None) -> dict:
+def run_job(
+    spark: Any,
+    path: str,
+    opts: Options,
+    files: list[AddFile],
+    query: str | None,
+    aggs: Sequence[Any],
+    deletes: dict[str, list[dict]] | None = None,
+) -> dict:
     """The Spark job of execution="spark": one task per group of splits, each returning the merged
     partial of its splits (classic or Spark Connect session: a DataFrame job, no RDDs)."""
     from .split.aggregate import merge_all
     from .split.groups import group_by_size
 
-    groups = group_by_size(files, opts.get_size("read.maxPartitionBytes"),
-                           sessions.default_parallelism(spark))
+    groups = group_by_size(files, opts.get_size("read.maxPartitionBytes"), sessions.default_parallelism(spark))
     if not groups:
         return merge_all(aggs, [])
     deletes = deletes or {}
@@ -99,5 +116,7 @@ def run_job(spark: Any, path: str, opts: Options, files: list[AddFile], query: s
         group, group_deletes = item
         return group_partial(path, options, group, query, aggs, group_deletes)
 
-    partials = sessions.run_tasks(spark, task, payload, description=f"indextables aggregate {path}: {len(payload)} tasks")
+    partials = sessions.run_tasks(
+        spark, task, payload, description=f"indextables aggregate {path}: {len(payload)} tasks"
+    )
     return merge_all(aggs, partials)

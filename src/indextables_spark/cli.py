@@ -25,6 +25,7 @@ Exit codes: 0 success; 1 the operation failed; 2 usage or syntax error, invalid 
 predicate; 3 no table at the path (or the version is gone); 4 a concurrent commit conflicted
 (retry).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,20 +75,30 @@ def _size(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print the result as JSON (for machines)")
-    common.add_argument("-o", "--option", action="append", type=parse_option, default=[], metavar="KEY=VALUE",
-                        help="a spark.indextables.* option (prefix optional); repeatable")
+    common.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        type=parse_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a spark.indextables.* option (prefix optional); repeatable",
+    )
     common.add_argument("--no-progress", action="store_true", help="never show progress bars")
 
-    top = argparse.ArgumentParser(prog="indextables", description="Maintenance of indextables tables.",
-                                  parents=[common])
+    top = argparse.ArgumentParser(
+        prog="indextables", description="Maintenance of indextables tables.", parents=[common]
+    )
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def cmd(name: str, help_: str, aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, parents=[common], aliases=list(aliases))
 
-    for name, help_ in (("describe-state", "state format, counts, tombstones, needs_compaction, skipped splits"),
-                        ("checkpoint", "write the V4 Avro state at the latest version"),
-                        ("compact", "rewrite the state cleanly (no tombstones, partition-sorted)")):
+    for name, help_ in (
+        ("describe-state", "state format, counts, tombstones, needs_compaction, skipped splits"),
+        ("checkpoint", "write the V4 Avro state at the latest version"),
+        ("compact", "rewrite the state cleanly (no tombstones, partition-sorted)"),
+    ):
         cmd(name, help_).add_argument("path")
     p = cmd("describe-log", "one row per transaction log action", aliases=["describe-transaction-log"])
     p.add_argument("path")
@@ -123,8 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", help="the source table's path (Iceberg: or its identifier, with --catalog)")
     p.add_argument("location", help="where the companion index lives")
     p.add_argument("--format", choices=["delta", "iceberg", "parquet"], default="delta")
-    p.add_argument("--indexing", action="append", type=parse_option, default=[], metavar="COLUMN=MODE",
-                   help="indexing mode of a column (text, string, ...); repeatable")
+    p.add_argument(
+        "--indexing",
+        action="append",
+        type=parse_option,
+        default=[],
+        metavar="COLUMN=MODE",
+        help="indexing mode of a column (text, string, ...); repeatable",
+    )
     p.add_argument("--where", help="partition predicate: index only these partitions")
     p.add_argument("--from-version", type=int, help="Delta: index this version")
     p.add_argument("--from-snapshot", type=int, help="Iceberg: index this snapshot id")
@@ -181,8 +198,9 @@ def _command(args) -> Any:
     if c in ("describe-log", "describe-transaction-log"):
         return p.DescribeTransactionLog(args.path, args.all)
     if c == "merge-splits":
-        return p.MergeSplits(args.path, args.where, args.target_size, args.max_dest_splits,
-                             args.max_source_splits_per_merge)
+        return p.MergeSplits(
+            args.path, args.where, args.target_size, args.max_dest_splits, args.max_source_splits_per_merge
+        )
     if c == "purge":
         return p.Purge(args.path, args.older_than, args.tx_log_retention, args.dry_run)
     if c == "truncate-time-travel":
@@ -192,16 +210,28 @@ def _command(args) -> Any:
     if c == "repair":
         return p.RepairTransactionLog(args.source, args.target)
     if c == "build-companion":
-        return p.BuildCompanion(args.format, args.source, args.location, args.catalog, args.catalog_type,
-                                tuple(args.indexing), args.where, args.from_version, args.from_snapshot,
-                                args.target_input_size, args.dry_run)
+        return p.BuildCompanion(
+            args.format,
+            args.source,
+            args.location,
+            args.catalog,
+            args.catalog_type,
+            tuple(args.indexing),
+            args.where,
+            args.from_version,
+            args.from_snapshot,
+            args.target_input_size,
+            args.dry_run,
+        )
     if c == "sql":
         cmd = p.parse_command(args.text)
         if cmd is None:
             from .errors import InvalidOptionError
 
-            raise InvalidOptionError(f"not an indextables command: {args.text[:80]!r} (the command line runs "
-                                     f"CHECKPOINT/COMPACT/DESCRIBE/MERGE SPLITS/PURGE/TRUNCATE/DROP/REPAIR texts)")
+            raise InvalidOptionError(
+                f"not an indextables command: {args.text[:80]!r} (the command line runs "
+                f"CHECKPOINT/COMPACT/DESCRIBE/MERGE SPLITS/PURGE/TRUNCATE/DROP/REPAIR texts)"
+            )
         return cmd
     return None
 
@@ -236,8 +266,14 @@ def _search(args, options) -> pa.Table:
 
             raise InvalidOptionError("--limit and --snippets need a query (not *): they rank and highlight matches")
         return t.to_arrow(where=args.where, columns=args.columns, version=args.version)
-    return t.search(args.query, where=args.where, columns=args.columns, limit=args.limit,
-                    snippets=args.snippets, version=args.version)
+    return t.search(
+        args.query,
+        where=args.where,
+        columns=args.columns,
+        limit=args.limit,
+        snippets=args.snippets,
+        version=args.version,
+    )
 
 
 def _flat_for_csv(table: pa.Table) -> pa.Table:
@@ -246,8 +282,10 @@ def _flat_for_csv(table: pa.Table) -> pa.Table:
     for name, col in zip(table.column_names, table.columns):
         t = col.type
         if pa.types.is_nested(t):
-            col = pa.array([None if v is None else json.dumps(_plain(v), default=_json_default)
-                            for v in col.to_pylist()], pa.string())
+            col = pa.array(
+                [None if v is None else json.dumps(_plain(v), default=_json_default) for v in col.to_pylist()],
+                pa.string(),
+            )
         elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
             col = pa.array([None if v is None else v.hex() for v in col.to_pylist()], pa.string())
         cols.append(col)
@@ -282,8 +320,9 @@ def _print_rows(out, args, table: pa.Table) -> None:
 
     shown = table.slice(0, args.max_rows).to_pylist()
     more = table.num_rows - len(shown)
-    title = f"{table.num_rows:,} rows" + (f" (first {len(shown)} shown; --max-rows, --json or --csv for all)"
-                                           if more else "")
+    title = f"{table.num_rows:,} rows" + (
+        f" (first {len(shown)} shown; --max-rows, --json or --csv for all)" if more else ""
+    )
     grid = Table(title=title)
     for name in table.column_names:
         grid.add_column(name, overflow="fold", max_width=60)
@@ -340,10 +379,26 @@ def _cell(v: Any) -> str:
 
 # Columns shown for many-row results (all columns are in --json).
 _WIDE = {
-    "DESCRIBE TRANSACTION LOG": ["version", "is_checkpoint", "action_type", "path", "size", "num_records",
-                                 "data_change", "commit_operation", "skip_reason"],
-    "HISTORY": ["version", "timestamp", "operation", "num_added_files", "num_removed_files", "num_added_records",
-                "added_bytes"],
+    "DESCRIBE TRANSACTION LOG": [
+        "version",
+        "is_checkpoint",
+        "action_type",
+        "path",
+        "size",
+        "num_records",
+        "data_change",
+        "commit_operation",
+        "skip_reason",
+    ],
+    "HISTORY": [
+        "version",
+        "timestamp",
+        "operation",
+        "num_added_files",
+        "num_removed_files",
+        "num_added_records",
+        "added_bytes",
+    ],
     "FILES": ["path", "size", "num_records", "num_merge_ops", "added_at_version"],
 }
 
@@ -390,8 +445,14 @@ class _Bars:
     def __init__(self, console):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=console, transient=True)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
         self.tasks: dict[str, Any] = {}
 
     def __enter__(self):
@@ -409,12 +470,19 @@ class _Bars:
 
 def _exit_code(e: Exception) -> int:
     from .commands.parser import CommandSyntaxError
-    from .errors import (ConcurrentModificationError, InvalidOptionError, QueryParseError, SchemaMismatchError,
-                         TableNotFoundError, VersionNotFoundError)
+    from .errors import (
+        ConcurrentModificationError,
+        InvalidOptionError,
+        QueryParseError,
+        SchemaMismatchError,
+        TableNotFoundError,
+        VersionNotFoundError,
+    )
     from .log.partition_filter import PartitionFilterError
 
-    if isinstance(e, (CommandSyntaxError, InvalidOptionError, PartitionFilterError, QueryParseError,
-                      SchemaMismatchError)):
+    if isinstance(
+        e, (CommandSyntaxError, InvalidOptionError, PartitionFilterError, QueryParseError, SchemaMismatchError)
+    ):
         return EXIT_USAGE
     if isinstance(e, (TableNotFoundError, VersionNotFoundError)):
         return EXIT_NOT_FOUND

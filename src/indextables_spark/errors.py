@@ -1,4 +1,5 @@
 """Error types. Every error names the thing at fault (file, option, column, version)."""
+
 from __future__ import annotations
 
 
@@ -46,8 +47,7 @@ class QueryParseError(IndexTablesError):
     """An invalid full-text query: `query` is its text, `position` the 0-based character offset of the
     fault (None when it could not be located), `reason` what is wrong there."""
 
-    def __init__(self, *args: object, query: str | None = None, position: int | None = None,
-                 reason: str | None = None):
+    def __init__(self, *args: object, query: str | None = None, position: int | None = None, reason: str | None = None):
         super().__init__(*args)
         self.query = query
         self.position = position

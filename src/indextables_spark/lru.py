@@ -1,5 +1,6 @@
 """A small thread-safe LRU map for per-process caches of what immutable files give (delete logs,
 Bloom filters, aggregation partials): computed once, dropped least recently used past a bound."""
+
 from __future__ import annotations
 
 import threading

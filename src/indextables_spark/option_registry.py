@@ -6,6 +6,7 @@ secret ones, and `unknown_keys` names the closest known key for a mistyped one.
 
 Keys ending in `.<col>` (or `.<name>.<key>`) are families: any suffix is accepted.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,12 +17,12 @@ KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
 
 @dataclass(frozen=True)
 class OptionSpec:
-    key: str                 # without the `spark.indextables.` prefix; `.<col>` marks a family
-    type: str                # str | int | float | bool | size
-    default: Any             # None: unset (or computed where read, as `doc` says)
+    key: str  # without the `spark.indextables.` prefix; `.<col>` marks a family
+    type: str  # str | int | float | bool | size
+    default: Any  # None: unset (or computed where read, as `doc` says)
     doc: str
     secret: bool = False
-    readme: bool = True      # listed in the README configuration table
+    readme: bool = True  # listed in the README configuration table
 
     @property
     def family(self) -> bool:
@@ -40,13 +41,22 @@ def _o(key: str, type_: str, default: Any, doc: str, **kw: Any) -> OptionSpec:
 OPTIONS: tuple[OptionSpec, ...] = (
     # -- indexing (recorded in the table at creation) --
     _o("indexing.typemap.<col>", "str", "string", "`string`, `text`, `text_and_string` or `ip` for string columns"),
-    _o("indexing.tokenizer.<col>", "str", "default", "tokenizer of a text column: `default`, `raw`, `whitespace`, "
-       "`en_stem`, `<iso>_stem` (ar da de el es fi fr hu it nl no pt ro ru sv ta tr), `cjk`, `ngram`"),
+    _o(
+        "indexing.tokenizer.<col>",
+        "str",
+        "default",
+        "tokenizer of a text column: `default`, `raw`, `whitespace`, "
+        "`en_stem`, `<iso>_stem` (ar da de el es fi fr hu it nl no pt ro ru sv ta tr), `cjk`, `ngram`",
+    ),
     _o("indexing.ngram.min.<col>", "int", 2, "shortest gram of an `ngram` column (1–20)"),
     _o("indexing.ngram.max.<col>", "int", 3, "longest gram of an `ngram` column (1–20)"),
     _o("indexing.indexrecordoption.<col>", "str", "position", "`basic`, `freq` or `position`"),
-    _o("indexing.fastfields", "str", None, "extra fast fields (comma list; numeric, date, bool, string and "
-       "struct columns are fast anyway)"),
+    _o(
+        "indexing.fastfields",
+        "str",
+        None,
+        "extra fast fields (comma list; numeric, date, bool, string and struct columns are fast anyway)",
+    ),
     _o("indexing.storeonly", "str", None, "columns stored but not indexed (comma list)"),
     _o("indexing.bloomfilter.columns", "str", None, "columns with a per-split Bloom filter (comma list)"),
     _o("indexing.bloomfilter.fpp", "float", 0.01, "Bloom filter false-positive rate"),
@@ -61,8 +71,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _o("write.targetSplitSize", "size", GB, "roll to a new split past this much Arrow data per task"),
     _o("split.targetSize", "size", None, "same as `write.targetSplitSize`", readme=False),
     _o("write.parallelism", "int", None, "`it.write_table` threads (default: the CPU count)"),
-    _o("write.chunkRows", "int", None, "`it.write_table` rows per chunk (default: the table split evenly over "
-       "the threads, at least 100k rows each)"),
+    _o(
+        "write.chunkRows",
+        "int",
+        None,
+        "`it.write_table` rows per chunk (default: the table split evenly over the threads, at least 100k rows each)",
+    ),
     _o("partitionBy", "str", None, "partition columns of a write (JSON list or comma list)"),
     _o("mergeSchema", "bool", False, "an append may add nullable columns"),
     _o("overwriteSchema", "bool", False, "an overwrite may redefine columns and partitioning"),
@@ -112,15 +126,34 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _o("delete.maxAttempts", "int", 3, "DELETE: attempts against concurrent commits"),
     _o("indexing.primaryKey", "str", None, "the primary key column(s) of key deletes (DELETE … WHERE key IN …)"),
     _o("companion.targetInputSize", "size", GB, "source bytes per companion split"),
-    _o("companion.parallelism", "int", None, "local indexing processes of BUILD INDEXTABLES COMPANION without Spark "
-       "(default: the CPU count)"),
-    _o("companion.sourceFormat", "str", None, "recorded by BUILD INDEXTABLES COMPANION: the source's format", readme=False),
+    _o(
+        "companion.parallelism",
+        "int",
+        None,
+        "local indexing processes of BUILD INDEXTABLES COMPANION without Spark (default: the CPU count)",
+    ),
+    _o(
+        "companion.sourceFormat",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: the source's format",
+        readme=False,
+    ),
     _o("companion.sourcePath", "str", None, "recorded by BUILD INDEXTABLES COMPANION: the source", readme=False),
     _o("companion.sourceRoot", "str", None, "recorded by BUILD INDEXTABLES COMPANION: the source's root", readme=False),
-    _o("companion.sourceVersion", "str", None, "recorded by BUILD INDEXTABLES COMPANION: the version indexed",
-       readme=False),
-    _o("iceberg.catalog.<name>.<key>", "str", None, "pyiceberg catalog properties (`uri`, `warehouse`, …) for "
-       "`CATALOG '<name>'`"),
+    _o(
+        "companion.sourceVersion",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: the version indexed",
+        readme=False,
+    ),
+    _o(
+        "iceberg.catalog.<name>.<key>",
+        "str",
+        None,
+        "pyiceberg catalog properties (`uri`, `warehouse`, …) for `CATALOG '<name>'`",
+    ),
     # -- reading --
     _o("query", "str", None, "a full-text query (Tantivy syntax) of a read"),
     _o("limit", "int", 0, "the N best matches by `_score` (0: every match)"),
@@ -129,16 +162,26 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _o("snippetFields", "str", None, "text columns whose `_snippet` a read adds (comma list)"),
     _o("versionAsOf", "int", None, "time travel to a version"),
     _o("timestampAsOf", "str", None, "time travel to a time (ISO 8601 or epoch milliseconds)"),
-    _o("read.maxPartitionBytes", "size", 256 * MB, "grouping splits into Spark tasks: reads with a query or pushed "
-       "filters are one task per core unless this is set; other reads one task per 256M"),
+    _o(
+        "read.maxPartitionBytes",
+        "size",
+        256 * MB,
+        "grouping splits into Spark tasks: reads with a query or pushed "
+        "filters are one task per core unless this is set; other reads one task per 256M",
+    ),
     _o("read.minPartitions", "int", 2, "tasks of a read with a query (the session's cores when known)"),
     _o("read.batchSize", "int", 10_000, "rows per Arrow batch returned to Spark"),
     _o("read.bloomfilter.enabled", "bool", True, "skip splits by their Bloom filters"),
     _o("aggregate.cache.enabled", "bool", True, "cache aggregation results per split"),
     _o("cache.disk.path", "str", None, "executor split cache (default: `$TMPDIR/indextables-cache`)"),
     _o("cache.disk.maxSize", "size", 10 * GB, "split cache size"),
-    _o("cache.rows.lazy", "str", "auto", "row stores of remote splits read by ranges, column by column (`true`: "
-       "every split, `false`: fetch splits whole)"),
+    _o(
+        "cache.rows.lazy",
+        "str",
+        "auto",
+        "row stores of remote splits read by ranges, column by column (`true`: "
+        "every split, `false`: fetch splits whole)",
+    ),
     _o("cache.rows.lazyMinSplitSize", "size", 16 * MB, "smallest remote split whose row store is read by ranges"),
     _o("cache.rows.uncompressed", "bool", True, "cached row stores are uncompressed (memory-mapped reads)"),
     # -- streaming --
@@ -151,8 +194,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _o("txnAppId", "str", None, "streaming sink: idempotent writes, with `queryId`", readme=False),
     _o("queryId", "str", None, "streaming sink: the query id of idempotent writes", readme=False),
     # -- storage --
-    _o("aws.accessKey", "str", None, "S3 static credentials (both or neither of access and secret key); else "
-       "boto3's default chain", secret=True),
+    _o(
+        "aws.accessKey",
+        "str",
+        None,
+        "S3 static credentials (both or neither of access and secret key); else boto3's default chain",
+        secret=True,
+    ),
     _o("aws.secretKey", "str", None, "S3 secret key", secret=True),
     _o("aws.sessionToken", "str", None, "S3 session token", secret=True),
     _o("aws.region", "str", None, "S3 region (default: boto3's, `us-east-1` with an endpoint)"),
@@ -214,7 +262,8 @@ def closest(key: str) -> str | None:
 
     names = [o.key for o in OPTIONS]
     match = difflib.get_close_matches(key, names, n=1, cutoff=0.6) or difflib.get_close_matches(
-        key.lower(), [n.lower() for n in names], n=1, cutoff=0.6)
+        key.lower(), [n.lower() for n in names], n=1, cutoff=0.6
+    )
     if not match:
         return None
     return next(n for n in names if n.lower() == match[0].lower())
@@ -227,6 +276,7 @@ def unknown_keys(keys: Iterable[str]) -> list[tuple[str, str | None]]:
 
 def markdown_table() -> str:
     """The README configuration table."""
+
     def default(o: OptionSpec) -> str:
         if o.default is None:
             return "—"

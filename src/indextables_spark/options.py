@@ -2,6 +2,7 @@
 
 Keys are case-insensitive (Spark lower-cases data source option keys).
 """
+
 from __future__ import annotations
 
 import logging
@@ -12,7 +13,7 @@ from .errors import IndexTablesError, InvalidOptionError
 from .option_registry import SECRET_KEYS, spec
 
 PREFIX = "spark.indextables."
-_REGISTERED = object()   # "the registry's default" (option_registry.py)
+_REGISTERED = object()  # "the registry's default" (option_registry.py)
 
 
 class UnregisteredOptionError(IndexTablesError):
@@ -29,7 +30,7 @@ def _default(key: str) -> Any:
 def short_key(key: str) -> str:
     """An option key without the `spark.indextables.` prefix, lower-cased (how Options stores it)."""
     k = key.lower()
-    return k[len(PREFIX):] if k.startswith(PREFIX) else k
+    return k[len(PREFIX) :] if k.startswith(PREFIX) else k
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Options(Mapping[str, str]):
                 if v is None:
                     continue
                 key = str(k)
-                if key[:len(PREFIX)].lower() == PREFIX:
+                if key[: len(PREFIX)].lower() == PREFIX:
                     _check_known(key)
                 merged[short_key(key)] = v if isinstance(v, str) else _to_str(v)
         return cls(merged)
@@ -109,7 +110,7 @@ class Options(Mapping[str, str]):
     def with_prefix(self, prefix: str) -> dict[str, str]:
         """Options under `prefix.` (prefix removed), e.g. with_prefix('indexing.typemap')."""
         p = short_key(prefix).rstrip(".") + "."
-        return {k[len(p):]: v for k, v in self.values.items() if k.startswith(p)}
+        return {k[len(p) :]: v for k, v in self.values.items() if k.startswith(p)}
 
     def redacted(self) -> dict[str, str]:
         return {k: ("***" if k in SECRET_KEYS else v) for k, v in self.values.items()}
@@ -130,7 +131,8 @@ def _check_known(key: str) -> None:
 
     near = closest(short)
     logging.getLogger(__name__).warning(
-        "indextables: unknown option %s%s", key, f" (did you mean {PREFIX}{near}?)" if near else "")
+        "indextables: unknown option %s%s", key, f" (did you mean {PREFIX}{near}?)" if near else ""
+    )
 
 
 def _to_str(v: Any) -> str:
@@ -149,12 +151,12 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 2
 def parse_size(raw: str, what: str = "size") -> int:
     s = raw.strip().lower()
     num = s.rstrip("kmgb")
-    unit = s[len(num):]
+    unit = s[len(num) :]
     try:
         if unit not in _UNITS:
             raise ValueError
         return int(float(num) * _UNITS[unit])
-    except (ValueError, OverflowError):   # OverflowError: "inf", "1e400"
+    except (ValueError, OverflowError):  # OverflowError: "inf", "1e400"
         raise InvalidOptionError(f"option {what!r}: expected a size like 100M or 2G, got {raw!r}") from None
 
 
@@ -177,6 +179,6 @@ def session_options(spark: Any) -> dict[str, str]:
         entries = json.loads(mapper.writeValueAsString(spark.conf._jconf.getAllAsJava()))
         return {k: str(v) for k, v in entries.items() if k.lower().startswith(PREFIX)}
     entries = spark.conf.getAll
-    if callable(entries):   # older clients exposed a method
+    if callable(entries):  # older clients exposed a method
         entries = entries()
     return {str(k): str(v) for k, v in dict(entries).items() if str(k).lower().startswith(PREFIX)}

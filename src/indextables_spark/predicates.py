@@ -7,6 +7,7 @@ filters, DROP PARTITIONS, MERGE SPLITS WHERE, DELETE) and by hand; evaluated by 
 log/partition_filter.py (files-table filtering, manifest pruning). No dependencies, so that the
 transaction log can use it without the split machinery.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -175,11 +176,21 @@ class FilterVisitor(ABC, Generic[T]):
 
 
 _VISIT = {
-    And: "visit_and", Or: "visit_or", Not: "visit_not", In: "visit_in", IsNull: "visit_is_null",
-    IsNotNull: "visit_is_not_null", EqualTo: "visit_equal_to", EqualNullSafe: "visit_equal_null_safe",
-    GreaterThan: "visit_greater_than", GreaterThanOrEqual: "visit_greater_than_or_equal",
-    LessThan: "visit_less_than", LessThanOrEqual: "visit_less_than_or_equal",
-    StringStartsWith: "visit_starts_with", StringEndsWith: "visit_ends_with", StringContains: "visit_contains",
+    And: "visit_and",
+    Or: "visit_or",
+    Not: "visit_not",
+    In: "visit_in",
+    IsNull: "visit_is_null",
+    IsNotNull: "visit_is_not_null",
+    EqualTo: "visit_equal_to",
+    EqualNullSafe: "visit_equal_null_safe",
+    GreaterThan: "visit_greater_than",
+    GreaterThanOrEqual: "visit_greater_than_or_equal",
+    LessThan: "visit_less_than",
+    LessThanOrEqual: "visit_less_than_or_equal",
+    StringStartsWith: "visit_starts_with",
+    StringEndsWith: "visit_ends_with",
+    StringContains: "visit_contains",
 }
 
 
@@ -203,8 +214,14 @@ def columns_of(f: Filter) -> set[str]:
     return set(_Columns().visit(f))
 
 
-_OPERATORS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<=",
-              EqualNullSafe: "<=>"}
+_OPERATORS = {
+    EqualTo: "=",
+    GreaterThan: ">",
+    GreaterThanOrEqual: ">=",
+    LessThan: "<",
+    LessThanOrEqual: "<=",
+    EqualNullSafe: "<=>",
+}
 _LIKE_PATTERNS = {StringStartsWith: "{}%", StringEndsWith: "%{}", StringContains: "%{}%"}
 
 

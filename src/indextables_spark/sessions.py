@@ -13,6 +13,7 @@ says SQL_CONF_NOT_FOUND, `getAll` leaves them out, `SET` shows "*********(redact
 give them as options (or use the default credential chain). `with_session_options` logs a
 warning naming such keys when the options do not supply them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -64,10 +65,12 @@ def with_session_options(spark: Any, options: Mapping[str, Any] | None = None) -
     if spark is not None and is_connect(spark):
         missing = [k for k in withheld_conf_keys(spark) if short_key(k) not in opts.values]
         if missing:
-            log.warning("indextables: %s set in the Spark Connect session, but Spark Connect does not return "
-                        "secret conf values to clients (spark.redaction.regex): give them as options "
-                        "(IndexTable(path, options, spark=...), it.aggregate(..., options=...))",
-                        ", ".join(missing))
+            log.warning(
+                "indextables: %s set in the Spark Connect session, but Spark Connect does not return "
+                "secret conf values to clients (spark.redaction.regex): give them as options "
+                "(IndexTable(path, options, spark=...), it.aggregate(..., options=...))",
+                ", ".join(missing),
+            )
     return opts
 
 
@@ -103,7 +106,7 @@ def default_parallelism(spark: Any, default: int = DEFAULT_PARALLELISM) -> int:
         return max(1, int(spark.sparkContext.defaultParallelism))
     m = master(spark)
     if m.startswith("local[") and m.endswith("]"):
-        n = m[len("local["):-1].split(",")[0]
+        n = m[len("local[") : -1].split(",")[0]
         if n.isdigit():
             return max(1, int(n))
     return default
@@ -151,15 +154,17 @@ def run_tasks(spark: Any, fn: Callable[[T], R], items: Iterable[T], description:
 def _run_tasks_dataframe(spark: Any, fn: Callable[[T], R], items: list[T], description: str | None) -> list[R]:
     import pyarrow as pa
 
-    table = pa.table({"i": pa.array(range(len(items)), pa.int64()),
-                      "item": pa.array([pickle.dumps(x) for x in items], pa.binary())})
+    table = pa.table(
+        {"i": pa.array(range(len(items)), pa.int64()), "item": pa.array([pickle.dumps(x) for x in items], pa.binary())}
+    )
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i, raw in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
                 out = pickle.dumps(fn(pickle.loads(raw)))
-                yield pa.RecordBatch.from_arrays([pa.array([i], pa.int64()), pa.array([out], pa.binary())],
-                                                 names=["i", "result"])
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([i], pa.int64()), pa.array([out], pa.binary())], names=["i", "result"]
+                )
 
     with job_description(spark, description):
         # Range partitioning on the index: every item is sampled (up to ~50,000 items), so each of

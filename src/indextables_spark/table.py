@@ -1,4 +1,5 @@
 """`IndexTable`: the Spark-free entry point to one table (log, snapshots, transactions)."""
+
 from __future__ import annotations
 
 import threading
@@ -47,8 +48,9 @@ def forget_logs() -> None:
 
 
 class IndexTable:
-    def __init__(self, path: str, options: Mapping[str, Any] | None = None, spark: Any = None, *,
-                 storage: Storage | None = None):
+    def __init__(
+        self, path: str, options: Mapping[str, Any] | None = None, spark: Any = None, *, storage: Storage | None = None
+    ):
         """spark: a SparkSession (classic or Spark Connect): its `spark.indextables.*` conf entries
         (credentials, endpoints, ...) are taken as options; explicit `options` win. Over Spark
         Connect the server withholds secret entries (aws.accessKey, aws.secretKey, azure.sasToken,
@@ -189,8 +191,9 @@ class IndexTable:
         from .split.search import SearchPlan
 
         snap = self.snapshot(version)
-        return SearchPlan(self.storage, snap, self.options, self._where_conjuncts(where, snap.schema_json),
-                          query, columns, snippets)
+        return SearchPlan(
+            self.storage, snap, self.options, self._where_conjuncts(where, snap.schema_json), query, columns, snippets
+        )
 
     @staticmethod
     def _where_conjuncts(where: str | None, schema_json: Mapping[str, Any]) -> list:
@@ -210,8 +213,16 @@ class IndexTable:
         except d.DeletePredicateError as e:
             raise InvalidOptionError(str(e).replace("DELETE predicate", "where predicate")) from None
 
-    def search(self, query: str, *, where: str | None = None, columns=None, limit: int | None = None,
-               snippets=None, version: int | None = None):
+    def search(
+        self,
+        query: str,
+        *,
+        where: str | None = None,
+        columns=None,
+        limit: int | None = None,
+        snippets=None,
+        version: int | None = None,
+    ):
         """Rows matching the Tantivy `query` (the `query` read option's syntax) as a pyarrow Table.
         where: SQL-like predicate over any columns (as delete()), Spark semantics; columns: a
         projection; limit: the global top n by relevance, then with a float `_score` column, best
@@ -242,15 +253,15 @@ class IndexTable:
 
         return search_table(self._search_plan(None, where, columns, None, version))
 
-    def to_batches(self, query: str | None = None, where: str | None = None, columns=None,
-                   version: int | None = None):
+    def to_batches(self, query: str | None = None, where: str | None = None, columns=None, version: int | None = None):
         """The rows (matching `query`/`where`) as a pyarrow RecordBatchReader, split by split."""
         from .split.search import stream_table
 
         return stream_table(self._search_plan(query, where, columns, None, version))
 
-    def delete(self, where: str | None = None, query: str | None = None, kind: str = "auto",
-               resolver: str = "merge") -> int:
+    def delete(
+        self, where: str | None = None, query: str | None = None, kind: str = "auto", resolver: str = "merge"
+    ) -> int:
         """Row-level DELETE of the rows matching `where` (SQL-like predicate over any columns, e.g.
         "region = 'eu' AND views < 10"; `_indexall = '<query>'` for a full-text condition) and/or
         the full-text `query`; returns the new version (the current one when nothing matched).
@@ -262,20 +273,32 @@ class IndexTable:
         return delete.delete(self.log, where, query, kind, resolver).version
 
     # ---- maintenance commands (commands/; the same operations as the SQL texts and the CLI) -----
-    def merge_splits(self, where: str | None = None, target_size: int | str | None = None,
-                     max_dest_splits: int | None = None, max_source_splits_per_merge: int | None = None,
-                     spark=None, progress=None) -> dict:
+    def merge_splits(
+        self,
+        where: str | None = None,
+        target_size: int | str | None = None,
+        max_dest_splits: int | None = None,
+        max_source_splits_per_merge: int | None = None,
+        spark=None,
+        progress=None,
+    ) -> dict:
         """MERGE SPLITS: bin-pack small splits per partition into merged splits, one atomic version.
         where: partition predicate; target_size: bytes or "100M"/"2G" (default merge.targetSize, 5G).
         Merges in this process, or as a Spark job when a SparkSession is given."""
         from .commands import merge
 
         runner = merge.SparkRunner(spark) if spark is not None else None
-        return merge.merge_splits(self.log, where, target_size, max_dest_splits, max_source_splits_per_merge,
-                                  runner=runner, progress=progress)
+        return merge.merge_splits(
+            self.log, where, target_size, max_dest_splits, max_source_splits_per_merge, runner=runner, progress=progress
+        )
 
-    def purge(self, older_than_hours: float | None = None, tx_log_retention_hours: float | None = None,
-              dry_run: bool = False, progress=None) -> dict:
+    def purge(
+        self,
+        older_than_hours: float | None = None,
+        tx_log_retention_hours: float | None = None,
+        dry_run: bool = False,
+        progress=None,
+    ) -> dict:
         """PURGE INDEXTABLE: delete orphaned splits older than the retention (default 168 h), version
         files covered by a checkpoint and older than the log retention (default 720 h), old states
         and orphan manifests. Retentions under 24 h need purge.retentionCheckEnabled=false."""

@@ -3,6 +3,7 @@ plan a write against the table (schema checks), build splits from Arrow batches,
 
 Spark-free: the Spark layer (spark/writer.py) is thin glue around these functions.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,6 +40,7 @@ class _Table:
     def transaction(self, resolver: str = "merge", version: int | None = None) -> Transaction:
         return Transaction(self.log, resolver=resolver, read_version=version, operation="WRITE")
 
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TARGET_SPLIT_SIZE = "1G"
@@ -46,9 +48,9 @@ DEFAULT_TARGET_SPLIT_SIZE = "1G"
 
 @dataclass
 class SplitsWritten:
-    adds: list[dict] = field(default_factory=list)   # AddFile wire JSON
+    adds: list[dict] = field(default_factory=list)  # AddFile wire JSON
     num_rows: int = 0
-    stats: dict[str, list[str]] = field(default_factory=dict)   # per-split stats files (e.g. "bloomfilter")
+    stats: dict[str, list[str]] = field(default_factory=dict)  # per-split stats files (e.g. "bloomfilter")
 
 
 def merge_stats(messages) -> dict[str, list[str]]:
@@ -64,10 +66,10 @@ def merge_stats(messages) -> dict[str, list[str]]:
 class WritePlan:
     """What every task needs to know, decided once on the driver."""
 
-    schema_json: dict            # the table schema (all columns nullable)
+    schema_json: dict  # the table schema (all columns nullable)
     partition_columns: list[str]
-    options: Options             # table settings overlaid with this write's options
-    doc_mapping: str             # JSON of the doc mapping splits of this write use
+    options: Options  # table settings overlaid with this write's options
+    doc_mapping: str  # JSON of the doc mapping splits of this write use
     target_split_bytes: int
 
 
@@ -125,8 +127,9 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
                 table_schema = merge_append_schema(path, table_schema, incoming)
             else:
                 check_append_schema(path, table_schema, incoming)
-        settings = Options.of({k: v for k, v in snap.metadata_action.configuration.items()
-                               if not k.startswith("docMappingSchema.")}, opts)
+        settings = Options.of(
+            {k: v for k, v in snap.metadata_action.configuration.items() if not k.startswith("docMappingSchema.")}, opts
+        )
     else:
         table_schema = incoming
         parts = requested_parts or []
@@ -159,7 +162,8 @@ def refuse_companion(path: str, configuration: Mapping[str, str]) -> None:
         raise CompanionSourceError(
             f"table {path} is a companion index of the {fmt} table {source}: its rows are that table's, and it "
             f"takes no writes. Write to the {fmt} table, then run BUILD INDEXTABLES COMPANION FOR {fmt.upper()} "
-            f"'{source}' AT LOCATION '{path}' to sync the index")
+            f"'{source}' AT LOCATION '{path}' to sync the index"
+        )
 
 
 def check_append_schema(path: str, table_schema: dict, incoming: dict) -> None:
@@ -194,24 +198,29 @@ def merge_append_schema(path: str, table_schema: dict, incoming: dict) -> dict:
     if missing:
         raise SchemaMismatchError(
             f"cannot write to table {path} with mergeSchema: the data has no columns {missing} (schema evolution "
-            f"only adds columns; to drop or redefine columns use mode('overwrite') with overwriteSchema=true)")
+            f"only adds columns; to drop or redefine columns use mode('overwrite') with overwriteSchema=true)"
+        )
     for name, t in tbl.items():
         if _nullable_json(t) != _nullable_json(inc[name]):
             raise SchemaMismatchError(
                 f"cannot write to table {path} with mergeSchema: column {name!r} has type {_type_str(inc[name])} in "
                 f"the data but {_type_str(t)} in the table (incompatible change: types are never changed by "
-                f"schema evolution)")
+                f"schema evolution)"
+            )
     clash = [c for c in inc if c not in tbl and c.lower() in lower]
     if clash:
         raise SchemaMismatchError(
             f"cannot write to table {path} with mergeSchema: columns {clash} differ from table columns "
-            f"{[lower[c.lower()] for c in clash]} only in case")
+            f"{[lower[c.lower()] for c in clash]} only in case"
+        )
     added = [f for f in incoming["fields"] if f["name"] not in tbl]
     if not added:
         return table_schema
     log.info("indextables: mergeSchema adds columns %s to %s", [f["name"] for f in added], path)
-    return {**table_schema, "fields": list(table_schema["fields"]) + [{**_nullable_json(f), "nullable": True}
-                                                                      for f in added]}
+    return {
+        **table_schema,
+        "fields": list(table_schema["fields"]) + [{**_nullable_json(f), "nullable": True} for f in added],
+    }
 
 
 _SIMPLE_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
@@ -257,8 +266,9 @@ def write_splits(path: str, opts: Options, plan: WritePlan, batches: Iterator[pa
         try:
             delete_written(path, opts, [a.to_json() for a in writer._done], writer.stats_files)
         except Exception:  # the original error matters more
-            log.warning("indextables: could not delete the uncommitted splits of a failed write to %s", path,
-                        exc_info=True)
+            log.warning(
+                "indextables: could not delete the uncommitted splits of a failed write to %s", path, exc_info=True
+            )
         raise
     return SplitsWritten(adds=[a.to_json() for a in adds], num_rows=rows, stats=writer.stats_files)
 
@@ -274,9 +284,17 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=target)
 
 
-def commit_write(path: str, opts: Options, plan: WritePlan, read_version: int, overwrite: bool,
-                 adds: list[AddFile], operation: str | None = None, txn_id: str | None = None,
-                 stats_files: dict[str, list[str]] | None = None) -> int:
+def commit_write(
+    path: str,
+    opts: Options,
+    plan: WritePlan,
+    read_version: int,
+    overwrite: bool,
+    adds: list[AddFile],
+    operation: str | None = None,
+    txn_id: str | None = None,
+    stats_files: dict[str, list[str]] | None = None,
+) -> int:
     """Driver side: one version holding every add (and, for overwrite, removes of live files) and
     the stats files written with the splits (stats_files: key -> files, e.g. Bloom filters)."""
     table = _Table(path, opts)
@@ -303,11 +321,18 @@ def commit_write(path: str, opts: Options, plan: WritePlan, read_version: int, o
             if needs_ref or schema_changed:
                 config = dict(meta.configuration)
                 config[registry_key(ref)] = plan.doc_mapping
-                txn.set_metadata(Metadata(
-                    id=meta.id, schema_string=new_schema, partition_columns=plan.partition_columns,
-                    configuration=config, format=meta.format, name=meta.name,
-                    description=meta.description, created_time=meta.created_time,
-                ))
+                txn.set_metadata(
+                    Metadata(
+                        id=meta.id,
+                        schema_string=new_schema,
+                        partition_columns=plan.partition_columns,
+                        configuration=config,
+                        format=meta.format,
+                        name=meta.name,
+                        description=meta.description,
+                        created_time=meta.created_time,
+                    )
+                )
             if overwrite:
                 txn.remove_files([f for f in snap.files_table.column("path").to_pylist()])
             op = "OVERWRITE" if overwrite else "WRITE"
@@ -315,8 +340,9 @@ def commit_write(path: str, opts: Options, plan: WritePlan, read_version: int, o
             a.doc_mapping_ref = a.doc_mapping_ref or ref
         for key, files in (stats_files or {}).items():
             txn.update_stat(key, files)
-        txn.add_files(adds).with_operation(operation or op, {"mode": "Overwrite" if overwrite else "Append",
-                                                            "partitionBy": plan.partition_columns})
+        txn.add_files(adds).with_operation(
+            operation or op, {"mode": "Overwrite" if overwrite else "Append", "partitionBy": plan.partition_columns}
+        )
         try:
             return txn.commit()
         except ConcurrentModificationError:
@@ -373,7 +399,7 @@ def partition_columns_option(opts: Options) -> list[str] | None:
 # --- Spark-free entry points: write_table / create_table --------------------------------------
 
 WRITE_MODES = ("append", "overwrite", "error")
-_MIN_CHUNK_ROWS = 100_000   # below this a chunk is not worth its own split per partition value
+_MIN_CHUNK_ROWS = 100_000  # below this a chunk is not worth its own split per partition value
 
 
 def _batch_source(data: Any) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
@@ -391,8 +417,10 @@ def _batch_source(data: Any) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     if pd is not None and isinstance(data, pd.DataFrame):
         t = pa.Table.from_pandas(data, preserve_index=False)
         return t.schema.remove_metadata(), iter(t.to_batches())
-    raise TypeError(f"write_table: data must be a pyarrow.Table, pyarrow.RecordBatchReader or pandas DataFrame, "
-                    f"not {type(data).__name__}")
+    raise TypeError(
+        f"write_table: data must be a pyarrow.Table, pyarrow.RecordBatchReader or pandas DataFrame, "
+        f"not {type(data).__name__}"
+    )
 
 
 def _chunks(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[list[pa.RecordBatch]]:
@@ -421,8 +449,9 @@ def _write_options(partition_by, options) -> Options:
     return Options.of(options, parts)
 
 
-def write_table(path: str, data: Any, *, mode: str = "append", partition_by=None,
-                options: Mapping[str, Any] | None = None) -> int:
+def write_table(
+    path: str, data: Any, *, mode: str = "append", partition_by=None, options: Mapping[str, Any] | None = None
+) -> int:
     """Write Arrow data (pyarrow.Table, RecordBatchReader or pandas DataFrame) to the table at `path`
     without Spark: the same plan, splits, statistics, Bloom files and log as the Spark writer, splits
     built in parallel threads (one split per partition value per chunk, like one per Spark task),
@@ -457,7 +486,7 @@ def write_table(path: str, data: Any, *, mode: str = "append", partition_by=None
             for chunk in _chunks(batches, chunk_rows):
                 futures.append(pool.submit(write_splits, path, opts, plan, iter(chunk)))
                 running = [f for f in futures if not f.done()]
-                if len(running) >= 2 * workers:   # bound the rows held in memory
+                if len(running) >= 2 * workers:  # bound the rows held in memory
                     wait(running, return_when=FIRST_COMPLETED)
                 failed = next((f for f in futures if f.done() and f.exception() is not None), None)
                 if failed is not None:

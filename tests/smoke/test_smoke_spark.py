@@ -6,6 +6,7 @@ It starts its own local[2] SparkSession (the settings of the `spark` fixture in 
 and calls `it.register(spark)`. One table is written once (partitioned by region) and read by
 every test.
 """
+
 from __future__ import annotations
 
 import collections
@@ -20,7 +21,7 @@ from search_tables import docs, docs_schema
 pytestmark = pytest.mark.spark
 
 N = 600
-TERM = "lake"            # body holds "lake" and "lakehouse": only the whole token matches
+TERM = "lake"  # body holds "lake" and "lakehouse": only the whole token matches
 QUERY = f"body:{TERM}"
 WRITE_OPTIONS = {"partitionBy": "region", "spark.indextables.indexing.typemap.body": "text"}
 
@@ -113,10 +114,12 @@ def test_pushed_filters_equal_python(spark, table, rows):
     # whole rows, not only the ids
     assert _by_id(got) == {k: v for k, v in _by_id(rows).items() if k in set(expected)}
     # a data filter the index answers alone, and one on the partition column alone
-    assert _ids(spark.read.format("indextables").load(table).filter("views > 9000")) == \
-        sorted(r["id"] for r in rows if r["views"] is not None and r["views"] > 9000)
-    assert spark.read.format("indextables").load(table).filter("region = 'us'").count() == \
-        sum(r["region"] == "us" for r in rows)
+    assert _ids(spark.read.format("indextables").load(table).filter("views > 9000")) == sorted(
+        r["id"] for r in rows if r["views"] is not None and r["views"] > 9000
+    )
+    assert spark.read.format("indextables").load(table).filter("region = 'us'").count() == sum(
+        r["region"] == "us" for r in rows
+    )
 
 
 def test_query_option(spark, table, rows):
@@ -182,9 +185,14 @@ def test_aggregate_terms(spark, table, rows):
 
 def test_streaming_available_now(spark, table, rows, tmp_path):
     sink, ckpt = str(tmp_path / "sink"), str(tmp_path / "ckpt")
-    q = (spark.readStream.format("indextables").load(table)
-         .writeStream.format("indextables").option("checkpointLocation", ckpt)
-         .trigger(availableNow=True).start(sink))
+    q = (
+        spark.readStream.format("indextables")
+        .load(table)
+        .writeStream.format("indextables")
+        .option("checkpointLocation", ckpt)
+        .trigger(availableNow=True)
+        .start(sink)
+    )
     q.awaitTermination(120)
     assert q.exception() is None
     got = spark.read.format("indextables").load(sink).collect()
@@ -192,8 +200,13 @@ def test_streaming_available_now(spark, table, rows, tmp_path):
     assert _by_id(got) == _by_id(rows)
     # a restart with nothing new adds nothing
     v = it.IndexTable(sink).version()
-    q2 = (spark.readStream.format("indextables").load(table)
-          .writeStream.format("indextables").option("checkpointLocation", ckpt)
-          .trigger(availableNow=True).start(sink))
+    q2 = (
+        spark.readStream.format("indextables")
+        .load(table)
+        .writeStream.format("indextables")
+        .option("checkpointLocation", ckpt)
+        .trigger(availableNow=True)
+        .start(sink)
+    )
     q2.awaitTermination(120)
     assert q2.exception() is None and it.IndexTable(sink).version() == v

@@ -2,6 +2,7 @@
 INDEXTABLES DISK CACHE. With a SparkSession each runs as a Spark job of one task per core (twice
 over), so that every executor's cache is reached (`mapInArrow` over `spark.range`: classic and
 Spark Connect); results are per host and cache directory. Without a session, in this process."""
+
 from __future__ import annotations
 
 import os
@@ -32,9 +33,16 @@ def _local(op: str, options: Options, path: str | None, where: str | None) -> di
     already = sum(1 for f in files if cache.is_cached(log.storage, f))
     for f in files:
         cache.local_dir(log.storage, f)
-    return {**out, "tablePath": log.storage.uri, "cachePath": cache.root, "splits": len(files),
-            "alreadyCached": already, "fetched": len(files) - already, "bytes": sum(f.size or 0 for f in files),
-            "durationMs": (time.perf_counter() - t0) * 1000.0}
+    return {
+        **out,
+        "tablePath": log.storage.uri,
+        "cachePath": cache.root,
+        "splits": len(files),
+        "alreadyCached": already,
+        "fetched": len(files) - already,
+        "bytes": sum(f.size or 0 for f in files),
+        "durationMs": (time.perf_counter() - t0) * 1000.0,
+    }
 
 
 def _table_log(path: str, options: Options):
@@ -56,7 +64,7 @@ def run_options(spark, options) -> Options:
 
 def run(op: str, options: Options, spark=None, path: str | None = None, where: str | None = None) -> list[dict]:
     """Rows of the operation: one per host and cache directory (one in all without Spark)."""
-    if op == "prewarm":                       # refuse a bad path or predicate on the driver first
+    if op == "prewarm":  # refuse a bad path or predicate on the driver first
         log = _table_log(path, options)
         if where:
             log.scan(where)
@@ -101,12 +109,22 @@ def _merge(op: str, rows: list[dict]) -> list[dict]:
         per_pid = {r["pid"]: r for r in group}
         if op == "describe":
             last = group[-1]
-            out.append({**last, "processes": len(per_pid),
-                        **{k: sum(r[k] for r in per_pid.values()) for k in ("hits", "misses", "evictions")}})
+            out.append(
+                {
+                    **last,
+                    "processes": len(per_pid),
+                    **{k: sum(r[k] for r in per_pid.values()) for k in ("hits", "misses", "evictions")},
+                }
+            )
         elif op == "flush":
-            out.append({**group[0], "processes": len(per_pid),
-                        **{k: sum(r[k] for r in group) for k in ("entriesRemoved", "bytesRemoved")},
-                        "inUseKept": max(r["inUseKept"] for r in group)})
+            out.append(
+                {
+                    **group[0],
+                    "processes": len(per_pid),
+                    **{k: sum(r[k] for r in group) for k in ("entriesRemoved", "bytesRemoved")},
+                    "inUseKept": max(r["inUseKept"] for r in group),
+                }
+            )
         else:
             best = max(group, key=lambda r: r["fetched"])
             out.append({**best, "alreadyCached": min(r["alreadyCached"] for r in group), "tasks": len(group)})

@@ -14,6 +14,7 @@
 The companion table refuses writes of rows (writer.plan_write); MERGE SPLITS re-indexes the
 source files of the splits it merges (merge.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,6 @@ from ..split.companion import CONFIG_FORMAT, CONFIG_ROOT, CONFIG_SOURCE, CONFIG_
 from .companion_sources import FORMATS, SourceFile, SourceSnapshot, open_source
 
 log = logging.getLogger(__name__)
-
-
 
 
 @dataclass(frozen=True)
@@ -92,8 +91,14 @@ def index_group(job: IndexJob, group: IndexGroup) -> dict:
 
     opts = Options.of(job.options)
     storage = open_storage(job.location, opts)
-    writer = SplitWriter(storage, job.schema_json, job.partition_columns, opts, None,
-                         companion=CompanionSource(job.format, job.source, job.version))
+    writer = SplitWriter(
+        storage,
+        job.schema_json,
+        job.partition_columns,
+        opts,
+        None,
+        companion=CompanionSource(job.format, job.source, job.version),
+    )
     try:
         columns = [f.name for f in writer.stored_schema]
         for f in group.files:
@@ -124,14 +129,17 @@ def _in_subprocess(job: IndexJob, group: IndexGroup) -> dict:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", __name__], input=pickle.dumps((job, group)),
-                          capture_output=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", __name__], input=pickle.dumps((job, group)), capture_output=True, check=False
+    )
     try:
         ok, value = pickle.loads(proc.stdout)
     except Exception:
-        raise CompanionSourceError(f"indexing process for {len(group.files)} files of {job.format} table "
-                                   f"{job.source} exited with {proc.returncode}: "
-                                   f"{proc.stderr.decode(errors='replace')[-2000:]}") from None
+        raise CompanionSourceError(
+            f"indexing process for {len(group.files)} files of {job.format} table "
+            f"{job.source} exited with {proc.returncode}: "
+            f"{proc.stderr.decode(errors='replace')[-2000:]}"
+        ) from None
     if not ok:
         raise value
     return value
@@ -149,7 +157,7 @@ def _run_local(job: IndexJob, groups: list[IndexGroup], workers: int) -> list[di
         for fut in futures:
             try:
                 results.append(fut.result())
-            except BaseException as e:       # keep collecting: every written split must be known
+            except BaseException as e:  # keep collecting: every written split must be known
                 failure = failure or e
         if failure is not None:
             _delete_written(job, results)
@@ -160,13 +168,19 @@ def _run_local(job: IndexJob, groups: list[IndexGroup], workers: int) -> list[di
 def _run_spark(spark: Any, job: IndexJob, groups: list[IndexGroup]) -> list[dict]:
     from ..sessions import run_tasks
 
-    return run_tasks(spark, lambda g: index_group(job, g), groups,
-                     description=f"BUILD INDEXTABLES COMPANION FOR {job.format.upper()} '{job.source}'")
+    return run_tasks(
+        spark,
+        lambda g: index_group(job, g),
+        groups,
+        description=f"BUILD INDEXTABLES COMPANION FOR {job.format.upper()} '{job.source}'",
+    )
 
 
 def _delete_written(job: IndexJob, written: list[dict]) -> None:
     """Delete the splits (and their stats files) of tasks whose build is not committed."""
-    keys = [a["path"] for w in written for a in w["adds"]] + [f for w in written for fs in w["stats"].values() for f in fs]
+    keys = [a["path"] for w in written for a in w["adds"]] + [
+        f for w in written for fs in w["stats"].values() for f in fs
+    ]
     if keys:
         from ..storage import open_storage
 
@@ -183,22 +197,38 @@ def _select(snapshot: SourceSnapshot, where: str | None) -> list[SourceFile]:
     from ..split.types import spark_schema_json
 
     if not snapshot.partition_columns:
-        raise InvalidOptionError(f"WHERE {where}: the {snapshot.format} table {snapshot.source} has no partition "
-                                 f"columns (WHERE selects partitions to index)")
-    types = {f["name"]: f["type"] if isinstance(f["type"], str) else "struct"
-             for f in spark_schema_json(snapshot.schema)["fields"]}
+        raise InvalidOptionError(
+            f"WHERE {where}: the {snapshot.format} table {snapshot.source} has no partition "
+            f"columns (WHERE selects partitions to index)"
+        )
+    types = {
+        f["name"]: f["type"] if isinstance(f["type"], str) else "struct"
+        for f in spark_schema_json(snapshot.schema)["fields"]
+    }
     predicate = parse_partition_filter(where, {c: types.get(c, "string") for c in snapshot.partition_columns})
-    table = add_files_to_table([AddFile(f.key, {k: v for k, v in f.partition_values.items()}, f.size, 0)
-                                for f in snapshot.files])
+    table = add_files_to_table(
+        [AddFile(f.key, {k: v for k, v in f.partition_values.items()}, f.size, 0) for f in snapshot.files]
+    )
     mask = filter_mask(table, predicate).to_pylist()
     return [f for f, keep in zip(snapshot.files, mask) if keep]
 
 
-def build_companion(source: str, location: str, format: str = "delta", indexing: Mapping[str, str] | None = None,
-                    where: str | None = None, spark: Any = None, options: Mapping[str, Any] | None = None, *,
-                    from_version: int | None = None, from_snapshot: int | None = None,
-                    catalog: str | None = None, catalog_type: str | None = None,
-                    target_input_size: int | str | None = None, dry_run: bool = False) -> dict[str, Any]:
+def build_companion(
+    source: str,
+    location: str,
+    format: str = "delta",
+    indexing: Mapping[str, str] | None = None,
+    where: str | None = None,
+    spark: Any = None,
+    options: Mapping[str, Any] | None = None,
+    *,
+    from_version: int | None = None,
+    from_snapshot: int | None = None,
+    catalog: str | None = None,
+    catalog_type: str | None = None,
+    target_input_size: int | str | None = None,
+    dry_run: bool = False,
+) -> dict[str, Any]:
     """Build or sync the companion index at `location` of the `format` table `source` (see the
     module doc). Returns what was (or, with dry_run, would be) done."""
     from ..log.maintenance import open_log
@@ -210,7 +240,7 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
     if fmt not in FORMATS:
         raise InvalidOptionError(f"companion source format {format!r} is not one of {', '.join(FORMATS)}")
     if fmt != "iceberg" or catalog is None:
-        source = normalize_uri(source)      # the same table whatever trailing slashes it is named with
+        source = normalize_uri(source)  # the same table whatever trailing slashes it is named with
     if from_version is not None and from_snapshot is not None:
         raise InvalidOptionError("give FROM VERSION (Delta) or FROM SNAPSHOT (Iceberg), not both")
     base = Options.of(options)
@@ -219,14 +249,24 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
 
         base = with_session_options(spark, options)
     opts = Options.of(base, indexing_options(indexing))
-    target = (parse_size(target_input_size) if isinstance(target_input_size, str)
-              else int(target_input_size) if target_input_size is not None
-              else opts.get_size("companion.targetInputSize"))
+    target = (
+        parse_size(target_input_size)
+        if isinstance(target_input_size, str)
+        else int(target_input_size)
+        if target_input_size is not None
+        else opts.get_size("companion.targetInputSize")
+    )
     if target <= 0:
         raise InvalidOptionError(f"TARGET INPUT SIZE must be positive, got {target_input_size!r}")
 
-    snapshot = open_source(fmt, source, options=opts, version=from_version if from_version is not None else from_snapshot,
-                           catalog=catalog, catalog_type=catalog_type)
+    snapshot = open_source(
+        fmt,
+        source,
+        options=opts,
+        version=from_version if from_version is not None else from_snapshot,
+        catalog=catalog,
+        catalog_type=catalog_type,
+    )
     schema_json = spark_schema_json(snapshot.schema)
     table_log = open_log(open_storage(location, opts), opts)
     read_version = table_log.latest_version()
@@ -237,15 +277,19 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
         config = snap.metadata_action.configuration
         of = companion_of(config)
         if of is None:
-            raise CompanionSourceError(f"{location} holds an indextables table that is not a companion index; "
-                                       f"choose another location for the companion of {fmt} table {source}")
+            raise CompanionSourceError(
+                f"{location} holds an indextables table that is not a companion index; "
+                f"choose another location for the companion of {fmt} table {source}"
+            )
         if of != (fmt, source):
-            raise CompanionSourceError(f"{location} is the companion index of {of[0]} table {of[1]}, not of {fmt} "
-                                       f"table {source}")
+            raise CompanionSourceError(
+                f"{location} is the companion index of {of[0]} table {of[1]}, not of {fmt} table {source}"
+            )
         if [c.lower() for c in snap.partition_columns] != [c.lower() for c in snapshot.partition_columns]:
             raise CompanionSourceError(
                 f"{fmt} table {source} is now partitioned by {snapshot.partition_columns}, its companion index at "
-                f"{location} by {snap.partition_columns}: build a new companion index at another location")
+                f"{location} by {snap.partition_columns}: build a new companion index at another location"
+            )
         # the table's recorded indexing settings win over the session's (as for appends)
         settings = Options.of(opts, {k: v for k, v in config.items() if k.startswith(PREFIX + "indexing.")})
         live = snap.files
@@ -266,19 +310,29 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
     todo += [f for f in snapshot.files if f.key in reindex_keys]
     groups = plan_groups(todo, snapshot.partition_columns, target)
     result: dict[str, Any] = {
-        "tablePath": location, "sourceFormat": fmt, "source": source, "sourceVersion": snapshot.version,
-        "sourceFiles": len(snapshot.files), "filesIndexed": len(todo),
+        "tablePath": location,
+        "sourceFormat": fmt,
+        "source": source,
+        "sourceVersion": snapshot.version,
+        "sourceFiles": len(snapshot.files),
+        "filesIndexed": len(todo),
         "filesRemoved": len([k for k in indexed if k not in in_source]),
-        "bytesIndexed": sum(f.size for f in todo), "splitsRemoved": len(stale), "splitsAdded": 0,
-        "rowsIndexed": 0, "version": None, "dryRun": bool(dry_run), "durationMs": 0.0,
+        "bytesIndexed": sum(f.size for f in todo),
+        "splitsRemoved": len(stale),
+        "splitsAdded": 0,
+        "rowsIndexed": 0,
+        "version": None,
+        "dryRun": bool(dry_run),
+        "durationMs": 0.0,
     }
     if dry_run or (not groups and not stale and read_version >= 0):
         result["splitsAdded"] = len(groups) if dry_run else 0
         result["durationMs"] = (time.perf_counter() - t0) * 1000.0
         return result
 
-    job = IndexJob(location, dict(settings.items()), schema_json, list(snapshot.partition_columns), fmt, source,
-                   snapshot.version)
+    job = IndexJob(
+        location, dict(settings.items()), schema_json, list(snapshot.partition_columns), fmt, source, snapshot.version
+    )
     workers = max(1, opts.get_int("companion.parallelism", os.cpu_count() or 1))
     written = _run_spark(spark, job, groups) if spark is not None and groups else _run_local(job, groups, workers)
     adds_json = [a for w in written for a in w["adds"]]
@@ -291,13 +345,25 @@ def build_companion(source: str, location: str, format: str = "delta", indexing:
     except BaseException:
         _delete_written(job, written)
         raise
-    result.update(splitsAdded=len(adds_json), rowsIndexed=sum(int(a.get("numRecords") or 0) for a in adds_json),
-                  version=version, durationMs=(time.perf_counter() - t0) * 1000.0)
+    result.update(
+        splitsAdded=len(adds_json),
+        rowsIndexed=sum(int(a.get("numRecords") or 0) for a in adds_json),
+        version=version,
+        durationMs=(time.perf_counter() - t0) * 1000.0,
+    )
     return result
 
 
-def _commit(table_log, read_version: int, job: IndexJob, settings: Options, snapshot: SourceSnapshot,
-            adds_json: list[dict], removes: list[str], stats: dict[str, list[str]]) -> int:
+def _commit(
+    table_log,
+    read_version: int,
+    job: IndexJob,
+    settings: Options,
+    snapshot: SourceSnapshot,
+    adds_json: list[dict],
+    removes: list[str],
+    stats: dict[str, list[str]],
+) -> int:
     from ..log.actions import AddFile, Metadata
     from ..log.doc_mapping import doc_mapping_hash, registry_key
     from ..log.protocol_gate import CURRENT_PROTOCOL
@@ -307,20 +373,35 @@ def _commit(table_log, read_version: int, job: IndexJob, settings: Options, snap
 
     mapping = doc_mapping_json(job.schema_json, job.partition_columns, settings)
     ref = doc_mapping_hash(mapping)
-    source_config = {CONFIG_FORMAT: job.format, CONFIG_SOURCE: job.source, CONFIG_ROOT: snapshot.root,
-                     CONFIG_VERSION: "" if snapshot.version is None else str(snapshot.version)}
+    source_config = {
+        CONFIG_FORMAT: job.format,
+        CONFIG_SOURCE: job.source,
+        CONFIG_ROOT: snapshot.root,
+        CONFIG_VERSION: "" if snapshot.version is None else str(snapshot.version),
+    }
     txn = Transaction(table_log, resolver="fail", read_version=read_version, operation="BUILD COMPANION")
     schema_string = json.dumps(job.schema_json, separators=(",", ":"))
     if read_version < 0:
         txn.set_protocol(CURRENT_PROTOCOL)
-        meta = Metadata(id=new_table_id(), schema_string=schema_string, partition_columns=job.partition_columns,
-                        configuration={**table_settings(settings), registry_key(ref): mapping, **source_config},
-                        created_time=now_ms())
+        meta = Metadata(
+            id=new_table_id(),
+            schema_string=schema_string,
+            partition_columns=job.partition_columns,
+            configuration={**table_settings(settings), registry_key(ref): mapping, **source_config},
+            created_time=now_ms(),
+        )
     else:
         old = txn.snapshot().metadata_action
-        meta = Metadata(id=old.id, schema_string=schema_string, partition_columns=job.partition_columns,
-                        configuration={**old.configuration, registry_key(ref): mapping, **source_config},
-                        format=old.format, name=old.name, description=old.description, created_time=old.created_time)
+        meta = Metadata(
+            id=old.id,
+            schema_string=schema_string,
+            partition_columns=job.partition_columns,
+            configuration={**old.configuration, registry_key(ref): mapping, **source_config},
+            format=old.format,
+            name=old.name,
+            description=old.description,
+            created_time=old.created_time,
+        )
     txn.set_metadata(meta)
     adds = [AddFile.from_json(a) for a in adds_json]
     for a in adds:
@@ -329,9 +410,16 @@ def _commit(table_log, read_version: int, job: IndexJob, settings: Options, snap
         txn.remove_files(removes)
     for key, files in stats.items():
         txn.update_stat(key, files)
-    txn.add_files(adds).with_operation("BUILD COMPANION", {
-        "sourceFormat": job.format, "source": job.source, "sourceVersion": snapshot.version,
-        "filesIndexed": sum(len(a.companion_source_files or ()) for a in adds), "splitsRemoved": len(removes)})
+    txn.add_files(adds).with_operation(
+        "BUILD COMPANION",
+        {
+            "sourceFormat": job.format,
+            "source": job.source,
+            "sourceVersion": snapshot.version,
+            "filesIndexed": sum(len(a.companion_source_files or ()) for a in adds),
+            "splitsRemoved": len(removes),
+        },
+    )
     return txn.commit()
 
 
@@ -343,7 +431,7 @@ def _worker_main() -> None:
     job, group = pickle.loads(sys.stdin.buffer.read())
     try:
         out = (True, index_group(job, group))
-    except BaseException as e:   # handed to the parent, which raises it
+    except BaseException as e:  # handed to the parent, which raises it
         out = (False, e)
     sys.stdout.buffer.write(pickle.dumps(out))
 

@@ -16,6 +16,7 @@ mapping is refused too (the files' column names are not the table's).
     fileio_properties_for_iceberg(uri, options) -> dict   (pyiceberg FileIO properties)
     normalize_schema(schema) -> pa.Schema                  (Arrow types as Spark reads them)
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -47,22 +48,22 @@ INSTALL_HINT = "pip install 'indextables_spark[companion]'"
 
 @dataclass(frozen=True)
 class SourceFile:
-    key: str                                  # identity used by sync: the path the source records
-                                              # (Delta/Parquet: relative to the root; Iceberg: absolute)
-    uri: str                                  # full URI / absolute local path to read the file from
-    size: int                                 # bytes, as recorded by the source (checked at read time)
-    num_records: int | None                   # rows, when the source records it
-    partition_values: dict[str, str | None] = field(default_factory=dict)   # partition column -> value as text
+    key: str  # identity used by sync: the path the source records
+    # (Delta/Parquet: relative to the root; Iceberg: absolute)
+    uri: str  # full URI / absolute local path to read the file from
+    size: int  # bytes, as recorded by the source (checked at read time)
+    num_records: int | None  # rows, when the source records it
+    partition_values: dict[str, str | None] = field(default_factory=dict)  # partition column -> value as text
 
 
 @dataclass(frozen=True)
 class SourceSnapshot:
-    format: str                               # "delta" | "iceberg" | "parquet"
-    source: str                               # what the user named (path or Iceberg identifier)
-    root: str                                 # the table's root URI
-    version: int | None                       # Delta version / Iceberg snapshot id / None (Parquet)
-    schema: pa.Schema                         # every column (partition columns included), Arrow types
-                                              # as Spark reads them (string, not large_string; timestamp[us, UTC])
+    format: str  # "delta" | "iceberg" | "parquet"
+    source: str  # what the user named (path or Iceberg identifier)
+    root: str  # the table's root URI
+    version: int | None  # Delta version / Iceberg snapshot id / None (Parquet)
+    schema: pa.Schema  # every column (partition columns included), Arrow types
+    # as Spark reads them (string, not large_string; timestamp[us, UTC])
     partition_columns: list[str]
     files: list[SourceFile]
 
@@ -71,9 +72,16 @@ class SourceSnapshot:
 # entry point
 # ------------------------------------------------------------------------------------------------
 
-def open_source(format: str, source: str, *, options: "Options | Mapping | None" = None,
-                version: int | None = None, catalog: str | None = None,
-                catalog_type: str | None = None) -> SourceSnapshot:
+
+def open_source(
+    format: str,
+    source: str,
+    *,
+    options: "Options | Mapping | None" = None,
+    version: int | None = None,
+    catalog: str | None = None,
+    catalog_type: str | None = None,
+) -> SourceSnapshot:
     """The data files of `source` at `version` (Delta version / Iceberg snapshot id; latest when None).
 
     Iceberg: with `catalog`, `source` is a table identifier ("db.table") of that catalog (its
@@ -85,22 +93,27 @@ def open_source(format: str, source: str, *, options: "Options | Mapping | None"
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise InvalidOptionError(f"companion source {source!r}: version must be an integer, got {version!r}")
     if fmt != "iceberg" and (catalog is not None or catalog_type is not None):
-        raise InvalidOptionError(f"companion source {source!r}: a catalog is only used by format 'iceberg', not {fmt!r}")
+        raise InvalidOptionError(
+            f"companion source {source!r}: a catalog is only used by format 'iceberg', not {fmt!r}"
+        )
     opts = options if isinstance(options, Options) else Options.of(options)
     if fmt == "delta":
         return _open_delta(source, opts, version)
     if fmt == "iceberg":
         return _open_iceberg(source, opts, version, catalog, catalog_type)
     if version is not None:
-        raise InvalidOptionError(f"Parquet source {redact_uri(source)}: a plain Parquet directory has no versions "
-                                 f"(got version {version})")
+        raise InvalidOptionError(
+            f"Parquet source {redact_uri(source)}: a plain Parquet directory has no versions (got version {version})"
+        )
     return _open_parquet(source, opts)
 
 
 def _check_format(format: str) -> str:
     fmt = format.strip().lower() if isinstance(format, str) else None
     if fmt not in FORMATS:
-        raise InvalidOptionError(f"companion source format {format!r} is not supported; use one of {', '.join(FORMATS)}")
+        raise InvalidOptionError(
+            f"companion source format {format!r} is not supported; use one of {', '.join(FORMATS)}"
+        )
     return fmt
 
 
@@ -111,12 +124,15 @@ def _require(module: str, fmt: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise InvalidOptionError(f"format {fmt!r} needs the {module.split('.')[0]} package: {INSTALL_HINT} ({e})") from None
+        raise InvalidOptionError(
+            f"format {fmt!r} needs the {module.split('.')[0]} package: {INSTALL_HINT} ({e})"
+        ) from None
 
 
 # ------------------------------------------------------------------------------------------------
 # schemas
 # ------------------------------------------------------------------------------------------------
+
 
 def normalize_schema(schema: pa.Schema) -> pa.Schema:
     """Arrow types as Spark reads them: string/binary/list instead of their large and view variants,
@@ -139,8 +155,13 @@ def _normalize_type(t: pa.DataType) -> pa.DataType:
         return pa.timestamp("us", tz="UTC" if t.tz else None)
     if types.is_dictionary(t):
         return _normalize_type(t.value_type)
-    if (types.is_list(t) or types.is_large_list(t) or types.is_fixed_size_list(t)
-            or types.is_list_view(t) or types.is_large_list_view(t)):
+    if (
+        types.is_list(t)
+        or types.is_large_list(t)
+        or types.is_fixed_size_list(t)
+        or types.is_list_view(t)
+        or types.is_large_list_view(t)
+    ):
         return pa.list_(_normalize_field(t.value_field))
     if types.is_map(t):
         return pa.map_(_normalize_field(t.key_field), _normalize_field(t.item_field), keys_sorted=t.keys_sorted)
@@ -171,7 +192,7 @@ def _partition_text(value: Any) -> str | None:
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()   # rare (binary partition columns); hex keeps it printable and exact
+        return bytes(value).hex()  # rare (binary partition columns); hex keeps it printable and exact
     return str(value)
 
 
@@ -186,7 +207,7 @@ _AZURE_SCHEMES = ("abfss", "abfs", "wasbs", "wasb", "az", "azure")
 def _scheme(uri: str | None) -> str:
     if not uri:
         return ""
-    if len(uri) > 2 and uri[1] == ":" and uri[2] in "\\/":   # a Windows drive, not a scheme
+    if len(uri) > 2 and uri[1] == ":" and uri[2] in "\\/":  # a Windows drive, not a scheme
         return ""
     try:
         return urlsplit(uri).scheme.lower()
@@ -228,9 +249,14 @@ def _aws_settings(opts: Options) -> _AwsSettings:
     # our S3 backend falls back to us-east-1 when an endpoint is set without a region (S3-compatible
     # services); without it pyiceberg would look the bucket's region up on AWS
     region = opts.get_str("aws.region") or ("us-east-1" if endpoint else None)
-    return _AwsSettings(opts.get_str("aws.accessKey") or None, opts.get_str("aws.secretKey") or None,
-                        opts.get_str("aws.sessionToken") or None, region, endpoint,
-                        opts.get_bool("s3.pathStyleAccess"))
+    return _AwsSettings(
+        opts.get_str("aws.accessKey") or None,
+        opts.get_str("aws.secretKey") or None,
+        opts.get_str("aws.sessionToken") or None,
+        region,
+        endpoint,
+        opts.get_bool("s3.pathStyleAccess"),
+    )
 
 
 @dataclass(frozen=True)
@@ -242,9 +268,9 @@ class _AzureSettings:
     client_id: str | None
     client_secret: str | None
     bearer_token: str | None
-    endpoint: str | None              # blob service URL (Azurite: http://host:port/account)
+    endpoint: str | None  # blob service URL (Azurite: http://host:port/account)
     connection_string: str | None
-    suffix: str | None                # endpoint suffix named by the URI (core.windows.net ...)
+    suffix: str | None  # endpoint suffix named by the URI (core.windows.net ...)
 
 
 def _azure_uri_parts(uri: str | None) -> tuple[str | None, str | None, str | None, str]:
@@ -318,7 +344,7 @@ def storage_options_for_deltalake(uri: str, options: "Options | Mapping | None")
         az = _azure_settings(uri, opts)
         _set(out, "azure_storage_account_name", az.account)
         _set(out, "azure_storage_account_key", az.account_key)
-        if not az.account_key:   # object_store refuses two credentials at once
+        if not az.account_key:  # object_store refuses two credentials at once
             _set(out, "azure_storage_sas_key", az.sas_token)
         _set(out, "azure_storage_tenant_id", az.tenant_id)
         _set(out, "azure_storage_client_id", az.client_id)
@@ -326,7 +352,7 @@ def storage_options_for_deltalake(uri: str, options: "Options | Mapping | None")
         _set(out, "azure_storage_token", az.bearer_token)
         _set(out, "azure_storage_endpoint", az.endpoint)
         if az.endpoint and az.endpoint.lower().startswith("http://"):
-            out["allow_http"] = "true"   # measured: azure_storage_allow_http is not honoured by delta-rs 1.6
+            out["allow_http"] = "true"  # measured: azure_storage_allow_http is not honoured by delta-rs 1.6
     return out
 
 
@@ -352,7 +378,7 @@ def fileio_properties_for_iceberg(uri: str | None, options: "Options | Mapping |
     if any((az.account, az.account_key, az.sas_token, az.tenant_id, az.client_id, az.bearer_token, az.endpoint)):
         _set(out, "adls.account-name", az.account)
         _set(out, "adls.account-key", az.account_key)
-        if not az.account_key:   # pyarrow's AzureFileSystem takes one of them only
+        if not az.account_key:  # pyarrow's AzureFileSystem takes one of them only
             _set(out, "adls.sas-token", az.sas_token)
         _set(out, "adls.tenant-id", az.tenant_id)
         _set(out, "adls.client-id", az.client_id)
@@ -373,8 +399,8 @@ def _adls_authority(endpoint: str | None, account: str | None) -> dict[str, str]
     host = parts.netloc
     out: dict[str, str] = {}
     if account and host.lower().startswith(account.lower() + ".blob."):
-        suffix = host[len(account) + len(".blob"):]              # ".core.windows.net"
-        if suffix != ".core.windows.net":                         # the default needs no override
+        suffix = host[len(account) + len(".blob") :]  # ".core.windows.net"
+        if suffix != ".core.windows.net":  # the default needs no override
             out["adls.blob-storage-authority"] = ".blob" + suffix
             out["adls.dfs-storage-authority"] = ".dfs" + suffix
     else:
@@ -393,13 +419,15 @@ def _deltalake_uri(uri: str, opts: Options) -> str:
     if scheme in ("", "file"):
         return _local_path(uri)
     if scheme == "s3n":
-        return "s3" + uri[len("s3n"):]
+        return "s3" + uri[len("s3n") :]
     if scheme in ("wasb", "wasbs"):
         container, account, suffix, path = _azure_uri_parts(uri)
         account = account or _azure_settings(uri, opts).account
         if not account:
-            raise InvalidOptionError(f"Delta source {redact_uri(uri)}: no Azure storage account known; set "
-                                     "'spark.indextables.azure.accountName' or name it in the path")
+            raise InvalidOptionError(
+                f"Delta source {redact_uri(uri)}: no Azure storage account known; set "
+                "'spark.indextables.azure.accountName' or name it in the path"
+            )
         return f"abfss://{container}@{account}.dfs.{suffix or 'core.windows.net'}/{path}".rstrip("/")
     return uri.rstrip("/")
 
@@ -414,8 +442,10 @@ def _iceberg_uri(uri: str, opts: Options) -> str:
         container, account, suffix, path = _azure_uri_parts(uri)
         account = account or _azure_settings(uri, opts).account
         if not account:
-            raise InvalidOptionError(f"Iceberg source {redact_uri(uri)}: no Azure storage account known; set "
-                                     "'spark.indextables.azure.accountName' or use abfss://container@account.dfs.core.windows.net/...")
+            raise InvalidOptionError(
+                f"Iceberg source {redact_uri(uri)}: no Azure storage account known; set "
+                "'spark.indextables.azure.accountName' or use abfss://container@account.dfs.core.windows.net/..."
+            )
         return f"abfss://{container}@{account}.dfs.{suffix or 'core.windows.net'}/{path}"
     return uri
 
@@ -424,8 +454,11 @@ def _redactor(opts: Options, *extra: Mapping[str, str]) -> Redactor:
     """Hides our secret option values and secret-looking properties in library error messages."""
     secrets = [v for k, v in opts.items() if k in SECRET_KEYS]
     for props in extra:
-        secrets += [v for k, v in props.items()
-                    if any(w in k.lower() for w in ("secret", "key", "token", "password", "credential", "connection"))]
+        secrets += [
+            v
+            for k, v in props.items()
+            if any(w in k.lower() for w in ("secret", "key", "token", "password", "credential", "connection"))
+        ]
     return Redactor(secrets)
 
 
@@ -451,7 +484,7 @@ def _file_uri(root: str, key: str) -> str:
     local roots; for Azure the key percent-encoded, since Azure URIs are decoded by our backend and
     by object_store (a Delta directory named 'p=x%20y' must be written 'p=x%2520y'); S3 keys are
     taken literally."""
-    if "://" in key:             # Delta absolute paths (shallow clones) are read where they are
+    if "://" in key:  # Delta absolute paths (shallow clones) are read where they are
         return key
     if _is_local(root):
         return os.path.join(_local_path(root), *key.split("/"))
@@ -477,6 +510,7 @@ def _iceberg_file_uri(file_path: str) -> str:
 # Delta
 # ------------------------------------------------------------------------------------------------
 
+
 def _open_delta(source: str, opts: Options, version: int | None) -> SourceSnapshot:
     deltalake = _require("deltalake", "delta")
     where = redact_uri(source)
@@ -492,40 +526,50 @@ def _open_delta(source: str, opts: Options, version: int | None) -> SourceSnapsh
     if mode.strip().lower() != "none":
         raise ProtocolVersionError(
             f"Delta table {where} uses column mapping (delta.columnMapping.mode={mode}): its data files name columns "
-            "differently from the table schema; a companion index cannot be built on it")
+            "differently from the table schema; a companion index cannot be built on it"
+        )
     dv_files = _delta_deletion_vector_files(dt, where, redact)
     if dv_files:
         raise ProtocolVersionError(
             f"Delta table {where} (version {dt.version()}) has deletion vectors on {len(dv_files)} file(s), e.g. "
             f"{dv_files[0]}: their rows are partly deleted, so row positions in the files would not match the table; "
-            "a companion index cannot be built on it (rewrite those files first, e.g. Spark's REORG TABLE ... APPLY (PURGE))")
+            "a companion index cannot be built on it (rewrite those files first, e.g. Spark's REORG TABLE ... APPLY (PURGE))"
+        )
 
     root = _local_path(source) if _is_local(source) else source.rstrip("/")
     partition_columns = list(metadata.partition_columns or [])
     actions = pa.table(dt.get_add_actions(flatten=True))
     paths = actions.column("path").to_pylist()
     sizes = actions.column("size_bytes").to_pylist()
-    counts = (actions.column("num_records").to_pylist() if "num_records" in actions.column_names
-              else [None] * len(paths))
-    parts = {c: (actions.column(f"partition.{c}").to_pylist() if f"partition.{c}" in actions.column_names
-                 else [None] * len(paths)) for c in partition_columns}
+    counts = actions.column("num_records").to_pylist() if "num_records" in actions.column_names else [None] * len(paths)
+    parts = {
+        c: (
+            actions.column(f"partition.{c}").to_pylist()
+            if f"partition.{c}" in actions.column_names
+            else [None] * len(paths)
+        )
+        for c in partition_columns
+    }
     files = []
     for i, raw in enumerate(paths):
-        key = unquote(raw)   # the log holds an RFC 2396 URI (a '%20' directory is logged as '%2520')
-        files.append(SourceFile(
-            key=key,
-            uri=_file_uri(root, key),
-            size=int(sizes[i]),
-            num_records=None if counts[i] is None else int(counts[i]),
-            partition_values={c: _partition_text(parts[c][i]) for c in partition_columns},
-        ))
+        key = unquote(raw)  # the log holds an RFC 2396 URI (a '%20' directory is logged as '%2520')
+        files.append(
+            SourceFile(
+                key=key,
+                uri=_file_uri(root, key),
+                size=int(sizes[i]),
+                num_records=None if counts[i] is None else int(counts[i]),
+                partition_values={c: _partition_text(parts[c][i]) for c in partition_columns},
+            )
+        )
     files.sort(key=lambda f: f.key)
     schema = normalize_schema(pa.schema(dt.schema().to_arrow()))
     return SourceSnapshot("delta", source, root, dt.version(), schema, partition_columns, files)
 
 
-def _load_delta(deltalake: Any, uri: str, where: str, version: int | None,
-                storage_options: dict[str, str], redact: Redactor) -> Any:
+def _load_delta(
+    deltalake: Any, uri: str, where: str, version: int | None, storage_options: dict[str, str], redact: Redactor
+) -> Any:
     from deltalake.exceptions import DeltaError, DeltaProtocolError
     from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 
@@ -546,10 +590,13 @@ def _load_delta(deltalake: Any, uri: str, where: str, version: int | None,
     try:
         latest = load(None).version()
     except Exception:
-        raise StorageError(f"cannot open Delta table {where} at version {version}: {redact(_describe(first))}") from None
+        raise StorageError(
+            f"cannot open Delta table {where} at version {version}: {redact(_describe(first))}"
+        ) from None
     raise VersionNotFoundError(
         f"Delta table {where} has no version {version} (latest is {latest}; old versions disappear with log "
-        f"cleanup): {redact(_describe(first))}") from None
+        f"cleanup): {redact(_describe(first))}"
+    ) from None
 
 
 def _delta_deletion_vector_files(dt: Any, where: str, redact: Redactor) -> list[str]:
@@ -560,10 +607,11 @@ def _delta_deletion_vector_files(dt: Any, where: str, redact: Redactor) -> list[
         return []
     try:
         found = pa.table(dt.deletion_vectors())
-    except Exception as e:   # a vector that cannot be read is still a vector
+    except Exception as e:  # a vector that cannot be read is still a vector
         raise ProtocolVersionError(
             f"Delta table {where} uses deletion vectors, which could not be read ({redact(_describe(e))}); "
-            "a companion index cannot be built on it") from None
+            "a companion index cannot be built on it"
+        ) from None
     return sorted(found.column("filepath").to_pylist()) if found.num_rows else []
 
 
@@ -571,8 +619,10 @@ def _delta_deletion_vector_files(dt: Any, where: str, redact: Redactor) -> list[
 # Iceberg
 # ------------------------------------------------------------------------------------------------
 
-def _open_iceberg(source: str, opts: Options, version: int | None, catalog: str | None,
-                  catalog_type: str | None) -> SourceSnapshot:
+
+def _open_iceberg(
+    source: str, opts: Options, version: int | None, catalog: str | None, catalog_type: str | None
+) -> SourceSnapshot:
     _require("pyiceberg", "iceberg")
     if catalog is not None:
         table, name = _iceberg_from_catalog(source, opts, catalog, catalog_type)
@@ -588,7 +638,7 @@ def _open_iceberg(source: str, opts: Options, version: int | None, catalog: str 
         snapshot = table.current_snapshot()
     schema = table.schema()
     if snapshot is not None and snapshot.schema_id is not None:
-        schema = table.schemas().get(snapshot.schema_id, schema)   # time travel reads the snapshot's schema
+        schema = table.schemas().get(snapshot.schema_id, schema)  # time travel reads the snapshot's schema
     tasks = _iceberg_tasks(table, snapshot, name) if snapshot is not None else []
 
     for task in tasks:
@@ -597,25 +647,39 @@ def _open_iceberg(source: str, opts: Options, version: int | None, catalog: str 
             raise ProtocolVersionError(
                 f"Iceberg table {name} (snapshot {snapshot.snapshot_id}) has delete files for {data.file_path}: "
                 "rows deleted by position or equality would still be in the data file, so row positions would not "
-                "match the table; a companion index cannot be built on it (rewrite the data files first)")
+                "match the table; a companion index cannot be built on it (rewrite the data files first)"
+            )
         fmt = getattr(data.file_format, "name", str(data.file_format))
         if str(fmt).upper() != "PARQUET":
             raise ProtocolVersionError(
-                f"Iceberg table {name}: data file {data.file_path} is {fmt}, only Parquet data files can be indexed")
+                f"Iceberg table {name}: data file {data.file_path} is {fmt}, only Parquet data files can be indexed"
+            )
 
     columns = _iceberg_partition_columns(table, schema, tasks)
-    files = [SourceFile(
-        key=t.file.file_path,
-        uri=_iceberg_file_uri(t.file.file_path),
-        size=int(t.file.file_size_in_bytes),
-        num_records=None if t.file.record_count is None else int(t.file.record_count),
-        partition_values={col: _iceberg_partition_text(t.file.partition[pos[t.file.spec_id]], ftype)
-                          for col, ftype, pos in columns},
-    ) for t in tasks]
+    files = [
+        SourceFile(
+            key=t.file.file_path,
+            uri=_iceberg_file_uri(t.file.file_path),
+            size=int(t.file.file_size_in_bytes),
+            num_records=None if t.file.record_count is None else int(t.file.record_count),
+            partition_values={
+                col: _iceberg_partition_text(t.file.partition[pos[t.file.spec_id]], ftype)
+                for col, ftype, pos in columns
+            },
+        )
+        for t in tasks
+    ]
     files.sort(key=lambda f: f.key)
     arrow_schema = normalize_schema(_iceberg_arrow_schema(schema))
-    return SourceSnapshot("iceberg", source, table.location(), None if snapshot is None else snapshot.snapshot_id,
-                          arrow_schema, [c for c, _, _ in columns], files)
+    return SourceSnapshot(
+        "iceberg",
+        source,
+        table.location(),
+        None if snapshot is None else snapshot.snapshot_id,
+        arrow_schema,
+        [c for c, _, _ in columns],
+        files,
+    )
 
 
 def _iceberg_from_catalog(source: str, opts: Options, catalog: str, catalog_type: str | None) -> tuple[Any, str]:
@@ -636,12 +700,15 @@ def _iceberg_from_catalog(source: str, opts: Options, catalog: str, catalog_type
         keys = sorted(k for k in props if not k.startswith(("s3.", "adls.")))
         raise InvalidOptionError(
             f"cannot load Iceberg catalog {catalog!r} (type {props.get('type', 'not set')}, properties {keys} from the "
-            f"options 'spark.indextables.iceberg.catalog.{catalog}.<key>'): {redact(_describe(e))}") from None
+            f"options 'spark.indextables.iceberg.catalog.{catalog}.<key>'): {redact(_describe(e))}"
+        ) from None
     try:
         return cat.load_table(source), name
     except (NoSuchTableError, NoSuchNamespaceError) as e:
-        raise TableNotFoundError(f"no Iceberg table {source!r} in catalog {catalog!r}: {redact(_describe(e))}") from None
-    except ValueError as e:   # e.g. an identifier the catalog cannot parse
+        raise TableNotFoundError(
+            f"no Iceberg table {source!r} in catalog {catalog!r}: {redact(_describe(e))}"
+        ) from None
+    except ValueError as e:  # e.g. an identifier the catalog cannot parse
         raise InvalidOptionError(f"Iceberg table {name}: {redact(_describe(e))}") from None
     except Exception as e:
         raise StorageError(f"cannot load Iceberg table {name}: {redact(_describe(e))}") from None
@@ -657,7 +724,9 @@ def _iceberg_from_metadata(source: str, opts: Options) -> tuple[Any, str]:
     try:
         return StaticTable.from_metadata(_iceberg_uri(location, opts), properties=props), name
     except FileNotFoundError as e:
-        raise TableNotFoundError(f"no Iceberg table metadata at {redact_uri(location)}: {redact(_describe(e))}") from None
+        raise TableNotFoundError(
+            f"no Iceberg table metadata at {redact_uri(location)}: {redact(_describe(e))}"
+        ) from None
     except IndexTablesError:
         raise
     except Exception as e:
@@ -679,13 +748,15 @@ def _iceberg_metadata_location(source: str, opts: Options) -> str:
     for info in storage.list("metadata/"):
         name = info.key.rsplit("/", 1)[-1]
         m = _METADATA_VERSION.match(name)
-        if "/" in info.key[len("metadata/"):] or not name.endswith(".metadata.json") or not m:
+        if "/" in info.key[len("metadata/") :] or not name.endswith(".metadata.json") or not m:
             continue
         cand = (int(m.group(1)), info.modified_ms, info.key)
         best = cand if best is None or cand > best else best
     if best is None:
-        raise TableNotFoundError(f"no Iceberg table at {redact_uri(source)}: no metadata/*.metadata.json file "
-                                 "(give the metadata file itself, or a catalog)")
+        raise TableNotFoundError(
+            f"no Iceberg table at {redact_uri(source)}: no metadata/*.metadata.json file "
+            "(give the metadata file itself, or a catalog)"
+        )
     return storage.local_path(best[2]) or storage.full_uri(best[2])
 
 
@@ -693,10 +764,11 @@ def _iceberg_tasks(table: Any, snapshot: Any, name: str) -> list[Any]:
     try:
         return list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
     except ValueError as e:
-        if "equality delete" in str(e).lower():   # pyiceberg 0.12 refuses to plan them
+        if "equality delete" in str(e).lower():  # pyiceberg 0.12 refuses to plan them
             raise ProtocolVersionError(
                 f"Iceberg table {name} (snapshot {snapshot.snapshot_id}) has equality delete files: rows deleted "
-                "that way would still be in the data files; a companion index cannot be built on it") from None
+                "that way would still be in the data files; a companion index cannot be built on it"
+            ) from None
         raise StorageError(f"cannot list the files of Iceberg table {name}: {_describe(e)}") from None
     except OSError as e:
         raise StorageError(f"cannot list the files of Iceberg table {name}: {_describe(e)}") from None
@@ -716,14 +788,23 @@ def _iceberg_partition_columns(table: Any, schema: Any, tasks: list[Any]) -> lis
             continue
         try:
             source_field = schema.find_field(pf.source_id)
-        except ValueError:   # the column was dropped from this snapshot's schema
+        except ValueError:  # the column was dropped from this snapshot's schema
             continue
         positions: dict[int, int] = {}
         for spec_id in used_specs:
             spec = specs.get(spec_id)
-            pos = None if spec is None else next(
-                (i for i, f in enumerate(spec.fields)
-                 if f.source_id == pf.source_id and isinstance(f.transform, IdentityTransform)), None)
+            pos = (
+                None
+                if spec is None
+                else next(
+                    (
+                        i
+                        for i, f in enumerate(spec.fields)
+                        if f.source_id == pf.source_id and isinstance(f.transform, IdentityTransform)
+                    ),
+                    None,
+                )
+            )
             if pos is None:
                 break
             positions[spec_id] = pos
@@ -742,7 +823,7 @@ def _iceberg_partition_text(value: Any, field_type: Any) -> str | None:
         if isinstance(field_type, it.DateType):
             return (_EPOCH.date() + _dt.timedelta(days=value)).isoformat()
         if isinstance(field_type, (it.TimestampType, it.TimestamptzType)):
-            return _partition_text(_EPOCH + _dt.timedelta(microseconds=value))   # UTC for timestamptz
+            return _partition_text(_EPOCH + _dt.timedelta(microseconds=value))  # UTC for timestamptz
         if isinstance(field_type, it.TimeType):
             return (_EPOCH + _dt.timedelta(microseconds=value)).time().isoformat()
         nanos = getattr(it, "TimestampNanoType", None), getattr(it, "TimestamptzNanoType", None)
@@ -762,7 +843,7 @@ def _iceberg_arrow_schema(schema: Any) -> pa.Schema:
 # ------------------------------------------------------------------------------------------------
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-_FOOTER_TAIL = 64 << 10          # one ranged read fetches most footers whole
+_FOOTER_TAIL = 64 << 10  # one ranged read fetches most footers whole
 _FOOTER_THREADS = 16
 _INT = re.compile(r"[+-]?\d+")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -840,7 +921,7 @@ def _read_footer(storage: Any, key: str, size: int) -> _Footer:
     if length + 8 > len(tail):
         tail = storage.read_range(key, size - length - 8, size)
     try:
-        meta = pq.read_metadata(pa.BufferReader(tail[-(length + 8):]))
+        meta = pq.read_metadata(pa.BufferReader(tail[-(length + 8) :]))
     except (pa.ArrowException, OSError) as e:
         raise SchemaMismatchError(f"{where} is not a valid Parquet file: {_describe(e)}") from None
     return _Footer(meta.schema.to_arrow_schema(), int(meta.num_rows))
@@ -872,7 +953,8 @@ def _open_parquet(source: str, opts: Options) -> SourceSnapshot:
             raise SchemaMismatchError(
                 f"Parquet source {where}: partition directories disagree: {infos[0].key} has {names or 'none'}, "
                 f"{info.key} has {[k for k, _ in parts] or 'none'} (every file needs the same k=v directories, "
-                "in the same order)")
+                "in the same order)"
+            )
 
     with ThreadPoolExecutor(max_workers=max(1, min(_FOOTER_THREADS, len(infos)))) as pool:
         footers = list(pool.map(lambda i: _read_footer(storage, i.key, i.size), infos))
@@ -880,27 +962,37 @@ def _open_parquet(source: str, opts: Options) -> SourceSnapshot:
     for info, footer in zip(infos[1:], footers[1:]):
         diff = _schema_difference(schema, normalize_schema(footer.schema))
         if diff:
-            raise SchemaMismatchError(f"Parquet source {where}: {info.key} does not have the schema of "
-                                      f"{infos[0].key}: {diff}")
+            raise SchemaMismatchError(
+                f"Parquet source {where}: {info.key} does not have the schema of {infos[0].key}: {diff}"
+            )
     clash = [n for n in names if n in schema.names]
     if clash:
-        raise SchemaMismatchError(f"Parquet source {where}: partition column(s) {clash} are also columns of the "
-                                  f"files (e.g. {infos[0].key})")
+        raise SchemaMismatchError(
+            f"Parquet source {where}: partition column(s) {clash} are also columns of the files (e.g. {infos[0].key})"
+        )
     for i, name in enumerate(names):
         schema = schema.append(pa.field(name, _infer_partition_type([p[i][1] for p in partitions]), nullable=True))
 
     root = storage.root if isinstance(storage, LocalStorage) else storage.uri
-    files = [SourceFile(
-        key=info.key,
-        uri=storage.local_path(info.key) or _file_uri(storage.uri, info.key),
-        size=int(info.size),
-        num_records=footer.num_rows,
-        partition_values=dict(parts),
-    ) for info, footer, parts in zip(infos, footers, partitions)]
+    files = [
+        SourceFile(
+            key=info.key,
+            uri=storage.local_path(info.key) or _file_uri(storage.uri, info.key),
+            size=int(info.size),
+            num_records=footer.num_rows,
+            partition_values=dict(parts),
+        )
+        for info, footer, parts in zip(infos, footers, partitions)
+    ]
     return SourceSnapshot("parquet", source, root, None, schema, names, files)
 
 
 __all__ = [
-    "FORMATS", "SourceFile", "SourceSnapshot", "open_source", "storage_options_for_deltalake",
-    "fileio_properties_for_iceberg", "normalize_schema",
+    "FORMATS",
+    "SourceFile",
+    "SourceSnapshot",
+    "open_source",
+    "storage_options_for_deltalake",
+    "fileio_properties_for_iceberg",
+    "normalize_schema",
 ]

@@ -24,6 +24,7 @@ conflicts with concurrent merges and deletes. On such a conflict the delete is p
 the new latest version (up to `spark.indextables.delete.maxAttempts`, default 3, attempts; the
 "fail" resolver never retries).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -53,7 +54,7 @@ OPERATION = "DELETE"
 INDEXALL = "_indexall"
 PRIMARY_KEY_OPTION = "indexing.primaryKey"
 KINDS = {"auto": None, "positional": POSITIONAL, "equality": EQUALITY, "primary_key": PRIMARY_KEY}
-MAX_THREADS = 4   # splits searched at once (Tantivy and Arrow release the GIL)
+MAX_THREADS = 4  # splits searched at once (Tantivy and Arrow release the GIL)
 
 
 class DeletePredicateError(IndexTablesError):
@@ -63,15 +64,15 @@ class DeletePredicateError(IndexTablesError):
 @dataclass
 class DeleteResult:
     table_path: str
-    status: str                   # SUCCESS | NO_ACTION (nothing matched: no version committed)
-    version: int                  # the committed version (the read version for NO_ACTION)
+    status: str  # SUCCESS | NO_ACTION (nothing matched: no version committed)
+    version: int  # the committed version (the read version for NO_ACTION)
     read_version: int
-    kind: str | None              # POSITIONAL | EQUALITY | PRIMARY_KEY
+    kind: str | None  # POSITIONAL | EQUALITY | PRIMARY_KEY
     predicate: str | None
     query: str | None
     delete_logs: int = 0
     deleted_rows: int | None = 0  # None for key/equality deletes (not computed)
-    removed_splits: int = 0       # splits all of whose rows were deleted
+    removed_splits: int = 0  # splits all of whose rows were deleted
     splits_scanned: int = 0
     splits_total: int = 0
     duration_ms: float = 0.0
@@ -206,16 +207,18 @@ def _and_all(items: Sequence[Any], cls) -> Any:
 
 @dataclass(frozen=True)
 class Predicate:
-    conjuncts: tuple[sf.Filter, ...]   # AND of these (split filter model), over any columns
-    query: str | None                  # the full-text part (query argument AND _indexall conditions)
+    conjuncts: tuple[sf.Filter, ...]  # AND of these (split filter model), over any columns
+    query: str | None  # the full-text part (query argument AND _indexall conditions)
 
 
 def parse_delete(where: str | None, query: str | None, types: Mapping[str, str]) -> Predicate:
     if where is not None and not where.strip():
         raise DeletePredicateError("DELETE: the WHERE predicate is empty")
     if where is None and query is None:
-        raise DeletePredicateError("DELETE needs a WHERE predicate or a full-text query (to drop whole partitions "
-                                   "use DROP INDEXTABLES PARTITIONS)")
+        raise DeletePredicateError(
+            "DELETE needs a WHERE predicate or a full-text query (to drop whole partitions "
+            "use DROP INDEXTABLES PARTITIONS)"
+        )
     queries = [query] if query is not None else []
     conjuncts: list[sf.Filter] = []
     if where is not None:
@@ -262,27 +265,36 @@ def equality_values(pred: Predicate, arrow_types: Mapping[str, pa.DataType]) -> 
     return pa.table({c: pa.array([v], arrow_types[c]) for c, v in cols.items()})
 
 
-def choose_kind(requested: str, pred: Predicate, values: pa.Table | None, primary_key: str | None,
-                partition_columns: Sequence[str]) -> str:
+def choose_kind(
+    requested: str, pred: Predicate, values: pa.Table | None, primary_key: str | None, partition_columns: Sequence[str]
+) -> str:
     if requested not in KINDS:
         raise DeletePredicateError(f"DELETE: unknown kind {requested!r} (expected one of {sorted(KINDS)})")
     kind = KINDS[requested]
-    key_shaped = (values is not None and primary_key is not None and values.column_names == [primary_key]
-                  and primary_key not in set(partition_columns))
+    key_shaped = (
+        values is not None
+        and primary_key is not None
+        and values.column_names == [primary_key]
+        and primary_key not in set(partition_columns)
+    )
     if kind is None:
         return PRIMARY_KEY if key_shaped else POSITIONAL
     if kind == PRIMARY_KEY and not key_shaped:
         raise DeletePredicateError(
             "DELETE kind primary_key needs a declared key column (spark.indextables.indexing.primaryKey, "
-            f"declared: {primary_key!r}) and a predicate `<key> = v` or `<key> IN (...)` on it")
+            f"declared: {primary_key!r}) and a predicate `<key> = v` or `<key> IN (...)` on it"
+        )
     if kind == EQUALITY:
         if values is None:
-            raise DeletePredicateError("DELETE kind equality needs `c1 = v1 AND c2 = v2 ...` or `c IN (...)` "
-                                       "without a full-text query")
+            raise DeletePredicateError(
+                "DELETE kind equality needs `c1 = v1 AND c2 = v2 ...` or `c IN (...)` without a full-text query"
+            )
         parts = [c for c in values.column_names if c in set(partition_columns)]
         if parts:
-            raise DeletePredicateError(f"DELETE kind equality: {parts} are partition columns, which splits do not "
-                                       f"store; use a positional delete")
+            raise DeletePredicateError(
+                f"DELETE kind equality: {parts} are partition columns, which splits do not "
+                f"store; use a positional delete"
+            )
     return kind
 
 
@@ -309,8 +321,15 @@ def _with_partitions(batch: pa.RecordBatch, add: AddFile, partition_types: Mappi
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
-def _match_split(storage, options: Options, snapshot, add: AddFile, pred: Predicate, pushed: list[sf.Filter],
-                 partition_types: Mapping[str, pa.DataType]) -> _SplitMatch:
+def _match_split(
+    storage,
+    options: Options,
+    snapshot,
+    add: AddFile,
+    pred: Predicate,
+    pushed: list[sf.Filter],
+    partition_types: Mapping[str, pa.DataType],
+) -> _SplitMatch:
     from ..split.cache import get_cache
     from ..split.reader import SplitReader
 
@@ -348,8 +367,13 @@ def _candidates(storage, snapshot, pred: Predicate, specs, options: Options) -> 
 # ---- the command ------------------------------------------------------------------------------------
 
 
-def delete(log_: TransactionLog, where: str | None = None, query: str | None = None, kind: str = "auto",
-           resolver: str = "merge") -> DeleteResult:
+def delete(
+    log_: TransactionLog,
+    where: str | None = None,
+    query: str | None = None,
+    kind: str = "auto",
+    resolver: str = "merge",
+) -> DeleteResult:
     """Delete the rows matching `where` (and `query`) as one new version; see the module doc."""
     attempts = 1 if resolver == "fail" else max(1, log_.options.get_int("delete.maxAttempts"))
     for attempt in range(1, attempts + 1):
@@ -358,18 +382,23 @@ def delete(log_: TransactionLog, where: str | None = None, query: str | None = N
         except ConcurrentModificationError as e:
             if attempt == attempts:
                 raise
-            log.info("DELETE on %s conflicted with a concurrent commit (%s); planning again (attempt %d of %d)",
-                     log_.storage.uri, e, attempt + 1, attempts)
+            log.info(
+                "DELETE on %s conflicted with a concurrent commit (%s); planning again (attempt %d of %d)",
+                log_.storage.uri,
+                e,
+                attempt + 1,
+                attempts,
+            )
     raise IndexTablesError("unreachable")  # pragma: no cover
 
 
-def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kind: str,
-                 resolver: str) -> DeleteResult:
+def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kind: str, resolver: str) -> DeleteResult:
     from ..split.types import arrow_schema, column_specs
 
     started = time.perf_counter()
-    txn = Transaction(log_, resolver=resolver, operation=OPERATION,
-                      operation_parameters={"predicate": where, "query": query})
+    txn = Transaction(
+        log_, resolver=resolver, operation=OPERATION, operation_parameters={"predicate": where, "query": query}
+    )
     if txn.read_version < 0:
         from ..errors import TableNotFoundError
 
@@ -387,8 +416,9 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
     pred = parse_delete(where, query, types)
     values = equality_values(pred, arrow_types)
     chosen = choose_kind(kind, pred, values, _primary_key(opts, types), snap.partition_columns)
-    result = DeleteResult(storage.uri, "NO_ACTION", snap.version, snap.version, chosen, where, query,
-                          splits_total=snap.num_files)
+    result = DeleteResult(
+        storage.uri, "NO_ACTION", snap.version, snap.version, chosen, where, query, splits_total=snap.num_files
+    )
     written: list[str] = []
     try:
         if chosen == POSITIONAL:
@@ -405,7 +435,7 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
                 if not m.row_ids.size:
                     continue
                 result.deleted_rows += int(m.row_ids.size)
-                if m.row_ids.size == m.live_rows:   # every live row: drop the split
+                if m.row_ids.size == m.live_rows:  # every live row: drop the split
                     txn.remove_files([RemoveFile(m.add.path, ts, True, dict(m.add.partition_values or {}), m.add.size)])
                     result.removed_splits += 1
                 else:
@@ -425,12 +455,19 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
         result.version = txn.commit()
     except BaseException:
         if written and txn.committed_version is None:
-            storage.delete(written)   # never referenced by the log
+            storage.delete(written)  # never referenced by the log
         raise
     result.status = "SUCCESS"
     result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
-    log.info("DELETE on %s: version %d, %s, %s rows, %d delete logs, %d splits removed", storage.uri,
-             result.version, chosen, result.deleted_rows, result.delete_logs, result.removed_splits)
+    log.info(
+        "DELETE on %s: version %d, %s, %s rows, %d delete logs, %d splits removed",
+        storage.uri,
+        result.version,
+        chosen,
+        result.deleted_rows,
+        result.delete_logs,
+        result.removed_splits,
+    )
     return result
 
 
@@ -441,6 +478,8 @@ def _primary_key(opts: Options, types: Mapping[str, str]) -> str | None:
     by_lower = {c.lower(): c for c in types}
     name = by_lower.get(pk.strip().lower())
     if name is None:
-        raise DeletePredicateError(f"table option spark.indextables.{PRIMARY_KEY_OPTION} names {pk!r}, which is not "
-                                   f"a column of the table (columns: {sorted(types)})")
+        raise DeletePredicateError(
+            f"table option spark.indextables.{PRIMARY_KEY_OPTION} names {pk!r}, which is not "
+            f"a column of the table (columns: {sorted(types)})"
+        )
     return name

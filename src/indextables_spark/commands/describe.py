@@ -1,5 +1,6 @@
 """DESCRIBE INDEXTABLES STATE (with the current SkipAction state) and DESCRIBE INDEXTABLES
 TRANSACTION LOG (one typed row per action)."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from ..log.actions import (Action, AddFile, CommitInfo, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction,
-                           StatsFiles)
+from ..log.actions import Action, AddFile, CommitInfo, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, StatsFiles
 from ..log.table_log import TransactionLog
 from ..log.paths import version_key
 from . import results
@@ -50,36 +50,81 @@ def _action_row(a: Action, version: int, where: str, is_checkpoint: bool, commit
         row.update(commit_timestamp=commit.timestamp, commit_operation=commit.operation)
     if isinstance(a, AddFile):
         row.update(
-            action_type="add", path=a.path, partition_values=a.partition_values, size=a.size,
-            modification_time=a.modification_time, data_change=a.data_change, num_records=a.num_records,
-            stats=a.stats, min_values=a.min_values, max_values=a.max_values, has_footer_offsets=a.has_footer_offsets,
-            footer_start_offset=a.footer_start_offset, footer_end_offset=a.footer_end_offset,
-            split_tags=a.split_tags, num_merge_ops=a.num_merge_ops, doc_mapping_ref=a.doc_mapping_ref,
-            uncompressed_size_bytes=a.uncompressed_size_bytes, added_at_version=a.added_at_version,
+            action_type="add",
+            path=a.path,
+            partition_values=a.partition_values,
+            size=a.size,
+            modification_time=a.modification_time,
+            data_change=a.data_change,
+            num_records=a.num_records,
+            stats=a.stats,
+            min_values=a.min_values,
+            max_values=a.max_values,
+            has_footer_offsets=a.has_footer_offsets,
+            footer_start_offset=a.footer_start_offset,
+            footer_end_offset=a.footer_end_offset,
+            split_tags=a.split_tags,
+            num_merge_ops=a.num_merge_ops,
+            doc_mapping_ref=a.doc_mapping_ref,
+            uncompressed_size_bytes=a.uncompressed_size_bytes,
+            added_at_version=a.added_at_version,
         )
     elif isinstance(a, RemoveFile):
-        row.update(action_type="remove", path=a.path, partition_values=a.partition_values, size=a.size,
-                   data_change=a.data_change, deletion_timestamp=a.deletion_timestamp)
+        row.update(
+            action_type="remove",
+            path=a.path,
+            partition_values=a.partition_values,
+            size=a.size,
+            data_change=a.data_change,
+            deletion_timestamp=a.deletion_timestamp,
+        )
     elif isinstance(a, SkipAction):
-        row.update(action_type="skip", path=a.path, skip_timestamp=a.skip_timestamp, skip_reason=a.reason,
-                   skip_operation=a.operation, skip_retry_after=a.retry_after, skip_count=a.skip_count)
+        row.update(
+            action_type="skip",
+            path=a.path,
+            skip_timestamp=a.skip_timestamp,
+            skip_reason=a.reason,
+            skip_operation=a.operation,
+            skip_retry_after=a.retry_after,
+            skip_count=a.skip_count,
+        )
     elif isinstance(a, Protocol):
-        row.update(action_type="protocol", protocol_min_reader_version=a.min_reader_version,
-                   protocol_min_writer_version=a.min_writer_version, protocol_reader_features=a.reader_features,
-                   protocol_writer_features=a.writer_features)
+        row.update(
+            action_type="protocol",
+            protocol_min_reader_version=a.min_reader_version,
+            protocol_min_writer_version=a.min_writer_version,
+            protocol_reader_features=a.reader_features,
+            protocol_writer_features=a.writer_features,
+        )
     elif isinstance(a, Metadata):
-        row.update(action_type="metadata", metadata_id=a.id, metadata_schema_string=a.schema_string,
-                   metadata_partition_columns=a.partition_columns, metadata_configuration=a.configuration,
-                   metadata_created_time=a.created_time)
+        row.update(
+            action_type="metadata",
+            metadata_id=a.id,
+            metadata_schema_string=a.schema_string,
+            metadata_partition_columns=a.partition_columns,
+            metadata_configuration=a.configuration,
+            metadata_created_time=a.created_time,
+        )
     elif isinstance(a, DeleteLog):
-        row.update(action_type="delete_log", path=a.path, size=a.size, added_at_version=a.added_at_version,
-                   delete_log_kind=a.kind, delete_log_split_path=a.split_path, delete_log_columns=a.columns,
-                   delete_log_num_entries=a.num_entries)
+        row.update(
+            action_type="delete_log",
+            path=a.path,
+            size=a.size,
+            added_at_version=a.added_at_version,
+            delete_log_kind=a.kind,
+            delete_log_split_path=a.split_path,
+            delete_log_columns=a.columns,
+            delete_log_num_entries=a.num_entries,
+        )
     elif isinstance(a, StatsFiles):
         row.update(action_type="stats_files", stats_key=a.key, stats_files=a.files)
     elif isinstance(a, CommitInfo):
-        row.update(action_type="commit_info", commit_timestamp=a.timestamp, commit_operation=a.operation,
-                   commit_operation_parameters=json.dumps(a.operation_parameters, sort_keys=True, default=str))
+        row.update(
+            action_type="commit_info",
+            commit_timestamp=a.timestamp,
+            commit_operation=a.operation,
+            commit_operation_parameters=json.dumps(a.operation_parameters, sort_keys=True, default=str),
+        )
     return row
 
 
@@ -96,8 +141,11 @@ def _base_rows(log_: TransactionLog, base) -> Iterable[dict]:
 
     where = log_.storage.full_uri(base.state_key) if base.state_key else f"{base.source} of version {base.version}"
     header: list[Action] = [a for a in (base.protocol, base.metadata) if a is not None]
-    extras: list[Action] = [*sorted(base.skips.values(), key=lambda s: s.path), *base.delete_logs,
-                            *(StatsFiles(k, v) for k, v in sorted(base.stats_files.items()))]
+    extras: list[Action] = [
+        *sorted(base.skips.values(), key=lambda s: s.path),
+        *base.delete_logs,
+        *(StatsFiles(k, v) for k, v in sorted(base.stats_files.items())),
+    ]
     for a in header + table_to_add_files(base.load_files()) + extras:
         yield _action_row(a, base.version, where, True, None)
 

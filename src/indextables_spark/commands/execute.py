@@ -1,6 +1,7 @@
 """Run a parsed command (parser.py) with the operations of this package: the one dispatcher behind
 `it.sql`, the SQL table functions and the command line. (`IndexTable` methods call the same
 operations directly.)"""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,8 @@ Progress = Callable[[str, int, int], None]
 @dataclass
 class CommandResult:
     spec: results.ResultSpec
-    table: pa.Table           # the typed rows (SQL / CLI tables)
-    raw: Any                  # what the operation returned (dict, or the same Arrow table): --json, Python
+    table: pa.Table  # the typed rows (SQL / CLI tables)
+    raw: Any  # what the operation returned (dict, or the same Arrow table): --json, Python
 
 
 def _log(path: str, options: Options):
@@ -28,8 +29,9 @@ def _log(path: str, options: Options):
     return IndexTable(path, options).log
 
 
-def execute(cmd: p.Command, options: Options | dict | None = None, spark=None,
-            progress: Progress | None = None) -> CommandResult:
+def execute(
+    cmd: p.Command, options: Options | dict | None = None, spark=None, progress: Progress | None = None
+) -> CommandResult:
     """spark: when given, MERGE SPLITS runs its merge groups as a Spark job; else in this process."""
     from . import describe, merge, partitions, purge, repair, state
 
@@ -45,12 +47,20 @@ def execute(cmd: p.Command, options: Options | dict | None = None, spark=None,
         return CommandResult(results.TRANSACTION_LOG, table, table)
     if isinstance(cmd, p.MergeSplits):
         runner = merge.SparkRunner(spark) if spark is not None else None
-        res = merge.merge_splits(_log(cmd.path, opts), cmd.where, cmd.target_size, cmd.max_dest_splits,
-                                 cmd.max_source_splits_per_merge, runner=runner, progress=progress)
+        res = merge.merge_splits(
+            _log(cmd.path, opts),
+            cmd.where,
+            cmd.target_size,
+            cmd.max_dest_splits,
+            cmd.max_source_splits_per_merge,
+            runner=runner,
+            progress=progress,
+        )
         return _one(results.MERGE_SPLITS, res)
     if isinstance(cmd, p.Purge):
-        res = purge.purge(_log(cmd.path, opts), cmd.older_than_hours, cmd.tx_log_retention_hours, cmd.dry_run,
-                          progress=progress)
+        res = purge.purge(
+            _log(cmd.path, opts), cmd.older_than_hours, cmd.tx_log_retention_hours, cmd.dry_run, progress=progress
+        )
         return _one(results.PURGE, res)
     if isinstance(cmd, p.TruncateTimeTravel):
         res = dict(state.truncate_time_travel(_log(cmd.path, opts), dry_run=cmd.dry_run))
@@ -65,18 +75,31 @@ def execute(cmd: p.Command, options: Options | dict | None = None, spark=None,
     if isinstance(cmd, (p.PrewarmCache, p.DescribeDiskCache, p.FlushDiskCache)):
         from . import cache
 
-        op, spec = {p.PrewarmCache: ("prewarm", results.PREWARM_CACHE),
-                    p.DescribeDiskCache: ("describe", results.DESCRIBE_DISK_CACHE),
-                    p.FlushDiskCache: ("flush", results.FLUSH_DISK_CACHE)}[type(cmd)]
+        op, spec = {
+            p.PrewarmCache: ("prewarm", results.PREWARM_CACHE),
+            p.DescribeDiskCache: ("describe", results.DESCRIBE_DISK_CACHE),
+            p.FlushDiskCache: ("flush", results.FLUSH_DISK_CACHE),
+        }[type(cmd)]
         rows = cache.run(op, opts, spark, getattr(cmd, "path", None), getattr(cmd, "where", None))
         return CommandResult(spec, spec.table(rows), rows)
     if isinstance(cmd, p.BuildCompanion):
         from .companion import build_companion
 
-        res = build_companion(cmd.source, cmd.location, cmd.format, dict(cmd.indexing) or None, cmd.where, spark, opts,
-                              from_version=cmd.from_version, from_snapshot=cmd.from_snapshot, catalog=cmd.catalog,
-                              catalog_type=cmd.catalog_type, target_input_size=cmd.target_input_size,
-                              dry_run=cmd.dry_run)
+        res = build_companion(
+            cmd.source,
+            cmd.location,
+            cmd.format,
+            dict(cmd.indexing) or None,
+            cmd.where,
+            spark,
+            opts,
+            from_version=cmd.from_version,
+            from_snapshot=cmd.from_snapshot,
+            catalog=cmd.catalog,
+            catalog_type=cmd.catalog_type,
+            target_input_size=cmd.target_input_size,
+            dry_run=cmd.dry_run,
+        )
         return _one(results.BUILD_COMPANION, res)
     if isinstance(cmd, p.RepairTransactionLog):
         return _one(results.REPAIR, repair.repair_transaction_log(cmd.source, cmd.target, opts, progress))

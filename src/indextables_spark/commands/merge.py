@@ -18,6 +18,7 @@
 
 Queries return the same rows before and after: a merged split holds exactly its sources' rows.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,43 +43,59 @@ log = logging.getLogger(__name__)
 HOUR_MS = 3600 * 1000
 OPERATION = "MERGE SPLITS"
 READ_BATCH_ROWS = 65_536
-NO_ROLL = 1 << 62            # one output split per group, whatever the write target size options say
+NO_ROLL = 1 << 62  # one output split per group, whatever the write target size options say
 
-Progress = Callable[[str, int, int], None]   # (stage, done, total)
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
 @dataclass(frozen=True)
 class MergeConfig:
-    target_size: int = 5 << 30                  # merge.targetSize / TARGET SIZE
-    max_source_splits_per_merge: int = 1000     # merge.maxSourceSplitsPerMerge / MAX SOURCE SPLITS PER MERGE
-    max_dest_splits: int | None = None          # MAX DEST SPLITS (no option: per command)
-    skip_split_threshold: float = 0.45          # merge.skipSplitThreshold: splits >= this share of the target stay
-    skip_cooldown_hours: float = 24.0           # merge.skipCooldownHours: retryAfter of a new SkipAction
-    local_parallelism: int = 2                  # merge.localParallelism: groups merged at once without Spark
+    target_size: int = 5 << 30  # merge.targetSize / TARGET SIZE
+    max_source_splits_per_merge: int = 1000  # merge.maxSourceSplitsPerMerge / MAX SOURCE SPLITS PER MERGE
+    max_dest_splits: int | None = None  # MAX DEST SPLITS (no option: per command)
+    skip_split_threshold: float = 0.45  # merge.skipSplitThreshold: splits >= this share of the target stay
+    skip_cooldown_hours: float = 24.0  # merge.skipCooldownHours: retryAfter of a new SkipAction
+    local_parallelism: int = 2  # merge.localParallelism: groups merged at once without Spark
 
     @classmethod
-    def from_options(cls, opts: Options, target_size: int | None = None, max_dest_splits: int | None = None,
-                     max_source_splits_per_merge: int | None = None, target_option: str = "merge.targetSize",
-                     default_target: int = 5 << 30) -> "MergeConfig":
+    def from_options(
+        cls,
+        opts: Options,
+        target_size: int | None = None,
+        max_dest_splits: int | None = None,
+        max_source_splits_per_merge: int | None = None,
+        target_option: str = "merge.targetSize",
+        default_target: int = 5 << 30,
+    ) -> "MergeConfig":
         target = target_size if target_size is not None else opts.get_size(target_option, default_target)
-        max_src = (max_source_splits_per_merge if max_source_splits_per_merge is not None
-                   else opts.get_int("merge.maxSourceSplitsPerMerge"))
+        max_src = (
+            max_source_splits_per_merge
+            if max_source_splits_per_merge is not None
+            else opts.get_int("merge.maxSourceSplitsPerMerge")
+        )
         threshold = opts.get_float("merge.skipSplitThreshold")
         cooldown = opts.get_float("merge.skipCooldownHours")
         par = opts.get_int("merge.localParallelism", min(2, os.cpu_count() or 1))
         if target <= 0:
-            raise InvalidOptionError(f"MERGE SPLITS: target size must be positive, got {target} "
-                                     f"(TARGET SIZE / spark.indextables.{target_option})")
+            raise InvalidOptionError(
+                f"MERGE SPLITS: target size must be positive, got {target} "
+                f"(TARGET SIZE / spark.indextables.{target_option})"
+            )
         if max_src < 2:
-            raise InvalidOptionError(f"MERGE SPLITS: max source splits per merge must be at least 2, got {max_src} "
-                                     f"(MAX SOURCE SPLITS PER MERGE / spark.indextables.merge.maxSourceSplitsPerMerge)")
+            raise InvalidOptionError(
+                f"MERGE SPLITS: max source splits per merge must be at least 2, got {max_src} "
+                f"(MAX SOURCE SPLITS PER MERGE / spark.indextables.merge.maxSourceSplitsPerMerge)"
+            )
         if max_dest_splits is not None and max_dest_splits < 1:
             raise InvalidOptionError(f"MERGE SPLITS: MAX DEST SPLITS must be at least 1, got {max_dest_splits}")
         if not 0.0 < threshold <= 1.0:
-            raise InvalidOptionError(f"option 'spark.indextables.merge.skipSplitThreshold': expected a number in "
-                                     f"(0, 1], got {threshold}")
+            raise InvalidOptionError(
+                f"option 'spark.indextables.merge.skipSplitThreshold': expected a number in (0, 1], got {threshold}"
+            )
         if cooldown < 0:
-            raise InvalidOptionError(f"option 'spark.indextables.merge.skipCooldownHours': must be >= 0, got {cooldown}")
+            raise InvalidOptionError(
+                f"option 'spark.indextables.merge.skipCooldownHours': must be >= 0, got {cooldown}"
+            )
         if par < 1:
             raise InvalidOptionError(f"option 'spark.indextables.merge.localParallelism': must be >= 1, got {par}")
         return cls(target, max_src, max_dest_splits, threshold, cooldown, par)
@@ -105,17 +122,18 @@ class MergeGroup:
 @dataclass
 class GroupPlan:
     groups: list[MergeGroup]
-    cooling_down: list[str] = field(default_factory=list)   # active SkipAction: not retried yet
+    cooling_down: list[str] = field(default_factory=list)  # active SkipAction: not retried yet
     other_mapping: list[str] = field(default_factory=list)  # doc mapping differs from the table's
-    too_large: int = 0                                      # already >= skipSplitThreshold × target
+    too_large: int = 0  # already >= skipSplitThreshold × target
 
 
 def _age_key(f: AddFile) -> tuple:
     return (f.added_at_version if f.added_at_version is not None else -1, f.modification_time, f.path)
 
 
-def plan_groups(files: Sequence[AddFile], skips: dict[str, SkipAction], now_ms: int, cfg: MergeConfig,
-                mergeable_ref: str | None) -> GroupPlan:
+def plan_groups(
+    files: Sequence[AddFile], skips: dict[str, SkipAction], now_ms: int, cfg: MergeConfig, mergeable_ref: str | None
+) -> GroupPlan:
     """Bin-pack the merge candidates among `files` (see the module doc)."""
     plan = GroupPlan([])
     limit = cfg.skip_split_threshold * cfg.target_size
@@ -145,9 +163,9 @@ def plan_groups(files: Sequence[AddFile], skips: dict[str, SkipAction], now_ms: 
             size += f.size
         groups.append((key, current))
     groups = [(k, g) for k, g in groups if len(g) >= 2]
-    groups.sort(key=lambda kg: min(_age_key(f) for f in kg[1]))   # oldest first
+    groups.sort(key=lambda kg: min(_age_key(f) for f in kg[1]))  # oldest first
     if cfg.max_dest_splits is not None:
-        groups = groups[:cfg.max_dest_splits]
+        groups = groups[: cfg.max_dest_splits]
     plan.groups = [MergeGroup(i, dict(k), mergeable_ref, g) for i, (k, g) in enumerate(groups)]
     return plan
 
@@ -160,7 +178,7 @@ class MergeJob:
     """Decided once on the driver, shipped to every task (picklable)."""
 
     table_uri: str
-    options: Options             # the user's options (storage credentials, cache) over the table settings
+    options: Options  # the user's options (storage credentials, cache) over the table settings
     schema_json: dict
     partition_columns: list[str]
 
@@ -168,9 +186,9 @@ class MergeJob:
 @dataclass
 class GroupOutcome:
     index: int
-    add: AddFile | None                                   # the merged split (None: nothing to merge)
-    merged: list[AddFile] = field(default_factory=list)   # sources now in `add`
-    failures: list[tuple[str, str]] = field(default_factory=list)   # (source path, reason)
+    add: AddFile | None  # the merged split (None: nothing to merge)
+    merged: list[AddFile] = field(default_factory=list)  # sources now in `add`
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (source path, reason)
     stats_files: dict[str, list[str]] = field(default_factory=dict)  # written with `add` (e.g. Bloom filters)
 
 
@@ -187,14 +205,18 @@ class SourceSplitError(IndexTablesError):
 _SOURCE_ERRORS = (IndexTablesError, pa.ArrowException, OSError)
 
 
-def _source_batches(job: MergeJob, storage, src: AddFile, delete_logs: list[dict] | None = None) -> Iterator[pa.RecordBatch]:
+def _source_batches(
+    job: MergeJob, storage, src: AddFile, delete_logs: list[dict] | None = None
+) -> Iterator[pa.RecordBatch]:
     from ..log.actions import DeleteLog
     from ..log.delete_logs import load_split_deletes
     from ..split.cache import get_cache
     from ..split.reader import SplitReader
 
     reader = SplitReader(get_cache(job.options).local_dir(storage, src))
-    deletes = load_split_deletes(storage, [DeleteLog.from_json(d) for d in delete_logs or ()], reader.num_rows, src.path)
+    deletes = load_split_deletes(
+        storage, [DeleteLog.from_json(d) for d in delete_logs or ()], reader.num_rows, src.path
+    )
     rows = 0
     for b in reader.read(batch_size=READ_BATCH_ROWS, deletes=deletes):
         rows += b.num_rows
@@ -203,12 +225,14 @@ def _source_batches(job: MergeJob, storage, src: AddFile, delete_logs: list[dict
         if rows != reader.count(deletes=deletes):
             raise SplitFormatError(f"read {rows} rows, the split holds {reader.count(deletes=deletes)} live rows")
     elif rows != reader.num_rows or (src.num_records is not None and rows != src.num_records):
-        raise SplitFormatError(f"read {rows} rows, the split footer says {reader.num_rows} and the log "
-                               f"says {src.num_records}")
+        raise SplitFormatError(
+            f"read {rows} rows, the split footer says {reader.num_rows} and the log says {src.num_records}"
+        )
 
 
-def _with_partition_columns(batch: pa.RecordBatch, group: MergeGroup, full_schema: pa.Schema,
-                            partition_columns: list[str]) -> pa.RecordBatch:
+def _with_partition_columns(
+    batch: pa.RecordBatch, group: MergeGroup, full_schema: pa.Schema, partition_columns: list[str]
+) -> pa.RecordBatch:
     """Splits do not store partition columns; SplitWriter wants every column of the table."""
     from ..split.partitions import partition_value_array
 
@@ -254,8 +278,9 @@ def _index_companion_files(job: MergeJob, writer, group: MergeGroup, sources: li
                 raise SourceSplitError(src.path, str(e) or type(e).__name__) from e
 
 
-def _write_merged(job: MergeJob, storage, group: MergeGroup,
-                  sources: list[AddFile]) -> tuple[AddFile | None, dict[str, list[str]]]:
+def _write_merged(
+    job: MergeJob, storage, group: MergeGroup, sources: list[AddFile]
+) -> tuple[AddFile | None, dict[str, list[str]]]:
     from ..split.builder import SplitWriter
     from ..split.companion import CompanionSource
     from ..split.types import arrow_schema
@@ -266,8 +291,9 @@ def _write_merged(job: MergeJob, storage, group: MergeGroup,
         infos = _companion_sources(job, storage, group, sources)
         versions = [i.version for i in infos if i.version is not None]
         companion = CompanionSource(infos[0].format, infos[0].source, max(versions) if versions else None)
-    with SplitWriter(storage, job.schema_json, job.partition_columns, job.options,
-                     target_split_bytes=NO_ROLL, companion=companion) as writer:
+    with SplitWriter(
+        storage, job.schema_json, job.partition_columns, job.options, target_split_bytes=NO_ROLL, companion=companion
+    ) as writer:
         if companion is not None:
             _index_companion_files(job, writer, group, sources, infos)
         for src in sources if companion is None else ():
@@ -289,12 +315,14 @@ def _write_merged(job: MergeJob, storage, group: MergeGroup,
     add = adds[0]
     if add.doc_mapping_ref != group.doc_mapping_ref:
         storage.delete([add.path, *(f for fs in stats_files.values() for f in fs)])
-        raise IndexTablesError(f"internal: merged split of group {group.index} has doc mapping "
-                               f"{add.doc_mapping_ref}, its sources {group.doc_mapping_ref}")
+        raise IndexTablesError(
+            f"internal: merged split of group {group.index} has doc mapping "
+            f"{add.doc_mapping_ref}, its sources {group.doc_mapping_ref}"
+        )
     tags = sorted({t for s in sources for t in (s.split_tags or [])})
     return replace(
         add,
-        partition_values=dict(group.partition_values),   # the sources' exact strings, not a re-rendering
+        partition_values=dict(group.partition_values),  # the sources' exact strings, not a re-rendering
         data_change=False,
         num_merge_ops=max((s.num_merge_ops or 0) for s in sources) + 1,
         split_tags=tags or None,
@@ -351,12 +379,16 @@ class SparkRunner:
     spark: Any
 
     def run(self, job: MergeJob, groups: list[MergeGroup], progress: Progress | None) -> list[GroupOutcome]:
-        from ..sessions import run_tasks     # a DataFrame job: classic and Spark Connect sessions
+        from ..sessions import run_tasks  # a DataFrame job: classic and Spark Connect sessions
 
         if progress:
             progress("merging", 0, len(groups))
-        out = run_tasks(self.spark, functools.partial(merge_group, job), groups,
-                        description=f"MERGE SPLITS {job.table_uri}: {len(groups)} groups")
+        out = run_tasks(
+            self.spark,
+            functools.partial(merge_group, job),
+            groups,
+            description=f"MERGE SPLITS {job.table_uri}: {len(groups)} groups",
+        )
         if progress:
             progress("merging", len(groups), len(groups))
         return sorted(out, key=lambda o: o.index)
@@ -385,8 +417,9 @@ def _writer_options(snapshot, options: Options) -> Options:
     return Options.of(conf, options)
 
 
-def plan_merge(log_: TransactionLog, where: str | None = None, config: MergeConfig | None = None,
-               now_ms: int | None = None) -> MergePlan:
+def plan_merge(
+    log_: TransactionLog, where: str | None = None, config: MergeConfig | None = None, now_ms: int | None = None
+) -> MergePlan:
     from ..log.doc_mapping import doc_mapping_hash
     from ..log.protocol_gate import check_writable
     from ..split.types import doc_mapping_json
@@ -413,14 +446,16 @@ def _skip_actions(plan: MergePlan, failures: list[tuple[str, str]]) -> list[Skip
     out = []
     for path, reason in failures:
         prev = plan.skips.get(path)
-        out.append(SkipAction(
-            path=path,
-            skip_timestamp=plan.now_ms,
-            reason=reason[:1000],
-            operation="merge",
-            retry_after=plan.now_ms + int(plan.config.skip_cooldown_hours * HOUR_MS),
-            skip_count=(prev.skip_count + 1) if prev is not None else 1,
-        ))
+        out.append(
+            SkipAction(
+                path=path,
+                skip_timestamp=plan.now_ms,
+                reason=reason[:1000],
+                operation="merge",
+                retry_after=plan.now_ms + int(plan.config.skip_cooldown_hours * HOUR_MS),
+                skip_count=(prev.skip_count + 1) if prev is not None else 1,
+            )
+        )
     return out
 
 
@@ -428,11 +463,23 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
     started = time.perf_counter()
     g = plan.groups
     result: dict[str, Any] = {
-        "tablePath": plan.log.storage.uri, "status": "NO_ACTION", "version": None, "readVersion": plan.read_version,
-        "predicate": plan.predicate, "targetSize": plan.config.target_size, "mergeGroups": len(g.groups),
-        "mergedGroups": 0, "sourceSplitsMerged": 0, "splitsCreated": 0, "bytesMerged": 0, "bytesCreated": 0,
-        "recordsMerged": 0, "splitsSkipped": 0, "splitsCoolingDown": len(g.cooling_down),
-        "splitsOtherMapping": len(g.other_mapping), "skippedFiles": [],
+        "tablePath": plan.log.storage.uri,
+        "status": "NO_ACTION",
+        "version": None,
+        "readVersion": plan.read_version,
+        "predicate": plan.predicate,
+        "targetSize": plan.config.target_size,
+        "mergeGroups": len(g.groups),
+        "mergedGroups": 0,
+        "sourceSplitsMerged": 0,
+        "splitsCreated": 0,
+        "bytesMerged": 0,
+        "bytesCreated": 0,
+        "recordsMerged": 0,
+        "splitsSkipped": 0,
+        "splitsCoolingDown": len(g.cooling_down),
+        "splitsOtherMapping": len(g.other_mapping),
+        "skippedFiles": [],
     }
     if not g.groups:
         result["durationMs"] = round((time.perf_counter() - started) * 1000, 1)
@@ -445,9 +492,18 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
     if merged or skips:
         now = int(time.time() * 1000)
         removes = [RemoveFile(s.path, now, False, dict(s.partition_values or {}), s.size) for s in merged]
-        txn = Transaction(plan.log, resolver="merge", read_version=plan.read_version, operation=OPERATION,
-                          operation_parameters={"predicate": plan.predicate, "targetSize": plan.config.target_size,
-                                                "mergeGroups": len(adds), "skippedSplits": len(skips)})
+        txn = Transaction(
+            plan.log,
+            resolver="merge",
+            read_version=plan.read_version,
+            operation=OPERATION,
+            operation_parameters={
+                "predicate": plan.predicate,
+                "targetSize": plan.config.target_size,
+                "mergeGroups": len(adds),
+                "skippedSplits": len(skips),
+            },
+        )
         txn.remove_files(removes).add_files(adds).add_skips(skips)
         stats: dict[str, list[str]] = {}
         for o in outcomes:
@@ -463,18 +519,28 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
             raise
         result["status"] = "SUCCESS"
     result.update(
-        mergedGroups=len(adds), sourceSplitsMerged=len(merged), splitsCreated=len(adds),
-        bytesMerged=sum(s.size for s in merged), bytesCreated=sum(a.size for a in adds),
-        recordsMerged=sum(a.num_records or 0 for a in adds), splitsSkipped=len(skips),
+        mergedGroups=len(adds),
+        sourceSplitsMerged=len(merged),
+        splitsCreated=len(adds),
+        bytesMerged=sum(s.size for s in merged),
+        bytesCreated=sum(a.size for a in adds),
+        recordsMerged=sum(a.num_records or 0 for a in adds),
+        splitsSkipped=len(skips),
         skippedFiles=[s.to_json() for s in skips],
         durationMs=round((time.perf_counter() - started) * 1000, 1),
     )
     return result
 
 
-def merge_splits(log_: TransactionLog, where: str | None = None, target_size: int | str | None = None,
-                 max_dest_splits: int | None = None, max_source_splits_per_merge: int | None = None,
-                 runner: Runner | None = None, progress: Progress | None = None) -> dict:
+def merge_splits(
+    log_: TransactionLog,
+    where: str | None = None,
+    target_size: int | str | None = None,
+    max_dest_splits: int | None = None,
+    max_source_splits_per_merge: int | None = None,
+    runner: Runner | None = None,
+    progress: Progress | None = None,
+) -> dict:
     """MERGE SPLITS '<path>' [WHERE …] [TARGET SIZE …] [MAX DEST SPLITS n] [MAX SOURCE SPLITS PER MERGE n]."""
     if isinstance(target_size, str):
         target_size = parse_size(target_size, "TARGET SIZE")

@@ -28,6 +28,7 @@ columns by `log.partition_filter`. `parse_command` returns None for text that is
 commands, so that it can go to `spark.sql`; once a text starts like one of ours, every mistake is a
 `CommandSyntaxError` naming the position.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,7 +46,7 @@ class CommandSyntaxError(IndexTablesError):
         line_no = text.count("\n", 0, position) + 1
         line_start = text.rfind("\n", 0, position) + 1
         line_end = text.find("\n", position)
-        line = text[line_start: line_end if line_end >= 0 else len(text)]
+        line = text[line_start : line_end if line_end >= 0 else len(text)]
         column = position - line_start
         super().__init__(
             f"syntax error at position {position} (line {line_no}, column {column + 1}): {message}\n"
@@ -126,8 +127,8 @@ class PrewarmCache:
 
 @dataclass(frozen=True)
 class BuildCompanion:
-    format: str                                 # delta | iceberg | parquet
-    source: str                                 # path, or Iceberg table identifier with CATALOG
+    format: str  # delta | iceberg | parquet
+    source: str  # path, or Iceberg table identifier with CATALOG
     location: str
     catalog: str | None = None
     catalog_type: str | None = None
@@ -149,9 +150,22 @@ class FlushDiskCache:
     pass
 
 
-Command = (Checkpoint | Compact | DescribeState | DescribeTransactionLog | MergeSplits | Purge
-           | TruncateTimeTravel | DropPartitions | RepairTransactionLog | Delete | PrewarmCache
-           | DescribeDiskCache | FlushDiskCache | BuildCompanion)
+Command = (
+    Checkpoint
+    | Compact
+    | DescribeState
+    | DescribeTransactionLog
+    | MergeSplits
+    | Purge
+    | TruncateTimeTravel
+    | DropPartitions
+    | RepairTransactionLog
+    | Delete
+    | PrewarmCache
+    | DescribeDiskCache
+    | FlushDiskCache
+    | BuildCompanion
+)
 
 
 # ---- tokens ----------------------------------------------------------------------------------
@@ -173,8 +187,8 @@ _TOKEN = re.compile(
 
 @dataclass(frozen=True)
 class Tok:
-    kind: str      # word, str, bq, num, op, punct, other, end
-    text: str      # raw text (quotes included)
+    kind: str  # word, str, bq, num, op, punct, other, end
+    text: str  # raw text (quotes included)
     pos: int
     value: str = ""  # unquoted string / upper-cased word / number text
 
@@ -208,8 +222,18 @@ def tokenize(text: str) -> list[Tok]:
 # ---- parser ----------------------------------------------------------------------------------
 
 TABLE_WORDS = ("INDEXTABLES", "INDEXTABLE")
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30,
-          "T": 1 << 40, "TB": 1 << 40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KB": 1 << 10,
+    "M": 1 << 20,
+    "MB": 1 << 20,
+    "G": 1 << 30,
+    "GB": 1 << 30,
+    "T": 1 << 40,
+    "TB": 1 << 40,
+}
 _HOURS = {"HOUR": 1.0, "HOURS": 1.0, "DAY": 24.0, "DAYS": 24.0}
 
 
@@ -270,7 +294,7 @@ class _Parser:
         m = re.fullmatch(r"(\d+(?:\.\d+)?)([A-Za-z]*)", t.text)
         unit = m.group(2).upper()
         if not unit and self.peek().kind == "word" and self.peek().value in _UNITS and self.peek().value:
-            unit = self.next().value   # "100 M"
+            unit = self.next().value  # "100 M"
         if unit not in _UNITS:
             raise self.error(f"unknown size unit {m.group(2)!r} (use K, M, G or T)", t)
         n = int(float(m.group(1)) * _UNITS[unit])
@@ -319,7 +343,7 @@ class _Parser:
         if depth > 0:
             raise self.error("missing ')' in the WHERE predicate")
         end = self.peek().pos
-        text = self.text[start.pos:end].strip()
+        text = self.text[start.pos : end].strip()
         if not text:
             raise self.error("expected a partition predicate after WHERE", start)
         return text
@@ -401,8 +425,9 @@ class _Parser:
                 self.expect("ALL")
                 include_all = True
             return DescribeTransactionLog(path, include_all)
-        raise self.error(f"expected STATE, TRANSACTION LOG or DISK CACHE after DESCRIBE INDEXTABLES, "
-                         f"found {t.describe()}", t)
+        raise self.error(
+            f"expected STATE, TRANSACTION LOG or DISK CACHE after DESCRIBE INDEXTABLES, found {t.describe()}", t
+        )
 
     def dry_run_clause(self) -> bool:
         if self.accept("DRY"):
@@ -439,8 +464,11 @@ class _Parser:
                     if max_src < 2:
                         raise self.error("MAX SOURCE SPLITS PER MERGE must be at least 2 (a merge needs two splits)", t)
             else:
-                raise self.error(f"expected WHERE, TARGET SIZE, MAX DEST SPLITS or MAX SOURCE SPLITS PER MERGE, "
-                                 f"found {t.describe()}", t)
+                raise self.error(
+                    f"expected WHERE, TARGET SIZE, MAX DEST SPLITS or MAX SOURCE SPLITS PER MERGE, "
+                    f"found {t.describe()}",
+                    t,
+                )
         return MergeSplits(path, where, target, max_dest, max_src)
 
     def purge(self) -> Purge:
@@ -473,8 +501,15 @@ class _Parser:
         source = self.path("the quoted source table path" + (" or identifier" if fmt == "iceberg" else ""))
         seen: set[str] = set()
         args: dict = {}
-        stops = (("FROM", "VERSION"), ("FROM", "SNAPSHOT"), ("TARGET", "INPUT"), ("DRY", "RUN"), ("AT", "LOCATION"),
-                 ("INDEXING", "MODES"), ("CATALOG",))
+        stops = (
+            ("FROM", "VERSION"),
+            ("FROM", "SNAPSHOT"),
+            ("TARGET", "INPUT"),
+            ("DRY", "RUN"),
+            ("AT", "LOCATION"),
+            ("INDEXING", "MODES"),
+            ("CATALOG",),
+        )
         location = None
         while self.peek().kind == "word":
             t = self.next()
@@ -511,8 +546,11 @@ class _Parser:
                 self.expect("LOCATION")
                 location = self.path("the quoted location of the companion index")
             else:
-                raise self.error(f"expected CATALOG, INDEXING MODES, WHERE, FROM VERSION, FROM SNAPSHOT, TARGET INPUT "
-                                 f"SIZE, DRY RUN or AT LOCATION, found {t.describe()}", t)
+                raise self.error(
+                    f"expected CATALOG, INDEXING MODES, WHERE, FROM VERSION, FROM SNAPSHOT, TARGET INPUT "
+                    f"SIZE, DRY RUN or AT LOCATION, found {t.describe()}",
+                    t,
+                )
         if location is None:
             raise self.error("BUILD INDEXTABLES COMPANION needs AT LOCATION '<index path>'")
         if "catalog" in args and fmt != "iceberg":
@@ -531,11 +569,14 @@ class _Parser:
                 raise self.error(f"expected a column name in INDEXING MODES, found {name.describe()}", name)
             colon = self.next()
             if colon.text != ":":
-                raise self.error(f"expected ':' after the column name in INDEXING MODES, found {colon.describe()}", colon)
+                raise self.error(
+                    f"expected ':' after the column name in INDEXING MODES, found {colon.describe()}", colon
+                )
             mode = self.next()
             if mode.kind not in ("str", "word"):
-                raise self.error(f"expected an indexing mode (text, string, …) in INDEXING MODES, found "
-                                 f"{mode.describe()}", mode)
+                raise self.error(
+                    f"expected an indexing mode (text, string, …) in INDEXING MODES, found {mode.describe()}", mode
+                )
             col = name.value if name.kind == "str" else name.text.strip("`")
             out.append((col, mode.value if mode.kind == "str" else mode.text.lower()))
             sep = self.next()
@@ -550,8 +591,10 @@ class _Parser:
         path = self.path()
         t = self.peek()
         if not t.is_word("WHERE"):
-            raise self.error(f"DROP INDEXTABLES PARTITIONS needs a WHERE clause naming the partitions to drop, "
-                             f"found {t.describe()}", t)
+            raise self.error(
+                f"DROP INDEXTABLES PARTITIONS needs a WHERE clause naming the partitions to drop, found {t.describe()}",
+                t,
+            )
         self.next()
         return DropPartitions(path, self.predicate(()))
 

@@ -6,6 +6,7 @@ version (dataChange=true); their files stay until PURGE deletes them after the r
 transaction rebases over concurrent appends (splits added concurrently stay) and fails when one of
 the removed splits was removed concurrently.
 """
+
 from __future__ import annotations
 
 import time
@@ -24,8 +25,9 @@ def drop_partitions(log_: TransactionLog, where: str) -> dict:
     from ..split.partitions import partition_path
 
     if where is None or not str(where).strip():
-        raise InvalidOptionError("DROP INDEXTABLES PARTITIONS needs a WHERE predicate on partition columns "
-                                 "(it never drops a whole table)")
+        raise InvalidOptionError(
+            "DROP INDEXTABLES PARTITIONS needs a WHERE predicate on partition columns (it never drops a whole table)"
+        )
     protocol, metadata, _ = log_.header()
     check_writable(protocol, f"table {log_.storage.uri}")
     parts = list(metadata.partition_columns)
@@ -36,15 +38,26 @@ def drop_partitions(log_: TransactionLog, where: str) -> dict:
     files = snap.files
     dropped = sorted({partition_path(parts, f.partition_values) for f in files})
     out = {
-        "tablePath": log_.storage.uri, "status": "NO_ACTION", "version": None, "predicate": where,
-        "partitionsDropped": len(dropped), "splitsRemoved": len(files), "bytesRemoved": sum(f.size for f in files),
-        "recordsRemoved": sum(f.num_records or 0 for f in files), "partitions": dropped,
+        "tablePath": log_.storage.uri,
+        "status": "NO_ACTION",
+        "version": None,
+        "predicate": where,
+        "partitionsDropped": len(dropped),
+        "splitsRemoved": len(files),
+        "bytesRemoved": sum(f.size for f in files),
+        "recordsRemoved": sum(f.num_records or 0 for f in files),
+        "partitions": dropped,
     }
     if not files:
         return out
     now = int(time.time() * 1000)
-    txn = Transaction(log_, resolver="merge", read_version=snap.version, operation=OPERATION,
-                      operation_parameters={"predicate": where, "partitions": dropped})
+    txn = Transaction(
+        log_,
+        resolver="merge",
+        read_version=snap.version,
+        operation=OPERATION,
+        operation_parameters={"predicate": where, "partitions": dropped},
+    )
     txn.remove_files([RemoveFile(f.path, now, True, dict(f.partition_values or {}), f.size) for f in files])
     out.update(status="SUCCESS", version=txn.commit())
     return out

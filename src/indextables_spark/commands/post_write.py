@@ -18,6 +18,7 @@ Settings (`spark.indextables.` prefix; session conf or write options):
 - `mergeOnWrite.async.enabled` (true): merge and purge run in a background thread of the writing
   process, so the write returns at once; `wait_for_background()` waits for them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -95,22 +96,27 @@ def _run_logged(spark, path: str, opts: Options) -> dict:
     try:
         return run(spark, path, opts)
     except Exception as e:  # noqa: BLE001 - the one sanctioned catch: the write has committed; maintenance is best effort
-        log.warning("indextables: maintenance after the write to %s failed (the write itself succeeded): %s: %s",
-                    path, type(e).__name__, e, exc_info=True)
+        log.warning(
+            "indextables: maintenance after the write to %s failed (the write itself succeeded): %s: %s",
+            path,
+            type(e).__name__,
+            e,
+            exc_info=True,
+        )
         return {"error": f"{type(e).__name__}: {e}"}
 
 
-_background: dict[str, threading.Thread] = {}    # table path -> its running post-write maintenance
+_background: dict[str, threading.Thread] = {}  # table path -> its running post-write maintenance
 _background_lock = threading.Lock()
 _last_results: dict[str, dict] = {}
 
 
 def _start_background(spark, path: str, opts: Options) -> dict:
-    from pyspark import InheritableThread   # carries the caller's Spark local properties (pinned threads)
+    from pyspark import InheritableThread  # carries the caller's Spark local properties (pinned threads)
 
     def work() -> None:
         try:
-            set_job_description(spark, f"indextables merge-on-write {path}")   # this thread's jobs (classic)
+            set_job_description(spark, f"indextables merge-on-write {path}")  # this thread's jobs (classic)
             _last_results[path] = _run_logged(spark, path, opts)
         finally:
             with _background_lock:
@@ -122,8 +128,9 @@ def _start_background(spark, path: str, opts: Options) -> dict:
             return {"status": "ALREADY_RUNNING"}
         # Not a daemon: the interpreter finishes a running merge before it exits (and before
         # atexit stops Spark); a merge cut short would leave only orphan splits for PURGE.
-        thread = InheritableThread(target=work, name=f"indextables-post-write {path}", daemon=False,
-                                   session=spark)     # Spark Connect needs the session; classic copies its tags
+        thread = InheritableThread(
+            target=work, name=f"indextables-post-write {path}", daemon=False, session=spark
+        )  # Spark Connect needs the session; classic copies its tags
         _background[path] = thread
         thread.start()
     return {"status": "STARTED"}

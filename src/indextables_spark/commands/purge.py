@@ -22,6 +22,7 @@ retention must be at least `purge.minRetentionHours` (24) unless
 `spark.indextables.purge.retentionCheckEnabled=false`. A failure while computing the referenced
 set (unreadable state or version) aborts before any split or version file is deleted.
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,31 +48,39 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True)
 class PurgeConfig:
-    retention_hours: float            # OLDER THAN / purge.defaultRetentionHours (168)
-    tx_log_retention_hours: float     # TRANSACTION LOG RETENTION / purge.txLogRetentionHours (720)
-    min_retention_hours: float        # purge.minRetentionHours (24)
-    retention_check: bool             # purge.retentionCheckEnabled (true)
+    retention_hours: float  # OLDER THAN / purge.defaultRetentionHours (168)
+    tx_log_retention_hours: float  # TRANSACTION LOG RETENTION / purge.txLogRetentionHours (720)
+    min_retention_hours: float  # purge.minRetentionHours (24)
+    retention_check: bool  # purge.retentionCheckEnabled (true)
 
     @classmethod
-    def from_options(cls, opts: Options, older_than_hours: float | None = None,
-                     tx_log_retention_hours: float | None = None) -> "PurgeConfig":
+    def from_options(
+        cls, opts: Options, older_than_hours: float | None = None, tx_log_retention_hours: float | None = None
+    ) -> "PurgeConfig":
         cfg = cls(
-            retention_hours=float(older_than_hours if older_than_hours is not None
-                                  else opts.get_float("purge.defaultRetentionHours")),
-            tx_log_retention_hours=float(tx_log_retention_hours if tx_log_retention_hours is not None
-                                         else opts.get_float("purge.txLogRetentionHours")),
+            retention_hours=float(
+                older_than_hours if older_than_hours is not None else opts.get_float("purge.defaultRetentionHours")
+            ),
+            tx_log_retention_hours=float(
+                tx_log_retention_hours
+                if tx_log_retention_hours is not None
+                else opts.get_float("purge.txLogRetentionHours")
+            ),
             min_retention_hours=opts.get_float("purge.minRetentionHours"),
             retention_check=opts.get_bool("purge.retentionCheckEnabled"),
         )
-        for what, hours in (("split retention (OLDER THAN)", cfg.retention_hours),
-                            ("transaction log retention (TRANSACTION LOG RETENTION)", cfg.tx_log_retention_hours)):
+        for what, hours in (
+            ("split retention (OLDER THAN)", cfg.retention_hours),
+            ("transaction log retention (TRANSACTION LOG RETENTION)", cfg.tx_log_retention_hours),
+        ):
             if hours < 0:
                 raise InvalidOptionError(f"PURGE: {what} must not be negative, got {hours} hours")
             if cfg.retention_check and hours < cfg.min_retention_hours:
                 raise InvalidOptionError(
                     f"PURGE: {what} of {hours:g} hours is below the minimum of {cfg.min_retention_hours:g} hours "
                     f"(spark.indextables.purge.minRetentionHours): younger files may belong to writes still in "
-                    f"progress. To purge anyway, set spark.indextables.purge.retentionCheckEnabled=false")
+                    f"progress. To purge anyway, set spark.indextables.purge.retentionCheckEnabled=false"
+                )
         return cfg
 
 
@@ -92,7 +101,7 @@ def version_cut_candidates(listing, checkpoint_versions: set[int], now_ms: int, 
     if not listing.versions:
         return []
     cutoff = now_ms - tx_retention_hours * HOUR_MS
-    old_upto = None   # every retained version file <= old_upto is older than the retention
+    old_upto = None  # every retained version file <= old_upto is older than the retention
     prev = None
     for v in listing.versions:
         if (prev is not None and v != prev + 1) or listing.version_info[v].modified_ms >= cutoff:
@@ -114,8 +123,11 @@ def usable_cut(log_: TransactionLog, listing, candidates: list[int]) -> int | No
         if base is not None and base.version == c:
             base.load_files()
             return c
-        log.warning("PURGE %s: the checkpoint of version %d is not usable; keeping the version files below it",
-                    log_.storage.uri, c)
+        log.warning(
+            "PURGE %s: the checkpoint of version %d is not usable; keeping the version files below it",
+            log_.storage.uri,
+            c,
+        )
     return None
 
 
@@ -152,15 +164,21 @@ def referenced_files(log_: TransactionLog, retained_versions: list[int], checkpo
     return refs
 
 
-def purge(log_: TransactionLog, older_than_hours: float | None = None, tx_log_retention_hours: float | None = None,
-          dry_run: bool = False, progress: Progress | None = None, now_ms: int | None = None) -> dict:
+def purge(
+    log_: TransactionLog,
+    older_than_hours: float | None = None,
+    tx_log_retention_hours: float | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    now_ms: int | None = None,
+) -> dict:
     """PURGE INDEXTABLE '<path>' [OLDER THAN …] [TRANSACTION LOG RETENTION …] [DRY RUN]."""
     from ..log.protocol_gate import check_writable
     from . import state
 
     started = time.perf_counter()
     cfg = PurgeConfig.from_options(log_.options, older_than_hours, tx_log_retention_hours)
-    protocol, _, _ = log_.header()   # TableNotFoundError for a path without a table
+    protocol, _, _ = log_.header()  # TableNotFoundError for a path without a table
     check_writable(protocol, f"table {log_.storage.uri}")
     now = int(time.time() * 1000) if now_ms is None else now_ms
 
@@ -176,14 +194,17 @@ def purge(log_: TransactionLog, older_than_hours: float | None = None, tx_log_re
     tx_cutoff = now - cfg.tx_log_retention_hours * HOUR_MS
     doomed_json: dict[int, list[str]] = {}
     if cut is not None:
-        infos = {f.key: f for f in log_.storage.list(f"{LOG_DIR}/") if "/" not in f.key[len(LOG_DIR) + 1:]}
+        infos = {f.key: f for f in log_.storage.list(f"{LOG_DIR}/") if "/" not in f.key[len(LOG_DIR) + 1 :]}
         for v, key in listing.json_checkpoints.items():
             keys = [key] + listing.checkpoint_parts.get(v, [])
             if v < cut and all(k in infos and infos[k].modified_ms < tx_cutoff for k in keys):
                 doomed_json[v] = keys
         for v, parts in listing.checkpoint_parts.items():
-            if v < cut and v not in listing.json_checkpoints and all(
-                    k in infos and infos[k].modified_ms < tx_cutoff for k in parts):
+            if (
+                v < cut
+                and v not in listing.json_checkpoints
+                and all(k in infos and infos[k].modified_ms < tx_cutoff for k in parts)
+            ):
                 doomed_json[v] = parts
     retained_versions = [v for v in listing.versions if v not in set(doomed_versions)]
     retained_checkpoints = {c for c in checkpoints if c not in doomed_json}
@@ -211,16 +232,23 @@ def purge(log_: TransactionLog, older_than_hours: float | None = None, tx_log_re
     if not dry_run:
         keys = [f.key for f in doomed]
         for i in range(0, len(keys), DELETE_BATCH):
-            log_.storage.delete(keys[i:i + DELETE_BATCH])
+            log_.storage.delete(keys[i : i + DELETE_BATCH])
             if progress:
                 progress("deleting files", min(i + DELETE_BATCH, len(keys)), len(keys))
         if stale_temps:
             log_.storage.delete([f.key for f in stale_temps])
-        log_keys = [listing.version_info[v].key for v in doomed_versions] + [k for ks in doomed_json.values() for k in ks]
+        log_keys = [listing.version_info[v].key for v in doomed_versions] + [
+            k for ks in doomed_json.values() for k in ks
+        ]
         if log_keys:
             log_.storage.delete(log_keys)
-        log.info("PURGE %s: deleted %d splits, %d version files, %d checkpoint files", log_.storage.uri,
-                 len(doomed), len(doomed_versions), sum(len(k) for k in doomed_json.values()))
+        log.info(
+            "PURGE %s: deleted %d splits, %d version files, %d checkpoint files",
+            log_.storage.uri,
+            len(doomed),
+            len(doomed_versions),
+            sum(len(k) for k in doomed_json.values()),
+        )
     return {
         "tablePath": log_.storage.uri,
         "status": "DRY_RUN" if dry_run else "SUCCESS",

@@ -1,4 +1,5 @@
 """`it.sql(spark, text)`: our command texts run here, any other text goes to `spark.sql`."""
+
 from __future__ import annotations
 
 from ..sessions import with_session_options

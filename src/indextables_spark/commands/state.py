@@ -1,6 +1,7 @@
 """State maintenance operations behind CHECKPOINT / COMPACT / DESCRIBE INDEXTABLES STATE /
 TRUNCATE INDEXTABLES TIME TRAVEL and the state part of PURGE. Each returns a plain dict (one row of
 output for the SQL/CLI front ends)."""
+
 from __future__ import annotations
 
 from ..errors import CorruptStateError

@@ -15,6 +15,7 @@ session: the `spark.indextables.*` conf (credentials, endpoints, options) is tak
 `it.register(spark)` runs — register again after changing it. MERGE SPLITS merges in that worker
 (no Spark job). Like any table function, the command runs each time the query is executed.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterator
@@ -24,9 +25,15 @@ import pyarrow as pa
 from . import parser as p
 
 FUNCTIONS = (
-    "indextables_checkpoint", "indextables_compact", "indextables_describe_state",
-    "indextables_describe_transaction_log", "indextables_merge_splits", "indextables_purge",
-    "indextables_truncate_time_travel", "indextables_drop_partitions", "indextables_repair_transaction_log",
+    "indextables_checkpoint",
+    "indextables_compact",
+    "indextables_describe_state",
+    "indextables_describe_transaction_log",
+    "indextables_merge_splits",
+    "indextables_purge",
+    "indextables_truncate_time_travel",
+    "indextables_drop_partitions",
+    "indextables_repair_transaction_log",
 )
 
 
@@ -78,14 +85,26 @@ def _classes(options: dict) -> dict[str, type]:
             yield from rows(p.DescribeTransactionLog(path, bool(include_all)), options)
 
     class MergeSplits:
-        def eval(self, path: str, where: str | None = None, target_size=None, max_dest_splits: int | None = None,
-                 max_source_splits_per_merge: int | None = None):
-            yield from rows(p.MergeSplits(path, where, _size(target_size), max_dest_splits,
-                                          max_source_splits_per_merge), options)
+        def eval(
+            self,
+            path: str,
+            where: str | None = None,
+            target_size=None,
+            max_dest_splits: int | None = None,
+            max_source_splits_per_merge: int | None = None,
+        ):
+            yield from rows(
+                p.MergeSplits(path, where, _size(target_size), max_dest_splits, max_source_splits_per_merge), options
+            )
 
     class Purge:
-        def eval(self, path: str, older_than_hours: float | None = None, tx_log_retention_hours: float | None = None,
-                 dry_run: bool = False):
+        def eval(
+            self,
+            path: str,
+            older_than_hours: float | None = None,
+            tx_log_retention_hours: float | None = None,
+            dry_run: bool = False,
+        ):
             yield from rows(p.Purge(path, older_than_hours, tx_log_retention_hours, bool(dry_run)), options)
 
     class TruncateTimeTravel:
@@ -100,8 +119,22 @@ def _classes(options: dict) -> dict[str, type]:
         def eval(self, source: str, target: str):
             yield from rows(p.RepairTransactionLog(source, target), options)
 
-    return dict(zip(FUNCTIONS, (Checkpoint, Compact, DescribeState, DescribeTransactionLog, MergeSplits, Purge,
-                                TruncateTimeTravel, DropPartitions, RepairTransactionLog)))
+    return dict(
+        zip(
+            FUNCTIONS,
+            (
+                Checkpoint,
+                Compact,
+                DescribeState,
+                DescribeTransactionLog,
+                MergeSplits,
+                Purge,
+                TruncateTimeTravel,
+                DropPartitions,
+                RepairTransactionLog,
+            ),
+        )
+    )
 
 
 def register_command_functions(spark, conf: dict[str, str]) -> None:
@@ -112,9 +145,22 @@ def register_command_functions(spark, conf: dict[str, str]) -> None:
 
     udtf = functions(spark).udtf
 
-    specs = dict(zip(FUNCTIONS, (results.CHECKPOINT, results.COMPACT, results.DESCRIBE_STATE,
-                                 results.TRANSACTION_LOG, results.MERGE_SPLITS, results.PURGE,
-                                 results.TRUNCATE_TIME_TRAVEL, results.DROP_PARTITIONS, results.REPAIR)))
+    specs = dict(
+        zip(
+            FUNCTIONS,
+            (
+                results.CHECKPOINT,
+                results.COMPACT,
+                results.DESCRIBE_STATE,
+                results.TRANSACTION_LOG,
+                results.MERGE_SPLITS,
+                results.PURGE,
+                results.TRUNCATE_TIME_TRAVEL,
+                results.DROP_PARTITIONS,
+                results.REPAIR,
+            ),
+        )
+    )
     for name, cls in _classes(dict(conf)).items():
         # Plain (not Arrow) UDTFs: one row per command, and Arrow UDTFs would need pandas.
         spark.udtf.register(name, udtf(cls, returnType=specs[name].spark_schema(), useArrow=False))

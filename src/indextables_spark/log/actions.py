@@ -1,4 +1,5 @@
 """Transaction log actions (protocol.md "Actions"); Python snake_case, wire JSON camelCase."""
+
 from __future__ import annotations
 
 import json
@@ -62,7 +63,9 @@ class AddFile:
             "uncompressedSizeBytes": self.uncompressed_size_bytes,
             "addedAtVersion": self.added_at_version,
             "addedAtTimestamp": self.added_at_timestamp,
-            "companionSourceFiles": list(self.companion_source_files) if self.companion_source_files is not None else None,
+            "companionSourceFiles": list(self.companion_source_files)
+            if self.companion_source_files is not None
+            else None,
             "companionDeltaVersion": self.companion_source_version,
         }
         return _drop_none(d)
@@ -89,8 +92,9 @@ class AddFile:
                 added_at_version=d.get("addedAtVersion"),
                 added_at_timestamp=d.get("addedAtTimestamp"),
                 doc_mapping_json=d.get("docMappingJson"),
-                companion_source_files=(list(d["companionSourceFiles"]) if d.get("companionSourceFiles") is not None
-                                        else None),
+                companion_source_files=(
+                    list(d["companionSourceFiles"]) if d.get("companionSourceFiles") is not None else None
+                ),
                 companion_source_version=d.get("companionDeltaVersion"),
             )
         except (KeyError, TypeError, ValueError) as e:
@@ -208,7 +212,7 @@ class Metadata:
     @property
     def doc_mappings(self) -> dict[str, str]:
         p = "docMappingSchema."
-        return {k[len(p):]: v for k, v in self.configuration.items() if k.startswith(p)}
+        return {k[len(p) :]: v for k, v in self.configuration.items() if k.startswith(p)}
 
 
 @dataclass
@@ -305,11 +309,14 @@ class DeleteLog:
 
     def __post_init__(self) -> None:
         if self.kind not in DELETE_LOG_KINDS:
-            raise CorruptStateError(f"delete log {self.path}: unknown kind {self.kind!r} "
-                                    f"(expected one of {sorted(DELETE_LOG_KINDS)})")
+            raise CorruptStateError(
+                f"delete log {self.path}: unknown kind {self.kind!r} (expected one of {sorted(DELETE_LOG_KINDS)})"
+            )
         if (self.kind == POSITIONAL) != (self.split_path is not None):
-            raise CorruptStateError(f"delete log {self.path}: a {self.kind} log "
-                                    f"{'needs' if self.kind == POSITIONAL else 'has no'} splitPath")
+            raise CorruptStateError(
+                f"delete log {self.path}: a {self.kind} log "
+                f"{'needs' if self.kind == POSITIONAL else 'has no'} splitPath"
+            )
         if self.kind != POSITIONAL and not self.columns:
             raise CorruptStateError(f"delete log {self.path}: a {self.kind} log needs its columns")
 
@@ -405,7 +412,7 @@ def action_from_json(obj: dict[str, Any], where: str) -> Action | None:
     """Parse one wire action. Unknown action kinds are ignored (forward compatibility)."""
     if not isinstance(obj, dict) or len(obj) != 1:
         raise CorruptStateError(f"{where}: expected an object with one action key, got {str(obj)[:200]}")
-    (key, body), = obj.items()
+    ((key, body),) = obj.items()
     cls = _FROM_WIRE.get(key)
     if cls is None:
         return None

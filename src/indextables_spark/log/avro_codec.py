@@ -9,6 +9,7 @@ per-row pieces are joined element-wise, and the rows are framed into blocks. fas
 check the output in the tests (an independent implementation) and for small records (the state
 manifest).
 """
+
 from __future__ import annotations
 
 import io
@@ -59,8 +60,12 @@ FILE_ENTRY_AVRO_SCHEMA: dict[str, Any] = {
         {"name": "addedAtVersion", "type": "long", "field-id": 140},
         {"name": "addedAtTimestamp", "type": "long", "field-id": 141},
         # companion splits (field ids as the reference implementation's companion mode)
-        {"name": "companionSourceFiles", "type": ["null", {"type": "array", "items": "string"}], "default": None,
-         "field-id": 150},
+        {
+            "name": "companionSourceFiles",
+            "type": ["null", {"type": "array", "items": "string"}],
+            "default": None,
+            "field-id": 150,
+        },
         {"name": "companionDeltaVersion", "type": ["null", "long"], "default": None, "field-id": 151},
     ],
 }
@@ -413,8 +418,8 @@ def _header(schema: dict[str, Any], codec: str, sync: bytes, extra_meta: dict[st
 class BlockInfo:
     """Where one data block sits in a container (for readers that skip blocks)."""
 
-    offset: int       # byte offset of the block (its record count)
-    length: int       # bytes up to and including the sync marker
+    offset: int  # byte offset of the block (its record count)
+    length: int  # bytes up to and including the sync marker
     first_row: int
     num_rows: int
 
@@ -454,7 +459,7 @@ def write_container(
             if offs[e] - offs[s] <= max_block_bytes:
                 break
             limit = offs[s] + max_block_bytes
-            nxt = int(np.searchsorted(offs[s:e + 1], limit, side="right")) + s - 1
+            nxt = int(np.searchsorted(offs[s : e + 1], limit, side="right")) + s - 1
             s = max(nxt, s + 1)
     body = io.BytesIO()
     blocks: list[BlockInfo] = []
@@ -505,7 +510,7 @@ class _Cursor:
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise CorruptStateError(f"{self.where}: truncated Avro file (unexpected end of data)")
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += n
         return bytes(out)
 
@@ -569,7 +574,7 @@ def list_blocks(data: bytes, header: ContainerHeader, where: str) -> list[tuple[
                 f"{where}: truncated Avro file (a block of {size} bytes at byte {cur.pos} runs past the end, "
                 f"file is {n} bytes)"
             )
-        if data[end - 16:end] != header.sync:
+        if data[end - 16 : end] != header.sync:
             raise CorruptStateError(f"{where}: corrupt Avro file (sync marker mismatch at byte {end - 16})")
         cur.pos = end
         out.append((start, end, count))

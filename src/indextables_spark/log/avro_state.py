@@ -9,6 +9,7 @@ Bytes written are O(changed files). When the tombstone ratio, the manifest count
 request says so, the state is compacted instead: all live files sorted by partition values,
 chunked by `entriesPerManifest`, with partition bounds per manifest and no tombstones.
 """
+
 from __future__ import annotations
 
 import json
@@ -225,9 +226,10 @@ def drop_duplicate_paths(files: pa.Table, distinct_prefix_rows: int = 0) -> pa.T
     n = files.num_rows
     if distinct_prefix_rows > 0:
         rest = paths.slice(distinct_prefix_rows)
-        if pc.count_distinct(rest).as_py() == len(rest) and not pc.any(
-            pc.is_in(paths.slice(0, distinct_prefix_rows), value_set=rest.combine_chunks())
-        ).as_py():
+        if (
+            pc.count_distinct(rest).as_py() == len(rest)
+            and not pc.any(pc.is_in(paths.slice(0, distinct_prefix_rows), value_set=rest.combine_chunks())).as_py()
+        ):
             return files
     elif pc.count_distinct(paths).as_py() == n:
         return files

@@ -1,6 +1,7 @@
 """What loading a checkpoint or Avro state yields (the base a snapshot replays version files onto),
 and the part of a transaction log the loaders need (`LogReader`), so that the loaders sit below
 `TransactionLog` in the layering."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ class ScanStats:
     manifests_total: int = 0
     manifests_read: int = 0
     entries_decoded: int = 0
-    blocks_skipped_entries: int = 0   # entries in manifests read but in blocks skipped by the block index
+    blocks_skipped_entries: int = 0  # entries in manifests read but in blocks skipped by the block index
     version_files_read: int = 0
 
 
@@ -54,14 +55,16 @@ class BaseState:
     skips: dict[str, SkipAction] = field(default_factory=dict)
     schema_registry: dict[str, str] = field(default_factory=dict)
     source: str = "checkpoint"
-    state_manifest: Any = None            # StateManifest for Avro states
-    state_key: str | None = None          # the storage key it was read from
+    state_manifest: Any = None  # StateManifest for Avro states
+    state_key: str | None = None  # the storage key it was read from
     loader: Callable[..., pa.Table] | None = None
     timestamp: int = 0
-    delete_logs: list[DeleteLog] = field(default_factory=list)        # live delete logs
-    stats_files: dict[str, list[str]] = field(default_factory=dict)   # stats key -> per-split files
+    delete_logs: list[DeleteLog] = field(default_factory=list)  # live delete logs
+    stats_files: dict[str, list[str]] = field(default_factory=dict)  # stats key -> per-split files
 
-    def load_files(self, predicate=None, min_added_version: int | None = None, stats: ScanStats | None = None) -> pa.Table:
+    def load_files(
+        self, predicate=None, min_added_version: int | None = None, stats: ScanStats | None = None
+    ) -> pa.Table:
         """Live files of this base; with a predicate/min_added_version, manifests that cannot
         match are skipped (the result is then a superset of the matching rows, not exact)."""
         if self.files_table is not None:
@@ -74,5 +77,3 @@ class BaseState:
         if predicate is None and min_added_version is None:
             self.files_table = table
         return table
-
-

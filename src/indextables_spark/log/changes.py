@@ -1,6 +1,7 @@
 """Change feed (avro-state-file.md "Streaming Reads"): files added after a version, from the state
 (skipping manifests whose maxAddedAtVersion is not newer) and the version files after it, plus the
 remove actions of the version files after that version."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -21,12 +22,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class ChangeSet:
-    version: int                      # the table version the changes run up to
-    since_version: int                # changes strictly after this version
-    adds_table: pa.Table              # FileEntry rows, live at `version`, added after since_version
+    version: int  # the table version the changes run up to
+    since_version: int  # changes strictly after this version
+    adds_table: pa.Table  # FileEntry rows, live at `version`, added after since_version
     removes: list[RemoveFile] = field(default_factory=list)
     stats: "ScanStats | None" = None
-    delete_logs: list[DeleteLog] = field(default_factory=list)   # row-level deletes committed after since_version
+    delete_logs: list[DeleteLog] = field(default_factory=list)  # row-level deletes committed after since_version
 
     @cached_property
     def adds(self) -> list[AddFile]:
@@ -55,8 +56,9 @@ def changes_since(log_: "TransactionLog", since_version: int, timestamp_ms: int 
     base = load_base_state(log_, latest, listing)
     delta = log_.collect_changes(base, latest)
     stats = ScanStats(source=base.source if base else "log")
-    base, delta, files = log_._files_or_fallback(base, delta, latest, listing, stats=stats,
-                                                 min_added_version=since_version)
+    base, delta, files = log_._files_or_fallback(
+        base, delta, latest, listing, stats=stats, min_added_version=since_version
+    )
     if files.num_rows:
         keep = pc.greater(files.column("addedAtVersion"), since_version)
         if timestamp_ms is not None:

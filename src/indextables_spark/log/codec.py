@@ -1,4 +1,5 @@
 """Version file encoding: newline-delimited JSON actions, GZIP by default, detected by header."""
+
 from __future__ import annotations
 
 import gzip

@@ -13,6 +13,7 @@ splits added before it (split addedAtVersion < log addedAtVersion); a POSITIONAL
 own split. So rows appended later with deleted values stay visible, and a split rewritten by a
 merge (a new split, written without the deleted rows) gets none of the old logs.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -49,8 +50,12 @@ def positional_table(row_ids: Iterable[int] | np.ndarray) -> pa.Table:
 
 
 def encode_delete_log(kind: str, table: pa.Table, split_path: str | None = None) -> bytes:
-    header = {"kind": kind, "numEntries": table.num_rows, "splitPath": split_path,
-              "columns": None if kind == POSITIONAL else table.column_names}
+    header = {
+        "kind": kind,
+        "numEntries": table.num_rows,
+        "splitPath": split_path,
+        "columns": None if kind == POSITIONAL else table.column_names,
+    }
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as w:
         w.write_table(table)
@@ -66,8 +71,14 @@ def write_delete_log(storage, kind: str, table: pa.Table, split_path: str | None
     key = f"{DELETE_LOG_DIR}/{uuid.uuid4()}.dlog"
     if not storage.put_if_absent(key, data):
         raise CorruptStateError(f"delete log {storage.full_uri(key)} already exists")
-    return DeleteLog(path=key, kind=kind, num_entries=table.num_rows, size=len(data), split_path=split_path,
-                     columns=None if kind == POSITIONAL else list(table.column_names))
+    return DeleteLog(
+        path=key,
+        kind=kind,
+        num_entries=table.num_rows,
+        size=len(data),
+        split_path=split_path,
+        columns=None if kind == POSITIONAL else list(table.column_names),
+    )
 
 
 def _normalised(kind: str, table: pa.Table) -> pa.Table:
@@ -79,8 +90,10 @@ def _normalised(kind: str, table: pa.Table) -> pa.Table:
         raise DeleteLogError(f"a {kind} delete log needs at least one column")
     for name in table.column_names:
         if table.column(name).null_count:
-            raise DeleteLogError(f"{kind} delete values of column {name!r} include NULL, which never equals a "
-                                 f"row value; delete NULL rows with a predicate (IS NULL) instead")
+            raise DeleteLogError(
+                f"{kind} delete values of column {name!r} include NULL, which never equals a "
+                f"row value; delete NULL rows with a predicate (IS NULL) instead"
+            )
     return table.group_by(table.column_names, use_threads=False).aggregate([]).select(table.column_names)
 
 
@@ -106,13 +119,16 @@ def read_delete_log(storage, log: DeleteLog) -> pa.Table:
 def decode_delete_log(data: bytes, log: DeleteLog, where: str) -> pa.Table:
     """Validate a delete log file against its action and return its rows."""
     if log.format_version != FORMAT_VERSION:
-        raise CorruptStateError(f"{where}: the log records delete log format version {log.format_version}; "
-                                f"this indextables_spark reads version {FORMAT_VERSION}")
+        raise CorruptStateError(
+            f"{where}: the log records delete log format version {log.format_version}; "
+            f"this indextables_spark reads version {FORMAT_VERSION}"
+        )
     header, payload = decode_frame(data, MAGIC, FORMAT_VERSION, "delete log", where)
     for name, expected in (("kind", log.kind), ("splitPath", log.split_path), ("numEntries", log.num_entries)):
         if header.get(name) != expected:
-            raise CorruptStateError(f"{where}: header {name} is {header.get(name)!r}, the deleteLog action says "
-                                    f"{expected!r}")
+            raise CorruptStateError(
+                f"{where}: header {name} is {header.get(name)!r}, the deleteLog action says {expected!r}"
+            )
     try:
         table = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
     except pa.ArrowException as e:
@@ -121,8 +137,9 @@ def decode_delete_log(data: bytes, log: DeleteLog, where: str) -> pa.Table:
         raise CorruptStateError(f"{where}: holds {table.num_rows} entries, the deleteLog action says {log.num_entries}")
     if log.kind == POSITIONAL:
         if table.schema != pa.schema([pa.field(ROW_COLUMN, pa.int64())]) or table.column(0).null_count:
-            raise CorruptStateError(f"{where}: a POSITIONAL log must hold one non-null int64 column {ROW_COLUMN!r}, "
-                                    f"found {table.schema}")
+            raise CorruptStateError(
+                f"{where}: a POSITIONAL log must hold one non-null int64 column {ROW_COLUMN!r}, found {table.schema}"
+            )
     elif table.column_names != list(log.columns or []):
         raise CorruptStateError(f"{where}: holds columns {table.column_names}, the deleteLog action says {log.columns}")
     return table
@@ -143,7 +160,7 @@ class DeleteIndex:
     """The live delete logs of a snapshot, indexed for per-split lookups."""
 
     positional: dict[str, list[DeleteLog]] = field(default_factory=dict)
-    keyed: list[DeleteLog] = field(default_factory=list)        # EQUALITY / PRIMARY_KEY, by version
+    keyed: list[DeleteLog] = field(default_factory=list)  # EQUALITY / PRIMARY_KEY, by version
     _keyed_versions: list[int] = field(default_factory=list)
 
     @classmethod
@@ -164,7 +181,7 @@ class DeleteIndex:
     def for_file(self, add: AddFile) -> list[DeleteLog]:
         added = add.added_at_version if add.added_at_version is not None else -1
         own = [x for x in self.positional.get(add.path, ()) if applies_to(x, add)]
-        later = self.keyed[bisect.bisect_right(self._keyed_versions, added):]
+        later = self.keyed[bisect.bisect_right(self._keyed_versions, added) :]
         return own + later
 
 
@@ -180,8 +197,8 @@ def _version_of(log: DeleteLog) -> int:
 class SplitDeletes:
     """The deletes of one split: deleted row ids and deleted value tuples (by column set)."""
 
-    positions: np.ndarray                                  # sorted distinct int64 row ids
-    equalities: list[tuple[str, pa.Table]] = field(default_factory=list)   # (log paths for errors, values)
+    positions: np.ndarray  # sorted distinct int64 row ids
+    equalities: list[tuple[str, pa.Table]] = field(default_factory=list)  # (log paths for errors, values)
 
     @property
     def only_positions(self) -> bool:
@@ -226,15 +243,22 @@ def equality_hits(batch: pa.RecordBatch | pa.Table, values: pa.Table, where: str
             try:
                 got = got.cast(want)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise SchemaMismatchError(f"delete log {where}: values of column {c!r} ({got.type}) do not fit "
-                                          f"the split's type {want}: {e}") from None
+                raise SchemaMismatchError(
+                    f"delete log {where}: values of column {c!r} ({got.type}) do not fit the split's type {want}: {e}"
+                ) from None
         cols.append(got)
     if len(cols) == 1:
-        hit = pc.is_in(batch.column(values.column_names[0]), value_set=cols[0].combine_chunks()
-                       if isinstance(cols[0], pa.ChunkedArray) else cols[0])
+        hit = pc.is_in(
+            batch.column(values.column_names[0]),
+            value_set=cols[0].combine_chunks() if isinstance(cols[0], pa.ChunkedArray) else cols[0],
+        )
     else:
-        left = pa.table({**{c: batch.column(c) for c in values.column_names},
-                         "__i": pa.array(np.arange(batch.num_rows, dtype=np.int64))})
+        left = pa.table(
+            {
+                **{c: batch.column(c) for c in values.column_names},
+                "__i": pa.array(np.arange(batch.num_rows, dtype=np.int64)),
+            }
+        )
         right = pa.table(dict(zip(values.column_names, cols)))
         matched = left.join(right, keys=values.column_names, join_type="left semi", use_threads=False)
         mask = np.zeros(batch.num_rows, dtype=bool)
@@ -245,8 +269,9 @@ def equality_hits(batch: pa.RecordBatch | pa.Table, values: pa.Table, where: str
     return hit if pc.any(hit).as_py() else None
 
 
-def load_split_deletes(storage, logs: Sequence[DeleteLog], num_rows: int | None = None,
-                       split_path: str | None = None) -> SplitDeletes | None:
+def load_split_deletes(
+    storage, logs: Sequence[DeleteLog], num_rows: int | None = None, split_path: str | None = None
+) -> SplitDeletes | None:
     """The deletes of one split from its applicable logs (None when there are none)."""
     if not logs:
         return None
@@ -257,8 +282,10 @@ def load_split_deletes(storage, logs: Sequence[DeleteLog], num_rows: int | None 
         if log.kind == POSITIONAL:
             ids = table.column(0).to_numpy()
             if num_rows is not None and ids.size and int(ids[-1]) >= num_rows:
-                raise CorruptStateError(f"delete log {storage.full_uri(log.path)}: row id {int(ids[-1])} is beyond "
-                                        f"the {num_rows} rows of split {split_path or log.split_path}")
+                raise CorruptStateError(
+                    f"delete log {storage.full_uri(log.path)}: row id {int(ids[-1])} is beyond "
+                    f"the {num_rows} rows of split {split_path or log.split_path}"
+                )
             positions.append(ids)
         else:
             by_columns.setdefault(tuple(table.column_names), []).append((log.path, table))
@@ -267,7 +294,9 @@ def load_split_deletes(storage, logs: Sequence[DeleteLog], num_rows: int | None 
     for group in by_columns.values():
         where = ", ".join(p for p, _ in group)
         tables = [t for _, t in group]
-        equalities.append((where, pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]))
+        equalities.append(
+            (where, pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0])
+        )
     return SplitDeletes(pos, equalities)
 
 
@@ -317,5 +346,6 @@ def split_deletes(table_path: str, options, add: AddFile, logs_json: Sequence[di
         return None
     from ..storage import open_storage
 
-    return load_split_deletes(open_storage(table_path, options), [DeleteLog.from_json(d) for d in logs_json],
-                              add.num_records, add.path)
+    return load_split_deletes(
+        open_storage(table_path, options), [DeleteLog.from_json(d) for d in logs_json], add.num_records, add.path
+    )

@@ -1,4 +1,5 @@
 """Schema (doc mapping) deduplication: canonical JSON, SHA-256, base64, 16 characters."""
+
 from __future__ import annotations
 
 import base64

@@ -3,6 +3,7 @@
 Snapshots keep their live files as an Arrow table with these columns, so large file lists are
 pruned and joined with Arrow compute; AddFile objects are built only for the rows asked for.
 """
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -83,10 +84,21 @@ def table_to_add_files(table: pa.Table) -> list[AddFile]:
     cols = {name: table.column(name).to_pylist() for name in table.column_names if name in FILE_ENTRY_SCHEMA.names}
     n = table.num_rows
     get = lambda name: cols.get(name) or [None] * n  # noqa: E731
-    path, pv, size, mt, dc = get("path"), get("partitionValues"), get("size"), get("modificationTime"), get("dataChange")
+    path, pv, size, mt, dc = (
+        get("path"),
+        get("partitionValues"),
+        get("size"),
+        get("modificationTime"),
+        get("dataChange"),
+    )
     stats, mn, mx, nr = get("stats"), get("minValues"), get("maxValues"), get("numRecords")
     fs, fe, tags, nmo = get("footerStartOffset"), get("footerEndOffset"), get("splitTags"), get("numMergeOps")
-    ref, usz, aav, aat = get("docMappingRef"), get("uncompressedSizeBytes"), get("addedAtVersion"), get("addedAtTimestamp")
+    ref, usz, aav, aat = (
+        get("docMappingRef"),
+        get("uncompressedSizeBytes"),
+        get("addedAtVersion"),
+        get("addedAtTimestamp"),
+    )
     csf, csv = get("companionSourceFiles"), get("companionDeltaVersion")
     out = []
     for i in range(n):
@@ -130,5 +142,5 @@ def map_values(maps: pa.Array | pa.ChunkedArray, key: str) -> pa.Array:
     values = arr.items.slice(first, last - first).filter(hit)
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))[hit.to_numpy(zero_copy_only=False)]
     position = np.full(n, -1, dtype=np.int64)
-    position[rows[::-1]] = np.arange(len(rows), dtype=np.int64)[::-1]   # the first entry of a row wins
+    position[rows[::-1]] = np.arange(len(rows), dtype=np.int64)[::-1]  # the first entry of a row wins
     return values.take(pa.array(position, mask=position < 0))

@@ -11,6 +11,7 @@
 
 Every function has a dry run that reports without deleting.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,8 +67,9 @@ def reachable_manifests(log_: "TransactionLog", listing: "LogListing", versions)
     return keys
 
 
-def cleanup_old_states(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None,
-                       listing: "LogListing | None" = None) -> dict:
+def cleanup_old_states(
+    log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None, listing: "LogListing | None" = None
+) -> dict:
     listing = listing or log_.listing()
     cfg = StateConfig.from_options(log_.options)
     now = _now_ms() if now_ms is None else now_ms
@@ -85,7 +87,7 @@ def cleanup_old_states(log_: "TransactionLog", dry_run: bool = False, now_ms: in
         created = info.modified_ms if info else max((f.modified_ms for f in listing.state_files[v]), default=0)
         if created < cutoff:
             old.append(v)
-    doomed = old[max(0, cfg.retention_versions):]
+    doomed = old[max(0, cfg.retention_versions) :]
     retained = [v for v in versions if v not in doomed]
     still_needed = reachable_manifests(log_, listing, retained) if doomed else set()
     keys = [f.key for v in doomed for f in listing.state_files[v] if f.key not in still_needed]
@@ -100,8 +102,9 @@ def cleanup_old_states(log_: "TransactionLog", dry_run: bool = False, now_ms: in
     }
 
 
-def gc_manifests(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None,
-                 min_age_hours: float | None = None) -> dict:
+def gc_manifests(
+    log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None, min_age_hours: float | None = None
+) -> dict:
     listing = log_.listing()
     cfg = StateConfig.from_options(log_.options)
     now = _now_ms() if now_ms is None else now_ms

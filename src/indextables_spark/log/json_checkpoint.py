@@ -5,6 +5,7 @@ Single file: `<v>.checkpoint.json`, newline-delimited actions (GZIP or not, dete
 Multi-part: parts `<v>.checkpoint.<id>.<part>.json`, listed by a manifest written last at
 `<v>.checkpoint.json` ({"version", "checkpointId", "parts": [file names], "createdTime", "format"}).
 """
+
 from __future__ import annotations
 
 import json
@@ -90,9 +91,7 @@ def read_checkpoint_actions(
         try:
             pdata = storage.read(pk)
         except FileNotFoundInStorageError:
-            raise CorruptStateError(
-                f"checkpoint part {storage.full_uri(pk)} of version {version} is missing"
-            ) from None
+            raise CorruptStateError(f"checkpoint part {storage.full_uri(pk)} of version {version} is missing") from None
         part_actions = decode_actions(pdata, storage.full_uri(pk))
         if not part_actions:
             # A writer never writes an empty part: reading it as "no files" would drop files.

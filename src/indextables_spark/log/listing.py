@@ -1,5 +1,6 @@
 """One listing of `_transaction_log/`, classified: version files, JSON checkpoints (single-file and
 multi-part), Avro state directories, shared manifests."""
+
 from __future__ import annotations
 
 import re
@@ -18,11 +19,11 @@ _STATE_RE = re.compile(r"^state-v(\d{20})/(.+)$")
 class LogListing:
     versions: list[int] = field(default_factory=list)
     version_info: dict[int, FileInfo] = field(default_factory=dict)
-    json_checkpoints: dict[int, str] = field(default_factory=dict)             # version -> key
-    checkpoint_parts: dict[int, list[str]] = field(default_factory=dict)       # version -> part keys
-    state_manifests: dict[int, str] = field(default_factory=dict)              # version -> _manifest key
-    state_files: dict[int, list[FileInfo]] = field(default_factory=dict)       # version -> files in dir
-    manifests: list[FileInfo] = field(default_factory=list)                    # under manifests/
+    json_checkpoints: dict[int, str] = field(default_factory=dict)  # version -> key
+    checkpoint_parts: dict[int, list[str]] = field(default_factory=dict)  # version -> part keys
+    state_manifests: dict[int, str] = field(default_factory=dict)  # version -> _manifest key
+    state_files: dict[int, list[FileInfo]] = field(default_factory=dict)  # version -> files in dir
+    manifests: list[FileInfo] = field(default_factory=list)  # under manifests/
     last_checkpoint: FileInfo | None = None
 
     @property
@@ -50,7 +51,7 @@ def list_log(storage: Storage) -> LogListing:
     prefix = f"{LOG_DIR}/"
     manifests_prefix = f"{MANIFESTS_DIR}/"
     for info in storage.list(prefix):
-        rest = info.key[len(prefix):]
+        rest = info.key[len(prefix) :]
         if info.key.startswith(manifests_prefix):
             out.manifests.append(info)
             continue

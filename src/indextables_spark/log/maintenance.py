@@ -2,6 +2,7 @@
 upgrade, state GC, and the post-commit hook that runs them (`after_commit`), which upper layers
 install on the logs they open (`open_log`): a commit itself runs no hooks.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,8 +52,12 @@ def upgrade_protocol(log_: TransactionLog) -> int:
     return v
 
 
-def checkpoint(log_: TransactionLog, version: int | None = None, force_compaction: bool = False,
-               listing: "LogListing | None" = None) -> dict:
+def checkpoint(
+    log_: TransactionLog,
+    version: int | None = None,
+    force_compaction: bool = False,
+    listing: "LogListing | None" = None,
+) -> dict:
     """Write a checkpoint at `version` (latest by default): an Avro state, or a JSON checkpoint
     when `spark.indextables.state.format=json`. Returns a summary dict."""
     cfg = StateConfig.from_options(log_.options)
@@ -73,9 +78,14 @@ def checkpoint(log_: TransactionLog, version: int | None = None, force_compactio
         snap = log_.snapshot(version)
         lc = write_json_checkpoint(log_, snap)
         return {
-            "tablePath": log_.storage.uri, "status": "SUCCESS", "previousFormat": previous_format,
-            "newFormat": FORMAT_JSON, "version": lc.version, "numFiles": lc.num_files,
-            "compacted": False, "durationMs": round((time.perf_counter() - started) * 1000, 1),
+            "tablePath": log_.storage.uri,
+            "status": "SUCCESS",
+            "previousFormat": previous_format,
+            "newFormat": FORMAT_JSON,
+            "version": lc.version,
+            "numFiles": lc.num_files,
+            "compacted": False,
+            "durationMs": round((time.perf_counter() - started) * 1000, 1),
         }
     upgraded_from = None
     if _needs_upgrade(protocol):
@@ -89,8 +99,11 @@ def checkpoint(log_: TransactionLog, version: int | None = None, force_compactio
         listing = None
     res = write_state(log_, version, force_compaction=force_compaction, listing=listing)
     out = {
-        "tablePath": log_.storage.uri, "status": "SUCCESS", "previousFormat": previous_format,
-        "newFormat": FORMAT_AVRO_STATE, **res.to_dict(),
+        "tablePath": log_.storage.uri,
+        "status": "SUCCESS",
+        "previousFormat": previous_format,
+        "newFormat": FORMAT_AVRO_STATE,
+        **res.to_dict(),
         "durationMs": round((time.perf_counter() - started) * 1000, 1),
     }
     if upgraded_from is not None:
@@ -112,16 +125,28 @@ def compact(log_: TransactionLog) -> dict:
         sm = read_state_manifest(log_.storage, listing.state_manifests[latest])
         if is_clean(sm, cfg, list(metadata.partition_columns)):
             return {
-                "tablePath": log_.storage.uri, "status": "SKIPPED", "reason": "state is already compacted",
-                "version": latest, "compacted": False, "numFiles": sm.num_files, "numManifests": len(sm.manifests),
-                "numTombstones": 0, "manifestsWritten": 0, "bytesWritten": 0,
+                "tablePath": log_.storage.uri,
+                "status": "SKIPPED",
+                "reason": "state is already compacted",
+                "version": latest,
+                "compacted": False,
+                "numFiles": sm.num_files,
+                "numManifests": len(sm.manifests),
+                "numTombstones": 0,
+                "manifestsWritten": 0,
+                "bytesWritten": 0,
                 "durationMs": round((time.perf_counter() - started) * 1000, 1),
             }
         res = write_state(log_, latest, force_compaction=True, overwrite=True)
     else:
         res = write_state(log_, latest, force_compaction=True)
-    return {"tablePath": log_.storage.uri, "status": "SUCCESS", "newFormat": FORMAT_AVRO_STATE, **res.to_dict(),
-            "durationMs": round((time.perf_counter() - started) * 1000, 1)}
+    return {
+        "tablePath": log_.storage.uri,
+        "status": "SUCCESS",
+        "newFormat": FORMAT_AVRO_STATE,
+        **res.to_dict(),
+        "durationMs": round((time.perf_counter() - started) * 1000, 1),
+    }
 
 
 MERGE_OPERATIONS = frozenset({"MERGE SPLITS", "MERGE"})
@@ -176,9 +201,13 @@ def truncate_time_travel(log_: TransactionLog, dry_run: bool = False) -> dict:
     doomed += [f.key for v in states_removed for f in listing.state_files[v] if f.key not in needed]
     if doomed and not dry_run:
         log_.storage.delete(doomed)
-    manifests = gc_manifests(log_, dry_run=dry_run) if not dry_run else {
-        "orphanedManifests": len([f for f in listing.manifests if f.key not in needed]),
-    }
+    manifests = (
+        gc_manifests(log_, dry_run=dry_run)
+        if not dry_run
+        else {
+            "orphanedManifests": len([f for f in listing.manifests if f.key not in needed]),
+        }
+    )
     return {
         "tablePath": log_.storage.uri,
         "version": latest,

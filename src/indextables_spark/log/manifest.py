@@ -5,6 +5,7 @@ building Python dicts with fastavro), then adapts the writer's schema to ours by
 name: unknown fields are dropped, missing optional fields get their defaults, int is widened to
 long. Nothing is turned into Python objects here.
 """
+
 from __future__ import annotations
 
 import json
@@ -85,7 +86,8 @@ def datafusion_core():
             raise ImportError(f"datafusion._internal: {len(paths)} candidates")
         loader = importlib.machinery.ExtensionFileLoader("datafusion._internal", paths[0])
         core = importlib.util.module_from_spec(
-            importlib.util.spec_from_file_location("datafusion._internal", paths[0], loader=loader))
+            importlib.util.spec_from_file_location("datafusion._internal", paths[0], loader=loader)
+        )
         loader.exec_module(core)
         if not hasattr(core, "SessionContext"):
             raise ImportError("datafusion._internal has no SessionContext")
@@ -141,7 +143,9 @@ def _normalize_for_avro(files: pa.Table) -> pa.Table:
         derived = pc.and_(pc.is_valid(files.column("footerStartOffset")), pc.is_valid(files.column("footerEndOffset")))
         cols["hasFooterOffsets"] = pc.coalesce(hf, derived)
     if "partitionValues" not in cols and files.column("partitionValues").null_count:
-        cols["partitionValues"] = pc.fill_null(files.column("partitionValues"), pa.scalar([], files.schema.field("partitionValues").type))
+        cols["partitionValues"] = pc.fill_null(
+            files.column("partitionValues"), pa.scalar([], files.schema.field("partitionValues").type)
+        )
     for name, arr in cols.items():
         files = files.set_column(files.schema.get_field_index(name), name, arr)
     return files
@@ -184,8 +188,9 @@ def _partition_blocks(files: pa.Table, partition_columns: Sequence[str]):
     return starts, index
 
 
-def encode_manifest(files: pa.Table, codec: str = "zstd", level: int = 3,
-                    partition_columns: Sequence[str] | None = None) -> bytes:
+def encode_manifest(
+    files: pa.Table, codec: str = "zstd", level: int = 3, partition_columns: Sequence[str] | None = None
+) -> bytes:
     """Avro container of FileEntry records. With partition_columns (rows sorted by partition, as
     compaction writes them) blocks start at partition changes and the header carries each block's
     partition bounds (`io.indextables.blockIndex`), so readers can skip blocks; other Avro readers
@@ -215,7 +220,7 @@ def write_manifest(
 
 
 def manifest_info(key: str, files: pa.Table, partition_columns: Sequence[str]) -> ManifestInfo:
-    rel = key[len(MANIFESTS_DIR) - len("manifests"):]
+    rel = key[len(MANIFESTS_DIR) - len("manifests") :]
     if files.num_rows:
         mm = pc.min_max(files.column("addedAtVersion"))
         lo, hi = int(mm["min"].as_py()), int(mm["max"].as_py())
@@ -269,7 +274,9 @@ def conform(table: pa.Table, writer_fields: list[dict] | None = None, where: str
             try:
                 col = col.cast(f.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise CorruptStateError(f"{where}: manifest field {f.name!r} has type {col.type}, expected {f.type}: {e}") from None
+                raise CorruptStateError(
+                    f"{where}: manifest field {f.name!r} has type {col.type}, expected {f.type}: {e}"
+                ) from None
         arrays.append(col)
     out = pa.Table.from_arrays(arrays, schema=FILE_ENTRY_SCHEMA)
     if out.column("hasFooterOffsets").null_count:
@@ -365,7 +372,7 @@ def plan_manifest(
     n_units = max(1, min(len(selected), sel_rows // split_rows))
     target = sel_rows / n_units
     units: list[DecodeUnit] = []
-    head = data[:header.length]
+    head = data[: header.length]
     run: list = []
     run_rows = 0
     for i, b in enumerate(selected):

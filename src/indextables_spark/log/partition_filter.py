@@ -27,6 +27,7 @@ lexicographic string min/max (what every writer stores), so numeric columns are 
 equality/IN on the canonical text of the value, never by ranges. SQL three-valued logic: a
 comparison with a missing (null) partition value is unknown, and unknown rows are not selected.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,7 +41,19 @@ import pyarrow.compute as pc
 from ..errors import IndexTablesError
 from .file_entries import map_values
 from ..predicates import (
-    And, EqualTo, Filter, FilterVisitor, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull, LessThan, LessThanOrEqual, Not, Or,
+    And,
+    EqualTo,
+    Filter,
+    FilterVisitor,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    Or,
     columns_of,
 )
 
@@ -57,8 +70,14 @@ class PartitionFilterError(IndexTablesError):
 _CLASS_OF = {"=": EqualTo, "<": LessThan, "<=": LessThanOrEqual, ">": GreaterThan, ">=": GreaterThanOrEqual}
 _OP_OF = {cls: op for op, cls in _CLASS_OF.items()}
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_NEGATED = {LessThan: GreaterThanOrEqual, LessThanOrEqual: GreaterThan, GreaterThan: LessThanOrEqual,
-            GreaterThanOrEqual: LessThan, IsNull: IsNotNull, IsNotNull: IsNull}
+_NEGATED = {
+    LessThan: GreaterThanOrEqual,
+    LessThanOrEqual: GreaterThan,
+    GreaterThan: LessThanOrEqual,
+    GreaterThanOrEqual: LessThan,
+    IsNull: IsNotNull,
+    IsNotNull: IsNull,
+}
 
 
 def compare(column: str, op: str, value: Any) -> Filter:
@@ -107,7 +126,7 @@ _KEYWORDS = {"AND", "OR", "NOT", "IN", "IS", "NULL", "TRUE", "FALSE", "BETWEEN"}
 
 @dataclass
 class _Tok:
-    kind: str   # str, id, num, op, punct, kw, end
+    kind: str  # str, id, num, op, punct, kw, end
     value: Any
     pos: int
 
@@ -120,9 +139,7 @@ def _tokenize(text: str, what: str = "partition filter") -> list[_Tok]:
         if not m:
             if text[pos] == "'":
                 raise PartitionFilterError(f"{what} {text!r}: unterminated string starting at position {pos}")
-            raise PartitionFilterError(
-                f"{what} {text!r}: unexpected character {text[pos]!r} at position {pos}"
-            )
+            raise PartitionFilterError(f"{what} {text!r}: unexpected character {text[pos]!r} at position {pos}")
         kind = m.lastgroup
         raw = m.group()
         if kind == "str":
@@ -146,11 +163,16 @@ def _tokenize(text: str, what: str = "partition filter") -> list[_Tok]:
 
 
 class _Parser:
-    def __init__(self, text: str, columns: Mapping[str, str], what: str = "partition filter",
-                 column_kind: str = "partition column"):
+    def __init__(
+        self,
+        text: str,
+        columns: Mapping[str, str],
+        what: str = "partition filter",
+        column_kind: str = "partition column",
+    ):
         self.text = text
-        self.what = what                  # names the text in errors
-        self.column_kind = column_kind    # what the known columns are ("partition column", "column")
+        self.what = what  # names the text in errors
+        self.column_kind = column_kind  # what the known columns are ("partition column", "column")
         self.toks = _tokenize(text, what)
         self.i = 0
         self.columns = columns

@@ -1,4 +1,5 @@
 """Names of the files under `_transaction_log/`."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """What this implementation can read and write (protocol.md "Protocol Versions")."""
+
 from __future__ import annotations
 
 from ..errors import ProtocolVersionError
@@ -27,8 +28,9 @@ def with_features(protocol: Protocol, *features: str) -> Protocol:
     w = set(protocol.writer_features or [])
     if r.issuperset(features) and w.issuperset(features):
         return protocol
-    return Protocol(protocol.min_reader_version, protocol.min_writer_version,
-                    sorted(r.union(features)), sorted(w.union(features)))
+    return Protocol(
+        protocol.min_reader_version, protocol.min_writer_version, sorted(r.union(features)), sorted(w.union(features))
+    )
 
 
 def check_readable(protocol: Protocol, where: str) -> None:

@@ -7,6 +7,7 @@ Readers check the magic, then the format version, before anything else (manifest
 version found, never a crash or a half-read file). The CRC-32 covers every byte before it, so a
 truncated or damaged file is recognised as such.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..errors import CorruptStateError
 
-_PREFIX = struct.Struct("<4sII")   # magic, formatVersion, header length
+_PREFIX = struct.Struct("<4sII")  # magic, formatVersion, header length
 _CRC = struct.Struct("<I")
 MIN_SIZE = _PREFIX.size + _CRC.size
 
@@ -29,7 +30,9 @@ def encode_frame(magic: bytes, format_version: int, header: dict[str, Any], payl
     return body + _CRC.pack(zlib.crc32(body))
 
 
-def decode_frame(data: bytes, magic: bytes, supported_version: int, what: str, where: str) -> tuple[dict[str, Any], bytes]:
+def decode_frame(
+    data: bytes, magic: bytes, supported_version: int, what: str, where: str
+) -> tuple[dict[str, Any], bytes]:
     """(header, payload) of a framed file; `what` names the kind of file in errors ("delete log")."""
     if len(data) < 4 or data[:4] != magic:
         raise CorruptStateError(f"{where}: not a {what} file (magic {bytes(data[:4])!r} found, expected {magic!r})")
@@ -37,18 +40,19 @@ def decode_frame(data: bytes, magic: bytes, supported_version: int, what: str, w
         raise CorruptStateError(f"{where}: truncated {what} file ({len(data)} bytes)")
     _, version, head_len = _PREFIX.unpack_from(data)
     if version != supported_version:
-        raise CorruptStateError(f"{where}: {what} format version {version} found; this indextables_spark reads "
-                                f"version {supported_version}")
+        raise CorruptStateError(
+            f"{where}: {what} format version {version} found; this indextables_spark reads version {supported_version}"
+        )
     (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
-    if zlib.crc32(memoryview(data)[:len(data) - _CRC.size]) != crc:
+    if zlib.crc32(memoryview(data)[: len(data) - _CRC.size]) != crc:
         raise CorruptStateError(f"{where}: truncated or corrupt {what} file (checksum mismatch, {len(data)} bytes)")
     start = _PREFIX.size
     if start + head_len > len(data) - _CRC.size:
         raise CorruptStateError(f"{where}: corrupt {what} file (header length {head_len} exceeds the file)")
     try:
-        header = json.loads(bytes(data[start:start + head_len]).decode("utf-8"))
+        header = json.loads(bytes(data[start : start + head_len]).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CorruptStateError(f"{where}: corrupt {what} header ({e})") from None
     if not isinstance(header, dict):
         raise CorruptStateError(f"{where}: corrupt {what} header (not a JSON object)")
-    return header, bytes(data[start + head_len:len(data) - _CRC.size])
+    return header, bytes(data[start + head_len : len(data) - _CRC.size])

@@ -1,5 +1,6 @@
 """A snapshot: the table as of one version (protocol, metadata, live files, skips, delete logs,
 stats files)."""
+
 from __future__ import annotations
 
 import json
@@ -19,13 +20,13 @@ class Snapshot:
     version: int
     protocol_action: Protocol
     metadata_action: Metadata
-    files_table: pa.Table                 # one row per live split, FileEntry columns
+    files_table: pa.Table  # one row per live split, FileEntry columns
     skips: dict[str, SkipAction] = field(default_factory=dict)
-    timestamp: int = 0                    # commit time of `version`, epoch ms
+    timestamp: int = 0  # commit time of `version`, epoch ms
     schema_registry: dict[str, str] = field(default_factory=dict)
-    source: str = "log"                   # how it was built: "log", "avro-state", "json-checkpoint"
-    delete_logs: list[DeleteLog] = field(default_factory=list)        # live delete logs (log/delete_logs.py)
-    stats_files: dict[str, list[str]] = field(default_factory=dict)   # e.g. {"bloomfilter": [per-split files]}
+    source: str = "log"  # how it was built: "log", "avro-state", "json-checkpoint"
+    delete_logs: list[DeleteLog] = field(default_factory=list)  # live delete logs (log/delete_logs.py)
+    stats_files: dict[str, list[str]] = field(default_factory=dict)  # e.g. {"bloomfilter": [per-split files]}
 
     @cached_property
     def delete_index(self):

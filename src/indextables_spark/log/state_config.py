@@ -1,4 +1,5 @@
 """State-layer options (protocol.md "Configuration Reference")."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,24 +11,24 @@ from .avro_codec import avro_codec_name
 
 @dataclass(frozen=True)
 class StateConfig:
-    format: str = "avro"                      # state.format: avro | json
-    compression: str = "zstd"                 # state.compression: zstd | snappy | none
-    compression_level: int = 3                # state.compressionLevel
-    entries_per_manifest: int = 50_000        # state.entriesPerManifest
-    read_parallelism: int = 8                 # state.read.parallelism
-    tombstone_threshold: float = 0.10         # state.compaction.tombstoneThreshold
-    max_manifests: int = 20                   # state.compaction.maxManifests
-    large_remove_threshold: int = 2**31 - 1   # state.compaction.largeRemoveThreshold
-    compact_after_merge: bool = True          # state.compaction.afterMerge
-    retention_versions: int = 2               # state.retention.versions
-    retention_hours: float = 168.0            # state.retention.hours
-    gc_min_manifest_age_hours: float = 1.0    # state.gc.minManifestAgeHours
-    renormalize_threshold: int = 5            # state.schema.renormalizeThreshold
-    retry_max_attempts: int = 10              # state.retry.maxAttempts
-    retry_base_delay_ms: int = 100            # state.retry.baseDelayMs
-    retry_max_delay_ms: int = 5000            # state.retry.maxDelayMs
-    checkpoint_enabled: bool = True           # checkpoint.enabled
-    checkpoint_interval: int = 10             # checkpoint.interval
+    format: str = "avro"  # state.format: avro | json
+    compression: str = "zstd"  # state.compression: zstd | snappy | none
+    compression_level: int = 3  # state.compressionLevel
+    entries_per_manifest: int = 50_000  # state.entriesPerManifest
+    read_parallelism: int = 8  # state.read.parallelism
+    tombstone_threshold: float = 0.10  # state.compaction.tombstoneThreshold
+    max_manifests: int = 20  # state.compaction.maxManifests
+    large_remove_threshold: int = 2**31 - 1  # state.compaction.largeRemoveThreshold
+    compact_after_merge: bool = True  # state.compaction.afterMerge
+    retention_versions: int = 2  # state.retention.versions
+    retention_hours: float = 168.0  # state.retention.hours
+    gc_min_manifest_age_hours: float = 1.0  # state.gc.minManifestAgeHours
+    renormalize_threshold: int = 5  # state.schema.renormalizeThreshold
+    retry_max_attempts: int = 10  # state.retry.maxAttempts
+    retry_base_delay_ms: int = 100  # state.retry.baseDelayMs
+    retry_max_delay_ms: int = 5000  # state.retry.maxDelayMs
+    checkpoint_enabled: bool = True  # checkpoint.enabled
+    checkpoint_interval: int = 10  # checkpoint.interval
 
     @classmethod
     def from_options(cls, o: Options) -> "StateConfig":

@@ -7,6 +7,7 @@ files are all present. The first that loads wins. When one is missing, truncated
 reader logs a warning naming the file and falls back to an older candidate or to replaying the
 version files from 0; when nothing covers the version, the error names the bad file.
 """
+
 from __future__ import annotations
 
 import logging
@@ -68,9 +69,7 @@ def _candidates(listing: "LogListing", version: int, lc: LastCheckpoint | None) 
             sd = lc.state_dir or state_dir_name(lc.version)
             out.setdefault((lc.version, "avro"), f"_transaction_log/{sd}/_manifest.avro")
             if not sd.endswith(f"{lc.version:020d}"):
-                raise CorruptStateError(
-                    f"{LAST_CHECKPOINT}: stateDir {sd!r} does not match its version {lc.version}"
-                )
+                raise CorruptStateError(f"{LAST_CHECKPOINT}: stateDir {sd!r} does not match its version {lc.version}")
         else:
             out.setdefault((lc.version, "json"), checkpoint_key(lc.version))
     order = sorted(out, key=lambda k: (k[0], 1 if k[1] == "avro" else 0), reverse=True)
@@ -123,7 +122,10 @@ def load_base_state(
         if errors or lc_error:
             log.warning(
                 "reading %s version %d by replaying version files 0..%d (checkpoint unusable: %s)",
-                log_.storage.uri, version, version, errors[0] if errors else lc_error,
+                log_.storage.uri,
+                version,
+                version,
+                errors[0] if errors else lc_error,
             )
         return None
     if errors:
@@ -148,5 +150,9 @@ def load_base_state(
     raise VersionNotFoundError(
         f"version {version} of {log_.storage.uri} can no longer be reconstructed: "
         + (f"the oldest retained version file is {first}" if first is not None else "no version files remain")
-        + (f" and the retained checkpoints/states are at versions {states}" if states else " and no checkpoint covers it")
+        + (
+            f" and the retained checkpoints/states are at versions {states}"
+            if states
+            else " and no checkpoint covers it"
+        )
     )

@@ -4,6 +4,7 @@
 Readers check the container magic / JSON shape, `formatVersion` and `protocolVersion` before
 trusting anything else, and every error names the file.
 """
+
 from __future__ import annotations
 
 import io
@@ -30,7 +31,7 @@ FORMAT_AVRO_STATE = "avro-state"
 class ManifestInfo:
     """One FileEntry manifest referenced by a state."""
 
-    path: str                      # as recorded (relative to the log root, or legacy forms)
+    path: str  # as recorded (relative to the log root, or legacy forms)
     num_entries: int
     min_added_at_version: int
     max_added_at_version: int
@@ -80,11 +81,11 @@ class StateManifest:
     tombstones: list[str] = field(default_factory=list)
     schema_registry: dict[str, str] = field(default_factory=dict)
     protocol_version: int = 4
-    metadata: str | None = None           # JSON-encoded metaData action
-    protocol: str | None = None           # JSON-encoded protocol action (our addition)
+    metadata: str | None = None  # JSON-encoded metaData action
+    protocol: str | None = None  # JSON-encoded protocol action (our addition)
     skip_actions: list[str] = field(default_factory=list)  # JSON-encoded mergeskip actions (ours)
-    distinct_prefix_manifests: int = 0    # leading manifests from one compaction (ours)
-    delete_logs: list[str] = field(default_factory=list)             # JSON-encoded deleteLog actions (ours)
+    distinct_prefix_manifests: int = 0  # leading manifests from one compaction (ours)
+    delete_logs: list[str] = field(default_factory=list)  # JSON-encoded deleteLog actions (ours)
     stats_files: dict[str, list[str]] = field(default_factory=dict)  # stats key -> files (ours)
     format_version: int = STATE_FORMAT_VERSION
 

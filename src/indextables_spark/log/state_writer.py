@@ -1,6 +1,7 @@
 """Writing the table state: V4 Avro states (incremental and compacted, compaction policy, schema
 renormalization), legacy JSON checkpoints, and `_last_checkpoint`. The maintenance layer: reads
 through TransactionLog, never called by a commit (log/maintenance.py runs it after commits)."""
+
 from __future__ import annotations
 
 import json
@@ -191,8 +192,12 @@ class _Writer:
 
     def write(self, files: pa.Table, sorted_by_partition: bool = False) -> ManifestInfo:
         key = new_manifest_key()
-        data = encode_manifest(files, self.cfg.compression, self.cfg.compression_level,
-                               self.partition_columns if sorted_by_partition else None)
+        data = encode_manifest(
+            files,
+            self.cfg.compression,
+            self.cfg.compression_level,
+            self.partition_columns if sorted_by_partition else None,
+        )
         if not self.storage.put_if_absent(key, data):
             raise CorruptStateError(f"manifest {self.storage.full_uri(key)} already exists")
         self.keys.append(key)
@@ -215,8 +220,20 @@ class _Writer:
             self.keys = []
 
 
-def _state_manifest(version, files_count, total_bytes, manifests, tombstones, registry, protocol, metadata, skips,
-                    delete_logs, stats_files, distinct_prefix: int = 0) -> StateManifest:
+def _state_manifest(
+    version,
+    files_count,
+    total_bytes,
+    manifests,
+    tombstones,
+    registry,
+    protocol,
+    metadata,
+    skips,
+    delete_logs,
+    stats_files,
+    distinct_prefix: int = 0,
+) -> StateManifest:
     return StateManifest(
         distinct_prefix_manifests=distinct_prefix,
         state_version=version,
@@ -235,15 +252,22 @@ def _state_manifest(version, files_count, total_bytes, manifests, tombstones, re
     )
 
 
-def _registry_for(delta_registry: dict[str, str], metadata: Metadata, base_registry: dict[str, str] | None = None) -> dict[str, str]:
+def _registry_for(
+    delta_registry: dict[str, str], metadata: Metadata, base_registry: dict[str, str] | None = None
+) -> dict[str, str]:
     reg = dict(base_registry or {})
     reg.update(metadata.doc_mappings)
     reg.update(delta_registry)
     return reg
 
 
-def write_state(log_: "TransactionLog", version: int, force_compaction: bool = False, overwrite: bool = False,
-                listing: "LogListing | None" = None) -> StateWriteResult:
+def write_state(
+    log_: "TransactionLog",
+    version: int,
+    force_compaction: bool = False,
+    overwrite: bool = False,
+    listing: "LogListing | None" = None,
+) -> StateWriteResult:
     """Write the Avro state for table version `version` (put-if-absent, re-reading the base
     state on every attempt). With force_compaction the state is a clean compacted rewrite; with
     overwrite an existing state of the same version is replaced (compaction of the current
@@ -261,16 +285,29 @@ def write_state(log_: "TransactionLog", version: int, force_compaction: bool = F
             sm = read_state_manifest(storage, listing.state_manifests[version])
             update_last_checkpoint(log_, _last_checkpoint_for(sm))
             return StateWriteResult(
-                version=version, state_dir=state_dir_name(version), compacted=False, reason="already written",
-                num_files=sm.num_files, total_bytes=sm.total_bytes, num_manifests=len(sm.manifests),
-                num_tombstones=len(sm.tombstones), attempts=attempt, already_existed=True, base_version=version,
+                version=version,
+                state_dir=state_dir_name(version),
+                compacted=False,
+                reason="already written",
+                num_files=sm.num_files,
+                total_bytes=sm.total_bytes,
+                num_manifests=len(sm.manifests),
+                num_tombstones=len(sm.tombstones),
+                attempts=attempt,
+                already_existed=True,
+                base_version=version,
             )
         base = None
         if base_v is not None and base_v < version:
             try:
                 base = load_base_state(log_, base_v, listing, avro_only=True)
             except CorruptStateError as e:
-                log.warning("state at version %d of %s is not usable as a base (%s); writing a full state", base_v, storage.uri, e)
+                log.warning(
+                    "state at version %d of %s is not usable as a base (%s); writing a full state",
+                    base_v,
+                    storage.uri,
+                    e,
+                )
                 base = None
         writer = None
         try:
@@ -297,8 +334,13 @@ def write_state(log_: "TransactionLog", version: int, force_compaction: bool = F
             result.bytes_written += update_last_checkpoint(log_, _last_checkpoint_for(sm))
             log.info(
                 "wrote %s state v%d of %s (%d files, %d manifests, %d tombstones, %d bytes)",
-                "compacted" if result.compacted else "incremental", version, storage.uri, sm.num_files,
-                len(sm.manifests), len(sm.tombstones), result.bytes_written,
+                "compacted" if result.compacted else "incremental",
+                version,
+                storage.uri,
+                sm.num_files,
+                len(sm.manifests),
+                len(sm.tombstones),
+                result.bytes_written,
             )
             return result
         # Another writer created this state: drop what we wrote, re-read, retry.
@@ -362,11 +404,23 @@ def _build_state(log_, version: int, base, cfg: StateConfig, compact: bool, list
         return _build_compacted(log_, version, cfg, reason or "forced", base)
     metadata, protocol = delta.metadata, delta.protocol
     writer = _Writer(storage, cfg, list(metadata.partition_columns))
-    result = StateWriteResult(version=version, state_dir=state_dir_name(version), compacted=False, reason="incremental",
-                              base_version=base.version)
+    result = StateWriteResult(
+        version=version,
+        state_dir=state_dir_name(version),
+        compacted=False,
+        reason="incremental",
+        base_version=base.version,
+    )
     manifests = [
-        ManifestInfo(normalize_manifest_path(m.path, sm0.state_version), m.num_entries, m.min_added_at_version,
-                     m.max_added_at_version, m.partition_bounds, m.tombstone_count, m.live_entry_count)
+        ManifestInfo(
+            normalize_manifest_path(m.path, sm0.state_version),
+            m.num_entries,
+            m.min_added_at_version,
+            m.max_added_at_version,
+            m.partition_bounds,
+            m.tombstone_count,
+            m.live_entry_count,
+        )
         for m in sm0.manifests
     ]
     added_bytes = 0
@@ -380,13 +434,26 @@ def _build_state(log_, version: int, base, cfg: StateConfig, compact: bool, list
     tombstones = list(sm0.tombstones) + new_tombs
     registry = _registry_for(delta.registry, metadata, sm0.schema_registry)
     sm = _state_manifest(
-        version, sm0.num_files + len(delta.added) - removed_count, sm0.total_bytes + added_bytes - removed_bytes,
-        manifests, tombstones, registry, protocol, metadata, delta.skips, delta.delete_logs, delta.stats_files,
+        version,
+        sm0.num_files + len(delta.added) - removed_count,
+        sm0.total_bytes + added_bytes - removed_bytes,
+        manifests,
+        tombstones,
+        registry,
+        protocol,
+        metadata,
+        delta.skips,
+        delta.delete_logs,
+        delta.stats_files,
         distinct_prefix=min(sm0.distinct_prefix_manifests, len(sm0.manifests)),
     )
     result.num_files, result.total_bytes = sm.num_files, sm.total_bytes
     result.num_manifests, result.num_tombstones = len(manifests), len(tombstones)
-    result.manifests_written, result.entries_written, result.bytes_written = len(writer.keys), writer.entries, writer.bytes
+    result.manifests_written, result.entries_written, result.bytes_written = (
+        len(writer.keys),
+        writer.entries,
+        writer.bytes,
+    )
     result.written_keys = list(writer.keys)
     return result, sm, writer
 
@@ -412,19 +479,41 @@ def _build_compacted(log_, version: int, cfg: StateConfig, reason: str, base):
     manifests = writer.write_chunks(files) if files.num_rows else []
     total = int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
     delete_logs, stats_files = live_extras(snap.delete_logs, snap.stats_files, files)
-    sm = _state_manifest(version, files.num_rows, total, manifests, [], registry, protocol, metadata, snap.skips,
-                         delete_logs, stats_files, distinct_prefix=len(manifests))
+    sm = _state_manifest(
+        version,
+        files.num_rows,
+        total,
+        manifests,
+        [],
+        registry,
+        protocol,
+        metadata,
+        snap.skips,
+        delete_logs,
+        stats_files,
+        distinct_prefix=len(manifests),
+    )
     result = StateWriteResult(
-        version=version, state_dir=state_dir_name(version), compacted=True, reason=reason,
-        num_files=files.num_rows, total_bytes=total, num_manifests=len(manifests), num_tombstones=0,
-        manifests_written=len(writer.keys), entries_written=writer.entries, bytes_written=writer.bytes,
-        base_version=base.version if base is not None else None, written_keys=list(writer.keys),
+        version=version,
+        state_dir=state_dir_name(version),
+        compacted=True,
+        reason=reason,
+        num_files=files.num_rows,
+        total_bytes=total,
+        num_manifests=len(manifests),
+        num_tombstones=0,
+        manifests_written=len(writer.keys),
+        entries_written=writer.entries,
+        bytes_written=writer.bytes,
+        base_version=base.version if base is not None else None,
+        written_keys=list(writer.keys),
     )
     return result, sm, writer
 
 
-def live_extras(delete_logs: list[DeleteLog], stats_files: dict[str, list[str]],
-                files: pa.Table) -> tuple[list[DeleteLog], dict[str, list[str]]]:
+def live_extras(
+    delete_logs: list[DeleteLog], stats_files: dict[str, list[str]], files: pa.Table
+) -> tuple[list[DeleteLog], dict[str, list[str]]]:
     """The delete logs and stats files that still concern a live split (compaction drops the rest)."""
     from .delete_logs import live_delete_logs
 
@@ -470,8 +559,14 @@ def write_json_checkpoint(log_: "TransactionLog", snap: "Snapshot") -> LastCheck
     storage = log_.storage
     files = snap.files
     delete_logs, stats = live_extras(snap.delete_logs, snap.stats_files, snap.files_table)
-    actions: list[Action] = [snap.protocol_action, snap.metadata_action, *files, *snap.skips.values(), *delete_logs,
-                             *(StatsFiles(k, v) for k, v in stats.items())]
+    actions: list[Action] = [
+        snap.protocol_action,
+        snap.metadata_action,
+        *files,
+        *snap.skips.values(),
+        *delete_logs,
+        *(StatsFiles(k, v) for k, v in stats.items()),
+    ]
     compress = log_.options.get_bool("transaction.compression.enabled")
     key = checkpoint_key(snap.version)
     if not storage.put_if_absent(key, encode_actions(actions, compress)):
@@ -498,8 +593,12 @@ def update_last_checkpoint(log_: "TransactionLog", lc: LastCheckpoint) -> int:
         current = None
     if current is not None and current.version > lc.version:
         return 0
-    if current is not None and current.version == lc.version and current.effective_format == FORMAT_AVRO_STATE \
-            and lc.effective_format != FORMAT_AVRO_STATE:
+    if (
+        current is not None
+        and current.version == lc.version
+        and current.effective_format == FORMAT_AVRO_STATE
+        and lc.effective_format != FORMAT_AVRO_STATE
+    ):
         return 0  # keep pointing at the Avro state of the same version
     data = lc.encode()
     log_.storage.put(LAST_CHECKPOINT, data)

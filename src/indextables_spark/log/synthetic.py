@@ -1,6 +1,7 @@
 """Synthetic tables for tests and benchmarks: realistic AddFile entries (partition values,
 statistics, footer offsets, doc-mapping refs) committed through the real log, with synthetic split
 paths (no split files are needed to exercise the transaction log and the state layer)."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,9 @@ def partition_value(i: int, num_partitions: int) -> str:
     return f"{2024 + day // 336}-{1 + (day // 28) % 12:02d}-{1 + day % 28:02d}"
 
 
-def synthetic_add(i: int, partition_columns: Sequence[str] = ("date",), num_partitions: int = 10,
-                  rich: bool = True) -> AddFile:
+def synthetic_add(
+    i: int, partition_columns: Sequence[str] = ("date",), num_partitions: int = 10, rich: bool = True
+) -> AddFile:
     pv: dict[str, str] = {}
     for c in partition_columns:
         if c == "date":
@@ -68,8 +70,13 @@ def synthetic_adds(start: int, count: int, **kw) -> list[AddFile]:
     return [synthetic_add(i, **kw) for i in range(start, start + count)]
 
 
-def create_table(table, partition_columns: Sequence[str] = ("date",), schema: Mapping[str, Any] | None = None,
-                 configuration: Mapping[str, str] | None = None, protocol=None) -> int:
+def create_table(
+    table,
+    partition_columns: Sequence[str] = ("date",),
+    schema: Mapping[str, Any] | None = None,
+    configuration: Mapping[str, str] | None = None,
+    protocol=None,
+) -> int:
     """Commit version 0 (protocol + metadata) of a new table. `table` is an IndexTable."""
     conf = {"docMappingSchema." + DOC_MAPPING_REF: json.dumps([{"name": "title", "type": "text"}])}
     conf.update(configuration or {})

@@ -3,6 +3,7 @@
 Snapshots start from the newest usable checkpoint/state at or below the wanted version (see
 `state_loader`) and replay the version files after it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,14 +40,14 @@ class Delta:
     protocol: Protocol | None
     metadata: Metadata | None
     added: dict[str, AddFile]
-    removed: dict[str, RemoveFile]        # paths whose last action after the base is a remove
+    removed: dict[str, RemoveFile]  # paths whose last action after the base is a remove
     skips: dict[str, SkipAction]
     registry: dict[str, str]
     timestamp: int
-    readded: set[str] = field(default_factory=set)   # removed, then added again after the base
-    created: set[str] = field(default_factory=set)   # first seen as an add after the base (new files)
-    delete_logs: list[DeleteLog] = field(default_factory=list)        # every live delete log at the version
-    stats_files: dict[str, list[str]] = field(default_factory=dict)   # every stats file at the version
+    readded: set[str] = field(default_factory=set)  # removed, then added again after the base
+    created: set[str] = field(default_factory=set)  # first seen as an add after the base (new files)
+    delete_logs: list[DeleteLog] = field(default_factory=list)  # every live delete log at the version
+    stats_files: dict[str, list[str]] = field(default_factory=dict)  # every stats file at the version
 
     @property
     def base_removes(self) -> dict[str, RemoveFile]:
@@ -55,8 +56,12 @@ class Delta:
 
 
 class TransactionLog:
-    def __init__(self, storage: Storage, options: Options | None = None,
-                 post_commit: Sequence[Callable[["TransactionLog", int, str | None], None]] = ()):
+    def __init__(
+        self,
+        storage: Storage,
+        options: Options | None = None,
+        post_commit: Sequence[Callable[["TransactionLog", int, str | None], None]] = (),
+    ):
         self.storage = storage
         self.options = options or Options()
         # Run by Transaction.commit after each commit of this log, with (log, version, operation):
@@ -172,7 +177,9 @@ class TransactionLog:
                 if base is None or base.files_table is not None:
                     raise
                 excluded.add((base.version, "avro"))
-                log.warning("cannot read the state of version %d of %s: %s; falling back", base.version, self.storage.uri, e)
+                log.warning(
+                    "cannot read the state of version %d of %s: %s; falling back", base.version, self.storage.uri, e
+                )
                 base = load_base_state(self, version, listing, exclude=excluded, failure=e)
                 delta = self.collect_changes(base, version)
                 if stats is not None:
@@ -188,7 +195,9 @@ class TransactionLog:
         version = self._resolve_version(version, listing)
         base = load_base_state(self, version, listing)
         delta = self.collect_changes(base, version)
-        stats = ScanStats(source=base.source if base else "log", version_files_read=version - (base.version if base else -1))
+        stats = ScanStats(
+            source=base.source if base else "log", version_files_read=version - (base.version if base else -1)
+        )
         pred = None
         if partition_filter is not None and partition_filter != "":
             pred = parse_partition_filter(partition_filter, partition_column_types(delta.metadata))
@@ -207,8 +216,9 @@ class TransactionLog:
         protocol = base.protocol if base else None
         metadata = base.metadata if base else None
         registry = dict(base.schema_registry) if base else {}
-        for _v, actions in self._read_versions(range(base.version + 1 if base else 0, version + 1),
-                                               self._read_header_actions):
+        for _v, actions in self._read_versions(
+            range(base.version + 1 if base else 0, version + 1), self._read_header_actions
+        ):
             for a in actions:
                 if isinstance(a, Metadata):
                     metadata = a
@@ -284,6 +294,7 @@ class TransactionLog:
         timestamp = base.timestamp if base else 0
         delete_logs: list[DeleteLog] = list(base.delete_logs) if base else []
         stats: dict[str, dict[str, None]] = {k: dict.fromkeys(v) for k, v in (base.stats_files if base else {}).items()}
+
         def read(v: int) -> list[Action]:
             try:
                 return self.read_actions(v)
@@ -346,11 +357,28 @@ class TransactionLog:
                 f"{'protocol' if protocol is None else 'metaData'} action"
             )
         check_readable(protocol, f"table {self.storage.uri}")
-        return Delta(protocol, metadata, added, removed, skips, registry, timestamp, readded, created, delete_logs,
-                     {k: list(fs) for k, fs in stats.items() if fs})
+        return Delta(
+            protocol,
+            metadata,
+            added,
+            removed,
+            skips,
+            registry,
+            timestamp,
+            readded,
+            created,
+            delete_logs,
+            {k: list(fs) for k, fs in stats.items() if fs},
+        )
 
-    def _files(self, base: BaseState | None, delta: Delta, predicate=None, stats: ScanStats | None = None,
-               min_added_version: int | None = None) -> pa.Table:
+    def _files(
+        self,
+        base: BaseState | None,
+        delta: Delta,
+        predicate=None,
+        stats: ScanStats | None = None,
+        min_added_version: int | None = None,
+    ) -> pa.Table:
         files = base.load_files(predicate, min_added_version, stats) if base else FILE_ENTRY_SCHEMA.empty_table()
         drop = set(delta.removed) | set(delta.added)
         if drop and files.num_rows:
@@ -401,7 +429,7 @@ def parse_timestamp(value: str | int | float) -> int:
     if isinstance(value, (int, float)):
         return int(value)
     s = str(value).strip()
-    if s.isascii() and s.isdigit():   # not str.isdigit alone: '²' is a "digit" int() refuses
+    if s.isascii() and s.isdigit():  # not str.isdigit alone: '²' is a "digit" int() refuses
         return int(s)
     try:
         dt = datetime.fromisoformat(s.replace("Z", "+00:00"))

@@ -11,6 +11,7 @@ Resolvers:
   reader/writer features itself (the first delete log adds `deletionLogs`) or sets none.
 - "fail": any concurrent commit raises ConcurrentModificationError (for destructive operations).
 """
+
 from __future__ import annotations
 
 import logging
@@ -70,12 +71,12 @@ class Transaction:
         self._extra: list[Action] = []
         self._delete_logs: list[DeleteLog] = []
         self._stats: dict[str, list[str]] = {}
-        self._added_features: tuple[str, ...] = ()   # features this transaction adds to the read protocol
+        self._added_features: tuple[str, ...] = ()  # features this transaction adds to the read protocol
         self.committed_version: int | None = None
         self._snapshot = None
         self._header = None
         self.skip_post_commit = False  # internal: commits made by the state layer itself
-        self._registry_only = False     # the staged metadata only adds schema-registry entries
+        self._registry_only = False  # the staged metadata only adds schema-registry entries
         self._added_registry: dict[str, str] = {}
 
     # ---- reading -----------------------------------------------------------------------------
@@ -191,10 +192,14 @@ class Transaction:
             try:
                 norm = check_key(p) if isinstance(p, str) else None
             except PathEscapeError as e:
-                raise PathEscapeError(f"{self.operation} on {self.log.storage.uri}: {kind} path {p!r} refused: {e}") from None
+                raise PathEscapeError(
+                    f"{self.operation} on {self.log.storage.uri}: {kind} path {p!r} refused: {e}"
+                ) from None
             if norm != p:
-                raise PathEscapeError(f"{self.operation} on {self.log.storage.uri}: {kind} path {p!r} is not a "
-                                      f"normalized relative path inside the table")
+                raise PathEscapeError(
+                    f"{self.operation} on {self.log.storage.uri}: {kind} path {p!r} is not a "
+                    f"normalized relative path inside the table"
+                )
 
     def _stage_features(self) -> None:
         """The first delete log of a table adds the `deletionLogs` reader/writer feature."""
@@ -224,7 +229,7 @@ class Transaction:
     def _check_conflicts(self, since: int, upto: int) -> None:
         """Versions (since, upto] were committed by others while we worked."""
         my_removes = {r.path for r in self._removes}
-        rewritten = {r.path for r in self._removes if not r.data_change}   # rewrites (merge): rows kept elsewhere
+        rewritten = {r.path for r in self._removes if not r.data_change}  # rewrites (merge): rows kept elsewhere
         targets = {d.split_path for d in self._delete_logs if d.kind == POSITIONAL}
         for v in range(since + 1, upto + 1):
             if self.resolver == "fail":
@@ -306,7 +311,9 @@ class Transaction:
     @staticmethod
     def _without_registry(m: Metadata) -> dict:
         d = m.to_json()
-        d["configuration"] = {k: v for k, v in (d.get("configuration") or {}).items() if not k.startswith("docMappingSchema.")}
+        d["configuration"] = {
+            k: v for k, v in (d.get("configuration") or {}).items() if not k.startswith("docMappingSchema.")
+        }
         return d
 
     def _registry_only_change(self, concurrent: Metadata) -> bool:

@@ -1,4 +1,5 @@
 """The "indextables" PySpark data source: glue between Spark and the Spark-free core."""
+
 from __future__ import annotations
 
 import logging
@@ -76,16 +77,19 @@ class IndexTablesDataSource(DataSource):
         schema = snapshot.schema
         ro = read_options(self.opts)
         if ro.query is not None:
-            check_table_query(snapshot, self.opts, ro.query)   # a bad query fails load(), not a task
+            check_table_query(snapshot, self.opts, ro.query)  # a bad query fails load(), not a task
         # `_score` / `_snippet` only when the options ask for them (see reader.py).
         extra = extra_fields(ro, schema, snapshot.partition_columns)
-        return StructType(list(schema.fields) + [StructField(INDEXALL, StringType(), True),
-                                                 StructField(INDEXGUARD, StringType(), True)] + extra)
+        return StructType(
+            list(schema.fields)
+            + [StructField(INDEXALL, StringType(), True), StructField(INDEXGUARD, StringType(), True)]
+            + extra
+        )
 
     def reader(self, schema: StructType) -> "DataSourceReader":
         from .reader import IndexTablesReader, UnpushedReader
 
-        if self.pin is None:   # a schema given by the caller: schema() never ran
+        if self.pin is None:  # a schema given by the caller: schema() never ran
             snapshot = self._read_snapshot()
             self.pin = SnapshotPin(uuid.uuid4().hex, snapshot.version, False)
         cls = UnpushedReader if _called_by_plain_planner() else IndexTablesReader

@@ -9,6 +9,7 @@ names its table path). Over Spark Connect the server plans the reads: explain as
 with a one-task Spark job, which finds them when the server's executors share its driver's host
 (a local-mode server, one machine); elsewhere it says so and points to
 `IndexTable(path, spark=spark).explain(query, where)`, which answers the same question."""
+
 from __future__ import annotations
 
 import time
@@ -25,12 +26,13 @@ def explain(df) -> list[dict]:
     if is_connect(df):
         return _explain_connect(df)
     t0 = time.time()
-    df.select("*")._jdf.queryExecution().executedPlan()   # a new plan: Spark plans a DataFrame's reads once
+    df.select("*")._jdf.queryExecution().executedPlan()  # a new plan: Spark plans a DataFrame's reads once
     found = guard.explanations_since(t0)
     if not found:
         raise InvalidOptionError(
             "no indextables read was planned for this DataFrame on this machine: it reads no indextables "
-            "table, or Spark planned it elsewhere (a Spark Connect server on another host)")
+            "table, or Spark planned it elsewhere (a Spark Connect server on another host)"
+        )
     return found
 
 
@@ -43,18 +45,21 @@ def _explain_connect(df) -> list[dict]:
 
     def on_server(fn) -> str:
         """fn() run in one task on the server's executors (its host, for a local-mode server)."""
+
         def task(batches):
             for _ in batches:
                 yield pa.RecordBatch.from_arrays([pa.array([fn()])], names=["out"])
+
         rows = spark.range(1, numPartitions=1).mapInArrow(task, "out string").toArrow()
         return rows.column("out")[0].as_py()
 
-    t0 = float(on_server(lambda: repr(time.time())))     # the server host's clock, not the client's
-    df.select("*")._explain_string(mode="simple")       # the server plans the reads (and records them)
+    t0 = float(on_server(lambda: repr(time.time())))  # the server host's clock, not the client's
+    df.select("*")._explain_string(mode="simple")  # the server plans the reads (and records them)
     found = json.loads(on_server(lambda: json.dumps(guard.explanations_since(t0))))
     if not found:
         raise InvalidOptionError(
             "no indextables read of this DataFrame was found: it reads no indextables table, or the Spark Connect "
             "server planned it on a host its executors do not share (a cluster); use "
-            "indextables_spark.IndexTable(path, spark=spark).explain(query=..., where=...) there")
+            "indextables_spark.IndexTable(path, spark=spark).explain(query=..., where=...) there"
+        )
     return found

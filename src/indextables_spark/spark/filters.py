@@ -1,4 +1,5 @@
 """Spark's pushed filters (pyspark.sql.datasource) → the core's filter model (split.filters)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -41,8 +42,13 @@ def nested_narrowing(f, specs: dict) -> str | None:
     field (`=` / `IN` on an attribute path such as ('user', 'name')), or None. Spark re-checks."""
     if isinstance(f, sds.In) and isinstance(f.attribute, (tuple, list)):
         return F.struct_narrowing(list(f.attribute), list(f.value), specs)
-    ops = {sds.EqualTo: "=", sds.GreaterThan: ">", sds.GreaterThanOrEqual: ">=", sds.LessThan: "<",
-           sds.LessThanOrEqual: "<="}
+    ops = {
+        sds.EqualTo: "=",
+        sds.GreaterThan: ">",
+        sds.GreaterThanOrEqual: ">=",
+        sds.LessThan: "<",
+        sds.LessThanOrEqual: "<=",
+    }
     if type(f) in ops and isinstance(f.attribute, (tuple, list)):
         return F.struct_narrowing(list(f.attribute), [f.value], specs, ops[type(f)])
     return None

@@ -26,6 +26,7 @@ reader which scan it serves, so:
 
 Scans are recorded on the driver (where Spark plans) in small files, one per relation and query.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,7 +55,7 @@ class Guard:
 
 def parse(value: object) -> Guard | None:
     if isinstance(value, str) and value.startswith(GUARD_PREFIX):
-        return Guard(value[len(GUARD_PREFIX):])
+        return Guard(value[len(GUARD_PREFIX) :])
     return None
 
 
@@ -99,7 +100,7 @@ def record_scan(relation_id: str, epoch: str, queries: list[str], filters: list,
         seen = [json.loads(x) for x in fh if x.strip()]
     if len(seen) == 1:
         now = time.time()
-        if int(now) % 16 == 0:   # now and then: files of past queries
+        if int(now) % 16 == 0:  # now and then: files of past queries
             _forget_old(d, now)
         return True
     if any(s["q"] != seen[0]["q"] for s in seen):
@@ -107,7 +108,8 @@ def record_scan(relation_id: str, epoch: str, queries: list[str], filters: list,
             f"one loaded DataFrame/view of the indextables table {path} is scanned {len(seen)} times in one query "
             f"with different full-text queries ({sorted({' AND '.join(s['q']) or '<none>' for s in seen})}); "
             f"Spark plans one read per loaded relation, so load the table once per scan "
-            f"(spark.read.format('indextables').load(path) for each side, or a separate view per query)")
+            f"(spark.read.format('indextables').load(path) for each side, or a separate view per query)"
+        )
     return all(s["f"] == seen[0]["f"] for s in seen)
 
 
@@ -139,23 +141,27 @@ def explanations_since(t0: float) -> list[dict]:
 
 
 def unguarded_query_message(path: str) -> str:
-    return (f"a full-text `{INDEXALL} = '<query>'` filter on {path} needs a guarded read: call "
-            f"indextables_spark.register(spark) before loading the table or creating the view (its load and "
-            f"view bridge plan every scan afresh), or pass the query as the read option 'query'")
+    return (
+        f"a full-text `{INDEXALL} = '<query>'` filter on {path} needs a guarded read: call "
+        f"indextables_spark.register(spark) before loading the table or creating the view (its load and "
+        f"view bridge plan every scan afresh), or pass the query as the read option 'query'"
+    )
 
 
 def unguarded_ranking_message(path: str) -> str:
-    return (f"options 'limit' / 'orderBy' on {path} rank across tasks, which needs the read returned by "
-            f"spark.read.format('indextables') after indextables_spark.register(spark); without it, use "
-            f"option 'withScore' and DataFrame.orderBy('_score', ascending=False).limit(n)")
+    return (
+        f"options 'limit' / 'orderBy' on {path} rank across tasks, which needs the read returned by "
+        f"spark.read.format('indextables') after indextables_spark.register(spark); without it, use "
+        f"option 'withScore' and DataFrame.orderBy('_score', ascending=False).limit(n)"
+    )
 
 
 @dataclass(frozen=True)
 class SnapshotPin:
     """Which snapshot the readers of one relation read (see spark/guard.py)."""
 
-    relation_id: str     # one per loaded DataFrame / view (Spark keeps one DataSource per relation)
-    version: int         # the version time travel asked for, else the latest at load time
+    relation_id: str  # one per loaded DataFrame / view (Spark keeps one DataSource per relation)
+    version: int  # the version time travel asked for, else the latest at load time
     time_travel: bool
 
     def snapshot(self, path: str, opts: Options, latest: bool):

@@ -1,4 +1,5 @@
 """Option handling shared by the Spark reader and writer."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping

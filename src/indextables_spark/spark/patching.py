@@ -1,4 +1,5 @@
 """Wrapping pyspark methods reversibly (what `register` installs and `unregister` removes)."""
+
 from __future__ import annotations
 
 import functools

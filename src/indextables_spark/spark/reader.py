@@ -16,6 +16,7 @@ task searches its splits for their top n, merges them into its own top n, and th
 each partition's top n, merged on the driver. The result is the global top n. Scores are BM25
 with per-split statistics (like per-shard scoring in Elasticsearch's default mode).
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,7 +50,7 @@ class ReadOptions:
     query: str | None
     order_by_score: bool
     limit: int | None
-    with_score: bool                 # a `_score` column is part of the schema
+    with_score: bool  # a `_score` column is part of the schema
     snippet_fields: tuple[str, ...]
     batch_rows: int
 
@@ -68,7 +69,8 @@ def read_options(opts: Options) -> ReadOptions:
         if parts[0] != SCORE or len(parts) > 2 or (len(parts) == 2 and parts[1].lower() != "desc"):
             raise InvalidOptionError(
                 f"option orderBy={order!r}: only '_score' (best first) is supported; for other orders use "
-                f"DataFrame.orderBy(...) on the result")
+                f"DataFrame.orderBy(...) on the result"
+            )
         order_by_score = True
         if query is None:
             raise InvalidOptionError("option orderBy='_score' needs option 'query' (scores rank query matches)")
@@ -94,8 +96,9 @@ def table_specs(snapshot, opts: Options) -> list:
     return column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
 
 
-def check_table_query(snapshot, opts: Options, query: str, files: list[AddFile] | None = None,
-                      every: bool = False) -> None:
+def check_table_query(
+    snapshot, opts: Options, query: str, files: list[AddFile] | None = None, every: bool = False
+) -> None:
     """Raise QueryParseError for a query the splits cannot parse, without opening one: checked
     against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
     any of them (what a read of those splits would hit), else only when invalid for all of them
@@ -103,7 +106,7 @@ def check_table_query(snapshot, opts: Options, query: str, files: list[AddFile] 
     from ..split.reader import check_query
     from ..split.types import specs_from_doc_mapping
 
-    if files is None:   # the Arrow column: no AddFile objects built for a large table
+    if files is None:  # the Arrow column: no AddFile objects built for a large table
         refs = set(snapshot.files_table.column("docMappingRef").unique().to_pylist())
     else:
         refs = {f.doc_mapping_ref for f in files}
@@ -129,12 +132,17 @@ def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: l
     if ro.with_score:
         out.append(StructField(SCORE, FloatType(), True))
     if ro.snippet_fields:
-        strings = {f.name for f in table_schema.fields
-                   if isinstance(f.dataType, StringType) and f.name not in partition_columns}
+        strings = {
+            f.name
+            for f in table_schema.fields
+            if isinstance(f.dataType, StringType) and f.name not in partition_columns
+        }
         bad = [c for c in ro.snippet_fields if c not in strings]
         if bad:
-            raise InvalidOptionError(f"option snippetFields: {bad} are not string columns stored in the splits "
-                                     f"(string columns: {sorted(strings)})")
+            raise InvalidOptionError(
+                f"option snippetFields: {bad} are not string columns stored in the splits "
+                f"(string columns: {sorted(strings)})"
+            )
         if not ro.query:
             raise InvalidOptionError("option snippetFields needs option 'query' (snippets highlight query matches)")
         one = len(ro.snippet_fields) == 1
@@ -146,8 +154,8 @@ def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: l
 class SplitGroup(InputPartition):
     """One Spark task: a few splits read one after another."""
 
-    files: list[dict]   # AddFile wire JSON
-    deletes: dict[str, list[dict]]   # split path -> its delete logs (deleteLog wire JSON); splits with deletes only
+    files: list[dict]  # AddFile wire JSON
+    deletes: dict[str, list[dict]]  # split path -> its delete logs (deleteLog wire JSON); splits with deletes only
 
     def __init__(self, files: list[dict], deletes: dict[str, list[dict]] | None = None):
         self.files = files
@@ -168,7 +176,7 @@ class IndexTablesReader(DataSourceReader):
         self.pin = pin
         self.read_opts = read_options(opts)
         self.option_query = self.read_opts.query
-        self.index_queries: list[str] = []   # from `_indexall = '...'` filters
+        self.index_queries: list[str] = []  # from `_indexall = '...'` filters
         self.nested_queries: list[str] = []  # narrowing for filters on struct fields (Spark re-checks)
         self.partition_filters: list = []
         self.data_filters: list = []
@@ -208,6 +216,7 @@ class IndexTablesReader(DataSourceReader):
 
     def pushFilters(self, filters):
         from ..split.filters import columns_of, supports
+
         filters = list(filters)
         verdicts = [indexall_filter(f) for f in filters]
         epoch = next((v.epoch for v in verdicts if isinstance(v, guard.Guard)), None)
@@ -219,7 +228,7 @@ class IndexTablesReader(DataSourceReader):
             if queries:
                 raise InvalidOptionError(guard.unguarded_query_message(self.path))
             self._ensure_bound()
-            yield from filters   # Spark applies them all (see the class docstring)
+            yield from filters  # Spark applies them all (see the class docstring)
             return
         self._bind(self.pin.snapshot(self.path, self.opts, latest=True))
         others = [f for f, v in zip(filters, verdicts) if v is None]
@@ -248,13 +257,25 @@ class IndexTablesReader(DataSourceReader):
 
         types = {c: self.column_types[c] for c in self.partition_columns}
         files, (n_total, n_after_partitions, n_after_stats) = prune_files(
-            self.path, self.opts, self._snapshot, self.partition_filters, self.data_filters,
-            self.partition_columns, types, self.specs)
+            self.path,
+            self.opts,
+            self._snapshot,
+            self.partition_filters,
+            self.data_filters,
+            self.partition_columns,
+            types,
+            self.specs,
+        )
         log.info(
             "indextables: %s v%d: %d splits; %d pruned by partition filters, %d skipped by data skipping "
             "(min/max stats), %d by Bloom filters; %d to read",
-            self.path, self.version, n_total, n_total - n_after_partitions, n_after_partitions - n_after_stats,
-            n_after_stats - len(files), len(files),
+            self.path,
+            self.version,
+            n_total,
+            n_total - n_after_partitions,
+            n_after_partitions - n_after_stats,
+            n_after_stats - len(files),
+            len(files),
         )
         self._pruning = (n_total, n_after_partitions, n_after_stats, len(files))
         return files
@@ -265,16 +286,26 @@ class IndexTablesReader(DataSourceReader):
         from ..split.search import index_translation
 
         answered, narrowed, rows_only, tantivy_query = index_translation(
-            self.specs, self.query, self.data_filters, self.data_filters)
+            self.specs, self.query, self.data_filters, self.data_filters
+        )
         n_total, n_parts, n_stats, n_read = self._pruning
-        return {"path": self.path, "version": self.version, "guarded": self.guarded, "query": self.query,
-                "partition_filters": [render(f) for f in self.partition_filters],
-                "index_answered": [render(f) for f in answered], "index_narrowed": [render(f) for f in narrowed],
-                "rows_only": [render(f) for f in rows_only], "struct_field_narrowing": self.nested_queries,
-                "tantivy_query": tantivy_query,
-                "spark_rechecks_every_filter": True,
-                "splits_total": n_total, "splits_after_partition_pruning": n_parts,
-                "splits_after_data_skipping": n_stats, "splits_after_bloom_filters": n_read}
+        return {
+            "path": self.path,
+            "version": self.version,
+            "guarded": self.guarded,
+            "query": self.query,
+            "partition_filters": [render(f) for f in self.partition_filters],
+            "index_answered": [render(f) for f in answered],
+            "index_narrowed": [render(f) for f in narrowed],
+            "rows_only": [render(f) for f in rows_only],
+            "struct_field_narrowing": self.nested_queries,
+            "tantivy_query": tantivy_query,
+            "spark_rechecks_every_filter": True,
+            "splits_total": n_total,
+            "splits_after_partition_pruning": n_parts,
+            "splits_after_data_skipping": n_stats,
+            "splits_after_bloom_filters": n_read,
+        }
 
     def partitions(self):
         self._ensure_bound()
@@ -282,7 +313,7 @@ class IndexTablesReader(DataSourceReader):
         if not self.guarded and (ro.limit is not None or ro.order_by_score):
             raise InvalidOptionError(guard.unguarded_ranking_message(self.path))
         files = self._live_files()
-        if self.query is not None:   # refused here rather than in every task
+        if self.query is not None:  # refused here rather than in every task
             check_table_query(self._snapshot, self.opts, self.query, files, every=True)
         from ..split.groups import group_by_size
 
@@ -305,7 +336,7 @@ class IndexTablesReader(DataSourceReader):
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:
         from ..split.types import arrow_schema
 
-        target = arrow_schema(self.schema_json, field_metadata=True)   # = Spark's to_arrow_schema
+        target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         adds = [AddFile.from_json(d) for d in partition.files]
         ro = self.read_opts
         query = self.query
@@ -342,8 +373,12 @@ def indexall_filter(f):
         return f.value
     if isinstance(f, sds.IsNotNull) and tuple(f.attribute) == (INDEXALL,):
         return True
-    if (isinstance(f, sds.Not) and isinstance(f.child, sds.EqualNullSafe)
-            and tuple(f.child.attribute) == (guard.INDEXGUARD,) and isinstance(f.child.value, str)):
+    if (
+        isinstance(f, sds.Not)
+        and isinstance(f.child, sds.EqualNullSafe)
+        and tuple(f.child.attribute) == (guard.INDEXGUARD,)
+        and isinstance(f.child.value, str)
+    ):
         return guard.parse(f.child.value)
     return None
 
@@ -364,8 +399,9 @@ def _data_names(reader: IndexTablesReader, target: pa.Schema) -> list[str]:
     return [f.name for f in target if f.name not in reader.partition_columns and f.name not in virtual]
 
 
-def to_target(batch: pa.RecordBatch | pa.Table, add: AddFile, target: pa.Schema,
-              partition_columns: list[str]) -> pa.Table:
+def to_target(
+    batch: pa.RecordBatch | pa.Table, add: AddFile, target: pa.Schema, partition_columns: list[str]
+) -> pa.Table:
     """Rows of one split as the read schema: partition values, `_indexall` (always NULL), and
     `_score`/`_snippet` from the batch when present, else NULL."""
     from ..split.partitions import partition_value_array
@@ -385,8 +421,9 @@ def to_target(batch: pa.RecordBatch | pa.Table, add: AddFile, target: pa.Schema,
     return pa.Table.from_arrays(cols, schema=target)
 
 
-def read_split(reader: IndexTablesReader, add: AddFile, target: pa.Schema,
-               delete_logs: list[dict] | None = None) -> Iterator[pa.RecordBatch]:
+def read_split(
+    reader: IndexTablesReader, add: AddFile, target: pa.Schema, delete_logs: list[dict] | None = None
+) -> Iterator[pa.RecordBatch]:
     """Rows of one split in row order, in batches of at most read.batchSize rows: a read without
     filters or query streams the row store's batches (zero-copy slices of the memory map).
     delete_logs: the split's deleteLog actions (SplitGroup.deletes); their rows are left out.
@@ -398,8 +435,9 @@ def read_split(reader: IndexTablesReader, add: AddFile, target: pa.Schema,
     names = _data_names(reader, target)
     deletes = split_deletes(reader.path, reader.opts, add, delete_logs)
     types = {n: target.field(n).type for n in names}
-    for batch in split_rows(split, reader.data_filters, _narrowed_query(reader, split), names, types,
-                            reader.read_opts.batch_rows, deletes):
+    for batch in split_rows(
+        split, reader.data_filters, _narrowed_query(reader, split), names, types, reader.read_opts.batch_rows, deletes
+    ):
         yield from to_target(batch, add, target, reader.partition_columns).to_batches()
 
 
@@ -412,8 +450,13 @@ def _narrowed_query(reader: IndexTablesReader, split) -> str | None:
     return with_narrowing(reader.query, reader.nested_queries, split.specs)
 
 
-def read_ranked(reader: IndexTablesReader, adds: list[AddFile], target: pa.Schema,
-                query: str, deletes: dict[str, list[dict]] | None = None) -> Iterator[pa.RecordBatch]:
+def read_ranked(
+    reader: IndexTablesReader,
+    adds: list[AddFile],
+    target: pa.Schema,
+    query: str,
+    deletes: dict[str, list[dict]] | None = None,
+) -> Iterator[pa.RecordBatch]:
     """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
     (each split's top n, merged)."""
     ro = reader.read_opts
@@ -423,8 +466,13 @@ def read_ranked(reader: IndexTablesReader, adds: list[AddFile], target: pa.Schem
         split = _open_split(reader, add)
         from ..log.delete_logs import split_deletes
 
-        table = split.search_scored(query, ro.limit, reader.data_filters, names,
-                                    deletes=split_deletes(reader.path, reader.opts, add, (deletes or {}).get(add.path)))
+        table = split.search_scored(
+            query,
+            ro.limit,
+            reader.data_filters,
+            names,
+            deletes=split_deletes(reader.path, reader.opts, add, (deletes or {}).get(add.path)),
+        )
         if ro.snippet_fields:
             table = _with_snippets(split, table, query, ro.snippet_fields)
         table = to_target(table, add, target, reader.partition_columns)
@@ -471,7 +519,7 @@ def finish_load(df, given: Mapping[str, object]):
     from .guard import INDEXALL
 
     ro = read_options(Options.of({str(k): v for k, v in given.items()}))
-    df = df.drop(INDEXALL)   # the guard already dropped `_indexguard`
+    df = df.drop(INDEXALL)  # the guard already dropped `_indexguard`
     if ro.order_by_score or ro.top_n:
         df = df.orderBy(df[SCORE].desc())
     if ro.limit is not None:

@@ -24,6 +24,7 @@ read is always right (spark/guard.py). What `register` adds, in classic and Spar
 
 `unregister(spark)` restores every wrapped method.
 """
+
 from __future__ import annotations
 
 import threading
@@ -82,23 +83,27 @@ def _inject_conf(builder, spark) -> dict[str, str]:
 
 # ---- pass-through recorders -------------------------------------------------------------------
 
+
 def _recorders(cls) -> None:
     def make_format(orig):
         def format(self, source):
             _given(self).format = source
             return orig(self, source)
+
         return format
 
     def make_option(orig):
         def option(self, key, value):
             _given(self).options[str(key)] = value
             return orig(self, key, value)
+
         return option
 
     def make_options(orig):
         def options(self, **opts):
             _given(self).options.update({str(k): v for k, v in opts.items()})
             return orig(self, **opts)
+
         return options
 
     def make_partition_by(orig):
@@ -106,6 +111,7 @@ def _recorders(cls) -> None:
             flat = tuple(cols[0]) if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
             _given(self).partition_by = [str(c) for c in flat]
             return orig(self, *cols)
+
         return partitionBy
 
     def make_mode(orig):
@@ -113,6 +119,7 @@ def _recorders(cls) -> None:
             if saveMode is not None:
                 _given(self).mode = saveMode
             return orig(self, saveMode)
+
         return mode
 
     _wrap(cls, "format", make_format)
@@ -123,6 +130,7 @@ def _recorders(cls) -> None:
 
 
 # ---- indextables-only behaviour ---------------------------------------------------------------
+
 
 def _move_partitioning(builder) -> None:
     """`.partitionBy(cols)` → option partitionBy, Spark's own partitioning cleared (it refuses it)."""
@@ -152,7 +160,9 @@ def _make_load(streaming: bool):
                 _own(type(self), "option")(self, k, v)
             df = orig(self, path=path, schema=schema)
             return finish_load(guarded(df), g.options)
+
         return load
+
     return make
 
 
@@ -190,7 +200,8 @@ def _make_save(orig):
                 if save_mode == "ignore":
                     return None
                 raise TableExistsError(
-                    f"an indextables table already exists at {target}; use mode('append') or mode('overwrite')")
+                    f"an indextables table already exists at {target}; use mode('append') or mode('overwrite')"
+                )
             _own(type(self), "mode")(self, "append")
         result = orig(self, path=path)
         # The commit ran in a worker without a session: merge-/purge-on-write run here (never raise).
@@ -198,6 +209,7 @@ def _make_save(orig):
 
         maybe_run(spark, target, opts)
         return result
+
     return save
 
 
@@ -215,6 +227,7 @@ def _make_start(orig):
         # merge-/purge-on-write after the micro-batches (the sink commits in a worker)
         watch_stream(spark, query, _path(path, opts), opts)
         return query
+
     return start
 
 
@@ -229,8 +242,15 @@ def _make_insert_into(orig):
         # Spark refuses INSERT into our (DataFrame-backed) views: write to their table instead
         if overwrite is None:
             overwrite = str(_given(self).mode or "").lower() == "overwrite"
-        sql_bridge.insert_dataframe(spark, src, tableName, bool(overwrite), _dataframe_of(self, spark),
-                                    write_options={k: str(v) for k, v in _given(self).options.items()})
+        sql_bridge.insert_dataframe(
+            spark,
+            src,
+            tableName,
+            bool(overwrite),
+            _dataframe_of(self, spark),
+            write_options={k: str(v) for k, v in _given(self).options.items()},
+        )
+
     return insertInto
 
 
@@ -238,7 +258,7 @@ def _dataframe_of(writer, spark):
     df = writer.__dict__["_df"]
     if hasattr(df, "columns"):
         return df
-    from pyspark.sql.connect.dataframe import DataFrame   # Connect keeps the plan, not a DataFrame
+    from pyspark.sql.connect.dataframe import DataFrame  # Connect keeps the plan, not a DataFrame
 
     return DataFrame(df, spark)
 
@@ -267,10 +287,12 @@ def _make_sql(orig):
             if handled is not None:
                 return handled
         return orig(self, sqlQuery, args, **kwargs)
+
     return sql
 
 
 # ---- table functions ----------------------------------------------------------------------------
+
 
 def register_functions(spark, conf: dict[str, str]) -> None:
     """(Re-)register the SQL table functions with this spark.indextables.* conf."""
@@ -294,14 +316,20 @@ def refresh_functions(spark, text: str) -> None:
 
 # ---- install / remove ---------------------------------------------------------------------------
 
+
 def _builder_classes() -> list[tuple[str, type]]:
     from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
     from pyspark.sql.session import SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
-    out = [("reader", DataFrameReader), ("writer", DataFrameWriter), ("stream_reader", DataStreamReader),
-           ("stream_writer", DataStreamWriter), ("session", SparkSession)]
-    try:   # the Connect client (needs grpcio, pandas, ...); absent in a classic-only install
+    out = [
+        ("reader", DataFrameReader),
+        ("writer", DataFrameWriter),
+        ("stream_reader", DataStreamReader),
+        ("stream_writer", DataStreamWriter),
+        ("session", SparkSession),
+    ]
+    try:  # the Connect client (needs grpcio, pandas, ...); absent in a classic-only install
         from pyspark.sql.connect.readwriter import DataFrameReader as CReader, DataFrameWriter as CWriter
         from pyspark.sql.connect.session import SparkSession as CSession
         from pyspark.sql.connect.streaming.readwriter import (
@@ -310,8 +338,13 @@ def _builder_classes() -> list[tuple[str, type]]:
         )
     except ImportError:
         return out
-    return out + [("reader", CReader), ("writer", CWriter), ("stream_reader", CStreamReader),
-                  ("stream_writer", CStreamWriter), ("session", CSession)]
+    return out + [
+        ("reader", CReader),
+        ("writer", CWriter),
+        ("stream_reader", CStreamReader),
+        ("stream_writer", CStreamWriter),
+        ("session", CSession),
+    ]
 
 
 def _install() -> None:

@@ -5,6 +5,7 @@ read of the table (see register.py). We create such views ourselves instead, fro
 that keeps the virtual `_indexall` column (so `WHERE _indexall = 'body:spark'` passes a full-text
 query), and we carry out `INSERT INTO|OVERWRITE v …` on them as indextables writes.
 """
+
 from __future__ import annotations
 
 import re
@@ -51,7 +52,7 @@ def parse_options(text: str | None) -> dict[str, str]:
         if not m or m.end() == pos:
             if text[pos:].strip() == "":
                 break
-            raise InvalidOptionError(f"cannot parse OPTIONS near position {pos}: {text[pos:pos + 30]!r}")
+            raise InvalidOptionError(f"cannot parse OPTIONS near position {pos}: {text[pos : pos + 30]!r}")
         pos = m.end()
         s1, s2, s3, bare, eq, comma = m.groups()
         if comma:
@@ -88,9 +89,11 @@ def try_handle(spark, text: str, is_ours):
 
 
 # After a table reference, these words start the next clause: the reference has no alias.
-_CLAUSE_WORDS = frozenset("""where join inner left right full cross semi anti on using group order having limit
+_CLAUSE_WORDS = frozenset(
+    """where join inner left right full cross semi anti on using group order having limit
 union intersect except minus window cluster distribute sort lateral natural pivot unpivot tablesample
-offset qualify""".split())
+offset qualify""".split()
+)
 
 
 def split_view_references(spark, text: str) -> str:
@@ -109,7 +112,7 @@ def split_view_references(spark, text: str) -> str:
         views = dict(_views)
     if not views or not any(n in text.lower() for n in views):
         return text
-    refs = []   # (start, end, view name)
+    refs = []  # (start, end, view name)
     i, prev_word = 0, ""
     while i < len(text):
         j = _skip_quoted(text, i) if text[i] != "`" else i
@@ -119,7 +122,7 @@ def split_view_references(spark, text: str) -> str:
         m = re.compile(_IDENT).match(text, i) if (text[i].isalpha() or text[i] in "_`") else None
         if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_.")):
             word = _unquote_ident(m.group(0))
-            after = text[m.end():].lstrip()
+            after = text[m.end() :].lstrip()
             if prev_word in ("from", "join") and word.lower() in views and not after.startswith((".", "(")):
                 refs.append((i, m.end(), word.lower()))
             prev_word = word.lower()
@@ -159,7 +162,8 @@ def _refuse_view_options(text: str) -> None:
             raise InvalidOptionError(
                 f"options on the indextables view {name} (`{name} WITH (...)`) would be ignored by Spark; "
                 f"pass a full-text query with `WHERE _indexall = '<query>'`, or read with "
-                f"spark.read.format('indextables').option(...)")
+                f"spark.read.format('indextables').option(...)"
+            )
 
 
 def _is_temp_view(spark, name: str) -> bool:
@@ -185,7 +189,8 @@ def _create_view(spark, m):
         raise InvalidOptionError(
             f"CREATE TEMPORARY VIEW {name}: option(s) {ranked} are not supported on views; create the view with "
             f"OPTIONS (path '…', withScore 'true') and query it with "
-            f"WHERE _indexall = '<query>' ORDER BY _score DESC LIMIT n")
+            f"WHERE _indexall = '<query>' ORDER BY _score DESC LIMIT n"
+        )
     df = guarded(raw_load(spark, opts))
     df.createOrReplaceTempView(name)
     with _lock:
@@ -211,8 +216,15 @@ def view_source(spark, name: str) -> ViewSource | None:
     return src if src is not None and _is_temp_view(spark, key) else None
 
 
-def insert_dataframe(spark, src: ViewSource, name: str, overwrite: bool, data, target_cols: list[str] | None = None,
-                     write_options: dict[str, str] | None = None):
+def insert_dataframe(
+    spark,
+    src: ViewSource,
+    name: str,
+    overwrite: bool,
+    data,
+    target_cols: list[str] | None = None,
+    write_options: dict[str, str] | None = None,
+):
     """INSERT INTO|OVERWRITE of `data` into the view's table: columns by position (or by the
     `target_cols` list), cast to the table's types, written with `save()` (so merge-on-write runs)."""
     from ..sessions import functions
@@ -224,19 +236,24 @@ def insert_dataframe(spark, src: ViewSource, name: str, overwrite: bool, data, t
     schema = table.snapshot().schema
     names = [f.name for f in schema.fields]
     virtual = [c for c in data.columns if c in VIRTUAL_COLUMNS]
-    src_cols = [c for c in data.columns if c not in VIRTUAL_COLUMNS] if len(data.columns) == len(names) + len(virtual) \
+    src_cols = (
+        [c for c in data.columns if c not in VIRTUAL_COLUMNS]
+        if len(data.columns) == len(names) + len(virtual)
         else data.columns
+    )
     if target_cols is not None:
         missing = [c for c in names if c not in target_cols]
         if missing or len(target_cols) != len(src_cols):
             raise SchemaMismatchError(
-                f"INSERT INTO {name}: columns {target_cols} must name every table column {names} once")
+                f"INSERT INTO {name}: columns {target_cols} must name every table column {names} once"
+            )
         by_name = dict(zip(target_cols, src_cols))
         ordered = [by_name[c] for c in names]
     else:
         if len(src_cols) != len(names):
             raise SchemaMismatchError(
-                f"INSERT INTO {name}: the query gives {len(src_cols)} columns, the table has {len(names)} {names}")
+                f"INSERT INTO {name}: the query gives {len(src_cols)} columns, the table has {len(names)} {names}"
+            )
         ordered = src_cols
     sf = functions(spark)
     out = data.select([sf.col(f"`{c}`").cast(f.dataType).alias(f.name) for c, f in zip(ordered, schema.fields)])

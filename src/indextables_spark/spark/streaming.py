@@ -5,20 +5,22 @@ Source offsets are positions in the table's sequence of added splits:
 the first i splits (sorted by path) of unit v, were emitted. Unit v is either the snapshot of version
 v (isStartingVersion, the initial full table) or the data-changing adds of version file v.
 """
+
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, WriterCommitMessage
-try:   # read limits (admission control) and Trigger.AvailableNow for Python sources: pyspark >= 4.2
+
+try:  # read limits (admission control) and Trigger.AvailableNow for Python sources: pyspark >= 4.2
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
         ReadMaxBytes,
         ReadMaxFiles,
         SupportsTriggerAvailableNow,
     )
-except ImportError:   # pyspark 4.1: Spark calls latestOffset() without arguments (no read limits)
+except ImportError:  # pyspark 4.1: Spark calls latestOffset() without arguments (no read limits)
     SupportsTriggerAvailableNow = object
 from pyspark.sql.types import StructType
 
@@ -82,7 +84,9 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         try:
             v = int(start)
         except ValueError:
-            raise InvalidOptionError(f"option 'startingVersion': expected a version or 'latest', got {start!r}") from None
+            raise InvalidOptionError(
+                f"option 'startingVersion': expected a version or 'latest', got {start!r}"
+            ) from None
         if v < 0 or v > latest + 1:
             raise InvalidOptionError(f"option 'startingVersion' {v} is outside the table's versions 0..{latest}")
         return Position(v, 0, False).to_offset()
@@ -165,15 +169,19 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def _latest_without_limits(self) -> dict:
         """pyspark 4.1 (no admission control): every split up to the table's current version."""
         if self.max_files or self.max_bytes:
-            log.warning("indextables stream from %s: maxFilesPerTrigger/maxBytesPerTrigger need pyspark >= 4.2 "
-                        "(read limits for Python sources); this micro-batch reads every new split", self.path)
+            log.warning(
+                "indextables stream from %s: maxFilesPerTrigger/maxBytesPerTrigger need pyspark >= 4.2 "
+                "(read limits for Python sources); this micro-batch reads every new split",
+                self.path,
+            )
         return Position(self.table.version() + 1, 0, False).to_offset()
 
     def _files_between(self, start: Position, end: Position) -> list[AddFile]:
         out: list[AddFile] = []
         version, index, starting = start.version, start.index, start.starting
         while (version, not starting) < (end.version, not end.starting) or (
-                version == end.version and starting == end.starting and index < end.index):
+            version == end.version and starting == end.starting and index < end.index
+        ):
             unit = self._unit(version, starting)
             stop = end.index if (version == end.version and starting == end.starting) else len(unit)
             out.extend(unit[index:stop])
@@ -193,14 +201,16 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             from ..log.delete_logs import deletes_json
 
             deletes = deletes_json((self.table or IndexTable(self.path, self.opts)).snapshot(start_pos.version), files)
-        return [SplitGroup([f.to_json() for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes})
-                for g in groups]
+        return [
+            SplitGroup([f.to_json() for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes})
+            for g in groups
+        ]
 
     def read(self, partition: SplitGroup):
         from ..split.types import arrow_schema
         from .reader import read_split
 
-        target = arrow_schema(self.schema_json, field_metadata=True)   # = Spark's to_arrow_schema
+        target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         ctx = _ReadContext(self.path, self.opts, self.partition_columns)
         for d in partition.files:
             yield from read_split(ctx, AddFile.from_json(d), target, partition.deletes.get(d["path"]))
@@ -268,18 +278,35 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
             log.info("indextables: batch %s of %s already committed; skipping replay", batchId, self.path)
             from .writer import delete_written
 
-            delete_written(self.path, self.opts, [d for m in messages if m is not None for d in m.adds],
-                           merge_stats(m for m in messages if m is not None))
+            delete_written(
+                self.path,
+                self.opts,
+                [d for m in messages if m is not None for d in m.adds],
+                merge_stats(m for m in messages if m is not None),
+            )
             return
         adds = [AddFile.from_json(d) for m in messages if m is not None for d in m.adds]
-        commit_write(self.path, self.opts, self.plan, table.version(), self.overwrite, adds,
-                     operation="STREAMING UPDATE", txn_id=txn_id, stats_files=merge_stats(m for m in messages if m is not None))
+        commit_write(
+            self.path,
+            self.opts,
+            self.plan,
+            table.version(),
+            self.overwrite,
+            adds,
+            operation="STREAMING UPDATE",
+            txn_id=txn_id,
+            stats_files=merge_stats(m for m in messages if m is not None),
+        )
 
     def abort(self, messages, batchId: int) -> None:
         from .writer import delete_written, merge_stats
 
-        delete_written(self.path, self.opts, [d for m in messages if m is not None for d in m.adds],
-                       merge_stats(m for m in messages if m is not None))
+        delete_written(
+            self.path,
+            self.opts,
+            [d for m in messages if m is not None for d in m.adds],
+            merge_stats(m for m in messages if m is not None),
+        )
 
 
 def already_committed(table: IndexTable, app_id: str, batch_id: int) -> bool:
@@ -288,7 +315,7 @@ def already_committed(table: IndexTable, app_id: str, batch_id: int) -> bool:
     for v in reversed(table.log.list_versions()):
         for a in table.log.read_actions(v):
             if isinstance(a, CommitInfo) and a.txn_id and a.txn_id.startswith(prefix):
-                seen = int(a.txn_id[len(prefix):])
+                seen = int(a.txn_id[len(prefix) :])
                 if seen == batch_id:
                     return True
                 if seen < batch_id:

@@ -24,6 +24,7 @@ as strings), `doc_count` (bucket rows), `metric` (`count`/`min`/`max`/`sum`/`avg
 percent such as `50.0`), `value` (DOUBLE) and `value_text` (the value as text: dates stay
 readable). A row with agg `_all` holds the number of matching rows.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -42,12 +43,13 @@ SEARCH = "indextables_search"
 AGGREGATE = "indextables_aggregate"
 COUNT = "indextables_count"
 FUNCTIONS = (SEARCH, AGGREGATE, COUNT)
-PARAMS = {SEARCH: ("path", "query", "limit", "snippet_fields"),
-          AGGREGATE: ("path", "aggs", "query", "partition_filter"),
-          COUNT: ("path", "query", "partition_filter")}
+PARAMS = {
+    SEARCH: ("path", "query", "limit", "snippet_fields"),
+    AGGREGATE: ("path", "aggs", "query", "partition_filter"),
+    COUNT: ("path", "query", "partition_filter"),
+}
 REQUIRED = {SEARCH: 2, AGGREGATE: 2, COUNT: 1}
-AGG_SCHEMA = ("agg string, keys array<string>, doc_count bigint, metric string, value double, "
-              "value_text string")
+AGG_SCHEMA = "agg string, keys array<string>, doc_count bigint, metric string, value double, value_text string"
 COUNT_SCHEMA = "count bigint"
 
 _CALL = re.compile(r"(?i)(?<![\w.`$])(" + "|".join(FUNCTIONS) + r")\s*\(")
@@ -59,10 +61,10 @@ _CALL = re.compile(r"(?i)(?<![\w.`$])(" + "|".join(FUNCTIONS) + r")\s*\(")
 
 @dataclass(frozen=True)
 class Call:
-    name: str              # lower-case function name
-    start: int             # span in the SQL text, name to closing parenthesis
+    name: str  # lower-case function name
+    start: int  # span in the SQL text, name to closing parenthesis
     end: int
-    args: dict[str, Any]   # parameter name -> literal value
+    args: dict[str, Any]  # parameter name -> literal value
 
 
 def _skip_quoted(text: str, i: int) -> int:
@@ -87,12 +89,14 @@ def _skip_quoted(text: str, i: int) -> int:
     return i
 
 
-_TOKEN = re.compile(r"""\s*(?:(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")|(?P<num>[-+]?\d+(?:\.\d+)?)"""
-                    r"""|(?P<null>(?i:null))\b|(?P<bool>(?i:true|false))\b|(?P<name>[A-Za-z_]\w*)\s*=>)""")
+_TOKEN = re.compile(
+    r"""\s*(?:(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")|(?P<num>[-+]?\d+(?:\.\d+)?)"""
+    r"""|(?P<null>(?i:null))\b|(?P<bool>(?i:true|false))\b|(?P<name>[A-Za-z_]\w*)\s*=>)"""
+)
 
 
 def _unescape(s: str) -> str:
-    body = s[1:-1].replace(s[0] * 2, s[0])    # 'It''s' (Spark reads a doubled quote as one)
+    body = s[1:-1].replace(s[0] * 2, s[0])  # 'It''s' (Spark reads a doubled quote as one)
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}.get(m.group(1), m.group(1)), body)
 
 
@@ -153,8 +157,11 @@ def find_calls(text: str) -> list[Call]:
         if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_.`$")):
             name = m.group(1).lower()
             parsed = _parse_args(text, m.end(), name)
-            if parsed is not None and len(parsed[0]) >= REQUIRED[name] and \
-                    all(k in parsed[0] for k in PARAMS[name][:REQUIRED[name]]):
+            if (
+                parsed is not None
+                and len(parsed[0]) >= REQUIRED[name]
+                and all(k in parsed[0] for k in PARAMS[name][: REQUIRED[name]])
+            ):
                 calls.append(Call(name, i, parsed[1], parsed[0]))
                 i = parsed[1]
                 continue
@@ -169,7 +176,7 @@ def rewrite_sql(spark, text: str) -> str:
         return text
     out, last = [], 0
     for call in calls:
-        out.append(text[last:call.start])
+        out.append(text[last : call.start])
         out.append(_view_for(spark, call))
         last = call.end
     out.append(text[last:])
@@ -198,8 +205,9 @@ def _dataframe(spark, call: Call):
 
         result = aggregate(spark, path, a.get("query"), _text(call, "aggs"), a.get("partition_filter"))
         return spark.createDataFrame(aggregation_rows(_text(call, "aggs"), result), AGG_SCHEMA)
-    return spark.createDataFrame([(count_rows(spark, path, a.get("query"), a.get("partition_filter"), None),)],
-                                 COUNT_SCHEMA)
+    return spark.createDataFrame(
+        [(count_rows(spark, path, a.get("query"), a.get("partition_filter"), None),)], COUNT_SCHEMA
+    )
 
 
 def _text(call: Call, key: str) -> str:
@@ -254,8 +262,9 @@ def aggregation_rows(aggs: Mapping[str, Any] | str, result: Mapping[str, Any]) -
     return rows
 
 
-def _flatten(request: Mapping[str, Any], result: Mapping[str, Any], prefix: str, keys: list[str],
-             rows: list[tuple]) -> None:
+def _flatten(
+    request: Mapping[str, Any], result: Mapping[str, Any], prefix: str, keys: list[str], rows: list[tuple]
+) -> None:
     for name, body in request.items():
         kind = next(k for k in body if k not in ("aggs", "aggregations"))
         path = prefix + name
@@ -294,8 +303,9 @@ def _spark_value(v: Any, t: pa.DataType) -> Any:
     return v
 
 
-def search_table(path: str, query: str, limit: int | None, options: Mapping[str, Any],
-                 snippet_fields: str | None = None) -> pa.Table:
+def search_table(
+    path: str, query: str, limit: int | None, options: Mapping[str, Any], snippet_fields: str | None = None
+) -> pa.Table:
     """The rows of the best matches (all of them without a limit), best first, in this process."""
     from concurrent.futures import ThreadPoolExecutor
     import os
@@ -315,12 +325,13 @@ def search_table(path: str, query: str, limit: int | None, options: Mapping[str,
     fields = tuple(f.strip() for f in (snippet_fields or "").split(",") if f.strip())
     cache = get_cache(table.options)
 
-    deletes = deletes_json(snap, snap.files)   # row-level deletes: those rows never come back
+    deletes = deletes_json(snap, snap.files)  # row-level deletes: those rows never come back
 
     def one(add):
         split = SplitReader(cache.local_dir(table.storage, add))
-        t = split.search_scored(query, limit, None, names,
-                                deletes=split_deletes(path, table.options, add, deletes.get(add.path)))
+        t = split.search_scored(
+            query, limit, None, names, deletes=split_deletes(path, table.options, add, deletes.get(add.path))
+        )
         if fields:
             t = _with_snippets(split, t, query, fields)
         return to_target(t, add, target, snap.partition_columns)

@@ -1,5 +1,6 @@
 """Batch writer: thin Spark glue around the Spark-free write core (indextables_spark/writer.py):
 each task builds splits from Arrow batches; the driver-side commit writes the log."""
+
 from __future__ import annotations
 
 import logging
@@ -46,8 +47,15 @@ class IndexTablesWriter(DataSourceArrowWriter):
 
     def commit(self, messages) -> None:
         adds = [AddFile.from_json(d) for m in messages if m is not None for d in m.adds]
-        version = commit_write(self.path, self.opts, self.plan, self.read_version, self.overwrite, adds,
-                               stats_files=merge_stats(m for m in messages if m is not None))
+        version = commit_write(
+            self.path,
+            self.opts,
+            self.plan,
+            self.read_version,
+            self.overwrite,
+            adds,
+            stats_files=merge_stats(m for m in messages if m is not None),
+        )
         log.info("indextables: committed %d splits to %s as version %d", len(adds), self.path, version)
 
     def abort(self, messages) -> None:

@@ -1,4 +1,5 @@
 """The boundary to tantivy-py: its panics derive from BaseException, so convert them here."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager

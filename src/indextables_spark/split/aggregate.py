@@ -27,6 +27,7 @@ Each split computes a *partial* that merges exactly:
 Rows whose field is NULL fall in no bucket and no metric (like Spark's aggregate functions;
 Spark's groupBy would show a NULL group).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -48,7 +49,7 @@ from .types import STRING_KINDS, ColumnSpec
 
 BUCKET_KINDS = ("terms", "histogram", "date_histogram", "range")
 STATS_KINDS = ("stats", "avg", "min", "max", "sum", "value_count")
-VALUE_KINDS = ("percentiles", "cardinality")     # exact, from the row store
+VALUE_KINDS = ("percentiles", "cardinality")  # exact, from the row store
 KINDS = BUCKET_KINDS + STATS_KINDS + VALUE_KINDS
 ALL_BUCKETS = 2**31 - 1
 F64_MAX = 1.7976931348623157e308
@@ -67,7 +68,7 @@ class Agg:
     name: str
     kind: str
     column: str
-    col_kind: str              # ColumnSpec kind; partition columns keep their atomic kind
+    col_kind: str  # ColumnSpec kind; partition columns keep their atomic kind
     spark_type: Any
     partition: bool
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -89,8 +90,9 @@ def parse_request(aggs: Mapping[str, Any] | str) -> dict:
         except json.JSONDecodeError as e:
             raise AggregationError(f"aggregation request is not valid JSON: {e}: {aggs[:200]!r}") from None
     if not isinstance(aggs, Mapping) or not aggs:
-        raise AggregationError(f"aggregation request must be a non-empty object {{name: {{kind: {{...}}}}}}, "
-                               f"got {str(aggs)[:200]}")
+        raise AggregationError(
+            f"aggregation request must be a non-empty object {{name: {{kind: {{...}}}}}}, got {str(aggs)[:200]}"
+        )
     return dict(aggs)
 
 
@@ -104,25 +106,25 @@ def _plan_level(request: Mapping[str, Any], by_name: Mapping[str, ColumnSpec], p
     out = []
     for name, body in request.items():
         if not isinstance(body, Mapping):
-            raise AggregationError(f"aggregation {name!r}: expected an object like {{\"terms\": {{...}}}}, got {body!r}")
+            raise AggregationError(f'aggregation {name!r}: expected an object like {{"terms": {{...}}}}, got {body!r}')
         kinds = [k for k in body if k not in ("aggs", "aggregations")]
         if len(kinds) != 1 or kinds[0] not in KINDS:
             raise AggregationError(f"aggregation {name!r}: expected exactly one of {', '.join(KINDS)}, got {kinds}")
         kind = kinds[0]
         params = body[kind]
         if not isinstance(params, Mapping) or not isinstance(params.get("field"), str):
-            raise AggregationError(f"aggregation {name!r} ({kind}): needs a \"field\" naming a column")
+            raise AggregationError(f'aggregation {name!r} ({kind}): needs a "field" naming a column')
         column = params["field"]
         spec = by_name.get(column)
         if spec is None:
-            raise AggregationError(f"aggregation {name!r} ({kind}): no column {column!r} "
-                                   f"(columns: {sorted(by_name)})")
+            raise AggregationError(f"aggregation {name!r} ({kind}): no column {column!r} (columns: {sorted(by_name)})")
         agg = Agg(name, kind, column, spec.kind, spec.spark_type, spec.partition, dict(params))
         _check(agg, spec, parent)
         sub_request = body.get("aggs", body.get("aggregations")) or {}
         if sub_request and kind not in BUCKET_KINDS:
-            raise AggregationError(f"{agg.where}: only bucket aggregations ({', '.join(BUCKET_KINDS)}) take "
-                                   f"sub-aggregations")
+            raise AggregationError(
+                f"{agg.where}: only bucket aggregations ({', '.join(BUCKET_KINDS)}) take sub-aggregations"
+            )
         subs = _plan_level(parse_request(sub_request), by_name, agg) if sub_request else ()
         out.append(Agg(name, kind, column, spec.kind, spec.spark_type, spec.partition, dict(params), subs))
     return tuple(out)
@@ -132,25 +134,32 @@ def _check(agg: Agg, spec: ColumnSpec, parent: Agg | None) -> None:
     k, kind = agg.kind, spec.kind
     per_split_parent = parent is None or (parent.kind == "terms" and parent.partition)
     if not spec.partition and not spec.indexed_fields and kind != "binary":
-        raise AggregationError(f"{agg.where}: {agg.column!r} is stored only (indexing.storeonly): it has no "
-                               f"index or fast field to aggregate")
+        raise AggregationError(
+            f"{agg.where}: {agg.column!r} is stored only (indexing.storeonly): it has no "
+            f"index or fast field to aggregate"
+        )
     if spec.partition:
         if k != "terms":
-            raise AggregationError(f"{agg.where}: {agg.column!r} is a partition column; only terms aggregates "
-                                   f"partition columns")
+            raise AggregationError(
+                f"{agg.where}: {agg.column!r} is a partition column; only terms aggregates partition columns"
+            )
         if not per_split_parent:
-            raise AggregationError(f"{agg.where}: terms on a partition column may only be top-level or under "
-                                   f"another terms on a partition column")
+            raise AggregationError(
+                f"{agg.where}: terms on a partition column may only be top-level or under "
+                f"another terms on a partition column"
+            )
         return
     if k in VALUE_KINDS and not per_split_parent:
-        raise AggregationError(f"{agg.where}: {k} is exact and runs only at the top level or under terms on a "
-                               f"partition column")
+        raise AggregationError(
+            f"{agg.where}: {k} is exact and runs only at the top level or under terms on a partition column"
+        )
     if k == "terms":
         if kind == "text" and not (spec.value_field and spec.value_field.fast):
             raise AggregationError(
                 f"{agg.where}: {agg.column!r} is a tokenized text column without a fast field; index it with "
                 f"indexing.typemap.{agg.column}=string or text_and_string (whole values), or list it in "
-                f"indexing.fastfields (counts tokens)")
+                f"indexing.fastfields (counts tokens)"
+            )
         if kind in ("json", "binary"):
             raise AggregationError(f"{agg.where}: cannot group by a {kind} column")
         _size(agg)
@@ -161,8 +170,9 @@ def _check(agg: Agg, spec: ColumnSpec, parent: Agg | None) -> None:
         return
     if k == "date_histogram":
         if kind not in _TEMPORAL:
-            raise AggregationError(f"{agg.where}: date_histogram needs a date or timestamp column, "
-                                   f"{agg.column!r} is {kind}")
+            raise AggregationError(
+                f"{agg.where}: date_histogram needs a date or timestamp column, {agg.column!r} is {kind}"
+            )
         _date_interval(agg)
         return
     numeric = kind in _NUMERIC or (kind in _TEMPORAL and k in ("stats", "min", "max", "value_count", "range"))
@@ -178,7 +188,7 @@ def _check(agg: Agg, spec: ColumnSpec, parent: Agg | None) -> None:
     if k == "histogram":
         iv = agg.params.get("interval")
         if not isinstance(iv, (int, float)) or isinstance(iv, bool) or not iv > 0:
-            raise AggregationError(f"{agg.where}: histogram needs a positive \"interval\", got {iv!r}")
+            raise AggregationError(f'{agg.where}: histogram needs a positive "interval", got {iv!r}')
     if k == "range":
         _ranges(agg)
 
@@ -186,27 +196,34 @@ def _check(agg: Agg, spec: ColumnSpec, parent: Agg | None) -> None:
 def _size(agg: Agg) -> int:
     size = agg.params.get("size", 10)
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-        raise AggregationError(f"{agg.where}: \"size\" must be a positive integer, got {size!r}")
+        raise AggregationError(f'{agg.where}: "size" must be a positive integer, got {size!r}')
     order = agg.params.get("order", {"_count": "desc"})
-    if not (isinstance(order, Mapping) and len(order) == 1 and next(iter(order)) in ("_count", "_key")
-            and str(next(iter(order.values()))).lower() in ("asc", "desc")):
-        raise AggregationError(f"{agg.where}: \"order\" must be {{\"_count\"|\"_key\": \"asc\"|\"desc\"}}, got {order!r}")
+    if not (
+        isinstance(order, Mapping)
+        and len(order) == 1
+        and next(iter(order)) in ("_count", "_key")
+        and str(next(iter(order.values()))).lower() in ("asc", "desc")
+    ):
+        raise AggregationError(f'{agg.where}: "order" must be {{"_count"|"_key": "asc"|"desc"}}, got {order!r}')
     return size
 
 
 def _percents(agg: Agg) -> list[float]:
     ps = agg.params.get("percents", [1, 5, 25, 50, 75, 95, 99])
-    if not isinstance(ps, list) or not ps or not all(
-            isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 100 for p in ps):
-        raise AggregationError(f"{agg.where}: \"percents\" must be a list of numbers in [0, 100], got {ps!r}")
+    if (
+        not isinstance(ps, list)
+        or not ps
+        or not all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 100 for p in ps)
+    ):
+        raise AggregationError(f'{agg.where}: "percents" must be a list of numbers in [0, 100], got {ps!r}')
     return [float(p) for p in ps]
 
 
 @dataclass(frozen=True)
 class _Interval:
-    fixed: int | None          # in column units (days for date, microseconds for timestamp)
-    calendar: str | None       # month | quarter | year
-    offset: int                # in column units
+    fixed: int | None  # in column units (days for date, microseconds for timestamp)
+    calendar: str | None  # month | quarter | year
+    offset: int  # in column units
 
 
 def _date_interval(agg: Agg) -> _Interval:
@@ -216,18 +233,22 @@ def _date_interval(agg: Agg) -> _Interval:
     if "fixed_interval" in p:
         us = _duration_us(agg, p["fixed_interval"])
         if us <= 0 or us % unit_us:
-            raise AggregationError(f"{agg.where}: fixed_interval {p['fixed_interval']!r} must be a positive whole "
-                                   f"number of {'days' if unit_us > 1 else 'microseconds'}")
+            raise AggregationError(
+                f"{agg.where}: fixed_interval {p['fixed_interval']!r} must be a positive whole "
+                f"number of {'days' if unit_us > 1 else 'microseconds'}"
+            )
         return _Interval(us // unit_us, None, offset)
     cal = str(p.get("calendar_interval", "")).lower().lstrip("1")
     if cal in ("d", "day"):
         return _Interval(86_400_000_000 // unit_us, None, offset)
-    if cal in ("w", "week"):   # weeks start on Monday; 1970-01-05 was one
+    if cal in ("w", "week"):  # weeks start on Monday; 1970-01-05 was one
         return _Interval(7 * 86_400_000_000 // unit_us, None, offset + 4 * 86_400_000_000 // unit_us)
     if cal in ("m", "month", "q", "quarter", "y", "year"):
         return _Interval(None, {"m": "month", "q": "quarter", "y": "year"}.get(cal, cal), offset)
-    raise AggregationError(f"{agg.where}: needs fixed_interval (e.g. \"7d\", \"6h\") or calendar_interval "
-                           f"(day, week, month, quarter, year), got {dict(p)}")
+    raise AggregationError(
+        f'{agg.where}: needs fixed_interval (e.g. "7d", "6h") or calendar_interval '
+        f"(day, week, month, quarter, year), got {dict(p)}"
+    )
 
 
 def _duration_us(agg: Agg, text: Any) -> int:
@@ -235,8 +256,8 @@ def _duration_us(agg: Agg, text: Any) -> int:
     sign = -1 if s.startswith("-") else 1
     s = s.lstrip("+-")
     for unit in ("ms", "s", "m", "h", "d"):
-        if s.endswith(unit) and s[:-len(unit)].isdigit():
-            return sign * int(s[:-len(unit)]) * _US[unit]
+        if s.endswith(unit) and s[: -len(unit)].isdigit():
+            return sign * int(s[: -len(unit)]) * _US[unit]
     raise AggregationError(f"{agg.where}: cannot read duration {text!r} (use e.g. 30s, 15m, 6h, 7d)")
 
 
@@ -266,11 +287,11 @@ def _to_units(agg: Agg, v: Any) -> Any:
 def _ranges(agg: Agg) -> list[tuple[Any, Any, str]]:
     rs = agg.params.get("ranges")
     if not isinstance(rs, list) or not rs:
-        raise AggregationError(f"{agg.where}: range needs a non-empty \"ranges\" list of {{from, to}}")
+        raise AggregationError(f'{agg.where}: range needs a non-empty "ranges" list of {{from, to}}')
     out = []
     for r in rs:
         if not isinstance(r, Mapping) or not ({"from", "to"} & set(r)):
-            raise AggregationError(f"{agg.where}: each range needs \"from\" and/or \"to\", got {r!r}")
+            raise AggregationError(f'{agg.where}: each range needs "from" and/or "to", got {r!r}')
         lo, hi = r.get("from"), r.get("to")
         key = r.get("key") or f"{'*' if lo is None else lo}-{'*' if hi is None else hi}"
         out.append((_to_units(agg, lo), _to_units(agg, hi), str(key)))
@@ -283,9 +304,9 @@ def _ranges(agg: Agg) -> list[tuple[Any, Any, str]]:
 
 @dataclass
 class _SplitCtx:
-    reader: Any                      # SplitReader
+    reader: Any  # SplitReader
     searcher: Any
-    query: Any                       # tantivy query
+    query: Any  # tantivy query
     has_query: bool
     partition_values: Mapping[str, str | None]
     doc_count: int
@@ -298,8 +319,10 @@ class _SplitCtx:
         if spec is not None and spec.kind == "text":
             f = spec.value_field
         if f is None or not f.fast:
-            raise AggregationError(f"{agg.where}: column {agg.column!r} has no fast field in split "
-                                   f"{self.reader.local_dir} (see indexing.fastfields)")
+            raise AggregationError(
+                f"{agg.where}: column {agg.column!r} has no fast field in split "
+                f"{self.reader.local_dir} (see indexing.fastfields)"
+            )
         return f.name
 
     def values(self, column: str) -> pa.Array:
@@ -316,8 +339,9 @@ class _SplitCtx:
         return arr.drop_null() if arr.null_count else arr
 
 
-def split_partial(reader: Any, query: str | None, aggs: Sequence[Agg],
-                  partition_values: Mapping[str, str | None], deletes: Any = None) -> dict:
+def split_partial(
+    reader: Any, query: str | None, aggs: Sequence[Agg], partition_values: Mapping[str, str | None], deletes: Any = None
+) -> dict:
     """The mergeable partial of one split: {"doc_count": n, "aggs": {name: partial}}.
     deletes: the split's log.delete_logs.SplitDeletes (its rows are left out), or None."""
     import tantivy
@@ -334,8 +358,15 @@ def split_partial(reader: Any, query: str | None, aggs: Sequence[Agg],
     else:
         with tantivy_call(f"counting matches in split {reader.local_dir}"):
             n = searcher.search(q, 1, count=True).count
-    ctx = _SplitCtx(reader, searcher, q, query is not None or bool(len(dead)), partition_values, n,
-                    {s.name: s for s in reader.specs})
+    ctx = _SplitCtx(
+        reader,
+        searcher,
+        q,
+        query is not None or bool(len(dead)),
+        partition_values,
+        n,
+        {s.name: s for s in reader.specs},
+    )
     return {"doc_count": n, "aggs": _level_partials(ctx, aggs)}
 
 
@@ -361,8 +392,10 @@ def without_rows(reader: Any, q: Any, dead: Any) -> Any:
     from .types import ROW_FIELD
 
     breaks = np.flatnonzero(np.diff(dead) != 1) + 1
-    ranges = [tantivy.Query.range_query(reader.index.schema, ROW_FIELD, tantivy.FieldType.Unsigned,
-                                        int(run[0]), int(run[-1])) for run in np.split(dead, breaks)]
+    ranges = [
+        tantivy.Query.range_query(reader.index.schema, ROW_FIELD, tantivy.FieldType.Unsigned, int(run[0]), int(run[-1]))
+        for run in np.split(dead, breaks)
+    ]
     gone = ranges[0] if len(ranges) == 1 else tantivy.Query.boolean_query([(tantivy.Occur.Should, r) for r in ranges])
     return tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.MustNot, gone)])
 
@@ -388,8 +421,11 @@ def _level_partials(ctx: _SplitCtx, aggs: Sequence[Agg]) -> dict:
             out[a.name] = _empty(a)
         elif a.partition:
             key = parse_partition_value(ctx.partition_values.get(a.column), a.spark_type)
-            out[a.name] = {"buckets": {} if key is None else
-                           {key: _bucket_partial(a, ctx.doc_count, lambda: _level_partials(ctx, a.subs))}}
+            out[a.name] = {
+                "buckets": {}
+                if key is None
+                else {key: _bucket_partial(a, ctx.doc_count, lambda: _level_partials(ctx, a.subs))}
+            }
         else:
             out[a.name] = _rows_partial(a, ctx)
     return out
@@ -406,9 +442,11 @@ def _one_by_one(ctx: _SplitCtx, aggs: Sequence[Agg], request: Mapping[str, Any])
             if "bucket limit" not in str(e):
                 raise
             if a.kind != "terms" or a.subs:
-                raise AggregationError(f"{a.where}: more than Tantivy's 65,000 buckets in split "
-                                       f"{ctx.reader.local_dir}; only a terms without sub-aggregations can go "
-                                       f"beyond (use a coarser interval)") from None
+                raise AggregationError(
+                    f"{a.where}: more than Tantivy's 65,000 buckets in split "
+                    f"{ctx.reader.local_dir}; only a terms without sub-aggregations can go "
+                    f"beyond (use a coarser interval)"
+                ) from None
             result[a.name] = _ROWS_MARK
     return result
 
@@ -429,19 +467,30 @@ def _tantivy_request(a: Agg, ctx: _SplitCtx) -> dict:
     elif a.kind in STATS_KINDS:
         body = {"stats": {"field": f}}
     elif a.kind == "histogram":
-        body = {"histogram": {"field": f, "interval": a.params["interval"], "offset": a.params.get("offset", 0),
-                              "min_doc_count": 1}}
+        body = {
+            "histogram": {
+                "field": f,
+                "interval": a.params["interval"],
+                "offset": a.params.get("offset", 0),
+                "min_doc_count": 1,
+            }
+        }
     elif a.kind == "date_histogram":
         iv = _date_interval(a)
         if iv.fixed is not None:
-            body = {"histogram": {"field": f, "interval": iv.fixed, "offset": iv.offset % iv.fixed,
-                                  "min_doc_count": 1}}
+            body = {"histogram": {"field": f, "interval": iv.fixed, "offset": iv.offset % iv.fixed, "min_doc_count": 1}}
         else:
             body = {"range": {"field": f, "ranges": _calendar_ranges(a, iv, ctx, f)}}
     else:  # range
-        body = {"range": {"field": f, "ranges": [
-            {k: v for k, v in (("from", lo), ("to", hi), ("key", f"r{i}")) if v is not None}
-            for i, (lo, hi, _) in enumerate(_ranges(a))]}}
+        body = {
+            "range": {
+                "field": f,
+                "ranges": [
+                    {k: v for k, v in (("from", lo), ("to", hi), ("key", f"r{i}")) if v is not None}
+                    for i, (lo, hi, _) in enumerate(_ranges(a))
+                ],
+            }
+        }
     if a.subs:
         body["aggs"] = {s.name: _tantivy_request(s, ctx) for s in a.subs}
     return body
@@ -463,8 +512,11 @@ def _calendar_starts(a: Agg, iv: _Interval, lo: int, hi: int) -> list[int]:
     unit_us = 86_400_000_000 if a.col_kind == "date" else 1
 
     def to_date(v: int) -> dt.date:
-        return _EPOCH + dt.timedelta(microseconds=(v - iv.offset) * unit_us) if unit_us == 1 else \
-            _EPOCH + dt.timedelta(days=v - iv.offset)
+        return (
+            _EPOCH + dt.timedelta(microseconds=(v - iv.offset) * unit_us)
+            if unit_us == 1
+            else _EPOCH + dt.timedelta(days=v - iv.offset)
+        )
 
     def to_units(d: dt.date) -> int:
         days = (d - _EPOCH).days
@@ -489,8 +541,10 @@ def _normalize(a: Agg, r: Any, ctx: _SplitCtx, top: bool) -> dict:
         if a.col_kind == "f64" and r["count"] and (r["max"] >= F64_MAX or r["min"] <= -F64_MAX):
             # NaN/±inf are indexed as ±f64::MAX: only the row store has the real values
             if not top:
-                raise AggregationError(f"{a.where}: column {a.column!r} holds NaN or ±Infinity in split "
-                                       f"{ctx.reader.local_dir}; stats of such a column are exact only at the top level")
+                raise AggregationError(
+                    f"{a.where}: column {a.column!r} holds NaN or ±Infinity in split "
+                    f"{ctx.reader.local_dir}; stats of such a column are exact only at the top level"
+                )
             return _rows_partial(a, ctx)
         return {"count": int(r["count"]), "sum": r["sum"] if r["count"] else None, "min": r["min"], "max": r["max"]}
     if a.kind == "terms" and not a.subs:
@@ -515,8 +569,9 @@ def _normalize(a: Agg, r: Any, ctx: _SplitCtx, top: bool) -> dict:
             key = b["key"]
         if not b["doc_count"] and a.kind != "range":
             continue
-        buckets[key] = _bucket_partial(a, int(b["doc_count"]),
-                                       lambda: {s.name: _normalize(s, b.get(s.name), ctx, top=False) for s in a.subs})
+        buckets[key] = _bucket_partial(
+            a, int(b["doc_count"]), lambda: {s.name: _normalize(s, b.get(s.name), ctx, top=False) for s in a.subs}
+        )
     return {"buckets": buckets}
 
 
@@ -549,7 +604,7 @@ def _rows_partial(a: Agg, ctx: _SplitCtx) -> dict:
         return {"values": vc.field("values"), "counts": vc.field("counts")}
     # stats from rows: Spark semantics (NaN largest, exact decimals and integer sums)
     n = len(vals)
-    if n == 0 or a.col_kind not in _NUMERIC + _TEMPORAL:   # value_count of strings, booleans, binaries
+    if n == 0 or a.col_kind not in _NUMERIC + _TEMPORAL:  # value_count of strings, booleans, binaries
         return {"count": n, "sum": None, "min": None, "max": None}
     lo, hi = chunk_min_max(a.col_kind, vals)
     total = None if a.col_kind in _TEMPORAL else pc.sum(vals).as_py()
@@ -609,7 +664,7 @@ def _merge_level(aggs: Sequence[Agg], a: dict, b: dict) -> dict:
 
 
 def _merge_one(x: Agg, a: dict, b: dict) -> dict:
-    if x.kind in BUCKET_KINDS and not x.subs:   # bucket -> count (see _bucket_partial)
+    if x.kind in BUCKET_KINDS and not x.subs:  # bucket -> count (see _bucket_partial)
         out = dict(a["buckets"])
         get = out.get
         for k, v in b["buckets"].items():
@@ -619,16 +674,24 @@ def _merge_one(x: Agg, a: dict, b: dict) -> dict:
         out = dict(a["buckets"])
         for k, v in b["buckets"].items():
             if k in out:
-                out[k] = {"doc_count": out[k]["doc_count"] + v["doc_count"],
-                          "aggs": _merge_level(x.subs, out[k]["aggs"], v["aggs"])}
+                out[k] = {
+                    "doc_count": out[k]["doc_count"] + v["doc_count"],
+                    "aggs": _merge_level(x.subs, out[k]["aggs"], v["aggs"]),
+                }
             else:
                 out[k] = v
         return {"buckets": out}
     if x.kind in STATS_KINDS:
+
         def pick(f, u, v):
             return v if u is None else u if v is None else f(u, v)
-        return {"count": a["count"] + b["count"], "sum": pick(lambda u, v: u + v, a["sum"], b["sum"]),
-                "min": pick(_spark_min, a["min"], b["min"]), "max": pick(_spark_max, a["max"], b["max"])}
+
+        return {
+            "count": a["count"] + b["count"],
+            "sum": pick(lambda u, v: u + v, a["sum"], b["sum"]),
+            "min": pick(_spark_min, a["min"], b["min"]),
+            "max": pick(_spark_max, a["max"], b["max"]),
+        }
     if x.kind == "percentiles":
         values = pa.concat_arrays([a["values"], b["values"]])
         counts = pa.concat_arrays([a["counts"], b["counts"]])
@@ -683,17 +746,19 @@ def _bucket(a: Agg, key: Any, b: dict, **extra: Any) -> dict:
 def _terms_result(a: Agg, p: dict) -> dict:
     size = _size(a)
     min_count = int(a.params.get("min_doc_count", 1))
-    (by, direction), = dict(a.params.get("order", {"_count": "desc"})).items()
+    ((by, direction),) = dict(a.params.get("order", {"_count": "desc"})).items()
     items = [(k, b) for k, b in p["buckets"].items() if b["doc_count"] >= min_count]
     desc = str(direction).lower() == "desc"
-    if by == "_count":   # ties by key ascending (Elasticsearch)
+    if by == "_count":  # ties by key ascending (Elasticsearch)
         items.sort(key=lambda kb: _key_order(kb[0]))
         items.sort(key=lambda kb: kb[1]["doc_count"], reverse=desc)
     else:
         items.sort(key=lambda kb: _key_order(kb[0]), reverse=desc)
     top, rest = items[:size], items[size:]
-    return {"buckets": [_bucket(a, _key_out(a, k), b) for k, b in top],
-            "sum_other_doc_count": sum(b["doc_count"] for _, b in rest)}
+    return {
+        "buckets": [_bucket(a, _key_out(a, k), b) for k, b in top],
+        "sum_other_doc_count": sum(b["doc_count"] for _, b in rest),
+    }
 
 
 def _key_order(k: Any) -> tuple:
@@ -715,19 +780,34 @@ def _ordered_buckets(a: Agg, p: dict) -> list[dict]:
     buckets = p["buckets"]
     if a.kind == "range":
         given = a.params["ranges"]
-        return [_bucket(a, key, buckets.get(i, {"doc_count": 0, "aggs": _level_empty(a.subs)}),
-                        **{k: given[i][k] for k in ("from", "to") if given[i].get(k) is not None})
-                for i, (_lo, _hi, key) in enumerate(_ranges(a))]
+        return [
+            _bucket(
+                a,
+                key,
+                buckets.get(i, {"doc_count": 0, "aggs": _level_empty(a.subs)}),
+                **{k: given[i][k] for k in ("from", "to") if given[i].get(k) is not None},
+            )
+            for i, (_lo, _hi, key) in enumerate(_ranges(a))
+        ]
     if a.kind == "date_histogram":
         iv = _date_interval(a)
         keys = sorted(buckets)
         if int(a.params.get("min_doc_count", 0)) == 0 and keys:
-            keys = list(range(int(keys[0]), int(keys[-1]) + 1, iv.fixed)) if iv.fixed is not None else \
-                _calendar_starts(a, iv, int(keys[0]), int(keys[-1]))[:-1]
-        return [_bucket(a, _key_out(a, k), buckets.get(k) or buckets.get(float(k)) or
-                        {"doc_count": 0, "aggs": _level_empty(a.subs)}) for k in keys
-                if int(a.params.get("min_doc_count", 0)) <= (buckets.get(k) or buckets.get(float(k)) or
-                                                            {"doc_count": 0})["doc_count"]]
+            keys = (
+                list(range(int(keys[0]), int(keys[-1]) + 1, iv.fixed))
+                if iv.fixed is not None
+                else _calendar_starts(a, iv, int(keys[0]), int(keys[-1]))[:-1]
+            )
+        return [
+            _bucket(
+                a,
+                _key_out(a, k),
+                buckets.get(k) or buckets.get(float(k)) or {"doc_count": 0, "aggs": _level_empty(a.subs)},
+            )
+            for k in keys
+            if int(a.params.get("min_doc_count", 0))
+            <= (buckets.get(k) or buckets.get(float(k)) or {"doc_count": 0})["doc_count"]
+        ]
     # histogram: fill the gaps between the first and last bucket unless min_doc_count > 0
     interval = a.params["interval"]
     min_count = int(a.params.get("min_doc_count", 0))
@@ -757,8 +837,10 @@ def _level_empty(aggs: Sequence[Agg]) -> dict:
 
 def _stats_result(a: Agg, p: dict) -> dict:
     count, total = p["count"], p["sum"]
-    lo, hi = _key_out(a, p["min"]) if p["min"] is not None else None, \
-        _key_out(a, p["max"]) if p["max"] is not None else None
+    lo, hi = (
+        _key_out(a, p["min"]) if p["min"] is not None else None,
+        _key_out(a, p["max"]) if p["max"] is not None else None,
+    )
     if a.col_kind == "i64" and isinstance(total, float) and abs(total) < 2**53:
         total = int(total)
     if a.col_kind in _TEMPORAL:
@@ -784,7 +866,7 @@ def _percentiles(a: Agg, p: dict) -> dict:
     cum = pc.cumulative_sum(counts)
     total = cum[-1].as_py()
 
-    def at(rank: int) -> float:   # value at 0-based rank in the sorted multiset
+    def at(rank: int) -> float:  # value at 0-based rank in the sorted multiset
         return values[pc.sum(pc.less_equal(cum, rank)).as_py()].as_py()
 
     for x in ps:
@@ -799,8 +881,15 @@ def _percentiles(a: Agg, p: dict) -> dict:
 # Running over files (a Spark task's group of splits, or the driver in local execution)
 
 
-def aggregate_files(storage: Any, files: Sequence[Any], query: str | None, aggs: Sequence[Agg],
-                    options: Any, threads: int = 1, deletes: Mapping[str, list[dict]] | None = None) -> dict:
+def aggregate_files(
+    storage: Any,
+    files: Sequence[Any],
+    query: str | None,
+    aggs: Sequence[Agg],
+    options: Any,
+    threads: int = 1,
+    deletes: Mapping[str, list[dict]] | None = None,
+) -> dict:
     """The merged partial of these splits (AddFile objects); threads search splits in parallel.
     deletes: {split path: its deleteLog actions as JSON} (log.delete_logs.deletes_json)."""
     from ..log.actions import DeleteLog
@@ -823,8 +912,9 @@ def aggregate_files(storage: Any, files: Sequence[Any], query: str | None, aggs:
         if hit is not None:
             return hit
         reader = SplitReader(local_dir)
-        split_deletes = load_split_deletes(storage, [DeleteLog.from_json(d) for d in logs], f.num_records,
-                                           f.path) if logs else None
+        split_deletes = (
+            load_split_deletes(storage, [DeleteLog.from_json(d) for d in logs], f.num_records, f.path) if logs else None
+        )
         partial = split_partial(reader, query, aggs, f.partition_values or {}, split_deletes)
         if use_cache and _items(partial) <= _MAX_CACHED_ITEMS:
             _partials.put(key, partial)

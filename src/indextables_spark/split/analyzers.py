@@ -18,6 +18,7 @@ custom analyzers, so the tokenizer name recorded in the doc mapping is all a rea
   `indexing.ngram.max.<col>`, default 2 and 3): every substring of min..max characters,
   lowercased, for substring search on codes and identifiers.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,9 +27,24 @@ from typing import Any, Iterable
 
 # ISO 639-1 code -> Tantivy's Snowball language (tantivy.Filter.stemmer)
 STEMMERS = {
-    "ar": "arabic", "da": "danish", "de": "german", "el": "greek", "en": "english", "es": "spanish",
-    "fi": "finnish", "fr": "french", "hu": "hungarian", "it": "italian", "nl": "dutch", "no": "norwegian",
-    "pt": "portuguese", "ro": "romanian", "ru": "russian", "sv": "swedish", "ta": "tamil", "tr": "turkish",
+    "ar": "arabic",
+    "da": "danish",
+    "de": "german",
+    "el": "greek",
+    "en": "english",
+    "es": "spanish",
+    "fi": "finnish",
+    "fr": "french",
+    "hu": "hungarian",
+    "it": "italian",
+    "nl": "dutch",
+    "no": "norwegian",
+    "pt": "portuguese",
+    "ro": "romanian",
+    "ru": "russian",
+    "sv": "swedish",
+    "ta": "tamil",
+    "tr": "turkish",
 }
 _NOT_LATIN = frozenset({"ar", "el", "ru", "ta"})
 _CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
@@ -36,8 +52,10 @@ CJK_PATTERN = rf"[{_CJK}]|[^{_CJK}\W_]+"
 CJK_BIGRAM = "cjk_bigram"
 CJK_BIGRAM_PATTERN = rf"[{_CJK}]{{1,2}}|[^{_CJK}\W_]+"
 # The same character classes for Python's re (no \p{...}): the Unicode blocks of those scripts.
-_CJK_RANGES = ("\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"
-               "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f")
+_CJK_RANGES = (
+    "\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+)
 _CJK_RUN = re.compile(f"[{_CJK_RANGES}]+")
 _NGRAM_RE = re.compile(r"^ngram_(\d+)_(\d+)$")
 MAX_NGRAM = 20
@@ -78,15 +96,26 @@ def analyzer(name: str) -> Any:
 
     if name in ("cjk", CJK_BIGRAM):
         pattern = CJK_PATTERN if name == "cjk" else CJK_BIGRAM_PATTERN
-        return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(pattern))
-                .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase()).build())
+        return (
+            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(pattern))
+            .filter(tantivy.Filter.remove_long(40))
+            .filter(tantivy.Filter.lowercase())
+            .build()
+        )
     bounds = ngram_bounds(name)
     if bounds is not None:
-        return (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.ngram(bounds[0], bounds[1], False))
-                .filter(tantivy.Filter.lowercase()).build())
+        return (
+            tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.ngram(bounds[0], bounds[1], False))
+            .filter(tantivy.Filter.lowercase())
+            .build()
+        )
     iso = name[:-5]
-    b = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(40))
-         .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.stemmer(STEMMERS[iso])))
+    b = (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer(STEMMERS[iso]))
+    )
     if iso not in _NOT_LATIN:
         b = b.filter(tantivy.Filter.ascii_fold())
     return b.build()
@@ -99,9 +128,11 @@ def has_cjk(text: str) -> bool:
 def bigram_text(text: str) -> str:
     """The text a `cjk_bigram` field indexes: each CJK run as its overlapping bigrams, space
     separated (so the analyzer's regex yields them at consecutive positions), other text as is."""
+
     def bigrams(m: re.Match) -> str:
         run = m.group(0)
-        return " " + (run if len(run) == 1 else " ".join(run[i:i + 2] for i in range(len(run) - 1))) + " "
+        return " " + (run if len(run) == 1 else " ".join(run[i : i + 2] for i in range(len(run) - 1))) + " "
+
     return _CJK_RUN.sub(bigrams, text)
 
 
@@ -113,8 +144,10 @@ def bigram_values(values: Any) -> Any:
     mask = pc.match_substring_regex(values, f"[{_CJK_RANGES}]")
     if not pc.any(mask).as_py():
         return values
-    return pa.array([bigram_text(v) if v is not None and m else v
-                     for v, m in zip(values.to_pylist(), mask.to_pylist())], values.type)
+    return pa.array(
+        [bigram_text(v) if v is not None and m else v for v, m in zip(values.to_pylist(), mask.to_pylist())],
+        values.type,
+    )
 
 
 def register(index: Any, tokenizers: Iterable[str | None]) -> None:

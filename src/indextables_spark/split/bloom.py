@@ -19,6 +19,7 @@ Hashing is deterministic across processes and machines (never Python's hash()): 
 folded in with the splitmix64 finaliser (then the length) — and the k probe positions are
 h1 + i·h2 mod m (Kirsch–Mitzenmacher) over the two 32-bit halves of splitmix64(value).
 """
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,7 @@ FORMAT_VERSION = 1
 HASH_SCHEME = "words64-splitmix64/v1"
 DEFAULT_FPP = registered_default("indexing.bloomfilter.fpp")
 MAX_HASHES = 16
-_DEDUP_EVERY = 1 << 20        # fold accumulated hashes into distinct ones past this many
+_DEDUP_EVERY = 1 << 20  # fold accumulated hashes into distinct ones past this many
 _CACHE_ENTRIES = 4096
 _LOAD_THREADS = 8
 
@@ -52,7 +53,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _SEED_BYTES = np.uint64(0x243F6A8885A308D3)
-_BYTE_SHIFTS = (np.arange(8, dtype=np.uint64) * np.uint64(8))
+_BYTE_SHIFTS = np.arange(8, dtype=np.uint64) * np.uint64(8)
 
 
 # ---- hashing ----------------------------------------------------------------------------------
@@ -71,18 +72,18 @@ def _bytes_hash(arr: pa.Array) -> np.ndarray:
     """64-bit hashes of non-null string/binary values (vectorised over 8-byte words)."""
     arr = arr.cast(pa.large_binary())
     n = len(arr)
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
     data_buf = arr.buffers()[2]
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
     padded = np.concatenate([data, np.zeros(8, np.uint8)])
     starts = offsets[:-1]
     lengths = offsets[1:] - starts
     h = np.full(n, _SEED_BYTES, dtype=np.uint64)
-    order = np.argsort(-lengths, kind="stable")      # longest first: the active rows are a prefix
+    order = np.argsort(-lengths, kind="stable")  # longest first: the active rows are a prefix
     sorted_len = lengths[order]
     lanes = np.arange(8)
     for j in range(0, int(lengths.max(initial=0)), 8):
-        k = int(np.searchsorted(-sorted_len, -j, side="left"))   # rows with length > j
+        k = int(np.searchsorted(-sorted_len, -j, side="left"))  # rows with length > j
         idx = order[:k]
         rem = lengths[idx] - j
         chunk = padded[(starts[idx] + j)[:, None] + lanes]
@@ -99,13 +100,19 @@ def hash_values(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return np.concatenate(parts) if parts else np.empty(0, np.uint64)
     values = values.drop_null() if values.null_count else values
     t = values.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t) \
-            or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_string_view(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+    ):
         return _bytes_hash(values.cast(pa.large_string()) if pa.types.is_string_view(t) else values)
     if pa.types.is_floating(t):
         x = values.cast(pa.float64()).to_numpy(zero_copy_only=False).copy()
-        x[x == 0.0] = 0.0                 # -0.0 = 0.0
-        x[np.isnan(x)] = np.nan           # one NaN
+        x[x == 0.0] = 0.0  # -0.0 = 0.0
+        x[np.isnan(x)] = np.nan  # one NaN
         return _mix64(x.view(np.uint64))
     if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_temporal(t):
         if pa.types.is_date(t):
@@ -118,9 +125,17 @@ def hash_values(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def supported_type(t: pa.DataType) -> bool:
-    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
-            or pa.types.is_large_binary(t) or pa.types.is_floating(t) or pa.types.is_integer(t)
-            or pa.types.is_boolean(t) or pa.types.is_date(t) or pa.types.is_timestamp(t))
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_integer(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+    )
 
 
 # ---- the filter --------------------------------------------------------------------------------
@@ -128,9 +143,9 @@ def supported_type(t: pa.DataType) -> bool:
 
 @dataclass(frozen=True)
 class BloomFilter:
-    num_bits: int          # a multiple of 64
+    num_bits: int  # a multiple of 64
     num_hashes: int
-    bits: np.ndarray       # uint8, num_bits / 8 bytes
+    bits: np.ndarray  # uint8, num_bits / 8 bytes
     num_values: int = 0
 
     @staticmethod
@@ -179,30 +194,38 @@ class BloomConfig:
     fpp: float
 
     @classmethod
-    def from_options(cls, options: Options, stored_schema: pa.Schema,
-                     partition_columns: Sequence[str]) -> "BloomConfig | None":
+    def from_options(
+        cls, options: Options, stored_schema: pa.Schema, partition_columns: Sequence[str]
+    ) -> "BloomConfig | None":
         wanted = configured_columns(options)
         if not wanted:
             return None
         fpp = options.get_float("indexing.bloomfilter.fpp")
         if not 0.0 < fpp < 1.0:
-            raise InvalidOptionError(f"option 'spark.indextables.indexing.bloomfilter.fpp': expected a rate in (0, 1), "
-                                     f"got {fpp}")
+            raise InvalidOptionError(
+                f"option 'spark.indextables.indexing.bloomfilter.fpp': expected a rate in (0, 1), got {fpp}"
+            )
         by_lower = {n.lower(): n for n in stored_schema.names}
         cols = []
         for c in wanted:
             if c.lower() in {p.lower() for p in partition_columns}:
-                raise InvalidOptionError(f"option 'spark.indextables.indexing.bloomfilter.columns': {c!r} is a "
-                                         f"partition column (partition pruning already covers it)")
+                raise InvalidOptionError(
+                    f"option 'spark.indextables.indexing.bloomfilter.columns': {c!r} is a "
+                    f"partition column (partition pruning already covers it)"
+                )
             name = by_lower.get(c.lower())
             if name is None:
-                raise InvalidOptionError(f"option 'spark.indextables.indexing.bloomfilter.columns': {c!r} is not a "
-                                         f"column of the table (columns: {stored_schema.names})")
+                raise InvalidOptionError(
+                    f"option 'spark.indextables.indexing.bloomfilter.columns': {c!r} is not a "
+                    f"column of the table (columns: {stored_schema.names})"
+                )
             t = stored_schema.field(name).type
             if not supported_type(t):
-                raise InvalidOptionError(f"option 'spark.indextables.indexing.bloomfilter.columns': column {name!r} "
-                                         f"has type {t}; Bloom filters support strings, binaries, numbers, "
-                                         f"booleans, dates and timestamps")
+                raise InvalidOptionError(
+                    f"option 'spark.indextables.indexing.bloomfilter.columns': column {name!r} "
+                    f"has type {t}; Bloom filters support strings, binaries, numbers, "
+                    f"booleans, dates and timestamps"
+                )
             if name not in cols:
                 cols.append(name)
         return cls(tuple(cols), fpp)
@@ -224,7 +247,7 @@ class SplitBloomBuilder:
             parts = self.hashes.setdefault(c, [])
             parts.append(hash_values(rows.column(c)))
             self.pending[c] = self.pending.get(c, 0) + rows.num_rows
-            if self.pending[c] >= _DEDUP_EVERY:   # bound memory on low-cardinality columns
+            if self.pending[c] >= _DEDUP_EVERY:  # bound memory on low-cardinality columns
                 self.hashes[c] = [np.unique(np.concatenate(parts))]
                 self.pending[c] = 0
 
@@ -236,8 +259,13 @@ class SplitBloomBuilder:
             parts = self.hashes.get(c) or []
             bf = BloomFilter.build(np.concatenate(parts) if parts else np.empty(0, np.uint64), self.config.fpp)
             data = bf.bits.tobytes()
-            cols[c] = {"numBits": bf.num_bits, "numHashes": bf.num_hashes, "numValues": bf.num_values,
-                       "offset": offset, "length": len(data)}
+            cols[c] = {
+                "numBits": bf.num_bits,
+                "numHashes": bf.num_hashes,
+                "numValues": bf.num_values,
+                "offset": offset,
+                "length": len(data),
+            }
             payload.append(data)
             offset += len(data)
         header = {"splitPath": split_path, "hash": HASH_SCHEME, "columns": cols}
@@ -254,7 +282,7 @@ def bloom_file_for(split_path: str) -> str:
 @dataclass(frozen=True)
 class SplitBlooms:
     split_path: str
-    filters: dict[str, BloomFilter]          # by column name
+    filters: dict[str, BloomFilter]  # by column name
 
     def column(self, name: str) -> BloomFilter | None:
         f = self.filters.get(name)
@@ -267,8 +295,10 @@ class SplitBlooms:
 def decode_blooms(data: bytes, split_path: str, where: str) -> SplitBlooms:
     header, payload = decode_frame(data, MAGIC, FORMAT_VERSION, "Bloom filter", where)
     if header.get("hash") != HASH_SCHEME:
-        raise CorruptStateError(f"{where}: Bloom filter hash scheme {header.get('hash')!r} found; this "
-                                f"indextables_spark uses {HASH_SCHEME!r}")
+        raise CorruptStateError(
+            f"{where}: Bloom filter hash scheme {header.get('hash')!r} found; this "
+            f"indextables_spark uses {HASH_SCHEME!r}"
+        )
     if header.get("splitPath") != split_path:
         raise CorruptStateError(f"{where}: Bloom filter of split {header.get('splitPath')!r}, expected {split_path!r}")
     out = {}
@@ -276,8 +306,9 @@ def decode_blooms(data: bytes, split_path: str, where: str) -> SplitBlooms:
         for name, c in header["columns"].items():
             off, length, m, k = int(c["offset"]), int(c["length"]), int(c["numBits"]), int(c["numHashes"])
             if off < 0 or off + length > len(payload) or length * 8 != m or m <= 0 or not 1 <= k <= MAX_HASHES:
-                raise ValueError(f"column {name!r}: bits [{off}, {off + length}) of {len(payload)}, "
-                                 f"{m} bits, {k} hashes")
+                raise ValueError(
+                    f"column {name!r}: bits [{off}, {off + length}) of {len(payload)}, {m} bits, {k} hashes"
+                )
             bits = np.frombuffer(payload, dtype=np.uint8, count=length, offset=off)
             out[str(name)] = BloomFilter(m, k, bits, int(c.get("numValues", 0)))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -318,7 +349,7 @@ class _Probe:
 class _Both:
     left: Any
     right: Any
-    all_needed: bool   # AND: either side rules the split out; OR: both must
+    all_needed: bool  # AND: either side rules the split out; OR: both must
 
 
 class _Compile(FilterVisitor[Any]):
@@ -342,13 +373,13 @@ class _Compile(FilterVisitor[Any]):
         return False if f.value is None else self._probe(f.column, [f.value])
 
     def visit_equal_null_safe(self, f: Any) -> Any:
-        return None if f.value is None else self._probe(f.column, [f.value])   # x <=> NULL needs null counts
+        return None if f.value is None else self._probe(f.column, [f.value])  # x <=> NULL needs null counts
 
     def visit_in(self, f: Any) -> Any:
         return self._probe(f.column, [v for v in f.values if v is not None])
 
     def _nothing(self, f: Any) -> Any:
-        return None     # ranges, negations, NULL tests, LIKE: a Bloom filter cannot rule them out
+        return None  # ranges, negations, NULL tests, LIKE: a Bloom filter cannot rule them out
 
     visit_not = visit_comparison = visit_is_null = visit_is_not_null = visit_string_match = _nothing
 
@@ -373,7 +404,9 @@ def _rules_out(probe: Any, blooms: SplitBlooms) -> bool:
     return bloom is not None and not bool(bloom.might_contain(probe.hashes).any())
 
 
-def skip_by_blooms(table_path: str, options: Options, snapshot, files: Sequence[Any], filters: Sequence[Any]) -> list[Any]:
+def skip_by_blooms(
+    table_path: str, options: Options, snapshot, files: Sequence[Any], filters: Sequence[Any]
+) -> list[Any]:
     """The planner hook (Spark reader): prune_with_blooms with the snapshot's stats files and schema."""
     if not snapshot.stats_files.get(STATS_KEY) or not filters:
         return list(files)
@@ -384,8 +417,14 @@ def skip_by_blooms(table_path: str, options: Options, snapshot, files: Sequence[
     return prune_with_blooms(open_storage(table_path, options), files, filters, snapshot.stats_files, types, options)
 
 
-def prune_with_blooms(storage, files: Sequence[Any], filters: Sequence[Any], stats_files: Mapping[str, Sequence[str]],
-                      column_types: Mapping[str, pa.DataType], options: Options | None = None) -> list[Any]:
+def prune_with_blooms(
+    storage,
+    files: Sequence[Any],
+    filters: Sequence[Any],
+    stats_files: Mapping[str, Sequence[str]],
+    column_types: Mapping[str, pa.DataType],
+    options: Options | None = None,
+) -> list[Any]:
     """The files (AddFile) whose Bloom filters do not rule out the filters (a flat AND list of
     split filters); files without a listed Bloom file are kept. column_types: Arrow type by column."""
     listed = set(stats_files.get(STATS_KEY) or ())
@@ -398,7 +437,7 @@ def prune_with_blooms(storage, files: Sequence[Any], filters: Sequence[Any], sta
     candidates = [f for f in files if bloom_file_for(f.path) in listed]
     loaded = {a.path: _cache.get(storage.full_uri(bloom_file_for(a.path))) for a in candidates}
     missing = [p for p, b in loaded.items() if b is None]
-    if len(missing) > 1:   # the first planning reads the files (I/O, in parallel); later ones hit the cache
+    if len(missing) > 1:  # the first planning reads the files (I/O, in parallel); later ones hit the cache
         with ThreadPoolExecutor(max_workers=min(_LOAD_THREADS, len(missing)), thread_name_prefix="itx-bloom") as ex:
             loaded.update(zip(missing, ex.map(lambda p: load_blooms(storage, p), missing)))
     elif missing:

@@ -6,6 +6,7 @@ file (LZ4, batches of at most 65,536 rows) holding the stored columns; partition
 stored. `finish()` bundles each split (bundle.py), uploads it to
 `[col=value/...]splits/split-<uuid4>.split` and describes it as an AddFile.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,8 @@ from .text import has_long_token
 from .text import supported as text_supported
 from .types import ColumnSpec, arrow_schema, doc_mapping_from_specs, tantivy_schema, validate_schema
 
-BATCH_ROWS = 65_536                 # rows per IPC record batch (and per indexing chunk)
-MIN_HEAP_BYTES = 15 << 20           # Tantivy needs at least ~15 MB per writer thread
+BATCH_ROWS = 65_536  # rows per IPC record batch (and per indexing chunk)
+MIN_HEAP_BYTES = 15 << 20  # Tantivy needs at least ~15 MB per writer thread
 _TARGET_SIZE_KEYS = ("indexing.split.targetSize", "split.targetSize", "write.targetSplitSize")
 
 
@@ -54,9 +55,9 @@ def target_split_bytes_option(options: Options) -> int | None:
 class _OpenSplit:
     partition_values: dict[str, str | None]
     tmp_dir: str
-    index: Any                       # tantivy.Index
-    writer: Any                      # tantivy.IndexWriter
-    sink: Any                        # pa.OSFile (None for a companion split: no row store)
+    index: Any  # tantivy.Index
+    writer: Any  # tantivy.IndexWriter
+    sink: Any  # pa.OSFile (None for a companion split: no row store)
     ipc: pa.ipc.RecordBatchFileWriter | None
     stats: StatsCollector
     pending: list[pa.RecordBatch] = field(default_factory=list)
@@ -65,9 +66,9 @@ class _OpenSplit:
     num_rows: int = 0
     uncompressed: int = 0
     truncated: set[str] = field(default_factory=set)
-    long_tokens: set[str] = field(default_factory=set)   # text columns with a token too long to index
-    bloom: SplitBloomBuilder | None = None               # Bloom filter columns (bloom.py), if configured
-    companion_files: list[CompanionFile] = field(default_factory=list)   # companion split: its source files
+    long_tokens: set[str] = field(default_factory=set)  # text columns with a token too long to index
+    bloom: SplitBloomBuilder | None = None  # Bloom filter columns (bloom.py), if configured
+    companion_files: list[CompanionFile] = field(default_factory=list)  # companion split: its source files
 
     @property
     def index_dir(self) -> str:
@@ -81,9 +82,15 @@ class _OpenSplit:
 class SplitWriter:
     """Writes the rows of one task as splits; see the module doc."""
 
-    def __init__(self, storage: Storage, schema_json: dict, partition_columns: Sequence[str],
-                 options: Options | Mapping[str, str] | None = None, target_split_bytes: int | None = None,
-                 companion: CompanionSource | None = None):
+    def __init__(
+        self,
+        storage: Storage,
+        schema_json: dict,
+        partition_columns: Sequence[str],
+        options: Options | Mapping[str, str] | None = None,
+        target_split_bytes: int | None = None,
+        companion: CompanionSource | None = None,
+    ):
         self.storage = storage
         # Companion splits index rows of source Parquet files (write_source_file) and keep no rows.
         self.companion = companion
@@ -93,7 +100,8 @@ class SplitWriter:
         self.stored_specs = [s for s in self.specs if not s.partition]
         if not self.stored_specs:
             raise SchemaMismatchError(
-                f"every column is a partition column ({self.partition_columns}): nothing to store in a split")
+                f"every column is a partition column ({self.partition_columns}): nothing to store in a split"
+            )
         self.doc_mapping = doc_mapping_from_specs(self.specs)
         self.doc_mapping_ref = doc_mapping_hash(self.doc_mapping)
         self.full_schema = arrow_schema(schema_json)
@@ -102,14 +110,20 @@ class SplitWriter:
         self._tantivy_schema = tantivy_schema(self.stored_specs)
         self.target_split_bytes = target_split_bytes if target_split_bytes else target_split_bytes_option(self.options)
         self.heap_bytes = max(MIN_HEAP_BYTES, self.options.get_size("indexWriter.heapSize"))
-        self.tmp_root = (self.options.get_str("indexWriter.tempDirectoryPath")
-                         or self.options.get_str("indexing.tempDirectoryPath") or None)
+        self.tmp_root = (
+            self.options.get_str("indexWriter.tempDirectoryPath")
+            or self.options.get_str("indexing.tempDirectoryPath")
+            or None
+        )
         max_len = self.options.get_int("stats.truncation.maxLength")
         self._stats_max_length = max_len if self.options.get_bool("stats.truncation.enabled") else None
         self._stats_columns = self.options.get_int("dataSkippingNumIndexedCols")
         # Tokenized text columns whose token lengths are checked (see text.py, fullyTokenized).
-        self._token_checked = [(s, s.value_field.tokenizer) for s in self.stored_specs
-                               if s.kind == "text" and s.value_field is not None and text_supported(s.value_field.tokenizer)]
+        self._token_checked = [
+            (s, s.value_field.tokenizer)
+            for s in self.stored_specs
+            if s.kind == "text" and s.value_field is not None and text_supported(s.value_field.tokenizer)
+        ]
         self._open: dict[tuple, _OpenSplit] = {}
         self._done: list[AddFile] = []
         self._closed = False
@@ -161,8 +175,14 @@ class SplitWriter:
         if exc_type is not None or not self._closed:
             self.abort()
 
-    def write_source_file(self, key: str, uri: str, size: int, partition_values: Mapping[str, str | None],
-                          row_groups: Iterable[tuple[int, pa.RecordBatch]]) -> None:
+    def write_source_file(
+        self,
+        key: str,
+        uri: str,
+        size: int,
+        partition_values: Mapping[str, str | None],
+        row_groups: Iterable[tuple[int, pa.RecordBatch]],
+    ) -> None:
         """Companion writers: index every row of one source Parquet file (its row groups in order,
         as (row group index, rows of the stored columns)) into the open split of its partition."""
         if self.companion is None:
@@ -177,11 +197,17 @@ class SplitWriter:
         groups = []
         for group, rows in row_groups:
             rows = pa.RecordBatch.from_arrays(
-                [conform_source_column(rows.column(f.name) if f.name in rows.schema.names else None, f, rows.num_rows)
-                 for f in self.stored_schema], schema=self.stored_schema)
+                [
+                    conform_source_column(
+                        rows.column(f.name) if f.name in rows.schema.names else None, f, rows.num_rows
+                    )
+                    for f in self.stored_schema
+                ],
+                schema=self.stored_schema,
+            )
             if rows.num_rows:
-                for start in range(0, rows.num_rows, BATCH_ROWS):   # as the row-store path: Tantivy
-                    self._index_rows(split, rows.slice(start, BATCH_ROWS))   # indexes while we build JSON
+                for start in range(0, rows.num_rows, BATCH_ROWS):  # as the row-store path: Tantivy
+                    self._index_rows(split, rows.slice(start, BATCH_ROWS))  # indexes while we build JSON
                 split.batch_rows.append(rows.num_rows)
                 groups.append((group, rows.num_rows))
         split.companion_files.append(CompanionFile(key, uri, size, tuple(groups)))
@@ -200,7 +226,8 @@ class SplitWriter:
                     col = col.cast(f.type)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                     raise SchemaMismatchError(
-                        f"column {f.name!r}: cannot convert Arrow type {col.type} to {f.type}: {e}") from None
+                        f"column {f.name!r}: cannot convert Arrow type {col.type} to {f.type}: {e}"
+                    ) from None
             if not f.nullable and col.null_count:
                 raise SchemaMismatchError(f"column {f.name!r} is not nullable but the batch has {col.null_count} nulls")
             cols.append(col)
@@ -262,8 +289,16 @@ class SplitWriter:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         stats = StatsCollector(self.specs, self._stats_columns, self._stats_max_length)
-        return _OpenSplit(dict(values), tmp, index, writer, sink, ipc, stats,
-                          bloom=self._bloom.new_split() if self._bloom is not None else None)
+        return _OpenSplit(
+            dict(values),
+            tmp,
+            index,
+            writer,
+            sink,
+            ipc,
+            stats,
+            bloom=self._bloom.new_split() if self._bloom is not None else None,
+        )
 
     def _write_rows(self, split: _OpenSplit, rows: pa.RecordBatch) -> None:
         self._index_rows(split, rows)
@@ -283,8 +318,10 @@ class SplitWriter:
             if spec.name not in split.long_tokens and has_long_token(rows.column(spec.name), tok):
                 split.long_tokens.add(spec.name)
         add = split.writer.add_json
-        with tantivy_call(f"indexing rows {split.num_rows}..{split.num_rows + rows.num_rows} "
-                          f"of a split of partition {split.partition_values or '(none)'}"):
+        with tantivy_call(
+            f"indexing rows {split.num_rows}..{split.num_rows + rows.num_rows} "
+            f"of a split of partition {split.partition_values or '(none)'}"
+        ):
             for d in docs:
                 add(d)
         split.num_rows += rows.num_rows
@@ -319,15 +356,23 @@ class SplitWriter:
             extra = {"truncatedTerms": sorted(split.truncated)} if split.truncated else {}
             if self._token_checked:
                 # Columns where every token was indexed: term-regex narrowing of substring filters is safe.
-                extra["fullyTokenized"] = sorted(s.name for s, _ in self._token_checked
-                                                 if s.name not in split.long_tokens)
+                extra["fullyTokenized"] = sorted(
+                    s.name for s, _ in self._token_checked if s.name not in split.long_tokens
+                )
             if self.companion is not None:
                 c = self.companion
-                extra[COMPANION_KEY] = CompanionInfo(c.format, c.source, c.version, self.stored_schema,
-                                                     tuple(split.companion_files)).to_json()
-            footer_start, footer_end = bundle(split.index_dir, split.rows_path if split.ipc is not None else None,
-                                              self.doc_mapping, out_path, num_rows=split.num_rows,
-                                              batch_rows=split.batch_rows, extra=extra)
+                extra[COMPANION_KEY] = CompanionInfo(
+                    c.format, c.source, c.version, self.stored_schema, tuple(split.companion_files)
+                ).to_json()
+            footer_start, footer_end = bundle(
+                split.index_dir,
+                split.rows_path if split.ipc is not None else None,
+                self.doc_mapping,
+                out_path,
+                num_rows=split.num_rows,
+                batch_rows=split.batch_rows,
+                extra=extra,
+            )
             size = os.path.getsize(out_path)
             self.storage.upload_file(key, out_path)
             if split.bloom is not None:
@@ -349,8 +394,7 @@ class SplitWriter:
                 footer_end_offset=footer_end,
                 doc_mapping_ref=self.doc_mapping_ref,
                 uncompressed_size_bytes=split.uncompressed,
-                companion_source_files=([f.key for f in split.companion_files] if self.companion is not None
-                                        else None),
+                companion_source_files=([f.key for f in split.companion_files] if self.companion is not None else None),
                 companion_source_version=self.companion.version if self.companion is not None else None,
             )
         finally:

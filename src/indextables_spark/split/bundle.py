@@ -17,6 +17,7 @@ Footer JSON (formatVersion 1):
 footerStartOffset is the offset of the footer JSON; footerEndOffset is the file size. Readers check
 the trailer (length, magic) and formatVersion before trusting anything else.
 """
+
 from __future__ import annotations
 
 import io
@@ -31,14 +32,14 @@ from ..errors import SplitFormatError
 
 MAGIC = b"ITSPLIT1"
 FORMAT_VERSION = 1
-TRAILER_LEN = 16              # u64 footer length + 8-byte magic
+TRAILER_LEN = 16  # u64 footer length + 8-byte magic
 ROWS_NAME = "rows.arrow"
-COMPANION_ROWS = "companion-parquet"   # rows.format of a companion split (no row store in the file)
-FOOTER_FILE = "footer.json"   # written next to the extracted files
-EXTRACTED_FROM = "extractedFrom"   # key added to the local footer.json: the split's URI
-LAZY_ROWS = "lazyRows"             # key added to the local footer.json: rows.arrow is read by ranges
+COMPANION_ROWS = "companion-parquet"  # rows.format of a companion split (no row store in the file)
+FOOTER_FILE = "footer.json"  # written next to the extracted files
+EXTRACTED_FROM = "extractedFrom"  # key added to the local footer.json: the split's URI
+LAZY_ROWS = "lazyRows"  # key added to the local footer.json: rows.arrow is read by ranges
 CREATED_BY = "indextables_spark 0.1.0"
-_TAIL_GUESS = 16 << 10        # one ranged read usually gets the whole footer
+_TAIL_GUESS = 16 << 10  # one ranged read usually gets the whole footer
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _COPY_CHUNK = 8 << 20
 
@@ -61,7 +62,7 @@ class SplitFooter:
     created_by: str
     footer_start: int
     footer_end: int
-    raw: dict[str, Any] = field(default_factory=dict)   # the whole footer JSON (extra fields kept)
+    raw: dict[str, Any] = field(default_factory=dict)  # the whole footer JSON (extra fields kept)
 
     @property
     def is_companion(self) -> bool:
@@ -83,7 +84,7 @@ class RangeSource:
     """A split reachable by ranged reads (object stores)."""
 
     size: int
-    read_range: Callable[[int, int], bytes]   # bytes [start, end)
+    read_range: Callable[[int, int], bytes]  # bytes [start, end)
 
 
 Source = Union[bytes, bytearray, memoryview, str, RangeSource, BinaryIO]
@@ -95,8 +96,11 @@ Source = Union[bytes, bytearray, memoryview, str, RangeSource, BinaryIO]
 
 def _index_files(index_dir: str) -> list[str]:
     # Lock files and tantivy's GC bookkeeping are recreated on open; everything else is the index.
-    names = [n for n in os.listdir(index_dir)
-             if not n.endswith(".lock") and n != ".managed.json" and os.path.isfile(os.path.join(index_dir, n))]
+    names = [
+        n
+        for n in os.listdir(index_dir)
+        if not n.endswith(".lock") and n != ".managed.json" and os.path.isfile(os.path.join(index_dir, n))
+    ]
     for n in names:
         if not _SAFE_FILE.match(n) or n in (ROWS_NAME, FOOTER_FILE):
             raise SplitFormatError(f"index directory {index_dir}: unexpected file name {n!r}")
@@ -114,9 +118,16 @@ def _append(out: BinaryIO, path: str) -> int:
             n += len(chunk)
 
 
-def bundle(index_dir: str, rows_path: str | None, doc_mapping: str, out_path: str, *,
-           num_rows: int | None = None, batch_rows: list[int] | None = None,
-           extra: dict[str, Any] | None = None) -> tuple[int, int]:
+def bundle(
+    index_dir: str,
+    rows_path: str | None,
+    doc_mapping: str,
+    out_path: str,
+    *,
+    num_rows: int | None = None,
+    batch_rows: list[int] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> tuple[int, int]:
     """Write the split file; returns (footer_start, footer_end). Without rows_path the split
     holds no row store: a companion split (companion.py; `extra` carries its source files)."""
     entries: list[dict[str, Any]] = []
@@ -127,12 +138,23 @@ def bundle(index_dir: str, rows_path: str | None, doc_mapping: str, out_path: st
             entries.append({"name": name, "offset": offset, "length": n})
             offset += n
         rows_len = _append(out, rows_path) if rows_path is not None else 0
-        rows = {"name": ROWS_NAME, "offset": offset, "length": rows_len,
-                "numRows": int(num_rows if num_rows is not None else sum(batch_rows or [])),
-                "format": "arrow-ipc" if rows_path is not None else COMPANION_ROWS, "batchRows": list(batch_rows or [])}
+        rows = {
+            "name": ROWS_NAME,
+            "offset": offset,
+            "length": rows_len,
+            "numRows": int(num_rows if num_rows is not None else sum(batch_rows or [])),
+            "format": "arrow-ipc" if rows_path is not None else COMPANION_ROWS,
+            "batchRows": list(batch_rows or []),
+        }
         footer_start = offset + rows_len
-        footer = {"formatVersion": FORMAT_VERSION, "files": entries, "rows": rows,
-                  "docMapping": doc_mapping, "createdBy": CREATED_BY, **(extra or {})}
+        footer = {
+            "formatVersion": FORMAT_VERSION,
+            "files": entries,
+            "rows": rows,
+            "docMapping": doc_mapping,
+            "createdBy": CREATED_BY,
+            **(extra or {}),
+        }
         data = json.dumps(footer, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         out.write(data)
         out.write(struct.pack("<Q", len(data)))
@@ -178,6 +200,7 @@ class _Reader:
         def read(s: int, e: int) -> bytes:
             f.seek(s)
             return f.read(max(0, e - s))
+
         return read
 
     def close(self) -> None:
@@ -198,8 +221,11 @@ def _entry(d: Any, where: str, limit: int, what: str) -> BundledFile:
     if not isinstance(off, int) or not isinstance(length, int) or isinstance(off, bool) or isinstance(length, bool):
         raise _fail(where, f"footer entry {name!r} has non-integer offset/length ({off!r}, {length!r})")
     if off < 0 or length < 0 or off + length > limit:
-        raise _fail(where, f"footer entry {name!r} spans bytes [{off}, {off + length}) outside the data "
-                           f"section [0, {limit}) of the file")
+        raise _fail(
+            where,
+            f"footer entry {name!r} spans bytes [{off}, {off + length}) outside the data "
+            f"section [0, {limit}) of the file",
+        )
     return BundledFile(name, off, length)
 
 
@@ -228,16 +254,29 @@ def _parse_footer(data: bytes, size: int, footer_start: int, where: str) -> Spli
     if not isinstance(num_rows, int) or num_rows < 0:
         raise _fail(where, f"footer has an invalid numRows {num_rows!r}")
     if not isinstance(batch_rows, list) or sum(batch_rows) != num_rows:
-        raise _fail(where, f"footer batchRows (sum {sum(batch_rows) if isinstance(batch_rows, list) else '?'}) "
-                           f"disagree with numRows {num_rows}")
+        raise _fail(
+            where,
+            f"footer batchRows (sum {sum(batch_rows) if isinstance(batch_rows, list) else '?'}) "
+            f"disagree with numRows {num_rows}",
+        )
     names = [f.name for f in files] + [rows.name]
     if len(set(names)) != len(names):
         raise _fail(where, "footer lists a file twice")
     doc_mapping = d.get("docMapping")
     if not isinstance(doc_mapping, str):
         raise _fail(where, "footer has no docMapping")
-    return SplitFooter(version, files, rows, num_rows, list(batch_rows), doc_mapping,
-                       str(d.get("createdBy") or ""), footer_start, size, d)
+    return SplitFooter(
+        version,
+        files,
+        rows,
+        num_rows,
+        list(batch_rows),
+        doc_mapping,
+        str(d.get("createdBy") or ""),
+        footer_start,
+        size,
+        d,
+    )
 
 
 def _read_footer(r: _Reader) -> SplitFooter:
@@ -250,15 +289,15 @@ def _read_footer(r: _Reader) -> SplitFooter:
         raise _fail(where, f"short read: got {len(tail)} of the last {r.size - tail_start} bytes")
     magic = tail[-8:]
     if magic != MAGIC:
-        raise _fail(where, f"bad magic {magic!r} at the end of the file (expected {MAGIC!r}); "
-                           f"not a split, or truncated")
+        raise _fail(
+            where, f"bad magic {magic!r} at the end of the file (expected {MAGIC!r}); not a split, or truncated"
+        )
     (footer_len,) = struct.unpack("<Q", tail[-16:-8])
     footer_start = r.size - TRAILER_LEN - footer_len
     if footer_len == 0 or footer_start < 0:
-        raise _fail(where, f"truncated or corrupt: footer length {footer_len} does not fit in a "
-                           f"{r.size}-byte file")
+        raise _fail(where, f"truncated or corrupt: footer length {footer_len} does not fit in a {r.size}-byte file")
     if footer_start >= tail_start:
-        data = tail[footer_start - tail_start:len(tail) - TRAILER_LEN]
+        data = tail[footer_start - tail_start : len(tail) - TRAILER_LEN]
     else:
         data = r.read(footer_start, r.size - TRAILER_LEN)
     return _parse_footer(data, r.size, footer_start, where)
@@ -302,7 +341,7 @@ def _copy_coalesced(r: _Reader, files: list[BundledFile], dest_dir: str) -> None
     files = sorted(files, key=lambda f: f.offset)
     i = 0
     while i < len(files):
-        j = i + 1                                  # a run of adjacent files
+        j = i + 1  # a run of adjacent files
         while j < len(files) and files[j].offset == files[j - 1].offset + files[j - 1].length:
             j += 1
         run = files[i:j]
@@ -315,10 +354,10 @@ def _copy_coalesced(r: _Reader, files: list[BundledFile], dest_dir: str) -> None
                 chunk = r.read(pos, pos + n)
                 if len(chunk) != n:
                     raise _fail(r.where, f"short read at bytes [{pos}, {pos + n})")
-                for f, out in zip(run, outs):      # the part of the chunk that belongs to each file
+                for f, out in zip(run, outs):  # the part of the chunk that belongs to each file
                     lo, hi = max(pos, f.offset), min(pos + n, f.offset + f.length)
                     if lo < hi:
-                        out.write(chunk[lo - pos:hi - pos])
+                        out.write(chunk[lo - pos : hi - pos])
                 pos += n
         finally:
             for out in outs:
@@ -326,8 +365,9 @@ def _copy_coalesced(r: _Reader, files: list[BundledFile], dest_dir: str) -> None
         i = j
 
 
-def extract(split_bytes_source: Source, dest_dir: str, path_for_errors: str | None = None, *,
-            rows: bool = True) -> SplitFooter:
+def extract(
+    split_bytes_source: Source, dest_dir: str, path_for_errors: str | None = None, *, rows: bool = True
+) -> SplitFooter:
     """Write the split's index files, rows.arrow and footer.json into dest_dir (created if needed).
     rows=False leaves the row store where it is (lazy_rows.py reads it by ranges)."""
     where = path_for_errors or (split_bytes_source if isinstance(split_bytes_source, str) else "<bytes>")
@@ -371,8 +411,9 @@ def uncompress_rows(local_dir: str) -> None:
                 for i in range(reader.num_record_batches):
                     w.write_batch(reader.get_batch(i))
     except pa.ArrowException as e:
-        raise SplitFormatError(f"split {extracted_source(local_dir)}: the row store {ROWS_NAME} is unreadable "
-                               f"({e})") from e
+        raise SplitFormatError(
+            f"split {extracted_source(local_dir)}: the row store {ROWS_NAME} is unreadable ({e})"
+        ) from e
     os.replace(tmp, path)
 
 

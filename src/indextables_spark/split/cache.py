@@ -20,6 +20,7 @@ Root: option `cache.disk.path`, else `$TMPDIR/indextables-cache`.
 The row store is kept uncompressed in the cache (option `cache.rows.uncompressed`, default true):
 reads memory-map it and take rows without decompressing whole batches.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,11 +45,11 @@ from ..option_registry import registered_default
 
 DEFAULT_MAX_BYTES = registered_default("cache.disk.maxSize")
 DEFAULT_LAZY_MIN_BYTES = registered_default("cache.rows.lazyMinSplitSize")
-GRACE_SECONDS = 300.0          # a directory handed out recently counts as in use
-STALE_TMP_SECONDS = 3600.0     # temp extractions older than this are leftovers of dead processes
+GRACE_SECONDS = 300.0  # a directory handed out recently counts as in use
+STALE_TMP_SECONDS = 3600.0  # temp extractions older than this are leftovers of dead processes
 _TMP_PREFIX = ".tmp-"
 _TRASH_PREFIX = ".trash-"
-_LOCK_DIR = ".locks"           # lock files of the cross-process fetch lock (never evicted)
+_LOCK_DIR = ".locks"  # lock files of the cross-process fetch lock (never evicted)
 LOCK_STRIPES = 256
 
 try:
@@ -83,16 +84,16 @@ class SplitCache:
         self._sizes: dict[str, int] = {}
         self._recent: dict[str, float] = {}
         self.grace_seconds = GRACE_SECONDS
-        self.uncompressed_rows = True   # option cache.rows.uncompressed (see bundle.uncompress_rows)
+        self.uncompressed_rows = True  # option cache.rows.uncompressed (see bundle.uncompress_rows)
         # option cache.rows.lazy: "auto" reads the row store of remote splits by ranges
         # (lazy_rows.py), "true" of every split, "false" of none (extracted whole)
         self.lazy_rows = "auto"
-        self.lazy_min_bytes = DEFAULT_LAZY_MIN_BYTES   # option cache.rows.lazyMinSplitSize
-        self._row_sources: dict[str, tuple[int, int] | None] = {}   # final dir -> rows (offset, length)
-        self.downloads = 0      # splits this process fetched (observability, tests)
-        self.hits = 0           # local_dir calls that found the split cached
-        self.misses = 0         # local_dir calls that fetched it (this process or a racing one)
-        self.evictions = 0      # directories this process evicted
+        self.lazy_min_bytes = DEFAULT_LAZY_MIN_BYTES  # option cache.rows.lazyMinSplitSize
+        self._row_sources: dict[str, tuple[int, int] | None] = {}  # final dir -> rows (offset, length)
+        self.downloads = 0  # splits this process fetched (observability, tests)
+        self.hits = 0  # local_dir calls that found the split cached
+        self.misses = 0  # local_dir calls that fetched it (this process or a racing one)
+        self.evictions = 0  # directories this process evicted
 
     # -- public --------------------------------------------------------------------------------
 
@@ -140,8 +141,15 @@ class SplitCache:
         with self._lock:
             self._rescan()
             entries, used = len(self._sizes), sum(self._sizes.values())
-        return {"cachePath": self.root, "entries": entries, "bytes": used, "limit": self.max_bytes,
-                "hits": self.hits, "misses": self.misses, "evictions": self.evictions}
+        return {
+            "cachePath": self.root,
+            "entries": entries,
+            "bytes": used,
+            "limit": self.max_bytes,
+            "hits": self.hits,
+            "misses": self.misses,
+            "evictions": self.evictions,
+        }
 
     def flush(self) -> dict[str, Any]:
         """Remove every cached split no reader of this process reads right now (their cached
@@ -195,7 +203,7 @@ class SplitCache:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
-            os.close(fd)   # releases the lock
+            os.close(fd)  # releases the lock
 
     def _touch(self, key: str, final: str) -> None:
         now = time.time()
@@ -213,7 +221,8 @@ class SplitCache:
             where = storage.full_uri(add_file.path)
             local = storage.local_path(add_file.path)
             lazy = self.lazy_rows == "true" or (
-                self.lazy_rows == "auto" and local is None and (add_file.size or 0) >= self.lazy_min_bytes)
+                self.lazy_rows == "auto" and local is None and (add_file.size or 0) >= self.lazy_min_bytes
+            )
             if lazy:
                 # the index files whole, the row store later by ranges (lazy_rows.py)
                 size = add_file.size if add_file.size is not None else storage.stat(add_file.path).size
@@ -256,12 +265,16 @@ class SplitCache:
     @staticmethod
     def _check(footer, add_file: Any, where: str) -> None:
         if add_file.size is not None and footer.footer_end != add_file.size:
-            raise SplitFormatError(f"split {where}: the log records {add_file.size} bytes but the file has "
-                                   f"{footer.footer_end} (replaced or truncated?)")
+            raise SplitFormatError(
+                f"split {where}: the log records {add_file.size} bytes but the file has "
+                f"{footer.footer_end} (replaced or truncated?)"
+            )
         start = getattr(add_file, "footer_start_offset", None)
         if start is not None and start != footer.footer_start:
-            raise SplitFormatError(f"split {where}: the log records footerStartOffset {start} but the file's "
-                                   f"footer starts at {footer.footer_start}")
+            raise SplitFormatError(
+                f"split {where}: the log records footerStartOffset {start} but the file's "
+                f"footer starts at {footer.footer_start}"
+            )
 
     def _rescan(self) -> None:
         """Sizes of every cached directory (others may be written by other processes)."""

@@ -17,6 +17,7 @@ indexed, in `__row` order, and for each the row groups it holds:
 reader fetches only the row groups and columns it needs (ranged reads through our storage layer)
 and checks each file's size against the one indexed, so rows never come from a file that changed.
 """
+
 from __future__ import annotations
 
 import base64
@@ -45,24 +46,26 @@ def companion_of(configuration: Mapping[str, str]) -> tuple[str, str] | None:
     """(format, source) when a table's metadata configuration says it is a companion index."""
     fmt = configuration.get(CONFIG_FORMAT)
     return (fmt, configuration.get(CONFIG_SOURCE, "")) if fmt else None
-_CACHE_BYTES = 512 << 20          # decoded source columns kept per process
+
+
+_CACHE_BYTES = 512 << 20  # decoded source columns kept per process
 
 
 @dataclass(frozen=True)
 class CompanionSource:
     """What a companion writer records of its source in each split."""
 
-    format: str                   # "delta" | "iceberg" | "parquet"
-    source: str                   # the path or identifier the user named
-    version: int | None           # Delta version / Iceberg snapshot id indexed
+    format: str  # "delta" | "iceberg" | "parquet"
+    source: str  # the path or identifier the user named
+    version: int | None  # Delta version / Iceberg snapshot id indexed
 
 
 @dataclass(frozen=True)
 class CompanionFile:
-    key: str                      # the source's name for it (what sync compares)
-    uri: str                      # where to read it
-    size: int                     # bytes when indexed
-    row_groups: tuple[tuple[int, int], ...]   # (row group index, rows) in __row order
+    key: str  # the source's name for it (what sync compares)
+    uri: str  # where to read it
+    size: int  # bytes when indexed
+    row_groups: tuple[tuple[int, int], ...]  # (row group index, rows) in __row order
 
 
 @dataclass(frozen=True)
@@ -70,21 +73,31 @@ class CompanionInfo:
     format: str
     source: str
     version: int | None
-    schema: pa.Schema             # the indexed (stored) columns, as the table's Arrow types
+    schema: pa.Schema  # the indexed (stored) columns, as the table's Arrow types
     files: tuple[CompanionFile, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": self.format, "source": self.source, "version": self.version,
-                "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode("ascii"),
-                "files": [{"key": f.key, "uri": f.uri, "size": f.size, "rowGroups": [list(g) for g in f.row_groups]}
-                          for f in self.files]}
+        return {
+            "format": self.format,
+            "source": self.source,
+            "version": self.version,
+            "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode("ascii"),
+            "files": [
+                {"key": f.key, "uri": f.uri, "size": f.size, "rowGroups": [list(g) for g in f.row_groups]}
+                for f in self.files
+            ],
+        }
 
     @classmethod
     def from_json(cls, d: Any, where: str) -> "CompanionInfo":
         try:
             schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(d["schema"])))
-            files = tuple(CompanionFile(str(f["key"]), str(f["uri"]), int(f["size"]),
-                                        tuple((int(g), int(n)) for g, n in f["rowGroups"])) for f in d["files"])
+            files = tuple(
+                CompanionFile(
+                    str(f["key"]), str(f["uri"]), int(f["size"]), tuple((int(g), int(n)) for g, n in f["rowGroups"])
+                )
+                for f in d["files"]
+            )
             version = d.get("version")
             return cls(str(d["format"]), str(d["source"]), int(version) if version is not None else None, schema, files)
         except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
@@ -101,6 +114,7 @@ def companion_info(footer_raw: dict, where: str) -> CompanionInfo | None:
 
 
 # -- reading source files ------------------------------------------------------------------------
+
 
 @functools.lru_cache(maxsize=64)
 def _storage_for(parent: str, options_key: tuple) -> Any:
@@ -161,14 +175,16 @@ class _SourceFiles:
         self._lock = threading.Lock()
 
     def parquet_file(self, f: CompanionFile, options: Any, info: CompanionInfo, where: str):
-        key = (f.uri, f.size)       # a file replaced under the same name is another file
+        key = (f.uri, f.size)  # a file replaced under the same name is another file
         with self._lock:
             pf = self._files.get(key)
             if pf is not None:
                 self._files.move_to_end(key)
                 return pf
-        sync = (f"Run BUILD INDEXTABLES COMPANION FOR {info.format.upper()} '{info.source}' again to sync the index "
-                f"(it holds the source at version {info.version})")
+        sync = (
+            f"Run BUILD INDEXTABLES COMPANION FOR {info.format.upper()} '{info.source}' again to sync the index "
+            f"(it holds the source at version {info.version})"
+        )
         pf = open_source_parquet(f.uri, f.size, options, f"companion split {where}", sync)
         with self._lock:
             self._files[key] = pf
@@ -217,8 +233,9 @@ def conform_source_column(col: pa.ChunkedArray | pa.Array | None, field: pa.Fiel
     try:
         return col.cast(field.type, safe=safe)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise CompanionSourceError(f"source column {field.name!r}: cannot read Parquet type {col.type} as "
-                                   f"{field.type} ({e})") from None
+        raise CompanionSourceError(
+            f"source column {field.name!r}: cannot read Parquet type {col.type} as {field.type} ({e})"
+        ) from None
 
 
 def open_source_parquet(uri: str, size: int, options: Any, what: str, remedy: str = "") -> Any:
@@ -230,11 +247,15 @@ def open_source_parquet(uri: str, size: int, options: Any, what: str, remedy: st
     storage = _storage_for(parent, tuple(sorted(options.items())) if options is not None else ())
     stat = storage.stat(name)
     if stat is None:
-        raise CompanionSourceError(f"{what}: source file {uri} is gone (the source table moved on: vacuumed, "
-                                   f"optimized or overwritten). {remedy}".rstrip())
+        raise CompanionSourceError(
+            f"{what}: source file {uri} is gone (the source table moved on: vacuumed, "
+            f"optimized or overwritten). {remedy}".rstrip()
+        )
     if stat.size != size:
-        raise CompanionSourceError(f"{what}: source file {uri} has {stat.size} bytes, {size} when listed or indexed "
-                                   f"(replaced in place?). {remedy}".rstrip())
+        raise CompanionSourceError(
+            f"{what}: source file {uri} has {stat.size} bytes, {size} when listed or indexed "
+            f"(replaced in place?). {remedy}".rstrip()
+        )
     local = storage.local_path(name)
     try:
         source = local if local is not None else pa.PythonFile(_RangedFile(storage, name, size), mode="r")
@@ -271,17 +292,22 @@ class CompanionRows:
             try:
                 table = pf.read_row_group(group, columns=[c for c in missing if c in present])
             except (pa.ArrowException, OSError) as e:
-                raise CompanionSourceError(f"companion split {self.where}: row group {group} of source file "
-                                           f"{f.uri} is not readable ({e})") from e
+                raise CompanionSourceError(
+                    f"companion split {self.where}: row group {group} of source file {f.uri} is not readable ({e})"
+                ) from e
             for name in missing:
-                col = conform_source_column(table.column(name) if name in present else None, self.schema.field(name), rows)
+                col = conform_source_column(
+                    table.column(name) if name in present else None, self.schema.field(name), rows
+                )
                 got[name] = col
                 _SOURCE_FILES.keep((f.uri, f.size, group, name), col)
         expected = dict(f.row_groups)[group]
         arrays = [got[c] for c in names]
         if any(len(a) != expected for a in arrays):
-            raise CompanionSourceError(f"companion split {self.where}: row group {group} of source file {f.uri} "
-                                       f"has {len(arrays[0])} rows, {expected} when indexed")
+            raise CompanionSourceError(
+                f"companion split {self.where}: row group {group} of source file {f.uri} "
+                f"has {len(arrays[0])} rows, {expected} when indexed"
+            )
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 

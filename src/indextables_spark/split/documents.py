@@ -15,6 +15,7 @@ and floats stay floats). Values as indexed:
 - json (array/map/struct): JSON of the value; an array of scalars is indexed under the empty key
   (`{"": [...]}`), so `tags:foo` matches; arrays of structs/maps as multi-valued objects.
 """
+
 from __future__ import annotations
 
 import base64
@@ -31,8 +32,8 @@ from .analyzers import CJK_BIGRAM, bigram_values
 from .types import ROW_FIELD, ColumnSpec
 
 F64_MAX = 1.7976931348623157e308
-TERM_BYTES_LIMIT = 65000     # Tantivy's MAX_TOKEN_LEN is 65530 bytes
-TRUNCATE_CHARS = 16000       # at most 64000 UTF-8 bytes
+TERM_BYTES_LIMIT = 65000  # Tantivy's MAX_TOKEN_LEN is 65530 bytes
+TRUNCATE_CHARS = 16000  # at most 64000 UTF-8 bytes
 
 
 def exact_term(value: str) -> str:
@@ -144,7 +145,7 @@ def _scalar_list_text(a: pa.Array) -> pa.Array | None:
     if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
         return None
     vt = t.value_type
-    offsets = a.offsets                  # of a slice: into the whole child array; rebased to 0
+    offsets = a.offsets  # of a slice: into the whole child array; rebased to 0
     first, last = offsets[0].as_py(), offsets[-1].as_py()
     values = a.values.slice(first, last - first)
     offsets = pc.subtract(offsets, pa.scalar(first, offsets.type))
@@ -166,7 +167,8 @@ def _nested_text(a: pa.Array) -> pa.Array:
         return fast
     t = a.type
     elem_objects = (pa.types.is_list(t) or pa.types.is_large_list(t)) and (
-        pa.types.is_struct(t.value_type) or pa.types.is_map(t.value_type))
+        pa.types.is_struct(t.value_type) or pa.types.is_map(t.value_type)
+    )
     out: list[str | None] = []
     for v in a.to_pylist():
         if v is None:
@@ -186,7 +188,7 @@ def _nested_text(a: pa.Array) -> pa.Array:
 
 def _fragments(spec: ColumnSpec, a: pa.Array, truncated: set[str]) -> list[pa.Array]:
     frags: list[pa.Array] = []
-    if not spec.indexed_fields:        # binary, indexing.storeonly: row store only
+    if not spec.indexed_fields:  # binary, indexing.storeonly: row store only
         return frags
     if spec.kind in ("string", "text", "text_and_string"):
         a = _as_string_array(a)
@@ -224,8 +226,9 @@ def check_ip_addresses(column: str, values: pa.Array) -> None:
         if not ok:
             from ..errors import SchemaMismatchError
 
-            raise SchemaMismatchError(f"column {column!r} (indexing.typemap.{column}=ip): {v[:100]!r} is not an IPv4 "
-                                      f"or IPv6 address")
+            raise SchemaMismatchError(
+                f"column {column!r} (indexing.typemap.{column}=ip): {v[:100]!r} is not an IPv4 or IPv6 address"
+            )
 
 
 def json_documents(batch: pa.RecordBatch, specs: Iterable[ColumnSpec], row_start: int) -> tuple[list[str], set[str]]:

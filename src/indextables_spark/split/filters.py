@@ -11,6 +11,7 @@ Filter values are Python values as PySpark gives them: int, float, str, bool, by
 decimal.Decimal, datetime.date, datetime.datetime (aware for timestamp columns, naive for
 timestamp_ntz).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -26,8 +27,25 @@ import pyarrow.compute as pc
 
 from ..errors import IndexTablesError, SchemaMismatchError
 from ..predicates import (  # noqa: F401 (the model, re-exported: split.filters is where callers find it)
-    And, Comparison, EqualNullSafe, EqualTo, Filter, FilterVisitor, GreaterThan, GreaterThanOrEqual, In, IsNotNull,
-    IsNull, LessThan, LessThanOrEqual, Not, Or, StringContains, StringEndsWith, StringMatch, StringStartsWith,
+    And,
+    Comparison,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    FilterVisitor,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    Or,
+    StringContains,
+    StringEndsWith,
+    StringMatch,
+    StringStartsWith,
     columns_of,
 )
 from .documents import TRUNCATE_CHARS, exact_term, f64_key
@@ -42,8 +60,14 @@ class UnsupportedFilterError(IndexTablesError):
     """A filter cannot be evaluated on a column (wrong value type, unsupported column kind)."""
 
 
-_OPS = {EqualTo: "eq", EqualNullSafe: "eq", GreaterThan: "gt", GreaterThanOrEqual: "ge",
-        LessThan: "lt", LessThanOrEqual: "le"}
+_OPS = {
+    EqualTo: "eq",
+    EqualNullSafe: "eq",
+    GreaterThan: "gt",
+    GreaterThanOrEqual: "ge",
+    LessThan: "lt",
+    LessThanOrEqual: "le",
+}
 _COMPARISONS = tuple(_OPS)
 _STRING_MATCHES = (StringStartsWith, StringEndsWith, StringContains)
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -232,7 +256,7 @@ def _compare_decimal(op: str, a, v: decimal.Decimal):
     ctx = _decimal_ctx()
     quantum = decimal.Decimal(1).scaleb(-t.scale)
     limit = (decimal.Decimal(10) ** t.precision - 1).scaleb(-t.scale, context=ctx)
-    if v > limit:   # beyond every value the column can hold (checked before quantize: huge exponents)
+    if v > limit:  # beyond every value the column can hold (checked before quantize: huge exponents)
         return _outside(op, True, a)
     if v < -limit:
         return _outside(op, False, a)
@@ -284,8 +308,9 @@ def _column(data, name: str, f: Any):
             field = struct_field(data, col_name)
             if field is not None:
                 return field
-            raise SchemaMismatchError(f"filter {f} references column {name!r}, which is not in the data "
-                                      f"(columns: {names})")
+            raise SchemaMismatchError(
+                f"filter {f} references column {name!r}, which is not in the data (columns: {names})"
+            )
         col_name = lowered[0]
     return data.column(col_name)
 
@@ -295,8 +320,9 @@ _RANGE_NARROWING = re.compile(r"^[^:\s]+:[<>]")
 _RANGE_OPS = {GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
 
 
-def struct_narrowing(path: Sequence[str], values: Sequence[Any], specs: Mapping[str, ColumnSpec],
-                     op: str = "=") -> str | None:
+def struct_narrowing(
+    path: Sequence[str], values: Sequence[Any], specs: Mapping[str, ColumnSpec], op: str = "="
+) -> str | None:
     """A Tantivy query (text) matching a superset of the rows where the struct field at `path`
     (column, field, …) equals one of `values` (op "=") or compares with the one value (op ">",
     ">=", "<", "<=") — `user.name = 'Bob Smith'` → `user.name:"bob smith"`, `user.age > 50` →
@@ -317,7 +343,7 @@ def struct_narrowing(path: Sequence[str], values: Sequence[Any], specs: Mapping[
     if field.tokenizer not in (None, "default") or field.record != "position":
         return None
     if not all(str(p).replace("_", "").isalnum() for p in path[1:]):
-        return None                      # a path the query syntax would need to escape
+        return None  # a path the query syntax would need to escape
     qpath = ".".join([field.name, *path[1:]])
     if op != "=":
         v = values[0]
@@ -362,7 +388,7 @@ def where_narrowing(f: Filter, specs: Mapping[str, ColumnSpec], names: Sequence[
     head = struct_column(_unquote(f.column), names)
     if head is None:
         return None
-    path = [head, *_unquote(f.column)[len(head) + 1:].split(".")]
+    path = [head, *_unquote(f.column)[len(head) + 1 :].split(".")]
     if isinstance(f, In):
         return struct_narrowing(path, list(f.values), specs)
     return struct_narrowing(path, [f.value], specs, _RANGE_OPS.get(type(f), "="))
@@ -446,8 +472,9 @@ def _eval_leaf(f: Any, data):
     if isinstance(f, _STRING_MATCHES):
         if kind != "string" or not isinstance(f.value, str):
             raise UnsupportedFilterError(f"filter {f}: column {f.column!r} of type {a.type} is not a string column")
-        fn = {StringStartsWith: pc.starts_with, StringEndsWith: pc.ends_with,
-              StringContains: pc.match_substring}[type(f)]
+        fn = {StringStartsWith: pc.starts_with, StringEndsWith: pc.ends_with, StringContains: pc.match_substring}[
+            type(f)
+        ]
         return fn(a, pattern=f.value)
     if kind == "json":
         raise UnsupportedFilterError(f"filter {f}: column {f.column!r} of type {a.type} supports only IS [NOT] NULL")
@@ -459,7 +486,9 @@ def _eval_leaf(f: Any, data):
             return pc.is_null(a) if isinstance(f, EqualNullSafe) else pa.nulls(len(a), pa.bool_())
         v = _norm_value(kind, spark_type, f.value)
     except _Incompatible as e:
-        raise UnsupportedFilterError(f"filter {f}: value {e} does not fit column {f.column!r} of type {a.type}") from None
+        raise UnsupportedFilterError(
+            f"filter {f}: value {e} does not fit column {f.column!r} of type {a.type}"
+        ) from None
     r = _compare(_OPS[type(f)], a, kind, v, spark_type)
     return pc.fill_null(r, False) if isinstance(f, EqualNullSafe) else r
 
@@ -482,8 +511,10 @@ def arrow_mask(table_or_batch: pa.Table | pa.RecordBatch, filters: Sequence[Filt
 # ---------------------------------------------------------------------------------------------
 # Narrowing with Tantivy (superset)
 
-_DECIMAL_MARGIN = 1e-9     # relative; decimal → f64 conversion errors are ~1e-16
-_MAX_PATTERN_CHARS = 256   # longer regexes are not worth compiling
+_DECIMAL_MARGIN = 1e-9  # relative; decimal → f64 conversion errors are ~1e-16
+_MAX_PATTERN_CHARS = 256  # longer regexes are not worth compiling
+
+
 class _Q(FilterVisitor[tuple]):
     """Query builder bound to one index schema: (query or None, exact) per filter."""
 
@@ -511,9 +542,15 @@ class _Q(FilterVisitor[tuple]):
         return self.t.Query.boolean_query([(self.t.Occur.Must, self.all()), (self.t.Occur.MustNot, q)])
 
     def i64_range(self, field, lo, hi, inc_lo=True, inc_hi=True):
-        return self.t.Query.range_query(self.schema, field, self.t.FieldType.Integer, lo, hi,
-                                        include_lower=inc_lo if lo is not None else True,
-                                        include_upper=inc_hi if hi is not None else True)
+        return self.t.Query.range_query(
+            self.schema,
+            field,
+            self.t.FieldType.Integer,
+            lo,
+            hi,
+            include_lower=inc_lo if lo is not None else True,
+            include_upper=inc_hi if hi is not None else True,
+        )
 
     def f64_range(self, field, lo, hi):
         if lo is None and hi is None:
@@ -609,8 +646,13 @@ class _Q(FilterVisitor[tuple]):
                 return None
             parts = [self.text_terms(v, tok, True, True, spec) for v in values]
             return None if any(p is None for p in parts) else self.should(parts)
-        anchors = {EqualTo: (True, True), EqualNullSafe: (True, True), StringStartsWith: (True, False),
-                   StringEndsWith: (False, True), StringContains: (False, False)}.get(type(f))
+        anchors = {
+            EqualTo: (True, True),
+            EqualNullSafe: (True, True),
+            StringStartsWith: (True, False),
+            StringEndsWith: (False, True),
+            StringContains: (False, False),
+        }.get(type(f))
         if anchors is None or not isinstance(f.value, str):
             return None
         return self.text_terms(f.value, tok, *anchors, spec)
@@ -636,10 +678,12 @@ class _Q(FilterVisitor[tuple]):
             return self.t.Query.exists_query(name)
         if op == "eq":
             return self.t.Query.term_query(self.schema, name, v)
-        return {"gt": lambda: self.i64_range(name, v, None, inc_lo=False),
-                "ge": lambda: self.i64_range(name, v, None),
-                "lt": lambda: self.i64_range(name, None, v, inc_hi=False),
-                "le": lambda: self.i64_range(name, None, v)}[op]()
+        return {
+            "gt": lambda: self.i64_range(name, v, None, inc_lo=False),
+            "ge": lambda: self.i64_range(name, v, None),
+            "lt": lambda: self.i64_range(name, None, v, inc_hi=False),
+            "le": lambda: self.i64_range(name, None, v),
+        }[op]()
 
     def in_(self, f: In, spec: ColumnSpec, name: str) -> tuple[Any, bool]:
         kind = spec.kind
@@ -688,7 +732,9 @@ def _decimal_bounds(v: decimal.Decimal) -> tuple[float, float]:
     return x - margin, x + margin
 
 
-def build_query(schema, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]) -> tuple[Any, bool]:
+def build_query(
+    schema, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]
+) -> tuple[Any, bool]:
     """(query or None, exact): exact means the query matches exactly the rows passing the filters."""
     q = _Q(schema, specs_by_name(specs))
     parts: list[Any] = []
@@ -718,7 +764,7 @@ def tantivy_query(index, filters: Sequence[Filter], specs: Mapping[str, ColumnSp
 @dataclass(frozen=True)
 class _Bounds:
     kind: str
-    lo: Any            # comparable (order_key applied) or None when unknown
+    lo: Any  # comparable (order_key applied) or None when unknown
     hi: Any
     nulls: int | None
     rows: int | None
@@ -739,8 +785,10 @@ def _bounds(add_file: Any, spec: ColumnSpec, nulls: dict[str, int]) -> _Bounds:
             # Stats written by other tools may use another encoding: unusable here means no
             # skipping (always safe), not a failed read.
             return None
-    return _Bounds(spec.kind, parse(add_file.min_values), parse(add_file.max_values),
-                   nulls.get(spec.name), add_file.num_records)
+
+    return _Bounds(
+        spec.kind, parse(add_file.min_values), parse(add_file.max_values), nulls.get(spec.name), add_file.num_records
+    )
 
 
 class _CannotMatch(FilterVisitor[bool]):
@@ -819,7 +867,9 @@ def _prefix_outside(b: _Bounds, p: str) -> bool:
     return b.lo is not None and b.lo > p and not b.lo.startswith(p)
 
 
-def skip_split(add_file: Any, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]) -> bool:
+def skip_split(
+    add_file: Any, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]
+) -> bool:
     """True only when the split's stats prove that no row satisfies the filters."""
     by_name = specs_by_name(specs)
     nulls = null_counts(add_file.stats)
@@ -830,8 +880,12 @@ def skip_split(add_file: Any, filters: Sequence[Filter], specs: Mapping[str, Col
 # Partition pruning
 
 
-def prune_partition(partition_values: Mapping[str, str | None], filters: Sequence[Filter],
-                    partition_columns: Sequence[str], partition_types: Mapping[str, Any]) -> bool:
+def prune_partition(
+    partition_values: Mapping[str, str | None],
+    filters: Sequence[Filter],
+    partition_columns: Sequence[str],
+    partition_types: Mapping[str, Any],
+) -> bool:
     """True when the partition may hold matching rows (keep it); False when the filters rule it out.
 
     Filters that reference only partition columns are evaluated exactly (Spark semantics) on the

@@ -1,4 +1,5 @@
 """Splits grouped into units of work (Spark tasks, aggregation jobs) of about equal size."""
+
 from __future__ import annotations
 
 from typing import Sequence

@@ -12,6 +12,7 @@ The IPC footer (schema and batch offsets) is kept in `rows.d/footer.bin`.
 Which storage a directory's rows come from is registered by the cache (`register`) each time
 it hands the directory out; a reader of a directory with no registered source fails clearly.
 """
+
 from __future__ import annotations
 
 import io
@@ -27,8 +28,8 @@ from ..errors import SplitFormatError
 
 ROWS_DIR = "rows.d"
 IPC_TAIL = "footer.bin"
-_TAIL_BYTES = 8 << 10       # one ranged read usually holds the IPC footer
-_KEEP_BYTES = 4 << 20       # fetched columns up to this size stay in memory
+_TAIL_BYTES = 8 << 10  # one ranged read usually holds the IPC footer
+_KEEP_BYTES = 4 << 20  # fetched columns up to this size stay in memory
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class _RangedRows(io.RawIOBase):
             return 0
         start, end = self.pos, self.pos + n
         if start >= self.tail_start:
-            data = self.tail[start - self.tail_start:end - self.tail_start]
+            data = self.tail[start - self.tail_start : end - self.tail_start]
         else:
             s = self.source
             data = s.storage.read_range(s.key, s.offset + start, s.offset + end)
@@ -110,8 +111,10 @@ class LazyRows:
             _write_atomic(tail_path, tail)
         tail_start = source.length - len(tail)
         if not 10 <= len(tail) <= source.length or tail[-6:] != b"ARROW1":
-            raise SplitFormatError(f"split {where}: the row store footer ({tail_path}) is not an Arrow IPC file "
-                                   f"footer; delete the cache directory {local_dir}")
+            raise SplitFormatError(
+                f"split {where}: the row store footer ({tail_path}) is not an Arrow IPC file "
+                f"footer; delete the cache directory {local_dir}"
+            )
         self._file = _RangedRows(source, tail_start, tail, where)
         try:
             self.ipc = pa.ipc.open_file(pa.PythonFile(self._file, mode="r"))
@@ -138,23 +141,27 @@ class LazyRows:
         try:
             return pa.ipc.open_file(pa.BufferReader(pa.py_buffer(data))).get_batch(0).column(0)
         except pa.ArrowException as e:
-            raise SplitFormatError(f"split {self.where}: cached row store column file {path} is unreadable "
-                                   f"({e}); delete the cache directory {os.path.dirname(self.dir)}") from e
+            raise SplitFormatError(
+                f"split {self.where}: cached row store column file {path} is unreadable "
+                f"({e}); delete the cache directory {os.path.dirname(self.dir)}"
+            ) from e
 
     def _fetch(self, batch: int, fields: Sequence[int]) -> dict[int, pa.Array]:
         """Read (ranged) these columns of one record batch and keep each, uncompressed, locally."""
         key = tuple(sorted(fields))
         reader = self._readers.get(key)
         if reader is None:
-            if len(self._readers) >= 8:                  # column subsets asked for: keep the last few
+            if len(self._readers) >= 8:  # column subsets asked for: keep the last few
                 self._readers.pop(next(iter(self._readers)))
             reader = self._readers[key] = pa.ipc.open_file(
-                pa.PythonFile(self._file, mode="r"), options=pa.ipc.IpcReadOptions(included_fields=list(key)))
+                pa.PythonFile(self._file, mode="r"), options=pa.ipc.IpcReadOptions(included_fields=list(key))
+            )
         try:
             got = reader.get_batch(batch)
         except pa.ArrowException as e:
-            raise SplitFormatError(f"split {self.where}: record batch {batch} of the row store is unreadable "
-                                   f"({e})") from e
+            raise SplitFormatError(
+                f"split {self.where}: record batch {batch} of the row store is unreadable ({e})"
+            ) from e
         out = {}
         for j, name in zip(key, got.schema.names):
             col = out[j] = got.column(name)
@@ -189,13 +196,15 @@ class LazyRows:
                     self._keep(i, j, col)
             if missing:
                 got.update(self._fetch(i, missing))
-        return pa.RecordBatch.from_arrays([got[j] for j in fields],
-                                          schema=pa.schema([self.schema.field(j) for j in fields]))
+        return pa.RecordBatch.from_arrays(
+            [got[j] for j in fields], schema=pa.schema([self.schema.field(j) for j in fields])
+        )
 
 
 def _ipc_tail(source: RowSource, where: str) -> bytes:
     """The end of the row store holding its IPC footer (schema, batch offsets): the last 8 KiB,
     or as much more as the footer's recorded length says."""
+
     def read(n: int) -> bytes:
         start = max(0, source.length - n)
         return source.storage.read_range(source.key, source.offset + start, source.offset + source.length)
@@ -210,7 +219,7 @@ def _ipc_tail(source: RowSource, where: str) -> bytes:
 
 
 def _write_atomic(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)   # a cache directory wiped under open handles
+    os.makedirs(os.path.dirname(path), exist_ok=True)  # a cache directory wiped under open handles
     tmp = f"{path}.tmp-{uuid.uuid4().hex}"
     with open(tmp, "wb") as f:
         f.write(data)

@@ -8,6 +8,7 @@ String encoding (what the log stores; null is None, never a string):
 - timestamp: `YYYY-MM-DD HH:MM:SS[.ffffff]` in UTC; timestamp_ntz: the same, wall clock
 Paths escape the characters Spark/Hive escape (`%XX`); null becomes `__HIVE_DEFAULT_PARTITION__`.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -25,7 +26,7 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
 # Characters Spark's ExternalCatalogUtils.escapePathName escapes.
-_ESCAPE = set(chr(c) for c in range(0x01, 0x20)) | set('"#%\'*/:=?\\\x7f{[]^')
+_ESCAPE = set(chr(c) for c in range(0x01, 0x20)) | set("\"#%'*/:=?\\\x7f{[]^")
 
 
 def escape_path_name(s: str) -> str:
@@ -35,8 +36,8 @@ def escape_path_name(s: str) -> str:
 def unescape_path_name(s: str) -> str:
     out, i = [], 0
     while i < len(s):
-        if s[i] == "%" and _is_hex(s[i + 1:i + 3]):
-            out.append(chr(int(s[i + 1:i + 3], 16)))
+        if s[i] == "%" and _is_hex(s[i + 1 : i + 3]):
+            out.append(chr(int(s[i + 1 : i + 3], 16)))
             i += 3
         else:
             out.append(s[i])
@@ -105,8 +106,9 @@ def format_partition_value(value: Any, spark_type: Any) -> str | None:
         return str(value)
     if isinstance(value, str):
         return value
-    raise SchemaMismatchError(f"partition value {value!r} of type {type(value).__name__} "
-                              f"cannot be used for a {t} partition column")
+    raise SchemaMismatchError(
+        f"partition value {value!r} of type {type(value).__name__} cannot be used for a {t} partition column"
+    )
 
 
 def parse_partition_value(text: str | None, spark_type: Any) -> Any:
@@ -161,6 +163,8 @@ def partition_value_array(value: str | None, arrow_type: pa.DataType, n: int) ->
     py = parse_partition_value(value, _arrow_spark_type(arrow_type))
     try:
         scalar = pa.scalar(py, type=arrow_type)
-    except (OverflowError, pa.ArrowException) as e:   # out of range for the column, NaN decimal, ...
-        raise SchemaMismatchError(f"partition value {value!r} does not fit the column type {arrow_type} ({e})") from None
+    except (OverflowError, pa.ArrowException) as e:  # out of range for the column, NaN decimal, ...
+        raise SchemaMismatchError(
+            f"partition value {value!r} does not fit the column type {arrow_type} ({e})"
+        ) from None
     return pa.repeat(scalar, n)

@@ -1,5 +1,6 @@
 """Long-lived thread pools: starting threads per call costs more (~0.1 ms each) than searching or
 aggregating a small split. One pool per purpose, so that a task never waits on its own pool."""
+
 from __future__ import annotations
 
 import threading

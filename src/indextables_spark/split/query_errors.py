@@ -12,6 +12,7 @@ tantivy-py's `Index.parse_query` rejects a query without saying where. This modu
 
 Anything else gets no position. Nothing here raises: a failure to locate is just "no position".
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,8 +30,10 @@ _INT_RE = re.compile(r"^[+-]?[0-9]+$")
 _UINT_RE = re.compile(r"^\+?[0-9]+$")
 # Rust's f64::from_str: decimal with optional exponent, or inf / infinity / nan (any case).
 _FLOAT_RE = re.compile(r"^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)$", re.I)
-_RFC3339_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
-                         r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})$")
+_RFC3339_RE = re.compile(
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
 _BOOST_RE = re.compile(r"\^[0-9.]+$")
 
 # error class -> the field types whose values it is about, and how a bad value is described
@@ -40,18 +43,26 @@ _TYPED = {
     "bool": ({"bool"}, "true or false"),
     "date": ({"date"}, "an RFC 3339 date-time"),
 }
-_CLASS_OF_LENIENT = {"ExpectedIntError": "int", "ExpectedFloatError": "float", "ExpectedBoolError": "bool",
-                     "DateFormatError": "date"}
-_CLASS_OF_MESSAGE = (("Expected a valid integer", "int"), ("Expected a float value", "float"),
-                     ("Expected a bool value", "bool"), ("The date field has an invalid format", "date"))
+_CLASS_OF_LENIENT = {
+    "ExpectedIntError": "int",
+    "ExpectedFloatError": "float",
+    "ExpectedBoolError": "bool",
+    "DateFormatError": "date",
+}
+_CLASS_OF_MESSAGE = (
+    ("Expected a valid integer", "int"),
+    ("Expected a float value", "float"),
+    ("Expected a bool value", "bool"),
+    ("The date field has an invalid format", "date"),
+)
 
 
 @dataclass(frozen=True)
 class _Tok:
-    kind: str    # word | phrase | field | ( | ) | [ | ]
-    start: int   # character offsets in the query
+    kind: str  # word | phrase | field | ( | ) | [ | ]
+    start: int  # character offsets in the query
     end: int
-    text: str    # unescaped: the word, the phrase's content, the field's name
+    text: str  # unescaped: the word, the phrase's content, the field's name
 
 
 def _lex(query: str) -> tuple[list[_Tok], list[int]]:
@@ -73,9 +84,13 @@ def _lex(query: str) -> tuple[list[_Tok], list[int]]:
         elif c in "]}":
             toks.append(_Tok("]", i, i + 1, c))
             i += 1
-        elif c in "+-" and i + 1 < n and not query[i + 1].isspace() and (i == 0 or query[i - 1].isspace()
-                                                                         or query[i - 1] in "(["):
-            i += 1                                          # occur prefix: +a, -a, -"a b", -(a b)
+        elif (
+            c in "+-"
+            and i + 1 < n
+            and not query[i + 1].isspace()
+            and (i == 0 or query[i - 1].isspace() or query[i - 1] in "([")
+        ):
+            i += 1  # occur prefix: +a, -a, -"a b", -(a b)
         elif c in "\"'":
             j = i + 1
             text = []
@@ -87,7 +102,7 @@ def _lex(query: str) -> tuple[list[_Tok], list[int]]:
             toks.append(_Tok("phrase", i, min(j + 1, n), "".join(text)))
             i = j + 1
         elif c == ":":
-            i += 1                                          # a colon after a space: "a : b"
+            i += 1  # a colon after a space: "a : b"
         else:
             j = i
             text = []
@@ -101,7 +116,7 @@ def _lex(query: str) -> tuple[list[_Tok], list[int]]:
             k = j
             while k < n and query[k].isspace():
                 k += 1
-            if k < n and query[k] == ":":                   # field: (Tantivy allows "n :x" and "n: x")
+            if k < n and query[k] == ":":  # field: (Tantivy allows "n :x" and "n: x")
                 toks.append(_Tok("field", i, j, "".join(text)))
                 j = k + 1
             else:
@@ -130,9 +145,8 @@ def negations_as_prefix(query: str) -> str:
     toks, _ = _lex(query)
     out, last = [], 0
     for prev, tok, nxt in zip([None, *toks], toks, toks[1:]):
-        if (tok.kind == "word" and query[tok.start:tok.end] == "NOT"
-                and (prev is None or prev.kind != "field")):
-            out.append(query[last:tok.start] + "-")
+        if tok.kind == "word" and query[tok.start : tok.end] == "NOT" and (prev is None or prev.kind != "field"):
+            out.append(query[last : tok.start] + "-")
             last = nxt.start
     return "".join(out) + query[last:] if out else query
 
@@ -149,8 +163,9 @@ _FUZZY_RE = re.compile(r"^(?P<term>.*[^\\~])~(?P<distance>[0-9]+)$")
 MAX_EDIT_DISTANCE = 2
 
 
-def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | None]],
-                           default_fields: Sequence[str]) -> tuple[str, dict[str, tuple[bool, int, bool]]]:
+def fuzzy_and_prefix_terms(
+    query: str, fields: Mapping[str, tuple[str, str | None]], default_fields: Sequence[str]
+) -> tuple[str, dict[str, tuple[bool, int, bool]]]:
     """Lucene's `term~N` (fuzzy, edit distance N ≤ 2) and `prefix*` in Tantivy's terms.
 
     Tantivy's parser reads `kestral~1` as the phrase "kestral 1" and `kestr*` as the term "kestr",
@@ -168,15 +183,21 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
     toks, _ = _lex(query)
     edits: list[tuple[int, int, str]] = []
     distances: dict[str, set[int]] = {}
-    fuzzy_terms: list[tuple[int, int, str, int, list[str], bool]] = []   # start, end, term, d, targets, fielded
+    fuzzy_terms: list[tuple[int, int, str, int, list[str], bool]] = []  # start, end, term, d, targets, fielded
     for prev, tok, in_range in _with_context(toks):
-        if (tok.kind == "phrase" and not in_range and "/" in tok.text and prev is not None
-                and prev.kind == "field" and fields.get(prev.text, (None, None))[0] == "ip"):
-            edits.append((tok.start, tok.end, _cidr_range(tok.text, tok.start)))   # ip:"fe80::/64"
+        if (
+            tok.kind == "phrase"
+            and not in_range
+            and "/" in tok.text
+            and prev is not None
+            and prev.kind == "field"
+            and fields.get(prev.text, (None, None))[0] == "ip"
+        ):
+            edits.append((tok.start, tok.end, _cidr_range(tok.text, tok.start)))  # ip:"fe80::/64"
             continue
         if tok.kind != "word" or in_range:
             continue
-        raw = query[tok.start:tok.end]
+        raw = query[tok.start : tok.end]
         if raw in OPERATORS or raw.startswith("~") or _BOOST_RE.search(raw):
             continue
         field = prev.text if prev is not None and prev.kind == "field" else None
@@ -187,8 +208,9 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
         elif fuzzy:
             d = int(fuzzy.group("distance"))
             if d > MAX_EDIT_DISTANCE:
-                raise TermRewriteError(tok.start + len(fuzzy.group("term")),
-                                       f"edit distance {d}: fuzzy terms take ~0, ~1 or ~2")
+                raise TermRewriteError(
+                    tok.start + len(fuzzy.group("term")), f"edit distance {d}: fuzzy terms take ~0, ~1 or ~2"
+                )
             for f in targets:
                 distances.setdefault(f, set()).add(d)
             fuzzy_terms.append((tok.start, tok.end, fuzzy.group("term"), d, targets, field is not None))
@@ -198,13 +220,16 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
             for f in targets:
                 ftype, tokenizer = fields.get(f, (None, None))
                 if ftype != "text":
-                    raise TermRewriteError(tok.start, f"prefix term on {f!r}, a {ftype or 'unknown'} field: "
-                                                      f"prefixes apply to text and string columns")
+                    raise TermRewriteError(
+                        tok.start,
+                        f"prefix term on {f!r}, a {ftype or 'unknown'} field: "
+                        f"prefixes apply to text and string columns",
+                    )
                 p = prefix.lower() if lowercases(tokenizer) else prefix
                 regexes.append("/" + regex_escape(p).replace("/", "\\/") + ".*/")
             if field is not None:
                 edits.append((tok.start, tok.end, regexes[0]))
-            else:   # Tantivy's regex terms name their field: one per default field
+            else:  # Tantivy's regex terms name their field: one per default field
                 alts = [f"{f}:{r}" for f, r in zip(targets, regexes)]
                 edits.append((tok.start, tok.end, alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")"))
         else:
@@ -220,8 +245,11 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
         for f in targets:
             ftype, tokenizer = fields.get(f, (None, None))
             if ftype != "text":
-                raise TermRewriteError(start, f"fuzzy term on {f!r}, a {ftype or 'unknown'} field, next to other "
-                                              f"terms of that field: fuzzy terms then apply to text and string columns")
+                raise TermRewriteError(
+                    start,
+                    f"fuzzy term on {f!r}, a {ftype or 'unknown'} field, next to other "
+                    f"terms of that field: fuzzy terms then apply to text and string columns",
+                )
             regexes.append(fuzzy_regex(term.lower() if lowercases(tokenizer) else term, d, start))
         if fielded:
             edits.append((start, end, regexes[0]))
@@ -235,8 +263,7 @@ def fuzzy_and_prefix_terms(query: str, fields: Mapping[str, tuple[str, str | Non
     return "".join(out) + query[last:], fuzzy_fields
 
 
-def cjk_bigram_terms(query: str, fields: Mapping[str, tuple[str, str | None]],
-                     default_fields: Sequence[str]) -> str:
+def cjk_bigram_terms(query: str, fields: Mapping[str, tuple[str, str | None]], default_fields: Sequence[str]) -> str:
     """Terms and phrases of `cjk_bigram` fields analyzed as their documents were (analyzers.py):
     a run of CJK characters becomes its overlapping bigrams, searched as a phrase, so `body:東京都`
     is `body:"東京 京都"`. An unfielded term is rewritten when a default field is `cjk_bigram`
@@ -255,9 +282,9 @@ def cjk_bigram_terms(query: str, fields: Mapping[str, tuple[str, str | None]],
         targets = [field] if field is not None else list(default_fields)
         if not any(fields.get(f, (None, None))[1] == CJK_BIGRAM for f in targets):
             continue
-        raw = query[tok.start:tok.end]
+        raw = query[tok.start : tok.end]
         if tok.kind == "word" and (raw.endswith("*") or _FUZZY_RE.match(raw) or _BOOST_RE.search(raw)):
-            continue        # fuzzy/prefix terms stay terms
+            continue  # fuzzy/prefix terms stay terms
         words = bigram_text(tok.text).split()
         text = words[0] if len(words) == 1 and tok.kind == "word" else '"' + " ".join(words) + '"'
         edits.append((tok.start, tok.end, text))
@@ -268,7 +295,7 @@ def cjk_bigram_terms(query: str, fields: Mapping[str, tuple[str, str | None]],
     return "".join(out) + query[last:]
 
 
-MAX_MIXED_FUZZY_CHARS = 16     # longer ~1 terms exceed Tantivy's regex automaton limit (1,000 states)
+MAX_MIXED_FUZZY_CHARS = 16  # longer ~1 terms exceed Tantivy's regex automaton limit (1,000 states)
 
 
 def fuzzy_regex(term: str, distance: int, position: int = 0) -> str:
@@ -278,10 +305,13 @@ def fuzzy_regex(term: str, distance: int, position: int = 0) -> str:
     compiles regexes to automata of at most 1,000 states, which a distance-2 term of 7 characters
     already exceeds; TermRewriteError otherwise."""
     if distance > 1 or len(term) > MAX_MIXED_FUZZY_CHARS:
-        raise TermRewriteError(position, f"fuzzy term {term!r}~{distance} next to terms of the same field with "
-                                         f"another distance: only ~1 terms of up to {MAX_MIXED_FUZZY_CHARS} "
-                                         f"characters can be (Tantivy makes all terms of a field fuzzy alike); "
-                                         f"give the field's terms one ~N")
+        raise TermRewriteError(
+            position,
+            f"fuzzy term {term!r}~{distance} next to terms of the same field with "
+            f"another distance: only ~1 terms of up to {MAX_MIXED_FUZZY_CHARS} "
+            f"characters can be (Tantivy makes all terms of a field fuzzy alike); "
+            f"give the field's terms one ~N",
+        )
     return "/" + _within(term, distance).replace("/", "\\/") + "/"
 
 
@@ -295,12 +325,14 @@ def _within(term: str, distance: int) -> str:
     if not term:
         return ".{0,%d}" % distance
     head, rest = regex_escape(term[0]), term[1:]
-    alts = [head + _within(rest, distance),            # first character kept
-            "." + _within(rest, distance - 1),          # substituted
-            _within(rest, distance - 1),                # deleted
-            "." + _within(term, distance - 1)]          # a character inserted before it
+    alts = [
+        head + _within(rest, distance),  # first character kept
+        "." + _within(rest, distance - 1),  # substituted
+        _within(rest, distance - 1),  # deleted
+        "." + _within(term, distance - 1),
+    ]  # a character inserted before it
     if rest:
-        alts.append(regex_escape(rest[0]) + head + _within(rest[1:], distance - 1))   # transposed
+        alts.append(regex_escape(rest[0]) + head + _within(rest[1:], distance - 1))  # transposed
     return "(" + "|".join(alts) + ")"
 
 
@@ -325,7 +357,7 @@ def _lenient_errors(index: Any, query: str, default_fields: Sequence[str]) -> li
         return list(errors)
     except Exception:
         return []
-    except BaseException as e:                              # pyo3 PanicException derives from BaseException
+    except BaseException as e:  # pyo3 PanicException derives from BaseException
         if type(e).__name__ == "PanicException":
             return []
         raise
@@ -364,12 +396,13 @@ def _operator_fault(toks: list[_Tok]) -> tuple[int, str] | None:
 
 
 def _syntax_reason(query: str, pos: int, what: str, toks: list[_Tok]) -> str:
-    if what == "unparsed end of query" and query[pos:pos + 1] == ")":
+    if what == "unparsed end of query" and query[pos : pos + 1] == ")":
         return "unmatched ')'"
     if what.startswith("missing delimiter "):
-        quote = what[len("missing delimiter "):].lstrip("\\")
-        opened = next((t.start for t in reversed(toks) if t.kind == "phrase" and t.start < pos
-                       and query[t.start] == quote), None)
+        quote = what[len("missing delimiter ") :].lstrip("\\")
+        opened = next(
+            (t.start for t in reversed(toks) if t.kind == "phrase" and t.start < pos and query[t.start] == quote), None
+        )
         where = f" (opened at position {opened})" if opened is not None else ""
         return f"missing closing {quote}{where}"
     return what
@@ -387,7 +420,7 @@ def _syntax_fault(query: str, toks: list[_Tok], stray: list[int], lenient: list)
         pos, what = min(_char_pos(query, int(m["pos"])), len(query)), m["what"]
         if what.startswith("Found unexpected boolean operator"):
             if op is not None:
-                break                                       # the operator scan found it (at the operator)
+                break  # the operator scan found it (at the operator)
             before = [t for t in toks if t.kind == "word" and t.text in OPERATORS and t.start < pos]
             if before:
                 pos, what = before[-1].start, f"{before[-1].text!r} has no term before it"
@@ -412,7 +445,7 @@ def _field_type(name: str | None, field_types: Mapping[str, str]) -> str | None:
     if name in field_types:
         return field_types[name]
     parts = (name or "").split(".")
-    for k in range(len(parts) - 1, 0, -1):                  # attrs.user: a path inside JSON field attrs
+    for k in range(len(parts) - 1, 0, -1):  # attrs.user: a path inside JSON field attrs
         if field_types.get(".".join(parts[:k])) == "json":
             return "json"
     return None
@@ -422,9 +455,9 @@ def _valid(value: str, ftype: str) -> bool:
     if value == "*":
         return True
     if ftype == "i64":
-        return bool(_INT_RE.match(value)) and -2 ** 63 <= int(value) < 2 ** 63
+        return bool(_INT_RE.match(value)) and -(2**63) <= int(value) < 2**63
     if ftype == "u64":
-        return bool(_UINT_RE.match(value)) and int(value) < 2 ** 64
+        return bool(_UINT_RE.match(value)) and int(value) < 2**64
     if ftype == "f64":
         return bool(_FLOAT_RE.match(value))
     if ftype == "bool":
@@ -434,13 +467,14 @@ def _valid(value: str, ftype: str) -> bool:
     return True
 
 
-def _typed_value(toks: list[_Tok], cls: str, field_types: Mapping[str, str],
-                 default_fields: Sequence[str]) -> tuple[int, str] | None:
+def _typed_value(
+    toks: list[_Tok], cls: str, field_types: Mapping[str, str], default_fields: Sequence[str]
+) -> tuple[int, str] | None:
     """The first value (in query order) of a field of the error's type that does not parse as that type."""
     types, wanted = _TYPED[cls]
-    owners: list[str | None] = [None]                       # None: the default fields
-    pending: str | None = None                              # field: waiting for its value
-    bracket: tuple[str | None, bool] | None = None          # (owner, is an IN set) inside [...]
+    owners: list[str | None] = [None]  # None: the default fields
+    pending: str | None = None  # field: waiting for its value
+    bracket: tuple[str | None, bool] | None = None  # (owner, is an IN set) inside [...]
 
     def check(owner: str | None, value: str, start: int) -> tuple[int, str] | None:
         names = [owner] if owner is not None else list(default_fields)
@@ -474,21 +508,26 @@ def _typed_value(toks: list[_Tok], cls: str, field_types: Mapping[str, str],
                 owners.pop()
         elif t.kind == "[":
             bracket = (owner, False)
-        elif t.kind == "word" and t.text == "IN" and pending is not None and k + 1 < len(toks) \
-                and toks[k + 1].kind == "[":
-            bracket = (owner, True)                         # the "[" is skipped by the bracket state
+        elif (
+            t.kind == "word"
+            and t.text == "IN"
+            and pending is not None
+            and k + 1 < len(toks)
+            and toks[k + 1].kind == "["
+        ):
+            bracket = (owner, True)  # the "[" is skipped by the bracket state
             pending = None
             continue
         elif t.kind == "word" and t.text in OPERATORS:
             pass
         elif t.kind == "word" and t.text in _COMPARATORS and pending is not None:
-            continue                                        # "n:>= 5": the value is the next word
+            continue  # "n:>= 5": the value is the next word
         elif t.kind in ("word", "phrase"):
             value, start = t.text, t.start + (t.kind == "phrase")
             if t.kind == "word":
                 for c in _COMPARATORS:
                     if value.startswith(c):
-                        value, start = value[len(c):], t.start + len(c)
+                        value, start = value[len(c) :], t.start + len(c)
                         break
                 value = _BOOST_RE.sub("", value)
             hit = check(owner, value, start)
@@ -527,8 +566,13 @@ def _typed_class(message: str) -> str | None:
 # -- entry points ---------------------------------------------------------------------------------
 
 
-def locate_query_error(index: Any, query: str, default_fields: Sequence[str], error: BaseException | str,
-                       field_types: Mapping[str, str] | None = None) -> tuple[int | None, str]:
+def locate_query_error(
+    index: Any,
+    query: str,
+    default_fields: Sequence[str],
+    error: BaseException | str,
+    field_types: Mapping[str, str] | None = None,
+) -> tuple[int | None, str]:
     """(0-based character position of the fault or None, short reason) of a query `index.parse_query`
     rejected with `error`. Without a position the reason is Tantivy's message."""
     message = str(error)
@@ -539,8 +583,9 @@ def locate_query_error(index: Any, query: str, default_fields: Sequence[str], er
     return found if found is not None else (None, message)
 
 
-def _locate(index: Any, query: str, default_fields: Sequence[str], message: str,
-            field_types: Mapping[str, str]) -> tuple[int, str] | None:
+def _locate(
+    index: Any, query: str, default_fields: Sequence[str], message: str, field_types: Mapping[str, str]
+) -> tuple[int, str] | None:
     toks, stray = _lex(query)
     lenient = _lenient_errors(index, query, default_fields)
     if message.startswith("Syntax Error"):
@@ -581,17 +626,16 @@ def _locate(index: Any, query: str, default_fields: Sequence[str], message: str,
 
 def _width(text: str) -> int:
     """Terminal columns of text (wide East Asian characters take 2, combining marks 0)."""
-    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
-               for c in text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def format_query_error(query: str, position: int | None, reason: str, message: str, note: str = "") -> str:
     """The text of a QueryParseError: the query, where and why it is invalid, Tantivy's message, a note.
 
-        invalid query 'body:(a' at position 7 (expected ')'):
-          body:(a
-                 ^
-        Syntax Error: body:(a (searchable fields: body, n; default fields: body)
+    invalid query 'body:(a' at position 7 (expected ')'):
+      body:(a
+             ^
+    Syntax Error: body:(a (searchable fields: body, n; default fields: body)
     """
     tail = f"{message} {note}" if note else message
     if position is None:

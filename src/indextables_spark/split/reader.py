@@ -7,6 +7,7 @@ Path of a read with filters or a query:
 4. `arrow_mask` applies the filters exactly (the narrowing is only a superset).
 With filters only and a narrowing that keeps most rows, a plain scan + mask is cheaper and is used.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -32,7 +33,7 @@ from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_fully_tok
 
 DEFAULT_BATCH_SIZE = 10_000
 SCORE_COLUMN = "_score"
-SCAN_FRACTION = 0.5            # narrowing keeps more than this share of rows → scan instead
+SCAN_FRACTION = 0.5  # narrowing keeps more than this share of rows → scan instead
 
 
 def _max_open_splits() -> int:
@@ -51,7 +52,7 @@ def _max_open_splits() -> int:
 
 
 MAX_OPEN_SPLITS = _max_open_splits()
-MAX_PROJECTIONS = 8            # per split: readers of column subsets (see _Handles.batch)
+MAX_PROJECTIONS = 8  # per split: readers of column subsets (see _Handles.batch)
 
 
 @dataclass
@@ -63,8 +64,8 @@ class _Handles:
     index: Any
     ipc: pa.ipc.RecordBatchFileReader
     batch_starts: list[int]
-    source: Any = None                      # the memory-mapped row store, shared by the readers
-    lazy: Any = None                        # lazy_rows.LazyRows when the row store is fetched by ranges
+    source: Any = None  # the memory-mapped row store, shared by the readers
+    lazy: Any = None  # lazy_rows.LazyRows when the row store is fetched by ranges
     # field indices -> (reader of only those fields, its batches as read so far). The extracted
     # row store is uncompressed (bundle.uncompress_rows), so a batch is a zero-copy view of the
     # memory map: keeping it costs no memory, and reading it again costs no metadata decoding.
@@ -77,12 +78,18 @@ class _Handles:
         if self.lazy is not None:
             return self.lazy.batch(i, columns)
         schema = self.ipc.schema
-        key = (tuple(range(len(schema))) if columns is None
-               else tuple(sorted({schema.get_field_index(c) for c in columns})))
+        key = (
+            tuple(range(len(schema)))
+            if columns is None
+            else tuple(sorted({schema.get_field_index(c) for c in columns}))
+        )
         entry = self.projected.get(key)
         if entry is None:
-            reader = (self.ipc if len(key) == len(schema)
-                      else pa.ipc.open_file(self.source, options=pa.ipc.IpcReadOptions(included_fields=list(key))))
+            reader = (
+                self.ipc
+                if len(key) == len(schema)
+                else pa.ipc.open_file(self.source, options=pa.ipc.IpcReadOptions(included_fields=list(key)))
+            )
             if len(self.projected) >= MAX_PROJECTIONS:
                 self.projected.pop(next(iter(self.projected)), None)
             entry = self.projected[key] = (reader, [None] * reader.num_record_batches)
@@ -94,7 +101,7 @@ class _Handles:
 
 _handles: "OrderedDict[str, _Handles]" = OrderedDict()
 _handles_lock = threading.Lock()
-_live_readers: dict[str, int] = {}     # local_dir -> live SplitReader objects (for cache eviction)
+_live_readers: dict[str, int] = {}  # local_dir -> live SplitReader objects (for cache eviction)
 
 
 def _open_handles(local_dir: str) -> _Handles:
@@ -121,8 +128,10 @@ def _open_handles(local_dir: str) -> _Handles:
 
         row_source = source_for(local_dir)
         if row_source is None:
-            raise SplitFormatError(f"{where} (extracted in {local_dir}): the row store is fetched by ranges and no "
-                                   f"storage is registered for it (open the split through the split cache)")
+            raise SplitFormatError(
+                f"{where} (extracted in {local_dir}): the row store is fetched by ranges and no "
+                f"storage is registered for it (open the split through the split cache)"
+            )
         source = None
         ipc = lazy = LazyRows(local_dir, row_source, where)
     else:
@@ -137,8 +146,10 @@ def _open_handles(local_dir: str) -> _Handles:
     for n in footer.batch_rows:
         starts.append(starts[-1] + n)
     if ipc.num_record_batches != len(footer.batch_rows):
-        raise SplitFormatError(f"{where} (extracted in {local_dir}): {ROWS_NAME} has {ipc.num_record_batches} record "
-                               f"batches, footer says {len(footer.batch_rows)}")
+        raise SplitFormatError(
+            f"{where} (extracted in {local_dir}): {ROWS_NAME} has {ipc.num_record_batches} record "
+            f"batches, footer says {len(footer.batch_rows)}"
+        )
     return _Handles(footer, specs, index, ipc, starts, source, lazy=lazy)
 
 
@@ -154,13 +165,15 @@ def parse_query(index: Any, specs: Sequence[ColumnSpec], query: str):
     fields = default_fields(specs)
     try:
         field_info = {f.name: (f.type, f.tokenizer) for s in specs for f in s.indexed_fields}
-        text, fuzzy = fuzzy_and_prefix_terms(cjk_bigram_terms(negations_as_prefix(query), field_info, fields),
-                                             field_info, fields)
+        text, fuzzy = fuzzy_and_prefix_terms(
+            cjk_bigram_terms(negations_as_prefix(query), field_info, fields), field_info, fields
+        )
     except TermRewriteError as e:
         from .query_errors import format_query_error
 
-        raise QueryParseError(format_query_error(query, e.position, e.reason, e.reason), query=query,
-                              position=e.position, reason=e.reason) from None
+        raise QueryParseError(
+            format_query_error(query, e.position, e.reason, e.reason), query=query, position=e.position, reason=e.reason
+        ) from None
     with tantivy_call(f"parsing query {query!r}"):
         try:
             if text == query and not fuzzy:
@@ -172,12 +185,18 @@ def parse_query(index: Any, specs: Sequence[ColumnSpec], query: str):
             indexed = [f for s in specs for f in s.indexed_fields]
             position, reason = locate_query_error(index, query, fields, e, {f.name: f.type for f in indexed})
             unindexed = sorted(sp.name for sp in specs if not sp.indexed_fields and not sp.partition)
-            note = (f"(searchable fields: {', '.join(sorted(f.name for f in indexed))}; "
-                    f"default fields: {', '.join(fields) or 'none'}"
-                    + (f"; not indexed: {', '.join(unindexed)}" if unindexed else "") + ")")
-            raise QueryParseError(format_query_error(query, position, reason, str(e), note),
-                                  query=query, position=position,
-                                  reason=reason if position is not None else None) from None
+            note = (
+                f"(searchable fields: {', '.join(sorted(f.name for f in indexed))}; "
+                f"default fields: {', '.join(fields) or 'none'}"
+                + (f"; not indexed: {', '.join(unindexed)}" if unindexed else "")
+                + ")"
+            )
+            raise QueryParseError(
+                format_query_error(query, position, reason, str(e), note),
+                query=query,
+                position=position,
+                reason=reason if position is not None else None,
+            ) from None
 
 
 def query_for_specs(specs: Sequence[ColumnSpec], query: str):
@@ -340,8 +359,9 @@ class SplitReader:
         if rows and rows[-1] >= self.num_rows:
             from ..errors import SplitFormatError
 
-            raise SplitFormatError(f"split directory {self.local_dir}: index row id {rows[-1]} is beyond the "
-                                   f"{self.num_rows} stored rows")
+            raise SplitFormatError(
+                f"split directory {self.local_dir}: index row id {rows[-1]} is beyond the {self.num_rows} stored rows"
+            )
         return rows
 
     # -- rows ----------------------------------------------------------------------------------
@@ -350,15 +370,18 @@ class SplitReader:
         stored = self.schema.names
         missing = [c for c in names if c not in stored]
         if missing:
-            raise SchemaMismatchError(f"{what} {missing} not stored in split {self.local_dir} "
-                                      f"(stored columns: {stored}; partition columns are not stored in splits)")
+            raise SchemaMismatchError(
+                f"{what} {missing} not stored in split {self.local_dir} "
+                f"(stored columns: {stored}; partition columns are not stored in splits)"
+            )
 
     def _check_filter_columns(self, filters: Sequence[Filter]) -> None:
         if not filters:
             return
         stored = {n.lower() for n in self.schema.names}
-        unknown = sorted(c for c in set().union(*(columns_of(f) for f in filters))
-                         if c.strip("`").lower() not in stored)
+        unknown = sorted(
+            c for c in set().union(*(columns_of(f) for f in filters)) if c.strip("`").lower() not in stored
+        )
         if unknown:
             self._check_columns(unknown, "filter columns")
 
@@ -369,8 +392,9 @@ class SplitReader:
         """Rows (sorted ids) gathered batch by batch (only `columns`, when given)."""
         return (b for _, b in self._take_with_ids(rows, columns))
 
-    def _take_with_ids(self, rows: list[int], columns: Sequence[str] | None = None
-                       ) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
+    def _take_with_ids(
+        self, rows: list[int], columns: Sequence[str] | None = None
+    ) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
         """(row ids, batch) of the rows (sorted ids) gathered batch by batch. Projecting before the
         gather matters: taking 1,000 rows of a wide batch copies every column's values."""
         all_rows = pa.array(rows, pa.int64())
@@ -380,11 +404,12 @@ class SplitReader:
             end = bisect.bisect_left(rows, self._starts[b + 1], i)
             ids = all_rows.slice(i, end - i)
             batch = self._batch(b, columns)
-            yield ids, batch.take(pc.subtract(ids, self._starts[b]))   # batch-local positions
+            yield ids, batch.take(pc.subtract(ids, self._starts[b]))  # batch-local positions
             i = end
 
-    def _source(self, rows: list[int] | None, with_ids: bool, columns: Sequence[str] | None = None
-                ) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
+    def _source(
+        self, rows: list[int] | None, with_ids: bool, columns: Sequence[str] | None = None
+    ) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
         """(row ids or None, batch): every batch when rows is None, else the given rows."""
         if rows is not None:
             yield from self._take_with_ids(rows, columns)
@@ -396,22 +421,35 @@ class SplitReader:
     def _needed(self, names: Sequence[str], filters: Sequence[Filter], deletes) -> list[str]:
         """`names` plus the stored columns the filters and the equality deletes read."""
         by_lower = {c.lower(): c for c in self.schema.names}
-        extra = {by_lower[c.strip("`").lower()] for f in filters for c in columns_of(f)
-                 if c.strip("`").lower() in by_lower}
+        extra = {
+            by_lower[c.strip("`").lower()] for f in filters for c in columns_of(f) if c.strip("`").lower() in by_lower
+        }
         if deletes is not None:
             extra |= {c for _, t in deletes.equalities for c in t.column_names if c in by_lower.values()}
         return list(names) + sorted(extra - set(names))
 
-    def _masked(self, filters: Sequence[Filter], query: str | None, deletes=None,
-                with_ids: bool = False, columns: Sequence[str] | None = None) -> Iterator[Any]:
+    def _masked(
+        self,
+        filters: Sequence[Filter],
+        query: str | None,
+        deletes=None,
+        with_ids: bool = False,
+        columns: Sequence[str] | None = None,
+    ) -> Iterator[Any]:
         """Checks and plans now (errors surface at the call), then yields the filtered batches."""
         filters = list(filters or [])
         self._check_filter_columns(filters)
         plan = self._query(filters, query) if (filters or query is not None) else (None, True, False)
         return self._filtered(filters, plan, deletes, with_ids, columns)
 
-    def _filtered(self, filters: list[Filter], plan: tuple[Any, bool, bool], deletes=None,
-                  with_ids: bool = False, columns: Sequence[str] | None = None) -> Iterator[Any]:
+    def _filtered(
+        self,
+        filters: list[Filter],
+        plan: tuple[Any, bool, bool],
+        deletes=None,
+        with_ids: bool = False,
+        columns: Sequence[str] | None = None,
+    ) -> Iterator[Any]:
         """Batches (or (row ids, batch) pairs) of the rows matching the plan and the filters
         exactly, minus deleted rows (deletes: log.delete_logs.SplitDeletes); with `columns`, the
         batches hold those columns (which must include what the filters and deletes read)."""
@@ -429,9 +467,14 @@ class SplitReader:
             if b.num_rows:
                 yield (ids, b) if with_ids else b
 
-    def read(self, filters: Sequence[Filter] | None = None, query: str | None = None,
-             columns: Sequence[str] | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-             deletes=None) -> Iterator[pa.RecordBatch]:
+    def read(
+        self,
+        filters: Sequence[Filter] | None = None,
+        query: str | None = None,
+        columns: Sequence[str] | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        deletes=None,
+    ) -> Iterator[pa.RecordBatch]:
         """Rows satisfying the filters (exactly) and matching the query, in row order, without
         the rows deleted by `deletes` (log.delete_logs.SplitDeletes of this split, or None)."""
         if batch_size <= 0:
@@ -444,8 +487,9 @@ class SplitReader:
         projected = (b.select(names) for b in self._masked(filters, query, deletes, columns=needed))
         return _rechunk(projected, batch_size, schema)
 
-    def read_with_row_ids(self, filters: Sequence[Filter] | None = None, query: str | None = None,
-                          deletes=None) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
+    def read_with_row_ids(
+        self, filters: Sequence[Filter] | None = None, query: str | None = None, deletes=None
+    ) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
         """(row ids, batch of every stored column) of the rows read() returns (deletes work on row ids)."""
         return self._masked(filters or [], query, deletes, with_ids=True)
 
@@ -457,7 +501,7 @@ class SplitReader:
         self._check_filter_columns(filters)
         q, exact, _ = plan = self._query(filters, query) if (filters or query is not None) else (None, True, False)
         if q is not None and exact and deletes is not None and deletes.only_positions:
-            rows = self._matching_rows((q, exact, True))   # the matching row ids, minus the deleted ones
+            rows = self._matching_rows((q, exact, True))  # the matching row ids, minus the deleted ones
             return len(deletes.without_positions(rows))
         if q is not None and exact and deletes is None:
             searcher = self._searcher()
@@ -467,8 +511,14 @@ class SplitReader:
                 return searcher.search(q, 1, count=True).count
         return sum(b.num_rows for b in self._filtered(filters, plan, deletes))
 
-    def search_scored(self, query: str, limit: int | None = None, filters: Sequence[Filter] | None = None,
-                      columns: Sequence[str] | None = None, deletes=None) -> pa.Table:
+    def search_scored(
+        self,
+        query: str,
+        limit: int | None = None,
+        filters: Sequence[Filter] | None = None,
+        columns: Sequence[str] | None = None,
+        deletes=None,
+    ) -> pa.Table:
         """Rows matching the query and the filters (exactly), best first, with a float32 `_score`
         column; at most `limit` rows (all matches when None).
 
@@ -488,8 +538,13 @@ class SplitReader:
             return out_schema.empty_table()
         user = self.parse_query(query)
         narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
-        q = user if narrow is None else tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, user), (tantivy.Occur.Must, tantivy.Query.const_score_query(narrow, 0.0))])
+        q = (
+            user
+            if narrow is None
+            else tantivy.Query.boolean_query(
+                [(tantivy.Occur.Must, user), (tantivy.Occur.Must, tantivy.Query.const_score_query(narrow, 0.0))]
+            )
+        )
         searcher = self._searcher()
         n = searcher.num_docs
         if n == 0:  # search(limit=0) panics
@@ -503,7 +558,7 @@ class SplitReader:
                 rows = searcher.fast_field_values(ROW_FIELD, [h[1] for h in hits]) if hits else []
             table = self._rows_in_order(rows, needed)
             table = table.append_column(SCORE_COLUMN, pa.array(scores, pa.float32()))
-            if deletes is not None:   # deleted rows drop out; k grows until `want` rows remain
+            if deletes is not None:  # deleted rows drop out; k grows until `want` rows remain
                 keep = deletes.keep_mask(table, pa.array(rows, pa.int64()))
                 table = table if keep is None else table.filter(keep)
             if filters:
@@ -522,8 +577,9 @@ class SplitReader:
         if max(rows) >= self.num_rows:
             from ..errors import SplitFormatError
 
-            raise SplitFormatError(f"split directory {self.local_dir}: index row id {max(rows)} is beyond the "
-                                   f"{self.num_rows} stored rows")
+            raise SplitFormatError(
+                f"split directory {self.local_dir}: index row id {max(rows)} is beyond the {self.num_rows} stored rows"
+            )
         order = pc.sort_indices(ids)
         sorted_ids = ids.take(order).to_pylist()
         taken = pa.Table.from_batches(list(self._take(sorted_ids, names)), schema=schema)
@@ -539,16 +595,20 @@ class SplitReader:
         spec = self._specs_by_name.get(column)
         field = spec.value_field if spec is not None else None
         if field is None or field.type != "text":
-            searchable = sorted(s.name for s in self.specs if s.value_field is not None and s.value_field.type == "text")
-            raise SchemaMismatchError(f"snippet column {column!r} is not an indexed string column of split "
-                                      f"{self.local_dir} (string columns: {searchable})")
+            searchable = sorted(
+                s.name for s in self.specs if s.value_field is not None and s.value_field.type == "text"
+            )
+            raise SchemaMismatchError(
+                f"snippet column {column!r} is not an indexed string column of split "
+                f"{self.local_dir} (string columns: {searchable})"
+            )
         q = self.parse_query(query)
         searcher = self._searcher()
         with tantivy_call(f"building snippets of column {column!r} in split {self.local_dir}"):
             gen = tantivy.SnippetGenerator.create(searcher, q, self.index.schema, field.name)
             gen.set_max_num_chars(max_chars)
             out: list[str | None] = []
-            for v in values.to_pylist():   # per row: only the rows a search returns
+            for v in values.to_pylist():  # per row: only the rows a search returns
                 if v is None:
                     out.append(None)
                     continue

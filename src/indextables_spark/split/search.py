@@ -1,5 +1,6 @@
 """Spark-free reading of a table's splits: counting (IndexTable.count), searching and reading rows
 (IndexTable.search/to_arrow/to_batches), and the split-level pieces the Spark reader shares."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,24 +15,40 @@ from .filters import Filter
 from .pools import shared_pool
 from .reader import SCORE_COLUMN, SplitReader
 
-MAX_THREADS = 4   # Tantivy releases the GIL while searching; downloads are I/O
+MAX_THREADS = 4  # Tantivy releases the GIL while searching; downloads are I/O
 
 
-def count_split(storage: Storage, add_file: Any, query: str | None, options: Options | None,
-                filters: Sequence[Filter] = (), delete_logs: Sequence[Any] = ()) -> int:
+def count_split(
+    storage: Storage,
+    add_file: Any,
+    query: str | None,
+    options: Options | None,
+    filters: Sequence[Filter] = (),
+    delete_logs: Sequence[Any] = (),
+) -> int:
     """Matching rows of one split, minus the rows its delete logs (log.actions.DeleteLog) delete."""
     from ..log.delete_logs import load_split_deletes
 
     deletes = load_split_deletes(storage, delete_logs, add_file.num_records, add_file.path)
-    if query is None and not filters and add_file.num_records is not None \
-            and (deletes is None or deletes.only_positions):
+    if (
+        query is None
+        and not filters
+        and add_file.num_records is not None
+        and (deletes is None or deletes.only_positions)
+    ):
         return int(add_file.num_records) - (int(deletes.positions.size) if deletes is not None else 0)
     reader = SplitReader(get_cache(options).local_dir(storage, add_file))
     return reader.count(list(filters), query, deletes)
 
 
-def count_matches(storage: Storage, snapshot: Any, files: Sequence[Any], query: str | None,
-                  options: Options | dict | None = None, filters: Sequence[Filter] = ()) -> int:
+def count_matches(
+    storage: Storage,
+    snapshot: Any,
+    files: Sequence[Any],
+    query: str | None,
+    options: Options | dict | None = None,
+    filters: Sequence[Filter] = (),
+) -> int:
     """Rows of `files` matching the query text (and filters); the snapshot is the table version read."""
     opts = options if isinstance(options, Options) else Options.of(options)
     files = list(files)
@@ -55,8 +72,16 @@ class SearchPlan:
     """What one Spark-free read needs: the snapshot read, the output schema, the filters split into
     partition-only conjuncts (exact pruning), pushable data filters, and the rest (exact, Arrow)."""
 
-    def __init__(self, storage: Storage, snapshot: Any, options: Options, conjuncts: Sequence[Filter],
-                 query: str | None, columns: Sequence[str] | None, snippets: Sequence[str] | None = None):
+    def __init__(
+        self,
+        storage: Storage,
+        snapshot: Any,
+        options: Options,
+        conjuncts: Sequence[Filter],
+        query: str | None,
+        columns: Sequence[str] | None,
+        snippets: Sequence[str] | None = None,
+    ):
         from ..errors import SchemaMismatchError
 
         self.storage, self.snapshot, self.query = storage, snapshot, query
@@ -87,14 +112,16 @@ class SearchPlan:
         # struct-field conditions narrow unscored reads through the json field (checked on the rows too)
         specs_by_name = {s.name: s for s in self.specs}
         self.narrowing = [q for f in self.data_only if (q := where_narrowing(f, specs_by_name, names)) is not None]
-        self.read_names = [c for c in names if c not in parts and (c in self.columns or c in self.snippets
-                                                                   or c in filter_cols)]
+        self.read_names = [
+            c for c in names if c not in parts and (c in self.columns or c in self.snippets or c in filter_cols)
+        ]
 
     def live_files(self) -> list:
         """Partition pruning, min/max data skipping and Bloom filters, as the Spark reader's planner."""
         types = {c: t for c, t in _spark_types(self.snapshot).items() if c in self.parts}
-        return prune_files(self.storage.uri, self.options, self.snapshot, self.part_only, self.data_only,
-                           self.parts, types, self.specs)[0]
+        return prune_files(
+            self.storage.uri, self.options, self.snapshot, self.part_only, self.data_only, self.parts, types, self.specs
+        )[0]
 
     def check_query(self, files: Sequence[Any]) -> None:
         """QueryParseError for a query one of the splits read cannot parse (as the Spark reader)."""
@@ -150,7 +177,9 @@ class SearchPlan:
         if self.snippets:
             snip = snippet_column(split, table, self.query, self.snippets)
             table = table.append_column(SNIPPET_COLUMN, snip)
-        return table.select(self.columns + ([SCORE_COLUMN] if scored else []) + ([SNIPPET_COLUMN] if self.snippets else []))
+        return table.select(
+            self.columns + ([SCORE_COLUMN] if scored else []) + ([SNIPPET_COLUMN] if self.snippets else [])
+        )
 
     def _open(self, add: Any):
         from ..log.delete_logs import load_split_deletes
@@ -204,8 +233,11 @@ def _table_layout(snapshot: Any, options: Options) -> tuple[Options, pa.Schema, 
     from .types import arrow_schema, column_specs, table_options
 
     opts = table_options(snapshot, options)
-    layout = (opts, arrow_schema(snapshot.schema_json),
-              column_specs(snapshot.schema_json, list(snapshot.partition_columns), opts))
+    layout = (
+        opts,
+        arrow_schema(snapshot.schema_json),
+        column_specs(snapshot.schema_json, list(snapshot.partition_columns), opts),
+    )
     _last_layout = (snapshot, options, layout)
     return layout
 
@@ -218,15 +250,15 @@ class SearchExplanation:
 
     version: int
     query: str | None
-    partition_filters: tuple[str, ...]        # exact, on the log's partition values: prune splits
-    index_answered: tuple[str, ...]           # the index selects exactly their rows (counts use it alone)
-    index_narrowed: tuple[str, ...]           # the index selects a superset, the rows re-check
-    rows_only: tuple[str, ...]                # evaluated on the rows only (no index form)
-    tantivy_query: str | None                 # the query the splits run (user query AND narrowing)
+    partition_filters: tuple[str, ...]  # exact, on the log's partition values: prune splits
+    index_answered: tuple[str, ...]  # the index selects exactly their rows (counts use it alone)
+    index_narrowed: tuple[str, ...]  # the index selects a superset, the rows re-check
+    rows_only: tuple[str, ...]  # evaluated on the rows only (no index form)
+    tantivy_query: str | None  # the query the splits run (user query AND narrowing)
     splits_total: int
     splits_after_partition_pruning: int
-    splits_after_data_skipping: int           # min/max statistics
-    splits_after_bloom_filters: int           # the splits read
+    splits_after_data_skipping: int  # min/max statistics
+    splits_after_bloom_filters: int  # the splits read
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -239,17 +271,29 @@ def explain(plan: SearchPlan) -> SearchExplanation:
     from ..predicates import render
 
     types = {c: t for c, t in _spark_types(plan.snapshot).items() if c in plan.parts}
-    files, (n_total, n_parts, n_stats) = prune_files(plan.storage.uri, plan.options, plan.snapshot, plan.part_only,
-                                                     plan.data_only, plan.parts, types, plan.specs)
+    files, (n_total, n_parts, n_stats) = prune_files(
+        plan.storage.uri, plan.options, plan.snapshot, plan.part_only, plan.data_only, plan.parts, types, plan.specs
+    )
     plan.check_query(files)
     answered, narrowed, rows_only, tq = index_translation(plan.specs, plan.query, plan.exact, plan.pushed)
-    return SearchExplanation(plan.snapshot.version, plan.query, tuple(render(f) for f in plan.part_only),
-                             tuple(render(f) for f in answered), tuple(render(f) for f in narrowed),
-                             tuple(render(f) for f in rows_only), tq, n_total, n_parts, n_stats, len(files))
+    return SearchExplanation(
+        plan.snapshot.version,
+        plan.query,
+        tuple(render(f) for f in plan.part_only),
+        tuple(render(f) for f in answered),
+        tuple(render(f) for f in narrowed),
+        tuple(render(f) for f in rows_only),
+        tq,
+        n_total,
+        n_parts,
+        n_stats,
+        len(files),
+    )
 
 
-def index_translation(specs: Sequence[Any], query: str | None, filters: Sequence[Filter],
-                      pushed: Sequence[Filter]) -> tuple[list, list, list, str | None]:
+def index_translation(
+    specs: Sequence[Any], query: str | None, filters: Sequence[Filter], pushed: Sequence[Filter]
+) -> tuple[list, list, list, str | None]:
     """How a read's filters meet the index: (those it selects exactly, those it narrows and the rows
     re-check, those only the rows decide — every filter not in `pushed` among them — and the repr of
     the Tantivy query the splits run: the query AND the narrowing). Used by both explains."""
@@ -300,11 +344,14 @@ def snippet_column(split: Any, table: pa.Table, query: str | None, fields: Seque
     def values(c):
         col = table.column(c)
         return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
     snippets = {c: split.snippets(query, c, values(c)) for c in fields}
     if len(fields) == 1:
         return snippets[fields[0]]
-    return pa.array([{c: s[i].as_py() for c, s in snippets.items() if s[i].is_valid}
-                     for i in range(table.num_rows)], pa.map_(pa.string(), pa.string()))
+    return pa.array(
+        [{c: s[i].as_py() for c, s in snippets.items() if s[i].is_valid} for i in range(table.num_rows)],
+        pa.map_(pa.string(), pa.string()),
+    )
 
 
 def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
@@ -317,11 +364,14 @@ def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
     if limit is not None and limit <= 0:
         return schema.empty_table()
     if scored:
+
         def one(f):
             return plan.search_split(f, limit)
     else:
+
         def one(f):
             return pa.Table.from_batches([b for t in plan.read_split(f) for b in t.to_batches()], schema=schema)
+
     if not files:
         return schema.empty_table()
     if len(files) == 1:
@@ -346,15 +396,23 @@ def stream_table(plan: SearchPlan, batch_rows: int = 65536) -> pa.RecordBatchRea
         for f in files:
             for t in plan.read_split(f, batch_rows):
                 yield from t.cast(schema).to_batches()
+
     return pa.RecordBatchReader.from_batches(schema, gen())
 
 
 # ---- split-level pieces shared with the Spark reader (spark/reader.py) ------------------------------
 
 
-def prune_files(table_path: str, options: Options, snapshot: Any, partition_filters: Sequence[Filter],
-                data_filters: Sequence[Filter], partition_columns: Sequence[str],
-                partition_types: dict[str, str], specs: Any) -> tuple[list, tuple[int, int, int]]:
+def prune_files(
+    table_path: str,
+    options: Options,
+    snapshot: Any,
+    partition_filters: Sequence[Filter],
+    data_filters: Sequence[Filter],
+    partition_columns: Sequence[str],
+    partition_types: dict[str, str],
+    specs: Any,
+) -> tuple[list, tuple[int, int, int]]:
     """The splits a read opens: partition pruning (filters over partition columns only), min/max
     data skipping and Bloom filters (filters over data columns only). Returns (files, (splits in
     the snapshot, after partition pruning, after data skipping))."""
@@ -374,8 +432,9 @@ def prune_files(table_path: str, options: Options, snapshot: Any, partition_filt
     return files, (n_total, n_parts, n_stats)
 
 
-def _partition_pruned(snapshot: Any, filters: Sequence[Filter], partition_columns: Sequence[str],
-                      partition_types: dict[str, str]) -> list:
+def _partition_pruned(
+    snapshot: Any, filters: Sequence[Filter], partition_columns: Sequence[str], partition_types: dict[str, str]
+) -> list:
     """The snapshot's files whose partition may match, with the filters evaluated once per distinct
     partition (Spark semantics, filters.prune_partition) and AddFile objects built only for the
     files kept: a 100,000-split table with 100 partitions plans in milliseconds instead of the
@@ -387,16 +446,26 @@ def _partition_pruned(snapshot: Any, filters: Sequence[Filter], partition_column
 
     table = snapshot.files_table
     if table.num_rows == 0 or not partition_columns:
-        return [f for f in snapshot.files
-                if prune_partition(f.partition_values, filters, partition_columns, partition_types)]
+        return [
+            f
+            for f in snapshot.files
+            if prune_partition(f.partition_values, filters, partition_columns, partition_types)
+        ]
     values, index = snapshot.partition_index
     verdicts = pa.array([prune_partition(v, filters, partition_columns, partition_types) for v in values], pa.bool_())
     keep = pc.take(verdicts, index)
     return table_to_add_files(table.filter(keep))
 
 
-def split_rows(split: SplitReader, filters: Sequence[Filter], query: str | None, names: Sequence[str],
-               types: dict[str, pa.DataType], batch_rows: int, deletes: Any = None) -> Iterator[pa.RecordBatch]:
+def split_rows(
+    split: SplitReader,
+    filters: Sequence[Filter],
+    query: str | None,
+    names: Sequence[str],
+    types: dict[str, pa.DataType],
+    batch_rows: int,
+    deletes: Any = None,
+) -> Iterator[pa.RecordBatch]:
     """Rows of one split matching the query and the (data-column) filters exactly, in row order,
     columns `names`. A split written before columns were added to the table (mergeSchema) has them
     NULL in every row (typed from `types`); filters on them are applied after they are attached."""

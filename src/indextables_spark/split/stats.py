@@ -15,6 +15,7 @@ Encoding of `minValues` / `maxValues` (strings in the log):
 `stats` JSON: {"numRecords": N, "nullCount": {col: n}} for the same columns.
 Binary and json (array/map/struct) columns get a null count only.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -45,7 +46,7 @@ def order_key(kind: str, v: Any) -> Any:
 @dataclass
 class ColumnStats:
     null_count: int = 0
-    min: Any = None          # comparable Python value (int days/micros for date/timestamp)
+    min: Any = None  # comparable Python value (int days/micros for date/timestamp)
     max: Any = None
 
     def merge(self, kind: str, null_count: int, lo: Any, hi: Any) -> None:
@@ -135,7 +136,7 @@ class StatsCollector:
 
     def __init__(self, specs: list[ColumnSpec], num_indexed_cols: int, max_length: int | None):
         stored = [s for s in specs if not s.partition]
-        self.specs = stored[:max(0, num_indexed_cols)] if num_indexed_cols >= 0 else stored
+        self.specs = stored[: max(0, num_indexed_cols)] if num_indexed_cols >= 0 else stored
         self.max_length = max_length
         self.cols = {s.name: ColumnStats() for s in self.specs}
         self.num_records = 0
@@ -165,9 +166,11 @@ class StatsCollector:
         return mins, maxs
 
     def stats_json(self) -> str:
-        return json.dumps({"numRecords": self.num_records,
-                           "nullCount": {s.name: self.cols[s.name].null_count for s in self.specs}},
-                          separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(
+            {"numRecords": self.num_records, "nullCount": {s.name: self.cols[s.name].null_count for s in self.specs}},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
 
 
 def null_counts(stats: str | None) -> dict[str, int]:

@@ -18,6 +18,7 @@ the index (a superset; the reader re-checks the raw filter exactly):
 Rust's `!char::is_alphanumeric()`, which Python's `str.isalnum` does not reproduce for every
 non-ASCII character, so a non-ASCII character never counts as a certain delimiter.
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,17 +35,17 @@ WHITESPACE_TOKENIZERS = frozenset({"whitespace"})
 MAX_TOKEN_BYTES = {"default": 40, "en_stem": 40, "whitespace": 65530}
 
 _SIMPLE_DELIMS = frozenset(chr(c) for c in range(128) if not chr(c).isalnum())
-_WS_DELIMS = frozenset(" \t\n\x0c\r")                    # Rust's char::is_ascii_whitespace
+_WS_DELIMS = frozenset(" \t\n\x0c\r")  # Rust's char::is_ascii_whitespace
 _SIMPLE_SPLIT_RE = r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+"
 _WS_SPLIT_RE = r"[ \t\n\x0c\r]+"
-_REGEX_META = set("\\.+*?()|[]{}^$#&-~\"")
+_REGEX_META = set('\\.+*?()|[]{}^$#&-~"')
 
 
 @dataclass(frozen=True)
 class Segment:
     text: str
-    closed_left: bool     # a certain token boundary (or the value's start) precedes it
-    closed_right: bool    # a certain token boundary (or the value's end) follows it
+    closed_left: bool  # a certain token boundary (or the value's start) precedes it
+    closed_right: bool  # a certain token boundary (or the value's end) follows it
 
 
 @dataclass(frozen=True)
@@ -100,15 +101,16 @@ def regex_escape(s: str) -> str:
 def _fragment_regex(seg: Segment, tokenizer: str) -> str | None:
     """A term regex for an open segment, or None when the fragment cannot be matched safely."""
     if tokenizer == "en_stem" or not seg.text.isascii():
-        return None   # stems differ from fragments; non-ASCII lowercasing/splitting is not certain
+        return None  # stems differ from fragments; non-ASCII lowercasing/splitting is not certain
     frag = seg.text.lower() if tokenizer in SIMPLE_TOKENIZERS else regex_escape(seg.text)
     left = "" if seg.closed_left else ".*"
     right = "" if seg.closed_right else ".*"
     return f"(?s){left}{frag}{right}"
 
 
-def pattern_terms(pattern: str, tokenizer: str, anchored_left: bool, anchored_right: bool,
-                  fully_tokenized: bool) -> PatternTerms:
+def pattern_terms(
+    pattern: str, tokenizer: str, anchored_left: bool, anchored_right: bool, fully_tokenized: bool
+) -> PatternTerms:
     """Terms/regexes every value containing `pattern` (at the anchors) must have in the index."""
     terms: list[str] = []
     regexes: list[str] = []
@@ -133,9 +135,9 @@ def has_long_token(values: pa.Array, tokenizer: str) -> bool:
     longest = pc.max(pc.binary_length(values)).as_py()
     if longest is None or longest < limit:
         return False
-    if limit > 1000:                       # RE2 repeats at most 1000 times
+    if limit > 1000:  # RE2 repeats at most 1000 times
         return max_token_bytes(values, tokenizer) >= limit
-    delims = (_SIMPLE_SPLIT_RE if tokenizer in SIMPLE_TOKENIZERS else _WS_SPLIT_RE)[:-1]   # "[...]"
+    delims = (_SIMPLE_SPLIT_RE if tokenizer in SIMPLE_TOKENIZERS else _WS_SPLIT_RE)[:-1]  # "[...]"
     run = "[^" + delims[1:] + "{" + str(limit) + ",}"
     binary = values.cast(pa.large_binary() if pa.types.is_large_string(values.type) else pa.binary())
     return bool(pc.any(pc.match_substring_regex(binary, run)).as_py())

@@ -22,6 +22,7 @@ A hidden fast u64 field `__row` (row position inside the split) is always presen
 that are not plain identifiers (spaces, dots, ...) or that collide with generated names get a
 sanitised field name; the doc mapping records the column each field belongs to.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,8 +38,7 @@ from ..options import Options
 
 ROW_FIELD = "__row"
 EXACT_SUFFIX = "__exact"
-KINDS = ("string", "text", "text_and_string", "i64", "f64", "bool", "date", "timestamp",
-         "decimal", "binary", "json")
+KINDS = ("string", "text", "text_and_string", "i64", "f64", "bool", "date", "timestamp", "decimal", "binary", "json")
 STRING_KINDS = frozenset({"string", "text", "text_and_string"})
 # Tokenizers Tantivy registers by itself (custom ones are not persisted in an index).
 BUILTIN_TOKENIZERS = frozenset({"default", "raw", "en_stem", "whitespace"})
@@ -55,23 +55,23 @@ _SAFE_NAME = re.compile(r"^[^\W\d]\w*$")
 class IndexedField:
     """One Tantivy field of a column."""
 
-    name: str                   # Tantivy field name
-    type: str                   # text | i64 | u64 | f64 | bool | json
+    name: str  # Tantivy field name
+    type: str  # text | i64 | u64 | f64 | bool | json
     tokenizer: str | None = None
-    record: str | None = None   # index record option of text/json fields
+    record: str | None = None  # index record option of text/json fields
     fast: bool = False
     indexed: bool = True
-    exact: bool = False         # raw-tokenized text: a term is the whole value
+    exact: bool = False  # raw-tokenized text: a term is the whole value
 
 
 @dataclass(frozen=True)
 class ColumnSpec:
     name: str
-    spark_type: Any             # the Spark type JSON (str for atomic types, dict for complex)
+    spark_type: Any  # the Spark type JSON (str for atomic types, dict for complex)
     kind: str
     indexed_fields: tuple[IndexedField, ...] = ()
     nullable: bool = True
-    partition: bool = False     # partition columns are not stored in splits
+    partition: bool = False  # partition columns are not stored in splits
     # Set per split by the reader: some raw terms of this column were cut to Tantivy's term
     # length limit, so pattern (regex) narrowing on the exact field would miss rows.
     terms_truncated: bool = False
@@ -159,14 +159,14 @@ def _check_nested(column: str, path: str, spark_type: Any) -> None:
             for f in spark_type.get("fields") or []:
                 _check_nested(column, f"{path}.{f.get('name')}", f.get("type"))
             return
-        raise UnsupportedTypeError(
-            f"column {column!r}: unsupported type {type_name(spark_type)!r} at {path!r}")
+        raise UnsupportedTypeError(f"column {column!r}: unsupported type {type_name(spark_type)!r} at {path!r}")
     if atomic_kind(spark_type) is None:
         where = "" if path == column else f" at {path!r}"
         raise UnsupportedTypeError(
             f"column {column!r}{where}: unsupported Spark type {type_name(spark_type)!r} "
             f"(supported: strings, numbers, decimal, boolean, binary, date, timestamp, timestamp_ntz, "
-            f"and arrays/maps/structs of those)")
+            f"and arrays/maps/structs of those)"
+        )
 
 
 def _fields(schema_json: Mapping[str, Any]) -> list[dict]:
@@ -212,10 +212,12 @@ def _kind_for(column: str, spark_type: Any, typemap: dict[str, str]) -> str:
     if kind != "string":
         raise InvalidOptionError(
             f"option indexing.typemap.{column}={requested!r}: column {column!r} has Spark type "
-            f"{type_name(spark_type)!r}; only string columns take a typemap (string, text, text_and_string, ip)")
+            f"{type_name(spark_type)!r}; only string columns take a typemap (string, text, text_and_string, ip)"
+        )
     if req not in TYPEMAP_VALUES:
         raise InvalidOptionError(
-            f"option indexing.typemap.{column}={requested!r}: expected one of {sorted(TYPEMAP_VALUES)}")
+            f"option indexing.typemap.{column}={requested!r}: expected one of {sorted(TYPEMAP_VALUES)}"
+        )
     return req
 
 
@@ -229,24 +231,31 @@ def _tokenizer(column: str, options: Options, default: str) -> str:
         return default
     tok = tok.strip()
     if tok == "ngram":
+
         def bound(which: str, default_: int) -> int:
             raw = _column_option(options.with_prefix(f"indexing.ngram.{which}"), column)
             try:
                 return int(raw) if raw is not None else default_
             except ValueError:
-                raise InvalidOptionError(f"option indexing.ngram.{which}.{column}={raw!r}: expected an integer") from None
+                raise InvalidOptionError(
+                    f"option indexing.ngram.{which}.{column}={raw!r}: expected an integer"
+                ) from None
+
         lo, hi = bound("min", 2), bound("max", 3)
         if not 1 <= lo <= hi <= analyzers.MAX_NGRAM:
-            raise InvalidOptionError(f"options indexing.ngram.min/max.{column} = {lo}/{hi}: expected "
-                                     f"1 <= min <= max <= {analyzers.MAX_NGRAM}")
+            raise InvalidOptionError(
+                f"options indexing.ngram.min/max.{column} = {lo}/{hi}: expected "
+                f"1 <= min <= max <= {analyzers.MAX_NGRAM}"
+            )
         return f"ngram_{lo}_{hi}"
     if tok == "cjk":
-        return analyzers.CJK_BIGRAM       # Elasticsearch's overlapping bigrams (analyzers.py)
+        return analyzers.CJK_BIGRAM  # Elasticsearch's overlapping bigrams (analyzers.py)
     if tok not in BUILTIN_TOKENIZERS and not analyzers.is_custom(tok):
         raise InvalidOptionError(
             f"option indexing.tokenizer.{column}={tok!r}: unknown tokenizer (available: "
             f"{', '.join(sorted(BUILTIN_TOKENIZERS) + [n for n in analyzers.custom_names() if n != 'ngram_<min>_<max>'])}, "
-            f"ngram with indexing.ngram.min/max.{column})")
+            f"ngram with indexing.ngram.min/max.{column})"
+        )
     return tok
 
 
@@ -257,7 +266,8 @@ def _record(column: str, options: Options) -> str:
     rec = rec.strip().lower()
     if rec not in RECORD_OPTIONS:
         raise InvalidOptionError(
-            f"option indexing.indexrecordoption.{column}={rec!r}: expected one of {sorted(RECORD_OPTIONS)}")
+            f"option indexing.indexrecordoption.{column}={rec!r}: expected one of {sorted(RECORD_OPTIONS)}"
+        )
     return rec
 
 
@@ -288,28 +298,42 @@ class _Names:
         return "c_" + s if s.startswith("__") else s
 
 
-def _indexed_fields(column: str, kind: str, options: Options, names: _Names,
-                    fast_cols: set[str]) -> tuple[IndexedField, ...]:
+def _indexed_fields(
+    column: str, kind: str, options: Options, names: _Names, fast_cols: set[str]
+) -> tuple[IndexedField, ...]:
     extra_fast = column.lower() in fast_cols
     if kind == "string":
-        return (IndexedField(names.take(column), "text", tokenizer="raw", record="basic",
-                             fast=True, exact=True),)
+        return (IndexedField(names.take(column), "text", tokenizer="raw", record="basic", fast=True, exact=True),)
     if kind == "text":
-        return (IndexedField(names.take(column), "text", tokenizer=_tokenizer(column, options, "default"),
-                             record=_record(column, options), fast=extra_fast),)
+        return (
+            IndexedField(
+                names.take(column),
+                "text",
+                tokenizer=_tokenizer(column, options, "default"),
+                record=_record(column, options),
+                fast=extra_fast,
+            ),
+        )
     if kind == "ip":
         # IPv4/IPv6 addresses: the column's name is an IP field (query syntax: ip:10.0.0.1,
         # ip:[10.2.0.0 TO 10.2.255.255], CIDR); filters keep exact string semantics (Spark compares
         # strings) through the raw <col>__exact field, as for a string column.
         ip = IndexedField(names.take(column), "ip", fast=True)
-        exact = IndexedField(names.take(ip.name + EXACT_SUFFIX), "text", tokenizer="raw", record="basic",
-                             fast=True, exact=True)
+        exact = IndexedField(
+            names.take(ip.name + EXACT_SUFFIX), "text", tokenizer="raw", record="basic", fast=True, exact=True
+        )
         return (ip, exact)
     if kind == "text_and_string":
-        text = IndexedField(names.take(column), "text", tokenizer=_tokenizer(column, options, "default"),
-                            record=_record(column, options), fast=False)
-        exact = IndexedField(names.take(text.name + EXACT_SUFFIX), "text", tokenizer="raw", record="basic",
-                             fast=True, exact=True)
+        text = IndexedField(
+            names.take(column),
+            "text",
+            tokenizer=_tokenizer(column, options, "default"),
+            record=_record(column, options),
+            fast=False,
+        )
+        exact = IndexedField(
+            names.take(text.name + EXACT_SUFFIX), "text", tokenizer="raw", record="basic", fast=True, exact=True
+        )
         return (text, exact)
     if kind in ("i64", "date", "timestamp"):
         return (IndexedField(names.take(column), "i64", fast=True),)
@@ -318,13 +342,21 @@ def _indexed_fields(column: str, kind: str, options: Options, names: _Names,
     if kind == "bool":
         return (IndexedField(names.take(column), "bool", fast=True),)
     if kind == "json":
-        return (IndexedField(names.take(column), "json", tokenizer=_tokenizer(column, options, "default"),
-                             record=_record(column, options), fast=extra_fast),)
+        return (
+            IndexedField(
+                names.take(column),
+                "json",
+                tokenizer=_tokenizer(column, options, "default"),
+                record=_record(column, options),
+                fast=extra_fast,
+            ),
+        )
     return ()  # binary: row store only
 
 
-def validate_schema(schema_json: Mapping[str, Any], partition_columns: Sequence[str],
-                    options: Options | Mapping[str, str] | None = None) -> list[ColumnSpec]:
+def validate_schema(
+    schema_json: Mapping[str, Any], partition_columns: Sequence[str], options: Options | Mapping[str, str] | None = None
+) -> list[ColumnSpec]:
     """Check every column and indexing option before anything is written; returns the specs.
 
     Raises UnsupportedTypeError (naming column and type), InvalidOptionError or SchemaMismatchError.
@@ -337,16 +369,21 @@ def validate_schema(schema_json: Mapping[str, Any], partition_columns: Sequence[
         if not isinstance(name, str) or not name:
             raise SchemaMismatchError(f"schema field without a name: {str(f)[:200]}")
         if name.lower() in seen:
-            raise SchemaMismatchError(f"duplicate column {name!r} (also {seen[name.lower()]!r}; names are case-insensitive)")
+            raise SchemaMismatchError(
+                f"duplicate column {name!r} (also {seen[name.lower()]!r}; names are case-insensitive)"
+            )
         seen[name.lower()] = name
     by_name = {f["name"]: f for f in fields}
     for p in partition_columns:
         if p not in by_name:
-            raise SchemaMismatchError(f"partition column {p!r} is not a column of the schema (columns: {list(by_name)})")
+            raise SchemaMismatchError(
+                f"partition column {p!r} is not a column of the schema (columns: {list(by_name)})"
+            )
         kind = atomic_kind(by_name[p]["type"])
         if kind not in ("string", "i64", "f64", "bool", "date", "timestamp", "decimal"):
             raise UnsupportedTypeError(
-                f"partition column {p!r}: type {type_name(by_name[p]['type'])!r} cannot be a partition column")
+                f"partition column {p!r}: type {type_name(by_name[p]['type'])!r} cannot be a partition column"
+            )
     typemap = opts.with_prefix("indexing.typemap")
     fast_cols = _fast_columns(opts)
     store_only = _store_only_columns(opts)
@@ -354,19 +391,25 @@ def validate_schema(schema_json: Mapping[str, Any], partition_columns: Sequence[
         lower = {n.lower(): n for n in by_name}
         unknown = sorted(store_only - set(lower))
         if unknown:
-            raise InvalidOptionError(f"option indexing.storeonly names {unknown}, not columns of the table "
-                                     f"(columns: {list(by_name)})")
+            raise InvalidOptionError(
+                f"option indexing.storeonly names {unknown}, not columns of the table (columns: {list(by_name)})"
+            )
         for c in sorted(store_only):
             col = lower[c]
             if col in partition_columns:
-                raise InvalidOptionError(f"option indexing.storeonly: {col!r} is a partition column (partition "
-                                         f"values live in the log, not in splits)")
+                raise InvalidOptionError(
+                    f"option indexing.storeonly: {col!r} is a partition column (partition "
+                    f"values live in the log, not in splits)"
+                )
             if c in fast_cols:
-                raise InvalidOptionError(f"options indexing.storeonly and indexing.fastfields both name {col!r}: "
-                                         f"a stored-only column has no fast field")
+                raise InvalidOptionError(
+                    f"options indexing.storeonly and indexing.fastfields both name {col!r}: "
+                    f"a stored-only column has no fast field"
+                )
             if _column_option(typemap, col) is not None:
-                raise InvalidOptionError(f"option indexing.typemap.{col} is set, but {col!r} is in "
-                                         f"indexing.storeonly (not indexed)")
+                raise InvalidOptionError(
+                    f"option indexing.typemap.{col} is set, but {col!r} is in indexing.storeonly (not indexed)"
+                )
     names = _Names([ROW_FIELD])
     specs: list[ColumnSpec] = []
     parts = set(partition_columns)
@@ -379,14 +422,18 @@ def validate_schema(schema_json: Mapping[str, Any], partition_columns: Sequence[
         kind = _kind_for(col, t, typemap)
         # struct columns' json fields are fast: Tantivy searches json ranges (`user.age > 50`) only there
         struct = isinstance(t, dict) and t.get("type") == "struct"
-        fields_ = () if col.lower() in store_only else _indexed_fields(
-            col, kind, opts, names, fast_cols | ({col.lower()} if struct else set()))
+        fields_ = (
+            ()
+            if col.lower() in store_only
+            else _indexed_fields(col, kind, opts, names, fast_cols | ({col.lower()} if struct else set()))
+        )
         specs.append(ColumnSpec(col, t, "string" if kind == "ip" else kind, fields_, nullable))
     return specs
 
 
-def column_specs(schema_json: Mapping[str, Any], partition_columns: Sequence[str],
-                 options: Options | Mapping[str, str] | None = None) -> list[ColumnSpec]:
+def column_specs(
+    schema_json: Mapping[str, Any], partition_columns: Sequence[str], options: Options | Mapping[str, str] | None = None
+) -> list[ColumnSpec]:
     """The per-column specs of a table (partition columns included, flagged `partition`)."""
     return validate_schema(schema_json, partition_columns, options)
 
@@ -410,8 +457,14 @@ def _descriptors(specs: Iterable[ColumnSpec]) -> list[dict[str, Any]]:
         if not s.indexed_fields:  # stored only (binary)
             out.append({"name": s.name, "type": "none", "indexed": False, "fast": False, "stored": False, **base})
         for f in s.indexed_fields:
-            d: dict[str, Any] = {"name": f.name, "type": f.type, "indexed": f.indexed, "fast": f.fast,
-                                 "stored": False, **base}
+            d: dict[str, Any] = {
+                "name": f.name,
+                "type": f.type,
+                "indexed": f.indexed,
+                "fast": f.fast,
+                "stored": False,
+                **base,
+            }
             if f.type in ("text", "json"):
                 d["tokenizer"] = f.tokenizer
                 d["record"] = f.record
@@ -422,8 +475,9 @@ def _descriptors(specs: Iterable[ColumnSpec]) -> list[dict[str, Any]]:
     return out
 
 
-def doc_mapping_json(schema_json: Mapping[str, Any], partition_columns: Sequence[str],
-                     options: Options | Mapping[str, str] | None = None) -> str:
+def doc_mapping_json(
+    schema_json: Mapping[str, Any], partition_columns: Sequence[str], options: Options | Mapping[str, str] | None = None
+) -> str:
     """JSON array of Tantivy field descriptors (what gets hashed into docMappingRef)."""
     specs = validate_schema(schema_json, partition_columns, options)
     return doc_mapping_from_specs(specs)
@@ -439,7 +493,7 @@ def specs_from_doc_mapping(doc_mapping: str | list) -> list[ColumnSpec]:
         if isinstance(doc_mapping, str):
             return list(_specs_of_text(doc_mapping))
         return _specs_from_doc_mapping(doc_mapping)
-    except (ValueError, TypeError, KeyError, AttributeError) as e:   # a crafted or damaged doc mapping
+    except (ValueError, TypeError, KeyError, AttributeError) as e:  # a crafted or damaged doc mapping
         from ..errors import SplitFormatError
 
         raise SplitFormatError(f"invalid doc mapping ({type(e).__name__}: {e}): {str(doc_mapping)[:200]!r}") from None
@@ -457,12 +511,22 @@ def _specs_from_doc_mapping(doc_mapping: str | list) -> list[ColumnSpec]:
     for d in items:
         if d.get("hidden") or "column" not in d:
             continue
-        c = cols.setdefault(d["column"], {"kind": d["kind"], "sparkType": d["sparkType"],
-                                          "nullable": d.get("nullable", True), "fields": []})
+        c = cols.setdefault(
+            d["column"],
+            {"kind": d["kind"], "sparkType": d["sparkType"], "nullable": d.get("nullable", True), "fields": []},
+        )
         if d.get("type") != "none":
-            c["fields"].append(IndexedField(
-                name=d["name"], type=d["type"], tokenizer=d.get("tokenizer"), record=d.get("record"),
-                fast=bool(d.get("fast")), indexed=bool(d.get("indexed", True)), exact=bool(d.get("exact"))))
+            c["fields"].append(
+                IndexedField(
+                    name=d["name"],
+                    type=d["type"],
+                    tokenizer=d.get("tokenizer"),
+                    record=d.get("record"),
+                    fast=bool(d.get("fast")),
+                    indexed=bool(d.get("indexed", True)),
+                    exact=bool(d.get("exact")),
+                )
+            )
     return [ColumnSpec(name, c["sparkType"], c["kind"], tuple(c["fields"]), c["nullable"]) for name, c in cols.items()]
 
 
@@ -474,11 +538,21 @@ def tantivy_schema(specs: Iterable[ColumnSpec]):
     for s in specs:
         for f in s.indexed_fields:
             if f.type == "text":
-                sb.add_text_field(f.name, stored=False, fast=f.fast, tokenizer_name=f.tokenizer or "default",
-                                  index_option=f.record or "position")
+                sb.add_text_field(
+                    f.name,
+                    stored=False,
+                    fast=f.fast,
+                    tokenizer_name=f.tokenizer or "default",
+                    index_option=f.record or "position",
+                )
             elif f.type == "json":
-                sb.add_json_field(f.name, stored=False, fast=f.fast, tokenizer_name=f.tokenizer or "default",
-                                  index_option=f.record or "position")
+                sb.add_json_field(
+                    f.name,
+                    stored=False,
+                    fast=f.fast,
+                    tokenizer_name=f.tokenizer or "default",
+                    index_option=f.record or "position",
+                )
             elif f.type == "i64":
                 sb.add_integer_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
             elif f.type == "f64":
@@ -520,9 +594,12 @@ def _arrow_field_metadata(field_json: Mapping[str, Any]) -> dict[bytes, bytes] |
 
 
 def _arrow_field(field_json: Mapping[str, Any], field_metadata: bool) -> pa.Field:
-    return pa.field(field_json["name"], arrow_type(field_json["type"], field_metadata=field_metadata),
-                    nullable=bool(field_json.get("nullable", True)),
-                    metadata=_arrow_field_metadata(field_json) if field_metadata else None)
+    return pa.field(
+        field_json["name"],
+        arrow_type(field_json["type"], field_metadata=field_metadata),
+        nullable=bool(field_json.get("nullable", True)),
+        metadata=_arrow_field_metadata(field_json) if field_metadata else None,
+    )
 
 
 def arrow_type(spark_type: Any, *, field_metadata: bool = False) -> pa.DataType:
@@ -533,21 +610,38 @@ def arrow_type(spark_type: Any, *, field_metadata: bool = False) -> pa.DataType:
     if isinstance(spark_type, dict):
         t = spark_type.get("type")
         if t == "array":
-            return pa.list_(pa.field("element", arrow_type(spark_type["elementType"], field_metadata=field_metadata),
-                                     nullable=bool(spark_type.get("containsNull", True))))
+            return pa.list_(
+                pa.field(
+                    "element",
+                    arrow_type(spark_type["elementType"], field_metadata=field_metadata),
+                    nullable=bool(spark_type.get("containsNull", True)),
+                )
+            )
         if t == "map":
-            return pa.map_(pa.field("key", arrow_type(spark_type["keyType"], field_metadata=field_metadata),
-                                    nullable=False),
-                           pa.field("value", arrow_type(spark_type["valueType"], field_metadata=field_metadata),
-                                    nullable=bool(spark_type.get("valueContainsNull", True))))
+            return pa.map_(
+                pa.field("key", arrow_type(spark_type["keyType"], field_metadata=field_metadata), nullable=False),
+                pa.field(
+                    "value",
+                    arrow_type(spark_type["valueType"], field_metadata=field_metadata),
+                    nullable=bool(spark_type.get("valueContainsNull", True)),
+                ),
+            )
         if t == "struct":
             return pa.struct([_arrow_field(f, field_metadata) for f in spark_type.get("fields") or []])
         raise UnsupportedTypeError(f"unsupported Spark type {type_name(spark_type)!r}")
     t = str(spark_type).strip().lower()
     simple = {
-        "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64(),
-        "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(), "binary": pa.binary(),
-        "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"),
+        "byte": pa.int8(),
+        "short": pa.int16(),
+        "integer": pa.int32(),
+        "long": pa.int64(),
+        "float": pa.float32(),
+        "double": pa.float64(),
+        "boolean": pa.bool_(),
+        "binary": pa.binary(),
+        "date": pa.date32(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "timestamp_ntz": pa.timestamp("us"),
     }
     if t in simple:
         return simple[t]
@@ -559,8 +653,9 @@ def arrow_type(spark_type: Any, *, field_metadata: bool = False) -> pa.DataType:
     raise UnsupportedTypeError(f"unsupported Spark type {type_name(spark_type)!r}")
 
 
-def arrow_schema(schema_json: Mapping[str, Any], columns: Sequence[str] | None = None, *,
-                 field_metadata: bool = False) -> pa.Schema:
+def arrow_schema(
+    schema_json: Mapping[str, Any], columns: Sequence[str] | None = None, *, field_metadata: bool = False
+) -> pa.Schema:
     """Arrow schema of (some of) the columns, nullability from the Spark schema.
 
     With `field_metadata` it is exactly what PySpark's `to_arrow_schema(schema, timezone="UTC")`
@@ -587,8 +682,12 @@ def arrow_schema(schema_json: Mapping[str, Any], columns: Sequence[str] | None =
 
 def _spark_field_json(f: pa.Field) -> dict[str, Any]:
     md = (f.metadata or {}).get(SPARK_METADATA_KEY)
-    return {"name": f.name, "type": spark_type_json(f.type), "nullable": f.nullable,
-            "metadata": json.loads(md.decode("utf-8")) if md else {}}
+    return {
+        "name": f.name,
+        "type": spark_type_json(f.type),
+        "nullable": f.nullable,
+        "metadata": json.loads(md.decode("utf-8")) if md else {},
+    }
 
 
 def spark_type_json(t: pa.DataType) -> Any:
@@ -597,9 +696,16 @@ def spark_type_json(t: pa.DataType) -> Any:
     types = pa.types
     if types.is_boolean(t):
         return "boolean"
-    simple = ((types.is_int8, "byte"), (types.is_int16, "short"), (types.is_int32, "integer"),
-              (types.is_int64, "long"), (types.is_float32, "float"), (types.is_float64, "double"),
-              (types.is_date32, "date"), (types.is_null, "void"))
+    simple = (
+        (types.is_int8, "byte"),
+        (types.is_int16, "short"),
+        (types.is_int32, "integer"),
+        (types.is_int64, "long"),
+        (types.is_float32, "float"),
+        (types.is_float64, "double"),
+        (types.is_date32, "date"),
+        (types.is_null, "void"),
+    )
     for test, name in simple:
         if test(t):
             return name
@@ -612,11 +718,14 @@ def spark_type_json(t: pa.DataType) -> Any:
     if types.is_timestamp(t):
         return "timestamp" if t.tz is not None else "timestamp_ntz"
     if types.is_list(t) or types.is_large_list(t) or types.is_fixed_size_list(t):
-        return {"type": "array", "elementType": spark_type_json(t.value_type),
-                "containsNull": t.value_field.nullable}
+        return {"type": "array", "elementType": spark_type_json(t.value_type), "containsNull": t.value_field.nullable}
     if types.is_map(t):
-        return {"type": "map", "keyType": spark_type_json(t.key_type), "valueType": spark_type_json(t.item_type),
-                "valueContainsNull": t.item_field.nullable}
+        return {
+            "type": "map",
+            "keyType": spark_type_json(t.key_type),
+            "valueType": spark_type_json(t.item_type),
+            "valueContainsNull": t.item_field.nullable,
+        }
     if types.is_struct(t):
         return {"type": "struct", "fields": [_spark_field_json(t.field(i)) for i in range(t.num_fields)]}
     if types.is_dictionary(t):
@@ -639,11 +748,33 @@ from .partitions import (  # noqa: E402
 )
 
 __all__ = [
-    "ColumnSpec", "IndexedField", "ROW_FIELD", "EXACT_SUFFIX", "KINDS", "STRING_KINDS",
-    "validate_schema", "column_specs", "doc_mapping_json", "doc_mapping_from_specs", "specs_from_doc_mapping",
-    "tantivy_schema", "table_options", "arrow_type", "arrow_schema", "spark_type_json", "spark_schema_json", "atomic_kind", "type_name", "decimal_precision_scale",
-    "format_partition_value", "parse_partition_value", "partition_path", "partition_value_array",
-    "specs_by_name", "with_truncated_terms", "with_fully_tokenized",
+    "ColumnSpec",
+    "IndexedField",
+    "ROW_FIELD",
+    "EXACT_SUFFIX",
+    "KINDS",
+    "STRING_KINDS",
+    "validate_schema",
+    "column_specs",
+    "doc_mapping_json",
+    "doc_mapping_from_specs",
+    "specs_from_doc_mapping",
+    "tantivy_schema",
+    "table_options",
+    "arrow_type",
+    "arrow_schema",
+    "spark_type_json",
+    "spark_schema_json",
+    "atomic_kind",
+    "type_name",
+    "decimal_precision_scale",
+    "format_partition_value",
+    "parse_partition_value",
+    "partition_path",
+    "partition_value_array",
+    "specs_by_name",
+    "with_truncated_terms",
+    "with_fully_tokenized",
 ]
 
 

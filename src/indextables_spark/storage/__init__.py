@@ -1,4 +1,5 @@
 """Storage backends behind one interface. `open_storage(uri, options)` picks one by URI scheme."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -31,7 +32,7 @@ def _open(uri: str, opts: Any) -> Storage:
     uri = normalize_uri(uri)
     try:
         parsed = urlparse(uri)
-    except ValueError as e:   # e.g. "Invalid IPv6 URL"
+    except ValueError as e:  # e.g. "Invalid IPv6 URL"
         from .retry import redact_uri
 
         raise InvalidOptionError(f"table path {redact_uri(uri)!r} is not a valid URI ({e})") from None

@@ -24,6 +24,7 @@ and the shared `storage.retry.*`, `storage.connectTimeoutMs`, `storage.readTimeo
 
 The SDK's own retries are off (`retry_total=0`): retry.py decides, the same way as for S3.
 """
+
 from __future__ import annotations
 
 import base64
@@ -107,9 +108,16 @@ class AzureStorage(Storage):
         self._retry = retry_policy or RetryPolicy.from_options(opts)
 
         conn = _parse_connection_string(opts.get_str("azure.connectionString"), self.uri)
-        secrets = ([opts.get_str(k) for k in ("azure.accountKey", "azure.connectionString", "azure.clientSecret",
-                                              "azure.bearerToken", "azure.sasToken")]
-                   + [conn.get("accountkey"), conn.get("sharedaccesssignature")])
+        secrets = [
+            opts.get_str(k)
+            for k in (
+                "azure.accountKey",
+                "azure.connectionString",
+                "azure.clientSecret",
+                "azure.bearerToken",
+                "azure.sasToken",
+            )
+        ] + [conn.get("accountkey"), conn.get("sharedaccesssignature")]
         self._redact = Redactor(secrets)
         protect_secrets(secrets)
         opt_account = opts.get_str("azure.accountName") or conn.get("accountname")
@@ -211,8 +219,12 @@ class AzureStorage(Storage):
         if "transport" not in kwargs:
             kwargs["transport"] = _pooled_transport(self.max_connections, self.connect_timeout_s, self.read_timeout_s)
         service = BlobServiceClient(account_url=self.endpoint, credential=credential, **kwargs)
-        log.debug("Azure client for %s (endpoint %s, credential %s)", self.uri, redact_uri(self.endpoint),
-                  self._credential_kind)
+        log.debug(
+            "Azure client for %s (endpoint %s, credential %s)",
+            self.uri,
+            redact_uri(self.endpoint),
+            self._credential_kind,
+        )
         return service.get_container_client(self.container)
 
     def _blob_name(self, key: str) -> str:
@@ -282,7 +294,7 @@ class AzureStorage(Storage):
         name = self._blob_name(key)
         data = bytes(data)
         if len(data) > self.single_put_max:
-            self._upload_blocks(key, name, len(data), lambda off, n: data[off:off + n])
+            self._upload_blocks(key, name, len(data), lambda off, n: data[off : off + n])
             return
 
         def op(attempt: int) -> None:
@@ -335,8 +347,9 @@ class AzureStorage(Storage):
                 if (b.metadata or {}).get("hdi_isfolder") == "true":
                     continue  # ADLS Gen2 directory entries
                 modified = b.last_modified
-                out.append(FileInfo(name[len(root):], int(b.size or 0),
-                                    int(modified.timestamp() * 1000) if modified else 0))
+                out.append(
+                    FileInfo(name[len(root) :], int(b.size or 0), int(modified.timestamp() * 1000) if modified else 0)
+                )
             if not token:
                 break
         out.sort(key=lambda f: f.key)
@@ -345,7 +358,7 @@ class AzureStorage(Storage):
     def delete(self, keys: Iterable[str]) -> None:
         wanted = [(k, self._blob_name(k)) for k in keys]  # validate every key before deleting any
         for i in range(0, len(wanted), DELETE_BATCH):
-            self._delete_batch(wanted[i:i + DELETE_BATCH])
+            self._delete_batch(wanted[i : i + DELETE_BATCH])
 
     def _delete_batch(self, batch: list[tuple[str, str]]) -> None:
         pending = list(batch)
@@ -376,7 +389,8 @@ class AzureStorage(Storage):
                 pending = retry
                 raise _TransientBatchError(
                     f"cannot delete {self.full_uri(retry[0][0])} (and {len(retry) - 1} more): the service "
-                    f"answered HTTP {retry_status} for each of them", retry_status
+                    f"answered HTTP {retry_status} for each of them",
+                    retry_status,
                 )
 
         self._run("delete", batch[0][0], op)
@@ -437,8 +451,7 @@ class AzureStorage(Storage):
 
         upload_in_parts(size, block_size, self.upload_concurrency, chunk, stage)
         # Committing the same list again after a lost answer is harmless (blocks resolve as committed).
-        self._run("commit blocks of", key,
-                  lambda attempt: blob.commit_block_list([BlobBlock(block_id=b) for b in ids]))
+        self._run("commit blocks of", key, lambda attempt: blob.commit_block_list([BlobBlock(block_id=b) for b in ids]))
 
     def download_file(self, key: str, local_path: str) -> None:
         info = self.stat(key)
@@ -448,6 +461,7 @@ class AzureStorage(Storage):
 
 
 # -- parsing and credentials ---------------------------------------------------------------------
+
 
 def _parse_azure_uri(uri: str) -> tuple[str, str, str | None, str, str | None]:
     """(uri without credentials, container, account or None, root prefix, endpoint suffix or None)."""
@@ -588,8 +602,9 @@ def _pooled_transport(max_connections: int, connect_timeout: float, read_timeout
     adapter = requests.adapters.HTTPAdapter(pool_connections=max_connections, pool_maxsize=max_connections)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
-    return RequestsTransport(session=session, session_owner=True,
-                             connection_timeout=connect_timeout, read_timeout=read_timeout)
+    return RequestsTransport(
+        session=session, session_owner=True, connection_timeout=connect_timeout, read_timeout=read_timeout
+    )
 
 
 __all__ = ["AzureStorage"]

@@ -4,6 +4,7 @@ A Storage is rooted at a table location. Every key is a '/'-separated path relat
 root (e.g. `_transaction_log/00000000000000000001.json`); implementations refuse keys that
 escape the root.
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,9 +18,9 @@ from ..errors import PathEscapeError
 
 @dataclass(frozen=True)
 class FileInfo:
-    key: str             # relative to the storage root
+    key: str  # relative to the storage root
     size: int
-    modified_ms: int     # last modification, epoch milliseconds
+    modified_ms: int  # last modification, epoch milliseconds
 
 
 def check_key(key: str) -> str:
@@ -83,7 +84,9 @@ class Storage(ABC):
         mine = current == data
         logging.getLogger(__name__).debug(
             "conditional write of %s after a lost answer: the existing object is %s",
-            self.full_uri(key), "ours" if mine else "another writer's")
+            self.full_uri(key),
+            "ours" if mine else "another writer's",
+        )
         return mine
 
     def upload_file(self, key: str, local_path: str) -> None:

@@ -1,5 +1,6 @@
 """A storage that counts what it reads: bytes and requests per operation (benches, tests, and users
 who want to see what a query fetched). Wraps any Storage; everything else is passed through."""
+
 from __future__ import annotations
 
 import threading
@@ -14,8 +15,8 @@ class CountingStorage(Storage):
         self.inner = inner
         self.uri = inner.uri
         self._lock = threading.Lock()
-        self.bytes_read: Counter = Counter()     # operation -> bytes (read, read_range, download_file)
-        self.requests: Counter = Counter()       # operation -> calls
+        self.bytes_read: Counter = Counter()  # operation -> bytes (read, read_range, download_file)
+        self.requests: Counter = Counter()  # operation -> calls
 
     def _count(self, op: str, nbytes: int = 0) -> None:
         with self._lock:

@@ -1,4 +1,5 @@
 """Local filesystem storage (plain paths and file:// URIs)."""
+
 from __future__ import annotations
 
 import errno
@@ -89,6 +90,7 @@ class LocalStorage(Storage):
                 os.link(local_path, tmp)
             except OSError:
                 import shutil
+
                 shutil.copyfile(local_path, tmp)
             os.replace(tmp, path)
         finally:

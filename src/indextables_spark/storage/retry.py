@@ -17,6 +17,7 @@ Also here, shared by both backends: `redact_uri` and `Redactor`, which keep cred
 URIs, messages and logs, and `protect_secrets`, which keeps them out of the SDKs' debug logs;
 `check_prefix` for listing prefixes; `download_in_chunks`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -196,7 +197,11 @@ class RetryPolicy:
                 delay = self.delay_s(attempt + 1)
                 log.debug(
                     "%s: transient %s (attempt %d of %d), retrying in %.0f ms",
-                    what, describe_exception(e), attempt, self.max_attempts, delay * 1000,
+                    what,
+                    describe_exception(e),
+                    attempt,
+                    self.max_attempts,
+                    delay * 1000,
                 )
                 self.sleep(delay)
                 attempt += 1
@@ -216,8 +221,10 @@ def describe_exception(exc: BaseException) -> str:
 
 # --- secrets ---------------------------------------------------------------------------------
 
-_SECRET_QUERY = re.compile(r"(?i)((?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|"
-                           r"accountkey|sharedaccesssignature|token|secret)=)[^&;\s'\"]+")
+_SECRET_QUERY = re.compile(
+    r"(?i)((?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|"
+    r"accountkey|sharedaccesssignature|token|secret)=)[^&;\s'\"]+"
+)
 
 
 def redact_uri(uri: str) -> str:
@@ -305,6 +312,7 @@ def _scrub(record: logging.LogRecord) -> None:
 
 # --- shared helpers --------------------------------------------------------------------------
 
+
 def check_prefix(prefix: str) -> str:
     """A listing prefix relative to the root ('' = everything); refuses prefixes that escape it."""
     if not prefix:
@@ -335,8 +343,9 @@ def download_in_chunks(storage: "Storage", key: str, size: int, local_path: str,
         raise
 
 
-def upload_in_parts(size: int, part_size: int, concurrency: int, chunk: Callable[[int, int], bytes],
-                    send: Callable[[int, bytes], T]) -> list[T]:
+def upload_in_parts(
+    size: int, part_size: int, concurrency: int, chunk: Callable[[int, int], bytes], send: Callable[[int, bytes], T]
+) -> list[T]:
     """send(i, chunk(offset, length)) for each part_size piece of `size` bytes (part i starts at
     i * part_size), `concurrency` pieces at a time, each send retrying on its own; the results in
     part order. S3 multipart parts and Azure staged blocks both go through here."""
@@ -358,6 +367,7 @@ def file_chunks(local_path: str, target: str) -> Iterator[Callable[[int, int], b
     from several threads); a short read means the file changed during the upload."""
     fd = os.open(local_path, os.O_RDONLY)
     try:
+
         def chunk(offset: int, length: int) -> bytes:
             data = os.pread(fd, length, offset)
             if len(data) != length:

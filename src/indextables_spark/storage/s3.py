@@ -20,6 +20,7 @@ Options (without the `spark.indextables.` prefix, case-insensitive):
 
 botocore's own retries are off: retry.py decides, the same way as for Azure.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -107,7 +108,7 @@ class S3Storage(Storage):
         if endpoint:
             try:
                 parts = urlsplit(endpoint)
-                parts.port   # noqa: B018 - raises ValueError for a malformed port
+                parts.port  # noqa: B018 - raises ValueError for a malformed port
             except ValueError as e:
                 raise InvalidOptionError(
                     f"option 'spark.indextables.s3.endpoint' is not a valid URL ({e}): {redact_uri(endpoint)!r}"
@@ -168,8 +169,17 @@ class S3Storage(Storage):
 
     def _client_settings(self) -> tuple:
         """Everything a client is built from (the cache key of `_shared_client`)."""
-        return (self._access_key, self._secret_key, self._session_token, self.region, self.endpoint,
-                self.path_style, self.max_connections, self.connect_timeout_s, self.read_timeout_s)
+        return (
+            self._access_key,
+            self._secret_key,
+            self._session_token,
+            self.region,
+            self.endpoint,
+            self.path_style,
+            self.max_connections,
+            self.connect_timeout_s,
+            self.read_timeout_s,
+        )
 
     def _make_client(self) -> Any:
         import boto3
@@ -198,8 +208,12 @@ class S3Storage(Storage):
         client = session.client("s3", endpoint_url=self.endpoint, config=config)
         for event, handler in self._event_handlers:
             client.meta.events.register(event, handler)
-        log.debug("S3 client for %s (endpoint %s, region %s)", self.uri,
-                  redact_uri(self.endpoint) if self.endpoint else "AWS", region)
+        log.debug(
+            "S3 client for %s (endpoint %s, region %s)",
+            self.uri,
+            redact_uri(self.endpoint) if self.endpoint else "AWS",
+            region,
+        )
         return client
 
     def _object_key(self, key: str) -> str:
@@ -323,20 +337,25 @@ class S3Storage(Storage):
                 if not name.startswith(root) or name.endswith("/"):
                     continue  # directory markers made by other tools
                 modified = obj.get("LastModified")
-                out.append(FileInfo(name[len(root):], int(obj.get("Size", 0)),
-                                    int(modified.timestamp() * 1000) if modified else 0))
+                out.append(
+                    FileInfo(
+                        name[len(root) :], int(obj.get("Size", 0)), int(modified.timestamp() * 1000) if modified else 0
+                    )
+                )
             if not resp.get("IsTruncated"):
                 break
             token = resp.get("NextContinuationToken")
             if not token:
-                raise StorageError(f"cannot list {self._uri_of(rel or '.')}: truncated listing without a continuation token")
+                raise StorageError(
+                    f"cannot list {self._uri_of(rel or '.')}: truncated listing without a continuation token"
+                )
         out.sort(key=lambda f: f.key)
         return out
 
     def delete(self, keys: Iterable[str]) -> None:
         wanted = [(k, self._object_key(k)) for k in keys]  # validate every key before deleting any
         for i in range(0, len(wanted), DELETE_BATCH):
-            self._delete_batch(wanted[i:i + DELETE_BATCH])
+            self._delete_batch(wanted[i : i + DELETE_BATCH])
 
     def _delete_batch(self, batch: list[tuple[str, str]]) -> None:
         pending = list(batch)
@@ -381,8 +400,9 @@ class S3Storage(Storage):
                     return None
                 raise
             modified = resp.get("LastModified")
-            return FileInfo(check_key(key), int(resp.get("ContentLength", 0)),
-                            int(modified.timestamp() * 1000) if modified else 0)
+            return FileInfo(
+                check_key(key), int(resp.get("ContentLength", 0)), int(modified.timestamp() * 1000) if modified else 0
+            )
 
         return self._run("stat", key, op)
 
@@ -403,13 +423,16 @@ class S3Storage(Storage):
     def _multipart_upload(self, key: str, okey: str, local_path: str, size: int) -> None:
         part_size = max(self.part_size, -(-size // 10_000))  # S3 allows at most 10,000 parts
         upload_id = self._run(
-            "start multipart upload of", key,
+            "start multipart upload of",
+            key,
             lambda attempt: self.client.create_multipart_upload(Bucket=self.bucket, Key=okey)["UploadId"],
         )
         try:
+
             def send(i: int, body: bytes) -> dict[str, Any]:
                 resp = self._run(
-                    f"upload part {i + 1} of", key,
+                    f"upload part {i + 1} of",
+                    key,
                     lambda attempt: self.client.upload_part(
                         Bucket=self.bucket, Key=okey, UploadId=upload_id, PartNumber=i + 1, Body=body
                     ),
@@ -451,8 +474,12 @@ class S3Storage(Storage):
         try:
             self.client.abort_multipart_upload(Bucket=self.bucket, Key=okey, UploadId=upload_id)
         except Exception as e:  # the original failure is what the caller needs; keep this one in the log
-            log.warning("could not abort the failed multipart upload of %s (%s); the upload failed with %s",
-                        self._uri_of(key), describe_exception(e), describe_exception(cause))
+            log.warning(
+                "could not abort the failed multipart upload of %s (%s); the upload failed with %s",
+                self._uri_of(key),
+                describe_exception(e),
+                describe_exception(cause),
+            )
 
     def download_file(self, key: str, local_path: str) -> None:
         info = self.stat(key)
@@ -482,7 +509,7 @@ def _shared_client(storage: S3Storage) -> Any:
         if client is not None:
             _clients.move_to_end(key)
             return client
-    client = storage._make_client()   # outside the lock: slow; a concurrent duplicate is harmless
+    client = storage._make_client()  # outside the lock: slow; a concurrent duplicate is harmless
     with _clients_lock:
         if _clients_pid == os.getpid():
             client = _clients.setdefault(key, client)
