@@ -521,3 +521,35 @@ def test_delta_optimize_then_sync(tmp_path):
     assert res["filesRemoved"] >= 2 and res["splitsRemoved"] >= 1
     assert index_rows(loc) == tuples(rows(150))
     assert {k for f in it.IndexTable(loc).snapshot().files for k in f.companion_source_files} == delta_keys(src)
+
+
+@pytest.mark.cloud
+def test_iceberg_on_azure(azure_container, azure_options, tmp_path):
+    """An Iceberg table on Azure (Azurite) and its companion index next to it."""
+    import uuid
+
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from indextables_spark.commands.companion_sources import fileio_properties_for_iceberg
+
+    root = f"abfs://{azure_container}/companion-{uuid.uuid4().hex[:8]}"
+    data = rows(300)
+    catalog = SqlCatalog(
+        "azc",
+        uri=f"sqlite:///{tmp_path}/cat.db",
+        warehouse=f"{root}/wh",
+        **fileio_properties_for_iceberg(root, azure_options),
+    )
+    catalog.create_namespace("db")
+    catalog.create_table("db.docs", schema=data.schema).append(data)
+    options = {
+        **azure_options,
+        "iceberg.catalog.azc.uri": f"sqlite:///{tmp_path}/cat.db",
+        "iceberg.catalog.azc.warehouse": f"{root}/wh",
+    }
+    loc = f"az://{azure_container}/companion-index-{uuid.uuid4().hex[:8]}"
+    res = it.build_companion("db.docs", loc, format="iceberg", catalog="azc", indexing=INDEXING, options=options)
+    assert res["rowsIndexed"] == 300
+    forget_source_files()
+    t = it.IndexTable(loc, azure_options)
+    assert tuples(t.search("body:alpha", columns=COLUMNS)) == tuples(has_word(data, "alpha"))

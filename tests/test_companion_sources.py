@@ -621,6 +621,7 @@ def test_credentials_for_azure():
         "adls.dfs-storage-authority": "127.0.0.1:10000",
         "adls.blob-storage-scheme": "http",
         "adls.dfs-storage-scheme": "http",
+        "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO",  # adlfs (the companion extra)
     }
     # account from the URI, SAS token, default endpoint: nothing else
     sas = {"azure.sasToken": "?sv=1&sig=abc"}
@@ -631,6 +632,7 @@ def test_credentials_for_azure():
     assert fileio_properties_for_iceberg("abfss://c@acct.dfs.core.windows.net/t", sas) == {
         "adls.account-name": "acct",
         "adls.sas-token": "sv=1&sig=abc",
+        "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO",
     }
     # delta-rs knows no wasbs://; pyiceberg no az://
     assert (
@@ -725,3 +727,25 @@ def test_s3_delta_parquet_and_iceberg(s3_bucket, s3_options, tmp_path):
 @pytest.mark.cloud
 def test_azure_delta_and_parquet(azure_container, azure_options):
     _cloud_delta_and_parquet(f"az://{azure_container}/companion-{uuid.uuid4().hex[:8]}", azure_options)
+
+
+@pytest.mark.cloud
+def test_azure_iceberg(azure_container, azure_options, tmp_path):
+    """Iceberg on Azure goes through pyiceberg's fsspec FileIO (adlfs), chosen from our Azure options."""
+    root = f"abfs://{azure_container}/companion-{uuid.uuid4().hex[:8]}"
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    props = fileio_properties_for_iceberg(root, azure_options)
+    assert props["py-io-impl"] == "pyiceberg.io.fsspec.FsspecFileIO"
+    catalog = SqlCatalog("azc", uri=f"sqlite:///{tmp_path}/cat.db", warehouse=f"{root}/wh", **props)
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1, 2, 3]}))
+    options = {
+        **azure_options,
+        "iceberg.catalog.azc.uri": f"sqlite:///{tmp_path}/cat.db",
+        "iceberg.catalog.azc.warehouse": f"{root}/wh",
+    }
+    snap = open_source("iceberg", "db.t", options=options, catalog="azc")
+    assert [f.num_records for f in snap.files] == [3]
+    _assert_readable(snap, azure_options)

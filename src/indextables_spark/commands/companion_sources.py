@@ -386,7 +386,17 @@ def fileio_properties_for_iceberg(uri: str | None, options: "Options | Mapping |
         _set(out, "adls.token", az.bearer_token)
         _set(out, "adls.connection-string", az.connection_string)
         out.update(_adls_authority(az.endpoint, az.account))
+        if "s3.endpoint" not in out and "s3.access-key-id" not in out and _has_adlfs():
+            # pyiceberg's pyarrow FileIO reads abfss://container@account… only, and misreads emulator
+            # endpoints; its fsspec FileIO (adlfs) takes abfs/az URIs and the connection string
+            out["py-io-impl"] = "pyiceberg.io.fsspec.FsspecFileIO"
     return out
+
+
+def _has_adlfs() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("adlfs") is not None
 
 
 def _adls_authority(endpoint: str | None, account: str | None) -> dict[str, str]:
@@ -502,7 +512,10 @@ def _iceberg_file_uri(file_path: str) -> str:
         return urlsplit(file_path).path
     if scheme in _AZURE_SCHEMES:
         parts = urlsplit(file_path)
-        return f"{parts.scheme}://{parts.netloc}{quote(parts.path, safe=_PATH_SAFE)}"
+        # adlfs writes abfs://container/path (the account comes from the options): our storage
+        # takes that form as az://container/path
+        scheme_out = parts.scheme if "@" in parts.netloc else "az"
+        return f"{scheme_out}://{parts.netloc}{quote(parts.path, safe=_PATH_SAFE)}"
     return file_path
 
 
