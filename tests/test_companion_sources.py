@@ -698,23 +698,28 @@ def _cloud_delta_and_parquet(root: str, options: dict) -> None:
     _assert_readable(snap, options)
 
 
+def _cloud_iceberg(root: str, options: dict, tmp_path, name: str) -> dict:
+    """A 3-row Iceberg table `db.t` in a SQL catalog `name` warehoused at `root`/wh; the options that
+    name the catalog (its properties as spark.indextables.iceberg.catalog.<name>.*)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    props = fileio_properties_for_iceberg(root, options)
+    catalog = SqlCatalog(name, uri=f"sqlite:///{tmp_path}/cat.db", warehouse=f"{root}/wh", **props)
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1, 2, 3]}))
+    return {
+        **options,
+        f"iceberg.catalog.{name}.uri": f"sqlite:///{tmp_path}/cat.db",
+        f"iceberg.catalog.{name}.warehouse": f"{root}/wh",
+    }
+
+
 @pytest.mark.cloud
 def test_s3_delta_parquet_and_iceberg(s3_bucket, s3_options, tmp_path):
     root = f"s3://{s3_bucket}/companion-{uuid.uuid4().hex[:8]}"
     _cloud_delta_and_parquet(root, s3_options)
-
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    props = fileio_properties_for_iceberg(root, s3_options)
-    catalog = SqlCatalog("s3c", uri=f"sqlite:///{tmp_path}/cat.db", warehouse=f"{root}/wh", **props)
-    catalog.create_namespace("db")
-    table = catalog.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
-    table.append(pa.table({"id": [1, 2, 3]}))
-    options = {
-        **s3_options,
-        "iceberg.catalog.s3c.uri": f"sqlite:///{tmp_path}/cat.db",
-        "iceberg.catalog.s3c.warehouse": f"{root}/wh",
-    }
+    options = _cloud_iceberg(root, s3_options, tmp_path, "s3c")
     for snap in (
         open_source("iceberg", "db.t", options=options, catalog="s3c"),
         open_source("iceberg", f"{root}/wh/db/t", options=s3_options),
@@ -733,19 +738,8 @@ def test_azure_delta_and_parquet(azure_container, azure_options):
 def test_azure_iceberg(azure_container, azure_options, tmp_path):
     """Iceberg on Azure goes through pyiceberg's fsspec FileIO (adlfs), chosen from our Azure options."""
     root = f"abfs://{azure_container}/companion-{uuid.uuid4().hex[:8]}"
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    props = fileio_properties_for_iceberg(root, azure_options)
-    assert props["py-io-impl"] == "pyiceberg.io.fsspec.FsspecFileIO"
-    catalog = SqlCatalog("azc", uri=f"sqlite:///{tmp_path}/cat.db", warehouse=f"{root}/wh", **props)
-    catalog.create_namespace("db")
-    table = catalog.create_table("db.t", schema=pa.schema([("id", pa.int64())]))
-    table.append(pa.table({"id": [1, 2, 3]}))
-    options = {
-        **azure_options,
-        "iceberg.catalog.azc.uri": f"sqlite:///{tmp_path}/cat.db",
-        "iceberg.catalog.azc.warehouse": f"{root}/wh",
-    }
+    assert fileio_properties_for_iceberg(root, azure_options)["py-io-impl"] == "pyiceberg.io.fsspec.FsspecFileIO"
+    options = _cloud_iceberg(root, azure_options, tmp_path, "azc")
     snap = open_source("iceberg", "db.t", options=options, catalog="azc")
     assert [f.num_records for f in snap.files] == [3]
     _assert_readable(snap, azure_options)
