@@ -138,16 +138,18 @@ def describe_disk_cache(spark=None, options=None) -> list[dict]:
     """DESCRIBE INDEXTABLES DISK CACHE: per host and cache directory, the cached splits (entries,
     bytes), the limit, and the hits, misses and evictions of the processes asked (every executor,
     as a Spark job, when a SparkSession is given; else this process)."""
-    from .commands.cache import run, run_options
+    from .commands.cache import run
+    from .sessions import with_session_options
 
-    return run("describe", run_options(spark, options), spark)
+    return run("describe", with_session_options(spark, options), spark)
 
 
 def flush_disk_cache(spark=None, options=None) -> list[dict]:
     """FLUSH INDEXTABLES DISK CACHE: remove the cached splits no reader is reading right now."""
-    from .commands.cache import run, run_options
+    from .commands.cache import run
+    from .sessions import with_session_options
 
-    return run("flush", run_options(spark, options), spark)
+    return run("flush", with_session_options(spark, options), spark)
 
 
 def explain(df) -> list[dict]:

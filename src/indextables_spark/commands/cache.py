@@ -52,16 +52,6 @@ def _table_log(path: str, options: Options):
     return open_log(open_storage(path, options), options)
 
 
-def run_options(spark, options) -> Options:
-    """The options of a cache command: the session's spark.indextables.* conf (cache.disk.path,
-    ...) under explicit ones."""
-    if spark is None:
-        return Options.of(options)
-    from ..sessions import with_session_options
-
-    return with_session_options(spark, options)
-
-
 def run(op: str, options: Options, spark=None, path: str | None = None, where: str | None = None) -> list[dict]:
     """Rows of the operation: one per host and cache directory (one in all without Spark)."""
     if op == "prewarm":  # refuse a bad path or predicate on the driver first

@@ -117,8 +117,8 @@ def row_groups(pf: Any, columns: Sequence[str]) -> Iterator[tuple[int, Any]]:
     present = [c for c in columns if c in pf.schema_arrow.names]
     for g in range(pf.num_row_groups):
         if pf.metadata.row_group(g).num_rows:
-            table = pf.read_row_group(g, columns=present)
-            yield g, table.combine_chunks().to_batches()[0] if table.num_rows else None
+            # (a table of no columns still has the row group's rows: missing columns become NULL)
+            yield g, pf.read_row_group(g, columns=present).combine_chunks().to_batches()[0]
 
 
 def _in_subprocess(job: IndexJob, group: IndexGroup) -> dict:
@@ -243,12 +243,9 @@ def build_companion(
         source = normalize_uri(source)  # the same table whatever trailing slashes it is named with
     if from_version is not None and from_snapshot is not None:
         raise InvalidOptionError("give FROM VERSION (Delta) or FROM SNAPSHOT (Iceberg), not both")
-    base = Options.of(options)
-    if spark is not None:
-        from ..sessions import with_session_options
+    from ..sessions import with_session_options
 
-        base = with_session_options(spark, options)
-    opts = Options.of(base, indexing_options(indexing))
+    opts = Options.of(with_session_options(spark, options), indexing_options(indexing))
     target = (
         parse_size(target_input_size)
         if isinstance(target_input_size, str)

@@ -431,15 +431,20 @@ def _deltalake_uri(uri: str, opts: Options) -> str:
     if scheme == "s3n":
         return "s3" + uri[len("s3n") :]
     if scheme in ("wasb", "wasbs"):
-        container, account, suffix, path = _azure_uri_parts(uri)
-        account = account or _azure_settings(uri, opts).account
-        if not account:
-            raise InvalidOptionError(
-                f"Delta source {redact_uri(uri)}: no Azure storage account known; set "
-                "'spark.indextables.azure.accountName' or name it in the path"
-            )
-        return f"abfss://{container}@{account}.dfs.{suffix or 'core.windows.net'}/{path}".rstrip("/")
+        return _abfss_uri(uri, opts, f"Delta source {redact_uri(uri)}", "name it in the path").rstrip("/")
     return uri.rstrip("/")
+
+
+def _abfss_uri(uri: str, opts: Options, what: str, otherwise: str) -> str:
+    """An Azure URI as abfss://container@account.dfs.<suffix>/path (the account from the URI or
+    the options; InvalidOptionError naming `what` when neither knows it)."""
+    container, account, suffix, path = _azure_uri_parts(uri)
+    account = account or _azure_settings(uri, opts).account
+    if not account:
+        raise InvalidOptionError(
+            f"{what}: no Azure storage account known; set 'spark.indextables.azure.accountName' or {otherwise}"
+        )
+    return f"abfss://{container}@{account}.dfs.{suffix or 'core.windows.net'}/{path}"
 
 
 def _iceberg_uri(uri: str, opts: Options) -> str:
@@ -449,14 +454,9 @@ def _iceberg_uri(uri: str, opts: Options) -> str:
     if scheme == "":
         return os.path.abspath(uri)
     if scheme in ("az", "azure"):
-        container, account, suffix, path = _azure_uri_parts(uri)
-        account = account or _azure_settings(uri, opts).account
-        if not account:
-            raise InvalidOptionError(
-                f"Iceberg source {redact_uri(uri)}: no Azure storage account known; set "
-                "'spark.indextables.azure.accountName' or use abfss://container@account.dfs.core.windows.net/..."
-            )
-        return f"abfss://{container}@{account}.dfs.{suffix or 'core.windows.net'}/{path}"
+        return _abfss_uri(
+            uri, opts, f"Iceberg source {redact_uri(uri)}", "use abfss://container@account.dfs.core.windows.net/..."
+        )
     return uri
 
 

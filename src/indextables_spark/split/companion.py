@@ -103,10 +103,6 @@ class CompanionInfo:
         except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
             raise SplitFormatError(f"split {where}: invalid companion section in the footer ({e!r})") from None
 
-    @property
-    def batch_rows(self) -> list[int]:
-        return [n for f in self.files for _, n in f.row_groups]
-
 
 def companion_info(footer_raw: dict, where: str) -> CompanionInfo | None:
     d = footer_raw.get(COMPANION_KEY)
@@ -126,42 +122,6 @@ def _storage_for(parent: str, options_key: tuple) -> Any:
 def _split_uri(uri: str) -> tuple[str, str]:
     parent, name = posixpath.split(uri.rstrip("/"))
     return parent or ".", name
-
-
-class _RangedFile:
-    """A source file as a read-only file object: every read is one ranged read."""
-
-    def __init__(self, storage: Any, key: str, size: int):
-        import io
-
-        self._io = io
-        self.storage, self.key, self.size, self.pos = storage, key, size, 0
-        self.closed = False
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self.pos, 2: self.size}[whence]
-        self.pos = base + offset
-        return self.pos
-
-    def tell(self) -> int:
-        return self.pos
-
-    def read(self, n: int = -1) -> bytes:
-        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
-        if end <= self.pos:
-            return b""
-        data = self.storage.read_range(self.key, self.pos, end)
-        self.pos += len(data)
-        return data
-
-    def close(self) -> None:
-        self.closed = True
 
 
 class _SourceFiles:
@@ -258,7 +218,12 @@ def open_source_parquet(uri: str, size: int, options: Any, what: str, remedy: st
         )
     local = storage.local_path(name)
     try:
-        source = local if local is not None else pa.PythonFile(_RangedFile(storage, name, size), mode="r")
+        if local is not None:
+            source = local
+        else:
+            from .lazy_rows import RangedFile, RowSource
+
+            source = pa.PythonFile(RangedFile(RowSource(storage, name, 0, size), what, f"source file {uri}"), mode="r")
         return pq.ParquetFile(source, memory_map=local is not None)
     except (pa.ArrowException, OSError) as e:
         raise CompanionSourceError(f"{what}: source file {uri} is not readable Parquet ({e})") from e

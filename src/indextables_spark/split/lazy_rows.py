@@ -56,12 +56,15 @@ def source_for(local_dir: str) -> RowSource | None:
         return _sources.get(os.path.abspath(local_dir))
 
 
-class _RangedRows(io.RawIOBase):
-    """The row store as a read-only file: the cached tail locally, the rest by ranged reads."""
+class RangedFile(io.RawIOBase):
+    """Bytes [offset, offset + length) of an object as a read-only file: an optional tail held
+    locally (from tail_start on), the rest by ranged reads (a split's row store here; a companion
+    index's source Parquet files in companion.py)."""
 
-    def __init__(self, source: RowSource, tail_start: int, tail: bytes, where: str):
-        self.source, self.where = source, where
-        self.tail_start, self.tail = tail_start, tail
+    def __init__(self, source: RowSource, where: str, what: str, tail_start: int | None = None, tail: bytes = b""):
+        self.source, self.where, self.what = source, where, what
+        self.tail_start = source.length if tail_start is None else tail_start
+        self.tail = tail
         self.pos = 0
 
     def readable(self) -> bool:
@@ -89,7 +92,7 @@ class _RangedRows(io.RawIOBase):
             s = self.source
             data = s.storage.read_range(s.key, s.offset + start, s.offset + end)
         if len(data) != n:
-            raise SplitFormatError(f"split {self.where}: short read of the row store at bytes [{start}, {end})")
+            raise SplitFormatError(f"{self.where}: short read of {self.what} at bytes [{start}, {end})")
         buf[:n] = data
         self.pos = end
         return n
@@ -115,7 +118,7 @@ class LazyRows:
                 f"split {where}: the row store footer ({tail_path}) is not an Arrow IPC file "
                 f"footer; delete the cache directory {local_dir}"
             )
-        self._file = _RangedRows(source, tail_start, tail, where)
+        self._file = RangedFile(source, f"split {where}", "the row store", tail_start, tail)
         try:
             self.ipc = pa.ipc.open_file(pa.PythonFile(self._file, mode="r"))
         except pa.ArrowException as e:
