@@ -8,7 +8,8 @@
 #   make smoke-oldest      .venv-oldest with the oldest supported pyspark (4.1.x, PYSPARK_OLDEST) installed
 #                          first, then the package; checks pyspark was kept; runs tests/smoke with it
 #                          (SMOKE_PYTEST_ARGS: extra pytest args for this run)
-#   make lint              ruff check + ruff format --check over src, tests, bench, examples (CI runs it first)
+#   make lint              ruff check + ruff format --check over src, tests, bench, examples, and mypy strict
+#                          on storage/, log/, split/ (pyproject.toml [tool.mypy]); CI runs it first
 #   make install           create .venv and install the package with its test extras
 #   make emulators-start   start moto S3 + Azurite in the background (then: source .emulators/state/env.sh)
 #   make emulators-stop    stop them
@@ -105,6 +106,7 @@ test: install emulators-install
 lint: install
 	$(VENV_PY) -m ruff check src tests bench examples
 	$(VENV_PY) -m ruff format --check src tests bench examples
+	$(VENV_PY) -m mypy
 
 # tests/smoke with pyspark $(PYSPARK_OLDEST): Spark's workers run .venv-oldest's Python too.
 smoke-oldest: $(OLDEST_STAMP)

@@ -125,7 +125,7 @@ def main() -> None:
     before = measure(table, args.runs, spark)
 
     t0 = time.perf_counter()
-    res = table.merge_splits()
+    res = table.maintenance.merge_splits()
     merge_s = time.perf_counter() - t0
     table = it.IndexTable(path, opts)
     n_after = table.snapshot().num_files

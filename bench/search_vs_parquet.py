@@ -179,7 +179,7 @@ def main() -> None:
     times = print_query_kinds(spark, ours, pq, args.runs, kinds)
     if args.merge:
         t0 = time.perf_counter()
-        res = it.IndexTable(it_path).merge_splits(spark=spark)
+        res = it.IndexTable(it_path).maintenance.merge_splits(spark=spark)
         print(
             f"MERGE SPLITS: {time.perf_counter() - t0:.1f}s, {res.get('sourceSplitsMerged')} splits merged -> "
             f"{len(it.IndexTable(it_path).files())} splits"
@@ -211,7 +211,9 @@ def print_scenarios(spark, ours, pq, it_path: str, rows: int, cores: int, runs: 
         ("count", lambda: it.IndexTable(it_path).count(), lambda: pq.count(), rows, 20.0),
         (
             "terms aggregation",
-            lambda: it.aggregate(spark, it_path, aggs={"d": {"terms": {"field": "day", "size": 400}}}),
+            lambda: it.IndexTable(it_path, spark=spark).aggregate(
+                {"d": {"terms": {"field": "day", "size": 400}}}, spark=spark
+            ),
             lambda: pq.groupBy("day").count().collect(),
             366,
             20.0,
@@ -233,11 +235,8 @@ def print_scenarios(spark, ours, pq, it_path: str, rows: int, cores: int, runs: 
         f"{n_filter / t_sel / cores:,.0f} matching rows/s per core (target >= 1,000,000)"
     )
     t_cold = median_time(
-        lambda: it.aggregate(
-            spark,
-            it_path,
-            aggs={"d": {"terms": {"field": "day", "size": 400}}},
-            options={"aggregate.cache.enabled": "false"},
+        lambda: it.IndexTable(it_path, {"aggregate.cache.enabled": "false"}, spark=spark).aggregate(
+            {"d": {"terms": {"field": "day", "size": 400}}}, spark=spark
         ),
         runs,
     )
@@ -246,7 +245,9 @@ def print_scenarios(spark, ours, pq, it_path: str, rows: int, cores: int, runs: 
         f"({results['terms aggregation'][1] / t_cold:.1f}x parquet)"
     )
     t_spark = median_time(
-        lambda: it.aggregate(spark, it_path, aggs={"d": {"terms": {"field": "day", "size": 400}}}, execution="spark"),
+        lambda: it.IndexTable(it_path, spark=spark).aggregate(
+            {"d": {"terms": {"field": "day", "size": 400}}}, spark=spark, execution="spark"
+        ),
         runs,
     )
     print(

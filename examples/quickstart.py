@@ -84,7 +84,7 @@ def main() -> None:
     print(f"   {n:,} rows (only the eu-central splits were read)")
 
     print("\nHistory:")
-    for h in table.history():
+    for h in table.inspect.history():
         print(f"   v{h['version']}  {h['operation']:<13} +{h['numAddedFiles']} files, {h['numAddedRecords']:,} rows")
     spark.stop()
 

@@ -4,7 +4,7 @@ and is killed with SIGKILL at a random moment; the parent then proves the table 
 Child (`child_main`, started through a `forkserver` context whose server has already imported the
 package, so a trial costs a fork, not an interpreter start): appends (real splits written by
 `split.builder.SplitWriter`, committed through `IndexTable.transaction()`), removes of a split,
-`t.checkpoint()`, `t.compact()`, `t.merge_splits()`, `t.purge(...)`, chosen at random. Before each
+`t.maintenance.checkpoint()`, `t.maintenance.compact()`, `t.maintenance.merge_splits()`, `t.maintenance.purge(older_than_hours=...)`, chosen at random. Before each
 operation it appends an *intent* line to a journal file (for an append: the new split paths and
 their row ids); after `commit()` (or the command) returned, a *done* line with the version. Lines
 are written with one `os.write` on an O_APPEND descriptor, so a line is either whole or absent.
@@ -127,18 +127,18 @@ def run_op(table, op: str, rng: random.Random, next_id: int, known: dict[str, li
         return next_id
     emit({"intent": op})
     if op == "checkpoint":
-        table.checkpoint()
+        table.maintenance.checkpoint()
         emit({"done": op, "version": None})
     elif op == "compact":
-        table.compact()
+        table.maintenance.compact()
         emit({"done": op, "version": None})
     elif op == "merge":
-        res = table.merge_splits()
+        res = table.maintenance.merge_splits()
         emit({"done": op, "version": res.get("version") if res.get("splitsCreated") else None})
     elif op == "purge":
         # Zero split retention (the child is the only writer); version files are kept (default log
         # retention) so that every committed version stays readable.
-        table.purge(older_than_hours=0)
+        table.maintenance.purge(older_than_hours=0)
         emit({"done": op, "version": None})
     else:  # pragma: no cover - OPS is fixed
         raise ValueError(op)
@@ -405,7 +405,7 @@ class CrashTable:
             referenced.update(a.path for a in table.log.read_actions(v) if isinstance(a, AddFile))
         referenced.update(f.path for f in table.snapshot().files)
         before = {i.key for i in table.storage.list("") if i.key.endswith(".split")}
-        res = table.purge(older_than_hours=0)
+        res = table.maintenance.purge(older_than_hours=0)
         after = {i.key for i in table.storage.list("") if i.key.endswith(".split")}
         orphans_before = before - referenced
         assert not (after - referenced), f"{self.uri}: orphans after purge {sorted(after - referenced)}"
@@ -444,7 +444,7 @@ def load_writer(
     while not os.path.exists(stop_path):
         if writer_no == 0 and commits % 10 == 9:
             try:
-                res = table.merge_splits()
+                res = table.maintenance.merge_splits()
             except ConcurrentModificationError as e:
                 conflicts += 1
                 emit({"conflict": f"merge: {e}"[:500]})

@@ -233,14 +233,18 @@ def check_against_spark(res, ref):
 def test_aggregations_equal_spark(spark, table):
     path, mem = table
     everything = spark_reference(mem)
-    check_against_spark(it.aggregate(spark, path, aggs=AGGS, execution="spark"), everything)
-    check_against_spark(it.aggregate(spark, path, aggs=AGGS, execution="driver"), everything)
+    check_against_spark(it.IndexTable(path, spark=spark).aggregate(AGGS, spark=spark, execution="spark"), everything)
+    check_against_spark(it.IndexTable(path, spark=spark).aggregate(AGGS, spark=spark, execution="driver"), everything)
     # with a full-text query, and with a partition filter
     matched = mem.where(SPARK_QUERY)
     some = spark_reference(matched)
-    check_against_spark(it.aggregate(spark, path, query=QUERY, aggs=AGGS, execution="spark"), some)
-    check_against_spark(it.aggregate(None, path, query=QUERY, aggs=AGGS), some)
-    eu = it.aggregate(spark, path, aggs={"t": {"terms": {"field": "tag"}}}, partition_filter="region = 'eu'")
+    check_against_spark(
+        it.IndexTable(path, spark=spark).aggregate(AGGS, query=QUERY, spark=spark, execution="spark"), some
+    )
+    check_against_spark(it.IndexTable(path).aggregate(AGGS, query=QUERY), some)
+    eu = it.IndexTable(path, spark=spark).aggregate(
+        {"t": {"terms": {"field": "tag"}}}, partition_filter="region = 'eu'", spark=spark
+    )
     assert eu["doc_count"] == everything["regions"]["eu"].n
     # counts: from the log without a query, through the index with one
     t = it.IndexTable(path)
@@ -279,21 +283,19 @@ def test_terms_beyond_tantivys_bucket_limit_stay_exact(tmp_path):
     path = small_table(
         tmp_path, n, {"id": ("long", list(range(n))), "k": ("string", [f"k{i % 65_500}" for i in range(n)])}
     )
-    res = it.aggregate(
-        None,
-        path,
-        aggs={
+    res = it.IndexTable(path).aggregate(
+        {
             "ids": {"terms": {"field": "id", "size": 3, "order": {"_key": "desc"}}},
             "ks": {"terms": {"field": "k", "size": 2}},
             "n": {"cardinality": {"field": "k"}},
-        },
+        }
     )
     assert [b["key"] for b in res["ids"]["buckets"]] == [n - 1, n - 2, n - 3]
     assert res["ids"]["sum_other_doc_count"] == n - 3
     assert [(b["key"], b["doc_count"]) for b in res["ks"]["buckets"]] == [("k0", 2), ("k1", 2)]
     assert res["n"]["value"] == 65_500
     with pytest.raises(AggregationError, match="65,000"):
-        it.aggregate(None, path, aggs={"ids": {"terms": {"field": "id"}, "aggs": {"m": {"max": {"field": "id"}}}}})
+        it.IndexTable(path).aggregate({"ids": {"terms": {"field": "id"}, "aggs": {"m": {"max": {"field": "id"}}}}})
 
 
 def test_non_finite_doubles_and_decimals_are_exact(tmp_path):
@@ -306,16 +308,14 @@ def test_non_finite_doubles_and_decimals_are_exact(tmp_path):
         decimal.Decimal("-3.0000"),
     ]
     path = small_table(tmp_path, 5, {"x": ("double", xs), "d": ("dec", decs), "g": ("string", list("aabbb"))})
-    res = it.aggregate(
-        None,
-        path,
-        aggs={"x": {"stats": {"field": "x"}}, "d": {"stats": {"field": "d"}}, "dsum": {"sum": {"field": "d"}}},
+    res = it.IndexTable(path).aggregate(
+        {"x": {"stats": {"field": "x"}}, "d": {"stats": {"field": "d"}}, "dsum": {"sum": {"field": "d"}}}
     )
     assert res["x"]["count"] == 4 and math.isnan(res["x"]["max"]) and res["x"]["min"] == -2.0  # NaN is largest
     assert math.isnan(res["x"]["sum"])
     assert res["dsum"]["value"] == decimal.Decimal("12345678898.3001")  # exact, not f64
     with pytest.raises(AggregationError, match="NaN"):
-        it.aggregate(None, path, aggs={"g": {"terms": {"field": "g"}, "aggs": {"x": {"max": {"field": "x"}}}}})
+        it.IndexTable(path).aggregate({"g": {"terms": {"field": "g"}, "aggs": {"x": {"max": {"field": "x"}}}}})
 
 
 @pytest.mark.parametrize(
@@ -335,7 +335,7 @@ def test_non_finite_doubles_and_decimals_are_exact(tmp_path):
 def test_request_errors_name_the_aggregation(tmp_path, aggs, match):
     path = small_table(tmp_path, 2, {"x": ("double", [1.0, 2.0]), "g": ("string", ["a", "b"])})
     with pytest.raises(AggregationError, match=match) as e:
-        it.aggregate(None, path, aggs=aggs)
+        it.IndexTable(path).aggregate(aggs)
     assert isinstance(e.value, it.IndexTablesError)
 
 
@@ -363,7 +363,7 @@ def test_deleted_rows_are_in_no_aggregation(tmp_path, kind):
         "p": {"percentiles": {"field": "x", "percents": [50]}},
         "h": {"histogram": {"field": "x", "interval": 50}},
     }
-    res = it.aggregate(None, path, aggs=aggs)
+    res = it.IndexTable(path).aggregate(aggs)
     assert res["doc_count"] == len(live) == it.IndexTable(path).count()
     want = {}
     for _, x, g in live:
@@ -379,7 +379,7 @@ def test_deleted_rows_are_in_no_aggregation(tmp_path, kind):
     pos = (len(xs_live) - 1) * 0.5
     lo, hi = math.floor(pos), math.ceil(pos)
     assert close(res["p"]["values"]["50.0"], xs_live[lo] + (pos - lo) * (xs_live[hi] - xs_live[lo]))
-    q = it.aggregate(None, path, query="g:c OR g:b", aggs={"g": {"terms": {"field": "g"}}})
+    q = it.IndexTable(path).aggregate({"g": {"terms": {"field": "g"}}}, query="g:c OR g:b")
     assert [(b["key"], b["doc_count"]) for b in q["g"]["buckets"]] == [("c", want["c"][0])]
 
 
@@ -392,30 +392,30 @@ def test_split_partial_cache_never_serves_stale_results(tmp_path):
         {"write.targetSplitSize": "16K"},
     )
     aggs = {"g": {"terms": {"field": "g"}}}
-    cold = it.aggregate(None, path, aggs=aggs, options={"aggregate.cache.enabled": "false"})
-    assert it.aggregate(None, path, aggs=aggs) == cold == it.aggregate(None, path, aggs=aggs)  # cached: same
+    cold = it.IndexTable(path, {"aggregate.cache.enabled": "false"}).aggregate(aggs)
+    assert it.IndexTable(path).aggregate(aggs) == cold == it.IndexTable(path).aggregate(aggs)  # cached: same
     it.IndexTable(path).delete("g = 'a'", kind="equality")  # new delete logs: new cache keys
-    assert {b["key"] for b in it.aggregate(None, path, aggs=aggs)["g"]["buckets"]} == {"b", "c"}
+    assert {b["key"] for b in it.IndexTable(path).aggregate(aggs)["g"]["buckets"]} == {"b", "c"}
     it.IndexTable(path).delete("id < 10", kind="positional")
-    after = it.aggregate(None, path, aggs=aggs)
+    after = it.IndexTable(path).aggregate(aggs)
     assert after["doc_count"] == 2000 - sum(1 for i in range(10) if i % 3 != 0)
-    assert after == it.aggregate(None, path, aggs=aggs, options={"aggregate.cache.enabled": "false"})
+    assert after == it.IndexTable(path, {"aggregate.cache.enabled": "false"}).aggregate(aggs)
 
 
 def test_fast_field_configuration_for_text_columns(tmp_path):
     bodies = ["Spark SQL", "spark streaming", "search engine", "SQL"]
     plain = small_table(tmp_path / "plain", 4, {"body": ("string", bodies)}, {"indexing.typemap.body": "text"})
     with pytest.raises(AggregationError, match="indexing.fastfields"):
-        it.aggregate(None, plain, aggs={"t": {"terms": {"field": "body"}}})
+        it.IndexTable(plain).aggregate({"t": {"terms": {"field": "body"}}})
     fast = small_table(
         tmp_path / "fast",
         4,
         {"body": ("string", bodies)},
         {"indexing.typemap.body": "text", "indexing.fastfields": "body"},
     )
-    res = it.aggregate(None, fast, aggs={"t": {"terms": {"field": "body", "size": 3}}})
+    res = it.IndexTable(fast).aggregate({"t": {"terms": {"field": "body", "size": 3}}})
     # a tokenized fast field counts documents per token
     assert [(b["key"], b["doc_count"]) for b in res["t"]["buckets"]] == [("spark", 2), ("sql", 2), ("engine", 1)]
     both = small_table(tmp_path / "both", 4, {"body": ("string", bodies)}, {"indexing.typemap.body": "text_and_string"})
-    res = it.aggregate(None, both, aggs={"t": {"terms": {"field": "body"}}})  # whole values (the raw field)
+    res = it.IndexTable(both).aggregate({"t": {"terms": {"field": "body"}}})  # whole values (the raw field)
     assert sorted(b["key"] for b in res["t"]["buckets"]) == sorted(bodies)

@@ -69,7 +69,7 @@ def test_appends_and_merges_analyze_alike(table):
     it.write_table(table.path, data(100))  # no options: the table's settings apply
     assert len({f.doc_mapping_ref for f in table.files()}) == 1
     assert ids(table, "de:haus") == [0, 0, 1, 1, 5, 5]
-    table.merge_splits()
+    table.maintenance.merge_splits()
     assert len(table.files()) == 1 and ids(table, "ja:東京") == [0, 0, 3, 3, 4, 4]
 
 

@@ -184,14 +184,14 @@ def test_bloom_files_are_listed_in_the_state_and_leave_with_their_split(tmp_path
     assert sorted(listed) == sorted(bloom_file_for(f.path) for f in snap.files) and len(listed) >= 2
     header_split = load_blooms(t.storage, snap.files[0].path).split_path
     assert header_split == snap.files[0].path
-    t.checkpoint()
+    t.maintenance.checkpoint()
     fresh = it.IndexTable(path)
     assert fresh.snapshot().source == "avro-state" and fresh.snapshot().stats_files == snap.stats_files
     gone = snap.files[0]
     fresh.transaction().remove_files([gone.path]).commit()
     assert bloom_file_for(gone.path) not in fresh.snapshot().stats_files[STATS_KEY]
-    fresh.checkpoint()
-    fresh.compact()
+    fresh.maintenance.checkpoint()
+    fresh.maintenance.compact()
     expected = sorted(x for x in listed if x != bloom_file_for(gone.path))
     assert sorted(it.IndexTable(path).snapshot().stats_files[STATS_KEY]) == expected
 

@@ -36,10 +36,10 @@ def table(tmp_path) -> str:
 def test_in_process(table, tmp_path):
     opts = {"cache.disk.path": str(tmp_path / "cache")}
     t = it.IndexTable(table, opts)
-    (row,) = t.prewarm_cache(where="region = 'r1'")
+    (row,) = t.maintenance.prewarm_cache(where="region = 'r1'")
     r1 = [f for f in t.files() if f.partition_values["region"] == "r1"]
     assert (row["splits"], row["fetched"], row["alreadyCached"]) == (len(r1), len(r1), 0)
-    (again,) = t.prewarm_cache()
+    (again,) = t.maintenance.prewarm_cache()
     assert again["splits"] == len(t.files()) and again["alreadyCached"] == len(r1)
     (d,) = it.describe_disk_cache(options=opts)
     assert d["entries"] == len(t.files()) and d["bytes"] > 0 and d["limit"] == 10 << 30
@@ -68,7 +68,7 @@ def test_texts_and_errors():
 @pytest.mark.spark
 def test_as_a_spark_job(spark, table, tmp_path):
     opts = {"cache.disk.path": str(tmp_path / "sc")}
-    rows = it.IndexTable(table, opts).prewarm_cache(spark=spark)
+    rows = it.IndexTable(table, opts).maintenance.prewarm_cache(spark=spark)
     assert len(rows) == 1 and rows[0]["splits"] == len(it.IndexTable(table).files()) and rows[0]["tasks"] >= 2
     spark.conf.set("spark.indextables.cache.disk.path", str(tmp_path / "sc"))
     try:

@@ -138,11 +138,11 @@ def scenario_steps(table: it.IndexTable, splits: Splits):
         return table.transaction().add_files(adds).remove_files([first_day.path]).commit()
 
     def checkpoint():
-        r = table.checkpoint()
+        r = table.maintenance.checkpoint()
         return r["version"], r["numFiles"], r["numTombstones"]
 
     def compact():
-        r = table.compact()
+        r = table.maintenance.compact()
         return r["version"], r["numFiles"], r["numTombstones"], r["compacted"]
 
     return [
@@ -168,13 +168,13 @@ def reads(table: it.IndexTable) -> list:
         by_content(table.files("day = '2024-01-02'")),
         by_content(ch.adds),
         len(ch.removes),
-        [(h["version"], h["operation"], h["numAddedFiles"], h["numRemovedFiles"]) for h in table.history()],
+        [(h["version"], h["operation"], h["numAddedFiles"], h["numRemovedFiles"]) for h in table.inspect.history()],
         table.count(),
         table.count(query="body:alpha"),
         table.count(query="body:zulu AND body:kilo"),
         all_rows(table),
         all_rows(table, 2),
-        table.describe_state()["numFiles"],
+        table.inspect.state()["numFiles"],
     ]
 
 

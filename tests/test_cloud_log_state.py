@@ -63,7 +63,7 @@ def test_log_commits_time_travel_history_and_changes(storage_backend):
     assert r.snapshot(timestamp_ms=ts2).version == 2
     with pytest.raises(VersionNotFoundError, match="version 9"):
         r.snapshot(version=9)
-    hist = r.history()
+    hist = r.inspect.history()
     assert [h["version"] for h in hist] == [3, 2, 1, 0]
     assert (hist[1]["numAddedFiles"], hist[1]["numRemovedFiles"]) == (5, 2)
 
@@ -97,7 +97,7 @@ def test_log_commits_time_travel_history_and_changes(storage_backend):
 def test_avro_state_checkpoints_incremental_compaction_and_pruning(storage_backend):
     t = new_table(storage_backend, **{"state.entriesPerManifest": "100"})
     commit_files(t, synthetic_adds(0, 300, num_partitions=6))
-    r1 = t.checkpoint()
+    r1 = t.maintenance.checkpoint()
     assert r1["version"] == 1 and r1["numFiles"] == 300
     keys = {f.key for f in t.storage.list(LOG_DIR + "/")}
     assert f"{LOG_DIR}/state-v{1:020d}/_manifest.avro" in keys and LAST_CHECKPOINT in keys
@@ -108,7 +108,7 @@ def test_avro_state_checkpoints_incremental_compaction_and_pruning(storage_backe
     # incremental: new manifest for the adds, tombstones for the removes, old manifests referenced
     removed = [synthetic_add(i, num_partitions=6).path for i in range(0, 30, 3)]
     commit_files(t, synthetic_adds(300, 12, num_partitions=6), remove=removed)
-    r2 = t.checkpoint()
+    r2 = t.maintenance.checkpoint()
     s2 = state(t)
     assert (r2["version"], r2["compacted"], r2["manifestsWritten"], r2["entriesWritten"]) == (2, False, 1, 12)
     assert [m.path for m in s2.manifests[: len(s1.manifests)]] == [m.path for m in s1.manifests]
@@ -130,10 +130,10 @@ def test_avro_state_checkpoints_incremental_compaction_and_pruning(storage_backe
 
     # compaction: one clean state (no tombstones) at the latest version, same files
     before = live_paths(t)
-    c = t.compact()
+    c = t.maintenance.compact()
     assert c["compacted"] is True and c["numTombstones"] == 0 and c["version"] == 3
     assert live_paths(fresh(t)) == before == replay_paths(t)
-    d = fresh(t).describe_state()
+    d = fresh(t).inspect.state()
     assert (d["format"], d["version"], d["numFiles"], d["numTombstones"]) == ("avro-state", 3, 305, 0)
 
     # time travel across states: versions at and between states
@@ -151,7 +151,7 @@ def test_json_checkpoint_and_corruption_fallback(storage_backend, caplog):
     # legacy JSON checkpoints: written with state.format=json, read back; damage → fallback, then error
     j = new_table(storage_backend, "json", **{"state.format": "json"})
     commit_files(j, synthetic_adds(0, 10))
-    j.checkpoint()
+    j.maintenance.checkpoint()
     cp = f"{LOG_DIR}/{1:020d}.checkpoint.json"
     assert j.storage.exists(cp)
     commit_files(j, synthetic_adds(10, 2))
@@ -167,7 +167,7 @@ def test_json_checkpoint_and_corruption_fallback(storage_backend, caplog):
     t = new_table(storage_backend)
     commit_files(t, synthetic_adds(0, 50))
     commit_files(t, synthetic_adds(50, 50))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     sm_key = f"{LOG_DIR}/state-v{2:020d}/_manifest.avro"
     manifest_key = f"{LOG_DIR}/{state(t).manifests[0].path}"
     good_sm = t.storage.read(sm_key)
@@ -199,7 +199,7 @@ def test_gc_dry_run_retention_and_truncate(storage_backend):
     t = new_table(storage_backend)
     for k in range(6):
         commit_files(t, synthetic_adds(k * 3, 3), remove=[synthetic_add((k - 1) * 3).path] if k else [])
-        t.checkpoint()
+        t.maintenance.checkpoint()
     objects = sorted((f.key, f.size) for f in t.storage.list(""))
     assert gc_state(t.log)["stateDirsRemoved"] == 0  # every state is young (168 h retention)
     later = int(time.time() * 1000) + 200 * HOUR_MS  # object stores keep their own file times
@@ -211,9 +211,9 @@ def test_gc_dry_run_retention_and_truncate(storage_backend):
     assert sorted(t.log.listing().state_manifests) == [4, 5, 6]
     assert fresh(t).snapshot().num_files == 13 and live_paths(fresh(t)) == replay_paths(t)
 
-    dry = t.truncate_time_travel(dry_run=True)
+    dry = t.maintenance.truncate_time_travel(dry_run=True)
     assert dry["versionFilesRemoved"] == 6 and len(t.log.list_versions()) == 7
-    r = t.truncate_time_travel()
+    r = t.maintenance.truncate_time_travel()
     assert r["versionFilesRemoved"] == 6 and t.log.list_versions() == [6]
     f = fresh(t)
     assert f.snapshot().num_files == 13

@@ -108,15 +108,15 @@ def test_no_secret_in_objects_logs_errors_reprs_or_outputs(cloud_backend, caplog
     for w in range(3):
         append(uri, rows(20, start=w * 20), options=opts)
     t = it.IndexTable(uri, opts)
-    texts["checkpoint"] = repr(t.checkpoint())
+    texts["checkpoint"] = repr(t.maintenance.checkpoint())
     append(uri, rows(5, start=100), options=opts, overwrite=True)  # read through the split cache below
-    texts["merge"] = repr(t.merge_splits())
-    texts["compact"] = repr(t.compact())
-    texts["describe_state"] = repr(t.describe_state())
-    texts["describe_transaction_log"] = repr(t.describe_transaction_log(include_all=True).to_pylist())
-    texts["history"] = repr(t.history())
+    texts["merge"] = repr(t.maintenance.merge_splits())
+    texts["compact"] = repr(t.maintenance.compact())
+    texts["describe_state"] = repr(t.inspect.state())
+    texts["describe_transaction_log"] = repr(t.inspect.transaction_log(include_all=True).to_pylist())
+    texts["history"] = repr(t.inspect.history())
     texts["snapshot"] = repr(t.snapshot().metadata) + repr(t.snapshot().protocol)
-    texts["purge"] = repr(t.purge(dry_run=True))
+    texts["purge"] = repr(t.maintenance.purge(dry_run=True))
     last = rows(5, start=100)
     assert t.count() == 5
     assert t.count(query="body:alpha") == sum("alpha" in b.split() for b in last.column("body").to_pylist())

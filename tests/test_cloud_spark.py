@@ -190,7 +190,7 @@ def test_spark_round_trip_and_no_secrets(spark, cloud_backend, request, caplog, 
     options = {**cloud_backend.options, **conf, **creds}
     t = it.IndexTable(uri, options)
     # the failed write committed nothing
-    assert [h["operation"] for h in t.history()] == ["OVERWRITE", "WRITE", "CREATE TABLE"]
+    assert [h["operation"] for h in t.inspect.history()] == ["OVERWRITE", "WRITE", "CREATE TABLE"]
     config = t.snapshot().metadata["configuration"]
     assert all(k.startswith(("spark.indextables.indexing.", "docMappingSchema.")) for k in config), sorted(config)
 

@@ -37,7 +37,7 @@ def test_first_snapshot_loads_datafusion_core_without_its_python_layer(tmp_path)
 
     small_splits_table(path, 2)
     t = it.IndexTable(path)
-    t.checkpoint()
+    t.maintenance.checkpoint()
     got = run_fresh(
         "from indextables_spark import IndexTable\n"
         f"snap = IndexTable({path!r}).snapshot()\n"

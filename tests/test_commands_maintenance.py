@@ -4,6 +4,7 @@ the command dispatcher, and a tour of the commands on every storage backend."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import hashlib
 import os
 import shutil
@@ -52,17 +53,17 @@ def test_drop_partitions(tmp_path):
     assert all(os.path.exists(os.path.join(path, r.path)) for r in removes)  # logical: PURGE deletes later
     assert read_all(t, res.raw["version"] - 1) == before  # time travel still sees them
     # Nothing matches: no new version.
-    again = t.drop_partitions("day = '2024-01-02'")
+    again = t.maintenance.drop_partitions("day = '2024-01-02'")
     assert again["status"] == "NO_ACTION" and again["version"] is None and t.version() == res.raw["version"]
     # Only partition columns; WHERE is mandatory; a table without partitions cannot drop any.
     with pytest.raises(PartitionFilterError, match=r"column 'region' at position 0 is not a partition column"):
-        t.drop_partitions("region = 'eu'")
+        t.maintenance.drop_partitions("region = 'eu'")
     with pytest.raises(InvalidOptionError, match="needs a WHERE predicate"):
-        t.drop_partitions("  ")
+        t.maintenance.drop_partitions("  ")
     flat = str(tmp_path / "flat")
     small_splits_table(flat, 1, partition_by=())
     with pytest.raises(InvalidOptionError, match="has no partition columns"):
-        it.IndexTable(flat).drop_partitions("day = 'x'")
+        it.IndexTable(flat).maintenance.drop_partitions("day = 'x'")
     with pytest.raises(it.TableNotFoundError):
         run(f"DROP INDEXTABLES PARTITIONS FROM '{tmp_path}/nope' WHERE day = 'x'")
 
@@ -71,7 +72,7 @@ def test_repair_writes_a_clean_log_and_never_touches_the_source(tmp_path):
     path = str(tmp_path / "t")
     small_splits_table(path, 4)
     t = it.IndexTable(path)
-    t.merge_splits(where="day = '2024-01-01'")
+    t.maintenance.merge_splits(where="day = '2024-01-01'")
     before = read_all(t)
     expected_q = query_ids(t, "alpha")
     lost = sorted(f.path for f in t.snapshot().files if f.partition_values["day"] == "2024-01-03")[0]
@@ -89,7 +90,7 @@ def test_repair_writes_a_clean_log_and_never_touches_the_source(tmp_path):
     shutil.move(os.path.join(path, "_transaction_log"), str(tmp_path / "old_log"))
     shutil.move(target, os.path.join(path, "_transaction_log"))
     r = it.IndexTable(path)
-    assert r.version() == 0 and r.history()[0]["operation"] == "REPAIR TRANSACTION LOG"
+    assert r.version() == 0 and r.inspect.history()[0]["operation"] == "REPAIR TRANSACTION LOG"
     assert read_all(r) == sorted(set(before) - set(lost_rows))
     assert set(query_ids(r, "alpha")) == set(expected_q) - {row[0] for row in lost_rows}
     assert r.snapshot().metadata_action.partition_columns == ["day"]
@@ -97,7 +98,7 @@ def test_repair_writes_a_clean_log_and_never_touches_the_source(tmp_path):
     os.makedirs(str(tmp_path / "busy"))
     open(str(tmp_path / "busy" / "x"), "w").close()
     with pytest.raises(TableExistsError, match="is not empty"):
-        r.repair_transaction_log(str(tmp_path / "busy"))
+        r.maintenance.repair_transaction_log(str(tmp_path / "busy"))
     with pytest.raises(InvalidOptionError, match="must be a table's _transaction_log directory"):
         run(f"REPAIR INDEXFILES TRANSACTION LOG '{path}' AT LOCATION '{tmp_path}/x'")
     with pytest.raises(InvalidOptionError, match="is the source"):
@@ -111,9 +112,9 @@ def test_describe_transaction_log_and_state(tmp_path):
     opts = {"checkpoint.interval": "2"}
     small_splits_table(path, 3, options=opts)  # versions 0..2, state at 2
     t = it.IndexTable(path, opts)
-    t.drop_partitions("day = '2024-01-03'")  # version 3
+    t.maintenance.drop_partitions("day = '2024-01-03'")  # version 3
     # Current: the state of version 2 (is_checkpoint rows) and version 3.
-    cur = t.describe_transaction_log()
+    cur = t.inspect.transaction_log()
     assert cur.schema == results.TRANSACTION_LOG.schema
     rows_ = results.python_rows(cur)
     cp = [r for r in rows_ if r["is_checkpoint"]]
@@ -150,7 +151,7 @@ def test_describe_transaction_log_and_state(tmp_path):
     with pytest.raises(it.TableNotFoundError):
         run(f"DESCRIBE INDEXTABLES STATE '{tmp_path}/none'")
     with pytest.raises(it.TableNotFoundError):
-        it.IndexTable(str(tmp_path / "none")).describe_transaction_log()
+        it.IndexTable(str(tmp_path / "none")).inspect.transaction_log()
 
 
 def test_checkpoint_compact_truncate_through_the_dispatcher(tmp_path):
@@ -159,7 +160,7 @@ def test_checkpoint_compact_truncate_through_the_dispatcher(tmp_path):
     t = it.IndexTable(path)
     cp = run(f"CHECKPOINT INDEXTABLES '{path}'")
     assert cp.raw["status"] == "SUCCESS" and cp.raw["version"] == 2 and cp.table.column("num_files").to_pylist() == [9]
-    t.drop_partitions("day = '2024-01-01'")
+    t.maintenance.drop_partitions("day = '2024-01-01'")
     comp = run(f"COMPACT INDEXTABLES '{path}'")
     assert comp.raw["version"] == 3 and comp.raw["compacted"] is True and comp.raw["numTombstones"] == 0
     dry = run(f"TRUNCATE INDEXTABLES TIME TRAVEL '{path}' DRY RUN")
@@ -172,26 +173,24 @@ def test_checkpoint_compact_truncate_through_the_dispatcher(tmp_path):
         run(f"CHECKPOINT INDEXTABLES '{tmp_path}/none'")
 
 
-def test_result_specs_convert_camel_case_dicts():
-    spec = results.MERGE_SPLITS
-    table = spec.row(
-        {
-            "tablePath": "/t",
-            "status": "SUCCESS",
-            "targetSize": 5,
-            "durationMs": 1,
-            "skippedFiles": [
-                {
-                    "path": "a",
-                    "reason": "r",
-                    "operation": "merge",
-                    "skipTimestamp": 1000,
-                    "retryAfter": 2000,
-                    "skipCount": 2,
-                }
-            ],
-        }
+def test_result_columns_are_the_dataclass_fields():
+    """SQL columns come from the result dataclass's fields (a mistyped field fails loudly, never a
+    silent NULL); the dict form is the camelCase JSON; results are frozen and read-only."""
+    import dataclasses
+    import pickle
+
+    from indextables_spark import results as r
+
+    res = r.MergeSplitsResult(
+        table_path="/t",
+        status="SUCCESS",
+        target_size=5,
+        duration_ms=1,
+        skipped_files=[r.SkippedFile("a", "r", "merge", skip_timestamp=1000, retry_after=2000, skip_count=2)],
     )
+    spec = results.MERGE_SPLITS
+    assert spec.columns == [f.name for f in dataclasses.fields(r.MergeSplitsResult)]
+    table = spec.row(res)
     assert table.schema == spec.schema and table.num_rows == 1
     row = results.python_rows(table)[0]
     assert (
@@ -199,8 +198,23 @@ def test_result_specs_convert_camel_case_dicts():
     )
     skip = row["skipped_files"][0]
     assert skip["skip_count"] == 2 and skip["retry_after"] == dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.timezone.utc)
-    assert results.camel("num_skips_cooling_down") == "numSkipsCoolingDown"
-    assert results.snake("numSkipsCoolingDown") == "num_skips_cooling_down"
+    # the dict / JSON form
+    assert res["tablePath"] == "/t" and res["skippedFiles"][0]["retryAfter"] == 2000 and isinstance(res, dict)
+    assert res == res.to_dict() and json.loads(json.dumps(res))["targetSize"] == 5
+    assert pickle.loads(pickle.dumps(res)) == res and pickle.loads(pickle.dumps(res)).skipped_files[0].path == "a"
+    with pytest.raises(TypeError):
+        res["status"] = "x"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.status = "x"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        r.MergeSplitsResult(table_path="/t", status="SUCCESS", splits_createdd=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        spec.row({"tablePath": "/t"})  # a dict is not a result
+    assert dataclasses.replace(res, version=3)["version"] == 3
+    # every command's columns: its result class's fields
+    for v in vars(results).values():
+        if isinstance(v, results.ResultSpec):
+            assert v.columns == v.record.column_names()
     assert pa.types.is_timestamp(results.DESCRIBE_STATE.schema.field("created_at").type)
 
 
@@ -211,11 +225,11 @@ def test_commands_on_every_backend(storage_backend):
         append(uri, rows(15, start=w * 15), options=opts)
     t = it.IndexTable(uri, opts)
     before = read_all(t)
-    res = t.merge_splits()
+    res = t.maintenance.merge_splits()
     assert res["status"] == "SUCCESS" and t.snapshot().num_files == 3 and read_all(t) == before
-    assert t.drop_partitions("day = '2024-01-03'")["splitsRemoved"] == 1
+    assert t.maintenance.drop_partitions("day = '2024-01-03'")["splitsRemoved"] == 1
     assert run(f"DESCRIBE INDEXTABLES STATE '{uri}'", opts).raw["numFiles"] == 3  # state at the merge version
-    log_rows = t.describe_transaction_log(include_all=True)
+    log_rows = t.inspect.transaction_log(include_all=True)
     assert set(log_rows.column("version").to_pylist()) == set(range(t.version() + 1))
     # Purge a while from now (object stores keep their own file times): the 12 merged-away sources
     # are old enough but referenced by retained versions; nothing referenced goes.
@@ -230,7 +244,7 @@ def test_commands_on_every_backend(storage_backend):
     assert p["versionFilesDeleted"] == res["version"] and p["splitsDeleted"] == 12  # history before the merge's state
     assert len(read_all(it.IndexTable(uri, opts))) == len([r for r in before if r[4] != "2024-01-03"])
     target = storage_backend.child("repaired").uri
-    rep = it.IndexTable(uri, opts).repair_transaction_log(target)
+    rep = it.IndexTable(uri, opts).maintenance.repair_transaction_log(target)
     assert rep["validSplits"] == 2 and rep["missingSplits"] == 0
 
 
@@ -254,7 +268,7 @@ def test_repair_and_purge_keep_row_level_deletes(tmp_path):
     positional = next(d for d in snap.delete_logs if d.kind == "POSITIONAL")
     os.rename(os.path.join(path, positional.path), str(tmp_path / "lost.dlog"))
     target = str(tmp_path / "repaired")
-    res = t.repair_transaction_log(target)
+    res = t.maintenance.repair_transaction_log(target)
     assert res["missingDeleteLogs"] == [positional.path] and res["missingPaths"] == [positional.split_path]
     assert res["deleteLogs"] == len(snap.delete_logs) - 1
     os.rename(str(tmp_path / "lost.dlog"), os.path.join(path, positional.path))
@@ -267,10 +281,10 @@ def test_repair_and_purge_keep_row_level_deletes(tmp_path):
     shutil.rmtree(os.path.join(path, "_transaction_log"))
     shutil.move(str(tmp_path / "old_log"), os.path.join(path, "_transaction_log"))
     t = it.IndexTable(path)
-    t.merge_splits()
+    t.maintenance.merge_splits()
     assert live_rows(t) == expected
     age_tree(path, 24 * 30)
-    p = t.purge(older_than_hours=24 * 7, tx_log_retention_hours=24 * 7)
+    p = t.maintenance.purge(older_than_hours=24 * 7, tx_log_retention_hours=24 * 7)
     gone = set(p["deletedSplits"])
     assert {d.path for d in snap.delete_logs} <= gone and not os.listdir(os.path.join(path, "_delete_logs"))
     assert live_rows(it.IndexTable(path)) == expected
@@ -282,7 +296,7 @@ def test_describe_transaction_log_shows_delete_logs_and_stats_files(tmp_path):
     small_splits_table(path, 2, options=opts)
     t = it.IndexTable(path, opts)
     t.delete("views < 100")  # version 2: positional logs
-    rows_ = results.python_rows(t.describe_transaction_log(include_all=True))
+    rows_ = results.python_rows(t.inspect.transaction_log(include_all=True))
     logs = [r for r in rows_ if r["action_type"] == "delete_log"]
     assert logs and all(
         r["version"] == 2
@@ -295,7 +309,7 @@ def test_describe_transaction_log_shows_delete_logs_and_stats_files(tmp_path):
     stats = [r for r in rows_ if r["action_type"] == "stats_files"]
     assert {r["stats_key"] for r in stats} == {"bloomfilter"} and sum(len(r["stats_files"]) for r in stats) == 6
     append(path, rows(20, start=500), options=opts)  # version 3: a checkpoint
-    current = results.python_rows(t.describe_transaction_log())
+    current = results.python_rows(t.inspect.transaction_log())
     cp = [r for r in current if r["is_checkpoint"]]
     assert {r["version"] for r in cp} == {3}
     assert {r["path"] for r in cp if r["action_type"] == "delete_log"} == {r["path"] for r in logs}

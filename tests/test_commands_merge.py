@@ -55,7 +55,7 @@ def test_merge_many_small_splits_with_a_corrupt_one(tmp_path):
     # The merge reads through its own (empty) split cache, so it sees the corrupt file.
     merging = it.IndexTable(path, {"cache.disk.path": str(tmp_path / "merge-cache")})
     progress = []
-    res = merging.merge_splits(progress=lambda stage, done, total: progress.append((stage, done, total)))
+    res = merging.maintenance.merge_splits(progress=lambda stage, done, total: progress.append((stage, done, total)))
     assert res["status"] == "SUCCESS" and res["mergeGroups"] == 3 and res["splitsCreated"] == 3
     assert res["sourceSplitsMerged"] == 53 and res["splitsSkipped"] == 1
     assert progress[0] == ("merging", 0, 3) and progress[-1] == ("merging", 3, 3)
@@ -69,7 +69,7 @@ def test_merge_many_small_splits_with_a_corrupt_one(tmp_path):
     skip = snap.skips[victim.path]
     assert skip.operation == "merge" and skip.skip_count == 1 and "bad magic" in skip.reason
     assert skip.retry_after - skip.skip_timestamp == 24 * 3600 * 1000
-    described = t.describe_state()
+    described = t.inspect.state()
     assert described["numSkippedFiles"] == 1 and described["numSkipsCoolingDown"] == 1
     assert described["skippedFiles"][0]["path"] == victim.path
     assert described["numTombstones"] == 0 and described["version"] == res["version"]  # compacted after merge
@@ -87,7 +87,7 @@ def test_merge_many_small_splits_with_a_corrupt_one(tmp_path):
 
     # Next merge: new small splits merge, the skipped split is not retried before retryAfter.
     append(path, rows(20, start=10_000))
-    res2 = merging.merge_splits()
+    res2 = merging.maintenance.merge_splits()
     assert res2["status"] == "SUCCESS" and res2["splitsCoolingDown"] == 1 and res2["splitsSkipped"] == 0
     t = it.IndexTable(path)
     assert victim.path in _live_paths(t) and t.snapshot().skips[victim.path].skip_count == 1
@@ -112,15 +112,15 @@ def test_missing_source_is_skipped_and_skip_count_grows(tmp_path):
     files = sorted(t.snapshot().files, key=lambda f: f.path)
     gone = files[0]
     os.unlink(os.path.join(path, gone.path))
-    res = t.merge_splits()
+    res = t.maintenance.merge_splits()
     assert res["splitsSkipped"] == 1 and res["skippedFiles"][0]["path"] == gone.path
     assert "not found" in res["skippedFiles"][0]["reason"]
     # cooldown 0: retried at once, fails again, skipCount 2
     append(path, rows(20, start=500), partition_by=())
-    res = it.IndexTable(path, {"merge.skipCooldownHours": "0"}).merge_splits()
+    res = it.IndexTable(path, {"merge.skipCooldownHours": "0"}).maintenance.merge_splits()
     assert res["splitsSkipped"] == 1 and res["skippedFiles"][0]["skipCount"] == 2
     t = it.IndexTable(path)
-    assert t.skipped_files()[0].skip_count == 2 and gone.path in _live_paths(t)
+    assert t.inspect.skipped_files()[0].skip_count == 2 and gone.path in _live_paths(t)
 
 
 def test_concurrent_remove_of_a_source_fails_the_merge_cleanly(tmp_path):
@@ -130,18 +130,18 @@ def test_concurrent_remove_of_a_source_fails_the_merge_cleanly(tmp_path):
     before_files = _split_files(path)
     plan = merge.plan_merge(t.log)
     assert len(plan.groups.groups) == 3
-    t.drop_partitions("day = '2024-01-01'")  # removes sources of one group concurrently
+    t.maintenance.drop_partitions("day = '2024-01-01'")  # removes sources of one group concurrently
     with pytest.raises(ConcurrentModificationError, match="removed concurrently"):
         merge.execute_merge(plan)
     assert _split_files(path) == before_files  # the merged splits were deleted again
-    assert it.IndexTable(path).history()[0]["operation"] == "DROP PARTITIONS"
+    assert it.IndexTable(path).inspect.history()[0]["operation"] == "DROP PARTITIONS"
 
 
 def test_merge_options_where_and_limits(tmp_path):
     path = str(tmp_path / "t")
     small_splits_table(path, 6)
     t = it.IndexTable(path)
-    res = t.merge_splits(where="day = '2024-01-01'")
+    res = t.maintenance.merge_splits(where="day = '2024-01-01'")
     assert res["mergeGroups"] == 1 and res["sourceSplitsMerged"] == 6
     by_day = {}
     for f in it.IndexTable(path).snapshot().files:
@@ -155,11 +155,11 @@ def test_merge_options_where_and_limits(tmp_path):
     assert out.raw["mergeGroups"] == 2 and out.raw["sourceSplitsMerged"] == 4
     assert out.table.column("merge_groups").to_pylist() == [2]
     # A target size smaller than the splits: nothing qualifies.
-    assert t.merge_splits(target_size="1k")["status"] == "NO_ACTION"
+    assert t.maintenance.merge_splits(target_size="1k")["status"] == "NO_ACTION"
     with pytest.raises(InvalidOptionError, match="at least 2"):
-        t.merge_splits(max_source_splits_per_merge=1)
+        t.maintenance.merge_splits(max_source_splits_per_merge=1)
     with pytest.raises(it.TableNotFoundError):
-        it.IndexTable(str(tmp_path / "nothing")).merge_splits()
+        it.IndexTable(str(tmp_path / "nothing")).maintenance.merge_splits()
 
 
 def _add(i: int, day: str, size: int, version: int, ref: str = "r") -> AddFile:
@@ -206,13 +206,13 @@ def test_merged_splits_keep_their_stats_files(tmp_path):
     t = it.IndexTable(path)
     before = t.snapshot().stats_files["bloomfilter"]
     assert len(before) == 9
-    res = t.merge_splits()
+    res = t.maintenance.merge_splits()
     snap = it.IndexTable(path).snapshot()
     blooms = snap.stats_files["bloomfilter"]
     assert res["splitsCreated"] == 3 and len(blooms) == 3
     assert {b.rsplit(".", 1)[0] for b in blooms} == {f.path.rsplit(".", 1)[0] for f in snap.files}
     assert all(os.path.exists(os.path.join(path, b)) for b in blooms)
     age_tree(path, 24 * 30)
-    p = t.purge(older_than_hours=24 * 7, tx_log_retention_hours=24 * 7)
+    p = t.maintenance.purge(older_than_hours=24 * 7, tx_log_retention_hours=24 * 7)
     assert set(before) <= set(p["deletedSplits"]) and not set(blooms) & set(p["deletedSplits"])
     assert all(not os.path.exists(os.path.join(path, b)) for b in before)

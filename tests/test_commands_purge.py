@@ -49,7 +49,7 @@ def test_purge_deletes_old_orphans_and_covered_versions(tmp_path):
     path = str(tmp_path / "t")
     small_splits_table(path, 6)  # versions 0..5, 18 splits
     t = it.IndexTable(path)
-    merged = t.merge_splits()  # version 6 (+ its compacted state): 18 removes, 3 adds
+    merged = t.maintenance.merge_splits()  # version 6 (+ its compacted state): 18 removes, 3 adds
     assert merged["version"] == 6
     expected = read_all(t)
     some_split = t.snapshot().files[0].path
@@ -58,7 +58,7 @@ def test_purge_deletes_old_orphans_and_covered_versions(tmp_path):
         fh.write("not a split: never purged")
 
     # Everything is young: nothing goes (the orphan is too young, the sources are referenced).
-    res = t.purge()
+    res = t.maintenance.purge()
     assert res["status"] == "SUCCESS" and res["splitsDeleted"] == 0 and res["versionFilesDeleted"] == 0
     assert res["orphanedSplitsFound"] == 1 and res["youngOrphansKept"] == 1
 
@@ -74,7 +74,7 @@ def test_purge_deletes_old_orphans_and_covered_versions(tmp_path):
     assert orphan in dry.raw["deletedSplits"] and some_split not in dry.raw["deletedSplits"]
     assert dry.table.column("splits_deleted").to_pylist() == [19]
 
-    res = t.purge(older_than_hours=7 * DAY_H, tx_log_retention_hours=7 * DAY_H)
+    res = t.maintenance.purge(older_than_hours=7 * DAY_H, tx_log_retention_hours=7 * DAY_H)
     assert {k: res[k] for k in ("splitsDeleted", "versionFilesDeleted", "bytesDeleted")} == {
         k: dry.raw[k] for k in ("splitsDeleted", "versionFilesDeleted", "bytesDeleted")
     }
@@ -88,7 +88,7 @@ def test_purge_deletes_old_orphans_and_covered_versions(tmp_path):
     with pytest.raises(VersionNotFoundError):
         it.IndexTable(path).snapshot(5)
     # Nothing left to do.
-    again = t.purge(older_than_hours=7 * DAY_H, tx_log_retention_hours=7 * DAY_H)
+    again = t.maintenance.purge(older_than_hours=7 * DAY_H, tx_log_retention_hours=7 * DAY_H)
     assert again["splitsDeleted"] == 0 and again["versionFilesDeleted"] == 0
 
 
@@ -98,11 +98,11 @@ def test_purge_keeps_history_readable_from_a_checkpoint(tmp_path):
     opts = {"checkpoint.interval": "3"}
     small_splits_table(path, 5, options=opts)  # versions 0..4, state at 3
     t = it.IndexTable(path, opts)
-    t.drop_partitions("day = '2024-01-03'")  # version 5
+    t.maintenance.drop_partitions("day = '2024-01-03'")  # version 5
     age_tree(path, 10 * DAY_H)  # 0..5 and their splits are old
     small_splits_table(str(tmp_path / "t"), 2, options=opts)  # versions 6, 7 (young), state at 6
-    t.merge_splits(where="day = '2024-01-01'")  # version 8 (young)
-    res = t.purge(older_than_hours=7 * DAY_H, tx_log_retention_hours=7 * DAY_H)
+    t.maintenance.merge_splits(where="day = '2024-01-01'")  # version 8 (young)
+    res = t.maintenance.purge(older_than_hours=7 * DAY_H, tx_log_retention_hours=7 * DAY_H)
     # The newest checkpoint with only old versions below it is the state of version 6 (versions 0..5 old).
     assert res["oldestRetainedVersion"] == 6 and res["versionFilesDeleted"] == 6
     # The dropped day-3 splits are old and no retained version file references them, but the state of
@@ -123,18 +123,20 @@ def test_purge_retention_checks_and_bad_paths(tmp_path):
     small_splits_table(path, 1)
     t = it.IndexTable(path)
     with pytest.raises(InvalidOptionError, match=r"OLDER THAN\) of 1 hours is below the minimum of 24 hours"):
-        t.purge(older_than_hours=1)
+        t.maintenance.purge(older_than_hours=1)
     with pytest.raises(InvalidOptionError, match="retentionCheckEnabled=false"):
         execute(parse_command(f"PURGE INDEXTABLE '{path}' TRANSACTION LOG RETENTION 2 HOURS"))
     with pytest.raises(InvalidOptionError, match="minimum of 48 hours"):
-        it.IndexTable(path, {"purge.minRetentionHours": "48"}).purge(older_than_hours=30)
+        it.IndexTable(path, {"purge.minRetentionHours": "48"}).maintenance.purge(older_than_hours=30)
     # Explicit override: a young orphan goes at once.
     orphan = _plant_orphan(path, t.snapshot().files[0].path, "split-young-orphan.split")
     time.sleep(0.01)  # "older than 0 hours": at least a millisecond old
-    res = it.IndexTable(path, {"spark.indextables.purge.retentionCheckEnabled": "false"}).purge(older_than_hours=0)
+    res = it.IndexTable(path, {"spark.indextables.purge.retentionCheckEnabled": "false"}).maintenance.purge(
+        older_than_hours=0
+    )
     assert res["deletedSplits"] == [orphan] and not os.path.exists(os.path.join(path, orphan))
     with pytest.raises(it.TableNotFoundError):
-        it.IndexTable(str(tmp_path / "missing")).purge()
+        it.IndexTable(str(tmp_path / "missing")).maintenance.purge()
     with pytest.raises(it.TableNotFoundError):
         execute(parse_command(f"PURGE INDEXTABLE '{tmp_path}/missing' DRY RUN"))
 
@@ -144,7 +146,7 @@ def test_concurrent_append_and_purge_never_delete_a_referenced_split(tmp_path):
     opts = {"checkpoint.interval": "4", "transaction.retry.maxAttempts": "50"}
     small_splits_table(path, 4, options=opts)
     t = it.IndexTable(path, opts)
-    t.merge_splits()
+    t.maintenance.merge_splits()
     orphans = [_plant_orphan(path, t.snapshot().files[0].path, f"split-orphan-{i}.split") for i in range(3)]
     age_tree(path, 10 * DAY_H)  # all history so far is old: purges delete aggressively
     errors: list[BaseException] = []
@@ -155,7 +157,7 @@ def test_concurrent_append_and_purge_never_delete_a_referenced_split(tmp_path):
             for i in range(8):
                 append(path, rows(20, start=1000 + i * 20), options=opts)
                 if i % 3 == 2:
-                    it.IndexTable(path, opts).merge_splits()
+                    it.IndexTable(path, opts).maintenance.merge_splits()
         except BaseException as e:  # reported by the main thread
             errors.append(e)
         finally:
@@ -165,7 +167,7 @@ def test_concurrent_append_and_purge_never_delete_a_referenced_split(tmp_path):
     th.start()
     purges = []
     while not done.is_set() or not purges:
-        purges.append(it.IndexTable(path, opts).purge(older_than_hours=DAY_H, tx_log_retention_hours=DAY_H))
+        purges.append(it.IndexTable(path, opts).maintenance.purge(older_than_hours=DAY_H, tx_log_retention_hours=DAY_H))
         time.sleep(0.05)
     th.join()
     assert not errors, errors

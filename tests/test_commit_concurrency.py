@@ -162,7 +162,7 @@ def test_time_travel_by_version_and_history(tmp_path):
     assert [f.path for f in t.snapshot(version=2).files] == ["splits/b.split"]
     ts1 = t.snapshot(version=1).timestamp
     assert t.snapshot(timestamp_ms=ts1).version >= 1
-    hist = t.history()
+    hist = t.inspect.history()
     assert [h["version"] for h in hist] == [2, 1, 0]
     assert hist[0]["numAddedFiles"] == 1 and hist[0]["numRemovedFiles"] == 1
     with pytest.raises(it.IndexTablesError, match="version 7"):

@@ -422,8 +422,8 @@ def test_spark_sql_and_write_refused(spark, tmp_path):
     # _indexall, aggregations on indexed fast fields, counts
     got = spark.read.format("indextables").load(loc).filter("_indexall = 'body:alpha'").select(*COLUMNS)
     assert tuples([r.asDict() for r in got.collect()]) == tuples(has_word(data, "alpha"))
-    agg = it.aggregate(
-        spark, loc, "body:alpha", {"v": {"stats": {"field": "views"}}, "r": {"terms": {"field": "region"}}}
+    agg = it.IndexTable(loc, spark=spark).aggregate(
+        {"v": {"stats": {"field": "views"}}, "r": {"terms": {"field": "region"}}}, query="body:alpha", spark=spark
     )
     alpha = has_word(data, "alpha")
     assert agg["doc_count"] == alpha.num_rows and agg["v"]["sum"] == sum(alpha.column("views").to_pylist())

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.commands.delete import DeletePredicateError, delete
+from indextables_spark.delete import DeletePredicateError, delete
 from indextables_spark.commands.execute import execute
 from indextables_spark.commands.parser import parse_command
 from indextables_spark.errors import CorruptStateError
@@ -218,7 +218,7 @@ def test_deletes_survive_checkpoint_compaction_and_json_checkpoint(tmp_path):
     delete(t.log, "id IN (101, 102, 103)", kind="equality")
     expected = visible(t)
     n_logs = len(t.snapshot().delete_logs)
-    t.checkpoint()
+    t.maintenance.checkpoint()
     fresh = it.IndexTable(path)
     snap = fresh.snapshot()
     assert snap.source == "avro-state" and len(snap.delete_logs) == n_logs >= 2
@@ -226,8 +226,8 @@ def test_deletes_survive_checkpoint_compaction_and_json_checkpoint(tmp_path):
     # an incremental state after more deletes, then a compacting one
     delete(fresh.log, "region = 'ap'")
     expected2 = visible(fresh)
-    fresh.checkpoint()
-    fresh.compact()
+    fresh.maintenance.checkpoint()
+    fresh.maintenance.compact()
     again = it.IndexTable(path)
     assert again.snapshot().source == "avro-state"
     assert visible(again) == expected2 and again.count() == len(expected2)
@@ -235,7 +235,7 @@ def test_deletes_survive_checkpoint_compaction_and_json_checkpoint(tmp_path):
     js = it.IndexTable(path, {"spark.indextables.state.format": "json"})
     gone = expected2[0][0]
     delete(js.log, f"id = {gone}")
-    js.checkpoint()
+    js.maintenance.checkpoint()
     assert js.snapshot().source == "json"
     assert visible(js) == expected2[1:]
 
@@ -246,7 +246,7 @@ def test_merge_splits_rewrites_deletes_away(tmp_path):
     delete(t.log, "views < 300")
     delete(t.log, "id IN (4, 8, 15, 16, 23, 42)", kind="equality")
     expected = visible(t)
-    res = t.merge_splits()
+    res = t.maintenance.merge_splits()
     assert res["status"] == "SUCCESS" and res["recordsMerged"] == len(expected)
     snap = t.snapshot()
     assert all(f.num_merge_ops == 1 for f in snap.files) and len(snap.files) == 3
@@ -357,7 +357,7 @@ def test_the_previous_release_refuses_the_table(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "deletionLogs" in out.stdout
     # and from the Avro state as well
-    t.checkpoint()
+    t.maintenance.checkpoint()
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "deletionLogs" in out.stdout, out.stdout + out.stderr
 
@@ -418,7 +418,7 @@ def test_state_manifest_keeps_delete_logs_as_its_last_fields(tmp_path):
     assert all("default" in f for f in STATE_MANIFEST_AVRO_SCHEMA["fields"][-2:])
     t = make_table(str(tmp_path / "t"), n=30, writes=1)
     delete(t.log, "id < 5")
-    t.checkpoint()
+    t.maintenance.checkpoint()
     from indextables_spark.log.avro_state import read_state_manifest
 
     listing = t.log.listing()
@@ -449,10 +449,10 @@ def test_a_delete_that_loses_a_race_against_a_merge_is_planned_again(tmp_path):
     path = str(tmp_path / "t")
     t = make_table(path)
     before = visible(t)
-    racing = it.IndexTable(path, storage=RacingStorage(path, lambda: it.IndexTable(path).merge_splits()))
+    racing = it.IndexTable(path, storage=RacingStorage(path, lambda: it.IndexTable(path).maintenance.merge_splits()))
     res = delete(racing.log, "views < 300")
     assert res.status == "SUCCESS" and res.read_version == 2  # planned again after the merge (version 2)
-    assert [h["operation"] for h in t.history()[:2]] == ["DELETE", "MERGE SPLITS"]
+    assert [h["operation"] for h in t.inspect.history()[:2]] == ["DELETE", "MERGE SPLITS"]
     expected = remaining(before, lambda r: _lt(r["views"], 300))
     assert visible(t) == expected and res.deleted_rows == len(before) - len(expected)
     # the first attempt's delete logs were removed again (never referenced by the log)

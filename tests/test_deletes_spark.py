@@ -84,7 +84,7 @@ def test_deletes_and_bloom_filters_through_spark(spark, tmp_path):
     assert read().filter(f"uid = '{deleted_uid}'").count() == 0
 
     # after a merge the same rows, no delete logs left on the merged splits
-    t.merge_splits(spark=spark)
+    t.maintenance.merge_splits(spark=spark)
     assert _rows(read()) == _rows(expected)
     snap = t.snapshot()
     assert all(not snap.deletes_for(f) for f in snap.files)

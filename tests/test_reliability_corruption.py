@@ -39,13 +39,13 @@ def build(root: str, fmt: str) -> None:
     commit_files(t, synthetic_adds(0, 6))
     commit_files(t, synthetic_adds(6, 6), remove=[synthetic_add(1).path])
     if fmt != "multipart":
-        t.checkpoint()
+        t.maintenance.checkpoint()
     commit_files(t, synthetic_adds(12, 4))
     commit_files(t, synthetic_adds(16, 4), remove=[synthetic_add(7).path])
     if fmt == "multipart":
         _write_multipart_checkpoint(t, 4)
     else:
-        t.checkpoint()
+        t.maintenance.checkpoint()
     commit_files(t, synthetic_adds(20, 3))
     commit_files(t, synthetic_adds(23, 3), remove=[synthetic_add(2).path])
 

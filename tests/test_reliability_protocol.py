@@ -27,14 +27,14 @@ FUTURE = {
 OPERATIONS = {
     "append": lambda t: commit_files(t, synthetic_adds(1000, 2)),
     "remove": lambda t: commit_files(t, [], remove=[synthetic_add(0).path]),
-    "checkpoint": lambda t: t.checkpoint(),
-    "compact": lambda t: t.compact(),
-    "merge": lambda t: t.merge_splits(),
-    "purge": lambda t: t.purge(older_than_hours=0, tx_log_retention_hours=0),
-    "drop partitions": lambda t: t.drop_partitions("date = '2024-01-01'"),
+    "checkpoint": lambda t: t.maintenance.checkpoint(),
+    "compact": lambda t: t.maintenance.compact(),
+    "merge": lambda t: t.maintenance.merge_splits(),
+    "purge": lambda t: t.maintenance.purge(older_than_hours=0, tx_log_retention_hours=0),
+    "drop partitions": lambda t: t.maintenance.drop_partitions("date = '2024-01-01'"),
     "delete": lambda t: t.delete("date = '2024-01-01'"),
-    "truncate time travel": lambda t: t.truncate_time_travel(),
-    "gc state": lambda t: t.gc_state(),
+    "truncate time travel": lambda t: t.maintenance.truncate_time_travel(),
+    "gc state": lambda t: t.maintenance.gc_state(),
     "set protocol back to ours": lambda t: t.transaction()
     .set_protocol(Protocol(4, 4, ["avroState"], ["avroState"]))
     .commit(),
@@ -55,7 +55,7 @@ def _future_table(tmp_path, protocol: Protocol, name: str):
     t = it.IndexTable(str(tmp_path / name), {"checkpoint.enabled": "false", "purge.retentionCheckEnabled": "false"})
     create_table(t)
     commit_files(t, synthetic_adds(0, 4))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, synthetic_adds(4, 4))
     v = t.version() + 1
     # Written by a newer writer: the protocol action of version v.
@@ -101,10 +101,10 @@ def test_old_protocol_is_upgraded_only_by_a_checkpoint(tmp_path):
     t.snapshot()
     commit_files(t, [], remove=[synthetic_add(0).path])
     assert t.snapshot().protocol_action.min_reader_version == 2
-    assert all(h["operation"] != "UPGRADE PROTOCOL" for h in t.history())
+    assert all(h["operation"] != "UPGRADE PROTOCOL" for h in t.inspect.history())
     # The automatic checkpoint (interval 4) upgrades, as its own recorded version.
     v = commit_files(t, synthetic_adds(50, 1))
-    hist = {h["version"]: h for h in t.history()}
+    hist = {h["version"]: h for h in t.inspect.history()}
     upgrades = [h for h in hist.values() if h["operation"] == "UPGRADE PROTOCOL"]
     assert len(upgrades) == 1 and upgrades[0]["version"] == v + 1 and upgrades[0]["metadataChanged"]
     snap = t.snapshot()
@@ -120,7 +120,7 @@ def test_old_protocol_is_upgraded_only_by_a_checkpoint(tmp_path):
         commit_files(t2, synthetic_adds(k * 2, 2))
     assert t2.snapshot().protocol_action.min_reader_version == 3
     before = t2.version()
-    t2.checkpoint()
+    t2.maintenance.checkpoint()
     assert t2.version() == before + 1
-    assert t2.history()[0]["operation"] == "UPGRADE PROTOCOL"
+    assert t2.inspect.history()[0]["operation"] == "UPGRADE PROTOCOL"
     assert t2.snapshot().protocol_action.min_writer_version == 4

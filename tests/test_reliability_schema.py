@@ -90,7 +90,7 @@ def test_merge_schema_adds_nullable_columns_old_splits_read_nulls(tmp_path):
     assert len(refs) == 2 and set(snap.schema_registry) == refs
     registry_keys = [k for k in snap.metadata_action.configuration if k.startswith("docMappingSchema.")]
     assert len(registry_keys) == 2
-    metadata_versions = [h["version"] for h in t.history() if h["metadataChanged"]]
+    metadata_versions = [h["version"] for h in t.inspect.history() if h["metadataChanged"]]
     assert sorted(metadata_versions) == [0, v]  # one schema change, recorded once
 
     old = [{**r, "score": None, "tag": None} for r in _base(range(0, 20)).to_pylist()]

@@ -34,12 +34,12 @@ def _exercise(uri: str, options: dict, tmp_path) -> list[str]:
     append(uri, rows(30, start=30), options=opts)
     t = it.IndexTable(uri, opts)
     shown += [repr(t), repr(t.options), repr(t.storage), str(t.storage.uri)]
-    shown.append(json.dumps(t.checkpoint(), default=str))
-    shown.append(json.dumps(t.merge_splits(), default=str))
-    shown.append(json.dumps(t.purge(older_than_hours=0), default=str))
-    shown.append(json.dumps(t.describe_state(), default=str))
-    shown.append(json.dumps(t.history(), default=str))
-    shown.append(str(t.describe_transaction_log(include_all=True).to_pylist()))
+    shown.append(json.dumps(t.maintenance.checkpoint(), default=str))
+    shown.append(json.dumps(t.maintenance.merge_splits(), default=str))
+    shown.append(json.dumps(t.maintenance.purge(older_than_hours=0), default=str))
+    shown.append(json.dumps(t.inspect.state(), default=str))
+    shown.append(json.dumps(t.inspect.history(), default=str))
+    shown.append(str(t.inspect.transaction_log(include_all=True).to_pylist()))
     shown.append(str(t.count(query="alpha")))
     shown.append(str(t.snapshot().metadata))
     # Errors: a version that does not exist, a table that does not exist, bad credentials.

@@ -61,12 +61,16 @@ def test_aggregate_and_merge_over_connect(connect_spark, tmp_path):
         assert t.version() == n_writes - 1 and t.count() == len(data)
 
         want = expected_aggs(data)
-        assert summary(it.aggregate(spark, path, aggs=AGGS)) == want  # auto = "spark" over Connect
+        assert (
+            summary(it.IndexTable(path, spark=spark).aggregate(AGGS, spark=spark)) == want
+        )  # auto = "spark" over Connect
         # the server's tasks downloaded the splits into the cache directory of the session conf
         cached = {p.name for p in cache.rglob("*") if p.is_file()}
         assert cached, f"no file in {cache}: the session conf did not reach the server's tasks"
         assert (
-            summary(it.aggregate(spark, path, query="body:alpha", aggs=AGGS, execution="driver"))["doc_count"]
+            summary(
+                it.IndexTable(path, spark=spark).aggregate(AGGS, query="body:alpha", spark=spark, execution="driver")
+            )["doc_count"]
             == n_alpha
         )
 
@@ -77,9 +81,9 @@ def test_aggregate_and_merge_over_connect(connect_spark, tmp_path):
         m = merged[0]
         assert (m.status, m.merge_groups, m.source_splits_merged) == ("SUCCESS", 3, files_before)
         t = it.IndexTable(path, spark=spark)
-        assert t.snapshot().num_files == 3 and t.history()[0]["operation"] == "MERGE SPLITS"
+        assert t.snapshot().num_files == 3 and t.inspect.history()[0]["operation"] == "MERGE SPLITS"
         assert t.count() == len(data) and t.count(query="body:alpha") == n_alpha
-        assert summary(it.aggregate(spark, path, aggs=AGGS)) == want
+        assert summary(it.IndexTable(path, spark=spark).aggregate(AGGS, spark=spark)) == want
         state = it.sql(spark, f"DESCRIBE INDEXTABLES STATE '{path}'").collect()[0]
         assert state.num_files == 3 and state.table_version == n_writes
 
@@ -89,7 +93,7 @@ def test_aggregate_and_merge_over_connect(connect_spark, tmp_path):
             append(path, rows(per_write, start=w * per_write))
         assert it.IndexTable(path).snapshot().num_files == 9
         started = post_write.maybe_run(spark, path, {"mergeOnWrite.enabled": "true", "mergeOnWrite.targetSize": "100M"})
-        assert started == {"status": "STARTED"}
+        assert started.status == "STARTED"
         result = it.wait_for_maintenance(timeout=300)[path]
         assert result["merge"]["status"] == "SUCCESS", result
         t = it.IndexTable(path)
@@ -123,7 +127,7 @@ def test_index_table_over_connect_on_s3(connect_spark, s3_uri, s3_options, caplo
         assert "Spark Connect" not in caplog.text
         assert t.version() == 2 and t.count() == 60
         # a job on the server: the options (conf + credentials) travel with the tasks
-        assert summary(it.aggregate(spark, uri, aggs=AGGS, options=creds)) == expected_aggs(data)
+        assert summary(it.IndexTable(uri, creds, spark=spark).aggregate(AGGS, spark=spark)) == expected_aggs(data)
 
 
 def test_index_table_takes_a_classic_session_conf(spark, s3_uri, s3_options):
@@ -138,4 +142,6 @@ def test_index_table_takes_a_classic_session_conf(spark, s3_uri, s3_options):
             it.IndexTable(uri, {"spark.indextables.aws.region": "eu-west-3"}, spark=spark).options.get_str("aws.region")
             == "eu-west-3"
         )  # explicit options win
-        assert summary(it.aggregate(spark, uri, aggs=AGGS, execution="spark")) == expected_aggs(rows(20))
+        assert summary(
+            it.IndexTable(uri, spark=spark).aggregate(AGGS, spark=spark, execution="spark")
+        ) == expected_aggs(rows(20))

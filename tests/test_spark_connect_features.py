@@ -92,7 +92,7 @@ def test_views_table_functions_commands_aggregate(cs, tmp_path):
     assert state.status == "SUCCESS" and state.num_files == it.IndexTable(path).snapshot().num_files
     described = cs.sql(f"DESCRIBE INDEXTABLES STATE '{path}'").collect()[0]
     assert described.format == "avro-state"
-    res = it.aggregate(cs, path, query="body:word1", aggs={"r": {"terms": {"field": "region"}}})
+    res = it.IndexTable(path, spark=cs).aggregate({"r": {"terms": {"field": "region"}}}, query="body:word1", spark=cs)
     expected = {}
     for r in ROWS:
         if has(r[3], "word1"):
@@ -116,7 +116,7 @@ def test_merge_on_write_and_streaming(cs, tmp_path):
             .option("spark.indextables.mergeOnWrite.batchSize", "2")
             .save(path)
         )
-    history = [h["operation"] for h in it.IndexTable(path).history()]
+    history = [h["operation"] for h in it.IndexTable(path).inspect.history()]
     assert "MERGE SPLITS" in history, history
     assert cs.read.format("indextables").load(path).count() == len(ROWS)
     q = (

@@ -48,7 +48,7 @@ def test_source_snapshot_then_changes_and_restart(spark, tmp_path):
     assert _ids(spark, sink) == list(range(20))
     assert q.lastProgress is not None
     # one sink version per micro-batch, recorded with its batch id
-    hist = it.IndexTable(sink).history()
+    hist = it.IndexTable(sink).inspect.history()
     assert all(h["operation"] in ("STREAMING UPDATE", "CREATE TABLE") for h in hist)
     # new data after the restart: only the new rows arrive
     _append(spark, src, range(20, 25))
@@ -164,7 +164,7 @@ def test_merge_on_write_after_micro_batches(spark, tmp_path):
     deadline = time.monotonic() + 120  # progress events reach the listener asynchronously
     while True:
         done = it.wait_for_maintenance(timeout=300)
-        ops = [h["operation"] for h in t.history()]
+        ops = [h["operation"] for h in t.inspect.history()]
         if "MERGE SPLITS" in ops or time.monotonic() > deadline:
             break
         time.sleep(0.2)

@@ -80,11 +80,9 @@ def test_answers_equal_whole_row_store(table, tmp_path):
         assert canonical(getattr(lazy, kind)(**args)) == canonical(a)  # again, warm
     assert lazy.count("body:rare") == whole.count("body:rare")
     agg = {"v": {"stats": {"field": "views"}}, "r": {"terms": {"field": "title", "size": 5}}}
-    assert it.aggregate(
-        None, table, aggs=agg, options={"cache.disk.path": str(tmp_path / "lazy"), "cache.rows.lazy": "true"}
-    ) == it.aggregate(
-        None, table, aggs=agg, options={"cache.disk.path": str(tmp_path / "whole"), "cache.rows.lazy": "false"}
-    )
+    assert it.IndexTable(table, {"cache.disk.path": str(tmp_path / "lazy"), "cache.rows.lazy": "true"}).aggregate(
+        agg
+    ) == it.IndexTable(table, {"cache.disk.path": str(tmp_path / "whole"), "cache.rows.lazy": "false"}).aggregate(agg)
     lazy_dirs = [os.path.join(tmp_path / "lazy", d) for d in os.listdir(tmp_path / "lazy") if not d.startswith(".")]
     assert lazy_dirs and all(not os.path.exists(os.path.join(d, "rows.arrow")) for d in lazy_dirs)
     assert all(

@@ -52,7 +52,7 @@ def test_sql_texts_and_table_functions(spark, tmp_path):
         m.status == "SUCCESS" and m.merge_groups == 3 and m.source_splits_merged == n_before and m.splits_skipped == 0
     )
     t = it.IndexTable(path)
-    assert t.snapshot().num_files == 3 and t.history()[0]["operation"] == "MERGE SPLITS"
+    assert t.snapshot().num_files == 3 and t.inspect.history()[0]["operation"] == "MERGE SPLITS"
     assert _all_rows(spark, path) == expected
     assert _query_ids(spark, path, "body:alpha OR body:zulu") == expected_q
 
@@ -116,7 +116,7 @@ def test_merge_and_purge_on_write(spark, tmp_path, caplog):
     done = it.wait_for_maintenance(timeout=300)
     assert done[path]["merge"]["status"] == "SUCCESS"
     t = it.IndexTable(path)
-    assert t.snapshot().num_files == 3 and t.history()[0]["operation"] == "MERGE SPLITS"
+    assert t.snapshot().num_files == 3 and t.inspect.history()[0]["operation"] == "MERGE SPLITS"
     assert len(_all_rows(spark, path)) == 120
 
     # A failing post-write maintenance (retention below the minimum) never fails the write.
@@ -177,14 +177,14 @@ def test_async_post_write_runs_once_per_table_at_a_time(spark, monkeypatch):
 
     monkeypatch.setattr(post_write, "run", slow_run)
     opts = {"mergeOnWrite.enabled": "true"}
-    assert post_write.maybe_run(spark, "/t/a", opts) == {"status": "STARTED"}
-    assert post_write.maybe_run(spark, "/t/a", opts) == {"status": "ALREADY_RUNNING"}
-    assert post_write.maybe_run(spark, "/t/b", opts) == {"status": "STARTED"}  # another table: its own run
+    assert post_write.maybe_run(spark, "/t/a", opts).status == "STARTED"
+    assert post_write.maybe_run(spark, "/t/a", opts).status == "ALREADY_RUNNING"
+    assert post_write.maybe_run(spark, "/t/b", opts).status == "STARTED"  # another table: its own run
     with pytest.raises(TimeoutError, match="still running"):
         it.wait_for_maintenance(timeout=0.2)
     release.set()
     done = it.wait_for_maintenance(timeout=60)
     assert done["/t/a"]["merge"]["status"] == "SUCCESS" and done["/t/b"]["merge"]["status"] == "SUCCESS"
     assert sorted(calls) == ["/t/a", "/t/b"]
-    assert post_write.maybe_run(spark, "/t/a", opts) == {"status": "STARTED"}  # finished: the next write runs again
+    assert post_write.maybe_run(spark, "/t/a", opts).status == "STARTED"  # finished: the next write runs again
     it.wait_for_maintenance(timeout=60)

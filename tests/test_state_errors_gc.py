@@ -49,7 +49,7 @@ def with_state(tmp_path, n=50):
     t = table(tmp_path)
     commit_files(t, synthetic_adds(0, n))
     commit_files(t, synthetic_adds(n, n))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     return t
 
 
@@ -126,15 +126,15 @@ def test_corrupt_last_checkpoint(tmp_path, caplog):
         s = it.IndexTable(t.path).snapshot()
     assert s.num_files == 100 and s.source == "avro-state"  # the state is found by listing
     assert "_last_checkpoint: not valid JSON" in caplog.text
-    assert "corrupt" in it.IndexTable(t.path).describe_state()["lastCheckpointStatus"]
-    t.checkpoint()  # rewrites the pointer
+    assert "corrupt" in it.IndexTable(t.path).inspect.state()["lastCheckpointStatus"]
+    t.maintenance.checkpoint()  # rewrites the pointer
     assert json.load(open(os.path.join(t.path, LAST_CHECKPOINT)))["version"] == 2
 
 
 def test_corrupt_json_checkpoint_names_it(tmp_path):
     t = table(tmp_path, **{"state.format": "json"})
     commit_files(t, synthetic_adds(0, 10))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     p = os.path.join(logdir(t), f"{1:020d}.checkpoint.json")
     open(p, "wb").write(b"\x1f\x8b garbage")
     assert it.IndexTable(t.path).snapshot().num_files == 10
@@ -165,12 +165,12 @@ def test_partial_manifest_write_is_invisible_and_collected(tmp_path):
 
     key, _ = write_manifest(t.storage, add_files_to_table(synthetic_adds(900, 5)), ["date"])
     assert it.IndexTable(t.path).snapshot().num_files == 100
-    assert t.gc_state()["orphanedManifests"] == 1 and os.path.exists(os.path.join(t.path, key))
+    assert t.maintenance.gc_state()["orphanedManifests"] == 1 and os.path.exists(os.path.join(t.path, key))
     old = time.time() - 2 * 3600
     os.utime(os.path.join(t.path, key), (old, old))
-    r = t.gc_state(dry_run=True)
+    r = t.maintenance.gc_state(dry_run=True)
     assert r["wouldDeleteManifests"] == 1 and r["deletedManifests"] == 0 and os.path.exists(os.path.join(t.path, key))
-    r = t.gc_state()
+    r = t.maintenance.gc_state()
     assert r["deletedManifests"] == 1 and not os.path.exists(os.path.join(t.path, key))
     assert it.IndexTable(t.path).snapshot().num_files == 100
 
@@ -178,7 +178,7 @@ def test_partial_manifest_write_is_invisible_and_collected(tmp_path):
 def test_concurrent_state_update(tmp_path):
     t = table(tmp_path)
     commit_files(t, synthetic_adds(0, 30))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, synthetic_adds(30, 30), remove=[synthetic_add(3).path])
     results, errors = [], []
 
@@ -267,7 +267,7 @@ def test_time_travel_past_retention_is_a_clear_error(tmp_path):
     t = table(tmp_path)
     for k in range(4):
         commit_files(t, synthetic_adds(k * 5, 5))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     drop_versions(t, 2)
     assert t.snapshot(4).num_files == 20  # the state covers it
     with pytest.raises(
@@ -280,10 +280,10 @@ def test_truncate_time_travel(tmp_path):
     t = table(tmp_path)
     for k in range(5):
         commit_files(t, synthetic_adds(k * 5, 5))
-        t.checkpoint()
-    dry = t.truncate_time_travel(dry_run=True)
+        t.maintenance.checkpoint()
+    dry = t.maintenance.truncate_time_travel(dry_run=True)
     assert dry["versionFilesRemoved"] == 5 and dry["dryRun"] and len(t.log.list_versions()) == 6
-    r = t.truncate_time_travel()
+    r = t.maintenance.truncate_time_travel()
     assert r["versionFilesRemoved"] == 5 and r["stateDirsRemoved"] == 4
     assert t.log.list_versions() == [5]
     assert sorted(t.log.listing().state_manifests) == [5]
@@ -301,7 +301,7 @@ def aged_states(tmp_path, count=6, **opts):
     t = table(tmp_path, **opts)
     for k in range(count):
         commit_files(t, synthetic_adds(k * 3, 3), remove=[synthetic_add((k - 1) * 3).path] if k else [])
-        t.checkpoint()
+        t.maintenance.checkpoint()
     return t
 
 
@@ -314,12 +314,12 @@ def age(t, version, hours):
 
 def test_cleanup_old_state_dirs_by_count_and_age(tmp_path):
     t = aged_states(tmp_path)
-    assert t.gc_state()["stateDirsRemoved"] == 0  # all young (retention 168 h)
+    assert t.maintenance.gc_state()["stateDirsRemoved"] == 0  # all young (retention 168 h)
     for v in range(1, 7):
         age(t, v, 200)
-    r = t.gc_state(dry_run=True)
+    r = t.maintenance.gc_state(dry_run=True)
     assert r["stateVersionsRemoved"] == [1, 2, 3] and sorted(t.log.listing().state_manifests) == list(range(1, 7))
-    r = t.gc_state()
+    r = t.maintenance.gc_state()
     # current (6) protected, then the 2 newest old ones (5, 4) kept
     assert r["stateVersionsRemoved"] == [1, 2, 3]
     assert sorted(t.log.listing().state_manifests) == [4, 5, 6]
@@ -330,7 +330,7 @@ def test_retention_by_age(tmp_path):
     t = aged_states(tmp_path, **{"state.retention.versions": "0", "state.retention.hours": "10"})
     age(t, 1, 20)
     age(t, 2, 5)
-    r = t.gc_state()
+    r = t.maintenance.gc_state()
     assert r["stateVersionsRemoved"] == [1]
 
 
@@ -338,7 +338,7 @@ def test_cleanup_preserves_current_state(tmp_path):
     t = aged_states(tmp_path, 3, **{"state.retention.versions": "0", "state.retention.hours": "0"})
     for v in (1, 2, 3):
         age(t, v, 1000)
-    t.gc_state()
+    t.maintenance.gc_state()
     assert sorted(t.log.listing().state_manifests) == [3]
     assert it.IndexTable(t.path).snapshot().num_files == 7
 
@@ -349,10 +349,10 @@ def test_cleanup_orphaned_manifests_after_state_removal(tmp_path):
         3,
         **{"state.retention.versions": "0", "state.retention.hours": "0", "state.gc.minManifestAgeHours": "0"},
     )
-    t.compact()  # the current state no longer references the earlier manifests
+    t.maintenance.compact()  # the current state no longer references the earlier manifests
     for v in (1, 2):
         age(t, v, 10)
-    r = t.gc_state()
+    r = t.maintenance.gc_state()
     assert r["stateDirsRemoved"] == 2 and r["deletedManifests"] >= 1
     left = os.listdir(os.path.join(logdir(t), "manifests"))
     assert {m.path.split("/")[-1] for m in sm_of(t).manifests} == set(left)
@@ -375,10 +375,10 @@ def test_gc_keeps_legacy_manifests_referenced_from_newer_states(tmp_path):
     )
     assert it.IndexTable(t.path).snapshot().num_files == 3
     commit_files(t, synthetic_adds(50, 2))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     assert sm_of(t).manifests[0].path == "state-v00000000000000000001/" + legacy_name
     age(t, 1, 10)
-    t.gc_state()
+    t.maintenance.gc_state()
     assert os.path.exists(os.path.join(logdir(t), "state-v00000000000000000001", legacy_name))
     assert it.IndexTable(t.path).snapshot().num_files == 5
 
@@ -391,7 +391,7 @@ def test_concurrent_cleanup(tmp_path):
 
     def run():
         try:
-            it.IndexTable(t.path, dict(t.options)).gc_state()
+            it.IndexTable(t.path, dict(t.options)).maintenance.gc_state()
         except Exception as e:  # asserted below
             errors.append(e)
 

@@ -68,7 +68,7 @@ def test_read_legacy_single_file_json_checkpoint(tmp_path, gz):
     s = t.snapshot()
     assert s.source == "json" and s.num_files == 31 and s.version == 4
     assert "x.split" in s.skips
-    assert t.describe_state()["format"] == "json"
+    assert t.inspect.state()["format"] == "json"
 
 
 def test_read_legacy_multipart_checkpoint(tmp_path):
@@ -101,7 +101,7 @@ def test_read_legacy_multipart_checkpoint(tmp_path):
         os.unlink(os.path.join(logdir(t), f"{v:020d}.json"))
     s = t.snapshot()
     assert s.source == "json-multipart" and sorted(f.path for f in s.files) == sorted(f.path for f in files)
-    assert t.describe_state()["format"] == "json-multipart"
+    assert t.inspect.state()["format"] == "json-multipart"
     # the manifest gone: the parts named by _last_checkpoint are read
     os.unlink(os.path.join(logdir(t), f"{3:020d}.checkpoint.json"))
     assert it.IndexTable(t.path).snapshot().num_files == 30
@@ -117,10 +117,10 @@ def test_auto_upgrade_on_read_keeps_state_in_memory(tmp_path):
 def test_checkpoint_upgrades_v2_table_to_v4(tmp_path):
     t = legacy_table(tmp_path, protocol=V2)
     before = t.snapshot()
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     assert r["upgradedFromProtocol"] == {"minReaderVersion": 2, "minWriterVersion": 2}
     assert r["newFormat"] == "avro-state" and r["version"] == 4
-    hist = t.history()[0]
+    hist = t.inspect.history()[0]
     assert hist["operation"] == "UPGRADE PROTOCOL"
     after = t.snapshot()
     assert after.protocol["minReaderVersion"] == 4 and set(after.protocol["readerFeatures"]) >= {"avroState"}
@@ -165,19 +165,19 @@ def test_automatic_checkpoint_upgrades_v3_table(tmp_path):
 def test_upgrade_with_active_tombstones_and_write_after_upgrade(tmp_path):
     t = legacy_table(tmp_path, protocol=V2)
     commit_files(t, [], remove=[synthetic_add(1).path, synthetic_add(2).path])
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, synthetic_adds(900, 3))
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     assert r["newFormat"] == "avro-state" and r["compacted"] is False and r["manifestsWritten"] == 1
     assert paths(t) == replay(t) and t.snapshot().num_files == 31
 
 
 def test_mixed_format_rollback_to_json(tmp_path):
     t = legacy_table(tmp_path, protocol=V2)
-    t.checkpoint()  # avro (upgrade)
+    t.maintenance.checkpoint()  # avro (upgrade)
     commit_files(t, synthetic_adds(700, 2))
     j = it.IndexTable(t.path, {"state.format": "json"})
-    r = j.checkpoint()
+    r = j.maintenance.checkpoint()
     assert r["newFormat"] == "json" and os.path.exists(os.path.join(logdir(t), f"{r['version']:020d}.checkpoint.json"))
     lc = json.load(open(os.path.join(logdir(t), "_last_checkpoint")))
     assert lc["format"] == "json" and lc["version"] == r["version"]
@@ -204,7 +204,7 @@ def test_upgrade_large_table(tmp_path):
     create_table(t, protocol=V2)
     for k in range(7):
         commit_files(t, synthetic_adds(k * 10_000, 10_000, num_partitions=100))
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     assert r["numFiles"] == 70_000 and r["numManifests"] == 2
     assert it.IndexTable(t.path).snapshot().num_files == 70_000
 
@@ -214,7 +214,7 @@ def test_upgrade_large_table(tmp_path):
 
 def test_reader_refuses_newer_protocol_before_touching_state(tmp_path):
     t = legacy_table(tmp_path, protocol=Protocol(4, 4, ["avroState"], ["avroState"]))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, [], remove=[])
     txn = t.transaction()
     txn.set_protocol(Protocol(4, 5, ["avroState"], ["avroState"]))
@@ -226,14 +226,14 @@ def test_reader_refuses_newer_protocol_before_touching_state(tmp_path):
     with pytest.raises(ProtocolVersionError, match="reader version 7"):
         t.snapshot()
     with pytest.raises(ProtocolVersionError, match="reader version 7"):
-        t.checkpoint()
+        t.maintenance.checkpoint()
     with pytest.raises(ProtocolVersionError, match="reader version 7"):
         commit_files(t, synthetic_adds(0, 1))
 
 
 def test_state_with_newer_protocol_version_is_refused(tmp_path):
     t = legacy_table(tmp_path, protocol=Protocol(4, 4, ["avroState"], ["avroState"]))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     with open(os.path.join(t.path, LAST_CHECKPOINT)) as f:
         lc = json.load(f)
     lc["protocolVersion"] = 9
@@ -250,7 +250,7 @@ def test_unknown_reader_feature_is_refused(tmp_path):
     with pytest.raises(ProtocolVersionError, match="rowTracking"):
         t.snapshot()
     with pytest.raises(ProtocolVersionError, match="rowTracking"):
-        t.checkpoint()
+        t.maintenance.checkpoint()
     assert not t.log.listing().state_manifests  # nothing was written
 
 
@@ -315,7 +315,7 @@ def test_streaming_with_compaction(tmp_path):
     create_table(t)
     for k in range(4):
         commit_files(t, synthetic_adds(k * 5, 5))
-    t.compact()
+    t.maintenance.compact()
     cs = t.changes_since(2)
     assert sorted(f.path for f in cs.adds) == sorted(f.path for f in synthetic_adds(10, 10))
 
@@ -325,7 +325,7 @@ def test_changes_since_truncated_history_is_a_clear_error(tmp_path):
     create_table(t)
     for k in range(4):
         commit_files(t, synthetic_adds(k * 5, 5))
-    t.truncate_time_travel()
+    t.maintenance.truncate_time_travel()
     commit_files(t, synthetic_adds(100, 1))
     with pytest.raises(VersionNotFoundError, match="since version 1.*removed by retention"):
         t.changes_since(1)
@@ -336,5 +336,5 @@ def test_added_at_fields_from_legacy_adds_do_not_break_streaming(tmp_path):
     t = legacy_table(tmp_path)
     raw = AddFile("legacy.split", {"date": "2024-01-01"}, 1, 1)
     commit_files(t, [raw])
-    t.checkpoint()
+    t.maintenance.checkpoint()
     assert "legacy.split" in {f.path for f in t.changes_since(3).adds}

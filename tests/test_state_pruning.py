@@ -190,7 +190,7 @@ def _table(tmp_path, n, parts, epm, name="t"):
     t = it.IndexTable(str(tmp_path / name), {"checkpoint.enabled": "false", "state.entriesPerManifest": str(epm)})
     create_table(t)
     commit_files(t, synthetic_adds(0, n, num_partitions=parts))
-    t.compact()
+    t.maintenance.compact()
     return t
 
 
@@ -212,7 +212,7 @@ def test_partition_locality_sorting_and_incremental_bounds(tmp_path):
     sm_bounds = [m.partition_bounds["date"] for m in t.log.listing() and _state(t).manifests]
     assert all(a[1] <= b[0] for a, b in zip(sm_bounds, sm_bounds[1:]))
     commit_files(t, [synthetic_add(10_000, num_partitions=30)])
-    t.checkpoint()
+    t.maintenance.checkpoint()
     new = _state(t).manifests[-1]
     d = synthetic_add(10_000, num_partitions=30).partition_values["date"]
     assert new.partition_bounds == {"date": (d, d)} and new.num_entries == 1
@@ -238,7 +238,7 @@ def test_partition_pruning_with_tombstones(tmp_path):
     target = partition_value(3, 20)
     victims = [f.path for f in synthetic_adds(0, 400, num_partitions=20) if f.partition_values["date"] == target][:5]
     commit_files(t, [], remove=victims)
-    t.checkpoint()
+    t.maintenance.checkpoint()
     assert _state(t).tombstones == victims
     got = {f.path for f in t.files(f"date = '{target}'")}
     assert len(got) == 15 and not got & set(victims)

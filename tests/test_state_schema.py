@@ -161,7 +161,7 @@ def test_inline_doc_mapping_is_deduplicated_on_commit(tmp_path):
     assert not [a for a in t.log.read_actions(v2) if a.__class__.__name__ == "Metadata"]
     snap = t.snapshot()
     assert {f.doc_mapping_ref for f in snap.files} == {ref} and snap.doc_mapping(ref) == js
-    t.checkpoint()
+    t.maintenance.checkpoint()
     sm = read_state_manifest(t.storage, t.log.listing().state_manifests[v2])
     assert sm.schema_registry[ref] == js
 
@@ -189,7 +189,7 @@ def test_legacy_inline_doc_mapping_in_version_files_is_carried_into_state(tmp_pa
     line = json.dumps(action_to_json(AddFile("old.split", {"date": "x"}, 1, 1, doc_mapping_json=js)))
     with open(f"{t.path}/_transaction_log/{1:020d}.json", "w") as f:
         f.write(line + "\n")
-    t.checkpoint()
+    t.maintenance.checkpoint()
     s = it.IndexTable(t.path).snapshot()
     ref = doc_mapping_hash(js)
     assert s.source == "avro-state" and s.files[0].doc_mapping_ref == ref and s.doc_mapping(ref) == js
@@ -211,7 +211,7 @@ def test_renormalization_above_threshold(tmp_path):
     conf = {f"docMappingSchema.{r}": v for r, v in zip(legacy_refs, variants)}
     create_table(t, configuration=conf)
     commit_files(t, [AddFile(f"s{i}.split", {"date": "x"}, 1, 1, doc_mapping_ref=legacy_refs[i]) for i in range(3)])
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     assert r["compacted"] is True
     canon = doc_mapping_hash(variants[0])
     s = it.IndexTable(t.path).snapshot()
@@ -225,7 +225,7 @@ def test_below_threshold_refs_are_left_alone(tmp_path):
     t = it.IndexTable(str(tmp_path / "n"), {"checkpoint.enabled": "false"})
     create_table(t, configuration={"docMappingSchema.legacyref0000000": json.dumps(MAPPING)})
     commit_files(t, [AddFile("s.split", {"date": "x"}, 1, 1, doc_mapping_ref="legacyref0000000")])
-    t.checkpoint()
+    t.maintenance.checkpoint()
     assert it.IndexTable(t.path).snapshot().files[0].doc_mapping_ref == "legacyref0000000"
 
 
@@ -234,7 +234,7 @@ def test_synthetic_tables_roundtrip_every_field(tmp_path):
     create_table(t)
     files = synthetic_adds(0, 50)
     commit_files(t, files)
-    t.checkpoint()
+    t.maintenance.checkpoint()
     got = {f.path: f for f in it.IndexTable(t.path).snapshot().files}
     for f in files:
         g = got[f.path]

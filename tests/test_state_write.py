@@ -53,7 +53,7 @@ def replay_paths(t, version=None):
 def test_write_and_read_state_manifest(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 30))
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     key = state_manifest_key(r["version"])
     assert os.path.exists(os.path.join(t.path, key))
     with open(os.path.join(t.path, key), "rb") as f:
@@ -106,10 +106,10 @@ def test_state_manifest_json_form_is_readable(tmp_path):
 def test_state_manifest_with_tombstones_and_apply(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 100))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     removed = [synthetic_add(i).path for i in range(0, 100, 10)]
     commit_files(t, [], remove=removed)
-    t.checkpoint()
+    t.maintenance.checkpoint()
     sm = state(t)
     assert sorted(sm.tombstones) == sorted(removed) and sm.num_files == 90
     files = read_state_files(t.log, sm)
@@ -119,14 +119,14 @@ def test_state_manifest_with_tombstones_and_apply(tmp_path):
 def test_empty_tombstones(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 5))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     assert state(t).tombstones == [] and t.snapshot().num_files == 5
 
 
 def test_state_manifest_with_schema_registry(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 5))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     sm = state(t)
     assert "c2NoZW1hLXJlZi0x" in sm.schema_registry
     assert t.snapshot().doc_mapping("c2NoZW1hLXJlZi0x") == sm.schema_registry["c2NoZW1hLXJlZi0x"]
@@ -136,9 +136,9 @@ def test_state_manifest_version_bounds_num_files_total_bytes(tmp_path):
     t = new_table(tmp_path)
     v1 = commit_files(t, synthetic_adds(0, 10))
     v2 = commit_files(t, synthetic_adds(10, 10))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     v3 = commit_files(t, synthetic_adds(20, 10), remove=[synthetic_add(0).path])
-    t.checkpoint()
+    t.maintenance.checkpoint()
     sm = state(t)
     assert [(m.min_added_at_version, m.max_added_at_version) for m in sm.manifests] == [(v1, v2), (v3, v3)]
     snap = t.snapshot()
@@ -149,10 +149,10 @@ def test_state_manifest_version_bounds_num_files_total_bytes(tmp_path):
 def test_large_tombstone_list(tmp_path):
     t = new_table(tmp_path, **{"state_compaction_tombstoneThreshold": "0.9"})
     commit_files(t, synthetic_adds(0, 12_000, num_partitions=50))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     removed = [synthetic_add(i, num_partitions=50).path for i in range(10_000)]
     commit_files(t, [], remove=removed)
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     assert r["compacted"] is False and r["numTombstones"] == 10_000
     assert t.snapshot().num_files == 2_000
     assert live_paths(t) == replay_paths(t)
@@ -164,12 +164,12 @@ def test_large_tombstone_list(tmp_path):
 def test_incremental_add_files_reuses_manifests(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 1000))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     before = state(t)
     first = os.path.join(t.path, "_transaction_log", before.manifests[0].path)
     mtime = os.stat(first).st_mtime_ns
     commit_files(t, synthetic_adds(1000, 10))
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     after = state(t)
     assert r["compacted"] is False and r["manifestsWritten"] == 1 and r["entriesWritten"] == 10
     assert after.manifests[0].path == before.manifests[0].path  # referenced, not rewritten
@@ -181,9 +181,9 @@ def test_incremental_add_files_reuses_manifests(tmp_path):
 def test_incremental_remove_files_adds_tombstones_only(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 200))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, [], remove=[synthetic_add(5).path, synthetic_add(6).path])
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     assert r["manifestsWritten"] == 0 and r["numTombstones"] == 2 and r["numFiles"] == 198
     assert live_paths(t) == replay_paths(t)
 
@@ -191,9 +191,9 @@ def test_incremental_remove_files_adds_tombstones_only(tmp_path):
 def test_incremental_mixed_add_remove(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 100))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, synthetic_adds(100, 5), remove=[synthetic_add(1).path])
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     assert (r["manifestsWritten"], r["entriesWritten"], r["numTombstones"], r["numFiles"]) == (1, 5, 1, 104)
     assert live_paths(t) == replay_paths(t)
 
@@ -203,21 +203,21 @@ def test_bytes_written_do_not_depend_on_table_size(tmp_path):
     for n in (500, 5000):
         t = new_table(tmp_path, name=f"t{n}")
         commit_files(t, synthetic_adds(0, n))
-        t.checkpoint()
+        t.maintenance.checkpoint()
         commit_files(t, synthetic_adds(10_000_000, 20))
-        sizes[n] = t.checkpoint()["bytesWritten"]
+        sizes[n] = t.maintenance.checkpoint()["bytesWritten"]
     assert abs(sizes[500] - sizes[5000]) < 300, sizes
 
 
 def test_manifest_reuse_with_partial_overlap(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 50))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, synthetic_adds(50, 50))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     s2 = state(t)
     commit_files(t, synthetic_adds(100, 50))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     s3 = state(t)
     assert [m.path for m in s3.manifests[:2]] == [m.path for m in s2.manifests]
     assert s3.manifests[2].path not in {m.path for m in s2.manifests}
@@ -228,7 +228,7 @@ def test_state_version_increment_and_chain_of_writes(tmp_path):
     versions = []
     for k in range(12):
         commit_files(t, synthetic_adds(k * 10, 10), remove=[synthetic_add((k - 1) * 10).path] if k else [])
-        versions.append(t.checkpoint()["version"])
+        versions.append(t.maintenance.checkpoint()["version"])
     assert versions == list(range(1, 13))
     listing = t.log.listing()
     assert sorted(listing.state_manifests) == list(range(1, 13))
@@ -272,7 +272,7 @@ def test_state_write_retry_rereads_base(tmp_path, monkeypatch):
     """A concurrent writer creates the state first: we drop our manifest, re-read, and find it."""
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 20))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, synthetic_adds(20, 5))
     storage = t.storage
     real = storage.put_if_absent
@@ -300,11 +300,11 @@ def test_state_write_retry_rereads_base(tmp_path, monkeypatch):
 def test_compaction_trigger_by_tombstone_ratio(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 100))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, [], remove=[synthetic_add(i).path for i in range(5)])
-    assert t.checkpoint()["compacted"] is False  # 5%
+    assert t.maintenance.checkpoint()["compacted"] is False  # 5%
     commit_files(t, [], remove=[synthetic_add(i).path for i in range(5, 12)])
-    r = t.checkpoint()  # 12/95 > 10%
+    r = t.maintenance.checkpoint()  # 12/95 > 10%
     assert r["compacted"] is True and "tombstone ratio" in r["reason"] and r["numTombstones"] == 0
     assert live_paths(t) == replay_paths(t)
 
@@ -312,11 +312,11 @@ def test_compaction_trigger_by_tombstone_ratio(tmp_path):
 def test_compaction_trigger_by_manifest_count(tmp_path):
     t = new_table(tmp_path, **{"state_compaction_maxManifests": "4"})
     commit_files(t, synthetic_adds(0, 10))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     reasons = []
     for k in range(1, 6):
         commit_files(t, synthetic_adds(k * 10, 10))
-        reasons.append(t.checkpoint()["reason"])
+        reasons.append(t.maintenance.checkpoint()["reason"])
     assert reasons[:3] == ["incremental"] * 3 and "manifests > 4" in reasons[4]
     assert len(state(t).manifests) <= 2
 
@@ -326,10 +326,10 @@ def test_compaction_trigger_after_merge_like_removes(tmp_path):
         tmp_path, **{"state_compaction_largeRemoveThreshold": "10", "state_compaction_tombstoneThreshold": "0.9"}
     )
     commit_files(t, synthetic_adds(0, 200))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     merged = [synthetic_add(i).path for i in range(20)]
     commit_files(t, synthetic_adds(1000, 1), remove=merged, operation="MERGE SPLITS")
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     assert r["compacted"] is True and "removes > 10" in r["reason"]
 
 
@@ -347,9 +347,9 @@ def test_compaction_produces_clean_state_preserving_all_files(tmp_path):
     t = new_table(tmp_path)
     for k in range(6):
         commit_files(t, synthetic_adds(k * 50, 50, num_partitions=7), remove=[synthetic_add(k).path] if k else [])
-        t.checkpoint()
+        t.maintenance.checkpoint()
     before = live_paths(t)
-    r = t.compact()
+    r = t.maintenance.compact()
     assert r["compacted"] is True and r["numTombstones"] == 0
     sm = state(t)
     assert sm.tombstones == [] and sm.num_files == len(before)
@@ -362,9 +362,9 @@ def test_compaction_splits_large_manifests_and_merges_small_ones(tmp_path):
     t = new_table(tmp_path, **{"state_entriesPerManifest": "100"})
     for k in range(5):
         commit_files(t, synthetic_adds(k * 70, 70))
-        t.checkpoint()
+        t.maintenance.checkpoint()
     assert len(state(t).manifests) == 5
-    t.compact()
+    t.maintenance.compact()
     sm = state(t)
     assert [m.num_entries for m in sm.manifests] == [100, 100, 100, 50]
 
@@ -372,7 +372,7 @@ def test_compaction_splits_large_manifests_and_merges_small_ones(tmp_path):
 def test_compaction_sorts_by_partition_and_computes_bounds(tmp_path):
     t = new_table(tmp_path, partition_columns=("date", "region"), **{"state_entriesPerManifest": "30"})
     commit_files(t, synthetic_adds(0, 120, partition_columns=("date", "region"), num_partitions=6))
-    t.compact()
+    t.maintenance.compact()
     sm = state(t)
     files = read_state_files(t.log, sm)
     keys = [f"{dict(pv)['date']}|{dict(pv)['region']}" for pv in files.column("partitionValues").to_pylist()]
@@ -387,8 +387,8 @@ def test_compaction_sorts_by_partition_and_computes_bounds(tmp_path):
 def test_compaction_skips_clean_state(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 40))
-    assert t.compact()["status"] == "SUCCESS"
-    r = t.compact()
+    assert t.maintenance.compact()["status"] == "SUCCESS"
+    r = t.maintenance.compact()
     assert r["status"] == "SKIPPED" and r["bytesWritten"] == 0
 
 
@@ -398,13 +398,13 @@ def test_concurrent_compaction(tmp_path):
     t = new_table(tmp_path)
     for k in range(4):
         commit_files(t, synthetic_adds(k * 100, 100), remove=[synthetic_add(k).path])
-        t.checkpoint()
+        t.maintenance.checkpoint()
     expected = live_paths(t)
     errors = []
 
     def run():
         try:
-            it.IndexTable(t.path, {"checkpoint.enabled": "false"}).compact()
+            it.IndexTable(t.path, {"checkpoint.enabled": "false"}).maintenance.compact()
         except Exception as e:  # collected and asserted below
             errors.append(e)
 
@@ -420,7 +420,7 @@ def test_concurrent_compaction(tmp_path):
 def test_compaction_on_table_without_state(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 25))
-    r = t.compact()
+    r = t.maintenance.compact()
     assert r["compacted"] and r["numFiles"] == 25 and t.snapshot().source == "avro-state"
 
 
@@ -431,7 +431,7 @@ def test_compaction_performance_70k(tmp_path):
     t = new_table(tmp_path, **{"checkpoint_enabled": "true"})
     for k in range(7):
         commit_files(t, synthetic_adds(k * 10_000, 10_000, num_partitions=100))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     t0 = time.perf_counter()
     res = write_state(t.log, t.version(), force_compaction=True, overwrite=True)
     elapsed = time.perf_counter() - t0
@@ -444,11 +444,11 @@ def test_readd_without_remove_replaces_the_entry(tmp_path):
     the newer entry only, matching a replay of the version files."""
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 40))
-    t.compact()
+    t.maintenance.compact()
     again = synthetic_add(7)
     again.size = 123
     commit_files(t, [again])
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     assert r["compacted"] is False and state(t).distinct_prefix_manifests == 1
     snap = it.IndexTable(t.path).snapshot()
     assert snap.num_files == 40 and live_paths(t) == replay_paths(t)
@@ -458,11 +458,11 @@ def test_readd_without_remove_replaces_the_entry(tmp_path):
 def test_remove_then_readd_compacts(tmp_path):
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 100))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, [], remove=[synthetic_add(3).path])
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, [synthetic_add(3)])
-    r = t.checkpoint()
+    r = t.maintenance.checkpoint()
     assert r["compacted"] is True and "added again" in r["reason"]
     assert live_paths(t) == replay_paths(t) and len(live_paths(t)) == 100
 
@@ -471,7 +471,7 @@ def test_state_written_as_manifest_json_is_read(tmp_path):
     """protocol.md names the state manifest `_manifest.json` (same fields, JSON-encoded)."""
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 12))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     sdir = os.path.join(t.path, "_transaction_log", "state-v00000000000000000001")
     rec = state(t).to_record()
     os.unlink(os.path.join(sdir, "_manifest.avro"))
@@ -490,9 +490,9 @@ def test_streaming_performance_70k(tmp_path):
     t = new_table(tmp_path, **{"checkpoint_enabled": "true"})
     for k in range(7):
         commit_files(t, synthetic_adds(k * 10_000, 10_000, num_partitions=100))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     commit_files(t, synthetic_adds(100_000, 50))
-    t.checkpoint()
+    t.maintenance.checkpoint()
     t0 = time.perf_counter()
     cs = it.IndexTable(t.path).changes_since(7)
     elapsed = time.perf_counter() - t0

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
+from indextables_spark.split.where import parse_where
 
 USER = pa.struct(
     [("name", pa.string()), ("age", pa.int64()), ("address", pa.struct([("city", pa.string()), ("zip", pa.int32())]))]
@@ -113,7 +114,7 @@ def test_equality_narrows_through_the_json_field(table):
     from indextables_spark.split.filters import where_narrowing
     from indextables_spark.split.search import _table_layout
 
-    conj = table._where_conjuncts(
+    conj = parse_where(
         "user.name IN ('alice', 'Bob Smith') AND user.age = 61 AND user.age > 1", table.snapshot().schema_json
     )
     specs = {s.name: s for s in _table_layout(table.snapshot(), table.options)[2]}
@@ -136,7 +137,7 @@ def test_ranges_narrow_through_the_fast_json_field(tmp_path):
     t = it.IndexTable(path)
     specs = _table_layout(t.snapshot(), t.options)[2]
     by_name = {s.name: s for s in specs}
-    conj = t._where_conjuncts("user.age > 50 AND user.address.zip <= 75001 AND user.age = -3", t.snapshot().schema_json)
+    conj = parse_where("user.age > 50 AND user.address.zip <= 75001 AND user.age = -3", t.snapshot().schema_json)
     got = [where_narrowing(f, by_name, ["id", "user"]) for f in conj]
     assert got == ["user.age:>50", "user.address.zip:<=75001", 'user.age:"-3"']
     for where in WHERES:

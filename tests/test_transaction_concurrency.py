@@ -164,7 +164,7 @@ def test_equality_delete_rebases_over_a_concurrent_merge(tmp_path):
     before = visible(t)
     txn = t.transaction(resolver="merge", operation="DELETE")
     txn.add_delete_log(write_delete_log(t.storage, "EQUALITY", pa.table({"id": pa.array([5, 6], pa.int64())})))
-    t.merge_splits()
+    t.maintenance.merge_splits()
     v = txn.commit()
     assert v == t.version()
     assert visible(t) == [r for r in before if r[0] not in (5, 6)]

@@ -240,7 +240,7 @@ def test_store_only_columns(tmp_path):
     with pytest.raises(QueryParseError, match="not indexed: tags, title, views"):
         t.search("title:T4")
     with pytest.raises(AggregationError, match="stored only"):
-        it.aggregate(None, path, aggs={"a": {"terms": {"field": "title"}}})
+        it.IndexTable(path).aggregate({"a": {"terms": {"field": "title"}}})
     it.write_table(path, data)  # the table's setting applies to appends
     assert t.count() == 2 * n and len({f.doc_mapping_ref for f in t.files()}) == 1
     for bad, msg in [

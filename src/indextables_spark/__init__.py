@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .log.snapshot import Snapshot
     from .log.base_state import ScanStats
     from .log.transaction import Transaction
+    from .results import CompanionBuildResult, DiskCacheInfo, FlushDiskCacheResult, PostWriteResult
     from .table import IndexTable
 
 
@@ -110,7 +111,7 @@ def sql(spark, text: str):
     return run_sql(spark, text)
 
 
-def wait_for_maintenance(timeout: float | None = None) -> dict:
+def wait_for_maintenance(timeout: float | None = None) -> dict[str, PostWriteResult]:
     """Wait for the merge-/purge-on-write running in the background of this process (see
     commands/post_write.py); returns the latest result per table path."""
     from .commands.post_write import wait_for_background
@@ -127,14 +128,23 @@ def aggregate(
     options=None,
     execution: str = "auto",
 ) -> dict:
-    """Exact Tantivy aggregations (terms, stats, histogram, date_histogram, range, percentiles,
-    cardinality, ...) over the rows matching `query`; see indextables_spark.aggregations."""
-    from .aggregations import aggregate as _aggregate
+    """Deprecated (goes in the next release): `IndexTable(path, options, spark=spark).aggregate(aggs,
+    query=…, partition_filter=…, spark=spark, execution=…)`."""
+    import warnings
 
-    return _aggregate(spark, path, query, aggs, partition_filter, options, execution)
+    warnings.warn(
+        "it.aggregate(spark, path, …) is deprecated and goes in the next release; use "
+        "IndexTable(path, options, spark=spark).aggregate(aggs, query=…, spark=spark)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from .table import IndexTable
+
+    table = IndexTable(path, options, spark=spark)
+    return table.aggregate(aggs, query=query, partition_filter=partition_filter, spark=spark, execution=execution)
 
 
-def describe_disk_cache(spark=None, options=None) -> list[dict]:
+def describe_disk_cache(spark=None, options=None) -> list[DiskCacheInfo]:
     """DESCRIBE INDEXTABLES DISK CACHE: per host and cache directory, the cached splits (entries,
     bytes), the limit, and the hits, misses and evictions of the processes asked (every executor,
     as a Spark job, when a SparkSession is given; else this process)."""
@@ -144,7 +154,7 @@ def describe_disk_cache(spark=None, options=None) -> list[dict]:
     return run("describe", with_session_options(spark, options), spark)
 
 
-def flush_disk_cache(spark=None, options=None) -> list[dict]:
+def flush_disk_cache(spark=None, options=None) -> list[FlushDiskCacheResult]:
     """FLUSH INDEXTABLES DISK CACHE: remove the cached splits no reader is reading right now."""
     from .commands.cache import run
     from .sessions import with_session_options
@@ -170,7 +180,7 @@ def build_companion(
     spark=None,
     options=None,
     **kwargs,
-) -> dict:
+) -> CompanionBuildResult:
     """BUILD INDEXTABLES COMPANION: build, or sync, a search index at `location` over the Delta,
     Iceberg or Parquet table `source` that points at its Parquet files instead of copying its rows
     (see commands/companion.py). indexing: {column: mode} as INDEXING MODES. Keyword arguments:

@@ -1,4 +1,4 @@
-"""`it.aggregate(spark, path, query=..., aggs=...)`: exact aggregations without scanning rows.
+"""`IndexTable.aggregate(aggs, query=…, spark=…)`: exact aggregations without scanning rows.
 
 Per split, Tantivy aggregates the fast fields of the matching documents (split/aggregate.py has
 the kinds and why each merge is exact); the partials are merged on the driver.
@@ -21,7 +21,9 @@ from typing import Any, Mapping, Sequence
 from . import sessions
 from .errors import InvalidOptionError
 from .log.actions import AddFile
+from .log.snapshot import Snapshot
 from .options import Options
+from .storage import Storage
 
 EXECUTIONS = ("auto", "spark", "driver")
 
@@ -41,39 +43,35 @@ def choose_execution(spark: Any, execution: str) -> str:
 
 
 def aggregate(
-    spark: Any,
-    path: str,
+    storage: Storage,
+    snapshot: Snapshot,
+    files: list[AddFile],
+    options: Options,
+    aggs: Mapping[str, Any] | str | None,
     query: str | None = None,
-    aggs: Mapping[str, Any] | str | None = None,
-    partition_filter: str | None = None,
-    options: Mapping[str, Any] | None = None,
+    spark: Any = None,
     execution: str = "auto",
-) -> dict:
-    """Aggregations over the rows matching `query` (all rows when None) in the partitions matching
-    `partition_filter`. Returns {"doc_count": n, <name>: <result>, ...} in Elasticsearch's shape:
-    terms/histogram/date_histogram/range → {"buckets": [{"key", "doc_count", <sub-aggs>}]},
-    stats → {"count", "min", "max", "sum", "avg"}, avg/min/max/sum/value_count/cardinality →
-    {"value"}, percentiles → {"values": {"50.0": v}}."""
+) -> dict[str, Any]:
+    """Aggregations over the rows of `files` (of `snapshot`) matching `query` (all rows when None):
+    IndexTable.aggregate's work. Returns {"doc_count": n, <name>: <result>, ...} in
+    Elasticsearch's shape: terms/histogram/date_histogram/range → {"buckets": [{"key",
+    "doc_count", <sub-aggs>}]}, stats → {"count", "min", "max", "sum", "avg"},
+    avg/min/max/sum/value_count/cardinality → {"value"}, percentiles → {"values": {"50.0": v}}."""
     from .log.delete_logs import deletes_json
     from .split import aggregate as core
     from .split.types import column_specs, table_options
-    from .table import IndexTable
 
     if aggs is None:
         raise InvalidOptionError("aggregate: give aggs, e.g. {'by_tag': {'terms': {'field': 'tag'}}}")
-    opts = sessions.with_session_options(spark, options)
-    table = IndexTable(path, opts)
-    snapshot = table.snapshot()
-    files = table.files(partition_filter, version=snapshot.version) if partition_filter else snapshot.files
     plan = core.plan(
-        aggs, column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
+        aggs, column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, options))
     )
     deletes = deletes_json(snapshot, files)  # row-level deletes: those rows are in no aggregation
     if choose_execution(spark, execution) == "spark":
-        merged = run_job(spark, path, opts, files, query, plan, deletes)
+        merged = run_job(spark, storage.uri, options, files, query, plan, deletes)
     else:
         merged = core.aggregate_files(
-            table.storage, files, query, plan, opts, threads=os.cpu_count() or 1, deletes=deletes
+            storage, files, query, plan, options, threads=os.cpu_count() or 1, deletes=deletes
         )
     return core.result(plan, merged)
 

@@ -247,13 +247,13 @@ def _table_listing(args, options):
             from .errors import TableNotFoundError
 
             raise TableNotFoundError(f"no indextables table at {t.storage.uri}")
-        rows = t.history()
-        if args.limit is not None:
-            rows = rows[: args.limit]
+        rows = t.inspect.history(limit=args.limit)
         return results.HISTORY, results.HISTORY.table(rows), rows
+    from .commands.inspect import file_row
+
     files = t.files(args.where, args.version) if args.where else t.snapshot(args.version).files
-    raw = [f.to_json() for f in files]
-    return results.FILES, results.FILES.table(raw), raw
+    raw = [f.to_json() for f in files]  # --json: the log's own form of each split
+    return results.FILES, results.FILES.table([file_row(f) for f in files]), raw
 
 
 def _search(args, options) -> pa.Table:

@@ -43,6 +43,11 @@ class InvalidOptionError(IndexTablesError):
     pass
 
 
+class PredicateError(InvalidOptionError):
+    """A where / DELETE predicate that cannot be used: a value that does not fit its column, a
+    condition in the wrong place."""
+
+
 class QueryParseError(IndexTablesError):
     """An invalid full-text query: `query` is its text, `position` the 0-based character offset of the
     fault (None when it could not be located), `reason` what is wrong there."""

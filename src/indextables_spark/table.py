@@ -1,19 +1,45 @@
-"""`IndexTable`: the Spark-free entry point to one table (log, snapshots, transactions)."""
+"""`IndexTable`: the Spark-free entry point to one table, shaped like pyiceberg's Table.
+
+Reading (snapshot, files, search, to_arrow, count, aggregate, explain, changes_since), writing
+(write, delete, transaction), and, as namespaces, `t.maintenance` (commands/maintenance.py) and
+`t.inspect` (commands/inspect.py). Operations return typed results (results.py)."""
 
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import OrderedDict
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .log.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from .log.actions import AddFile
+from .log.changes import ChangeSet
 from .log.snapshot import Snapshot
 from .log.maintenance import open_log
 from .log.table_log import TransactionLog
 from .log.transaction import Transaction
 from .options import Options
 from .sessions import with_session_options
+from .results import (
+    CheckpointResult,
+    DescribeStateResult,
+    DropPartitionsResult,
+    GcStateResult,
+    HistoryEntry,
+    MergeSplitsResult,
+    PrewarmCacheResult,
+    Progress,
+    PurgeResult,
+    RepairResult,
+    SkippedFile,
+    TruncateTimeTravelResult,
+)
 from .storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .commands.inspect import InspectTable
+    from .commands.maintenance import MaintenanceTable
 
 
 _LOGS: "OrderedDict[tuple, TransactionLog]" = OrderedDict()
@@ -38,6 +64,14 @@ def _shared_log(path: str, options: Options) -> TransactionLog:
         while len(_LOGS) > _MAX_LOGS:
             _LOGS.popitem(last=False)
     return log
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(
+        f"IndexTable.{old} is deprecated and goes in the next release; use IndexTable.{new}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def forget_logs() -> None:
@@ -102,78 +136,42 @@ class IndexTable:
             return self.snapshot(version).files_table
         return self.log.scan(partition_filter, version)[0].files_table
 
-    # ---- state layer (checkpoints, compaction, change feed, retention) -----------------------
-    def checkpoint(self) -> dict:
-        """CHECKPOINT: write the V4 Avro state at the latest version (a JSON checkpoint with
-        state.format=json); upgrades V1–V3 tables to protocol V4 first."""
-        from .commands import state
-
-        return state.checkpoint(self.log)
-
-    def compact(self) -> dict:
-        """COMPACT: rewrite the state cleanly (partition-sorted manifests, no tombstones)."""
-        from .commands import state
-
-        return state.compact(self.log)
-
-    def describe_state(self) -> dict:
-        """format, version, numFiles, totalBytes, numManifests, numTombstones, tombstoneRatio,
-        createdAt, protocolVersion, needsCompaction (and a few more), plus the SkipAction state:
-        numSkippedFiles, numSkipsCoolingDown, skippedFiles."""
-        from .commands import describe
-
-        return describe.describe_state(self.log)
-
-    def changes_since(self, version: int):
+    # ---- change feed, transactions -------------------------------------------------------------
+    def changes_since(self, version: int) -> ChangeSet:
         """ChangeSet(.adds, .removes, .version): files added after `version` still live now, and
         the removes committed after it."""
         from .log.changes import changes_since
 
         return changes_since(self.log, version)
 
-    def changes_since_timestamp(self, timestamp_ms: int):
+    def changes_since_timestamp(self, timestamp_ms: int) -> ChangeSet:
         from .log.changes import changes_since_timestamp
 
         return changes_since_timestamp(self.log, timestamp_ms)
 
-    def truncate_time_travel(self, dry_run: bool = False) -> dict:
-        """Checkpoint at the latest version, then delete older version files, checkpoints and
-        states (irreversible: run with dry_run=True first)."""
-        from .commands import state
-
-        return state.truncate_time_travel(self.log, dry_run=dry_run)
-
-    def gc_state(self, dry_run: bool = False) -> dict:
-        """Old state directories beyond retention and orphan manifests (used by PURGE)."""
-        from .commands import state
-
-        return state.gc_state(self.log, dry_run=dry_run)
-
     def transaction(self, resolver: str = "merge", version: int | None = None, operation: str = "WRITE") -> Transaction:
+        """A transaction on the table read at `version` (latest by default); `commit()` it, or use
+        it as a context manager (`with t.transaction() as tx:` commits on a clean exit, discards
+        on an exception)."""
         return Transaction(self.log, resolver=resolver, read_version=version, operation=operation)
 
-    def history(self) -> list[dict]:
-        """One row per retained version, newest first."""
-        rows = []
-        for v in reversed(self.log.list_versions()):
-            actions = self.log.read_actions(v)
-            info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-            adds = [a for a in actions if isinstance(a, AddFile)]
-            removes = [a for a in actions if isinstance(a, RemoveFile)]
-            rows.append(
-                {
-                    "version": v,
-                    "timestamp": self.log.commit_timestamp(v, actions),
-                    "operation": info.operation if info else ("CREATE TABLE" if v == 0 else "UNKNOWN"),
-                    "operationParameters": info.operation_parameters if info else {},
-                    "numAddedFiles": len(adds),
-                    "numRemovedFiles": len(removes),
-                    "numAddedRecords": sum(a.num_records or 0 for a in adds),
-                    "addedBytes": sum(a.size for a in adds),
-                    "metadataChanged": any(isinstance(a, (Metadata, Protocol)) for a in actions),
-                }
-            )
-        return rows
+    # ---- maintenance and inspection (commands/, as pyiceberg's Table.maintenance / .inspect) ----
+    @property
+    def maintenance(self) -> MaintenanceTable:
+        """checkpoint, compact, merge_splits, purge, truncate_time_travel, gc_state,
+        drop_partitions, repair_transaction_log, prewarm_cache: commands/maintenance.py."""
+        # commands/ sits above this module (it runs on TransactionLogs and never imports it):
+        # imported on use, as pyiceberg's Table.maintenance does.
+        from .commands.maintenance import MaintenanceTable
+
+        return MaintenanceTable(self.log)
+
+    @property
+    def inspect(self) -> InspectTable:
+        """history, state, transaction_log, files, skipped_files: commands/inspect.py."""
+        from .commands.inspect import InspectTable
+
+        return InspectTable(self.log)
 
     def count(self, query: str | None = None, partition_filter: str | None = None) -> int:
         """Row count without deleted rows; from the log's numRecords when there is no query (splits
@@ -190,28 +188,11 @@ class IndexTable:
     def _search_plan(self, query: str | None, where: str | None, columns, snippets, version: int | None):
         from .split.search import SearchPlan
 
+        from .split.where import parse_where
+
         snap = self.snapshot(version)
-        return SearchPlan(
-            self.storage, snap, self.options, self._where_conjuncts(where, snap.schema_json), query, columns, snippets
-        )
-
-    @staticmethod
-    def _where_conjuncts(where: str | None, schema_json: Mapping[str, Any]) -> list:
-        """The AND-ed conditions of a search/read predicate (the delete() grammar), literals typed."""
-        if where is None:
-            return []
-        from .commands import delete as d
-        from .errors import InvalidOptionError
-        from .log.partition_filter import parse_predicate
-
-        if not isinstance(where, str) or not where.strip():
-            raise InvalidOptionError("where: the predicate is empty")
-        types = d.column_types(schema_json)
-        expr = parse_predicate(where, types, what="where predicate")
-        try:
-            return [d._typed(c, types) for c in d._conjuncts(expr)]
-        except d.DeletePredicateError as e:
-            raise InvalidOptionError(str(e).replace("DELETE predicate", "where predicate")) from None
+        conjuncts = [] if where is None else parse_where(where, snap.schema_json)
+        return SearchPlan(self.storage, snap, self.options, conjuncts, query, columns, snippets)
 
     def search(
         self,
@@ -259,37 +240,80 @@ class IndexTable:
 
         return stream_table(self._search_plan(query, where, columns, None, version))
 
+    def aggregate(
+        self,
+        aggs: Mapping[str, Any] | str,
+        *,
+        query: str | None = None,
+        partition_filter: str | None = None,
+        spark: Any = None,
+        execution: str = "auto",
+        version: int | None = None,
+    ) -> dict[str, Any]:
+        """Exact Tantivy aggregations (terms, stats, histogram, date_histogram, range, percentiles,
+        cardinality, …; Elasticsearch's request and response shapes) over the rows matching
+        `query` in the partitions matching `partition_filter`. execution: "driver" (threads of
+        this process), "spark" (a job on `spark`), "auto" (see aggregations.py)."""
+        from .aggregations import aggregate
+
+        snap = self.log.scan(partition_filter, version)[0] if partition_filter else self.snapshot(version)
+        return aggregate(self.storage, snap, snap.files, self.options, aggs, query, spark, execution)
+
+    # ---- writing -------------------------------------------------------------------------------
+    def write(self, data: Any, *, mode: str = "append", partition_by: Sequence[str] | None = None) -> int:
+        """Write a pyarrow Table / RecordBatchReader or pandas DataFrame (it.write_table); returns
+        the committed version. mode: "append" | "overwrite" | "error"."""
+        from .writer import write_table
+
+        return write_table(self.path, data, mode=mode, partition_by=partition_by, options=self.options)
+
     def delete(
-        self, where: str | None = None, query: str | None = None, kind: str = "auto", resolver: str = "merge"
+        self, where: str | None = None, query: str | None = None, *, kind: str = "auto", resolver: str = "merge"
     ) -> int:
         """Row-level DELETE of the rows matching `where` (SQL-like predicate over any columns, e.g.
         "region = 'eu' AND views < 10"; `_indexall = '<query>'` for a full-text condition) and/or
         the full-text `query`; returns the new version (the current one when nothing matched).
         kind: "auto" (positional, or primary_key for `<key> = / IN` on the declared key column
         spark.indextables.indexing.primaryKey), "positional", "equality", "primary_key".
-        See commands/delete.py."""
-        from .commands import delete
+        See delete.py."""
+        from .delete import delete
 
-        return delete.delete(self.log, where, query, kind, resolver).version
+        return delete(self.log, where, query, kind, resolver).version
 
-    # ---- maintenance commands (commands/; the same operations as the SQL texts and the CLI) -----
+    # ---- deprecated: the flat names of t.maintenance / t.inspect (kept for one release) ---------
+    def checkpoint(self) -> CheckpointResult:
+        _deprecated("checkpoint()", "maintenance.checkpoint()")
+        return self.maintenance.checkpoint()
+
+    def compact(self) -> CheckpointResult:
+        _deprecated("compact()", "maintenance.compact()")
+        return self.maintenance.compact()
+
+    def truncate_time_travel(self, dry_run: bool = False) -> TruncateTimeTravelResult:
+        _deprecated("truncate_time_travel()", "maintenance.truncate_time_travel()")
+        return self.maintenance.truncate_time_travel(dry_run=dry_run)
+
+    def gc_state(self, dry_run: bool = False) -> GcStateResult:
+        _deprecated("gc_state()", "maintenance.gc_state()")
+        return self.maintenance.gc_state(dry_run=dry_run)
+
     def merge_splits(
         self,
         where: str | None = None,
         target_size: int | str | None = None,
         max_dest_splits: int | None = None,
         max_source_splits_per_merge: int | None = None,
-        spark=None,
-        progress=None,
-    ) -> dict:
-        """MERGE SPLITS: bin-pack small splits per partition into merged splits, one atomic version.
-        where: partition predicate; target_size: bytes or "100M"/"2G" (default merge.targetSize, 5G).
-        Merges in this process, or as a Spark job when a SparkSession is given."""
-        from .commands import merge
-
-        runner = merge.SparkRunner(spark) if spark is not None else None
-        return merge.merge_splits(
-            self.log, where, target_size, max_dest_splits, max_source_splits_per_merge, runner=runner, progress=progress
+        spark: Any = None,
+        progress: Progress | None = None,
+    ) -> MergeSplitsResult:
+        _deprecated("merge_splits()", "maintenance.merge_splits()")
+        return self.maintenance.merge_splits(
+            where,
+            target_size=target_size,
+            max_dest_splits=max_dest_splits,
+            max_source_splits_per_merge=max_source_splits_per_merge,
+            spark=spark,
+            progress=progress,
         )
 
     def purge(
@@ -297,47 +321,43 @@ class IndexTable:
         older_than_hours: float | None = None,
         tx_log_retention_hours: float | None = None,
         dry_run: bool = False,
-        progress=None,
-    ) -> dict:
-        """PURGE INDEXTABLE: delete orphaned splits older than the retention (default 168 h), version
-        files covered by a checkpoint and older than the log retention (default 720 h), old states
-        and orphan manifests. Retentions under 24 h need purge.retentionCheckEnabled=false."""
-        from .commands import purge
+        progress: Progress | None = None,
+    ) -> PurgeResult:
+        _deprecated("purge()", "maintenance.purge()")
+        return self.maintenance.purge(
+            older_than_hours=older_than_hours,
+            tx_log_retention_hours=tx_log_retention_hours,
+            dry_run=dry_run,
+            progress=progress,
+        )
 
-        return purge.purge(self.log, older_than_hours, tx_log_retention_hours, dry_run, progress)
+    def drop_partitions(self, where: str) -> DropPartitionsResult:
+        _deprecated("drop_partitions()", "maintenance.drop_partitions()")
+        return self.maintenance.drop_partitions(where)
 
-    def drop_partitions(self, where: str) -> dict:
-        """DROP INDEXTABLES PARTITIONS: remove (logically) every split of the partitions matching `where`."""
-        from .commands import partitions
+    def repair_transaction_log(self, target: str, progress: Progress | None = None) -> RepairResult:
+        _deprecated("repair_transaction_log()", "maintenance.repair_transaction_log()")
+        return self.maintenance.repair_transaction_log(target, progress=progress)
 
-        return partitions.drop_partitions(self.log, where)
+    def prewarm_cache(self, where: str | None = None, spark: Any = None) -> list[PrewarmCacheResult]:
+        _deprecated("prewarm_cache()", "maintenance.prewarm_cache()")
+        return self.maintenance.prewarm_cache(where, spark=spark)
 
-    def prewarm_cache(self, where: str | None = None, spark=None) -> list[dict]:
-        """PREWARM INDEXTABLES CACHE: fetch the splits (of the partitions matching `where`) into the
-        split cache — of every executor, as a Spark job, when a SparkSession is given; else of this
-        process's machine. One dict per host and cache directory."""
-        from .commands import cache
+    def history(self) -> list[HistoryEntry]:
+        _deprecated("history()", "inspect.history()")
+        return self.inspect.history()
 
-        return cache.run("prewarm", self.options, spark, self.path, where)
+    def describe_state(self) -> DescribeStateResult:
+        _deprecated("describe_state()", "inspect.state()")
+        return self.inspect.state()
 
-    def describe_transaction_log(self, include_all: bool = False):
-        """DESCRIBE INDEXTABLES TRANSACTION LOG: a pyarrow Table, one row per action."""
-        from .commands import describe
+    def describe_transaction_log(self, include_all: bool = False) -> pa.Table:
+        _deprecated("describe_transaction_log()", "inspect.transaction_log()")
+        return self.inspect.transaction_log(include_all=include_all)
 
-        return describe.describe_transaction_log(self.log, include_all)
-
-    def skipped_files(self) -> list:
-        """The SkipActions (mergeskip) in force at the latest version."""
-        from .commands import describe
-
-        return describe.current_skips(self.log)
-
-    def repair_transaction_log(self, target: str, progress=None) -> dict:
-        """REPAIR INDEXFILES TRANSACTION LOG: write a clean log of this table's existing splits into
-        the empty directory `target` (this table is only read)."""
-        from .commands import repair
-
-        return repair.repair_transaction_log(self.storage.full_uri("_transaction_log"), target, self.options, progress)
+    def skipped_files(self) -> list[SkippedFile]:
+        _deprecated("skipped_files()", "inspect.skipped_files()")
+        return self.inspect.skipped_files()
 
     @classmethod
     def create(cls, path: str, schema, partition_by=None, options=None) -> "IndexTable":

@@ -264,7 +264,7 @@ def write_splits(path: str, opts: Options, plan: WritePlan, batches: Iterator[pa
         # drop open splits, and delete those already uploaded (never referenced by the log)
         writer.abort()
         try:
-            delete_written(path, opts, [a.to_json() for a in writer._done], writer.stats_files)
+            delete_written(path, opts, [a.to_json() for a in writer.written], writer.stats_files)
         except Exception:  # the original error matters more
             log.warning(
                 "indextables: could not delete the uncommitted splits of a failed write to %s", path, exc_info=True

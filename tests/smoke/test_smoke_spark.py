@@ -174,11 +174,13 @@ def test_checkpoint_command(spark, table, rows):
 
 def test_aggregate_terms(spark, table, rows):
     expected = dict(collections.Counter(r["region"] for r in rows))
-    res = it.aggregate(spark, table, aggs={"r": {"terms": {"field": "region"}}})
+    res = it.IndexTable(table, spark=spark).aggregate({"r": {"terms": {"field": "region"}}}, spark=spark)
     assert res["doc_count"] == len(rows)
     assert {b["key"]: b["doc_count"] for b in res["r"]["buckets"]} == expected
     # the same as a Spark job (one task per split group) instead of wherever "auto" chose
-    on_spark = it.aggregate(spark, table, aggs={"r": {"terms": {"field": "region"}}}, execution="spark")
+    on_spark = it.IndexTable(table, spark=spark).aggregate(
+        {"r": {"terms": {"field": "region"}}}, spark=spark, execution="spark"
+    )
     assert on_spark["doc_count"] == len(rows)
     assert {b["key"]: b["doc_count"] for b in on_spark["r"]["buckets"]} == expected
 

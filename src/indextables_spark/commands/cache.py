@@ -13,11 +13,12 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from ..options import Options
+from ..results import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
 
 _TASK_SCHEMA = pa.schema([("payload", pa.string())])
 
 
-def _local(op: str, options: Options, path: str | None, where: str | None) -> dict[str, Any]:
+def local_part(op: str, options: Options, path: str | None, where: str | None) -> dict[str, Any]:
     """One process's part: prewarm the table's splits, or describe / flush its cache."""
     from ..split.cache import get_cache
 
@@ -52,8 +53,13 @@ def _table_log(path: str, options: Options):
     return open_log(open_storage(path, options), options)
 
 
-def run(op: str, options: Options, spark=None, path: str | None = None, where: str | None = None) -> list[dict]:
-    """Rows of the operation: one per host and cache directory (one in all without Spark)."""
+CacheResult = PrewarmCacheResult | DiskCacheInfo | FlushDiskCacheResult
+
+
+def run(
+    op: str, options: Options, spark: Any = None, path: str | None = None, where: str | None = None
+) -> list[CacheResult]:
+    """Results of the operation: one per host and cache directory (one in all without Spark)."""
     if op == "prewarm":  # refuse a bad path or predicate on the driver first
         log = _table_log(path, options)
         if where:
@@ -63,8 +69,46 @@ def run(op: str, options: Options, spark=None, path: str | None = None, where: s
 
             raise TableNotFoundError(f"no indextables table at {log.storage.uri}")
     if spark is None:
-        return [{**_local(op, options, path, where), "processes": 1, "tasks": 1}]
-    return _merge(op, _on_executors(spark, op, options, path, where))
+        rows = [{**local_part(op, options, path, where), "processes": 1, "tasks": 1}]
+    else:
+        rows = _merge(op, _on_executors(spark, op, options, path, where))
+    return [_result(op, r) for r in rows]
+
+
+def _result(op: str, row: dict[str, Any]) -> CacheResult:
+    """A merged per-host row (the tasks' JSON payloads) → the operation's typed result."""
+    if op == "describe":
+        return DiskCacheInfo(
+            host=row["host"],
+            cache_path=row["cachePath"],
+            entries=row["entries"],
+            bytes=row["bytes"],
+            limit=row["limit"],
+            hits=row["hits"],
+            misses=row["misses"],
+            evictions=row["evictions"],
+            processes=row["processes"],
+        )
+    if op == "flush":
+        return FlushDiskCacheResult(
+            host=row["host"],
+            cache_path=row["cachePath"],
+            entries_removed=row["entriesRemoved"],
+            bytes_removed=row["bytesRemoved"],
+            in_use_kept=row["inUseKept"],
+            processes=row["processes"],
+        )
+    return PrewarmCacheResult(
+        host=row["host"],
+        cache_path=row["cachePath"],
+        table_path=row["tablePath"],
+        splits=row["splits"],
+        already_cached=row["alreadyCached"],
+        fetched=row["fetched"],
+        bytes=row["bytes"],
+        tasks=row["tasks"],
+        duration_ms=row["durationMs"],
+    )
 
 
 def _on_executors(spark, op: str, options: Options, path: str | None, where: str | None) -> list[dict]:
@@ -76,12 +120,12 @@ def _on_executors(spark, op: str, options: Options, path: str | None, where: str
     tasks = max(2, 2 * default_parallelism(spark))
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from indextables_spark.commands.cache import _local
+        from indextables_spark.commands.cache import local_part
         from indextables_spark.options import Options as O
 
         for _ in batches:
             pass
-        row = _local(op, O.of(opts), path, where)
+        row = local_part(op, O.of(opts), path, where)
         yield pa.RecordBatch.from_pylist([{"payload": json.dumps(row)}], schema=_TASK_SCHEMA)
 
     rows = spark.range(0, tasks, numPartitions=tasks).mapInArrow(task, "payload string").collect()

@@ -21,11 +21,12 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator, Mapping, Sequence
 
 from ..errors import CompanionSourceError, InvalidOptionError
 from ..options import PREFIX, Options, parse_size
+from ..results import CompanionBuildResult
 from ..split.companion import CONFIG_FORMAT, CONFIG_ROOT, CONFIG_SOURCE, CONFIG_VERSION, companion_of
 from .companion_sources import FORMATS, SourceFile, SourceSnapshot, open_source
 
@@ -107,7 +108,7 @@ def index_group(job: IndexJob, group: IndexGroup) -> dict:
         adds = writer.finish()
     except BaseException:
         writer.abort()
-        storage.delete([a.path for a in writer._done] + [f for fs in writer.stats_files.values() for f in fs])
+        storage.delete([a.path for a in writer.written] + [f for fs in writer.stats_files.values() for f in fs])
         raise
     return {"adds": [a.to_json() for a in adds], "stats": dict(writer.stats_files)}
 
@@ -228,7 +229,7 @@ def build_companion(
     catalog_type: str | None = None,
     target_input_size: int | str | None = None,
     dry_run: bool = False,
-) -> dict[str, Any]:
+) -> CompanionBuildResult:
     """Build or sync the companion index at `location` of the `format` table `source` (see the
     module doc). Returns what was (or, with dry_run, would be) done."""
     from ..log.maintenance import open_log
@@ -306,26 +307,22 @@ def build_companion(
     todo = [f for f in selected if f.key not in indexed]
     todo += [f for f in snapshot.files if f.key in reindex_keys]
     groups = plan_groups(todo, snapshot.partition_columns, target)
-    result: dict[str, Any] = {
-        "tablePath": location,
-        "sourceFormat": fmt,
-        "source": source,
-        "sourceVersion": snapshot.version,
-        "sourceFiles": len(snapshot.files),
-        "filesIndexed": len(todo),
-        "filesRemoved": len([k for k in indexed if k not in in_source]),
-        "bytesIndexed": sum(f.size for f in todo),
-        "splitsRemoved": len(stale),
-        "splitsAdded": 0,
-        "rowsIndexed": 0,
-        "version": None,
-        "dryRun": bool(dry_run),
-        "durationMs": 0.0,
-    }
-    if dry_run or (not groups and not stale and read_version >= 0):
-        result["splitsAdded"] = len(groups) if dry_run else 0
-        result["durationMs"] = (time.perf_counter() - t0) * 1000.0
-        return result
+    planned = CompanionBuildResult(
+        table_path=location,
+        source_format=fmt,
+        source=source,
+        source_version=snapshot.version,
+        source_files=len(snapshot.files),
+        files_indexed=len(todo),
+        files_removed=len([k for k in indexed if k not in in_source]),
+        bytes_indexed=sum(f.size for f in todo),
+        splits_removed=len(stale),
+        dry_run=bool(dry_run),
+    )
+    if dry_run:
+        return replace(planned, status="DRY_RUN", splits_added=len(groups), duration_ms=_ms_since(t0))
+    if not groups and not stale and read_version >= 0:
+        return replace(planned, status="NO_ACTION", duration_ms=_ms_since(t0))
 
     job = IndexJob(
         location, dict(settings.items()), schema_json, list(snapshot.partition_columns), fmt, source, snapshot.version
@@ -342,13 +339,17 @@ def build_companion(
     except BaseException:
         _delete_written(job, written)
         raise
-    result.update(
-        splitsAdded=len(adds_json),
-        rowsIndexed=sum(int(a.get("numRecords") or 0) for a in adds_json),
+    return replace(
+        planned,
+        splits_added=len(adds_json),
+        rows_indexed=sum(int(a.get("numRecords") or 0) for a in adds_json),
         version=version,
-        durationMs=(time.perf_counter() - t0) * 1000.0,
+        duration_ms=_ms_since(t0),
     )
-    return result
+
+
+def _ms_since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
 
 
 def _commit(

@@ -289,10 +289,10 @@ def _azure_uri_parts(uri: str | None) -> tuple[str | None, str | None, str | Non
 
 
 def _azure_settings(uri: str | None, opts: Options) -> _AzureSettings:
-    from ..storage.azure import _parse_connection_string
+    from ..storage.azure import parse_connection_string
 
     cs = opts.get_str("azure.connectionString") or None
-    conn = _parse_connection_string(cs, redact_uri(uri or "")) if cs else {}
+    conn = parse_connection_string(cs, redact_uri(uri or "")) if cs else {}
     _, uri_account, suffix, _ = _azure_uri_parts(uri)
     account = uri_account or opts.get_str("azure.accountName") or conn.get("accountname")
     endpoint = (opts.get_str("azure.endpoint") or "").strip() or conn.get("blobendpoint")

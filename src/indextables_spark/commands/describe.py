@@ -12,6 +12,13 @@ import pyarrow as pa
 from ..log.actions import Action, AddFile, CommitInfo, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, StatsFiles
 from ..log.table_log import TransactionLog
 from ..log.paths import version_key
+from ..errors import CorruptStateError
+from ..log.avro_state import read_state_manifest
+from ..log.state_config import StateConfig
+from ..log.state_loader import read_last_checkpoint
+from ..log.state_manifest import FORMAT_AVRO_STATE
+from ..log.state_writer import needs_compaction
+from ..results import DescribeStateResult, SkippedFile, TransactionLogRow
 from . import results
 
 
@@ -21,24 +28,75 @@ def current_skips(log_: TransactionLog) -> list[SkipAction]:
     from ..log.state_loader import load_base_state
 
     listing = log_.listing()
-    latest = log_._resolve_version(None, listing)
+    latest = log_.resolve_version(None, listing)
     base = load_base_state(log_, latest, listing)
     delta = log_.collect_changes(base, latest)
     return sorted(delta.skips.values(), key=lambda s: s.path)
 
 
-def describe_state(log_: TransactionLog, now_ms: int | None = None) -> dict:
-    """state.describe_state (format, version, counts, tombstones, needsCompaction, …) plus
-    numSkippedFiles, numSkipsCoolingDown (retryAfter still ahead) and skippedFiles."""
-    from . import state
-
-    out = state.describe_state(log_)
+def describe_state(log_: TransactionLog, now_ms: int | None = None) -> DescribeStateResult:
+    """DESCRIBE INDEXTABLES STATE: the state or checkpoint the latest snapshot starts from (format,
+    version, counts, tombstones, whether it needs compaction), and the SkipActions in force
+    (numSkippedFiles, numSkipsCoolingDown: retryAfter still ahead, skippedFiles)."""
+    cfg = StateConfig.from_options(log_.options)
+    listing = log_.listing()
+    latest = log_.resolve_version(None, listing)
+    protocol, metadata, _ = log_.header(latest)
+    try:
+        lc = read_last_checkpoint(log_)
+        last_checkpoint_status = "absent" if lc is None else "ok"
+    except CorruptStateError as e:
+        lc = None
+        last_checkpoint_status = f"corrupt: {e}"
+    described: dict[str, Any] = {"format": "none"}
+    avro_versions = sorted(v for v in listing.state_manifests if v <= latest)
+    json_versions = sorted(v for v in listing.json_checkpoints if v <= latest)
+    if avro_versions and (not json_versions or avro_versions[-1] >= json_versions[-1]):
+        v = avro_versions[-1]
+        sm = read_state_manifest(log_.storage, listing.state_manifests[v])
+        whether, why = needs_compaction(sm, 0, cfg)
+        described = dict(
+            format=FORMAT_AVRO_STATE,
+            version=v,
+            state_dir=listing.state_manifests[v].split("/")[-2],
+            num_files=sm.num_files,
+            total_bytes=sm.total_bytes,
+            num_manifests=len(sm.manifests),
+            num_entries=sm.num_entries,
+            num_tombstones=len(sm.tombstones),
+            tombstone_ratio=(len(sm.tombstones) / sm.num_files) if sm.num_files else 0.0,
+            created_at=sm.created_at,
+            state_protocol_version=sm.protocol_version,
+            needs_compaction=whether,
+            compaction_reason=why or None,
+            schema_registry_size=len(sm.schema_registry),
+            versions_since_checkpoint=latest - v,
+        )
+    elif json_versions:
+        v = json_versions[-1]
+        same = lc is not None and lc.version == v
+        described = dict(
+            format=lc.effective_format if lc is not None and same else "json",
+            version=v,
+            num_files=lc.num_files if lc is not None and same else None,
+            total_bytes=lc.size_in_bytes if lc is not None and same else None,
+            created_at=lc.created_time if lc is not None and same else None,
+            versions_since_checkpoint=latest - v,
+        )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     skips = current_skips(log_)
-    out["numSkippedFiles"] = len(skips)
-    out["numSkipsCoolingDown"] = sum(1 for s in skips if s.retry_after is not None and s.retry_after > now)
-    out["skippedFiles"] = [s.to_json() for s in skips]
-    return out
+    return DescribeStateResult(
+        table_path=log_.storage.uri,
+        table_version=latest,
+        protocol_version=protocol.min_reader_version,
+        reader_features=sorted(protocol.reader_features or []),
+        last_checkpoint_status=last_checkpoint_status,
+        partition_columns=list(metadata.partition_columns),
+        num_skipped_files=len(skips),
+        num_skips_cooling_down=sum(1 for s in skips if s.retry_after is not None and s.retry_after > now),
+        skipped_files=[SkippedFile.of(s) for s in skips],
+        **described,
+    )
 
 
 # ---- DESCRIBE INDEXTABLES TRANSACTION LOG ------------------------------------------------------
@@ -158,7 +216,7 @@ def describe_transaction_log(log_: TransactionLog, include_all: bool = False) ->
     from ..log.state_loader import load_base_state
 
     listing = log_.listing()
-    latest = log_._resolve_version(None, listing)
+    latest = log_.resolve_version(None, listing)
     rows: list[dict] = []
     if include_all:
         for v in listing.versions:
@@ -169,4 +227,4 @@ def describe_transaction_log(log_: TransactionLog, include_all: bool = False) ->
             rows.extend(_base_rows(log_, base))
         for v in range((base.version + 1) if base is not None else 0, latest + 1):
             rows.extend(_version_rows(log_, v))
-    return results.TRANSACTION_LOG.table(rows)
+    return results.TRANSACTION_LOG.table([TransactionLogRow(**row) for row in rows])

@@ -5,22 +5,21 @@ operations directly.)"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 
 from ..options import Options
+from ..results import Progress, Record
 from . import parser as p
 from . import results
-
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass
 class CommandResult:
     spec: results.ResultSpec
     table: pa.Table  # the typed rows (SQL / CLI tables)
-    raw: Any  # what the operation returned (dict, or the same Arrow table): --json, Python
+    raw: Any  # what the operation returned (a result, a list of them, or the same Arrow table)
 
 
 def _log(path: str, options: Options):
@@ -63,15 +62,13 @@ def execute(
         )
         return _one(results.PURGE, res)
     if isinstance(cmd, p.TruncateTimeTravel):
-        res = dict(state.truncate_time_travel(_log(cmd.path, opts), dry_run=cmd.dry_run))
-        res.setdefault("status", "DRY_RUN" if cmd.dry_run else "SUCCESS")
-        return _one(results.TRUNCATE_TIME_TRAVEL, res)
+        return _one(results.TRUNCATE_TIME_TRAVEL, state.truncate_time_travel(_log(cmd.path, opts), dry_run=cmd.dry_run))
     if isinstance(cmd, p.DropPartitions):
         return _one(results.DROP_PARTITIONS, partitions.drop_partitions(_log(cmd.path, opts), cmd.where))
     if isinstance(cmd, p.Delete):
-        from . import delete
+        from .. import delete
 
-        return _one(results.DELETE, delete.delete(_log(cmd.path, opts), cmd.where).to_dict())
+        return _one(results.DELETE, delete.delete(_log(cmd.path, opts), cmd.where))
     if isinstance(cmd, (p.PrewarmCache, p.DescribeDiskCache, p.FlushDiskCache)):
         from . import cache
 
@@ -106,5 +103,5 @@ def execute(
     raise TypeError(f"not an indextables command: {cmd!r}")
 
 
-def _one(spec: results.ResultSpec, res: dict) -> CommandResult:
+def _one(spec: results.ResultSpec, res: Record) -> CommandResult:
     return CommandResult(spec, spec.row(res), res)

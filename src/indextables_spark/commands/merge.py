@@ -27,7 +27,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -36,6 +36,7 @@ from ..log.actions import AddFile, RemoveFile, SkipAction
 from ..log.table_log import TransactionLog
 from ..log.transaction import Transaction
 from ..options import Options, parse_size
+from ..results import MergeSplitsResult, Progress, SkippedFile
 from ..storage import open_storage
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,6 @@ HOUR_MS = 3600 * 1000
 OPERATION = "MERGE SPLITS"
 READ_BATCH_ROWS = 65_536
 NO_ROLL = 1 << 62  # one output split per group, whatever the write target size options say
-
-Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
 @dataclass(frozen=True)
@@ -459,36 +458,27 @@ def _skip_actions(plan: MergePlan, failures: list[tuple[str, str]]) -> list[Skip
     return out
 
 
-def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progress | None = None) -> dict:
+def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progress | None = None) -> MergeSplitsResult:
     started = time.perf_counter()
     g = plan.groups
-    result: dict[str, Any] = {
-        "tablePath": plan.log.storage.uri,
-        "status": "NO_ACTION",
-        "version": None,
-        "readVersion": plan.read_version,
-        "predicate": plan.predicate,
-        "targetSize": plan.config.target_size,
-        "mergeGroups": len(g.groups),
-        "mergedGroups": 0,
-        "sourceSplitsMerged": 0,
-        "splitsCreated": 0,
-        "bytesMerged": 0,
-        "bytesCreated": 0,
-        "recordsMerged": 0,
-        "splitsSkipped": 0,
-        "splitsCoolingDown": len(g.cooling_down),
-        "splitsOtherMapping": len(g.other_mapping),
-        "skippedFiles": [],
-    }
+    planned = MergeSplitsResult(
+        table_path=plan.log.storage.uri,
+        status="NO_ACTION",
+        read_version=plan.read_version,
+        predicate=plan.predicate,
+        target_size=plan.config.target_size,
+        merge_groups=len(g.groups),
+        splits_cooling_down=len(g.cooling_down),
+        splits_other_mapping=len(g.other_mapping),
+    )
     if not g.groups:
-        result["durationMs"] = round((time.perf_counter() - started) * 1000, 1)
-        return result
+        return replace(planned, duration_ms=round((time.perf_counter() - started) * 1000, 1))
     runner = runner or LocalRunner(plan.config.local_parallelism)
     outcomes = runner.run(plan.job, g.groups, progress)
     adds = [o.add for o in outcomes if o.add is not None]
     merged = [s for o in outcomes for s in o.merged]
     skips = _skip_actions(plan, [f for o in outcomes for f in o.failures])
+    version = None
     if merged or skips:
         now = int(time.time() * 1000)
         removes = [RemoveFile(s.path, now, False, dict(s.partition_values or {}), s.size) for s in merged]
@@ -512,24 +502,25 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
         for key, files in stats.items():
             txn.update_stat(key, files)
         try:
-            result["version"] = txn.commit()
+            version = txn.commit()
         except ConcurrentModificationError:
             # Never committed (every attempt lost a put-if-absent race): the merged splits are unreferenced.
             plan.log.storage.delete([a.path for a in adds] + [f for fs in stats.values() for f in fs])
             raise
-        result["status"] = "SUCCESS"
-    result.update(
-        mergedGroups=len(adds),
-        sourceSplitsMerged=len(merged),
-        splitsCreated=len(adds),
-        bytesMerged=sum(s.size for s in merged),
-        bytesCreated=sum(a.size for a in adds),
-        recordsMerged=sum(a.num_records or 0 for a in adds),
-        splitsSkipped=len(skips),
-        skippedFiles=[s.to_json() for s in skips],
-        durationMs=round((time.perf_counter() - started) * 1000, 1),
+    return replace(
+        planned,
+        status="NO_ACTION" if version is None else "SUCCESS",
+        version=version,
+        merged_groups=len(adds),
+        source_splits_merged=len(merged),
+        splits_created=len(adds),
+        bytes_merged=sum(s.size for s in merged),
+        bytes_created=sum(a.size for a in adds),
+        records_merged=sum(a.num_records or 0 for a in adds),
+        splits_skipped=len(skips),
+        skipped_files=[SkippedFile.of(s) for s in skips],
+        duration_ms=round((time.perf_counter() - started) * 1000, 1),
     )
-    return result
 
 
 def merge_splits(
@@ -540,7 +531,7 @@ def merge_splits(
     max_source_splits_per_merge: int | None = None,
     runner: Runner | None = None,
     progress: Progress | None = None,
-) -> dict:
+) -> MergeSplitsResult:
     """MERGE SPLITS '<path>' [WHERE …] [TARGET SIZE …] [MAX DEST SPLITS n] [MAX SOURCE SPLITS PER MERGE n]."""
     if isinstance(target_size, str):
         target_size = parse_size(target_size, "TARGET SIZE")

@@ -15,7 +15,7 @@ trailing `;` is allowed. Grammar:
                             [TRANSACTION LOG RETENTION <n> DAYS|HOURS] [DRY RUN]
     TRUNCATE INDEXTABLES TIME TRAVEL <path> [DRY RUN]
     DROP INDEXTABLES PARTITIONS FROM <path> WHERE <partition predicate>
-    DELETE FROM INDEXTABLES <path> WHERE <predicate over any columns>   (commands/delete.py)
+    DELETE FROM INDEXTABLES <path> WHERE <predicate over any columns>   (delete.py)
     REPAIR INDEXFILES TRANSACTION LOG <path>/_transaction_log AT LOCATION <path>
     BUILD INDEXTABLES COMPANION FOR DELTA|ICEBERG|PARQUET <source>
         [CATALOG <name> [TYPE <type>]] [INDEXING MODES ('col':'mode', ...)] [WHERE <partition predicate>]

@@ -10,17 +10,19 @@ the removed splits was removed concurrently.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from ..errors import InvalidOptionError
 from ..log.actions import RemoveFile
 from ..log.partition_filter import parse_partition_filter, partition_column_types
 from ..log.table_log import TransactionLog
 from ..log.transaction import Transaction
+from ..results import DropPartitionsResult
 
 OPERATION = "DROP PARTITIONS"
 
 
-def drop_partitions(log_: TransactionLog, where: str) -> dict:
+def drop_partitions(log_: TransactionLog, where: str) -> DropPartitionsResult:
     from ..log.protocol_gate import check_writable
     from ..split.partitions import partition_path
 
@@ -37,17 +39,17 @@ def drop_partitions(log_: TransactionLog, where: str) -> dict:
     snap, _stats = log_.scan(predicate)
     files = snap.files
     dropped = sorted({partition_path(parts, f.partition_values) for f in files})
-    out = {
-        "tablePath": log_.storage.uri,
-        "status": "NO_ACTION",
-        "version": None,
-        "predicate": where,
-        "partitionsDropped": len(dropped),
-        "splitsRemoved": len(files),
-        "bytesRemoved": sum(f.size for f in files),
-        "recordsRemoved": sum(f.num_records or 0 for f in files),
-        "partitions": dropped,
-    }
+    out = DropPartitionsResult(
+        table_path=log_.storage.uri,
+        status="NO_ACTION",
+        version=None,
+        predicate=where,
+        partitions_dropped=len(dropped),
+        splits_removed=len(files),
+        bytes_removed=sum(f.size for f in files),
+        records_removed=sum(f.num_records or 0 for f in files),
+        partitions=dropped,
+    )
     if not files:
         return out
     now = int(time.time() * 1000)
@@ -59,5 +61,4 @@ def drop_partitions(log_: TransactionLog, where: str) -> dict:
         operation_parameters={"predicate": where, "partitions": dropped},
     )
     txn.remove_files([RemoveFile(f.path, now, True, dict(f.partition_values or {}), f.size) for f in files])
-    out.update(status="SUCCESS", version=txn.commit())
-    return out
+    return replace(out, status="SUCCESS", version=txn.commit())

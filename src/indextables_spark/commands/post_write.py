@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from typing import Any, Mapping
 
 from ..options import Options
+from ..results import PostWriteResult
 from ..sessions import default_parallelism, set_job_description
 
 log = logging.getLogger(__name__)
@@ -47,40 +49,42 @@ def _count_write(uri: str) -> int:
         return _writes[uri]
 
 
-def run(spark, path: str, opts: Options) -> dict:
+def run(spark: Any, path: str, opts: Options) -> PostWriteResult:
     """The post-write maintenance itself (errors propagate; see maybe_run)."""
     from ..table import IndexTable
     from . import merge, purge
 
     table = IndexTable(path, opts)
-    out: dict[str, Any] = {"merge": None, "purge": None}
+    result = PostWriteResult(table_path=path, status="DONE")
     merged = False
     if opts.get_bool("mergeOnWrite.enabled"):
         cfg = merge.MergeConfig.from_options(opts, target_option="mergeOnWrite.targetSize", default_target=4 << 30)
         plan = merge.plan_merge(table.log, None, cfg)
         threshold = merge_trigger_threshold(default_parallelism(spark), opts)
         if len(plan.groups.groups) >= threshold:
-            out["merge"] = merge.execute_merge(plan, merge.SparkRunner(spark))
-            merged = out["merge"]["status"] == "SUCCESS"
+            done = merge.execute_merge(plan, merge.SparkRunner(spark))
+            result = replace(result, merge=done)
+            merged = done.status == "SUCCESS"
         else:
-            out["merge"] = {"status": "BELOW_THRESHOLD", "mergeGroups": len(plan.groups.groups), "threshold": threshold}
+            result = replace(result, merge_groups=len(plan.groups.groups), merge_threshold=threshold)
     if opts.get_bool("purgeOnWrite.enabled"):
         n = _count_write(table.storage.uri)
         every = opts.get_int("purgeOnWrite.triggerAfterWrites")
         if (merged and opts.get_bool("purgeOnWrite.triggerAfterMerge")) or (every > 0 and n % every == 0):
-            out["purge"] = purge.purge(
+            purged = purge.purge(
                 table.log,
                 older_than_hours=opts.get_float("purgeOnWrite.splitRetentionHours"),
                 tx_log_retention_hours=opts.get_float("purgeOnWrite.txLogRetentionHours"),
             )
-    return out
+            result = replace(result, purge=purged)
+    return result
 
 
-def maybe_run(spark, path: str, options: Mapping[str, Any] | Options | None) -> dict | None:
+def maybe_run(spark: Any, path: str, options: Mapping[str, Any] | Options | None) -> PostWriteResult | None:
     """After a committed write: merge/purge when enabled and due. Never raises.
 
     With `mergeOnWrite.async.enabled` (default true, as in the reference implementation) the work
-    runs in a background thread of this process and the result is {"status": "STARTED"} (or
+    runs in a background thread of this process and the result's status is STARTED (or
     "ALREADY_RUNNING" when the table's previous post-write maintenance is still going: the next
     write evaluates again); wait_for_background() waits for it. Otherwise it runs here and the
     result is run()'s."""
@@ -92,7 +96,7 @@ def maybe_run(spark, path: str, options: Mapping[str, Any] | Options | None) -> 
     return _run_logged(spark, path, opts)
 
 
-def _run_logged(spark, path: str, opts: Options) -> dict:
+def _run_logged(spark: Any, path: str, opts: Options) -> PostWriteResult:
     try:
         return run(spark, path, opts)
     except Exception as e:  # noqa: BLE001 - the one sanctioned catch: the write has committed; maintenance is best effort
@@ -103,15 +107,15 @@ def _run_logged(spark, path: str, opts: Options) -> dict:
             e,
             exc_info=True,
         )
-        return {"error": f"{type(e).__name__}: {e}"}
+        return PostWriteResult(table_path=path, status="FAILED", error=f"{type(e).__name__}: {e}")
 
 
 _background: dict[str, threading.Thread] = {}  # table path -> its running post-write maintenance
 _background_lock = threading.Lock()
-_last_results: dict[str, dict] = {}
+_last_results: dict[str, PostWriteResult] = {}
 
 
-def _start_background(spark, path: str, opts: Options) -> dict:
+def _start_background(spark: Any, path: str, opts: Options) -> PostWriteResult:
     from pyspark import InheritableThread  # carries the caller's Spark local properties (pinned threads)
 
     def work() -> None:
@@ -125,7 +129,7 @@ def _start_background(spark, path: str, opts: Options) -> dict:
     with _background_lock:
         running = _background.get(path)
         if running is not None and running.is_alive():
-            return {"status": "ALREADY_RUNNING"}
+            return PostWriteResult(table_path=path, status="ALREADY_RUNNING")
         # Not a daemon: the interpreter finishes a running merge before it exits (and before
         # atexit stops Spark); a merge cut short would leave only orphan splits for PURGE.
         thread = InheritableThread(
@@ -133,10 +137,10 @@ def _start_background(spark, path: str, opts: Options) -> dict:
         )  # Spark Connect needs the session; classic copies its tags
         _background[path] = thread
         thread.start()
-    return {"status": "STARTED"}
+    return PostWriteResult(table_path=path, status="STARTED")
 
 
-def wait_for_background(timeout: float | None = None) -> dict[str, dict]:
+def wait_for_background(timeout: float | None = None) -> dict[str, PostWriteResult]:
     """Wait for the post-write maintenance running in the background (all tables); returns the
     latest result per table path. TimeoutError if some is still running after `timeout` seconds."""
     import time

@@ -30,20 +30,19 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
 
 from ..errors import InvalidOptionError
 from ..log.actions import AddFile, DeleteLog, StatsFiles
 from ..log.paths import LOG_DIR
 from ..log.table_log import TransactionLog
 from ..options import Options
+from ..results import Progress, PurgeResult
 
 log = logging.getLogger(__name__)
 
 HOUR_MS = 3600 * 1000
 SPLIT_SUFFIX = ".split"
 DELETE_BATCH = 1000
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -171,7 +170,7 @@ def purge(
     dry_run: bool = False,
     progress: Progress | None = None,
     now_ms: int | None = None,
-) -> dict:
+) -> PurgeResult:
     """PURGE INDEXTABLE '<path>' [OLDER THAN …] [TRANSACTION LOG RETENTION …] [DRY RUN]."""
     from ..log.protocol_gate import check_writable
     from . import state
@@ -184,7 +183,7 @@ def purge(
 
     # 1. state directories beyond state retention, orphan manifests
     gc = state.gc_state(log_, dry_run=dry_run)
-    removed_states = set(gc.get("stateVersionsRemoved") or [])
+    removed_states = set(gc.state_versions_removed)
 
     # 2. version files and JSON checkpoints
     listing = log_.listing()
@@ -249,23 +248,23 @@ def purge(
             len(doomed_versions),
             sum(len(k) for k in doomed_json.values()),
         )
-    return {
-        "tablePath": log_.storage.uri,
-        "status": "DRY_RUN" if dry_run else "SUCCESS",
-        "dryRun": dry_run,
-        "retentionHours": cfg.retention_hours,
-        "txLogRetentionHours": cfg.tx_log_retention_hours,
-        "splitFilesFound": len(data_files),
-        "orphanedSplitsFound": len(orphans),
-        "splitsDeleted": len(doomed),
-        "bytesDeleted": sum(f.size for f in doomed),
-        "youngOrphansKept": len(orphans) - len(doomed),
-        "tempFilesDeleted": len(stale_temps),
-        "versionFilesDeleted": len(doomed_versions),
-        "checkpointFilesDeleted": sum(len(k) for k in doomed_json.values()),
-        "stateDirsRemoved": int(gc.get("stateDirsRemoved") or 0),
-        "manifestsDeleted": int(gc.get("wouldDeleteManifests") or 0),
-        "oldestRetainedVersion": retained_versions[0] if retained_versions else None,
-        "deletedSplits": [f.key for f in doomed],
-        "durationMs": round((time.perf_counter() - started) * 1000, 1),
-    }
+    return PurgeResult(
+        table_path=log_.storage.uri,
+        status="DRY_RUN" if dry_run else "SUCCESS",
+        dry_run=dry_run,
+        retention_hours=cfg.retention_hours,
+        tx_log_retention_hours=cfg.tx_log_retention_hours,
+        split_files_found=len(data_files),
+        orphaned_splits_found=len(orphans),
+        splits_deleted=len(doomed),
+        bytes_deleted=sum(f.size for f in doomed),
+        young_orphans_kept=len(orphans) - len(doomed),
+        temp_files_deleted=len(stale_temps),
+        version_files_deleted=len(doomed_versions),
+        checkpoint_files_deleted=sum(len(k) for k in doomed_json.values()),
+        state_dirs_removed=gc.state_dirs_removed,
+        manifests_deleted=gc.would_delete_manifests,
+        oldest_retained_version=retained_versions[0] if retained_versions else None,
+        deleted_splits=[f.key for f in doomed],
+        duration_ms=round((time.perf_counter() - started) * 1000, 1),
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any, Mapping
 
 from ..errors import InvalidOptionError, TableExistsError
 from ..log.actions import Action, CommitInfo, StatsFiles, split_of_stats_file
@@ -26,6 +27,7 @@ from ..log.doc_mapping import registry_key
 from ..log.file_entries import add_files_to_table
 from ..log.paths import LOG_DIR
 from ..options import Options
+from ..results import Progress, RepairResult
 from ..storage import normalize_uri, open_storage
 
 OPERATION = "REPAIR TRANSACTION LOG"
@@ -44,7 +46,9 @@ def source_table_root(source_log: str) -> str:
     return root
 
 
-def repair_transaction_log(source_log: str, target: str, options=None, progress=None) -> dict:
+def repair_transaction_log(
+    source_log: str, target: str, options: Options | Mapping[str, Any] | None = None, progress: Progress | None = None
+) -> RepairResult:
     from ..log.maintenance import open_log
 
     started = time.perf_counter()
@@ -125,16 +129,16 @@ def repair_transaction_log(source_log: str, target: str, options=None, progress=
     key = f"{0:020d}.json"
     if not dst.put_if_absent(key, encode_actions(actions, compress)):
         raise TableExistsError(f"REPAIR INDEXFILES TRANSACTION LOG: {dst.full_uri(key)} appeared while repairing")
-    return {
-        "sourcePath": normalize_uri(source_log),
-        "targetPath": normalize_uri(target),
-        "status": "SUCCESS",
-        "sourceVersion": snap.version,
-        "totalSplits": len(files),
-        "validSplits": len(valid),
-        "missingSplits": len(missing),
-        "missingPaths": missing,
-        "deleteLogs": len(delete_logs),
-        "missingDeleteLogs": sorted(lost_logs),
-        "durationMs": round((time.perf_counter() - started) * 1000, 1),
-    }
+    return RepairResult(
+        source_path=normalize_uri(source_log),
+        target_path=normalize_uri(target),
+        status="SUCCESS",
+        source_version=snap.version,
+        total_splits=len(files),
+        valid_splits=len(valid),
+        missing_splits=len(missing),
+        missing_paths=missing,
+        delete_logs=len(delete_logs),
+        missing_delete_logs=sorted(lost_logs),
+        duration_ms=round((time.perf_counter() - started) * 1000, 1),
+    )

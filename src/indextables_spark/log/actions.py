@@ -16,7 +16,7 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class AddFile:
     path: str
-    partition_values: dict[str, str]
+    partition_values: dict[str, str | None]  # None: a null partition value
     size: int
     modification_time: int
     data_change: bool = True
@@ -207,7 +207,8 @@ class Metadata:
 
     @property
     def schema_json(self) -> dict[str, Any]:
-        return json.loads(self.schema_string)
+        schema: dict[str, Any] = json.loads(self.schema_string)
+        return schema
 
     @property
     def doc_mappings(self) -> dict[str, str]:
@@ -391,7 +392,7 @@ def split_of_stats_file(path: str) -> str:
 
 Action = AddFile | RemoveFile | Protocol | Metadata | SkipAction | CommitInfo | DeleteLog | StatsFiles
 
-_WIRE_KEY = {
+_WIRE_KEY: dict[type[Action], str] = {
     AddFile: "add",
     RemoveFile: "remove",
     Protocol: "protocol",

@@ -18,7 +18,7 @@ import os
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -215,7 +215,7 @@ def encode_long_scalar(v: int) -> bytes:
             return bytes(out)
 
 
-def _join(*parts) -> pa.Array:
+def _join(*parts: Any) -> pa.Array:
     """Element-wise concatenation of binary arrays / scalars (nulls propagate)."""
     return pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary()))
 
@@ -431,7 +431,7 @@ def write_container(
     level: int = 3,
     block_boundaries: Iterable[int] | None = None,
     max_block_bytes: int = 1 << 20,
-    extra_meta_fn=None,
+    extra_meta_fn: Callable[[list[BlockInfo]], dict[str, bytes]] | None = None,
 ) -> tuple[bytes, list[BlockInfo]]:
     """Frame encoded rows into an Avro object container file.
 
@@ -581,7 +581,7 @@ def list_blocks(data: bytes, header: ContainerHeader, where: str) -> list[tuple[
     return out
 
 
-def iter_blocks(data: bytes, header: ContainerHeader, where: str):
+def iter_blocks(data: bytes, header: ContainerHeader, where: str) -> Iterator[tuple[int, bytes]]:
     """Yield (row count, decompressed bytes) for each data block, checking sync markers."""
     cur = _Cursor(data, where)
     cur.pos = header.length

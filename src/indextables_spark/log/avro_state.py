@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from ..errors import CorruptStateError, FileNotFoundInStorageError
 from .actions import DeleteLog, Metadata, Protocol, SkipAction
 from .file_entries import FILE_ENTRY_SCHEMA
-from .manifest import decode_unit, plan_manifest
+from .manifest import ManifestPlan, decode_unit, plan_manifest
 from .protocol_gate import check_readable
 from .state_config import StateConfig
 from .state_manifest import (
@@ -38,7 +38,9 @@ from .state_manifest import (
 from .base_state import BaseState
 
 if TYPE_CHECKING:
+    from ..storage import Storage
     from .base_state import LogReader, ScanStats
+    from .partition_filter import PartitionPredicate
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ AVRO_FEATURES = ("avroState", "schemaDeduplication")
 # ---- reading ------------------------------------------------------------------------------------------
 
 
-def read_state_manifest(storage, key: str) -> StateManifest:
+def read_state_manifest(storage: Storage, key: str) -> StateManifest:
     where = storage.full_uri(key)
     try:
         data = storage.read(key)
@@ -96,14 +98,14 @@ def load_avro_state(log_: "LogReader", version: int, key: str) -> "BaseState":
     if metadata is not None:
         for k, v in metadata.doc_mappings.items():
             registry.setdefault(k, v)
-    skips = {}
+    skips: dict[str, SkipAction] = {}
     for s in sm.skip_actions:
         try:
             sk = SkipAction.from_json(json.loads(s))
         except json.JSONDecodeError as e:
             raise CorruptStateError(f"{where}: skip action is not valid JSON ({e.msg})") from None
         skips[sk.path] = sk
-    delete_logs = []
+    delete_logs: list[DeleteLog] = []
     for d in sm.delete_logs:
         try:
             delete_logs.append(DeleteLog.from_json(json.loads(d)))
@@ -111,16 +113,19 @@ def load_avro_state(log_: "LogReader", version: int, key: str) -> "BaseState":
             raise CorruptStateError(f"{where}: delete log entry is not valid JSON ({e.msg})") from None
     cfg = StateConfig.from_options(log_.options)
 
-    def loader(predicate, min_added_version, stats):
+    def loader(
+        predicate: PartitionPredicate | None, min_added_version: int | None, stats: ScanStats | None
+    ) -> pa.Table:
         return read_state_files(log_, sm, predicate, min_added_version, stats, cfg.read_parallelism)
 
+    base_protocol: Protocol | None = protocol
     if metadata is None:
         # A state without embedded metadata (older writers): take it from the version files.
         protocol_v, metadata = _metadata_from_log(log_, version, where)
-        protocol = protocol if sm.protocol else protocol_v
+        base_protocol = protocol if sm.protocol else protocol_v
     return BaseState(
         version=version,
-        protocol=protocol,
+        protocol=base_protocol,
         metadata=metadata,
         files_table=None,
         skips=skips,
@@ -135,8 +140,9 @@ def load_avro_state(log_: "LogReader", version: int, key: str) -> "BaseState":
     )
 
 
-def _metadata_from_log(log_, version: int, where: str):
-    protocol = metadata = None
+def _metadata_from_log(log_: LogReader, version: int, where: str) -> tuple[Protocol | None, Metadata]:
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
     for v in range(0, version + 1):
         try:
             acts = log_.read_actions(v)
@@ -157,7 +163,7 @@ def _metadata_from_log(log_, version: int, where: str):
 def read_state_files(
     log_: "LogReader",
     sm: StateManifest,
-    predicate=None,
+    predicate: PartitionPredicate | None = None,
     min_added_version: int | None = None,
     stats: "ScanStats | None" = None,
     parallelism: int = 8,
@@ -176,7 +182,7 @@ def read_state_files(
     keys = [resolve_manifest_key(m.path, sm.state_version) for m in manifests]
     workers = max(1, min(parallelism, len(manifests)))
 
-    def plan(i: int):
+    def plan(i: int) -> ManifestPlan:
         return plan_manifest(storage, keys[i], manifests[i].num_entries, predicate)
 
     if workers > 1:

@@ -5,7 +5,7 @@ and the part of a transaction log the loaders need (`LogReader`), so that the lo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol as TypingProtocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol as TypingProtocol
 
 import pyarrow as pa
 
@@ -14,6 +14,9 @@ from ..storage import Storage
 from .actions import Action, DeleteLog, Metadata, Protocol, SkipAction
 from .file_entries import FILE_ENTRY_SCHEMA
 from .listing import LogListing
+
+if TYPE_CHECKING:
+    from .partition_filter import PartitionPredicate
 
 
 class LogReader(TypingProtocol):
@@ -63,7 +66,10 @@ class BaseState:
     stats_files: dict[str, list[str]] = field(default_factory=dict)  # stats key -> per-split files
 
     def load_files(
-        self, predicate=None, min_added_version: int | None = None, stats: ScanStats | None = None
+        self,
+        predicate: PartitionPredicate | None = None,
+        min_added_version: int | None = None,
+        stats: ScanStats | None = None,
     ) -> pa.Table:
         """Live files of this base; with a predicate/min_added_version, manifests that cannot
         match are skipped (the result is then a superset of the matching rows, not exact)."""

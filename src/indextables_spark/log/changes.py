@@ -43,7 +43,7 @@ def changes_since(log_: "TransactionLog", since_version: int, timestamp_ms: int 
     from .base_state import ScanStats
 
     listing = log_.listing()
-    latest = log_._resolve_version(None, listing)
+    latest = log_.resolve_version(None, listing)
     if since_version >= latest:
         return ChangeSet(latest, since_version, FILE_ENTRY_SCHEMA.empty_table(), [], ScanStats())
     first = max(since_version + 1, 0)
@@ -56,7 +56,7 @@ def changes_since(log_: "TransactionLog", since_version: int, timestamp_ms: int 
     base = load_base_state(log_, latest, listing)
     delta = log_.collect_changes(base, latest)
     stats = ScanStats(source=base.source if base else "log")
-    base, delta, files = log_._files_or_fallback(
+    base, delta, files = log_.files_or_fallback(
         base, delta, latest, listing, stats=stats, min_added_version=since_version
     )
     if files.num_rows:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..errors import CorruptStateError
 from .actions import Action, action_from_json, action_to_json
@@ -32,9 +32,10 @@ def decode_text(data: bytes, where: str) -> str:
         raise CorruptStateError(f"{where}: not UTF-8 text ({e})") from None
 
 
-def decode_json_lines(data: bytes, where: str) -> list[dict]:
+def decode_json_lines(data: bytes, where: str) -> list[Any]:
+    """Each non-blank line's JSON value (not necessarily an object: callers check)."""
     text = decode_text(data, where)
-    out = []
+    out: list[Any] = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +29,9 @@ from ..lru import LruCache
 from ..errors import CorruptStateError, FileNotFoundInStorageError, IndexTablesError, SchemaMismatchError
 from .actions import DELETE_LOG_KINDS, POSITIONAL, AddFile, DeleteLog
 from .sidecar import decode_frame, encode_frame
+
+if TYPE_CHECKING:
+    from ..storage import Storage
 
 DELETE_LOG_DIR = "_delete_logs"
 MAGIC = b"ITDL"
@@ -62,7 +65,7 @@ def encode_delete_log(kind: str, table: pa.Table, split_path: str | None = None)
     return encode_frame(MAGIC, FORMAT_VERSION, header, sink.getvalue().to_pybytes())
 
 
-def write_delete_log(storage, kind: str, table: pa.Table, split_path: str | None = None) -> DeleteLog:
+def write_delete_log(storage: Storage, kind: str, table: pa.Table, split_path: str | None = None) -> DeleteLog:
     """Write a new delete log file (put-if-absent) and return its (uncommitted) action."""
     if kind not in DELETE_LOG_KINDS:
         raise DeleteLogError(f"unknown delete log kind {kind!r} (expected one of {sorted(DELETE_LOG_KINDS)})")
@@ -102,7 +105,7 @@ def _normalised(kind: str, table: pa.Table) -> pa.Table:
 _cache: LruCache[pa.Table] = LruCache(_CACHE_ENTRIES)
 
 
-def read_delete_log(storage, log: DeleteLog) -> pa.Table:
+def read_delete_log(storage: Storage, log: DeleteLog) -> pa.Table:
     where = storage.full_uri(log.path)
     hit = _cache.get(where)
     if hit is not None:
@@ -161,18 +164,18 @@ class DeleteIndex:
 
     positional: dict[str, list[DeleteLog]] = field(default_factory=dict)
     keyed: list[DeleteLog] = field(default_factory=list)  # EQUALITY / PRIMARY_KEY, by version
-    _keyed_versions: list[int] = field(default_factory=list)
+    keyed_versions: list[int] = field(default_factory=list)  # _version_of each keyed log (bisected)
 
     @classmethod
     def of(cls, logs: Iterable[DeleteLog]) -> "DeleteIndex":
         idx = cls()
         for log in logs:
-            if log.kind == POSITIONAL:
+            if log.split_path is not None:  # POSITIONAL (DeleteLog checks only those name a split)
                 idx.positional.setdefault(log.split_path, []).append(log)
             else:
                 idx.keyed.append(log)
         idx.keyed.sort(key=_version_of)
-        idx._keyed_versions = [_version_of(x) for x in idx.keyed]
+        idx.keyed_versions = [_version_of(x) for x in idx.keyed]
         return idx
 
     def __bool__(self) -> bool:
@@ -181,7 +184,7 @@ class DeleteIndex:
     def for_file(self, add: AddFile) -> list[DeleteLog]:
         added = add.added_at_version if add.added_at_version is not None else -1
         own = [x for x in self.positional.get(add.path, ()) if applies_to(x, add)]
-        later = self.keyed[bisect.bisect_right(self._keyed_versions, added) :]
+        later = self.keyed[bisect.bisect_right(self.keyed_versions, added) :]
         return own + later
 
 
@@ -209,12 +212,14 @@ class SplitDeletes:
         if not pos.size or not ids.size:
             return np.zeros(ids.shape, dtype=bool)
         i = np.searchsorted(pos, ids)
-        return pos[np.minimum(i, pos.size - 1)] == ids
+        dead: np.ndarray = pos[np.minimum(i, pos.size - 1)] == ids
+        return dead
 
     def without_positions(self, rows: Sequence[int]) -> list[int]:
         """Sorted row ids minus the deleted positions."""
         arr = np.asarray(rows, dtype=np.int64)
-        return arr[~self._dead(arr)].tolist()
+        kept: list[int] = arr[~self._dead(arr)].tolist()
+        return kept
 
     def keep_mask(self, batch: pa.RecordBatch, row_ids: pa.Array) -> pa.BooleanArray | None:
         """Rows of `batch` (whose row ids are `row_ids`) that are not deleted; None keeps all."""
@@ -270,7 +275,7 @@ def equality_hits(batch: pa.RecordBatch | pa.Table, values: pa.Table, where: str
 
 
 def load_split_deletes(
-    storage, logs: Sequence[DeleteLog], num_rows: int | None = None, split_path: str | None = None
+    storage: Storage, logs: Sequence[DeleteLog], num_rows: int | None = None, split_path: str | None = None
 ) -> SplitDeletes | None:
     """The deletes of one split from its applicable logs (None when there are none)."""
     if not logs:
@@ -328,11 +333,20 @@ def live_delete_logs(logs: Sequence[DeleteLog], files: pa.Table) -> list[DeleteL
 # ---- shipping deletes to readers (Spark tasks get the log actions, read the files themselves) --------------
 
 
-def deletes_json(snapshot, files: Iterable[AddFile]) -> dict[str, list[dict]]:
+class HasDeletes(Protocol):
+    """What shipping deletes reads of a snapshot (snapshot.Snapshot)."""
+
+    @property
+    def delete_logs(self) -> list[DeleteLog]: ...
+
+    def deletes_for(self, add: AddFile) -> list[DeleteLog]: ...
+
+
+def deletes_json(snapshot: HasDeletes, files: Iterable[AddFile]) -> dict[str, list[dict[str, Any]]]:
     """{split path: its applicable deleteLog actions as wire JSON} for the files that have any."""
     if not snapshot.delete_logs:
         return {}
-    out = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for f in files:
         logs = snapshot.deletes_for(f)
         if logs:
@@ -340,7 +354,9 @@ def deletes_json(snapshot, files: Iterable[AddFile]) -> dict[str, list[dict]]:
     return out
 
 
-def split_deletes(table_path: str, options, add: AddFile, logs_json: Sequence[dict] | None) -> SplitDeletes | None:
+def split_deletes(
+    table_path: str, options: Mapping[str, Any] | None, add: AddFile, logs_json: Sequence[dict[str, Any]] | None
+) -> SplitDeletes | None:
     """The SplitDeletes of one split from the shipped deleteLog JSON (None when there are none)."""
     if not logs_json:
         return None

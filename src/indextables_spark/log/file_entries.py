@@ -6,7 +6,7 @@ pruned and joined with Arrow compute; AddFile objects are built only for the row
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Mapping, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,12 +41,15 @@ FILE_ENTRY_SCHEMA = pa.schema(
 )
 
 
-def _map_items(d: dict[str, str] | None) -> list[tuple[str, str]] | None:
+V = TypeVar("V")
+
+
+def _map_items(d: Mapping[str, str | None] | None) -> list[tuple[str, str | None]] | None:
     return None if d is None else list(d.items())
 
 
 def add_files_to_table(files: Iterable[AddFile]) -> pa.Table:
-    cols: dict[str, list] = {f.name: [] for f in FILE_ENTRY_SCHEMA}
+    cols: dict[str, list[Any]] = {f.name: [] for f in FILE_ENTRY_SCHEMA}
     for a in files:
         cols["path"].append(a.path)
         cols["partitionValues"].append(_map_items(a.partition_values or {}))
@@ -71,7 +74,7 @@ def add_files_to_table(files: Iterable[AddFile]) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=FILE_ENTRY_SCHEMA)
 
 
-def _as_dict(items) -> dict[str, str] | None:
+def _as_dict(items: Iterable[tuple[str, V]] | None) -> dict[str, V] | None:
     if items is None:
         return None
     return dict(items)
@@ -83,7 +86,10 @@ def table_to_add_files(table: pa.Table) -> list[AddFile]:
         return []
     cols = {name: table.column(name).to_pylist() for name in table.column_names if name in FILE_ENTRY_SCHEMA.names}
     n = table.num_rows
-    get = lambda name: cols.get(name) or [None] * n  # noqa: E731
+
+    def get(name: str) -> list[Any]:
+        return cols.get(name) or [None] * n
+
     path, pv, size, mt, dc = (
         get("path"),
         get("partitionValues"),
@@ -100,7 +106,7 @@ def table_to_add_files(table: pa.Table) -> list[AddFile]:
         get("addedAtTimestamp"),
     )
     csf, csv = get("companionSourceFiles"), get("companionDeltaVersion")
-    out = []
+    out: list[AddFile] = []
     for i in range(n):
         out.append(
             AddFile(

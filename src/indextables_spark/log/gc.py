@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from ..errors import CorruptStateError
+from ..results import GcStateResult, ManifestGcResult, StateCleanupResult
 from .state_config import StateConfig
 from .state_manifest import FORMAT_AVRO_STATE, resolve_manifest_key
 
@@ -47,7 +48,7 @@ def _current_state_version(log_: "TransactionLog", listing: "LogListing") -> int
     return None
 
 
-def reachable_manifests(log_: "TransactionLog", listing: "LogListing", versions) -> set[str]:
+def reachable_manifests(log_: "TransactionLog", listing: "LogListing", versions: Iterable[int]) -> set[str]:
     """Storage keys of every manifest referenced by the given states. A state whose manifest
     cannot be parsed is skipped with a warning (it cannot be read anyway)."""
     from .avro_state import read_state_manifest
@@ -69,7 +70,7 @@ def reachable_manifests(log_: "TransactionLog", listing: "LogListing", versions)
 
 def cleanup_old_states(
     log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None, listing: "LogListing | None" = None
-) -> dict:
+) -> StateCleanupResult:
     listing = listing or log_.listing()
     cfg = StateConfig.from_options(log_.options)
     now = _now_ms() if now_ms is None else now_ms
@@ -93,18 +94,18 @@ def cleanup_old_states(
     keys = [f.key for v in doomed for f in listing.state_files[v] if f.key not in still_needed]
     if keys and not dry_run:
         log_.storage.delete(keys)
-    return {
-        "stateDirsRemoved": len(doomed),
-        "stateVersionsRemoved": sorted(doomed),
-        "filesRemoved": len(keys),
-        "stateDirsRetained": len(retained),
-        "dryRun": dry_run,
-    }
+    return StateCleanupResult(
+        state_dirs_removed=len(doomed),
+        state_versions_removed=sorted(doomed),
+        files_removed=len(keys),
+        state_dirs_retained=len(retained),
+        dry_run=dry_run,
+    )
 
 
 def gc_manifests(
     log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None, min_age_hours: float | None = None
-) -> dict:
+) -> ManifestGcResult:
     listing = log_.listing()
     cfg = StateConfig.from_options(log_.options)
     now = _now_ms() if now_ms is None else now_ms
@@ -115,18 +116,18 @@ def gc_manifests(
     doomed = [f for f in orphans if f.modified_ms <= cutoff]
     if doomed and not dry_run:
         log_.storage.delete([f.key for f in doomed])
-    return {
-        "manifestsTotal": len(listing.manifests),
-        "manifestsReachable": len([f for f in listing.manifests if f.key in reachable]),
-        "orphanedManifests": len(orphans),
-        "deletedManifests": 0 if dry_run else len(doomed),
-        "wouldDeleteManifests": len(doomed),
-        "youngOrphansKept": len(orphans) - len(doomed),
-        "dryRun": dry_run,
-    }
+    return ManifestGcResult(
+        manifests_total=len(listing.manifests),
+        manifests_reachable=len([f for f in listing.manifests if f.key in reachable]),
+        orphaned_manifests=len(orphans),
+        deleted_manifests=0 if dry_run else len(doomed),
+        would_delete_manifests=len(doomed),
+        young_orphans_kept=len(orphans) - len(doomed),
+        dry_run=dry_run,
+    )
 
 
-def gc_state(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None) -> dict:
+def gc_state(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None) -> GcStateResult:
     """Old state directories, then orphan manifests (what PURGE runs for the state layer)."""
     from .protocol_gate import check_writable
 
@@ -134,4 +135,4 @@ def gc_state(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None =
     check_writable(protocol, f"table {log_.storage.uri}")
     states = cleanup_old_states(log_, dry_run, now_ms)
     manifests = gc_manifests(log_, dry_run, now_ms)
-    return {"tablePath": log_.storage.uri, **states, **manifests, "dryRun": dry_run}
+    return GcStateResult.of(log_.storage.uri, states, manifests)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptStateError, FileNotFoundInStorageError
 from .actions import Action, AddFile, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, StatsFiles
@@ -36,7 +36,7 @@ def part_key(version: int, checkpoint_id: str, part: int) -> str:
     return f"{LOG_DIR}/{version:020d}.checkpoint.{checkpoint_id}.{part:05d}.json"
 
 
-def _multipart_manifest(data: bytes, where: str) -> dict | None:
+def _multipart_manifest(data: bytes, where: str) -> dict[str, Any] | None:
     """The multi-part manifest object if `data` is one, else None (an action file)."""
     text = decode_text(data, where).strip()
     if not text.startswith("{") or "\n" in text:
@@ -74,7 +74,7 @@ def read_checkpoint_actions(
             fmt = "json-multipart"
     if data is None:
         # _last_checkpoint names a multi-part checkpoint whose manifest is gone: use its parts.
-        assert lc is not None
+        assert lc is not None and lc.checkpoint_id is not None  # the except branch above checked both
         part_keys = [part_key(version, lc.checkpoint_id, p) for p in range(1, (lc.parts or 0) + 1)]
         if not lc.parts:
             part_keys = [k for k in listing.checkpoint_parts.get(version, []) if f".{lc.checkpoint_id}." in k]
@@ -82,6 +82,7 @@ def read_checkpoint_actions(
             raise CorruptStateError(f"multi-part checkpoint {lc.checkpoint_id} of version {version}: no parts found")
         fmt = "json-multipart"
     if part_keys is None:
+        assert data is not None  # part_keys is set (or we raised) whenever data is None
         single = decode_actions(data, storage.full_uri(key))
         if not single:
             raise CorruptStateError(f"checkpoint {storage.full_uri(key)} of version {version} is empty")

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptStateError, IndexTablesError, ProtocolVersionError, TableNotFoundError
 from ..options import Options
+from ..results import CheckpointResult, TruncateTimeTravelResult
 from ..storage import Storage
 from .actions import Protocol
 from .avro_state import read_state_manifest
@@ -19,7 +20,7 @@ from .protocol_gate import check_writable
 from .state_config import StateConfig
 from .state_loader import read_last_checkpoint
 from .state_manifest import FORMAT_AVRO_STATE, FORMAT_JSON
-from .state_writer import is_clean, write_json_checkpoint, write_state
+from .state_writer import StateWriteResult, is_clean, write_json_checkpoint, write_state
 from .table_log import TransactionLog
 from .transaction import Transaction
 
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 # ---- writing -------------------------------------------------------------------------------------------
 
 
-def _needs_upgrade(protocol) -> bool:
+def _needs_upgrade(protocol: Protocol) -> bool:
     feats = set(protocol.reader_features or [])
     return protocol.min_reader_version < 4 or "avroState" not in feats
 
@@ -57,9 +58,9 @@ def checkpoint(
     version: int | None = None,
     force_compaction: bool = False,
     listing: "LogListing | None" = None,
-) -> dict:
+) -> CheckpointResult:
     """Write a checkpoint at `version` (latest by default): an Avro state, or a JSON checkpoint
-    when `spark.indextables.state.format=json`. Returns a summary dict."""
+    when `spark.indextables.state.format=json`."""
     cfg = StateConfig.from_options(log_.options)
     listing = listing or log_.listing()
     latest = listing.latest_version if listing.versions else log_.latest_version()
@@ -77,16 +78,16 @@ def checkpoint(
     if cfg.format == "json":
         snap = log_.snapshot(version)
         lc = write_json_checkpoint(log_, snap)
-        return {
-            "tablePath": log_.storage.uri,
-            "status": "SUCCESS",
-            "previousFormat": previous_format,
-            "newFormat": FORMAT_JSON,
-            "version": lc.version,
-            "numFiles": lc.num_files,
-            "compacted": False,
-            "durationMs": round((time.perf_counter() - started) * 1000, 1),
-        }
+        return CheckpointResult(
+            table_path=log_.storage.uri,
+            status="SUCCESS",
+            previous_format=previous_format,
+            new_format=FORMAT_JSON,
+            version=lc.version,
+            num_files=lc.num_files,
+            compacted=False,
+            duration_ms=_ms_since(started),
+        )
     upgraded_from = None
     if _needs_upgrade(protocol):
         if version != latest:
@@ -98,20 +99,10 @@ def checkpoint(
         version = upgrade_protocol(log_)
         listing = None
     res = write_state(log_, version, force_compaction=force_compaction, listing=listing)
-    out = {
-        "tablePath": log_.storage.uri,
-        "status": "SUCCESS",
-        "previousFormat": previous_format,
-        "newFormat": FORMAT_AVRO_STATE,
-        **res.to_dict(),
-        "durationMs": round((time.perf_counter() - started) * 1000, 1),
-    }
-    if upgraded_from is not None:
-        out["upgradedFromProtocol"] = upgraded_from
-    return out
+    return _written(log_, res, started, previous_format=previous_format, upgraded_from_protocol=upgraded_from)
 
 
-def compact(log_: TransactionLog) -> dict:
+def compact(log_: TransactionLog) -> CheckpointResult:
     """Full clean rewrite of the state at the latest version (no-op when already clean)."""
     cfg = StateConfig.from_options(log_.options)
     latest = log_.latest_version()
@@ -124,29 +115,52 @@ def compact(log_: TransactionLog) -> dict:
     if latest in listing.state_manifests:
         sm = read_state_manifest(log_.storage, listing.state_manifests[latest])
         if is_clean(sm, cfg, list(metadata.partition_columns)):
-            return {
-                "tablePath": log_.storage.uri,
-                "status": "SKIPPED",
-                "reason": "state is already compacted",
-                "version": latest,
-                "compacted": False,
-                "numFiles": sm.num_files,
-                "numManifests": len(sm.manifests),
-                "numTombstones": 0,
-                "manifestsWritten": 0,
-                "bytesWritten": 0,
-                "durationMs": round((time.perf_counter() - started) * 1000, 1),
-            }
+            return CheckpointResult(
+                table_path=log_.storage.uri,
+                status="SKIPPED",
+                reason="state is already compacted",
+                version=latest,
+                compacted=False,
+                num_files=sm.num_files,
+                num_manifests=len(sm.manifests),
+                num_tombstones=0,
+                manifests_written=0,
+                bytes_written=0,
+                duration_ms=_ms_since(started),
+            )
         res = write_state(log_, latest, force_compaction=True, overwrite=True)
     else:
         res = write_state(log_, latest, force_compaction=True)
-    return {
-        "tablePath": log_.storage.uri,
-        "status": "SUCCESS",
-        "newFormat": FORMAT_AVRO_STATE,
-        **res.to_dict(),
-        "durationMs": round((time.perf_counter() - started) * 1000, 1),
-    }
+    return _written(log_, res, started)
+
+
+def _written(log_: TransactionLog, res: StateWriteResult, started: float, **more: Any) -> CheckpointResult:
+    """The result of a checkpoint / compaction that wrote (or found) the Avro state `res`."""
+    return CheckpointResult(
+        table_path=log_.storage.uri,
+        status="SUCCESS",
+        new_format=FORMAT_AVRO_STATE,
+        version=res.version,
+        state_dir=res.state_dir,
+        compacted=res.compacted,
+        reason=res.reason,
+        num_files=res.num_files,
+        total_bytes=res.total_bytes,
+        num_manifests=res.num_manifests,
+        num_tombstones=res.num_tombstones,
+        manifests_written=res.manifests_written,
+        entries_written=res.entries_written,
+        bytes_written=res.bytes_written,
+        attempts=res.attempts,
+        already_existed=res.already_existed,
+        base_version=res.base_version,
+        duration_ms=_ms_since(started),
+        **more,
+    )
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 MERGE_OPERATIONS = frozenset({"MERGE SPLITS", "MERGE"})
@@ -177,7 +191,7 @@ def after_commit(log_: TransactionLog, version: int, operation: str | None = Non
         log.warning("automatic checkpoint of %s at version %d failed: %r", log_.storage.uri, version, e, exc_info=True)
 
 
-def truncate_time_travel(log_: TransactionLog, dry_run: bool = False) -> dict:
+def truncate_time_travel(log_: TransactionLog, dry_run: bool = False) -> TruncateTimeTravelResult:
     """Collapse the table's history to its latest version."""
     latest = log_.latest_version()
     protocol, _, _ = log_.header(latest)
@@ -185,7 +199,7 @@ def truncate_time_travel(log_: TransactionLog, dry_run: bool = False) -> dict:
     cp = None
     if not dry_run:
         cp = checkpoint(log_, latest)
-        latest = int(cp["version"])
+        latest = cp.version
     listing = log_.listing()
     doomed: list[str] = []
     versions_removed = [v for v in listing.versions if v < latest]
@@ -201,24 +215,25 @@ def truncate_time_travel(log_: TransactionLog, dry_run: bool = False) -> dict:
     doomed += [f.key for v in states_removed for f in listing.state_files[v] if f.key not in needed]
     if doomed and not dry_run:
         log_.storage.delete(doomed)
-    manifests = (
-        gc_manifests(log_, dry_run=dry_run)
-        if not dry_run
-        else {
-            "orphanedManifests": len([f for f in listing.manifests if f.key not in needed]),
-        }
+    if dry_run:
+        orphaned = len([f for f in listing.manifests if f.key not in needed])
+        deleted = 0
+    else:
+        gc = gc_manifests(log_)
+        orphaned, deleted = gc.orphaned_manifests, gc.deleted_manifests
+    return TruncateTimeTravelResult(
+        table_path=log_.storage.uri,
+        status="DRY_RUN" if dry_run else "SUCCESS",
+        dry_run=dry_run,
+        version=latest,
+        checkpoint=cp,
+        version_files_removed=len(versions_removed),
+        checkpoints_removed=len(cps_removed),
+        state_dirs_removed=len(states_removed),
+        files_removed=len(doomed),
+        orphaned_manifests=orphaned,
+        deleted_manifests=deleted,
     )
-    return {
-        "tablePath": log_.storage.uri,
-        "version": latest,
-        "checkpoint": cp,
-        "versionFilesRemoved": len(versions_removed),
-        "checkpointsRemoved": len(cps_removed),
-        "stateDirsRemoved": len(states_removed),
-        "filesRemoved": len(doomed),
-        **{k: v for k, v in manifests.items() if k != "dryRun"},
-        "dryRun": dry_run,
-    }
 
 
 def open_log(storage: Storage, options: Options | None = None) -> TransactionLog:

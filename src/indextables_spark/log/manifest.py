@@ -15,7 +15,7 @@ import tempfile
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +25,8 @@ from ..errors import CorruptStateError, FileNotFoundInStorageError
 from ..storage import Storage
 from .avro_codec import (
     FILE_ENTRY_AVRO_SCHEMA,
+    BlockInfo,
+    ContainerHeader,
     FILE_ENTRY_FIELD_IDS,
     avro_codec_name,
     list_blocks,
@@ -36,10 +38,13 @@ from .file_entries import FILE_ENTRY_SCHEMA
 from .paths import MANIFESTS_DIR
 from .state_manifest import ManifestInfo
 
+if TYPE_CHECKING:
+    from .partition_filter import PartitionPredicate
+
 log = logging.getLogger(__name__)
 
 _CTX_LOCK = threading.Lock()
-_CTX = None
+_CTX: Any = None  # DataFusion SessionContext
 _OUR_NAMES = {f.name for f in FILE_ENTRY_SCHEMA}
 _DEFAULTS = {
     "dataChange": True,
@@ -51,7 +56,7 @@ _REQUIRED = ("path", "size")
 BLOCK_INDEX_KEY = "io.indextables.blockIndex"
 
 
-def _ctx():
+def _ctx() -> Any:
     global _CTX
     if _CTX is None:
         with _CTX_LOCK:
@@ -60,7 +65,7 @@ def _ctx():
     return _CTX
 
 
-def datafusion_core():
+def datafusion_core() -> Any:
     """DataFusion's compiled module (`datafusion._internal`: SessionContext, read_avro,
     to_arrow_table), loaded without running the `datafusion` package's Python layer, which imports
     pandas (`datafusion.functions.spark`): 175 ms of a cold process's first snapshot against 5 ms.
@@ -81,13 +86,15 @@ def datafusion_core():
 
     try:
         spec = importlib.util.find_spec("datafusion")
-        paths = glob.glob(os.path.join(spec.submodule_search_locations[0], "_internal*.so")) if spec else []
+        locations = spec.submodule_search_locations if spec else None
+        paths = glob.glob(os.path.join(locations[0], "_internal*.so")) if locations else []
         if len(paths) != 1:
             raise ImportError(f"datafusion._internal: {len(paths)} candidates")
         loader = importlib.machinery.ExtensionFileLoader("datafusion._internal", paths[0])
-        core = importlib.util.module_from_spec(
-            importlib.util.spec_from_file_location("datafusion._internal", paths[0], loader=loader)
-        )
+        core_spec = importlib.util.spec_from_file_location("datafusion._internal", paths[0], loader=loader)
+        if core_spec is None:
+            raise ImportError("datafusion._internal: no module spec")
+        core = importlib.util.module_from_spec(core_spec)
         loader.exec_module(core)
         if not hasattr(core, "SessionContext"):
             raise ImportError("datafusion._internal has no SessionContext")
@@ -154,7 +161,9 @@ def _normalize_for_avro(files: pa.Table) -> pa.Table:
 MIN_INDEXED_BLOCK_ROWS = 256
 
 
-def _partition_blocks(files: pa.Table, partition_columns: Sequence[str]):
+def _partition_blocks(
+    files: pa.Table, partition_columns: Sequence[str]
+) -> tuple[list[int], Callable[[list[BlockInfo]], dict[str, bytes]]]:
     """Block starts at partition changes (rows sorted by partition), merging small partitions
     into blocks of at least MIN_INDEXED_BLOCK_ROWS rows; and a function computing the block index."""
     cols = sorted(partition_columns)
@@ -166,7 +175,7 @@ def _partition_blocks(files: pa.Table, partition_columns: Sequence[str]):
     else:
         diff = pc.not_equal(key.slice(1), key.slice(0, n - 1)).to_numpy(zero_copy_only=False)
         changes = np.nonzero(diff)[0] + 1
-    starts = []
+    starts: list[int] = []
     last = 0
     for c in changes.tolist():
         if c - last >= MIN_INDEXED_BLOCK_ROWS:
@@ -174,10 +183,10 @@ def _partition_blocks(files: pa.Table, partition_columns: Sequence[str]):
             last = c
     raw = [partition_value_column(files, c).combine_chunks() for c in cols]
 
-    def index(blocks) -> dict[str, bytes]:
-        entries = []
+    def index(blocks: list[BlockInfo]) -> dict[str, bytes]:
+        entries: list[list[Any]] = []
         for b in blocks:
-            bounds = []
+            bounds: list[list[Any]] = []
             for arr in raw:
                 mm = pc.min_max(arr.slice(b.first_row, b.num_rows))
                 bounds.append([mm["min"].as_py(), mm["max"].as_py()])
@@ -197,7 +206,8 @@ def encode_manifest(
     ignore that metadata."""
     files = _normalize_for_avro(conform(files))
     rows = encode_rows(files, FILE_ENTRY_AVRO_SCHEMA)
-    starts, index = (None, None)
+    starts: list[int] | None = None
+    index: Callable[[list[BlockInfo]], dict[str, bytes]] | None = None
     if partition_columns and files.num_rows:
         starts, index = _partition_blocks(files, partition_columns)
     data, _ = write_container(rows, FILE_ENTRY_AVRO_SCHEMA, avro_codec_name(codec), level, starts, extra_meta_fn=index)
@@ -240,7 +250,7 @@ def manifest_info(key: str, files: pa.Table, partition_columns: Sequence[str]) -
 # ---- reading ---------------------------------------------------------------------------------------
 
 
-def conform(table: pa.Table, writer_fields: list[dict] | None = None, where: str = "") -> pa.Table:
+def conform(table: pa.Table, writer_fields: list[dict[str, Any]] | None = None, where: str = "") -> pa.Table:
     """Any FileEntry-like table → exactly FILE_ENTRY_SCHEMA (renames by field id, defaults, casts)."""
     names = table.column_names
     rename: dict[str, str] = {}
@@ -295,7 +305,7 @@ class DecodeUnit:
     header plus a run of its blocks (bytes, written to a temporary file)."""
 
     where: str
-    writer_fields: list
+    writer_fields: list[dict[str, Any]]
     rows: int
     path: str | None = None
     data: bytes | None = None
@@ -312,7 +322,9 @@ def _empty() -> pa.Table:
     return FILE_ENTRY_SCHEMA.empty_table()
 
 
-def _block_index(header, blocks, where: str):
+def _block_index(
+    header: ContainerHeader, blocks: list[tuple[int, int, int]], where: str
+) -> list[dict[str, tuple[Any, Any]]] | None:
     """Per-block partition bounds from the header (written by our compaction), or None."""
     raw = header.metadata.get(BLOCK_INDEX_KEY)
     if raw is None:
@@ -323,7 +335,7 @@ def _block_index(header, blocks, where: str):
         entries = idx["blocks"]
         if len(entries) != len(blocks):
             raise ValueError(f"{len(entries)} index entries for {len(blocks)} blocks")
-        out = []
+        out: list[dict[str, tuple[Any, Any]]] = []
         for (off, _end, rows), e in zip(blocks, entries):
             if int(e[0]) != off - header.length or int(e[1]) != rows:
                 raise ValueError("index does not match the block layout")
@@ -335,7 +347,11 @@ def _block_index(header, blocks, where: str):
 
 
 def plan_manifest(
-    storage: Storage, key: str, expected_entries: int | None = None, predicate=None, split_rows: int | None = None
+    storage: Storage,
+    key: str,
+    expected_entries: int | None = None,
+    predicate: PartitionPredicate | None = None,
+    split_rows: int | None = None,
 ) -> ManifestPlan:
     """Read and validate one manifest (magic, schema, block framing, entry count) and plan its
     decoding: blocks whose partition bounds cannot match the predicate are skipped, and large
@@ -373,7 +389,7 @@ def plan_manifest(
     target = sel_rows / n_units
     units: list[DecodeUnit] = []
     head = data[: header.length]
-    run: list = []
+    run: list[tuple[int, int, int]] = []
     run_rows = 0
     for i, b in enumerate(selected):
         run.append(b)
@@ -393,7 +409,9 @@ def decode_unit(unit: DecodeUnit) -> pa.Table:
     return conform(table, unit.writer_fields, unit.where)
 
 
-def read_manifest(storage: Storage, key: str, expected_entries: int | None = None, predicate=None) -> pa.Table:
+def read_manifest(
+    storage: Storage, key: str, expected_entries: int | None = None, predicate: PartitionPredicate | None = None
+) -> pa.Table:
     """Decode one FileEntry manifest into an Arrow table with FILE_ENTRY_SCHEMA (with a
     predicate: only the blocks whose partition bounds may match; a superset of the matches)."""
     plan = plan_manifest(storage, key, expected_entries, predicate)
@@ -412,6 +430,8 @@ def _decode_with_datafusion(unit: DecodeUnit) -> pa.Table:
     tmp = None
     try:
         if unit.path is None:
+            if unit.data is None:
+                raise ValueError(f"{unit.where}: decode unit with neither a path nor data")
             fd, tmp = tempfile.mkstemp(prefix="itx-manifest-", suffix=".avro", dir=_tmp_dir())
             with os.fdopen(fd, "wb") as f:
                 f.write(unit.data)

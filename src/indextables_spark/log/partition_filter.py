@@ -19,7 +19,7 @@ Grammar (case-insensitive keywords):
 The parser builds the filter model (indextables_spark/predicates.py, the tree Spark's pushed
 filters and the split readers use): `a != 1` is Not(EqualTo), `a IS NOT NULL` IsNotNull, BETWEEN
 the AND of two bounds. Literals stay as parsed (str, int, float, bool); DELETE converts them to
-the column types (commands/delete.py).
+the column types (split/where.py).
 
 Partition values are stored as strings. Columns whose Spark type (from the table's schemaString)
 is numeric are compared numerically when filtering files exactly; for manifest pruning, bounds are
@@ -33,15 +33,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import IndexTablesError
+from .actions import Metadata
 from .file_entries import map_values
 from ..predicates import (
     And,
+    Comparison,
     EqualTo,
     Filter,
     FilterVisitor,
@@ -54,6 +56,7 @@ from ..predicates import (
     LessThanOrEqual,
     Not,
     Or,
+    StringMatch,
     columns_of,
 )
 
@@ -67,10 +70,16 @@ class PartitionFilterError(IndexTablesError):
 
 # ---- the filter model's comparisons -------------------------------------------------------------
 
-_CLASS_OF = {"=": EqualTo, "<": LessThan, "<=": LessThanOrEqual, ">": GreaterThan, ">=": GreaterThanOrEqual}
-_OP_OF = {cls: op for op, cls in _CLASS_OF.items()}
+_CLASS_OF: dict[str, type[Comparison]] = {
+    "=": EqualTo,
+    "<": LessThan,
+    "<=": LessThanOrEqual,
+    ">": GreaterThan,
+    ">=": GreaterThanOrEqual,
+}
+_OP_OF: dict[type[Filter], str] = {cls: op for op, cls in _CLASS_OF.items()}
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_NEGATED = {
+_NEGATED: dict[type[Filter], type[Filter]] = {
     LessThan: GreaterThanOrEqual,
     LessThanOrEqual: GreaterThan,
     GreaterThan: LessThanOrEqual,
@@ -306,7 +315,7 @@ class _Parser:
         raise self.error(f"expected a predicate, got {self.describe(t)}", t)
 
 
-def partition_column_types(metadata) -> dict[str, str]:
+def partition_column_types(metadata: Metadata) -> dict[str, str]:
     """{partition column: Spark type name} from a Metadata action (string when unknown)."""
     types: dict[str, str] = {}
     try:
@@ -397,7 +406,7 @@ class _Evaluator(FilterVisitor[Any]):
             self._text[col] = map_values(self.pv, col)
         return self._text[col]
 
-    def numeric(self, col: str):
+    def numeric(self, col: str) -> pa.Array | None:
         if col not in self._num:
             arr = self.text(col)
             target = pa.int64() if _is_integral(self.types.get(col, "")) else pa.float64()
@@ -410,7 +419,7 @@ class _Evaluator(FilterVisitor[Any]):
                     self._num[col] = None  # not numbers after all: compare as text
         return self._num[col]
 
-    def operand(self, col: str, value: Any):
+    def operand(self, col: str, value: Any) -> tuple[pa.Array, pa.Scalar]:
         """(column array, literal scalar) compared in the column's type."""
         if _is_numeric(self.types.get(col, "string")):
             num = self.numeric(col)
@@ -423,7 +432,7 @@ class _Evaluator(FilterVisitor[Any]):
                 return num, pa.scalar(lit, typ)
         return self.text(col), pa.scalar(_literal_text(value), pa.string())
 
-    def visit_comparison(self, e: Any):
+    def visit_comparison(self, e: Comparison) -> pa.Array:
         op = _OP_OF.get(type(e))
         if op is None:
             raise TypeError(f"partition filters have no {type(e).__name__} ({e!r})")
@@ -431,33 +440,33 @@ class _Evaluator(FilterVisitor[Any]):
         fn = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}[op]
         return fn(arr, lit)
 
-    def visit_in(self, e: In):
+    def visit_in(self, e: In) -> pa.Array:
         parts = [self.visit(EqualTo(e.column, v)) for v in e.values]
         out = parts[0]
         for p in parts[1:]:
             out = pc.or_kleene(out, p)
         return out
 
-    def visit_is_null(self, e: IsNull):
+    def visit_is_null(self, e: IsNull) -> pa.Array:
         return pc.is_null(self.text(e.column))
 
-    def visit_is_not_null(self, e: IsNotNull):
+    def visit_is_not_null(self, e: IsNotNull) -> pa.Array:
         return pc.is_valid(self.text(e.column))
 
-    def visit_and(self, e: And):
+    def visit_and(self, e: And) -> pa.Array:
         return pc.and_kleene(self.visit(e.left), self.visit(e.right))
 
-    def visit_or(self, e: Or):
+    def visit_or(self, e: Or) -> pa.Array:
         return pc.or_kleene(self.visit(e.left), self.visit(e.right))
 
-    def visit_not(self, e: Not):
+    def visit_not(self, e: Not) -> pa.Array:
         return pc.invert(self.visit(e.child))
 
-    def visit_string_match(self, e: Any):
+    def visit_string_match(self, e: StringMatch) -> pa.Array:
         raise TypeError(f"partition filters have no LIKE ({e!r})")
 
 
-def filter_mask(files_table: pa.Table, predicate: PartitionPredicate):
+def filter_mask(files_table: pa.Table, predicate: PartitionPredicate) -> pa.Array:
     """Boolean mask (unknown → False) of the rows whose partition values satisfy the predicate."""
     if files_table.num_rows == 0:
         return pa.array([], pa.bool_())
@@ -492,14 +501,27 @@ class _NegationNormalForm(FilterVisitor[Filter]):
         left, right = self.visit(e.left), self.visit(e.right)
         return And(left, right) if self.negate else Or(left, right)
 
-    def visit_comparison(self, e: Any) -> Filter:
+    def _leaf(self, e: Comparison | In | IsNull | IsNotNull | StringMatch) -> Filter:
         if not self.negate:
             return e
         if type(e) in _NEGATED:  # x < v → x >= v, IS NULL → IS NOT NULL (the same fields)
             return _NEGATED[type(e)](*vars(e).values())
         return Not(e)  # EqualTo, In: keep a leaf-level Not
 
-    visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
+    def visit_comparison(self, e: Comparison) -> Filter:
+        return self._leaf(e)
+
+    def visit_in(self, e: In) -> Filter:
+        return self._leaf(e)
+
+    def visit_is_null(self, e: IsNull) -> Filter:
+        return self._leaf(e)
+
+    def visit_is_not_null(self, e: IsNotNull) -> Filter:
+        return self._leaf(e)
+
+    def visit_string_match(self, e: StringMatch) -> Filter:
+        return self._leaf(e)
 
 
 def _nnf(e: Filter, negate: bool = False) -> Filter:
@@ -519,7 +541,9 @@ def _bound_text(col_type: str, value: Any) -> str | None:
     return _literal_text(value)
 
 
-def _leaf_bounds(column: str, value: Any, bounds, types: Mapping[str, str]) -> tuple[str, str, str] | None:
+def _leaf_bounds(
+    column: str, value: Any, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]
+) -> tuple[str, str, str] | None:
     """(min, max, the text of value) when the column has bounds and the value a certain text."""
     b = bounds.get(column)
     if b is None or b[0] is None or b[1] is None:
@@ -541,9 +565,11 @@ class _MayMatch(FilterVisitor[bool]):
     def visit_or(self, e: Or) -> bool:
         return self.visit(e.left) or self.visit(e.right)
 
-    def visit_comparison(self, e: Any) -> bool:
+    def visit_comparison(self, e: Comparison) -> bool:
         op = _OP_OF.get(type(e))
-        t = _leaf_bounds(e.column, e.value, self.bounds, self.types) if op is not None else None
+        if op is None:
+            return True
+        t = _leaf_bounds(e.column, e.value, self.bounds, self.types)
         if t is None:
             return True
         lo, hi, s = t
@@ -565,17 +591,31 @@ class _MayMatch(FilterVisitor[bool]):
             return all(self.visit(Not(EqualTo(e.child.column, v))) for v in e.child.values)
         return True
 
-    def visit_is_null(self, e: Any) -> bool:
+    def visit_is_null(self, e: IsNull) -> bool:
         return True
 
-    visit_is_not_null = visit_string_match = visit_is_null
+    def visit_is_not_null(self, e: IsNotNull) -> bool:
+        return True
+
+    def visit_string_match(self, e: StringMatch) -> bool:
+        return True
 
 
 def _may_match(e: Filter, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]) -> bool:
     return _MayMatch(bounds, types).visit(e)
 
 
-def prune_manifests(manifests: Iterable, predicate: PartitionPredicate | None) -> list:
+class HasPartitionBounds(Protocol):
+    """What manifest pruning reads of a manifest (state_manifest.ManifestInfo)."""
+
+    @property
+    def partition_bounds(self) -> Mapping[str, tuple[str | None, str | None]] | None: ...
+
+
+ManifestT = TypeVar("ManifestT", bound=HasPartitionBounds)
+
+
+def prune_manifests(manifests: Iterable[ManifestT], predicate: PartitionPredicate | None) -> list[ManifestT]:
     """The manifests (objects with .partition_bounds) that may hold files matching the predicate."""
     if predicate is None:
         return list(manifests)

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .actions import AddFile, DeleteLog, Metadata, Protocol, SkipAction
 from .file_entries import map_values, table_to_add_files
+
+if TYPE_CHECKING:
+    from .delete_logs import DeleteIndex
 
 
 @dataclass
@@ -29,7 +32,7 @@ class Snapshot:
     stats_files: dict[str, list[str]] = field(default_factory=dict)  # e.g. {"bloomfilter": [per-split files]}
 
     @cached_property
-    def delete_index(self):
+    def delete_index(self) -> DeleteIndex:
         from .delete_logs import DeleteIndex
 
         return DeleteIndex.of(self.delete_logs)
@@ -42,7 +45,7 @@ class Snapshot:
 
     @property
     def num_files(self) -> int:
-        return self.files_table.num_rows
+        return int(self.files_table.num_rows)
 
     @cached_property
     def files(self) -> list[AddFile]:
@@ -73,7 +76,7 @@ class Snapshot:
         parts = [pc.fill_null(pc.binary_join_element_wise("v", map_values(pv, c), ""), "n") for c in cols]
         keys = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "\x00")
         encoded = pc.dictionary_encode(keys)
-        values = []
+        values: list[dict[str, str | None]] = []
         for key in encoded.dictionary.to_pylist():
             texts = key.split("\x00") if len(parts) > 1 else [key]
             values.append({c: (t[1:] if t.startswith("v") else None) for c, t in zip(cols, texts)})
@@ -81,10 +84,11 @@ class Snapshot:
 
     @property
     def schema_json(self) -> dict[str, Any]:
-        return json.loads(self.metadata_action.schema_string)
+        schema: dict[str, Any] = json.loads(self.metadata_action.schema_string)
+        return schema
 
     @property
-    def schema(self):
+    def schema(self) -> Any:
         """The table schema as a pyspark StructType (its JSON dict when pyspark is absent)."""
         try:
             from pyspark.sql.types import StructType

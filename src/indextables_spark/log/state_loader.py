@@ -81,7 +81,7 @@ def load_base_state(
     version: int,
     listing: "LogListing | None" = None,
     avro_only: bool = False,
-    exclude: set | None = None,
+    exclude: set[tuple[int, str]] | None = None,
     failure: CorruptStateError | None = None,
 ) -> "BaseState | None":
     """The newest usable base at or below `version` (None: replay from version 0).

@@ -109,7 +109,8 @@ class StateManifest:
         }
 
     @classmethod
-    def from_record(cls, r: dict[str, Any], where: str) -> "StateManifest":
+    def from_record(cls, r: object, where: str) -> "StateManifest":
+        """From a decoded record (any value: anything but a valid record raises CorruptStateError)."""
         if not isinstance(r, dict):
             raise CorruptStateError(f"{where}: state manifest is not a record/object")
         try:
@@ -164,7 +165,7 @@ def encode_state_manifest(sm: StateManifest, codec: str = "zstd", level: int = 3
 
     buf = io.BytesIO()
     name = avro_codec_name(codec)
-    kwargs = {"codec_compression_level": level} if name == "zstandard" else {}
+    kwargs: dict[str, Any] = {"codec_compression_level": level} if name == "zstandard" else {}
     fastavro.writer(buf, _parsed_state_schema(), [sm.to_record()], codec=name, **kwargs)
     return buf.getvalue()
 
@@ -172,7 +173,7 @@ def encode_state_manifest(sm: StateManifest, codec: str = "zstd", level: int = 3
 _PARSED: dict[str, Any] = {}
 
 
-def _parsed_state_schema():
+def _parsed_state_schema() -> Any:
     if "s" not in _PARSED:
         import fastavro
 

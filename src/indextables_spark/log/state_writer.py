@@ -11,13 +11,13 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConcurrentModificationError, CorruptStateError
-from .actions import DeleteLog, Metadata, split_of_stats_file
+from .actions import DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, split_of_stats_file
 from .doc_mapping import doc_mapping_hash
 from .file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
 from .manifest import encode_manifest, manifest_info, new_manifest_key, partition_value_column
@@ -41,6 +41,8 @@ from .state_loader import read_last_checkpoint
 from .state_manifest import FORMAT_JSON
 
 if TYPE_CHECKING:
+    from ..storage import Storage
+    from .base_state import BaseState
     from .listing import LogListing
     from .snapshot import Snapshot
     from .table_log import TransactionLog
@@ -134,7 +136,7 @@ class StateWriteResult:
     base_version: int | None = None
     written_keys: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "version": self.version,
             "stateDir": self.state_dir,
@@ -182,7 +184,7 @@ def sort_for_locality(files: pa.Table, partition_columns: list[str]) -> pa.Table
 class _Writer:
     """Writes manifests and tracks what was written (to delete them if the state loses a race)."""
 
-    def __init__(self, storage, cfg: StateConfig, partition_columns: list[str]):
+    def __init__(self, storage: Storage, cfg: StateConfig, partition_columns: list[str]):
         self.storage = storage
         self.cfg = cfg
         self.partition_columns = partition_columns
@@ -221,17 +223,17 @@ class _Writer:
 
 
 def _state_manifest(
-    version,
-    files_count,
-    total_bytes,
-    manifests,
-    tombstones,
-    registry,
-    protocol,
-    metadata,
-    skips,
-    delete_logs,
-    stats_files,
+    version: int,
+    files_count: int,
+    total_bytes: int,
+    manifests: list[ManifestInfo],
+    tombstones: list[str],
+    registry: dict[str, str],
+    protocol: Protocol,
+    metadata: Metadata,
+    skips: Mapping[str, SkipAction],
+    delete_logs: Iterable[DeleteLog],
+    stats_files: Mapping[str, list[str]],
     distinct_prefix: int = 0,
 ) -> StateManifest:
     return StateManifest(
@@ -367,7 +369,7 @@ def _last_checkpoint_for(sm: StateManifest) -> LastCheckpoint:
     )
 
 
-def _is_ours(storage, key: str, writer: "_Writer") -> bool:
+def _is_ours(storage: Storage, key: str, writer: _Writer) -> bool:
     """After a failed put-if-absent: is the state manifest there the one we just wrote?"""
     if not writer.keys:
         return False
@@ -379,16 +381,24 @@ def _is_ours(storage, key: str, writer: "_Writer") -> bool:
     return any(m.path.split("/")[-1] in ours for m in existing.manifests)
 
 
-def _build_state(log_, version: int, base, cfg: StateConfig, compact: bool, listing):
+def _build_state(
+    log_: TransactionLog,
+    version: int,
+    base: BaseState | None,
+    cfg: StateConfig,
+    compact: bool,
+    listing: LogListing,
+) -> tuple[StateWriteResult, StateManifest, _Writer]:
     """Write the manifests of a new state; return (result, state manifest, writer)."""
     storage = log_.storage
-    reason = "forced" if compact else ""
-    if base is not None and not compact:
-        if not listing.has_versions(base.version + 1, version):
-            missing = listing.missing_versions(base.version + 1, version)
-            log.info("version files %s are gone; writing a full state for v%d", missing[:5], version)
-            compact = True
-            reason = "version files after the base state are gone"
+    if compact or base is None:  # without a base (write_state: only when forced), a full state
+        return _build_compacted(log_, version, cfg, "forced" if compact else "no previous Avro state", base)
+    reason = ""
+    if not listing.has_versions(base.version + 1, version):
+        missing = listing.missing_versions(base.version + 1, version)
+        log.info("version files %s are gone; writing a full state for v%d", missing[:5], version)
+        compact = True
+        reason = "version files after the base state are gone"
     if not compact:
         delta = log_.collect_changes(base, version)
         sm0: StateManifest = base.state_manifest
@@ -458,17 +468,22 @@ def _build_state(log_, version: int, base, cfg: StateConfig, compact: bool, list
     return result, sm, writer
 
 
-def _removed_totals(log_, base, removes: dict, cfg: StateConfig) -> tuple[int, int]:
+def _removed_totals(
+    log_: TransactionLog, base: BaseState, removes: dict[str, RemoveFile], cfg: StateConfig
+) -> tuple[int, int]:
     if not removes:
         return 0, 0
-    if all(r.size is not None for r in removes.values()):
-        return len(removes), sum(int(r.size) for r in removes.values())
+    sizes = [r.size for r in removes.values() if r.size is not None]
+    if len(sizes) == len(removes):
+        return len(removes), sum(int(s) for s in sizes)
     files = base.load_files()
     hit = files.filter(pc.is_in(files.column("path"), value_set=pa.array(list(removes), pa.string())))
     return hit.num_rows, int(pc.sum(hit.column("size")).as_py() or 0)
 
 
-def _build_compacted(log_, version: int, cfg: StateConfig, reason: str, base):
+def _build_compacted(
+    log_: TransactionLog, version: int, cfg: StateConfig, reason: str, base: BaseState | None
+) -> tuple[StateWriteResult, StateManifest, _Writer]:
     snap = log_.snapshot(version)
     files = snap.files_table
     metadata, protocol = snap.metadata_action, snap.protocol_action

@@ -5,12 +5,29 @@ paths (no split files are needed to exercise the transaction log and the state l
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol as TypingProtocol, Sequence
 
 from ..errors import ConcurrentModificationError
-from .actions import AddFile, CommitInfo, Metadata
+from .actions import AddFile, CommitInfo, Metadata, Protocol
 from .protocol_gate import CURRENT_PROTOCOL
 from .transaction import Transaction, new_table_id
+
+if TYPE_CHECKING:
+    from ..storage import Storage
+    from .table_log import TransactionLog
+
+
+class TableLike(TypingProtocol):
+    """What these helpers use of a table (an IndexTable, table.py)."""
+
+    @property
+    def log(self) -> TransactionLog: ...
+
+    @property
+    def storage(self) -> Storage: ...
+
+    def transaction(self, resolver: str = ..., version: int | None = ..., operation: str = ...) -> Transaction: ...
+
 
 DEFAULT_SCHEMA = {
     "type": "struct",
@@ -35,7 +52,7 @@ def partition_value(i: int, num_partitions: int) -> str:
 def synthetic_add(
     i: int, partition_columns: Sequence[str] = ("date",), num_partitions: int = 10, rich: bool = True
 ) -> AddFile:
-    pv: dict[str, str] = {}
+    pv: dict[str, str | None] = {}
     for c in partition_columns:
         if c == "date":
             pv[c] = partition_value(i, num_partitions)
@@ -66,16 +83,16 @@ def synthetic_add(
     )
 
 
-def synthetic_adds(start: int, count: int, **kw) -> list[AddFile]:
+def synthetic_adds(start: int, count: int, **kw: Any) -> list[AddFile]:
     return [synthetic_add(i, **kw) for i in range(start, start + count)]
 
 
 def create_table(
-    table,
+    table: TableLike,
     partition_columns: Sequence[str] = ("date",),
     schema: Mapping[str, Any] | None = None,
     configuration: Mapping[str, str] | None = None,
-    protocol=None,
+    protocol: Protocol | None = None,
 ) -> int:
     """Commit version 0 (protocol + metadata) of a new table. `table` is an IndexTable."""
     conf = {"docMappingSchema." + DOC_MAPPING_REF: json.dumps([{"name": "title", "type": "text"}])}
@@ -92,7 +109,9 @@ def create_table(
     return txn.commit()
 
 
-def commit_files(table, files: Iterable[AddFile], remove: Iterable[str] = (), operation: str = "WRITE") -> int:
+def commit_files(
+    table: TableLike, files: Iterable[AddFile], remove: Iterable[str] = (), operation: str = "WRITE"
+) -> int:
     txn = table.transaction(operation=operation)
     txn.add_files(list(files))
     rm = list(remove)
@@ -101,7 +120,7 @@ def commit_files(table, files: Iterable[AddFile], remove: Iterable[str] = (), op
     return txn.commit()
 
 
-def write_bulk_versions(table, n: int, per_version: int, num_partitions: int) -> int:
+def write_bulk_versions(table: TableLike, n: int, per_version: int, num_partitions: int) -> int:
     """Versions 1, 2, ... holding `per_version` synthetic adds each (`n` in all), written straight
     as version files (what a commit writes, without a commit's checks: fast enough to build
     benchmark tables of 100,000s of files on any storage). Returns the last version written."""

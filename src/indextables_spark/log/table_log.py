@@ -29,6 +29,7 @@ from .state_config import read_parallelism
 
 if TYPE_CHECKING:
     from .listing import LogListing
+    from .partition_filter import PartitionPredicate
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,8 @@ log = logging.getLogger(__name__)
 class Delta:
     """What the version files after a base change."""
 
-    protocol: Protocol | None
-    metadata: Metadata | None
+    protocol: Protocol
+    metadata: Metadata
     added: dict[str, AddFile]
     removed: dict[str, RemoveFile]  # paths whose last action after the base is a remove
     skips: dict[str, SkipAction]
@@ -128,13 +129,14 @@ class TransactionLog:
         return info.modified_ms if info else 0
 
     # ---- listing ---------------------------------------------------------------------------
-    def listing(self):
+    def listing(self) -> LogListing:
         from .listing import list_log
 
         return list_log(self.storage)
 
     # ---- snapshots -------------------------------------------------------------------------
-    def _resolve_version(self, version: int | None, listing) -> int:
+    def resolve_version(self, version: int | None, listing: LogListing) -> int:
+        """`version`, checked to exist; None: the latest (TableNotFoundError without any)."""
         latest = listing.latest_version
         if latest < 0:
             from .state_loader import latest_checkpoint_version
@@ -153,23 +155,33 @@ class TransactionLog:
         from .state_loader import load_base_state
 
         listing = self.listing()
-        version = self._resolve_version(version, listing)
+        version = self.resolve_version(version, listing)
         last = self._last_snapshot
         if last is not None and last[1].version == version and last[0] == listing:
             return last[1]
         base = load_base_state(self, version, listing)
         delta = self.collect_changes(base, version)
-        base, delta, files = self._files_or_fallback(base, delta, version, listing)
+        base, delta, files = self.files_or_fallback(base, delta, version, listing)
         snap = self._snapshot(base, delta, version, files)
         self._last_snapshot = (listing, snap)
         return snap
 
-    def _files_or_fallback(self, base, delta, version, listing, predicate=None, stats=None, min_added_version=None):
-        """_files(); when a manifest of the base state turns out missing or corrupt, fall back
-        to an older base or to replaying the version files (logged), or raise naming the file."""
+    def files_or_fallback(
+        self,
+        base: BaseState | None,
+        delta: Delta,
+        version: int,
+        listing: LogListing,
+        predicate: PartitionPredicate | None = None,
+        stats: ScanStats | None = None,
+        min_added_version: int | None = None,
+    ) -> tuple[BaseState | None, Delta, pa.Table]:
+        """(base, delta, the live files at `version`: base's files updated by delta). When a manifest
+        of the base state turns out missing or corrupt, fall back to an older base or to replaying
+        the version files (logged), or raise naming the file."""
         from .state_loader import load_base_state
 
-        excluded: set = set()
+        excluded: set[tuple[int, str]] = set()
         while True:
             try:
                 return base, delta, self._files(base, delta, predicate, stats, min_added_version)
@@ -185,14 +197,16 @@ class TransactionLog:
                 if stats is not None:
                     stats.source = base.source if base else "log"
 
-    def scan(self, partition_filter=None, version: int | None = None):
+    def scan(
+        self, partition_filter: str | PartitionPredicate | None = None, version: int | None = None
+    ) -> tuple[Snapshot, ScanStats]:
         """Live files matching a partition filter, decoding only the manifests whose partition
         bounds may match. Returns (snapshot with the matching files only, ScanStats)."""
         from .partition_filter import filter_files_table, parse_partition_filter, partition_column_types
         from .state_loader import load_base_state
 
         listing = self.listing()
-        version = self._resolve_version(version, listing)
+        version = self.resolve_version(version, listing)
         base = load_base_state(self, version, listing)
         delta = self.collect_changes(base, version)
         stats = ScanStats(
@@ -201,17 +215,19 @@ class TransactionLog:
         pred = None
         if partition_filter is not None and partition_filter != "":
             pred = parse_partition_filter(partition_filter, partition_column_types(delta.metadata))
-        base, delta, files = self._files_or_fallback(base, delta, version, listing, pred, stats)
+        base, delta, files = self.files_or_fallback(base, delta, version, listing, pred, stats)
         if pred is not None:
             files = filter_files_table(files, pred)
         return self._snapshot(base, delta, version, files), stats
 
-    def header(self, version: int | None = None, listing=None) -> tuple[Protocol, Metadata, dict[str, str]]:
+    def header(
+        self, version: int | None = None, listing: LogListing | None = None
+    ) -> tuple[Protocol, Metadata, dict[str, str]]:
         """Protocol, metadata and schema registry at a version without decoding any manifest."""
         from .state_loader import load_base_state
 
         listing = listing or self.listing()
-        version = self._resolve_version(version, listing)
+        version = self.resolve_version(version, listing)
         base = load_base_state(self, version, listing)
         protocol = base.protocol if base else None
         metadata = base.metadata if base else None
@@ -233,7 +249,9 @@ class TransactionLog:
         check_readable(protocol, f"table {self.storage.uri}")
         return protocol, metadata, registry
 
-    def _read_versions(self, versions: Iterable[int], read) -> Iterator[tuple[int, list[Action]]]:
+    def _read_versions(
+        self, versions: Iterable[int], read: Callable[[int], list[Action]]
+    ) -> Iterator[tuple[int, list[Action]]]:
         """(v, read(v)) for each version, in order. The files are fetched state.read.parallelism at a
         time: replaying the versions after a checkpoint costs about one round trip on object stores,
         not one per version. A failure surfaces when its version is reached."""
@@ -375,7 +393,7 @@ class TransactionLog:
         self,
         base: BaseState | None,
         delta: Delta,
-        predicate=None,
+        predicate: PartitionPredicate | None = None,
         stats: ScanStats | None = None,
         min_added_version: int | None = None,
     ) -> pa.Table:

@@ -18,7 +18,7 @@ import logging
 import random
 import time
 import uuid
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..errors import ConcurrentModificationError, IndexTablesError
 from .actions import (
@@ -35,6 +35,7 @@ from .actions import (
     split_of_stats_file,
 )
 from .protocol_gate import DELETION_LOGS, check_writable, with_features
+from .snapshot import Snapshot
 from .table_log import TransactionLog
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class Transaction:
         resolver: str = "merge",
         read_version: int | None = None,
         operation: str = "WRITE",
-        operation_parameters: dict | None = None,
+        operation_parameters: dict[str, Any] | None = None,
     ):
         if resolver not in RESOLVERS:
             raise IndexTablesError(f"unknown resolver {resolver!r}; expected one of {RESOLVERS}")
@@ -73,20 +74,22 @@ class Transaction:
         self._stats: dict[str, list[str]] = {}
         self._added_features: tuple[str, ...] = ()  # features this transaction adds to the read protocol
         self.committed_version: int | None = None
-        self._snapshot = None
-        self._header = None
+        self._snapshot: Snapshot | None = None
+        self._header: tuple[Protocol, Metadata, dict[str, str]] | None = None
         self.skip_post_commit = False  # internal: commits made by the state layer itself
         self._registry_only = False  # the staged metadata only adds schema-registry entries
         self._added_registry: dict[str, str] = {}
 
     # ---- reading -----------------------------------------------------------------------------
-    def snapshot(self):
+    def snapshot(self) -> Snapshot | None:
+        """The snapshot at the read version (None for a new table)."""
         if self._snapshot is None and self.read_version >= 0:
             self._snapshot = self.log.snapshot(self.read_version)
         return self._snapshot
 
-    def header(self):
-        """(protocol, metadata, schema registry) at the read version, without decoding manifests."""
+    def header(self) -> tuple[Protocol, Metadata, dict[str, str]] | None:
+        """(protocol, metadata, schema registry) at the read version, without decoding manifests
+        (None for a new table)."""
         if self._header is None and self.read_version >= 0:
             snap = self._snapshot
             if snap is not None:
@@ -142,7 +145,7 @@ class Transaction:
         self._extra.extend(actions)
         return self
 
-    def with_operation(self, operation: str, parameters: dict | None = None) -> "Transaction":
+    def with_operation(self, operation: str, parameters: dict[str, Any] | None = None) -> "Transaction":
         self.operation = operation
         if parameters:
             self.operation_parameters.update(parameters)
@@ -205,7 +208,10 @@ class Transaction:
         """The first delete log of a table adds the `deletionLogs` reader/writer feature."""
         if not self._delete_logs:
             return
-        base = self._protocol or (self.header()[0] if self.read_version >= 0 else None)
+        base = self._protocol
+        if base is None:
+            hdr = self.header()  # None exactly when read_version < 0 (a new table)
+            base = hdr[0] if hdr is not None else None
         if base is None:
             raise IndexTablesError(f"cannot add delete logs to {self.log.storage.uri}: the new table has no protocol")
         upgraded = with_features(base, DELETION_LOGS)
@@ -277,7 +283,7 @@ class Transaction:
     def _deduplicate_doc_mappings(self) -> None:
         """Inline docMappingJson → docMappingRef (canonical hash); new schemas go into the
         metadata's registry (`docMappingSchema.<hash>`), so a metadata action is staged."""
-        inline = [a for a in self._adds if a.doc_mapping_json]
+        inline = [(a, mapping) for a in self._adds if (mapping := a.doc_mapping_json)]
         if not inline:
             return
         from .doc_mapping import doc_mapping_hash, registry_key
@@ -292,10 +298,10 @@ class Transaction:
             base_meta, registry = hdr[1], dict(hdr[2])
             registry.update(base_meta.doc_mappings)
         new: dict[str, str] = {}
-        for a in inline:
-            ref = doc_mapping_hash(a.doc_mapping_json)
+        for a, mapping in inline:
+            ref = doc_mapping_hash(mapping)
             if ref not in registry and ref not in new:
-                new[ref] = a.doc_mapping_json
+                new[ref] = mapping
             a.doc_mapping_ref = ref
             a.doc_mapping_json = None
         if new:
@@ -309,7 +315,7 @@ class Transaction:
             self._added_registry.update(new)
 
     @staticmethod
-    def _without_registry(m: Metadata) -> dict:
+    def _without_registry(m: Metadata) -> dict[str, Any]:
         d = m.to_json()
         d["configuration"] = {
             k: v for k, v in (d.get("configuration") or {}).items() if not k.startswith("docMappingSchema.")
@@ -339,6 +345,15 @@ class Transaction:
         conf.update({registry_key(k): v for k, v in self._added_registry.items()})
         self._metadata = dataclasses.replace(concurrent, configuration=conf)
 
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        """`with t.transaction() as tx:` commits on a clean exit (unless committed inside the
+        block) and commits nothing when the block raises (nothing staged reaches the log)."""
+        if exc_type is None and self.committed_version is None:
+            self.commit()
+
     def commit(self) -> int:
         if self.committed_version is not None:
             raise IndexTablesError(f"transaction already committed as version {self.committed_version}")
@@ -348,6 +363,7 @@ class Transaction:
         max_delay = opts.get_int("transaction.retry.maxDelayMs") / 1000.0
         if self.read_version >= 0:
             hdr = self.header()
+            assert hdr is not None  # read_version >= 0
             # The table's current protocol first: a transaction must not "downgrade" a table it
             # may not write by staging a protocol of its own.
             check_writable(hdr[0], f"table {self.log.storage.uri}")

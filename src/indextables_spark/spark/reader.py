@@ -474,7 +474,7 @@ def read_ranked(
             deletes=split_deletes(reader.path, reader.opts, add, (deletes or {}).get(add.path)),
         )
         if ro.snippet_fields:
-            table = _with_snippets(split, table, query, ro.snippet_fields)
+            table = with_snippets(split, table, query, ro.snippet_fields)
         table = to_target(table, add, target, reader.partition_columns)
         if ro.limit is None:
             yield from table.to_batches(max_chunksize=ro.batch_rows)
@@ -487,7 +487,7 @@ def read_ranked(
         yield from merged.combine_chunks().to_batches(max_chunksize=ro.batch_rows)
 
 
-def _with_snippets(split, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
+def with_snippets(split, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
     from ..split.search import snippet_column
 
     return table.append_column(SNIPPET, snippet_column(split, table, query, fields))

@@ -106,7 +106,7 @@ def split_view_references(spark, text: str) -> str:
     first becomes a fresh view over a new read of the same table, aliased with the view's name so
     `v.col` still resolves.
     """
-    from .table_functions import _skip_quoted
+    from .table_functions import skip_quoted
 
     with _lock:
         views = dict(_views)
@@ -115,7 +115,7 @@ def split_view_references(spark, text: str) -> str:
     refs = []  # (start, end, view name)
     i, prev_word = 0, ""
     while i < len(text):
-        j = _skip_quoted(text, i) if text[i] != "`" else i
+        j = skip_quoted(text, i) if text[i] != "`" else i
         if j != i:
             i, prev_word = j, ""
             continue

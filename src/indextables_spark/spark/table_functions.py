@@ -11,7 +11,7 @@ Two ways they run:
    `indextables_search` becomes the indextables read with `query`/`orderBy=_score`/`limit`
    (one task per group of splits, each returning its top n; Spark merges them), so the function
    is as parallel as `spark.read`; `indextables_aggregate` and `indextables_count` run
-   `it.aggregate` / `IndexTable.count` when `spark.sql` is called (a Spark job, or driver threads
+   `IndexTable.aggregate` / `IndexTable.count` when `spark.sql` is called (a Spark job, or driver threads
    in local mode) and the view holds the result rows.
 2. Otherwise (arguments that are not literals, or SQL reaching Spark without the wrapper), the
    same names are Python UDTFs. A UDTF runs in ONE Python worker with no SparkSession, so it
@@ -67,7 +67,7 @@ class Call:
     args: dict[str, Any]  # parameter name -> literal value
 
 
-def _skip_quoted(text: str, i: int) -> int:
+def skip_quoted(text: str, i: int) -> int:
     """Index after the string literal / quoted identifier / comment starting at i (else i)."""
     c = text[i]
     if c in "'\"`":
@@ -149,7 +149,7 @@ def find_calls(text: str) -> list[Call]:
     calls = []
     i = 0
     while i < len(text):
-        j = _skip_quoted(text, i)
+        j = skip_quoted(text, i)
         if j != i:
             i = j
             continue
@@ -201,9 +201,11 @@ def _dataframe(spark, call: Call):
             reader = reader.option("snippetFields", _text(call, "snippet_fields"))
         return reader.load(path)
     if call.name == AGGREGATE:
-        from ..aggregations import aggregate
+        from ..table import IndexTable
 
-        result = aggregate(spark, path, a.get("query"), _text(call, "aggs"), a.get("partition_filter"))
+        result = IndexTable(path, spark=spark).aggregate(
+            _text(call, "aggs"), query=a.get("query"), partition_filter=a.get("partition_filter"), spark=spark
+        )
         return spark.createDataFrame(aggregation_rows(_text(call, "aggs"), result), AGG_SCHEMA)
     return spark.createDataFrame(
         [(count_rows(spark, path, a.get("query"), a.get("partition_filter"), None),)], COUNT_SCHEMA
@@ -254,7 +256,7 @@ def _number(v: Any) -> float | None:
 
 
 def aggregation_rows(aggs: Mapping[str, Any] | str, result: Mapping[str, Any]) -> list[tuple]:
-    """`it.aggregate`'s result as rows of AGG_SCHEMA."""
+    """`IndexTable.aggregate`'s result as rows of AGG_SCHEMA."""
     from ..split.aggregate import parse_request
 
     rows: list[tuple] = [("_all", [], int(result["doc_count"]), None, None, None)]
@@ -315,7 +317,7 @@ def search_table(
     from ..split.reader import SplitReader
     from ..table import IndexTable
     from ..split.types import arrow_schema
-    from .reader import SCORE, _with_snippets, to_target
+    from .reader import SCORE, with_snippets, to_target
 
     table = IndexTable(path, options)
     snap = table.snapshot()
@@ -333,7 +335,7 @@ def search_table(
             query, limit, None, names, deletes=split_deletes(path, table.options, add, deletes.get(add.path))
         )
         if fields:
-            t = _with_snippets(split, t, query, fields)
+            t = with_snippets(split, t, query, fields)
         return to_target(t, add, target, snap.partition_columns)
 
     files = snap.files
@@ -374,9 +376,11 @@ def _udtf_classes(options: dict) -> dict[str, type]:
 
     class Aggregate:
         def eval(self, path: str, aggs: str, query: str | None = None, partition_filter: str | None = None):
-            from ..aggregations import aggregate
+            from ..table import IndexTable
 
-            result = aggregate(None, path, query, aggs, partition_filter, options, execution="driver")
+            result = IndexTable(path, options).aggregate(
+                aggs, query=query, partition_filter=partition_filter, execution="driver"
+            )
             yield from aggregation_rows(aggs, result)
 
     class Count:

@@ -35,7 +35,7 @@ import decimal
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +46,14 @@ from ._tantivy import tantivy_call
 from .partitions import date_to_days, datetime_to_micros, parse_partition_value
 from .stats import chunk_min_max
 from .types import STRING_KINDS, ColumnSpec
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import tantivy
+
+    from ..options import Options
+    from .reader import SplitReader
 
 BUCKET_KINDS = ("terms", "histogram", "date_histogram", "range")
 STATS_KINDS = ("stats", "avg", "min", "max", "sum", "value_count")
@@ -83,12 +91,13 @@ class Agg:
 # Planning (driver): validate the request against the table's columns
 
 
-def parse_request(aggs: Mapping[str, Any] | str) -> dict:
+def parse_request(aggs: Mapping[str, Any] | str) -> dict[str, Any]:
     if isinstance(aggs, str):
+        text = aggs
         try:
-            aggs = json.loads(aggs)
+            aggs = json.loads(text)
         except json.JSONDecodeError as e:
-            raise AggregationError(f"aggregation request is not valid JSON: {e}: {aggs[:200]!r}") from None
+            raise AggregationError(f"aggregation request is not valid JSON: {e}: {text[:200]!r}") from None
     if not isinstance(aggs, Mapping) or not aggs:
         raise AggregationError(
             f"aggregation request must be a non-empty object {{name: {{kind: {{...}}}}}}, got {str(aggs)[:200]}"
@@ -304,9 +313,9 @@ def _ranges(agg: Agg) -> list[tuple[Any, Any, str]]:
 
 @dataclass
 class _SplitCtx:
-    reader: Any  # SplitReader
-    searcher: Any
-    query: Any  # tantivy query
+    reader: SplitReader
+    searcher: tantivy.Searcher
+    query: tantivy.Query
     has_query: bool
     partition_values: Mapping[str, str | None]
     doc_count: int
@@ -330,23 +339,27 @@ class _SplitCtx:
         r = self.reader
         if self.has_query:
             if self._rows is None:
-                self._rows = r._matching_rows((self.query, True, True)) or []
-            chunks = [b.column(column) for b in r._take(self._rows, [column])] if self._rows else []
+                self._rows = r.matching_rows((self.query, True, True)) or []
+            chunks = [b.column(column) for b in r.take(self._rows, [column])] if self._rows else []
         else:
-            chunks = [r._batch(i, [column]).column(0) for i in range(r._ipc.num_record_batches)]
+            chunks = [r.batch(i, [column]).column(0) for i in range(r.ipc.num_record_batches)]
         typ = r.schema.field(column).type
         arr = pa.chunked_array(chunks, typ).combine_chunks() if chunks else pa.array([], typ)
         return arr.drop_null() if arr.null_count else arr
 
 
 def split_partial(
-    reader: Any, query: str | None, aggs: Sequence[Agg], partition_values: Mapping[str, str | None], deletes: Any = None
-) -> dict:
+    reader: SplitReader,
+    query: str | None,
+    aggs: Sequence[Agg],
+    partition_values: Mapping[str, str | None],
+    deletes: Any = None,
+) -> dict[str, Any]:
     """The mergeable partial of one split: {"doc_count": n, "aggs": {name: partial}}.
     deletes: the split's log.delete_logs.SplitDeletes (its rows are left out), or None."""
     import tantivy
 
-    searcher = reader._searcher()
+    searcher = reader.searcher()
     q = reader.parse_query(query) if query is not None else tantivy.Query.all_query()
     dead = dead_rows(reader, deletes) if deletes is not None else []
     if len(dead):
@@ -370,20 +383,21 @@ def split_partial(
     return {"doc_count": n, "aggs": _level_partials(ctx, aggs)}
 
 
-def dead_rows(reader: Any, deletes: Any) -> Any:
+def dead_rows(reader: SplitReader, deletes: Any) -> Any:
     """Sorted row ids of the split's deleted rows (positions, and rows equal to deleted values)."""
     import numpy as np
 
     dead = [deletes.positions]
     if deletes.equalities:
-        for ids, batch in reader._source(None, True):
+        for ids, batch in reader.source(None, True):
+            assert ids is not None  # asked for with_ids
             keep = deletes.keep_mask(batch, ids)
             if keep is not None:
                 dead.append(ids.filter(pc.invert(keep)).to_numpy())
     return np.unique(np.concatenate(dead)) if len(dead) > 1 else dead[0]
 
 
-def without_rows(reader: Any, q: Any, dead: Any) -> Any:
+def without_rows(reader: SplitReader, q: tantivy.Query, dead: Any) -> tantivy.Query:
     """The query minus the documents of these (sorted) row ids: a range per run of consecutive ids
     on the `__row` fast field, so Tantivy's aggregations never see deleted rows."""
     import numpy as np
@@ -400,7 +414,7 @@ def without_rows(reader: Any, q: Any, dead: Any) -> Any:
     return tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.MustNot, gone)])
 
 
-def _level_partials(ctx: _SplitCtx, aggs: Sequence[Agg]) -> dict:
+def _level_partials(ctx: _SplitCtx, aggs: Sequence[Agg]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     in_index = [a for a in aggs if not a.partition and a.kind not in VALUE_KINDS and not _from_rows(a)]
     if in_index and ctx.doc_count:
@@ -431,9 +445,9 @@ def _level_partials(ctx: _SplitCtx, aggs: Sequence[Agg]) -> dict:
     return out
 
 
-def _one_by_one(ctx: _SplitCtx, aggs: Sequence[Agg], request: Mapping[str, Any]) -> dict:
+def _one_by_one(ctx: _SplitCtx, aggs: Sequence[Agg], request: Mapping[str, Any]) -> dict[str, Any]:
     """After Tantivy's bucket limit: each aggregation alone; a plain terms falls back to the row store."""
-    result = {}
+    result: dict[str, Any] = {}
     for a in aggs:
         try:
             with tantivy_call(f"aggregating split {ctx.reader.local_dir}"):
@@ -460,7 +474,7 @@ def _from_rows(a: Agg) -> bool:
     return a.kind in STATS_KINDS and (a.col_kind == "decimal" or a.col_kind not in _NUMERIC + _TEMPORAL)
 
 
-def _tantivy_request(a: Agg, ctx: _SplitCtx) -> dict:
+def _tantivy_request(a: Agg, ctx: _SplitCtx) -> dict[str, Any]:
     f = ctx.field_of(a)
     if a.kind == "terms":
         body = {"terms": {"field": f, "size": ALL_BUCKETS, "min_doc_count": 1}}
@@ -496,7 +510,7 @@ def _tantivy_request(a: Agg, ctx: _SplitCtx) -> dict:
     return body
 
 
-def _calendar_ranges(a: Agg, iv: _Interval, ctx: _SplitCtx, f: str) -> list[dict]:
+def _calendar_ranges(a: Agg, iv: _Interval, ctx: _SplitCtx, f: str) -> list[dict[str, Any]]:
     """Calendar buckets (month/quarter/year) as explicit ranges over this split's value span."""
     with tantivy_call(f"aggregating split {ctx.reader.local_dir}"):
         st = ctx.searcher.aggregate(ctx.query, {"s": {"stats": {"field": f}}})["s"]
@@ -508,6 +522,7 @@ def _calendar_ranges(a: Agg, iv: _Interval, ctx: _SplitCtx, f: str) -> list[dict
 
 def _calendar_starts(a: Agg, iv: _Interval, lo: int, hi: int) -> list[int]:
     """Bucket start values (column units) covering [lo, hi], plus the end of the last bucket."""
+    assert iv.calendar is not None  # only calendar intervals (fixed is None) get here
     months = {"month": 1, "quarter": 3, "year": 12}[iv.calendar]
     unit_us = 86_400_000_000 if a.col_kind == "date" else 1
 
@@ -533,7 +548,7 @@ def _calendar_starts(a: Agg, iv: _Interval, lo: int, hi: int) -> list[int]:
         m += months
 
 
-def _normalize(a: Agg, r: Any, ctx: _SplitCtx, top: bool) -> dict:
+def _normalize(a: Agg, r: Any, ctx: _SplitCtx, top: bool) -> dict[str, Any]:
     """Tantivy's result → the mergeable partial."""
     if r is _ROWS_MARK:
         return _rows_partial(a, ctx)
@@ -555,14 +570,14 @@ def _normalize(a: Agg, r: Any, ctx: _SplitCtx, top: bool) -> dict:
         if a.col_kind in ("i64", "date", "timestamp"):
             return {"buckets": {int(b["key"]): int(b["doc_count"]) for b in rows if b["doc_count"]}}
         return {"buckets": {b["key"]: int(b["doc_count"]) for b in rows if b["doc_count"]}}
-    buckets: dict[Any, dict] = {}
+    buckets: dict[Any, Any] = {}
     for b in r["buckets"]:
         if a.kind == "range" or (a.kind == "date_histogram" and _date_interval(a).fixed is None):
             # our ranges carry keys "r<index>" / "c<start>"; Tantivy adds buckets for the gaps
-            key = str(b["key"])
-            if key[:1] not in ("r", "c") or not key[1:].lstrip("-").isdigit():
+            text = str(b["key"])
+            if text[:1] not in ("r", "c") or not text[1:].lstrip("-").isdigit():
                 continue
-            key = int(key[1:])
+            key = int(text[1:])
         elif a.kind == "terms":
             key = _term_key(a, b["key"])
         else:
@@ -575,7 +590,7 @@ def _normalize(a: Agg, r: Any, ctx: _SplitCtx, top: bool) -> dict:
     return {"buckets": buckets}
 
 
-def _bucket_partial(a: Agg, doc_count: int, subs) -> Any:
+def _bucket_partial(a: Agg, doc_count: int, subs: Callable[[], dict[str, Any]]) -> Any:
     """A bucket's partial: its count alone when there are no sub-aggregations (merging plain ints
     is what keeps a many-bucket aggregation cheap), else {"doc_count", "aggs"}."""
     return doc_count if not a.subs else {"doc_count": doc_count, "aggs": subs()}
@@ -589,7 +604,7 @@ def _term_key(a: Agg, key: Any) -> Any:
     return key
 
 
-def _rows_partial(a: Agg, ctx: _SplitCtx) -> dict:
+def _rows_partial(a: Agg, ctx: _SplitCtx) -> dict[str, Any]:
     """Partials computed from the row store's values (exact)."""
     vals = ctx.values(a.column)
     if a.kind == "terms":
@@ -633,7 +648,7 @@ def _index_units(a: Agg, v: Any) -> Any:
     return v if isinstance(v, int) else _plain(a, v)
 
 
-def _empty(a: Agg) -> dict:
+def _empty(a: Agg) -> dict[str, Any]:
     if a.kind in BUCKET_KINDS:
         return {"buckets": {}}
     if a.kind in STATS_KINDS:
@@ -647,23 +662,23 @@ def _empty(a: Agg) -> dict:
 # Merge (exact) and results
 
 
-def merge(aggs: Sequence[Agg], a: dict, b: dict) -> dict:
+def merge(aggs: Sequence[Agg], a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two split-level partials ({"doc_count", "aggs"}) → one."""
     return {"doc_count": a["doc_count"] + b["doc_count"], "aggs": _merge_level(aggs, a["aggs"], b["aggs"])}
 
 
-def merge_all(aggs: Sequence[Agg], partials: Iterable[dict]) -> dict:
+def merge_all(aggs: Sequence[Agg], partials: Iterable[dict[str, Any]]) -> dict[str, Any]:
     out = {"doc_count": 0, "aggs": {x.name: _empty(x) for x in aggs}}
     for p in partials:
         out = merge(aggs, out, p)
     return out
 
 
-def _merge_level(aggs: Sequence[Agg], a: dict, b: dict) -> dict:
+def _merge_level(aggs: Sequence[Agg], a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {x.name: _merge_one(x, a.get(x.name) or _empty(x), b.get(x.name) or _empty(x)) for x in aggs}
 
 
-def _merge_one(x: Agg, a: dict, b: dict) -> dict:
+def _merge_one(x: Agg, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     if x.kind in BUCKET_KINDS and not x.subs:  # bucket -> count (see _bucket_partial)
         out = dict(a["buckets"])
         get = out.get
@@ -683,7 +698,7 @@ def _merge_one(x: Agg, a: dict, b: dict) -> dict:
         return {"buckets": out}
     if x.kind in STATS_KINDS:
 
-        def pick(f, u, v):
+        def pick(f: Callable[[Any, Any], Any], u: Any, v: Any) -> Any:
             return v if u is None else u if v is None else f(u, v)
 
         return {
@@ -704,7 +719,7 @@ def _merge_one(x: Agg, a: dict, b: dict) -> dict:
     return {"values": pc.unique(pa.concat_arrays(parts)) if len(parts) > 1 else parts[0]}
 
 
-def _nan_last(v: Any) -> tuple:
+def _nan_last(v: Any) -> tuple[int, Any]:
     return (1, 0.0) if isinstance(v, float) and math.isnan(v) else (0, v)
 
 
@@ -716,16 +731,16 @@ def _spark_max(u: Any, v: Any) -> Any:
     return u if _nan_last(u) >= _nan_last(v) else v
 
 
-def result(aggs: Sequence[Agg], partial: dict) -> dict:
+def result(aggs: Sequence[Agg], partial: dict[str, Any]) -> dict[str, Any]:
     """The merged partial as the answer: {"doc_count": n, name: {...}, ...} (Elasticsearch shape)."""
     return {"doc_count": partial["doc_count"], **_result_level(aggs, partial["aggs"])}
 
 
-def _result_level(aggs: Sequence[Agg], partials: Mapping[str, dict]) -> dict:
+def _result_level(aggs: Sequence[Agg], partials: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     return {a.name: _result_one(a, partials.get(a.name) or _empty(a)) for a in aggs}
 
 
-def _result_one(a: Agg, p: dict) -> dict:
+def _result_one(a: Agg, p: dict[str, Any]) -> dict[str, Any]:
     if a.kind in BUCKET_KINDS and not a.subs:
         p = {"buckets": {k: {"doc_count": n, "aggs": {}} for k, n in p["buckets"].items()}}
     if a.kind == "terms":
@@ -739,11 +754,11 @@ def _result_one(a: Agg, p: dict) -> dict:
     return {"value": 0 if p["values"] is None else len(p["values"])}
 
 
-def _bucket(a: Agg, key: Any, b: dict, **extra: Any) -> dict:
+def _bucket(a: Agg, key: Any, b: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"key": key, **extra, "doc_count": b["doc_count"], **_result_level(a.subs, b["aggs"])}
 
 
-def _terms_result(a: Agg, p: dict) -> dict:
+def _terms_result(a: Agg, p: dict[str, Any]) -> dict[str, Any]:
     size = _size(a)
     min_count = int(a.params.get("min_doc_count", 1))
     ((by, direction),) = dict(a.params.get("order", {"_count": "desc"})).items()
@@ -761,7 +776,7 @@ def _terms_result(a: Agg, p: dict) -> dict:
     }
 
 
-def _key_order(k: Any) -> tuple:
+def _key_order(k: Any) -> tuple[int, Any]:
     return (0, k) if not isinstance(k, float) or not math.isnan(k) else (1, 0.0)
 
 
@@ -776,7 +791,7 @@ def _key_out(a: Agg, k: Any) -> Any:
     return k
 
 
-def _ordered_buckets(a: Agg, p: dict) -> list[dict]:
+def _ordered_buckets(a: Agg, p: dict[str, Any]) -> list[dict[str, Any]]:
     buckets = p["buckets"]
     if a.kind == "range":
         given = a.params["ranges"]
@@ -823,7 +838,7 @@ def _ordered_buckets(a: Agg, p: dict) -> list[dict]:
     return out
 
 
-def _near(buckets: Mapping[Any, dict], k: float, interval: float) -> dict | None:
+def _near(buckets: Mapping[Any, dict[str, Any]], k: float, interval: float) -> dict[str, Any] | None:
     # float keys rebuilt as first + i*interval may differ from Tantivy's in the last bits
     for kk, b in buckets.items():
         if abs(kk - k) < interval * 1e-9:
@@ -831,11 +846,11 @@ def _near(buckets: Mapping[Any, dict], k: float, interval: float) -> dict | None
     return None
 
 
-def _level_empty(aggs: Sequence[Agg]) -> dict:
+def _level_empty(aggs: Sequence[Agg]) -> dict[str, Any]:
     return {a.name: _empty(a) for a in aggs}
 
 
-def _stats_result(a: Agg, p: dict) -> dict:
+def _stats_result(a: Agg, p: dict[str, Any]) -> dict[str, Any]:
     count, total = p["count"], p["sum"]
     lo, hi = (
         _key_out(a, p["min"]) if p["min"] is not None else None,
@@ -854,7 +869,7 @@ def _stats_result(a: Agg, p: dict) -> dict:
     return {"value": {"avg": avg, "min": lo, "max": hi, "sum": full["sum"], "value_count": count}[a.kind]}
 
 
-def _percentiles(a: Agg, p: dict) -> dict:
+def _percentiles(a: Agg, p: dict[str, Any]) -> dict[str, float | None]:
     """Spark's exact `percentile`: linear interpolation between the ranks around (n - 1) * p."""
     ps = _percents(a)
     values, counts = p["values"], p["counts"]
@@ -867,7 +882,8 @@ def _percentiles(a: Agg, p: dict) -> dict:
     total = cum[-1].as_py()
 
     def at(rank: int) -> float:  # value at 0-based rank in the sorted multiset
-        return values[pc.sum(pc.less_equal(cum, rank)).as_py()].as_py()
+        v: float = values[pc.sum(pc.less_equal(cum, rank)).as_py()].as_py()
+        return v
 
     for x in ps:
         pos = (total - 1) * x / 100.0
@@ -888,8 +904,8 @@ def aggregate_files(
     aggs: Sequence[Agg],
     options: Any,
     threads: int = 1,
-    deletes: Mapping[str, list[dict]] | None = None,
-) -> dict:
+    deletes: Mapping[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     """The merged partial of these splits (AddFile objects); threads search splits in parallel.
     deletes: {split path: its deleteLog actions as JSON} (log.delete_logs.deletes_json)."""
     from ..log.actions import DeleteLog
@@ -902,7 +918,7 @@ def aggregate_files(
     use_cache = _options(options).get_bool("aggregate.cache.enabled")
     request = repr((query, tuple(aggs)))
 
-    def one(f: Any) -> dict:
+    def one(f: Any) -> dict[str, Any]:
         logs = deletes.get(f.path)
         if query is None and not aggs and not logs:
             return {"doc_count": int(f.num_records or 0), "aggs": {}}
@@ -931,7 +947,7 @@ def aggregate_files(
 # always gives the same partial. Partials are never mutated by merges. Partials with more than
 # _MAX_CACHED_ITEMS buckets/values are not kept (see aggregate_files).
 _MAX_CACHED_ITEMS = 50_000
-_partials: LruCache[dict] = LruCache(1024)
+_partials: LruCache[dict[str, Any]] = LruCache(1024)
 
 
 def _items(p: Any) -> int:
@@ -943,13 +959,13 @@ def _items(p: Any) -> int:
     return 0
 
 
-def _options(options: Any):
+def _options(options: Any) -> Options:
     from ..options import Options
 
     return options if isinstance(options, Options) else Options.of(options)
 
 
-def _pool(threads: int):
+def _pool(threads: int) -> ThreadPoolExecutor:
     from .pools import shared_pool
 
     return shared_pool("agg", threads)

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, TypeGuard
+
+if TYPE_CHECKING:
+    import tantivy
 
 # ISO 639-1 code -> Tantivy's Snowball language (tantivy.Filter.stemmer)
 STEMMERS = {
@@ -66,7 +69,7 @@ def custom_names() -> list[str]:
     return sorted([f"{iso}_stem" for iso in STEMMERS if iso != "en"] + ["cjk", "ngram_<min>_<max>"])
 
 
-def is_custom(name: str | None) -> bool:
+def is_custom(name: str | None) -> TypeGuard[str]:
     if not name:
         return False
     if name in ("cjk", CJK_BIGRAM):
@@ -90,7 +93,7 @@ def lowercases(name: str | None) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def analyzer(name: str) -> Any:
+def analyzer(name: str) -> tantivy.TextAnalyzer:
     """The Tantivy TextAnalyzer registered under `name`."""
     import tantivy
 
@@ -129,7 +132,7 @@ def bigram_text(text: str) -> str:
     """The text a `cjk_bigram` field indexes: each CJK run as its overlapping bigrams, space
     separated (so the analyzer's regex yields them at consecutive positions), other text as is."""
 
-    def bigrams(m: re.Match) -> str:
+    def bigrams(m: re.Match[str]) -> str:
         run = m.group(0)
         return " " + (run if len(run) == 1 else " ".join(run[i : i + 2] for i in range(len(run) - 1))) + " "
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,10 @@ from ..log.sidecar import decode_frame, encode_frame
 from ..options import Options
 from ..predicates import FilterVisitor
 from ..option_registry import registered_default
+
+if TYPE_CHECKING:
+    from ..log.snapshot import Snapshot
+    from ..storage.base import Storage
 
 STATS_KEY = "bloomfilter"
 FILE_EXT = "bloom"
@@ -65,7 +69,8 @@ def _mix64(x: np.ndarray) -> np.ndarray:
         x = x + _GOLDEN
         x = (x ^ (x >> np.uint64(30))) * _M1
         x = (x ^ (x >> np.uint64(27))) * _M2
-        return x ^ (x >> np.uint64(31))
+        out: np.ndarray = x ^ (x >> np.uint64(31))
+        return out
 
 
 def _bytes_hash(arr: pa.Array) -> np.ndarray:
@@ -125,7 +130,7 @@ def hash_values(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def supported_type(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_string(t)
         or pa.types.is_large_string(t)
         or pa.types.is_binary(t)
@@ -175,7 +180,7 @@ class BloomFilter:
             return np.zeros(0, dtype=bool)
         pos = self._positions(hashes, self.num_bits, self.num_hashes)
         bit = (self.bits[(pos >> np.uint64(3)).astype(np.int64)] >> (pos & np.uint64(7)).astype(np.uint8)) & 1
-        return bit.astype(bool).all(axis=1)
+        return cast(np.ndarray, bit.astype(bool).all(axis=1))  # one bool per row: an array
 
 
 # ---- writing (SplitWriter) ------------------------------------------------------------------------
@@ -319,7 +324,7 @@ def decode_blooms(data: bytes, split_path: str, where: str) -> SplitBlooms:
 _cache: LruCache[SplitBlooms] = LruCache(_CACHE_ENTRIES)
 
 
-def load_blooms(storage, split_path: str) -> SplitBlooms:
+def load_blooms(storage: Storage, split_path: str) -> SplitBlooms:
     key = bloom_file_for(split_path)
     where = storage.full_uri(key)
     hit = _cache.get(where)
@@ -405,7 +410,7 @@ def _rules_out(probe: Any, blooms: SplitBlooms) -> bool:
 
 
 def skip_by_blooms(
-    table_path: str, options: Options, snapshot, files: Sequence[Any], filters: Sequence[Any]
+    table_path: str, options: Options, snapshot: Snapshot, files: Sequence[Any], filters: Sequence[Any]
 ) -> list[Any]:
     """The planner hook (Spark reader): prune_with_blooms with the snapshot's stats files and schema."""
     if not snapshot.stats_files.get(STATS_KEY) or not filters:
@@ -418,7 +423,7 @@ def skip_by_blooms(
 
 
 def prune_with_blooms(
-    storage,
+    storage: Storage,
     files: Sequence[Any],
     filters: Sequence[Any],
     stats_files: Mapping[str, Sequence[str]],
@@ -435,8 +440,9 @@ def prune_with_blooms(
     if not probes:
         return list(files)
     candidates = [f for f in files if bloom_file_for(f.path) in listed]
-    loaded = {a.path: _cache.get(storage.full_uri(bloom_file_for(a.path))) for a in candidates}
-    missing = [p for p, b in loaded.items() if b is None]
+    cached = {a.path: _cache.get(storage.full_uri(bloom_file_for(a.path))) for a in candidates}
+    loaded = {p: b for p, b in cached.items() if b is not None}
+    missing = [p for p, b in cached.items() if b is None]
     if len(missing) > 1:  # the first planning reads the files (I/O, in parallel); later ones hit the cache
         with ThreadPoolExecutor(max_workers=min(_LOAD_THREADS, len(missing)), thread_name_prefix="itx-bloom") as ex:
             loaded.update(zip(missing, ex.map(lambda p: load_blooms(storage, p), missing)))

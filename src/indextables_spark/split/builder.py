@@ -15,6 +15,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -85,7 +86,7 @@ class SplitWriter:
     def __init__(
         self,
         storage: Storage,
-        schema_json: dict,
+        schema_json: dict[str, Any],
         partition_columns: Sequence[str],
         options: Options | Mapping[str, str] | None = None,
         target_split_bytes: int | None = None,
@@ -122,9 +123,12 @@ class SplitWriter:
         self._token_checked = [
             (s, s.value_field.tokenizer)
             for s in self.stored_specs
-            if s.kind == "text" and s.value_field is not None and text_supported(s.value_field.tokenizer)
+            if s.kind == "text"
+            and s.value_field is not None
+            and s.value_field.tokenizer is not None  # (supported() is False for None)
+            and text_supported(s.value_field.tokenizer)
         ]
-        self._open: dict[tuple, _OpenSplit] = {}
+        self._open: dict[tuple[str | None, ...], _OpenSplit] = {}
         self._done: list[AddFile] = []
         self._closed = False
         self._bloom = BloomConfig.from_options(self.options, self.stored_schema, self.partition_columns)
@@ -161,6 +165,11 @@ class SplitWriter:
         self._closed = True
         return list(self._done)
 
+    @property
+    def written(self) -> list[AddFile]:
+        """The splits uploaded so far (what a caller deletes when its commit fails)."""
+        return list(self._done)
+
     def abort(self) -> None:
         """Drop open splits and their temp files (uploaded splits are left to the caller)."""
         self._closed = True
@@ -171,7 +180,9 @@ class SplitWriter:
     def __enter__(self) -> "SplitWriter":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc_type is not None or not self._closed:
             self.abort()
 
@@ -330,6 +341,8 @@ class SplitWriter:
     @staticmethod
     def _flush_rows(split: _OpenSplit, n: int) -> None:
         """Write the first n pending rows as one IPC record batch."""
+        if split.ipc is None:  # a companion split stores no rows (none are ever pending)
+            raise IndexTablesError("SplitWriter: rows pending in a split without a row store")
         table = pa.Table.from_batches(split.pending)
         head = table.slice(0, n).combine_chunks()
         for b in head.to_batches(max_chunksize=n):
@@ -353,7 +366,7 @@ class SplitWriter:
             prefix = partition_path(self.partition_columns, split.partition_values)
             key = (prefix + "/" if prefix else "") + f"splits/split-{uuid.uuid4()}.split"
             out_path = os.path.join(split.tmp_dir, "split.bin")
-            extra = {"truncatedTerms": sorted(split.truncated)} if split.truncated else {}
+            extra: dict[str, Any] = {"truncatedTerms": sorted(split.truncated)} if split.truncated else {}
             if self._token_checked:
                 # Columns where every token was indexed: term-regex narrowing of substring filters is safe.
                 extra["fullyTokenized"] = sorted(

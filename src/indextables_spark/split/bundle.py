@@ -67,7 +67,7 @@ class SplitFooter:
     @property
     def is_companion(self) -> bool:
         """The rows live in another table's Parquet files (companion.py), not in the split."""
-        return self.raw.get("rows", {}).get("format") == COMPANION_ROWS
+        return bool(self.raw.get("rows", {}).get("format") == COMPANION_ROWS)
 
     @property
     def truncated_terms(self) -> list[str]:
@@ -171,6 +171,9 @@ def bundle(
 class _Reader:
     """Uniform ranged access over the accepted sources."""
 
+    size: int
+    read: Callable[[int, int], bytes]  # bytes [start, end)
+
     def __init__(self, source: Source, where: str):
         self.where = where
         self._close: Callable[[], None] | None = None
@@ -243,7 +246,7 @@ def _parse_footer(data: bytes, size: int, footer_start: int, where: str) -> Spli
     if not isinstance(files_raw, list):
         raise _fail(where, "footer has no 'files' list")
     files = [_entry(x, where, footer_start, "an index file") for x in files_raw]
-    rows_raw = d.get("rows")
+    rows_raw: Any = d.get("rows")  # an object: checked by _entry
     rows = _entry(rows_raw, where, footer_start, "rows")
     if rows_raw.get("format") not in ("arrow-ipc", COMPANION_ROWS):
         raise _fail(where, f"unsupported row store format {rows_raw.get('format')!r} (expected 'arrow-ipc')")

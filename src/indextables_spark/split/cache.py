@@ -38,7 +38,7 @@ from ..errors import SplitFormatError
 from ..options import Options
 from ..storage.base import Storage
 from . import reader as _reader
-from .bundle import ROWS_NAME, RangeSource, extract, load_extracted_footer, uncompress_rows
+from .bundle import ROWS_NAME, RangeSource, SplitFooter, extract, load_extracted_footer, uncompress_rows
 from .lazy_rows import RowSource
 from .lazy_rows import register as register_rows
 from ..option_registry import registered_default
@@ -72,6 +72,15 @@ def _dir_size(path: str) -> int:
 def cache_key(storage: Storage, add_file: Any) -> str:
     ident = f"{storage.uri}\0{add_file.path}\0{add_file.size}".encode("utf-8")
     return hashlib.sha256(ident).hexdigest()[:40]
+
+
+def _stat_size(storage: Storage, key: str, where: str) -> int:
+    info = storage.stat(key)
+    if info is None:
+        from ..errors import FileNotFoundInStorageError
+
+        raise FileNotFoundInStorageError(f"split file not found: {where}")
+    return info.size
 
 
 class SplitCache:
@@ -225,7 +234,7 @@ class SplitCache:
             )
             if lazy:
                 # the index files whole, the row store later by ranges (lazy_rows.py)
-                size = add_file.size if add_file.size is not None else storage.stat(add_file.path).size
+                size = add_file.size if add_file.size is not None else _stat_size(storage, add_file.path, where)
                 source = RangeSource(size, lambda s, e: storage.read_range(add_file.path, s, e))
                 footer = extract(source, tmp, where, rows=False)
             elif local is not None:
@@ -263,7 +272,7 @@ class SplitCache:
                 raise
 
     @staticmethod
-    def _check(footer, add_file: Any, where: str) -> None:
+    def _check(footer: SplitFooter, add_file: Any, where: str) -> None:
         if add_file.size is not None and footer.footer_end != add_file.size:
             raise SplitFormatError(
                 f"split {where}: the log records {add_file.size} bytes but the file has "
@@ -345,7 +354,7 @@ def cache_root(options: Options | None) -> str:
     return os.path.abspath(opts.get_str("cache.disk.path") or os.path.join(tempfile.gettempdir(), "indextables-cache"))
 
 
-def get_cache(options: Options | dict | None = None) -> SplitCache:
+def get_cache(options: Options | dict[str, Any] | None = None) -> SplitCache:
     """The process-wide cache for the configured root (max size follows the latest options)."""
     opts = options if isinstance(options, Options) else Options.of(options)
     root = cache_root(opts)

@@ -26,12 +26,17 @@ import posixpath
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
 from ..errors import CompanionSourceError, SplitFormatError
 from ..options import PREFIX
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
+    from ..storage.base import Storage
 
 COMPANION_KEY = "companion"
 
@@ -104,7 +109,7 @@ class CompanionInfo:
             raise SplitFormatError(f"split {where}: invalid companion section in the footer ({e!r})") from None
 
 
-def companion_info(footer_raw: dict, where: str) -> CompanionInfo | None:
+def companion_info(footer_raw: dict[str, Any], where: str) -> CompanionInfo | None:
     d = footer_raw.get(COMPANION_KEY)
     return None if d is None else CompanionInfo.from_json(d, where)
 
@@ -113,7 +118,7 @@ def companion_info(footer_raw: dict, where: str) -> CompanionInfo | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _storage_for(parent: str, options_key: tuple) -> Any:
+def _storage_for(parent: str, options_key: tuple[tuple[str, Any], ...]) -> Storage:
     from ..storage import open_storage
 
     return open_storage(parent, dict(options_key))
@@ -124,17 +129,20 @@ def _split_uri(uri: str) -> tuple[str, str]:
     return parent or ".", name
 
 
+_ColumnKey = tuple[str, int, int, str]  # (file uri, file size, row group, column)
+
+
 class _SourceFiles:
     """Per process: open Parquet files (metadata read once) and decoded columns (LRU by bytes)."""
 
     def __init__(self, max_bytes: int = _CACHE_BYTES):
         self.max_bytes = max_bytes
-        self._files: OrderedDict[tuple[str, int], Any] = OrderedDict()
-        self._columns: OrderedDict[tuple, pa.Array] = OrderedDict()
+        self._files: OrderedDict[tuple[str, int], pq.ParquetFile] = OrderedDict()
+        self._columns: OrderedDict[_ColumnKey, pa.Array] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def parquet_file(self, f: CompanionFile, options: Any, info: CompanionInfo, where: str):
+    def parquet_file(self, f: CompanionFile, options: Any, info: CompanionInfo, where: str) -> pq.ParquetFile:
         key = (f.uri, f.size)  # a file replaced under the same name is another file
         with self._lock:
             pf = self._files.get(key)
@@ -152,14 +160,14 @@ class _SourceFiles:
                 self._files.popitem(last=False)
         return pf
 
-    def column(self, key: tuple) -> pa.Array | None:
+    def column(self, key: _ColumnKey) -> pa.Array | None:
         with self._lock:
             col = self._columns.get(key)
             if col is not None:
                 self._columns.move_to_end(key)
             return col
 
-    def keep(self, key: tuple, col: pa.Array) -> None:
+    def keep(self, key: _ColumnKey, col: pa.Array) -> None:
         with self._lock:
             if key in self._columns or col.nbytes > self.max_bytes // 4:
                 return

@@ -20,7 +20,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,6 +54,9 @@ from .stats import decode_stat, null_counts, order_key
 from .text import pattern_terms, regex_escape
 from .text import supported as text_supported
 from .types import STRING_KINDS, ColumnSpec, arrow_type, specs_by_name
+
+if TYPE_CHECKING:
+    import tantivy
 
 
 class UnsupportedFilterError(IndexTablesError):
@@ -206,7 +209,7 @@ def _arrow_spark_type(t: pa.DataType) -> str:
 _NULL_BOOL = pa.scalar(None, pa.bool_())
 
 
-def _const(a, value: bool):
+def _const(a: pa.Array | pa.ChunkedArray, value: bool) -> pa.Array | pa.ChunkedArray:
     """value on non-null rows, null on null rows."""
     return pc.if_else(pc.is_valid(a), pa.scalar(value), _NULL_BOOL)
 
@@ -214,14 +217,14 @@ def _const(a, value: bool):
 _CMP = {"eq": pc.equal, "gt": pc.greater, "ge": pc.greater_equal, "lt": pc.less, "le": pc.less_equal}
 
 
-def _outside(op: str, above: bool, a):
+def _outside(op: str, above: bool, a: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """Every value of a lies below (above=True) or above (above=False) the filter value."""
     if op == "eq":
         return _const(a, False)
     return _const(a, (op in ("lt", "le")) == above)
 
 
-def _compare(op: str, a, kind: str, v: Any, spark_type: str):
+def _compare(op: str, a: pa.Array | pa.ChunkedArray, kind: str, v: Any, spark_type: str) -> pa.Array | pa.ChunkedArray:
     if kind == "i64":
         if v > _I64_MAX or v < _I64_MIN:
             return _outside(op, v > _I64_MAX, a)
@@ -251,7 +254,7 @@ def _decimal_ctx() -> decimal.Context:
     return decimal.Context(prec=120, rounding=decimal.ROUND_FLOOR)
 
 
-def _compare_decimal(op: str, a, v: decimal.Decimal):
+def _compare_decimal(op: str, a: pa.Array | pa.ChunkedArray, v: decimal.Decimal) -> pa.Array | pa.ChunkedArray:
     t = a.type
     ctx = _decimal_ctx()
     quantum = decimal.Decimal(1).scaleb(-t.scale)
@@ -272,7 +275,7 @@ def _compare_decimal(op: str, a, v: decimal.Decimal):
     return pc.less_equal(a, floor_s)
 
 
-def _in(a, kind: str, values: Sequence[Any], spark_type: str):
+def _in(a: pa.Array | pa.ChunkedArray, kind: str, values: Sequence[Any], spark_type: str) -> pa.Array | pa.ChunkedArray:
     non_null = [v for v in values if v is not None]
     has_null = len(non_null) < len(values)
     if not non_null:
@@ -289,7 +292,7 @@ def _in(a, kind: str, values: Sequence[Any], spark_type: str):
     return result
 
 
-def _is_in(a, kind: str, values: list[Any]):
+def _is_in(a: pa.Array | pa.ChunkedArray, kind: str, values: list[Any]) -> pa.Array | pa.ChunkedArray:
     if kind in ("i64", "timestamp"):
         col, vs = a.cast(pa.int64()), pa.array([v for v in values if _I64_MIN <= v <= _I64_MAX], pa.int64())
     elif kind == "date":
@@ -299,7 +302,7 @@ def _is_in(a, kind: str, values: list[Any]):
     return pc.if_else(pc.is_valid(a), pc.is_in(col, value_set=vs), _NULL_BOOL)
 
 
-def _column(data, name: str, f: Any):
+def _column(data: pa.Table | pa.RecordBatch, name: str, f: Any) -> pa.Array | pa.ChunkedArray:
     col_name = _unquote(name)
     names = data.schema.names
     if col_name not in names:
@@ -368,7 +371,7 @@ def struct_narrowing(
     return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
 
 
-def _struct_field_type(spark_type: Any, path: list) -> str | None:
+def _struct_field_type(spark_type: Any, path: list[str]) -> str | None:
     t = spark_type
     for name in path:
         if not isinstance(t, dict) or t.get("type") != "struct":
@@ -383,7 +386,7 @@ def _struct_field_type(spark_type: Any, path: list) -> str | None:
 def where_narrowing(f: Filter, specs: Mapping[str, ColumnSpec], names: Sequence[str]) -> str | None:
     """struct_narrowing of a parsed `user.name = 'x'`, `user.name IN (…)` or `user.age > 5`
     condition, or None."""
-    if not isinstance(f, (EqualTo, In, *_RANGE_OPS)):
+    if not isinstance(f, (EqualTo, In, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)):  # _RANGE_OPS
         return None
     head = struct_column(_unquote(f.column), names)
     if head is None:
@@ -418,7 +421,7 @@ def struct_column(name: str, names: Sequence[str]) -> str | None:
     return head if head in names else None
 
 
-def struct_field(data, path: str):
+def struct_field(data: pa.Table | pa.RecordBatch, path: str) -> pa.Array | None:
     """The values of a struct field (`user.address.city`): NULL where the struct, or any struct on
     the way, is NULL; None when the path is not a struct field of the data."""
     head = struct_column(path, data.schema.names)
@@ -439,29 +442,29 @@ def struct_field(data, path: str):
 class _ArrowEval(FilterVisitor[Any]):
     """Exact evaluation over an Arrow table or batch (Kleene logic: NULL where Spark's is NULL)."""
 
-    def __init__(self, data):
+    def __init__(self, data: pa.Table | pa.RecordBatch) -> None:
         self.data = data
 
-    def visit_and(self, f: And):
+    def visit_and(self, f: And) -> pa.Array | pa.ChunkedArray:
         return pc.and_kleene(self.visit(f.left), self.visit(f.right))
 
-    def visit_or(self, f: Or):
+    def visit_or(self, f: Or) -> pa.Array | pa.ChunkedArray:
         return pc.or_kleene(self.visit(f.left), self.visit(f.right))
 
-    def visit_not(self, f: Not):
+    def visit_not(self, f: Not) -> pa.Array | pa.ChunkedArray:
         return pc.invert(self.visit(f.child))
 
-    def visit_comparison(self, f: Any):
+    def visit_comparison(self, f: Any) -> pa.Array | pa.ChunkedArray:
         return _eval_leaf(f, self.data)
 
     visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
 
 
-def _eval(f: Any, data):
+def _eval(f: Any, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
     return _ArrowEval(data).visit(f)
 
 
-def _eval_leaf(f: Any, data):
+def _eval_leaf(f: Any, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
     a = _column(data, f.column, f)
     if isinstance(f, IsNull):
         return pc.is_null(a)
@@ -515,10 +518,10 @@ _DECIMAL_MARGIN = 1e-9  # relative; decimal → f64 conversion errors are ~1e-16
 _MAX_PATTERN_CHARS = 256  # longer regexes are not worth compiling
 
 
-class _Q(FilterVisitor[tuple]):
+class _Q(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
     """Query builder bound to one index schema: (query or None, exact) per filter."""
 
-    def __init__(self, schema, specs: Mapping[str, ColumnSpec]):
+    def __init__(self, schema: tantivy.Schema, specs: Mapping[str, ColumnSpec]) -> None:
         import tantivy
 
         self.t = tantivy
@@ -526,22 +529,24 @@ class _Q(FilterVisitor[tuple]):
         self.specs = specs
 
     # helpers
-    def all(self):
+    def all(self) -> tantivy.Query:
         return self.t.Query.all_query()
 
-    def empty(self):
+    def empty(self) -> tantivy.Query:
         return self.t.Query.empty_query()
 
-    def must(self, qs):
+    def must(self, qs: Iterable[tantivy.Query]) -> tantivy.Query:
         return self.t.Query.boolean_query([(self.t.Occur.Must, q) for q in qs])
 
-    def should(self, qs):
+    def should(self, qs: Iterable[tantivy.Query]) -> tantivy.Query:
         return self.t.Query.boolean_query([(self.t.Occur.Should, q) for q in qs])
 
-    def must_not(self, q):
+    def must_not(self, q: tantivy.Query) -> tantivy.Query:
         return self.t.Query.boolean_query([(self.t.Occur.Must, self.all()), (self.t.Occur.MustNot, q)])
 
-    def i64_range(self, field, lo, hi, inc_lo=True, inc_hi=True):
+    def i64_range(
+        self, field: str, lo: int | None, hi: int | None, inc_lo: bool = True, inc_hi: bool = True
+    ) -> tantivy.Query:
         return self.t.Query.range_query(
             self.schema,
             field,
@@ -552,33 +557,33 @@ class _Q(FilterVisitor[tuple]):
             include_upper=inc_hi if hi is not None else True,
         )
 
-    def f64_range(self, field, lo, hi):
+    def f64_range(self, field: str, lo: float | None, hi: float | None) -> tantivy.Query:
         if lo is None and hi is None:
             return self.t.Query.exists_query(field)
         return self.t.Query.range_query(self.schema, field, self.t.FieldType.Float, lo, hi)
 
     # translation: (query or None, exact)
-    def build(self, f: Any) -> tuple[Any, bool]:
+    def build(self, f: Any) -> tuple[tantivy.Query | None, bool]:
         return self.visit(f)
 
-    def visit_and(self, f: And) -> tuple[Any, bool]:
+    def visit_and(self, f: And) -> tuple[tantivy.Query | None, bool]:
         (left, le), (right, re_) = self.visit(f.left), self.visit(f.right)
         if left is None or right is None:
             return (left if right is None else right), False
         return self.must([left, right]), le and re_
 
-    def visit_or(self, f: Or) -> tuple[Any, bool]:
+    def visit_or(self, f: Or) -> tuple[tantivy.Query | None, bool]:
         (left, le), (right, re_) = self.visit(f.left), self.visit(f.right)
         if left is None or right is None:
             return None, False
         return self.should([left, right]), le and re_
 
-    def visit_not(self, f: Not) -> tuple[Any, bool]:
+    def visit_not(self, f: Not) -> tuple[tantivy.Query | None, bool]:
         q, exact = self.visit(f.child)
         # Not keeps the rows where the child is false or NULL: a superset of Not(child) = TRUE.
         return (self.must_not(q), False) if q is not None and exact else (None, False)
 
-    def visit_comparison(self, f: Any) -> tuple[Any, bool]:
+    def visit_comparison(self, f: Any) -> tuple[tantivy.Query | None, bool]:
         spec = _lookup(self.specs, f.column)
         if spec is None or spec.partition or not spec.indexed_fields:
             return None, False
@@ -589,7 +594,7 @@ class _Q(FilterVisitor[tuple]):
 
     visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
 
-    def leaf(self, f: Any, spec: ColumnSpec) -> tuple[Any, bool]:
+    def leaf(self, f: Any, spec: ColumnSpec) -> tuple[tantivy.Query | None, bool]:
         kind = spec.kind
         field = spec.exact_field if kind in STRING_KINDS else spec.value_field
         if kind == "text":
@@ -632,20 +637,21 @@ class _Q(FilterVisitor[tuple]):
             return self.f64_range(name, lo, hi), False
         return None, False
 
-    def text(self, f: Any, spec: ColumnSpec) -> Any:
+    def text(self, f: Any, spec: ColumnSpec) -> tantivy.Query | None:
         """Narrowing (never exact) of a string filter on a tokenized column by the terms its
         value implies (text.py); None when it implies none."""
         field = spec.value_field
         tok = field.tokenizer if field is not None else None
-        if not text_supported(tok):
+        if field is None or tok is None or not text_supported(tok):
             return None
         if isinstance(f, In):
             # NULL in the list never makes a row match (x IN (.., NULL) is true only on a match).
             values = [v for v in f.values if v is not None]
             if not values or not all(isinstance(v, str) for v in values):
                 return None
-            parts = [self.text_terms(v, tok, True, True, spec) for v in values]
-            return None if any(p is None for p in parts) else self.should(parts)
+            parts = [self.text_terms(v, field.name, tok, True, True, spec) for v in values]
+            queries = [p for p in parts if p is not None]
+            return None if len(queries) < len(parts) else self.should(queries)
         anchors = {
             EqualTo: (True, True),
             EqualNullSafe: (True, True),
@@ -655,22 +661,23 @@ class _Q(FilterVisitor[tuple]):
         }.get(type(f))
         if anchors is None or not isinstance(f.value, str):
             return None
-        return self.text_terms(f.value, tok, *anchors, spec)
+        return self.text_terms(f.value, field.name, tok, *anchors, spec)
 
-    def text_terms(self, value: str, tok: str, left: bool, right: bool, spec: ColumnSpec) -> Any:
+    def text_terms(
+        self, value: str, name: str, tok: str, left: bool, right: bool, spec: ColumnSpec
+    ) -> tantivy.Query | None:
         implied = pattern_terms(value, tok, left, right, spec.fully_tokenized)
         if implied.empty:
             return None
-        name = spec.value_field.name
         qs = [self.t.Query.term_query(self.schema, name, t) for t in implied.terms]
         qs += [self.t.Query.regex_query(self.schema, name, r) for r in implied.regexes]
         return qs[0] if len(qs) == 1 else self.must(qs)
 
-    def exists(self, f: Any, name: str) -> tuple[Any, bool]:
+    def exists(self, f: Any, name: str) -> tuple[tantivy.Query | None, bool]:
         q = self.t.Query.exists_query(name)
         return (q if isinstance(f, IsNotNull) else self.must_not(q)), True
 
-    def int_cmp(self, op: str, name: str, v: int):
+    def int_cmp(self, op: str, name: str, v: int) -> tantivy.Query:
         if v > _I64_MAX or v < _I64_MIN:
             above = v > _I64_MAX
             if op == "eq" or (op in ("gt", "ge")) == above:
@@ -685,7 +692,7 @@ class _Q(FilterVisitor[tuple]):
             "le": lambda: self.i64_range(name, None, v),
         }[op]()
 
-    def in_(self, f: In, spec: ColumnSpec, name: str) -> tuple[Any, bool]:
+    def in_(self, f: In, spec: ColumnSpec, name: str) -> tuple[tantivy.Query | None, bool]:
         kind = spec.kind
         vals = [_norm_value(kind, spec.spark_type, v) for v in f.values if v is not None]
         if not vals:
@@ -709,7 +716,7 @@ class _Q(FilterVisitor[tuple]):
             return self.should([self.f64_range(name, *_decimal_bounds(v)) for v in vals]), False
         return None, False
 
-    def pattern(self, f: Any, spec: ColumnSpec, name: str) -> tuple[Any, bool]:
+    def pattern(self, f: Any, spec: ColumnSpec, name: str) -> tuple[tantivy.Query | None, bool]:
         p = f.value
         if not isinstance(p, str) or len(p) > _MAX_PATTERN_CHARS:
             return None, False
@@ -733,8 +740,8 @@ def _decimal_bounds(v: decimal.Decimal) -> tuple[float, float]:
 
 
 def build_query(
-    schema, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]
-) -> tuple[Any, bool]:
+    schema: tantivy.Schema, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]
+) -> tuple[tantivy.Query | None, bool]:
     """(query or None, exact): exact means the query matches exactly the rows passing the filters."""
     q = _Q(schema, specs_by_name(specs))
     parts: list[Any] = []
@@ -751,7 +758,9 @@ def build_query(
     return (parts[0] if len(parts) == 1 else q.must(parts)), exact
 
 
-def tantivy_query(index, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]):
+def tantivy_query(
+    index: tantivy.Index, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]
+) -> tantivy.Query | None:
     """A Tantivy query matching a superset of the rows satisfying the filters; None = no narrowing."""
     q, _ = build_query(index.schema, filters, specs)
     return q
@@ -908,7 +917,9 @@ def _hashable(t: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=4096)
-def _partition_matches(values: tuple, filters: tuple, types: tuple) -> bool:
+def _partition_matches(
+    values: tuple[tuple[str, str | None], ...], filters: tuple[Filter, ...], types: tuple[tuple[str, Any], ...]
+) -> bool:
     type_of = dict(types)
     arrays, fields = [], []
     for c, text in values:

@@ -20,11 +20,14 @@ import os
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow as pa
 
 from ..errors import SplitFormatError
+
+if TYPE_CHECKING:
+    from ..storage.base import Storage
 
 ROWS_DIR = "rows.d"
 IPC_TAIL = "footer.bin"
@@ -36,7 +39,7 @@ _KEEP_BYTES = 4 << 20  # fetched columns up to this size stay in memory
 class RowSource:
     """Where a split's row store lies: bytes [offset, offset + length) of `key` in `storage`."""
 
-    storage: Any
+    storage: Storage
     key: str
     offset: int
     length: int
@@ -81,7 +84,7 @@ class RangedFile(io.RawIOBase):
     def tell(self) -> int:
         return self.pos
 
-    def readinto(self, buf) -> int:
+    def readinto(self, buf: Any) -> int:  # a writable buffer (bytearray, memoryview)
         n = max(0, min(len(buf), self.source.length - self.pos))
         if n == 0:
             return 0

@@ -19,7 +19,7 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 OPERATORS = frozenset({"AND", "OR", "NOT"})
 _COMPARATORS = (">=", "<=", ">", "<")
@@ -125,7 +125,7 @@ def _lex(query: str) -> tuple[list[_Tok], list[int]]:
     return toks, stray
 
 
-def _with_context(toks: list[_Tok]):
+def _with_context(toks: list[_Tok]) -> Iterator[tuple[_Tok | None, _Tok, bool]]:
     """(previous token, token, inside a range `[… TO …]`) for each token of a query."""
     depth = 0
     for prev, tok in zip([None, *toks], toks):
@@ -351,7 +351,7 @@ def _char_pos(query: str, byte_pos: int) -> int:
     return len(query.encode("utf-8")[:byte_pos].decode("utf-8", "ignore"))
 
 
-def _lenient_errors(index: Any, query: str, default_fields: Sequence[str]) -> list:
+def _lenient_errors(index: Any, query: str, default_fields: Sequence[str]) -> list[Any]:
     try:
         _, errors = index.parse_query_lenient(query, list(default_fields))
         return list(errors)
@@ -384,8 +384,7 @@ def _operator_fault(toks: list[_Tok]) -> tuple[int, str] | None:
             nxt = toks[k + 1] if k + 1 < len(toks) else None
             if prev is not None and prev.kind == "field":
                 return t.start, f"{t.text!r} right after '{prev.text}:' (quote it to search for the word)"
-            prev_op = prev is not None and prev.kind == "word" and prev.text in OPERATORS
-            if prev_op and t.text != "NOT":
+            if prev is not None and prev.kind == "word" and prev.text in OPERATORS and t.text != "NOT":
                 return t.start, f"{t.text!r} right after {prev.text!r}"
             if t.text != "NOT" and (prev is None or prev.kind == "("):
                 return t.start, f"{t.text!r} has no term before it"
@@ -408,7 +407,7 @@ def _syntax_reason(query: str, pos: int, what: str, toks: list[_Tok]) -> str:
     return what
 
 
-def _syntax_fault(query: str, toks: list[_Tok], stray: list[int], lenient: list) -> tuple[int, str] | None:
+def _syntax_fault(query: str, toks: list[_Tok], stray: list[int], lenient: list[Any]) -> tuple[int, str] | None:
     found: list[tuple[int, str]] = []
     op = _operator_fault(toks)
     if op is not None:
@@ -434,7 +433,7 @@ def _syntax_fault(query: str, toks: list[_Tok], stray: list[int], lenient: list)
 # -- unknown fields and typed values --------------------------------------------------------------
 
 
-def _unknown_field(toks: list[_Tok], field: str) -> tuple[int, str] | None:
+def _unknown_field(toks: list[_Tok], field: str | None) -> tuple[int, str] | None:
     for t in toks:
         if t.kind == "field" and t.text == field:
             return t.start, f"unknown field {field!r}"
@@ -442,7 +441,7 @@ def _unknown_field(toks: list[_Tok], field: str) -> tuple[int, str] | None:
 
 
 def _field_type(name: str | None, field_types: Mapping[str, str]) -> str | None:
-    if name in field_types:
+    if name is not None and name in field_types:
         return field_types[name]
     parts = (name or "").split(".")
     for k in range(len(parts) - 1, 0, -1):  # attrs.user: a path inside JSON field attrs

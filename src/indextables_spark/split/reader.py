@@ -17,7 +17,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field as dataclass_field
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -28,8 +28,14 @@ from . import analyzers
 from ._tantivy import tantivy_call
 from .bundle import LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
 from .query_errors import TermRewriteError, cjk_bigram_terms, fuzzy_and_prefix_terms, negations_as_prefix
-from .filters import Filter, arrow_mask, build_query, columns_of
+from ..predicates import Filter, columns_of
+from .filters import arrow_mask, build_query
 from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_fully_tokenized, with_truncated_terms
+
+if TYPE_CHECKING:
+    import tantivy
+
+    from ..log.delete_logs import SplitDeletes
 
 DEFAULT_BATCH_SIZE = 10_000
 SCORE_COLUMN = "_score"
@@ -55,21 +61,30 @@ MAX_OPEN_SPLITS = _max_open_splits()
 MAX_PROJECTIONS = 8  # per split: readers of column subsets (see _Handles.batch)
 
 
+class _RowStore(Protocol):
+    """A row store read batch by batch: lazy_rows.LazyRows, companion.CompanionRows."""
+
+    schema: pa.Schema
+    num_record_batches: int
+
+    def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch: ...
+
+
 @dataclass
 class _Handles:
     """What opening a split costs once per process: the Tantivy index and the IPC reader."""
 
     footer: SplitFooter
     specs: list[ColumnSpec]
-    index: Any
+    index: tantivy.Index
     ipc: pa.ipc.RecordBatchFileReader
     batch_starts: list[int]
     source: Any = None  # the memory-mapped row store, shared by the readers
-    lazy: Any = None  # lazy_rows.LazyRows when the row store is fetched by ranges
+    lazy: _RowStore | None = None  # lazy_rows.LazyRows when the row store is fetched by ranges
     # field indices -> (reader of only those fields, its batches as read so far). The extracted
     # row store is uncompressed (bundle.uncompress_rows), so a batch is a zero-copy view of the
     # memory map: keeping it costs no memory, and reading it again costs no metadata decoding.
-    projected: dict = dataclass_field(default_factory=dict)
+    projected: dict[tuple[int, ...], tuple[Any, list[pa.RecordBatch | None]]] = dataclass_field(default_factory=dict)
 
     def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
         """Record batch i, only `columns` (in that order) when given. A reader of only some fields
@@ -117,12 +132,16 @@ def _open_handles(local_dir: str) -> _Handles:
     with tantivy_call(f"opening the Tantivy index of {where} (extracted in {local_dir})"):
         index = tantivy.Index.open(local_dir)
         analyzers.register(index, (f.tokenizer for s in specs for f in s.indexed_fields))
-    lazy = None
+    lazy: _RowStore | None = None
+    ipc: pa.ipc.RecordBatchFileReader | _RowStore
     if footer.is_companion:
         from .companion import companion_info, open_rows
 
+        info = companion_info(footer.raw, where)
+        if info is None:  # (the footer checks say a companion split has the section)
+            raise SplitFormatError(f"{where}: the companion split's footer has no companion section")
         source = None
-        ipc = lazy = open_rows(local_dir, companion_info(footer.raw, where), where)
+        ipc = lazy = open_rows(local_dir, info, where)
     elif footer.raw.get(LAZY_ROWS) and not os.path.exists(os.path.join(local_dir, ROWS_NAME)):
         from .lazy_rows import LazyRows, source_for
 
@@ -159,7 +178,7 @@ def default_fields(specs: Sequence[ColumnSpec]) -> list[str]:
     return text or [f.name for s in specs for f in s.indexed_fields if f.exact]
 
 
-def parse_query(index: Any, specs: Sequence[ColumnSpec], query: str):
+def parse_query(index: tantivy.Index, specs: Sequence[ColumnSpec], query: str) -> tantivy.Query:
     """The Tantivy query of `query` on an index with these column specs; QueryParseError names
     the query, the position of the fault and the searchable fields."""
     fields = default_fields(specs)
@@ -199,7 +218,7 @@ def parse_query(index: Any, specs: Sequence[ColumnSpec], query: str):
             ) from None
 
 
-def query_for_specs(specs: Sequence[ColumnSpec], query: str):
+def query_for_specs(specs: Sequence[ColumnSpec], query: str) -> tantivy.Query:
     """The Tantivy query of `query` for splits indexed with these specs, without opening a split
     (QueryParseError when invalid)."""
     from .types import doc_mapping_from_specs
@@ -215,7 +234,7 @@ def check_query(specs: Sequence[ColumnSpec], query: str) -> None:
 
 
 @functools.lru_cache(maxsize=32)
-def _empty_index(doc_mapping: str):
+def _empty_index(doc_mapping: str) -> tantivy.Index:
     """An in-memory index with the Tantivy schema of a doc mapping (parsing needs only the schema)."""
     import tantivy
 
@@ -304,7 +323,7 @@ class SplitReader:
         self.specs = h.specs
         self.index = h.index
         self._handles = h
-        self._ipc = h.ipc
+        self.ipc = h.ipc
         self._starts = h.batch_starts
         self.schema: pa.Schema = h.ipc.schema
         self.num_rows = h.footer.num_rows
@@ -317,10 +336,10 @@ class SplitReader:
     def default_fields(self) -> list[str]:
         return default_fields(self.specs)
 
-    def parse_query(self, query: str):
+    def parse_query(self, query: str) -> tantivy.Query:
         return parse_query(self.index, self.specs, query)
 
-    def _query(self, filters: Sequence[Filter], query: str | None) -> tuple[Any, bool, bool]:
+    def _query(self, filters: Sequence[Filter], query: str | None) -> tuple[tantivy.Query | None, bool, bool]:
         """(tantivy query or None, narrowing exact, has user query)."""
         import tantivy
 
@@ -332,18 +351,18 @@ class SplitReader:
         q = parts[0] if len(parts) == 1 else tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts])
         return q, exact, user is not None
 
-    def _searcher(self):
+    def searcher(self) -> Any:  # a tantivy.Searcher (Any: tantivy's stubs lack SearchResult.count)
         with tantivy_call(f"opening a searcher on split {self.local_dir}"):
             return self.index.searcher()
 
-    def _matching_rows(self, plan: tuple[Any, bool, bool]) -> list[int] | None:
+    def matching_rows(self, plan: tuple[tantivy.Query | None, bool, bool]) -> list[int] | None:
         """Sorted row ids that may match, or None to scan every row."""
         import tantivy
 
         q, _exact, has_user = plan
         if q is None:
             return None
-        searcher = self._searcher()
+        searcher = self.searcher()
         n = searcher.num_docs
         if n == 0:  # search(limit=0) panics
             return []
@@ -385,10 +404,10 @@ class SplitReader:
         if unknown:
             self._check_columns(unknown, "filter columns")
 
-    def _batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
+    def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
         return self._handles.batch(i, columns)
 
-    def _take(self, rows: list[int], columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    def take(self, rows: list[int], columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """Rows (sorted ids) gathered batch by batch (only `columns`, when given)."""
         return (b for _, b in self._take_with_ids(rows, columns))
 
@@ -403,22 +422,22 @@ class SplitReader:
             b = bisect.bisect_right(self._starts, rows[i]) - 1
             end = bisect.bisect_left(rows, self._starts[b + 1], i)
             ids = all_rows.slice(i, end - i)
-            batch = self._batch(b, columns)
+            batch = self.batch(b, columns)
             yield ids, batch.take(pc.subtract(ids, self._starts[b]))  # batch-local positions
             i = end
 
-    def _source(
+    def source(
         self, rows: list[int] | None, with_ids: bool, columns: Sequence[str] | None = None
     ) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
         """(row ids or None, batch): every batch when rows is None, else the given rows."""
         if rows is not None:
             yield from self._take_with_ids(rows, columns)
             return
-        for i in range(self._ipc.num_record_batches):
+        for i in range(self.ipc.num_record_batches):
             ids = pa.array(np.arange(self._starts[i], self._starts[i + 1], dtype=np.int64)) if with_ids else None
-            yield ids, self._batch(i, columns)
+            yield ids, self.batch(i, columns)
 
-    def _needed(self, names: Sequence[str], filters: Sequence[Filter], deletes) -> list[str]:
+    def _needed(self, names: Sequence[str], filters: Sequence[Filter], deletes: SplitDeletes | None) -> list[str]:
         """`names` plus the stored columns the filters and the equality deletes read."""
         by_lower = {c.lower(): c for c in self.schema.names}
         extra = {
@@ -432,7 +451,7 @@ class SplitReader:
         self,
         filters: Sequence[Filter],
         query: str | None,
-        deletes=None,
+        deletes: SplitDeletes | None = None,
         with_ids: bool = False,
         columns: Sequence[str] | None = None,
     ) -> Iterator[Any]:
@@ -445,25 +464,25 @@ class SplitReader:
     def _filtered(
         self,
         filters: list[Filter],
-        plan: tuple[Any, bool, bool],
-        deletes=None,
+        plan: tuple[tantivy.Query | None, bool, bool],
+        deletes: SplitDeletes | None = None,
         with_ids: bool = False,
         columns: Sequence[str] | None = None,
     ) -> Iterator[Any]:
         """Batches (or (row ids, batch) pairs) of the rows matching the plan and the filters
         exactly, minus deleted rows (deletes: log.delete_logs.SplitDeletes); with `columns`, the
         batches hold those columns (which must include what the filters and deletes read)."""
-        rows = self._matching_rows(plan)
+        rows = self.matching_rows(plan)
         if deletes is not None and rows is not None:
             rows = deletes.without_positions(rows)
-        for ids, b in self._source(rows, with_ids or deletes is not None, columns):
+        for ids, b in self.source(rows, with_ids or deletes is not None, columns):
             keep = deletes.keep_mask(b, ids) if deletes is not None else None
             if filters:
                 m = arrow_mask(b, filters)
                 keep = m if keep is None else pc.and_(keep, m)
             if keep is not None:
                 b = b.filter(keep)
-                ids = ids.filter(keep) if with_ids else None
+                ids = ids.filter(keep) if with_ids and ids is not None else None
             if b.num_rows:
                 yield (ids, b) if with_ids else b
 
@@ -473,7 +492,7 @@ class SplitReader:
         query: str | None = None,
         columns: Sequence[str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        deletes=None,
+        deletes: SplitDeletes | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Rows satisfying the filters (exactly) and matching the query, in row order, without
         the rows deleted by `deletes` (log.delete_logs.SplitDeletes of this split, or None)."""
@@ -488,12 +507,14 @@ class SplitReader:
         return _rechunk(projected, batch_size, schema)
 
     def read_with_row_ids(
-        self, filters: Sequence[Filter] | None = None, query: str | None = None, deletes=None
+        self, filters: Sequence[Filter] | None = None, query: str | None = None, deletes: SplitDeletes | None = None
     ) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
         """(row ids, batch of every stored column) of the rows read() returns (deletes work on row ids)."""
         return self._masked(filters or [], query, deletes, with_ids=True)
 
-    def count(self, filters: Sequence[Filter] | None = None, query: str | None = None, deletes=None) -> int:
+    def count(
+        self, filters: Sequence[Filter] | None = None, query: str | None = None, deletes: SplitDeletes | None = None
+    ) -> int:
         filters = list(filters or [])
         dead = int(np.searchsorted(deletes.positions, self.num_rows)) if deletes is not None else 0
         if not filters and query is None and (deletes is None or deletes.only_positions):
@@ -501,14 +522,15 @@ class SplitReader:
         self._check_filter_columns(filters)
         q, exact, _ = plan = self._query(filters, query) if (filters or query is not None) else (None, True, False)
         if q is not None and exact and deletes is not None and deletes.only_positions:
-            rows = self._matching_rows((q, exact, True))  # the matching row ids, minus the deleted ones
+            # the matching row ids (never None: the plan has a query), minus the deleted ones
+            rows = self.matching_rows((q, exact, True)) or []
             return len(deletes.without_positions(rows))
         if q is not None and exact and deletes is None:
-            searcher = self._searcher()
+            searcher = self.searcher()
             if searcher.num_docs == 0:
                 return 0
             with tantivy_call(f"counting matches in split {self.local_dir}"):
-                return searcher.search(q, 1, count=True).count
+                return int(searcher.search(q, 1, count=True).count)
         return sum(b.num_rows for b in self._filtered(filters, plan, deletes))
 
     def search_scored(
@@ -517,7 +539,7 @@ class SplitReader:
         limit: int | None = None,
         filters: Sequence[Filter] | None = None,
         columns: Sequence[str] | None = None,
-        deletes=None,
+        deletes: SplitDeletes | None = None,
     ) -> pa.Table:
         """Rows matching the query and the filters (exactly), best first, with a float32 `_score`
         column; at most `limit` rows (all matches when None).
@@ -545,7 +567,7 @@ class SplitReader:
                 [(tantivy.Occur.Must, user), (tantivy.Occur.Must, tantivy.Query.const_score_query(narrow, 0.0))]
             )
         )
-        searcher = self._searcher()
+        searcher = self.searcher()
         n = searcher.num_docs
         if n == 0:  # search(limit=0) panics
             return out_schema.empty_table()
@@ -582,7 +604,7 @@ class SplitReader:
             )
         order = pc.sort_indices(ids)
         sorted_ids = ids.take(order).to_pylist()
-        taken = pa.Table.from_batches(list(self._take(sorted_ids, names)), schema=schema)
+        taken = pa.Table.from_batches(list(self.take(sorted_ids, names)), schema=schema)
         # taken[i] is row sorted_ids[i] = rows[order[i]]: invert the permutation
         inverse = pc.sort_indices(order)
         return taken.take(inverse)
@@ -603,7 +625,7 @@ class SplitReader:
                 f"{self.local_dir} (string columns: {searchable})"
             )
         q = self.parse_query(query)
-        searcher = self._searcher()
+        searcher = self.searcher()
         with tantivy_call(f"building snippets of column {column!r} in split {self.local_dir}"):
             gen = tantivy.SnippetGenerator.create(searcher, q, self.index.schema, field.name)
             gen.set_max_num_chars(max_chars)

@@ -4,16 +4,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 
 from ..options import Options
+from ..predicates import Filter
 from ..storage.base import Storage
 from .cache import get_cache
-from .filters import Filter
 from .pools import shared_pool
 from .reader import SCORE_COLUMN, SplitReader
+
+if TYPE_CHECKING:
+    import tantivy
+
+    from ..log.actions import AddFile
+    from ..log.delete_logs import SplitDeletes
+    from .types import ColumnSpec
 
 MAX_THREADS = 4  # Tantivy releases the GIL while searching; downloads are I/O
 
@@ -46,7 +53,7 @@ def count_matches(
     snapshot: Any,
     files: Sequence[Any],
     query: str | None,
-    options: Options | dict | None = None,
+    options: Options | dict[str, Any] | None = None,
     filters: Sequence[Filter] = (),
 ) -> int:
     """Rows of `files` matching the query text (and filters); the snapshot is the table version read."""
@@ -55,7 +62,7 @@ def count_matches(
     if not files:
         return 0
 
-    def one(f) -> int:
+    def one(f: Any) -> int:
         return count_split(storage, f, query, opts, filters, snapshot.deletes_for(f) if snapshot is not None else ())
 
     if len(files) == 1:
@@ -94,7 +101,8 @@ class SearchPlan:
         self.columns = list(columns) if columns is not None else list(names)
         self.snippets = tuple(snippets or ())
         self.parts = list(snapshot.partition_columns)
-        from .filters import columns_of, supports
+        from ..predicates import columns_of
+        from .filters import supports
 
         parts = set(self.parts)
         self.conjuncts = list(conjuncts)
@@ -116,7 +124,7 @@ class SearchPlan:
             c for c in names if c not in parts and (c in self.columns or c in self.snippets or c in filter_cols)
         ]
 
-    def live_files(self) -> list:
+    def live_files(self) -> list[AddFile]:
         """Partition pruning, min/max data skipping and Bloom filters, as the Spark reader's planner."""
         types = {c: t for c, t in _spark_types(self.snapshot).items() if c in self.parts}
         return prune_files(
@@ -181,7 +189,7 @@ class SearchPlan:
             self.columns + ([SCORE_COLUMN] if scored else []) + ([SNIPPET_COLUMN] if self.snippets else [])
         )
 
-    def _open(self, add: Any):
+    def _open(self, add: Any) -> tuple[SplitReader, SplitDeletes | None]:
         from ..log.delete_logs import load_split_deletes
 
         split = SplitReader(get_cache(self.options).local_dir(self.storage, add))
@@ -204,6 +212,10 @@ class SearchPlan:
     def search_split(self, add: Any, limit: int | None) -> pa.Table:
         """Matches of one split with `_score`, best first (at most `limit` when the filters all
         go to the split; else every match, cut after the exact filters)."""
+        if self.query is None:
+            from ..errors import InvalidOptionError
+
+            raise InvalidOptionError("a scored search needs a query")
         split, deletes = self._open(add)
         present = set(split.schema.names)
         names = [c for c in self.read_names if c in present]
@@ -220,10 +232,11 @@ class SearchPlan:
         return self._finish(table, split, True, ())
 
 
-_last_layout: tuple = ()
+_Layout = tuple[Options, pa.Schema, list["ColumnSpec"]]
+_last_layout: tuple[()] | tuple[Any, Options, _Layout] = ()  # (snapshot, options, layout)
 
 
-def _table_layout(snapshot: Any, options: Options) -> tuple[Options, pa.Schema, list]:
+def _table_layout(snapshot: Any, options: Options) -> _Layout:
     """(read options = table configuration + `options`, Arrow schema, column specs) of a snapshot.
     The last one is kept: a service searching one table asks for the same snapshot per request."""
     global _last_layout
@@ -293,7 +306,7 @@ def explain(plan: SearchPlan) -> SearchExplanation:
 
 def index_translation(
     specs: Sequence[Any], query: str | None, filters: Sequence[Filter], pushed: Sequence[Filter]
-) -> tuple[list, list, list, str | None]:
+) -> tuple[list[Filter], list[Filter], list[Filter], str | None]:
     """How a read's filters meet the index: (those it selects exactly, those it narrows and the rows
     re-check, those only the rows decide — every filter not in `pushed` among them — and the repr of
     the Tantivy query the splits run: the query AND the narrowing). Used by both explains."""
@@ -303,8 +316,10 @@ def index_translation(
 
     stored = [s for s in specs if not s.partition]
     schema = tantivy_schema(stored)
-    answered, narrowed, rows_only = [], [], []
-    parts = [query_for_specs(stored, query)] if query is not None else []
+    answered: list[Filter] = []
+    narrowed: list[Filter] = []
+    rows_only: list[Filter] = []
+    parts: list[tantivy.Query] = [query_for_specs(stored, query)] if query is not None else []
     for f in filters:
         q, exact = build_query(schema, [f], specs) if any(f is g for g in pushed) else (None, False)
         if q is None:
@@ -320,7 +335,7 @@ def index_translation(
 
 
 def columns_of_all(f: Filter) -> set[str]:
-    from .filters import columns_of
+    from ..predicates import columns_of
 
     return {c.strip("`") for c in columns_of(f)}
 
@@ -341,7 +356,7 @@ def snippet_column(split: Any, table: pa.Table, query: str | None, fields: Seque
 
         raise InvalidOptionError("snippets need a query")
 
-    def values(c):
+    def values(c: str) -> pa.Array:
         col = table.column(c)
         return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
@@ -365,11 +380,11 @@ def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
         return schema.empty_table()
     if scored:
 
-        def one(f):
+        def one(f: AddFile) -> pa.Table:
             return plan.search_split(f, limit)
     else:
 
-        def one(f):
+        def one(f: AddFile) -> pa.Table:
             return pa.Table.from_batches([b for t in plan.read_split(f) for b in t.to_batches()], schema=schema)
 
     if not files:
@@ -379,7 +394,7 @@ def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
     else:
         tables = list(shared_pool("search", MAX_THREADS).map(one, files))
     out = pa.concat_tables([t.cast(schema) if not t.schema.equals(schema) else t for t in tables])
-    if scored:
+    if scored and limit is not None:  # (scored implies a limit)
         out = top_n(out, limit)
     elif limit is not None:
         out = out.slice(0, limit)
@@ -392,7 +407,7 @@ def stream_table(plan: SearchPlan, batch_rows: int = 65536) -> pa.RecordBatchRea
     plan.check_query(files)
     schema = plan.out_schema(False)
 
-    def gen():
+    def gen() -> Iterator[pa.RecordBatch]:
         for f in files:
             for t in plan.read_split(f, batch_rows):
                 yield from t.cast(schema).to_batches()
@@ -412,7 +427,7 @@ def prune_files(
     partition_columns: Sequence[str],
     partition_types: dict[str, str],
     specs: Any,
-) -> tuple[list, tuple[int, int, int]]:
+) -> tuple[list[AddFile], tuple[int, int, int]]:
     """The splits a read opens: partition pruning (filters over partition columns only), min/max
     data skipping and Bloom filters (filters over data columns only). Returns (files, (splits in
     the snapshot, after partition pruning, after data skipping))."""
@@ -434,7 +449,7 @@ def prune_files(
 
 def _partition_pruned(
     snapshot: Any, filters: Sequence[Filter], partition_columns: Sequence[str], partition_types: dict[str, str]
-) -> list:
+) -> list[AddFile]:
     """The snapshot's files whose partition may match, with the filters evaluated once per distinct
     partition (Spark semantics, filters.prune_partition) and AddFile objects built only for the
     files kept: a 100,000-split table with 100 partitions plans in milliseconds instead of the
@@ -469,7 +484,8 @@ def split_rows(
     """Rows of one split matching the query and the (data-column) filters exactly, in row order,
     columns `names`. A split written before columns were added to the table (mergeSchema) has them
     NULL in every row (typed from `types`); filters on them are applied after they are attached."""
-    from .filters import arrow_mask, columns_of
+    from ..predicates import columns_of
+    from .filters import arrow_mask
 
     stored = set(split.schema.names)
     absent = {n.lower() for n in names if n not in stored}

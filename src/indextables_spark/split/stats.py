@@ -98,9 +98,10 @@ def encode_stat(kind: str, v: Any, *, is_max: bool, max_length: int | None) -> s
     if v is None:
         return None
     if kind in STRING_KINDS:
-        if max_length is None or len(v) <= max_length:
-            return v
-        cut = v[:max_length]
+        text: str = v
+        if max_length is None or len(text) <= max_length:
+            return text
+        cut = text[:max_length]
         return increment_string(cut) if is_max else cut
     if kind == "f64":
         return format_float(v)

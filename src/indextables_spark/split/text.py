@@ -23,9 +23,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    import tantivy
 
 # Tokenizers whose splitting rule is known here (raw is whole-value, handled as an exact field).
 SIMPLE_TOKENIZERS = frozenset({"default", "en_stem"})
@@ -65,7 +69,7 @@ def supported(tokenizer: str | None) -> bool:
 
 
 @functools.lru_cache(maxsize=8)
-def analyzer(tokenizer: str):
+def analyzer(tokenizer: str) -> tantivy.TextAnalyzer:
     """A Tantivy analyzer producing the same terms as the index's tokenizer of that name."""
     import tantivy
 

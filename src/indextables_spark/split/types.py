@@ -29,12 +29,15 @@ import functools
 import json
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
 from ..errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
 from ..options import Options
+
+if TYPE_CHECKING:
+    import tantivy
 
 ROW_FIELD = "__row"
 EXACT_SUFFIX = "__exact"
@@ -169,7 +172,7 @@ def _check_nested(column: str, path: str, spark_type: Any) -> None:
         )
 
 
-def _fields(schema_json: Mapping[str, Any]) -> list[dict]:
+def _fields(schema_json: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(schema_json, Mapping) or schema_json.get("type") != "struct":
         raise SchemaMismatchError(f"expected a Spark StructType JSON object, got {str(schema_json)[:200]}")
     return list(schema_json.get("fields") or [])
@@ -487,7 +490,7 @@ def doc_mapping_from_specs(specs: Iterable[ColumnSpec]) -> str:
     return json.dumps(_descriptors(specs), separators=(",", ":"), ensure_ascii=False)
 
 
-def specs_from_doc_mapping(doc_mapping: str | list) -> list[ColumnSpec]:
+def specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[ColumnSpec]:
     """Rebuild the stored columns' specs from a split's doc mapping (column order kept)."""
     try:
         if isinstance(doc_mapping, str):
@@ -505,7 +508,7 @@ def _specs_of_text(doc_mapping: str) -> tuple[ColumnSpec, ...]:
     return tuple(_specs_from_doc_mapping(doc_mapping))
 
 
-def _specs_from_doc_mapping(doc_mapping: str | list) -> list[ColumnSpec]:
+def _specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[ColumnSpec]:
     items = json.loads(doc_mapping) if isinstance(doc_mapping, str) else doc_mapping
     cols: dict[str, dict[str, Any]] = {}
     for d in items:
@@ -530,7 +533,7 @@ def _specs_from_doc_mapping(doc_mapping: str | list) -> list[ColumnSpec]:
     return [ColumnSpec(name, c["sparkType"], c["kind"], tuple(c["fields"]), c["nullable"]) for name, c in cols.items()]
 
 
-def tantivy_schema(specs: Iterable[ColumnSpec]):
+def tantivy_schema(specs: Iterable[ColumnSpec]) -> tantivy.Schema:
     """The Tantivy schema of a split (no stored fields: rows live in the Arrow row store)."""
     import tantivy
 

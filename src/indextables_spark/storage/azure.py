@@ -28,12 +28,13 @@ The SDK's own retries are off (`retry_total=0`): retry.py decides, the same way 
 from __future__ import annotations
 
 import base64
+import builtins
 import logging
 import os
 import threading
 import time
 import uuid
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from ..errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
@@ -54,6 +55,7 @@ from .retry import (
 )
 
 log = logging.getLogger("indextables_spark.storage.azure")
+T = TypeVar("T")
 
 DELETE_BATCH = 256  # the Blob batch API takes at most 256 sub-requests
 MAX_BLOCK_SIZE = 4000 << 20
@@ -107,7 +109,7 @@ class AzureStorage(Storage):
         self.uri, self.container, uri_account, self.root, suffix = _parse_azure_uri(uri)
         self._retry = retry_policy or RetryPolicy.from_options(opts)
 
-        conn = _parse_connection_string(opts.get_str("azure.connectionString"), self.uri)
+        conn = parse_connection_string(opts.get_str("azure.connectionString"), self.uri)
         secrets = [
             opts.get_str(k)
             for k in (
@@ -234,7 +236,7 @@ class AzureStorage(Storage):
     def _root_prefix(self) -> str:
         return self.root + "/" if self.root else ""
 
-    def _run(self, op: str, key: str, fn: Callable[[int], Any]) -> Any:
+    def _run(self, op: str, key: str, fn: Callable[[int], T]) -> T:
         """Run fn with retries; turn its final failure into an IndexTablesError naming the URI."""
         try:
             return self._retry.run(fn, f"Azure {op} {self.full_uri(key)}")
@@ -264,7 +266,8 @@ class AzureStorage(Storage):
         name = self._blob_name(key)
 
         def op(attempt: int) -> bytes:
-            return self.container_client.get_blob_client(name).download_blob(max_concurrency=1).readall()
+            data: bytes = self.container_client.get_blob_client(name).download_blob(max_concurrency=1).readall()
+            return data
 
         return self._run("read", key, op)
 
@@ -282,7 +285,8 @@ class AzureStorage(Storage):
 
             blob = self.container_client.get_blob_client(name)
             try:
-                return blob.download_blob(offset=start, length=end - start, max_concurrency=1).readall()
+                data: bytes = blob.download_blob(offset=start, length=end - start, max_concurrency=1).readall()
+                return data
             except HttpResponseError as e:
                 if e.status_code == 416:  # start at or past the end: nothing to read (as a file)
                     return b""
@@ -360,7 +364,7 @@ class AzureStorage(Storage):
         for i in range(0, len(wanted), DELETE_BATCH):
             self._delete_batch(wanted[i : i + DELETE_BATCH])
 
-    def _delete_batch(self, batch: list[tuple[str, str]]) -> None:
+    def _delete_batch(self, batch: builtins.list[tuple[str, str]]) -> None:
         pending = list(batch)
 
         def op(attempt: int) -> None:
@@ -503,7 +507,7 @@ def _account_of(host: str, uri: str) -> tuple[str, str | None]:
     return labels[0], suffix
 
 
-def _parse_connection_string(cs: str | None, uri: str) -> dict[str, str]:
+def parse_connection_string(cs: str | None, uri: str) -> dict[str, str]:
     if not cs:
         return {}
     out: dict[str, str] = {}

@@ -7,6 +7,7 @@ escape the root.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import posixpath
 from abc import ABC, abstractmethod
@@ -102,7 +103,7 @@ class Storage(ABC):
         with open(local_path, "wb") as f:
             f.write(data)
 
-    def list_temporaries(self) -> list[FileInfo]:
+    def list_temporaries(self) -> builtins.list[FileInfo]:
         """Leftovers of writes killed half way that `list` never shows (local `.tmp-*` files);
         object stores publish an object atomically, so they have none. PURGE deletes old ones."""
         return []

@@ -3,6 +3,7 @@ who want to see what a query fetched). Wraps any Storage; everything else is pas
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections import Counter
 from typing import Iterable
@@ -15,8 +16,8 @@ class CountingStorage(Storage):
         self.inner = inner
         self.uri = inner.uri
         self._lock = threading.Lock()
-        self.bytes_read: Counter = Counter()  # operation -> bytes (read, read_range, download_file)
-        self.requests: Counter = Counter()  # operation -> calls
+        self.bytes_read: Counter[str] = Counter()  # operation -> bytes (read, read_range, download_file)
+        self.requests: Counter[str] = Counter()  # operation -> calls
 
     def _count(self, op: str, nbytes: int = 0) -> None:
         with self._lock:
@@ -73,7 +74,7 @@ class CountingStorage(Storage):
         self._count("stat")
         return self.inner.stat(key)
 
-    def list_temporaries(self) -> list[FileInfo]:
+    def list_temporaries(self) -> builtins.list[FileInfo]:
         return self.inner.list_temporaries()
 
     def full_uri(self, key: str) -> str:

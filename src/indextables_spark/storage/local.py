@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 import stat as stat_module
@@ -132,7 +133,7 @@ class LocalStorage(Storage):
         out.sort(key=lambda f: f.key)
         return out
 
-    def list_temporaries(self) -> list[FileInfo]:
+    def list_temporaries(self) -> builtins.list[FileInfo]:
         """`.tmp-*` files under the root: a process killed inside put/put_if_absent/upload_file
         leaves its temp file behind (it is never visible to `list`)."""
         out: list[FileInfo] = []

@@ -171,7 +171,7 @@ class RetryPolicy:
 
     def delay_s(self, attempt: int) -> float:
         """Seconds to wait before attempt `attempt` (2, 3, ...)."""
-        raw = min(self.max_delay_ms, self.base_delay_ms * (2 ** max(0, attempt - 2)))
+        raw: float = min(self.max_delay_ms, self.base_delay_ms * (2 ** max(0, attempt - 2)))
         return raw * (0.5 + self.rng() / 2) / 1000.0
 
     def run(self, fn: Callable[[int], T], what: str) -> T:

@@ -23,13 +23,14 @@ botocore's own retries are off: retry.py decides, the same way as for Azure.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import logging
 import os
 import threading
 from collections import OrderedDict
 from contextlib import closing
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 from urllib.parse import urlsplit
 
 from ..errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
@@ -56,6 +57,7 @@ DELETE_BATCH = 1000
 DOWNLOAD_CHUNK = 16 << 20
 
 EventHandler = tuple[str, Callable[..., Any]]
+T = TypeVar("T")
 
 
 class _TransientDeleteError(StorageError):
@@ -164,10 +166,10 @@ class S3Storage(Storage):
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    self._client = self._make_client() if self._event_handlers else _shared_client(self)
+                    self._client = self.make_client() if self._event_handlers else _shared_client(self)
         return self._client
 
-    def _client_settings(self) -> tuple:
+    def client_settings(self) -> tuple[Any, ...]:
         """Everything a client is built from (the cache key of `_shared_client`)."""
         return (
             self._access_key,
@@ -181,7 +183,8 @@ class S3Storage(Storage):
             self.read_timeout_s,
         )
 
-    def _make_client(self) -> Any:
+    def make_client(self) -> Any:
+        """A new boto3 S3 client for this storage's settings (uncached; see `client`)."""
         import boto3
         from botocore.config import Config
 
@@ -226,7 +229,7 @@ class S3Storage(Storage):
     def _uri_of(self, key: str) -> str:
         return self.full_uri(key)
 
-    def _run(self, op: str, key: str, fn: Callable[[int], Any], *, missing_ok: bool = False) -> Any:
+    def _run(self, op: str, key: str, fn: Callable[[int], T], *, missing_ok: bool = False) -> T:
         """Run fn with retries; turn its final failure into an IndexTablesError naming the URI."""
         try:
             return self._retry.run(fn, f"S3 {op} {self._uri_of(key)}")
@@ -258,7 +261,8 @@ class S3Storage(Storage):
         def op(attempt: int) -> bytes:
             resp = self.client.get_object(Bucket=self.bucket, Key=okey)
             with closing(resp["Body"]) as body:
-                return body.read()
+                data: bytes = body.read()
+                return data
 
         return self._run("read", key, op)
 
@@ -281,7 +285,8 @@ class S3Storage(Storage):
                     return b""
                 raise
             with closing(resp["Body"]) as body:
-                return body.read()
+                data: bytes = body.read()
+                return data
 
         return self._run("read_range", key, op)
 
@@ -329,7 +334,8 @@ class S3Storage(Storage):
                 kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, "MaxKeys": self.list_page_size}
                 if page_token:
                     kwargs["ContinuationToken"] = page_token
-                return self.client.list_objects_v2(**kwargs)
+                resp: dict[str, Any] = self.client.list_objects_v2(**kwargs)
+                return resp
 
             resp = self._run("list", rel or ".", op)
             for obj in resp.get("Contents", ()):
@@ -357,7 +363,7 @@ class S3Storage(Storage):
         for i in range(0, len(wanted), DELETE_BATCH):
             self._delete_batch(wanted[i : i + DELETE_BATCH])
 
-    def _delete_batch(self, batch: list[tuple[str, str]]) -> None:
+    def _delete_batch(self, batch: builtins.list[tuple[str, str]]) -> None:
         pending = list(batch)
         by_object = {okey: key for key, okey in batch}
 
@@ -460,7 +466,7 @@ class S3Storage(Storage):
             self._abort_upload(key, okey, upload_id, e)
             raise
 
-    def _is_completed(self, okey: str, parts: list[dict[str, Any]], size: int) -> bool:
+    def _is_completed(self, okey: str, parts: builtins.list[dict[str, Any]], size: int) -> bool:
         resp = self.client.head_object(Bucket=self.bucket, Key=okey)
         if int(resp.get("ContentLength", -1)) != size:
             return False
@@ -468,7 +474,8 @@ class S3Storage(Storage):
             digest = hashlib.md5(b"".join(bytes.fromhex(p["ETag"].strip('"')) for p in parts)).hexdigest()
         except ValueError:  # part ETags are not MD5s (e.g. SSE-KMS): the size must do
             return True
-        return resp.get("ETag", "").strip('"') == f"{digest}-{len(parts)}"
+        etag: str = resp.get("ETag", "").strip('"')
+        return etag == f"{digest}-{len(parts)}"
 
     def _abort_upload(self, key: str, okey: str, upload_id: str, cause: BaseException) -> None:
         try:
@@ -489,7 +496,7 @@ class S3Storage(Storage):
 
 
 _CLIENT_CACHE_SIZE = 16
-_clients: "OrderedDict[tuple, Any]" = OrderedDict()
+_clients: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _clients_lock = threading.Lock()
 _clients_pid = os.getpid()
 
@@ -500,7 +507,7 @@ def _shared_client(storage: S3Storage) -> Any:
     client); at most _CLIENT_CACHE_SIZE are kept (least recently used dropped). A forked child
     never reuses its parent's clients (their connection pools belong to the parent)."""
     global _clients_pid
-    key = storage._client_settings()
+    key = storage.client_settings()
     with _clients_lock:
         if _clients_pid != os.getpid():
             _clients.clear()
@@ -509,7 +516,7 @@ def _shared_client(storage: S3Storage) -> Any:
         if client is not None:
             _clients.move_to_end(key)
             return client
-    client = storage._make_client()  # outside the lock: slow; a concurrent duplicate is harmless
+    client = storage.make_client()  # outside the lock: slow; a concurrent duplicate is harmless
     with _clients_lock:
         if _clients_pid == os.getpid():
             client = _clients.setdefault(key, client)

@@ -27,175 +27,41 @@ the new latest version (up to `spark.indextables.delete.maxAttempts`, default 3,
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import logging
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ConcurrentModificationError, IndexTablesError
-from ..log import partition_filter as pf
-from ..log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
-from ..log.delete_logs import load_split_deletes, positional_table, write_delete_log
-from ..log.table_log import TransactionLog
-from ..log.transaction import Transaction, now_ms
-from ..options import Options
-from ..split import filters as sf
+from .errors import ConcurrentModificationError, IndexTablesError, PredicateError
+from .log import partition_filter as pf
+from .log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
+from .log.delete_logs import load_split_deletes, positional_table, write_delete_log
+from .log.table_log import TransactionLog
+from .log.transaction import Transaction, now_ms
+from .options import Options
+from .results import DeleteResult
+from .split import filters as sf
+from .split import where as where_
+from .split.where import INDEXALL, column_types
 
 log = logging.getLogger(__name__)
 
 OPERATION = "DELETE"
-INDEXALL = "_indexall"
+WHAT = "DELETE predicate"
 PRIMARY_KEY_OPTION = "indexing.primaryKey"
 KINDS = {"auto": None, "positional": POSITIONAL, "equality": EQUALITY, "primary_key": PRIMARY_KEY}
 MAX_THREADS = 4  # splits searched at once (Tantivy and Arrow release the GIL)
 
 
-class DeletePredicateError(IndexTablesError):
+class DeletePredicateError(PredicateError):
     """A DELETE predicate that cannot be used (value does not fit its column, wrong shape for the kind)."""
 
 
-@dataclass
-class DeleteResult:
-    table_path: str
-    status: str  # SUCCESS | NO_ACTION (nothing matched: no version committed)
-    version: int  # the committed version (the read version for NO_ACTION)
-    read_version: int
-    kind: str | None  # POSITIONAL | EQUALITY | PRIMARY_KEY
-    predicate: str | None
-    query: str | None
-    delete_logs: int = 0
-    deleted_rows: int | None = 0  # None for key/equality deletes (not computed)
-    removed_splits: int = 0  # splits all of whose rows were deleted
-    splits_scanned: int = 0
-    splits_total: int = 0
-    duration_ms: float = 0.0
-
-    def to_dict(self) -> dict:
-        return {_camel(k): v for k, v in asdict(self).items()}
-
-
-def _camel(s: str) -> str:
-    head, *rest = s.split("_")
-    return head + "".join(w.title() for w in rest)
-
-
 # ---- predicate ------------------------------------------------------------------------------------
-
-
-def column_types(schema_json: Mapping[str, Any]) -> dict[str, str]:
-    """{column: Spark type name} (complex types by their kind: struct, array, map), plus the
-    dotted paths of struct fields (`user.name`, `user.address.city`) that no column is named."""
-    out: dict[str, str] = {}
-    nested: dict[str, str] = {}
-
-    def walk(prefix: str, t: Any) -> None:
-        for f in t.get("fields", []):
-            ft = f.get("type")
-            path = f"{prefix}.{f['name']}"
-            nested[path] = ft if isinstance(ft, str) else str(ft.get("type"))
-            if isinstance(ft, dict) and ft.get("type") == "struct":
-                walk(path, ft)
-
-    for f in schema_json.get("fields", []):
-        t = f.get("type")
-        out[f["name"]] = t if isinstance(t, str) else str(t.get("type"))
-        if isinstance(t, dict) and t.get("type") == "struct":
-            walk(f["name"], t)
-    return {**{k: v for k, v in nested.items() if k not in out}, **out}
-
-
-_INT_TYPES = frozenset({"byte", "short", "integer", "long"})
-
-
-def coerce(column: str, spark_type: str, v: Any) -> Any:
-    """A parsed literal as the Python value of the column's type (what the filter model expects)."""
-    t = spark_type.lower()
-    try:
-        if t in _INT_TYPES:
-            if isinstance(v, bool):
-                raise ValueError
-            if isinstance(v, int):
-                return v
-            if isinstance(v, float) and v.is_integer():
-                return int(v)
-            if isinstance(v, str) and re.fullmatch(r"\s*[+-]?\d+\s*", v):
-                return int(v)
-        elif t in ("float", "double"):
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return float(v)
-            if isinstance(v, str):
-                return float(v)
-        elif t.startswith("decimal"):
-            if isinstance(v, (int, float, str)) and not isinstance(v, bool):
-                return decimal.Decimal(str(v).strip())
-        elif t == "string":
-            if isinstance(v, str):
-                return v
-        elif t == "boolean":
-            if isinstance(v, bool):
-                return v
-            if isinstance(v, str) and v.strip().lower() in ("true", "false"):
-                return v.strip().lower() == "true"
-        elif t == "date":
-            if isinstance(v, str):
-                return dt.date.fromisoformat(v.strip())
-        elif t in ("timestamp", "timestamp_ntz"):
-            if isinstance(v, str):
-                ts = dt.datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
-                if t == "timestamp_ntz":
-                    return ts.replace(tzinfo=None)
-                return ts if ts.tzinfo is not None else ts.replace(tzinfo=dt.timezone.utc)
-        elif t == "binary":
-            if isinstance(v, str):
-                return v.encode("utf-8")
-    except (ValueError, decimal.InvalidOperation):
-        pass
-    raise DeletePredicateError(f"DELETE predicate: value {v!r} does not fit column {column!r} of type {spark_type}")
-
-
-class _Typed(sf.FilterVisitor[sf.Filter]):
-    """A parsed predicate with its literals as values of the column types (what sf.arrow_mask expects)."""
-
-    def __init__(self, types: Mapping[str, str]):
-        self.types = types
-
-    def visit_and(self, f: Any) -> sf.Filter:
-        return type(f)(self.visit(f.left), self.visit(f.right))
-
-    visit_or = visit_and
-
-    def visit_not(self, f: sf.Not) -> sf.Filter:
-        return sf.Not(self.visit(f.child))
-
-    def visit_in(self, f: sf.In) -> sf.Filter:
-        return sf.In(f.column, tuple(coerce(f.column, self.types[f.column], v) for v in f.values))
-
-    def visit_is_null(self, f: Any) -> sf.Filter:
-        return f
-
-    visit_is_not_null = visit_is_null
-
-    def visit_comparison(self, f: Any) -> sf.Filter:
-        if f.column == INDEXALL:
-            raise DeletePredicateError(f"DELETE predicate: {INDEXALL} = '<query>' must be a top-level AND condition")
-        return replace(f, value=coerce(f.column, self.types[f.column], f.value))
-
-    visit_string_match = visit_comparison
-
-
-def _typed(f: sf.Filter, types: Mapping[str, str]) -> sf.Filter:
-    return _Typed(types).visit(f)
-
-
-def _conjuncts(f: sf.Filter) -> list[sf.Filter]:
-    return _conjuncts(f.left) + _conjuncts(f.right) if isinstance(f, sf.And) else [f]
 
 
 def _and_all(items: Sequence[Any], cls) -> Any:
@@ -222,12 +88,15 @@ def parse_delete(where: str | None, query: str | None, types: Mapping[str, str])
     queries = [query] if query is not None else []
     conjuncts: list[sf.Filter] = []
     if where is not None:
-        expr = pf.parse_predicate(where, {**types, INDEXALL: "string"}, what="DELETE predicate")
-        for c in _conjuncts(expr):
+        expr = pf.parse_predicate(where, {**types, INDEXALL: "string"}, what=WHAT)
+        for c in where_.conjuncts(expr):
             if isinstance(c, sf.EqualTo) and c.column == INDEXALL and isinstance(c.value, str):
                 queries.append(c.value)
             else:
-                conjuncts.append(_typed(c, types))
+                try:
+                    conjuncts.append(where_.typed(c, types, WHAT))
+                except PredicateError as e:
+                    raise DeletePredicateError(str(e)) from None
     q = None if not queries else queries[0] if len(queries) == 1 else " AND ".join(f"({x})" for x in queries)
     return Predicate(tuple(conjuncts), q)
 
@@ -309,7 +178,7 @@ class _SplitMatch:
 
 
 def _with_partitions(batch: pa.RecordBatch, add: AddFile, partition_types: Mapping[str, pa.DataType]) -> pa.RecordBatch:
-    from ..split.partitions import partition_value_array
+    from .split.partitions import partition_value_array
 
     if not partition_types:
         return batch
@@ -330,8 +199,8 @@ def _match_split(
     pushed: list[sf.Filter],
     partition_types: Mapping[str, pa.DataType],
 ) -> _SplitMatch:
-    from ..split.cache import get_cache
-    from ..split.reader import SplitReader
+    from .split.cache import get_cache
+    from .split.reader import SplitReader
 
     reader = SplitReader(get_cache(options).local_dir(storage, add))
     existing = load_split_deletes(storage, snapshot.deletes_for(add), reader.num_rows, add.path)
@@ -348,7 +217,7 @@ def _match_split(
 
 
 def _candidates(storage, snapshot, pred: Predicate, specs, options: Options) -> list[AddFile]:
-    from ..split.bloom import skip_by_blooms
+    from .split.bloom import skip_by_blooms
 
     parts = list(snapshot.partition_columns)
     types = column_types(snapshot.schema_json)
@@ -393,19 +262,19 @@ def delete(
 
 
 def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kind: str, resolver: str) -> DeleteResult:
-    from ..split.types import arrow_schema, column_specs
+    from .split.types import arrow_schema, column_specs
 
     started = time.perf_counter()
     txn = Transaction(
         log_, resolver=resolver, operation=OPERATION, operation_parameters={"predicate": where, "query": query}
     )
     if txn.read_version < 0:
-        from ..errors import TableNotFoundError
+        from .errors import TableNotFoundError
 
         raise TableNotFoundError(f"DELETE: no indextables table at {log_.storage.uri}")
     snap = txn.snapshot()
     # Refuse a table this version may not write before any delete log is written into it.
-    from ..log.protocol_gate import check_writable
+    from .log.protocol_gate import check_writable
 
     check_writable(snap.protocol_action, f"DELETE on table {log_.storage.uri}")
     storage = log_.storage
@@ -417,48 +286,66 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
     values = equality_values(pred, arrow_types)
     chosen = choose_kind(kind, pred, values, _primary_key(opts, types), snap.partition_columns)
     result = DeleteResult(
-        storage.uri, "NO_ACTION", snap.version, snap.version, chosen, where, query, splits_total=snap.num_files
+        table_path=storage.uri,
+        status="NO_ACTION",
+        version=snap.version,
+        read_version=snap.version,
+        kind=chosen,
+        predicate=where,
+        query=query,
+        splits_total=snap.num_files,
     )
     written: list[str] = []
+    deleted_rows: int | None = 0
+    removed_splits = delete_logs = scanned = 0
     try:
         if chosen == POSITIONAL:
             specs = column_specs(snap.schema_json, snap.partition_columns, opts)
             files = _candidates(storage, snap, pred, specs, opts)
-            result.splits_scanned = len(files)
+            scanned = len(files)
             parts = set(snap.partition_columns)
             pushed = [f for f in pred.conjuncts if not (sf.columns_of(f) & parts) and sf.supports(f, specs)]
             ptypes = {c: arrow_types[c] for c in snap.partition_columns}
             with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(files)))) as pool:
                 matches = list(pool.map(lambda f: _match_split(storage, opts, snap, f, pred, pushed, ptypes), files))
             ts = now_ms()
+            rows = 0
             for m in matches:
                 if not m.row_ids.size:
                     continue
-                result.deleted_rows += int(m.row_ids.size)
+                rows += int(m.row_ids.size)
                 if m.row_ids.size == m.live_rows:  # every live row: drop the split
                     txn.remove_files([RemoveFile(m.add.path, ts, True, dict(m.add.partition_values or {}), m.add.size)])
-                    result.removed_splits += 1
+                    removed_splits += 1
                 else:
                     d = write_delete_log(storage, POSITIONAL, positional_table(m.row_ids), split_path=m.add.path)
                     written.append(d.path)
                     txn.add_delete_log(d)
-                    result.delete_logs += 1
-            if not result.deleted_rows:
-                result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
-                return result
+                    delete_logs += 1
+            deleted_rows = rows
+            if not rows:
+                return replace(result, splits_scanned=scanned, duration_ms=_ms_since(started))
         else:
             d = write_delete_log(storage, chosen, values)
             written.append(d.path)
             txn.add_delete_log(d)
-            result.delete_logs, result.deleted_rows = 1, None
-        txn.operation_parameters.update({"kind": chosen, "numDeletedRows": result.deleted_rows})
-        result.version = txn.commit()
+            delete_logs, deleted_rows = 1, None
+        txn.operation_parameters.update({"kind": chosen, "numDeletedRows": deleted_rows})
+        version = txn.commit()
     except BaseException:
         if written and txn.committed_version is None:
             storage.delete(written)  # never referenced by the log
         raise
-    result.status = "SUCCESS"
-    result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
+    result = replace(
+        result,
+        status="SUCCESS",
+        version=version,
+        deleted_rows=deleted_rows,
+        removed_splits=removed_splits,
+        delete_logs=delete_logs,
+        splits_scanned=scanned,
+        duration_ms=_ms_since(started),
+    )
     log.info(
         "DELETE on %s: version %d, %s, %s rows, %d delete logs, %d splits removed",
         storage.uri,
@@ -469,6 +356,10 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
         result.removed_splits,
     )
     return result
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def _primary_key(opts: Options, types: Mapping[str, str]) -> str | None:
