@@ -132,7 +132,8 @@ def test_merge_and_purge_on_write(spark, tmp_path, caplog):
                 "spark.indextables.purgeOnWrite.splitRetentionHours": "1",
             },
         )
-        assert "error" in it.wait_for_maintenance(timeout=300)[path]
+        failed = it.wait_for_maintenance(timeout=300)[path]
+        assert failed.status == "FAILED" and failed.error
     assert len(_all_rows(spark, path)) == 180
     assert any(
         "maintenance after the write" in r.getMessage() and "below the minimum" in r.getMessage()
