@@ -180,7 +180,7 @@ def context():
                 "indextables_spark.split.builder",
                 "indextables_spark.commands.merge",
                 "indextables_spark.commands.purge",
-                "indextables_spark.commands.state",
+                "indextables_spark.log.maintenance",
                 "crash_harness",
             ]
         )

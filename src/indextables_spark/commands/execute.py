@@ -32,13 +32,14 @@ def execute(
     cmd: p.Command, options: Options | dict | None = None, spark=None, progress: Progress | None = None
 ) -> CommandResult:
     """spark: when given, MERGE SPLITS runs its merge groups as a Spark job; else in this process."""
-    from . import describe, merge, partitions, purge, repair, state
+    from ..log import maintenance
+    from . import describe, merge, partitions, purge, repair
 
     opts = options if isinstance(options, Options) else Options.of(options)
     if isinstance(cmd, p.Checkpoint):
-        return _one(results.CHECKPOINT, state.checkpoint(_log(cmd.path, opts)))
+        return _one(results.CHECKPOINT, maintenance.checkpoint(_log(cmd.path, opts)))
     if isinstance(cmd, p.Compact):
-        return _one(results.COMPACT, state.compact(_log(cmd.path, opts)))
+        return _one(results.COMPACT, maintenance.compact(_log(cmd.path, opts)))
     if isinstance(cmd, p.DescribeState):
         return _one(results.DESCRIBE_STATE, describe.describe_state(_log(cmd.path, opts)))
     if isinstance(cmd, p.DescribeTransactionLog):
@@ -62,7 +63,7 @@ def execute(
         )
         return _one(results.PURGE, res)
     if isinstance(cmd, p.TruncateTimeTravel):
-        return _one(results.TRUNCATE_TIME_TRAVEL, state.truncate_time_travel(_log(cmd.path, opts), dry_run=cmd.dry_run))
+        return _one(results.TRUNCATE_TIME_TRAVEL, maintenance.truncate_time_travel(_log(cmd.path, opts), dry_run=cmd.dry_run))
     if isinstance(cmd, p.DropPartitions):
         return _one(results.DROP_PARTITIONS, partitions.drop_partitions(_log(cmd.path, opts), cmd.where))
     if isinstance(cmd, p.Delete):

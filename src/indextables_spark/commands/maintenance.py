@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from ..log import gc, maintenance
 from ..log.table_log import TransactionLog
 from ..results import (
     CheckpointResult,
@@ -20,7 +21,7 @@ from ..results import (
     RepairResult,
     TruncateTimeTravelResult,
 )
-from . import cache, merge, partitions, purge, repair, state
+from . import cache, merge, partitions, purge, repair
 
 
 class MaintenanceTable:
@@ -32,11 +33,11 @@ class MaintenanceTable:
     def checkpoint(self) -> CheckpointResult:
         """CHECKPOINT: the V4 Avro state at the latest version (a JSON checkpoint with
         state.format=json); upgrades V1–V3 tables to protocol V4 first."""
-        return state.checkpoint(self.log)
+        return maintenance.checkpoint(self.log)
 
     def compact(self) -> CheckpointResult:
         """COMPACT: rewrite the state cleanly (partition-sorted manifests, no tombstones)."""
-        return state.compact(self.log)
+        return maintenance.compact(self.log)
 
     def merge_splits(
         self,
@@ -73,11 +74,11 @@ class MaintenanceTable:
     def truncate_time_travel(self, *, dry_run: bool = False) -> TruncateTimeTravelResult:
         """Checkpoint at the latest version, then delete older version files, checkpoints and
         states (irreversible: run with dry_run=True first)."""
-        return state.truncate_time_travel(self.log, dry_run=dry_run)
+        return maintenance.truncate_time_travel(self.log, dry_run=dry_run)
 
     def gc_state(self, *, dry_run: bool = False) -> GcStateResult:
         """Old state directories beyond retention and orphan manifests (PURGE runs it too)."""
-        return state.gc_state(self.log, dry_run=dry_run)
+        return gc.gc_state(self.log, dry_run=dry_run)
 
     def drop_partitions(self, where: str) -> DropPartitionsResult:
         """DROP INDEXTABLES PARTITIONS: remove (logically) every split of the partitions matching `where`."""

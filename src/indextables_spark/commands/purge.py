@@ -2,7 +2,7 @@
 and Cleanup", table-protocol.txt "Retention").
 
 Order, chosen so that a crash at any point leaves a readable table:
-1. Old state directories and orphan manifests (`state.gc_state`: `state.retention.*`,
+1. Old state directories and orphan manifests (`log/gc.gc_state`: `state.retention.*`,
    `state.gc.minManifestAgeHours`; the newest and the current state are never removed).
 2. Which version files go: the retained history must start at a checkpoint (Avro state or JSON
    checkpoint) that survives step 1, so that every remaining version can still be read. The cut is
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidOptionError
 from ..log.actions import AddFile, DeleteLog, StatsFiles
+from ..log.gc import gc_state
 from ..log.paths import LOG_DIR
 from ..log.table_log import TransactionLog
 from ..options import Options
@@ -173,7 +174,6 @@ def purge(
 ) -> PurgeResult:
     """PURGE INDEXTABLE '<path>' [OLDER THAN …] [TRANSACTION LOG RETENTION …] [DRY RUN]."""
     from ..log.protocol_gate import check_writable
-    from . import state
 
     started = time.perf_counter()
     cfg = PurgeConfig.from_options(log_.options, older_than_hours, tx_log_retention_hours)
@@ -182,7 +182,7 @@ def purge(
     now = int(time.time() * 1000) if now_ms is None else now_ms
 
     # 1. state directories beyond state retention, orphan manifests
-    gc = state.gc_state(log_, dry_run=dry_run)
+    gc = gc_state(log_, dry_run=dry_run)
     removed_states = set(gc.state_versions_removed)
 
     # 2. version files and JSON checkpoints
