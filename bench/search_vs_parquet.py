@@ -119,6 +119,42 @@ class _DocsReader(DataSourceReader):
             yield t.to_batches()[0]
 
 
+class BenchRows(DataSource):
+    """`spark.read.format("bench_rows").option("path", ipc_file).option("partitions", n)`: the rows
+    of an Arrow IPC file, in n tasks — a Python data source that only hands over given rows (the
+    floor of any Python data source returning them)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench_rows"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema):
+        return _RowsReader(self.options["path"], int(self.options.get("partitions", "2")))
+
+
+class _RowsReader(DataSourceReader):
+    def __init__(self, path: str, parts: int):
+        self.path, self.parts = path, parts
+
+    def partitions(self):
+        import pyarrow as pa
+
+        with pa.memory_map(self.path) as f:
+            n = pa.ipc.open_file(f).read_all().num_rows
+        per = -(-n // self.parts) if n else 0
+        return [_Part(p, p * per, max(0, min(per, n - p * per))) for p in range(self.parts)]
+
+    def read(self, part: _Part):
+        import pyarrow as pa
+
+        with pa.memory_map(self.path) as f:
+            t = pa.ipc.open_file(f).read_all().slice(part.start, part.count)
+        yield from t.to_batches()
+
+
 def noop(df):
     return lambda: df.write.format("noop").mode("overwrite").save()
 
@@ -132,6 +168,7 @@ def main() -> None:
     args = ap.parse_args()
     spark = local_spark()
     spark.dataSource.register(BenchDocs)
+    spark.dataSource.register(BenchRows)
     cores = spark.sparkContext.defaultParallelism
     it_path, pq_path = os.path.join(args.dir, "it"), os.path.join(args.dir, "pq")
 
@@ -144,6 +181,9 @@ def main() -> None:
             .option("regions", args.regions)
             .load()
         )
+        t0 = time.perf_counter()
+        src.write.format("noop").mode("overwrite").save()
+        gen = time.perf_counter() - t0
         t0 = time.perf_counter()
         src.write.partitionBy("region").parquet(pq_path)
         pq_write = time.perf_counter() - t0
@@ -158,8 +198,9 @@ def main() -> None:
         it_write = time.perf_counter() - t0
         print(
             f"write (incl. generation): indextables {args.rows / it_write:,.0f} rows/s, "
-            f"parquet {args.rows / pq_write:,.0f} rows/s"
+            f"parquet {args.rows / pq_write:,.0f} rows/s, ratio {pq_write / it_write:.2f}"
         )
+        print_write_floor(args, cores, gen, pq_write)
     table = it.IndexTable(it_path)
     rows = table.count()
     print(f"rows: {rows:,}; splits: {len(table.files())}; cores: {cores}; runs per figure: {args.runs} (median)")
@@ -189,7 +230,68 @@ def main() -> None:
         t_pq_1pct = times.get("1% term", (0, 0, 0, 0, 0))[2]
     print_floors(spark, args.runs, t_pq_1pct)
     print_collect_floors(spark, args.runs, {k: v for k, v in times.items() if "*" not in k})
+    print_row_floors(spark, it_path, args, cores, times, kinds)
     spark.stop()
+
+
+def print_write_floor(args, cores: int, gen: float, pq_write: float) -> None:
+    """The least time any indextables write of these rows can take here: generating them (the
+    same source written to Spark's noop sink) plus Tantivy building the splits of the spec's default
+    mapping, measured without Spark on a sample (CPU seconds, Tantivy's threads included), spread
+    over the cores."""
+    import tempfile
+
+    from indextables_spark.split.builder import SplitWriter
+    from indextables_spark.split.types import spark_schema_json
+    from indextables_spark.storage import open_storage
+
+    n = min(args.rows, 200_000)
+    batches = list(_DocsReader(n, 1, args.regions).read(_Part(0, 0, n)))
+    options = {"spark.indextables.indexing.typemap.body": "text"}
+    with tempfile.TemporaryDirectory() as d:
+        writer = SplitWriter(open_storage(d), spark_schema_json(batches[0].schema), ["region"], options)
+        c0 = time.process_time()
+        for b in batches:
+            writer.write_batch(b)
+        writer.finish()
+        cpu = time.process_time() - c0
+    indexing = cpu / n * args.rows / cores
+    floor = gen + indexing
+    print(
+        f"write floor: generation alone (noop sink) {gen:.1f}s + split building {cpu / n * 1e6:.1f} CPU-us/row "
+        f"(measured without Spark on {n:,} rows) over {cores} cores {indexing:.1f}s = {floor:.1f}s "
+        f"-> at most {pq_write / floor:.2f} of parquet's write throughput ({pq_write:.1f}s)"
+    )
+
+
+def print_row_floors(spark, it_path: str, args, cores: int, times: dict, kinds: list[tuple]) -> None:
+    """Per full-text query kind, a Python data source that only hands over the same matching rows
+    (every column, read from an Arrow file in `cores` tasks): the floor of any Python data source
+    returning them, and so the best ratio any can reach against Parquet (a Python data source
+    cannot prune columns, so count() and collect() of ids ship every column of each row)."""
+    import tempfile
+
+    import pyarrow as pa
+
+    print("row floors (a Python data source handing over the same matching rows, every column):")
+    names = [f.split()[0] for f in SCHEMA.split(", ")]
+    with tempfile.TemporaryDirectory() as d:
+        for kind, options, _flt, _pq, what in kinds:
+            query = options.get("query")
+            if query is None or what != "id" or kind not in times:
+                continue
+            c_it, r_it, r_pq, c_pq, n = times[kind]
+            rows = it.IndexTable(it_path).search(query).select(names)
+            path = os.path.join(d, "rows.arrow")
+            with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, rows.schema) as w:
+                w.write_table(rows)
+            df = spark.read.format("bench_rows").option("path", path).option("partitions", cores).load()
+            f_count = median_time(df.count, args.runs)
+            f_collect = median_time(lambda: df.select("id").collect(), args.runs)
+            print(
+                f"  {kind:<20} {n:>9,} rows: count {f_count:.3f}s (at most {c_pq / f_count:.1f}x parquet; ours "
+                f"{c_pq / c_it:.1f}x), collect {f_collect:.3f}s (at most {r_pq / f_collect:.1f}x; ours {r_pq / r_it:.1f}x)"
+            )
 
 
 def print_scenarios(spark, ours, pq, it_path: str, rows: int, cores: int, runs: int) -> float:
