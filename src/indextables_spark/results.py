@@ -2,7 +2,7 @@
 
 Each operation returns a frozen dataclass: attributes are snake_case (`res.num_files`), `to_dict()`
 gives the camelCase JSON form (the CLI's `--json`), and `arrow_schema()` / `to_row()` give the SQL
-front ends their typed columns — the dataclass fields, in order (commands/output.py).
+front ends their typed columns — the dataclass fields, in order (commands/results.py).
 
 The public API documents these results as dicts (`t.checkpoint() -> dict`): an `OperationResult`
 is therefore also a read-only dict of its `to_dict()` keys (`res["numFiles"]`, `json.dumps(res)`,
@@ -23,7 +23,7 @@ import pyarrow as pa
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
 
 Progress = typing.Callable[[str, int, int], None]
-"""How long operations report progress: (stage, done, total); the CLI draws it as a bar."""
+"""How long-running operations report progress: (stage, done, total); the CLI draws it as a bar."""
 
 
 def camel(snake: str) -> str:

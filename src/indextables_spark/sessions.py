@@ -68,7 +68,7 @@ def with_session_options(spark: Any, options: Mapping[str, Any] | None = None) -
             log.warning(
                 "indextables: %s set in the Spark Connect session, but Spark Connect does not return "
                 "secret conf values to clients (spark.redaction.regex): give them as options "
-                "(IndexTable(path, options, spark=...), it.aggregate(..., options=...))",
+                "(IndexTable(path, options, spark=...))",
                 ", ".join(missing),
             )
     return opts

@@ -82,6 +82,11 @@ def forget_logs() -> None:
 
 
 class IndexTable:
+    """One table, without Spark: read (`snapshot`, `files`, `search`, `to_arrow`, `to_batches`,
+    `count`, `aggregate`, `explain`, `changes_since`), write (`write`, `delete`, `transaction`),
+    and the `maintenance` and `inspect` namespaces. Cheap to make: tables of the same path and
+    options share one transaction log per process."""
+
     def __init__(
         self, path: str, options: Mapping[str, Any] | None = None, spark: Any = None, *, storage: Storage | None = None
     ):
