@@ -227,3 +227,22 @@ def test_tasks_of_a_search_are_one_wave(tmp_path):
     assert tasks({}, [GreaterThan(("id",), 10)]) == 3
     assert tasks({"read.maxPartitionBytes": tiny}) == 32  # a full read: by bytes
     assert tasks({"query": "body:w1", "read.maxPartitionBytes": tiny}) == 32
+
+
+def test_coalesce_joins_small_batches_in_order():
+    """A selective read yields a few rows per split: the reader joins them up to read.batchSize
+    rows (order kept), passes big batches through uncopied and drops empty ones."""
+    import pyarrow as pa
+
+    from indextables_spark.spark.reader import coalesce
+
+    def b(*ids):
+        return pa.record_batch({"id": pa.array(ids, pa.int64())})
+
+    big = pa.record_batch({"id": pa.array(range(100, 160), pa.int64())})
+    small = [b(1, 2), b(), b(3), b(4, 5), b(6, 7, 8), b(9, 10, 11), b(12), b(13, 14)]
+    out = list(coalesce(iter([*small, big, b(15)]), 10))
+    assert [x.num_rows for x in out] == [11, 3, 60, 1]
+    assert [v for x in out for v in x.column(0).to_pylist()] == [*range(1, 15), *range(100, 160), 15]
+    assert out[2] is big
+    assert list(coalesce(iter([b()]), 10)) == []

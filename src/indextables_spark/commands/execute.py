@@ -63,7 +63,9 @@ def execute(
         )
         return _one(results.PURGE, res)
     if isinstance(cmd, p.TruncateTimeTravel):
-        return _one(results.TRUNCATE_TIME_TRAVEL, maintenance.truncate_time_travel(_log(cmd.path, opts), dry_run=cmd.dry_run))
+        return _one(
+            results.TRUNCATE_TIME_TRAVEL, maintenance.truncate_time_travel(_log(cmd.path, opts), dry_run=cmd.dry_run)
+        )
     if isinstance(cmd, p.DropPartitions):
         return _one(results.DROP_PARTITIONS, partitions.drop_partitions(_log(cmd.path, opts), cmd.where))
     if isinstance(cmd, p.Delete):

@@ -343,15 +343,44 @@ class IndexTablesReader(DataSourceReader):
         if ro.with_score and query is not None:
             yield from read_ranked(self, adds, target, query, partition.deletes)
             return
-        remaining = ro.limit
+        yield from coalesce(self._split_batches(adds, target, partition.deletes, ro.limit), ro.batch_rows)
+
+    def _split_batches(
+        self, adds: list[AddFile], target: pa.Schema, deletes: dict[str, list[dict]], limit: int | None
+    ) -> Iterator[pa.RecordBatch]:
+        remaining = limit
         for add in adds:
-            for batch in read_split(self, add, target, partition.deletes.get(add.path)):
+            for batch in read_split(self, add, target, deletes.get(add.path)):
                 if remaining is not None:
                     batch = batch.slice(0, remaining)
                     remaining -= batch.num_rows
                 yield batch
                 if remaining == 0:
                     return
+
+
+def coalesce(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """The batches, small ones joined up to `rows` rows (order kept): a selective read finds a few
+    rows in each of many splits, and every batch a Python data source yields pays its own Arrow
+    serialization and JVM conversion (512 splits: ~440 batches of a few rows per query)."""
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for b in batches:
+        if b.num_rows == 0:
+            continue
+        if b.num_rows >= rows // 2:  # big enough on its own: no copy
+            if pending:
+                yield pa.concat_batches(pending)
+                pending, count = [], 0
+            yield b
+            continue
+        pending.append(b)
+        count += b.num_rows
+        if count >= rows:
+            yield pa.concat_batches(pending)
+            pending, count = [], 0
+    if pending:
+        yield pa.concat_batches(pending)
 
 
 class UnpushedReader(IndexTablesReader):
