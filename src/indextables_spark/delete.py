@@ -43,7 +43,7 @@ from .log.delete_logs import load_split_deletes, positional_table, write_delete_
 from .log.table_log import TransactionLog
 from .log.transaction import Transaction, now_ms
 from .options import Options
-from .results import DeleteResult
+from .results import DeleteResult, elapsed_ms
 from .split import filters as sf
 from .split import where as where_
 from .split.where import INDEXALL, column_types
@@ -324,7 +324,7 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
                     delete_logs += 1
             deleted_rows = rows
             if not rows:
-                return replace(result, splits_scanned=scanned, duration_ms=_ms_since(started))
+                return replace(result, splits_scanned=scanned, duration_ms=elapsed_ms(started))
         else:
             d = write_delete_log(storage, chosen, values)
             written.append(d.path)
@@ -344,7 +344,7 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
         removed_splits=removed_splits,
         delete_logs=delete_logs,
         splits_scanned=scanned,
-        duration_ms=_ms_since(started),
+        duration_ms=elapsed_ms(started),
     )
     log.info(
         "DELETE on %s: version %d, %s, %s rows, %d delete logs, %d splits removed",
@@ -356,10 +356,6 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
         result.removed_splits,
     )
     return result
-
-
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def _primary_key(opts: Options, types: Mapping[str, str]) -> str | None:

@@ -26,6 +26,13 @@ Progress = typing.Callable[[str, int, int], None]
 """How long-running operations report progress: (stage, done, total); the CLI draws it as a bar."""
 
 
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since `started` (a time.perf_counter() value), to 0.1 ms: results' duration_ms."""
+    import time
+
+    return round((time.perf_counter() - started) * 1000, 1)
+
+
 def camel(snake: str) -> str:
     """`num_skipped_files` → `numSkippedFiles` (the dict / JSON key of a field)."""
     head, *rest = snake.split("_")

@@ -125,10 +125,7 @@ class IndexTable:
     def files(self, partition_filter: str | None = None, version: int | None = None) -> list[AddFile]:
         """Live files, optionally only those matching a partition filter; with a filter, only the
         manifests whose partition bounds may match are decoded."""
-        if not partition_filter:
-            return self.snapshot(version).files
-        snap, _stats = self.log.scan(partition_filter, version)
-        return snap.files
+        return self.log.pruned_snapshot(partition_filter, version).files
 
     def scan(self, partition_filter: str | None = None, version: int | None = None):
         """(Snapshot holding only the files that match the partition filter, ScanStats with the
@@ -137,9 +134,7 @@ class IndexTable:
 
     def files_table(self, partition_filter: str | None = None, version: int | None = None):
         """Like files(), as a pyarrow Table with the FileEntry columns (no Python objects built)."""
-        if not partition_filter:
-            return self.snapshot(version).files_table
-        return self.log.scan(partition_filter, version)[0].files_table
+        return self.log.pruned_snapshot(partition_filter, version).files_table
 
     # ---- change feed, transactions -------------------------------------------------------------
     def changes_since(self, version: int) -> ChangeSet:
@@ -181,7 +176,7 @@ class IndexTable:
     def count(self, query: str | None = None, partition_filter: str | None = None) -> int:
         """Row count without deleted rows; from the log's numRecords when there is no query (splits
         with only positional deletes are not opened either)."""
-        snap = self.log.scan(partition_filter)[0] if partition_filter else self.snapshot()
+        snap = self.log.pruned_snapshot(partition_filter)
         files = snap.files
         if query is None and not snap.delete_logs and all(f.num_records is not None for f in files):
             return sum(f.num_records or 0 for f in files)
@@ -261,7 +256,7 @@ class IndexTable:
         this process), "spark" (a job on `spark`), "auto" (see aggregations.py)."""
         from .aggregations import aggregate
 
-        snap = self.log.scan(partition_filter, version)[0] if partition_filter else self.snapshot(version)
+        snap = self.log.pruned_snapshot(partition_filter, version)
         return aggregate(self.storage, snap, snap.files, self.options, aggs, query, spark, execution)
 
     # ---- writing -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ def local_part(op: str, options: Options, path: str | None, where: str | None) -
         return {**out, **cache.flush()}
     t0 = time.perf_counter()
     log = _table_log(path, options)
-    files = log.scan(where)[0].files if where else log.snapshot().files
+    files = log.pruned_snapshot(where).files
     already = sum(1 for f in files if cache.is_cached(log.storage, f))
     for f in files:
         cache.local_dir(log.storage, f)

@@ -50,7 +50,7 @@ class InspectTable:
     def files(self, partition_filter: str | None = None, *, version: int | None = None) -> pa.Table:
         """The live splits (of the partitions matching `partition_filter`), one row each
         (results.FileRow: path, partition values, size, records, …)."""
-        snap = self.log.scan(partition_filter, version)[0] if partition_filter else self.log.snapshot(version)
+        snap = self.log.pruned_snapshot(partition_filter, version)
         return FileRow.table([file_row(f) for f in snap.files])
 
     def skipped_files(self) -> list[SkippedFile]:

@@ -36,7 +36,7 @@ from ..log.actions import AddFile, RemoveFile, SkipAction
 from ..log.table_log import TransactionLog
 from ..log.transaction import Transaction
 from ..options import Options, parse_size
-from ..results import MergeSplitsResult, Progress, SkippedFile
+from ..results import MergeSplitsResult, Progress, SkippedFile, elapsed_ms
 from ..storage import open_storage
 
 log = logging.getLogger(__name__)
@@ -426,7 +426,7 @@ def plan_merge(
     cfg = config or MergeConfig.from_options(log_.options)
     if where is not None and not where.strip():
         raise InvalidOptionError("MERGE SPLITS: the WHERE predicate is empty")
-    snap = log_.scan(where)[0] if where else log_.snapshot()
+    snap = log_.pruned_snapshot(where)
     check_writable(snap.protocol_action, f"table {log_.storage.uri}")
     opts = _writer_options(snap, log_.options)
     parts = snap.partition_columns
@@ -472,7 +472,7 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
         splits_other_mapping=len(g.other_mapping),
     )
     if not g.groups:
-        return replace(planned, duration_ms=round((time.perf_counter() - started) * 1000, 1))
+        return replace(planned, duration_ms=elapsed_ms(started))
     runner = runner or LocalRunner(plan.config.local_parallelism)
     outcomes = runner.run(plan.job, g.groups, progress)
     adds = [o.add for o in outcomes if o.add is not None]
@@ -519,7 +519,7 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
         records_merged=sum(a.num_records or 0 for a in adds),
         splits_skipped=len(skips),
         skipped_files=[SkippedFile.of(s) for s in skips],
-        duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        duration_ms=elapsed_ms(started),
     )
 
 

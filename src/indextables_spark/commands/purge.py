@@ -37,7 +37,7 @@ from ..log.gc import gc_state
 from ..log.paths import LOG_DIR
 from ..log.table_log import TransactionLog
 from ..options import Options
-from ..results import Progress, PurgeResult
+from ..results import Progress, PurgeResult, elapsed_ms
 
 log = logging.getLogger(__name__)
 
@@ -266,5 +266,5 @@ def purge(
         manifests_deleted=gc.would_delete_manifests,
         oldest_retained_version=retained_versions[0] if retained_versions else None,
         deleted_splits=[f.key for f in doomed],
-        duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        duration_ms=elapsed_ms(started),
     )

@@ -27,7 +27,7 @@ from ..log.doc_mapping import registry_key
 from ..log.file_entries import add_files_to_table
 from ..log.paths import LOG_DIR
 from ..options import Options
-from ..results import Progress, RepairResult
+from ..results import Progress, RepairResult, elapsed_ms
 from ..storage import normalize_uri, open_storage
 
 OPERATION = "REPAIR TRANSACTION LOG"
@@ -140,5 +140,5 @@ def repair_transaction_log(
         missing_paths=missing,
         delete_logs=len(delete_logs),
         missing_delete_logs=sorted(lost_logs),
-        duration_ms=round((time.perf_counter() - started) * 1000, 1),
+        duration_ms=elapsed_ms(started),
     )

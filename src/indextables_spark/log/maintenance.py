@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptStateError, IndexTablesError, ProtocolVersionError, TableNotFoundError
 from ..options import Options
-from ..results import CheckpointResult, TruncateTimeTravelResult
+from ..results import CheckpointResult, TruncateTimeTravelResult, elapsed_ms
 from ..storage import Storage
 from .actions import Protocol
 from .avro_state import read_state_manifest
@@ -86,7 +86,7 @@ def checkpoint(
             version=lc.version,
             num_files=lc.num_files,
             compacted=False,
-            duration_ms=_ms_since(started),
+            duration_ms=elapsed_ms(started),
         )
     upgraded_from = None
     if _needs_upgrade(protocol):
@@ -126,7 +126,7 @@ def compact(log_: TransactionLog) -> CheckpointResult:
                 num_tombstones=0,
                 manifests_written=0,
                 bytes_written=0,
-                duration_ms=_ms_since(started),
+                duration_ms=elapsed_ms(started),
             )
         res = write_state(log_, latest, force_compaction=True, overwrite=True)
     else:
@@ -154,13 +154,9 @@ def _written(log_: TransactionLog, res: StateWriteResult, started: float, **more
         attempts=res.attempts,
         already_existed=res.already_existed,
         base_version=res.base_version,
-        duration_ms=_ms_since(started),
+        duration_ms=elapsed_ms(started),
         **more,
     )
-
-
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 1)
 
 
 MERGE_OPERATIONS = frozenset({"MERGE SPLITS", "MERGE"})

@@ -220,6 +220,16 @@ class TransactionLog:
             files = filter_files_table(files, pred)
         return self._snapshot(base, delta, version, files), stats
 
+    def pruned_snapshot(
+        self, partition_filter: str | PartitionPredicate | None = None, version: int | None = None
+    ) -> Snapshot:
+        """The snapshot holding the files of the partitions matching `partition_filter` (scan's
+        manifest pruning), or, without a filter, the whole snapshot (reused while the log is
+        unchanged, see snapshot())."""
+        if partition_filter is None or partition_filter == "":
+            return self.snapshot(version)
+        return self.scan(partition_filter, version)[0]
+
     def header(
         self, version: int | None = None, listing: LogListing | None = None
     ) -> tuple[Protocol, Metadata, dict[str, str]]:
