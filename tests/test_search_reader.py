@@ -229,20 +229,37 @@ def test_tasks_of_a_search_are_one_wave(tmp_path):
     assert tasks({"query": "body:w1", "read.maxPartitionBytes": tiny}) == 32
 
 
-def test_coalesce_joins_small_batches_in_order():
+def test_joined_batches_keep_order_and_each_rows_partition_values():
     """A selective read yields a few rows per split: the reader joins them up to read.batchSize
-    rows (order kept), passes big batches through uncopied and drops empty ones."""
+    rows (order kept), drops empty ones, passes big ones through on their own, and gives every
+    row its own split's partition values (NULL for a null partition value and `_indexall`)."""
     import pyarrow as pa
 
-    from indextables_spark.spark.reader import coalesce
+    from indextables_spark.log.actions import AddFile
+    from indextables_spark.spark.reader import joined
+
+    def split(region, day):
+        return AddFile(
+            path=f"{region}-{day}.split", partition_values={"region": region, "day": day}, size=1, modification_time=0
+        )
 
     def b(*ids):
         return pa.record_batch({"id": pa.array(ids, pa.int64())})
 
+    target = pa.schema([("id", pa.int64()), ("region", pa.string()), ("day", pa.date32()), ("_indexall", pa.string())])
+    eu, us, nul = split("eu", "2024-01-02"), split("us", "2024-03-04"), split(None, "2024-01-02")
     big = pa.record_batch({"id": pa.array(range(100, 160), pa.int64())})
-    small = [b(1, 2), b(), b(3), b(4, 5), b(6, 7, 8), b(9, 10, 11), b(12), b(13, 14)]
-    out = list(coalesce(iter([*small, big, b(15)]), 10))
+    pieces = [(eu, b(1, 2)), (us, b()), (us, b(3)), (nul, b(4, 5)), (eu, b(6, 7, 8)), (us, b(9, 10, 11))]
+    pieces += [(eu, b(12)), (us, b(13, 14)), (nul, big), (eu, b(15))]
+    out = list(joined(iter(pieces), 10, target, ["region", "day"]))
     assert [x.num_rows for x in out] == [11, 3, 60, 1]
-    assert [v for x in out for v in x.column(0).to_pylist()] == [*range(1, 15), *range(100, 160), 15]
-    assert out[2] is big
-    assert list(coalesce(iter([b()]), 10)) == []
+    rows = [r for x in out for r in x.to_pylist()]
+    assert [r["id"] for r in rows] == [*range(1, 15), *range(100, 160), 15]
+    region = {1: "eu", 2: "eu", 3: "us", 4: None, 5: None, 6: "eu", 7: "eu", 8: "eu", 9: "us", 10: "us", 11: "us"}
+    region |= {12: "eu", 13: "us", 14: "us", 15: "eu"} | {i: None for i in range(100, 160)}
+    assert {r["id"]: r["region"] for r in rows} == region
+    assert {r["day"].isoformat() for r in rows if r["region"] == "us"} == {"2024-03-04"}
+    assert {r["day"].isoformat() for r in rows if r["region"] != "us"} == {"2024-01-02"}
+    assert all(r["_indexall"] is None for r in rows)
+    assert all(x.schema.equals(target) for x in out)
+    assert list(joined(iter([(eu, b())]), 10, target, ["region", "day"])) == []

@@ -331,7 +331,7 @@ class IndexTablesReader(DataSourceReader):
             return [SplitGroup([])]
         from ..log.delete_logs import deletes_json
 
-        return [SplitGroup([f.to_json() for f in g], deletes_json(self._snapshot, g)) for g in groups]
+        return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g)) for g in groups]
 
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:
         from ..split.types import arrow_schema
@@ -343,44 +343,130 @@ class IndexTablesReader(DataSourceReader):
         if ro.with_score and query is not None:
             yield from read_ranked(self, adds, target, query, partition.deletes)
             return
-        yield from coalesce(self._split_batches(adds, target, partition.deletes, ro.limit), ro.batch_rows)
+        task = TaskRead(self, target)
+        pieces = task.pieces(adds, partition.deletes, ro.limit)
+        yield from joined(pieces, ro.batch_rows, target, self.partition_columns)
 
-    def _split_batches(
-        self, adds: list[AddFile], target: pa.Schema, deletes: dict[str, list[dict]], limit: int | None
-    ) -> Iterator[pa.RecordBatch]:
+
+PLANNING_ONLY = ("stats", "minValues", "maxValues")  # AddFile fields tasks never read
+
+
+def task_json(add: AddFile) -> dict:
+    """What a task needs of an AddFile: min/max statistics only serve planning, and are two thirds
+    of the JSON each task's partition carries (100,000 splits: ~70 MB for a full read)."""
+    d = add.to_json()
+    # (a split logged with its row count only inside `stats` keeps them: deletes check row counts)
+    drop = PLANNING_ONLY if d.get("numRecords") is not None else PLANNING_ONLY[1:]
+    return {k: v for k, v in d.items() if k not in drop}
+
+
+class TaskRead:
+    """What every split of one task shares (storage, cache, the columns to read and their types),
+    worked out once: with hundreds of small splits a task's cost is per split, not per row."""
+
+    def __init__(self, reader: IndexTablesReader, target: pa.Schema):
+        from ..split.cache import get_cache
+        from ..storage import open_storage
+
+        self.reader = reader
+        self.storage = open_storage(reader.path, reader.opts)
+        self.cache = get_cache(reader.opts)
+        self.names = _data_names(reader, target)
+        self.types = {n: target.field(n).type for n in self.names}
+        self.data_schema = pa.schema([pa.field(n, self.types[n]) for n in self.names])
+
+    def split_batches(self, add: AddFile, delete_logs: list[dict] | None) -> Iterator[pa.RecordBatch]:
+        """Rows of one split matching the read, its data columns only (`data_schema`)."""
+        from ..log.delete_logs import split_deletes
+        from ..split.reader import SplitReader
+        from ..split.search import split_rows
+
+        r = self.reader
+        split = SplitReader(self.cache.local_dir(self.storage, add))
+        deletes = split_deletes(r.path, r.opts, add, delete_logs)
+        query = _narrowed_query(r, split)
+        for batch in split_rows(split, r.data_filters, query, self.names, self.types, r.read_opts.batch_rows, deletes):
+            yield batch if batch.schema.equals(self.data_schema) else conform(batch, self.data_schema)
+
+    def pieces(
+        self, adds: list[AddFile], deletes: dict[str, list[dict]], limit: int | None
+    ) -> Iterator[tuple[AddFile, pa.RecordBatch]]:
+        """(split, batch of its data columns) for the splits in order, at most `limit` rows."""
         remaining = limit
         for add in adds:
-            for batch in read_split(self, add, target, deletes.get(add.path)):
+            for batch in self.split_batches(add, deletes.get(add.path)):
                 if remaining is not None:
                     batch = batch.slice(0, remaining)
                     remaining -= batch.num_rows
-                yield batch
+                yield add, batch
                 if remaining == 0:
                     return
 
 
-def coalesce(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
-    """The batches, small ones joined up to `rows` rows (order kept): a selective read finds a few
-    rows in each of many splits, and every batch a Python data source yields pays its own Arrow
-    serialization and JVM conversion (512 splits: ~440 batches of a few rows per query)."""
-    pending: list[pa.RecordBatch] = []
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The batch with `schema`'s types and nullability (a split written with an older type of a
+    column, e.g. int before a widening, or a non-nullable field)."""
+    cols = [c if c.type.equals(f.type) else c.cast(f.type) for c, f in zip(batch.columns, schema)]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def joined(
+    pieces: Iterator[tuple[AddFile, pa.RecordBatch]], rows: int, target: pa.Schema, partition_columns: list[str]
+) -> Iterator[pa.RecordBatch]:
+    """Batches of the read schema from the splits' data batches: small ones joined up to `rows`
+    rows (order kept), then their partition values attached once per joined batch. A selective
+    read finds a few rows in each of many splits, and every batch a Python data source yields
+    pays its own Arrow serialization and JVM conversion (512 splits: ~440 batches of a few rows
+    per query); attaching partition values per split cost as much as searching it."""
+    pending: list[tuple[AddFile, pa.RecordBatch]] = []
     count = 0
-    for b in batches:
+    for add, b in pieces:
         if b.num_rows == 0:
             continue
         if b.num_rows >= rows // 2:  # big enough on its own: no copy
             if pending:
-                yield pa.concat_batches(pending)
+                yield with_partition_values(pending, target, partition_columns)
                 pending, count = [], 0
-            yield b
+            yield with_partition_values([(add, b)], target, partition_columns)
             continue
-        pending.append(b)
+        pending.append((add, b))
         count += b.num_rows
         if count >= rows:
-            yield pa.concat_batches(pending)
+            yield with_partition_values(pending, target, partition_columns)
             pending, count = [], 0
     if pending:
-        yield pa.concat_batches(pending)
+        yield with_partition_values(pending, target, partition_columns)
+
+
+def with_partition_values(
+    pieces: list[tuple[AddFile, pa.RecordBatch]], target: pa.Schema, partition_columns: list[str]
+) -> pa.RecordBatch:
+    """One batch of the read schema: the pieces' data columns joined, each row with its split's
+    partition values; `_indexall` and the other virtual columns NULL."""
+    import numpy as np
+
+    from ..split.partitions import partition_value_array
+
+    data = pieces[0][1] if len(pieces) == 1 else pa.concat_batches([b for _, b in pieces])
+    n = data.num_rows
+    names = data.schema.names
+    cols = []
+    for f in target:
+        if f.name in partition_columns:
+            values = [add.partition_values.get(f.name) for add, _ in pieces]
+            distinct = list(dict.fromkeys(values))
+            if len(distinct) == 1:
+                cols.append(partition_value_array(distinct[0], f.type, n))
+            else:
+                at = {v: i for i, v in enumerate(distinct)}
+                each = pa.concat_arrays([partition_value_array(v, f.type, 1) for v in distinct])
+                which = np.repeat([at[v] for v in values], [b.num_rows for _, b in pieces])
+                cols.append(each.take(pa.array(which)))
+        elif f.name in names:
+            cols.append(data.column(names.index(f.name)))
+        else:
+            cols.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(cols, schema=target)
 
 
 class UnpushedReader(IndexTablesReader):
@@ -457,17 +543,9 @@ def read_split(
     filters or query streams the row store's batches (zero-copy slices of the memory map).
     delete_logs: the split's deleteLog actions (SplitGroup.deletes); their rows are left out.
     Columns the split lacks (added later, mergeSchema) are NULL: split.search.split_rows."""
-    from ..log.delete_logs import split_deletes
-    from ..split.search import split_rows
-
-    split = _open_split(reader, add)
-    names = _data_names(reader, target)
-    deletes = split_deletes(reader.path, reader.opts, add, delete_logs)
-    types = {n: target.field(n).type for n in names}
-    for batch in split_rows(
-        split, reader.data_filters, _narrowed_query(reader, split), names, types, reader.read_opts.batch_rows, deletes
-    ):
-        yield from to_target(batch, add, target, reader.partition_columns).to_batches()
+    task = TaskRead(reader, target)
+    for batch in task.split_batches(add, delete_logs):
+        yield with_partition_values([(add, batch)], target, reader.partition_columns)
 
 
 def _narrowed_query(reader: IndexTablesReader, split) -> str | None:

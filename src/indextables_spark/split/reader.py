@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 DEFAULT_BATCH_SIZE = 10_000
 SCORE_COLUMN = "_score"
 SCAN_FRACTION = 0.5  # narrowing keeps more than this share of rows → scan instead
+FEW_ROWS = 16  # rows of one record batch gathered by slicing rather than `take` (_gather_few)
 
 
 def _max_open_splits() -> int:
@@ -309,8 +310,25 @@ def _rechunk(batches: Iterator[pa.RecordBatch], batch_size: int, schema: pa.Sche
                 table = table.slice(batch_size)
             pending = table.to_batches()
             rows = table.num_rows
-    if rows:
-        yield from pa.Table.from_batches(pending, schema=schema).combine_chunks().to_batches(max_chunksize=batch_size)
+    if len(pending) == 1:  # the usual end of a selective search: nothing to join
+        yield pending[0]
+    elif rows:
+        yield pa.concat_batches(pending)
+
+
+def _gather_few(batch: pa.RecordBatch, rows: list[int], start: int) -> pa.RecordBatch:
+    """Rows (sorted ids, batch starting at row id `start`) of a batch as zero-copy slices of
+    their runs, joined: for a few rows, 3-4x cheaper than `take`, whose per-column kernel
+    dispatch dominates (2 rows of 9 columns: 8 us against 29 us)."""
+    pieces = []
+    run_start = prev = rows[0]
+    for r in rows[1:]:
+        if r != prev + 1:
+            pieces.append(batch.slice(run_start - start, prev - run_start + 1))
+            run_start = r
+        prev = r
+    pieces.append(batch.slice(run_start - start, prev - run_start + 1))
+    return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
 
 
 class SplitReader:
@@ -423,7 +441,11 @@ class SplitReader:
             end = bisect.bisect_left(rows, self._starts[b + 1], i)
             ids = all_rows.slice(i, end - i)
             batch = self.batch(b, columns)
-            yield ids, batch.take(pc.subtract(ids, self._starts[b]))  # batch-local positions
+            start = self._starts[b]
+            if end - i <= FEW_ROWS:
+                yield ids, _gather_few(batch, rows[i:end], start)
+            else:
+                yield ids, batch.take(pc.subtract(ids, start))  # batch-local positions
             i = end
 
     def source(
