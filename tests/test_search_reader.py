@@ -236,7 +236,7 @@ def test_joined_batches_keep_order_and_each_rows_partition_values():
     import pyarrow as pa
 
     from indextables_spark.log.actions import AddFile
-    from indextables_spark.spark.reader import joined
+    from indextables_spark.split.search import joined
 
     def split(region, day):
         return AddFile(
@@ -263,3 +263,44 @@ def test_joined_batches_keep_order_and_each_rows_partition_values():
     assert all(r["_indexall"] is None for r in rows)
     assert all(x.schema.equals(target) for x in out)
     assert list(joined(iter([(eu, b())]), 10, target, ["region", "day"])) == []
+
+
+def test_tasks_carry_addfiles_without_planning_statistics():
+    """A task's partition carries each AddFile without min/max statistics (they only serve
+    planning, and are most of its JSON); a split whose row count is only inside `stats` keeps it."""
+    from indextables_spark.log.actions import AddFile
+    from indextables_spark.spark.reader import task_json
+
+    stats = '{"numRecords":3}'
+    add = AddFile(
+        path="a.split", partition_values={"r": "x"}, size=10, modification_time=1, stats=stats,
+        min_values={"id": "1"}, max_values={"id": "3"}, num_records=3, footer_start_offset=5, footer_end_offset=10,
+    )  # fmt: skip
+    shipped = AddFile.from_json(task_json(add))
+    assert (shipped.stats, shipped.min_values, shipped.max_values) == (None, None, None)
+    assert (shipped.path, shipped.partition_values, shipped.size, shipped.num_records) == ("a.split", {"r": "x"}, 10, 3)
+    assert (shipped.footer_start_offset, shipped.footer_end_offset) == (5, 10)
+    legacy = AddFile(
+        path="b.split", partition_values={}, size=10, modification_time=1, stats=stats, min_values={"id": "1"}
+    )
+    kept = AddFile.from_json(task_json(legacy))
+    assert (kept.stats, kept.min_values) == (stats, None)
+
+
+def test_partition_values_attach_to_a_table_with_casts_and_missing_columns():
+    """A split that stored an older type of a column is cast to the read type; a column the split
+    lacks is NULL; a Table stays a Table (the scored path hands Tables)."""
+    import pyarrow as pa
+
+    from indextables_spark.log.actions import AddFile
+    from indextables_spark.split.search import with_partition_values
+
+    add = AddFile(path="a.split", partition_values={"region": "eu"}, size=1, modification_time=0)
+    data = pa.table({"id": pa.array([1, 2], pa.int32()), "_score": pa.array([0.5, 0.25], pa.float32())})
+    target = pa.schema([("id", pa.int64()), ("added", pa.string()), ("region", pa.string()), ("_score", pa.float32())])
+    out = with_partition_values([(add, data)], target, ["region"])
+    assert isinstance(out, pa.Table) and out.schema.equals(target)
+    assert out.to_pylist() == [
+        {"id": 1, "added": None, "region": "eu", "_score": 0.5},
+        {"id": 2, "added": None, "region": "eu", "_score": 0.25},
+    ]

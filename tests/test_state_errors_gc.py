@@ -104,6 +104,25 @@ def test_corrupt_state_manifest(tmp_path, damage):
         it.IndexTable(t.path).snapshot()
 
 
+@pytest.mark.parametrize(
+    "bad", ["state-v00000000000000000002/manifest\x00/m.avro", "../../elsewhere.avro", "/abs.avro"]
+)
+def test_damaged_manifest_path_in_state_manifest_is_corruption(tmp_path, bad):
+    """A state manifest whose manifest path was damaged (a bit flip can make a NUL or a `/`) is a
+    corrupt state: the read falls back to the version files, or fails naming `_manifest.avro`."""
+    from indextables_spark.log.state_manifest import encode_state_manifest
+
+    t = with_state(tmp_path)
+    p = os.path.join(logdir(t), "state-v00000000000000000002", "_manifest.avro")
+    sm = sm_of(t)
+    sm.manifests[0].path = bad
+    open(p, "wb").write(encode_state_manifest(sm))
+    assert it.IndexTable(t.path).snapshot().num_files == 100  # falls back to the version files
+    drop_versions(t, 2)
+    with pytest.raises(CorruptStateError, match="state-v00000000000000000002/_manifest.avro"):
+        it.IndexTable(t.path).snapshot()
+
+
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
 def test_corrupt_or_truncated_manifest_names_it(tmp_path, damage):
     t = with_state(tmp_path, n=2000)

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CorruptStateError, ProtocolVersionError
+from ..errors import CorruptStateError, PathEscapeError, ProtocolVersionError
+from ..storage.base import check_key
 from .avro_codec import STATE_MANIFEST_AVRO_SCHEMA, avro_codec_name, read_header
 from .paths import LOG_DIR, state_dir_name
 
@@ -56,8 +57,10 @@ class ManifestInfo:
     def from_record(cls, r: dict[str, Any], where: str) -> "ManifestInfo":
         try:
             pb = r.get("partitionBounds")
+            path = str(r["path"])
+            check_key(path)  # a damaged path must not be read as some other file
             return cls(
-                path=str(r["path"]),
+                path=path,
                 num_entries=int(r["numEntries"]),
                 min_added_at_version=int(r["minAddedAtVersion"]),
                 max_added_at_version=int(r["maxAddedAtVersion"]),
@@ -67,7 +70,7 @@ class ManifestInfo:
                 tombstone_count=int(r.get("tombstoneCount", 0) or 0),
                 live_entry_count=int(r.get("liveEntryCount", -1) if r.get("liveEntryCount") is not None else -1),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, PathEscapeError) as e:
             raise CorruptStateError(f"{where}: invalid manifest entry {str(r)[:200]}: {e!r}") from None
 
 

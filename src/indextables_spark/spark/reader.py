@@ -343,6 +343,8 @@ class IndexTablesReader(DataSourceReader):
         if ro.with_score and query is not None:
             yield from read_ranked(self, adds, target, query, partition.deletes)
             return
+        from ..split.search import joined
+
         task = TaskRead(self, target)
         pieces = task.pieces(adds, partition.deletes, ro.limit)
         yield from joined(pieces, ro.batch_rows, target, self.partition_columns)
@@ -410,65 +412,6 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
-def joined(
-    pieces: Iterator[tuple[AddFile, pa.RecordBatch]], rows: int, target: pa.Schema, partition_columns: list[str]
-) -> Iterator[pa.RecordBatch]:
-    """Batches of the read schema from the splits' data batches: small ones joined up to `rows`
-    rows (order kept), then their partition values attached once per joined batch. A selective
-    read finds a few rows in each of many splits, and every batch a Python data source yields
-    pays its own Arrow serialization and JVM conversion (512 splits: ~440 batches of a few rows
-    per query); attaching partition values per split cost as much as searching it."""
-    pending: list[tuple[AddFile, pa.RecordBatch]] = []
-    count = 0
-    for add, b in pieces:
-        if b.num_rows == 0:
-            continue
-        if b.num_rows >= rows // 2:  # big enough on its own: no copy
-            if pending:
-                yield with_partition_values(pending, target, partition_columns)
-                pending, count = [], 0
-            yield with_partition_values([(add, b)], target, partition_columns)
-            continue
-        pending.append((add, b))
-        count += b.num_rows
-        if count >= rows:
-            yield with_partition_values(pending, target, partition_columns)
-            pending, count = [], 0
-    if pending:
-        yield with_partition_values(pending, target, partition_columns)
-
-
-def with_partition_values(
-    pieces: list[tuple[AddFile, pa.RecordBatch]], target: pa.Schema, partition_columns: list[str]
-) -> pa.RecordBatch:
-    """One batch of the read schema: the pieces' data columns joined, each row with its split's
-    partition values; `_indexall` and the other virtual columns NULL."""
-    import numpy as np
-
-    from ..split.partitions import partition_value_array
-
-    data = pieces[0][1] if len(pieces) == 1 else pa.concat_batches([b for _, b in pieces])
-    n = data.num_rows
-    names = data.schema.names
-    cols = []
-    for f in target:
-        if f.name in partition_columns:
-            values = [add.partition_values.get(f.name) for add, _ in pieces]
-            distinct = list(dict.fromkeys(values))
-            if len(distinct) == 1:
-                cols.append(partition_value_array(distinct[0], f.type, n))
-            else:
-                at = {v: i for i, v in enumerate(distinct)}
-                each = pa.concat_arrays([partition_value_array(v, f.type, 1) for v in distinct])
-                which = np.repeat([at[v] for v in values], [b.num_rows for _, b in pieces])
-                cols.append(each.take(pa.array(which)))
-        elif f.name in names:
-            cols.append(data.column(names.index(f.name)))
-        else:
-            cols.append(pa.nulls(n, f.type))
-    return pa.RecordBatch.from_arrays(cols, schema=target)
-
-
 class UnpushedReader(IndexTablesReader):
     """The reader Spark plans without filter pushdown (pushdown off, or a scan with no filter it
     can push): it never gets filters, and not overriding pushFilters keeps it valid when the
@@ -514,28 +457,6 @@ def _data_names(reader: IndexTablesReader, target: pa.Schema) -> list[str]:
     return [f.name for f in target if f.name not in reader.partition_columns and f.name not in virtual]
 
 
-def to_target(
-    batch: pa.RecordBatch | pa.Table, add: AddFile, target: pa.Schema, partition_columns: list[str]
-) -> pa.Table:
-    """Rows of one split as the read schema: partition values, `_indexall` (always NULL), and
-    `_score`/`_snippet` from the batch when present, else NULL."""
-    from ..split.partitions import partition_value_array
-    from .guard import INDEXALL, INDEXGUARD
-
-    n = batch.num_rows
-    names = batch.schema.names
-    cols = []
-    for f in target:
-        if f.name in partition_columns:
-            cols.append(partition_value_array(add.partition_values.get(f.name), f.type, n))
-        elif f.name in (INDEXALL, INDEXGUARD) or (f.name in (SCORE, SNIPPET) and f.name not in names):
-            cols.append(pa.nulls(n, f.type))
-        else:
-            col = batch.column(names.index(f.name))
-            cols.append(col if col.type.equals(f.type) else col.cast(f.type))
-    return pa.Table.from_arrays(cols, schema=target)
-
-
 def read_split(
     reader: IndexTablesReader, add: AddFile, target: pa.Schema, delete_logs: list[dict] | None = None
 ) -> Iterator[pa.RecordBatch]:
@@ -543,6 +464,8 @@ def read_split(
     filters or query streams the row store's batches (zero-copy slices of the memory map).
     delete_logs: the split's deleteLog actions (SplitGroup.deletes); their rows are left out.
     Columns the split lacks (added later, mergeSchema) are NULL: split.search.split_rows."""
+    from ..split.search import with_partition_values
+
     task = TaskRead(reader, target)
     for batch in task.split_batches(add, delete_logs):
         yield with_partition_values([(add, batch)], target, reader.partition_columns)
@@ -566,6 +489,8 @@ def read_ranked(
 ) -> Iterator[pa.RecordBatch]:
     """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
     (each split's top n, merged)."""
+    from ..split.search import with_partition_values
+
     ro = reader.read_opts
     names = _data_names(reader, target)
     kept: list[pa.Table] = []
@@ -582,7 +507,7 @@ def read_ranked(
         )
         if ro.snippet_fields:
             table = with_snippets(split, table, query, ro.snippet_fields)
-        table = to_target(table, add, target, reader.partition_columns)
+        table = with_partition_values([(add, table)], target, reader.partition_columns)
         if ro.limit is None:
             yield from table.to_batches(max_chunksize=ro.batch_rows)
         else:

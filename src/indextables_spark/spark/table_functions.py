@@ -317,7 +317,8 @@ def search_table(
     from ..split.reader import SplitReader
     from ..table import IndexTable
     from ..split.types import arrow_schema
-    from .reader import SCORE, with_snippets, to_target
+    from ..split.search import with_partition_values
+    from .reader import SCORE, with_snippets
 
     table = IndexTable(path, options)
     snap = table.snapshot()
@@ -336,7 +337,7 @@ def search_table(
         )
         if fields:
             t = with_snippets(split, t, query, fields)
-        return to_target(t, add, target, snap.partition_columns)
+        return with_partition_values([(add, t)], target, snap.partition_columns)
 
     files = snap.files
     with ThreadPoolExecutor(max_workers=max(1, min(len(files), os.cpu_count() or 1))) as pool:

@@ -153,29 +153,15 @@ class SearchPlan:
         return pa.schema(fields)
 
     # ---- one split ----------------------------------------------------------------------------
-    def _full(self, table: pa.Table | pa.RecordBatch, add: Any, present: set[str]) -> pa.Table:
+    def _full(self, table: pa.Table | pa.RecordBatch, add: Any) -> pa.Table:
         """Rows of a split with the partition values and the columns the split lacks (NULL) attached."""
-        from .partitions import partition_value_array
-
-        n = table.num_rows
-        cols, fields = [], []
-        for f in self.schema:
-            if f.name in self.parts:
-                cols.append(partition_value_array(add.partition_values.get(f.name), f.type, n))
-            elif f.name in self.read_names:
-                if f.name in present:
-                    col = table.column(table.schema.get_field_index(f.name))
-                    cols.append(col if col.type.equals(f.type) else col.cast(f.type))
-                else:
-                    cols.append(pa.nulls(n, f.type))
-            else:
-                continue
-            fields.append(f)
-        for extra in (SCORE_COLUMN,):
-            if extra in table.schema.names:
-                cols.append(table.column(table.schema.get_field_index(extra)))
-                fields.append(table.schema.field(extra))
-        return pa.Table.from_arrays(cols, schema=pa.schema(fields))
+        fields = [f for f in self.schema if f.name in self.parts or f.name in self.read_names]
+        if SCORE_COLUMN in table.schema.names:
+            fields.append(table.schema.field(SCORE_COLUMN))
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        out: pa.Table = with_partition_values([(add, table)], pa.schema(fields), self.parts)
+        return out
 
     def _finish(self, table: pa.Table, split: Any, scored: bool, post: Sequence[Filter]) -> pa.Table:
         from .filters import arrow_mask
@@ -205,7 +191,7 @@ class SearchPlan:
 
         query = with_narrowing(self.query, self.narrowing, split.specs)
         for batch in split_rows(split, self.pushed, query, names, types, batch_rows, deletes):
-            out = self._finish(self._full(batch, add, set(batch.schema.names)), split, False, self.post)
+            out = self._finish(self._full(batch, add), split, False, self.post)
             if out.num_rows:
                 yield out
 
@@ -222,7 +208,7 @@ class SearchPlan:
         pushed = [f for f in self.pushed if columns_of_all(f) <= present]
         residual = [f for f in self.exact if not any(f is g for g in pushed)]
         table = split.search_scored(self.query, None if residual else limit, pushed, names, deletes=deletes)
-        table = self._full(table, add, present)
+        table = self._full(table, add)
         if residual and table.num_rows:
             from .filters import arrow_mask
 
@@ -513,6 +499,72 @@ def split_rows(
             full = full.filter(arrow_mask(full, on_absent))
         if full.num_rows:
             yield full
+
+
+def joined(
+    pieces: Iterator[tuple[AddFile, pa.RecordBatch]], rows: int, target: pa.Schema, partition_columns: Sequence[str]
+) -> Iterator[pa.RecordBatch]:
+    """Batches of `target` from the splits' data batches: small ones joined up to `rows` rows
+    (order kept; joined pieces must share one schema), their partition values attached once per
+    joined batch. A selective read finds a few rows in each of many splits, and every batch a
+    Python data source yields pays its own Arrow serialization and JVM conversion (512 splits:
+    ~440 batches of a few rows per query); attaching partition values per split cost as much as
+    searching it."""
+    pending: list[tuple[AddFile, pa.RecordBatch]] = []
+    count = 0
+    for add, b in pieces:
+        if b.num_rows == 0:
+            continue
+        if b.num_rows >= rows // 2:  # big enough on its own: no copy
+            if pending:
+                yield with_partition_values(pending, target, partition_columns)
+                pending, count = [], 0
+            yield with_partition_values([(add, b)], target, partition_columns)
+            continue
+        pending.append((add, b))
+        count += b.num_rows
+        if count >= rows:
+            yield with_partition_values(pending, target, partition_columns)
+            pending, count = [], 0
+    if pending:
+        yield with_partition_values(pending, target, partition_columns)
+
+
+def with_partition_values(
+    pieces: Sequence[tuple[AddFile, Any]], target: pa.Schema, partition_columns: Sequence[str]
+) -> Any:
+    """The pieces' rows (RecordBatches sharing a schema, or one Table) as `target`: each row with
+    its split's partition values, the data columns cast to the target's types where a split
+    stored another (an older type), and target columns the data lacks NULL (`_indexall`, columns
+    added after the split was written). A RecordBatch for batches, a Table for a Table."""
+    import numpy as np
+
+    from .partitions import partition_value_array
+
+    data = pieces[0][1] if len(pieces) == 1 else pa.concat_batches([b for _, b in pieces])
+    n = data.num_rows
+    names = data.schema.names
+    parts = set(partition_columns)
+    cols = []
+    for f in target:
+        if f.name in parts:
+            values = [add.partition_values.get(f.name) for add, _ in pieces]
+            distinct = list(dict.fromkeys(values))
+            if len(distinct) == 1:
+                cols.append(partition_value_array(distinct[0], f.type, n))
+            else:
+                at = {v: i for i, v in enumerate(distinct)}
+                each = pa.concat_arrays([partition_value_array(v, f.type, 1) for v in distinct])
+                which = np.repeat([at[v] for v in values], [b.num_rows for _, b in pieces])
+                cols.append(each.take(pa.array(which)))
+        elif f.name in names:
+            col = data.column(names.index(f.name))
+            cols.append(col if col.type.equals(f.type) else col.cast(f.type))
+        else:
+            cols.append(pa.nulls(n, f.type))
+    if isinstance(data, pa.Table):
+        return pa.Table.from_arrays(cols, schema=target)
+    return pa.RecordBatch.from_arrays(cols, schema=target)
 
 
 def top_n(table: pa.Table, limit: int) -> pa.Table:

@@ -1,0 +1,105 @@
+"""What a selective query costs per split: one Spark task's read of its splits in-process, and the
+query through Spark, on an existing table (e.g. search_vs_parquet.py's 512-split tables).
+
+    .venv/bin/python bench/task_overhead.py --table /tmp/b1m512/it [--query body:zephyr] [--runs 8]
+
+To compare two versions of the code on the same table, run it again with
+`PYTHONPATH=<a git worktree of the other commit>/src`.
+
+Prints:
+- in-process: the data source planned as Spark's planner worker plans it (schema, reader,
+  partitions), then the first task's `read()`, median of --runs after a warm-up, and per split;
+- through Spark (local[2]): `count()` and `select("id").collect()` medians after warming every
+  Python worker, and a trivial Python data source's `count()` / `collect()` (2 rows, 2 tasks) as
+  the floor of any read through the Python Data Source API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import statistics
+import time
+
+from bench_common import local_spark, median_time
+
+
+def in_process(path: str, query: str, runs: int) -> None:
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    from indextables_spark.spark.datasource import IndexTablesDataSource
+
+    source = IndexTablesDataSource({"path": path, "query": query})
+    schema = source.schema()
+    if not isinstance(schema, StructType):
+        schema = _parse_datatype_string(schema)
+    planned = source.reader(schema)
+    parts = planned.partitions()
+    # what an executor gets: the pickled reader and one partition
+    reader, part = pickle.loads(pickle.dumps(planned)), pickle.loads(pickle.dumps(parts[0]))
+    n_splits = len(part.files)
+
+    def task() -> int:
+        return sum(b.num_rows for b in reader.read(part))
+
+    rows = task()  # opens the splits (a warm worker has them open)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        task()
+        times.append(time.perf_counter() - t0)
+    t = statistics.median(times)
+    print(
+        f"in-process task: {n_splits} splits, {rows:,} rows: {t * 1000:.1f} ms "
+        f"({t * 1e6 / max(1, n_splits):.0f} us per split); task partition {len(pickle.dumps(parts[0])):,} bytes pickled"
+    )
+
+
+def through_spark(path: str, query: str, runs: int) -> None:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    spark = local_spark()
+    df = spark.read.format("indextables").option("query", query).load(path)
+    for _ in range(2 * spark.sparkContext.defaultParallelism):  # every worker opens every split
+        df.count()
+    count = median_time(df.count, runs)
+    collect = median_time(lambda: df.select("id").collect(), runs)
+
+    class _Two(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_two_rows"
+
+        def schema(self) -> str:
+            return "id long"
+
+        def reader(self, schema):
+            return _TwoReader()
+
+    class _TwoReader(DataSourceReader):
+        def partitions(self):
+            return [InputPartition(0), InputPartition(1)]
+
+        def read(self, partition):
+            yield (partition.value,)
+
+    spark.dataSource.register(_Two)
+    two = spark.read.format("bench_two_rows").load()
+    floor_count = median_time(two.count, runs)
+    floor_collect = median_time(lambda: two.select("id").collect(), runs)
+    print(f"through Spark: count() {count:.3f} s, collect() {collect:.3f} s")
+    print(f"any Python data source (2 rows, 2 tasks): count() {floor_count:.3f} s, collect() {floor_collect:.3f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--table", required=True)
+    ap.add_argument("--query", default="body:zephyr")
+    ap.add_argument("--runs", type=int, default=8)
+    args = ap.parse_args()
+    in_process(args.table, args.query, args.runs)
+    through_spark(args.table, args.query, args.runs)
+
+
+if __name__ == "__main__":
+    main()
