@@ -141,6 +141,60 @@ def test_eviction_keeps_dirs_in_use(tmp_path):
     assert SplitReader(cache.local_dir(storage, adds[1])).count() == 2000
 
 
+def test_a_split_found_cached_is_not_evicted_before_its_caller_opens_it(tmp_path, monkeypatch):
+    """Another thread fetching into a full cache must not evict a split between local_dir
+    finding it and its caller opening it (seen counting a 10M table whose splits outgrew the
+    cache: "missing footer.json (not an extracted split)")."""
+    storage = LocalStorage(str(tmp_path / "t"))
+    adds = write_splits(storage, n_splits=2)
+    cache = SplitCache(str(tmp_path / "cache"))
+    cache.grace_seconds = 0.05
+    first = cache.local_dir(storage, adds[0])
+    cache.max_bytes = cache.usage_bytes()  # room for one split
+    time.sleep(0.1)  # its earlier use is past the grace period
+    real_isdir = os.path.isdir
+    fired = []
+
+    def isdir(path):
+        found = real_isdir(path)
+        if path == first and not fired:  # right after the check: another thread's fetch
+            fired.append(True)
+            cache.local_dir(storage, adds[1])
+        return found
+
+    monkeypatch.setattr(os.path, "isdir", isdir)
+    got = cache.local_dir(storage, adds[0])
+    monkeypatch.undo()
+    assert fired and got == first
+    assert SplitReader(got).count() == 2000
+
+
+def test_a_split_evicted_by_another_process_right_after_the_check_is_fetched_again(tmp_path, monkeypatch):
+    """Another process may evict a split between this one finding it and using it: local_dir
+    notices and fetches it again instead of handing out a directory that is gone."""
+    storage = LocalStorage(str(tmp_path / "t"))
+    adds = write_splits(storage, n_splits=1)
+    cache = SplitCache(str(tmp_path / "cache"))
+    first = cache.local_dir(storage, adds[0])
+    real_isdir = os.path.isdir
+    fired = []
+
+    def isdir(path):
+        found = real_isdir(path)
+        if path == first and not fired:  # what an evicting process does, right after the check
+            fired.append(True)
+            trash = os.path.join(cache.root, ".trash-other-process")
+            os.rename(first, trash)
+            shutil.rmtree(trash)
+        return found
+
+    monkeypatch.setattr(os.path, "isdir", isdir)
+    got = cache.local_dir(storage, adds[0])
+    monkeypatch.undo()
+    assert fired and got == first and os.path.isdir(got)
+    assert SplitReader(got).count() == 2000
+
+
 def test_stale_temp_dirs_are_cleaned(tmp_path, monkeypatch):
     storage = LocalStorage(str(tmp_path / "t"))
     adds = write_splits(storage, n_splits=2)

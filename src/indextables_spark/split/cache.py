@@ -110,6 +110,31 @@ class SplitCache:
         """A local directory holding the extracted split (downloaded and extracted at most once)."""
         key = cache_key(storage, add_file)
         final = os.path.join(self.root, key)
+        # Marked recent before the check: from then on this process's evictions (another thread
+        # fetching a split into a full cache) keep it, so it cannot vanish between the check and
+        # the caller opening it.
+        with self._lock:
+            self._recent[final] = time.time()
+        self._present(storage, add_file, key, final)
+        if not self._registered(storage, add_file, final):
+            # evicted by another process between the check and now: fetch it again
+            self._present(storage, add_file, key, final)
+            self._register_rows(storage, add_file, final)
+        return final
+
+    def _registered(self, storage: Storage, add_file: Any, final: str) -> bool:
+        """_register_rows; False when the directory is gone (another process evicted it)."""
+        try:
+            self._register_rows(storage, add_file, final)
+        except SplitFormatError:
+            if self._ready(final):
+                raise
+            return False
+        return self._ready(final)
+
+    def _present(self, storage: Storage, add_file: Any, key: str, final: str) -> None:
+        """Make sure `final` holds the extracted split (fetching it at most once across threads
+        and processes) and mark it used now."""
         if self._ready(final):
             self.hits += 1
         else:
@@ -118,8 +143,6 @@ class SplitCache:
                 if not self._ready(final):
                     self._fetch(storage, add_file, key, final)
         self._touch(key, final)
-        self._register_rows(storage, add_file, final)
-        return final
 
     def _register_rows(self, storage: Storage, add_file: Any, final: str) -> None:
         """Tell lazy_rows where the row store of a directory extracted without it lies (every
