@@ -1,12 +1,14 @@
 """What a selective query costs per split: one Spark task's read of its splits in-process, and the
 query through Spark, on an existing table (e.g. search_vs_parquet.py's 512-split tables).
 
-    .venv/bin/python bench/task_overhead.py --table /tmp/b1m512/it [--query body:zephyr] [--runs 8]
+    .venv/bin/python bench/task_overhead.py --table /tmp/b1m512/it [--query body:zephyr] [--runs 8] [--version N]
 
 To compare two versions of the code on the same table, run it again with
 `PYTHONPATH=<a git worktree of the other commit>/src`.
 
 Prints:
+- the index alone: the Spark-free count of the query over every split (threads on all cores), the
+  index's own share of any read of those rows;
 - in-process: the data source planned as Spark's planner worker plans it (schema, reader,
   partitions), then the first task's `read()`, median of --runs after a warm-up, and per split;
 - through Spark (local[2]): `count()` and `select("id").collect()` medians after warming every
@@ -24,12 +26,24 @@ import time
 from bench_common import local_spark, median_time
 
 
-def in_process(path: str, query: str, runs: int) -> None:
+def index_alone(path: str, query: str, runs: int, version: int | None) -> None:
+    import indextables_spark as it
+    from indextables_spark.split.search import count_matches
+
+    table = it.IndexTable(path)
+    snap = table.snapshot(version)
+    t = median_time(lambda: count_matches(table.storage, snap, snap.files, query, table.options), runs)
+    n = count_matches(table.storage, snap, snap.files, query, table.options)
+    print(f"index alone: {n:,} matches in {len(snap.files)} splits: {t * 1000:.1f} ms")
+
+
+def in_process(path: str, query: str, runs: int, version: int | None) -> None:
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     from indextables_spark.spark.datasource import IndexTablesDataSource
 
-    source = IndexTablesDataSource({"path": path, "query": query})
+    options = {"path": path, "query": query} | ({"versionAsOf": str(version)} if version is not None else {})
+    source = IndexTablesDataSource(options)
     schema = source.schema()
     if not isinstance(schema, StructType):
         schema = _parse_datatype_string(schema)
@@ -55,11 +69,14 @@ def in_process(path: str, query: str, runs: int) -> None:
     )
 
 
-def through_spark(path: str, query: str, runs: int) -> None:
+def through_spark(path: str, query: str, runs: int, version: int | None) -> None:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     spark = local_spark()
-    df = spark.read.format("indextables").option("query", query).load(path)
+    reader = spark.read.format("indextables").option("query", query)
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    df = reader.load(path)
     for _ in range(2 * spark.sparkContext.defaultParallelism):  # every worker opens every split
         df.count()
     count = median_time(df.count, runs)
@@ -96,9 +113,11 @@ def main() -> None:
     ap.add_argument("--table", required=True)
     ap.add_argument("--query", default="body:zephyr")
     ap.add_argument("--runs", type=int, default=8)
+    ap.add_argument("--version", type=int, default=None, help="time travel (e.g. 0: a table before MERGE SPLITS)")
     args = ap.parse_args()
-    in_process(args.table, args.query, args.runs)
-    through_spark(args.table, args.query, args.runs)
+    index_alone(args.table, args.query, args.runs, args.version)
+    in_process(args.table, args.query, args.runs, args.version)
+    through_spark(args.table, args.query, args.runs, args.version)
 
 
 if __name__ == "__main__":
