@@ -132,7 +132,8 @@ class BenchRows(DataSource):
         return SCHEMA
 
     def reader(self, schema):
-        return _RowsReader(self.options["path"], int(self.options.get("partitions", "2")))
+        cls = _PushdownRowsReader if self.options.get("pushdown") == "true" else _RowsReader
+        return cls(self.options["path"], int(self.options.get("partitions", "2")))
 
 
 class _RowsReader(DataSourceReader):
@@ -153,6 +154,15 @@ class _RowsReader(DataSourceReader):
         with pa.memory_map(self.path) as f:
             t = pa.ipc.open_file(f).read_all().slice(part.start, part.count)
         yield from t.to_batches()
+
+
+class _PushdownRowsReader(_RowsReader):
+    """Takes Spark's filter pushdown planning call, as a source that narrows by filters does,
+    and hands every filter back for Spark to check (as indextables does): the floor of a
+    filtered read such as the uuid lookup."""
+
+    def pushFilters(self, filters):
+        yield from filters
 
 
 def noop(df):
@@ -265,29 +275,39 @@ def print_write_floor(args, cores: int, gen: float, pq_write: float) -> None:
 
 
 def print_row_floors(spark, it_path: str, args, cores: int, times: dict, kinds: list[tuple]) -> None:
-    """Per full-text query kind, a Python data source that only hands over the same matching rows
-    (every column, read from an Arrow file in `cores` tasks): the floor of any Python data source
-    returning them, and so the best ratio any can reach against Parquet (a Python data source
-    cannot prune columns, so count() and collect() of ids ship every column of each row)."""
+    """Per query kind, a Python data source that only hands over the same matching rows (every
+    column, read from an Arrow file in `cores` tasks; for a kind with a filter, one that also
+    takes Spark's filter pushdown planning call, as indextables does): the floor of any Python
+    data source returning them, and so the best ratio any can reach against Parquet (a Python
+    data source cannot prune columns, so count() and collect() of ids ship every column)."""
     import tempfile
 
     import pyarrow as pa
 
-    print("row floors (a Python data source handing over the same matching rows, every column):")
+    print(
+        "row floors (a Python data source handing over the same matching rows, every column; "
+        "with a filter, one that also takes the filter pushdown planning call):"
+    )
     names = [f.split()[0] for f in SCHEMA.split(", ")]
     with tempfile.TemporaryDirectory() as d:
-        for kind, options, _flt, _pq, what in kinds:
-            query = options.get("query")
-            if query is None or what != "id" or kind not in times:
+        for kind, options, flt, _pq, what in kinds:
+            if kind not in times:
                 continue
+            query = options.get("query")
             c_it, r_it, r_pq, c_pq, n = times[kind]
-            rows = it.IndexTable(it_path).search(query).select(names)
+            table = it.IndexTable(it_path)
+            rows = (table.search(query) if query is not None else table.to_arrow(where=flt)).select(names)
             path = os.path.join(d, "rows.arrow")
             with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, rows.schema) as w:
                 w.write_table(rows)
-            df = spark.read.format("bench_rows").option("path", path).option("partitions", cores).load()
+            del rows
+            reader = spark.read.format("bench_rows").option("path", path).option("partitions", cores)
+            df = reader.load() if flt is None else reader.option("pushdown", "true").load().filter(flt)
             f_count = median_time(df.count, args.runs)
-            f_collect = median_time(lambda: df.select("id").collect(), args.runs)
+            if what == "*":
+                f_collect = median_time(lambda: df.collect(), args.runs)
+            else:
+                f_collect = median_time(lambda: df.select("id").collect(), args.runs)
             print(
                 f"  {kind:<20} {n:>9,} rows: count {f_count:.3f}s (at most {c_pq / f_count:.1f}x parquet; ours "
                 f"{c_pq / c_it:.1f}x), collect {f_collect:.3f}s (at most {r_pq / f_collect:.1f}x; ours {r_pq / r_it:.1f}x)"
