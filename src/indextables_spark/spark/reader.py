@@ -377,15 +377,25 @@ class TaskRead:
         self.types = {n: target.field(n).type for n in self.names}
         self.data_schema = pa.schema([pa.field(n, self.types[n]) for n in self.names])
 
+    def open(self, add: AddFile):
+        """The split's reader (fetched into the split cache if needed)."""
+        from ..split.reader import SplitReader
+
+        return SplitReader(self.cache.local_dir(self.storage, add))
+
+    def deletes(self, add: AddFile, delete_logs: list[dict] | None):
+        """The split's SplitDeletes from its shipped deleteLog JSON, None without any."""
+        from ..log.delete_logs import split_deletes
+
+        return split_deletes(self.reader.path, self.reader.opts, add, delete_logs)
+
     def split_batches(self, add: AddFile, delete_logs: list[dict] | None) -> Iterator[pa.RecordBatch]:
         """Rows of one split matching the read, its data columns only (`data_schema`)."""
-        from ..log.delete_logs import split_deletes
-        from ..split.reader import SplitReader
         from ..split.search import split_rows
 
         r = self.reader
-        split = SplitReader(self.cache.local_dir(self.storage, add))
-        deletes = split_deletes(r.path, r.opts, add, delete_logs)
+        split = self.open(add)
+        deletes = self.deletes(add, delete_logs)
         query = _narrowed_query(r, split)
         for batch in split_rows(split, r.data_filters, query, self.names, self.types, r.read_opts.batch_rows, deletes):
             yield batch if batch.schema.equals(self.data_schema) else conform(batch, self.data_schema)
@@ -441,15 +451,6 @@ def indexall_filter(f):
     return None
 
 
-def _open_split(reader: IndexTablesReader, add: AddFile):
-    from ..split.cache import get_cache
-    from ..split.reader import SplitReader
-    from ..storage import open_storage
-
-    storage = open_storage(reader.path, reader.opts)
-    return SplitReader(get_cache(reader.opts).local_dir(storage, add))
-
-
 def _data_names(reader: IndexTablesReader, target: pa.Schema) -> list[str]:
     from .guard import INDEXALL, INDEXGUARD
 
@@ -492,18 +493,12 @@ def read_ranked(
     from ..split.search import with_partition_values
 
     ro = reader.read_opts
-    names = _data_names(reader, target)
+    task = TaskRead(reader, target)
     kept: list[pa.Table] = []
     for add in adds:
-        split = _open_split(reader, add)
-        from ..log.delete_logs import split_deletes
-
+        split = task.open(add)
         table = split.search_scored(
-            query,
-            ro.limit,
-            reader.data_filters,
-            names,
-            deletes=split_deletes(reader.path, reader.opts, add, (deletes or {}).get(add.path)),
+            query, ro.limit, reader.data_filters, task.names, deletes=task.deletes(add, (deletes or {}).get(add.path))
         )
         if ro.snippet_fields:
             table = with_snippets(split, table, query, ro.snippet_fields)

@@ -29,7 +29,7 @@ from ..log.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
 from ..options import Options
 from ..table import IndexTable
 from ..split.groups import group_by_size
-from .reader import SplitGroup
+from .reader import SplitGroup, task_json
 
 log = logging.getLogger(__name__)
 
@@ -202,18 +202,19 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
             deletes = deletes_json((self.table or IndexTable(self.path, self.opts)).snapshot(start_pos.version), files)
         return [
-            SplitGroup([f.to_json() for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes})
+            SplitGroup([task_json(f) for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes})
             for g in groups
         ]
 
     def read(self, partition: SplitGroup):
+        from ..split.search import joined
         from ..split.types import arrow_schema
-        from .reader import read_split
+        from .reader import TaskRead
 
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
-        ctx = _ReadContext(self.path, self.opts, self.partition_columns)
-        for d in partition.files:
-            yield from read_split(ctx, AddFile.from_json(d), target, partition.deletes.get(d["path"]))
+        task = TaskRead(_ReadContext(self.path, self.opts, self.partition_columns), target)
+        pieces = task.pieces([AddFile.from_json(d) for d in partition.files], partition.deletes, None)
+        yield from joined(pieces, task.reader.read_opts.batch_rows, target, self.partition_columns)
 
     def commit(self, end: dict) -> None:
         # Nothing to release: units are re-derivable from the log.
@@ -223,7 +224,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
 @dataclass
 class _ReadContext:
-    """What read_split needs of a reader: no filters or query for change feeds."""
+    """What TaskRead needs of a reader: no filters or query for change feeds."""
 
     path: str
     opts: Options
