@@ -327,3 +327,45 @@ def test_explain_a_dataframe_classic(spark, tmp_path):
     assert sorted(r.id for r in df.collect()) == [i for i in range(50) if i % 9 == 3 and i % 3 == 0]
     with pytest.raises(InvalidOptionError, match="no indextables read"):
         it.explain(spark.range(3))
+
+
+@pytest.mark.parametrize("threads", ["one", "several"])
+def test_many_small_splits_joined_with_their_own_partition_values(tmp_path, monkeypatch, threads):
+    """A table of many tiny splits (as a job of many tasks leaves it) is searched in one thread
+    (several when its splits are big: forced here), their rows joined across splits before the
+    partition values are attached: every row keeps its own split's value, in split order, the
+    same rows as reading split by split (to_batches), and the scored and counted paths agree."""
+    import pyarrow as pa
+
+    from indextables_spark.split import search as split_search
+
+    path = str(tmp_path / "t")
+    for i in range(24):
+        it.write_table(
+            path,
+            pa.table(
+                {
+                    "id": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
+                    "body": [f"word{k % 3} doc {i}" for k in range(10)],
+                    "region": [f"r{i % 5}"] * 10,
+                }
+            ),
+            partition_by=["region"],
+            options={"indexing.typemap.body": "text"},
+        )
+    t = it.IndexTable(path)
+    files = t.files()
+    assert len(files) == 24 and split_search.search_threads(files) == 1
+    if threads == "several":
+        monkeypatch.setattr(split_search, "SMALL_SPLIT_ROWS", 1)
+        monkeypatch.setattr(split_search.os, "cpu_count", lambda: 4)
+        assert split_search.search_threads(files) == 4
+    got = t.search("body:word1", where="region <> 'r3'")
+    expected = pa.Table.from_batches(list(t.to_batches("body:word1", where="region <> 'r3'")))
+    assert rows(got) == rows(expected)
+    assert got.num_rows == sum(1 for i in range(24) if i % 5 != 3 for k in range(10) if k % 3 == 1)
+    assert all(r["region"] == f"r{(r['id'] // 10) % 5}" for r in rows(got))
+    assert t.count("body:word1") == 24 * 3
+    scored = t.search("body:word1 AND body:doc", limit=500)
+    assert sorted(r["id"] for r in rows(scored)) == sorted(r["id"] for r in rows(t.search("body:word1")))
+    assert rows(t.search("body:nothing")) == [] and t.search("body:nothing").schema == got.schema

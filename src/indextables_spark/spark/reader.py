@@ -391,7 +391,7 @@ class TaskRead:
 
     def split_batches(self, add: AddFile, delete_logs: list[dict] | None) -> Iterator[pa.RecordBatch]:
         """Rows of one split matching the read, its data columns only (`data_schema`)."""
-        from ..split.search import split_rows
+        from ..split.search import conform, split_rows
 
         r = self.reader
         split = self.open(add)
@@ -413,13 +413,6 @@ class TaskRead:
                 yield add, batch
                 if remaining == 0:
                     return
-
-
-def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """The batch with `schema`'s types and nullability (a split written with an older type of a
-    column, e.g. int before a widening, or a non-nullable field)."""
-    cols = [c if c.type.equals(f.type) else c.cast(f.type) for c, f in zip(batch.columns, schema)]
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
 class UnpushedReader(IndexTablesReader):
