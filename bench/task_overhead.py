@@ -7,8 +7,8 @@ To compare two versions of the code on the same table, run it again with
 `PYTHONPATH=<a git worktree of the other commit>/src`.
 
 Prints:
-- the index alone: the Spark-free count of the query over every split (threads on all cores), the
-  index's own share of any read of those rows;
+- the index alone: the Spark-free count of the query over every split, the index's own share of
+  any read of those rows; and the Spark-free `IndexTable.search` returning them (every column);
 - in-process: the data source planned as Spark's planner worker plans it (schema, reader,
   partitions), then the first task's `read()`, median of --runs after a warm-up, and per split;
 - through Spark (local[2]): `count()` and `select("id").collect()` medians after warming every
@@ -35,6 +35,9 @@ def index_alone(path: str, query: str, runs: int, version: int | None) -> None:
     t = median_time(lambda: count_matches(table.storage, snap, snap.files, query, table.options), runs)
     n = count_matches(table.storage, snap, snap.files, query, table.options)
     print(f"index alone: {n:,} matches in {len(snap.files)} splits: {t * 1000:.1f} ms")
+    rows = table.search(query, version=version)  # the rows too: this process opens every split once
+    t = median_time(lambda: table.search(query, version=version), runs)
+    print(f"Spark-free IndexTable.search (rows of every column): {rows.num_rows:,} rows in {t * 1000:.1f} ms")
 
 
 def in_process(path: str, query: str, runs: int, version: int | None) -> None:

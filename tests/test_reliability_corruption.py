@@ -272,8 +272,7 @@ def test_damaged_split_fails_the_query_naming_the_split(tmp_path, damage):
 
     from indextables_spark.options import Options
     from indextables_spark.spark.guard import SnapshotPin
-    from indextables_spark.spark.reader import IndexTablesReader, read_split
-    from indextables_spark.split.types import arrow_schema
+    from indextables_spark.spark.reader import IndexTablesReader, SplitGroup, task_json
 
     root = str(tmp_path / "t")
     _split_table(root)
@@ -301,9 +300,10 @@ def test_damaged_split_fails_the_query_naming_the_split(tmp_path, damage):
     reader._bind(snap)
     import pyarrow as pa
 
-    target = arrow_schema(snap.schema_json, field_metadata=True)
     good = [f for f in snap.files if f.path != victim.path]
-    assert sum(b.num_rows for f in good for b in read_split(reader, f, target)) == sum(f.num_records for f in good)
+    assert sum(b.num_rows for b in reader.read(SplitGroup([task_json(f) for f in good]))) == sum(
+        f.num_records for f in good
+    )
     with pytest.raises(IndexTablesError) as e2:
-        pa.Table.from_batches(list(read_split(reader, victim, target)))
+        pa.Table.from_batches(list(reader.read(SplitGroup([task_json(victim)]))))
     assert victim.path in str(e2.value), e2.value

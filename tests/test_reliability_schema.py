@@ -53,19 +53,17 @@ def _evolved(ids):
 
 
 def _read(path: str, filters=(), version=None) -> list[dict]:
-    from indextables_spark.split.types import arrow_schema
     from pyspark.sql.types import StructType
 
     from indextables_spark.spark.guard import SnapshotPin
-    from indextables_spark.spark.reader import IndexTablesReader, read_split
+    from indextables_spark.spark.reader import IndexTablesReader, SplitGroup, task_json
 
     snap = it.IndexTable(path).snapshot(version)
     schema = StructType.fromJson(snap.schema_json)
     reader = IndexTablesReader(path, Options.of(TEXT), schema, SnapshotPin("test", snap.version, True))
     reader._bind(snap)
     reader.data_filters = list(filters)
-    target = arrow_schema(schema.jsonValue(), field_metadata=True)
-    rows = [r for f in snap.files for b in read_split(reader, f, target) for r in b.to_pylist()]
+    rows = [r for b in reader.read(SplitGroup([task_json(f) for f in snap.files])) for r in b.to_pylist()]
     return sorted(rows, key=lambda r: r["id"])
 
 

@@ -451,20 +451,6 @@ def _data_names(reader: IndexTablesReader, target: pa.Schema) -> list[str]:
     return [f.name for f in target if f.name not in reader.partition_columns and f.name not in virtual]
 
 
-def read_split(
-    reader: IndexTablesReader, add: AddFile, target: pa.Schema, delete_logs: list[dict] | None = None
-) -> Iterator[pa.RecordBatch]:
-    """Rows of one split in row order, in batches of at most read.batchSize rows: a read without
-    filters or query streams the row store's batches (zero-copy slices of the memory map).
-    delete_logs: the split's deleteLog actions (SplitGroup.deletes); their rows are left out.
-    Columns the split lacks (added later, mergeSchema) are NULL: split.search.split_rows."""
-    from ..split.search import with_partition_values
-
-    task = TaskRead(reader, target)
-    for batch in task.split_batches(add, delete_logs):
-        yield with_partition_values([(add, batch)], target, reader.partition_columns)
-
-
 def _narrowed_query(reader: IndexTablesReader, split) -> str | None:
     """The read's full-text query AND the narrowing of its struct-field filters (those whose json
     field this split has: a split written before the column existed has none to search). Only for
