@@ -419,3 +419,20 @@ def test_fast_field_configuration_for_text_columns(tmp_path):
     both = small_table(tmp_path / "both", 4, {"body": ("string", bodies)}, {"indexing.typemap.body": "text_and_string"})
     res = it.IndexTable(both).aggregate({"t": {"terms": {"field": "body"}}})  # whole values (the raw field)
     assert sorted(b["key"] for b in res["t"]["buckets"]) == sorted(bodies)
+
+
+def test_driver_threads_give_the_same_result(spark, table, monkeypatch):
+    """The driver path searches small splits in one thread and big ones in contiguous runs per
+    thread (split.search.map_chunks): both give Spark's result (the threaded path forced here,
+    the split partial cache off so that every split is searched)."""
+    from indextables_spark.split import search as split_search
+
+    path, mem = table
+    files = it.IndexTable(path).files()
+    assert split_search.search_threads(files) == 1  # this table's splits are small
+    monkeypatch.setattr(split_search, "SMALL_SPLIT_ROWS", 1)
+    monkeypatch.setattr(split_search.os, "cpu_count", lambda: 4)
+    assert split_search.search_threads(files) == 4
+    t = it.IndexTable(path, {"spark.indextables.aggregate.cache.enabled": "false"})
+    check_against_spark(t.aggregate(AGGS, execution="driver"), spark_reference(mem))
+    check_against_spark(t.aggregate(AGGS, query=QUERY, execution="driver"), spark_reference(mem.where(SPARK_QUERY)))

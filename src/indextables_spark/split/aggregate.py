@@ -48,8 +48,6 @@ from .stats import chunk_min_max
 from .types import STRING_KINDS, ColumnSpec
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
-
     import tantivy
 
     from ..options import Options
@@ -906,7 +904,8 @@ def aggregate_files(
     threads: int = 1,
     deletes: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """The merged partial of these splits (AddFile objects); threads search splits in parallel.
+    """The merged partial of these splits (AddFile objects); threads > 1 lets them be searched in
+    parallel threads (as many as search.map_chunks finds worth it).
     deletes: {split path: its deleteLog actions as JSON} (log.delete_logs.deletes_json)."""
     from ..log.actions import DeleteLog
     from ..log.delete_logs import load_split_deletes
@@ -939,7 +938,13 @@ def aggregate_files(
     files = list(files)
     if threads <= 1 or len(files) <= 1:
         return merge_all(aggs, (one(f) for f in files))
-    return merge_all(aggs, _pool(threads).map(one, files))
+    from .search import fetch_missing, map_chunks
+
+    # as a Spark-free search: fetch in parallel, then fewer threads on contiguous runs of splits
+    # (small splits in one thread: their work is mostly Python, threads only take turns on the GIL)
+    opened = [f for f in files if query is not None or aggs or deletes.get(f.path)]
+    fetch_missing(storage, _options(options), opened)
+    return merge_all(aggs, map_chunks(lambda chunk: [one(f) for f in chunk], files))
 
 
 # Per-process LRU of split partials, like Elasticsearch's shard request cache: a split never
@@ -963,9 +968,3 @@ def _options(options: Any) -> Options:
     from ..options import Options
 
     return options if isinstance(options, Options) else Options.of(options)
-
-
-def _pool(threads: int) -> ThreadPoolExecutor:
-    from .pools import shared_pool
-
-    return shared_pool("agg", threads)

@@ -11,7 +11,7 @@ _lock = threading.Lock()
 
 
 def shared_pool(purpose: str, threads: int) -> ThreadPoolExecutor:
-    """The process's pool of `threads` threads for `purpose` (e.g. "search", "agg")."""
+    """The process's pool of `threads` threads for `purpose` (e.g. "search", "fetch")."""
     key = (purpose, threads)
     with _lock:
         pool = _pools.get(key)
