@@ -343,11 +343,7 @@ class IndexTablesReader(DataSourceReader):
         if ro.with_score and query is not None:
             yield from read_ranked(self, adds, target, query, partition.deletes)
             return
-        from ..split.search import joined
-
-        task = TaskRead(self, target)
-        pieces = task.pieces(adds, partition.deletes, ro.limit)
-        yield from joined(pieces, ro.batch_rows, target, self.partition_columns)
+        yield from TaskRead(self, target).batches(adds, partition.deletes, ro.limit)
 
 
 PLANNING_ONLY = ("stats", "minValues", "maxValues")  # AddFile fields tasks never read
@@ -371,6 +367,7 @@ class TaskRead:
         from ..storage import open_storage
 
         self.reader = reader
+        self.target = target
         self.storage = open_storage(reader.path, reader.opts)
         self.cache = get_cache(reader.opts)
         self.names = _data_names(reader, target)
@@ -413,6 +410,16 @@ class TaskRead:
                 yield add, batch
                 if remaining == 0:
                     return
+
+    def batches(
+        self, adds: list[AddFile], deletes: dict[str, list[dict]], limit: int | None
+    ) -> Iterator[pa.RecordBatch]:
+        """The task's output: the pieces joined into batches of the target schema, partition
+        values attached once per joined batch (split.search.joined)."""
+        from ..split.search import joined
+
+        pieces = self.pieces(adds, deletes, limit)
+        return joined(pieces, self.reader.read_opts.batch_rows, self.target, self.reader.partition_columns)
 
 
 class UnpushedReader(IndexTablesReader):

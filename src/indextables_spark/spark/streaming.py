@@ -207,14 +207,12 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         ]
 
     def read(self, partition: SplitGroup):
-        from ..split.search import joined
         from ..split.types import arrow_schema
         from .reader import TaskRead
 
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         task = TaskRead(_ReadContext(self.path, self.opts, self.partition_columns), target)
-        pieces = task.pieces([AddFile.from_json(d) for d in partition.files], partition.deletes, None)
-        yield from joined(pieces, task.reader.read_opts.batch_rows, target, self.partition_columns)
+        yield from task.batches([AddFile.from_json(d) for d in partition.files], partition.deletes, None)
 
     def commit(self, end: dict) -> None:
         # Nothing to release: units are re-derivable from the log.

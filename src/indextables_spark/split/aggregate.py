@@ -917,9 +917,12 @@ def aggregate_files(
     use_cache = _options(options).get_bool("aggregate.cache.enabled")
     request = repr((query, tuple(aggs)))
 
+    def from_log(f: Any) -> bool:  # a bare count of a split without deletes: its logged row count
+        return query is None and not aggs and not deletes.get(f.path)
+
     def one(f: Any) -> dict[str, Any]:
         logs = deletes.get(f.path)
-        if query is None and not aggs and not logs:
+        if from_log(f):
             return {"doc_count": int(f.num_records or 0), "aggs": {}}
         local_dir = cache.local_dir(storage, f)
         key = (local_dir, request, tuple(d.get("path", "") for d in logs or ()))
@@ -942,8 +945,7 @@ def aggregate_files(
 
     # as a Spark-free search: fetch in parallel, then fewer threads on contiguous runs of splits
     # (small splits in one thread: their work is mostly Python, threads only take turns on the GIL)
-    opened = [f for f in files if query is not None or aggs or deletes.get(f.path)]
-    fetch_missing(storage, _options(options), opened)
+    fetch_missing(storage, _options(options), [f for f in files if not from_log(f)])
     return merge_all(aggs, map_chunks(lambda chunk: [one(f) for f in chunk], files))
 
 

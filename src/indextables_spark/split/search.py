@@ -166,7 +166,6 @@ class SearchPlan:
         self.read_names = [
             c for c in names if c not in parts and (c in self.columns or c in self.snippets or c in filter_cols)
         ]
-        self.data_names = [c for c in names if c in self.read_names]  # read from a split, in table order
         self.types = {f.name: f.type for f in self.schema}
         self.cache = get_cache(self.options)
 
@@ -240,7 +239,7 @@ class SearchPlan:
 
         split, deletes = self._open(add)
         query = with_narrowing(self.query, self.narrowing, split.specs)
-        return split, split_rows(split, self.pushed, query, self.data_names, self.types, batch_rows, deletes)
+        return split, split_rows(split, self.pushed, query, self.read_names, self.types, batch_rows, deletes)
 
     def read_split(self, add: Any, batch_rows: int = 65536) -> Iterator[pa.Table]:
         """Rows of one split matching the query and the filters, in row order (no score)."""
@@ -259,7 +258,7 @@ class SearchPlan:
             for add in files:
                 yield from self.read_split(add, batch_rows)
             return
-        data = pa.schema([self.schema.field(c) for c in self.data_names])
+        data = pa.schema([self.schema.field(c) for c in self.read_names])
 
         def pieces() -> Iterator[tuple[Any, pa.RecordBatch]]:
             for add in files:
