@@ -122,7 +122,7 @@ def load_avro_state(log_: "LogReader", version: int, key: str) -> "BaseState":
     if metadata is None:
         # A state without embedded metadata (older writers): take it from the version files.
         protocol_v, metadata = _metadata_from_log(log_, version, where)
-        base_protocol = protocol if sm.protocol else protocol_v
+        base_protocol = protocol if sm.protocol or protocol_v is None else protocol_v
     return BaseState(
         version=version,
         protocol=base_protocol,
@@ -141,23 +141,39 @@ def load_avro_state(log_: "LogReader", version: int, key: str) -> "BaseState":
 
 
 def _metadata_from_log(log_: LogReader, version: int, where: str) -> tuple[Protocol | None, Metadata]:
+    """The table metadata (and protocol) in force at `version` for a state that does not embed it.
+
+    As the reference reader does (its `getMetadata()` fallback, which its Rust port
+    `txlog/distributed.rs` `snapshot_from_checkpoint` mirrors): the newest metaData found walking
+    back from `version` through the older state manifests and the version files that remain. The
+    reference leaves tables whose version files after 0 are gone while `state-vN/` holds the rest,
+    so a missing version file is skipped, not an error; a present but unreadable one still is."""
+    listing = log_.listing()
     protocol: Protocol | None = None
-    metadata: Metadata | None = None
-    for v in range(0, version + 1):
-        try:
-            acts = log_.read_actions(v)
-        except Exception:  # noqa: BLE001 - re-raised below with the reason
-            raise CorruptStateError(
-                f"{where}: state has no metadata and version file {v} is not available to supply it"
-            ) from None
-        for a in acts:
-            if isinstance(a, Metadata):
-                metadata = a
-            elif isinstance(a, Protocol):
-                protocol = a
-    if metadata is None:
-        raise CorruptStateError(f"{where}: state has no metadata and no version file has a metaData action")
-    return protocol, metadata
+    for v in range(version, -1, -1):
+        if v < version and v in listing.state_manifests:
+            key = listing.state_manifests[v]
+            try:
+                older = read_state_manifest(log_.storage, key)
+                md = state_metadata(older, log_.storage.full_uri(key))
+            except CorruptStateError as e:
+                log.warning("%s; looking further back for the table metadata", e)
+                md = None
+            if md is not None:
+                return (protocol or state_protocol(older, key)), md
+        if v in listing.version_info:
+            metadata: Metadata | None = None
+            for a in log_.read_actions(v):
+                if isinstance(a, Metadata):
+                    metadata = a
+                elif isinstance(a, Protocol) and protocol is None:
+                    protocol = a
+            if metadata is not None:
+                return protocol, metadata
+    raise CorruptStateError(
+        f"{where}: state has no metadata, and neither an older state nor a remaining version file "
+        f"(versions {listing.versions or 'none'}) has a metaData action"
+    )
 
 
 def read_state_files(

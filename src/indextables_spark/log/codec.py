@@ -1,4 +1,13 @@
-"""Version file encoding: newline-delimited JSON actions, GZIP by default, detected by header."""
+"""Version file encoding: newline-delimited JSON actions, GZIP by default, detected by header.
+
+Framing, as the reference implementation writes and reads it (IndexTables4Spark
+`transaction/compression/CompressionUtils.scala`: `writeTransactionFile` / `readTransactionFile`):
+a compressed file starts with the magic byte 0x01 and a codec byte (0x01 = GZIP), then the
+compressed stream; a file whose first byte is not 0x01 is plain JSON. Its reader takes any other
+first byte as plain text, so a bare gzip stream (what this package wrote before 0.1.1, and what
+the reference's Rust port `txlog/version_file.rs` writes) is unreadable to it: we write the
+framed form and read all three.
+"""
 
 from __future__ import annotations
 
@@ -11,21 +20,38 @@ from ..errors import CorruptStateError
 from .actions import Action, action_from_json, action_to_json
 
 GZIP_MAGIC = b"\x1f\x8b"
+FRAME_MAGIC = 0x01  # first byte of a compressed version file (reference CompressionUtils.MAGIC_BYTE)
+CODEC_GZIP = 0x01  # its codec byte for GZIP; the reference knows no other codec
 
 
 def encode_actions(actions: Iterable[Action], compress: bool = True) -> bytes:
     text = "".join(json.dumps(action_to_json(a), separators=(",", ":"), ensure_ascii=False) + "\n" for a in actions)
     data = text.encode("utf-8")
+    if not compress:
+        return data
     # mtime=0 keeps the bytes deterministic for the same actions.
-    return gzip.compress(data, compresslevel=6, mtime=0) if compress else data
+    return bytes((FRAME_MAGIC, CODEC_GZIP)) + gzip.compress(data, compresslevel=6, mtime=0)
+
+
+def _gunzip(data: bytes, where: str) -> bytes:
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as e:
+        raise CorruptStateError(f"{where}: corrupt gzip data ({e})") from None
 
 
 def decode_text(data: bytes, where: str) -> str:
-    if data[:2] == GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as e:
-            raise CorruptStateError(f"{where}: corrupt gzip data ({e})") from None
+    """The text of a version or checkpoint file: framed (0x01 codec + stream), bare gzip or plain."""
+    if data[:1] == bytes((FRAME_MAGIC,)):
+        if len(data) < 2:
+            raise CorruptStateError(f"{where}: compressed file too short (no codec byte after the 0x01 marker)")
+        if data[1] != CODEC_GZIP:
+            raise CorruptStateError(
+                f"{where}: unknown compression codec 0x{data[1]:02x} (known: 0x{CODEC_GZIP:02x} gzip)"
+            )
+        data = _gunzip(data[2:], where)
+    elif data[:2] == GZIP_MAGIC:
+        data = _gunzip(data, where)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -28,7 +28,14 @@ class LogListing:
 
     @property
     def latest_version(self) -> int:
-        return self.versions[-1] if self.versions else -1
+        """The newest version the listing shows: a version file, or an Avro state / JSON checkpoint
+        newer than every version file. The reference implementation leaves tables whose newest
+        versions exist only as `state-vN/` directories (its version files after 0 are gone), so
+        the last version file is not always the table's version. Our own writers create a state
+        or checkpoint only after its version file, so for our tables this is the last version file."""
+        newest = [self.versions[-1]] if self.versions else []
+        newest += [max(d) for d in (self.state_manifests, self.json_checkpoints, self.checkpoint_parts) if d]
+        return max(newest) if newest else -1
 
     def has_versions(self, first: int, last: int) -> bool:
         """Are version files first..last (inclusive) all present?"""
