@@ -104,14 +104,16 @@ def check_table_query(
     any of them (what a read of those splits would hit), else only when invalid for all of them
     (a table whose newer splits gained a column may still be read by partitions that have it)."""
     from ..split.reader import check_query
-    from ..split.types import specs_from_doc_mapping
+    from ..split.reference import specs_for_doc_mapping
 
     if files is None:  # the Arrow column: no AddFile objects built for a large table
         refs = set(snapshot.files_table.column("docMappingRef").unique().to_pylist())
     else:
         refs = {f.doc_mapping_ref for f in files}
     mappings = [m for m in (snapshot.doc_mapping(r) for r in sorted(r for r in refs if r)) if m]
-    candidates = [specs_from_doc_mapping(m) for m in mappings] or [table_specs(snapshot, opts)]
+    candidates = [
+        specs_for_doc_mapping(m, snapshot.schema_json, snapshot.partition_columns) for m in mappings
+    ] or [table_specs(snapshot, opts)]
     errors = []
     for specs in candidates:
         try:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -255,23 +256,30 @@ class SplitCache:
             lazy = self.lazy_rows == "true" or (
                 self.lazy_rows == "auto" and local is None and (add_file.size or 0) >= self.lazy_min_bytes
             )
-            if lazy:
-                # the index files whole, the row store later by ranges (lazy_rows.py)
-                size = add_file.size if add_file.size is not None else _stat_size(storage, add_file.path, where)
-                source = RangeSource(size, lambda s, e: storage.read_range(add_file.path, s, e))
-                footer = extract(source, tmp, where, rows=False)
-            elif local is not None:
-                if not os.path.exists(local):
-                    from ..errors import FileNotFoundInStorageError
+            download = os.path.join(tmp, ".download")
+            try:
+                if lazy:
+                    # the index files whole, the row store later by ranges (lazy_rows.py)
+                    size = add_file.size if add_file.size is not None else _stat_size(storage, add_file.path, where)
+                    source = RangeSource(size, lambda s, e: storage.read_range(add_file.path, s, e))
+                    footer = extract(source, tmp, where, rows=False)
+                elif local is not None:
+                    if not os.path.exists(local):
+                        from ..errors import FileNotFoundInStorageError
 
-                    raise FileNotFoundInStorageError(f"split file not found: {where}")
-                footer = extract(local, tmp, where)
-            else:
-                download = os.path.join(tmp, ".download")
-                storage.download_file(add_file.path, download)
-                footer = extract(download, tmp, where)
-                os.unlink(download)
-            self._check(footer, add_file, where)
+                        raise FileNotFoundInStorageError(f"split file not found: {where}")
+                    footer = extract(local, tmp, where)
+                else:
+                    storage.download_file(add_file.path, download)
+                    footer = extract(download, tmp, where)
+                    os.unlink(download)
+                self._check(footer, add_file, where)
+            except SplitFormatError as e:
+                # Not one of ours: a split the reference implementation wrote is re-indexed into
+                # ours (reference.py); found only after our own trailer check failed, so reading
+                # our splits costs nothing more.
+                lazy = False
+                footer = self._convert_reference(storage, add_file, where, local, download, tmp, e)
             if self.uncompressed_rows and not lazy and not footer.is_companion:
                 uncompress_rows(tmp)
             self.downloads += 1
@@ -282,6 +290,51 @@ class SplitCache:
         with self._lock:
             self._sizes[key] = _dir_size(final)
         self._evict(protect=final)
+
+    def _convert_reference(
+        self,
+        storage: Storage,
+        add_file: Any,
+        where: str,
+        local: str | None,
+        download: str,
+        tmp: str,
+        error: SplitFormatError,
+    ) -> SplitFooter:
+        """The reference split at add_file re-indexed into `tmp`; `error` (our format's) is raised
+        again when the file is not a Quickwit bundle either."""
+        from . import quickwit, reference
+
+        path = local if local is not None else download
+        if local is None and not os.path.exists(download):
+            storage.download_file(add_file.path, download)
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            f.seek(max(0, size - 64))
+            tail = f.read()
+        if not quickwit.looks_like_bundle(tail, size):
+            raise error
+        for name in os.listdir(tmp):  # whatever our extraction left
+            if name != os.path.basename(download):
+                p = os.path.join(tmp, name)
+                shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+        schema_json, partition_columns = table_schema(storage)
+        footer = reference.convert(
+            path,
+            os.path.join(tmp, "converted"),
+            where,
+            schema_json,
+            partition_columns,
+            footer_start=getattr(add_file, "footer_start_offset", None),
+            size=add_file.size,
+        )
+        if os.path.exists(download):
+            os.unlink(download)
+        converted = os.path.join(tmp, "converted")
+        for name in os.listdir(converted):
+            os.rename(os.path.join(converted, name), os.path.join(tmp, name))
+        os.rmdir(converted)
+        return footer
 
     @staticmethod
     def _publish(tmp: str, final: str) -> None:
@@ -370,6 +423,27 @@ class SplitCache:
 
 _caches: dict[str, SplitCache] = {}
 _caches_lock = threading.Lock()
+
+
+_schemas: dict[str, tuple[dict[str, Any], list[str]]] = {}
+_schemas_lock = threading.Lock()
+
+
+def table_schema(storage: Storage) -> tuple[dict[str, Any], list[str]]:
+    """(Spark schema JSON, partition columns) of the table at the storage's root, read from its
+    log's header once per process and table: a reference split is typed by it when converted.
+    Columns are only ever added to a table, so the newest schema types every older split."""
+    with _schemas_lock:
+        hit = _schemas.get(storage.uri)
+    if hit is not None:
+        return hit
+    from ..log.table_log import TransactionLog
+
+    _protocol, metadata, _registry = TransactionLog(storage, getattr(storage, "options", None)).header()
+    out = (json.loads(metadata.schema_string), list(metadata.partition_columns))
+    with _schemas_lock:
+        _schemas[storage.uri] = out
+    return out
 
 
 def cache_root(options: Options | None) -> str:

@@ -783,9 +783,19 @@ class _Bounds:
         return self.nulls is not None and self.rows is not None and self.nulls == self.rows
 
 
-def _bounds(add_file: Any, spec: ColumnSpec, nulls: dict[str, int]) -> _Bounds:
-    def parse(stats: dict[str, str] | None) -> Any:
+def _prefix_upper_bound(text: str) -> str | None:
+    """An upper bound of every string starting with `text` (its last character incremented)."""
+    for i in range(len(text) - 1, -1, -1):
+        if ord(text[i]) < 0x10FFFF:
+            return text[:i] + chr(ord(text[i]) + 1)
+    return None
+
+
+def _bounds(add_file: Any, spec: ColumnSpec, nulls: dict[str, int], prefix_max: bool = False) -> _Bounds:
+    def parse(stats: dict[str, str] | None, is_max: bool = False) -> Any:
         text = (stats or {}).get(spec.name)
+        if text is not None and is_max and prefix_max and spec.kind in STRING_KINDS:
+            text = _prefix_upper_bound(text)
         if text is None:
             return None
         try:
@@ -796,15 +806,19 @@ def _bounds(add_file: Any, spec: ColumnSpec, nulls: dict[str, int]) -> _Bounds:
             return None
 
     return _Bounds(
-        spec.kind, parse(add_file.min_values), parse(add_file.max_values), nulls.get(spec.name), add_file.num_records
+        spec.kind,
+        parse(add_file.min_values),
+        parse(add_file.max_values, is_max=True),
+        nulls.get(spec.name),
+        add_file.num_records,
     )
 
 
 class _CannotMatch(FilterVisitor[bool]):
     """True only when a split's min/max statistics and null counts prove no row satisfies a filter."""
 
-    def __init__(self, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int]):
-        self.add_file, self.specs, self.nulls = add_file, specs, nulls
+    def __init__(self, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int], prefix_max: bool):
+        self.add_file, self.specs, self.nulls, self.prefix_max = add_file, specs, nulls, prefix_max
 
     def visit_and(self, f: And) -> bool:
         return self.visit(f.left) or self.visit(f.right)
@@ -820,20 +834,24 @@ class _CannotMatch(FilterVisitor[bool]):
         return False
 
     def visit_comparison(self, f: Any) -> bool:
-        return _cannot_match_leaf(f, self.add_file, self.specs, self.nulls)
+        return _cannot_match_leaf(f, self.add_file, self.specs, self.nulls, self.prefix_max)
 
     visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
 
 
-def _cannot_match(f: Any, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int]) -> bool:
-    return _CannotMatch(add_file, specs, nulls).visit(f)
+def _cannot_match(
+    f: Any, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int], prefix_max: bool = False
+) -> bool:
+    return _CannotMatch(add_file, specs, nulls, prefix_max).visit(f)
 
 
-def _cannot_match_leaf(f: Any, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int]) -> bool:
+def _cannot_match_leaf(
+    f: Any, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int], prefix_max: bool = False
+) -> bool:
     spec = _lookup(specs, f.column)
     if spec is None or spec.partition:
         return False
-    b = _bounds(add_file, spec, nulls)
+    b = _bounds(add_file, spec, nulls, prefix_max)
     if isinstance(f, IsNull):
         return b.nulls == 0
     if isinstance(f, IsNotNull):
@@ -877,12 +895,18 @@ def _prefix_outside(b: _Bounds, p: str) -> bool:
 
 
 def skip_split(
-    add_file: Any, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]
+    add_file: Any,
+    filters: Sequence[Filter],
+    specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec],
+    prefix_max: bool = False,
 ) -> bool:
-    """True only when the split's stats prove that no row satisfies the filters."""
+    """True only when the split's stats prove that no row satisfies the filters.
+    prefix_max: a string max may be a cut prefix of the real one (the reference implementation
+    cuts long values without raising the max: its StatisticsTruncation.scala), so it bounds only
+    strings starting with it."""
     by_name = specs_by_name(specs)
     nulls = null_counts(add_file.stats)
-    return any(_cannot_match(f, add_file, by_name, nulls) for f in filters)
+    return any(_cannot_match(f, add_file, by_name, nulls, prefix_max) for f in filters)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -181,11 +181,14 @@ class SearchPlan:
         if self.query is None:
             return
         from .reader import check_query
-        from .types import specs_from_doc_mapping
+        from .reference import specs_for_doc_mapping
 
         refs = sorted({f.doc_mapping_ref for f in files if f.doc_mapping_ref})
         mappings = [m for m in (self.snapshot.doc_mapping(r) for r in refs) if m]
-        for specs in [specs_from_doc_mapping(m) for m in mappings] or [self.specs]:
+        snap = self.snapshot
+        for specs in [specs_for_doc_mapping(m, snap.schema_json, snap.partition_columns) for m in mappings] or [
+            self.specs
+        ]:
             check_query(specs, self.query)
 
     def out_schema(self, scored: bool) -> pa.Schema:
@@ -494,7 +497,11 @@ def prune_files(
         files = snapshot.files
     n_parts = len(files)
     if data_filters:
-        files = [f for f in files if not skip_split(f, data_filters, specs)]
+        from .reference import written_by_reference
+
+        files = [
+            f for f in files if not skip_split(f, data_filters, specs, written_by_reference(snapshot, f))
+        ]
     n_stats = len(files)
     files = skip_by_blooms(table_path, options, snapshot, files, data_filters)
     return files, (n_total, n_parts, n_stats)
