@@ -80,8 +80,8 @@ class TransactionLog:
 
     def latest_version(self) -> int:
         listing = self.listing()
-        if listing.versions:
-            return listing.versions[-1]
+        if listing.latest_version >= 0:
+            return listing.latest_version
         from .state_loader import latest_checkpoint_version
 
         cp = latest_checkpoint_version(self, listing)

@@ -111,9 +111,9 @@ def check_table_query(
     else:
         refs = {f.doc_mapping_ref for f in files}
     mappings = [m for m in (snapshot.doc_mapping(r) for r in sorted(r for r in refs if r)) if m]
-    candidates = [
-        specs_for_doc_mapping(m, snapshot.schema_json, snapshot.partition_columns) for m in mappings
-    ] or [table_specs(snapshot, opts)]
+    candidates = [specs_for_doc_mapping(m, snapshot.schema_json, snapshot.partition_columns) for m in mappings] or [
+        table_specs(snapshot, opts)
+    ]
     errors = []
     for specs in candidates:
         try:

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -29,6 +30,8 @@ BUNDLE_MAGIC = 403881646  # BundleStorageFileOffsetsVersions magic
 BUNDLE_VERSION = 1
 HOTCACHE_MAGIC = 2557869106  # HotDirectory's magic
 HOTCACHE_VERSION = 1
+TANTIVY_FOOTER_MAGIC = 1337  # tantivy `directory/footer.rs`: [JSON {"version", "crc"}][u32 len][u32 magic]
+_UNFOOTERED = frozenset({"meta.json", ".managed.json", "split_fields", "_doc_mapping.json"})
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.\-]*$")  # tantivy names: <uuid>.<ext>, meta.json, .managed.json
 _COPY_CHUNK = 8 << 20
 
@@ -144,4 +147,39 @@ def extract_bundle(path: str, dest_dir: str, where: str) -> QuickwitBundle:
                         raise SplitFormatError(f"split {where}: file ended inside {bf.name!r}")
                     out.write(chunk)
                     left -= len(chunk)
+            if bf.name not in _UNFOOTERED:
+                check_file_footer(os.path.join(dest_dir, bf.name), f"{where} (bundled file {bf.name})")
     return bundle
+
+
+def check_file_footer(path: str, where: str) -> None:
+    """Check a Tantivy index file against the CRC-32 its footer records (every segment file has
+    one), so a damaged split fails here instead of returning wrong rows."""
+
+    def fail(what: str) -> SplitFormatError:
+        return SplitFormatError(f"split {where}: {what}")
+
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        if size < 8:
+            raise fail(f"{size} bytes, too short for a Tantivy file footer")
+        f.seek(size - 8)
+        length, magic = struct.unpack("<II", f.read(8))
+        if magic != TANTIVY_FOOTER_MAGIC or length + 8 > size:
+            raise fail("no Tantivy file footer (truncated or corrupt)")
+        f.seek(size - 8 - length)
+        try:
+            footer = json.loads(f.read(length).decode("utf-8"))
+            expected = int(footer["crc"])
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+            raise fail(f"unreadable Tantivy file footer ({type(e).__name__}: {e})") from None
+        crc, left = 0, size - 8 - length
+        f.seek(0)
+        while left:
+            chunk = f.read(min(_COPY_CHUNK, left))
+            if not chunk:
+                raise fail("file ended before its footer")
+            crc = zlib.crc32(chunk, crc)
+            left -= len(chunk)
+    if crc != expected:
+        raise fail(f"checksum mismatch (footer says CRC-32 {expected}, the data has {crc}): the file is corrupt")

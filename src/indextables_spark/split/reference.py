@@ -135,7 +135,9 @@ def mapping_specs(doc_mapping: str, schema_json: Mapping[str, Any], partition_co
     return validate_schema({"type": "struct", "fields": columns}, [], Options.of(opts))
 
 
-def specs_for_doc_mapping(doc_mapping: str, schema_json: Mapping[str, Any], partition_columns: Sequence[str]) -> list[Any]:
+def specs_for_doc_mapping(
+    doc_mapping: str, schema_json: Mapping[str, Any], partition_columns: Sequence[str]
+) -> list[Any]:
     """Specs of a split from the doc mapping the log records for it: ours, or the reference's."""
     from .types import specs_from_doc_mapping
 
@@ -282,7 +284,9 @@ def convert(
     from ..storage.local import LocalStorage
     from .builder import SplitWriter
 
-    work = tempfile.mkdtemp(prefix="indextables-convert-", dir=(options or Options()).get_str("indexing.tempDirectoryPath") or None)
+    work = tempfile.mkdtemp(
+        prefix="indextables-convert-", dir=(options or Options()).get_str("indexing.tempDirectoryPath") or None
+    )
     try:
         index_dir = os.path.join(work, "index")
         bundle = extract_bundle(path, index_dir, where)

@@ -499,9 +499,7 @@ def prune_files(
     if data_filters:
         from .reference import written_by_reference
 
-        files = [
-            f for f in files if not skip_split(f, data_filters, specs, written_by_reference(snapshot, f))
-        ]
+        files = [f for f in files if not skip_split(f, data_filters, specs, written_by_reference(snapshot, f))]
     n_stats = len(files)
     files = skip_by_blooms(table_path, options, snapshot, files, data_filters)
     return files, (n_total, n_parts, n_stats)
