@@ -42,6 +42,9 @@ from .types import arrow_type
 
 REFERENCE_KEY = "referenceSplit"  # key added to the converted split's local footer.json
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+# Spark types whose stored values tantivy-py returns as the Python value Arrow takes (int, float,
+# str, bool, bytes); Arrow checks each one (a str in a long column fails, naming the column).
+_PLAIN_KINDS = frozenset({"integer", "long", "short", "byte", "float", "double", "string", "boolean", "binary"})
 
 
 def is_reference_doc_mapping(doc_mapping: str | None) -> bool:
@@ -127,12 +130,18 @@ def _data_columns(schema_json: Mapping[str, Any], partition_columns: Sequence[st
 def mapping_specs(doc_mapping: str, schema_json: Mapping[str, Any], partition_columns: Sequence[str]) -> list[Any]:
     """The column specs a reference split has once converted (what queries are checked against
     before any split is opened): the table's data columns with the doc mapping's tokenizers."""
+    return list(_mapping_specs(doc_mapping, json.dumps(schema_json, sort_keys=True), tuple(partition_columns)))
+
+
+@functools.lru_cache(maxsize=64)
+def _mapping_specs(doc_mapping: str, schema_text: str, partition_columns: tuple[str, ...]) -> tuple[Any, ...]:
+    """Worked out once per process and mapping: every query of a table asks for the same."""
     from .types import validate_schema
 
-    columns = _data_columns(schema_json, partition_columns)
+    columns = _data_columns(json.loads(schema_text), partition_columns)
     strings = [c["name"] for c in columns if _kind(c["type"]) == "string"]
     opts = writer_options(_mapping_fields(doc_mapping), strings)
-    return validate_schema({"type": "struct", "fields": columns}, [], Options.of(opts))
+    return tuple(validate_schema({"type": "struct", "fields": columns}, [], Options.of(opts)))
 
 
 def specs_for_doc_mapping(
@@ -239,7 +248,10 @@ def documents_table(
     for c in columns:
         name, spark_type = c["name"], c["type"]
         try:
-            values = [_column_value(d, name, spark_type) for d in docs]
+            if _kind(spark_type) in _PLAIN_KINDS:  # tantivy-py's values are already the right Python type
+                values = [v[0] if (v := d.get(name)) else None for d in docs]
+            else:
+                values = [_column_value(d, name, spark_type) for d in docs]
             arrays.append(pa.array(values, type=arrow_type(spark_type)))
         except (TypeError, ValueError, ArithmeticError, pa.ArrowException) as e:
             raise SplitFormatError(
