@@ -1,0 +1,94 @@
+"""Tables IndexTables4Spark wrote, read the ways users run it: copied to S3 (moto) and read without
+Spark, from a Spark Connect client, and on a standalone cluster whose executors convert the
+reference splits in their own split caches."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import indextables_spark as it
+from indextables_spark.storage import open_storage
+
+ROOT = Path(__file__).parent / "data" / "reference_v0.5.4"
+TABLE = "04_partitioned"
+QUERY = "text:doc3 OR text:doc5"
+
+
+def _rows(table: it.IndexTable) -> list[dict]:
+    return sorted(table.to_arrow().to_pylist(), key=lambda r: r["id"])
+
+
+def _upload(name: str, uri: str, options: dict) -> None:
+    """Every file of the fixture table (the `.crc` side files too), as the reference left them."""
+    storage = open_storage(uri, options)
+    src = ROOT / name
+    for p in sorted(src.rglob("*")):
+        if p.is_file():
+            storage.put(p.relative_to(src).as_posix(), p.read_bytes())
+
+
+@pytest.fixture
+def expected() -> list[dict]:
+    return _rows(it.IndexTable(str(ROOT / TABLE)))
+
+
+@pytest.mark.cloud
+def test_reference_table_on_s3_without_spark(s3_uri, s3_options, tmp_path, expected) -> None:
+    _upload(TABLE, s3_uri, s3_options)
+    t = it.IndexTable(s3_uri, {**s3_options, "spark.indextables.cache.disk.path": str(tmp_path / "cache")})
+    assert t.snapshot().version == 1
+    assert _rows(t) == expected
+    assert sorted(t.search(QUERY).column("id").to_pylist()) == [3, 5]
+    assert t.count(partition_filter="date = '2024-01-02'") == 2
+    assert t.aggregate({"s": {"stats": {"field": "score"}}})["s"]["sum"] == sum(r["score"] for r in expected)
+
+
+@pytest.mark.spark
+def test_reference_table_over_spark_connect(connect_spark, expected) -> None:
+    spark = connect_spark
+    it.register(spark)
+    path = str(ROOT / TABLE)
+    df = spark.read.format("indextables").load(path)
+    assert sorted((r.asDict() for r in df.collect()), key=lambda r: r["id"]) == expected
+    hits = spark.read.format("indextables").option("query", QUERY).load(path).collect()
+    assert sorted(r["id"] for r in hits) == [3, 5]
+    assert df.filter("id >= 3 AND date = '2024-01-02'").count() == 2
+
+
+@pytest.mark.spark
+@pytest.mark.cloud
+@pytest.mark.slow
+def test_reference_table_on_the_cluster_from_s3(standalone_cluster, s3_uri, s3_options, tmp_path, expected) -> None:
+    from test_spark_cluster import driver_env, run
+
+    _upload(TABLE, s3_uri, s3_options)
+    conf = tmp_path / "conf.json"
+    conf.write_text(json.dumps(s3_options))
+    out = tmp_path / "out.json"
+    t0 = time.time()
+    code, stdout = run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("reference_cluster_job.py")),
+            standalone_cluster.master_url,
+            s3_uri,
+            str(conf),
+            str(out),
+            QUERY,
+        ],
+        driver_env(tmp_path),
+        tmp_path / "driver.log",
+    )
+    assert code == 0, f"driver exited with {code} after {time.time() - t0:.0f} s; stdout:\n{stdout}"
+    result = json.loads(out.read_text())
+    assert sorted(result["rows"], key=lambda r: r["id"]) == expected
+    assert sorted(result["hits"]) == [3, 5]
+    assert result["over"] == 3
+    # the executors converted the splits in their own caches (one per worker)
+    converted = [p for w in standalone_cluster.worker_list for p in Path(w.cache_dir).rglob("footer.json")]
+    assert converted and all("referenceSplit" in json.loads(p.read_text()) for p in converted)
