@@ -21,11 +21,9 @@ query time of both tables (the same after conversion: both are our splits then).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
-import struct
 import sys
 import time
 
@@ -37,75 +35,25 @@ import indextables_spark as it  # noqa: E402
 from bench_common import bench_arguments  # noqa: E402
 from datagen import documents  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from reference_bundles import add_reference_split  # noqa: E402
+
 COLUMNS = ["id", "title", "body", "views", "score", "region"]
-
-
-def reference_bundle(rows: pa.Table, index_dir: str, out_path: str) -> tuple[int, str]:
-    """A Quickwit-format split of `rows` (tantivy-py index, every field stored); returns
-    (footerStartOffset, docMappingJson)."""
-    import tantivy
-
-    sb = tantivy.SchemaBuilder()
-    sb.add_integer_field("id", stored=True, indexed=True, fast=True)
-    sb.add_text_field("title", stored=True, tokenizer_name="raw", fast=True)
-    sb.add_text_field("body", stored=True, tokenizer_name="default", index_option="position")
-    sb.add_integer_field("views", stored=True, indexed=True, fast=True)
-    sb.add_float_field("score", stored=True, indexed=True, fast=True)
-    sb.add_text_field("region", stored=True, tokenizer_name="raw", fast=True)
-    schema = sb.build()
-    os.makedirs(index_dir)
-    index = tantivy.Index(schema, index_dir)
-    w = index.writer(200_000_000, 1)
-    for r in rows.to_pylist():
-        w.add_document(tantivy.Document.from_dict(r, schema))
-    w.commit()
-    w.wait_merging_threads()
-    names = sorted(n for n in os.listdir(index_dir) if not n.startswith(".tantivy") and not n.endswith(".lock"))
-    offsets: dict[str, dict[str, int]] = {}
-    with open(out_path, "wb") as out:
-        pos = 0
-        for n in names + ["split_fields"]:
-            data = b"" if n == "split_fields" else open(os.path.join(index_dir, n), "rb").read()
-            out.write(data)
-            offsets[n] = {"start": pos, "end": pos + len(data)}
-            pos += len(data)
-        footer_start = pos
-        table = json.dumps({"files": offsets}).encode()
-        section = struct.pack("<II", 403881646, 1) + table
-        out.write(section + struct.pack("<I", len(section)))
-        # A hotcache with no cached slice (the reader opens local copies of the files, not via it).
-        meta = b"\x00\x00"  # postcard: empty file_lengths map, empty slice_offsets
-        hotcache = struct.pack("<III", 2557869106, 1, len(meta)) + meta
-        out.write(hotcache + struct.pack("<I", len(hotcache)))
-    mapping = [
-        {"fast": True, "indexed": True, "name": "id", "stored": True, "type": "i64"},
-        {"fast": True, "indexed": True, "name": "title", "stored": True, "tokenizer": "raw", "type": "text"},
-        {"fast": False, "indexed": True, "name": "body", "stored": True, "tokenizer": "default", "type": "text"},
-        {"fast": True, "indexed": True, "name": "views", "stored": True, "type": "i64"},
-        {"fast": True, "indexed": True, "name": "score", "stored": True, "type": "f64"},
-        {"fast": True, "indexed": True, "name": "region", "stored": True, "tokenizer": "raw", "type": "text"},
-    ]
-    return footer_start, json.dumps(mapping, separators=(",", ":"))
+FIELDS = [  # the reference's mapping of these columns (split-format.md §5)
+    {"name": "id", "type": "i64"},
+    {"name": "title", "type": "text", "tokenizer": "raw"},
+    {"name": "body", "type": "text", "tokenizer": "default"},
+    {"name": "views", "type": "i64"},
+    {"name": "score", "type": "f64"},
+    {"name": "region", "type": "text", "tokenizer": "raw"},
+]
+SPLIT = "part-00000000-0000-0000-0000-000000000000.split"
 
 
 def reference_table(rows: pa.Table, path: str, work: str) -> None:
-    """A table whose one split is the reference-like bundle (log written through our API)."""
+    """A table whose one split is the reference-like bundle (tests/reference_bundles.py)."""
     t = it.IndexTable.create(path, rows.schema)
-    split = os.path.join(path, "part-00000000-0000-0000-0000-000000000000.split")
-    footer_start, mapping = reference_bundle(rows, os.path.join(work, "ref-index"), split)
-    size = os.path.getsize(split)
-    add = it.AddFile(
-        os.path.basename(split),
-        {},
-        size,
-        int(time.time() * 1000),
-        num_records=rows.num_rows,
-        footer_start_offset=footer_start,
-        footer_end_offset=size,
-        doc_mapping_json=mapping,
-    )
-    with t.transaction() as tx:
-        tx.add_files([add])
+    add_reference_split(t, FIELDS, rows.to_pylist(), work, SPLIT)
 
 
 def timed(fn) -> float:
@@ -137,7 +85,7 @@ def main() -> None:
         idx = os.path.join(args.dir, f"parts{run}")
         from indextables_spark.split.quickwit import extract_bundle
 
-        split = os.path.join(ref, "part-00000000-0000-0000-0000-000000000000.split")
+        split = os.path.join(ref, SPLIT)
         extract_bundle(split, idx, split)
         docs_s.append(timed(lambda: conv.read_documents(idx, split)))
         snap = it.IndexTable(ref).snapshot()
