@@ -147,3 +147,13 @@ def test_spark_reads_and_filters_converted_types_exactly(spark, table: it.IndexT
         want = sorted(r["id"] for r in mem.filter(cond).select("id").collect())
         assert got == want, cond
     assert df.count() == len(ROWS)
+
+
+def test_a_reference_split_without_documents_reads_as_empty(tmp_path: Path) -> None:
+    t = it.IndexTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("x", pa.string())]))
+    t = it.IndexTable(str(tmp_path / "t"), options={"spark.indextables.cache.disk.path": str(tmp_path / "c")})
+    fields = [{"name": "id", "type": "i64"}, {"name": "x", "type": "text", "tokenizer": "raw"}]
+    add_reference_split(t, fields, [], str(tmp_path), "empty.split")
+    add_reference_split(t, fields, [{"id": 1, "x": "a"}], str(tmp_path), "one.split")
+    assert t.to_arrow().to_pylist() == [{"id": 1, "x": "a"}]
+    assert t.count("x:a") == 1 and t.search("x:b").num_rows == 0

@@ -8,6 +8,7 @@
     indextables truncate-time-travel PATH [--dry-run]
     indextables drop-partitions PATH --where P
     indextables repair SOURCE/_transaction_log TARGET
+    indextables convert PATH [--dry-run]       (rewrite the reference implementation's splits as ours)
     indextables sql "MERGE SPLITS '/path' TARGET SIZE 100M"   (any command text of it.sql)
     indextables search PATH QUERY [--where P] [--columns c1,c2] [--limit N] [--snippets f]
                                   [--version V] [--json | --csv]
@@ -19,7 +20,7 @@ with a header (nested values as JSON). With --limit: the top N by relevance, wit
 Every subcommand takes `--json` (the operation's result as JSON on stdout, for machines),
 `-o KEY=VALUE` (repeatable: any `spark.indextables.*` option, with or without the prefix, e.g.
 credentials or `purge.retentionCheckEnabled=false`) and `--no-progress`. Long operations (merge,
-purge, repair) show a progress bar on stderr when it is a terminal.
+purge, repair, convert) show a progress bar on stderr when it is a terminal.
 
 Exit codes: 0 success; 1 the operation failed; 2 usage or syntax error, invalid option or
 predicate; 3 no table at the path (or the version is gone); 4 a concurrent commit conflicted
@@ -130,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = cmd("repair", "write a clean log of the existing splits to a new location")
     p.add_argument("source", help="the table's _transaction_log directory")
     p.add_argument("target", help="an empty location for the repaired log")
+    p = cmd("convert", "rewrite the splits IndexTables4Spark wrote as ours (one commit; time travel kept)")
+    p.add_argument("path")
+    p.add_argument("--dry-run", action="store_true", help="only report the reference splits to convert")
     p = cmd("build-companion", "build or sync a search index over a Delta, Iceberg or Parquet table's files")
     p.add_argument("source", help="the source table's path (Iceberg: or its identifier, with --catalog)")
     p.add_argument("location", help="where the companion index lives")
@@ -209,6 +213,8 @@ def _command(args) -> Any:
         return p.DropPartitions(args.path, args.where)
     if c == "repair":
         return p.RepairTransactionLog(args.source, args.target)
+    if c == "convert":
+        return p.Convert(args.path, args.dry_run)
     if c == "build-companion":
         return p.BuildCompanion(
             args.format,
@@ -230,7 +236,7 @@ def _command(args) -> Any:
 
             raise InvalidOptionError(
                 f"not an indextables command: {args.text[:80]!r} (the command line runs "
-                f"CHECKPOINT/COMPACT/DESCRIBE/MERGE SPLITS/PURGE/TRUNCATE/DROP/REPAIR texts)"
+                f"CHECKPOINT/COMPACT/DESCRIBE/MERGE SPLITS/PURGE/TRUNCATE/DROP/REPAIR/CONVERT texts)"
             )
         return cmd
     return None

@@ -40,6 +40,7 @@ from .errors import ConcurrentModificationError, IndexTablesError, PredicateErro
 from .log import partition_filter as pf
 from .log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
 from .log.delete_logs import load_split_deletes, positional_table, write_delete_log
+from .log.reference_splits import refuse_reference_writes
 from .log.table_log import TransactionLog
 from .log.transaction import Transaction, now_ms
 from .options import Options
@@ -277,6 +278,8 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
     from .log.protocol_gate import check_writable
 
     check_writable(snap.protocol_action, f"DELETE on table {log_.storage.uri}")
+    # Nor into a table holding the reference implementation's splits (it cannot apply our logs).
+    refuse_reference_writes(snap, log_.storage.uri, OPERATION)
     storage = log_.storage
     conf = {k: v for k, v in snap.metadata_action.configuration.items() if not k.startswith("docMappingSchema.")}
     opts = Options.of(conf, log_.options)

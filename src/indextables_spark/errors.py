@@ -78,3 +78,21 @@ class SplitFormatError(IndexTablesError):
 class CompanionSourceError(IndexTablesError):
     """A companion index cannot serve rows: a source file it points at is gone or changed, or
     the table is a companion index and the operation would write rows into it."""
+
+
+class ReferenceTableError(IndexTablesError):
+    """A write refused because the table holds splits the reference implementation
+    (IndexTables4Spark) wrote: `table_path`, `reference_splits` (how many of the live splits the
+    reference wrote), `live_splits`. The fix is CONVERT INDEXTABLES TABLE (commands/convert.py)."""
+
+    def __init__(
+        self,
+        *args: object,
+        table_path: str | None = None,
+        reference_splits: int | None = None,
+        live_splits: int | None = None,
+    ):
+        super().__init__(*args)
+        self.table_path = table_path
+        self.reference_splits = reference_splits
+        self.live_splits = live_splits

@@ -520,6 +520,26 @@ class CompanionBuildResult(OperationResult):
 
 
 @result
+class ConvertResult(OperationResult):
+    """CONVERT INDEXTABLES TABLE: the splits the reference implementation wrote, rewritten as ours."""
+
+    table_path: str
+    status: str  # SUCCESS | NO_ACTION (no reference splits) | DRY_RUN
+    dry_run: bool = False
+    version: int | None = None  # the CONVERT version (None: dry run, nothing to convert)
+    read_version: int | None = None
+    live_splits: int = 0
+    reference_splits: int = 0  # live splits the reference wrote (converted, or to convert in a dry run)
+    splits_created: int = 0
+    records_converted: int = 0  # rows of the converted splits (a dry run: numRecords of the log)
+    bytes_read: int = 0  # sizes of the reference splits
+    bytes_written: int = 0
+    settings: dict[str, str] = dataclasses.field(default_factory=dict)  # indexing settings recorded in the table
+    converted_splits: list[str] = empty_list()  # the reference splits' paths
+    duration_ms: float = 0.0
+
+
+@result
 class PostWriteResult(OperationResult):
     """Merge-/purge-on-write after a committed write (commands/post_write.py)."""
 

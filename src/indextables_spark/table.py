@@ -159,7 +159,7 @@ class IndexTable:
     @property
     def maintenance(self) -> MaintenanceTable:
         """checkpoint, compact, merge_splits, purge, truncate_time_travel, gc_state,
-        drop_partitions, repair_transaction_log, prewarm_cache: commands/maintenance.py."""
+        drop_partitions, repair_transaction_log, convert, prewarm_cache: commands/maintenance.py."""
         # commands/ sits above this module (it runs on TransactionLogs and never imports it):
         # imported on use, as pyiceberg's Table.maintenance does.
         from .commands.maintenance import MaintenanceTable

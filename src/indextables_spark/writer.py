@@ -16,6 +16,7 @@ from .errors import ConcurrentModificationError, IndexTablesError, SchemaMismatc
 from .log.actions import AddFile, Metadata
 from .log.doc_mapping import doc_mapping_hash, registry_key
 from .log.protocol_gate import CURRENT_PROTOCOL, check_writable
+from .log.reference_splits import refuse_reference_writes
 from .log.maintenance import open_log
 from .log.transaction import Transaction, new_table_id, now_ms
 from .options import PREFIX, Options
@@ -111,6 +112,8 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
         snap = table.snapshot(read_version)
         check_writable(snap.protocol_action, f"table {path}")
         refuse_companion(path, snap.metadata_action.configuration)
+        # Splits of ours never go next to the reference implementation's (log/reference_splits.py).
+        refuse_reference_writes(snap, path, "OVERWRITE" if overwrite else "WRITE")
         table_schema = snap.schema_json
         parts = snap.partition_columns
         if overwrite and opts.get_bool("overwriteSchema"):

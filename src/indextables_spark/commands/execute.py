@@ -101,6 +101,10 @@ def execute(
             dry_run=cmd.dry_run,
         )
         return _one(results.BUILD_COMPANION, res)
+    if isinstance(cmd, p.Convert):
+        from .convert import convert_table
+
+        return _one(results.CONVERT, convert_table(_log(cmd.path, opts), dry_run=cmd.dry_run, progress=progress))
     if isinstance(cmd, p.RepairTransactionLog):
         return _one(results.REPAIR, repair.repair_transaction_log(cmd.source, cmd.target, opts, progress))
     raise TypeError(f"not an indextables command: {cmd!r}")

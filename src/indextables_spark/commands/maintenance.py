@@ -12,6 +12,7 @@ from ..log import gc, maintenance
 from ..log.table_log import TransactionLog
 from ..results import (
     CheckpointResult,
+    ConvertResult,
     DropPartitionsResult,
     GcStateResult,
     MergeSplitsResult,
@@ -21,11 +22,12 @@ from ..results import (
     RepairResult,
     TruncateTimeTravelResult,
 )
-from . import cache, merge, partitions, purge, repair
+from . import cache, convert, merge, partitions, purge, repair
 
 
 class MaintenanceTable:
-    """Checkpoints, compaction, merges, purges, time-travel truncation, partition drops, repair."""
+    """Checkpoints, compaction, merges, purges, time-travel truncation, partition drops, repair,
+    conversion of the reference implementation's splits."""
 
     def __init__(self, log: TransactionLog):
         self.log = log
@@ -89,6 +91,13 @@ class MaintenanceTable:
         the empty directory `target` (this table is only read)."""
         source = self.log.storage.full_uri("_transaction_log")
         return repair.repair_transaction_log(source, target, self.log.options, progress)
+
+    def convert(self, *, dry_run: bool = False, progress: Progress | None = None) -> ConvertResult:
+        """CONVERT INDEXTABLES TABLE: rewrite the splits the reference implementation
+        (IndexTables4Spark) wrote into ours, in one commit (history and time travel kept), so the
+        table takes writes again; dry_run reports what would be converted. Splits of ours are left
+        alone; a table without reference splits gives NO_ACTION. See commands/convert.py."""
+        return convert.convert_table(self.log, dry_run=dry_run, progress=progress)
 
     def prewarm_cache(self, where: str | None = None, *, spark: Any = None) -> list[PrewarmCacheResult]:
         """PREWARM INDEXTABLES CACHE: fetch the splits (of the partitions matching `where`) into the

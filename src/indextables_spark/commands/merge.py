@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from ..errors import ConcurrentModificationError, IndexTablesError, InvalidOptionError, SplitFormatError
 from ..log.actions import AddFile, RemoveFile, SkipAction
+from ..log.reference_splits import may_hold_reference_splits, refuse_reference_writes, snapshot_registry
 from ..log.table_log import TransactionLog
 from ..log.transaction import Transaction
 from ..options import Options, parse_size
@@ -428,6 +429,10 @@ def plan_merge(
         raise InvalidOptionError("MERGE SPLITS: the WHERE predicate is empty")
     snap = log_.pruned_snapshot(where)
     check_writable(snap.protocol_action, f"table {log_.storage.uri}")
+    # The whole table counts, not only the partitions of `where` (decoded only when the table
+    # knows a reference doc mapping at all).
+    partial = where is not None and may_hold_reference_splits(snapshot_registry(snap))
+    refuse_reference_writes(log_.snapshot(snap.version) if partial else snap, log_.storage.uri, OPERATION)
     opts = _writer_options(snap, log_.options)
     parts = snap.partition_columns
     mapping_ref = doc_mapping_hash(doc_mapping_json(snap.schema_json, parts, opts))

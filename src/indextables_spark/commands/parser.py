@@ -17,6 +17,7 @@ trailing `;` is allowed. Grammar:
     DROP INDEXTABLES PARTITIONS FROM <path> WHERE <partition predicate>
     DELETE FROM INDEXTABLES <path> WHERE <predicate over any columns>   (delete.py)
     REPAIR INDEXFILES TRANSACTION LOG <path>/_transaction_log AT LOCATION <path>
+    CONVERT INDEXTABLES TABLE <path> [DRY RUN]                          (commands/convert.py)
     BUILD INDEXTABLES COMPANION FOR DELTA|ICEBERG|PARQUET <source>
         [CATALOG <name> [TYPE <type>]] [INDEXING MODES ('col':'mode', ...)] [WHERE <partition predicate>]
         [FROM VERSION <n> | FROM SNAPSHOT <id>] [TARGET INPUT SIZE <n>[K|M|G]] [DRY RUN]
@@ -120,6 +121,12 @@ class Delete:
 
 
 @dataclass(frozen=True)
+class Convert:
+    path: str
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
 class PrewarmCache:
     path: str
     where: str | None = None
@@ -161,6 +168,7 @@ Command = (
     | DropPartitions
     | RepairTransactionLog
     | Delete
+    | Convert
     | PrewarmCache
     | DescribeDiskCache
     | FlushDiskCache
@@ -397,6 +405,11 @@ class _Parser:
             self.next(), self.next()
             self.expect("COMPANION")
             cmd = self.build_companion()
+        elif head.is_word("CONVERT") and nxt.is_word(*TABLE_WORDS):
+            self.next(), self.next()
+            self.expect("TABLE")
+            path = self.path()
+            cmd = Convert(path, self.dry_run_clause())
         elif head.is_word("DELETE") and nxt.is_word("FROM") and self.peek(2).is_word(*TABLE_WORDS):
             self.next(), self.next(), self.next()
             path = self.path()
@@ -601,7 +614,7 @@ class _Parser:
 
 _OURS = re.compile(
     r"^\s*(?:CHECKPOINT|COMPACT|PURGE|MERGE\s+SPLITS|(?:DESCRIBE|DESC|TRUNCATE|DROP|PREWARM|FLUSH)\s+INDEXTABLES?"
-    r"|REPAIR\s+(?:INDEXFILES|INDEXTABLES?)|DELETE\s+FROM\s+INDEXTABLES?|BUILD\s+INDEXTABLES?)(?![A-Za-z0-9_])",
+    r"|REPAIR\s+(?:INDEXFILES|INDEXTABLES?)|DELETE\s+FROM\s+INDEXTABLES?|(?:BUILD|CONVERT)\s+INDEXTABLES?)(?![A-Za-z0-9_])",
     re.IGNORECASE,
 )
 

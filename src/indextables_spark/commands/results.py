@@ -103,3 +103,5 @@ DESCRIBE_DISK_CACHE = _of("DESCRIBE DISK CACHE", r.DiskCacheInfo)
 FLUSH_DISK_CACHE = _of("FLUSH DISK CACHE", r.FlushDiskCacheResult)
 
 BUILD_COMPANION = _of("BUILD COMPANION", r.CompanionBuildResult)
+
+CONVERT = _of("CONVERT", r.ConvertResult)

@@ -8,6 +8,7 @@
     SELECT * FROM indextables_truncate_time_travel('/path', true)
     SELECT * FROM indextables_drop_partitions('/path', "day < '2024-01-01'")
     SELECT * FROM indextables_repair_transaction_log('/t/_transaction_log', '/t/_transaction_log_repaired')
+    SELECT * FROM indextables_convert('/path', true)                            -- dry run
 
 Arguments may also be named (`indextables_purge(path => '/p', dry_run => true)`); the columns are
 those of the SQL commands (results.py). The function runs in a Python worker, which has no
@@ -34,6 +35,7 @@ FUNCTIONS = (
     "indextables_truncate_time_travel",
     "indextables_drop_partitions",
     "indextables_repair_transaction_log",
+    "indextables_convert",
 )
 
 
@@ -119,6 +121,10 @@ def _classes(options: dict) -> dict[str, type]:
         def eval(self, source: str, target: str):
             yield from rows(p.RepairTransactionLog(source, target), options)
 
+    class Convert:
+        def eval(self, path: str, dry_run: bool = False):
+            yield from rows(p.Convert(path, bool(dry_run)), options)
+
     return dict(
         zip(
             FUNCTIONS,
@@ -132,6 +138,7 @@ def _classes(options: dict) -> dict[str, type]:
                 TruncateTimeTravel,
                 DropPartitions,
                 RepairTransactionLog,
+                Convert,
             ),
         )
     )
@@ -158,6 +165,7 @@ def register_command_functions(spark, conf: dict[str, str]) -> None:
                 results.TRUNCATE_TIME_TRAVEL,
                 results.DROP_PARTITIONS,
                 results.REPAIR,
+                results.CONVERT,
             ),
         )
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 from typing import Any
@@ -33,3 +34,25 @@ def doc_mapping_hash(doc_mapping_json: str) -> str:
 
 def registry_key(ref: str) -> str:
     return REGISTRY_PREFIX + ref
+
+
+def is_reference_doc_mapping(doc_mapping: str | None) -> bool:
+    """A doc mapping the reference implementation (IndexTables4Spark) wrote: a JSON array of
+    Quickwit field mappings (`name`, `type`), without the `column` every field of ours names.
+    None/empty/unparsable: False (unknown)."""
+    if not doc_mapping:
+        return False
+    return _is_reference_text(doc_mapping)
+
+
+@functools.lru_cache(maxsize=1024)  # every commit asks about the table's registry entries
+def _is_reference_text(doc_mapping: str) -> bool:
+    try:
+        items = json.loads(doc_mapping)
+    except (TypeError, ValueError):
+        return False
+    return (
+        isinstance(items, list)
+        and bool(items)
+        and all(isinstance(d, dict) and "name" in d and "type" in d and "column" not in d for d in items)
+    )

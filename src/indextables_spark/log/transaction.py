@@ -10,6 +10,10 @@ Resolvers:
   the deleted rows back). A concurrent protocol change is merged when this transaction only adds
   reader/writer features itself (the first delete log adds `deletionLogs`) or sets none.
 - "fail": any concurrent commit raises ConcurrentModificationError (for destructive operations).
+
+Splits or delete logs of ours never go into a table holding splits the reference implementation
+wrote (ReferenceTableError, log/reference_splits.py), nor rebase over a concurrent commit adding
+such splits; the one exception is the CONVERT operation, which replaces them.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import time
 import uuid
 from typing import Any, Iterable
 
-from ..errors import ConcurrentModificationError, IndexTablesError
+from ..errors import ConcurrentModificationError, IndexTablesError, ReferenceTableError
 from .actions import (
     POSITIONAL,
     Action,
@@ -34,7 +38,9 @@ from .actions import (
     StatsFiles,
     split_of_stats_file,
 )
+from .doc_mapping import is_reference_doc_mapping
 from .protocol_gate import DELETION_LOGS, check_writable, with_features
+from .reference_splits import CONVERT_OPERATION, REFERENCE_NAME, may_hold_reference_splits, refuse_reference_writes
 from .snapshot import Snapshot
 from .table_log import TransactionLog
 
@@ -232,9 +238,38 @@ class Transaction:
             upgraded = with_features(concurrent, *self._added_features)
             self._protocol = None if upgraded is concurrent else upgraded
 
+    def _writes_our_files(self, registry: dict[str, str] | None = None) -> bool:
+        """Does this commit put our splits or delete logs into the table (CONVERT aside, which
+        replaces the reference's splits)? Adding splits the reference wrote (their doc mapping
+        inline, or a ref `registry` resolves to a reference mapping) is what the reference does
+        itself, not a mix."""
+        if self.operation == CONVERT_OPERATION:
+            return False
+        reg = registry or {}
+
+        def ours(a: AddFile) -> bool:
+            mapping = a.doc_mapping_json or (reg.get(a.doc_mapping_ref) if a.doc_mapping_ref else None)
+            return not is_reference_doc_mapping(mapping)
+
+        return bool(self._delete_logs) or any(ours(a) for a in self._adds)
+
+    def _refuse_reference_base(self) -> None:
+        """The safety net behind every write route (log/reference_splits.py): no splits or delete
+        logs of ours go into a table holding splits the reference implementation wrote. Only the
+        header is read unless the table knows a reference doc mapping at all."""
+        if self.read_version < 0 or not self._writes_our_files():
+            return
+        hdr = self.header()
+        assert hdr is not None  # read_version >= 0
+        registry = {**hdr[1].doc_mappings, **hdr[2]}
+        if not may_hold_reference_splits(registry) or not self._writes_our_files(registry):
+            return
+        refuse_reference_writes(self.snapshot(), self.log.storage.uri, self.operation)
+
     def _check_conflicts(self, since: int, upto: int) -> None:
         """Versions (since, upto] were committed by others while we worked."""
         my_removes = {r.path for r in self._removes}
+        registry: dict[str, str] | None = None  # doc mappings known, to judge concurrent adds
         rewritten = {r.path for r in self._removes if not r.data_change}  # rewrites (merge): rows kept elsewhere
         targets = {d.split_path for d in self._delete_logs if d.kind == POSITIONAL}
         for v in range(since + 1, upto + 1):
@@ -243,7 +278,10 @@ class Transaction:
                     f"{self.operation} on {self.log.storage.uri}: version {v} was committed concurrently "
                     f"(transaction read version {self.read_version}; resolver 'fail')"
                 )
-            for a in self.log.read_actions(v):
+            actions = self.log.read_actions(v)
+            if self._writes_our_files() and any(isinstance(a, AddFile) for a in actions):
+                registry = self._refuse_reference_adds(v, actions, registry)
+            for a in actions:
                 if isinstance(a, Metadata) and self._registry_only_change(a):
                     self._rebase_metadata(a)
                     continue
@@ -278,6 +316,35 @@ class Transaction:
                         f"{self.operation} on {self.log.storage.uri}: transaction {self.txn_id} was already "
                         f"committed as version {v}"
                     )
+
+    def _refuse_reference_adds(
+        self, version: int, actions: list[Action], registry: dict[str, str] | None
+    ) -> dict[str, str]:
+        """A concurrent commit added splits the reference wrote: ours must not join them."""
+        if registry is None:
+            hdr = self.header()
+            registry = {**hdr[1].doc_mappings, **hdr[2]} if hdr is not None else {}
+        for a in actions:
+            if isinstance(a, Metadata):
+                registry.update(a.doc_mappings)
+        found = [
+            a.path
+            for a in actions
+            if isinstance(a, AddFile)
+            and is_reference_doc_mapping(
+                a.doc_mapping_json or (registry.get(a.doc_mapping_ref) if a.doc_mapping_ref else None)
+            )
+        ]
+        if found:
+            raise ReferenceTableError(
+                f"{self.operation} on {self.log.storage.uri}: version {version}, committed concurrently, added "
+                f"{len(found)} splits written by the reference implementation ({REFERENCE_NAME}, e.g. {found[0]}); "
+                f"our splits and delete logs do not go into such a table: run CONVERT INDEXTABLES TABLE "
+                f"'{self.log.storage.uri}' and retry",
+                table_path=self.log.storage.uri,
+                reference_splits=len(found),
+            )
+        return registry
 
     # ---- schema deduplication (protocol.md "Schema Deduplication", write path) ----------------
     def _deduplicate_doc_mappings(self) -> None:
@@ -374,6 +441,7 @@ class Transaction:
 
             raise TableNotFoundError(f"cannot commit to {self.log.storage.uri}: no table exists there (no metadata)")
         self._check_paths()
+        self._refuse_reference_base()
         self._stage_features()
         self._deduplicate_doc_mappings()
         version = self.read_version + 1

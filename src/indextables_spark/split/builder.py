@@ -159,6 +159,14 @@ class SplitWriter:
         for values, rows in self._partition_groups(batch):
             self._append(values, rows)
 
+    def ensure_split(self, partition_values: Mapping[str, str | None] | None = None) -> None:
+        """Have a split open for these partition values even when no row comes: finish() then
+        writes it empty (re-indexing a split with no live documents must still give a split)."""
+        values = dict(partition_values or {})
+        key = tuple(values.get(c) for c in self.partition_columns)
+        if key not in self._open:
+            self._open[key] = self._new_split(values)
+
     def finish(self) -> list[AddFile]:
         """Close every open split, upload it, and return its AddFile (no rows → [])."""
         if self._closed:

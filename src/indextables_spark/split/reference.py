@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from ..errors import IndexTablesError, SplitFormatError
+from ..log.doc_mapping import is_reference_doc_mapping
 from ..options import Options
 from ._tantivy import tantivy_call
 from .bundle import FOOTER_FILE, SplitFooter, extract
@@ -47,33 +48,12 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _PLAIN_KINDS = frozenset({"integer", "long", "short", "byte", "float", "double", "string", "boolean", "binary"})
 
 
-def is_reference_doc_mapping(doc_mapping: str | None) -> bool:
-    """A doc mapping the reference wrote (a JSON array of Quickwit field mappings: `name`,
-    `type`, no `column`/`kind` as ours have). None/empty: unknown, False."""
-    if not doc_mapping:
-        return False
-    try:
-        items = json.loads(doc_mapping)
-    except (TypeError, ValueError):
-        return False
-    return (
-        isinstance(items, list)
-        and bool(items)
-        and all(isinstance(d, dict) and "name" in d and "type" in d and "column" not in d for d in items)
-    )
-
-
 def written_by_reference(snapshot: Any, add_file: Any) -> bool:
     """Is this live split one the reference wrote (judged by the doc mapping the log records)?"""
     mapping = getattr(add_file, "doc_mapping_json", None) or (
         snapshot.doc_mapping(add_file.doc_mapping_ref) if add_file.doc_mapping_ref else None
     )
-    return _is_reference_text(mapping) if mapping else False
-
-
-@functools.lru_cache(maxsize=256)
-def _is_reference_text(doc_mapping: str) -> bool:
-    return is_reference_doc_mapping(doc_mapping)
+    return is_reference_doc_mapping(mapping)
 
 
 # ---- the reference's field configuration ---------------------------------------------------------
@@ -127,6 +107,15 @@ def _data_columns(schema_json: Mapping[str, Any], partition_columns: Sequence[st
     return [c for c in schema_json.get("fields", []) if c["name"] not in parts]
 
 
+def mapping_options(
+    doc_mapping: str, schema_json: Mapping[str, Any], partition_columns: Sequence[str]
+) -> dict[str, str]:
+    """Our indexing options (short keys) reproducing a reference doc mapping's string fields."""
+    columns = _data_columns(schema_json, partition_columns)
+    strings = [c["name"] for c in columns if _kind(c["type"]) == "string"]
+    return writer_options(_mapping_fields(doc_mapping), strings)
+
+
 def mapping_specs(doc_mapping: str, schema_json: Mapping[str, Any], partition_columns: Sequence[str]) -> list[Any]:
     """The column specs a reference split has once converted (what queries are checked against
     before any split is opened): the table's data columns with the doc mapping's tokenizers."""
@@ -138,9 +127,9 @@ def _mapping_specs(doc_mapping: str, schema_text: str, partition_columns: tuple[
     """Worked out once per process and mapping: every query of a table asks for the same."""
     from .types import validate_schema
 
-    columns = _data_columns(json.loads(schema_text), partition_columns)
-    strings = [c["name"] for c in columns if _kind(c["type"]) == "string"]
-    opts = writer_options(_mapping_fields(doc_mapping), strings)
+    schema_json = json.loads(schema_text)
+    columns = _data_columns(schema_json, partition_columns)
+    opts = mapping_options(doc_mapping, schema_json, partition_columns)
     return tuple(validate_schema({"type": "struct", "fields": columns}, [], Options.of(opts)))
 
 
@@ -321,6 +310,7 @@ def convert(
         out = LocalStorage(os.path.join(work, "out"))
         writer = SplitWriter(out, data_schema, [], opts)
         try:
+            writer.ensure_split()  # a split with no live documents is still a split
             writer.write_batch(table)
             adds = writer.finish()
         except IndexTablesError as e:
