@@ -157,3 +157,42 @@ def test_a_reference_split_without_documents_reads_as_empty(tmp_path: Path) -> N
     add_reference_split(t, fields, [{"id": 1, "x": "a"}], str(tmp_path), "one.split")
     assert t.to_arrow().to_pylist() == [{"id": 1, "x": "a"}]
     assert t.count("x:a") == 1 and t.search("x:b").num_rows == 0
+
+
+def _mixed(tmp_path: Path) -> it.IndexTable:
+    """Our split (ids 1-4) and a reference split (ids 5-8) in one table, as after MERGE SPLITS."""
+    path = str(tmp_path / "mixed")
+    ours = [{"id": i, "tag": f"Tag {i % 3}", "txt": f"quick fox number{i}"} for i in range(1, 5)]
+    schema = pa.schema([("id", pa.int64()), ("tag", pa.string()), ("txt", pa.string())])
+    it.write_table(path, pa.Table.from_pylist(ours, schema=schema), options={"indexing.typemap.txt": "text"})
+    t = it.IndexTable(path, options={"spark.indextables.cache.disk.path": str(tmp_path / "cache")})
+    fields = [
+        {"name": "id", "type": "i64"},
+        {"name": "tag", "type": "text", "tokenizer": "raw"},
+        {"name": "txt", "type": "text", "tokenizer": "default"},
+    ]
+    theirs = [{"id": i, "tag": f"Tag {i % 3}", "txt": f"quick fox number{i}"} for i in range(5, 9)]
+    add_reference_split(t, fields, theirs, str(tmp_path), "part-mixed.split")
+    return t
+
+
+def test_a_table_holding_both_kinds_of_split(tmp_path: Path) -> None:
+    t = _mixed(tmp_path)
+    ids = lambda tb: sorted(tb.column("id").to_pylist())  # noqa: E731
+    assert ids(t.to_arrow()) == list(range(1, 9))
+    assert ids(t.search("txt:fox")) == list(range(1, 9))
+    assert ids(t.search('tag:"Tag 1"', where="id > 2")) == [4, 7]
+    assert t.count("txt:number6") == 1
+    assert t.aggregate({"s": {"stats": {"field": "id"}}})["s"]["sum"] == 36
+    top = t.search("txt:number2 OR txt:number7", limit=2)
+    assert sorted(top.column("id").to_pylist()) == [2, 7]
+
+
+@pytest.mark.spark
+def test_spark_reads_a_table_holding_both_kinds_of_split(spark, tmp_path: Path) -> None:
+    t = _mixed(tmp_path)
+    df = spark.read.format("indextables").load(t.path)
+    assert sorted(r["id"] for r in df.collect()) == list(range(1, 9))
+    assert sorted(r["id"] for r in df.filter("tag = 'Tag 2' AND id < 8").collect()) == [2, 5]
+    q = spark.read.format("indextables").option("query", "txt:number3 OR txt:number8").load(t.path)
+    assert sorted(r["id"] for r in q.collect()) == [3, 8]
