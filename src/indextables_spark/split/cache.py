@@ -314,14 +314,11 @@ class SplitCache:
             tail = f.read()
         if not quickwit.looks_like_bundle(tail, size):
             raise error
-        for name in os.listdir(tmp):  # whatever our extraction left
-            if name != os.path.basename(download):
-                p = os.path.join(tmp, name)
-                shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
         schema_json, partition_columns = table_schema(storage)
+        # (our extract failed at the trailer check, before writing anything into tmp)
         footer = reference.convert(
             path,
-            os.path.join(tmp, "converted"),
+            tmp,
             where,
             schema_json,
             partition_columns,
@@ -330,10 +327,6 @@ class SplitCache:
         )
         if os.path.exists(download):
             os.unlink(download)
-        converted = os.path.join(tmp, "converted")
-        for name in os.listdir(converted):
-            os.rename(os.path.join(converted, name), os.path.join(tmp, name))
-        os.rmdir(converted)
         return footer
 
     @staticmethod
