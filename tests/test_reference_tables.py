@@ -272,3 +272,13 @@ def test_spark_stream_reads_a_reference_table(spark, tmp_path: Path, expected) -
     q.awaitTermination(120)
     got = sorted((r.asDict() for r in spark.read.parquet(str(out)).collect()), key=lambda r: r["id"])
     assert got == expected["09_partitioned_multi_append"]
+
+
+def test_describe_and_explain_a_reference_table() -> None:
+    t = it.IndexTable(str(ROOT / "09_partitioned_multi_append"))
+    state = t.inspect.state()
+    assert (state.version, state.num_files, state.format) == (5, 10, "avro-state")
+    plan = t.explain(query="text:doc_3_1", where="date = '2024-03-01' AND id > 30")
+    assert plan.version == 5 and plan.splits_total == 10 and plan.splits_after_partition_pruning == 2
+    assert "id > 30" in plan.index_answered
+    assert sorted(t.search("text:doc_3_1", where="date = '2024-03-01'").column("id").to_pylist()) == [31]
