@@ -87,8 +87,8 @@ def test_version_files_are_gzip_ndjson_with_20_digit_names(tmp_path):
     names = sorted(os.listdir(os.path.join(path, LOG_DIR)))
     assert "00000000000000000000.json" in names and "00000000000000000001.json" in names
     raw = open(os.path.join(path, LOG_DIR, "00000000000000000001.json"), "rb").read()
-    assert raw[:2] == b"\x1f\x8b"
-    lines = [json.loads(l) for l in gzip.decompress(raw).decode().splitlines()]
+    assert raw[:4] == b"\x01\x01\x1f\x8b"  # framed as the reference writes it: 0x01, codec 0x01 = gzip
+    lines = [json.loads(l) for l in gzip.decompress(raw[2:]).decode().splitlines()]
     kinds = [next(iter(l)) for l in lines]
     assert "add" in kinds
     add = next(l["add"] for l in lines if "add" in l)
@@ -97,7 +97,7 @@ def test_version_files_are_gzip_ndjson_with_20_digit_names(tmp_path):
     assert add["size"] == 10 and add["modificationTime"] == 123 and add["dataChange"] is True
     v0 = [
         json.loads(l)
-        for l in gzip.decompress(open(os.path.join(path, LOG_DIR, names[0]), "rb").read()).decode().splitlines()
+        for l in gzip.decompress(open(os.path.join(path, LOG_DIR, names[0]), "rb").read()[2:]).decode().splitlines()
     ]
     proto = next(l["protocol"] for l in v0 if "protocol" in l)
     meta = next(l["metaData"] for l in v0 if "metaData" in l)

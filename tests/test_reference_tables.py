@@ -282,3 +282,24 @@ def test_describe_and_explain_a_reference_table() -> None:
     assert plan.version == 5 and plan.splits_total == 10 and plan.splits_after_partition_pruning == 2
     assert "id > 30" in plan.index_answered
     assert sorted(t.search("text:doc_3_1", where="date = '2024-03-01'").column("id").to_pylist()) == [31]
+
+
+def test_log_only_commits_on_a_reference_table_get_their_state(tmp_path: Path) -> None:
+    """IndexTables4Spark v0.5.4 reads a table's version from `_last_checkpoint` and no version file
+    after it: a DROP PARTITIONS of ours gets its state at once, and no protocol upgrade version
+    (the reference's V4 without features is already Avro state)."""
+    from indextables_spark.commands.partitions import drop_partitions
+
+    dst = tmp_path / "t"
+    shutil.copytree(ROOT / "12_partition_drop", dst)
+    t = it.IndexTable(str(dst))
+    before = t.snapshot()
+    res = drop_partitions(t.log, "date = '2024-01-01'")
+    assert res.version == before.version + 1
+    last = json.loads((dst / "_transaction_log" / "_last_checkpoint").read_text())
+    assert last["version"] == res.version and last["stateDir"] == f"state-v{res.version:020d}"
+    assert last["size"] == last["numFiles"] == before.num_files - res.splits_removed
+    assert it.IndexTable(str(dst)).snapshot().protocol_action == before.protocol_action
+    assert _sorted(it.IndexTable(str(dst)).to_arrow()) == [
+        r for r in _sorted(it.IndexTable(str(ROOT / "12_partition_drop")).to_arrow()) if r["date"] != "2024-01-01"
+    ]

@@ -144,7 +144,7 @@ def _other_format(path: str, root: str) -> bytes:
     """A file of another format: Avro for JSON files and JSON for Avro files."""
     if path.endswith(".avro"):
         with open(os.path.join(_logdir(root), f"{3:020d}.json"), "rb") as f:
-            return gzip.decompress(f.read())
+            return gzip.decompress(f.read()[2:])  # framed: 0x01 0x01 + gzip (log/codec.py)
     avro = [os.path.join(d, f) for d, _ds, fs in os.walk(_logdir(root)) for f in fs if f.endswith(".avro")]
     if avro:
         with open(avro[0], "rb") as f:

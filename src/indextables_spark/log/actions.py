@@ -1,16 +1,73 @@
-"""Transaction log actions (protocol.md "Actions"); Python snake_case, wire JSON camelCase."""
+"""Transaction log actions (protocol.md "Actions"); Python snake_case, wire JSON camelCase.
+
+What the reference implementation (IndexTables4Spark) reads, and hence what we write into version
+files (`action_to_json` with the file's version, `wire_actions`). Paths below are in
+indextables/indextables_spark under src/main/scala/io/indextables/spark/ (tag v0.5.4, the version
+that wrote tests/data/reference_v0.5.4) and in indextables/tantivy4java under native/src/txlog/:
+
+- v0.5.4 (the Scala log; case classes in `transaction/Actions.scala`, `LastCheckpointInfo` in
+  `transaction/TransactionLogCheckpoint.scala`, read with `util/JsonUtil.scala`'s
+  `new ObjectMapper().registerModule(DefaultScalaModule)`): Jackson's default
+  FAIL_ON_UNKNOWN_PROPERTIES is on (only `transaction/avro/StateManifestIO.scala`'s own mapper
+  turns it off), so a field the case class does not declare makes the action unreadable. The
+  default `OptimizedTransactionLog.readActionsFromLocalFile` then logs an error and *drops that
+  line* (an add we wrote would vanish for it); `TransactionLog.parseActionsFromStream`,
+  `TransactionLogCheckpoint.parseActionLine` and PURGE's checkpoint reader throw. Unknown action
+  kinds: skipped with a warning by the default path (`parseAction` → None), "Unknown action type"
+  in those others. A missing `Option` field reads as None and `null` is accepted for every
+  `Option`; the reference itself writes `null`s (Jackson's default inclusion:
+  `"readerFeatures":null`, `"parts":null`).
+- current (the log moved to tantivy4java's Rust `actions.rs` / `version_file.rs`): serde without
+  deny_unknown_fields, so unknown fields and unknown action keys are ignored; required: add
+  {path, size, modificationTime}, remove {path}, mergeskip {path, skipTimestamp, reason}, protocol
+  {minReaderVersion, minWriterVersion}, metaData {id, schemaString}; `partitionValues` and
+  `configuration` are `HashMap<String, String>`: a `null` value in them fails the whole file. It
+  writes no nulls (`skip_serializing_if`).
+
+Hence in version files: only the fields of the reference's AddAction / RemoveAction / SkipAction /
+ProtocolAction / MetadataAction, no nulls, a null partition value as a missing key (as in the Avro
+state), and an add's addedAtVersion / addedAtTimestamp (ours, not reference fields) only where a
+reader cannot derive them from the file (its version, its commitInfo timestamp: `derive_added_at`)
+— so not in ordinary commits. Our own action kinds (commitInfo, deleteLog, statsFiles) stay: the
+reference's default reader skips them (a table with delete logs is not for it anyway). The hotcache
+offsets are kept as read; the reference itself opens a split from its footer offsets
+(`search/SplitSearchEngine.scala`: "Hotcache methods deprecated ... using footer offsets").
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from ..errors import CorruptStateError
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
+
+
+def _opt_int(v: Any) -> int | None:
+    """A long the reference may have written as null or (Jackson's OptionalLongDeserializer)
+    anything non-numeric, read as absent."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return None
+
+
+def _opt_str(v: Any) -> str | None:
+    """A string field the Rust port also accepts as an integer (timeRangeStart/End)."""
+    if v is None:
+        return None
+    return v if isinstance(v, str) else str(v)
+
+
+def _opt_str_map(v: Any) -> dict[str, str] | None:
+    return None if v is None else {str(k): x for k, x in dict(v).items()}
 
 
 @dataclass
@@ -37,12 +94,23 @@ class AddFile:
     # this split indexes (as the source records them), and the source version it was built from.
     companion_source_files: list[str] | None = None
     companion_source_version: int | None = None
+    # Fields of the reference's AddAction (transaction/Actions.scala) this package does not use,
+    # kept so that a reference add survives our reads and writes (version files, Avro state).
+    companion_fast_field_mode: str | None = None  # "DISABLED" / "HYBRID" / "PARQUET_ONLY"
+    hotcache_start_offset: int | None = None
+    hotcache_length: int | None = None
+    time_range_start: str | None = None  # ISO instant, as tantivy4java's SplitMetadata
+    time_range_end: str | None = None
+    delete_opstamp: int | None = None
+    tags: dict[str, str] | None = None  # Delta-style tags (not splitTags); JSON only
 
     @property
     def has_footer_offsets(self) -> bool:
         return self.footer_start_offset is not None and self.footer_end_offset is not None
 
     def to_json(self) -> dict[str, Any]:
+        """The add as JSON, every field we hold (also used to ship adds to Spark tasks). Version
+        files use `action_to_json(add, version=...)`, the reference-readable subset."""
         d = {
             "path": self.path,
             "partitionValues": dict(self.partition_values or {}),
@@ -50,23 +118,30 @@ class AddFile:
             "modificationTime": int(self.modification_time),
             "dataChange": bool(self.data_change),
             "stats": self.stats,
+            "tags": dict(self.tags) if self.tags is not None else None,
             "minValues": self.min_values,
             "maxValues": self.max_values,
             "numRecords": self.num_records,
-            "hasFooterOffsets": self.has_footer_offsets,
             "footerStartOffset": self.footer_start_offset,
             "footerEndOffset": self.footer_end_offset,
+            "hotcacheStartOffset": self.hotcache_start_offset,
+            "hotcacheLength": self.hotcache_length,
+            "hasFooterOffsets": self.has_footer_offsets,
+            "timeRangeStart": self.time_range_start,
+            "timeRangeEnd": self.time_range_end,
             "splitTags": sorted(self.split_tags) if self.split_tags is not None else None,
+            "deleteOpstamp": self.delete_opstamp,
             "numMergeOps": self.num_merge_ops,
-            "docMappingRef": self.doc_mapping_ref,
             "docMappingJson": self.doc_mapping_json,
+            "docMappingRef": self.doc_mapping_ref,
             "uncompressedSizeBytes": self.uncompressed_size_bytes,
-            "addedAtVersion": self.added_at_version,
-            "addedAtTimestamp": self.added_at_timestamp,
             "companionSourceFiles": list(self.companion_source_files)
             if self.companion_source_files is not None
             else None,
             "companionDeltaVersion": self.companion_source_version,
+            "companionFastFieldMode": self.companion_fast_field_mode,
+            "addedAtVersion": self.added_at_version,
+            "addedAtTimestamp": self.added_at_timestamp,
         }
         return _drop_none(d)
 
@@ -80,22 +155,29 @@ class AddFile:
                 modification_time=int(d.get("modificationTime") or 0),
                 data_change=bool(d.get("dataChange", True)),
                 stats=d.get("stats"),
-                min_values=d.get("minValues"),
-                max_values=d.get("maxValues"),
-                num_records=d.get("numRecords"),
-                footer_start_offset=d.get("footerStartOffset"),
-                footer_end_offset=d.get("footerEndOffset"),
+                min_values=_opt_str_map(d.get("minValues")),
+                max_values=_opt_str_map(d.get("maxValues")),
+                num_records=_opt_int(d.get("numRecords")),
+                footer_start_offset=_opt_int(d.get("footerStartOffset")),
+                footer_end_offset=_opt_int(d.get("footerEndOffset")),
                 split_tags=list(d["splitTags"]) if d.get("splitTags") is not None else None,
-                num_merge_ops=d.get("numMergeOps"),
+                num_merge_ops=_opt_int(d.get("numMergeOps")),
                 doc_mapping_ref=d.get("docMappingRef"),
-                uncompressed_size_bytes=d.get("uncompressedSizeBytes"),
-                added_at_version=d.get("addedAtVersion"),
-                added_at_timestamp=d.get("addedAtTimestamp"),
+                uncompressed_size_bytes=_opt_int(d.get("uncompressedSizeBytes")),
+                added_at_version=_opt_int(d.get("addedAtVersion")),
+                added_at_timestamp=_opt_int(d.get("addedAtTimestamp")),
                 doc_mapping_json=d.get("docMappingJson"),
                 companion_source_files=(
                     list(d["companionSourceFiles"]) if d.get("companionSourceFiles") is not None else None
                 ),
-                companion_source_version=d.get("companionDeltaVersion"),
+                companion_source_version=_opt_int(d.get("companionDeltaVersion")),
+                companion_fast_field_mode=d.get("companionFastFieldMode"),
+                hotcache_start_offset=_opt_int(d.get("hotcacheStartOffset")),
+                hotcache_length=_opt_int(d.get("hotcacheLength")),
+                time_range_start=_opt_str(d.get("timeRangeStart")),
+                time_range_end=_opt_str(d.get("timeRangeEnd")),
+                delete_opstamp=_opt_int(d.get("deleteOpstamp")),
+                tags=_opt_str_map(d.get("tags")),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptStateError(f"invalid add action {str(d)[:200]}: {e!r}") from None
@@ -108,6 +190,8 @@ class RemoveFile:
     data_change: bool = True
     partition_values: dict[str, str] | None = None
     size: int | None = None
+    extended_file_metadata: bool | None = None  # reference field (Delta's meaning), kept as read
+    tags: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _drop_none(
@@ -115,22 +199,28 @@ class RemoveFile:
                 "path": self.path,
                 "deletionTimestamp": self.deletion_timestamp,
                 "dataChange": self.data_change,
+                "extendedFileMetadata": self.extended_file_metadata,
                 "partitionValues": self.partition_values,
                 "size": self.size,
+                "tags": self.tags,
             }
         )
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "RemoveFile":
         try:
+            pv = d.get("partitionValues")
+            efm = d.get("extendedFileMetadata")
             return cls(
                 path=d["path"],
-                deletion_timestamp=d.get("deletionTimestamp"),
+                deletion_timestamp=_opt_int(d.get("deletionTimestamp")),
                 data_change=bool(d.get("dataChange", True)),
-                partition_values=d.get("partitionValues"),
-                size=d.get("size"),
+                partition_values=dict(pv) if pv is not None else None,
+                size=_opt_int(d.get("size")),
+                extended_file_metadata=bool(efm) if efm is not None else None,
+                tags=_opt_str_map(d.get("tags")),
             )
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, ValueError) as e:
             raise CorruptStateError(f"invalid remove action {str(d)[:200]}: {e!r}") from None
 
 
@@ -224,6 +314,8 @@ class SkipAction:
     operation: str
     retry_after: int | None = None
     skip_count: int = 1
+    partition_values: dict[str, str] | None = None  # reference fields, kept as read
+    size: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _drop_none(
@@ -232,6 +324,8 @@ class SkipAction:
                 "skipTimestamp": self.skip_timestamp,
                 "reason": self.reason,
                 "operation": self.operation,
+                "partitionValues": self.partition_values,
+                "size": self.size,
                 "retryAfter": self.retry_after,
                 "skipCount": self.skip_count,
             }
@@ -240,13 +334,16 @@ class SkipAction:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "SkipAction":
         try:
+            pv = d.get("partitionValues")
             return cls(
                 path=d["path"],
                 skip_timestamp=int(d["skipTimestamp"]),
-                reason=d.get("reason", ""),
-                operation=d.get("operation", ""),
-                retry_after=d.get("retryAfter"),
-                skip_count=int(d.get("skipCount", 1)),
+                reason=d.get("reason") or "",
+                operation=d.get("operation") or "",
+                retry_after=_opt_int(d.get("retryAfter")),
+                skip_count=int(d["skipCount"]) if d.get("skipCount") is not None else 1,
+                partition_values=dict(pv) if pv is not None else None,
+                size=_opt_int(d.get("size")),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptStateError(f"invalid mergeskip action {str(d)[:200]}: {e!r}") from None
@@ -402,11 +499,60 @@ _WIRE_KEY: dict[type[Action], str] = {
     DeleteLog: "deleteLog",
     StatsFiles: "statsFiles",
 }
-_FROM_WIRE = {v: k for k, v in _WIRE_KEY.items()}
+_FROM_WIRE: dict[str, type[Action]] = {v: k for k, v in _WIRE_KEY.items()}
+# The reference's current Scala serializer (ActionJsonSerializer.actionsToJsonLines) names a skip
+# "skip"; its readers accept "skip" and "mergeskip". We write "mergeskip" (what v0.5.4 and the Rust
+# port read) and accept both.
+_FROM_WIRE["skip"] = SkipAction
 
 
-def action_to_json(action: Action) -> dict[str, Any]:
-    return {_WIRE_KEY[type(action)]: action.to_json()}
+def _wire_add(d: dict[str, Any], version: int | None, commit_timestamp: int | None) -> dict[str, Any]:
+    """An add as the reference reads it in a version file of `version` (see the module docstring)."""
+    pv = d.get("partitionValues")
+    if pv:
+        d["partitionValues"] = {k: v for k, v in pv.items() if v is not None}
+    if version is not None and d.get("addedAtVersion") == version:
+        del d["addedAtVersion"]
+        if commit_timestamp is not None and d.get("addedAtTimestamp") == commit_timestamp:
+            del d["addedAtTimestamp"]
+    return d
+
+
+def action_to_json(action: Action, version: int | None = None, commit_timestamp: int | None = None) -> dict[str, Any]:
+    """The wire form of an action: `{"<kind>": {...}}`.
+
+    With `version` (the version file it goes into; `commit_timestamp`: that file's commitInfo
+    timestamp) an add omits addedAtVersion / addedAtTimestamp when they equal those — our readers
+    derive them from the version file, the reference's v0.5.4 reader refuses fields it does not
+    know — and null partition values are written as missing keys (the reference's Rust reader
+    cannot read a null map value). Without `version` (checkpoints, repair) they are kept."""
+    body = action.to_json()
+    if isinstance(action, AddFile):
+        body = _wire_add(body, version, commit_timestamp)
+    elif isinstance(action, RemoveFile) and body.get("partitionValues"):
+        body["partitionValues"] = {k: v for k, v in body["partitionValues"].items() if v is not None}
+    return {_WIRE_KEY[type(action)]: body}
+
+
+def wire_actions(actions: Iterable[Action], version: int | None = None) -> list[dict[str, Any]]:
+    """The wire form of the actions of one version file (`version`, when known)."""
+    acts = list(actions)
+    ts = next((a.timestamp for a in acts if isinstance(a, CommitInfo) and a.timestamp), None)
+    return [action_to_json(a, version, ts) for a in acts]
+
+
+def derive_added_at(actions: list[Action], version: int) -> list[Action]:
+    """The inverse of `wire_actions`: adds (and delete logs) of version file `version` that do
+    not record addedAtVersion / addedAtTimestamp get the file's version and its commitInfo
+    timestamp (reference files have no commitInfo: the timestamp stays unknown here)."""
+    ts = next((a.timestamp for a in actions if isinstance(a, CommitInfo) and a.timestamp), None)
+    for a in actions:
+        if isinstance(a, (AddFile, DeleteLog)):
+            if a.added_at_version is None:
+                a.added_at_version = version
+            if a.added_at_timestamp is None and ts is not None:
+                a.added_at_timestamp = ts
+    return actions
 
 
 def action_from_json(obj: dict[str, Any], where: str) -> Action | None:

@@ -67,6 +67,20 @@ FILE_ENTRY_AVRO_SCHEMA: dict[str, Any] = {
             "field-id": 150,
         },
         {"name": "companionDeltaVersion", "type": ["null", "long"], "default": None, "field-id": 151},
+        # Up to here the record is field for field the reference's v0.5.4 schema
+        # (transaction/avro/AvroSchemas.scala FILE_ENTRY_SCHEMA). Appended, with defaults (spec
+        # README: "New optional fields ... at the end of the record with defaults"), so that every
+        # field of a reference add / FileEntry survives our state writes: fields of the current
+        # reference's schema (tantivy4java txlog/avro/schemas.rs, which has them mid-record; Avro
+        # readers resolve by name), with its field ids ...
+        {"name": "companionFastFieldMode", "type": ["null", "string"], "default": None, "field-id": 152},
+        {"name": "deleteOpstamp", "type": ["null", "long"], "default": None, "field-id": 123},
+        {"name": "timeRangeStart", "type": ["null", "string"], "default": None, "field-id": 137},
+        {"name": "timeRangeEnd", "type": ["null", "string"], "default": None, "field-id": 138},
+        # ... and the reference AddAction's hotcache offsets, which no reference Avro schema has:
+        # ids from the unused part of the reference's "120-129: footer offsets" range.
+        {"name": "hotcacheStartOffset", "type": ["null", "long"], "default": None, "field-id": 125},
+        {"name": "hotcacheLength", "type": ["null", "long"], "default": None, "field-id": 126},
     ],
 }
 
@@ -370,7 +384,10 @@ def _compress(codec: str, data: bytes, level: int) -> bytes:
     if codec == "zstandard":
         import zstandard
 
-        return zstandard.ZstdCompressor(level=level).compress(data)
+        # With the frame's content checksum (xxHash64, 4 bytes a block): zstd then detects a
+        # corrupted block, which Avro's framing does not (sync markers only); any zstd decoder
+        # verifies it. The reference's Avro writer (CodecFactory.zstandardCodec(level)) writes none.
+        return zstandard.ZstdCompressor(level=level, write_checksum=True).compress(data)
     if codec == "snappy":
         import cramjam
 

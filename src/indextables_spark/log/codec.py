@@ -17,15 +17,19 @@ import zlib
 from typing import Any, Iterable
 
 from ..errors import CorruptStateError
-from .actions import Action, action_from_json, action_to_json
+from .actions import Action, action_from_json, wire_actions
 
 GZIP_MAGIC = b"\x1f\x8b"
 FRAME_MAGIC = 0x01  # first byte of a compressed version file (reference CompressionUtils.MAGIC_BYTE)
 CODEC_GZIP = 0x01  # its codec byte for GZIP; the reference knows no other codec
 
 
-def encode_actions(actions: Iterable[Action], compress: bool = True) -> bytes:
-    text = "".join(json.dumps(action_to_json(a), separators=(",", ":"), ensure_ascii=False) + "\n" for a in actions)
+def encode_actions(actions: Iterable[Action], compress: bool = True, version: int | None = None) -> bytes:
+    """A version file (`version`: its version, so that adds omit what readers derive from it, as
+    the reference needs: see log/actions.py) or a JSON checkpoint (no version: adds keep theirs)."""
+    text = "".join(
+        json.dumps(w, separators=(",", ":"), ensure_ascii=False) + "\n" for w in wire_actions(actions, version)
+    )
     data = text.encode("utf-8")
     if not compress:
         return data

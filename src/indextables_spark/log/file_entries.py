@@ -37,6 +37,13 @@ FILE_ENTRY_SCHEMA = pa.schema(
         pa.field("addedAtTimestamp", pa.int64()),
         pa.field("companionSourceFiles", pa.list_(pa.string())),
         pa.field("companionDeltaVersion", pa.int64()),
+        # reference fields this package keeps but does not use (log/avro_codec.py)
+        pa.field("companionFastFieldMode", pa.string()),
+        pa.field("deleteOpstamp", pa.int64()),
+        pa.field("timeRangeStart", pa.string()),
+        pa.field("timeRangeEnd", pa.string()),
+        pa.field("hotcacheStartOffset", pa.int64()),
+        pa.field("hotcacheLength", pa.int64()),
     ]
 )
 
@@ -71,6 +78,12 @@ def add_files_to_table(files: Iterable[AddFile]) -> pa.Table:
         cols["addedAtTimestamp"].append(a.added_at_timestamp if a.added_at_timestamp is not None else 0)
         cols["companionSourceFiles"].append(a.companion_source_files)
         cols["companionDeltaVersion"].append(a.companion_source_version)
+        cols["companionFastFieldMode"].append(a.companion_fast_field_mode)
+        cols["deleteOpstamp"].append(a.delete_opstamp)
+        cols["timeRangeStart"].append(a.time_range_start)
+        cols["timeRangeEnd"].append(a.time_range_end)
+        cols["hotcacheStartOffset"].append(a.hotcache_start_offset)
+        cols["hotcacheLength"].append(a.hotcache_length)
     return pa.Table.from_pydict(cols, schema=FILE_ENTRY_SCHEMA)
 
 
@@ -106,6 +119,8 @@ def table_to_add_files(table: pa.Table) -> list[AddFile]:
         get("addedAtTimestamp"),
     )
     csf, csv = get("companionSourceFiles"), get("companionDeltaVersion")
+    cffm, dop = get("companionFastFieldMode"), get("deleteOpstamp")
+    trs, tre, hcs, hcl = get("timeRangeStart"), get("timeRangeEnd"), get("hotcacheStartOffset"), get("hotcacheLength")
     out: list[AddFile] = []
     for i in range(n):
         out.append(
@@ -129,6 +144,12 @@ def table_to_add_files(table: pa.Table) -> list[AddFile]:
                 added_at_timestamp=aat[i],
                 companion_source_files=csf[i],
                 companion_source_version=csv[i],
+                companion_fast_field_mode=cffm[i],
+                delete_opstamp=dop[i],
+                time_range_start=trs[i],
+                time_range_end=tre[i],
+                hotcache_start_offset=hcs[i],
+                hotcache_length=hcl[i],
             )
         )
     return out

@@ -15,6 +15,7 @@ from ..results import CheckpointResult, TruncateTimeTravelResult, elapsed_ms
 from ..storage import Storage
 from .actions import Protocol
 from .avro_state import read_state_manifest
+from .reference_splits import may_hold_reference_splits, reference_split_paths
 from .gc import cleanup_old_states, gc_manifests, reachable_manifests
 from .protocol_gate import check_writable
 from .state_config import StateConfig
@@ -34,8 +35,12 @@ log = logging.getLogger(__name__)
 
 
 def _needs_upgrade(protocol: Protocol) -> bool:
-    feats = set(protocol.reader_features or [])
-    return protocol.min_reader_version < 4 or "avroState" not in feats
+    """Below V4, or a V4 table whose features omit avroState. A V4 protocol listing no features
+    at all is the reference implementation's (its V4 means Avro state: `ProtocolVersion.scala`
+    V4_READER_FEATURES), not one to upgrade."""
+    if protocol.min_reader_version < 4:
+        return True
+    return protocol.reader_features is not None and "avroState" not in protocol.reader_features
 
 
 def upgrade_protocol(log_: TransactionLog) -> int:
@@ -172,7 +177,8 @@ def after_commit(log_: TransactionLog, version: int, operation: str | None = Non
         return
     interval = o.get_int("checkpoint.interval")
     after_merge = (operation or "").upper() in MERGE_OPERATIONS and o.get_bool("state.compaction.afterMerge")
-    if not after_merge and (interval <= 0 or version % interval != 0):
+    every = (operation or "").upper() not in _DATA_OPERATIONS and _holds_reference_splits(log_, version)
+    if not after_merge and not every and (interval <= 0 or version % interval != 0):
         return
     try:
         cfg = StateConfig.from_options(o)
@@ -185,6 +191,24 @@ def after_commit(log_: TransactionLog, version: int, operation: str | None = Non
         log.warning("automatic checkpoint of %s at version %d failed: %s", log_.storage.uri, version, e)
     except Exception as e:  # noqa: BLE001 - the commit is durable; report, never fail it
         log.warning("automatic checkpoint of %s at version %d failed: %r", log_.storage.uri, version, e, exc_info=True)
+
+
+# Commits that put our splits or delete logs into a table: refused on a table holding the
+# reference's splits (reference_splits.py), so they never need the check below (and a plain
+# append pays nothing for it). Log-only operations (DROP PARTITIONS, a custom transaction) do.
+_DATA_OPERATIONS = frozenset({"WRITE", "STREAMING UPDATE", "DELETE", "MERGE SPLITS", "CONVERT", "BUILD COMPANION"})
+
+
+def _holds_reference_splits(log_: TransactionLog, version: int) -> bool:
+    """Does the table hold splits the reference implementation wrote? Then every commit gets its
+    state: IndexTables4Spark v0.5.4 takes a table's version from `_last_checkpoint` and reads no
+    version file after it (its `OptimizedTransactionLog`), so a version of ours without a state
+    would stay invisible to it, and its next commit would write a state over our version number.
+    Only the header is read unless the table knows a reference doc mapping."""
+    _protocol, metadata, registry = log_.header(version)
+    if not may_hold_reference_splits({**metadata.doc_mappings, **registry}):
+        return False
+    return bool(reference_split_paths(log_.snapshot(version)))
 
 
 def truncate_time_travel(log_: TransactionLog, dry_run: bool = False) -> TruncateTimeTravelResult:

@@ -164,13 +164,19 @@ class StateManifest:
 
 
 def encode_state_manifest(sm: StateManifest, codec: str = "zstd", level: int = 3) -> bytes:
+    """The record encoded by fastavro, framed by our container writer: its zstd blocks carry a
+    content checksum (avro_codec._compress), so a flipped bit in the state manifest fails the read
+    (then the reader falls back) instead of decoding to another valid state."""
     import fastavro
+    import pyarrow as pa
+
+    from .avro_codec import write_container
 
     buf = io.BytesIO()
-    name = avro_codec_name(codec)
-    kwargs: dict[str, Any] = {"codec_compression_level": level} if name == "zstandard" else {}
-    fastavro.writer(buf, _parsed_state_schema(), [sm.to_record()], codec=name, **kwargs)
-    return buf.getvalue()
+    fastavro.schemaless_writer(buf, _parsed_state_schema(), sm.to_record())
+    rows = pa.array([buf.getvalue()], pa.large_binary())
+    data, _blocks = write_container(rows, STATE_MANIFEST_AVRO_SCHEMA, avro_codec_name(codec), level)
+    return data
 
 
 _PARSED: dict[str, Any] = {}

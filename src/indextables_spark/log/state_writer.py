@@ -359,13 +359,16 @@ def write_state(
 def _last_checkpoint_for(sm: StateManifest) -> LastCheckpoint:
     return LastCheckpoint(
         version=sm.state_version,
-        size=sm.num_files + 2 + len(sm.skip_actions),
+        size=sm.num_files,  # what the reference writes for an Avro state (tantivy4java avro/state_writer.rs)
         size_in_bytes=sm.total_bytes,
         num_files=sm.num_files,
         created_time=sm.created_at,
         format=FORMAT_AVRO_STATE,
         state_dir=state_dir_name(sm.state_version),
-        protocol_version=sm.protocol_version,
+        # No protocolVersion (avro-state-file.md's example has one): the reference's
+        # LastCheckpointInfo (v0.5.4 transaction/TransactionLogCheckpoint.scala) has no such field
+        # and is read with a strict Jackson mapper (util/JsonUtil.scala), which then ignores the
+        # whole file. The state manifest carries protocolVersion and the protocol.
     )
 
 
@@ -592,8 +595,7 @@ def write_json_checkpoint(log_: "TransactionLog", snap: "Snapshot") -> LastCheck
         size_in_bytes=snap.total_bytes,
         num_files=len(files),
         created_time=int(time.time() * 1000),
-        format=FORMAT_JSON,
-        protocol_version=snap.protocol_action.min_reader_version,
+        format=FORMAT_JSON,  # no protocolVersion: see _last_checkpoint_for
     )
     storage.put(LAST_CHECKPOINT, lc.encode())
     return lc

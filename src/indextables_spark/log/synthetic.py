@@ -95,7 +95,11 @@ def create_table(
     protocol: Protocol | None = None,
 ) -> int:
     """Commit version 0 (protocol + metadata) of a new table. `table` is an IndexTable."""
-    conf = {"docMappingSchema." + DOC_MAPPING_REF: json.dumps([{"name": "title", "type": "text"}])}
+    conf = {
+        "docMappingSchema." + DOC_MAPPING_REF: json.dumps(
+            [{"name": "title", "type": "text", "column": "title", "kind": "text", "sparkType": "string"}]
+        )
+    }
     conf.update(configuration or {})
     md = Metadata(
         id=new_table_id(),

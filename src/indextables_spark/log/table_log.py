@@ -18,7 +18,18 @@ import pyarrow.compute as pc
 from ..errors import CorruptStateError, FileNotFoundInStorageError, TableNotFoundError, VersionNotFoundError
 from ..options import Options
 from ..storage import Storage
-from .actions import Action, AddFile, CommitInfo, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, StatsFiles
+from .actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    DeleteLog,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SkipAction,
+    StatsFiles,
+    derive_added_at,
+)
 from .codec import decode_actions, encode_actions
 from .file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
 from .paths import LOG_DIR, version_key
@@ -107,7 +118,7 @@ class TransactionLog:
             # A committed version file is never empty (it holds at least its commitInfo): reading
             # it as "no actions" would silently drop that version's changes.
             raise CorruptStateError(f"{where}: version file {version} is empty")
-        actions = decode_actions(data, where)
+        actions = derive_added_at(decode_actions(data, where), version)
         if not actions:
             from .codec import decode_text
 
@@ -118,7 +129,7 @@ class TransactionLog:
     def write_version(self, version: int, actions: Iterable[Action]) -> bool:
         """Write a version file if no file exists for that version. False on conflict."""
         compress = self.options.get_bool("transaction.compression.enabled")
-        return self.storage.put_if_absent(version_key(version), encode_actions(actions, compress))
+        return self.storage.put_if_absent(version_key(version), encode_actions(actions, compress, version))
 
     def commit_timestamp(self, version: int, actions: list[Action] | None = None) -> int:
         acts = actions if actions is not None else self.read_actions(version)
