@@ -84,26 +84,26 @@ def read_bundle(f: BinaryIO, size: int, where: str) -> QuickwitBundle:
             raise fail(f"short read at bytes [{start}, {end})")
         return data
 
+    def versioned(what: str, at: int, magic: int, version: int) -> None:
+        """A versioned component's header (Quickwit `VersionedComponent`): u32 magic, u32 version."""
+        got_magic, got_version = struct.unpack("<II", read(at, at + 8))
+        if got_magic != magic:
+            raise fail(f"bad {what} magic {got_magic} at byte {at} (expected {magic}; truncated or not a split?)")
+        if got_version != version:
+            raise fail(f"unsupported {what} version {got_version} (this reader knows {version})")
+
     if size < 16:
         raise fail(f"truncated file: {size} bytes")
     c = _u32(read(size - 4, size))
     h = size - 4 - c
     if c < 12 or h < 12:
         raise fail(f"hotcache length {c} does not fit in a {size}-byte file (truncated?)")
-    magic, version = struct.unpack("<II", read(h, h + 8))
-    if magic != HOTCACHE_MAGIC:
-        raise fail(f"bad hotcache magic {magic} at byte {h} (expected {HOTCACHE_MAGIC}; truncated or not a split?)")
-    if version != HOTCACHE_VERSION:
-        raise fail(f"unsupported hotcache version {version} (this reader knows {HOTCACHE_VERSION})")
+    versioned("hotcache", h, HOTCACHE_MAGIC, HOTCACHE_VERSION)
     m = _u32(read(h - 4, h))
     footer_start = h - 4 - m
     if m < 8 or footer_start < 0:
         raise fail(f"file offsets section length {m} does not fit before byte {h - 4}")
-    magic, version = struct.unpack("<II", read(footer_start, footer_start + 8))
-    if magic != BUNDLE_MAGIC:
-        raise fail(f"bad bundle magic {magic} at byte {footer_start} (expected {BUNDLE_MAGIC})")
-    if version != BUNDLE_VERSION:
-        raise fail(f"unsupported bundle version {version} (this reader knows {BUNDLE_VERSION})")
+    versioned("bundle", footer_start, BUNDLE_MAGIC, BUNDLE_VERSION)
     try:
         table = json.loads(read(footer_start + 8, h - 4).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
