@@ -159,6 +159,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _o("limit", "int", 0, "the N best matches by `_score` (0: every match)"),
     _o("orderBy", "str", None, "`_score` (the default with a limit)", readme=False),
     _o("withScore", "bool", False, "add the `_score` column to a read"),
+    _o("columns", "str", None, "the only columns a read declares (comma list; empty: none, for counts)"),
     _o("snippetFields", "str", None, "text columns whose `_snippet` a read adds (comma list)"),
     _o("versionAsOf", "int", None, "time travel to a version"),
     _o("timestampAsOf", "str", None, "time travel to a time (ISO 8601 or epoch milliseconds)"),

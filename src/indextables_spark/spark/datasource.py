@@ -69,7 +69,7 @@ class IndexTablesDataSource(DataSource):
     def schema(self) -> StructType:
         from pyspark.sql.types import StringType, StructField
 
-        from .reader import check_table_query, extra_fields, read_options
+        from .reader import check_table_query, declared_fields, extra_fields, read_options
 
         snapshot = self._read_snapshot()
         time_travel = self.opts.get_str("versionAsOf") is not None or self.opts.get_str("timestampAsOf") is not None
@@ -80,10 +80,9 @@ class IndexTablesDataSource(DataSource):
             check_table_query(snapshot, self.opts, ro.query)  # a bad query fails load(), not a task
         # `_score` / `_snippet` only when the options ask for them (see reader.py).
         extra = extra_fields(ro, schema, snapshot.partition_columns)
+        fields, extra = declared_fields(ro, list(schema.fields), extra)  # the `columns` option
         return StructType(
-            list(schema.fields)
-            + [StructField(INDEXALL, StringType(), True), StructField(INDEXGUARD, StringType(), True)]
-            + extra
+            fields + [StructField(INDEXALL, StringType(), True), StructField(INDEXGUARD, StringType(), True)] + extra
         )
 
     def reader(self, schema: StructType) -> "DataSourceReader":

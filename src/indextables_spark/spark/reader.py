@@ -7,6 +7,10 @@ Read options (besides the table's):
 - `withScore` = true: the `_score` column without ordering (e.g. on SQL views).
 - `snippetFields` = `body[,title]`: a `_snippet` column with highlighted fragments (HTML `<b>`);
   a string for one field, a map field → snippet for several.
+- `columns` = `a,b[,_score][,_snippet]`: the only columns the read declares (in that order), so
+  Spark receives only those (Python data sources get no column pruning from Spark); an empty
+  value declares none, for counts. Partition columns may be named; `_score` asks for the score
+  column (needs a query), `_snippet` for the snippets of `snippetFields`.
 - `read.batchSize`: rows per Arrow batch handed to Spark (default: the session's
   `spark.sql.execution.arrow.maxRecordsPerBatch`, copied by the load wrapper; else 10,000).
 
@@ -53,6 +57,7 @@ class ReadOptions:
     with_score: bool  # a `_score` column is part of the schema
     snippet_fields: tuple[str, ...]
     batch_rows: int
+    columns: tuple[str, ...] | None = None  # the `columns` option: the declared columns (None: all)
 
     @property
     def top_n(self) -> bool:
@@ -80,12 +85,46 @@ def read_options(opts: Options) -> ReadOptions:
         limit = opts.get_int("limit")
         if limit <= 0:
             raise InvalidOptionError(f"option limit={raw_limit!r}: expected a positive number of rows")
-    with_score = order_by_score or (limit is not None and query is not None) or opts.get_bool("withScore")
+    raw_columns = opts.get_str("columns")
+    columns = None if raw_columns is None else tuple(c.strip() for c in raw_columns.split(",") if c.strip())
+    if columns is not None and len(set(columns)) != len(columns):
+        dup = sorted({c for c in columns if columns.count(c) > 1})
+        raise InvalidOptionError(f"option columns={raw_columns!r}: {dup} named more than once")
+    named_score = columns is not None and SCORE in columns
+    if named_score and query is None:
+        raise InvalidOptionError(
+            f"option columns={raw_columns!r}: '{SCORE}' needs option 'query' (scores rank query matches)"
+        )
+    with_score = (
+        order_by_score or (limit is not None and query is not None) or opts.get_bool("withScore") or named_score
+    )
     fields = tuple(f.strip() for f in (opts.get_str("snippetFields") or "").split(",") if f.strip())
+    if columns is not None and SNIPPET in columns and not fields:
+        raise InvalidOptionError(f"option columns={raw_columns!r}: '{SNIPPET}' needs option snippetFields")
     batch_rows = opts.get_int("read.batchSize")
     if batch_rows <= 0:
         raise InvalidOptionError(f"option read.batchSize={batch_rows}: expected a positive number of rows")
-    return ReadOptions(query, order_by_score, limit, with_score, fields, batch_rows)
+    return ReadOptions(query, order_by_score, limit, with_score, fields, batch_rows, columns)
+
+
+def declared_fields(ro: ReadOptions, table_fields: list, extra: list) -> tuple[list, list]:
+    """(data fields, extra fields) a read declares: every column, or those the `columns` option
+    names in its order (unknown names: InvalidOptionError naming them and the table's columns).
+    The `_score` column stays while a top-n read orders by it (the load wrapper sorts on it)."""
+    if ro.columns is None:
+        return table_fields, extra
+    by_name = {f.name: f for f in table_fields}
+    virtual = {f.name: f for f in extra}
+    unknown = [c for c in ro.columns if c not in by_name and c not in virtual]
+    if unknown:
+        raise InvalidOptionError(
+            f"option columns: {unknown} are not columns of the table (columns: {list(by_name)}"
+            + (f"; with these options also {list(virtual)}" if virtual else "")
+            + ")"
+        )
+    keep_score = ro.order_by_score or ro.top_n
+    wanted_extra = [f for f in extra if f.name in ro.columns or (f.name == SCORE and keep_score)]
+    return [by_name[c] for c in ro.columns if c in by_name], wanted_extra
 
 
 def table_specs(snapshot, opts: Options) -> list:
@@ -482,14 +521,18 @@ def read_ranked(
 
     ro = reader.read_opts
     task = TaskRead(reader, target)
+    # snippets are made from their fields' text, which a `columns` read may not declare
+    names = task.names + [f for f in ro.snippet_fields if f not in task.names and SNIPPET in target.names]
     kept: list[pa.Table] = []
     for add in adds:
         split = task.open(add)
         table = split.search_scored(
-            query, ro.limit, reader.data_filters, task.names, deletes=task.deletes(add, (deletes or {}).get(add.path))
+            query, ro.limit, reader.data_filters, names, deletes=task.deletes(add, (deletes or {}).get(add.path))
         )
-        if ro.snippet_fields:
+        if ro.snippet_fields and SNIPPET in target.names:
             table = with_snippets(split, table, query, ro.snippet_fields)
+        if len(names) > len(task.names):
+            table = table.drop_columns(names[len(task.names) :])
         table = with_partition_values([(add, table)], target, reader.partition_columns)
         if ro.limit is None:
             yield from table.to_batches(max_chunksize=ro.batch_rows)
