@@ -240,6 +240,18 @@ def spark():
 _CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"
 
 
+@pytest.fixture
+def unregistered(spark):
+    """The `spark` session with indextables' wrappers removed (`it.unregister`) during the test."""
+    import indextables_spark as it
+
+    it.unregister(spark)
+    try:
+        yield spark
+    finally:
+        it.register(spark)
+
+
 def _connect_client_missing() -> list[str]:
     import importlib.util
 

@@ -96,15 +96,6 @@ def test_stream_with_columns(spark, table, tmp_path) -> None:
     assert _rows(got) == _rows(_reference(spark).select("id", "region"))
 
 
-@pytest.fixture
-def unregistered(spark):
-    it.unregister(spark)
-    try:
-        yield spark
-    finally:
-        it.register(spark)
-
-
 def test_without_register(unregistered, table) -> None:
     spark = unregistered
     df = spark.read.format("indextables").option("columns", "id,body").load(table)

@@ -168,15 +168,6 @@ def test_one_relation_two_queries_in_one_query_is_refused(spark, tmp_path):
     assert x.count() == sum(1 for r in make_rows(0, 40, random.Random(3)) if "word3" in r[3].split())
 
 
-@pytest.fixture
-def unregistered(spark):
-    it.unregister(spark)
-    try:
-        yield spark
-    finally:
-        it.register(spark)
-
-
 def test_unregistered_dataframe_sequences(unregistered, tmp_path):
     """Without register: a loaded DataFrame reads the version of its load, whatever Spark reuses."""
     run_sequences(unregistered, tmp_path, 8, seed=2, latest=False)
