@@ -20,6 +20,7 @@ Fixtures:
   azure_connection_string, azure_endpoint, azure_container, azure_options   (session) likewise
                                                 for Azurite.
   spark            (session) local[2] SparkSession with indextables registered.
+  unregistered     (function) that session with indextables' wrappers removed during the test.
   spark_connect_server (session) a Spark Connect server started from pyspark (tests/spark_servers.py).
   connect_spark    (session) a Spark Connect client session on it (pyspark's Connect flag is set only
                    while a test using it runs).
