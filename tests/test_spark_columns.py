@@ -113,3 +113,16 @@ def test_over_spark_connect(connect_spark, table) -> None:
         (r[0], r[2]) for r in ROWS if r[2] >= 50
     )
     assert spark.read.format("indextables").option("columns", "").load(table).count() == len(ROWS)
+
+
+def test_search_table_function_takes_columns(spark, table) -> None:
+    """`indextables_search(path, query, limit, snippet_fields, columns)`: the distributed route of
+    spark.sql and the UDTF's own search give the same columns."""
+    from indextables_spark.spark.table_functions import search_table
+
+    got = spark.sql(f"SELECT * FROM indextables_search('{table}', 'body:word4', 4, NULL, 'id,region')")
+    assert got.columns == ["id", "region", "_score"]
+    rows = got.collect()
+    assert len(rows) == 4 and all(r["id"] % 5 == 4 for r in rows)  # every match scores the same: any 4
+    udtf = search_table(table, "body:word4", 4, {}, None, "id,region")
+    assert udtf.column_names == ["id", "region", "_score"] and udtf.num_rows == 4

@@ -1,6 +1,7 @@
 """SQL table functions for search and aggregations.
 
     SELECT * FROM indextables_search('/path', 'body:spark AND tags:sql', 10)      -- rows + _score, best first
+    SELECT * FROM indextables_search('/path', 'body:spark', 10, NULL, 'id,title') -- only those columns (+ _score)
     SELECT * FROM indextables_aggregate('/path', '{"by_tag": {"terms": {"field": "tag"}}}', 'body:spark')
     SELECT * FROM indextables_count('/path', 'body:spark')
 
@@ -44,7 +45,7 @@ AGGREGATE = "indextables_aggregate"
 COUNT = "indextables_count"
 FUNCTIONS = (SEARCH, AGGREGATE, COUNT)
 PARAMS = {
-    SEARCH: ("path", "query", "limit", "snippet_fields"),
+    SEARCH: ("path", "query", "limit", "snippet_fields", "columns"),
     AGGREGATE: ("path", "aggs", "query", "partition_filter"),
     COUNT: ("path", "query", "partition_filter"),
 }
@@ -199,6 +200,8 @@ def _dataframe(spark, call: Call):
             reader = reader.option("limit", _limit(call))
         if a.get("snippet_fields"):
             reader = reader.option("snippetFields", _text(call, "snippet_fields"))
+        if a.get("columns") is not None:
+            reader = reader.option("columns", _text(call, "columns"))
         return reader.load(path)
     if call.name == AGGREGATE:
         from ..table import IndexTable
@@ -306,7 +309,12 @@ def _spark_value(v: Any, t: pa.DataType) -> Any:
 
 
 def search_table(
-    path: str, query: str, limit: int | None, options: Mapping[str, Any], snippet_fields: str | None = None
+    path: str,
+    query: str,
+    limit: int | None,
+    options: Mapping[str, Any],
+    snippet_fields: str | None = None,
+    columns: str | None = None,
 ) -> pa.Table:
     """The rows of the best matches (all of them without a limit), best first, in this process."""
     from concurrent.futures import ThreadPoolExecutor
@@ -322,8 +330,9 @@ def search_table(
 
     table = IndexTable(path, options)
     snap = table.snapshot()
-    schema = search_schema(snap, snippet_fields)
+    schema = search_schema(snap, snippet_fields)  # every column; `columns` selects at the end
     target = arrow_schema(schema.jsonValue(), field_metadata=True)
+    declared = [f.name for f in search_schema(snap, snippet_fields, columns).fields]
     names = [f.name for f in snap.schema.fields if f.name not in snap.partition_columns]
     fields = tuple(f.strip() for f in (snippet_fields or "").split(",") if f.strip())
     cache = get_cache(table.options)
@@ -343,19 +352,24 @@ def search_table(
     with ThreadPoolExecutor(max_workers=max(1, min(len(files), os.cpu_count() or 1))) as pool:
         parts = list(pool.map(one, files))
     if not parts:
-        return target.empty_table()
+        return target.empty_table().select(declared)
     merged = pa.concat_tables(parts).sort_by([(SCORE, "descending")])
-    return merged.slice(0, limit) if limit is not None else merged
+    return (merged.slice(0, limit) if limit is not None else merged).select(declared)
 
 
-def search_schema(snapshot, snippet_fields: str | None):
+def search_schema(snapshot, snippet_fields: str | None, columns: str | None = None):
+    """The rows' schema: every column (or those `columns` names, as the read option) + `_score`
+    (+ `_snippet`)."""
     from pyspark.sql.types import StructType
 
     from ..options import Options
-    from .reader import extra_fields, read_options
+    from .reader import declared_fields, extra_fields, read_options
 
-    ro = read_options(Options.of({"query": "*", "orderBy": "_score", "snippetFields": snippet_fields or ""}))
-    return StructType(list(snapshot.schema.fields) + extra_fields(ro, snapshot.schema, snapshot.partition_columns))
+    opts = {"query": "*", "orderBy": "_score", "snippetFields": snippet_fields or ""}
+    ro = read_options(Options.of(opts if columns is None else {**opts, "columns": columns}))
+    extra = extra_fields(ro, snapshot.schema, snapshot.partition_columns)
+    fields, extra = declared_fields(ro, list(snapshot.schema.fields), extra)
+    return StructType(fields + extra)
 
 
 def _udtf_classes(options: dict) -> dict[str, type]:
@@ -363,14 +377,25 @@ def _udtf_classes(options: dict) -> dict[str, type]:
 
     class Search:
         @staticmethod
-        def analyze(path, query, limit=None, snippet_fields=None):
+        def analyze(path, query, limit=None, snippet_fields=None, columns=None):
             from ..table import IndexTable
 
             snap = IndexTable(path.value, options).snapshot()
-            return AnalyzeResult(search_schema(snap, snippet_fields.value if snippet_fields else None))
+            return AnalyzeResult(
+                search_schema(
+                    snap, snippet_fields.value if snippet_fields else None, columns.value if columns else None
+                )
+            )
 
-        def eval(self, path: str, query: str, limit: int | None = None, snippet_fields: str | None = None):
-            t = search_table(path, query, limit, options, snippet_fields)
+        def eval(
+            self,
+            path: str,
+            query: str,
+            limit: int | None = None,
+            snippet_fields: str | None = None,
+            columns: str | None = None,
+        ):
+            t = search_table(path, query, limit, options, snippet_fields, columns)
             types = [f.type for f in t.schema]
             for row in t.to_pylist():
                 yield tuple(_spark_value(v, typ) for v, typ in zip(row.values(), types))
