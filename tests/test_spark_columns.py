@@ -126,3 +126,16 @@ def test_search_table_function_takes_columns(spark, table) -> None:
     assert len(rows) == 4 and all(r["id"] % 5 == 4 for r in rows)  # every match scores the same: any 4
     udtf = search_table(table, "body:word4", 4, {}, None, "id,region")
     assert udtf.column_names == ["id", "region", "_score"] and udtf.num_rows == 4
+
+
+def test_snippets_without_scores(spark, table) -> None:
+    """`snippetFields` without a ranking: every match gets its snippet (they were NULL before),
+    also when `columns` does not declare the snippet's field."""
+    want = sorted(r[0] for r in ROWS if "word3" in r[3].split())
+    for cols in (None, "id,_snippet"):
+        reader = spark.read.format("indextables").option("query", "body:word3").option("snippetFields", "body")
+        if cols is not None:
+            reader = reader.option("columns", cols)
+        got = reader.load(table).collect()
+        assert sorted(r["id"] for r in got) == want
+        assert all(r["_snippet"] and "<b>word3</b>" in r["_snippet"] for r in got), cols

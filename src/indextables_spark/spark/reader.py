@@ -381,7 +381,8 @@ class IndexTablesReader(DataSourceReader):
         adds = [AddFile.from_json(d) for d in partition.files]
         ro = self.read_opts
         query = self.query
-        if ro.with_score and query is not None:
+        if (ro.with_score or SNIPPET in target.names) and query is not None:
+            # snippets are made with the split's index, as scores are: the ranked path
             yield from read_ranked(self, adds, target, query, partition.deletes)
             return
         yield from TaskRead(self, target).batches(adds, partition.deletes, ro.limit)
