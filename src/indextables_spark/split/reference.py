@@ -205,15 +205,9 @@ def to_python(v: Any, spark_type: Any) -> Any:
 
 
 def _map_key(key: str, key_type: Any) -> Any:
-    """Map keys are stringified in the reference's JSON: back to the key type's value."""
-    k = _kind(key_type)
-    if k in ("integer", "long", "short", "byte"):
-        return int(key)
-    if k in ("float", "double"):
-        return float(key)
-    if k == "boolean":
-        return key == "true"
-    return key
+    """Map keys are stringified in the reference's JSON; to_python turns numeric text back into
+    numbers, a boolean's text needs reading here (`bool("false")` is True)."""
+    return key == "true" if _kind(key_type) == "boolean" else key
 
 
 def _column_value(doc: Mapping[str, list[Any]], name: str, spark_type: Any) -> Any:
