@@ -274,7 +274,10 @@ class IndexTablesReader(DataSourceReader):
         self._bind(self.pin.snapshot(self.path, self.opts, latest=True))
         others = [f for f, v in zip(filters, verdicts) if v is None]
         narrow = guard.record_scan(self.pin.relation_id, epoch, queries, others, self.path)
-        self.index_queries = queries
+        from ..split.operators import decode
+
+        # search operators arrive encoded (split/operators.py): checked against this table now
+        self.index_queries = [decode(q, self.specs) for q in queries]
         parts = set(self.partition_columns)
         for f in others:
             # Every filter goes back to Spark too: the reader planned last for this relation may
@@ -481,6 +484,13 @@ def indexall_filter(f):
 
     if isinstance(f, sds.EqualTo) and tuple(f.attribute) == (INDEXALL,) and isinstance(f.value, str):
         return f.value
+    if (  # the DataFrame helpers' form (it.textsearch(...)): NOT (_indexall <=> '<condition>')
+        isinstance(f, sds.Not)
+        and isinstance(f.child, sds.EqualNullSafe)
+        and tuple(f.child.attribute) == (INDEXALL,)
+        and isinstance(f.child.value, str)
+    ):
+        return f.child.value
     if isinstance(f, sds.IsNotNull) and tuple(f.attribute) == (INDEXALL,):
         return True
     if (

@@ -281,11 +281,18 @@ def _make_sql(orig):
 
             # indextables_search/... calls with literal arguments → distributed views
             sqlQuery = rewrite_sql(self, sqlQuery)
-            sqlQuery = sql_bridge.split_view_references(self, sqlQuery)
         if isinstance(sqlQuery, str) and not args and not kwargs:
             handled = sql_bridge.try_handle(self, sqlQuery, is_ours)
             if handled is not None:
                 return handled
+            from . import sql_routes
+
+            # statements reading our tables: projection, search operators, aggregates from the index
+            routed = sql_routes.run(self, sqlQuery, lambda text: orig(self, text, args, **kwargs))
+            if routed is not None:
+                return routed
+        if isinstance(sqlQuery, str):
+            sqlQuery = sql_bridge.split_view_references(self, sqlQuery)
         return orig(self, sqlQuery, args, **kwargs)
 
     return sql

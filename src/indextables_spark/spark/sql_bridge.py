@@ -208,6 +208,12 @@ def _insert(spark, src: ViewSource, name: str, overwrite: bool, rest: str):
     return insert_dataframe(spark, src, name, overwrite, spark.sql(query), target_cols)
 
 
+def view_names() -> set[str]:
+    """Names (lower case) of the indextables views created in this process (some may be dropped)."""
+    with _lock:
+        return set(_views)
+
+
 def view_source(spark, name: str) -> ViewSource | None:
     """The table behind one of our temporary views (None for any other name)."""
     key = _unquote_ident(name).lower()
