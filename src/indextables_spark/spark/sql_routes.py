@@ -64,6 +64,7 @@ class SparkCatalog:
     def __init__(self, spark):
         self.spark = spark
         self._infos: dict[st.Source, st.TableInfo] = {}
+        self._snapshots: dict[st.Source, Any] = {}
 
     def view(self, name: str) -> st.Source | None:
         from .sql_bridge import view_source
@@ -79,6 +80,9 @@ class SparkCatalog:
         opts = {k: v for k, v in source.options if k.lower() != "path"}
         return IndexTable(source.path, opts, spark=self.spark)
 
+    def version(self, source: st.Source) -> int:
+        return int(self._snapshots[source].version)
+
     def info(self, source: st.Source) -> st.TableInfo:
         if source in self._infos:
             return self._infos[source]
@@ -87,6 +91,7 @@ class SparkCatalog:
 
         table = self.table(source)
         snap = table.snapshot()
+        self._snapshots[source] = snap
         names = [f["name"] for f in snap.schema_json["fields"]]
         opts = {k.lower(): v for k, v in source.options}
         virtual = ["_indexall"]
@@ -132,7 +137,7 @@ def run(spark, text: str, run_sql: Callable[[str], Any]):
     if plan is None:
         return None
     for scan in plan.scans:
-        _create_scan(spark, scan)
+        _create_scan(spark, scan, catalog.version(scan.source))
     route = Route(
         "scan",
         [{"table": s.written, "path": s.source.path, "columns": s.columns, "view": s.view} for s in plan.scans],
@@ -151,15 +156,21 @@ def run(spark, text: str, run_sql: Callable[[str], Any]):
     return df
 
 
-def _create_scan(spark, scan: st.Scan) -> None:
-    """The temporary view of one table reference (a guarded read of only its columns)."""
+def _create_scan(spark, scan: st.Scan, version: int) -> None:
+    """The temporary view of one table reference (a guarded read of only its columns). A guarded
+    read plans every query afresh, so the view is made once per table version (the version
+    fixes its schema) and session."""
     from .guard import guarded
     from .sql_bridge import raw_load
 
+    made = spark.__dict__.setdefault("_indextables_scan_views", {})
+    if made.get(scan.view) == version and spark.catalog.tableExists(scan.view):
+        return
     opts = {**scan.source.option_dict, "path": scan.source.path}
     if scan.columns is not None:
         opts["columns"] = ",".join(scan.columns)
     guarded(raw_load(spark, opts)).createOrReplaceTempView(scan.view)
+    made[scan.view] = version
 
 
 def _answer_aggregate(spark, agg: st.AggregatePlan, schema, catalog: SparkCatalog, route: Route):
@@ -172,7 +183,7 @@ def _answer_aggregate(spark, agg: st.AggregatePlan, schema, catalog: SparkCatalo
         route.notes.append(f"not answered from the index: {e}; Spark computes it")
         return None
     out = [tuple(r[i] for i in agg.outputs) for r in rows]
-    df = spark.createDataFrame(out, schema)
+    df = _result_frame(spark, out, schema)
     if agg.order:
         cols = []
         for pos, desc, nulls_first in agg.order:
@@ -196,7 +207,8 @@ def compute_aggregate(table, agg: st.AggregatePlan, info: st.TableInfo) -> list[
     """Rows (keys..., aggregates...) of the aggregate over the table's current snapshot."""
     from ..split import group_aggregate as ga
     from ..split import operators as ops
-    from ..split.search import SearchPlan, fetch_missing, map_chunks
+    from ..split.partitions import parse_partition_value
+    from ..split.search import SearchPlan, count_split, fetch_missing, map_chunks
 
     snap = table.snapshot()
     query = ops.to_query(agg.search, info.specs) if agg.search is not None else None
@@ -204,13 +216,126 @@ def compute_aggregate(table, agg: st.AggregatePlan, info: st.TableInfo) -> list[
     plan = SearchPlan(table.storage, snap, table.options, agg.conjuncts, query, request.columns)
     files = plan.live_files()
     plan.check_query(files)
-    fetch_missing(table.storage, table.options, files)
+    if query is not None or plan.exact:
+        fetch_missing(table.storage, table.options, files)
+    engine = _engine_rows(table, snap, files, request, query, plan)
+    if engine is not None:
+        return engine
+    if request.count_only and set(request.keys) <= set(plan.parts) and not plan.post and not plan.narrowing:
+        # COUNT(*) by partition columns: each split counts its matches, no row is read
+        def counts(chunk: list) -> list:
+            return [
+                (f, count_split(table.storage, f, query, table.options, plan.pushed, snap.deletes_for(f)))
+                for f in chunk
+            ]
 
-    def partials(chunk: list) -> list:
-        return [ga.partial(plan.read_splits(chunk), request)]
+        pairs = map_chunks(counts, files) if files else []
+        types = {f["name"]: f["type"] for f in snap.schema_json["fields"]}
+        typed = [
+            ({k: parse_partition_value(f.partition_values.get(k), types[k]) for k in request.keys}, n) for f, n in pairs
+        ]
+        merged = ga.count_partial(typed, request, plan.schema)
+    else:
 
-    merged = ga.merge(map_chunks(partials, files) if files else [], request)
+        def partials(chunk: list) -> list:
+            return [ga.partial(plan.read_splits(chunk), request)]
+
+        merged = ga.merge(map_chunks(partials, files) if files else [], request)
     return ga.finish(merged, request)
+
+
+_EXACT_F64 = 2**53
+_INTS = ("byte", "short", "integer", "long")
+
+
+def _engine_rows(table, snap, files, request, query, plan) -> list[tuple] | None:
+    """The aggregate from Tantivy's aggregations (split/aggregate.py) when that is exact: keys are
+    partition columns with no NULL value (each split is one bucket), no data-column filter, and
+    every aggregate is COUNT(*) or an aggregate of an integer column whose f64 accumulation cannot
+    round (count × largest magnitude < 2^53, checked on the result). None: use the row route."""
+    from ..aggregations import aggregate
+    from ..split.aggregate import ALL_BUCKETS
+    from ..split.group_aggregate import LONG_MAX, LONG_MIN, SumOverflow
+    from ..split.partitions import parse_partition_value
+
+    if plan.exact or not set(request.keys) <= set(plan.parts):
+        return None
+    if any(a.function != "count_star" and a.spark_type not in _INTS for a in request.aggs):
+        return None
+    if request.count_only:
+        return None  # per-split counts are cheaper still (compute_aggregate)
+    if any(f.partition_values.get(k) is None for f in files for k in request.keys):
+        return None
+    columns = sorted({a.column for a in request.aggs if a.column is not None})
+    leaf = {f"s{i}": {"stats": {"field": c}} for i, c in enumerate(columns)}
+    req: dict = leaf
+    for depth, key in reversed(list(enumerate(request.keys))):
+        req = {f"k{depth}": {"terms": {"field": key, "size": ALL_BUCKETS}, **({"aggs": req} if req else {})}}
+    if not req:
+        return None
+    result = aggregate(table.storage, snap, list(files), table.options, req, query, None, "driver")
+    types = {f["name"]: f["type"] for f in snap.schema_json["fields"]}
+    rows: list[tuple] = []
+
+    def values(bucket: dict, keys: list) -> tuple | None:
+        out = list(keys)
+        for a in request.aggs:
+            if a.function == "count_star":
+                out.append(int(bucket["doc_count"]))
+                continue
+            st = bucket[f"s{columns.index(a.column)}"]
+            n = int(st.get("count") or 0)
+            if a.function == "count":
+                out.append(n)
+                continue
+            if n == 0:
+                out.append(None)
+                continue
+            lo, hi, total = st["min"], st["max"], st["sum"]
+            if n * max(abs(lo), abs(hi)) >= _EXACT_F64:
+                return None
+            total = int(round(total))
+            if a.function == "sum":
+                if not LONG_MIN <= total <= LONG_MAX:
+                    raise SumOverflow(f"sum of column {a.column!r} is {total}, outside the long range")
+                out.append(total)
+            elif a.function == "avg":
+                out.append(total / n)
+            else:
+                out.append(int(lo) if a.function == "min" else int(hi))
+        return tuple(out)
+
+    def walk(level: dict, depth: int, keys: list) -> bool:
+        if depth == len(request.keys):
+            row = values(level, keys)
+            if row is None:
+                return False
+            rows.append(row)
+            return True
+        key = request.keys[depth]
+        for b in level[f"k{depth}"]["buckets"]:
+            k = b["key"]
+            typed = parse_partition_value(k, types[key]) if isinstance(k, str) and types[key] != "string" else k
+            if not walk(b, depth + 1, keys + [typed]):
+                return False
+        return True
+
+    if not request.keys:
+        row = values(result, [])
+        return None if row is None else [row]
+    return rows if walk(result, 0, []) else None
+
+
+def _result_frame(spark, rows: list[tuple], schema):
+    """A DataFrame of a few result rows with Spark's schema, built from Arrow (a local relation:
+    no Spark job, unlike a list of rows in a classic session)."""
+    import pyarrow as pa
+
+    from ..split.types import arrow_type
+
+    fields = [pa.field(f.name, arrow_type(f.dataType.jsonValue()), f.nullable) for f in schema.fields]
+    arrays = [pa.array([r[i] for r in rows], f.type) for i, f in enumerate(fields)]
+    return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), schema)
 
 
 def _explain(spark, mode: str, plan: st.StatementPlan, route: Route, catalog: SparkCatalog, run_sql):

@@ -145,7 +145,9 @@ def _rename(grouped: pa.Table, request: GroupRequest, names: list[str]) -> pa.Ta
     return pa.table(cols)
 
 
-def count_partial(counts: Sequence[tuple[dict[str, Any], int]], request: GroupRequest, key_schema: pa.Schema) -> pa.Table:
+def count_partial(
+    counts: Sequence[tuple[dict[str, Any], int]], request: GroupRequest, key_schema: pa.Schema
+) -> pa.Table:
     """The partial of COUNT(*) grouped by partition columns from per-split counts: (the split's
     partition values as Python values, its matching rows)."""
     rows = [(vals, n) for vals, n in counts if n]

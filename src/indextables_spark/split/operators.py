@@ -187,7 +187,7 @@ def decode(value: str, specs: Sequence[ColumnSpec]) -> str:
     try:
         tree = json.loads(value[len(_MARK) :])
     except json.JSONDecodeError as e:
-        raise SearchOperatorError(f"malformed search condition {value[len(_MARK):][:80]!r}: {e}") from None
+        raise SearchOperatorError(f"malformed search condition {value[len(_MARK) :][:80]!r}: {e}") from None
     return to_query(_from_json(tree), specs)
 
 

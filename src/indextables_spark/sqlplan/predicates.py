@@ -24,7 +24,14 @@ class Unplannable(Exception):
 
 
 _ATOMIC = ("string", "boolean", "byte", "short", "integer", "long", "float", "double", "date")
-_FLIP = {exp.GT: exp.LT, exp.LT: exp.GT, exp.GTE: exp.LTE, exp.LTE: exp.GTE, exp.EQ: exp.EQ, exp.NullSafeEQ: exp.NullSafeEQ}
+_FLIP = {
+    exp.GT: exp.LT,
+    exp.LT: exp.GT,
+    exp.GTE: exp.LTE,
+    exp.LTE: exp.GTE,
+    exp.EQ: exp.EQ,
+    exp.NullSafeEQ: exp.NullSafeEQ,
+}
 _CMP = {
     exp.EQ: P.EqualTo,
     exp.NullSafeEQ: P.EqualNullSafe,
@@ -116,7 +123,9 @@ class Converter:
             return P.In(self.column(node.this), values)
         if isinstance(node, exp.Between):
             col = self.column(node.this)
-            return P.And(P.GreaterThanOrEqual(col, literal(node.args["low"])), P.LessThanOrEqual(col, literal(node.args["high"])))
+            return P.And(
+                P.GreaterThanOrEqual(col, literal(node.args["low"])), P.LessThanOrEqual(col, literal(node.args["high"]))
+            )
         if isinstance(node, exp.Like) and not node.args.get("escape"):
             return self._like(self.column(node.this), literal(node.expression))
         raise Unplannable(f"condition {node.sql(dialect='spark')}")

@@ -146,7 +146,9 @@ def plan(text: str, catalog: Catalog, views: set[str]) -> StatementPlan | None:
     infos = [catalog.info(r.source) for r in refs]
     used, resolved, note = _used_columns(stmt, refs, infos, catalog)
     edits: list[tuple[int, int, str]] = []
-    searches, per_ref_search = _search_edits(stmt, refs, infos, resolved, tokens, rw.text, edits) if has_search else ([], {})
+    searches, per_ref_search = (
+        _search_edits(stmt, refs, infos, resolved, tokens, rw.text, edits) if has_search else ([], {})
+    )
     scans = []
     for k, (ref, info) in enumerate(zip(refs, infos)):
         cols = _scan_columns(used.get(k), info) if used is not None else None
@@ -501,8 +503,23 @@ def _aggregate(stmt, refs, infos, scans, per_ref_search) -> AggregatePlan | None
     has_agg = any(isinstance(n, (exp.AggFunc,)) for p in stmt.expressions for n in p.walk())
     if group is None and not has_agg:
         return None
-    for key in ("with_", "with", "joins", "laterals", "having", "qualify", "windows", "distinct", "offset",
-                "sort", "cluster", "distribute", "pivots", "into", "kind"):
+    for key in (
+        "with_",
+        "with",
+        "joins",
+        "laterals",
+        "having",
+        "qualify",
+        "windows",
+        "distinct",
+        "offset",
+        "sort",
+        "cluster",
+        "distribute",
+        "pivots",
+        "into",
+        "kind",
+    ):
         if stmt.args.get(key):
             raise Unplannable(f"the statement has {key.rstrip('_').upper()}")
     frm = stmt.args.get("from") or stmt.args.get("from_")
