@@ -50,6 +50,8 @@ class Route:
         for s in self.scans:
             cols = "every column" if s["columns"] is None else (", ".join(s["columns"]) or "no data columns")
             lines.append(f"  table {s['table']} ({s['path']}): reads {cols}")
+            if s.get("query"):
+                lines.append(f"    index query: {s['query']}")
         for q in self.searches:
             lines.append(f"  search (one index query per table): {q}")
         for n in self.notes:
@@ -104,6 +106,13 @@ class SparkCatalog:
         self._infos[source] = info
         return info
 
+    def check_query(self, source: st.Source, query: str) -> None:
+        """QueryParseError now for a query the table's splits cannot parse (not in a task)."""
+        from .reader import check_table_query
+
+        table = self.table(source)
+        check_table_query(self._snapshots[source], table.options, query)
+
     def other_columns(self, parts: tuple[str, ...]) -> list[str] | None:
         name = ".".join(f"`{p}`" for p in parts)
         try:
@@ -140,7 +149,10 @@ def run(spark, text: str, run_sql: Callable[[str], Any]):
         _create_scan(spark, scan, catalog.version(scan.source))
     route = Route(
         "scan",
-        [{"table": s.written, "path": s.source.path, "columns": s.columns, "view": s.view} for s in plan.scans],
+        [
+            {"table": s.written, "path": s.source.path, "columns": s.columns, "query": s.query, "view": s.view}
+            for s in plan.scans
+        ],
         plan.searches,
         list(plan.notes),
         plan.text,
@@ -169,7 +181,14 @@ def _create_scan(spark, scan: st.Scan, version: int) -> None:
     opts = {**scan.source.option_dict, "path": scan.source.path}
     if scan.columns is not None:
         opts["columns"] = ",".join(scan.columns)
-    guarded(raw_load(spark, opts)).createOrReplaceTempView(scan.view)
+    if scan.query is not None:
+        given = next((v for k, v in opts.items() if k.lower() == "query"), None)
+        opts = {k: v for k, v in opts.items() if k.lower() != "query"}
+        opts["query"] = scan.query if given is None else f"({given}) AND {scan.query}"
+    df = guarded(raw_load(spark, opts))
+    if not scan.keeps_indexall:
+        df = df.drop("_indexall")  # `SELECT *` shows the table's columns only
+    df.createOrReplaceTempView(scan.view)
     made[scan.view] = version
 
 

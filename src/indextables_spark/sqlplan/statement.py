@@ -66,6 +66,8 @@ class Catalog(Protocol):
 
     def other_columns(self, parts: tuple[str, ...]) -> list[str] | None: ...
 
+    def check_query(self, source: Source, query: str) -> None: ...
+
 
 @dataclass
 class Scan:
@@ -73,6 +75,8 @@ class Scan:
     source: Source
     columns: list[str] | None  # None: every column
     written: str  # the reference as written (messages)
+    query: str | None = None  # the search conditions that filter this table's rows (read option)
+    keeps_indexall: bool = True  # the statement refers to `_indexall` (else the scan hides it from `*`)
 
 
 @dataclass
@@ -119,7 +123,7 @@ def plan(text: str, catalog: Catalog, views: set[str]) -> StatementPlan | None:
     if not (lex.mentions_operators(text) or PATH_DATABASE + "." in low or any(v in low for v in views)):
         return None
     rw = lex.rewrite(text)
-    has_search = rw.operators > 0 or lex.ALL_FUNCTION in low
+    has_search = rw.operators > 0 or lex.ALL_FUNCTION in low or lex.INDEXALL in low
     try:
         parsed = [s for s in sqlglot.parse(rw.text, read="spark") if s is not None]
     except (ParseError, SqlglotError) as e:
@@ -146,13 +150,19 @@ def plan(text: str, catalog: Catalog, views: set[str]) -> StatementPlan | None:
     infos = [catalog.info(r.source) for r in refs]
     used, resolved, note = _used_columns(stmt, refs, infos, catalog)
     edits: list[tuple[int, int, str]] = []
-    searches, per_ref_search = (
-        _search_edits(stmt, refs, infos, resolved, tokens, rw.text, edits) if has_search else ([], {})
+    searches, per_ref_search, scan_search, filtered = (
+        _search_edits(stmt, refs, infos, resolved, tokens, rw.text, edits, catalog)
+        if has_search
+        else ([], {}, {}, set())
     )
+    explicit_indexall = any(_names_indexall(c) for c in stmt.find_all(exp.Column))
     scans = []
     for k, (ref, info) in enumerate(zip(refs, infos)):
         cols = _scan_columns(used.get(k), info) if used is not None else None
-        scan = Scan(_view_name(ref.source, cols), ref.source, cols, ref.written)
+        query = ops.to_query(scan_search[k], info.specs) if k in scan_search else None
+        keeps = explicit_indexall or k in filtered
+        # each reference its own relation: Spark runs one planned read per relation in a query
+        scan = Scan(_view_name(ref.source, cols, k, query, keeps), ref.source, cols, ref.written, query, keeps)
         scans.append(scan)
         alias = "" if ref.alias else (f" AS {ref.written}" if not ref.is_path else "")
         edits.append((ref.start, ref.end + 1, f"`{scan.view}`{alias}"))
@@ -194,8 +204,21 @@ def _references(stmt: exp.Expression, catalog: Catalog, views: set[str]) -> list
     return out
 
 
-def _view_name(source: Source, columns: list[str] | None) -> str:
-    key = json.dumps([source.path, sorted(source.options), columns], sort_keys=True)
+def _names_indexall(c: exp.Column) -> bool:
+    """A reference to `_indexall` the scan must keep (not one the planner turned into a query)."""
+    if c.name.lower() != lex.INDEXALL or _inside_search_call(c):
+        return False
+    if _is_raw_indexall(c.parent):
+        try:
+            _condition_root(c.parent)
+            return False
+        except ops.SearchOperatorError:
+            return True
+    return True
+
+
+def _view_name(source: Source, columns: list[str] | None, ordinal: int, query: str | None, keeps: bool) -> str:
+    key = json.dumps([source.path, sorted(source.options), columns, ordinal, query, keeps], sort_keys=True)
     return "__indextables_scan_" + hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
@@ -267,15 +290,32 @@ def _used_columns(
                 source_of[id(col)] = src
                 if not _inside_search_call(col):
                     used.setdefault(k, set()).add(col.name.lower())
+        scope_of = {id(col): scope for scope in traverse_scope(qualified) for col in scope.columns}
         resolved = {}
         for o, c in zip(orig_calls, copy_calls):
             col = c.expressions[1] if len(c.expressions) > 1 else None
             src = source_of.get(id(col))
+            if src is None and col is not None and id(col) in scope_of:
+                src = _origin(_source(scope_of[id(col)], col.table), col.name)
             if src is not None:
                 resolved[id(o)] = int(src.name.removeprefix("__itref_"))
         return {k: used.get(k, set()) for k in range(len(refs))}, resolved, None
     except (Unplannable, SqlglotError, KeyError, ValueError) as e:
         return None, {}, f"columns: every column read (the statement could not be resolved: {e})"
+
+
+def _origin(source: Any, name: str, depth: int = 0) -> exp.Table | None:
+    """Our table a derived table's output column comes from (`(SELECT * FROM docs) t` → docs)."""
+    if isinstance(source, exp.Table):
+        return source if source.name.startswith("__itref_") else None
+    if source is None or depth > 8 or not isinstance(getattr(source, "expression", None), exp.Select):
+        return None
+    for p in source.expression.expressions:
+        if p.alias_or_name.lower() == name.lower():
+            inner = p.unalias()
+            if isinstance(inner, exp.Column):
+                return _origin(_source(source, inner.table), inner.name, depth + 1)
+    return None
 
 
 def _rename(table: exp.Table, name: str, alias: str) -> None:
@@ -381,7 +421,7 @@ def _to_search(node: exp.Expression, refs_of: list[int], resolve) -> ops.Search:
     )
 
 
-def _search_edits(stmt, refs, infos, resolved, tokens, text, edits):
+def _search_edits(stmt, refs, infos, resolved, tokens, text, edits, catalog):
     """Replace each search conjunct by one `_indexall` filter per (condition, table)."""
     calls = [n for n in stmt.find_all(exp.Anonymous) if _is_search_call(n)]
     groups: dict[tuple[int, int], list[tuple[exp.Expression, ops.Search]]] = {}
@@ -392,8 +432,8 @@ def _search_edits(stmt, refs, infos, resolved, tokens, text, edits):
         if k is None and col is not None and isinstance(col, exp.Column) and col.table:
             matches = [i for i, r in enumerate(refs) if (r.alias or r.written).lower() == col.table.lower()]
             k = matches[0] if len(matches) == 1 else None
-        if k is None and len(refs) == 1:
-            k = 0
+        if k is None:
+            k = _only_ref_in_select(node, refs)
         if k is None:
             raise ops.SearchOperatorError(
                 f"cannot tell which indextables table {node.sql(dialect='spark')} searches: qualify its column "
@@ -401,12 +441,21 @@ def _search_edits(stmt, refs, infos, resolved, tokens, text, edits):
             )
         return k
 
+    containers: dict[int, exp.Expression] = {}
     for call in calls:
         root, container = _condition_root(call)
         roots[id(container)] = root
+        containers[id(container)] = container
+    for eq in [n for n in stmt.find_all(exp.EQ) if _is_raw_indexall(n)]:
+        try:
+            root, container = _condition_root(eq)
+        except ops.SearchOperatorError:
+            continue  # `_indexall = '…'` outside a condition: Spark evaluates it (always NULL)
+        roots[id(container)] = root
+        containers[id(container)] = container
     for cid, root in roots.items():
         for conj in conjuncts(root):
-            if not any(_is_search_call(n) for n in conj.walk()):
+            if not any(_is_search_call(n) or _is_raw_indexall(n) for n in conj.walk()):
                 continue
             refs_of: list[int] = []
             search = _to_search(conj, refs_of, resolve)
@@ -416,27 +465,83 @@ def _search_edits(stmt, refs, infos, resolved, tokens, text, edits):
                     f"joined by AND, one per table"
                 )
             groups.setdefault((cid, refs_of[0]), []).append((conj, search))
-        # `_indexall = '…'` next to operators on the same table joins their condition
-        for conj in conjuncts(root):
-            if _is_raw_indexall(conj):
-                k = resolve(conj, conj.this)
-                if (cid, k) in groups:
-                    groups[(cid, k)].append((conj, ops.Op("indexquery", ops.ALL_FIELDS, conj.expression.this)))
     described = []
-    per_ref: dict[int, ops.Search] = {}
+    per_ref: dict[int, ops.Search] = {}  # every search condition of a table (the aggregate route)
+    in_scan: dict[int, ops.Search] = {}  # the ones its scan applies (read option `query`)
+    filtered: set[int] = set()  # tables keeping an `_indexall = '…'` filter
     for (cid, k), items in groups.items():
         search = items[0][1] if len(items) == 1 else ops.AndS(tuple(s for _, s in items))
-        ops.to_query(search, infos[k].specs)  # misuse fails now, naming the column
-        q = refs[k].qualifier
+        query = ops.to_query(search, infos[k].specs)  # misuse fails now, naming the column
+        catalog.check_query(refs[k].source, query)  # and a query the splits cannot parse
+        movable = _filters_scan(containers[cid], refs[k].node)
+        q = _qualifier(items, refs[k], containers[cid])
         value = ops.encode(search).replace("\\", "\\\\").replace("'", "\\'")
         first = True
         for conj, _ in items:
             start, end = _span(conj, tokens)
-            edits.append((start, end + 1, f"{q + '.' if q else ''}_indexall = '{value}'" if first else "TRUE"))
+            if first and not movable:
+                edits.append((start, end + 1, f"{q + '.' if q else ''}_indexall = '{value}'"))
+            else:
+                edits.append((start, end + 1, "TRUE"))
             first = False
-        described.append(f"{refs[k].written}: {ops.describe(search)}")
+        if movable:
+            in_scan[k] = ops.AndS((in_scan[k], search)) if k in in_scan else search
+        else:
+            filtered.add(k)
+        described.append(f"{refs[k].written}: {ops.describe(search)}{'' if movable else ' (as a filter)'}")
         per_ref[k] = ops.AndS((per_ref[k], search)) if k in per_ref else search
-    return described, per_ref
+    return described, per_ref, in_scan, filtered
+
+
+def _qualifier(items: list, ref: _Ref, container: exp.Expression) -> str:
+    """How the filter names the table: as the condition's columns do, else as the SELECT reads it."""
+    for conj, _ in items:
+        for n in conj.walk():
+            if isinstance(n, exp.Column) and n.table:
+                return n.table
+    return ref.qualifier if _only_ref_in_select(container, [ref]) == 0 else ""
+
+
+def _filters_scan(container: exp.Expression, table: exp.Table) -> bool:
+    """Whether a condition (WHERE or JOIN ON) on `table` may filter its rows before any join: the
+    table is read directly by that SELECT and no outer join makes it the NULL-supplying side (for
+    ON: the join's own table, joined inner, LEFT, SEMI or ANTI). Else the condition stays a filter
+    in the statement, where Spark's outer-join rules apply to it."""
+    if isinstance(container, exp.Join):
+        if container.this is not table:
+            return False
+        side, kind = (container.side or "").upper(), (container.kind or "").upper()
+        return kind in ("SEMI", "ANTI") or (side in ("", "LEFT") and kind != "FULL")
+    select = container.parent
+    if not isinstance(select, exp.Select):
+        return False
+    frm = select.args.get("from") or select.args.get("from_")
+    joins = list(select.args.get("joins") or [])
+    tables = ([frm.this] if frm is not None else []) + [j.this for j in joins]
+    if not any(t is table for t in tables):
+        return False
+    for i, j in enumerate(joins):
+        side, kind = (j.side or "").upper(), (j.kind or "").upper()
+        if side == "FULL" or kind == "FULL":
+            return False
+        if side == "LEFT" and kind not in ("SEMI", "ANTI") and j.this is table:
+            return False
+        if side == "RIGHT" and any(t is table for t in tables[: i + 1]):
+            return False
+    return True
+
+
+def _only_ref_in_select(node: exp.Expression, refs: list[_Ref]) -> int | None:
+    """The one indextables table the SELECT around `node` reads directly (FROM and JOINs), if one."""
+    select = node.find_ancestor(exp.Select)
+    if select is None:
+        return 0 if len(refs) == 1 else None
+    direct = [j.this for j in select.args.get("joins") or []]
+    frm = select.args.get("from") or select.args.get("from_")
+    if frm is not None:
+        direct.append(frm.this)
+    found = [k for k, r in enumerate(refs) if any(r.node is t for t in direct)]
+    return found[0] if len(found) == 1 else None
 
 
 def _span(node: exp.Expression, tokens: list[Any]) -> tuple[int, int]:
