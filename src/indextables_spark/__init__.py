@@ -29,6 +29,7 @@ _LAZY = {
     "Snapshot": ".log.snapshot",
     "Transaction": ".log.transaction",
     "IndexTable": ".table",
+    "SearchOperatorError": ".split.operators",
 }
 
 if TYPE_CHECKING:
@@ -76,15 +77,20 @@ __all__ = [
     "ProtocolVersionError",
     "Snapshot",
     "TableExistsError",
+    "SearchOperatorError",
     "TableNotFoundError",
     "Transaction",
     "aggregate",
     "build_companion",
     "describe_disk_cache",
     "explain",
+    "fieldmatch",
     "flush_disk_cache",
+    "indexquery",
+    "indexqueryall",
     "register",
     "sql",
+    "textsearch",
     "unregister",
     "wait_for_maintenance",
     "write_table",
@@ -167,10 +173,46 @@ def flush_disk_cache(spark=None, options=None) -> list[FlushDiskCacheResult]:
 def explain(df) -> list[dict]:
     """What the indextables reads of a DataFrame do: per read, the filters the index answers or
     narrows, the Tantivy query, and the splits partition pruning, min/max statistics and Bloom
-    filters kept out of how many (see spark/explain.py; IndexTable.explain without Spark)."""
+    filters kept out of how many (see spark/explain.py; IndexTable.explain without Spark). For a
+    DataFrame `spark.sql` returned after `register`, the first entry is the statement's route
+    (`route`: "scan" or "index aggregate", the columns each table reference reads, its searches)."""
     from .spark.explain import explain as _explain
+    from .spark.sql_routes import route_of
 
-    return _explain(df)
+    route = route_of(df)
+    if route is not None and route.name == "index aggregate":
+        return [route.to_dict()]  # answered from the index: no read to plan
+    return ([route.to_dict()] if route is not None else []) + _explain(df)
+
+
+def textsearch(column: str, query: str):
+    """`df.filter(it.textsearch("body", "spark"))`: SQL's `body TEXTSEARCH 'spark'` as a Column
+    (a tokenized text column; combine with &, |, ~; see spark/search_columns.py)."""
+    from .spark.search_columns import textsearch as _f
+
+    return _f(column, query)
+
+
+def fieldmatch(column: str, query: str):
+    """`df.filter(it.fieldmatch("status", "active"))`: SQL's `status FIELDMATCH 'active'` as a Column
+    (a column indexed whole: raw strings, numbers, dates)."""
+    from .spark.search_columns import fieldmatch as _f
+
+    return _f(column, query)
+
+
+def indexquery(column: str, query: str):
+    """`df.filter(it.indexquery("body", "a OR b"))`: SQL's `body indexquery 'a OR b'` as a Column."""
+    from .spark.search_columns import indexquery as _f
+
+    return _f(column, query)
+
+
+def indexqueryall(query: str):
+    """`df.filter(it.indexqueryall("error"))`: SQL's `indexqueryall('error')` as a Column."""
+    from .spark.search_columns import indexqueryall as _f
+
+    return _f(query)
 
 
 def build_companion(
