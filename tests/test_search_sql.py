@@ -99,8 +99,13 @@ def test_invalid_query_fails_before_any_task(spark, table):
         spark.read.format("indextables").option("query", "body:(spark AND").load(path)
     assert "invalid query 'body:(spark AND' at position 12 ('AND' has no term after it)" in str(e.value)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW docs_q USING indextables OPTIONS (path '{path}')")
+    # a statement planned for the index checks its query when spark.sql plans it
+    with pytest.raises(it.QueryParseError) as e:
+        spark.sql("SELECT count(*) FROM docs_q WHERE _indexall = 'nosuch:x'")
+    assert "invalid query 'nosuch:x' at position 0 (unknown field 'nosuch')" in str(e.value)
+    # a DataFrame filter is checked when Spark plans the read
     with pytest.raises(AnalysisException) as e:
-        spark.sql("SELECT count(*) FROM docs_q WHERE _indexall = 'nosuch:x'").collect()
+        spark.read.format("indextables").load(path).filter(it.indexqueryall("nosuch:x")).count()
     assert "invalid query 'nosuch:x' at position 0 (unknown field 'nosuch')" in str(e.value)
     assert "read partitions" in str(e.value)  # planning, not a failed task
 

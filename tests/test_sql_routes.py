@@ -58,7 +58,7 @@ def test_routes_and_explain(spark, table):
     info = it.explain(df)
     assert info[0]["route"] == "scan"
     assert info[0]["scans"][0]["columns"] == ["id"]
-    assert info[0]["scans"][0]["query"] == "(body:(kestrel) AND tag:(news))"
+    assert info[0]["scans"][0]["query"] == "body:(kestrel) AND tag:(news)"
     assert any(path in str(rec.get("path")) for rec in info[1:])  # the read's own planning record follows
 
     agg = spark.sql(

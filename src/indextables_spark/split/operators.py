@@ -135,16 +135,21 @@ def to_query(search: Search, specs: Sequence[ColumnSpec]) -> str:
         if not search.query.strip():
             raise SearchOperatorError(f"{search.kind.upper()} on {search.column!r}: the query is empty")
         if search.column == ALL_FIELDS:
-            return f"({search.query})"
+            return search.query  # as written (error positions point into it)
         field = _spec(search, specs).value_field
         assert field is not None
         return f"{field.name}:({search.query})"
     if isinstance(search, AndS):
-        return "(" + " AND ".join(to_query(p, specs) for p in search.parts) + ")"
+        return " AND ".join(_grouped(p, specs) for p in search.parts)
     if isinstance(search, OrS):
-        return "(" + " OR ".join(to_query(p, specs) for p in search.parts) + ")"
+        return " OR ".join(_grouped(p, specs) for p in search.parts)
     # NOT alone matches nothing in Tantivy: everything except the child
-    return f"(* AND NOT {to_query(search.child, specs)})"
+    return f"* AND NOT {_grouped(search.child, specs)}"
+
+
+def _grouped(search: Search, specs: Sequence[ColumnSpec]) -> str:
+    text = to_query(search, specs)
+    return text if isinstance(search, Op) and search.column != ALL_FIELDS else f"({text})"
 
 
 # ---- the `_indexall` value that carries a condition to the reader ---------------------------------
