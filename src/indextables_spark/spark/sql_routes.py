@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import IndexTablesError
 from ..sqlplan import statement as st
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,18 @@ def run(spark, text: str, run_sql: Callable[[str], Any]):
 
     explain, body = _explain_prefix(text)
     catalog = SparkCatalog(spark)
-    plan = st.plan(body, catalog, view_names())
+    try:
+        plan = st.plan(body, catalog, view_names())
+    except IndexTablesError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a planner fault: Spark runs a plain statement as before
+        from ..split.operators import SearchOperatorError
+        from ..sqlplan.operators import mentions_operators
+
+        if mentions_operators(body):
+            raise SearchOperatorError(f"the statement's search operators could not be planned: {e!r}") from e
+        log.warning("indextables: statement not planned for the index (%r); Spark runs it as written", e)
+        return None
     if plan is None:
         return None
     for scan in plan.scans:
