@@ -72,6 +72,21 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
+def new_bucket(endpoint: str) -> str:
+    """A fresh bucket on the moto server (the bench credentials)."""
+    import boto3
+
+    bucket = f"indextables-bench-{uuid.uuid4().hex[:8]}"
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench-secret",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=bucket)
+    return bucket
+
+
 def moto_server(endpoint: str | None):
     """The given endpoint, or a moto server of our own for the duration of the block."""
     if endpoint:
@@ -239,8 +254,6 @@ def main() -> int:
     os.makedirs(workdir, exist_ok=True)
 
     with moto_server(args.s3_endpoint) as endpoint:
-        import boto3
-
         s3_options = {
             "aws.accessKey": "bench",
             "aws.secretKey": "bench-secret",
@@ -248,14 +261,7 @@ def main() -> int:
             "s3.endpoint": endpoint,
             "s3.pathStyleAccess": "true",
         }
-        bucket = f"indextables-bench-{uuid.uuid4().hex[:8]}"
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            aws_access_key_id="bench",
-            aws_secret_access_key="bench-secret",
-            region_name="us-east-1",
-        ).create_bucket(Bucket=bucket)
+        bucket = new_bucket(endpoint)
         targets = {
             "local": (os.path.join(workdir, "local-state"), os.path.join(workdir, "local-text"), {}),
             "s3": (f"s3://{bucket}/state", f"s3://{bucket}/text", s3_options),

@@ -1,7 +1,7 @@
 """indextables vs Parquet through Spark on the same generated documents, measured in one run.
 
     .venv/bin/python bench/search_vs_parquet.py [--rows 1000000] [--runs 5] [--dir /tmp/indextables-bench] [--reuse]
-        [--partitions 32] [--regions 16] [--merge] [--kinds-only]
+        [--partitions 32] [--regions 16] [--merge] [--kinds-only] [--sql]
 
 Documents come from examples/datagen.py (8-word title, 50-word body, ...), generated on executors
 by a small Python data source (no pandas needed) with --partitions tasks; 1% of the bodies also
@@ -10,7 +10,8 @@ the rows; `uuid` is a per-row UUID (from the id). Both tables are written by one
 that source and partitioned by region (--regions values), so the indextables table has about
 partitions x regions splits, as a Spark job leaves them before MERGE SPLITS. indextables indexes
 body as tokenized text. Every figure is the median of --runs runs after one warm-up. --merge runs
-MERGE SPLITS afterwards and reports the query kinds again; --kinds-only skips the other scenarios.
+MERGE SPLITS afterwards and reports the query kinds again; --kinds-only skips the other scenarios;
+--sql runs only the spark.sql section below (and its floors), on the tables as they are.
 
 Scenarios (ours | Parquet):
 - full scan          every column of every row materialised (`write.format("noop")`) | same
@@ -19,6 +20,17 @@ Scenarios (ours | Parquet):
 - top-10             query + limit 10 (best by _score), collected | like + orderBy(score).limit(10)
 - count              IndexTable.count() (log numRecords) | df.count()
 - terms aggregation  it.aggregate terms on `day` (366 keys) | groupBy("day").count()
+
+spark.sql section (print_sql_routes; run by default, under --kinds-only, and alone with --sql),
+over `CREATE TEMPORARY VIEW docs USING indextables` | a temp view `pq` of the Parquet table:
+- ids                `SELECT id FROM docs WHERE body TEXTSEARCH 'kestrel'` (and '"data lake"'),
+                     the reader with query + columns=id, the reader with every column .select("id")
+                     | `SELECT id FROM pq WHERE body LIKE '%kestrel%'`, collected (target >= 25x)
+- count              `SELECT count(*) ... TEXTSEARCH 'kestrel'` | LIKE (target >= 50x)
+- GROUP BY           `SELECT region, count(*), avg(views) ... GROUP BY region`, also on a view with
+                     'aggregate.cache.enabled' 'false' | LIKE (target >= 50x)
+each result checked against Parquet's, with the floors: spark.range(n).collect() for n ids, a
+16-row local DataFrame (from Arrow) collected, the index alone (IndexTable.count).
 """
 
 from __future__ import annotations
@@ -169,12 +181,24 @@ def noop(df):
     return lambda: df.write.format("noop").mode("overwrite").save()
 
 
+def docs_source(spark, args):
+    """The generated documents (`bench_docs`, registered) with --rows, --partitions, --regions."""
+    return (
+        spark.read.format("bench_docs")
+        .option("rows", args.rows)
+        .option("partitions", args.partitions)
+        .option("regions", args.regions)
+        .load()
+    )
+
+
 def main() -> None:
     ap = bench_arguments("/tmp/indextables-bench", runs=5)
     ap.add_argument("--partitions", type=int, default=4, help="tasks of the source (and of each write)")
     ap.add_argument("--regions", type=int, default=4, help="distinct values of the partition column (<= 16)")
     ap.add_argument("--merge", action="store_true", help="MERGE SPLITS, then the query kinds again")
     ap.add_argument("--kinds-only", action="store_true", help="only the per-query-kind table (and the floors)")
+    ap.add_argument("--sql", action="store_true", help="only the spark.sql section (and its floors)")
     args = ap.parse_args()
     spark = local_spark()
     spark.dataSource.register(BenchDocs)
@@ -184,13 +208,7 @@ def main() -> None:
 
     if not (args.reuse and it.IndexTable(it_path).exists() and os.path.exists(pq_path)):
         shutil.rmtree(args.dir, ignore_errors=True)
-        src = (
-            spark.read.format("bench_docs")
-            .option("rows", args.rows)
-            .option("partitions", args.partitions)
-            .option("regions", args.regions)
-            .load()
-        )
+        src = docs_source(spark, args)
         t0 = time.perf_counter()
         src.write.format("noop").mode("overwrite").save()
         gen = time.perf_counter() - t0
@@ -223,6 +241,10 @@ def main() -> None:
             r = r.option(k, v)
         return r.load(it_path)
 
+    if args.sql:
+        print_sql_routes(spark, ours, pq, it_path, args.runs)
+        spark.stop()
+        return
     t_pq_1pct = None
     if not args.kinds_only:
         t_pq_1pct = print_scenarios(spark, ours, pq, it_path, rows, cores, args.runs)
@@ -242,6 +264,7 @@ def main() -> None:
     print_floors(spark, args.runs, t_pq_1pct)
     print_collect_floors(spark, args.runs, {k: v for k, v in times.items() if "*" not in k})
     print_row_floors(spark, it_path, args, cores, times, kinds, written)
+    print_sql_routes(spark, ours, pq, it_path, args.runs)
     spark.stop()
 
 
@@ -494,6 +517,107 @@ def print_floors(spark, runs: int, t_pq_1pct: float) -> None:
         f"(spark.range(10).count()) {t_count:.3f}s; any Python data source read (2 rows, 2 tasks): "
         f"materialised {t_ds:.3f}s, count() {t_ds_count:.3f}s, collect() {t_ds_collect:.3f}s "
         f"-> at most {t_pq_1pct / t_ds:.1f}x parquet's 1% read"
+    )
+
+
+def print_sql_routes(spark, ours, pq, it_path: str, runs: int) -> None:
+    """spark.sql statements over an indextables view (planned for the index after `register`:
+    spark/sql_routes.py) vs the same statements with LIKE over a Parquet view, on the same data:
+    ids of the 1% term and of a phrase (SQL, the reader declaring only `id` (option columns=id),
+    and the reader declaring every column), count(*) and GROUP BY answered from the index (also
+    with the per-split aggregation request cache off). Each result is checked against Parquet's.
+    Then the floors measured here: collecting that many ids from any source (spark.range(n)),
+    a result answered from the index coming back through Spark (a 16-row local DataFrame built
+    from Arrow, as the index aggregate route builds it), and the index alone (IndexTable.count);
+    floors are medians of max(runs, 5) runs (they are cheap, and a 3-run median of them is noisy)."""
+    import pyarrow as pa
+
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW docs USING indextables OPTIONS (path '{it_path}')")
+    spark.sql(
+        f"CREATE OR REPLACE TEMPORARY VIEW docs_nocache USING indextables "
+        f"OPTIONS (path '{it_path}', 'aggregate.cache.enabled' 'false')"
+    )
+    pq.createOrReplaceTempView("pq")
+
+    def sql(text: str):
+        return lambda: spark.sql(text).collect()
+
+    def route(text: str) -> str:
+        r = getattr(spark.sql(text), "_indextables_route", None)
+        return "Spark as written" if r is None else r.name
+
+    print(f"spark.sql over a view of the table (medians of {runs} runs after a warm-up; ratio = parquet / ours):")
+    out = {}
+    for name, search, query, like in (
+        ("1% term ids", MARKER, f"body:{MARKER}", MARKER),
+        ("phrase ids", '"data lake"', 'body:"data lake"', "data lake"),
+    ):
+        stmt = f"SELECT id FROM docs WHERE body TEXTSEARCH '{search}'"
+        pq_stmt = f"SELECT id FROM pq WHERE body LIKE '%{like}%'"
+        want = sorted(r[0] for r in spark.sql(pq_stmt).collect())
+        cases = [
+            ("SQL " + stmt, sql(stmt)),
+            (f"reader query={query} columns=id .collect()", lambda q=query: ours(query=q, columns="id").collect()),
+            (f"reader query={query} (every column) .select(id)", lambda q=query: ours(query=q).select("id").collect()),
+        ]
+        t_pq = median_time(sql(pq_stmt), runs)
+        print(f"  {name}: parquet `{pq_stmt}` {len(want):,} rows {t_pq:.3f}s; route of the SQL: {route(stmt)}")
+        for label, fn in cases:
+            got = sorted(r[0] for r in fn())
+            check = "= parquet" if got == want else f"!= parquet ({len(got):,} rows)"
+            t = median_time(fn, runs)
+            out[(name, label)] = (t, t_pq, len(got))
+            print(f"    {label:<66} {len(got):>8,} rows {check:<12} {t:.3f}s {t_pq / t:>6.1f}x  (target >= 25x)")
+
+    stmt = f"SELECT count(*) FROM docs WHERE body TEXTSEARCH '{MARKER}'"
+    pq_stmt = f"SELECT count(*) FROM pq WHERE body LIKE '%{MARKER}%'"
+    got, want = spark.sql(stmt).collect()[0][0], spark.sql(pq_stmt).collect()[0][0]
+    t, t_pq_count = median_time(sql(stmt), runs), median_time(sql(pq_stmt), runs)
+    print(
+        f"  count: `{stmt}` ({route(stmt)}) {got:,} {'= parquet' if got == want else f'!= parquet {want:,}'}: "
+        f"{t:.3f}s, parquet {t_pq_count:.3f}s -> {t_pq_count / t:.1f}x  (target >= 50x)"
+    )
+
+    group = "SELECT region, count(*), avg(views) FROM {} WHERE body {} GROUP BY region"
+    pq_stmt = group.format("pq", f"LIKE '%{MARKER}%'")
+    want = {r[0]: (r[1], r[2]) for r in spark.sql(pq_stmt).collect()}
+    t_pq = median_time(sql(pq_stmt), runs)
+    t_pq_group = t_pq
+    for view, what in (("docs", "request cache on"), ("docs_nocache", "request cache off")):
+        stmt = group.format(view, f"TEXTSEARCH '{MARKER}'")
+        got = {r[0]: (r[1], r[2]) for r in spark.sql(stmt).collect()}
+        same = got.keys() == want.keys() and all(
+            got[k][0] == want[k][0] and abs(got[k][1] - want[k][1]) <= 1e-9 * max(1.0, abs(want[k][1])) for k in want
+        )
+        t = median_time(sql(stmt), runs)
+        print(
+            f"  GROUP BY region ({what}; {route(stmt)}): {len(got)} groups "
+            f"{'= parquet (counts exact, avg within 1e-9)' if same else '!= parquet'}: "
+            f"{t:.3f}s, parquet {t_pq:.3f}s -> {t_pq / t:.1f}x  (target >= 50x)"
+        )
+    print(f"    `{group.format('docs', f'TEXTSEARCH {MARKER!r}')}`")
+
+    print("  floors measured here:")
+    for n in sorted({v[2] for v in out.values()}):
+        floor = median_time(lambda: spark.range(n).collect(), max(runs, 5))
+        t_pq = max(v[1] for v in out.values() if v[2] == n)
+        print(
+            f"    spark.range({n}).collect() (any Spark query returning {n:,} rows): {floor:.3f}s "
+            f"-> at most {t_pq / floor:.1f}x parquet's {t_pq:.3f}s"
+        )
+    tiny = pa.table(
+        {"region": [f"r{i}" for i in range(16)], "n": list(range(16)), "avg": [float(i) for i in range(16)]}
+    )
+    t_tiny = median_time(lambda: spark.createDataFrame(tiny).collect(), max(runs, 5))
+    print(
+        f"    spark.createDataFrame(16-row pyarrow table).collect() (a result answered from the index "
+        f"coming back through Spark): {t_tiny:.3f}s -> count at most {t_pq_count / t_tiny:.1f}x parquet's "
+        f"{t_pq_count:.3f}s, GROUP BY at most {t_pq_group / t_tiny:.1f}x parquet's {t_pq_group:.3f}s"
+    )
+    t_index = median_time(lambda: it.IndexTable(it_path).count(f"body:{MARKER}"), max(runs, 5))
+    print(
+        f"    the index alone (it.IndexTable(path).count('body:{MARKER}'), no Spark): {t_index:.3f}s; "
+        f"with the 16-row frame: count at most {t_pq_count / (t_tiny + t_index):.1f}x"
     )
 
 

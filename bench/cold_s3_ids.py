@@ -1,0 +1,262 @@
+"""Cold rare-term ids on S3: the bytes a read with an empty split cache fetches, against the bytes
+of the table's split files (the issue's target: cold S3 rare-term ids <= 25% of the data bytes).
+
+    make emulators-start && source .emulators/state/env.sh
+    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/cold_s3_ids.py [--rows 200000]
+        [--partitions 4] [--regions 2] [--s3-endpoint URL]
+    make emulators-stop
+
+Without --s3-endpoint (or INDEXTABLES_TEST_S3_ENDPOINT) the bench starts its own moto server
+(cloud_bench.moto_server) and stops it at the end.
+
+The table: search_vs_parquet's documents (0.01% of the bodies hold "osprey"), written by Spark to
+s3:// with partitions x regions splits, body indexed as text. Then, for the rare-term query
+body:osprey, each with a fresh (empty) split cache directory:
+- Spark-free: `IndexTable(uri, storage=CountingStorage(...)).search(query, columns=["id"])` and
+  the same with every column; every byte this process reads through the storage layer is counted
+  (storage/counting.py), split files apart from the transaction log.
+- Through Spark: `SELECT id FROM docs WHERE body TEXTSEARCH 'osprey'`, the reader with
+  query + columns=id, and the reader with every column (.select("id")), collected. The Python
+  workers that open the splits are separate processes, so a CountingStorage in the driver cannot
+  see their reads: the views read S3 through a byte-counting HTTP proxy in front of the emulator
+  (CountingProxy below), which counts the response bytes of every GET, whichever process sent it.
+Each is run with the split cache's default row store handling (`cache.rows.lazy` auto: splits
+under `cache.rows.lazyMinSplitSize`, 16 MB by default, are fetched whole) and with
+`cache.rows.lazy` true (index files whole, the row store by ranges, only the columns asked for).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import http.server
+import os
+import shutil
+import socketserver
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from urllib.parse import unquote, urlsplit
+
+import indextables_spark as it
+from bench_common import local_spark
+from cloud_bench import moto_server, new_bucket
+from search_vs_parquet import RARE_MARKER, BenchDocs, docs_source
+
+QUERY = f"body:{RARE_MARKER}"
+HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
+
+
+class CountingProxy:
+    """An HTTP proxy on a free 127.0.0.1 port forwarding every request to `upstream` (the S3
+    emulator, path-style addressing) and counting the bytes of GET responses, by object key."""
+
+    def __init__(self, upstream: str):
+        self.upstream = urlsplit(upstream)
+        self.lock = threading.Lock()
+        self.bytes: Counter[str] = Counter()
+        self.requests: Counter[str] = Counter()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+                conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                finally:
+                    conn.close()
+                if self.command == "GET":
+                    key = unquote(urlsplit(self.path).path)
+                    with proxy.lock:
+                        proxy.bytes[key] += len(data)
+                        proxy.requests[key] += 1
+                self.send_response(resp.status, resp.reason)
+                for k, v in resp.getheaders():
+                    if k.lower() not in HOP and k.lower() != "content-length":
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.bytes.clear()
+            self.requests.clear()
+
+    def split_bytes(self) -> tuple[int, int, int]:
+        """(bytes of split files, bytes of everything else (the transaction log), GET requests)."""
+        with self.lock:
+            splits = sum(n for k, n in self.bytes.items() if k.endswith(".split"))
+            return splits, sum(self.bytes.values()) - splits, sum(self.requests.values())
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def s3_options(endpoint: str) -> dict[str, str]:
+    return {
+        "spark.indextables.aws.accessKey": "bench",
+        "spark.indextables.aws.secretKey": "bench-secret",
+        "spark.indextables.aws.region": "us-east-1",
+        "spark.indextables.s3.endpoint": endpoint,
+        "spark.indextables.s3.pathStyleAccess": "true",
+    }
+
+
+def build(spark, uri: str, endpoint: str, args) -> None:
+    """The documents written by Spark to `uri` (partitioned by region, body as text)."""
+    src = docs_source(spark, args)
+    w = src.write.format("indextables").mode("overwrite").partitionBy("region")
+    for k, v in {**s3_options(endpoint), "spark.indextables.indexing.typemap.body": "text"}.items():
+        w = w.option(k, v)
+    w.save(uri)
+
+
+def spark_free(uri: str, endpoint: str, cache: str, columns: list[str] | None, lazy: str) -> tuple[int, int, int]:
+    """(matches, split bytes, other bytes) a cold IndexTable.search reads, counted through the
+    storage layer of this process."""
+    from indextables_spark.storage import open_storage
+    from indextables_spark.storage.counting import CountingStorage
+    from indextables_spark.table import forget_logs
+
+    forget_logs()
+    shutil.rmtree(cache, ignore_errors=True)
+    opts = {**s3_options(endpoint), "cache.disk.path": cache, "cache.rows.lazy": lazy}
+    storage = CountingStorage(open_storage(uri, opts))
+    n = it.IndexTable(uri, opts, storage=storage).search(QUERY, columns=columns).num_rows
+    split = storage.bytes_read["read_range"] + storage.bytes_read["download_file"]
+    return n, split, storage.bytes_read["read"]
+
+
+def through_spark(spark, proxy: CountingProxy, uri: str, cache: str, how: str, lazy: str) -> tuple[int, int, int, int]:
+    """(ids, split bytes, other bytes, GET requests) one cold Spark read fetches through the proxy:
+    `how` is "sql" (SELECT id ... TEXTSEARCH), "columns" (reader, columns=id) or "all" (reader,
+    every column, .select("id"))."""
+    from indextables_spark.table import forget_logs
+
+    forget_logs()
+    shutil.rmtree(cache, ignore_errors=True)
+    opts = {
+        **s3_options(proxy.url),
+        "spark.indextables.cache.disk.path": cache,
+        "spark.indextables.cache.rows.lazy": lazy,
+    }
+    proxy.reset()
+    if how == "sql":
+        quoted = ", ".join(f"'{k}' '{v}'" for k, v in opts.items())
+        view = f"docs_{uuid.uuid4().hex[:8]}"
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} USING indextables OPTIONS (path '{uri}', {quoted})")
+        rows = spark.sql(f"SELECT id FROM {view} WHERE body TEXTSEARCH '{RARE_MARKER}'").collect()
+    else:
+        r = spark.read.format("indextables").option("query", QUERY)
+        if how == "columns":
+            r = r.option("columns", "id")
+        for k, v in opts.items():
+            r = r.option(k, v)
+        rows = r.load(uri).select("id").collect()
+    split, other, requests = proxy.split_bytes()
+    return len(rows), split, other, requests
+
+
+def print_composition(table, data: int) -> None:
+    """What the split files hold: the row store against the index files (by extension), from
+    their footers (ranged reads)."""
+    from indextables_spark.split.bundle import RangeSource, read_footer
+
+    by: Counter[str] = Counter()
+    for f in table.files():
+        footer = read_footer(RangeSource(f.size, lambda s, e, p=f.path: table.storage.read_range(p, s, e)), f.path)
+        by["row store (rows.arrow)"] += footer.rows.length
+        for b in footer.files:
+            by[f"index *.{b.name.rsplit('.', 1)[-1]}"] += b.length
+    index = sum(n for k, n in by.items() if k.startswith("index"))
+    parts = ", ".join(f"{k} {n / data:.1%}" for k, n in by.most_common())
+    print(f"split files: index files {index / data:.1%} of the data bytes ({parts})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--regions", type=int, default=2)
+    ap.add_argument("--s3-endpoint", default=os.environ.get("INDEXTABLES_TEST_S3_ENDPOINT"))
+    args = ap.parse_args()
+    workdir = tempfile.mkdtemp(prefix="cold-s3-ids-")
+    from pyspark import cloudpickle
+
+    import search_vs_parquet
+
+    cloudpickle.register_pickle_by_value(search_vs_parquet)  # the workers cannot import bench/
+    spark = local_spark()
+    spark.dataSource.register(BenchDocs)
+    with moto_server(args.s3_endpoint) as endpoint:
+        bucket = new_bucket(endpoint)
+        uri = f"s3://{bucket}/docs"
+        t0 = time.perf_counter()
+        build(spark, uri, endpoint, args)
+        table = it.IndexTable(uri, s3_options(endpoint))
+        files = table.files()
+        data = sum(f.size for f in files)
+        print(
+            f"table: {table.count():,} rows in {len(files)} splits, {data / 1e6:.1f} MB of split files "
+            f"({data / len(files) / 1e6:.1f} MB each; written in {time.perf_counter() - t0:.1f}s); "
+            f"query {QUERY} (0.01%); bytes fetched cold (empty split cache), split files / transaction log"
+        )
+        print_composition(table, data)
+        proxy = CountingProxy(endpoint)
+        try:
+            for lazy in ("auto", "true"):
+                print(f"cache.rows.lazy={lazy}:")
+                for columns in (["id"], None):
+                    cache = os.path.join(workdir, f"c-{uuid.uuid4().hex[:6]}")  # a new directory: nothing warm
+                    n, split, other = spark_free(uri, endpoint, cache, columns, lazy)
+                    what = "columns=['id']" if columns else "every column"
+                    print(
+                        f"  Spark-free IndexTable.search({QUERY!r}, {what}) {n} rows: split files "
+                        f"{split / 1e6:.2f} MB = {split / data:.1%} of the data bytes; log {other / 1e3:.0f} kB"
+                    )
+                for how, label in (
+                    ("sql", f"SQL SELECT id ... WHERE body TEXTSEARCH '{RARE_MARKER}'"),
+                    ("columns", "reader query + columns=id"),
+                    ("all", "reader query, every column, .select(id)"),
+                ):
+                    n, split, other, requests = through_spark(
+                        spark, proxy, uri, os.path.join(workdir, f"s-{uuid.uuid4().hex[:6]}"), how, lazy
+                    )
+                    print(
+                        f"  Spark {label:<48} {n} ids: split files {split / 1e6:.2f} MB = {split / data:.1%} of "
+                        f"the data bytes; log {other / 1e3:.0f} kB; {requests} GETs"
+                    )
+        finally:
+            proxy.close()
+    spark.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
