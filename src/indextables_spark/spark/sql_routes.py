@@ -15,7 +15,6 @@ route of a DataFrame `spark.sql` returned.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -24,7 +23,6 @@ from ..sqlplan import statement as st
 
 log = logging.getLogger(__name__)
 ROUTE_ATTR = "_indextables_route"
-_lock = threading.Lock()
 
 
 @dataclass
@@ -66,6 +64,7 @@ class SparkCatalog:
 
     def __init__(self, spark):
         self.spark = spark
+        self._tables: dict[st.Source, Any] = {}
         self._infos: dict[st.Source, st.TableInfo] = {}
         self._snapshots: dict[st.Source, Any] = {}
 
@@ -78,13 +77,17 @@ class SparkCatalog:
         return st.Source(src.path, tuple(sorted((str(k), str(v)) for k, v in src.options.items())))
 
     def table(self, source: st.Source):
-        from ..table import IndexTable
+        if source not in self._tables:
+            from ..table import IndexTable
 
-        opts = {k: v for k, v in source.options if k.lower() != "path"}
-        return IndexTable(source.path, opts, spark=self.spark)
+            opts = {k: v for k, v in source.options if k.lower() != "path"}
+            self._tables[source] = IndexTable(source.path, opts, spark=self.spark)
+        return self._tables[source]
 
-    def version(self, source: st.Source) -> int:
-        return int(self._snapshots[source].version)
+    def snapshot(self, source: st.Source):
+        """The table version the statement is planned on (read once, by `info`)."""
+        self.info(source)
+        return self._snapshots[source]
 
     def info(self, source: st.Source) -> st.TableInfo:
         if source in self._infos:
@@ -111,8 +114,7 @@ class SparkCatalog:
         """QueryParseError now for a query the table's splits cannot parse (not in a task)."""
         from .reader import check_table_query
 
-        table = self.table(source)
-        check_table_query(self._snapshots[source], table.options, query)
+        check_table_query(self.snapshot(source), self.table(source).options, query)
 
     def other_columns(self, parts: tuple[str, ...]) -> list[str] | None:
         name = ".".join(f"`{p}`" for p in parts)
@@ -158,7 +160,7 @@ def run(spark, text: str, run_sql: Callable[[str], Any]):
     if plan is None:
         return None
     for scan in plan.scans:
-        _create_scan(spark, scan, catalog.version(scan.source))
+        _create_scan(spark, scan, int(catalog.snapshot(scan.source).version))
     route = Route(
         "scan",
         [
@@ -170,7 +172,7 @@ def run(spark, text: str, run_sql: Callable[[str], Any]):
         plan.text,
     )
     if explain is not None:
-        return _explain(spark, explain, plan, route, catalog, run_sql)
+        return _explain(spark, explain, plan, route, run_sql)
     df = run_sql(plan.text)
     if plan.aggregate is not None:
         answered = _answer_aggregate(spark, plan.aggregate, df.schema, catalog, route)
@@ -209,7 +211,8 @@ def _answer_aggregate(spark, agg: st.AggregatePlan, schema, catalog: SparkCatalo
     from ..split import group_aggregate as ga
 
     try:
-        rows = compute_aggregate(catalog.table(agg.scan.source), agg, catalog.info(agg.scan.source))
+        source = agg.scan.source
+        rows = compute_aggregate(catalog.table(source), catalog.snapshot(source), agg, catalog.info(source))
     except ga.SumOverflow as e:
         route.notes.append(f"not answered from the index: {e}; Spark computes it")
         return None
@@ -234,14 +237,14 @@ def _answer_aggregate(spark, agg: st.AggregatePlan, schema, catalog: SparkCatalo
     return df
 
 
-def compute_aggregate(table, agg: st.AggregatePlan, info: st.TableInfo) -> list[tuple]:
-    """Rows (keys..., aggregates...) of the aggregate over the table's current snapshot."""
+def compute_aggregate(table, snap, agg: st.AggregatePlan, info: st.TableInfo) -> list[tuple]:
+    """Rows (keys..., aggregates...) of the aggregate over `snap`, the version the statement was
+    planned on (its scan view and result schema come from the same version)."""
     from ..split import group_aggregate as ga
     from ..split import operators as ops
     from ..split.partitions import parse_partition_value
     from ..split.search import SearchPlan, count_split, fetch_missing, map_chunks
 
-    snap = table.snapshot()
     query = ops.to_query(agg.search, info.specs) if agg.search is not None else None
     request = agg.request
     plan = SearchPlan(table.storage, snap, table.options, agg.conjuncts, query, request.columns)
@@ -249,7 +252,7 @@ def compute_aggregate(table, agg: st.AggregatePlan, info: st.TableInfo) -> list[
     plan.check_query(files)
     if query is not None or plan.exact:
         fetch_missing(table.storage, table.options, files)
-    engine = _engine_rows(table, snap, files, request, query, plan)
+    engine = _engine_rows(table, snap, files, request, query, plan, info.types)
     if engine is not None:
         return engine
     if request.count_only and set(request.keys) <= set(plan.parts) and not plan.post and not plan.narrowing:
@@ -261,9 +264,9 @@ def compute_aggregate(table, agg: st.AggregatePlan, info: st.TableInfo) -> list[
             ]
 
         pairs = map_chunks(counts, files) if files else []
-        types = {f["name"]: f["type"] for f in snap.schema_json["fields"]}
         typed = [
-            ({k: parse_partition_value(f.partition_values.get(k), types[k]) for k in request.keys}, n) for f, n in pairs
+            ({k: parse_partition_value(f.partition_values.get(k), info.types[k]) for k in request.keys}, n)
+            for f, n in pairs
         ]
         merged = ga.count_partial(typed, request, plan.schema)
     else:
@@ -279,7 +282,7 @@ _EXACT_F64 = 2**53
 _INTS = ("byte", "short", "integer", "long")
 
 
-def _engine_rows(table, snap, files, request, query, plan) -> list[tuple] | None:
+def _engine_rows(table, snap, files, request, query, plan, types: dict[str, str]) -> list[tuple] | None:
     """The aggregate from Tantivy's aggregations (split/aggregate.py) when that is exact: keys are
     partition columns with no NULL value (each split is one bucket), no data-column filter, and
     every aggregate is COUNT(*) or an aggregate of an integer column whose f64 accumulation cannot
@@ -302,10 +305,8 @@ def _engine_rows(table, snap, files, request, query, plan) -> list[tuple] | None
     req: dict = leaf
     for depth, key in reversed(list(enumerate(request.keys))):
         req = {f"k{depth}": {"terms": {"field": key, "size": ALL_BUCKETS}, **({"aggs": req} if req else {})}}
-    if not req:
-        return None
+    # (never empty: an aggregate of a column is requested, COUNT(*) alone returned above)
     result = aggregate(table.storage, snap, list(files), table.options, req, query, None, "driver")
-    types = {f["name"]: f["type"] for f in snap.schema_json["fields"]}
     rows: list[tuple] = []
 
     def values(bucket: dict, keys: list) -> tuple | None:
@@ -369,7 +370,7 @@ def _result_frame(spark, rows: list[tuple], schema):
     return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), schema)
 
 
-def _explain(spark, mode: str, plan: st.StatementPlan, route: Route, catalog: SparkCatalog, run_sql):
+def _explain(spark, mode: str, plan: st.StatementPlan, route: Route, run_sql):
     spark_plan = run_sql(f"{mode} {plan.text}").collect()[0][0]
     if plan.aggregate is not None:
         route.name = "index aggregate"

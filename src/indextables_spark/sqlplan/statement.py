@@ -281,8 +281,10 @@ def _used_columns(
         )
         source_of: dict[int, exp.Expression] = {}
         used: dict[int, set[str]] = {}
+        scope_of: dict[int, Any] = {}
         for scope in traverse_scope(qualified):
             for col in scope.columns:
+                scope_of[id(col)] = scope
                 src = _source(scope, col.table)
                 if not isinstance(src, exp.Table) or not src.name.startswith("__itref_"):
                     continue
@@ -290,7 +292,6 @@ def _used_columns(
                 source_of[id(col)] = src
                 if not _inside_search_call(col):
                     used.setdefault(k, set()).add(col.name.lower())
-        scope_of = {id(col): scope for scope in traverse_scope(qualified) for col in scope.columns}
         resolved = {}
         for o, c in zip(orig_calls, copy_calls):
             col = c.expressions[1] if len(c.expressions) > 1 else None
@@ -515,9 +516,8 @@ def _filters_scan(container: exp.Expression, table: exp.Table) -> bool:
     select = container.parent
     if not isinstance(select, exp.Select):
         return False
-    frm = select.args.get("from") or select.args.get("from_")
     joins = list(select.args.get("joins") or [])
-    tables = ([frm.this] if frm is not None else []) + [j.this for j in joins]
+    tables = _direct_tables(select)
     if not any(t is table for t in tables):
         return False
     for i, j in enumerate(joins):
@@ -536,12 +536,15 @@ def _only_ref_in_select(node: exp.Expression, refs: list[_Ref]) -> int | None:
     select = node.find_ancestor(exp.Select)
     if select is None:
         return 0 if len(refs) == 1 else None
-    direct = [j.this for j in select.args.get("joins") or []]
-    frm = select.args.get("from") or select.args.get("from_")
-    if frm is not None:
-        direct.append(frm.this)
+    direct = _direct_tables(select)
     found = [k for k, r in enumerate(refs) if any(r.node is t for t in direct)]
     return found[0] if len(found) == 1 else None
+
+
+def _direct_tables(select: exp.Select) -> list[exp.Expression]:
+    """What a SELECT reads directly: its FROM, then each JOIN's table, in order."""
+    frm = select.args.get("from") or select.args.get("from_")
+    return ([frm.this] if frm is not None else []) + [j.this for j in select.args.get("joins") or []]
 
 
 def _span(node: exp.Expression, tokens: list[Any]) -> tuple[int, int]:
