@@ -12,6 +12,8 @@ Options (without the `spark.indextables.` prefix, case-insensitive). Credentials
 | `azure.connectionString` | account key or SAS from the connection string (its BlobEndpoint is used) |
 | `azure.accountName` + `azure.accountKey` | shared key |
 | `azure.sasToken` | shared access signature |
+| `azure.credentialsProvider` | a Python callable `module:function` returning an `AzureToken` (credentials.py), refreshed |
+| `azure.authType` = `managedIdentity` / `workloadIdentity` / `default` | azure-identity's ManagedIdentityCredential / WorkloadIdentityCredential / DefaultAzureCredential (`azure.clientId`: a user-assigned identity) |
 | `azure.tenantId` + `azure.clientId` + `azure.clientSecret` | service principal (needs the `azure-identity` package) |
 | `azure.bearerToken` | a ready OAuth token (not refreshed: it must outlive the job) |
 | none of them | `DefaultAzureCredential` when `azure-identity` is installed, else an error |
@@ -40,6 +42,7 @@ from urllib.parse import unquote, urlsplit
 from ..errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
 from ..options import Options
 from .base import FileInfo, Storage, check_key
+from .credentials import AZURE_AUTH_TYPES, azure_identity_credential, azure_provider_credential, load_provider
 from .retry import (
     RetryPolicy,
     Redactor,
@@ -105,6 +108,7 @@ class AzureStorage(Storage):
         retry_policy: RetryPolicy | None = None,
     ):
         opts = options if isinstance(options, Options) else Options.of(options)
+        self._options = opts
         self._client_kwargs = dict(client_kwargs or {})
         self.uri, self.container, uri_account, self.root, suffix = _parse_azure_uri(uri)
         self._retry = retry_policy or RetryPolicy.from_options(opts)
@@ -191,8 +195,8 @@ class AzureStorage(Storage):
 
     @property
     def credential_kind(self) -> str:
-        """Which credential is used: connection-string, account-key, sas, service-principal,
-        bearer-token or default (DefaultAzureCredential)."""
+        """Which credential is used: connection-string, account-key, sas, provider, managedIdentity,
+        workloadIdentity, service-principal, bearer-token or default (DefaultAzureCredential)."""
         return self._credential_kind
 
     @property
@@ -207,7 +211,7 @@ class AzureStorage(Storage):
     def _make_client(self) -> Any:
         from azure.storage.blob import BlobServiceClient
 
-        credential = _build_credential(self._credential_kind, self._credential_args, self.uri)
+        credential = _build_credential(self._credential_kind, self._credential_args, self.uri, self._options)
         kwargs: dict[str, Any] = {
             "retry_total": 0,  # retries are ours (retry.py)
             "max_single_put_size": self.single_put_max,
@@ -556,6 +560,27 @@ def _pick_credential(opts: Options, conn: dict[str, str], account: str | None, u
     sas = opts.get_str("azure.sasToken")
     if sas:
         return "sas", {"sas": sas.lstrip("?")}
+    provider = (opts.get_str("azure.credentialsProvider") or "").strip()
+    auth_type = (opts.get_str("azure.authType") or "").strip()
+    if provider and auth_type:
+        raise InvalidOptionError(
+            f"options 'spark.indextables.azure.credentialsProvider' and 'spark.indextables.azure.authType' are both "
+            f"set for {uri}: set one of them"
+        )
+    if provider:
+        load_provider(provider, "azure.credentialsProvider")  # a bad spec fails here, on the driver
+        return "provider", {"spec": provider}
+    if auth_type:
+        canonical = {t.lower(): t for t in AZURE_AUTH_TYPES}.get(auth_type.lower())
+        if canonical is None:
+            raise InvalidOptionError(
+                f"option 'spark.indextables.azure.authType' must be one of {', '.join(AZURE_AUTH_TYPES)}, "
+                f"got {auth_type!r}"
+            )
+        return canonical, {
+            "client_id": opts.get_str("azure.clientId") or None,
+            "tenant_id": opts.get_str("azure.tenantId") or None,
+        }
     sp = {k: opts.get_str(f"azure.{k}") for k in ("tenantId", "clientId", "clientSecret")}
     if any(sp.values()):
         missing = [f"azure.{k}" for k, v in sp.items() if not v]
@@ -571,13 +596,17 @@ def _pick_credential(opts: Options, conn: dict[str, str], account: str | None, u
     return "default", {}
 
 
-def _build_credential(kind: str, args: dict[str, Any], uri: str) -> Any:
+def _build_credential(kind: str, args: dict[str, Any], uri: str, opts: Options) -> Any:
     if kind in ("connection-string", "account-key", "sas"):
         if "sas" in args:
             return args["sas"]
         return {"account_name": args["account_name"], "account_key": args["account_key"]}
     if kind == "bearer-token":
         return _StaticTokenCredential(args["token"])
+    if kind == "provider":
+        return azure_provider_credential(args["spec"], uri, opts)
+    if kind in AZURE_AUTH_TYPES and args:  # chosen by azure.authType
+        return azure_identity_credential(kind, args["client_id"], args["tenant_id"], uri)
     try:
         import azure.identity as identity  # optional dependency
     except ImportError:
@@ -594,7 +623,7 @@ def _build_credential(kind: str, args: dict[str, Any], uri: str) -> Any:
         ) from None
     if kind == "service-principal":
         return identity.ClientSecretCredential(args["tenantId"], args["clientId"], args["clientSecret"])
-    return identity.DefaultAzureCredential()
+    return azure_identity_credential("default", None, None, uri)
 
 
 def _pooled_transport(max_connections: int, connect_timeout: float, read_timeout: float) -> Any:

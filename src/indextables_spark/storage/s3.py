@@ -7,6 +7,7 @@ Options (without the `spark.indextables.` prefix, case-insensitive):
 | option | meaning |
 | --- | --- |
 | `aws.accessKey`, `aws.secretKey`, `aws.sessionToken` | static credentials; otherwise boto3's default chain (env, profile, instance role, ...) |
+| `aws.credentialsProvider`, `aws.profile`, `aws.roleArn`, ... | provider callables, profiles, assumed roles: see credentials.py |
 | `aws.region` | region (default: boto3's, else `us-east-1` when an endpoint is set) |
 | `s3.endpoint` | endpoint URL of an S3-compatible service, e.g. `http://127.0.0.1:9000` |
 | `s3.pathStyleAccess` | `true` to address buckets as `endpoint/bucket/key` |
@@ -36,6 +37,7 @@ from urllib.parse import urlsplit
 from ..errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
 from ..options import Options
 from .base import FileInfo, Storage, check_key
+from .credentials import AwsAuth
 from .retry import (
     RetryPolicy,
     Redactor,
@@ -89,21 +91,8 @@ class S3Storage(Storage):
         opts = options if isinstance(options, Options) else Options.of(options)
         self._options = opts
         self._event_handlers = tuple(event_handlers)
-        secrets = [opts.get_str("aws.accessKey"), opts.get_str("aws.secretKey"), opts.get_str("aws.sessionToken")]
-        self._redact = Redactor(secrets)
-        protect_secrets(secrets)
         self.uri, self.bucket, self.root = _parse_s3_uri(uri)
         self._retry = retry_policy or RetryPolicy.from_options(opts)
-
-        self._access_key = opts.get_str("aws.accessKey") or None
-        self._secret_key = opts.get_str("aws.secretKey") or None
-        self._session_token = opts.get_str("aws.sessionToken") or None
-        if bool(self._access_key) != bool(self._secret_key):
-            missing = "aws.secretKey" if self._access_key else "aws.accessKey"
-            raise InvalidOptionError(
-                f"S3 table path {self.uri}: option 'spark.indextables.{missing}' is missing "
-                "(give both aws.accessKey and aws.secretKey, or neither to use the default AWS credential chain)"
-            )
         endpoint = (opts.get_str("s3.endpoint") or "").strip() or None
         if endpoint and "://" not in endpoint:
             endpoint = "https://" + endpoint
@@ -121,6 +110,9 @@ class S3Storage(Storage):
                 )
         self.endpoint = endpoint
         self.region = opts.get_str("aws.region") or None
+        self._auth = AwsAuth.from_options(opts, self.uri, endpoint)
+        self._redact = Redactor(self._auth.secrets())
+        protect_secrets(self._auth.secrets())
         self.path_style = opts.get_bool("s3.pathStyleAccess")
         self.multipart_threshold = opts.get_size("s3.multipartThreshold")
         self.part_size = opts.get_size("s3.multipartPartSize")
@@ -172,9 +164,7 @@ class S3Storage(Storage):
     def client_settings(self) -> tuple[Any, ...]:
         """Everything a client is built from (the cache key of `_shared_client`)."""
         return (
-            self._access_key,
-            self._secret_key,
-            self._session_token,
+            self._auth.cache_key(),
             self.region,
             self.endpoint,
             self.path_style,
@@ -185,15 +175,9 @@ class S3Storage(Storage):
 
     def make_client(self) -> Any:
         """A new boto3 S3 client for this storage's settings (uncached; see `client`)."""
-        import boto3
         from botocore.config import Config
 
-        session = boto3.session.Session(
-            aws_access_key_id=self._access_key,
-            aws_secret_access_key=self._secret_key,
-            aws_session_token=self._session_token,
-            region_name=self.region,
-        )
+        session = self._auth.boto3_session(self._options, self.region)
         region = self.region or session.region_name or ("us-east-1" if self.endpoint else None)
         config = Config(
             region_name=region,
@@ -212,10 +196,11 @@ class S3Storage(Storage):
         for event, handler in self._event_handlers:
             client.meta.events.register(event, handler)
         log.debug(
-            "S3 client for %s (endpoint %s, region %s)",
+            "S3 client for %s (endpoint %s, region %s, credentials %s)",
             self.uri,
             redact_uri(self.endpoint) if self.endpoint else "AWS",
             region,
+            self._auth.source + (" + assumed role" if self._auth.role_arn else ""),
         )
         return client
 
