@@ -3,8 +3,9 @@
 The Spark writer's commit runs in a Python worker without a session, so this runs afterwards in
 the writing session: `register.py`'s `save()` wrapper calls `maybe_run(spark, path, options)` once
 the write has committed (SQL `INSERT` through the views bridge writes with `save()` too), and its
-`writeStream.start()` wrapper calls `watch_stream`, which runs it after each micro-batch that wrote. Everything here is best effort: a failure is logged as a warning naming
-the table and the cause, and never fails the write (the write is already durable).
+`writeStream.start()` wrapper calls `watch_stream`, which runs it after the micro-batches that wrote.
+Everything here is best effort: a failure is logged as a warning naming the table and the cause, and
+never fails the write (the write is already durable).
 
 Settings (`spark.indextables.` prefix; session conf or write options):
 - `mergeOnWrite.enabled` (false), `mergeOnWrite.targetSize` (4G). Merge when the number of merge
@@ -140,6 +141,13 @@ def _start_background(spark: Any, path: str, opts: Options) -> PostWriteResult:
     return PostWriteResult(table_path=path, status="STARTED")
 
 
+def _join_running(path: str) -> None:
+    with _background_lock:
+        running = _background.get(path)
+    if running is not None:
+        running.join()
+
+
 def wait_for_background(timeout: float | None = None) -> dict[str, PostWriteResult]:
     """Wait for the post-write maintenance running in the background (all tables); returns the
     latest result per table path. TimeoutError if some is still running after `timeout` seconds."""
@@ -158,29 +166,88 @@ def wait_for_background(timeout: float | None = None) -> dict[str, PostWriteResu
 
 
 def watch_stream(spark, query, path: str, options: Mapping[str, Any]) -> None:
-    """Merge-/purge-on-write for a streaming query writing to `path`: evaluated after each
-    micro-batch that wrote rows (a StreamingQueryListener on this session, removed when the query
-    ends). Nothing is registered when neither is enabled."""
-    from pyspark.sql.streaming import StreamingQueryListener
-
+    """Merge-/purge-on-write for a streaming query writing to `path`: evaluated after the
+    micro-batches that wrote rows, until the query ends. Nothing is started when neither is enabled."""
     opts = Options.of(options)
     if not (opts.get_bool("mergeOnWrite.enabled") or opts.get_bool("purgeOnWrite.enabled")):
         return
-    query_id = str(query.id)
+    _StreamWatch(spark, query, path, opts).start()
 
-    class PostWriteListener(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:
-            pass
 
-        def onQueryProgress(self, event) -> None:
-            if str(event.progress.id) == query_id and event.progress.numInputRows > 0:
-                maybe_run(spark, path, opts)
+class _StreamWatch:
+    """A StreamingQueryListener that only sets flags, and a watcher thread that does the work.
 
-        def onQueryIdle(self, event) -> None:
-            pass
+    Spark's listener bus thread waits for each Python callback, and SparkContext.stop() waits for
+    that thread: a callback that called into the JVM, took a lock or ran a merge could stall every
+    listener of the session and its stop. So the callbacks touch nothing but two Events."""
 
-        def onQueryTerminated(self, event) -> None:
-            if str(event.id) == query_id:
-                spark.streams.removeListener(self)
+    POLL_SECONDS = 5.0  # how often the watcher also asks the query itself whether it is still active
 
-    spark.streams.addListener(PostWriteListener())
+    def __init__(self, spark: Any, query: Any, path: str, opts: Options) -> None:
+        self.spark, self.query, self.path, self.opts = spark, query, path, opts
+        self.query_id = str(query.id)
+        self.wrote = threading.Event()  # a micro-batch with rows ended since the last evaluation
+        self.ended = threading.Event()
+        self.listener = self._listener()
+
+    def _listener(self) -> Any:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        watch = self
+
+        class PostWriteListener(StreamingQueryListener):
+            def onQueryStarted(self, event) -> None:
+                pass
+
+            def onQueryProgress(self, event) -> None:
+                if str(event.progress.id) == watch.query_id and event.progress.numInputRows > 0:
+                    watch.wrote.set()
+
+            def onQueryIdle(self, event) -> None:
+                pass
+
+            def onQueryTerminated(self, event) -> None:
+                if str(event.id) == watch.query_id:
+                    watch.ended.set()
+                    watch.wrote.set()  # wake the watcher
+
+        return PostWriteListener()
+
+    def start(self) -> None:
+        from pyspark import InheritableThread  # the caller's local properties (job group, pool) for the merge jobs
+
+        self.spark.streams.addListener(self.listener)
+        # micro-batches that ended before the listener was added (a short availableNow query may
+        # even have ended already: then no event comes, and the watcher's poll notices)
+        if any(p.numInputRows > 0 for p in self.query.recentProgress):
+            self.wrote.set()
+        # A daemon: it may wait as long as the query runs, which must not keep the interpreter
+        # alive; the merge itself runs in maybe_run's non-daemon thread (mergeOnWrite.async.enabled).
+        InheritableThread(
+            target=self._run, name=f"indextables-stream-watch {self.path}", daemon=True, session=self.spark
+        ).start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                self.wrote.wait(self.POLL_SECONDS)
+                ended = self.ended.is_set() or not self.query.isActive
+                if self.wrote.is_set():
+                    self.wrote.clear()
+                    result = maybe_run(self.spark, self.path, self.opts)
+                    if result is not None and result.status == "ALREADY_RUNNING":
+                        # the splits of this batch were not in that run's plan: evaluate again after it
+                        _join_running(self.path)
+                        self.wrote.set()
+                        continue
+                if ended:
+                    break
+            self.spark.streams.removeListener(self.listener)
+        except Exception as e:  # noqa: BLE001 - e.g. the session stopped under a running query; maintenance is best effort
+            log.warning(
+                "indextables: stopped watching the streaming query %s writing to %s for merge-/purge-on-write: %s: %s",
+                self.query_id,
+                self.path,
+                type(e).__name__,
+                e,
+            )
