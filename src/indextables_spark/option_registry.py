@@ -5,6 +5,8 @@ is a programming error), the README configuration table is generated from it
 secret ones, and `unknown_keys` names the closest known key for a mistyped one.
 
 Keys ending in `.<col>` (or `.<name>.<key>`) are families: any suffix is accepted.
+`reference` names the IndexTables4Spark key an option matches (same meaning, so a job written for
+the reference keeps it), shown in the README table.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class OptionSpec:
     doc: str
     secret: bool = False
     readme: bool = True  # listed in the README configuration table
+    reference: str = ""  # the IndexTables4Spark key it matches ("" : none, or not stated)
 
     @property
     def family(self) -> bool:
@@ -40,31 +43,115 @@ def _o(key: str, type_: str, default: Any, doc: str, **kw: Any) -> OptionSpec:
 
 OPTIONS: tuple[OptionSpec, ...] = (
     # -- indexing (recorded in the table at creation) --
-    _o("indexing.typemap.<col>", "str", "string", "`string`, `text`, `text_and_string` or `ip` for string columns"),
+    _o(
+        "indexing.typemap.<col>",
+        "str",
+        "string",
+        "`string`, `text`, `text_and_string` or `ip` for string columns; list form "
+        '`indexing.typemap.<type>` = `"a,b"` (a key ending in a type lists columns, as in the reference)',
+        reference="indexing.typemap.<field> / indexing.typemap.<type>",
+    ),
     _o(
         "indexing.tokenizer.<col>",
         "str",
         "default",
         "tokenizer of a text column: `default`, `raw`, `whitespace`, "
-        "`en_stem`, `<iso>_stem` (ar da de el es fi fr hu it nl no pt ro ru sv ta tr), `cjk`, `ngram`",
+        "`en_stem`, `<iso>_stem` (ar da de el es fi fr hu it nl no pt ro ru sv ta tr), `cjk`, `ngram`; "
+        'list form `indexing.tokenizer.<tokenizer>` = `"a,b"`',
+        reference="indexing.tokenizer.<field> / indexing.tokenizer.<tokenizer>",
     ),
     _o("indexing.ngram.min.<col>", "int", 2, "shortest gram of an `ngram` column (1–20)"),
     _o("indexing.ngram.max.<col>", "int", 3, "longest gram of an `ngram` column (1–20)"),
-    _o("indexing.indexrecordoption.<col>", "str", "position", "`basic`, `freq` or `position`"),
+    _o(
+        "indexing.indexrecordoption.<col>",
+        "str",
+        "position",
+        '`basic`, `freq` or `position`; list form `indexing.indexrecordoption.<option>` = `"a,b"`',
+        reference="indexing.indexrecordoption.<field> / indexing.indexrecordoption.<option>",
+    ),
+    _o(
+        "indexing.text.indexRecordOption",
+        "str",
+        "position",
+        "record option of text columns without their own",
+        reference="indexing.text.indexRecordOption",
+    ),
+    _o(
+        "indexing.text.maxTokenLength",
+        "str",
+        "255",
+        "tokenized (text, json) fields drop tokens of this many bytes or more: 1–65530, `min` (1), "
+        "`legacy` (40), `default` (255), `tantivy_max` (65530), `builtin` (each tokenizer's own: 40, "
+        "none for `whitespace`; tables created without this setting recorded keep it); recorded per field, "
+        "queries use the same limit",
+        reference="indexing.text.maxTokenLength",
+    ),
+    _o(
+        "indexing.tokenLength.<col>",
+        "str",
+        None,
+        "a column's token length (values as `indexing.text.maxTokenLength`); list form "
+        '`indexing.tokenLength.<n or name>` = `"a,b"`',
+        reference="indexing.tokenLength.<field> / indexing.tokenLength.<n>",
+    ),
     _o(
         "indexing.fastfields",
         "str",
         None,
         "extra fast fields (comma list; numeric, date, bool, string and struct columns are fast anyway)",
+        reference="indexing.fastfields (there: the only fast fields when set)",
     ),
-    _o("indexing.storeonly", "str", None, "columns stored but not indexed (comma list)"),
+    _o(
+        "indexing.nonfastfields",
+        "str",
+        None,
+        "columns without a fast field (comma list; ip fields stay fast): smaller splits, no aggregation "
+        "of them (a clear error; SQL aggregates run in Spark), IS NULL filters evaluated on the rows",
+        reference="indexing.nonfastfields",
+    ),
+    _o(
+        "indexing.storeonly",
+        "str",
+        None,
+        "columns stored but not indexed (comma list)",
+        reference="indexing.storeonlyfields",
+    ),
+    _o(
+        "indexing.storeonlyfields",
+        "str",
+        None,
+        "same as `indexing.storeonly`",
+        reference="indexing.storeonlyfields",
+    ),
+    _o(
+        "indexing.indexonlyfields",
+        "str",
+        None,
+        "refused, naming the option: rows are read from the row store, which holds every column "
+        "(the reference reads such a column back as null)",
+        reference="indexing.indexonlyfields",
+    ),
     _o("indexing.bloomfilter.columns", "str", None, "columns with a per-split Bloom filter (comma list)"),
     _o("indexing.bloomfilter.fpp", "float", 0.01, "Bloom filter false-positive rate"),
     _o("indexing.split.targetSize", "size", None, "same as `write.targetSplitSize`", readme=False),
     _o("indexing.tempDirectoryPath", "str", None, "same as `indexWriter.tempDirectoryPath`", readme=False),
     _o("indexWriter.heapSize", "size", 512 * MB, "Tantivy indexing memory per split writer (at least 15M)"),
     _o("indexWriter.tempDirectoryPath", "str", None, "where splits are built (default: the system temp dir)"),
-    _o("dataSkippingNumIndexedCols", "int", 32, "min/max statistics for the first N columns"),
+    _o(
+        "dataSkippingNumIndexedCols",
+        "int",
+        32,
+        "min/max statistics for the first N columns (-1: all)",
+        reference="dataSkippingNumIndexedCols",
+    ),
+    _o(
+        "dataSkippingStatsColumns",
+        "str",
+        None,
+        "the columns with min/max statistics (comma list; replaces `dataSkippingNumIndexedCols`; "
+        "names that are not data columns are logged and left out, as in the reference)",
+        reference="dataSkippingStatsColumns",
+    ),
     _o("stats.truncation.enabled", "bool", True, "truncate long string statistics"),
     _o("stats.truncation.maxLength", "int", 32, "string statistics truncation"),
     # -- writing --
@@ -332,10 +419,23 @@ def markdown_table() -> str:
             return f"`{str(o.default).lower()}`"
         return f"`{o.default}`"
 
-    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    def reference(o: OptionSpec) -> str:
+        """`key` / `key` (remark): the reference's keys as code, a remark after them as text."""
+        parts = []
+        for part in o.reference.split(" / ") if o.reference else []:
+            key, _, remark = part.partition(" (")
+            parts.append(f"`{key}`" + (f" ({remark}" if remark else ""))
+        return " / ".join(parts)
+
+    lines = [
+        "| key | type | default | meaning | IndexTables4Spark key |",
+        "|---|---|---|---|---|",
+    ]
     for o in OPTIONS:
         if o.readme:
-            lines.append(f"| `{o.key}` | {o.type}{' (secret)' if o.secret else ''} | {default(o)} | {o.doc} |")
+            lines.append(
+                f"| `{o.key}` | {o.type}{' (secret)' if o.secret else ''} | {default(o)} | {o.doc} | {reference(o)} |"
+            )
     return "\n".join(lines)
 
 

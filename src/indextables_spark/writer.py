@@ -102,8 +102,11 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
 
     Returns (plan, read_version, table_exists).
     """
+    from .option_registry import registered_default
+    from .split.indexing import TOKEN_LENGTH_KEY, recorded_settings
     from .split.types import doc_mapping_json, validate_schema
 
+    TOKEN_LENGTH_DEFAULT = str(registered_default(TOKEN_LENGTH_KEY))
     table = _Table(path, opts)
     read_version = table.version()
     incoming = _nullable_json(schema_json)
@@ -130,13 +133,13 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
                 table_schema = merge_append_schema(path, table_schema, incoming)
             else:
                 check_append_schema(path, table_schema, incoming)
-        settings = Options.of(
-            {k: v for k, v in snap.metadata_action.configuration.items() if not k.startswith("docMappingSchema.")}, opts
-        )
+        settings = Options.of(recorded_settings(snap.metadata_action.configuration), opts)
     else:
         table_schema = incoming
         parts = requested_parts or []
-        settings = opts
+        # the token length is recorded at creation (what the table's splits mean never depends on
+        # a default that may change; split/indexing.py)
+        settings = Options.of({TOKEN_LENGTH_KEY: opts.get_str(TOKEN_LENGTH_KEY) or TOKEN_LENGTH_DEFAULT}, opts)
     names = [f["name"] for f in table_schema["fields"]]
     for c in parts:
         if c not in names:
@@ -145,7 +148,6 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
         raise SchemaMismatchError(f"cannot partition by every column ({parts}): no data columns would remain")
     validate_schema(table_schema, parts, settings)
     mapping = doc_mapping_json(table_schema, parts, settings)
-    from .option_registry import registered_default
     from .split.builder import target_split_bytes_option
 
     target = target_split_bytes_option(settings) or registered_default("write.targetSplitSize")
@@ -377,7 +379,7 @@ def delete_written(path: str, opts: Options, adds: list[dict], stats: dict[str, 
 
 # Table-level settings recorded in the table's metadata configuration at creation, so later
 # appends index the same way whatever the session's options are (like Delta table properties).
-TABLE_SETTING_PREFIXES = ("indexing.", "dataskippingnumindexedcols", "stats.")
+TABLE_SETTING_PREFIXES = ("indexing.", "dataskippingnumindexedcols", "dataskippingstatscolumns", "stats.")
 
 
 def table_settings(opts: Options) -> dict[str, str]:

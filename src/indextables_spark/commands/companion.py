@@ -269,7 +269,11 @@ def build_companion(
     table_log = open_log(open_storage(location, opts), opts)
     read_version = table_log.latest_version()
     live = []
-    settings = opts
+    from ..option_registry import registered_default
+    from ..split.indexing import TOKEN_LENGTH_KEY
+
+    # a new companion index records its token length (as a new table does: writer.plan_write)
+    settings = Options.of({TOKEN_LENGTH_KEY: str(registered_default(TOKEN_LENGTH_KEY))}, opts)
     if read_version >= 0:
         snap = table_log.snapshot(read_version)
         config = snap.metadata_action.configuration
@@ -289,7 +293,10 @@ def build_companion(
                 f"{location} by {snap.partition_columns}: build a new companion index at another location"
             )
         # the table's recorded indexing settings win over the session's (as for appends)
-        settings = Options.of(opts, {k: v for k, v in config.items() if k.startswith(PREFIX + "indexing.")})
+        from ..split.indexing import recorded_settings
+
+        recorded = recorded_settings(config)
+        settings = Options.of(opts, {k: v for k, v in recorded.items() if k.startswith(PREFIX + "indexing.")})
         live = snap.files
     validate_schema(schema_json, snapshot.partition_columns, settings)
 

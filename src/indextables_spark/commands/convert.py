@@ -73,7 +73,7 @@ def split_settings(
 
 def _column_of(key: str) -> str | None:
     """`indexing.typemap.<col>` / `indexing.tokenizer.<col>` → the column (lower-cased, as Options keeps it)."""
-    for prefix in ("indexing.typemap.", "indexing.tokenizer."):
+    for prefix in ("indexing.typemap.", "indexing.tokenizer.", "indexing.tokenlength."):
         if key.startswith(prefix):
             return key[len(prefix) :]
     return None
@@ -106,6 +106,7 @@ def _age_key(f: AddFile) -> tuple:
 
 def plan_convert(log_: TransactionLog) -> ConvertPlan:
     from ..errors import TableNotFoundError
+    from ..split.indexing import TOKEN_LENGTH_KEY
     from ..split.types import table_options
 
     if log_.latest_version() < 0:
@@ -128,7 +129,13 @@ def plan_convert(log_: TransactionLog) -> ConvertPlan:
         per_split[f.path] = mappings[ref]
         derived.update(mappings[ref])  # oldest first: the newest split's settings win
     settings = recorded_settings(snap.metadata_action.configuration, derived)
-    return ConvertPlan(log_, snap, sources, per_split, settings, table_options(snap, log_.options))
+    base = table_options(snap, log_.options)
+    if not any(k.lower() == (PREFIX + TOKEN_LENGTH_KEY).lower() for k in snap.metadata_action.configuration):
+        # the reference indexed with a 255-byte token length (its default): record it, so the
+        # rewritten splits and later appends keep the reference's meaning
+        settings[PREFIX + TOKEN_LENGTH_KEY] = "default"
+        base = Options.of(base, {TOKEN_LENGTH_KEY: "default"}, log_.options)
+    return ConvertPlan(log_, snap, sources, per_split, settings, base)
 
 
 # ---- rewriting one split ------------------------------------------------------------------------

@@ -413,8 +413,9 @@ class MergePlan:
 
 def _writer_options(snapshot, options: Options) -> Options:
     """The table's recorded settings (indexing.*, stats.*) with the user's options on top, as for a write."""
-    conf = {k: v for k, v in snapshot.metadata_action.configuration.items() if not k.startswith("docMappingSchema.")}
-    return Options.of(conf, options)
+    from ..split.indexing import recorded_settings
+
+    return Options.of(recorded_settings(snapshot.metadata_action.configuration), options)
 
 
 def plan_merge(

@@ -252,7 +252,11 @@ def compute_aggregate(table, snap, agg: st.AggregatePlan, info: st.TableInfo) ->
     plan.check_query(files)
     if query is not None or plan.exact:
         fetch_missing(table.storage, table.options, files)
-    engine = _engine_rows(table, snap, files, request, query, plan, info.types)
+    # Tantivy's stats read fast fields: a column written without one (indexing.nonfastfields)
+    # is aggregated from the rows
+    slow = {s.name for s in info.specs if s.value_field is not None and not s.value_field.fast}
+    fast = not any(a.column in slow for a in request.aggs)
+    engine = _engine_rows(table, snap, files, request, query, plan, info.types) if fast else None
     if engine is not None:
         return engine
     if request.count_only and set(request.keys) <= set(plan.parts) and not plan.post and not plan.narrowing:

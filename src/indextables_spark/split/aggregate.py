@@ -145,6 +145,14 @@ def _check(agg: Agg, spec: ColumnSpec, parent: Agg | None) -> None:
             f"{agg.where}: {agg.column!r} is stored only (indexing.storeonly): it has no "
             f"index or fast field to aggregate"
         )
+    field = spec.exact_field or spec.value_field
+    from_rows = k in VALUE_KINDS or (k in STATS_KINDS and (kind == "decimal" or kind not in _NUMERIC + _TEMPORAL))
+    if not spec.partition and kind not in ("text", "json", "binary") and field is not None and not field.fast:
+        if not from_rows:
+            raise AggregationError(
+                f"{agg.where}: {agg.column!r} has no fast field (indexing.nonfastfields): {k} is computed "
+                f"from fast fields; aggregate it in Spark, or write the column without nonfastfields"
+            )
     if spec.partition:
         if k != "terms":
             raise AggregationError(
@@ -328,7 +336,7 @@ class _SplitCtx:
         if f is None or not f.fast:
             raise AggregationError(
                 f"{agg.where}: column {agg.column!r} has no fast field in split "
-                f"{self.reader.local_dir} (see indexing.fastfields)"
+                f"{self.reader.local_dir} (see indexing.fastfields and indexing.nonfastfields)"
             )
         return f.name
 

@@ -12,6 +12,11 @@ custom analyzers, so the tokenizer name recorded in the doc mapping is all a rea
   (`bigram_text`: "東京 京都", consecutive positions) and the analyzer only splits it; query terms
   are rewritten the same way (`cjk_bigram_terms`: `body:東京都` → the phrase "東京 京都").
   `body:東京` finds "東京都に住んでいます" but not "京東".
+- `<tokenizer>_limit_<n>` (the reference's naming): a field with a recorded token length
+  (`indexing.text.maxTokenLength`, split/indexing.py) — the tokenizer's analyzer dropping tokens
+  of n bytes or more instead of its own limit (40 for `default`, `en_stem`, the stemmers and
+  `cjk`; `whitespace` has none below Tantivy's 65,530). Registered for `default`, `en_stem` and
+  `whitespace` too, since Tantivy's built-in ones keep their own limit.
 - `cjk` in doc mappings written before bigrams (one token per CJK character, a query term of
   several searched as a phrase of them) is still read as it was written.
 - `ngram_<min>_<max>` (written by `indexing.tokenizer.<col>=ngram` with `indexing.ngram.min.<col>` /
@@ -61,6 +66,8 @@ _CJK_RANGES = (
 )
 _CJK_RUN = re.compile(f"[{_CJK_RANGES}]+")
 _NGRAM_RE = re.compile(r"^ngram_(\d+)_(\d+)$")
+_LIMIT_RE = re.compile(r"^(.+)_limit_(\d+)$")
+BUILTIN_LIMITS = {"default": 40, "en_stem": 40, "whitespace": None}  # None: no filter (Tantivy's 65,530)
 MAX_NGRAM = 20
 
 
@@ -69,9 +76,24 @@ def custom_names() -> list[str]:
     return sorted([f"{iso}_stem" for iso in STEMMERS if iso != "en"] + ["cjk", "ngram_<min>_<max>"])
 
 
+def limited(name: str) -> tuple[str, int] | None:
+    """(tokenizer, byte limit) of a `<tokenizer>_limit_<n>` name, else None."""
+    m = _LIMIT_RE.match(name or "")
+    if not m or not 1 <= int(m.group(2)) <= 65530:
+        return None
+    base = m.group(1)
+    return (base, int(m.group(2))) if base in BUILTIN_LIMITS or _is_language(base) else None
+
+
+def _is_language(name: str) -> bool:
+    return name in ("cjk", CJK_BIGRAM) or (name.endswith("_stem") and name[:-5] in STEMMERS and name != "en_stem")
+
+
 def is_custom(name: str | None) -> TypeGuard[str]:
     if not name:
         return False
+    if limited(name) is not None:
+        return True
     if name in ("cjk", CJK_BIGRAM):
         return True
     if name.endswith("_stem") and name[:-5] in STEMMERS and name != "en_stem":
@@ -95,13 +117,33 @@ def lowercases(name: str | None) -> bool:
 @functools.lru_cache(maxsize=64)
 def analyzer(name: str) -> tantivy.TextAnalyzer:
     """The Tantivy TextAnalyzer registered under `name`."""
+
+    lim = limited(name)
+    if lim is not None:
+        return _analyzer(lim[0], lim[1])
+    return _analyzer(name, None)
+
+
+def _analyzer(name: str, limit: int | None) -> tantivy.TextAnalyzer:
+    """The analyzer of a tokenizer with a byte limit (None: the tokenizer's own, 40 for ours)."""
     import tantivy
 
+    if name in BUILTIN_LIMITS:  # Tantivy's own, with another limit
+        tokenizer = tantivy.Tokenizer.whitespace() if name == "whitespace" else tantivy.Tokenizer.simple()
+        b = tantivy.TextAnalyzerBuilder(tokenizer)
+        if limit is not None:
+            b = b.filter(tantivy.Filter.remove_long(limit))
+        if name != "whitespace":
+            b = b.filter(tantivy.Filter.lowercase())
+        if name == "en_stem":
+            b = b.filter(tantivy.Filter.stemmer("english"))
+        return b.build()
+    limit = 40 if limit is None else limit
     if name in ("cjk", CJK_BIGRAM):
         pattern = CJK_PATTERN if name == "cjk" else CJK_BIGRAM_PATTERN
         return (
             tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(pattern))
-            .filter(tantivy.Filter.remove_long(40))
+            .filter(tantivy.Filter.remove_long(limit))
             .filter(tantivy.Filter.lowercase())
             .build()
         )
@@ -115,7 +157,7 @@ def analyzer(name: str) -> tantivy.TextAnalyzer:
     iso = name[:-5]
     b = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.remove_long(limit))
         .filter(tantivy.Filter.lowercase())
         .filter(tantivy.Filter.stemmer(STEMMERS[iso]))
     )
@@ -158,3 +200,6 @@ def register(index: Any, tokenizers: Iterable[str | None]) -> None:
     searching: a field whose tokenizer is not registered cannot be used)."""
     for name in sorted({t for t in tokenizers if is_custom(t)}):
         index.register_tokenizer(name, analyzer(name))
+        # a fast text/json field looks its tokenizer up in another registry (Tantivy's fast field
+        # tokenizers: `default` and `raw` only, unless registered)
+        index.register_fast_field_tokenizer(name, analyzer(name))

@@ -33,7 +33,7 @@ from .documents import json_documents
 from .partitions import format_partition_value, partition_path
 from .bloom import STATS_KEY as BLOOM_STATS_KEY
 from .bloom import BloomConfig, SplitBloomBuilder, bloom_file_for
-from .stats import StatsCollector
+from .stats import StatsCollector, stats_columns
 from .text import has_long_token
 from .text import supported as text_supported
 from .types import ColumnSpec, arrow_schema, doc_mapping_from_specs, tantivy_schema, validate_schema
@@ -126,9 +126,10 @@ class SplitWriter:
         max_len = self.options.get_int("stats.truncation.maxLength")
         self._stats_max_length = max_len if self.options.get_bool("stats.truncation.enabled") else None
         self._stats_columns = self.options.get_int("dataSkippingNumIndexedCols")
+        self._stats_named = stats_columns(self.options, self.specs)
         # Tokenized text columns whose token lengths are checked (see text.py, fullyTokenized).
         self._token_checked = [
-            (s, s.value_field.tokenizer)
+            (s, s.value_field.tokenizer, s.value_field.token_limit)
             for s in self.stored_specs
             if s.kind == "text"
             and s.value_field is not None
@@ -306,7 +307,7 @@ class SplitWriter:
             where = f"new split in {tmp}"
             with tantivy_call(f"creating the Tantivy index of a {where}"):
                 index = tantivy.Index(self._tantivy_schema, os.path.join(tmp, "index"))
-                analyzers.register(index, (f.tokenizer for s in self.stored_specs for f in s.indexed_fields))
+                analyzers.register(index, (f.index_tokenizer for s in self.stored_specs for f in s.indexed_fields))
                 writer = index.writer(self.heap_bytes, 1)
             sink = ipc = None
             if self.companion is None:
@@ -315,7 +316,7 @@ class SplitWriter:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        stats = StatsCollector(self.specs, self._stats_columns, self._stats_max_length)
+        stats = StatsCollector(self.specs, self._stats_columns, self._stats_max_length, self._stats_named)
         return _OpenSplit(
             dict(values),
             tmp,
@@ -353,8 +354,8 @@ class SplitWriter:
             split.bloom.add(rows)
         docs, truncated = json_documents(rows, self.stored_specs, split.num_rows)
         split.truncated |= truncated
-        for spec, tok in self._token_checked:
-            if spec.name not in split.long_tokens and has_long_token(rows.column(spec.name), tok):
+        for spec, tok, limit in self._token_checked:
+            if spec.name not in split.long_tokens and has_long_token(rows.column(spec.name), tok, limit):
                 split.long_tokens.add(spec.name)
         add = split.writer.add_json
         with tantivy_call(
@@ -398,7 +399,7 @@ class SplitWriter:
             if self._token_checked:
                 # Columns where every token was indexed: term-regex narrowing of substring filters is safe.
                 extra["fullyTokenized"] = sorted(
-                    s.name for s, _ in self._token_checked if s.name not in split.long_tokens
+                    s.name for s, _, _ in self._token_checked if s.name not in split.long_tokens
                 )
             if self.companion is not None:
                 c = self.companion

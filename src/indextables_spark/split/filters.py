@@ -356,10 +356,11 @@ def struct_narrowing(
     parts = []
     for v in values:
         if field_type == "string" and isinstance(v, str):
-            from .text import analyzer
+            from .text import analyzer, token_limit
 
-            tokens = analyzer("default").analyze(v)
-            if not tokens or any(len(t.encode()) >= 40 for t in v.split()) or len(tokens) > 16:
+            limit = token_limit("default", field.token_limit)
+            tokens = analyzer("default", field.token_limit).analyze(v)
+            if not tokens or any(len(t.encode()) >= limit for t in v.split()) or len(tokens) > 16:
                 return None
             parts.append(f'{qpath}:"{" ".join(tokens)}"' if len(tokens) > 1 else f"{qpath}:{tokens[0]}")
         elif field_type in _INTEGER_TYPES and isinstance(v, int) and not isinstance(v, bool):
@@ -532,6 +533,10 @@ class _Q(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
     def all(self) -> tantivy.Query:
         return self.t.Query.all_query()
 
+    def fast(self, field_name: str) -> bool:
+        """Is the Tantivy field fast (exists queries need it; indexing.nonfastfields takes it away)?"""
+        return any(f.fast for s in self.specs.values() for f in s.indexed_fields if f.name == field_name)
+
     def empty(self) -> tantivy.Query:
         return self.t.Query.empty_query()
 
@@ -666,7 +671,8 @@ class _Q(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
     def text_terms(
         self, value: str, name: str, tok: str, left: bool, right: bool, spec: ColumnSpec
     ) -> tantivy.Query | None:
-        implied = pattern_terms(value, tok, left, right, spec.fully_tokenized)
+        limit = spec.value_field.token_limit if spec.value_field is not None else None
+        implied = pattern_terms(value, tok, left, right, spec.fully_tokenized, limit)
         if implied.empty:
             return None
         qs = [self.t.Query.term_query(self.schema, name, t) for t in implied.terms]
@@ -682,6 +688,8 @@ class _Q(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             above = v > _I64_MAX
             if op == "eq" or (op in ("gt", "ge")) == above:
                 return self.empty()
+            if not self.fast(name):  # (indexing.nonfastfields) every value: a range over them all
+                return self.i64_range(name, _I64_MIN, _I64_MAX)
             return self.t.Query.exists_query(name)
         if op == "eq":
             return self.t.Query.term_query(self.schema, name, v)
@@ -721,7 +729,7 @@ class _Q(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         if not isinstance(p, str) or len(p) > _MAX_PATTERN_CHARS:
             return None, False
         if p == "":
-            return self.t.Query.exists_query(name), True
+            return (self.t.Query.exists_query(name), True) if self.fast(name) else (None, False)
         esc = regex_escape(p)
         if isinstance(f, StringStartsWith):
             # Cut terms keep their first TRUNCATE_CHARS characters, so prefixes still match.

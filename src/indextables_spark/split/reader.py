@@ -132,7 +132,7 @@ def _open_handles(local_dir: str) -> _Handles:
     where = f"split {footer.raw.get(EXTRACTED_FROM) or local_dir}"
     with tantivy_call(f"opening the Tantivy index of {where} (extracted in {local_dir})"):
         index = tantivy.Index.open(local_dir)
-        analyzers.register(index, (f.tokenizer for s in specs for f in s.indexed_fields))
+        analyzers.register(index, (f.index_tokenizer for s in specs for f in s.indexed_fields))
     lazy: _RowStore | None = None
     ipc: pa.ipc.RecordBatchFileReader | _RowStore
     if footer.is_companion:
@@ -243,7 +243,7 @@ def _empty_index(doc_mapping: str) -> tantivy.Index:
 
     specs = specs_from_doc_mapping(doc_mapping)
     index = tantivy.Index(tantivy_schema(specs))
-    analyzers.register(index, (f.tokenizer for s in specs for f in s.indexed_fields))
+    analyzers.register(index, (f.index_tokenizer for s in specs for f in s.indexed_fields))
     return index
 
 

@@ -83,6 +83,16 @@ def _mapping_fields(doc_mapping: str) -> dict[str, tuple[str, str | None]]:
     return out
 
 
+def reference_tokenizer(name: str) -> tuple[str, int]:
+    """(tokenizer, token length) of a tokenizer name in a reference split: tantivy4java names a
+    field's analyzer `<tokenizer>_limit_<n>` when its token length is not 255, and registers its
+    plain tokenizers (`default`, `whitespace`, ...) with a 255-byte limit."""
+    base, sep, n = name.rpartition("_limit_")
+    if sep and n.isdigit():
+        return base, int(n)
+    return name, 255
+
+
 def writer_options(fields: Mapping[str, tuple[str, str | None]], string_columns: Sequence[str]) -> dict[str, str]:
     """Our indexing options reproducing the reference's field configuration for string columns."""
     out: dict[str, str] = {}
@@ -97,8 +107,10 @@ def writer_options(fields: Mapping[str, tuple[str, str | None]], string_columns:
             if (tokenizer or "raw") == "raw":
                 out[f"indexing.typemap.{col}"] = "string"
             else:
+                base, limit = reference_tokenizer(str(tokenizer))
                 out[f"indexing.typemap.{col}"] = "text"
-                out[f"indexing.tokenizer.{col}"] = str(tokenizer)
+                out[f"indexing.tokenizer.{col}"] = base
+                out[f"indexing.tokenLength.{col}"] = str(limit)
     return out
 
 

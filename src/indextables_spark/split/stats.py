@@ -21,13 +21,15 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..options import Options
 from .partitions import format_float
 from .types import STRING_KINDS, ColumnSpec
 
@@ -132,12 +134,45 @@ def decode_stat(kind: str, text: str) -> Any:
     return text
 
 
+def stats_columns(options: Options, specs: list[ColumnSpec]) -> frozenset[str] | None:
+    """The data columns `dataSkippingStatsColumns` names (lower-cased), None when it is not set.
+    As in the reference, a name that is no data column is logged and left out (a partition
+    column's values are in the log already)."""
+    raw = options.get_str("dataSkippingStatsColumns")
+    if raw is None or not raw.strip():
+        return None
+    wanted = {c.strip().lower(): c.strip() for c in raw.split(",") if c.strip()}
+    data = {s.name.lower() for s in specs if not s.partition}
+    missing = sorted(v for k, v in wanted.items() if k not in data)
+    if missing and tuple(missing) not in _warned:
+        _warned.add(tuple(missing))
+        logging.getLogger(__name__).warning(
+            "indextables: option dataSkippingStatsColumns names %s, not data columns of the table (no statistics for them)",
+            missing,
+        )
+    return frozenset(k for k in wanted if k in data)
+
+
+_warned: set[tuple[str, ...]] = set()
+
+
 class StatsCollector:
     """Accumulates stats of one split over its chunks."""
 
-    def __init__(self, specs: list[ColumnSpec], num_indexed_cols: int, max_length: int | None):
+    def __init__(
+        self,
+        specs: list[ColumnSpec],
+        num_indexed_cols: int,
+        max_length: int | None,
+        columns: Collection[str] | None = None,
+    ):
+        """Stats of the first `num_indexed_cols` data columns (-1: all), or of the named `columns`
+        (lower-cased; dataSkippingStatsColumns) when given."""
         stored = [s for s in specs if not s.partition]
-        self.specs = stored[: max(0, num_indexed_cols)] if num_indexed_cols >= 0 else stored
+        if columns is not None:
+            self.specs = [s for s in stored if s.name.lower() in columns]
+        else:
+            self.specs = stored[: max(0, num_indexed_cols)] if num_indexed_cols >= 0 else stored
         self.max_length = max_length
         self.cols = {s.name: ColumnStats() for s in self.specs}
         self.num_records = 0

@@ -10,8 +10,9 @@ the index (a superset; the reader re-checks the raw filter exactly):
   from a Tantivy analyzer identical to the index's (default, en_stem, whitespace).
 - An *open* segment (cut by the pattern's unanchored edge) is a fragment of a longer token: only
   a regex over the term dictionary (`.*frag`, `frag.*`, `.*frag.*`) can use it, and only when
-  every token of the split was indexed. Tantivy drops tokens of 40+ bytes (default) or 65,530+
-  bytes (any tokenizer), so the builder records in the footer (`fullyTokenized`) the columns
+  every token of the split was indexed. Tantivy drops tokens of 40+ bytes (default), of the
+  field's recorded limit (indexing.text.maxTokenLength) or 65,530+ bytes (any tokenizer), so the
+  builder records in the footer (`fullyTokenized`) the columns
   where no value had such a token. Stemmed (en_stem) fragments cannot be matched at all.
 
 "Always split" is decided with ASCII characters only: Tantivy's simple tokenizer splits on
@@ -68,19 +69,19 @@ def supported(tokenizer: str | None) -> bool:
     return tokenizer in SIMPLE_TOKENIZERS or tokenizer in WHITESPACE_TOKENIZERS
 
 
-@functools.lru_cache(maxsize=8)
-def analyzer(tokenizer: str) -> tantivy.TextAnalyzer:
-    """A Tantivy analyzer producing the same terms as the index's tokenizer of that name."""
-    import tantivy
+def token_limit(tokenizer: str, limit: int | None) -> int:
+    """The byte length from which a field drops tokens: its recorded limit, else the tokenizer's."""
+    return MAX_TOKEN_BYTES[tokenizer] if limit is None else limit
 
-    if tokenizer in SIMPLE_TOKENIZERS:
-        b = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        b = b.filter(tantivy.Filter.remove_long(MAX_TOKEN_BYTES[tokenizer])).filter(tantivy.Filter.lowercase())
-        if tokenizer == "en_stem":
-            b = b.filter(tantivy.Filter.stemmer("english"))
-        return b.build()
-    if tokenizer in WHITESPACE_TOKENIZERS:
-        return tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build()
+
+@functools.lru_cache(maxsize=32)
+def analyzer(tokenizer: str, limit: int | None = None) -> tantivy.TextAnalyzer:
+    """A Tantivy analyzer producing the same terms as the index's tokenizer of that name (with the
+    field's recorded token limit, None: the tokenizer's own)."""
+    from .analyzers import _analyzer
+
+    if tokenizer in SIMPLE_TOKENIZERS or tokenizer in WHITESPACE_TOKENIZERS:
+        return _analyzer(tokenizer, token_limit(tokenizer, limit) if tokenizer != "whitespace" else limit)
     raise ValueError(f"no analyzer for tokenizer {tokenizer!r}")
 
 
@@ -113,14 +114,19 @@ def _fragment_regex(seg: Segment, tokenizer: str) -> str | None:
 
 
 def pattern_terms(
-    pattern: str, tokenizer: str, anchored_left: bool, anchored_right: bool, fully_tokenized: bool
+    pattern: str,
+    tokenizer: str,
+    anchored_left: bool,
+    anchored_right: bool,
+    fully_tokenized: bool,
+    limit: int | None = None,
 ) -> PatternTerms:
     """Terms/regexes every value containing `pattern` (at the anchors) must have in the index."""
     terms: list[str] = []
     regexes: list[str] = []
     for seg in segments(pattern, tokenizer, anchored_left, anchored_right):
         if seg.closed_left and seg.closed_right:
-            terms.extend(analyzer(tokenizer).analyze(seg.text))
+            terms.extend(analyzer(tokenizer, limit).analyze(seg.text))
         elif fully_tokenized:
             r = _fragment_regex(seg, tokenizer)
             if r is not None:
@@ -128,12 +134,12 @@ def pattern_terms(
     return PatternTerms(tuple(dict.fromkeys(terms)), tuple(dict.fromkeys(regexes)))
 
 
-def has_long_token(values: pa.Array, tokenizer: str) -> bool:
-    """May the tokenizer make a token of MAX_TOKEN_BYTES[tokenizer] bytes or more of the values
-    (which Tantivy then drops)? The same over-approximation as max_token_bytes, 12x faster: a
+def has_long_token(values: pa.Array, tokenizer: str, limit: int | None = None) -> bool:
+    """May the tokenizer make a token of `limit` bytes (None: MAX_TOKEN_BYTES[tokenizer]) or more
+    of the values (which Tantivy then drops)? The same over-approximation as max_token_bytes, 12x faster: a
     regex over the values as bytes (Arrow matches binary as Latin-1, so a repetition counts bytes)
     looks for a run of that many non-delimiter bytes without splitting anything."""
-    limit = MAX_TOKEN_BYTES[tokenizer]
+    limit = token_limit(tokenizer, limit)
     if len(values) == 0 or values.null_count == len(values):
         return False
     longest = pc.max(pc.binary_length(values)).as_py()

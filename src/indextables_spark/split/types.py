@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from ..errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
 from ..options import Options
+from .indexing import BUILTIN_TOKENIZERS, RECORD_OPTIONS, TYPEMAP_VALUES, IndexingConfig, Setting
 
 if TYPE_CHECKING:
     import tantivy
@@ -43,10 +44,6 @@ ROW_FIELD = "__row"
 EXACT_SUFFIX = "__exact"
 KINDS = ("string", "text", "text_and_string", "i64", "f64", "bool", "date", "timestamp", "decimal", "binary", "json")
 STRING_KINDS = frozenset({"string", "text", "text_and_string"})
-# Tokenizers Tantivy registers by itself (custom ones are not persisted in an index).
-BUILTIN_TOKENIZERS = frozenset({"default", "raw", "en_stem", "whitespace"})
-RECORD_OPTIONS = frozenset({"basic", "freq", "position"})
-TYPEMAP_VALUES = frozenset({"string", "text", "text_and_string", "ip"})
 
 _INT_TYPES = frozenset({"byte", "short", "integer", "long"})
 _DECIMAL_RE = re.compile(r"^decimal(?:\(\s*(\d+)\s*,\s*(-?\d+)\s*\))?$")
@@ -65,6 +62,17 @@ class IndexedField:
     fast: bool = False
     indexed: bool = True
     exact: bool = False  # raw-tokenized text: a term is the whole value
+    # Tokens of this many UTF-8 bytes or more are dropped (indexing.text.maxTokenLength); None:
+    # the tokenizer's own limit (every field of a doc mapping that does not record one).
+    token_limit: int | None = None
+
+    @property
+    def index_tokenizer(self) -> str | None:
+        """The tokenizer name in the Tantivy schema: `<tokenizer>_limit_<n>` with a recorded limit
+        (the reference's naming, analyzers.py registers it), else the tokenizer's own name."""
+        if self.token_limit is None or self.tokenizer is None:
+            return self.tokenizer
+        return f"{self.tokenizer}_limit_{self.token_limit}"
 
 
 @dataclass(frozen=True)
@@ -187,52 +195,50 @@ def _column_option(table: dict[str, str], column: str) -> str | None:
     return table.get(column.lower())
 
 
-def _fast_columns(options: Options) -> set[str]:
-    raw = options.get_str("indexing.fastfields") or ""
-    return {c.strip().lower() for c in raw.split(",") if c.strip()}
+# `indexing.storeonly` (the reference's `indexing.storeonlyfields`): columns kept in the row store
+# only (no index, no fast field), as Elasticsearch's `"index": false`. Filters on them are exact
+# but evaluated on the rows (no narrowing), they cannot be queried by field or aggregated; writing
+# them costs nothing but the row store.
 
 
-def _store_only_columns(options: Options) -> set[str]:
-    """`indexing.storeonly`: columns kept in the row store only (no index, no fast field), as
-    Elasticsearch's `"index": false`. Filters on them are exact but evaluated on the rows (no
-    narrowing), they cannot be queried by field or aggregated; writing them costs nothing but the
-    row store."""
-    raw = options.get_str("indexing.storeonly") or ""
-    return {c.strip().lower() for c in raw.split(",") if c.strip()}
-
-
-def _kind_for(column: str, spark_type: Any, typemap: dict[str, str]) -> str:
+def _kind_for(column: str, spark_type: Any, typemap: Mapping[str, Setting]) -> str:
     kind = atomic_kind(spark_type)
     if kind is None:
         _check_nested(column, column, spark_type)
         raise UnsupportedTypeError(f"column {column!r}: unsupported Spark type {type_name(spark_type)!r}")
     if kind == "json":
         _check_nested(column, column, spark_type)
-    requested = _column_option(typemap, column)
-    if requested is None:
+    setting = typemap.get(column.lower())
+    if setting is None:
         return kind
-    req = requested.strip().lower()
+    req = setting.value
+    where = f"option {setting.key}" + ("" if setting.listed else f"={req!r}")
     if kind != "string":
         raise InvalidOptionError(
-            f"option indexing.typemap.{column}={requested!r}: column {column!r} has Spark type "
-            f"{type_name(spark_type)!r}; only string columns take a typemap (string, text, text_and_string, ip)"
+            f"{where}: column {column!r} has Spark type {type_name(spark_type)!r}; only string "
+            f"columns take a typemap (string, text, text_and_string, ip)"
         )
     if req not in TYPEMAP_VALUES:
         raise InvalidOptionError(
-            f"option indexing.typemap.{column}={requested!r}: expected one of {sorted(TYPEMAP_VALUES)}"
+            f"{where}: column {column!r} cannot be {req!r}: expected one of {sorted(TYPEMAP_VALUES)}"
+            + (
+                " (a JSON string column is not supported here; a struct, array or map column is indexed as JSON)"
+                if req == "json"
+                else ""
+            )
         )
     return req
 
 
-def _tokenizer(column: str, options: Options, default: str) -> str:
+def _tokenizer(column: str, options: Options, cfg: IndexingConfig, default: str) -> str:
     """The tokenizer name recorded in the doc mapping: a built-in one, `<iso>_stem`, `cjk`, or
     `ngram_<min>_<max>` for `ngram` (bounds from indexing.ngram.min/max.<col>); see analyzers.py."""
     from . import analyzers
 
-    tok = _column_option(options.with_prefix("indexing.tokenizer"), column)
-    if tok is None:
+    setting = cfg.tokenizer.get(column.lower())
+    if setting is None:
         return default
-    tok = tok.strip()
+    tok = setting.value
     if tok == "ngram":
 
         def bound(which: str, default_: int) -> int:
@@ -255,23 +261,20 @@ def _tokenizer(column: str, options: Options, default: str) -> str:
         return analyzers.CJK_BIGRAM  # Elasticsearch's overlapping bigrams (analyzers.py)
     if tok not in BUILTIN_TOKENIZERS and not analyzers.is_custom(tok):
         raise InvalidOptionError(
-            f"option indexing.tokenizer.{column}={tok!r}: unknown tokenizer (available: "
+            f"option {setting.key}={tok!r}: unknown tokenizer (available: "
             f"{', '.join(sorted(BUILTIN_TOKENIZERS) + [n for n in analyzers.custom_names() if n != 'ngram_<min>_<max>'])}, "
             f"ngram with indexing.ngram.min/max.{column})"
         )
     return tok
 
 
-def _record(column: str, options: Options) -> str:
-    rec = _column_option(options.with_prefix("indexing.indexrecordoption"), column)
-    if rec is None:
-        return "position"
-    rec = rec.strip().lower()
-    if rec not in RECORD_OPTIONS:
-        raise InvalidOptionError(
-            f"option indexing.indexrecordoption.{column}={rec!r}: expected one of {sorted(RECORD_OPTIONS)}"
-        )
-    return rec
+def _record(column: str, cfg: IndexingConfig) -> str:
+    setting = cfg.record.get(column.lower())
+    if setting is None:
+        return cfg.default_record
+    if setting.value not in RECORD_OPTIONS:
+        raise InvalidOptionError(f"option {setting.key}={setting.value!r}: expected one of {sorted(RECORD_OPTIONS)}")
+    return setting.value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,59 +305,85 @@ class _Names:
 
 
 def _indexed_fields(
-    column: str, kind: str, options: Options, names: _Names, fast_cols: set[str]
+    column: str, kind: str, options: Options, names: _Names, cfg: IndexingConfig, struct: bool = False
 ) -> tuple[IndexedField, ...]:
-    extra_fast = column.lower() in fast_cols
-    if kind == "string":
-        return (IndexedField(names.take(column), "text", tokenizer="raw", record="basic", fast=True, exact=True),)
-    if kind == "text":
-        return (
-            IndexedField(
-                names.take(column),
-                "text",
-                tokenizer=_tokenizer(column, options, "default"),
-                record=_record(column, options),
-                fast=extra_fast,
-            ),
+    lower = column.lower()
+    extra_fast = lower in cfg.fast or (struct and lower not in cfg.non_fast)
+    fast = lower not in cfg.non_fast  # `indexing.nonfastfields`: no fast field for the column
+
+    def tokenized(kind_: str) -> IndexedField:
+        tok = _tokenizer(column, options, cfg, "default")
+        return IndexedField(
+            names.take(column),
+            kind_,
+            tokenizer=tok,
+            record=_record(column, cfg),
+            fast=extra_fast if kind_ == "json" or kind == "text" else False,
+            token_limit=cfg.token_limit(column, tok),
         )
+
+    if kind == "string":
+        return (IndexedField(names.take(column), "text", tokenizer="raw", record="basic", fast=fast, exact=True),)
+    if kind == "text":
+        return (tokenized("text"),)
     if kind == "ip":
         # IPv4/IPv6 addresses: the column's name is an IP field (query syntax: ip:10.0.0.1,
         # ip:[10.2.0.0 TO 10.2.255.255], CIDR); filters keep exact string semantics (Spark compares
         # strings) through the raw <col>__exact field, as for a string column.
+        # (the IP field stays fast, as the reference keeps it: its range queries need it)
         ip = IndexedField(names.take(column), "ip", fast=True)
         exact = IndexedField(
-            names.take(ip.name + EXACT_SUFFIX), "text", tokenizer="raw", record="basic", fast=True, exact=True
+            names.take(ip.name + EXACT_SUFFIX), "text", tokenizer="raw", record="basic", fast=fast, exact=True
         )
         return (ip, exact)
     if kind == "text_and_string":
-        text = IndexedField(
-            names.take(column),
-            "text",
-            tokenizer=_tokenizer(column, options, "default"),
-            record=_record(column, options),
-            fast=False,
-        )
+        text = tokenized("text")
         exact = IndexedField(
-            names.take(text.name + EXACT_SUFFIX), "text", tokenizer="raw", record="basic", fast=True, exact=True
+            names.take(text.name + EXACT_SUFFIX), "text", tokenizer="raw", record="basic", fast=fast, exact=True
         )
         return (text, exact)
     if kind in ("i64", "date", "timestamp"):
-        return (IndexedField(names.take(column), "i64", fast=True),)
+        return (IndexedField(names.take(column), "i64", fast=fast),)
     if kind in ("f64", "decimal"):
-        return (IndexedField(names.take(column), "f64", fast=True),)
+        return (IndexedField(names.take(column), "f64", fast=fast),)
     if kind == "bool":
-        return (IndexedField(names.take(column), "bool", fast=True),)
+        return (IndexedField(names.take(column), "bool", fast=fast),)
     if kind == "json":
-        return (
-            IndexedField(
-                names.take(column),
-                "json",
-                tokenizer=_tokenizer(column, options, "default"),
-                record=_record(column, options),
-                fast=extra_fast,
-            ),
-        )
+        return (tokenized("json"),)
     return ()  # binary: row store only
+
+
+def _check_indexing(cfg: IndexingConfig, by_name: Mapping[str, Any], partition_columns: Sequence[str]) -> None:
+    """Options naming columns: the columns exist, and no column is given settings that exclude
+    each other (stored only and typed/fast, fast and not fast)."""
+    cfg.check_columns(by_name)
+    if cfg.index_only:
+        col, key = next(iter(sorted(cfg.index_only.items())))
+        raise InvalidOptionError(
+            f"option {key} ({col!r}) is not supported: rows are read from each split's row store, "
+            f"which holds every column (IndexTables4Spark reads an index-only column back as null); "
+            f"leave the option out (the column is indexed and stored), or use indexing.storeonly for "
+            f"a column stored but not indexed"
+        )
+    lower = {n.lower(): n for n in by_name}
+    for c, key in sorted(cfg.store_only.items()):
+        if c not in lower:
+            raise InvalidOptionError(f"option {key} names {c!r}, not a column of the table (columns: {list(by_name)})")
+        col = lower[c]
+        if col in partition_columns:
+            raise InvalidOptionError(
+                f"option {key}: {col!r} is a partition column (partition values live in the log, not in splits)"
+            )
+        if c in cfg.fast:
+            raise InvalidOptionError(
+                f"options {key} and indexing.fastfields both name {col!r}: a stored-only column has no fast field"
+            )
+        if c in cfg.typemap:
+            raise InvalidOptionError(
+                f"option {cfg.typemap[c].key} types {col!r}, but {key} keeps it stored only (not indexed)"
+            )
+    for c in sorted(set(cfg.fast) & set(cfg.non_fast)):
+        raise InvalidOptionError(f"options indexing.fastfields and indexing.nonfastfields both name {c!r}")
 
 
 def validate_schema(
@@ -387,32 +416,9 @@ def validate_schema(
             raise UnsupportedTypeError(
                 f"partition column {p!r}: type {type_name(by_name[p]['type'])!r} cannot be a partition column"
             )
-    typemap = opts.with_prefix("indexing.typemap")
-    fast_cols = _fast_columns(opts)
-    store_only = _store_only_columns(opts)
-    if store_only:
-        lower = {n.lower(): n for n in by_name}
-        unknown = sorted(store_only - set(lower))
-        if unknown:
-            raise InvalidOptionError(
-                f"option indexing.storeonly names {unknown}, not columns of the table (columns: {list(by_name)})"
-            )
-        for c in sorted(store_only):
-            col = lower[c]
-            if col in partition_columns:
-                raise InvalidOptionError(
-                    f"option indexing.storeonly: {col!r} is a partition column (partition "
-                    f"values live in the log, not in splits)"
-                )
-            if c in fast_cols:
-                raise InvalidOptionError(
-                    f"options indexing.storeonly and indexing.fastfields both name {col!r}: "
-                    f"a stored-only column has no fast field"
-                )
-            if _column_option(typemap, col) is not None:
-                raise InvalidOptionError(
-                    f"option indexing.typemap.{col} is set, but {col!r} is in indexing.storeonly (not indexed)"
-                )
+    cfg = IndexingConfig.of(opts, by_name)
+    _check_indexing(cfg, by_name, partition_columns)
+    store_only = cfg.store_only
     names = _Names([ROW_FIELD])
     specs: list[ColumnSpec] = []
     parts = set(partition_columns)
@@ -422,14 +428,10 @@ def validate_schema(
         if col in parts:
             specs.append(ColumnSpec(col, t, atomic_kind(t) or "string", (), nullable, partition=True))
             continue
-        kind = _kind_for(col, t, typemap)
+        kind = _kind_for(col, t, cfg.typemap)
         # struct columns' json fields are fast: Tantivy searches json ranges (`user.age > 50`) only there
         struct = isinstance(t, dict) and t.get("type") == "struct"
-        fields_ = (
-            ()
-            if col.lower() in store_only
-            else _indexed_fields(col, kind, opts, names, fast_cols | ({col.lower()} if struct else set()))
-        )
+        fields_ = () if col.lower() in store_only else _indexed_fields(col, kind, opts, names, cfg, struct)
         specs.append(ColumnSpec(col, t, "string" if kind == "ip" else kind, fields_, nullable))
     return specs
 
@@ -471,6 +473,8 @@ def _descriptors(specs: Iterable[ColumnSpec]) -> list[dict[str, Any]]:
             if f.type in ("text", "json"):
                 d["tokenizer"] = f.tokenizer
                 d["record"] = f.record
+                if f.token_limit is not None:  # absent in doc mappings written before the option
+                    d["maxTokenLength"] = f.token_limit
             if f.exact:
                 d["exact"] = True
             out.append(d)
@@ -528,6 +532,7 @@ def _specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[Col
                     fast=bool(d.get("fast")),
                     indexed=bool(d.get("indexed", True)),
                     exact=bool(d.get("exact")),
+                    token_limit=int(d["maxTokenLength"]) if d.get("maxTokenLength") is not None else None,
                 )
             )
     return [ColumnSpec(name, c["sparkType"], c["kind"], tuple(c["fields"]), c["nullable"]) for name, c in cols.items()]
@@ -545,7 +550,7 @@ def tantivy_schema(specs: Iterable[ColumnSpec]) -> tantivy.Schema:
                     f.name,
                     stored=False,
                     fast=f.fast,
-                    tokenizer_name=f.tokenizer or "default",
+                    tokenizer_name=f.index_tokenizer or "default",
                     index_option=f.record or "position",
                 )
             elif f.type == "json":
@@ -553,7 +558,7 @@ def tantivy_schema(specs: Iterable[ColumnSpec]) -> tantivy.Schema:
                     f.name,
                     stored=False,
                     fast=f.fast,
-                    tokenizer_name=f.tokenizer or "default",
+                    tokenizer_name=f.index_tokenizer or "default",
                     index_option=f.record or "position",
                 )
             elif f.type == "i64":
@@ -783,5 +788,6 @@ __all__ = [
 
 def table_options(snapshot: Any, options: Options | None) -> Options:
     """The table's recorded settings (typemap, fast fields, ...) overlaid with these options."""
-    config = snapshot.metadata_action.configuration
-    return Options.of({k: v for k, v in config.items() if not k.startswith("docMappingSchema.")}, options)
+    from .indexing import recorded_settings
+
+    return Options.of(recorded_settings(snapshot.metadata_action.configuration), options)
