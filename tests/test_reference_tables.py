@@ -269,7 +269,7 @@ def test_spark_stream_reads_a_reference_table(spark, tmp_path: Path, expected) -
         .trigger(availableNow=True)
         .start(str(out))
     )
-    assert q.awaitTermination(120), "the streaming query did not finish in time"
+    assert q.awaitTermination(300), "the streaming query did not finish in time"
     got = sorted((r.asDict() for r in spark.read.parquet(str(out)).collect()), key=lambda r: r["id"])
     assert got == expected["09_partitioned_multi_append"]
 

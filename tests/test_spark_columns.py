@@ -90,7 +90,7 @@ def test_stream_with_columns(spark, table, tmp_path) -> None:
         .trigger(availableNow=True)
         .start(str(out))
     )
-    assert q.awaitTermination(120), "the streaming query did not finish in time"
+    assert q.awaitTermination(300), "the streaming query did not finish in time"
     got = spark.read.parquet(str(out))
     assert got.columns == ["id", "region"]
     assert _rows(got) == _rows(_reference(spark).select("id", "region"))

@@ -127,7 +127,7 @@ def test_merge_on_write_and_streaming(cs, tmp_path):
         .trigger(availableNow=True)
         .start(out)
     )
-    assert q.awaitTermination(180), "the streaming query did not finish in time"
+    assert q.awaitTermination(300), "the streaming query did not finish in time"
     assert sorted(tuple(r) for r in cs.read.format("indextables").load(out).collect()) == sorted(ROWS)
 
 

@@ -76,7 +76,7 @@ def exercise(spark, root: str, tag: str) -> dict:
         .trigger(availableNow=True)
         .toTable(sink)
     )
-    assert q.awaitTermination(120), "the streaming query did not finish in time"
+    assert q.awaitTermination(300), "the streaming query did not finish in time"
     seen["toTable"] = (
         layout(f"{root}/stream"),
         spark.table(sink).count(),

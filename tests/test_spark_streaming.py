@@ -30,7 +30,7 @@ def _run_available_now(spark, src_opts, path, sink_path, checkpoint):
         .trigger(availableNow=True)
         .start(sink_path)
     )
-    assert q.awaitTermination(120), "the streaming query did not finish in time"
+    assert q.awaitTermination(300), "the streaming query did not finish in time"
     if q.exception():
         raise q.exception()
     return q
@@ -123,7 +123,7 @@ def test_complete_mode_overwrites(spark, tmp_path):
         .trigger(availableNow=True)
         .start(sink)
     )
-    assert q.awaitTermination(120), "the streaming query did not finish in time"
+    assert q.awaitTermination(300), "the streaming query did not finish in time"
     assert q.exception() is None
     _append(spark, src, range(6, 8))
     q = (
@@ -137,7 +137,7 @@ def test_complete_mode_overwrites(spark, tmp_path):
         .trigger(availableNow=True)
         .start(sink)
     )
-    assert q.awaitTermination(120), "the streaming query did not finish in time"
+    assert q.awaitTermination(300), "the streaming query did not finish in time"
     assert q.exception() is None
     rows = spark.read.format("indextables").load(sink).collect()
     assert [r["count"] for r in rows] == [8]
@@ -158,7 +158,7 @@ def test_merge_on_write_after_micro_batches(spark, tmp_path):
         .trigger(availableNow=True)
         .start(sink)
     )
-    assert q.awaitTermination(120), "the streaming query did not finish in time"
+    assert q.awaitTermination(300), "the streaming query did not finish in time"
     assert q.exception() is None
     t = it.IndexTable(sink)
     deadline = time.monotonic() + 120  # progress events reach the listener asynchronously
