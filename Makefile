@@ -2,21 +2,28 @@
 #
 #   make demo              venv + install + run examples/quickstart.py
 #   make test              venv + install + Azurite, start moto S3 and Azurite, run the whole
-#                          pytest suite against them, stop them (always); then `make smoke-oldest`;
-#                          fails when either fails (SMOKE_OLDEST=0: skip the second step)
+#                          pytest suite against them (Python 3.11), stop them (always); then
+#                          `make smoke-oldest` and `make smoke-py313`; every step runs, fails when any
+#                          failed, naming it (SMOKE_OLDEST=0 / SMOKE_PY313=0: skip that step)
 #   make test TESTS=tests/test_storage.py PYTEST_ARGS="-x -k azure"   a subset, extra pytest args
-#   make smoke-oldest      .venv-oldest with the oldest supported pyspark (4.1.x, PYSPARK_OLDEST) installed
-#                          first, then the package; checks pyspark was kept; runs tests/smoke with it
-#                          (SMOKE_PYTEST_ARGS: extra pytest args for this run)
+#   make smoke             both smoke steps below (each runs; fails when either failed)
+#   make smoke-oldest      .venv-oldest-py312: Python 3.12, the oldest supported pyspark (PYSPARK_OLDEST)
+#                          installed first, then the package (not editable); checks pyspark was kept;
+#                          runs tests/smoke (SMOKE_PYTEST_ARGS: extra pytest args for the smoke runs)
+#   make smoke-py313       .venv-py313: Python 3.13, the package (not editable) with the newest pyspark
+#                          in its range; runs tests/smoke
 #   make lint              ruff check + ruff format --check over src, tests, bench, examples, and mypy strict
 #                          on storage/, log/, split/ (pyproject.toml [tool.mypy]); CI runs it first
 #   make install           create .venv and install the package with its test extras
 #   make emulators-start   start moto S3 + Azurite in the background (then: source .emulators/state/env.sh)
 #   make emulators-stop    stop them
 #   make clean             remove build outputs, the emulators' install and state (keeps .venv)
-#   make distclean         clean + remove .venv and .venv-oldest
+#   make distclean         clean + remove .venv and the smoke venvs
 #
-# Needs: python3 (3.11), Java 17 on PATH (for PySpark), Node 20 + npm (for Azurite).
+# Needs: python3 (3.11), Java 17 on PATH (for PySpark), Node 20 + npm (for Azurite), and for the smoke
+# steps Python 3.12 and 3.13: scripts/find-python.sh looks for python3.12 / python3.13 on PATH, then
+# in pyenv's versions directories (pyenv need not be on PATH), then asks uv; PYTHON_312=/path/to/python3.12
+# and PYTHON_313=/path/to/python3.13 point at one instead. A missing one fails its step, saying so.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -29,25 +36,48 @@ STAMP := $(VENV)/.indextables-installed
 AZURITE := .emulators/node_modules/.bin/azurite-blob
 TESTS ?= tests
 PYTEST_ARGS ?=
-# The main run leaves tests/smoke to the oldest-pyspark step (it runs it with .venv-oldest).
+# The main run leaves tests/smoke to the smoke steps (each runs it in its own venv).
 MAIN_IGNORE := $(if $(filter tests tests/,$(TESTS)),--ignore=tests/smoke,)
 SMOKE_OLDEST ?= 1
+SMOKE_PY313 ?= 1
 SMOKE_PYTEST_ARGS ?=
+SMOKE_TESTS := tests/smoke
+# Interpreters for the smoke venvs; empty: scripts/find-python.sh finds one (when the venv is created).
+PYTHON_312 ?=
+PYTHON_313 ?=
+# The smoke venvs install the package as a user would (not editable), so they reinstall when it changes.
+PACKAGE_FILES := pyproject.toml constraints.txt $(shell find src -name '*.py' -not -path '*/__pycache__/*')
 
 # The oldest supported pyspark: the floor of pyproject.toml's range (filter pushdown for Python data
-# sources exists from 4.1), at its latest patch release on PyPI.
+# sources exists from 4.1), at its latest patch release on PyPI; on Python 3.12. 3.13 gets the newest
+# pyspark: what a fresh `pip install` there gives. (3.11 runs the main suite with the newest pyspark.)
 PYSPARK_OLDEST := 4.1.4
-PYTHON_OLDEST ?= python3.11
-VENV_OLDEST := .venv-oldest
+VENV_OLDEST := .venv-oldest-py312
 OLDEST_PY := $(VENV_OLDEST)/bin/python
 OLDEST_STAMP := $(VENV_OLDEST)/.indextables-installed
-SMOKE_TESTS := tests/smoke
-# Fails when .venv-oldest's pyspark is not PYSPARK_OLDEST (e.g. installing the package replaced it).
+VENV_313 := .venv-py313
+PY313_PY := $(VENV_313)/bin/python
+PY313_STAMP := $(VENV_313)/.indextables-installed
+# Fails when $(VENV_OLDEST)'s pyspark is not PYSPARK_OLDEST (e.g. installing the package replaced it).
 CHECK_OLDEST = v=$$($(OLDEST_PY) -c 'import pyspark; print(pyspark.__version__)'); \
 	if [ "$$v" != "$(PYSPARK_OLDEST)" ]; then \
 	    echo "make: $(VENV_OLDEST) has pyspark $$v, expected $(PYSPARK_OLDEST) (did installing the package replace it? see the pyspark range in pyproject.toml)" >&2; \
 	    exit 1; \
 	fi; echo "$(VENV_OLDEST): pyspark $$v"
+# Creates venv $(1) with Python $(2): $(3) (the value of variable $(5)) or else the one
+# scripts/find-python.sh finds; fails naming the variable and the switch ($(4)) that skips the step.
+MAKE_VENV = py="$(3)"; \
+	if [ -z "$$py" ]; then \
+	    py=$$(scripts/find-python.sh $(2)) || { \
+	        echo "make: no Python $(2) for $(1) (see above). Install one, or point $(5) at it: make $(MAKECMDGOALS) $(5)=/path/to/python$(2) (or skip this step: $(4)=0)" >&2; exit 1; }; \
+	fi; \
+	v=$$("$$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])') || { echo "make: $(5)=$$py does not run" >&2; exit 1; }; \
+	[ "$$v" = "$(2)" ] || { echo "make: $(5)=$$py is Python $$v; $(1) needs $(2)" >&2; exit 1; }; \
+	echo "$(1): $$py"; "$$py" -m venv $(1)
+# Runs tests/smoke with venv $(1)'s Python (Spark's workers too).
+RUN_SMOKE = PYSPARK_PYTHON=$(abspath $(1)/bin/python) PYSPARK_DRIVER_PYTHON=$(abspath $(1)/bin/python) \
+	$(1)/bin/python -m pytest $(SMOKE_PYTEST_ARGS) $(SMOKE_TESTS)
+NEED_JAVA = command -v java >/dev/null || { echo "make $@: java (17) is not on PATH; PySpark needs it" >&2; exit 1; }
 
 # PySpark workers must run the venv's Python (it has the package and its dependencies).
 export PYSPARK_PYTHON := $(abspath $(VENV_PY))
@@ -55,7 +85,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(VENV_PY))
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all install demo test lint smoke-oldest oldest-install emulators-install emulators-start emulators-stop emulators-status clean distclean
+.PHONY: all install demo test lint smoke smoke-oldest smoke-py313 oldest-install py313-install emulators-install emulators-start emulators-stop emulators-status clean distclean
 
 all: test
 
@@ -71,17 +101,25 @@ $(STAMP): pyproject.toml constraints.txt | $(VENV_PY)
 install: $(STAMP)
 
 $(OLDEST_PY):
-	$(PYTHON_OLDEST) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 is required, $(PYTHON_OLDEST) is {sys.version.split()[0]}"'
-	$(PYTHON_OLDEST) -m venv $(VENV_OLDEST)
+	@$(call MAKE_VENV,$(VENV_OLDEST),3.12,$(PYTHON_312),SMOKE_OLDEST,PYTHON_312)
 
 # pyspark first, then the package: its pyspark range must keep the installed $(PYSPARK_OLDEST).
-$(OLDEST_STAMP): pyproject.toml constraints.txt | $(OLDEST_PY)
+$(OLDEST_STAMP): $(PACKAGE_FILES) | $(OLDEST_PY)
 	$(OLDEST_PY) -m pip install --quiet 'pyspark==$(PYSPARK_OLDEST)'
-	$(OLDEST_PY) -m pip install --quiet -e '.[test]' -c constraints.txt
+	$(OLDEST_PY) -m pip install --quiet '.[smoke]' -c constraints.txt
 	@$(CHECK_OLDEST)
 	touch $@
 
 oldest-install: $(OLDEST_STAMP)
+
+$(PY313_PY):
+	@$(call MAKE_VENV,$(VENV_313),3.13,$(PYTHON_313),SMOKE_PY313,PYTHON_313)
+
+$(PY313_STAMP): $(PACKAGE_FILES) | $(PY313_PY)
+	$(PY313_PY) -m pip install --quiet '.[smoke]' -c constraints.txt
+	touch $@
+
+py313-install: $(PY313_STAMP)
 
 demo: install
 	$(VENV_PY) examples/quickstart.py
@@ -91,16 +129,23 @@ $(AZURITE):
 
 emulators-install: $(AZURITE)
 
-# The main suite (main venv, emulators), then the smoke suite on the oldest pyspark; both always
-# run, the exit code is non-zero when either failed.
+# The main suite (main venv, emulators), then the smoke suite on each other Python; every step
+# runs, the exit code is non-zero when any failed.
 test: install emulators-install
-	@command -v java >/dev/null || { echo "make test: java (17) is not on PATH; PySpark needs it" >&2; exit 1; }
+	@$(NEED_JAVA)
 	main=0; VENV_PYTHON=$(abspath $(VENV_PY)) scripts/emulators.sh run -- \
 	    $(VENV_PY) -m pytest $(PYTEST_ARGS) $(MAIN_IGNORE) $(TESTS) || main=$$?; \
-	smoke=0; if [ "$(SMOKE_OLDEST)" = 1 ]; then $(MAKE) --no-print-directory smoke-oldest || smoke=$$?; fi; \
+	smoke=0; $(MAKE) --no-print-directory smoke || smoke=$$?; \
 	[ $$main = 0 ] || echo "make test: the main suite failed (pytest exit code $$main)" >&2; \
-	[ $$smoke = 0 ] || echo "make test: the smoke suite on pyspark $(PYSPARK_OLDEST) failed" >&2; \
 	[ $$main = 0 ] && [ $$smoke = 0 ]
+
+# The smoke steps SMOKE_OLDEST / SMOKE_PY313 leave on; each runs, fails naming the ones that failed.
+smoke:
+	oldest=0; if [ "$(SMOKE_OLDEST)" = 1 ]; then $(MAKE) --no-print-directory smoke-oldest || oldest=$$?; fi; \
+	py313=0; if [ "$(SMOKE_PY313)" = 1 ]; then $(MAKE) --no-print-directory smoke-py313 || py313=$$?; fi; \
+	[ $$oldest = 0 ] || echo "make: the smoke suite on Python 3.12 with pyspark $(PYSPARK_OLDEST) failed (make smoke-oldest)" >&2; \
+	[ $$py313 = 0 ] || echo "make: the smoke suite on Python 3.13 failed (make smoke-py313)" >&2; \
+	[ $$oldest = 0 ] && [ $$py313 = 0 ]
 
 # ruff (pyproject.toml [tool.ruff]) over the package, tests, benches and examples.
 lint: install
@@ -108,12 +153,16 @@ lint: install
 	$(VENV_PY) -m ruff format --check src tests bench examples
 	$(VENV_PY) -m mypy
 
-# tests/smoke with pyspark $(PYSPARK_OLDEST): Spark's workers run .venv-oldest's Python too.
+# tests/smoke on Python 3.12 with pyspark $(PYSPARK_OLDEST).
 smoke-oldest: $(OLDEST_STAMP)
-	@command -v java >/dev/null || { echo "make smoke-oldest: java (17) is not on PATH; PySpark needs it" >&2; exit 1; }
+	@$(NEED_JAVA)
 	@$(CHECK_OLDEST)
-	PYSPARK_PYTHON=$(abspath $(OLDEST_PY)) PYSPARK_DRIVER_PYTHON=$(abspath $(OLDEST_PY)) \
-	    $(OLDEST_PY) -m pytest $(SMOKE_PYTEST_ARGS) $(SMOKE_TESTS)
+	$(call RUN_SMOKE,$(VENV_OLDEST))
+
+# tests/smoke on Python 3.13 with the newest pyspark in range.
+smoke-py313: $(PY313_STAMP)
+	@$(NEED_JAVA)
+	$(call RUN_SMOKE,$(VENV_313))
 
 emulators-start: install emulators-install
 	VENV_PYTHON=$(abspath $(VENV_PY)) scripts/emulators.sh start
@@ -128,7 +177,8 @@ emulators-status:
 clean:
 	-scripts/emulators.sh stop
 	rm -rf .emulators build dist .pytest_cache src/*.egg-info
-	find . \( -path ./$(VENV) -o -path ./$(VENV_OLDEST) \) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+	find . \( -path ./$(VENV) -o -path ./$(VENV_OLDEST) -o -path ./$(VENV_313) \) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
+# .venv-oldest: the 3.11 venv of earlier versions of this Makefile.
 distclean: clean
-	rm -rf $(VENV) $(VENV_OLDEST)
+	rm -rf $(VENV) $(VENV_OLDEST) $(VENV_313) .venv-oldest

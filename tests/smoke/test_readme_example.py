@@ -1,0 +1,58 @@
+"""The README's first Python example (its Quickstart), run as a user runs it: saved as a script and
+started with this venv's Python in an empty directory. `make smoke` runs it on every supported
+Python and on the oldest pyspark, so a README edit that breaks the example, or an install that
+cannot run it, fails here.
+
+The example states its output: the comment after each `print(...)` is the line it prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def first_python_block(markdown: str) -> str:
+    m = re.search(r"^```python\n(.*?)^```", markdown, re.MULTILINE | re.DOTALL)
+    if m is None:
+        raise AssertionError(f"{README} has no ```python block")
+    return m.group(1)
+
+
+def stated_output(code: str) -> list[str]:
+    """The trailing comment of each line that starts with `print(`: the output the README shows."""
+    out = []
+    for line in code.splitlines():
+        m = re.match(r"print\(.*\)\s+#\s*(.+)$", line)
+        if m:
+            out.append(m.group(1).strip())
+    return out
+
+
+def test_stated_output_is_read_from_print_comments():
+    code = 'x = 1  # not output\nprint(x)  # 1\nprint("a  # b")  # a  # b\n'
+    assert stated_output(code) == ["1", "a  # b"]
+
+
+def test_readme_first_example_runs(tmp_path):
+    code = first_python_block(README.read_text(encoding="utf-8"))
+    expected = stated_output(code)
+    assert expected, "the README's first example states no output (a `print(...)  # output` line)"
+    script = tmp_path / "readme_example.py"
+    script.write_text(code, encoding="utf-8")
+    # what an activated venv gives a user: Spark's Python workers run this interpreter too
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, f"the README example failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}"
+    assert proc.stdout.splitlines() == expected, proc.stderr[-3000:]
