@@ -85,7 +85,11 @@ def test_other_text_is_not_ours(text):
 @pytest.mark.parametrize(
     "text, position, fragment",
     [
-        ("CHECKPOINT INDEXTABLES /t", 23, "expected a quoted table path, found '/' (put the path in quotes)"),
+        (
+            "CHECKPOINT INDEXTABLES /t",
+            23,
+            "expected a quoted table path or a table name, found '/' (put the path in quotes)",
+        ),
         ("CHECKPOINT TABLE '/t'", 11, "expected INDEXTABLES, found 'TABLE'"),
         ("CHECKPOINT INDEXTABLES '/t", 23, "unterminated quoted text"),
         ("CHECKPOINT INDEXTABLES ''", 23, "the path is empty"),
@@ -130,3 +134,84 @@ def test_multi_line_positions():
     text = "MERGE SPLITS '/t'\n  TARGET SIZE 5Q"
     with pytest.raises(CommandSyntaxError, match=r"line 2, column 15\): unknown size unit 'Q'"):
         parse_command(text)
+
+
+# ---- the reference's TANTIVY4SPARK keyword and table names ----------------------------------------
+
+
+def T(*parts: str) -> p.TableName:
+    return p.TableName(parts)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("CHECKPOINT TANTIVY4SPARK '/t'", p.Checkpoint("/t")),
+        ("compact tantivy4spark db.t", p.Compact(T("db", "t"))),
+        ("DESCRIBE TANTIVY4SPARK STATE t", p.DescribeState(T("t"))),
+        (
+            "DESC Tantivy4Spark TRANSACTION LOG spark_catalog.db.t INCLUDE ALL",
+            p.DescribeTransactionLog(T("spark_catalog", "db", "t"), True),
+        ),
+        (
+            "MERGE SPLITS db.t WHERE day = '2024-01-01' TARGET SIZE 1G",
+            p.MergeSplits(T("db", "t"), "day = '2024-01-01'", G),
+        ),
+        ("MERGE SPLITS `my db`.`t``1`", p.MergeSplits(T("my db", "t`1"))),
+        ("MERGE SPLITS `where` MAX DEST SPLITS 2", p.MergeSplits(T("where"), max_dest_splits=2)),
+        ("MERGE SPLITS where.t", p.MergeSplits(T("where", "t"))),  # a clause word followed by '.' is a name
+        ("MERGE SPLITS db.2024_t;", p.MergeSplits(T("db", "2024_t"))),
+        ("PURGE INDEXTABLE db.t OLDER THAN 7 DAYS DRY RUN", p.Purge(T("db", "t"), 168.0, None, True)),
+        ("TRUNCATE TANTIVY4SPARK TIME TRAVEL db.t DRY RUN", p.TruncateTimeTravel(T("db", "t"), True)),
+        ("DROP TANTIVY4SPARK PARTITIONS FROM db.t WHERE y = 1", p.DropPartitions(T("db", "t"), "y = 1")),
+        ("PREWARM TANTIVY4SPARK CACHE db.t WHERE y = 1", p.PrewarmCache(T("db", "t"), "y = 1")),
+        ("FLUSH TANTIVY4SPARK DISK CACHE", p.FlushDiskCache()),
+        ("DESCRIBE TANTIVY4SPARK DISK CACHE", p.DescribeDiskCache()),
+        ("DELETE FROM TANTIVY4SPARK db.t WHERE id = 3", p.Delete(T("db", "t"), "id = 3")),
+        ("CONVERT TANTIVY4SPARK TABLE t DRY RUN", p.Convert(T("t"), True)),
+        (
+            "BUILD TANTIVY4SPARK COMPANION FOR DELTA '/src' AT LOCATION '/idx'",
+            p.BuildCompanion("delta", "/src", "/idx"),
+        ),
+    ],
+)
+def test_reference_keyword_and_table_names(text, expected):
+    assert parse_command(text) == expected
+
+
+def test_table_name_text():
+    assert str(T("spark_catalog", "db", "t")) == "spark_catalog.db.t"
+    assert str(T("my db", "t`1")) == "`my db`.`t``1`"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the reference fixes these keywords: PURGE INDEXTABLE, REPAIR INDEXFILES
+        "REPAIR TANTIVY4SPARK TRANSACTION LOG '/t/_transaction_log' AT LOCATION '/r'",
+        "SELECT * FROM tantivy4spark",
+    ],
+)
+def test_tantivy4spark_where_the_reference_does_not_take_it(text):
+    assert parse_command(text) is None
+
+
+@pytest.mark.parametrize(
+    "text, position, fragment",
+    [
+        ("PURGE TANTIVY4SPARK db.t", 6, "expected INDEXTABLE, found 'TANTIVY4SPARK'"),
+        ("MERGE SPLITS WHERE a = 1", 13, "expected a quoted table path or a table name before WHERE"),
+        ("MERGE SPLITS", 12, "expected a quoted table path or a table name, found end of input"),
+        ("MERGE SPLITS s3://b/t", 15, "unexpected ':' in a table name (put a table path in quotes)"),
+        ("MERGE SPLITS a.b.c.d", 13, "a table name has at most 3 parts"),
+        ("MERGE SPLITS db.", 16, "expected a name part after '.', found end of input"),
+        ("MERGE SPLITS db.'t'", 16, "expected a name part after '.'"),
+        ("DROP TANTIVY4SPARK PARTITIONS FROM db.t", 39, "needs a WHERE clause"),
+        ("CHECKPOINT TANTIVY4SPARK db.t NOW", 30, "unexpected 'NOW' after the end of the command"),
+    ],
+)
+def test_table_name_syntax_errors(text, position, fragment):
+    with pytest.raises(CommandSyntaxError) as ei:
+        parse_command(text)
+    assert ei.value.position == position, str(ei.value)
+    assert fragment in str(ei.value)

@@ -113,10 +113,12 @@ def unregister(spark=None) -> None:
 
 
 def sql(spark, text: str):
-    """Run an indextables command (CHECKPOINT INDEXTABLES ...); other text goes to spark.sql."""
+    """Run an indextables command (CHECKPOINT INDEXTABLES ...); other text goes to spark.sql. A table
+    name in a command (`MERGE SPLITS db.t`) is resolved through the Spark catalog."""
     from .commands.sql import run_sql
+    from .spark.table_names import resolve_table
 
-    return run_sql(spark, text)
+    return run_sql(spark, text, resolve_table)
 
 
 def wait_for_maintenance(timeout: float | None = None) -> dict[str, PostWriteResult]:

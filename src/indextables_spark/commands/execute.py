@@ -35,6 +35,14 @@ def execute(
     from ..log import maintenance
     from . import describe, merge, partitions, purge, repair
 
+    name = p.table_name_of(cmd)
+    if name is not None:
+        from ..errors import InvalidOptionError
+
+        raise InvalidOptionError(
+            f"table name {name}: only it.sql / spark.sql resolve table names (through the Spark catalog); "
+            f"give the table's path in quotes here"
+        )
     opts = options if isinstance(options, Options) else Options.of(options)
     if isinstance(cmd, p.Checkpoint):
         return _one(results.CHECKPOINT, maintenance.checkpoint(_log(cmd.path, opts)))

@@ -2,22 +2,28 @@
 
 PySpark has no custom SQL grammar (platform-facts), so `it.sql(spark, text)` and the command
 line parse these texts themselves. Keywords are case-insensitive; `INDEXTABLES` and `INDEXTABLE`
-are interchangeable; paths are quoted ('…' or "…", a quote is escaped by doubling it); a
-trailing `;` is allowed. Grammar:
+are interchangeable, and so is the reference's `TANTIVY4SPARK` except after PURGE and REPAIR (whose
+keywords the reference fixes: PURGE INDEXTABLE, REPAIR INDEXFILES); paths are quoted ('…' or "…",
+a quote is escaped by doubling it); a trailing `;` is allowed. Grammar (<table> is a quoted path
+or a table name `t`, `db.t`, `catalog.db.t`, parts plain or `backquoted`, which `it.sql` /
+`spark.sql` resolve through the Spark catalog; a name that is one of the clause words (WHERE,
+TARGET, MAX, DRY, ...) needs backquotes):
 
-    CHECKPOINT INDEXTABLES <path>
-    COMPACT INDEXTABLES <path>
-    DESCRIBE INDEXTABLES STATE <path>
-    DESCRIBE INDEXTABLES TRANSACTION LOG <path> [INCLUDE ALL]
-    MERGE SPLITS <path> [WHERE <partition predicate>] [TARGET SIZE <n>[K|M|G]]
-                        [MAX DEST SPLITS <n>] [MAX SOURCE SPLITS PER MERGE <n>]
-    PURGE INDEXTABLE <path> [OLDER THAN <n> DAYS|HOURS]
-                            [TRANSACTION LOG RETENTION <n> DAYS|HOURS] [DRY RUN]
-    TRUNCATE INDEXTABLES TIME TRAVEL <path> [DRY RUN]
-    DROP INDEXTABLES PARTITIONS FROM <path> WHERE <partition predicate>
-    DELETE FROM INDEXTABLES <path> WHERE <predicate over any columns>   (delete.py)
+    CHECKPOINT INDEXTABLES <table>
+    COMPACT INDEXTABLES <table>
+    DESCRIBE INDEXTABLES STATE <table>
+    DESCRIBE INDEXTABLES TRANSACTION LOG <table> [INCLUDE ALL]
+    MERGE SPLITS <table> [WHERE <partition predicate>] [TARGET SIZE <n>[K|M|G]]
+                         [MAX DEST SPLITS <n>] [MAX SOURCE SPLITS PER MERGE <n>]
+    PURGE INDEXTABLE <table> [OLDER THAN <n> DAYS|HOURS]
+                             [TRANSACTION LOG RETENTION <n> DAYS|HOURS] [DRY RUN]
+    TRUNCATE INDEXTABLES TIME TRAVEL <table> [DRY RUN]
+    DROP INDEXTABLES PARTITIONS FROM <table> WHERE <partition predicate>
+    DELETE FROM INDEXTABLES <table> WHERE <predicate over any columns>   (delete.py)
     REPAIR INDEXFILES TRANSACTION LOG <path>/_transaction_log AT LOCATION <path>
-    CONVERT INDEXTABLES TABLE <path> [DRY RUN]                          (commands/convert.py)
+    CONVERT INDEXTABLES TABLE <table> [DRY RUN]                          (commands/convert.py)
+    PREWARM INDEXTABLES CACHE <table> [WHERE <partition predicate>]      (commands/cache.py)
+    DESCRIBE INDEXTABLES DISK CACHE,  FLUSH INDEXTABLES DISK CACHE
     BUILD INDEXTABLES COMPANION FOR DELTA|ICEBERG|PARQUET <source>
         [CATALOG <name> [TYPE <type>]] [INDEXING MODES ('col':'mode', ...)] [WHERE <partition predicate>]
         [FROM VERSION <n> | FROM SNAPSHOT <id>] [TARGET INPUT SIZE <n>[K|M|G]] [DRY RUN]
@@ -57,31 +63,49 @@ class CommandSyntaxError(IndexTablesError):
 
 # ---- commands --------------------------------------------------------------------------------
 
+_PLAIN_IDENT = re.compile(r"[A-Za-z0-9_]+")
+
+
+@dataclass(frozen=True)
+class TableName:
+    """A table identifier where a command takes a table (`t`, `db.t`, `catalog.db.t`), as in the
+    reference's grammar; `it.sql` / `spark.sql` resolve it to the table's path through the Spark
+    catalog (spark/table_names.py) before the command runs."""
+
+    parts: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return ".".join(p if _PLAIN_IDENT.fullmatch(p) else "`" + p.replace("`", "``") + "`" for p in self.parts)
+
+
+# Where a command takes a table: a quoted path, or a table name still to be resolved.
+Target = str | TableName
+
 
 @dataclass(frozen=True)
 class Checkpoint:
-    path: str
+    path: Target
 
 
 @dataclass(frozen=True)
 class Compact:
-    path: str
+    path: Target
 
 
 @dataclass(frozen=True)
 class DescribeState:
-    path: str
+    path: Target
 
 
 @dataclass(frozen=True)
 class DescribeTransactionLog:
-    path: str
+    path: Target
     include_all: bool = False
 
 
 @dataclass(frozen=True)
 class MergeSplits:
-    path: str
+    path: Target
     where: str | None = None
     target_size: int | None = None
     max_dest_splits: int | None = None
@@ -90,7 +114,7 @@ class MergeSplits:
 
 @dataclass(frozen=True)
 class Purge:
-    path: str
+    path: Target
     older_than_hours: float | None = None
     tx_log_retention_hours: float | None = None
     dry_run: bool = False
@@ -98,13 +122,13 @@ class Purge:
 
 @dataclass(frozen=True)
 class TruncateTimeTravel:
-    path: str
+    path: Target
     dry_run: bool = False
 
 
 @dataclass(frozen=True)
 class DropPartitions:
-    path: str
+    path: Target
     where: str
 
 
@@ -116,19 +140,19 @@ class RepairTransactionLog:
 
 @dataclass(frozen=True)
 class Delete:
-    path: str
+    path: Target
     where: str
 
 
 @dataclass(frozen=True)
 class Convert:
-    path: str
+    path: Target
     dry_run: bool = False
 
 
 @dataclass(frozen=True)
 class PrewarmCache:
-    path: str
+    path: Target
     where: str | None = None
 
 
@@ -230,6 +254,13 @@ def tokenize(text: str) -> list[Tok]:
 # ---- parser ----------------------------------------------------------------------------------
 
 TABLE_WORDS = ("INDEXTABLES", "INDEXTABLE")
+# The keyword of most commands; the reference's grammar (indexTablesKeyword) also takes TANTIVY4SPARK.
+KEYWORDS = (*TABLE_WORDS, "TANTIVY4SPARK")
+# Words that start the clause after a command's table: a bare one there means the table is missing
+# (a table so named needs backquotes).
+_CLAUSE_WORDS = frozenset(
+    ("WHERE", "TARGET", "MAX", "OLDER", "TRANSACTION", "DRY", "INCLUDE", "PRECOMMIT", "FOR", "ON", "WITH", "AT")
+)
 _UNITS = {
     "": 1,
     "B": 1,
@@ -285,6 +316,59 @@ class _Parser:
         if not t.value.strip():
             raise self.error("the path is empty", t)
         return t.value
+
+    def target(self) -> Target:
+        """A quoted table path, or a table name (1 to 3 parts, plain or backquoted)."""
+        t = self.peek()
+        if t.kind == "str":
+            return self.path()
+        starts_name = t.kind == "bq" or (
+            t.kind in ("word", "num")
+            and _PLAIN_IDENT.fullmatch(t.text)
+            and not (t.kind == "word" and t.value in _CLAUSE_WORDS and not self.dot_follows())
+        )
+        if not starts_name:
+            if t.kind == "word" and t.value in _CLAUSE_WORDS:
+                raise self.error(
+                    f"expected a quoted table path or a table name before {t.text} (a table so named needs "
+                    f"backquotes: `{t.text}`)",
+                    t,
+                )
+            hint = " (put the path in quotes)" if t.kind in ("punct", "other", "num") else ""
+            raise self.error(f"expected a quoted table path or a table name, found {t.describe()}{hint}", t)
+        parts = [self.name_part()]
+        while self.peek().kind == "punct" and self.peek().text == ".":
+            self.next()
+            parts.append(self.name_part())
+        after = self.peek()
+        if after.kind == "other" and after.text in ":/":  # s3://bucket/t, /data/t written without quotes
+            raise self.error(f"unexpected {after.describe()} in a table name (put a table path in quotes)", after)
+        if len(parts) > 3:
+            raise self.error(f"a table name has at most 3 parts (catalog.db.table), got {len(parts)}", t)
+        return TableName(tuple(parts))
+
+    def dot_follows(self) -> bool:
+        nxt = self.peek(1)
+        return nxt.kind == "punct" and nxt.text == "."
+
+    def name_part(self) -> str:
+        t = self.next()
+        if t.kind == "bq":
+            name = t.text[1:-1].replace("``", "`")
+            if not name:
+                raise self.error("empty `` in a table name", t)
+            return name
+        if t.kind in ("word", "num") and _PLAIN_IDENT.fullmatch(t.text):
+            name = t.text
+            # `2024_t` comes as a number and a word with nothing between them: one name part
+            while (
+                self.peek().kind in ("word", "num")
+                and self.peek().pos == t.pos + len(name)
+                and _PLAIN_IDENT.fullmatch(self.peek().text)
+            ):
+                name += self.next().text
+            return name
+        raise self.error(f"expected a name part after '.', found {t.describe()}", t)
 
     def positive_int(self, what: str) -> int:
         t = self.next()
@@ -362,17 +446,17 @@ class _Parser:
         nxt = self.peek(1)
         if head.is_word("CHECKPOINT", "COMPACT"):
             self.next()
-            self.expect(*TABLE_WORDS, what="INDEXTABLES")
-            cmd = (Checkpoint if head.value == "CHECKPOINT" else Compact)(self.path())
-        elif head.is_word("DESCRIBE", "DESC") and nxt.is_word(*TABLE_WORDS):
+            self.expect(*KEYWORDS, what="INDEXTABLES")
+            cmd = (Checkpoint if head.value == "CHECKPOINT" else Compact)(self.target())
+        elif head.is_word("DESCRIBE", "DESC") and nxt.is_word(*KEYWORDS):
             self.next(), self.next()
             cmd = self.describe()
-        elif head.is_word("PREWARM") and nxt.is_word(*TABLE_WORDS):
+        elif head.is_word("PREWARM") and nxt.is_word(*KEYWORDS):
             self.next(), self.next()
             self.expect("CACHE")
-            path = self.path()
+            path = self.target()
             cmd = PrewarmCache(path, self.predicate(()) if self.accept("WHERE") else None)
-        elif head.is_word("FLUSH") and nxt.is_word(*TABLE_WORDS):
+        elif head.is_word("FLUSH") and nxt.is_word(*KEYWORDS):
             self.next(), self.next()
             self.expect("DISK")
             self.expect("CACHE")
@@ -384,13 +468,13 @@ class _Parser:
             self.next()
             self.expect(*TABLE_WORDS, what="INDEXTABLE")
             cmd = self.purge()
-        elif head.is_word("TRUNCATE") and nxt.is_word(*TABLE_WORDS):
+        elif head.is_word("TRUNCATE") and nxt.is_word(*KEYWORDS):
             self.next(), self.next()
             self.expect("TIME")
             self.expect("TRAVEL")
-            path = self.path()
+            path = self.target()
             cmd = TruncateTimeTravel(path, self.dry_run_clause())
-        elif head.is_word("DROP") and nxt.is_word(*TABLE_WORDS):
+        elif head.is_word("DROP") and nxt.is_word(*KEYWORDS):
             self.next(), self.next()
             cmd = self.drop_partitions()
         elif head.is_word("REPAIR") and nxt.is_word("INDEXFILES", *TABLE_WORDS):
@@ -401,18 +485,18 @@ class _Parser:
             self.expect("AT")
             self.expect("LOCATION")
             cmd = RepairTransactionLog(src, self.path("the quoted target location"))
-        elif head.is_word("BUILD") and nxt.is_word(*TABLE_WORDS):
+        elif head.is_word("BUILD") and nxt.is_word(*KEYWORDS):
             self.next(), self.next()
             self.expect("COMPANION")
             cmd = self.build_companion()
-        elif head.is_word("CONVERT") and nxt.is_word(*TABLE_WORDS):
+        elif head.is_word("CONVERT") and nxt.is_word(*KEYWORDS):
             self.next(), self.next()
             self.expect("TABLE")
-            path = self.path()
+            path = self.target()
             cmd = Convert(path, self.dry_run_clause())
-        elif head.is_word("DELETE") and nxt.is_word("FROM") and self.peek(2).is_word(*TABLE_WORDS):
+        elif head.is_word("DELETE") and nxt.is_word("FROM") and self.peek(2).is_word(*KEYWORDS):
             self.next(), self.next(), self.next()
-            path = self.path()
+            path = self.target()
             t = self.peek()
             if not t.is_word("WHERE"):
                 raise self.error(f"DELETE FROM INDEXTABLES needs a WHERE clause, found {t.describe()}", t)
@@ -426,13 +510,13 @@ class _Parser:
     def describe(self) -> Command:
         t = self.next()
         if t.is_word("STATE"):
-            return DescribeState(self.path())
+            return DescribeState(self.target())
         if t.is_word("DISK"):
             self.expect("CACHE")
             return DescribeDiskCache()
         if t.is_word("TRANSACTION"):
             self.expect("LOG")
-            path = self.path()
+            path = self.target()
             include_all = False
             if self.accept("INCLUDE"):
                 self.expect("ALL")
@@ -449,7 +533,7 @@ class _Parser:
         return False
 
     def merge(self) -> MergeSplits:
-        path = self.path()
+        path = self.target()
         seen: set[str] = set()
         where = target = max_dest = max_src = None
         stops = (("TARGET", "SIZE"), ("MAX", "DEST"), ("MAX", "SOURCE"))
@@ -485,7 +569,7 @@ class _Parser:
         return MergeSplits(path, where, target, max_dest, max_src)
 
     def purge(self) -> Purge:
-        path = self.path()
+        path = self.target()
         seen: set[str] = set()
         older = tx = None
         dry = False
@@ -601,7 +685,7 @@ class _Parser:
     def drop_partitions(self) -> DropPartitions:
         self.expect("PARTITIONS")
         self.expect("FROM")
-        path = self.path()
+        path = self.target()
         t = self.peek()
         if not t.is_word("WHERE"):
             raise self.error(
@@ -613,10 +697,24 @@ class _Parser:
 
 
 _OURS = re.compile(
-    r"^\s*(?:CHECKPOINT|COMPACT|PURGE|MERGE\s+SPLITS|(?:DESCRIBE|DESC|TRUNCATE|DROP|PREWARM|FLUSH)\s+INDEXTABLES?"
-    r"|REPAIR\s+(?:INDEXFILES|INDEXTABLES?)|DELETE\s+FROM\s+INDEXTABLES?|(?:BUILD|CONVERT)\s+INDEXTABLES?)(?![A-Za-z0-9_])",
+    r"^\s*(?:CHECKPOINT|COMPACT|PURGE|MERGE\s+SPLITS|(?:DESCRIBE|DESC|TRUNCATE|DROP|PREWARM|FLUSH)\s+(?:INDEXTABLES?|TANTIVY4SPARK)"
+    r"|REPAIR\s+(?:INDEXFILES|INDEXTABLES?)|DELETE\s+FROM\s+(?:INDEXTABLES?|TANTIVY4SPARK)"
+    r"|(?:BUILD|CONVERT)\s+(?:INDEXTABLES?|TANTIVY4SPARK))(?![A-Za-z0-9_])",
     re.IGNORECASE,
 )
+
+
+def table_name_of(cmd: Command) -> TableName | None:
+    """The table name a command was given instead of a path (None for a path, or no table)."""
+    path = getattr(cmd, "path", None)
+    return path if isinstance(path, TableName) else None
+
+
+def with_table_path(cmd: Command, path: str) -> Command:
+    """The command with its table name replaced by the table's path."""
+    import dataclasses
+
+    return dataclasses.replace(cmd, path=path)  # type: ignore[type-var]
 
 
 def is_command(text: str) -> bool:

@@ -17,6 +17,21 @@ from .options import resolve_options, table_path
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "indextables"
+# The names jobs written for the reference (IndexTables4Spark) give `format(...)` / `USING`: its
+# public provider class and the internal one its docs call interchangeable. Spark matches names of
+# Python data sources case-insensitively.
+REFERENCE_FORMAT_NAMES = (
+    "io.indextables.provider.IndexTablesProvider",
+    "io.indextables.spark.core.IndexTables4SparkTableProvider",
+)
+FORMAT_NAMES = (FORMAT_NAME, *REFERENCE_FORMAT_NAMES)
+_FORMAT_KEYS = frozenset(n.lower() for n in FORMAT_NAMES)
+
+
+def is_format_name(name: str | None) -> bool:
+    """Is `name` one of the names this data source is registered under (any case)?"""
+    return bool(name) and name.lower() in _FORMAT_KEYS
+
 
 # INDEXALL, INDEXGUARD: virtual, always-NULL string columns. `WHERE _indexall = '<query>'` passes a
 # full-text query from SQL; guarded reads filter on `_indexguard` (spark/guard.py). The DataFrame
@@ -108,3 +123,23 @@ class IndexTablesDataSource(DataSource):
         from .streaming import IndexTablesStreamWriter
 
         return IndexTablesStreamWriter(self.path, self.opts, schema, overwrite)
+
+
+class IndexTablesProvider(IndexTablesDataSource):
+    """The same data source under the reference's public format name."""
+
+    @classmethod
+    def name(cls) -> str:
+        return REFERENCE_FORMAT_NAMES[0]
+
+
+class IndexTables4SparkTableProvider(IndexTablesDataSource):
+    """The same data source under the reference's internal format name."""
+
+    @classmethod
+    def name(cls) -> str:
+        return REFERENCE_FORMAT_NAMES[1]
+
+
+# Every class the data source is registered as (register() and the pyspark_* modules).
+DATA_SOURCES = (IndexTablesDataSource, IndexTablesProvider, IndexTables4SparkTableProvider)

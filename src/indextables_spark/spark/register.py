@@ -8,7 +8,8 @@ read is always right (spark/guard.py). What `register` adds, in classic and Spar
    functions (Python UDTFs), and `spark.sql.python.filterPushdown.enabled=true`.
 2. Pass-through wrappers of pyspark's reader/writer builder classes (classic and Connect, batch and
    streaming). Every wrapper first calls pyspark's own method with the same arguments, so nothing
-   changes for other formats; only when the format is "indextables" do `load()`, `save()`,
+   changes for other formats; only when the format is "indextables" (or one of the reference's
+   provider names, spark/datasource.py) do `load()`, `save()`,
    `start()` and `insertInto(<our view>)` do more:
    - `load()`: copies the session's `spark.indextables.*` conf into the options (a data source never
      sees the conf), adds the plan guard (spark/guard.py: every scan planned afresh, filters pushed
@@ -36,13 +37,14 @@ from ..options import session_options, short_key
 from .guard import VIRTUAL_COLUMNS, guarded
 from .patching import own as _own, remove_all, wrap as _wrap, wrapped_any
 
-FORMAT_NAMES = ("indextables", "indextables_spark", "io.indextables.spark")
-
 _lock = threading.Lock()
 
 
 def is_ours(fmt: str | None) -> bool:
-    return bool(fmt) and fmt.lower() in FORMAT_NAMES
+    """Is `fmt` one of our format names ("indextables" and the reference's provider class names)?"""
+    from .datasource import is_format_name
+
+    return is_format_name(fmt)
 
 
 def session_of(builder) -> Any:
@@ -273,8 +275,9 @@ def _make_sql(orig):
             # our command texts (MERGE SPLITS ..., CHECKPOINT INDEXTABLES ...) are Spark-free
             if parse_command(sqlQuery) is not None:
                 from ..commands.sql import run_sql
+                from .table_names import resolve_table
 
-                return run_sql(self, sqlQuery)
+                return run_sql(self, sqlQuery, resolve_table)
         if isinstance(sqlQuery, str):
             refresh_functions(self, sqlQuery)
             from .table_functions import rewrite_sql
@@ -370,11 +373,13 @@ def _install() -> None:
 
 
 def register(spark) -> None:
-    """Register the data source and table functions; enable filter pushdown; install the wrappers."""
-    from .datasource import IndexTablesDataSource
+    """Register the data source (under each of its format names) and table functions; enable filter
+    pushdown; install the wrappers."""
+    from .datasource import DATA_SOURCES
 
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(IndexTablesDataSource)
+    for source in DATA_SOURCES:
+        spark.dataSource.register(source)
     register_functions(spark, session_options(spark))
     with _lock:
         if not wrapped_any():
