@@ -127,12 +127,17 @@ def test_settings_keep_the_reference_tokenizers():
         "indexing.tokenizer.body": "default",
         "indexing.typemap.stem": "text",
         "indexing.tokenizer.stem": "en_stem",
+        # tantivy4java's plain tokenizers drop tokens of 255+ bytes (other limits: `<tok>_limit_<n>`)
+        "indexing.tokenLength.body": "255",
+        "indexing.tokenLength.stem": "255",
         "indexing.typemap.addr": "ip",
     }
     # what the table records already wins, column by column
     recorded = convert_mod.recorded_settings({"spark.indextables.indexing.typemap.Body": "text_and_string"}, got)
     assert "spark.indextables.indexing.typemap.body" not in recorded
     assert "spark.indextables.indexing.tokenizer.body" not in recorded
+    assert "spark.indextables.indexing.tokenLength.body" not in recorded
+    assert recorded["spark.indextables.indexing.tokenLength.stem"] == "255"
     assert recorded["spark.indextables.indexing.tokenizer.stem"] == "en_stem"
 
 
@@ -421,7 +426,12 @@ def test_spark_writers_refuse_and_sql_converts(spark, tmp_path):
     assert (
         dry.status == "DRY_RUN"
         and dry.reference_splits == 3
-        and dry.settings == {"spark.indextables.indexing.typemap.text": "string"}
+        and dry.settings
+        == {
+            "spark.indextables.indexing.typemap.text": "string",
+            # the reference's token length (its default), recorded for the rewritten splits and appends
+            "spark.indextables.indexing.text.maxTokenLength": "default",
+        }
     )
     assert spark.sql(f"SELECT * FROM indextables_convert('{path}', true)").collect()[0].status == "DRY_RUN"
     done = spark.sql(f"CONVERT INDEXTABLES TABLE '{path}'").collect()[0]

@@ -73,9 +73,10 @@ def split_settings(
 
 def _column_of(key: str) -> str | None:
     """`indexing.typemap.<col>` / `indexing.tokenizer.<col>` → the column (lower-cased, as Options keeps it)."""
+    k = key.lower()
     for prefix in ("indexing.typemap.", "indexing.tokenizer.", "indexing.tokenlength."):
-        if key.startswith(prefix):
-            return key[len(prefix) :]
+        if k.startswith(prefix):
+            return k[len(prefix) :]
     return None
 
 
