@@ -170,6 +170,31 @@ def test_table_names_that_name_no_indextables_table(spark, catalog_tables):
         spark.sql("DESCRIBE TANTIVY4SPARK STATE no_such_db.t")
 
 
+@pytest.mark.spark
+@pytest.mark.cloud
+def test_table_name_of_a_table_on_s3(spark, s3_uri, s3_options):
+    """A catalog table over S3: created with its columns (without them Spark asks the data source
+    for the schema with no options, so without the credentials), its commands take the session's
+    conf as options."""
+    from cloud_helpers import session_conf
+
+    small_splits_table(s3_uri, 2, options=s3_options)
+    spark.sql("CREATE DATABASE IF NOT EXISTS refnames_s3")
+    try:
+        with session_conf(spark, s3_options):
+            spark.sql(
+                "CREATE TABLE refnames_s3.docs (id bigint, body string, views bigint, region string, day string) "
+                f"USING {PROVIDER} LOCATION '{s3_uri}'"
+            )
+            state = spark.sql("DESCRIBE TANTIVY4SPARK STATE refnames_s3.docs").collect()[0]
+            assert state.table_path == s3_uri and state.table_version == 1
+            merged = spark.sql("MERGE SPLITS refnames_s3.docs TARGET SIZE 100M").collect()[0]
+            assert merged.table_path == s3_uri and merged.source_splits_merged == 6
+        assert it.IndexTable(s3_uri, s3_options).snapshot().num_files == 3
+    finally:
+        spark.sql("DROP DATABASE refnames_s3 CASCADE")
+
+
 # ---- Spark Connect -----------------------------------------------------------------------------
 
 
