@@ -561,3 +561,85 @@ def test_azure_managed_identity(azurite_oauth, monkeypatch):
     assert got[0]["query"]["resource"] == "https://storage.azure.com"
     assert got[0]["query"]["client_id"] == "11111111-2222-3333-4444-555555555555"
     assert got[0]["header"] == _IdentityEndpoint.secret
+
+
+class _EntraTokenEndpoint(BaseHTTPRequestHandler):
+    """An Entra ID token endpoint (`/<tenant>/oauth2/v2.0/token`) answering the client-assertion
+    request of azure-identity's WorkloadIdentityCredential. It accepts only the assertion read
+    from the federated token file (`expected_assertion`)."""
+
+    expected_assertion = ""
+    requests: list[dict] = []
+    issued: list[str] = []
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+        type(self).requests.append({"path": urlsplit(self.path).path, "form": form})
+        if form.get("client_assertion") != self.expected_assertion:
+            self._answer(401, {"error": "invalid_client", "error_description": "AADSTS700024: assertion refused"})
+            return
+        token, _ = cp.storage_jwt(3600, marker="workload-identity")
+        type(self).issued.append(token)
+        self._answer(200, {"token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600, "access_token": token})
+
+    def _answer(self, status: int, payload: dict) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.cloud
+def test_azure_workload_identity(azurite_oauth, monkeypatch, tmp_path, caplog):
+    """azure.authType=workloadIdentity: azure-identity exchanges the federated (Kubernetes service
+    account) token for a storage token at the authority named by AZURE_AUTHORITY_HOST (an HTTPS
+    Entra-like endpoint served here with the test's certificate), and Azurite accepts it."""
+    import ssl
+
+    endpoint, cert, container = azurite_oauth
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, cert.parent / "key.pem")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EntraTokenEndpoint)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    service_account_token, _ = cp.storage_jwt(3600, marker=f"k8s-service-account-{uuid.uuid4().hex[:6]}")
+    token_file = tmp_path / "azure-identity-token"
+    token_file.write_text(service_account_token)
+    _EntraTokenEndpoint.expected_assertion = service_account_token
+    _EntraTokenEndpoint.requests, _EntraTokenEndpoint.issued = [], []
+    tenant, client = "72f988bf-0000-4000-8000-00000000cafe", "a1b2c3d4-0000-4000-8000-000000000042"
+    caplog.set_level(logging.DEBUG)
+    try:
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert))  # trusted by azure-core's requests transport
+        monkeypatch.setenv("AZURE_AUTHORITY_HOST", f"https://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("AZURE_FEDERATED_TOKEN_FILE", str(token_file))
+        uri = f"az://{container}/workload-{uuid.uuid4().hex[:8]}"
+        opts = azure_oauth_options(
+            endpoint, **{"azure.authType": "workloadIdentity", "azure.clientId": client, "azure.tenantId": tenant}
+        )
+        seen = BearerTokens()
+        storage = AzureStorage(uri, opts, client_kwargs={"raw_response_hook": seen})
+        assert storage.credential_kind == "workloadIdentity"
+        storage.put("w.bin", b"workload")
+        assert storage.read("w.bin") == b"workload"
+        assert [f.key for f in open_storage(uri, opts).list("")] == ["w.bin"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    got = _EntraTokenEndpoint.requests
+    assert len(got) == 1, "one token exchange, shared by the storages of the process"
+    assert got[0]["path"] == f"/{tenant}/oauth2/v2.0/token"
+    form = got[0]["form"]
+    assert form["grant_type"] == "client_credentials" and form["client_id"] == client
+    assert form["client_assertion_type"] == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    assert form["scope"] == "https://storage.azure.com/.default"
+    assert set(seen.tokens) == set(_EntraTokenEndpoint.issued) and len(seen.tokens) >= 2
+    for secret in (service_account_token, *_EntraTokenEndpoint.issued):
+        assert secret not in caplog.text
