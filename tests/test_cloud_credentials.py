@@ -9,7 +9,9 @@
 - Spark: a write and a read with the provider option; the provider ran in the Python workers too.
 - Azure: a second Azurite over HTTPS with `--oauth basic` (it accepts bearer tokens only so), a
   provider returning short-lived JWTs (refreshed after expiry), and azure-identity's
-  ManagedIdentityCredential fetching its token from an App Service-style endpoint served here.
+  ManagedIdentityCredential fetching its token from an App Service-style endpoint served here,
+  and WorkloadIdentityCredential exchanging a federated token file at an Entra-like HTTPS token
+  endpoint served here (named by AZURE_AUTHORITY_HOST).
 - Bad provider specs and answers give errors naming the option, never a secret.
 
 moto checks no signature and Azurite no token signature: what the tests assert is which

@@ -743,3 +743,150 @@ def test_azure_iceberg(azure_container, azure_options, tmp_path):
     snap = open_source("iceberg", "db.t", options=options, catalog="azc")
     assert [f.num_records for f in snap.files] == [3]
     _assert_readable(snap, azure_options)
+
+
+# ------------------------------------------------------------------------------------------------
+# credentials from a provider, a profile, an assumed role (no static keys)
+# ------------------------------------------------------------------------------------------------
+
+
+def _without_static_keys(options: dict) -> dict:
+    return {k: v for k, v in options.items() if not k.endswith(("aws.accessKey", "aws.secretKey", "aws.sessionToken"))}
+
+
+def _sts_caller(s3_endpoint: str, access_key: str) -> str:
+    """What moto's STS says about an access key it issued (moto identifies callers by key id)."""
+    import boto3
+
+    sts = boto3.client(
+        "sts", endpoint_url=s3_endpoint, region_name="us-east-1", aws_access_key_id=access_key,
+        aws_secret_access_key="not-checked-by-moto",
+    )  # fmt: skip
+    return sts.get_caller_identity()["Arn"]
+
+
+@pytest.fixture
+def no_ambient_aws_credentials(tmp_path, monkeypatch):
+    """No AWS credentials in the environment or config files: without ours, deltalake and pyiceberg
+    would find none (object_store then asks the instance metadata service, and fails)."""
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    config, credentials = tmp_path / "aws-config", tmp_path / "aws-credentials"
+    config.write_text("")
+    credentials.write_text("")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    return config, credentials
+
+
+@pytest.mark.cloud
+def test_s3_sources_with_provider_profile_and_assumed_role(
+    s3_bucket, s3_options, s3_endpoint, tmp_path, no_ambient_aws_credentials, monkeypatch
+):
+    """Delta and Iceberg sources on S3 opened with a credentials provider, a profile or an assumed
+    role only: deltalake and pyiceberg get the keys those give now, and a companion index is built
+    over the Delta table with the provider alone."""
+    import credential_providers as cp
+
+    import indextables_spark as it
+    from cmd_helpers import rows
+    from indextables_spark.split.companion import forget_source_files
+
+    config, credentials = no_ambient_aws_credentials
+    tag = uuid.uuid4().hex[:8]
+    root = f"s3://{s3_bucket}/companion-creds-{tag}"
+    data = rows(120)
+    deltalake.write_deltalake(
+        f"{root}/delta", data, partition_by=["day"], storage_options=storage_options_for_deltalake(root, s3_options)
+    )
+    iceberg_options = _cloud_iceberg(root, s3_options, tmp_path, "credc")
+    # a profile name of this test only: S3 clients are cached per process by profile name
+    profile = f"companion-{tag}"
+    credentials.write_text(f"[{profile}]\naws_access_key_id = AKIAITPROFILE{tag}\naws_secret_access_key = s{tag}\n")
+    role = f"arn:aws:iam::123456789012:role/companion-{tag}"
+    provider = {
+        "spark.indextables.aws.credentialsProvider": "credential_providers:short_lived",
+        "spark.indextables.test.credentials.lifetimeSeconds": "900",
+    }
+    ways = {
+        "provider": provider,
+        "profile": {"spark.indextables.aws.profile": profile},
+        "provider + role": {**provider, "spark.indextables.aws.roleArn": role},
+    }
+    for way, extra in ways.items():
+        options = {**_without_static_keys(s3_options), **extra}
+        so = storage_options_for_deltalake(f"{root}/delta", options)
+        props = fileio_properties_for_iceberg(f"{root}/wh", options)
+        # (a provider is asked per table path: the two paths may get different keys)
+        for key, token in (
+            (so["AWS_ACCESS_KEY_ID"], so.get("AWS_SESSION_TOKEN")),
+            (props["s3.access-key-id"], props.get("s3.session-token")),
+        ):
+            if way == "provider":
+                assert key.startswith("AKIAITPROVIDER") and token.startswith("providerToken"), way
+            elif way == "profile":
+                assert key == f"AKIAITPROFILE{tag}" and token is None, way
+            else:  # moto's STS issued the key to the role
+                arn = f"arn:aws:sts::123456789012:assumed-role/companion-{tag}/indextables-spark"
+                assert _sts_caller(s3_endpoint, key) == arn and token, way
+        snap = open_source("delta", f"{root}/delta", options=options)
+        assert sum(f.num_records for f in snap.files) == 120, way
+        by_catalog = {**options, **{k: v for k, v in iceberg_options.items() if k.startswith("iceberg.")}}
+        for iceberg in (
+            open_source("iceberg", "db.t", options=by_catalog, catalog="credc"),
+            open_source("iceberg", f"{root}/wh/db/t", options=options),
+        ):
+            assert [f.num_records for f in iceberg.files] == [3], way
+
+    # the indexing processes import the provider too (as executors would): tests/ on their path
+    path = [os.path.dirname(cp.__file__), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in path if p))
+    call_log = tmp_path / "provider-calls.txt"
+    options = {
+        **_without_static_keys(s3_options),
+        **provider,
+        "spark.indextables.test.credentials.callLog": str(call_log),
+    }
+    res = it.build_companion(
+        f"{root}/delta", f"{root}/index", format="delta", indexing={"body": "text"}, options=options
+    )
+    assert res["rowsIndexed"] == 120
+    pids = {int(line.split()[0]) for line in call_log.read_text().splitlines()}
+    assert os.getpid() in pids and pids - {os.getpid()}, "the driver and the indexing processes asked the provider"
+    forget_source_files()
+    got = it.IndexTable(f"{root}/index", options).to_arrow(columns=["id"], where="views > 500")
+    assert sorted(got.column("id").to_pylist()) == [
+        i for i, v in enumerate(data.column("views").to_pylist()) if v > 500
+    ]
+
+
+def test_azure_token_credentials_reach_deltalake_and_pyiceberg():
+    """A provider's token (azure.credentialsProvider) becomes deltalake's `azure_storage_token` and
+    pyiceberg's `adls.token`, in place of the identity's ids (the provider runs here; no network)."""
+    import credential_providers as cp
+
+    options = {
+        "spark.indextables.azure.accountName": "acct",
+        "spark.indextables.azure.credentialsProvider": "credential_providers:azure_short_lived",
+        "spark.indextables.test.credentials.lifetimeSeconds": "600",
+        "spark.indextables.azure.clientId": "ignored-with-a-provider",
+    }
+    before = len(cp.CALLS)
+    so = storage_options_for_deltalake("abfss://c@acct.dfs.core.windows.net/t", options)
+    assert set(so) == {"azure_storage_account_name", "azure_storage_token"}
+    token = so["azure_storage_token"]
+    assert token.count(".") == 2 and json.loads(_jwt_claims(token))["aud"] == "https://storage.azure.com"
+    props = fileio_properties_for_iceberg("abfss://c@acct.dfs.core.windows.net/t", options)
+    assert props["adls.token"] == token, "the provider's token is shared until its refresh time"
+    assert "adls.client-id" not in props and props["adls.account-name"] == "acct"
+    assert len(cp.CALLS) - before == 1
+    # keys win over a provider, as in our storage layer: no token then
+    keyed = {**options, "spark.indextables.azure.accountKey": AZURITE_KEY}
+    assert "azure_storage_token" not in storage_options_for_deltalake("az://c/t", keyed)
+
+
+def _jwt_claims(token: str) -> str:
+    import base64
+
+    body = token.split(".")[1]
+    return base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode()

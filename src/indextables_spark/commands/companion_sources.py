@@ -5,7 +5,11 @@ Iceberg, our storage layer plus the Parquet footer for plain Parquet directories
 partitions). Each returns a `SourceSnapshot`: the files to index, with what a reader needs to read
 them again later (full URI, size) and to rebuild the rows (partition values as strings, as Delta
 records them). Credentials: our `spark.indextables.*` options mapped onto deltalake's storage
-options and pyiceberg's FileIO properties.
+options and pyiceberg's FileIO properties. Credentials that come from a provider callable, an AWS
+profile, an assumed role or an Azure token credential (`azure.authType`) are resolved through our
+storage layer and handed over as keys / a bearer token: snapshots taken when the source is opened
+(at the start of a build), which the libraries do not refresh. A build longer than their life
+would need the libraries' own refresh; our own reads of the data files refresh as usual.
 
 A companion index addresses rows by their position in a data file, so sources whose files do not
 hold exactly the live rows are refused: Delta deletion vectors, Iceberg delete files. Delta column
@@ -244,19 +248,22 @@ class _AwsSettings:
     path_style: bool
 
 
-def _aws_settings(opts: Options) -> _AwsSettings:
+def _aws_settings(opts: Options, credentials_uri: str | None = None) -> _AwsSettings:
+    """With `credentials_uri`, credentials from a provider / profile / assumed role are resolved
+    for that path (see the module doc: a snapshot) and replace the static keys."""
     endpoint = _http_endpoint(opts.get_str("s3.endpoint"))
     # our S3 backend falls back to us-east-1 when an endpoint is set without a region (S3-compatible
     # services); without it pyiceberg would look the bucket's region up on AWS
     region = opts.get_str("aws.region") or ("us-east-1" if endpoint else None)
-    return _AwsSettings(
-        opts.get_str("aws.accessKey") or None,
-        opts.get_str("aws.secretKey") or None,
-        opts.get_str("aws.sessionToken") or None,
-        region,
-        endpoint,
-        opts.get_bool("s3.pathStyleAccess"),
-    )
+    keys = (opts.get_str("aws.accessKey") or None, opts.get_str("aws.secretKey") or None)
+    session_token = opts.get_str("aws.sessionToken") or None
+    if credentials_uri is not None and _names_aws_source(opts):
+        from ..storage.credentials import aws_credentials_snapshot
+
+        snapshot = aws_credentials_snapshot(opts, credentials_uri, endpoint)
+        if snapshot is not None:
+            keys, session_token = (snapshot.access_key, snapshot.secret_key), snapshot.session_token
+    return _AwsSettings(keys[0], keys[1], session_token, region, endpoint, opts.get_bool("s3.pathStyleAccess"))
 
 
 @dataclass(frozen=True)
@@ -288,8 +295,10 @@ def _azure_uri_parts(uri: str | None) -> tuple[str | None, str | None, str | Non
     return container or None, account, suffix, parts.path.strip("/")
 
 
-def _azure_settings(uri: str | None, opts: Options) -> _AzureSettings:
-    from ..storage.azure import parse_connection_string
+def _azure_settings(uri: str | None, opts: Options, credentials_uri: str | None = None) -> _AzureSettings:
+    """With `credentials_uri`, a provider's or `azure.authType`'s token is fetched for that path
+    (see the module doc: a snapshot) and given as the bearer token, in place of the identity's ids."""
+    from ..storage.azure import azure_token_snapshot, parse_connection_string
 
     cs = opts.get_str("azure.connectionString") or None
     conn = parse_connection_string(cs, redact_uri(uri or "")) if cs else {}
@@ -300,14 +309,21 @@ def _azure_settings(uri: str | None, opts: Options) -> _AzureSettings:
         proto = conn.get("defaultendpointsprotocol", "https")
         endpoint = f"{proto}://{account}.blob.{conn['endpointsuffix']}"
     sas = conn.get("sharedaccesssignature") or opts.get_str("azure.sasToken")
+    identity = {k: opts.get_str(f"azure.{k}") or None for k in ("tenantId", "clientId", "clientSecret")}
+    bearer_token = opts.get_str("azure.bearerToken") or None
+    if credentials_uri is not None and (opts.get_str("azure.credentialsProvider") or opts.get_str("azure.authType")):
+        snapshot = azure_token_snapshot(credentials_uri, opts)
+        if snapshot is not None:  # the libraries would try the identity themselves, or refuse two credentials
+            identity = dict.fromkeys(identity)
+            bearer_token = snapshot.token
     return _AzureSettings(
         account=account,
         account_key=conn.get("accountkey") or opts.get_str("azure.accountKey") or None,
         sas_token=sas.lstrip("?") if sas else None,
-        tenant_id=opts.get_str("azure.tenantId") or None,
-        client_id=opts.get_str("azure.clientId") or None,
-        client_secret=opts.get_str("azure.clientSecret") or None,
-        bearer_token=opts.get_str("azure.bearerToken") or None,
+        tenant_id=identity["tenantId"],
+        client_id=identity["clientId"],
+        client_secret=identity["clientSecret"],
+        bearer_token=bearer_token,
         endpoint=_http_endpoint(endpoint).rstrip("/") if endpoint else None,
         connection_string=cs,
         suffix=suffix,
@@ -325,12 +341,13 @@ def storage_options_for_deltalake(uri: str, options: "Options | Mapping | None")
     S3: AWS_* keys (AWS_ALLOW_HTTP for an http endpoint, AWS_VIRTUAL_HOSTED_STYLE_REQUEST=false for
     path-style access). Azure: azure_storage_* keys; object_store reads no connection strings, so
     ours is taken apart (account, key or SAS, BlobEndpoint); `allow_http` for an http endpoint
-    such as Azurite's. Local paths need nothing."""
+    such as Azurite's. Local paths need nothing. Credentials from a provider, profile, assumed role
+    or azure.authType: their current keys / token, asked for `uri` (a snapshot, see the module doc)."""
     opts = options if isinstance(options, Options) else Options.of(options)
     scheme = _scheme(uri)
     out: dict[str, str] = {}
     if scheme in _S3_SCHEMES:
-        s3 = _aws_settings(opts)
+        s3 = _aws_settings(opts, credentials_uri=uri)
         _set(out, "AWS_ACCESS_KEY_ID", s3.access_key)
         _set(out, "AWS_SECRET_ACCESS_KEY", s3.secret_key)
         _set(out, "AWS_SESSION_TOKEN", s3.session_token)
@@ -341,7 +358,7 @@ def storage_options_for_deltalake(uri: str, options: "Options | Mapping | None")
         if s3.path_style:
             out["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
     elif scheme in _AZURE_SCHEMES:
-        az = _azure_settings(uri, opts)
+        az = _azure_settings(uri, opts, credentials_uri=uri)
         _set(out, "azure_storage_account_name", az.account)
         _set(out, "azure_storage_account_key", az.account_key)
         if not az.account_key:  # object_store refuses two credentials at once
@@ -362,10 +379,13 @@ def fileio_properties_for_iceberg(uri: str | None, options: "Options | Mapping |
     S3 keys (s3.*) when S3 options are set, ADLS keys (adls.*) when Azure options are set, both when
     both are (a catalog's tables may live anywhere). `uri` names the Azure account when it is an
     abfss://container@account... URI. Azure endpoints become pyarrow's blob/dfs authority + scheme
-    (Azurite: http, path-style account); the raw connection string goes along for fsspec (adlfs)."""
+    (Azurite: http, path-style account); the raw connection string goes along for fsspec (adlfs).
+    Credentials from a provider, profile, assumed role or azure.authType: their current keys /
+    token (`adls.token`), asked for `uri` (a catalog's warehouse; a snapshot, see the module doc)."""
     opts = options if isinstance(options, Options) else Options.of(options)
     out: dict[str, str] = {}
-    s3 = _aws_settings(opts)
+    credentials_uri = uri or "(Iceberg catalog without a warehouse)"  # what a credentials provider is asked for
+    s3 = _aws_settings(opts, credentials_uri=credentials_uri)
     if any((s3.access_key, s3.secret_key, s3.session_token, opts.get_str("aws.region"), s3.endpoint, s3.path_style)):
         _set(out, "s3.access-key-id", s3.access_key)
         _set(out, "s3.secret-access-key", s3.secret_key)
@@ -374,7 +394,7 @@ def fileio_properties_for_iceberg(uri: str | None, options: "Options | Mapping |
         _set(out, "s3.endpoint", s3.endpoint)
         if s3.path_style:
             out["s3.force-virtual-addressing"] = "false"
-    az = _azure_settings(uri if _scheme(uri) in _AZURE_SCHEMES else None, opts)
+    az = _azure_settings(uri if _scheme(uri) in _AZURE_SCHEMES else None, opts, credentials_uri=credentials_uri)
     if any((az.account, az.account_key, az.sas_token, az.tenant_id, az.client_id, az.bearer_token, az.endpoint)):
         _set(out, "adls.account-name", az.account)
         _set(out, "adls.account-key", az.account_key)
@@ -391,6 +411,14 @@ def fileio_properties_for_iceberg(uri: str | None, options: "Options | Mapping |
             # endpoints; its fsspec FileIO (adlfs) takes abfs/az URIs and the connection string
             out["py-io-impl"] = "pyiceberg.io.fsspec.FsspecFileIO"
     return out
+
+
+def _names_aws_source(opts: Options) -> bool:
+    """Whether the options name where S3 credentials come from (provider, profile, role)."""
+    return any(
+        opts.get_str(k)
+        for k in ("aws.credentialsProvider", "aws.credentialsProviderClass", "aws.profile", "aws.roleArn")
+    )
 
 
 def _has_adlfs() -> bool:
@@ -701,8 +729,11 @@ def _iceberg_from_catalog(source: str, opts: Options, catalog: str, catalog_type
 
     if not isinstance(catalog, str) or not catalog.strip():
         raise InvalidOptionError(f"Iceberg source {source!r}: catalog name must be a non-empty string, got {catalog!r}")
-    # FileIO credentials first, so explicit catalog properties win
-    props = {**fileio_properties_for_iceberg(None, opts), **opts.with_prefix(f"iceberg.catalog.{catalog}")}
+    # FileIO credentials first, so explicit catalog properties win; a credentials provider is asked
+    # for the catalog's warehouse location (the tables' locations are known only from the catalog)
+    catalog_props = opts.with_prefix(f"iceberg.catalog.{catalog}")
+    warehouse = catalog_props.get("warehouse")
+    props = {**fileio_properties_for_iceberg(warehouse if _scheme(warehouse) else None, opts), **catalog_props}
     if catalog_type:
         props["type"] = catalog_type
     redact = _redactor(opts, props)

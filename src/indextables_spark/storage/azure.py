@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import datetime as dt
 import logging
 import os
 import threading
@@ -42,7 +43,13 @@ from urllib.parse import unquote, urlsplit
 from ..errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
 from ..options import Options
 from .base import FileInfo, Storage, check_key
-from .credentials import AZURE_AUTH_TYPES, azure_identity_credential, azure_provider_credential, load_provider
+from .credentials import (
+    AZURE_AUTH_TYPES,
+    AzureToken,
+    azure_identity_credential,
+    azure_provider_credential,
+    load_provider,
+)
 from .retry import (
     RetryPolicy,
     Redactor,
@@ -626,6 +633,34 @@ def _build_credential(kind: str, args: dict[str, Any], uri: str, opts: Options) 
     return azure_identity_credential("default", None, None, uri)
 
 
+STORAGE_SCOPE = "https://storage.azure.com/.default"
+AZURE_SCHEMES = ("abfss", "abfs", "wasbs", "wasb", "az", "azure")
+
+
+def azure_token_snapshot(uri: str, options: Mapping[str, Any] | Options | None) -> AzureToken | None:
+    """The current OAuth token for Azure Storage when the options choose a token credential, a
+    provider (`azure.credentialsProvider`) or `azure.authType`, obtained through the same shared
+    credential as our Azure clients; None for other credentials (keys, SAS, service principal,
+    bearer token, none: the caller passes those on itself). For libraries that take a ready token
+    (deltalake, pyiceberg/adlfs): a snapshot, not refreshed by them."""
+    opts = options if isinstance(options, Options) else Options.of(options)
+    conn = parse_connection_string(opts.get_str("azure.connectionString"), uri)
+    uri_account = _parse_azure_uri(uri)[2] if urlsplit(uri).scheme.lower() in AZURE_SCHEMES else None
+    account = uri_account or opts.get_str("azure.accountName") or conn.get("accountname")
+    kind, args = _pick_credential(opts, conn, account, uri)
+    if kind != "provider" and not (kind in AZURE_AUTH_TYPES and args):
+        return None
+    credential = _build_credential(kind, args, uri, opts)
+    try:
+        token = credential.get_token(STORAGE_SCOPE)
+    except IndexTablesError:
+        raise
+    except Exception as e:
+        raise StorageError(f"cannot get an Azure Storage token ({kind}) for {uri}: {describe_exception(e)}") from None
+    protect_secrets([token.token])
+    return AzureToken(token.token, dt.datetime.fromtimestamp(token.expires_on, dt.timezone.utc))
+
+
 def _pooled_transport(max_connections: int, connect_timeout: float, read_timeout: float) -> Any:
     """azure-core's requests transport with a pool big enough for parallel uploads."""
     import requests
@@ -640,4 +675,4 @@ def _pooled_transport(max_connections: int, connect_timeout: float, read_timeout
     )
 
 
-__all__ = ["AzureStorage"]
+__all__ = ["AzureStorage", "azure_token_snapshot"]

@@ -514,6 +514,26 @@ def current_aws_credentials(client: Any) -> tuple[str, str, str | None] | None:
     return frozen.access_key, frozen.secret_key, frozen.token
 
 
+def aws_credentials_snapshot(options: Options, uri: str, s3_endpoint: str | None) -> AwsCredentials | None:
+    """The keys a provider (`aws.credentialsProvider`), a profile (`aws.profile`) or an assumed role
+    (`aws.roleArn`) give now, through the same shared credentials as our S3 clients; None when the
+    options name none of them (static keys and boto3's default chain: the caller's own business).
+    For libraries that take keys only (deltalake, pyiceberg): a snapshot, not refreshed by them."""
+    auth = AwsAuth.from_options(options, uri, s3_endpoint)
+    if auth.source not in ("provider", "profile") and not auth.role_arn:
+        return None
+    region = options.get_str("aws.region") or None
+    credentials = auth.boto3_session(options, region).get_credentials()
+    if credentials is None:
+        raise StorageError(
+            f"AWS profile {auth.profile!r} (option 'spark.indextables.aws.profile') gives no credentials for {uri}"
+        )
+    frozen = credentials.get_frozen_credentials()  # refreshed first when due
+    protect_secrets([frozen.access_key, frozen.secret_key, frozen.token])
+    expiry = getattr(credentials, "_expiry_time", None)  # RefreshableCredentials only
+    return AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token, expiry)
+
+
 # -- Azure -----------------------------------------------------------------------------------------
 
 AZURE_AUTH_TYPES = ("managedIdentity", "workloadIdentity", "default")
@@ -647,6 +667,7 @@ __all__ = [
     "azure_identity_credential",
     "azure_provider_credential",
     "clear_shared",
+    "aws_credentials_snapshot",
     "current_aws_credentials",
     "load_provider",
 ]
