@@ -26,11 +26,11 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..errors import InvalidOptionError, StorageError
+from ..lru import LruCache
 from ..option_registry import spec as option_spec
 from ..options import Options
 from .retry import Redactor, describe_exception, protect_secrets
@@ -214,38 +214,19 @@ def _provider_scope(spec: str, uri: str, options: Options) -> tuple[str, str, st
 
 # -- a process-wide cache of credential objects ----------------------------------------------------
 
-_CACHE_SIZE = 64
-_cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-_cache_lock = threading.Lock()
-_cache_pid = os.getpid()
+_shared: LruCache[Any] = LruCache(64, per_process=True)
 
 
 def shared(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     """One credential object per key in this process (least recently used dropped past 64; a
-    forked child builds its own: the objects hold locks and connections)."""
-    global _cache_pid
-    with _cache_lock:
-        if _cache_pid != os.getpid():
-            _cache.clear()
-            _cache_pid = os.getpid()
-        found = _cache.get(key)
-        if found is not None:
-            _cache.move_to_end(key)
-            return found
-    built = build()  # outside the lock: may call a provider or STS; a concurrent duplicate is harmless
-    with _cache_lock:
-        if _cache_pid == os.getpid():
-            built = _cache.setdefault(key, built)
-            _cache.move_to_end(key)
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
-    return built
+    forked child builds its own: the objects hold locks and connections). `build` may call a
+    provider or STS, outside the cache's lock."""
+    return _shared.get_or_build(key, build)
 
 
 def clear_shared() -> None:
     """Forget every shared credential object (the next client asks its source again)."""
-    with _cache_lock:
-        _cache.clear()
+    _shared.clear()
 
 
 # -- AWS -------------------------------------------------------------------------------------------

@@ -29,12 +29,12 @@ import hashlib
 import logging
 import os
 import threading
-from collections import OrderedDict
 from contextlib import closing
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 from urllib.parse import urlsplit
 
 from ..errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
+from ..lru import LruCache
 from ..options import Options
 from .base import FileInfo, Storage, check_key
 from .credentials import AwsAuth
@@ -480,35 +480,15 @@ class S3Storage(Storage):
         download_in_chunks(self, key, info.size, local_path, DOWNLOAD_CHUNK)
 
 
-_CLIENT_CACHE_SIZE = 16
-_clients: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-_clients_lock = threading.Lock()
-_clients_pid = os.getpid()
+_clients: LruCache[Any] = LruCache(16, per_process=True)
 
 
 def _shared_client(storage: S3Storage) -> Any:
     """A client for the storage's settings, shared within this process (boto3 clients are
     thread-safe). Keyed by the settings (credentials included: a different key gets a different
-    client); at most _CLIENT_CACHE_SIZE are kept (least recently used dropped). A forked child
-    never reuses its parent's clients (their connection pools belong to the parent)."""
-    global _clients_pid
-    key = storage.client_settings()
-    with _clients_lock:
-        if _clients_pid != os.getpid():
-            _clients.clear()
-            _clients_pid = os.getpid()
-        client = _clients.get(key)
-        if client is not None:
-            _clients.move_to_end(key)
-            return client
-    client = storage.make_client()  # outside the lock: slow; a concurrent duplicate is harmless
-    with _clients_lock:
-        if _clients_pid == os.getpid():
-            client = _clients.setdefault(key, client)
-            _clients.move_to_end(key)
-            while len(_clients) > _CLIENT_CACHE_SIZE:
-                _clients.popitem(last=False)
-    return client
+    client); at most 16 are kept (least recently used dropped). A forked child never reuses its
+    parent's clients (their connection pools belong to the parent)."""
+    return _clients.get_or_build(storage.client_settings(), storage.make_client)
 
 
 def _parse_s3_uri(uri: str) -> tuple[str, str, str]:
