@@ -20,6 +20,7 @@ credentials each request carried, read from the request itself.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -501,7 +502,36 @@ def test_azure_provider_tokens_refresh(azurite_oauth, monkeypatch):
     assert len(cp.CALLS) - before == 2
 
 
-class _IdentityEndpoint(BaseHTTPRequestHandler):
+class _JsonEndpoint(BaseHTTPRequestHandler):
+    """A token endpoint's common parts: JSON answers, no request log."""
+
+    def _answer(self, status: int, payload: dict) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def _serving(handler: type, tls_context=None):
+    """`handler` served on 127.0.0.1 (over TLS with `tls_context`) in a thread; yields the port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if tls_context is not None:
+        server.socket = tls_context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _IdentityEndpoint(_JsonEndpoint):
     """An App Service-style managed identity endpoint (api-version 2019-08-01)."""
 
     secret = ""
@@ -515,36 +545,26 @@ class _IdentityEndpoint(BaseHTTPRequestHandler):
             self.end_headers()
             return
         token, expiry = cp.storage_jwt(3600, marker="managed-identity")
-        body = json.dumps(
+        self._answer(
+            200,
             {
                 "access_token": token,
                 "expires_on": str(int(expiry.timestamp())),
                 "resource": query.get("resource"),
                 "token_type": "Bearer",
                 "client_id": query.get("client_id", "system-assigned"),
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+            },
+        )
 
 
 @pytest.mark.cloud
 def test_azure_managed_identity(azurite_oauth, monkeypatch):
     endpoint, cert, container = azurite_oauth
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _IdentityEndpoint)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     _IdentityEndpoint.secret = uuid.uuid4().hex
     _IdentityEndpoint.requests = []
-    try:
+    with _serving(_IdentityEndpoint) as port:
         monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert))
-        monkeypatch.setenv("IDENTITY_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}/msi/token")
+        monkeypatch.setenv("IDENTITY_ENDPOINT", f"http://127.0.0.1:{port}/msi/token")
         monkeypatch.setenv("IDENTITY_HEADER", _IdentityEndpoint.secret)
         uri = f"az://{container}/managed-{uuid.uuid4().hex[:8]}"
         opts = azure_oauth_options(
@@ -555,9 +575,6 @@ def test_azure_managed_identity(azurite_oauth, monkeypatch):
         storage.put("m.bin", b"managed")
         assert open_storage(uri, opts).read("m.bin") == b"managed"
         assert [f.key for f in storage.list("")] == ["m.bin"]
-    finally:
-        server.shutdown()
-        server.server_close()
     got = _IdentityEndpoint.requests
     assert len(got) == 1, "the token is fetched once and shared by the storages of the process"
     assert got[0]["query"]["resource"] == "https://storage.azure.com"
@@ -565,7 +582,7 @@ def test_azure_managed_identity(azurite_oauth, monkeypatch):
     assert got[0]["header"] == _IdentityEndpoint.secret
 
 
-class _EntraTokenEndpoint(BaseHTTPRequestHandler):
+class _EntraTokenEndpoint(_JsonEndpoint):
     """An Entra ID token endpoint (`/<tenant>/oauth2/v2.0/token`) answering the client-assertion
     request of azure-identity's WorkloadIdentityCredential. It accepts only the assertion read
     from the federated token file (`expected_assertion`)."""
@@ -585,17 +602,6 @@ class _EntraTokenEndpoint(BaseHTTPRequestHandler):
         type(self).issued.append(token)
         self._answer(200, {"token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 3600, "access_token": token})
 
-    def _answer(self, status: int, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
 
 @pytest.mark.cloud
 def test_azure_workload_identity(azurite_oauth, monkeypatch, tmp_path, caplog):
@@ -607,10 +613,6 @@ def test_azure_workload_identity(azurite_oauth, monkeypatch, tmp_path, caplog):
     endpoint, cert, container = azurite_oauth
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, cert.parent / "key.pem")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _EntraTokenEndpoint)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     service_account_token, _ = cp.storage_jwt(3600, marker=f"k8s-service-account-{uuid.uuid4().hex[:6]}")
     token_file = tmp_path / "azure-identity-token"
     token_file.write_text(service_account_token)
@@ -618,9 +620,9 @@ def test_azure_workload_identity(azurite_oauth, monkeypatch, tmp_path, caplog):
     _EntraTokenEndpoint.requests, _EntraTokenEndpoint.issued = [], []
     tenant, client = "72f988bf-0000-4000-8000-00000000cafe", "a1b2c3d4-0000-4000-8000-000000000042"
     caplog.set_level(logging.DEBUG)
-    try:
+    with _serving(_EntraTokenEndpoint, context) as port:
         monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert))  # trusted by azure-core's requests transport
-        monkeypatch.setenv("AZURE_AUTHORITY_HOST", f"https://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("AZURE_AUTHORITY_HOST", f"https://127.0.0.1:{port}")
         monkeypatch.setenv("AZURE_FEDERATED_TOKEN_FILE", str(token_file))
         uri = f"az://{container}/workload-{uuid.uuid4().hex[:8]}"
         opts = azure_oauth_options(
@@ -632,9 +634,6 @@ def test_azure_workload_identity(azurite_oauth, monkeypatch, tmp_path, caplog):
         storage.put("w.bin", b"workload")
         assert storage.read("w.bin") == b"workload"
         assert [f.key for f in open_storage(uri, opts).list("")] == ["w.bin"]
-    finally:
-        server.shutdown()
-        server.server_close()
     got = _EntraTokenEndpoint.requests
     assert len(got) == 1, "one token exchange, shared by the storages of the process"
     assert got[0]["path"] == f"/{tenant}/oauth2/v2.0/token"
