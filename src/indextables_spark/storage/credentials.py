@@ -109,7 +109,8 @@ def _call_provider(spec: str, option: str, uri: str, options: Options, result_ty
     """Call the provider once and check its answer (errors never show the answer)."""
     function = load_provider(spec, option)
     try:
-        result = function(uri, _ReadOnlyOptions(options))
+        # a copy: a Mapping without setters, secret values hidden in its repr, keys looked up as Options does
+        result = function(uri, Options(dict(options.values)))
     except Exception as e:
         # Not chained: the provider's exception may carry what it was handling; its message is
         # kept with the known secrets removed.
@@ -135,29 +136,6 @@ def _call_provider(spec: str, option: str, uri: str, options: Options, result_ty
     return result
 
 
-class _ReadOnlyOptions(Mapping[str, str]):
-    """The options given to a provider: read-only, and their repr hides the secret ones."""
-
-    def __init__(self, options: Options):
-        self._values = dict(options.values)
-        self._redacted = options.redacted()
-
-    def __getitem__(self, key: str) -> str:
-        return self._values[_short(key)]
-
-    def __iter__(self) -> Any:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._values.get(_short(key), default)
-
-    def __repr__(self) -> str:
-        return f"ProviderOptions({self._redacted!r})"
-
-
 _SECRET_LOOKING = ("secret", "token", "password", "key", "credential")
 
 
@@ -172,11 +150,6 @@ def _option_redactor(options: Options) -> Redactor:
         or found is None
         and any(word in k for word in _SECRET_LOOKING)
     )
-
-
-def _short(key: str) -> str:
-    k = key.lower()
-    return k[len("spark.indextables.") :] if k.startswith("spark.indextables.") else k
 
 
 def _utc(expiry: dt.datetime | None, spec: str, option: str) -> dt.datetime:
