@@ -48,3 +48,43 @@ def test_first_snapshot_loads_datafusion_core_without_its_python_layer(tmp_path)
     )
     assert got["source"] == "avro-state" and got["n"] == len(t.files()) > 0
     assert got["before"] == ["datafusion._internal"] and got["ok"]
+
+
+def test_table_import_and_first_snapshot_import_only_the_read_path(tmp_path):
+    """#28: `import indextables_spark.table` imports neither pyarrow nor numpy, and a first snapshot
+    imports only what its state read needs: pyarrow (while the manifests decode), not the change
+    feed, transactions, maintenance, the state writer, partition filters or pyarrow.compute.
+    A commit through the table still runs the maintenance hook (the automatic checkpoint)."""
+    path = str(tmp_path / "t")
+    from cmd_helpers import small_splits_table
+
+    small_splits_table(path, 2)
+    it.IndexTable(path).maintenance.checkpoint()
+    mods = (
+        "pyarrow",
+        "pyarrow.compute",
+        "numpy",
+        "indextables_spark.log.changes",
+        "indextables_spark.log.transaction",
+        "indextables_spark.log.maintenance",
+        "indextables_spark.log.state_writer",
+        "indextables_spark.log.partition_filter",
+        "indextables_spark.log.avro_codec",
+        "indextables_spark.results",
+    )
+    got = run_fresh(
+        f"mods = {mods!r}\n"
+        "from indextables_spark.table import IndexTable\n"
+        "after_import = sorted(m for m in mods if m in sys.modules)\n"
+        f"snap = IndexTable({path!r}).snapshot()\n"
+        "n = snap.files_table.num_rows\n"
+        "after_snapshot = sorted(m for m in mods if m in sys.modules)\n"
+        "print(json.dumps({'import': after_import, 'snapshot': after_snapshot, 'n': n, 'source': snap.source}))"
+    )
+    assert got["import"] == []
+    assert got["snapshot"] == ["numpy", "pyarrow"]
+    assert got["source"] == "avro-state" and got["n"] == it.IndexTable(path).snapshot().num_files > 0
+
+    t = it.IndexTable(path, {"checkpoint.interval": "1"})
+    v = t.transaction().commit()
+    assert t.log.listing().state_manifests.get(v), "the post-commit hook wrote no state"

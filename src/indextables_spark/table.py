@@ -11,40 +11,56 @@ import warnings
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .log.actions import AddFile
-from .log.changes import ChangeSet
-from .log.snapshot import Snapshot
-from .log.maintenance import open_log
 from .log.table_log import TransactionLog
-from .log.transaction import Transaction
 from .options import Options
 from .sessions import with_session_options
-from .results import (
-    CheckpointResult,
-    DescribeStateResult,
-    DropPartitionsResult,
-    GcStateResult,
-    HistoryEntry,
-    MergeSplitsResult,
-    PrewarmCacheResult,
-    Progress,
-    PurgeResult,
-    RepairResult,
-    SkippedFile,
-    TruncateTimeTravelResult,
-)
 from .storage import Storage, open_storage
 
+# What a snapshot read does not need is imported on use ("# lazy" below), so that a fresh process
+# reaches its first snapshot importing only the read path: the change feed, transactions, the
+# maintenance commands and pyarrow (imported by the state read itself, overlapping its decoding).
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from .commands.inspect import InspectTable
     from .commands.maintenance import MaintenanceTable
+    from .log.actions import AddFile
+    from .log.changes import ChangeSet
+    from .log.snapshot import Snapshot
+    from .log.transaction import Transaction
+    from .results import (
+        CheckpointResult,
+        DescribeStateResult,
+        DropPartitionsResult,
+        GcStateResult,
+        HistoryEntry,
+        MergeSplitsResult,
+        PrewarmCacheResult,
+        Progress,
+        PurgeResult,
+        RepairResult,
+        SkippedFile,
+        TruncateTimeTravelResult,
+    )
 
 
 _LOGS: "OrderedDict[tuple, TransactionLog]" = OrderedDict()
 _LOGS_LOCK = threading.Lock()
 _MAX_LOGS = 16
+
+
+def _after_commit(log_: TransactionLog, version: int, operation: str | None = None) -> None:
+    """maintenance.after_commit (the automatic checkpoint, compaction after MERGE SPLITS), the
+    post-commit hook of the logs IndexTable opens, as maintenance.open_log installs it."""
+    from .log.maintenance import after_commit  # lazy: keeps `import indextables_spark.table` cheap
+
+    after_commit(log_, version, operation)
+
+
+def _open_log(storage: Storage, options: Options | None = None) -> TransactionLog:
+    """maintenance.open_log without importing maintenance (and the state writer, pyarrow, ...)
+    until a commit runs its hook."""
+    return TransactionLog(storage, options, post_commit=(_after_commit,))
 
 
 def _shared_log(path: str, options: Options) -> TransactionLog:
@@ -57,7 +73,7 @@ def _shared_log(path: str, options: Options) -> TransactionLog:
         if log is not None:
             _LOGS.move_to_end(key)
             return log
-    log = open_log(open_storage(path, options), options)
+    log = _open_log(open_storage(path, options), options)
     with _LOGS_LOCK:
         log = _LOGS.setdefault(key, log)
         _LOGS.move_to_end(key)
@@ -98,7 +114,7 @@ class IndexTable:
         self.path = path
         if storage is not None:
             self.storage = storage
-            self.log = open_log(storage, self.options)
+            self.log = _open_log(storage, self.options)
         else:
             self.log = _shared_log(path, self.options)
             self.storage = self.log.storage
@@ -140,12 +156,12 @@ class IndexTable:
     def changes_since(self, version: int) -> ChangeSet:
         """ChangeSet(.adds, .removes, .version): files added after `version` still live now, and
         the removes committed after it."""
-        from .log.changes import changes_since
+        from .log.changes import changes_since  # lazy: keeps `import indextables_spark.table` cheap
 
         return changes_since(self.log, version)
 
     def changes_since_timestamp(self, timestamp_ms: int) -> ChangeSet:
-        from .log.changes import changes_since_timestamp
+        from .log.changes import changes_since_timestamp  # lazy
 
         return changes_since_timestamp(self.log, timestamp_ms)
 
@@ -153,6 +169,8 @@ class IndexTable:
         """A transaction on the table read at `version` (latest by default); `commit()` it, or use
         it as a context manager (`with t.transaction() as tx:` commits on a clean exit, discards
         on an exception)."""
+        from .log.transaction import Transaction  # lazy: keeps `import indextables_spark.table` cheap
+
         return Transaction(self.log, resolver=resolver, read_version=version, operation=operation)
 
     # ---- maintenance and inspection (commands/, as pyiceberg's Table.maintenance / .inspect) ----

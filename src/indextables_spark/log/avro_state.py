@@ -18,14 +18,9 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ..errors import CorruptStateError, FileNotFoundInStorageError
 from .actions import DeleteLog, Metadata, Protocol, SkipAction
-from .file_entries import FILE_ENTRY_SCHEMA
-from .manifest import ManifestPlan, decode_unit, plan_manifest
+from .manifest import ManifestPlan, decode_unit_batches, finish_unit, plan_manifest
 from .protocol_gate import check_readable
 from .state_config import StateConfig
 from .state_manifest import (
@@ -38,6 +33,8 @@ from .state_manifest import (
 from .base_state import BaseState
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..storage import Storage
     from .base_state import LogReader, ScanStats
     from .partition_filter import PartitionPredicate
@@ -185,10 +182,17 @@ def read_state_files(
     parallelism: int = 8,
 ) -> pa.Table:
     """Decode the state's manifests (pruned by partition bounds / version bounds) in parallel,
-    apply tombstones, drop duplicate paths (the later entry wins)."""
-    from .partition_filter import prune_manifests
+    apply tombstones, drop duplicate paths (the later entry wins).
 
-    manifests = prune_manifests(sm.manifests, predicate)
+    The decoding runs in worker threads (DataFusion releases the GIL) while this thread imports
+    pyarrow if the process has not yet: in a fresh process the two overlap, so the first snapshot
+    costs about the import alone (everything before this point runs without pyarrow)."""
+    if predicate is None:
+        manifests = list(sm.manifests)
+    else:
+        from .partition_filter import prune_manifests  # lazy: only a filtered read needs it
+
+        manifests = prune_manifests(sm.manifests, predicate)
     if min_added_version is not None:
         manifests = [m for m in manifests if m.max_added_at_version > min_added_version]
     if stats is not None:
@@ -208,20 +212,28 @@ def read_state_files(
         plans = [plan(i) for i in range(len(manifests))]
     units = [u for p in plans for u in p.units]
     # Decode units are CPU-bound (DataFusion releases the GIL): one thread per core is enough.
+    # Always in workers, even a single unit: this thread meanwhile imports pyarrow (below). The
+    # workers leave the batches DataFusion's; this thread makes the Arrow tables (finish_unit).
     dworkers = max(1, min(parallelism, len(units), os.cpu_count() or 2))
-    if dworkers > 1:
+    tables: list[pa.Table] = []
+    if units:
         with ThreadPoolExecutor(max_workers=dworkers, thread_name_prefix="itx-decode") as ex:
             # largest first for balance; results kept in manifest order (later entries win)
             order = sorted(range(len(units)), key=lambda i: -units[i].rows)
-            futures = {i: ex.submit(decode_unit, units[i]) for i in order}
-            tables = [futures[i].result() for i in range(len(units))]
-    else:
-        tables = [decode_unit(u) for u in units]
+            futures = {i: ex.submit(decode_unit_batches, units[i]) for i in order}
+            # lazy: in a fresh process pyarrow's import (~90 ms) runs here, while the workers decode
+            import pyarrow  # noqa: F401
+
+            tables = [finish_unit(futures[i].result()) for i in range(len(units))]
     if stats is not None:
         stats.entries_decoded += sum(t.num_rows for t in tables)
         stats.blocks_skipped_entries += sum(p.rows_total - p.rows_selected for p in plans)
     if not tables:
+        from .file_entries import FILE_ENTRY_SCHEMA  # lazy: pyarrow
+
         return FILE_ENTRY_SCHEMA.empty_table()
+    import pyarrow as pa  # lazy: keeps `import indextables_spark.table` free of pyarrow
+
     # rows of the leading manifests written by one compaction (distinct paths)
     prefix_rows = 0
     index = {id(m): i for i, m in enumerate(sm.manifests)}
@@ -234,9 +246,13 @@ def read_state_files(
     if files.num_rows > prefix_rows and len(manifests) > 1:
         files = drop_duplicate_paths(files, prefix_rows)
     if sm.tombstones and files.num_rows:
+        import pyarrow.compute as pc  # lazy: only states with tombstones need it
+
         dead = pc.is_in(files.column("path"), value_set=pa.array(sm.tombstones, pa.string()))
         files = files.filter(pc.invert(dead))
     if min_added_version is not None and files.num_rows:
+        import pyarrow.compute as pc  # lazy: only the change feed needs it
+
         files = files.filter(pc.greater(files.column("addedAtVersion"), min_added_version))
     return files
 
@@ -244,6 +260,10 @@ def read_state_files(
 def drop_duplicate_paths(files: pa.Table, distinct_prefix_rows: int = 0) -> pa.Table:
     """Keep the last row of each path (manifests are in write order, so the newest entry).
     The first distinct_prefix_rows rows are known to hold distinct paths."""
+    import numpy as np  # lazy: keeps `import indextables_spark.table` free of numpy/pyarrow
+    import pyarrow as pa  # lazy
+    import pyarrow.compute as pc  # lazy
+
     paths = files.column("path")
     n = files.num_rows
     if distinct_prefix_rows > 0:

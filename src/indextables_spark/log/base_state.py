@@ -7,15 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol as TypingProtocol
 
-import pyarrow as pa
-
 from ..options import Options
 from ..storage import Storage
 from .actions import Action, DeleteLog, Metadata, Protocol, SkipAction
-from .file_entries import FILE_ENTRY_SCHEMA
 from .listing import LogListing
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .partition_filter import PartitionPredicate
 
 
@@ -78,6 +77,8 @@ class BaseState:
                 stats.entries_decoded += self.files_table.num_rows
             return self.files_table
         if self.loader is None:
+            from .file_entries import FILE_ENTRY_SCHEMA  # lazy: keeps `import indextables_spark.table` free of pyarrow
+
             return FILE_ENTRY_SCHEMA.empty_table()
         table = self.loader(predicate, min_added_version, stats)
         if predicate is None and min_added_version is None:

@@ -16,7 +16,6 @@ from ..errors import CorruptStateError, FileNotFoundInStorageError
 from .actions import Action, AddFile, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, StatsFiles
 from .codec import decode_actions, decode_text
 from .doc_mapping import doc_mapping_hash
-from .file_entries import add_files_to_table
 from .paths import LOG_DIR
 from .base_state import BaseState
 from .state_manifest import FORMAT_JSON, LastCheckpoint
@@ -139,6 +138,8 @@ def load_json_checkpoint(
     from .protocol_gate import check_readable
 
     check_readable(protocol, where)
+    from .file_entries import add_files_to_table  # lazy: keeps `import indextables_spark.table` free of pyarrow
+
     return BaseState(
         version=version,
         protocol=protocol,

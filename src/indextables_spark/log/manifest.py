@@ -4,6 +4,11 @@ Reading decodes the whole file column-wise with DataFusion's Avro reader (about 
 building Python dicts with fastavro), then adapts the writer's schema to ours by field id, then by
 name: unknown fields are dropped, missing optional fields get their defaults, int is widened to
 long. Nothing is turned into Python objects here.
+
+numpy and pyarrow are imported inside the functions that use them ("# lazy" below): planning a
+read (plan_manifest) and DataFusion's decoding need neither, so a fresh process's first snapshot
+decodes its manifests while pyarrow is still being imported (avro_state.read_state_files), and
+`import indextables_spark.table` stays cheap.
 """
 
 from __future__ import annotations
@@ -17,35 +22,29 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ..errors import CorruptStateError, FileNotFoundInStorageError
 from ..storage import Storage
-from .avro_codec import (
+from .avro_container import (
     FILE_ENTRY_AVRO_SCHEMA,
-    BlockInfo,
     ContainerHeader,
     FILE_ENTRY_FIELD_IDS,
     avro_codec_name,
     list_blocks,
-    encode_rows,
     read_header,
-    write_container,
 )
-from .file_entries import FILE_ENTRY_SCHEMA
 from .paths import MANIFESTS_DIR
 from .state_manifest import ManifestInfo
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .avro_container import BlockInfo
     from .partition_filter import PartitionPredicate
 
 log = logging.getLogger(__name__)
 
 _CTX_LOCK = threading.Lock()
 _CTX: Any = None  # DataFusion SessionContext
-_OUR_NAMES = {f.name for f in FILE_ENTRY_SCHEMA}
 _DEFAULTS = {
     "dataChange": True,
     "modificationTime": 0,
@@ -114,6 +113,9 @@ def new_manifest_key() -> str:
 
 
 def partition_value_column(files: pa.Table, column: str) -> pa.ChunkedArray:
+    import pyarrow as pa  # lazy (see the module docstring)
+    import pyarrow.compute as pc  # lazy
+
     return pc.map_lookup(files.column("partitionValues"), pa.scalar(column, pa.string()), "first")
 
 
@@ -124,6 +126,8 @@ def compute_partition_bounds(
     None (no bounds) for an unpartitioned table."""
     if not partition_columns:
         return None
+    import pyarrow.compute as pc  # lazy (see the module docstring)
+
     out: dict[str, tuple[str | None, str | None]] = {}
     for col in partition_columns:
         if files.num_rows == 0:
@@ -138,6 +142,9 @@ def compute_partition_bounds(
 def _normalize_for_avro(files: pa.Table) -> pa.Table:
     """Values Avro cannot hold as-is: null map values (Avro map values are non-null strings) are
     dropped from partitionValues / minValues / maxValues; hasFooterOffsets is derived when null."""
+    import pyarrow as pa  # lazy (see the module docstring)
+    import pyarrow.compute as pc  # lazy
+
     cols = {}
     for name in ("partitionValues", "minValues", "maxValues"):
         col = files.column(name).combine_chunks()
@@ -166,6 +173,9 @@ def _partition_blocks(
 ) -> tuple[list[int], Callable[[list[BlockInfo]], dict[str, bytes]]]:
     """Block starts at partition changes (rows sorted by partition), merging small partitions
     into blocks of at least MIN_INDEXED_BLOCK_ROWS rows; and a function computing the block index."""
+    import numpy as np  # lazy (see the module docstring)
+    import pyarrow.compute as pc  # lazy
+
     cols = sorted(partition_columns)
     values = [pc.fill_null(partition_value_column(files, c), "").combine_chunks() for c in cols]
     key = values[0] if len(values) == 1 else pc.binary_join_element_wise(*values, "\x1f")
@@ -204,6 +214,8 @@ def encode_manifest(
     compaction writes them) blocks start at partition changes and the header carries each block's
     partition bounds (`io.indextables.blockIndex`), so readers can skip blocks; other Avro readers
     ignore that metadata."""
+    from .avro_codec import encode_rows, write_container  # lazy: numpy/pyarrow (see the module docstring)
+
     files = _normalize_for_avro(conform(files))
     rows = encode_rows(files, FILE_ENTRY_AVRO_SCHEMA)
     starts: list[int] | None = None
@@ -232,6 +244,8 @@ def write_manifest(
 def manifest_info(key: str, files: pa.Table, partition_columns: Sequence[str]) -> ManifestInfo:
     rel = key[len(MANIFESTS_DIR) - len("manifests") :]
     if files.num_rows:
+        import pyarrow.compute as pc  # lazy (see the module docstring)
+
         mm = pc.min_max(files.column("addedAtVersion"))
         lo, hi = int(mm["min"].as_py()), int(mm["max"].as_py())
     else:
@@ -250,20 +264,42 @@ def manifest_info(key: str, files: pa.Table, partition_columns: Sequence[str]) -
 # ---- reading ---------------------------------------------------------------------------------------
 
 
+def _nullability_widened(src: Any, dst: Any) -> bool:
+    """Is `dst` the nested type `src` with some child fields made nullable (and nothing else
+    changed)? Then the column's buffers are valid as `dst` unchanged: a zero-copy view replaces
+    the cast (DataFusion reads the Avro map values and array items as non-null)."""
+    if src.id != dst.id or src.num_fields != dst.num_fields or src.num_fields == 0:
+        return False
+    if getattr(src, "keys_sorted", False) != getattr(dst, "keys_sorted", False):
+        return False
+    for i in range(src.num_fields):
+        s, d = src.field(i), dst.field(i)
+        if s.name != d.name or (s.nullable and not d.nullable):
+            return False
+        if s.type != d.type and not _nullability_widened(s.type, d.type):
+            return False
+    return True
+
+
 def conform(table: pa.Table, writer_fields: list[dict[str, Any]] | None = None, where: str = "") -> pa.Table:
     """Any FileEntry-like table → exactly FILE_ENTRY_SCHEMA (renames by field id, defaults, casts)."""
+    import pyarrow as pa  # lazy (see the module docstring)
+
+    from .file_entries import FILE_ENTRY_SCHEMA  # lazy: pyarrow
+
+    our_names = set(FILE_ENTRY_SCHEMA.names)
     names = table.column_names
     rename: dict[str, str] = {}
     if writer_fields:
         for f in writer_fields:
             fid = f.get("field-id")
             ours = FILE_ENTRY_FIELD_IDS.get(fid) if isinstance(fid, int) else None
-            if ours is None and f.get("name") in _OUR_NAMES:
+            if ours is None and f.get("name") in our_names:
                 ours = f["name"]
             if ours is not None and f.get("name") in names:
                 rename[f["name"]] = ours
     else:
-        rename = {n: n for n in names if n in _OUR_NAMES}
+        rename = {n: n for n in names if n in our_names}
     by_ours = {ours: table.column(src) for src, ours in rename.items()}
     n = table.num_rows
     arrays = []
@@ -273,6 +309,8 @@ def conform(table: pa.Table, writer_fields: list[dict[str, Any]] | None = None, 
             if f.name in _REQUIRED:
                 raise CorruptStateError(f"{where}: manifest has no {f.name!r} field")
             if f.name in _DEFAULTS:
+                import numpy as np  # lazy (see the module docstring)
+
                 col = pa.array(np.full(n, _DEFAULTS[f.name]), f.type)
             elif f.name == "partitionValues":
                 col = pa.array([[]] * n, f.type)
@@ -280,6 +318,8 @@ def conform(table: pa.Table, writer_fields: list[dict[str, Any]] | None = None, 
                 col = pa.nulls(n, f.type)
             else:
                 col = pa.nulls(n, f.type)
+        elif col.type != f.type and _nullability_widened(col.type, f.type):
+            col = pa.chunked_array([c.view(f.type) for c in col.chunks], f.type)
         elif col.type != f.type:
             try:
                 col = col.cast(f.type)
@@ -290,6 +330,8 @@ def conform(table: pa.Table, writer_fields: list[dict[str, Any]] | None = None, 
         arrays.append(col)
     out = pa.Table.from_arrays(arrays, schema=FILE_ENTRY_SCHEMA)
     if out.column("hasFooterOffsets").null_count:
+        import pyarrow.compute as pc  # lazy (see the module docstring)
+
         derived = pc.and_(pc.is_valid(out.column("footerStartOffset")), pc.is_valid(out.column("footerEndOffset")))
         i = out.schema.get_field_index("hasFooterOffsets")
         out = out.set_column(i, FILE_ENTRY_SCHEMA.field(i), pc.coalesce(out.column(i), derived))
@@ -319,6 +361,8 @@ class ManifestPlan:
 
 
 def _empty() -> pa.Table:
+    from .file_entries import FILE_ENTRY_SCHEMA  # lazy: pyarrow (see the module docstring)
+
     return FILE_ENTRY_SCHEMA.empty_table()
 
 
@@ -402,11 +446,30 @@ def plan_manifest(
     return ManifestPlan(units, rows, sel_rows)
 
 
-def decode_unit(unit: DecodeUnit) -> pa.Table:
-    table = _decode_with_datafusion(unit)
+@dataclass
+class DecodedUnit:
+    """A unit decoded by DataFusion, its record batches still DataFusion's (no pyarrow object yet):
+    `decode_unit_batches` runs without pyarrow, `finish_unit` makes the Arrow table."""
+
+    unit: DecodeUnit
+    frame: Any  # the DataFusion DataFrame (its schema, when no batch came back)
+    batches: list[Any]
+
+
+def finish_unit(decoded: DecodedUnit) -> pa.Table:
+    """The unit's FILE_ENTRY_SCHEMA table (pyarrow), checked against the file's record count."""
+    import pyarrow as pa  # lazy (see the module docstring)
+
+    unit = decoded.unit
+    batches = [b.to_pyarrow() for b in decoded.batches]
+    table = pa.Table.from_batches(batches) if batches else pa.Table.from_batches([], schema=decoded.frame.schema())
     if table.num_rows != unit.rows:
         raise CorruptStateError(f"{unit.where}: decoded {table.num_rows} entries, the file's blocks hold {unit.rows}")
     return conform(table, unit.writer_fields, unit.where)
+
+
+def decode_unit(unit: DecodeUnit) -> pa.Table:
+    return finish_unit(decode_unit_batches(unit))
 
 
 def read_manifest(
@@ -418,6 +481,8 @@ def read_manifest(
     tables = [decode_unit(u) for u in plan.units]
     if not tables:
         return _empty()
+    import pyarrow as pa  # lazy (see the module docstring)
+
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
@@ -426,7 +491,9 @@ def _tmp_dir() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-def _decode_with_datafusion(unit: DecodeUnit) -> pa.Table:
+def decode_unit_batches(unit: DecodeUnit) -> DecodedUnit:
+    """The CPU-heavy part of decoding a unit, by DataFusion (which releases the GIL), without
+    pyarrow: finish_unit makes the Arrow table."""
     tmp = None
     try:
         if unit.path is None:
@@ -441,7 +508,9 @@ def _decode_with_datafusion(unit: DecodeUnit) -> pa.Table:
         ext = os.path.splitext(path)[1] or ".avro"
         try:
             # positional: the package's keyword is file_partition_cols, the core's table_partition_cols
-            return _ctx().read_avro(path, None, [], ext).to_arrow_table()
+            frame = _ctx().read_avro(path, None, [], ext)
+            # the batches stay DataFusion's until finish_unit: no pyarrow needed here
+            return DecodedUnit(unit, frame, list(frame.execute_stream()))
         except Exception as e:  # noqa: BLE001 - DataFusion reports every decoding problem as its own error
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise CorruptStateError(f"{unit.where}: corrupt or truncated manifest ({msg[:300]})") from None

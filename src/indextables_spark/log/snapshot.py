@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from .actions import AddFile, DeleteLog, Metadata, Protocol, SkipAction
-from .file_entries import map_values, table_to_add_files
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .delete_logs import DeleteIndex
+
+# pyarrow (and file_entries, which needs it) are imported in the methods that use them ("# lazy"):
+# this module is part of `import indextables_spark.table`, which stays free of pyarrow.
 
 
 @dataclass
@@ -49,6 +50,8 @@ class Snapshot:
 
     @cached_property
     def files(self) -> list[AddFile]:
+        from .file_entries import table_to_add_files  # lazy
+
         return table_to_add_files(self.files_table)
 
     @property
@@ -67,6 +70,11 @@ class Snapshot:
     def partition_index(self) -> tuple[list[dict[str, str | None]], pa.Array]:
         """(the distinct partition values of the live files, each file's index into that list):
         planners evaluate a partition filter once per partition, not once per file."""
+        import pyarrow as pa  # lazy
+        import pyarrow.compute as pc  # lazy
+
+        from .file_entries import map_values  # lazy
+
         cols = self.partition_columns
         table = self.files_table
         if not cols or table.num_rows == 0:
@@ -100,6 +108,8 @@ class Snapshot:
     def total_bytes(self) -> int:
         if self.files_table.num_rows == 0:
             return 0
+        import pyarrow.compute as pc  # lazy
+
         return int(pc.sum(self.files_table.column("size")).as_py() or 0)
 
     @property
@@ -108,6 +118,8 @@ class Snapshot:
         col = self.files_table.column("numRecords")
         if col.null_count:
             return None
+        import pyarrow.compute as pc  # lazy
+
         return int(pc.sum(col).as_py() or 0)
 
     def doc_mapping(self, ref: str | None) -> str | None:

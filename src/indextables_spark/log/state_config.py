@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidOptionError
 from ..options import Options
-from .avro_codec import avro_codec_name
+from .avro_container import avro_codec_name
 
 
 @dataclass(frozen=True)

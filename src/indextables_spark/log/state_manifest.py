@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import CorruptStateError, PathEscapeError, ProtocolVersionError
 from ..storage.base import check_key
-from .avro_codec import STATE_MANIFEST_AVRO_SCHEMA, avro_codec_name, read_header
+from .avro_container import STATE_MANIFEST_AVRO_SCHEMA, avro_codec_name, read_header
 from .paths import LOG_DIR, state_dir_name
 
 STATE_FORMAT_VERSION = 1
@@ -165,7 +165,7 @@ class StateManifest:
 
 def encode_state_manifest(sm: StateManifest, codec: str = "zstd", level: int = 3) -> bytes:
     """The record encoded by fastavro, framed by our container writer: its zstd blocks carry a
-    content checksum (avro_codec._compress), so a flipped bit in the state manifest fails the read
+    content checksum (avro_container._compress), so a flipped bit in the state manifest fails the read
     (then the reader falls back) instead of decoding to another valid state."""
     import fastavro
     import pyarrow as pa

@@ -12,9 +12,6 @@ from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ..errors import CorruptStateError, FileNotFoundInStorageError, TableNotFoundError, VersionNotFoundError
 from ..options import Options
 from ..storage import Storage
@@ -31,7 +28,6 @@ from .actions import (
     derive_added_at,
 )
 from .codec import decode_actions, encode_actions
-from .file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
 from .paths import LOG_DIR, version_key
 from .protocol_gate import check_readable
 from .base_state import BaseState, ScanStats
@@ -39,6 +35,8 @@ from .snapshot import Snapshot
 from .state_config import read_parallelism
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .listing import LogListing
     from .partition_filter import PartitionPredicate
 
@@ -418,12 +416,26 @@ class TransactionLog:
         stats: ScanStats | None = None,
         min_added_version: int | None = None,
     ) -> pa.Table:
-        files = base.load_files(predicate, min_added_version, stats) if base else FILE_ENTRY_SCHEMA.empty_table()
+        # pyarrow is imported by the first read that needs it, not by `import indextables_spark.table`
+        # (lazy imports below); an Avro state's decoding overlaps that import (avro_state.read_state_files)
+        if base:
+            files = base.load_files(predicate, min_added_version, stats)
+        else:
+            from .file_entries import FILE_ENTRY_SCHEMA  # lazy
+
+            files = FILE_ENTRY_SCHEMA.empty_table()
         drop = set(delta.removed) | set(delta.added)
         if drop and files.num_rows:
+            import pyarrow as pa  # lazy
+            import pyarrow.compute as pc  # lazy
+
             keep = pc.invert(pc.is_in(files.column("path"), value_set=pa.array(list(drop), pa.string())))
             files = files.filter(keep)
         if delta.added:
+            import pyarrow as pa  # lazy
+
+            from .file_entries import add_files_to_table  # lazy
+
             new = add_files_to_table(delta.added.values())
             files = pa.concat_tables([files, new]) if files.num_rows else new
         return files
