@@ -1,6 +1,6 @@
 """IndexTables4Spark's indexing option names (#27, criterion 2): the list forms of the per-column
 families, token lengths (recorded per field, used by queries, old tables unchanged), nonfastfields,
-storeonlyfields, indexonlyfields (refused), dataSkippingStatsColumns, and their validation."""
+storeonlyfields, dataSkippingStatsColumns (indexonlyfields: test_index_only_columns.py), and their validation."""
 
 from __future__ import annotations
 
@@ -235,11 +235,6 @@ def test_storeonlyfields_is_storeonly(tmp_path):
     assert sorted(a.to_arrow(where="body = 'lazy dog'").column("id").to_pylist()) == [4]
     with pytest.raises(InvalidOptionError, match=r"indexing.storeonlyfields names 'nope'"):
         write(tmp_path, {"indexing.storeonlyfields": "nope"}, "c")
-
-
-def test_indexonlyfields_is_refused_naming_the_option(tmp_path):
-    with pytest.raises(InvalidOptionError, match=r"indexing.indexonlyfields.*not supported.*null"):
-        write(tmp_path, {"indexing.indexonlyfields": "body"})
 
 
 # ---- statistics ------------------------------------------------------------------------------

@@ -206,9 +206,11 @@ def _match_split(
     reader = SplitReader(get_cache(options).local_dir(storage, add))
     existing = load_split_deletes(storage, snapshot.deletes_for(add), reader.num_rows, add.path)
     found: list[np.ndarray] = []
+    # the rows check every condition but those on index-only columns (the index answered them)
+    _, checked = sf.index_only_filters(pred.conjuncts, reader.specs)
     for ids, batch in reader.read_with_row_ids(pushed, pred.query, existing):
-        if pred.conjuncts:
-            keep = sf.arrow_mask(_with_partitions(batch, add, partition_types), list(pred.conjuncts))
+        if checked:
+            keep = sf.arrow_mask(_with_partitions(batch, add, partition_types), checked)
             ids = ids.filter(keep)
         if len(ids):
             found.append(ids.to_numpy())
@@ -287,6 +289,15 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
     arrow_types = {f.name: f.type for f in arrow_schema(snap.schema_json)}
     pred = parse_delete(where, query, types)
     values = equality_values(pred, arrow_types)
+    specs = column_specs(snap.schema_json, snap.partition_columns, opts)
+    if sf.check_index_only(pred.conjuncts, specs, f"DELETE on {storage.uri}") and values is not None:
+        # equality and key deletes match values in the rows, which hold no index-only column
+        if kind in ("equality", "primary_key"):
+            raise DeletePredicateError(
+                f"DELETE kind {kind}: the predicate reads index-only columns (indexing.indexonlyfields), whose "
+                f"values only the index holds; use kind positional (or auto)"
+            )
+        values = None
     chosen = choose_kind(kind, pred, values, _primary_key(opts, types), snap.partition_columns)
     result = DeleteResult(
         table_path=storage.uri,
@@ -303,11 +314,15 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
     removed_splits = delete_logs = scanned = 0
     try:
         if chosen == POSITIONAL:
-            specs = column_specs(snap.schema_json, snap.partition_columns, opts)
             files = _candidates(storage, snap, pred, specs, opts)
             scanned = len(files)
             parts = set(snap.partition_columns)
-            pushed = [f for f in pred.conjuncts if not (sf.columns_of(f) & parts) and sf.supports(f, specs)]
+            index_only, _ = sf.index_only_filters(pred.conjuncts, specs)
+            pushed = [
+                f
+                for f in pred.conjuncts
+                if any(f is g for g in index_only) or (not (sf.columns_of(f) & parts) and sf.supports(f, specs))
+            ]
             ptypes = {c: arrow_types[c] for c in snap.partition_columns}
             with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(files)))) as pool:
                 matches = list(pool.map(lambda f: _match_split(storage, opts, snap, f, pred, pushed, ptypes), files))

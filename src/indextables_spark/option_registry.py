@@ -127,8 +127,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "indexing.indexonlyfields",
         "str",
         None,
-        "refused, naming the option: rows are read from the row store, which holds every column "
-        "(the reference reads such a column back as null)",
+        "columns indexed but not stored (comma list; fixed at creation): they read as NULL, filters on "
+        "them are answered by the index alone (see Index-only columns)",
         reference="indexing.indexonlyfields",
     ),
     _o("indexing.bloomfilter.columns", "str", None, "columns with a per-split Bloom filter (comma list)"),

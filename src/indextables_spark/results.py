@@ -419,6 +419,7 @@ class MergeSplitsResult(OperationResult):
     splits_skipped: int = 0
     splits_cooling_down: int = 0
     splits_other_mapping: int = 0
+    splits_index_only: int = 0  # left as they are: index-only columns cannot be rebuilt from rows
     skipped_files: list[SkippedFile] = empty_list()
     duration_ms: float = 0.0
 

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 
-from .errors import ConcurrentModificationError, IndexTablesError, SchemaMismatchError
+from .errors import ConcurrentModificationError, IndexTablesError, InvalidOptionError, SchemaMismatchError
 from .log.actions import AddFile, Metadata
 from .log.doc_mapping import doc_mapping_hash, registry_key
 from .log.protocol_gate import CURRENT_PROTOCOL, check_writable
@@ -134,6 +134,7 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
             else:
                 check_append_schema(path, table_schema, incoming)
         settings = Options.of(recorded_settings(snap.metadata_action.configuration), opts)
+        _check_index_only_unchanged(path, snap.metadata_action.configuration, settings)
     else:
         table_schema = incoming
         parts = requested_parts or []
@@ -153,6 +154,21 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
     target = target_split_bytes_option(settings) or registered_default("write.targetSplitSize")
     plan = WritePlan(table_schema, list(parts), settings, mapping, target)
     return plan, read_version, read_version >= 0
+
+
+def _check_index_only_unchanged(path: str, configuration: Mapping[str, str], settings: Options) -> None:
+    """Which columns the rows leave out (indexing.indexonlyfields) is the table's, fixed at creation:
+    readers decide from the recorded setting which filters only the index may answer."""
+    from .split.indexing import IndexingConfig, recorded_settings
+
+    recorded = set(IndexingConfig.of(Options.of(recorded_settings(configuration))).index_only)
+    asked = set(IndexingConfig.of(settings).index_only)
+    if asked != recorded:
+        raise InvalidOptionError(
+            f"table {path}: option indexing.indexonlyfields names {sorted(asked) or 'no column'}, but the table "
+            f"was created with {sorted(recorded) or 'none'} (columns its rows leave out are fixed when a table "
+            f"is created; leave the option out to write the table's setting)"
+        )
 
 
 def refuse_companion(path: str, configuration: Mapping[str, str]) -> None:

@@ -124,6 +124,9 @@ class GroupPlan:
     groups: list[MergeGroup]
     cooling_down: list[str] = field(default_factory=list)  # active SkipAction: not retried yet
     other_mapping: list[str] = field(default_factory=list)  # doc mapping differs from the table's
+    # splits with index-only columns (indexing.indexonlyfields): a merge rebuilds a split from its
+    # rows, which do not hold those columns, so it would lose their index
+    index_only: list[str] = field(default_factory=list)
     too_large: int = 0  # already >= skipSplitThreshold × target
 
 
@@ -132,7 +135,12 @@ def _age_key(f: AddFile) -> tuple:
 
 
 def plan_groups(
-    files: Sequence[AddFile], skips: dict[str, SkipAction], now_ms: int, cfg: MergeConfig, mergeable_ref: str | None
+    files: Sequence[AddFile],
+    skips: dict[str, SkipAction],
+    now_ms: int,
+    cfg: MergeConfig,
+    mergeable_ref: str | None,
+    index_only: bool = False,
 ) -> GroupPlan:
     """Bin-pack the merge candidates among `files` (see the module doc)."""
     plan = GroupPlan([])
@@ -148,6 +156,9 @@ def plan_groups(
             continue
         if f.doc_mapping_ref != mergeable_ref:
             plan.other_mapping.append(f.path)
+            continue
+        if index_only:
+            plan.index_only.append(f.path)
             continue
         key = tuple(sorted((f.partition_values or {}).items(), key=lambda kv: kv[0]))
         buckets.setdefault(key, []).append(f)
@@ -423,7 +434,7 @@ def plan_merge(
 ) -> MergePlan:
     from ..log.doc_mapping import doc_mapping_hash
     from ..log.protocol_gate import check_writable
-    from ..split.types import doc_mapping_json
+    from ..split.types import column_specs, doc_mapping_from_specs
 
     cfg = config or MergeConfig.from_options(log_.options)
     if where is not None and not where.strip():
@@ -436,9 +447,18 @@ def plan_merge(
     refuse_reference_writes(log_.snapshot(snap.version) if partial else snap, log_.storage.uri, OPERATION)
     opts = _writer_options(snap, log_.options)
     parts = snap.partition_columns
-    mapping_ref = doc_mapping_hash(doc_mapping_json(snap.schema_json, parts, opts))
+    specs = column_specs(snap.schema_json, parts, opts)
+    mapping_ref = doc_mapping_hash(doc_mapping_from_specs(specs))
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    groups = plan_groups(snap.files, snap.skips, now, cfg, mapping_ref)
+    index_only = any(s.index_only for s in specs)
+    groups = plan_groups(snap.files, snap.skips, now, cfg, mapping_ref, index_only)
+    if index_only and groups.index_only:
+        log.warning(
+            "MERGE SPLITS %s: %d splits left as they are: the table has index-only columns "
+            "(indexing.indexonlyfields), whose values only the index holds, and a merge rebuilds splits from rows",
+            log_.storage.uri,
+            len(groups.index_only),
+        )
     from ..log.delete_logs import deletes_json
 
     for g in groups.groups:
@@ -476,6 +496,7 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
         merge_groups=len(g.groups),
         splits_cooling_down=len(g.cooling_down),
         splits_other_mapping=len(g.other_mapping),
+        splits_index_only=len(g.index_only),
     )
     if not g.groups:
         return replace(planned, duration_ms=elapsed_ms(started))

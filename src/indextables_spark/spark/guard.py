@@ -106,7 +106,7 @@ def record_scan(relation_id: str, epoch: str, queries: list[str], filters: list,
     if any(s["q"] != seen[0]["q"] for s in seen):
         raise InvalidOptionError(
             f"one loaded DataFrame/view of the indextables table {path} is scanned {len(seen)} times in one query "
-            f"with different full-text queries ({sorted({' AND '.join(s['q']) or '<none>' for s in seen})}); "
+            f"with different full-text queries or filters on index-only columns ({sorted({' AND '.join(s['q']) or '<none>' for s in seen})}); "
             f"Spark plans one read per loaded relation, so load the table once per scan "
             f"(spark.read.format('indextables').load(path) for each side, or a separate view per query)"
         )
@@ -145,6 +145,14 @@ def unguarded_query_message(path: str) -> str:
         f"a full-text `{INDEXALL} = '<query>'` filter on {path} needs a guarded read: call "
         f"indextables_spark.register(spark) before loading the table or creating the view (its load and "
         f"view bridge plan every scan afresh), or pass the query as the read option 'query'"
+    )
+
+
+def unguarded_index_only_message(path: str, column: str | None) -> str:
+    return (
+        f"a filter on the index-only column {column!r} of {path} (indexing.indexonlyfields) is answered by the "
+        f"index alone, which needs a guarded read: call indextables_spark.register(spark) before loading the "
+        f"table or creating the view (the rows hold NULL for an index-only column, so Spark cannot apply it)"
     )
 
 

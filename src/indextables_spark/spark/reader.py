@@ -235,6 +235,12 @@ class IndexTablesReader(DataSourceReader):
             for f in self.table_schema_json["fields"]
         }
         self.specs = table_specs(snapshot, self.opts)
+        unstored = [c for c in self.read_opts.snippet_fields if any(s.index_only and s.name == c for s in self.specs)]
+        if unstored:
+            raise InvalidOptionError(
+                f"snippets of {unstored} on {self.path}: index-only columns (indexing.indexonlyfields) keep no "
+                f"text to cut snippets from"
+            )
 
     def _ensure_bound(self) -> None:
         if self._snapshot is None:
@@ -269,11 +275,22 @@ class IndexTablesReader(DataSourceReader):
             if queries:
                 raise InvalidOptionError(guard.unguarded_query_message(self.path))
             self._ensure_bound()
+            unstored = self._index_only_columns()
+            on = [f for f in filters if _filter_column(f) in unstored]
+            if on:
+                raise InvalidOptionError(guard.unguarded_index_only_message(self.path, _filter_column(on[0])))
             yield from filters  # Spark applies them all (see the class docstring)
             return
         self._bind(self.pin.snapshot(self.path, self.opts, latest=True))
         others = [f for f, v in zip(filters, verdicts) if v is None]
-        narrow = guard.record_scan(self.pin.relation_id, epoch, queries, others, self.path)
+        # Filters on index-only columns are the index's alone (Spark would see NULL in the rows), like
+        # the full-text query: never handed back, and sibling scans must agree on them.
+        unstored = self._index_only_columns()
+        index_only = [f for f in others if _filter_column(f) in unstored]
+        others = [f for f in others if not any(f is g for g in index_only)]
+        self._take_index_only(index_only)
+        recorded = queries + sorted(f"index-only filter {f!r}" for f in index_only)
+        narrow = guard.record_scan(self.pin.relation_id, epoch, recorded, others, self.path)
         from ..split.operators import decode
 
         # search operators arrive encoded (split/operators.py): checked against this table now
@@ -295,6 +312,26 @@ class IndexTablesReader(DataSourceReader):
                 self.partition_filters.append(core)
             elif not (cols & parts) and supports(core, self.specs):
                 self.data_filters.append(core)
+
+    def _index_only_columns(self) -> set[str]:
+        return {s.name.lower() for s in self.specs if s.index_only}
+
+    def _take_index_only(self, filters: list) -> None:
+        """Add the filters on index-only columns to the data filters, each one the index answers
+        exactly (UnsupportedFilterError naming it otherwise: the rows cannot check it)."""
+        from ..split.filters import UnsupportedFilterError, check_index_only
+
+        where = f"a Spark read of {self.path}"
+        core = []
+        for f in filters:
+            c = spark_filters.convert(f, self.column_types)
+            if c is None:
+                raise UnsupportedFilterError(
+                    f"filter {f!r} on index-only column {_filter_column(f)!r} ({where}; indexing.indexonlyfields): "
+                    f"its value has no index form, and the rows do not hold the column"
+                )
+            core.append(c)
+        self.data_filters.extend(check_index_only(core, self.specs, where))
 
     def _live_files(self) -> list[AddFile]:
         from ..split.search import prune_files
@@ -475,6 +512,18 @@ class UnpushedReader(IndexTablesReader):
     pushFilters = DataSourceReader.pushFilters
 
 
+def _filter_column(f) -> str | None:
+    """The lower-cased top-level column a pushed Spark filter reads (through NOT); None for others."""
+    from pyspark.sql import datasource as sds
+
+    while isinstance(f, sds.Not):
+        f = f.child
+    attr = getattr(f, "attribute", None)
+    if isinstance(attr, (tuple, list)):
+        return str(attr[0]).lower() if attr else None
+    return str(attr).lower() if attr is not None else None
+
+
 def indexall_filter(f):
     """How a filter on the `_indexall` pseudo-column is consumed: the query text (EqualTo), the
     plan guard (a `guard.Guard`), True for IS NOT NULL (implied by a query), None when not about it."""
@@ -537,13 +586,18 @@ def read_ranked(
     kept: list[pa.Table] = []
     for add in adds:
         split = task.open(add)
+        stored = set(split.schema.names)  # columns the split lacks (index-only, added later) come back NULL
         table = split.search_scored(
-            query, ro.limit, reader.data_filters, names, deletes=task.deletes(add, (deletes or {}).get(add.path))
+            query,
+            ro.limit,
+            reader.data_filters,
+            [n for n in names if n in stored],
+            deletes=task.deletes(add, (deletes or {}).get(add.path)),
         )
         if ro.snippet_fields and SNIPPET in target.names:
             table = with_snippets(split, table, query, ro.snippet_fields)
         if len(names) > len(task.names):
-            table = table.drop_columns(names[len(task.names) :])
+            table = table.drop_columns([n for n in names[len(task.names) :] if n in stored])
         table = with_partition_values([(add, table)], target, reader.partition_columns)
         if ro.limit is None:
             yield from table.to_batches(max_chunksize=ro.batch_rows)

@@ -253,8 +253,9 @@ def compute_aggregate(table, snap, agg: st.AggregatePlan, info: st.TableInfo) ->
     if query is not None or plan.exact:
         fetch_missing(table.storage, table.options, files)
     # Tantivy's stats read fast fields: a column written without one (indexing.nonfastfields)
-    # is aggregated from the rows
-    slow = {s.name for s in info.specs if s.value_field is not None and not s.value_field.fast}
+    # is aggregated from the rows; so is an index-only one (indexing.indexonlyfields), whose
+    # rows hold NULL: the answer Spark computes over the rows of a scan
+    slow = {s.name for s in info.specs if (s.value_field is not None and not s.value_field.fast) or s.index_only}
     fast = not any(a.column in slow for a in request.aggs)
     engine = _engine_rows(table, snap, files, request, query, plan, info.types) if fast else None
     if engine is not None:

@@ -147,6 +147,11 @@ def _check(agg: Agg, spec: ColumnSpec, parent: Agg | None) -> None:
         )
     field = spec.exact_field or spec.value_field
     from_rows = k in VALUE_KINDS or (k in STATS_KINDS and (kind == "decimal" or kind not in _NUMERIC + _TEMPORAL))
+    if spec.index_only and from_rows:
+        raise AggregationError(
+            f"{agg.where}: {agg.column!r} is index-only (indexing.indexonlyfields): {k} of a {kind} column is "
+            f"computed from the rows, which do not hold it"
+        )
     if not spec.partition and kind not in ("text", "json", "binary") and field is not None and not field.fast:
         if not from_rows:
             raise AggregationError(

@@ -36,7 +36,14 @@ from .bloom import BloomConfig, SplitBloomBuilder, bloom_file_for
 from .stats import StatsCollector, stats_columns
 from .text import has_long_token
 from .text import supported as text_supported
-from .types import ColumnSpec, arrow_schema, doc_mapping_from_specs, tantivy_schema, validate_schema
+from .types import (
+    ColumnSpec,
+    arrow_schema,
+    doc_mapping_from_specs,
+    row_store_columns,
+    tantivy_schema,
+    validate_schema,
+)
 
 BATCH_ROWS = 65_536  # rows per IPC record batch (and per indexing chunk)
 # Rows gathered per split before its Tantivy documents are built: a task's Arrow batches (10,000
@@ -114,6 +121,13 @@ class SplitWriter:
         self.doc_mapping_ref = doc_mapping_hash(self.doc_mapping)
         self.full_schema = arrow_schema(schema_json)
         self.stored_schema = arrow_schema(schema_json, [s.name for s in self.stored_specs])
+        # the row store leaves index-only columns out (indexing.indexonlyfields): they are indexed only
+        self._row_names = row_store_columns(self.stored_specs)
+        self.row_schema = (
+            self.stored_schema
+            if len(self._row_names) == len(self.stored_specs)
+            else arrow_schema(schema_json, self._row_names)
+        )
         self._partition_types = {s.name: s.spark_type for s in self.specs if s.partition}
         self._tantivy_schema = tantivy_schema(self.stored_specs)
         self.target_split_bytes = target_split_bytes if target_split_bytes else target_split_bytes_option(self.options)
@@ -312,7 +326,7 @@ class SplitWriter:
             sink = ipc = None
             if self.companion is None:
                 sink = pa.OSFile(os.path.join(tmp, ROWS_NAME), "wb")
-                ipc = pa.ipc.new_file(sink, self.stored_schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
+                ipc = pa.ipc.new_file(sink, self.row_schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -329,7 +343,7 @@ class SplitWriter:
         )
 
     def _write_rows(self, split: _OpenSplit, rows: pa.RecordBatch) -> None:
-        split.pending.append(rows)
+        split.pending.append(rows if self.row_schema is self.stored_schema else rows.select(self._row_names))
         split.pending_rows += rows.num_rows
         split.unindexed.append(rows)
         split.unindexed_rows += rows.num_rows

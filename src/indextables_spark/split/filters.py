@@ -766,6 +766,84 @@ def build_query(
     return (parts[0] if len(parts) == 1 else q.must(parts)), exact
 
 
+def index_only_filters(
+    filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]
+) -> tuple[list[Filter], list[Filter]]:
+    """(the filters reading an index-only column, the others). The former are the index's to
+    answer: the rows hold NULL in place of an index-only column (`indexing.indexonlyfields`)."""
+    by_name = specs_by_name(specs)
+    only = {n.lower() for n, s in by_name.items() if s.index_only}
+    if not only:
+        return [], list(filters)
+    on = [f for f in filters if any(_unquote(c).lower() in only for c in columns_of(f))]
+    return on, [f for f in filters if not any(f is g for g in on)]
+
+
+def index_only_query(
+    schema: tantivy.Schema,
+    filters: Sequence[Filter],
+    specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec],
+    where: str,
+) -> tantivy.Query | None:
+    """The index's exact answer to filters on index-only columns (None without filters). A filter
+    the index answers only approximately (a superset the rows would re-check) has no answer: the
+    rows do not hold the column, so UnsupportedFilterError names the filter and the column."""
+    by_name = specs_by_name(specs)
+    q = _Q(schema, by_name)
+    parts = []
+    for f in filters:
+        sub, exact = q.build(f)
+        if sub is None or not exact:
+            raise UnsupportedFilterError(index_only_message(f, by_name, where))
+        parts.append(sub)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else q.must(parts)
+
+
+def _index_only_subject(f: Filter, specs: Mapping[str, ColumnSpec], where: str) -> tuple[str, list[str]]:
+    from ..predicates import render
+
+    cols = sorted({_unquote(c) for c in columns_of(f) if (s := _lookup(specs, c)) is not None and s.index_only})
+    plural = "s" if len(cols) > 1 else ""
+    return f"filter {render(f)} on index-only column{plural} {', '.join(map(repr, cols))} ({where})", cols
+
+
+def index_only_message(f: Filter, specs: Mapping[str, ColumnSpec], where: str) -> str:
+    subject, cols = _index_only_subject(f, specs, where)
+    kinds = sorted({s.kind for c in cols if (s := _lookup(specs, c)) is not None})
+    return (
+        f"{subject}: the rows do not hold an index-only column (indexing.indexonlyfields; it reads as NULL), "
+        f"and the index answers this filter only approximately (column kind {'/'.join(kinds)}). The index "
+        f"answers exactly: =, IN, IS [NOT] NULL and LIKE 'prefix%' on strings (not on tokenized text), "
+        f"comparisons on integers, dates and timestamps, = on booleans, and AND/OR of those; search text "
+        f"with a query (`{cols[0] if cols else 'column'}:term`, it.fieldmatch, indexquery)"
+    )
+
+
+def check_index_only(
+    filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec], where: str
+) -> list[Filter]:
+    """The filters on index-only columns, checked before any split is read: each must be answered
+    exactly by the index (UnsupportedFilterError otherwise) and must not read a partition column
+    (those are decided on the rows). Per split the reader checks again with its own doc mapping."""
+    from .types import tantivy_schema
+
+    by_name = specs_by_name(specs)
+    on, _ = index_only_filters(filters, by_name)
+    if not on:
+        return []
+    for f in on:
+        if any((s := _lookup(by_name, c)) is not None and s.partition for c in columns_of(f)):
+            raise UnsupportedFilterError(
+                f"{_index_only_subject(f, by_name, where)[0]}: it also reads a partition column; the index "
+                f"answers filters on an index-only column, the log those on partition columns: filter each in "
+                f"its own condition (AND)"
+            )
+    index_only_query(tantivy_schema([s for s in by_name.values() if not s.partition]), on, by_name, where)
+    return on
+
+
 def tantivy_query(
     index: tantivy.Index, filters: Sequence[Filter], specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec]
 ) -> tantivy.Query | None:

@@ -29,8 +29,15 @@ from ._tantivy import tantivy_call
 from .bundle import LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
 from .query_errors import TermRewriteError, cjk_bigram_terms, fuzzy_and_prefix_terms, negations_as_prefix
 from ..predicates import Filter, columns_of
-from .filters import arrow_mask, build_query
-from .types import ROW_FIELD, ColumnSpec, specs_from_doc_mapping, with_fully_tokenized, with_truncated_terms
+from .filters import arrow_mask, build_query, index_only_filters, index_only_query
+from .types import (
+    ROW_FIELD,
+    ColumnSpec,
+    index_only_columns,
+    specs_from_doc_mapping,
+    with_fully_tokenized,
+    with_truncated_terms,
+)
 
 if TYPE_CHECKING:
     import tantivy
@@ -346,6 +353,8 @@ class SplitReader:
         self.schema: pa.Schema = h.ipc.schema
         self.num_rows = h.footer.num_rows
         self._specs_by_name = {s.name: s for s in self.specs}
+        # indexed, not in the row store (indexing.indexonlyfields): filters on them are the index's
+        self.index_only = index_only_columns(self.specs)
         _register(self.local_dir)
         weakref.finalize(self, _unregister, self.local_dir)
 
@@ -357,8 +366,18 @@ class SplitReader:
     def parse_query(self, query: str) -> tantivy.Query:
         return parse_query(self.index, self.specs, query)
 
+    def _row_filters(self, filters: Sequence[Filter]) -> tuple[tantivy.Query | None, list[Filter]]:
+        """(the index's exact answer to the filters on index-only columns, the filters the rows
+        check): the rows hold no index-only column, so its filters never reach `arrow_mask`."""
+        if not self.index_only:
+            return None, list(filters)
+        on, rest = index_only_filters(filters, self._specs_by_name)
+        where = f"split {self.local_dir}"
+        return (index_only_query(self.index.schema, on, self._specs_by_name, where) if on else None), rest
+
     def _query(self, filters: Sequence[Filter], query: str | None) -> tuple[tantivy.Query | None, bool, bool]:
-        """(tantivy query or None, narrowing exact, has user query)."""
+        """(tantivy query or None, narrowing exact, has a query that must run): `filters` are the
+        row-checked ones (see _row_filters); a user query is always run."""
         import tantivy
 
         narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
@@ -368,6 +387,20 @@ class SplitReader:
             return None, exact, False
         q = parts[0] if len(parts) == 1 else tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts])
         return q, exact, user is not None
+
+    def _plan(self, filters: Sequence[Filter], query: str | None) -> tuple[list[Filter], tuple[Any, bool, bool]]:
+        """(the filters the rows check, the search plan): filters on index-only columns join the
+        plan as a query that always runs (the rows cannot check them)."""
+        import tantivy
+
+        forced, filters = self._row_filters(filters)
+        if not filters and query is None and forced is None:
+            return [], (None, True, False)
+        q, exact, has_user = self._query(filters, query)
+        if forced is not None:
+            q = forced if q is None else tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in (q, forced)])
+            has_user = True
+        return filters, (q, exact, has_user)
 
     def searcher(self) -> Any:  # a tantivy.Searcher (Any: tantivy's stubs lack SearchResult.count)
         with tantivy_call(f"opening a searcher on split {self.local_dir}"):
@@ -415,7 +448,7 @@ class SplitReader:
     def _check_filter_columns(self, filters: Sequence[Filter]) -> None:
         if not filters:
             return
-        stored = {n.lower() for n in self.schema.names}
+        stored = {n.lower() for n in self.schema.names} | self.index_only
         unknown = sorted(
             c for c in set().union(*(columns_of(f) for f in filters)) if c.strip("`").lower() not in stored
         )
@@ -480,7 +513,7 @@ class SplitReader:
         """Checks and plans now (errors surface at the call), then yields the filtered batches."""
         filters = list(filters or [])
         self._check_filter_columns(filters)
-        plan = self._query(filters, query) if (filters or query is not None) else (None, True, False)
+        filters, plan = self._plan(filters, query)
         return self._filtered(filters, plan, deletes, with_ids, columns)
 
     def _filtered(
@@ -542,7 +575,8 @@ class SplitReader:
         if not filters and query is None and (deletes is None or deletes.only_positions):
             return self.num_rows - dead
         self._check_filter_columns(filters)
-        q, exact, _ = plan = self._query(filters, query) if (filters or query is not None) else (None, True, False)
+        filters, plan = self._plan(filters, query)
+        q, exact, _ = plan
         if q is not None and exact and deletes is not None and deletes.only_positions:
             # the matching row ids (never None: the plan has a query), minus the deleted ones
             rows = self.matching_rows((q, exact, True)) or []
@@ -581,7 +615,14 @@ class SplitReader:
         if limit is not None and limit <= 0:
             return out_schema.empty_table()
         user = self.parse_query(query)
+        forced, filters = self._row_filters(filters)
         narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
+        if forced is not None:  # the index's exact answer on index-only columns (no score, as the narrowing)
+            narrow = (
+                forced
+                if narrow is None
+                else tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in (narrow, forced)])
+            )
         q = (
             user
             if narrow is None

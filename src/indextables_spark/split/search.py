@@ -143,15 +143,25 @@ class SearchPlan:
                 raise SchemaMismatchError(f"columns {unknown} are not in the table (columns: {names})")
         self.columns = list(columns) if columns is not None else list(names)
         self.snippets = tuple(snippets or ())
+        unstored = [c for c in self.snippets if any(s.index_only and s.name == c for s in self.specs)]
+        if unstored:
+            from .filters import UnsupportedFilterError
+
+            raise UnsupportedFilterError(
+                f"snippets of {unstored}: index-only columns (indexing.indexonlyfields) keep no text to cut "
+                f"snippets from"
+            )
         self.parts = list(snapshot.partition_columns)
         from ..predicates import columns_of
-        from .filters import supports
+        from .filters import check_index_only, supports
 
         parts = set(self.parts)
         self.conjuncts = list(conjuncts)
+        # filters on index-only columns: the index answers them exactly, or the read fails now
+        index_only = check_index_only(self.conjuncts, self.specs, f"a read of {storage.uri}")
         self.part_only = [f for f in self.conjuncts if columns_of(f) <= parts]
         self.data_only = [f for f in self.conjuncts if not (columns_of(f) & parts)]
-        self.pushed = [f for f in self.data_only if supports(f, self.specs)]
+        self.pushed = [f for f in self.data_only if any(f is g for g in index_only) or supports(f, self.specs)]
         self.exact = [f for f in self.conjuncts if not any(f is g for g in self.part_only)]
         # what the split search does not apply exactly: conditions mixing partition and data columns,
         # filters the split cannot take (checked with Arrow on rows with partition values attached)
@@ -283,6 +293,7 @@ class SearchPlan:
         split, deletes = self._open(add)
         present = set(split.schema.names)
         names = [c for c in self.read_names if c in present]
+        present |= {s.name for s in split.specs if s.index_only}  # their filters are the index's
         pushed = [f for f in self.pushed if columns_of_all(f) <= present]
         residual = [f for f in self.exact if not any(f is g for g in pushed)]
         table = split.search_scored(self.query, None if residual else limit, pushed, names, deletes=deletes)
@@ -546,8 +557,10 @@ def split_rows(
     from .filters import arrow_mask
 
     stored = set(split.schema.names)
-    absent = {n.lower() for n in names if n not in stored}
-    if not absent:
+    # index-only columns read as NULL, but their filters are the index's (the split reader's)
+    absent = {n.lower() for n in names if n not in stored} - split.index_only
+    nulls = {n.lower() for n in names if n not in stored}
+    if not nulls:
         for batch in split.read(filters, query, names, batch_rows, deletes=deletes):
             if batch.num_rows:
                 yield batch

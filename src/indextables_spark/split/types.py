@@ -89,6 +89,9 @@ class ColumnSpec:
     # Set per split by the reader: every token of this text column was indexed (none dropped for
     # length), so fragments of a substring pattern may narrow through term regexes (text.py).
     fully_tokenized: bool = False
+    # `indexing.indexonlyfields`: indexed but left out of the row store; reads return NULL and
+    # filters on it are answered by the index alone (see `index_only_columns`).
+    index_only: bool = False
 
     @property
     def exact_field(self) -> IndexedField | None:
@@ -357,15 +360,20 @@ def _check_indexing(cfg: IndexingConfig, by_name: Mapping[str, Any], partition_c
     """Options naming columns: the columns exist, and no column is given settings that exclude
     each other (stored only and typed/fast, fast and not fast)."""
     cfg.check_columns(by_name)
-    if cfg.index_only:
-        col, key = next(iter(sorted(cfg.index_only.items())))
-        raise InvalidOptionError(
-            f"option {key} ({col!r}) is not supported: rows are read from each split's row store, "
-            f"which holds every column (IndexTables4Spark reads an index-only column back as null); "
-            f"leave the option out (the column is indexed and stored), or use indexing.storeonly for "
-            f"a column stored but not indexed"
-        )
     lower = {n.lower(): n for n in by_name}
+    for c, key in sorted(cfg.index_only.items()):
+        if c not in lower:  # check_columns let a struct field through
+            raise InvalidOptionError(f"option {key} names {c!r}: index-only applies to whole columns ({list(by_name)})")
+        col = lower[c]
+        if col in partition_columns:
+            raise InvalidOptionError(
+                f"option {key}: {col!r} is a partition column (partition values live in the log, not in splits)"
+            )
+        if c in cfg.store_only:
+            raise InvalidOptionError(
+                f"options {key} and {cfg.store_only[c]} both name {col!r}: a column cannot be both "
+                f"index-only (not stored) and stored-only (not indexed)"
+            )
     for c, key in sorted(cfg.store_only.items()):
         if c not in lower:
             raise InvalidOptionError(f"option {key} names {c!r}, not a column of the table (columns: {list(by_name)})")
@@ -432,7 +440,13 @@ def validate_schema(
         # struct columns' json fields are fast: Tantivy searches json ranges (`user.age > 50`) only there
         struct = isinstance(t, dict) and t.get("type") == "struct"
         fields_ = () if col.lower() in store_only else _indexed_fields(col, kind, opts, names, cfg, struct)
-        specs.append(ColumnSpec(col, t, "string" if kind == "ip" else kind, fields_, nullable))
+        index_only = col.lower() in cfg.index_only
+        if index_only and not fields_:
+            raise InvalidOptionError(
+                f"option {cfg.index_only[col.lower()]}: {col!r} ({type_name(t)}) has no index to keep "
+                f"(binary columns are only stored)"
+            )
+        specs.append(ColumnSpec(col, t, "string" if kind == "ip" else kind, fields_, nullable, index_only=index_only))
     return specs
 
 
@@ -477,6 +491,8 @@ def _descriptors(specs: Iterable[ColumnSpec]) -> list[dict[str, Any]]:
                     d["maxTokenLength"] = f.token_limit
             if f.exact:
                 d["exact"] = True
+            if s.index_only:  # absent otherwise: doc mappings (and their hashes) written before stay as they were
+                d["indexOnly"] = True
             out.append(d)
     out.append({"name": ROW_FIELD, "type": "u64", "indexed": False, "fast": True, "stored": False, "hidden": True})
     return out
@@ -522,6 +538,8 @@ def _specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[Col
             d["column"],
             {"kind": d["kind"], "sparkType": d["sparkType"], "nullable": d.get("nullable", True), "fields": []},
         )
+        if d.get("indexOnly"):
+            c["indexOnly"] = True
         if d.get("type") != "none":
             c["fields"].append(
                 IndexedField(
@@ -535,7 +553,22 @@ def _specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[Col
                     token_limit=int(d["maxTokenLength"]) if d.get("maxTokenLength") is not None else None,
                 )
             )
-    return [ColumnSpec(name, c["sparkType"], c["kind"], tuple(c["fields"]), c["nullable"]) for name, c in cols.items()]
+    return [
+        ColumnSpec(
+            name, c["sparkType"], c["kind"], tuple(c["fields"]), c["nullable"], index_only=bool(c.get("indexOnly"))
+        )
+        for name, c in cols.items()
+    ]
+
+
+def row_store_columns(specs: Iterable[ColumnSpec]) -> list[str]:
+    """The columns a split's row store holds: the non-partition ones that are not index-only."""
+    return [s.name for s in specs if not s.partition and not s.index_only]
+
+
+def index_only_columns(specs: Iterable[ColumnSpec]) -> frozenset[str]:
+    """Lower-cased names of the index-only columns (`indexing.indexonlyfields`)."""
+    return frozenset(s.name.lower() for s in specs if s.index_only)
 
 
 def tantivy_schema(specs: Iterable[ColumnSpec]) -> tantivy.Schema:
@@ -758,6 +791,8 @@ from .partitions import (  # noqa: E402
 __all__ = [
     "ColumnSpec",
     "IndexedField",
+    "index_only_columns",
+    "row_store_columns",
     "ROW_FIELD",
     "EXACT_SUFFIX",
     "KINDS",
