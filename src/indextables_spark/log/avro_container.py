@@ -350,3 +350,94 @@ def iter_blocks(data: bytes, header: ContainerHeader, where: str) -> Iterator[tu
         if cur.take(16) != header.sync:
             raise CorruptStateError(f"{where}: corrupt Avro file (sync marker mismatch at byte {cur.pos - 16})")
         yield count, _decompress(header.codec, payload, where)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding records with the writer's schema (small files: the state manifest). fastavro decodes
+# them too (its import costs ~20 ms, a tenth of a fresh process's first snapshot): this reader
+# covers plain schemas (primitives, records, arrays, maps, unions; no logical types, enums, fixed
+# or named-type references) and the null/deflate/zstandard codecs, and returns what fastavro
+# returns for them; read_records() answers None for anything else, and callers use fastavro.
+# ---------------------------------------------------------------------------------------------
+
+_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
+_PLAIN_CODECS = frozenset({"null", "deflate", "zstandard"})
+
+
+def _plain_schema(schema: Any) -> bool:
+    if isinstance(schema, str):
+        return schema in _PRIMITIVES
+    if isinstance(schema, list):
+        return bool(schema) and all(_plain_schema(s) and not isinstance(s, list) for s in schema)
+    if not isinstance(schema, dict) or "logicalType" in schema:
+        return False
+    t = schema.get("type")
+    if isinstance(t, str) and t in _PRIMITIVES:
+        return True
+    if t == "array":
+        return _plain_schema(schema.get("items"))
+    if t == "map":
+        return _plain_schema(schema.get("values"))
+    if t == "record":
+        fields = schema.get("fields")
+        return isinstance(fields, list) and all(
+            isinstance(f, dict) and isinstance(f.get("name"), str) and _plain_schema(f.get("type")) for f in fields
+        )
+    return False
+
+
+def _read_datum(schema: Any, cur: _Cursor) -> Any:
+    t = schema if isinstance(schema, str) else None if isinstance(schema, list) else schema["type"]
+    if t is None:  # union: the branch index, then the value
+        branch = cur.long()
+        if not 0 <= branch < len(schema):
+            raise CorruptStateError(f"{cur.where}: corrupt Avro data (union branch {branch} of {len(schema)})")
+        return _read_datum(schema[branch], cur)
+    if t == "long" or t == "int":
+        return cur.long()
+    if t == "string":
+        return cur.take(cur.long()).decode("utf-8")
+    if t == "record":
+        return {f["name"]: _read_datum(f["type"], cur) for f in schema["fields"]}
+    if t == "array" or t == "map":
+        out_list: list[Any] = []
+        out_map: dict[str, Any] = {}
+        while True:
+            count = cur.long()
+            if count == 0:
+                break
+            if count < 0:  # a block with its byte size
+                count = -count
+                cur.long()
+            for _ in range(count):
+                if t == "array":
+                    out_list.append(_read_datum(schema["items"], cur))
+                else:
+                    key = cur.take(cur.long()).decode("utf-8")
+                    out_map[key] = _read_datum(schema["values"], cur)
+        return out_list if t == "array" else out_map
+    if t == "null":
+        return None
+    if t == "boolean":
+        return cur.take(1) != b"\x00"
+    if t == "bytes":
+        return cur.take(cur.long())
+    if t == "float":
+        return struct.unpack("<f", cur.take(4))[0]
+    if t == "double":
+        return struct.unpack("<d", cur.take(8))[0]
+    raise CorruptStateError(f"{cur.where}: unsupported Avro type {t!r}")  # excluded by _plain_schema
+
+
+def read_records(data: bytes, header: ContainerHeader, where: str) -> list[Any] | None:
+    """Every record of a container, decoded with its writer's schema as fastavro.reader does;
+    None when the schema or codec is outside what this reader covers (see above). Raises
+    CorruptStateError (or UnicodeDecodeError / struct.error) on damaged data."""
+    if header.codec not in _PLAIN_CODECS or not _plain_schema(header.schema):
+        return None
+    out: list[Any] = []
+    for count, block in iter_blocks(data, header, where):
+        cur = _Cursor(block, where)
+        for _ in range(count):
+            out.append(_read_datum(header.schema, cur))
+    return out

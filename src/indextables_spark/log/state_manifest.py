@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import CorruptStateError, PathEscapeError, ProtocolVersionError
 from ..storage.base import check_key
-from .avro_container import STATE_MANIFEST_AVRO_SCHEMA, avro_codec_name, read_header
+from .avro_container import STATE_MANIFEST_AVRO_SCHEMA, avro_codec_name, read_header, read_records
 from .paths import LOG_DIR, state_dir_name
 
 STATE_FORMAT_VERSION = 1
@@ -205,10 +205,14 @@ def decode_state_manifest(data: bytes, where: str) -> StateManifest:
     full = name if name and "." in name else f"{ns}.{name}" if ns else name
     if full not in ("io.indextables.state.StateManifest", "StateManifest"):
         raise CorruptStateError(f"{where}: Avro file holds {full!r} records, not io.indextables.state.StateManifest")
-    import fastavro
-
     try:
-        records = list(fastavro.reader(io.BytesIO(data)))
+        # our reader for the plain schemas the state manifests have (fastavro's import costs a
+        # tenth of a fresh process's first snapshot); fastavro for anything else
+        records = read_records(data, header, where)
+        if records is None:
+            import fastavro  # lazy: see above
+
+            records = list(fastavro.reader(io.BytesIO(data)))
     except Exception as e:  # noqa: BLE001 - fastavro raises many types for bad input
         raise CorruptStateError(f"{where}: corrupt or truncated state manifest ({type(e).__name__}: {e})") from None
     if len(records) != 1:
