@@ -73,9 +73,14 @@ print(json.dumps({"total": time.perf_counter() - t0, "cpu": time.process_time() 
 """
 
 
+# The processes may write bytecode (PYTHONDONTWRITEBYTECODE dropped): an installed package has its
+# .pyc files (pip compiles them), and without them every run would compile the modules it imports.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def fresh(code: str, path: str = "") -> dict:
     prog = f"import json, sys\nsys.path.insert(0, {SRC!r})\nPATH = {path!r}\n{code}"
-    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=ENV)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -84,7 +89,7 @@ def fresh(code: str, path: str = "") -> dict:
 def interleaved(cases: dict[str, tuple[str, str]], runs: int) -> dict[str, dict[str, float]]:
     """Medians per case over `runs` rounds; each round runs every case once, in a new process."""
     for code, path in cases.values():
-        fresh(code, path)  # page cache warm: the first process reads the .so files from disk
+        fresh(code, path)  # page cache warm (the first process reads the .so files), .pyc files written
     results: dict[str, list[dict]] = {name: [] for name in cases}
     for _ in range(runs):
         for name, (code, path) in cases.items():

@@ -268,6 +268,10 @@ def _nullability_widened(src: Any, dst: Any) -> bool:
     """Is `dst` the nested type `src` with some child fields made nullable (and nothing else
     changed)? Then the column's buffers are valid as `dst` unchanged: a zero-copy view replaces
     the cast (DataFusion reads the Avro map values and array items as non-null)."""
+    import pyarrow.types as pat  # lazy (see the module docstring)
+
+    if not any(f(src) for f in (pat.is_list, pat.is_large_list, pat.is_map, pat.is_struct)):
+        return False
     if src.id != dst.id or src.num_fields != dst.num_fields or src.num_fields == 0:
         return False
     if getattr(src, "keys_sorted", False) != getattr(dst, "keys_sorted", False):
