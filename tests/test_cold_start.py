@@ -90,3 +90,20 @@ def test_table_import_and_first_snapshot_import_only_the_read_path(tmp_path):
     t = it.IndexTable(path, {"checkpoint.interval": "1"})
     v = t.transaction().commit()
     assert t.log.listing().state_manifests.get(v), "the post-commit hook wrote no state"
+
+
+def test_snapshot_decodes_with_the_datafusion_package_imported_first(tmp_path):
+    """When the process imported the `datafusion` package before, manifests decode through its
+    Python layer (SessionContext/DataFrame wrappers): the same snapshot."""
+    path = str(tmp_path / "t")
+    from cmd_helpers import small_splits_table
+
+    small_splits_table(path, 2)
+    it.IndexTable(path).maintenance.checkpoint()
+    got = run_fresh(
+        "import datafusion\n"
+        "from indextables_spark import IndexTable\n"
+        f"snap = IndexTable({path!r}).snapshot()\n"
+        "print(json.dumps({'source': snap.source, 'paths': sorted(f.path for f in snap.files)}))"
+    )
+    assert got == {"source": "avro-state", "paths": sorted(f.path for f in it.IndexTable(path).files())}
