@@ -12,6 +12,15 @@ Cases (medians over --runs, default 5, after one warm-up run; fresh IndexTable e
 and, on S3, the bytes a cold and a warm rare-term IndexTable.search fetch (counted through the
 storage layer: storage/counting.py) against the bytes of the splits it opens.
 
+Cold reads of small splits (--cold-docs, default 50,000,200,000,640,000 documents in --cold-splits
+16 splits: splits of about 1, 4.5 and 15 MB): the rare-term id query
+`IndexTable.search(RARE_QUERY, columns=["id"])` on S3 three ways, in the same run: the splits
+fetched whole (cache.rows.lazy=false, the behaviour before), the index files whole and the row
+store by ranges (what cache.rows.lazy did for splits of 16 MB or more), and only the parts of the
+index files the query reads (split/sparse.py, the default now). For each: GET requests, bytes,
+% of the data bytes, cold time (median of --runs, empty split cache each time) and warm time.
+--only-cold runs just that part.
+
 Usage:
   .venv/bin/python bench/cloud_bench.py [--runs 5] [--files 70000] [--docs 200000] [--splits 8]
                                          [--s3-endpoint URL] [--workdir DIR]
@@ -38,6 +47,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from typing import Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -71,7 +81,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
 def new_bucket(endpoint: str) -> str:
     """A fresh bucket on the moto server (the bench credentials)."""
     import boto3
@@ -87,7 +96,8 @@ def new_bucket(endpoint: str) -> str:
     return bucket
 
 
-def moto_server(endpoint: str | None):
+@contextlib.contextmanager
+def moto_server(endpoint: str | None) -> Iterator[str]:
     """The given endpoint, or a moto server of our own for the duration of the block."""
     if endpoint:
         yield endpoint
@@ -239,6 +249,99 @@ def search_bytes(
     return split_bytes, cold, warm, n, warm_ms
 
 
+COLD_MODES = (
+    ("whole splits (before)", {"cache.rows.lazy": "false"}, False),
+    ("index whole, rows by ranges", {"cache.rows.lazy": "auto", "cache.rows.lazyMinSplitSize": "0"}, True),
+    ("query's index parts (now)", {"cache.rows.lazy": "auto"}, False),
+)
+
+
+def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: list[int], args) -> None:
+    """The rare-term id query on tables of small splits, cold and warm, fetched three ways."""
+    import pyarrow as pa
+
+    from indextables_spark.split import reader as reader_module
+    from indextables_spark.split import sparse
+    from indextables_spark.split.search import SearchPlan, search_table
+    from indextables_spark.storage import open_storage
+    from indextables_spark.storage.counting import CountingStorage
+
+    print(
+        f"\ncold reads of small splits on S3 (moto): IndexTable.search({RARE_QUERY!r}, columns=['id']); "
+        f"requests and bytes of one cold search (split files only), medians of {args.runs} runs"
+    )
+    print(f"{'splits':>16} {'how':30} {'rows':>5} {'GETs':>5} {'MB':>7} {'of data':>8} {'cold ms':>8} {'warm ms':>8}")
+    for docs in docs_list:
+        uri = f"s3://{bucket}/cold-{docs}"
+        build_text_table(uri, s3_options, docs, args.cold_splits)
+        modes = []
+        for label, extra, index_whole in COLD_MODES:
+            root = os.path.join(workdir, f"cold-{docs}-{uuid.uuid4().hex[:6]}")
+            opts = {**s3_options, **extra, "cache.disk.path": root}
+            storage = CountingStorage(open_storage(uri, opts))
+            t = it.IndexTable(uri, opts, storage=storage)
+            modes.append((label, index_whole, root, storage, t, t.snapshot()))
+        files = modes[0][4].files()
+        data = sum(f.size for f in files)
+
+        def search(mode) -> pa.Table:
+            # IndexTable.search on a snapshot read once: the split cache and the searches are
+            # timed, not the listing of the transaction log (moto: 20-45 ms, noisy)
+            _label, index_whole, _root, storage, t, snap = mode
+            saved = sparse.MIN_BYTES
+            if index_whole:  # what the cache did before: index files whole, row store by ranges
+                sparse.MIN_BYTES = 1 << 62
+            try:
+                return search_table(SearchPlan(storage, snap, t.options, [], RARE_QUERY, ["id"]))
+            finally:
+                sparse.MIN_BYTES = saved
+
+        def clear(mode) -> None:
+            root, storage = mode[2], mode[3]
+            if os.path.isdir(root):
+                for name in os.listdir(root):
+                    if not name.startswith("."):
+                        reader_module.forget(os.path.join(root, name))
+                        shutil.rmtree(os.path.join(root, name))
+            storage.reset()
+
+        expect = sorted(modes[0][4].search(RARE_QUERY, columns=["id"]).column("id").to_pylist())
+        cold: dict[str, list[float]] = {m[0]: [] for m in modes}
+        warm: dict[str, list[float]] = {m[0]: [] for m in modes}
+        fetched: dict[str, tuple[int, int]] = {}
+        for run in range(args.runs + 1):  # the modes take turns (the machine's load varies); run 0 warms up
+            for mode in modes:
+                clear(mode)
+                gc.collect()
+                t0 = time.perf_counter()
+                got = search(mode)
+                if run:
+                    cold[mode[0]].append(time.perf_counter() - t0)
+                storage = mode[3]
+                fetched[mode[0]] = (
+                    storage.bytes_read["read_range"] + storage.bytes_read["download_file"],
+                    storage.requests["read_range"] + storage.requests["download_file"],
+                )
+                if sorted(got.column("id").to_pylist()) != expect:
+                    raise SystemExit(f"{mode[0]}: different rows than IndexTable.search")
+        for run in range(max(3 * args.runs, 15)):
+            for mode in modes:
+                gc.collect()
+                t0 = time.perf_counter()
+                search(mode)
+                warm[mode[0]].append(time.perf_counter() - t0)
+        for mode in modes:
+            label = mode[0]
+            nbytes, gets = fetched[label]
+            size = f"{len(files)} x {data / len(files) / 1e6:.1f} MB"
+            print(
+                f"{size:>16} {label:30} {len(expect):5d} {gets:5d} {nbytes / 1e6:7.2f} {nbytes / data:8.1%} "
+                f"{statistics.median(cold[label]) * 1000:8.1f} {statistics.median(warm[label]) * 1000:8.1f}",
+                flush=True,
+            )
+            shutil.rmtree(mode[2], ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
@@ -247,6 +350,9 @@ def main() -> int:
     ap.add_argument("--splits", type=int, default=8)
     ap.add_argument("--s3-endpoint", default=os.environ.get("INDEXTABLES_TEST_S3_ENDPOINT"))
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--cold-docs", default="50000,200000,640000", help="documents per cold-read table")
+    ap.add_argument("--cold-splits", type=int, default=16)
+    ap.add_argument("--only-cold", action="store_true", help="only the cold reads of small splits")
     args = ap.parse_args()
     if args.runs < 5:
         ap.error("--runs must be at least 5 (medians of at least 5 runs)")
@@ -266,6 +372,9 @@ def main() -> int:
             "local": (os.path.join(workdir, "local-state"), os.path.join(workdir, "local-text"), {}),
             "s3": (f"s3://{bucket}/state", f"s3://{bucket}/text", s3_options),
         }
+        cold_small_splits(bucket, s3_options, workdir, [int(x) for x in args.cold_docs.split(",")], args)
+        if args.only_cold:
+            targets = {}
         for name, (state_uri, text_uri, options) in targets.items():
             for p in (state_uri, text_uri):
                 if "://" not in p:
@@ -279,36 +388,37 @@ def main() -> int:
         for name, (state_uri, text_uri, options) in targets.items():
             results[name] = cases(state_uri, text_uri, options, os.path.join(workdir, f"cache-{name}"), args.runs)
 
-        text = it.IndexTable(targets["local"][1])
-        print(
-            f"\n{args.files:,}-file table ({NUM_PARTITIONS} partitions, state + {TAIL_VERSIONS} version files); "
-            f"{args.docs:,} documents in {text.snapshot().num_files} splits "
-            f"({text.snapshot().total_bytes / 1e6:.1f} MB); medians of {args.runs} runs"
-        )
-        print(f"{'case':18} {'local (ms)':>11} {'S3 moto (ms)':>13} {'S3 / local':>11}  result")
-        for case, (t_local, r_local) in results["local"].items():
-            t_s3, r_s3 = results["s3"][case]
-            if r_local != r_s3:
-                raise SystemExit(f"{case}: {r_local} on local disk but {r_s3} on S3")
-            print(f"{case:18} {t_local:11.1f} {t_s3:13.1f} {t_s3 / t_local:10.1f}x  {r_local}")
-        for columns in (["id"], ["id", "title"]):
-            split_bytes, cold, warm, n, warm_ms = search_bytes(
-                targets["s3"][1], targets["s3"][2], os.path.join(workdir, f"cache-bytes-{len(columns)}"), columns
-            )
-            _, whole, _, _, whole_ms = search_bytes(
-                targets["s3"][1],
-                targets["s3"][2],
-                os.path.join(workdir, f"cache-whole-{len(columns)}"),
-                columns,
-                lazy="false",
-            )
+        if not args.only_cold:
+            text = it.IndexTable(targets["local"][1])
             print(
-                f"rare-term search on S3 ({n:,} rows, columns {', '.join(columns)}), bytes fetched through the "
-                f"storage layer against the {split_bytes / 1e6:.1f} MB of the splits it opens: cold "
-                f"{cold / 1e6:.1f} MB ({cold / split_bytes:.1%}; target <= 50%; splits fetched whole: "
-                f"{whole / 1e6:.1f} MB), warm {warm / 1e6:.2f} MB; warm search {warm_ms:.1f} ms "
-                f"(splits fetched whole: {whole_ms:.1f} ms)"
+                f"\n{args.files:,}-file table ({NUM_PARTITIONS} partitions, state + {TAIL_VERSIONS} version files); "
+                f"{args.docs:,} documents in {text.snapshot().num_files} splits "
+                f"({text.snapshot().total_bytes / 1e6:.1f} MB); medians of {args.runs} runs"
             )
+            print(f"{'case':18} {'local (ms)':>11} {'S3 moto (ms)':>13} {'S3 / local':>11}  result")
+            for case, (t_local, r_local) in results["local"].items():
+                t_s3, r_s3 = results["s3"][case]
+                if r_local != r_s3:
+                    raise SystemExit(f"{case}: {r_local} on local disk but {r_s3} on S3")
+                print(f"{case:18} {t_local:11.1f} {t_s3:13.1f} {t_s3 / t_local:10.1f}x  {r_local}")
+            for columns in (["id"], ["id", "title"]):
+                split_bytes, cold, warm, n, warm_ms = search_bytes(
+                    targets["s3"][1], targets["s3"][2], os.path.join(workdir, f"cache-bytes-{len(columns)}"), columns
+                )
+                _, whole, _, _, whole_ms = search_bytes(
+                    targets["s3"][1],
+                    targets["s3"][2],
+                    os.path.join(workdir, f"cache-whole-{len(columns)}"),
+                    columns,
+                    lazy="false",
+                )
+                print(
+                    f"rare-term search on S3 ({n:,} rows, columns {', '.join(columns)}), bytes fetched through the "
+                    f"storage layer against the {split_bytes / 1e6:.1f} MB of the splits it opens: cold "
+                    f"{cold / 1e6:.1f} MB ({cold / split_bytes:.1%}; target <= 50%; splits fetched whole: "
+                    f"{whole / 1e6:.1f} MB), warm {warm / 1e6:.2f} MB; warm search {warm_ms:.1f} ms "
+                    f"(splits fetched whole: {whole_ms:.1f} ms)"
+                )
     if not args.workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

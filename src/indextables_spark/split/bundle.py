@@ -11,6 +11,8 @@ Footer JSON (formatVersion 1):
           "batchRows": [65536, 65536, 17]},                             # rows per IPC record batch
  "docMapping": "<doc mapping JSON text>",
  "createdBy": "indextables_spark 0.1.0",
+ "indexSections": {"fields": [...], "files": {"<seg>.term": {"tail": t, "sections": {"<field id>": [s, e]}}}},
+                                                                        # optional, see composite.py
  "truncatedTerms": ["col", ...],                                        # optional, see builder.py
  "fullyTokenized": ["col", ...]}                                        # optional, see text.py
 ```
@@ -147,12 +149,16 @@ def bundle(
             "batchRows": list(batch_rows or []),
         }
         footer_start = offset + rows_len
+        from .composite import INDEX_SECTIONS, index_sections
+
+        sections = index_sections(index_dir, [e["name"] for e in entries])
         footer = {
             "formatVersion": FORMAT_VERSION,
             "files": entries,
             "rows": rows,
             "docMapping": doc_mapping,
             "createdBy": CREATED_BY,
+            **({INDEX_SECTIONS: sections} if sections is not None else {}),
             **(extra or {}),
         }
         data = json.dumps(footer, separators=(",", ":"), ensure_ascii=False).encode("utf-8")

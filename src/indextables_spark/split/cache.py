@@ -39,7 +39,8 @@ from ..errors import SplitFormatError
 from ..options import Options
 from ..storage.base import Storage
 from . import reader as _reader
-from .bundle import ROWS_NAME, RangeSource, SplitFooter, extract, load_extracted_footer, uncompress_rows
+from . import sparse as _sparse
+from .bundle import FOOTER_FILE, ROWS_NAME, RangeSource, SplitFooter, extract, load_extracted_footer, uncompress_rows
 from .lazy_rows import RowSource
 from .lazy_rows import register as register_rows
 from ..option_registry import registered_default
@@ -104,11 +105,15 @@ class SplitCache:
         self.hits = 0  # local_dir calls that found the split cached
         self.misses = 0  # local_dir calls that fetched it (this process or a racing one)
         self.evictions = 0  # directories this process evicted
+        self._inodes: dict[str, tuple[int, int]] = {}  # directory -> which extraction of it was last seen
 
     # -- public --------------------------------------------------------------------------------
 
-    def local_dir(self, storage: Storage, add_file: Any) -> str:
-        """A local directory holding the extracted split (downloaded and extracted at most once)."""
+    def local_dir(self, storage: Storage, add_file: Any, query: str | None = None) -> str:
+        """A local directory holding the extracted split (downloaded and extracted at most once).
+        With `query`, the caller promises to run only that query text against the index (no
+        filters, nothing else): a remote split's index files may then hold only what it reads
+        (sparse.py), and are completed when a later caller needs more."""
         key = cache_key(storage, add_file)
         final = os.path.join(self.root, key)
         # Marked recent before the check: from then on this process's evictions (another thread
@@ -116,11 +121,22 @@ class SplitCache:
         # the caller opening it.
         with self._lock:
             self._recent[final] = time.time()
-        self._present(storage, add_file, key, final)
+        self._present(storage, add_file, key, final, query)
         if not self._registered(storage, add_file, final):
             # evicted by another process between the check and now: fetch it again
-            self._present(storage, add_file, key, final)
+            self._present(storage, add_file, key, final, query)
             self._register_rows(storage, add_file, final)
+        try:  # one extraction of the directory: its footer.json, written once (inodes are reused)
+            st = os.stat(os.path.join(final, FOOTER_FILE))
+            ino = (st.st_ino, st.st_mtime_ns)
+        except FileNotFoundError:
+            ino = (0, 0)
+        with self._lock:
+            if self._inodes.get(final, ino) != ino:
+                # made anew by another process since this one opened it (possibly with other
+                # parts of the index files): drop the handles open on the old files
+                _reader.forget(final)
+            self._inodes[final] = ino
         return final
 
     def _registered(self, storage: Storage, add_file: Any, final: str) -> bool:
@@ -133,16 +149,18 @@ class SplitCache:
             return False
         return self._ready(final)
 
-    def _present(self, storage: Storage, add_file: Any, key: str, final: str) -> None:
-        """Make sure `final` holds the extracted split (fetching it at most once across threads
-        and processes) and mark it used now."""
-        if self._ready(final):
+    def _present(self, storage: Storage, add_file: Any, key: str, final: str, query: str | None = None) -> None:
+        """Make sure `final` holds the extracted split, or what `query` reads of its index
+        (fetching at most once across threads and processes), and mark it used now."""
+        if self._ready(final) and _sparse.satisfies(final, query):
             self.hits += 1
         else:
             self.misses += 1
             with self._key_lock(key), self._process_lock(key):
                 if not self._ready(final):
-                    self._fetch(storage, add_file, key, final)
+                    self._fetch(storage, add_file, key, final, query)
+                else:  # partly fetched for other queries: fetch the rest this one reads
+                    _sparse.ensure(final, lambda s, e: storage.read_range(add_file.path, s, e), query)
         self._touch(key, final)
 
     def _register_rows(self, storage: Storage, add_file: Any, final: str) -> None:
@@ -247,7 +265,7 @@ class SplitCache:
         with self._lock:
             self._recent[final] = now
 
-    def _fetch(self, storage: Storage, add_file: Any, key: str, final: str) -> None:
+    def _fetch(self, storage: Storage, add_file: Any, key: str, final: str, query: str | None = None) -> None:
         tmp = os.path.join(self.root, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
         os.makedirs(tmp)
         try:
@@ -257,8 +275,21 @@ class SplitCache:
                 self.lazy_rows == "auto" and local is None and (add_file.size or 0) >= self.lazy_min_bytes
             )
             download = os.path.join(tmp, ".download")
+            partial = (
+                query is not None
+                and local is None
+                and (
+                    self.lazy_rows == "true" or (self.lazy_rows == "auto" and (add_file.size or 0) >= _sparse.MIN_BYTES)
+                )
+            )
             try:
-                if lazy:
+                if partial:
+                    # what the query reads of the index files, the row store later by ranges
+                    size = add_file.size if add_file.size is not None else _stat_size(storage, add_file.path, where)
+                    read = lambda s, e: storage.read_range(add_file.path, s, e)  # noqa: E731
+                    footer = _sparse.fetch_for_query(read, size, tmp, where, str(query))
+                    lazy = True
+                elif lazy:
                     # the index files whole, the row store later by ranges (lazy_rows.py)
                     size = add_file.size if add_file.size is not None else _stat_size(storage, add_file.path, where)
                     source = RangeSource(size, lambda s, e: storage.read_range(add_file.path, s, e))

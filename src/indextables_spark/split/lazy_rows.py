@@ -20,7 +20,7 @@ import os
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pyarrow as pa
 
@@ -33,6 +33,9 @@ ROWS_DIR = "rows.d"
 IPC_TAIL = "footer.bin"
 _TAIL_BYTES = 8 << 10  # one ranged read usually holds the IPC footer
 _KEEP_BYTES = 4 << 20  # fetched columns up to this size stay in memory
+# A small read of the row store (a record batch's metadata) takes this much more in the same
+# request: the buffers that follow (the batch's first columns) then cost no request of their own.
+READAHEAD_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,21 @@ class RangedFile(io.RawIOBase):
     locally (from tail_start on), the rest by ranged reads (a split's row store here; a companion
     index's source Parquet files in companion.py)."""
 
-    def __init__(self, source: RowSource, where: str, what: str, tail_start: int | None = None, tail: bytes = b""):
+    def __init__(
+        self,
+        source: RowSource,
+        where: str,
+        what: str,
+        tail_start: int | None = None,
+        tail: bytes = b"",
+        readahead: int = 0,
+    ):
         self.source, self.where, self.what = source, where, what
         self.tail_start = source.length if tail_start is None else tail_start
         self.tail = tail
         self.pos = 0
+        self.readahead = readahead  # reads shorter than this fetch this much (kept in _ahead)
+        self._ahead_start, self._ahead = 0, b""
 
     def readable(self) -> bool:
         return True
@@ -89,8 +102,20 @@ class RangedFile(io.RawIOBase):
         if n == 0:
             return 0
         start, end = self.pos, self.pos + n
+        ahead_end = self._ahead_start + len(self._ahead)
         if start >= self.tail_start:
             data = self.tail[start - self.tail_start : end - self.tail_start]
+        elif self._ahead_start <= start < ahead_end:  # from what the last small read took along
+            data = self._ahead[start - self._ahead_start : end - self._ahead_start]
+            if end > ahead_end:
+                s = self.source
+                data += s.storage.read_range(s.key, s.offset + ahead_end, s.offset + end)
+        elif n < self.readahead:
+            s = self.source
+            stop = min(start + self.readahead, self.tail_start)
+            self._ahead_start = start
+            self._ahead = s.storage.read_range(s.key, s.offset + start, s.offset + max(stop, end))
+            data = self._ahead[: end - start]
         else:
             s = self.source
             data = s.storage.read_range(s.key, s.offset + start, s.offset + end)
@@ -128,8 +153,11 @@ class LazyRows:
             raise SplitFormatError(f"split {where}: the row store is unreadable ({e})") from e
         self.schema: pa.Schema = self.ipc.schema
         self.num_record_batches = self.ipc.num_record_batches
+        # at most an eighth of an average record batch: small row stores are not read twice over
+        self._file.readahead = min(READAHEAD_BYTES, tail_start // max(1, self.num_record_batches) // 8)
         self._readers: dict[tuple[int, ...], Any] = {}
         self._columns: dict[tuple[int, int], pa.Array] = {}
+        self._built: dict[tuple[int, tuple[str, ...] | None], pa.RecordBatch] = {}  # batch() answers
         self._lock = threading.Lock()
 
     def _path(self, batch: int, field: int) -> str:
@@ -186,6 +214,10 @@ class LazyRows:
             self._columns[(batch, field)] = col
 
     def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
+        key = (i, tuple(columns) if columns is not None else None)
+        built = self._built.get(key)
+        if built is not None:  # (a warm read of a split asks for the same batch and columns again)
+            return built
         names = list(columns) if columns is not None else self.schema.names
         fields = [self.schema.get_field_index(c) for c in names]
         got: dict[int, pa.Array] = {}
@@ -195,33 +227,49 @@ class LazyRows:
                 col = self._columns.get((i, j))
                 if col is None:
                     col = self._load_local(i, j)
+                    if col is not None:
+                        self._keep(i, j, col)
                 if col is None:
                     missing.append(j)
                 else:
                     got[j] = col
-                    self._keep(i, j, col)
             if missing:
                 got.update(self._fetch(i, missing))
-        return pa.RecordBatch.from_arrays(
-            [got[j] for j in fields], schema=pa.schema([self.schema.field(j) for j in fields])
-        )
+            out = pa.RecordBatch.from_arrays(
+                [got[j] for j in fields], schema=pa.schema([self.schema.field(j) for j in fields])
+            )
+            if all((i, j) in self._columns for j in fields):  # held in memory anyway: keep the batch
+                if len(self._built) >= 64:
+                    self._built.pop(next(iter(self._built)))
+                self._built[key] = out
+        return out
 
 
 def _ipc_tail(source: RowSource, where: str) -> bytes:
-    """The end of the row store holding its IPC footer (schema, batch offsets): the last 8 KiB,
-    or as much more as the footer's recorded length says."""
+    return ipc_tail(lambda s, e: source.storage.read_range(source.key, s, e), source.offset, source.length, where)
 
-    def read(n: int) -> bytes:
-        start = max(0, source.length - n)
-        return source.storage.read_range(source.key, source.offset + start, source.offset + source.length)
 
-    tail = read(_TAIL_BYTES)
+def ipc_tail(read: Callable[[int, int], bytes], offset: int, length: int, where: str) -> bytes:
+    """The end of the row store at [offset, offset + length) of a split (read by `read(start,
+    end)`) holding its IPC footer (schema, batch offsets): the last 8 KiB, or as much more as the
+    footer's recorded length says."""
+
+    def tail_of(n: int) -> bytes:
+        return read(offset + max(0, length - n), offset + length)
+
+    tail = tail_of(_TAIL_BYTES)
     if len(tail) < 10 or tail[-6:] != b"ARROW1":
         raise SplitFormatError(f"split {where}: the row store does not end with an Arrow IPC file footer")
     need = int.from_bytes(tail[-10:-6], "little", signed=True) + 10
-    if need > len(tail) and need <= source.length:
-        tail = read(need)
+    if need > len(tail) and need <= length:
+        tail = tail_of(need)
     return tail
+
+
+def save_ipc_tail(local_dir: str, read: Callable[[int, int], bytes], offset: int, length: int, where: str) -> None:
+    """Keep the row store's IPC footer in the split's cache directory now (the split cache calls
+    this with the bytes of its first read of the split at hand: LazyRows then needs no request)."""
+    _write_atomic(os.path.join(local_dir, ROWS_DIR, IPC_TAIL), ipc_tail(read, offset, length, where))
 
 
 def _write_atomic(path: str, data: bytes) -> None:

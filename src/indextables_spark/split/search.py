@@ -54,15 +54,15 @@ def map_chunks(fn: Callable[[list[Any]], list[T]], files: Sequence[Any]) -> list
     return [r for part in shared_pool("search", MAX_THREADS).map(fn, chunks) for r in part]
 
 
-def fetch_missing(storage: Storage, options: Options | None, files: Sequence[Any]) -> None:
+def fetch_missing(storage: Storage, options: Options | None, files: Sequence[Any], query: str | None = None) -> None:
     """Fetch the splits the cache lacks into it, in parallel threads (downloads are I/O), before
     they are searched in fewer threads (map_chunks)."""
     cache = get_cache(options)
     missing = [f for f in files if not cache.is_cached(storage, f)]
     if len(missing) == 1:
-        cache.local_dir(storage, missing[0])
+        cache.local_dir(storage, missing[0], query)
     elif missing:
-        list(shared_pool("fetch", MAX_THREADS).map(lambda f: cache.local_dir(storage, f), missing))
+        list(shared_pool("fetch", MAX_THREADS).map(lambda f: cache.local_dir(storage, f, query), missing))
 
 
 def count_split(
@@ -178,6 +178,10 @@ class SearchPlan:
         ]
         self.types = {f.name: f.type for f in self.schema}
         self.cache = get_cache(self.options)
+        # only the query text goes to the index (no pushed filter, narrowing or snippet): a remote
+        # split's index files may be fetched only as far as it reads them (SplitCache.local_dir)
+        alone = query is not None and not self.pushed and not self.narrowing and not self.snippets
+        self.index_query = query if alone else None
 
     def live_files(self) -> list[AddFile]:
         """Partition pruning, min/max data skipping and Bloom filters, as the Spark reader's planner."""
@@ -242,7 +246,7 @@ class SearchPlan:
     def _open(self, add: Any) -> tuple[SplitReader, SplitDeletes | None]:
         from ..log.delete_logs import load_split_deletes
 
-        split = SplitReader(self.cache.local_dir(self.storage, add))
+        split = SplitReader(self.cache.local_dir(self.storage, add, self.index_query))
         deletes = load_split_deletes(self.storage, self.snapshot.deletes_for(add), split.num_rows, add.path)
         return split, deletes
 
@@ -453,7 +457,7 @@ def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
     schema = plan.out_schema(scored)
     if (limit is not None and limit <= 0) or not files:
         return schema.empty_table()
-    fetch_missing(plan.storage, plan.options, files)
+    fetch_missing(plan.storage, plan.options, files, plan.index_query)
     if scored:
         tables = map_chunks(lambda chunk: [plan.search_split(f, limit) for f in chunk], files)
     else:

@@ -1,0 +1,129 @@
+"""Tantivy's composite files (.term/.idx/.pos/.fieldnorm): where each field's section lies.
+
+A composite file is `[field sections][offset table][u32 table length]` followed by the footer
+tantivy appends to every segment file (`[version JSON][u32 JSON length][u32 magic 1337]`); the
+offset table is `VInt n` then n x `(VInt offset delta, u32 field id, VInt idx)`, each offset the
+start of a section, a section ending where the next begins (the last at the table).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from typing import Any
+
+TANTIVY_FOOTER_MAGIC = 1337
+SECTIONED = ("term", "idx", "pos")  # composite files a query reads field by field
+TAIL_BYTES = 4 << 10  # one read usually holds a composite file's offset table and tantivy footer
+INDEX_SECTIONS = "indexSections"  # split footer key (bundle.py): the sections of each such file
+
+Range = tuple[int, int]  # [start, end)
+
+
+def sectioned(name: str) -> bool:
+    return "." in name and name.rsplit(".", 1)[-1] in SECTIONED
+
+
+def _vint(buf: bytes, i: int) -> tuple[int, int]:
+    """Tantivy's VInt: 7 bits a byte, least significant first, the last byte has bit 0x80 set."""
+    value = shift = 0
+    while True:
+        if i >= len(buf):
+            raise ValueError("truncated VInt")
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b & 0x80:
+            return value, i
+        if shift > 63:
+            raise ValueError("VInt too long")
+
+
+def _table_start(length: int, tail: bytes) -> int:
+    """Where a composite file's offset table starts (file offset), from the file's last bytes."""
+    if len(tail) < 12:
+        raise ValueError("too short")
+    json_len, magic = (int(x) for x in struct.unpack("<II", tail[-8:]))
+    if magic != TANTIVY_FOOTER_MAGIC:
+        raise ValueError("no tantivy footer")
+    body_end = length - 8 - json_len
+    if body_end < 4:
+        raise ValueError("footer longer than the file")
+    return body_end - 4
+
+
+def composite_sections(length: int, tail: bytes, num_fields: int) -> dict[int, Range]:
+    """Field id -> [start, end) of its section in a composite file of `length` bytes whose last
+    len(tail) bytes are `tail` (holding the offset table: see needed_tail)."""
+    t0 = length - len(tail)
+    table_end = _table_start(length, tail)  # the u32 table length sits at [table_end, table_end + 4)
+    if table_end < t0:
+        raise ValueError("tail too short")
+    (table_len,) = struct.unpack("<I", tail[table_end - t0 : table_end - t0 + 4])
+    table_start = table_end - table_len
+    if table_start < t0:
+        raise ValueError("tail too short")
+    buf = tail[table_start - t0 : table_end - t0]
+    n, i = _vint(buf, 0)
+    offsets: list[int] = []
+    ids: list[int] = []
+    offset = 0
+    for _ in range(n):
+        delta, i = _vint(buf, i)
+        offset += delta
+        if i + 4 > len(buf):
+            raise ValueError("truncated offset table")
+        (field,) = struct.unpack("<I", buf[i : i + 4])
+        idx, i = _vint(buf, i + 4)
+        if idx != 0 or field >= num_fields or field in ids:
+            raise ValueError("unexpected entry")
+        offsets.append(offset)
+        ids.append(field)
+    if i != len(buf):
+        raise ValueError("trailing bytes in the offset table")
+    offsets.append(table_start)
+    if any(b < a for a, b in zip(offsets, offsets[1:])):
+        raise ValueError("offsets out of order")
+    return {f: (offsets[k], offsets[k + 1]) for k, f in enumerate(ids)}
+
+
+def needed_tail(length: int, tail: bytes) -> int:
+    """How many last bytes of a composite file hold its offset table and footer."""
+    t0 = length - len(tail)
+    table_end = _table_start(length, tail)
+    if table_end < t0:
+        return length - table_end + 4
+    table_len = int(struct.unpack("<I", tail[table_end - t0 : table_end - t0 + 4])[0])
+    return length - (table_end - table_len)
+
+
+def index_sections(index_dir: str, names: list[str]) -> dict[str, Any] | None:
+    """The split footer's `indexSections` for the index files `names` of index_dir: the field
+    names of the schema (meta.json, in field id order) and, per sectioned file, where its offset
+    table starts and each field's section; None when a file does not parse."""
+    try:
+        with open(os.path.join(index_dir, "meta.json"), "rb") as f:
+            fields = [x["name"] for x in json.loads(f.read())["schema"]]
+        files: dict[str, Any] = {}
+        for name in names:
+            if not sectioned(name):
+                continue
+            path = os.path.join(index_dir, name)
+            length = os.path.getsize(path)
+            with open(path, "rb") as f:
+                f.seek(max(0, length - TAIL_BYTES))
+                tail = f.read()
+                need = needed_tail(length, tail)
+                if need > len(tail):
+                    f.seek(length - need)
+                    tail = f.read()
+            secs = composite_sections(length, tail, len(fields))
+            files[name] = {
+                "tail": length - needed_tail(length, tail),
+                "sections": {str(k): list(v) for k, v in secs.items()},
+            }
+        return {"fields": fields, "files": files}
+    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        return None

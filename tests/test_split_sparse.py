@@ -1,0 +1,200 @@
+"""Remote splits fetched only as far as a query reads their index files (split/sparse.py): results
+identical to whole fetches for every query kind, holes never read, partly fetched directories
+completed before a read that needs more, and the bytes saved."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import indextables_spark as it
+from indextables_spark.split import sparse
+from indextables_spark.split.bundle import read_footer
+from indextables_spark.split.composite import INDEX_SECTIONS, composite_sections, index_sections
+from indextables_spark.storage import open_storage
+from indextables_spark.storage.counting import CountingStorage
+
+VOCAB = "data lake spark search index query table split tantivy arrow parquet stream batch engine".split()
+RARE = ["quasar", "nebula", "zephyr"]
+ROWS = 6000
+
+
+def _docs(n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    vocab = np.array(VOCAB, dtype=object)
+    body = vocab[rng.integers(0, len(VOCAB), size=(n, 12))]
+    rare = rng.random(n) < 0.01
+    body[rare, 2] = np.array(RARE, dtype=object)[rng.integers(0, len(RARE), size=int(rare.sum()))]
+    return pa.table(
+        {
+            "id": pa.array(np.arange(seed * n, (seed + 1) * n, dtype=np.int64)),
+            "title": [" ".join(r) for r in vocab[rng.integers(0, len(VOCAB), size=(n, 4))]],
+            "body": [" ".join(r) for r in body],
+            "views": pa.array(rng.integers(0, 10_000, size=n, dtype=np.int64)),
+            "score": pa.array(rng.random(n)),
+            "region": pa.array(np.array(["us-east", "eu-west", "ap-south"], dtype=object)[rng.integers(0, 3, size=n)]),
+        }
+    )
+
+
+TEXT = {"spark.indextables.indexing.typemap.body": "text", "spark.indextables.indexing.typemap.title": "text"}
+
+
+@pytest.fixture
+def s3_table(s3_uri, s3_options):
+    """Two splits on S3 (the S3 emulator)."""
+    for k in range(2):
+        it.write_table(s3_uri, _docs(ROWS, k), mode="append", options={**s3_options, **TEXT})
+    return s3_uri, s3_options
+
+
+def _table(uri, options, cache_dir, lazy="true"):
+    opts = {**options, "spark.indextables.cache.disk.path": str(cache_dir), "spark.indextables.cache.rows.lazy": lazy}
+    storage = CountingStorage(open_storage(uri, opts))
+    return it.IndexTable(uri, opts, storage=storage), storage
+
+
+QUERIES = [
+    "body:quasar OR body:nebula",  # rare terms
+    "quasar",  # default fields (title, body)
+    'body:"data lake"',  # phrase: positions
+    'title:"spark search"~2',  # sloppy phrase
+    'body:"data la"*',  # phrase prefix
+    "body:qua*",  # prefix (regex)
+    "body:quasr~1",  # fuzzy
+    "views:[100 TO 500]",  # range on a fast field
+    "score:>0.99",
+    "id:IN [1 5 77 6001]",  # term set
+    "region:us-east AND body:zephyr",
+    "region:*",  # exists
+    "+body:lake -title:spark",
+    "body:quasar^2 OR title:tantivy",
+]
+
+
+def _sorted(t: pa.Table) -> pa.Table:
+    return t.sort_by("id")
+
+
+@pytest.mark.cloud
+@pytest.mark.parametrize("query", QUERIES)
+def test_sparse_reads_equal_whole_reads(s3_table, tmp_path, monkeypatch, query):
+    """Each query kind, on a fresh cache (only that query's sections fetched, the rest filled
+    with 0xFF so that a read of it would show), returns the rows and scores a whole fetch does."""
+    monkeypatch.setattr(sparse, "HOLE_FILL", b"\xff")
+    uri, options = s3_table
+    whole, _ = _table(uri, options, tmp_path / "whole", lazy="false")
+    part, storage = _table(uri, options, tmp_path / "part")
+    expect = _sorted(whole.search(query))
+    got = _sorted(part.search(query))
+    assert got.equals(expect), query
+    dirs = [os.path.join(tmp_path / "part", d) for d in os.listdir(tmp_path / "part") if not d.startswith(".")]
+    assert len(dirs) == 2
+    # scored top 20: same rows, same scores
+    a, b = whole.search(query, limit=20), part.search(query, limit=20)
+    assert a.column("id").to_pylist() == b.column("id").to_pylist()
+    assert np.allclose(a.column("_score").to_numpy(), b.column("_score").to_numpy())
+    # counts and aggregations (they need whole directories: the cache completes them first)
+    assert part.count(query=query) == whole.count(query=query) == expect.num_rows
+    aggs = {"v": {"stats": {"field": "views"}}, "r": {"terms": {"field": "region"}}}
+    assert part.aggregate(aggs, query=query) == whole.aggregate(aggs, query=query)
+    assert not any(os.path.exists(os.path.join(d, sparse.STATE_FILE)) for d in dirs)
+
+
+@pytest.mark.cloud
+def test_partial_directory_is_extended_then_completed(s3_table, tmp_path, monkeypatch):
+    """One cache: a rare-term query fetches a part of the index files; a phrase on another field
+    fetches its sections too (the first query still answers from what is there); a read with a
+    filter completes the directories; results equal whole fetches throughout."""
+    monkeypatch.setattr(sparse, "HOLE_FILL", b"\xff")
+    monkeypatch.setattr(sparse, "GAP_BYTES", 0)  # (small splits: no gap merged, to see the saving)
+    uri, options = s3_table
+    whole, _ = _table(uri, options, tmp_path / "whole", lazy="false")
+    part, storage = _table(uri, options, tmp_path / "part")
+    data = sum(f.size for f in part.files())
+    storage.reset()
+    q1 = "body:quasar OR body:nebula"
+    assert _sorted(part.search(q1, columns=["id"])).equals(_sorted(whole.search(q1, columns=["id"])))
+    first = storage.bytes_read["read_range"]
+    assert storage.bytes_read["download_file"] == 0 and first < 0.5 * data
+    root = tmp_path / "part"
+    dirs = [os.path.join(root, d) for d in os.listdir(root) if not d.startswith(".")]
+    states = [json.load(open(os.path.join(d, sparse.STATE_FILE))) for d in dirs]
+    assert all(any(s["missing"].values()) for s in states)
+    storage.reset()
+    assert _sorted(part.search(q1, columns=["id"])).equals(_sorted(whole.search(q1, columns=["id"])))
+    assert storage.bytes_read["read_range"] == 0  # warm: nothing fetched
+    q2 = 'title:"spark search"'
+    assert _sorted(part.search(q2)).equals(_sorted(whole.search(q2)))
+    assert storage.bytes_read["read_range"] > 0  # title's sections and positions
+    assert all(os.path.exists(os.path.join(d, sparse.STATE_FILE)) for d in dirs)  # body's positions still missing
+    where = "views < 300"
+    assert _sorted(part.search("body:lake", where=where)).equals(_sorted(whole.search("body:lake", where=where)))
+    assert not any(os.path.exists(os.path.join(d, sparse.STATE_FILE)) for d in dirs)
+    for d in dirs:  # complete: every index file equals the split's bytes
+        footer = json.load(open(os.path.join(d, "footer.json")))
+        path = footer["extractedFrom"].split("/", 3)[-1]
+        key = path[len(uri.split("/", 3)[-1]) + 1 :]
+        for f in footer["files"]:
+            local = open(os.path.join(d, f["name"]), "rb").read()
+            assert local == storage.read_range(key, f["offset"], f["offset"] + f["length"]), f["name"]
+
+
+@pytest.mark.cloud
+def test_old_splits_without_sections_in_the_footer(s3_table, tmp_path, monkeypatch):
+    """Splits whose footer has no indexSections (written before it) read the offset tables first;
+    the results are the same."""
+    monkeypatch.setattr(sparse, "HOLE_FILL", b"\xff")
+    monkeypatch.setattr(sparse, "_footer_layout", lambda footer: None)
+    uri, options = s3_table
+    whole, _ = _table(uri, options, tmp_path / "whole", lazy="false")
+    part, storage = _table(uri, options, tmp_path / "part")
+    for q in ("body:quasar OR body:nebula", 'body:"data lake"', "views:[100 TO 500]"):
+        assert _sorted(part.search(q)).equals(_sorted(whole.search(q))), q
+    assert storage.bytes_read["download_file"] == 0
+
+
+def test_sections_written_in_the_footer(tmp_path):
+    """The writer records every sectioned file's field sections; they match the offset tables."""
+    uri = str(tmp_path / "t")
+    it.write_table(uri, _docs(2000, 0), options=TEXT)
+    t = it.IndexTable(uri)
+    (add,) = t.files()
+    path = os.path.join(uri, add.path)
+    footer = read_footer(path, path)
+    layout = footer.raw[INDEX_SECTIONS]
+    assert layout["fields"][-1] == "__row" and "body" in layout["fields"]
+    data = open(path, "rb").read()
+    exts = set()
+    for f in footer.files:
+        if f.name.rsplit(".", 1)[-1] in ("term", "idx", "pos"):
+            exts.add(f.name.rsplit(".", 1)[-1])
+            blob = data[f.offset : f.offset + f.length]
+            secs = composite_sections(len(blob), blob, len(layout["fields"]))
+            assert {str(k): list(v) for k, v in secs.items()} == layout["files"][f.name]["sections"]
+    assert exts == {"term", "idx", "pos"}
+    assert index_sections(str(tmp_path / "nowhere"), ["x.term"]) is None
+
+
+def test_query_needs_and_ranges(tmp_path):
+    """Fields and positions from the query's Tantivy form; unknown kinds mean: fetch whole."""
+    uri = str(tmp_path / "t")
+    it.write_table(uri, _docs(500, 0), options=TEXT)
+    (add,) = it.IndexTable(uri).files()
+    path = os.path.join(uri, add.path)
+    footer = read_footer(path, path)
+    names = footer.raw[INDEX_SECTIONS]["fields"]
+    body, ident = names.index("body"), names.index("id")
+    need = sparse.query_needs(footer, names, "body:quasar OR id:5")
+    assert need == sparse.Needs(frozenset({body, ident}), frozenset())
+    assert sparse.query_needs(footer, names, 'body:"a b"') == sparse.Needs(frozenset({body}), frozenset({body}))
+    assert sparse.query_needs(footer, names, "body:a-b").positions == frozenset({body})  # two tokens: a phrase
+    assert sparse.query_needs(footer, names[::-1], "body:x") is None  # field ids would not line up
+    assert sparse.query_needs(footer, names, "body:(") is None  # does not parse: whole
+    assert sparse.coalesce([(0, 10), (20, 30), (1000, 1010)], gap=15) == [(0, 30), (1000, 1010)]
+    assert sparse.subtract([(0, 100)], [(10, 20), (90, 120)]) == [(0, 10), (20, 90)]
+    assert sparse.intersect([(0, 10), (20, 30)], [(5, 25)]) == [(5, 10), (20, 25)]
