@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptStateError, FileNotFoundInStorageError
 from .actions import DeleteLog, Metadata, Protocol, SkipAction
-from .manifest import ManifestPlan, decode_unit_batches, finish_unit, plan_manifest
+from .manifest import ManifestPlan, decode_unit_batches, finish_unit, load_decoder, plan_manifest
 from .protocol_gate import check_readable
 from .state_config import StateConfig
 from .state_manifest import (
@@ -214,9 +215,13 @@ def read_state_files(
     # Decode units are CPU-bound (DataFusion releases the GIL): one thread per core is enough.
     # Always in workers, even a single unit: this thread meanwhile imports pyarrow (below). The
     # workers leave the batches DataFusion's; this thread makes the Arrow tables (finish_unit).
-    dworkers = max(1, min(parallelism, len(units), os.cpu_count() or 2))
+    # The first read of a process (pyarrow not imported yet) starts every unit at once (up to
+    # `parallelism`): none should queue behind another while the import runs.
+    first_read = "pyarrow" not in sys.modules
+    dworkers = max(1, min(parallelism, len(units), len(units) if first_read else os.cpu_count() or 2))
     tables: list[pa.Table] = []
     if units:
+        load_decoder()  # before the threads: see load_decoder
         with ThreadPoolExecutor(max_workers=dworkers, thread_name_prefix="itx-decode") as ex:
             # largest first for balance; results kept in manifest order (later entries win)
             order = sorted(range(len(units)), key=lambda i: -units[i].rows)

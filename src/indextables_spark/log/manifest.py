@@ -64,6 +64,13 @@ def _ctx() -> Any:
     return _CTX
 
 
+def load_decoder() -> None:
+    """Load DataFusion (its compiled module and the session) in the calling thread, if not yet:
+    read_state_files does it before starting its decoding threads, so that they decode at once
+    instead of loading it while the main thread holds the GIL importing pyarrow."""
+    _ctx()
+
+
 def datafusion_core() -> Any:
     """DataFusion's compiled module (`datafusion._internal`: SessionContext, read_avro,
     to_arrow_table), loaded without running the `datafusion` package's Python layer, which imports
