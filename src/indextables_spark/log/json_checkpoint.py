@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CorruptStateError, FileNotFoundInStorageError
 from .actions import Action, AddFile, DeleteLog, Metadata, Protocol, RemoveFile, SkipAction, StatsFiles
 from .codec import decode_actions, decode_text
-from .doc_mapping import doc_mapping_hash
 from .paths import LOG_DIR
 from .base_state import BaseState
 from .state_manifest import FORMAT_JSON, LastCheckpoint
@@ -113,6 +112,8 @@ def load_json_checkpoint(
     for a in actions:
         if isinstance(a, AddFile):
             if a.doc_mapping_json and not a.doc_mapping_ref:
+                from .doc_mapping import doc_mapping_hash  # lazy: hashlib, not needed by an Avro state read
+
                 ref = doc_mapping_hash(a.doc_mapping_json)
                 registry.setdefault(ref, a.doc_mapping_json)
                 a.doc_mapping_ref = ref

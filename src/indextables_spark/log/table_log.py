@@ -316,8 +316,6 @@ class TransactionLog:
 
     def collect_changes(self, base: BaseState | None, version: int) -> Delta:
         """What the version files after `base` (from 0 without one) up to `version` change."""
-        from .doc_mapping import doc_mapping_hash
-
         start = base.version + 1 if base else 0
         protocol = base.protocol if base else None
         metadata = base.metadata if base else None
@@ -350,6 +348,8 @@ class TransactionLog:
                     if a.added_at_timestamp is None:
                         a.added_at_timestamp = timestamp
                     if a.doc_mapping_json and not a.doc_mapping_ref:
+                        from .doc_mapping import doc_mapping_hash  # lazy: hashlib, for legacy adds only
+
                         ref = doc_mapping_hash(a.doc_mapping_json)
                         registry.setdefault(ref, a.doc_mapping_json)
                         a.doc_mapping_ref = ref
