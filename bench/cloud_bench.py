@@ -266,19 +266,44 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
     from indextables_spark.storage import open_storage
     from indextables_spark.storage.counting import CountingStorage
 
+    class S3Like(CountingStorage):
+        """moto with each GET taking what it would on S3 (args.s3_latency_ms first byte, then
+        args.s3_mbps per connection): a sleep after the answer, so parallel GETs overlap."""
+
+        def _wait(self, nbytes: int) -> None:
+            time.sleep(args.s3_latency_ms / 1000 + nbytes / (args.s3_mbps * 1e6))
+
+        def read_range(self, key: str, start: int, end: int) -> bytes:
+            data = super().read_range(key, start, end)
+            self._wait(len(data))
+            return data
+
+        def download_file(self, key: str, local_path: str) -> None:
+            super().download_file(key, local_path)
+            self._wait(os.path.getsize(local_path))
+
     print(
         f"\ncold reads of small splits on S3 (moto): IndexTable.search({RARE_QUERY!r}, columns=['id']); "
-        f"requests and bytes of one cold search (split files only), medians of {args.runs} runs"
+        f"requests and bytes of one cold search (split files only), medians of {args.runs} runs; "
+        f"'moto': as moto answers (a few ms per GET, local bandwidth), 'S3-like': each GET also waits "
+        f"{args.s3_latency_ms:g} ms + its bytes at {args.s3_mbps:g} MB/s"
     )
-    print(f"{'splits':>16} {'how':30} {'rows':>5} {'GETs':>5} {'MB':>7} {'of data':>8} {'cold ms':>8} {'warm ms':>8}")
-    for docs in docs_list:
+    print(
+        f"{'splits':>16} {'GETs as':8} {'how':30} {'rows':>5} {'GETs':>5} {'MB':>7} {'of data':>8} "
+        f"{'cold ms':>8} {'warm ms':>8}"
+    )
+    profiles = (
+        [("moto", CountingStorage), ("S3-like", S3Like)] if args.s3_latency_ms >= 0 else [("moto", CountingStorage)]
+    )
+    for docs, (profile, wrapper) in [(d, p) for d in docs_list for p in profiles]:
         uri = f"s3://{bucket}/cold-{docs}"
-        build_text_table(uri, s3_options, docs, args.cold_splits)
+        if profile == profiles[0][0]:
+            build_text_table(uri, s3_options, docs, args.cold_splits)
         modes = []
         for label, extra, index_whole in COLD_MODES:
             root = os.path.join(workdir, f"cold-{docs}-{uuid.uuid4().hex[:6]}")
             opts = {**s3_options, **extra, "cache.disk.path": root}
-            storage = CountingStorage(open_storage(uri, opts))
+            storage = wrapper(open_storage(uri, opts))
             t = it.IndexTable(uri, opts, storage=storage)
             modes.append((label, index_whole, root, storage, t, t.snapshot()))
         files = modes[0][4].files()
@@ -335,7 +360,7 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
             nbytes, gets = fetched[label]
             size = f"{len(files)} x {data / len(files) / 1e6:.1f} MB"
             print(
-                f"{size:>16} {label:30} {len(expect):5d} {gets:5d} {nbytes / 1e6:7.2f} {nbytes / data:8.1%} "
+                f"{size:>16} {profile:8} {label:30} {len(expect):5d} {gets:5d} {nbytes / 1e6:7.2f} {nbytes / data:8.1%} "
                 f"{statistics.median(cold[label]) * 1000:8.1f} {statistics.median(warm[label]) * 1000:8.1f}",
                 flush=True,
             )
@@ -353,6 +378,8 @@ def main() -> int:
     ap.add_argument("--cold-docs", default="50000,200000,640000", help="documents per cold-read table")
     ap.add_argument("--cold-splits", type=int, default=16)
     ap.add_argument("--only-cold", action="store_true", help="only the cold reads of small splits")
+    ap.add_argument("--s3-latency-ms", type=float, default=20.0, help="S3-like GETs: first byte (-1: no such rows)")
+    ap.add_argument("--s3-mbps", type=float, default=100.0, help="S3-like GETs: MB/s per connection")
     args = ap.parse_args()
     if args.runs < 5:
         ap.error("--runs must be at least 5 (medians of at least 5 runs)")
