@@ -20,9 +20,12 @@ body:osprey, each with a fresh (empty) split cache directory:
   workers that open the splits are separate processes, so a CountingStorage in the driver cannot
   see their reads: the views read S3 through a byte-counting HTTP proxy in front of the emulator
   (CountingProxy below), which counts the response bytes of every GET, whichever process sent it.
-Each is run with the split cache's default row store handling (`cache.rows.lazy` auto: splits
-under `cache.rows.lazyMinSplitSize`, 16 MB by default, are fetched whole) and with
-`cache.rows.lazy` true (index files whole, the row store by ranges, only the columns asked for).
+Each is run with the split cache's default handling (`cache.rows.lazy` auto: a Spark-free search
+with only a query fetches, of remote splits of 1 MiB or more, only the parts of the index files the
+query reads (split/sparse.py) and the row store by ranges; other reads fetch splits under
+`cache.rows.lazyMinSplitSize`, 16 MB by default, whole) and with `cache.rows.lazy` true (the same,
+every split). The Spark reads (separate worker processes) do not pass the query to the split cache:
+they fetch the index files whole. bench/cloud_bench.py compares the ways, cold and warm.
 """
 
 from __future__ import annotations
