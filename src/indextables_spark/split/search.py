@@ -54,15 +54,31 @@ def map_chunks(fn: Callable[[list[Any]], list[T]], files: Sequence[Any]) -> list
     return [r for part in shared_pool("search", MAX_THREADS).map(fn, chunks) for r in part]
 
 
-def fetch_missing(storage: Storage, options: Options | None, files: Sequence[Any], query: str | None = None) -> None:
+def fetch_missing(
+    storage: Storage,
+    options: Options | None,
+    files: Sequence[Any],
+    query: str | None = None,
+    columns: Sequence[str] | None = None,
+) -> None:
     """Fetch the splits the cache lacks into it, in parallel threads (downloads are I/O), before
-    they are searched in fewer threads (map_chunks)."""
+    they are searched in fewer threads (map_chunks). With `query` (the only thing the read asks
+    of the index), only what it reads of remote index files; with `columns` too, the row store
+    parts of its matches (sparse.prefetch_rows)."""
+    from .sparse import prefetch_rows
+
     cache = get_cache(options)
     missing = [f for f in files if not cache.is_cached(storage, f)]
+
+    def fetch(f: Any) -> None:
+        local = cache.local_dir(storage, f, query)
+        if query is not None and columns is not None:
+            prefetch_rows(local, query, columns)
+
     if len(missing) == 1:
-        cache.local_dir(storage, missing[0], query)
+        fetch(missing[0])
     elif missing:
-        list(shared_pool("fetch", MAX_THREADS).map(lambda f: cache.local_dir(storage, f, query), missing))
+        list(shared_pool("fetch", MAX_THREADS).map(fetch, missing))
 
 
 def count_split(
@@ -457,7 +473,8 @@ def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
     schema = plan.out_schema(scored)
     if (limit is not None and limit <= 0) or not files:
         return schema.empty_table()
-    fetch_missing(plan.storage, plan.options, files, plan.index_query)
+    # (a scored read takes the rows of its top matches only: no prefetch of every match's rows)
+    fetch_missing(plan.storage, plan.options, files, plan.index_query, None if scored else plan.read_names)
     if scored:
         tables = map_chunks(lambda chunk: [plan.search_split(f, limit) for f in chunk], files)
     else:
