@@ -48,6 +48,11 @@ from ..option_registry import registered_default
 DEFAULT_MAX_BYTES = registered_default("cache.disk.maxSize")
 DEFAULT_LAZY_MIN_BYTES = registered_default("cache.rows.lazyMinSplitSize")
 GRACE_SECONDS = 300.0  # a directory handed out recently counts as in use
+# A split whose index this process has open and whose directory was checked (and its mtime
+# refreshed) less than this ago is handed out without touching the disk again: a search of a
+# table of many splits otherwise pays a hash, two stats and a utime per split and query.
+RECHECK_SECONDS = 10.0
+MAX_KNOWN = 100_000  # (uri, path, size) -> directory entries kept for that fast path
 STALE_TMP_SECONDS = 3600.0  # temp extractions older than this are leftovers of dead processes
 _TMP_PREFIX = ".tmp-"
 _TRASH_PREFIX = ".trash-"
@@ -105,6 +110,10 @@ class SplitCache:
         self.hits = 0  # local_dir calls that found the split cached
         self.misses = 0  # local_dir calls that fetched it (this process or a racing one)
         self.evictions = 0  # directories this process evicted
+        self._known: dict[tuple[str, str, Any], str] = {}  # (uri, path, size) -> directory
+        self._checked: dict[str, float] = {}  # directory -> time of its last full check (local_dir)
+        # directory with index bytes left out (sparse.py) -> queries it was checked to answer
+        self._partial: dict[str, set[str | None]] = {}
         self._inodes: dict[str, tuple[int, int]] = {}  # directory -> which extraction of it was last seen
 
     # -- public --------------------------------------------------------------------------------
@@ -114,6 +123,10 @@ class SplitCache:
         With `query`, the caller promises to run only that query text against the index (no
         filters, nothing else): a remote split's index files may then hold only what it reads
         (sparse.py), and are completed when a later caller needs more."""
+        final = self._open_dir(storage, add_file, query)
+        if final is not None:
+            self.hits += 1
+            return final
         key = cache_key(storage, add_file)
         final = os.path.join(self.root, key)
         # Marked recent before the check: from then on this process's evictions (another thread
@@ -126,6 +139,7 @@ class SplitCache:
             # evicted by another process between the check and now: fetch it again
             self._present(storage, add_file, key, final, query)
             self._register_rows(storage, add_file, final)
+        partial = not _sparse.satisfies(final, None)
         try:  # one extraction of the directory: its footer.json, written once (inodes are reused)
             st = os.stat(os.path.join(final, FOOTER_FILE))
             ino = (st.st_ino, st.st_mtime_ns)
@@ -136,7 +150,33 @@ class SplitCache:
                 # made anew by another process since this one opened it (possibly with other
                 # parts of the index files): drop the handles open on the old files
                 _reader.forget(final)
+                self._partial.pop(final, None)
             self._inodes[final] = ino
+            if partial:
+                self._partial.setdefault(final, set()).add(query)
+            else:
+                self._partial.pop(final, None)
+            if len(self._known) >= MAX_KNOWN:
+                self._known.clear()
+            self._known[(storage.uri, add_file.path, add_file.size)] = final
+            self._checked[final] = time.time()
+        return final
+
+    def _open_dir(self, storage: Storage, add_file: Any, query: str | None = None) -> str | None:
+        """The directory of a split this process has open (cached index handles) and checked
+        less than RECHECK_SECONDS ago, marked used now; else None (local_dir checks the disk).
+        The open handles read the split even if another process evicted the directory since."""
+        final = self._known.get((storage.uri, add_file.path, add_file.size))
+        if final is None or not _reader.is_open(final):
+            return None
+        answers = self._partial.get(final)  # partly fetched: only for the queries checked
+        if answers is not None and query not in answers:
+            return None
+        now = time.time()
+        with self._lock:
+            if now - self._checked.get(final, 0.0) >= RECHECK_SECONDS:
+                return None
+            self._recent[final] = now
         return final
 
     def _registered(self, storage: Storage, add_file: Any, final: str) -> bool:
@@ -184,6 +224,8 @@ class SplitCache:
         return _reader.SplitReader(self.local_dir(storage, add_file))
 
     def is_cached(self, storage: Storage, add_file: Any) -> bool:
+        if self._open_dir(storage, add_file) is not None:
+            return True
         return self._ready(os.path.join(self.root, cache_key(storage, add_file)))
 
     def describe(self) -> dict[str, Any]:
@@ -425,8 +467,8 @@ class SplitCache:
                 path = os.path.join(self.root, key)
                 if path in in_use:
                     continue
-                try:
-                    candidates.append((os.stat(path).st_mtime, key, path))
+                try:  # last use: the mtime, or this process's own later use (see _open_dir)
+                    candidates.append((max(os.stat(path).st_mtime, self._recent.get(path, 0.0)), key, path))
                 except FileNotFoundError:
                     continue
             for _mtime, key, path in sorted(candidates):

@@ -89,6 +89,10 @@ class _Handles:
     batch_starts: list[int]
     source: Any = None  # the memory-mapped row store, shared by the readers
     lazy: _RowStore | None = None  # lazy_rows.LazyRows when the row store is fetched by ranges
+    # what a query parses the same for (parsed queries are cached by it: _parsed): the doc mapping
+    # and the footer's term notes, from which the specs and the Tantivy schema are derived
+    mapping_key: tuple[str, tuple[str, ...], tuple[str, ...]] = ("", (), ())
+    searcher: Any = None  # the index's searcher, made on first use (a split never changes)
     # field indices -> (reader of only those fields, its batches as read so far). The extracted
     # row store is uncompressed (bundle.uncompress_rows), so a batch is a zero-copy view of the
     # memory map: keeping it costs no memory, and reading it again costs no metadata decoding.
@@ -177,7 +181,8 @@ def _open_handles(local_dir: str) -> _Handles:
             f"{where} (extracted in {local_dir}): {ROWS_NAME} has {ipc.num_record_batches} record "
             f"batches, footer says {len(footer.batch_rows)}"
         )
-    return _Handles(footer, specs, index, ipc, starts, source, lazy=lazy)
+    mapping_key = (footer.doc_mapping, tuple(footer.truncated_terms), tuple(footer.fully_tokenized))
+    return _Handles(footer, specs, index, ipc, starts, source, lazy=lazy, mapping_key=mapping_key)
 
 
 def default_fields(specs: Sequence[ColumnSpec]) -> list[str]:
@@ -226,6 +231,50 @@ def parse_query(index: tantivy.Index, specs: Sequence[ColumnSpec], query: str) -
             ) from None
 
 
+MAX_PARSED = 256  # parsed queries kept (per doc mapping and query text)
+_parsed: "OrderedDict[tuple[Any, str], tantivy.Query]" = OrderedDict()
+
+
+def parsed_query(h: _Handles, query: str) -> tantivy.Query:
+    """parse_query on a split's index, cached per doc mapping and query text: every split of a
+    table written with one doc mapping has the same Tantivy schema (field ids) and tokenizers, so
+    the parsed query is the same object for all (a table of 27 splits parsed it 27 times per
+    search). Errors are not cached (they are raised again)."""
+    key = (h.mapping_key, query)
+    q = _parsed.get(key)
+    if q is None:
+        q = parse_query(h.index, h.specs, query)
+        with _handles_lock:
+            _parsed[key] = q
+            while len(_parsed) > MAX_PARSED:
+                _parsed.popitem(last=False)
+    return q
+
+
+def _searcher(h: _Handles, local_dir: str) -> Any:
+    """The split's searcher, made once (a split never changes)."""
+    if h.searcher is None:
+        with tantivy_call(f"opening a searcher on split {local_dir}"):
+            h.searcher = h.index.searcher()
+    return h.searcher
+
+
+def query_hits(local_dir: str, query: str) -> int:
+    """Documents of an extracted split matching the query text (parsed as SplitReader does; rows
+    deleted by delete logs included): a split with none is not opened further. Costs a dict
+    lookup, the parse cache and Tantivy's count (a term missing from the term dictionary: ~1 us)."""
+    h = handles(local_dir)
+    searcher = _searcher(h, local_dir)
+    if searcher.num_docs == 0:  # search(limit=0) panics
+        return 0
+    q = parsed_query(h, query)
+    try:
+        return int(searcher.search(q, 1, count=True).count)
+    except BaseException:  # converted as tantivy_call does (entered only on failure: it costs ~2 us)
+        with tantivy_call(f"searching split {local_dir}"):
+            raise
+
+
 def query_for_specs(specs: Sequence[ColumnSpec], query: str) -> tantivy.Query:
     """The Tantivy query of `query` for splits indexed with these specs, without opening a split
     (QueryParseError when invalid)."""
@@ -255,6 +304,11 @@ def _empty_index(doc_mapping: str) -> tantivy.Index:
 
 
 def handles(local_dir: str) -> _Handles:
+    with _handles_lock:  # the split cache's directories are absolute already: no abspath per split
+        h = _handles.get(local_dir)
+        if h is not None:
+            _handles.move_to_end(local_dir)
+            return h
     key = os.path.abspath(local_dir)
     with _handles_lock:
         h = _handles.get(key)
@@ -268,6 +322,11 @@ def handles(local_dir: str) -> _Handles:
         while len(_handles) > MAX_OPEN_SPLITS:
             _handles.popitem(last=False)
     return h
+
+
+def is_open(local_dir: str) -> bool:
+    """Whether this process has the split's handles cached (local_dir: an absolute path)."""
+    return local_dir in _handles
 
 
 def forget(local_dir: str) -> None:
@@ -355,6 +414,9 @@ class SplitReader:
         self._specs_by_name = {s.name: s for s in self.specs}
         # indexed, not in the row store (indexing.indexonlyfields): filters on them are the index's
         self.index_only = index_only_columns(self.specs)
+        # (parsed query, its matches) when the caller counted them already (search.SearchPlan):
+        # matching_rows then skips its own count of that query
+        self.hits_hint: tuple[Any, int] | None = None
         _register(self.local_dir)
         weakref.finalize(self, _unregister, self.local_dir)
 
@@ -364,7 +426,7 @@ class SplitReader:
         return default_fields(self.specs)
 
     def parse_query(self, query: str) -> tantivy.Query:
-        return parse_query(self.index, self.specs, query)
+        return parsed_query(self._handles, query)
 
     def _row_filters(self, filters: Sequence[Filter]) -> tuple[tantivy.Query | None, list[Filter]]:
         """(the index's exact answer to the filters on index-only columns, the filters the rows
@@ -403,8 +465,7 @@ class SplitReader:
         return filters, (q, exact, has_user)
 
     def searcher(self) -> Any:  # a tantivy.Searcher (Any: tantivy's stubs lack SearchResult.count)
-        with tantivy_call(f"opening a searcher on split {self.local_dir}"):
-            return self.index.searcher()
+        return _searcher(self._handles, self.local_dir)
 
     def matching_rows(self, plan: tuple[tantivy.Query | None, bool, bool]) -> list[int] | None:
         """Sorted row ids that may match, or None to scan every row."""
@@ -418,13 +479,19 @@ class SplitReader:
         if n == 0:  # search(limit=0) panics
             return []
         with tantivy_call(f"searching split {self.local_dir}"):
-            if not has_user:
+            # The matches, when known (counted by the caller: search.SearchPlan.matching, or here
+            # for a narrowing alone, to choose between searching and scanning): the ordered search
+            # then asks for exactly them instead of a top-n of every document.
+            hint = self.hits_hint
+            hits = hint[1] if hint is not None and hint[0] is q else None
+            if hits is None and not has_user:
                 hits = searcher.search(q, 1, count=True).count
                 if hits > SCAN_FRACTION * n:
                     return None
-                if hits == 0:
-                    return []
-            res = searcher.search(q, n, count=False, order_by_field=ROW_FIELD, order=tantivy.Order.Asc)
+            if hits == 0:
+                return []
+            limit = n if hits is None else hits
+            res = searcher.search(q, limit, count=False, order_by_field=ROW_FIELD, order=tantivy.Order.Asc)
         rows = [k for k, _ in res.hits]
         if rows and rows[-1] >= self.num_rows:
             from ..errors import SplitFormatError
