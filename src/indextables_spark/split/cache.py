@@ -223,10 +223,13 @@ class SplitCache:
         """A SplitReader over the cached split (index and IPC reader are cached per process)."""
         return _reader.SplitReader(self.local_dir(storage, add_file))
 
-    def is_cached(self, storage: Storage, add_file: Any) -> bool:
-        if self._open_dir(storage, add_file) is not None:
+    def is_cached(self, storage: Storage, add_file: Any, query: str | None = None) -> bool:
+        """Whether the split's directory is there, holding what `query` reads of the index (every
+        index file without a query)."""
+        if self._open_dir(storage, add_file, query) is not None:
             return True
-        return self._ready(os.path.join(self.root, cache_key(storage, add_file)))
+        path = os.path.join(self.root, cache_key(storage, add_file))
+        return self._ready(path) and _sparse.satisfies(path, query)
 
     def describe(self) -> dict[str, Any]:
         """Entries and bytes on disk (every process sharing the root), the limit, and this

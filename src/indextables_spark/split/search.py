@@ -88,7 +88,7 @@ def fetch_missing(
     from .sparse import prefetch_rows
 
     cache = get_cache(options)
-    missing = [f for f in files if not cache.is_cached(storage, f)]
+    missing = [f for f in files if not cache.is_cached(storage, f, query)]
 
     def fetch(f: Any) -> None:
         local = cache.local_dir(storage, f, query)
