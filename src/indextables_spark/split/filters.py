@@ -585,8 +585,31 @@ class _Q(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
 
     def visit_not(self, f: Not) -> tuple[tantivy.Query | None, bool]:
         q, exact = self.visit(f.child)
-        # Not keeps the rows where the child is false or NULL: a superset of Not(child) = TRUE.
-        return (self.must_not(q), False) if q is not None and exact else (None, False)
+        if q is None or not exact:
+            return None, False
+        child = f.child
+        if isinstance(child, (IsNull, IsNotNull, EqualNullSafe)):  # never NULL: NOT is the complement
+            return self.must_not(q), True
+        # NOT(leaf) is TRUE where the leaf is FALSE: a leaf with a non-NULL value is NULL exactly
+        # where its column is, so the complement within the rows that have a value (an exists
+        # query: fast fields only). Otherwise the complement keeps NULL rows too: a superset.
+        if isinstance(child, _COMPARISONS) and child.value is None:
+            return self.empty(), True  # NOT(c = NULL) is NULL
+        if isinstance(child, _COMPARISONS + _STRING_MATCHES + (In,)) and not (
+            isinstance(child, In) and any(v is None for v in child.values)
+        ):
+            name = self.exists_field(child.column)
+            if name is not None:
+                return self.must([self.t.Query.exists_query(name), self.must_not(q)]), True
+        return self.must_not(q), False
+
+    def exists_field(self, column: str) -> str | None:
+        """The fast field an exists query on the column's values uses (None: it has none)."""
+        spec = _lookup(self.specs, column)
+        if spec is None or spec.partition or spec.kind in ("text", "json"):
+            return None
+        field = spec.exact_field if spec.kind in STRING_KINDS else spec.value_field
+        return field.name if field is not None and field.fast else None
 
     def visit_comparison(self, f: Any) -> tuple[tantivy.Query | None, bool]:
         spec = _lookup(self.specs, f.column)
@@ -816,7 +839,7 @@ def index_only_message(f: Filter, specs: Mapping[str, ColumnSpec], where: str) -
         f"{subject}: the rows do not hold an index-only column (indexing.indexonlyfields; it reads as NULL), "
         f"and the index answers this filter only approximately (column kind {'/'.join(kinds)}). The index "
         f"answers exactly: =, IN, IS [NOT] NULL and LIKE 'prefix%' on strings (not on tokenized text), "
-        f"comparisons on integers, dates and timestamps, = on booleans, and AND/OR of those; search text "
+        f"comparisons on integers, dates and timestamps, = on booleans, AND/OR of those and NOT of one; search text "
         f"with a query (`{cols[0] if cols else 'column'}:term`, it.fieldmatch, indexquery)"
     )
 
