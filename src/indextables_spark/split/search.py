@@ -229,11 +229,12 @@ class SearchPlan:
 
     def matching(self, files: Sequence[Any]) -> list[Any]:
         """The cached splits among `files` whose index matches the query (every one without a
-        query, or with a struct-field narrowing, which joins the query text): a split without a
-        match costs its cache entry, the parsed query of its doc mapping (cached) and Tantivy's
-        count (a few microseconds), and is not opened further. Filters and deletes only remove
-        rows, so they cannot make a split without a query match return rows. The counts are kept
-        for the reads (matching_rows does not count again)."""
+        query, with a struct-field narrowing, which joins the query text, or with a query not
+        cheap to count: reader.query_hits): a split without a match costs its cache entry, the
+        parsed query of its doc mapping (cached) and Tantivy's count (a few microseconds), and is
+        not opened further. Filters and deletes only remove rows, so they cannot make a split
+        without a query match return rows. The counts are kept for the reads (matching_rows does
+        not count again) and for map_chunks."""
         if self.query is None or self.narrowing:
             return list(files)
         from .reader import query_hits
@@ -242,7 +243,9 @@ class SearchPlan:
         for f in files:
             local = self.cache.local_dir(self.storage, f, self.index_query)
             n = query_hits(local, self.query)
-            if n:
+            if n is None:
+                kept.append(f)
+            elif n:
                 self._hits[f.path] = (local, n)
                 kept.append(f)
         return kept
