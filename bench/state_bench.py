@@ -308,7 +308,8 @@ def main() -> int:
     ours, res = median_ms(lambda: write_state(ct.log, latest, force_compaction=True, overwrite=True), runs)
     jcp = copy_table(t70, os.path.join(args.workdir, "compact_json"))
     jlog = it.IndexTable(jcp, {"state.format": "json"}).log
-    from indextables_spark.log.json_checkpoint import checkpoint_key, write_json_checkpoint
+    from indextables_spark.log.json_checkpoint import checkpoint_key
+    from indextables_spark.log.state_writer import write_json_checkpoint
 
     def json_checkpoint():
         p = os.path.join(jcp, checkpoint_key(latest))
