@@ -53,6 +53,11 @@ def write_index(index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Itera
     sb = tantivy.SchemaBuilder()
     for f in fields:
         name, t = f["name"], f["type"]
+        if f.get("stored") is False:  # the reference's indexing.indexonlyfields
+            if t != "text":
+                raise ValueError("only text fields are written index-only here")
+            sb.add_text_field(name, stored=False, tokenizer_name=f.get("tokenizer", "raw"), index_option="position")
+            continue
         if t == "i64":
             sb.add_integer_field(name, stored=True, indexed=True, fast=True)
         elif t == "f64":

@@ -159,6 +159,28 @@ def test_a_reference_split_without_documents_reads_as_empty(tmp_path: Path) -> N
     assert t.count("x:a") == 1 and t.search("x:b").num_rows == 0
 
 
+def test_index_only_fields_of_a_reference_split_read_null_and_refuse_filters(tmp_path: Path) -> None:
+    """The reference's indexing.indexonlyfields: the field is not in the document store, and its
+    SSTable term dictionary is unreadable here, so the conversion cannot keep it: NULL, as the
+    reference reads it, and every filter on it fails naming it (never an answer over NULL)."""
+    from indextables_spark.split.filters import UnsupportedFilterError
+
+    t = it.IndexTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("secret", pa.string())]))
+    t = it.IndexTable(str(tmp_path / "t"), options={"spark.indextables.cache.disk.path": str(tmp_path / "c")})
+    fields = [{"name": "id", "type": "i64"}, {"name": "secret", "type": "text", "tokenizer": "raw", "stored": False}]
+    add_reference_split(t, fields, [{"id": 1, "secret": "a"}, {"id": 2, "secret": "b"}], str(tmp_path), "io.split")
+    assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "secret": None},
+        {"id": 2, "secret": None},
+    ]
+    assert t.to_arrow(where="id = 2").column("id").to_pylist() == [2]
+    for where in ("secret = 'a'", "secret IS NULL"):
+        with pytest.raises(
+            UnsupportedFilterError, match="'secret' is an index-only field of a split IndexTables4Spark"
+        ):
+            t.to_arrow(where=where)
+
+
 def _mixed(tmp_path: Path) -> it.IndexTable:
     """Our split (ids 1-4) and a reference split (ids 5-8) in one table, as after MERGE SPLITS."""
     path = str(tmp_path / "mixed")

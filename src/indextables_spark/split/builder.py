@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -105,13 +105,20 @@ class SplitWriter:
         options: Options | Mapping[str, str] | None = None,
         target_split_bytes: int | None = None,
         companion: CompanionSource | None = None,
+        lost_columns: Sequence[str] = (),
     ):
+        """lost_columns: columns whose values the source did not hold (a reference split's
+        index-only fields, split/reference.py): neither stored nor indexed, and marked index-only
+        with no index, so they read NULL and every filter on them is refused."""
         self.storage = storage
         # Companion splits index rows of source Parquet files (write_source_file) and keep no rows.
         self.companion = companion
         self.options = options if isinstance(options, Options) else Options.of(options)
         self.partition_columns = list(partition_columns)
         self.specs: list[ColumnSpec] = validate_schema(schema_json, self.partition_columns, self.options)
+        if lost_columns:
+            lost = set(lost_columns)
+            self.specs = [replace(s, index_only=True, indexed_fields=()) if s.name in lost else s for s in self.specs]
         self.stored_specs = [s for s in self.specs if not s.partition]
         if not self.stored_specs:
             raise SchemaMismatchError(

@@ -834,6 +834,13 @@ def _index_only_subject(f: Filter, specs: Mapping[str, ColumnSpec], where: str) 
 
 def index_only_message(f: Filter, specs: Mapping[str, ColumnSpec], where: str) -> str:
     subject, cols = _index_only_subject(f, specs, where)
+    lost = [c for c in cols if (s := _lookup(specs, c)) is not None and not s.indexed_fields]
+    if lost:
+        return (
+            f"{subject}: {', '.join(map(repr, lost))} is an index-only field of a split IndexTables4Spark wrote "
+            f"(indexing.indexonlyfields): its values are not in the split's document store, and tantivy-py cannot "
+            f"read the reference's term dictionaries, so no filter on it can be answered here (it reads as NULL)"
+        )
     kinds = sorted({s.kind for c in cols if (s := _lookup(specs, c)) is not None})
     return (
         f"{subject}: the rows do not hold an index-only column (indexing.indexonlyfields; it reads as NULL), "

@@ -61,13 +61,19 @@ def written_by_reference(snapshot: Any, add_file: Any) -> bool:
 
 def _index_fields(index_dir: str, where: str) -> dict[str, tuple[str, str | None]]:
     """meta.json's schema (the split's own description): field name -> (type, tokenizer)."""
+    return {name: (t, tok) for name, (t, tok, _stored) in _meta_fields(index_dir, where).items()}
+
+
+def _meta_fields(index_dir: str, where: str) -> dict[str, tuple[str, str | None, bool]]:
+    """meta.json's schema: field name -> (type, tokenizer, stored)."""
     try:
         with open(os.path.join(index_dir, "meta.json"), "rb") as f:
             meta = json.loads(f.read().decode("utf-8"))
-        out: dict[str, tuple[str, str | None]] = {}
+        out: dict[str, tuple[str, str | None, bool]] = {}
         for d in meta["schema"]:
-            indexing = (d.get("options") or {}).get("indexing") or {}
-            out[d["name"]] = (str(d["type"]), indexing.get("tokenizer"))
+            options = d.get("options") or {}
+            indexing = options.get("indexing") or {}
+            out[d["name"]] = (str(d["type"]), indexing.get("tokenizer"), bool(options.get("stored", True)))
         return out
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise SplitFormatError(f"split {where}: unreadable meta.json in the bundle ({type(e).__name__}: {e})") from None
@@ -304,8 +310,13 @@ def convert(
                 f"split {where}: the log records footerStartOffset {footer_start} but the bundle's "
                 f"file offsets start at {bundle.footer_start}"
             )
-        fields = _index_fields(index_dir, where)
+        meta_fields = _meta_fields(index_dir, where)
+        fields = {name: (t, tok) for name, (t, tok, _stored) in meta_fields.items()}
         columns = _data_columns(schema_json, partition_columns)
+        # index-only fields (the reference's indexing.indexonlyfields) are not in the document
+        # store, and tantivy-py cannot read the SSTable term dictionaries that hold them: their
+        # values are lost to the conversion (they read NULL, as in the reference; filters refused)
+        lost = [c["name"] for c in columns if c["name"] in meta_fields and not meta_fields[c["name"]][2]]
         if not columns:
             raise SplitFormatError(f"split {where}: the table has no data columns to read")
         docs = read_documents(index_dir, where)
@@ -314,7 +325,7 @@ def convert(
         data_schema = {"type": "struct", "fields": columns}
         opts = Options.of(writer_options(fields, strings))
         out = LocalStorage(os.path.join(work, "out"))
-        writer = SplitWriter(out, data_schema, [], opts)
+        writer = SplitWriter(out, data_schema, [], opts, lost_columns=lost)
         try:
             writer.ensure_split()  # a split with no live documents is still a split
             writer.write_batch(table)

@@ -473,8 +473,9 @@ def _descriptors(specs: Iterable[ColumnSpec]) -> list[dict[str, Any]]:
         if s.partition:
             continue
         base = {"column": s.name, "kind": s.kind, "sparkType": s.spark_type, "nullable": s.nullable}
-        if not s.indexed_fields:  # stored only (binary)
-            out.append({"name": s.name, "type": "none", "indexed": False, "fast": False, "stored": False, **base})
+        if not s.indexed_fields:  # stored only (binary); with indexOnly: values lost (SplitWriter's lost_columns)
+            d0 = {"name": s.name, "type": "none", "indexed": False, "fast": False, "stored": False, **base}
+            out.append({**d0, "indexOnly": True} if s.index_only else d0)
         for f in s.indexed_fields:
             d: dict[str, Any] = {
                 "name": f.name,
