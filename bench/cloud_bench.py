@@ -251,8 +251,13 @@ def search_bytes(
 
 COLD_MODES = (
     ("whole splits (before)", {"cache.rows.lazy": "false"}, False),
-    ("index whole, rows by ranges", {"cache.rows.lazy": "auto", "cache.rows.lazyMinSplitSize": "0"}, True),
-    ("query's index parts (now)", {"cache.rows.lazy": "auto"}, False),
+    (
+        "index whole, rows by ranges",
+        {"cache.rows.lazy": "auto", "cache.rows.lazyMinSplitSize": "0", "cache.index.partialMinSplitSize": "1024g"},
+        True,
+    ),
+    # every size here (the default, cache.index.partialMinSplitSize = 4 MB, leaves smaller splits whole)
+    ("query's index parts (now)", {"cache.rows.lazy": "auto", "cache.index.partialMinSplitSize": "0"}, False),
 )
 
 
@@ -261,7 +266,6 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
     import pyarrow as pa
 
     from indextables_spark.split import reader as reader_module
-    from indextables_spark.split import sparse
     from indextables_spark.split.search import SearchPlan, search_table
     from indextables_spark.storage import open_storage
     from indextables_spark.storage.counting import CountingStorage
@@ -312,14 +316,8 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
         def search(mode) -> pa.Table:
             # IndexTable.search on a snapshot read once: the split cache and the searches are
             # timed, not the listing of the transaction log (moto: 20-45 ms, noisy)
-            _label, index_whole, _root, storage, t, snap = mode
-            saved = sparse.MIN_BYTES
-            if index_whole:  # what the cache did before: index files whole, row store by ranges
-                sparse.MIN_BYTES = 1 << 62
-            try:
-                return search_table(SearchPlan(storage, snap, t.options, [], RARE_QUERY, ["id"]))
-            finally:
-                sparse.MIN_BYTES = saved
+            _label, _index_whole, _root, storage, t, snap = mode
+            return search_table(SearchPlan(storage, snap, t.options, [], RARE_QUERY, ["id"]))
 
         def clear(mode) -> None:
             root, storage = mode[2], mode[3]

@@ -271,6 +271,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "every split, `false`: fetch splits whole)",
     ),
     _o("cache.rows.lazyMinSplitSize", "size", 16 * MB, "smallest remote split whose row store is read by ranges"),
+    _o(
+        "cache.index.partialMinSplitSize",
+        "size",
+        4 * MB,
+        "smallest remote split whose index files a Spark-free query fetches only in part (the sections "
+        "its fields use); below it one request for the whole split is faster (bench/cloud_bench.py)",
+    ),
     _o("cache.rows.uncompressed", "bool", True, "cached row stores are uncompressed (memory-mapped reads)"),
     # -- streaming --
     _o("checkpointLocation", "str", None, "streaming checkpoint directory", readme=False),

@@ -47,6 +47,7 @@ from ..option_registry import registered_default
 
 DEFAULT_MAX_BYTES = registered_default("cache.disk.maxSize")
 DEFAULT_LAZY_MIN_BYTES = registered_default("cache.rows.lazyMinSplitSize")
+DEFAULT_PARTIAL_MIN_BYTES = registered_default("cache.index.partialMinSplitSize")
 GRACE_SECONDS = 300.0  # a directory handed out recently counts as in use
 # A split whose index this process has open and whose directory was checked (and its mtime
 # refreshed) less than this ago is handed out without touching the disk again: a search of a
@@ -105,6 +106,7 @@ class SplitCache:
         # (lazy_rows.py), "true" of every split, "false" of none (extracted whole)
         self.lazy_rows = "auto"
         self.lazy_min_bytes = DEFAULT_LAZY_MIN_BYTES  # option cache.rows.lazyMinSplitSize
+        self.partial_min_bytes = DEFAULT_PARTIAL_MIN_BYTES  # option cache.index.partialMinSplitSize
         self._row_sources: dict[str, tuple[int, int] | None] = {}  # final dir -> rows (offset, length)
         self.downloads = 0  # splits this process fetched (observability, tests)
         self.hits = 0  # local_dir calls that found the split cached
@@ -324,7 +326,8 @@ class SplitCache:
                 query is not None
                 and local is None
                 and (
-                    self.lazy_rows == "true" or (self.lazy_rows == "auto" and (add_file.size or 0) >= _sparse.MIN_BYTES)
+                    self.lazy_rows == "true"
+                    or (self.lazy_rows == "auto" and (add_file.size or 0) >= self.partial_min_bytes)
                 )
             )
             try:
@@ -539,4 +542,5 @@ def get_cache(options: Options | dict[str, Any] | None = None) -> SplitCache:
             raise InvalidOptionError(f"option cache.rows.lazy={lazy!r}: expected auto, true or false")
         cache.lazy_rows = lazy
         cache.lazy_min_bytes = opts.get_size("cache.rows.lazyMinSplitSize")
+        cache.partial_min_bytes = opts.get_size("cache.index.partialMinSplitSize")
         return cache

@@ -49,7 +49,6 @@ TAIL_GUESS = 64 << 10  # the first read of a split (1/64 of it, at least 16 KiB)
 # row store's IPC footer before it
 GAP_BYTES = 1 << 20  # ranges closer than this (1/16 of the split, at least 16 KiB) are one request
 RANGE_THREADS = 8  # ranged reads in flight for the splits being fetched (a pool of their own)
-MIN_BYTES = 1 << 20  # smaller remote splits: one whole request is cheaper than the few ranged ones
 # Query kinds (tantivy Debug names) that read only the term dictionary and postings of their
 # fields (and fast fields / fieldnorms, always fetched whole); phrase kinds also read positions.
 NO_POSITIONS = frozenset(
