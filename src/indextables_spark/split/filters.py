@@ -587,7 +587,7 @@ class _Q(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         q, exact = self.visit(f.child)
         if q is None or not exact:
             return None, False
-        child = f.child
+        child: Any = f.child  # (isinstance over the tuples below does not narrow for mypy)
         if isinstance(child, (IsNull, IsNotNull, EqualNullSafe)):  # never NULL: NOT is the complement
             return self.must_not(q), True
         # NOT(leaf) is TRUE where the leaf is FALSE: a leaf with a non-NULL value is NULL exactly
