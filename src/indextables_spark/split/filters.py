@@ -587,18 +587,18 @@ class _Q(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         q, exact = self.visit(f.child)
         if q is None or not exact:
             return None, False
-        child: Any = f.child  # (isinstance over the tuples below does not narrow for mypy)
+        child = f.child
         if isinstance(child, (IsNull, IsNotNull, EqualNullSafe)):  # never NULL: NOT is the complement
             return self.must_not(q), True
         # NOT(leaf) is TRUE where the leaf is FALSE: a leaf with a non-NULL value is NULL exactly
         # where its column is, so the complement within the rows that have a value (an exists
         # query: fast fields only). Otherwise the complement keeps NULL rows too: a superset.
-        if isinstance(child, _COMPARISONS) and child.value is None:
+        if isinstance(child, _COMPARISONS) and getattr(child, "value", None) is None:
             return self.empty(), True  # NOT(c = NULL) is NULL
         if isinstance(child, _COMPARISONS + _STRING_MATCHES + (In,)) and not (
             isinstance(child, In) and any(v is None for v in child.values)
         ):
-            name = self.exists_field(child.column)
+            name = self.exists_field(str(getattr(child, "column", "")))
             if name is not None:
                 return self.must([self.t.Query.exists_query(name), self.must_not(q)]), True
         return self.must_not(q), False
