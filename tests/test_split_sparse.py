@@ -198,3 +198,24 @@ def test_query_needs_and_ranges(tmp_path):
     assert sparse.coalesce([(0, 10), (20, 30), (1000, 1010)], gap=15) == [(0, 30), (1000, 1010)]
     assert sparse.subtract([(0, 100)], [(10, 20), (90, 120)]) == [(0, 10), (20, 90)]
     assert sparse.intersect([(0, 10), (20, 30)], [(5, 25)]) == [(5, 10), (20, 25)]
+
+
+@pytest.mark.spark
+@pytest.mark.cloud
+def test_spark_reads_fetch_only_the_query_parts(spark, s3_table, tmp_path):
+    """A Spark read with only a query (no data filter) fetches each split's index the way a
+    Spark-free search does, and returns what a whole fetch returns; a filter completes the split."""
+    uri, options = s3_table
+    whole, _ = _table(uri, options, tmp_path / "whole", lazy="false")
+    cache = tmp_path / "spark-cache"
+    opts = {**options, "spark.indextables.cache.disk.path": str(cache), "spark.indextables.cache.rows.lazy": "true"}
+    query = "body:quasar OR body:nebula"
+    df = spark.read.format("indextables").options(**opts).option("query", query).load(uri)
+    got = sorted(r.id for r in df.select("id").collect())
+    assert got == sorted(whole.search(query, columns=["id"]).column("id").to_pylist())
+    dirs = [d for d in os.listdir(cache) if not d.startswith(".") and os.path.isdir(cache / d)]
+    assert len(dirs) == 2 and all(os.path.exists(cache / d / sparse.STATE_FILE) for d in dirs)
+    # a data filter needs more of the index: the directories are completed, the answer exact
+    n = df.filter("views < 5000").count()
+    assert n == len(whole.search(query, columns=["id"], where="views < 5000"))
+    assert not any(os.path.exists(cache / d / sparse.STATE_FILE) for d in dirs)

@@ -455,12 +455,16 @@ class TaskRead:
         self.names = _data_names(reader, target)
         self.types = {n: target.field(n).type for n in self.names}
         self.data_schema = pa.schema([pa.field(n, self.types[n]) for n in self.names])
+        # only the query text goes to the index (no data filter, struct narrowing or snippet), as
+        # in SearchPlan: a remote split's index files may be fetched only as far as it reads them
+        alone = not (reader.data_filters or reader.nested_queries or reader.read_opts.snippet_fields)
+        self.index_query = reader.query if alone else None
 
     def open(self, add: AddFile):
         """The split's reader (fetched into the split cache if needed)."""
         from ..split.reader import SplitReader
 
-        return SplitReader(self.cache.local_dir(self.storage, add))
+        return SplitReader(self.cache.local_dir(self.storage, add, self.index_query))
 
     def deletes(self, add: AddFile, delete_logs: list[dict] | None):
         """The split's SplitDeletes from its shipped deleteLog JSON, None without any."""
