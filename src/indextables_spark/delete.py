@@ -290,7 +290,8 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
     pred = parse_delete(where, query, types)
     values = equality_values(pred, arrow_types)
     specs = column_specs(snap.schema_json, snap.partition_columns, opts)
-    if sf.check_index_only(pred.conjuncts, specs, f"DELETE on {storage.uri}") and values is not None:
+    index_only = sf.check_index_only(pred.conjuncts, specs, f"DELETE on {storage.uri}")
+    if index_only and values is not None:
         # equality and key deletes match values in the rows, which hold no index-only column
         if kind in ("equality", "primary_key"):
             raise DeletePredicateError(
@@ -317,7 +318,6 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
             files = _candidates(storage, snap, pred, specs, opts)
             scanned = len(files)
             parts = set(snap.partition_columns)
-            index_only, _ = sf.index_only_filters(pred.conjuncts, specs)
             pushed = [
                 f
                 for f in pred.conjuncts

@@ -452,7 +452,7 @@ def plan_merge(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     index_only = any(s.index_only for s in specs)
     groups = plan_groups(snap.files, snap.skips, now, cfg, mapping_ref, index_only)
-    if index_only and groups.index_only:
+    if groups.index_only:
         log.warning(
             "MERGE SPLITS %s: %d splits left as they are: the table has index-only columns "
             "(indexing.indexonlyfields), whose values only the index holds, and a merge rebuilds splits from rows",

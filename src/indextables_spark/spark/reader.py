@@ -34,6 +34,7 @@ from pyspark.sql.types import StructType
 from ..errors import InvalidOptionError, QueryParseError
 from ..log.actions import AddFile
 from ..options import Options
+from ..split.types import index_only_columns
 from . import filters as spark_filters
 from . import guard
 
@@ -275,7 +276,7 @@ class IndexTablesReader(DataSourceReader):
             if queries:
                 raise InvalidOptionError(guard.unguarded_query_message(self.path))
             self._ensure_bound()
-            unstored = self._index_only_columns()
+            unstored = index_only_columns(self.specs)
             on = [f for f in filters if _filter_column(f) in unstored]
             if on:
                 raise InvalidOptionError(guard.unguarded_index_only_message(self.path, _filter_column(on[0])))
@@ -285,7 +286,7 @@ class IndexTablesReader(DataSourceReader):
         others = [f for f, v in zip(filters, verdicts) if v is None]
         # Filters on index-only columns are the index's alone (Spark would see NULL in the rows), like
         # the full-text query: never handed back, and sibling scans must agree on them.
-        unstored = self._index_only_columns()
+        unstored = index_only_columns(self.specs)
         index_only = [f for f in others if _filter_column(f) in unstored]
         others = [f for f in others if not any(f is g for g in index_only)]
         self._take_index_only(index_only)
@@ -312,9 +313,6 @@ class IndexTablesReader(DataSourceReader):
                 self.partition_filters.append(core)
             elif not (cols & parts) and supports(core, self.specs):
                 self.data_filters.append(core)
-
-    def _index_only_columns(self) -> set[str]:
-        return {s.name.lower() for s in self.specs if s.index_only}
 
     def _take_index_only(self, filters: list) -> None:
         """Add the filters on index-only columns to the data filters, each one the index answers

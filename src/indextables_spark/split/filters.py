@@ -53,7 +53,7 @@ from .partitions import date_to_days, datetime_to_micros, parse_partition_value
 from .stats import decode_stat, null_counts, order_key
 from .text import pattern_terms, regex_escape
 from .text import supported as text_supported
-from .types import STRING_KINDS, ColumnSpec, arrow_type, specs_by_name
+from .types import STRING_KINDS, ColumnSpec, arrow_type, index_only_columns, specs_by_name
 
 if TYPE_CHECKING:
     import tantivy
@@ -794,8 +794,7 @@ def index_only_filters(
 ) -> tuple[list[Filter], list[Filter]]:
     """(the filters reading an index-only column, the others). The former are the index's to
     answer: the rows hold NULL in place of an index-only column (`indexing.indexonlyfields`)."""
-    by_name = specs_by_name(specs)
-    only = {n.lower() for n, s in by_name.items() if s.index_only}
+    only = index_only_columns(specs_by_name(specs).values())
     if not only:
         return [], list(filters)
     on = [f for f in filters if any(_unquote(c).lower() in only for c in columns_of(f))]

@@ -325,18 +325,23 @@ def _empty_index(doc_mapping: str) -> tantivy.Index:
     return index
 
 
-def handles(local_dir: str) -> _Handles:
-    with _handles_lock:  # the split cache's directories are absolute already: no abspath per split
-        h = _handles.get(local_dir)
-        if h is not None:
-            _handles.move_to_end(local_dir)
-            return h
-    key = os.path.abspath(local_dir)
+def _cached_handles(key: str) -> _Handles | None:
     with _handles_lock:
         h = _handles.get(key)
         if h is not None:
             _handles.move_to_end(key)
-            return h
+        return h
+
+
+def handles(local_dir: str) -> _Handles:
+    # the split cache's directories are absolute already: no abspath per split
+    h = _cached_handles(local_dir)
+    if h is not None:
+        return h
+    key = os.path.abspath(local_dir)
+    h = _cached_handles(key) if key != local_dir else None
+    if h is not None:
+        return h
     h = _open_handles(key)
     with _handles_lock:
         h = _handles.setdefault(key, h)
@@ -344,6 +349,16 @@ def handles(local_dir: str) -> _Handles:
         while len(_handles) > MAX_OPEN_SPLITS:
             _handles.popitem(last=False)
     return h
+
+
+def _all_of(*queries: Any) -> Any:
+    """The conjunction of the queries that are not None (None when none is)."""
+    import tantivy
+
+    parts = [q for q in queries if q is not None]
+    if len(parts) < 2:
+        return parts[0] if parts else None
+    return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in parts])
 
 
 def is_open(local_dir: str) -> bool:
@@ -459,32 +474,14 @@ class SplitReader:
         where = f"split {self.local_dir}"
         return (index_only_query(self.index.schema, on, self._specs_by_name, where) if on else None), rest
 
-    def _query(self, filters: Sequence[Filter], query: str | None) -> tuple[tantivy.Query | None, bool, bool]:
-        """(tantivy query or None, narrowing exact, has a query that must run): `filters` are the
-        row-checked ones (see _row_filters); a user query is always run."""
-        import tantivy
-
+    def _plan(self, filters: Sequence[Filter], query: str | None) -> tuple[list[Filter], tuple[Any, bool, bool]]:
+        """(the filters the rows check, the search plan: tantivy query or None, narrowing exact,
+        has a query that must run). A user query always runs; so do the filters on index-only
+        columns (_row_filters), which join the plan as a query since the rows cannot check them."""
+        forced, filters = self._row_filters(filters)
         narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
         user = self.parse_query(query) if query is not None else None
-        parts = [q for q in (user, narrow) if q is not None]
-        if not parts:
-            return None, exact, False
-        q = parts[0] if len(parts) == 1 else tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts])
-        return q, exact, user is not None
-
-    def _plan(self, filters: Sequence[Filter], query: str | None) -> tuple[list[Filter], tuple[Any, bool, bool]]:
-        """(the filters the rows check, the search plan): filters on index-only columns join the
-        plan as a query that always runs (the rows cannot check them)."""
-        import tantivy
-
-        forced, filters = self._row_filters(filters)
-        if not filters and query is None and forced is None:
-            return [], (None, True, False)
-        q, exact, has_user = self._query(filters, query)
-        if forced is not None:
-            q = forced if q is None else tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in (q, forced)])
-            has_user = True
-        return filters, (q, exact, has_user)
+        return filters, (_all_of(user, narrow, forced), exact, user is not None or forced is not None)
 
     def searcher(self) -> Any:  # a tantivy.Searcher (Any: tantivy's stubs lack SearchResult.count)
         return _searcher(self._handles, self.local_dir)
@@ -706,12 +703,8 @@ class SplitReader:
         user = self.parse_query(query)
         forced, filters = self._row_filters(filters)
         narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
-        if forced is not None:  # the index's exact answer on index-only columns (no score, as the narrowing)
-            narrow = (
-                forced
-                if narrow is None
-                else tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in (narrow, forced)])
-            )
+        # the index's exact answer on index-only columns joins the narrowing (no score either)
+        narrow = _all_of(narrow, forced)
         q = (
             user
             if narrow is None

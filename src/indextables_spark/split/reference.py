@@ -59,13 +59,8 @@ def written_by_reference(snapshot: Any, add_file: Any) -> bool:
 # ---- the reference's field configuration ---------------------------------------------------------
 
 
-def _index_fields(index_dir: str, where: str) -> dict[str, tuple[str, str | None]]:
-    """meta.json's schema (the split's own description): field name -> (type, tokenizer)."""
-    return {name: (t, tok) for name, (t, tok, _stored) in _meta_fields(index_dir, where).items()}
-
-
 def _meta_fields(index_dir: str, where: str) -> dict[str, tuple[str, str | None, bool]]:
-    """meta.json's schema: field name -> (type, tokenizer, stored)."""
+    """meta.json's schema (the split's own description): field name -> (type, tokenizer, stored)."""
     try:
         with open(os.path.join(index_dir, "meta.json"), "rb") as f:
             meta = json.loads(f.read().decode("utf-8"))

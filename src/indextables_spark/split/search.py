@@ -637,8 +637,8 @@ def split_rows(
 
     stored = set(split.schema.names)
     # index-only columns read as NULL, but their filters are the index's (the split reader's)
-    absent = {n.lower() for n in names if n not in stored} - split.index_only
     nulls = {n.lower() for n in names if n not in stored}
+    absent = nulls - split.index_only
     if not nulls:
         for batch in split.read(filters, query, names, batch_rows, deletes=deletes):
             if batch.num_rows:

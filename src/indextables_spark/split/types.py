@@ -361,27 +361,29 @@ def _check_indexing(cfg: IndexingConfig, by_name: Mapping[str, Any], partition_c
     each other (stored only and typed/fast, fast and not fast)."""
     cfg.check_columns(by_name)
     lower = {n.lower(): n for n in by_name}
-    for c, key in sorted(cfg.index_only.items()):
-        if c not in lower:  # check_columns let a struct field through
-            raise InvalidOptionError(f"option {key} names {c!r}: index-only applies to whole columns ({list(by_name)})")
+
+    def data_column(c: str, key: str, missing: str) -> str:
+        """The column option `key` names as `c`: a whole column (InvalidOptionError `missing`
+        otherwise) that is no partition column."""
+        if c not in lower:
+            raise InvalidOptionError(missing)
         col = lower[c]
         if col in partition_columns:
             raise InvalidOptionError(
                 f"option {key}: {col!r} is a partition column (partition values live in the log, not in splits)"
             )
+        return col
+
+    for c, key in sorted(cfg.index_only.items()):
+        # (check_columns let a struct field through)
+        col = data_column(c, key, f"option {key} names {c!r}: index-only applies to whole columns ({list(by_name)})")
         if c in cfg.store_only:
             raise InvalidOptionError(
                 f"options {key} and {cfg.store_only[c]} both name {col!r}: a column cannot be both "
                 f"index-only (not stored) and stored-only (not indexed)"
             )
     for c, key in sorted(cfg.store_only.items()):
-        if c not in lower:
-            raise InvalidOptionError(f"option {key} names {c!r}, not a column of the table (columns: {list(by_name)})")
-        col = lower[c]
-        if col in partition_columns:
-            raise InvalidOptionError(
-                f"option {key}: {col!r} is a partition column (partition values live in the log, not in splits)"
-            )
+        col = data_column(c, key, f"option {key} names {c!r}, not a column of the table (columns: {list(by_name)})")
         if c in cfg.fast:
             raise InvalidOptionError(
                 f"options {key} and indexing.fastfields both name {col!r}: a stored-only column has no fast field"
