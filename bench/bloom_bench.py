@@ -26,11 +26,11 @@ import uuid
 import pyarrow as pa
 
 import indextables_spark as it
-from indextables_spark.options import Options
-from indextables_spark.split import filters as sf
-from indextables_spark.split.bloom import STATS_KEY, skip_by_blooms
-from indextables_spark.split.cache import get_cache
-from indextables_spark.split.reader import SplitReader
+from indextables_spark.config.options import Options
+from indextables_spark.expr import filters as sf
+from indextables_spark.core.split.bloom import STATS_KEY, skip_by_blooms
+from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.reader import SplitReader
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split()
 
@@ -40,7 +40,7 @@ def build(path: str, splits: int, rows_per_split: int, seed: int = 11) -> tuple[
     from pyspark.sql.types import StructType
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
-    from indextables_spark.split.types import spark_schema_json
+    from indextables_spark.core.split.types import spark_schema_json
 
     rnd = random.Random(seed)
     n = splits * rows_per_split

@@ -10,14 +10,14 @@ Cases (medians over --runs, default 5, after one warm-up run; fresh IndexTable e
   query-cold           the same count with an empty split cache (every split downloaded/extracted)
   fetch-rows-warm      rows matching a rare-term query, materialised (warm cache)
 and, on S3, the bytes a cold and a warm rare-term IndexTable.search fetch (counted through the
-storage layer: storage/counting.py) against the bytes of the splits it opens.
+storage layer: core/storage/counting.py) against the bytes of the splits it opens.
 
 Cold reads of small splits (--cold-docs, default 50,000,200,000,640,000 documents in --cold-splits
 16 splits: splits of about 1, 4.5 and 15 MB): the rare-term id query
 `IndexTable.search(RARE_QUERY, columns=["id"])` on S3 three ways, in the same run: the splits
 fetched whole (cache.rows.lazy=false, the behaviour before), the index files whole and the row
 store by ranges (what cache.rows.lazy did for splits of 16 MB or more), and only the parts of the
-index files the query reads (split/sparse.py, the default now). For each: GET requests, bytes,
+index files the query reads (core/split/sparse.py, the default now). For each: GET requests, bytes,
 % of the data bytes, cold time (median of --runs, empty split cache each time) and warm time.
 --only-cold runs just that part.
 
@@ -56,8 +56,8 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import indextables_spark as it  # noqa: E402
 from bench_common import fetch_rows  # noqa: E402
-from indextables_spark.log.state_writer import write_state  # noqa: E402
-from indextables_spark.log.synthetic import (  # noqa: E402
+from indextables_spark.core.log.state_writer import write_state  # noqa: E402
+from indextables_spark.core.log.synthetic import (  # noqa: E402
     DEFAULT_SCHEMA,
     create_table,
     partition_value,
@@ -161,9 +161,9 @@ def build_text_table(uri: str, options: dict, docs: int, splits: int) -> None:
     from datagen import documents
     from pyspark.sql.types import StructType
 
-    from indextables_spark.options import Options
+    from indextables_spark.config.options import Options
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
-    from indextables_spark.split.types import spark_schema_json
+    from indextables_spark.core.split.types import spark_schema_json
 
     data = documents(docs).drop_columns(["tags"])
     opts = Options.of(options, {"indexing.typemap.body": "text", "indexing.typemap.title": "text"})
@@ -199,8 +199,8 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
     day = partition_value(3, NUM_PARTITIONS)
 
     def clear_cache():
-        from indextables_spark.split import reader as reader_module
-        from indextables_spark.split.cache import get_cache
+        from indextables_spark.core.split import reader as reader_module
+        from indextables_spark.core.split.cache import get_cache
 
         cache = get_cache(opts)
         for name in os.listdir(cache.root):
@@ -209,7 +209,7 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
                 reader_module.forget(path)
                 shutil.rmtree(path)
 
-    from indextables_spark.table import forget_logs
+    from indextables_spark.api.table import forget_logs
 
     res = {  # forget_logs: each run decodes the state afresh (no snapshot kept from the last run)
         "state-read-70k": median_ms(
@@ -230,9 +230,9 @@ def search_bytes(
 ) -> tuple[int, int, int, int, float]:
     """(split bytes of the splits the query opens, bytes fetched by a cold search, by the same
     search warm, matches, warm median ms): IndexTable.search(RARE_QUERY, columns=columns) with
-    every byte counted through the storage layer (storage/counting.py)."""
-    from indextables_spark.storage import open_storage
-    from indextables_spark.storage.counting import CountingStorage
+    every byte counted through the storage layer (core/storage/counting.py)."""
+    from indextables_spark.core.storage import open_storage
+    from indextables_spark.core.storage.counting import CountingStorage
 
     opts = {**options, "cache.disk.path": cache_dir, "cache.rows.lazy": lazy}
     shutil.rmtree(cache_dir, ignore_errors=True)
@@ -265,10 +265,10 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
     """The rare-term id query on tables of small splits, cold and warm, fetched three ways."""
     import pyarrow as pa
 
-    from indextables_spark.split import reader as reader_module
-    from indextables_spark.split.search import SearchPlan, search_table
-    from indextables_spark.storage import open_storage
-    from indextables_spark.storage.counting import CountingStorage
+    from indextables_spark.core.split import reader as reader_module
+    from indextables_spark.core.split.search import SearchPlan, search_table
+    from indextables_spark.core.storage import open_storage
+    from indextables_spark.core.storage.counting import CountingStorage
 
     class S3Like(CountingStorage):
         """moto with each GET taking what it would on S3 (args.s3_latency_ms first byte, then

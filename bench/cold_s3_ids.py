@@ -14,7 +14,7 @@ s3:// with partitions x regions splits, body indexed as text. Then, for the rare
 body:osprey, each with a fresh (empty) split cache directory:
 - Spark-free: `IndexTable(uri, storage=CountingStorage(...)).search(query, columns=["id"])` and
   the same with every column; every byte this process reads through the storage layer is counted
-  (storage/counting.py), split files apart from the transaction log.
+  (core/storage/counting.py), split files apart from the transaction log.
 - Through Spark: `SELECT id FROM docs WHERE body TEXTSEARCH 'osprey'`, the reader with
   query + columns=id, and the reader with every column (.select("id")), collected. The Python
   workers that open the splits are separate processes, so a CountingStorage in the driver cannot
@@ -22,7 +22,7 @@ body:osprey, each with a fresh (empty) split cache directory:
   (CountingProxy below), which counts the response bytes of every GET, whichever process sent it.
 Each is run with the split cache's default handling (`cache.rows.lazy` auto: a Spark-free search
 with only a query fetches, of remote splits of 1 MiB or more, only the parts of the index files the
-query reads (split/sparse.py) and the row store by ranges; other reads fetch splits under
+query reads (core/split/sparse.py) and the row store by ranges; other reads fetch splits under
 `cache.rows.lazyMinSplitSize`, 16 MB by default, whole) and with `cache.rows.lazy` true (the same,
 every split). The Spark reads (separate worker processes) do not pass the query to the split cache:
 they fetch the index files whole. bench/cloud_bench.py compares the ways, cold and warm.
@@ -142,9 +142,9 @@ def build(spark, uri: str, endpoint: str, args) -> None:
 def spark_free(uri: str, endpoint: str, cache: str, columns: list[str] | None, lazy: str) -> tuple[int, int, int]:
     """(matches, split bytes, other bytes) a cold IndexTable.search reads, counted through the
     storage layer of this process."""
-    from indextables_spark.storage import open_storage
-    from indextables_spark.storage.counting import CountingStorage
-    from indextables_spark.table import forget_logs
+    from indextables_spark.core.storage import open_storage
+    from indextables_spark.core.storage.counting import CountingStorage
+    from indextables_spark.api.table import forget_logs
 
     forget_logs()
     shutil.rmtree(cache, ignore_errors=True)
@@ -159,7 +159,7 @@ def through_spark(spark, proxy: CountingProxy, uri: str, cache: str, how: str, l
     """(ids, split bytes, other bytes, GET requests) one cold Spark read fetches through the proxy:
     `how` is "sql" (SELECT id ... TEXTSEARCH), "columns" (reader, columns=id) or "all" (reader,
     every column, .select("id"))."""
-    from indextables_spark.table import forget_logs
+    from indextables_spark.api.table import forget_logs
 
     forget_logs()
     shutil.rmtree(cache, ignore_errors=True)
@@ -188,7 +188,7 @@ def through_spark(spark, proxy: CountingProxy, uri: str, cache: str, how: str, l
 def print_composition(table, data: int) -> None:
     """What the split files hold: the row store against the index files (by extension), from
     their footers (ranged reads)."""
-    from indextables_spark.split.bundle import RangeSource, read_footer
+    from indextables_spark.core.split.bundle import RangeSource, read_footer
 
     by: Counter[str] = Counter()
     for f in table.files():

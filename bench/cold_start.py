@@ -7,7 +7,7 @@ snapshot and file list of a 70,000-split table, against delta-rs on the same fil
 Each run is ONE new interpreter per side (`python -c ...`), timed inside it with perf_counter from
 before its first import to the file list in hand; the sides run interleaved (ours, delta-rs,
 floor, ours, ...) so that a busy machine slows both alike, and the figures are medians:
-- indextables: `import indextables_spark as it; from indextables_spark.table import IndexTable`,
+- indextables: `import indextables_spark as it; from indextables_spark.api.table import IndexTable`,
   then `IndexTable(path).snapshot()` and its file list (`.files_table`, a pyarrow Table with one
   row per split: path, size, partition values, statistics, ...)
 - delta-rs: `from deltalake import DeltaTable`, then `DeltaTable(path)` and its file list
@@ -17,7 +17,7 @@ floor, ours, ...) so that a busy machine slows both alike, and the figures are m
   (pyarrow imports numpy); delta-rs returns arro3 tables and never imports pyarrow.
 Also printed: `import indextables_spark` alone (target <= 60 ms), and each side's total split
 into its imports and its first snapshot + file list. Our snapshot includes pyarrow's import: the
-manifests decode in worker threads while the main thread imports it (log/avro_state.py).
+manifests decode in worker threads while the main thread imports it (core/log/avro_state.py).
 The tables are state_bench.py's (built there once and reused: V4 Avro state / Delta checkpoint).
 """
 
@@ -46,7 +46,7 @@ OURS = """
 import time
 t0, c0 = time.perf_counter(), time.process_time()
 import indextables_spark as it
-from indextables_spark.table import IndexTable
+from indextables_spark.api.table import IndexTable
 t1 = time.perf_counter()
 files = IndexTable(PATH).snapshot().files_table
 n = files.num_rows

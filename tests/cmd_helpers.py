@@ -10,7 +10,7 @@ import time
 import pyarrow as pa
 
 import indextables_spark as it
-from indextables_spark.options import Options
+from indextables_spark.config.options import Options
 
 WORDS = (
     "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
@@ -42,7 +42,7 @@ def append(
     """One write job (one task) → one new version; returns it."""
     from pyspark.sql.types import StructType
 
-    from indextables_spark.split.types import spark_schema_json
+    from indextables_spark.core.split.types import spark_schema_json
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
 
@@ -63,8 +63,8 @@ def small_splits_table(
 
 def split_rows(table: it.IndexTable, add) -> list[tuple]:
     """The rows of one split, as read_all gives them."""
-    from indextables_spark.split.cache import get_cache
-    from indextables_spark.split.reader import SplitReader
+    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.reader import SplitReader
 
     reader = SplitReader(get_cache(table.options).local_dir(table.storage, add))
     return [
@@ -85,8 +85,8 @@ def as_tuples(data: pa.Table) -> list[tuple]:
 
 def query_ids(table: it.IndexTable, query: str, version: int | None = None) -> list[int]:
     """Ids of the rows matching a full-text query, over every split of a version."""
-    from indextables_spark.split.cache import get_cache
-    from indextables_spark.split.reader import SplitReader
+    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.reader import SplitReader
 
     snap = table.snapshot(version)
     ids = []
@@ -112,9 +112,9 @@ def age_tree(root: str, hours: float, suffix: str = "") -> None:
 
 def live_rows(table: it.IndexTable, version: int | None = None) -> list[tuple]:
     """Like read_all, with the snapshot's row-level deletes applied."""
-    from indextables_spark.log.delete_logs import load_split_deletes
-    from indextables_spark.split.cache import get_cache
-    from indextables_spark.split.reader import SplitReader
+    from indextables_spark.core.log.delete_logs import load_split_deletes
+    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.reader import SplitReader
 
     snap = table.snapshot(version)
     out = []

@@ -62,17 +62,17 @@ class StorageTarget:
 
     def open(self, **kwargs: Any):
         """The Storage for this root. kwargs (cloud only) go to the backend's constructor."""
-        from indextables_spark.options import Options
-        from indextables_spark.storage import open_storage
+        from indextables_spark.config.options import Options
+        from indextables_spark.core.storage import open_storage
 
         if not kwargs:
             return open_storage(self.uri, self.options)
         if self.kind == "s3":
-            from indextables_spark.storage.s3 import S3Storage
+            from indextables_spark.core.storage.s3 import S3Storage
 
             return S3Storage(self.uri, Options.of(self.options), **kwargs)
         if self.kind == "azure":
-            from indextables_spark.storage.azure import AzureStorage
+            from indextables_spark.core.storage.azure import AzureStorage
 
             return AzureStorage(self.uri, Options.of(self.options), **kwargs)
         raise TypeError(f"local storage takes no constructor arguments, got {sorted(kwargs)}")
@@ -205,7 +205,7 @@ def cloud_backend(request: pytest.FixtureRequest) -> StorageTarget:
 @pytest.fixture
 def s3_uri(s3_bucket, s3_options, request):
     """A fresh table root on S3; everything under it is deleted afterwards."""
-    from indextables_spark.storage import open_storage
+    from indextables_spark.core.storage import open_storage
 
     uri = f"s3://{s3_bucket}/{request.node.name[:30]}-{uuid.uuid4().hex[:8]}"
     yield uri

@@ -69,7 +69,7 @@ def rows_for(ids: list[int]) -> pa.Table:
 
 def write_splits(table, ids: list[int]):
     """Real splits for these rows (one per partition value); returns (adds, {path: ids}, writer)."""
-    from indextables_spark.split.builder import SplitWriter
+    from indextables_spark.core.split.builder import SplitWriter
 
     w = SplitWriter(table.storage, SCHEMA, PARTITIONS, table.options)
     w.write_batch(rows_for(ids))
@@ -80,10 +80,10 @@ def write_splits(table, ids: list[int]):
 
 def create_table(table, ids: list[int]) -> tuple[int, dict[str, list[int]]]:
     """Version 0: protocol, metadata (with the doc mapping registered) and the first splits."""
-    from indextables_spark.log.actions import Metadata
-    from indextables_spark.log.doc_mapping import registry_key
-    from indextables_spark.log.protocol_gate import CURRENT_PROTOCOL
-    from indextables_spark.log.transaction import new_table_id, now_ms
+    from indextables_spark.core.log.actions import Metadata
+    from indextables_spark.core.log.doc_mapping import registry_key
+    from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL
+    from indextables_spark.core.log.transaction import new_table_id, now_ms
 
     adds, by_path, w = write_splits(table, ids)
     meta = Metadata(
@@ -176,11 +176,11 @@ def context():
         _CTX.set_forkserver_preload(
             [
                 "indextables_spark",
-                "indextables_spark.table",
-                "indextables_spark.split.builder",
-                "indextables_spark.commands.merge",
-                "indextables_spark.commands.purge",
-                "indextables_spark.log.maintenance",
+                "indextables_spark.api.table",
+                "indextables_spark.core.split.builder",
+                "indextables_spark.ops.merge_splits",
+                "indextables_spark.ops.purge",
+                "indextables_spark.core.log.maintenance",
                 "crash_harness",
             ]
         )
@@ -332,8 +332,8 @@ class CrashTable:
 
     # ---- checks -------------------------------------------------------------------------------
     def _ids(self, table, add) -> frozenset[int]:
-        from indextables_spark.split.cache import get_cache
-        from indextables_spark.split.reader import SplitReader
+        from indextables_spark.core.split.cache import get_cache
+        from indextables_spark.core.split.reader import SplitReader
 
         got = self._ids_of_path.get(add.path)
         if got is None:
@@ -399,7 +399,7 @@ class CrashTable:
         self.verify(new_only=False)
         table = self.table(**{"spark.indextables.state.gc.minManifestAgeHours": "0"})
         referenced: set[str] = set()
-        from indextables_spark.log.actions import AddFile
+        from indextables_spark.core.log.actions import AddFile
 
         for v in table.log.list_versions():
             referenced.update(a.path for a in table.log.read_actions(v) if isinstance(a, AddFile))

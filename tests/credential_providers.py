@@ -17,7 +17,7 @@ import os
 import threading
 import time
 
-from indextables_spark.storage.credentials import AwsCredentials, AzureToken
+from indextables_spark.core.storage.credentials import AwsCredentials, AzureToken
 
 UTC = dt.timezone.utc
 _counter = itertools.count(1)

@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import functions as sf
 
 import indextables_spark as it
-from indextables_spark.split.aggregate import AggregationError
+from indextables_spark.core.split.aggregate import AggregationError
 from search_tables import DOCS_OPTIONS, docs, docs_schema, write_table
 
 N = 3000
@@ -270,7 +270,7 @@ def small_table(tmp_path, n: int, columns: dict, options=None):
 
     types = {"long": LongType(), "double": DoubleType(), "string": StringType(), "dec": DecimalType(20, 4)}
     schema = StructType([StructField(c, types[t]) for c, (t, _) in columns.items()])
-    from indextables_spark.split.types import arrow_schema
+    from indextables_spark.core.split.types import arrow_schema
 
     data = pa.Table.from_pydict({c: v for c, (_, v) in columns.items()}, schema=arrow_schema(schema.jsonValue()))
     path = str(tmp_path / "t")
@@ -425,7 +425,7 @@ def test_driver_threads_give_the_same_result(spark, table, monkeypatch):
     """The driver path searches small splits in one thread and big ones in contiguous runs per
     thread (split.search.map_chunks): both give Spark's result (the threaded path forced here,
     the split partial cache off so that every split is searched)."""
-    from indextables_spark.split import search as split_search
+    from indextables_spark.core.split import search as split_search
 
     path, mem = table
     files = it.IndexTable(path).files()

@@ -1,4 +1,4 @@
-"""Our Spark type ↔ Arrow mapping (split/types.py) against PySpark's own converters.
+"""Our Spark type ↔ Arrow mapping (core/split/types.py) against PySpark's own converters.
 
 Spark checks the first Arrow batch a Python data source returns against
 `to_arrow_schema(schema, timezone="UTC")` (types and nullability); the package builds that schema
@@ -16,9 +16,9 @@ import pytest
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from indextables_spark.commands import results
+from indextables_spark.ops import columns as results
 from indextables_spark.errors import UnsupportedTypeError
-from indextables_spark.split.types import (
+from indextables_spark.core.split.types import (
     SPARK_METADATA_KEY,
     arrow_schema,
     arrow_type,

@@ -15,9 +15,9 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import CorruptStateError, InvalidOptionError
-from indextables_spark.options import Options
-from indextables_spark.split import filters as sf
-from indextables_spark.split.bloom import (
+from indextables_spark.config.options import Options
+from indextables_spark.expr import filters as sf
+from indextables_spark.core.split.bloom import (
     STATS_KEY,
     BloomFilter,
     bloom_file_for,
@@ -33,7 +33,7 @@ def write(path: str, data: pa.Table, options: dict | None = None, partition_by: 
     """One write job (the Spark writer's functions, no Spark): returns the version."""
     from pyspark.sql.types import StructType
 
-    from indextables_spark.split.types import spark_schema_json
+    from indextables_spark.core.split.types import spark_schema_json
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
 
@@ -76,8 +76,8 @@ def plan(t: it.IndexTable, filters: list, enabled: bool = True) -> list:
 
 
 def read_rows(t: it.IndexTable, files: list, filters: list) -> list[dict]:
-    from indextables_spark.split.cache import get_cache
-    from indextables_spark.split.reader import SplitReader
+    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.reader import SplitReader
 
     out = []
     for f in files:
@@ -103,7 +103,7 @@ def test_hashes_are_fixed_and_the_same_in_every_process():
         16490336266968443936,
     ]
     code = (
-        "import pyarrow as pa; from indextables_spark.split.bloom import hash_values; "
+        "import pyarrow as pa; from indextables_spark.core.split.bloom import hash_values; "
         "print(hash_values(pa.array(['x', 'yy', None, 'zzz' * 9])).tolist())"
     )
     runs = {
@@ -231,7 +231,7 @@ def test_a_corrupt_bloom_file_is_an_error_naming_it(tmp_path):
     with pytest.raises(CorruptStateError, match=r"split-.*\.bloom: truncated or corrupt Bloom filter"):
         plan(t, [sf.EqualTo("uid", "x")])
     t.storage.put(key, b"ITBF" + (7).to_bytes(4, "little") + good[8:])
-    from indextables_spark.split import bloom
+    from indextables_spark.core.split import bloom
 
     bloom._cache.clear()
     with pytest.raises(CorruptStateError, match="Bloom filter format version 7 found"):

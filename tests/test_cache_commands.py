@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.commands.parser import CommandSyntaxError, parse_command
+from indextables_spark.frontends.sql_parser import CommandSyntaxError, parse_command
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import indextables_spark as it
-from indextables_spark import cli
+from indextables_spark.frontends import cli
 
 from cmd_helpers import age_tree, read_all, small_splits_table
 

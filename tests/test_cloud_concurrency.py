@@ -20,10 +20,10 @@ from test_commit_concurrency import N_COMMITS, N_PROCS, create_table, run_proces
 from test_state_write import live_paths, replay_paths
 
 import indextables_spark as it
-from indextables_spark.log.actions import AddFile
-from indextables_spark.log.paths import LOG_DIR, parse_version_name, version_key
-from indextables_spark.options import Options
-from indextables_spark.storage import FileInfo, Storage, open_storage
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.paths import LOG_DIR, parse_version_name, version_key
+from indextables_spark.config.options import Options
+from indextables_spark.core.storage import FileInfo, Storage, open_storage
 
 pytestmark = pytest.mark.cloud
 

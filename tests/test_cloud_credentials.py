@@ -1,4 +1,4 @@
-"""Credentials the way platforms hand them out (storage/credentials.py), against real emulators.
+"""Credentials the way platforms hand them out (core/storage/credentials.py), against real emulators.
 
 - A provider callable (`aws.credentialsProvider`) whose credentials expire after 3 s: requests
   before, near and after the expiry succeed, the provider is called again before the expiry (the
@@ -38,10 +38,10 @@ import credential_providers as cp
 import pytest
 
 from indextables_spark.errors import InvalidOptionError, StorageError
-from indextables_spark.options import Options
-from indextables_spark.storage import open_storage
-from indextables_spark.storage.azure import AzureStorage
-from indextables_spark.storage.credentials import AwsCredentials, AzureToken, clear_shared, current_aws_credentials
+from indextables_spark.config.options import Options
+from indextables_spark.core.storage import open_storage
+from indextables_spark.core.storage.azure import AzureStorage
+from indextables_spark.core.storage.credentials import AwsCredentials, AzureToken, clear_shared, current_aws_credentials
 
 PROVIDER = "spark.indextables.aws.credentialsProvider"
 ROOT = Path(__file__).resolve().parents[1]

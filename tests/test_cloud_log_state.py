@@ -18,10 +18,16 @@ from test_state_write import live_paths, replay_paths, state
 
 import indextables_spark as it
 from indextables_spark.errors import CorruptStateError, VersionNotFoundError
-from indextables_spark.log.actions import AddFile
-from indextables_spark.log.gc import gc_state
-from indextables_spark.log.paths import LAST_CHECKPOINT, LOG_DIR, version_key
-from indextables_spark.log.synthetic import commit_files, create_table, partition_value, synthetic_add, synthetic_adds
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.gc import gc_state
+from indextables_spark.core.log.paths import LAST_CHECKPOINT, LOG_DIR, version_key
+from indextables_spark.core.log.synthetic import (
+    commit_files,
+    create_table,
+    partition_value,
+    synthetic_add,
+    synthetic_adds,
+)
 
 HOUR_MS = 3600 * 1000
 
@@ -50,7 +56,7 @@ def test_log_commits_time_travel_history_and_changes(storage_backend):
     keys = [f.key for f in t.storage.list(LOG_DIR + "/")]
     assert keys == [version_key(v) for v in range(4)]
     raw = t.storage.read(version_key(2))
-    assert raw[:4] == b"\x01\x01\x1f\x8b"  # framed as the reference writes it (log/codec.py)
+    assert raw[:4] == b"\x01\x01\x1f\x8b"  # framed as the reference writes it (core/log/codec.py)
     kinds = [next(iter(json.loads(line))) for line in gzip.decompress(raw[2:]).decode().splitlines()]
     assert kinds.count("add") == 5 and kinds.count("remove") == 2 and "commitInfo" in kinds
 

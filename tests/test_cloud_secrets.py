@@ -25,10 +25,10 @@ from cmd_helpers import append, rows
 from faults import AzureFaults, S3Faults
 
 import indextables_spark as it
-from indextables_spark import cli
+from indextables_spark.frontends import cli
 from indextables_spark.errors import IndexTablesError, InvalidOptionError, StorageError
-from indextables_spark.options import Options
-from indextables_spark.storage import open_storage
+from indextables_spark.config.options import Options
+from indextables_spark.core.storage import open_storage
 
 pytestmark = pytest.mark.cloud
 

@@ -20,13 +20,13 @@ import pytest
 from cloud_helpers import wipe_cloud_tables  # noqa: F401  (autouse: deletes what each test wrote)
 from faults import AzureFaults, S3Faults
 
-from indextables_spark.log.actions import AddFile
-from indextables_spark.options import Options
-from indextables_spark.split.builder import SplitWriter
-from indextables_spark.split.cache import SplitCache, get_cache
-from indextables_spark.split import reader as reader_module
-from indextables_spark.split.reader import SplitReader
-from indextables_spark.storage import open_storage
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.config.options import Options
+from indextables_spark.core.split.builder import SplitWriter
+from indextables_spark.core.split.cache import SplitCache, get_cache
+from indextables_spark.core.split import reader as reader_module
+from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.storage import open_storage
 
 pytestmark = pytest.mark.cloud
 
@@ -168,7 +168,7 @@ def test_remote_split_cache(cloud_backend, tmp_path):
 def test_remote_row_store_read_by_ranges(cloud_backend, tmp_path):
     """`cache.rows.lazy=auto` on a remote split at or above cache.rows.lazyMinSplitSize: the index
     files are fetched, the row store is not; reading a column fetches its buffers only, once."""
-    from indextables_spark.storage.counting import CountingStorage
+    from indextables_spark.core.storage.counting import CountingStorage
 
     target = cloud_backend
     adds = write_remote_splits(target.open(), 1)
@@ -184,7 +184,7 @@ def test_remote_row_store_read_by_ranges(cloud_backend, tmp_path):
     bodies = pa.Table.from_batches(list(reader.read(query="word7", columns=["body"])))
     assert bodies.num_rows == ROWS // 50 and all("word7 " in b for b in bodies.column("body").to_pylist())
     body_bytes = storage.bytes_read["read_range"] - opened - id_bytes
-    from indextables_spark.split.bundle import load_extracted_footer
+    from indextables_spark.core.split.bundle import load_extracted_footer
 
     rows_length = load_extracted_footer(local).rows.length
     assert id_bytes > 0 and body_bytes > 0 and id_bytes + body_bytes < rows_length

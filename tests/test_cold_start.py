@@ -51,10 +51,10 @@ def test_first_snapshot_loads_datafusion_core_without_its_python_layer(tmp_path)
 
 
 def test_table_import_and_first_snapshot_import_only_the_read_path(tmp_path):
-    """#28: `import indextables_spark.table` imports neither pyarrow nor numpy, and a first snapshot
+    """#28: `import indextables_spark.api.table` imports neither pyarrow nor numpy, and a first snapshot
     imports only what its state read needs: pyarrow (while the manifests decode), not the change
     feed, transactions, maintenance, the state writer, partition filters, pyarrow.compute or
-    fastavro (the state manifest is read by log/avro_container.py).
+    fastavro (the state manifest is read by core/log/avro_container.py).
     A commit through the table still runs the maintenance hook (the automatic checkpoint)."""
     path = str(tmp_path / "t")
     from cmd_helpers import small_splits_table
@@ -66,17 +66,17 @@ def test_table_import_and_first_snapshot_import_only_the_read_path(tmp_path):
         "pyarrow.compute",
         "numpy",
         "fastavro",
-        "indextables_spark.log.changes",
-        "indextables_spark.log.transaction",
-        "indextables_spark.log.maintenance",
-        "indextables_spark.log.state_writer",
-        "indextables_spark.log.partition_filter",
-        "indextables_spark.log.avro_codec",
-        "indextables_spark.results",
+        "indextables_spark.core.log.changes",
+        "indextables_spark.core.log.transaction",
+        "indextables_spark.core.log.maintenance",
+        "indextables_spark.core.log.state_writer",
+        "indextables_spark.expr.partition_filter",
+        "indextables_spark.core.log.avro_codec",
+        "indextables_spark.api.results",
     )
     got = run_fresh(
         f"mods = {mods!r}\n"
-        "from indextables_spark.table import IndexTable\n"
+        "from indextables_spark.api.table import IndexTable\n"
         "after_import = sorted(m for m in mods if m in sys.modules)\n"
         f"snap = IndexTable({path!r}).snapshot()\n"
         "n = snap.files_table.num_rows\n"

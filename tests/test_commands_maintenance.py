@@ -13,11 +13,11 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.commands import results
-from indextables_spark.commands.execute import execute
-from indextables_spark.commands.parser import parse_command
+from indextables_spark.ops import columns as results
+from indextables_spark.frontends.execute import execute
+from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import InvalidOptionError, TableExistsError
-from indextables_spark.log.partition_filter import PartitionFilterError
+from indextables_spark.expr.partition_filter import PartitionFilterError
 
 from cmd_helpers import age_tree, append, query_ids, read_all, rows, small_splits_table, split_rows
 
@@ -179,7 +179,7 @@ def test_result_columns_are_the_dataclass_fields():
     import dataclasses
     import pickle
 
-    from indextables_spark import results as r
+    from indextables_spark.api import results as r
 
     res = r.MergeSplitsResult(
         table_path="/t",
@@ -236,7 +236,7 @@ def test_commands_on_every_backend(storage_backend):
     import time
 
     later = int(time.time() * 1000) + 10 * 24 * 3600 * 1000
-    from indextables_spark.commands.purge import purge
+    from indextables_spark.ops.purge import purge
 
     p = purge(t.log, older_than_hours=7 * 24, tx_log_retention_hours=30 * 24, now_ms=later)
     assert p["splitsDeleted"] == 0 and p["orphanedSplitsFound"] == 0

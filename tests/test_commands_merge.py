@@ -8,11 +8,11 @@ import shutil
 import pytest
 
 import indextables_spark as it
-from indextables_spark.commands import merge
-from indextables_spark.commands.execute import execute
-from indextables_spark.commands.parser import parse_command
+from indextables_spark.ops import merge_splits as merge
+from indextables_spark.frontends.execute import execute
+from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
-from indextables_spark.log.actions import AddFile, SkipAction
+from indextables_spark.core.log.actions import AddFile, SkipAction
 
 from cmd_helpers import append, as_tuples, query_ids, read_all, rows, small_splits_table, split_rows
 

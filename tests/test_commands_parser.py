@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from indextables_spark.commands import parser as p
-from indextables_spark.commands.parser import CommandSyntaxError, parse_command
+from indextables_spark.frontends import sql_parser as p
+from indextables_spark.frontends.sql_parser import CommandSyntaxError, parse_command
 from indextables_spark.errors import IndexTablesError
 
 G = 1 << 30

@@ -11,8 +11,8 @@ import time
 import pytest
 
 import indextables_spark as it
-from indextables_spark.commands.execute import execute
-from indextables_spark.commands.parser import parse_command
+from indextables_spark.frontends.execute import execute
+from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import InvalidOptionError, VersionNotFoundError
 
 from cmd_helpers import age_tree, append, read_all, rows, small_splits_table

@@ -16,7 +16,7 @@ import indextables_spark as it
 from cloud_helpers import session_conf
 from cmd_helpers import rows
 from indextables_spark.errors import CompanionSourceError
-from indextables_spark.split.companion import forget_source_files
+from indextables_spark.core.split.companion import forget_source_files
 
 COLUMNS = ["id", "body", "views", "region", "day"]
 INDEXING = {"body": "text"}
@@ -68,7 +68,7 @@ def _plain(v):
 
 
 def delta_keys(src: str) -> set[str]:
-    from indextables_spark.commands.companion_sources import open_source
+    from indextables_spark.ops.companion_sources import open_source
 
     return {f.key for f in open_source("delta", src).files}
 
@@ -271,8 +271,8 @@ def test_companion_refuses_writes_and_other_sources(tmp_path):
 
 
 def test_merge_purge_describe_on_companion(tmp_path):
-    from indextables_spark.commands.execute import execute
-    from indextables_spark.commands.parser import parse_command
+    from indextables_spark.frontends.execute import execute
+    from indextables_spark.frontends.sql_parser import parse_command
 
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     for i in range(3):
@@ -298,9 +298,9 @@ def test_merge_purge_describe_on_companion(tmp_path):
 
 
 def test_sql_text_and_cli(tmp_path, capsys):
-    from indextables_spark.cli import main
-    from indextables_spark.commands.execute import execute
-    from indextables_spark.commands.parser import parse_command
+    from indextables_spark.frontends.cli import main
+    from indextables_spark.frontends.execute import execute
+    from indextables_spark.frontends.sql_parser import parse_command
 
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     write_delta(src, rows(100))
@@ -446,8 +446,8 @@ def test_spark_connect_reads_companion(connect_spark, tmp_path):
 def test_cloud_source_and_index(cloud_backend, fmt):
     """A source on S3 (moto) / Azure (Azurite) and its companion index next to it, reached with
     our options only (mapped onto deltalake's storage options; Parquet through our storage)."""
-    from indextables_spark.commands.companion_sources import storage_options_for_deltalake
-    from indextables_spark.storage import open_storage
+    from indextables_spark.ops.companion_sources import storage_options_for_deltalake
+    from indextables_spark.core.storage import open_storage
 
     src, loc, options = cloud_backend.uri + "/src", cloud_backend.uri + "/index", cloud_backend.options
     data = rows(300)
@@ -472,9 +472,9 @@ def test_cloud_source_and_index(cloud_backend, fmt):
 
 def test_reads_fetch_only_the_needed_row_groups_and_columns(tmp_path, monkeypatch):
     """Rows come from the source files by ranged reads of the row groups and columns asked for."""
-    from indextables_spark.split import companion
-    from indextables_spark.storage import open_storage
-    from indextables_spark.storage.counting import CountingStorage
+    from indextables_spark.core.split import companion
+    from indextables_spark.core.storage import open_storage
+    from indextables_spark.core.storage.counting import CountingStorage
 
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     data = rows(40000, days=1)
@@ -530,7 +530,7 @@ def test_iceberg_on_azure(azure_container, azure_options, tmp_path):
 
     from pyiceberg.catalog.sql import SqlCatalog
 
-    from indextables_spark.commands.companion_sources import fileio_properties_for_iceberg
+    from indextables_spark.ops.companion_sources import fileio_properties_for_iceberg
 
     root = f"abfs://{azure_container}/companion-{uuid.uuid4().hex[:8]}"
     data = rows(300)

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from indextables_spark.commands import companion_sources as cs
-from indextables_spark.commands.companion_sources import (
+from indextables_spark.ops import companion_sources as cs
+from indextables_spark.ops.companion_sources import (
     SourceSnapshot,
     fileio_properties_for_iceberg,
     normalize_schema,
@@ -509,7 +509,7 @@ def test_parquet_partition_type_inference():
 
 
 def test_parquet_unpartitioned_reads_only_footers(tmp_path, monkeypatch):
-    import indextables_spark.storage as storage_mod
+    import indextables_spark.core.storage as storage_mod
 
     root = tmp_path / "flat"
     big = pa.table({"id": pa.array(range(200_000), pa.int64()), "txt": pa.array([str(i) * 3 for i in range(200_000)])})
@@ -658,7 +658,7 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 
 def _assert_readable(snap: SourceSnapshot, options: dict) -> None:
     """Each uri leads our storage layer to the file: opened on its directory, read by its name."""
-    from indextables_spark.storage import open_storage
+    from indextables_spark.core.storage import open_storage
 
     for f in snap.files:
         parent, name = posixpath.split(f.uri)
@@ -667,7 +667,7 @@ def _assert_readable(snap: SourceSnapshot, options: dict) -> None:
 
 
 def _cloud_delta_and_parquet(root: str, options: dict) -> None:
-    from indextables_spark.storage import open_storage
+    from indextables_spark.core.storage import open_storage
 
     delta_uri = f"{root}/delta"
     so = storage_options_for_deltalake(delta_uri, options)
@@ -790,7 +790,7 @@ def test_s3_sources_with_provider_profile_and_assumed_role(
 
     import indextables_spark as it
     from cmd_helpers import rows
-    from indextables_spark.split.companion import forget_source_files
+    from indextables_spark.core.split.companion import forget_source_files
 
     config, credentials = no_ambient_aws_credentials
     tag = uuid.uuid4().hex[:8]

@@ -14,14 +14,19 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.delete import DeletePredicateError, delete
-from indextables_spark.commands.execute import execute
-from indextables_spark.commands.parser import parse_command
+from indextables_spark.ops.delete import DeletePredicateError, delete
+from indextables_spark.frontends.execute import execute
+from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import CorruptStateError
-from indextables_spark.log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, DeleteLog
-from indextables_spark.log.delete_logs import encode_delete_log, load_split_deletes, positional_table, read_delete_log
-from indextables_spark.log.protocol_gate import DELETION_LOGS, check_readable
-from indextables_spark.log.sidecar import encode_frame
+from indextables_spark.core.log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, DeleteLog
+from indextables_spark.core.log.delete_logs import (
+    encode_delete_log,
+    load_split_deletes,
+    positional_table,
+    read_delete_log,
+)
+from indextables_spark.core.log.protocol_gate import DELETION_LOGS, check_readable
+from indextables_spark.core.log.sidecar import encode_frame
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cmd_helpers import WORDS, append  # noqa: E402
@@ -52,8 +57,8 @@ def make_table(path: str, n: int = 240, writes: int = 2, options: dict | None = 
 
 def visible(t: it.IndexTable, version: int | None = None) -> list[tuple]:
     """Every live row (deletes applied), partition column included, sorted by id."""
-    from indextables_spark.split.cache import get_cache
-    from indextables_spark.split.reader import SplitReader
+    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.reader import SplitReader
 
     snap = t.snapshot(version)
     out = []
@@ -291,8 +296,8 @@ def test_change_feed_reports_delete_logs(tmp_path):
 
 
 def test_search_scored_leaves_deleted_rows_out(tmp_path):
-    from indextables_spark.split.cache import get_cache
-    from indextables_spark.split.reader import SplitReader
+    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.reader import SplitReader
 
     t = make_table(str(tmp_path / "t"), n=120, writes=1)
     f = t.snapshot().files[0]
@@ -318,7 +323,7 @@ def test_a_reader_without_the_feature_refuses_the_table(tmp_path):
     protocol = t.snapshot().protocol_action
     assert DELETION_LOGS in protocol.reader_features and DELETION_LOGS in protocol.writer_features
     # what the reader of the previous release checks: its known features
-    import indextables_spark.log.protocol_gate as gate
+    import indextables_spark.core.log.protocol_gate as gate
 
     old_features = gate.KNOWN_READER_FEATURES - {DELETION_LOGS}
     unknown = sorted(set(protocol.reader_features) - old_features)
@@ -355,7 +360,7 @@ def test_the_previous_release_refuses_the_table(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(old / "src")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
-    # Version files are now framed as the reference writes them (0x01 0x01 + gzip, log/codec.py),
+    # Version files are now framed as the reference writes them (0x01 0x01 + gzip, core/log/codec.py),
     # which that release cannot decode: it refuses the table naming the file instead.
     assert "deletionLogs" in out.stdout or ("CorruptStateError" in out.stdout and ".json" in out.stdout)
     # and from the Avro state as well
@@ -378,7 +383,7 @@ def _log_for(storage, data: bytes, **kw) -> DeleteLog:
 
 
 def test_delete_log_readers_check_magic_version_and_checksum(tmp_path):
-    from indextables_spark.log import delete_logs as dl
+    from indextables_spark.core.log import delete_logs as dl
 
     storage = it.IndexTable(str(tmp_path / "t")).storage
     good = encode_delete_log(POSITIONAL, positional_table([1, 5, 9]), "splits/a.split")
@@ -413,7 +418,7 @@ def test_unknown_delete_log_kind_in_the_log_is_an_error():
 
 
 def test_state_manifest_keeps_delete_logs_as_its_last_fields(tmp_path):
-    from indextables_spark.log.avro_codec import STATE_MANIFEST_AVRO_SCHEMA
+    from indextables_spark.core.log.avro_codec import STATE_MANIFEST_AVRO_SCHEMA
 
     names = [f["name"] for f in STATE_MANIFEST_AVRO_SCHEMA["fields"]]
     assert names[-2:] == ["deleteLogs", "statsFiles"]
@@ -421,7 +426,7 @@ def test_state_manifest_keeps_delete_logs_as_its_last_fields(tmp_path):
     t = make_table(str(tmp_path / "t"), n=30, writes=1)
     delete(t.log, "id < 5")
     t.maintenance.checkpoint()
-    from indextables_spark.log.avro_state import read_state_manifest
+    from indextables_spark.core.log.avro_state import read_state_manifest
 
     listing = t.log.listing()
     sm = read_state_manifest(t.storage, listing.state_manifests[t.version()])
@@ -432,8 +437,8 @@ class RacingStorage:
     """Local storage on which another writer commits `race` just before our next version file."""
 
     def __new__(cls, root: str, race):
-        from indextables_spark.log.paths import parse_version_name
-        from indextables_spark.storage.local import LocalStorage
+        from indextables_spark.core.log.paths import parse_version_name
+        from indextables_spark.core.storage.local import LocalStorage
 
         class _Racing(LocalStorage):
             def put_if_absent(self, key: str, data: bytes) -> bool:

@@ -10,8 +10,8 @@ import pathlib
 
 import pytest
 
-from indextables_spark import option_registry as reg
-from indextables_spark.options import Options, UnregisteredOptionError
+from indextables_spark.config import registry as reg
+from indextables_spark.config.options import Options, UnregisteredOptionError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GETTERS = {"get_int", "get_bool", "get_float", "get_size", "get_str", "with_prefix"}
@@ -65,7 +65,7 @@ def test_defaults_come_from_the_registry():
 
 
 def test_unknown_keys_are_named_with_the_closest(caplog):
-    with caplog.at_level(logging.WARNING, logger="indextables_spark.options"):
+    with caplog.at_level(logging.WARNING, logger="indextables_spark.config.options"):
         Options.of(
             {
                 "spark.indextables.checkpoint.intervall": "3",

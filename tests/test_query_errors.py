@@ -9,13 +9,13 @@ import pytest
 import tantivy
 
 from indextables_spark.errors import IndexTablesError, QueryParseError
-from indextables_spark.options import Options
-from indextables_spark.split.builder import SplitWriter
-from indextables_spark.split.cache import get_cache
-from indextables_spark.split.query_errors import format_query_error, locate_query_error
-from indextables_spark.split.reader import SplitReader
-from indextables_spark.split.types import arrow_schema
-from indextables_spark.storage.local import LocalStorage
+from indextables_spark.config.options import Options
+from indextables_spark.core.split.builder import SplitWriter
+from indextables_spark.core.split.cache import get_cache
+from indextables_spark.expr.query_errors import format_query_error, locate_query_error
+from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.types import arrow_schema
+from indextables_spark.core.storage.local import LocalStorage
 
 FIELD_TYPES = {"body": "text", "tag": "text", "n": "i64", "u": "u64", "score": "f64", "flag": "bool", "attrs": "json"}
 DEFAULT = ["body"]

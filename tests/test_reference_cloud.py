@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import indextables_spark as it
-from indextables_spark.storage import open_storage
+from indextables_spark.core.storage import open_storage
 
 ROOT = Path(__file__).parent / "data" / "reference_v0.5.4"
 TABLE = "04_partitioned"

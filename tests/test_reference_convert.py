@@ -1,7 +1,7 @@
 """Tables holding splits the reference implementation (IndexTables4Spark) wrote: every write route
 refuses them before writing anything (ReferenceTableError naming the table and CONVERT), and
 CONVERT INDEXTABLES TABLE rewrites their splits into ours in one commit that keeps the history and
-time travel (commands/convert.py, log/reference_splits.py).
+time travel (ops/convert.py, core/log/reference_splits.py).
 
 The fixture tables are read-only test data: every test works on a copy under tmp_path.
 """
@@ -20,15 +20,15 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark import cli
-from indextables_spark.commands import convert as convert_mod
-from indextables_spark.commands.execute import execute
-from indextables_spark.commands.parser import Convert, parse_command
+from indextables_spark.frontends import cli
+from indextables_spark.ops import convert as convert_mod
+from indextables_spark.frontends.execute import execute
+from indextables_spark.frontends.sql_parser import Convert, parse_command
 from indextables_spark.errors import ConcurrentModificationError, ReferenceTableError
-from indextables_spark.log.actions import CommitInfo
-from indextables_spark.log.doc_mapping import is_reference_doc_mapping
-from indextables_spark.log.reference_splits import reference_split_paths
-from indextables_spark.log.transaction import now_ms
+from indextables_spark.core.log.actions import CommitInfo
+from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
+from indextables_spark.core.log.reference_splits import reference_split_paths
+from indextables_spark.core.log.transaction import now_ms
 
 ROOT = Path(__file__).parent / "data" / "reference_v0.5.4"
 CONVERTED = ["04_partitioned", "06_schema_dedup", "14_after_merge", "17_truncated_log"]
@@ -90,7 +90,7 @@ def test_reference_doc_mapping_is_told_apart_in_the_log_layer():
     ours = '[{"name":"id","type":"i64","column":"id","kind":"i64"},{"name":"__row","type":"u64","hidden":true}]'
     assert is_reference_doc_mapping(ref) and not is_reference_doc_mapping(ours)
     assert not is_reference_doc_mapping(None) and not is_reference_doc_mapping("") and not is_reference_doc_mapping("{")
-    from indextables_spark.split.reference import is_reference_doc_mapping as split_layer
+    from indextables_spark.core.split.reference import is_reference_doc_mapping as split_layer
 
     for text in (ref, ours, "[]", "not json"):
         assert split_layer(text) == is_reference_doc_mapping(text)
@@ -179,14 +179,14 @@ def test_every_write_route_is_refused_before_writing(tmp_path):
     with pytest.raises(ReferenceTableError) as e:  # the whole table counts, not only the WHERE's partitions
         t.maintenance.merge_splits("date = '2024-01-01'")
     _refused(e, t.storage.uri, 3, 3)
-    from indextables_spark.commands import merge
+    from indextables_spark.ops import merge_splits as merge
 
     with pytest.raises(ReferenceTableError):  # merge-on-write plans with the same function
         merge.plan_merge(t.log, None, merge.MergeConfig.from_options(t.options))
     # the Spark writers plan with writer.plan_write on the driver: the same refusal
-    from indextables_spark.split.types import spark_schema_json
-    from indextables_spark.options import Options
-    from indextables_spark.writer import plan_write
+    from indextables_spark.core.split.types import spark_schema_json
+    from indextables_spark.config.options import Options
+    from indextables_spark.api.write import plan_write
 
     with pytest.raises(ReferenceTableError):
         plan_write(path, Options(), spark_schema_json(rows.schema), False)
@@ -214,7 +214,7 @@ def test_the_commit_refuses_as_a_safety_net(tmp_path):
     with pytest.raises(ReferenceTableError) as e:
         t.transaction().add_files([ours]).commit()
     _refused(e, t.storage.uri, 3, 3)
-    from indextables_spark.log.delete_logs import positional_table, write_delete_log
+    from indextables_spark.core.log.delete_logs import positional_table, write_delete_log
 
     log_ = write_delete_log(
         t.storage, "POSITIONAL", positional_table(pa.array([0], pa.int64())), split_path=t.snapshot().files[0].path
@@ -235,9 +235,9 @@ def test_a_concurrent_reference_add_is_not_rebased_over(tmp_path):
     txn = t.transaction()  # reads the converted table
     new = _new_rows(t, 1)
     # a writer of ours stages a split; meanwhile the reference re-adds one of its splits
-    from indextables_spark.options import Options
-    from indextables_spark.writer import plan_write, write_splits
-    from indextables_spark.split.types import spark_schema_json
+    from indextables_spark.config.options import Options
+    from indextables_spark.api.write import plan_write, write_splits
+    from indextables_spark.core.split.types import spark_schema_json
 
     plan, _, _ = plan_write(path, Options(), spark_schema_json(new.schema), False)
     written = write_splits(path, Options(), plan, iter(new.to_batches()))
@@ -372,7 +372,7 @@ def test_convert_command_routes(tmp_path, capsys):
     path = _copy("14_after_merge", tmp_path)
     assert parse_command(f"convert indextables table '{path}' dry run;") == Convert(path, True)
     assert parse_command(f"CONVERT INDEXTABLE TABLE '{path}'") == Convert(path, False)
-    from indextables_spark.commands.parser import CommandSyntaxError
+    from indextables_spark.frontends.sql_parser import CommandSyntaxError
 
     with pytest.raises(CommandSyntaxError, match="expected TABLE"):
         parse_command(f"CONVERT INDEXTABLES '{path}'")

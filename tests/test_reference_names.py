@@ -12,8 +12,8 @@ import pytest
 from cmd_helpers import TEXT_OPTIONS, small_splits_table
 
 import indextables_spark as it
-from indextables_spark.commands.execute import execute
-from indextables_spark.commands.parser import TableName, parse_command
+from indextables_spark.frontends.execute import execute
+from indextables_spark.frontends.sql_parser import TableName, parse_command
 from indextables_spark.errors import InvalidOptionError, TableNotFoundError
 
 PROVIDER = "io.indextables.provider.IndexTablesProvider"

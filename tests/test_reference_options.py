@@ -13,7 +13,7 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.split.aggregate import AggregationError
+from indextables_spark.core.split.aggregate import AggregationError
 
 P = "spark.indextables."
 LONG = "a" + "b" * 59  # one 60-byte token: dropped at 40 bytes, kept at 255
@@ -147,7 +147,7 @@ def test_filters_narrow_with_the_fields_token_length(tmp_path):
     a 60-byte word is a required term at 255 (the rows still re-check the filter) and no term at
     40, where the index does not hold it (requiring it would lose the row); both find exactly the
     rows."""
-    from indextables_spark.split.text import pattern_terms
+    from indextables_spark.expr.text import pattern_terms
 
     for length in ("default", "legacy"):
         t = write(tmp_path, {"indexing.typemap.text": "body", "indexing.text.maxTokenLength": length}, length)
@@ -279,7 +279,7 @@ def test_invalid_values_name_the_option(tmp_path, opts, key, message):
 
 
 def test_unknown_keys_still_warn_with_the_closest(caplog):
-    from indextables_spark.options import Options, _warned
+    from indextables_spark.config.options import Options, _warned
 
     _warned.discard("indexing.nonfastfeilds")
     with caplog.at_level(logging.WARNING):
@@ -301,7 +301,7 @@ def test_unknown_keys_still_warn_with_the_closest(caplog):
 
 
 def test_registry_names_the_reference_keys():
-    from indextables_spark import option_registry as reg
+    from indextables_spark.config import registry as reg
 
     named = {o.key: o.reference for o in reg.OPTIONS if o.reference}
     for key in (

@@ -5,7 +5,7 @@ Spark; corrupted copies of their splits fail naming the file.
 The expected rows come from the split files themselves, decoded here independently of the
 package (Quickwit bundle offsets parsed by hand, documents read with tantivy-py from the
 extracted index), with partition values from the log. The package re-indexes each reference
-split into its own format when it enters the split cache (split/reference.py).
+split into its own format when it enters the split cache (core/split/reference.py).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import tantivy
 
 import indextables_spark as it
 from indextables_spark.errors import IndexTablesError, SplitFormatError
-from indextables_spark.predicates import EqualTo
-from indextables_spark.split.filters import skip_split
-from indextables_spark.split.reference import written_by_reference
-from indextables_spark.split.types import column_specs
+from indextables_spark.expr.model import EqualTo
+from indextables_spark.expr.filters import skip_split
+from indextables_spark.core.split.reference import written_by_reference
+from indextables_spark.core.split.types import column_specs
 
 ROOT = Path(__file__).parent / "data" / "reference_v0.5.4"
 TABLES = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name[:2].isdigit())
@@ -288,7 +288,7 @@ def test_log_only_commits_on_a_reference_table_get_their_state(tmp_path: Path) -
     """IndexTables4Spark v0.5.4 reads a table's version from `_last_checkpoint` and no version file
     after it: a DROP PARTITIONS of ours gets its state at once, and no protocol upgrade version
     (the reference's V4 without features is already Avro state)."""
-    from indextables_spark.commands.partitions import drop_partitions
+    from indextables_spark.ops.drop_partitions import drop_partitions
 
     dst = tmp_path / "t"
     shutil.copytree(ROOT / "12_partition_drop", dst)

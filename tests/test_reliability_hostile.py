@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import indextables_spark as it
 from indextables_spark.errors import IndexTablesError, PathEscapeError
-from indextables_spark.log.actions import AddFile
+from indextables_spark.core.log.actions import AddFile
 
 sys.path.insert(0, os.path.dirname(__file__))
 import crash_harness as ch  # noqa: E402
@@ -250,8 +250,8 @@ option_maps = st.dictionaries(
 @FUZZ
 @given(schema=schemas, parts=st.lists(st.text(max_size=4), max_size=2), opts=option_maps)
 def test_fuzz_schema_strings_and_settings(schema, parts, opts):
-    from indextables_spark.options import Options
-    from indextables_spark.split.types import arrow_schema, doc_mapping_json, validate_schema
+    from indextables_spark.config.options import Options
+    from indextables_spark.core.split.types import arrow_schema, doc_mapping_json, validate_schema
 
     o = Options.of(opts)
 
@@ -288,7 +288,7 @@ def test_fuzz_schema_strings_and_settings(schema, parts, opts):
     )
 )
 def test_fuzz_doc_mappings(mapping):
-    from indextables_spark.split.types import specs_from_doc_mapping, tantivy_schema
+    from indextables_spark.core.split.types import specs_from_doc_mapping, tantivy_schema
 
     _only_ours(lambda: tantivy_schema(specs_from_doc_mapping(mapping)))
 
@@ -322,13 +322,13 @@ def test_fuzz_doc_mappings(mapping):
     ),
 )
 def test_fuzz_partition_values(value, spark_type):
-    from indextables_spark.split.partitions import (
+    from indextables_spark.core.split.partitions import (
         parse_partition_value,
         partition_path,
         partition_value_array,
         unescape_path_name,
     )
-    from indextables_spark.split.types import arrow_type
+    from indextables_spark.core.split.types import arrow_type
 
     def run():
         parse_partition_value(value, spark_type)
@@ -381,8 +381,8 @@ def test_fuzz_partition_values(value, spark_type):
     )
 )
 def test_fuzz_partition_filters_and_commands(text):
-    from indextables_spark.commands.parser import parse_command
-    from indextables_spark.log.partition_filter import parse_partition_filter, parse_predicate
+    from indextables_spark.frontends.sql_parser import parse_command
+    from indextables_spark.expr.partition_filter import parse_partition_filter, parse_predicate
 
     types = {"day": "string", "id": "long"}
     _only_ours(parse_partition_filter, text, types)
@@ -420,13 +420,13 @@ def test_fuzz_partition_filters_and_commands(text):
     | st.sampled_from(["-1", "0", "1e308", "nan", "inf", "10X", "5G", "true ", "99999999999999999999"]),
 )
 def test_fuzz_option_values(key, value):
-    from indextables_spark.commands.merge import MergeConfig
-    from indextables_spark.commands.purge import PurgeConfig
-    from indextables_spark.log.state_config import StateConfig
-    from indextables_spark.log.table_log import parse_timestamp
-    from indextables_spark.options import Options
+    from indextables_spark.ops.merge_splits import MergeConfig
+    from indextables_spark.ops.purge import PurgeConfig
+    from indextables_spark.core.log.state_config import StateConfig
+    from indextables_spark.core.log.table_log import parse_timestamp
+    from indextables_spark.config.options import Options
     from indextables_spark.spark.reader import read_options
-    from indextables_spark.storage import open_storage
+    from indextables_spark.core.storage import open_storage
 
     o = Options.of({f"spark.indextables.{key}": value})
     for getter in (o.get_int, o.get_float, o.get_bool, o.get_size):
@@ -462,8 +462,8 @@ def test_fuzz_option_values(key, value):
     )
 )
 def test_fuzz_action_json(obj):
-    from indextables_spark.log.actions import action_from_json
-    from indextables_spark.log.codec import decode_actions
+    from indextables_spark.core.log.actions import action_from_json
+    from indextables_spark.core.log.codec import decode_actions
 
     _only_ours(action_from_json, obj, "fuzz.json")
     _only_ours(decode_actions, json.dumps(obj).encode(), "fuzz.json")
@@ -472,8 +472,8 @@ def test_fuzz_action_json(obj):
 
 @pytest.fixture(scope="module")
 def split_reader(tmp_path_factory):
-    from indextables_spark.split.cache import get_cache
-    from indextables_spark.split.reader import SplitReader
+    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.reader import SplitReader
 
     root = str(tmp_path_factory.mktemp("q") / "t")
     t = it.IndexTable(root, ch.TABLE_OPTIONS)
@@ -543,7 +543,7 @@ def test_fuzz_query_strings(split_reader, query, limit):
 
 def test_tantivy_panics_become_our_errors(split_reader):
     """A real pyo3 PanicException (search with limit 0 panics in tantivy) is converted."""
-    from indextables_spark.split._tantivy import TantivyError, tantivy_call
+    from indextables_spark.core.split._tantivy import TantivyError, tantivy_call
 
     query = split_reader.index.parse_query("*", ["body"])
     with pytest.raises(TantivyError, match="panicked"):
@@ -558,7 +558,7 @@ def test_tantivy_panics_become_our_errors(split_reader):
 
 def test_fuzz_write_rows_through_the_split_writer(tmp_path):
     """Hostile values in rows (huge tokens, NUL, invalid surrogates replaced, extreme numbers)."""
-    from indextables_spark.split.builder import SplitWriter
+    from indextables_spark.core.split.builder import SplitWriter
 
     t = it.IndexTable(str(tmp_path / "t"))
     values = ["", "\x00", "a" * 100_000, "é" * 5000, "\ud7ff", " ".join(["x"] * 20000), "NaN", "\\u0000", None]
@@ -574,7 +574,7 @@ def test_fuzz_write_rows_through_the_split_writer(tmp_path):
     w.write_batch(data)
     adds = w.finish()
     for a in adds:
-        from indextables_spark.storage.base import check_key
+        from indextables_spark.core.storage.base import check_key
 
         assert check_key(a.path) == a.path and not a.path.startswith("..")
     assert sum(a.num_records for a in adds) == len(ids)

@@ -12,8 +12,8 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import ProtocolVersionError
-from indextables_spark.log.actions import Protocol, action_to_json
-from indextables_spark.log.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
+from indextables_spark.core.log.actions import Protocol, action_to_json
+from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
 
 FUTURE = {
     "writer version 5": Protocol(4, 5, ["avroState", "schemaDeduplication"], ["avroState", "schemaDeduplication"]),

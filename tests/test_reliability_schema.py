@@ -12,8 +12,8 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import SchemaMismatchError
-from indextables_spark.options import Options
-from indextables_spark.split import filters as F
+from indextables_spark.config.options import Options
+from indextables_spark.expr import filters as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -23,7 +23,7 @@ TEXT = {"spark.indextables.indexing.typemap.body": "text"}
 def _write(path: str, data: pa.Table, merge: bool = False, partition_by=("day",)) -> int:
     from pyspark.sql.types import StructType
 
-    from indextables_spark.split.types import spark_schema_json
+    from indextables_spark.core.split.types import spark_schema_json
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
 

@@ -51,7 +51,7 @@ def _exercise(uri: str, options: dict, tmp_path) -> list[str]:
 
 
 def _cli(uri: str, options: dict) -> str:
-    args = [sys.executable, "-m", "indextables_spark.cli", "describe-state", uri, "--json"]
+    args = [sys.executable, "-m", "indextables_spark.frontends.cli", "describe-state", uri, "--json"]
     for k, v in options.items():
         args += ["-o", f"{k}={v}"]
     out = subprocess.run(args, capture_output=True, text=True, timeout=120)

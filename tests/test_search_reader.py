@@ -175,8 +175,8 @@ def test_load_options_take_the_arrow_batch_size():
 
 
 def test_groups_are_balanced_one_wave():
-    from indextables_spark.log.actions import AddFile
-    from indextables_spark.split.groups import group_by_size
+    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.split.groups import group_by_size
 
     files = [AddFile(f"s{i}", {}, size, 0) for i, size in enumerate([90, 80, 70, 30, 20, 10, 5, 5])]
     groups = group_by_size(files, 1000, 2)
@@ -235,8 +235,8 @@ def test_joined_batches_keep_order_and_each_rows_partition_values():
     row its own split's partition values (NULL for a null partition value and `_indexall`)."""
     import pyarrow as pa
 
-    from indextables_spark.log.actions import AddFile
-    from indextables_spark.split.search import joined
+    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.split.search import joined
 
     def split(region, day):
         return AddFile(
@@ -268,7 +268,7 @@ def test_joined_batches_keep_order_and_each_rows_partition_values():
 def test_tasks_carry_addfiles_without_planning_statistics():
     """A task's partition carries each AddFile without min/max statistics (they only serve
     planning, and are most of its JSON); a split whose row count is only inside `stats` keeps it."""
-    from indextables_spark.log.actions import AddFile
+    from indextables_spark.core.log.actions import AddFile
     from indextables_spark.spark.reader import task_json
 
     stats = '{"numRecords":3}'
@@ -292,8 +292,8 @@ def test_partition_values_attach_to_a_table_with_casts_and_missing_columns():
     lacks is NULL; a Table stays a Table (the scored path hands Tables)."""
     import pyarrow as pa
 
-    from indextables_spark.log.actions import AddFile
-    from indextables_spark.split.search import with_partition_values
+    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.split.search import with_partition_values
 
     add = AddFile(path="a.split", partition_values={"region": "eu"}, size=1, modification_time=0)
     data = pa.table({"id": pa.array([1, 2], pa.int32()), "_score": pa.array([0.5, 0.25], pa.float32())})

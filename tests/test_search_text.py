@@ -13,13 +13,13 @@ import random
 import pyarrow as pa
 import pytest
 
-from indextables_spark.options import Options
-from indextables_spark.split import filters as F
-from indextables_spark.split import text
-from indextables_spark.split.builder import SplitWriter
-from indextables_spark.split.cache import get_cache
-from indextables_spark.split.types import ROW_FIELD
-from indextables_spark.storage.local import LocalStorage
+from indextables_spark.config.options import Options
+from indextables_spark.expr import filters as F
+from indextables_spark.expr import text
+from indextables_spark.core.split.builder import SplitWriter
+from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.types import ROW_FIELD
+from indextables_spark.core.storage.local import LocalStorage
 
 N_ROWS = 3000
 VOCAB = [

@@ -15,8 +15,8 @@ from cloud_helpers import session_conf
 from cmd_helpers import TEXT_OPTIONS, append, rows, small_splits_table
 
 import indextables_spark as it
-from indextables_spark.commands import post_write
-from indextables_spark.options import session_options
+from indextables_spark.ops import post_write
+from indextables_spark.config.options import session_options
 
 pytestmark = pytest.mark.spark
 
@@ -117,7 +117,7 @@ def test_index_table_over_connect_on_s3(connect_spark, s3_uri, s3_options, caplo
         visible = session_options(spark)
         assert not any(k in visible for k in SECRET_KEYS)
         assert {k: v for k, v in s3_options.items() if k not in SECRET_KEYS}.items() <= visible.items()
-        with caplog.at_level(logging.WARNING, logger="indextables_spark.sessions"):
+        with caplog.at_level(logging.WARNING, logger="indextables_spark.util.sessions"):
             it.IndexTable(uri, spark=spark)
         assert all(k in caplog.text for k in SECRET_KEYS), caplog.text
         caplog.clear()

@@ -12,12 +12,12 @@ import time
 import pyarrow as pa
 import pytest
 
-from indextables_spark.options import Options
-from indextables_spark.split.builder import SplitWriter
-from indextables_spark.split.cache import get_cache
-from indextables_spark.split.filters import EqualTo
-from indextables_spark.split.reader import SplitReader
-from indextables_spark.storage.local import LocalStorage
+from indextables_spark.config.options import Options
+from indextables_spark.core.split.builder import SplitWriter
+from indextables_spark.core.split.cache import get_cache
+from indextables_spark.expr.filters import EqualTo
+from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.storage.local import LocalStorage
 
 pytestmark = pytest.mark.skipif(not os.environ.get("INDEXTABLES_SPLIT_BENCH"), reason="opt-in benchmark")
 

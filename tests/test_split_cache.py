@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 
 from indextables_spark.errors import FileNotFoundInStorageError, SplitFormatError
-from indextables_spark.options import Options
-from indextables_spark.split import cache as cache_mod
-from indextables_spark.split.builder import SplitWriter
-from indextables_spark.split.cache import SplitCache, get_cache
-from indextables_spark.split.reader import SplitReader
-from indextables_spark.storage.local import LocalStorage
+from indextables_spark.config.options import Options
+from indextables_spark.core.split import cache as cache_mod
+from indextables_spark.core.split.builder import SplitWriter
+from indextables_spark.core.split.cache import SplitCache, get_cache
+from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.storage.local import LocalStorage
 
 SCHEMA = {
     "type": "struct",
@@ -60,7 +60,7 @@ def write_splits(storage, n_splits=1, rows=2000):
 
 
 def _fetch_in_child(root, cache_dir, add_json, barrier, results):
-    from indextables_spark.log.actions import AddFile
+    from indextables_spark.core.log.actions import AddFile
 
     storage = RemoteLikeStorage(root, delay=0.3)
     add = AddFile.from_json(add_json)

@@ -14,11 +14,11 @@ import random
 import pyarrow as pa
 import pytest
 
-from indextables_spark.options import Options
-from indextables_spark.split import filters as F
-from indextables_spark.split.builder import SplitWriter
-from indextables_spark.split.cache import get_cache
-from indextables_spark.split.filters import (
+from indextables_spark.config.options import Options
+from indextables_spark.expr import filters as F
+from indextables_spark.core.split.builder import SplitWriter
+from indextables_spark.core.split.cache import get_cache
+from indextables_spark.expr.filters import (
     And,
     EqualNullSafe,
     EqualTo,
@@ -35,9 +35,9 @@ from indextables_spark.split.filters import (
     StringEndsWith,
     StringStartsWith,
 )
-from indextables_spark.split.reader import SplitReader
-from indextables_spark.split.types import ROW_FIELD, arrow_schema, column_specs
-from indextables_spark.storage.local import LocalStorage
+from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.types import ROW_FIELD, arrow_schema, column_specs
+from indextables_spark.core.storage.local import LocalStorage
 
 UTC = dt.timezone.utc
 D = decimal.Decimal

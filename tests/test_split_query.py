@@ -8,14 +8,14 @@ import pyarrow as pa
 import pytest
 
 from indextables_spark.errors import IndexTablesError, QueryParseError
-from indextables_spark.options import Options
-from indextables_spark.split.builder import SplitWriter
-from indextables_spark.split.cache import get_cache
-from indextables_spark.split.filters import EqualTo, GreaterThan, StringContains
-from indextables_spark.split.reader import SplitReader
-from indextables_spark.split.search import count_matches
-from indextables_spark.split.types import arrow_schema
-from indextables_spark.storage.local import LocalStorage
+from indextables_spark.config.options import Options
+from indextables_spark.core.split.builder import SplitWriter
+from indextables_spark.core.split.cache import get_cache
+from indextables_spark.expr.filters import EqualTo, GreaterThan, StringContains
+from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.search import count_matches
+from indextables_spark.core.split.types import arrow_schema
+from indextables_spark.core.storage.local import LocalStorage
 
 
 def field(name, t):
@@ -185,7 +185,7 @@ def test_search_scored_with_filters_keeps_the_ranking_and_is_exact(env):
         plain = r.search_scored("body:spark OR body:sql", None, columns=["id", "tag", "year", "score", "body"])
         # an exact narrowing (string equality) and an inexact one (substring on a text column)
         for filters in ([EqualTo("tag", "red")], [StringContains("body", "eng"), GreaterThan("year", 2010)]):
-            from indextables_spark.split.filters import arrow_mask
+            from indextables_spark.expr.filters import arrow_mask
 
             want = plain.filter(arrow_mask(plain, filters))
             for limit in (1, 3, None):

@@ -13,14 +13,14 @@ import pyarrow as pa
 import pytest
 
 from indextables_spark.errors import IndexTablesError, SchemaMismatchError
-from indextables_spark.log.doc_mapping import doc_mapping_hash
-from indextables_spark.options import Options
-from indextables_spark.split.builder import SplitWriter
-from indextables_spark.split.bundle import read_footer
-from indextables_spark.split.cache import get_cache
-from indextables_spark.split.reader import SplitReader
-from indextables_spark.split.types import arrow_schema, doc_mapping_json
-from indextables_spark.storage.local import LocalStorage
+from indextables_spark.core.log.doc_mapping import doc_mapping_hash
+from indextables_spark.config.options import Options
+from indextables_spark.core.split.builder import SplitWriter
+from indextables_spark.core.split.bundle import read_footer
+from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.types import arrow_schema, doc_mapping_json
+from indextables_spark.core.storage.local import LocalStorage
 
 UTC = dt.timezone.utc
 D = decimal.Decimal
@@ -206,7 +206,7 @@ def test_every_type_round_trips(storage, cache):
 
 def test_values_beyond_tantivy_term_limit(storage, cache):
     """A 70,000-byte raw string: Tantivy drops such terms, so it is indexed cut and flagged."""
-    from indextables_spark.split.filters import EqualTo, In, StringContains, StringEndsWith, StringStartsWith
+    from indextables_spark.expr.filters import EqualTo, In, StringContains, StringEndsWith, StringStartsWith
 
     w = SplitWriter(storage, SCHEMA, [], Options())
     w.write_batch(rows_table())

@@ -9,13 +9,13 @@ import random
 import pyarrow as pa
 import pytest
 
-from indextables_spark.log.actions import AddFile
-from indextables_spark.options import Options
-from indextables_spark.split import filters as F
-from indextables_spark.split.builder import SplitWriter
-from indextables_spark.split.stats import StatsCollector, decode_stat, encode_stat, increment_string
-from indextables_spark.split.types import arrow_schema, validate_schema
-from indextables_spark.storage.local import LocalStorage
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.config.options import Options
+from indextables_spark.expr import filters as F
+from indextables_spark.core.split.builder import SplitWriter
+from indextables_spark.core.split.stats import StatsCollector, decode_stat, encode_stat, increment_string
+from indextables_spark.core.split.types import arrow_schema, validate_schema
+from indextables_spark.core.storage.local import LocalStorage
 
 UTC = dt.timezone.utc
 D = decimal.Decimal

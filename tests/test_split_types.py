@@ -10,10 +10,10 @@ import pyarrow as pa
 import pytest
 
 from indextables_spark.errors import IndexTablesError, InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
-from indextables_spark.log.doc_mapping import doc_mapping_hash
-from indextables_spark.options import Options
-from indextables_spark.split import partitions as P
-from indextables_spark.split.types import (
+from indextables_spark.core.log.doc_mapping import doc_mapping_hash
+from indextables_spark.config.options import Options
+from indextables_spark.core.split import partitions as P
+from indextables_spark.core.split.types import (
     ROW_FIELD,
     arrow_schema,
     column_specs,
@@ -240,7 +240,7 @@ def test_partition_paths_and_arrays():
 def test_tantivy_panics_become_index_tables_errors():
     import tantivy
 
-    from indextables_spark.split._tantivy import TantivyError, tantivy_call
+    from indextables_spark.core.split._tantivy import TantivyError, tantivy_call
 
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("a")
@@ -261,7 +261,7 @@ def test_scalar_lists_become_the_same_json_as_per_row_python():
 
     import pyarrow as pa
 
-    from indextables_spark.split import documents as D
+    from indextables_spark.core.split import documents as D
 
     rng = random.Random(1)
 

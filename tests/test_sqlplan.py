@@ -1,5 +1,5 @@
 """SQL statements planned for the index, without Spark: the operator rewrite, the statement planner
-(sqlplan/), the search operators (split/operators.py) and the SQL aggregates (split/group_aggregate.py)."""
+(sqlplan/), the search operators (expr/operators.py) and the SQL aggregates (core/split/group_aggregate.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import random
 import pyarrow as pa
 import pytest
 
-from indextables_spark.options import Options
-from indextables_spark.split import group_aggregate as ga
-from indextables_spark.split import operators as ops
-from indextables_spark.split.types import column_specs
-from indextables_spark.sqlplan import operators as lex
-from indextables_spark.sqlplan import statement as st
+from indextables_spark.config.options import Options
+from indextables_spark.core.split import group_aggregate as ga
+from indextables_spark.expr import operators as ops
+from indextables_spark.core.split.types import column_specs
+from indextables_spark.frontends.sqlplan import operators as lex
+from indextables_spark.frontends.sqlplan import statement as st
 
 SCHEMA = {
     "type": "struct",
@@ -51,7 +51,7 @@ class FakeCatalog:
         return st.TableInfo(names, dict(TYPES), ["region"], SPECS)
 
     def check_query(self, source, query):
-        from indextables_spark.split.reader import check_query
+        from indextables_spark.core.split.reader import check_query
 
         check_query(SPECS, query)
 
@@ -292,7 +292,7 @@ def test_where_conditions_converted_exactly():
         "SELECT count(*) FROM docs WHERE n BETWEEN 1 AND 4 AND title IN ('a', 'b') AND f IS NOT NULL "
         "AND title LIKE 'ab%' AND NOT (n <=> 3) AND 2 < n AND title <> 'z'"
     ).aggregate
-    from indextables_spark import predicates as P
+    from indextables_spark.expr import model as P
 
     assert P.And(P.GreaterThanOrEqual("n", 1), P.LessThanOrEqual("n", 4)) in a.conjuncts
     assert P.In("title", ("a", "b")) in a.conjuncts

@@ -10,9 +10,15 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import ProtocolVersionError, VersionNotFoundError
-from indextables_spark.log.actions import AddFile, Protocol, RemoveFile, SkipAction, action_to_json
-from indextables_spark.log.paths import LAST_CHECKPOINT
-from indextables_spark.log.synthetic import DOC_MAPPING_REF, commit_files, create_table, synthetic_add, synthetic_adds
+from indextables_spark.core.log.actions import AddFile, Protocol, RemoveFile, SkipAction, action_to_json
+from indextables_spark.core.log.paths import LAST_CHECKPOINT
+from indextables_spark.core.log.synthetic import (
+    DOC_MAPPING_REF,
+    commit_files,
+    create_table,
+    synthetic_add,
+    synthetic_adds,
+)
 
 V2 = Protocol(2, 2)
 V3 = Protocol(3, 3, ["multiPartCheckpoint", "schemaDeduplication"], ["multiPartCheckpoint", "schemaDeduplication"])
@@ -196,7 +202,7 @@ def test_json_format_writes_json_checkpoints_automatically(tmp_path):
     assert os.path.exists(os.path.join(logdir(t), f"{2:020d}.checkpoint.json"))
     assert not t.log.listing().state_manifests
     data = open(os.path.join(logdir(t), f"{2:020d}.checkpoint.json"), "rb").read()
-    assert data[:4] == b"\x01\x01\x1f\x8b"  # GZIP, framed as the reference writes it (log/codec.py)
+    assert data[:4] == b"\x01\x01\x1f\x8b"  # GZIP, framed as the reference writes it (core/log/codec.py)
 
 
 @pytest.mark.slow

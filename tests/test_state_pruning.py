@@ -6,10 +6,10 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.log.actions import AddFile
-from indextables_spark.log.file_entries import add_files_to_table
-from indextables_spark.log.manifest import compute_partition_bounds, read_manifest, write_manifest
-from indextables_spark.log.partition_filter import (
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.file_entries import add_files_to_table
+from indextables_spark.core.log.manifest import compute_partition_bounds, read_manifest, write_manifest
+from indextables_spark.expr.partition_filter import (
     And,
     EqualTo,
     GreaterThan,
@@ -25,9 +25,15 @@ from indextables_spark.log.partition_filter import (
     parse_partition_filter,
     prune_manifests,
 )
-from indextables_spark.log.state_manifest import ManifestInfo
-from indextables_spark.log.synthetic import commit_files, create_table, partition_value, synthetic_add, synthetic_adds
-from indextables_spark.storage import LocalStorage
+from indextables_spark.core.log.state_manifest import ManifestInfo
+from indextables_spark.core.log.synthetic import (
+    commit_files,
+    create_table,
+    partition_value,
+    synthetic_add,
+    synthetic_adds,
+)
+from indextables_spark.core.storage import LocalStorage
 
 COLS = {"date": "string", "region": "string", "year": "integer"}
 
@@ -49,7 +55,7 @@ def info(bounds) -> ManifestInfo:
 
 def test_parse_shapes():
     # the parser builds the filter model (split.filters' classes, re-exported by partition_filter)
-    from indextables_spark.split import filters as sf
+    from indextables_spark.expr import filters as sf
 
     assert (EqualTo, In, IsNull, IsNotNull, Not, And, Or) == (
         sf.EqualTo,
@@ -219,7 +225,7 @@ def test_partition_locality_sorting_and_incremental_bounds(tmp_path):
 
 
 def _state(t):
-    from indextables_spark.log.avro_state import read_state_manifest
+    from indextables_spark.core.log.avro_state import read_state_manifest
 
     listing = t.log.listing()
     return read_state_manifest(t.storage, listing.state_manifests[max(listing.state_manifests)])
@@ -275,8 +281,8 @@ def test_partition_pruning_performance_1m(tmp_path):
     one partition decodes one manifest's matching blocks only."""
     import time
 
-    from indextables_spark.log.state_writer import write_state
-    from indextables_spark.log.file_entries import FILE_ENTRY_SCHEMA
+    from indextables_spark.core.log.state_writer import write_state
+    from indextables_spark.core.log.file_entries import FILE_ENTRY_SCHEMA
 
     t = it.IndexTable(str(tmp_path / "big"), {"checkpoint.enabled": "false"})
     create_table(t)
@@ -303,7 +309,7 @@ def test_partition_pruning_performance_1m(tmp_path):
         addedAtTimestamp=pa.array(idx),
     )
     files = pa.table(cols, schema=FILE_ENTRY_SCHEMA)
-    from indextables_spark.log import state_writer
+    from indextables_spark.core.log import state_writer
 
     snap0 = t.snapshot()
 
@@ -342,7 +348,7 @@ def test_map_values_equals_map_lookup():
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from indextables_spark.log.file_entries import map_values
+    from indextables_spark.core.log.file_entries import map_values
 
     rng = random.Random(5)
     typ = pa.map_(pa.string(), pa.string())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from indextables_spark.errors import (
     ConcurrentModificationError,
     CorruptStateError,
     IndexTablesError,
@@ -21,26 +21,26 @@ from .errors import (
 # ~110 ms pyarrow and numpy take), so a command line, a Spark worker or a service that needs only
 # part of the package pays only for that part.
 _LAZY = {
-    "AddFile": ".log.actions",
-    "RemoveFile": ".log.actions",
-    "ChangeSet": ".log.changes",
-    "PartitionFilterError": ".log.partition_filter",
-    "ScanStats": ".log.table_log",
-    "Snapshot": ".log.snapshot",
-    "Transaction": ".log.transaction",
-    "IndexTable": ".table",
-    "SearchOperatorError": ".split.operators",
+    "AddFile": "indextables_spark.core.log.actions",
+    "RemoveFile": "indextables_spark.core.log.actions",
+    "ChangeSet": "indextables_spark.core.log.changes",
+    "PartitionFilterError": "indextables_spark.expr.partition_filter",
+    "ScanStats": "indextables_spark.core.log.table_log",
+    "Snapshot": "indextables_spark.core.log.snapshot",
+    "Transaction": "indextables_spark.core.log.transaction",
+    "IndexTable": "indextables_spark.api.table",
+    "SearchOperatorError": "indextables_spark.expr.operators",
 }
 
 if TYPE_CHECKING:
-    from .log.actions import AddFile, RemoveFile
-    from .log.changes import ChangeSet
-    from .log.partition_filter import PartitionFilterError
-    from .log.snapshot import Snapshot
-    from .log.base_state import ScanStats
-    from .log.transaction import Transaction
-    from .results import CompanionBuildResult, DiskCacheInfo, FlushDiskCacheResult, PostWriteResult
-    from .table import IndexTable
+    from indextables_spark.core.log.actions import AddFile, RemoveFile
+    from indextables_spark.core.log.changes import ChangeSet
+    from indextables_spark.expr.partition_filter import PartitionFilterError
+    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.base_state import ScanStats
+    from indextables_spark.core.log.transaction import Transaction
+    from indextables_spark.api.results import CompanionBuildResult, DiskCacheInfo, FlushDiskCacheResult, PostWriteResult
+    from indextables_spark.api.table import IndexTable
 
 
 def __getattr__(name: str) -> Any:
@@ -100,14 +100,14 @@ __all__ = [
 def register(spark) -> None:
     """Register the "indextables" data source and SQL table functions on a SparkSession (classic or
     Spark Connect) and install the indextables-only reader/writer wrappers (see spark/register.py)."""
-    from .spark.register import register as _register
+    from indextables_spark.spark.register import register as _register
 
     _register(spark)
 
 
 def unregister(spark=None) -> None:
     """Remove the pyspark wrappers `register` installed (see README "What register changes")."""
-    from .spark.register import unregister as _unregister
+    from indextables_spark.spark.register import unregister as _unregister
 
     _unregister(spark)
 
@@ -115,16 +115,16 @@ def unregister(spark=None) -> None:
 def sql(spark, text: str):
     """Run an indextables command (CHECKPOINT INDEXTABLES ...); other text goes to spark.sql. A table
     name in a command (`MERGE SPLITS db.t`) is resolved through the Spark catalog."""
-    from .commands.sql import run_sql
-    from .spark.table_names import resolve_table
+    from indextables_spark.frontends.sql import run_sql
+    from indextables_spark.spark.table_names import resolve_table
 
     return run_sql(spark, text, resolve_table)
 
 
 def wait_for_maintenance(timeout: float | None = None) -> dict[str, PostWriteResult]:
     """Wait for the merge-/purge-on-write running in the background of this process (see
-    commands/post_write.py); returns the latest result per table path."""
-    from .commands.post_write import wait_for_background
+    ops/post_write.py); returns the latest result per table path."""
+    from indextables_spark.ops.post_write import wait_for_background
 
     return wait_for_background(timeout)
 
@@ -148,7 +148,7 @@ def aggregate(
         DeprecationWarning,
         stacklevel=2,
     )
-    from .table import IndexTable
+    from indextables_spark.api.table import IndexTable
 
     table = IndexTable(path, options, spark=spark)
     return table.aggregate(aggs, query=query, partition_filter=partition_filter, spark=spark, execution=execution)
@@ -158,16 +158,16 @@ def describe_disk_cache(spark=None, options=None) -> list[DiskCacheInfo]:
     """DESCRIBE INDEXTABLES DISK CACHE: per host and cache directory, the cached splits (entries,
     bytes), the limit, and the hits, misses and evictions of the processes asked (every executor,
     as a Spark job, when a SparkSession is given; else this process)."""
-    from .commands.cache import run
-    from .sessions import with_session_options
+    from indextables_spark.ops.cache import run
+    from indextables_spark.util.sessions import with_session_options
 
     return run("describe", with_session_options(spark, options), spark)
 
 
 def flush_disk_cache(spark=None, options=None) -> list[FlushDiskCacheResult]:
     """FLUSH INDEXTABLES DISK CACHE: remove the cached splits no reader is reading right now."""
-    from .commands.cache import run
-    from .sessions import with_session_options
+    from indextables_spark.ops.cache import run
+    from indextables_spark.util.sessions import with_session_options
 
     return run("flush", with_session_options(spark, options), spark)
 
@@ -178,8 +178,8 @@ def explain(df) -> list[dict]:
     filters kept out of how many (see spark/explain.py; IndexTable.explain without Spark). For a
     DataFrame `spark.sql` returned after `register`, the first entry is the statement's route
     (`route`: "scan" or "index aggregate", the columns each table reference reads, its searches)."""
-    from .spark.explain import explain as _explain
-    from .spark.sql_routes import route_of
+    from indextables_spark.spark.explain import explain as _explain
+    from indextables_spark.spark.sql_routes import route_of
 
     route = route_of(df)
     if route is not None and route.name == "index aggregate":
@@ -190,7 +190,7 @@ def explain(df) -> list[dict]:
 def textsearch(column: str, query: str):
     """`df.filter(it.textsearch("body", "spark"))`: SQL's `body TEXTSEARCH 'spark'` as a Column
     (a tokenized text column; combine with &, |, ~; see spark/search_columns.py)."""
-    from .spark.search_columns import textsearch as _f
+    from indextables_spark.spark.search_columns import textsearch as _f
 
     return _f(column, query)
 
@@ -198,21 +198,21 @@ def textsearch(column: str, query: str):
 def fieldmatch(column: str, query: str):
     """`df.filter(it.fieldmatch("status", "active"))`: SQL's `status FIELDMATCH 'active'` as a Column
     (a column indexed whole: raw strings, numbers, dates)."""
-    from .spark.search_columns import fieldmatch as _f
+    from indextables_spark.spark.search_columns import fieldmatch as _f
 
     return _f(column, query)
 
 
 def indexquery(column: str, query: str):
     """`df.filter(it.indexquery("body", "a OR b"))`: SQL's `body indexquery 'a OR b'` as a Column."""
-    from .spark.search_columns import indexquery as _f
+    from indextables_spark.spark.search_columns import indexquery as _f
 
     return _f(column, query)
 
 
 def indexqueryall(query: str):
     """`df.filter(it.indexqueryall("error"))`: SQL's `indexqueryall('error')` as a Column."""
-    from .spark.search_columns import indexqueryall as _f
+    from indextables_spark.spark.search_columns import indexqueryall as _f
 
     return _f(query)
 
@@ -229,9 +229,9 @@ def build_companion(
 ) -> CompanionBuildResult:
     """BUILD INDEXTABLES COMPANION: build, or sync, a search index at `location` over the Delta,
     Iceberg or Parquet table `source` that points at its Parquet files instead of copying its rows
-    (see commands/companion.py). indexing: {column: mode} as INDEXING MODES. Keyword arguments:
+    (see ops/companion.py). indexing: {column: mode} as INDEXING MODES. Keyword arguments:
     from_version, from_snapshot, catalog, catalog_type, target_input_size, dry_run."""
-    from .commands.companion import build_companion as _build
+    from indextables_spark.ops.companion import build_companion as _build
 
     return _build(source, location, format, indexing, where, spark, options, **kwargs)
 
@@ -240,6 +240,6 @@ def write_table(path: str, data, *, mode: str = "append", partition_by=None, opt
     """Write a pyarrow.Table, pyarrow.RecordBatchReader or pandas DataFrame to the table at `path`
     without Spark (same splits, statistics, Bloom files and log as the Spark writer; splits built in
     parallel; one commit). mode: "append" | "overwrite" | "error". Returns the committed version."""
-    from .writer import write_table as _write_table
+    from indextables_spark.api.write import write_table as _write_table
 
     return _write_table(path, data, mode=mode, partition_by=partition_by, options=options)

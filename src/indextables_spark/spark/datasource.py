@@ -9,10 +9,10 @@ import uuid
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
-from ..errors import InvalidOptionError
-from ..options import Options
-from .guard import INDEXALL, INDEXGUARD, SnapshotPin
-from .options import resolve_options, table_path
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.config.options import Options
+from indextables_spark.spark.guard import INDEXALL, INDEXGUARD, SnapshotPin
+from indextables_spark.spark.options import resolve_options, table_path
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ class IndexTablesDataSource(DataSource):
         return table_path(self.options)
 
     def _read_snapshot(self):
-        from ..log.table_log import parse_timestamp
-        from ..table import IndexTable
+        from indextables_spark.core.log.table_log import parse_timestamp
+        from indextables_spark.api.table import IndexTable
 
         table = IndexTable(self.path, self.opts)
         version = self.opts.get_str("versionAsOf")
@@ -84,7 +84,7 @@ class IndexTablesDataSource(DataSource):
     def schema(self) -> StructType:
         from pyspark.sql.types import StringType, StructField
 
-        from .reader import check_table_query, declared_fields, extra_fields, read_options
+        from indextables_spark.spark.reader import check_table_query, declared_fields, extra_fields, read_options
 
         snapshot = self._read_snapshot()
         time_travel = self.opts.get_str("versionAsOf") is not None or self.opts.get_str("timestampAsOf") is not None
@@ -101,7 +101,7 @@ class IndexTablesDataSource(DataSource):
         )
 
     def reader(self, schema: StructType) -> "DataSourceReader":
-        from .reader import IndexTablesReader, UnpushedReader
+        from indextables_spark.spark.reader import IndexTablesReader, UnpushedReader
 
         if self.pin is None:  # a schema given by the caller: schema() never ran
             snapshot = self._read_snapshot()
@@ -110,17 +110,17 @@ class IndexTablesDataSource(DataSource):
         return cls(self.path, self.opts, schema, self.pin)
 
     def writer(self, schema: StructType, overwrite: bool):
-        from .writer import IndexTablesWriter
+        from indextables_spark.spark.writer import IndexTablesWriter
 
         return IndexTablesWriter(self.path, self.opts, schema, overwrite)
 
     def streamReader(self, schema: StructType):
-        from .streaming import IndexTablesStreamReader
+        from indextables_spark.spark.streaming import IndexTablesStreamReader
 
         return IndexTablesStreamReader(self.path, self.opts, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
-        from .streaming import IndexTablesStreamWriter
+        from indextables_spark.spark.streaming import IndexTablesStreamWriter
 
         return IndexTablesStreamWriter(self.path, self.opts, schema, overwrite)
 

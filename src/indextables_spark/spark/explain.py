@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import time
 
-from ..errors import InvalidOptionError
-from ..sessions import is_connect
-from . import guard
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.util.sessions import is_connect
+from indextables_spark.spark import guard
 
 
 def explain(df) -> list[dict]:

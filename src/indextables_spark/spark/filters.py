@@ -6,7 +6,7 @@ import datetime as dt
 
 from pyspark.sql import datasource as sds
 
-from ..split import filters as F
+from indextables_spark.expr import filters as F
 
 _BINARY = {
     sds.EqualTo: F.EqualTo,

@@ -35,8 +35,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from ..errors import InvalidOptionError
-from ..options import Options
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.config.options import Options
 
 INDEXALL = "_indexall"
 INDEXGUARD = "_indexguard"
@@ -62,7 +62,7 @@ def parse(value: object) -> Guard | None:
 def guarded(df):
     """The DataFrame with the plan guard `NOT (_indexguard <=> '<prefix>' ||
     unix_micros(current_timestamp()))`, without the `_indexguard` column (keeps `_indexall`)."""
-    from ..sessions import functions
+    from indextables_spark.util.sessions import functions
 
     sf = functions(df)
     epoch = sf.unix_micros(sf.current_timestamp()).cast("string")
@@ -173,7 +173,7 @@ class SnapshotPin:
     time_travel: bool
 
     def snapshot(self, path: str, opts: Options, latest: bool):
-        from ..table import IndexTable
+        from indextables_spark.api.table import IndexTable
 
         table = IndexTable(path, opts)
         if latest and not self.time_travel:

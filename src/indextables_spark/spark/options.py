@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import InvalidOptionError
-from ..options import PREFIX, Options
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.config.options import PREFIX, Options
 
 
 def resolve_options(raw: Mapping[str, Any]) -> Options:

@@ -31,15 +31,15 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from ..errors import InvalidOptionError, QueryParseError
-from ..log.actions import AddFile
-from ..options import Options
-from ..split.types import index_only_columns
-from . import filters as spark_filters
-from . import guard
+from indextables_spark.errors import InvalidOptionError, QueryParseError
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.config.options import Options
+from indextables_spark.core.split.types import index_only_columns
+from indextables_spark.spark import filters as spark_filters
+from indextables_spark.spark import guard
 
 if TYPE_CHECKING:
-    from .guard import SnapshotPin
+    from indextables_spark.spark.guard import SnapshotPin
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +130,8 @@ def declared_fields(ro: ReadOptions, table_fields: list, extra: list) -> tuple[l
 
 def table_specs(snapshot, opts: Options) -> list:
     """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
-    from ..split.types import table_options
-    from ..split.types import column_specs
+    from indextables_spark.core.split.types import table_options
+    from indextables_spark.core.split.types import column_specs
 
     return column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
 
@@ -143,8 +143,8 @@ def check_table_query(
     against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
     any of them (what a read of those splits would hit), else only when invalid for all of them
     (a table whose newer splits gained a column may still be read by partitions that have it)."""
-    from ..split.reader import check_query
-    from ..split.reference import specs_for_doc_mapping
+    from indextables_spark.core.split.reader import check_query
+    from indextables_spark.core.split.reference import specs_for_doc_mapping
 
     if files is None:  # the Arrow column: no AddFile objects built for a large table
         refs = set(snapshot.files_table.column("docMappingRef").unique().to_pylist())
@@ -263,7 +263,7 @@ class IndexTablesReader(DataSourceReader):
         return parts[0] if len(parts) == 1 else " AND ".join(f"({p})" for p in parts)
 
     def pushFilters(self, filters):
-        from ..split.filters import columns_of, supports
+        from indextables_spark.expr.filters import columns_of, supports
 
         filters = list(filters)
         verdicts = [indexall_filter(f) for f in filters]
@@ -292,9 +292,9 @@ class IndexTablesReader(DataSourceReader):
         self._take_index_only(index_only)
         recorded = queries + sorted(f"index-only filter {f!r}" for f in index_only)
         narrow = guard.record_scan(self.pin.relation_id, epoch, recorded, others, self.path)
-        from ..split.operators import decode
+        from indextables_spark.expr.operators import decode
 
-        # search operators arrive encoded (split/operators.py): checked against this table now
+        # search operators arrive encoded (expr/operators.py): checked against this table now
         self.index_queries = [decode(q, self.specs) for q in queries]
         parts = set(self.partition_columns)
         for f in others:
@@ -317,7 +317,7 @@ class IndexTablesReader(DataSourceReader):
     def _take_index_only(self, filters: list) -> None:
         """Add the filters on index-only columns to the data filters, each one the index answers
         exactly (UnsupportedFilterError naming it otherwise: the rows cannot check it)."""
-        from ..split.filters import UnsupportedFilterError, check_index_only
+        from indextables_spark.expr.filters import UnsupportedFilterError, check_index_only
 
         where = f"a Spark read of {self.path}"
         core = []
@@ -332,7 +332,7 @@ class IndexTablesReader(DataSourceReader):
         self.data_filters.extend(check_index_only(core, self.specs, where))
 
     def _live_files(self) -> list[AddFile]:
-        from ..split.search import prune_files
+        from indextables_spark.core.split.search import prune_files
 
         types = {c: self.column_types[c] for c in self.partition_columns}
         files, (n_total, n_after_partitions, n_after_stats) = prune_files(
@@ -361,8 +361,8 @@ class IndexTablesReader(DataSourceReader):
 
     def _explanation(self) -> dict:
         """What this read does, for it.explain(df) (the same fields as IndexTable.explain)."""
-        from ..predicates import render
-        from ..split.search import index_translation
+        from indextables_spark.expr.model import render
+        from indextables_spark.core.split.search import index_translation
 
         answered, narrowed, rows_only, tantivy_query = index_translation(
             self.specs, self.query, self.data_filters, self.data_filters
@@ -394,7 +394,7 @@ class IndexTablesReader(DataSourceReader):
         files = self._live_files()
         if self.query is not None:  # refused here rather than in every task
             check_table_query(self._snapshot, self.opts, self.query, files, every=True)
-        from ..split.groups import group_by_size
+        from indextables_spark.core.split.groups import group_by_size
 
         min_groups = self.opts.get_int("read.minPartitions")
         if self.opts.get_str("read.maxPartitionBytes") is None and (self.query is not None or self.data_filters):
@@ -408,12 +408,12 @@ class IndexTablesReader(DataSourceReader):
         guard.record_explanation({**self._explanation(), "tasks": max(1, len(groups))})
         if not groups:
             return [SplitGroup([])]
-        from ..log.delete_logs import deletes_json
+        from indextables_spark.core.log.delete_logs import deletes_json
 
         return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g)) for g in groups]
 
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:
-        from ..split.types import arrow_schema
+        from indextables_spark.core.split.types import arrow_schema
 
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         adds = [AddFile.from_json(d) for d in partition.files]
@@ -443,8 +443,8 @@ class TaskRead:
     worked out once: with hundreds of small splits a task's cost is per split, not per row."""
 
     def __init__(self, reader: IndexTablesReader, target: pa.Schema):
-        from ..split.cache import get_cache
-        from ..storage import open_storage
+        from indextables_spark.core.split.cache import get_cache
+        from indextables_spark.core.storage import open_storage
 
         self.reader = reader
         self.target = target
@@ -460,19 +460,19 @@ class TaskRead:
 
     def open(self, add: AddFile):
         """The split's reader (fetched into the split cache if needed)."""
-        from ..split.reader import SplitReader
+        from indextables_spark.core.split.reader import SplitReader
 
         return SplitReader(self.cache.local_dir(self.storage, add, self.index_query))
 
     def deletes(self, add: AddFile, delete_logs: list[dict] | None):
         """The split's SplitDeletes from its shipped deleteLog JSON, None without any."""
-        from ..log.delete_logs import split_deletes
+        from indextables_spark.core.log.delete_logs import split_deletes
 
         return split_deletes(self.reader.path, self.reader.opts, add, delete_logs)
 
     def split_batches(self, add: AddFile, delete_logs: list[dict] | None) -> Iterator[pa.RecordBatch]:
         """Rows of one split matching the read, its data columns only (`data_schema`)."""
-        from ..split.search import conform, split_rows
+        from indextables_spark.core.split.search import conform, split_rows
 
         r = self.reader
         split = self.open(add)
@@ -500,7 +500,7 @@ class TaskRead:
     ) -> Iterator[pa.RecordBatch]:
         """The task's output: the pieces joined into batches of the target schema, partition
         values attached once per joined batch (split.search.joined)."""
-        from ..split.search import joined
+        from indextables_spark.core.split.search import joined
 
         pieces = self.pieces(adds, deletes, limit)
         return joined(pieces, self.reader.read_opts.batch_rows, self.target, self.reader.partition_columns)
@@ -531,7 +531,7 @@ def indexall_filter(f):
     plan guard (a `guard.Guard`), True for IS NOT NULL (implied by a query), None when not about it."""
     from pyspark.sql import datasource as sds
 
-    from .guard import INDEXALL
+    from indextables_spark.spark.guard import INDEXALL
 
     if isinstance(f, sds.EqualTo) and tuple(f.attribute) == (INDEXALL,) and isinstance(f.value, str):
         return f.value
@@ -555,7 +555,7 @@ def indexall_filter(f):
 
 
 def _data_names(reader: IndexTablesReader, target: pa.Schema) -> list[str]:
-    from .guard import INDEXALL, INDEXGUARD
+    from indextables_spark.spark.guard import INDEXALL, INDEXGUARD
 
     virtual = {INDEXALL, INDEXGUARD, SCORE, SNIPPET}
     return [f.name for f in target if f.name not in reader.partition_columns and f.name not in virtual]
@@ -565,7 +565,7 @@ def _narrowed_query(reader: IndexTablesReader, split) -> str | None:
     """The read's full-text query AND the narrowing of its struct-field filters (those whose json
     field this split has: a split written before the column existed has none to search). Only for
     unscored reads: the narrowing must not change scores, and Spark re-checks those filters."""
-    from ..split.filters import with_narrowing
+    from indextables_spark.expr.filters import with_narrowing
 
     return with_narrowing(reader.query, reader.nested_queries, split.specs)
 
@@ -579,7 +579,7 @@ def read_ranked(
 ) -> Iterator[pa.RecordBatch]:
     """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
     (each split's top n, merged)."""
-    from ..split.search import with_partition_values
+    from indextables_spark.core.split.search import with_partition_values
 
     ro = reader.read_opts
     task = TaskRead(reader, target)
@@ -606,14 +606,14 @@ def read_ranked(
         else:
             kept.append(table)
     if kept:
-        from ..split.search import top_n
+        from indextables_spark.core.split.search import top_n
 
         merged = top_n(pa.concat_tables(kept), ro.limit)
         yield from merged.combine_chunks().to_batches(max_chunksize=ro.batch_rows)
 
 
 def with_snippets(split, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
-    from ..split.search import snippet_column
+    from indextables_spark.core.split.search import snippet_column
 
     return table.append_column(SNIPPET, snippet_column(split, table, query, fields))
 
@@ -632,7 +632,7 @@ def load_options(spark, given: Mapping[str, object]) -> dict[str, str]:
         if size:
             out["read.batchSize"] = str(size)
     if "read.minpartitions" not in keys:
-        from ..sessions import default_parallelism
+        from indextables_spark.util.sessions import default_parallelism
 
         out["read.minPartitions"] = str(default_parallelism(spark))
     return out
@@ -641,7 +641,7 @@ def load_options(spark, given: Mapping[str, object]) -> dict[str, str]:
 def finish_load(df, given: Mapping[str, object]):
     """The read as the user sees it: the global top n / score order the options ask for, and
     without the virtual `_indexall` column."""
-    from .guard import INDEXALL
+    from indextables_spark.spark.guard import INDEXALL
 
     ro = read_options(Options.of({str(k): v for k, v in given.items()}))
     df = df.drop(INDEXALL)  # the guard already dropped `_indexguard`

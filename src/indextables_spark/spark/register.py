@@ -32,17 +32,17 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import TableExistsError
-from ..options import session_options, short_key
-from .guard import VIRTUAL_COLUMNS, guarded
-from .patching import own as _own, remove_all, wrap as _wrap, wrapped_any
+from indextables_spark.errors import TableExistsError
+from indextables_spark.config.options import session_options, short_key
+from indextables_spark.spark.guard import VIRTUAL_COLUMNS, guarded
+from indextables_spark.spark.patching import own as _own, remove_all, wrap as _wrap, wrapped_any
 
 _lock = threading.Lock()
 
 
 def is_ours(fmt: str | None) -> bool:
     """Is `fmt` one of our format names ("indextables" and the reference's provider class names)?"""
-    from .datasource import is_format_name
+    from indextables_spark.spark.datasource import is_format_name
 
     return is_format_name(fmt)
 
@@ -156,7 +156,7 @@ def _make_load(streaming: bool):
             _inject_conf(self, spark)
             if streaming:
                 return orig(self, path=path, schema=schema).drop(*VIRTUAL_COLUMNS)
-            from .reader import finish_load, load_options
+            from indextables_spark.spark.reader import finish_load, load_options
 
             for k, v in load_options(spark, g.options).items():
                 _own(type(self), "option")(self, k, v)
@@ -196,7 +196,7 @@ def _make_save(orig):
         target = _path(path, opts)
         save_mode = str(g.mode or "errorifexists").lower().replace("_", "")
         if save_mode in ("error", "errorifexists", "default", "ignore"):
-            from ..table import IndexTable
+            from indextables_spark.api.table import IndexTable
 
             if IndexTable(target, opts).exists():
                 if save_mode == "ignore":
@@ -207,7 +207,7 @@ def _make_save(orig):
             _own(type(self), "mode")(self, "append")
         result = orig(self, path=path)
         # The commit ran in a worker without a session: merge-/purge-on-write run here (never raise).
-        from ..commands.post_write import maybe_run
+        from indextables_spark.ops.post_write import maybe_run
 
         maybe_run(spark, target, opts)
         return result
@@ -224,7 +224,7 @@ def _make_start(orig):
         _move_partitioning(self)
         opts = _inject_conf(self, spark)
         query = orig(self, path=path, outputMode=outputMode, queryName=queryName)
-        from ..commands.post_write import watch_stream
+        from indextables_spark.ops.post_write import watch_stream
 
         # merge-/purge-on-write after the micro-batches (the sink commits in a worker)
         watch_stream(spark, query, _path(path, opts), opts)
@@ -235,7 +235,7 @@ def _make_start(orig):
 
 def _make_insert_into(orig):
     def insertInto(self, tableName, overwrite=None):
-        from . import sql_bridge
+        from indextables_spark.spark import sql_bridge
 
         spark = session_of(self)
         src = sql_bridge.view_source(spark, tableName)
@@ -267,20 +267,20 @@ def _dataframe_of(writer, spark):
 
 def _make_sql(orig):
     def sql(self, sqlQuery, args=None, **kwargs):
-        from . import sql_bridge
+        from indextables_spark.spark import sql_bridge
 
         if isinstance(sqlQuery, str) and not args and not kwargs:
-            from ..commands.parser import parse_command
+            from indextables_spark.frontends.sql_parser import parse_command
 
             # our command texts (MERGE SPLITS ..., CHECKPOINT INDEXTABLES ...) are Spark-free
             if parse_command(sqlQuery) is not None:
-                from ..commands.sql import run_sql
-                from .table_names import resolve_table
+                from indextables_spark.frontends.sql import run_sql
+                from indextables_spark.spark.table_names import resolve_table
 
                 return run_sql(self, sqlQuery, resolve_table)
         if isinstance(sqlQuery, str):
             refresh_functions(self, sqlQuery)
-            from .table_functions import rewrite_sql
+            from indextables_spark.spark.table_functions import rewrite_sql
 
             # indextables_search/... calls with literal arguments → distributed views
             sqlQuery = rewrite_sql(self, sqlQuery)
@@ -288,7 +288,7 @@ def _make_sql(orig):
             handled = sql_bridge.try_handle(self, sqlQuery, is_ours)
             if handled is not None:
                 return handled
-            from . import sql_routes
+            from indextables_spark.spark import sql_routes
 
             # statements reading our tables: projection, search operators, aggregates from the index
             routed = sql_routes.run(self, sqlQuery, lambda text: orig(self, text, args, **kwargs))
@@ -306,8 +306,8 @@ def _make_sql(orig):
 
 def register_functions(spark, conf: dict[str, str]) -> None:
     """(Re-)register the SQL table functions with this spark.indextables.* conf."""
-    from ..commands.table_functions import register_command_functions
-    from .table_functions import register_table_functions
+    from indextables_spark.spark.maintenance_functions import register_command_functions
+    from indextables_spark.spark.table_functions import register_table_functions
 
     register_command_functions(spark, conf)
     register_table_functions(spark, conf)
@@ -375,7 +375,7 @@ def _install() -> None:
 def register(spark) -> None:
     """Register the data source (under each of its format names) and table functions; enable filter
     pushdown; install the wrappers."""
-    from .datasource import DATA_SOURCES
+    from indextables_spark.spark.datasource import DATA_SOURCES
 
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     for source in DATA_SOURCES:

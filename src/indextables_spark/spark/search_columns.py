@@ -1,7 +1,7 @@
 """DataFrame forms of the search operators: `df.filter(it.textsearch("body", "spark"))`.
 
 Each helper returns a Column — `NOT (_indexall <=> '<encoded condition>')`, a filter Spark pushes
-to the reader (which decodes and type-checks it, split/operators.py), and which does not collide
+to the reader (which decodes and type-checks it, expr/operators.py), and which does not collide
 with another one on the same column (Spark folds two `_indexall = …` equalities into a
 contradiction; it leaves negations alone). `_indexall` is not in a loaded DataFrame's columns;
 Spark resolves it from the read below.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..split import operators as ops
+from indextables_spark.expr import operators as ops
 
 _SUBCLASSES: dict[type, type] = {}
 

@@ -12,7 +12,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from ..errors import InvalidOptionError, SchemaMismatchError
+from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 
 _IDENT = r"(?:`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
 _CREATE = re.compile(
@@ -106,7 +106,7 @@ def split_view_references(spark, text: str) -> str:
     first becomes a fresh view over a new read of the same table, aliased with the view's name so
     `v.col` still resolves.
     """
-    from .table_functions import skip_quoted
+    from indextables_spark.spark.table_functions import skip_quoted
 
     with _lock:
         views = dict(_views)
@@ -136,7 +136,7 @@ def split_view_references(spark, text: str) -> str:
         counts[v] = counts.get(v, 0) + 1
     if all(c < 2 for c in counts.values()):
         return text
-    from .guard import guarded
+    from indextables_spark.spark.guard import guarded
 
     out, last, seen = [], 0, {}
     for start, end, v in refs:
@@ -174,7 +174,7 @@ def _is_temp_view(spark, name: str) -> bool:
 
 
 def _create_view(spark, m):
-    from .guard import guarded
+    from indextables_spark.spark.guard import guarded
 
     name = _unquote_ident(m.group("name"))
     opts = parse_options(m.group("opts"))
@@ -236,10 +236,10 @@ def insert_dataframe(
 ):
     """INSERT INTO|OVERWRITE of `data` into the view's table: columns by position (or by the
     `target_cols` list), cast to the table's types, written with `save()` (so merge-on-write runs)."""
-    from ..sessions import functions
+    from indextables_spark.util.sessions import functions
 
-    from ..table import IndexTable
-    from .guard import VIRTUAL_COLUMNS
+    from indextables_spark.api.table import IndexTable
+    from indextables_spark.spark.guard import VIRTUAL_COLUMNS
 
     table = IndexTable(src.path, src.options)
     schema = table.snapshot().schema
@@ -273,10 +273,10 @@ def insert_dataframe(
 
 def raw_load(spark, options: dict):
     """An indextables read with the `_indexall` column, unguarded (for views: guard it)."""
-    from ..options import session_options
-    from .datasource import FORMAT_NAME
-    from .patching import own
-    from .reader import load_options
+    from indextables_spark.config.options import session_options
+    from indextables_spark.spark.datasource import FORMAT_NAME
+    from indextables_spark.spark.patching import own
+    from indextables_spark.spark.reader import load_options
 
     reader = spark.read
     own(type(reader), "format")(reader, FORMAT_NAME)

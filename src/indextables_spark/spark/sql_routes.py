@@ -1,10 +1,10 @@
 """`spark.sql` statements that read indextables tables, planned for the index (after `register`).
 
-sqlplan/statement.py plans the statement; here it runs, in classic and Spark Connect sessions:
+frontends/sqlplan/statement.py plans the statement; here it runs, in classic and Spark Connect sessions:
 - route "scan": each table reference reads through its own guarded scan declaring only the
   columns the statement uses (the `columns` read option); search operators arrive as pushed
   `_indexall` filters; Spark runs the rest of the statement as written;
-- route "index aggregate": the aggregate is computed from the index (split/group_aggregate.py,
+- route "index aggregate": the aggregate is computed from the index (core/split/group_aggregate.py,
   threads of this process over the splits' matching rows, or per-split counts), and Spark gets
   the result rows with the names and types it gives the statement itself (taken from Spark's
   analysis of the scan route); ORDER BY / LIMIT run in Spark over those rows.
@@ -18,8 +18,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import IndexTablesError
-from ..sqlplan import statement as st
+from indextables_spark.errors import IndexTablesError
+from indextables_spark.frontends.sqlplan import statement as st
 
 log = logging.getLogger(__name__)
 ROUTE_ATTR = "_indextables_route"
@@ -69,7 +69,7 @@ class SparkCatalog:
         self._snapshots: dict[st.Source, Any] = {}
 
     def view(self, name: str) -> st.Source | None:
-        from .sql_bridge import view_source
+        from indextables_spark.spark.sql_bridge import view_source
 
         src = view_source(self.spark, name)
         if src is None:
@@ -78,7 +78,7 @@ class SparkCatalog:
 
     def table(self, source: st.Source):
         if source not in self._tables:
-            from ..table import IndexTable
+            from indextables_spark.api.table import IndexTable
 
             opts = {k: v for k, v in source.options if k.lower() != "path"}
             self._tables[source] = IndexTable(source.path, opts, spark=self.spark)
@@ -92,8 +92,8 @@ class SparkCatalog:
     def info(self, source: st.Source) -> st.TableInfo:
         if source in self._infos:
             return self._infos[source]
-        from ..split.where import column_types
-        from .reader import table_specs
+        from indextables_spark.expr.where import column_types
+        from indextables_spark.spark.reader import table_specs
 
         table = self.table(source)
         snap = table.snapshot()
@@ -112,7 +112,7 @@ class SparkCatalog:
 
     def check_query(self, source: st.Source, query: str) -> None:
         """QueryParseError now for a query the table's splits cannot parse (not in a task)."""
-        from .reader import check_table_query
+        from indextables_spark.spark.reader import check_table_query
 
         check_table_query(self.snapshot(source), self.table(source).options, query)
 
@@ -126,7 +126,7 @@ class SparkCatalog:
 
 def _explain_prefix(text: str) -> tuple[str | None, str]:
     """('EXPLAIN [mode]', the statement) when the text is an EXPLAIN, else (None, text)."""
-    from ..sqlplan.operators import tokenize
+    from indextables_spark.frontends.sqlplan.operators import tokenize
 
     tokens = tokenize(text) or []
     if not tokens or tokens[0].text.upper() != "EXPLAIN":
@@ -141,7 +141,7 @@ def _explain_prefix(text: str) -> tuple[str | None, str]:
 
 def run(spark, text: str, run_sql: Callable[[str], Any]):
     """The statement's DataFrame through our routes, or None to let Spark run the text as written."""
-    from .sql_bridge import view_names
+    from indextables_spark.spark.sql_bridge import view_names
 
     explain, body = _explain_prefix(text)
     catalog = SparkCatalog(spark)
@@ -150,8 +150,8 @@ def run(spark, text: str, run_sql: Callable[[str], Any]):
     except IndexTablesError:
         raise
     except Exception as e:  # noqa: BLE001 - a planner fault: Spark runs a plain statement as before
-        from ..split.operators import SearchOperatorError
-        from ..sqlplan.operators import mentions_operators
+        from indextables_spark.expr.operators import SearchOperatorError
+        from indextables_spark.frontends.sqlplan.operators import mentions_operators
 
         if mentions_operators(body):
             raise SearchOperatorError(f"the statement's search operators could not be planned: {e!r}") from e
@@ -186,8 +186,8 @@ def _create_scan(spark, scan: st.Scan, version: int) -> None:
     """The temporary view of one table reference (a guarded read of only its columns). A guarded
     read plans every query afresh, so the view is made once per table version (the version
     fixes its schema) and session."""
-    from .guard import guarded
-    from .sql_bridge import raw_load
+    from indextables_spark.spark.guard import guarded
+    from indextables_spark.spark.sql_bridge import raw_load
 
     made = spark.__dict__.setdefault("_indextables_scan_views", {})
     if made.get(scan.view) == version and spark.catalog.tableExists(scan.view):
@@ -208,7 +208,7 @@ def _create_scan(spark, scan: st.Scan, version: int) -> None:
 
 def _answer_aggregate(spark, agg: st.AggregatePlan, schema, catalog: SparkCatalog, route: Route):
     """The aggregate's DataFrame from the index, or None when it must run in Spark after all."""
-    from ..split import group_aggregate as ga
+    from indextables_spark.core.split import group_aggregate as ga
 
     try:
         source = agg.scan.source
@@ -240,10 +240,10 @@ def _answer_aggregate(spark, agg: st.AggregatePlan, schema, catalog: SparkCatalo
 def compute_aggregate(table, snap, agg: st.AggregatePlan, info: st.TableInfo) -> list[tuple]:
     """Rows (keys..., aggregates...) of the aggregate over `snap`, the version the statement was
     planned on (its scan view and result schema come from the same version)."""
-    from ..split import group_aggregate as ga
-    from ..split import operators as ops
-    from ..split.partitions import parse_partition_value
-    from ..split.search import SearchPlan, count_split, fetch_missing, map_chunks
+    from indextables_spark.core.split import group_aggregate as ga
+    from indextables_spark.expr import operators as ops
+    from indextables_spark.core.split.partitions import parse_partition_value
+    from indextables_spark.core.split.search import SearchPlan, count_split, fetch_missing, map_chunks
 
     query = ops.to_query(agg.search, info.specs) if agg.search is not None else None
     request = agg.request
@@ -288,14 +288,14 @@ _INTS = ("byte", "short", "integer", "long")
 
 
 def _engine_rows(table, snap, files, request, query, plan, types: dict[str, str]) -> list[tuple] | None:
-    """The aggregate from Tantivy's aggregations (split/aggregate.py) when that is exact: keys are
+    """The aggregate from Tantivy's aggregations (core/split/aggregate.py) when that is exact: keys are
     partition columns with no NULL value (each split is one bucket), no data-column filter, and
     every aggregate is COUNT(*) or an aggregate of an integer column whose f64 accumulation cannot
     round (count × largest magnitude < 2^53, checked on the result). None: use the row route."""
-    from ..aggregations import aggregate
-    from ..split.aggregate import ALL_BUCKETS
-    from ..split.group_aggregate import LONG_MAX, LONG_MIN, SumOverflow
-    from ..split.partitions import parse_partition_value
+    from indextables_spark.api.aggregate import aggregate
+    from indextables_spark.core.split.aggregate import ALL_BUCKETS
+    from indextables_spark.core.split.group_aggregate import LONG_MAX, LONG_MIN, SumOverflow
+    from indextables_spark.core.split.partitions import parse_partition_value
 
     if plan.exact or not set(request.keys) <= set(plan.parts):
         return None
@@ -368,7 +368,7 @@ def _result_frame(spark, rows: list[tuple], schema):
     no Spark job, unlike a list of rows in a classic session)."""
     import pyarrow as pa
 
-    from ..split.types import arrow_type
+    from indextables_spark.core.split.types import arrow_type
 
     fields = [pa.field(f.name, arrow_type(f.dataType.jsonValue()), f.nullable) for f in schema.fields]
     arrays = [pa.array([r[i] for r in rows], f.type) for i, f in enumerate(fields)]

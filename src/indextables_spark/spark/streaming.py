@@ -24,12 +24,12 @@ except ImportError:  # pyspark 4.1: Spark calls latestOffset() without arguments
     SupportsTriggerAvailableNow = object
 from pyspark.sql.types import StructType
 
-from ..errors import IndexTablesError, InvalidOptionError
-from ..log.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
-from ..options import Options
-from ..table import IndexTable
-from ..split.groups import group_by_size
-from .reader import SplitGroup, task_json
+from indextables_spark.errors import IndexTablesError, InvalidOptionError
+from indextables_spark.core.log.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
+from indextables_spark.config.options import Options
+from indextables_spark.api.table import IndexTable
+from indextables_spark.core.split.groups import group_by_size
+from indextables_spark.spark.reader import SplitGroup, task_json
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # emit splits as added (a later delete is a change the stream fails on or ignores).
         deletes = {}
         if start_pos.starting and start_pos.version >= 0:
-            from ..log.delete_logs import deletes_json
+            from indextables_spark.core.log.delete_logs import deletes_json
 
             deletes = deletes_json((self.table or IndexTable(self.path, self.opts)).snapshot(start_pos.version), files)
         return [
@@ -207,8 +207,8 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         ]
 
     def read(self, partition: SplitGroup):
-        from ..split.types import arrow_schema
-        from .reader import TaskRead
+        from indextables_spark.core.split.types import arrow_schema
+        from indextables_spark.spark.reader import TaskRead
 
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         task = TaskRead(_ReadContext(self.path, self.opts, self.partition_columns), target)
@@ -233,7 +233,7 @@ class _ReadContext:
 
     @property
     def read_opts(self):
-        from .reader import read_options
+        from indextables_spark.spark.reader import read_options
 
         return read_options(self.opts)
 
@@ -252,7 +252,7 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
     """One table version per micro-batch, idempotent per (query id, batch id)."""
 
     def __init__(self, path: str, opts: Options, schema: StructType, overwrite: bool):
-        from .writer import plan_write
+        from indextables_spark.spark.writer import plan_write
 
         self.path = path
         self.opts = opts
@@ -263,19 +263,19 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         self.app_id = opts.get_str("txnAppId") or opts.get_str("queryId") or opts.get_str("checkpointLocation") or path
 
     def write(self, iterator):
-        from .writer import write_splits
+        from indextables_spark.spark.writer import write_splits
 
         written = write_splits(self.path, self.opts, self.plan, iterator)
         return StreamBatchWritten(written.adds, written.stats)
 
     def commit(self, messages, batchId: int) -> None:
-        from .writer import commit_write, merge_stats
+        from indextables_spark.spark.writer import commit_write, merge_stats
 
         table = IndexTable(self.path, self.opts)
         txn_id = f"{self.app_id}:{batchId}"
         if already_committed(table, self.app_id, batchId):
             log.info("indextables: batch %s of %s already committed; skipping replay", batchId, self.path)
-            from .writer import delete_written
+            from indextables_spark.spark.writer import delete_written
 
             delete_written(
                 self.path,
@@ -298,7 +298,7 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def abort(self, messages, batchId: int) -> None:
-        from .writer import delete_written, merge_stats
+        from indextables_spark.spark.writer import delete_written, merge_stats
 
         delete_written(
             self.path,

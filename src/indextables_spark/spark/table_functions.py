@@ -38,7 +38,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from ..errors import InvalidOptionError
+from indextables_spark.errors import InvalidOptionError
 
 SEARCH = "indextables_search"
 AGGREGATE = "indextables_aggregate"
@@ -204,7 +204,7 @@ def _dataframe(spark, call: Call):
             reader = reader.option("columns", _text(call, "columns"))
         return reader.load(path)
     if call.name == AGGREGATE:
-        from ..table import IndexTable
+        from indextables_spark.api.table import IndexTable
 
         result = IndexTable(path, spark=spark).aggregate(
             _text(call, "aggs"), query=a.get("query"), partition_filter=a.get("partition_filter"), spark=spark
@@ -234,8 +234,8 @@ def _limit(call: Call) -> int:
 
 
 def count_rows(spark, path: str, query: str | None, partition_filter: str | None, options) -> int:
-    from ..sessions import with_session_options
-    from ..table import IndexTable
+    from indextables_spark.util.sessions import with_session_options
+    from indextables_spark.api.table import IndexTable
 
     return IndexTable(path, with_session_options(spark, options)).count(query, partition_filter)
 
@@ -260,7 +260,7 @@ def _number(v: Any) -> float | None:
 
 def aggregation_rows(aggs: Mapping[str, Any] | str, result: Mapping[str, Any]) -> list[tuple]:
     """`IndexTable.aggregate`'s result as rows of AGG_SCHEMA."""
-    from ..split.aggregate import parse_request
+    from indextables_spark.core.split.aggregate import parse_request
 
     rows: list[tuple] = [("_all", [], int(result["doc_count"]), None, None, None)]
     _flatten(parse_request(aggs), result, "", [], rows)
@@ -320,13 +320,13 @@ def search_table(
     from concurrent.futures import ThreadPoolExecutor
     import os
 
-    from ..log.delete_logs import deletes_json, split_deletes
-    from ..split.cache import get_cache
-    from ..split.reader import SplitReader
-    from ..table import IndexTable
-    from ..split.types import arrow_schema
-    from ..split.search import with_partition_values
-    from .reader import SCORE, with_snippets
+    from indextables_spark.core.log.delete_logs import deletes_json, split_deletes
+    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.api.table import IndexTable
+    from indextables_spark.core.split.types import arrow_schema
+    from indextables_spark.core.split.search import with_partition_values
+    from indextables_spark.spark.reader import SCORE, with_snippets
 
     table = IndexTable(path, options)
     snap = table.snapshot()
@@ -362,8 +362,8 @@ def search_schema(snapshot, snippet_fields: str | None, columns: str | None = No
     (+ `_snippet`)."""
     from pyspark.sql.types import StructType
 
-    from ..options import Options
-    from .reader import declared_fields, extra_fields, read_options
+    from indextables_spark.config.options import Options
+    from indextables_spark.spark.reader import declared_fields, extra_fields, read_options
 
     opts = {"query": "*", "orderBy": "_score", "snippetFields": snippet_fields or ""}
     ro = read_options(Options.of(opts if columns is None else {**opts, "columns": columns}))
@@ -378,7 +378,7 @@ def _udtf_classes(options: dict) -> dict[str, type]:
     class Search:
         @staticmethod
         def analyze(path, query, limit=None, snippet_fields=None, columns=None):
-            from ..table import IndexTable
+            from indextables_spark.api.table import IndexTable
 
             snap = IndexTable(path.value, options).snapshot()
             return AnalyzeResult(
@@ -402,7 +402,7 @@ def _udtf_classes(options: dict) -> dict[str, type]:
 
     class Aggregate:
         def eval(self, path: str, aggs: str, query: str | None = None, partition_filter: str | None = None):
-            from ..table import IndexTable
+            from indextables_spark.api.table import IndexTable
 
             result = IndexTable(path, options).aggregate(
                 aggs, query=query, partition_filter=partition_filter, execution="driver"
@@ -419,7 +419,7 @@ def _udtf_classes(options: dict) -> dict[str, type]:
 def register_table_functions(spark, conf: dict[str, str]) -> None:
     """Register the UDTF fallbacks (the `spark.sql` wrapper rewrites literal calls first); they run
     with `conf` (the session's spark.indextables.* entries: workers have no session)."""
-    from ..sessions import functions
+    from indextables_spark.util.sessions import functions
 
     udtf = functions(spark).udtf
 

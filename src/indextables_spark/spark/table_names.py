@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlparse
 
-from ..commands.parser import TableName
-from ..errors import TableNotFoundError
-from .datasource import is_format_name
+from indextables_spark.frontends.sql_parser import TableName
+from indextables_spark.errors import TableNotFoundError
+from indextables_spark.spark.datasource import is_format_name
 
 _PLAIN = re.compile(r"[A-Za-z0-9_]+")
 
@@ -47,7 +47,7 @@ def _catalog_entry(spark, name: TableName):
     """The SHOW TABLE EXTENDED row of the table `name` (None when the catalog has no such table)."""
     from pyspark.errors import AnalysisException
 
-    from .patching import own
+    from indextables_spark.spark.patching import own
 
     *namespace, table = name.parts
     pattern = table if _PLAIN.fullmatch(table) else "*"  # LIKE patterns are regular expressions
@@ -70,7 +70,7 @@ def _catalog_entry(spark, name: TableName):
 
 def resolve_table(spark, name: TableName) -> tuple[str, dict[str, str]]:
     """The path of the indextables table `name` names, and the options that come with it."""
-    from . import sql_bridge
+    from indextables_spark.spark import sql_bridge
 
     if len(name.parts) == 1:
         view = sql_bridge.view_source(spark, name.parts[0])

@@ -1,4 +1,4 @@
-"""Batch writer: thin Spark glue around the Spark-free write core (indextables_spark/writer.py):
+"""Batch writer: thin Spark glue around the Spark-free write core (indextables_spark/api/write.py):
 each task builds splits from Arrow batches; the driver-side commit writes the log."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from .. import writer as core
-from ..log.actions import AddFile
-from ..options import Options
-from ..writer import WritePlan, commit_write, delete_written, merge_stats  # noqa: F401 (streaming, tests)
+from indextables_spark.api import write as core
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.config.options import Options
+from indextables_spark.api.write import WritePlan, commit_write, delete_written, merge_stats  # noqa: F401 (streaming, tests)
 
 log = logging.getLogger(__name__)
 

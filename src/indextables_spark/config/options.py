@@ -1,0 +1,184 @@
+"""Table options: the spec's `spark.indextables.*` keys, given in full or without the prefix.
+
+Keys are case-insensitive (Spark lower-cases data source option keys).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from indextables_spark.errors import IndexTablesError, InvalidOptionError
+from indextables_spark.config.registry import SECRET_KEYS, spec
+
+PREFIX = "spark.indextables."
+_REGISTERED = object()  # "the registry's default" (config/registry.py)
+
+
+class UnregisteredOptionError(IndexTablesError):
+    """The package read an option that config/registry.py does not list (a bug, not a user error)."""
+
+
+def _default(key: str) -> Any:
+    found = spec(short_key(key))
+    if found is None:
+        raise UnregisteredOptionError(f"option {key!r} is read but not listed in option_registry.OPTIONS")
+    return found.default
+
+
+def short_key(key: str) -> str:
+    """An option key without the `spark.indextables.` prefix, lower-cased (how Options stores it)."""
+    k = key.lower()
+    return k[len(PREFIX) :] if k.startswith(PREFIX) else k
+
+
+@dataclass(frozen=True)
+class Options(Mapping[str, str]):
+    """Case-insensitive option map; keys are stored without the `spark.indextables.` prefix."""
+
+    values: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, *sources: Mapping[str, Any] | None) -> "Options":
+        """Merge sources left to right (later wins). A `spark.indextables.*` key the registry does
+        not know is logged once per process, with the closest known key."""
+        merged: dict[str, str] = {}
+        for src in sources:
+            if not src:
+                continue
+            items = src.values.items() if isinstance(src, Options) else src.items()
+            for k, v in items:
+                if v is None:
+                    continue
+                key = str(k)
+                if key[: len(PREFIX)].lower() == PREFIX:
+                    _check_known(key)
+                merged[short_key(key)] = v if isinstance(v, str) else _to_str(v)
+        return cls(merged)
+
+    def __getitem__(self, key: str) -> str:
+        return self.values[short_key(key)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def get_str(self, key: str, default: str | None = None) -> str | None:
+        """The option's text as given, else `default` (None: unset; registered keys only)."""
+        _default(key)
+        return self.values.get(short_key(key), default)
+
+    def get_int(self, key: str, default: Any = _REGISTERED) -> int:
+        raw = self.values.get(short_key(key))
+        if raw is None or raw == "":
+            return _default(key) if default is _REGISTERED else default
+        try:
+            return int(_strip_size(raw))
+        except ValueError:
+            raise InvalidOptionError(f"option {key!r}: expected an integer, got {raw!r}") from None
+
+    def get_float(self, key: str, default: Any = _REGISTERED) -> float:
+        raw = self.values.get(short_key(key))
+        if raw is None or raw == "":
+            return _default(key) if default is _REGISTERED else default
+        try:
+            return float(raw)
+        except ValueError:
+            raise InvalidOptionError(f"option {key!r}: expected a number, got {raw!r}") from None
+
+    def get_bool(self, key: str, default: Any = _REGISTERED) -> bool:
+        raw = self.values.get(short_key(key))
+        if raw is None or raw == "":
+            return _default(key) if default is _REGISTERED else default
+        low = raw.strip().lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise InvalidOptionError(f"option {key!r}: expected true or false, got {raw!r}")
+
+    def get_size(self, key: str, default: Any = _REGISTERED) -> int:
+        """A byte size such as `100M`, `2G`, `512k` or a plain number of bytes."""
+        raw = self.values.get(short_key(key))
+        if raw is None or raw == "":
+            return _default(key) if default is _REGISTERED else default
+        return parse_size(raw, key)
+
+    def with_prefix(self, prefix: str) -> dict[str, str]:
+        """Options under `prefix.` (prefix removed), e.g. with_prefix('indexing.typemap')."""
+        p = short_key(prefix).rstrip(".") + "."
+        return {k[len(p) :]: v for k, v in self.values.items() if k.startswith(p)}
+
+    def redacted(self) -> dict[str, str]:
+        return {k: ("***" if k in SECRET_KEYS else v) for k, v in self.values.items()}
+
+    def __repr__(self) -> str:  # never show secrets
+        return f"Options({self.redacted()!r})"
+
+
+_warned: set[str] = set()
+
+
+def _check_known(key: str) -> None:
+    short = short_key(key)
+    if short in _warned or spec(short) is not None:
+        return
+    _warned.add(short)
+    from indextables_spark.config.registry import closest
+
+    near = closest(short)
+    logging.getLogger(__name__).warning(
+        "indextables: unknown option %s%s", key, f" (did you mean {PREFIX}{near}?)" if near else ""
+    )
+
+
+def _to_str(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _strip_size(raw: str) -> str:
+    return raw.strip()
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+
+
+def parse_size(raw: str, what: str = "size") -> int:
+    s = raw.strip().lower()
+    num = s.rstrip("kmgb")
+    unit = s[len(num) :]
+    try:
+        if unit not in _UNITS:
+            raise ValueError
+        return int(float(num) * _UNITS[unit])
+    except (ValueError, OverflowError):  # OverflowError: "inf", "1e400"
+        raise InvalidOptionError(f"option {what!r}: expected a size like 100M or 2G, got {raw!r}") from None
+
+
+def session_options(spark: Any) -> dict[str, str]:
+    """The `spark.indextables.*` entries of a SparkSession's conf (classic or Spark Connect).
+
+    Duck-typed (no pyspark import): over Connect `spark.conf.getAll` (a dict; the server leaves out
+    secret values, see util/sessions.py); in classic sessions one JSON string from the JVM. Data sources, table functions and executors never see the session
+    conf, so callers copy these entries into options (explicit options win)."""
+    if spark is None:
+        return {}
+    if not type(spark).__module__.startswith("pyspark.sql.connect") and hasattr(spark, "_jvm"):
+        # classic: one JSON string from the JVM (`getAll` makes a Py4J round trip per entry,
+        # 10-60 ms, paid by every read and write); the mapper is kept on the session
+        import json
+
+        mapper = spark.__dict__.get("_it_json_mapper")
+        if mapper is None:
+            mapper = spark.__dict__["_it_json_mapper"] = spark._jvm.com.fasterxml.jackson.databind.ObjectMapper()
+        entries = json.loads(mapper.writeValueAsString(spark.conf._jconf.getAllAsJava()))
+        return {k: str(v) for k, v in entries.items() if k.lower().startswith(PREFIX)}
+    entries = spark.conf.getAll
+    if callable(entries):  # older clients exposed a method
+        entries = entries()
+    return {str(k): str(v) for k, v in dict(entries).items() if str(k).lower().startswith(PREFIX)}

@@ -1,0 +1,450 @@
+"""Every `spark.indextables.*` option the package reads: key, type, default, secret or not, one line
+of documentation. `Options.get_*` take their defaults from here (a key read without being listed
+is a programming error), the README configuration table is generated from it
+(`python -m indextables_spark.config.registry`; a test compares), `Options.redacted` hides the
+secret ones, and `unknown_keys` names the closest known key for a mistyped one.
+
+Keys ending in `.<col>` (or `.<name>.<key>`) are families: any suffix is accepted.
+`reference` names the IndexTables4Spark key an option matches (same meaning, so a job written for
+the reference keeps it), shown in the README table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    key: str  # without the `spark.indextables.` prefix; `.<col>` marks a family
+    type: str  # str | int | float | bool | size
+    default: Any  # None: unset (or computed where read, as `doc` says)
+    doc: str
+    secret: bool = False
+    readme: bool = True  # listed in the README configuration table
+    reference: str = ""  # the IndexTables4Spark key it matches ("" : none, or not stated)
+
+    @property
+    def family(self) -> bool:
+        return "<" in self.key
+
+    @property
+    def prefix(self) -> str:
+        """The fixed part of a family's key (`indexing.typemap.`)."""
+        return self.key[: self.key.index("<")].lower() if self.family else self.key.lower()
+
+
+def _o(key: str, type_: str, default: Any, doc: str, **kw: Any) -> OptionSpec:
+    return OptionSpec(key, type_, default, doc, **kw)
+
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    # -- indexing (recorded in the table at creation) --
+    _o(
+        "indexing.typemap.<col>",
+        "str",
+        "string",
+        "`string`, `text`, `text_and_string` or `ip` for string columns; list form "
+        '`indexing.typemap.<type>` = `"a,b"` (a key ending in a type lists columns, as in the reference)',
+        reference="indexing.typemap.<field> / indexing.typemap.<type>",
+    ),
+    _o(
+        "indexing.tokenizer.<col>",
+        "str",
+        "default",
+        "tokenizer of a text column: `default`, `raw`, `whitespace`, "
+        "`en_stem`, `<iso>_stem` (ar da de el es fi fr hu it nl no pt ro ru sv ta tr), `cjk`, `ngram`; "
+        'list form `indexing.tokenizer.<tokenizer>` = `"a,b"`',
+        reference="indexing.tokenizer.<field> / indexing.tokenizer.<tokenizer>",
+    ),
+    _o("indexing.ngram.min.<col>", "int", 2, "shortest gram of an `ngram` column (1–20)"),
+    _o("indexing.ngram.max.<col>", "int", 3, "longest gram of an `ngram` column (1–20)"),
+    _o(
+        "indexing.indexrecordoption.<col>",
+        "str",
+        "position",
+        '`basic`, `freq` or `position`; list form `indexing.indexrecordoption.<option>` = `"a,b"`',
+        reference="indexing.indexrecordoption.<field> / indexing.indexrecordoption.<option>",
+    ),
+    _o(
+        "indexing.text.indexRecordOption",
+        "str",
+        "position",
+        "record option of text columns without their own",
+        reference="indexing.text.indexRecordOption",
+    ),
+    _o(
+        "indexing.text.maxTokenLength",
+        "str",
+        "255",
+        "tokenized (text, json) fields drop tokens of this many bytes or more: 1–65530, `min` (1), "
+        "`legacy` (40), `default` (255), `tantivy_max` (65530), `builtin` (each tokenizer's own: 40, "
+        "none for `whitespace`; tables created without this setting recorded keep it); recorded per field, "
+        "queries use the same limit",
+        reference="indexing.text.maxTokenLength",
+    ),
+    _o(
+        "indexing.tokenLength.<col>",
+        "str",
+        None,
+        "a column's token length (values as `indexing.text.maxTokenLength`); list form "
+        '`indexing.tokenLength.<n or name>` = `"a,b"`',
+        reference="indexing.tokenLength.<field> / indexing.tokenLength.<n>",
+    ),
+    _o(
+        "indexing.fastfields",
+        "str",
+        None,
+        "extra fast fields (comma list; numeric, date, bool, string and struct columns are fast anyway)",
+        reference="indexing.fastfields (there: the only fast fields when set)",
+    ),
+    _o(
+        "indexing.nonfastfields",
+        "str",
+        None,
+        "columns without a fast field (comma list; ip fields stay fast): smaller splits, no aggregation "
+        "of them (a clear error; SQL aggregates run in Spark), IS NULL filters evaluated on the rows",
+        reference="indexing.nonfastfields",
+    ),
+    _o(
+        "indexing.storeonly",
+        "str",
+        None,
+        "columns stored but not indexed (comma list)",
+        reference="indexing.storeonlyfields",
+    ),
+    _o(
+        "indexing.storeonlyfields",
+        "str",
+        None,
+        "same as `indexing.storeonly`",
+        reference="indexing.storeonlyfields",
+    ),
+    _o(
+        "indexing.indexonlyfields",
+        "str",
+        None,
+        "columns indexed but not stored (comma list; fixed at creation): they read as NULL, filters on "
+        "them are answered by the index alone (see Index-only columns)",
+        reference="indexing.indexonlyfields",
+    ),
+    _o("indexing.bloomfilter.columns", "str", None, "columns with a per-split Bloom filter (comma list)"),
+    _o("indexing.bloomfilter.fpp", "float", 0.01, "Bloom filter false-positive rate"),
+    _o("indexing.split.targetSize", "size", None, "same as `write.targetSplitSize`", readme=False),
+    _o("indexing.tempDirectoryPath", "str", None, "same as `indexWriter.tempDirectoryPath`", readme=False),
+    _o("indexWriter.heapSize", "size", 512 * MB, "Tantivy indexing memory per split writer (at least 15M)"),
+    _o("indexWriter.tempDirectoryPath", "str", None, "where splits are built (default: the system temp dir)"),
+    _o(
+        "dataSkippingNumIndexedCols",
+        "int",
+        32,
+        "min/max statistics for the first N columns (-1: all)",
+        reference="dataSkippingNumIndexedCols",
+    ),
+    _o(
+        "dataSkippingStatsColumns",
+        "str",
+        None,
+        "the columns with min/max statistics (comma list; replaces `dataSkippingNumIndexedCols`; "
+        "names that are not data columns are logged and left out, as in the reference)",
+        reference="dataSkippingStatsColumns",
+    ),
+    _o("stats.truncation.enabled", "bool", True, "truncate long string statistics"),
+    _o("stats.truncation.maxLength", "int", 32, "string statistics truncation"),
+    # -- writing --
+    _o("write.targetSplitSize", "size", GB, "roll to a new split past this much Arrow data per task"),
+    _o("split.targetSize", "size", None, "same as `write.targetSplitSize`", readme=False),
+    _o("write.parallelism", "int", None, "`it.write_table` threads (default: the CPU count)"),
+    _o(
+        "write.chunkRows",
+        "int",
+        None,
+        "`it.write_table` rows per chunk (default: the table split evenly over the threads, at least 100k rows each)",
+    ),
+    _o("partitionBy", "str", None, "partition columns of a write (JSON list or comma list)"),
+    _o("mergeSchema", "bool", False, "an append may add nullable columns"),
+    _o("overwriteSchema", "bool", False, "an overwrite may redefine columns and partitioning"),
+    _o("mergeOnWrite.enabled", "bool", False, "MERGE SPLITS after `df.write…save()`"),
+    _o("mergeOnWrite.async.enabled", "bool", True, "merge-on-write in the background"),
+    _o("mergeOnWrite.minBatchesToTrigger", "int", 1, "merge groups needed before a merge-on-write runs"),
+    _o("mergeOnWrite.batchCpuFraction", "float", 0.167, "share of the cluster's cores a merge-on-write batch uses"),
+    _o("mergeOnWrite.targetSize", "size", 4 * GB, "target size of merge-on-write"),
+    _o("purgeOnWrite.enabled", "bool", False, "PURGE after writes"),
+    _o("purgeOnWrite.triggerAfterMerge", "bool", True, "purge after a merge-on-write"),
+    _o("purgeOnWrite.triggerAfterWrites", "int", 0, "purge every N writes (0: never by count)"),
+    _o("purgeOnWrite.splitRetentionHours", "float", 168.0, "split retention of purge-on-write"),
+    _o("purgeOnWrite.txLogRetentionHours", "float", 720.0, "version file retention of purge-on-write"),
+    # -- the transaction log and its state --
+    _o("checkpoint.enabled", "bool", True, "automatic V4 state every `checkpoint.interval` versions"),
+    _o("checkpoint.interval", "int", 10, "versions between automatic states"),
+    _o("state.format", "str", "avro", "`json` writes legacy JSON checkpoints instead"),
+    _o("state.compression", "str", "zstd", "`zstd`, `snappy`, `none`"),
+    _o("state.compressionLevel", "int", 3, "state compression level"),
+    _o("state.entriesPerManifest", "int", 50_000, "compaction chunk size"),
+    _o("state.compaction.tombstoneThreshold", "float", 0.10, "compact when tombstones exceed this share"),
+    _o("state.compaction.maxManifests", "int", 20, "compact past this many manifests"),
+    _o("state.compaction.largeRemoveThreshold", "int", 2**31 - 1, "compact after a version removing this many files"),
+    _o("state.compaction.afterMerge", "bool", True, "compact the state after MERGE SPLITS"),
+    _o("state.retention.versions", "int", 2, "old state directories kept"),
+    _o("state.retention.hours", "float", 168.0, "old state directories younger than this are kept"),
+    _o("state.gc.minManifestAgeHours", "float", 1.0, "orphan manifests younger than this are kept"),
+    _o("state.read.parallelism", "int", 8, "parallel manifest decoding"),
+    _o("state.schema.renormalizeThreshold", "int", 5, "doc mappings in the registry before renormalizing"),
+    _o("state.retry.maxAttempts", "int", 10, "state write retries"),
+    _o("state.retry.baseDelayMs", "int", 100, "state write retry base delay"),
+    _o("state.retry.maxDelayMs", "int", 5000, "state write retry maximum delay"),
+    _o("transaction.retry.maxAttempts", "int", 10, "commit retries"),
+    _o("transaction.retry.baseDelayMs", "int", 100, "commit retry base delay"),
+    _o("transaction.retry.maxDelayMs", "int", 5000, "commit retry maximum delay"),
+    _o("transaction.compression.enabled", "bool", True, "GZIP version files"),
+    # -- maintenance commands --
+    _o("merge.targetSize", "size", 5 * GB, "MERGE SPLITS: target size of a merged split"),
+    _o("merge.maxSourceSplitsPerMerge", "int", 1000, "MERGE SPLITS: sources per merged split"),
+    _o("merge.skipSplitThreshold", "float", 0.45, "MERGE SPLITS: splits at this share of the target stay out"),
+    _o("merge.skipCooldownHours", "float", 24.0, "MERGE SPLITS: retry delay of a split that failed to merge"),
+    _o("merge.localParallelism", "int", None, "MERGE SPLITS threads without Spark (default: min(2, CPU count))"),
+    _o("purge.defaultRetentionHours", "float", 168.0, "PURGE: split retention"),
+    _o("purge.minRetentionHours", "float", 24.0, "PURGE: the smallest retention accepted"),
+    _o("purge.retentionCheckEnabled", "bool", True, "PURGE: refuse retentions below the minimum"),
+    _o("purge.txLogRetentionHours", "float", 720.0, "PURGE: version file retention"),
+    _o("delete.maxAttempts", "int", 3, "DELETE: attempts against concurrent commits"),
+    _o("indexing.primaryKey", "str", None, "the primary key column(s) of key deletes (DELETE … WHERE key IN …)"),
+    _o("companion.targetInputSize", "size", GB, "source bytes per companion split"),
+    _o(
+        "companion.parallelism",
+        "int",
+        None,
+        "local indexing processes of BUILD INDEXTABLES COMPANION without Spark (default: the CPU count)",
+    ),
+    _o(
+        "companion.sourceFormat",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: the source's format",
+        readme=False,
+    ),
+    _o("companion.sourcePath", "str", None, "recorded by BUILD INDEXTABLES COMPANION: the source", readme=False),
+    _o("companion.sourceRoot", "str", None, "recorded by BUILD INDEXTABLES COMPANION: the source's root", readme=False),
+    _o(
+        "companion.sourceVersion",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: the version indexed",
+        readme=False,
+    ),
+    _o(
+        "iceberg.catalog.<name>.<key>",
+        "str",
+        None,
+        "pyiceberg catalog properties (`uri`, `warehouse`, …) for `CATALOG '<name>'`",
+    ),
+    # -- reading --
+    _o("query", "str", None, "a full-text query (Tantivy syntax) of a read"),
+    _o("limit", "int", 0, "the N best matches by `_score` (0: every match)"),
+    _o("orderBy", "str", None, "`_score` (the default with a limit)", readme=False),
+    _o("withScore", "bool", False, "add the `_score` column to a read"),
+    _o("columns", "str", None, "the only columns a read declares (comma list; empty: none, for counts)"),
+    _o("snippetFields", "str", None, "text columns whose `_snippet` a read adds (comma list)"),
+    _o("versionAsOf", "int", None, "time travel to a version"),
+    _o("timestampAsOf", "str", None, "time travel to a time (ISO 8601 or epoch milliseconds)"),
+    _o(
+        "read.maxPartitionBytes",
+        "size",
+        256 * MB,
+        "grouping splits into Spark tasks: reads with a query or pushed "
+        "filters are one task per core unless this is set; other reads one task per 256M",
+    ),
+    _o("read.minPartitions", "int", 2, "tasks of a read with a query (the session's cores when known)"),
+    _o("read.batchSize", "int", 10_000, "rows per Arrow batch returned to Spark"),
+    _o("read.bloomfilter.enabled", "bool", True, "skip splits by their Bloom filters"),
+    _o("aggregate.cache.enabled", "bool", True, "cache aggregation results per split"),
+    _o("cache.disk.path", "str", None, "executor split cache (default: `$TMPDIR/indextables-cache`)"),
+    _o("cache.disk.maxSize", "size", 10 * GB, "split cache size"),
+    _o(
+        "cache.rows.lazy",
+        "str",
+        "auto",
+        "row stores of remote splits read by ranges, column by column (`true`: "
+        "every split, `false`: fetch splits whole)",
+    ),
+    _o("cache.rows.lazyMinSplitSize", "size", 16 * MB, "smallest remote split whose row store is read by ranges"),
+    _o(
+        "cache.index.partialMinSplitSize",
+        "size",
+        4 * MB,
+        "smallest remote split whose index files a Spark-free query fetches only in part (the sections "
+        "its fields use); below it one request for the whole split is faster (bench/cloud_bench.py)",
+    ),
+    _o("cache.rows.uncompressed", "bool", True, "cached row stores are uncompressed (memory-mapped reads)"),
+    # -- streaming --
+    _o("checkpointLocation", "str", None, "streaming checkpoint directory", readme=False),
+    _o("startingVersion", "str", None, "streaming source: the first version read (`latest` or a number)"),
+    _o("maxFilesPerTrigger", "int", 0, "streaming source: splits per micro-batch (0: no limit)"),
+    _o("maxBytesPerTrigger", "size", 0, "streaming source: bytes per micro-batch (0: no limit)"),
+    _o("ignoreDeletes", "bool", False, "streaming source: skip versions that only remove splits"),
+    _o("ignoreChanges", "bool", False, "streaming source: skip rewritten splits"),
+    _o("txnAppId", "str", None, "streaming sink: idempotent writes, with `queryId`", readme=False),
+    _o("queryId", "str", None, "streaming sink: the query id of idempotent writes", readme=False),
+    # -- storage --
+    _o(
+        "aws.accessKey",
+        "str",
+        None,
+        "S3 static credentials (both or neither of access and secret key); else boto3's default chain",
+        secret=True,
+    ),
+    _o("aws.secretKey", "str", None, "S3 secret key", secret=True),
+    _o("aws.sessionToken", "str", None, "S3 session token", secret=True),
+    _o("aws.region", "str", None, "S3 region (default: boto3's, `us-east-1` with an endpoint)"),
+    _o(
+        "aws.credentialsProvider",
+        "str",
+        None,
+        "S3 credentials from a Python callable `module:function`, called as `function(uri, options)` on the "
+        "driver and the executors; returns `AwsCredentials` (keys, session token, expiry), refreshed before expiry",
+    ),
+    _o("aws.credentialsProviderClass", "str", None, "same as `aws.credentialsProvider`", readme=False),
+    _o("aws.profile", "str", None, "S3 credentials from this profile of the AWS config/credentials files"),
+    _o(
+        "aws.roleArn",
+        "str",
+        None,
+        "assume this IAM role through STS (with the credentials above as the source), refreshed before expiry",
+    ),
+    _o("aws.roleSessionName", "str", "indextables-spark", "session name of the assumed role"),
+    _o("aws.externalId", "str", None, "external id of the assumed role", secret=True),
+    _o("aws.roleDurationSeconds", "int", 3600, "lifetime of the assumed role's credentials (900–43200)"),
+    _o("aws.stsEndpoint", "str", None, "STS endpoint URL (default: `s3.endpoint` when set, else AWS's)"),
+    _o(
+        "credentials.refreshBufferSeconds",
+        "int",
+        300,
+        "provider and assumed-role credentials are renewed this long before they expire",
+    ),
+    _o("s3.endpoint", "str", None, "S3-compatible endpoint URL"),
+    _o("s3.pathStyleAccess", "bool", False, "`endpoint/bucket/key` addressing"),
+    _o("s3.multipartThreshold", "size", 64 * MB, "S3 uploads in parts past this size"),
+    _o("s3.multipartPartSize", "size", 16 * MB, "S3 part size"),
+    _o("s3.uploadConcurrency", "int", 4, "S3 parallel part uploads"),
+    _o("s3.maxConnections", "int", 32, "S3 connection pool size"),
+    _o("s3.listPageSize", "int", 1000, "S3 keys per list request"),
+    _o("azure.accountName", "str", None, "Azure storage account"),
+    _o("azure.accountKey", "str", None, "Azure account key", secret=True),
+    _o("azure.connectionString", "str", None, "Azure connection string", secret=True),
+    _o("azure.sasToken", "str", None, "Azure SAS token", secret=True),
+    _o("azure.tenantId", "str", None, "Azure service principal (or workload identity) tenant"),
+    _o(
+        "azure.clientId",
+        "str",
+        None,
+        "Azure service principal client id; with `azure.authType`, the managed or workload identity's client id",
+    ),
+    _o(
+        "azure.authType",
+        "str",
+        None,
+        "`managedIdentity`, `workloadIdentity` or `default` (DefaultAzureCredential), through azure-identity",
+    ),
+    _o(
+        "azure.credentialsProvider",
+        "str",
+        None,
+        "an Azure Storage bearer token from a Python callable `module:function`, called as `function(uri, options)`; "
+        "returns `AzureToken` (token, expiry), refreshed before expiry",
+    ),
+    _o("azure.clientSecret", "str", None, "Azure service principal secret", secret=True),
+    _o("azure.bearerToken", "str", None, "Azure OAuth bearer token", secret=True),
+    _o("azure.endpoint", "str", None, "Azure blob endpoint (Azurite, sovereign clouds)"),
+    _o("azure.singlePutMaxSize", "size", 64 * MB, "Azure uploads in blocks past this size"),
+    _o("azure.blockSize", "size", 8 * MB, "Azure block size"),
+    _o("azure.uploadConcurrency", "int", 4, "Azure parallel block uploads"),
+    _o("azure.maxConnections", "int", 32, "Azure connection pool size"),
+    _o("azure.listPageSize", "int", 5000, "Azure blobs per list request"),
+    _o("storage.retry.maxAttempts", "int", 5, "attempts of a storage request on transient errors"),
+    _o("storage.retry.baseDelayMs", "int", 100, "storage retry base delay"),
+    _o("storage.retry.maxDelayMs", "int", 5000, "storage retry maximum delay"),
+    _o("storage.connectTimeoutMs", "int", 10_000, "storage connect timeout"),
+    _o("storage.readTimeoutMs", "int", 60_000, "storage read timeout"),
+)
+
+_BY_KEY = {o.key.lower(): o for o in OPTIONS if not o.family}
+_FAMILIES = [o for o in OPTIONS if o.family]
+
+
+def spec(key: str) -> OptionSpec | None:
+    """The registered option for a key (without the prefix, any case), or None."""
+    k = key.lower()
+    found = _BY_KEY.get(k)
+    if found is not None:
+        return found
+    return next((o for o in _FAMILIES if k.startswith(o.prefix) and len(k) > len(o.prefix)), None)
+
+
+def registered_default(key: str) -> Any:
+    """The default of a registered option (for the module constants that name it)."""
+    found = spec(key)
+    if found is None:
+        raise KeyError(f"option {key!r} is not in option_registry.OPTIONS")
+    return found.default
+
+
+SECRET_KEYS = frozenset(o.key.lower() for o in OPTIONS if o.secret)
+
+
+def closest(key: str) -> str | None:
+    """The registered key closest to a mistyped one."""
+    import difflib
+
+    names = [o.key for o in OPTIONS]
+    match = difflib.get_close_matches(key, names, n=1, cutoff=0.6) or difflib.get_close_matches(
+        key.lower(), [n.lower() for n in names], n=1, cutoff=0.6
+    )
+    if not match:
+        return None
+    return next(n for n in names if n.lower() == match[0].lower())
+
+
+def unknown_keys(keys: Iterable[str]) -> list[tuple[str, str | None]]:
+    """(key, closest known key) for each key that is no registered option."""
+    return [(k, closest(k)) for k in keys if spec(k) is None]
+
+
+def markdown_table() -> str:
+    """The README configuration table."""
+
+    def default(o: OptionSpec) -> str:
+        if o.default is None:
+            return "—"
+        if o.type == "size" and isinstance(o.default, int) and o.default:
+            for unit, n in (("G", GB), ("M", MB), ("K", KB)):
+                if o.default % n == 0:
+                    return f"`{o.default // n}{unit}`"
+        if isinstance(o.default, bool):
+            return f"`{str(o.default).lower()}`"
+        return f"`{o.default}`"
+
+    def reference(o: OptionSpec) -> str:
+        """`key` / `key` (remark): the reference's keys as code, a remark after them as text."""
+        parts = []
+        for part in o.reference.split(" / ") if o.reference else []:
+            key, _, remark = part.partition(" (")
+            parts.append(f"`{key}`" + (f" ({remark}" if remark else ""))
+        return " / ".join(parts)
+
+    lines = [
+        "| key | type | default | meaning | IndexTables4Spark key |",
+        "|---|---|---|---|---|",
+    ]
+    for o in OPTIONS:
+        if o.readme:
+            lines.append(
+                f"| `{o.key}` | {o.type}{' (secret)' if o.secret else ''} | {default(o)} | {o.doc} | {reference(o)} |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

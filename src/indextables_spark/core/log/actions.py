@@ -1,0 +1,568 @@
+"""Transaction log actions (protocol.md "Actions"); Python snake_case, wire JSON camelCase.
+
+What the reference implementation (IndexTables4Spark) reads, and hence what we write into version
+files (`action_to_json` with the file's version, `wire_actions`). Paths below are in
+indextables/indextables_spark under src/main/scala/io/indextables/spark/ (tag v0.5.4, the version
+that wrote tests/data/reference_v0.5.4) and in indextables/tantivy4java under native/src/txlog/:
+
+- v0.5.4 (the Scala log; case classes in `transaction/Actions.scala`, `LastCheckpointInfo` in
+  `transaction/TransactionLogCheckpoint.scala`, read with `util/JsonUtil.scala`'s
+  `new ObjectMapper().registerModule(DefaultScalaModule)`): Jackson's default
+  FAIL_ON_UNKNOWN_PROPERTIES is on (only `transaction/avro/StateManifestIO.scala`'s own mapper
+  turns it off), so a field the case class does not declare makes the action unreadable. The
+  default `OptimizedTransactionLog.readActionsFromLocalFile` then logs an error and *drops that
+  line* (an add we wrote would vanish for it); `TransactionLog.parseActionsFromStream`,
+  `TransactionLogCheckpoint.parseActionLine` and PURGE's checkpoint reader throw. Unknown action
+  kinds: skipped with a warning by the default path (`parseAction` → None), "Unknown action type"
+  in those others. A missing `Option` field reads as None and `null` is accepted for every
+  `Option`; the reference itself writes `null`s (Jackson's default inclusion:
+  `"readerFeatures":null`, `"parts":null`).
+- current (the log moved to tantivy4java's Rust `actions.rs` / `version_file.rs`): serde without
+  deny_unknown_fields, so unknown fields and unknown action keys are ignored; required: add
+  {path, size, modificationTime}, remove {path}, mergeskip {path, skipTimestamp, reason}, protocol
+  {minReaderVersion, minWriterVersion}, metaData {id, schemaString}; `partitionValues` and
+  `configuration` are `HashMap<String, String>`: a `null` value in them fails the whole file. It
+  writes no nulls (`skip_serializing_if`).
+
+Hence in version files: only the fields of the reference's AddAction / RemoveAction / SkipAction /
+ProtocolAction / MetadataAction, no nulls, a null partition value as a missing key (as in the Avro
+state), and an add's addedAtVersion / addedAtTimestamp (ours, not reference fields) only where a
+reader cannot derive them from the file (its version, its commitInfo timestamp: `derive_added_at`)
+— so not in ordinary commits. Our own action kinds (commitInfo, deleteLog, statsFiles) stay: the
+reference's default reader skips them (a table with delete logs is not for it anyway). The hotcache
+offsets are kept as read; the reference itself opens a split from its footer offsets
+(`search/SplitSearchEngine.scala`: "Hotcache methods deprecated ... using footer offsets").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from indextables_spark.errors import CorruptStateError
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _opt_int(v: Any) -> int | None:
+    """A long the reference may have written as null or (Jackson's OptionalLongDeserializer)
+    anything non-numeric, read as absent."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return None
+
+
+def _opt_str(v: Any) -> str | None:
+    """A string field the Rust port also accepts as an integer (timeRangeStart/End)."""
+    if v is None:
+        return None
+    return v if isinstance(v, str) else str(v)
+
+
+def _opt_str_map(v: Any) -> dict[str, str] | None:
+    return None if v is None else {str(k): x for k, x in dict(v).items()}
+
+
+@dataclass
+class AddFile:
+    path: str
+    partition_values: dict[str, str | None]  # None: a null partition value
+    size: int
+    modification_time: int
+    data_change: bool = True
+    stats: str | None = None
+    min_values: dict[str, str] | None = None
+    max_values: dict[str, str] | None = None
+    num_records: int | None = None
+    footer_start_offset: int | None = None
+    footer_end_offset: int | None = None
+    split_tags: list[str] | None = None
+    num_merge_ops: int | None = None
+    doc_mapping_ref: str | None = None
+    uncompressed_size_bytes: int | None = None
+    added_at_version: int | None = None
+    added_at_timestamp: int | None = None
+    doc_mapping_json: str | None = None  # legacy inline doc mapping (pre-V3); read only
+    # Companion splits (indexes over another table's Parquet files): the source files whose rows
+    # this split indexes (as the source records them), and the source version it was built from.
+    companion_source_files: list[str] | None = None
+    companion_source_version: int | None = None
+    # Fields of the reference's AddAction (transaction/Actions.scala) this package does not use,
+    # kept so that a reference add survives our reads and writes (version files, Avro state).
+    companion_fast_field_mode: str | None = None  # "DISABLED" / "HYBRID" / "PARQUET_ONLY"
+    hotcache_start_offset: int | None = None
+    hotcache_length: int | None = None
+    time_range_start: str | None = None  # ISO instant, as tantivy4java's SplitMetadata
+    time_range_end: str | None = None
+    delete_opstamp: int | None = None
+    tags: dict[str, str] | None = None  # Delta-style tags (not splitTags); JSON only
+
+    @property
+    def has_footer_offsets(self) -> bool:
+        return self.footer_start_offset is not None and self.footer_end_offset is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """The add as JSON, every field we hold (also used to ship adds to Spark tasks). Version
+        files use `action_to_json(add, version=...)`, the reference-readable subset."""
+        d = {
+            "path": self.path,
+            "partitionValues": dict(self.partition_values or {}),
+            "size": int(self.size),
+            "modificationTime": int(self.modification_time),
+            "dataChange": bool(self.data_change),
+            "stats": self.stats,
+            "tags": dict(self.tags) if self.tags is not None else None,
+            "minValues": self.min_values,
+            "maxValues": self.max_values,
+            "numRecords": self.num_records,
+            "footerStartOffset": self.footer_start_offset,
+            "footerEndOffset": self.footer_end_offset,
+            "hotcacheStartOffset": self.hotcache_start_offset,
+            "hotcacheLength": self.hotcache_length,
+            "hasFooterOffsets": self.has_footer_offsets,
+            "timeRangeStart": self.time_range_start,
+            "timeRangeEnd": self.time_range_end,
+            "splitTags": sorted(self.split_tags) if self.split_tags is not None else None,
+            "deleteOpstamp": self.delete_opstamp,
+            "numMergeOps": self.num_merge_ops,
+            "docMappingJson": self.doc_mapping_json,
+            "docMappingRef": self.doc_mapping_ref,
+            "uncompressedSizeBytes": self.uncompressed_size_bytes,
+            "companionSourceFiles": list(self.companion_source_files)
+            if self.companion_source_files is not None
+            else None,
+            "companionDeltaVersion": self.companion_source_version,
+            "companionFastFieldMode": self.companion_fast_field_mode,
+            "addedAtVersion": self.added_at_version,
+            "addedAtTimestamp": self.added_at_timestamp,
+        }
+        return _drop_none(d)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "AddFile":
+        try:
+            return cls(
+                path=d["path"],
+                partition_values=dict(d.get("partitionValues") or {}),
+                size=int(d["size"]),
+                modification_time=int(d.get("modificationTime") or 0),
+                data_change=bool(d.get("dataChange", True)),
+                stats=d.get("stats"),
+                min_values=_opt_str_map(d.get("minValues")),
+                max_values=_opt_str_map(d.get("maxValues")),
+                num_records=_opt_int(d.get("numRecords")),
+                footer_start_offset=_opt_int(d.get("footerStartOffset")),
+                footer_end_offset=_opt_int(d.get("footerEndOffset")),
+                split_tags=list(d["splitTags"]) if d.get("splitTags") is not None else None,
+                num_merge_ops=_opt_int(d.get("numMergeOps")),
+                doc_mapping_ref=d.get("docMappingRef"),
+                uncompressed_size_bytes=_opt_int(d.get("uncompressedSizeBytes")),
+                added_at_version=_opt_int(d.get("addedAtVersion")),
+                added_at_timestamp=_opt_int(d.get("addedAtTimestamp")),
+                doc_mapping_json=d.get("docMappingJson"),
+                companion_source_files=(
+                    list(d["companionSourceFiles"]) if d.get("companionSourceFiles") is not None else None
+                ),
+                companion_source_version=_opt_int(d.get("companionDeltaVersion")),
+                companion_fast_field_mode=d.get("companionFastFieldMode"),
+                hotcache_start_offset=_opt_int(d.get("hotcacheStartOffset")),
+                hotcache_length=_opt_int(d.get("hotcacheLength")),
+                time_range_start=_opt_str(d.get("timeRangeStart")),
+                time_range_end=_opt_str(d.get("timeRangeEnd")),
+                delete_opstamp=_opt_int(d.get("deleteOpstamp")),
+                tags=_opt_str_map(d.get("tags")),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptStateError(f"invalid add action {str(d)[:200]}: {e!r}") from None
+
+
+@dataclass
+class RemoveFile:
+    path: str
+    deletion_timestamp: int | None = None
+    data_change: bool = True
+    partition_values: dict[str, str] | None = None
+    size: int | None = None
+    extended_file_metadata: bool | None = None  # reference field (Delta's meaning), kept as read
+    tags: dict[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return _drop_none(
+            {
+                "path": self.path,
+                "deletionTimestamp": self.deletion_timestamp,
+                "dataChange": self.data_change,
+                "extendedFileMetadata": self.extended_file_metadata,
+                "partitionValues": self.partition_values,
+                "size": self.size,
+                "tags": self.tags,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RemoveFile":
+        try:
+            pv = d.get("partitionValues")
+            efm = d.get("extendedFileMetadata")
+            return cls(
+                path=d["path"],
+                deletion_timestamp=_opt_int(d.get("deletionTimestamp")),
+                data_change=bool(d.get("dataChange", True)),
+                partition_values=dict(pv) if pv is not None else None,
+                size=_opt_int(d.get("size")),
+                extended_file_metadata=bool(efm) if efm is not None else None,
+                tags=_opt_str_map(d.get("tags")),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptStateError(f"invalid remove action {str(d)[:200]}: {e!r}") from None
+
+
+@dataclass
+class Protocol:
+    min_reader_version: int
+    min_writer_version: int
+    reader_features: list[str] | None = None
+    writer_features: list[str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return _drop_none(
+            {
+                "minReaderVersion": self.min_reader_version,
+                "minWriterVersion": self.min_writer_version,
+                "readerFeatures": sorted(self.reader_features) if self.reader_features is not None else None,
+                "writerFeatures": sorted(self.writer_features) if self.writer_features is not None else None,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Protocol":
+        try:
+            return cls(
+                min_reader_version=int(d["minReaderVersion"]),
+                min_writer_version=int(d["minWriterVersion"]),
+                reader_features=list(d["readerFeatures"]) if d.get("readerFeatures") is not None else None,
+                writer_features=list(d["writerFeatures"]) if d.get("writerFeatures") is not None else None,
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptStateError(f"invalid protocol action {str(d)[:200]}: {e!r}") from None
+
+
+@dataclass
+class Metadata:
+    id: str
+    schema_string: str
+    partition_columns: list[str]
+    configuration: dict[str, str] = field(default_factory=dict)
+    format: dict[str, Any] = field(default_factory=lambda: {"provider": "indextables", "options": {}})
+    name: str | None = None
+    description: str | None = None
+    created_time: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return _drop_none(
+            {
+                "id": self.id,
+                "name": self.name,
+                "description": self.description,
+                "format": self.format,
+                "schemaString": self.schema_string,
+                "partitionColumns": list(self.partition_columns),
+                "configuration": dict(self.configuration),
+                "createdTime": self.created_time,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Metadata":
+        try:
+            return cls(
+                id=d["id"],
+                schema_string=d["schemaString"],
+                partition_columns=list(d.get("partitionColumns") or []),
+                configuration=dict(d.get("configuration") or {}),
+                format=d.get("format") or {"provider": "indextables", "options": {}},
+                name=d.get("name"),
+                description=d.get("description"),
+                created_time=d.get("createdTime"),
+            )
+        except (KeyError, TypeError) as e:
+            raise CorruptStateError(f"invalid metaData action {str(d)[:200]}: {e!r}") from None
+
+    @property
+    def schema_json(self) -> dict[str, Any]:
+        schema: dict[str, Any] = json.loads(self.schema_string)
+        return schema
+
+    @property
+    def doc_mappings(self) -> dict[str, str]:
+        p = "docMappingSchema."
+        return {k[len(p) :]: v for k, v in self.configuration.items() if k.startswith(p)}
+
+
+@dataclass
+class SkipAction:
+    path: str
+    skip_timestamp: int
+    reason: str
+    operation: str
+    retry_after: int | None = None
+    skip_count: int = 1
+    partition_values: dict[str, str] | None = None  # reference fields, kept as read
+    size: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return _drop_none(
+            {
+                "path": self.path,
+                "skipTimestamp": self.skip_timestamp,
+                "reason": self.reason,
+                "operation": self.operation,
+                "partitionValues": self.partition_values,
+                "size": self.size,
+                "retryAfter": self.retry_after,
+                "skipCount": self.skip_count,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "SkipAction":
+        try:
+            pv = d.get("partitionValues")
+            return cls(
+                path=d["path"],
+                skip_timestamp=int(d["skipTimestamp"]),
+                reason=d.get("reason") or "",
+                operation=d.get("operation") or "",
+                retry_after=_opt_int(d.get("retryAfter")),
+                skip_count=int(d["skipCount"]) if d.get("skipCount") is not None else 1,
+                partition_values=dict(pv) if pv is not None else None,
+                size=_opt_int(d.get("size")),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptStateError(f"invalid mergeskip action {str(d)[:200]}: {e!r}") from None
+
+
+@dataclass
+class CommitInfo:
+    """Who/what/when of a version (as in Delta Lake). Used by history() and timestampAsOf."""
+
+    timestamp: int
+    operation: str
+    operation_parameters: dict[str, Any] = field(default_factory=dict)
+    engine_info: str = "indextables_spark"
+    txn_id: str | None = None  # e.g. streaming "<queryId>:<batchId>" for idempotent replays
+
+    def to_json(self) -> dict[str, Any]:
+        return _drop_none(
+            {
+                "timestamp": self.timestamp,
+                "operation": self.operation,
+                "operationParameters": self.operation_parameters,
+                "engineInfo": self.engine_info,
+                "txnId": self.txn_id,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "CommitInfo":
+        return cls(
+            timestamp=int(d.get("timestamp") or 0),
+            operation=str(d.get("operation") or "UNKNOWN"),
+            operation_parameters=dict(d.get("operationParameters") or {}),
+            engine_info=str(d.get("engineInfo") or ""),
+            txn_id=d.get("txnId"),
+        )
+
+
+# Delete log kinds, with the spec's type numbers (manifest-extension-plan.md "DeltaLog").
+PRIMARY_KEY, POSITIONAL, EQUALITY = "PRIMARY_KEY", "POSITIONAL", "EQUALITY"
+DELETE_LOG_KINDS = {PRIMARY_KEY: 0, POSITIONAL: 1, EQUALITY: 2}
+
+
+@dataclass
+class DeleteLog:
+    """A delete log file (`_delete_logs/<uuid>.dlog`, see core/log/delete_logs.py) marking rows deleted.
+
+    POSITIONAL: row ids of one split (`split_path`). EQUALITY / PRIMARY_KEY: value tuples of
+    `columns` (PRIMARY_KEY: the one declared key column). A log applies to the rows of the live
+    splits added before it (addedAtVersion < the log's addedAtVersion), so rows written later with
+    the same values stay visible."""
+
+    path: str
+    kind: str
+    num_entries: int
+    size: int
+    split_path: str | None = None
+    columns: list[str] | None = None
+    format_version: int = 1
+    added_at_version: int | None = None
+    added_at_timestamp: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in DELETE_LOG_KINDS:
+            raise CorruptStateError(
+                f"delete log {self.path}: unknown kind {self.kind!r} (expected one of {sorted(DELETE_LOG_KINDS)})"
+            )
+        if (self.kind == POSITIONAL) != (self.split_path is not None):
+            raise CorruptStateError(
+                f"delete log {self.path}: a {self.kind} log "
+                f"{'needs' if self.kind == POSITIONAL else 'has no'} splitPath"
+            )
+        if self.kind != POSITIONAL and not self.columns:
+            raise CorruptStateError(f"delete log {self.path}: a {self.kind} log needs its columns")
+
+    def to_json(self) -> dict[str, Any]:
+        return _drop_none(
+            {
+                "path": self.path,
+                "kind": self.kind,
+                "numEntries": int(self.num_entries),
+                "size": int(self.size),
+                "splitPath": self.split_path,
+                "columns": list(self.columns) if self.columns is not None else None,
+                "formatVersion": int(self.format_version),
+                "addedAtVersion": self.added_at_version,
+                "addedAtTimestamp": self.added_at_timestamp,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "DeleteLog":
+        try:
+            return cls(
+                path=d["path"],
+                kind=d["kind"],
+                num_entries=int(d["numEntries"]),
+                size=int(d.get("size") or 0),
+                split_path=d.get("splitPath"),
+                columns=list(d["columns"]) if d.get("columns") is not None else None,
+                format_version=int(d.get("formatVersion", 1)),
+                added_at_version=d.get("addedAtVersion"),
+                added_at_timestamp=d.get("addedAtTimestamp"),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptStateError(f"invalid deleteLog action {str(d)[:200]}: {e!r}") from None
+
+
+@dataclass
+class StatsFiles:
+    """Auxiliary per-split files listed under a key (manifest-extension-plan.md "Stats"), e.g.
+    "bloomfilter". A file belongs to the split of the same name (`<stem>.split` ↔ `<stem>.<ext>`)
+    and lives as long as that split."""
+
+    key: str
+    files: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "files": list(self.files)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "StatsFiles":
+        try:
+            return cls(key=str(d["key"]), files=[str(f) for f in d["files"]])
+        except (KeyError, TypeError) as e:
+            raise CorruptStateError(f"invalid statsFiles action {str(d)[:200]}: {e!r}") from None
+
+
+def stats_file_for(split_path: str, ext: str) -> str:
+    """The per-split stats file of a split: `a/splits/split-x.split` + "bloom" → `a/splits/split-x.bloom`."""
+    stem, dot, split_ext = split_path.rpartition(".")
+    if not dot or split_ext != "split":
+        raise CorruptStateError(f"split path {split_path!r} does not end in .split; it cannot have stats files")
+    return f"{stem}.{ext}"
+
+
+def split_of_stats_file(path: str) -> str:
+    """The split a per-split stats file belongs to: `a/splits/split-x.bloom` → `a/splits/split-x.split`."""
+    stem, dot, ext = path.rpartition(".")
+    if not dot or not stem or "/" in ext or ext == "split":
+        raise CorruptStateError(f"stats file {path!r} is not named after its split (<split stem>.<ext>)")
+    return stem + ".split"
+
+
+Action = AddFile | RemoveFile | Protocol | Metadata | SkipAction | CommitInfo | DeleteLog | StatsFiles
+
+_WIRE_KEY: dict[type[Action], str] = {
+    AddFile: "add",
+    RemoveFile: "remove",
+    Protocol: "protocol",
+    Metadata: "metaData",
+    SkipAction: "mergeskip",
+    CommitInfo: "commitInfo",
+    DeleteLog: "deleteLog",
+    StatsFiles: "statsFiles",
+}
+_FROM_WIRE: dict[str, type[Action]] = {v: k for k, v in _WIRE_KEY.items()}
+# The reference's current Scala serializer (ActionJsonSerializer.actionsToJsonLines) names a skip
+# "skip"; its readers accept "skip" and "mergeskip". We write "mergeskip" (what v0.5.4 and the Rust
+# port read) and accept both.
+_FROM_WIRE["skip"] = SkipAction
+
+
+def _wire_add(d: dict[str, Any], version: int | None, commit_timestamp: int | None) -> dict[str, Any]:
+    """An add as the reference reads it in a version file of `version` (see the module docstring)."""
+    pv = d.get("partitionValues")
+    if pv:
+        d["partitionValues"] = {k: v for k, v in pv.items() if v is not None}
+    if version is not None and d.get("addedAtVersion") == version:
+        del d["addedAtVersion"]
+        if commit_timestamp is not None and d.get("addedAtTimestamp") == commit_timestamp:
+            del d["addedAtTimestamp"]
+    return d
+
+
+def action_to_json(action: Action, version: int | None = None, commit_timestamp: int | None = None) -> dict[str, Any]:
+    """The wire form of an action: `{"<kind>": {...}}`.
+
+    With `version` (the version file it goes into; `commit_timestamp`: that file's commitInfo
+    timestamp) an add omits addedAtVersion / addedAtTimestamp when they equal those — our readers
+    derive them from the version file, the reference's v0.5.4 reader refuses fields it does not
+    know — and null partition values are written as missing keys (the reference's Rust reader
+    cannot read a null map value). Without `version` (checkpoints, repair) they are kept."""
+    body = action.to_json()
+    if isinstance(action, AddFile):
+        body = _wire_add(body, version, commit_timestamp)
+    elif isinstance(action, RemoveFile) and body.get("partitionValues"):
+        body["partitionValues"] = {k: v for k, v in body["partitionValues"].items() if v is not None}
+    return {_WIRE_KEY[type(action)]: body}
+
+
+def wire_actions(actions: Iterable[Action], version: int | None = None) -> list[dict[str, Any]]:
+    """The wire form of the actions of one version file (`version`, when known)."""
+    acts = list(actions)
+    ts = next((a.timestamp for a in acts if isinstance(a, CommitInfo) and a.timestamp), None)
+    return [action_to_json(a, version, ts) for a in acts]
+
+
+def derive_added_at(actions: list[Action], version: int) -> list[Action]:
+    """The inverse of `wire_actions`: adds (and delete logs) of version file `version` that do
+    not record addedAtVersion / addedAtTimestamp get the file's version and its commitInfo
+    timestamp (reference files have no commitInfo: the timestamp stays unknown here)."""
+    ts = next((a.timestamp for a in actions if isinstance(a, CommitInfo) and a.timestamp), None)
+    for a in actions:
+        if isinstance(a, (AddFile, DeleteLog)):
+            if a.added_at_version is None:
+                a.added_at_version = version
+            if a.added_at_timestamp is None and ts is not None:
+                a.added_at_timestamp = ts
+    return actions
+
+
+def action_from_json(obj: dict[str, Any], where: str) -> Action | None:
+    """Parse one wire action. Unknown action kinds are ignored (forward compatibility)."""
+    if not isinstance(obj, dict) or len(obj) != 1:
+        raise CorruptStateError(f"{where}: expected an object with one action key, got {str(obj)[:200]}")
+    ((key, body),) = obj.items()
+    cls = _FROM_WIRE.get(key)
+    if cls is None:
+        return None
+    if not isinstance(body, dict):
+        raise CorruptStateError(f"{where}: action {key!r} is not an object")
+    return cls.from_json(body)

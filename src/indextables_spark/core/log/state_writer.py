@@ -1,0 +1,629 @@
+"""Writing the table state: V4 Avro states (incremental and compacted, compaction policy, schema
+renormalization), legacy JSON checkpoints, and `_last_checkpoint`. The maintenance layer: reads
+through TransactionLog, never called by a commit (core/log/maintenance.py runs it after commits)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from indextables_spark.errors import ConcurrentModificationError, CorruptStateError
+from indextables_spark.core.log.actions import (
+    DeleteLog,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SkipAction,
+    split_of_stats_file,
+)
+from indextables_spark.core.log.doc_mapping import doc_mapping_hash
+from indextables_spark.core.log.file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
+from indextables_spark.core.log.manifest import encode_manifest, manifest_info, new_manifest_key, partition_value_column
+from indextables_spark.core.log.paths import LAST_CHECKPOINT, state_dir_name
+from indextables_spark.core.log.state_config import StateConfig
+from indextables_spark.core.log.state_manifest import (
+    FORMAT_AVRO_STATE,
+    LastCheckpoint,
+    ManifestInfo,
+    StateManifest,
+    encode_state_manifest,
+    normalize_manifest_path,
+    state_manifest_key,
+)
+
+from indextables_spark.core.log.actions import Action, StatsFiles
+from indextables_spark.core.log.avro_state import read_state_manifest
+from indextables_spark.core.log.codec import encode_actions
+from indextables_spark.core.log.json_checkpoint import checkpoint_key
+from indextables_spark.core.log.state_loader import read_last_checkpoint
+from indextables_spark.core.log.state_manifest import FORMAT_JSON
+
+if TYPE_CHECKING:
+    from indextables_spark.core.storage import Storage
+    from indextables_spark.core.log.base_state import BaseState
+    from indextables_spark.core.log.listing import LogListing
+    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.table_log import TransactionLog
+
+log = logging.getLogger(__name__)
+
+
+# ---- compaction policy ----------------------------------------------------------------------------------
+
+
+def needs_compaction(sm: StateManifest, new_removes: int, cfg: StateConfig, force: bool = False) -> tuple[bool, str]:
+    """(whether, why) — avro-state-file.md "When to Compact"."""
+    if force:
+        return True, "forced"
+    if sm.num_files <= 0:
+        return True, "empty state"
+    ratio = (len(sm.tombstones) + new_removes) / sm.num_files
+    if ratio > cfg.tombstone_threshold:
+        return True, f"tombstone ratio {ratio:.1%} > {cfg.tombstone_threshold:.0%}"
+    if len(sm.manifests) > cfg.max_manifests:
+        return True, f"{len(sm.manifests)} manifests > {cfg.max_manifests}"
+    if new_removes > cfg.large_remove_threshold:
+        return True, f"{new_removes} removes > {cfg.large_remove_threshold}"
+    if needs_renormalization(sm.schema_registry, cfg):
+        return True, "schema registry needs renormalization"
+    return False, ""
+
+
+def needs_renormalization(registry: dict[str, str], cfg: StateConfig) -> bool:
+    """More than `renormalizeThreshold` schema refs and some of them not canonical hashes."""
+    if len(registry) <= cfg.renormalize_threshold:
+        return False
+    return any(_canonical_ref(k, v) != k for k, v in registry.items())
+
+
+def _canonical_ref(ref: str, doc_mapping_json: str) -> str:
+    try:
+        return doc_mapping_hash(doc_mapping_json)
+    except (ValueError, TypeError):
+        return ref  # not JSON: leave it alone
+
+
+def renormalize(files: pa.Table, registry: dict[str, str], cfg: StateConfig) -> tuple[pa.Table, dict[str, str], int]:
+    """protocol.md "Renormalization": when the live files use more than the threshold of unique
+    docMappingRefs, recompute every ref with canonical hashing so equal schemas share one ref.
+    Returns (files, registry, number of refs changed)."""
+    refs_col = files.column("docMappingRef")
+    unique = [r for r in pc.unique(refs_col).to_pylist() if r is not None]
+    if len(unique) <= cfg.renormalize_threshold and not needs_renormalization(registry, cfg):
+        return files, registry, 0
+    mapping = {}
+    for r in unique:
+        js = registry.get(r)
+        if js is None:
+            continue
+        canon = _canonical_ref(r, js)
+        if canon != r:
+            mapping[r] = canon
+    new_registry = {}
+    for k, v in registry.items():
+        new_registry[_canonical_ref(k, v)] = v
+    if not mapping:
+        return files, new_registry, 0
+    old = pa.array(list(mapping.keys()), pa.string())
+    new = pa.array(list(mapping.values()), pa.string())
+    pos = pc.index_in(refs_col, value_set=old)
+    replaced = pc.if_else(pc.is_valid(pos), pc.take(new, pc.fill_null(pos, 0)), refs_col)
+    i = files.schema.get_field_index("docMappingRef")
+    files = files.set_column(i, FILE_ENTRY_SCHEMA.field(i), replaced)
+    return files, new_registry, len(mapping)
+
+
+# ---- writing ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StateWriteResult:
+    version: int
+    state_dir: str
+    compacted: bool
+    reason: str = ""
+    num_files: int = 0
+    total_bytes: int = 0
+    num_manifests: int = 0
+    num_tombstones: int = 0
+    manifests_written: int = 0
+    entries_written: int = 0
+    bytes_written: int = 0
+    attempts: int = 1
+    already_existed: bool = False
+    base_version: int | None = None
+    written_keys: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "stateDir": self.state_dir,
+            "compacted": self.compacted,
+            "reason": self.reason,
+            "numFiles": self.num_files,
+            "totalBytes": self.total_bytes,
+            "numManifests": self.num_manifests,
+            "numTombstones": self.num_tombstones,
+            "manifestsWritten": self.manifests_written,
+            "entriesWritten": self.entries_written,
+            "bytesWritten": self.bytes_written,
+            "attempts": self.attempts,
+            "alreadyExisted": self.already_existed,
+            "baseVersion": self.base_version,
+        }
+
+
+def newest_state_at_or_below(listing: "LogListing", version: int) -> int | None:
+    vs = [v for v in listing.state_manifests if v <= version]
+    return max(vs) if vs else None
+
+
+def _sort_key(files: pa.Table, partition_columns: list[str]) -> pa.Array:
+    """avro-state-file.md: partition values sorted by column name, joined with '|'."""
+    cols = sorted(partition_columns)
+    parts = [pc.fill_null(partition_value_column(files, c), "") for c in cols]
+    if len(parts) == 1:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, "|")
+
+
+def sort_for_locality(files: pa.Table, partition_columns: list[str]) -> pa.Table:
+    if files.num_rows <= 1:
+        return files
+    if partition_columns:
+        key = _sort_key(files, partition_columns)
+        t = pa.table({"k": key, "p": files.column("path")})
+        order = pc.sort_indices(t, sort_keys=[("k", "ascending"), ("p", "ascending")])
+    else:
+        order = pc.sort_indices(files.column("path"))
+    return files.take(order)
+
+
+class _Writer:
+    """Writes manifests and tracks what was written (to delete them if the state loses a race)."""
+
+    def __init__(self, storage: Storage, cfg: StateConfig, partition_columns: list[str]):
+        self.storage = storage
+        self.cfg = cfg
+        self.partition_columns = partition_columns
+        self.keys: list[str] = []
+        self.bytes = 0
+        self.entries = 0
+
+    def write(self, files: pa.Table, sorted_by_partition: bool = False) -> ManifestInfo:
+        key = new_manifest_key()
+        data = encode_manifest(
+            files,
+            self.cfg.compression,
+            self.cfg.compression_level,
+            self.partition_columns if sorted_by_partition else None,
+        )
+        if not self.storage.put_if_absent(key, data):
+            raise CorruptStateError(f"manifest {self.storage.full_uri(key)} already exists")
+        self.keys.append(key)
+        self.bytes += len(data)
+        self.entries += files.num_rows
+        return manifest_info(key, files, self.partition_columns)
+
+    def write_chunks(self, files: pa.Table) -> list[ManifestInfo]:
+        n = files.num_rows
+        epm = self.cfg.entries_per_manifest
+        chunks = [files.slice(i, epm) for i in range(0, n, epm)] or [files]
+        if len(chunks) > 1:
+            with ThreadPoolExecutor(max_workers=min(2, len(chunks)), thread_name_prefix="itx-compact") as ex:
+                return list(ex.map(lambda c: self.write(c, True), chunks))
+        return [self.write(c, True) for c in chunks]
+
+    def discard(self) -> None:
+        if self.keys:
+            self.storage.delete(self.keys)
+            self.keys = []
+
+
+def _state_manifest(
+    version: int,
+    files_count: int,
+    total_bytes: int,
+    manifests: list[ManifestInfo],
+    tombstones: list[str],
+    registry: dict[str, str],
+    protocol: Protocol,
+    metadata: Metadata,
+    skips: Mapping[str, SkipAction],
+    delete_logs: Iterable[DeleteLog],
+    stats_files: Mapping[str, list[str]],
+    distinct_prefix: int = 0,
+) -> StateManifest:
+    return StateManifest(
+        distinct_prefix_manifests=distinct_prefix,
+        state_version=version,
+        created_at=int(time.time() * 1000),
+        num_files=int(files_count),
+        total_bytes=int(total_bytes),
+        manifests=manifests,
+        tombstones=tombstones,
+        schema_registry=registry,
+        protocol_version=max(4, protocol.min_reader_version),
+        metadata=json.dumps({"metaData": metadata.to_json()}, separators=(",", ":")),
+        protocol=json.dumps(protocol.to_json(), separators=(",", ":")),
+        skip_actions=[json.dumps(s.to_json(), separators=(",", ":")) for s in skips.values()],
+        delete_logs=[json.dumps(d.to_json(), separators=(",", ":")) for d in delete_logs],
+        stats_files={k: list(v) for k, v in stats_files.items() if v},
+    )
+
+
+def _registry_for(
+    delta_registry: dict[str, str], metadata: Metadata, base_registry: dict[str, str] | None = None
+) -> dict[str, str]:
+    reg = dict(base_registry or {})
+    reg.update(metadata.doc_mappings)
+    reg.update(delta_registry)
+    return reg
+
+
+def write_state(
+    log_: "TransactionLog",
+    version: int,
+    force_compaction: bool = False,
+    overwrite: bool = False,
+    listing: "LogListing | None" = None,
+) -> StateWriteResult:
+    """Write the Avro state for table version `version` (put-if-absent, re-reading the base
+    state on every attempt). With force_compaction the state is a clean compacted rewrite; with
+    overwrite an existing state of the same version is replaced (compaction of the current
+    state: both describe the same table version)."""
+    from indextables_spark.core.log.listing import list_log
+    from indextables_spark.core.log.state_loader import load_base_state
+
+    storage = log_.storage
+    cfg = StateConfig.from_options(log_.options)
+    for attempt in range(1, cfg.retry_max_attempts + 1):
+        if attempt > 1 or listing is None:
+            listing = list_log(storage)  # re-read on every retry
+        base_v = newest_state_at_or_below(listing, version)
+        if base_v == version and not overwrite:
+            sm = read_state_manifest(storage, listing.state_manifests[version])
+            update_last_checkpoint(log_, _last_checkpoint_for(sm))
+            return StateWriteResult(
+                version=version,
+                state_dir=state_dir_name(version),
+                compacted=False,
+                reason="already written",
+                num_files=sm.num_files,
+                total_bytes=sm.total_bytes,
+                num_manifests=len(sm.manifests),
+                num_tombstones=len(sm.tombstones),
+                attempts=attempt,
+                already_existed=True,
+                base_version=version,
+            )
+        base = None
+        if base_v is not None and base_v < version:
+            try:
+                base = load_base_state(log_, base_v, listing, avro_only=True)
+            except CorruptStateError as e:
+                log.warning(
+                    "state at version %d of %s is not usable as a base (%s); writing a full state",
+                    base_v,
+                    storage.uri,
+                    e,
+                )
+                base = None
+        writer = None
+        try:
+            if base is None and not force_compaction:
+                result, sm, writer = _build_compacted(log_, version, cfg, "no previous Avro state", None)
+            else:
+                result, sm, writer = _build_state(log_, version, base, cfg, force_compaction, listing)
+            key = state_manifest_key(version)
+            data = encode_state_manifest(sm, cfg.compression, cfg.compression_level)
+            if overwrite and base_v == version:
+                storage.put(key, data)
+                ok = True
+            else:
+                ok = storage.put_if_absent(key, data)
+        except BaseException:
+            if writer is not None:
+                writer.discard()
+            raise
+        if not ok and _is_ours(storage, key, writer):
+            ok = True  # the write landed although it was reported lost (unknown outcome)
+        if ok:
+            result.bytes_written += len(data)
+            result.attempts = attempt
+            result.bytes_written += update_last_checkpoint(log_, _last_checkpoint_for(sm))
+            log.info(
+                "wrote %s state v%d of %s (%d files, %d manifests, %d tombstones, %d bytes)",
+                "compacted" if result.compacted else "incremental",
+                version,
+                storage.uri,
+                sm.num_files,
+                len(sm.manifests),
+                len(sm.tombstones),
+                result.bytes_written,
+            )
+            return result
+        # Another writer created this state: drop what we wrote, re-read, retry.
+        writer.discard()
+        log.info("state v%d of %s was written concurrently (attempt %d); re-reading", version, storage.uri, attempt)
+        delay = min(cfg.retry_max_delay_ms, cfg.retry_base_delay_ms * (2 ** (attempt - 1))) / 1000.0
+        time.sleep(delay * (0.5 + random.random() / 2) if attempt > 1 else 0)
+    raise ConcurrentModificationError(
+        f"could not write state v{version} of {storage.uri} after {cfg.retry_max_attempts} attempts "
+        f"(spark.indextables.state.retry.maxAttempts)"
+    )
+
+
+def _last_checkpoint_for(sm: StateManifest) -> LastCheckpoint:
+    return LastCheckpoint(
+        version=sm.state_version,
+        size=sm.num_files,  # what the reference writes for an Avro state (tantivy4java avro/state_writer.rs)
+        size_in_bytes=sm.total_bytes,
+        num_files=sm.num_files,
+        created_time=sm.created_at,
+        format=FORMAT_AVRO_STATE,
+        state_dir=state_dir_name(sm.state_version),
+        # No protocolVersion (avro-state-file.md's example has one): the reference's
+        # LastCheckpointInfo (v0.5.4 transaction/TransactionLogCheckpoint.scala) has no such field
+        # and is read with a strict Jackson mapper (util/JsonUtil.scala), which then ignores the
+        # whole file. The state manifest carries protocolVersion and the protocol.
+    )
+
+
+def _is_ours(storage: Storage, key: str, writer: _Writer) -> bool:
+    """After a failed put-if-absent: is the state manifest there the one we just wrote?"""
+    if not writer.keys:
+        return False
+    try:
+        existing = read_state_manifest(storage, key)
+    except CorruptStateError:
+        return False
+    ours = {k.split("/")[-1] for k in writer.keys}
+    return any(m.path.split("/")[-1] in ours for m in existing.manifests)
+
+
+def _build_state(
+    log_: TransactionLog,
+    version: int,
+    base: BaseState | None,
+    cfg: StateConfig,
+    compact: bool,
+    listing: LogListing,
+) -> tuple[StateWriteResult, StateManifest, _Writer]:
+    """Write the manifests of a new state; return (result, state manifest, writer)."""
+    storage = log_.storage
+    if compact or base is None:  # without a base (write_state: only when forced), a full state
+        return _build_compacted(log_, version, cfg, "forced" if compact else "no previous Avro state", base)
+    reason = ""
+    if not listing.has_versions(base.version + 1, version):
+        missing = listing.missing_versions(base.version + 1, version)
+        log.info("version files %s are gone; writing a full state for v%d", missing[:5], version)
+        compact = True
+        reason = "version files after the base state are gone"
+    if not compact:
+        delta = log_.collect_changes(base, version)
+        sm0: StateManifest = base.state_manifest
+        base_removes = delta.base_removes
+        tomb_set = set(sm0.tombstones)
+        new_tombs = [p for p in base_removes if p not in tomb_set]
+        whether, why = needs_compaction(sm0, len(new_tombs), cfg)
+        conflict = any(p in tomb_set for p in delta.added) or bool(delta.readded)
+        if whether or conflict:
+            compact = True
+            reason = why or "a removed file was added again"
+    if compact:
+        return _build_compacted(log_, version, cfg, reason or "forced", base)
+    metadata, protocol = delta.metadata, delta.protocol
+    writer = _Writer(storage, cfg, list(metadata.partition_columns))
+    result = StateWriteResult(
+        version=version,
+        state_dir=state_dir_name(version),
+        compacted=False,
+        reason="incremental",
+        base_version=base.version,
+    )
+    manifests = [
+        ManifestInfo(
+            normalize_manifest_path(m.path, sm0.state_version),
+            m.num_entries,
+            m.min_added_at_version,
+            m.max_added_at_version,
+            m.partition_bounds,
+            m.tombstone_count,
+            m.live_entry_count,
+        )
+        for m in sm0.manifests
+    ]
+    added_bytes = 0
+    if delta.added:
+        new_files = add_files_to_table(delta.added.values())
+        manifests.append(writer.write(new_files))
+        added_bytes = int(pc.sum(new_files.column("size")).as_py() or 0)
+    # Removed files: counts and bytes from the remove actions; look sizes up in the base
+    # manifests only when some remove does not carry its size.
+    removed_count, removed_bytes = _removed_totals(log_, base, {p: base_removes[p] for p in new_tombs}, cfg)
+    tombstones = list(sm0.tombstones) + new_tombs
+    registry = _registry_for(delta.registry, metadata, sm0.schema_registry)
+    sm = _state_manifest(
+        version,
+        sm0.num_files + len(delta.added) - removed_count,
+        sm0.total_bytes + added_bytes - removed_bytes,
+        manifests,
+        tombstones,
+        registry,
+        protocol,
+        metadata,
+        delta.skips,
+        delta.delete_logs,
+        delta.stats_files,
+        distinct_prefix=min(sm0.distinct_prefix_manifests, len(sm0.manifests)),
+    )
+    result.num_files, result.total_bytes = sm.num_files, sm.total_bytes
+    result.num_manifests, result.num_tombstones = len(manifests), len(tombstones)
+    result.manifests_written, result.entries_written, result.bytes_written = (
+        len(writer.keys),
+        writer.entries,
+        writer.bytes,
+    )
+    result.written_keys = list(writer.keys)
+    return result, sm, writer
+
+
+def _removed_totals(
+    log_: TransactionLog, base: BaseState, removes: dict[str, RemoveFile], cfg: StateConfig
+) -> tuple[int, int]:
+    if not removes:
+        return 0, 0
+    sizes = [r.size for r in removes.values() if r.size is not None]
+    if len(sizes) == len(removes):
+        return len(removes), sum(int(s) for s in sizes)
+    files = base.load_files()
+    hit = files.filter(pc.is_in(files.column("path"), value_set=pa.array(list(removes), pa.string())))
+    return hit.num_rows, int(pc.sum(hit.column("size")).as_py() or 0)
+
+
+def _build_compacted(
+    log_: TransactionLog, version: int, cfg: StateConfig, reason: str, base: BaseState | None
+) -> tuple[StateWriteResult, StateManifest, _Writer]:
+    snap = log_.snapshot(version)
+    files = snap.files_table
+    metadata, protocol = snap.metadata_action, snap.protocol_action
+    registry = _registry_for(snap.schema_registry, metadata)
+    files, registry, _changed = renormalize(files, registry, cfg)
+    files = sort_for_locality(files, list(metadata.partition_columns))
+    writer = _Writer(log_.storage, cfg, list(metadata.partition_columns))
+    manifests = writer.write_chunks(files) if files.num_rows else []
+    total = int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
+    delete_logs, stats_files = live_extras(snap.delete_logs, snap.stats_files, files)
+    sm = _state_manifest(
+        version,
+        files.num_rows,
+        total,
+        manifests,
+        [],
+        registry,
+        protocol,
+        metadata,
+        snap.skips,
+        delete_logs,
+        stats_files,
+        distinct_prefix=len(manifests),
+    )
+    result = StateWriteResult(
+        version=version,
+        state_dir=state_dir_name(version),
+        compacted=True,
+        reason=reason,
+        num_files=files.num_rows,
+        total_bytes=total,
+        num_manifests=len(manifests),
+        num_tombstones=0,
+        manifests_written=len(writer.keys),
+        entries_written=writer.entries,
+        bytes_written=writer.bytes,
+        base_version=base.version if base is not None else None,
+        written_keys=list(writer.keys),
+    )
+    return result, sm, writer
+
+
+def live_extras(
+    delete_logs: list[DeleteLog], stats_files: dict[str, list[str]], files: pa.Table
+) -> tuple[list[DeleteLog], dict[str, list[str]]]:
+    """The delete logs and stats files that still concern a live split (compaction drops the rest)."""
+    from indextables_spark.core.log.delete_logs import live_delete_logs
+
+    logs = live_delete_logs(delete_logs, files)
+    stats: dict[str, list[str]] = {}
+    for key, names in stats_files.items():
+        if not names:
+            continue
+        owners = pa.array([split_of_stats_file(f) for f in names], pa.string())
+        live = pc.is_in(owners, value_set=files.column("path")).to_pylist() if files.num_rows else [False] * len(names)
+        kept = [f for f, ok in zip(names, live) if ok]
+        if kept:
+            stats[key] = kept
+    return logs, stats
+
+
+def is_clean(sm: StateManifest, cfg: StateConfig, partition_columns: list[str]) -> bool:
+    """Already what a compaction would write: no tombstones, full manifests, partition-sorted."""
+    if sm.tombstones:
+        return False
+    expected = max(1, math.ceil(sm.num_files / cfg.entries_per_manifest)) if sm.num_files else 0
+    if len(sm.manifests) != expected:
+        return False
+    if any(m.num_entries != cfg.entries_per_manifest for m in sm.manifests[:-1]):
+        return False
+    if needs_renormalization(sm.schema_registry, cfg):
+        return False
+    if partition_columns and len(sm.manifests) > 1:
+        first = sorted(partition_columns)[0]
+        prev_hi = None
+        for m in sm.manifests:
+            b = (m.partition_bounds or {}).get(first)
+            if b is None or b[0] is None:
+                return False
+            if prev_hi is not None and b[0] < prev_hi:
+                return False
+            prev_hi = b[1]
+    return True
+
+
+def write_json_checkpoint(log_: "TransactionLog", snap: "Snapshot") -> LastCheckpoint:
+    """Write `<v>.checkpoint.json` (all live state as actions) and point `_last_checkpoint` at it."""
+    storage = log_.storage
+    files = snap.files
+    delete_logs, stats = live_extras(snap.delete_logs, snap.stats_files, snap.files_table)
+    actions: list[Action] = [
+        snap.protocol_action,
+        snap.metadata_action,
+        *files,
+        *snap.skips.values(),
+        *delete_logs,
+        *(StatsFiles(k, v) for k, v in stats.items()),
+    ]
+    compress = log_.options.get_bool("transaction.compression.enabled")
+    key = checkpoint_key(snap.version)
+    if not storage.put_if_absent(key, encode_actions(actions, compress)):
+        log.info("JSON checkpoint %s already exists", storage.full_uri(key))
+    lc = LastCheckpoint(
+        version=snap.version,
+        size=len(actions),
+        size_in_bytes=snap.total_bytes,
+        num_files=len(files),
+        created_time=int(time.time() * 1000),
+        format=FORMAT_JSON,  # no protocolVersion: see _last_checkpoint_for
+    )
+    storage.put(LAST_CHECKPOINT, lc.encode())
+    return lc
+
+
+def update_last_checkpoint(log_: "TransactionLog", lc: LastCheckpoint) -> int:
+    """Point `_last_checkpoint` at lc unless it already points at a newer version. Returns bytes written."""
+    try:
+        current = read_last_checkpoint(log_)
+    except CorruptStateError as e:
+        log.warning("replacing unreadable %s (%s)", LAST_CHECKPOINT, e)
+        current = None
+    if current is not None and current.version > lc.version:
+        return 0
+    if (
+        current is not None
+        and current.version == lc.version
+        and current.effective_format == FORMAT_AVRO_STATE
+        and lc.effective_format != FORMAT_AVRO_STATE
+    ):
+        return 0  # keep pointing at the Avro state of the same version
+    data = lc.encode()
+    log_.storage.put(LAST_CHECKPOINT, data)
+    return len(data)

@@ -1,0 +1,51 @@
+"""Storage backends behind one interface. `open_storage(uri, options)` picks one by URI scheme."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+from urllib.parse import unquote, urlparse
+
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.core.storage.base import FileInfo, Storage, check_key
+from indextables_spark.core.storage.local import LocalStorage
+
+__all__ = ["FileInfo", "Storage", "LocalStorage", "open_storage", "check_key", "normalize_uri"]
+
+
+def normalize_uri(uri: str) -> str:
+    """A table location as written by the user, with trailing slashes removed."""
+    if not uri or not isinstance(uri, str):
+        raise InvalidOptionError(f"table path must be a non-empty string, got {uri!r}")
+    return uri.rstrip("/") if len(uri) > 1 else uri
+
+
+def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
+    from indextables_spark.config.options import Options
+
+    opts = options if isinstance(options, Options) else Options.of(options)
+    storage = _open(uri, opts)
+    storage.options = opts
+    return storage
+
+
+def _open(uri: str, opts: Any) -> Storage:
+    uri = normalize_uri(uri)
+    try:
+        parsed = urlparse(uri)
+    except ValueError as e:  # e.g. "Invalid IPv6 URL"
+        from indextables_spark.core.storage.retry import redact_uri
+
+        raise InvalidOptionError(f"table path {redact_uri(uri)!r} is not a valid URI ({e})") from None
+    scheme = parsed.scheme.lower()
+    if scheme in ("", "file") or (len(scheme) == 1 and uri[1:3] in (":\\", ":/")):
+        path = unquote(parsed.path) if scheme == "file" else uri
+        return LocalStorage(path, uri)
+    if scheme in ("s3", "s3a", "s3n"):
+        from indextables_spark.core.storage.s3 import S3Storage
+
+        return S3Storage(uri, opts)
+    if scheme in ("abfss", "abfs", "wasbs", "wasb", "az", "azure"):
+        from indextables_spark.core.storage.azure import AzureStorage
+
+        return AzureStorage(uri, opts)
+    raise InvalidOptionError(f"unsupported storage scheme {scheme!r} in table path {uri!r}")

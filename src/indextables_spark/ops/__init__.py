@@ -1,0 +1,1 @@
+"""The table operations (MERGE SPLITS, PURGE, DROP PARTITIONS, DELETE, ...): one module each."""

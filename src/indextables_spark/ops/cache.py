@@ -1,0 +1,165 @@
+"""The split cache commands: PREWARM INDEXTABLES CACHE, DESCRIBE INDEXTABLES DISK CACHE, FLUSH
+INDEXTABLES DISK CACHE. With a SparkSession each runs as a Spark job of one task per core (twice
+over), so that every executor's cache is reached (`mapInArrow` over `spark.range`: classic and
+Spark Connect); results are per host and cache directory. Without a session, in this process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from indextables_spark.config.options import Options
+from indextables_spark.api.results import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
+
+_TASK_SCHEMA = pa.schema([("payload", pa.string())])
+
+
+def local_part(op: str, options: Options, path: str | None, where: str | None) -> dict[str, Any]:
+    """One process's part: prewarm the table's splits, or describe / flush its cache."""
+    from indextables_spark.core.split.cache import get_cache
+
+    cache = get_cache(options)
+    out: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+    if op == "describe":
+        return {**out, **cache.describe()}
+    if op == "flush":
+        return {**out, **cache.flush()}
+    t0 = time.perf_counter()
+    log = _table_log(path, options)
+    files = log.pruned_snapshot(where).files
+    already = sum(1 for f in files if cache.is_cached(log.storage, f))
+    for f in files:
+        cache.local_dir(log.storage, f)
+    return {
+        **out,
+        "tablePath": log.storage.uri,
+        "cachePath": cache.root,
+        "splits": len(files),
+        "alreadyCached": already,
+        "fetched": len(files) - already,
+        "bytes": sum(f.size or 0 for f in files),
+        "durationMs": (time.perf_counter() - t0) * 1000.0,
+    }
+
+
+def _table_log(path: str, options: Options):
+    from indextables_spark.core.log.maintenance import open_log
+    from indextables_spark.core.storage import open_storage
+
+    return open_log(open_storage(path, options), options)
+
+
+CacheResult = PrewarmCacheResult | DiskCacheInfo | FlushDiskCacheResult
+
+
+def run(
+    op: str, options: Options, spark: Any = None, path: str | None = None, where: str | None = None
+) -> list[CacheResult]:
+    """Results of the operation: one per host and cache directory (one in all without Spark)."""
+    if op == "prewarm":  # refuse a bad path or predicate on the driver first
+        log = _table_log(path, options)
+        if where:
+            log.scan(where)
+        elif not log.exists():
+            from indextables_spark.errors import TableNotFoundError
+
+            raise TableNotFoundError(f"no indextables table at {log.storage.uri}")
+    if spark is None:
+        rows = [{**local_part(op, options, path, where), "processes": 1, "tasks": 1}]
+    else:
+        rows = _merge(op, _on_executors(spark, op, options, path, where))
+    return [_result(op, r) for r in rows]
+
+
+def _result(op: str, row: dict[str, Any]) -> CacheResult:
+    """A merged per-host row (the tasks' JSON payloads) → the operation's typed result."""
+    if op == "describe":
+        return DiskCacheInfo(
+            host=row["host"],
+            cache_path=row["cachePath"],
+            entries=row["entries"],
+            bytes=row["bytes"],
+            limit=row["limit"],
+            hits=row["hits"],
+            misses=row["misses"],
+            evictions=row["evictions"],
+            processes=row["processes"],
+        )
+    if op == "flush":
+        return FlushDiskCacheResult(
+            host=row["host"],
+            cache_path=row["cachePath"],
+            entries_removed=row["entriesRemoved"],
+            bytes_removed=row["bytesRemoved"],
+            in_use_kept=row["inUseKept"],
+            processes=row["processes"],
+        )
+    return PrewarmCacheResult(
+        host=row["host"],
+        cache_path=row["cachePath"],
+        table_path=row["tablePath"],
+        splits=row["splits"],
+        already_cached=row["alreadyCached"],
+        fetched=row["fetched"],
+        bytes=row["bytes"],
+        tasks=row["tasks"],
+        duration_ms=row["durationMs"],
+    )
+
+
+def _on_executors(spark, op: str, options: Options, path: str | None, where: str | None) -> list[dict]:
+    import json
+
+    from indextables_spark.util.sessions import default_parallelism
+
+    opts = dict(options.items())
+    tasks = max(2, 2 * default_parallelism(spark))
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from indextables_spark.ops.cache import local_part
+        from indextables_spark.config.options import Options as O
+
+        for _ in batches:
+            pass
+        row = local_part(op, O.of(opts), path, where)
+        yield pa.RecordBatch.from_pylist([{"payload": json.dumps(row)}], schema=_TASK_SCHEMA)
+
+    rows = spark.range(0, tasks, numPartitions=tasks).mapInArrow(task, "payload string").collect()
+    return [json.loads(r.payload) for r in rows]
+
+
+def _merge(op: str, rows: list[dict]) -> list[dict]:
+    """One row per (host, cache directory): on-disk figures from any task, per-process counters
+    summed over the distinct processes, prewarm counts from the task that fetched most."""
+    by: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        by.setdefault((r["host"], r.get("cachePath", "")), []).append(r)
+    out = []
+    for (_host, _root), group in sorted(by.items()):
+        per_pid = {r["pid"]: r for r in group}
+        if op == "describe":
+            last = group[-1]
+            out.append(
+                {
+                    **last,
+                    "processes": len(per_pid),
+                    **{k: sum(r[k] for r in per_pid.values()) for k in ("hits", "misses", "evictions")},
+                }
+            )
+        elif op == "flush":
+            out.append(
+                {
+                    **group[0],
+                    "processes": len(per_pid),
+                    **{k: sum(r[k] for r in group) for k in ("entriesRemoved", "bytesRemoved")},
+                    "inUseKept": max(r["inUseKept"] for r in group),
+                }
+            )
+        else:
+            best = max(group, key=lambda r: r["fetched"])
+            out.append({**best, "alreadyCached": min(r["alreadyCached"] for r in group), "tasks": len(group)})
+    return out

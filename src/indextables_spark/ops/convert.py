@@ -1,0 +1,346 @@
+"""CONVERT INDEXTABLES TABLE '<path>' [DRY RUN]: rewrite the splits the reference implementation
+(IndexTables4Spark) wrote into our split format, so the table takes writes again.
+
+A table holding reference splits is read (core/split/reference.py re-indexes each one when it enters
+the split cache) but not written: our splits and delete logs would make it a table neither
+implementation reads fully (core/log/reference_splits.py refuses such writes). CONVERT:
+
+1. Plan (driver): the live splits whose recorded doc mapping is a reference one. Splits we wrote
+   are left alone (a table may hold both, e.g. after a partial DROP PARTITIONS + append).
+2. Rewrite, per reference split (threads of this process): its live rows — read through the split
+   cache (the converted copy), without the rows any delete log removes — are written by
+   SplitWriter as one new split of ours with the table schema, the same partition values and the
+   indexing options reproducing the reference's tokenizers (a `raw` field → our `string` typemap,
+   another tokenizer → `text` + `indexing.tokenizer.<col>`, `ip` → `ip`; reference.writer_options).
+   The row count must equal what the split holds (log numRecords / footer): any read error fails
+   the command naming the split (nothing is committed; the new splits are deleted).
+3. Commit (one version, operation "CONVERT", resolver "fail": any concurrent commit fails it, as
+   for the other destructive operations): removes (dataChange=false) of the reference splits, adds
+   (dataChange=false) of ours, and a metaData action recording the indexing settings per string
+   column (`spark.indextables.indexing.typemap.<col>` / `.tokenizer.<col>`; settings the table
+   already records win) and the new doc mappings in the schema registry, so later appends index
+   the same way and MERGE SPLITS groups them with the converted splits.
+   If the commit is not made (a concurrent commit) the new splits are deleted; after an error of
+   unknown outcome (storage) they are left for PURGE.
+
+Nothing is deleted: the reference splits stay in storage for time travel (`versionAsOf` a version
+before CONVERT reads them as before) until PURGE removes them after the retention. A second
+CONVERT finds nothing to do (NO_ACTION).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from indextables_spark.errors import SplitFormatError, StorageError
+from indextables_spark.core.log.actions import AddFile, RemoveFile
+from indextables_spark.core.log.doc_mapping import registry_key
+from indextables_spark.core.log.protocol_gate import check_writable
+from indextables_spark.core.log.reference_splits import (
+    CONVERT_OPERATION,
+    REFERENCE_NAME,
+    reference_split_paths,
+    snapshot_registry,
+)
+from indextables_spark.core.log.snapshot import Snapshot
+from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.transaction import Transaction, now_ms
+from indextables_spark.config.options import PREFIX, Options
+from indextables_spark.api.results import ConvertResult, Progress, elapsed_ms
+
+log = logging.getLogger(__name__)
+
+OPERATION = CONVERT_OPERATION
+READ_BATCH_ROWS = 65_536
+NO_ROLL = 1 << 62  # one new split per reference split, whatever the target split size says
+MAX_THREADS = 2  # reference splits rewritten at once (Tantivy and Arrow release the GIL)
+
+
+# ---- the reference's indexing settings ----------------------------------------------------------
+
+
+def split_settings(
+    doc_mapping: str, schema_json: Mapping[str, Any], partition_columns: Sequence[str]
+) -> dict[str, str]:
+    """Our indexing options (short keys) reproducing a reference doc mapping's string fields."""
+    from indextables_spark.core.split.reference import mapping_options
+
+    return mapping_options(doc_mapping, schema_json, partition_columns)
+
+
+def _column_of(key: str) -> str | None:
+    """`indexing.typemap.<col>` / `indexing.tokenizer.<col>` → the column (lower-cased, as Options keeps it)."""
+    k = key.lower()
+    for prefix in ("indexing.typemap.", "indexing.tokenizer.", "indexing.tokenlength."):
+        if k.startswith(prefix):
+            return k[len(prefix) :]
+    return None
+
+
+def recorded_settings(configuration: Mapping[str, str], derived: Mapping[str, str]) -> dict[str, str]:
+    """The configuration entries to add: the derived settings of the columns for which the table
+    records no typemap/tokenizer yet (what the table records wins: its splits of ours use it)."""
+    table = Options.of({k: v for k, v in configuration.items() if not k.startswith("docMappingSchema.")})
+    taken = {c for k in table for c in [_column_of(k)] if c is not None}
+    return {PREFIX + k: v for k, v in sorted(derived.items()) if _column_of(k) not in taken}
+
+
+# ---- planning -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ConvertPlan:
+    log: TransactionLog
+    snapshot: Snapshot
+    sources: list[AddFile]  # the live reference splits, oldest first
+    split_options: dict[str, dict[str, str]]  # source path -> its derived settings (short keys)
+    settings: dict[str, str]  # configuration entries to add (prefixed keys)
+    base_options: Options  # table settings under the user's options
+
+
+def _age_key(f: AddFile) -> tuple:
+    return (f.added_at_version if f.added_at_version is not None else -1, f.modification_time, f.path)
+
+
+def plan_convert(log_: TransactionLog) -> ConvertPlan:
+    from indextables_spark.errors import TableNotFoundError
+    from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY
+    from indextables_spark.core.split.types import table_options
+
+    if log_.latest_version() < 0:
+        raise TableNotFoundError(f"CONVERT: no indextables table at {log_.storage.uri}")
+    snap = log_.snapshot()
+    check_writable(snap.protocol_action, f"CONVERT on table {log_.storage.uri}")
+    paths = set(reference_split_paths(snap))
+    sources = sorted((f for f in snap.files if f.path in paths), key=_age_key)
+    registry = snapshot_registry(snap)
+    per_split: dict[str, dict[str, str]] = {}
+    derived: dict[str, str] = {}
+    mappings: dict[str, dict[str, str]] = {}  # per doc mapping ref, computed once
+    for f in sources:
+        ref = f.doc_mapping_ref or ""
+        if ref not in mappings:
+            mapping = registry.get(ref) or f.doc_mapping_json
+            if not mapping:
+                raise SplitFormatError(f"CONVERT on {log_.storage.uri}: split {f.path} has no doc mapping")
+            mappings[ref] = split_settings(mapping, snap.schema_json, snap.partition_columns)
+        per_split[f.path] = mappings[ref]
+        derived.update(mappings[ref])  # oldest first: the newest split's settings win
+    settings = recorded_settings(snap.metadata_action.configuration, derived)
+    base = table_options(snap, log_.options)
+    if not any(k.lower() == (PREFIX + TOKEN_LENGTH_KEY).lower() for k in snap.metadata_action.configuration):
+        # the reference indexed with a 255-byte token length (its default): record it, so the
+        # rewritten splits and later appends keep the reference's meaning
+        settings[PREFIX + TOKEN_LENGTH_KEY] = "default"
+        base = Options.of(base, {TOKEN_LENGTH_KEY: "default"}, log_.options)
+    return ConvertPlan(log_, snap, sources, per_split, settings, base)
+
+
+# ---- rewriting one split ------------------------------------------------------------------------
+
+
+@dataclass
+class Converted:
+    source: AddFile
+    adds: list[AddFile] = field(default_factory=list)
+    stats_files: dict[str, list[str]] = field(default_factory=dict)
+    doc_mappings: dict[str, str] = field(default_factory=dict)  # ref -> mapping of the new splits
+    rows: int = 0
+
+
+def _with_partition_columns(
+    batch: pa.RecordBatch, values: Mapping[str, str | None], full_schema: pa.Schema, partition_columns: Sequence[str]
+) -> pa.RecordBatch:
+    """Splits do not store partition columns; SplitWriter wants every column of the table."""
+    from indextables_spark.core.split.partitions import partition_value_array
+
+    names = list(batch.schema.names)
+    cols = list(batch.columns)
+    for c in partition_columns:
+        cols.append(partition_value_array(values.get(c), full_schema.field(c).type, batch.num_rows))
+        names.append(c)
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def convert_split(plan: ConvertPlan, src: AddFile) -> Converted:
+    """Rewrite one reference split as one of ours (uploaded, not committed)."""
+    from indextables_spark.core.log.delete_logs import load_split_deletes
+    from indextables_spark.core.split.builder import SplitWriter
+    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.types import arrow_schema
+
+    snap, storage = plan.snapshot, plan.log.storage
+    parts = snap.partition_columns
+    full_schema = arrow_schema(snap.schema_json)
+    opts = Options.of(plan.base_options, plan.split_options.get(src.path))
+    writer = SplitWriter(storage, snap.schema_json, parts, opts, target_split_bytes=NO_ROLL)
+    out = Converted(src)
+    try:
+        try:
+            reader = SplitReader(get_cache(plan.log.options).local_dir(storage, src))
+            deletes = load_split_deletes(storage, snap.deletes_for(src), reader.num_rows, src.path)
+            expected = reader.count(deletes=deletes) if deletes is not None else reader.num_rows
+            if deletes is None and src.num_records is not None and src.num_records != reader.num_rows:
+                raise SplitFormatError(f"the log records {src.num_records} rows, the split holds {reader.num_rows}")
+            values = dict(src.partition_values or {})
+            for batch in reader.read(batch_size=READ_BATCH_ROWS, deletes=deletes):
+                out.rows += batch.num_rows
+                writer.write_batch(_with_partition_columns(batch, values, full_schema, parts))
+        except SplitFormatError as e:
+            raise SplitFormatError(f"CONVERT on {storage.uri}: reference split {src.path}: {e}") from e
+        except (pa.ArrowException, OSError) as e:
+            raise SplitFormatError(
+                f"CONVERT on {storage.uri}: reference split {src.path} cannot be rewritten ({type(e).__name__}: {e})"
+            ) from e
+        if out.rows != expected:
+            raise SplitFormatError(
+                f"CONVERT on {storage.uri}: read {out.rows} rows of reference split {src.path}, it holds {expected}"
+            )
+        adds = writer.finish()
+        out.stats_files = dict(writer.stats_files)
+    except BaseException:
+        writer.abort()
+        _delete(storage, writer.written, writer.stats_files)
+        raise
+    out.doc_mappings = {writer.doc_mapping_ref: writer.doc_mapping}
+    out.adds = [
+        dataclasses.replace(
+            a,
+            partition_values=dict(src.partition_values or {}),  # the source's exact strings
+            data_change=False,
+            num_merge_ops=src.num_merge_ops,
+            split_tags=list(src.split_tags) if src.split_tags else None,
+        )
+        for a in adds
+    ]
+    return out
+
+
+def _delete(storage, adds: Sequence[AddFile], stats_files: Mapping[str, Sequence[str]]) -> None:
+    keys = [a.path for a in adds] + [f for fs in stats_files.values() for f in fs]
+    if not keys:
+        return
+    try:
+        storage.delete(keys)
+    except Exception:  # noqa: BLE001 - the original error matters more; PURGE removes orphans later
+        log.warning("CONVERT on %s: could not delete %d uncommitted files", storage.uri, len(keys), exc_info=True)
+
+
+# ---- the command --------------------------------------------------------------------------------
+
+
+def _result(plan: ConvertPlan, **fields: Any) -> ConvertResult:
+    return ConvertResult(
+        table_path=plan.log.storage.uri,
+        read_version=plan.snapshot.version,
+        live_splits=plan.snapshot.num_files,
+        reference_splits=len(plan.sources),
+        bytes_read=sum(f.size or 0 for f in plan.sources),
+        settings=dict(plan.settings),
+        converted_splits=[f.path for f in plan.sources],
+        **fields,
+    )
+
+
+def convert_table(log_: TransactionLog, dry_run: bool = False, progress: Progress | None = None) -> ConvertResult:
+    """CONVERT INDEXTABLES TABLE '<path>' [DRY RUN] (see the module doc)."""
+    started = time.perf_counter()
+    plan = plan_convert(log_)
+    if not plan.sources:
+        return _result(plan, status="NO_ACTION", dry_run=dry_run, duration_ms=elapsed_ms(started))
+    if dry_run:
+        records = sum(f.num_records or 0 for f in plan.sources)
+        return _result(plan, status="DRY_RUN", dry_run=True, records_converted=records, duration_ms=elapsed_ms(started))
+    done: list[Converted] = []
+    total = len(plan.sources)
+    if progress:
+        progress("converting", 0, total)
+    workers = max(1, min(MAX_THREADS, os.cpu_count() or 1, total))
+    futures: list[Future[Converted]] = []
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="indextables-convert") as pool:
+            futures = [pool.submit(convert_split, plan, f) for f in plan.sources]
+            try:
+                for fut in as_completed(futures):
+                    done.append(fut.result())
+                    if progress:
+                        progress("converting", len(done), total)
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+    except BaseException:
+        # the pool has waited for the running conversions: delete what the finished ones wrote
+        for f in futures:
+            if f.done() and not f.cancelled() and f.exception() is None:
+                c = f.result()
+                _delete(log_.storage, c.adds, c.stats_files)
+        raise
+    done.sort(key=lambda c: _age_key(c.source))
+    version = _commit(plan, done)
+    return _result(
+        plan,
+        status="SUCCESS",
+        version=version,
+        splits_created=sum(len(c.adds) for c in done),
+        records_converted=sum(c.rows for c in done),
+        bytes_written=sum(a.size for c in done for a in c.adds),
+        duration_ms=elapsed_ms(started),
+    )
+
+
+def _commit(plan: ConvertPlan, done: list[Converted]) -> int:
+    snap = plan.snapshot
+    ts = now_ms()
+    removes = [RemoveFile(c.source.path, ts, False, dict(c.source.partition_values or {}), c.source.size) for c in done]
+    adds = [a for c in done for a in c.adds]
+    stats: dict[str, list[str]] = {}
+    mappings: dict[str, str] = {}
+    for c in done:
+        for key, files in c.stats_files.items():
+            stats.setdefault(key, []).extend(files)
+        mappings.update(c.doc_mappings)
+    txn = Transaction(
+        plan.log,
+        resolver="fail",
+        read_version=snap.version,
+        operation=OPERATION,
+        operation_parameters={"source": REFERENCE_NAME, "convertedSplits": len(done), "settings": plan.settings},
+    )
+    txn.remove_files(removes).add_files(adds)
+    meta = snap.metadata_action
+    conf = dict(meta.configuration)
+    conf.update(plan.settings)
+    registry = snapshot_registry(snap)
+    for ref, mapping in mappings.items():
+        if registry.get(ref) != mapping:
+            conf[registry_key(ref)] = mapping
+    if conf != meta.configuration:
+        txn.set_metadata(dataclasses.replace(meta, configuration=conf))
+    for key, files in stats.items():
+        txn.update_stat(key, files)
+    try:
+        version = txn.commit()
+    except (StorageError, OSError):
+        # the version file may or may not have been written: the new splits are left for PURGE
+        raise
+    except BaseException:
+        _delete(plan.log.storage, adds, stats)
+        raise
+    log.info(
+        "CONVERT on %s: version %d, %d reference splits rewritten as %d splits",
+        plan.log.storage.uri,
+        version,
+        len(done),
+        len(adds),
+    )
+    return version

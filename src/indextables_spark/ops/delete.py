@@ -1,0 +1,390 @@
+"""Row-level DELETE: `IndexTable.delete(where, query=…)` and `DELETE FROM INDEXTABLES '<path>' WHERE …`.
+
+The predicate uses the partition-filter grammar (expr/partition_filter.py) over every column:
+comparisons, IN, BETWEEN, IS [NOT] NULL, AND/OR/NOT, with literals converted to the column types
+(dates and timestamps from ISO text; timestamps without a zone are UTC). A full-text condition is
+either the `query` argument or a top-level `_indexall = '<query>'` conjunct. Rows where the
+predicate is TRUE are deleted (NULL keeps the row, as in SQL).
+
+One delete is one committed version, with one kind of delete log (core/log/delete_logs.py):
+
+- POSITIONAL (the default): the live splits that may match (after partition pruning, min/max
+  stats and Bloom filters) are searched and filtered exactly, and the row ids of the matching rows
+  of each split go into one log per split; a split all of whose live rows match is removed
+  instead (a `remove` action, dataChange=true).
+- PRIMARY_KEY (automatic when the predicate is `<key> = v` / `<key> IN (…)` on the table's declared
+  key column, `spark.indextables.indexing.primaryKey`): one log with the key values, no split is read.
+- EQUALITY (kind="equality"): one log with the value tuples of a predicate that is a conjunction of
+  `column = value` or one column's `= / IN` list, on stored (non-partition) columns.
+
+Key and equality logs apply to the rows of every split added before the delete; rows written
+later with the same values stay. The number of rows they delete is not computed (None).
+The commit uses the transaction's "merge" resolver by default; see core/log/transaction.py for the
+conflicts with concurrent merges and deletes. On such a conflict the delete is planned again from
+the new latest version (up to `spark.indextables.delete.maxAttempts`, default 3, attempts; the
+"fail" resolver never retries).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from indextables_spark.errors import ConcurrentModificationError, IndexTablesError, PredicateError
+from indextables_spark.expr import partition_filter as pf
+from indextables_spark.core.log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
+from indextables_spark.core.log.delete_logs import load_split_deletes, positional_table, write_delete_log
+from indextables_spark.core.log.reference_splits import refuse_reference_writes
+from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.transaction import Transaction, now_ms
+from indextables_spark.config.options import Options
+from indextables_spark.api.results import DeleteResult, elapsed_ms
+from indextables_spark.expr import filters as sf
+from indextables_spark.expr import where as where_
+from indextables_spark.expr.where import INDEXALL, column_types
+
+log = logging.getLogger(__name__)
+
+OPERATION = "DELETE"
+WHAT = "DELETE predicate"
+PRIMARY_KEY_OPTION = "indexing.primaryKey"
+KINDS = {"auto": None, "positional": POSITIONAL, "equality": EQUALITY, "primary_key": PRIMARY_KEY}
+MAX_THREADS = 4  # splits searched at once (Tantivy and Arrow release the GIL)
+
+
+class DeletePredicateError(PredicateError):
+    """A DELETE predicate that cannot be used (value does not fit its column, wrong shape for the kind)."""
+
+
+# ---- predicate ------------------------------------------------------------------------------------
+
+
+def _and_all(items: Sequence[Any], cls) -> Any:
+    out = None
+    for x in items:
+        out = x if out is None else cls(out, x)
+    return out
+
+
+@dataclass(frozen=True)
+class Predicate:
+    conjuncts: tuple[sf.Filter, ...]  # AND of these (split filter model), over any columns
+    query: str | None  # the full-text part (query argument AND _indexall conditions)
+
+
+def parse_delete(where: str | None, query: str | None, types: Mapping[str, str]) -> Predicate:
+    if where is not None and not where.strip():
+        raise DeletePredicateError("DELETE: the WHERE predicate is empty")
+    if where is None and query is None:
+        raise DeletePredicateError(
+            "DELETE needs a WHERE predicate or a full-text query (to drop whole partitions "
+            "use DROP INDEXTABLES PARTITIONS)"
+        )
+    queries = [query] if query is not None else []
+    conjuncts: list[sf.Filter] = []
+    if where is not None:
+        expr = pf.parse_predicate(where, {**types, INDEXALL: "string"}, what=WHAT)
+        for c in where_.conjuncts(expr):
+            if isinstance(c, sf.EqualTo) and c.column == INDEXALL and isinstance(c.value, str):
+                queries.append(c.value)
+            else:
+                try:
+                    conjuncts.append(where_.typed(c, types, WHAT))
+                except PredicateError as e:
+                    raise DeletePredicateError(str(e)) from None
+    q = None if not queries else queries[0] if len(queries) == 1 else " AND ".join(f"({x})" for x in queries)
+    return Predicate(tuple(conjuncts), q)
+
+
+# ---- key / equality deletes ----------------------------------------------------------------------------
+
+
+def _column_values(f: sf.Filter) -> tuple[str, list[Any]] | None:
+    """(column, values) when f is `c = v`, `c IN (…)` or an OR of those on one column."""
+    if isinstance(f, sf.EqualTo) and f.value is not None:
+        return f.column, [f.value]
+    if isinstance(f, sf.In):
+        return f.column, [v for v in f.values if v is not None]
+    if isinstance(f, sf.Or):
+        left, right = _column_values(f.left), _column_values(f.right)
+        if left and right and left[0] == right[0]:
+            return left[0], left[1] + right[1]
+    return None
+
+
+def equality_values(pred: Predicate, arrow_types: Mapping[str, pa.DataType]) -> pa.Table | None:
+    """The value tuples of an equality-shaped predicate, None when it has another shape."""
+    if pred.query is not None or not pred.conjuncts:
+        return None
+    if len(pred.conjuncts) == 1:
+        cv = _column_values(pred.conjuncts[0])
+        if cv is None:
+            return None
+        return pa.table({cv[0]: pa.array(cv[1], arrow_types[cv[0]])})
+    cols: dict[str, Any] = {}
+    for f in pred.conjuncts:
+        if not isinstance(f, sf.EqualTo) or f.value is None or f.column in cols:
+            return None
+        cols[f.column] = f.value
+    return pa.table({c: pa.array([v], arrow_types[c]) for c, v in cols.items()})
+
+
+def choose_kind(
+    requested: str, pred: Predicate, values: pa.Table | None, primary_key: str | None, partition_columns: Sequence[str]
+) -> str:
+    if requested not in KINDS:
+        raise DeletePredicateError(f"DELETE: unknown kind {requested!r} (expected one of {sorted(KINDS)})")
+    kind = KINDS[requested]
+    key_shaped = (
+        values is not None
+        and primary_key is not None
+        and values.column_names == [primary_key]
+        and primary_key not in set(partition_columns)
+    )
+    if kind is None:
+        return PRIMARY_KEY if key_shaped else POSITIONAL
+    if kind == PRIMARY_KEY and not key_shaped:
+        raise DeletePredicateError(
+            "DELETE kind primary_key needs a declared key column (spark.indextables.indexing.primaryKey, "
+            f"declared: {primary_key!r}) and a predicate `<key> = v` or `<key> IN (...)` on it"
+        )
+    if kind == EQUALITY:
+        if values is None:
+            raise DeletePredicateError(
+                "DELETE kind equality needs `c1 = v1 AND c2 = v2 ...` or `c IN (...)` without a full-text query"
+            )
+        parts = [c for c in values.column_names if c in set(partition_columns)]
+        if parts:
+            raise DeletePredicateError(
+                f"DELETE kind equality: {parts} are partition columns, which splits do not "
+                f"store; use a positional delete"
+            )
+    return kind
+
+
+# ---- positional deletes -------------------------------------------------------------------------------
+
+
+@dataclass
+class _SplitMatch:
+    add: AddFile
+    row_ids: np.ndarray
+    live_rows: int
+
+
+def _with_partitions(batch: pa.RecordBatch, add: AddFile, partition_types: Mapping[str, pa.DataType]) -> pa.RecordBatch:
+    from indextables_spark.core.split.partitions import partition_value_array
+
+    if not partition_types:
+        return batch
+    n = batch.num_rows
+    cols, names = list(batch.columns), list(batch.schema.names)
+    for c, t in partition_types.items():
+        cols.append(partition_value_array(add.partition_values.get(c), t, n))
+        names.append(c)
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def _match_split(
+    storage,
+    options: Options,
+    snapshot,
+    add: AddFile,
+    pred: Predicate,
+    pushed: list[sf.Filter],
+    partition_types: Mapping[str, pa.DataType],
+) -> _SplitMatch:
+    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.reader import SplitReader
+
+    reader = SplitReader(get_cache(options).local_dir(storage, add))
+    existing = load_split_deletes(storage, snapshot.deletes_for(add), reader.num_rows, add.path)
+    found: list[np.ndarray] = []
+    # the rows check every condition but those on index-only columns (the index answered them)
+    _, checked = sf.index_only_filters(pred.conjuncts, reader.specs)
+    for ids, batch in reader.read_with_row_ids(pushed, pred.query, existing):
+        if checked:
+            keep = sf.arrow_mask(_with_partitions(batch, add, partition_types), checked)
+            ids = ids.filter(keep)
+        if len(ids):
+            found.append(ids.to_numpy())
+    row_ids = np.concatenate(found) if found else np.empty(0, np.int64)
+    live = reader.count(deletes=existing) if row_ids.size else 0
+    return _SplitMatch(add, row_ids, live)
+
+
+def _candidates(storage, snapshot, pred: Predicate, specs, options: Options) -> list[AddFile]:
+    from indextables_spark.core.split.bloom import skip_by_blooms
+
+    parts = list(snapshot.partition_columns)
+    types = column_types(snapshot.schema_json)
+    part_only = [f for f in pred.conjuncts if sf.columns_of(f) <= set(parts)]
+    data_only = [f for f in pred.conjuncts if not (sf.columns_of(f) & set(parts))]
+    files = snapshot.files
+    if part_only:
+        ptypes = {c: types[c] for c in parts}
+        files = [f for f in files if sf.prune_partition(f.partition_values, part_only, parts, ptypes)]
+    if data_only:
+        files = [f for f in files if not sf.skip_split(f, data_only, specs)]
+        files = skip_by_blooms(storage.uri, options, snapshot, files, data_only)
+    return files
+
+
+# ---- the command ------------------------------------------------------------------------------------
+
+
+def delete(
+    log_: TransactionLog,
+    where: str | None = None,
+    query: str | None = None,
+    kind: str = "auto",
+    resolver: str = "merge",
+) -> DeleteResult:
+    """Delete the rows matching `where` (and `query`) as one new version; see the module doc."""
+    attempts = 1 if resolver == "fail" else max(1, log_.options.get_int("delete.maxAttempts"))
+    for attempt in range(1, attempts + 1):
+        try:
+            return _delete_once(log_, where, query, kind, resolver)
+        except ConcurrentModificationError as e:
+            if attempt == attempts:
+                raise
+            log.info(
+                "DELETE on %s conflicted with a concurrent commit (%s); planning again (attempt %d of %d)",
+                log_.storage.uri,
+                e,
+                attempt + 1,
+                attempts,
+            )
+    raise IndexTablesError("unreachable")  # pragma: no cover
+
+
+def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kind: str, resolver: str) -> DeleteResult:
+    from indextables_spark.core.split.types import arrow_schema, column_specs
+
+    started = time.perf_counter()
+    txn = Transaction(
+        log_, resolver=resolver, operation=OPERATION, operation_parameters={"predicate": where, "query": query}
+    )
+    if txn.read_version < 0:
+        from indextables_spark.errors import TableNotFoundError
+
+        raise TableNotFoundError(f"DELETE: no indextables table at {log_.storage.uri}")
+    snap = txn.snapshot()
+    # Refuse a table this version may not write before any delete log is written into it.
+    from indextables_spark.core.log.protocol_gate import check_writable
+
+    check_writable(snap.protocol_action, f"DELETE on table {log_.storage.uri}")
+    # Nor into a table holding the reference implementation's splits (it cannot apply our logs).
+    refuse_reference_writes(snap, log_.storage.uri, OPERATION)
+    storage = log_.storage
+    conf = {k: v for k, v in snap.metadata_action.configuration.items() if not k.startswith("docMappingSchema.")}
+    opts = Options.of(conf, log_.options)
+    types = column_types(snap.schema_json)
+    arrow_types = {f.name: f.type for f in arrow_schema(snap.schema_json)}
+    pred = parse_delete(where, query, types)
+    values = equality_values(pred, arrow_types)
+    specs = column_specs(snap.schema_json, snap.partition_columns, opts)
+    index_only = sf.check_index_only(pred.conjuncts, specs, f"DELETE on {storage.uri}")
+    if index_only and values is not None:
+        # equality and key deletes match values in the rows, which hold no index-only column
+        if kind in ("equality", "primary_key"):
+            raise DeletePredicateError(
+                f"DELETE kind {kind}: the predicate reads index-only columns (indexing.indexonlyfields), whose "
+                f"values only the index holds; use kind positional (or auto)"
+            )
+        values = None
+    chosen = choose_kind(kind, pred, values, _primary_key(opts, types), snap.partition_columns)
+    result = DeleteResult(
+        table_path=storage.uri,
+        status="NO_ACTION",
+        version=snap.version,
+        read_version=snap.version,
+        kind=chosen,
+        predicate=where,
+        query=query,
+        splits_total=snap.num_files,
+    )
+    written: list[str] = []
+    deleted_rows: int | None = 0
+    removed_splits = delete_logs = scanned = 0
+    try:
+        if chosen == POSITIONAL:
+            files = _candidates(storage, snap, pred, specs, opts)
+            scanned = len(files)
+            parts = set(snap.partition_columns)
+            pushed = [
+                f
+                for f in pred.conjuncts
+                if any(f is g for g in index_only) or (not (sf.columns_of(f) & parts) and sf.supports(f, specs))
+            ]
+            ptypes = {c: arrow_types[c] for c in snap.partition_columns}
+            with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(files)))) as pool:
+                matches = list(pool.map(lambda f: _match_split(storage, opts, snap, f, pred, pushed, ptypes), files))
+            ts = now_ms()
+            rows = 0
+            for m in matches:
+                if not m.row_ids.size:
+                    continue
+                rows += int(m.row_ids.size)
+                if m.row_ids.size == m.live_rows:  # every live row: drop the split
+                    txn.remove_files([RemoveFile(m.add.path, ts, True, dict(m.add.partition_values or {}), m.add.size)])
+                    removed_splits += 1
+                else:
+                    d = write_delete_log(storage, POSITIONAL, positional_table(m.row_ids), split_path=m.add.path)
+                    written.append(d.path)
+                    txn.add_delete_log(d)
+                    delete_logs += 1
+            deleted_rows = rows
+            if not rows:
+                return replace(result, splits_scanned=scanned, duration_ms=elapsed_ms(started))
+        else:
+            d = write_delete_log(storage, chosen, values)
+            written.append(d.path)
+            txn.add_delete_log(d)
+            delete_logs, deleted_rows = 1, None
+        txn.operation_parameters.update({"kind": chosen, "numDeletedRows": deleted_rows})
+        version = txn.commit()
+    except BaseException:
+        if written and txn.committed_version is None:
+            storage.delete(written)  # never referenced by the log
+        raise
+    result = replace(
+        result,
+        status="SUCCESS",
+        version=version,
+        deleted_rows=deleted_rows,
+        removed_splits=removed_splits,
+        delete_logs=delete_logs,
+        splits_scanned=scanned,
+        duration_ms=elapsed_ms(started),
+    )
+    log.info(
+        "DELETE on %s: version %d, %s, %s rows, %d delete logs, %d splits removed",
+        storage.uri,
+        result.version,
+        chosen,
+        result.deleted_rows,
+        result.delete_logs,
+        result.removed_splits,
+    )
+    return result
+
+
+def _primary_key(opts: Options, types: Mapping[str, str]) -> str | None:
+    pk = opts.get_str(PRIMARY_KEY_OPTION)
+    if not pk:
+        return None
+    by_lower = {c.lower(): c for c in types}
+    name = by_lower.get(pk.strip().lower())
+    if name is None:
+        raise DeletePredicateError(
+            f"table option spark.indextables.{PRIMARY_KEY_OPTION} names {pk!r}, which is not "
+            f"a column of the table (columns: {sorted(types)})"
+        )
+    return name
