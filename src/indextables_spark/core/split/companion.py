@@ -23,8 +23,6 @@ from __future__ import annotations
 import base64
 import functools
 import posixpath
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -32,6 +30,7 @@ import pyarrow as pa
 
 from indextables_spark.errors import CompanionSourceError, SplitFormatError
 from indextables_spark.config.options import PREFIX
+from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -131,61 +130,34 @@ def _split_uri(uri: str) -> tuple[str, str]:
 
 _ColumnKey = tuple[str, int, int, str]  # (file uri, file size, row group, column)
 
+# Per process: open source Parquet files (metadata read once; a file replaced under the same name
+# is another file: keyed by size too) and decoded columns (least recently used dropped past
+# _CACHE_BYTES; one column over a quarter of that is never kept).
+_files: LruCache["pq.ParquetFile"] = LruCache(256)
+_columns: LruCache[pa.Array] = LruCache(None, max_weight=_CACHE_BYTES, weigh=lambda col: int(col.nbytes))
 
-class _SourceFiles:
-    """Per process: open Parquet files (metadata read once) and decoded columns (LRU by bytes)."""
 
-    def __init__(self, max_bytes: int = _CACHE_BYTES):
-        self.max_bytes = max_bytes
-        self._files: OrderedDict[tuple[str, int], pq.ParquetFile] = OrderedDict()
-        self._columns: OrderedDict[_ColumnKey, pa.Array] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def parquet_file(self, f: CompanionFile, options: Any, info: CompanionInfo, where: str) -> pq.ParquetFile:
-        key = (f.uri, f.size)  # a file replaced under the same name is another file
-        with self._lock:
-            pf = self._files.get(key)
-            if pf is not None:
-                self._files.move_to_end(key)
-                return pf
+def _parquet_file(f: CompanionFile, options: Any, info: CompanionInfo, where: str) -> "pq.ParquetFile":
+    def open_file() -> "pq.ParquetFile":
         sync = (
             f"Run BUILD INDEXTABLES COMPANION FOR {info.format.upper()} '{info.source}' again to sync the index "
             f"(it holds the source at version {info.version})"
         )
-        pf = open_source_parquet(f.uri, f.size, options, f"companion split {where}", sync)
-        with self._lock:
-            self._files[key] = pf
-            while len(self._files) > 256:
-                self._files.popitem(last=False)
-        return pf
+        return open_source_parquet(f.uri, f.size, options, f"companion split {where}", sync)
 
-    def column(self, key: _ColumnKey) -> pa.Array | None:
-        with self._lock:
-            col = self._columns.get(key)
-            if col is not None:
-                self._columns.move_to_end(key)
-            return col
-
-    def keep(self, key: _ColumnKey, col: pa.Array) -> None:
-        with self._lock:
-            if key in self._columns or col.nbytes > self.max_bytes // 4:
-                return
-            self._columns[key] = col
-            self._bytes += col.nbytes
-            while self._bytes > self.max_bytes and self._columns:
-                _, old = self._columns.popitem(last=False)
-                self._bytes -= old.nbytes
+    return _files.get_or_build((f.uri, f.size), open_file)
 
 
-_SOURCE_FILES = _SourceFiles()
+def _keep_column(key: _ColumnKey, col: pa.Array) -> None:
+    if col.nbytes <= _CACHE_BYTES // 4:
+        _columns.put_if_absent(key, col)
 
 
 def forget_source_files() -> None:
     """Drop this process's open source files and cached columns (a fresh process's view). Cached
     columns of a file deleted since are still its indexed rows, never another version's."""
-    global _SOURCE_FILES
-    _SOURCE_FILES = _SourceFiles(_SOURCE_FILES.max_bytes)
+    _files.clear()
+    _columns.clear()
 
 
 def conform_source_column(col: pa.ChunkedArray | pa.Array | None, field: pa.Field, rows: int) -> pa.Array:
@@ -253,13 +225,13 @@ class CompanionRows:
         got: dict[str, pa.Array] = {}
         missing = []
         for name in dict.fromkeys(names):
-            col = _SOURCE_FILES.column((f.uri, f.size, group, name))
+            col = _columns.get((f.uri, f.size, group, name))
             if col is None:
                 missing.append(name)
             else:
                 got[name] = col
         if missing:
-            pf = _SOURCE_FILES.parquet_file(f, self.options, self.info, self.where)
+            pf = _parquet_file(f, self.options, self.info, self.where)
             present = set(pf.schema_arrow.names)
             rows = pf.metadata.row_group(group).num_rows
             try:
@@ -273,7 +245,7 @@ class CompanionRows:
                     table.column(name) if name in present else None, self.schema.field(name), rows
                 )
                 got[name] = col
-                _SOURCE_FILES.keep((f.uri, f.size, group, name), col)
+                _keep_column((f.uri, f.size, group, name), col)
         expected = dict(f.row_groups)[group]
         arrays = [got[c] for c in names]
         if any(len(a) != expected for a in arrays):
