@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import functions as sf
 
 import indextables_spark as it
-from indextables_spark.core.split.aggregate import AggregationError
+from indextables_spark.core.split.agg_request import AggregationError
 from search_tables import DOCS_OPTIONS, docs, docs_schema, write_table
 
 N = 3000

@@ -12,9 +12,9 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.core.split.aggregate import AggregationError
+from indextables_spark.core.split.agg_request import AggregationError
 from indextables_spark.core.split.bundle import read_footer
-from indextables_spark.expr.filters import UnsupportedFilterError
+from indextables_spark.expr.values import UnsupportedFilterError
 
 P = "spark.indextables."
 INDEX_ONLY = {P + "indexing.indexonlyfields": "searchField,n,body", P + "indexing.typemap.body": "text"}

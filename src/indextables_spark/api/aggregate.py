@@ -58,22 +58,22 @@ def aggregate(
     "doc_count", <sub-aggs>}]}, stats → {"count", "min", "max", "sum", "avg"},
     avg/min/max/sum/value_count/cardinality → {"value"}, percentiles → {"values": {"50.0": v}}."""
     from indextables_spark.core.log.delete_logs import deletes_json
-    from indextables_spark.core.split import aggregate as core
+    from indextables_spark.core.split.agg_request import plan as plan_aggregations
+    from indextables_spark.core.split.agg_result import result
+    from indextables_spark.core.split.aggregate import aggregate_files
     from indextables_spark.core.split.types import column_specs, table_options
 
     if aggs is None:
         raise InvalidOptionError("aggregate: give aggs, e.g. {'by_tag': {'terms': {'field': 'tag'}}}")
-    plan = core.plan(
+    plan = plan_aggregations(
         aggs, column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, options))
     )
     deletes = deletes_json(snapshot, files)  # row-level deletes: those rows are in no aggregation
     if choose_execution(spark, execution) == "spark":
         merged = run_job(spark, storage.uri, options, files, query, plan, deletes)
     else:
-        merged = core.aggregate_files(
-            storage, files, query, plan, options, threads=os.cpu_count() or 1, deletes=deletes
-        )
-    return core.result(plan, merged)
+        merged = aggregate_files(storage, files, query, plan, options, threads=os.cpu_count() or 1, deletes=deletes)
+    return result(plan, merged)
 
 
 def group_partial(
@@ -100,7 +100,7 @@ def run_job(
 ) -> dict:
     """The Spark job of execution="spark": one task per group of splits, each returning the merged
     partial of its splits (classic or Spark Connect session: a DataFrame job, no RDDs)."""
-    from indextables_spark.core.split.aggregate import merge_all
+    from indextables_spark.core.split.agg_result import merge_all
     from indextables_spark.core.split.groups import group_by_size
 
     groups = group_by_size(files, opts.get_size("read.maxPartitionBytes"), sessions.default_parallelism(spark))

@@ -260,7 +260,7 @@ def _number(v: Any) -> float | None:
 
 def aggregation_rows(aggs: Mapping[str, Any] | str, result: Mapping[str, Any]) -> list[tuple]:
     """`IndexTable.aggregate`'s result as rows of AGG_SCHEMA."""
-    from indextables_spark.core.split.aggregate import parse_request
+    from indextables_spark.core.split.agg_request import parse_request
 
     rows: list[tuple] = [("_all", [], int(result["doc_count"]), None, None, None)]
     _flatten(parse_request(aggs), result, "", [], rows)
