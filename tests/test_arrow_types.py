@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 
 from indextables_spark.ops import columns as results
 from indextables_spark.errors import UnsupportedTypeError
-from indextables_spark.core.split.types import (
+from indextables_spark.core.split.arrow_types import (
     SPARK_METADATA_KEY,
     arrow_schema,
     arrow_type,

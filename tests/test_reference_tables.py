@@ -26,7 +26,7 @@ from indextables_spark.errors import IndexTablesError, SplitFormatError
 from indextables_spark.expr.model import EqualTo
 from indextables_spark.expr.filters import skip_split
 from indextables_spark.core.split.reference import written_by_reference
-from indextables_spark.core.split.types import column_specs
+from indextables_spark.core.split.column_specs import column_specs
 
 ROOT = Path(__file__).parent / "data" / "reference_v0.5.4"
 TABLES = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name[:2].isdigit())

@@ -251,7 +251,9 @@ option_maps = st.dictionaries(
 @given(schema=schemas, parts=st.lists(st.text(max_size=4), max_size=2), opts=option_maps)
 def test_fuzz_schema_strings_and_settings(schema, parts, opts):
     from indextables_spark.config.options import Options
-    from indextables_spark.core.split.types import arrow_schema, doc_mapping_json, validate_schema
+    from indextables_spark.core.split.arrow_types import arrow_schema
+    from indextables_spark.core.split.column_specs import validate_schema
+    from indextables_spark.core.split.doc_mapping import doc_mapping_json
 
     o = Options.of(opts)
 
@@ -288,7 +290,7 @@ def test_fuzz_schema_strings_and_settings(schema, parts, opts):
     )
 )
 def test_fuzz_doc_mappings(mapping):
-    from indextables_spark.core.split.types import specs_from_doc_mapping, tantivy_schema
+    from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping, tantivy_schema
 
     _only_ours(lambda: tantivy_schema(specs_from_doc_mapping(mapping)))
 
@@ -328,7 +330,7 @@ def test_fuzz_partition_values(value, spark_type):
         partition_value_array,
         unescape_path_name,
     )
-    from indextables_spark.core.split.types import arrow_type
+    from indextables_spark.core.split.arrow_types import arrow_type
 
     def run():
         parse_partition_value(value, spark_type)

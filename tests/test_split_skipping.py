@@ -14,7 +14,8 @@ from indextables_spark.config.options import Options
 from indextables_spark.expr import filters as F
 from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.stats import StatsCollector, decode_stat, encode_stat, increment_string
-from indextables_spark.core.split.types import arrow_schema, validate_schema
+from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.split.column_specs import validate_schema
 from indextables_spark.core.storage.local import LocalStorage
 
 UTC = dt.timezone.utc

@@ -13,15 +13,10 @@ from indextables_spark.errors import IndexTablesError, InvalidOptionError, Schem
 from indextables_spark.core.log.doc_mapping import doc_mapping_hash
 from indextables_spark.config.options import Options
 from indextables_spark.core.split import partitions as P
-from indextables_spark.core.split.types import (
-    ROW_FIELD,
-    arrow_schema,
-    column_specs,
-    doc_mapping_json,
-    specs_from_doc_mapping,
-    tantivy_schema,
-    validate_schema,
-)
+from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.split.column_specs import column_specs, validate_schema
+from indextables_spark.core.split.doc_mapping import doc_mapping_json, specs_from_doc_mapping, tantivy_schema
+from indextables_spark.core.split.types import ROW_FIELD
 
 
 def field(name, t, nullable=True):

@@ -13,7 +13,7 @@ import pytest
 from indextables_spark.config.options import Options
 from indextables_spark.core.split import group_aggregate as ga
 from indextables_spark.expr import operators as ops
-from indextables_spark.core.split.types import column_specs
+from indextables_spark.core.split.column_specs import column_specs
 from indextables_spark.frontends.sqlplan import operators as lex
 from indextables_spark.frontends.sqlplan import statement as st
 

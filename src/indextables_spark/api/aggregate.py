@@ -61,7 +61,7 @@ def aggregate(
     from indextables_spark.core.split.agg_request import plan as plan_aggregations
     from indextables_spark.core.split.agg_result import result
     from indextables_spark.core.split.aggregate import aggregate_files
-    from indextables_spark.core.split.types import column_specs, table_options
+    from indextables_spark.core.split.column_specs import column_specs, table_options
 
     if aggs is None:
         raise InvalidOptionError("aggregate: give aggs, e.g. {'by_tag': {'terms': {'field': 'tag'}}}")

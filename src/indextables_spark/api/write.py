@@ -109,7 +109,8 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
     """
     from indextables_spark.config.registry import registered_default
     from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY, recorded_settings
-    from indextables_spark.core.split.types import doc_mapping_json, validate_schema
+    from indextables_spark.core.split.column_specs import validate_schema
+    from indextables_spark.core.split.doc_mapping import doc_mapping_json
 
     TOKEN_LENGTH_DEFAULT = str(registered_default(TOKEN_LENGTH_KEY))
     table = _Table(path, opts)
@@ -272,7 +273,7 @@ def _type_str(t) -> str:
 def write_splits(path: str, opts: Options, plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> SplitsWritten:
     """Executor side: turn this task's rows into splits under the table."""
     from indextables_spark.core.split.builder import SplitWriter
-    from indextables_spark.core.split.types import arrow_schema
+    from indextables_spark.core.split.arrow_types import arrow_schema
 
     storage = open_storage(path, opts)
     target_schema = arrow_schema(plan.schema_json)
@@ -491,7 +492,7 @@ def write_table(
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     from indextables_spark.errors import InvalidOptionError, TableExistsError
-    from indextables_spark.core.split.types import spark_schema_json
+    from indextables_spark.core.split.arrow_types import spark_schema_json
 
     mode = str(mode).lower()
     if mode not in WRITE_MODES:
@@ -531,7 +532,7 @@ def create_table(path: str, schema: pa.Schema, partition_by=None, options: Mappi
     """Create an empty table (version 0: protocol + metadata, no files), as a Spark write of an
     empty DataFrame commits. Fails with TableExistsError if a table exists at `path`."""
     from indextables_spark.errors import TableExistsError
-    from indextables_spark.core.split.types import spark_schema_json
+    from indextables_spark.core.split.arrow_types import spark_schema_json
 
     opts = _write_options(partition_by, options)
     if _Table(path, opts).exists():

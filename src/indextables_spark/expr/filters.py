@@ -53,7 +53,8 @@ from indextables_spark.core.split.partitions import date_to_days, datetime_to_mi
 from indextables_spark.core.split.stats import decode_stat, null_counts, order_key
 from indextables_spark.expr.text import pattern_terms, regex_escape
 from indextables_spark.expr.text import supported as text_supported
-from indextables_spark.core.split.types import STRING_KINDS, ColumnSpec, arrow_type, index_only_columns, specs_by_name
+from indextables_spark.core.split.arrow_types import arrow_type
+from indextables_spark.core.split.types import STRING_KINDS, ColumnSpec, index_only_columns, specs_by_name
 
 if TYPE_CHECKING:
     import tantivy
@@ -856,7 +857,7 @@ def check_index_only(
     """The filters on index-only columns, checked before any split is read: each must be answered
     exactly by the index (UnsupportedFilterError otherwise) and must not read a partition column
     (those are decided on the rows). Per split the reader checks again with its own doc mapping."""
-    from indextables_spark.core.split.types import tantivy_schema
+    from indextables_spark.core.split.doc_mapping import tantivy_schema
 
     by_name = specs_by_name(specs)
     on, _ = index_only_filters(filters, by_name)

@@ -35,7 +35,7 @@ class ResultSpec:
     def spark_schema(self) -> Any:
         from pyspark.sql.types import StructType
 
-        from indextables_spark.core.split.types import spark_schema_json
+        from indextables_spark.core.split.arrow_types import spark_schema_json
 
         return StructType.fromJson(spark_schema_json(self.schema))
 

@@ -201,7 +201,7 @@ def _select(snapshot: SourceSnapshot, where: str | None) -> list[SourceFile]:
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.file_entries import add_files_to_table
     from indextables_spark.expr.partition_filter import filter_mask, parse_partition_filter
-    from indextables_spark.core.split.types import spark_schema_json
+    from indextables_spark.core.split.arrow_types import spark_schema_json
 
     if not snapshot.partition_columns:
         raise InvalidOptionError(
@@ -239,7 +239,8 @@ def build_companion(
     """Build or sync the companion index at `location` of the `format` table `source` (see the
     module doc). Returns what was (or, with dry_run, would be) done."""
     from indextables_spark.core.log.maintenance import open_log
-    from indextables_spark.core.split.types import spark_schema_json, validate_schema
+    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.split.column_specs import validate_schema
     from indextables_spark.core.storage import normalize_uri, open_storage
 
     t0 = time.perf_counter()
@@ -379,7 +380,7 @@ def _commit(
     from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key
     from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL
     from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms
-    from indextables_spark.core.split.types import doc_mapping_json
+    from indextables_spark.core.split.doc_mapping import doc_mapping_json
     from indextables_spark.api.write import table_settings
 
     mapping = doc_mapping_json(job.schema_json, job.partition_columns, settings)

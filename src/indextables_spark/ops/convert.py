@@ -113,7 +113,7 @@ def _age_key(f: AddFile) -> tuple:
 def plan_convert(log_: TransactionLog) -> ConvertPlan:
     from indextables_spark.errors import TableNotFoundError
     from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY
-    from indextables_spark.core.split.types import table_options
+    from indextables_spark.core.split.column_specs import table_options
 
     if log_.latest_version() < 0:
         raise TableNotFoundError(f"CONVERT: no indextables table at {log_.storage.uri}")
@@ -176,7 +176,7 @@ def convert_split(plan: ConvertPlan, src: AddFile) -> Converted:
     from indextables_spark.core.split.builder import SplitWriter
     from indextables_spark.core.split.cache import get_cache
     from indextables_spark.core.split.reader import SplitReader
-    from indextables_spark.core.split.types import arrow_schema
+    from indextables_spark.core.split.arrow_types import arrow_schema
 
     snap, storage = plan.snapshot, plan.log.storage
     parts = snap.partition_columns

@@ -265,7 +265,8 @@ def delete(
 
 
 def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kind: str, resolver: str) -> DeleteResult:
-    from indextables_spark.core.split.types import arrow_schema, column_specs
+    from indextables_spark.core.split.arrow_types import arrow_schema
+    from indextables_spark.core.split.column_specs import column_specs
 
     started = time.perf_counter()
     txn = Transaction(

@@ -298,7 +298,7 @@ def _write_merged(
 ) -> tuple[AddFile | None, dict[str, list[str]]]:
     from indextables_spark.core.split.builder import SplitWriter
     from indextables_spark.core.split.companion import CompanionSource
-    from indextables_spark.core.split.types import arrow_schema
+    from indextables_spark.core.split.arrow_types import arrow_schema
 
     full_schema = arrow_schema(job.schema_json)
     companion = None
@@ -438,7 +438,8 @@ def plan_merge(
 ) -> MergePlan:
     from indextables_spark.core.log.doc_mapping import doc_mapping_hash
     from indextables_spark.core.log.protocol_gate import check_writable
-    from indextables_spark.core.split.types import column_specs, doc_mapping_from_specs
+    from indextables_spark.core.split.column_specs import column_specs
+    from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs
 
     cfg = config or MergeConfig.from_options(log_.options)
     if where is not None and not where.strip():

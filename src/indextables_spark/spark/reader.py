@@ -130,8 +130,8 @@ def declared_fields(ro: ReadOptions, table_fields: list, extra: list) -> tuple[l
 
 def table_specs(snapshot, opts: Options) -> list:
     """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
-    from indextables_spark.core.split.types import table_options
-    from indextables_spark.core.split.types import column_specs
+    from indextables_spark.core.split.column_specs import table_options
+    from indextables_spark.core.split.column_specs import column_specs
 
     return column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
 
@@ -413,7 +413,7 @@ class IndexTablesReader(DataSourceReader):
         return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g)) for g in groups]
 
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:
-        from indextables_spark.core.split.types import arrow_schema
+        from indextables_spark.core.split.arrow_types import arrow_schema
 
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         adds = [AddFile.from_json(d) for d in partition.files]

@@ -368,7 +368,7 @@ def _result_frame(spark, rows: list[tuple], schema):
     no Spark job, unlike a list of rows in a classic session)."""
     import pyarrow as pa
 
-    from indextables_spark.core.split.types import arrow_type
+    from indextables_spark.core.split.arrow_types import arrow_type
 
     fields = [pa.field(f.name, arrow_type(f.dataType.jsonValue()), f.nullable) for f in schema.fields]
     arrays = [pa.array([r[i] for r in rows], f.type) for i, f in enumerate(fields)]

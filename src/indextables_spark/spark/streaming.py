@@ -207,7 +207,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         ]
 
     def read(self, partition: SplitGroup):
-        from indextables_spark.core.split.types import arrow_schema
+        from indextables_spark.core.split.arrow_types import arrow_schema
         from indextables_spark.spark.reader import TaskRead
 
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema

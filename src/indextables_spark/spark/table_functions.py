@@ -324,7 +324,7 @@ def search_table(
     from indextables_spark.core.split.cache import get_cache
     from indextables_spark.core.split.reader import SplitReader
     from indextables_spark.api.table import IndexTable
-    from indextables_spark.core.split.types import arrow_schema
+    from indextables_spark.core.split.arrow_types import arrow_schema
     from indextables_spark.core.split.search import with_partition_values
     from indextables_spark.spark.reader import SCORE, with_snippets
 

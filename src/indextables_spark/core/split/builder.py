@@ -42,14 +42,10 @@ from indextables_spark.core.split.bloom import BloomConfig, SplitBloomBuilder, b
 from indextables_spark.core.split.stats import StatsCollector, stats_columns
 from indextables_spark.expr.text import has_long_token
 from indextables_spark.expr.text import supported as text_supported
-from indextables_spark.core.split.types import (
-    ColumnSpec,
-    arrow_schema,
-    doc_mapping_from_specs,
-    row_store_columns,
-    tantivy_schema,
-    validate_schema,
-)
+from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.split.column_specs import validate_schema
+from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs, tantivy_schema
+from indextables_spark.core.split.types import ColumnSpec, row_store_columns
 
 BATCH_ROWS = 65_536  # rows per IPC record batch (and per indexing chunk)
 # Rows gathered per split before its Tantivy documents are built: a task's Arrow batches (10,000

@@ -36,11 +36,11 @@ from indextables_spark.expr.query_errors import (
 )
 from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.expr.filters import arrow_mask, build_query, index_only_filters, index_only_query
+from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
 from indextables_spark.core.split.types import (
     ROW_FIELD,
     ColumnSpec,
     index_only_columns,
-    specs_from_doc_mapping,
     with_fully_tokenized,
     with_truncated_terms,
 )
@@ -305,7 +305,7 @@ def query_hits(local_dir: str, query: str) -> int | None:
 def query_for_specs(specs: Sequence[ColumnSpec], query: str) -> tantivy.Query:
     """The Tantivy query of `query` for splits indexed with these specs, without opening a split
     (QueryParseError when invalid)."""
-    from indextables_spark.core.split.types import doc_mapping_from_specs
+    from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs
 
     specs = list(specs)
     return parse_query(_empty_index(doc_mapping_from_specs(specs)), specs, query)
@@ -322,7 +322,7 @@ def _empty_index(doc_mapping: str) -> tantivy.Index:
     """An in-memory index with the Tantivy schema of a doc mapping (parsing needs only the schema)."""
     import tantivy
 
-    from indextables_spark.core.split.types import tantivy_schema
+    from indextables_spark.core.split.doc_mapping import tantivy_schema
 
     specs = specs_from_doc_mapping(doc_mapping)
     index = tantivy.Index(tantivy_schema(specs))

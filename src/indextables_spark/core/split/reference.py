@@ -39,7 +39,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.split._tantivy import tantivy_call
 from indextables_spark.core.split.bundle import FOOTER_FILE, SplitFooter, extract
 from indextables_spark.core.split.quickwit import extract_bundle
-from indextables_spark.core.split.types import arrow_type
+from indextables_spark.core.split.arrow_types import arrow_type
 
 REFERENCE_KEY = "referenceSplit"  # key added to the converted split's local footer.json
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -138,7 +138,7 @@ def mapping_specs(doc_mapping: str, schema_json: Mapping[str, Any], partition_co
 @functools.lru_cache(maxsize=64)
 def _mapping_specs(doc_mapping: str, schema_text: str, partition_columns: tuple[str, ...]) -> tuple[Any, ...]:
     """Worked out once per process and mapping: every query of a table asks for the same."""
-    from indextables_spark.core.split.types import validate_schema
+    from indextables_spark.core.split.column_specs import validate_schema
 
     schema_json = json.loads(schema_text)
     columns = _data_columns(schema_json, partition_columns)
@@ -150,7 +150,7 @@ def specs_for_doc_mapping(
     doc_mapping: str, schema_json: Mapping[str, Any], partition_columns: Sequence[str]
 ) -> list[Any]:
     """Specs of a split from the doc mapping the log records for it: ours, or the reference's."""
-    from indextables_spark.core.split.types import specs_from_doc_mapping
+    from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
 
     if is_reference_doc_mapping(doc_mapping):
         return mapping_specs(doc_mapping, schema_json, partition_columns)

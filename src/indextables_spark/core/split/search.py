@@ -392,7 +392,8 @@ def _table_layout(snapshot: Any, options: Options) -> _Layout:
     last = _last_layout
     if last and last[0] is snapshot and last[1] is options:
         return last[2]
-    from indextables_spark.core.split.types import arrow_schema, column_specs, table_options
+    from indextables_spark.core.split.arrow_types import arrow_schema
+    from indextables_spark.core.split.column_specs import column_specs, table_options
 
     opts = table_options(snapshot, options)
     layout = (
@@ -461,7 +462,7 @@ def index_translation(
     the Tantivy query the splits run: the query AND the narrowing). Used by both explains."""
     from indextables_spark.expr.filters import build_query
     from indextables_spark.core.split.reader import query_for_specs
-    from indextables_spark.core.split.types import tantivy_schema
+    from indextables_spark.core.split.doc_mapping import tantivy_schema
 
     stored = [s for s in specs if not s.partition]
     schema = tantivy_schema(stored)

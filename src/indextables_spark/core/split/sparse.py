@@ -113,7 +113,8 @@ def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str) -
     """The sections `query` reads on this split (whose Tantivy schema has `schema_fields`, in field
     id order), or None when that cannot be told for sure."""
     from indextables_spark.core.split.reader import query_for_specs
-    from indextables_spark.core.split.types import specs_from_doc_mapping, with_fully_tokenized, with_truncated_terms
+    from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
+    from indextables_spark.core.split.types import with_fully_tokenized, with_truncated_terms
 
     try:
         specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
