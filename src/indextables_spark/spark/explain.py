@@ -13,13 +13,14 @@ with a one-task Spark job, which finds them when the server's executors share it
 from __future__ import annotations
 
 import time
+from typing import Any, Callable, Iterator
 
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.util.sessions import is_connect
 from indextables_spark.spark import guard
 
 
-def explain(df) -> list[dict]:
+def explain(df: Any) -> list[dict[str, Any]]:
     """One dict per indextables read in the DataFrame's plan (see IndexTable.explain for the fields;
     also `path`, `version`, `guarded`, `tasks`). Spark re-checks every filter on the rows the
     reader returns (`spark_rechecks_every_filter`)."""
@@ -36,26 +37,27 @@ def explain(df) -> list[dict]:
     return found
 
 
-def _explain_connect(df) -> list[dict]:
+def _explain_connect(df: Any) -> list[dict[str, Any]]:
     import json
 
     import pyarrow as pa
 
     spark = df.sparkSession
 
-    def on_server(fn) -> str:
+    def on_server(fn: Callable[[], str]) -> str:
         """fn() run in one task on the server's executors (its host, for a local-mode server)."""
 
-        def task(batches):
+        def task(batches: Iterator[Any]) -> Iterator[Any]:
             for _ in batches:
                 yield pa.RecordBatch.from_arrays([pa.array([fn()])], names=["out"])
 
         rows = spark.range(1, numPartitions=1).mapInArrow(task, "out string").toArrow()
-        return rows.column("out")[0].as_py()
+        out: str = rows.column("out")[0].as_py()  # a string column
+        return out
 
     t0 = float(on_server(lambda: repr(time.time())))  # the server host's clock, not the client's
     df.select("*")._explain_string(mode="simple")  # the server plans the reads (and records them)
-    found = json.loads(on_server(lambda: json.dumps(guard.explanations_since(t0))))
+    found: list[dict[str, Any]] = json.loads(on_server(lambda: json.dumps(guard.explanations_since(t0))))
     if not found:
         raise InvalidOptionError(
             "no indextables read of this DataFrame was found: it reads no indextables table, or the Spark Connect "

@@ -34,9 +34,13 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.options import Options
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.snapshot import Snapshot
 
 INDEXALL = "_indexall"
 INDEXGUARD = "_indexguard"
@@ -59,7 +63,7 @@ def parse(value: object) -> Guard | None:
     return None
 
 
-def guarded(df):
+def guarded(df: Any) -> Any:
     """The DataFrame with the plan guard `NOT (_indexguard <=> '<prefix>' ||
     unix_micros(current_timestamp()))`, without the `_indexguard` column (keeps `_indexall`)."""
     from indextables_spark.util.sessions import functions
@@ -85,7 +89,7 @@ def _forget_old(d: str, now: float) -> None:
             pass
 
 
-def record_scan(relation_id: str, epoch: str, queries: list[str], filters: list, path: str) -> bool:
+def record_scan(relation_id: str, epoch: str, queries: list[str], filters: list[Any], path: str) -> bool:
     """Record one guarded scan; True when this relation's scans in this query all pushed the same
     filters (the reader may narrow by them), False when they differ (leave them to Spark)."""
     d = _scans_dir()
@@ -113,7 +117,7 @@ def record_scan(relation_id: str, epoch: str, queries: list[str], filters: list,
     return all(s["f"] == seen[0]["f"] for s in seen)
 
 
-def record_explanation(explanation: dict) -> None:
+def record_explanation(explanation: dict[str, Any]) -> None:
     """Keep what one planned read does (reader.partitions) for it.explain(df) on this machine."""
     d = _scans_dir()
     name = os.path.join(d, f"explain-{time.time():.6f}-{os.getpid()}-{id(explanation)}.json")
@@ -123,10 +127,10 @@ def record_explanation(explanation: dict) -> None:
     os.replace(tmp, name)
 
 
-def explanations_since(t0: float) -> list[dict]:
+def explanations_since(t0: float) -> list[dict[str, Any]]:
     """The reads planned on this machine since t0 (epoch seconds), oldest first."""
     d = _scans_dir()
-    out = []
+    out: list[dict[str, Any]] = []
     for name in sorted(os.listdir(d)):
         if not (name.startswith("explain-") and name.endswith(".json")):
             continue
@@ -172,7 +176,7 @@ class SnapshotPin:
     version: int  # the version time travel asked for, else the latest at load time
     time_travel: bool
 
-    def snapshot(self, path: str, opts: Options, latest: bool):
+    def snapshot(self, path: str, opts: Options, latest: bool) -> Snapshot:
         from indextables_spark.api.table import IndexTable
 
         table = IndexTable(path, opts)

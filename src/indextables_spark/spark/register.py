@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, cast
 
 from indextables_spark.errors import TableExistsError
 from indextables_spark.config.options import session_options, short_key
@@ -47,7 +47,7 @@ def is_ours(fmt: str | None) -> bool:
     return is_format_name(fmt)
 
 
-def session_of(builder) -> Any:
+def session_of(builder: Any) -> Any:
     """The SparkSession of a reader/writer builder (classic: _spark; Connect: _client/_spark/_session)."""
     for attr in ("_spark", "_client", "_session"):
         s = builder.__dict__.get(attr)
@@ -66,11 +66,12 @@ class _Given:
     mode: str | None = None
 
 
-def _given(builder) -> _Given:
-    return builder.__dict__.setdefault("_indextables_given", _Given())
+def _given(builder: Any) -> _Given:
+    given: _Given = builder.__dict__.setdefault("_indextables_given", _Given())
+    return given
 
 
-def _inject_conf(builder, spark) -> dict[str, str]:
+def _inject_conf(builder: Any, spark: Any) -> dict[str, str]:
     """Copy conf entries whose key was not given explicitly; returns every option now set."""
     given = _given(builder).options
     keys = {short_key(k) for k in given}
@@ -86,38 +87,38 @@ def _inject_conf(builder, spark) -> dict[str, str]:
 # ---- pass-through recorders -------------------------------------------------------------------
 
 
-def _recorders(cls) -> None:
-    def make_format(orig):
-        def format(self, source):
+def _recorders(cls: type) -> None:
+    def make_format(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def format(self: Any, source: Any) -> Any:
             _given(self).format = source
             return orig(self, source)
 
         return format
 
-    def make_option(orig):
-        def option(self, key, value):
+    def make_option(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def option(self: Any, key: Any, value: Any) -> Any:
             _given(self).options[str(key)] = value
             return orig(self, key, value)
 
         return option
 
-    def make_options(orig):
-        def options(self, **opts):
+    def make_options(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def options(self: Any, **opts: Any) -> Any:
             _given(self).options.update({str(k): v for k, v in opts.items()})
             return orig(self, **opts)
 
         return options
 
-    def make_partition_by(orig):
-        def partitionBy(self, *cols):
+    def make_partition_by(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def partitionBy(self: Any, *cols: Any) -> Any:
             flat = tuple(cols[0]) if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
             _given(self).partition_by = [str(c) for c in flat]
             return orig(self, *cols)
 
         return partitionBy
 
-    def make_mode(orig):
-        def mode(self, saveMode):
+    def make_mode(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def mode(self: Any, saveMode: Any) -> Any:
             if saveMode is not None:
                 _given(self).mode = saveMode
             return orig(self, saveMode)
@@ -134,7 +135,7 @@ def _recorders(cls) -> None:
 # ---- indextables-only behaviour ---------------------------------------------------------------
 
 
-def _move_partitioning(builder) -> None:
+def _move_partitioning(builder: Any) -> None:
     """`.partitionBy(cols)` → option partitionBy, Spark's own partitioning cleared (it refuses it)."""
     g = _given(builder)
     if g.partition_by:
@@ -142,9 +143,9 @@ def _move_partitioning(builder) -> None:
         _own(type(builder), "partitionBy")(builder)
 
 
-def _make_load(streaming: bool):
-    def make(orig):
-        def load(self, path=None, format=None, schema=None, **options):
+def _make_load(streaming: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def make(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def load(self: Any, path: Any = None, format: Any = None, schema: Any = None, **options: Any) -> Any:
             if format is not None:
                 self.format(format)
             if options:
@@ -168,7 +169,9 @@ def _make_load(streaming: bool):
     return make
 
 
-def _apply(builder, format=None, mode=None, partitionBy=None, options=None) -> _Given:
+def _apply(
+    builder: Any, format: Any = None, mode: Any = None, partitionBy: Any = None, options: dict[str, Any] | None = None
+) -> _Given:
     """The keyword arguments of save()/start() through the (recording) builder methods, as pyspark does."""
     if format is not None:
         builder.format(format)
@@ -181,12 +184,19 @@ def _apply(builder, format=None, mode=None, partitionBy=None, options=None) -> _
     return _given(builder)
 
 
-def _path(path, opts: dict[str, str]) -> str | None:
+def _path(path: str | None, opts: dict[str, str]) -> str | None:
     return path or next((v for k, v in opts.items() if k.lower() == "path"), None)
 
 
-def _make_save(orig):
-    def save(self, path=None, format=None, mode=None, partitionBy=None, **options):
+def _make_save(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def save(
+        self: Any,
+        path: str | None = None,
+        format: Any = None,
+        mode: Any = None,
+        partitionBy: Any = None,
+        **options: Any,
+    ) -> Any:
         g = _apply(self, format, mode, partitionBy, options)
         if not is_ours(g.format):
             return orig(self, path=path)
@@ -198,7 +208,7 @@ def _make_save(orig):
         if save_mode in ("error", "errorifexists", "default", "ignore"):
             from indextables_spark.api.table import IndexTable
 
-            if IndexTable(target, opts).exists():
+            if IndexTable(target, opts).exists():  # type: ignore[arg-type]  # IndexTable refuses a None path
                 if save_mode == "ignore":
                     return None
                 raise TableExistsError(
@@ -209,14 +219,22 @@ def _make_save(orig):
         # The commit ran in a worker without a session: merge-/purge-on-write run here (never raise).
         from indextables_spark.ops.post_write import maybe_run
 
-        maybe_run(spark, target, opts)
+        maybe_run(spark, cast(str, target), opts)  # Spark's save succeeded: a path was given
         return result
 
     return save
 
 
-def _make_start(orig):
-    def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **options):
+def _make_start(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def start(
+        self: Any,
+        path: str | None = None,
+        format: Any = None,
+        outputMode: Any = None,
+        partitionBy: Any = None,
+        queryName: Any = None,
+        **options: Any,
+    ) -> Any:
         g = _apply(self, format, None, partitionBy, options)
         if not is_ours(g.format):
             return orig(self, path=path, outputMode=outputMode, queryName=queryName)
@@ -227,14 +245,14 @@ def _make_start(orig):
         from indextables_spark.ops.post_write import watch_stream
 
         # merge-/purge-on-write after the micro-batches (the sink commits in a worker)
-        watch_stream(spark, query, _path(path, opts), opts)
+        watch_stream(spark, query, _path(path, opts), opts)  # type: ignore[arg-type]  # None (no path): the data source refuses the stream
         return query
 
     return start
 
 
-def _make_insert_into(orig):
-    def insertInto(self, tableName, overwrite=None):
+def _make_insert_into(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def insertInto(self: Any, tableName: str, overwrite: bool | None = None) -> Any:
         from indextables_spark.spark import sql_bridge
 
         spark = session_of(self)
@@ -256,7 +274,7 @@ def _make_insert_into(orig):
     return insertInto
 
 
-def _dataframe_of(writer, spark):
+def _dataframe_of(writer: Any, spark: Any) -> Any:
     df = writer.__dict__["_df"]
     if hasattr(df, "columns"):
         return df
@@ -265,8 +283,8 @@ def _dataframe_of(writer, spark):
     return DataFrame(df, spark)
 
 
-def _make_sql(orig):
-    def sql(self, sqlQuery, args=None, **kwargs):
+def _make_sql(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def sql(self: Any, sqlQuery: Any, args: Any = None, **kwargs: Any) -> Any:
         from indextables_spark.spark import sql_bridge
 
         if isinstance(sqlQuery, str) and not args and not kwargs:
@@ -304,7 +322,7 @@ def _make_sql(orig):
 # ---- table functions ----------------------------------------------------------------------------
 
 
-def register_functions(spark, conf: dict[str, str]) -> None:
+def register_functions(spark: Any, conf: dict[str, str]) -> None:
     """(Re-)register the SQL table functions with this spark.indextables.* conf."""
     from indextables_spark.spark.maintenance_functions import register_command_functions
     from indextables_spark.spark.table_functions import register_table_functions
@@ -314,7 +332,7 @@ def register_functions(spark, conf: dict[str, str]) -> None:
     spark.__dict__["_it_functions_conf"] = dict(conf)
 
 
-def refresh_functions(spark, text: str) -> None:
+def refresh_functions(spark: Any, text: str) -> None:
     """Before SQL that calls our table functions: re-register them when the conf changed since
     they were registered (they run in workers with the conf they were registered with)."""
     if "indextables_" not in text.lower() or "_it_functions_conf" not in spark.__dict__:
@@ -372,7 +390,7 @@ def _install() -> None:
             _wrap(cls, "start", _make_start)
 
 
-def register(spark) -> None:
+def register(spark: Any) -> None:
     """Register the data source (under each of its format names) and table functions; enable filter
     pushdown; install the wrappers."""
     from indextables_spark.spark.datasource import DATA_SOURCES
@@ -386,7 +404,7 @@ def register(spark) -> None:
             _install()
 
 
-def unregister(spark=None) -> None:
+def unregister(spark: Any = None) -> None:
     """Remove every wrapper `register` installed (they are per process, for every session). The data
     source and table functions stay registered: they change nothing for other formats."""
     with _lock:

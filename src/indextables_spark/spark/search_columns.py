@@ -58,7 +58,7 @@ def _or_error(col: _SearchOps) -> ops.SearchOperatorError:
 def _column(search: ops.Search) -> Any:
     from pyspark.sql import functions as sf
 
-    base = ~sf.col("_indexall").eqNullSafe(ops.encode(search))
+    base: Any = ~sf.col("_indexall").eqNullSafe(ops.encode(search))  # gets a new class below
     cls = type(base)
     sub = _SUBCLASSES.get(cls)
     if sub is None:

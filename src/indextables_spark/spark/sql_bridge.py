@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 
@@ -46,7 +47,9 @@ def parse_options(text: str | None) -> dict[str, str]:
     if not text or not text.strip():
         return {}
     token = re.compile(r"""\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`([^`]*)`|([A-Za-z0-9_.\-]+)|(=)|(,))""")
-    pos, items, current = 0, [], []
+    pos = 0
+    items: list[list[str]] = []
+    current: list[str] = []
     while pos < len(text):
         m = token.match(text, pos)
         if not m or m.end() == pos:
@@ -65,7 +68,7 @@ def parse_options(text: str | None) -> dict[str, str]:
             current.append(value.replace("\\'", "'").replace('\\"', '"'))
     if current:
         items.append(current)
-    out = {}
+    out: dict[str, str] = {}
     for item in items:
         if len(item) != 2:
             raise InvalidOptionError(f"OPTIONS entries must be `key value`, got {' '.join(item)!r}")
@@ -73,7 +76,7 @@ def parse_options(text: str | None) -> dict[str, str]:
     return out
 
 
-def try_handle(spark, text: str, is_ours):
+def try_handle(spark: Any, text: str, is_ours: Callable[[str | None], bool]) -> Any:
     """Handle the statement if it is about indextables views; None to let Spark run it."""
     m = _CREATE.match(text)
     if m and is_ours(m.group("fmt")):
@@ -96,7 +99,7 @@ offset qualify""".split()
 )
 
 
-def split_view_references(spark, text: str) -> str:
+def split_view_references(spark: Any, text: str) -> str:
     """Give every `FROM|JOIN <indextables view>` of a statement its own relation when a view is
     referenced more than once.
 
@@ -112,7 +115,7 @@ def split_view_references(spark, text: str) -> str:
         views = dict(_views)
     if not views or not any(n in text.lower() for n in views):
         return text
-    refs = []  # (start, end, view name)
+    refs: list[tuple[int, int, str]] = []  # (start, end, view name)
     i, prev_word = 0, ""
     while i < len(text):
         j = skip_quoted(text, i) if text[i] != "`" else i
@@ -138,7 +141,9 @@ def split_view_references(spark, text: str) -> str:
         return text
     from indextables_spark.spark.guard import guarded
 
-    out, last, seen = [], 0, {}
+    out: list[str] = []
+    last = 0
+    seen: dict[str, int] = {}
     for start, end, v in refs:
         if counts[v] < 2:
             continue
@@ -166,14 +171,14 @@ def _refuse_view_options(text: str) -> None:
             )
 
 
-def _is_temp_view(spark, name: str) -> bool:
+def _is_temp_view(spark: Any, name: str) -> bool:
     # getTable resolves temporary views first (~5 ms; listing every table costs ~150 ms)
     if not spark.catalog.tableExists(name):
         return False
     return bool(spark.catalog.getTable(name).isTemporary)
 
 
-def _create_view(spark, m):
+def _create_view(spark: Any, m: re.Match[str]) -> Any:
     from indextables_spark.spark.guard import guarded
 
     name = _unquote_ident(m.group("name"))
@@ -201,7 +206,7 @@ def _create_view(spark, m):
     return spark.createDataFrame([], "x int").select()
 
 
-def _insert(spark, src: ViewSource, name: str, overwrite: bool, rest: str):
+def _insert(spark: Any, src: ViewSource, name: str, overwrite: bool, rest: str) -> Any:
     cols_m = re.match(r"^\((?P<cols>[^)]*)\)\s*(?P<q>.*)$", rest, re.DOTALL)
     target_cols = None
     query = rest
@@ -217,7 +222,7 @@ def view_names() -> set[str]:
         return set(_views)
 
 
-def view_source(spark, name: str) -> ViewSource | None:
+def view_source(spark: Any, name: str) -> ViewSource | None:
     """The table behind one of our temporary views (None for any other name)."""
     key = _unquote_ident(name).lower()
     with _lock:
@@ -226,14 +231,14 @@ def view_source(spark, name: str) -> ViewSource | None:
 
 
 def insert_dataframe(
-    spark,
+    spark: Any,
     src: ViewSource,
     name: str,
     overwrite: bool,
-    data,
+    data: Any,
     target_cols: list[str] | None = None,
     write_options: dict[str, str] | None = None,
-):
+) -> Any:
     """INSERT INTO|OVERWRITE of `data` into the view's table: columns by position (or by the
     `target_cols` list), cast to the table's types, written with `save()` (so merge-on-write runs)."""
     from indextables_spark.util.sessions import functions
@@ -271,7 +276,7 @@ def insert_dataframe(
     return spark.createDataFrame([], "x int").select()
 
 
-def raw_load(spark, options: dict):
+def raw_load(spark: Any, options: dict[str, Any]) -> Any:
     """An indextables read with the `_indexall` column, unguarded (for views: guard it)."""
     from indextables_spark.config.options import session_options
     from indextables_spark.spark.datasource import FORMAT_NAME

@@ -11,9 +11,10 @@ which gives a catalog table's provider and location; the provider must be one of
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import unquote, urlparse
 
-from indextables_spark.frontends.sql_parser import TableName
+from indextables_spark.ops.registry import TableName
 from indextables_spark.errors import TableNotFoundError
 from indextables_spark.spark.datasource import is_format_name
 
@@ -43,7 +44,7 @@ def _information(text: str) -> dict[str, str]:
     return out
 
 
-def _catalog_entry(spark, name: TableName):
+def _catalog_entry(spark: Any, name: TableName) -> Any:
     """The SHOW TABLE EXTENDED row of the table `name` (None when the catalog has no such table)."""
     from pyspark.errors import AnalysisException
 
@@ -68,7 +69,7 @@ def _catalog_entry(spark, name: TableName):
     return matches[0] if matches else None
 
 
-def resolve_table(spark, name: TableName) -> tuple[str, dict[str, str]]:
+def resolve_table(spark: Any, name: TableName) -> tuple[str, dict[str, str]]:
     """The path of the indextables table `name` names, and the options that come with it."""
     from indextables_spark.spark import sql_bridge
 
