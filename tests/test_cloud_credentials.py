@@ -41,7 +41,8 @@ from indextables_spark.errors import InvalidOptionError, StorageError
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage import open_storage
 from indextables_spark.core.storage.azure import AzureStorage
-from indextables_spark.core.storage.credentials import AwsCredentials, AzureToken, clear_shared, current_aws_credentials
+from indextables_spark.core.storage.aws_auth import current_aws_credentials
+from indextables_spark.core.storage.credentials import AwsCredentials, AzureToken, clear_shared
 
 PROVIDER = "spark.indextables.aws.credentialsProvider"
 ROOT = Path(__file__).resolve().parents[1]

@@ -43,7 +43,7 @@ from indextables_spark.errors import (
     VersionNotFoundError,
 )
 from indextables_spark.config.options import SECRET_KEYS, Options
-from indextables_spark.core.storage.retry import Redactor, redact_uri
+from indextables_spark.core.storage.redaction import Redactor, redact_uri
 
 FORMATS = ("delta", "iceberg", "parquet")
 
@@ -258,7 +258,7 @@ def _aws_settings(opts: Options, credentials_uri: str | None = None) -> _AwsSett
     keys = (opts.get_str("aws.accessKey") or None, opts.get_str("aws.secretKey") or None)
     session_token = opts.get_str("aws.sessionToken") or None
     if credentials_uri is not None and _names_aws_source(opts):
-        from indextables_spark.core.storage.credentials import aws_credentials_snapshot
+        from indextables_spark.core.storage.aws_auth import aws_credentials_snapshot
 
         snapshot = aws_credentials_snapshot(opts, credentials_uri, endpoint)
         if snapshot is not None:
@@ -298,7 +298,8 @@ def _azure_uri_parts(uri: str | None) -> tuple[str | None, str | None, str | Non
 def _azure_settings(uri: str | None, opts: Options, credentials_uri: str | None = None) -> _AzureSettings:
     """With `credentials_uri`, a provider's or `azure.authType`'s token is fetched for that path
     (see the module doc: a snapshot) and given as the bearer token, in place of the identity's ids."""
-    from indextables_spark.core.storage.azure import azure_token_snapshot, parse_connection_string
+    from indextables_spark.core.storage.azure import azure_token_snapshot
+    from indextables_spark.core.storage.azure_auth import parse_connection_string
 
     cs = opts.get_str("azure.connectionString") or None
     conn = parse_connection_string(cs, redact_uri(uri or "")) if cs else {}

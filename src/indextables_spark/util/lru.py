@@ -46,10 +46,7 @@ class LruCache(Generic[V]):
     def get(self, key: Hashable) -> V | None:
         with self._lock:
             self._forget_parent()
-            hit = self._items.get(key)
-            if hit is not None:
-                self._items.move_to_end(key)
-            return hit
+            return self._touch(key)
 
     def put(self, key: Hashable, value: V) -> None:
         with self._lock:
@@ -61,9 +58,8 @@ class LruCache(Generic[V]):
         """The value stored for `key`: the one already there (made most recent), else `value`."""
         with self._lock:
             self._forget_parent()
-            held = self._items.get(key)
+            held = self._touch(key)
             if held is not None:
-                self._items.move_to_end(key)
                 return held
             self._add(key, value)
             return value
@@ -103,6 +99,13 @@ class LruCache(Generic[V]):
             self._clear()
 
     # -- under the lock ------------------------------------------------------------------------
+
+    def _touch(self, key: Hashable) -> V | None:
+        """The value for key, made the most recent; None on a miss."""
+        hit = self._items.get(key)
+        if hit is not None:
+            self._items.move_to_end(key)
+        return hit
 
     def _add(self, key: Hashable, value: V) -> None:
         self._items[key] = value

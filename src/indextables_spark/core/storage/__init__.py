@@ -6,8 +6,10 @@ from typing import Any, Mapping
 from urllib.parse import unquote, urlparse
 
 from indextables_spark.errors import InvalidOptionError
+from indextables_spark.config.options import Options
 from indextables_spark.core.storage.base import FileInfo, Storage, check_key
 from indextables_spark.core.storage.local import LocalStorage
+from indextables_spark.core.storage.redaction import redact_uri
 
 __all__ = ["FileInfo", "Storage", "LocalStorage", "open_storage", "check_key", "normalize_uri"]
 
@@ -20,32 +22,28 @@ def normalize_uri(uri: str) -> str:
 
 
 def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:
-    from indextables_spark.config.options import Options
-
     opts = options if isinstance(options, Options) else Options.of(options)
     storage = _open(uri, opts)
     storage.options = opts
     return storage
 
 
-def _open(uri: str, opts: Any) -> Storage:
+def _open(uri: str, opts: Options) -> Storage:
     uri = normalize_uri(uri)
     try:
         parsed = urlparse(uri)
     except ValueError as e:  # e.g. "Invalid IPv6 URL"
-        from indextables_spark.core.storage.retry import redact_uri
-
         raise InvalidOptionError(f"table path {redact_uri(uri)!r} is not a valid URI ({e})") from None
     scheme = parsed.scheme.lower()
     if scheme in ("", "file") or (len(scheme) == 1 and uri[1:3] in (":\\", ":/")):
         path = unquote(parsed.path) if scheme == "file" else uri
         return LocalStorage(path, uri)
     if scheme in ("s3", "s3a", "s3n"):
-        from indextables_spark.core.storage.s3 import S3Storage
+        from indextables_spark.core.storage.s3 import S3Storage  # lazy: local tables never load the cloud SDKs' glue
 
         return S3Storage(uri, opts)
     if scheme in ("abfss", "abfs", "wasbs", "wasb", "az", "azure"):
-        from indextables_spark.core.storage.azure import AzureStorage
+        from indextables_spark.core.storage.azure import AzureStorage  # lazy: as above
 
         return AzureStorage(uri, opts)
     raise InvalidOptionError(f"unsupported storage scheme {scheme!r} in table path {uri!r}")

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import builtins
 import logging
+import os
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from indextables_spark.errors import PathEscapeError
+from indextables_spark.errors import FileNotFoundInStorageError, PathEscapeError
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,6 @@ class Storage(ABC):
     def holds(self, key: str, data: bytes) -> bool:
         """Does the object at key hold exactly these bytes? Decides a conditional write whose
         answer was lost: the object found on retry may be our own write."""
-        from indextables_spark.errors import FileNotFoundInStorageError
-
         try:
             current = self.read(key)
         except FileNotFoundInStorageError:
@@ -96,8 +95,6 @@ class Storage(ABC):
             self.put(key, f.read())
 
     def download_file(self, key: str, local_path: str) -> None:
-        import os
-
         data = self.read(key)  # raises before any local file is created when the key is missing
         os.makedirs(os.path.dirname(os.path.abspath(local_path)), exist_ok=True)
         with open(local_path, "wb") as f:

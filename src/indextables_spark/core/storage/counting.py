@@ -4,6 +4,7 @@ who want to see what a query fetched). Wraps any Storage; everything else is pas
 from __future__ import annotations
 
 import builtins
+import os
 import threading
 from collections import Counter
 from typing import Iterable
@@ -45,8 +46,6 @@ class CountingStorage(Storage):
         return data
 
     def download_file(self, key: str, local_path: str) -> None:
-        import os
-
         self.inner.download_file(key, local_path)
         self._count("download_file", os.path.getsize(local_path))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import errno
 import os
+import shutil
 import stat as stat_module
 import tempfile
 import uuid
@@ -90,8 +91,6 @@ class LocalStorage(Storage):
             try:
                 os.link(local_path, tmp)
             except OSError:
-                import shutil
-
                 shutil.copyfile(local_path, tmp)
             os.replace(tmp, path)
         finally:
@@ -99,8 +98,6 @@ class LocalStorage(Storage):
                 os.unlink(tmp)
 
     def download_file(self, key: str, local_path: str) -> None:
-        import shutil
-
         src = self._path(key)
         if not os.path.isfile(src):
             raise FileNotFoundInStorageError(f"file not found: {self.full_uri(key)}")

@@ -13,31 +13,18 @@ so every retry decision is made here, the same way for both clouds:
 The backends turn the final SDK exception into a `StorageError` / `FileNotFoundInStorageError`
 that names the URI; conditional-write conflicts never get here (they are answers, not errors).
 
-Also here, shared by both backends: `redact_uri` and `Redactor`, which keep credentials out of
-URIs, messages and logs, and `protect_secrets`, which keeps them out of the SDKs' debug logs;
-`check_prefix` for listing prefixes; `download_in_chunks`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import random
-import re
-import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypeVar
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from typing import Any, Callable, Mapping, TypeVar
 
-from indextables_spark.errors import InvalidOptionError, StorageError
-from indextables_spark.core.storage.base import check_key
+from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.registry import registered_default
-
-if TYPE_CHECKING:
-    from indextables_spark.core.storage.base import Storage
 
 T = TypeVar("T")
 
@@ -94,7 +81,7 @@ def error_code(exc: BaseException) -> str | None:
 def _transient_exception_types() -> tuple[type[BaseException], ...]:
     types: list[type[BaseException]] = [ConnectionError, TimeoutError]
     try:
-        from botocore import exceptions as be
+        from botocore import exceptions as be  # lazy: SDK loaded on first failure
 
         types += [
             be.ConnectionError,  # EndpointConnectionError, ConnectionClosedError, timeouts, proxy
@@ -105,13 +92,13 @@ def _transient_exception_types() -> tuple[type[BaseException], ...]:
     except ImportError:  # pragma: no cover - boto3 is a dependency
         pass
     try:
-        from urllib3 import exceptions as ue
+        from urllib3 import exceptions as ue  # lazy: SDK loaded on first failure
 
         types += [ue.ProtocolError, ue.TimeoutError, ue.NewConnectionError]
     except ImportError:  # pragma: no cover
         pass
     try:
-        from azure.core import exceptions as ae
+        from azure.core import exceptions as ae  # lazy: SDK loaded on first failure
 
         types += [ae.ServiceRequestError, ae.ServiceResponseError, ae.IncompleteReadError]
     except ImportError:  # pragma: no cover - azure-storage-blob is a dependency
@@ -217,163 +204,3 @@ def describe_exception(exc: BaseException) -> str:
     if code:
         parts.append(code)
     return " ".join(parts)
-
-
-# --- secrets ---------------------------------------------------------------------------------
-
-_SECRET_QUERY = re.compile(
-    r"(?i)((?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|"
-    r"accountkey|sharedaccesssignature|token|secret)=)[^&;\s'\"]+"
-)
-
-
-def redact_uri(uri: str) -> str:
-    """The URI without credentials: user:password@ → user@ (an S3 'key:secret@bucket' loses both
-    parts), and query strings (SAS tokens) dropped."""
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return _SECRET_QUERY.sub(r"\1***", uri)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            netloc = "***@" + host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-class Redactor:
-    """Replaces known secret values (and signature-like query parameters) in text with ***.
-
-    Each secret is also matched URL-encoded and URL-decoded (SAS tokens and keys with '/', '+' or
-    '=' show up either way in URLs)."""
-
-    def __init__(self, secrets: Iterable[str | None] = ()):
-        forms: set[str] = set()
-        for s in secrets:
-            if s and len(s) >= 4:
-                forms.update((s, unquote(s), quote(s, safe="")))
-        # Longest first, so a secret containing another is replaced whole; ignore trivial values.
-        self._secrets = sorted((f for f in forms if len(f) >= 4), key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for s in self._secrets:
-            if s in text:
-                text = text.replace(s, "***")
-        return _SECRET_QUERY.sub(r"\1***", text)
-
-
-# Loggers of the libraries under the storage backends. At DEBUG they log what they send: botocore
-# the request headers (X-Amz-Security-Token, the access key id in Authorization) and the canonical
-# request, urllib3 the request URLs (Azure SAS signatures in the query string).
-SDK_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "requests", "azure")
-_protected: set[str] = set()
-_log_redactor = Redactor()
-_protect_lock = threading.Lock()
-_factory_installed = False
-
-
-def protect_secrets(secrets: Iterable[str | None]) -> None:
-    """Keep these credential values out of the log records of the SDK loggers (SDK_LOGGERS).
-
-    Called by the S3 and Azure backends with the credentials they are given. Installs (once per
-    process) a log record factory that wraps the current one: records of those loggers have their
-    message formatted and every known secret replaced by ***. Records are only built for enabled
-    levels, so nothing is paid unless the SDKs' debug logging is on."""
-    global _log_redactor, _factory_installed
-    new = {s for s in secrets if s and len(s) >= 4}
-    if new <= _protected and _factory_installed:
-        return
-    with _protect_lock:
-        _protected.update(new)
-        _log_redactor = Redactor(_protected)
-        if not _factory_installed:
-            previous = logging.getLogRecordFactory()
-
-            def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
-                record = previous(*args, **kwargs)
-                if record.name.startswith(SDK_LOGGERS):
-                    _scrub(record)
-                return record
-
-            logging.setLogRecordFactory(factory)
-            _factory_installed = True
-
-
-def _scrub(record: logging.LogRecord) -> None:
-    try:
-        message = record.getMessage()
-    except Exception:  # a malformed record: logging reports it when it is emitted
-        return
-    clean = _log_redactor(message)
-    if clean != message:
-        record.msg, record.args = clean, None
-
-
-# --- shared helpers --------------------------------------------------------------------------
-
-
-def check_prefix(prefix: str) -> str:
-    """A listing prefix relative to the root ('' = everything); refuses prefixes that escape it."""
-    if not prefix:
-        return ""
-    norm = check_key(prefix)  # raises PathEscapeError for absolute or escaping prefixes
-    return norm + "/" if prefix.endswith("/") else norm
-
-
-def download_in_chunks(storage: "Storage", key: str, size: int, local_path: str, chunk: int) -> None:
-    """Write an object to local_path through ranged reads (each retried on its own), atomically."""
-    directory = os.path.dirname(os.path.abspath(local_path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".download-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if size <= chunk:
-                f.write(storage.read(key))
-            else:
-                for off in range(0, size, chunk):
-                    data = storage.read_range(key, off, min(size, off + chunk))
-                    if len(data) != min(chunk, size - off):
-                        raise StorageError(f"cannot download {storage.full_uri(key)}: it changed during the download")
-                    f.write(data)
-        os.replace(tmp, local_path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def upload_in_parts(
-    size: int, part_size: int, concurrency: int, chunk: Callable[[int, int], bytes], send: Callable[[int, bytes], T]
-) -> list[T]:
-    """send(i, chunk(offset, length)) for each part_size piece of `size` bytes (part i starts at
-    i * part_size), `concurrency` pieces at a time, each send retrying on its own; the results in
-    part order. S3 multipart parts and Azure staged blocks both go through here."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    n = -(-size // part_size)
-
-    def one(i: int) -> T:
-        offset = i * part_size
-        return send(i, chunk(offset, min(part_size, size - offset)))
-
-    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, n))) as pool:
-        return list(pool.map(one, range(n)))
-
-
-@contextmanager
-def file_chunks(local_path: str, target: str) -> Iterator[Callable[[int, int], bytes]]:
-    """chunk(offset, length) reading a local file being uploaded to `target` (positional reads: safe
-    from several threads); a short read means the file changed during the upload."""
-    fd = os.open(local_path, os.O_RDONLY)
-    try:
-
-        def chunk(offset: int, length: int) -> bytes:
-            data = os.pread(fd, length, offset)
-            if len(data) != length:
-                raise StorageError(f"cannot upload {local_path} to {target}: file changed while uploading")
-            return data
-
-        yield chunk
-    finally:
-        os.close(fd)

@@ -27,50 +27,26 @@ from __future__ import annotations
 import builtins
 import hashlib
 import logging
-import os
-import threading
 from contextlib import closing
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from indextables_spark.errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
+from indextables_spark.errors import InvalidOptionError, StorageError
 from indextables_spark.util.lru import LruCache
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage.base import FileInfo, Storage, check_key
-from indextables_spark.core.storage.credentials import AwsAuth
-from indextables_spark.core.storage.retry import (
-    RetryPolicy,
-    Redactor,
-    check_prefix,
-    describe_exception,
-    download_in_chunks,
-    error_code,
-    file_chunks,
-    http_status,
-    protect_secrets,
-    redact_uri,
-    upload_in_parts,
-)
+from indextables_spark.core.storage.aws_auth import AwsAuth
+from indextables_spark.core.storage.object_store import ObjectEntry, ObjectStorage, upload_in_parts
+from indextables_spark.core.storage.redaction import Redactor, protect_secrets, redact_uri
+from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code, http_status
 
 log = logging.getLogger("indextables_spark.core.storage.s3")
 
 MIN_PART_SIZE = 5 << 20
-DELETE_BATCH = 1000
-DOWNLOAD_CHUNK = 16 << 20
 
 EventHandler = tuple[str, Callable[..., Any]]
-T = TypeVar("T")
 
 
-class _TransientDeleteError(StorageError):
-    """Some keys of a batch delete failed with a retryable per-key error (retried by RetryPolicy)."""
-
-    def __init__(self, message: str, status: int = 503):
-        super().__init__(message)
-        self.status_code = status
-
-
-class S3Storage(Storage):
+class S3Storage(ObjectStorage):
     """Storage rooted at `s3://bucket/prefix`.
 
     S3Storage(uri, options=None, *, event_handlers=(), retry_policy=None)
@@ -79,6 +55,9 @@ class S3Storage(Storage):
     the client (e.g. `("before-send.s3", handler)` to inject faults in tests). `retry_policy`
     overrides the one built from the options.
     """
+
+    service = "S3"
+    delete_batch = 1000
 
     def __init__(
         self,
@@ -89,10 +68,9 @@ class S3Storage(Storage):
         retry_policy: RetryPolicy | None = None,
     ):
         opts = options if isinstance(options, Options) else Options.of(options)
-        self._options = opts
         self._event_handlers = tuple(event_handlers)
         self.uri, self.bucket, self.root = _parse_s3_uri(uri)
-        self._retry = retry_policy or RetryPolicy.from_options(opts)
+        self._configure(opts, retry_policy, "s3", 1000)
         endpoint = (opts.get_str("s3.endpoint") or "").strip() or None
         if endpoint and "://" not in endpoint:
             endpoint = "https://" + endpoint
@@ -121,45 +99,20 @@ class S3Storage(Storage):
                 f"option 'spark.indextables.s3.multipartPartSize' must be at least 5M (S3's minimum part size), "
                 f"got {self.part_size} bytes"
             )
-        self.upload_concurrency = max(1, opts.get_int("s3.uploadConcurrency"))
-        self.max_connections = max(1, opts.get_int("s3.maxConnections"))
-        self.list_page_size = opts.get_int("s3.listPageSize")
-        if not 1 <= self.list_page_size <= 1000:
-            raise InvalidOptionError(
-                f"option 'spark.indextables.s3.listPageSize' must be between 1 and 1000, got {self.list_page_size}"
-            )
-        self.connect_timeout_s = opts.get_int("storage.connectTimeoutMs") / 1000.0
-        self.read_timeout_s = opts.get_int("storage.readTimeoutMs") / 1000.0
-        self._client: Any = None
-        self._lock = threading.Lock()
+        self.single_put_max = self.multipart_threshold - 1
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def __repr__(self) -> str:
-        return f"S3Storage({self.uri!r})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_client"] = None
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
     @property
     def client(self) -> Any:
-        """The boto3 S3 client (created on first use; thread-safe).
+        """The boto3 S3 client (created on first use; thread-safe)."""
+        return self._connection()
 
-        Clients are shared per process between storages with the same settings (see
+    def _new_client(self) -> Any:
+        """Clients are shared per process between storages with the same settings (see
         `_shared_client`): building one costs 0.1–0.5 s, and every IndexTable, every Spark task and
         every split read opens a storage. Storages with event handlers get a client of their own."""
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    self._client = self.make_client() if self._event_handlers else _shared_client(self)
-        return self._client
+        return self.make_client() if self._event_handlers else _shared_client(self)
 
     def client_settings(self) -> tuple[Any, ...]:
         """Everything a client is built from (the cache key of `_shared_client`)."""
@@ -175,7 +128,7 @@ class S3Storage(Storage):
 
     def make_client(self) -> Any:
         """A new boto3 S3 client for this storage's settings (uncached; see `client`)."""
-        from botocore.config import Config
+        from botocore.config import Config  # lazy: SDK loaded on first use
 
         session = self._auth.boto3_session(self._options, self.region)
         region = self.region or session.region_name or ("us-east-1" if self.endpoint else None)
@@ -204,219 +157,94 @@ class S3Storage(Storage):
         )
         return client
 
-    def _object_key(self, key: str) -> str:
-        k = check_key(key)
-        return f"{self.root}/{k}" if self.root else k
+    def _container_gone(self, e: Exception) -> str | None:
+        if error_code(e) == "NoSuchBucket":
+            return f"bucket {self.bucket!r} does not exist ({describe_exception(e)})"
+        return None
 
-    def _root_prefix(self) -> str:
-        return self.root + "/" if self.root else ""
+    # -- the SDK primitives (see ObjectStorage) --------------------------------------------------
 
-    def _uri_of(self, key: str) -> str:
-        return self.full_uri(key)
+    def _get(self, name: str, start: int | None = None, end: int | None = None) -> bytes:
+        from botocore.exceptions import ClientError  # lazy: SDK loaded on first use
 
-    def _run(self, op: str, key: str, fn: Callable[[int], T], *, missing_ok: bool = False) -> T:
-        """Run fn with retries; turn its final failure into an IndexTablesError naming the URI."""
+        ranged = {} if start is None or end is None else {"Range": f"bytes={start}-{end - 1}"}
         try:
-            return self._retry.run(fn, f"S3 {op} {self._uri_of(key)}")
-        except IndexTablesError:
+            resp = self.client.get_object(Bucket=self.bucket, Key=name, **ranged)
+        except ClientError as e:
+            if ranged and http_status(e) == 416:  # start at or past the end: nothing to read (as a file)
+                return b""
             raise
-        except Exception as e:
-            raise self._translate(e, op, key) from e
-
-    def _translate(self, e: Exception, op: str, key: str) -> IndexTablesError:
-        where = self._uri_of(key)
-        status = http_status(e)
-        code = error_code(e)
-        attempts = getattr(e, "indextables_attempts", 1)
-        after = f" after {attempts} attempts" if attempts > 1 else ""
-        detail = self._redact(str(e).splitlines()[0] if str(e) else type(e).__name__)
-        if code == "NoSuchBucket":
-            return (FileNotFoundInStorageError if op in ("read", "read_range") else StorageError)(
-                f"cannot {op} {where}: bucket {self.bucket!r} does not exist ({describe_exception(e)})"
-            )
-        if status == 404 or code in ("NoSuchKey", "NotFound", "404"):
-            return FileNotFoundInStorageError(f"file not found: {where}")
-        return StorageError(f"cannot {op} {where}: {describe_exception(e)}{after}: {detail}")
-
-    # -- Storage -------------------------------------------------------------------------------
-
-    def read(self, key: str) -> bytes:
-        okey = self._object_key(key)
-
-        def op(attempt: int) -> bytes:
-            resp = self.client.get_object(Bucket=self.bucket, Key=okey)
-            with closing(resp["Body"]) as body:
-                data: bytes = body.read()
-                return data
-
-        return self._run("read", key, op)
-
-    def read_range(self, key: str, start: int, end: int) -> bytes:
-        okey = self._object_key(key)
-        if start < 0 or end < 0:
-            raise StorageError(f"invalid byte range [{start}, {end}) for {self._uri_of(key)}")
-        if end <= start:
-            if self.stat(key) is None:
-                raise FileNotFoundInStorageError(f"file not found: {self._uri_of(key)}")
-            return b""
-
-        def op(attempt: int) -> bytes:
-            from botocore.exceptions import ClientError
-
-            try:
-                resp = self.client.get_object(Bucket=self.bucket, Key=okey, Range=f"bytes={start}-{end - 1}")
-            except ClientError as e:
-                if http_status(e) == 416:  # start at or past the end: nothing to read (as a file)
-                    return b""
-                raise
-            with closing(resp["Body"]) as body:
-                data: bytes = body.read()
-                return data
-
-        return self._run("read_range", key, op)
+        with closing(resp["Body"]) as body:
+            data: bytes = body.read()
+            return data
 
     def put(self, key: str, data: bytes) -> None:
-        okey = self._object_key(key)
+        name = self._object_key(key)
         data = bytes(data)
+        self._run("write", key, lambda attempt: self.client.put_object(Bucket=self.bucket, Key=name, Body=data))
 
-        def op(attempt: int) -> None:
-            self.client.put_object(Bucket=self.bucket, Key=okey, Body=data)
+    def _create(self, name: str, data: bytes) -> bool:
+        from botocore.exceptions import ClientError  # lazy: SDK loaded on first use
 
-        self._run("write", key, op)
-
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        okey = self._object_key(key)
-        data = bytes(data)
-
-        def op(attempt: int) -> bool:
-            from botocore.exceptions import ClientError
-
-            try:
-                self.client.put_object(Bucket=self.bucket, Key=okey, Body=data, IfNoneMatch="*")
-                return True
-            except ClientError as e:
-                status, code = http_status(e), error_code(e)
-                if status == 412 or (status == 409 and code in ("ConditionalRequestConflict", "OperationAborted")):
-                    if attempt > 1:
-                        # An earlier attempt failed in a way that may have reached S3: the object
-                        # found now may be our own write whose answer was lost.
-                        return self.holds(key, data)
-                    return False
-                raise
-
-        return self._run("conditional write", key, op)
-
-    def list(self, prefix: str) -> list[FileInfo]:
-        rel = check_prefix(prefix)
-        root = self._root_prefix()
-        full = root + rel
-        out: list[FileInfo] = []
-        token: str | None = None
-        while True:
-            page_token = token
-
-            def op(attempt: int) -> dict[str, Any]:
-                kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full, "MaxKeys": self.list_page_size}
-                if page_token:
-                    kwargs["ContinuationToken"] = page_token
-                resp: dict[str, Any] = self.client.list_objects_v2(**kwargs)
-                return resp
-
-            resp = self._run("list", rel or ".", op)
-            for obj in resp.get("Contents", ()):
-                name = obj["Key"]
-                if not name.startswith(root) or name.endswith("/"):
-                    continue  # directory markers made by other tools
-                modified = obj.get("LastModified")
-                out.append(
-                    FileInfo(
-                        name[len(root) :], int(obj.get("Size", 0)), int(modified.timestamp() * 1000) if modified else 0
-                    )
-                )
-            if not resp.get("IsTruncated"):
-                break
-            token = resp.get("NextContinuationToken")
-            if not token:
-                raise StorageError(
-                    f"cannot list {self._uri_of(rel or '.')}: truncated listing without a continuation token"
-                )
-        out.sort(key=lambda f: f.key)
-        return out
-
-    def delete(self, keys: Iterable[str]) -> None:
-        wanted = [(k, self._object_key(k)) for k in keys]  # validate every key before deleting any
-        for i in range(0, len(wanted), DELETE_BATCH):
-            self._delete_batch(wanted[i : i + DELETE_BATCH])
-
-    def _delete_batch(self, batch: builtins.list[tuple[str, str]]) -> None:
-        pending = list(batch)
-        by_object = {okey: key for key, okey in batch}
-
-        def op(attempt: int) -> None:
-            nonlocal pending
-            resp = self.client.delete_objects(
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": okey} for _, okey in pending], "Quiet": True},
-            )
-            retry: list[tuple[str, str]] = []
-            for err in resp.get("Errors", ()):
-                code = err.get("Code", "")
-                okey = err.get("Key", "")
-                if code == "NoSuchKey":
-                    continue
-                key = by_object.get(okey, okey)
-                if code in ("SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout"):
-                    retry.append((key, okey))
-                    continue
-                raise StorageError(f"cannot delete {self._uri_of(key)}: {code}: {self._redact(err.get('Message', ''))}")
-            if retry:
-                pending = retry
-                raise _TransientDeleteError(
-                    f"cannot delete {self._uri_of(retry[0][0])} (and {len(retry) - 1} more): S3 answered a "
-                    f"retryable error for each of them"
-                )
-
-        self._run("delete", batch[0][0], op)
-
-    def stat(self, key: str) -> FileInfo | None:
-        okey = self._object_key(key)
-
-        def op(attempt: int) -> FileInfo | None:
-            from botocore.exceptions import ClientError
-
-            try:
-                resp = self.client.head_object(Bucket=self.bucket, Key=okey)
-            except ClientError as e:
-                if http_status(e) == 404:
-                    return None
-                raise
-            modified = resp.get("LastModified")
-            return FileInfo(
-                check_key(key), int(resp.get("ContentLength", 0)), int(modified.timestamp() * 1000) if modified else 0
-            )
-
-        return self._run("stat", key, op)
-
-    # -- large files ---------------------------------------------------------------------------
-
-    def upload_file(self, key: str, local_path: str) -> None:
-        okey = self._object_key(key)
         try:
-            size = os.path.getsize(local_path)
-        except OSError as e:
-            raise StorageError(f"cannot upload {local_path} to {self._uri_of(key)}: {e}") from e
-        if size < self.multipart_threshold:
-            with open(local_path, "rb") as f:
-                self.put(key, f.read())
-            return
-        self._multipart_upload(key, okey, local_path, size)
+            self.client.put_object(Bucket=self.bucket, Key=name, Body=data, IfNoneMatch="*")
+            return True
+        except ClientError as e:
+            status, code = http_status(e), error_code(e)
+            if status == 412 or (status == 409 and code in ("ConditionalRequestConflict", "OperationAborted")):
+                return False
+            raise
 
-    def _multipart_upload(self, key: str, okey: str, local_path: str, size: int) -> None:
+    def _head(self, name: str) -> ObjectEntry | None:
+        from botocore.exceptions import ClientError  # lazy: SDK loaded on first use
+
+        try:
+            resp = self.client.head_object(Bucket=self.bucket, Key=name)
+        except ClientError as e:
+            if http_status(e) == 404:
+                return None
+            raise
+        return name, int(resp.get("ContentLength", 0)), resp.get("LastModified")
+
+    def _list_page(self, prefix: str, token: str | None) -> tuple[builtins.list[ObjectEntry], str | None]:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": self.list_page_size}
+        if token:
+            kwargs["ContinuationToken"] = token
+        resp = self.client.list_objects_v2(**kwargs)
+        entries = [(o["Key"], int(o.get("Size", 0)), o.get("LastModified")) for o in resp.get("Contents", ())]
+        if not resp.get("IsTruncated"):
+            return entries, None
+        following: str | None = resp.get("NextContinuationToken")
+        if not following:
+            where = self.full_uri(prefix[len(self._root_prefix()) :] or ".")
+            raise StorageError(f"cannot list {where}: truncated listing without a continuation token")
+        return entries, following
+
+    def _delete_some(self, batch: builtins.list[tuple[str, str]]) -> tuple[builtins.list[tuple[str, str]], str, int]:
+        by_object = {name: key for key, name in batch}
+        resp = self.client.delete_objects(
+            Bucket=self.bucket, Delete={"Objects": [{"Key": name} for _, name in batch], "Quiet": True}
+        )
+        retry: list[tuple[str, str]] = []
+        for err in resp.get("Errors", ()):
+            code = err.get("Code", "")
+            name = err.get("Key", "")
+            if code == "NoSuchKey":
+                continue
+            key = by_object.get(name, name)
+            if code in ("SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout"):
+                retry.append((key, name))
+                continue
+            raise StorageError(f"cannot delete {self.full_uri(key)}: {code}: {self._redact(err.get('Message', ''))}")
+        return retry, "S3 answered a retryable error", 503
+
+    def _upload_parts(self, key: str, name: str, size: int, chunk: Callable[[int, int], bytes]) -> None:
+        """A multipart upload, aborted when it fails."""
         part_size = max(self.part_size, -(-size // 10_000))  # S3 allows at most 10,000 parts
         upload_id = self._run(
             "start multipart upload of",
             key,
-            lambda attempt: self.client.create_multipart_upload(Bucket=self.bucket, Key=okey)["UploadId"],
+            lambda attempt: self.client.create_multipart_upload(Bucket=self.bucket, Key=name)["UploadId"],
         )
         try:
 
@@ -425,34 +253,33 @@ class S3Storage(Storage):
                     f"upload part {i + 1} of",
                     key,
                     lambda attempt: self.client.upload_part(
-                        Bucket=self.bucket, Key=okey, UploadId=upload_id, PartNumber=i + 1, Body=body
+                        Bucket=self.bucket, Key=name, UploadId=upload_id, PartNumber=i + 1, Body=body
                     ),
                 )
                 return {"PartNumber": i + 1, "ETag": resp["ETag"]}
 
-            with file_chunks(local_path, self._uri_of(key)) as chunk:
-                parts = upload_in_parts(size, part_size, self.upload_concurrency, chunk, send)
+            parts = upload_in_parts(size, part_size, self.upload_concurrency, chunk, send)
 
             def complete(attempt: int) -> None:
-                from botocore.exceptions import ClientError
+                from botocore.exceptions import ClientError  # lazy: SDK loaded on first use
 
                 try:
                     self.client.complete_multipart_upload(
-                        Bucket=self.bucket, Key=okey, UploadId=upload_id, MultipartUpload={"Parts": parts}
+                        Bucket=self.bucket, Key=name, UploadId=upload_id, MultipartUpload={"Parts": parts}
                     )
                 except ClientError as e:
                     # The answer of an earlier attempt was lost but the upload was completed.
-                    if attempt > 1 and error_code(e) == "NoSuchUpload" and self._is_completed(okey, parts, size):
+                    if attempt > 1 and error_code(e) == "NoSuchUpload" and self._is_completed(name, parts, size):
                         return
                     raise
 
             self._run("complete multipart upload of", key, complete)
         except BaseException as e:
-            self._abort_upload(key, okey, upload_id, e)
+            self._abort_upload(key, name, upload_id, e)
             raise
 
-    def _is_completed(self, okey: str, parts: builtins.list[dict[str, Any]], size: int) -> bool:
-        resp = self.client.head_object(Bucket=self.bucket, Key=okey)
+    def _is_completed(self, name: str, parts: builtins.list[dict[str, Any]], size: int) -> bool:
+        resp = self.client.head_object(Bucket=self.bucket, Key=name)
         if int(resp.get("ContentLength", -1)) != size:
             return False
         try:
@@ -462,22 +289,16 @@ class S3Storage(Storage):
         etag: str = resp.get("ETag", "").strip('"')
         return etag == f"{digest}-{len(parts)}"
 
-    def _abort_upload(self, key: str, okey: str, upload_id: str, cause: BaseException) -> None:
+    def _abort_upload(self, key: str, name: str, upload_id: str, cause: BaseException) -> None:
         try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=okey, UploadId=upload_id)
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=name, UploadId=upload_id)
         except Exception as e:  # the original failure is what the caller needs; keep this one in the log
             log.warning(
                 "could not abort the failed multipart upload of %s (%s); the upload failed with %s",
-                self._uri_of(key),
+                self.full_uri(key),
                 describe_exception(e),
                 describe_exception(cause),
             )
-
-    def download_file(self, key: str, local_path: str) -> None:
-        info = self.stat(key)
-        if info is None:
-            raise FileNotFoundInStorageError(f"file not found: {self._uri_of(key)}")
-        download_in_chunks(self, key, info.size, local_path, DOWNLOAD_CHUNK)
 
 
 _clients: LruCache[Any] = LruCache(16, per_process=True)
