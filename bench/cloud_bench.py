@@ -199,14 +199,14 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
     day = partition_value(3, NUM_PARTITIONS)
 
     def clear_cache():
-        from indextables_spark.core.split import reader as reader_module
+        from indextables_spark.core.split import open_splits
         from indextables_spark.core.split.cache import get_cache
 
         cache = get_cache(opts)
         for name in os.listdir(cache.root):
             path = os.path.join(cache.root, name)
             if not name.startswith("."):
-                reader_module.forget(path)
+                open_splits.forget(path)
                 shutil.rmtree(path)
 
     from indextables_spark.api.table import forget_logs
@@ -265,7 +265,7 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
     """The rare-term id query on tables of small splits, cold and warm, fetched three ways."""
     import pyarrow as pa
 
-    from indextables_spark.core.split import reader as reader_module
+    from indextables_spark.core.split import open_splits
     from indextables_spark.core.split.search import SearchPlan, search_table
     from indextables_spark.core.storage import open_storage
     from indextables_spark.core.storage.counting import CountingStorage
@@ -324,7 +324,7 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
             if os.path.isdir(root):
                 for name in os.listdir(root):
                     if not name.startswith("."):
-                        reader_module.forget(os.path.join(root, name))
+                        open_splits.forget(os.path.join(root, name))
                         shutil.rmtree(os.path.join(root, name))
             storage.reset()
 

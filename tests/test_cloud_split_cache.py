@@ -24,7 +24,7 @@ from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.cache import SplitCache, get_cache
-from indextables_spark.core.split import reader as reader_module
+from indextables_spark.core.split import open_splits
 from indextables_spark.core.split.reader import SplitReader
 from indextables_spark.core.storage import open_storage
 
@@ -146,7 +146,7 @@ def test_remote_split_cache(cloud_backend, tmp_path):
 
     # LRU eviction under cache.disk.maxSize: fetch 0, 1 (done), touch 0, fetch 2 → 1 is evicted.
     # (Directories with open handles are never evicted: drop this process's handles of split 0.)
-    reader_module.forget(paths[0])
+    open_splits.forget(paths[0])
     one = cache.usage_bytes() // 2
     small = get_cache({"cache.disk.path": cache_dir, "cache.disk.maxSize": str(int(one * 2.5))})
     small.grace_seconds = 0  # only recency decides here, not "recently handed out"

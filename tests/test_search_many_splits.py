@@ -15,6 +15,7 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.core.split import reader as reader_mod
+from indextables_spark.core.split import query_parsing
 from indextables_spark.core.split import search as search_mod
 from indextables_spark.core.split.cache import get_cache
 
@@ -147,7 +148,7 @@ def test_parsed_queries_are_shared_by_a_doc_mapping_only(tmp_path):
     assert ids(t.search("line:quasar", where="aaa = 'x1'", columns=["id"])) == sorted(
         r["id"] for r in second.to_pylist() if r["aaa"] == "x1" and "quasar" in r["line"].split()
     )
-    keys = {k for k in reader_mod._parsed if k[1] == "line:quasar"}
+    keys = {k for k in query_parsing._parsed.keys() if k[1] == "line:quasar"}
     assert len({k[0] for k in keys}) == 2
 
 

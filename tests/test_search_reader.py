@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import datasource as sds
 
 import indextables_spark as it
+from indextables_spark.config.options import Options
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.spark.datasource import IndexTablesDataSource
 from indextables_spark.spark.reader import load_options, read_options
@@ -141,11 +142,11 @@ def test_top_n_per_task_and_score_columns(table):
 def test_read_option_errors(table):
     path, _, opts = table
     with pytest.raises(InvalidOptionError, match="orderBy"):
-        read_options(it.options.Options.of({"query": "x", "orderBy": "views"}))
+        read_options(Options.of({"query": "x", "orderBy": "views"}))
     with pytest.raises(InvalidOptionError, match="needs option 'query'"):
-        read_options(it.options.Options.of({"orderBy": "_score"}))
+        read_options(Options.of({"orderBy": "_score"}))
     with pytest.raises(InvalidOptionError, match="limit"):
-        read_options(it.options.Options.of({"limit": "0"}))
+        read_options(Options.of({"limit": "0"}))
     with pytest.raises(InvalidOptionError, match="views"):
         IndexTablesDataSource({"path": path, "query": "body:x", "snippetFields": "views", **opts}).schema()
     with pytest.raises(InvalidOptionError, match="region"):  # partition columns are not in the splits

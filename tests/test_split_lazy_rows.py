@@ -164,12 +164,13 @@ def test_threads_and_a_second_process(table, tmp_path):
 def test_without_a_registered_source_the_error_says_so(table, tmp_path):
     from indextables_spark.core.split import lazy_rows
     from indextables_spark.core.split import reader as reader_module
+    from indextables_spark.core.split import open_splits
     from indextables_spark.core.split.cache import get_cache
 
     t = opened(table, str(tmp_path / "c"), "true")
     add = t.files()[0]
     local = get_cache(t.options).local_dir(t.storage, add)
-    reader_module.forget(local)
+    open_splits.forget(local)
     with lazy_rows._sources_lock:
         lazy_rows._sources.pop(os.path.abspath(local))
     with pytest.raises(SplitFormatError, match="fetched by ranges and no storage is registered"):

@@ -51,7 +51,7 @@ class FakeCatalog:
         return st.TableInfo(names, dict(TYPES), ["region"], SPECS)
 
     def check_query(self, source, query):
-        from indextables_spark.core.split.reader import check_query
+        from indextables_spark.core.split.query_parsing import check_query
 
         check_query(SPECS, query)
 

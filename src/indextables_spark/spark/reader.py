@@ -143,7 +143,7 @@ def check_table_query(
     against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
     any of them (what a read of those splits would hit), else only when invalid for all of them
     (a table whose newer splits gained a column may still be read by partitions that have it)."""
-    from indextables_spark.core.split.reader import check_query
+    from indextables_spark.core.split.query_parsing import check_query
     from indextables_spark.core.split.reference import specs_for_doc_mapping
 
     if files is None:  # the Arrow column: no AddFile objects built for a large table

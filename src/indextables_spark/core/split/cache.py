@@ -39,6 +39,7 @@ from indextables_spark.errors import SplitFormatError
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.core.split import reader as _reader
+from indextables_spark.core.split import open_splits
 from indextables_spark.core.split import sparse as _sparse
 from indextables_spark.core.split.bundle import (
     FOOTER_FILE,
@@ -159,7 +160,7 @@ class SplitCache:
             if self._inodes.get(final, ino) != ino:
                 # made anew by another process since this one opened it (possibly with other
                 # parts of the index files): drop the handles open on the old files
-                _reader.forget(final)
+                open_splits.forget(final)
                 self._partial.pop(final, None)
             self._inodes[final] = ino
             if partial:
@@ -177,7 +178,7 @@ class SplitCache:
         less than RECHECK_SECONDS ago, marked used now; else None (local_dir checks the disk).
         The open handles read the split even if another process evicted the directory since."""
         final = self._known.get((storage.uri, add_file.path, add_file.size))
-        if final is None or not _reader.is_open(final):
+        if final is None or not open_splits.is_open(final):
             return None
         answers = self._partial.get(final)  # partly fetched: only for the queries checked
         if answers is not None and query not in answers:
@@ -263,7 +264,7 @@ class SplitCache:
         removed = removed_bytes = kept = 0
         with self._lock:
             self._rescan()
-            in_use = _reader.dirs_being_read()
+            in_use = open_splits.dirs_being_read()
             for key in list(self._sizes):
                 path = os.path.join(self.root, key)
                 if path in in_use:
@@ -274,7 +275,7 @@ class SplitCache:
                     os.rename(path, trash)
                 except FileNotFoundError:
                     continue
-                _reader.forget(path)
+                open_splits.forget(path)
                 shutil.rmtree(trash, ignore_errors=True)
                 removed += 1
                 removed_bytes += self._sizes.pop(key, 0)
@@ -474,7 +475,7 @@ class SplitCache:
             if total <= self.max_bytes:
                 return
             now = time.time()
-            in_use = _reader.dirs_in_use() | {protect}
+            in_use = open_splits.dirs_in_use() | {protect}
             in_use |= {d for d, t in self._recent.items() if now - t < self.grace_seconds}
             candidates = []
             for key in self._sizes:
@@ -494,7 +495,7 @@ class SplitCache:
                 except FileNotFoundError:
                     pass  # another process evicted it first
                 else:
-                    _reader.forget(path)
+                    open_splits.forget(path)
                     shutil.rmtree(trash, ignore_errors=True)
                     self.evictions += 1
                 total -= self._sizes.pop(key, 0)

@@ -1,7 +1,7 @@
 """SplitReader: rows of one extracted split, narrowed by Tantivy, filtered exactly with Arrow.
 
 Path of a read with filters or a query:
-1. Tantivy query = parsed query text AND the narrowing query of the filters (filters.build_query).
+1. Tantivy query = parsed query text (query_parsing.py) AND the narrowing query of the filters (filters.build_query).
 2. Matching row ids come back sorted, as the sort key of `search(order_by_field="__row")`.
 3. Rows are taken from the IPC record batches holding them (`take` per batch).
 4. `arrow_mask` applies the filters exactly (the narrowing is only a superset).
@@ -11,395 +11,33 @@ With filters only and a narrowing that keeps most rows, a plain scan + mask is c
 from __future__ import annotations
 
 import bisect
-import functools
 import os
-import re
-import threading
 import weakref
-from collections import OrderedDict
-from dataclasses import dataclass, field as dataclass_field
-from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.errors import QueryParseError, SchemaMismatchError
-from indextables_spark.core.split import analyzers
+from indextables_spark.errors import SchemaMismatchError
 from indextables_spark.core.split._tantivy import tantivy_call
-from indextables_spark.core.split.bundle import LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
-from indextables_spark.expr.query_errors import (
-    TermRewriteError,
-    cjk_bigram_terms,
-    fuzzy_and_prefix_terms,
-    negations_as_prefix,
-)
 from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.expr.filters import arrow_mask, build_query, index_only_filters, index_only_query
-from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
-from indextables_spark.core.split.types import (
-    ROW_FIELD,
-    ColumnSpec,
-    index_only_columns,
-    with_fully_tokenized,
-    with_truncated_terms,
-)
+from indextables_spark.core.split.types import ROW_FIELD, index_only_columns
+
+from indextables_spark.core.split.open_splits import handles, register_reader, searcher_of, unregister_reader
+from indextables_spark.core.split.query_parsing import all_of, default_fields, parsed_query
 
 if TYPE_CHECKING:
     import tantivy
 
     from indextables_spark.core.log.delete_logs import SplitDeletes
 
+
 DEFAULT_BATCH_SIZE = 10_000
 SCORE_COLUMN = "_score"
 SCAN_FRACTION = 0.5  # narrowing keeps more than this share of rows → scan instead
 FEW_ROWS = 16  # rows of one record batch gathered by slicing rather than `take` (_gather_few)
-
-
-def _max_open_splits() -> int:
-    """Per-process cache of opened indexes and row stores, so that a table of hundreds of splits is
-    searched without reopening them per query: up to 1,024, within a quarter of the process's file
-    descriptor limit (each open row store keeps its memory-mapped file open)."""
-    try:
-        import resource
-
-        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (ImportError, OSError, ValueError):
-        return 256
-    if soft == resource.RLIM_INFINITY:
-        return 1024
-    return max(64, min(1024, soft // 4))
-
-
-MAX_OPEN_SPLITS = _max_open_splits()
-MAX_PROJECTIONS = 8  # per split: readers of column subsets (see _Handles.batch)
-
-
-class _RowStore(Protocol):
-    """A row store read batch by batch: lazy_rows.LazyRows, companion.CompanionRows."""
-
-    schema: pa.Schema
-    num_record_batches: int
-
-    def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch: ...
-
-
-@dataclass
-class _Handles:
-    """What opening a split costs once per process: the Tantivy index and the IPC reader."""
-
-    footer: SplitFooter
-    specs: list[ColumnSpec]
-    index: tantivy.Index
-    ipc: pa.ipc.RecordBatchFileReader
-    batch_starts: list[int]
-    source: Any = None  # the memory-mapped row store, shared by the readers
-    lazy: _RowStore | None = None  # lazy_rows.LazyRows when the row store is fetched by ranges
-    # what a query parses the same for (parsed queries are cached by it: _parsed): the doc mapping
-    # and the footer's term notes, from which the specs and the Tantivy schema are derived
-    mapping_key: tuple[str, tuple[str, ...], tuple[str, ...]] = ("", (), ())
-    searcher: Any = None  # the index's searcher, made on first use (a split never changes)
-    # field indices -> (reader of only those fields, its batches as read so far). The extracted
-    # row store is uncompressed (bundle.uncompress_rows), so a batch is a zero-copy view of the
-    # memory map: keeping it costs no memory, and reading it again costs no metadata decoding.
-    projected: dict[tuple[int, ...], tuple[Any, list[pa.RecordBatch | None]]] = dataclass_field(default_factory=dict)
-
-    def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
-        """Record batch i, only `columns` (in that order) when given. A reader of only some fields
-        touches only their buffers: the id column of a 65,536-row batch costs 0.014 ms, every
-        column 0.11 ms."""
-        if self.lazy is not None:
-            return self.lazy.batch(i, columns)
-        schema = self.ipc.schema
-        key = (
-            tuple(range(len(schema)))
-            if columns is None
-            else tuple(sorted({schema.get_field_index(c) for c in columns}))
-        )
-        entry = self.projected.get(key)
-        if entry is None:
-            reader = (
-                self.ipc
-                if len(key) == len(schema)
-                else pa.ipc.open_file(self.source, options=pa.ipc.IpcReadOptions(included_fields=list(key)))
-            )
-            if len(self.projected) >= MAX_PROJECTIONS:
-                self.projected.pop(next(iter(self.projected)), None)
-            entry = self.projected[key] = (reader, [None] * reader.num_record_batches)
-        batch = entry[1][i]
-        if batch is None:
-            batch = entry[1][i] = entry[0].get_batch(i)
-        return batch if columns is None or list(columns) == batch.schema.names else batch.select(list(columns))
-
-
-_handles: "OrderedDict[str, _Handles]" = OrderedDict()
-_handles_lock = threading.Lock()
-_live_readers: dict[str, int] = {}  # local_dir -> live SplitReader objects (for cache eviction)
-
-
-def _open_handles(local_dir: str) -> _Handles:
-    import tantivy
-
-    footer = load_extracted_footer(local_dir)
-    specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
-    specs = with_fully_tokenized(specs, footer.fully_tokenized)
-    from indextables_spark.errors import SplitFormatError
-    from indextables_spark.core.split.bundle import EXTRACTED_FROM
-
-    where = f"split {footer.raw.get(EXTRACTED_FROM) or local_dir}"
-    with tantivy_call(f"opening the Tantivy index of {where} (extracted in {local_dir})"):
-        index = tantivy.Index.open(local_dir)
-        analyzers.register(index, (f.index_tokenizer for s in specs for f in s.indexed_fields))
-    lazy: _RowStore | None = None
-    ipc: pa.ipc.RecordBatchFileReader | _RowStore
-    if footer.is_companion:
-        from indextables_spark.core.split.companion import companion_info, open_rows
-
-        info = companion_info(footer.raw, where)
-        if info is None:  # (the footer checks say a companion split has the section)
-            raise SplitFormatError(f"{where}: the companion split's footer has no companion section")
-        source = None
-        ipc = lazy = open_rows(local_dir, info, where)
-    elif footer.raw.get(LAZY_ROWS) and not os.path.exists(os.path.join(local_dir, ROWS_NAME)):
-        from indextables_spark.core.split.lazy_rows import LazyRows, source_for
-
-        row_source = source_for(local_dir)
-        if row_source is None:
-            raise SplitFormatError(
-                f"{where} (extracted in {local_dir}): the row store is fetched by ranges and no "
-                f"storage is registered for it (open the split through the split cache)"
-            )
-        source = None
-        ipc = lazy = LazyRows(local_dir, row_source, where)
-    else:
-        try:
-            source = pa.memory_map(os.path.join(local_dir, ROWS_NAME), "r")
-            ipc = pa.ipc.open_file(source)
-        except FileNotFoundError:
-            raise SplitFormatError(f"{where}: the row store {ROWS_NAME} is missing in {local_dir}") from None
-        except pa.ArrowException as e:
-            raise SplitFormatError(f"{where}: the row store {ROWS_NAME} is unreadable ({e})") from e
-    starts = [0]
-    for n in footer.batch_rows:
-        starts.append(starts[-1] + n)
-    if ipc.num_record_batches != len(footer.batch_rows):
-        raise SplitFormatError(
-            f"{where} (extracted in {local_dir}): {ROWS_NAME} has {ipc.num_record_batches} record "
-            f"batches, footer says {len(footer.batch_rows)}"
-        )
-    mapping_key = (footer.doc_mapping, tuple(footer.truncated_terms), tuple(footer.fully_tokenized))
-    return _Handles(footer, specs, index, ipc, starts, source, lazy=lazy, mapping_key=mapping_key)
-
-
-def default_fields(specs: Sequence[ColumnSpec]) -> list[str]:
-    """Fields searched by query terms without a field: tokenized text, else raw strings."""
-    text = [f.name for s in specs for f in s.indexed_fields if f.type == "text" and not f.exact]
-    return text or [f.name for s in specs for f in s.indexed_fields if f.exact]
-
-
-def parse_query(index: tantivy.Index, specs: Sequence[ColumnSpec], query: str) -> tantivy.Query:
-    """The Tantivy query of `query` on an index with these column specs; QueryParseError names
-    the query, the position of the fault and the searchable fields."""
-    fields = default_fields(specs)
-    try:
-        field_info = {f.name: (f.type, f.tokenizer) for s in specs for f in s.indexed_fields}
-        text, fuzzy = fuzzy_and_prefix_terms(
-            cjk_bigram_terms(negations_as_prefix(query), field_info, fields), field_info, fields
-        )
-    except TermRewriteError as e:
-        from indextables_spark.expr.query_errors import format_query_error
-
-        raise QueryParseError(
-            format_query_error(query, e.position, e.reason, e.reason), query=query, position=e.position, reason=e.reason
-        ) from None
-    with tantivy_call(f"parsing query {query!r}"):
-        try:
-            if text == query and not fuzzy:
-                return index.parse_query(text, fields)
-            return index.parse_query(text, fields, fuzzy_fields=fuzzy or None, allow_regexes="/" in text)
-        except ValueError as e:
-            from indextables_spark.expr.query_errors import format_query_error, locate_query_error
-
-            indexed = [f for s in specs for f in s.indexed_fields]
-            position, reason = locate_query_error(index, query, fields, e, {f.name: f.type for f in indexed})
-            unindexed = sorted(sp.name for sp in specs if not sp.indexed_fields and not sp.partition)
-            note = (
-                f"(searchable fields: {', '.join(sorted(f.name for f in indexed))}; "
-                f"default fields: {', '.join(fields) or 'none'}"
-                + (f"; not indexed: {', '.join(unindexed)}" if unindexed else "")
-                + ")"
-            )
-            raise QueryParseError(
-                format_query_error(query, position, reason, str(e), note),
-                query=query,
-                position=position,
-                reason=reason if position is not None else None,
-            ) from None
-
-
-MAX_PARSED = 256  # parsed queries kept (per doc mapping and query text)
-_parsed: "OrderedDict[tuple[Any, str], tantivy.Query]" = OrderedDict()
-
-
-def parsed_query(h: _Handles, query: str) -> tantivy.Query:
-    """parse_query on a split's index, cached per doc mapping and query text: every split of a
-    table written with one doc mapping has the same Tantivy schema (field ids) and tokenizers, so
-    the parsed query is the same object for all (a table of 27 splits parsed it 27 times per
-    search). Errors are not cached (they are raised again)."""
-    key = (h.mapping_key, query)
-    q = _parsed.get(key)
-    if q is None:
-        q = parse_query(h.index, h.specs, query)
-        with _handles_lock:
-            _parsed[key] = q
-            while len(_parsed) > MAX_PARSED:
-                _parsed.popitem(last=False)
-    return q
-
-
-def _searcher(h: _Handles, local_dir: str) -> Any:
-    """The split's searcher, made once (a split never changes)."""
-    if h.searcher is None:
-        with tantivy_call(f"opening a searcher on split {local_dir}"):
-            h.searcher = h.index.searcher()
-    return h.searcher
-
-
-# Query kinds whose count costs little next to reading their matches: term lookups and their
-# boolean combinations (a term missing from the split: ~1 us). Phrases, regexes (prefix and fuzzy
-# terms), ranges, scans and all-queries evaluate every candidate document: counting them before
-# the search would do that work twice (a phrase over two 500k-row splits: 60 -> 100 ms).
-COUNTED_KINDS = frozenset(
-    {"TermQuery", "TermSetQuery", "BooleanQuery", "BoostQuery", "ConstScoreQuery", "DisjunctionMaxQuery", "EmptyQuery"}
-)
-_QUERY_KIND = re.compile(r"\b([A-Z][A-Za-z]*Query)\b")
-_countable: dict[tuple[Any, str], bool] = {}
-
-
-def query_hits(local_dir: str, query: str) -> int | None:
-    """Documents of an extracted split matching the query text (parsed as SplitReader does; rows
-    deleted by delete logs included), or None when counting it is not cheap (COUNTED_KINDS): a
-    split with none is not opened further. Costs a dict lookup, the parse cache and Tantivy's
-    count (a term missing from the term dictionary: ~1 us)."""
-    h = handles(local_dir)
-    searcher = _searcher(h, local_dir)
-    if searcher.num_docs == 0:  # search(limit=0) panics
-        return 0
-    q = parsed_query(h, query)
-    key = (h.mapping_key, query)
-    countable = _countable.get(key)
-    if countable is None:
-        countable = set(_QUERY_KIND.findall(repr(q))) <= COUNTED_KINDS
-        if len(_countable) >= MAX_PARSED:
-            _countable.clear()
-        _countable[key] = countable
-    if not countable:
-        return None
-    try:
-        return int(searcher.search(q, 1, count=True).count)
-    except BaseException:  # converted as tantivy_call does (entered only on failure: it costs ~2 us)
-        with tantivy_call(f"searching split {local_dir}"):
-            raise
-
-
-def query_for_specs(specs: Sequence[ColumnSpec], query: str) -> tantivy.Query:
-    """The Tantivy query of `query` for splits indexed with these specs, without opening a split
-    (QueryParseError when invalid)."""
-    from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs
-
-    specs = list(specs)
-    return parse_query(_empty_index(doc_mapping_from_specs(specs)), specs, query)
-
-
-def check_query(specs: Sequence[ColumnSpec], query: str) -> None:
-    """Raise QueryParseError if `query` is invalid for splits indexed with these specs, without
-    opening any split: lets the driver refuse a bad query before a task runs."""
-    query_for_specs(specs, query)
-
-
-@functools.lru_cache(maxsize=32)
-def _empty_index(doc_mapping: str) -> tantivy.Index:
-    """An in-memory index with the Tantivy schema of a doc mapping (parsing needs only the schema)."""
-    import tantivy
-
-    from indextables_spark.core.split.doc_mapping import tantivy_schema
-
-    specs = specs_from_doc_mapping(doc_mapping)
-    index = tantivy.Index(tantivy_schema(specs))
-    analyzers.register(index, (f.index_tokenizer for s in specs for f in s.indexed_fields))
-    return index
-
-
-def _cached_handles(key: str) -> _Handles | None:
-    with _handles_lock:
-        h = _handles.get(key)
-        if h is not None:
-            _handles.move_to_end(key)
-        return h
-
-
-def handles(local_dir: str) -> _Handles:
-    # the split cache's directories are absolute already: no abspath per split
-    h = _cached_handles(local_dir)
-    if h is not None:
-        return h
-    key = os.path.abspath(local_dir)
-    h = _cached_handles(key) if key != local_dir else None
-    if h is not None:
-        return h
-    h = _open_handles(key)
-    with _handles_lock:
-        h = _handles.setdefault(key, h)
-        _handles.move_to_end(key)
-        while len(_handles) > MAX_OPEN_SPLITS:
-            _handles.popitem(last=False)
-    return h
-
-
-def _all_of(*queries: Any) -> Any:
-    """The conjunction of the queries that are not None (None when none is)."""
-    import tantivy
-
-    parts = [q for q in queries if q is not None]
-    if len(parts) < 2:
-        return parts[0] if parts else None
-    return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in parts])
-
-
-def is_open(local_dir: str) -> bool:
-    """Whether this process has the split's handles cached (local_dir: an absolute path)."""
-    return local_dir in _handles
-
-
-def forget(local_dir: str) -> None:
-    """Drop the cached handles of a directory (before it is deleted)."""
-    with _handles_lock:
-        _handles.pop(os.path.abspath(local_dir), None)
-
-
-def dirs_being_read() -> set[str]:
-    """Directories a live SplitReader reads now (cached handles alone do not count)."""
-    with _handles_lock:
-        return {d for d, n in _live_readers.items() if n > 0}
-
-
-def dirs_in_use() -> set[str]:
-    with _handles_lock:
-        return set(_handles) | {d for d, n in _live_readers.items() if n > 0}
-
-
-def _register(local_dir: str) -> None:
-    with _handles_lock:
-        _live_readers[local_dir] = _live_readers.get(local_dir, 0) + 1
-
-
-def _unregister(local_dir: str) -> None:
-    with _handles_lock:
-        n = _live_readers.get(local_dir, 0) - 1
-        if n <= 0:
-            _live_readers.pop(local_dir, None)
-        else:
-            _live_readers[local_dir] = n
 
 
 def _rechunk(batches: Iterator[pa.RecordBatch], batch_size: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -440,7 +78,8 @@ def _gather_few(batch: pa.RecordBatch, rows: list[int], start: int) -> pa.Record
 
 
 class SplitReader:
-    """Reads one extracted split directory (see cache.SplitCache.local_dir)."""
+    """Reads one extracted split directory (see cache.SplitCache.local_dir), opened once per process
+    (open_splits.py)."""
 
     def __init__(self, local_dir: str):
         self.local_dir = os.path.abspath(local_dir)
@@ -459,8 +98,8 @@ class SplitReader:
         # (parsed query, its matches) when the caller counted them already (search.SearchPlan):
         # matching_rows then skips its own count of that query
         self.hits_hint: tuple[Any, int] | None = None
-        _register(self.local_dir)
-        weakref.finalize(self, _unregister, self.local_dir)
+        register_reader(self.local_dir)
+        weakref.finalize(self, unregister_reader, self.local_dir)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -486,10 +125,10 @@ class SplitReader:
         forced, filters = self._row_filters(filters)
         narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
         user = self.parse_query(query) if query is not None else None
-        return filters, (_all_of(user, narrow, forced), exact, user is not None or forced is not None)
+        return filters, (all_of(user, narrow, forced), exact, user is not None or forced is not None)
 
     def searcher(self) -> Any:  # a tantivy.Searcher (Any: tantivy's stubs lack SearchResult.count)
-        return _searcher(self._handles, self.local_dir)
+        return searcher_of(self._handles, self.local_dir)
 
     def matching_rows(self, plan: tuple[tantivy.Query | None, bool, bool]) -> list[int] | None:
         """Sorted row ids that may match, or None to scan every row."""
@@ -709,7 +348,7 @@ class SplitReader:
         forced, filters = self._row_filters(filters)
         narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
         # the index's exact answer on index-only columns joins the narrowing (no score either)
-        narrow = _all_of(narrow, forced)
+        narrow = all_of(narrow, forced)
         q = (
             user
             if narrow is None

@@ -237,7 +237,7 @@ class SearchPlan:
         not count again) and for map_chunks."""
         if self.query is None or self.narrowing:
             return list(files)
-        from indextables_spark.core.split.reader import query_hits
+        from indextables_spark.core.split.query_parsing import query_hits
 
         kept = []
         for f in files:
@@ -259,7 +259,7 @@ class SearchPlan:
         """QueryParseError for a query one of the splits read cannot parse (as the Spark reader)."""
         if self.query is None:
             return
-        from indextables_spark.core.split.reader import check_query
+        from indextables_spark.core.split.query_parsing import check_query
         from indextables_spark.core.split.reference import specs_for_doc_mapping
 
         refs = sorted({f.doc_mapping_ref for f in files if f.doc_mapping_ref})
@@ -461,7 +461,7 @@ def index_translation(
     re-check, those only the rows decide — every filter not in `pushed` among them — and the repr of
     the Tantivy query the splits run: the query AND the narrowing). Used by both explains."""
     from indextables_spark.expr.filters import build_query
-    from indextables_spark.core.split.reader import query_for_specs
+    from indextables_spark.core.split.query_parsing import query_for_specs
     from indextables_spark.core.split.doc_mapping import tantivy_schema
 
     stored = [s for s in specs if not s.partition]

@@ -112,7 +112,7 @@ def _field_names(specs: Sequence[Any]) -> list[str]:
 def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str) -> Needs | None:
     """The sections `query` reads on this split (whose Tantivy schema has `schema_fields`, in field
     id order), or None when that cannot be told for sure."""
-    from indextables_spark.core.split.reader import query_for_specs
+    from indextables_spark.core.split.query_parsing import query_for_specs
     from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
     from indextables_spark.core.split.types import with_fully_tokenized, with_truncated_terms
 
