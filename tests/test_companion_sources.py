@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from indextables_spark.ops import companion_sources as cs
+from indextables_spark.ops.companion_sources import delta as cs_delta, iceberg as cs_iceberg, parquet as cs_parquet
+from indextables_spark.config.options import Options
 from indextables_spark.ops.companion_sources import (
     SourceSnapshot,
     fileio_properties_for_iceberg,
@@ -499,7 +500,7 @@ def test_parquet_hive_directory(tmp_path):
 
 
 def test_parquet_partition_type_inference():
-    infer = cs._infer_partition_type
+    infer = cs_parquet._infer_partition_type
     assert infer(["1", "-7", None]) == pa.int32()
     assert infer(["1", str(1 << 40)]) == pa.int64()
     assert infer(["2024-01-01", None, "2023-12-31"]) == pa.date32()
@@ -636,11 +637,11 @@ def test_credentials_for_azure():
     }
     # delta-rs knows no wasbs://; pyiceberg no az://
     assert (
-        cs._deltalake_uri("wasbs://c@acct.blob.core.windows.net/x/t", cs.Options.of({}))
+        cs_delta.deltalake_uri("wasbs://c@acct.blob.core.windows.net/x/t", Options.of({}))
         == "abfss://c@acct.dfs.core.windows.net/x/t"
     )
     assert (
-        cs._iceberg_uri("az://c/x/m.metadata.json", cs.Options.of({"azure.accountName": "acct"}))
+        cs_iceberg.iceberg_uri("az://c/x/m.metadata.json", Options.of({"azure.accountName": "acct"}))
         == "abfss://c@acct.dfs.core.windows.net/x/m.metadata.json"
     )
 

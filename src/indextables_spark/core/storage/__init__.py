@@ -7,7 +7,7 @@ from urllib.parse import unquote, urlparse
 
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage.base import FileInfo, Storage, check_key
+from indextables_spark.core.storage.base import AZURE_SCHEMES, S3_SCHEMES, FileInfo, Storage, check_key
 from indextables_spark.core.storage.local import LocalStorage
 from indextables_spark.core.storage.redaction import redact_uri
 
@@ -38,11 +38,11 @@ def _open(uri: str, opts: Options) -> Storage:
     if scheme in ("", "file") or (len(scheme) == 1 and uri[1:3] in (":\\", ":/")):
         path = unquote(parsed.path) if scheme == "file" else uri
         return LocalStorage(path, uri)
-    if scheme in ("s3", "s3a", "s3n"):
+    if scheme in S3_SCHEMES:
         from indextables_spark.core.storage.s3 import S3Storage  # lazy: local tables never load the cloud SDKs' glue
 
         return S3Storage(uri, opts)
-    if scheme in ("abfss", "abfs", "wasbs", "wasb", "az", "azure"):
+    if scheme in AZURE_SCHEMES:
         from indextables_spark.core.storage.azure import AzureStorage  # lazy: as above
 
         return AzureStorage(uri, opts)

@@ -45,6 +45,7 @@ from indextables_spark.core.storage.azure_auth import (
     parse_connection_string,
     pick_credential,
 )
+from indextables_spark.core.storage.base import AZURE_SCHEMES
 from indextables_spark.core.storage.credentials import AzureToken
 from indextables_spark.core.storage.object_store import ObjectEntry, ObjectStorage, upload_in_parts
 from indextables_spark.core.storage.redaction import Redactor, protect_secrets, redact_uri
@@ -290,6 +291,20 @@ class AzureStorage(ObjectStorage):
 # -- parsing and credentials ---------------------------------------------------------------------
 
 
+def azure_uri_parts(uri: str) -> tuple[str, str | None, str | None, str]:
+    """(container, account, endpoint suffix, path) of an Azure URI as written, unchecked: the
+    account and the suffix (core.windows.net, ...) are None when the URI does not name them."""
+    parts = urlsplit(uri)
+    container, account, suffix = parts.netloc, None, None
+    if "@" in container:
+        container, host = container.split("@", 1)
+        labels = host.split(":", 1)[0].split(".")
+        account = labels[0] or None
+        if len(labels) > 2 and labels[1] in ("dfs", "blob"):
+            suffix = ".".join(labels[2:])
+    return container, account, suffix, parts.path
+
+
 def _parse_azure_uri(uri: str) -> tuple[str, str, str | None, str, str | None]:
     """(uri without credentials, container, account or None, root prefix, endpoint suffix or None)."""
     parts = urlsplit(uri)
@@ -299,39 +314,22 @@ def _parse_azure_uri(uri: str) -> tuple[str, str, str | None, str, str | None]:
             f"Azure table path {redact_uri(uri)!r}: credentials or query strings (SAS tokens) in the path are not "
             "accepted; use the azure.sasToken / azure.accountKey options"
         )
-    root = unquote(parts.path).strip("/")
+    container, account, suffix, path = azure_uri_parts(uri)
+    root = unquote(path).strip("/")
     if root and any(seg in ("", ".", "..") for seg in root.split("/")):
         raise InvalidOptionError(f"Azure table path {uri!r} has an empty, '.' or '..' segment")
-    if scheme in ("az", "azure"):
-        container, account, suffix = parts.netloc, None, None
-        if "@" in container:
-            container, host = container.split("@", 1)
-            account, suffix = _account_of(host, uri)
-    else:  # abfs(s) / wasb(s): container@account.<dfs|blob>.<suffix>
-        if "@" not in parts.netloc:
-            raise InvalidOptionError(
-                f"Azure table path {uri!r} must look like {scheme}://container@account.dfs.core.windows.net/prefix"
-            )
-        container, host = parts.netloc.split("@", 1)
-        account, suffix = _account_of(host, uri)
+    if scheme not in ("az", "azure") and "@" not in parts.netloc:  # abfs(s) / wasb(s) name the account
+        raise InvalidOptionError(
+            f"Azure table path {uri!r} must look like {scheme}://container@account.dfs.core.windows.net/prefix"
+        )
+    if "@" in parts.netloc and account is None:
+        raise InvalidOptionError(f"Azure table path {uri!r} names no storage account")
     if not container:
         raise InvalidOptionError(f"Azure table path {uri!r} names no container")
     return uri.rstrip("/"), container, account, root, suffix
 
 
-def _account_of(host: str, uri: str) -> tuple[str, str | None]:
-    host = host.split(":", 1)[0]
-    labels = host.split(".")
-    if not labels[0]:
-        raise InvalidOptionError(f"Azure table path {uri!r} names no storage account")
-    suffix = None
-    if len(labels) > 2 and labels[1] in ("dfs", "blob"):
-        suffix = ".".join(labels[2:])
-    return labels[0], suffix
-
-
 STORAGE_SCOPE = "https://storage.azure.com/.default"
-AZURE_SCHEMES = ("abfss", "abfs", "wasbs", "wasb", "az", "azure")
 
 
 def azure_token_snapshot(uri: str, options: Mapping[str, Any] | Options | None) -> AzureToken | None:
@@ -372,4 +370,4 @@ def _pooled_transport(max_connections: int, connect_timeout: float, read_timeout
     )
 
 
-__all__ = ["AzureStorage", "azure_token_snapshot"]
+__all__ = ["AzureStorage", "azure_token_snapshot", "azure_uri_parts"]

@@ -18,6 +18,11 @@ from typing import Any, Iterable
 from indextables_spark.errors import FileNotFoundInStorageError, PathEscapeError
 
 
+# The URI schemes of the cloud backends (open_storage picks one by them).
+S3_SCHEMES = ("s3", "s3a", "s3n")
+AZURE_SCHEMES = ("abfss", "abfs", "wasbs", "wasb", "az", "azure")
+
+
 @dataclass(frozen=True)
 class FileInfo:
     key: str  # relative to the storage root

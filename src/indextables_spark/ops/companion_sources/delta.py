@@ -1,0 +1,142 @@
+"""Delta sources through deltalake (delta-rs): the add actions of one version. Refused: deletion
+vectors (the files hold deleted rows) and column mapping (the files' column names are not the
+table's)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+
+from indextables_spark.errors import ProtocolVersionError, StorageError, TableNotFoundError, VersionNotFoundError
+from indextables_spark.config.options import Options
+from indextables_spark.core.storage.redaction import Redactor, redact_uri
+from indextables_spark.ops.companion_sources.credentials import abfss_uri, storage_options_for_deltalake
+from indextables_spark.ops.companion_sources.libraries import describe_error, library_redactor, require_library
+from indextables_spark.ops.companion_sources.locations import file_uri, is_local, local_path, scheme_of
+from indextables_spark.ops.companion_sources.snapshot import (
+    SourceFile,
+    SourceSnapshot,
+    normalize_schema,
+    partition_text,
+)
+
+
+def open_delta(source: str, opts: Options, version: int | None) -> SourceSnapshot:
+    deltalake = require_library("deltalake", "delta")
+    where = redact_uri(source)
+    if version is not None and version < 0:
+        raise VersionNotFoundError(f"Delta table {where} has no version {version} (versions start at 0)")
+    uri = deltalake_uri(source, opts)
+    storage_options = storage_options_for_deltalake(source, opts)
+    redact = library_redactor(opts, storage_options)
+    dt = _load_delta(deltalake, uri, where, version, storage_options, redact)
+
+    metadata = dt.metadata()
+    mode = (metadata.configuration or {}).get("delta.columnMapping.mode", "none") or "none"
+    if mode.strip().lower() != "none":
+        raise ProtocolVersionError(
+            f"Delta table {where} uses column mapping (delta.columnMapping.mode={mode}): its data files name columns "
+            "differently from the table schema; a companion index cannot be built on it"
+        )
+    dv_files = _delta_deletion_vector_files(dt, where, redact)
+    if dv_files:
+        raise ProtocolVersionError(
+            f"Delta table {where} (version {dt.version()}) has deletion vectors on {len(dv_files)} file(s), e.g. "
+            f"{dv_files[0]}: their rows are partly deleted, so row positions in the files would not match the table; "
+            "a companion index cannot be built on it (rewrite those files first, e.g. Spark's REORG TABLE ... APPLY (PURGE))"
+        )
+
+    root = local_path(source) if is_local(source) else source.rstrip("/")
+    partition_columns = list(metadata.partition_columns or [])
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    paths = actions.column("path").to_pylist()
+    sizes = actions.column("size_bytes").to_pylist()
+    counts: list[Any] = (
+        actions.column("num_records").to_pylist() if "num_records" in actions.column_names else [None] * len(paths)
+    )
+    parts = {
+        c: (
+            actions.column(f"partition.{c}").to_pylist()
+            if f"partition.{c}" in actions.column_names
+            else [None] * len(paths)
+        )
+        for c in partition_columns
+    }
+    files = []
+    for i, raw in enumerate(paths):
+        key = unquote(raw)  # the log holds an RFC 2396 URI (a '%20' directory is logged as '%2520')
+        files.append(
+            SourceFile(
+                key=key,
+                uri=file_uri(root, key),
+                size=int(sizes[i]),
+                num_records=None if counts[i] is None else int(counts[i]),
+                partition_values={c: partition_text(parts[c][i]) for c in partition_columns},
+            )
+        )
+    files.sort(key=lambda f: f.key)
+    schema = normalize_schema(pa.schema(dt.schema().to_arrow()))
+    return SourceSnapshot("delta", source, root, dt.version(), schema, partition_columns, files)
+
+
+def _load_delta(
+    deltalake: Any, uri: str, where: str, version: int | None, storage_options: dict[str, str], redact: Redactor
+) -> Any:
+    from deltalake.exceptions import DeltaError, DeltaProtocolError  # lazy: an optional dependency
+    from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound  # lazy: an optional dependency
+
+    def load(v: int | None) -> Any:
+        return deltalake.DeltaTable(uri, version=v, storage_options=storage_options or None)
+
+    try:
+        return load(version)
+    except DeltaTableNotFound as e:
+        raise TableNotFoundError(f"no Delta table at {where}: {redact(describe_error(e))}") from None
+    except DeltaProtocolError as e:
+        raise ProtocolVersionError(f"Delta table {where}: {redact(describe_error(e))}") from None
+    except (DeltaError, OSError) as e:
+        if version is None:
+            raise StorageError(f"cannot open Delta table {where}: {redact(describe_error(e))}") from None
+        first = e
+    # the version failed: tell a missing version from a table that cannot be read at all
+    try:
+        latest = load(None).version()
+    except Exception:
+        raise StorageError(
+            f"cannot open Delta table {where} at version {version}: {redact(describe_error(first))}"
+        ) from None
+    raise VersionNotFoundError(
+        f"Delta table {where} has no version {version} (latest is {latest}; old versions disappear with log "
+        f"cleanup): {redact(describe_error(first))}"
+    ) from None
+
+
+def _delta_deletion_vector_files(dt: Any, where: str, redact: Redactor) -> list[str]:
+    """Files carrying a deletion vector. get_add_actions() does not show them (delta-rs 1.6), so they
+    are asked for only when the protocol enables the feature."""
+    features = dt.protocol().reader_features or []
+    if "deletionVectors" not in features:
+        return []
+    try:
+        found = pa.table(dt.deletion_vectors())
+    except Exception as e:  # a vector that cannot be read is still a vector
+        raise ProtocolVersionError(
+            f"Delta table {where} uses deletion vectors, which could not be read ({redact(describe_error(e))}); "
+            "a companion index cannot be built on it"
+        ) from None
+    return sorted(found.column("filepath").to_pylist()) if found.num_rows else []
+
+
+def deltalake_uri(uri: str, opts: Options) -> str:
+    """The table URI in a form delta-rs accepts: local paths absolute, s3n:// as s3://, wasb(s)://
+    (unknown to delta-rs) as abfss:// on the dfs endpoint of the same account."""
+    scheme = scheme_of(uri)
+    if scheme in ("", "file"):
+        return local_path(uri)
+    if scheme == "s3n":
+        return "s3" + uri[len("s3n") :]
+    if scheme in ("wasb", "wasbs"):
+        return abfss_uri(uri, opts, f"Delta source {redact_uri(uri)}", "name it in the path").rstrip("/")
+    return uri.rstrip("/")

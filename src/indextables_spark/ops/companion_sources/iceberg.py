@@ -1,0 +1,268 @@
+"""Iceberg sources through pyiceberg: the data files a snapshot's scan plans, from a catalog or
+from a table's metadata file. Refused: delete files (the data files hold deleted rows) and data
+files that are not Parquet."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from typing import Any
+
+import pyarrow as pa
+
+from indextables_spark.errors import (
+    IndexTablesError,
+    InvalidOptionError,
+    ProtocolVersionError,
+    StorageError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from indextables_spark.config.options import Options
+from indextables_spark.core import storage as storage_layer
+from indextables_spark.core.storage.redaction import redact_uri
+from indextables_spark.ops.companion_sources.credentials import abfss_uri, fileio_properties_for_iceberg
+from indextables_spark.ops.companion_sources.libraries import describe_error, library_redactor, require_library
+from indextables_spark.ops.companion_sources.locations import iceberg_file_uri, scheme_of
+from indextables_spark.ops.companion_sources.snapshot import (
+    EPOCH,
+    SourceFile,
+    SourceSnapshot,
+    normalize_schema,
+    partition_text,
+)
+
+
+def open_iceberg(
+    source: str, opts: Options, version: int | None, catalog: str | None, catalog_type: str | None
+) -> SourceSnapshot:
+    require_library("pyiceberg", "iceberg")
+    if catalog is not None:
+        table, name = _iceberg_from_catalog(source, opts, catalog, catalog_type)
+    else:
+        table, name = _iceberg_from_metadata(source, opts)
+
+    if version is not None:
+        snapshot = table.snapshot_by_id(version)
+        if snapshot is None:
+            known = [s.snapshot_id for s in table.snapshots()][-5:]
+            raise VersionNotFoundError(f"Iceberg table {name} has no snapshot {version} (latest snapshots: {known})")
+    else:
+        snapshot = table.current_snapshot()
+    schema = table.schema()
+    if snapshot is not None and snapshot.schema_id is not None:
+        schema = table.schemas().get(snapshot.schema_id, schema)  # time travel reads the snapshot's schema
+    tasks = _iceberg_tasks(table, snapshot, name) if snapshot is not None else []
+
+    for task in tasks:
+        data = task.file
+        if task.delete_files:
+            raise ProtocolVersionError(
+                f"Iceberg table {name} (snapshot {snapshot.snapshot_id}) has delete files for {data.file_path}: "
+                "rows deleted by position or equality would still be in the data file, so row positions would not "
+                "match the table; a companion index cannot be built on it (rewrite the data files first)"
+            )
+        fmt = getattr(data.file_format, "name", str(data.file_format))
+        if str(fmt).upper() != "PARQUET":
+            raise ProtocolVersionError(
+                f"Iceberg table {name}: data file {data.file_path} is {fmt}, only Parquet data files can be indexed"
+            )
+
+    columns = _iceberg_partition_columns(table, schema, tasks)
+    files = [
+        SourceFile(
+            key=t.file.file_path,
+            uri=iceberg_file_uri(t.file.file_path),
+            size=int(t.file.file_size_in_bytes),
+            num_records=None if t.file.record_count is None else int(t.file.record_count),
+            partition_values={
+                col: _iceberg_partition_text(t.file.partition[pos[t.file.spec_id]], ftype)
+                for col, ftype, pos in columns
+            },
+        )
+        for t in tasks
+    ]
+    files.sort(key=lambda f: f.key)
+    arrow_schema = normalize_schema(_iceberg_arrow_schema(schema))
+    return SourceSnapshot(
+        "iceberg",
+        source,
+        table.location(),
+        None if snapshot is None else snapshot.snapshot_id,
+        arrow_schema,
+        [c for c, _, _ in columns],
+        files,
+    )
+
+
+def _iceberg_from_catalog(source: str, opts: Options, catalog: str, catalog_type: str | None) -> tuple[Any, str]:
+    from pyiceberg.catalog import load_catalog  # lazy: an optional dependency
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError  # lazy: an optional dependency
+
+    if not isinstance(catalog, str) or not catalog.strip():
+        raise InvalidOptionError(f"Iceberg source {source!r}: catalog name must be a non-empty string, got {catalog!r}")
+    # FileIO credentials first, so explicit catalog properties win; a credentials provider is asked
+    # for the catalog's warehouse location (the tables' locations are known only from the catalog)
+    catalog_props = opts.with_prefix(f"iceberg.catalog.{catalog}")
+    warehouse = catalog_props.get("warehouse")
+    props = {**fileio_properties_for_iceberg(warehouse if scheme_of(warehouse) else None, opts), **catalog_props}
+    if catalog_type:
+        props["type"] = catalog_type
+    redact = library_redactor(opts, props)
+    name = f"{catalog}.{source}"
+    try:
+        cat = load_catalog(catalog, **props)
+    except Exception as e:
+        keys = sorted(k for k in props if not k.startswith(("s3.", "adls.")))
+        raise InvalidOptionError(
+            f"cannot load Iceberg catalog {catalog!r} (type {props.get('type', 'not set')}, properties {keys} from the "
+            f"options 'spark.indextables.iceberg.catalog.{catalog}.<key>'): {redact(describe_error(e))}"
+        ) from None
+    try:
+        return cat.load_table(source), name
+    except (NoSuchTableError, NoSuchNamespaceError) as e:
+        raise TableNotFoundError(
+            f"no Iceberg table {source!r} in catalog {catalog!r}: {redact(describe_error(e))}"
+        ) from None
+    except ValueError as e:  # e.g. an identifier the catalog cannot parse
+        raise InvalidOptionError(f"Iceberg table {name}: {redact(describe_error(e))}") from None
+    except Exception as e:
+        raise StorageError(f"cannot load Iceberg table {name}: {redact(describe_error(e))}") from None
+
+
+def _iceberg_from_metadata(source: str, opts: Options) -> tuple[Any, str]:
+    from pyiceberg.table import StaticTable  # lazy: an optional dependency
+
+    location = _iceberg_metadata_location(source, opts)
+    props = fileio_properties_for_iceberg(location, opts)
+    redact = library_redactor(opts, props)
+    name = redact_uri(source)
+    try:
+        return StaticTable.from_metadata(iceberg_uri(location, opts), properties=props), name
+    except FileNotFoundError as e:
+        raise TableNotFoundError(
+            f"no Iceberg table metadata at {redact_uri(location)}: {redact(describe_error(e))}"
+        ) from None
+    except IndexTablesError:
+        raise
+    except Exception as e:
+        raise StorageError(
+            f"cannot read Iceberg metadata {redact_uri(location)}: {redact(describe_error(e))}"
+        ) from None
+
+
+_METADATA_VERSION = re.compile(r"^v?(\d+)[-.]")
+
+
+def _iceberg_metadata_location(source: str, opts: Options) -> str:
+    """`source` itself when it names a metadata JSON file, else the newest `metadata/*.metadata.json`
+    of that table directory (by the version number that starts its name: 00003-<uuid> or v3)."""
+    if source.lower().endswith(".json"):
+        return source
+    storage = storage_layer.open_storage(source, opts)
+    best: tuple[int, int, str] | None = None
+    for info in storage.list("metadata/"):
+        name = info.key.rsplit("/", 1)[-1]
+        m = _METADATA_VERSION.match(name)
+        if "/" in info.key[len("metadata/") :] or not name.endswith(".metadata.json") or not m:
+            continue
+        cand = (int(m.group(1)), info.modified_ms, info.key)
+        best = cand if best is None or cand > best else best
+    if best is None:
+        raise TableNotFoundError(
+            f"no Iceberg table at {redact_uri(source)}: no metadata/*.metadata.json file "
+            "(give the metadata file itself, or a catalog)"
+        )
+    return storage.local_path(best[2]) or storage.full_uri(best[2])
+
+
+def _iceberg_tasks(table: Any, snapshot: Any, name: str) -> list[Any]:
+    try:
+        return list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
+    except ValueError as e:
+        if "equality delete" in str(e).lower():  # pyiceberg 0.12 refuses to plan them
+            raise ProtocolVersionError(
+                f"Iceberg table {name} (snapshot {snapshot.snapshot_id}) has equality delete files: rows deleted "
+                "that way would still be in the data files; a companion index cannot be built on it"
+            ) from None
+        raise StorageError(f"cannot list the files of Iceberg table {name}: {describe_error(e)}") from None
+    except OSError as e:
+        raise StorageError(f"cannot list the files of Iceberg table {name}: {describe_error(e)}") from None
+
+
+def _iceberg_partition_columns(table: Any, schema: Any, tasks: list[Any]) -> list[tuple[str, Any, dict[int, int]]]:
+    """(column, Iceberg type, {spec id: position in the file's partition tuple}) for each source column
+    of an identity partition field of the table's spec that every file's spec also holds (files
+    written before a spec change may lack it: then it is no partition column)."""
+    from pyiceberg.transforms import IdentityTransform  # lazy: an optional dependency
+
+    specs = table.specs()
+    used_specs = {t.file.spec_id for t in tasks}
+    out = []
+    for pf in table.spec().fields:
+        if not isinstance(pf.transform, IdentityTransform):
+            continue
+        try:
+            source_field = schema.find_field(pf.source_id)
+        except ValueError:  # the column was dropped from this snapshot's schema
+            continue
+        positions: dict[int, int] = {}
+        for spec_id in used_specs:
+            spec = specs.get(spec_id)
+            pos = (
+                None
+                if spec is None
+                else next(
+                    (
+                        i
+                        for i, f in enumerate(spec.fields)
+                        if f.source_id == pf.source_id and isinstance(f.transform, IdentityTransform)
+                    ),
+                    None,
+                )
+            )
+            if pos is None:
+                break
+            positions[spec_id] = pos
+        else:
+            out.append((source_field.name, source_field.field_type, positions))
+    return out
+
+
+def _iceberg_partition_text(value: Any, field_type: Any) -> str | None:
+    """An identity partition value as Delta would write it: dates/timestamps arrive as numbers."""
+    from pyiceberg import types as it  # lazy: an optional dependency
+
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(field_type, it.DateType):
+            return (EPOCH.date() + _dt.timedelta(days=value)).isoformat()
+        if isinstance(field_type, (it.TimestampType, it.TimestamptzType)):
+            return partition_text(EPOCH + _dt.timedelta(microseconds=value))  # UTC for timestamptz
+        if isinstance(field_type, it.TimeType):
+            return (EPOCH + _dt.timedelta(microseconds=value)).time().isoformat()
+        nanos = getattr(it, "TimestampNanoType", None), getattr(it, "TimestamptzNanoType", None)
+        if any(n is not None and isinstance(field_type, n) for n in nanos):
+            return partition_text(EPOCH + _dt.timedelta(microseconds=value // 1000))
+    return partition_text(value)
+
+
+def _iceberg_arrow_schema(schema: Any) -> pa.Schema:
+    from pyiceberg.io.pyarrow import schema_to_pyarrow  # lazy: an optional dependency
+
+    return schema_to_pyarrow(schema, include_field_ids=False)
+
+
+def iceberg_uri(uri: str, opts: Options) -> str:
+    """A metadata location in a form pyiceberg accepts: local paths absolute, az:// / azure://
+    (unknown to pyiceberg) as abfss://container@account.dfs.<suffix>/path."""
+    scheme = scheme_of(uri)
+    if scheme == "":
+        return os.path.abspath(uri)
+    if scheme in ("az", "azure"):
+        return abfss_uri(
+            uri, opts, f"Iceberg source {redact_uri(uri)}", "use abfss://container@account.dfs.core.windows.net/..."
+        )
+    return uri

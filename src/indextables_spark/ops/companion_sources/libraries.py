@@ -1,0 +1,47 @@
+"""The optional libraries the source readers use (deltalake, pyiceberg): importing them with an
+install hint, and their errors on one line without our secrets."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Mapping
+
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.config.options import Options
+from indextables_spark.config.registry import SECRET_KEYS
+from indextables_spark.core.storage.redaction import Redactor
+
+INSTALL_HINT = "pip install 'indextables_spark[companion]'"
+
+
+def require_library(module: str, fmt: str) -> Any:
+    """Import an optional dependency; a clear install hint when it is missing."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise InvalidOptionError(
+            f"format {fmt!r} needs the {module.split('.')[0]} package: {INSTALL_HINT} ({e})"
+        ) from None
+
+
+def library_redactor(opts: Options, *extra: Mapping[str, str]) -> Redactor:
+    """Hides our secret option values and secret-looking properties in library error messages."""
+    secrets = [v for k, v in opts.items() if k in SECRET_KEYS]
+    for props in extra:
+        secrets += [
+            v
+            for k, v in props.items()
+            if any(w in k.lower() for w in ("secret", "key", "token", "password", "credential", "connection"))
+        ]
+    return Redactor(secrets)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def describe_error(e: BaseException, limit: int = 500) -> str:
+    """A library error on one line: delta-rs nests its causes over several lines (with colour codes)."""
+    text = " ".join(_ANSI.sub("", str(e)).replace("\u21b3", " ").split())
+    text = text or type(e).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
