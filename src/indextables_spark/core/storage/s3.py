@@ -7,7 +7,7 @@ Options (without the `spark.indextables.` prefix, case-insensitive):
 | option | meaning |
 | --- | --- |
 | `aws.accessKey`, `aws.secretKey`, `aws.sessionToken` | static credentials; otherwise boto3's default chain (env, profile, instance role, ...) |
-| `aws.credentialsProvider`, `aws.profile`, `aws.roleArn`, ... | provider callables, profiles, assumed roles: see credentials.py |
+| `aws.credentialsProvider`, `aws.profile`, `aws.roleArn`, ... | provider callables, profiles, assumed roles: see aws_auth.py and credentials.py |
 | `aws.region` | region (default: boto3's, else `us-east-1` when an endpoint is set) |
 | `s3.endpoint` | endpoint URL of an S3-compatible service, e.g. `http://127.0.0.1:9000` |
 | `s3.pathStyleAccess` | `true` to address buckets as `endpoint/bucket/key` |
