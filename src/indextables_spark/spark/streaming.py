@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
-from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 try:  # read limits (admission control) and Trigger.AvailableNow for Python sources: pyspark >= 4.2
     from pyspark.sql.streaming.datasource import (
@@ -21,7 +27,7 @@ try:  # read limits (admission control) and Trigger.AvailableNow for Python sour
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # pyspark 4.1: Spark calls latestOffset() without arguments (no read limits)
-    SupportsTriggerAvailableNow = object
+    SupportsTriggerAvailableNow = object  # type: ignore[misc,assignment]  # a plain base class instead
 from pyspark.sql.types import StructType
 
 from indextables_spark.errors import IndexTablesError, InvalidOptionError
@@ -30,6 +36,12 @@ from indextables_spark.config.options import Options
 from indextables_spark.api.table import IndexTable
 from indextables_spark.core.split.groups import group_by_size
 from indextables_spark.spark.reader import SplitGroup, task_json
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.streaming.datasource import ReadLimit
+
+    from indextables_spark.spark.reader import ReadOptions
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +56,11 @@ class Position:
     index: int
     starting: bool
 
-    def to_offset(self) -> dict:
+    def to_offset(self) -> dict[str, Any]:
         return {"version": self.version, "index": self.index, "isStartingVersion": self.starting}
 
     @classmethod
-    def of(cls, d: dict) -> "Position":
+    def of(cls, d: dict[str, Any]) -> "Position":
         return cls(int(d["version"]), int(d["index"]), bool(d.get("isStartingVersion", False)))
 
 
@@ -67,14 +79,14 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._target_version: int | None = None
         self._units: dict[tuple[int, bool], list[AddFile]] = {}
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_units"] = {}
         state["table"] = None
         return state
 
     # ---- offsets --------------------------------------------------------------------------
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         start = self.opts.get_str("startingVersion")
         latest = self.table.version()
         if start is None:
@@ -94,7 +106,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def prepareForTriggerAvailableNow(self) -> None:
         self._target_version = self.table.version()
 
-    def getDefaultReadLimit(self):
+    def getDefaultReadLimit(self) -> ReadLimit:
         if self.max_files:
             return ReadMaxFiles(self.max_files)
         if self.max_bytes:
@@ -136,7 +148,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 )
         return adds
 
-    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
         if start is None:
             return self._latest_without_limits()
         pos = Position.of(start)
@@ -166,7 +178,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # Normalise "all of unit v consumed" to "start of unit v+1" only when v+1 exists.
         return end.to_offset()
 
-    def _latest_without_limits(self) -> dict:
+    def _latest_without_limits(self) -> dict[str, Any]:
         """pyspark 4.1 (no admission control): every split up to the table's current version."""
         if self.max_files or self.max_bytes:
             log.warning(
@@ -190,13 +202,13 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             version, index, starting = (version + 1, 0, False)
         return out
 
-    def partitions(self, start: dict, end: dict):
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[SplitGroup]:
         start_pos = Position.of(start)
         files = self._files_between(start_pos, Position.of(end))
         groups = group_by_size(files, self.opts.get_size("read.maxPartitionBytes"), 2)
         # The initial snapshot unit is read without the rows deleted as of its version; later units
         # emit splits as added (a later delete is a change the stream fails on or ignores).
-        deletes = {}
+        deletes: dict[str, list[dict[str, Any]]] = {}
         if start_pos.starting and start_pos.version >= 0:
             from indextables_spark.core.log.delete_logs import deletes_json
 
@@ -206,15 +218,17 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             for g in groups
         ]
 
-    def read(self, partition: SplitGroup):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from indextables_spark.core.split.arrow_types import arrow_schema
         from indextables_spark.spark.reader import TaskRead
 
+        assert isinstance(partition, SplitGroup)  # made by partitions()
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
-        task = TaskRead(_ReadContext(self.path, self.opts, self.partition_columns), target)
+        context = _ReadContext(self.path, self.opts, self.partition_columns)
+        task = TaskRead(context, target)  # type: ignore[arg-type]  # _ReadContext has what TaskRead uses of a reader
         yield from task.batches([AddFile.from_json(d) for d in partition.files], partition.deletes, None)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         # Nothing to release: units are re-derivable from the log.
         keep = Position.of(end)
         self._units = {k: v for k, v in self._units.items() if (k[0], not k[1]) >= (keep.version, not keep.starting)}
@@ -227,12 +241,12 @@ class _ReadContext:
     path: str
     opts: Options
     partition_columns: list[str]
-    data_filters: tuple = ()
+    data_filters: tuple[Any, ...] = ()
     query: str | None = None
-    nested_queries: tuple = ()
+    nested_queries: tuple[str, ...] = ()
 
     @property
-    def read_opts(self):
+    def read_opts(self) -> ReadOptions:
         from indextables_spark.spark.reader import read_options
 
         return read_options(self.opts)
@@ -240,10 +254,10 @@ class _ReadContext:
 
 @dataclass
 class StreamBatchWritten(WriterCommitMessage):
-    adds: list
-    stats: dict
+    adds: list[dict[str, Any]]  # AddFile wire JSON
+    stats: dict[str, list[str]]
 
-    def __init__(self, adds: list, stats: dict | None = None):
+    def __init__(self, adds: list[dict[str, Any]], stats: dict[str, list[str]] | None = None):
         self.adds = adds
         self.stats = stats or {}
 
@@ -262,14 +276,17 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         # Identity of the writing query for idempotent replays (like Delta's txnAppId).
         self.app_id = opts.get_str("txnAppId") or opts.get_str("queryId") or opts.get_str("checkpointLocation") or path
 
-    def write(self, iterator):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamBatchWritten:
         from indextables_spark.spark.writer import write_splits
 
         written = write_splits(self.path, self.opts, self.plan, iterator)
         return StreamBatchWritten(written.adds, written.stats)
 
-    def commit(self, messages, batchId: int) -> None:
-        from indextables_spark.spark.writer import commit_write, merge_stats
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        from indextables_spark.api.write import merge_stats
+        from indextables_spark.spark.writer import commit_write
+
+        batch = cast("list[StreamBatchWritten | None]", messages)  # what write() returned
 
         table = IndexTable(self.path, self.opts)
         txn_id = f"{self.app_id}:{batchId}"
@@ -280,11 +297,11 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
             delete_written(
                 self.path,
                 self.opts,
-                [d for m in messages if m is not None for d in m.adds],
-                merge_stats(m for m in messages if m is not None),
+                [d for m in batch if m is not None for d in m.adds],
+                merge_stats(m for m in batch if m is not None),
             )
             return
-        adds = [AddFile.from_json(d) for m in messages if m is not None for d in m.adds]
+        adds = [AddFile.from_json(d) for m in batch if m is not None for d in m.adds]
         commit_write(
             self.path,
             self.opts,
@@ -294,17 +311,20 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
             adds,
             operation="STREAMING UPDATE",
             txn_id=txn_id,
-            stats_files=merge_stats(m for m in messages if m is not None),
+            stats_files=merge_stats(m for m in batch if m is not None),
         )
 
-    def abort(self, messages, batchId: int) -> None:
-        from indextables_spark.spark.writer import delete_written, merge_stats
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        from indextables_spark.api.write import merge_stats
+        from indextables_spark.spark.writer import delete_written
+
+        batch = cast("list[StreamBatchWritten | None]", messages)  # what write() returned
 
         delete_written(
             self.path,
             self.opts,
-            [d for m in messages if m is not None for d in m.adds],
-            merge_stats(m for m in messages if m is not None),
+            [d for m in batch if m is not None for d in m.adds],
+            merge_stats(m for m in batch if m is not None),
         )
 
 
