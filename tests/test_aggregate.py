@@ -425,14 +425,14 @@ def test_driver_threads_give_the_same_result(spark, table, monkeypatch):
     """The driver path searches small splits in one thread and big ones in contiguous runs per
     thread (split.search.map_chunks): both give Spark's result (the threaded path forced here,
     the split partial cache off so that every split is searched)."""
-    from indextables_spark.core.split import search as split_search
+    from indextables_spark.core.split import split_threads
 
     path, mem = table
     files = it.IndexTable(path).files()
-    assert split_search.search_threads(files) == 1  # this table's splits are small
-    monkeypatch.setattr(split_search, "SMALL_SPLIT_ROWS", 1)
-    monkeypatch.setattr(split_search.os, "cpu_count", lambda: 4)
-    assert split_search.search_threads(files) == 4
+    assert split_threads.search_threads(files) == 1  # this table's splits are small
+    monkeypatch.setattr(split_threads, "SMALL_SPLIT_ROWS", 1)
+    monkeypatch.setattr(split_threads.os, "cpu_count", lambda: 4)
+    assert split_threads.search_threads(files) == 4
     t = it.IndexTable(path, {"spark.indextables.aggregate.cache.enabled": "false"})
     check_against_spark(t.aggregate(AGGS, execution="driver"), spark_reference(mem))
     check_against_spark(t.aggregate(AGGS, query=QUERY, execution="driver"), spark_reference(mem.where(SPARK_QUERY)))

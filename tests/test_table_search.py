@@ -337,7 +337,7 @@ def test_many_small_splits_joined_with_their_own_partition_values(tmp_path, monk
     same rows as reading split by split (to_batches), and the scored and counted paths agree."""
     import pyarrow as pa
 
-    from indextables_spark.core.split import search as split_search
+    from indextables_spark.core.split import split_threads
 
     path = str(tmp_path / "t")
     for i in range(24):
@@ -355,11 +355,11 @@ def test_many_small_splits_joined_with_their_own_partition_values(tmp_path, monk
         )
     t = it.IndexTable(path)
     files = t.files()
-    assert len(files) == 24 and split_search.search_threads(files) == 1
+    assert len(files) == 24 and split_threads.search_threads(files) == 1
     if threads == "several":
-        monkeypatch.setattr(split_search, "SMALL_SPLIT_ROWS", 1)
-        monkeypatch.setattr(split_search.os, "cpu_count", lambda: 4)
-        assert split_search.search_threads(files) == 4
+        monkeypatch.setattr(split_threads, "SMALL_SPLIT_ROWS", 1)
+        monkeypatch.setattr(split_threads.os, "cpu_count", lambda: 4)
+        assert split_threads.search_threads(files) == 4
     got = t.search("body:word1", where="region <> 'r3'")
     expected = pa.Table.from_batches(list(t.to_batches("body:word1", where="region <> 'r3'")))
     assert rows(got) == rows(expected)

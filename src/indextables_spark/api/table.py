@@ -248,7 +248,7 @@ class IndexTable:
         the conditions the index answers, narrows (the rows re-check them) or leaves to the rows,
         the Tantivy query the splits run, and how many splits partition pruning, min/max
         statistics and Bloom filters kept, out of how many."""
-        from indextables_spark.core.split.search import explain
+        from indextables_spark.core.split.search_explain import explain
 
         return explain(self._search_plan(query, where, None, None, version))
 

@@ -332,7 +332,7 @@ class IndexTablesReader(DataSourceReader):
         self.data_filters.extend(check_index_only(core, self.specs, where))
 
     def _live_files(self) -> list[AddFile]:
-        from indextables_spark.core.split.search import prune_files
+        from indextables_spark.core.split.file_pruning import prune_files
 
         types = {c: self.column_types[c] for c in self.partition_columns}
         files, (n_total, n_after_partitions, n_after_stats) = prune_files(
@@ -362,7 +362,7 @@ class IndexTablesReader(DataSourceReader):
     def _explanation(self) -> dict:
         """What this read does, for it.explain(df) (the same fields as IndexTable.explain)."""
         from indextables_spark.expr.model import render
-        from indextables_spark.core.split.search import index_translation
+        from indextables_spark.core.split.search_explain import index_translation
 
         answered, narrowed, rows_only, tantivy_query = index_translation(
             self.specs, self.query, self.data_filters, self.data_filters
@@ -472,7 +472,7 @@ class TaskRead:
 
     def split_batches(self, add: AddFile, delete_logs: list[dict] | None) -> Iterator[pa.RecordBatch]:
         """Rows of one split matching the read, its data columns only (`data_schema`)."""
-        from indextables_spark.core.split.search import conform, split_rows
+        from indextables_spark.core.split.split_rows import conform, split_rows
 
         r = self.reader
         split = self.open(add)
@@ -500,7 +500,7 @@ class TaskRead:
     ) -> Iterator[pa.RecordBatch]:
         """The task's output: the pieces joined into batches of the target schema, partition
         values attached once per joined batch (split.search.joined)."""
-        from indextables_spark.core.split.search import joined
+        from indextables_spark.core.split.split_rows import joined
 
         pieces = self.pieces(adds, deletes, limit)
         return joined(pieces, self.reader.read_opts.batch_rows, self.target, self.reader.partition_columns)
@@ -579,7 +579,7 @@ def read_ranked(
 ) -> Iterator[pa.RecordBatch]:
     """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
     (each split's top n, merged)."""
-    from indextables_spark.core.split.search import with_partition_values
+    from indextables_spark.core.split.split_rows import with_partition_values
 
     ro = reader.read_opts
     task = TaskRead(reader, target)
@@ -606,14 +606,14 @@ def read_ranked(
         else:
             kept.append(table)
     if kept:
-        from indextables_spark.core.split.search import top_n
+        from indextables_spark.core.split.split_rows import top_n
 
         merged = top_n(pa.concat_tables(kept), ro.limit)
         yield from merged.combine_chunks().to_batches(max_chunksize=ro.batch_rows)
 
 
 def with_snippets(split, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
-    from indextables_spark.core.split.search import snippet_column
+    from indextables_spark.core.split.split_rows import snippet_column
 
     return table.append_column(SNIPPET, snippet_column(split, table, query, fields))
 

@@ -243,7 +243,8 @@ def compute_aggregate(table, snap, agg: st.AggregatePlan, info: st.TableInfo) ->
     from indextables_spark.core.split import group_aggregate as ga
     from indextables_spark.expr import operators as ops
     from indextables_spark.core.split.partitions import parse_partition_value
-    from indextables_spark.core.split.search import SearchPlan, count_split, fetch_missing, map_chunks
+    from indextables_spark.core.split.search import SearchPlan, count_split
+    from indextables_spark.core.split.split_threads import fetch_missing, map_chunks
 
     query = ops.to_query(agg.search, info.specs) if agg.search is not None else None
     request = agg.request

@@ -325,7 +325,7 @@ def search_table(
     from indextables_spark.core.split.reader import SplitReader
     from indextables_spark.api.table import IndexTable
     from indextables_spark.core.split.arrow_types import arrow_schema
-    from indextables_spark.core.split.search import with_partition_values
+    from indextables_spark.core.split.split_rows import with_partition_values
     from indextables_spark.spark.reader import SCORE, with_snippets
 
     table = IndexTable(path, options)

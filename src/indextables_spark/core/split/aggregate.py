@@ -431,7 +431,7 @@ def aggregate_files(
     files = list(files)
     if threads <= 1 or len(files) <= 1:
         return merge_all(aggs, (one(f) for f in files))
-    from indextables_spark.core.split.search import fetch_missing, map_chunks
+    from indextables_spark.core.split.split_threads import fetch_missing, map_chunks
 
     # as a Spark-free search: fetch in parallel, then fewer threads on contiguous runs of splits
     # (small splits in one thread: their work is mostly Python, threads only take turns on the GIL)

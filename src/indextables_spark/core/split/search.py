@@ -1,11 +1,10 @@
 """Spark-free reading of a table's splits: counting (IndexTable.count), searching and reading rows
-(IndexTable.search/to_arrow/to_batches), and the split-level pieces the Spark reader shares."""
+(IndexTable.search/to_arrow/to_batches). The pieces the Spark reader shares: file_pruning.py and
+split_rows.py; threads: split_threads.py; explain: search_explain.py."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -13,92 +12,23 @@ from indextables_spark.config.options import Options
 from indextables_spark.expr.model import Filter
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.core.split.cache import get_cache
-from indextables_spark.util.pools import shared_pool
 from indextables_spark.core.split.reader import SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.split_threads import fetch_missing, map_chunks
+from indextables_spark.core.split.file_pruning import prune_files, spark_type_names
+from indextables_spark.core.split.split_rows import (
+    columns_of_all,
+    conform,
+    joined,
+    snippet_column,
+    split_rows,
+    top_n,
+    with_partition_values,
+)
 
 if TYPE_CHECKING:
-    import tantivy
-
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.delete_logs import SplitDeletes
     from indextables_spark.core.split.types import ColumnSpec
-
-MAX_THREADS = 4  # Tantivy releases the GIL while searching; downloads are I/O
-SMALL_SPLIT_ROWS = 10_000  # splits this small on average are searched in one thread (search_threads)
-# matches (of splits the query was counted in) below which the splits are read in one thread: the
-# work per match is mostly Python (man pages partitioned by language, 27 splits: 234 matches
-# 2.5 -> 1.3 ms, 7,928 matches 11.2 -> 5.7 ms in one thread instead of two)
-THREADED_MATCHES = 50_000
-
-T = TypeVar("T")
-
-
-def search_threads(files: Sequence[Any]) -> int:
-    """Threads to search `files` with once they are cached. Searching a small split is mostly
-    Python, and threads then only take turns on the GIL, each turn waiting for the other thread:
-    512 splits of 2,000 rows take 56 ms in one thread, 83 ms in two. Bigger splits spend their
-    time in Tantivy and Arrow, which release the GIL: a phrase over 16 splits of 600,000 rows,
-    388 ms in one thread, 225 ms in up to four."""
-    if len(files) < 2:
-        return 1
-    counts = [f.num_records for f in files if f.num_records is not None]
-    if counts and sum(counts) < SMALL_SPLIT_ROWS * len(counts):
-        return 1
-    return max(1, min(MAX_THREADS, os.cpu_count() or 1, len(files)))
-
-
-def map_chunks(
-    fn: Callable[[list[Any]], list[T]], files: Sequence[Any], weights: Sequence[int] | None = None
-) -> list[T]:
-    """`fn` over contiguous chunks of `files`, one chunk per thread (search_threads), the results
-    concatenated in file order. With `weights` (the query's matches per split, known from
-    SearchPlan.matching), one thread unless they add up to THREADED_MATCHES, and chunks of about
-    equal weight (a table partitioned by a skewed column has a few big splits among many small
-    ones: equal numbers of splits per thread left one thread doing both big ones)."""
-    threads = search_threads(files)
-    if weights is not None and sum(weights) < THREADED_MATCHES:
-        threads = 1
-    if threads == 1:
-        return fn(list(files))
-    if weights is not None:
-        total, acc, cuts = sum(weights) + len(weights), 0, [0]
-        for i, w in enumerate(weights):
-            acc += w + 1
-            if acc >= total * len(cuts) / threads and i + 1 < len(files):
-                cuts.append(i + 1)
-        cuts.append(len(files))
-        chunks = [list(files[a:b]) for a, b in zip(cuts, cuts[1:]) if b > a]
-    else:
-        size = -(-len(files) // threads)
-        chunks = [list(files[i : i + size]) for i in range(0, len(files), size)]
-    return [r for part in shared_pool("search", MAX_THREADS).map(fn, chunks) for r in part]
-
-
-def fetch_missing(
-    storage: Storage,
-    options: Options | None,
-    files: Sequence[Any],
-    query: str | None = None,
-    columns: Sequence[str] | None = None,
-) -> None:
-    """Fetch the splits the cache lacks into it, in parallel threads (downloads are I/O), before
-    they are searched in fewer threads (map_chunks). With `query` (the only thing the read asks
-    of the index), only what it reads of remote index files; with `columns` too, the row store
-    parts of its matches (sparse.prefetch_rows)."""
-    from indextables_spark.core.split.sparse import prefetch_rows
-
-    cache = get_cache(options)
-    missing = [f for f in files if not cache.is_cached(storage, f, query)]
-
-    def fetch(f: Any) -> None:
-        local = cache.local_dir(storage, f, query)
-        if query is not None and columns is not None:
-            prefetch_rows(local, query, columns)
-
-    if len(missing) == 1:
-        fetch(missing[0])
-    elif missing:
-        list(shared_pool("fetch", MAX_THREADS).map(fetch, missing))
 
 
 def count_split(
@@ -222,7 +152,7 @@ class SearchPlan:
 
     def live_files(self) -> list[AddFile]:
         """Partition pruning, min/max data skipping and Bloom filters, as the Spark reader's planner."""
-        types = {c: t for c, t in _spark_types(self.snapshot).items() if c in self.parts}
+        types = {c: t for c, t in spark_type_names(self.snapshot).items() if c in self.parts}
         return prune_files(
             self.storage.uri, self.options, self.snapshot, self.part_only, self.data_only, self.parts, types, self.specs
         )[0]
@@ -405,120 +335,6 @@ def _table_layout(snapshot: Any, options: Options) -> _Layout:
     return layout
 
 
-@dataclass(frozen=True)
-class SearchExplanation:
-    """What a read of a table does with a query and filters (IndexTable.explain): which conditions
-    the index answers, which it narrows and the rows re-check, which only the rows decide; the
-    Tantivy query of the index side; and how many splits each pruning step kept."""
-
-    version: int
-    query: str | None
-    partition_filters: tuple[str, ...]  # exact, on the log's partition values: prune splits
-    index_answered: tuple[str, ...]  # the index selects exactly their rows (counts use it alone)
-    index_narrowed: tuple[str, ...]  # the index selects a superset, the rows re-check
-    rows_only: tuple[str, ...]  # evaluated on the rows only (no index form)
-    tantivy_query: str | None  # the query the splits run (user query AND narrowing)
-    splits_total: int
-    splits_after_partition_pruning: int
-    splits_after_data_skipping: int  # min/max statistics
-    splits_after_bloom_filters: int  # the splits read
-
-    def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-
-
-def explain(plan: SearchPlan) -> SearchExplanation:
-    """The SearchExplanation of a plan (the same pruning and translation a read does)."""
-    from indextables_spark.expr.model import render
-
-    types = {c: t for c, t in _spark_types(plan.snapshot).items() if c in plan.parts}
-    files, (n_total, n_parts, n_stats) = prune_files(
-        plan.storage.uri, plan.options, plan.snapshot, plan.part_only, plan.data_only, plan.parts, types, plan.specs
-    )
-    plan.check_query(files)
-    answered, narrowed, rows_only, tq = index_translation(plan.specs, plan.query, plan.exact, plan.pushed)
-    return SearchExplanation(
-        plan.snapshot.version,
-        plan.query,
-        tuple(render(f) for f in plan.part_only),
-        tuple(render(f) for f in answered),
-        tuple(render(f) for f in narrowed),
-        tuple(render(f) for f in rows_only),
-        tq,
-        n_total,
-        n_parts,
-        n_stats,
-        len(files),
-    )
-
-
-def index_translation(
-    specs: Sequence[Any], query: str | None, filters: Sequence[Filter], pushed: Sequence[Filter]
-) -> tuple[list[Filter], list[Filter], list[Filter], str | None]:
-    """How a read's filters meet the index: (those it selects exactly, those it narrows and the rows
-    re-check, those only the rows decide — every filter not in `pushed` among them — and the repr of
-    the Tantivy query the splits run: the query AND the narrowing). Used by both explains."""
-    from indextables_spark.expr.filters import build_query
-    from indextables_spark.core.split.query_parsing import query_for_specs
-    from indextables_spark.core.split.doc_mapping import tantivy_schema
-
-    stored = [s for s in specs if not s.partition]
-    schema = tantivy_schema(stored)
-    answered: list[Filter] = []
-    narrowed: list[Filter] = []
-    rows_only: list[Filter] = []
-    parts: list[tantivy.Query] = [query_for_specs(stored, query)] if query is not None else []
-    for f in filters:
-        q, exact = build_query(schema, [f], specs) if any(f is g for g in pushed) else (None, False)
-        if q is None:
-            rows_only.append(f)
-        else:
-            parts.append(q)
-            (answered if exact else narrowed).append(f)
-    if len(parts) > 1:
-        import tantivy
-
-        parts = [tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts])]
-    return answered, narrowed, rows_only, (repr(parts[0]) if parts else None)
-
-
-def columns_of_all(f: Filter) -> set[str]:
-    from indextables_spark.expr.model import columns_of
-
-    return {c.strip("`") for c in columns_of(f)}
-
-
-def _spark_types(snapshot: Any) -> dict[str, str]:
-    out = {}
-    for f in snapshot.schema_json.get("fields", []):
-        t = f.get("type")
-        out[f["name"]] = t if isinstance(t, str) else str(t.get("type"))
-    return out
-
-
-def snippet_column(split: Any, table: pa.Table, query: str | None, fields: Sequence[str]) -> pa.Array:
-    """`_snippet` as the Spark reader's snippetFields: one field → its snippet, several → a map
-    field → snippet (fields without a match left out)."""
-    if query is None:
-        from indextables_spark.errors import InvalidOptionError
-
-        raise InvalidOptionError("snippets need a query")
-
-    def values(c: str) -> pa.Array:
-        col = table.column(c)
-        return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-
-    snippets = {c: split.snippets(query, c, values(c)) for c in fields}
-    if len(fields) == 1:
-        return snippets[fields[0]]
-    return pa.array(
-        [{c: s[i].as_py() for c, s in snippets.items() if s[i].is_valid} for i in range(table.num_rows)],
-        pa.map_(pa.string(), pa.string()),
-    )
-
-
 def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
     """Every match of the plan's splits (fetched in parallel, searched in map_chunks); with a query
     and a limit, the global top `limit` by `_score`, best first."""
@@ -560,185 +376,3 @@ def stream_table(plan: SearchPlan, batch_rows: int = 65536) -> pa.RecordBatchRea
                 yield from t.cast(schema).to_batches()
 
     return pa.RecordBatchReader.from_batches(schema, gen())
-
-
-# ---- split-level pieces shared with the Spark reader (spark/reader.py) ------------------------------
-
-
-def prune_files(
-    table_path: str,
-    options: Options,
-    snapshot: Any,
-    partition_filters: Sequence[Filter],
-    data_filters: Sequence[Filter],
-    partition_columns: Sequence[str],
-    partition_types: dict[str, str],
-    specs: Any,
-) -> tuple[list[AddFile], tuple[int, int, int]]:
-    """The splits a read opens: partition pruning (filters over partition columns only), min/max
-    data skipping and Bloom filters (filters over data columns only). Returns (files, (splits in
-    the snapshot, after partition pruning, after data skipping))."""
-    from indextables_spark.core.split.bloom import skip_by_blooms
-    from indextables_spark.expr.filters import skip_split
-
-    n_total = snapshot.num_files
-    if partition_filters:
-        files = _partition_pruned(snapshot, partition_filters, partition_columns, partition_types)
-    else:
-        files = snapshot.files
-    n_parts = len(files)
-    if data_filters:
-        from indextables_spark.core.split.reference import written_by_reference
-
-        files = [f for f in files if not skip_split(f, data_filters, specs, written_by_reference(snapshot, f))]
-    n_stats = len(files)
-    files = skip_by_blooms(table_path, options, snapshot, files, data_filters)
-    return files, (n_total, n_parts, n_stats)
-
-
-def _partition_pruned(
-    snapshot: Any, filters: Sequence[Filter], partition_columns: Sequence[str], partition_types: dict[str, str]
-) -> list[AddFile]:
-    """The snapshot's files whose partition may match, with the filters evaluated once per distinct
-    partition (Spark semantics, filters.prune_partition) and AddFile objects built only for the
-    files kept: a 100,000-split table with 100 partitions plans in milliseconds instead of the
-    0.8 s that building every AddFile costs."""
-    import pyarrow.compute as pc
-
-    from indextables_spark.core.log.file_entries import table_to_add_files
-    from indextables_spark.expr.filters import prune_partition
-
-    table = snapshot.files_table
-    if table.num_rows == 0 or not partition_columns:
-        return [
-            f
-            for f in snapshot.files
-            if prune_partition(f.partition_values, filters, partition_columns, partition_types)
-        ]
-    values, index = snapshot.partition_index
-    verdicts = pa.array([prune_partition(v, filters, partition_columns, partition_types) for v in values], pa.bool_())
-    keep = pc.take(verdicts, index)
-    return table_to_add_files(table.filter(keep))
-
-
-def split_rows(
-    split: SplitReader,
-    filters: Sequence[Filter],
-    query: str | None,
-    names: Sequence[str],
-    types: dict[str, pa.DataType],
-    batch_rows: int,
-    deletes: Any = None,
-) -> Iterator[pa.RecordBatch]:
-    """Rows of one split matching the query and the (data-column) filters exactly, in row order,
-    columns `names`. A split written before columns were added to the table (mergeSchema) has them
-    NULL in every row (typed from `types`); filters on them are applied after they are attached."""
-    from indextables_spark.expr.model import columns_of
-    from indextables_spark.expr.filters import arrow_mask
-
-    stored = set(split.schema.names)
-    # index-only columns read as NULL, but their filters are the index's (the split reader's)
-    nulls = {n.lower() for n in names if n not in stored}
-    absent = nulls - split.index_only
-    if not nulls:
-        for batch in split.read(filters, query, names, batch_rows, deletes=deletes):
-            if batch.num_rows:
-                yield batch
-        return
-    on_absent = [f for f in filters if any(c.strip("`").lower() in absent for c in columns_of(f))]
-    others = [f for f in filters if not any(f is g for g in on_absent)]
-    present = [n for n in names if n in stored]
-    for batch in split.read(others, query, present, batch_rows, deletes=deletes):
-        if not batch.num_rows:
-            continue
-        arrays, fields = [], []
-        for n in names:
-            if n in stored:
-                arrays.append(batch.column(batch.schema.get_field_index(n)))
-                fields.append(batch.schema.field(n))
-            else:
-                arrays.append(pa.nulls(batch.num_rows, types[n]))
-                fields.append(pa.field(n, types[n]))
-        full = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
-        if on_absent:
-            full = full.filter(arrow_mask(full, on_absent))
-        if full.num_rows:
-            yield full
-
-
-def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """The batch with `schema`'s types and nullability (a split written with an older type of a
-    column, e.g. int before a widening, or a non-nullable field)."""
-    cols = [c if c.type.equals(f.type) else c.cast(f.type) for c, f in zip(batch.columns, schema)]
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
-
-
-def joined(
-    pieces: Iterator[tuple[AddFile, pa.RecordBatch]], rows: int, target: pa.Schema, partition_columns: Sequence[str]
-) -> Iterator[pa.RecordBatch]:
-    """Batches of `target` from the splits' data batches: small ones joined up to `rows` rows
-    (order kept; joined pieces must share one schema), their partition values attached once per
-    joined batch. A selective read finds a few rows in each of many splits, and every batch a
-    Python data source yields pays its own Arrow serialization and JVM conversion (512 splits:
-    ~440 batches of a few rows per query); attaching partition values per split cost as much as
-    searching it."""
-    pending: list[tuple[AddFile, pa.RecordBatch]] = []
-    count = 0
-    for add, b in pieces:
-        if b.num_rows == 0:
-            continue
-        if b.num_rows >= rows // 2:  # big enough on its own: no copy
-            if pending:
-                yield with_partition_values(pending, target, partition_columns)
-                pending, count = [], 0
-            yield with_partition_values([(add, b)], target, partition_columns)
-            continue
-        pending.append((add, b))
-        count += b.num_rows
-        if count >= rows:
-            yield with_partition_values(pending, target, partition_columns)
-            pending, count = [], 0
-    if pending:
-        yield with_partition_values(pending, target, partition_columns)
-
-
-def with_partition_values(
-    pieces: Sequence[tuple[AddFile, Any]], target: pa.Schema, partition_columns: Sequence[str]
-) -> Any:
-    """The pieces' rows (RecordBatches sharing a schema, or one Table) as `target`: each row with
-    its split's partition values, the data columns cast to the target's types where a split
-    stored another (an older type), and target columns the data lacks NULL (`_indexall`, columns
-    added after the split was written). A RecordBatch for batches, a Table for a Table."""
-    import numpy as np
-
-    from indextables_spark.core.split.partitions import partition_value_array
-
-    data = pieces[0][1] if len(pieces) == 1 else pa.concat_batches([b for _, b in pieces])
-    n = data.num_rows
-    names = data.schema.names
-    parts = set(partition_columns)
-    cols = []
-    for f in target:
-        if f.name in parts:
-            values = [add.partition_values.get(f.name) for add, _ in pieces]
-            distinct = list(dict.fromkeys(values))
-            if len(distinct) == 1:
-                cols.append(partition_value_array(distinct[0], f.type, n))
-            else:
-                at = {v: i for i, v in enumerate(distinct)}
-                each = pa.concat_arrays([partition_value_array(v, f.type, 1) for v in distinct])
-                which = np.repeat([at[v] for v in values], [b.num_rows for _, b in pieces])
-                cols.append(each.take(pa.array(which)))
-        elif f.name in names:
-            col = data.column(names.index(f.name))
-            cols.append(col if col.type.equals(f.type) else col.cast(f.type))
-        else:
-            cols.append(pa.nulls(n, f.type))
-    if isinstance(data, pa.Table):
-        return pa.Table.from_arrays(cols, schema=target)
-    return pa.RecordBatch.from_arrays(cols, schema=target)
-
-
-def top_n(table: pa.Table, limit: int) -> pa.Table:
-    """The `limit` best rows of per-split top-n results, by `_score` descending."""
-    return table.sort_by([(SCORE_COLUMN, "descending")]).slice(0, limit)
