@@ -30,12 +30,12 @@ import pyarrow as pa
 
 from indextables_spark.errors import CompanionSourceError, SplitFormatError
 from indextables_spark.config.options import PREFIX
+from indextables_spark.core.split.lazy_rows import RangedFile, RowSource, source_for
+from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
-
-    from indextables_spark.core.storage.base import Storage
 
 COMPANION_KEY = "companion"
 
@@ -118,8 +118,6 @@ def companion_info(footer_raw: dict[str, Any], where: str) -> CompanionInfo | No
 
 @functools.lru_cache(maxsize=64)
 def _storage_for(parent: str, options_key: tuple[tuple[str, Any], ...]) -> Storage:
-    from indextables_spark.core.storage import open_storage
-
     return open_storage(parent, dict(options_key))
 
 
@@ -181,7 +179,7 @@ def conform_source_column(col: pa.ChunkedArray | pa.Array | None, field: pa.Fiel
 def open_source_parquet(uri: str, size: int, options: Any, what: str, remedy: str = "") -> Any:
     """A pyarrow ParquetFile of a source file, read by ranges (memory-mapped when local), after
     checking it still has the size it had when listed or indexed."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: keeps importing the split reader cheap for tables without companions
 
     parent, name = _split_uri(uri)
     storage = _storage_for(parent, tuple(sorted(options.items())) if options is not None else ())
@@ -201,8 +199,6 @@ def open_source_parquet(uri: str, size: int, options: Any, what: str, remedy: st
         if local is not None:
             source = local
         else:
-            from indextables_spark.core.split.lazy_rows import RangedFile, RowSource
-
             source = pa.PythonFile(RangedFile(RowSource(storage, name, 0, size), what, f"source file {uri}"), mode="r")
         return pq.ParquetFile(source, memory_map=local is not None)
     except (pa.ArrowException, OSError) as e:
@@ -259,8 +255,6 @@ class CompanionRows:
 def open_rows(local_dir: str, info: CompanionInfo, where: str) -> CompanionRows:
     """The companion rows of an extracted split; credentials are those of the storage the split
     cache registered for the directory (the index table's options)."""
-    from indextables_spark.core.split.lazy_rows import source_for
-
     registered = source_for(local_dir)
     options = getattr(registered.storage, "options", None) if registered is not None else None
     return CompanionRows(info, options, where)
