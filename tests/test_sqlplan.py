@@ -15,6 +15,7 @@ from indextables_spark.core.split import group_aggregate as ga
 from indextables_spark.expr import operators as ops
 from indextables_spark.core.split.column_specs import column_specs
 from indextables_spark.frontends.sqlplan import operators as lex
+from indextables_spark.frontends.sqlplan import plans
 from indextables_spark.frontends.sqlplan import statement as st
 
 SCHEMA = {
@@ -43,12 +44,14 @@ class FakeCatalog:
 
     def view(self, name):
         return (
-            st.Source(f"/t/{name.lower()}", (("path", f"/t/{name.lower()}"),)) if name.lower() in self.views else None
+            plans.Source(f"/t/{name.lower()}", (("path", f"/t/{name.lower()}"),))
+            if name.lower() in self.views
+            else None
         )
 
     def info(self, source):
         names = [f["name"] for f in SCHEMA["fields"]] + ["_indexall"]
-        return st.TableInfo(names, dict(TYPES), ["region"], SPECS)
+        return plans.TableInfo(names, dict(TYPES), ["region"], SPECS)
 
     def check_query(self, source, query):
         from indextables_spark.core.split.query_parsing import check_query

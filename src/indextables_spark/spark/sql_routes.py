@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from indextables_spark.errors import IndexTablesError
+from indextables_spark.frontends.sqlplan import plans
 from indextables_spark.frontends.sqlplan import statement as st
 
 log = logging.getLogger(__name__)
@@ -64,19 +65,19 @@ class SparkCatalog:
 
     def __init__(self, spark):
         self.spark = spark
-        self._tables: dict[st.Source, Any] = {}
-        self._infos: dict[st.Source, st.TableInfo] = {}
-        self._snapshots: dict[st.Source, Any] = {}
+        self._tables: dict[plans.Source, Any] = {}
+        self._infos: dict[plans.Source, plans.TableInfo] = {}
+        self._snapshots: dict[plans.Source, Any] = {}
 
-    def view(self, name: str) -> st.Source | None:
+    def view(self, name: str) -> plans.Source | None:
         from indextables_spark.spark.sql_bridge import view_source
 
         src = view_source(self.spark, name)
         if src is None:
             return None
-        return st.Source(src.path, tuple(sorted((str(k), str(v)) for k, v in src.options.items())))
+        return plans.Source(src.path, tuple(sorted((str(k), str(v)) for k, v in src.options.items())))
 
-    def table(self, source: st.Source):
+    def table(self, source: plans.Source):
         if source not in self._tables:
             from indextables_spark.api.table import IndexTable
 
@@ -84,12 +85,12 @@ class SparkCatalog:
             self._tables[source] = IndexTable(source.path, opts, spark=self.spark)
         return self._tables[source]
 
-    def snapshot(self, source: st.Source):
+    def snapshot(self, source: plans.Source):
         """The table version the statement is planned on (read once, by `info`)."""
         self.info(source)
         return self._snapshots[source]
 
-    def info(self, source: st.Source) -> st.TableInfo:
+    def info(self, source: plans.Source) -> plans.TableInfo:
         if source in self._infos:
             return self._infos[source]
         from indextables_spark.expr.where import column_types
@@ -106,11 +107,11 @@ class SparkCatalog:
         if opts.get("snippetfields"):
             virtual.append("_snippet")
         types = {k: v for k, v in column_types(snap.schema_json).items() if k in names}
-        info = st.TableInfo(names + virtual, types, list(snap.partition_columns), table_specs(snap, table.options))
+        info = plans.TableInfo(names + virtual, types, list(snap.partition_columns), table_specs(snap, table.options))
         self._infos[source] = info
         return info
 
-    def check_query(self, source: st.Source, query: str) -> None:
+    def check_query(self, source: plans.Source, query: str) -> None:
         """QueryParseError now for a query the table's splits cannot parse (not in a task)."""
         from indextables_spark.spark.reader import check_table_query
 
@@ -182,7 +183,7 @@ def run(spark, text: str, run_sql: Callable[[str], Any]):
     return df
 
 
-def _create_scan(spark, scan: st.Scan, version: int) -> None:
+def _create_scan(spark, scan: plans.Scan, version: int) -> None:
     """The temporary view of one table reference (a guarded read of only its columns). A guarded
     read plans every query afresh, so the view is made once per table version (the version
     fixes its schema) and session."""
@@ -206,7 +207,7 @@ def _create_scan(spark, scan: st.Scan, version: int) -> None:
     made[scan.view] = version
 
 
-def _answer_aggregate(spark, agg: st.AggregatePlan, schema, catalog: SparkCatalog, route: Route):
+def _answer_aggregate(spark, agg: plans.AggregatePlan, schema, catalog: SparkCatalog, route: Route):
     """The aggregate's DataFrame from the index, or None when it must run in Spark after all."""
     from indextables_spark.core.split import group_aggregate as ga
 
@@ -237,7 +238,7 @@ def _answer_aggregate(spark, agg: st.AggregatePlan, schema, catalog: SparkCatalo
     return df
 
 
-def compute_aggregate(table, snap, agg: st.AggregatePlan, info: st.TableInfo) -> list[tuple]:
+def compute_aggregate(table, snap, agg: plans.AggregatePlan, info: plans.TableInfo) -> list[tuple]:
     """Rows (keys..., aggregates...) of the aggregate over `snap`, the version the statement was
     planned on (its scan view and result schema come from the same version)."""
     from indextables_spark.core.split import group_aggregate as ga
@@ -376,7 +377,7 @@ def _result_frame(spark, rows: list[tuple], schema):
     return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), schema)
 
 
-def _explain(spark, mode: str, plan: st.StatementPlan, route: Route, run_sql):
+def _explain(spark, mode: str, plan: plans.StatementPlan, route: Route, run_sql):
     spark_plan = run_sql(f"{mode} {plan.text}").collect()[0][0]
     if plan.aggregate is not None:
         route.name = "index aggregate"
