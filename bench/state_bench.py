@@ -355,7 +355,7 @@ def main() -> int:
         holder = {}
 
         def ours_part():
-            snap, stats = it.IndexTable(t1m).scan(f"date = '{part}'")
+            snap, stats = it.IndexTable(t1m).log.scan(f"date = '{part}'")
             holder["stats"] = stats
             return snap.files_table.num_rows
 

@@ -131,7 +131,7 @@ def test_avro_state_checkpoints_incremental_compaction_and_pruning(storage_backe
     day = partition_value(4, 6)
     expected = sorted(f.path for f in fresh(t).snapshot().files if f.partition_values["date"] == day)
     assert sorted(f.path for f in fresh(t).files(f"date = '{day}'")) == expected and expected
-    pruned, stats = fresh(t).scan(f"date = '{day}'")
+    pruned, stats = fresh(t).log.scan(f"date = '{day}'")
     assert stats.manifests_read < stats.manifests_total
 
     # compaction: one clean state (no tombstones) at the latest version, same files

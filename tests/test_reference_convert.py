@@ -189,7 +189,7 @@ def test_every_write_route_is_refused_before_writing(tmp_path):
     from indextables_spark.api.write import plan_write
 
     with pytest.raises(ReferenceTableError):
-        plan_write(path, Options(), spark_schema_json(rows.schema), False)
+        plan_write(t.log, Options(), spark_schema_json(rows.schema), False)
     # nothing was written: no split, no delete log, no version file
     assert _files(path) == before_files
     # log-only operations and reads stay allowed
@@ -239,8 +239,8 @@ def test_a_concurrent_reference_add_is_not_rebased_over(tmp_path):
     from indextables_spark.api.write import plan_write, write_splits
     from indextables_spark.core.split.arrow_types import spark_schema_json
 
-    plan, _, _ = plan_write(path, Options(), spark_schema_json(new.schema), False)
-    written = write_splits(path, Options(), plan, iter(new.to_batches()))
+    plan, _, _ = plan_write(t.log, Options(), spark_schema_json(new.schema), False)
+    written = write_splits(t.storage, plan, iter(new.to_batches()))
     v = t.version() + 1
     ref_add.data_change = True
     assert t.log.write_version(v, [CommitInfo(timestamp=now_ms(), operation="WRITE"), ref_add])

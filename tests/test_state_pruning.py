@@ -203,7 +203,7 @@ def _table(tmp_path, n, parts, epm, name="t"):
 def test_partition_pruning_effectiveness(tmp_path):
     t = _table(tmp_path, 6000, 10, 1200)  # 5 manifests of 2 partitions (600 files) each
     target = partition_value(7, 10)
-    snap, stats = t.scan(f"date = '{target}'")
+    snap, stats = t.log.scan(f"date = '{target}'")
     assert stats.manifests_total == 5 and stats.manifests_read == 1
     assert snap.num_files == 600
     assert sorted(f.path for f in t.files(f"date = '{target}'")) == sorted(
@@ -331,9 +331,9 @@ def test_partition_pruning_performance_1m(tmp_path):
     assert len(_state(t).manifests) == 20
     target = partition_value(437, 1000)
     fresh = it.IndexTable(t.path)
-    fresh.scan(f"date = '{target}'")  # warm-up (imports, DataFusion context)
+    fresh.log.scan(f"date = '{target}'")  # warm-up (imports, DataFusion context)
     t0 = time.perf_counter()
-    snap, stats = it.IndexTable(t.path).scan(f"date = '{target}'")
+    snap, stats = it.IndexTable(t.path).log.scan(f"date = '{target}'")
     elapsed = time.perf_counter() - t0
     assert snap.num_files == 1000 and stats.manifests_read == 1 and stats.manifests_total == 20
     assert elapsed < 0.5, f"one partition of 1M files took {elapsed * 1000:.0f} ms"

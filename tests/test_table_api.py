@@ -1,5 +1,7 @@
-"""IndexTable's public surface: t.maintenance, t.inspect, t.aggregate, t.write, `with t.transaction()`,
-typed results, and the deprecated flat names (they still work, with a DeprecationWarning)."""
+"""IndexTable's public surface: t.maintenance, t.inspect, t.schema, t.aggregate, t.write, the
+data-level `with t.transaction() as tx: tx.write(...); tx.delete(...)`, an injected storage,
+keyword-only options, typed results, and the deprecated flat names the API contract still lists
+(they work, with a DeprecationWarning; the others went in 0.2.0)."""
 
 from __future__ import annotations
 
@@ -38,9 +40,8 @@ def test_maintenance_and_inspect_return_typed_results(table, tmp_path):
     assert [h.version for h in hist] == [1, 0] and all(isinstance(h, r.HistoryEntry) for h in hist)
     assert hist[0].num_added_records == 10 and hist[0]["numAddedRecords"] == 10
     assert [h.version for h in t.inspect.history(limit=1)] == [1]
-    files = t.inspect.files()
-    assert files.schema == r.FileRow.arrow_schema() and files.num_rows == t.snapshot().num_files
-    assert t.inspect.files("day = '2024-01-01'").num_rows == 2
+    assert len(t.files()) == t.snapshot().files_table.num_rows == 4
+    assert len(t.files("day = '2024-01-01'")) == 2
     cp = t.maintenance.checkpoint()
     assert isinstance(cp, r.CheckpointResult) and cp.status == "SUCCESS" and cp.version == 1 and cp.num_files == 4
     state = t.inspect.state()
@@ -105,9 +106,6 @@ def test_aggregate_write_and_delete(table):
     }
     eu = t.aggregate({"n": {"value_count": {"field": "id"}}}, partition_filter="day = '2024-01-01'")
     assert eu["n"]["value"] == 10
-    with pytest.warns(DeprecationWarning, match="IndexTable.*aggregate"):
-        old = it.aggregate(None, t.path, query="body:spark", aggs={"days": {"terms": {"field": "day"}}})
-    assert old == res
     assert t.write(rows(5, start=100)) == t.version() and t.count() == 25
     assert t.delete("id >= 100", kind="positional") == t.version() and t.count() == 20
 
@@ -119,14 +117,11 @@ def test_aggregate_write_and_delete(table):
         ("compact", "maintenance.compact"),
         ("history", "inspect.history"),
         ("describe_state", "inspect.state"),
-        ("describe_transaction_log", "inspect.transaction_log"),
-        ("skipped_files", "inspect.skipped_files"),
-        ("gc_state", "maintenance.gc_state"),
-        ("merge_splits", "maintenance.merge_splits"),
         ("purge", "maintenance.purge"),
+        ("truncate_time_travel", "maintenance.truncate_time_travel"),
     ],
 )
-def test_deprecated_names_still_work(table, old, new):
+def test_deprecated_names_of_the_contract_still_work(table, old, new):
     with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
         got = getattr(table, old)()
     obj = table
@@ -134,3 +129,115 @@ def test_deprecated_names_still_work(table, old, new):
         obj = getattr(obj, part)
     want = obj()
     assert type(got) is type(want)
+
+
+@pytest.mark.parametrize(
+    "gone",
+    [
+        "gc_state",
+        "merge_splits",
+        "drop_partitions",
+        "repair_transaction_log",
+        "prewarm_cache",
+        "describe_transaction_log",
+        "skipped_files",
+        "scan",
+        "files_table",
+    ],
+)
+def test_names_removed_in_0_2_0(table, gone):
+    assert not hasattr(table, gone)
+    assert not hasattr(it, "aggregate") and not hasattr(table.inspect, "files")
+
+
+def test_optional_arguments_are_keyword_only(table):
+    t = table
+    for call in (
+        lambda: t.files("day = '2024-01-01'", 1),
+        lambda: t.count("body:spark", "day = '2024-01-01'"),
+        lambda: t.to_arrow("id < 3"),
+        lambda: t.to_batches("body:spark", "id < 3"),
+        lambda: t.explain("body:spark", "id < 3"),
+        lambda: t.delete("id < 3", "body:spark"),
+        lambda: t.snapshot(1, 0),
+        lambda: t.transaction("fail"),
+        lambda: t.write(rows(1), "append"),
+        lambda: it.IndexTable(t.path, None, None),
+        lambda: it.IndexTable.create(t.path + "_new", rows(1).schema, ["day"]),
+        lambda: it.write_table(t.path, rows(1), "append"),
+        lambda: it.build_companion("/nowhere", t.path + "_c", "parquet"),
+    ):
+        with pytest.raises(TypeError):
+            call()
+    assert t.version() == 1  # nothing ran
+
+
+def test_schema_is_what_reads_return(table):
+    t = table
+    schema = t.schema()
+    assert isinstance(schema, pa.Schema) and schema.names == ["id", "body", "day"]  # partition column too
+    assert schema == t.to_arrow().schema == t.search("body:spark").schema
+    assert schema.field("id").type == pa.int64() and schema.field("day").type == pa.string()
+    merged = it.IndexTable(t.path, {"mergeSchema": "true"})
+    merged.write(rows(2, start=50).append_column("score", pa.array([1.5, 2.5])))
+    assert t.schema().names == ["id", "body", "day", "score"] and t.schema().field("score").type == pa.float64()
+    assert t.schema(version=1) == schema and t.schema() == t.to_arrow().schema
+
+
+def test_one_transaction_writes_and_deletes_in_one_version(table):
+    t = table
+    v = t.version()
+    with t.transaction() as tx:
+        assert tx.write(rows(5, start=100)) == 5
+        staged = tx.delete("id < 4")
+        assert staged.status == "STAGED" and staged.deleted_rows == 4 and staged.version == v
+    assert tx.committed_version == v + 1 == t.version()
+    ids = sorted(t.to_arrow(columns=["id"]).column("id").to_pylist())
+    assert ids == list(range(4, 20)) + list(range(100, 105))
+    last = t.inspect.history(limit=1)[0]
+    assert last.operation == "WRITE" and last.operation_parameters["operations"] == ["WRITE", "DELETE"]
+    # the delete reads the table as the transaction read it: rows its writes add stay
+    with t.transaction() as tx:
+        tx.write(rows(1, start=200))
+        assert tx.delete("id = 200").status == "NO_ACTION"
+    assert t.count() == 22
+    # a delete matching nothing commits nothing
+    with t.transaction() as tx:
+        tx.delete("id = 999")
+    assert tx.committed_version == v + 2 == t.version()
+
+
+def test_a_failed_transaction_leaves_no_files(table):
+    import os
+
+    t = table
+    before = {os.path.join(d, f) for d, _, fs in os.walk(t.path) for f in fs}
+    with pytest.raises(RuntimeError):
+        with t.transaction() as tx:
+            tx.write(rows(5, start=100))
+            tx.delete("id = 1")
+            raise RuntimeError("abandon")
+    assert {os.path.join(d, f) for d, _, fs in os.walk(t.path) for f in fs} == before and t.count() == 20
+    with pytest.raises(it.IndexTablesError, match="overwrite must be its first step"):
+        with t.transaction() as tx:
+            tx.delete("id = 1")
+            tx.write(rows(1), mode="overwrite")
+    assert {os.path.join(d, f) for d, _, fs in os.walk(t.path) for f in fs} == before
+
+
+def test_writes_and_deletes_go_through_an_injected_storage(table):
+    from indextables_spark.core.storage import open_storage
+    from indextables_spark.core.storage.counting import CountingStorage
+
+    counting = CountingStorage(open_storage(table.path, table.options))
+    t = it.IndexTable(table.path, storage=counting)
+    v = t.write(rows(5, start=100))
+    assert counting.requests["upload_file"] + counting.requests["put"] >= 1  # the splits
+    assert counting.requests["put_if_absent"] == 1 and t.version() == v  # the version file
+    counting.reset()
+    assert t.delete("id = 101") == v + 1
+    # the version file and the delete log (the whole write path used the injected storage)
+    assert counting.requests["put_if_absent"] + counting.requests["put"] + counting.requests["upload_file"] >= 2
+    counting.reset()
+    created = it.IndexTable.create(table.path + "_other", rows(1).schema, partition_by="day")
+    assert created.schema().names == ["id", "body", "day"] and counting.requests["put_if_absent"] == 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.errors import (
     ConcurrentModificationError,
@@ -58,7 +58,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AddFile",
@@ -80,7 +80,6 @@ __all__ = [
     "SearchOperatorError",
     "TableNotFoundError",
     "Transaction",
-    "aggregate",
     "build_companion",
     "describe_disk_cache",
     "explain",
@@ -127,31 +126,6 @@ def wait_for_maintenance(timeout: float | None = None) -> dict[str, PostWriteRes
     from indextables_spark.ops.post_write import wait_for_background
 
     return wait_for_background(timeout)
-
-
-def aggregate(
-    spark,
-    path: str,
-    query: str | None = None,
-    aggs=None,
-    partition_filter: str | None = None,
-    options=None,
-    execution: str = "auto",
-) -> dict:
-    """Deprecated (goes in the next release): `IndexTable(path, options, spark=spark).aggregate(aggs,
-    query=…, partition_filter=…, spark=spark, execution=…)`."""
-    import warnings
-
-    warnings.warn(
-        "it.aggregate(spark, path, …) is deprecated and goes in the next release; use "
-        "IndexTable(path, options, spark=spark).aggregate(aggs, query=…, spark=spark)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    from indextables_spark.api.table import IndexTable
-
-    table = IndexTable(path, options, spark=spark)
-    return table.aggregate(aggs, query=query, partition_filter=partition_filter, spark=spark, execution=execution)
 
 
 def describe_disk_cache(spark=None, options=None) -> list[DiskCacheInfo]:
@@ -220,26 +194,53 @@ def indexqueryall(query: str):
 def build_companion(
     source: str,
     location: str,
+    *,
     format: str = "delta",
-    indexing=None,
+    indexing: Mapping[str, str] | None = None,
     where: str | None = None,
-    spark=None,
-    options=None,
-    **kwargs,
+    spark: Any = None,
+    options: Mapping[str, Any] | None = None,
+    from_version: int | None = None,
+    from_snapshot: int | None = None,
+    catalog: str | None = None,
+    catalog_type: str | None = None,
+    target_input_size: int | str | None = None,
+    dry_run: bool = False,
 ) -> CompanionBuildResult:
     """BUILD INDEXTABLES COMPANION: build, or sync, a search index at `location` over the Delta,
     Iceberg or Parquet table `source` that points at its Parquet files instead of copying its rows
-    (see ops/companion.py). indexing: {column: mode} as INDEXING MODES. Keyword arguments:
-    from_version, from_snapshot, catalog, catalog_type, target_input_size, dry_run."""
+    (see ops/companion.py). indexing: {column: mode} as INDEXING MODES."""
     from indextables_spark.ops.companion import build_companion as _build
 
-    return _build(source, location, format, indexing, where, spark, options, **kwargs)
+    return _build(
+        source,
+        location,
+        format,
+        indexing,
+        where,
+        spark,
+        options,
+        from_version=from_version,
+        from_snapshot=from_snapshot,
+        catalog=catalog,
+        catalog_type=catalog_type,
+        target_input_size=target_input_size,
+        dry_run=dry_run,
+    )
 
 
-def write_table(path: str, data, *, mode: str = "append", partition_by=None, options=None) -> int:
+def write_table(
+    path: str,
+    data: Any,
+    *,
+    mode: str = "append",
+    partition_by: str | Sequence[str] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> int:
     """Write a pyarrow.Table, pyarrow.RecordBatchReader or pandas DataFrame to the table at `path`
     without Spark (same splits, statistics, Bloom files and log as the Spark writer; splits built in
-    parallel; one commit). mode: "append" | "overwrite" | "error". Returns the committed version."""
-    from indextables_spark.api.write import write_table as _write_table
+    parallel; one commit): `IndexTable(path, options).write(data, mode=…, partition_by=…)`.
+    mode: "append" | "overwrite" | "error". Returns the committed version."""
+    from indextables_spark.api.table import IndexTable
 
-    return _write_table(path, data, mode=mode, partition_by=partition_by, options=options)
+    return IndexTable(path, options).write(data, mode=mode, partition_by=partition_by)

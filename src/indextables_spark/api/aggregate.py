@@ -48,6 +48,7 @@ def aggregate(
     files: list[AddFile],
     options: Options,
     aggs: Mapping[str, Any] | str | None,
+    *,
     query: str | None = None,
     spark: Any = None,
     execution: str = "auto",
@@ -77,8 +78,13 @@ def aggregate(
 
 
 def group_partial(
-    path: str, options: dict, files: list[dict], query: str | None, aggs: Sequence[Any], deletes: dict[str, list[dict]]
-) -> dict:
+    path: str,
+    options: dict[str, str],
+    files: list[dict[str, Any]],
+    query: str | None,
+    aggs: Sequence[Any],
+    deletes: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
     """Executor side: the merged partial of one group of splits (deletes: their deleteLog JSON)."""
     from indextables_spark.core.split.aggregate import aggregate_files
     from indextables_spark.core.storage import open_storage
@@ -96,8 +102,8 @@ def run_job(
     files: list[AddFile],
     query: str | None,
     aggs: Sequence[Any],
-    deletes: dict[str, list[dict]] | None = None,
-) -> dict:
+    deletes: dict[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     """The Spark job of execution="spark": one task per group of splits, each returning the merged
     partial of its splits (classic or Spark Connect session: a DataFrame job, no RDDs)."""
     from indextables_spark.core.split.agg_result import merge_all
@@ -110,7 +116,7 @@ def run_job(
     payload = [([f.to_json() for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes}) for g in groups]
     options = dict(opts.values)
 
-    def task(item: tuple[list[dict], dict]) -> dict:
+    def task(item: tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
         group, group_deletes = item
         return group_partial(path, options, group, query, aggs, group_deletes)
 

@@ -11,7 +11,8 @@ from indextables_spark.ops import describe
 
 
 class InspectTable:
-    """History, state, transaction log, files and skipped files of one table."""
+    """History, state, transaction log and skipped files of one table (its live files:
+    IndexTable.files, or snapshot().files_table)."""
 
     def __init__(self, log: TransactionLog):
         self.log = log
@@ -46,12 +47,6 @@ class InspectTable:
     def transaction_log(self, *, include_all: bool = False) -> pa.Table:
         """DESCRIBE INDEXTABLES TRANSACTION LOG: one row per action (results.TransactionLogRow)."""
         return describe.describe_transaction_log(self.log, include_all)
-
-    def files(self, partition_filter: str | None = None, *, version: int | None = None) -> pa.Table:
-        """The live splits (of the partitions matching `partition_filter`), one row each
-        (results.FileRow: path, partition values, size, records, …)."""
-        snap = self.log.pruned_snapshot(partition_filter, version)
-        return FileRow.table([file_row(f) for f in snap.files])
 
     def skipped_files(self) -> list[SkippedFile]:
         """The SkipActions (splits a merge left out, and until when) in force at the latest version."""

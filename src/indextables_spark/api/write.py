@@ -1,14 +1,16 @@
-"""The write path shared by every writer (Spark's DataSource writer, streaming, `write_table`):
-plan a write against the table (schema checks), build splits from Arrow batches, commit one version.
+"""The write path shared by every writer (Spark's DataSource writer, streaming, `tx.write` of
+api/transaction.py): plan a write against the table read at a version (schema checks), build splits
+from Arrow batches, stage their adds on a log Transaction, commit one version.
 
-Spark-free: the Spark layer (spark/writer.py) is thin glue around these functions.
+Spark-free and path-free: every function takes the table's TransactionLog or Storage (an injected
+storage is the one written to); spark/writer.py opens them from the path Spark gives.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -17,49 +19,31 @@ from indextables_spark.errors import (
     IndexTablesError,
     InvalidOptionError,
     SchemaMismatchError,
+    TableExistsError,
 )
 from indextables_spark.core.log.actions import AddFile, Metadata
 from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key
 from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL, check_writable
 from indextables_spark.core.log.reference_splits import refuse_reference_writes
-from indextables_spark.core.log.maintenance import open_log
+from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms
 from indextables_spark.config.options import PREFIX, Options
-from indextables_spark.core.storage import open_storage
-
-
-class _Table:
-    """The part of IndexTable the write path needs (this module sits below api/table.py)."""
-
-    def __init__(self, path: str, opts: Options):
-        self.log = open_log(open_storage(path, opts), Options.of(opts))
-
-    def version(self) -> int:
-        return self.log.latest_version()
-
-    def exists(self) -> bool:
-        return self.version() >= 0
-
-    def snapshot(self, version: int | None = None):
-        return self.log.snapshot(version)
-
-    def transaction(self, resolver: str = "merge", version: int | None = None) -> Transaction:
-        return Transaction(self.log, resolver=resolver, read_version=version, operation="WRITE")
+from indextables_spark.core.log.snapshot import Snapshot
+from indextables_spark.core.storage import Storage
+from indextables_spark.api.write_schema import check_append_schema, merge_append_schema, nullable_json
 
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TARGET_SPLIT_SIZE = "1G"
-
 
 @dataclass
 class SplitsWritten:
-    adds: list[dict] = field(default_factory=list)  # AddFile wire JSON
+    adds: list[dict[str, Any]] = field(default_factory=list)  # AddFile wire JSON
     num_rows: int = 0
     stats: dict[str, list[str]] = field(default_factory=dict)  # per-split stats files (e.g. "bloomfilter")
 
 
-def merge_stats(messages) -> dict[str, list[str]]:
+def merge_stats(messages: Iterable[Any]) -> dict[str, list[str]]:
     """The stats files of every task's message, by key."""
     out: dict[str, list[str]] = {}
     for m in messages:
@@ -72,53 +56,37 @@ def merge_stats(messages) -> dict[str, list[str]]:
 class WritePlan:
     """What every task needs to know, decided once on the driver."""
 
-    schema_json: dict  # the table schema (all columns nullable)
+    schema_json: dict[str, Any]  # the table schema (all columns nullable)
     partition_columns: list[str]
     options: Options  # table settings overlaid with this write's options
     doc_mapping: str  # JSON of the doc mapping splits of this write use
     target_split_bytes: int
 
 
-def _field_types(schema_json: dict) -> dict[str, object]:
-    return {f["name"]: f["type"] for f in schema_json["fields"]}
-
-
-def _nullable_json(t):
-    if isinstance(t, dict):
-        out = dict(t)
-        if out.get("type") == "struct":
-            out["fields"] = [{**_nullable_json(f), "nullable": True} for f in out["fields"]]
-        elif out.get("type") == "array":
-            out["elementType"] = _nullable_json(out["elementType"])
-            out["containsNull"] = True
-        elif out.get("type") == "map":
-            out["keyType"] = _nullable_json(out["keyType"])
-            out["valueType"] = _nullable_json(out["valueType"])
-            out["valueContainsNull"] = True
-        elif "type" in out and isinstance(out["type"], dict):
-            out["type"] = _nullable_json(out["type"])
-        return out
-    return t
-
-
-def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> tuple[WritePlan, int, bool]:
-    """Validate a write against the table (if any) before any task runs. `schema_json` is the data's
-    Spark schema JSON (StructType.jsonValue(); split.types.spark_schema_json for an Arrow schema).
+def plan_write(
+    log_: TransactionLog, opts: Options, schema_json: dict[str, Any], overwrite: bool, read_version: int | None = None
+) -> tuple[WritePlan, int, bool]:
+    """Validate a write against the table read at `read_version` (latest by default) before any
+    task runs. `schema_json` is the data's Spark schema JSON (StructType.jsonValue();
+    split.types.spark_schema_json for an Arrow schema).
 
     Returns (plan, read_version, table_exists).
     """
+    if read_version is None:
+        read_version = log_.latest_version()
+    snap = log_.snapshot(read_version) if read_version >= 0 else None
+    return _plan(log_.storage.uri, snap, opts, schema_json, overwrite), read_version, snap is not None
+
+
+def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str, Any], overwrite: bool) -> WritePlan:
     from indextables_spark.config.registry import registered_default
     from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY, recorded_settings
     from indextables_spark.core.split.column_specs import validate_schema
     from indextables_spark.core.split.doc_mapping import doc_mapping_json
 
-    TOKEN_LENGTH_DEFAULT = str(registered_default(TOKEN_LENGTH_KEY))
-    table = _Table(path, opts)
-    read_version = table.version()
-    incoming = _nullable_json(schema_json)
+    incoming = nullable_json(schema_json)
     requested_parts = partition_columns_option(opts)
-    if read_version >= 0:
-        snap = table.snapshot(read_version)
+    if snap is not None:
         check_writable(snap.protocol_action, f"table {path}")
         refuse_companion(path, snap.metadata_action.configuration)
         # Splits of ours never go next to the reference implementation's (core/log/reference_splits.py).
@@ -146,7 +114,8 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
         parts = requested_parts or []
         # the token length is recorded at creation (what the table's splits mean never depends on
         # a default that may change; core/split/indexing.py)
-        settings = Options.of({TOKEN_LENGTH_KEY: opts.get_str(TOKEN_LENGTH_KEY) or TOKEN_LENGTH_DEFAULT}, opts)
+        token_length = opts.get_str(TOKEN_LENGTH_KEY) or str(registered_default(TOKEN_LENGTH_KEY))
+        settings = Options.of({TOKEN_LENGTH_KEY: token_length}, opts)
     names = [f["name"] for f in table_schema["fields"]]
     for c in parts:
         if c not in names:
@@ -158,8 +127,7 @@ def plan_write(path: str, opts: Options, schema_json: dict, overwrite: bool) -> 
     from indextables_spark.core.split.builder import target_split_bytes_option
 
     target = target_split_bytes_option(settings) or registered_default("write.targetSplitSize")
-    plan = WritePlan(table_schema, list(parts), settings, mapping, target)
-    return plan, read_version, read_version >= 0
+    return WritePlan(table_schema, list(parts), settings, mapping, target)
 
 
 def _check_index_only_unchanged(path: str, configuration: Mapping[str, str], settings: Options) -> None:
@@ -193,89 +161,11 @@ def refuse_companion(path: str, configuration: Mapping[str, str]) -> None:
         )
 
 
-def check_append_schema(path: str, table_schema: dict, incoming: dict) -> None:
-    """The data must have exactly the table's columns with the same types (any order)."""
-    tbl = _field_types(table_schema)
-    inc = _field_types(incoming)
-    missing = [c for c in tbl if c not in inc]
-    extra = [c for c in inc if c not in tbl]
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing columns {missing}")
-        if extra:
-            parts.append(f"columns not in the table {extra}")
-        raise SchemaMismatchError(f"cannot write to table {path}: the data has {', '.join(parts)}")
-    for name, t in tbl.items():
-        if _nullable_json(t) != _nullable_json(inc[name]):
-            raise SchemaMismatchError(
-                f"cannot write to table {path}: column {name!r} has type {_type_str(inc[name])} in the data "
-                f"but {_type_str(t)} in the table"
-            )
-
-
-def merge_append_schema(path: str, table_schema: dict, incoming: dict) -> dict:
-    """Schema evolution for an append with mergeSchema=true: columns of the data that the table
-    lacks are added at the end, nullable (splits written before read them as NULL). Every table
-    column must still be in the data with its type; any other change is refused."""
-    tbl = _field_types(table_schema)
-    inc = _field_types(incoming)
-    lower = {c.lower(): c for c in tbl}
-    missing = [c for c in tbl if c not in inc]
-    if missing:
-        raise SchemaMismatchError(
-            f"cannot write to table {path} with mergeSchema: the data has no columns {missing} (schema evolution "
-            f"only adds columns; to drop or redefine columns use mode('overwrite') with overwriteSchema=true)"
-        )
-    for name, t in tbl.items():
-        if _nullable_json(t) != _nullable_json(inc[name]):
-            raise SchemaMismatchError(
-                f"cannot write to table {path} with mergeSchema: column {name!r} has type {_type_str(inc[name])} in "
-                f"the data but {_type_str(t)} in the table (incompatible change: types are never changed by "
-                f"schema evolution)"
-            )
-    clash = [c for c in inc if c not in tbl and c.lower() in lower]
-    if clash:
-        raise SchemaMismatchError(
-            f"cannot write to table {path} with mergeSchema: columns {clash} differ from table columns "
-            f"{[lower[c.lower()] for c in clash]} only in case"
-        )
-    added = [f for f in incoming["fields"] if f["name"] not in tbl]
-    if not added:
-        return table_schema
-    log.info("indextables: mergeSchema adds columns %s to %s", [f["name"] for f in added], path)
-    return {
-        **table_schema,
-        "fields": list(table_schema["fields"]) + [{**_nullable_json(f), "nullable": True} for f in added],
-    }
-
-
-_SIMPLE_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
-
-
-def _type_str(t) -> str:
-    """Spark's DataType.simpleString() of a schema JSON type (for error messages)."""
-    if isinstance(t, str):
-        return _SIMPLE_NAMES.get(t, t)
-    if isinstance(t, dict):
-        kind = t.get("type")
-        if kind == "array":
-            return f"array<{_type_str(t['elementType'])}>"
-        if kind == "map":
-            return f"map<{_type_str(t['keyType'])},{_type_str(t['valueType'])}>"
-        if kind == "struct":
-            return "struct<" + ",".join(f"{f['name']}:{_type_str(f['type'])}" for f in t["fields"]) + ">"
-        if kind == "udt":
-            return _type_str(t.get("sqlType"))
-    return str(t)
-
-
-def write_splits(path: str, opts: Options, plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> SplitsWritten:
+def write_splits(storage: Storage, plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> SplitsWritten:
     """Executor side: turn this task's rows into splits under the table."""
     from indextables_spark.core.split.builder import SplitWriter
     from indextables_spark.core.split.arrow_types import arrow_schema
 
-    storage = open_storage(path, opts)
     target_schema = arrow_schema(plan.schema_json)
     writer = SplitWriter(storage, plan.schema_json, plan.partition_columns, plan.options, plan.target_split_bytes)
     rows = 0
@@ -291,10 +181,12 @@ def write_splits(path: str, opts: Options, plan: WritePlan, batches: Iterator[pa
         # drop open splits, and delete those already uploaded (never referenced by the log)
         writer.abort()
         try:
-            delete_written(path, opts, [a.to_json() for a in writer.written], writer.stats_files)
+            delete_written(storage, [a.to_json() for a in writer.written], writer.stats_files)
         except Exception:  # the original error matters more
             log.warning(
-                "indextables: could not delete the uncommitted splits of a failed write to %s", path, exc_info=True
+                "indextables: could not delete the uncommitted splits of a failed write to %s",
+                storage.uri,
+                exc_info=True,
             )
         raise
     return SplitsWritten(adds=[a.to_json() for a in adds], num_rows=rows, stats=writer.stats_files)
@@ -311,92 +203,128 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=target)
 
 
+def stage_write(
+    txn: Transaction,
+    plan: WritePlan,
+    overwrite: bool,
+    adds: list[AddFile],
+    stats_files: Mapping[str, list[str]] | None = None,
+    operation: str | None = None,
+) -> None:
+    """Stage a planned write on `txn` (read at the version the plan was made against): for a new
+    table its protocol and metadata; else a metadata update when the schema, partitioning or doc
+    mapping registry changes; for overwrite, removes of the live files; the adds, and the stats
+    files written with the splits (key -> files, e.g. Bloom filters)."""
+    ref = doc_mapping_hash(plan.doc_mapping)
+    snap = txn.snapshot()
+    if snap is None:
+        meta = Metadata(
+            id=new_table_id(),
+            schema_string=_schema_string(plan.schema_json),
+            partition_columns=plan.partition_columns,
+            configuration={**table_settings(plan.options), registry_key(ref): plan.doc_mapping},
+            created_time=now_ms(),
+        )
+        txn.set_protocol(CURRENT_PROTOCOL).set_metadata(meta)
+        op = "CREATE TABLE"
+    else:
+        meta = snap.metadata_action
+        new_schema = _schema_string(plan.schema_json)
+        needs_ref = registry_key(ref) not in meta.configuration
+        schema_changed = new_schema != meta.schema_string or plan.partition_columns != meta.partition_columns
+        if needs_ref or schema_changed:
+            config = {**meta.configuration, registry_key(ref): plan.doc_mapping}
+            txn.set_metadata(
+                Metadata(
+                    id=meta.id,
+                    schema_string=new_schema,
+                    partition_columns=plan.partition_columns,
+                    configuration=config,
+                    format=meta.format,
+                    name=meta.name,
+                    description=meta.description,
+                    created_time=meta.created_time,
+                )
+            )
+        if overwrite:
+            txn.remove_files(snap.files_table.column("path").to_pylist())
+        op = "OVERWRITE" if overwrite else "WRITE"
+    stage_adds(txn, plan, adds, stats_files)
+    txn.with_operation(
+        operation or op, {"mode": "Overwrite" if overwrite else "Append", "partitionBy": plan.partition_columns}
+    )
+
+
+def stage_adds(
+    txn: Transaction, plan: WritePlan, adds: list[AddFile], stats_files: Mapping[str, list[str]] | None = None
+) -> None:
+    """Stage the splits a planned write built and their stats files (key -> files)."""
+    ref = doc_mapping_hash(plan.doc_mapping)
+    for a in adds:
+        a.doc_mapping_ref = a.doc_mapping_ref or ref
+    for key, files in (stats_files or {}).items():
+        txn.update_stat(key, files)
+    txn.add_files(adds)
+
+
 def commit_write(
-    path: str,
-    opts: Options,
+    log_: TransactionLog,
     plan: WritePlan,
     read_version: int,
     overwrite: bool,
     adds: list[AddFile],
     operation: str | None = None,
     txn_id: str | None = None,
-    stats_files: dict[str, list[str]] | None = None,
+    stats_files: Mapping[str, list[str]] | None = None,
 ) -> int:
     """Driver side: one version holding every add (and, for overwrite, removes of live files) and
-    the stats files written with the splits (stats_files: key -> files, e.g. Bloom filters)."""
-    table = _Table(path, opts)
-    ref = doc_mapping_hash(plan.doc_mapping)
+    the stats files written with the splits. A table another job created meanwhile takes the
+    write as an append (rebase_created)."""
     for attempt in range(2):
-        txn = table.transaction(resolver="merge", version=read_version)
+        txn = Transaction(log_, resolver="merge", read_version=read_version, operation="WRITE")
         txn.txn_id = txn_id
-        if read_version < 0:
-            meta = Metadata(
-                id=new_table_id(),
-                schema_string=_schema_string(plan.schema_json),
-                partition_columns=plan.partition_columns,
-                configuration={**table_settings(plan.options), registry_key(ref): plan.doc_mapping},
-                created_time=now_ms(),
-            )
-            txn.set_protocol(CURRENT_PROTOCOL).set_metadata(meta)
-            op = "CREATE TABLE"
-        else:
-            snap = txn.snapshot()
-            meta = snap.metadata_action
-            new_schema = _schema_string(plan.schema_json)
-            needs_ref = registry_key(ref) not in meta.configuration
-            schema_changed = new_schema != meta.schema_string or plan.partition_columns != meta.partition_columns
-            if needs_ref or schema_changed:
-                config = dict(meta.configuration)
-                config[registry_key(ref)] = plan.doc_mapping
-                txn.set_metadata(
-                    Metadata(
-                        id=meta.id,
-                        schema_string=new_schema,
-                        partition_columns=plan.partition_columns,
-                        configuration=config,
-                        format=meta.format,
-                        name=meta.name,
-                        description=meta.description,
-                        created_time=meta.created_time,
-                    )
-                )
-            if overwrite:
-                txn.remove_files([f for f in snap.files_table.column("path").to_pylist()])
-            op = "OVERWRITE" if overwrite else "WRITE"
-        for a in adds:
-            a.doc_mapping_ref = a.doc_mapping_ref or ref
-        for key, files in (stats_files or {}).items():
-            txn.update_stat(key, files)
-        txn.add_files(adds).with_operation(
-            operation or op, {"mode": "Overwrite" if overwrite else "Append", "partitionBy": plan.partition_columns}
-        )
+        stage_write(txn, plan, overwrite, adds, stats_files, operation)
         try:
             return txn.commit()
         except ConcurrentModificationError:
-            # Another job created the table between planning and commit: re-plan against it once.
             if read_version >= 0 or attempt:
                 raise
-            read_version = table.version()
-            snap = table.snapshot(read_version)
-            check_append_schema(path, snap.schema_json, plan.schema_json)
-            if snap.partition_columns != plan.partition_columns:
-                raise
+            read_version = rebase_created(log_, plan)
     raise IndexTablesError("unreachable")  # pragma: no cover
 
 
-def _schema_string(schema_json: dict) -> str:
+def rebase_created(log_: TransactionLog, plan: WritePlan) -> int:
+    """Another job created the table between planning a write of a new table and its commit: the
+    version to commit the write over as an append, when the table created takes its rows."""
+    read_version = log_.latest_version()
+    snap = log_.snapshot(read_version)
+    check_append_schema(log_.storage.uri, snap.schema_json, plan.schema_json)
+    if snap.partition_columns != plan.partition_columns:
+        raise ConcurrentModificationError(
+            f"table {log_.storage.uri} was created concurrently, partitioned by {snap.partition_columns}; "
+            f"this write is partitioned by {plan.partition_columns}"
+        )
+    return read_version
+
+
+def _schema_string(schema_json: dict[str, Any]) -> str:
     import json
 
     return json.dumps(schema_json, separators=(",", ":"))
 
 
-def delete_written(path: str, opts: Options, adds: list[dict], stats: dict[str, list[str]] | None = None) -> None:
+def written_keys(adds: Iterable[Mapping[str, Any]], stats: Mapping[str, list[str]] | None = None) -> list[str]:
+    """The files a write put under the table: its splits and their stats files."""
+    return [a["path"] for a in adds] + [f for files in (stats or {}).values() for f in files]
+
+
+def delete_written(
+    storage: Storage, adds: Iterable[Mapping[str, Any]], stats: Mapping[str, list[str]] | None = None
+) -> None:
     """Remove split files (and their stats files) of a failed job (never referenced by the log)."""
-    keys = [a["path"] for a in adds] + [f for files in (stats or {}).values() for f in files]
-    if not keys:
-        return
-    storage = open_storage(path, opts)
-    storage.delete(keys)
+    keys = written_keys(adds, stats)
+    if keys:
+        storage.delete(keys)
 
 
 # Table-level settings recorded in the table's metadata configuration at creation, so later
@@ -423,27 +351,29 @@ def partition_columns_option(opts: Options) -> list[str] | None:
     return [str(c) for c in cols]
 
 
-# --- Spark-free entry points: write_table / create_table --------------------------------------
+# --- Spark-free writes: Arrow data in chunks, one split per partition value per chunk ------------
 
 WRITE_MODES = ("append", "overwrite", "error")
 _MIN_CHUNK_ROWS = 100_000  # below this a chunk is not worth its own split per partition value
 
 
-def _batch_source(data: Any) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    """(schema, batches) of a pyarrow Table, RecordBatchReader, RecordBatch or pandas DataFrame."""
+def batch_source(data: Any) -> tuple[pa.Schema, Iterator[pa.RecordBatch], int | None]:
+    """(schema, batches, rows of a Table: they size the chunks) of a pyarrow Table,
+    RecordBatchReader, RecordBatch or pandas DataFrame."""
     if isinstance(data, pa.Table):
-        return data.schema, iter(data.to_batches())
+        return data.schema, iter(data.to_batches()), data.num_rows
     if isinstance(data, pa.RecordBatchReader):
-        return data.schema, iter(data)
+        return data.schema, iter(data), None
     if isinstance(data, pa.RecordBatch):
-        return data.schema, iter([data])
-    try:
-        import pandas as pd
-    except ImportError:
-        pd = None
-    if pd is not None and isinstance(data, pd.DataFrame):
-        t = pa.Table.from_pandas(data, preserve_index=False)
-        return t.schema.remove_metadata(), iter(t.to_batches())
+        return data.schema, iter([data]), None
+    import importlib.util
+
+    if importlib.util.find_spec("pandas") is not None:
+        import pandas as pd  # type: ignore[import-untyped]  # no stubs in the environment
+
+        if isinstance(data, pd.DataFrame):
+            t = pa.Table.from_pandas(data, preserve_index=False)
+            return t.schema.remove_metadata(), iter(t.to_batches()), None
     raise TypeError(
         f"write_table: data must be a pyarrow.Table, pyarrow.RecordBatchReader or pandas DataFrame, "
         f"not {type(data).__name__}"
@@ -467,7 +397,8 @@ def _chunks(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[list
         yield buf
 
 
-def _write_options(partition_by, options) -> Options:
+def write_options(options: Mapping[str, Any] | None, partition_by: str | Sequence[str] | None) -> Options:
+    """The options of a Spark-free write: `options` with `partition_by` as the partitionBy option."""
     import json
 
     parts = None
@@ -476,66 +407,44 @@ def _write_options(partition_by, options) -> Options:
     return Options.of(options, parts)
 
 
-def write_table(
-    path: str, data: Any, *, mode: str = "append", partition_by=None, options: Mapping[str, Any] | None = None
-) -> int:
-    """Write Arrow data (pyarrow.Table, RecordBatchReader or pandas DataFrame) to the table at `path`
-    without Spark: the same plan, splits, statistics, Bloom files and log as the Spark writer, splits
-    built in parallel threads (one split per partition value per chunk, like one per Spark task),
-    committed as one version. Returns the committed version.
-
-    mode: "append" (creates the table if absent), "overwrite" (removes every live split; honours
-    overwriteSchema / mergeSchema like the Spark writer) or "error" (fails if a table exists).
-    Options: the data source options (short or `spark.indextables.`-prefixed keys), plus
-    `write.parallelism` (threads, default: CPU count) and `write.chunkRows` (rows per chunk)."""
-    import os
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
-    from indextables_spark.errors import InvalidOptionError, TableExistsError
-    from indextables_spark.core.split.arrow_types import spark_schema_json
-
+def check_mode(mode: str, table_exists: bool, path: str) -> bool:
+    """Validate a write mode against the table; True for overwrite."""
     mode = str(mode).lower()
     if mode not in WRITE_MODES:
         raise InvalidOptionError(f"write_table: mode must be one of {WRITE_MODES}, got {mode!r}")
-    opts = _write_options(partition_by, options)
-    if mode == "error" and _Table(path, opts).exists():
+    if mode == "error" and table_exists:
         raise TableExistsError(f"an indextables table already exists at {path}; use mode='append' or mode='overwrite'")
-    overwrite = mode == "overwrite"
-    schema, batches = _batch_source(data)
-    plan, read_version, _ = plan_write(path, opts, spark_schema_json(schema), overwrite)
+    return mode == "overwrite"
+
+
+def build_splits(
+    storage: Storage, opts: Options, plan: WritePlan, batches: Iterator[pa.RecordBatch], total: int | None = None
+) -> list[SplitsWritten]:
+    """Build the splits of Arrow batches (`total` rows, when known) in parallel threads, a chunk of
+    rows each (one split per partition value per chunk, like one Spark task). On failure every
+    split built is deleted before the error propagates. Options: `write.parallelism` (threads,
+    default: CPU count), `write.chunkRows` (rows per chunk; default: the rows split evenly over the
+    threads, at least 100k)."""
+    import os
+    from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
     workers = max(1, opts.get_int("write.parallelism", os.cpu_count() or 1))
-    total = data.num_rows if isinstance(data, pa.Table) else None
     default_chunk = max(_MIN_CHUNK_ROWS, -(-total // workers)) if total else 4 * _MIN_CHUNK_ROWS
     chunk_rows = max(1, opts.get_int("write.chunkRows", default_chunk))
-    futures: list = []
+    futures: list[Future[SplitsWritten]] = []
     try:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="indextables-write") as pool:
             for chunk in _chunks(batches, chunk_rows):
-                futures.append(pool.submit(write_splits, path, opts, plan, iter(chunk)))
+                futures.append(pool.submit(write_splits, storage, plan, iter(chunk)))
                 running = [f for f in futures if not f.done()]
                 if len(running) >= 2 * workers:  # bound the rows held in memory
                     wait(running, return_when=FIRST_COMPLETED)
                 failed = next((f for f in futures if f.done() and f.exception() is not None), None)
                 if failed is not None:
                     failed.result()
-        written = [f.result() for f in futures]
-        adds = [AddFile.from_json(d) for m in written for d in m.adds]
-        return commit_write(path, opts, plan, read_version, overwrite, adds, stats_files=merge_stats(written))
+        return [f.result() for f in futures]
     except BaseException:
         # every chunk has finished (the pool waited): delete the splits of those that succeeded
         done = [f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None]
-        delete_written(path, opts, [d for m in done for d in m.adds], merge_stats(done))
+        delete_written(storage, [d for m in done for d in m.adds], merge_stats(done))
         raise
-
-
-def create_table(path: str, schema: pa.Schema, partition_by=None, options: Mapping[str, Any] | None = None) -> int:
-    """Create an empty table (version 0: protocol + metadata, no files), as a Spark write of an
-    empty DataFrame commits. Fails with TableExistsError if a table exists at `path`."""
-    from indextables_spark.errors import TableExistsError
-    from indextables_spark.core.split.arrow_types import spark_schema_json
-
-    opts = _write_options(partition_by, options)
-    if _Table(path, opts).exists():
-        raise TableExistsError(f"an indextables table already exists at {path}")
-    plan, read_version, _ = plan_write(path, opts, spark_schema_json(schema), False)
-    return commit_write(path, opts, plan, read_version, False, [])

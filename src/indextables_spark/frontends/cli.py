@@ -257,7 +257,7 @@ def _table_listing(args, options):
         return results.HISTORY, results.HISTORY.table(rows), rows
     from indextables_spark.api.inspect import file_row
 
-    files = t.files(args.where, args.version) if args.where else t.snapshot(args.version).files
+    files = t.files(args.where, version=args.version) if args.where else t.snapshot(args.version).files
     raw = [f.to_json() for f in files]  # --json: the log's own form of each split
     return results.FILES, results.FILES.table([file_row(f) for f in files]), raw
 

@@ -31,7 +31,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -41,9 +41,12 @@ from indextables_spark.expr import partition_filter as pf
 from indextables_spark.core.log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
 from indextables_spark.core.log.delete_logs import load_split_deletes, positional_table, write_delete_log
 from indextables_spark.core.log.reference_splits import refuse_reference_writes
+from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
 from indextables_spark.config.options import Options
+from indextables_spark.core.split.types import ColumnSpec
+from indextables_spark.core.storage import Storage
 from indextables_spark.api.results import DeleteResult, elapsed_ms
 from indextables_spark.expr import filters as sf
 from indextables_spark.expr import where as where_
@@ -56,6 +59,7 @@ WHAT = "DELETE predicate"
 PRIMARY_KEY_OPTION = "indexing.primaryKey"
 KINDS = {"auto": None, "positional": POSITIONAL, "equality": EQUALITY, "primary_key": PRIMARY_KEY}
 MAX_THREADS = 4  # splits searched at once (Tantivy and Arrow release the GIL)
+T = TypeVar("T")
 
 
 class DeletePredicateError(PredicateError):
@@ -65,7 +69,7 @@ class DeletePredicateError(PredicateError):
 # ---- predicate ------------------------------------------------------------------------------------
 
 
-def _and_all(items: Sequence[Any], cls) -> Any:
+def _and_all(items: Sequence[Any], cls: Callable[[Any, Any], Any]) -> Any:
     out = None
     for x in items:
         out = x if out is None else cls(out, x)
@@ -192,9 +196,9 @@ def _with_partitions(batch: pa.RecordBatch, add: AddFile, partition_types: Mappi
 
 
 def _match_split(
-    storage,
+    storage: Storage,
     options: Options,
-    snapshot,
+    snapshot: Snapshot,
     add: AddFile,
     pred: Predicate,
     pushed: list[sf.Filter],
@@ -219,7 +223,9 @@ def _match_split(
     return _SplitMatch(add, row_ids, live)
 
 
-def _candidates(storage, snapshot, pred: Predicate, specs, options: Options) -> list[AddFile]:
+def _candidates(
+    storage: Storage, snapshot: Snapshot, pred: Predicate, specs: list[ColumnSpec], options: Options
+) -> list[AddFile]:
     from indextables_spark.core.split.bloom import skip_by_blooms
 
     parts = list(snapshot.partition_columns)
@@ -233,10 +239,30 @@ def _candidates(storage, snapshot, pred: Predicate, specs, options: Options) -> 
     if data_only:
         files = [f for f in files if not sf.skip_split(f, data_only, specs)]
         files = skip_by_blooms(storage.uri, options, snapshot, files, data_only)
-    return files
+    return list(files)
 
 
 # ---- the command ------------------------------------------------------------------------------------
+
+
+def replan_on_conflict(log_: TransactionLog, resolver: str, attempt: Callable[[], T]) -> T:
+    """Run `attempt` (plan, stage and commit a delete) again on a conflict with a concurrent commit,
+    up to `delete.maxAttempts` times in all (once with the "fail" resolver)."""
+    attempts = 1 if resolver == "fail" else max(1, log_.options.get_int("delete.maxAttempts"))
+    for n in range(1, attempts + 1):
+        try:
+            return attempt()
+        except ConcurrentModificationError as e:
+            if n == attempts:
+                raise
+            log.info(
+                "DELETE on %s conflicted with a concurrent commit (%s); planning again (attempt %d of %d)",
+                log_.storage.uri,
+                e,
+                n + 1,
+                attempts,
+            )
+    raise IndexTablesError("unreachable")  # pragma: no cover
 
 
 def delete(
@@ -247,36 +273,58 @@ def delete(
     resolver: str = "merge",
 ) -> DeleteResult:
     """Delete the rows matching `where` (and `query`) as one new version; see the module doc."""
-    attempts = 1 if resolver == "fail" else max(1, log_.options.get_int("delete.maxAttempts"))
-    for attempt in range(1, attempts + 1):
+
+    def once() -> DeleteResult:
+        started = time.perf_counter()
+        txn = Transaction(log_, resolver=resolver, operation=OPERATION)
+        staged = stage_delete(txn, where, query, kind)
+        if staged.result.status == "NO_ACTION":
+            return staged.result
         try:
-            return _delete_once(log_, where, query, kind, resolver)
-        except ConcurrentModificationError as e:
-            if attempt == attempts:
-                raise
-            log.info(
-                "DELETE on %s conflicted with a concurrent commit (%s); planning again (attempt %d of %d)",
-                log_.storage.uri,
-                e,
-                attempt + 1,
-                attempts,
-            )
-    raise IndexTablesError("unreachable")  # pragma: no cover
+            version = txn.commit()
+        except BaseException:
+            if staged.written and txn.committed_version is None:
+                log_.storage.delete(staged.written)  # never referenced by the log
+            raise
+        return replace(staged.result, status="SUCCESS", version=version, duration_ms=elapsed_ms(started))
+
+    result = replan_on_conflict(log_, resolver, once)
+    if result.status == "SUCCESS":
+        log.info(
+            "DELETE on %s: version %d, %s, %s rows, %d delete logs, %d splits removed",
+            log_.storage.uri,
+            result.version,
+            result.kind,
+            result.deleted_rows,
+            result.delete_logs,
+            result.removed_splits,
+        )
+    return result
 
 
-def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kind: str, resolver: str) -> DeleteResult:
+@dataclass(frozen=True)
+class StagedDelete:
+    """A delete staged on a transaction: its result (status STAGED, or NO_ACTION when nothing
+    matched and nothing was staged; version: the read version) and the delete log files it wrote
+    (to delete if the commit fails)."""
+
+    result: DeleteResult
+    written: list[str]
+
+
+def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: str) -> StagedDelete:
+    """Plan a delete against the table `txn` read and stage its delete logs and removes on `txn`
+    (the operation becomes DELETE with its parameters); nothing is committed."""
     from indextables_spark.core.split.arrow_types import arrow_schema
     from indextables_spark.core.split.column_specs import column_specs
 
     started = time.perf_counter()
-    txn = Transaction(
-        log_, resolver=resolver, operation=OPERATION, operation_parameters={"predicate": where, "query": query}
-    )
-    if txn.read_version < 0:
+    log_ = txn.log
+    snap = txn.snapshot()
+    if snap is None:
         from indextables_spark.errors import TableNotFoundError
 
         raise TableNotFoundError(f"DELETE: no indextables table at {log_.storage.uri}")
-    snap = txn.snapshot()
     # Refuse a table this version may not write before any delete log is written into it.
     from indextables_spark.core.log.protocol_gate import check_writable
 
@@ -343,38 +391,27 @@ def _delete_once(log_: TransactionLog, where: str | None, query: str | None, kin
                     delete_logs += 1
             deleted_rows = rows
             if not rows:
-                return replace(result, splits_scanned=scanned, duration_ms=elapsed_ms(started))
+                return StagedDelete(replace(result, splits_scanned=scanned, duration_ms=elapsed_ms(started)), [])
         else:
             d = write_delete_log(storage, chosen, values)
             written.append(d.path)
             txn.add_delete_log(d)
             delete_logs, deleted_rows = 1, None
-        txn.operation_parameters.update({"kind": chosen, "numDeletedRows": deleted_rows})
-        version = txn.commit()
     except BaseException:
-        if written and txn.committed_version is None:
+        if written:
             storage.delete(written)  # never referenced by the log
         raise
+    txn.with_operation(OPERATION, {"predicate": where, "query": query, "kind": chosen, "numDeletedRows": deleted_rows})
     result = replace(
         result,
-        status="SUCCESS",
-        version=version,
+        status="STAGED",
         deleted_rows=deleted_rows,
         removed_splits=removed_splits,
         delete_logs=delete_logs,
         splits_scanned=scanned,
         duration_ms=elapsed_ms(started),
     )
-    log.info(
-        "DELETE on %s: version %d, %s, %s rows, %d delete logs, %d splits removed",
-        storage.uri,
-        result.version,
-        chosen,
-        result.deleted_rows,
-        result.delete_logs,
-        result.removed_splits,
-    )
-    return result
+    return StagedDelete(result, written)
 
 
 def _primary_key(opts: Options, types: Mapping[str, str]) -> str | None:

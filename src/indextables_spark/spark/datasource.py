@@ -40,7 +40,15 @@ def is_format_name(name: str | None) -> bool:
 
 def _called_by_plain_planner() -> bool:
     """True when Spark plans this read without filter pushdown (its `plan_data_source_read` worker):
-    that reader never gets pushFilters, and one that overrides it is refused when pushdown is off."""
+    that reader never gets pushFilters, and one that overrides it is refused when pushdown is off.
+
+    Read through the caller's frame because pyspark offers no other way (checked against pyspark
+    4.x's sql/worker/plan_data_source_read.py and data_source_pushdown_filters.py): both planners
+    call `data_source.reader(schema=schema)` alike, in separate worker processes; what differs, the
+    session's spark.sql.python.filterPushdown.enabled (`enable_pushdown`), is a local of the plain
+    planner's `_main`, never passed to the data source, and the options hold no trace of it. The
+    plain planner then refuses a reader overriding pushFilters when that flag is off, so the
+    reader's class must be chosen here, knowing which planner asks."""
     g = sys._getframe(2).f_globals
     spec = g.get("__spec__")
     return "pyspark.sql.worker.plan_data_source_read" in (g.get("__name__"), getattr(spec, "name", None))

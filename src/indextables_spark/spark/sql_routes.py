@@ -313,7 +313,7 @@ def _engine_rows(table, snap, files, request, query, plan, types: dict[str, str]
     for depth, key in reversed(list(enumerate(request.keys))):
         req = {f"k{depth}": {"terms": {"field": key, "size": ALL_BUCKETS}, **({"aggs": req} if req else {})}}
     # (never empty: an aggregate of a column is requested, COUNT(*) alone returned above)
-    result = aggregate(table.storage, snap, list(files), table.options, req, query, None, "driver")
+    result = aggregate(table.storage, snap, list(files), table.options, req, query=query, execution="driver")
     rows: list[tuple] = []
 
     def values(bucket: dict, keys: list) -> tuple | None:

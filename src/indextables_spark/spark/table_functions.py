@@ -237,7 +237,7 @@ def count_rows(spark, path: str, query: str | None, partition_filter: str | None
     from indextables_spark.util.sessions import with_session_options
     from indextables_spark.api.table import IndexTable
 
-    return IndexTable(path, with_session_options(spark, options)).count(query, partition_filter)
+    return IndexTable(path, with_session_options(spark, options)).count(query, partition_filter=partition_filter)
 
 
 def _text_of(v: Any) -> str | None:

@@ -1,20 +1,23 @@
 """Batch writer: thin Spark glue around the Spark-free write core (indextables_spark/api/write.py):
-each task builds splits from Arrow batches; the driver-side commit writes the log."""
+each task builds splits from Arrow batches; the driver-side commit writes the log. Spark hands
+these a table path: they open the table's shared log (driver) or its storage (executors)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from indextables_spark.api import write as core
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.api.table import IndexTable
+from indextables_spark.api.write import WritePlan, merge_stats
 from indextables_spark.config.options import Options
-from indextables_spark.api.write import WritePlan, commit_write, delete_written, merge_stats  # noqa: F401 (streaming, tests)
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.storage import open_storage
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +29,36 @@ class SplitsWritten(core.SplitsWritten, WriterCommitMessage):
 
 def plan_write(path: str, opts: Options, schema: StructType, overwrite: bool) -> tuple[WritePlan, int, bool]:
     """core.plan_write for a Spark schema. Returns (plan, read_version, table_exists)."""
-    return core.plan_write(path, opts, schema.jsonValue(), overwrite)
+    return core.plan_write(IndexTable(path, opts).log, opts, schema.jsonValue(), overwrite)
 
 
 def write_splits(path: str, opts: Options, plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> SplitsWritten:
     """Executor side: turn this task's rows into splits under the table."""
-    m = core.write_splits(path, opts, plan, batches)
+    m = core.write_splits(open_storage(path, opts), plan, batches)
     return SplitsWritten(adds=m.adds, num_rows=m.num_rows, stats=m.stats)
+
+
+def commit_write(
+    path: str,
+    opts: Options,
+    plan: WritePlan,
+    read_version: int,
+    overwrite: bool,
+    adds: list[AddFile],
+    operation: str | None = None,
+    txn_id: str | None = None,
+    stats_files: Mapping[str, list[str]] | None = None,
+) -> int:
+    """Driver side: core.commit_write on the table at `path`."""
+    log_ = IndexTable(path, opts).log
+    return core.commit_write(log_, plan, read_version, overwrite, adds, operation, txn_id, stats_files)
+
+
+def delete_written(
+    path: str, opts: Options, adds: Iterable[Mapping[str, Any]], stats: Mapping[str, list[str]] | None = None
+) -> None:
+    """Remove the split files (and their stats files) of a failed job (never referenced by the log)."""
+    core.delete_written(open_storage(path, opts), adds, stats)
 
 
 class IndexTablesWriter(DataSourceArrowWriter):
@@ -45,7 +71,7 @@ class IndexTablesWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SplitsWritten:
         return write_splits(self.path, self.opts, self.plan, iterator)
 
-    def commit(self, messages) -> None:
+    def commit(self, messages: list[SplitsWritten | None]) -> None:
         adds = [AddFile.from_json(d) for m in messages if m is not None for d in m.adds]
         version = commit_write(
             self.path,
@@ -58,7 +84,7 @@ class IndexTablesWriter(DataSourceArrowWriter):
         )
         log.info("indextables: committed %d splits to %s as version %d", len(adds), self.path, version)
 
-    def abort(self, messages) -> None:
+    def abort(self, messages: list[SplitsWritten | None]) -> None:
         written = [d for m in messages if m is not None for d in m.adds]
         log.warning("indextables: write to %s failed; deleting %d uncommitted splits", self.path, len(written))
         delete_written(self.path, self.opts, written, merge_stats(m for m in messages if m is not None))
