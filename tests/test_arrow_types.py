@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from indextables_spark.ops import columns as results
+from indextables_spark.ops.registry import OPERATIONS
 from indextables_spark.errors import UnsupportedTypeError
 from indextables_spark.core.split.arrow_types import (
     SPARK_METADATA_KEY,
@@ -291,10 +291,10 @@ def test_arrow_to_spark_matches_pyspark():
 
 
 def test_result_specs_spark_schemas_match_pyspark():
-    specs = [v for v in vars(results).values() if isinstance(v, results.ResultSpec)]
-    assert len(specs) >= 8
-    for spec in specs:
-        assert spec.spark_schema() == from_arrow_schema(spec.schema), spec.command
+    results = [op.load().result for op in OPERATIONS]
+    assert len(results) >= 8
+    for result in results:
+        assert result.spark_schema() == from_arrow_schema(result.arrow_schema()), result.__name__
 
 
 def test_unsupported_types_are_refused():

@@ -13,11 +13,13 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.ops import columns as results
+from indextables_spark.api import results as it_results
+from indextables_spark.api.results import python_rows
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import InvalidOptionError, TableExistsError
 from indextables_spark.expr.partition_filter import PartitionFilterError
+from indextables_spark.ops.registry import OPERATIONS
 
 from cmd_helpers import age_tree, append, query_ids, read_all, rows, small_splits_table, split_rows
 
@@ -115,8 +117,8 @@ def test_describe_transaction_log_and_state(tmp_path):
     t.maintenance.drop_partitions("day = '2024-01-03'")  # version 3
     # Current: the state of version 2 (is_checkpoint rows) and version 3.
     cur = t.inspect.transaction_log()
-    assert cur.schema == results.TRANSACTION_LOG.schema
-    rows_ = results.python_rows(cur)
+    assert cur.schema == it_results.TransactionLogRow.arrow_schema()
+    rows_ = python_rows(cur)
     cp = [r for r in rows_ if r["is_checkpoint"]]
     assert {r["version"] for r in cp} == {2} and cp[0]["log_file_path"].endswith(
         "state-v00000000000000000002/_manifest.avro"
@@ -138,14 +140,14 @@ def test_describe_transaction_log_and_state(tmp_path):
     assert set(everything.column("version").to_pylist()) == {0, 1, 2, 3} and not any(
         everything.column("is_checkpoint").to_pylist()
     )
-    kinds = results.python_rows(everything)
+    kinds = python_rows(everything)
     assert {r["action_type"] for r in kinds} == {"commit_info", "protocol", "metadata", "add", "remove"}
     meta = next(r for r in kinds if r["action_type"] == "metadata")
     assert meta["metadata_partition_columns"] == ["day"] and "body" in meta["metadata_schema_string"]
 
     state = run(f"DESCRIBE INDEXTABLES STATE '{path}'", opts)
     assert state.raw["format"] == "avro-state" and state.raw["version"] == 2 and state.raw["tableVersion"] == 3
-    row = results.python_rows(state.table)[0]
+    row = python_rows(state.table)[0]
     assert row["needs_compaction"] is False and row["num_files"] == 9 and row["skipped_files"] == []
     assert row["partition_columns"] == ["day"] and row["num_skipped_files"] == 0
     with pytest.raises(it.TableNotFoundError):
@@ -188,11 +190,10 @@ def test_result_columns_are_the_dataclass_fields():
         duration_ms=1,
         skipped_files=[r.SkippedFile("a", "r", "merge", skip_timestamp=1000, retry_after=2000, skip_count=2)],
     )
-    spec = results.MERGE_SPLITS
-    assert spec.columns == [f.name for f in dataclasses.fields(r.MergeSplitsResult)]
-    table = spec.row(res)
-    assert table.schema == spec.schema and table.num_rows == 1
-    row = results.python_rows(table)[0]
+    assert r.MergeSplitsResult.column_names() == [f.name for f in dataclasses.fields(r.MergeSplitsResult)]
+    table = r.MergeSplitsResult.table([res])
+    assert table.schema == r.MergeSplitsResult.arrow_schema() and table.num_rows == 1
+    row = python_rows(table)[0]
     assert (
         row["table_path"] == "/t" and row["target_size"] == 5 and row["duration_ms"] == 1.0 and row["version"] is None
     )
@@ -209,13 +210,13 @@ def test_result_columns_are_the_dataclass_fields():
     with pytest.raises(TypeError):
         r.MergeSplitsResult(table_path="/t", status="SUCCESS", splits_createdd=1)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        spec.row({"tablePath": "/t"})  # a dict is not a result
+        r.MergeSplitsResult.table([{"tablePath": "/t"}])  # type: ignore[list-item]  # a dict is not a result
     assert dataclasses.replace(res, version=3)["version"] == 3
-    # every command's columns: its result class's fields
-    for v in vars(results).values():
-        if isinstance(v, results.ResultSpec):
-            assert v.columns == v.record.column_names()
-    assert pa.types.is_timestamp(results.DESCRIBE_STATE.schema.field("created_at").type)
+    # every operation's output columns: its result class's fields
+    for op in OPERATIONS:
+        result = op.load().result
+        assert result.spark_schema().fieldNames() == result.arrow_schema().names == result.column_names(), op.name
+    assert pa.types.is_timestamp(r.DescribeStateResult.arrow_schema().field("created_at").type)
 
 
 def test_commands_on_every_backend(storage_backend):
@@ -296,7 +297,7 @@ def test_describe_transaction_log_shows_delete_logs_and_stats_files(tmp_path):
     small_splits_table(path, 2, options=opts)
     t = it.IndexTable(path, opts)
     t.delete("views < 100")  # version 2: positional logs
-    rows_ = results.python_rows(t.inspect.transaction_log(include_all=True))
+    rows_ = python_rows(t.inspect.transaction_log(include_all=True))
     logs = [r for r in rows_ if r["action_type"] == "delete_log"]
     assert logs and all(
         r["version"] == 2
@@ -309,7 +310,7 @@ def test_describe_transaction_log_shows_delete_logs_and_stats_files(tmp_path):
     stats = [r for r in rows_ if r["action_type"] == "stats_files"]
     assert {r["stats_key"] for r in stats} == {"bloomfilter"} and sum(len(r["stats_files"]) for r in stats) == 6
     append(path, rows(20, start=500), options=opts)  # version 3: a checkpoint
-    current = results.python_rows(t.inspect.transaction_log())
+    current = python_rows(t.inspect.transaction_log())
     cp = [r for r in current if r["is_checkpoint"]]
     assert {r["version"] for r in cp} == {3}
     assert {r["path"] for r in cp if r["action_type"] == "delete_log"} == {r["path"] for r in logs}

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from indextables_spark.frontends import sql_parser as p
-from indextables_spark.frontends.sql_parser import CommandSyntaxError, parse_command
 from indextables_spark.errors import IndexTablesError
+from indextables_spark.frontends.sql_parser import CommandSyntaxError, parse_command
+from indextables_spark.ops.cache import DescribeDiskCache, FlushDiskCache, PrewarmCache
+from indextables_spark.ops.checkpoint import Checkpoint, Compact
+from indextables_spark.ops.companion_command import BuildCompanion
+from indextables_spark.ops.convert import Convert
+from indextables_spark.ops.delete_command import Delete
+from indextables_spark.ops.describe import DescribeState, DescribeTransactionLog
+from indextables_spark.ops.drop_partitions import DropPartitions
+from indextables_spark.ops.merge_splits import MergeSplits
+from indextables_spark.ops.purge import Purge
+from indextables_spark.ops.registry import OPERATIONS, TableName, operation_of, signature
+from indextables_spark.ops.repair import RepairTransactionLog
+from indextables_spark.ops.truncate_time_travel import TruncateTimeTravel
 
 G = 1 << 30
 M = 1 << 20
@@ -15,47 +26,52 @@ M = 1 << 20
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("CHECKPOINT INDEXTABLES '/t'", p.Checkpoint("/t")),
-        ('checkpoint indextable "s3://b/t";', p.Checkpoint("s3://b/t")),
+        ("CHECKPOINT INDEXTABLES '/t'", Checkpoint("/t")),
+        ('checkpoint indextable "s3://b/t";', Checkpoint("s3://b/t")),
         (
             "  Compact IndexTables 'abfss://c@a.dfs.core.windows.net/t'  ",
-            p.Compact("abfss://c@a.dfs.core.windows.net/t"),
+            Compact("abfss://c@a.dfs.core.windows.net/t"),
         ),
-        ("DESCRIBE INDEXTABLES STATE '/t'", p.DescribeState("/t")),
-        ("desc indextables state '/it''s'", p.DescribeState("/it's")),
-        ("DESCRIBE INDEXTABLES TRANSACTION LOG '/t'", p.DescribeTransactionLog("/t", False)),
-        ("describe indextables transaction log '/t' include all", p.DescribeTransactionLog("/t", True)),
-        ("MERGE SPLITS '/t'", p.MergeSplits("/t")),
-        ("MERGE SPLITS '/t' TARGET SIZE 100M", p.MergeSplits("/t", target_size=100 * M)),
+        ("DESCRIBE INDEXTABLES STATE '/t'", DescribeState("/t")),
+        ("desc indextables state '/it''s'", DescribeState("/it's")),
+        ("DESCRIBE INDEXTABLES TRANSACTION LOG '/t'", DescribeTransactionLog("/t")),
+        ("describe indextables transaction log '/t' include all", DescribeTransactionLog("/t", include_all=True)),
+        ("MERGE SPLITS '/t'", MergeSplits("/t")),
+        ("MERGE SPLITS '/t' TARGET SIZE 100M", MergeSplits("/t", target_size=100 * M)),
         (
             "merge splits '/t' target size 2 G max dest splits 5",
-            p.MergeSplits("/t", target_size=2 * G, max_dest_splits=5),
+            MergeSplits("/t", target_size=2 * G, max_dest_splits=5),
         ),
         (
             "MERGE SPLITS '/t' WHERE date = '2024-01-01' AND (region IN ('a', 'b') OR x > 3) TARGET SIZE 1G "
             "MAX SOURCE SPLITS PER MERGE 100",
-            p.MergeSplits("/t", "date = '2024-01-01' AND (region IN ('a', 'b') OR x > 3)", G, None, 100),
+            MergeSplits(
+                "/t",
+                "date = '2024-01-01' AND (region IN ('a', 'b') OR x > 3)",
+                target_size=G,
+                max_source_splits_per_merge=100,
+            ),
         ),
         (
             "MERGE SPLITS '/t' MAX SOURCE SPLITS PER MERGE 10 WHERE d = 'target size'",
-            p.MergeSplits("/t", "d = 'target size'", None, None, 10),
+            MergeSplits("/t", "d = 'target size'", max_source_splits_per_merge=10),
         ),
-        ("PURGE INDEXTABLE '/t'", p.Purge("/t")),
-        ("PURGE INDEXTABLES '/t' OLDER THAN 7 DAYS", p.Purge("/t", 168.0)),
+        ("PURGE INDEXTABLE '/t'", Purge("/t")),
+        ("PURGE INDEXTABLES '/t' OLDER THAN 7 DAYS", Purge("/t", older_than_hours=168.0)),
         (
             "purge indextable '/t' older than 36 hours transaction log retention 2 days dry run",
-            p.Purge("/t", 36.0, 48.0, True),
+            Purge("/t", older_than_hours=36.0, tx_log_retention_hours=48.0, dry_run=True),
         ),
-        ("PURGE INDEXTABLE '/t' DRY RUN OLDER THAN 1.5 DAY", p.Purge("/t", 36.0, None, True)),
-        ("TRUNCATE INDEXTABLES TIME TRAVEL '/t'", p.TruncateTimeTravel("/t", False)),
-        ("truncate indextables time travel '/t' dry run;", p.TruncateTimeTravel("/t", True)),
+        ("PURGE INDEXTABLE '/t' DRY RUN OLDER THAN 1.5 DAY", Purge("/t", older_than_hours=36.0, dry_run=True)),
+        ("TRUNCATE INDEXTABLES TIME TRAVEL '/t'", TruncateTimeTravel("/t")),
+        ("truncate indextables time travel '/t' dry run;", TruncateTimeTravel("/t", dry_run=True)),
         (
             "DROP INDEXTABLES PARTITIONS FROM '/t' WHERE year > '2020' OR month BETWEEN 1 AND 6",
-            p.DropPartitions("/t", "year > '2020' OR month BETWEEN 1 AND 6"),
+            DropPartitions("/t", "year > '2020' OR month BETWEEN 1 AND 6"),
         ),
         (
             "REPAIR INDEXFILES TRANSACTION LOG '/t/_transaction_log' AT LOCATION '/t/_repaired'",
-            p.RepairTransactionLog("/t/_transaction_log", "/t/_repaired"),
+            RepairTransactionLog("/t/_transaction_log", "/t/_repaired"),
         ),
     ],
 )
@@ -149,39 +165,39 @@ def test_multi_line_positions():
 # ---- the reference's TANTIVY4SPARK keyword and table names ----------------------------------------
 
 
-def T(*parts: str) -> p.TableName:
-    return p.TableName(parts)
+def T(*parts: str) -> TableName:
+    return TableName(parts)
 
 
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("CHECKPOINT TANTIVY4SPARK '/t'", p.Checkpoint("/t")),
-        ("compact tantivy4spark db.t", p.Compact(T("db", "t"))),
-        ("DESCRIBE TANTIVY4SPARK STATE t", p.DescribeState(T("t"))),
+        ("CHECKPOINT TANTIVY4SPARK '/t'", Checkpoint("/t")),
+        ("compact tantivy4spark db.t", Compact(T("db", "t"))),
+        ("DESCRIBE TANTIVY4SPARK STATE t", DescribeState(T("t"))),
         (
             "DESC Tantivy4Spark TRANSACTION LOG spark_catalog.db.t INCLUDE ALL",
-            p.DescribeTransactionLog(T("spark_catalog", "db", "t"), True),
+            DescribeTransactionLog(T("spark_catalog", "db", "t"), include_all=True),
         ),
         (
             "MERGE SPLITS db.t WHERE day = '2024-01-01' TARGET SIZE 1G",
-            p.MergeSplits(T("db", "t"), "day = '2024-01-01'", G),
+            MergeSplits(T("db", "t"), "day = '2024-01-01'", target_size=G),
         ),
-        ("MERGE SPLITS `my db`.`t``1`", p.MergeSplits(T("my db", "t`1"))),
-        ("MERGE SPLITS `where` MAX DEST SPLITS 2", p.MergeSplits(T("where"), max_dest_splits=2)),
-        ("MERGE SPLITS where.t", p.MergeSplits(T("where", "t"))),  # a clause word followed by '.' is a name
-        ("MERGE SPLITS db.2024_t;", p.MergeSplits(T("db", "2024_t"))),
-        ("PURGE INDEXTABLE db.t OLDER THAN 7 DAYS DRY RUN", p.Purge(T("db", "t"), 168.0, None, True)),
-        ("TRUNCATE TANTIVY4SPARK TIME TRAVEL db.t DRY RUN", p.TruncateTimeTravel(T("db", "t"), True)),
-        ("DROP TANTIVY4SPARK PARTITIONS FROM db.t WHERE y = 1", p.DropPartitions(T("db", "t"), "y = 1")),
-        ("PREWARM TANTIVY4SPARK CACHE db.t WHERE y = 1", p.PrewarmCache(T("db", "t"), "y = 1")),
-        ("FLUSH TANTIVY4SPARK DISK CACHE", p.FlushDiskCache()),
-        ("DESCRIBE TANTIVY4SPARK DISK CACHE", p.DescribeDiskCache()),
-        ("DELETE FROM TANTIVY4SPARK db.t WHERE id = 3", p.Delete(T("db", "t"), "id = 3")),
-        ("CONVERT TANTIVY4SPARK TABLE t DRY RUN", p.Convert(T("t"), True)),
+        ("MERGE SPLITS `my db`.`t``1`", MergeSplits(T("my db", "t`1"))),
+        ("MERGE SPLITS `where` MAX DEST SPLITS 2", MergeSplits(T("where"), max_dest_splits=2)),
+        ("MERGE SPLITS where.t", MergeSplits(T("where", "t"))),  # a clause word followed by '.' is a name
+        ("MERGE SPLITS db.2024_t;", MergeSplits(T("db", "2024_t"))),
+        ("PURGE INDEXTABLE db.t OLDER THAN 7 DAYS DRY RUN", Purge(T("db", "t"), older_than_hours=168.0, dry_run=True)),
+        ("TRUNCATE TANTIVY4SPARK TIME TRAVEL db.t DRY RUN", TruncateTimeTravel(T("db", "t"), dry_run=True)),
+        ("DROP TANTIVY4SPARK PARTITIONS FROM db.t WHERE y = 1", DropPartitions(T("db", "t"), "y = 1")),
+        ("PREWARM TANTIVY4SPARK CACHE db.t WHERE y = 1", PrewarmCache(T("db", "t"), "y = 1")),
+        ("FLUSH TANTIVY4SPARK DISK CACHE", FlushDiskCache()),
+        ("DESCRIBE TANTIVY4SPARK DISK CACHE", DescribeDiskCache()),
+        ("DELETE FROM TANTIVY4SPARK db.t WHERE id = 3", Delete(T("db", "t"), "id = 3")),
+        ("CONVERT TANTIVY4SPARK TABLE t DRY RUN", Convert(T("t"), dry_run=True)),
         (
             "BUILD TANTIVY4SPARK COMPANION FOR DELTA '/src' AT LOCATION '/idx'",
-            p.BuildCompanion("delta", "/src", "/idx"),
+            BuildCompanion("delta", "/src", "/idx"),
         ),
     ],
 )
@@ -204,3 +220,29 @@ def test_table_name_text():
 )
 def test_tantivy4spark_where_the_reference_does_not_take_it(text):
     assert parse_command(text) is None
+
+
+# ---- the registry: what every front end reads ----------------------------------------------------
+
+
+@pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.name)
+def test_every_row_is_complete(op):
+    """Each row's command class loads and fits what the front ends ask of it: its CLI arguments and
+    table function arguments are its fields, its SQL head claims a text, its result is a Record."""
+    import dataclasses
+
+    from indextables_spark.api.results import Record
+    from indextables_spark.frontends.sql_parser import is_command
+
+    command = op.load()
+    fields = [f.name for f in dataclasses.fields(command)]
+    assert issubclass(command.result, Record) and operation_of(command) is op
+    if op.cli:
+        assert {a.dest for a in op.cli.args} <= set(fields)
+    if op.function:
+        assert list(signature(command).parameters) == fields and op.function.startswith("indextables_")
+    if op.sql:
+        assert is_command(" ".join(w.split("|")[0] for w in op.sql.head.split()))
+        assert callable(getattr(command, "parse"))
+    names = [o.name for o in OPERATIONS]
+    assert names.count(op.name) == 1

@@ -84,3 +84,37 @@ def test_secrets_follow_the_registry_flags():
     assert {"aws.secretkey", "azure.accountkey", "azure.connectionstring"} <= secret
     o = Options.of({f"spark.indextables.{k}": "s3cr3t" for k in secret} | {"aws.region": "eu"})
     assert "s3cr3t" not in repr(o) and o.redacted()["aws.region"] == "eu"
+
+
+@pytest.mark.parametrize(
+    "text, size",
+    [("1T", 1 << 40), ("100M", 100 << 20), (" 2 g ", 2 << 30), ("1.5G", 3 << 29), (".5k", 512), ("1e3", 1000), ("7", 7)],
+)
+def test_one_size_grammar_for_options_sql_and_the_command_line(text, size):
+    """config/units.py reads sizes everywhere: an option, a SQL clause and a CLI flag agree."""
+    from indextables_spark.frontends import cli
+    from indextables_spark.frontends.sql_parser import parse_command
+
+    assert Options.of({"merge.targetSize": text}).get_size("merge.targetSize") == size
+    if text[0].isdigit() and "e" not in text:  # the SQL lexer reads `.5k` and `1e3` as several tokens
+        assert parse_command(f"MERGE SPLITS '/t' TARGET SIZE {text.strip()}").target_size == size
+    args = cli.build_parser().parse_args(["merge-splits", "/t", "--target-size", text])
+    assert args.target_size == size
+
+
+@pytest.mark.parametrize("text", ["1X", "-1", "big", "inf", "1e400"])
+def test_sizes_outside_the_grammar_are_refused(text):
+    from indextables_spark.errors import InvalidOptionError
+
+    with pytest.raises(InvalidOptionError, match="merge.targetSize"):
+        Options.of({"merge.targetSize": text}).get_size("merge.targetSize")
+
+
+@pytest.mark.parametrize("text, hours", [("7d", 168.0), ("36h", 36.0), ("2 days", 48.0), ("1.5 DAY", 36.0), ("12", 12.0)])
+def test_one_duration_grammar(text, hours):
+    from indextables_spark.config.units import parse_hours
+    from indextables_spark.frontends.sql_parser import parse_command
+
+    assert parse_hours(text) == hours
+    if not text.isdigit():  # the SQL clause requires the unit
+        assert parse_command(f"PURGE INDEXTABLE '/t' OLDER THAN {text}").older_than_hours == hours

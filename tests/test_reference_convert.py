@@ -23,7 +23,8 @@ import indextables_spark as it
 from indextables_spark.frontends import cli
 from indextables_spark.ops import convert as convert_mod
 from indextables_spark.frontends.execute import execute
-from indextables_spark.frontends.sql_parser import Convert, parse_command
+from indextables_spark.frontends.sql_parser import parse_command
+from indextables_spark.ops.convert import Convert
 from indextables_spark.errors import ConcurrentModificationError, ReferenceTableError
 from indextables_spark.core.log.actions import CommitInfo
 from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
@@ -370,14 +371,14 @@ def test_convert_fails_on_a_concurrent_commit_and_deletes_its_splits(tmp_path, m
 
 def test_convert_command_routes(tmp_path, capsys):
     path = _copy("14_after_merge", tmp_path)
-    assert parse_command(f"convert indextables table '{path}' dry run;") == Convert(path, True)
-    assert parse_command(f"CONVERT INDEXTABLE TABLE '{path}'") == Convert(path, False)
+    assert parse_command(f"convert indextables table '{path}' dry run;") == Convert(path, dry_run=True)
+    assert parse_command(f"CONVERT INDEXTABLE TABLE '{path}'") == Convert(path)
     from indextables_spark.frontends.sql_parser import CommandSyntaxError
 
     with pytest.raises(CommandSyntaxError, match="expected TABLE"):
         parse_command(f"CONVERT INDEXTABLES '{path}'")
     res = execute(parse_command(f"CONVERT INDEXTABLES TABLE '{path}' DRY RUN"))
-    assert res.spec.command == "CONVERT" and res.table.column("status").to_pylist() == ["DRY_RUN"]
+    assert res.name == "CONVERT" and res.table.column("status").to_pylist() == ["DRY_RUN"]
     assert "converted_splits" in res.table.column_names and "settings" in res.table.column_names
     # command line: installed script, JSON
     exe = os.path.join(os.path.dirname(sys.executable), "indextables")

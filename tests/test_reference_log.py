@@ -22,7 +22,7 @@ import pytest
 import indextables_spark as it
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.core.log.actions import AddFile, RemoveFile, SkipAction, action_to_json
-from indextables_spark.core.log.maintenance import compact, open_log
+from indextables_spark.core.log.maintenance import compact, log_with_maintenance
 from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_adds
 from indextables_spark.core.storage import open_storage
 
@@ -250,7 +250,7 @@ def test_every_flipped_byte_of_a_manifest_we_wrote_is_detected(tmp_path):
     name = "09_partitioned_multi_append"
     root = tmp_path / name
     shutil.copytree(FIXTURES / name, root)
-    compact(open_log(open_storage(str(root))))
+    compact(log_with_maintenance(open_storage(str(root))))
     exp = expected_state(root)
     (sm,) = avro_records(root / LOG / f"state-v{exp.version:020d}" / "_manifest.avro")
     (m,) = sm["manifests"]
@@ -286,7 +286,7 @@ def test_compaction_keeps_every_field_of_the_reference_file_entries(name, tmp_pa
     root = tmp_path / name
     shutil.copytree(FIXTURES / name, root)
     before = expected_state(root)
-    res = compact(open_log(open_storage(str(root))))
+    res = compact(log_with_maintenance(open_storage(str(root))))
     after = expected_state(root)
     if name in ("12_partition_drop", "14_after_merge"):  # one clean manifest: nothing to rewrite
         assert res.status == "SKIPPED" and after == before

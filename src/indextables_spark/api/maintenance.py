@@ -1,107 +1,68 @@
 """`IndexTable.maintenance`: the table's maintenance operations (as pyiceberg's `Table.maintenance`).
 
-The same operations as the SQL texts (`MERGE SPLITS …`, `PURGE INDEXTABLE …`), the SQL table
-functions and the command line; each returns a typed result (api/results.py).
+A generic reader of ops/registry.py: each operation with a `method` is a method here, taking the
+operation's command fields after the table (the table fills the first; the command class's
+keyword-only fields stay keyword-only), plus `spark=` (operations that can run as a Spark job do)
+and `progress=`; it returns the operation's typed result (api/results.py). The same operations as
+the SQL texts (`MERGE SPLITS …`, `PURGE INDEXTABLE …`), the SQL table functions and the command
+line:
+
+    t.maintenance.checkpoint()                      t.maintenance.compact()
+    t.maintenance.merge_splits(where=None, *, target_size=None, max_dest_splits=None,
+                               max_source_splits_per_merge=None, spark=None, progress=None)
+    t.maintenance.purge(*, older_than_hours=None, tx_log_retention_hours=None, dry_run=False, progress=None)
+    t.maintenance.truncate_time_travel(*, dry_run=False)
+    t.maintenance.drop_partitions(where)
+    t.maintenance.repair_transaction_log(target, *, progress=None)
+    t.maintenance.convert(*, dry_run=False, progress=None)
+    t.maintenance.prewarm_cache(where=None, *, spark=None)     (one result per host and cache directory)
+    t.maintenance.gc_state(*, dry_run=False)        (old states and orphan manifests; PURGE runs it too)
+
+Each method's docstring is its command class's.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Callable
 
-from indextables_spark.core.log import gc, maintenance
+from indextables_spark.api.results import GcStateResult, Progress
+from indextables_spark.core.log import gc
 from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.api.results import (
-    CheckpointResult,
-    ConvertResult,
-    DropPartitionsResult,
-    GcStateResult,
-    MergeSplitsResult,
-    PrewarmCacheResult,
-    Progress,
-    PurgeResult,
-    RepairResult,
-    TruncateTimeTravelResult,
-)
-from indextables_spark.ops import cache, convert, merge_splits as merge, drop_partitions as partitions, purge, repair
 
 
 class MaintenanceTable:
     """Checkpoints, compaction, merges, purges, time-travel truncation, partition drops, repair,
-    conversion of the reference implementation's splits."""
+    conversion of the reference implementation's splits, the split cache (ops/registry.py)."""
 
     def __init__(self, log: TransactionLog):
         self.log = log
-
-    def checkpoint(self) -> CheckpointResult:
-        """CHECKPOINT: the V4 Avro state at the latest version (a JSON checkpoint with
-        state.format=json); upgrades V1–V3 tables to protocol V4 first."""
-        return maintenance.checkpoint(self.log)
-
-    def compact(self) -> CheckpointResult:
-        """COMPACT: rewrite the state cleanly (partition-sorted manifests, no tombstones)."""
-        return maintenance.compact(self.log)
-
-    def merge_splits(
-        self,
-        where: str | None = None,
-        *,
-        target_size: int | str | None = None,
-        max_dest_splits: int | None = None,
-        max_source_splits_per_merge: int | None = None,
-        spark: Any = None,
-        progress: Progress | None = None,
-    ) -> MergeSplitsResult:
-        """MERGE SPLITS: bin-pack small splits per partition into merged splits, one atomic version.
-        where: partition predicate; target_size: bytes or "100M"/"2G" (default merge.targetSize,
-        5G). Merges in this process, or as a Spark job when a SparkSession is given."""
-        runner = merge.SparkRunner(spark) if spark is not None else None
-        return merge.merge_splits(
-            self.log, where, target_size, max_dest_splits, max_source_splits_per_merge, runner=runner, progress=progress
-        )
-
-    def purge(
-        self,
-        *,
-        older_than_hours: float | None = None,
-        tx_log_retention_hours: float | None = None,
-        dry_run: bool = False,
-        progress: Progress | None = None,
-    ) -> PurgeResult:
-        """PURGE INDEXTABLE: delete orphaned splits older than the retention (default 168 h),
-        version files covered by a checkpoint and older than the log retention (default 720 h),
-        old states and orphan manifests. Retentions under 24 h need
-        purge.retentionCheckEnabled=false."""
-        return purge.purge(self.log, older_than_hours, tx_log_retention_hours, dry_run, progress)
-
-    def truncate_time_travel(self, *, dry_run: bool = False) -> TruncateTimeTravelResult:
-        """Checkpoint at the latest version, then delete older version files, checkpoints and
-        states (irreversible: run with dry_run=True first)."""
-        return maintenance.truncate_time_travel(self.log, dry_run=dry_run)
 
     def gc_state(self, *, dry_run: bool = False) -> GcStateResult:
         """Old state directories beyond retention and orphan manifests (PURGE runs it too)."""
         return gc.gc_state(self.log, dry_run=dry_run)
 
-    def drop_partitions(self, where: str) -> DropPartitionsResult:
-        """DROP INDEXTABLES PARTITIONS: remove (logically) every split of the partitions matching `where`."""
-        return partitions.drop_partitions(self.log, where)
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        from indextables_spark.ops import registry  # lazy: `import indextables_spark.api.table` stays cheap
 
-    def repair_transaction_log(self, target: str, *, progress: Progress | None = None) -> RepairResult:
-        """REPAIR INDEXFILES TRANSACTION LOG: write a clean log of this table's existing splits into
-        the empty directory `target` (this table is only read)."""
-        source = self.log.storage.full_uri("_transaction_log")
-        return repair.repair_transaction_log(source, target, self.log.options, progress)
+        op = registry.by("method", name)
+        if op is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        command = op.load()
+        log = self.log
 
-    def convert(self, *, dry_run: bool = False, progress: Progress | None = None) -> ConvertResult:
-        """CONVERT INDEXTABLES TABLE: rewrite the splits the reference implementation
-        (IndexTables4Spark) wrote into ours, in one commit (history and time travel kept), so the
-        table takes writes again; dry_run reports what would be converted. Splits of ours are left
-        alone; a table without reference splits gives NO_ACTION. See ops/convert.py."""
-        return convert.convert_table(self.log, dry_run=dry_run, progress=progress)
+        def method(*args: Any, spark: Any = None, progress: Progress | None = None, **kwargs: Any) -> Any:
+            build = getattr(command, "for_table", None)
+            if build is not None:
+                cmd = build(log, *args, **kwargs)
+            else:
+                cmd = command(log.storage.uri, *args, **registry.coerced(command, kwargs))  # type: ignore[call-arg]
+            return cmd.run(registry.Context(log.options, spark, progress, table=log))
 
-    def prewarm_cache(self, where: str | None = None, *, spark: Any = None) -> list[PrewarmCacheResult]:
-        """PREWARM INDEXTABLES CACHE: fetch the splits (of the partitions matching `where`) into the
-        split cache — of every executor, as a Spark job, when a SparkSession is given; else of
-        this process's machine. One result per host and cache directory."""
-        rows = cache.run("prewarm", self.log.options, spark, self.log.storage.uri, where)
-        return cast(list[PrewarmCacheResult], rows)
+        method.__name__ = name
+        method.__doc__ = command.__doc__
+        return method
+
+    def __dir__(self) -> list[str]:
+        from indextables_spark.ops.registry import OPERATIONS  # lazy, as in __getattr__
+
+        return sorted({*super().__dir__(), *(op.method for op in OPERATIONS if op.method)})

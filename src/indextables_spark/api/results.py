@@ -1,8 +1,11 @@
 """Typed results of the table operations (checkpoint, merge, purge, describe, …).
 
+(Over 500 lines: the result classes are data declarations that core/log, ops and the front ends
+share; one module keeps their columns and JSON forms side by side.)
+
 Each operation returns a frozen dataclass: attributes are snake_case (`res.num_files`), `to_dict()`
-gives the camelCase JSON form (the CLI's `--json`), and `arrow_schema()` / `to_row()` give the SQL
-front ends their typed columns — the dataclass fields, in order (ops/columns.py).
+gives the camelCase JSON form (the CLI's `--json`), and `arrow_schema()` / `spark_schema()` /
+`to_row()` give the SQL front ends their typed columns — the dataclass fields, in order.
 
 The public API documents these results as dicts (`t.checkpoint() -> dict`): an `OperationResult`
 is therefore also a read-only dict of its `to_dict()` keys (`res["numFiles"]`, `json.dumps(res)`,
@@ -121,6 +124,15 @@ class Record:
         return pa.schema(out)
 
     @classmethod
+    def spark_schema(cls) -> Any:
+        """The columns as a pyspark StructType (SQL commands, table functions)."""
+        from pyspark.sql.types import StructType  # lazy: results are Spark-free until a Spark front end asks
+
+        from indextables_spark.core.split.arrow_types import spark_schema_json
+
+        return StructType.fromJson(spark_schema_json(cls.arrow_schema()))
+
+    @classmethod
     def column_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
 
@@ -135,7 +147,29 @@ class Record:
     @classmethod
     def table(cls, records: typing.Sequence[Record]) -> pa.Table:
         """Records of this class → an Arrow table of its columns."""
+        bad = [r for r in records if not isinstance(r, cls)]
+        if bad:
+            raise TypeError(f"expected {cls.__name__} rows, got {type(bad[0]).__name__}")
         return pa.Table.from_pylist([r.to_row() for r in records], schema=cls.arrow_schema())
+
+
+def python_value(v: Any, t: pa.DataType) -> Any:
+    """Arrow's Python value with maps as dicts (Arrow gives lists of pairs)."""
+    if v is None:
+        return None
+    if pa.types.is_struct(t):
+        return {t.field(i).name: python_value(v[t.field(i).name], t.field(i).type) for i in range(t.num_fields)}
+    if pa.types.is_list(t):
+        return [python_value(x, t.value_type) for x in v]
+    if pa.types.is_map(t):
+        return {k: x for k, x in v}
+    return v
+
+
+def python_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """Rows of a result table as JSON-ready dicts (maps as dicts)."""
+    fields = list(table.schema)
+    return [{f.name: python_value(row[f.name], f.type) for f in fields} for row in table.to_pylist()]
 
 
 def _read_only(self: OperationResult, *args: Any, **kwargs: Any) -> Any:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, cast
 
 from indextables_spark.errors import IndexTablesError, InvalidOptionError
+from indextables_spark.config import units
 from indextables_spark.config.registry import SECRET_KEYS, spec
 
 PREFIX = "spark.indextables."
@@ -37,7 +38,7 @@ def short_key(key: str) -> str:
 class Options(Mapping[str, str]):
     """Case-insensitive option map; keys are stored without the `spark.indextables.` prefix."""
 
-    values: dict[str, str] = field(default_factory=dict)
+    values: dict[str, str] = field(default_factory=dict)  # type: ignore[assignment]  # shadows Mapping.values(): the public field name
 
     @classmethod
     def of(cls, *sources: Mapping[str, Any] | None) -> "Options":
@@ -74,16 +75,16 @@ class Options(Mapping[str, str]):
     def get_int(self, key: str, default: Any = _REGISTERED) -> int:
         raw = self.values.get(short_key(key))
         if raw is None or raw == "":
-            return _default(key) if default is _REGISTERED else default
+            return cast(int, _default(key) if default is _REGISTERED else default)
         try:
-            return int(_strip_size(raw))
+            return int(raw.strip())
         except ValueError:
             raise InvalidOptionError(f"option {key!r}: expected an integer, got {raw!r}") from None
 
     def get_float(self, key: str, default: Any = _REGISTERED) -> float:
         raw = self.values.get(short_key(key))
         if raw is None or raw == "":
-            return _default(key) if default is _REGISTERED else default
+            return cast(float, _default(key) if default is _REGISTERED else default)
         try:
             return float(raw)
         except ValueError:
@@ -92,7 +93,7 @@ class Options(Mapping[str, str]):
     def get_bool(self, key: str, default: Any = _REGISTERED) -> bool:
         raw = self.values.get(short_key(key))
         if raw is None or raw == "":
-            return _default(key) if default is _REGISTERED else default
+            return cast(bool, _default(key) if default is _REGISTERED else default)
         low = raw.strip().lower()
         if low in ("true", "1", "yes", "on"):
             return True
@@ -104,7 +105,7 @@ class Options(Mapping[str, str]):
         """A byte size such as `100M`, `2G`, `512k` or a plain number of bytes."""
         raw = self.values.get(short_key(key))
         if raw is None or raw == "":
-            return _default(key) if default is _REGISTERED else default
+            return cast(int, _default(key) if default is _REGISTERED else default)
         return parse_size(raw, key)
 
     def with_prefix(self, prefix: str) -> dict[str, str]:
@@ -141,23 +142,12 @@ def _to_str(v: Any) -> str:
     return str(v)
 
 
-def _strip_size(raw: str) -> str:
-    return raw.strip()
-
-
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
-
-
 def parse_size(raw: str, what: str = "size") -> int:
-    s = raw.strip().lower()
-    num = s.rstrip("kmgb")
-    unit = s[len(num) :]
+    """A size (config/units.py's grammar: `100M`, `2 G`, `1T`, bytes) → bytes; InvalidOptionError names `what`."""
     try:
-        if unit not in _UNITS:
-            raise ValueError
-        return int(float(num) * _UNITS[unit])
-    except (ValueError, OverflowError):  # OverflowError: "inf", "1e400"
-        raise InvalidOptionError(f"option {what!r}: expected a size like 100M or 2G, got {raw!r}") from None
+        return units.parse_size(raw)
+    except units.UnitError as e:
+        raise InvalidOptionError(f"option {what!r}: {e}") from None
 
 
 def session_options(spark: Any) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""`indextables`: the maintenance commands from the command line (no Spark needed).
+"""`indextables`: the maintenance commands from the command line (no Spark needed). A generic reader
+of ops/registry.py: each operation with a `Cli` is a subcommand, its arguments fill its command.
 
     indextables describe-state PATH            indextables checkpoint PATH / compact PATH
     indextables describe-log PATH [--all]      indextables history PATH / files PATH [--where …]
@@ -32,28 +33,21 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import re
 import sys
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pyarrow as pa
+
+from indextables_spark.ops.registry import OPERATIONS, Arg, Operation
+
+if TYPE_CHECKING:
+    from indextables_spark.frontends.execute import CommandResult
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_CONFLICT = 4
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(d|day|days|h|hour|hours)?\s*$", re.IGNORECASE)
-
-
-def parse_duration_hours(text: str) -> float:
-    """`7d`, `36h`, `2 days`, `168` (hours) → hours."""
-    m = _DURATION.match(text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"expected a duration like 7d or 36h, got {text!r}")
-    unit = (m.group(2) or "h").lower()
-    return float(m.group(1)) * (24.0 if unit.startswith("d") else 1.0)
 
 
 def parse_option(text: str) -> tuple[str, str]:
@@ -63,14 +57,45 @@ def parse_option(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _size(text: str) -> int:
-    from indextables_spark.errors import InvalidOptionError
-    from indextables_spark.config.options import parse_size
+def _unit(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type of config/units.py's sizes or durations."""
 
-    try:
-        return parse_size(text, "--target-size")
-    except InvalidOptionError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    def convert(text: str) -> Any:
+        from indextables_spark.config.units import UnitError  # lazy: `--help` imports no package code
+
+        try:
+            return parse(text)
+        except UnitError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return convert
+
+
+def _add(parser: argparse.ArgumentParser, arg: Arg) -> None:
+    """One registry argument (ops/registry.py Arg) on a subcommand."""
+    from indextables_spark.config import units  # lazy: the parsers of sizes and durations
+
+    kwargs: dict[str, Any] = {"help": arg.help}
+    if arg.name.startswith("-"):
+        kwargs.update(dest=arg.dest, required=arg.required)
+    if arg.type == "flag":
+        kwargs["action"] = "store_true"
+    elif arg.type == "pairs":
+        kwargs.update(action="append", type=parse_option, default=[], metavar="COLUMN=MODE")
+    else:
+        types: dict[str, Callable[[str], Any]] = {
+            "int": int,
+            "positive": _positive,
+            "size": _unit(units.parse_size),
+            "hours": _unit(units.parse_hours),
+        }
+        if arg.type in types:
+            kwargs["type"] = types[arg.type]
+        if arg.choices:
+            kwargs["choices"] = list(arg.choices)
+        if arg.default is not None:
+            kwargs["default"] = arg.default
+    parser.add_argument(arg.name, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,64 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     def cmd(name: str, help_: str, aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, parents=[common], aliases=list(aliases))
 
-    for name, help_ in (
-        ("describe-state", "state format, counts, tombstones, needs_compaction, skipped splits"),
-        ("checkpoint", "write the V4 Avro state at the latest version"),
-        ("compact", "rewrite the state cleanly (no tombstones, partition-sorted)"),
-    ):
-        cmd(name, help_).add_argument("path")
-    p = cmd("describe-log", "one row per transaction log action", aliases=["describe-transaction-log"])
-    p.add_argument("path")
-    p.add_argument("--all", action="store_true", help="every retained version file (INCLUDE ALL)")
-    p = cmd("history", "one row per retained version, newest first")
-    p.add_argument("path")
-    p.add_argument("--limit", type=int, default=None)
-    p = cmd("files", "the live splits")
-    p.add_argument("path")
-    p.add_argument("--where", help="partition predicate, e.g. \"day = '2024-01-01'\"")
-    p.add_argument("--version", type=int, default=None)
-    p = cmd("merge-splits", "merge small splits per partition")
-    p.add_argument("path")
-    p.add_argument("--where", help="partition predicate")
-    p.add_argument("--target-size", type=_size, help="e.g. 100M, 2G (default 5G)")
-    p.add_argument("--max-dest-splits", type=int)
-    p.add_argument("--max-source-splits-per-merge", type=int)
-    p = cmd("purge", "delete orphaned splits, old version files, old states, orphan manifests")
-    p.add_argument("path")
-    p.add_argument("--older-than", type=parse_duration_hours, help="split retention, e.g. 7d (default 168h)")
-    p.add_argument("--tx-log-retention", type=parse_duration_hours, help="version file retention (default 30d)")
-    p.add_argument("--dry-run", action="store_true")
-    p = cmd("truncate-time-travel", "keep only the latest version (irreversible; try --dry-run)")
-    p.add_argument("path")
-    p.add_argument("--dry-run", action="store_true")
-    p = cmd("drop-partitions", "logically remove the partitions matching a predicate")
-    p.add_argument("path")
-    p.add_argument("--where", required=True, help="partition predicate (mandatory)")
-    p = cmd("repair", "write a clean log of the existing splits to a new location")
-    p.add_argument("source", help="the table's _transaction_log directory")
-    p.add_argument("target", help="an empty location for the repaired log")
-    p = cmd("convert", "rewrite the splits IndexTables4Spark wrote as ours (one commit; time travel kept)")
-    p.add_argument("path")
-    p.add_argument("--dry-run", action="store_true", help="only report the reference splits to convert")
-    p = cmd("build-companion", "build or sync a search index over a Delta, Iceberg or Parquet table's files")
-    p.add_argument("source", help="the source table's path (Iceberg: or its identifier, with --catalog)")
-    p.add_argument("location", help="where the companion index lives")
-    p.add_argument("--format", choices=["delta", "iceberg", "parquet"], default="delta")
-    p.add_argument(
-        "--indexing",
-        action="append",
-        type=parse_option,
-        default=[],
-        metavar="COLUMN=MODE",
-        help="indexing mode of a column (text, string, ...); repeatable",
-    )
-    p.add_argument("--where", help="partition predicate: index only these partitions")
-    p.add_argument("--from-version", type=int, help="Delta: index this version")
-    p.add_argument("--from-snapshot", type=int, help="Iceberg: index this snapshot id")
-    p.add_argument("--catalog", help="Iceberg: catalog name (properties from -o iceberg.catalog.<name>.<key>=...)")
-    p.add_argument("--catalog-type", help="Iceberg: catalog type (sql, rest, glue, ...)")
-    p.add_argument("--target-input-size", type=_size, help="source bytes per companion split, e.g. 1G")
-    p.add_argument("--dry-run", action="store_true")
+    for op in OPERATIONS:
+        if op.cli is not None:
+            p = cmd(op.cli.name, op.cli.help, op.cli.aliases)
+            for arg in op.cli.args:
+                _add(p, arg)
     p = cmd("sql", "run a command text, e.g. \"PURGE INDEXTABLE '/t' DRY RUN\"")
     p.add_argument("text")
     p = cmd("search", "print the rows matching a full-text query (`*`: every row)")
@@ -188,78 +160,29 @@ def _positive(text: str) -> int:
 # ---- running -----------------------------------------------------------------------------------
 
 
-def _command(args) -> Any:
-    """argparse namespace → a parser.Command (the same objects the SQL text parses into)."""
-    from indextables_spark.frontends import sql_parser as p
+def _operation(name: str) -> Operation:
+    return next(op for op in OPERATIONS if op.cli and name in (op.cli.name, *op.cli.aliases))
 
-    c = args.command
-    if c == "describe-state":
-        return p.DescribeState(args.path)
-    if c == "checkpoint":
-        return p.Checkpoint(args.path)
-    if c == "compact":
-        return p.Compact(args.path)
-    if c in ("describe-log", "describe-transaction-log"):
-        return p.DescribeTransactionLog(args.path, args.all)
-    if c == "merge-splits":
-        return p.MergeSplits(
-            args.path, args.where, args.target_size, args.max_dest_splits, args.max_source_splits_per_merge
-        )
-    if c == "purge":
-        return p.Purge(args.path, args.older_than, args.tx_log_retention, args.dry_run)
-    if c == "truncate-time-travel":
-        return p.TruncateTimeTravel(args.path, args.dry_run)
-    if c == "drop-partitions":
-        return p.DropPartitions(args.path, args.where)
-    if c == "repair":
-        return p.RepairTransactionLog(args.source, args.target)
-    if c == "convert":
-        return p.Convert(args.path, args.dry_run)
-    if c == "build-companion":
-        return p.BuildCompanion(
-            args.format,
-            args.source,
-            args.location,
-            args.catalog,
-            args.catalog_type,
-            tuple(args.indexing),
-            args.where,
-            args.from_version,
-            args.from_snapshot,
-            args.target_input_size,
-            args.dry_run,
-        )
-    if c == "sql":
-        cmd = p.parse_command(args.text)
+
+def _command(args: argparse.Namespace) -> Any:
+    """argparse namespace → the operation's command (the same objects the SQL text parses into)."""
+    from indextables_spark.frontends import sql_parser
+
+    if args.command == "sql":
+        cmd = sql_parser.parse_command(args.text)
         if cmd is None:
             from indextables_spark.errors import InvalidOptionError
 
+            heads = "/".join(dict.fromkeys(op.sql.head.split()[0].split("|")[0] for op in OPERATIONS if op.sql))
             raise InvalidOptionError(
-                f"not an indextables command: {args.text[:80]!r} (the command line runs "
-                f"CHECKPOINT/COMPACT/DESCRIBE/MERGE SPLITS/PURGE/TRUNCATE/DROP/REPAIR/CONVERT texts)"
+                f"not an indextables command: {args.text[:80]!r} (the command line runs {heads} texts)"
             )
         return cmd
-    return None
-
-
-def _table_listing(args, options):
-    """history / files: not commands of the SQL grammar, read-only views of the table."""
-    from indextables_spark.ops import columns as results
-    from indextables_spark.api.table import IndexTable
-
-    t = IndexTable(args.path, options)
-    if args.command == "history":
-        if not t.exists():
-            from indextables_spark.errors import TableNotFoundError
-
-            raise TableNotFoundError(f"no indextables table at {t.storage.uri}")
-        rows = t.inspect.history(limit=args.limit)
-        return results.HISTORY, results.HISTORY.table(rows), rows
-    from indextables_spark.api.inspect import file_row
-
-    files = t.files(args.where, version=args.version) if args.where else t.snapshot(args.version).files
-    raw = [f.to_json() for f in files]  # --json: the log's own form of each split
-    return results.FILES, results.FILES.table([file_row(f) for f in files]), raw
+    op = _operation(args.command)
+    fields = {arg.dest: getattr(args, arg.dest) for arg in op.cli.args} if op.cli else {}
+    if "indexing" in fields:
+        fields["indexing"] = tuple(fields["indexing"])
+    return op.load()(**fields)
 
 
 def _search(args, options) -> pa.Table:
@@ -357,7 +280,7 @@ def _json_default(o: Any) -> Any:
 
 def _print_json(raw: Any) -> None:
     if isinstance(raw, pa.Table):
-        from indextables_spark.ops.columns import python_rows
+        from indextables_spark.api.results import python_rows
 
         raw = python_rows(raw)
     print(json.dumps(raw, default=_json_default, indent=2, sort_keys=False))
@@ -383,53 +306,29 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-# Columns shown for many-row results (all columns are in --json).
-_WIDE = {
-    "DESCRIBE TRANSACTION LOG": [
-        "version",
-        "is_checkpoint",
-        "action_type",
-        "path",
-        "size",
-        "num_records",
-        "data_change",
-        "commit_operation",
-        "skip_reason",
-    ],
-    "HISTORY": [
-        "version",
-        "timestamp",
-        "operation",
-        "num_added_files",
-        "num_removed_files",
-        "num_added_records",
-        "added_bytes",
-    ],
-    "FILES": ["path", "size", "num_records", "num_merge_ops", "added_at_version"],
-}
-
-
-def _render(console, spec, table: pa.Table) -> None:
+def _render(console: Any, res: CommandResult) -> None:
+    """Many-row results (their row gives the columns to show; --json has all): one table; else one
+    property/value table per result, nested lists of records as tables under it."""
     from rich.table import Table
 
-    from indextables_spark.ops.columns import python_rows
+    from indextables_spark.api.results import python_rows
 
-    rows = python_rows(table)
-    if spec.command in _WIDE:
-        cols = _WIDE[spec.command]
-        out = Table(title=f"{spec.command} ({len(rows)} rows)", show_lines=False)
-        for c in cols:
+    rows = python_rows(res.table)
+    wide = res.operation.cli.columns if res.operation.cli else ()
+    if wide:
+        out = Table(title=f"{res.name} ({len(rows)} rows)", show_lines=False)
+        for c in wide:
             out.add_column(c, overflow="fold")
         for r in rows:
-            out.add_row(*(_cell(r[c]) for c in cols))
+            out.add_row(*(_cell(r[c]) for c in wide))
         console.print(out)
         return
     for r in rows:
-        out = Table(title=spec.command, show_header=False)
+        out = Table(title=res.name, show_header=False)
         out.add_column("property", style="bold")
         out.add_column("value", overflow="fold")
         nested = []
-        for c in spec.columns:
+        for c in res.result.column_names():
             v = r[c]
             if isinstance(v, list) and v and isinstance(v[0], dict):
                 nested.append((c, v))
@@ -516,25 +415,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = _search(args, options)
             _print_rows(out, args, rows)
             return EXIT_OK
-        if args.command in ("history", "files"):
-            spec, table, raw = _table_listing(args, options)
+        cmd = _command(args)
+        if not args.no_progress and err.is_terminal:
+            with _Bars(err) as bars:
+                res = execute(cmd, options, progress=bars)
         else:
-            cmd = _command(args)
-            if not args.no_progress and err.is_terminal:
-                with _Bars(err) as bars:
-                    res = execute(cmd, options, progress=bars)
-            else:
-                res = execute(cmd, options)
-            spec, table, raw = res.spec, res.table, res.raw
+            res = execute(cmd, options)
     except IndexTablesError as e:
         from rich.markup import escape
 
         err.print(f"[bold red]indextables {args.command}:[/] {type(e).__name__}: {escape(str(e))}", highlight=False)
         return _exit_code(e)
     if args.json:
-        _print_json(raw)
+        _print_json(res.raw)
     else:
-        _render(out, spec, table)
+        _render(out, res)
     return EXIT_OK
 
 

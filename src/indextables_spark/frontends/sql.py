@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
-from indextables_spark.util.sessions import with_session_options
 from indextables_spark.frontends.execute import execute
-from indextables_spark.frontends.sql_parser import TableName, parse_command, table_name_of, with_table_path
+from indextables_spark.frontends.sql_parser import parse_command
+from indextables_spark.ops.registry import TableName, table_name_of, with_table_path
+from indextables_spark.util.sessions import with_session_options
 
 # (spark, table name) → (the table's path, options that come with it: those of a view over it)
-TableResolver = Callable[[object, TableName], tuple[str, dict[str, str]]]
+TableResolver = Callable[[Any, TableName], tuple[str, dict[str, str]]]
 
 
-def run_sql(spark, text: str, resolve_table: TableResolver | None = None):
-    """A DataFrame of the command's result rows (see api/results.py for the columns of each command).
+def run_sql(spark: Any, text: str, resolve_table: TableResolver | None = None) -> Any:
+    """A DataFrame of the command's result rows (the fields of its result class, api/results.py).
 
     The operations run on the driver with the session's `spark.indextables.*` conf as options;
     MERGE SPLITS runs one Spark task per merge group. Classic or Spark Connect session.
@@ -28,4 +29,4 @@ def run_sql(spark, text: str, resolve_table: TableResolver | None = None):
         path, table_options = resolve_table(spark, name)
         cmd = with_table_path(cmd, path)
     res = execute(cmd, with_session_options(spark, table_options), spark=spark)
-    return spark.createDataFrame(res.table, schema=res.spec.spark_schema())
+    return spark.createDataFrame(res.table, schema=res.result.spark_schema())

@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterator
 
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
 from indextables_spark.api.results import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
+from indextables_spark.ops.registry import CommandParser, Context, Target, log_at
 
 _TASK_SCHEMA = pa.schema([("payload", pa.string())])
 
@@ -29,7 +31,7 @@ def local_part(op: str, options: Options, path: str | None, where: str | None) -
     if op == "flush":
         return {**out, **cache.flush()}
     t0 = time.perf_counter()
-    log = _table_log(path, options)
+    log = log_at(path, options)
     files = log.pruned_snapshot(where).files
     already = sum(1 for f in files if cache.is_cached(log.storage, f))
     for f in files:
@@ -46,13 +48,6 @@ def local_part(op: str, options: Options, path: str | None, where: str | None) -
     }
 
 
-def _table_log(path: str, options: Options):
-    from indextables_spark.core.log.maintenance import open_log
-    from indextables_spark.core.storage import open_storage
-
-    return open_log(open_storage(path, options), options)
-
-
 CacheResult = PrewarmCacheResult | DiskCacheInfo | FlushDiskCacheResult
 
 
@@ -61,7 +56,7 @@ def run(
 ) -> list[CacheResult]:
     """Results of the operation: one per host and cache directory (one in all without Spark)."""
     if op == "prewarm":  # refuse a bad path or predicate on the driver first
-        log = _table_log(path, options)
+        log = log_at(path, options)
         if where:
             log.scan(where)
         elif not log.exists():
@@ -163,3 +158,53 @@ def _merge(op: str, rows: list[dict]) -> list[dict]:
             best = max(group, key=lambda r: r["fetched"])
             out.append({**best, "alreadyCached": min(r["alreadyCached"] for r in group), "tasks": len(group)})
     return out
+
+
+# ---- the commands ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrewarmCache:
+    """PREWARM INDEXTABLES CACHE <table> [WHERE <partition predicate>]: fetch the splits (of the
+    partitions matching `where`) into the split cache — of every executor, as a Spark job, when a
+    SparkSession is given; else of this process's machine. One result per host and cache directory."""
+
+    result: ClassVar[type[PrewarmCacheResult]] = PrewarmCacheResult
+    path: Target
+    where: str | None = None
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> PrewarmCache:
+        path = p.target()
+        return cls(path, p.predicate() if p.accept("WHERE") else None)
+
+    def run(self, ctx: Context) -> list[CacheResult]:
+        return run("prewarm", ctx.options, ctx.spark, ctx.path(self.path), self.where)
+
+
+@dataclass(frozen=True)
+class DescribeDiskCache:
+    """DESCRIBE INDEXTABLES DISK CACHE: entries, bytes, hits of each host's split cache."""
+
+    result: ClassVar[type[DiskCacheInfo]] = DiskCacheInfo
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> DescribeDiskCache:
+        return cls()
+
+    def run(self, ctx: Context) -> list[CacheResult]:
+        return run("describe", ctx.options, ctx.spark)
+
+
+@dataclass(frozen=True)
+class FlushDiskCache:
+    """FLUSH INDEXTABLES DISK CACHE: empty each host's split cache (splits in use are kept)."""
+
+    result: ClassVar[type[FlushDiskCacheResult]] = FlushDiskCacheResult
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> FlushDiskCache:
+        return cls()
+
+    def run(self, ctx: Context) -> list[CacheResult]:
+        return run("flush", ctx.options, ctx.spark)

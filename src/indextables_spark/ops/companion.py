@@ -238,7 +238,7 @@ def build_companion(
 ) -> CompanionBuildResult:
     """Build or sync the companion index at `location` of the `format` table `source` (see the
     module doc). Returns what was (or, with dry_run, would be) done."""
-    from indextables_spark.core.log.maintenance import open_log
+    from indextables_spark.core.log.maintenance import log_with_maintenance
     from indextables_spark.core.split.arrow_types import spark_schema_json
     from indextables_spark.core.split.column_specs import validate_schema
     from indextables_spark.core.storage import normalize_uri, open_storage
@@ -273,7 +273,7 @@ def build_companion(
         catalog_type=catalog_type,
     )
     schema_json = spark_schema_json(snapshot.schema)
-    table_log = open_log(open_storage(location, opts), opts)
+    table_log = log_with_maintenance(open_storage(location, opts), opts)
     read_version = table_log.latest_version()
     live = []
     from indextables_spark.config.registry import registered_default

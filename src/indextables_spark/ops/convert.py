@@ -35,8 +35,8 @@ import logging
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, ClassVar, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -55,6 +55,7 @@ from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.api.results import ConvertResult, Progress, elapsed_ms
+from indextables_spark.ops.registry import CommandParser, Context, Target
 
 log = logging.getLogger(__name__)
 
@@ -344,3 +345,23 @@ def _commit(plan: ConvertPlan, done: list[Converted]) -> int:
         len(adds),
     )
     return version
+
+
+@dataclass(frozen=True)
+class Convert:
+    """CONVERT INDEXTABLES TABLE <table> [DRY RUN]: rewrite the splits the reference implementation
+    (IndexTables4Spark) wrote into ours, in one commit (history and time travel kept), so the
+    table takes writes again; dry_run reports what would be converted. Splits of ours are left
+    alone; a table without reference splits gives NO_ACTION."""
+
+    result: ClassVar[type[ConvertResult]] = ConvertResult
+    path: Target
+    _: KW_ONLY
+    dry_run: bool = False
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> Convert:
+        return cls(p.target(), dry_run=p.dry_run())
+
+    def run(self, ctx: Context) -> ConvertResult:
+        return convert_table(ctx.log(self.path), dry_run=self.dry_run, progress=ctx.progress)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterable
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, ClassVar, Iterable
 
 import pyarrow as pa
 
@@ -27,9 +28,9 @@ from indextables_spark.core.log.avro_state import read_state_manifest
 from indextables_spark.core.log.state_config import StateConfig
 from indextables_spark.core.log.state_loader import read_last_checkpoint
 from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE
-from indextables_spark.core.log.state_writer import needs_compaction
+from indextables_spark.core.log.state_compaction import needs_compaction
 from indextables_spark.api.results import DescribeStateResult, SkippedFile, TransactionLogRow
-from indextables_spark.ops import columns as results
+from indextables_spark.ops.registry import CommandParser, Context, Target
 
 
 def current_skips(log_: TransactionLog) -> list[SkipAction]:
@@ -219,7 +220,7 @@ def _base_rows(log_: TransactionLog, base) -> Iterable[dict]:
 
 
 def describe_transaction_log(log_: TransactionLog, include_all: bool = False) -> pa.Table:
-    """Rows of TRANSACTION_LOG columns. Default: the current state, i.e. the checkpoint/state the
+    """Rows of TransactionLogRow columns. Default: the current state, i.e. the checkpoint/state the
     latest snapshot starts from (is_checkpoint=true rows: protocol, metadata, live files, skips,
     delete logs, stats files)
     and every version file after it. INCLUDE ALL: every retained version file, oldest first."""
@@ -237,4 +238,43 @@ def describe_transaction_log(log_: TransactionLog, include_all: bool = False) ->
             rows.extend(_base_rows(log_, base))
         for v in range((base.version + 1) if base is not None else 0, latest + 1):
             rows.extend(_version_rows(log_, v))
-    return results.TRANSACTION_LOG.table([TransactionLogRow(**row) for row in rows])
+    return TransactionLogRow.table([TransactionLogRow(**row) for row in rows])
+
+
+# ---- the commands ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DescribeState:
+    """DESCRIBE INDEXTABLES STATE <table>."""
+
+    result: ClassVar[type[DescribeStateResult]] = DescribeStateResult
+    path: Target
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> DescribeState:
+        return cls(p.target())
+
+    def run(self, ctx: Context) -> DescribeStateResult:
+        return describe_state(ctx.log(self.path))
+
+
+@dataclass(frozen=True)
+class DescribeTransactionLog:
+    """DESCRIBE INDEXTABLES TRANSACTION LOG <table> [INCLUDE ALL]."""
+
+    result: ClassVar[type[TransactionLogRow]] = TransactionLogRow
+    path: Target
+    _: KW_ONLY
+    include_all: bool = False
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> DescribeTransactionLog:
+        path = p.target()
+        include_all = p.accept("INCLUDE")
+        if include_all:
+            p.expect("ALL")
+        return cls(path, include_all=include_all)
+
+    def run(self, ctx: Context) -> pa.Table:
+        return describe_transaction_log(ctx.log(self.path), self.include_all)

@@ -10,7 +10,8 @@ the removed splits was removed concurrently.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.core.log.actions import RemoveFile
@@ -18,6 +19,7 @@ from indextables_spark.expr.partition_filter import parse_partition_filter, part
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
 from indextables_spark.api.results import DropPartitionsResult
+from indextables_spark.ops.registry import CommandParser, Context, Target
 
 OPERATION = "DROP PARTITIONS"
 
@@ -62,3 +64,28 @@ def drop_partitions(log_: TransactionLog, where: str) -> DropPartitionsResult:
     )
     txn.remove_files([RemoveFile(f.path, now, True, dict(f.partition_values or {}), f.size) for f in files])
     return replace(out, status="SUCCESS", version=txn.commit())
+
+
+@dataclass(frozen=True)
+class DropPartitions:
+    """DROP INDEXTABLES PARTITIONS FROM <table> WHERE <partition predicate>: remove (logically)
+    every split of the partitions matching `where`."""
+
+    result: ClassVar[type[DropPartitionsResult]] = DropPartitionsResult
+    path: Target
+    where: str
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> DropPartitions:
+        path = p.target()
+        t = p.peek()
+        if not t.is_word("WHERE"):
+            raise p.error(
+                f"DROP INDEXTABLES PARTITIONS needs a WHERE clause naming the partitions to drop, found {t.describe()}",
+                t,
+            )
+        p.next()
+        return cls(path, p.predicate())
+
+    def run(self, ctx: Context) -> DropPartitionsResult:
+        return drop_partitions(ctx.log(self.path), self.where)

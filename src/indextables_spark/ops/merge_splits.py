@@ -1,5 +1,8 @@
 """MERGE SPLITS: bin-pack small splits of each partition into bigger ones.
 
+(Over 500 lines: one algorithm — plan, per-group merge, local and Spark runners, the commit, and
+its command — whose parts share the plan and job types.)
+
 1. Plan (driver, pure): the live splits (optionally only those matching a partition predicate)
    are grouped by partition values and doc mapping; splits at or above `skipSplitThreshold` of the
    target size, and splits whose SkipAction's `retryAfter` is still in the future, stay out. Each
@@ -26,8 +29,8 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
-from typing import Any, Iterator, Protocol, Sequence
+from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import Any, ClassVar, Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -43,6 +46,7 @@ from indextables_spark.core.log.transaction import Transaction
 from indextables_spark.config.options import Options, parse_size
 from indextables_spark.api.results import MergeSplitsResult, Progress, SkippedFile, elapsed_ms
 from indextables_spark.core.storage import open_storage
+from indextables_spark.ops.registry import CommandParser, Context, Target, size
 
 log = logging.getLogger(__name__)
 
@@ -569,3 +573,67 @@ def merge_splits(
         target_size = parse_size(target_size, "TARGET SIZE")
     cfg = MergeConfig.from_options(log_.options, target_size, max_dest_splits, max_source_splits_per_merge)
     return execute_merge(plan_merge(log_, where, cfg), runner, progress)
+
+
+@dataclass(frozen=True)
+class MergeSplits:
+    """MERGE SPLITS <table> [WHERE …] [TARGET SIZE …] [MAX DEST SPLITS n] [MAX SOURCE SPLITS PER MERGE n]:
+    bin-pack small splits per partition into merged splits, one atomic version. where: partition
+    predicate; target_size: bytes or "100M"/"2G" (default merge.targetSize, 5G). Merges in this
+    process, or as a Spark job when a SparkSession is given."""
+
+    result: ClassVar[type[MergeSplitsResult]] = MergeSplitsResult
+    path: Target
+    where: str | None = None
+    _: KW_ONLY
+    target_size: int | None = size()
+    max_dest_splits: int | None = None
+    max_source_splits_per_merge: int | None = None
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> MergeSplits:
+        path = p.target()
+        seen: set[str] = set()
+        args: dict[str, Any] = {}
+        stops = (("TARGET", "SIZE"), ("MAX", "DEST"), ("MAX", "SOURCE"))
+        while p.peek().kind == "word":
+            t = p.peek()
+            if t.is_word("WHERE"):
+                p.once(seen, "WHERE", p.next())
+                args["where"] = p.predicate(stops)
+            elif t.is_word("TARGET"):
+                p.once(seen, "TARGET SIZE", p.next())
+                p.expect("SIZE")
+                args["target_size"] = p.size("TARGET SIZE")
+            elif t.is_word("MAX"):
+                p.next()
+                kind = p.expect("DEST", "SOURCE", what="DEST SPLITS or SOURCE SPLITS PER MERGE after MAX")
+                p.expect("SPLITS")
+                if kind.value == "DEST":
+                    p.once(seen, "MAX DEST SPLITS", t)
+                    args["max_dest_splits"] = p.positive_int("MAX DEST SPLITS")
+                else:
+                    p.once(seen, "MAX SOURCE SPLITS PER MERGE", t)
+                    p.expect("PER")
+                    p.expect("MERGE")
+                    args["max_source_splits_per_merge"] = n = p.positive_int("MAX SOURCE SPLITS PER MERGE")
+                    if n < 2:
+                        raise p.error("MAX SOURCE SPLITS PER MERGE must be at least 2 (a merge needs two splits)", t)
+            else:
+                raise p.error(
+                    f"expected WHERE, TARGET SIZE, MAX DEST SPLITS or MAX SOURCE SPLITS PER MERGE, "
+                    f"found {t.describe()}",
+                    t,
+                )
+        return cls(path, **args)
+
+    def run(self, ctx: Context) -> MergeSplitsResult:
+        return merge_splits(
+            ctx.log(self.path),
+            self.where,
+            self.target_size,
+            self.max_dest_splits,
+            self.max_source_splits_per_merge,
+            runner=SparkRunner(ctx.spark) if ctx.spark is not None else None,
+            progress=ctx.progress,
+        )

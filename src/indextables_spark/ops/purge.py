@@ -29,7 +29,8 @@ import logging
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
+from typing import ClassVar
 
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.core.log.actions import AddFile, DeleteLog, StatsFiles
@@ -38,6 +39,7 @@ from indextables_spark.core.log.paths import LOG_DIR
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.config.options import Options
 from indextables_spark.api.results import Progress, PurgeResult, elapsed_ms
+from indextables_spark.ops.registry import CommandParser, Context, Target
 
 log = logging.getLogger(__name__)
 
@@ -268,3 +270,46 @@ def purge(
         deleted_splits=[f.key for f in doomed],
         duration_ms=elapsed_ms(started),
     )
+
+
+@dataclass(frozen=True)
+class Purge:
+    """PURGE INDEXTABLE <table> [OLDER THAN n DAYS|HOURS] [TRANSACTION LOG RETENTION n DAYS|HOURS] [DRY RUN]:
+    delete orphaned splits older than the retention (default 168 h), version files covered by a
+    checkpoint and older than the log retention (default 720 h), old states and orphan manifests.
+    Retentions under 24 h need purge.retentionCheckEnabled=false."""
+
+    result: ClassVar[type[PurgeResult]] = PurgeResult
+    path: Target
+    _: KW_ONLY
+    older_than_hours: float | None = None
+    tx_log_retention_hours: float | None = None
+    dry_run: bool = False
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> Purge:
+        path = p.target()
+        seen: set[str] = set()
+        older = tx = None
+        dry = False
+        while p.peek().kind == "word":
+            t = p.next()
+            if t.is_word("OLDER"):
+                p.once(seen, "OLDER THAN", t)
+                p.expect("THAN")
+                older = p.hours("OLDER THAN")
+            elif t.is_word("TRANSACTION"):
+                p.once(seen, "TRANSACTION LOG RETENTION", t)
+                p.expect("LOG")
+                p.expect("RETENTION")
+                tx = p.hours("TRANSACTION LOG RETENTION")
+            elif t.is_word("DRY"):
+                p.once(seen, "DRY RUN", t)
+                p.expect("RUN")
+                dry = True
+            else:
+                raise p.error(f"expected OLDER THAN, TRANSACTION LOG RETENTION or DRY RUN, found {t.describe()}", t)
+        return cls(path, older_than_hours=older, tx_log_retention_hours=tx, dry_run=dry)
+
+    def run(self, ctx: Context) -> PurgeResult:
+        return purge(ctx.log(self.path), self.older_than_hours, self.tx_log_retention_hours, self.dry_run, ctx.progress)

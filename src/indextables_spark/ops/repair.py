@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from indextables_spark.errors import InvalidOptionError, TableExistsError
 from indextables_spark.core.log.actions import Action, CommitInfo, StatsFiles, split_of_stats_file
@@ -29,6 +30,10 @@ from indextables_spark.core.log.paths import LOG_DIR
 from indextables_spark.config.options import Options
 from indextables_spark.api.results import Progress, RepairResult, elapsed_ms
 from indextables_spark.core.storage import normalize_uri, open_storage
+from indextables_spark.ops.registry import CommandParser, Context
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.table_log import TransactionLog
 
 OPERATION = "REPAIR TRANSACTION LOG"
 
@@ -49,7 +54,7 @@ def source_table_root(source_log: str) -> str:
 def repair_transaction_log(
     source_log: str, target: str, options: Options | Mapping[str, Any] | None = None, progress: Progress | None = None
 ) -> RepairResult:
-    from indextables_spark.core.log.maintenance import open_log
+    from indextables_spark.core.log.maintenance import log_with_maintenance
 
     started = time.perf_counter()
     opts = Options.of(options)
@@ -66,7 +71,7 @@ def repair_transaction_log(
             f"REPAIR INDEXFILES TRANSACTION LOG: the target {target!r} is not empty "
             f"({len(existing)} files, e.g. {dst.full_uri(existing[0].key)}); give a new location"
         )
-    table_log = open_log(open_storage(root, opts), opts)
+    table_log = log_with_maintenance(open_storage(root, opts), opts)
     snap = table_log.snapshot()
     files = snap.files
     if progress:
@@ -142,3 +147,28 @@ def repair_transaction_log(
         missing_delete_logs=sorted(lost_logs),
         duration_ms=elapsed_ms(started),
     )
+
+
+@dataclass(frozen=True)
+class RepairTransactionLog:
+    """REPAIR INDEXFILES TRANSACTION LOG <path>/_transaction_log AT LOCATION <path>: write a clean
+    log of the table's existing splits into the empty directory `target` (the table is only read)."""
+
+    result: ClassVar[type[RepairResult]] = RepairResult
+    source: str
+    target: str
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> RepairTransactionLog:
+        source = p.path("the quoted path of the source _transaction_log directory")
+        p.expect("AT")
+        p.expect("LOCATION")
+        return cls(source, p.path("the quoted target location"))
+
+    @classmethod
+    def for_table(cls, log_: TransactionLog, target: str) -> RepairTransactionLog:
+        """IndexTable.maintenance: the table's own log is the source."""
+        return cls(log_.storage.full_uri(LOG_DIR), target)
+
+    def run(self, ctx: Context) -> RepairResult:
+        return repair_transaction_log(self.source, self.target, ctx.options, ctx.progress)

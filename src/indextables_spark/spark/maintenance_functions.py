@@ -1,4 +1,6 @@
-"""The maintenance commands as SQL table functions (Python UDTFs), registered by `it.register`:
+"""The operations as SQL table functions (Python UDTFs), registered by `it.register`: a generic
+reader of ops/registry.py — each operation with a `function` is one, its arguments the command's
+fields, in order, its columns its result class's fields:
 
     SELECT * FROM indextables_describe_state('/path')
     SELECT * FROM indextables_describe_transaction_log('/path', true)          -- INCLUDE ALL
@@ -10,33 +12,23 @@
     SELECT * FROM indextables_repair_transaction_log('/t/_transaction_log', '/t/_transaction_log_repaired')
     SELECT * FROM indextables_convert('/path', true)                            -- dry run
 
-Arguments may also be named (`indextables_purge(path => '/p', dry_run => true)`); the columns are
-those of the SQL commands (api/results.py). The function runs in a Python worker, which has no
-session: the `spark.indextables.*` conf (credentials, endpoints, options) is taken when
-`it.register(spark)` runs — register again after changing it. MERGE SPLITS merges in that worker
-(no Spark job). Like any table function, the command runs each time the query is executed.
+Arguments may also be named (`indextables_purge(path => '/p', dry_run => true)`). The function runs
+in a Python worker, which has no session: the `spark.indextables.*` conf (credentials, endpoints,
+options) is taken when `it.register(spark)` runs — register again after changing it. MERGE SPLITS
+merges in that worker (no Spark job). Like any table function, the command runs each time the
+query is executed.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Iterator
 
 import pyarrow as pa
 
-from indextables_spark.frontends import sql_parser as p
+from indextables_spark.ops.registry import OPERATIONS, Command, coerced, signature
 
-FUNCTIONS = (
-    "indextables_checkpoint",
-    "indextables_compact",
-    "indextables_describe_state",
-    "indextables_describe_transaction_log",
-    "indextables_merge_splits",
-    "indextables_purge",
-    "indextables_truncate_time_travel",
-    "indextables_drop_partitions",
-    "indextables_repair_transaction_log",
-    "indextables_convert",
-)
+_SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 def _spark_value(v: Any, t: pa.DataType) -> Any:
@@ -52,8 +44,8 @@ def _spark_value(v: Any, t: pa.DataType) -> Any:
     return v
 
 
-def rows(cmd: p.Command, options: dict) -> Iterator[tuple]:
-    from indextables_spark.frontends.execute import execute
+def rows(cmd: Command, options: dict[str, str]) -> Iterator[tuple[Any, ...]]:
+    from indextables_spark.frontends.execute import execute  # lazy: runs in the worker
 
     res = execute(cmd, options)
     fields = list(res.table.schema)
@@ -61,114 +53,30 @@ def rows(cmd: p.Command, options: dict) -> Iterator[tuple]:
         yield tuple(_spark_value(r[f.name], f.type) for f in fields)
 
 
-def _size(v) -> int | None:
-    from indextables_spark.config.options import parse_size
+def function_class(command: type[Command], options: dict[str, str]) -> type:
+    """A UDTF class running `command` with the options captured at registration; its `eval` takes
+    the command's fields (positional or named, as the signature says)."""
+    params = signature(command)
 
-    return None if v is None else (int(v) if isinstance(v, (int, float)) else parse_size(str(v), "target_size"))
+    def eval(self: Any, *args: Any, **kwargs: Any) -> Iterator[tuple[Any, ...]]:
+        bound = params.bind(*args, **kwargs)
+        bound.apply_defaults()
+        yield from rows(command(**coerced(command, bound.arguments)), options)
 
-
-def _classes(options: dict) -> dict[str, type]:
-    """UDTF classes closing over the options captured at registration."""
-
-    class Checkpoint:
-        def eval(self, path: str):
-            yield from rows(p.Checkpoint(path), options)
-
-    class Compact:
-        def eval(self, path: str):
-            yield from rows(p.Compact(path), options)
-
-    class DescribeState:
-        def eval(self, path: str):
-            yield from rows(p.DescribeState(path), options)
-
-    class DescribeTransactionLog:
-        def eval(self, path: str, include_all: bool = False):
-            yield from rows(p.DescribeTransactionLog(path, bool(include_all)), options)
-
-    class MergeSplits:
-        def eval(
-            self,
-            path: str,
-            where: str | None = None,
-            target_size=None,
-            max_dest_splits: int | None = None,
-            max_source_splits_per_merge: int | None = None,
-        ):
-            yield from rows(
-                p.MergeSplits(path, where, _size(target_size), max_dest_splits, max_source_splits_per_merge), options
-            )
-
-    class Purge:
-        def eval(
-            self,
-            path: str,
-            older_than_hours: float | None = None,
-            tx_log_retention_hours: float | None = None,
-            dry_run: bool = False,
-        ):
-            yield from rows(p.Purge(path, older_than_hours, tx_log_retention_hours, bool(dry_run)), options)
-
-    class TruncateTimeTravel:
-        def eval(self, path: str, dry_run: bool = False):
-            yield from rows(p.TruncateTimeTravel(path, bool(dry_run)), options)
-
-    class DropPartitions:
-        def eval(self, path: str, where: str):
-            yield from rows(p.DropPartitions(path, where), options)
-
-    class RepairTransactionLog:
-        def eval(self, source: str, target: str):
-            yield from rows(p.RepairTransactionLog(source, target), options)
-
-    class Convert:
-        def eval(self, path: str, dry_run: bool = False):
-            yield from rows(p.Convert(path, bool(dry_run)), options)
-
-    return dict(
-        zip(
-            FUNCTIONS,
-            (
-                Checkpoint,
-                Compact,
-                DescribeState,
-                DescribeTransactionLog,
-                MergeSplits,
-                Purge,
-                TruncateTimeTravel,
-                DropPartitions,
-                RepairTransactionLog,
-                Convert,
-            ),
-        )
-    )
+    # what Spark binds named arguments by (`path => '/p'`)
+    eval.__signature__ = params.replace(parameters=[_SELF, *params.parameters.values()])  # type: ignore[attr-defined]
+    return type(command.__name__, (), {"eval": eval})
 
 
-def register_command_functions(spark, conf: dict[str, str]) -> None:
-    """Register every maintenance table function on the session (called by `it.register`); they
+def register_command_functions(spark: Any, conf: dict[str, str]) -> None:
+    """Register every operation's table function on the session (called by `it.register`); they
     run with `conf` (the session's spark.indextables.* entries: workers have no session)."""
     from indextables_spark.util.sessions import functions
-    from indextables_spark.ops import columns as results
 
     udtf = functions(spark).udtf
-
-    specs = dict(
-        zip(
-            FUNCTIONS,
-            (
-                results.CHECKPOINT,
-                results.COMPACT,
-                results.DESCRIBE_STATE,
-                results.TRANSACTION_LOG,
-                results.MERGE_SPLITS,
-                results.PURGE,
-                results.TRUNCATE_TIME_TRAVEL,
-                results.DROP_PARTITIONS,
-                results.REPAIR,
-                results.CONVERT,
-            ),
-        )
-    )
-    for name, cls in _classes(dict(conf)).items():
-        # Plain (not Arrow) UDTFs: one row per command, and Arrow UDTFs would need pandas.
-        spark.udtf.register(name, udtf(cls, returnType=specs[name].spark_schema(), useArrow=False))
+    for op in OPERATIONS:
+        if op.function:
+            command = op.load()
+            cls = function_class(command, dict(conf))
+            # Plain (not Arrow) UDTFs: one row per command, and Arrow UDTFs would need pandas.
+            spark.udtf.register(op.function, udtf(cls, returnType=command.result.spark_schema(), useArrow=False))

@@ -14,7 +14,7 @@ import re
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from indextables_spark.frontends.sql_parser import TableName
+from indextables_spark.ops.registry import TableName
 from indextables_spark.errors import TableNotFoundError
 from indextables_spark.spark.datasource import is_format_name
 

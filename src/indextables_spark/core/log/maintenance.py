@@ -1,6 +1,6 @@
 """Table maintenance on top of commits: checkpoints (Avro state or JSON), compaction, protocol
 upgrade, state GC, and the post-commit hook that runs them (`after_commit`), which upper layers
-install on the logs they open (`open_log`): a commit itself runs no hooks.
+install on the logs they open (`log_with_maintenance`): a commit itself runs no hooks.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from indextables_spark.core.log.protocol_gate import check_writable
 from indextables_spark.core.log.state_config import StateConfig
 from indextables_spark.core.log.state_loader import read_last_checkpoint
 from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, FORMAT_JSON
-from indextables_spark.core.log.state_writer import StateWriteResult, is_clean, write_json_checkpoint, write_state
+from indextables_spark.core.log.last_checkpoint import write_json_checkpoint
+from indextables_spark.core.log.state_compaction import is_clean
+from indextables_spark.core.log.state_writer import StateWriteResult, write_state
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
 
@@ -256,7 +258,7 @@ def truncate_time_travel(log_: TransactionLog, dry_run: bool = False) -> Truncat
     )
 
 
-def open_log(storage: Storage, options: Options | None = None) -> TransactionLog:
+def log_with_maintenance(storage: Storage, options: Options | None = None) -> TransactionLog:
     """The transaction log of a table with this package's post-commit maintenance installed (the
     automatic checkpoint every `checkpoint.interval` versions, compaction after MERGE SPLITS)."""
     return TransactionLog(storage, options, post_commit=(after_commit,))

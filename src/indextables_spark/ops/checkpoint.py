@@ -1,0 +1,41 @@
+"""CHECKPOINT and COMPACT (core/log/maintenance.py writes the state): their commands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from indextables_spark.api.results import CheckpointResult
+from indextables_spark.core.log import maintenance
+from indextables_spark.ops.registry import CommandParser, Context, Target
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """CHECKPOINT INDEXTABLES <table>: the V4 Avro state at the latest version (a JSON checkpoint
+    with state.format=json); upgrades V1–V3 tables to protocol V4 first."""
+
+    result: ClassVar[type[CheckpointResult]] = CheckpointResult
+    path: Target
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> Checkpoint:
+        return cls(p.target())
+
+    def run(self, ctx: Context) -> CheckpointResult:
+        return maintenance.checkpoint(ctx.log(self.path))
+
+
+@dataclass(frozen=True)
+class Compact:
+    """COMPACT INDEXTABLES <table>: rewrite the state cleanly (partition-sorted manifests, no tombstones)."""
+
+    result: ClassVar[type[CheckpointResult]] = CheckpointResult
+    path: Target
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> Compact:
+        return cls(p.target())
+
+    def run(self, ctx: Context) -> CheckpointResult:
+        return maintenance.compact(ctx.log(self.path))

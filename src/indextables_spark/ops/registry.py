@@ -1,0 +1,486 @@
+"""One row per operation: the SQL parser, the executor, the command line, the SQL table functions
+and `IndexTable.maintenance` all read OPERATIONS to offer it (README "Adding an operation").
+
+A row names the operation's command class (`"merge_splits:MergeSplits"`: class MergeSplits of
+ops/merge_splits.py), which holds the rest: its fields are the operation's arguments, `result` its
+typed result class (whose fields are the output columns), `parse` reads its SQL text after the
+words the row gives, and `run` runs it. The rows are plain data, so that `is_command` (asked of
+every `spark.sql` text once `it.register` ran) and the command line's `--help` import no operation;
+the command class of a row is imported when a text or a call needs it (`Operation.load`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import inspect
+import re
+import typing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, Protocol, Sequence
+
+from indextables_spark.config.options import Options
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from indextables_spark.api.results import Progress, Record
+    from indextables_spark.core.log.table_log import TransactionLog
+
+_PLAIN_IDENT = re.compile(r"[A-Za-z0-9_]+")
+
+
+@dataclass(frozen=True)
+class TableName:
+    """A table identifier where a command takes a table (`t`, `db.t`, `catalog.db.t`), as in the
+    reference's grammar; `it.sql` / `spark.sql` resolve it to the table's path through the Spark
+    catalog (spark/table_names.py) before the command runs."""
+
+    parts: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return ".".join(p if _PLAIN_IDENT.fullmatch(p) else "`" + p.replace("`", "``") + "`" for p in self.parts)
+
+
+Target = str | TableName
+"""Where a command takes a table: a quoted path, or a table name still to be resolved."""
+
+
+# ---- what a command's parse() reads with (frontends/sql_parser.py implements it) ------------------
+
+
+class Token(Protocol):
+    @property
+    def kind(self) -> str: ...  # word, str, bq, num, op, punct, other, end
+    @property
+    def text(self) -> str: ...  # raw text (quotes included)
+    @property
+    def pos(self) -> int: ...
+    @property
+    def value(self) -> str: ...  # unquoted string / upper-cased word / number text
+    def is_word(self, *words: str) -> bool: ...
+    def describe(self) -> str: ...
+
+
+class CommandParser(Protocol):
+    """The parser primitives a command's `parse` uses; errors name the token's position."""
+
+    def peek(self, k: int = 0) -> Token: ...
+    def next(self) -> Token: ...
+    def error(self, message: str, tok: Token | None = None) -> Exception: ...
+    def expect(self, *words: str, what: str | None = None) -> Token: ...
+    def accept(self, *words: str) -> bool: ...
+    def path(self, what: str = "a quoted table path") -> str: ...
+    def target(self) -> Target: ...
+    def positive_int(self, what: str) -> int: ...
+    def whole_number(self, what: str) -> int: ...
+    def size(self, clause: str) -> int: ...
+    def hours(self, clause: str) -> float: ...
+    def predicate(self, stops: tuple[tuple[str, ...], ...] = ()) -> str: ...
+    def once(self, seen: set[str], clause: str, tok: Token) -> None: ...
+    def dry_run(self) -> bool: ...
+
+
+# ---- what a command runs with and returns ---------------------------------------------------------
+
+
+def log_at(path: str, options: Options) -> TransactionLog:
+    """A table's log with this package's post-commit maintenance (Context's default opener)."""
+    from indextables_spark.core.log.maintenance import log_with_maintenance  # lazy: the registry stays cheap
+    from indextables_spark.core.storage import open_storage
+
+    return log_with_maintenance(open_storage(path, options), options)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What an operation runs with besides its command's fields."""
+
+    options: Options
+    spark: Any = None  # a SparkSession: operations that can run as a Spark job do (MERGE SPLITS, the caches)
+    progress: Progress | None = None
+    table: TransactionLog | None = None  # the table's log when the caller has it open (IndexTable.maintenance)
+    open_log: Callable[[str, Options], TransactionLog] = log_at  # the executor gives IndexTable's shared logs
+
+    def path(self, target: Target) -> str:
+        """A command's table as a path: table names are resolved before (it.sql, spark.sql)."""
+        if isinstance(target, TableName):
+            from indextables_spark.errors import InvalidOptionError  # lazy: errors only on this path
+
+            raise InvalidOptionError(
+                f"table name {target}: only it.sql / spark.sql resolve table names (through the Spark catalog); "
+                f"give the table's path in quotes here"
+            )
+        return target
+
+    def log(self, target: Target) -> TransactionLog:
+        """The transaction log of the command's table (the open one when given)."""
+        path = self.path(target)
+        return self.table if self.table is not None else self.open_log(path, self.options)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A many-row output whose JSON form (`--json`) is not its rows (`files`: the log's own form)."""
+
+    rows: Sequence[Record]
+    raw: Any
+
+
+Output = typing.Union["Record", "Sequence[Record]", "pa.Table", Listing]
+"""What `run` returns: one result, several (one per host, …), an Arrow table of `result` rows, or a Listing."""
+
+
+class Command(Protocol):
+    """The class a row names: a frozen dataclass of the operation's arguments."""
+
+    result: ClassVar[type[Record]]
+
+    def run(self, ctx: Context) -> Output: ...
+
+
+class SqlCommand(Command, Protocol):
+    """The command of a row with `sql`: `parse` reads its text after the row's words."""
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> Command: ...
+
+
+def size(default: int | None = None) -> Any:
+    """A command field holding bytes: a text (`"100M"`) given to a table function or a
+    maintenance method is parsed with config/units.py."""
+    return dataclasses.field(default=default, metadata={"unit": "size"})
+
+
+# ---- the rows -------------------------------------------------------------------------------------
+
+KW = "INDEXTABLES|INDEXTABLE|TANTIVY4SPARK"
+"""The keyword of most commands; the reference's grammar (indexTablesKeyword) also takes TANTIVY4SPARK."""
+TABLE_WORDS = "INDEXTABLE|INDEXTABLES"
+"""Where the reference's grammar fixes the keyword (PURGE INDEXTABLE)."""
+
+
+@dataclass(frozen=True)
+class Sql:
+    """The words that start an operation's SQL text (space-separated; `A|B`: either, the first named
+    in errors). `head` makes a text ours: from there on every mistake is a syntax error, not text
+    for `spark.sql`. `then` tells this operation from the others of the same head."""
+
+    head: str
+    then: str = ""
+
+    def words(self) -> list[tuple[str, ...]]:
+        return [tuple(w.split("|")) for w in (self.head + " " + self.then).split()]
+
+
+ArgType = Literal["text", "int", "positive", "size", "hours", "flag", "pairs"]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One command-line argument: a positional name or a `--flag`, and the command field it fills."""
+
+    name: str
+    type: ArgType = "text"
+    help: str | None = None
+    field: str | None = None  # default: the name without dashes, `-` as `_`
+    required: bool = False
+    choices: tuple[str, ...] = ()
+    default: Any = None
+
+    @property
+    def dest(self) -> str:
+        return self.field or self.name.lstrip("-").replace("-", "_")
+
+
+PATH = Arg("path")
+
+
+@dataclass(frozen=True)
+class Cli:
+    """The operation's command-line subcommand."""
+
+    name: str
+    help: str
+    args: tuple[Arg, ...] = (PATH,)
+    aliases: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()  # many-row results: the columns of the terminal table (--json has all)
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str  # "MERGE SPLITS": the title of its results
+    command: str  # "<module of ops/>:<class>": the command class (fields, result, parse, run)
+    sql: Sql | None = None
+    cli: Cli | None = None
+    function: str | None = None  # its SQL table function; the arguments are the command's fields
+    method: str | None = None  # its IndexTable.maintenance method; the table fills the first field
+
+    def load(self) -> type[Command]:
+        module, _, cls = self.command.partition(":")
+        return typing.cast("type[Command]", getattr(importlib.import_module(f"indextables_spark.ops.{module}"), cls))
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "CHECKPOINT",
+        "checkpoint:Checkpoint",
+        Sql("CHECKPOINT", KW),
+        Cli("checkpoint", "write the V4 Avro state at the latest version"),
+        function="indextables_checkpoint",
+        method="checkpoint",
+    ),
+    Operation(
+        "COMPACT",
+        "checkpoint:Compact",
+        Sql("COMPACT", KW),
+        Cli("compact", "rewrite the state cleanly (no tombstones, partition-sorted)"),
+        function="indextables_compact",
+        method="compact",
+    ),
+    Operation(
+        "DESCRIBE STATE",
+        "describe:DescribeState",
+        Sql(f"DESCRIBE|DESC {KW}", "STATE"),
+        Cli("describe-state", "state format, counts, tombstones, needs_compaction, skipped splits"),
+        function="indextables_describe_state",
+    ),
+    Operation(
+        "DESCRIBE TRANSACTION LOG",
+        "describe:DescribeTransactionLog",
+        Sql(f"DESCRIBE|DESC {KW}", "TRANSACTION LOG"),
+        Cli(
+            "describe-log",
+            "one row per transaction log action",
+            (PATH, Arg("--all", "flag", "every retained version file (INCLUDE ALL)", field="include_all")),
+            aliases=("describe-transaction-log",),
+            columns=(
+                "version",
+                "is_checkpoint",
+                "action_type",
+                "path",
+                "size",
+                "num_records",
+                "data_change",
+                "commit_operation",
+                "skip_reason",
+            ),
+        ),
+        function="indextables_describe_transaction_log",
+    ),
+    Operation(
+        "HISTORY",
+        "history:History",
+        cli=Cli(
+            "history",
+            "one row per retained version, newest first",
+            (PATH, Arg("--limit", "int")),
+            columns=(
+                "version",
+                "timestamp",
+                "operation",
+                "num_added_files",
+                "num_removed_files",
+                "num_added_records",
+                "added_bytes",
+            ),
+        ),
+    ),
+    Operation(
+        "FILES",
+        "files:Files",
+        cli=Cli(
+            "files",
+            "the live splits",
+            (PATH, Arg("--where", help="partition predicate, e.g. \"day = '2024-01-01'\""), Arg("--version", "int")),
+            columns=("path", "size", "num_records", "num_merge_ops", "added_at_version"),
+        ),
+    ),
+    Operation(
+        "MERGE SPLITS",
+        "merge_splits:MergeSplits",
+        Sql("MERGE SPLITS"),
+        Cli(
+            "merge-splits",
+            "merge small splits per partition",
+            (
+                PATH,
+                Arg("--where", help="partition predicate"),
+                Arg("--target-size", "size", "e.g. 100M, 2G (default 5G)"),
+                Arg("--max-dest-splits", "int"),
+                Arg("--max-source-splits-per-merge", "int"),
+            ),
+        ),
+        function="indextables_merge_splits",
+        method="merge_splits",
+    ),
+    Operation(
+        "PURGE",
+        "purge:Purge",
+        Sql("PURGE", TABLE_WORDS),
+        Cli(
+            "purge",
+            "delete orphaned splits, old version files, old states, orphan manifests",
+            (
+                PATH,
+                Arg("--older-than", "hours", "split retention, e.g. 7d (default 168h)", field="older_than_hours"),
+                Arg("--tx-log-retention", "hours", "version file retention (default 30d)", "tx_log_retention_hours"),
+                Arg("--dry-run", "flag"),
+            ),
+        ),
+        function="indextables_purge",
+        method="purge",
+    ),
+    Operation(
+        "TRUNCATE TIME TRAVEL",
+        "truncate_time_travel:TruncateTimeTravel",
+        Sql(f"TRUNCATE {KW}", "TIME TRAVEL"),
+        Cli(
+            "truncate-time-travel",
+            "keep only the latest version (irreversible; try --dry-run)",
+            (PATH, Arg("--dry-run", "flag")),
+        ),
+        function="indextables_truncate_time_travel",
+        method="truncate_time_travel",
+    ),
+    Operation(
+        "DROP PARTITIONS",
+        "drop_partitions:DropPartitions",
+        Sql(f"DROP {KW}", "PARTITIONS FROM"),
+        Cli(
+            "drop-partitions",
+            "logically remove the partitions matching a predicate",
+            (PATH, Arg("--where", required=True, help="partition predicate (mandatory)")),
+        ),
+        function="indextables_drop_partitions",
+        method="drop_partitions",
+    ),
+    Operation("DELETE", "delete_command:Delete", Sql(f"DELETE FROM {KW}")),
+    Operation(
+        "REPAIR TRANSACTION LOG",
+        "repair:RepairTransactionLog",
+        Sql("REPAIR INDEXFILES|INDEXTABLES|INDEXTABLE", "TRANSACTION LOG"),
+        Cli(
+            "repair",
+            "write a clean log of the existing splits to a new location",
+            (
+                Arg("source", help="the table's _transaction_log directory"),
+                Arg("target", help="an empty location for the repaired log"),
+            ),
+        ),
+        function="indextables_repair_transaction_log",
+        method="repair_transaction_log",
+    ),
+    Operation(
+        "CONVERT",
+        "convert:Convert",
+        Sql(f"CONVERT {KW}", "TABLE"),
+        Cli(
+            "convert",
+            "rewrite the splits IndexTables4Spark wrote as ours (one commit; time travel kept)",
+            (PATH, Arg("--dry-run", "flag", "only report the reference splits to convert")),
+        ),
+        function="indextables_convert",
+        method="convert",
+    ),
+    Operation(
+        "PREWARM CACHE",
+        "cache:PrewarmCache",
+        Sql(f"PREWARM {KW}", "CACHE"),
+        method="prewarm_cache",
+    ),
+    Operation("DESCRIBE DISK CACHE", "cache:DescribeDiskCache", Sql(f"DESCRIBE|DESC {KW}", "DISK CACHE")),
+    Operation("FLUSH DISK CACHE", "cache:FlushDiskCache", Sql(f"FLUSH {KW}", "DISK CACHE")),
+    Operation(
+        "BUILD COMPANION",
+        "companion_command:BuildCompanion",
+        Sql(f"BUILD {KW}", "COMPANION"),
+        Cli(
+            "build-companion",
+            "build or sync a search index over a Delta, Iceberg or Parquet table's files",
+            (
+                Arg("source", help="the source table's path (Iceberg: or its identifier, with --catalog)"),
+                Arg("location", help="where the companion index lives"),
+                Arg("--format", choices=("delta", "iceberg", "parquet"), default="delta"),
+                Arg("--indexing", "pairs", "indexing mode of a column (text, string, ...); repeatable"),
+                Arg("--where", help="partition predicate: index only these partitions"),
+                Arg("--from-version", "int", "Delta: index this version"),
+                Arg("--from-snapshot", "int", "Iceberg: index this snapshot id"),
+                Arg("--catalog", help="Iceberg: catalog name (properties from -o iceberg.catalog.<name>.<key>=...)"),
+                Arg("--catalog-type", help="Iceberg: catalog type (sql, rest, glue, ...)"),
+                Arg("--target-input-size", "size", "source bytes per companion split, e.g. 1G"),
+                Arg("--dry-run", "flag"),
+            ),
+        ),
+    ),
+)
+
+
+# ---- reading the rows -----------------------------------------------------------------------------
+
+
+@functools.cache
+def claim_pattern() -> re.Pattern[str]:
+    """A regex of every row's `Sql.head`: does a text start like one of our commands?"""
+    heads = dict.fromkeys(op.sql.head for op in OPERATIONS if op.sql)
+    alternatives = ["\\s+".join("(?:" + w + ")" for w in head.split()) for head in heads]
+    return re.compile(r"^\s*(?:" + "|".join(alternatives) + r")(?![A-Za-z0-9_])", re.IGNORECASE)
+
+
+@functools.cache
+def operation_of(command: type) -> Operation:
+    """The row of a command class."""
+    for op in OPERATIONS:
+        module, _, cls = op.command.partition(":")
+        if command.__module__ == f"indextables_spark.ops.{module}" and command.__qualname__ == cls:
+            return op
+    raise TypeError(f"not an indextables command: {command.__name__}")
+
+
+def by(attribute: Literal["function", "method"], name: str) -> Operation | None:
+    """The row whose table function / maintenance method is `name`."""
+    return next((op for op in OPERATIONS if getattr(op, attribute) == name), None)
+
+
+def table_name_of(cmd: object) -> TableName | None:
+    """The table name a command was given instead of a path (None for a path, or no table)."""
+    path = getattr(cmd, "path", None)
+    return path if isinstance(path, TableName) else None
+
+
+def with_table_path(cmd: Any, path: str) -> Any:
+    """The command with its table name replaced by the table's path."""
+    return dataclasses.replace(cmd, path=path)
+
+
+def coerced(command: type[Command], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Values given to a table function or a maintenance method, as the command's fields take them:
+    texts of size fields parsed (`"100M"`), bools of bool fields (SQL may give 0/1)."""
+    from indextables_spark.config.options import parse_size
+
+    hints = typing.get_type_hints(command)
+    out = dict(values)
+    for f in dataclasses.fields(command):  # type: ignore[arg-type]  # command classes are dataclasses
+        v = out.get(f.name)
+        if v is None:
+            continue
+        if f.metadata.get("unit") == "size" and not isinstance(v, int):
+            out[f.name] = int(v) if isinstance(v, float) else parse_size(str(v), f.name)
+        elif hints[f.name] is bool:
+            out[f.name] = bool(v)
+    return out
+
+
+def signature(command: type[Command]) -> inspect.Signature:
+    """The command's fields as positional-or-keyword parameters (a table function's arguments)."""
+    return inspect.Signature(
+        [
+            inspect.Parameter(
+                f.name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default,
+            )
+            for f in dataclasses.fields(command)  # type: ignore[arg-type]
+        ]
+    )
