@@ -272,7 +272,8 @@ def test_damaged_split_fails_the_query_naming_the_split(tmp_path, damage):
 
     from indextables_spark.config.options import Options
     from indextables_spark.spark.guard import SnapshotPin
-    from indextables_spark.spark.reader import IndexTablesReader, SplitGroup, task_json
+    from indextables_spark.spark.reader import IndexTablesReader, SplitGroup
+    from indextables_spark.spark.task_read import task_json
 
     root = str(tmp_path / "t")
     _split_table(root)

@@ -427,7 +427,7 @@ def test_fuzz_option_values(key, value):
     from indextables_spark.core.log.state_config import StateConfig
     from indextables_spark.core.log.table_log import parse_timestamp
     from indextables_spark.config.options import Options
-    from indextables_spark.spark.reader import read_options
+    from indextables_spark.spark.read_options import read_options
     from indextables_spark.core.storage import open_storage
 
     o = Options.of({f"spark.indextables.{key}": value})

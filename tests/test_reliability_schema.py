@@ -56,7 +56,8 @@ def _read(path: str, filters=(), version=None) -> list[dict]:
     from pyspark.sql.types import StructType
 
     from indextables_spark.spark.guard import SnapshotPin
-    from indextables_spark.spark.reader import IndexTablesReader, SplitGroup, task_json
+    from indextables_spark.spark.reader import IndexTablesReader, SplitGroup
+    from indextables_spark.spark.task_read import task_json
 
     snap = it.IndexTable(path).snapshot(version)
     schema = StructType.fromJson(snap.schema_json)

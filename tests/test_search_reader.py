@@ -17,7 +17,7 @@ import indextables_spark as it
 from indextables_spark.config.options import Options
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.spark.datasource import IndexTablesDataSource
-from indextables_spark.spark.reader import load_options, read_options
+from indextables_spark.spark.read_options import load_options, read_options
 from search_tables import DOCS_OPTIONS, docs, docs_schema, write_table
 
 N = 3000
@@ -270,7 +270,7 @@ def test_tasks_carry_addfiles_without_planning_statistics():
     """A task's partition carries each AddFile without min/max statistics (they only serve
     planning, and are most of its JSON); a split whose row count is only inside `stats` keeps it."""
     from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.spark.reader import task_json
+    from indextables_spark.spark.task_read import task_json
 
     stats = '{"numRecords":3}'
     add = AddFile(

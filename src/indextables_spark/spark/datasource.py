@@ -92,7 +92,7 @@ class IndexTablesDataSource(DataSource):
     def schema(self) -> StructType:
         from pyspark.sql.types import StringType, StructField
 
-        from indextables_spark.spark.reader import check_table_query, declared_fields, extra_fields, read_options
+        from indextables_spark.spark.read_options import check_table_query, declared_fields, extra_fields, read_options
 
         snapshot = self._read_snapshot()
         time_travel = self.opts.get_str("versionAsOf") is not None or self.opts.get_str("timestampAsOf") is not None

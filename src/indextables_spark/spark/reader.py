@@ -1,4 +1,5 @@
-"""Batch reader: plan splits on the driver (prune, skip, group), search them on executors.
+"""Batch reader: plan splits on the driver (prune, skip, group), search them on executors
+(task_read.py); the options: read_options.py.
 
 Read options (besides the table's):
 - `query`: full-text query (Tantivy syntax), ANDed with every `_indexall = '...'` filter.
@@ -25,171 +26,26 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from indextables_spark.errors import InvalidOptionError, QueryParseError
+from indextables_spark.errors import InvalidOptionError
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.types import index_only_columns
 from indextables_spark.spark import filters as spark_filters
 from indextables_spark.spark import guard
+from indextables_spark.spark.read_options import SNIPPET, check_table_query, read_options, table_specs
+from indextables_spark.spark.task_read import TaskRead, read_ranked, task_json
 
 if TYPE_CHECKING:
     from indextables_spark.spark.guard import SnapshotPin
 
+
 log = logging.getLogger(__name__)
-
-SCORE = "_score"
-SNIPPET = "_snippet"
-ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """What the options ask of a read, validated once."""
-
-    query: str | None
-    order_by_score: bool
-    limit: int | None
-    with_score: bool  # a `_score` column is part of the schema
-    snippet_fields: tuple[str, ...]
-    batch_rows: int
-    columns: tuple[str, ...] | None = None  # the `columns` option: the declared columns (None: all)
-
-    @property
-    def top_n(self) -> bool:
-        """Rows are ranked: each task returns only its best `limit` rows."""
-        return self.limit is not None and self.query is not None
-
-
-def read_options(opts: Options) -> ReadOptions:
-    query = opts.get_str("query")
-    order = (opts.get_str("orderBy") or "").strip()
-    order_by_score = False
-    if order:
-        parts = order.split()
-        if parts[0] != SCORE or len(parts) > 2 or (len(parts) == 2 and parts[1].lower() != "desc"):
-            raise InvalidOptionError(
-                f"option orderBy={order!r}: only '_score' (best first) is supported; for other orders use "
-                f"DataFrame.orderBy(...) on the result"
-            )
-        order_by_score = True
-        if query is None:
-            raise InvalidOptionError("option orderBy='_score' needs option 'query' (scores rank query matches)")
-    limit = None
-    raw_limit = opts.get_str("limit")
-    if raw_limit is not None:
-        limit = opts.get_int("limit")
-        if limit <= 0:
-            raise InvalidOptionError(f"option limit={raw_limit!r}: expected a positive number of rows")
-    raw_columns = opts.get_str("columns")
-    columns = None if raw_columns is None else tuple(c.strip() for c in raw_columns.split(",") if c.strip())
-    if columns is not None and len(set(columns)) != len(columns):
-        dup = sorted({c for c in columns if columns.count(c) > 1})
-        raise InvalidOptionError(f"option columns={raw_columns!r}: {dup} named more than once")
-    named_score = columns is not None and SCORE in columns
-    if named_score and query is None:
-        raise InvalidOptionError(
-            f"option columns={raw_columns!r}: '{SCORE}' needs option 'query' (scores rank query matches)"
-        )
-    with_score = (
-        order_by_score or (limit is not None and query is not None) or opts.get_bool("withScore") or named_score
-    )
-    fields = tuple(f.strip() for f in (opts.get_str("snippetFields") or "").split(",") if f.strip())
-    if columns is not None and SNIPPET in columns and not fields:
-        raise InvalidOptionError(f"option columns={raw_columns!r}: '{SNIPPET}' needs option snippetFields")
-    batch_rows = opts.get_int("read.batchSize")
-    if batch_rows <= 0:
-        raise InvalidOptionError(f"option read.batchSize={batch_rows}: expected a positive number of rows")
-    return ReadOptions(query, order_by_score, limit, with_score, fields, batch_rows, columns)
-
-
-def declared_fields(ro: ReadOptions, table_fields: list, extra: list) -> tuple[list, list]:
-    """(data fields, extra fields) a read declares: every column, or those the `columns` option
-    names in its order (unknown names: InvalidOptionError naming them and the table's columns).
-    The `_score` column stays while a top-n read orders by it (the load wrapper sorts on it)."""
-    if ro.columns is None:
-        return table_fields, extra
-    by_name = {f.name: f for f in table_fields}
-    virtual = {f.name: f for f in extra}
-    unknown = [c for c in ro.columns if c not in by_name and c not in virtual]
-    if unknown:
-        raise InvalidOptionError(
-            f"option columns: {unknown} are not columns of the table (columns: {list(by_name)}"
-            + (f"; with these options also {list(virtual)}" if virtual else "")
-            + ")"
-        )
-    keep_score = ro.order_by_score or ro.top_n
-    wanted_extra = [f for f in extra if f.name in ro.columns or (f.name == SCORE and keep_score)]
-    return [by_name[c] for c in ro.columns if c in by_name], wanted_extra
-
-
-def table_specs(snapshot, opts: Options) -> list:
-    """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
-    from indextables_spark.core.split.column_specs import table_options
-    from indextables_spark.core.split.column_specs import column_specs
-
-    return column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
-
-
-def check_table_query(
-    snapshot, opts: Options, query: str, files: list[AddFile] | None = None, every: bool = False
-) -> None:
-    """Raise QueryParseError for a query the splits cannot parse, without opening one: checked
-    against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
-    any of them (what a read of those splits would hit), else only when invalid for all of them
-    (a table whose newer splits gained a column may still be read by partitions that have it)."""
-    from indextables_spark.core.split.query_parsing import check_query
-    from indextables_spark.core.split.reference import specs_for_doc_mapping
-
-    if files is None:  # the Arrow column: no AddFile objects built for a large table
-        refs = set(snapshot.files_table.column("docMappingRef").unique().to_pylist())
-    else:
-        refs = {f.doc_mapping_ref for f in files}
-    mappings = [m for m in (snapshot.doc_mapping(r) for r in sorted(r for r in refs if r)) if m]
-    candidates = [specs_for_doc_mapping(m, snapshot.schema_json, snapshot.partition_columns) for m in mappings] or [
-        table_specs(snapshot, opts)
-    ]
-    errors = []
-    for specs in candidates:
-        try:
-            check_query(specs, query)
-        except QueryParseError as e:
-            if every:
-                raise
-            errors.append(e)
-    if len(errors) == len(candidates):
-        raise errors[0]
-
-
-def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: list[str]) -> list:
-    """The `_score` / `_snippet` StructFields a read adds to the table's columns."""
-    from pyspark.sql.types import FloatType, MapType, StringType, StructField
-
-    out = []
-    if ro.with_score:
-        out.append(StructField(SCORE, FloatType(), True))
-    if ro.snippet_fields:
-        strings = {
-            f.name
-            for f in table_schema.fields
-            if isinstance(f.dataType, StringType) and f.name not in partition_columns
-        }
-        bad = [c for c in ro.snippet_fields if c not in strings]
-        if bad:
-            raise InvalidOptionError(
-                f"option snippetFields: {bad} are not string columns stored in the splits "
-                f"(string columns: {sorted(strings)})"
-            )
-        if not ro.query:
-            raise InvalidOptionError("option snippetFields needs option 'query' (snippets highlight query matches)")
-        one = len(ro.snippet_fields) == 1
-        out.append(StructField(SNIPPET, StringType() if one else MapType(StringType(), StringType()), True))
-    return out
 
 
 @dataclass
@@ -426,86 +282,6 @@ class IndexTablesReader(DataSourceReader):
         yield from TaskRead(self, target).batches(adds, partition.deletes, ro.limit)
 
 
-PLANNING_ONLY = ("stats", "minValues", "maxValues")  # AddFile fields tasks never read
-
-
-def task_json(add: AddFile) -> dict:
-    """What a task needs of an AddFile: min/max statistics only serve planning, and are two thirds
-    of the JSON each task's partition carries (100,000 splits: ~70 MB for a full read)."""
-    d = add.to_json()
-    # (a split logged with its row count only inside `stats` keeps them: deletes check row counts)
-    drop = PLANNING_ONLY if d.get("numRecords") is not None else PLANNING_ONLY[1:]
-    return {k: v for k, v in d.items() if k not in drop}
-
-
-class TaskRead:
-    """What every split of one task shares (storage, cache, the columns to read and their types),
-    worked out once: with hundreds of small splits a task's cost is per split, not per row."""
-
-    def __init__(self, reader: IndexTablesReader, target: pa.Schema):
-        from indextables_spark.core.split.cache import get_cache
-        from indextables_spark.core.storage import open_storage
-
-        self.reader = reader
-        self.target = target
-        self.storage = open_storage(reader.path, reader.opts)
-        self.cache = get_cache(reader.opts)
-        self.names = _data_names(reader, target)
-        self.types = {n: target.field(n).type for n in self.names}
-        self.data_schema = pa.schema([pa.field(n, self.types[n]) for n in self.names])
-        # only the query text goes to the index (no data filter, struct narrowing or snippet), as
-        # in SearchPlan: a remote split's index files may be fetched only as far as it reads them
-        alone = not (reader.data_filters or reader.nested_queries or reader.read_opts.snippet_fields)
-        self.index_query = reader.query if alone else None
-
-    def open(self, add: AddFile):
-        """The split's reader (fetched into the split cache if needed)."""
-        from indextables_spark.core.split.reader import SplitReader
-
-        return SplitReader(self.cache.local_dir(self.storage, add, self.index_query))
-
-    def deletes(self, add: AddFile, delete_logs: list[dict] | None):
-        """The split's SplitDeletes from its shipped deleteLog JSON, None without any."""
-        from indextables_spark.core.log.delete_logs import split_deletes
-
-        return split_deletes(self.reader.path, self.reader.opts, add, delete_logs)
-
-    def split_batches(self, add: AddFile, delete_logs: list[dict] | None) -> Iterator[pa.RecordBatch]:
-        """Rows of one split matching the read, its data columns only (`data_schema`)."""
-        from indextables_spark.core.split.split_rows import conform, split_rows
-
-        r = self.reader
-        split = self.open(add)
-        deletes = self.deletes(add, delete_logs)
-        query = _narrowed_query(r, split)
-        for batch in split_rows(split, r.data_filters, query, self.names, self.types, r.read_opts.batch_rows, deletes):
-            yield batch if batch.schema.equals(self.data_schema) else conform(batch, self.data_schema)
-
-    def pieces(
-        self, adds: list[AddFile], deletes: dict[str, list[dict]], limit: int | None
-    ) -> Iterator[tuple[AddFile, pa.RecordBatch]]:
-        """(split, batch of its data columns) for the splits in order, at most `limit` rows."""
-        remaining = limit
-        for add in adds:
-            for batch in self.split_batches(add, deletes.get(add.path)):
-                if remaining is not None:
-                    batch = batch.slice(0, remaining)
-                    remaining -= batch.num_rows
-                yield add, batch
-                if remaining == 0:
-                    return
-
-    def batches(
-        self, adds: list[AddFile], deletes: dict[str, list[dict]], limit: int | None
-    ) -> Iterator[pa.RecordBatch]:
-        """The task's output: the pieces joined into batches of the target schema, partition
-        values attached once per joined batch (split.search.joined)."""
-        from indextables_spark.core.split.split_rows import joined
-
-        pieces = self.pieces(adds, deletes, limit)
-        return joined(pieces, self.reader.read_opts.batch_rows, self.target, self.reader.partition_columns)
-
-
 class UnpushedReader(IndexTablesReader):
     """The reader Spark plans without filter pushdown (pushdown off, or a scan with no filter it
     can push): it never gets filters, and not overriding pushFilters keeps it valid when the
@@ -552,101 +328,3 @@ def indexall_filter(f):
     ):
         return guard.parse(f.child.value)
     return None
-
-
-def _data_names(reader: IndexTablesReader, target: pa.Schema) -> list[str]:
-    from indextables_spark.spark.guard import INDEXALL, INDEXGUARD
-
-    virtual = {INDEXALL, INDEXGUARD, SCORE, SNIPPET}
-    return [f.name for f in target if f.name not in reader.partition_columns and f.name not in virtual]
-
-
-def _narrowed_query(reader: IndexTablesReader, split) -> str | None:
-    """The read's full-text query AND the narrowing of its struct-field filters (those whose json
-    field this split has: a split written before the column existed has none to search). Only for
-    unscored reads: the narrowing must not change scores, and Spark re-checks those filters."""
-    from indextables_spark.expr.filters import with_narrowing
-
-    return with_narrowing(reader.query, reader.nested_queries, split.specs)
-
-
-def read_ranked(
-    reader: IndexTablesReader,
-    adds: list[AddFile],
-    target: pa.Schema,
-    query: str,
-    deletes: dict[str, list[dict]] | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
-    (each split's top n, merged)."""
-    from indextables_spark.core.split.split_rows import with_partition_values
-
-    ro = reader.read_opts
-    task = TaskRead(reader, target)
-    # snippets are made from their fields' text, which a `columns` read may not declare
-    names = task.names + [f for f in ro.snippet_fields if f not in task.names and SNIPPET in target.names]
-    kept: list[pa.Table] = []
-    for add in adds:
-        split = task.open(add)
-        stored = set(split.schema.names)  # columns the split lacks (index-only, added later) come back NULL
-        table = split.search_scored(
-            query,
-            ro.limit,
-            reader.data_filters,
-            [n for n in names if n in stored],
-            deletes=task.deletes(add, (deletes or {}).get(add.path)),
-        )
-        if ro.snippet_fields and SNIPPET in target.names:
-            table = with_snippets(split, table, query, ro.snippet_fields)
-        if len(names) > len(task.names):
-            table = table.drop_columns([n for n in names[len(task.names) :] if n in stored])
-        table = with_partition_values([(add, table)], target, reader.partition_columns)
-        if ro.limit is None:
-            yield from table.to_batches(max_chunksize=ro.batch_rows)
-        else:
-            kept.append(table)
-    if kept:
-        from indextables_spark.core.split.split_rows import top_n
-
-        merged = top_n(pa.concat_tables(kept), ro.limit)
-        yield from merged.combine_chunks().to_batches(max_chunksize=ro.batch_rows)
-
-
-def with_snippets(split, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
-    from indextables_spark.core.split.split_rows import snippet_column
-
-    return table.append_column(SNIPPET, snippet_column(split, table, query, fields))
-
-
-# ---------------------------------------------------------------------------------------------
-# Driver side, around `spark.read.format("indextables").load()` (called by the load wrapper)
-
-
-def load_options(spark, given: Mapping[str, object]) -> dict[str, str]:
-    """Session settings a read needs that the data source cannot see (it gets no Spark conf):
-    the Arrow batch size, and the cores (so that a small read is one wave of tasks)."""
-    keys = {str(k).lower().removeprefix("spark.indextables.") for k in given}
-    out = {}
-    if "read.batchsize" not in keys:
-        size = spark.conf.get(ARROW_BATCH_CONF, None)
-        if size:
-            out["read.batchSize"] = str(size)
-    if "read.minpartitions" not in keys:
-        from indextables_spark.util.sessions import default_parallelism
-
-        out["read.minPartitions"] = str(default_parallelism(spark))
-    return out
-
-
-def finish_load(df, given: Mapping[str, object]):
-    """The read as the user sees it: the global top n / score order the options ask for, and
-    without the virtual `_indexall` column."""
-    from indextables_spark.spark.guard import INDEXALL
-
-    ro = read_options(Options.of({str(k): v for k, v in given.items()}))
-    df = df.drop(INDEXALL)  # the guard already dropped `_indexguard`
-    if ro.order_by_score or ro.top_n:
-        df = df.orderBy(df[SCORE].desc())
-    if ro.limit is not None:
-        df = df.limit(ro.limit)
-    return df

@@ -157,7 +157,7 @@ def _make_load(streaming: bool) -> Callable[[Callable[..., Any]], Callable[..., 
             _inject_conf(self, spark)
             if streaming:
                 return orig(self, path=path, schema=schema).drop(*VIRTUAL_COLUMNS)
-            from indextables_spark.spark.reader import finish_load, load_options
+            from indextables_spark.spark.read_options import finish_load, load_options
 
             for k, v in load_options(spark, g.options).items():
                 _own(type(self), "option")(self, k, v)

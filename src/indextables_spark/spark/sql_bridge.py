@@ -281,7 +281,7 @@ def raw_load(spark: Any, options: dict[str, Any]) -> Any:
     from indextables_spark.config.options import session_options
     from indextables_spark.spark.datasource import FORMAT_NAME
     from indextables_spark.spark.patching import own
-    from indextables_spark.spark.reader import load_options
+    from indextables_spark.spark.read_options import load_options
 
     reader = spark.read
     own(type(reader), "format")(reader, FORMAT_NAME)

@@ -94,7 +94,7 @@ class SparkCatalog:
         if source in self._infos:
             return self._infos[source]
         from indextables_spark.expr.where import column_types
-        from indextables_spark.spark.reader import table_specs
+        from indextables_spark.spark.read_options import table_specs
 
         table = self.table(source)
         snap = table.snapshot()
@@ -113,7 +113,7 @@ class SparkCatalog:
 
     def check_query(self, source: plans.Source, query: str) -> None:
         """QueryParseError now for a query the table's splits cannot parse (not in a task)."""
-        from indextables_spark.spark.reader import check_table_query
+        from indextables_spark.spark.read_options import check_table_query
 
         check_table_query(self.snapshot(source), self.table(source).options, query)
 

@@ -35,13 +35,14 @@ from indextables_spark.core.log.actions import AddFile, CommitInfo, DeleteLog, R
 from indextables_spark.config.options import Options
 from indextables_spark.api.table import IndexTable
 from indextables_spark.core.split.groups import group_by_size
-from indextables_spark.spark.reader import SplitGroup, task_json
+from indextables_spark.spark.reader import SplitGroup
+from indextables_spark.spark.task_read import task_json
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.streaming.datasource import ReadLimit
 
-    from indextables_spark.spark.reader import ReadOptions
+    from indextables_spark.spark.read_options import ReadOptions
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +221,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from indextables_spark.core.split.arrow_types import arrow_schema
-        from indextables_spark.spark.reader import TaskRead
+        from indextables_spark.spark.task_read import TaskRead
 
         assert isinstance(partition, SplitGroup)  # made by partitions()
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
@@ -247,7 +248,7 @@ class _ReadContext:
 
     @property
     def read_opts(self) -> ReadOptions:
-        from indextables_spark.spark.reader import read_options
+        from indextables_spark.spark.read_options import read_options
 
         return read_options(self.opts)
 

@@ -326,7 +326,8 @@ def search_table(
     from indextables_spark.api.table import IndexTable
     from indextables_spark.core.split.arrow_types import arrow_schema
     from indextables_spark.core.split.split_rows import with_partition_values
-    from indextables_spark.spark.reader import SCORE, with_snippets
+    from indextables_spark.spark.read_options import SCORE
+    from indextables_spark.spark.task_read import with_snippets
 
     table = IndexTable(path, options)
     snap = table.snapshot()
@@ -363,7 +364,7 @@ def search_schema(snapshot, snippet_fields: str | None, columns: str | None = No
     from pyspark.sql.types import StructType
 
     from indextables_spark.config.options import Options
-    from indextables_spark.spark.reader import declared_fields, extra_fields, read_options
+    from indextables_spark.spark.read_options import declared_fields, extra_fields, read_options
 
     opts = {"query": "*", "orderBy": "_score", "snippetFields": snippet_fields or ""}
     ro = read_options(Options.of(opts if columns is None else {**opts, "columns": columns}))

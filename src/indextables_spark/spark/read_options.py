@@ -1,0 +1,192 @@
+"""A read's options validated once (ReadOptions), the columns they declare (`columns`, `_score`,
+`_snippet`), the query checked against the table's splits before a task runs, and the load
+wrapper that copies the session's batch size and adds the top-n sort (see reader.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from pyspark.sql.types import StructType
+
+from indextables_spark.errors import InvalidOptionError, QueryParseError
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.config.options import Options
+
+
+SCORE = "_score"
+SNIPPET = "_snippet"
+ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What the options ask of a read, validated once."""
+
+    query: str | None
+    order_by_score: bool
+    limit: int | None
+    with_score: bool  # a `_score` column is part of the schema
+    snippet_fields: tuple[str, ...]
+    batch_rows: int
+    columns: tuple[str, ...] | None = None  # the `columns` option: the declared columns (None: all)
+
+    @property
+    def top_n(self) -> bool:
+        """Rows are ranked: each task returns only its best `limit` rows."""
+        return self.limit is not None and self.query is not None
+
+
+def read_options(opts: Options) -> ReadOptions:
+    query = opts.get_str("query")
+    order = (opts.get_str("orderBy") or "").strip()
+    order_by_score = False
+    if order:
+        parts = order.split()
+        if parts[0] != SCORE or len(parts) > 2 or (len(parts) == 2 and parts[1].lower() != "desc"):
+            raise InvalidOptionError(
+                f"option orderBy={order!r}: only '_score' (best first) is supported; for other orders use "
+                f"DataFrame.orderBy(...) on the result"
+            )
+        order_by_score = True
+        if query is None:
+            raise InvalidOptionError("option orderBy='_score' needs option 'query' (scores rank query matches)")
+    limit = None
+    raw_limit = opts.get_str("limit")
+    if raw_limit is not None:
+        limit = opts.get_int("limit")
+        if limit <= 0:
+            raise InvalidOptionError(f"option limit={raw_limit!r}: expected a positive number of rows")
+    raw_columns = opts.get_str("columns")
+    columns = None if raw_columns is None else tuple(c.strip() for c in raw_columns.split(",") if c.strip())
+    if columns is not None and len(set(columns)) != len(columns):
+        dup = sorted({c for c in columns if columns.count(c) > 1})
+        raise InvalidOptionError(f"option columns={raw_columns!r}: {dup} named more than once")
+    named_score = columns is not None and SCORE in columns
+    if named_score and query is None:
+        raise InvalidOptionError(
+            f"option columns={raw_columns!r}: '{SCORE}' needs option 'query' (scores rank query matches)"
+        )
+    with_score = (
+        order_by_score or (limit is not None and query is not None) or opts.get_bool("withScore") or named_score
+    )
+    fields = tuple(f.strip() for f in (opts.get_str("snippetFields") or "").split(",") if f.strip())
+    if columns is not None and SNIPPET in columns and not fields:
+        raise InvalidOptionError(f"option columns={raw_columns!r}: '{SNIPPET}' needs option snippetFields")
+    batch_rows = opts.get_int("read.batchSize")
+    if batch_rows <= 0:
+        raise InvalidOptionError(f"option read.batchSize={batch_rows}: expected a positive number of rows")
+    return ReadOptions(query, order_by_score, limit, with_score, fields, batch_rows, columns)
+
+
+def declared_fields(ro: ReadOptions, table_fields: list, extra: list) -> tuple[list, list]:
+    """(data fields, extra fields) a read declares: every column, or those the `columns` option
+    names in its order (unknown names: InvalidOptionError naming them and the table's columns).
+    The `_score` column stays while a top-n read orders by it (the load wrapper sorts on it)."""
+    if ro.columns is None:
+        return table_fields, extra
+    by_name = {f.name: f for f in table_fields}
+    virtual = {f.name: f for f in extra}
+    unknown = [c for c in ro.columns if c not in by_name and c not in virtual]
+    if unknown:
+        raise InvalidOptionError(
+            f"option columns: {unknown} are not columns of the table (columns: {list(by_name)}"
+            + (f"; with these options also {list(virtual)}" if virtual else "")
+            + ")"
+        )
+    keep_score = ro.order_by_score or ro.top_n
+    wanted_extra = [f for f in extra if f.name in ro.columns or (f.name == SCORE and keep_score)]
+    return [by_name[c] for c in ro.columns if c in by_name], wanted_extra
+
+
+def table_specs(snapshot, opts: Options) -> list:
+    """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
+    from indextables_spark.core.split.column_specs import column_specs, table_options
+
+    return column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
+
+
+def check_table_query(
+    snapshot, opts: Options, query: str, files: list[AddFile] | None = None, every: bool = False
+) -> None:
+    """Raise QueryParseError for a query the splits cannot parse, without opening one: checked
+    against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
+    any of them (what a read of those splits would hit), else only when invalid for all of them
+    (a table whose newer splits gained a column may still be read by partitions that have it)."""
+    from indextables_spark.core.split.query_parsing import check_query
+    from indextables_spark.core.split.reference import specs_for_doc_mapping
+
+    if files is None:  # the Arrow column: no AddFile objects built for a large table
+        refs = set(snapshot.files_table.column("docMappingRef").unique().to_pylist())
+    else:
+        refs = {f.doc_mapping_ref for f in files}
+    mappings = [m for m in (snapshot.doc_mapping(r) for r in sorted(r for r in refs if r)) if m]
+    candidates = [specs_for_doc_mapping(m, snapshot.schema_json, snapshot.partition_columns) for m in mappings] or [
+        table_specs(snapshot, opts)
+    ]
+    errors = []
+    for specs in candidates:
+        try:
+            check_query(specs, query)
+        except QueryParseError as e:
+            if every:
+                raise
+            errors.append(e)
+    if len(errors) == len(candidates):
+        raise errors[0]
+
+
+def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: list[str]) -> list:
+    """The `_score` / `_snippet` StructFields a read adds to the table's columns."""
+    from pyspark.sql.types import FloatType, MapType, StringType, StructField
+
+    out = []
+    if ro.with_score:
+        out.append(StructField(SCORE, FloatType(), True))
+    if ro.snippet_fields:
+        strings = {
+            f.name
+            for f in table_schema.fields
+            if isinstance(f.dataType, StringType) and f.name not in partition_columns
+        }
+        bad = [c for c in ro.snippet_fields if c not in strings]
+        if bad:
+            raise InvalidOptionError(
+                f"option snippetFields: {bad} are not string columns stored in the splits "
+                f"(string columns: {sorted(strings)})"
+            )
+        if not ro.query:
+            raise InvalidOptionError("option snippetFields needs option 'query' (snippets highlight query matches)")
+        one = len(ro.snippet_fields) == 1
+        out.append(StructField(SNIPPET, StringType() if one else MapType(StringType(), StringType()), True))
+    return out
+
+
+def load_options(spark, given: Mapping[str, object]) -> dict[str, str]:
+    """Session settings a read needs that the data source cannot see (it gets no Spark conf):
+    the Arrow batch size, and the cores (so that a small read is one wave of tasks)."""
+    keys = {str(k).lower().removeprefix("spark.indextables.") for k in given}
+    out = {}
+    if "read.batchsize" not in keys:
+        size = spark.conf.get(ARROW_BATCH_CONF, None)
+        if size:
+            out["read.batchSize"] = str(size)
+    if "read.minpartitions" not in keys:
+        from indextables_spark.util.sessions import default_parallelism
+
+        out["read.minPartitions"] = str(default_parallelism(spark))
+    return out
+
+
+def finish_load(df, given: Mapping[str, object]):
+    """The read as the user sees it: the global top n / score order the options ask for, and
+    without the virtual `_indexall` column."""
+    from indextables_spark.spark.guard import INDEXALL
+
+    ro = read_options(Options.of({str(k): v for k, v in given.items()}))
+    df = df.drop(INDEXALL)  # the guard already dropped `_indexguard`
+    if ro.order_by_score or ro.top_n:
+        df = df.orderBy(df[SCORE].desc())
+    if ro.limit is not None:
+        df = df.limit(ro.limit)
+    return df
