@@ -309,7 +309,7 @@ def main() -> int:
     jcp = copy_table(t70, os.path.join(args.workdir, "compact_json"))
     jlog = it.IndexTable(jcp, {"state.format": "json"}).log
     from indextables_spark.core.log.json_checkpoint import checkpoint_key
-    from indextables_spark.core.log.state_writer import write_json_checkpoint
+    from indextables_spark.core.log.last_checkpoint import write_json_checkpoint
 
     def json_checkpoint():
         p = os.path.join(jcp, checkpoint_key(latest))

@@ -11,7 +11,8 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.core.log.avro_state import read_state_files, read_state_manifest
-from indextables_spark.core.log.state_writer import needs_compaction, write_state
+from indextables_spark.core.log.state_compaction import needs_compaction
+from indextables_spark.core.log.state_writer import write_state
 from indextables_spark.core.log.paths import LAST_CHECKPOINT
 from indextables_spark.core.log.state_config import StateConfig
 from indextables_spark.core.log.state_manifest import (

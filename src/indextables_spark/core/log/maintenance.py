@@ -21,7 +21,9 @@ from indextables_spark.core.log.protocol_gate import check_writable
 from indextables_spark.core.log.state_config import StateConfig
 from indextables_spark.core.log.state_loader import read_last_checkpoint
 from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, FORMAT_JSON
-from indextables_spark.core.log.state_writer import StateWriteResult, is_clean, write_json_checkpoint, write_state
+from indextables_spark.core.log.last_checkpoint import write_json_checkpoint
+from indextables_spark.core.log.state_compaction import is_clean
+from indextables_spark.core.log.state_writer import StateWriteResult, write_state
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
 

@@ -1,12 +1,12 @@
-"""Writing the table state: V4 Avro states (incremental and compacted, compaction policy, schema
-renormalization), legacy JSON checkpoints, and `_last_checkpoint`. The maintenance layer: reads
-through TransactionLog, never called by a commit (core/log/maintenance.py runs it after commits)."""
+"""Writing the table state: V4 Avro states, incremental and compacted (when, and what compaction
+does to the files: state_compaction.py; `_last_checkpoint` and legacy JSON checkpoints:
+last_checkpoint.py). The maintenance layer: reads through TransactionLog, never called by a commit
+(core/log/maintenance.py runs it after commits)."""
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,22 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.errors import ConcurrentModificationError, CorruptStateError
-from indextables_spark.core.log.actions import (
-    DeleteLog,
-    Metadata,
-    Protocol,
-    RemoveFile,
-    SkipAction,
-    split_of_stats_file,
-)
-from indextables_spark.core.log.doc_mapping import doc_mapping_hash
-from indextables_spark.core.log.file_entries import FILE_ENTRY_SCHEMA, add_files_to_table
-from indextables_spark.core.log.manifest import encode_manifest, manifest_info, new_manifest_key, partition_value_column
-from indextables_spark.core.log.paths import LAST_CHECKPOINT, state_dir_name
+from indextables_spark.core.log.actions import DeleteLog, Metadata, Protocol, RemoveFile, SkipAction
+from indextables_spark.core.log.file_entries import add_files_to_table
+from indextables_spark.core.log.manifest import encode_manifest, manifest_info, new_manifest_key
+from indextables_spark.core.log.paths import state_dir_name
 from indextables_spark.core.log.state_config import StateConfig
 from indextables_spark.core.log.state_manifest import (
-    FORMAT_AVRO_STATE,
-    LastCheckpoint,
     ManifestInfo,
     StateManifest,
     encode_state_manifest,
@@ -40,89 +30,18 @@ from indextables_spark.core.log.state_manifest import (
     state_manifest_key,
 )
 
-from indextables_spark.core.log.actions import Action, StatsFiles
 from indextables_spark.core.log.avro_state import read_state_manifest
-from indextables_spark.core.log.codec import encode_actions
-from indextables_spark.core.log.json_checkpoint import checkpoint_key
-from indextables_spark.core.log.state_loader import read_last_checkpoint
-from indextables_spark.core.log.state_manifest import FORMAT_JSON
+from indextables_spark.core.log.state_compaction import live_extras, needs_compaction, renormalize, sort_for_locality
+from indextables_spark.core.log.last_checkpoint import last_checkpoint_for, update_last_checkpoint
 
 if TYPE_CHECKING:
     from indextables_spark.core.storage import Storage
     from indextables_spark.core.log.base_state import BaseState
     from indextables_spark.core.log.listing import LogListing
-    from indextables_spark.core.log.snapshot import Snapshot
     from indextables_spark.core.log.table_log import TransactionLog
 
+
 log = logging.getLogger(__name__)
-
-
-# ---- compaction policy ----------------------------------------------------------------------------------
-
-
-def needs_compaction(sm: StateManifest, new_removes: int, cfg: StateConfig, force: bool = False) -> tuple[bool, str]:
-    """(whether, why) — avro-state-file.md "When to Compact"."""
-    if force:
-        return True, "forced"
-    if sm.num_files <= 0:
-        return True, "empty state"
-    ratio = (len(sm.tombstones) + new_removes) / sm.num_files
-    if ratio > cfg.tombstone_threshold:
-        return True, f"tombstone ratio {ratio:.1%} > {cfg.tombstone_threshold:.0%}"
-    if len(sm.manifests) > cfg.max_manifests:
-        return True, f"{len(sm.manifests)} manifests > {cfg.max_manifests}"
-    if new_removes > cfg.large_remove_threshold:
-        return True, f"{new_removes} removes > {cfg.large_remove_threshold}"
-    if needs_renormalization(sm.schema_registry, cfg):
-        return True, "schema registry needs renormalization"
-    return False, ""
-
-
-def needs_renormalization(registry: dict[str, str], cfg: StateConfig) -> bool:
-    """More than `renormalizeThreshold` schema refs and some of them not canonical hashes."""
-    if len(registry) <= cfg.renormalize_threshold:
-        return False
-    return any(_canonical_ref(k, v) != k for k, v in registry.items())
-
-
-def _canonical_ref(ref: str, doc_mapping_json: str) -> str:
-    try:
-        return doc_mapping_hash(doc_mapping_json)
-    except (ValueError, TypeError):
-        return ref  # not JSON: leave it alone
-
-
-def renormalize(files: pa.Table, registry: dict[str, str], cfg: StateConfig) -> tuple[pa.Table, dict[str, str], int]:
-    """protocol.md "Renormalization": when the live files use more than the threshold of unique
-    docMappingRefs, recompute every ref with canonical hashing so equal schemas share one ref.
-    Returns (files, registry, number of refs changed)."""
-    refs_col = files.column("docMappingRef")
-    unique = [r for r in pc.unique(refs_col).to_pylist() if r is not None]
-    if len(unique) <= cfg.renormalize_threshold and not needs_renormalization(registry, cfg):
-        return files, registry, 0
-    mapping = {}
-    for r in unique:
-        js = registry.get(r)
-        if js is None:
-            continue
-        canon = _canonical_ref(r, js)
-        if canon != r:
-            mapping[r] = canon
-    new_registry = {}
-    for k, v in registry.items():
-        new_registry[_canonical_ref(k, v)] = v
-    if not mapping:
-        return files, new_registry, 0
-    old = pa.array(list(mapping.keys()), pa.string())
-    new = pa.array(list(mapping.values()), pa.string())
-    pos = pc.index_in(refs_col, value_set=old)
-    replaced = pc.if_else(pc.is_valid(pos), pc.take(new, pc.fill_null(pos, 0)), refs_col)
-    i = files.schema.get_field_index("docMappingRef")
-    files = files.set_column(i, FILE_ENTRY_SCHEMA.field(i), replaced)
-    return files, new_registry, len(mapping)
-
-
-# ---- writing ----------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -165,27 +84,6 @@ class StateWriteResult:
 def newest_state_at_or_below(listing: "LogListing", version: int) -> int | None:
     vs = [v for v in listing.state_manifests if v <= version]
     return max(vs) if vs else None
-
-
-def _sort_key(files: pa.Table, partition_columns: list[str]) -> pa.Array:
-    """avro-state-file.md: partition values sorted by column name, joined with '|'."""
-    cols = sorted(partition_columns)
-    parts = [pc.fill_null(partition_value_column(files, c), "") for c in cols]
-    if len(parts) == 1:
-        return parts[0]
-    return pc.binary_join_element_wise(*parts, "|")
-
-
-def sort_for_locality(files: pa.Table, partition_columns: list[str]) -> pa.Table:
-    if files.num_rows <= 1:
-        return files
-    if partition_columns:
-        key = _sort_key(files, partition_columns)
-        t = pa.table({"k": key, "p": files.column("path")})
-        order = pc.sort_indices(t, sort_keys=[("k", "ascending"), ("p", "ascending")])
-    else:
-        order = pc.sort_indices(files.column("path"))
-    return files.take(order)
 
 
 class _Writer:
@@ -292,7 +190,7 @@ def write_state(
         base_v = newest_state_at_or_below(listing, version)
         if base_v == version and not overwrite:
             sm = read_state_manifest(storage, listing.state_manifests[version])
-            update_last_checkpoint(log_, _last_checkpoint_for(sm))
+            update_last_checkpoint(log_, last_checkpoint_for(sm))
             return StateWriteResult(
                 version=version,
                 state_dir=state_dir_name(version),
@@ -340,7 +238,7 @@ def write_state(
         if ok:
             result.bytes_written += len(data)
             result.attempts = attempt
-            result.bytes_written += update_last_checkpoint(log_, _last_checkpoint_for(sm))
+            result.bytes_written += update_last_checkpoint(log_, last_checkpoint_for(sm))
             log.info(
                 "wrote %s state v%d of %s (%d files, %d manifests, %d tombstones, %d bytes)",
                 "compacted" if result.compacted else "incremental",
@@ -360,22 +258,6 @@ def write_state(
     raise ConcurrentModificationError(
         f"could not write state v{version} of {storage.uri} after {cfg.retry_max_attempts} attempts "
         f"(spark.indextables.state.retry.maxAttempts)"
-    )
-
-
-def _last_checkpoint_for(sm: StateManifest) -> LastCheckpoint:
-    return LastCheckpoint(
-        version=sm.state_version,
-        size=sm.num_files,  # what the reference writes for an Avro state (tantivy4java avro/state_writer.rs)
-        size_in_bytes=sm.total_bytes,
-        num_files=sm.num_files,
-        created_time=sm.created_at,
-        format=FORMAT_AVRO_STATE,
-        state_dir=state_dir_name(sm.state_version),
-        # No protocolVersion (avro-state-file.md's example has one): the reference's
-        # LastCheckpointInfo (v0.5.4 transaction/TransactionLogCheckpoint.scala) has no such field
-        # and is read with a strict Jackson mapper (util/JsonUtil.scala), which then ignores the
-        # whole file. The state manifest carries protocolVersion and the protocol.
     )
 
 
@@ -534,96 +416,3 @@ def _build_compacted(
         written_keys=list(writer.keys),
     )
     return result, sm, writer
-
-
-def live_extras(
-    delete_logs: list[DeleteLog], stats_files: dict[str, list[str]], files: pa.Table
-) -> tuple[list[DeleteLog], dict[str, list[str]]]:
-    """The delete logs and stats files that still concern a live split (compaction drops the rest)."""
-    from indextables_spark.core.log.delete_logs import live_delete_logs
-
-    logs = live_delete_logs(delete_logs, files)
-    stats: dict[str, list[str]] = {}
-    for key, names in stats_files.items():
-        if not names:
-            continue
-        owners = pa.array([split_of_stats_file(f) for f in names], pa.string())
-        live = pc.is_in(owners, value_set=files.column("path")).to_pylist() if files.num_rows else [False] * len(names)
-        kept = [f for f, ok in zip(names, live) if ok]
-        if kept:
-            stats[key] = kept
-    return logs, stats
-
-
-def is_clean(sm: StateManifest, cfg: StateConfig, partition_columns: list[str]) -> bool:
-    """Already what a compaction would write: no tombstones, full manifests, partition-sorted."""
-    if sm.tombstones:
-        return False
-    expected = max(1, math.ceil(sm.num_files / cfg.entries_per_manifest)) if sm.num_files else 0
-    if len(sm.manifests) != expected:
-        return False
-    if any(m.num_entries != cfg.entries_per_manifest for m in sm.manifests[:-1]):
-        return False
-    if needs_renormalization(sm.schema_registry, cfg):
-        return False
-    if partition_columns and len(sm.manifests) > 1:
-        first = sorted(partition_columns)[0]
-        prev_hi = None
-        for m in sm.manifests:
-            b = (m.partition_bounds or {}).get(first)
-            if b is None or b[0] is None:
-                return False
-            if prev_hi is not None and b[0] < prev_hi:
-                return False
-            prev_hi = b[1]
-    return True
-
-
-def write_json_checkpoint(log_: "TransactionLog", snap: "Snapshot") -> LastCheckpoint:
-    """Write `<v>.checkpoint.json` (all live state as actions) and point `_last_checkpoint` at it."""
-    storage = log_.storage
-    files = snap.files
-    delete_logs, stats = live_extras(snap.delete_logs, snap.stats_files, snap.files_table)
-    actions: list[Action] = [
-        snap.protocol_action,
-        snap.metadata_action,
-        *files,
-        *snap.skips.values(),
-        *delete_logs,
-        *(StatsFiles(k, v) for k, v in stats.items()),
-    ]
-    compress = log_.options.get_bool("transaction.compression.enabled")
-    key = checkpoint_key(snap.version)
-    if not storage.put_if_absent(key, encode_actions(actions, compress)):
-        log.info("JSON checkpoint %s already exists", storage.full_uri(key))
-    lc = LastCheckpoint(
-        version=snap.version,
-        size=len(actions),
-        size_in_bytes=snap.total_bytes,
-        num_files=len(files),
-        created_time=int(time.time() * 1000),
-        format=FORMAT_JSON,  # no protocolVersion: see _last_checkpoint_for
-    )
-    storage.put(LAST_CHECKPOINT, lc.encode())
-    return lc
-
-
-def update_last_checkpoint(log_: "TransactionLog", lc: LastCheckpoint) -> int:
-    """Point `_last_checkpoint` at lc unless it already points at a newer version. Returns bytes written."""
-    try:
-        current = read_last_checkpoint(log_)
-    except CorruptStateError as e:
-        log.warning("replacing unreadable %s (%s)", LAST_CHECKPOINT, e)
-        current = None
-    if current is not None and current.version > lc.version:
-        return 0
-    if (
-        current is not None
-        and current.version == lc.version
-        and current.effective_format == FORMAT_AVRO_STATE
-        and lc.effective_format != FORMAT_AVRO_STATE
-    ):
-        return 0  # keep pointing at the Avro state of the same version
-    data = lc.encode()
-    log_.storage.put(LAST_CHECKPOINT, data)
-    return len(data)
