@@ -63,6 +63,6 @@ class MaintenanceTable:
         return method
 
     def __dir__(self) -> list[str]:
-        from indextables_spark.ops.registry import OPERATIONS  # lazy, as in __getattr__
+        from indextables_spark.ops import registry  # lazy, as in __getattr__
 
-        return sorted({*super().__dir__(), *(op.method for op in OPERATIONS if op.method)})
+        return sorted({*super().__dir__(), *(op.method for op in registry.OPERATIONS if op.method)})

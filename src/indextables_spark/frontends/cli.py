@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.ops.registry import OPERATIONS, Arg, Operation
+from indextables_spark.ops import registry
+from indextables_spark.ops.registry import Arg, Operation
 
 if TYPE_CHECKING:
     from indextables_spark.frontends.execute import CommandResult
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     def cmd(name: str, help_: str, aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, parents=[common], aliases=list(aliases))
 
-    for op in OPERATIONS:
+    for op in registry.OPERATIONS:
         if op.cli is not None:
             p = cmd(op.cli.name, op.cli.help, op.cli.aliases)
             for arg in op.cli.args:
@@ -161,7 +162,7 @@ def _positive(text: str) -> int:
 
 
 def _operation(name: str) -> Operation:
-    return next(op for op in OPERATIONS if op.cli and name in (op.cli.name, *op.cli.aliases))
+    return next(op for op in registry.OPERATIONS if op.cli and name in (op.cli.name, *op.cli.aliases))
 
 
 def _command(args: argparse.Namespace) -> Any:
@@ -173,7 +174,9 @@ def _command(args: argparse.Namespace) -> Any:
         if cmd is None:
             from indextables_spark.errors import InvalidOptionError
 
-            heads = "/".join(dict.fromkeys(op.sql.head.split()[0].split("|")[0] for op in OPERATIONS if op.sql))
+            heads = "/".join(
+                dict.fromkeys(op.sql.head.split()[0].split("|")[0] for op in registry.OPERATIONS if op.sql)
+            )
             raise InvalidOptionError(
                 f"not an indextables command: {args.text[:80]!r} (the command line runs {heads} texts)"
             )
@@ -271,6 +274,10 @@ def _search_cell(v: Any) -> str:
 
 
 def _json_default(o: Any) -> Any:
+    from indextables_spark.api.results import Record  # lazy: `--help` imports no package code
+
+    if isinstance(o, Record):  # rows that are not OperationResults (dicts already): their JSON form
+        return o.to_dict()
     if isinstance(o, (dt.datetime, dt.date)):
         return o.isoformat()
     if isinstance(o, bytes):

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 
 from indextables_spark.config import units
 from indextables_spark.errors import IndexTablesError
+from indextables_spark.ops import registry
 from indextables_spark.ops.registry import (
-    OPERATIONS,
     Command,
     SqlCommand,
     TableName,
@@ -323,7 +323,7 @@ class _Parser:
 
     # -- the operations' first words (ops/registry.py Sql), then the command's own parse --
     def command(self) -> Command | None:
-        heads = [(op, op.sql) for op in OPERATIONS if op.sql and self._words(op.sql.head.split())]
+        heads = [(op, op.sql) for op in registry.OPERATIONS if op.sql and self._words(op.sql.head.split())]
         if not heads:
             return None
         head = heads[0][1].head

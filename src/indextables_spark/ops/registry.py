@@ -420,15 +420,18 @@ OPERATIONS: tuple[Operation, ...] = (
 # ---- reading the rows -----------------------------------------------------------------------------
 
 
-@functools.cache
 def claim_pattern() -> re.Pattern[str]:
     """A regex of every row's `Sql.head`: does a text start like one of our commands?"""
-    heads = dict.fromkeys(op.sql.head for op in OPERATIONS if op.sql)
+    return _claim_pattern(OPERATIONS)
+
+
+@functools.cache  # per tuple of rows: asked of every spark.sql text once it.register ran
+def _claim_pattern(operations: tuple[Operation, ...]) -> re.Pattern[str]:
+    heads = dict.fromkeys(op.sql.head for op in operations if op.sql)
     alternatives = ["\\s+".join("(?:" + w + ")" for w in head.split()) for head in heads]
     return re.compile(r"^\s*(?:" + "|".join(alternatives) + r")(?![A-Za-z0-9_])", re.IGNORECASE)
 
 
-@functools.cache
 def operation_of(command: type) -> Operation:
     """The row of a command class."""
     for op in OPERATIONS:

@@ -26,7 +26,8 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from indextables_spark.ops.registry import OPERATIONS, Command, coerced, signature
+from indextables_spark.ops import registry
+from indextables_spark.ops.registry import Command, coerced, signature
 
 _SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -74,7 +75,7 @@ def register_command_functions(spark: Any, conf: dict[str, str]) -> None:
     from indextables_spark.util.sessions import functions
 
     udtf = functions(spark).udtf
-    for op in OPERATIONS:
+    for op in registry.OPERATIONS:
         if op.function:
             command = op.load()
             cls = function_class(command, dict(conf))
