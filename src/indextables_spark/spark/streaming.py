@@ -225,8 +225,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
         assert isinstance(partition, SplitGroup)  # made by partitions()
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
-        context = _ReadContext(self.path, self.opts, self.partition_columns)
-        task = TaskRead(context, target)  # type: ignore[arg-type]  # _ReadContext has what TaskRead uses of a reader
+        task = TaskRead(_ReadContext(self.path, self.opts, self.partition_columns), target)
         yield from task.batches([AddFile.from_json(d) for d in partition.files], partition.deletes, None)
 
     def commit(self, end: dict[str, Any]) -> None:
