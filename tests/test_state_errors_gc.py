@@ -180,7 +180,7 @@ def test_partial_manifest_write_is_invisible_and_collected(tmp_path):
     GC removes it once it is older than the age protection."""
     t = with_state(tmp_path)
     from indextables_spark.core.log.file_entries import add_files_to_table
-    from indextables_spark.core.log.manifest import write_manifest
+    from indextables_spark.core.log.manifest_write import write_manifest
 
     key, _ = write_manifest(t.storage, add_files_to_table(synthetic_adds(900, 5)), ["date"])
     assert it.IndexTable(t.path).snapshot().num_files == 100

@@ -8,7 +8,8 @@ import pytest
 import indextables_spark as it
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.log.file_entries import add_files_to_table
-from indextables_spark.core.log.manifest import compute_partition_bounds, read_manifest, write_manifest
+from indextables_spark.core.log.manifest import read_manifest
+from indextables_spark.core.log.manifest_write import compute_partition_bounds, write_manifest
 from indextables_spark.expr.partition_filter import (
     And,
     EqualTo,

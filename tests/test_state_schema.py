@@ -17,7 +17,8 @@ from indextables_spark.core.log.avro_codec import FILE_ENTRY_AVRO_SCHEMA, read_h
 from indextables_spark.core.log.avro_state import read_state_manifest
 from indextables_spark.core.log.doc_mapping import doc_mapping_hash
 from indextables_spark.core.log.file_entries import add_files_to_table, table_to_add_files
-from indextables_spark.core.log.manifest import read_manifest, write_manifest
+from indextables_spark.core.log.manifest import read_manifest
+from indextables_spark.core.log.manifest_write import write_manifest
 from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_adds
 from indextables_spark.core.storage import LocalStorage
 

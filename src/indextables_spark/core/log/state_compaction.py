@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from indextables_spark.core.log.actions import DeleteLog, split_of_stats_file
 from indextables_spark.core.log.doc_mapping import doc_mapping_hash
 from indextables_spark.core.log.file_entries import FILE_ENTRY_SCHEMA
-from indextables_spark.core.log.manifest import partition_value_column
+from indextables_spark.core.log.manifest_write import partition_value_column
 from indextables_spark.core.log.state_config import StateConfig
 from indextables_spark.core.log.state_manifest import StateManifest
 

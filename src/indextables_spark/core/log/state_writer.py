@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from indextables_spark.errors import ConcurrentModificationError, CorruptStateError
 from indextables_spark.core.log.actions import DeleteLog, Metadata, Protocol, RemoveFile, SkipAction
 from indextables_spark.core.log.file_entries import add_files_to_table
-from indextables_spark.core.log.manifest import encode_manifest, manifest_info, new_manifest_key
+from indextables_spark.core.log.manifest_write import encode_manifest, manifest_info, new_manifest_key
 from indextables_spark.core.log.paths import state_dir_name
 from indextables_spark.core.log.state_config import StateConfig
 from indextables_spark.core.log.state_manifest import (
