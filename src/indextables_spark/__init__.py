@@ -47,7 +47,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+    import importlib  # lazy: only on a first lazy attribute
 
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
@@ -99,14 +99,14 @@ __all__ = [
 def register(spark) -> None:
     """Register the "indextables" data source and SQL table functions on a SparkSession (classic or
     Spark Connect) and install the indextables-only reader/writer wrappers (see spark/register.py)."""
-    from indextables_spark.spark.register import register as _register
+    from indextables_spark.spark.register import register as _register  # lazy: pyspark, only when asked for
 
     _register(spark)
 
 
 def unregister(spark=None) -> None:
     """Remove the pyspark wrappers `register` installed (see README "What register changes")."""
-    from indextables_spark.spark.register import unregister as _unregister
+    from indextables_spark.spark.register import unregister as _unregister  # lazy: pyspark, only when asked for
 
     _unregister(spark)
 
@@ -114,8 +114,8 @@ def unregister(spark=None) -> None:
 def sql(spark, text: str):
     """Run an indextables command (CHECKPOINT INDEXTABLES ...); other text goes to spark.sql. A table
     name in a command (`MERGE SPLITS db.t`) is resolved through the Spark catalog."""
-    from indextables_spark.frontends.sql import run_sql
-    from indextables_spark.spark.table_names import resolve_table
+    from indextables_spark.frontends.sql import run_sql  # lazy: keeps the package import cheap
+    from indextables_spark.spark.table_names import resolve_table  # lazy: pyspark, only when asked for
 
     return run_sql(spark, text, resolve_table)
 
@@ -123,7 +123,7 @@ def sql(spark, text: str):
 def wait_for_maintenance(timeout: float | None = None) -> dict[str, PostWriteResult]:
     """Wait for the merge-/purge-on-write running in the background of this process (see
     ops/post_write.py); returns the latest result per table path."""
-    from indextables_spark.ops.post_write import wait_for_background
+    from indextables_spark.ops.post_write import wait_for_background  # lazy: keeps the package import cheap
 
     return wait_for_background(timeout)
 
@@ -132,16 +132,16 @@ def describe_disk_cache(spark=None, options=None) -> list[DiskCacheInfo]:
     """DESCRIBE INDEXTABLES DISK CACHE: per host and cache directory, the cached splits (entries,
     bytes), the limit, and the hits, misses and evictions of the processes asked (every executor,
     as a Spark job, when a SparkSession is given; else this process)."""
-    from indextables_spark.ops.cache import run
-    from indextables_spark.util.sessions import with_session_options
+    from indextables_spark.ops.cache import run  # lazy: keeps the package import cheap
+    from indextables_spark.util.sessions import with_session_options  # lazy: keeps the package import cheap
 
     return run("describe", with_session_options(spark, options), spark)
 
 
 def flush_disk_cache(spark=None, options=None) -> list[FlushDiskCacheResult]:
     """FLUSH INDEXTABLES DISK CACHE: remove the cached splits no reader is reading right now."""
-    from indextables_spark.ops.cache import run
-    from indextables_spark.util.sessions import with_session_options
+    from indextables_spark.ops.cache import run  # lazy: keeps the package import cheap
+    from indextables_spark.util.sessions import with_session_options  # lazy: keeps the package import cheap
 
     return run("flush", with_session_options(spark, options), spark)
 
@@ -152,8 +152,8 @@ def explain(df) -> list[dict]:
     filters kept out of how many (see spark/explain.py; IndexTable.explain without Spark). For a
     DataFrame `spark.sql` returned after `register`, the first entry is the statement's route
     (`route`: "scan" or "index aggregate", the columns each table reference reads, its searches)."""
-    from indextables_spark.spark.explain import explain as _explain
-    from indextables_spark.spark.sql_routes import route_of
+    from indextables_spark.spark.explain import explain as _explain  # lazy: pyspark, only when asked for
+    from indextables_spark.spark.sql_routes import route_of  # lazy: pyspark, only when asked for
 
     route = route_of(df)
     if route is not None and route.name == "index aggregate":
@@ -164,7 +164,7 @@ def explain(df) -> list[dict]:
 def textsearch(column: str, query: str):
     """`df.filter(it.textsearch("body", "spark"))`: SQL's `body TEXTSEARCH 'spark'` as a Column
     (a tokenized text column; combine with &, |, ~; see spark/search_columns.py)."""
-    from indextables_spark.spark.search_columns import textsearch as _f
+    from indextables_spark.spark.search_columns import textsearch as _f  # lazy: pyspark, only when asked for
 
     return _f(column, query)
 
@@ -172,21 +172,21 @@ def textsearch(column: str, query: str):
 def fieldmatch(column: str, query: str):
     """`df.filter(it.fieldmatch("status", "active"))`: SQL's `status FIELDMATCH 'active'` as a Column
     (a column indexed whole: raw strings, numbers, dates)."""
-    from indextables_spark.spark.search_columns import fieldmatch as _f
+    from indextables_spark.spark.search_columns import fieldmatch as _f  # lazy: pyspark, only when asked for
 
     return _f(column, query)
 
 
 def indexquery(column: str, query: str):
     """`df.filter(it.indexquery("body", "a OR b"))`: SQL's `body indexquery 'a OR b'` as a Column."""
-    from indextables_spark.spark.search_columns import indexquery as _f
+    from indextables_spark.spark.search_columns import indexquery as _f  # lazy: pyspark, only when asked for
 
     return _f(column, query)
 
 
 def indexqueryall(query: str):
     """`df.filter(it.indexqueryall("error"))`: SQL's `indexqueryall('error')` as a Column."""
-    from indextables_spark.spark.search_columns import indexqueryall as _f
+    from indextables_spark.spark.search_columns import indexqueryall as _f  # lazy: pyspark, only when asked for
 
     return _f(query)
 
@@ -210,7 +210,7 @@ def build_companion(
     """BUILD INDEXTABLES COMPANION: build, or sync, a search index at `location` over the Delta,
     Iceberg or Parquet table `source` that points at its Parquet files instead of copying its rows
     (see ops/companion.py). indexing: {column: mode} as INDEXING MODES."""
-    from indextables_spark.ops.companion import build_companion as _build
+    from indextables_spark.ops.companion import build_companion as _build  # lazy: keeps the package import cheap
 
     return _build(
         source,
@@ -241,6 +241,6 @@ def write_table(
     without Spark (same splits, statistics, Bloom files and log as the Spark writer; splits built in
     parallel; one commit): `IndexTable(path, options).write(data, mode=…, partition_by=…)`.
     mode: "append" | "overwrite" | "error". Returns the committed version."""
-    from indextables_spark.api.table import IndexTable
+    from indextables_spark.api.table import IndexTable  # lazy: keeps the package import cheap
 
     return IndexTable(path, options).write(data, mode=mode, partition_by=partition_by)

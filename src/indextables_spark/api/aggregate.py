@@ -23,7 +23,13 @@ from indextables_spark.errors import InvalidOptionError
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage import Storage
+from indextables_spark.core.log.delete_logs import deletes_json
+from indextables_spark.core.split.agg_request import plan as plan_aggregations
+from indextables_spark.core.split.agg_result import merge_all, result
+from indextables_spark.core.split.aggregate import aggregate_files
+from indextables_spark.core.split.column_specs import column_specs, table_options
+from indextables_spark.core.split.groups import group_by_size
+from indextables_spark.core.storage import Storage, open_storage
 
 EXECUTIONS = ("auto", "spark", "driver")
 
@@ -58,12 +64,6 @@ def aggregate(
     Elasticsearch's shape: terms/histogram/date_histogram/range → {"buckets": [{"key",
     "doc_count", <sub-aggs>}]}, stats → {"count", "min", "max", "sum", "avg"},
     avg/min/max/sum/value_count/cardinality → {"value"}, percentiles → {"values": {"50.0": v}}."""
-    from indextables_spark.core.log.delete_logs import deletes_json
-    from indextables_spark.core.split.agg_request import plan as plan_aggregations
-    from indextables_spark.core.split.agg_result import result
-    from indextables_spark.core.split.aggregate import aggregate_files
-    from indextables_spark.core.split.column_specs import column_specs, table_options
-
     if aggs is None:
         raise InvalidOptionError("aggregate: give aggs, e.g. {'by_tag': {'terms': {'field': 'tag'}}}")
     plan = plan_aggregations(
@@ -86,9 +86,6 @@ def group_partial(
     deletes: dict[str, list[dict[str, Any]]],
 ) -> dict[str, Any]:
     """Executor side: the merged partial of one group of splits (deletes: their deleteLog JSON)."""
-    from indextables_spark.core.split.aggregate import aggregate_files
-    from indextables_spark.core.storage import open_storage
-
     opts = Options.of(options)
     return aggregate_files(
         open_storage(path, opts), [AddFile.from_json(f) for f in files], query, aggs, opts, deletes=deletes
@@ -106,9 +103,6 @@ def run_job(
 ) -> dict[str, Any]:
     """The Spark job of execution="spark": one task per group of splits, each returning the merged
     partial of its splits (classic or Spark Connect session: a DataFrame job, no RDDs)."""
-    from indextables_spark.core.split.agg_result import merge_all
-    from indextables_spark.core.split.groups import group_by_size
-
     groups = group_by_size(files, opts.get_size("read.maxPartitionBytes"), sessions.default_parallelism(spark))
     if not groups:
         return merge_all(aggs, [])

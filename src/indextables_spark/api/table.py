@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.config.options import Options
+from indextables_spark.errors import InvalidOptionError
 from indextables_spark.util.lru import LruCache
 from indextables_spark.util.sessions import with_session_options
 from indextables_spark.core.storage import Storage, open_storage
@@ -122,8 +123,6 @@ class IndexTable:
     def snapshot(self, version: int | None = None, *, timestamp_ms: int | None = None) -> Snapshot:
         """The table at `version` (latest by default) or as of `timestamp_ms`."""
         if version is not None and timestamp_ms is not None:
-            from indextables_spark.errors import InvalidOptionError
-
             raise InvalidOptionError("give either version or timestamp_ms, not both")
         if timestamp_ms is not None:
             version = self.log.version_at_timestamp(timestamp_ms)
@@ -132,7 +131,7 @@ class IndexTable:
     def schema(self, version: int | None = None) -> pa.Schema:
         """The table's columns at `version` (latest by default) as a pyarrow.Schema, partition
         columns included, in the order and with the types reads return them (to_arrow, search)."""
-        from indextables_spark.core.split.arrow_types import arrow_schema
+        from indextables_spark.core.split.arrow_types import arrow_schema  # lazy: pyarrow
 
         return arrow_schema(self.log.header(version)[1].schema_json)
 
@@ -233,8 +232,6 @@ class IndexTable:
         from indextables_spark.core.split.search import search_table  # lazy: tantivy, pyarrow
 
         if query is None:
-            from indextables_spark.errors import InvalidOptionError
-
             raise InvalidOptionError("search() needs a query (to_arrow() reads rows without one)")
         fields = [snippets] if isinstance(snippets, str) else snippets
         return search_table(self._search_plan(query, where, columns, fields, version), limit)

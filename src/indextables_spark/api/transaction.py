@@ -36,6 +36,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
+from indextables_spark.core.split.arrow_types import spark_schema_json
 from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,6 @@ class TableTransaction(Transaction):
         files; mode "append" creates the table when there is none, "overwrite" removes every live
         split and must be the first step, "error" refuses an existing table). Returns the rows
         staged."""
-        from indextables_spark.core.split.arrow_types import spark_schema_json
-
         uri = self.log.storage.uri
         overwrite = check_mode(mode, self.read_version >= 0, uri)
         if overwrite and self._called:

@@ -8,13 +8,18 @@ storage is the one written to); spark/writer.py opens them from the path Spark g
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import logging
+import os
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
 from indextables_spark.errors import (
+    CompanionSourceError,
     ConcurrentModificationError,
     IndexTablesError,
     InvalidOptionError,
@@ -28,6 +33,13 @@ from indextables_spark.core.log.reference_splits import refuse_reference_writes
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms
 from indextables_spark.config.options import PREFIX, Options
+from indextables_spark.config.registry import registered_default
+from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.split.builder import SplitWriter, target_split_bytes_option
+from indextables_spark.core.split.column_specs import validate_schema
+from indextables_spark.core.split.companion import companion_of
+from indextables_spark.core.split.doc_mapping import doc_mapping_json
+from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY, IndexingConfig, recorded_settings
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.storage import Storage
 from indextables_spark.api.write_schema import check_append_schema, merge_append_schema, nullable_json
@@ -79,11 +91,6 @@ def plan_write(
 
 
 def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str, Any], overwrite: bool) -> WritePlan:
-    from indextables_spark.config.registry import registered_default
-    from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY, recorded_settings
-    from indextables_spark.core.split.column_specs import validate_schema
-    from indextables_spark.core.split.doc_mapping import doc_mapping_json
-
     incoming = nullable_json(schema_json)
     requested_parts = partition_columns_option(opts)
     if snap is not None:
@@ -124,8 +131,6 @@ def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str
         raise SchemaMismatchError(f"cannot partition by every column ({parts}): no data columns would remain")
     validate_schema(table_schema, parts, settings)
     mapping = doc_mapping_json(table_schema, parts, settings)
-    from indextables_spark.core.split.builder import target_split_bytes_option
-
     target = target_split_bytes_option(settings) or registered_default("write.targetSplitSize")
     return WritePlan(table_schema, list(parts), settings, mapping, target)
 
@@ -133,8 +138,6 @@ def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str
 def _check_index_only_unchanged(path: str, configuration: Mapping[str, str], settings: Options) -> None:
     """Which columns the rows leave out (indexing.indexonlyfields) is the table's, fixed at creation:
     readers decide from the recorded setting which filters only the index may answer."""
-    from indextables_spark.core.split.indexing import IndexingConfig, recorded_settings
-
     recorded = set(IndexingConfig.of(Options.of(recorded_settings(configuration))).index_only)
     asked = set(IndexingConfig.of(settings).index_only)
     if asked != recorded:
@@ -147,12 +150,8 @@ def _check_index_only_unchanged(path: str, configuration: Mapping[str, str], set
 
 def refuse_companion(path: str, configuration: Mapping[str, str]) -> None:
     """A companion index holds no rows of its own: only BUILD INDEXTABLES COMPANION writes it."""
-    from indextables_spark.core.split.companion import companion_of
-
     of = companion_of(configuration)
     if of is not None:
-        from indextables_spark.errors import CompanionSourceError
-
         fmt, source = of
         raise CompanionSourceError(
             f"table {path} is a companion index of the {fmt} table {source}: its rows are that table's, and it "
@@ -163,9 +162,6 @@ def refuse_companion(path: str, configuration: Mapping[str, str]) -> None:
 
 def write_splits(storage: Storage, plan: WritePlan, batches: Iterator[pa.RecordBatch]) -> SplitsWritten:
     """Executor side: turn this task's rows into splits under the table."""
-    from indextables_spark.core.split.builder import SplitWriter
-    from indextables_spark.core.split.arrow_types import arrow_schema
-
     target_schema = arrow_schema(plan.schema_json)
     writer = SplitWriter(storage, plan.schema_json, plan.partition_columns, plan.options, plan.target_split_bytes)
     rows = 0
@@ -308,8 +304,6 @@ def rebase_created(log_: TransactionLog, plan: WritePlan) -> int:
 
 
 def _schema_string(schema_json: dict[str, Any]) -> str:
-    import json
-
     return json.dumps(schema_json, separators=(",", ":"))
 
 
@@ -343,8 +337,6 @@ def partition_columns_option(opts: Options) -> list[str] | None:
         return None
     raw = raw.strip()
     if raw.startswith("["):
-        import json
-
         cols = json.loads(raw)
     else:
         cols = [c.strip() for c in raw.split(",") if c.strip()]
@@ -366,9 +358,8 @@ def batch_source(data: Any) -> tuple[pa.Schema, Iterator[pa.RecordBatch], int | 
         return data.schema, iter(data), None
     if isinstance(data, pa.RecordBatch):
         return data.schema, iter([data]), None
-    import importlib.util
-
     if importlib.util.find_spec("pandas") is not None:
+        # an optional dependency, and a heavy one: imported when a DataFrame may be given
         import pandas as pd  # type: ignore[import-untyped]  # no stubs in the environment
 
         if isinstance(data, pd.DataFrame):
@@ -399,8 +390,6 @@ def _chunks(batches: Iterator[pa.RecordBatch], chunk_rows: int) -> Iterator[list
 
 def write_options(options: Mapping[str, Any] | None, partition_by: str | Sequence[str] | None) -> Options:
     """The options of a Spark-free write: `options` with `partition_by` as the partitionBy option."""
-    import json
-
     parts = None
     if partition_by is not None:
         parts = {"partitionBy": json.dumps([partition_by] if isinstance(partition_by, str) else list(partition_by))}
@@ -425,9 +414,6 @@ def build_splits(
     split built is deleted before the error propagates. Options: `write.parallelism` (threads,
     default: CPU count), `write.chunkRows` (rows per chunk; default: the rows split evenly over the
     threads, at least 100k)."""
-    import os
-    from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-
     workers = max(1, opts.get_int("write.parallelism", os.cpu_count() or 1))
     default_chunk = max(_MIN_CHUNK_ROWS, -(-total // workers)) if total else 4 * _MIN_CHUNK_ROWS
     chunk_rows = max(1, opts.get_int("write.chunkRows", default_chunk))

@@ -36,7 +36,12 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from indextables_spark.errors import ConcurrentModificationError, IndexTablesError, PredicateError
+from indextables_spark.errors import (
+    ConcurrentModificationError,
+    IndexTablesError,
+    PredicateError,
+    TableNotFoundError,
+)
 from indextables_spark.expr import partition_filter as pf
 from indextables_spark.core.log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
 from indextables_spark.core.log.delete_logs import load_split_deletes, positional_table, write_delete_log
@@ -44,6 +49,12 @@ from indextables_spark.core.log.reference_splits import refuse_reference_writes
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
+from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.split.bloom import skip_by_blooms
+from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.column_specs import column_specs
+from indextables_spark.core.split.partitions import partition_value_array
+from indextables_spark.core.split.reader import SplitReader
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.types import ColumnSpec
 from indextables_spark.core.storage import Storage
@@ -183,8 +194,6 @@ class _SplitMatch:
 
 
 def _with_partitions(batch: pa.RecordBatch, add: AddFile, partition_types: Mapping[str, pa.DataType]) -> pa.RecordBatch:
-    from indextables_spark.core.split.partitions import partition_value_array
-
     if not partition_types:
         return batch
     n = batch.num_rows
@@ -204,9 +213,6 @@ def _match_split(
     pushed: list[sf.Filter],
     partition_types: Mapping[str, pa.DataType],
 ) -> _SplitMatch:
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
-
     reader = SplitReader(get_cache(options).local_dir(storage, add))
     existing = load_split_deletes(storage, snapshot.deletes_for(add), reader.num_rows, add.path)
     found: list[np.ndarray] = []
@@ -226,8 +232,6 @@ def _match_split(
 def _candidates(
     storage: Storage, snapshot: Snapshot, pred: Predicate, specs: list[ColumnSpec], options: Options
 ) -> list[AddFile]:
-    from indextables_spark.core.split.bloom import skip_by_blooms
-
     parts = list(snapshot.partition_columns)
     types = column_types(snapshot.schema_json)
     part_only = [f for f in pred.conjuncts if sf.columns_of(f) <= set(parts)]
@@ -315,15 +319,10 @@ class StagedDelete:
 def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: str) -> StagedDelete:
     """Plan a delete against the table `txn` read and stage its delete logs and removes on `txn`
     (the operation becomes DELETE with its parameters); nothing is committed."""
-    from indextables_spark.core.split.arrow_types import arrow_schema
-    from indextables_spark.core.split.column_specs import column_specs
-
     started = time.perf_counter()
     log_ = txn.log
     snap = txn.snapshot()
     if snap is None:
-        from indextables_spark.errors import TableNotFoundError
-
         raise TableNotFoundError(f"DELETE: no indextables table at {log_.storage.uri}")
     # Refuse a table this version may not write before any delete log is written into it.
     from indextables_spark.core.log.protocol_gate import check_writable

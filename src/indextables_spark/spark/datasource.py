@@ -7,8 +7,10 @@ import sys
 import uuid
 
 from pyspark.sql.datasource import DataSource, DataSourceReader
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
+from indextables_spark.api.table import IndexTable
+from indextables_spark.core.log.table_log import parse_timestamp
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.options import Options
 from indextables_spark.spark.guard import INDEXALL, INDEXGUARD, SnapshotPin
@@ -71,9 +73,6 @@ class IndexTablesDataSource(DataSource):
         return table_path(self.options)
 
     def _read_snapshot(self):
-        from indextables_spark.core.log.table_log import parse_timestamp
-        from indextables_spark.api.table import IndexTable
-
         table = IndexTable(self.path, self.opts)
         version = self.opts.get_str("versionAsOf")
         ts = self.opts.get_str("timestampAsOf")
@@ -90,8 +89,7 @@ class IndexTablesDataSource(DataSource):
         return table.snapshot()
 
     def schema(self) -> StructType:
-        from pyspark.sql.types import StringType, StructField
-
+        # lazy: the read path (tantivy, pyarrow) loads when Spark plans a read, not for a write
         from indextables_spark.spark.read_options import check_table_query, declared_fields, extra_fields, read_options
 
         snapshot = self._read_snapshot()
@@ -109,7 +107,7 @@ class IndexTablesDataSource(DataSource):
         )
 
     def reader(self, schema: StructType) -> "DataSourceReader":
-        from indextables_spark.spark.reader import IndexTablesReader, UnpushedReader
+        from indextables_spark.spark.reader import IndexTablesReader, UnpushedReader  # lazy: the read path
 
         if self.pin is None:  # a schema given by the caller: schema() never ran
             snapshot = self._read_snapshot()
@@ -118,17 +116,17 @@ class IndexTablesDataSource(DataSource):
         return cls(self.path, self.opts, schema, self.pin)
 
     def writer(self, schema: StructType, overwrite: bool):
-        from indextables_spark.spark.writer import IndexTablesWriter
+        from indextables_spark.spark.writer import IndexTablesWriter  # lazy: the write path (tantivy)
 
         return IndexTablesWriter(self.path, self.opts, schema, overwrite)
 
     def streamReader(self, schema: StructType):
-        from indextables_spark.spark.streaming import IndexTablesStreamReader
+        from indextables_spark.spark.streaming import IndexTablesStreamReader  # lazy: streaming only
 
         return IndexTablesStreamReader(self.path, self.opts, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
-        from indextables_spark.spark.streaming import IndexTablesStreamWriter
+        from indextables_spark.spark.streaming import IndexTablesStreamWriter  # lazy: streaming only
 
         return IndexTablesStreamWriter(self.path, self.opts, schema, overwrite)
 
