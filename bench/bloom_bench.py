@@ -27,7 +27,8 @@ import pyarrow as pa
 
 import indextables_spark as it
 from indextables_spark.config.options import Options
-from indextables_spark.expr import filters as sf
+from indextables_spark.expr.model import EqualTo
+from indextables_spark.expr.skipping import skip_split
 from indextables_spark.core.split.bloom import STATS_KEY, skip_by_blooms
 from indextables_spark.core.split.cache import get_cache
 from indextables_spark.core.split.reader import SplitReader
@@ -65,10 +66,10 @@ def build(path: str, splits: int, rows_per_split: int, seed: int = 11) -> tuple[
 
 def query(t: it.IndexTable, value: str, bloom: bool) -> tuple[int, int, float, float]:
     """(splits read, rows found, planning seconds, total seconds) of `uid = value`."""
-    filters = [sf.EqualTo("uid", value)]
+    filters = [EqualTo("uid", value)]
     t0 = time.perf_counter()
     snap = t.snapshot()
-    files = [f for f in snap.files if not sf.skip_split(f, filters, [])]
+    files = [f for f in snap.files if not skip_split(f, filters, [])]
     files = skip_by_blooms(
         t.storage.uri, Options.of({"read.bloomfilter.enabled": str(bloom).lower()}), snap, files, filters
     )

@@ -16,7 +16,8 @@ import pytest
 import indextables_spark as it
 from indextables_spark.errors import CorruptStateError, InvalidOptionError
 from indextables_spark.config.options import Options
-from indextables_spark.expr import filters as sf
+from indextables_spark.expr.model import And, EqualNullSafe, EqualTo, GreaterThan, In, Or
+from indextables_spark.expr.skipping import skip_split
 from indextables_spark.core.split.bloom import (
     STATS_KEY,
     BloomFilter,
@@ -70,7 +71,7 @@ def many_splits(tmp_path_factory) -> tuple[it.IndexTable, pa.Table]:
 def plan(t: it.IndexTable, filters: list, enabled: bool = True) -> list:
     """What the Spark reader's planner keeps: min/max data skipping, then the Bloom filters."""
     snap = t.snapshot()
-    files = [f for f in snap.files if not sf.skip_split(f, filters, [])]
+    files = [f for f in snap.files if not skip_split(f, filters, [])]
     opts = Options.of({"read.bloomfilter.enabled": str(enabled).lower()})
     return skip_by_blooms(t.storage.uri, opts, snap, files, filters)
 
@@ -146,8 +147,8 @@ def test_selective_equal_to_reads_at_most_5_percent_of_splits(many_splits):
     total = len(t.snapshot().files)
     for i in (17, 2500, 5999):
         wanted = data.column("uid")[i].as_py()
-        filters = [sf.EqualTo("uid", wanted)]
-        assert len([f for f in t.snapshot().files if not sf.skip_split(f, filters, [])]) > 0.9 * total
+        filters = [EqualTo("uid", wanted)]
+        assert len([f for f in t.snapshot().files if not skip_split(f, filters, [])]) > 0.9 * total
         kept = plan(t, filters)
         assert 1 <= len(kept) <= 0.05 * total
         assert read_rows(t, kept, filters) == [{"uid": wanted, "n": i}]
@@ -158,20 +159,20 @@ def test_in_and_boolean_combinations(many_splits):
     t, data = many_splits
     uids = data.column("uid").to_pylist()
     total = len(t.snapshot().files)
-    three = [sf.In("uid", (uids[1], uids[3000], None, "not-there"))]
+    three = [In("uid", (uids[1], uids[3000], None, "not-there"))]
     kept = plan(t, three)
     assert 2 <= len(kept) <= 6
     assert [r["n"] for r in read_rows(t, kept, three)] == [1, 3000]
-    either = [sf.Or(sf.EqualTo("uid", uids[10]), sf.EqualTo("n", 4000))]
+    either = [Or(EqualTo("uid", uids[10]), EqualTo("n", 4000))]
     assert 2 <= len(plan(t, either)) <= 6
     assert [r["n"] for r in read_rows(t, plan(t, either), either)] == [10, 4000]
-    both = [sf.And(sf.EqualTo("uid", uids[10]), sf.EqualTo("n", 10))]
+    both = [And(EqualTo("uid", uids[10]), EqualTo("n", 10))]
     assert 1 <= len(plan(t, both)) <= 3
     # a range or a non-Bloom column never skips on Blooms; x = NULL matches nothing
-    assert len(plan(t, [sf.GreaterThan("uid", "0")])) == total
-    assert plan(t, [sf.EqualTo("uid", None)]) == []
-    assert len(plan(t, [sf.EqualNullSafe("uid", None)])) == total
-    day = [sf.EqualTo("DAY_OF", dt.date(2024, 2, 9))]  # column names are case-insensitive
+    assert len(plan(t, [GreaterThan("uid", "0")])) == total
+    assert plan(t, [EqualTo("uid", None)]) == []
+    assert len(plan(t, [EqualNullSafe("uid", None)])) == total
+    day = [EqualTo("DAY_OF", dt.date(2024, 2, 9))]  # column names are case-insensitive
     assert [r["n"] for r in read_rows(t, plan(t, day), day)] == [n for n in range(6000) if n % 400 == 39]
 
 
@@ -203,7 +204,7 @@ def test_splits_without_a_listed_bloom_file_are_never_skipped(tmp_path):
     t = it.IndexTable(path)
     first, second = sorted(t.snapshot().files, key=lambda f: f.added_at_version)
     assert t.snapshot().stats_files == {STATS_KEY: [bloom_file_for(second.path)]}
-    assert [f.path for f in plan(t, [sf.EqualTo("uid", "nope")])] == [first.path]
+    assert [f.path for f in plan(t, [EqualTo("uid", "nope")])] == [first.path]
 
 
 def test_option_errors_name_the_column(tmp_path):
@@ -229,10 +230,10 @@ def test_a_corrupt_bloom_file_is_an_error_naming_it(tmp_path):
     good = t.storage.read(key)
     t.storage.put(key, good[:-10])
     with pytest.raises(CorruptStateError, match=r"split-.*\.bloom: truncated or corrupt Bloom filter"):
-        plan(t, [sf.EqualTo("uid", "x")])
+        plan(t, [EqualTo("uid", "x")])
     t.storage.put(key, b"ITBF" + (7).to_bytes(4, "little") + good[8:])
     from indextables_spark.core.split import bloom
 
     bloom._cache.clear()
     with pytest.raises(CorruptStateError, match="Bloom filter format version 7 found"):
-        plan(t, [sf.EqualTo("uid", "x")])
+        plan(t, [EqualTo("uid", "x")])

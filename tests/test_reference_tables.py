@@ -24,7 +24,7 @@ import tantivy
 import indextables_spark as it
 from indextables_spark.errors import IndexTablesError, SplitFormatError
 from indextables_spark.expr.model import EqualTo
-from indextables_spark.expr.filters import skip_split
+from indextables_spark.expr.skipping import skip_split
 from indextables_spark.core.split.reference import written_by_reference
 from indextables_spark.core.split.column_specs import column_specs
 

@@ -163,7 +163,7 @@ def test_index_only_fields_of_a_reference_split_read_null_and_refuse_filters(tmp
     """The reference's indexing.indexonlyfields: the field is not in the document store, and its
     SSTable term dictionary is unreadable here, so the conversion cannot keep it: NULL, as the
     reference reads it, and every filter on it fails naming it (never an answer over NULL)."""
-    from indextables_spark.expr.filters import UnsupportedFilterError
+    from indextables_spark.expr.values import UnsupportedFilterError
 
     t = it.IndexTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("secret", pa.string())]))
     t = it.IndexTable(str(tmp_path / "t"), options={"spark.indextables.cache.disk.path": str(tmp_path / "c")})

@@ -13,7 +13,7 @@ import pytest
 import indextables_spark as it
 from indextables_spark.errors import SchemaMismatchError
 from indextables_spark.config.options import Options
-from indextables_spark.expr import filters as F
+from indextables_spark.expr.model import EqualNullSafe, EqualTo, GreaterThan, IsNotNull, IsNull, LessThan, Not
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -98,16 +98,16 @@ def test_merge_schema_adds_nullable_columns_old_splits_read_nulls(tmp_path):
     assert _read(path) == _expected(everything)
     # Filters on the new columns, exact over old (NULL) and new splits.
     cases = [
-        ([F.IsNull("score")], lambda r: r["score"] is None),
-        ([F.IsNotNull("tag")], lambda r: r["tag"] is not None),
-        ([F.EqualTo("tag", "t1")], lambda r: r["tag"] == "t1"),
+        ([IsNull("score")], lambda r: r["score"] is None),
+        ([IsNotNull("tag")], lambda r: r["tag"] is not None),
+        ([EqualTo("tag", "t1")], lambda r: r["tag"] == "t1"),
         (
-            [F.GreaterThan("score", 25.0), F.LessThan("id", 35)],
+            [GreaterThan("score", 25.0), LessThan("id", 35)],
             lambda r: r["score"] is not None and r["score"] > 25 and r["id"] < 35,
         ),
-        ([F.Not(F.EqualTo("tag", "t0"))], lambda r: r["tag"] is not None and r["tag"] != "t0"),
-        ([F.EqualNullSafe("tag", None)], lambda r: r["tag"] is None),
-        ([F.LessThan("id", 5)], lambda r: r["id"] < 5),
+        ([Not(EqualTo("tag", "t0"))], lambda r: r["tag"] is not None and r["tag"] != "t0"),
+        ([EqualNullSafe("tag", None)], lambda r: r["tag"] is None),
+        ([LessThan("id", 5)], lambda r: r["id"] < 5),
     ]
     for filters, pred in cases:
         assert _read(path, filters) == _expected(everything, pred), filters

@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 
 from indextables_spark.config.options import Options
-from indextables_spark.expr import filters as F
+from indextables_spark.expr.model import EqualTo, In, StringContains, StringEndsWith, StringStartsWith
+from indextables_spark.expr.tantivy_query import build_query
 from indextables_spark.expr import text
 from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.cache import get_cache
@@ -114,15 +115,15 @@ def reference(values: list, f) -> set[int]:
     def ok(v):
         if v is None:
             return False
-        if isinstance(f, F.StringContains):
+        if isinstance(f, StringContains):
             return f.value in v
-        if isinstance(f, F.StringStartsWith):
+        if isinstance(f, StringStartsWith):
             return v.startswith(f.value)
-        if isinstance(f, F.StringEndsWith):
+        if isinstance(f, StringEndsWith):
             return v.endswith(f.value)
-        if isinstance(f, F.EqualTo):
+        if isinstance(f, EqualTo):
             return v == f.value
-        if isinstance(f, F.In):
+        if isinstance(f, In):
             return v in [x for x in f.values if x is not None]
         raise AssertionError(f)
 
@@ -168,15 +169,15 @@ def patterns(rows: dict, column: str) -> list:
     ]
     out = []
     for p in fixed:
-        out += [F.StringContains(column, p), F.StringStartsWith(column, p), F.StringEndsWith(column, p)]
+        out += [StringContains(column, p), StringStartsWith(column, p), StringEndsWith(column, p)]
     values = [v for v in rows[column] if v]
     for _ in range(60):
         v = rng.choice(values)
         a = rng.randint(0, len(v))
         b = rng.randint(a, min(len(v), a + 20))
-        out += [F.StringContains(column, v[a:b]), F.StringStartsWith(column, v[:b]), F.StringEndsWith(column, v[a:])]
-    out += [F.EqualTo(column, rng.choice(values)) for _ in range(10)]
-    out += [F.EqualTo(column, "Spark"), F.In(column, (values[0], values[1], None, "nope"))]
+        out += [StringContains(column, v[a:b]), StringStartsWith(column, v[:b]), StringEndsWith(column, v[a:])]
+    out += [EqualTo(column, rng.choice(values)) for _ in range(10)]
+    out += [EqualTo(column, "Spark"), In(column, (values[0], values[1], None, "nope"))]
     return out
 
 
@@ -188,7 +189,7 @@ def test_text_filters_exact_and_narrowed(split, column):
         want = reference(rows[column], f)
         got = [i for b in reader.read([f], None, ["id"]) for i in b.column(0).to_pylist()]
         assert sorted(got) == sorted(want), f"{f}: {len(got)} rows, expected {len(want)}"
-        q, exact = F.build_query(reader.index.schema, [f], reader.specs)
+        q, exact = build_query(reader.index.schema, [f], reader.specs)
         assert not exact  # a tokenized column is never exact: the raw filter is always re-checked
         if q is not None:
             s = reader.index.searcher()
@@ -206,8 +207,8 @@ def test_fragments_need_fully_tokenized_columns(split):
     assert specs["body"].fully_tokenized and specs["ws"].fully_tokenized
     # longy holds 68-byte words its 40-byte limit drops: a fragment must not narrow
     assert not specs["longy"].fully_tokenized
-    q_body, _ = F.build_query(reader.index.schema, [F.StringContains("body", "parkl")], reader.specs)
-    q_long, _ = F.build_query(reader.index.schema, [F.StringContains("longy", "califragil")], reader.specs)
+    q_body, _ = build_query(reader.index.schema, [StringContains("body", "parkl")], reader.specs)
+    q_long, _ = build_query(reader.index.schema, [StringContains("longy", "califragil")], reader.specs)
     assert q_body is not None and q_long is None
 
 

@@ -15,7 +15,7 @@ import pytest
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.cache import get_cache
-from indextables_spark.expr.filters import EqualTo
+from indextables_spark.expr.model import EqualTo
 from indextables_spark.core.split.reader import SplitReader
 from indextables_spark.core.storage.local import LocalStorage
 

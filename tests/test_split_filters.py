@@ -15,10 +15,15 @@ import pyarrow as pa
 import pytest
 
 from indextables_spark.config.options import Options
-from indextables_spark.expr import filters as F
+from indextables_spark.errors import IndexTablesError
+from indextables_spark.expr.arrow_eval import arrow_mask
+from indextables_spark.expr.skipping import prune_partition
+from indextables_spark.expr.support import supports
+from indextables_spark.expr.tantivy_query import tantivy_query
+from indextables_spark.expr.values import UnsupportedFilterError
 from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.cache import get_cache
-from indextables_spark.expr.filters import (
+from indextables_spark.expr.model import (
     And,
     EqualNullSafe,
     EqualTo,
@@ -423,14 +428,14 @@ def test_read_matches_reference(table, flt):
     rows, readers, _ = table
     filters = flt if isinstance(flt, list) else [flt]
     specs = readers[0].specs
-    assert all(F.supports(f, specs) for f in filters), filters
+    assert all(supports(f, specs) for f in filters), filters
     want = ref_ids(rows, filters)
     assert _read_ids(readers, filters) == want
     assert sum(r.count(filters) for r in readers) == len(want)
     # the narrowing query never loses a matching row
     got_superset = set()
     for r in readers:
-        q = F.tantivy_query(r.index, filters, r.specs)
+        q = tantivy_query(r.index, filters, r.specs)
         if q is None:
             return
         searcher = r.index.searcher()
@@ -445,7 +450,7 @@ def test_arrow_mask_against_reference_on_whole_table(table):
     rows, readers, _ = table
     data = pa.Table.from_pylist(rows, schema=arrow_schema(SCHEMA))
     for f in FILTERS:
-        mask = F.arrow_mask(data, [f]).to_pylist()
+        mask = arrow_mask(data, [f]).to_pylist()
         assert [rows[i]["id"] for i, m in enumerate(mask) if m] == ref_ids(rows, [f]), f
 
 
@@ -465,40 +470,40 @@ def test_supports():
         ["p"],
         Options(),
     )
-    assert F.supports(EqualTo("s", "a"), specs)
-    assert F.supports(EqualTo("`s`", "a"), specs)
-    assert not F.supports(EqualTo("s", 1), specs)
-    assert not F.supports(EqualTo("n", "1"), specs)
-    assert not F.supports(EqualTo("n", 1.5), specs)
-    assert not F.supports(EqualTo("n", True), specs)
-    assert not F.supports(EqualTo("p", "x"), specs)  # partition columns: pruned elsewhere
-    assert not F.supports(EqualTo("zzz", 1), specs)
-    assert F.supports(EqualTo("ts", dt.datetime(2024, 1, 1, tzinfo=UTC)), specs)
-    assert not F.supports(EqualTo("ts", dt.datetime(2024, 1, 1)), specs)  # naive for a tz column
-    assert F.supports(EqualTo("ntz", dt.datetime(2024, 1, 1)), specs)
-    assert not F.supports(EqualTo("ntz", dt.datetime(2024, 1, 1, tzinfo=UTC)), specs)
-    assert not F.supports(StringStartsWith("n", "1"), specs)
-    assert F.supports(IsNull("tags"), specs) and not F.supports(EqualTo("tags", "a"), specs)
-    assert F.supports(Not(Or(EqualTo("s", "a"), In("n", (1, None)))), specs)
-    assert not F.supports(And(EqualTo("s", "a"), EqualTo("p", "x")), specs)
+    assert supports(EqualTo("s", "a"), specs)
+    assert supports(EqualTo("`s`", "a"), specs)
+    assert not supports(EqualTo("s", 1), specs)
+    assert not supports(EqualTo("n", "1"), specs)
+    assert not supports(EqualTo("n", 1.5), specs)
+    assert not supports(EqualTo("n", True), specs)
+    assert not supports(EqualTo("p", "x"), specs)  # partition columns: pruned elsewhere
+    assert not supports(EqualTo("zzz", 1), specs)
+    assert supports(EqualTo("ts", dt.datetime(2024, 1, 1, tzinfo=UTC)), specs)
+    assert not supports(EqualTo("ts", dt.datetime(2024, 1, 1)), specs)  # naive for a tz column
+    assert supports(EqualTo("ntz", dt.datetime(2024, 1, 1)), specs)
+    assert not supports(EqualTo("ntz", dt.datetime(2024, 1, 1, tzinfo=UTC)), specs)
+    assert not supports(StringStartsWith("n", "1"), specs)
+    assert supports(IsNull("tags"), specs) and not supports(EqualTo("tags", "a"), specs)
+    assert supports(Not(Or(EqualTo("s", "a"), In("n", (1, None)))), specs)
+    assert not supports(And(EqualTo("s", "a"), EqualTo("p", "x")), specs)
     with pytest.raises(TypeError, match="unknown filter node str"):  # not a node: fails loudly
-        F.supports("s = 'a'", specs)
+        supports("s = 'a'", specs)
 
 
 def test_arrow_mask_errors_name_column():
     batch = pa.record_batch({"n": pa.array([1, 2])})
-    with pytest.raises(F.IndexTablesError, match="'zzz'"):
-        F.arrow_mask(batch, [EqualTo("zzz", 1)])
-    with pytest.raises(F.UnsupportedFilterError, match="'n'"):
-        F.arrow_mask(batch, [EqualTo("n", "x")])
-    assert F.arrow_mask(batch, []).to_pylist() == [True, True]
+    with pytest.raises(IndexTablesError, match="'zzz'"):
+        arrow_mask(batch, [EqualTo("zzz", 1)])
+    with pytest.raises(UnsupportedFilterError, match="'n'"):
+        arrow_mask(batch, [EqualTo("n", "x")])
+    assert arrow_mask(batch, []).to_pylist() == [True, True]
 
 
 def test_prune_partition():
     types = {"region": "string", "day": "date", "n": "integer"}
     cols = ["region", "day", "n"]
     pv = {"region": "eu", "day": "2024-01-02", "n": None}
-    keep = lambda fs: F.prune_partition(pv, fs, cols, types)  # noqa: E731
+    keep = lambda fs: prune_partition(pv, fs, cols, types)  # noqa: E731
     assert keep([EqualTo("region", "eu")])
     assert not keep([EqualTo("region", "us")])
     assert keep([In("region", ("us", "eu"))])

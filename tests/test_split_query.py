@@ -11,7 +11,7 @@ from indextables_spark.errors import IndexTablesError, QueryParseError
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.cache import get_cache
-from indextables_spark.expr.filters import EqualTo, GreaterThan, StringContains
+from indextables_spark.expr.model import EqualTo, GreaterThan, StringContains
 from indextables_spark.core.split.reader import SplitReader
 from indextables_spark.core.split.search import count_matches
 from indextables_spark.core.split.arrow_types import arrow_schema
@@ -185,7 +185,7 @@ def test_search_scored_with_filters_keeps_the_ranking_and_is_exact(env):
         plain = r.search_scored("body:spark OR body:sql", None, columns=["id", "tag", "year", "score", "body"])
         # an exact narrowing (string equality) and an inexact one (substring on a text column)
         for filters in ([EqualTo("tag", "red")], [StringContains("body", "eng"), GreaterThan("year", 2010)]):
-            from indextables_spark.expr.filters import arrow_mask
+            from indextables_spark.expr.arrow_eval import arrow_mask
 
             want = plain.filter(arrow_mask(plain, filters))
             for limit in (1, 3, None):

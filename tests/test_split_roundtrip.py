@@ -207,7 +207,7 @@ def test_every_type_round_trips(storage, cache):
 
 def test_values_beyond_tantivy_term_limit(storage, cache):
     """A 70,000-byte raw string: Tantivy drops such terms, so it is indexed cut and flagged."""
-    from indextables_spark.expr.filters import EqualTo, In, StringContains, StringEndsWith, StringStartsWith
+    from indextables_spark.expr.model import EqualTo, In, StringContains, StringEndsWith, StringStartsWith
 
     w = SplitWriter(storage, SCHEMA, [], Options())
     w.write_batch(rows_table())

@@ -11,7 +11,24 @@ import pytest
 
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
-from indextables_spark.expr import filters as F
+from indextables_spark.expr.arrow_eval import arrow_mask
+from indextables_spark.expr.model import (
+    And,
+    EqualNullSafe,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    Or,
+    StringContains,
+    StringStartsWith,
+)
+from indextables_spark.expr.skipping import skip_split
 from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.stats import StatsCollector, decode_stat, encode_stat, increment_string
 from indextables_spark.core.split.arrow_types import arrow_schema
@@ -83,18 +100,18 @@ def rand_filter(rng, batch):
     existing = [v for v in batch.column(col).to_pylist() if v is not None]
     v = rng.choice(existing) if existing and rng.random() < 0.5 else rand_value(rng, col, rng.randint(0, 40))
     if col == "s" and rng.random() < 0.3:
-        return F.StringStartsWith("s", v[: rng.randint(0, 3)])
+        return StringStartsWith("s", v[: rng.randint(0, 3)])
     if rng.random() < 0.1:
-        return rng.choice([F.IsNull(col), F.IsNotNull(col), F.Not(F.IsNull(col)), F.EqualNullSafe(col, None)])
+        return rng.choice([IsNull(col), IsNotNull(col), Not(IsNull(col)), EqualNullSafe(col, None)])
     if rng.random() < 0.15:
-        return F.In(col, tuple(rng.choice([v, None, rand_value(rng, col, rng.randint(0, 40))]) for _ in range(3)))
-    cls = rng.choice([F.EqualTo, F.EqualNullSafe, F.GreaterThan, F.GreaterThanOrEqual, F.LessThan, F.LessThanOrEqual])
+        return In(col, tuple(rng.choice([v, None, rand_value(rng, col, rng.randint(0, 40))]) for _ in range(3)))
+    cls = rng.choice([EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual])
     f = cls(col, v)
     r = rng.random()
     if r < 0.1:
-        return F.And(f, rand_filter(rng, batch))
+        return And(f, rand_filter(rng, batch))
     if r < 0.2:
-        return F.Or(f, rand_filter(rng, batch))
+        return Or(f, rand_filter(rng, batch))
     return f
 
 
@@ -122,8 +139,8 @@ def test_skip_split_never_skips_a_matching_split():
         add = add_file_for(batch, rng.choice([1, 2, 3, 32, None]))
         for _ in range(15):
             flt = [rand_filter(rng, batch) for _ in range(rng.randint(1, 2))]
-            any_match = F.arrow_mask(batch, flt).to_pylist().count(True) > 0
-            if F.skip_split(add, flt, SPECS):
+            any_match = arrow_mask(batch, flt).to_pylist().count(True) > 0
+            if skip_split(add, flt, SPECS):
                 skipped += 1
                 assert not any_match, (flt, batch.to_pylist(), add.min_values, add.max_values)
             checked += 1
@@ -143,8 +160,8 @@ def test_skipping_on_real_splits(tmp_path):
     for _ in range(200):
         flt = [rand_filter(rng, rng.choice(batches))]
         for b, a in zip(batches, adds):
-            if F.skip_split(a, flt, SPECS):
-                assert F.arrow_mask(b, flt).to_pylist().count(True) == 0, flt
+            if skip_split(a, flt, SPECS):
+                assert arrow_mask(b, flt).to_pylist().count(True) == 0, flt
 
 
 def test_skip_split_examples():
@@ -158,26 +175,26 @@ def test_skip_split_examples():
         max_values={"n": "20", "s": "d", "x": "NaN", "day": "2024-01-09", "dec": "2.000"},
         stats='{"numRecords":10,"nullCount":{"n":0,"s":3,"flag":10}}',
     )
-    skip = lambda *fs: F.skip_split(a, list(fs), SPECS)  # noqa: E731
-    assert skip(F.EqualTo("n", 21)) and skip(F.EqualTo("n", 9)) and not skip(F.EqualTo("n", 15))
-    assert skip(F.GreaterThan("n", 20)) and not skip(F.GreaterThanOrEqual("n", 20))
-    assert skip(F.LessThan("n", 10)) and not skip(F.LessThanOrEqual("n", 10))
-    assert skip(F.In("n", (1, 30, None))) and not skip(F.In("n", (1, 15)))
-    assert skip(F.StringStartsWith("s", "e")) and skip(F.StringStartsWith("s", "a"))
-    assert not skip(F.StringStartsWith("s", "c")) and not skip(F.StringStartsWith("s", "b"))
-    assert not skip(F.StringStartsWith("s", "")) and not skip(F.StringContains("s", "zzz"))
-    assert not skip(F.EqualTo("x", float("nan"))) and not skip(F.GreaterThan("x", 1e300))
-    assert skip(F.GreaterThan("x", float("nan")))  # nothing is above NaN
-    assert skip(F.EqualTo("day", dt.date(2024, 1, 4))) and not skip(F.EqualTo("day", dt.date(2024, 1, 5)))
-    assert skip(F.GreaterThan("dec", D("2.0001"))) and not skip(F.GreaterThan("dec", D("1.9999")))
-    assert skip(F.IsNull("n")) and not skip(F.IsNull("s")) and not skip(F.IsNotNull("s"))
-    assert skip(F.IsNotNull("flag")) and skip(F.EqualTo("flag", True))  # all-null column
-    assert skip(F.Not(F.IsNull("flag"))) and not skip(F.Not(F.IsNotNull("flag")))
-    assert skip(F.Or(F.EqualTo("n", 1), F.EqualTo("n", 2))) and not skip(F.Or(F.EqualTo("n", 1), F.EqualTo("n", 12)))
-    assert skip(F.And(F.EqualTo("n", 12), F.EqualTo("n", 1)))
-    assert not skip(F.Not(F.EqualTo("n", 15)))
-    assert not skip(F.EqualTo("n", "15"))  # wrong value type: never skip
-    assert not skip(F.EqualTo("zzz", 1))  # unknown column: never skip
+    skip = lambda *fs: skip_split(a, list(fs), SPECS)  # noqa: E731
+    assert skip(EqualTo("n", 21)) and skip(EqualTo("n", 9)) and not skip(EqualTo("n", 15))
+    assert skip(GreaterThan("n", 20)) and not skip(GreaterThanOrEqual("n", 20))
+    assert skip(LessThan("n", 10)) and not skip(LessThanOrEqual("n", 10))
+    assert skip(In("n", (1, 30, None))) and not skip(In("n", (1, 15)))
+    assert skip(StringStartsWith("s", "e")) and skip(StringStartsWith("s", "a"))
+    assert not skip(StringStartsWith("s", "c")) and not skip(StringStartsWith("s", "b"))
+    assert not skip(StringStartsWith("s", "")) and not skip(StringContains("s", "zzz"))
+    assert not skip(EqualTo("x", float("nan"))) and not skip(GreaterThan("x", 1e300))
+    assert skip(GreaterThan("x", float("nan")))  # nothing is above NaN
+    assert skip(EqualTo("day", dt.date(2024, 1, 4))) and not skip(EqualTo("day", dt.date(2024, 1, 5)))
+    assert skip(GreaterThan("dec", D("2.0001"))) and not skip(GreaterThan("dec", D("1.9999")))
+    assert skip(IsNull("n")) and not skip(IsNull("s")) and not skip(IsNotNull("s"))
+    assert skip(IsNotNull("flag")) and skip(EqualTo("flag", True))  # all-null column
+    assert skip(Not(IsNull("flag"))) and not skip(Not(IsNotNull("flag")))
+    assert skip(Or(EqualTo("n", 1), EqualTo("n", 2))) and not skip(Or(EqualTo("n", 1), EqualTo("n", 12)))
+    assert skip(And(EqualTo("n", 12), EqualTo("n", 1)))
+    assert not skip(Not(EqualTo("n", 15)))
+    assert not skip(EqualTo("n", "15"))  # wrong value type: never skip
+    assert not skip(EqualTo("zzz", 1))  # unknown column: never skip
     bad = AddFile(
         path="p",
         partition_values={},
@@ -186,7 +203,7 @@ def test_skip_split_examples():
         min_values={"n": "not-a-number"},
         max_values={"n": "also-not"},
     )
-    assert not F.skip_split(bad, [F.EqualTo("n", 5)], SPECS)  # unreadable stats only disable skipping
+    assert not skip_split(bad, [EqualTo("n", 5)], SPECS)  # unreadable stats only disable skipping
 
 
 @pytest.mark.parametrize(

@@ -111,7 +111,7 @@ def test_struct_paths_in_delete_and_errors(table):
 
 
 def test_equality_narrows_through_the_json_field(table):
-    from indextables_spark.expr.filters import where_narrowing
+    from indextables_spark.expr.struct_narrowing import where_narrowing
     from indextables_spark.core.split.search import _table_layout
 
     conj = parse_where(
@@ -129,7 +129,7 @@ def test_equality_narrows_through_the_json_field(table):
 
 
 def test_ranges_narrow_through_the_fast_json_field(tmp_path):
-    from indextables_spark.expr.filters import where_narrowing, with_narrowing
+    from indextables_spark.expr.struct_narrowing import where_narrowing, with_narrowing
     from indextables_spark.core.split.search import _table_layout
 
     path = str(tmp_path / "fast")

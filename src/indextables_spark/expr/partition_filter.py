@@ -389,7 +389,7 @@ def _number(value: Any) -> float | int | None:
         return None
 
 
-# Not split.filters.prune_partition (Spark-typed values, exact, one partition at a time): this
+# Not expr.skipping.prune_partition (Spark-typed values, exact, one partition at a time): this
 # compares parsed literals leniently (year = '10'; text when not numbers) over the whole table.
 class _Evaluator(FilterVisitor[Any]):
     """Exact evaluation on the partition values of a FileEntry table (Kleene logic)."""

@@ -59,7 +59,11 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.split.types import ColumnSpec
 from indextables_spark.core.storage import Storage
 from indextables_spark.api.results import DeleteResult, elapsed_ms
-from indextables_spark.expr import filters as sf
+from indextables_spark.expr.arrow_eval import arrow_mask
+from indextables_spark.expr.model import EqualTo, Filter, In, Or, columns_of
+from indextables_spark.expr.skipping import prune_partition, skip_split
+from indextables_spark.expr.support import supports
+from indextables_spark.expr.tantivy_query import check_index_only, index_only_filters
 from indextables_spark.expr import where as where_
 from indextables_spark.expr.where import INDEXALL, column_types
 
@@ -89,7 +93,7 @@ def _and_all(items: Sequence[Any], cls: Callable[[Any, Any], Any]) -> Any:
 
 @dataclass(frozen=True)
 class Predicate:
-    conjuncts: tuple[sf.Filter, ...]  # AND of these (split filter model), over any columns
+    conjuncts: tuple[Filter, ...]  # AND of these (split filter model), over any columns
     query: str | None  # the full-text part (query argument AND _indexall conditions)
 
 
@@ -102,11 +106,11 @@ def parse_delete(where: str | None, query: str | None, types: Mapping[str, str])
             "use DROP INDEXTABLES PARTITIONS)"
         )
     queries = [query] if query is not None else []
-    conjuncts: list[sf.Filter] = []
+    conjuncts: list[Filter] = []
     if where is not None:
         expr = pf.parse_predicate(where, {**types, INDEXALL: "string"}, what=WHAT)
         for c in where_.conjuncts(expr):
-            if isinstance(c, sf.EqualTo) and c.column == INDEXALL and isinstance(c.value, str):
+            if isinstance(c, EqualTo) and c.column == INDEXALL and isinstance(c.value, str):
                 queries.append(c.value)
             else:
                 try:
@@ -120,13 +124,13 @@ def parse_delete(where: str | None, query: str | None, types: Mapping[str, str])
 # ---- key / equality deletes ----------------------------------------------------------------------------
 
 
-def _column_values(f: sf.Filter) -> tuple[str, list[Any]] | None:
+def _column_values(f: Filter) -> tuple[str, list[Any]] | None:
     """(column, values) when f is `c = v`, `c IN (…)` or an OR of those on one column."""
-    if isinstance(f, sf.EqualTo) and f.value is not None:
+    if isinstance(f, EqualTo) and f.value is not None:
         return f.column, [f.value]
-    if isinstance(f, sf.In):
+    if isinstance(f, In):
         return f.column, [v for v in f.values if v is not None]
-    if isinstance(f, sf.Or):
+    if isinstance(f, Or):
         left, right = _column_values(f.left), _column_values(f.right)
         if left and right and left[0] == right[0]:
             return left[0], left[1] + right[1]
@@ -144,7 +148,7 @@ def equality_values(pred: Predicate, arrow_types: Mapping[str, pa.DataType]) -> 
         return pa.table({cv[0]: pa.array(cv[1], arrow_types[cv[0]])})
     cols: dict[str, Any] = {}
     for f in pred.conjuncts:
-        if not isinstance(f, sf.EqualTo) or f.value is None or f.column in cols:
+        if not isinstance(f, EqualTo) or f.value is None or f.column in cols:
             return None
         cols[f.column] = f.value
     return pa.table({c: pa.array([v], arrow_types[c]) for c, v in cols.items()})
@@ -210,17 +214,17 @@ def _match_split(
     snapshot: Snapshot,
     add: AddFile,
     pred: Predicate,
-    pushed: list[sf.Filter],
+    pushed: list[Filter],
     partition_types: Mapping[str, pa.DataType],
 ) -> _SplitMatch:
     reader = SplitReader(get_cache(options).local_dir(storage, add))
     existing = load_split_deletes(storage, snapshot.deletes_for(add), reader.num_rows, add.path)
     found: list[np.ndarray] = []
     # the rows check every condition but those on index-only columns (the index answered them)
-    _, checked = sf.index_only_filters(pred.conjuncts, reader.specs)
+    _, checked = index_only_filters(pred.conjuncts, reader.specs)
     for ids, batch in reader.read_with_row_ids(pushed, pred.query, existing):
         if checked:
-            keep = sf.arrow_mask(_with_partitions(batch, add, partition_types), checked)
+            keep = arrow_mask(_with_partitions(batch, add, partition_types), checked)
             ids = ids.filter(keep)
         if len(ids):
             found.append(ids.to_numpy())
@@ -234,14 +238,14 @@ def _candidates(
 ) -> list[AddFile]:
     parts = list(snapshot.partition_columns)
     types = column_types(snapshot.schema_json)
-    part_only = [f for f in pred.conjuncts if sf.columns_of(f) <= set(parts)]
-    data_only = [f for f in pred.conjuncts if not (sf.columns_of(f) & set(parts))]
+    part_only = [f for f in pred.conjuncts if columns_of(f) <= set(parts)]
+    data_only = [f for f in pred.conjuncts if not (columns_of(f) & set(parts))]
     files = snapshot.files
     if part_only:
         ptypes = {c: types[c] for c in parts}
-        files = [f for f in files if sf.prune_partition(f.partition_values, part_only, parts, ptypes)]
+        files = [f for f in files if prune_partition(f.partition_values, part_only, parts, ptypes)]
     if data_only:
-        files = [f for f in files if not sf.skip_split(f, data_only, specs)]
+        files = [f for f in files if not skip_split(f, data_only, specs)]
         files = skip_by_blooms(storage.uri, options, snapshot, files, data_only)
     return list(files)
 
@@ -338,7 +342,7 @@ def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: s
     pred = parse_delete(where, query, types)
     values = equality_values(pred, arrow_types)
     specs = column_specs(snap.schema_json, snap.partition_columns, opts)
-    index_only = sf.check_index_only(pred.conjuncts, specs, f"DELETE on {storage.uri}")
+    index_only = check_index_only(pred.conjuncts, specs, f"DELETE on {storage.uri}")
     if index_only and values is not None:
         # equality and key deletes match values in the rows, which hold no index-only column
         if kind in ("equality", "primary_key"):
@@ -369,7 +373,7 @@ def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: s
             pushed = [
                 f
                 for f in pred.conjuncts
-                if any(f is g for g in index_only) or (not (sf.columns_of(f) & parts) and sf.supports(f, specs))
+                if any(f is g for g in index_only) or (not (columns_of(f) & parts) and supports(f, specs))
             ]
             ptypes = {c: arrow_types[c] for c in snap.partition_columns}
             with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(files)))) as pool:

@@ -1,4 +1,4 @@
-"""Spark's pushed filters (pyspark.sql.datasource) → the core's filter model (split.filters)."""
+"""Spark's pushed filters (pyspark.sql.datasource) → the core's filter model (expr/model.py)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,33 @@ import datetime as dt
 
 from pyspark.sql import datasource as sds
 
-from indextables_spark.expr import filters as F
+from indextables_spark.expr.model import (
+    EqualNullSafe,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    StringContains,
+    StringEndsWith,
+    StringStartsWith,
+)
+from indextables_spark.expr.struct_narrowing import struct_narrowing
 
 _BINARY = {
-    sds.EqualTo: F.EqualTo,
-    sds.EqualNullSafe: F.EqualNullSafe,
-    sds.GreaterThan: F.GreaterThan,
-    sds.GreaterThanOrEqual: F.GreaterThanOrEqual,
-    sds.LessThan: F.LessThan,
-    sds.LessThanOrEqual: F.LessThanOrEqual,
-    sds.StringStartsWith: F.StringStartsWith,
-    sds.StringEndsWith: F.StringEndsWith,
-    sds.StringContains: F.StringContains,
+    sds.EqualTo: EqualTo,
+    sds.EqualNullSafe: EqualNullSafe,
+    sds.GreaterThan: GreaterThan,
+    sds.GreaterThanOrEqual: GreaterThanOrEqual,
+    sds.LessThan: LessThan,
+    sds.LessThanOrEqual: LessThanOrEqual,
+    sds.StringStartsWith: StringStartsWith,
+    sds.StringEndsWith: StringEndsWith,
+    sds.StringContains: StringContains,
 }
 
 
@@ -38,10 +53,10 @@ def _value(v, spark_type: str | None):
 
 
 def nested_narrowing(f, specs: dict) -> str | None:
-    """The json-field narrowing (split.filters.struct_narrowing) of a Spark filter on a struct
+    """The json-field narrowing (expr.struct_narrowing) of a Spark filter on a struct
     field (`=` / `IN` on an attribute path such as ('user', 'name')), or None. Spark re-checks."""
     if isinstance(f, sds.In) and isinstance(f.attribute, (tuple, list)):
-        return F.struct_narrowing(list(f.attribute), list(f.value), specs)
+        return struct_narrowing(list(f.attribute), list(f.value), specs)
     ops = {
         sds.EqualTo: "=",
         sds.GreaterThan: ">",
@@ -50,7 +65,7 @@ def nested_narrowing(f, specs: dict) -> str | None:
         sds.LessThanOrEqual: "<=",
     }
     if type(f) in ops and isinstance(f.attribute, (tuple, list)):
-        return F.struct_narrowing(list(f.attribute), [f.value], specs, ops[type(f)])
+        return struct_narrowing(list(f.attribute), [f.value], specs, ops[type(f)])
     return None
 
 
@@ -58,17 +73,17 @@ def convert(f, column_types: dict[str, str]):
     """The core filter for a Spark filter, or None when it cannot be represented."""
     if isinstance(f, sds.Not):
         child = convert(f.child, column_types)
-        return None if child is None else F.Not(child)
+        return None if child is None else Not(child)
     col = _column(f.attribute)
     if col is None or col not in column_types:
         return None
     t = column_types[col]
     if isinstance(f, sds.IsNull):
-        return F.IsNull(col)
+        return IsNull(col)
     if isinstance(f, sds.IsNotNull):
-        return F.IsNotNull(col)
+        return IsNotNull(col)
     if isinstance(f, sds.In):
-        return F.In(col, tuple(_value(v, t) for v in f.value))
+        return In(col, tuple(_value(v, t) for v in f.value))
     cls = _BINARY.get(type(f))
     if cls is None:
         return None

@@ -119,7 +119,8 @@ class IndexTablesReader(DataSourceReader):
         return parts[0] if len(parts) == 1 else " AND ".join(f"({p})" for p in parts)
 
     def pushFilters(self, filters):
-        from indextables_spark.expr.filters import columns_of, supports
+        from indextables_spark.expr.model import columns_of
+        from indextables_spark.expr.support import supports
 
         filters = list(filters)
         verdicts = [indexall_filter(f) for f in filters]
@@ -173,7 +174,8 @@ class IndexTablesReader(DataSourceReader):
     def _take_index_only(self, filters: list) -> None:
         """Add the filters on index-only columns to the data filters, each one the index answers
         exactly (UnsupportedFilterError naming it otherwise: the rows cannot check it)."""
-        from indextables_spark.expr.filters import UnsupportedFilterError, check_index_only
+        from indextables_spark.expr.tantivy_query import check_index_only
+        from indextables_spark.expr.values import UnsupportedFilterError
 
         where = f"a Spark read of {self.path}"
         core = []

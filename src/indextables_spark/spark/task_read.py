@@ -130,7 +130,7 @@ def _narrowed_query(reader: ReadPlan, split) -> str | None:
     """The read's full-text query AND the narrowing of its struct-field filters (those whose json
     field this split has: a split written before the column existed has none to search). Only for
     unscored reads: the narrowing must not change scores, and Spark re-checks those filters."""
-    from indextables_spark.expr.filters import with_narrowing
+    from indextables_spark.expr.struct_narrowing import with_narrowing
 
     return with_narrowing(reader.query, reader.nested_queries, split.specs)
 

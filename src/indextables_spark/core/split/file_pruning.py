@@ -38,7 +38,7 @@ def prune_files(
     data skipping and Bloom filters (filters over data columns only). Returns (files, (splits in
     the snapshot, after partition pruning, after data skipping))."""
     from indextables_spark.core.split.bloom import skip_by_blooms
-    from indextables_spark.expr.filters import skip_split
+    from indextables_spark.expr.skipping import skip_split
 
     n_total = snapshot.num_files
     if partition_filters:
@@ -65,7 +65,7 @@ def _partition_pruned(
     import pyarrow.compute as pc
 
     from indextables_spark.core.log.file_entries import table_to_add_files
-    from indextables_spark.expr.filters import prune_partition
+    from indextables_spark.expr.skipping import prune_partition
 
     table = snapshot.files_table
     if table.num_rows == 0 or not partition_columns:

@@ -140,7 +140,7 @@ def parse_partition_value(text: str | None, spark_type: Any) -> Any:
     return text
 
 
-def _arrow_spark_type(t: pa.DataType) -> str:
+def spark_type_of_arrow(t: pa.DataType) -> str:
     if pa.types.is_timestamp(t):
         return "timestamp" if t.tz is not None else "timestamp_ntz"
     if pa.types.is_date(t):
@@ -160,7 +160,7 @@ def partition_value_array(value: str | None, arrow_type: pa.DataType, n: int) ->
     """A constant column of n rows holding a partition value (for rebuilding full rows)."""
     if value is None:
         return pa.nulls(n, type=arrow_type)
-    py = parse_partition_value(value, _arrow_spark_type(arrow_type))
+    py = parse_partition_value(value, spark_type_of_arrow(arrow_type))
     try:
         scalar = pa.scalar(py, type=arrow_type)
     except (OverflowError, pa.ArrowException) as e:  # out of range for the column, NaN decimal, ...

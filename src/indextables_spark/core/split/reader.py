@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 from indextables_spark.errors import SchemaMismatchError
 from indextables_spark.core.split._tantivy import tantivy_call
 from indextables_spark.expr.model import Filter, columns_of
-from indextables_spark.expr.filters import arrow_mask, build_query, index_only_filters, index_only_query
+from indextables_spark.expr.arrow_eval import arrow_mask
+from indextables_spark.expr.tantivy_query import build_query, index_only_filters, index_only_query
 from indextables_spark.core.split.types import ROW_FIELD, index_only_columns
 
 from indextables_spark.core.split.open_splits import handles, register_reader, searcher_of, unregister_reader

@@ -111,7 +111,7 @@ class SearchPlan:
         self.snippets = tuple(snippets or ())
         unstored = [c for c in self.snippets if any(s.index_only and s.name == c for s in self.specs)]
         if unstored:
-            from indextables_spark.expr.filters import UnsupportedFilterError
+            from indextables_spark.expr.values import UnsupportedFilterError
 
             raise UnsupportedFilterError(
                 f"snippets of {unstored}: index-only columns (indexing.indexonlyfields) keep no text to cut "
@@ -119,7 +119,8 @@ class SearchPlan:
             )
         self.parts = list(snapshot.partition_columns)
         from indextables_spark.expr.model import columns_of
-        from indextables_spark.expr.filters import check_index_only, supports
+        from indextables_spark.expr.support import supports
+        from indextables_spark.expr.tantivy_query import check_index_only
 
         parts = set(self.parts)
         self.conjuncts = list(conjuncts)
@@ -133,7 +134,8 @@ class SearchPlan:
         # filters the split cannot take (checked with Arrow on rows with partition values attached)
         self.post = [f for f in self.exact if not any(f is g for g in self.pushed)]
         # data columns read from a split: the projection, the snippet fields, the filter columns
-        from indextables_spark.expr.filters import struct_column, where_narrowing
+        from indextables_spark.expr.struct_narrowing import where_narrowing
+        from indextables_spark.expr.values import struct_column
 
         filter_cols = {struct_column(c, names) or c for f in self.exact for c in columns_of(f)}
         # struct-field conditions narrow unscored reads through the json field (checked on the rows too)
@@ -227,7 +229,7 @@ class SearchPlan:
     def _finish(self, table: pa.Table, split: SplitReader | None, scored: bool, post: Sequence[Filter]) -> pa.Table:
         """The post filters applied, the snippets (from `split`, given when there are snippet
         fields) attached, the output columns selected."""
-        from indextables_spark.expr.filters import arrow_mask
+        from indextables_spark.expr.arrow_eval import arrow_mask
 
         if post and table.num_rows:
             table = table.filter(arrow_mask(table, list(post)))
@@ -252,7 +254,7 @@ class SearchPlan:
 
     def _split_batches(self, add: Any, batch_rows: int) -> tuple[SplitReader, Iterator[pa.RecordBatch]]:
         """(the split, its rows matching the query and the filters in row order, data columns only)."""
-        from indextables_spark.expr.filters import with_narrowing
+        from indextables_spark.expr.struct_narrowing import with_narrowing
 
         split, deletes = self._open(add)
         query = with_narrowing(self.query, self.narrowing, split.specs)
@@ -303,7 +305,7 @@ class SearchPlan:
         table = split.search_scored(self.query, None if residual else limit, pushed, names, deletes=deletes)
         table = self._full(table, add)
         if residual and table.num_rows:
-            from indextables_spark.expr.filters import arrow_mask
+            from indextables_spark.expr.arrow_eval import arrow_mask
 
             table = table.filter(arrow_mask(table, residual))
             if limit is not None:

@@ -69,7 +69,7 @@ def index_translation(
     """How a read's filters meet the index: (those it selects exactly, those it narrows and the rows
     re-check, those only the rows decide — every filter not in `pushed` among them — and the repr of
     the Tantivy query the splits run: the query AND the narrowing). Used by both explains."""
-    from indextables_spark.expr.filters import build_query
+    from indextables_spark.expr.tantivy_query import build_query
     from indextables_spark.core.split.query_parsing import query_for_specs
     from indextables_spark.core.split.doc_mapping import tantivy_schema
 

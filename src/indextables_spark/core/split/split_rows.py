@@ -55,7 +55,7 @@ def split_rows(
     columns `names`. A split written before columns were added to the table (mergeSchema) has them
     NULL in every row (typed from `types`); filters on them are applied after they are attached."""
     from indextables_spark.expr.model import columns_of
-    from indextables_spark.expr.filters import arrow_mask
+    from indextables_spark.expr.arrow_eval import arrow_mask
 
     stored = set(split.schema.names)
     # index-only columns read as NULL, but their filters are the index's (the split reader's)
