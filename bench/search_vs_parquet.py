@@ -19,7 +19,7 @@ Scenarios (ours | Parquet):
 - 1% full-text       option query=body:kestrel, rows materialised | `body like '%kestrel%'`
 - top-10             query + limit 10 (best by _score), collected | like + orderBy(score).limit(10)
 - count              IndexTable.count() (log numRecords) | df.count()
-- terms aggregation  it.aggregate terms on `day` (366 keys) | groupBy("day").count()
+- terms aggregation  IndexTable.aggregate terms on `day` (366 keys) | groupBy("day").count()
 
 spark.sql section (print_sql_routes; run by default, under --kinds-only, and alone with --sql),
 over `CREATE TEMPORARY VIEW docs USING indextables` | a temp view `pq` of the Parquet table:

@@ -1,6 +1,6 @@
 """The Spark-free API inside Spark programs, over Spark Connect and in a classic session:
 `IndexTable(path, spark=spark)` takes the session's `spark.indextables.*` conf as options, and
-`it.aggregate` / `it.sql` (MERGE SPLITS as a Spark job) run without any JVM access from the client
+`IndexTable.aggregate` / `it.sql` (MERGE SPLITS as a Spark job) run without any JVM access from the client
 (over Connect their tasks run in the Connect server's Python workers).
 
 Spark Connect withholds secret conf values from clients (spark.redaction.regex): over Connect the
