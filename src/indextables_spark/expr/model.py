@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, Callable, Generic, TypeVar, Union
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class LessThanOrEqual:
 @dataclass(frozen=True)
 class In:
     column: str
-    values: tuple
+    values: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,8 @@ class FilterVisitor(ABC, Generic[T]):
         name = _VISIT.get(type(f))
         if name is None:
             raise TypeError(f"{type(self).__name__}: unknown filter node {type(f).__name__} ({f!r})")
-        return getattr(self, name)(f)
+        method: Callable[[Filter], T] = getattr(self, name)
+        return method(f)
 
     @abstractmethod
     def visit_and(self, f: And) -> T: ...
@@ -195,16 +196,16 @@ _VISIT = {
 }
 
 
-class _Columns(FilterVisitor[frozenset]):
-    def visit_and(self, f: And) -> frozenset:
+class _Columns(FilterVisitor[frozenset[str]]):
+    def visit_and(self, f: And | Or) -> frozenset[str]:
         return self.visit(f.left) | self.visit(f.right)
 
     visit_or = visit_and
 
-    def visit_not(self, f: Not) -> frozenset:
+    def visit_not(self, f: Not) -> frozenset[str]:
         return self.visit(f.child)
 
-    def _leaf(self, f: Any) -> frozenset:
+    def _leaf(self, f: Any) -> frozenset[str]:
         return frozenset([f.column])
 
     visit_comparison = visit_in = visit_is_null = visit_is_not_null = visit_string_match = _leaf

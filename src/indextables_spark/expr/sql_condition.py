@@ -10,7 +10,7 @@ comparison (Spark reads zone-less literals in the session time zone) are left to
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from sqlglot import exp
 
@@ -32,7 +32,7 @@ _FLIP = {
     exp.EQ: exp.EQ,
     exp.NullSafeEQ: exp.NullSafeEQ,
 }
-_CMP = {
+_CMP: dict[type[exp.Binary], Callable[[str, Any], P.Filter]] = {
     exp.EQ: P.EqualTo,
     exp.NullSafeEQ: P.EqualNullSafe,
     exp.GT: P.GreaterThan,
@@ -69,7 +69,7 @@ def literal(node: exp.Expression) -> Any:
 class Converter:
     """Conditions over one table's columns (`types`: name → Spark type name; matched without case)."""
 
-    def __init__(self, types: Mapping[str, str], column_of):
+    def __init__(self, types: Mapping[str, str], column_of: Callable[[exp.Column], str | None]):
         self.types = dict(types)
         self.by_lower = {k.lower(): k for k in types}
         self.column_of = column_of  # exp.Column -> column name of the table, or None
@@ -94,7 +94,7 @@ class Converter:
         except PredicateError as e:
             raise Unplannable(str(e)) from None
 
-    def _convert(self, node: exp.Expression) -> P.Filter:
+    def _convert(self, node: exp.Expr) -> P.Filter:
         if isinstance(node, exp.Paren):
             return self._convert(node.this)
         if isinstance(node, exp.And):
@@ -110,7 +110,7 @@ class Converter:
             return P.IsNull(self.column(node.this))
         if isinstance(node, exp.NEQ):
             return P.Not(self._convert(exp.EQ(this=node.this, expression=node.expression)))
-        if type(node) in _CMP:
+        if isinstance(node, exp.Binary) and type(node) in _CMP:
             left, right = node.this, node.expression
             kind = type(node)
             if not isinstance(_bare(left), exp.Column):
