@@ -18,7 +18,7 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import IndexTablesError
-from indextables_spark.core.log.actions import action_to_json
+from indextables_spark.core.log.action_wire import action_to_json
 from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
 
 LOG = "_transaction_log"

@@ -464,7 +464,7 @@ def test_fuzz_option_values(key, value):
     )
 )
 def test_fuzz_action_json(obj):
-    from indextables_spark.core.log.actions import action_from_json
+    from indextables_spark.core.log.action_wire import action_from_json
     from indextables_spark.core.log.codec import decode_actions
 
     _only_ours(action_from_json, obj, "fuzz.json")

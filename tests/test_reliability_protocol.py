@@ -12,7 +12,8 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import ProtocolVersionError
-from indextables_spark.core.log.actions import Protocol, action_to_json
+from indextables_spark.core.log.action_wire import action_to_json
+from indextables_spark.core.log.actions import Protocol
 from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
 
 FUTURE = {

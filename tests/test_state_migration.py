@@ -10,7 +10,8 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import ProtocolVersionError, VersionNotFoundError
-from indextables_spark.core.log.actions import AddFile, Protocol, RemoveFile, SkipAction, action_to_json
+from indextables_spark.core.log.action_wire import action_to_json
+from indextables_spark.core.log.actions import AddFile, Protocol, RemoveFile, SkipAction
 from indextables_spark.core.log.paths import LAST_CHECKPOINT
 from indextables_spark.core.log.synthetic import (
     DOC_MAPPING_REF,

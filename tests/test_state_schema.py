@@ -185,7 +185,7 @@ def test_registry_only_metadata_changes_do_not_conflict(tmp_path):
 
 
 def test_legacy_inline_doc_mapping_in_version_files_is_carried_into_state(tmp_path):
-    from indextables_spark.core.log.actions import action_to_json
+    from indextables_spark.core.log.action_wire import action_to_json
 
     t = it.IndexTable(str(tmp_path / "l"), {"checkpoint.enabled": "false"})
     create_table(t)

@@ -20,6 +20,7 @@ from indextables_spark.errors import (
 )
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage import Storage
+from indextables_spark.core.log.action_wire import derive_added_at
 from indextables_spark.core.log.actions import (
     Action,
     AddFile,
@@ -30,7 +31,6 @@ from indextables_spark.core.log.actions import (
     RemoveFile,
     SkipAction,
     StatsFiles,
-    derive_added_at,
 )
 from indextables_spark.core.log.codec import decode_actions, encode_actions
 from indextables_spark.core.log.paths import LOG_DIR, version_key
@@ -302,7 +302,7 @@ class TransactionLog:
     def _read_header_actions(self, version: int) -> list[Action]:
         """The protocol/metaData actions of a version file, without parsing add/remove lines
         (lines in our compact encoding start with their action key)."""
-        from indextables_spark.core.log.actions import action_from_json
+        from indextables_spark.core.log.action_wire import action_from_json
         from indextables_spark.core.log.codec import decode_text
         import json as _json
 
