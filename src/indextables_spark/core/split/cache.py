@@ -1,4 +1,6 @@
 """Local disk cache of extracted splits (Tantivy needs a writable local directory to open one).
+(Over 500 lines on purpose: fetching, publishing, flushing and evicting are one job sharing one
+set of locks and bookkeeping; split apart, each piece would reach into the others' state.)
 
 Layout: `<root>/<sha256(uri, path, size)[:40]>/` holding the index files, rows.arrow and
 footer.json. A split is extracted into `<root>/.tmp-<uuid>` and renamed into place: rename is
