@@ -145,9 +145,9 @@ def typed(f: Filter, types: Mapping[str, str], what: str = "where predicate") ->
     return _Typed(types, what).visit(f)
 
 
-def conjuncts(f: Filter) -> list[Filter]:
+def and_parts(f: Filter) -> list[Filter]:
     """The AND-ed parts of f (f itself when it is no AND)."""
-    return conjuncts(f.left) + conjuncts(f.right) if isinstance(f, And) else [f]
+    return and_parts(f.left) + and_parts(f.right) if isinstance(f, And) else [f]
 
 
 def parse_where(where: str, schema_json: Mapping[str, Any]) -> list[Filter]:
@@ -156,4 +156,4 @@ def parse_where(where: str, schema_json: Mapping[str, Any]) -> list[Filter]:
         raise PredicateError("where: the predicate is empty")
     types = column_types(schema_json)
     expr = parse_predicate(where, types, what="where predicate")
-    return [typed(c, types) for c in conjuncts(expr)]
+    return [typed(c, types) for c in and_parts(expr)]

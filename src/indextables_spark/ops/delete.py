@@ -42,7 +42,6 @@ from indextables_spark.errors import (
     PredicateError,
     TableNotFoundError,
 )
-from indextables_spark.expr import partition_filter as pf
 from indextables_spark.core.log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
 from indextables_spark.core.log.delete_logs import load_split_deletes, positional_table, write_delete_log
 from indextables_spark.core.log.reference_splits import refuse_reference_writes
@@ -64,8 +63,8 @@ from indextables_spark.expr.model import EqualTo, Filter, In, Or, columns_of
 from indextables_spark.expr.skipping import prune_partition, skip_split
 from indextables_spark.expr.support import supports
 from indextables_spark.expr.tantivy_query import check_index_only, index_only_filters
-from indextables_spark.expr import where as where_
-from indextables_spark.expr.where import INDEXALL, column_types
+from indextables_spark.expr.partition_filter import parse_predicate
+from indextables_spark.expr.where import INDEXALL, and_parts, column_types, typed
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +107,13 @@ def parse_delete(where: str | None, query: str | None, types: Mapping[str, str])
     queries = [query] if query is not None else []
     conjuncts: list[Filter] = []
     if where is not None:
-        expr = pf.parse_predicate(where, {**types, INDEXALL: "string"}, what=WHAT)
-        for c in where_.conjuncts(expr):
+        expr = parse_predicate(where, {**types, INDEXALL: "string"}, what=WHAT)
+        for c in and_parts(expr):
             if isinstance(c, EqualTo) and c.column == INDEXALL and isinstance(c.value, str):
                 queries.append(c.value)
             else:
                 try:
-                    conjuncts.append(where_.typed(c, types, WHAT))
+                    conjuncts.append(typed(c, types, WHAT))
                 except PredicateError as e:
                     raise DeletePredicateError(str(e)) from None
     q = None if not queries else queries[0] if len(queries) == 1 else " AND ".join(f"({x})" for x in queries)
