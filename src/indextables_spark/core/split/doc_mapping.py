@@ -116,32 +116,23 @@ def tantivy_schema(specs: Iterable[ColumnSpec]) -> tantivy.Schema:
     import tantivy
 
     sb = tantivy.SchemaBuilder()
+    tokenized = {"text": sb.add_text_field, "json": sb.add_json_field}
+    plain = {
+        "i64": sb.add_integer_field,
+        "f64": sb.add_float_field,
+        "bool": sb.add_boolean_field,
+        "ip": sb.add_ip_addr_field,
+    }
     for s in specs:
         for f in s.indexed_fields:
-            if f.type == "text":
-                sb.add_text_field(
-                    f.name,
-                    stored=False,
-                    fast=f.fast,
-                    tokenizer_name=f.index_tokenizer or "default",
-                    index_option=f.record or "position",
+            if f.type in tokenized:
+                tokenizer = f.index_tokenizer or "default"
+                index_option = f.record or "position"
+                tokenized[f.type](
+                    f.name, stored=False, fast=f.fast, tokenizer_name=tokenizer, index_option=index_option
                 )
-            elif f.type == "json":
-                sb.add_json_field(
-                    f.name,
-                    stored=False,
-                    fast=f.fast,
-                    tokenizer_name=f.index_tokenizer or "default",
-                    index_option=f.record or "position",
-                )
-            elif f.type == "i64":
-                sb.add_integer_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
-            elif f.type == "f64":
-                sb.add_float_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
-            elif f.type == "bool":
-                sb.add_boolean_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
-            elif f.type == "ip":
-                sb.add_ip_addr_field(f.name, stored=False, indexed=f.indexed, fast=f.fast)
+            elif f.type in plain:
+                plain[f.type](f.name, stored=False, indexed=f.indexed, fast=f.fast)
             else:
                 raise UnsupportedTypeError(f"column {s.name!r}: unknown Tantivy field type {f.type!r}")
     sb.add_unsigned_field(ROW_FIELD, stored=False, indexed=False, fast=True)
