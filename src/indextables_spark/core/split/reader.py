@@ -1,7 +1,8 @@
 """SplitReader: rows of one extracted split, narrowed by Tantivy, filtered exactly with Arrow.
 
 Path of a read with filters or a query:
-1. Tantivy query = parsed query text (query_parsing.py) AND the narrowing query of the filters (filters.build_query).
+1. Tantivy query = parsed query text (query_parsing.py) AND the narrowing query of the filters
+   (expr/tantivy_query.py's build_query).
 2. Matching row ids come back sorted, as the sort key of `search(order_by_field="__row")`.
 3. Rows are taken from the IPC record batches holding them (`take` per batch).
 4. `arrow_mask` applies the filters exactly (the narrowing is only a superset).
@@ -19,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.errors import SchemaMismatchError
+from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 from indextables_spark.core.split._tantivy import tantivy_call
 from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.expr.arrow_eval import arrow_mask
@@ -158,12 +159,14 @@ class SplitReader:
             res = searcher.search(q, limit, count=False, order_by_field=ROW_FIELD, order=tantivy.Order.Asc)
         rows = [k for k, _ in res.hits]
         if rows and rows[-1] >= self.num_rows:
-            from indextables_spark.errors import SplitFormatError
-
-            raise SplitFormatError(
-                f"split directory {self.local_dir}: index row id {rows[-1]} is beyond the {self.num_rows} stored rows"
-            )
+            raise self._beyond_rows(rows[-1])
         return rows
+
+    def _beyond_rows(self, row: int) -> SplitFormatError:
+        """What a damaged split whose index names a row beyond its row store raises."""
+        return SplitFormatError(
+            f"split directory {self.local_dir}: index row id {row} is beyond the {self.num_rows} stored rows"
+        )
 
     # -- rows ----------------------------------------------------------------------------------
 
@@ -387,11 +390,7 @@ class SplitReader:
             return schema.empty_table()
         ids = pa.array(rows, pa.int64())
         if max(rows) >= self.num_rows:
-            from indextables_spark.errors import SplitFormatError
-
-            raise SplitFormatError(
-                f"split directory {self.local_dir}: index row id {max(rows)} is beyond the {self.num_rows} stored rows"
-            )
+            raise self._beyond_rows(max(rows))
         order = pc.sort_indices(ids)
         sorted_ids = ids.take(order).to_pylist()
         taken = pa.Table.from_batches(list(self.take(sorted_ids, names)), schema=schema)
