@@ -1,5 +1,5 @@
-"""Partition predicates: a small parser, exact evaluation on a FileEntry table, and manifest
-pruning against `partitionBounds` (avro-state-file.md "Read Path", `boundsOverlapFilter`).
+"""Partition predicates: a small parser, exact evaluation on a FileEntry table (through
+arrow_eval.py), and manifest pruning against `partitionBounds` (partition_bounds.py).
 
 Grammar (case-insensitive keywords):
 
@@ -41,27 +41,32 @@ import pyarrow.compute as pc
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.core.log.actions import Metadata
 from indextables_spark.core.log.file_entries import map_values
+from indextables_spark.expr.arrow_eval import arrow_mask
+from indextables_spark.expr.partition_bounds import may_match
+from indextables_spark.expr.partition_values import (
+    CLASS_OF,
+    OP_OF,
+    is_integral,
+    is_numeric,
+    literal_text,
+    number,
+)
 from indextables_spark.expr.model import (
     And,
     Comparison,
     EqualTo,
     Filter,
     FilterVisitor,
-    GreaterThan,
     GreaterThanOrEqual,
     In,
     IsNotNull,
     IsNull,
-    LessThan,
     LessThanOrEqual,
     Not,
     Or,
     StringMatch,
     columns_of,
 )
-
-INTEGRAL_TYPES = frozenset({"byte", "short", "integer", "int", "long", "bigint", "tinyint", "smallint"})
-FRACTIONAL_TYPES = frozenset({"float", "double", "real"})
 
 
 class PartitionFilterError(IndexTablesError):
@@ -70,28 +75,13 @@ class PartitionFilterError(IndexTablesError):
 
 # ---- the filter model's comparisons -------------------------------------------------------------
 
-_CLASS_OF: dict[str, type[Comparison]] = {
-    "=": EqualTo,
-    "<": LessThan,
-    "<=": LessThanOrEqual,
-    ">": GreaterThan,
-    ">=": GreaterThanOrEqual,
-}
-_OP_OF: dict[type[Filter], str] = {cls: op for op, cls in _CLASS_OF.items()}
+
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_NEGATED: dict[type[Filter], type[Filter]] = {
-    LessThan: GreaterThanOrEqual,
-    LessThanOrEqual: GreaterThan,
-    GreaterThan: LessThanOrEqual,
-    GreaterThanOrEqual: LessThan,
-    IsNull: IsNotNull,
-    IsNotNull: IsNull,
-}
 
 
 def compare(column: str, op: str, value: Any) -> Filter:
     """`column op value` (op one of = != < <= > >=) in the filter model; != is Not(EqualTo)."""
-    return Not(EqualTo(column, value)) if op == "!=" else _CLASS_OF[op](column, value)
+    return Not(EqualTo(column, value)) if op == "!=" else CLASS_OF[op](column, value)
 
 
 @dataclass(frozen=True)
@@ -110,7 +100,7 @@ class PartitionPredicate:
         """False only when no file summarised by these partition bounds can satisfy the filter."""
         if bounds is None:
             return True
-        return _may_match(_nnf(self.expr), bounds, self.column_types)
+        return may_match(self.expr, bounds, self.column_types)
 
     def __str__(self) -> str:
         return self.text or repr(self.expr)
@@ -360,109 +350,82 @@ def parse_predicate(text: str, column_types: Mapping[str, str], what: str = "pre
 # ---- exact evaluation on a FileEntry table --------------------------------------------------------
 
 
-def _is_integral(t: str) -> bool:
-    return t.lower() in INTEGRAL_TYPES
-
-
-def _is_numeric(t: str) -> bool:
-    tl = t.lower()
-    return tl in INTEGRAL_TYPES or tl in FRACTIONAL_TYPES or tl.startswith("decimal")
-
-
-def _literal_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _number(value: Any) -> float | int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return value
-    try:
-        s = str(value).strip()
-        return int(s) if re.fullmatch(r"[-+]?\d+", s) else float(s)
-    except ValueError:
-        return None
-
-
 # Not expr.skipping.prune_partition (Spark-typed values, exact, one partition at a time): this
 # compares parsed literals leniently (year = '10'; text when not numbers) over the whole table.
-class _Evaluator(FilterVisitor[Any]):
-    """Exact evaluation on the partition values of a FileEntry table (Kleene logic)."""
+class _TypedLeaves(FilterVisitor[Filter]):
+    """The predicate over typed columns of a FileEntry table's partition values, for arrow_eval:
+    a leaf on a numeric column (by its Spark type) reads the values as numbers when they all are
+    and the literal is one (as floats when either is fractional), otherwise as text against the
+    literal's text. `columns` holds the arrays the rewritten leaves name."""
 
     def __init__(self, table: pa.Table, types: Mapping[str, str]):
         self.pv = table.column("partitionValues")
         self.types = types
-        self.n = table.num_rows
-        self._text: dict[str, pa.Array] = {}
-        self._num: dict[str, pa.Array | None] = {}
+        self.columns: dict[str, pa.Array] = {}
+        self._numbers: dict[str, pa.Array | None] = {}
 
-    def text(self, col: str) -> pa.ChunkedArray:
-        if col not in self._text:
-            self._text[col] = map_values(self.pv, col)
-        return self._text[col]
+    def text(self, col: str) -> str:
+        name = "text:" + col
+        if name not in self.columns:
+            self.columns[name] = map_values(self.pv, col)
+        return name
 
-    def numeric(self, col: str) -> pa.Array | None:
-        if col not in self._num:
-            arr = self.text(col)
-            target = pa.int64() if _is_integral(self.types.get(col, "")) else pa.float64()
+    def numbers(self, col: str) -> pa.Array | None:
+        if col not in self._numbers:
+            trimmed = pc.utf8_trim_whitespace(self.columns[self.text(col)])
+            target = pa.int64() if is_integral(self.types.get(col, "")) else pa.float64()
             try:
-                self._num[col] = pc.cast(pc.utf8_trim_whitespace(arr), target)
+                self._numbers[col] = pc.cast(trimmed, target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 try:
-                    self._num[col] = pc.cast(pc.utf8_trim_whitespace(arr), pa.float64())
+                    self._numbers[col] = pc.cast(trimmed, pa.float64())
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                    self._num[col] = None  # not numbers after all: compare as text
-        return self._num[col]
+                    self._numbers[col] = None  # not numbers after all: compare as text
+        return self._numbers[col]
 
-    def operand(self, col: str, value: Any) -> tuple[pa.Array, pa.Scalar]:
-        """(column array, literal scalar) compared in the column's type."""
-        if _is_numeric(self.types.get(col, "string")):
-            num = self.numeric(col)
-            lit = _number(value)
-            if num is not None and lit is not None:
-                typ = num.type
-                if pa.types.is_integer(typ) and isinstance(lit, float):
-                    num = pc.cast(num, pa.float64())
-                    typ = pa.float64()
-                return num, pa.scalar(lit, typ)
-        return self.text(col), pa.scalar(_literal_text(value), pa.string())
+    def operand(self, col: str, value: Any) -> tuple[str, Any]:
+        """(name of the column array, literal) compared in the column's type."""
+        if is_numeric(self.types.get(col, "string")):
+            numbers = self.numbers(col)
+            literal = number(value)
+            if numbers is not None and literal is not None:
+                if pa.types.is_integer(numbers.type) and not isinstance(literal, float):
+                    self.columns["int:" + col] = numbers
+                    return "int:" + col, literal
+                if "float:" + col not in self.columns:
+                    self.columns["float:" + col] = pc.cast(numbers, pa.float64())
+                return "float:" + col, float(literal)
+        return self.text(col), literal_text(value)
 
-    def visit_comparison(self, e: Comparison) -> pa.Array:
-        op = _OP_OF.get(type(e))
-        if op is None:
+    def visit_comparison(self, e: Comparison) -> Filter:
+        if type(e) not in OP_OF:
             raise TypeError(f"partition filters have no {type(e).__name__} ({e!r})")
-        arr, lit = self.operand(e.column, e.value)
-        fn = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}[op]
-        return fn(arr, lit)
+        name, literal = self.operand(e.column, e.value)
+        return type(e)(name, literal)
 
-    def visit_in(self, e: In) -> pa.Array:
+    def visit_in(self, e: In) -> Filter:
         parts = [self.visit(EqualTo(e.column, v)) for v in e.values]
         out = parts[0]
         for p in parts[1:]:
-            out = pc.or_kleene(out, p)
+            out = Or(out, p)
         return out
 
-    def visit_is_null(self, e: IsNull) -> pa.Array:
-        return pc.is_null(self.text(e.column))
+    def visit_is_null(self, e: IsNull) -> Filter:
+        return IsNull(self.text(e.column))
 
-    def visit_is_not_null(self, e: IsNotNull) -> pa.Array:
-        return pc.is_valid(self.text(e.column))
+    def visit_is_not_null(self, e: IsNotNull) -> Filter:
+        return IsNotNull(self.text(e.column))
 
-    def visit_and(self, e: And) -> pa.Array:
-        return pc.and_kleene(self.visit(e.left), self.visit(e.right))
+    def visit_and(self, e: And) -> Filter:
+        return And(self.visit(e.left), self.visit(e.right))
 
-    def visit_or(self, e: Or) -> pa.Array:
-        return pc.or_kleene(self.visit(e.left), self.visit(e.right))
+    def visit_or(self, e: Or) -> Filter:
+        return Or(self.visit(e.left), self.visit(e.right))
 
-    def visit_not(self, e: Not) -> pa.Array:
-        return pc.invert(self.visit(e.child))
+    def visit_not(self, e: Not) -> Filter:
+        return Not(self.visit(e.child))
 
-    def visit_string_match(self, e: StringMatch) -> pa.Array:
+    def visit_string_match(self, e: StringMatch) -> Filter:
         raise TypeError(f"partition filters have no LIKE ({e!r})")
 
 
@@ -470,8 +433,9 @@ def filter_mask(files_table: pa.Table, predicate: PartitionPredicate) -> pa.Arra
     """Boolean mask (unknown → False) of the rows whose partition values satisfy the predicate."""
     if files_table.num_rows == 0:
         return pa.array([], pa.bool_())
-    mask = _Evaluator(files_table, predicate.column_types).visit(predicate.expr)
-    return pc.fill_null(mask, False)
+    leaves = _TypedLeaves(files_table, predicate.column_types)
+    expr = leaves.visit(predicate.expr)
+    return arrow_mask(pa.table(leaves.columns), [expr])
 
 
 def filter_files_table(files_table: pa.Table, predicate: PartitionPredicate | None) -> pa.Table:
@@ -482,127 +446,6 @@ def filter_files_table(files_table: pa.Table, predicate: PartitionPredicate | No
 
 
 # ---- manifest pruning -------------------------------------------------------------------------------
-
-
-class _NegationNormalForm(FilterVisitor[Filter]):
-    """NOT pushed down to the leaves (valid under three-valued logic for these predicates)."""
-
-    def __init__(self, negate: bool = False):
-        self.negate = negate
-
-    def visit_not(self, e: Not) -> Filter:
-        return _NegationNormalForm(not self.negate).visit(e.child)
-
-    def visit_and(self, e: And) -> Filter:
-        left, right = self.visit(e.left), self.visit(e.right)
-        return Or(left, right) if self.negate else And(left, right)
-
-    def visit_or(self, e: Or) -> Filter:
-        left, right = self.visit(e.left), self.visit(e.right)
-        return And(left, right) if self.negate else Or(left, right)
-
-    def _leaf(self, e: Comparison | In | IsNull | IsNotNull | StringMatch) -> Filter:
-        if not self.negate:
-            return e
-        if type(e) in _NEGATED:  # x < v → x >= v, IS NULL → IS NOT NULL (the same fields)
-            return _NEGATED[type(e)](*vars(e).values())
-        return Not(e)  # EqualTo, In: keep a leaf-level Not
-
-    def visit_comparison(self, e: Comparison) -> Filter:
-        return self._leaf(e)
-
-    def visit_in(self, e: In) -> Filter:
-        return self._leaf(e)
-
-    def visit_is_null(self, e: IsNull) -> Filter:
-        return self._leaf(e)
-
-    def visit_is_not_null(self, e: IsNotNull) -> Filter:
-        return self._leaf(e)
-
-    def visit_string_match(self, e: StringMatch) -> Filter:
-        return self._leaf(e)
-
-
-def _nnf(e: Filter, negate: bool = False) -> Filter:
-    return _NegationNormalForm(negate).visit(e)
-
-
-def _bound_text(col_type: str, value: Any) -> str | None:
-    """The text a partition value equal to `value` has, or None when that text is not certain."""
-    t = col_type.lower()
-    if _is_integral(t):
-        n = _number(value)
-        if n is None or (isinstance(n, float) and not n.is_integer()):
-            return None
-        return str(int(n))
-    if _is_numeric(t):
-        return None  # float/decimal text forms vary (1.0 vs 1): never prune on them
-    return _literal_text(value)
-
-
-def _leaf_bounds(
-    column: str, value: Any, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]
-) -> tuple[str, str, str] | None:
-    """(min, max, the text of value) when the column has bounds and the value a certain text."""
-    b = bounds.get(column)
-    if b is None or b[0] is None or b[1] is None:
-        return None  # unknown column or null bounds: never pruned
-    s = _bound_text(types.get(column, "string"), value)
-    return None if s is None else (b[0], b[1], s)
-
-
-class _MayMatch(FilterVisitor[bool]):
-    """Can a manifest whose partition bounds are these hold a matching file? (NOT already pushed
-    to the leaves by _nnf.) IS [NOT] NULL and LIKE never prune."""
-
-    def __init__(self, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]):
-        self.bounds, self.types = bounds, types
-
-    def visit_and(self, e: And) -> bool:
-        return self.visit(e.left) and self.visit(e.right)
-
-    def visit_or(self, e: Or) -> bool:
-        return self.visit(e.left) or self.visit(e.right)
-
-    def visit_comparison(self, e: Comparison) -> bool:
-        op = _OP_OF.get(type(e))
-        if op is None:
-            return True
-        t = _leaf_bounds(e.column, e.value, self.bounds, self.types)
-        if t is None:
-            return True
-        lo, hi, s = t
-        if op == "=":
-            return lo <= s <= hi
-        col_type = self.types.get(e.column, "string")
-        if _is_numeric(col_type) or col_type.lower() == "boolean":
-            return True  # lexicographic bounds say nothing about numeric order
-        return {"<": lo < s, "<=": lo <= s, ">": hi > s, ">=": hi >= s}[op]
-
-    def visit_in(self, e: In) -> bool:
-        return any(self.visit(EqualTo(e.column, v)) for v in e.values)
-
-    def visit_not(self, e: Not) -> bool:
-        if isinstance(e.child, EqualTo):
-            t = _leaf_bounds(e.child.column, e.child.value, self.bounds, self.types)
-            return t is None or not (t[0] == t[1] == t[2])
-        if isinstance(e.child, In):
-            return all(self.visit(Not(EqualTo(e.child.column, v))) for v in e.child.values)
-        return True
-
-    def visit_is_null(self, e: IsNull) -> bool:
-        return True
-
-    def visit_is_not_null(self, e: IsNotNull) -> bool:
-        return True
-
-    def visit_string_match(self, e: StringMatch) -> bool:
-        return True
-
-
-def _may_match(e: Filter, bounds: Mapping[str, tuple[str | None, str | None]], types: Mapping[str, str]) -> bool:
-    return _MayMatch(bounds, types).visit(e)
 
 
 class HasPartitionBounds(Protocol):
