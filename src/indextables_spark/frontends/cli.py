@@ -42,6 +42,7 @@ from indextables_spark.ops import registry
 from indextables_spark.ops.registry import Arg, Operation
 
 if TYPE_CHECKING:
+    from indextables_spark.config.options import Options
     from indextables_spark.frontends.execute import CommandResult
 
 EXIT_OK = 0
@@ -188,7 +189,7 @@ def _command(args: argparse.Namespace) -> Any:
     return op.load()(**fields)
 
 
-def _search(args, options) -> pa.Table:
+def _search(args: argparse.Namespace, options: Options) -> pa.Table:
     from indextables_spark.api.table import IndexTable
 
     t = IndexTable(args.path, options)
@@ -235,7 +236,7 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _print_rows(out, args, table: pa.Table) -> None:
+def _print_rows(out: Any, args: argparse.Namespace, table: pa.Table) -> None:
     if args.csv:
         import pyarrow.csv as pcsv
 
@@ -354,7 +355,7 @@ def _render(console: Any, res: CommandResult) -> None:
 class _Bars:
     """Progress callback (stage, done, total) → rich progress bars on stderr."""
 
-    def __init__(self, console):
+    def __init__(self, console: Any) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.progress = Progress(
@@ -367,11 +368,11 @@ class _Bars:
         )
         self.tasks: dict[str, Any] = {}
 
-    def __enter__(self):
+    def __enter__(self) -> _Bars:
         self.progress.__enter__()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> Any:
         return self.progress.__exit__(*exc)
 
     def __call__(self, stage: str, done: int, total: int) -> None:

@@ -31,6 +31,7 @@ def local_part(op: str, options: Options, path: str | None, where: str | None) -
     if op == "flush":
         return {**out, **cache.flush()}
     t0 = time.perf_counter()
+    assert path is not None, "prewarm needs a table"
     log = log_at(path, options)
     files = log.pruned_snapshot(where).files
     already = sum(1 for f in files if cache.is_cached(log.storage, f))
@@ -56,6 +57,7 @@ def run(
 ) -> list[CacheResult]:
     """Results of the operation: one per host and cache directory (one in all without Spark)."""
     if op == "prewarm":  # refuse a bad path or predicate on the driver first
+        assert path is not None, "prewarm needs a table"
         log = log_at(path, options)
         if where:
             log.scan(where)
@@ -106,7 +108,7 @@ def _result(op: str, row: dict[str, Any]) -> CacheResult:
     )
 
 
-def _on_executors(spark, op: str, options: Options, path: str | None, where: str | None) -> list[dict]:
+def _on_executors(spark: Any, op: str, options: Options, path: str | None, where: str | None) -> list[dict[str, Any]]:
     import json
 
     from indextables_spark.util.sessions import default_parallelism
@@ -127,10 +129,10 @@ def _on_executors(spark, op: str, options: Options, path: str | None, where: str
     return [json.loads(r.payload) for r in rows]
 
 
-def _merge(op: str, rows: list[dict]) -> list[dict]:
+def _merge(op: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (host, cache directory): on-disk figures from any task, per-process counters
     summed over the distinct processes, prewarm counts from the task that fetched most."""
-    by: dict[tuple[str, str], list[dict]] = {}
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         by.setdefault((r["host"], r.get("cachePath", "")), []).append(r)
     out = []

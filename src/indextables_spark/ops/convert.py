@@ -53,6 +53,7 @@ from indextables_spark.core.log.reference_splits import (
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
+from indextables_spark.core.storage import Storage
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.api.results import ConvertResult, Progress, elapsed_ms
 from indextables_spark.ops.registry import CommandParser, Context, Target
@@ -107,7 +108,7 @@ class ConvertPlan:
     base_options: Options  # table settings under the user's options
 
 
-def _age_key(f: AddFile) -> tuple:
+def _age_key(f: AddFile) -> tuple[int, int, str]:
     return (f.added_at_version if f.added_at_version is not None else -1, f.modification_time, f.path)
 
 
@@ -226,7 +227,7 @@ def convert_split(plan: ConvertPlan, src: AddFile) -> Converted:
     return out
 
 
-def _delete(storage, adds: Sequence[AddFile], stats_files: Mapping[str, Sequence[str]]) -> None:
+def _delete(storage: Storage, adds: Sequence[AddFile], stats_files: Mapping[str, Sequence[str]]) -> None:
     keys = [a.path for a in adds] + [f for fs in stats_files.values() for f in fs]
     if not keys:
         return
@@ -302,7 +303,10 @@ def convert_table(log_: TransactionLog, dry_run: bool = False, progress: Progres
 def _commit(plan: ConvertPlan, done: list[Converted]) -> int:
     snap = plan.snapshot
     ts = now_ms()
-    removes = [RemoveFile(c.source.path, ts, False, dict(c.source.partition_values or {}), c.source.size) for c in done]
+    removes = [
+        RemoveFile(c.source.path, ts, False, dict(c.source.partition_values or {}), c.source.size)  # type: ignore[arg-type]  # null partition values as AddFile holds them (RemoveFile's hint is narrower)
+        for c in done
+    ]
     adds = [a for c in done for a in c.adds]
     stats: dict[str, list[str]] = {}
     mappings: dict[str, str] = {}

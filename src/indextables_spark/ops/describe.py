@@ -21,6 +21,7 @@ from indextables_spark.core.log.actions import (
     SkipAction,
     StatsFiles,
 )
+from indextables_spark.core.log.base_state import BaseState
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.paths import version_key
 from indextables_spark.errors import CorruptStateError
@@ -197,7 +198,7 @@ def _action_row(a: Action, version: int, where: str, is_checkpoint: bool, commit
     return row
 
 
-def _version_rows(log_: TransactionLog, version: int) -> Iterable[dict]:
+def _version_rows(log_: TransactionLog, version: int) -> Iterable[dict[str, Any]]:
     actions = log_.read_actions(version)
     commit = next((a for a in actions if isinstance(a, CommitInfo)), None)
     where = log_.storage.full_uri(version_key(version))
@@ -205,7 +206,7 @@ def _version_rows(log_: TransactionLog, version: int) -> Iterable[dict]:
         yield _action_row(a, version, where, False, commit)
 
 
-def _base_rows(log_: TransactionLog, base) -> Iterable[dict]:
+def _base_rows(log_: TransactionLog, base: BaseState) -> Iterable[dict[str, Any]]:
     from indextables_spark.core.log.file_entries import table_to_add_files
 
     where = log_.storage.full_uri(base.state_key) if base.state_key else f"{base.source} of version {base.version}"
@@ -228,7 +229,7 @@ def describe_transaction_log(log_: TransactionLog, include_all: bool = False) ->
 
     listing = log_.listing()
     latest = log_.resolve_version(None, listing)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     if include_all:
         for v in listing.versions:
             rows.extend(_version_rows(log_, v))

@@ -30,7 +30,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import Any, ClassVar, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -45,8 +45,13 @@ from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
 from indextables_spark.config.options import Options, parse_size
 from indextables_spark.api.results import MergeSplitsResult, Progress, SkippedFile, elapsed_ms
-from indextables_spark.core.storage import open_storage
+from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.ops.registry import CommandParser, Context, Target, size
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.split.builder import SplitWriter
+    from indextables_spark.core.split.companion import CompanionInfo
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +125,7 @@ class MergeGroup:
     sources: list[AddFile]
     # source path -> its delete logs (deleteLog wire JSON): the merged split is written without
     # the deleted rows ("rewrite away applied deletes"); see core/log/delete_logs.py
-    deletes: dict[str, list[dict]] = field(default_factory=dict)
+    deletes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -138,7 +143,7 @@ class GroupPlan:
     too_large: int = 0  # already >= skipSplitThreshold × target
 
 
-def _age_key(f: AddFile) -> tuple:
+def _age_key(f: AddFile) -> tuple[int, int, str]:
     return (f.added_at_version if f.added_at_version is not None else -1, f.modification_time, f.path)
 
 
@@ -153,7 +158,7 @@ def plan_groups(
     """Bin-pack the merge candidates among `files` (see the module doc)."""
     plan = GroupPlan([])
     limit = cfg.skip_split_threshold * cfg.target_size
-    buckets: dict[tuple, list[AddFile]] = {}
+    buckets: dict[tuple[Any, ...], list[AddFile]] = {}
     for f in files:
         s = skips.get(f.path)
         if s is not None and s.retry_after is not None and s.retry_after > now_ms:
@@ -170,7 +175,7 @@ def plan_groups(
             continue
         key = tuple(sorted((f.partition_values or {}).items(), key=lambda kv: kv[0]))
         buckets.setdefault(key, []).append(f)
-    groups: list[tuple[tuple, list[AddFile]]] = []
+    groups: list[tuple[tuple[Any, ...], list[AddFile]]] = []
     for key, members in buckets.items():
         current: list[AddFile] = []
         size = 0
@@ -198,7 +203,7 @@ class MergeJob:
 
     table_uri: str
     options: Options  # the user's options (storage credentials, cache) over the table settings
-    schema_json: dict
+    schema_json: dict[str, Any]
     partition_columns: list[str]
 
 
@@ -225,7 +230,7 @@ _SOURCE_ERRORS = (IndexTablesError, pa.ArrowException, OSError)
 
 
 def _source_batches(
-    job: MergeJob, storage, src: AddFile, delete_logs: list[dict] | None = None
+    job: MergeJob, storage: Storage, src: AddFile, delete_logs: list[dict[str, Any]] | None = None
 ) -> Iterator[pa.RecordBatch]:
     from indextables_spark.core.log.actions import DeleteLog
     from indextables_spark.core.log.delete_logs import load_split_deletes
@@ -264,25 +269,32 @@ def _with_partition_columns(
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
-def _companion_sources(job: MergeJob, storage, group: MergeGroup, sources: list[AddFile]) -> list:
+def _companion_sources(
+    job: MergeJob, storage: Storage, group: MergeGroup, sources: list[AddFile]
+) -> list[CompanionInfo]:
     """The companion sections of companion source splits (their source files, in order)."""
     from indextables_spark.core.split.bundle import load_extracted_footer
     from indextables_spark.core.split.cache import get_cache
     from indextables_spark.core.split.companion import companion_info
 
-    infos = []
+    infos: list[CompanionInfo] = []
     for src in sources:
         if group.deletes.get(src.path):
             raise SourceSplitError(src.path, "a companion split with deleted rows is not merged")
         try:
             local = get_cache(job.options).local_dir(storage, src)
-            infos.append(companion_info(load_extracted_footer(local).raw, src.path))
+            info = companion_info(load_extracted_footer(local).raw, src.path)
         except _SOURCE_ERRORS as e:
             raise SourceSplitError(src.path, str(e) or type(e).__name__) from e
+        if info is None:
+            raise SourceSplitError(src.path, "its footer has no companion section")
+        infos.append(info)
     return infos
 
 
-def _index_companion_files(job: MergeJob, writer, group: MergeGroup, sources: list[AddFile], infos: list) -> None:
+def _index_companion_files(
+    job: MergeJob, writer: SplitWriter, group: MergeGroup, sources: list[AddFile], infos: list[CompanionInfo]
+) -> None:
     """A merge of companion splits indexes their source files again into one companion split."""
     from indextables_spark.core.split.companion import open_source_parquet
     from indextables_spark.ops.companion import row_groups
@@ -298,7 +310,7 @@ def _index_companion_files(job: MergeJob, writer, group: MergeGroup, sources: li
 
 
 def _write_merged(
-    job: MergeJob, storage, group: MergeGroup, sources: list[AddFile]
+    job: MergeJob, storage: Storage, group: MergeGroup, sources: list[AddFile]
 ) -> tuple[AddFile | None, dict[str, list[str]]]:
     from indextables_spark.core.split.builder import SplitWriter
     from indextables_spark.core.split.companion import CompanionSource
@@ -430,7 +442,7 @@ class MergePlan:
     now_ms: int
 
 
-def _writer_options(snapshot, options: Options) -> Options:
+def _writer_options(snapshot: Snapshot, options: Options) -> Options:
     """The table's recorded settings (indexing.*, stats.*) with the user's options on top, as for a write."""
     from indextables_spark.core.split.indexing import recorded_settings
 
@@ -517,7 +529,10 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
     version = None
     if merged or skips:
         now = int(time.time() * 1000)
-        removes = [RemoveFile(s.path, now, False, dict(s.partition_values or {}), s.size) for s in merged]
+        removes = [
+            RemoveFile(s.path, now, False, dict(s.partition_values or {}), s.size)  # type: ignore[arg-type]  # null partition values as AddFile holds them (RemoveFile's hint is narrower)
+            for s in merged
+        ]
         txn = Transaction(
             plan.log,
             resolver="merge",

@@ -165,7 +165,7 @@ def wait_for_background(timeout: float | None = None) -> dict[str, PostWriteResu
                 raise TimeoutError(f"post-write maintenance still running after {timeout} s: {t.name}")
 
 
-def watch_stream(spark, query, path: str, options: Mapping[str, Any]) -> None:
+def watch_stream(spark: Any, query: Any, path: str, options: Mapping[str, Any]) -> None:
     """Merge-/purge-on-write for a streaming query writing to `path`: evaluated after the
     micro-batches that wrote rows, until the query ends. Nothing is started when neither is enabled."""
     opts = Options.of(options)
@@ -191,22 +191,22 @@ class _StreamWatch:
         self.listener = self._listener()
 
     def _listener(self) -> Any:
-        from pyspark.sql.streaming import StreamingQueryListener
+        from pyspark.sql.streaming.listener import StreamingQueryListener
 
         watch = self
 
         class PostWriteListener(StreamingQueryListener):
-            def onQueryStarted(self, event) -> None:
+            def onQueryStarted(self, event: Any) -> None:
                 pass
 
-            def onQueryProgress(self, event) -> None:
+            def onQueryProgress(self, event: Any) -> None:
                 if str(event.progress.id) == watch.query_id and event.progress.numInputRows > 0:
                     watch.wrote.set()
 
-            def onQueryIdle(self, event) -> None:
+            def onQueryIdle(self, event: Any) -> None:
                 pass
 
-            def onQueryTerminated(self, event) -> None:
+            def onQueryTerminated(self, event: Any) -> None:
                 if str(event.id) == watch.query_id:
                     watch.ended.set()
                     watch.wrote.set()  # wake the watcher

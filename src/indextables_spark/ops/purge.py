@@ -30,11 +30,12 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass
-from typing import ClassVar
+from typing import ClassVar, Iterable
 
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.core.log.actions import AddFile, DeleteLog, StatsFiles
+from indextables_spark.core.log.actions import Action, AddFile, DeleteLog, StatsFiles
 from indextables_spark.core.log.gc import gc_state
+from indextables_spark.core.log.listing import LogListing
 from indextables_spark.core.log.paths import LOG_DIR
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.config.options import Options
@@ -97,7 +98,9 @@ def is_data_key(key: str) -> bool:
     return key.endswith(SPLIT_SUFFIX) or bool(_DELETE_LOG.match(key)) or bool(_STATS_FILE.search(key))
 
 
-def version_cut_candidates(listing, checkpoint_versions: set[int], now_ms: int, tx_retention_hours: float) -> list[int]:
+def version_cut_candidates(
+    listing: LogListing, checkpoint_versions: set[int], now_ms: int, tx_retention_hours: float
+) -> list[int]:
     """Checkpoint versions the retained history may start at, best (newest) first: every version
     file below one of them is older than the retention, and it is above the oldest version file."""
     if not listing.versions:
@@ -115,7 +118,7 @@ def version_cut_candidates(listing, checkpoint_versions: set[int], now_ms: int, 
     return sorted((c for c in checkpoint_versions if first < c <= min(latest, old_upto + 1)), reverse=True)
 
 
-def usable_cut(log_: TransactionLog, listing, candidates: list[int]) -> int | None:
+def usable_cut(log_: TransactionLog, listing: LogListing, candidates: list[int]) -> int | None:
     """The newest candidate whose checkpoint really loads (files decoded): the versions below it
     are deleted, so the table must never depend on them afterwards."""
     from indextables_spark.core.log.state_loader import load_base_state
@@ -133,7 +136,7 @@ def usable_cut(log_: TransactionLog, listing, candidates: list[int]) -> int | No
     return None
 
 
-def _files_of_actions(actions) -> list[str]:
+def _files_of_actions(actions: Iterable[Action]) -> list[str]:
     """Data files an action list references: added splits, delete logs, stats files."""
     out: list[str] = []
     for a in actions:
