@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import datasource as sds
 
@@ -23,7 +24,11 @@ from indextables_spark.expr.model import (
 )
 from indextables_spark.expr.struct_narrowing import struct_narrowing
 
-_BINARY = {
+if TYPE_CHECKING:
+    from indextables_spark.core.split.types import ColumnSpec
+    from indextables_spark.expr.model import Comparison, Filter, StringMatch
+
+_BINARY: dict[type[sds.Filter], type[Comparison | StringMatch]] = {
     sds.EqualTo: EqualTo,
     sds.EqualNullSafe: EqualNullSafe,
     sds.GreaterThan: GreaterThan,
@@ -36,14 +41,14 @@ _BINARY = {
 }
 
 
-def _column(attr) -> str | None:
+def _column(attr: Sequence[str]) -> str | None:
     """Top-level column name; None for nested references (not pushed)."""
     if isinstance(attr, (tuple, list)):
         return attr[0] if len(attr) == 1 else None
     return str(attr)
 
 
-def _value(v, spark_type: str | None):
+def _value(v: Any, spark_type: str | None) -> Any:
     # PySpark hands timestamp literals over as aware datetimes in the session time zone.
     if isinstance(v, dt.datetime) and spark_type == "timestamp":
         return v.astimezone(dt.timezone.utc) if v.tzinfo else v.replace(tzinfo=dt.timezone.utc)
@@ -52,7 +57,10 @@ def _value(v, spark_type: str | None):
     return v
 
 
-def nested_narrowing(f, specs: dict) -> str | None:
+# `f` below: a pyspark.sql.datasource Filter, duck-typed (every kind but Not has `.attribute`).
+
+
+def nested_narrowing(f: Any, specs: dict[str, ColumnSpec]) -> str | None:
     """The json-field narrowing (expr.struct_narrowing) of a Spark filter on a struct
     field (`=` / `IN` on an attribute path such as ('user', 'name')), or None. Spark re-checks."""
     if isinstance(f, sds.In) and isinstance(f.attribute, (tuple, list)):
@@ -69,7 +77,7 @@ def nested_narrowing(f, specs: dict) -> str | None:
     return None
 
 
-def convert(f, column_types: dict[str, str]):
+def convert(f: Any, column_types: dict[str, str]) -> Filter | None:
     """The core filter for a Spark filter, or None when it cannot be represented."""
     if isinstance(f, sds.Not):
         child = convert(f.child, column_types)
