@@ -170,9 +170,6 @@ class Sql:
     head: str
     then: str = ""
 
-    def words(self) -> list[tuple[str, ...]]:
-        return [tuple(w.split("|")) for w in (self.head + " " + self.then).split()]
-
 
 ArgType = Literal["text", "int", "positive", "size", "hours", "flag", "pairs"]
 
@@ -394,7 +391,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("FLUSH DISK CACHE", "cache:FlushDiskCache", Sql(f"FLUSH {KW}", "DISK CACHE")),
     Operation(
         "BUILD COMPANION",
-        "companion_command:BuildCompanion",
+        "companion:BuildCompanion",
         Sql(f"BUILD {KW}", "COMPANION"),
         Cli(
             "build-companion",
