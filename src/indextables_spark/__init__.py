@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 from indextables_spark.errors import (
     ConcurrentModificationError,
@@ -96,7 +96,7 @@ __all__ = [
 ]
 
 
-def register(spark) -> None:
+def register(spark: Any) -> None:
     """Register the "indextables" data source and SQL table functions on a SparkSession (classic or
     Spark Connect) and install the indextables-only reader/writer wrappers (see spark/register.py)."""
     from indextables_spark.spark.register import register as _register  # lazy: pyspark, only when asked for
@@ -104,14 +104,14 @@ def register(spark) -> None:
     _register(spark)
 
 
-def unregister(spark=None) -> None:
+def unregister(spark: Any = None) -> None:
     """Remove the pyspark wrappers `register` installed (see README "What register changes")."""
     from indextables_spark.spark.register import unregister as _unregister  # lazy: pyspark, only when asked for
 
     _unregister(spark)
 
 
-def sql(spark, text: str):
+def sql(spark: Any, text: str) -> Any:
     """Run an indextables command (CHECKPOINT INDEXTABLES ...); other text goes to spark.sql. A table
     name in a command (`MERGE SPLITS db.t`) is resolved through the Spark catalog."""
     from indextables_spark.frontends.sql import run_sql  # lazy: keeps the package import cheap
@@ -128,25 +128,25 @@ def wait_for_maintenance(timeout: float | None = None) -> dict[str, PostWriteRes
     return wait_for_background(timeout)
 
 
-def describe_disk_cache(spark=None, options=None) -> list[DiskCacheInfo]:
+def describe_disk_cache(spark: Any = None, options: Mapping[str, Any] | None = None) -> list[DiskCacheInfo]:
     """DESCRIBE INDEXTABLES DISK CACHE: per host and cache directory, the cached splits (entries,
     bytes), the limit, and the hits, misses and evictions of the processes asked (every executor,
     as a Spark job, when a SparkSession is given; else this process)."""
     from indextables_spark.ops.cache import run  # lazy: keeps the package import cheap
     from indextables_spark.util.sessions import with_session_options  # lazy: keeps the package import cheap
 
-    return run("describe", with_session_options(spark, options), spark)
+    return cast("list[DiskCacheInfo]", run("describe", with_session_options(spark, options), spark))
 
 
-def flush_disk_cache(spark=None, options=None) -> list[FlushDiskCacheResult]:
+def flush_disk_cache(spark: Any = None, options: Mapping[str, Any] | None = None) -> list[FlushDiskCacheResult]:
     """FLUSH INDEXTABLES DISK CACHE: remove the cached splits no reader is reading right now."""
     from indextables_spark.ops.cache import run  # lazy: keeps the package import cheap
     from indextables_spark.util.sessions import with_session_options  # lazy: keeps the package import cheap
 
-    return run("flush", with_session_options(spark, options), spark)
+    return cast("list[FlushDiskCacheResult]", run("flush", with_session_options(spark, options), spark))
 
 
-def explain(df) -> list[dict]:
+def explain(df: Any) -> list[dict[str, Any]]:
     """What the indextables reads of a DataFrame do: per read, the filters the index answers or
     narrows, the Tantivy query, and the splits partition pruning, min/max statistics and Bloom
     filters kept out of how many (see spark/explain.py; IndexTable.explain without Spark). For a
@@ -161,7 +161,7 @@ def explain(df) -> list[dict]:
     return ([route.to_dict()] if route is not None else []) + _explain(df)
 
 
-def textsearch(column: str, query: str):
+def textsearch(column: str, query: str) -> Any:
     """`df.filter(it.textsearch("body", "spark"))`: SQL's `body TEXTSEARCH 'spark'` as a Column
     (a tokenized text column; combine with &, |, ~; see spark/search_columns.py)."""
     from indextables_spark.spark.search_columns import textsearch as _f  # lazy: pyspark, only when asked for
@@ -169,7 +169,7 @@ def textsearch(column: str, query: str):
     return _f(column, query)
 
 
-def fieldmatch(column: str, query: str):
+def fieldmatch(column: str, query: str) -> Any:
     """`df.filter(it.fieldmatch("status", "active"))`: SQL's `status FIELDMATCH 'active'` as a Column
     (a column indexed whole: raw strings, numbers, dates)."""
     from indextables_spark.spark.search_columns import fieldmatch as _f  # lazy: pyspark, only when asked for
@@ -177,14 +177,14 @@ def fieldmatch(column: str, query: str):
     return _f(column, query)
 
 
-def indexquery(column: str, query: str):
+def indexquery(column: str, query: str) -> Any:
     """`df.filter(it.indexquery("body", "a OR b"))`: SQL's `body indexquery 'a OR b'` as a Column."""
     from indextables_spark.spark.search_columns import indexquery as _f  # lazy: pyspark, only when asked for
 
     return _f(column, query)
 
 
-def indexqueryall(query: str):
+def indexqueryall(query: str) -> Any:
     """`df.filter(it.indexqueryall("error"))`: SQL's `indexqueryall('error')` as a Column."""
     from indextables_spark.spark.search_columns import indexqueryall as _f  # lazy: pyspark, only when asked for
 

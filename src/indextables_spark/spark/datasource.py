@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StringType, StructField, StructType
@@ -15,6 +16,11 @@ from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.options import Options
 from indextables_spark.spark.guard import INDEXALL, INDEXGUARD, SnapshotPin
 from indextables_spark.spark.options import resolve_options, table_path
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.spark.streaming import IndexTablesStreamReader, IndexTablesStreamWriter
+    from indextables_spark.spark.writer import IndexTablesWriter
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +38,7 @@ _FORMAT_KEYS = frozenset(n.lower() for n in FORMAT_NAMES)
 
 def is_format_name(name: str | None) -> bool:
     """Is `name` one of the names this data source is registered under (any case)?"""
-    return bool(name) and name.lower() in _FORMAT_KEYS
+    return name is not None and name.lower() in _FORMAT_KEYS
 
 
 # INDEXALL, INDEXGUARD: virtual, always-NULL string columns. `WHERE _indexall = '<query>'` passes a
@@ -63,7 +69,7 @@ class IndexTablesDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT_NAME
 
-    def __init__(self, options):
+    def __init__(self, options: dict[str, str]):
         super().__init__(options)
         self.opts: Options = resolve_options(options)
         self.pin: SnapshotPin | None = None
@@ -72,7 +78,7 @@ class IndexTablesDataSource(DataSource):
     def path(self) -> str:
         return table_path(self.options)
 
-    def _read_snapshot(self):
+    def _read_snapshot(self) -> Snapshot:
         table = IndexTable(self.path, self.opts)
         version = self.opts.get_str("versionAsOf")
         ts = self.opts.get_str("timestampAsOf")
@@ -115,17 +121,17 @@ class IndexTablesDataSource(DataSource):
         cls = UnpushedReader if _called_by_plain_planner() else IndexTablesReader
         return cls(self.path, self.opts, schema, self.pin)
 
-    def writer(self, schema: StructType, overwrite: bool):
+    def writer(self, schema: StructType, overwrite: bool) -> IndexTablesWriter:
         from indextables_spark.spark.writer import IndexTablesWriter  # lazy: the write path (tantivy)
 
         return IndexTablesWriter(self.path, self.opts, schema, overwrite)
 
-    def streamReader(self, schema: StructType):
+    def streamReader(self, schema: StructType) -> IndexTablesStreamReader:
         from indextables_spark.spark.streaming import IndexTablesStreamReader  # lazy: streaming only
 
         return IndexTablesStreamReader(self.path, self.opts, schema)
 
-    def streamWriter(self, schema: StructType, overwrite: bool):
+    def streamWriter(self, schema: StructType, overwrite: bool) -> IndexTablesStreamWriter:
         from indextables_spark.spark.streaming import IndexTablesStreamWriter  # lazy: streaming only
 
         return IndexTablesStreamWriter(self.path, self.opts, schema, overwrite)

@@ -71,8 +71,9 @@ class IndexTablesWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SplitsWritten:
         return write_splits(self.path, self.opts, self.plan, iterator)
 
-    def commit(self, messages: list[SplitsWritten | None]) -> None:
-        adds = [AddFile.from_json(d) for m in messages if m is not None for d in m.adds]
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        written = _written(messages)
+        adds = [AddFile.from_json(d) for m in written for d in m.adds]
         version = commit_write(
             self.path,
             self.opts,
@@ -80,11 +81,17 @@ class IndexTablesWriter(DataSourceArrowWriter):
             self.read_version,
             self.overwrite,
             adds,
-            stats_files=merge_stats(m for m in messages if m is not None),
+            stats_files=merge_stats(written),
         )
         log.info("indextables: committed %d splits to %s as version %d", len(adds), self.path, version)
 
-    def abort(self, messages: list[SplitsWritten | None]) -> None:
-        written = [d for m in messages if m is not None for d in m.adds]
-        log.warning("indextables: write to %s failed; deleting %d uncommitted splits", self.path, len(written))
-        delete_written(self.path, self.opts, written, merge_stats(m for m in messages if m is not None))
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        written = _written(messages)
+        adds = [d for m in written for d in m.adds]
+        log.warning("indextables: write to %s failed; deleting %d uncommitted splits", self.path, len(adds))
+        delete_written(self.path, self.opts, adds, merge_stats(written))
+
+
+def _written(messages: list[WriterCommitMessage | None]) -> list[SplitsWritten]:
+    """The tasks' results (Spark gives None for a task that failed before sending one)."""
+    return [m for m in messages if isinstance(m, SplitsWritten)]
