@@ -11,7 +11,7 @@ from indextables_spark.util.lru import LruCache
 from indextables_spark.errors import QueryParseError
 from indextables_spark.core.split import analyzers
 from indextables_spark.core.split._tantivy import tantivy_call
-from indextables_spark.expr.query_errors import (
+from indextables_spark.expr.query_rewrite import (
     TermRewriteError,
     cjk_bigram_terms,
     fuzzy_and_prefix_terms,
