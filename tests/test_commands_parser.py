@@ -8,7 +8,7 @@ from indextables_spark.errors import IndexTablesError
 from indextables_spark.frontends.sql_parser import CommandSyntaxError, parse_command
 from indextables_spark.ops.cache import DescribeDiskCache, FlushDiskCache, PrewarmCache
 from indextables_spark.ops.checkpoint import Checkpoint, Compact
-from indextables_spark.ops.companion_command import BuildCompanion
+from indextables_spark.ops.companion import BuildCompanion
 from indextables_spark.ops.convert import Convert
 from indextables_spark.ops.delete_command import Delete
 from indextables_spark.ops.describe import DescribeState, DescribeTransactionLog

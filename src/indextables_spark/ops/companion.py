@@ -1,100 +1,330 @@
 """BUILD INDEXTABLES COMPANION: a search index over a Delta, Iceberg or Parquet table's own files.
 
-1. Plan (driver): list the source's data files at the version asked for (companion_sources.py),
+1. Plan (driver): list the source's data files at the version asked for (companion_sources/),
    keep those the WHERE partition predicate selects, and compare with the companion table's live
-   splits (their `companionSourceFiles`): files not indexed yet are indexed; splits holding a file
-   the source no longer has (Delta remove/OPTIMIZE/VACUUM, Iceberg overwrite/expire, a deleted
-   Parquet file) are removed and their still-valid files indexed again.
+   splits (companion_sync.py): files not indexed yet are indexed; splits holding a file the source
+   no longer has (Delta remove/OPTIMIZE/VACUUM, Iceberg overwrite/expire, a deleted Parquet file)
+   are removed and their still-valid files indexed again.
 2. Index: the files are grouped per partition into groups of about `TARGET INPUT SIZE` source
    bytes; each group becomes one companion split (core/split/companion.py: the index, no rows) written
-   by one task — a Spark job when a session is given, else local processes.
+   by one task — a Spark job when a session is given, else local processes (this module).
 3. Commit: one version with the metadata (schema, partitioning, the source's format, location and
-   version), the new splits and the removes. Splits written by a failed build are deleted.
+   version), the new splits and the removes (companion_sync.py). Splits written by a failed build
+   are deleted.
 
-The companion table refuses writes of rows (writer.plan_write); MERGE SPLITS re-indexes the
-source files of the splits it merges (merge.py).
+The companion table refuses writes of rows (api/write.py); MERGE SPLITS re-indexes the source
+files of the splits it merges (ops/merge_splits.py, with row_groups).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
+import pickle
+import subprocess
+import sys
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import KW_ONLY, dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
 
 from indextables_spark.errors import CompanionSourceError, InvalidOptionError
 from indextables_spark.config.options import PREFIX, Options, parse_size
+from indextables_spark.config.registry import registered_default
 from indextables_spark.api.results import CompanionBuildResult
-from indextables_spark.core.split.companion import (
-    CONFIG_FORMAT,
-    CONFIG_ROOT,
-    CONFIG_SOURCE,
-    CONFIG_VERSION,
-    companion_of,
+from indextables_spark.core.split.companion import CompanionSource, companion_of, open_source_parquet
+from indextables_spark.core.storage import normalize_uri, open_storage
+from indextables_spark.ops.companion_sync import (
+    IndexGroup,
+    IndexJob,
+    commit_build,
+    indexing_options,
+    plan_groups,
+    plan_sync,
 )
-from indextables_spark.ops.companion_sources import FORMATS, SourceFile, SourceSnapshot, open_source
+from indextables_spark.ops.registry import CommandParser, Context, size
+from indextables_spark.util.sessions import run_tasks, with_session_options
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.table_log import TransactionLog
 
-
-@dataclass(frozen=True)
-class IndexGroup:
-    """One task: source files of one partition, indexed into one companion split."""
-
-    partition_values: dict[str, str | None]
-    files: list[SourceFile]
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.size for f in self.files)
+# What an index task returns: {"adds": [AddFile JSON], "stats": {key: [per-split stats files]}}.
+TaskResult = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class IndexJob:
-    """What every task needs (pickled to executors)."""
+class BuildCompanion:
+    """BUILD INDEXTABLES COMPANION FOR DELTA|ICEBERG|PARQUET <source> [CATALOG <name> [TYPE <type>]]
+    [INDEXING MODES ('col':'mode', ...)] [WHERE …] [FROM VERSION n | FROM SNAPSHOT id]
+    [TARGET INPUT SIZE …] [DRY RUN] AT LOCATION <path>."""
 
+    result: ClassVar[type[CompanionBuildResult]] = CompanionBuildResult
+    format: str  # delta | iceberg | parquet
+    source: str  # path, or Iceberg table identifier with CATALOG
     location: str
-    options: dict[str, str]
-    schema_json: dict
-    partition_columns: list[str]
-    format: str
-    source: str
-    version: int | None
+    _: KW_ONLY
+    catalog: str | None = None
+    catalog_type: str | None = None
+    indexing: tuple[tuple[str, str], ...] = ()  # INDEXING MODES, in order
+    where: str | None = None
+    from_version: int | None = None
+    from_snapshot: int | None = None
+    target_input_size: int | None = size()
+    dry_run: bool = False
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> BuildCompanion:
+        p.expect("FOR")
+        fmt = p.expect("DELTA", "ICEBERG", "PARQUET", what="DELTA, ICEBERG or PARQUET").value.lower()
+        source = p.path("the quoted source table path" + (" or identifier" if fmt == "iceberg" else ""))
+        seen: set[str] = set()
+        args: dict[str, Any] = {}
+        stops = (
+            ("FROM", "VERSION"),
+            ("FROM", "SNAPSHOT"),
+            ("TARGET", "INPUT"),
+            ("DRY", "RUN"),
+            ("AT", "LOCATION"),
+            ("INDEXING", "MODES"),
+            ("CATALOG",),
+        )
+        location = None
+        while p.peek().kind == "word":
+            t = p.next()
+            if t.is_word("CATALOG"):
+                p.once(seen, "CATALOG", t)
+                args["catalog"] = p.path("a quoted catalog name")
+                if p.accept("TYPE"):
+                    args["catalog_type"] = p.path("a quoted catalog type")
+            elif t.is_word("INDEXING"):
+                p.once(seen, "INDEXING MODES", t)
+                p.expect("MODES")
+                args["indexing"] = _indexing_modes(p)
+            elif t.is_word("WHERE"):
+                p.once(seen, "WHERE", t)
+                args["where"] = p.predicate(stops)
+            elif t.is_word("FROM"):
+                p.once(seen, "FROM VERSION/SNAPSHOT", t)
+                kind = p.expect("VERSION", "SNAPSHOT", what="VERSION or SNAPSHOT after FROM")
+                n = p.whole_number(f"FROM {kind.value}")
+                args["from_version" if kind.value == "VERSION" else "from_snapshot"] = n
+            elif t.is_word("TARGET"):
+                p.once(seen, "TARGET INPUT SIZE", t)
+                p.expect("INPUT")
+                p.expect("SIZE")
+                args["target_input_size"] = p.size("TARGET INPUT SIZE")
+            elif t.is_word("DRY"):
+                p.once(seen, "DRY RUN", t)
+                p.expect("RUN")
+                args["dry_run"] = True
+            elif t.is_word("AT"):
+                p.once(seen, "AT LOCATION", t)
+                p.expect("LOCATION")
+                location = p.path("the quoted location of the companion index")
+            else:
+                raise p.error(
+                    f"expected CATALOG, INDEXING MODES, WHERE, FROM VERSION, FROM SNAPSHOT, TARGET INPUT "
+                    f"SIZE, DRY RUN or AT LOCATION, found {t.describe()}",
+                    t,
+                )
+        if location is None:
+            raise p.error("BUILD INDEXTABLES COMPANION needs AT LOCATION '<index path>'")
+        if "catalog" in args and fmt != "iceberg":
+            raise p.error("CATALOG is for ICEBERG sources")
+        return cls(fmt, source, location, **args)
+
+    def run(self, ctx: Context) -> CompanionBuildResult:
+        return build_companion(
+            self.source,
+            self.location,
+            self.format,
+            dict(self.indexing) or None,
+            self.where,
+            ctx.spark,
+            ctx.options,
+            from_version=self.from_version,
+            from_snapshot=self.from_snapshot,
+            catalog=self.catalog,
+            catalog_type=self.catalog_type,
+            target_input_size=self.target_input_size,
+            dry_run=self.dry_run,
+        )
 
 
-def indexing_options(indexing: Mapping[str, str] | None) -> dict[str, str]:
-    """INDEXING MODES ('col':'text', …) as the table's options (indexing.typemap.<col>)."""
-    return {f"indexing.typemap.{col}": str(mode) for col, mode in (indexing or {}).items()}
+def _indexing_modes(p: CommandParser) -> tuple[tuple[str, str], ...]:
+    """('col':'mode', …); names and modes quoted or bare."""
+    t = p.next()
+    if not (t.kind == "punct" and t.text == "("):
+        raise p.error(f"expected '(' after INDEXING MODES, found {t.describe()}", t)
+    out: list[tuple[str, str]] = []
+    while True:
+        name = p.next()
+        if name.kind not in ("str", "word", "bq"):
+            raise p.error(f"expected a column name in INDEXING MODES, found {name.describe()}", name)
+        colon = p.next()
+        if colon.text != ":":
+            raise p.error(f"expected ':' after the column name in INDEXING MODES, found {colon.describe()}", colon)
+        mode = p.next()
+        if mode.kind not in ("str", "word"):
+            raise p.error(
+                f"expected an indexing mode (text, string, …) in INDEXING MODES, found {mode.describe()}", mode
+            )
+        col = name.value if name.kind == "str" else name.text.strip("`")
+        out.append((col, mode.value if mode.kind == "str" else mode.text.lower()))
+        sep = p.next()
+        if sep.kind == "punct" and sep.text == ")":
+            return tuple(out)
+        if not (sep.kind == "punct" and sep.text == ","):
+            raise p.error(f"expected ',' or ')' in INDEXING MODES, found {sep.describe()}", sep)
 
 
-def plan_groups(files: Sequence[SourceFile], partition_columns: Sequence[str], target_bytes: int) -> list[IndexGroup]:
-    """Files grouped per partition, in source order, into groups of about target_bytes."""
-    by_partition: dict[tuple, list[SourceFile]] = {}
-    for f in files:
-        by_partition.setdefault(tuple(f.partition_values.get(c) for c in partition_columns), []).append(f)
-    groups = []
-    for key, members in by_partition.items():
-        current: list[SourceFile] = []
-        size = 0
-        for f in members:
-            if current and size + f.size > target_bytes:
-                groups.append(IndexGroup(dict(zip(partition_columns, key)), current))
-                current, size = [], 0
-            current.append(f)
-            size += f.size
-        if current:
-            groups.append(IndexGroup(dict(zip(partition_columns, key)), current))
-    return groups
+def build_companion(
+    source: str,
+    location: str,
+    format: str = "delta",
+    indexing: Mapping[str, str] | None = None,
+    where: str | None = None,
+    spark: Any = None,
+    options: Mapping[str, Any] | None = None,
+    *,
+    from_version: int | None = None,
+    from_snapshot: int | None = None,
+    catalog: str | None = None,
+    catalog_type: str | None = None,
+    target_input_size: int | str | None = None,
+    dry_run: bool = False,
+) -> CompanionBuildResult:
+    """Build or sync the companion index at `location` of the `format` table `source` (see the
+    module doc). Returns what was (or, with dry_run, would be) done."""
+    # lazy, as every import below: the source readers, the log and the split schema modules load
+    # when a build runs, not with the command class (ops/registry.py loads it to parse SQL)
+    from indextables_spark.core.log.maintenance import log_with_maintenance
+    from indextables_spark.core.split.arrow_types import spark_schema_json  # lazy: see above
+    from indextables_spark.core.split.column_specs import validate_schema  # lazy: see above
+    from indextables_spark.ops.companion_sources import FORMATS, open_source  # lazy: see above
+
+    t0 = time.perf_counter()
+    fmt = str(format).lower()
+    if fmt not in FORMATS:
+        raise InvalidOptionError(f"companion source format {format!r} is not one of {', '.join(FORMATS)}")
+    if fmt != "iceberg" or catalog is None:
+        source = normalize_uri(source)  # the same table whatever trailing slashes it is named with
+    if from_version is not None and from_snapshot is not None:
+        raise InvalidOptionError("give FROM VERSION (Delta) or FROM SNAPSHOT (Iceberg), not both")
+    opts = Options.of(with_session_options(spark, options), indexing_options(indexing))
+    target = (
+        parse_size(target_input_size)
+        if isinstance(target_input_size, str)
+        else int(target_input_size)
+        if target_input_size is not None
+        else opts.get_size("companion.targetInputSize")
+    )
+    if target <= 0:
+        raise InvalidOptionError(f"TARGET INPUT SIZE must be positive, got {target_input_size!r}")
+
+    snapshot = open_source(
+        fmt,
+        source,
+        options=opts,
+        version=from_version if from_version is not None else from_snapshot,
+        catalog=catalog,
+        catalog_type=catalog_type,
+    )
+    schema_json = spark_schema_json(snapshot.schema)
+    table_log = log_with_maintenance(open_storage(location, opts), opts)
+    read_version = table_log.latest_version()
+    settings, live = _table_settings(table_log, read_version, opts, location, fmt, source, snapshot.partition_columns)
+    validate_schema(schema_json, snapshot.partition_columns, settings)
+
+    sync = plan_sync(snapshot, live, where)
+    groups = plan_groups(sync.todo, snapshot.partition_columns, target)
+    planned = CompanionBuildResult(
+        table_path=location,
+        source_format=fmt,
+        source=source,
+        source_version=snapshot.version,
+        source_files=len(snapshot.files),
+        files_indexed=len(sync.todo),
+        files_removed=sync.files_removed,
+        bytes_indexed=sum(f.size for f in sync.todo),
+        splits_removed=len(sync.stale),
+        dry_run=bool(dry_run),
+    )
+    if dry_run:
+        return replace(planned, status="DRY_RUN", splits_added=len(groups), duration_ms=_ms_since(t0))
+    if not groups and not sync.stale and read_version >= 0:
+        return replace(planned, status="NO_ACTION", duration_ms=_ms_since(t0))
+
+    job = IndexJob(
+        location, dict(settings.items()), schema_json, list(snapshot.partition_columns), fmt, source, snapshot.version
+    )
+    workers = max(1, opts.get_int("companion.parallelism", os.cpu_count() or 1))
+    written = _run_spark(spark, job, groups) if spark is not None and groups else _run_local(job, groups, workers)
+    adds_json = [a for w in written for a in w["adds"]]
+    stats: dict[str, list[str]] = {}
+    for w in written:
+        for key, files in w["stats"].items():
+            stats.setdefault(key, []).extend(files)
+    removes = sorted({a.path for a in sync.stale})
+    try:
+        version = commit_build(table_log, read_version, job, settings, snapshot, adds_json, removes, stats)
+    except BaseException:
+        _delete_written(job, written)
+        raise
+    return replace(
+        planned,
+        splits_added=len(adds_json),
+        rows_indexed=sum(int(a.get("numRecords") or 0) for a in adds_json),
+        version=version,
+        duration_ms=_ms_since(t0),
+    )
 
 
-def index_group(job: IndexJob, group: IndexGroup) -> dict:
+def _table_settings(
+    table_log: TransactionLog,
+    read_version: int,
+    opts: Options,
+    location: str,
+    fmt: str,
+    source: str,
+    partition_columns: Sequence[str],
+) -> tuple[Options, list[AddFile]]:
+    """The indexing settings of the build and the companion table's live splits: a new table's
+    from the options (with the token length it records, as a new table does); an existing one's
+    recorded settings win (as for appends), after checking it is this source's companion."""
+    from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY, recorded_settings  # lazy: see build_companion
+
+    if read_version < 0:
+        return Options.of({TOKEN_LENGTH_KEY: str(registered_default(TOKEN_LENGTH_KEY))}, opts), []
+    snap = table_log.snapshot(read_version)
+    config = snap.metadata_action.configuration
+    of = companion_of(config)
+    if of is None:
+        raise CompanionSourceError(
+            f"{location} holds an indextables table that is not a companion index; "
+            f"choose another location for the companion of {fmt} table {source}"
+        )
+    if of != (fmt, source):
+        raise CompanionSourceError(
+            f"{location} is the companion index of {of[0]} table {of[1]}, not of {fmt} table {source}"
+        )
+    if [c.lower() for c in snap.partition_columns] != [c.lower() for c in partition_columns]:
+        raise CompanionSourceError(
+            f"{fmt} table {source} is now partitioned by {list(partition_columns)}, its companion index at "
+            f"{location} by {snap.partition_columns}: build a new companion index at another location"
+        )
+    recorded = recorded_settings(config)
+    return Options.of(opts, {k: v for k, v in recorded.items() if k.startswith(PREFIX + "indexing.")}), list(snap.files)
+
+
+def _ms_since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def index_group(job: IndexJob, group: IndexGroup) -> TaskResult:
     """Task side: index the group's files into one companion split: {"adds": [AddFile JSON],
     "stats": {key: [per-split stats files, e.g. Bloom filters]}}."""
-    from indextables_spark.core.split.builder import SplitWriter
-    from indextables_spark.core.split.companion import CompanionSource, open_source_parquet
-    from indextables_spark.core.storage import open_storage
+    from indextables_spark.core.split.builder import SplitWriter  # lazy: Tantivy loads in the tasks only
 
     opts = Options.of(job.options)
     storage = open_storage(job.location, opts)
@@ -128,14 +358,10 @@ def row_groups(pf: Any, columns: Sequence[str]) -> Iterator[tuple[int, Any]]:
             yield g, pf.read_row_group(g, columns=present).combine_chunks().to_batches()[0]
 
 
-def _in_subprocess(job: IndexJob, group: IndexGroup) -> dict:
+def _in_subprocess(job: IndexJob, group: IndexGroup) -> TaskResult:
     """index_group in a fresh Python process (`python -m indextables_spark.ops.companion`):
     no fork of a process holding Arrow/Tantivy threads, and unlike multiprocessing's spawn, no
     re-import of the caller's __main__ (a script without a __main__ guard would run again)."""
-    import pickle
-    import subprocess
-    import sys
-
     proc = subprocess.run(
         [sys.executable, "-m", __name__], input=pickle.dumps((job, group)), capture_output=True, check=False
     )
@@ -149,15 +375,14 @@ def _in_subprocess(job: IndexJob, group: IndexGroup) -> dict:
         ) from None
     if not ok:
         raise value
-    return value
+    result: TaskResult = value
+    return result
 
 
-def _run_local(job: IndexJob, groups: list[IndexGroup], workers: int) -> list[dict]:
+def _run_local(job: IndexJob, groups: list[IndexGroup], workers: int) -> list[TaskResult]:
     """Groups indexed in local processes, `workers` at a time (one group: in this process)."""
     if len(groups) <= 1 or workers <= 1:
         return [index_group(job, g) for g in groups]
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
         futures = [pool.submit(_in_subprocess, job, g) for g in groups]
         results, failure = [], None
@@ -172,9 +397,7 @@ def _run_local(job: IndexJob, groups: list[IndexGroup], workers: int) -> list[di
         return results
 
 
-def _run_spark(spark: Any, job: IndexJob, groups: list[IndexGroup]) -> list[dict]:
-    from indextables_spark.util.sessions import run_tasks
-
+def _run_spark(spark: Any, job: IndexJob, groups: list[IndexGroup]) -> list[TaskResult]:
     return run_tasks(
         spark,
         lambda g: index_group(job, g),
@@ -183,266 +406,20 @@ def _run_spark(spark: Any, job: IndexJob, groups: list[IndexGroup]) -> list[dict
     )
 
 
-def _delete_written(job: IndexJob, written: list[dict]) -> None:
+def _delete_written(job: IndexJob, written: list[TaskResult]) -> None:
     """Delete the splits (and their stats files) of tasks whose build is not committed."""
     keys = [a["path"] for w in written for a in w["adds"]] + [
         f for w in written for fs in w["stats"].values() for f in fs
     ]
     if keys:
-        from indextables_spark.core.storage import open_storage
-
         open_storage(job.location, job.options).delete(keys)
-
-
-def _select(snapshot: SourceSnapshot, where: str | None) -> list[SourceFile]:
-    """The source files the WHERE partition predicate selects (exactly, on partition values)."""
-    if not where:
-        return list(snapshot.files)
-    from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.log.file_entries import add_files_to_table
-    from indextables_spark.expr.partition_filter import filter_mask, parse_partition_filter
-    from indextables_spark.core.split.arrow_types import spark_schema_json
-
-    if not snapshot.partition_columns:
-        raise InvalidOptionError(
-            f"WHERE {where}: the {snapshot.format} table {snapshot.source} has no partition "
-            f"columns (WHERE selects partitions to index)"
-        )
-    types = {
-        f["name"]: f["type"] if isinstance(f["type"], str) else "struct"
-        for f in spark_schema_json(snapshot.schema)["fields"]
-    }
-    predicate = parse_partition_filter(where, {c: types.get(c, "string") for c in snapshot.partition_columns})
-    table = add_files_to_table(
-        [AddFile(f.key, {k: v for k, v in f.partition_values.items()}, f.size, 0) for f in snapshot.files]
-    )
-    mask = filter_mask(table, predicate).to_pylist()
-    return [f for f, keep in zip(snapshot.files, mask) if keep]
-
-
-def build_companion(
-    source: str,
-    location: str,
-    format: str = "delta",
-    indexing: Mapping[str, str] | None = None,
-    where: str | None = None,
-    spark: Any = None,
-    options: Mapping[str, Any] | None = None,
-    *,
-    from_version: int | None = None,
-    from_snapshot: int | None = None,
-    catalog: str | None = None,
-    catalog_type: str | None = None,
-    target_input_size: int | str | None = None,
-    dry_run: bool = False,
-) -> CompanionBuildResult:
-    """Build or sync the companion index at `location` of the `format` table `source` (see the
-    module doc). Returns what was (or, with dry_run, would be) done."""
-    from indextables_spark.core.log.maintenance import log_with_maintenance
-    from indextables_spark.core.split.arrow_types import spark_schema_json
-    from indextables_spark.core.split.column_specs import validate_schema
-    from indextables_spark.core.storage import normalize_uri, open_storage
-
-    t0 = time.perf_counter()
-    fmt = str(format).lower()
-    if fmt not in FORMATS:
-        raise InvalidOptionError(f"companion source format {format!r} is not one of {', '.join(FORMATS)}")
-    if fmt != "iceberg" or catalog is None:
-        source = normalize_uri(source)  # the same table whatever trailing slashes it is named with
-    if from_version is not None and from_snapshot is not None:
-        raise InvalidOptionError("give FROM VERSION (Delta) or FROM SNAPSHOT (Iceberg), not both")
-    from indextables_spark.util.sessions import with_session_options
-
-    opts = Options.of(with_session_options(spark, options), indexing_options(indexing))
-    target = (
-        parse_size(target_input_size)
-        if isinstance(target_input_size, str)
-        else int(target_input_size)
-        if target_input_size is not None
-        else opts.get_size("companion.targetInputSize")
-    )
-    if target <= 0:
-        raise InvalidOptionError(f"TARGET INPUT SIZE must be positive, got {target_input_size!r}")
-
-    snapshot = open_source(
-        fmt,
-        source,
-        options=opts,
-        version=from_version if from_version is not None else from_snapshot,
-        catalog=catalog,
-        catalog_type=catalog_type,
-    )
-    schema_json = spark_schema_json(snapshot.schema)
-    table_log = log_with_maintenance(open_storage(location, opts), opts)
-    read_version = table_log.latest_version()
-    live = []
-    from indextables_spark.config.registry import registered_default
-    from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY
-
-    # a new companion index records its token length (as a new table does: writer.plan_write)
-    settings = Options.of({TOKEN_LENGTH_KEY: str(registered_default(TOKEN_LENGTH_KEY))}, opts)
-    if read_version >= 0:
-        snap = table_log.snapshot(read_version)
-        config = snap.metadata_action.configuration
-        of = companion_of(config)
-        if of is None:
-            raise CompanionSourceError(
-                f"{location} holds an indextables table that is not a companion index; "
-                f"choose another location for the companion of {fmt} table {source}"
-            )
-        if of != (fmt, source):
-            raise CompanionSourceError(
-                f"{location} is the companion index of {of[0]} table {of[1]}, not of {fmt} table {source}"
-            )
-        if [c.lower() for c in snap.partition_columns] != [c.lower() for c in snapshot.partition_columns]:
-            raise CompanionSourceError(
-                f"{fmt} table {source} is now partitioned by {snapshot.partition_columns}, its companion index at "
-                f"{location} by {snap.partition_columns}: build a new companion index at another location"
-            )
-        # the table's recorded indexing settings win over the session's (as for appends)
-        from indextables_spark.core.split.indexing import recorded_settings
-
-        recorded = recorded_settings(config)
-        settings = Options.of(opts, {k: v for k, v in recorded.items() if k.startswith(PREFIX + "indexing.")})
-        live = snap.files
-    validate_schema(schema_json, snapshot.partition_columns, settings)
-
-    selected = _select(snapshot, where)
-    in_source = {f.key for f in snapshot.files}
-    indexed: dict[str, Any] = {}
-    for a in live:
-        for k in a.companion_source_files or ():
-            indexed[k] = a
-    stale = [a for a in live if any(k not in in_source for k in (a.companion_source_files or ()))]
-    stale_paths = {a.path for a in stale}
-    reindex_keys = {k for a in stale for k in (a.companion_source_files or ()) if k in in_source}
-    # new files (of the partitions WHERE selects), and the still-valid files of removed splits
-    # (whatever WHERE says: their split goes away)
-    todo = [f for f in selected if f.key not in indexed]
-    todo += [f for f in snapshot.files if f.key in reindex_keys]
-    groups = plan_groups(todo, snapshot.partition_columns, target)
-    planned = CompanionBuildResult(
-        table_path=location,
-        source_format=fmt,
-        source=source,
-        source_version=snapshot.version,
-        source_files=len(snapshot.files),
-        files_indexed=len(todo),
-        files_removed=len([k for k in indexed if k not in in_source]),
-        bytes_indexed=sum(f.size for f in todo),
-        splits_removed=len(stale),
-        dry_run=bool(dry_run),
-    )
-    if dry_run:
-        return replace(planned, status="DRY_RUN", splits_added=len(groups), duration_ms=_ms_since(t0))
-    if not groups and not stale and read_version >= 0:
-        return replace(planned, status="NO_ACTION", duration_ms=_ms_since(t0))
-
-    job = IndexJob(
-        location, dict(settings.items()), schema_json, list(snapshot.partition_columns), fmt, source, snapshot.version
-    )
-    workers = max(1, opts.get_int("companion.parallelism", os.cpu_count() or 1))
-    written = _run_spark(spark, job, groups) if spark is not None and groups else _run_local(job, groups, workers)
-    adds_json = [a for w in written for a in w["adds"]]
-    stats: dict[str, list[str]] = {}
-    for w in written:
-        for key, files in w["stats"].items():
-            stats.setdefault(key, []).extend(files)
-    try:
-        version = _commit(table_log, read_version, job, settings, snapshot, adds_json, sorted(stale_paths), stats)
-    except BaseException:
-        _delete_written(job, written)
-        raise
-    return replace(
-        planned,
-        splits_added=len(adds_json),
-        rows_indexed=sum(int(a.get("numRecords") or 0) for a in adds_json),
-        version=version,
-        duration_ms=_ms_since(t0),
-    )
-
-
-def _ms_since(t0: float) -> float:
-    return (time.perf_counter() - t0) * 1000.0
-
-
-def _commit(
-    table_log,
-    read_version: int,
-    job: IndexJob,
-    settings: Options,
-    snapshot: SourceSnapshot,
-    adds_json: list[dict],
-    removes: list[str],
-    stats: dict[str, list[str]],
-) -> int:
-    from indextables_spark.core.log.actions import AddFile, Metadata
-    from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key
-    from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL
-    from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms
-    from indextables_spark.core.split.doc_mapping import doc_mapping_json
-    from indextables_spark.api.write import table_settings
-
-    mapping = doc_mapping_json(job.schema_json, job.partition_columns, settings)
-    ref = doc_mapping_hash(mapping)
-    source_config = {
-        CONFIG_FORMAT: job.format,
-        CONFIG_SOURCE: job.source,
-        CONFIG_ROOT: snapshot.root,
-        CONFIG_VERSION: "" if snapshot.version is None else str(snapshot.version),
-    }
-    txn = Transaction(table_log, resolver="fail", read_version=read_version, operation="BUILD COMPANION")
-    schema_string = json.dumps(job.schema_json, separators=(",", ":"))
-    if read_version < 0:
-        txn.set_protocol(CURRENT_PROTOCOL)
-        meta = Metadata(
-            id=new_table_id(),
-            schema_string=schema_string,
-            partition_columns=job.partition_columns,
-            configuration={**table_settings(settings), registry_key(ref): mapping, **source_config},
-            created_time=now_ms(),
-        )
-    else:
-        old = txn.snapshot().metadata_action
-        meta = Metadata(
-            id=old.id,
-            schema_string=schema_string,
-            partition_columns=job.partition_columns,
-            configuration={**old.configuration, registry_key(ref): mapping, **source_config},
-            format=old.format,
-            name=old.name,
-            description=old.description,
-            created_time=old.created_time,
-        )
-    txn.set_metadata(meta)
-    adds = [AddFile.from_json(a) for a in adds_json]
-    for a in adds:
-        a.doc_mapping_ref = a.doc_mapping_ref or ref
-    if removes:
-        txn.remove_files(removes)
-    for key, files in stats.items():
-        txn.update_stat(key, files)
-    txn.add_files(adds).with_operation(
-        "BUILD COMPANION",
-        {
-            "sourceFormat": job.format,
-            "source": job.source,
-            "sourceVersion": snapshot.version,
-            "filesIndexed": sum(len(a.companion_source_files or ()) for a in adds),
-            "splitsRemoved": len(removes),
-        },
-    )
-    return txn.commit()
 
 
 def _worker_main() -> None:
     """A local indexing process: (job, group) pickled on stdin, (ok, result or error) on stdout."""
-    import pickle
-    import sys
-
     job, group = pickle.loads(sys.stdin.buffer.read())
     try:
-        out = (True, index_group(job, group))
+        out: tuple[bool, Any] = (True, index_group(job, group))
     except BaseException as e:  # handed to the parent, which raises it
         out = (False, e)
     sys.stdout.buffer.write(pickle.dumps(out))
