@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import FloatType, MapType, StringType, StructField, StructType
 
 from indextables_spark.errors import InvalidOptionError, QueryParseError
 from indextables_spark.core.log.actions import AddFile
@@ -138,7 +138,6 @@ def check_table_query(
 
 def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: list[str]) -> list:
     """The `_score` / `_snippet` StructFields a read adds to the table's columns."""
-    from pyspark.sql.types import FloatType, MapType, StringType, StructField
 
     out = []
     if ro.with_score:

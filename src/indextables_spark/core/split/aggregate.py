@@ -56,7 +56,7 @@ from indextables_spark.core.split.agg_request import (
 from indextables_spark.core.split.agg_result import empty_partial, merge_all
 from indextables_spark.core.split.partitions import date_to_days, datetime_to_micros, parse_partition_value
 from indextables_spark.core.split.stats import chunk_min_max
-from indextables_spark.core.split.types import ColumnSpec
+from indextables_spark.core.split.types import ROW_FIELD, ColumnSpec
 
 if TYPE_CHECKING:
     import tantivy
@@ -163,8 +163,6 @@ def without_rows(reader: SplitReader, q: tantivy.Query, dead: Any) -> tantivy.Qu
     on the `__row` fast field, so Tantivy's aggregations never see deleted rows."""
     import numpy as np
     import tantivy
-
-    from indextables_spark.core.split.types import ROW_FIELD
 
     breaks = np.flatnonzero(np.diff(dead) != 1) + 1
     ranges = [

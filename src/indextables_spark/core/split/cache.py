@@ -37,7 +37,7 @@ import time
 import uuid
 from typing import Any, Iterator
 
-from indextables_spark.errors import SplitFormatError
+from indextables_spark.errors import FileNotFoundInStorageError, InvalidOptionError, SplitFormatError
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.core.split import reader as _reader
@@ -96,8 +96,6 @@ def cache_key(storage: Storage, add_file: Any) -> str:
 def _stat_size(storage: Storage, key: str, where: str) -> int:
     info = storage.stat(key)
     if info is None:
-        from indextables_spark.errors import FileNotFoundInStorageError
-
         raise FileNotFoundInStorageError(f"split file not found: {where}")
     return info.size
 
@@ -355,8 +353,6 @@ class SplitCache:
                     footer = extract(source, tmp, where, rows=False)
                 elif local is not None:
                     if not os.path.exists(local):
-                        from indextables_spark.errors import FileNotFoundInStorageError
-
                         raise FileNotFoundInStorageError(f"split file not found: {where}")
                     footer = extract(local, tmp, where)
                 else:
@@ -548,8 +544,6 @@ def get_cache(options: Options | dict[str, Any] | None = None) -> SplitCache:
         cache.uncompressed_rows = opts.get_bool("cache.rows.uncompressed")
         lazy = (opts.get_str("cache.rows.lazy") or "auto").strip().lower()
         if lazy not in ("auto", "true", "false"):
-            from indextables_spark.errors import InvalidOptionError
-
             raise InvalidOptionError(f"option cache.rows.lazy={lazy!r}: expected auto, true or false")
         cache.lazy_rows = lazy
         cache.lazy_min_bytes = opts.get_size("cache.rows.lazyMinSplitSize")

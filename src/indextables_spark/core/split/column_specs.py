@@ -14,6 +14,7 @@ from indextables_spark.core.split.indexing import (
     TYPEMAP_VALUES,
     IndexingConfig,
     Setting,
+    recorded_settings,
 )
 from indextables_spark.core.split.types import (
     EXACT_SUFFIX,
@@ -301,6 +302,5 @@ def column_specs(
 
 def table_options(snapshot: Any, options: Options | None) -> Options:
     """The table's recorded settings (typemap, fast fields, ...) overlaid with these options."""
-    from indextables_spark.core.split.indexing import recorded_settings
 
     return Options.of(recorded_settings(snapshot.metadata_action.configuration), options)

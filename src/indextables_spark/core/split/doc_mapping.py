@@ -7,7 +7,7 @@ import functools
 import json
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from indextables_spark.errors import UnsupportedTypeError
+from indextables_spark.errors import SplitFormatError, UnsupportedTypeError
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.column_specs import validate_schema
 from indextables_spark.core.split.types import ROW_FIELD, ColumnSpec, IndexedField
@@ -67,8 +67,6 @@ def specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[Colu
             return list(_specs_of_text(doc_mapping))
         return _specs_from_doc_mapping(doc_mapping)
     except (ValueError, TypeError, KeyError, AttributeError) as e:  # a crafted or damaged doc mapping
-        from indextables_spark.errors import SplitFormatError
-
         raise SplitFormatError(f"invalid doc mapping ({type(e).__name__}: {e}): {str(doc_mapping)[:200]!r}") from None
 
 

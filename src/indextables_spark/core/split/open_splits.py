@@ -14,7 +14,7 @@ import pyarrow as pa
 from indextables_spark.util.lru import LruCache
 from indextables_spark.core.split import analyzers
 from indextables_spark.core.split._tantivy import tantivy_call
-from indextables_spark.core.split.bundle import LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
+from indextables_spark.core.split.bundle import EXTRACTED_FROM, LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
 from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
 from indextables_spark.core.split.types import ColumnSpec, with_fully_tokenized, with_truncated_terms
 
@@ -110,7 +110,6 @@ def _open_handles(local_dir: str) -> SplitHandles:
     specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
     specs = with_fully_tokenized(specs, footer.fully_tokenized)
     from indextables_spark.errors import SplitFormatError
-    from indextables_spark.core.split.bundle import EXTRACTED_FROM
 
     where = f"split {footer.raw.get(EXTRACTED_FROM) or local_dir}"
     with tantivy_call(f"opening the Tantivy index of {where} (extracted in {local_dir})"):

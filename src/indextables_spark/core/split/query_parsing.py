@@ -11,13 +11,14 @@ from indextables_spark.util.lru import LruCache
 from indextables_spark.errors import QueryParseError
 from indextables_spark.core.split import analyzers
 from indextables_spark.core.split._tantivy import tantivy_call
+from indextables_spark.expr.query_errors import format_query_error, locate_query_error
 from indextables_spark.expr.query_rewrite import (
     TermRewriteError,
     cjk_bigram_terms,
     fuzzy_and_prefix_terms,
     negations_as_prefix,
 )
-from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
+from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs, specs_from_doc_mapping, tantivy_schema
 from indextables_spark.core.split.types import ColumnSpec
 
 from indextables_spark.core.split.open_splits import SplitHandles, handles, searcher_of
@@ -42,8 +43,6 @@ def parse_query(index: tantivy.Index, specs: Sequence[ColumnSpec], query: str) -
             cjk_bigram_terms(negations_as_prefix(query), field_info, fields), field_info, fields
         )
     except TermRewriteError as e:
-        from indextables_spark.expr.query_errors import format_query_error
-
         raise QueryParseError(
             format_query_error(query, e.position, e.reason, e.reason), query=query, position=e.position, reason=e.reason
         ) from None
@@ -53,8 +52,6 @@ def parse_query(index: tantivy.Index, specs: Sequence[ColumnSpec], query: str) -
                 return index.parse_query(text, fields)
             return index.parse_query(text, fields, fuzzy_fields=fuzzy or None, allow_regexes="/" in text)
         except ValueError as e:
-            from indextables_spark.expr.query_errors import format_query_error, locate_query_error
-
             indexed = [f for s in specs for f in s.indexed_fields]
             position, reason = locate_query_error(index, query, fields, e, {f.name: f.type for f in indexed})
             unindexed = sorted(sp.name for sp in specs if not sp.indexed_fields and not sp.partition)
@@ -126,7 +123,6 @@ def query_hits(local_dir: str, query: str) -> int | None:
 def query_for_specs(specs: Sequence[ColumnSpec], query: str) -> tantivy.Query:
     """The Tantivy query of `query` for splits indexed with these specs, without opening a split
     (QueryParseError when invalid)."""
-    from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs
 
     specs = list(specs)
     return parse_query(_empty_index(doc_mapping_from_specs(specs)), specs, query)
@@ -142,8 +138,6 @@ def check_query(specs: Sequence[ColumnSpec], query: str) -> None:
 def _empty_index(doc_mapping: str) -> tantivy.Index:
     """An in-memory index with the Tantivy schema of a doc mapping (parsing needs only the schema)."""
     import tantivy
-
-    from indextables_spark.core.split.doc_mapping import tantivy_schema
 
     specs = specs_from_doc_mapping(doc_mapping)
     index = tantivy.Index(tantivy_schema(specs))

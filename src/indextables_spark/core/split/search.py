@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.expr.model import Filter
+from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.core.split.cache import get_cache
 from indextables_spark.core.split.reader import SCORE_COLUMN, SplitReader
@@ -118,7 +118,6 @@ class SearchPlan:
                 f"snippets from"
             )
         self.parts = list(snapshot.partition_columns)
-        from indextables_spark.expr.model import columns_of
         from indextables_spark.expr.support import supports
         from indextables_spark.expr.tantivy_query import check_index_only
 

@@ -3,10 +3,10 @@ by it, left to the rows), its Tantivy query, and how many splits each pruning st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from indextables_spark.expr.model import Filter
+from indextables_spark.expr.model import Filter, render
 from indextables_spark.core.split.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.search import SearchPlan
 
@@ -33,14 +33,11 @@ class SearchExplanation:
     splits_after_bloom_filters: int  # the splits read
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 def explain(plan: SearchPlan) -> SearchExplanation:
     """The SearchExplanation of a plan (the same pruning and translation a read does)."""
-    from indextables_spark.expr.model import render
 
     types = {c: t for c, t in spark_type_names(plan.snapshot).items() if c in plan.parts}
     files, (n_total, n_parts, n_stats) = prune_files(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.expr.model import Filter
+from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.core.split.reader import SCORE_COLUMN, SplitReader
 
 if TYPE_CHECKING:
@@ -16,8 +16,6 @@ if TYPE_CHECKING:
 
 
 def columns_of_all(f: Filter) -> set[str]:
-    from indextables_spark.expr.model import columns_of
-
     return {c.strip("`") for c in columns_of(f)}
 
 
@@ -54,7 +52,6 @@ def split_rows(
     """Rows of one split matching the query and the (data-column) filters exactly, in row order,
     columns `names`. A split written before columns were added to the table (mergeSchema) has them
     NULL in every row (typed from `types`); filters on them are applied after they are attached."""
-    from indextables_spark.expr.model import columns_of
     from indextables_spark.expr.arrow_eval import arrow_mask
 
     stored = set(split.schema.names)
