@@ -31,7 +31,6 @@ comparison with a missing (null) partition value is unknown, and unknown rows ar
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar
 
@@ -42,6 +41,7 @@ from indextables_spark.errors import IndexTablesError
 from indextables_spark.core.log.actions import Metadata
 from indextables_spark.core.log.file_entries import map_values
 from indextables_spark.expr.arrow_eval import arrow_mask
+from indextables_spark.expr.lexer import LexError, Lexicon, Token, lex
 from indextables_spark.expr.partition_bounds import may_match
 from indextables_spark.expr.partition_values import (
     CLASS_OF,
@@ -108,17 +108,11 @@ class PartitionPredicate:
 
 # ---- tokenizer / parser -------------------------------------------------------------------------
 
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<str>'(?:[^']|'')*')
-  | (?P<qid>`(?:[^`]|``)*`|"(?:[^"]|"")*")
-  | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
-  | (?P<op><=|>=|<>|!=|==|=|<|>)
-  | (?P<punct>[(),])
-  | (?P<id>[A-Za-z_][A-Za-z0-9_.]*)
-    """,
-    re.VERBOSE,
+_LEXICON = Lexicon(
+    number=r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?",
+    word=r"[A-Za-z_][A-Za-z0-9_.]*",
+    punct="(),",
+    double_quoted="ident",
 )
 _KEYWORDS = {"AND", "OR", "NOT", "IN", "IS", "NULL", "TRUE", "FALSE", "BETWEEN"}
 
@@ -131,34 +125,28 @@ class _Tok:
 
 
 def _tokenize(text: str, what: str = "partition filter") -> list[_Tok]:
-    out: list[_Tok] = []
-    pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m:
-            if text[pos] == "'":
-                raise PartitionFilterError(f"{what} {text!r}: unterminated string starting at position {pos}")
-            raise PartitionFilterError(f"{what} {text!r}: unexpected character {text[pos]!r} at position {pos}")
-        kind = m.lastgroup
-        raw = m.group()
-        if kind == "str":
-            out.append(_Tok("str", raw[1:-1].replace("''", "'"), pos))
-        elif kind == "qid":
-            q = raw[0]
-            out.append(_Tok("id", raw[1:-1].replace(q + q, q), pos))
-        elif kind == "num":
-            val: Any = float(raw) if any(c in raw for c in ".eE") else int(raw)
-            out.append(_Tok("num", val, pos))
-        elif kind == "op":
-            out.append(_Tok("op", {"==": "=", "<>": "!="}.get(raw, raw), pos))
-        elif kind == "punct":
-            out.append(_Tok("punct", raw, pos))
-        elif kind == "id":
-            up = raw.upper()
-            out.append(_Tok("kw", up, pos) if up in _KEYWORDS else _Tok("id", raw, pos))
-        pos = m.end()
-    out.append(_Tok("end", None, len(text)))
-    return out
+    try:
+        tokens = lex(text, _LEXICON)
+    except LexError as e:
+        if e.char == "'":
+            raise PartitionFilterError(f"{what} {text!r}: unterminated string starting at position {e.pos}") from None
+        raise PartitionFilterError(f"{what} {text!r}: unexpected character {e.char!r} at position {e.pos}") from None
+    return [_tok(t) for t in tokens]
+
+
+def _tok(t: Token) -> _Tok:
+    if t.kind == "string":
+        return _Tok("str", t.value, t.pos)
+    if t.kind == "ident":
+        return _Tok("id", t.value, t.pos)
+    if t.kind == "number":
+        return _Tok("num", float(t.text) if any(c in t.text for c in ".eE") else int(t.text), t.pos)
+    if t.kind == "op":
+        return _Tok("op", {"==": "=", "<>": "!="}.get(t.text, t.text), t.pos)
+    if t.kind == "word":
+        up = t.text.upper()
+        return _Tok("kw", up, t.pos) if up in _KEYWORDS else _Tok("id", t.text, t.pos)
+    return _Tok(t.kind, None if t.kind == "end" else t.text, t.pos)  # punct, end
 
 
 class _Parser:

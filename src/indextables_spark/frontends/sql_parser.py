@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from indextables_spark.config import units
 from indextables_spark.errors import IndexTablesError
+from indextables_spark.expr.lexer import Lexicon, lex
 from indextables_spark.ops import registry
 from indextables_spark.ops.registry import (
     Command,
@@ -79,19 +80,14 @@ _PLAIN_IDENT = re.compile(r"[A-Za-z0-9_]+")
 
 # ---- tokens ----------------------------------------------------------------------------------
 
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<str>'(?:[^']|'')*'|"(?:[^"]|"")*")
-  | (?P<bq>`(?:[^`]|``)*`)
-  | (?P<num>\d+(?:\.\d+)?[A-Za-z]*)
-  | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op><=|>=|<>|!=|==|=|<|>)
-  | (?P<punct>[(),;.])
-  | (?P<other>.)
-    """,
-    re.VERBOSE | re.DOTALL,
+_LEXICON = Lexicon(
+    number=r"\d+(?:\.\d+)?[A-Za-z]*",  # a unit may follow: 10GB, 7d
+    word=r"[A-Za-z_][A-Za-z0-9_]*",
+    punct="(),;.",
+    double_quoted="string",
+    other=True,  # s3://… without quotes: the parser names it
 )
+_KIND = {"string": "str", "ident": "bq", "number": "num"}  # the lexer's kinds as this parser's
 
 
 @dataclass(frozen=True)
@@ -110,21 +106,12 @@ class Tok:
 
 def tokenize(text: str) -> list[Tok]:
     out: list[Tok] = []
-    pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        kind = m.lastgroup
-        raw = m.group()
-        if kind == "other" and raw in "'\"`":
-            raise CommandSyntaxError(text, pos, f"unterminated quoted text starting with {raw}")
-        if kind == "str":
-            out.append(Tok("str", raw, pos, raw[1:-1].replace(raw[0] * 2, raw[0])))
-        elif kind == "word":
-            out.append(Tok("word", raw, pos, raw.upper()))
-        elif kind != "ws":
-            out.append(Tok(kind, raw, pos, raw))
-        pos = m.end()
-    out.append(Tok("end", "", len(text)))
+    for t in lex(text, _LEXICON):
+        if t.kind == "other" and t.text in "'\"`":
+            raise CommandSyntaxError(text, t.pos, f"unterminated quoted text starting with {t.text}")
+        kind = _KIND.get(t.kind, t.kind)
+        value = t.value if kind == "str" else t.text.upper() if kind == "word" else t.text
+        out.append(Tok(kind, t.text, t.pos, value))
     return out
 
 
