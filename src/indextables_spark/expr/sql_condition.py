@@ -14,7 +14,24 @@ from typing import Any, Callable, Mapping
 
 from sqlglot import exp
 
-from indextables_spark.expr import model as P
+from indextables_spark.expr.model import (
+    And,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    Or,
+    StringContains,
+    StringEndsWith,
+    StringStartsWith,
+)
 from indextables_spark.errors import PredicateError
 from indextables_spark.expr.where import typed
 
@@ -32,13 +49,13 @@ _FLIP = {
     exp.EQ: exp.EQ,
     exp.NullSafeEQ: exp.NullSafeEQ,
 }
-_CMP: dict[type[exp.Binary], Callable[[str, Any], P.Filter]] = {
-    exp.EQ: P.EqualTo,
-    exp.NullSafeEQ: P.EqualNullSafe,
-    exp.GT: P.GreaterThan,
-    exp.GTE: P.GreaterThanOrEqual,
-    exp.LT: P.LessThan,
-    exp.LTE: P.LessThanOrEqual,
+_CMP: dict[type[exp.Binary], Callable[[str, Any], Filter]] = {
+    exp.EQ: EqualTo,
+    exp.NullSafeEQ: EqualNullSafe,
+    exp.GT: GreaterThan,
+    exp.GTE: GreaterThanOrEqual,
+    exp.LT: LessThan,
+    exp.LTE: LessThanOrEqual,
 }
 
 
@@ -87,29 +104,29 @@ class Converter:
             raise Unplannable(f"column {name} of type {t}")
         return name
 
-    def convert(self, node: exp.Expression) -> P.Filter:
+    def convert(self, node: exp.Expression) -> Filter:
         f = self._convert(node)
         try:
             return typed(f, self.types)
         except PredicateError as e:
             raise Unplannable(str(e)) from None
 
-    def _convert(self, node: exp.Expr) -> P.Filter:
+    def _convert(self, node: exp.Expr) -> Filter:
         if isinstance(node, exp.Paren):
             return self._convert(node.this)
         if isinstance(node, exp.And):
-            return P.And(self._convert(node.left), self._convert(node.right))
+            return And(self._convert(node.left), self._convert(node.right))
         if isinstance(node, exp.Or):
-            return P.Or(self._convert(node.left), self._convert(node.right))
+            return Or(self._convert(node.left), self._convert(node.right))
         if isinstance(node, exp.Not):
             inner = node.this
             if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
-                return P.IsNotNull(self.column(inner.this))
-            return P.Not(self._convert(inner))
+                return IsNotNull(self.column(inner.this))
+            return Not(self._convert(inner))
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-            return P.IsNull(self.column(node.this))
+            return IsNull(self.column(node.this))
         if isinstance(node, exp.NEQ):
-            return P.Not(self._convert(exp.EQ(this=node.this, expression=node.expression)))
+            return Not(self._convert(exp.EQ(this=node.this, expression=node.expression)))
         if isinstance(node, exp.Binary) and type(node) in _CMP:
             left, right = node.this, node.expression
             kind = type(node)
@@ -120,17 +137,17 @@ class Converter:
             values = tuple(literal(v) for v in node.expressions)
             if not values:
                 raise Unplannable("IN ()")
-            return P.In(self.column(node.this), values)
+            return In(self.column(node.this), values)
         if isinstance(node, exp.Between):
             col = self.column(node.this)
-            return P.And(
-                P.GreaterThanOrEqual(col, literal(node.args["low"])), P.LessThanOrEqual(col, literal(node.args["high"]))
+            return And(
+                GreaterThanOrEqual(col, literal(node.args["low"])), LessThanOrEqual(col, literal(node.args["high"]))
             )
         if isinstance(node, exp.Like) and not node.args.get("escape"):
             return self._like(self.column(node.this), literal(node.expression))
         raise Unplannable(f"condition {node.sql(dialect='spark')}")
 
-    def _like(self, col: str, pattern: Any) -> P.Filter:
+    def _like(self, col: str, pattern: Any) -> Filter:
         if self.types[col] != "string" or not isinstance(pattern, str):
             raise Unplannable("LIKE on a non-string")
         body = pattern.strip("%") if pattern else pattern
@@ -140,12 +157,12 @@ class Converter:
         if pattern.startswith("%%") or pattern.endswith("%%"):
             raise Unplannable(f"LIKE pattern {pattern!r}")
         if starts and ends:
-            return P.StringContains(col, body)
+            return StringContains(col, body)
         if starts:
-            return P.StringEndsWith(col, body)
+            return StringEndsWith(col, body)
         if ends:
-            return P.StringStartsWith(col, body)
-        return P.EqualTo(col, body)
+            return StringStartsWith(col, body)
+        return EqualTo(col, body)
 
 
 def _bare(node: exp.Expression) -> exp.Expression:
