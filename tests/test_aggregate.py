@@ -423,7 +423,7 @@ def test_fast_field_configuration_for_text_columns(tmp_path):
 
 def test_driver_threads_give_the_same_result(spark, table, monkeypatch):
     """The driver path searches small splits in one thread and big ones in contiguous runs per
-    thread (split.search.map_chunks): both give Spark's result (the threaded path forced here,
+    thread (split_threads.map_chunks): both give Spark's result (the threaded path forced here,
     the split partial cache off so that every split is searched)."""
     from indextables_spark.core.split import split_threads
 

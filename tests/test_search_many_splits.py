@@ -57,7 +57,7 @@ QUERIES = [
     ("line:zephyr OR line:quasar", lambda w: "zephyr" in w or "quasar" in w),
     ("line:quasar AND line:beta", lambda w: "quasar" in w and "beta" in w),
     ("line:quasar AND NOT line:beta", lambda w: "quasar" in w and "beta" not in w),
-    # not counted before the search (reader.COUNTED_KINDS): every split is read
+    # not counted before the search (query_parsing.COUNTED_KINDS): every split is read
     ('line:"beta quasar"', lambda w: ("beta", "quasar") in zip(w, w[1:])),
     ("line:zeph*", lambda w: any(x.startswith("zeph") for x in w)),
     ("line:zephir~1", lambda w: "zephyr" in w),

@@ -112,7 +112,7 @@ class TaskRead:
         self, adds: list[AddFile], deletes: dict[str, list[dict]], limit: int | None
     ) -> Iterator[pa.RecordBatch]:
         """The task's output: the pieces joined into batches of the target schema, partition
-        values attached once per joined batch (split.search.joined)."""
+        values attached once per joined batch (core/split/split_rows.joined)."""
         from indextables_spark.core.split.split_rows import joined
 
         pieces = self.pieces(adds, deletes, limit)

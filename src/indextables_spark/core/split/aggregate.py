@@ -393,7 +393,7 @@ def aggregate_files(
     deletes: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The merged partial of these splits (AddFile objects); threads > 1 lets them be searched in
-    parallel threads (as many as search.map_chunks finds worth it).
+    parallel threads (as many as split_threads.map_chunks finds worth it).
     deletes: {split path: its deleteLog actions as JSON} (log.delete_logs.deletes_json)."""
     from indextables_spark.core.log.actions import DeleteLog
     from indextables_spark.core.log.delete_logs import load_split_deletes

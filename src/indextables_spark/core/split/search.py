@@ -161,7 +161,7 @@ class SearchPlan:
     def matching(self, files: Sequence[Any]) -> list[Any]:
         """The cached splits among `files` whose index matches the query (every one without a
         query, with a struct-field narrowing, which joins the query text, or with a query not
-        cheap to count: reader.query_hits): a split without a match costs its cache entry, the
+        cheap to count: query_parsing.query_hits): a split without a match costs its cache entry, the
         parsed query of its doc mapping (cached) and Tantivy's count (a few microseconds), and is
         not opened further. Filters and deletes only remove rows, so they cannot make a split
         without a query match return rows. The counts are kept for the reads (matching_rows does
