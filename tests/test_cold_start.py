@@ -72,7 +72,7 @@ def test_table_import_and_first_snapshot_import_only_the_read_path(tmp_path):
         "indextables_spark.core.log.state_writer",
         "indextables_spark.expr.partition_filter",
         "indextables_spark.core.log.avro_codec",
-        "indextables_spark.api.results",
+        "indextables_spark.results",
     )
     got = run_fresh(
         f"mods = {mods!r}\n"

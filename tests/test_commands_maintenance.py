@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.api import results as it_results
-from indextables_spark.api.results import python_rows
+from indextables_spark import results as it_results
+from indextables_spark.results import python_rows
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import InvalidOptionError, TableExistsError
@@ -181,7 +181,7 @@ def test_result_columns_are_the_dataclass_fields():
     import dataclasses
     import pickle
 
-    from indextables_spark.api import results as r
+    from indextables_spark import results as r
 
     res = r.MergeSplitsResult(
         table_path="/t",

@@ -231,7 +231,7 @@ def test_every_row_is_complete(op):
     table function arguments are its fields, its SQL head claims a text, its result is a Record."""
     import dataclasses
 
-    from indextables_spark.api.results import Record
+    from indextables_spark.results import Record
     from indextables_spark.frontends.sql_parser import is_command
 
     command = op.load()

@@ -88,7 +88,15 @@ def test_secrets_follow_the_registry_flags():
 
 @pytest.mark.parametrize(
     "text, size",
-    [("1T", 1 << 40), ("100M", 100 << 20), (" 2 g ", 2 << 30), ("1.5G", 3 << 29), (".5k", 512), ("1e3", 1000), ("7", 7)],
+    [
+        ("1T", 1 << 40),
+        ("100M", 100 << 20),
+        (" 2 g ", 2 << 30),
+        ("1.5G", 3 << 29),
+        (".5k", 512),
+        ("1e3", 1000),
+        ("7", 7),
+    ],
 )
 def test_one_size_grammar_for_options_sql_and_the_command_line(text, size):
     """config/units.py reads sizes everywhere: an option, a SQL clause and a CLI flag agree."""
@@ -110,7 +118,9 @@ def test_sizes_outside_the_grammar_are_refused(text):
         Options.of({"merge.targetSize": text}).get_size("merge.targetSize")
 
 
-@pytest.mark.parametrize("text, hours", [("7d", 168.0), ("36h", 36.0), ("2 days", 48.0), ("1.5 DAY", 36.0), ("12", 12.0)])
+@pytest.mark.parametrize(
+    "text, hours", [("7d", 168.0), ("36h", 36.0), ("2 days", 48.0), ("1.5 DAY", 36.0), ("12", 12.0)]
+)
 def test_one_duration_grammar(text, hours):
     from indextables_spark.config.units import parse_hours
     from indextables_spark.frontends.sql_parser import parse_command

@@ -187,7 +187,7 @@ def test_every_write_route_is_refused_before_writing(tmp_path):
     # the Spark writers plan with writer.plan_write on the driver: the same refusal
     from indextables_spark.core.split.arrow_types import spark_schema_json
     from indextables_spark.config.options import Options
-    from indextables_spark.api.write import plan_write
+    from indextables_spark.ops.write import plan_write
 
     with pytest.raises(ReferenceTableError):
         plan_write(t.log, Options(), spark_schema_json(rows.schema), False)
@@ -237,7 +237,7 @@ def test_a_concurrent_reference_add_is_not_rebased_over(tmp_path):
     new = _new_rows(t, 1)
     # a writer of ours stages a split; meanwhile the reference re-adds one of its splits
     from indextables_spark.config.options import Options
-    from indextables_spark.api.write import plan_write, write_splits
+    from indextables_spark.ops.write import plan_write, write_splits
     from indextables_spark.core.split.arrow_types import spark_schema_json
 
     plan, _, _ = plan_write(t.log, Options(), spark_schema_json(new.schema), False)

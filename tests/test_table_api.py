@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.api import results as r
+from indextables_spark import results as r
 
 
 def rows(n: int, start: int = 0) -> pa.Table:

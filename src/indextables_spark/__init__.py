@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
     from indextables_spark.core.log.base_state import ScanStats
     from indextables_spark.core.log.transaction import Transaction
-    from indextables_spark.api.results import CompanionBuildResult, DiskCacheInfo, FlushDiskCacheResult, PostWriteResult
+    from indextables_spark.results import CompanionBuildResult, DiskCacheInfo, FlushDiskCacheResult, PostWriteResult
     from indextables_spark.api.table import IndexTable
 
 

@@ -3,7 +3,7 @@
 A generic reader of ops/registry.py: each operation with a `method` is a method here, taking the
 operation's command fields after the table (the table fills the first; the command class's
 keyword-only fields stay keyword-only), plus `spark=` (operations that can run as a Spark job do)
-and `progress=`; it returns the operation's typed result (api/results.py). The same operations as
+and `progress=`; it returns the operation's typed result (results.py). The same operations as
 the SQL texts (`MERGE SPLITS …`, `PURGE INDEXTABLE …`), the SQL table functions and the command
 line:
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from indextables_spark.api.results import GcStateResult, Progress
+from indextables_spark.results import GcStateResult, Progress
 from indextables_spark.core.log import gc
 from indextables_spark.core.log.table_log import TransactionLog
 

@@ -2,7 +2,7 @@
 
 Reading (snapshot, files, search, to_arrow, count, aggregate, explain, changes_since), writing
 (write, delete, transaction), and, as namespaces, `t.maintenance` (api/maintenance.py) and
-`t.inspect` (api/inspect.py). Operations return typed results (api/results.py)."""
+`t.inspect` (api/inspect.py). Operations return typed results (results.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from indextables_spark.api.transaction import TableTransaction
     from indextables_spark.core.split.search import SearchPlan
     from indextables_spark.core.split.search_explain import SearchExplanation
-    from indextables_spark.api.results import (
+    from indextables_spark.results import (
         CheckpointResult,
         DescribeStateResult,
         HistoryEntry,

@@ -17,8 +17,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from indextables_spark.api.results import DeleteResult
-from indextables_spark.api.write import (
+from indextables_spark.results import DeleteResult
+from indextables_spark.ops.write import (
     WritePlan,
     batch_source,
     build_splits,

@@ -275,7 +275,7 @@ def _search_cell(v: Any) -> str:
 
 
 def _json_default(o: Any) -> Any:
-    from indextables_spark.api.results import Record  # lazy: `--help` imports no package code
+    from indextables_spark.results import Record  # lazy: `--help` imports no package code
 
     if isinstance(o, Record):  # rows that are not OperationResults (dicts already): their JSON form
         return o.to_dict()
@@ -288,7 +288,7 @@ def _json_default(o: Any) -> Any:
 
 def _print_json(raw: Any) -> None:
     if isinstance(raw, pa.Table):
-        from indextables_spark.api.results import python_rows
+        from indextables_spark.results import python_rows
 
         raw = python_rows(raw)
     print(json.dumps(raw, default=_json_default, indent=2, sort_keys=False))
@@ -319,7 +319,7 @@ def _render(console: Any, res: CommandResult) -> None:
     property/value table per result, nested lists of records as tables under it."""
     from rich.table import Table
 
-    from indextables_spark.api.results import python_rows
+    from indextables_spark.results import python_rows
 
     rows = python_rows(res.table)
     wide = res.operation.cli.columns if res.operation.cli else ()

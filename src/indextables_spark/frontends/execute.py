@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from indextables_spark.api.results import Progress, Record
+from indextables_spark.results import Progress, Record
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.ops.registry import Command, Context, Listing, Operation, operation_of, table_name_of

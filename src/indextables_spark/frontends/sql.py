@@ -14,7 +14,7 @@ TableResolver = Callable[[Any, TableName], tuple[str, dict[str, str]]]
 
 
 def run_sql(spark: Any, text: str, resolve_table: TableResolver | None = None) -> Any:
-    """A DataFrame of the command's result rows (the fields of its result class, api/results.py).
+    """A DataFrame of the command's result rows (the fields of its result class, results.py).
 
     The operations run on the driver with the session's `spark.indextables.*` conf as options;
     MERGE SPLITS runs one Spark task per merge group. Classic or Spark Connect session.

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Iterator
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.api.results import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
+from indextables_spark.results import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
 from indextables_spark.ops.registry import CommandParser, Context, Target, log_at
 
 _TASK_SCHEMA = pa.schema([("payload", pa.string())])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from indextables_spark.api.results import CheckpointResult
+from indextables_spark.results import CheckpointResult
 from indextables_spark.core.log import maintenance
 from indextables_spark.ops.registry import CommandParser, Context, Target
 

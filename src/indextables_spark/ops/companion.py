@@ -12,7 +12,7 @@
    version), the new splits and the removes (companion_sync.py). Splits written by a failed build
    are deleted.
 
-The companion table refuses writes of rows (api/write.py); MERGE SPLITS re-indexes the source
+The companion table refuses writes of rows (ops/write.py); MERGE SPLITS re-indexes the source
 files of the splits it merges (ops/merge_splits.py, with row_groups).
 """
 
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
 from indextables_spark.errors import CompanionSourceError, InvalidOptionError
 from indextables_spark.config.options import PREFIX, Options, parse_size
 from indextables_spark.config.registry import registered_default
-from indextables_spark.api.results import CompanionBuildResult
+from indextables_spark.results import CompanionBuildResult
 from indextables_spark.core.split.companion import CompanionSource, companion_of, open_source_parquet
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.ops.companion_sync import (

@@ -129,7 +129,7 @@ def commit_build(
 ) -> int:
     """One version: the metadata (schema, partitioning, the source's format, location and
     version; a new table's settings), the new splits, the removes and the stats files."""
-    from indextables_spark.api.write import table_settings  # lazy: see select_files
+    from indextables_spark.ops.write import table_settings  # lazy: see select_files
     from indextables_spark.core.log.actions import AddFile, Metadata  # lazy: see select_files
     from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
     from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL  # lazy: see select_files

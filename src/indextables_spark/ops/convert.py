@@ -55,7 +55,7 @@ from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
 from indextables_spark.core.storage import Storage
 from indextables_spark.config.options import PREFIX, Options
-from indextables_spark.api.results import ConvertResult, Progress, elapsed_ms
+from indextables_spark.results import ConvertResult, Progress, elapsed_ms
 from indextables_spark.ops.registry import CommandParser, Context, Target
 
 log = logging.getLogger(__name__)

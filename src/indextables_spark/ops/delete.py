@@ -57,7 +57,7 @@ from indextables_spark.core.split.reader import SplitReader
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.types import ColumnSpec
 from indextables_spark.core.storage import Storage
-from indextables_spark.api.results import DeleteResult, elapsed_ms
+from indextables_spark.results import DeleteResult, elapsed_ms
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import EqualTo, Filter, In, Or, columns_of
 from indextables_spark.expr.skipping import prune_partition, skip_split

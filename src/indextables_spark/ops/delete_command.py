@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from indextables_spark.api.results import DeleteResult
+from indextables_spark.results import DeleteResult
 from indextables_spark.ops.registry import CommandParser, Context, Target
 
 

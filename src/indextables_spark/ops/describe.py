@@ -30,7 +30,7 @@ from indextables_spark.core.log.state_config import StateConfig
 from indextables_spark.core.log.state_loader import read_last_checkpoint
 from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE
 from indextables_spark.core.log.state_compaction import needs_compaction
-from indextables_spark.api.results import DescribeStateResult, SkippedFile, TransactionLogRow
+from indextables_spark.results import DescribeStateResult, SkippedFile, TransactionLogRow
 from indextables_spark.ops.registry import CommandParser, Context, Target
 
 

@@ -18,7 +18,7 @@ from indextables_spark.core.log.actions import RemoveFile
 from indextables_spark.expr.partition_filter import parse_partition_filter, partition_column_types
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
-from indextables_spark.api.results import DropPartitionsResult
+from indextables_spark.results import DropPartitionsResult
 from indextables_spark.ops.registry import CommandParser, Context, Target
 
 OPERATION = "DROP PARTITIONS"

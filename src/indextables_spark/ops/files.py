@@ -1,13 +1,26 @@
-"""`indextables files PATH [--where P] [--version V]`: the live splits (no SQL text: the SQL side
-has IndexTable.inspect.files and the `files` of a snapshot)."""
+"""`indextables files PATH [--where P] [--version V]`: the live splits (no SQL text: Python has
+IndexTable.files and the `files_table` of a snapshot)."""
 
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar
 
-from indextables_spark.api.results import FileRow
+from indextables_spark.core.log.actions import AddFile
 from indextables_spark.ops.registry import Context, Listing, Target
+from indextables_spark.results import FileRow
+
+
+def file_row(f: AddFile) -> FileRow:
+    return FileRow(
+        path=f.path,
+        partition_values=dict(f.partition_values or {}),
+        size=f.size,
+        num_records=f.num_records,
+        modification_time=f.modification_time,
+        num_merge_ops=f.num_merge_ops,
+        added_at_version=f.added_at_version,
+    )
 
 
 @dataclass(frozen=True)
@@ -19,10 +32,7 @@ class Files:
     version: int | None = None
 
     def run(self, ctx: Context) -> Listing:
-        from indextables_spark.api.inspect import file_row
-        from indextables_spark.api.table import IndexTable  # lazy: ops import no table code at import
-
-        t = IndexTable(ctx.path(self.path), ctx.options)
-        files = t.files(self.where, version=self.version) if self.where else t.snapshot(self.version).files
+        log = ctx.log(self.path)
+        files = log.pruned_snapshot(self.where, self.version).files if self.where else log.snapshot(self.version).files
         # --json: the log's own form of each split
         return Listing([file_row(f) for f in files], [f.to_json() for f in files])

@@ -44,7 +44,7 @@ from indextables_spark.core.log.reference_splits import (
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
 from indextables_spark.config.options import Options, parse_size
-from indextables_spark.api.results import MergeSplitsResult, Progress, SkippedFile, elapsed_ms
+from indextables_spark.results import MergeSplitsResult, Progress, SkippedFile, elapsed_ms
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.ops.registry import CommandParser, Context, Target, size
 

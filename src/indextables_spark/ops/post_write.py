@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from indextables_spark.config.options import Options
-from indextables_spark.api.results import PostWriteResult
+from indextables_spark.results import PostWriteResult
 from indextables_spark.util.sessions import default_parallelism, set_job_description
 
 log = logging.getLogger(__name__)
@@ -52,15 +52,15 @@ def _count_write(uri: str) -> int:
 
 def run(spark: Any, path: str, opts: Options) -> PostWriteResult:
     """The post-write maintenance itself (errors propagate; see maybe_run)."""
-    from indextables_spark.api.table import IndexTable
     from indextables_spark.ops import merge_splits as merge, purge
+    from indextables_spark.ops.registry import log_at
 
-    table = IndexTable(path, opts)
+    table_log = log_at(path, opts)
     result = PostWriteResult(table_path=path, status="DONE")
     merged = False
     if opts.get_bool("mergeOnWrite.enabled"):
         cfg = merge.MergeConfig.from_options(opts, target_option="mergeOnWrite.targetSize", default_target=4 << 30)
-        plan = merge.plan_merge(table.log, None, cfg)
+        plan = merge.plan_merge(table_log, None, cfg)
         threshold = merge_trigger_threshold(default_parallelism(spark), opts)
         if len(plan.groups.groups) >= threshold:
             done = merge.execute_merge(plan, merge.SparkRunner(spark))
@@ -69,11 +69,11 @@ def run(spark: Any, path: str, opts: Options) -> PostWriteResult:
         else:
             result = replace(result, merge_groups=len(plan.groups.groups), merge_threshold=threshold)
     if opts.get_bool("purgeOnWrite.enabled"):
-        n = _count_write(table.storage.uri)
+        n = _count_write(table_log.storage.uri)
         every = opts.get_int("purgeOnWrite.triggerAfterWrites")
         if (merged and opts.get_bool("purgeOnWrite.triggerAfterMerge")) or (every > 0 and n % every == 0):
             purged = purge.purge(
-                table.log,
+                table_log,
                 older_than_hours=opts.get_float("purgeOnWrite.splitRetentionHours"),
                 tx_log_retention_hours=opts.get_float("purgeOnWrite.txLogRetentionHours"),
             )

@@ -39,7 +39,7 @@ from indextables_spark.core.log.listing import LogListing
 from indextables_spark.core.log.paths import LOG_DIR
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.config.options import Options
-from indextables_spark.api.results import Progress, PurgeResult, elapsed_ms
+from indextables_spark.results import Progress, PurgeResult, elapsed_ms
 from indextables_spark.ops.registry import CommandParser, Context, Target
 
 log = logging.getLogger(__name__)

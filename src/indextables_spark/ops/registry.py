@@ -25,7 +25,7 @@ from indextables_spark.config.options import Options
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from indextables_spark.api.results import Progress, Record
+    from indextables_spark.results import Progress, Record
     from indextables_spark.core.log.table_log import TransactionLog
 
 _PLAIN_IDENT = re.compile(r"[A-Za-z0-9_]+")

@@ -28,7 +28,7 @@ from indextables_spark.core.log.doc_mapping import registry_key
 from indextables_spark.core.log.file_entries import add_files_to_table
 from indextables_spark.core.log.paths import LOG_DIR
 from indextables_spark.config.options import Options
-from indextables_spark.api.results import Progress, RepairResult, elapsed_ms
+from indextables_spark.results import Progress, RepairResult, elapsed_ms
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.ops.registry import CommandParser, Context
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar
 
-from indextables_spark.api.results import TruncateTimeTravelResult
+from indextables_spark.results import TruncateTimeTravelResult
 from indextables_spark.core.log import maintenance
 from indextables_spark.ops.registry import CommandParser, Context, Target
 

@@ -283,7 +283,7 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         return StreamBatchWritten(written.adds, written.stats)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        from indextables_spark.api.write import merge_stats
+        from indextables_spark.ops.write import merge_stats
         from indextables_spark.spark.writer import commit_write
 
         batch = cast("list[StreamBatchWritten | None]", messages)  # what write() returned
@@ -315,7 +315,7 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        from indextables_spark.api.write import merge_stats
+        from indextables_spark.ops.write import merge_stats
         from indextables_spark.spark.writer import delete_written
 
         batch = cast("list[StreamBatchWritten | None]", messages)  # what write() returned

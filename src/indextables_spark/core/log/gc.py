@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Iterable
 
 from indextables_spark.errors import CorruptStateError
-from indextables_spark.api.results import GcStateResult, ManifestGcResult, StateCleanupResult
+from indextables_spark.results import GcStateResult, ManifestGcResult, StateCleanupResult
 from indextables_spark.core.log.state_config import StateConfig
 from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, resolve_manifest_key
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from indextables_spark.errors import CorruptStateError, IndexTablesError, ProtocolVersionError, TableNotFoundError
 from indextables_spark.config.options import Options
-from indextables_spark.api.results import CheckpointResult, TruncateTimeTravelResult, elapsed_ms
+from indextables_spark.results import CheckpointResult, TruncateTimeTravelResult, elapsed_ms
 from indextables_spark.core.storage import Storage
 from indextables_spark.core.log.actions import Protocol
 from indextables_spark.core.log.avro_state import read_state_manifest

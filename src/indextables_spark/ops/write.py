@@ -42,7 +42,7 @@ from indextables_spark.core.split.doc_mapping import doc_mapping_json
 from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY, IndexingConfig, recorded_settings
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.storage import Storage
-from indextables_spark.api.write_schema import check_append_schema, merge_append_schema, nullable_json
+from indextables_spark.ops.write_schema import check_append_schema, merge_append_schema, nullable_json
 
 
 log = logging.getLogger(__name__)
