@@ -16,6 +16,7 @@ import pytest
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
+from indextables_spark.frontends.execute import spark_schema
 from indextables_spark.ops.registry import OPERATIONS
 from indextables_spark.errors import UnsupportedTypeError
 from indextables_spark.core.split.arrow_types import (
@@ -294,7 +295,7 @@ def test_result_specs_spark_schemas_match_pyspark():
     results = [op.load().result for op in OPERATIONS]
     assert len(results) >= 8
     for result in results:
-        assert result.spark_schema() == from_arrow_schema(result.arrow_schema()), result.__name__
+        assert spark_schema(result) == from_arrow_schema(result.arrow_schema()), result.__name__
 
 
 def test_unsupported_types_are_refused():

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
+from indextables_spark.frontends.execute import spark_schema
 from indextables_spark import results as it_results
 from indextables_spark.results import python_rows
 from indextables_spark.frontends.execute import execute
@@ -215,7 +216,7 @@ def test_result_columns_are_the_dataclass_fields():
     # every operation's output columns: its result class's fields
     for op in OPERATIONS:
         result = op.load().result
-        assert result.spark_schema().fieldNames() == result.arrow_schema().names == result.column_names(), op.name
+        assert spark_schema(result).fieldNames() == result.arrow_schema().names == result.column_names(), op.name
     assert pa.types.is_timestamp(r.DescribeStateResult.arrow_schema().field("created_at").type)
 
 

@@ -4,7 +4,7 @@
 share; one module keeps their columns and JSON forms side by side.)
 
 Each operation returns a frozen dataclass: attributes are snake_case (`res.num_files`), `to_dict()`
-gives the camelCase JSON form (the CLI's `--json`), and `arrow_schema()` / `spark_schema()` /
+gives the camelCase JSON form (the CLI's `--json`), and `arrow_schema()` /
 `to_row()` give the SQL front ends their typed columns — the dataclass fields, in order.
 
 The public API documents these results as dicts (`t.checkpoint() -> dict`): an `OperationResult`
@@ -122,15 +122,6 @@ class Record:
             t = f.metadata.get("arrow") or _arrow_type(hints[f.name], cls.__name__, f.name)
             out.append(pa.field(f.name, t))
         return pa.schema(out)
-
-    @classmethod
-    def spark_schema(cls) -> Any:
-        """The columns as a pyspark StructType (SQL commands, table functions)."""
-        from pyspark.sql.types import StructType  # lazy: results are Spark-free until a Spark front end asks
-
-        from indextables_spark.core.split.arrow_types import spark_schema_json
-
-        return StructType.fromJson(spark_schema_json(cls.arrow_schema()))
 
     @classmethod
     def column_names(cls) -> list[str]:

@@ -27,6 +27,15 @@ class CommandResult:
         return self.operation.name
 
 
+def spark_schema(result: type[Record]) -> Any:
+    """A result class's columns as a pyspark StructType (SQL commands, table functions)."""
+    from pyspark.sql.types import StructType  # lazy: pyspark only when a Spark front end asks
+
+    from indextables_spark.core.split.arrow_types import spark_schema_json
+
+    return StructType.fromJson(spark_schema_json(result.arrow_schema()))
+
+
 def _shared_log(path: str, options: Options) -> TransactionLog:
     """The log IndexTable(path, options) shares in this process (its last snapshot reused)."""
     from indextables_spark.api.table import IndexTable  # lazy: the executor loads table code on use

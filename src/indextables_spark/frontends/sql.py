@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from indextables_spark.frontends.execute import execute
+from indextables_spark.frontends.execute import execute, spark_schema
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.ops.registry import TableName, table_name_of, with_table_path
 from indextables_spark.util.sessions import with_session_options
@@ -29,4 +29,4 @@ def run_sql(spark: Any, text: str, resolve_table: TableResolver | None = None) -
         path, table_options = resolve_table(spark, name)
         cmd = with_table_path(cmd, path)
     res = execute(cmd, with_session_options(spark, table_options), spark=spark)
-    return spark.createDataFrame(res.table, schema=res.result.spark_schema())
+    return spark.createDataFrame(res.table, schema=spark_schema(res.result))

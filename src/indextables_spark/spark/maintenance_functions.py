@@ -26,6 +26,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from indextables_spark.frontends.execute import spark_schema
 from indextables_spark.ops import registry
 from indextables_spark.ops.registry import Command, coerced, signature
 
@@ -80,4 +81,4 @@ def register_command_functions(spark: Any, conf: dict[str, str]) -> None:
             command = op.load()
             cls = function_class(command, dict(conf))
             # Plain (not Arrow) UDTFs: one row per command, and Arrow UDTFs would need pandas.
-            spark.udtf.register(op.function, udtf(cls, returnType=command.result.spark_schema(), useArrow=False))
+            spark.udtf.register(op.function, udtf(cls, returnType=spark_schema(command.result), useArrow=False))
