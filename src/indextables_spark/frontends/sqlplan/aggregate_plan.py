@@ -4,13 +4,16 @@ core/split/group_aggregate.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 from sqlglot import exp
 
 from indextables_spark.expr import model as P
 from indextables_spark.expr import operators as ops
 from indextables_spark.core.split.group_aggregate import GroupRequest, SqlAgg
 from indextables_spark.expr.sql_condition import Converter, Unplannable
-from indextables_spark.frontends.sqlplan.plans import AggregatePlan
+from indextables_spark.frontends.sqlplan.plans import AggregatePlan, Ref, Scan, TableInfo
 from indextables_spark.frontends.sqlplan.columns_used import is_search_call
 from indextables_spark.frontends.sqlplan.search_conditions import conjuncts, is_raw_indexall
 
@@ -23,10 +26,16 @@ _AGG_TYPES = {
     "max": ("string", "boolean", "byte", "short", "integer", "long", "float", "double", "date", "timestamp"),
 }
 _KEY_TYPES = ("string", "boolean", "byte", "short", "integer", "long", "float", "double", "date", "timestamp")
-_AGG_NODES = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+_AGG_NODES: dict[type[exp.Expr], str] = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 
 
-def plan_aggregate(stmt, refs, infos, scans, per_ref_search) -> AggregatePlan | None:
+def plan_aggregate(
+    stmt: exp.Expr,
+    refs: list[Ref],
+    infos: list[TableInfo],
+    scans: list[Scan],
+    per_ref_search: dict[int, ops.Search],
+) -> AggregatePlan | None:
     if not isinstance(stmt, exp.Select):
         raise Unplannable("not a single SELECT")
     group = stmt.args.get("group")
@@ -80,6 +89,7 @@ def plan_aggregate(stmt, refs, infos, scans, per_ref_search) -> AggregatePlan | 
             if not isinstance(g, exp.Column) or column_of(g) is None:
                 raise Unplannable(f"GROUP BY {g.sql(dialect='spark')}")
             name = column_of(g)
+            assert name is not None
             if types[name] not in _KEY_TYPES:
                 raise Unplannable(f"GROUP BY a {types[name]} column")
             if name not in keys:
@@ -106,7 +116,7 @@ def plan_aggregate(stmt, refs, infos, scans, per_ref_search) -> AggregatePlan | 
         for conj in conjuncts(where.this):
             if any(is_search_call(n) for n in conj.walk()) or is_raw_indexall(conj):
                 continue
-            filters.append(conv.convert(conj))
+            filters.append(conv.convert(cast(exp.Expression, conj)))  # a WHERE conjunct is an Expression
     order = []
     if stmt.args.get("order") is not None:
         for o in stmt.args["order"].expressions:
@@ -129,7 +139,7 @@ def plan_aggregate(stmt, refs, infos, scans, per_ref_search) -> AggregatePlan | 
     return AggregatePlan(scan, request, outputs, search, filters, order, limit)
 
 
-def _agg(e: exp.Expression, column_of, types: dict[str, str]) -> SqlAgg:
+def _agg(e: exp.Expr, column_of: Callable[[exp.Column], str | None], types: dict[str, str]) -> SqlAgg:
     if isinstance(e, exp.Count):
         arg = e.this
         if isinstance(arg, exp.Star):
@@ -138,19 +148,21 @@ def _agg(e: exp.Expression, column_of, types: dict[str, str]) -> SqlAgg:
             return SqlAgg("count_star", None)
         if isinstance(arg, exp.Column) and column_of(arg) is not None:
             name = column_of(arg)
+            assert name is not None
             return SqlAgg("count", name, types[name])
         raise Unplannable(f"{e.sql(dialect='spark')}")
     fn = _AGG_NODES.get(type(e))
     if fn is None or not isinstance(e.this, exp.Column) or column_of(e.this) is None:
         raise Unplannable(f"projection {e.sql(dialect='spark')}")
     name = column_of(e.this)
+    assert name is not None
     allowed = _AGG_TYPES[fn]
     if allowed is not None and types[name] not in allowed:
         raise Unplannable(f"{fn.upper()} of a {types[name]} column")
     return SqlAgg(fn, name, types[name])
 
 
-def _output_position(node: exp.Expression, projections: list[exp.Expression]) -> int:
+def _output_position(node: exp.Expr, projections: list[exp.Expr]) -> int:
     if isinstance(node, exp.Literal) and not node.is_string:
         i = int(node.this) - 1
         if 0 <= i < len(projections):

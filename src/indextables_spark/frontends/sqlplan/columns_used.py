@@ -3,7 +3,7 @@ stars expanded, subqueries and correlated references resolved)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -16,7 +16,7 @@ from indextables_spark.frontends.sqlplan.plans import Catalog, Ref, TableInfo
 
 
 def used_columns(
-    stmt: exp.Expression, refs: list[Ref], infos: list[TableInfo], catalog: Catalog
+    stmt: exp.Expr, refs: list[Ref], infos: list[TableInfo], catalog: Catalog
 ) -> tuple[dict[int, set[str]] | None, dict[int, int], str | None]:
     """({ref index: lower-case column names the statement uses outside search operators} or None
     when it could not be resolved, {id of a search call's column in the ORIGINAL tree: ref index},
@@ -27,7 +27,7 @@ def used_columns(
     orig_calls = [n for n in stmt.find_all(exp.Anonymous) if is_search_call(n)]
     copy_calls = [n for n in copy.find_all(exp.Anonymous) if is_search_call(n)]
     index_of = {id(r.node): k for k, r in enumerate(refs)}
-    schema: dict[str, dict[str, str]] = {}
+    schema: dict[str, object] = {}
     ctes = {c.alias_or_name.lower() for c in stmt.find_all(exp.CTE)}
     other = 0
     try:
@@ -58,7 +58,7 @@ def used_columns(
             quote_identifiers=False,
             identify=False,
         )
-        source_of: dict[int, exp.Expression] = {}
+        source_of: dict[int, exp.Expr] = {}
         used: dict[int, set[str]] = {}
         scope_of: dict[int, Any] = {}
         for scope in traverse_scope(qualified):
@@ -71,14 +71,14 @@ def used_columns(
                 source_of[id(col)] = src
                 if not inside_search_call(col):
                     used.setdefault(k, set()).add(col.name.lower())
-        resolved = {}
-        for o, c in zip(orig_calls, copy_calls):
-            col = c.expressions[1] if len(c.expressions) > 1 else None
-            src = source_of.get(id(col))
-            if src is None and col is not None and id(col) in scope_of:
-                src = _origin(_source(scope_of[id(col)], col.table), col.name)
+        resolved: dict[int, int] = {}
+        for o_call, c_call in zip(orig_calls, copy_calls):
+            arg = c_call.expressions[1] if len(c_call.expressions) > 1 else None
+            src = source_of.get(id(arg))
+            if src is None and arg is not None and id(arg) in scope_of:
+                src = _origin(_source(scope_of[id(arg)], arg.table), arg.name)
             if src is not None:
-                resolved[id(o)] = int(src.name.removeprefix("__itref_"))
+                resolved[id(o_call)] = int(src.name.removeprefix("__itref_"))
         return {k: used.get(k, set()) for k in range(len(refs))}, resolved, None
     except (Unplannable, SqlglotError, KeyError, ValueError) as e:
         return None, {}, f"columns: every column read (the statement could not be resolved: {e})"
@@ -114,11 +114,11 @@ def _source(scope: Any, table: str) -> Any:
     return None
 
 
-def is_search_call(n: exp.Expression) -> bool:
+def is_search_call(n: exp.Expr) -> TypeGuard[exp.Anonymous]:
     return isinstance(n, exp.Anonymous) and str(n.this).lower() in (lex.OP_FUNCTION, lex.ALL_FUNCTION)
 
 
-def inside_search_call(n: exp.Expression) -> bool:
+def inside_search_call(n: exp.Expr) -> bool:
     p = n.parent
     while p is not None:
         if is_search_call(p):

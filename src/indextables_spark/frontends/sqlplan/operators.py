@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 OP_FUNCTION = "indextables_search_op"
 ALL_FUNCTION = "indexqueryall"

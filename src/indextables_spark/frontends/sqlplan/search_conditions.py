@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeGuard
 
 from sqlglot import exp
 
 from indextables_spark.expr import operators as ops
 from indextables_spark.frontends.sqlplan import operators as lex
-from indextables_spark.frontends.sqlplan.plans import Ref
+from indextables_spark.frontends.sqlplan.plans import Catalog, Ref, TableInfo
 from indextables_spark.frontends.sqlplan.columns_used import is_search_call
 
 
-def _search_of_call(n: exp.Anonymous) -> tuple[ops.Op, exp.Expression | None]:
+def _search_of_call(n: exp.Anonymous) -> tuple[ops.Op, exp.Expr | None]:
     """The operator of a search call, and its column node (None for indexqueryall)."""
     args = n.expressions
     if str(n.this).lower() == lex.ALL_FUNCTION:
@@ -29,7 +30,7 @@ def _search_of_call(n: exp.Anonymous) -> tuple[ops.Op, exp.Expression | None]:
     return ops.Op(kind, column, q.this), col
 
 
-def is_raw_indexall(n: exp.Expression) -> bool:
+def is_raw_indexall(n: exp.Expr | None) -> TypeGuard[exp.EQ]:
     return (
         isinstance(n, exp.EQ)
         and isinstance(n.this, exp.Column)
@@ -39,7 +40,7 @@ def is_raw_indexall(n: exp.Expression) -> bool:
     )
 
 
-def conjuncts(node: exp.Expression) -> list[exp.Expression]:
+def conjuncts(node: exp.Expr) -> list[exp.Expr]:
     if isinstance(node, exp.And):
         return conjuncts(node.left) + conjuncts(node.right)
     if isinstance(node, exp.Paren) and isinstance(node.this, exp.And):
@@ -47,7 +48,7 @@ def conjuncts(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-def condition_root(call: exp.Expression) -> tuple[exp.Expression, exp.Expression]:
+def condition_root(call: exp.Expr) -> tuple[exp.Expr, exp.Expr]:
     """(the WHERE / JOIN ON condition holding a search call, its container)."""
     node = call
     while isinstance(node.parent, (exp.And, exp.Or, exp.Not, exp.Paren)):
@@ -62,7 +63,7 @@ def condition_root(call: exp.Expression) -> tuple[exp.Expression, exp.Expression
     )
 
 
-def _to_search(node: exp.Expression, refs_of: list[int], resolve) -> ops.Search:
+def _to_search(node: exp.Expr, refs_of: list[int], resolve: Callable[[exp.Expr, exp.Expr | None], int]) -> ops.Search:
     if isinstance(node, exp.Paren):
         return _to_search(node.this, refs_of, resolve)
     if isinstance(node, exp.And):
@@ -84,13 +85,22 @@ def _to_search(node: exp.Expression, refs_of: list[int], resolve) -> ops.Search:
     )
 
 
-def search_edits(stmt, refs, infos, resolved, tokens, text, edits, catalog):
+def search_edits(
+    stmt: exp.Expr,
+    refs: list[Ref],
+    infos: list[TableInfo],
+    resolved: dict[int, int],
+    tokens: list[Any],
+    text: str,
+    edits: list[tuple[int, int, str]],
+    catalog: Catalog,
+) -> tuple[list[str], dict[int, ops.Search], dict[int, ops.Search], set[int]]:
     """Replace each search conjunct by one `_indexall` filter per (condition, table)."""
     calls = [n for n in stmt.find_all(exp.Anonymous) if is_search_call(n)]
-    groups: dict[tuple[int, int], list[tuple[exp.Expression, ops.Search]]] = {}
-    roots: dict[int, exp.Expression] = {}
+    groups: dict[tuple[int, int], list[tuple[exp.Expr, ops.Search]]] = {}
+    roots: dict[int, exp.Expr] = {}
 
-    def resolve(node: exp.Expression, col: exp.Expression | None) -> int:
+    def resolve(node: exp.Expr, col: exp.Expr | None) -> int:
         k = resolved.get(id(node))
         if k is None and col is not None and isinstance(col, exp.Column) and col.table:
             matches = [i for i, r in enumerate(refs) if (r.alias or r.written).lower() == col.table.lower()]
@@ -104,7 +114,7 @@ def search_edits(stmt, refs, infos, resolved, tokens, text, edits, catalog):
             )
         return k
 
-    containers: dict[int, exp.Expression] = {}
+    containers: dict[int, exp.Expr] = {}
     for call in calls:
         root, container = condition_root(call)
         roots[id(container)] = root
@@ -128,7 +138,7 @@ def search_edits(stmt, refs, infos, resolved, tokens, text, edits, catalog):
                     f"joined by AND, one per table"
                 )
             groups.setdefault((cid, refs_of[0]), []).append((conj, search))
-    described = []
+    described: list[str] = []
     per_ref: dict[int, ops.Search] = {}  # every search condition of a table (the aggregate route)
     in_scan: dict[int, ops.Search] = {}  # the ones its scan applies (read option `query`)
     filtered: set[int] = set()  # tables keeping an `_indexall = '…'` filter
@@ -156,7 +166,7 @@ def search_edits(stmt, refs, infos, resolved, tokens, text, edits, catalog):
     return described, per_ref, in_scan, filtered
 
 
-def _qualifier(items: list, ref: Ref, container: exp.Expression) -> str:
+def _qualifier(items: list[tuple[exp.Expr, ops.Search]], ref: Ref, container: exp.Expr) -> str:
     """How the filter names the table: as the condition's columns do, else as the SELECT reads it."""
     for conj, _ in items:
         for n in conj.walk():
@@ -165,7 +175,7 @@ def _qualifier(items: list, ref: Ref, container: exp.Expression) -> str:
     return ref.qualifier if _only_ref_in_select(container, [ref]) == 0 else ""
 
 
-def _filters_scan(container: exp.Expression, table: exp.Table) -> bool:
+def _filters_scan(container: exp.Expr, table: exp.Table) -> bool:
     """Whether a condition (WHERE or JOIN ON) on `table` may filter its rows before any join: the
     table is read directly by that SELECT and no outer join makes it the NULL-supplying side (for
     ON: the join's own table, joined inner, LEFT, SEMI or ANTI). Else the condition stays a filter
@@ -193,7 +203,7 @@ def _filters_scan(container: exp.Expression, table: exp.Table) -> bool:
     return True
 
 
-def _only_ref_in_select(node: exp.Expression, refs: list[Ref]) -> int | None:
+def _only_ref_in_select(node: exp.Expr, refs: list[Ref]) -> int | None:
     """The one indextables table the SELECT around `node` reads directly (FROM and JOINs), if one."""
     select = node.find_ancestor(exp.Select)
     if select is None:
@@ -203,19 +213,19 @@ def _only_ref_in_select(node: exp.Expression, refs: list[Ref]) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
-def _direct_tables(select: exp.Select) -> list[exp.Expression]:
+def _direct_tables(select: exp.Select) -> list[exp.Expr]:
     """What a SELECT reads directly: its FROM, then each JOIN's table, in order."""
     frm = select.args.get("from") or select.args.get("from_")
     return ([frm.this] if frm is not None else []) + [j.this for j in select.args.get("joins") or []]
 
 
-def _span(node: exp.Expression, tokens: list[Any]) -> tuple[int, int]:
+def _span(node: exp.Expr, tokens: list[Any]) -> tuple[int, int]:
     """(first, last) character of a condition made of search calls, literals, columns, AND/OR/NOT
     and parentheses, in the text the tokens came from."""
     starts = {t.start: i for i, t in enumerate(tokens)}
     ends = {t.end: i for i, t in enumerate(tokens)}
 
-    def rec(n: exp.Expression) -> tuple[int, int]:
+    def rec(n: exp.Expr) -> tuple[int, int]:
         if isinstance(n, (exp.Identifier, exp.Literal)) or (isinstance(n, exp.Anonymous) and not n.expressions):
             return n.meta["start"], n.meta["end"]
         if isinstance(n, exp.Anonymous):

@@ -106,7 +106,7 @@ def plan(text: str, catalog: Catalog, views: set[str]) -> StatementPlan | None:
     return out
 
 
-def _references(stmt: exp.Expression, catalog: Catalog, views: set[str]) -> list[Ref]:
+def _references(stmt: exp.Expr, catalog: Catalog, views: set[str]) -> list[Ref]:
     ctes = {c.alias_or_name.lower() for c in stmt.find_all(exp.CTE)}
     out = []
     for t in stmt.find_all(exp.Table):
