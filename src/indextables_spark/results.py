@@ -68,7 +68,7 @@ def _arrow_type(hint: Any, owner: str, name: str) -> pa.DataType:
             return _arrow_type(inner[0], owner, name)
     elif origin in (list, tuple):
         return pa.list_(_arrow_type(args[0], owner, name))
-    elif origin is dict and args == (str, str):
+    elif origin is dict and args in ((str, str), (str, str | None)):  # map values may be null
         return pa.map_(pa.string(), pa.string())
     elif hint is bool:
         return pa.bool_()
@@ -118,22 +118,22 @@ class Record:
     def arrow_schema(cls) -> pa.Schema:
         hints = typing.get_type_hints(cls)
         out = []
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # every Record subclass is a dataclass
+        for f in dataclasses.fields(cls):
             t = f.metadata.get("arrow") or _arrow_type(hints[f.name], cls.__name__, f.name)
             out.append(pa.field(f.name, t))
         return pa.schema(out)
 
     @classmethod
     def column_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        return [f.name for f in dataclasses.fields(cls)]
 
     def to_row(self) -> dict[str, Any]:
         """The SQL row: field name → value as its Arrow column takes it."""
-        return {f.name: _row_value(getattr(self, f.name), f) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {f.name: _row_value(getattr(self, f.name), f) for f in dataclasses.fields(self)}
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: camelCase keys, nested records as dicts."""
-        return {camel(f.name): _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {camel(f.name): _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def table(cls, records: typing.Sequence[Record]) -> pa.Table:
@@ -181,7 +181,7 @@ class OperationResult(Record, dict[str, Any]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pickling (Spark tasks return results) rebuilds from the fields, not through __setitem__
-        return (_rebuild, (type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}))  # type: ignore[arg-type]
+        return (_rebuild, (type(self), {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}))
 
     __setitem__ = _read_only
     __delitem__ = _read_only
@@ -362,7 +362,7 @@ class FileRow(Record):
     """One live split (the `files` command and table function)."""
 
     path: str
-    partition_values: dict[str, str]
+    partition_values: dict[str, str | None]  # None: a null partition value
     size: int
     num_records: int | None = None
     modification_time: int | None = timestamp()

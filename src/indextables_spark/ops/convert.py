@@ -303,10 +303,7 @@ def convert_table(log_: TransactionLog, dry_run: bool = False, progress: Progres
 def _commit(plan: ConvertPlan, done: list[Converted]) -> int:
     snap = plan.snapshot
     ts = now_ms()
-    removes = [
-        RemoveFile(c.source.path, ts, False, dict(c.source.partition_values or {}), c.source.size)  # type: ignore[arg-type]  # null partition values as AddFile holds them (RemoveFile's hint is narrower)
-        for c in done
-    ]
+    removes = [RemoveFile(c.source.path, ts, False, dict(c.source.partition_values or {}), c.source.size) for c in done]
     adds = [a for c in done for a in c.adds]
     stats: dict[str, list[str]] = {}
     mappings: dict[str, str] = {}

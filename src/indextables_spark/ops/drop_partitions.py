@@ -62,12 +62,7 @@ def drop_partitions(log_: TransactionLog, where: str) -> DropPartitionsResult:
         operation=OPERATION,
         operation_parameters={"predicate": where, "partitions": dropped},
     )
-    txn.remove_files(
-        [
-            RemoveFile(f.path, now, True, dict(f.partition_values or {}), f.size)  # type: ignore[arg-type]  # null partition values as AddFile holds them (RemoveFile's hint is narrower)
-            for f in files
-        ]
-    )
+    txn.remove_files([RemoveFile(f.path, now, True, dict(f.partition_values or {}), f.size) for f in files])
     return replace(out, status="SUCCESS", version=txn.commit())
 
 

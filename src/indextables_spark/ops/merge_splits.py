@@ -529,10 +529,7 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
     version = None
     if merged or skips:
         now = int(time.time() * 1000)
-        removes = [
-            RemoveFile(s.path, now, False, dict(s.partition_values or {}), s.size)  # type: ignore[arg-type]  # null partition values as AddFile holds them (RemoveFile's hint is narrower)
-            for s in merged
-        ]
+        removes = [RemoveFile(s.path, now, False, dict(s.partition_values or {}), s.size) for s in merged]
         txn = Transaction(
             plan.log,
             resolver="merge",

@@ -37,15 +37,17 @@ def is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def functions(spark_or_df: Any):
+def functions(spark_or_df: Any) -> Any:
     """`pyspark.sql.functions` for this session's (or DataFrame's) kind. pyspark's dispatching
     module picks classic or Connect by a process-wide flag, which a process holding both kinds
     of session (or a Connect session made before the flag is set) gets wrong."""
     if is_connect(spark_or_df):
-        from pyspark.sql.connect import functions as sf
-    else:
-        from pyspark.sql import functions as sf
-    return sf
+        from pyspark.sql.connect import functions as connect_functions  # lazy: pyspark only with a session
+
+        return connect_functions
+    from pyspark.sql import functions as classic_functions  # lazy: pyspark only with a session
+
+    return classic_functions
 
 
 def withheld_conf_keys(spark: Any) -> list[str]:
@@ -147,7 +149,8 @@ def run_tasks(spark: Any, fn: Callable[[T], R], items: Iterable[T], description:
         return []
     if not is_connect(spark):
         with job_description(spark, description):
-            return spark.sparkContext.parallelize(items, len(items)).map(fn).collect()
+            results: list[R] = spark.sparkContext.parallelize(items, len(items)).map(fn).collect()
+            return results
     return _run_tasks_dataframe(spark, fn, items, description)
 
 

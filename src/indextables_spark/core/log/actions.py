@@ -156,7 +156,7 @@ class RemoveFile:
     path: str
     deletion_timestamp: int | None = None
     data_change: bool = True
-    partition_values: dict[str, str] | None = None
+    partition_values: dict[str, str | None] | None = None
     size: int | None = None
     extended_file_metadata: bool | None = None  # reference field (Delta's meaning), kept as read
     tags: dict[str, str] | None = None
