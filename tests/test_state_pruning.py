@@ -333,14 +333,14 @@ def test_partition_pruning_performance_1m(tmp_path):
 
 
 def test_map_values_equals_map_lookup():
-    """file_entries.map_values = pc.map_lookup(..., "first"): absent keys, NULL maps, empty maps,
+    """partition_values.map_values = pc.map_lookup(..., "first"): absent keys, NULL maps, empty maps,
     repeated keys, NULL values, sliced and chunked arrays."""
     import random
 
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from indextables_spark.core.log.file_entries import map_values
+    from indextables_spark.expr.partition_values import map_values
 
     rng = random.Random(5)
     typ = pa.map_(pa.string(), pa.string())

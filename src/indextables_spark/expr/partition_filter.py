@@ -30,7 +30,6 @@ comparison with a missing (null) partition value is unknown, and unknown rows ar
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar
 
@@ -38,12 +37,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.errors import IndexTablesError
-from indextables_spark.core.log.actions import Metadata
-from indextables_spark.core.log.file_entries import map_values
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.lexer import LexError, Lexicon, Token, lex
 from indextables_spark.expr.partition_bounds import may_match
 from indextables_spark.expr.partition_values import (
+    map_values,
     CLASS_OF,
     OP_OF,
     is_integral,
@@ -291,19 +289,6 @@ class _Parser:
                 raise self.error(f"expected a {self.column_kind}", ct)
             return compare(self.column(ct), _FLIP[op.value], value)
         raise self.error(f"expected a predicate, got {self.describe(t)}", t)
-
-
-def partition_column_types(metadata: Metadata) -> dict[str, str]:
-    """{partition column: Spark type name} from a Metadata action (string when unknown)."""
-    types: dict[str, str] = {}
-    try:
-        schema = json.loads(metadata.schema_string)
-        for f in schema.get("fields", []):
-            t = f.get("type")
-            types[f.get("name")] = t if isinstance(t, str) else "struct"
-    except (ValueError, AttributeError, TypeError):
-        pass
-    return {c: types.get(c, "string") for c in metadata.partition_columns}
 
 
 def parse_partition_filter(

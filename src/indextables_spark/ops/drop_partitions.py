@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.core.log.actions import RemoveFile
-from indextables_spark.expr.partition_filter import parse_partition_filter, partition_column_types
+from indextables_spark.expr.partition_filter import parse_partition_filter
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
 from indextables_spark.results import DropPartitionsResult
@@ -37,7 +37,7 @@ def drop_partitions(log_: TransactionLog, where: str) -> DropPartitionsResult:
     parts = list(metadata.partition_columns)
     if not parts:
         raise InvalidOptionError(f"DROP INDEXTABLES PARTITIONS: table {log_.storage.uri} has no partition columns")
-    predicate = parse_partition_filter(where, partition_column_types(metadata))
+    predicate = parse_partition_filter(where, metadata.partition_column_types())
     snap, _stats = log_.scan(predicate)
     files = snap.files
     dropped = sorted({partition_path(parts, f.partition_values) for f in files})

@@ -233,6 +233,18 @@ class Metadata:
     description: str | None = None
     created_time: int | None = None
 
+    def partition_column_types(self) -> dict[str, str]:
+        """{partition column: Spark type name} from the schema ("string" when unknown)."""
+        types: dict[str, str] = {}
+        try:
+            schema = json.loads(self.schema_string)
+            for f in schema.get("fields", []):
+                t = f.get("type")
+                types[f.get("name")] = t if isinstance(t, str) else "struct"
+        except (ValueError, AttributeError, TypeError):
+            pass
+        return {c: types.get(c, "string") for c in self.partition_columns}
+
     def to_json(self) -> dict[str, Any]:
         return _drop_none(
             {

@@ -152,22 +152,3 @@ def table_to_add_files(table: pa.Table) -> list[AddFile]:
             )
         )
     return out
-
-
-def map_values(maps: pa.Array | pa.ChunkedArray, key: str) -> pa.Array:
-    """The value of `key` in each map<string, string> (NULL where absent; the first when repeated):
-    pc.map_lookup(maps, key, "first"), which takes 23 ms for 100,000 partitionValues maps, in 2 ms
-    (one comparison of the flattened keys, a scatter of the hits)."""
-    import numpy as np
-    import pyarrow.compute as pc  # lazy: a snapshot read without a partition filter needs no compute (~35 ms to import)
-
-    arr = maps.combine_chunks() if isinstance(maps, pa.ChunkedArray) else maps
-    n = len(arr)
-    offsets = arr.offsets.to_numpy()
-    first, last = int(offsets[0]), int(offsets[-1])
-    hit = pc.fill_null(pc.equal(arr.keys.slice(first, last - first), pa.scalar(key, pa.string())), False)
-    values = arr.items.slice(first, last - first).filter(hit)
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))[hit.to_numpy(zero_copy_only=False)]
-    position = np.full(n, -1, dtype=np.int64)
-    position[rows[::-1]] = np.arange(len(rows), dtype=np.int64)[::-1]  # the first entry of a row wins
-    return values.take(pa.array(position, mask=position < 0))

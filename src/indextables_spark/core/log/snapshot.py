@@ -73,7 +73,7 @@ class Snapshot:
         import pyarrow as pa  # lazy
         import pyarrow.compute as pc  # lazy
 
-        from indextables_spark.core.log.file_entries import map_values  # lazy
+        from indextables_spark.expr.partition_values import map_values  # lazy
 
         cols = self.partition_columns
         table = self.files_table

@@ -219,7 +219,6 @@ class TransactionLog:
         from indextables_spark.expr.partition_filter import (
             filter_files_table,
             parse_partition_filter,
-            partition_column_types,
         )
         from indextables_spark.core.log.state_loader import load_base_state
 
@@ -232,7 +231,7 @@ class TransactionLog:
         )
         pred = None
         if partition_filter is not None and partition_filter != "":
-            pred = parse_partition_filter(partition_filter, partition_column_types(delta.metadata))
+            pred = parse_partition_filter(partition_filter, delta.metadata.partition_column_types())
         base, delta, files = self.files_or_fallback(base, delta, version, listing, pred, stats)
         if pred is not None:
             files = filter_files_table(files, pred)
