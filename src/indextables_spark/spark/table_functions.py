@@ -39,6 +39,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from indextables_spark.errors import InvalidOptionError
+from indextables_spark.expr.lexer import Lexicon, Token, end_of, token_at
 
 SEARCH = "indextables_search"
 AGGREGATE = "indextables_aggregate"
@@ -90,15 +91,29 @@ def skip_quoted(text: str, i: int) -> int:
     return i
 
 
-_TOKEN = re.compile(
-    r"""\s*(?:(?P<s>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")|(?P<num>[-+]?\d+(?:\.\d+)?)"""
-    r"""|(?P<null>(?i:null))\b|(?P<bool>(?i:true|false))\b|(?P<name>[A-Za-z_]\w*)\s*=>)"""
+# Spark SQL literals: strings in either quote with backslash escapes, signed numbers; `name =>`
+_LITERALS = Lexicon(
+    number=r"[-+]?\d+(?:\.\d+)?",
+    word=r"[A-Za-z_]\w*",
+    punct=",()",
+    double_quoted="string",
+    backslash_escapes=True,
+    operators=("=>",),
 )
+_WORD_VALUES: dict[str, Any] = {"null": None, "true": True, "false": False}
 
 
-def _unescape(s: str) -> str:
-    body = s[1:-1].replace(s[0] * 2, s[0])  # 'It''s' (Spark reads a doubled quote as one)
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}.get(m.group(1), m.group(1)), body)
+def _literal(tok: Token | None) -> tuple[bool, Any]:
+    """(is a literal, its value) of a token."""
+    if tok is None:
+        return False, None
+    if tok.kind == "string":
+        return True, tok.value
+    if tok.kind == "number":
+        return True, float(tok.text) if "." in tok.text else int(tok.text)
+    if tok.kind == "word" and tok.text.lower() in _WORD_VALUES:
+        return True, _WORD_VALUES[tok.text.lower()]
+    return False, None
 
 
 def _parse_args(text: str, pos: int, name: str) -> tuple[dict[str, Any], int] | None:
@@ -106,29 +121,20 @@ def _parse_args(text: str, pos: int, name: str) -> tuple[dict[str, Any], int] | 
     params = PARAMS[name]
     args: dict[str, Any] = {}
     positional = 0
-    i = pos
-    if re.match(r"\s*\)", text[i:]):
-        return args, text.index(")", i) + 1
+    tok = token_at(text, pos, _LITERALS)
+    if tok is not None and tok.text == ")":
+        return args, end_of(tok)
     while True:
-        m = _TOKEN.match(text, i)
-        if not m:
-            return None
         key = None
-        if m.group("name"):
-            key = m.group("name").lower()
-            i = m.end()
-            m = _TOKEN.match(text, i)
-            if not m or m.group("name"):
+        if tok is not None and tok.kind == "word" and tok.text.lower() not in _WORD_VALUES:
+            arrow = token_at(text, end_of(tok), _LITERALS)
+            if arrow is None or arrow.text != "=>":
                 return None
-        if m.group("s") is not None:
-            value: Any = _unescape(m.group("s"))
-        elif m.group("num") is not None:
-            num = m.group("num")
-            value = float(num) if "." in num else int(num)
-        elif m.group("bool") is not None:
-            value = m.group("bool").lower() == "true"
-        else:
-            value = None
+            key = tok.text.lower()
+            tok = token_at(text, end_of(arrow), _LITERALS)
+        is_literal, value = _literal(tok)
+        if not is_literal or tok is None:
+            return None
         if key is None:
             if positional >= len(params):
                 return None
@@ -137,13 +143,12 @@ def _parse_args(text: str, pos: int, name: str) -> tuple[dict[str, Any], int] | 
         if key not in params:
             return None
         args[key] = value
-        i = m.end()
-        sep = re.match(r"\s*([,)])", text[i:])
-        if not sep:
+        sep = token_at(text, end_of(tok), _LITERALS)
+        if sep is None or sep.text not in (",", ")"):
             return None
-        i += sep.end()
-        if sep.group(1) == ")":
-            return args, i
+        if sep.text == ")":
+            return args, end_of(sep)
+        tok = token_at(text, end_of(sep), _LITERALS)
 
 
 def find_calls(text: str) -> list[Call]:
