@@ -34,12 +34,19 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import pyarrow as pa
 
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.lexer import Lexicon, Token, end_of, token_at
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.snapshot import Snapshot
+
+# A row of AGG_SCHEMA: aggregation path, bucket keys, doc count, metric, its number, its text
+AggRow = tuple[str, list[str | None], int | None, str | None, float | None, str | None]
 
 SEARCH = "indextables_search"
 AGGREGATE = "indextables_aggregate"
@@ -175,7 +182,7 @@ def find_calls(text: str) -> list[Call]:
     return calls
 
 
-def rewrite_sql(spark, text: str) -> str:
+def rewrite_sql(spark: Any, text: str) -> str:
     """The SQL with every literal-argument call replaced by a temporary view (see module doc)."""
     calls = find_calls(text)
     if not calls:
@@ -189,14 +196,14 @@ def rewrite_sql(spark, text: str) -> str:
     return "".join(out)
 
 
-def _view_for(spark, call: Call) -> str:
+def _view_for(spark: Any, call: Call) -> str:
     digest = hashlib.sha1(json.dumps([call.name, call.args], sort_keys=True, default=str).encode()).hexdigest()
     name = f"__{call.name}_{digest[:16]}"
     _dataframe(spark, call).createOrReplaceTempView(name)
     return f"`{name}`"
 
 
-def _dataframe(spark, call: Call):
+def _dataframe(spark: Any, call: Call) -> Any:
     a = call.args
     path = _text(call, "path")
     if call.name == SEARCH:
@@ -238,7 +245,9 @@ def _limit(call: Call) -> int:
 # Results as rows
 
 
-def count_rows(spark, path: str, query: str | None, partition_filter: str | None, options) -> int:
+def count_rows(
+    spark: Any, path: str, query: str | None, partition_filter: str | None, options: Mapping[str, Any] | None
+) -> int:
     from indextables_spark.util.sessions import with_session_options
     from indextables_spark.api.table import IndexTable
 
@@ -263,17 +272,17 @@ def _number(v: Any) -> float | None:
     return None
 
 
-def aggregation_rows(aggs: Mapping[str, Any] | str, result: Mapping[str, Any]) -> list[tuple]:
+def aggregation_rows(aggs: Mapping[str, Any] | str, result: Mapping[str, Any]) -> list[AggRow]:
     """`IndexTable.aggregate`'s result as rows of AGG_SCHEMA."""
     from indextables_spark.core.split.agg_request import parse_request
 
-    rows: list[tuple] = [("_all", [], int(result["doc_count"]), None, None, None)]
+    rows: list[AggRow] = [("_all", [], int(result["doc_count"]), None, None, None)]
     _flatten(parse_request(aggs), result, "", [], rows)
     return rows
 
 
 def _flatten(
-    request: Mapping[str, Any], result: Mapping[str, Any], prefix: str, keys: list[str], rows: list[tuple]
+    request: Mapping[str, Any], result: Mapping[str, Any], prefix: str, keys: list[str | None], rows: list[AggRow]
 ) -> None:
     for name, body in request.items():
         kind = next(k for k in body if k not in ("aggs", "aggregations"))
@@ -345,7 +354,7 @@ def search_table(
 
     deletes = deletes_json(snap, snap.files)  # row-level deletes: those rows never come back
 
-    def one(add):
+    def one(add: AddFile) -> pa.Table:
         split = SplitReader(cache.local_dir(table.storage, add))
         t = split.search_scored(
             query, limit, None, names, deletes=split_deletes(path, table.options, add, deletes.get(add.path))
@@ -363,7 +372,7 @@ def search_table(
     return (merged.slice(0, limit) if limit is not None else merged).select(declared)
 
 
-def search_schema(snapshot, snippet_fields: str | None, columns: str | None = None):
+def search_schema(snapshot: Snapshot, snippet_fields: str | None, columns: str | None = None) -> Any:
     """The rows' schema: every column (or those `columns` names, as the read option) + `_score`
     (+ `_snippet`)."""
     from pyspark.sql.types import StructType
@@ -378,12 +387,12 @@ def search_schema(snapshot, snippet_fields: str | None, columns: str | None = No
     return StructType(fields + extra)
 
 
-def _udtf_classes(options: dict) -> dict[str, type]:
+def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
     from pyspark.sql.udtf import AnalyzeResult
 
     class Search:
         @staticmethod
-        def analyze(path, query, limit=None, snippet_fields=None, columns=None):
+        def analyze(path: Any, query: Any, limit: Any = None, snippet_fields: Any = None, columns: Any = None) -> Any:
             from indextables_spark.api.table import IndexTable
 
             snap = IndexTable(path.value, options).snapshot()
@@ -400,14 +409,16 @@ def _udtf_classes(options: dict) -> dict[str, type]:
             limit: int | None = None,
             snippet_fields: str | None = None,
             columns: str | None = None,
-        ):
+        ) -> Iterator[tuple[Any, ...]]:
             t = search_table(path, query, limit, options, snippet_fields, columns)
             types = [f.type for f in t.schema]
             for row in t.to_pylist():
                 yield tuple(_spark_value(v, typ) for v, typ in zip(row.values(), types))
 
     class Aggregate:
-        def eval(self, path: str, aggs: str, query: str | None = None, partition_filter: str | None = None):
+        def eval(
+            self, path: str, aggs: str, query: str | None = None, partition_filter: str | None = None
+        ) -> Iterator[AggRow]:
             from indextables_spark.api.table import IndexTable
 
             result = IndexTable(path, options).aggregate(
@@ -416,13 +427,15 @@ def _udtf_classes(options: dict) -> dict[str, type]:
             yield from aggregation_rows(aggs, result)
 
     class Count:
-        def eval(self, path: str, query: str | None = None, partition_filter: str | None = None):
+        def eval(
+            self, path: str, query: str | None = None, partition_filter: str | None = None
+        ) -> Iterator[tuple[int]]:
             yield (count_rows(None, path, query, partition_filter, options),)
 
     return {SEARCH: Search, AGGREGATE: Aggregate, COUNT: Count}
 
 
-def register_table_functions(spark, conf: dict[str, str]) -> None:
+def register_table_functions(spark: Any, conf: dict[str, str]) -> None:
     """Register the UDTF fallbacks (the `spark.sql` wrapper rewrites literal calls first); they run
     with `conf` (the session's spark.indextables.* entries: workers have no session)."""
     from indextables_spark.util.sessions import functions
