@@ -5,13 +5,17 @@ wrapper that copies the session's batch size and adds the top-n sort (see reader
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from pyspark.sql.types import FloatType, MapType, StringType, StructField, StructType
 
 from indextables_spark.errors import InvalidOptionError, QueryParseError
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.split.types import ColumnSpec
 
 
 SCORE = "_score"
@@ -79,7 +83,9 @@ def read_options(opts: Options) -> ReadOptions:
     return ReadOptions(query, order_by_score, limit, with_score, fields, batch_rows, columns)
 
 
-def declared_fields(ro: ReadOptions, table_fields: list, extra: list) -> tuple[list, list]:
+def declared_fields(
+    ro: ReadOptions, table_fields: list[StructField], extra: list[StructField]
+) -> tuple[list[StructField], list[StructField]]:
     """(data fields, extra fields) a read declares: every column, or those the `columns` option
     names in its order (unknown names: InvalidOptionError naming them and the table's columns).
     The `_score` column stays while a top-n read orders by it (the load wrapper sorts on it)."""
@@ -99,7 +105,7 @@ def declared_fields(ro: ReadOptions, table_fields: list, extra: list) -> tuple[l
     return [by_name[c] for c in ro.columns if c in by_name], wanted_extra
 
 
-def table_specs(snapshot, opts: Options) -> list:
+def table_specs(snapshot: Snapshot, opts: Options) -> list[ColumnSpec]:
     """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
     from indextables_spark.core.split.column_specs import column_specs, table_options
 
@@ -107,7 +113,7 @@ def table_specs(snapshot, opts: Options) -> list:
 
 
 def check_table_query(
-    snapshot, opts: Options, query: str, files: list[AddFile] | None = None, every: bool = False
+    snapshot: Snapshot, opts: Options, query: str, files: list[AddFile] | None = None, every: bool = False
 ) -> None:
     """Raise QueryParseError for a query the splits cannot parse, without opening one: checked
     against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
@@ -124,7 +130,7 @@ def check_table_query(
     candidates = [specs_for_doc_mapping(m, snapshot.schema_json, snapshot.partition_columns) for m in mappings] or [
         table_specs(snapshot, opts)
     ]
-    errors = []
+    errors: list[QueryParseError] = []
     for specs in candidates:
         try:
             check_query(specs, query)
@@ -136,10 +142,10 @@ def check_table_query(
         raise errors[0]
 
 
-def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: list[str]) -> list:
+def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: list[str]) -> list[StructField]:
     """The `_score` / `_snippet` StructFields a read adds to the table's columns."""
 
-    out = []
+    out: list[StructField] = []
     if ro.with_score:
         out.append(StructField(SCORE, FloatType(), True))
     if ro.snippet_fields:
@@ -161,11 +167,11 @@ def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: l
     return out
 
 
-def load_options(spark, given: Mapping[str, object]) -> dict[str, str]:
+def load_options(spark: Any, given: Mapping[str, object]) -> dict[str, str]:
     """Session settings a read needs that the data source cannot see (it gets no Spark conf):
     the Arrow batch size, and the cores (so that a small read is one wave of tasks)."""
     keys = {str(k).lower().removeprefix("spark.indextables.") for k in given}
-    out = {}
+    out: dict[str, str] = {}
     if "read.batchsize" not in keys:
         size = spark.conf.get(ARROW_BATCH_CONF, None)
         if size:
@@ -177,7 +183,7 @@ def load_options(spark, given: Mapping[str, object]) -> dict[str, str]:
     return out
 
 
-def finish_load(df, given: Mapping[str, object]):
+def finish_load(df: Any, given: Mapping[str, object]) -> Any:
     """The read as the user sees it: the global top n / score order the options ask for, and
     without the virtual `_indexall` column."""
     from indextables_spark.spark.guard import INDEXALL

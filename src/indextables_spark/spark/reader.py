@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -42,6 +42,8 @@ from indextables_spark.spark.read_options import SNIPPET, check_table_query, rea
 from indextables_spark.spark.task_read import TaskRead, read_ranked, task_json
 
 if TYPE_CHECKING:
+    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.expr.model import Filter
     from indextables_spark.spark.guard import SnapshotPin
 
 
@@ -52,10 +54,11 @@ log = logging.getLogger(__name__)
 class SplitGroup(InputPartition):
     """One Spark task: a few splits read one after another."""
 
-    files: list[dict]  # AddFile wire JSON
-    deletes: dict[str, list[dict]]  # split path -> its delete logs (deleteLog wire JSON); splits with deletes only
+    files: list[dict[str, Any]]  # AddFile wire JSON
+    # split path -> its delete logs (deleteLog wire JSON); splits with deletes only
+    deletes: dict[str, list[dict[str, Any]]]
 
-    def __init__(self, files: list[dict], deletes: dict[str, list[dict]] | None = None):
+    def __init__(self, files: list[dict[str, Any]], deletes: dict[str, list[dict[str, Any]]] | None = None):
         self.files = files
         self.deletes = deletes or {}
 
@@ -76,12 +79,12 @@ class IndexTablesReader(DataSourceReader):
         self.option_query = self.read_opts.query
         self.index_queries: list[str] = []  # from `_indexall = '...'` filters
         self.nested_queries: list[str] = []  # narrowing for filters on struct fields (Spark re-checks)
-        self.partition_filters: list = []
-        self.data_filters: list = []
+        self.partition_filters: list[Filter] = []
+        self.data_filters: list[Filter] = []
         self.guarded = False
-        self._snapshot = None
+        self._snapshot: Snapshot | None = None
 
-    def _bind(self, snapshot) -> None:
+    def _bind(self, snapshot: Snapshot) -> None:
         """Read this snapshot: its schema, partitioning and indexing settings."""
         self._snapshot = snapshot
         self.table_schema_json = snapshot.schema_json
@@ -103,7 +106,7 @@ class IndexTablesReader(DataSourceReader):
         if self._snapshot is None:
             self._bind(self.pin.snapshot(self.path, self.opts, latest=False))
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the read function before it calls partitions(): bind now if nothing did
         self._ensure_bound()
         state = dict(self.__dict__)
@@ -118,7 +121,7 @@ class IndexTablesReader(DataSourceReader):
             return None
         return parts[0] if len(parts) == 1 else " AND ".join(f"({p})" for p in parts)
 
-    def pushFilters(self, filters):
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
         from indextables_spark.expr.model import columns_of
         from indextables_spark.expr.support import supports
 
@@ -139,6 +142,7 @@ class IndexTablesReader(DataSourceReader):
                 raise InvalidOptionError(guard.unguarded_index_only_message(self.path, _filter_column(on[0])))
             yield from filters  # Spark applies them all (see the class docstring)
             return
+        assert epoch is not None  # guarded
         self._bind(self.pin.snapshot(self.path, self.opts, latest=True))
         others = [f for f, v in zip(filters, verdicts) if v is None]
         # Filters on index-only columns are the index's alone (Spark would see NULL in the rows), like
@@ -171,14 +175,14 @@ class IndexTablesReader(DataSourceReader):
             elif not (cols & parts) and supports(core, self.specs):
                 self.data_filters.append(core)
 
-    def _take_index_only(self, filters: list) -> None:
+    def _take_index_only(self, filters: list[Any]) -> None:
         """Add the filters on index-only columns to the data filters, each one the index answers
         exactly (UnsupportedFilterError naming it otherwise: the rows cannot check it)."""
         from indextables_spark.expr.tantivy_query import check_index_only
         from indextables_spark.expr.values import UnsupportedFilterError
 
         where = f"a Spark read of {self.path}"
-        core = []
+        core: list[Filter] = []
         for f in filters:
             c = spark_filters.convert(f, self.column_types)
             if c is None:
@@ -217,7 +221,7 @@ class IndexTablesReader(DataSourceReader):
         self._pruning = (n_total, n_after_partitions, n_after_stats, len(files))
         return files
 
-    def _explanation(self) -> dict:
+    def _explanation(self) -> dict[str, Any]:
         """What this read does, for it.explain(df) (the same fields as IndexTable.explain)."""
         from indextables_spark.expr.model import render
         from indextables_spark.core.split.search_explain import index_translation
@@ -244,8 +248,9 @@ class IndexTablesReader(DataSourceReader):
             "splits_after_bloom_filters": n_read,
         }
 
-    def partitions(self):
+    def partitions(self) -> list[SplitGroup]:
         self._ensure_bound()
+        assert self._snapshot is not None  # bound
         ro = self.read_opts
         if not self.guarded and (ro.limit is not None or ro.order_by_score):
             raise InvalidOptionError(guard.unguarded_ranking_message(self.path))
@@ -270,7 +275,8 @@ class IndexTablesReader(DataSourceReader):
 
         return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g)) for g in groups]
 
-    def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:
+    # Spark hands back the SplitGroups partitions() made
+    def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         from indextables_spark.core.split.arrow_types import arrow_schema
 
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
@@ -292,7 +298,7 @@ class UnpushedReader(IndexTablesReader):
     pushFilters = DataSourceReader.pushFilters
 
 
-def _filter_column(f) -> str | None:
+def _filter_column(f: Any) -> str | None:
     """The lower-cased top-level column a pushed Spark filter reads (through NOT); None for others."""
     from pyspark.sql import datasource as sds
 
@@ -304,7 +310,7 @@ def _filter_column(f) -> str | None:
     return str(attr).lower() if attr is not None else None
 
 
-def indexall_filter(f):
+def indexall_filter(f: Any) -> str | guard.Guard | bool | None:
     """How a filter on the `_indexall` pseudo-column is consumed: the query text (EqualTo), the
     plan guard (a `guard.Guard`), True for IS NOT NULL (implied by a query), None when not about it."""
     from pyspark.sql import datasource as sds

@@ -16,11 +16,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.frontends.sqlplan import plans
 from indextables_spark.frontends.sqlplan import statement as st
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from indextables_spark.api.table import IndexTable
+    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.split.group_aggregate import GroupRequest
+    from indextables_spark.core.split.search import SearchPlan
 
 log = logging.getLogger(__name__)
 ROUTE_ATTR = "_indextables_route"
@@ -63,11 +72,11 @@ class Route:
 class SparkCatalog:
     """The statement planner's view of the session: our views, table layouts, other tables' columns."""
 
-    def __init__(self, spark):
+    def __init__(self, spark: Any):
         self.spark = spark
-        self._tables: dict[plans.Source, Any] = {}
+        self._tables: dict[plans.Source, IndexTable] = {}
         self._infos: dict[plans.Source, plans.TableInfo] = {}
-        self._snapshots: dict[plans.Source, Any] = {}
+        self._snapshots: dict[plans.Source, Snapshot] = {}
 
     def view(self, name: str) -> plans.Source | None:
         from indextables_spark.spark.sql_bridge import view_source
@@ -77,7 +86,7 @@ class SparkCatalog:
             return None
         return plans.Source(src.path, tuple(sorted((str(k), str(v)) for k, v in src.options.items())))
 
-    def table(self, source: plans.Source):
+    def table(self, source: plans.Source) -> IndexTable:
         if source not in self._tables:
             from indextables_spark.api.table import IndexTable
 
@@ -85,7 +94,7 @@ class SparkCatalog:
             self._tables[source] = IndexTable(source.path, opts, spark=self.spark)
         return self._tables[source]
 
-    def snapshot(self, source: plans.Source):
+    def snapshot(self, source: plans.Source) -> Snapshot:
         """The table version the statement is planned on (read once, by `info`)."""
         self.info(source)
         return self._snapshots[source]
@@ -140,7 +149,7 @@ def _explain_prefix(text: str) -> tuple[str | None, str]:
     return head, rest
 
 
-def run(spark, text: str, run_sql: Callable[[str], Any]):
+def run(spark: Any, text: str, run_sql: Callable[[str], Any]) -> Any:
     """The statement's DataFrame through our routes, or None to let Spark run the text as written."""
     from indextables_spark.spark.sql_bridge import view_names
 
@@ -183,7 +192,7 @@ def run(spark, text: str, run_sql: Callable[[str], Any]):
     return df
 
 
-def _create_scan(spark, scan: plans.Scan, version: int) -> None:
+def _create_scan(spark: Any, scan: plans.Scan, version: int) -> None:
     """The temporary view of one table reference (a guarded read of only its columns). A guarded
     read plans every query afresh, so the view is made once per table version (the version
     fixes its schema) and session."""
@@ -207,7 +216,7 @@ def _create_scan(spark, scan: plans.Scan, version: int) -> None:
     made[scan.view] = version
 
 
-def _answer_aggregate(spark, agg: plans.AggregatePlan, schema, catalog: SparkCatalog, route: Route):
+def _answer_aggregate(spark: Any, agg: plans.AggregatePlan, schema: Any, catalog: SparkCatalog, route: Route) -> Any:
     """The aggregate's DataFrame from the index, or None when it must run in Spark after all."""
     from indextables_spark.core.split import group_aggregate as ga
 
@@ -238,7 +247,9 @@ def _answer_aggregate(spark, agg: plans.AggregatePlan, schema, catalog: SparkCat
     return df
 
 
-def compute_aggregate(table, snap, agg: plans.AggregatePlan, info: plans.TableInfo) -> list[tuple]:
+def compute_aggregate(
+    table: IndexTable, snap: Snapshot, agg: plans.AggregatePlan, info: plans.TableInfo
+) -> list[tuple[Any, ...]]:
     """Rows (keys..., aggregates...) of the aggregate over `snap`, the version the statement was
     planned on (its scan view and result schema come from the same version)."""
     from indextables_spark.core.split import group_aggregate as ga
@@ -264,7 +275,7 @@ def compute_aggregate(table, snap, agg: plans.AggregatePlan, info: plans.TableIn
         return engine
     if request.count_only and set(request.keys) <= set(plan.parts) and not plan.post and not plan.narrowing:
         # COUNT(*) by partition columns: each split counts its matches, no row is read
-        def counts(chunk: list) -> list:
+        def counts(chunk: list[AddFile]) -> list[tuple[AddFile, int]]:
             return [
                 (f, count_split(table.storage, f, query, table.options, plan.pushed, snap.deletes_for(f)))
                 for f in chunk
@@ -278,7 +289,7 @@ def compute_aggregate(table, snap, agg: plans.AggregatePlan, info: plans.TableIn
         merged = ga.count_partial(typed, request, plan.schema)
     else:
 
-        def partials(chunk: list) -> list:
+        def partials(chunk: list[AddFile]) -> list[pa.Table]:
             return [ga.partial(plan.read_splits(chunk), request)]
 
         merged = ga.merge(map_chunks(partials, files) if files else [], request)
@@ -289,7 +300,15 @@ _EXACT_F64 = 2**53
 _INTS = ("byte", "short", "integer", "long")
 
 
-def _engine_rows(table, snap, files, request, query, plan, types: dict[str, str]) -> list[tuple] | None:
+def _engine_rows(
+    table: IndexTable,
+    snap: Snapshot,
+    files: list[AddFile],
+    request: GroupRequest,
+    query: str | None,
+    plan: SearchPlan,
+    types: dict[str, str],
+) -> list[tuple[Any, ...]] | None:
     """The aggregate from Tantivy's aggregations (core/split/aggregate.py) when that is exact: keys are
     partition columns with no NULL value (each split is one bucket), no data-column filter, and
     every aggregate is COUNT(*) or an aggregate of an integer column whose f64 accumulation cannot
@@ -309,19 +328,20 @@ def _engine_rows(table, snap, files, request, query, plan, types: dict[str, str]
         return None
     columns = sorted({a.column for a in request.aggs if a.column is not None})
     leaf = {f"s{i}": {"stats": {"field": c}} for i, c in enumerate(columns)}
-    req: dict = leaf
+    req: dict[str, Any] = leaf
     for depth, key in reversed(list(enumerate(request.keys))):
         req = {f"k{depth}": {"terms": {"field": key, "size": ALL_BUCKETS}, **({"aggs": req} if req else {})}}
     # (never empty: an aggregate of a column is requested, COUNT(*) alone returned above)
     result = aggregate(table.storage, snap, list(files), table.options, req, query=query, execution="driver")
-    rows: list[tuple] = []
+    rows: list[tuple[Any, ...]] = []
 
-    def values(bucket: dict, keys: list) -> tuple | None:
+    def values(bucket: dict[str, Any], keys: list[Any]) -> tuple[Any, ...] | None:
         out = list(keys)
         for a in request.aggs:
             if a.function == "count_star":
                 out.append(int(bucket["doc_count"]))
                 continue
+            assert a.column is not None  # an aggregate of a column
             st = bucket[f"s{columns.index(a.column)}"]
             n = int(st.get("count") or 0)
             if a.function == "count":
@@ -344,7 +364,7 @@ def _engine_rows(table, snap, files, request, query, plan, types: dict[str, str]
                 out.append(int(lo) if a.function == "min" else int(hi))
         return tuple(out)
 
-    def walk(level: dict, depth: int, keys: list) -> bool:
+    def walk(level: dict[str, Any], depth: int, keys: list[Any]) -> bool:
         if depth == len(request.keys):
             row = values(level, keys)
             if row is None:
@@ -365,7 +385,7 @@ def _engine_rows(table, snap, files, request, query, plan, types: dict[str, str]
     return rows if walk(result, 0, []) else None
 
 
-def _result_frame(spark, rows: list[tuple], schema):
+def _result_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
     """A DataFrame of a few result rows with Spark's schema, built from Arrow (a local relation:
     no Spark job, unlike a list of rows in a classic session)."""
     import pyarrow as pa
@@ -377,7 +397,7 @@ def _result_frame(spark, rows: list[tuple], schema):
     return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), schema)
 
 
-def _explain(spark, mode: str, plan: plans.StatementPlan, route: Route, run_sql):
+def _explain(spark: Any, mode: str, plan: plans.StatementPlan, route: Route, run_sql: Callable[[str], Any]) -> Any:
     spark_plan = run_sql(f"{mode} {plan.text}").collect()[0][0]
     if plan.aggregate is not None:
         route.name = "index aggregate"
@@ -388,5 +408,5 @@ def _explain(spark, mode: str, plan: plans.StatementPlan, route: Route, run_sql)
     return spark.createDataFrame([(route.text() + "\n\n" + spark_plan,)], "plan string")
 
 
-def route_of(df) -> Route | None:
+def route_of(df: Any) -> Route | None:
     return df.__dict__.get(ROUTE_ATTR) if hasattr(df, "__dict__") else None

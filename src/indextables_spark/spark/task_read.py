@@ -4,13 +4,17 @@ task is shipped."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
 from indextables_spark.spark.read_options import ReadOptions, SCORE, SNIPPET
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.split.reader import SplitReader
 
 
 class ReadPlan(Protocol):
@@ -42,7 +46,7 @@ class ReadPlan(Protocol):
 PLANNING_ONLY = ("stats", "minValues", "maxValues")  # AddFile fields tasks never read
 
 
-def task_json(add: AddFile) -> dict:
+def task_json(add: AddFile) -> dict[str, Any]:
     """What a task needs of an AddFile: min/max statistics only serve planning, and are two thirds
     of the JSON each task's partition carries (100,000 splits: ~70 MB for a full read)."""
     d = add.to_json()
@@ -71,19 +75,19 @@ class TaskRead:
         alone = not (reader.data_filters or reader.nested_queries or reader.read_opts.snippet_fields)
         self.index_query = reader.query if alone else None
 
-    def open(self, add: AddFile):
+    def open(self, add: AddFile) -> SplitReader:
         """The split's reader (fetched into the split cache if needed)."""
         from indextables_spark.core.split.reader import SplitReader
 
         return SplitReader(self.cache.local_dir(self.storage, add, self.index_query))
 
-    def deletes(self, add: AddFile, delete_logs: list[dict] | None):
+    def deletes(self, add: AddFile, delete_logs: list[dict[str, Any]] | None) -> SplitDeletes | None:
         """The split's SplitDeletes from its shipped deleteLog JSON, None without any."""
         from indextables_spark.core.log.delete_logs import split_deletes
 
         return split_deletes(self.reader.path, self.reader.opts, add, delete_logs)
 
-    def split_batches(self, add: AddFile, delete_logs: list[dict] | None) -> Iterator[pa.RecordBatch]:
+    def split_batches(self, add: AddFile, delete_logs: list[dict[str, Any]] | None) -> Iterator[pa.RecordBatch]:
         """Rows of one split matching the read, its data columns only (`data_schema`)."""
         from indextables_spark.core.split.split_rows import conform, split_rows
 
@@ -95,7 +99,7 @@ class TaskRead:
             yield batch if batch.schema.equals(self.data_schema) else conform(batch, self.data_schema)
 
     def pieces(
-        self, adds: list[AddFile], deletes: dict[str, list[dict]], limit: int | None
+        self, adds: list[AddFile], deletes: dict[str, list[dict[str, Any]]], limit: int | None
     ) -> Iterator[tuple[AddFile, pa.RecordBatch]]:
         """(split, batch of its data columns) for the splits in order, at most `limit` rows."""
         remaining = limit
@@ -109,7 +113,7 @@ class TaskRead:
                     return
 
     def batches(
-        self, adds: list[AddFile], deletes: dict[str, list[dict]], limit: int | None
+        self, adds: list[AddFile], deletes: dict[str, list[dict[str, Any]]], limit: int | None
     ) -> Iterator[pa.RecordBatch]:
         """The task's output: the pieces joined into batches of the target schema, partition
         values attached once per joined batch (core/split/split_rows.joined)."""
@@ -126,7 +130,7 @@ def _data_names(reader: ReadPlan, target: pa.Schema) -> list[str]:
     return [f.name for f in target if f.name not in reader.partition_columns and f.name not in virtual]
 
 
-def _narrowed_query(reader: ReadPlan, split) -> str | None:
+def _narrowed_query(reader: ReadPlan, split: SplitReader) -> str | None:
     """The read's full-text query AND the narrowing of its struct-field filters (those whose json
     field this split has: a split written before the column existed has none to search). Only for
     unscored reads: the narrowing must not change scores, and Spark re-checks those filters."""
@@ -140,7 +144,7 @@ def read_ranked(
     adds: list[AddFile],
     target: pa.Schema,
     query: str,
-    deletes: dict[str, list[dict]] | None = None,
+    deletes: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
     (each split's top n, merged)."""
@@ -173,11 +177,12 @@ def read_ranked(
     if kept:
         from indextables_spark.core.split.split_rows import top_n
 
+        assert ro.limit is not None  # tables are kept only for a limit
         merged = top_n(pa.concat_tables(kept), ro.limit)
         yield from merged.combine_chunks().to_batches(max_chunksize=ro.batch_rows)
 
 
-def with_snippets(split, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
+def with_snippets(split: SplitReader, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
     from indextables_spark.core.split.split_rows import snippet_column
 
     return table.append_column(SNIPPET, snippet_column(split, table, query, fields))
