@@ -10,7 +10,7 @@ from indextables_spark.ops.cache import DescribeDiskCache, FlushDiskCache, Prewa
 from indextables_spark.ops.checkpoint import Checkpoint, Compact
 from indextables_spark.ops.companion import BuildCompanion
 from indextables_spark.ops.convert import Convert
-from indextables_spark.ops.delete_command import Delete
+from indextables_spark.ops.delete import Delete
 from indextables_spark.ops.describe import DescribeState, DescribeTransactionLog
 from indextables_spark.ops.drop_partitions import DropPartitions
 from indextables_spark.ops.merge_splits import MergeSplits

@@ -31,7 +31,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +57,7 @@ from indextables_spark.core.split.reader import SplitReader
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.types import ColumnSpec
 from indextables_spark.core.storage import Storage
+from indextables_spark.ops.registry import CommandParser, Context, Target
 from indextables_spark.results import DeleteResult, elapsed_ms
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import EqualTo, Filter, In, Or, columns_of
@@ -428,3 +429,24 @@ def _primary_key(opts: Options, types: Mapping[str, str]) -> str | None:
             f"a column of the table (columns: {sorted(types)})"
         )
     return name
+
+
+@dataclass(frozen=True)
+class Delete:
+    """DELETE FROM INDEXTABLES <table> WHERE <predicate over any columns> (its registry row: ops/registry.py)."""
+
+    result: ClassVar[type[DeleteResult]] = DeleteResult
+    path: Target
+    where: str
+
+    @classmethod
+    def parse(cls, p: CommandParser) -> Delete:
+        path = p.target()
+        t = p.peek()
+        if not t.is_word("WHERE"):
+            raise p.error(f"DELETE FROM INDEXTABLES needs a WHERE clause, found {t.describe()}", t)
+        p.next()
+        return cls(path, p.predicate())
+
+    def run(self, ctx: Context) -> DeleteResult:
+        return delete(ctx.log(self.path), self.where)

@@ -353,7 +353,7 @@ OPERATIONS: tuple[Operation, ...] = (
         function="indextables_drop_partitions",
         method="drop_partitions",
     ),
-    Operation("DELETE", "delete_command:Delete", Sql(f"DELETE FROM {KW}")),
+    Operation("DELETE", "delete:Delete", Sql(f"DELETE FROM {KW}")),
     Operation(
         "REPAIR TRANSACTION LOG",
         "repair:RepairTransactionLog",
