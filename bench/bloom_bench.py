@@ -41,7 +41,7 @@ def build(path: str, splits: int, rows_per_split: int, seed: int = 11) -> tuple[
     from pyspark.sql.types import StructType
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
-    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.schema.arrow_types import spark_schema_json
 
     rnd = random.Random(seed)
     n = splits * rows_per_split

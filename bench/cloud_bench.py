@@ -163,7 +163,7 @@ def build_text_table(uri: str, options: dict, docs: int, splits: int) -> None:
 
     from indextables_spark.config.options import Options
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
-    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.schema.arrow_types import spark_schema_json
 
     data = documents(docs).drop_columns(["tags"])
     opts = Options.of(options, {"indexing.typemap.body": "text", "indexing.typemap.title": "text"})

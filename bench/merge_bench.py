@@ -42,7 +42,7 @@ def build(path: str, splits: int, rows_per_split: int) -> None:
 
     from indextables_spark.config.options import Options
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
-    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.schema.arrow_types import spark_schema_json
 
     data = documents(splits * rows_per_split).drop_columns(["tags"])
     opts = Options.of({"indexing.typemap.body": "text", "indexing.typemap.title": "text", "partitionBy": "region"})

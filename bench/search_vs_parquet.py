@@ -276,7 +276,7 @@ def print_write_floor(args, cores: int, gen: float, pq_write: float) -> None:
     import tempfile
 
     from indextables_spark.core.split.builder import SplitWriter
-    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.schema.arrow_types import spark_schema_json
     from indextables_spark.core.storage import open_storage
 
     n = min(args.rows, 200_000)

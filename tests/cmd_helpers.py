@@ -42,7 +42,7 @@ def append(
     """One write job (one task) → one new version; returns it."""
     from pyspark.sql.types import StructType
 
-    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.schema.arrow_types import spark_schema_json
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
 

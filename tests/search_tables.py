@@ -16,7 +16,7 @@ import pyarrow as pa
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
 from indextables_spark.spark.writer import commit_write, plan_write, write_splits
-from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.schema.arrow_types import arrow_schema
 
 UTC = dt.timezone.utc
 TAGS = ["news", "blog", "docs", "forum", None]

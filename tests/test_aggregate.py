@@ -270,7 +270,7 @@ def small_table(tmp_path, n: int, columns: dict, options=None):
 
     types = {"long": LongType(), "double": DoubleType(), "string": StringType(), "dec": DecimalType(20, 4)}
     schema = StructType([StructField(c, types[t]) for c, (t, _) in columns.items()])
-    from indextables_spark.core.split.arrow_types import arrow_schema
+    from indextables_spark.core.schema.arrow_types import arrow_schema
 
     data = pa.Table.from_pydict({c: v for c, (_, v) in columns.items()}, schema=arrow_schema(schema.jsonValue()))
     path = str(tmp_path / "t")

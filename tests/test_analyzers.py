@@ -1,4 +1,4 @@
-"""Language analyzers (core/split/analyzers.py): Snowball stemmers, CJK, ngrams — written through
+"""Language analyzers (core/schema/analyzers.py): Snowball stemmers, CJK, ngrams — written through
 write_table and Spark, read through Spark and the Spark-free API, kept in the table so appends and
 merges analyze the same way."""
 

@@ -1,4 +1,4 @@
-"""Our Spark type ↔ Arrow mapping (core/split/types.py) against PySpark's own converters.
+"""Our Spark type ↔ Arrow mapping (core/schema/types.py) against PySpark's own converters.
 
 Spark checks the first Arrow batch a Python data source returns against
 `to_arrow_schema(schema, timezone="UTC")` (types and nullability); the package builds that schema
@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 from indextables_spark.frontends.execute import spark_schema
 from indextables_spark.ops.registry import OPERATIONS
 from indextables_spark.errors import UnsupportedTypeError
-from indextables_spark.core.split.arrow_types import (
+from indextables_spark.core.schema.arrow_types import (
     SPARK_METADATA_KEY,
     arrow_schema,
     arrow_type,

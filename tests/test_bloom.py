@@ -34,7 +34,7 @@ def write(path: str, data: pa.Table, options: dict | None = None, partition_by: 
     """One write job (the Spark writer's functions, no Spark): returns the version."""
     from pyspark.sql.types import StructType
 
-    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.schema.arrow_types import spark_schema_json
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
 

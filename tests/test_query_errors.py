@@ -14,7 +14,7 @@ from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.cache import get_cache
 from indextables_spark.expr.query_errors import format_query_error, locate_query_error
 from indextables_spark.core.split.reader import SplitReader
-from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.storage.local import LocalStorage
 
 FIELD_TYPES = {"body": "text", "tag": "text", "n": "i64", "u": "u64", "score": "f64", "flag": "bool", "attrs": "json"}

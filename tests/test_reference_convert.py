@@ -185,7 +185,7 @@ def test_every_write_route_is_refused_before_writing(tmp_path):
     with pytest.raises(ReferenceTableError):  # merge-on-write plans with the same function
         merge.plan_merge(t.log, None, merge.MergeConfig.from_options(t.options))
     # the Spark writers plan with writer.plan_write on the driver: the same refusal
-    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.schema.arrow_types import spark_schema_json
     from indextables_spark.config.options import Options
     from indextables_spark.ops.write import plan_write
 
@@ -238,7 +238,7 @@ def test_a_concurrent_reference_add_is_not_rebased_over(tmp_path):
     # a writer of ours stages a split; meanwhile the reference re-adds one of its splits
     from indextables_spark.config.options import Options
     from indextables_spark.ops.write import plan_write, write_splits
-    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.schema.arrow_types import spark_schema_json
 
     plan, _, _ = plan_write(t.log, Options(), spark_schema_json(new.schema), False)
     written = write_splits(t.storage, plan, iter(new.to_batches()))

@@ -251,7 +251,7 @@ option_maps = st.dictionaries(
 @given(schema=schemas, parts=st.lists(st.text(max_size=4), max_size=2), opts=option_maps)
 def test_fuzz_schema_strings_and_settings(schema, parts, opts):
     from indextables_spark.config.options import Options
-    from indextables_spark.core.split.arrow_types import arrow_schema
+    from indextables_spark.core.schema.arrow_types import arrow_schema
     from indextables_spark.core.split.column_specs import validate_schema
     from indextables_spark.core.split.doc_mapping import doc_mapping_json
 
@@ -324,13 +324,13 @@ def test_fuzz_doc_mappings(mapping):
     ),
 )
 def test_fuzz_partition_values(value, spark_type):
-    from indextables_spark.core.split.partitions import (
+    from indextables_spark.core.schema.partitions import (
         parse_partition_value,
         partition_path,
         partition_value_array,
         unescape_path_name,
     )
-    from indextables_spark.core.split.arrow_types import arrow_type
+    from indextables_spark.core.schema.arrow_types import arrow_type
 
     def run():
         parse_partition_value(value, spark_type)

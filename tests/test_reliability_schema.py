@@ -23,7 +23,7 @@ TEXT = {"spark.indextables.indexing.typemap.body": "text"}
 def _write(path: str, data: pa.Table, merge: bool = False, partition_by=("day",)) -> int:
     from pyspark.sql.types import StructType
 
-    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.schema.arrow_types import spark_schema_json
 
     from indextables_spark.spark.writer import commit_write, plan_write, write_splits
 

@@ -19,7 +19,7 @@ from indextables_spark.expr.tantivy_query import build_query
 from indextables_spark.expr import text
 from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.cache import get_cache
-from indextables_spark.core.split.types import ROW_FIELD
+from indextables_spark.core.schema.types import ROW_FIELD
 from indextables_spark.core.storage.local import LocalStorage
 
 N_ROWS = 3000

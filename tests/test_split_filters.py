@@ -41,9 +41,9 @@ from indextables_spark.expr.model import (
     StringStartsWith,
 )
 from indextables_spark.core.split.reader import SplitReader
-from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.column_specs import column_specs
-from indextables_spark.core.split.types import ROW_FIELD
+from indextables_spark.core.schema.types import ROW_FIELD
 from indextables_spark.core.storage.local import LocalStorage
 
 UTC = dt.timezone.utc

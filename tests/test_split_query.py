@@ -14,7 +14,7 @@ from indextables_spark.core.split.cache import get_cache
 from indextables_spark.expr.model import EqualTo, GreaterThan, StringContains
 from indextables_spark.core.split.reader import SplitReader
 from indextables_spark.core.split.search import count_matches
-from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.storage.local import LocalStorage
 
 

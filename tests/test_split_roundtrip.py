@@ -19,7 +19,7 @@ from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.bundle import read_footer
 from indextables_spark.core.split.cache import get_cache
 from indextables_spark.core.split.reader import SplitReader
-from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.doc_mapping import doc_mapping_json
 from indextables_spark.core.storage.local import LocalStorage
 

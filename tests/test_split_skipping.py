@@ -31,7 +31,7 @@ from indextables_spark.expr.model import (
 from indextables_spark.expr.skipping import skip_split
 from indextables_spark.core.split.builder import SplitWriter
 from indextables_spark.core.split.stats import StatsCollector, decode_stat, encode_stat, increment_string
-from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.column_specs import validate_schema
 from indextables_spark.core.storage.local import LocalStorage
 

@@ -12,11 +12,11 @@ import pytest
 from indextables_spark.errors import IndexTablesError, InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
 from indextables_spark.core.log.doc_mapping import doc_mapping_hash
 from indextables_spark.config.options import Options
-from indextables_spark.core.split import partitions as P
-from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.schema import partitions as P
+from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.column_specs import column_specs, validate_schema
 from indextables_spark.core.split.doc_mapping import doc_mapping_json, specs_from_doc_mapping, tantivy_schema
-from indextables_spark.core.split.types import ROW_FIELD
+from indextables_spark.core.schema.types import ROW_FIELD
 
 
 def field(name, t, nullable=True):

@@ -131,7 +131,7 @@ class IndexTable:
     def schema(self, version: int | None = None) -> pa.Schema:
         """The table's columns at `version` (latest by default) as a pyarrow.Schema, partition
         columns included, in the order and with the types reads return them (to_arrow, search)."""
-        from indextables_spark.core.split.arrow_types import arrow_schema  # lazy: pyarrow
+        from indextables_spark.core.schema.arrow_types import arrow_schema  # lazy: pyarrow
 
         return arrow_schema(self.log.header(version)[1].schema_json)
 

@@ -36,7 +36,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
-from indextables_spark.core.split.arrow_types import spark_schema_json
+from indextables_spark.core.schema.arrow_types import spark_schema_json
 from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
 
 log = logging.getLogger(__name__)

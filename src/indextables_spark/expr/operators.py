@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Sequence, Union
 
 from indextables_spark.errors import QueryParseError
-from indextables_spark.core.split.types import ColumnSpec
+from indextables_spark.core.schema.types import ColumnSpec
 
 KINDS = ("textsearch", "fieldmatch", "indexquery")
 ALL_FIELDS = "*"  # the column of `* TEXTSEARCH 'q'`, `indexqueryall('q')`

@@ -55,7 +55,7 @@ def fuzzy_and_prefix_terms(
     if "~" not in query and "*" not in query and "/" not in query:
         return query, {}
     # function-level: core/split is a layer above expr (reached only when a query is rewritten)
-    from indextables_spark.core.split.analyzers import lowercases
+    from indextables_spark.core.schema.analyzers import lowercases
 
     toks, _ = lex_query(query)
     edits: list[tuple[int, int, str]] = []
@@ -147,7 +147,7 @@ def cjk_bigram_terms(query: str, fields: Mapping[str, tuple[str, str | None]], d
     (on other default fields the rewritten phrase matches what the term matched: CJK runs are
     single tokens there)."""
     # function-level: core/split is a layer above expr (reached only when a query is rewritten)
-    from indextables_spark.core.split.analyzers import CJK_BIGRAM, bigram_text, has_cjk
+    from indextables_spark.core.schema.analyzers import CJK_BIGRAM, bigram_text, has_cjk
 
     if not has_cjk(query) or not any(tok == CJK_BIGRAM for _, tok in fields.values()):
         return query

@@ -7,7 +7,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 
-from indextables_spark.core.split.types import ColumnSpec
+from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.expr.text import analyzer, token_limit
 from indextables_spark.expr.model import (
     EqualTo,

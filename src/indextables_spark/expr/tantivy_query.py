@@ -13,7 +13,7 @@ from indextables_spark.core.split.documents import TRUNCATE_CHARS, exact_term, f
 from indextables_spark.expr.text import pattern_terms, regex_escape
 from indextables_spark.expr.text import supported as text_supported
 from indextables_spark.core.split.doc_mapping import tantivy_schema
-from indextables_spark.core.split.types import STRING_KINDS, ColumnSpec, index_only_columns, specs_by_name
+from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, index_only_columns, specs_by_name
 from indextables_spark.expr.model import (
     And,
     EqualNullSafe,

@@ -31,7 +31,7 @@ def spark_schema(result: type[Record]) -> Any:
     """A result class's columns as a pyspark StructType (SQL commands, table functions)."""
     from pyspark.sql.types import StructType  # lazy: pyspark only when a Spark front end asks
 
-    from indextables_spark.core.split.arrow_types import spark_schema_json
+    from indextables_spark.core.schema.arrow_types import spark_schema_json
 
     return StructType.fromJson(spark_schema_json(result.arrow_schema()))
 

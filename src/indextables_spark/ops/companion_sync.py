@@ -99,7 +99,7 @@ def select_files(snapshot: SourceSnapshot, where: str | None) -> list[SourceFile
     # the command class (ops/registry.py loads it to parse SQL)
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.file_entries import add_files_to_table  # lazy: see above
-    from indextables_spark.core.split.arrow_types import spark_schema_json  # lazy: see above
+    from indextables_spark.core.schema.arrow_types import spark_schema_json  # lazy: see above
     from indextables_spark.expr.partition_filter import filter_mask, parse_partition_filter  # lazy: see above
 
     if not snapshot.partition_columns:

@@ -162,7 +162,7 @@ def _with_partition_columns(
     batch: pa.RecordBatch, values: Mapping[str, str | None], full_schema: pa.Schema, partition_columns: Sequence[str]
 ) -> pa.RecordBatch:
     """Splits do not store partition columns; SplitWriter wants every column of the table."""
-    from indextables_spark.core.split.partitions import partition_value_array
+    from indextables_spark.core.schema.partitions import partition_value_array
 
     names = list(batch.schema.names)
     cols = list(batch.columns)
@@ -178,7 +178,7 @@ def convert_split(plan: ConvertPlan, src: AddFile) -> Converted:
     from indextables_spark.core.split.builder import SplitWriter
     from indextables_spark.core.split.cache import get_cache
     from indextables_spark.core.split.reader import SplitReader
-    from indextables_spark.core.split.arrow_types import arrow_schema
+    from indextables_spark.core.schema.arrow_types import arrow_schema
 
     snap, storage = plan.snapshot, plan.log.storage
     parts = snap.partition_columns

@@ -48,14 +48,14 @@ from indextables_spark.core.log.reference_splits import refuse_reference_writes
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
-from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.bloom import skip_by_blooms
 from indextables_spark.core.split.cache import get_cache
 from indextables_spark.core.split.column_specs import column_specs
-from indextables_spark.core.split.partitions import partition_value_array
+from indextables_spark.core.schema.partitions import partition_value_array
 from indextables_spark.core.split.reader import SplitReader
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.types import ColumnSpec
+from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.storage import Storage
 from indextables_spark.ops.registry import CommandParser, Context, Target
 from indextables_spark.results import DeleteResult, elapsed_ms

@@ -26,7 +26,7 @@ OPERATION = "DROP PARTITIONS"
 
 def drop_partitions(log_: TransactionLog, where: str) -> DropPartitionsResult:
     from indextables_spark.core.log.protocol_gate import check_writable
-    from indextables_spark.core.split.partitions import partition_path
+    from indextables_spark.core.schema.partitions import partition_path
 
     if where is None or not str(where).strip():
         raise InvalidOptionError(

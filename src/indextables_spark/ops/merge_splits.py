@@ -258,7 +258,7 @@ def _with_partition_columns(
     batch: pa.RecordBatch, group: MergeGroup, full_schema: pa.Schema, partition_columns: list[str]
 ) -> pa.RecordBatch:
     """Splits do not store partition columns; SplitWriter wants every column of the table."""
-    from indextables_spark.core.split.partitions import partition_value_array
+    from indextables_spark.core.schema.partitions import partition_value_array
 
     n = batch.num_rows
     names = list(batch.schema.names)
@@ -314,7 +314,7 @@ def _write_merged(
 ) -> tuple[AddFile | None, dict[str, list[str]]]:
     from indextables_spark.core.split.builder import SplitWriter
     from indextables_spark.core.split.companion import CompanionSource
-    from indextables_spark.core.split.arrow_types import arrow_schema
+    from indextables_spark.core.schema.arrow_types import arrow_schema
 
     full_schema = arrow_schema(job.schema_json)
     companion = None

@@ -34,7 +34,7 @@ from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.config.registry import registered_default
-from indextables_spark.core.split.arrow_types import arrow_schema
+from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.builder import SplitWriter, target_split_bytes_option
 from indextables_spark.core.split.column_specs import validate_schema
 from indextables_spark.core.split.companion import companion_of

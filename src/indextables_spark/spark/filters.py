@@ -25,7 +25,7 @@ from indextables_spark.expr.model import (
 from indextables_spark.expr.struct_narrowing import struct_narrowing
 
 if TYPE_CHECKING:
-    from indextables_spark.core.split.types import ColumnSpec
+    from indextables_spark.core.schema.types import ColumnSpec
     from indextables_spark.expr.model import Comparison, Filter, StringMatch
 
 _BINARY: dict[type[sds.Filter], type[Comparison | StringMatch]] = {

@@ -15,7 +15,7 @@ from indextables_spark.config.options import Options
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
-    from indextables_spark.core.split.types import ColumnSpec
+    from indextables_spark.core.schema.types import ColumnSpec
 
 
 SCORE = "_score"

@@ -35,7 +35,7 @@ from pyspark.sql.types import StructType
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.types import index_only_columns
+from indextables_spark.core.schema.types import index_only_columns
 from indextables_spark.spark import filters as spark_filters
 from indextables_spark.spark import guard
 from indextables_spark.spark.read_options import SNIPPET, check_table_query, read_options, table_specs
@@ -277,7 +277,7 @@ class IndexTablesReader(DataSourceReader):
 
     # Spark hands back the SplitGroups partitions() made
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        from indextables_spark.core.split.arrow_types import arrow_schema
+        from indextables_spark.core.schema.arrow_types import arrow_schema
 
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         adds = [AddFile.from_json(d) for d in partition.files]

@@ -254,7 +254,7 @@ def compute_aggregate(
     planned on (its scan view and result schema come from the same version)."""
     from indextables_spark.core.split import group_aggregate as ga
     from indextables_spark.expr import operators as ops
-    from indextables_spark.core.split.partitions import parse_partition_value
+    from indextables_spark.core.schema.partitions import parse_partition_value
     from indextables_spark.core.split.search import SearchPlan, count_split
     from indextables_spark.core.split.split_threads import fetch_missing, map_chunks
 
@@ -316,7 +316,7 @@ def _engine_rows(
     from indextables_spark.api.aggregate import aggregate
     from indextables_spark.core.split.aggregate import ALL_BUCKETS
     from indextables_spark.core.split.group_aggregate import LONG_MAX, LONG_MIN, SumOverflow
-    from indextables_spark.core.split.partitions import parse_partition_value
+    from indextables_spark.core.schema.partitions import parse_partition_value
 
     if plan.exact or not set(request.keys) <= set(plan.parts):
         return None
@@ -390,7 +390,7 @@ def _result_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
     no Spark job, unlike a list of rows in a classic session)."""
     import pyarrow as pa
 
-    from indextables_spark.core.split.arrow_types import arrow_type
+    from indextables_spark.core.schema.arrow_types import arrow_type
 
     fields = [pa.field(f.name, arrow_type(f.dataType.jsonValue()), f.nullable) for f in schema.fields]
     arrays = [pa.array([r[i] for r in rows], f.type) for i, f in enumerate(fields)]

@@ -220,7 +220,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from indextables_spark.core.split.arrow_types import arrow_schema
+        from indextables_spark.core.schema.arrow_types import arrow_schema
         from indextables_spark.spark.task_read import TaskRead
 
         assert isinstance(partition, SplitGroup)  # made by partitions()

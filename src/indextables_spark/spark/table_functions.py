@@ -338,7 +338,7 @@ def search_table(
     from indextables_spark.core.split.cache import get_cache
     from indextables_spark.core.split.reader import SplitReader
     from indextables_spark.api.table import IndexTable
-    from indextables_spark.core.split.arrow_types import arrow_schema
+    from indextables_spark.core.schema.arrow_types import arrow_schema
     from indextables_spark.core.split.split_rows import with_partition_values
     from indextables_spark.spark.read_options import SCORE
     from indextables_spark.spark.task_read import with_snippets

@@ -54,9 +54,9 @@ from indextables_spark.core.split.agg_request import (
     date_interval,
 )
 from indextables_spark.core.split.agg_result import empty_partial, merge_all
-from indextables_spark.core.split.partitions import date_to_days, datetime_to_micros, parse_partition_value
+from indextables_spark.core.schema.partitions import date_to_days, datetime_to_micros, parse_partition_value
 from indextables_spark.core.split.stats import chunk_min_max
-from indextables_spark.core.split.types import ROW_FIELD, ColumnSpec
+from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec
 
 if TYPE_CHECKING:
     import tantivy

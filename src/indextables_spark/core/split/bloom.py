@@ -416,7 +416,7 @@ def skip_by_blooms(
     if not snapshot.stats_files.get(STATS_KEY) or not filters:
         return list(files)
     from indextables_spark.core.storage import open_storage
-    from indextables_spark.core.split.arrow_types import arrow_schema
+    from indextables_spark.core.schema.arrow_types import arrow_schema
 
     types = {f.name: f.type for f in arrow_schema(snapshot.schema_json)}
     return prune_with_blooms(open_storage(table_path, options), files, filters, snapshot.stats_files, types, options)

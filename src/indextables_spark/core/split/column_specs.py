@@ -16,7 +16,7 @@ from indextables_spark.core.split.indexing import (
     Setting,
     recorded_settings,
 )
-from indextables_spark.core.split.types import (
+from indextables_spark.core.schema.types import (
     EXACT_SUFFIX,
     ROW_FIELD,
     ColumnSpec,
@@ -77,7 +77,7 @@ def _kind_for(column: str, spark_type: Any, typemap: Mapping[str, Setting]) -> s
 def _tokenizer(column: str, options: Options, cfg: IndexingConfig, default: str) -> str:
     """The tokenizer name recorded in the doc mapping: a built-in one, `<iso>_stem`, `cjk`, or
     `ngram_<min>_<max>` for `ngram` (bounds from indexing.ngram.min/max.<col>); see analyzers.py."""
-    from indextables_spark.core.split import analyzers
+    from indextables_spark.core.schema import analyzers
 
     setting = cfg.tokenizer.get(column.lower())
     if setting is None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from indextables_spark.errors import SplitFormatError, UnsupportedTypeError
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.column_specs import validate_schema
-from indextables_spark.core.split.types import ROW_FIELD, ColumnSpec, IndexedField
+from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec, IndexedField
 
 if TYPE_CHECKING:
     import tantivy

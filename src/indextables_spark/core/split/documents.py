@@ -28,8 +28,8 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.core.split.analyzers import CJK_BIGRAM, bigram_values
-from indextables_spark.core.split.types import ROW_FIELD, ColumnSpec
+from indextables_spark.core.schema.analyzers import CJK_BIGRAM, bigram_values
+from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec
 
 F64_MAX = 1.7976931348623157e308
 TERM_BYTES_LIMIT = 65000  # Tantivy's MAX_TOKEN_LEN is 65530 bytes

@@ -44,7 +44,7 @@ LIMITED_TOKENIZERS = frozenset({"default", "en_stem", "whitespace", "cjk", "cjk_
 
 
 def limits_tokens(tokenizer: str | None) -> bool:
-    from indextables_spark.core.split import analyzers
+    from indextables_spark.core.schema import analyzers
 
     if tokenizer in LIMITED_TOKENIZERS:
         return True
@@ -140,7 +140,7 @@ def column_list(options: Options, *keys: str) -> dict[str, str]:
 
 def tokenizer_list_values() -> frozenset[str]:
     """Key suffixes of `indexing.tokenizer` that name a tokenizer (the list form)."""
-    from indextables_spark.core.split import analyzers
+    from indextables_spark.core.schema import analyzers
 
     customs = [n for n in analyzers.custom_names() if "<" not in n]
     return frozenset(BUILTIN_TOKENIZERS | set(customs) | {"ngram"})

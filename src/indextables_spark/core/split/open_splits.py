@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 import pyarrow as pa
 
 from indextables_spark.util.lru import LruCache
-from indextables_spark.core.split import analyzers
+from indextables_spark.core.schema import analyzers
 from indextables_spark.core.split._tantivy import tantivy_call
 from indextables_spark.core.split.bundle import EXTRACTED_FROM, LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
 from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
-from indextables_spark.core.split.types import ColumnSpec, with_fully_tokenized, with_truncated_terms
+from indextables_spark.core.schema.types import ColumnSpec, with_fully_tokenized, with_truncated_terms
 
 if TYPE_CHECKING:
     import tantivy

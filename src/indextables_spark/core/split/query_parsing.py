@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from indextables_spark.util.lru import LruCache
 from indextables_spark.errors import QueryParseError
-from indextables_spark.core.split import analyzers
+from indextables_spark.core.schema import analyzers
 from indextables_spark.core.split._tantivy import tantivy_call
 from indextables_spark.expr.query_errors import format_query_error, locate_query_error
 from indextables_spark.expr.query_rewrite import (
@@ -19,7 +19,7 @@ from indextables_spark.expr.query_rewrite import (
     negations_as_prefix,
 )
 from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs, specs_from_doc_mapping, tantivy_schema
-from indextables_spark.core.split.types import ColumnSpec
+from indextables_spark.core.schema.types import ColumnSpec
 
 from indextables_spark.core.split.open_splits import SplitHandles, handles, searcher_of
 

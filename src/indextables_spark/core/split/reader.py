@@ -25,7 +25,7 @@ from indextables_spark.core.split._tantivy import tantivy_call
 from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.tantivy_query import build_query, index_only_filters, index_only_query
-from indextables_spark.core.split.types import ROW_FIELD, index_only_columns
+from indextables_spark.core.schema.types import ROW_FIELD, index_only_columns
 
 from indextables_spark.core.split.open_splits import handles, register_reader, searcher_of, unregister_reader
 from indextables_spark.core.split.query_parsing import all_of, default_fields, parsed_query

@@ -39,7 +39,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.split._tantivy import tantivy_call
 from indextables_spark.core.split.bundle import FOOTER_FILE, SplitFooter, extract
 from indextables_spark.core.split.quickwit import extract_bundle
-from indextables_spark.core.split.arrow_types import arrow_type
+from indextables_spark.core.schema.arrow_types import arrow_type
 
 REFERENCE_KEY = "referenceSplit"  # key added to the converted split's local footer.json
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

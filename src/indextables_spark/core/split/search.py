@@ -28,7 +28,7 @@ from indextables_spark.core.split.split_rows import (
 if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.delete_logs import SplitDeletes
-    from indextables_spark.core.split.types import ColumnSpec
+    from indextables_spark.core.schema.types import ColumnSpec
 
 
 def count_split(
@@ -323,7 +323,7 @@ def _table_layout(snapshot: Any, options: Options) -> _Layout:
     last = _last_layout
     if last and last[0] is snapshot and last[1] is options:
         return last[2]
-    from indextables_spark.core.split.arrow_types import arrow_schema
+    from indextables_spark.core.schema.arrow_types import arrow_schema
     from indextables_spark.core.split.column_specs import column_specs, table_options
 
     opts = table_options(snapshot, options)

@@ -104,7 +104,7 @@ class Needs:
 
 
 def _field_names(specs: Sequence[Any]) -> list[str]:
-    from indextables_spark.core.split.types import ROW_FIELD
+    from indextables_spark.core.schema.types import ROW_FIELD
 
     return [f.name for s in specs for f in s.indexed_fields] + [ROW_FIELD]
 
@@ -114,7 +114,7 @@ def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str) -
     id order), or None when that cannot be told for sure."""
     from indextables_spark.core.split.query_parsing import query_for_specs
     from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
-    from indextables_spark.core.split.types import with_fully_tokenized, with_truncated_terms
+    from indextables_spark.core.schema.types import with_fully_tokenized, with_truncated_terms
 
     try:
         specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)

@@ -129,7 +129,7 @@ def with_partition_values(
     added after the split was written). A RecordBatch for batches, a Table for a Table."""
     import numpy as np
 
-    from indextables_spark.core.split.partitions import partition_value_array
+    from indextables_spark.core.schema.partitions import partition_value_array
 
     data = pieces[0][1] if len(pieces) == 1 else pa.concat_batches([b for _, b in pieces])
     n = data.num_rows

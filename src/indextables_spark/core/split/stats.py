@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.partitions import format_float
-from indextables_spark.core.split.types import STRING_KINDS, ColumnSpec
+from indextables_spark.core.schema.partitions import format_float
+from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec
 
 ORDERABLE_KINDS = frozenset({"i64", "f64", "decimal", "date", "timestamp", "bool"}) | STRING_KINDS
 _EPOCH_DAY = dt.date(1970, 1, 1)

@@ -11,7 +11,7 @@ from sqlglot import exp
 from indextables_spark.expr import model as P
 from indextables_spark.expr import operators as ops
 from indextables_spark.core.split.group_aggregate import GroupRequest
-from indextables_spark.core.split.types import ColumnSpec
+from indextables_spark.core.schema.types import ColumnSpec
 
 
 PATH_DATABASE = "indextables"  # `indextables.`/path``

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from indextables_spark.errors import SchemaMismatchError, UnsupportedTypeError
-from indextables_spark.core.split.types import (
+from indextables_spark.core.schema.types import (
     check_nested,
     decimal_precision_scale,
     is_string_type,
