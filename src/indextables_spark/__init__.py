@@ -33,14 +33,14 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.actions import AddFile, RemoveFile
-    from indextables_spark.core.log.changes import ChangeSet
-    from indextables_spark.expr.partition_filter import PartitionFilterError
-    from indextables_spark.core.log.snapshot import Snapshot
-    from indextables_spark.core.log.base_state import ScanStats
-    from indextables_spark.core.log.transaction import Transaction
-    from indextables_spark.results import CompanionBuildResult, DiskCacheInfo, FlushDiskCacheResult, PostWriteResult
     from indextables_spark.api.table import IndexTable
+    from indextables_spark.core.log.actions import AddFile, RemoveFile
+    from indextables_spark.core.log.base_state import ScanStats
+    from indextables_spark.core.log.changes import ChangeSet
+    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.transaction import Transaction
+    from indextables_spark.expr.partition_filter import PartitionFilterError
+    from indextables_spark.results import CompanionBuildResult, DiskCacheInfo, FlushDiskCacheResult, PostWriteResult
 
 
 def __getattr__(name: str) -> Any:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+import time
 import types
 import typing
 from typing import Any, ClassVar, Union
@@ -31,7 +33,6 @@ Progress = typing.Callable[[str, int, int], None]
 
 def elapsed_ms(started: float) -> float:
     """Milliseconds since `started` (a time.perf_counter() value), to 0.1 ms: results' duration_ms."""
-    import time
 
     return round((time.perf_counter() - started) * 1000, 1)
 
@@ -98,8 +99,6 @@ def _row_value(value: Any, field: dataclasses.Field[Any]) -> Any:
     if value is None:
         return None
     if field.metadata.get("json"):
-        import json
-
         return json.dumps(_plain(value), sort_keys=True, default=str)
     if isinstance(value, Record):
         return value.to_row()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.results import DescribeStateResult, HistoryEntry, SkippedFile
 from indextables_spark.ops import describe
 from indextables_spark.ops.history import history
+from indextables_spark.results import DescribeStateResult, HistoryEntry, SkippedFile
 
 
 class InspectTable:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.config.options import Options
+from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.util.lru import LruCache
 from indextables_spark.util.sessions import with_session_options
-from indextables_spark.core.storage import Storage, open_storage
 
 # What a snapshot read does not need is imported on use ("# lazy" below), so that a fresh process
 # reaches its first snapshot importing only the read path: the change feed, transactions, the
@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 
     from indextables_spark.api.inspect import InspectTable
     from indextables_spark.api.maintenance import MaintenanceTable
+    from indextables_spark.api.transaction import TableTransaction
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.changes import ChangeSet
     from indextables_spark.core.log.snapshot import Snapshot
-    from indextables_spark.api.transaction import TableTransaction
     from indextables_spark.core.split.search import SearchPlan
     from indextables_spark.core.split.search_explain import SearchExplanation
     from indextables_spark.results import (

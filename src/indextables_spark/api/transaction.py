@@ -17,7 +17,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from indextables_spark.results import DeleteResult
+from indextables_spark.config.options import Options
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.transaction import Transaction
+from indextables_spark.core.schema.arrow_types import spark_schema_json
+from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
 from indextables_spark.ops.write import (
     WritePlan,
     batch_source,
@@ -32,12 +37,7 @@ from indextables_spark.ops.write import (
     write_options,
     written_keys,
 )
-from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.log.transaction import Transaction
-from indextables_spark.core.schema.arrow_types import spark_schema_json
-from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
+from indextables_spark.results import DeleteResult
 
 log = logging.getLogger(__name__)
 

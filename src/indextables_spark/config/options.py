@@ -9,9 +9,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, cast
 
-from indextables_spark.errors import IndexTablesError, InvalidOptionError
 from indextables_spark.config import units
-from indextables_spark.config.registry import SECRET_KEYS, spec
+from indextables_spark.config.registry import SECRET_KEYS, closest, spec
+from indextables_spark.errors import IndexTablesError, InvalidOptionError
 
 PREFIX = "spark.indextables."
 _REGISTERED = object()  # "the registry's default" (config/registry.py)
@@ -128,7 +128,6 @@ def _check_known(key: str) -> None:
     if short in _warned or spec(short) is not None:
         return
     _warned.add(short)
-    from indextables_spark.config.registry import closest
 
     near = closest(short)
     logging.getLogger(__name__).warning(

@@ -11,6 +11,7 @@ the reference keeps it), shown in the README table.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -402,7 +403,6 @@ SECRET_KEYS = frozenset(o.key.lower() for o in OPTIONS if o.secret)
 
 def closest(key: str) -> str | None:
     """The registered key closest to a mistyped one."""
-    import difflib
 
     names = [o.key for o in OPTIONS]
     match = difflib.get_close_matches(key, names, n=1, cutoff=0.6) or difflib.get_close_matches(

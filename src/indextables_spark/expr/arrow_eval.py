@@ -11,8 +11,8 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.errors import SchemaMismatchError
 from indextables_spark.core.schema.partitions import spark_type_of_arrow
+from indextables_spark.errors import SchemaMismatchError
 from indextables_spark.expr.model import (
     And,
     EqualNullSafe,

@@ -11,6 +11,7 @@ transaction log can use it without the split machinery.
 
 from __future__ import annotations
 
+import datetime as dt
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar, Union
@@ -259,8 +260,6 @@ def render(f: Filter) -> str:
 
 
 def _literal(v: Any) -> str:
-    import datetime as dt
-
     if isinstance(v, str):
         return "'" + v.replace("'", "''") + "'"
     if v is None:

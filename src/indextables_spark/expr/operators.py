@@ -19,8 +19,8 @@ import json
 from dataclasses import dataclass
 from typing import Sequence, Union
 
-from indextables_spark.errors import QueryParseError
 from indextables_spark.core.schema.types import ColumnSpec
+from indextables_spark.errors import QueryParseError
 
 KINDS = ("textsearch", "fieldmatch", "indexquery")
 ALL_FIELDS = "*"  # the column of `* TEXTSEARCH 'q'`, `indexqueryall('q')`

@@ -39,16 +39,6 @@ import pyarrow.compute as pc
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.lexer import LexError, Lexicon, Token, lex
-from indextables_spark.expr.partition_bounds import may_match
-from indextables_spark.expr.partition_values import (
-    map_values,
-    CLASS_OF,
-    OP_OF,
-    is_integral,
-    is_numeric,
-    literal_text,
-    number,
-)
 from indextables_spark.expr.model import (
     And,
     Comparison,
@@ -64,6 +54,16 @@ from indextables_spark.expr.model import (
     Or,
     StringMatch,
     columns_of,
+)
+from indextables_spark.expr.partition_bounds import may_match
+from indextables_spark.expr.partition_values import (
+    CLASS_OF,
+    OP_OF,
+    is_integral,
+    is_numeric,
+    literal_text,
+    map_values,
+    number,
 )
 
 

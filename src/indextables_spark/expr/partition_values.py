@@ -20,7 +20,6 @@ from indextables_spark.expr.model import (
     LessThanOrEqual,
 )
 
-
 INTEGRAL_TYPES = frozenset({"byte", "short", "integer", "int", "long", "bigint", "tinyint", "smallint"})
 FRACTIONAL_TYPES = frozenset({"float", "double", "real"})
 

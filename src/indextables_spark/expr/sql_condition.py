@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from sqlglot import exp
 
+from indextables_spark.errors import PredicateError
 from indextables_spark.expr.model import (
     And,
     EqualNullSafe,
@@ -32,7 +33,6 @@ from indextables_spark.expr.model import (
     StringEndsWith,
     StringStartsWith,
 )
-from indextables_spark.errors import PredicateError
 from indextables_spark.expr.where import typed
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-
 from indextables_spark.core.schema.types import ColumnSpec
-from indextables_spark.expr.text import analyzer, token_limit
 from indextables_spark.expr.model import (
     EqualTo,
     Filter,
@@ -18,6 +16,7 @@ from indextables_spark.expr.model import (
     LessThan,
     LessThanOrEqual,
 )
+from indextables_spark.expr.text import analyzer, token_limit
 from indextables_spark.expr.values import (
     struct_column,
     unquote_column,

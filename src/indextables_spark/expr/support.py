@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-
 from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, specs_by_name
 from indextables_spark.expr.model import (
     And,

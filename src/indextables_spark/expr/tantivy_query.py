@@ -8,12 +8,9 @@ import decimal
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-
-from indextables_spark.core.split.documents import TRUNCATE_CHARS, exact_term, f64_key
-from indextables_spark.expr.text import pattern_terms, regex_escape
-from indextables_spark.expr.text import supported as text_supported
-from indextables_spark.core.split.doc_mapping import tantivy_schema
 from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, index_only_columns, specs_by_name
+from indextables_spark.core.split.doc_mapping import tantivy_schema
+from indextables_spark.core.split.documents import TRUNCATE_CHARS, exact_term, f64_key
 from indextables_spark.expr.model import (
     And,
     EqualNullSafe,
@@ -31,6 +28,8 @@ from indextables_spark.expr.model import (
     columns_of,
     render,
 )
+from indextables_spark.expr.text import pattern_terms, regex_escape
+from indextables_spark.expr.text import supported as text_supported
 from indextables_spark.expr.values import (
     COMPARISONS,
     I64_MAX,

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from indextables_spark.core.schema.analyzers import _analyzer
+
 if TYPE_CHECKING:
     import tantivy
 
@@ -78,7 +80,6 @@ def token_limit(tokenizer: str, limit: int | None) -> int:
 def analyzer(tokenizer: str, limit: int | None = None) -> tantivy.TextAnalyzer:
     """A Tantivy analyzer producing the same terms as the index's tokenizer of that name (with the
     field's recorded token limit, None: the tokenizer's own)."""
-    from indextables_spark.core.schema.analyzers import _analyzer
 
     if tokenizer in SIMPLE_TOKENIZERS or tokenizer in WHITESPACE_TOKENIZERS:
         return _analyzer(tokenizer, token_limit(tokenizer, limit) if tokenizer != "whitespace" else limit)

@@ -9,10 +9,9 @@ import datetime as dt
 import decimal
 from typing import Any, Mapping, Sequence
 
-
-from indextables_spark.errors import IndexTablesError
 from indextables_spark.core.schema.partitions import date_to_days, datetime_to_micros
 from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec
+from indextables_spark.errors import IndexTablesError
 from indextables_spark.expr.model import (
     EqualNullSafe,
     EqualTo,

@@ -15,7 +15,6 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from indextables_spark.errors import PredicateError
-from indextables_spark.expr.partition_filter import parse_predicate
 from indextables_spark.expr.model import (
     And,
     Comparison,
@@ -28,6 +27,7 @@ from indextables_spark.expr.model import (
     Or,
     StringMatch,
 )
+from indextables_spark.expr.partition_filter import parse_predicate
 
 INDEXALL = "_indexall"  # `_indexall = '<query>'`: a full-text condition (a top-level AND conjunct)
 

@@ -37,9 +37,26 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pyarrow as pa
+import pyarrow.csv as pcsv
 
+from indextables_spark.api.table import IndexTable
+from indextables_spark.config.options import Options
+from indextables_spark.errors import (
+    ConcurrentModificationError,
+    IndexTablesError,
+    InvalidOptionError,
+    QueryParseError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from indextables_spark.expr.partition_filter import PartitionFilterError
+from indextables_spark.frontends import sql_parser
+from indextables_spark.frontends.execute import execute
+from indextables_spark.frontends.sql_parser import CommandSyntaxError
 from indextables_spark.ops import registry
 from indextables_spark.ops.registry import Arg, Operation
+from indextables_spark.results import python_rows
 
 if TYPE_CHECKING:
     from indextables_spark.config.options import Options
@@ -168,13 +185,10 @@ def _operation(name: str) -> Operation:
 
 def _command(args: argparse.Namespace) -> Any:
     """argparse namespace → the operation's command (the same objects the SQL text parses into)."""
-    from indextables_spark.frontends import sql_parser
 
     if args.command == "sql":
         cmd = sql_parser.parse_command(args.text)
         if cmd is None:
-            from indextables_spark.errors import InvalidOptionError
-
             heads = "/".join(
                 dict.fromkeys(op.sql.head.split()[0].split("|")[0] for op in registry.OPERATIONS if op.sql)
             )
@@ -190,13 +204,9 @@ def _command(args: argparse.Namespace) -> Any:
 
 
 def _search(args: argparse.Namespace, options: Options) -> pa.Table:
-    from indextables_spark.api.table import IndexTable
-
     t = IndexTable(args.path, options)
     if args.query.strip() == "*":
         if args.limit is not None or args.snippets:
-            from indextables_spark.errors import InvalidOptionError
-
             raise InvalidOptionError("--limit and --snippets need a query (not *): they rank and highlight matches")
         return t.to_arrow(where=args.where, columns=args.columns, version=args.version)
     return t.search(
@@ -238,8 +248,6 @@ def _plain(v: Any) -> Any:
 
 def _print_rows(out: Any, args: argparse.Namespace, table: pa.Table) -> None:
     if args.csv:
-        import pyarrow.csv as pcsv
-
         sys.stdout.flush()
         buf = pa.BufferOutputStream()
         pcsv.write_csv(_flat_for_csv(table), buf)
@@ -249,7 +257,7 @@ def _print_rows(out: Any, args: argparse.Namespace, table: pa.Table) -> None:
         for row in table.to_pylist():
             sys.stdout.write(json.dumps({k: _plain(v) for k, v in row.items()}, default=_json_default) + "\n")
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
 
     shown = table.slice(0, args.max_rows).to_pylist()
     more = table.num_rows - len(shown)
@@ -288,8 +296,6 @@ def _json_default(o: Any) -> Any:
 
 def _print_json(raw: Any) -> None:
     if isinstance(raw, pa.Table):
-        from indextables_spark.results import python_rows
-
         raw = python_rows(raw)
     print(json.dumps(raw, default=_json_default, indent=2, sort_keys=False))
 
@@ -317,9 +323,7 @@ def _cell(v: Any) -> str:
 def _render(console: Any, res: CommandResult) -> None:
     """Many-row results (their row gives the columns to show; --json has all): one table; else one
     property/value table per result, nested lists of records as tables under it."""
-    from rich.table import Table
-
-    from indextables_spark.results import python_rows
+    from rich.table import Table  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
 
     rows = python_rows(res.table)
     wide = res.operation.cli.columns if res.operation.cli else ()
@@ -356,7 +360,13 @@ class _Bars:
     """Progress callback (stage, done, total) → rich progress bars on stderr."""
 
     def __init__(self, console: Any) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.progress = Progress(
             TextColumn("{task.description}"),
@@ -382,17 +392,6 @@ class _Bars:
 
 
 def _exit_code(e: Exception) -> int:
-    from indextables_spark.frontends.sql_parser import CommandSyntaxError
-    from indextables_spark.errors import (
-        ConcurrentModificationError,
-        InvalidOptionError,
-        QueryParseError,
-        SchemaMismatchError,
-        TableNotFoundError,
-        VersionNotFoundError,
-    )
-    from indextables_spark.expr.partition_filter import PartitionFilterError
-
     if isinstance(
         e, (CommandSyntaxError, InvalidOptionError, PartitionFilterError, QueryParseError, SchemaMismatchError)
     ):
@@ -405,11 +404,7 @@ def _exit_code(e: Exception) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from rich.console import Console
-
-    from indextables_spark.frontends.execute import execute
-    from indextables_spark.errors import IndexTablesError
-    from indextables_spark.config.options import Options
+    from rich.console import Console  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
 
     args = build_parser().parse_args(argv)
     out = Console()
@@ -430,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             res = execute(cmd, options)
     except IndexTablesError as e:
-        from rich.markup import escape
+        from rich.markup import escape  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
 
         err.print(f"[bold red]indextables {args.command}:[/] {type(e).__name__}: {escape(str(e))}", highlight=False)
         return _exit_code(e)

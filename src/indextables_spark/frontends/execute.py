@@ -9,10 +9,11 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from indextables_spark.results import Progress, Record
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.schema.arrow_types import spark_schema_json
 from indextables_spark.ops.registry import Command, Context, Listing, Operation, operation_of, table_name_of
+from indextables_spark.results import Progress, Record
 
 
 @dataclass
@@ -30,8 +31,6 @@ class CommandResult:
 def spark_schema(result: type[Record]) -> Any:
     """A result class's columns as a pyspark StructType (SQL commands, table functions)."""
     from pyspark.sql.types import StructType  # lazy: pyspark only when a Spark front end asks
-
-    from indextables_spark.core.schema.arrow_types import spark_schema_json
 
     return StructType.fromJson(spark_schema_json(result.arrow_schema()))
 

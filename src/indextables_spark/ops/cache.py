@@ -5,6 +5,7 @@ Spark Connect); results are per host and cache directory. Without a session, in 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -14,15 +15,19 @@ from typing import Any, ClassVar, Iterator
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.results import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
+from indextables_spark.errors import TableNotFoundError
 from indextables_spark.ops.registry import CommandParser, Context, Target, log_at
+from indextables_spark.results import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
+from indextables_spark.util.sessions import default_parallelism
 
 _TASK_SCHEMA = pa.schema([("payload", pa.string())])
 
 
 def local_part(op: str, options: Options, path: str | None, where: str | None) -> dict[str, Any]:
     """One process's part: prewarm the table's splits, or describe / flush its cache."""
-    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.cache import (
+        get_cache,  # lazy: keeps `import indextables_spark.ops.cache` free of numpy
+    )
 
     cache = get_cache(options)
     out: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
@@ -62,8 +67,6 @@ def run(
         if where:
             log.scan(where)
         elif not log.exists():
-            from indextables_spark.errors import TableNotFoundError
-
             raise TableNotFoundError(f"no indextables table at {log.storage.uri}")
     if spark is None:
         rows = [{**local_part(op, options, path, where), "processes": 1, "tasks": 1}]
@@ -109,20 +112,13 @@ def _result(op: str, row: dict[str, Any]) -> CacheResult:
 
 
 def _on_executors(spark: Any, op: str, options: Options, path: str | None, where: str | None) -> list[dict[str, Any]]:
-    import json
-
-    from indextables_spark.util.sessions import default_parallelism
-
     opts = dict(options.items())
     tasks = max(2, 2 * default_parallelism(spark))
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from indextables_spark.ops.cache import local_part
-        from indextables_spark.config.options import Options as O
-
         for _ in batches:
             pass
-        row = local_part(op, O.of(opts), path, where)
+        row = local_part(op, Options.of(opts), path, where)
         yield pa.RecordBatch.from_pylist([{"payload": json.dumps(row)}], schema=_TASK_SCHEMA)
 
     rows = spark.range(0, tasks, numPartitions=tasks).mapInArrow(task, "payload string").collect()

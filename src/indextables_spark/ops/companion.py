@@ -27,12 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
 
-from indextables_spark.errors import CompanionSourceError, InvalidOptionError
 from indextables_spark.config.options import PREFIX, Options, parse_size
 from indextables_spark.config.registry import registered_default
-from indextables_spark.results import CompanionBuildResult
 from indextables_spark.core.split.companion import CompanionSource, companion_of, open_source_parquet
 from indextables_spark.core.storage import normalize_uri, open_storage
+from indextables_spark.errors import CompanionSourceError, InvalidOptionError
 from indextables_spark.ops.companion_sync import (
     IndexGroup,
     IndexJob,
@@ -42,6 +41,7 @@ from indextables_spark.ops.companion_sync import (
     plan_sync,
 )
 from indextables_spark.ops.registry import CommandParser, Context, size
+from indextables_spark.results import CompanionBuildResult
 from indextables_spark.util.sessions import run_tasks, with_session_options
 
 if TYPE_CHECKING:

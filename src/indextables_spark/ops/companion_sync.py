@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.companion import CONFIG_FORMAT, CONFIG_ROOT, CONFIG_SOURCE, CONFIG_VERSION
+from indextables_spark.errors import InvalidOptionError
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
@@ -129,12 +129,12 @@ def commit_build(
 ) -> int:
     """One version: the metadata (schema, partitioning, the source's format, location and
     version; a new table's settings), the new splits, the removes and the stats files."""
-    from indextables_spark.ops.write import table_settings  # lazy: see select_files
     from indextables_spark.core.log.actions import AddFile, Metadata  # lazy: see select_files
     from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
     from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL  # lazy: see select_files
     from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms  # lazy: see select_files
     from indextables_spark.core.split.doc_mapping import doc_mapping_json  # lazy: see select_files
+    from indextables_spark.ops.write import table_settings  # lazy: see select_files
 
     mapping = doc_mapping_json(job.schema_json, job.partition_columns, settings)
     ref = doc_mapping_hash(mapping)

@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.errors import SplitFormatError, StorageError
+from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.core.log.actions import AddFile, RemoveFile
 from indextables_spark.core.log.doc_mapping import registry_key
 from indextables_spark.core.log.protocol_gate import check_writable
@@ -53,10 +53,15 @@ from indextables_spark.core.log.reference_splits import (
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
+from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.schema.partitions import partition_value_array
+from indextables_spark.core.split.column_specs import table_options
+from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY
+from indextables_spark.core.split.reference import mapping_options
 from indextables_spark.core.storage import Storage
-from indextables_spark.config.options import PREFIX, Options
-from indextables_spark.results import ConvertResult, Progress, elapsed_ms
+from indextables_spark.errors import SplitFormatError, StorageError, TableNotFoundError
 from indextables_spark.ops.registry import CommandParser, Context, Target
+from indextables_spark.results import ConvertResult, Progress, elapsed_ms
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +78,6 @@ def split_settings(
     doc_mapping: str, schema_json: Mapping[str, Any], partition_columns: Sequence[str]
 ) -> dict[str, str]:
     """Our indexing options (short keys) reproducing a reference doc mapping's string fields."""
-    from indextables_spark.core.split.reference import mapping_options
 
     return mapping_options(doc_mapping, schema_json, partition_columns)
 
@@ -113,10 +117,6 @@ def _age_key(f: AddFile) -> tuple[int, int, str]:
 
 
 def plan_convert(log_: TransactionLog) -> ConvertPlan:
-    from indextables_spark.errors import TableNotFoundError
-    from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY
-    from indextables_spark.core.split.column_specs import table_options
-
     if log_.latest_version() < 0:
         raise TableNotFoundError(f"CONVERT: no indextables table at {log_.storage.uri}")
     snap = log_.snapshot()
@@ -162,7 +162,6 @@ def _with_partition_columns(
     batch: pa.RecordBatch, values: Mapping[str, str | None], full_schema: pa.Schema, partition_columns: Sequence[str]
 ) -> pa.RecordBatch:
     """Splits do not store partition columns; SplitWriter wants every column of the table."""
-    from indextables_spark.core.schema.partitions import partition_value_array
 
     names = list(batch.schema.names)
     cols = list(batch.columns)
@@ -174,11 +173,18 @@ def _with_partition_columns(
 
 def convert_split(plan: ConvertPlan, src: AddFile) -> Converted:
     """Rewrite one reference split as one of ours (uploaded, not committed)."""
-    from indextables_spark.core.log.delete_logs import load_split_deletes
-    from indextables_spark.core.split.builder import SplitWriter
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
-    from indextables_spark.core.schema.arrow_types import arrow_schema
+    from indextables_spark.core.log.delete_logs import (
+        load_split_deletes,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
+    )
+    from indextables_spark.core.split.builder import (
+        SplitWriter,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
+    )
+    from indextables_spark.core.split.cache import (
+        get_cache,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
+    )
+    from indextables_spark.core.split.reader import (
+        SplitReader,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
+    )
 
     snap, storage = plan.snapshot, plan.log.storage
     parts = snap.partition_columns

@@ -36,12 +36,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from indextables_spark.errors import (
-    ConcurrentModificationError,
-    IndexTablesError,
-    PredicateError,
-    TableNotFoundError,
-)
+from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
 from indextables_spark.core.log.delete_logs import load_split_deletes, positional_table, write_delete_log
 from indextables_spark.core.log.reference_splits import refuse_reference_writes
@@ -49,23 +44,28 @@ from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.schema.partitions import partition_value_array
+from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.bloom import skip_by_blooms
 from indextables_spark.core.split.cache import get_cache
 from indextables_spark.core.split.column_specs import column_specs
-from indextables_spark.core.schema.partitions import partition_value_array
 from indextables_spark.core.split.reader import SplitReader
-from indextables_spark.config.options import Options
-from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.storage import Storage
-from indextables_spark.ops.registry import CommandParser, Context, Target
-from indextables_spark.results import DeleteResult, elapsed_ms
+from indextables_spark.errors import (
+    ConcurrentModificationError,
+    IndexTablesError,
+    PredicateError,
+    TableNotFoundError,
+)
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import EqualTo, Filter, In, Or, columns_of
+from indextables_spark.expr.partition_filter import parse_predicate
 from indextables_spark.expr.skipping import prune_partition, skip_split
 from indextables_spark.expr.support import supports
 from indextables_spark.expr.tantivy_query import check_index_only, index_only_filters
-from indextables_spark.expr.partition_filter import parse_predicate
 from indextables_spark.expr.where import INDEXALL, and_parts, column_types, typed
+from indextables_spark.ops.registry import CommandParser, Context, Target
+from indextables_spark.results import DeleteResult, elapsed_ms
 
 log = logging.getLogger(__name__)
 

@@ -21,23 +21,23 @@ from indextables_spark.core.log.actions import (
     SkipAction,
     StatsFiles,
 )
-from indextables_spark.core.log.base_state import BaseState
-from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.log.paths import version_key
-from indextables_spark.errors import CorruptStateError
 from indextables_spark.core.log.avro_state import read_state_manifest
-from indextables_spark.core.log.state_config import StateConfig
-from indextables_spark.core.log.state_loader import read_last_checkpoint
-from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE
+from indextables_spark.core.log.base_state import BaseState
+from indextables_spark.core.log.file_entries import table_to_add_files
+from indextables_spark.core.log.paths import version_key
 from indextables_spark.core.log.state_compaction import needs_compaction
-from indextables_spark.results import DescribeStateResult, SkippedFile, TransactionLogRow
+from indextables_spark.core.log.state_config import StateConfig
+from indextables_spark.core.log.state_loader import load_base_state, read_last_checkpoint
+from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE
+from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.errors import CorruptStateError
 from indextables_spark.ops.registry import CommandParser, Context, Target
+from indextables_spark.results import DescribeStateResult, SkippedFile, TransactionLogRow
 
 
 def current_skips(log_: TransactionLog) -> list[SkipAction]:
     """The SkipActions in force at the latest version, without decoding any manifest: the base
     state's `skipActions` plus the version files after it (a later add/remove of a path clears it)."""
-    from indextables_spark.core.log.state_loader import load_base_state
 
     listing = log_.listing()
     latest = log_.resolve_version(None, listing)
@@ -207,8 +207,6 @@ def _version_rows(log_: TransactionLog, version: int) -> Iterable[dict[str, Any]
 
 
 def _base_rows(log_: TransactionLog, base: BaseState) -> Iterable[dict[str, Any]]:
-    from indextables_spark.core.log.file_entries import table_to_add_files
-
     where = log_.storage.full_uri(base.state_key) if base.state_key else f"{base.source} of version {base.version}"
     header: list[Action] = [a for a in (base.protocol, base.metadata) if a is not None]
     extras: list[Action] = [
@@ -225,7 +223,6 @@ def describe_transaction_log(log_: TransactionLog, include_all: bool = False) ->
     latest snapshot starts from (is_checkpoint=true rows: protocol, metadata, live files, skips,
     delete logs, stats files)
     and every version file after it. INCLUDE ALL: every retained version file, oldest first."""
-    from indextables_spark.core.log.state_loader import load_base_state
 
     listing = log_.listing()
     latest = log_.resolve_version(None, listing)

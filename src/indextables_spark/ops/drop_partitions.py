@@ -13,21 +13,20 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from indextables_spark.errors import InvalidOptionError
 from indextables_spark.core.log.actions import RemoveFile
-from indextables_spark.expr.partition_filter import parse_partition_filter
+from indextables_spark.core.log.protocol_gate import check_writable
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
-from indextables_spark.results import DropPartitionsResult
+from indextables_spark.core.schema.partitions import partition_path
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.expr.partition_filter import parse_partition_filter
 from indextables_spark.ops.registry import CommandParser, Context, Target
+from indextables_spark.results import DropPartitionsResult
 
 OPERATION = "DROP PARTITIONS"
 
 
 def drop_partitions(log_: TransactionLog, where: str) -> DropPartitionsResult:
-    from indextables_spark.core.log.protocol_gate import check_writable
-    from indextables_spark.core.schema.partitions import partition_path
-
     if where is None or not str(where).strip():
         raise InvalidOptionError(
             "DROP INDEXTABLES PARTITIONS needs a WHERE predicate on partition columns (it never drops a whole table)"

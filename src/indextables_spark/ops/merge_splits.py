@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.errors import ConcurrentModificationError, IndexTablesError, InvalidOptionError, SplitFormatError
-from indextables_spark.core.log.actions import AddFile, RemoveFile, SkipAction
+from indextables_spark.config.options import Options, parse_size
+from indextables_spark.core.log.actions import AddFile, DeleteLog, RemoveFile, SkipAction
+from indextables_spark.core.log.doc_mapping import doc_mapping_hash
+from indextables_spark.core.log.protocol_gate import check_writable
 from indextables_spark.core.log.reference_splits import (
     may_hold_reference_splits,
     refuse_reference_writes,
@@ -43,10 +45,18 @@ from indextables_spark.core.log.reference_splits import (
 )
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
-from indextables_spark.config.options import Options, parse_size
-from indextables_spark.results import MergeSplitsResult, Progress, SkippedFile, elapsed_ms
+from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.schema.partitions import partition_value_array
+from indextables_spark.core.split.bundle import load_extracted_footer
+from indextables_spark.core.split.column_specs import column_specs
+from indextables_spark.core.split.companion import CompanionSource, companion_info, open_source_parquet
+from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs
+from indextables_spark.core.split.indexing import recorded_settings
 from indextables_spark.core.storage import Storage, open_storage
+from indextables_spark.errors import ConcurrentModificationError, IndexTablesError, InvalidOptionError, SplitFormatError
+from indextables_spark.ops.companion import row_groups
 from indextables_spark.ops.registry import CommandParser, Context, Target, size
+from indextables_spark.results import MergeSplitsResult, Progress, SkippedFile, elapsed_ms
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
@@ -232,10 +242,15 @@ _SOURCE_ERRORS = (IndexTablesError, pa.ArrowException, OSError)
 def _source_batches(
     job: MergeJob, storage: Storage, src: AddFile, delete_logs: list[dict[str, Any]] | None = None
 ) -> Iterator[pa.RecordBatch]:
-    from indextables_spark.core.log.actions import DeleteLog
-    from indextables_spark.core.log.delete_logs import load_split_deletes
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.log.delete_logs import (
+        load_split_deletes,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+    )
+    from indextables_spark.core.split.cache import (
+        get_cache,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+    )
+    from indextables_spark.core.split.reader import (
+        SplitReader,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+    )
 
     reader = SplitReader(get_cache(job.options).local_dir(storage, src))
     deletes = load_split_deletes(
@@ -258,7 +273,6 @@ def _with_partition_columns(
     batch: pa.RecordBatch, group: MergeGroup, full_schema: pa.Schema, partition_columns: list[str]
 ) -> pa.RecordBatch:
     """Splits do not store partition columns; SplitWriter wants every column of the table."""
-    from indextables_spark.core.schema.partitions import partition_value_array
 
     n = batch.num_rows
     names = list(batch.schema.names)
@@ -273,9 +287,9 @@ def _companion_sources(
     job: MergeJob, storage: Storage, group: MergeGroup, sources: list[AddFile]
 ) -> list[CompanionInfo]:
     """The companion sections of companion source splits (their source files, in order)."""
-    from indextables_spark.core.split.bundle import load_extracted_footer
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.companion import companion_info
+    from indextables_spark.core.split.cache import (
+        get_cache,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+    )
 
     infos: list[CompanionInfo] = []
     for src in sources:
@@ -296,8 +310,6 @@ def _index_companion_files(
     job: MergeJob, writer: SplitWriter, group: MergeGroup, sources: list[AddFile], infos: list[CompanionInfo]
 ) -> None:
     """A merge of companion splits indexes their source files again into one companion split."""
-    from indextables_spark.core.split.companion import open_source_parquet
-    from indextables_spark.ops.companion import row_groups
 
     columns = writer.stored_schema.names
     for src, info in zip(sources, infos):
@@ -312,9 +324,9 @@ def _index_companion_files(
 def _write_merged(
     job: MergeJob, storage: Storage, group: MergeGroup, sources: list[AddFile]
 ) -> tuple[AddFile | None, dict[str, list[str]]]:
-    from indextables_spark.core.split.builder import SplitWriter
-    from indextables_spark.core.split.companion import CompanionSource
-    from indextables_spark.core.schema.arrow_types import arrow_schema
+    from indextables_spark.core.split.builder import (
+        SplitWriter,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+    )
 
     full_schema = arrow_schema(job.schema_json)
     companion = None
@@ -444,7 +456,6 @@ class MergePlan:
 
 def _writer_options(snapshot: Snapshot, options: Options) -> Options:
     """The table's recorded settings (indexing.*, stats.*) with the user's options on top, as for a write."""
-    from indextables_spark.core.split.indexing import recorded_settings
 
     return Options.of(recorded_settings(snapshot.metadata_action.configuration), options)
 
@@ -452,11 +463,6 @@ def _writer_options(snapshot: Snapshot, options: Options) -> Options:
 def plan_merge(
     log_: TransactionLog, where: str | None = None, config: MergeConfig | None = None, now_ms: int | None = None
 ) -> MergePlan:
-    from indextables_spark.core.log.doc_mapping import doc_mapping_hash
-    from indextables_spark.core.log.protocol_gate import check_writable
-    from indextables_spark.core.split.column_specs import column_specs
-    from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs
-
     cfg = config or MergeConfig.from_options(log_.options)
     if where is not None and not where.strip():
         raise InvalidOptionError("MERGE SPLITS: the WHERE predicate is empty")
@@ -480,7 +486,9 @@ def plan_merge(
             log_.storage.uri,
             len(groups.index_only),
         )
-    from indextables_spark.core.log.delete_logs import deletes_json
+    from indextables_spark.core.log.delete_logs import (
+        deletes_json,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+    )
 
     for g in groups.groups:
         g.deletes = deletes_json(snap, g.sources)

@@ -24,10 +24,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import replace
 from typing import Any, Mapping
 
 from indextables_spark.config.options import Options
+from indextables_spark.ops import merge_splits as merge
+from indextables_spark.ops import purge
+from indextables_spark.ops.registry import log_at
 from indextables_spark.results import PostWriteResult
 from indextables_spark.util.sessions import default_parallelism, set_job_description
 
@@ -52,8 +56,6 @@ def _count_write(uri: str) -> int:
 
 def run(spark: Any, path: str, opts: Options) -> PostWriteResult:
     """The post-write maintenance itself (errors propagate; see maybe_run)."""
-    from indextables_spark.ops import merge_splits as merge, purge
-    from indextables_spark.ops.registry import log_at
 
     table_log = log_at(path, opts)
     result = PostWriteResult(table_path=path, status="DONE")
@@ -151,7 +153,6 @@ def _join_running(path: str) -> None:
 def wait_for_background(timeout: float | None = None) -> dict[str, PostWriteResult]:
     """Wait for the post-write maintenance running in the background (all tables); returns the
     latest result per table path. TimeoutError if some is still running after `timeout` seconds."""
-    import time
 
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -191,7 +192,9 @@ class _StreamWatch:
         self.listener = self._listener()
 
     def _listener(self) -> Any:
-        from pyspark.sql.streaming.listener import StreamingQueryListener
+        from pyspark.sql.streaming.listener import (
+            StreamingQueryListener,  # lazy: pyspark is imported only when a Spark session runs this
+        )
 
         watch = self
 

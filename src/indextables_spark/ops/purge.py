@@ -32,15 +32,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar, Iterable
 
-from indextables_spark.errors import InvalidOptionError
+from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import Action, AddFile, DeleteLog, StatsFiles
 from indextables_spark.core.log.gc import gc_state
 from indextables_spark.core.log.listing import LogListing
 from indextables_spark.core.log.paths import LOG_DIR
+from indextables_spark.core.log.protocol_gate import check_writable
+from indextables_spark.core.log.state_loader import load_base_state
 from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.config.options import Options
-from indextables_spark.results import Progress, PurgeResult, elapsed_ms
+from indextables_spark.errors import InvalidOptionError
 from indextables_spark.ops.registry import CommandParser, Context, Target
+from indextables_spark.results import Progress, PurgeResult, elapsed_ms
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,6 @@ def version_cut_candidates(
 def usable_cut(log_: TransactionLog, listing: LogListing, candidates: list[int]) -> int | None:
     """The newest candidate whose checkpoint really loads (files decoded): the versions below it
     are deleted, so the table must never depend on them afterwards."""
-    from indextables_spark.core.log.state_loader import load_base_state
 
     for c in candidates:
         base = load_base_state(log_, c, listing)
@@ -178,7 +179,6 @@ def purge(
     now_ms: int | None = None,
 ) -> PurgeResult:
     """PURGE INDEXTABLE '<path>' [OLDER THAN …] [TRANSACTION LOG RETENTION …] [DRY RUN]."""
-    from indextables_spark.core.log.protocol_gate import check_writable
 
     started = time.perf_counter()
     cfg = PurgeConfig.from_options(log_.options, older_than_hours, tx_log_retention_hours)

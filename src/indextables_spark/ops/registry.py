@@ -20,13 +20,14 @@ import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, Protocol, Sequence
 
-from indextables_spark.config.options import Options
+from indextables_spark.config.options import Options, parse_size
+from indextables_spark.core.storage import open_storage
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from indextables_spark.results import Progress, Record
     from indextables_spark.core.log.table_log import TransactionLog
+    from indextables_spark.results import Progress, Record
 
 _PLAIN_IDENT = re.compile(r"[A-Za-z0-9_]+")
 
@@ -88,7 +89,6 @@ class CommandParser(Protocol):
 def log_at(path: str, options: Options) -> TransactionLog:
     """A table's log with this package's post-commit maintenance (Context's default opener)."""
     from indextables_spark.core.log.maintenance import log_with_maintenance  # lazy: the registry stays cheap
-    from indextables_spark.core.storage import open_storage
 
     return log_with_maintenance(open_storage(path, options), options)
 
@@ -457,7 +457,6 @@ def with_table_path(cmd: Any, path: str) -> Any:
 def coerced(command: type[Command], values: Mapping[str, Any]) -> dict[str, Any]:
     """Values given to a table function or a maintenance method, as the command's fields take them:
     texts of size fields parsed (`"100M"`), bools of bool fields (SQL may give 0/1)."""
-    from indextables_spark.config.options import parse_size
 
     hints = typing.get_type_hints(command)
     out = dict(values)

@@ -20,17 +20,18 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
-from indextables_spark.errors import InvalidOptionError, TableExistsError
+from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import Action, CommitInfo, StatsFiles, split_of_stats_file
 from indextables_spark.core.log.codec import encode_actions
 from indextables_spark.core.log.delete_logs import live_delete_logs
 from indextables_spark.core.log.doc_mapping import registry_key
 from indextables_spark.core.log.file_entries import add_files_to_table
+from indextables_spark.core.log.maintenance import log_with_maintenance
 from indextables_spark.core.log.paths import LOG_DIR
-from indextables_spark.config.options import Options
-from indextables_spark.results import Progress, RepairResult, elapsed_ms
 from indextables_spark.core.storage import normalize_uri, open_storage
+from indextables_spark.errors import InvalidOptionError, TableExistsError
 from indextables_spark.ops.registry import CommandParser, Context
+from indextables_spark.results import Progress, RepairResult, elapsed_ms
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.table_log import TransactionLog
@@ -54,8 +55,6 @@ def source_table_root(source_log: str) -> str:
 def repair_transaction_log(
     source_log: str, target: str, options: Options | Mapping[str, Any] | None = None, progress: Progress | None = None
 ) -> RepairResult:
-    from indextables_spark.core.log.maintenance import log_with_maintenance
-
     started = time.perf_counter()
     opts = Options.of(options)
     root = source_table_root(source_log)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar
 
-from indextables_spark.results import TruncateTimeTravelResult
 from indextables_spark.core.log import maintenance
 from indextables_spark.ops.registry import CommandParser, Context, Target
+from indextables_spark.results import TruncateTimeTravelResult
 
 
 @dataclass(frozen=True)

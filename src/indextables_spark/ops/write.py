@@ -18,6 +18,22 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
+from indextables_spark.config.options import PREFIX, Options
+from indextables_spark.config.registry import registered_default
+from indextables_spark.core.log.actions import AddFile, Metadata
+from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key
+from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL, check_writable
+from indextables_spark.core.log.reference_splits import refuse_reference_writes
+from indextables_spark.core.log.snapshot import Snapshot
+from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms
+from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.split.builder import SplitWriter, target_split_bytes_option
+from indextables_spark.core.split.column_specs import validate_schema
+from indextables_spark.core.split.companion import companion_of
+from indextables_spark.core.split.doc_mapping import doc_mapping_json
+from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY, IndexingConfig, recorded_settings
+from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
     CompanionSourceError,
     ConcurrentModificationError,
@@ -26,24 +42,7 @@ from indextables_spark.errors import (
     SchemaMismatchError,
     TableExistsError,
 )
-from indextables_spark.core.log.actions import AddFile, Metadata
-from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key
-from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL, check_writable
-from indextables_spark.core.log.reference_splits import refuse_reference_writes
-from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms
-from indextables_spark.config.options import PREFIX, Options
-from indextables_spark.config.registry import registered_default
-from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.split.builder import SplitWriter, target_split_bytes_option
-from indextables_spark.core.split.column_specs import validate_schema
-from indextables_spark.core.split.companion import companion_of
-from indextables_spark.core.split.doc_mapping import doc_mapping_json
-from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY, IndexingConfig, recorded_settings
-from indextables_spark.core.log.snapshot import Snapshot
-from indextables_spark.core.storage import Storage
 from indextables_spark.ops.write_schema import check_append_schema, merge_append_schema, nullable_json
-
 
 log = logging.getLogger(__name__)
 

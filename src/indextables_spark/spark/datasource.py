@@ -11,9 +11,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StringType, StructField, StructType
 
 from indextables_spark.api.table import IndexTable
+from indextables_spark.config.options import Options
 from indextables_spark.core.log.table_log import parse_timestamp
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.config.options import Options
 from indextables_spark.spark.guard import INDEXALL, INDEXGUARD, SnapshotPin
 from indextables_spark.spark.options import resolve_options, table_path
 

@@ -12,12 +12,13 @@ with a one-task Spark job, which finds them when the server's executors share it
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Callable, Iterator
 
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.util.sessions import is_connect
 from indextables_spark.spark import guard
+from indextables_spark.util.sessions import is_connect
 
 
 def explain(df: Any) -> list[dict[str, Any]]:
@@ -38,9 +39,7 @@ def explain(df: Any) -> list[dict[str, Any]]:
 
 
 def _explain_connect(df: Any) -> list[dict[str, Any]]:
-    import json
-
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: keeps `import indextables_spark.spark.explain` free of pyarrow
 
     spark = df.sparkSession
 

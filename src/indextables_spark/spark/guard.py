@@ -36,8 +36,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from indextables_spark.errors import InvalidOptionError
+from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.util.sessions import functions
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
@@ -66,7 +68,6 @@ def parse(value: object) -> Guard | None:
 def guarded(df: Any) -> Any:
     """The DataFrame with the plan guard `NOT (_indexguard <=> '<prefix>' ||
     unix_micros(current_timestamp()))`, without the `_indexguard` column (keeps `_indexall`)."""
-    from indextables_spark.util.sessions import functions
 
     sf = functions(df)
     epoch = sf.unix_micros(sf.current_timestamp()).cast("string")
@@ -177,8 +178,6 @@ class SnapshotPin:
     time_travel: bool
 
     def snapshot(self, path: str, opts: Options, latest: bool) -> Snapshot:
-        from indextables_spark.api.table import IndexTable
-
         table = IndexTable(path, opts)
         if latest and not self.time_travel:
             return table.snapshot()

@@ -29,6 +29,7 @@ import pyarrow as pa
 from indextables_spark.frontends.execute import spark_schema
 from indextables_spark.ops import registry
 from indextables_spark.ops.registry import Command, coerced, signature
+from indextables_spark.util.sessions import functions
 
 _SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -73,7 +74,6 @@ def function_class(command: type[Command], options: dict[str, str]) -> type:
 def register_command_functions(spark: Any, conf: dict[str, str]) -> None:
     """Register every operation's table function on the session (called by `it.register`); they
     run with `conf` (the session's spark.indextables.* entries: workers have no session)."""
-    from indextables_spark.util.sessions import functions
 
     udtf = functions(spark).udtf
     for op in registry.OPERATIONS:

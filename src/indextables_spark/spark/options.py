@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
-from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.options import PREFIX, Options
+from indextables_spark.errors import InvalidOptionError
 
 
 def resolve_options(raw: Mapping[str, Any]) -> Options:
@@ -21,8 +22,6 @@ def table_path(raw: Mapping[str, Any]) -> str:
     if not path:
         raise InvalidOptionError("indextables: no table path given (use .load(path) / .save(path) or option 'path')")
     if isinstance(path, str) and path.startswith("["):
-        import json
-
         paths = json.loads(path)
         if len(paths) != 1:
             raise InvalidOptionError(f"indextables reads one table at a time, got paths {paths}")

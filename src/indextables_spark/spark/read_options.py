@@ -9,9 +9,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from pyspark.sql.types import FloatType, MapType, StringType, StructField, StructType
 
-from indextables_spark.errors import InvalidOptionError, QueryParseError
-from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.split.column_specs import column_specs, table_options
+from indextables_spark.errors import InvalidOptionError, QueryParseError
+from indextables_spark.spark.guard import INDEXALL
+from indextables_spark.util.sessions import default_parallelism
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
@@ -107,7 +110,6 @@ def declared_fields(
 
 def table_specs(snapshot: Snapshot, opts: Options) -> list[ColumnSpec]:
     """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
-    from indextables_spark.core.split.column_specs import column_specs, table_options
 
     return column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
 
@@ -119,8 +121,12 @@ def check_table_query(
     against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
     any of them (what a read of those splits would hit), else only when invalid for all of them
     (a table whose newer splits gained a column may still be read by partitions that have it)."""
-    from indextables_spark.core.split.query_parsing import check_query
-    from indextables_spark.core.split.reference import specs_for_doc_mapping
+    from indextables_spark.core.split.query_parsing import (
+        check_query,  # lazy: keeps `import indextables_spark.spark.read_options` free of pyarrow
+    )
+    from indextables_spark.core.split.reference import (
+        specs_for_doc_mapping,  # lazy: keeps `import indextables_spark.spark.read_options` free of pyarrow
+    )
 
     if files is None:  # the Arrow column: no AddFile objects built for a large table
         refs = set(snapshot.files_table.column("docMappingRef").unique().to_pylist())
@@ -177,8 +183,6 @@ def load_options(spark: Any, given: Mapping[str, object]) -> dict[str, str]:
         if size:
             out["read.batchSize"] = str(size)
     if "read.minpartitions" not in keys:
-        from indextables_spark.util.sessions import default_parallelism
-
         out["read.minPartitions"] = str(default_parallelism(spark))
     return out
 
@@ -186,7 +190,6 @@ def load_options(spark: Any, given: Mapping[str, object]) -> dict[str, str]:
 def finish_load(df: Any, given: Mapping[str, object]) -> Any:
     """The read as the user sees it: the global top n / score order the options ask for, and
     without the virtual `_indexall` column."""
-    from indextables_spark.spark.guard import INDEXALL
 
     ro = read_options(Options.of({str(k): v for k, v in given.items()}))
     df = df.drop(INDEXALL)  # the guard already dropped `_indexguard`

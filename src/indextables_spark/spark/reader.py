@@ -29,15 +29,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import pyarrow as pa
+from pyspark.sql import datasource as sds
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from indextables_spark.errors import InvalidOptionError
-from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.types import index_only_columns
+from indextables_spark.core.split.file_pruning import prune_files
+from indextables_spark.core.split.groups import group_by_size
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.expr.model import columns_of, render
+from indextables_spark.expr.operators import decode
+from indextables_spark.expr.support import supports
+from indextables_spark.expr.tantivy_query import check_index_only
+from indextables_spark.expr.values import UnsupportedFilterError
 from indextables_spark.spark import filters as spark_filters
 from indextables_spark.spark import guard
+from indextables_spark.spark.guard import INDEXALL
 from indextables_spark.spark.read_options import SNIPPET, check_table_query, read_options, table_specs
 from indextables_spark.spark.task_read import TaskRead, read_ranked, task_json
 
@@ -122,9 +132,6 @@ class IndexTablesReader(DataSourceReader):
         return parts[0] if len(parts) == 1 else " AND ".join(f"({p})" for p in parts)
 
     def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
-        from indextables_spark.expr.model import columns_of
-        from indextables_spark.expr.support import supports
-
         filters = list(filters)
         verdicts = [indexall_filter(f) for f in filters]
         epoch = next((v.epoch for v in verdicts if isinstance(v, guard.Guard)), None)
@@ -153,7 +160,6 @@ class IndexTablesReader(DataSourceReader):
         self._take_index_only(index_only)
         recorded = queries + sorted(f"index-only filter {f!r}" for f in index_only)
         narrow = guard.record_scan(self.pin.relation_id, epoch, recorded, others, self.path)
-        from indextables_spark.expr.operators import decode
 
         # search operators arrive encoded (expr/operators.py): checked against this table now
         self.index_queries = [decode(q, self.specs) for q in queries]
@@ -178,8 +184,6 @@ class IndexTablesReader(DataSourceReader):
     def _take_index_only(self, filters: list[Any]) -> None:
         """Add the filters on index-only columns to the data filters, each one the index answers
         exactly (UnsupportedFilterError naming it otherwise: the rows cannot check it)."""
-        from indextables_spark.expr.tantivy_query import check_index_only
-        from indextables_spark.expr.values import UnsupportedFilterError
 
         where = f"a Spark read of {self.path}"
         core: list[Filter] = []
@@ -194,8 +198,6 @@ class IndexTablesReader(DataSourceReader):
         self.data_filters.extend(check_index_only(core, self.specs, where))
 
     def _live_files(self) -> list[AddFile]:
-        from indextables_spark.core.split.file_pruning import prune_files
-
         types = {c: self.column_types[c] for c in self.partition_columns}
         files, (n_total, n_after_partitions, n_after_stats) = prune_files(
             self.path,
@@ -223,8 +225,9 @@ class IndexTablesReader(DataSourceReader):
 
     def _explanation(self) -> dict[str, Any]:
         """What this read does, for it.explain(df) (the same fields as IndexTable.explain)."""
-        from indextables_spark.expr.model import render
-        from indextables_spark.core.split.search_explain import index_translation
+        from indextables_spark.core.split.search_explain import (
+            index_translation,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
+        )
 
         answered, narrowed, rows_only, tantivy_query = index_translation(
             self.specs, self.query, self.data_filters, self.data_filters
@@ -257,7 +260,6 @@ class IndexTablesReader(DataSourceReader):
         files = self._live_files()
         if self.query is not None:  # refused here rather than in every task
             check_table_query(self._snapshot, self.opts, self.query, files, every=True)
-        from indextables_spark.core.split.groups import group_by_size
 
         min_groups = self.opts.get_int("read.minPartitions")
         if self.opts.get_str("read.maxPartitionBytes") is None and (self.query is not None or self.data_filters):
@@ -271,14 +273,14 @@ class IndexTablesReader(DataSourceReader):
         guard.record_explanation({**self._explanation(), "tasks": max(1, len(groups))})
         if not groups:
             return [SplitGroup([])]
-        from indextables_spark.core.log.delete_logs import deletes_json
+        from indextables_spark.core.log.delete_logs import (
+            deletes_json,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
+        )
 
         return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g)) for g in groups]
 
     # Spark hands back the SplitGroups partitions() made
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        from indextables_spark.core.schema.arrow_types import arrow_schema
-
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         adds = [AddFile.from_json(d) for d in partition.files]
         ro = self.read_opts
@@ -300,7 +302,6 @@ class UnpushedReader(IndexTablesReader):
 
 def _filter_column(f: Any) -> str | None:
     """The lower-cased top-level column a pushed Spark filter reads (through NOT); None for others."""
-    from pyspark.sql import datasource as sds
 
     while isinstance(f, sds.Not):
         f = f.child
@@ -313,9 +314,6 @@ def _filter_column(f: Any) -> str | None:
 def indexall_filter(f: Any) -> str | guard.Guard | bool | None:
     """How a filter on the `_indexall` pseudo-column is consumed: the query text (EqualTo), the
     plan guard (a `guard.Guard`), True for IS NOT NULL (implied by a query), None when not about it."""
-    from pyspark.sql import datasource as sds
-
-    from indextables_spark.spark.guard import INDEXALL
 
     if isinstance(f, sds.EqualTo) and tuple(f.attribute) == (INDEXALL,) and isinstance(f.value, str):
         return f.value

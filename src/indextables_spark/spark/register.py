@@ -32,17 +32,24 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, cast
 
-from indextables_spark.errors import TableExistsError
+from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import session_options, short_key
+from indextables_spark.errors import TableExistsError
+from indextables_spark.frontends.sql_parser import parse_command
+from indextables_spark.spark import sql_bridge
 from indextables_spark.spark.guard import VIRTUAL_COLUMNS, guarded
-from indextables_spark.spark.patching import own as _own, remove_all, wrap as _wrap, wrapped_any
+from indextables_spark.spark.patching import own as _own
+from indextables_spark.spark.patching import remove_all, wrapped_any
+from indextables_spark.spark.patching import wrap as _wrap
 
 _lock = threading.Lock()
 
 
 def is_ours(fmt: str | None) -> bool:
     """Is `fmt` one of our format names ("indextables" and the reference's provider class names)?"""
-    from indextables_spark.spark.datasource import is_format_name
+    from indextables_spark.spark.datasource import (
+        is_format_name,  # lazy: pyspark is imported only when a Spark session runs this
+    )
 
     return is_format_name(fmt)
 
@@ -157,7 +164,10 @@ def _make_load(streaming: bool) -> Callable[[Callable[..., Any]], Callable[..., 
             _inject_conf(self, spark)
             if streaming:
                 return orig(self, path=path, schema=schema).drop(*VIRTUAL_COLUMNS)
-            from indextables_spark.spark.read_options import finish_load, load_options
+            from indextables_spark.spark.read_options import (  # lazy: pyspark is imported only when a Spark session runs this
+                finish_load,
+                load_options,
+            )
 
             for k, v in load_options(spark, g.options).items():
                 _own(type(self), "option")(self, k, v)
@@ -206,8 +216,6 @@ def _make_save(orig: Callable[..., Any]) -> Callable[..., Any]:
         target = _path(path, opts)
         save_mode = str(g.mode or "errorifexists").lower().replace("_", "")
         if save_mode in ("error", "errorifexists", "default", "ignore"):
-            from indextables_spark.api.table import IndexTable
-
             if IndexTable(target, opts).exists():  # type: ignore[arg-type]  # IndexTable refuses a None path
                 if save_mode == "ignore":
                     return None
@@ -242,7 +250,9 @@ def _make_start(orig: Callable[..., Any]) -> Callable[..., Any]:
         _move_partitioning(self)
         opts = _inject_conf(self, spark)
         query = orig(self, path=path, outputMode=outputMode, queryName=queryName)
-        from indextables_spark.ops.post_write import watch_stream
+        from indextables_spark.ops.post_write import (
+            watch_stream,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow
+        )
 
         # merge-/purge-on-write after the micro-batches (the sink commits in a worker)
         watch_stream(spark, query, _path(path, opts), opts)  # type: ignore[arg-type]  # None (no path): the data source refuses the stream
@@ -253,8 +263,6 @@ def _make_start(orig: Callable[..., Any]) -> Callable[..., Any]:
 
 def _make_insert_into(orig: Callable[..., Any]) -> Callable[..., Any]:
     def insertInto(self: Any, tableName: str, overwrite: bool | None = None) -> Any:
-        from indextables_spark.spark import sql_bridge
-
         spark = session_of(self)
         src = sql_bridge.view_source(spark, tableName)
         if src is None:
@@ -285,20 +293,22 @@ def _dataframe_of(writer: Any, spark: Any) -> Any:
 
 def _make_sql(orig: Callable[..., Any]) -> Callable[..., Any]:
     def sql(self: Any, sqlQuery: Any, args: Any = None, **kwargs: Any) -> Any:
-        from indextables_spark.spark import sql_bridge
-
         if isinstance(sqlQuery, str) and not args and not kwargs:
-            from indextables_spark.frontends.sql_parser import parse_command
-
             # our command texts (MERGE SPLITS ..., CHECKPOINT INDEXTABLES ...) are Spark-free
             if parse_command(sqlQuery) is not None:
-                from indextables_spark.frontends.sql import run_sql
-                from indextables_spark.spark.table_names import resolve_table
+                from indextables_spark.frontends.sql import (
+                    run_sql,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow
+                )
+                from indextables_spark.spark.table_names import (
+                    resolve_table,  # lazy: pyspark is imported only when a Spark session runs this
+                )
 
                 return run_sql(self, sqlQuery, resolve_table)
         if isinstance(sqlQuery, str):
             refresh_functions(self, sqlQuery)
-            from indextables_spark.spark.table_functions import rewrite_sql
+            from indextables_spark.spark.table_functions import (
+                rewrite_sql,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow
+            )
 
             # indextables_search/... calls with literal arguments → distributed views
             sqlQuery = rewrite_sql(self, sqlQuery)
@@ -306,7 +316,9 @@ def _make_sql(orig: Callable[..., Any]) -> Callable[..., Any]:
             handled = sql_bridge.try_handle(self, sqlQuery, is_ours)
             if handled is not None:
                 return handled
-            from indextables_spark.spark import sql_routes
+            from indextables_spark.spark import (
+                sql_routes,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow, sqlglot
+            )
 
             # statements reading our tables: projection, search operators, aggregates from the index
             routed = sql_routes.run(self, sqlQuery, lambda text: orig(self, text, args, **kwargs))
@@ -324,8 +336,12 @@ def _make_sql(orig: Callable[..., Any]) -> Callable[..., Any]:
 
 def register_functions(spark: Any, conf: dict[str, str]) -> None:
     """(Re-)register the SQL table functions with this spark.indextables.* conf."""
-    from indextables_spark.spark.maintenance_functions import register_command_functions
-    from indextables_spark.spark.table_functions import register_table_functions
+    from indextables_spark.spark.maintenance_functions import (
+        register_command_functions,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow
+    )
+    from indextables_spark.spark.table_functions import (
+        register_table_functions,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow
+    )
 
     register_command_functions(spark, conf)
     register_table_functions(spark, conf)
@@ -346,9 +362,15 @@ def refresh_functions(spark: Any, text: str) -> None:
 
 
 def _builder_classes() -> list[tuple[str, type]]:
-    from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
-    from pyspark.sql.session import SparkSession
-    from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+    from pyspark.sql.readwriter import (  # lazy: pyspark is imported only when a Spark session runs this
+        DataFrameReader,
+        DataFrameWriter,
+    )
+    from pyspark.sql.session import SparkSession  # lazy: pyspark is imported only when a Spark session runs this
+    from pyspark.sql.streaming.readwriter import (  # lazy: pyspark is imported only when a Spark session runs this
+        DataStreamReader,
+        DataStreamWriter,
+    )
 
     out = [
         ("reader", DataFrameReader),
@@ -358,12 +380,11 @@ def _builder_classes() -> list[tuple[str, type]]:
         ("session", SparkSession),
     ]
     try:  # the Connect client (needs grpcio, pandas, ...); absent in a classic-only install
-        from pyspark.sql.connect.readwriter import DataFrameReader as CReader, DataFrameWriter as CWriter
-        from pyspark.sql.connect.session import SparkSession as CSession
-        from pyspark.sql.connect.streaming.readwriter import (
-            DataStreamReader as CStreamReader,
-            DataStreamWriter as CStreamWriter,
-        )
+        from pyspark.sql.connect.readwriter import DataFrameReader as CReader  # optional: ImportError below
+        from pyspark.sql.connect.readwriter import DataFrameWriter as CWriter  # optional: ImportError below
+        from pyspark.sql.connect.session import SparkSession as CSession  # optional: ImportError below
+        from pyspark.sql.connect.streaming.readwriter import DataStreamReader as CStreamReader  # optional
+        from pyspark.sql.connect.streaming.readwriter import DataStreamWriter as CStreamWriter  # optional
     except ImportError:
         return out
     return out + [
@@ -393,7 +414,9 @@ def _install() -> None:
 def register(spark: Any) -> None:
     """Register the data source (under each of its format names) and table functions; enable filter
     pushdown; install the wrappers."""
-    from indextables_spark.spark.datasource import DATA_SOURCES
+    from indextables_spark.spark.datasource import (
+        DATA_SOURCES,  # lazy: pyspark is imported only when a Spark session runs this
+    )
 
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     for source in DATA_SOURCES:

@@ -56,7 +56,7 @@ def _or_error(col: _SearchOps) -> ops.SearchOperatorError:
 
 
 def _column(search: ops.Search) -> Any:
-    from pyspark.sql import functions as sf
+    from pyspark.sql import functions as sf  # lazy: pyspark is imported only when a Spark session runs this
 
     base: Any = ~sf.col("_indexall").eqNullSafe(ops.encode(search))  # gets a new class below
     cls = type(base)

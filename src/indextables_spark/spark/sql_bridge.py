@@ -13,7 +13,12 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from indextables_spark.api.table import IndexTable
+from indextables_spark.config.options import session_options
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
+from indextables_spark.spark.guard import VIRTUAL_COLUMNS, guarded
+from indextables_spark.spark.patching import own
+from indextables_spark.util.sessions import functions
 
 _IDENT = r"(?:`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
 _CREATE = re.compile(
@@ -109,7 +114,9 @@ def split_view_references(spark: Any, text: str) -> str:
     first becomes a fresh view over a new read of the same table, aliased with the view's name so
     `v.col` still resolves.
     """
-    from indextables_spark.spark.table_functions import skip_quoted
+    from indextables_spark.spark.table_functions import (
+        skip_quoted,  # lazy: keeps `import indextables_spark.spark.sql_bridge` free of pyarrow
+    )
 
     with _lock:
         views = dict(_views)
@@ -139,7 +146,6 @@ def split_view_references(spark: Any, text: str) -> str:
         counts[v] = counts.get(v, 0) + 1
     if all(c < 2 for c in counts.values()):
         return text
-    from indextables_spark.spark.guard import guarded
 
     out: list[str] = []
     last = 0
@@ -179,8 +185,6 @@ def _is_temp_view(spark: Any, name: str) -> bool:
 
 
 def _create_view(spark: Any, m: re.Match[str]) -> Any:
-    from indextables_spark.spark.guard import guarded
-
     name = _unquote_ident(m.group("name"))
     opts = parse_options(m.group("opts"))
     path = opts.get("path") or next((v for k, v in opts.items() if k.lower() == "path"), None)
@@ -241,10 +245,6 @@ def insert_dataframe(
 ) -> Any:
     """INSERT INTO|OVERWRITE of `data` into the view's table: columns by position (or by the
     `target_cols` list), cast to the table's types, written with `save()` (so merge-on-write runs)."""
-    from indextables_spark.util.sessions import functions
-
-    from indextables_spark.api.table import IndexTable
-    from indextables_spark.spark.guard import VIRTUAL_COLUMNS
 
     table = IndexTable(src.path, src.options)
     schema = table.snapshot().schema
@@ -278,10 +278,12 @@ def insert_dataframe(
 
 def raw_load(spark: Any, options: dict[str, Any]) -> Any:
     """An indextables read with the `_indexall` column, unguarded (for views: guard it)."""
-    from indextables_spark.config.options import session_options
-    from indextables_spark.spark.datasource import FORMAT_NAME
-    from indextables_spark.spark.patching import own
-    from indextables_spark.spark.read_options import load_options
+    from indextables_spark.spark.datasource import (
+        FORMAT_NAME,  # lazy: pyspark is imported only when a Spark session runs this
+    )
+    from indextables_spark.spark.read_options import (
+        load_options,  # lazy: pyspark is imported only when a Spark session runs this
+    )
 
     reader = spark.read
     own(type(reader), "format")(reader, FORMAT_NAME)

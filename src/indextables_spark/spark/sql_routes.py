@@ -18,9 +18,23 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+import pyarrow as pa
+
+from indextables_spark.api.table import IndexTable
+from indextables_spark.core.schema.arrow_types import arrow_type
+from indextables_spark.core.schema.partitions import parse_partition_value
+from indextables_spark.core.split import group_aggregate as ga
+from indextables_spark.core.split.aggregate import ALL_BUCKETS
+from indextables_spark.core.split.group_aggregate import LONG_MAX, LONG_MIN, SumOverflow
 from indextables_spark.errors import IndexTablesError
+from indextables_spark.expr import operators as ops
+from indextables_spark.expr.operators import SearchOperatorError
+from indextables_spark.expr.where import column_types
 from indextables_spark.frontends.sqlplan import plans
 from indextables_spark.frontends.sqlplan import statement as st
+from indextables_spark.frontends.sqlplan.operators import mentions_operators, tokenize
+from indextables_spark.spark.guard import guarded
+from indextables_spark.spark.sql_bridge import raw_load, view_names, view_source
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -79,8 +93,6 @@ class SparkCatalog:
         self._snapshots: dict[plans.Source, Snapshot] = {}
 
     def view(self, name: str) -> plans.Source | None:
-        from indextables_spark.spark.sql_bridge import view_source
-
         src = view_source(self.spark, name)
         if src is None:
             return None
@@ -88,8 +100,6 @@ class SparkCatalog:
 
     def table(self, source: plans.Source) -> IndexTable:
         if source not in self._tables:
-            from indextables_spark.api.table import IndexTable
-
             opts = {k: v for k, v in source.options if k.lower() != "path"}
             self._tables[source] = IndexTable(source.path, opts, spark=self.spark)
         return self._tables[source]
@@ -102,8 +112,9 @@ class SparkCatalog:
     def info(self, source: plans.Source) -> plans.TableInfo:
         if source in self._infos:
             return self._infos[source]
-        from indextables_spark.expr.where import column_types
-        from indextables_spark.spark.read_options import table_specs
+        from indextables_spark.spark.read_options import (
+            table_specs,  # lazy: pyspark is imported only when a Spark session runs this
+        )
 
         table = self.table(source)
         snap = table.snapshot()
@@ -122,7 +133,9 @@ class SparkCatalog:
 
     def check_query(self, source: plans.Source, query: str) -> None:
         """QueryParseError now for a query the table's splits cannot parse (not in a task)."""
-        from indextables_spark.spark.read_options import check_table_query
+        from indextables_spark.spark.read_options import (
+            check_table_query,  # lazy: pyspark is imported only when a Spark session runs this
+        )
 
         check_table_query(self.snapshot(source), self.table(source).options, query)
 
@@ -136,7 +149,6 @@ class SparkCatalog:
 
 def _explain_prefix(text: str) -> tuple[str | None, str]:
     """('EXPLAIN [mode]', the statement) when the text is an EXPLAIN, else (None, text)."""
-    from indextables_spark.frontends.sqlplan.operators import tokenize
 
     tokens = tokenize(text) or []
     if not tokens or tokens[0].text.upper() != "EXPLAIN":
@@ -151,7 +163,6 @@ def _explain_prefix(text: str) -> tuple[str | None, str]:
 
 def run(spark: Any, text: str, run_sql: Callable[[str], Any]) -> Any:
     """The statement's DataFrame through our routes, or None to let Spark run the text as written."""
-    from indextables_spark.spark.sql_bridge import view_names
 
     explain, body = _explain_prefix(text)
     catalog = SparkCatalog(spark)
@@ -160,9 +171,6 @@ def run(spark: Any, text: str, run_sql: Callable[[str], Any]) -> Any:
     except IndexTablesError:
         raise
     except Exception as e:  # noqa: BLE001 - a planner fault: Spark runs a plain statement as before
-        from indextables_spark.expr.operators import SearchOperatorError
-        from indextables_spark.frontends.sqlplan.operators import mentions_operators
-
         if mentions_operators(body):
             raise SearchOperatorError(f"the statement's search operators could not be planned: {e!r}") from e
         log.warning("indextables: statement not planned for the index (%r); Spark runs it as written", e)
@@ -196,8 +204,6 @@ def _create_scan(spark: Any, scan: plans.Scan, version: int) -> None:
     """The temporary view of one table reference (a guarded read of only its columns). A guarded
     read plans every query afresh, so the view is made once per table version (the version
     fixes its schema) and session."""
-    from indextables_spark.spark.guard import guarded
-    from indextables_spark.spark.sql_bridge import raw_load
 
     made = spark.__dict__.setdefault("_indextables_scan_views", {})
     if made.get(scan.view) == version and spark.catalog.tableExists(scan.view):
@@ -218,7 +224,6 @@ def _create_scan(spark: Any, scan: plans.Scan, version: int) -> None:
 
 def _answer_aggregate(spark: Any, agg: plans.AggregatePlan, schema: Any, catalog: SparkCatalog, route: Route) -> Any:
     """The aggregate's DataFrame from the index, or None when it must run in Spark after all."""
-    from indextables_spark.core.split import group_aggregate as ga
 
     try:
         source = agg.scan.source
@@ -252,11 +257,14 @@ def compute_aggregate(
 ) -> list[tuple[Any, ...]]:
     """Rows (keys..., aggregates...) of the aggregate over `snap`, the version the statement was
     planned on (its scan view and result schema come from the same version)."""
-    from indextables_spark.core.split import group_aggregate as ga
-    from indextables_spark.expr import operators as ops
-    from indextables_spark.core.schema.partitions import parse_partition_value
-    from indextables_spark.core.split.search import SearchPlan, count_split
-    from indextables_spark.core.split.split_threads import fetch_missing, map_chunks
+    from indextables_spark.core.split.search import (  # lazy: keeps `import indextables_spark.spark.sql_routes` free of numpy
+        SearchPlan,
+        count_split,
+    )
+    from indextables_spark.core.split.split_threads import (  # lazy: keeps `import indextables_spark.spark.sql_routes` free of numpy
+        fetch_missing,
+        map_chunks,
+    )
 
     query = ops.to_query(agg.search, info.specs) if agg.search is not None else None
     request = agg.request
@@ -313,10 +321,9 @@ def _engine_rows(
     partition columns with no NULL value (each split is one bucket), no data-column filter, and
     every aggregate is COUNT(*) or an aggregate of an integer column whose f64 accumulation cannot
     round (count × largest magnitude < 2^53, checked on the result). None: use the row route."""
-    from indextables_spark.api.aggregate import aggregate
-    from indextables_spark.core.split.aggregate import ALL_BUCKETS
-    from indextables_spark.core.split.group_aggregate import LONG_MAX, LONG_MIN, SumOverflow
-    from indextables_spark.core.schema.partitions import parse_partition_value
+    from indextables_spark.api.aggregate import (
+        aggregate,  # lazy: keeps `import indextables_spark.spark.sql_routes` free of numpy
+    )
 
     if plan.exact or not set(request.keys) <= set(plan.parts):
         return None
@@ -388,9 +395,6 @@ def _engine_rows(
 def _result_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
     """A DataFrame of a few result rows with Spark's schema, built from Arrow (a local relation:
     no Spark job, unlike a list of rows in a classic session)."""
-    import pyarrow as pa
-
-    from indextables_spark.core.schema.arrow_types import arrow_type
 
     fields = [pa.field(f.name, arrow_type(f.dataType.jsonValue()), f.nullable) for f in schema.fields]
     arrays = [pa.array([r[i] for r in rows], f.type) for i, f in enumerate(fields)]

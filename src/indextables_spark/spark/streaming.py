@@ -19,6 +19,10 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.spark.read_options import read_options
+from indextables_spark.spark.task_read import TaskRead
+
 try:  # read limits (admission control) and Trigger.AvailableNow for Python sources: pyspark >= 4.2
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
@@ -30,11 +34,11 @@ except ImportError:  # pyspark 4.1: Spark calls latestOffset() without arguments
     SupportsTriggerAvailableNow = object  # type: ignore[misc,assignment]  # a plain base class instead
 from pyspark.sql.types import StructType
 
-from indextables_spark.errors import IndexTablesError, InvalidOptionError
-from indextables_spark.core.log.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
-from indextables_spark.config.options import Options
 from indextables_spark.api.table import IndexTable
+from indextables_spark.config.options import Options
+from indextables_spark.core.log.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
 from indextables_spark.core.split.groups import group_by_size
+from indextables_spark.errors import IndexTablesError, InvalidOptionError
 from indextables_spark.spark.reader import SplitGroup
 from indextables_spark.spark.task_read import task_json
 
@@ -211,7 +215,9 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # emit splits as added (a later delete is a change the stream fails on or ignores).
         deletes: dict[str, list[dict[str, Any]]] = {}
         if start_pos.starting and start_pos.version >= 0:
-            from indextables_spark.core.log.delete_logs import deletes_json
+            from indextables_spark.core.log.delete_logs import (
+                deletes_json,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
+            )
 
             deletes = deletes_json((self.table or IndexTable(self.path, self.opts)).snapshot(start_pos.version), files)
         return [
@@ -220,9 +226,6 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from indextables_spark.core.schema.arrow_types import arrow_schema
-        from indextables_spark.spark.task_read import TaskRead
-
         assert isinstance(partition, SplitGroup)  # made by partitions()
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         task = TaskRead(_ReadContext(self.path, self.opts, self.partition_columns), target)
@@ -247,8 +250,6 @@ class _ReadContext:
 
     @property
     def read_opts(self) -> ReadOptions:
-        from indextables_spark.spark.read_options import read_options
-
         return read_options(self.opts)
 
 
@@ -266,7 +267,9 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
     """One table version per micro-batch, idempotent per (query id, batch id)."""
 
     def __init__(self, path: str, opts: Options, schema: StructType, overwrite: bool):
-        from indextables_spark.spark.writer import plan_write
+        from indextables_spark.spark.writer import (
+            plan_write,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
+        )
 
         self.path = path
         self.opts = opts
@@ -277,14 +280,20 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         self.app_id = opts.get_str("txnAppId") or opts.get_str("queryId") or opts.get_str("checkpointLocation") or path
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StreamBatchWritten:
-        from indextables_spark.spark.writer import write_splits
+        from indextables_spark.spark.writer import (
+            write_splits,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
+        )
 
         written = write_splits(self.path, self.opts, self.plan, iterator)
         return StreamBatchWritten(written.adds, written.stats)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        from indextables_spark.ops.write import merge_stats
-        from indextables_spark.spark.writer import commit_write
+        from indextables_spark.ops.write import (
+            merge_stats,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
+        )
+        from indextables_spark.spark.writer import (
+            commit_write,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
+        )
 
         batch = cast("list[StreamBatchWritten | None]", messages)  # what write() returned
 
@@ -292,7 +301,9 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         txn_id = f"{self.app_id}:{batchId}"
         if already_committed(table, self.app_id, batchId):
             log.info("indextables: batch %s of %s already committed; skipping replay", batchId, self.path)
-            from indextables_spark.spark.writer import delete_written
+            from indextables_spark.spark.writer import (
+                delete_written,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
+            )
 
             delete_written(
                 self.path,
@@ -315,8 +326,12 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        from indextables_spark.ops.write import merge_stats
-        from indextables_spark.spark.writer import delete_written
+        from indextables_spark.ops.write import (
+            merge_stats,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
+        )
+        from indextables_spark.spark.writer import (
+            delete_written,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
+        )
 
         batch = cast("list[StreamBatchWritten | None]", messages)  # what write() returned
 

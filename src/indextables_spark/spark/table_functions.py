@@ -32,14 +32,21 @@ import datetime as dt
 import decimal
 import hashlib
 import json
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import pyarrow as pa
 
+from indextables_spark.api.table import IndexTable
+from indextables_spark.config.options import Options
+from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.split.agg_request import parse_request
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.lexer import Lexicon, Token, end_of, token_at
+from indextables_spark.util.sessions import functions, with_session_options
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
@@ -216,8 +223,6 @@ def _dataframe(spark: Any, call: Call) -> Any:
             reader = reader.option("columns", _text(call, "columns"))
         return reader.load(path)
     if call.name == AGGREGATE:
-        from indextables_spark.api.table import IndexTable
-
         result = IndexTable(path, spark=spark).aggregate(
             _text(call, "aggs"), query=a.get("query"), partition_filter=a.get("partition_filter"), spark=spark
         )
@@ -248,9 +253,6 @@ def _limit(call: Call) -> int:
 def count_rows(
     spark: Any, path: str, query: str | None, partition_filter: str | None, options: Mapping[str, Any] | None
 ) -> int:
-    from indextables_spark.util.sessions import with_session_options
-    from indextables_spark.api.table import IndexTable
-
     return IndexTable(path, with_session_options(spark, options)).count(query, partition_filter=partition_filter)
 
 
@@ -274,7 +276,6 @@ def _number(v: Any) -> float | None:
 
 def aggregation_rows(aggs: Mapping[str, Any] | str, result: Mapping[str, Any]) -> list[AggRow]:
     """`IndexTable.aggregate`'s result as rows of AGG_SCHEMA."""
-    from indextables_spark.core.split.agg_request import parse_request
 
     rows: list[AggRow] = [("_all", [], int(result["doc_count"]), None, None, None)]
     _flatten(parse_request(aggs), result, "", [], rows)
@@ -331,17 +332,26 @@ def search_table(
     columns: str | None = None,
 ) -> pa.Table:
     """The rows of the best matches (all of them without a limit), best first, in this process."""
-    from concurrent.futures import ThreadPoolExecutor
-    import os
 
-    from indextables_spark.core.log.delete_logs import deletes_json, split_deletes
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
-    from indextables_spark.api.table import IndexTable
-    from indextables_spark.core.schema.arrow_types import arrow_schema
-    from indextables_spark.core.split.split_rows import with_partition_values
-    from indextables_spark.spark.read_options import SCORE
-    from indextables_spark.spark.task_read import with_snippets
+    from indextables_spark.core.log.delete_logs import (  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
+        deletes_json,
+        split_deletes,
+    )
+    from indextables_spark.core.split.cache import (
+        get_cache,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
+    )
+    from indextables_spark.core.split.reader import (
+        SplitReader,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
+    )
+    from indextables_spark.core.split.split_rows import (
+        with_partition_values,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
+    )
+    from indextables_spark.spark.read_options import (
+        SCORE,  # lazy: pyspark is imported only when a Spark session runs this
+    )
+    from indextables_spark.spark.task_read import (
+        with_snippets,  # lazy: pyspark is imported only when a Spark session runs this
+    )
 
     table = IndexTable(path, options)
     snap = table.snapshot()
@@ -375,10 +385,13 @@ def search_table(
 def search_schema(snapshot: Snapshot, snippet_fields: str | None, columns: str | None = None) -> Any:
     """The rows' schema: every column (or those `columns` names, as the read option) + `_score`
     (+ `_snippet`)."""
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructType  # lazy: pyspark is imported only when a Spark session runs this
 
-    from indextables_spark.config.options import Options
-    from indextables_spark.spark.read_options import declared_fields, extra_fields, read_options
+    from indextables_spark.spark.read_options import (  # lazy: pyspark is imported only when a Spark session runs this
+        declared_fields,
+        extra_fields,
+        read_options,
+    )
 
     opts = {"query": "*", "orderBy": "_score", "snippetFields": snippet_fields or ""}
     ro = read_options(Options.of(opts if columns is None else {**opts, "columns": columns}))
@@ -388,13 +401,11 @@ def search_schema(snapshot: Snapshot, snippet_fields: str | None, columns: str |
 
 
 def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
-    from pyspark.sql.udtf import AnalyzeResult
+    from pyspark.sql.udtf import AnalyzeResult  # lazy: pyspark is imported only when a Spark session runs this
 
     class Search:
         @staticmethod
         def analyze(path: Any, query: Any, limit: Any = None, snippet_fields: Any = None, columns: Any = None) -> Any:
-            from indextables_spark.api.table import IndexTable
-
             snap = IndexTable(path.value, options).snapshot()
             return AnalyzeResult(
                 search_schema(
@@ -419,8 +430,6 @@ def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
         def eval(
             self, path: str, aggs: str, query: str | None = None, partition_filter: str | None = None
         ) -> Iterator[AggRow]:
-            from indextables_spark.api.table import IndexTable
-
             result = IndexTable(path, options).aggregate(
                 aggs, query=query, partition_filter=partition_filter, execution="driver"
             )
@@ -438,7 +447,6 @@ def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
 def register_table_functions(spark: Any, conf: dict[str, str]) -> None:
     """Register the UDTF fallbacks (the `spark.sql` wrapper rewrites literal calls first); they run
     with `conf` (the session's spark.indextables.* entries: workers have no session)."""
-    from indextables_spark.util.sessions import functions
 
     udtf = functions(spark).udtf
 

@@ -14,9 +14,13 @@ import re
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from indextables_spark.ops.registry import TableName
+from pyspark.errors import AnalysisException
+
 from indextables_spark.errors import TableNotFoundError
+from indextables_spark.ops.registry import TableName
+from indextables_spark.spark import sql_bridge
 from indextables_spark.spark.datasource import is_format_name
+from indextables_spark.spark.patching import own
 
 _PLAIN = re.compile(r"[A-Za-z0-9_]+")
 
@@ -46,9 +50,6 @@ def _information(text: str) -> dict[str, str]:
 
 def _catalog_entry(spark: Any, name: TableName) -> Any:
     """The SHOW TABLE EXTENDED row of the table `name` (None when the catalog has no such table)."""
-    from pyspark.errors import AnalysisException
-
-    from indextables_spark.spark.patching import own
 
     *namespace, table = name.parts
     pattern = table if _PLAIN.fullmatch(table) else "*"  # LIKE patterns are regular expressions
@@ -71,7 +72,6 @@ def _catalog_entry(spark: Any, name: TableName) -> Any:
 
 def resolve_table(spark: Any, name: TableName) -> tuple[str, dict[str, str]]:
     """The path of the indextables table `name` names, and the options that come with it."""
-    from indextables_spark.spark import sql_bridge
 
     if len(name.parts) == 1:
         view = sql_bridge.view_source(spark, name.parts[0])

@@ -8,9 +8,12 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
-from indextables_spark.spark.read_options import ReadOptions, SCORE, SNIPPET
+from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.storage import open_storage
+from indextables_spark.expr.struct_narrowing import with_narrowing
+from indextables_spark.spark.guard import INDEXALL, INDEXGUARD
+from indextables_spark.spark.read_options import SCORE, SNIPPET, ReadOptions
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.delete_logs import SplitDeletes
@@ -60,8 +63,9 @@ class TaskRead:
     worked out once: with hundreds of small splits a task's cost is per split, not per row."""
 
     def __init__(self, reader: ReadPlan, target: pa.Schema):
-        from indextables_spark.core.split.cache import get_cache
-        from indextables_spark.core.storage import open_storage
+        from indextables_spark.core.split.cache import (
+            get_cache,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+        )
 
         self.reader = reader
         self.target = target
@@ -77,19 +81,26 @@ class TaskRead:
 
     def open(self, add: AddFile) -> SplitReader:
         """The split's reader (fetched into the split cache if needed)."""
-        from indextables_spark.core.split.reader import SplitReader
+        from indextables_spark.core.split.reader import (
+            SplitReader,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+        )
 
         return SplitReader(self.cache.local_dir(self.storage, add, self.index_query))
 
     def deletes(self, add: AddFile, delete_logs: list[dict[str, Any]] | None) -> SplitDeletes | None:
         """The split's SplitDeletes from its shipped deleteLog JSON, None without any."""
-        from indextables_spark.core.log.delete_logs import split_deletes
+        from indextables_spark.core.log.delete_logs import (
+            split_deletes,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+        )
 
         return split_deletes(self.reader.path, self.reader.opts, add, delete_logs)
 
     def split_batches(self, add: AddFile, delete_logs: list[dict[str, Any]] | None) -> Iterator[pa.RecordBatch]:
         """Rows of one split matching the read, its data columns only (`data_schema`)."""
-        from indextables_spark.core.split.split_rows import conform, split_rows
+        from indextables_spark.core.split.split_rows import (  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+            conform,
+            split_rows,
+        )
 
         r = self.reader
         split = self.open(add)
@@ -117,15 +128,15 @@ class TaskRead:
     ) -> Iterator[pa.RecordBatch]:
         """The task's output: the pieces joined into batches of the target schema, partition
         values attached once per joined batch (core/split/split_rows.joined)."""
-        from indextables_spark.core.split.split_rows import joined
+        from indextables_spark.core.split.split_rows import (
+            joined,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+        )
 
         pieces = self.pieces(adds, deletes, limit)
         return joined(pieces, self.reader.read_opts.batch_rows, self.target, self.reader.partition_columns)
 
 
 def _data_names(reader: ReadPlan, target: pa.Schema) -> list[str]:
-    from indextables_spark.spark.guard import INDEXALL, INDEXGUARD
-
     virtual = {INDEXALL, INDEXGUARD, SCORE, SNIPPET}
     return [f.name for f in target if f.name not in reader.partition_columns and f.name not in virtual]
 
@@ -134,7 +145,6 @@ def _narrowed_query(reader: ReadPlan, split: SplitReader) -> str | None:
     """The read's full-text query AND the narrowing of its struct-field filters (those whose json
     field this split has: a split written before the column existed has none to search). Only for
     unscored reads: the narrowing must not change scores, and Spark re-checks those filters."""
-    from indextables_spark.expr.struct_narrowing import with_narrowing
 
     return with_narrowing(reader.query, reader.nested_queries, split.specs)
 
@@ -148,7 +158,9 @@ def read_ranked(
 ) -> Iterator[pa.RecordBatch]:
     """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
     (each split's top n, merged)."""
-    from indextables_spark.core.split.split_rows import with_partition_values
+    from indextables_spark.core.split.split_rows import (
+        with_partition_values,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+    )
 
     ro = reader.read_opts
     task = TaskRead(reader, target)
@@ -175,7 +187,9 @@ def read_ranked(
         else:
             kept.append(table)
     if kept:
-        from indextables_spark.core.split.split_rows import top_n
+        from indextables_spark.core.split.split_rows import (
+            top_n,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+        )
 
         assert ro.limit is not None  # tables are kept only for a limit
         merged = top_n(pa.concat_tables(kept), ro.limit)
@@ -183,6 +197,8 @@ def read_ranked(
 
 
 def with_snippets(split: SplitReader, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
-    from indextables_spark.core.split.split_rows import snippet_column
+    from indextables_spark.core.split.split_rows import (
+        snippet_column,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+    )
 
     return table.append_column(SNIPPET, snippet_column(split, table, query, fields))

@@ -12,12 +12,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from indextables_spark.ops import write as core
 from indextables_spark.api.table import IndexTable
-from indextables_spark.ops.write import WritePlan, merge_stats
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.storage import open_storage
+from indextables_spark.ops import write as core
+from indextables_spark.ops.write import WritePlan, merge_stats
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ import logging
 import pickle
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
-from indextables_spark.errors import IndexTablesError
 from indextables_spark.config.options import PREFIX, Options, session_options, short_key
+from indextables_spark.errors import IndexTablesError
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def run_tasks(spark: Any, fn: Callable[[T], R], items: Iterable[T], description:
 
 
 def _run_tasks_dataframe(spark: Any, fn: Callable[[T], R], items: list[T], description: str | None) -> list[R]:
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: keeps `import indextables_spark.util.sessions` free of pyarrow
 
     table = pa.table(
         {"i": pa.array(range(len(items)), pa.int64()), "item": pa.array([pickle.dumps(x) for x in items], pa.binary())}

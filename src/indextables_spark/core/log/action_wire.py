@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from indextables_spark.errors import CorruptStateError
 from indextables_spark.core.log.actions import (
     Action,
     AddFile,
@@ -50,7 +49,7 @@ from indextables_spark.core.log.actions import (
     SkipAction,
     StatsFiles,
 )
-
+from indextables_spark.errors import CorruptStateError
 
 _WIRE_KEY: dict[type[Action], str] = {
     AddFile: "add",

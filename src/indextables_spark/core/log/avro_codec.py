@@ -21,26 +21,53 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.errors import CorruptStateError
 from indextables_spark.core.log.avro_container import (
     CODECS as CODECS,
+)
+from indextables_spark.core.log.avro_container import (
     FILE_ENTRY_AVRO_SCHEMA as FILE_ENTRY_AVRO_SCHEMA,
+)
+from indextables_spark.core.log.avro_container import (
     FILE_ENTRY_FIELD_IDS as FILE_ENTRY_FIELD_IDS,
+)
+from indextables_spark.core.log.avro_container import (
     MAGIC as MAGIC,
+)
+from indextables_spark.core.log.avro_container import (
     NAMESPACE as NAMESPACE,
+)
+from indextables_spark.core.log.avro_container import (
     STATE_MANIFEST_AVRO_SCHEMA as STATE_MANIFEST_AVRO_SCHEMA,
+)
+from indextables_spark.core.log.avro_container import (
     BlockInfo as BlockInfo,
+)
+from indextables_spark.core.log.avro_container import (
     ContainerHeader as ContainerHeader,
+)
+from indextables_spark.core.log.avro_container import (
     _compress,
     _header,
+)
+from indextables_spark.core.log.avro_container import (
     avro_codec_name as avro_codec_name,
+)
+from indextables_spark.core.log.avro_container import (
     count_rows as count_rows,
+)
+from indextables_spark.core.log.avro_container import (
     encode_long_scalar as encode_long_scalar,
+)
+from indextables_spark.core.log.avro_container import (
     iter_blocks as iter_blocks,
+)
+from indextables_spark.core.log.avro_container import (
     list_blocks as list_blocks,
+)
+from indextables_spark.core.log.avro_container import (
     read_header as read_header,
 )
-
+from indextables_spark.errors import CorruptStateError
 
 # ---------------------------------------------------------------------------------------------
 # Column encoders. Each returns a pa.BinaryArray (or LargeBinary) with one value per row: the

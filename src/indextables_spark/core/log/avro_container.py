@@ -179,14 +179,14 @@ def _compress(codec: str, data: bytes, level: int) -> bytes:
     if codec == "null":
         return data
     if codec == "zstandard":
-        import zstandard
+        import zstandard  # lazy: keeps `import indextables_spark.core.log.avro_container` free of zstandard
 
         # With the frame's content checksum (xxHash64, 4 bytes a block): zstd then detects a
         # corrupted block, which Avro's framing does not (sync markers only); any zstd decoder
         # verifies it. The reference's Avro writer (CodecFactory.zstandardCodec(level)) writes none.
         return zstandard.ZstdCompressor(level=level, write_checksum=True).compress(data)
     if codec == "snappy":
-        import cramjam
+        import cramjam  # lazy: keeps `import indextables_spark.core.log.avro_container` free of cramjam
 
         return bytes(cramjam.snappy.compress_raw(data)) + struct.pack(">I", zlib.crc32(data) & 0xFFFFFFFF)
     if codec == "deflate":
@@ -200,11 +200,11 @@ def _decompress(codec: str, data: bytes, where: str) -> bytes:
         if codec == "null":
             return data
         if codec == "zstandard":
-            import zstandard
+            import zstandard  # lazy: keeps `import indextables_spark.core.log.avro_container` free of zstandard
 
             return zstandard.ZstdDecompressor().decompressobj().decompress(data)
         if codec == "snappy":
-            import cramjam
+            import cramjam  # lazy: keeps `import indextables_spark.core.log.avro_container` free of cramjam
 
             return bytes(cramjam.snappy.decompress_raw(data[:-4]))
         if codec == "deflate":

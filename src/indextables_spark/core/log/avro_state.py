@@ -19,8 +19,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError
 from indextables_spark.core.log.actions import DeleteLog, Metadata, Protocol, SkipAction
+from indextables_spark.core.log.base_state import BaseState
 from indextables_spark.core.log.manifest import (
     ManifestPlan,
     decode_unit_batches,
@@ -36,14 +36,13 @@ from indextables_spark.core.log.state_manifest import (
     decode_state_manifest,
     resolve_manifest_key,
 )
-
-from indextables_spark.core.log.base_state import BaseState
+from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from indextables_spark.core.storage import Storage
     from indextables_spark.core.log.base_state import LogReader, ScanStats
+    from indextables_spark.core.storage import Storage
     from indextables_spark.expr.partition_filter import PartitionPredicate
 
 log = logging.getLogger(__name__)

@@ -5,12 +5,13 @@ and the part of a transaction log the loaders need (`LogReader`), so that the lo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol as TypingProtocol
+from typing import TYPE_CHECKING, Any, Callable
+from typing import Protocol as TypingProtocol
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage import Storage
 from indextables_spark.core.log.actions import Action, DeleteLog, Metadata, Protocol, SkipAction
 from indextables_spark.core.log.listing import LogListing
+from indextables_spark.core.storage import Storage
 
 if TYPE_CHECKING:
     import pyarrow as pa

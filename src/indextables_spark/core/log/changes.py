@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.errors import VersionNotFoundError
 from indextables_spark.core.log.actions import AddFile, DeleteLog, RemoveFile
+from indextables_spark.core.log.base_state import ScanStats
 from indextables_spark.core.log.file_entries import FILE_ENTRY_SCHEMA, table_to_add_files
+from indextables_spark.core.log.state_loader import load_base_state
+from indextables_spark.errors import VersionNotFoundError
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.base_state import ScanStats
@@ -39,9 +41,6 @@ class ChangeSet:
 
 
 def changes_since(log_: "TransactionLog", since_version: int, timestamp_ms: int | None = None) -> ChangeSet:
-    from indextables_spark.core.log.state_loader import load_base_state
-    from indextables_spark.core.log.base_state import ScanStats
-
     listing = log_.listing()
     latest = log_.resolve_version(None, listing)
     if since_version >= latest:

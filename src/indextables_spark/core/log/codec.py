@@ -16,9 +16,9 @@ import json
 import zlib
 from typing import Any, Iterable
 
-from indextables_spark.errors import CorruptStateError
 from indextables_spark.core.log.action_wire import action_from_json, wire_actions
 from indextables_spark.core.log.actions import Action
+from indextables_spark.errors import CorruptStateError
 
 GZIP_MAGIC = b"\x1f\x8b"
 FRAME_MAGIC = 0x01  # first byte of a compressed version file (reference CompressionUtils.MAGIC_BYTE)

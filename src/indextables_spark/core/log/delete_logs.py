@@ -25,15 +25,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.util.lru import LruCache
+from indextables_spark.core.log.actions import DELETE_LOG_KINDS, POSITIONAL, AddFile, DeleteLog
+from indextables_spark.core.log.sidecar import decode_frame, encode_frame
+from indextables_spark.core.storage import open_storage
 from indextables_spark.errors import (
     CorruptStateError,
     FileNotFoundInStorageError,
     IndexTablesError,
     SchemaMismatchError,
 )
-from indextables_spark.core.log.actions import DELETE_LOG_KINDS, POSITIONAL, AddFile, DeleteLog
-from indextables_spark.core.log.sidecar import decode_frame, encode_frame
+from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:
     from indextables_spark.core.storage import Storage
@@ -365,7 +366,6 @@ def split_deletes(
     """The SplitDeletes of one split from the shipped deleteLog JSON (None when there are none)."""
     if not logs_json:
         return None
-    from indextables_spark.core.storage import open_storage
 
     return load_split_deletes(
         open_storage(table_path, options), [DeleteLog.from_json(d) for d in logs_json], add.num_records, add.path

@@ -18,10 +18,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Iterable
 
+from indextables_spark.core.log.avro_state import read_state_manifest
+from indextables_spark.core.log.protocol_gate import check_writable
+from indextables_spark.core.log.state_config import StateConfig
+from indextables_spark.core.log.state_loader import read_last_checkpoint
+from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, resolve_manifest_key
 from indextables_spark.errors import CorruptStateError
 from indextables_spark.results import GcStateResult, ManifestGcResult, StateCleanupResult
-from indextables_spark.core.log.state_config import StateConfig
-from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, resolve_manifest_key
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.listing import LogListing
@@ -37,8 +40,6 @@ def _now_ms() -> int:
 
 
 def _current_state_version(log_: "TransactionLog", listing: "LogListing") -> int | None:
-    from indextables_spark.core.log.state_loader import read_last_checkpoint
-
     try:
         lc = read_last_checkpoint(log_)
     except CorruptStateError:
@@ -51,7 +52,6 @@ def _current_state_version(log_: "TransactionLog", listing: "LogListing") -> int
 def reachable_manifests(log_: "TransactionLog", listing: "LogListing", versions: Iterable[int]) -> set[str]:
     """Storage keys of every manifest referenced by the given states. A state whose manifest
     cannot be parsed is skipped with a warning (it cannot be read anyway)."""
-    from indextables_spark.core.log.avro_state import read_state_manifest
 
     keys: set[str] = set()
     for v in versions:
@@ -129,7 +129,6 @@ def gc_manifests(
 
 def gc_state(log_: "TransactionLog", dry_run: bool = False, now_ms: int | None = None) -> GcStateResult:
     """Old state directories, then orphan manifests (what PURGE runs for the state layer)."""
-    from indextables_spark.core.log.protocol_gate import check_writable
 
     protocol, _, _ = log_.header()
     check_writable(protocol, f"table {log_.storage.uri}")

@@ -12,7 +12,6 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError
 from indextables_spark.core.log.actions import (
     Action,
     AddFile,
@@ -23,10 +22,12 @@ from indextables_spark.core.log.actions import (
     SkipAction,
     StatsFiles,
 )
+from indextables_spark.core.log.base_state import BaseState
 from indextables_spark.core.log.codec import decode_actions, decode_text
 from indextables_spark.core.log.paths import LOG_DIR
-from indextables_spark.core.log.base_state import BaseState
+from indextables_spark.core.log.protocol_gate import check_readable
 from indextables_spark.core.log.state_manifest import FORMAT_JSON, LastCheckpoint
+from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.base_state import LogReader
@@ -147,7 +148,6 @@ def load_json_checkpoint(
     where = log_.storage.full_uri(checkpoint_key(version))
     if protocol is None or metadata is None:
         raise CorruptStateError(f"{where}: checkpoint has no {'protocol' if protocol is None else 'metaData'} action")
-    from indextables_spark.core.log.protocol_gate import check_readable
 
     check_readable(protocol, where)
     from indextables_spark.core.log.file_entries import (

@@ -7,16 +7,14 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from indextables_spark.errors import CorruptStateError
-from indextables_spark.core.log.paths import LAST_CHECKPOINT, state_dir_name
-from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, LastCheckpoint, StateManifest
-
 from indextables_spark.core.log.actions import Action, StatsFiles
 from indextables_spark.core.log.codec import encode_actions
 from indextables_spark.core.log.json_checkpoint import checkpoint_key
-from indextables_spark.core.log.state_loader import read_last_checkpoint
-from indextables_spark.core.log.state_manifest import FORMAT_JSON
+from indextables_spark.core.log.paths import LAST_CHECKPOINT, state_dir_name
 from indextables_spark.core.log.state_compaction import live_extras
+from indextables_spark.core.log.state_loader import read_last_checkpoint
+from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, FORMAT_JSON, LastCheckpoint, StateManifest
+from indextables_spark.errors import CorruptStateError
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot

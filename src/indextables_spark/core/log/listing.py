@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from indextables_spark.core.log.paths import LOG_DIR, MANIFESTS_DIR, version_key
 from indextables_spark.core.storage import FileInfo, Storage
-from indextables_spark.core.log.paths import LOG_DIR, MANIFESTS_DIR
 
 _VERSION_RE = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.json$")
@@ -102,7 +102,6 @@ def _fill_version_holes(storage: Storage, out: LogListing) -> None:
     unspecified; seen on local disk under load). Version files are never created out of order, so
     a hole between the first and last listed version is checked directly before anyone concludes
     that a file is missing."""
-    from indextables_spark.core.log.paths import version_key
 
     if len(out.versions) < 2 or out.versions[-1] - out.versions[0] + 1 == len(out.versions):
         return

@@ -9,23 +9,23 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from indextables_spark.errors import CorruptStateError, IndexTablesError, ProtocolVersionError, TableNotFoundError
 from indextables_spark.config.options import Options
-from indextables_spark.results import CheckpointResult, TruncateTimeTravelResult, elapsed_ms
-from indextables_spark.core.storage import Storage
 from indextables_spark.core.log.actions import Protocol
 from indextables_spark.core.log.avro_state import read_state_manifest
-from indextables_spark.core.log.reference_splits import may_hold_reference_splits, reference_split_paths
 from indextables_spark.core.log.gc import cleanup_old_states, gc_manifests, reachable_manifests
+from indextables_spark.core.log.last_checkpoint import write_json_checkpoint
 from indextables_spark.core.log.protocol_gate import check_writable
+from indextables_spark.core.log.reference_splits import may_hold_reference_splits, reference_split_paths
+from indextables_spark.core.log.state_compaction import is_clean
 from indextables_spark.core.log.state_config import StateConfig
 from indextables_spark.core.log.state_loader import read_last_checkpoint
 from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, FORMAT_JSON
-from indextables_spark.core.log.last_checkpoint import write_json_checkpoint
-from indextables_spark.core.log.state_compaction import is_clean
 from indextables_spark.core.log.state_writer import StateWriteResult, write_state
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
+from indextables_spark.core.storage import Storage
+from indextables_spark.errors import CorruptStateError, IndexTablesError, ProtocolVersionError, TableNotFoundError
+from indextables_spark.results import CheckpointResult, TruncateTimeTravelResult, elapsed_ms
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.listing import LogListing

@@ -15,17 +15,21 @@ decodes its manifests while pyarrow is still being imported (avro_state.read_sta
 
 from __future__ import annotations
 
+import glob
+import importlib.machinery
+import importlib.util
 import json
 import logging
 import os
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError
+from indextables_spark.core.log.avro_container import FILE_ENTRY_FIELD_IDS, ContainerHeader, list_blocks, read_header
 from indextables_spark.core.storage import Storage
-from indextables_spark.core.log.avro_container import ContainerHeader, FILE_ENTRY_FIELD_IDS, list_blocks, read_header
+from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -68,18 +72,14 @@ def datafusion_core() -> Any:
     pandas (`datafusion.functions.spark`): 175 ms of a cold process's first snapshot against 5 ms.
     Registered in sys.modules, so a later `import datafusion` reuses it. When the layout is not
     the expected one (another DataFusion release), the package is imported as usual."""
-    import sys
 
     if "datafusion" in sys.modules:
-        import datafusion
+        import datafusion  # lazy: keeps `import indextables_spark.core.log.manifest` free of datafusion
 
         return datafusion
     core = sys.modules.get("datafusion._internal")
     if core is not None:
         return core
-    import glob
-    import importlib.machinery
-    import importlib.util
 
     try:
         spec = importlib.util.find_spec("datafusion")
@@ -98,7 +98,7 @@ def datafusion_core() -> Any:
         sys.modules["datafusion._internal"] = core
         return core
     except ImportError:
-        import datafusion
+        import datafusion  # lazy: keeps `import indextables_spark.core.log.manifest` free of datafusion
 
         return datafusion
 

@@ -9,12 +9,12 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from indextables_spark.errors import CorruptStateError
-from indextables_spark.core.storage import Storage
 from indextables_spark.core.log.avro_container import FILE_ENTRY_AVRO_SCHEMA, avro_codec_name
+from indextables_spark.core.log.manifest import BLOCK_INDEX_KEY, conform
 from indextables_spark.core.log.paths import MANIFESTS_DIR
 from indextables_spark.core.log.state_manifest import ManifestInfo
-from indextables_spark.core.log.manifest import BLOCK_INDEX_KEY, conform
+from indextables_spark.core.storage import Storage
+from indextables_spark.errors import CorruptStateError
 
 if TYPE_CHECKING:
     import pyarrow as pa

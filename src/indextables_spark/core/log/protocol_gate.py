@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from indextables_spark.errors import ProtocolVersionError
 from indextables_spark.core.log.actions import Protocol
+from indextables_spark.errors import ProtocolVersionError
 
 MAX_READER_VERSION = 4
 MAX_WRITER_VERSION = 4

@@ -20,9 +20,9 @@ from typing import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.errors import ReferenceTableError
 from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
 from indextables_spark.core.log.snapshot import Snapshot
+from indextables_spark.errors import ReferenceTableError
 
 REFERENCE_NAME = "IndexTables4Spark"
 CONVERT_OPERATION = "CONVERT"

@@ -34,7 +34,9 @@ class Snapshot:
 
     @cached_property
     def delete_index(self) -> DeleteIndex:
-        from indextables_spark.core.log.delete_logs import DeleteIndex
+        from indextables_spark.core.log.delete_logs import (
+            DeleteIndex,  # lazy: keeps `import indextables_spark.core.log.snapshot` free of numpy, pyarrow
+        )
 
         return DeleteIndex.of(self.delete_logs)
 
@@ -99,7 +101,7 @@ class Snapshot:
     def schema(self) -> Any:
         """The table schema as a pyspark StructType (its JSON dict when pyspark is absent)."""
         try:
-            from pyspark.sql.types import StructType
+            from pyspark.sql.types import StructType  # optional dependency: ImportError is handled here
         except ImportError:  # pragma: no cover - pyspark is a dependency, but the core runs without it
             return self.schema_json
         return StructType.fromJson(self.schema_json)

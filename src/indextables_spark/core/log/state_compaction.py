@@ -104,7 +104,9 @@ def live_extras(
     delete_logs: list[DeleteLog], stats_files: dict[str, list[str]], files: pa.Table
 ) -> tuple[list[DeleteLog], dict[str, list[str]]]:
     """The delete logs and stats files that still concern a live split (compaction drops the rest)."""
-    from indextables_spark.core.log.delete_logs import live_delete_logs
+    from indextables_spark.core.log.delete_logs import (
+        live_delete_logs,  # lazy: keeps `import indextables_spark.core.log.state_compaction` free of numpy
+    )
 
     logs = live_delete_logs(delete_logs, files)
     stats: dict[str, list[str]] = {}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.avro_container import avro_codec_name
+from indextables_spark.errors import InvalidOptionError
 
 
 @dataclass(frozen=True)

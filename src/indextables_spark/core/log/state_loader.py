@@ -13,16 +13,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from indextables_spark.core.log.avro_state import load_avro_state
+from indextables_spark.core.log.json_checkpoint import checkpoint_key, load_json_checkpoint
+from indextables_spark.core.log.paths import LAST_CHECKPOINT, state_dir_name
+from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, LastCheckpoint
 from indextables_spark.errors import (
     CorruptStateError,
     FileNotFoundInStorageError,
     ProtocolVersionError,
     VersionNotFoundError,
 )
-from indextables_spark.core.log.avro_state import load_avro_state
-from indextables_spark.core.log.json_checkpoint import checkpoint_key, load_json_checkpoint
-from indextables_spark.core.log.paths import LAST_CHECKPOINT, state_dir_name
-from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, LastCheckpoint
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.base_state import BaseState, LogReader

@@ -13,15 +13,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from indextables_spark.errors import CorruptStateError, PathEscapeError, ProtocolVersionError
-from indextables_spark.core.storage.base import check_key
 from indextables_spark.core.log.avro_container import (
     STATE_MANIFEST_AVRO_SCHEMA,
     avro_codec_name,
     read_header,
     read_records,
 )
+from indextables_spark.core.log.codec import decode_text
 from indextables_spark.core.log.paths import LOG_DIR, state_dir_name
+from indextables_spark.core.log.protocol_gate import MAX_READER_VERSION
+from indextables_spark.core.storage.base import check_key
+from indextables_spark.errors import CorruptStateError, PathEscapeError, ProtocolVersionError
 
 STATE_FORMAT_VERSION = 1
 STATE_MANIFEST_AVRO = "_manifest.avro"
@@ -131,7 +133,6 @@ class StateManifest:
                 f"version {STATE_FORMAT_VERSION})"
             )
         pv = r.get("protocolVersion", 4)
-        from indextables_spark.core.log.protocol_gate import MAX_READER_VERSION
 
         if pv is not None and int(pv) > MAX_READER_VERSION:
             raise ProtocolVersionError(
@@ -172,10 +173,12 @@ def encode_state_manifest(sm: StateManifest, codec: str = "zstd", level: int = 3
     """The record encoded by fastavro, framed by our container writer: its zstd blocks carry a
     content checksum (avro_container._compress), so a flipped bit in the state manifest fails the read
     (then the reader falls back) instead of decoding to another valid state."""
-    import fastavro
-    import pyarrow as pa
+    import fastavro  # lazy: keeps `import indextables_spark.core.log.state_manifest` free of fastavro
+    import pyarrow as pa  # lazy: keeps `import indextables_spark.core.log.state_manifest` free of pyarrow
 
-    from indextables_spark.core.log.avro_codec import write_container
+    from indextables_spark.core.log.avro_codec import (
+        write_container,  # lazy: keeps `import indextables_spark.core.log.state_manifest` free of numpy, pyarrow
+    )
 
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, _parsed_state_schema(), sm.to_record())
@@ -189,7 +192,7 @@ _PARSED: dict[str, Any] = {}
 
 def _parsed_state_schema() -> Any:
     if "s" not in _PARSED:
-        import fastavro
+        import fastavro  # lazy: keeps `import indextables_spark.core.log.state_manifest` free of fastavro
 
         _PARSED["s"] = fastavro.parse_schema(STATE_MANIFEST_AVRO_SCHEMA)
     return _PARSED["s"]
@@ -197,8 +200,6 @@ def _parsed_state_schema() -> Any:
 
 def decode_state_manifest(data: bytes, where: str) -> StateManifest:
     if where.endswith(".json") or data[:1] in (b"{", b" ", b"\n", b"\x1f"):
-        from indextables_spark.core.log.codec import decode_text
-
         try:
             obj = json.loads(decode_text(data, where))
         except json.JSONDecodeError as e:
@@ -286,8 +287,6 @@ class LastCheckpoint:
 
     @classmethod
     def parse(cls, data: bytes, where: str) -> "LastCheckpoint":
-        from indextables_spark.core.log.codec import decode_text
-
         try:
             obj = json.loads(decode_text(data, where))
         except json.JSONDecodeError as e:
@@ -314,8 +313,6 @@ class LastCheckpoint:
         if lc.effective_format == FORMAT_AVRO_STATE and not lc.state_dir:
             lc.state_dir = state_dir_name(lc.version)
         if lc.protocol_version is not None:
-            from indextables_spark.core.log.protocol_gate import MAX_READER_VERSION
-
             if lc.protocol_version > MAX_READER_VERSION:
                 raise ProtocolVersionError(
                     f"{where}: checkpoint requires protocol version {lc.protocol_version}; this "

@@ -16,12 +16,16 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.errors import ConcurrentModificationError, CorruptStateError
 from indextables_spark.core.log.actions import DeleteLog, Metadata, Protocol, RemoveFile, SkipAction
+from indextables_spark.core.log.avro_state import read_state_manifest
 from indextables_spark.core.log.file_entries import add_files_to_table
+from indextables_spark.core.log.last_checkpoint import last_checkpoint_for, update_last_checkpoint
+from indextables_spark.core.log.listing import list_log
 from indextables_spark.core.log.manifest_write import encode_manifest, manifest_info, new_manifest_key
 from indextables_spark.core.log.paths import state_dir_name
+from indextables_spark.core.log.state_compaction import live_extras, needs_compaction, renormalize, sort_for_locality
 from indextables_spark.core.log.state_config import StateConfig
+from indextables_spark.core.log.state_loader import load_base_state
 from indextables_spark.core.log.state_manifest import (
     ManifestInfo,
     StateManifest,
@@ -29,16 +33,13 @@ from indextables_spark.core.log.state_manifest import (
     normalize_manifest_path,
     state_manifest_key,
 )
-
-from indextables_spark.core.log.avro_state import read_state_manifest
-from indextables_spark.core.log.state_compaction import live_extras, needs_compaction, renormalize, sort_for_locality
-from indextables_spark.core.log.last_checkpoint import last_checkpoint_for, update_last_checkpoint
+from indextables_spark.errors import ConcurrentModificationError, CorruptStateError
 
 if TYPE_CHECKING:
-    from indextables_spark.core.storage import Storage
     from indextables_spark.core.log.base_state import BaseState
     from indextables_spark.core.log.listing import LogListing
     from indextables_spark.core.log.table_log import TransactionLog
+    from indextables_spark.core.storage import Storage
 
 
 log = logging.getLogger(__name__)
@@ -179,8 +180,6 @@ def write_state(
     state on every attempt). With force_compaction the state is a clean compacted rewrite; with
     overwrite an existing state of the same version is replaced (compaction of the current
     state: both describe the same table version)."""
-    from indextables_spark.core.log.listing import list_log
-    from indextables_spark.core.log.state_loader import load_base_state
 
     storage = log_.storage
     cfg = StateConfig.from_options(log_.options)

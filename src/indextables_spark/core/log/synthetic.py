@@ -5,16 +5,17 @@ paths (no split files are needed to exercise the transaction log and the state l
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol as TypingProtocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import Protocol as TypingProtocol
 
-from indextables_spark.errors import ConcurrentModificationError
 from indextables_spark.core.log.actions import AddFile, CommitInfo, Metadata, Protocol
 from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL
 from indextables_spark.core.log.transaction import Transaction, new_table_id
+from indextables_spark.errors import ConcurrentModificationError
 
 if TYPE_CHECKING:
-    from indextables_spark.core.storage import Storage
     from indextables_spark.core.log.table_log import TransactionLog
+    from indextables_spark.core.storage import Storage
 
 
 class TableLike(TypingProtocol):

@@ -6,21 +6,15 @@ Snapshots start from the newest usable checkpoint/state at or below the wanted v
 
 from __future__ import annotations
 
+import json as _json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
-from indextables_spark.errors import (
-    CorruptStateError,
-    FileNotFoundInStorageError,
-    TableNotFoundError,
-    VersionNotFoundError,
-)
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage import Storage
-from indextables_spark.core.log.action_wire import derive_added_at
+from indextables_spark.core.log.action_wire import action_from_json, derive_added_at
 from indextables_spark.core.log.actions import (
     Action,
     AddFile,
@@ -31,13 +25,24 @@ from indextables_spark.core.log.actions import (
     RemoveFile,
     SkipAction,
     StatsFiles,
+    split_of_stats_file,
 )
-from indextables_spark.core.log.codec import decode_actions, encode_actions
+from indextables_spark.core.log.base_state import BaseState, ScanStats
+from indextables_spark.core.log.codec import decode_actions, decode_text, encode_actions
+from indextables_spark.core.log.listing import list_log
 from indextables_spark.core.log.paths import LOG_DIR, version_key
 from indextables_spark.core.log.protocol_gate import check_readable
-from indextables_spark.core.log.base_state import BaseState, ScanStats
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.state_config import read_parallelism
+from indextables_spark.core.log.state_loader import latest_checkpoint_version, load_base_state
+from indextables_spark.core.storage import Storage
+from indextables_spark.errors import (
+    CorruptStateError,
+    FileNotFoundInStorageError,
+    InvalidOptionError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -96,7 +101,6 @@ class TransactionLog:
         listing = self.listing()
         if listing.latest_version >= 0:
             return listing.latest_version
-        from indextables_spark.core.log.state_loader import latest_checkpoint_version
 
         cp = latest_checkpoint_version(self, listing)
         return cp if cp is not None else -1
@@ -123,8 +127,6 @@ class TransactionLog:
             raise CorruptStateError(f"{where}: version file {version} is empty")
         actions = derive_added_at(decode_actions(data, where), version)
         if not actions:
-            from indextables_spark.core.log.codec import decode_text
-
             if not decode_text(data, where).strip():
                 raise CorruptStateError(f"{where}: version file {version} holds no actions")
         return actions
@@ -144,8 +146,6 @@ class TransactionLog:
 
     # ---- listing ---------------------------------------------------------------------------
     def listing(self) -> LogListing:
-        from indextables_spark.core.log.listing import list_log
-
         return list_log(self.storage)
 
     # ---- snapshots -------------------------------------------------------------------------
@@ -153,8 +153,6 @@ class TransactionLog:
         """`version`, checked to exist; None: the latest (TableNotFoundError without any)."""
         latest = listing.latest_version
         if latest < 0:
-            from indextables_spark.core.log.state_loader import latest_checkpoint_version
-
             cp = latest_checkpoint_version(self, listing)
             latest = cp if cp is not None else -1
         if latest < 0:
@@ -166,8 +164,6 @@ class TransactionLog:
         return version
 
     def snapshot(self, version: int | None = None) -> Snapshot:
-        from indextables_spark.core.log.state_loader import load_base_state
-
         listing = self.listing()
         version = self.resolve_version(version, listing)
         last = self._last_snapshot
@@ -193,7 +189,6 @@ class TransactionLog:
         """(base, delta, the live files at `version`: base's files updated by delta). When a manifest
         of the base state turns out missing or corrupt, fall back to an older base or to replaying
         the version files (logged), or raise naming the file."""
-        from indextables_spark.core.log.state_loader import load_base_state
 
         excluded: set[tuple[int, str]] = set()
         while True:
@@ -216,11 +211,10 @@ class TransactionLog:
     ) -> tuple[Snapshot, ScanStats]:
         """Live files matching a partition filter, decoding only the manifests whose partition
         bounds may match. Returns (snapshot with the matching files only, ScanStats)."""
-        from indextables_spark.expr.partition_filter import (
+        from indextables_spark.expr.partition_filter import (  # lazy: keeps `import indextables_spark.core.log.table_log` free of pyarrow
             filter_files_table,
             parse_partition_filter,
         )
-        from indextables_spark.core.log.state_loader import load_base_state
 
         listing = self.listing()
         version = self.resolve_version(version, listing)
@@ -251,7 +245,6 @@ class TransactionLog:
         self, version: int | None = None, listing: LogListing | None = None
     ) -> tuple[Protocol, Metadata, dict[str, str]]:
         """Protocol, metadata and schema registry at a version without decoding any manifest."""
-        from indextables_spark.core.log.state_loader import load_base_state
 
         listing = listing or self.listing()
         version = self.resolve_version(version, listing)
@@ -301,9 +294,6 @@ class TransactionLog:
     def _read_header_actions(self, version: int) -> list[Action]:
         """The protocol/metaData actions of a version file, without parsing add/remove lines
         (lines in our compact encoding start with their action key)."""
-        from indextables_spark.core.log.action_wire import action_from_json
-        from indextables_spark.core.log.codec import decode_text
-        import json as _json
 
         data, where = self._version_file(version)
         text = decode_text(data, where)
@@ -392,8 +382,9 @@ class TransactionLog:
                 elif isinstance(a, StatsFiles):
                     stats.setdefault(a.key, {}).update(dict.fromkeys(a.files))
         if removed:
-            from indextables_spark.core.log.actions import split_of_stats_file
-            from indextables_spark.core.log.delete_logs import drop_for_removed
+            from indextables_spark.core.log.delete_logs import (
+                drop_for_removed,  # lazy: keeps `import indextables_spark.core.log.table_log` free of numpy, pyarrow
+            )
 
             # Logs and stats files of splits removed since the base can no longer apply.
             delete_logs = drop_for_removed(delete_logs, set(removed))
@@ -495,8 +486,6 @@ def parse_timestamp(value: str | int | float) -> int:
     try:
         dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
     except ValueError:
-        from indextables_spark.errors import InvalidOptionError
-
         raise InvalidOptionError(f"option 'timestampAsOf': cannot parse {value!r} as a timestamp") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)

@@ -18,13 +18,13 @@ such splits; the one exception is the CONVERT operation, which replaces them.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
 import uuid
 from typing import Any, Iterable
 
-from indextables_spark.errors import ConcurrentModificationError, IndexTablesError, ReferenceTableError
 from indextables_spark.core.log.actions import (
     POSITIONAL,
     Action,
@@ -38,7 +38,7 @@ from indextables_spark.core.log.actions import (
     StatsFiles,
     split_of_stats_file,
 )
-from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
+from indextables_spark.core.log.doc_mapping import doc_mapping_hash, is_reference_doc_mapping, registry_key
 from indextables_spark.core.log.protocol_gate import DELETION_LOGS, check_writable, with_features
 from indextables_spark.core.log.reference_splits import (
     CONVERT_OPERATION,
@@ -48,6 +48,14 @@ from indextables_spark.core.log.reference_splits import (
 )
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.storage.base import check_key
+from indextables_spark.errors import (
+    ConcurrentModificationError,
+    IndexTablesError,
+    PathEscapeError,
+    ReferenceTableError,
+    TableNotFoundError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +202,6 @@ class Transaction:
         """Every path this transaction records must stay inside the table root (no `..`, no
         absolute paths, no other bucket/account URIs): a crafted path would make later readers,
         merges or purges reach outside the table. Readers refuse such paths again on I/O."""
-        from indextables_spark.errors import PathEscapeError
-        from indextables_spark.core.storage.base import check_key
 
         paths = [("add", a.path) for a in self._adds] + [("remove", r.path) for r in self._removes]
         paths += [("skip", s.path) for s in self._skips]
@@ -358,7 +364,6 @@ class Transaction:
         inline = [(a, mapping) for a in self._adds if (mapping := a.doc_mapping_json)]
         if not inline:
             return
-        from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key
 
         created_here = self._metadata is None
         if self._metadata is not None:
@@ -377,8 +382,6 @@ class Transaction:
             a.doc_mapping_ref = ref
             a.doc_mapping_json = None
         if new:
-            import dataclasses
-
             conf = dict(base_meta.configuration)
             conf.update({registry_key(k): v for k, v in new.items()})
             self._metadata = dataclasses.replace(base_meta, configuration=conf)
@@ -409,9 +412,6 @@ class Transaction:
     def _rebase_metadata(self, concurrent: Metadata) -> None:
         if self._metadata is None:
             return
-        import dataclasses
-
-        from indextables_spark.core.log.doc_mapping import registry_key
 
         conf = dict(concurrent.configuration)
         conf.update({registry_key(k): v for k, v in self._added_registry.items()})
@@ -442,8 +442,6 @@ class Transaction:
             if self._protocol is not None:
                 check_writable(self._protocol, f"table {self.log.storage.uri} (new protocol)")
         elif self._metadata is None:
-            from indextables_spark.errors import TableNotFoundError
-
             raise TableNotFoundError(f"cannot commit to {self.log.storage.uri}: no table exists there (no metadata)")
         self._check_paths()
         self._refuse_reference_base()

@@ -126,7 +126,7 @@ def analyzer(name: str) -> tantivy.TextAnalyzer:
 
 def _analyzer(name: str, limit: int | None) -> tantivy.TextAnalyzer:
     """The analyzer of a tokenizer with a byte limit (None: the tokenizer's own, 40 for ours)."""
-    import tantivy
+    import tantivy  # lazy: keeps `import indextables_spark.core.schema.analyzers` free of tantivy
 
     if name in BUILTIN_LIMITS:  # Tantivy's own, with another limit
         tokenizer = tantivy.Tokenizer.whitespace() if name == "whitespace" else tantivy.Tokenizer.simple()
@@ -183,8 +183,8 @@ def bigram_text(text: str) -> str:
 
 def bigram_values(values: Any) -> Any:
     """bigram_text of every value of an Arrow string array (values without CJK untouched)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # lazy: keeps `import indextables_spark.core.schema.analyzers` free of pyarrow
+    import pyarrow.compute as pc  # lazy: keeps `import indextables_spark.core.schema.analyzers` free of pyarrow
 
     mask = pc.match_substring_regex(values, f"[{_CJK_RANGES}]")
     if not pc.any(mask).as_py():

@@ -8,7 +8,6 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.errors import SchemaMismatchError, UnsupportedTypeError
 from indextables_spark.core.schema.types import (
     check_nested,
     decimal_precision_scale,
@@ -16,7 +15,7 @@ from indextables_spark.core.schema.types import (
     schema_fields,
     type_name,
 )
-
+from indextables_spark.errors import SchemaMismatchError, UnsupportedTypeError
 
 # Spark's key for a field's metadata in Arrow field metadata (ArrowUtils.metadataKey).
 SPARK_METADATA_KEY = b"SPARK::metadata::json"

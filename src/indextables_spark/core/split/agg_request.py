@@ -10,9 +10,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from indextables_spark.errors import IndexTablesError
 from indextables_spark.core.schema.partitions import date_to_days, datetime_to_micros
 from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec
+from indextables_spark.errors import IndexTablesError
 
 BUCKET_KINDS = ("terms", "histogram", "date_histogram", "range")
 STATS_KINDS = ("stats", "avg", "min", "max", "sum", "value_count")

@@ -38,8 +38,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.errors import IndexTablesError
-from indextables_spark.util.lru import LruCache
+from indextables_spark.config.options import Options
+from indextables_spark.core.log.actions import DeleteLog
+from indextables_spark.core.schema.partitions import date_to_days, datetime_to_micros, parse_partition_value
+from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec
 from indextables_spark.core.split._tantivy import tantivy_call
 from indextables_spark.core.split.agg_request import (
     NUMERIC,
@@ -54,9 +56,9 @@ from indextables_spark.core.split.agg_request import (
     date_interval,
 )
 from indextables_spark.core.split.agg_result import empty_partial, merge_all
-from indextables_spark.core.schema.partitions import date_to_days, datetime_to_micros, parse_partition_value
 from indextables_spark.core.split.stats import chunk_min_max
-from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec
+from indextables_spark.errors import IndexTablesError
+from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:
     import tantivy
@@ -118,7 +120,7 @@ def split_partial(
 ) -> dict[str, Any]:
     """The mergeable partial of one split: {"doc_count": n, "aggs": {name: partial}}.
     deletes: the split's log.delete_logs.SplitDeletes (its rows are left out), or None."""
-    import tantivy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.aggregate` free of tantivy
 
     searcher = reader.searcher()
     q = reader.parse_query(query) if query is not None else tantivy.Query.all_query()
@@ -146,7 +148,7 @@ def split_partial(
 
 def dead_rows(reader: SplitReader, deletes: Any) -> Any:
     """Sorted row ids of the split's deleted rows (positions, and rows equal to deleted values)."""
-    import numpy as np
+    import numpy as np  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
 
     dead = [deletes.positions]
     if deletes.equalities:
@@ -161,8 +163,8 @@ def dead_rows(reader: SplitReader, deletes: Any) -> Any:
 def without_rows(reader: SplitReader, q: tantivy.Query, dead: Any) -> tantivy.Query:
     """The query minus the documents of these (sorted) row ids: a range per run of consecutive ids
     on the `__row` fast field, so Tantivy's aggregations never see deleted rows."""
-    import numpy as np
-    import tantivy
+    import numpy as np  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.aggregate` free of tantivy
 
     breaks = np.flatnonzero(np.diff(dead) != 1) + 1
     ranges = [
@@ -395,10 +397,15 @@ def aggregate_files(
     """The merged partial of these splits (AddFile objects); threads > 1 lets them be searched in
     parallel threads (as many as split_threads.map_chunks finds worth it).
     deletes: {split path: its deleteLog actions as JSON} (log.delete_logs.deletes_json)."""
-    from indextables_spark.core.log.actions import DeleteLog
-    from indextables_spark.core.log.delete_logs import load_split_deletes
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.log.delete_logs import (
+        load_split_deletes,  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
+    )
+    from indextables_spark.core.split.cache import (
+        get_cache,  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
+    )
+    from indextables_spark.core.split.reader import (
+        SplitReader,  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
+    )
 
     cache = get_cache(options)
     deletes = deletes or {}
@@ -429,7 +436,10 @@ def aggregate_files(
     files = list(files)
     if threads <= 1 or len(files) <= 1:
         return merge_all(aggs, (one(f) for f in files))
-    from indextables_spark.core.split.split_threads import fetch_missing, map_chunks
+    from indextables_spark.core.split.split_threads import (  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
+        fetch_missing,
+        map_chunks,
+    )
 
     # as a Spark-free search: fetch in parallel, then fewer threads on contiguous runs of splits
     # (small splits in one thread: their work is mostly Python, threads only take turns on the GIL)
@@ -455,6 +465,4 @@ def _items(p: Any) -> int:
 
 
 def _options(options: Any) -> Options:
-    from indextables_spark.config.options import Options
-
     return options if isinstance(options, Options) else Options.of(options)

@@ -30,13 +30,15 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 import numpy as np
 import pyarrow as pa
 
-from indextables_spark.util.lru import LruCache
-from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError, InvalidOptionError
+from indextables_spark.config.options import Options
+from indextables_spark.config.registry import registered_default
 from indextables_spark.core.log.actions import stats_file_for
 from indextables_spark.core.log.sidecar import decode_frame, encode_frame
-from indextables_spark.config.options import Options
+from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.storage import open_storage
+from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError, InvalidOptionError
 from indextables_spark.expr.model import FilterVisitor
-from indextables_spark.config.registry import registered_default
+from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
@@ -415,8 +417,6 @@ def skip_by_blooms(
     """The planner hook (Spark reader): prune_with_blooms with the snapshot's stats files and schema."""
     if not snapshot.stats_files.get(STATS_KEY) or not filters:
         return list(files)
-    from indextables_spark.core.storage import open_storage
-    from indextables_spark.core.schema.arrow_types import arrow_schema
 
     types = {f.name: f.type for f in arrow_schema(snapshot.schema_json)}
     return prune_with_blooms(open_storage(table_path, options), files, filters, snapshot.stats_files, types, options)

@@ -20,14 +20,18 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.errors import IndexTablesError, SchemaMismatchError
+from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.log.doc_mapping import doc_mapping_hash
-from indextables_spark.config.options import Options
-from indextables_spark.core.storage.base import Storage
 from indextables_spark.core.schema import analyzers
+from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.schema.partitions import format_partition_value, partition_path
+from indextables_spark.core.schema.types import ColumnSpec, row_store_columns
 from indextables_spark.core.split._tantivy import tantivy_call
+from indextables_spark.core.split.bloom import STATS_KEY as BLOOM_STATS_KEY
+from indextables_spark.core.split.bloom import BloomConfig, SplitBloomBuilder, bloom_file_for
 from indextables_spark.core.split.bundle import ROWS_NAME, bundle
+from indextables_spark.core.split.column_specs import validate_schema
 from indextables_spark.core.split.companion import (
     COMPANION_KEY,
     CompanionFile,
@@ -35,17 +39,13 @@ from indextables_spark.core.split.companion import (
     CompanionSource,
     conform_source_column,
 )
+from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs, tantivy_schema
 from indextables_spark.core.split.documents import json_documents
-from indextables_spark.core.schema.partitions import format_partition_value, partition_path
-from indextables_spark.core.split.bloom import STATS_KEY as BLOOM_STATS_KEY
-from indextables_spark.core.split.bloom import BloomConfig, SplitBloomBuilder, bloom_file_for
 from indextables_spark.core.split.stats import StatsCollector, stats_columns
+from indextables_spark.core.storage.base import Storage
+from indextables_spark.errors import IndexTablesError, SchemaMismatchError
 from indextables_spark.expr.text import has_long_token
 from indextables_spark.expr.text import supported as text_supported
-from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.split.column_specs import validate_schema
-from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs, tantivy_schema
-from indextables_spark.core.schema.types import ColumnSpec, row_store_columns
 
 BATCH_ROWS = 65_536  # rows per IPC record batch (and per indexing chunk)
 # Rows gathered per split before its Tantivy documents are built: a task's Arrow batches (10,000
@@ -322,7 +322,7 @@ class SplitWriter:
                 self._done.append(self._close_split(self._open.pop(key)))
 
     def _new_split(self, values: dict[str, str | None]) -> _OpenSplit:
-        import tantivy
+        import tantivy  # lazy: keeps `import indextables_spark.core.split.builder` free of tantivy
 
         tmp = tempfile.mkdtemp(prefix="indextables-split-", dir=self.tmp_root)
         try:

@@ -37,11 +37,11 @@ import time
 import uuid
 from typing import Any, Iterator
 
-from indextables_spark.errors import FileNotFoundInStorageError, InvalidOptionError, SplitFormatError
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage.base import Storage
+from indextables_spark.config.registry import registered_default
+from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.split import open_splits, quickwit, reference
 from indextables_spark.core.split import reader as _reader
-from indextables_spark.core.split import open_splits
 from indextables_spark.core.split import sparse as _sparse
 from indextables_spark.core.split.bundle import (
     FOOTER_FILE,
@@ -54,7 +54,8 @@ from indextables_spark.core.split.bundle import (
 )
 from indextables_spark.core.split.lazy_rows import RowSource
 from indextables_spark.core.split.lazy_rows import register as register_rows
-from indextables_spark.config.registry import registered_default
+from indextables_spark.core.storage.base import Storage
+from indextables_spark.errors import FileNotFoundInStorageError, InvalidOptionError, SplitFormatError
 
 DEFAULT_MAX_BYTES = registered_default("cache.disk.maxSize")
 DEFAULT_LAZY_MIN_BYTES = registered_default("cache.rows.lazyMinSplitSize")
@@ -389,7 +390,6 @@ class SplitCache:
     ) -> SplitFooter:
         """The reference split at add_file re-indexed into `tmp`; `error` (our format's) is raised
         again when the file is not a Quickwit bundle either."""
-        from indextables_spark.core.split import quickwit, reference
 
         path = local if local is not None else download
         if local is None and not os.path.exists(download):
@@ -516,7 +516,6 @@ def table_schema(storage: Storage) -> tuple[dict[str, Any], list[str]]:
         hit = _schemas.get(storage.uri)
     if hit is not None:
         return hit
-    from indextables_spark.core.log.table_log import TransactionLog
 
     _protocol, metadata, _registry = TransactionLog(storage, getattr(storage, "options", None)).header()
     out = (json.loads(metadata.schema_string), list(metadata.partition_columns))

@@ -6,16 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from indextables_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.indexing import (
-    BUILTIN_TOKENIZERS,
-    RECORD_OPTIONS,
-    TYPEMAP_VALUES,
-    IndexingConfig,
-    Setting,
-    recorded_settings,
-)
+from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import (
     EXACT_SUFFIX,
     ROW_FIELD,
@@ -26,6 +18,15 @@ from indextables_spark.core.schema.types import (
     schema_fields,
     type_name,
 )
+from indextables_spark.core.split.indexing import (
+    BUILTIN_TOKENIZERS,
+    RECORD_OPTIONS,
+    TYPEMAP_VALUES,
+    IndexingConfig,
+    Setting,
+    recorded_settings,
+)
+from indextables_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
 
 _SAFE_NAME = re.compile(r"^[^\W\d]\w*$")
 
@@ -77,7 +78,6 @@ def _kind_for(column: str, spark_type: Any, typemap: Mapping[str, Setting]) -> s
 def _tokenizer(column: str, options: Options, cfg: IndexingConfig, default: str) -> str:
     """The tokenizer name recorded in the doc mapping: a built-in one, `<iso>_stem`, `cjk`, or
     `ngram_<min>_<max>` for `ngram` (bounds from indexing.ngram.min/max.<col>); see analyzers.py."""
-    from indextables_spark.core.schema import analyzers
 
     setting = cfg.tokenizer.get(column.lower())
     if setting is None:

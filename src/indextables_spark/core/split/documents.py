@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import ipaddress
 import json
 import math
 from typing import Any, Iterable
@@ -30,6 +31,7 @@ import pyarrow.compute as pc
 
 from indextables_spark.core.schema.analyzers import CJK_BIGRAM, bigram_values
 from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec
+from indextables_spark.errors import SchemaMismatchError
 
 F64_MAX = 1.7976931348623157e308
 TERM_BYTES_LIMIT = 65000  # Tantivy's MAX_TOKEN_LEN is 65530 bytes
@@ -216,7 +218,6 @@ def _fragments(spec: ColumnSpec, a: pa.Array, truncated: set[str]) -> list[pa.Ar
 def check_ip_addresses(column: str, values: pa.Array) -> None:
     """Every non-null value an IPv4 or IPv6 address (as Tantivy parses them), else a write error
     naming the column and the value (indexing.typemap.<col>=ip)."""
-    import ipaddress
 
     for v in pc.unique(values.drop_null()).to_pylist():
         try:
@@ -224,8 +225,6 @@ def check_ip_addresses(column: str, values: pa.Array) -> None:
         except ValueError:
             ok = False
         if not ok:
-            from indextables_spark.errors import SchemaMismatchError
-
             raise SchemaMismatchError(
                 f"column {column!r} (indexing.typemap.{column}=ip): {v[:100]!r} is not an IPv4 or IPv6 address"
             )

@@ -6,9 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from indextables_spark.config.options import Options
+from indextables_spark.core.log.file_entries import table_to_add_files
+from indextables_spark.core.split.reference import written_by_reference
 from indextables_spark.expr.model import Filter
+from indextables_spark.expr.skipping import prune_partition, skip_split
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
@@ -37,8 +41,9 @@ def prune_files(
     """The splits a read opens: partition pruning (filters over partition columns only), min/max
     data skipping and Bloom filters (filters over data columns only). Returns (files, (splits in
     the snapshot, after partition pruning, after data skipping))."""
-    from indextables_spark.core.split.bloom import skip_by_blooms
-    from indextables_spark.expr.skipping import skip_split
+    from indextables_spark.core.split.bloom import (
+        skip_by_blooms,  # lazy: keeps `import indextables_spark.core.split.file_pruning` free of numpy
+    )
 
     n_total = snapshot.num_files
     if partition_filters:
@@ -47,8 +52,6 @@ def prune_files(
         files = snapshot.files
     n_parts = len(files)
     if data_filters:
-        from indextables_spark.core.split.reference import written_by_reference
-
         files = [f for f in files if not skip_split(f, data_filters, specs, written_by_reference(snapshot, f))]
     n_stats = len(files)
     files = skip_by_blooms(table_path, options, snapshot, files, data_filters)
@@ -62,10 +65,6 @@ def _partition_pruned(
     partition (Spark semantics, filters.prune_partition) and AddFile objects built only for the
     files kept: a 100,000-split table with 100 partitions plans in milliseconds instead of the
     0.8 s that building every AddFile costs."""
-    import pyarrow.compute as pc
-
-    from indextables_spark.core.log.file_entries import table_to_add_files
-    from indextables_spark.expr.skipping import prune_partition
 
     table = snapshot.files_table
     if table.num_rows == 0 or not partition_columns:

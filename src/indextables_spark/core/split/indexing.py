@@ -27,8 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.options import PREFIX, Options
+from indextables_spark.core.schema import analyzers
+from indextables_spark.errors import InvalidOptionError
 
 # Tokenizers Tantivy registers by itself (custom ones are not persisted in an index).
 BUILTIN_TOKENIZERS = frozenset({"default", "raw", "en_stem", "whitespace"})
@@ -44,8 +45,6 @@ LIMITED_TOKENIZERS = frozenset({"default", "en_stem", "whitespace", "cjk", "cjk_
 
 
 def limits_tokens(tokenizer: str | None) -> bool:
-    from indextables_spark.core.schema import analyzers
-
     if tokenizer in LIMITED_TOKENIZERS:
         return True
     return bool(tokenizer) and str(tokenizer).endswith("_stem") and str(tokenizer)[:-5] in analyzers.STEMMERS
@@ -140,7 +139,6 @@ def column_list(options: Options, *keys: str) -> dict[str, str]:
 
 def tokenizer_list_values() -> frozenset[str]:
     """Key suffixes of `indexing.tokenizer` that name a tokenizer (the list form)."""
-    from indextables_spark.core.schema import analyzers
 
     customs = [n for n in analyzers.custom_names() if "<" not in n]
     return frozenset(BUILTIN_TOKENIZERS | set(customs) | {"ngram"})

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.util.lru import LruCache
 from indextables_spark.core.schema import analyzers
+from indextables_spark.core.schema.types import ColumnSpec, with_fully_tokenized, with_truncated_terms
 from indextables_spark.core.split._tantivy import tantivy_call
 from indextables_spark.core.split.bundle import EXTRACTED_FROM, LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
+from indextables_spark.core.split.companion import companion_info, open_rows
 from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
-from indextables_spark.core.schema.types import ColumnSpec, with_fully_tokenized, with_truncated_terms
+from indextables_spark.core.split.lazy_rows import LazyRows, source_for
+from indextables_spark.errors import SplitFormatError
+from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:
     import tantivy
@@ -27,7 +31,7 @@ def _max_open_splits() -> int:
     searched without reopening them per query: up to 1,024, within a quarter of the process's file
     descriptor limit (each open row store keeps its memory-mapped file open)."""
     try:
-        import resource
+        import resource  # optional dependency: ImportError is handled here
 
         soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (ImportError, OSError, ValueError):
@@ -104,12 +108,11 @@ _live_readers: dict[str, int] = {}  # local_dir -> live SplitReader objects (for
 
 
 def _open_handles(local_dir: str) -> SplitHandles:
-    import tantivy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.open_splits` free of tantivy
 
     footer = load_extracted_footer(local_dir)
     specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
     specs = with_fully_tokenized(specs, footer.fully_tokenized)
-    from indextables_spark.errors import SplitFormatError
 
     where = f"split {footer.raw.get(EXTRACTED_FROM) or local_dir}"
     with tantivy_call(f"opening the Tantivy index of {where} (extracted in {local_dir})"):
@@ -118,16 +121,12 @@ def _open_handles(local_dir: str) -> SplitHandles:
     lazy: RowStore | None = None
     ipc: pa.ipc.RecordBatchFileReader | RowStore
     if footer.is_companion:
-        from indextables_spark.core.split.companion import companion_info, open_rows
-
         info = companion_info(footer.raw, where)
         if info is None:  # (the footer checks say a companion split has the section)
             raise SplitFormatError(f"{where}: the companion split's footer has no companion section")
         source = None
         ipc = lazy = open_rows(local_dir, info, where)
     elif footer.raw.get(LAZY_ROWS) and not os.path.exists(os.path.join(local_dir, ROWS_NAME)):
-        from indextables_spark.core.split.lazy_rows import LazyRows, source_for
-
         row_source = source_for(local_dir)
         if row_source is None:
             raise SplitFormatError(

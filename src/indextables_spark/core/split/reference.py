@@ -33,13 +33,16 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.errors import IndexTablesError, SplitFormatError
-from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
 from indextables_spark.config.options import Options
+from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
+from indextables_spark.core.schema.arrow_types import arrow_type
 from indextables_spark.core.split._tantivy import tantivy_call
 from indextables_spark.core.split.bundle import FOOTER_FILE, SplitFooter, extract
+from indextables_spark.core.split.column_specs import validate_schema
+from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
 from indextables_spark.core.split.quickwit import extract_bundle
-from indextables_spark.core.schema.arrow_types import arrow_type
+from indextables_spark.core.storage.local import LocalStorage
+from indextables_spark.errors import IndexTablesError, SplitFormatError
 
 REFERENCE_KEY = "referenceSplit"  # key added to the converted split's local footer.json
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -138,7 +141,6 @@ def mapping_specs(doc_mapping: str, schema_json: Mapping[str, Any], partition_co
 @functools.lru_cache(maxsize=64)
 def _mapping_specs(doc_mapping: str, schema_text: str, partition_columns: tuple[str, ...]) -> tuple[Any, ...]:
     """Worked out once per process and mapping: every query of a table asks for the same."""
-    from indextables_spark.core.split.column_specs import validate_schema
 
     schema_json = json.loads(schema_text)
     columns = _data_columns(schema_json, partition_columns)
@@ -150,7 +152,6 @@ def specs_for_doc_mapping(
     doc_mapping: str, schema_json: Mapping[str, Any], partition_columns: Sequence[str]
 ) -> list[Any]:
     """Specs of a split from the doc mapping the log records for it: ours, or the reference's."""
-    from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
 
     if is_reference_doc_mapping(doc_mapping):
         return mapping_specs(doc_mapping, schema_json, partition_columns)
@@ -259,7 +260,7 @@ def documents_table(
 
 def read_documents(index_dir: str, where: str) -> list[dict[str, list[Any]]]:
     """Every live document of the index, in document order (segment, then doc id)."""
-    import tantivy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.reference` free of tantivy
 
     with tantivy_call(f"opening the reference split {where}"):
         index = tantivy.Index.open(index_dir)
@@ -289,8 +290,9 @@ def convert(
     """Re-index the reference split at local `path` into `dest_dir` as one of ours (extracted, as
     bundle.extract leaves it); `where` names the split in errors. footer_start / size: what the
     log records for the split, checked against the file."""
-    from indextables_spark.core.storage.local import LocalStorage
-    from indextables_spark.core.split.builder import SplitWriter
+    from indextables_spark.core.split.builder import (
+        SplitWriter,  # lazy: keeps `import indextables_spark.core.split.reference` free of numpy
+    )
 
     work = tempfile.mkdtemp(
         prefix="indextables-convert-", dir=(options or Options()).get_str("indexing.tempDirectoryPath") or None

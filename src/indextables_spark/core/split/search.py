@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.expr.model import Filter, columns_of
-from indextables_spark.core.storage.base import Storage
+from indextables_spark.core.log.delete_logs import load_split_deletes
+from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.cache import get_cache
-from indextables_spark.core.split.reader import SCORE_COLUMN, SplitReader
-from indextables_spark.core.split.split_threads import fetch_missing, map_chunks
+from indextables_spark.core.split.column_specs import column_specs, table_options
 from indextables_spark.core.split.file_pruning import prune_files, spark_type_names
+from indextables_spark.core.split.query_parsing import check_query, query_hits
+from indextables_spark.core.split.reader import SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.reference import specs_for_doc_mapping
 from indextables_spark.core.split.split_rows import (
     columns_of_all,
     conform,
@@ -24,6 +26,15 @@ from indextables_spark.core.split.split_rows import (
     top_n,
     with_partition_values,
 )
+from indextables_spark.core.split.split_threads import fetch_missing, map_chunks
+from indextables_spark.core.storage.base import Storage
+from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
+from indextables_spark.expr.arrow_eval import arrow_mask
+from indextables_spark.expr.model import Filter, columns_of
+from indextables_spark.expr.struct_narrowing import with_narrowing
+from indextables_spark.expr.support import supports
+from indextables_spark.expr.tantivy_query import check_index_only
+from indextables_spark.expr.values import UnsupportedFilterError, struct_column
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
@@ -40,7 +51,6 @@ def count_split(
     delete_logs: Sequence[Any] = (),
 ) -> int:
     """Matching rows of one split, minus the rows its delete logs (log.actions.DeleteLog) delete."""
-    from indextables_spark.core.log.delete_logs import load_split_deletes
 
     deletes = load_split_deletes(storage, delete_logs, add_file.num_records, add_file.path)
     if (
@@ -98,8 +108,6 @@ class SearchPlan:
         columns: Sequence[str] | None,
         snippets: Sequence[str] | None = None,
     ):
-        from indextables_spark.errors import SchemaMismatchError
-
         self.storage, self.snapshot, self.query = storage, snapshot, query
         self.options, self.schema, self.specs = _table_layout(snapshot, options)
         names = self.schema.names
@@ -111,15 +119,11 @@ class SearchPlan:
         self.snippets = tuple(snippets or ())
         unstored = [c for c in self.snippets if any(s.index_only and s.name == c for s in self.specs)]
         if unstored:
-            from indextables_spark.expr.values import UnsupportedFilterError
-
             raise UnsupportedFilterError(
                 f"snippets of {unstored}: index-only columns (indexing.indexonlyfields) keep no text to cut "
                 f"snippets from"
             )
         self.parts = list(snapshot.partition_columns)
-        from indextables_spark.expr.support import supports
-        from indextables_spark.expr.tantivy_query import check_index_only
 
         parts = set(self.parts)
         self.conjuncts = list(conjuncts)
@@ -134,7 +138,6 @@ class SearchPlan:
         self.post = [f for f in self.exact if not any(f is g for g in self.pushed)]
         # data columns read from a split: the projection, the snippet fields, the filter columns
         from indextables_spark.expr.struct_narrowing import where_narrowing
-        from indextables_spark.expr.values import struct_column
 
         filter_cols = {struct_column(c, names) or c for f in self.exact for c in columns_of(f)}
         # struct-field conditions narrow unscored reads through the json field (checked on the rows too)
@@ -168,7 +171,6 @@ class SearchPlan:
         not count again) and for map_chunks."""
         if self.query is None or self.narrowing:
             return list(files)
-        from indextables_spark.core.split.query_parsing import query_hits
 
         kept = []
         for f in files:
@@ -190,8 +192,6 @@ class SearchPlan:
         """QueryParseError for a query one of the splits read cannot parse (as the Spark reader)."""
         if self.query is None:
             return
-        from indextables_spark.core.split.query_parsing import check_query
-        from indextables_spark.core.split.reference import specs_for_doc_mapping
 
         refs = sorted({f.doc_mapping_ref for f in files if f.doc_mapping_ref})
         mappings = [m for m in (self.snapshot.doc_mapping(r) for r in refs) if m]
@@ -228,7 +228,6 @@ class SearchPlan:
     def _finish(self, table: pa.Table, split: SplitReader | None, scored: bool, post: Sequence[Filter]) -> pa.Table:
         """The post filters applied, the snippets (from `split`, given when there are snippet
         fields) attached, the output columns selected."""
-        from indextables_spark.expr.arrow_eval import arrow_mask
 
         if post and table.num_rows:
             table = table.filter(arrow_mask(table, list(post)))
@@ -240,8 +239,6 @@ class SearchPlan:
         )
 
     def _open(self, add: Any) -> tuple[SplitReader, SplitDeletes | None]:
-        from indextables_spark.core.log.delete_logs import load_split_deletes
-
         known = self._hits.get(add.path)
         split = SplitReader(
             known[0] if known is not None else self.cache.local_dir(self.storage, add, self.index_query)
@@ -253,7 +250,6 @@ class SearchPlan:
 
     def _split_batches(self, add: Any, batch_rows: int) -> tuple[SplitReader, Iterator[pa.RecordBatch]]:
         """(the split, its rows matching the query and the filters in row order, data columns only)."""
-        from indextables_spark.expr.struct_narrowing import with_narrowing
 
         split, deletes = self._open(add)
         query = with_narrowing(self.query, self.narrowing, split.specs)
@@ -292,8 +288,6 @@ class SearchPlan:
         """Matches of one split with `_score`, best first (at most `limit` when the filters all
         go to the split; else every match, cut after the exact filters)."""
         if self.query is None:
-            from indextables_spark.errors import InvalidOptionError
-
             raise InvalidOptionError("a scored search needs a query")
         split, deletes = self._open(add)
         present = set(split.schema.names)
@@ -304,8 +298,6 @@ class SearchPlan:
         table = split.search_scored(self.query, None if residual else limit, pushed, names, deletes=deletes)
         table = self._full(table, add)
         if residual and table.num_rows:
-            from indextables_spark.expr.arrow_eval import arrow_mask
-
             table = table.filter(arrow_mask(table, residual))
             if limit is not None:
                 table = table.slice(0, limit)
@@ -323,8 +315,6 @@ def _table_layout(snapshot: Any, options: Options) -> _Layout:
     last = _last_layout
     if last and last[0] is snapshot and last[1] is options:
         return last[2]
-    from indextables_spark.core.schema.arrow_types import arrow_schema
-    from indextables_spark.core.split.column_specs import column_specs, table_options
 
     opts = table_options(snapshot, options)
     layout = (

@@ -40,11 +40,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from indextables_spark.errors import SplitFormatError
+from indextables_spark.core.schema.types import ROW_FIELD, with_fully_tokenized, with_truncated_terms
 from indextables_spark.core.split.bundle import (
     EXTRACTED_FROM,
     FOOTER_FILE,
     LAZY_ROWS,
+    ROWS_NAME,
     RangeSource,
     SplitFooter,
     load_extracted_footer,
@@ -57,6 +58,9 @@ from indextables_spark.core.split.composite import (
     needed_tail,
     sectioned,
 )
+from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
+from indextables_spark.errors import SplitFormatError
+from indextables_spark.util.pools import shared_pool
 
 STATE_FILE = "sparse.json"
 TAIL_GUESS = 64 << 10  # the first read of a split (1/64 of it, at least 16 KiB): its footer, the
@@ -104,17 +108,15 @@ class Needs:
 
 
 def _field_names(specs: Sequence[Any]) -> list[str]:
-    from indextables_spark.core.schema.types import ROW_FIELD
-
     return [f.name for s in specs for f in s.indexed_fields] + [ROW_FIELD]
 
 
 def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str) -> Needs | None:
     """The sections `query` reads on this split (whose Tantivy schema has `schema_fields`, in field
     id order), or None when that cannot be told for sure."""
-    from indextables_spark.core.split.query_parsing import query_for_specs
-    from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
-    from indextables_spark.core.schema.types import with_fully_tokenized, with_truncated_terms
+    from indextables_spark.core.split.query_parsing import (
+        query_for_specs,  # lazy: keeps `import indextables_spark.core.split.sparse` free of pyarrow
+    )
 
     try:
         specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
@@ -197,8 +199,6 @@ def _write_pieces(dest_dir: str, footer: SplitFooter, reader: Reader, wanted: di
     absolute = [(by_name[n].offset + s, by_name[n].offset + e, n) for n, rs in wanted.items() for s, e in rs]
     reads = coalesce([(s, e) for s, e, _ in absolute], _scaled(GAP_BYTES, footer.footer_end, 16))
     if len(reads) > 1:  # the requests of one split in parallel (their latency, not bandwidth, counts)
-        from indextables_spark.util.pools import shared_pool
-
         fetched = list(shared_pool("fetch-ranges", RANGE_THREADS).map(lambda r: reader(*r), reads))
     else:
         fetched = [reader(*r) for r in reads]
@@ -368,7 +368,9 @@ def fetch_for_query(read_range: Reader, size: int, dest_dir: str, where: str, qu
     `query` (extract_partial), its row store left where it is (lazy_rows.py). The first read takes
     the split's last TAIL_GUESS bytes: its footer and, usually, the row store's IPC footer, which
     is kept for LazyRows at once."""
-    from indextables_spark.core.split.lazy_rows import save_ipc_tail
+    from indextables_spark.core.split.lazy_rows import (
+        save_ipc_tail,  # lazy: keeps `import indextables_spark.core.split.sparse` free of pyarrow
+    )
 
     tail_start = max(0, size - _scaled(TAIL_GUESS, size, 64))
     tail = read_range(tail_start, size)
@@ -442,8 +444,9 @@ def prefetch_rows(local_dir: str, query: str, columns: Sequence[str]) -> None:
     the rows matching `query` takes from a split whose row store is read by ranges: the reads
     that follow, often in one thread, then find them local. Best effort: the read itself reports
     any error."""
-    from indextables_spark.core.split.bundle import ROWS_NAME
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.reader import (
+        SplitReader,  # lazy: keeps `import indextables_spark.core.split.sparse` free of numpy, pyarrow
+    )
 
     if os.path.exists(os.path.join(local_dir, ROWS_NAME)):
         return  # extracted: nothing to fetch

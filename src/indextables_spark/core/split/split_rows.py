@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
-from indextables_spark.expr.model import Filter, columns_of
+from indextables_spark.core.schema.partitions import partition_value_array
 from indextables_spark.core.split.reader import SCORE_COLUMN, SplitReader
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.expr.arrow_eval import arrow_mask
+from indextables_spark.expr.model import Filter, columns_of
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
@@ -23,8 +27,6 @@ def snippet_column(split: Any, table: pa.Table, query: str | None, fields: Seque
     """`_snippet` as the Spark reader's snippetFields: one field → its snippet, several → a map
     field → snippet (fields without a match left out)."""
     if query is None:
-        from indextables_spark.errors import InvalidOptionError
-
         raise InvalidOptionError("snippets need a query")
 
     def values(c: str) -> pa.Array:
@@ -52,7 +54,6 @@ def split_rows(
     """Rows of one split matching the query and the (data-column) filters exactly, in row order,
     columns `names`. A split written before columns were added to the table (mergeSchema) has them
     NULL in every row (typed from `types`); filters on them are applied after they are attached."""
-    from indextables_spark.expr.arrow_eval import arrow_mask
 
     stored = set(split.schema.names)
     # index-only columns read as NULL, but their filters are the index's (the split reader's)
@@ -127,9 +128,6 @@ def with_partition_values(
     its split's partition values, the data columns cast to the target's types where a split
     stored another (an older type), and target columns the data lacks NULL (`_indexall`, columns
     added after the split was written). A RecordBatch for batches, a Table for a Table."""
-    import numpy as np
-
-    from indextables_spark.core.schema.partitions import partition_value_array
 
     data = pieces[0][1] if len(pieces) == 1 else pa.concat_batches([b for _, b in pieces])
     n = data.num_rows

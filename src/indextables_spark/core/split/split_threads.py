@@ -7,10 +7,10 @@ import os
 from typing import Any, Callable, Sequence, TypeVar
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage.base import Storage
 from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.sparse import prefetch_rows
+from indextables_spark.core.storage.base import Storage
 from indextables_spark.util.pools import shared_pool
-
 
 MAX_THREADS = 4  # Tantivy releases the GIL while searching; downloads are I/O
 SMALL_SPLIT_ROWS = 10_000  # splits this small on average are searched in one thread (search_threads)
@@ -74,7 +74,6 @@ def fetch_missing(
     they are searched in fewer threads (map_chunks). With `query` (the only thing the read asks
     of the index), only what it reads of remote index files; with `columns` too, the row store
     parts of its matches (sparse.prefetch_rows)."""
-    from indextables_spark.core.split.sparse import prefetch_rows
 
     cache = get_cache(options)
     missing = [f for f in files if not cache.is_cached(storage, f, query)]

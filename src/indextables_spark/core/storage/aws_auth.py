@@ -10,7 +10,6 @@ import logging
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
-from indextables_spark.errors import InvalidOptionError, StorageError
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.credentials import (
     NEVER_EXPIRES,
@@ -23,6 +22,7 @@ from indextables_spark.core.storage.credentials import (
 )
 from indextables_spark.core.storage.redaction import protect_secrets
 from indextables_spark.core.storage.retry import describe_exception
+from indextables_spark.errors import InvalidOptionError, StorageError
 
 log = logging.getLogger("indextables_spark.core.storage.aws_auth")
 

@@ -37,7 +37,6 @@ import uuid
 from typing import Any, Callable, Mapping
 from urllib.parse import unquote, urlsplit
 
-from indextables_spark.errors import IndexTablesError, InvalidOptionError, StorageError
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.azure_auth import (
     AZURE_AUTH_TYPES,
@@ -50,6 +49,7 @@ from indextables_spark.core.storage.credentials import AzureToken
 from indextables_spark.core.storage.object_store import ObjectEntry, ObjectStorage, upload_in_parts
 from indextables_spark.core.storage.redaction import Redactor, protect_secrets, redact_uri
 from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code
+from indextables_spark.errors import IndexTablesError, InvalidOptionError, StorageError
 
 log = logging.getLogger("indextables_spark.core.storage.azure")
 

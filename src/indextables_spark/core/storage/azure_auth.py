@@ -11,9 +11,9 @@ import threading
 import time
 from typing import Any
 
-from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.credentials import AzureToken, ask_provider, load_provider, provider_scope, shared
+from indextables_spark.errors import InvalidOptionError
 
 AZURE_AUTH_TYPES = ("managedIdentity", "workloadIdentity", "default")
 

@@ -17,7 +17,6 @@ from typing import Any, Iterable
 
 from indextables_spark.errors import FileNotFoundInStorageError, PathEscapeError
 
-
 # The URI schemes of the cloud backends (open_storage picks one by them).
 S3_SCHEMES = ("s3", "s3a", "s3n")
 AZURE_SCHEMES = ("abfss", "abfs", "wasbs", "wasb", "az", "azure")

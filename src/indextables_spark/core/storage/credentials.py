@@ -27,11 +27,11 @@ import logging
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping, TypeVar
 
+from indextables_spark.config.options import Options
+from indextables_spark.config.registry import spec as option_spec
+from indextables_spark.core.storage.redaction import Redactor, protect_secrets
 from indextables_spark.errors import InvalidOptionError, StorageError
 from indextables_spark.util.lru import LruCache
-from indextables_spark.config.registry import spec as option_spec
-from indextables_spark.config.options import Options
-from indextables_spark.core.storage.redaction import Redactor, protect_secrets
 
 log = logging.getLogger("indextables_spark.core.storage.credentials")
 

@@ -11,8 +11,8 @@ import tempfile
 import uuid
 from typing import Iterable
 
-from indextables_spark.errors import FileNotFoundInStorageError, PathEscapeError, StorageError
 from indextables_spark.core.storage.base import FileInfo, Storage, check_key
+from indextables_spark.errors import FileNotFoundInStorageError, PathEscapeError, StorageError
 
 
 class LocalStorage(Storage):

@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterable, Iterator, TypeVar
 
-from indextables_spark.errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.base import FileInfo, Storage, check_key
 from indextables_spark.core.storage.redaction import Redactor
 from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code, http_status
+from indextables_spark.errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
 
 T = TypeVar("T")
 

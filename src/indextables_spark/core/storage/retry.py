@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TypeVar
 
-from indextables_spark.errors import InvalidOptionError
 from indextables_spark.config.registry import registered_default
+from indextables_spark.errors import InvalidOptionError
 
 T = TypeVar("T")
 

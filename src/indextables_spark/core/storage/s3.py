@@ -31,13 +31,13 @@ from contextlib import closing
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from indextables_spark.errors import InvalidOptionError, StorageError
-from indextables_spark.util.lru import LruCache
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.aws_auth import AwsAuth
 from indextables_spark.core.storage.object_store import ObjectEntry, ObjectStorage, upload_in_parts
 from indextables_spark.core.storage.redaction import Redactor, protect_secrets, redact_uri
 from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code, http_status
+from indextables_spark.errors import InvalidOptionError, StorageError
+from indextables_spark.util.lru import LruCache
 
 log = logging.getLogger("indextables_spark.core.storage.s3")
 

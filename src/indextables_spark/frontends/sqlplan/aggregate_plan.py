@@ -9,14 +9,13 @@ from typing import cast
 
 from sqlglot import exp
 
+from indextables_spark.core.split.group_aggregate import GroupRequest, SqlAgg
 from indextables_spark.expr import model as P
 from indextables_spark.expr import operators as ops
-from indextables_spark.core.split.group_aggregate import GroupRequest, SqlAgg
 from indextables_spark.expr.sql_condition import Converter, Unplannable
-from indextables_spark.frontends.sqlplan.plans import AggregatePlan, Ref, Scan, TableInfo
 from indextables_spark.frontends.sqlplan.columns_used import is_search_call
+from indextables_spark.frontends.sqlplan.plans import AggregatePlan, Ref, Scan, TableInfo
 from indextables_spark.frontends.sqlplan.search_conditions import conjuncts, is_raw_indexall
-
 
 _AGG_TYPES = {
     "count": None,  # any type

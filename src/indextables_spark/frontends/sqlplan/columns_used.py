@@ -10,8 +10,8 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 
-from indextables_spark.frontends.sqlplan import operators as lex
 from indextables_spark.expr.sql_condition import Unplannable
+from indextables_spark.frontends.sqlplan import operators as lex
 from indextables_spark.frontends.sqlplan.plans import Catalog, Ref, TableInfo
 
 

@@ -8,11 +8,10 @@ from typing import Protocol
 
 from sqlglot import exp
 
+from indextables_spark.core.schema.types import ColumnSpec
+from indextables_spark.core.split.group_aggregate import GroupRequest
 from indextables_spark.expr import model as P
 from indextables_spark.expr import operators as ops
-from indextables_spark.core.split.group_aggregate import GroupRequest
-from indextables_spark.core.schema.types import ColumnSpec
-
 
 PATH_DATABASE = "indextables"  # `indextables.`/path``
 VIRTUAL = ("_indexall", "_indexguard")

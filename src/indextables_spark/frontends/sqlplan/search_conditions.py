@@ -10,8 +10,8 @@ from sqlglot import exp
 
 from indextables_spark.expr import operators as ops
 from indextables_spark.frontends.sqlplan import operators as lex
-from indextables_spark.frontends.sqlplan.plans import Catalog, Ref, TableInfo
 from indextables_spark.frontends.sqlplan.columns_used import is_search_call
+from indextables_spark.frontends.sqlplan.plans import Catalog, Ref, TableInfo
 
 
 def _search_of_call(n: exp.Anonymous) -> tuple[ops.Op, exp.Expr | None]:

@@ -25,26 +25,26 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from indextables_spark.expr import operators as ops
-from indextables_spark.frontends.sqlplan import operators as lex
 from indextables_spark.expr.sql_condition import Unplannable
+from indextables_spark.frontends.sqlplan import operators as lex
+from indextables_spark.frontends.sqlplan.aggregate_plan import plan_aggregate
+from indextables_spark.frontends.sqlplan.columns_used import inside_search_call, is_search_call, used_columns
 from indextables_spark.frontends.sqlplan.plans import (
-    Catalog,
     PATH_DATABASE,
+    VIRTUAL,
+    Catalog,
     Ref,
     Scan,
     Source,
     StatementPlan,
     TableInfo,
-    VIRTUAL,
 )
-from indextables_spark.frontends.sqlplan.columns_used import inside_search_call, is_search_call, used_columns
 from indextables_spark.frontends.sqlplan.search_conditions import (
     apply_edits,
     condition_root,
     is_raw_indexall,
     search_edits,
 )
-from indextables_spark.frontends.sqlplan.aggregate_plan import plan_aggregate
 
 
 def plan(text: str, catalog: Catalog, views: set[str]) -> StatementPlan | None:

@@ -9,9 +9,9 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from indextables_spark.errors import ProtocolVersionError, StorageError, TableNotFoundError, VersionNotFoundError
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.redaction import Redactor, redact_uri
+from indextables_spark.errors import ProtocolVersionError, StorageError, TableNotFoundError, VersionNotFoundError
 from indextables_spark.ops.companion_sources.credentials import abfss_uri, storage_options_for_deltalake
 from indextables_spark.ops.companion_sources.libraries import describe_error, library_redactor, require_library
 from indextables_spark.ops.companion_sources.locations import file_uri, is_local, local_path, scheme_of

@@ -11,6 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from indextables_spark.config.options import Options
+from indextables_spark.core import storage as storage_layer
+from indextables_spark.core.storage.redaction import redact_uri
 from indextables_spark.errors import (
     IndexTablesError,
     InvalidOptionError,
@@ -19,9 +22,6 @@ from indextables_spark.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from indextables_spark.config.options import Options
-from indextables_spark.core import storage as storage_layer
-from indextables_spark.core.storage.redaction import redact_uri
 from indextables_spark.ops.companion_sources.credentials import abfss_uri, fileio_properties_for_iceberg
 from indextables_spark.ops.companion_sources.libraries import describe_error, library_redactor, require_library
 from indextables_spark.ops.companion_sources.locations import iceberg_file_uri, scheme_of
