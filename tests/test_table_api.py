@@ -155,7 +155,7 @@ def test_optional_arguments_are_keyword_only(table):
     for call in (
         lambda: t.files("day = '2024-01-01'", 1),
         lambda: t.count("body:spark", "day = '2024-01-01'"),
-        lambda: t.to_arrow("id < 3"),
+        lambda: t.to_arrow("id < 3", ["id"]),
         lambda: t.to_batches("body:spark", "id < 3"),
         lambda: t.explain("body:spark", "id < 3"),
         lambda: t.delete("id < 3", "body:spark"),

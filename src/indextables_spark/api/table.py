@@ -248,7 +248,7 @@ class IndexTable:
         return explain(self._search_plan(query, where, None, None, version))
 
     def to_arrow(
-        self, *, where: str | None = None, columns: Sequence[str] | None = None, version: int | None = None
+        self, where: str | None = None, *, columns: Sequence[str] | None = None, version: int | None = None
     ) -> pa.Table:
         """The table's rows (those matching `where`) as a pyarrow Table."""
         from indextables_spark.core.split.search import search_table  # lazy: tantivy, pyarrow
