@@ -30,6 +30,7 @@ _LAZY = {
     "Transaction": "indextables_spark.core.log.transaction",
     "IndexTable": "indextables_spark.api.table",
     "SearchOperatorError": "indextables_spark.expr.operators",
+    "build_companion": "indextables_spark.ops.companion",
 }
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
     from indextables_spark.core.log.transaction import Transaction
     from indextables_spark.expr.partition_filter import PartitionFilterError
-    from indextables_spark.results import CompanionBuildResult, DiskCacheInfo, FlushDiskCacheResult, PostWriteResult
+    from indextables_spark.ops.companion import build_companion
+    from indextables_spark.results import DiskCacheInfo, FlushDiskCacheResult, PostWriteResult
 
 
 def __getattr__(name: str) -> Any:
@@ -189,44 +191,6 @@ def indexqueryall(query: str) -> Any:
     from indextables_spark.spark.search_columns import indexqueryall as _f  # lazy: pyspark, only when asked for
 
     return _f(query)
-
-
-def build_companion(
-    source: str,
-    location: str,
-    *,
-    format: str = "delta",
-    indexing: Mapping[str, str] | None = None,
-    where: str | None = None,
-    spark: Any = None,
-    options: Mapping[str, Any] | None = None,
-    from_version: int | None = None,
-    from_snapshot: int | None = None,
-    catalog: str | None = None,
-    catalog_type: str | None = None,
-    target_input_size: int | str | None = None,
-    dry_run: bool = False,
-) -> CompanionBuildResult:
-    """BUILD INDEXTABLES COMPANION: build, or sync, a search index at `location` over the Delta,
-    Iceberg or Parquet table `source` that points at its Parquet files instead of copying its rows
-    (see ops/companion.py). indexing: {column: mode} as INDEXING MODES."""
-    from indextables_spark.ops.companion import build_companion as _build  # lazy: keeps the package import cheap
-
-    return _build(
-        source,
-        location,
-        format,
-        indexing,
-        where,
-        spark,
-        options,
-        from_version=from_version,
-        from_snapshot=from_snapshot,
-        catalog=catalog,
-        catalog_type=catalog_type,
-        target_input_size=target_input_size,
-        dry_run=dry_run,
-    )
 
 
 def write_table(

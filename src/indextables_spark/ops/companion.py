@@ -137,11 +137,11 @@ class BuildCompanion:
         return build_companion(
             self.source,
             self.location,
-            self.format,
-            dict(self.indexing) or None,
-            self.where,
-            ctx.spark,
-            ctx.options,
+            format=self.format,
+            indexing=dict(self.indexing) or None,
+            where=self.where,
+            spark=ctx.spark,
+            options=ctx.options,
             from_version=self.from_version,
             from_snapshot=self.from_snapshot,
             catalog=self.catalog,
@@ -181,12 +181,12 @@ def _indexing_modes(p: CommandParser) -> tuple[tuple[str, str], ...]:
 def build_companion(
     source: str,
     location: str,
+    *,
     format: str = "delta",
     indexing: Mapping[str, str] | None = None,
     where: str | None = None,
     spark: Any = None,
     options: Mapping[str, Any] | None = None,
-    *,
     from_version: int | None = None,
     from_snapshot: int | None = None,
     catalog: str | None = None,
@@ -194,8 +194,10 @@ def build_companion(
     target_input_size: int | str | None = None,
     dry_run: bool = False,
 ) -> CompanionBuildResult:
-    """Build or sync the companion index at `location` of the `format` table `source` (see the
-    module doc). Returns what was (or, with dry_run, would be) done."""
+    """`it.build_companion`, BUILD INDEXTABLES COMPANION: build or sync the companion index at
+    `location` of the `format` ("delta", "iceberg" or "parquet") table `source`, pointing at its
+    Parquet files instead of copying its rows (see the module doc). indexing: {column: mode} as
+    INDEXING MODES. Returns what was (or, with dry_run, would be) done."""
     # lazy, as every import below: the source readers, the log and the split schema modules load
     # when a build runs, not with the command class (ops/registry.py loads it to parse SQL)
     from indextables_spark.core.log.maintenance import log_with_maintenance
