@@ -151,25 +151,33 @@ def test_names_removed_in_0_2_0(table, gone):
 
 
 def test_optional_arguments_are_keyword_only(table):
+    """Keyword-only after what the API contract (API.md) lists positionally."""
     t = table
     for call in (
         lambda: t.files("day = '2024-01-01'", 1),
-        lambda: t.count("body:spark", "day = '2024-01-01'"),
-        lambda: t.to_arrow("id < 3", ["id"]),
         lambda: t.to_batches("body:spark", "id < 3"),
-        lambda: t.explain("body:spark", "id < 3"),
-        lambda: t.delete("id < 3", "body:spark"),
-        lambda: t.snapshot(1, 0),
-        lambda: t.transaction("fail"),
+        lambda: t.explain("body:spark", "id < 3", 1),
+        lambda: t.search("body:spark", "id < 3"),
+        lambda: t.transaction("fail", 1),
         lambda: t.write(rows(1), "append"),
         lambda: it.IndexTable(t.path, None, None),
-        lambda: it.IndexTable.create(t.path + "_new", rows(1).schema, ["day"]),
         lambda: it.write_table(t.path, rows(1), "append"),
-        lambda: it.build_companion("/nowhere", t.path + "_c", "parquet"),
+        lambda: it.build_companion("/nowhere", t.path + "_c", "parquet", None, None, None, None, 3),
     ):
         with pytest.raises(TypeError):
             call()
     assert t.version() == 1  # nothing ran
+
+
+def test_the_contracts_positional_arguments_work(table):
+    """API.md shows these without `*`: positional calls keep working."""
+    t = table
+    assert t.count("body:spark", "day = '2024-01-01'") == t.count("body:spark", partition_filter="day = '2024-01-01'")
+    assert t.to_arrow("id < 3", ["id"]).column_names == ["id"]
+    assert t.snapshot(1, None).version == 1
+    assert t.transaction("fail").resolver == "fail"
+    created = it.IndexTable.create(t.path + "_new", rows(1).schema, ["day"])
+    assert created.snapshot().partition_columns == ["day"]
 
 
 def test_schema_is_what_reads_return(table):

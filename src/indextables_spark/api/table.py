@@ -120,7 +120,7 @@ class IndexTable:
     def exists(self) -> bool:
         return self.version() >= 0
 
-    def snapshot(self, version: int | None = None, *, timestamp_ms: int | None = None) -> Snapshot:
+    def snapshot(self, version: int | None = None, timestamp_ms: int | None = None) -> Snapshot:
         """The table at `version` (latest by default) or as of `timestamp_ms`."""
         if version is not None and timestamp_ms is not None:
             raise InvalidOptionError("give either version or timestamp_ms, not both")
@@ -157,7 +157,7 @@ class IndexTable:
         return changes_since_timestamp(self.log, timestamp_ms)
 
     def transaction(
-        self, *, resolver: str = "merge", version: int | None = None, operation: str = "WRITE"
+        self, resolver: str = "merge", *, version: int | None = None, operation: str = "WRITE"
     ) -> TableTransaction:
         """A transaction on the table read at `version` (latest by default): the log's
         (add_files, remove_files, add_delete_log, update_stat) and data-level steps (write,
@@ -187,7 +187,7 @@ class IndexTable:
 
         return InspectTable(self.log)
 
-    def count(self, query: str | None = None, *, partition_filter: str | None = None) -> int:
+    def count(self, query: str | None = None, partition_filter: str | None = None) -> int:
         """Row count without deleted rows; from the log's numRecords when there is no query (splits
         with only positional deletes are not opened either)."""
         snap = self.log.pruned_snapshot(partition_filter)
@@ -237,7 +237,7 @@ class IndexTable:
         return search_table(self._search_plan(query, where, columns, fields, version), limit)
 
     def explain(
-        self, query: str | None = None, *, where: str | None = None, version: int | None = None
+        self, query: str | None = None, where: str | None = None, *, version: int | None = None
     ) -> SearchExplanation:
         """What a read with this query and `where` does (split/search.SearchExplanation; .to_dict()):
         the conditions the index answers, narrows (the rows re-check them) or leaves to the rows,
@@ -248,7 +248,7 @@ class IndexTable:
         return explain(self._search_plan(query, where, None, None, version))
 
     def to_arrow(
-        self, where: str | None = None, *, columns: Sequence[str] | None = None, version: int | None = None
+        self, where: str | None = None, columns: Sequence[str] | None = None, version: int | None = None
     ) -> pa.Table:
         """The table's rows (those matching `where`) as a pyarrow Table."""
         from indextables_spark.core.split.search import search_table  # lazy: tantivy, pyarrow
@@ -299,7 +299,7 @@ class IndexTable:
         return _committed(tx)
 
     def delete(
-        self, where: str | None = None, *, query: str | None = None, kind: str = "auto", resolver: str = "merge"
+        self, where: str | None = None, query: str | None = None, kind: str = "auto", resolver: str = "merge"
     ) -> int:
         """Row-level DELETE of the rows matching `where` (SQL-like predicate over any columns, e.g.
         "region = 'eu' AND views < 10"; `_indexall = '<query>'` for a full-text condition) and/or
@@ -321,7 +321,6 @@ class IndexTable:
         cls,
         path: str,
         schema: pa.Schema,
-        *,
         partition_by: str | Sequence[str] | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> IndexTable:

@@ -181,12 +181,12 @@ def _indexing_modes(p: CommandParser) -> tuple[tuple[str, str], ...]:
 def build_companion(
     source: str,
     location: str,
-    *,
     format: str = "delta",
     indexing: Mapping[str, str] | None = None,
     where: str | None = None,
     spark: Any = None,
     options: Mapping[str, Any] | None = None,
+    *,
     from_version: int | None = None,
     from_snapshot: int | None = None,
     catalog: str | None = None,
