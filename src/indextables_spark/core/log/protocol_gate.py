@@ -33,24 +33,40 @@ def with_features(protocol: Protocol, *features: str) -> Protocol:
     )
 
 
-def check_readable(protocol: Protocol, where: str) -> None:
-    if protocol.min_reader_version > MAX_READER_VERSION:
+def _check(
+    where: str, role: str, verb: str, version: int, max_version: int, features: list[str] | None, known: frozenset[str]
+) -> None:
+    """One side (reader or writer) of the protocol against what this implementation supports."""
+    if version > max_version:
         raise ProtocolVersionError(
-            f"{where}: table requires reader version {protocol.min_reader_version}; "
-            f"this indextables_spark reads up to version {MAX_READER_VERSION}"
+            f"{where}: table requires {role} version {version}; "
+            f"this indextables_spark {verb} up to version {max_version}"
         )
-    unknown = sorted(set(protocol.reader_features or []) - KNOWN_READER_FEATURES)
+    unknown = sorted(set(features or []) - known)
     if unknown:
-        raise ProtocolVersionError(f"{where}: table requires unsupported reader features {unknown}")
+        raise ProtocolVersionError(f"{where}: table requires unsupported {role} features {unknown}")
+
+
+def check_readable(protocol: Protocol, where: str) -> None:
+    _check(
+        where,
+        "reader",
+        "reads",
+        protocol.min_reader_version,
+        MAX_READER_VERSION,
+        protocol.reader_features,
+        KNOWN_READER_FEATURES,
+    )
 
 
 def check_writable(protocol: Protocol, where: str) -> None:
     check_readable(protocol, where)
-    if protocol.min_writer_version > MAX_WRITER_VERSION:
-        raise ProtocolVersionError(
-            f"{where}: table requires writer version {protocol.min_writer_version}; "
-            f"this indextables_spark writes up to version {MAX_WRITER_VERSION}"
-        )
-    unknown = sorted(set(protocol.writer_features or []) - KNOWN_WRITER_FEATURES)
-    if unknown:
-        raise ProtocolVersionError(f"{where}: table requires unsupported writer features {unknown}")
+    _check(
+        where,
+        "writer",
+        "writes",
+        protocol.min_writer_version,
+        MAX_WRITER_VERSION,
+        protocol.writer_features,
+        KNOWN_WRITER_FEATURES,
+    )
