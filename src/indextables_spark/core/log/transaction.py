@@ -240,10 +240,7 @@ class Transaction:
     def _rebase_protocol(self, concurrent: Protocol, version: int) -> None:
         """A concurrent protocol change is merged unless this transaction sets a protocol of its own."""
         if self._protocol is not None and not self._added_features:
-            raise ConcurrentModificationError(
-                f"{self.operation} on {self.log.storage.uri}: the table protocol changed concurrently "
-                f"in version {version} (transaction read version {self.read_version})"
-            )
+            raise self._conflict(f"the table protocol changed concurrently in version {version}")
         check_writable(concurrent, f"table {self.log.storage.uri} (version {version})")
         if self._added_features:
             upgraded = with_features(concurrent, *self._added_features)
@@ -277,6 +274,12 @@ class Transaction:
             return
         refuse_reference_writes(self.snapshot(), self.log.storage.uri, self.operation)
 
+    def _conflict(self, what: str, note: str = "") -> ConcurrentModificationError:
+        """The error for a concurrent commit this transaction cannot merge with (`what` happened)."""
+        return ConcurrentModificationError(
+            f"{self.operation} on {self.log.storage.uri}: {what} (transaction read version {self.read_version}{note})"
+        )
+
     def _check_conflicts(self, since: int, upto: int) -> None:
         """Versions (since, upto] were committed by others while we worked."""
         my_removes = {r.path for r in self._removes}
@@ -285,10 +288,7 @@ class Transaction:
         targets = {d.split_path for d in self._delete_logs if d.kind == POSITIONAL}
         for v in range(since + 1, upto + 1):
             if self.resolver == "fail":
-                raise ConcurrentModificationError(
-                    f"{self.operation} on {self.log.storage.uri}: version {v} was committed concurrently "
-                    f"(transaction read version {self.read_version}; resolver 'fail')"
-                )
+                raise self._conflict(f"version {v} was committed concurrently", "; resolver 'fail'")
             actions = self.log.read_actions(v)
             if self._writes_our_files() and any(isinstance(a, AddFile) for a in actions):
                 registry = self._refuse_reference_adds(v, actions, registry)
@@ -300,28 +300,19 @@ class Transaction:
                     self._rebase_protocol(a, v)
                     continue
                 if isinstance(a, Metadata):
-                    raise ConcurrentModificationError(
-                        f"{self.operation} on {self.log.storage.uri}: the table metadata changed concurrently "
-                        f"in version {v} (transaction read version {self.read_version})"
-                    )
+                    raise self._conflict(f"the table metadata changed concurrently in version {v}")
                 if isinstance(a, RemoveFile) and a.path in targets:
-                    raise ConcurrentModificationError(
-                        f"{self.operation} on {self.log.storage.uri}: split {a.path}, whose rows this transaction "
-                        f"deletes, was removed concurrently in version {v} (transaction read version "
-                        f"{self.read_version})"
+                    raise self._conflict(
+                        f"split {a.path}, whose rows this transaction deletes, was removed concurrently in version {v}"
                     )
                 if isinstance(a, DeleteLog) and rewritten and (a.kind != POSITIONAL or a.split_path in rewritten):
                     what = f"split {a.split_path}" if a.kind == POSITIONAL else "every split added before it"
-                    raise ConcurrentModificationError(
-                        f"{self.operation} on {self.log.storage.uri}: rows were deleted concurrently in version {v} "
-                        f"({a.kind} delete log {a.path}, applying to {what}) from splits this transaction rewrites "
-                        f"(transaction read version {self.read_version})"
+                    raise self._conflict(
+                        f"rows were deleted concurrently in version {v} "
+                        f"({a.kind} delete log {a.path}, applying to {what}) from splits this transaction rewrites"
                     )
                 if isinstance(a, RemoveFile) and a.path in my_removes:
-                    raise ConcurrentModificationError(
-                        f"{self.operation} on {self.log.storage.uri}: file {a.path} was removed concurrently "
-                        f"in version {v} (transaction read version {self.read_version})"
-                    )
+                    raise self._conflict(f"file {a.path} was removed concurrently in version {v}")
                 if isinstance(a, CommitInfo) and self.txn_id and a.txn_id == self.txn_id:
                     raise ConcurrentModificationError(
                         f"{self.operation} on {self.log.storage.uri}: transaction {self.txn_id} was already "
