@@ -185,33 +185,29 @@ def _collection(row_offsets: np.ndarray, item_bytes: pa.Array, validity: pa.Arra
     return out
 
 
-def encode_string_map(arr: pa.Array) -> pa.Array:
-    """map<string,string> per row (nulls stay null)."""
+def _encode_nested(arr: pa.Array, encode_entries: Callable[[pa.Array, int, int], pa.Array]) -> pa.Array:
+    """A list or map per row (nulls stay null): encode_entries(array, lo, n) encodes the n child
+    entries from lo on, the ones the rows use."""
     a = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
     if a.offset:
         a = pa.concat_arrays([a])
     offsets = a.offsets.to_numpy().astype(np.int64)
-    keys = a.keys
-    items = a.items
     lo, hi = int(offsets[0]), int(offsets[-1])
-    keys = keys.slice(lo, hi - lo)
-    items = items.slice(lo, hi - lo)
-    entries = _join(encode_strings(keys), encode_strings(items.fill_null("")))
+    entries = encode_entries(a, lo, hi - lo)
     validity = a.is_valid() if a.null_count else None
     return _collection(offsets - lo, entries, validity)
 
 
+def encode_string_map(arr: pa.Array) -> pa.Array:
+    """map<string,string> per row (nulls stay null)."""
+    return _encode_nested(
+        arr,
+        lambda a, lo, n: _join(encode_strings(a.keys.slice(lo, n)), encode_strings(a.items.slice(lo, n).fill_null(""))),
+    )
+
+
 def encode_string_list(arr: pa.Array) -> pa.Array:
-    a = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-    if a.offset:
-        a = pa.concat_arrays([a])
-    offsets = a.offsets.to_numpy().astype(np.int64)
-    values = a.values
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    values = values.slice(lo, hi - lo)
-    items = encode_strings(values.fill_null(""))
-    validity = a.is_valid() if a.null_count else None
-    return _collection(offsets - lo, items, validity)
+    return _encode_nested(arr, lambda a, lo, n: encode_strings(a.values.slice(lo, n).fill_null("")))
 
 
 def nullable_union(enc: pa.Array) -> pa.Array:
