@@ -114,80 +114,87 @@ def describe_state(log_: TransactionLog, now_ms: int | None = None) -> DescribeS
 # ---- DESCRIBE INDEXTABLES TRANSACTION LOG ------------------------------------------------------
 
 
+def _same(*names: str) -> dict[str, str]:
+    return {n: n for n in names}
+
+
+# Each action type's TransactionLogRow columns: (action_type, {column: the action's attribute}).
+_ROW_COLUMNS: dict[type[Action], tuple[str, dict[str, str]]] = {
+    AddFile: (
+        "add",
+        _same(
+            "path",
+            "partition_values",
+            "size",
+            "modification_time",
+            "data_change",
+            "num_records",
+            "stats",
+            "min_values",
+            "max_values",
+            "has_footer_offsets",
+            "footer_start_offset",
+            "footer_end_offset",
+            "split_tags",
+            "num_merge_ops",
+            "doc_mapping_ref",
+            "uncompressed_size_bytes",
+            "added_at_version",
+        ),
+    ),
+    RemoveFile: ("remove", _same("path", "partition_values", "size", "data_change", "deletion_timestamp")),
+    SkipAction: (
+        "skip",
+        {
+            "path": "path",
+            "skip_timestamp": "skip_timestamp",
+            "skip_reason": "reason",
+            "skip_operation": "operation",
+            "skip_retry_after": "retry_after",
+            "skip_count": "skip_count",
+        },
+    ),
+    Protocol: (
+        "protocol",
+        {
+            "protocol_min_reader_version": "min_reader_version",
+            "protocol_min_writer_version": "min_writer_version",
+            "protocol_reader_features": "reader_features",
+            "protocol_writer_features": "writer_features",
+        },
+    ),
+    Metadata: (
+        "metadata",
+        {
+            "metadata_id": "id",
+            "metadata_schema_string": "schema_string",
+            "metadata_partition_columns": "partition_columns",
+            "metadata_configuration": "configuration",
+            "metadata_created_time": "created_time",
+        },
+    ),
+    DeleteLog: (
+        "delete_log",
+        {
+            **_same("path", "size", "added_at_version"),
+            "delete_log_kind": "kind",
+            "delete_log_split_path": "split_path",
+            "delete_log_columns": "columns",
+            "delete_log_num_entries": "num_entries",
+        },
+    ),
+    StatsFiles: ("stats_files", {"stats_key": "key", "stats_files": "files"}),
+}
+
+
 def _action_row(a: Action, version: int, where: str, is_checkpoint: bool, commit: CommitInfo | None) -> dict[str, Any]:
     row: dict[str, Any] = {"version": version, "log_file_path": where, "is_checkpoint": is_checkpoint}
     if commit is not None:
         row.update(commit_timestamp=commit.timestamp, commit_operation=commit.operation)
-    if isinstance(a, AddFile):
-        row.update(
-            action_type="add",
-            path=a.path,
-            partition_values=a.partition_values,
-            size=a.size,
-            modification_time=a.modification_time,
-            data_change=a.data_change,
-            num_records=a.num_records,
-            stats=a.stats,
-            min_values=a.min_values,
-            max_values=a.max_values,
-            has_footer_offsets=a.has_footer_offsets,
-            footer_start_offset=a.footer_start_offset,
-            footer_end_offset=a.footer_end_offset,
-            split_tags=a.split_tags,
-            num_merge_ops=a.num_merge_ops,
-            doc_mapping_ref=a.doc_mapping_ref,
-            uncompressed_size_bytes=a.uncompressed_size_bytes,
-            added_at_version=a.added_at_version,
-        )
-    elif isinstance(a, RemoveFile):
-        row.update(
-            action_type="remove",
-            path=a.path,
-            partition_values=a.partition_values,
-            size=a.size,
-            data_change=a.data_change,
-            deletion_timestamp=a.deletion_timestamp,
-        )
-    elif isinstance(a, SkipAction):
-        row.update(
-            action_type="skip",
-            path=a.path,
-            skip_timestamp=a.skip_timestamp,
-            skip_reason=a.reason,
-            skip_operation=a.operation,
-            skip_retry_after=a.retry_after,
-            skip_count=a.skip_count,
-        )
-    elif isinstance(a, Protocol):
-        row.update(
-            action_type="protocol",
-            protocol_min_reader_version=a.min_reader_version,
-            protocol_min_writer_version=a.min_writer_version,
-            protocol_reader_features=a.reader_features,
-            protocol_writer_features=a.writer_features,
-        )
-    elif isinstance(a, Metadata):
-        row.update(
-            action_type="metadata",
-            metadata_id=a.id,
-            metadata_schema_string=a.schema_string,
-            metadata_partition_columns=a.partition_columns,
-            metadata_configuration=a.configuration,
-            metadata_created_time=a.created_time,
-        )
-    elif isinstance(a, DeleteLog):
-        row.update(
-            action_type="delete_log",
-            path=a.path,
-            size=a.size,
-            added_at_version=a.added_at_version,
-            delete_log_kind=a.kind,
-            delete_log_split_path=a.split_path,
-            delete_log_columns=a.columns,
-            delete_log_num_entries=a.num_entries,
-        )
-    elif isinstance(a, StatsFiles):
-        row.update(action_type="stats_files", stats_key=a.key, stats_files=a.files)
+    spec = next((s for cls, s in _ROW_COLUMNS.items() if isinstance(a, cls)), None)
+    if spec is not None:
+        action_type, columns = spec
+        row.update(action_type=action_type, **{column: getattr(a, attr) for column, attr in columns.items()})
     elif isinstance(a, CommitInfo):
         row.update(
             action_type="commit_info",
