@@ -209,7 +209,7 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
                 open_splits.forget(path)
                 shutil.rmtree(path)
 
-    from indextables_spark.api.table import forget_logs
+    from indextables_spark.core.log.shared_logs import forget_logs
 
     res = {  # forget_logs: each run decodes the state afresh (no snapshot kept from the last run)
         "state-read-70k": median_ms(

@@ -144,7 +144,7 @@ def spark_free(uri: str, endpoint: str, cache: str, columns: list[str] | None, l
     storage layer of this process."""
     from indextables_spark.core.storage import open_storage
     from indextables_spark.core.storage.counting import CountingStorage
-    from indextables_spark.api.table import forget_logs
+    from indextables_spark.core.log.shared_logs import forget_logs
 
     forget_logs()
     shutil.rmtree(cache, ignore_errors=True)
@@ -159,7 +159,7 @@ def through_spark(spark, proxy: CountingProxy, uri: str, cache: str, how: str, l
     """(ids, split bytes, other bytes, GET requests) one cold Spark read fetches through the proxy:
     `how` is "sql" (SELECT id ... TEXTSEARCH), "columns" (reader, columns=id) or "all" (reader,
     every column, .select("id"))."""
-    from indextables_spark.api.table import forget_logs
+    from indextables_spark.core.log.shared_logs import forget_logs
 
     forget_logs()
     shutil.rmtree(cache, ignore_errors=True)

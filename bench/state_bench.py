@@ -153,7 +153,7 @@ def du(path: str) -> int:
 
 
 def read_avro(path: str):
-    from indextables_spark.api.table import forget_logs
+    from indextables_spark.core.log.shared_logs import forget_logs
 
     forget_logs()  # a first read: no snapshot kept from the previous run
     snap = it.IndexTable(path).snapshot()

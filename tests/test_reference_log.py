@@ -23,7 +23,8 @@ import indextables_spark as it
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.core.log.action_wire import action_to_json
 from indextables_spark.core.log.actions import AddFile, RemoveFile, SkipAction
-from indextables_spark.core.log.maintenance import compact, log_with_maintenance
+from indextables_spark.core.log.maintenance import compact
+from indextables_spark.core.log.shared_logs import log_with_maintenance
 from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_adds
 from indextables_spark.core.storage import open_storage
 

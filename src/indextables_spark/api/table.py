@@ -10,10 +10,9 @@ import warnings
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.storage import Storage, open_storage
+from indextables_spark.core.log.shared_logs import log_with_maintenance, shared_log
+from indextables_spark.core.storage import Storage
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.util.lru import LruCache
 from indextables_spark.util.sessions import with_session_options
 
 # What a snapshot read does not need is imported on use ("# lazy" below), so that a fresh process
@@ -40,46 +39,12 @@ if TYPE_CHECKING:
     )
 
 
-# One TransactionLog per (path, options) in a process (see _shared_log).
-_LOGS: LruCache[TransactionLog] = LruCache(16)
-
-
-def _after_commit(log_: TransactionLog, version: int, operation: str | None = None) -> None:
-    """maintenance.after_commit (the automatic checkpoint, compaction after MERGE SPLITS), the
-    post-commit hook of the logs IndexTable opens, as maintenance.log_with_maintenance installs it."""
-    from indextables_spark.core.log.maintenance import (
-        after_commit,
-    )  # lazy: keeps `import indextables_spark.api.table` cheap
-
-    after_commit(log_, version, operation)
-
-
-def _open_log(storage: Storage, options: Options | None = None) -> TransactionLog:
-    """maintenance.log_with_maintenance without importing maintenance (and the state writer, pyarrow, ...)
-    until a commit runs its hook."""
-    return TransactionLog(storage, options, post_commit=(_after_commit,))
-
-
-def _shared_log(path: str, options: Options) -> TransactionLog:
-    """One TransactionLog per (path, options) in a process, so that IndexTable objects made per
-    request or per Spark planning call reuse its last snapshot while the log is unchanged (it
-    checks with one listing per snapshot(); see TransactionLog.snapshot)."""
-    key = (path, tuple(sorted(options.items())))
-    return _LOGS.get_or_build(key, lambda: _open_log(open_storage(path, options), options))
-
-
 def _deprecated(old: str, new: str) -> None:
     warnings.warn(
         f"IndexTable.{old} is deprecated and goes when the API contract drops it; use IndexTable.{new}",
         DeprecationWarning,
         stacklevel=3,
     )
-
-
-def forget_logs() -> None:
-    """Drop the process's shared transaction logs (and so their last snapshots): the next
-    IndexTable decodes its state afresh (benches measuring a first read use it)."""
-    _LOGS.clear()
 
 
 class IndexTable:
@@ -105,9 +70,9 @@ class IndexTable:
         self.path = path
         if storage is not None:
             self.storage = storage
-            self.log = _open_log(storage, self.options)
+            self.log = log_with_maintenance(storage, self.options)
         else:
-            self.log = _shared_log(path, self.options)
+            self.log = shared_log(path, self.options)
             self.storage = self.log.storage
 
     def __repr__(self) -> str:

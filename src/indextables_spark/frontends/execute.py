@@ -10,7 +10,6 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.schema.arrow_types import spark_schema_json
 from indextables_spark.ops.registry import Command, Context, Listing, Operation, operation_of, table_name_of
 from indextables_spark.results import Progress, Record
@@ -35,13 +34,6 @@ def spark_schema(result: type[Record]) -> Any:
     return StructType.fromJson(spark_schema_json(result.arrow_schema()))
 
 
-def _shared_log(path: str, options: Options) -> TransactionLog:
-    """The log IndexTable(path, options) shares in this process (its last snapshot reused)."""
-    from indextables_spark.api.table import IndexTable  # lazy: the executor loads table code on use
-
-    return IndexTable(path, options).log
-
-
 def execute(
     cmd: Command,
     options: Options | Mapping[str, Any] | None = None,
@@ -52,7 +44,7 @@ def execute(
     else they run in this process."""
     name = table_name_of(cmd)
     opts = options if isinstance(options, Options) else Options.of(options)
-    ctx = Context(opts, spark, progress, open_log=_shared_log)
+    ctx = Context(opts, spark, progress)
     if name is not None:
         ctx.path(name)  # raises: table names are resolved by it.sql / spark.sql only
     out = cmd.run(ctx)

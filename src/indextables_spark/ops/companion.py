@@ -200,7 +200,7 @@ def build_companion(
     INDEXING MODES. Returns what was (or, with dry_run, would be) done."""
     # lazy, as every import below: the source readers, the log and the split schema modules load
     # when a build runs, not with the command class (ops/registry.py loads it to parse SQL)
-    from indextables_spark.core.log.maintenance import log_with_maintenance
+    from indextables_spark.core.log.shared_logs import log_with_maintenance
     from indextables_spark.core.schema.arrow_types import spark_schema_json  # lazy: see above
     from indextables_spark.core.split.column_specs import validate_schema  # lazy: see above
     from indextables_spark.ops.companion_sources import FORMATS, open_source  # lazy: see above

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, Protocol, Sequence
 
 from indextables_spark.config.options import Options, parse_size
-from indextables_spark.core.storage import open_storage
+from indextables_spark.core.log.shared_logs import shared_log
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,10 +87,9 @@ class CommandParser(Protocol):
 
 
 def log_at(path: str, options: Options) -> TransactionLog:
-    """A table's log with this package's post-commit maintenance (Context's default opener)."""
-    from indextables_spark.core.log.maintenance import log_with_maintenance  # lazy: the registry stays cheap
-
-    return log_with_maintenance(open_storage(path, options), options)
+    """The process's shared log of a table, with this package's post-commit maintenance (Context's
+    default opener: IndexTable's logs are the same ones)."""
+    return shared_log(path, options)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from indextables_spark.core.log.codec import encode_actions
 from indextables_spark.core.log.delete_logs import live_delete_logs
 from indextables_spark.core.log.doc_mapping import registry_key
 from indextables_spark.core.log.file_entries import add_files_to_table
-from indextables_spark.core.log.maintenance import log_with_maintenance
+from indextables_spark.core.log.shared_logs import log_with_maintenance
 from indextables_spark.core.log.paths import LOG_DIR
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.errors import InvalidOptionError, TableExistsError

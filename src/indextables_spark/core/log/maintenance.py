@@ -1,6 +1,6 @@
 """Table maintenance on top of commits: checkpoints (Avro state or JSON), compaction, protocol
 upgrade, state GC, and the post-commit hook that runs them (`after_commit`), which upper layers
-install on the logs they open (`log_with_maintenance`): a commit itself runs no hooks.
+install on the logs they open (`shared_logs.log_with_maintenance`): a commit itself runs no hooks.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import Protocol
 from indextables_spark.core.log.avro_state import read_state_manifest
 from indextables_spark.core.log.gc import cleanup_old_states, gc_manifests, reachable_manifests
@@ -23,7 +22,6 @@ from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE, FORMAT_
 from indextables_spark.core.log.state_writer import StateWriteResult, write_state
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
-from indextables_spark.core.storage import Storage
 from indextables_spark.errors import CorruptStateError, IndexTablesError, ProtocolVersionError, TableNotFoundError
 from indextables_spark.results import CheckpointResult, TruncateTimeTravelResult, elapsed_ms
 
@@ -256,9 +254,3 @@ def truncate_time_travel(log_: TransactionLog, dry_run: bool = False) -> Truncat
         orphaned_manifests=orphaned,
         deleted_manifests=deleted,
     )
-
-
-def log_with_maintenance(storage: Storage, options: Options | None = None) -> TransactionLog:
-    """The transaction log of a table with this package's post-commit maintenance installed (the
-    automatic checkpoint every `checkpoint.interval` versions, compaction after MERGE SPLITS)."""
-    return TransactionLog(storage, options, post_commit=(after_commit,))

@@ -85,7 +85,7 @@ class TransactionLog:
         self.storage = storage
         self.options = options or Options()
         # Run by Transaction.commit after each commit of this log, with (log, version, operation):
-        # maintenance the layers above install (maintenance.log_with_maintenance); a commit itself runs none.
+        # maintenance the layers above install (shared_logs.log_with_maintenance); a commit itself runs none.
         self.post_commit = tuple(post_commit)
         # The last snapshot built and the log listing it was built from: asking for the same version
         # again while the log's files are unchanged (a service searching the table per request)
