@@ -31,8 +31,8 @@ def median_time(fn, runs: int) -> float:
 def fetch_rows(table, query: str) -> int:
     """Rows matching a query, read like a Spark task reads them (every split, rows materialised).
     `table` is an indextables_spark.IndexTable."""
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.cache.cache import get_cache
+    from indextables_spark.core.split.read.reader import SplitReader
 
     n = 0
     cache = get_cache(table.options)

@@ -28,10 +28,10 @@ import pyarrow as pa
 import indextables_spark as it
 from indextables_spark.config.options import Options
 from indextables_spark.expr.model import EqualTo
-from indextables_spark.expr.skipping import skip_split
-from indextables_spark.core.split.bloom import STATS_KEY, skip_by_blooms
-from indextables_spark.core.split.cache import get_cache
-from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.read.skipping import skip_split
+from indextables_spark.core.split.format.bloom import STATS_KEY, skip_by_blooms
+from indextables_spark.core.split.cache.cache import get_cache
+from indextables_spark.core.split.read.reader import SplitReader
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split()
 

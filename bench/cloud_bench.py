@@ -17,7 +17,7 @@ Cold reads of small splits (--cold-docs, default 50,000,200,000,640,000 document
 `IndexTable.search(RARE_QUERY, columns=["id"])` on S3 three ways, in the same run: the splits
 fetched whole (cache.rows.lazy=false, the behaviour before), the index files whole and the row
 store by ranges (what cache.rows.lazy did for splits of 16 MB or more), and only the parts of the
-index files the query reads (core/split/sparse.py, the default now). For each: GET requests, bytes,
+index files the query reads (core/split/cache/sparse.py, the default now). For each: GET requests, bytes,
 % of the data bytes, cold time (median of --runs, empty split cache each time) and warm time.
 --only-cold runs just that part.
 
@@ -199,8 +199,8 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
     day = partition_value(3, NUM_PARTITIONS)
 
     def clear_cache():
-        from indextables_spark.core.split import open_splits
-        from indextables_spark.core.split.cache import get_cache
+        from indextables_spark.core.split.cache import open_splits
+        from indextables_spark.core.split.cache.cache import get_cache
 
         cache = get_cache(opts)
         for name in os.listdir(cache.root):
@@ -265,8 +265,8 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
     """The rare-term id query on tables of small splits, cold and warm, fetched three ways."""
     import pyarrow as pa
 
-    from indextables_spark.core.split import open_splits
-    from indextables_spark.core.split.search import SearchPlan, search_table
+    from indextables_spark.core.split.cache import open_splits
+    from indextables_spark.core.split.read.search import SearchPlan, search_table
     from indextables_spark.core.storage import open_storage
     from indextables_spark.core.storage.counting import CountingStorage
 

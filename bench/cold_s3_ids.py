@@ -22,7 +22,7 @@ body:osprey, each with a fresh (empty) split cache directory:
   (CountingProxy below), which counts the response bytes of every GET, whichever process sent it.
 Each is run with the split cache's default handling (`cache.rows.lazy` auto: a Spark-free search
 with only a query fetches, of remote splits of 1 MiB or more, only the parts of the index files the
-query reads (core/split/sparse.py) and the row store by ranges; other reads fetch splits under
+query reads (core/split/cache/sparse.py) and the row store by ranges; other reads fetch splits under
 `cache.rows.lazyMinSplitSize`, 16 MB by default, whole) and with `cache.rows.lazy` true (the same,
 every split). The Spark reads (separate worker processes) do not pass the query to the split cache:
 they fetch the index files whole. bench/cloud_bench.py compares the ways, cold and warm.
@@ -188,7 +188,7 @@ def through_spark(spark, proxy: CountingProxy, uri: str, cache: str, how: str, l
 def print_composition(table, data: int) -> None:
     """What the split files hold: the row store against the index files (by extension), from
     their footers (ranged reads)."""
-    from indextables_spark.core.split.bundle import RangeSource, read_footer
+    from indextables_spark.core.split.format.bundle import RangeSource, read_footer
 
     by: Counter[str] = Counter()
     for f in table.files():

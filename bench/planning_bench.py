@@ -27,7 +27,7 @@ from pyspark.sql.datasource import EqualTo, EqualNullSafe, Not
 t0 = time.perf_counter()
 from indextables_spark.spark.datasource import IndexTablesDataSource
 from indextables_spark.spark.guard import GUARD_PREFIX, INDEXGUARD
-import indextables_spark.spark.reader, indextables_spark.api.table, indextables_spark.core.split.search
+import indextables_spark.spark.reader, indextables_spark.api.table, indextables_spark.core.split.read.search
 import indextables_spark.core.log.avro_state, indextables_spark.core.log.manifest as manifest
 manifest.datafusion_core()
 import pyarrow

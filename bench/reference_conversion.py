@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/reference_conversion.py [--rows 200000] [--runs 3] [--dir /tmp/indextables-ref-bench]
 
-A reference split is re-indexed into our format when it enters the split cache (core/split/reference.py).
+A reference split is re-indexed into our format when it enters the split cache (core/split/reference/reference.py).
 This bench builds the same generated rows (examples/datagen.py: id, 8-word title, 50-word body, ...)
 two ways and prints, for the first (cold) read of one split and for warm queries after it:
 
@@ -73,7 +73,7 @@ def main() -> None:
     reference_table(rows, ref, args.dir)
     write_s = timed(lambda: it.write_table(ours, rows, options={"indexing.typemap.body": "text"}))
 
-    from indextables_spark.core.split import reference as conv
+    from indextables_spark.core.split.reference import reference as conv
 
     cold_ref, cold_ours, docs_s, reindex_s = [], [], [], []
     for run in range(args.runs):
@@ -83,7 +83,7 @@ def main() -> None:
         cold_ours.append(timed(lambda: it.IndexTable(ours, options=opts).count("body:kestrel")))
         # the parts of a conversion: the document store alone, then the whole conversion
         idx = os.path.join(args.dir, f"parts{run}")
-        from indextables_spark.core.split.quickwit import extract_bundle
+        from indextables_spark.core.split.reference.quickwit import extract_bundle
 
         split = os.path.join(ref, SPLIT)
         extract_bundle(split, idx, split)

@@ -247,9 +247,9 @@ def man_case(args) -> None:
     ours = {}
     for _name, term in queries:
         ours[term] = median_time(lambda: table.search(f"line:{term}", columns=["id"]), args.runs)
-    # the marginal cost of a split without a match: split/search.search_table of the no-match
+    # the marginal cost of a split without a match: core/split/read/search.search_table of the no-match
     # query over every split against the same over only the smallest (live_files replaced)
-    from indextables_spark.core.split.search import search_table
+    from indextables_spark.core.split.read.search import search_table
 
     smallest = min(files, key=lambda f: f.num_records or 0)
     plans = [table._search_plan(f"line:{none}", None, ["id"], None, None) for _ in range(2)]
@@ -296,8 +296,8 @@ def man_case(args) -> None:
 
 def _bare_tantivy_floor(table, query: str, runs: int) -> float:
     """Seconds for the tantivy-py calls alone of a search of every split (already open)."""
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.cache.cache import get_cache
+    from indextables_spark.core.split.read.reader import SplitReader
 
     cache = get_cache(table.options)
     indexes = [SplitReader(cache.local_dir(table.storage, f)).index for f in table.files()]

@@ -275,7 +275,7 @@ def print_write_floor(args, cores: int, gen: float, pq_write: float) -> None:
     over the cores."""
     import tempfile
 
-    from indextables_spark.core.split.builder import SplitWriter
+    from indextables_spark.core.split.write.builder import SplitWriter
     from indextables_spark.core.schema.arrow_types import spark_schema_json
     from indextables_spark.core.storage import open_storage
 
@@ -340,7 +340,7 @@ def print_row_floors(spark, it_path: str, args, cores: int, times: dict, kinds: 
                 f"{c_pq / c_it:.1f}x), collect {f_collect:.3f}s (at most {r_pq / f_collect:.1f}x; ours {r_pq / r_it:.1f}x)"
             )
             if query is not None:
-                from indextables_spark.core.split.search import count_matches
+                from indextables_spark.core.split.read.search import count_matches
 
                 snap = table.snapshot(written)
 

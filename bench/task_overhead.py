@@ -28,7 +28,7 @@ from bench_common import local_spark, median_time
 
 def index_alone(path: str, query: str, runs: int, version: int | None) -> None:
     import indextables_spark as it
-    from indextables_spark.core.split.search import count_matches
+    from indextables_spark.core.split.read.search import count_matches
 
     table = it.IndexTable(path)
     snap = table.snapshot(version)

@@ -63,8 +63,8 @@ def small_splits_table(
 
 def split_rows(table: it.IndexTable, add) -> list[tuple]:
     """The rows of one split, as read_all gives them."""
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.cache.cache import get_cache
+    from indextables_spark.core.split.read.reader import SplitReader
 
     reader = SplitReader(get_cache(table.options).local_dir(table.storage, add))
     return [
@@ -85,8 +85,8 @@ def as_tuples(data: pa.Table) -> list[tuple]:
 
 def query_ids(table: it.IndexTable, query: str, version: int | None = None) -> list[int]:
     """Ids of the rows matching a full-text query, over every split of a version."""
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.cache.cache import get_cache
+    from indextables_spark.core.split.read.reader import SplitReader
 
     snap = table.snapshot(version)
     ids = []
@@ -113,8 +113,8 @@ def age_tree(root: str, hours: float, suffix: str = "") -> None:
 def live_rows(table: it.IndexTable, version: int | None = None) -> list[tuple]:
     """Like read_all, with the snapshot's row-level deletes applied."""
     from indextables_spark.core.log.delete_logs import load_split_deletes
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.cache.cache import get_cache
+    from indextables_spark.core.split.read.reader import SplitReader
 
     snap = table.snapshot(version)
     out = []

@@ -69,7 +69,7 @@ def rows_for(ids: list[int]) -> pa.Table:
 
 def write_splits(table, ids: list[int]):
     """Real splits for these rows (one per partition value); returns (adds, {path: ids}, writer)."""
-    from indextables_spark.core.split.builder import SplitWriter
+    from indextables_spark.core.split.write.builder import SplitWriter
 
     w = SplitWriter(table.storage, SCHEMA, PARTITIONS, table.options)
     w.write_batch(rows_for(ids))
@@ -177,7 +177,7 @@ def context():
             [
                 "indextables_spark",
                 "indextables_spark.api.table",
-                "indextables_spark.core.split.builder",
+                "indextables_spark.core.split.write.builder",
                 "indextables_spark.ops.merge_splits",
                 "indextables_spark.ops.purge",
                 "indextables_spark.core.log.maintenance",
@@ -332,8 +332,8 @@ class CrashTable:
 
     # ---- checks -------------------------------------------------------------------------------
     def _ids(self, table, add) -> frozenset[int]:
-        from indextables_spark.core.split.cache import get_cache
-        from indextables_spark.core.split.reader import SplitReader
+        from indextables_spark.core.split.cache.cache import get_cache
+        from indextables_spark.core.split.read.reader import SplitReader
 
         got = self._ids_of_path.get(add.path)
         if got is None:

@@ -6,7 +6,7 @@ nulls omitted), bundled the Quickwit way and committed to a table as a reference
 
 Not a split the reference itself opens: tantivy-py writes FST term dictionaries (the reference's
 Tantivy writes SSTables) and the hotcache here is empty. The package never reads either: it checks
-the hotcache framing and re-indexes the documents (core/split/reference.py), so for the read path these
+the hotcache framing and re-indexes the documents (core/split/reference/reference.py), so for the read path these
 stand in for the real thing; the 17 real tables are in tests/data/reference_v0.5.4.
 """
 

@@ -321,7 +321,7 @@ class Worker:
 
     @property
     def cache_dir(self) -> Path:
-        """The executors' default indextables split cache (core/split/cache.py: `$TMPDIR/indextables-cache`)."""
+        """The executors' default indextables split cache (core/split/cache/cache.py: `$TMPDIR/indextables-cache`)."""
         return self.tmp_dir / "indextables-cache"
 
     def executor_logs(self) -> list[Path]:

@@ -17,8 +17,8 @@ import indextables_spark as it
 from indextables_spark.errors import CorruptStateError, InvalidOptionError
 from indextables_spark.config.options import Options
 from indextables_spark.expr.model import And, EqualNullSafe, EqualTo, GreaterThan, In, Or
-from indextables_spark.expr.skipping import skip_split
-from indextables_spark.core.split.bloom import (
+from indextables_spark.core.split.read.skipping import skip_split
+from indextables_spark.core.split.format.bloom import (
     STATS_KEY,
     BloomFilter,
     bloom_file_for,
@@ -77,8 +77,8 @@ def plan(t: it.IndexTable, filters: list, enabled: bool = True) -> list:
 
 
 def read_rows(t: it.IndexTable, files: list, filters: list) -> list[dict]:
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.cache.cache import get_cache
+    from indextables_spark.core.split.read.reader import SplitReader
 
     out = []
     for f in files:
@@ -104,7 +104,7 @@ def test_hashes_are_fixed_and_the_same_in_every_process():
         16490336266968443936,
     ]
     code = (
-        "import pyarrow as pa; from indextables_spark.core.split.bloom import hash_values; "
+        "import pyarrow as pa; from indextables_spark.core.split.format.bloom import hash_values; "
         "print(hash_values(pa.array(['x', 'yy', None, 'zzz' * 9])).tolist())"
     )
     runs = {
@@ -232,7 +232,7 @@ def test_a_corrupt_bloom_file_is_an_error_naming_it(tmp_path):
     with pytest.raises(CorruptStateError, match=r"split-.*\.bloom: truncated or corrupt Bloom filter"):
         plan(t, [EqualTo("uid", "x")])
     t.storage.put(key, b"ITBF" + (7).to_bytes(4, "little") + good[8:])
-    from indextables_spark.core.split import bloom
+    from indextables_spark.core.split.format import bloom
 
     bloom._cache.clear()
     with pytest.raises(CorruptStateError, match="Bloom filter format version 7 found"):

@@ -28,7 +28,7 @@ from indextables_spark.core.log.actions import Metadata
 from indextables_spark.core.log.doc_mapping import registry_key
 from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL
 from indextables_spark.core.log.transaction import new_table_id
-from indextables_spark.core.split.builder import SplitWriter
+from indextables_spark.core.split.write.builder import SplitWriter
 from indextables_spark.core.storage import LocalStorage
 
 pytestmark = pytest.mark.cloud
@@ -112,8 +112,8 @@ def by_content(files) -> list[tuple]:
 
 
 def all_rows(table: it.IndexTable, version: int | None = None) -> list[tuple]:
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.cache.cache import get_cache
+    from indextables_spark.core.split.read.reader import SplitReader
 
     out = []
     for f in table.snapshot(version).files:

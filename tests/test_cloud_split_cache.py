@@ -22,10 +22,10 @@ from faults import AzureFaults, S3Faults
 
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.builder import SplitWriter
-from indextables_spark.core.split.cache import SplitCache, get_cache
-from indextables_spark.core.split import open_splits
-from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.write.builder import SplitWriter
+from indextables_spark.core.split.cache.cache import SplitCache, get_cache
+from indextables_spark.core.split.cache import open_splits
+from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.storage import open_storage
 
 pytestmark = pytest.mark.cloud
@@ -184,7 +184,7 @@ def test_remote_row_store_read_by_ranges(cloud_backend, tmp_path):
     bodies = pa.Table.from_batches(list(reader.read(query="word7", columns=["body"])))
     assert bodies.num_rows == ROWS // 50 and all("word7 " in b for b in bodies.column("body").to_pylist())
     body_bytes = storage.bytes_read["read_range"] - opened - id_bytes
-    from indextables_spark.core.split.bundle import load_extracted_footer
+    from indextables_spark.core.split.format.bundle import load_extracted_footer
 
     rows_length = load_extracted_footer(local).rows.length
     assert id_bytes > 0 and body_bytes > 0 and id_bytes + body_bytes < rows_length

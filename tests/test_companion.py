@@ -16,7 +16,7 @@ import indextables_spark as it
 from cloud_helpers import session_conf
 from cmd_helpers import rows
 from indextables_spark.errors import CompanionSourceError
-from indextables_spark.core.split.companion import forget_source_files
+from indextables_spark.core.split.cache.companion import forget_source_files
 
 COLUMNS = ["id", "body", "views", "region", "day"]
 INDEXING = {"body": "text"}
@@ -472,7 +472,7 @@ def test_cloud_source_and_index(cloud_backend, fmt):
 
 def test_reads_fetch_only_the_needed_row_groups_and_columns(tmp_path, monkeypatch):
     """Rows come from the source files by ranged reads of the row groups and columns asked for."""
-    from indextables_spark.core.split import companion
+    from indextables_spark.core.split.cache import companion
     from indextables_spark.core.storage import open_storage
     from indextables_spark.core.storage.counting import CountingStorage
 

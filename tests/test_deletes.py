@@ -57,8 +57,8 @@ def make_table(path: str, n: int = 240, writes: int = 2, options: dict | None = 
 
 def visible(t: it.IndexTable, version: int | None = None) -> list[tuple]:
     """Every live row (deletes applied), partition column included, sorted by id."""
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.cache.cache import get_cache
+    from indextables_spark.core.split.read.reader import SplitReader
 
     snap = t.snapshot(version)
     out = []
@@ -296,8 +296,8 @@ def test_change_feed_reports_delete_logs(tmp_path):
 
 
 def test_search_scored_leaves_deleted_rows_out(tmp_path):
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.cache.cache import get_cache
+    from indextables_spark.core.split.read.reader import SplitReader
 
     t = make_table(str(tmp_path / "t"), n=120, writes=1)
     f = t.snapshot().files[0]

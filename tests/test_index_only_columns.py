@@ -12,8 +12,8 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.core.split.agg_request import AggregationError
-from indextables_spark.core.split.bundle import read_footer
+from indextables_spark.core.split.aggregate.agg_request import AggregationError
+from indextables_spark.core.split.format.bundle import read_footer
 from indextables_spark.expr.values import UnsupportedFilterError
 
 P = "spark.indextables."

@@ -15,25 +15,23 @@ MAX_LINES = 500
 LAYERS = [
     ("errors", 0),
     ("results", 0),
-    ("util.sessions", 1),  # a session's conf as options (config/)
     ("util", 0),
     ("config", 1),
     ("core.schema", 2),
-    # expr/ is one concept over two layers: the model, its parsers and evaluation sit below the
-    # log (which prunes manifests with partition filters); data skipping and the Tantivy query
-    # builder read split statistics and doc mappings, so they sit with the split format
-    ("expr.skipping", 6),
-    ("expr.tantivy_query", 6),
     ("expr", 3),
     ("core.storage", 4),
     ("core.log", 5),
-    ("core.split", 6),
+    # core/split's sub-packages: the split format first; writing, the caches, reading and the
+    # reference's splits call one another (one layer); aggregations read through them
+    ("core.split.format", 6),
+    ("core.split.aggregate", 8),
+    ("core.split", 7),
     ("core", 4),
-    ("ops", 7),
-    ("api", 8),
-    ("frontends.cli", 11),
-    ("frontends", 9),
-    ("spark", 10),
+    ("ops", 9),
+    ("api", 10),
+    ("frontends.cli", 13),
+    ("frontends", 11),
+    ("spark", 12),
 ]
 
 

@@ -10,10 +10,10 @@ import tantivy
 
 from indextables_spark.errors import IndexTablesError, QueryParseError
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.builder import SplitWriter
-from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.write.builder import SplitWriter
+from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.expr.query_errors import format_query_error, locate_query_error
-from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.storage.local import LocalStorage
 

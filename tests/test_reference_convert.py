@@ -91,7 +91,7 @@ def test_reference_doc_mapping_is_told_apart_in_the_log_layer():
     ours = '[{"name":"id","type":"i64","column":"id","kind":"i64"},{"name":"__row","type":"u64","hidden":true}]'
     assert is_reference_doc_mapping(ref) and not is_reference_doc_mapping(ours)
     assert not is_reference_doc_mapping(None) and not is_reference_doc_mapping("") and not is_reference_doc_mapping("{")
-    from indextables_spark.core.split.reference import is_reference_doc_mapping as split_layer
+    from indextables_spark.core.split.reference.reference import is_reference_doc_mapping as split_layer
 
     for text in (ref, ours, "[]", "not json"):
         assert split_layer(text) == is_reference_doc_mapping(text)

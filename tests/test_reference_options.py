@@ -13,7 +13,7 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.core.split.agg_request import AggregationError
+from indextables_spark.core.split.aggregate.agg_request import AggregationError
 
 P = "spark.indextables."
 LONG = "a" + "b" * 59  # one 60-byte token: dropped at 40 bytes, kept at 255

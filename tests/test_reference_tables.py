@@ -5,7 +5,7 @@ Spark; corrupted copies of their splits fail naming the file.
 The expected rows come from the split files themselves, decoded here independently of the
 package (Quickwit bundle offsets parsed by hand, documents read with tantivy-py from the
 extracted index), with partition values from the log. The package re-indexes each reference
-split into its own format when it enters the split cache (core/split/reference.py).
+split into its own format when it enters the split cache (core/split/reference/reference.py).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import tantivy
 import indextables_spark as it
 from indextables_spark.errors import IndexTablesError, SplitFormatError
 from indextables_spark.expr.model import EqualTo
-from indextables_spark.expr.skipping import skip_split
-from indextables_spark.core.split.reference import written_by_reference
-from indextables_spark.core.split.column_specs import column_specs
+from indextables_spark.core.split.read.skipping import skip_split
+from indextables_spark.core.split.reference.reference import written_by_reference
+from indextables_spark.core.split.format.column_specs import column_specs
 
 ROOT = Path(__file__).parent / "data" / "reference_v0.5.4"
 TABLES = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name[:2].isdigit())

@@ -49,8 +49,8 @@ class IdReader:
         self.lock = threading.Lock()
 
     def ids(self, add) -> frozenset[int]:
-        from indextables_spark.core.split.cache import get_cache
-        from indextables_spark.core.split.reader import SplitReader
+        from indextables_spark.core.split.cache.cache import get_cache
+        from indextables_spark.core.split.read.reader import SplitReader
 
         got = self.memo.get(add.path)
         if got is None:

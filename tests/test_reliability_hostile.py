@@ -252,8 +252,8 @@ option_maps = st.dictionaries(
 def test_fuzz_schema_strings_and_settings(schema, parts, opts):
     from indextables_spark.config.options import Options
     from indextables_spark.core.schema.arrow_types import arrow_schema
-    from indextables_spark.core.split.column_specs import validate_schema
-    from indextables_spark.core.split.doc_mapping import doc_mapping_json
+    from indextables_spark.core.split.format.column_specs import validate_schema
+    from indextables_spark.core.split.format.doc_mapping import doc_mapping_json
 
     o = Options.of(opts)
 
@@ -290,7 +290,7 @@ def test_fuzz_schema_strings_and_settings(schema, parts, opts):
     )
 )
 def test_fuzz_doc_mappings(mapping):
-    from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping, tantivy_schema
+    from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping, tantivy_schema
 
     _only_ours(lambda: tantivy_schema(specs_from_doc_mapping(mapping)))
 
@@ -474,8 +474,8 @@ def test_fuzz_action_json(obj):
 
 @pytest.fixture(scope="module")
 def split_reader(tmp_path_factory):
-    from indextables_spark.core.split.cache import get_cache
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.cache.cache import get_cache
+    from indextables_spark.core.split.read.reader import SplitReader
 
     root = str(tmp_path_factory.mktemp("q") / "t")
     t = it.IndexTable(root, ch.TABLE_OPTIONS)
@@ -545,7 +545,7 @@ def test_fuzz_query_strings(split_reader, query, limit):
 
 def test_tantivy_panics_become_our_errors(split_reader):
     """A real pyo3 PanicException (search with limit 0 panics in tantivy) is converted."""
-    from indextables_spark.core.split._tantivy import TantivyError, tantivy_call
+    from indextables_spark.core.split.format._tantivy import TantivyError, tantivy_call
 
     query = split_reader.index.parse_query("*", ["body"])
     with pytest.raises(TantivyError, match="panicked"):
@@ -560,7 +560,7 @@ def test_tantivy_panics_become_our_errors(split_reader):
 
 def test_fuzz_write_rows_through_the_split_writer(tmp_path):
     """Hostile values in rows (huge tokens, NUL, invalid surrogates replaced, extreme numbers)."""
-    from indextables_spark.core.split.builder import SplitWriter
+    from indextables_spark.core.split.write.builder import SplitWriter
 
     t = it.IndexTable(str(tmp_path / "t"))
     values = ["", "\x00", "a" * 100_000, "é" * 5000, "\ud7ff", " ".join(["x"] * 20000), "NaN", "\\u0000", None]

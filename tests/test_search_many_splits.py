@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.core.split import reader as reader_mod
-from indextables_spark.core.split import query_parsing
-from indextables_spark.core.split import search as search_mod
-from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.read import reader as reader_mod
+from indextables_spark.core.split.read import query_parsing
+from indextables_spark.core.split.read import search as search_mod
+from indextables_spark.core.split.cache.cache import get_cache
 
 WORDS = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "lambda"]
 LANGS = {"en": 1500, "de": 300, "fr": 120, "it": 40, "nl": 12, "sv": 5, "fi": 2, "da": 1}

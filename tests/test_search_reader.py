@@ -177,7 +177,7 @@ def test_load_options_take_the_arrow_batch_size():
 
 def test_groups_are_balanced_one_wave():
     from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.split.groups import group_by_size
+    from indextables_spark.core.split.read.groups import group_by_size
 
     files = [AddFile(f"s{i}", {}, size, 0) for i, size in enumerate([90, 80, 70, 30, 20, 10, 5, 5])]
     groups = group_by_size(files, 1000, 2)
@@ -237,7 +237,7 @@ def test_joined_batches_keep_order_and_each_rows_partition_values():
     import pyarrow as pa
 
     from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.split.split_rows import joined
+    from indextables_spark.core.split.read.split_rows import joined
 
     def split(region, day):
         return AddFile(
@@ -294,7 +294,7 @@ def test_partition_values_attach_to_a_table_with_casts_and_missing_columns():
     import pyarrow as pa
 
     from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.split.split_rows import with_partition_values
+    from indextables_spark.core.split.read.split_rows import with_partition_values
 
     add = AddFile(path="a.split", partition_values={"region": "eu"}, size=1, modification_time=0)
     data = pa.table({"id": pa.array([1, 2], pa.int32()), "_score": pa.array([0.5, 0.25], pa.float32())})

@@ -15,10 +15,10 @@ import pytest
 
 from indextables_spark.config.options import Options
 from indextables_spark.expr.model import EqualTo, In, StringContains, StringEndsWith, StringStartsWith
-from indextables_spark.expr.tantivy_query import build_query
+from indextables_spark.core.split.read.tantivy_query import build_query
 from indextables_spark.expr import text
-from indextables_spark.core.split.builder import SplitWriter
-from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.write.builder import SplitWriter
+from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.schema.types import ROW_FIELD
 from indextables_spark.core.storage.local import LocalStorage
 

@@ -117,7 +117,7 @@ def test_index_table_over_connect_on_s3(connect_spark, s3_uri, s3_options, caplo
         visible = session_options(spark)
         assert not any(k in visible for k in SECRET_KEYS)
         assert {k: v for k, v in s3_options.items() if k not in SECRET_KEYS}.items() <= visible.items()
-        with caplog.at_level(logging.WARNING, logger="indextables_spark.util.sessions"):
+        with caplog.at_level(logging.WARNING, logger="indextables_spark.config.sessions"):
             it.IndexTable(uri, spark=spark)
         assert all(k in caplog.text for k in SECRET_KEYS), caplog.text
         caplog.clear()

@@ -13,10 +13,10 @@ import pyarrow as pa
 import pytest
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.builder import SplitWriter
-from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.write.builder import SplitWriter
+from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.expr.model import EqualTo
-from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.storage.local import LocalStorage
 
 pytestmark = pytest.mark.skipif(not os.environ.get("INDEXTABLES_SPLIT_BENCH"), reason="opt-in benchmark")

@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from indextables_spark.errors import IndexTablesError, SplitFormatError
-from indextables_spark.core.split.bundle import (
+from indextables_spark.core.split.format.bundle import (
     FOOTER_FILE,
     MAGIC,
     ROWS_NAME,

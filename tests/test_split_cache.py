@@ -13,10 +13,10 @@ import pytest
 
 from indextables_spark.errors import FileNotFoundInStorageError, SplitFormatError
 from indextables_spark.config.options import Options
-from indextables_spark.core.split import cache as cache_mod
-from indextables_spark.core.split.builder import SplitWriter
-from indextables_spark.core.split.cache import SplitCache, get_cache
-from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.cache import cache as cache_mod
+from indextables_spark.core.split.write.builder import SplitWriter
+from indextables_spark.core.split.cache.cache import SplitCache, get_cache
+from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.storage.local import LocalStorage
 
 SCHEMA = {

@@ -17,12 +17,12 @@ import pytest
 from indextables_spark.config.options import Options
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.expr.arrow_eval import arrow_mask
-from indextables_spark.expr.skipping import prune_partition
+from indextables_spark.core.split.read.skipping import prune_partition
 from indextables_spark.expr.support import supports
-from indextables_spark.expr.tantivy_query import tantivy_query
+from indextables_spark.core.split.read.tantivy_query import tantivy_query
 from indextables_spark.expr.values import UnsupportedFilterError
-from indextables_spark.core.split.builder import SplitWriter
-from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.write.builder import SplitWriter
+from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.expr.model import (
     And,
     EqualNullSafe,
@@ -40,9 +40,9 @@ from indextables_spark.expr.model import (
     StringEndsWith,
     StringStartsWith,
 )
-from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.split.column_specs import column_specs
+from indextables_spark.core.split.format.column_specs import column_specs
 from indextables_spark.core.schema.types import ROW_FIELD
 from indextables_spark.core.storage.local import LocalStorage
 

@@ -1,4 +1,4 @@
-"""Row stores read by ranges (core/split/lazy_rows.py): every read answers exactly as with the row store
+"""Row stores read by ranges (core/split/cache/lazy_rows.py): every read answers exactly as with the row store
 extracted whole, fetches only the columns and batches asked for, works from several threads and
 from a process that did not fetch the split, and fails clearly without a registered source.
 Local tables with `cache.rows.lazy=true` (the same code path as remote splits, whose default it
@@ -103,7 +103,7 @@ def test_fetches_only_the_columns_and_batches_asked_for(table, tmp_path):
     t, storage = fresh("all")
     t.to_arrow()  # every column of every batch
     everything = storage.bytes_read["read_range"] - opening
-    from indextables_spark.core.split.bundle import read_footer
+    from indextables_spark.core.split.format.bundle import read_footer
 
     row_stores = sum(read_footer(t.storage.local_path(f.path), f.path).rows.length for f in t.files())
     assert 0.8 * row_stores < everything <= row_stores
@@ -152,7 +152,7 @@ def test_threads_and_a_second_process(table, tmp_path):
         "import json, sys, indextables_spark as it\n"
         f"t = it.IndexTable({table!r}, {{'cache.disk.path': {cache_dir!r}, 'cache.rows.lazy': 'true'}})\n"
         "rows = t.to_arrow(columns=['id', 'views']).num_rows\n"
-        "from indextables_spark.core.split.cache import get_cache\n"
+        "from indextables_spark.core.split.cache.cache import get_cache\n"
         "print(json.dumps([rows, get_cache(t.options).downloads]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -162,10 +162,10 @@ def test_threads_and_a_second_process(table, tmp_path):
 
 
 def test_without_a_registered_source_the_error_says_so(table, tmp_path):
-    from indextables_spark.core.split import lazy_rows
-    from indextables_spark.core.split import reader as reader_module
-    from indextables_spark.core.split import open_splits
-    from indextables_spark.core.split.cache import get_cache
+    from indextables_spark.core.split.cache import lazy_rows
+    from indextables_spark.core.split.read import reader as reader_module
+    from indextables_spark.core.split.cache import open_splits
+    from indextables_spark.core.split.cache.cache import get_cache
 
     t = opened(table, str(tmp_path / "c"), "true")
     add = t.files()[0]

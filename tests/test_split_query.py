@@ -9,11 +9,11 @@ import pytest
 
 from indextables_spark.errors import IndexTablesError, QueryParseError
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.builder import SplitWriter
-from indextables_spark.core.split.cache import get_cache
+from indextables_spark.core.split.write.builder import SplitWriter
+from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.expr.model import EqualTo, GreaterThan, StringContains
-from indextables_spark.core.split.reader import SplitReader
-from indextables_spark.core.split.search import count_matches
+from indextables_spark.core.split.read.reader import SplitReader
+from indextables_spark.core.split.read.search import count_matches
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.storage.local import LocalStorage
 

@@ -15,12 +15,12 @@ import pytest
 from indextables_spark.errors import IndexTablesError, SchemaMismatchError
 from indextables_spark.core.log.doc_mapping import doc_mapping_hash
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.builder import SplitWriter
-from indextables_spark.core.split.bundle import read_footer
-from indextables_spark.core.split.cache import get_cache
-from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.write.builder import SplitWriter
+from indextables_spark.core.split.format.bundle import read_footer
+from indextables_spark.core.split.cache.cache import get_cache
+from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.split.doc_mapping import doc_mapping_json
+from indextables_spark.core.split.format.doc_mapping import doc_mapping_json
 from indextables_spark.core.storage.local import LocalStorage
 
 UTC = dt.timezone.utc

@@ -28,11 +28,11 @@ from indextables_spark.expr.model import (
     StringContains,
     StringStartsWith,
 )
-from indextables_spark.expr.skipping import skip_split
-from indextables_spark.core.split.builder import SplitWriter
-from indextables_spark.core.split.stats import StatsCollector, decode_stat, encode_stat, increment_string
+from indextables_spark.core.split.read.skipping import skip_split
+from indextables_spark.core.split.write.builder import SplitWriter
+from indextables_spark.core.split.format.stats import StatsCollector, decode_stat, encode_stat, increment_string
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.split.column_specs import validate_schema
+from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.core.storage.local import LocalStorage
 
 UTC = dt.timezone.utc

@@ -1,4 +1,4 @@
-"""Remote splits fetched only as far as a query reads their index files (core/split/sparse.py): results
+"""Remote splits fetched only as far as a query reads their index files (core/split/cache/sparse.py): results
 identical to whole fetches for every query kind, holes never read, partly fetched directories
 completed before a read that needs more, and the bytes saved."""
 
@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.core.split import sparse
-from indextables_spark.core.split.bundle import read_footer
-from indextables_spark.core.split.composite import INDEX_SECTIONS, composite_sections, index_sections
+from indextables_spark.core.split.cache import sparse
+from indextables_spark.core.split.format.bundle import read_footer
+from indextables_spark.core.split.format.composite import INDEX_SECTIONS, composite_sections, index_sections
 from indextables_spark.core.storage import open_storage
 from indextables_spark.core.storage.counting import CountingStorage
 

@@ -14,8 +14,8 @@ from indextables_spark.core.log.doc_mapping import doc_mapping_hash
 from indextables_spark.config.options import Options
 from indextables_spark.core.schema import partitions as P
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.split.column_specs import column_specs, validate_schema
-from indextables_spark.core.split.doc_mapping import doc_mapping_json, specs_from_doc_mapping, tantivy_schema
+from indextables_spark.core.split.format.column_specs import column_specs, validate_schema
+from indextables_spark.core.split.format.doc_mapping import doc_mapping_json, specs_from_doc_mapping, tantivy_schema
 from indextables_spark.core.schema.types import ROW_FIELD
 
 
@@ -235,7 +235,7 @@ def test_partition_paths_and_arrays():
 def test_tantivy_panics_become_index_tables_errors():
     import tantivy
 
-    from indextables_spark.core.split._tantivy import TantivyError, tantivy_call
+    from indextables_spark.core.split.format._tantivy import TantivyError, tantivy_call
 
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("a")
@@ -256,7 +256,7 @@ def test_scalar_lists_become_the_same_json_as_per_row_python():
 
     import pyarrow as pa
 
-    from indextables_spark.core.split import documents as D
+    from indextables_spark.core.split.write import documents as D
 
     rng = random.Random(1)
 

@@ -1,5 +1,5 @@
 """SQL statements planned for the index, without Spark: the operator rewrite, the statement planner
-(sqlplan/), the search operators (expr/operators.py) and the SQL aggregates (core/split/group_aggregate.py)."""
+(sqlplan/), the search operators (expr/operators.py) and the SQL aggregates (core/split/aggregate/group_aggregate.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.split import group_aggregate as ga
+from indextables_spark.core.split.aggregate import group_aggregate as ga
 from indextables_spark.expr import operators as ops
-from indextables_spark.core.split.column_specs import column_specs
+from indextables_spark.core.split.format.column_specs import column_specs
 from indextables_spark.frontends.sqlplan import operators as lex
 from indextables_spark.frontends.sqlplan import plans
 from indextables_spark.frontends.sqlplan import statement as st
@@ -54,7 +54,7 @@ class FakeCatalog:
         return plans.TableInfo(names, dict(TYPES), ["region"], SPECS)
 
     def check_query(self, source, query):
-        from indextables_spark.core.split.query_parsing import check_query
+        from indextables_spark.core.split.read.query_parsing import check_query
 
         check_query(SPECS, query)
 

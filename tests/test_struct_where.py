@@ -112,7 +112,7 @@ def test_struct_paths_in_delete_and_errors(table):
 
 def test_equality_narrows_through_the_json_field(table):
     from indextables_spark.expr.struct_narrowing import where_narrowing
-    from indextables_spark.core.split.search import _table_layout
+    from indextables_spark.core.split.read.search import _table_layout
 
     conj = parse_where(
         "user.name IN ('alice', 'Bob Smith') AND user.age = 61 AND user.age > 1", table.snapshot().schema_json
@@ -130,7 +130,7 @@ def test_equality_narrows_through_the_json_field(table):
 
 def test_ranges_narrow_through_the_fast_json_field(tmp_path):
     from indextables_spark.expr.struct_narrowing import where_narrowing, with_narrowing
-    from indextables_spark.core.split.search import _table_layout
+    from indextables_spark.core.split.read.search import _table_layout
 
     path = str(tmp_path / "fast")
     it.write_table(path, data())  # struct columns' json fields are fast by default

@@ -217,7 +217,7 @@ def test_store_only_columns(tmp_path):
     naming the option; the setting is kept for appends (same doc mapping)."""
     import indextables_spark as it
     from indextables_spark.errors import InvalidOptionError, QueryParseError
-    from indextables_spark.core.split.agg_request import AggregationError
+    from indextables_spark.core.split.aggregate.agg_request import AggregationError
 
     n = 2000
     data = pa.table(

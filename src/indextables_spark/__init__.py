@@ -134,16 +134,16 @@ def describe_disk_cache(spark: Any = None, options: Mapping[str, Any] | None = N
     """DESCRIBE INDEXTABLES DISK CACHE: per host and cache directory, the cached splits (entries,
     bytes), the limit, and the hits, misses and evictions of the processes asked (every executor,
     as a Spark job, when a SparkSession is given; else this process)."""
+    from indextables_spark.config.sessions import with_session_options  # lazy: keeps the package import cheap
     from indextables_spark.ops.cache import run  # lazy: keeps the package import cheap
-    from indextables_spark.util.sessions import with_session_options  # lazy: keeps the package import cheap
 
     return cast("list[DiskCacheInfo]", run("describe", with_session_options(spark, options), spark))
 
 
 def flush_disk_cache(spark: Any = None, options: Mapping[str, Any] | None = None) -> list[FlushDiskCacheResult]:
     """FLUSH INDEXTABLES DISK CACHE: remove the cached splits no reader is reading right now."""
+    from indextables_spark.config.sessions import with_session_options  # lazy: keeps the package import cheap
     from indextables_spark.ops.cache import run  # lazy: keeps the package import cheap
-    from indextables_spark.util.sessions import with_session_options  # lazy: keeps the package import cheap
 
     return cast("list[FlushDiskCacheResult]", run("flush", with_session_options(spark, options), spark))
 

@@ -1,6 +1,6 @@
 """`IndexTable.aggregate(aggs, query=…, spark=…)`: exact aggregations without scanning rows.
 
-Per split, Tantivy aggregates the fast fields of the matching documents (core/split/aggregate.py has
+Per split, Tantivy aggregates the fast fields of the matching documents (core/split/aggregate/aggregate.py has
 the kinds and why each merge is exact); the partials are merged on the driver.
 
 Where the per-split work runs (`execution`):
@@ -18,18 +18,18 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
+from indextables_spark.config import sessions
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.log.delete_logs import deletes_json
 from indextables_spark.core.log.snapshot import Snapshot
-from indextables_spark.core.split.agg_request import plan as plan_aggregations
-from indextables_spark.core.split.agg_result import merge_all, result
-from indextables_spark.core.split.aggregate import aggregate_files
-from indextables_spark.core.split.column_specs import column_specs, table_options
-from indextables_spark.core.split.groups import group_by_size
+from indextables_spark.core.split.aggregate.agg_request import plan as plan_aggregations
+from indextables_spark.core.split.aggregate.agg_result import merge_all, result
+from indextables_spark.core.split.aggregate.aggregate import aggregate_files
+from indextables_spark.core.split.format.column_specs import column_specs, table_options
+from indextables_spark.core.split.read.groups import group_by_size
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.util import sessions
 
 EXECUTIONS = ("auto", "spark", "driver")
 

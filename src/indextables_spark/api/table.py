@@ -10,10 +10,10 @@ import warnings
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
+from indextables_spark.config.sessions import with_session_options
 from indextables_spark.core.log.shared_logs import log_with_maintenance, shared_log
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.util.sessions import with_session_options
 
 # What a snapshot read does not need is imported on use ("# lazy" below), so that a fresh process
 # reaches its first snapshot importing only the read path: the change feed, transactions, the
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.changes import ChangeSet
     from indextables_spark.core.log.snapshot import Snapshot
-    from indextables_spark.core.split.search import SearchPlan
-    from indextables_spark.core.split.search_explain import SearchExplanation
+    from indextables_spark.core.split.read.search import SearchPlan
+    from indextables_spark.core.split.read.search_explain import SearchExplanation
     from indextables_spark.results import (
         CheckpointResult,
         DescribeStateResult,
@@ -64,7 +64,7 @@ class IndexTable:
         """spark: a SparkSession (classic or Spark Connect): its `spark.indextables.*` conf entries
         (credentials, endpoints, ...) are taken as options; explicit `options` win. Over Spark
         Connect the server withholds secret entries (aws.accessKey, aws.secretKey, azure.sasToken,
-        ...; see util/sessions.py): give those as options. storage: the Storage to read and write
+        ...; see config/sessions.py): give those as options. storage: the Storage to read and write
         through (e.g. core/storage/counting.py's), instead of one opened from `path`."""
         self.options = Options.of(options) if spark is None else with_session_options(spark, options)
         self.path = path
@@ -159,11 +159,11 @@ class IndexTable:
         files = snap.files
         if query is None and not snap.delete_logs and all(f.num_records is not None for f in files):
             return sum(f.num_records or 0 for f in files)
-        from indextables_spark.core.split.search import count_matches  # lazy: tantivy, pyarrow
+        from indextables_spark.core.split.read.search import count_matches  # lazy: tantivy, pyarrow
 
         return count_matches(self.storage, snap, files, query, self.options)
 
-    # ---- Spark-free search (core/split/search.py: the same pruning, filters and deletes as a Spark read) --
+    # ---- Spark-free search (core/split/read/search.py: the same pruning, filters and deletes as a Spark read) --
     def _search_plan(
         self,
         query: str | None,
@@ -172,7 +172,7 @@ class IndexTable:
         snippets: Sequence[str] | None,
         version: int | None,
     ) -> SearchPlan:
-        from indextables_spark.core.split.search import SearchPlan  # lazy: tantivy, pyarrow
+        from indextables_spark.core.split.read.search import SearchPlan  # lazy: tantivy, pyarrow
         from indextables_spark.expr.where import parse_where  # lazy: the expression parsers
 
         snap = self.snapshot(version)
@@ -194,7 +194,7 @@ class IndexTable:
         projection; limit: the global top n by relevance, then with a float `_score` column, best
         first; snippets: fields (the reader's snippetFields) → a `_snippet` column. Partition
         pruning, data skipping, Bloom filters and delete logs apply as in a Spark read."""
-        from indextables_spark.core.split.search import search_table  # lazy: tantivy, pyarrow
+        from indextables_spark.core.split.read.search import search_table  # lazy: tantivy, pyarrow
 
         if query is None:
             raise InvalidOptionError("search() needs a query (to_arrow() reads rows without one)")
@@ -204,11 +204,11 @@ class IndexTable:
     def explain(
         self, query: str | None = None, where: str | None = None, *, version: int | None = None
     ) -> SearchExplanation:
-        """What a read with this query and `where` does (split/search.SearchExplanation; .to_dict()):
+        """What a read with this query and `where` does (core/split/read/search_explain.SearchExplanation; .to_dict()):
         the conditions the index answers, narrows (the rows re-check them) or leaves to the rows,
         the Tantivy query the splits run, and how many splits partition pruning, min/max
         statistics and Bloom filters kept, out of how many."""
-        from indextables_spark.core.split.search_explain import explain  # lazy: tantivy, pyarrow
+        from indextables_spark.core.split.read.search_explain import explain  # lazy: tantivy, pyarrow
 
         return explain(self._search_plan(query, where, None, None, version))
 
@@ -216,7 +216,7 @@ class IndexTable:
         self, where: str | None = None, columns: Sequence[str] | None = None, version: int | None = None
     ) -> pa.Table:
         """The table's rows (those matching `where`) as a pyarrow Table."""
-        from indextables_spark.core.split.search import search_table  # lazy: tantivy, pyarrow
+        from indextables_spark.core.split.read.search import search_table  # lazy: tantivy, pyarrow
 
         return search_table(self._search_plan(None, where, columns, None, version))
 
@@ -229,7 +229,7 @@ class IndexTable:
         version: int | None = None,
     ) -> pa.RecordBatchReader:
         """The rows (matching `query`/`where`) as a pyarrow RecordBatchReader, split by split."""
-        from indextables_spark.core.split.search import stream_table  # lazy: tantivy, pyarrow
+        from indextables_spark.core.split.read.search import stream_table  # lazy: tantivy, pyarrow
 
         return stream_table(self._search_plan(query, where, columns, None, version))
 

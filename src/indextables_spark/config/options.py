@@ -153,7 +153,7 @@ def session_options(spark: Any) -> dict[str, str]:
     """The `spark.indextables.*` entries of a SparkSession's conf (classic or Spark Connect).
 
     Duck-typed (no pyspark import): over Connect `spark.conf.getAll` (a dict; the server leaves out
-    secret values, see util/sessions.py); in classic sessions one JSON string from the JVM. Data sources, table functions and executors never see the session
+    secret values, see config/sessions.py); in classic sessions one JSON string from the JVM. Data sources, table functions and executors never see the session
     conf, so callers copy these entries into options (explicit options win)."""
     if spark is None:
         return {}

@@ -3,7 +3,7 @@
 Frozen dataclasses mirroring Spark's pushed-down filters (pyspark.sql.datasource). Built from
 Spark's filters (spark/filters.py), from predicate text (expr/partition_filter.py: partition
 filters, DROP PARTITIONS, MERGE SPLITS WHERE, DELETE) and by hand; evaluated by expr/arrow_eval.py
-(exact Arrow evaluation), expr/tantivy_query.py (Tantivy narrowing), expr/skipping.py (split
+(exact Arrow evaluation), core/split/read/tantivy_query.py (Tantivy narrowing), core/split/read/skipping.py (split
 skipping, partition pruning) and by
 expr/partition_filter.py (files-table filtering, manifest pruning). No dependencies, so that the
 transaction log can use it without the split machinery.

@@ -323,7 +323,7 @@ def parse_predicate(text: str, column_types: Mapping[str, str], what: str = "pre
 # ---- exact evaluation on a FileEntry table --------------------------------------------------------
 
 
-# Not expr.skipping.prune_partition (Spark-typed values, exact, one partition at a time): this
+# Not core.split.read.skipping.prune_partition (Spark-typed values, exact, one partition at a time): this
 # compares parsed literals leniently (year = '10'; text when not numbers) over the whole table.
 class _TypedLeaves(FilterVisitor[Filter]):
     """The predicate over typed columns of a FileEntry table's partition values, for arrow_eval:

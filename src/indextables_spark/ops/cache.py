@@ -15,17 +15,17 @@ from typing import Any, ClassVar, Iterator
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
+from indextables_spark.config.sessions import default_parallelism
 from indextables_spark.errors import TableNotFoundError
 from indextables_spark.ops.registry import CommandParser, Context, Target, log_at
 from indextables_spark.results import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
-from indextables_spark.util.sessions import default_parallelism
 
 _TASK_SCHEMA = pa.schema([("payload", pa.string())])
 
 
 def local_part(op: str, options: Options, path: str | None, where: str | None) -> dict[str, Any]:
     """One process's part: prewarm the table's splits, or describe / flush its cache."""
-    from indextables_spark.core.split.cache import (
+    from indextables_spark.core.split.cache.cache import (
         get_cache,  # lazy: keeps `import indextables_spark.ops.cache` free of numpy
     )
 

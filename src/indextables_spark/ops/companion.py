@@ -6,7 +6,7 @@
    no longer has (Delta remove/OPTIMIZE/VACUUM, Iceberg overwrite/expire, a deleted Parquet file)
    are removed and their still-valid files indexed again.
 2. Index: the files are grouped per partition into groups of about `TARGET INPUT SIZE` source
-   bytes; each group becomes one companion split (core/split/companion.py: the index, no rows) written
+   bytes; each group becomes one companion split (core/split/cache/companion.py: the index, no rows) written
    by one task — a Spark job when a session is given, else local processes (this module).
 3. Commit: one version with the metadata (schema, partitioning, the source's format, location and
    version), the new splits and the removes (companion_sync.py). Splits written by a failed build
@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
 
 from indextables_spark.config.options import PREFIX, Options, parse_size
 from indextables_spark.config.registry import registered_default
-from indextables_spark.core.split.companion import CompanionSource, companion_of, open_source_parquet
+from indextables_spark.config.sessions import run_tasks, with_session_options
+from indextables_spark.core.split.cache.companion import CompanionSource, companion_of, open_source_parquet
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.errors import CompanionSourceError, InvalidOptionError
 from indextables_spark.ops.companion_sync import (
@@ -42,7 +43,6 @@ from indextables_spark.ops.companion_sync import (
 )
 from indextables_spark.ops.registry import CommandParser, Context, size
 from indextables_spark.results import CompanionBuildResult
-from indextables_spark.util.sessions import run_tasks, with_session_options
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
@@ -202,7 +202,7 @@ def build_companion(
     # when a build runs, not with the command class (ops/registry.py loads it to parse SQL)
     from indextables_spark.core.log.shared_logs import log_with_maintenance
     from indextables_spark.core.schema.arrow_types import spark_schema_json  # lazy: see above
-    from indextables_spark.core.split.column_specs import validate_schema  # lazy: see above
+    from indextables_spark.core.split.format.column_specs import validate_schema  # lazy: see above
     from indextables_spark.ops.companion_sources import FORMATS, open_source  # lazy: see above
 
     t0 = time.perf_counter()
@@ -294,7 +294,8 @@ def _table_settings(
     """The indexing settings of the build and the companion table's live splits: a new table's
     from the options (with the token length it records, as a new table does); an existing one's
     recorded settings win (as for appends), after checking it is this source's companion."""
-    from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY, recorded_settings  # lazy: see build_companion
+    # lazy: see build_companion
+    from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY, recorded_settings
 
     if read_version < 0:
         return Options.of({TOKEN_LENGTH_KEY: str(registered_default(TOKEN_LENGTH_KEY))}, opts), []
@@ -326,7 +327,7 @@ def _ms_since(t0: float) -> float:
 def index_group(job: IndexJob, group: IndexGroup) -> TaskResult:
     """Task side: index the group's files into one companion split: {"adds": [AddFile JSON],
     "stats": {key: [per-split stats files, e.g. Bloom filters]}}."""
-    from indextables_spark.core.split.builder import SplitWriter  # lazy: Tantivy loads in the tasks only
+    from indextables_spark.core.split.write.builder import SplitWriter  # lazy: Tantivy loads in the tasks only
 
     opts = Options.of(job.options)
     storage = open_storage(job.location, opts)

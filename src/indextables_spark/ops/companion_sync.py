@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.companion import CONFIG_FORMAT, CONFIG_ROOT, CONFIG_SOURCE, CONFIG_VERSION
+from indextables_spark.core.split.cache.companion import CONFIG_FORMAT, CONFIG_ROOT, CONFIG_SOURCE, CONFIG_VERSION
 from indextables_spark.errors import InvalidOptionError
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def commit_build(
     from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
     from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL  # lazy: see select_files
     from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms  # lazy: see select_files
-    from indextables_spark.core.split.doc_mapping import doc_mapping_json  # lazy: see select_files
+    from indextables_spark.core.split.format.doc_mapping import doc_mapping_json  # lazy: see select_files
     from indextables_spark.ops.write import table_settings  # lazy: see select_files
 
     mapping = doc_mapping_json(job.schema_json, job.partition_columns, settings)

@@ -1,7 +1,7 @@
 """CONVERT INDEXTABLES TABLE '<path>' [DRY RUN]: rewrite the splits the reference implementation
 (IndexTables4Spark) wrote into our split format, so the table takes writes again.
 
-A table holding reference splits is read (core/split/reference.py re-indexes each one when it enters
+A table holding reference splits is read (core/split/reference/reference.py re-indexes each one when it enters
 the split cache) but not written: our splits and delete logs would make it a table neither
 implementation reads fully (core/log/reference_splits.py refuses such writes). CONVERT:
 
@@ -55,9 +55,9 @@ from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.partitions import partition_value_array
-from indextables_spark.core.split.column_specs import table_options
-from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY
-from indextables_spark.core.split.reference import mapping_options
+from indextables_spark.core.split.format.column_specs import table_options
+from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY
+from indextables_spark.core.split.reference.reference import mapping_options
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import SplitFormatError, StorageError, TableNotFoundError
 from indextables_spark.ops.registry import CommandParser, Context, Target
@@ -176,14 +176,14 @@ def convert_split(plan: ConvertPlan, src: AddFile) -> Converted:
     from indextables_spark.core.log.delete_logs import (
         load_split_deletes,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
     )
-    from indextables_spark.core.split.builder import (
-        SplitWriter,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
-    )
-    from indextables_spark.core.split.cache import (
+    from indextables_spark.core.split.cache.cache import (
         get_cache,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
     )
-    from indextables_spark.core.split.reader import (
+    from indextables_spark.core.split.read.reader import (
         SplitReader,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
+    )
+    from indextables_spark.core.split.write.builder import (
+        SplitWriter,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
     )
 
     snap, storage = plan.snapshot, plan.log.storage

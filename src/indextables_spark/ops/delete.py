@@ -46,10 +46,12 @@ from indextables_spark.core.log.transaction import Transaction, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.partitions import partition_value_array
 from indextables_spark.core.schema.types import ColumnSpec
-from indextables_spark.core.split.bloom import skip_by_blooms
-from indextables_spark.core.split.cache import get_cache
-from indextables_spark.core.split.column_specs import column_specs
-from indextables_spark.core.split.reader import SplitReader
+from indextables_spark.core.split.cache.cache import get_cache
+from indextables_spark.core.split.format.bloom import skip_by_blooms
+from indextables_spark.core.split.format.column_specs import column_specs
+from indextables_spark.core.split.read.reader import SplitReader
+from indextables_spark.core.split.read.skipping import prune_partition, skip_split
+from indextables_spark.core.split.read.tantivy_query import check_index_only, index_only_filters
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
     ConcurrentModificationError,
@@ -60,9 +62,7 @@ from indextables_spark.errors import (
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import EqualTo, Filter, In, Or, columns_of
 from indextables_spark.expr.partition_filter import parse_predicate
-from indextables_spark.expr.skipping import prune_partition, skip_split
 from indextables_spark.expr.support import supports
-from indextables_spark.expr.tantivy_query import check_index_only, index_only_filters
 from indextables_spark.expr.where import INDEXALL, and_parts, column_types, typed
 from indextables_spark.ops.registry import CommandParser, Context, Target
 from indextables_spark.results import DeleteResult, elapsed_ms

@@ -47,11 +47,11 @@ from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.partitions import partition_value_array
-from indextables_spark.core.split.bundle import load_extracted_footer
-from indextables_spark.core.split.column_specs import column_specs
-from indextables_spark.core.split.companion import CompanionSource, companion_info, open_source_parquet
-from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs
-from indextables_spark.core.split.indexing import recorded_settings
+from indextables_spark.core.split.cache.companion import CompanionSource, companion_info, open_source_parquet
+from indextables_spark.core.split.format.bundle import load_extracted_footer
+from indextables_spark.core.split.format.column_specs import column_specs
+from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs
+from indextables_spark.core.split.format.indexing import recorded_settings
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import ConcurrentModificationError, IndexTablesError, InvalidOptionError, SplitFormatError
 from indextables_spark.ops.companion import row_groups
@@ -60,8 +60,8 @@ from indextables_spark.results import MergeSplitsResult, Progress, SkippedFile, 
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
-    from indextables_spark.core.split.builder import SplitWriter
-    from indextables_spark.core.split.companion import CompanionInfo
+    from indextables_spark.core.split.cache.companion import CompanionInfo
+    from indextables_spark.core.split.write.builder import SplitWriter
 
 log = logging.getLogger(__name__)
 
@@ -245,10 +245,10 @@ def _source_batches(
     from indextables_spark.core.log.delete_logs import (
         load_split_deletes,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
     )
-    from indextables_spark.core.split.cache import (
+    from indextables_spark.core.split.cache.cache import (
         get_cache,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
     )
-    from indextables_spark.core.split.reader import (
+    from indextables_spark.core.split.read.reader import (
         SplitReader,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
     )
 
@@ -287,7 +287,7 @@ def _companion_sources(
     job: MergeJob, storage: Storage, group: MergeGroup, sources: list[AddFile]
 ) -> list[CompanionInfo]:
     """The companion sections of companion source splits (their source files, in order)."""
-    from indextables_spark.core.split.cache import (
+    from indextables_spark.core.split.cache.cache import (
         get_cache,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
     )
 
@@ -324,7 +324,7 @@ def _index_companion_files(
 def _write_merged(
     job: MergeJob, storage: Storage, group: MergeGroup, sources: list[AddFile]
 ) -> tuple[AddFile | None, dict[str, list[str]]]:
-    from indextables_spark.core.split.builder import (
+    from indextables_spark.core.split.write.builder import (
         SplitWriter,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
     )
 
@@ -422,7 +422,7 @@ class SparkRunner:
     spark: Any
 
     def run(self, job: MergeJob, groups: list[MergeGroup], progress: Progress | None) -> list[GroupOutcome]:
-        from indextables_spark.util.sessions import run_tasks  # a DataFrame job: classic and Spark Connect sessions
+        from indextables_spark.config.sessions import run_tasks  # a DataFrame job: classic and Spark Connect sessions
 
         if progress:
             progress("merging", 0, len(groups))

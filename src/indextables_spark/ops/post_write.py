@@ -29,11 +29,11 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from indextables_spark.config.options import Options
+from indextables_spark.config.sessions import default_parallelism, set_job_description
 from indextables_spark.ops import merge_splits as merge
 from indextables_spark.ops import purge
 from indextables_spark.ops.registry import log_at
 from indextables_spark.results import PostWriteResult
-from indextables_spark.util.sessions import default_parallelism, set_job_description
 
 log = logging.getLogger(__name__)
 

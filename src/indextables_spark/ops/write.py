@@ -28,11 +28,11 @@ from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.split.builder import SplitWriter, target_split_bytes_option
-from indextables_spark.core.split.column_specs import validate_schema
-from indextables_spark.core.split.companion import companion_of
-from indextables_spark.core.split.doc_mapping import doc_mapping_json
-from indextables_spark.core.split.indexing import TOKEN_LENGTH_KEY, IndexingConfig, recorded_settings
+from indextables_spark.core.split.cache.companion import companion_of
+from indextables_spark.core.split.format.column_specs import validate_schema
+from indextables_spark.core.split.format.doc_mapping import doc_mapping_json
+from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY, IndexingConfig, recorded_settings
+from indextables_spark.core.split.write.builder import SplitWriter, target_split_bytes_option
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
     CompanionSourceError,
@@ -119,7 +119,7 @@ def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str
         table_schema = incoming
         parts = requested_parts or []
         # the token length is recorded at creation (what the table's splits mean never depends on
-        # a default that may change; core/split/indexing.py)
+        # a default that may change; core/split/format/indexing.py)
         token_length = opts.get_str(TOKEN_LENGTH_KEY) or str(registered_default(TOKEN_LENGTH_KEY))
         settings = Options.of({TOKEN_LENGTH_KEY: token_length}, opts)
     names = [f["name"] for f in table_schema["fields"]]

@@ -16,9 +16,9 @@ import json
 import time
 from typing import Any, Callable, Iterator
 
+from indextables_spark.config.sessions import is_connect
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.spark import guard
-from indextables_spark.util.sessions import is_connect
 
 
 def explain(df: Any) -> list[dict[str, Any]]:

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
+from indextables_spark.config.sessions import functions
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.util.sessions import functions
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot

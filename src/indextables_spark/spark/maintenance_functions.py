@@ -26,10 +26,10 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from indextables_spark.config.sessions import functions
 from indextables_spark.frontends.execute import spark_schema
 from indextables_spark.ops import registry
 from indextables_spark.ops.registry import Command, coerced, signature
-from indextables_spark.util.sessions import functions
 
 _SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
 

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 from pyspark.sql.types import FloatType, MapType, StringType, StructField, StructType
 
 from indextables_spark.config.options import Options
+from indextables_spark.config.sessions import default_parallelism
 from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.split.column_specs import column_specs, table_options
+from indextables_spark.core.split.format.column_specs import column_specs, table_options
 from indextables_spark.errors import InvalidOptionError, QueryParseError
 from indextables_spark.spark.guard import INDEXALL
-from indextables_spark.util.sessions import default_parallelism
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
@@ -121,10 +121,10 @@ def check_table_query(
     against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
     any of them (what a read of those splits would hit), else only when invalid for all of them
     (a table whose newer splits gained a column may still be read by partitions that have it)."""
-    from indextables_spark.core.split.query_parsing import (
+    from indextables_spark.core.split.read.query_parsing import (
         check_query,  # lazy: keeps `import indextables_spark.spark.read_options` free of pyarrow
     )
-    from indextables_spark.core.split.reference import (
+    from indextables_spark.core.split.reference.reference import (
         specs_for_doc_mapping,  # lazy: keeps `import indextables_spark.spark.read_options` free of pyarrow
     )
 

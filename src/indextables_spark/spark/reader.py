@@ -37,13 +37,13 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.types import index_only_columns
-from indextables_spark.core.split.file_pruning import prune_files
-from indextables_spark.core.split.groups import group_by_size
+from indextables_spark.core.split.read.file_pruning import prune_files
+from indextables_spark.core.split.read.groups import group_by_size
+from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.model import columns_of, render
 from indextables_spark.expr.operators import decode
 from indextables_spark.expr.support import supports
-from indextables_spark.expr.tantivy_query import check_index_only
 from indextables_spark.expr.values import UnsupportedFilterError
 from indextables_spark.spark import filters as spark_filters
 from indextables_spark.spark import guard
@@ -225,7 +225,7 @@ class IndexTablesReader(DataSourceReader):
 
     def _explanation(self) -> dict[str, Any]:
         """What this read does, for it.explain(df) (the same fields as IndexTable.explain)."""
-        from indextables_spark.core.split.search_explain import (
+        from indextables_spark.core.split.read.search_explain import (
             index_translation,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
         )
 

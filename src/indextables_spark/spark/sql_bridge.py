@@ -15,10 +15,10 @@ from typing import Any, Callable
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import session_options
+from indextables_spark.config.sessions import functions
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 from indextables_spark.spark.guard import VIRTUAL_COLUMNS, guarded
 from indextables_spark.spark.patching import own
-from indextables_spark.util.sessions import functions
 
 _IDENT = r"(?:`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
 _CREATE = re.compile(

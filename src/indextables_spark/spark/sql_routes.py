@@ -4,7 +4,7 @@ frontends/sqlplan/statement.py plans the statement; here it runs, in classic and
 - route "scan": each table reference reads through its own guarded scan declaring only the
   columns the statement uses (the `columns` read option); search operators arrive as pushed
   `_indexall` filters; Spark runs the rest of the statement as written;
-- route "index aggregate": the aggregate is computed from the index (core/split/group_aggregate.py,
+- route "index aggregate": the aggregate is computed from the index (core/split/aggregate/group_aggregate.py,
   threads of this process over the splits' matching rows, or per-split counts), and Spark gets
   the result rows with the names and types it gives the statement itself (taken from Spark's
   analysis of the scan route); ORDER BY / LIMIT run in Spark over those rows.
@@ -23,9 +23,9 @@ import pyarrow as pa
 from indextables_spark.api.table import IndexTable
 from indextables_spark.core.schema.arrow_types import arrow_type
 from indextables_spark.core.schema.partitions import parse_partition_value
-from indextables_spark.core.split import group_aggregate as ga
-from indextables_spark.core.split.aggregate import ALL_BUCKETS
-from indextables_spark.core.split.group_aggregate import LONG_MAX, LONG_MIN, SumOverflow
+from indextables_spark.core.split.aggregate import group_aggregate as ga
+from indextables_spark.core.split.aggregate.aggregate import ALL_BUCKETS
+from indextables_spark.core.split.aggregate.group_aggregate import LONG_MAX, LONG_MIN, SumOverflow
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.expr import operators as ops
 from indextables_spark.expr.operators import SearchOperatorError
@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from indextables_spark.api.table import IndexTable
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.snapshot import Snapshot
-    from indextables_spark.core.split.group_aggregate import GroupRequest
-    from indextables_spark.core.split.search import SearchPlan
+    from indextables_spark.core.split.aggregate.group_aggregate import GroupRequest
+    from indextables_spark.core.split.read.search import SearchPlan
 
 log = logging.getLogger(__name__)
 ROUTE_ATTR = "_indextables_route"
@@ -257,13 +257,13 @@ def compute_aggregate(
 ) -> list[tuple[Any, ...]]:
     """Rows (keys..., aggregates...) of the aggregate over `snap`, the version the statement was
     planned on (its scan view and result schema come from the same version)."""
-    from indextables_spark.core.split.search import (  # lazy: keeps `import indextables_spark.spark.sql_routes` free of numpy
-        SearchPlan,
-        count_split,
-    )
-    from indextables_spark.core.split.split_threads import (  # lazy: keeps `import indextables_spark.spark.sql_routes` free of numpy
+    from indextables_spark.core.split.cache.split_threads import (  # lazy: keeps `import indextables_spark.spark.sql_routes` free of numpy
         fetch_missing,
         map_chunks,
+    )
+    from indextables_spark.core.split.read.search import (  # lazy: keeps `import indextables_spark.spark.sql_routes` free of numpy
+        SearchPlan,
+        count_split,
     )
 
     query = ops.to_query(agg.search, info.specs) if agg.search is not None else None
@@ -317,7 +317,7 @@ def _engine_rows(
     plan: SearchPlan,
     types: dict[str, str],
 ) -> list[tuple[Any, ...]] | None:
-    """The aggregate from Tantivy's aggregations (core/split/aggregate.py) when that is exact: keys are
+    """The aggregate from Tantivy's aggregations (core/split/aggregate/aggregate.py) when that is exact: keys are
     partition columns with no NULL value (each split is one bucket), no data-column filter, and
     every aggregate is COUNT(*) or an aggregate of an integer column whose f64 accumulation cannot
     round (count × largest magnitude < 2^53, checked on the result). None: use the row route."""

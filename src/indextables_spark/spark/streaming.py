@@ -37,7 +37,7 @@ from pyspark.sql.types import StructType
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
-from indextables_spark.core.split.groups import group_by_size
+from indextables_spark.core.split.read.groups import group_by_size
 from indextables_spark.errors import IndexTablesError, InvalidOptionError
 from indextables_spark.spark.reader import SplitGroup
 from indextables_spark.spark.task_read import task_json

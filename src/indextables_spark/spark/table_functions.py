@@ -42,11 +42,11 @@ import pyarrow as pa
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
+from indextables_spark.config.sessions import functions, with_session_options
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.split.agg_request import parse_request
+from indextables_spark.core.split.aggregate.agg_request import parse_request
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.lexer import Lexicon, Token, end_of, token_at
-from indextables_spark.util.sessions import functions, with_session_options
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
@@ -337,13 +337,13 @@ def search_table(
         deletes_json,
         split_deletes,
     )
-    from indextables_spark.core.split.cache import (
+    from indextables_spark.core.split.cache.cache import (
         get_cache,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
     )
-    from indextables_spark.core.split.reader import (
+    from indextables_spark.core.split.read.reader import (
         SplitReader,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
     )
-    from indextables_spark.core.split.split_rows import (
+    from indextables_spark.core.split.read.split_rows import (
         with_partition_values,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
     )
     from indextables_spark.spark.read_options import (

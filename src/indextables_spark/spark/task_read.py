@@ -17,7 +17,7 @@ from indextables_spark.spark.read_options import SCORE, SNIPPET, ReadOptions
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.delete_logs import SplitDeletes
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.read.reader import SplitReader
 
 
 class ReadPlan(Protocol):
@@ -63,7 +63,7 @@ class TaskRead:
     worked out once: with hundreds of small splits a task's cost is per split, not per row."""
 
     def __init__(self, reader: ReadPlan, target: pa.Schema):
-        from indextables_spark.core.split.cache import (
+        from indextables_spark.core.split.cache.cache import (
             get_cache,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
         )
 
@@ -81,7 +81,7 @@ class TaskRead:
 
     def open(self, add: AddFile) -> SplitReader:
         """The split's reader (fetched into the split cache if needed)."""
-        from indextables_spark.core.split.reader import (
+        from indextables_spark.core.split.read.reader import (
             SplitReader,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
         )
 
@@ -97,7 +97,7 @@ class TaskRead:
 
     def split_batches(self, add: AddFile, delete_logs: list[dict[str, Any]] | None) -> Iterator[pa.RecordBatch]:
         """Rows of one split matching the read, its data columns only (`data_schema`)."""
-        from indextables_spark.core.split.split_rows import (  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+        from indextables_spark.core.split.read.split_rows import (  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
             conform,
             split_rows,
         )
@@ -127,8 +127,8 @@ class TaskRead:
         self, adds: list[AddFile], deletes: dict[str, list[dict[str, Any]]], limit: int | None
     ) -> Iterator[pa.RecordBatch]:
         """The task's output: the pieces joined into batches of the target schema, partition
-        values attached once per joined batch (core/split/split_rows.joined)."""
-        from indextables_spark.core.split.split_rows import (
+        values attached once per joined batch (core/split/read/split_rows.joined)."""
+        from indextables_spark.core.split.read.split_rows import (
             joined,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
         )
 
@@ -158,7 +158,7 @@ def read_ranked(
 ) -> Iterator[pa.RecordBatch]:
     """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
     (each split's top n, merged)."""
-    from indextables_spark.core.split.split_rows import (
+    from indextables_spark.core.split.read.split_rows import (
         with_partition_values,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
     )
 
@@ -187,7 +187,7 @@ def read_ranked(
         else:
             kept.append(table)
     if kept:
-        from indextables_spark.core.split.split_rows import (
+        from indextables_spark.core.split.read.split_rows import (
             top_n,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
         )
 
@@ -197,7 +197,7 @@ def read_ranked(
 
 
 def with_snippets(split: SplitReader, table: pa.Table, query: str, fields: tuple[str, ...]) -> pa.Table:
-    from indextables_spark.core.split.split_rows import (
+    from indextables_spark.core.split.read.split_rows import (
         snippet_column,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
     )
 

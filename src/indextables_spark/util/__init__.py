@@ -1,1 +1,1 @@
-"""Small pieces every layer may use: the one LRU map, long-lived thread pools, duck-typed SparkSession access."""
+"""Small pieces every layer may use: the one LRU map, long-lived thread pools."""

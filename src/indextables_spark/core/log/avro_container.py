@@ -133,7 +133,7 @@ STATE_MANIFEST_AVRO_SCHEMA: dict[str, Any] = {
         # distinct, so readers only check later manifests for re-added paths.
         {"name": "distinctPrefixManifests", "type": "int", "default": 0},
         # The live delete logs (JSON-encoded deleteLog actions) and the stats file lists by key
-        # (e.g. "bloomfilter": per-split Bloom filter files); see core/log/delete_logs.py, core/split/bloom.py.
+        # (e.g. "bloomfilter": per-split Bloom filter files); see core/log/delete_logs.py, core/split/format/bloom.py.
         {"name": "deleteLogs", "type": {"type": "array", "items": "string"}, "default": []},
         {"name": "statsFiles", "type": {"type": "map", "values": {"type": "array", "items": "string"}}, "default": {}},
     ],

@@ -13,7 +13,7 @@ custom analyzers, so the tokenizer name recorded in the doc mapping is all a rea
   are rewritten the same way (`cjk_bigram_terms`: `body:東京都` → the phrase "東京 京都").
   `body:東京` finds "東京都に住んでいます" but not "京東".
 - `<tokenizer>_limit_<n>` (the reference's naming): a field with a recorded token length
-  (`indexing.text.maxTokenLength`, core/split/indexing.py) — the tokenizer's analyzer dropping tokens
+  (`indexing.text.maxTokenLength`, core/split/format/indexing.py) — the tokenizer's analyzer dropping tokens
   of n bytes or more instead of its own limit (40 for `default`, `en_stem`, the stemmers and
   `cjk`; `whitespace` has none below Tantivy's 65,530). Registered for `default`, `en_stem` and
   `whitespace` too, since Tantivy's built-in ones keep their own limit.

@@ -1,7 +1,7 @@
 """Column specs (how each column is stored and indexed in a split) and reading Spark type JSON.
 
-Built from a Spark schema and the indexing options by column_specs.py; written to and read back from
-a split's doc mapping by doc_mapping.py; Arrow types of Spark types: arrow_types.py.
+Built from a Spark schema and the indexing options by core/split/format/column_specs.py; written to
+and read back from a split's doc mapping by core/split/format/doc_mapping.py; Arrow types of Spark types: arrow_types.py.
 
 Works on the JSON dict `StructType.jsonValue()` produces, so pyspark is not needed here.
 

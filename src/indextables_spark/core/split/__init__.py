@@ -1,16 +1,14 @@
 """Splits: one file per split holding a Tantivy index and the rows (Arrow IPC). Spark-free.
 
-Writing: `column_specs` / `indexing` (schema + options → ColumnSpecs), `doc_mapping` (specs ↔ the
-doc mapping, the Tantivy schema), `documents` (Arrow rows → Tantivy documents), `stats`
-(min/max/null counts), `bloom` (Bloom filters), `bundle` / `composite` (the single-file format and
-its index sections), `builder` (SplitWriter: Arrow batches → uploaded splits → AddFile actions),
-`companion` (splits whose rows stay in a source's Parquet files).
-Reading: `cache` (the process-wide local cache of extracted splits), `sparse` (fetching only the
-index sections a query reads), `lazy_rows` (the row store read by ranges), `open_splits` (opened
-splits kept per process), `query_parsing` (query text → Tantivy query), `reader` (SplitReader: one
-split's filtered or searched rows), `split_rows` (rows of many splits joined with partition values).
-Searching a table: `file_pruning` (partition pruning, data skipping, Bloom filters),
-`split_threads`, `search` (SearchPlan: counts and reads over a table's files), `search_explain`;
-`agg_request` / `aggregate` / `agg_result` / `group_aggregate` (aggregations from the index).
-The reference implementation's splits: `quickwit`, `reference`.
+The sub-packages, by job. Layers (`tests/test_layout.py`): `format/` first, then `write/`,
+`cache/`, `read/` and `reference/` (one layer: they call one another), then `aggregate/`.
+- `format/`: what a split is on disk and how its columns are indexed (column specs, doc mapping,
+  statistics, Bloom filters, the single-file bundle and its index sections).
+- `write/`: building splits (Arrow rows → Tantivy documents → uploaded splits → AddFile actions).
+- `cache/`: the process-wide caches of extracted and opened splits, and where a split's rows come
+  from (ranged reads of the row store, a companion split's source Parquet files).
+- `read/`: reading one split and searching a table's splits: filters → Tantivy queries, data
+  skipping, file pruning, query texts, rows joined with partition values.
+- `reference/`: the splits the reference implementation (IndexTables4Spark) wrote.
+- `aggregate/`: aggregations answered from the index (requests, per-split partials, results).
 """

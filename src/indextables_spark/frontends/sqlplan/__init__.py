@@ -4,5 +4,5 @@
 `statement.py` finds the references to indextables tables in a parsed statement and plans it
 (`plans.py`: what a plan holds), with the columns each reference needs (`columns_used.py`), the
 search conditions it can take (`search_conditions.py`) and whether the statement is an aggregate
-the index can answer (`aggregate_plan.py`: a request for core/split/group_aggregate.py).
+the index can answer (`aggregate_plan.py`: a request for core/split/aggregate/group_aggregate.py).
 """

@@ -1,6 +1,6 @@
 """`SELECT [keys,] COUNT/SUM/AVG/MIN/MAX … FROM <one table> … GROUP BY keys [ORDER BY] [LIMIT]`
 planned as an AggregatePlan when every part keeps Spark's semantics (answered from the index by
-core/split/group_aggregate.py)."""
+core/split/aggregate/group_aggregate.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import cast
 
 from sqlglot import exp
 
-from indextables_spark.core.split.group_aggregate import GroupRequest, SqlAgg
+from indextables_spark.core.split.aggregate.group_aggregate import GroupRequest, SqlAgg
 from indextables_spark.expr import model as P
 from indextables_spark.expr import operators as ops
 from indextables_spark.expr.sql_condition import Converter, Unplannable

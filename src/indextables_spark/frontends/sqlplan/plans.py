@@ -9,7 +9,7 @@ from typing import Protocol
 from sqlglot import exp
 
 from indextables_spark.core.schema.types import ColumnSpec
-from indextables_spark.core.split.group_aggregate import GroupRequest
+from indextables_spark.core.split.aggregate.group_aggregate import GroupRequest
 from indextables_spark.expr import model as P
 from indextables_spark.expr import operators as ops
 

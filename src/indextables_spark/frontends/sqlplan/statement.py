@@ -11,7 +11,7 @@ Spark as written), else a `StatementPlan`:
   table's indexing now, so a misuse fails before any job;
 - a `SELECT [keys,] COUNT/SUM/AVG/MIN/MAX … FROM <one table> WHERE … GROUP BY keys
   [ORDER BY outputs] [LIMIT n]` whose every part keeps Spark's semantics is also planned as an
-  `AggregatePlan` (answered from the index by core/split/group_aggregate.py).
+  `AggregatePlan` (answered from the index by core/split/aggregate/group_aggregate.py).
 The text given to Spark is the statement as written with only those spans replaced.
 """
 

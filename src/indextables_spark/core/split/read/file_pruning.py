@@ -10,9 +10,9 @@ import pyarrow.compute as pc
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.file_entries import table_to_add_files
-from indextables_spark.core.split.reference import written_by_reference
+from indextables_spark.core.split.read.skipping import prune_partition, skip_split
+from indextables_spark.core.split.reference.reference import written_by_reference
 from indextables_spark.expr.model import Filter
-from indextables_spark.expr.skipping import prune_partition, skip_split
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
@@ -41,8 +41,8 @@ def prune_files(
     """The splits a read opens: partition pruning (filters over partition columns only), min/max
     data skipping and Bloom filters (filters over data columns only). Returns (files, (splits in
     the snapshot, after partition pruning, after data skipping))."""
-    from indextables_spark.core.split.bloom import (
-        skip_by_blooms,  # lazy: keeps `import indextables_spark.core.split.file_pruning` free of numpy
+    from indextables_spark.core.split.format.bloom import (
+        skip_by_blooms,  # lazy: keeps `import indextables_spark.core.split.read.file_pruning` free of numpy
     )
 
     n_total = snapshot.num_files

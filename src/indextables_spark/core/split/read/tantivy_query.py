@@ -9,8 +9,8 @@ import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, index_only_columns, specs_by_name
-from indextables_spark.core.split.doc_mapping import tantivy_schema
-from indextables_spark.core.split.documents import TRUNCATE_CHARS, exact_term, f64_key
+from indextables_spark.core.split.format.doc_mapping import tantivy_schema
+from indextables_spark.core.split.write.documents import TRUNCATE_CHARS, exact_term, f64_key
 from indextables_spark.expr.model import (
     And,
     EqualNullSafe,

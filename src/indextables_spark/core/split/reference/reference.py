@@ -36,11 +36,11 @@ import pyarrow as pa
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
 from indextables_spark.core.schema.arrow_types import arrow_type
-from indextables_spark.core.split._tantivy import tantivy_call
-from indextables_spark.core.split.bundle import FOOTER_FILE, SplitFooter, extract
-from indextables_spark.core.split.column_specs import validate_schema
-from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
-from indextables_spark.core.split.quickwit import extract_bundle
+from indextables_spark.core.split.format._tantivy import tantivy_call
+from indextables_spark.core.split.format.bundle import FOOTER_FILE, SplitFooter, extract
+from indextables_spark.core.split.format.column_specs import validate_schema
+from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
+from indextables_spark.core.split.reference.quickwit import extract_bundle
 from indextables_spark.core.storage.local import LocalStorage
 from indextables_spark.errors import IndexTablesError, SplitFormatError
 
@@ -260,7 +260,7 @@ def documents_table(
 
 def read_documents(index_dir: str, where: str) -> list[dict[str, list[Any]]]:
     """Every live document of the index, in document order (segment, then doc id)."""
-    import tantivy  # lazy: keeps `import indextables_spark.core.split.reference` free of tantivy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.reference.reference` free of tantivy
 
     with tantivy_call(f"opening the reference split {where}"):
         index = tantivy.Index.open(index_dir)
@@ -290,8 +290,8 @@ def convert(
     """Re-index the reference split at local `path` into `dest_dir` as one of ours (extracted, as
     bundle.extract leaves it); `where` names the split in errors. footer_start / size: what the
     log records for the split, checked against the file."""
-    from indextables_spark.core.split.builder import (
-        SplitWriter,  # lazy: keeps `import indextables_spark.core.split.reference` free of numpy
+    from indextables_spark.core.split.write.builder import (
+        SplitWriter,  # lazy: keeps `import indextables_spark.core.split.reference.reference` free of numpy
     )
 
     work = tempfile.mkdtemp(

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 
 from indextables_spark.config.options import PREFIX
-from indextables_spark.core.split.lazy_rows import RangedFile, RowSource, source_for
+from indextables_spark.core.split.cache.lazy_rows import RangedFile, RowSource, source_for
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import CompanionSourceError, SplitFormatError
 from indextables_spark.util.lru import LruCache

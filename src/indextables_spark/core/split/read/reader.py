@@ -2,7 +2,7 @@
 
 Path of a read with filters or a query:
 1. Tantivy query = parsed query text (query_parsing.py) AND the narrowing query of the filters
-   (expr/tantivy_query.py's build_query).
+   (core/split/read/tantivy_query.py's build_query).
 2. Matching row ids come back sorted, as the sort key of `search(order_by_field="__row")`.
 3. Rows are taken from the IPC record batches holding them (`take` per batch).
 4. `arrow_mask` applies the filters exactly (the narrowing is only a superset).
@@ -21,13 +21,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.core.schema.types import ROW_FIELD, index_only_columns
-from indextables_spark.core.split._tantivy import tantivy_call
-from indextables_spark.core.split.open_splits import handles, register_reader, searcher_of, unregister_reader
-from indextables_spark.core.split.query_parsing import all_of, default_fields, parsed_query
+from indextables_spark.core.split.cache.open_splits import handles, register_reader, searcher_of, unregister_reader
+from indextables_spark.core.split.format._tantivy import tantivy_call
+from indextables_spark.core.split.read.query_parsing import all_of, default_fields, parsed_query
+from indextables_spark.core.split.read.tantivy_query import build_query, index_only_filters, index_only_query
 from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of
-from indextables_spark.expr.tantivy_query import build_query, index_only_filters, index_only_query
 
 if TYPE_CHECKING:
     import tantivy
@@ -133,7 +133,7 @@ class SplitReader:
 
     def matching_rows(self, plan: tuple[tantivy.Query | None, bool, bool]) -> list[int] | None:
         """Sorted row ids that may match, or None to scan every row."""
-        import tantivy  # lazy: keeps `import indextables_spark.core.split.reader` free of tantivy
+        import tantivy  # lazy: keeps `import indextables_spark.core.split.read.reader` free of tantivy
 
         q, _exact, has_user = plan
         if q is None:
@@ -337,7 +337,7 @@ class SplitReader:
         ranking); when that narrowing is a superset, top-k is fetched with a growing k until
         `limit` rows pass the exact check or every match was seen.
         """
-        import tantivy  # lazy: keeps `import indextables_spark.core.split.reader` free of tantivy
+        import tantivy  # lazy: keeps `import indextables_spark.core.split.read.reader` free of tantivy
 
         filters = list(filters or [])
         names = list(columns) if columns is not None else self.schema.names
@@ -400,7 +400,7 @@ class SplitReader:
     def snippets(self, query: str, column: str, values: pa.Array, max_chars: int = 150) -> pa.Array:
         """HTML snippets (`<b>` around matched terms) of `values` of a string column for the
         query; null where the value has no match."""
-        import tantivy  # lazy: keeps `import indextables_spark.core.split.reader` free of tantivy
+        import tantivy  # lazy: keeps `import indextables_spark.core.split.read.reader` free of tantivy
 
         spec = self._specs_by_name.get(column)
         field = spec.value_field if spec is not None else None

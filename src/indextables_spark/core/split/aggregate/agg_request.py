@@ -1,5 +1,5 @@
 """Aggregation requests (Spark-free): their model, parsing, and validation against a table's
-columns (the driver's side of core/split/aggregate.py), with the bucket definitions (sizes,
+columns (the driver's side of core/split/aggregate/aggregate.py), with the bucket definitions (sizes,
 intervals, ranges) the per-split run and the results share."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pyarrow as pa
 from indextables_spark.core.schema.arrow_types import arrow_type
 from indextables_spark.core.schema.partitions import parse_partition_value
 from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, specs_by_name
-from indextables_spark.core.split.stats import decode_stat, null_counts, order_key
+from indextables_spark.core.split.format.stats import decode_stat, null_counts, order_key
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import (
     And,

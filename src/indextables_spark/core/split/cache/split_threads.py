@@ -7,8 +7,8 @@ import os
 from typing import Any, Callable, Sequence, TypeVar
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.cache import get_cache
-from indextables_spark.core.split.sparse import prefetch_rows
+from indextables_spark.core.split.cache.cache import get_cache
+from indextables_spark.core.split.cache.sparse import prefetch_rows
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.util.pools import shared_pool
 

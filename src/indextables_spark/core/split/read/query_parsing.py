@@ -9,9 +9,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec
-from indextables_spark.core.split._tantivy import tantivy_call
-from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs, specs_from_doc_mapping, tantivy_schema
-from indextables_spark.core.split.open_splits import SplitHandles, handles, searcher_of
+from indextables_spark.core.split.cache.open_splits import SplitHandles, handles, searcher_of
+from indextables_spark.core.split.format._tantivy import tantivy_call
+from indextables_spark.core.split.format.doc_mapping import (
+    doc_mapping_from_specs,
+    specs_from_doc_mapping,
+    tantivy_schema,
+)
 from indextables_spark.errors import QueryParseError
 from indextables_spark.expr.query_errors import format_query_error, locate_query_error
 from indextables_spark.expr.query_rewrite import (
@@ -136,7 +140,7 @@ def check_query(specs: Sequence[ColumnSpec], query: str) -> None:
 @functools.lru_cache(maxsize=32)
 def _empty_index(doc_mapping: str) -> tantivy.Index:
     """An in-memory index with the Tantivy schema of a doc mapping (parsing needs only the schema)."""
-    import tantivy  # lazy: keeps `import indextables_spark.core.split.query_parsing` free of tantivy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.read.query_parsing` free of tantivy
 
     specs = specs_from_doc_mapping(doc_mapping)
     index = tantivy.Index(tantivy_schema(specs))
@@ -146,7 +150,7 @@ def _empty_index(doc_mapping: str) -> tantivy.Index:
 
 def all_of(*queries: Any) -> Any:
     """The conjunction of the queries that are not None (None when none is)."""
-    import tantivy  # lazy: keeps `import indextables_spark.core.split.query_parsing` free of tantivy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.read.query_parsing` free of tantivy
 
     parts = [q for q in queries if q is not None]
     if len(parts) < 2:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec, IndexedField
-from indextables_spark.core.split.column_specs import validate_schema
+from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.errors import SplitFormatError, UnsupportedTypeError
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def _specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[Col
 
 def tantivy_schema(specs: Iterable[ColumnSpec]) -> tantivy.Schema:
     """The Tantivy schema of a split (no stored fields: rows live in the Arrow row store)."""
-    import tantivy  # lazy: keeps `import indextables_spark.core.split.doc_mapping` free of tantivy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.format.doc_mapping` free of tantivy
 
     sb = tantivy.SchemaBuilder()
     tokenized = {"text": sb.add_text_field, "json": sb.add_json_field}

@@ -40,10 +40,11 @@ from typing import Any, Iterator
 from indextables_spark.config.options import Options
 from indextables_spark.config.registry import registered_default
 from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.split import open_splits, quickwit, reference
-from indextables_spark.core.split import reader as _reader
-from indextables_spark.core.split import sparse as _sparse
-from indextables_spark.core.split.bundle import (
+from indextables_spark.core.split.cache import open_splits
+from indextables_spark.core.split.cache import sparse as _sparse
+from indextables_spark.core.split.cache.lazy_rows import RowSource
+from indextables_spark.core.split.cache.lazy_rows import register as register_rows
+from indextables_spark.core.split.format.bundle import (
     FOOTER_FILE,
     ROWS_NAME,
     RangeSource,
@@ -52,8 +53,8 @@ from indextables_spark.core.split.bundle import (
     load_extracted_footer,
     uncompress_rows,
 )
-from indextables_spark.core.split.lazy_rows import RowSource
-from indextables_spark.core.split.lazy_rows import register as register_rows
+from indextables_spark.core.split.read import reader as _reader
+from indextables_spark.core.split.reference import quickwit, reference
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import FileNotFoundInStorageError, InvalidOptionError, SplitFormatError
 

@@ -27,21 +27,21 @@ from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.partitions import format_partition_value, partition_path
 from indextables_spark.core.schema.types import ColumnSpec, row_store_columns
-from indextables_spark.core.split._tantivy import tantivy_call
-from indextables_spark.core.split.bloom import STATS_KEY as BLOOM_STATS_KEY
-from indextables_spark.core.split.bloom import BloomConfig, SplitBloomBuilder, bloom_file_for
-from indextables_spark.core.split.bundle import ROWS_NAME, bundle
-from indextables_spark.core.split.column_specs import validate_schema
-from indextables_spark.core.split.companion import (
+from indextables_spark.core.split.cache.companion import (
     COMPANION_KEY,
     CompanionFile,
     CompanionInfo,
     CompanionSource,
     conform_source_column,
 )
-from indextables_spark.core.split.doc_mapping import doc_mapping_from_specs, tantivy_schema
-from indextables_spark.core.split.documents import json_documents
-from indextables_spark.core.split.stats import StatsCollector, stats_columns
+from indextables_spark.core.split.format._tantivy import tantivy_call
+from indextables_spark.core.split.format.bloom import STATS_KEY as BLOOM_STATS_KEY
+from indextables_spark.core.split.format.bloom import BloomConfig, SplitBloomBuilder, bloom_file_for
+from indextables_spark.core.split.format.bundle import ROWS_NAME, bundle
+from indextables_spark.core.split.format.column_specs import validate_schema
+from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs, tantivy_schema
+from indextables_spark.core.split.format.stats import StatsCollector, stats_columns
+from indextables_spark.core.split.write.documents import json_documents
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import IndexTablesError, SchemaMismatchError
 from indextables_spark.expr.text import has_long_token
@@ -110,7 +110,7 @@ class SplitWriter:
         lost_columns: Sequence[str] = (),
     ):
         """lost_columns: columns whose values the source did not hold (a reference split's
-        index-only fields, core/split/reference.py): neither stored nor indexed, and marked index-only
+        index-only fields, core/split/reference/reference.py): neither stored nor indexed, and marked index-only
         with no index, so they read NULL and every filter on them is refused."""
         self.storage = storage
         # Companion splits index rows of source Parquet files (write_source_file) and keep no rows.
@@ -322,7 +322,7 @@ class SplitWriter:
                 self._done.append(self._close_split(self._open.pop(key)))
 
     def _new_split(self, values: dict[str, str | None]) -> _OpenSplit:
-        import tantivy  # lazy: keeps `import indextables_spark.core.split.builder` free of tantivy
+        import tantivy  # lazy: keeps `import indextables_spark.core.split.write.builder` free of tantivy
 
         tmp = tempfile.mkdtemp(prefix="indextables-split-", dir=self.tmp_root)
         try:

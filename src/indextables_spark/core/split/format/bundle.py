@@ -30,7 +30,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Union
 
-from indextables_spark.core.split.composite import INDEX_SECTIONS, index_sections
+from indextables_spark.core.split.format.composite import INDEX_SECTIONS, index_sections
 from indextables_spark.errors import SplitFormatError
 
 MAGIC = b"ITSPLIT1"
@@ -409,7 +409,7 @@ def uncompress_rows(local_dir: str) -> None:
     the rows it takes and a full scan hands out zero-copy batches, instead of decompressing every
     65,536-row batch it touches. The split file in storage stays LZ4-compressed.
     """
-    import pyarrow as pa  # lazy: keeps `import indextables_spark.core.split.bundle` free of pyarrow
+    import pyarrow as pa  # lazy: keeps `import indextables_spark.core.split.format.bundle` free of pyarrow
 
     path = os.path.join(local_dir, ROWS_NAME)
     tmp = path + ".plain"

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from indextables_spark.core.split.doc_mapping import tantivy_schema
-from indextables_spark.core.split.file_pruning import prune_files, spark_type_names
-from indextables_spark.core.split.query_parsing import query_for_specs
-from indextables_spark.core.split.search import SearchPlan
+from indextables_spark.core.split.format.doc_mapping import tantivy_schema
+from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
+from indextables_spark.core.split.read.query_parsing import query_for_specs
+from indextables_spark.core.split.read.search import SearchPlan
+from indextables_spark.core.split.read.tantivy_query import build_query
 from indextables_spark.expr.model import Filter, render
-from indextables_spark.expr.tantivy_query import build_query
 
 if TYPE_CHECKING:
     import tantivy
@@ -84,7 +84,7 @@ def index_translation(
             parts.append(q)
             (answered if exact else narrowed).append(f)
     if len(parts) > 1:
-        import tantivy  # lazy: keeps `import indextables_spark.core.split.search_explain` free of tantivy
+        import tantivy  # lazy: keeps `import indextables_spark.core.split.read.search_explain` free of tantivy
 
         parts = [tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts])]
     return answered, narrowed, rows_only, (repr(parts[0]) if parts else None)

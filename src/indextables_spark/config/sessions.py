@@ -155,7 +155,7 @@ def run_tasks(spark: Any, fn: Callable[[T], R], items: Iterable[T], description:
 
 
 def _run_tasks_dataframe(spark: Any, fn: Callable[[T], R], items: list[T], description: str | None) -> list[R]:
-    import pyarrow as pa  # lazy: keeps `import indextables_spark.util.sessions` free of pyarrow
+    import pyarrow as pa  # lazy: keeps `import indextables_spark.config.sessions` free of pyarrow
 
     table = pa.table(
         {"i": pa.array(range(len(items)), pa.int64()), "item": pa.array([pickle.dumps(x) for x in items], pa.binary())}

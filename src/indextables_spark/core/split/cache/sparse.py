@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from indextables_spark.core.schema.types import ROW_FIELD, with_fully_tokenized, with_truncated_terms
-from indextables_spark.core.split.bundle import (
+from indextables_spark.core.split.format.bundle import (
     EXTRACTED_FROM,
     FOOTER_FILE,
     LAZY_ROWS,
@@ -51,14 +51,14 @@ from indextables_spark.core.split.bundle import (
     load_extracted_footer,
     read_footer,
 )
-from indextables_spark.core.split.composite import (
+from indextables_spark.core.split.format.composite import (
     INDEX_SECTIONS,
     TAIL_BYTES,
     composite_sections,
     needed_tail,
     sectioned,
 )
-from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
+from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
 from indextables_spark.errors import SplitFormatError
 from indextables_spark.util.pools import shared_pool
 
@@ -114,8 +114,8 @@ def _field_names(specs: Sequence[Any]) -> list[str]:
 def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str) -> Needs | None:
     """The sections `query` reads on this split (whose Tantivy schema has `schema_fields`, in field
     id order), or None when that cannot be told for sure."""
-    from indextables_spark.core.split.query_parsing import (
-        query_for_specs,  # lazy: keeps `import indextables_spark.core.split.sparse` free of pyarrow
+    from indextables_spark.core.split.read.query_parsing import (
+        query_for_specs,  # lazy: keeps `import indextables_spark.core.split.cache.sparse` free of pyarrow
     )
 
     try:
@@ -368,8 +368,8 @@ def fetch_for_query(read_range: Reader, size: int, dest_dir: str, where: str, qu
     `query` (extract_partial), its row store left where it is (lazy_rows.py). The first read takes
     the split's last TAIL_GUESS bytes: its footer and, usually, the row store's IPC footer, which
     is kept for LazyRows at once."""
-    from indextables_spark.core.split.lazy_rows import (
-        save_ipc_tail,  # lazy: keeps `import indextables_spark.core.split.sparse` free of pyarrow
+    from indextables_spark.core.split.cache.lazy_rows import (
+        save_ipc_tail,  # lazy: keeps `import indextables_spark.core.split.cache.sparse` free of pyarrow
     )
 
     tail_start = max(0, size - _scaled(TAIL_GUESS, size, 64))
@@ -444,8 +444,8 @@ def prefetch_rows(local_dir: str, query: str, columns: Sequence[str]) -> None:
     the rows matching `query` takes from a split whose row store is read by ranges: the reads
     that follow, often in one thread, then find them local. Best effort: the read itself reports
     any error."""
-    from indextables_spark.core.split.reader import (
-        SplitReader,  # lazy: keeps `import indextables_spark.core.split.sparse` free of numpy, pyarrow
+    from indextables_spark.core.split.read.reader import (
+        SplitReader,  # lazy: keeps `import indextables_spark.core.split.cache.sparse` free of numpy, pyarrow
     )
 
     if os.path.exists(os.path.join(local_dir, ROWS_NAME)):

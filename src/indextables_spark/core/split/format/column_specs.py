@@ -18,7 +18,7 @@ from indextables_spark.core.schema.types import (
     schema_fields,
     type_name,
 )
-from indextables_spark.core.split.indexing import (
+from indextables_spark.core.split.format.indexing import (
     BUILTIN_TOKENIZERS,
     RECORD_OPTIONS,
     TYPEMAP_VALUES,

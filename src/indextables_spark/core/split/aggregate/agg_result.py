@@ -1,5 +1,5 @@
 """Aggregation partials merged (exactly) and turned into results in Elasticsearch's shape: the
-driver's side after core/split/aggregate.py computed each split's partial."""
+driver's side after core/split/aggregate/aggregate.py computed each split's partial."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.core.split.agg_request import (
+from indextables_spark.core.split.aggregate.agg_request import (
     BUCKET_KINDS,
     EPOCH,
     STATS_KINDS,

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from indextables_spark.core.schema.partitions import partition_value_array
-from indextables_spark.core.split.reader import SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.read.reader import SCORE_COLUMN, SplitReader
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of

@@ -14,11 +14,17 @@ import pyarrow as pa
 
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec, with_fully_tokenized, with_truncated_terms
-from indextables_spark.core.split._tantivy import tantivy_call
-from indextables_spark.core.split.bundle import EXTRACTED_FROM, LAZY_ROWS, ROWS_NAME, SplitFooter, load_extracted_footer
-from indextables_spark.core.split.companion import companion_info, open_rows
-from indextables_spark.core.split.doc_mapping import specs_from_doc_mapping
-from indextables_spark.core.split.lazy_rows import LazyRows, source_for
+from indextables_spark.core.split.cache.companion import companion_info, open_rows
+from indextables_spark.core.split.cache.lazy_rows import LazyRows, source_for
+from indextables_spark.core.split.format._tantivy import tantivy_call
+from indextables_spark.core.split.format.bundle import (
+    EXTRACTED_FROM,
+    LAZY_ROWS,
+    ROWS_NAME,
+    SplitFooter,
+    load_extracted_footer,
+)
+from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
 from indextables_spark.errors import SplitFormatError
 from indextables_spark.util.lru import LruCache
 
@@ -108,7 +114,7 @@ _live_readers: dict[str, int] = {}  # local_dir -> live SplitReader objects (for
 
 
 def _open_handles(local_dir: str) -> SplitHandles:
-    import tantivy  # lazy: keeps `import indextables_spark.core.split.open_splits` free of tantivy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.cache.open_splits` free of tantivy
 
     footer = load_extracted_footer(local_dir)
     specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)

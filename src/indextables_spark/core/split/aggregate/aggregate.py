@@ -42,8 +42,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import DeleteLog
 from indextables_spark.core.schema.partitions import date_to_days, datetime_to_micros, parse_partition_value
 from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec
-from indextables_spark.core.split._tantivy import tantivy_call
-from indextables_spark.core.split.agg_request import (
+from indextables_spark.core.split.aggregate.agg_request import (
     NUMERIC,
     STATS_KINDS,
     TEMPORAL,
@@ -55,8 +54,9 @@ from indextables_spark.core.split.agg_request import (
     calendar_starts,
     date_interval,
 )
-from indextables_spark.core.split.agg_result import empty_partial, merge_all
-from indextables_spark.core.split.stats import chunk_min_max
+from indextables_spark.core.split.aggregate.agg_result import empty_partial, merge_all
+from indextables_spark.core.split.format._tantivy import tantivy_call
+from indextables_spark.core.split.format.stats import chunk_min_max
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.util.lru import LruCache
 
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     import tantivy
 
     from indextables_spark.config.options import Options
-    from indextables_spark.core.split.reader import SplitReader
+    from indextables_spark.core.split.read.reader import SplitReader
 
 ALL_BUCKETS = 2**31 - 1
 F64_MAX = 1.7976931348623157e308
@@ -120,7 +120,7 @@ def split_partial(
 ) -> dict[str, Any]:
     """The mergeable partial of one split: {"doc_count": n, "aggs": {name: partial}}.
     deletes: the split's log.delete_logs.SplitDeletes (its rows are left out), or None."""
-    import tantivy  # lazy: keeps `import indextables_spark.core.split.aggregate` free of tantivy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of tantivy
 
     searcher = reader.searcher()
     q = reader.parse_query(query) if query is not None else tantivy.Query.all_query()
@@ -148,7 +148,7 @@ def split_partial(
 
 def dead_rows(reader: SplitReader, deletes: Any) -> Any:
     """Sorted row ids of the split's deleted rows (positions, and rows equal to deleted values)."""
-    import numpy as np  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
+    import numpy as np  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
 
     dead = [deletes.positions]
     if deletes.equalities:
@@ -163,8 +163,8 @@ def dead_rows(reader: SplitReader, deletes: Any) -> Any:
 def without_rows(reader: SplitReader, q: tantivy.Query, dead: Any) -> tantivy.Query:
     """The query minus the documents of these (sorted) row ids: a range per run of consecutive ids
     on the `__row` fast field, so Tantivy's aggregations never see deleted rows."""
-    import numpy as np  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
-    import tantivy  # lazy: keeps `import indextables_spark.core.split.aggregate` free of tantivy
+    import numpy as np  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of tantivy
 
     breaks = np.flatnonzero(np.diff(dead) != 1) + 1
     ranges = [
@@ -398,13 +398,13 @@ def aggregate_files(
     parallel threads (as many as split_threads.map_chunks finds worth it).
     deletes: {split path: its deleteLog actions as JSON} (log.delete_logs.deletes_json)."""
     from indextables_spark.core.log.delete_logs import (
-        load_split_deletes,  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
+        load_split_deletes,  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
     )
-    from indextables_spark.core.split.cache import (
-        get_cache,  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
+    from indextables_spark.core.split.cache.cache import (
+        get_cache,  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
     )
-    from indextables_spark.core.split.reader import (
-        SplitReader,  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
+    from indextables_spark.core.split.read.reader import (
+        SplitReader,  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
     )
 
     cache = get_cache(options)
@@ -436,7 +436,7 @@ def aggregate_files(
     files = list(files)
     if threads <= 1 or len(files) <= 1:
         return merge_all(aggs, (one(f) for f in files))
-    from indextables_spark.core.split.split_threads import (  # lazy: keeps `import indextables_spark.core.split.aggregate` free of numpy
+    from indextables_spark.core.split.cache.split_threads import (  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
         fetch_missing,
         map_chunks,
     )

@@ -11,13 +11,13 @@ import pyarrow as pa
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.delete_logs import load_split_deletes
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.split.cache import get_cache
-from indextables_spark.core.split.column_specs import column_specs, table_options
-from indextables_spark.core.split.file_pruning import prune_files, spark_type_names
-from indextables_spark.core.split.query_parsing import check_query, query_hits
-from indextables_spark.core.split.reader import SCORE_COLUMN, SplitReader
-from indextables_spark.core.split.reference import specs_for_doc_mapping
-from indextables_spark.core.split.split_rows import (
+from indextables_spark.core.split.cache.cache import get_cache
+from indextables_spark.core.split.cache.split_threads import fetch_missing, map_chunks
+from indextables_spark.core.split.format.column_specs import column_specs, table_options
+from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
+from indextables_spark.core.split.read.query_parsing import check_query, query_hits
+from indextables_spark.core.split.read.reader import SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.read.split_rows import (
     columns_of_all,
     conform,
     joined,
@@ -26,14 +26,14 @@ from indextables_spark.core.split.split_rows import (
     top_n,
     with_partition_values,
 )
-from indextables_spark.core.split.split_threads import fetch_missing, map_chunks
+from indextables_spark.core.split.read.tantivy_query import check_index_only
+from indextables_spark.core.split.reference.reference import specs_for_doc_mapping
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.expr.struct_narrowing import with_narrowing
 from indextables_spark.expr.support import supports
-from indextables_spark.expr.tantivy_query import check_index_only
 from indextables_spark.expr.values import UnsupportedFilterError, struct_column
 
 if TYPE_CHECKING:

@@ -1,0 +1,5 @@
+"""Reading splits: `tantivy_query` (filters → Tantivy queries), `query_parsing` (query text →
+Tantivy query), `reader` (SplitReader: one split's filtered or searched rows), `split_rows` (rows
+of many splits joined with partition values), `skipping` (min/max and partition skipping),
+`file_pruning` (partition pruning, data skipping, Bloom filters), `groups` (splits in units of
+work), `search` (SearchPlan: counts and reads over a table's files), `search_explain`."""

@@ -1,0 +1,2 @@
+"""The splits the reference implementation (IndexTables4Spark) wrote: `quickwit` (its Quickwit
+split bundle), `reference` (reading them: re-indexed into our format when they enter the cache)."""

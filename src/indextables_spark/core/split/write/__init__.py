@@ -1,0 +1,2 @@
+"""Building splits: `documents` (Arrow rows → Tantivy documents), `builder` (SplitWriter: Arrow
+batches → uploaded splits → AddFile actions)."""
