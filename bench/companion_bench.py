@@ -28,7 +28,7 @@ its current version (delta-rs writes no deletion vectors, so those files hold ex
 rows; `region` comes back from the hive directory names). The match counts of the three must be
 equal (asserted). Ratios: Delta+like / companion and full / companion (above 1: companion faster).
 Warm means warm for the companion too: each Python worker keeps the source columns it decoded
-(core/split/cache/companion.py, up to 512 MiB per process), so after the warm-up a companion collect() reads
+(core/split/cache/companion_rows.py, up to 512 MiB per process), so after the warm-up a companion collect() reads
 no Parquet; its first collect of every column reads whole row groups (delta-rs writes one row
 group per file here, ~250k rows at 1M rows) of each file that has a match.
 """

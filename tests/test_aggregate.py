@@ -425,7 +425,7 @@ def test_driver_threads_give_the_same_result(spark, table, monkeypatch):
     """The driver path searches small splits in one thread and big ones in contiguous runs per
     thread (split_threads.map_chunks): both give Spark's result (the threaded path forced here,
     the split partial cache off so that every split is searched)."""
-    from indextables_spark.core.split.cache import split_threads
+    from indextables_spark.core.split.read import split_threads
 
     path, mem = table
     files = it.IndexTable(path).files()

@@ -16,7 +16,7 @@ import indextables_spark as it
 from cloud_helpers import session_conf
 from cmd_helpers import rows
 from indextables_spark.errors import CompanionSourceError
-from indextables_spark.core.split.cache.companion import forget_source_files
+from indextables_spark.core.split.cache.companion_rows import forget_source_files
 
 COLUMNS = ["id", "body", "views", "region", "day"]
 INDEXING = {"body": "text"}
@@ -472,7 +472,7 @@ def test_cloud_source_and_index(cloud_backend, fmt):
 
 def test_reads_fetch_only_the_needed_row_groups_and_columns(tmp_path, monkeypatch):
     """Rows come from the source files by ranged reads of the row groups and columns asked for."""
-    from indextables_spark.core.split.cache import companion
+    from indextables_spark.core.split.cache import companion_rows
     from indextables_spark.core.storage import open_storage
     from indextables_spark.core.storage.counting import CountingStorage
 
@@ -495,7 +495,7 @@ def test_reads_fetch_only_the_needed_row_groups_and_columns(tmp_path, monkeypatc
     def storage_for(parent, options_key):
         return counting.setdefault(parent, AsIfRemote(open_storage(parent, dict(options_key))))
 
-    monkeypatch.setattr(companion, "_storage_for", storage_for)
+    monkeypatch.setattr(companion_rows, "_storage_for", storage_for)
     forget_source_files()
     got = it.IndexTable(loc).search("*", where="id = 1234", columns=["id", "views"])
     assert got.to_pylist() == [{"id": 1234, "views": (1234 * 37) % 1000}]

@@ -791,7 +791,7 @@ def test_s3_sources_with_provider_profile_and_assumed_role(
 
     import indextables_spark as it
     from cmd_helpers import rows
-    from indextables_spark.core.split.cache.companion import forget_source_files
+    from indextables_spark.core.split.cache.companion_rows import forget_source_files
 
     config, credentials = no_ambient_aws_credentials
     tag = uuid.uuid4().hex[:8]

@@ -21,17 +21,21 @@ LAYERS = [
     ("expr", 3),
     ("core.storage", 4),
     ("core.log", 5),
-    # core/split's sub-packages: the split format first; writing, the caches, reading and the
-    # reference's splits call one another (one layer); aggregations read through them
+    # core/split's sub-packages, one way: the split format, writing splits, the reference's
+    # splits, the caches, reading, aggregations
     ("core.split.format", 6),
-    ("core.split.aggregate", 8),
-    ("core.split", 7),
+    ("core.split.write", 7),
+    ("core.split.reference", 8),
+    ("core.split.cache", 9),
+    ("core.split.read", 10),
+    ("core.split.aggregate", 11),
+    ("core.split", 6),
     ("core", 4),
-    ("ops", 9),
-    ("api", 10),
-    ("frontends.cli", 13),
-    ("frontends", 11),
-    ("spark", 12),
+    ("ops", 12),
+    ("api", 13),
+    ("frontends.cli", 16),
+    ("frontends", 14),
+    ("spark", 15),
 ]
 
 

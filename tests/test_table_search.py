@@ -337,7 +337,7 @@ def test_many_small_splits_joined_with_their_own_partition_values(tmp_path, monk
     same rows as reading split by split (to_batches), and the scored and counted paths agree."""
     import pyarrow as pa
 
-    from indextables_spark.core.split.cache import split_threads
+    from indextables_spark.core.split.read import split_threads
 
     path = str(tmp_path / "t")
     for i in range(24):

@@ -6,7 +6,7 @@
    no longer has (Delta remove/OPTIMIZE/VACUUM, Iceberg overwrite/expire, a deleted Parquet file)
    are removed and their still-valid files indexed again.
 2. Index: the files are grouped per partition into groups of about `TARGET INPUT SIZE` source
-   bytes; each group becomes one companion split (core/split/cache/companion.py: the index, no rows) written
+   bytes; each group becomes one companion split (core/split/format/companion.py: the index, no rows) written
    by one task — a Spark job when a session is given, else local processes (this module).
 3. Commit: one version with the metadata (schema, partitioning, the source's format, location and
    version), the new splits and the removes (companion_sync.py). Splits written by a failed build
@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
 from indextables_spark.config.options import PREFIX, Options, parse_size
 from indextables_spark.config.registry import registered_default
 from indextables_spark.config.sessions import run_tasks, with_session_options
-from indextables_spark.core.split.cache.companion import CompanionSource, companion_of, open_source_parquet
+from indextables_spark.core.split.cache.companion_rows import open_source_parquet
+from indextables_spark.core.split.format.companion import CompanionSource, companion_of
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.errors import CompanionSourceError, InvalidOptionError
 from indextables_spark.ops.companion_sync import (

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.cache.companion import CONFIG_FORMAT, CONFIG_ROOT, CONFIG_SOURCE, CONFIG_VERSION
+from indextables_spark.core.split.format.companion import CONFIG_FORMAT, CONFIG_ROOT, CONFIG_SOURCE, CONFIG_VERSION
 from indextables_spark.errors import InvalidOptionError
 
 if TYPE_CHECKING:

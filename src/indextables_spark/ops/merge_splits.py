@@ -47,7 +47,8 @@ from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.partitions import partition_value_array
-from indextables_spark.core.split.cache.companion import CompanionSource, companion_info, open_source_parquet
+from indextables_spark.core.split.cache.companion_rows import open_source_parquet
+from indextables_spark.core.split.format.companion import CompanionSource, companion_info
 from indextables_spark.core.split.format.bundle import load_extracted_footer
 from indextables_spark.core.split.format.column_specs import column_specs
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs
@@ -60,7 +61,7 @@ from indextables_spark.results import MergeSplitsResult, Progress, SkippedFile, 
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
-    from indextables_spark.core.split.cache.companion import CompanionInfo
+    from indextables_spark.core.split.format.companion import CompanionInfo
     from indextables_spark.core.split.write.builder import SplitWriter
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.split.cache.companion import companion_of
+from indextables_spark.core.split.format.companion import companion_of
 from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_json
 from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY, IndexingConfig, recorded_settings

@@ -257,7 +257,7 @@ def compute_aggregate(
 ) -> list[tuple[Any, ...]]:
     """Rows (keys..., aggregates...) of the aggregate over `snap`, the version the statement was
     planned on (its scan view and result schema come from the same version)."""
-    from indextables_spark.core.split.cache.split_threads import (  # lazy: keeps `import indextables_spark.spark.sql_routes` free of numpy
+    from indextables_spark.core.split.read.split_threads import (  # lazy: keeps `import indextables_spark.spark.sql_routes` free of numpy
         fetch_missing,
         map_chunks,
     )

@@ -436,7 +436,7 @@ def aggregate_files(
     files = list(files)
     if threads <= 1 or len(files) <= 1:
         return merge_all(aggs, (one(f) for f in files))
-    from indextables_spark.core.split.cache.split_threads import (  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
+    from indextables_spark.core.split.read.split_threads import (  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
         fetch_missing,
         map_chunks,
     )

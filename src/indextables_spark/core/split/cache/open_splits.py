@@ -14,7 +14,8 @@ import pyarrow as pa
 
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec, with_fully_tokenized, with_truncated_terms
-from indextables_spark.core.split.cache.companion import companion_info, open_rows
+from indextables_spark.core.split.cache.companion_rows import open_rows
+from indextables_spark.core.split.format.companion import companion_info
 from indextables_spark.core.split.cache.lazy_rows import LazyRows, source_for
 from indextables_spark.core.split.format._tantivy import tantivy_call
 from indextables_spark.core.split.format.bundle import (

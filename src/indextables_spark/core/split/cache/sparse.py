@@ -45,7 +45,6 @@ from indextables_spark.core.split.format.bundle import (
     EXTRACTED_FROM,
     FOOTER_FILE,
     LAZY_ROWS,
-    ROWS_NAME,
     RangeSource,
     SplitFooter,
     load_extracted_footer,
@@ -437,23 +436,3 @@ def ensure(local_dir: str, reader: Reader, query: str | None) -> int:
     state["missing"] = {n: subtract(_ranges(rs), wanted.get(n, [])) for n, rs in state["missing"].items()}
     _save_state(local_dir, state)
     return reads
-
-
-def prefetch_rows(local_dir: str, query: str, columns: Sequence[str]) -> None:
-    """Fetch now, in the caller's (fetching) thread, the row store parts a read of `columns` of
-    the rows matching `query` takes from a split whose row store is read by ranges: the reads
-    that follow, often in one thread, then find them local. Best effort: the read itself reports
-    any error."""
-    from indextables_spark.core.split.read.reader import (
-        SplitReader,  # lazy: keeps `import indextables_spark.core.split.cache.sparse` free of numpy, pyarrow
-    )
-
-    if os.path.exists(os.path.join(local_dir, ROWS_NAME)):
-        return  # extracted: nothing to fetch
-    try:
-        split = SplitReader(local_dir)
-        present = set(split.schema.names)
-        for _ in split.read([], query, [c for c in columns if c in present]):
-            pass
-    except Exception:  # noqa: S110 - the search that follows raises it
-        pass

@@ -2,4 +2,6 @@
 Tantivy query), `reader` (SplitReader: one split's filtered or searched rows), `split_rows` (rows
 of many splits joined with partition values), `skipping` (min/max and partition skipping),
 `file_pruning` (partition pruning, data skipping, Bloom filters), `groups` (splits in units of
-work), `search` (SearchPlan: counts and reads over a table's files), `search_explain`."""
+work), `search` (SearchPlan: counts and reads over a table's files), `search_explain`,
+`split_threads` (threads per search, fetching missing splits in parallel), `prefetch` (fetching
+with the row store parts of a query's matches). Layer: after cache/, before aggregate/."""

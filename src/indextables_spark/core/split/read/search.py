@@ -12,7 +12,8 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.log.delete_logs import load_split_deletes
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.cache.cache import get_cache
-from indextables_spark.core.split.cache.split_threads import fetch_missing, map_chunks
+from indextables_spark.core.split.read.prefetch import fetch_missing
+from indextables_spark.core.split.read.split_threads import map_chunks
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.query_parsing import check_query, query_hits

@@ -1,2 +1,2 @@
 """Building splits: `documents` (Arrow rows → Tantivy documents), `builder` (SplitWriter: Arrow
-batches → uploaded splits → AddFile actions)."""
+batches → uploaded splits → AddFile actions). Layer: after format/ only."""

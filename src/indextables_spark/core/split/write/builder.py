@@ -27,7 +27,7 @@ from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.partitions import format_partition_value, partition_path
 from indextables_spark.core.schema.types import ColumnSpec, row_store_columns
-from indextables_spark.core.split.cache.companion import (
+from indextables_spark.core.split.format.companion import (
     COMPANION_KEY,
     CompanionFile,
     CompanionInfo,

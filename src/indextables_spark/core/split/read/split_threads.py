@@ -1,5 +1,6 @@
 """How many threads search a set of splits, and fetching the splits the cache lacks in parallel
-first (downloads are I/O; searching small splits is mostly Python)."""
+first (downloads are I/O; searching small splits is mostly Python). Fetching the row store parts
+of a query's matches too is prefetch.py (it reads the splits: this module stays below reader.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.cache.cache import get_cache
-from indextables_spark.core.split.cache.sparse import prefetch_rows
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.util.pools import shared_pool
 
@@ -68,20 +68,20 @@ def fetch_missing(
     options: Options | None,
     files: Sequence[Any],
     query: str | None = None,
-    columns: Sequence[str] | None = None,
+    then: Callable[[str], None] | None = None,
 ) -> None:
     """Fetch the splits the cache lacks into it, in parallel threads (downloads are I/O), before
     they are searched in fewer threads (map_chunks). With `query` (the only thing the read asks
-    of the index), only what it reads of remote index files; with `columns` too, the row store
-    parts of its matches (sparse.prefetch_rows)."""
+    of the index), only what it reads of remote index files; `then` runs on each fetched split's
+    directory in its fetching thread (prefetch.py: the row store parts of the matches)."""
 
     cache = get_cache(options)
     missing = [f for f in files if not cache.is_cached(storage, f, query)]
 
     def fetch(f: Any) -> None:
         local = cache.local_dir(storage, f, query)
-        if query is not None and columns is not None:
-            prefetch_rows(local, query, columns)
+        if then is not None:
+            then(local)
 
     if len(missing) == 1:
         fetch(missing[0])

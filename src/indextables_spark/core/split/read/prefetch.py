@@ -1,0 +1,46 @@
+"""Fetching the splits a search reads before it searches them (split_threads.fetch_missing), with
+the row store parts of the query's matches when a split's rows are read by ranges: the fetching
+threads read them, so the search that follows, often in one thread, finds them local."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from indextables_spark.config.options import Options
+from indextables_spark.core.split.format.bundle import ROWS_NAME
+from indextables_spark.core.split.read import split_threads
+from indextables_spark.core.split.read.reader import SplitReader
+from indextables_spark.core.storage.base import Storage
+
+
+def prefetch_rows(local_dir: str, query: str, columns: Sequence[str]) -> None:
+    """Fetch now, in the caller's (fetching) thread, the row store parts a read of `columns` of
+    the rows matching `query` takes from a split whose row store is read by ranges: the reads
+    that follow, often in one thread, then find them local. Best effort: the read itself reports
+    any error."""
+    if os.path.exists(os.path.join(local_dir, ROWS_NAME)):
+        return  # extracted: nothing to fetch
+    try:
+        split = SplitReader(local_dir)
+        present = set(split.schema.names)
+        for _ in split.read([], query, [c for c in columns if c in present]):
+            pass
+    except Exception:  # noqa: S110 - the search that follows raises it
+        pass
+
+
+def fetch_missing(
+    storage: Storage,
+    options: Options | None,
+    files: Sequence[Any],
+    query: str | None = None,
+    columns: Sequence[str] | None = None,
+) -> None:
+    """split_threads.fetch_missing; with `query` and `columns` too, the row store parts of the
+    query's matches (prefetch_rows)."""
+    if query is None or columns is None:
+        split_threads.fetch_missing(storage, options, files, query)
+        return
+    q, cols = query, list(columns)
+    split_threads.fetch_missing(storage, options, files, query, lambda local: prefetch_rows(local, q, cols))
