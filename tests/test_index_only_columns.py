@@ -103,7 +103,7 @@ def test_filters_the_index_answers_only_approximately_are_refused(tmp_path):
     ):
         with pytest.raises(UnsupportedFilterError, match=rf"on index-only column '{column}'.*reads as NULL"):
             t.to_arrow(where=where)
-    with pytest.raises(UnsupportedFilterError, match="keep no text to cut snippets"):
+    with pytest.raises(InvalidOptionError, match="keep no text to cut snippets"):
         t.search("body:fox", snippets=["body"])
 
 

@@ -19,6 +19,7 @@ from indextables_spark.core.split.read.tantivy_query import build_query
 from indextables_spark.expr import text
 from indextables_spark.core.split.write.builder import SplitWriter
 from indextables_spark.core.split.cache.cache import get_cache
+from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.schema.types import ROW_FIELD
 from indextables_spark.core.storage.local import LocalStorage
 
@@ -107,7 +108,7 @@ def split(tmp_path_factory):
     w = SplitWriter(storage, SCHEMA, [], OPTIONS)
     w.write_batch(batch)
     (add,) = w.finish()
-    reader = get_cache({"cache.disk.path": str(root / "cache")}).reader(storage, add)
+    reader = SplitReader(get_cache({"cache.disk.path": str(root / "cache")}).local_dir(storage, add))
     return reader, rows
 
 

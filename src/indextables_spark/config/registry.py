@@ -253,6 +253,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _option("limit", "int", 0, "the N best matches by `_score` (0: every match)"),
     _option("orderBy", "str", None, "`_score` (the default with a limit)", readme=False),
     _option("withScore", "bool", False, "add the `_score` column to a read"),
+    _option(
+        "search.statistics",
+        "str",
+        "table",
+        "BM25 statistics of `_score`: `table` (every live split of the version read: scores and top-n "
+        "independent of how the table is split) or `split` (each split's own, as before 0.3)",
+    ),
     _option("columns", "str", None, "the only columns a read declares (comma list; empty: none, for counts)"),
     _option("snippetFields", "str", None, "text columns whose `_snippet` a read adds (comma list)"),
     _option("versionAsOf", "int", None, "time travel to a version"),

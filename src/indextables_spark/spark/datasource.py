@@ -95,8 +95,12 @@ class IndexTablesDataSource(DataSource):
         return table.snapshot()
 
     def schema(self) -> StructType:
+        from indextables_spark.core.split.read.query_parsing import (
+            check_table_query,  # lazy: the read path (tantivy, pyarrow) loads when Spark plans a read, not for a write
+        )
+
         # lazy: the read path (tantivy, pyarrow) loads when Spark plans a read, not for a write
-        from indextables_spark.spark.read_options import check_table_query, declared_fields, extra_fields, read_options
+        from indextables_spark.spark.read_options import declared_fields, extra_fields, read_options
 
         snapshot = self._read_snapshot()
         time_travel = self.opts.get_str("versionAsOf") is not None or self.opts.get_str("timestampAsOf") is not None

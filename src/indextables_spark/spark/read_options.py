@@ -11,9 +11,8 @@ from pyspark.sql.types import FloatType, MapType, StringType, StructField, Struc
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism
-from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
-from indextables_spark.errors import InvalidOptionError, QueryParseError
+from indextables_spark.errors import InvalidOptionError
 from indextables_spark.spark.guard import INDEXALL
 
 if TYPE_CHECKING:
@@ -112,40 +111,6 @@ def table_specs(snapshot: Snapshot, opts: Options) -> list[ColumnSpec]:
     """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
 
     return column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
-
-
-def check_table_query(
-    snapshot: Snapshot, opts: Options, query: str, files: list[AddFile] | None = None, every: bool = False
-) -> None:
-    """Raise QueryParseError for a query the splits cannot parse, without opening one: checked
-    against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
-    any of them (what a read of those splits would hit), else only when invalid for all of them
-    (a table whose newer splits gained a column may still be read by partitions that have it)."""
-    from indextables_spark.core.split.read.query_parsing import (
-        check_query,  # lazy: keeps `import indextables_spark.spark.read_options` free of pyarrow
-    )
-    from indextables_spark.core.split.reference.reference import (
-        specs_for_doc_mapping,  # lazy: keeps `import indextables_spark.spark.read_options` free of pyarrow
-    )
-
-    if files is None:  # the Arrow column: no AddFile objects built for a large table
-        refs = set(snapshot.files_table.column("docMappingRef").unique().to_pylist())
-    else:
-        refs = {f.doc_mapping_ref for f in files}
-    mappings = [m for m in (snapshot.doc_mapping(r) for r in sorted(r for r in refs if r)) if m]
-    candidates = [specs_for_doc_mapping(m, snapshot.schema_json, snapshot.partition_columns) for m in mappings] or [
-        table_specs(snapshot, opts)
-    ]
-    errors: list[QueryParseError] = []
-    for specs in candidates:
-        try:
-            check_query(specs, query)
-        except QueryParseError as e:
-            if every:
-                raise
-            errors.append(e)
-    if len(errors) == len(candidates):
-        raise errors[0]
 
 
 def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: list[str]) -> list[StructField]:

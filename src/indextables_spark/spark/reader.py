@@ -36,8 +36,9 @@ from pyspark.sql.types import StructType
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.schema.types import index_only_columns
+from indextables_spark.core.schema.types import check_snippet_fields, index_only_columns
 from indextables_spark.core.split.read.file_pruning import prune_files
+from indextables_spark.core.storage import open_storage
 from indextables_spark.core.split.read.groups import group_by_size
 from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.errors import InvalidOptionError
@@ -48,7 +49,7 @@ from indextables_spark.expr.values import UnsupportedFilterError
 from indextables_spark.spark import filters as spark_filters
 from indextables_spark.spark import guard
 from indextables_spark.spark.guard import INDEXALL
-from indextables_spark.spark.read_options import SNIPPET, check_table_query, read_options, table_specs
+from indextables_spark.spark.read_options import SNIPPET, read_options, table_specs
 from indextables_spark.spark.task_read import TaskRead, read_ranked, task_json
 
 if TYPE_CHECKING:
@@ -67,10 +68,18 @@ class SplitGroup(InputPartition):
     files: list[dict[str, Any]]  # AddFile wire JSON
     # split path -> its delete logs (deleteLog wire JSON); splits with deletes only
     deletes: dict[str, list[dict[str, Any]]]
+    # a scored read's BM25 statistics of the table version (CorpusStats JSON), None: each split's own
+    corpus: dict[str, Any] | None
 
-    def __init__(self, files: list[dict[str, Any]], deletes: dict[str, list[dict[str, Any]]] | None = None):
+    def __init__(
+        self,
+        files: list[dict[str, Any]],
+        deletes: dict[str, list[dict[str, Any]]] | None = None,
+        corpus: dict[str, Any] | None = None,
+    ):
         self.files = files
         self.deletes = deletes or {}
+        self.corpus = corpus
 
 
 class IndexTablesReader(DataSourceReader):
@@ -105,12 +114,7 @@ class IndexTablesReader(DataSourceReader):
             for f in self.table_schema_json["fields"]
         }
         self.specs = table_specs(snapshot, self.opts)
-        unstored = [c for c in self.read_opts.snippet_fields if any(s.index_only and s.name == c for s in self.specs)]
-        if unstored:
-            raise InvalidOptionError(
-                f"snippets of {unstored} on {self.path}: index-only columns (indexing.indexonlyfields) keep no "
-                f"text to cut snippets from"
-            )
+        check_snippet_fields(self.specs, self.read_opts.snippet_fields, self.path)
 
     def _ensure_bound(self) -> None:
         if self._snapshot is None:
@@ -259,6 +263,10 @@ class IndexTablesReader(DataSourceReader):
             raise InvalidOptionError(guard.unguarded_ranking_message(self.path))
         files = self._live_files()
         if self.query is not None:  # refused here rather than in every task
+            from indextables_spark.core.split.read.query_parsing import (
+                check_table_query,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
+            )
+
             check_table_query(self._snapshot, self.opts, self.query, files, every=True)
 
         min_groups = self.opts.get_int("read.minPartitions")
@@ -277,7 +285,26 @@ class IndexTablesReader(DataSourceReader):
             deletes_json,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
         )
 
-        return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g)) for g in groups]
+        corpus = self._corpus_stats() if ro.with_score and self.query is not None else None
+        return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g), corpus) for g in groups]
+
+    def _corpus_stats(self) -> dict[str, Any] | None:
+        """The BM25 statistics of the version's live splits for the query (core/split/read/
+        corpus_stats.py), gathered here on the driver and shipped to the tasks: every task then
+        scores as if the table were one split. None with `search.statistics=split` or one split."""
+        from indextables_spark.core.split.read.corpus_stats import (  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
+            TABLE,
+            statistics_mode,
+            table_stats,
+        )
+
+        snap = self._snapshot
+        assert snap is not None and self.query is not None  # bound, scored
+        files = snap.files
+        if statistics_mode(self.opts) != TABLE or len(files) < 2:
+            return None
+        storage = open_storage(self.path, self.opts)
+        return table_stats(storage, self.opts, snap.version, files, self.query).to_json()
 
     # Spark hands back the SplitGroups partitions() made
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -287,7 +314,7 @@ class IndexTablesReader(DataSourceReader):
         query = self.query
         if (ro.with_score or SNIPPET in target.names) and query is not None:
             # snippets are made with the split's index, as scores are: the ranked path
-            yield from read_ranked(self, adds, target, query, partition.deletes)
+            yield from read_ranked(self, adds, target, query, partition.deletes, partition.corpus)
             return
         yield from TaskRead(self, target).batches(adds, partition.deletes, ro.limit)
 

@@ -133,8 +133,8 @@ class SparkCatalog:
 
     def check_query(self, source: plans.Source, query: str) -> None:
         """QueryParseError now for a query the table's splits cannot parse (not in a task)."""
-        from indextables_spark.spark.read_options import (
-            check_table_query,  # lazy: pyspark is imported only when a Spark session runs this
+        from indextables_spark.core.split.read.query_parsing import (
+            check_table_query,  # lazy: keeps `import indextables_spark.spark.sql_routes` free of pyarrow
         )
 
         check_table_query(self.snapshot(source), self.table(source).options, query)

@@ -32,9 +32,7 @@ import datetime as dt
 import decimal
 import hashlib
 import json
-import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
@@ -43,13 +41,11 @@ import pyarrow as pa
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import functions, with_session_options
-from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.aggregate.agg_request import parse_request
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.lexer import Lexicon, Token, end_of, token_at
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.snapshot import Snapshot
 
 # A row of AGG_SCHEMA: aggregation path, bucket keys, doc count, metric, its number, its text
@@ -331,55 +327,26 @@ def search_table(
     snippet_fields: str | None = None,
     columns: str | None = None,
 ) -> pa.Table:
-    """The rows of the best matches (all of them without a limit), best first, in this process."""
-
-    from indextables_spark.core.log.delete_logs import (  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
-        deletes_json,
-        split_deletes,
+    """The rows of the best matches (all of them without a limit), best first, in this process:
+    the Spark-free search's plan (core/split/read/search.py), scored like every other route."""
+    from indextables_spark.core.split.read.search import (  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
+        SearchPlan,
     )
-    from indextables_spark.core.split.cache.cache import (
-        get_cache,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
+    from indextables_spark.core.split.read.search import (
+        search_table as search_plan,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
     )
-    from indextables_spark.core.split.read.reader import (
-        SplitReader,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
-    )
-    from indextables_spark.core.split.read.split_rows import (
-        with_partition_values,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
-    )
-    from indextables_spark.spark.read_options import (
-        SCORE,  # lazy: pyspark is imported only when a Spark session runs this
-    )
-    from indextables_spark.spark.task_read import (
-        with_snippets,  # lazy: pyspark is imported only when a Spark session runs this
+    from indextables_spark.spark.read_options import (  # lazy: pyspark is imported only when a Spark session runs this
+        SCORE,
+        SNIPPET,
     )
 
     table = IndexTable(path, options)
     snap = table.snapshot()
-    schema = search_schema(snap, snippet_fields)  # every column; `columns` selects at the end
-    target = arrow_schema(schema.jsonValue(), field_metadata=True)
     declared = [f.name for f in search_schema(snap, snippet_fields, columns).fields]
-    names = [f.name for f in snap.schema.fields if f.name not in snap.partition_columns]
     fields = tuple(f.strip() for f in (snippet_fields or "").split(",") if f.strip())
-    cache = get_cache(table.options)
-
-    deletes = deletes_json(snap, snap.files)  # row-level deletes: those rows never come back
-
-    def one(add: AddFile) -> pa.Table:
-        split = SplitReader(cache.local_dir(table.storage, add))
-        t = split.search_scored(
-            query, limit, None, names, deletes=split_deletes(path, table.options, add, deletes.get(add.path))
-        )
-        if fields:
-            t = with_snippets(split, t, query, fields)
-        return with_partition_values([(add, t)], target, snap.partition_columns)
-
-    files = snap.files
-    with ThreadPoolExecutor(max_workers=max(1, min(len(files), os.cpu_count() or 1))) as pool:
-        parts = list(pool.map(one, files))
-    if not parts:
-        return target.empty_table().select(declared)
-    merged = pa.concat_tables(parts).sort_by([(SCORE, "descending")])
-    return (merged.slice(0, limit) if limit is not None else merged).select(declared)
+    data = [c for c in declared if c not in (SCORE, SNIPPET)]
+    plan = SearchPlan(table.storage, snap, table.options, [], query, data, fields)
+    return search_plan(plan, limit, scored=True).select(declared)
 
 
 def search_schema(snapshot: Snapshot, snippet_fields: str | None, columns: str | None = None) -> Any:

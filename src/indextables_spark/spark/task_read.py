@@ -155,14 +155,21 @@ def read_ranked(
     target: pa.Schema,
     query: str,
     deletes: dict[str, list[dict[str, Any]]] | None = None,
+    corpus: dict[str, Any] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
-    (each split's top n, merged)."""
+    (each split's top n, merged). `corpus`: the table version's BM25 statistics (CorpusStats JSON)
+    the driver gathered; None: each split's own."""
+    from indextables_spark.core.split.read.corpus_stats import (
+        CorpusStats,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+    )
+
     from indextables_spark.core.split.read.split_rows import (
         with_partition_values,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
     )
 
     ro = reader.read_opts
+    stats = CorpusStats.from_json(corpus) if corpus is not None else None
     task = TaskRead(reader, target)
     # snippets are made from their fields' text, which a `columns` read may not declare
     names = task.names + [f for f in ro.snippet_fields if f not in task.names and SNIPPET in target.names]
@@ -176,6 +183,7 @@ def read_ranked(
             reader.data_filters,
             [n for n in names if n in stored],
             deletes=task.deletes(add, (deletes or {}).get(add.path)),
+            corpus=stats,
         )
         if ro.snippet_fields and SNIPPET in target.names:
             table = with_snippets(split, table, query, ro.snippet_fields)

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from indextables_spark.errors import SchemaMismatchError, UnsupportedTypeError
+from indextables_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
 
 ROW_FIELD = "__row"
 EXACT_SUFFIX = "__exact"
@@ -196,6 +196,17 @@ def row_store_columns(specs: Iterable[ColumnSpec]) -> list[str]:
 def index_only_columns(specs: Iterable[ColumnSpec]) -> frozenset[str]:
     """Lower-cased names of the index-only columns (`indexing.indexonlyfields`)."""
     return frozenset(s.name.lower() for s in specs if s.index_only)
+
+
+def check_snippet_fields(specs: Iterable[ColumnSpec], fields: Iterable[str], path: str) -> None:
+    """InvalidOptionError for snippets asked of index-only columns (every route: the Spark-free
+    search, Spark reads, the table function)."""
+    unstored = [c for c in fields if any(s.index_only and s.name == c for s in specs)]
+    if unstored:
+        raise InvalidOptionError(
+            f"snippets of {unstored} on {path}: index-only columns (indexing.indexonlyfields) keep no text to "
+            f"cut snippets from"
+        )
 
 
 def with_truncated_terms(specs: Iterable[ColumnSpec], columns: Iterable[str]) -> list[ColumnSpec]:

@@ -53,7 +53,6 @@ from indextables_spark.core.split.format.bundle import (
     load_extracted_footer,
     uncompress_rows,
 )
-from indextables_spark.core.split.read import reader as _reader
 from indextables_spark.core.split.reference import quickwit, reference
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import FileNotFoundInStorageError, InvalidOptionError, SplitFormatError
@@ -231,10 +230,6 @@ class SplitCache:
                 self._row_sources[final] = rows
         if rows is not None:
             register_rows(final, RowSource(storage, add_file.path, rows[0], rows[1]))
-
-    def reader(self, storage: Storage, add_file: Any) -> "_reader.SplitReader":
-        """A SplitReader over the cached split (index and IPC reader are cached per process)."""
-        return _reader.SplitReader(self.local_dir(storage, add_file))
 
     def is_cached(self, storage: Storage, add_file: Any, query: str | None = None) -> bool:
         """Whether the split's directory is there, holding what `query` reads of the index (every

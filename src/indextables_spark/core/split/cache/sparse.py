@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import struct
 import threading
 import uuid
@@ -58,7 +57,8 @@ from indextables_spark.core.split.format.composite import (
     sectioned,
 )
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
-from indextables_spark.errors import SplitFormatError
+from indextables_spark.errors import IndexTablesError, SplitFormatError
+from indextables_spark.expr.fulltext import full_text_query
 from indextables_spark.util.pools import shared_pool
 
 STATE_FILE = "sparse.json"
@@ -66,28 +66,6 @@ TAIL_GUESS = 64 << 10  # the first read of a split (1/64 of it, at least 16 KiB)
 # row store's IPC footer before it
 GAP_BYTES = 1 << 20  # ranges closer than this (1/16 of the split, at least 16 KiB) are one request
 RANGE_THREADS = 8  # ranged reads in flight for the splits being fetched (a pool of their own)
-# Query kinds (tantivy Debug names) that read only the term dictionary and postings of their
-# fields (and fast fields / fieldnorms, always fetched whole); phrase kinds also read positions.
-NO_POSITIONS = frozenset(
-    {
-        "AllQuery",
-        "BooleanQuery",
-        "ConstScoreQuery",
-        "DisjunctionMaxQuery",
-        "EmptyQuery",
-        "ExistsQuery",
-        "FuzzyTermQuery",
-        "RangeQuery",
-        "RegexQuery",
-        "TermQuery",
-        "TermSetQuery",
-    }
-)
-WITH_POSITIONS = frozenset({"PhraseQuery", "PhrasePrefixQuery", "RegexPhraseQuery"})
-_KIND = re.compile(r"\b([A-Z][A-Za-z]*Query)\b")
-_FIELD_IDS = re.compile(r"\bfield=(\d+)|\bField\((\d+)\)")
-_FIELD_NAMES = re.compile(r'\bfield_name: "((?:[^"\\]|\\.)*)"')
-
 Range = tuple[int, int]  # [start, end)
 
 # Tests set this to a byte (e.g. b"\xff") to fill the parts not fetched with it instead of
@@ -112,29 +90,22 @@ def _field_names(specs: Sequence[Any]) -> list[str]:
 
 def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str) -> Needs | None:
     """The sections `query` reads on this split (whose Tantivy schema has `schema_fields`, in field
-    id order), or None when that cannot be told for sure."""
-    from indextables_spark.core.split.read.query_parsing import (
-        query_for_specs,  # lazy: keeps `import indextables_spark.core.split.cache.sparse` free of pyarrow
-    )
-
+    id order), or None when that cannot be told for sure: the fields of its leaves (expr/fulltext.py:
+    the term dictionary and postings of each, the positions of phrase-like leaves; fast fields and
+    field norms are fetched whole)."""
     try:
         specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
         specs = with_fully_tokenized(specs, footer.fully_tokenized)
-        names = _field_names(specs)
-        if names != list(schema_fields):
-            return None  # the split's index was not built from these specs in this order
-        text = repr(query_for_specs(specs, query))
-    except Exception:  # an invalid query fails when the split runs it; here: fetch whole
+        fq = full_text_query(specs, query)
+    except (IndexTablesError, ValueError):  # an invalid query fails when the split runs it; here: fetch whole
         return None
-    kinds = set(_KIND.findall(text))
-    if kinds - NO_POSITIONS - WITH_POSITIONS:
-        return None
-    ids = {int(a or b) for a, b in _FIELD_IDS.findall(text)}
-    ids |= {names.index(n) for n in _FIELD_NAMES.findall(text) if n in names}
-    if any(i >= len(names) for i in ids):
-        return None
-    fields = frozenset(ids)
-    return Needs(fields, fields if kinds & WITH_POSITIONS else frozenset())
+    names = _field_names(specs)
+    if names != list(schema_fields) or fq.ast is None:
+        return None  # the split's index was not built from these specs in this order; a syntax error
+    ids = {names.index(f) for f in fq.fields if f}
+    if not fq.fields - {""} <= set(names):
+        return None  # a field the split lacks: the query fails when the split runs it
+    return Needs(frozenset(ids), frozenset(names.index(f) for f in fq.position_fields if f))
 
 
 def _schema_fields(local_dir: str) -> list[str] | None:

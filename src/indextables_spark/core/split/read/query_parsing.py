@@ -1,60 +1,57 @@
-"""Query text → the Tantivy query of a split (parsed once per doc mapping and text), errors with
-positions; counting a query's matches where that is cheap; checking a query without opening a split."""
+"""Query text → the Tantivy query of a split (parsed once per doc mapping and text: fulltext.py's
+FullTextQuery says what the text is), errors with positions, the query boosted for corpus-wide
+BM25 statistics (corpus_stats.py), counting a query's matches where that is cheap, checking a
+query without opening a split."""
 
 from __future__ import annotations
 
 import functools
-import re
 from typing import TYPE_CHECKING, Any, Sequence
 
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec
+from indextables_spark.config.options import Options
 from indextables_spark.core.split.cache.open_splits import SplitHandles, handles, searcher_of
 from indextables_spark.core.split.format._tantivy import tantivy_call
+from indextables_spark.core.split.format.column_specs import column_specs, table_options
 from indextables_spark.core.split.format.doc_mapping import (
     doc_mapping_from_specs,
     specs_from_doc_mapping,
     tantivy_schema,
 )
+from indextables_spark.core.split.reference.reference import specs_for_doc_mapping
+from indextables_spark.core.split.read.corpus_stats import CorpusStats, leaf_weights, split_stats
+from indextables_spark.expr.fulltext import FullTextQuery, full_text_query
 from indextables_spark.errors import QueryParseError
 from indextables_spark.expr.query_errors import format_query_error, locate_query_error
-from indextables_spark.expr.query_rewrite import (
-    TermRewriteError,
-    cjk_bigram_terms,
-    fuzzy_and_prefix_terms,
-    negations_as_prefix,
-)
 from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:
     import tantivy
 
-
-def default_fields(specs: Sequence[ColumnSpec]) -> list[str]:
-    """Fields searched by query terms without a field: tokenized text, else raw strings."""
-    text = [f.name for s in specs for f in s.indexed_fields if f.type == "text" and not f.exact]
-    return text or [f.name for s in specs for f in s.indexed_fields if f.exact]
+    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.snapshot import Snapshot
 
 
 def parse_query(index: tantivy.Index, specs: Sequence[ColumnSpec], query: str) -> tantivy.Query:
     """The Tantivy query of `query` on an index with these column specs; QueryParseError names
     the query, the position of the fault and the searchable fields."""
-    fields = default_fields(specs)
-    try:
-        field_info = {f.name: (f.type, f.tokenizer) for s in specs for f in s.indexed_fields}
-        text, fuzzy = fuzzy_and_prefix_terms(
-            cjk_bigram_terms(negations_as_prefix(query), field_info, fields), field_info, fields
-        )
-    except TermRewriteError as e:
-        raise QueryParseError(
-            format_query_error(query, e.position, e.reason, e.reason), query=query, position=e.position, reason=e.reason
-        ) from None
-    with tantivy_call(f"parsing query {query!r}"):
+    fq = full_text_query(specs, query)
+    return _parse(index, specs, fq, fq.parser_text)
+
+
+def _parse(index: tantivy.Index, specs: Sequence[ColumnSpec], fq: FullTextQuery, text: str) -> tantivy.Query:
+    """Tantivy's parse of `text` (fq's parser text, or it written back with boosts)."""
+    fields = list(fq.default_fields)
+    with tantivy_call(f"parsing query {fq.text!r}"):
         try:
-            if text == query and not fuzzy:
+            if text == fq.text and not fq.fuzzy_fields:
                 return index.parse_query(text, fields)
-            return index.parse_query(text, fields, fuzzy_fields=fuzzy or None, allow_regexes="/" in text)
+            return index.parse_query(
+                text, fields, fuzzy_fields=dict(fq.fuzzy_fields) or None, allow_regexes="/" in text
+            )
         except ValueError as e:
+            query = fq.text
             indexed = [f for s in specs for f in s.indexed_fields]
             position, reason = locate_query_error(index, query, fields, e, {f.name: f.type for f in indexed})
             unindexed = sorted(sp.name for sp in specs if not sp.indexed_fields and not sp.partition)
@@ -72,7 +69,7 @@ def parse_query(index: tantivy.Index, specs: Sequence[ColumnSpec], query: str) -
             ) from None
 
 
-MAX_PARSED = 256  # parsed queries kept (per doc mapping and query text)
+MAX_PARSED = 1024  # parsed queries kept (per doc mapping and query text, boosted ones too)
 _parsed: LruCache[tantivy.Query] = LruCache(MAX_PARSED)
 
 
@@ -86,35 +83,35 @@ def parsed_query(h: SplitHandles, query: str) -> tantivy.Query:
     return q if q is not None else _parsed.put_if_absent(key, parse_query(h.index, h.specs, query))
 
 
-# Query kinds whose count costs little next to reading their matches: term lookups and their
-# boolean combinations (a term missing from the split: ~1 us). Phrases, regexes (prefix and fuzzy
-# terms), ranges, scans and all-queries evaluate every candidate document: counting them before
-# the search would do that work twice (a phrase over two 500k-row splits: 60 -> 100 ms).
-COUNTED_KINDS = frozenset(
-    {"TermQuery", "TermSetQuery", "BooleanQuery", "BoostQuery", "ConstScoreQuery", "DisjunctionMaxQuery", "EmptyQuery"}
-)
-_QUERY_KIND = re.compile(r"\b([A-Z][A-Za-z]*Query)\b")
-_countable: dict[tuple[Any, str], bool] = {}
+def scored_query(h: SplitHandles, local_dir: str, query: str, corpus: CorpusStats | None) -> tantivy.Query:
+    """The split's query scoring with the corpus's statistics (corpus_stats.py): each scored leaf
+    boosted by idf(corpus) / idf(split). Without a corpus, or where they agree, `parsed_query`."""
+    if corpus is None:
+        return parsed_query(h, query)
+    fq = full_text_query(h.specs, query)
+    weights = leaf_weights(fq, split_stats(searcher_of(h, local_dir), fq), corpus)
+    if not weights:
+        return parsed_query(h, query)
+    text = fq.boosted_text(weights)
+    key = (h.mapping_key, query, text)
+    q = _parsed.get(key)
+    return q if q is not None else _parsed.put_if_absent(key, _parse(h.index, h.specs, fq, text))
 
 
 def query_hits(local_dir: str, query: str) -> int | None:
     """Documents of an extracted split matching the query text (parsed as SplitReader does; rows
-    deleted by delete logs included), or None when counting it is not cheap (COUNTED_KINDS): a
-    split with none is not opened further. Costs a dict lookup, the parse cache and Tantivy's
-    count (a term missing from the term dictionary: ~1 us)."""
+    deleted by delete logs included), or None when counting it is not cheap (term lookups and
+    their boolean combinations: FullTextQuery.countable; phrases, regexes, ranges and scans
+    evaluate every candidate document, and counting them before the search would do that work
+    twice: a phrase over two 500k-row splits, 60 -> 100 ms): a split with none is not opened
+    further. Costs the parse cache and Tantivy's count (a term missing from the term dictionary:
+    ~1 us)."""
     h = handles(local_dir)
     searcher = searcher_of(h, local_dir)
     if searcher.num_docs == 0:  # search(limit=0) panics
         return 0
     q = parsed_query(h, query)
-    key = (h.mapping_key, query)
-    countable = _countable.get(key)
-    if countable is None:
-        countable = set(_QUERY_KIND.findall(repr(q))) <= COUNTED_KINDS
-        if len(_countable) >= MAX_PARSED:
-            _countable.clear()
-        _countable[key] = countable
-    if not countable:
+    if not full_text_query(h.specs, query).countable:
         return None
     try:
         return int(searcher.search(q, 1, count=True).count)
@@ -156,3 +153,30 @@ def all_of(*queries: Any) -> Any:
     if len(parts) < 2:
         return parts[0] if parts else None
     return tantivy.Query.boolean_query([(tantivy.Occur.Must, q) for q in parts])
+
+
+def check_table_query(
+    snapshot: Snapshot, opts: Options, query: str, files: list[AddFile] | None = None, every: bool = False
+) -> None:
+    """Raise QueryParseError for a query the splits cannot parse, without opening one: checked
+    against the doc mapping of each split (`files`, default all live ones); every=True → invalid for
+    any of them (what a read of those splits would hit), else only when invalid for all of them
+    (a table whose newer splits gained a column may still be read by partitions that have it)."""
+    if files is None:  # the Arrow column: no AddFile objects built for a large table
+        refs = set(snapshot.files_table.column("docMappingRef").unique().to_pylist())
+    else:
+        refs = {f.doc_mapping_ref for f in files}
+    mappings = [m for m in (snapshot.doc_mapping(r) for r in sorted(r for r in refs if r)) if m]
+    candidates = [specs_for_doc_mapping(m, snapshot.schema_json, snapshot.partition_columns) for m in mappings] or [
+        column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
+    ]
+    errors: list[QueryParseError] = []
+    for specs in candidates:
+        try:
+            check_query(specs, query)
+        except QueryParseError as e:
+            if every:
+                raise
+            errors.append(e)
+    if len(errors) == len(candidates):
+        raise errors[0]

@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 from indextables_spark.core.schema.types import ROW_FIELD, index_only_columns
 from indextables_spark.core.split.cache.open_splits import handles, register_reader, searcher_of, unregister_reader
 from indextables_spark.core.split.format._tantivy import tantivy_call
-from indextables_spark.core.split.read.query_parsing import all_of, default_fields, parsed_query
+from indextables_spark.expr.fulltext import default_fields
+from indextables_spark.core.split.read.query_parsing import all_of, parsed_query, scored_query
 from indextables_spark.core.split.read.tantivy_query import build_query, index_only_filters, index_only_query
 from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 from indextables_spark.expr.arrow_eval import arrow_mask
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     import tantivy
 
     from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.split.read.corpus_stats import CorpusStats
 
 
 DEFAULT_BATCH_SIZE = 10_000
@@ -329,9 +331,12 @@ class SplitReader:
         filters: Sequence[Filter] | None = None,
         columns: Sequence[str] | None = None,
         deletes: SplitDeletes | None = None,
+        corpus: CorpusStats | None = None,
     ) -> pa.Table:
         """Rows matching the query and the filters (exactly), best first, with a float32 `_score`
-        column; at most `limit` rows (all matches when None).
+        column; at most `limit` rows (all matches when None). With `corpus` (the statistics of
+        every live split of the table version: corpus_stats.py), BM25 scores with those instead
+        of the split's own, so scores of different splits compare.
 
         The filters narrow the search before ranking (with score 0, so they do not change the
         ranking); when that narrowing is a superset, top-k is fetched with a growing k until
@@ -347,7 +352,7 @@ class SplitReader:
         needed = self._needed(names, filters, deletes)
         if limit is not None and limit <= 0:
             return out_schema.empty_table()
-        user = self.parse_query(query)
+        user = scored_query(self._handles, self.local_dir, query, corpus)
         forced, filters = self._row_filters(filters)
         narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
         # the index's exact answer on index-only columns joins the narrowing (no score either)

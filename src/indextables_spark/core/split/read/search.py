@@ -11,12 +11,14 @@ import pyarrow as pa
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.delete_logs import load_split_deletes
 from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.schema.types import check_snippet_fields
 from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.split_threads import map_chunks
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
+from indextables_spark.core.split.read.corpus_stats import TABLE, CorpusStats, statistics_mode, table_stats
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
-from indextables_spark.core.split.read.query_parsing import check_query, query_hits
+from indextables_spark.core.split.read.query_parsing import check_table_query, query_hits
 from indextables_spark.core.split.read.reader import SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.split_rows import (
     columns_of_all,
@@ -28,14 +30,13 @@ from indextables_spark.core.split.read.split_rows import (
     with_partition_values,
 )
 from indextables_spark.core.split.read.tantivy_query import check_index_only
-from indextables_spark.core.split.reference.reference import specs_for_doc_mapping
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.expr.struct_narrowing import with_narrowing
 from indextables_spark.expr.support import supports
-from indextables_spark.expr.values import UnsupportedFilterError, struct_column
+from indextables_spark.expr.values import struct_column
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
@@ -118,12 +119,7 @@ class SearchPlan:
                 raise SchemaMismatchError(f"columns {unknown} are not in the table (columns: {names})")
         self.columns = list(columns) if columns is not None else list(names)
         self.snippets = tuple(snippets or ())
-        unstored = [c for c in self.snippets if any(s.index_only and s.name == c for s in self.specs)]
-        if unstored:
-            raise UnsupportedFilterError(
-                f"snippets of {unstored}: index-only columns (indexing.indexonlyfields) keep no text to cut "
-                f"snippets from"
-            )
+        check_snippet_fields(self.specs, self.snippets, storage.uri)
         self.parts = list(snapshot.partition_columns)
 
         parts = set(self.parts)
@@ -154,6 +150,15 @@ class SearchPlan:
         # split's index files may be fetched only as far as it reads them (SplitCache.local_dir)
         alone = query is not None and not self.pushed and not self.narrowing and not self.snippets
         self.index_query = query if alone else None
+        self.mode = statistics_mode(self.options)
+        self.corpus: CorpusStats | None = None  # set by `rank_with_table_statistics`
+
+    def rank_with_table_statistics(self) -> None:
+        """Scores from here on use the statistics of every live split of the version read
+        (corpus_stats.py), unless `search.statistics` is `split` or the table has one split."""
+        files = self.snapshot.files
+        if self.query is not None and self.mode == TABLE and len(files) > 1:
+            self.corpus = table_stats(self.storage, self.options, self.snapshot.version, files, self.query)
 
     def live_files(self) -> list[AddFile]:
         """Partition pruning, min/max data skipping and Bloom filters, as the Spark reader's planner."""
@@ -190,17 +195,9 @@ class SearchPlan:
         return [c[1] for c in counts if c is not None] if all(c is not None for c in counts) else None
 
     def check_query(self, files: Sequence[Any]) -> None:
-        """QueryParseError for a query one of the splits read cannot parse (as the Spark reader)."""
-        if self.query is None:
-            return
-
-        refs = sorted({f.doc_mapping_ref for f in files if f.doc_mapping_ref})
-        mappings = [m for m in (self.snapshot.doc_mapping(r) for r in refs) if m]
-        snap = self.snapshot
-        for specs in [specs_for_doc_mapping(m, snap.schema_json, snap.partition_columns) for m in mappings] or [
-            self.specs
-        ]:
-            check_query(specs, self.query)
+        """QueryParseError for a query one of the splits read cannot parse (as every route)."""
+        if self.query is not None:
+            check_table_query(self.snapshot, self.options, self.query, list(files), every=True)
 
     def out_schema(self, scored: bool) -> pa.Schema:
         fields = [self.schema.field(c) for c in self.columns]
@@ -296,7 +293,9 @@ class SearchPlan:
         present |= {s.name for s in split.specs if s.index_only}  # their filters are the index's
         pushed = [f for f in self.pushed if columns_of_all(f) <= present]
         residual = [f for f in self.exact if not any(f is g for g in pushed)]
-        table = split.search_scored(self.query, None if residual else limit, pushed, names, deletes=deletes)
+        table = split.search_scored(
+            self.query, None if residual else limit, pushed, names, deletes=deletes, corpus=self.corpus
+        )
         table = self._full(table, add)
         if residual and table.num_rows:
             table = table.filter(arrow_mask(table, residual))
@@ -327,12 +326,12 @@ def _table_layout(snapshot: Any, options: Options) -> _Layout:
     return layout
 
 
-def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
+def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = False) -> pa.Table:
     """Every match of the plan's splits (fetched in parallel, searched in map_chunks); with a query
-    and a limit, the global top `limit` by `_score`, best first."""
+    and a limit (or `scored`), with `_score`, best first: the global top `limit`, or every match."""
     files = plan.live_files()
     plan.check_query(files)
-    scored = plan.query is not None and limit is not None
+    scored = plan.query is not None and (limit is not None or scored)
     schema = plan.out_schema(scored)
     if (limit is not None and limit <= 0) or not files:
         return schema.empty_table()
@@ -341,14 +340,15 @@ def search_table(plan: SearchPlan, limit: int | None = None) -> pa.Table:
     files = plan.matching(files)
     weights = plan.match_counts(files)
     if scored:
+        plan.rank_with_table_statistics()
         tables = map_chunks(lambda chunk: [plan.search_split(f, limit) for f in chunk], files, weights)
     else:
         tables = map_chunks(lambda chunk: list(plan.read_splits(chunk)), files, weights)
     if not tables:
         return schema.empty_table()
     out = pa.concat_tables([t.cast(schema) if not t.schema.equals(schema) else t for t in tables])
-    if scored and limit is not None:  # (scored implies a limit)
-        out = top_n(out, limit)
+    if scored:
+        out = top_n(out, limit) if limit is not None else out.sort_by([(SCORE_COLUMN, "descending")])
     elif limit is not None:
         out = out.slice(0, limit)
     return out.combine_chunks()
