@@ -1,7 +1,7 @@
 """IndexTable's public surface: t.maintenance, t.inspect, t.schema, t.aggregate, t.write, the
 data-level `with t.transaction() as tx: tx.write(...); tx.delete(...)`, an injected storage,
-keyword-only options, typed results, and the deprecated flat names the API contract still lists
-(they work, with a DeprecationWarning; the others went in 0.2.0)."""
+keyword-only options, typed results, and the flat names of 0.1.0 gone (seven in 0.2.0, the six
+the API contract listed when it dropped them)."""
 
 from __future__ import annotations
 
@@ -110,25 +110,11 @@ def test_aggregate_write_and_delete(table):
     assert t.delete("id >= 100", kind="positional") == t.version() and t.count() == 20
 
 
-@pytest.mark.parametrize(
-    "old,new",
-    [
-        ("checkpoint", "maintenance.checkpoint"),
-        ("compact", "maintenance.compact"),
-        ("history", "inspect.history"),
-        ("describe_state", "inspect.state"),
-        ("purge", "maintenance.purge"),
-        ("truncate_time_travel", "maintenance.truncate_time_travel"),
-    ],
-)
-def test_deprecated_names_of_the_contract_still_work(table, old, new):
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
-        got = getattr(table, old)()
-    obj = table
-    for part in new.split("."):
-        obj = getattr(obj, part)
-    want = obj()
-    assert type(got) is type(want)
+def test_flat_names_the_contract_dropped_are_gone(table):
+    """API.md no longer lists them: only t.inspect / t.maintenance have these operations."""
+    for old in ("history", "checkpoint", "compact", "describe_state", "purge", "truncate_time_travel"):
+        with pytest.raises(AttributeError):
+            getattr(table, old)
 
 
 @pytest.mark.parametrize(

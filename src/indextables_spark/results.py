@@ -7,10 +7,10 @@ Each operation returns a frozen dataclass: attributes are snake_case (`res.num_f
 gives the camelCase JSON form (the CLI's `--json`), and `arrow_schema()` /
 `to_row()` give the SQL front ends their typed columns — the dataclass fields, in order.
 
-The public API documents these results as dicts (`t.checkpoint() -> dict`): an `OperationResult`
-is therefore also a read-only dict of its `to_dict()` keys (`res["numFiles"]`, `json.dumps(res)`,
-`res == {...}` keep working); writing to it raises TypeError. Build a changed copy with
-`dataclasses.replace`.
+The public API documents these results as dicts (`t.maintenance.checkpoint() -> dict`): an
+`OperationResult` is therefore also a read-only dict of its `to_dict()` keys (`res["numFiles"]`,
+`json.dumps(res)`, `res == {...}` keep working); writing to it raises TypeError. Build a changed
+copy with `dataclasses.replace`.
 """
 
 from __future__ import annotations

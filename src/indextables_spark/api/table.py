@@ -6,7 +6,6 @@ Reading (snapshot, files, search, to_arrow, count, aggregate, explain, changes_s
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
@@ -29,22 +28,6 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
     from indextables_spark.core.split.read.search import SearchPlan
     from indextables_spark.core.split.read.search_explain import SearchExplanation
-    from indextables_spark.results import (
-        CheckpointResult,
-        DescribeStateResult,
-        HistoryEntry,
-        Progress,
-        PurgeResult,
-        TruncateTimeTravelResult,
-    )
-
-
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(
-        f"IndexTable.{old} is deprecated and goes when the API contract drops it; use IndexTable.{new}",
-        DeprecationWarning,
-        stacklevel=3,
-    )
 
 
 class IndexTable:
@@ -294,47 +277,6 @@ class IndexTable:
         table = cls(path, options)
         table.write(schema.empty_table(), mode="error", partition_by=partition_by)
         return table
-
-    # ---- deprecated flat names of t.maintenance / t.inspect: the API contract (/work/shared/API.md)
-    # still lists these six; they go when it drops them (the other seven went in 0.2.0) -------------
-    def history(self) -> list[HistoryEntry]:
-        _deprecated("history()", "inspect.history()")
-        return self.inspect.history()
-
-    def checkpoint(self) -> CheckpointResult:
-        _deprecated("checkpoint()", "maintenance.checkpoint()")
-        result: CheckpointResult = self.maintenance.checkpoint()
-        return result
-
-    def compact(self) -> CheckpointResult:
-        _deprecated("compact()", "maintenance.compact()")
-        result: CheckpointResult = self.maintenance.compact()
-        return result
-
-    def describe_state(self) -> DescribeStateResult:
-        _deprecated("describe_state()", "inspect.state()")
-        return self.inspect.state()
-
-    def purge(
-        self,
-        older_than_hours: float | None = None,
-        tx_log_retention_hours: float | None = None,
-        dry_run: bool = False,
-        progress: Progress | None = None,
-    ) -> PurgeResult:
-        _deprecated("purge()", "maintenance.purge()")
-        result: PurgeResult = self.maintenance.purge(
-            older_than_hours=older_than_hours,
-            tx_log_retention_hours=tx_log_retention_hours,
-            dry_run=dry_run,
-            progress=progress,
-        )
-        return result
-
-    def truncate_time_travel(self, dry_run: bool = False) -> TruncateTimeTravelResult:
-        _deprecated("truncate_time_travel()", "maintenance.truncate_time_travel()")
-        result: TruncateTimeTravelResult = self.maintenance.truncate_time_travel(dry_run=dry_run)
-        return result
 
 
 def _committed(tx: TableTransaction) -> int:
