@@ -51,6 +51,15 @@ QUERIES = [
     "a\\:b",
     'body:"quote \\" in"',
     "title:(lake OR sea)",
+    # operator precedence and groups the grammar flattens or nests
+    "lake OR river AND sea",
+    "lake AND river OR sea",
+    "lake AND (river OR -sea)",
+    "a OR (+lake)",
+    "river OR (+sea) AND lake",
+    "lake AND NOT (sea)",
+    "title:lake OR body:river AND NOT body:sea^2",
+    "((lake river))^2 sea",
 ]
 
 
@@ -173,3 +182,42 @@ def test_corpus_statistics_make_split_scores_those_of_one_split(tmp_path):
 def test_statistics_ship_as_json():
     stats = cs.CorpusStats(10, {("body", "lake"): 3, ("n", 3): 1, ("flag", True): 2})
     assert cs.CorpusStats.from_json(stats.to_json()) == stats
+
+
+def _random_query(rng: random.Random, depth: int = 0) -> str:
+    words = ["lake", "river", "sea", "forest", "big", "the", "kestrel", "falcon"]
+    r = rng.random()
+    if depth > 2 or r < 0.45:
+        field = rng.choice(["", "", "title:", "body:"])
+        leaf = rng.choice(
+            [
+                rng.choice(words),
+                '"' + " ".join(rng.sample(words, 2)) + '"',
+                '"' + " ".join(rng.sample(words, 2)) + f'"~{rng.randint(1, 3)}',
+                rng.choice(words) + "^" + rng.choice(["2", "0.5", "1.5"]),
+            ]
+        )
+        return field + leaf
+    parts = [_random_query(rng, depth + 1) for _ in range(rng.randint(1, 3))]
+    ops = [rng.choice([" ", " AND ", " OR ", " AND NOT ", " OR -", " +", " -"]) for _ in parts[1:]]
+    text = parts[0] + "".join(op + p for op, p in zip(ops, parts[1:]))
+    return f"({text})" + (rng.choice(["", "", "^2"]) if depth else "")
+
+
+def test_written_back_text_on_random_queries(tmp_path):
+    """300 generated boolean queries (terms, phrases, slops, boosts, AND / OR / NOT / + / -,
+    nested groups): the written-back text matches and scores as the parser's own text."""
+    idx = _index(tmp_path, "a", _rows(300))
+    rng = random.Random(11)
+    checked = 0
+    for _ in range(300):
+        query = _random_query(rng)
+        fq = full_text_query(SPECS, query)
+        try:
+            want = _hits(idx, _parse(idx, fq.parser_text, fq))
+        except ValueError:
+            continue  # e.g. only negations: the parser refuses the text itself
+        for weights in ({}, {i: 1.0 for i in range(len(fq.leaves))}):
+            assert _hits(idx, _parse(idx, fq.boosted_text(weights), fq)) == want, (query, fq.boosted_text(weights))
+        checked += 1
+    assert checked > 200

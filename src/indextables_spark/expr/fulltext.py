@@ -304,6 +304,14 @@ def render(node: Any, counter: Iterator[int], defaults: Sequence[str], weights: 
     leaf are written out per default field, as the parser expands them: a disjunction)."""
     kind = node["type"]
     if kind == "bool":
+        clauses = node["clauses"]
+        if len(clauses) == 1:
+            # The grammar flattens a group of one clause into its parent: a bool of one required or
+            # optional clause is that clause; `a OR -b` nests a bool of one negation, which matches
+            # nothing and which a boost (any: it scores nothing) keeps nested
+            occur, child = clauses[0]
+            inner = render(child, counter, defaults, weights)
+            return f"(-{inner})^2" if occur == "must_not" else inner
         parts = []
         for occur, child in node["clauses"]:
             prefix = "+" if occur == "must" else "-" if occur == "must_not" else ""
