@@ -258,7 +258,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "str",
         "table",
         "BM25 statistics of `_score`: `table` (every live split of the version read: scores and top-n "
-        "independent of how the table is split) or `split` (each split's own, as before 0.3)",
+        "independent of how the table is split) or `split` (each split's own, as in 0.2)",
     ),
     _option("columns", "str", None, "the only columns a read declares (comma list; empty: none, for counts)"),
     _option("snippetFields", "str", None, "text columns whose `_snippet` a read adds (comma list)"),

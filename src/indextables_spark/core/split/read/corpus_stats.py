@@ -34,14 +34,14 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.cache.open_splits import handles, searcher_of
 from indextables_spark.core.split.read.split_threads import fetch_missing, map_chunks
-from indextables_spark.expr.fulltext import FullTextQuery, full_text_query
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import InvalidOptionError
+from indextables_spark.expr.fulltext import FullTextQuery, full_text_query
 from indextables_spark.util.lru import LruCache
 
 STATISTICS_OPTION = "search.statistics"
 TABLE = "table"  # corpus-wide (the default)
-SPLIT = "split"  # each split's own (the scores of releases before 0.3)
+SPLIT = "split"  # each split's own (the scores of 0.2 and before)
 MODES = (TABLE, SPLIT)
 
 
@@ -116,11 +116,17 @@ def statistics_mode(options: Options) -> str:
 _tables: LruCache[CorpusStats] = LruCache(256)
 
 
+def forget_table_stats() -> None:
+    """Drop the statistics kept per table version and query (benches measure gathering them)."""
+    _tables.clear()
+
+
 def table_stats(storage: Storage, options: Options, version: int, files: Sequence[Any], query: str) -> CorpusStats:
     """The statistics of `query`'s scored terms over `files` (every live split of the table
     version read): each split's index sections the query reads are fetched if the cache lacks them
     (in parallel), its dictionary looked up per term. Kept per table, version and query."""
-    key = (storage.uri, version, len(files), query)
+    # (the first and last paths tell a table written again at the same path, versions restarting)
+    key = (storage.uri, version, len(files), files[0].path if files else "", files[-1].path if files else "", query)
     got = _tables.get(key)
     if got is not None:
         return got
