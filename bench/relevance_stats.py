@@ -11,14 +11,18 @@ tests/test_relevance_corpus.py) partitioned by `part` (4 values), written in chu
 `--splits` splits (local disk, under `--dir`). Then, per query:
 
 - warm: the median of `--runs` searches per mode after a warm-up search (split cache filled, splits
-  open), the two modes taking turns;
+  open), the modes taking turns;
+- statistics dropped: the same with `table`, the process's corpus statistics dropped before each
+  search (`corpus_stats.forget_table_stats()`; splits still cached and open), so each search gathers
+  them again: its time minus warm `table` is the cost of gathering them (column "gather");
 - cold: the median of `--cold-runs` searches per mode, each after FLUSH INDEXTABLES DISK CACHE
   (`it.flush_disk_cache` on the bench's own cache directory, `--dir`/cache: the splits are extracted
   and opened again). Whatever the search keeps besides the split cache (parsed queries, corpus
   statistics, if cached) is not flushed.
 
-Prints the median latencies, the ratio table/split, the number of splits the query searched and
-its number of terms, and how many of the top 10 ids the two modes share (with per-split statistics
+Prints the median latencies, the ratio table/split, the number of splits the query searched (the
+statistics are gathered over every live split of the table, printed in the header) and its number
+of terms, and how many of the top 10 ids the two modes share (with per-split statistics
 on a skewed table they differ: that is the point of the corpus-wide ones).
 """
 
@@ -36,6 +40,7 @@ import pyarrow as pa
 
 import indextables_spark as it
 from bench_common import bench_arguments
+from indextables_spark.core.split.read.corpus_stats import forget_table_stats
 
 STATS_OPTION = "spark.indextables.search.statistics"
 LIMIT = 10
@@ -164,18 +169,22 @@ def main() -> None:
         it.flush_disk_cache(options=cache_opt)
 
     head = (
-        f"{'query':58} {'terms':>5} {'splits':>6}  {'warm table':>10} {'warm split':>10} {'ratio':>6}"
+        f"{'query':58} {'terms':>5} {'splits':>6}  {'warm table':>10} {'stats drop':>10} {'gather':>8}"
+        f" {'warm split':>10} {'ratio':>6} {'drop/split':>10}"
         f"  {'cold table':>10} {'cold split':>10} {'ratio':>6}  {'same ids':>8}"
     )
     print("\n" + head + "\n" + "-" * len(head))
-    ratios = []
+    ratios, drop_ratios, gathers = [], [], []
+    modes = ("table", "dropped", "split")
     for query, where in QUERIES:
         search = {m: (lambda t=t: t.search(query, where=where, columns=["id"], limit=LIMIT)) for m, t in tables.items()}
         tops = {m: search[m]() for m in search}  # warm-up (fills the cache, opens the splits)
-        warm: dict[str, list[float]] = {m: [] for m in search}
+        warm: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(args.runs):
-            for m in ("table", "split") if r % 2 == 0 else ("split", "table"):
-                warm[m].append(timed(search[m]))
+            for m in modes[r % 3 :] + modes[: r % 3]:  # each mode first in turn
+                if m == "dropped":
+                    forget_table_stats()
+                warm[m].append(timed(search["table" if m == "dropped" else m]))
         cold: dict[str, list[float]] = {m: [] for m in search}
         for r in range(args.cold_runs):
             for m in ("table", "split") if r % 2 == 0 else ("split", "table"):
@@ -187,12 +196,20 @@ def main() -> None:
         searched = tables["table"].explain(query, where).splits_after_bloom_filters
         name = query if where is None else f"{query} WHERE {where}"
         ratios.append(w["table"] / w["split"])
+        drop_ratios.append(w["dropped"] / w["split"])
+        gathers.append(w["dropped"] - w["table"])
         print(
-            f"{name[:58]:58} {terms(query):5} {searched:6}  {w['table']:8.1f}ms {w['split']:8.1f}ms "
-            f"{w['table'] / w['split']:5.2f}x  {c['table']:8.1f}ms {c['split']:8.1f}ms {c['table'] / c['split']:5.2f}x"
+            f"{name[:58]:58} {terms(query):5} {searched:6}  {w['table']:8.2f}ms {w['dropped']:8.2f}ms "
+            f"{w['dropped'] - w['table']:6.2f}ms {w['split']:8.2f}ms {w['table'] / w['split']:5.2f}x "
+            f"{w['dropped'] / w['split']:9.2f}x  {c['table']:8.1f}ms {c['split']:8.1f}ms {c['table'] / c['split']:5.2f}x"
             f"  {shared:5}/{min(LIMIT, tops['table'].num_rows)}"
         )
     print(f"\nwarm ratio table/split: median {statistics.median(ratios):.2f}x, max {max(ratios):.2f}x")
+    print(
+        f"statistics dropped before each search, ratio to split: median {statistics.median(drop_ratios):.2f}x, "
+        f"max {max(drop_ratios):.2f}x; gathering them over {snap.num_files} splits: median "
+        f"{statistics.median(gathers):.2f} ms, max {max(gathers):.2f} ms a query"
+    )
     sys.stdout.flush()
 
 
