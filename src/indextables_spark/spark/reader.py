@@ -19,7 +19,12 @@ Spark 4.3 pushes no limit or sort into a Python data source, so a top-n read is 
 task searches its splits for their top n, merges them into its own top n, and the load wrapper
 (`finish_load`) adds `orderBy(_score desc).limit(n)`, which Spark runs as TakeOrderedAndProject:
 each partition's top n, merged on the driver. The result is the global top n. Scores are BM25
-with per-split statistics (like per-shard scoring in Elasticsearch's default mode).
+with the table version's statistics, which the driver gathers (core/split/read/corpus_stats.py)
+and ships to the tasks inside the plan.
+
+The driver decides the read once (`partitions`: the pushed filters translated, the query checked,
+the statistics gathered) into a ReadPlan (core/split/read/plan.py) that every task receives in its
+SplitGroup and runs split by split (task_read.py), as the Spark-free search runs the same plan.
 """
 
 from __future__ import annotations
@@ -50,10 +55,12 @@ from indextables_spark.spark import filters as spark_filters
 from indextables_spark.spark import guard
 from indextables_spark.spark.guard import INDEXALL
 from indextables_spark.spark.read_options import SNIPPET, read_options, table_specs
-from indextables_spark.spark.task_read import TaskRead, read_ranked, task_json
+from indextables_spark.spark.task_read import TaskRead, read_plan, read_ranked, task_json
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.split.read.corpus_stats import CorpusStats
+    from indextables_spark.core.split.read.plan import ReadPlan
     from indextables_spark.expr.model import Filter
     from indextables_spark.spark.guard import SnapshotPin
 
@@ -63,23 +70,22 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SplitGroup(InputPartition):
-    """One Spark task: a few splits read one after another."""
+    """One Spark task: a few splits read one after another, and the plan each of them runs."""
 
     files: list[dict[str, Any]]  # AddFile wire JSON
     # split path -> its delete logs (deleteLog wire JSON); splits with deletes only
     deletes: dict[str, list[dict[str, Any]]]
-    # a scored read's BM25 statistics of the table version (CorpusStats JSON), None: each split's own
-    corpus: dict[str, Any] | None
+    plan: ReadPlan | None  # None: no split to read
 
     def __init__(
         self,
         files: list[dict[str, Any]],
         deletes: dict[str, list[dict[str, Any]]] | None = None,
-        corpus: dict[str, Any] | None = None,
+        plan: ReadPlan | None = None,
     ):
         self.files = files
         self.deletes = deletes or {}
-        self.corpus = corpus
+        self.plan = plan
 
 
 class IndexTablesReader(DataSourceReader):
@@ -285,10 +291,28 @@ class IndexTablesReader(DataSourceReader):
             deletes_json,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
         )
 
-        corpus = self._corpus_stats() if ro.with_score and self.query is not None else None
-        return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g), corpus) for g in groups]
+        plan = self._plan()
+        return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g), plan) for g in groups]
 
-    def _corpus_stats(self) -> dict[str, Any] | None:
+    def _plan(self) -> ReadPlan:
+        """What every split of this read runs (core/split/read/plan.py), from what Spark pushed;
+        with the table version's BM25 statistics when the read is scored."""
+        ro = self.read_opts
+        corpus = self._corpus_stats() if ro.with_score and self.query is not None else None
+        return read_plan(  # the pushed filters were checked exactly supported (pushFilters)
+            self.path,
+            self.opts,
+            self.partition_columns,
+            arrow_schema(self.schema_json, field_metadata=True),
+            arrow_schema(self.table_schema_json),
+            ro,
+            self.query,
+            self.data_filters,
+            self.nested_queries,
+            corpus,
+        )
+
+    def _corpus_stats(self) -> CorpusStats | None:
         """The BM25 statistics of the version's live splits for the query (core/split/read/
         corpus_stats.py), gathered here on the driver and shipped to the tasks: every task then
         scores as if the table were one split. None with `search.statistics=split` or one split."""
@@ -304,19 +328,20 @@ class IndexTablesReader(DataSourceReader):
         if statistics_mode(self.opts) != TABLE or len(files) < 2:
             return None
         storage = open_storage(self.path, self.opts)
-        return table_stats(storage, self.opts, snap.version, files, self.query).to_json()
+        return table_stats(storage, self.opts, snap.version, files, self.query)
 
     # Spark hands back the SplitGroups partitions() made
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        plan = partition.plan
+        if plan is None or not partition.files:
+            return
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         adds = [AddFile.from_json(d) for d in partition.files]
-        ro = self.read_opts
-        query = self.query
-        if (ro.with_score or SNIPPET in target.names) and query is not None:
+        if (self.read_opts.with_score or SNIPPET in target.names) and plan.query is not None:
             # snippets are made with the split's index, as scores are: the ranked path
-            yield from read_ranked(self, adds, target, query, partition.deletes, partition.corpus)
+            yield from read_ranked(plan, adds, target, partition.deletes)
             return
-        yield from TaskRead(self, target).batches(adds, partition.deletes, ro.limit)
+        yield from TaskRead(plan, target).batches(adds, partition.deletes, plan.limit)
 
 
 class UnpushedReader(IndexTablesReader):

@@ -21,7 +21,7 @@ from pyspark.sql.datasource import (
 
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.spark.read_options import read_options
-from indextables_spark.spark.task_read import TaskRead
+from indextables_spark.spark.task_read import TaskRead, read_plan
 
 try:  # read limits (admission control) and Trigger.AvailableNow for Python sources: pyspark >= 4.2
     from pyspark.sql.streaming.datasource import (
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.streaming.datasource import ReadLimit
 
-    from indextables_spark.spark.read_options import ReadOptions
 
 log = logging.getLogger(__name__)
 
@@ -220,37 +219,24 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             )
 
             deletes = deletes_json((self.table or IndexTable(self.path, self.opts)).snapshot(start_pos.version), files)
+        # a change feed: every row of the splits (no query, filter or limit)
+        target = arrow_schema(self.schema_json, field_metadata=True)
+        plan = read_plan(self.path, self.opts, self.partition_columns, target, target, read_options(self.opts))
         return [
-            SplitGroup([task_json(f) for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes})
+            SplitGroup([task_json(f) for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes}, plan)
             for g in groups
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SplitGroup)  # made by partitions()
+        assert isinstance(partition, SplitGroup) and partition.plan is not None  # made by partitions()
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
-        task = TaskRead(_ReadContext(self.path, self.opts, self.partition_columns), target)
+        task = TaskRead(partition.plan, target)
         yield from task.batches([AddFile.from_json(d) for d in partition.files], partition.deletes, None)
 
     def commit(self, end: dict[str, Any]) -> None:
         # Nothing to release: units are re-derivable from the log.
         keep = Position.of(end)
         self._units = {k: v for k, v in self._units.items() if (k[0], not k[1]) >= (keep.version, not keep.starting)}
-
-
-@dataclass
-class _ReadContext:
-    """What TaskRead needs of a reader: no filters or query for change feeds."""
-
-    path: str
-    opts: Options
-    partition_columns: list[str]
-    data_filters: tuple[Any, ...] = ()
-    query: str | None = None
-    nested_queries: tuple[str, ...] = ()
-
-    @property
-    def read_opts(self) -> ReadOptions:
-        return read_options(self.opts)
 
 
 @dataclass

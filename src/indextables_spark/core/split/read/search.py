@@ -4,6 +4,7 @@ split_rows.py; threads: split_threads.py; explain: search_explain.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
@@ -16,25 +17,23 @@ from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.split_threads import map_chunks
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
-from indextables_spark.core.split.read.corpus_stats import TABLE, CorpusStats, statistics_mode, table_stats
+from indextables_spark.core.split.read.corpus_stats import TABLE, statistics_mode, table_stats
+from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.query_parsing import check_table_query, query_hits
 from indextables_spark.core.split.read.reader import SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.split_rows import (
-    columns_of_all,
     conform,
     joined,
     snippet_column,
-    split_rows,
     top_n,
     with_partition_values,
 )
 from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.core.storage.base import Storage
-from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
+from indextables_spark.errors import SchemaMismatchError
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of
-from indextables_spark.expr.struct_narrowing import with_narrowing
 from indextables_spark.expr.support import supports
 from indextables_spark.expr.values import struct_column
 
@@ -93,8 +92,6 @@ def count_matches(
 
 # ---- Spark-free search / read of a set of splits (IndexTable.search, to_arrow, to_batches) --------
 
-SNIPPET_COLUMN = "_snippet"
-
 
 class SearchPlan:
     """What one Spark-free read needs: the snapshot read, the output schema, the filters split into
@@ -146,19 +143,33 @@ class SearchPlan:
         self.types = {f.name: f.type for f in self.schema}
         self.cache = get_cache(self.options)
         self._hits: dict[str, tuple[str, int]] = {}  # split path -> (its directory, query matches)
+        # what every split runs (plan.py): the exact filters it takes; the rest are checked on
+        # rows with partition values (`post`, here for row reads; the plan's residual when ranked)
+        self.read = ReadPlan(
+            storage.uri,
+            self.options,
+            tuple(self.parts),
+            pa.schema([self.schema.field(c) for c in self.read_names]),
+            query,
+            tuple(self.pushed),
+            tuple(self.narrowing),
+            tuple(self.post),
+            self.snippets,
+        )
         # only the query text goes to the index (no pushed filter, narrowing or snippet): a remote
         # split's index files may be fetched only as far as it reads them (SplitCache.local_dir)
-        alone = query is not None and not self.pushed and not self.narrowing and not self.snippets
-        self.index_query = query if alone else None
+        self.index_query = self.read.index_query
         self.mode = statistics_mode(self.options)
-        self.corpus: CorpusStats | None = None  # set by `rank_with_table_statistics`
 
-    def rank_with_table_statistics(self) -> None:
-        """Scores from here on use the statistics of every live split of the version read
-        (corpus_stats.py), unless `search.statistics` is `split` or the table has one split."""
+    def ranking(self, limit: int | None) -> None:
+        """Rank from here on: each split's best `limit` (every match without one), scored with the
+        statistics of every live split of the version read (corpus_stats.py), unless
+        `search.statistics` is `split` or the table has one split."""
         files = self.snapshot.files
+        corpus = None
         if self.query is not None and self.mode == TABLE and len(files) > 1:
-            self.corpus = table_stats(self.storage, self.options, self.snapshot.version, files, self.query)
+            corpus = table_stats(self.storage, self.options, self.snapshot.version, files, self.query)
+        self.read = self.read.with_ranking(limit, corpus)
 
     def live_files(self) -> list[AddFile]:
         """Partition pruning, min/max data skipping and Bloom filters, as the Spark reader's planner."""
@@ -250,8 +261,8 @@ class SearchPlan:
         """(the split, its rows matching the query and the filters in row order, data columns only)."""
 
         split, deletes = self._open(add)
-        query = with_narrowing(self.query, self.narrowing, split.specs)
-        return split, split_rows(split, self.pushed, query, self.read_names, self.types, batch_rows, deletes)
+        read = self.read if batch_rows == self.read.batch_rows else replace(self.read, batch_rows=batch_rows)
+        return split, read.rows(split, deletes)
 
     def read_split(self, add: Any, batch_rows: int = 65536) -> Iterator[pa.Table]:
         """Rows of one split matching the query and the filters, in row order (no score)."""
@@ -282,26 +293,11 @@ class SearchPlan:
             if out.num_rows:
                 yield out
 
-    def search_split(self, add: Any, limit: int | None) -> pa.Table:
-        """Matches of one split with `_score`, best first (at most `limit` when the filters all
-        go to the split; else every match, cut after the exact filters)."""
-        if self.query is None:
-            raise InvalidOptionError("a scored search needs a query")
+    def search_split(self, add: Any) -> pa.Table:
+        """Matches of one split with `_score`, best first (the plan's `ranking`)."""
         split, deletes = self._open(add)
-        present = set(split.schema.names)
-        names = [c for c in self.read_names if c in present]
-        present |= {s.name for s in split.specs if s.index_only}  # their filters are the index's
-        pushed = [f for f in self.pushed if columns_of_all(f) <= present]
-        residual = [f for f in self.exact if not any(f is g for g in pushed)]
-        table = split.search_scored(
-            self.query, None if residual else limit, pushed, names, deletes=deletes, corpus=self.corpus
-        )
-        table = self._full(table, add)
-        if residual and table.num_rows:
-            table = table.filter(arrow_mask(table, residual))
-            if limit is not None:
-                table = table.slice(0, limit)
-        return self._finish(table, split, True, ())
+        table = self.read.ranked(split, add, deletes, self._full_schema(True))
+        return table.select(self.columns + [SCORE_COLUMN] + ([SNIPPET_COLUMN] if self.snippets else []))
 
 
 _Layout = tuple[Options, pa.Schema, list["ColumnSpec"]]
@@ -340,8 +336,8 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
     files = plan.matching(files)
     weights = plan.match_counts(files)
     if scored:
-        plan.rank_with_table_statistics()
-        tables = map_chunks(lambda chunk: [plan.search_split(f, limit) for f in chunk], files, weights)
+        plan.ranking(limit)
+        tables = map_chunks(lambda chunk: [plan.search_split(f) for f in chunk], files, weights)
     else:
         tables = map_chunks(lambda chunk: list(plan.read_splits(chunk)), files, weights)
     if not tables:

@@ -1,0 +1,101 @@
+"""ReadPlan: one read, decided once, run split by split by every reader.
+
+Where a read is planned — the calling process for the Spark-free API and `indextables_search`
+(read/search.py's SearchPlan), the driver for a Spark read (spark/reader.py translates what Spark
+pushed) or a streaming micro-batch (spark/streaming.py) — the decisions are made once: the query
+text, the data filters each split applies exactly, the struct-field narrowing, the data columns read,
+the limit, the snippet fields and the corpus-wide BM25 statistics (read/corpus_stats.py). The plan
+is a frozen value: Spark tasks receive it pickled in their InputPartition, and every split of the
+read runs the same two steps whatever the route: `rows` (matching rows in row order) and `ranked`
+(matches with `_score`, best first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Iterator
+
+import pyarrow as pa
+
+from indextables_spark.config.options import Options
+from indextables_spark.core.split.read.corpus_stats import CorpusStats
+from indextables_spark.core.split.read.reader import SplitReader
+from indextables_spark.core.split.read.split_rows import (
+    columns_of_all,
+    conform,
+    snippet_column,
+    split_rows,
+    with_partition_values,
+)
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.expr.arrow_eval import arrow_mask
+from indextables_spark.expr.model import Filter
+from indextables_spark.expr.struct_narrowing import with_narrowing
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.delete_logs import SplitDeletes
+
+SNIPPET_COLUMN = "_snippet"
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What every split of one read runs (see the module docstring)."""
+
+    path: str  # the table
+    options: Options  # the read's options (the table's recorded settings included)
+    partition_columns: tuple[str, ...]
+    data_schema: pa.Schema  # the data columns read from each split, typed as the read returns them
+    query: str | None = None  # the full-text query text
+    filters: tuple[Filter, ...] = ()  # data-column filters each split applies exactly
+    narrowing: tuple[str, ...] = ()  # struct-field narrowing queries (unscored rows; the rows re-check)
+    residual: tuple[Filter, ...] = ()  # filters a ranked read checks on rows with partition values
+    snippets: tuple[str, ...] = ()  # `_snippet` of these text columns (they are among the data columns)
+    limit: int | None = None  # ranked: the best `limit` matches of each split
+    corpus: CorpusStats | None = None  # ranked: the table version's BM25 statistics (None: the split's)
+    batch_rows: int = 65536
+
+    @property
+    def index_query(self) -> str | None:
+        """The query text when it is all a split's index runs (no filter, narrowing or snippet): a
+        remote split's index files may then be fetched only as far as it reads them (cache/sparse.py)."""
+        alone = not (self.filters or self.narrowing or self.snippets)
+        return self.query if alone else None
+
+    def with_ranking(self, limit: int | None, corpus: CorpusStats | None) -> ReadPlan:
+        return replace(self, limit=limit, corpus=corpus)
+
+    def rows(self, split: SplitReader, deletes: SplitDeletes | None) -> Iterator[pa.RecordBatch]:
+        """Rows of one split matching the query (and its narrowing) and the filters, in row order:
+        the data columns, as `data_schema` (columns the split lacks NULL)."""
+        query = with_narrowing(self.query, self.narrowing, split.specs)
+        schema = self.data_schema
+        types = {f.name: f.type for f in schema}
+        for batch in split_rows(split, self.filters, query, schema.names, types, self.batch_rows, deletes):
+            yield batch if batch.schema.equals(schema) else conform(batch, schema)
+
+    def ranked(self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema) -> pa.Table:
+        """Matches of one split with `_score`, best first: its best `limit` (every match without
+        one), as `target` (partition values attached, columns the split lacks NULL; it holds the
+        data columns, `_score`, and whatever else the caller returns), then `_snippet` when asked.
+        Filters on columns the split lacks, and the residual filters, are checked on those rows;
+        the split's search then returns every match, cut to `limit` after them."""
+        if self.query is None:
+            raise InvalidOptionError(f"a scored read of {self.path} needs a query")
+        present = set(split.schema.names)
+        names = [c for c in self.data_schema.names if c in present]
+        present |= {s.name for s in split.specs if s.index_only}  # their filters are the index's
+        pushed = [f for f in self.filters if columns_of_all(f) <= present]
+        residual = [f for f in self.filters if not any(f is g for g in pushed)] + list(self.residual)
+        table = split.search_scored(
+            self.query, None if residual else self.limit, pushed, names, deletes=deletes, corpus=self.corpus
+        )
+        table = with_partition_values([(add, table)], target, self.partition_columns)
+        if residual and table.num_rows:
+            table = table.filter(arrow_mask(table, residual))
+            if self.limit is not None:
+                table = table.slice(0, self.limit)
+        if self.snippets:
+            table = table.append_column(SNIPPET_COLUMN, snippet_column(split, table, self.query, self.snippets))
+        return table
