@@ -284,10 +284,7 @@ def compute_aggregate(
     if request.count_only and set(request.keys) <= set(plan.parts) and not plan.post and not plan.narrowing:
         # COUNT(*) by partition columns: each split counts its matches, no row is read
         def counts(chunk: list[AddFile]) -> list[tuple[AddFile, int]]:
-            return [
-                (f, count_split(table.storage, f, query, table.options, plan.pushed, snap.deletes_for(f)))
-                for f in chunk
-            ]
+            return [(f, count_split(table.storage, plan.read, f, snap.deletes_for(f))) for f in chunk]
 
         pairs = map_chunks(counts, files) if files else []
         typed = [

@@ -13,7 +13,7 @@ read runs the same two steps whatever the route: `rows` (matching rows in row or
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pyarrow as pa
 
@@ -74,6 +74,19 @@ class ReadPlan:
         types = {f.name: f.type for f in schema}
         for batch in split_rows(split, self.filters, query, schema.names, types, self.batch_rows, deletes):
             yield batch if batch.schema.equals(schema) else conform(batch, schema)
+
+    def count(self, add: AddFile, deletes: SplitDeletes | None, open_split: Callable[[], SplitReader]) -> int:
+        """Rows of one split matching the query and the filters, minus deleted ones; from the
+        log's row count, without opening the split, when neither narrows and the deletes are
+        positional only. (Narrowing and residual filters need rows: a count with them reads.)"""
+        if (
+            self.query is None
+            and not self.filters
+            and add.num_records is not None
+            and (deletes is None or deletes.only_positions)
+        ):
+            return int(add.num_records) - (int(deletes.positions.size) if deletes is not None else 0)
+        return open_split().count(list(self.filters), self.query, deletes)
 
     def ranked(self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema) -> pa.Table:
         """Matches of one split with `_score`, best first: its best `limit` (every match without

@@ -43,26 +43,11 @@ if TYPE_CHECKING:
     from indextables_spark.core.schema.types import ColumnSpec
 
 
-def count_split(
-    storage: Storage,
-    add_file: Any,
-    query: str | None,
-    options: Options | None,
-    filters: Sequence[Filter] = (),
-    delete_logs: Sequence[Any] = (),
-) -> int:
-    """Matching rows of one split, minus the rows its delete logs (log.actions.DeleteLog) delete."""
-
+def count_split(storage: Storage, plan: ReadPlan, add_file: Any, delete_logs: Sequence[Any] = ()) -> int:
+    """Matching rows of one split under `plan` (ReadPlan.count), minus the rows its delete logs
+    (log.actions.DeleteLog) delete."""
     deletes = load_split_deletes(storage, delete_logs, add_file.num_records, add_file.path)
-    if (
-        query is None
-        and not filters
-        and add_file.num_records is not None
-        and (deletes is None or deletes.only_positions)
-    ):
-        return int(add_file.num_records) - (int(deletes.positions.size) if deletes is not None else 0)
-    reader = SplitReader(get_cache(options).local_dir(storage, add_file))
-    return reader.count(list(filters), query, deletes)
+    return plan.count(add_file, deletes, lambda: SplitReader(get_cache(plan.options).local_dir(storage, add_file)))
 
 
 def count_matches(
@@ -78,12 +63,11 @@ def count_matches(
     files = list(files)
     if not files:
         return 0
+    parts = tuple(snapshot.partition_columns) if snapshot is not None else ()
+    plan = ReadPlan(storage.uri, opts, parts, pa.schema([]), query, tuple(filters))
 
     def counts(chunk: list[Any]) -> list[int]:
-        return [
-            count_split(storage, f, query, opts, filters, snapshot.deletes_for(f) if snapshot is not None else ())
-            for f in chunk
-        ]
+        return [count_split(storage, plan, f, snapshot.deletes_for(f) if snapshot is not None else ()) for f in chunk]
 
     if query is not None or filters:  # else the log's row counts may answer without any split
         fetch_missing(storage, opts, files)
