@@ -26,6 +26,7 @@ query too.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -52,6 +53,11 @@ class CorpusStats:
 
     num_docs: int
     doc_freqs: Mapping[tuple[str, Any], int]  # (field or json path, term) -> documents holding it
+
+    @functools.cached_property
+    def key(self) -> tuple[Any, ...]:
+        """A hashable identity (what a split's boosted query is kept by: query_parsing.scored_query)."""
+        return (self.num_docs, tuple(sorted(self.doc_freqs.items(), key=repr)))
 
     def to_json(self) -> dict[str, Any]:
         """For shipping to Spark tasks (InputPartition pickles it; terms keep their JSON types)."""
