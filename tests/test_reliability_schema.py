@@ -64,7 +64,11 @@ def _read(path: str, filters=(), version=None) -> list[dict]:
     reader = IndexTablesReader(path, Options.of(TEXT), schema, SnapshotPin("test", snap.version, True))
     reader._bind(snap)
     reader.data_filters = list(filters)
-    rows = [r for b in reader.read(SplitGroup([task_json(f) for f in snap.files])) for r in b.to_pylist()]
+    rows = [
+        r
+        for b in reader.read(SplitGroup([task_json(f) for f in snap.files], None, reader._plan()))
+        for r in b.to_pylist()
+    ]
     return sorted(rows, key=lambda r: r["id"])
 
 

@@ -75,14 +75,9 @@ class SplitGroup(InputPartition):
     files: list[dict[str, Any]]  # AddFile wire JSON
     # split path -> its delete logs (deleteLog wire JSON); splits with deletes only
     deletes: dict[str, list[dict[str, Any]]]
-    plan: ReadPlan | None  # None: no split to read
+    plan: ReadPlan
 
-    def __init__(
-        self,
-        files: list[dict[str, Any]],
-        deletes: dict[str, list[dict[str, Any]]] | None = None,
-        plan: ReadPlan | None = None,
-    ):
+    def __init__(self, files: list[dict[str, Any]], deletes: dict[str, list[dict[str, Any]]] | None, plan: ReadPlan):
         self.files = files
         self.deletes = deletes or {}
         self.plan = plan
@@ -285,13 +280,13 @@ class IndexTablesReader(DataSourceReader):
             target = self.opts.get_size("read.maxPartitionBytes")
         groups = group_by_size(files, target, min_groups)
         guard.record_explanation({**self._explanation(), "tasks": max(1, len(groups))})
+        plan = self._plan()
         if not groups:
-            return [SplitGroup([])]
+            return [SplitGroup([], None, plan)]
         from indextables_spark.core.log.delete_logs import (
             deletes_json,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
         )
 
-        plan = self._plan()
         return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g), plan) for g in groups]
 
     def _plan(self) -> ReadPlan:
@@ -333,7 +328,7 @@ class IndexTablesReader(DataSourceReader):
     # Spark hands back the SplitGroups partitions() made
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         plan = partition.plan
-        if plan is None or not partition.files:
+        if not partition.files:
             return
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         adds = [AddFile.from_json(d) for d in partition.files]

@@ -228,7 +228,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SplitGroup) and partition.plan is not None  # made by partitions()
+        assert isinstance(partition, SplitGroup)  # made by partitions()
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         task = TaskRead(partition.plan, target)
         yield from task.batches([AddFile.from_json(d) for d in partition.files], partition.deletes, None)
