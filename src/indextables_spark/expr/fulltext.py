@@ -194,9 +194,10 @@ def _leaves(
         for name in names:
             yield _literal_leaf(node, name, indexed, fuzzy)
     elif kind in ("range", "set", "regex", "exists"):
-        f, path = _field_of(node["field"], indexed)
-        name = f.name if f is not None else node["field"]
-        yield QueryLeaf(name, CONSTANT, path=path, cheap=kind == "set")
+        # unfielded (`[1 TO 2]`, `IN [a b]`, `/ab/`): the parser applies it to the default fields
+        for field_name in [node["field"]] if node["field"] is not None else list(defaults):
+            f, path = _field_of(field_name, indexed)
+            yield QueryLeaf(f.name if f is not None else field_name, CONSTANT, path=path, cheap=kind == "set")
     else:  # "all" (and kinds a newer grammar may add): reads no field's terms
         yield QueryLeaf("", CONSTANT, exact_stats=kind == "all")
 
@@ -331,16 +332,19 @@ def render(node: Any, counter: Iterator[int], defaults: Sequence[str], weights: 
             _literal(node, name) + (f"^{_number(weights[i])}" if i in weights else "") for i, name in zip(ids, defaults)
         ]
         return alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")"
+    if kind in ("range", "set", "regex", "exists"):  # constant scores: never boosted, one leaf per field
+        for _ in [node["field"]] if node["field"] is not None else defaults:
+            next(counter)
+        field = f"{_word(node['field'])}:" if node["field"] is not None else ""
+        if kind == "range":
+            return f"{field}{_bound(node['lower'], True)} TO {_bound(node['upper'], False)}"
+        if kind == "set":
+            return f"{field} IN [" + " ".join(_word(e) for e in node["elements"]) + "]"
+        if kind == "regex":
+            pattern: str = node["pattern"]
+            return f"{field}/" + pattern.replace("/", "\\/") + "/"
+        return f"{field}*"
     next(counter)
-    if kind == "range":
-        return f"{_word(node['field'])}:{_bound(node['lower'], True)} TO {_bound(node['upper'], False)}"
-    if kind == "set":
-        return f"{_word(node['field'])}: IN [" + " ".join(_word(e) for e in node["elements"]) + "]"
-    if kind == "regex":
-        pattern: str = node["pattern"]
-        return f"{_word(node['field'])}:/" + pattern.replace("/", "\\/") + "/"
-    if kind == "exists":
-        return f"{_word(node['field'])}:*"
     if kind == "all":
         return "*"
     raise QueryParseError(f"query part {node!r} cannot be written back as query text")
