@@ -109,7 +109,10 @@ class FullTextQuery:
         return all(leaf.exact_stats for leaf in self.leaves if leaf.scored)
 
     def boosted_text(self, weights: Mapping[int, float]) -> str:
-        """The parser text with leaf i (index into `leaves`) boosted by weights[i]."""
+        """The parser text with leaf i (index into `leaves`) boosted by weights[i] (a text the
+        grammar refuses has no leaves: it stays as it is, and its parse raises QueryParseError)."""
+        if self.ast is None:
+            return self.parser_text
         return render(self.ast, iter(range(len(self.leaves))), self.default_fields, weights)
 
 
@@ -265,6 +268,11 @@ def _word(text: str) -> str:
     return "".join("\\" + c if c in _SPECIAL or c.isspace() else c for c in text)
 
 
+def _value(text: str) -> str:
+    """A range bound or set element: only what would end it is escaped (`-5` stays a number)."""
+    return "".join("\\" + c if c in "[]{}\\" or c.isspace() else c for c in text)
+
+
 def _quoted(text: str, quote: str) -> str:
     return quote + text.replace("\\", "\\\\").replace(quote, "\\" + quote) + quote
 
@@ -294,7 +302,7 @@ def _literal(node: Any, name: str | None) -> str:
 def _bound(b: Any, low: bool) -> str:
     if b["type"] == "unbounded":
         return "[*" if low else "*]"
-    v = _word(b["value"])
+    v = _value(b["value"])
     if low:
         return ("[" if b["type"] == "inclusive" else "{") + v
     return v + ("]" if b["type"] == "inclusive" else "}")
@@ -339,7 +347,7 @@ def render(node: Any, counter: Iterator[int], defaults: Sequence[str], weights: 
         if kind == "range":
             return f"{field}{_bound(node['lower'], True)} TO {_bound(node['upper'], False)}"
         if kind == "set":
-            return f"{field} IN [" + " ".join(_word(e) for e in node["elements"]) + "]"
+            return f"{field} IN [" + " ".join(_value(e) for e in node["elements"]) + "]"
         if kind == "regex":
             pattern: str = node["pattern"]
             return f"{field}/" + pattern.replace("/", "\\/") + "/"
