@@ -4,24 +4,24 @@ Tantivy scores each split with its own statistics (document count N, each term's
 frequency n, each field's average length), so a term rare in one split inflates every score there
 and a table's top-n changes with its partitioning, appends and MERGE SPLITS. As Elasticsearch's
 `dfs_query_then_fetch` does, a search first gathers the statistics of every live split of the
-version read (`gather`: N from each split, n by term lookups in each split's term dictionary for
-the terms the query's scored leaves read — fulltext.py), then each split scores with them
+version read (`table_stats`: N from each split, n by term lookups in each split's term dictionary
+for the terms the query's scored leaves read — expr/fulltext.py), then each split scores with them
 (`leaf_weights`): tantivy-py cannot take statistics from outside, so each scored leaf (a term, a
 phrase) is boosted by idf(table) / idf(split), which makes its idf the table's exactly.
 
 What stays each split's own: the average field length (`avgdl` in BM25's length normalisation),
 which no query form can change. Splits of similar rows have averages within a fraction of a
 percent of the table's; the residual is measured in tests/test_relevance_corpus.py and README
-"Relevance". Rows deleted by delete logs are counted, as Lucene and Elasticsearch count deleted
-documents until a merge drops them: they are in the term dictionaries, and discounting them would
-need their postings (a pass over the data). Json-field leaves (their terms are typed by the parser)
-keep the split's idf.
+"Corpus-wide relevance". Rows deleted by delete logs are counted, as Lucene and Elasticsearch
+count deleted documents until a merge drops them: they are in the term dictionaries, and
+discounting them would need their postings (a pass over the data). Json-field leaves (the parser
+types their terms) keep the split's idf.
 
 Cost per query: one term lookup per scored term in every live split (splits pruned by partition
 or data skipping included: the table's statistics are all its rows'), on splits the cache holds or
 fetches (only the query fields' index sections of a remote split: cache/sparse.py). The
-statistics of a split are kept per process (splits never change), those of a table version and
-query too.
+statistics of a table version and query are kept per process; so is each split's query boosted
+with them (query_parsing.scored_query).
 """
 
 from __future__ import annotations
@@ -61,10 +61,7 @@ class CorpusStats:
 
     def to_json(self) -> dict[str, Any]:
         """For shipping to Spark tasks (InputPartition pickles it; terms keep their JSON types)."""
-        return {
-            "numDocs": self.num_docs,
-            "docFreqs": [[f, t, n] for (f, t), n in sorted(self.doc_freqs.items(), key=repr)],
-        }
+        return {"numDocs": self.num_docs, "docFreqs": [[f, t, n] for (f, t), n in self.key[1]]}
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> CorpusStats:
@@ -144,7 +141,7 @@ def table_stats(storage: Storage, options: Options, version: int, files: Sequenc
         for add in chunk:
             local = cache.local_dir(storage, add, query)
             h = handles(local)
-            out.append(split_stats(searcher_of(h, local), full_text_query(h.specs, query)))
+            out.append(split_stats(searcher_of(h, local), full_text_query(h.specs, query, h.mapping_key)))
         return out
 
     return _tables.put_if_absent(key, combine(map_chunks(stats, files)))

@@ -83,17 +83,6 @@ def parsed_query(h: SplitHandles, query: str) -> tantivy.Query:
     return q if q is not None else _parsed.put_if_absent(key, parse_query(h.index, h.specs, query))
 
 
-_queries: LruCache[FullTextQuery] = LruCache(MAX_PARSED)
-
-
-def split_query(h: SplitHandles, query: str) -> FullTextQuery:
-    """full_text_query of a split, kept per doc mapping and text: a search asks it of every split
-    it counts or scores (hashing the specs again cost ~6 us a split, 0.17 ms a search of 27)."""
-    key = (h.mapping_key, query)
-    q = _queries.get(key)
-    return q if q is not None else _queries.put_if_absent(key, full_text_query(h.specs, query))
-
-
 _scored: LruCache[tantivy.Query] = LruCache(4 * MAX_PARSED)
 
 
@@ -107,7 +96,7 @@ def scored_query(h: SplitHandles, local_dir: str, query: str, corpus: CorpusStat
     got = _scored.get(key)
     if got is not None:
         return got
-    fq = split_query(h, query)
+    fq = full_text_query(h.specs, query, h.mapping_key)
     weights = leaf_weights(fq, split_stats(searcher_of(h, local_dir), fq), corpus)
     if not weights:
         return _scored.put_if_absent(key, parsed_query(h, query))
@@ -128,7 +117,7 @@ def query_hits(local_dir: str, query: str) -> int | None:
     if searcher.num_docs == 0:  # search(limit=0) panics
         return 0
     q = parsed_query(h, query)
-    if not split_query(h, query).countable:
+    if not full_text_query(h.specs, query, h.mapping_key).countable:
         return None
     try:
         return int(searcher.search(q, 1, count=True).count)

@@ -23,7 +23,6 @@ from indextables_spark.core.split.read.file_pruning import prune_files, spark_ty
 from indextables_spark.core.split.read.query_parsing import check_table_query, query_hits
 from indextables_spark.core.split.read.reader import SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.split_rows import (
-    conform,
     joined,
     snippet_column,
     top_n,
@@ -124,7 +123,6 @@ class SearchPlan:
         self.read_names = [
             c for c in names if c not in parts and (c in self.columns or c in self.snippets or c in filter_cols)
         ]
-        self.types = {f.name: f.type for f in self.schema}
         self.cache = get_cache(self.options)
         self._hits: dict[str, tuple[str, int]] = {}  # split path -> (its directory, query matches)
         # what every split runs (plan.py): the exact filters it takes; the rest are checked on
@@ -265,12 +263,11 @@ class SearchPlan:
             for add in files:
                 yield from self.read_split(add, batch_rows)
             return
-        data = pa.schema([self.schema.field(c) for c in self.read_names])
 
         def pieces() -> Iterator[tuple[Any, pa.RecordBatch]]:
-            for add in files:
+            for add in files:  # (ReadPlan.rows gives the plan's data_schema)
                 for batch in self._split_batches(add, batch_rows)[1]:
-                    yield add, batch if batch.schema.equals(data) else conform(batch, data)
+                    yield add, batch
 
         for batch in joined(pieces(), batch_rows, self._full_schema(False), self.parts):
             out = self._finish(pa.Table.from_batches([batch]), None, False, self.post)
