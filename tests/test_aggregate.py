@@ -436,3 +436,48 @@ def test_driver_threads_give_the_same_result(spark, table, monkeypatch):
     t = it.IndexTable(path, {"spark.indextables.aggregate.cache.enabled": "false"})
     check_against_spark(t.aggregate(AGGS, execution="driver"), spark_reference(mem))
     check_against_spark(t.aggregate(AGGS, query=QUERY, execution="driver"), spark_reference(mem.where(SPARK_QUERY)))
+
+
+def test_aggregations_run_the_read_plan(tmp_path):
+    """Each split aggregates the rows its read plan selects (ReadPlan.index_selection): the query,
+    the filters the index answers exactly and the live rows; what only the rows could decide (a
+    residual filter, a text filter the index only narrows) is refused, never ignored."""
+    from dataclasses import replace
+
+    from indextables_spark.api.aggregate import aggregate, aggregation_plan
+    from indextables_spark.expr.model import EqualTo, GreaterThanOrEqual, StringContains
+    from indextables_spark.expr.values import UnsupportedFilterError
+
+    n = 2000
+    path = str(tmp_path / "t")
+    it.write_table(
+        path,
+        pa.table(
+            {
+                "id": pa.array(range(n), pa.int64()),
+                "body": [f"w{i % 7} x" for i in range(n)],
+                "region": [f"r{i % 3}" for i in range(n)],
+            }
+        ),
+        partition_by=["region"],
+        options={"indexing.typemap.body": "text", "write.chunkRows": "500"},
+    )
+    t = it.IndexTable(path)
+    t.delete("id < 100")
+    snap = t.snapshot()
+    plan = aggregation_plan(t.storage, snap, t.options, "body:w3")
+    aggs = {"ids": {"stats": {"field": "id"}}}
+    exact = replace(plan, filters=(GreaterThanOrEqual("id", 1000),))
+    got = aggregate(t.storage, snap, snap.files, exact, aggs, execution="driver")
+    want = [i for i in range(1000, n) if i % 7 == 3]
+    assert got["doc_count"] == len(want) and got["ids"]["count"] == len(want)
+    assert (got["ids"]["min"], got["ids"]["max"], got["ids"]["sum"]) == (min(want), max(want), sum(want))
+    everything = aggregate(t.storage, snap, snap.files, aggregation_plan(t.storage, snap, t.options, None), aggs)
+    assert everything["doc_count"] == n - 100 and everything["ids"]["min"] == 100  # deleted rows left out
+    for refused in (
+        replace(plan, residual=(EqualTo("region", "r1"),)),
+        replace(plan, filters=(StringContains("body", "3 x"),)),  # the index narrows, the rows would decide
+        replace(plan, narrowing=("body:x",)),
+    ):
+        with pytest.raises(UnsupportedFilterError, match="index"):
+            aggregate(t.storage, snap, snap.files, refused, aggs, execution="driver")

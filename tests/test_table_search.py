@@ -299,6 +299,10 @@ def test_explain(tmp_path):
     assert sorted(got) == [i for i in range(3000, n) if i % 9 == 3 and i % 4 in (1, 2) and i / n != 0.5]
     plain = t.explain().to_dict()
     assert plain["tantivy_query"] is None and plain["splits_after_bloom_filters"] == 16
+    # what a ranked read weighs terms with (search.statistics): every live split of the version
+    assert e.statistics == "table (16 splits)" and plain["statistics"] is None
+    own = it.IndexTable(path, options={"search.statistics": "split"}).explain("body:w3")
+    assert own.statistics == "split"
 
 
 def test_explain_a_dataframe_classic(spark, tmp_path):
@@ -324,6 +328,18 @@ def test_explain_a_dataframe_classic(spark, tmp_path):
     explained = [e for e in it.explain(df) if e["path"] == path]
     assert len(explained) == 1 and explained[0]["splits_after_partition_pruning"] == 1
     assert "id < 50" in explained[0]["index_answered"] and explained[0]["splits_total"] == 3
+    assert explained[0]["statistics"] is None  # an unranked read
+    from pyspark.sql import functions as sf
+
+    ranked = (
+        spark.read.format("indextables")
+        .option("query", "body:w3")
+        .option("withScore", "true")
+        .load(path)
+        .orderBy(sf.desc("_score"))
+        .limit(3)
+    )
+    assert [e["statistics"] for e in it.explain(ranked) if e["path"] == path] == ["table (3 splits)"]
     assert sorted(r.id for r in df.collect()) == [i for i in range(50) if i % 9 == 3 and i % 3 == 0]
     with pytest.raises(InvalidOptionError, match="no indextables read"):
         it.explain(spark.range(3))

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
+import pyarrow as pa
+
 from indextables_spark.config import sessions
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
@@ -28,6 +30,7 @@ from indextables_spark.core.split.aggregate.agg_result import merge_all, result
 from indextables_spark.core.split.aggregate.aggregate import aggregate_files
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
 from indextables_spark.core.split.read.groups import group_by_size
+from indextables_spark.core.split.read.plan import ReadPlan
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import InvalidOptionError
 
@@ -48,73 +51,68 @@ def choose_execution(spark: Any, execution: str) -> str:
     return "driver" if sessions.master(spark).startswith("local") else "spark"
 
 
+def aggregation_plan(storage: Storage, snapshot: Snapshot, options: Options, query: str | None) -> ReadPlan:
+    """The read plan of an aggregation over `snapshot`: the rows matching `query` (all without
+    one); each split runs its `index_selection` (core/split/read/plan.py)."""
+    opts = table_options(snapshot, options)
+    return ReadPlan(storage.uri, opts, tuple(snapshot.partition_columns), pa.schema([]), query)
+
+
 def aggregate(
     storage: Storage,
     snapshot: Snapshot,
     files: list[AddFile],
-    options: Options,
+    plan: ReadPlan,
     aggs: Mapping[str, Any] | str | None,
     *,
-    query: str | None = None,
     spark: Any = None,
     execution: str = "auto",
 ) -> dict[str, Any]:
-    """Aggregations over the rows of `files` (of `snapshot`) matching `query` (all rows when None):
-    IndexTable.aggregate's work. Returns {"doc_count": n, <name>: <result>, ...} in
-    Elasticsearch's shape: terms/histogram/date_histogram/range → {"buckets": [{"key",
-    "doc_count", <sub-aggs>}]}, stats → {"count", "min", "max", "sum", "avg"},
-    avg/min/max/sum/value_count/cardinality → {"value"}, percentiles → {"values": {"50.0": v}}."""
+    """Aggregations over the rows of `files` (of `snapshot`) the plan selects: IndexTable.aggregate's
+    work. Returns {"doc_count": n, <name>: <result>, ...} in Elasticsearch's shape:
+    terms/histogram/date_histogram/range → {"buckets": [{"key", "doc_count", <sub-aggs>}]}, stats →
+    {"count", "min", "max", "sum", "avg"}, avg/min/max/sum/value_count/cardinality → {"value"},
+    percentiles → {"values": {"50.0": v}}."""
     if aggs is None:
         raise InvalidOptionError("aggregate: give aggs, e.g. {'by_tag': {'terms': {'field': 'tag'}}}")
-    plan = plan_aggregations(
-        aggs, column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, options))
-    )
+    requested = plan_aggregations(aggs, column_specs(snapshot.schema_json, snapshot.partition_columns, plan.options))
     deletes = deletes_json(snapshot, files)  # row-level deletes: those rows are in no aggregation
     if choose_execution(spark, execution) == "spark":
-        merged = run_job(spark, storage.uri, options, files, query, plan, deletes)
+        merged = run_job(spark, plan, files, requested, deletes)
     else:
-        merged = aggregate_files(storage, files, query, plan, options, threads=os.cpu_count() or 1, deletes=deletes)
-    return result(plan, merged)
+        merged = aggregate_files(storage, files, plan, requested, threads=os.cpu_count() or 1, deletes=deletes)
+    return result(requested, merged)
 
 
 def group_partial(
-    path: str,
-    options: dict[str, str],
-    files: list[dict[str, Any]],
-    query: str | None,
-    aggs: Sequence[Any],
-    deletes: dict[str, list[dict[str, Any]]],
+    plan: ReadPlan, files: list[dict[str, Any]], aggs: Sequence[Any], deletes: dict[str, list[dict[str, Any]]]
 ) -> dict[str, Any]:
     """Executor side: the merged partial of one group of splits (deletes: their deleteLog JSON)."""
-    opts = Options.of(options)
-    return aggregate_files(
-        open_storage(path, opts), [AddFile.from_json(f) for f in files], query, aggs, opts, deletes=deletes
-    )
+    storage = open_storage(plan.path, plan.options)
+    return aggregate_files(storage, [AddFile.from_json(f) for f in files], plan, aggs, deletes=deletes)
 
 
 def run_job(
     spark: Any,
-    path: str,
-    opts: Options,
+    plan: ReadPlan,
     files: list[AddFile],
-    query: str | None,
     aggs: Sequence[Any],
     deletes: dict[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The Spark job of execution="spark": one task per group of splits, each returning the merged
-    partial of its splits (classic or Spark Connect session: a DataFrame job, no RDDs)."""
-    groups = group_by_size(files, opts.get_size("read.maxPartitionBytes"), sessions.default_parallelism(spark))
+    partial of its splits under the plan it receives (classic or Spark Connect session: a
+    DataFrame job, no RDDs)."""
+    groups = group_by_size(files, plan.options.get_size("read.maxPartitionBytes"), sessions.default_parallelism(spark))
     if not groups:
         return merge_all(aggs, [])
     deletes = deletes or {}
     payload = [([f.to_json() for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes}) for g in groups]
-    options = dict(opts.values)
 
     def task(item: tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
         group, group_deletes = item
-        return group_partial(path, options, group, query, aggs, group_deletes)
+        return group_partial(plan, group, aggs, group_deletes)
 
     partials = sessions.run_tasks(
-        spark, task, payload, description=f"indextables aggregate {path}: {len(payload)} tasks"
+        spark, task, payload, description=f"indextables aggregate {plan.path}: {len(payload)} tasks"
     )
     return merge_all(aggs, partials)

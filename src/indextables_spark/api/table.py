@@ -230,12 +230,11 @@ class IndexTable:
         cardinality, …; Elasticsearch's request and response shapes) over the rows matching
         `query` in the partitions matching `partition_filter`. execution: "driver" (threads of
         this process), "spark" (a job on `spark`), "auto" (see api/aggregate.py)."""
-        from indextables_spark.api.aggregate import aggregate  # lazy: tantivy, pyarrow
+        from indextables_spark.api.aggregate import aggregate, aggregation_plan  # lazy: tantivy, pyarrow
 
         snap = self.log.pruned_snapshot(partition_filter, version)
-        return aggregate(
-            self.storage, snap, snap.files, self.options, aggs, query=query, spark=spark, execution=execution
-        )
+        plan = aggregation_plan(self.storage, snap, self.options, query)
+        return aggregate(self.storage, snap, snap.files, plan, aggs, spark=spark, execution=execution)
 
     # ---- writing: one data-level step of a transaction each ----------------------------------------
     def write(self, data: Any, *, mode: str = "append", partition_by: str | Sequence[str] | None = None) -> int:

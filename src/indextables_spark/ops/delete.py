@@ -44,14 +44,14 @@ from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.schema.partitions import partition_value_array
 from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.format.bloom import skip_by_blooms
 from indextables_spark.core.split.format.column_specs import column_specs
+from indextables_spark.core.split.read.plan import ReadPlan
 from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.split.read.skipping import prune_partition, skip_split
-from indextables_spark.core.split.read.tantivy_query import check_index_only, index_only_filters
+from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
     ConcurrentModificationError,
@@ -59,7 +59,6 @@ from indextables_spark.errors import (
     PredicateError,
     TableNotFoundError,
 )
-from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import EqualTo, Filter, In, Or, columns_of
 from indextables_spark.expr.partition_filter import parse_predicate
 from indextables_spark.expr.support import supports
@@ -197,40 +196,44 @@ class _SplitMatch:
     live_rows: int
 
 
-def _with_partitions(batch: pa.RecordBatch, add: AddFile, partition_types: Mapping[str, pa.DataType]) -> pa.RecordBatch:
-    if not partition_types:
-        return batch
-    n = batch.num_rows
-    cols, names = list(batch.columns), list(batch.schema.names)
-    for c, t in partition_types.items():
-        cols.append(partition_value_array(add.partition_values.get(c), t, n))
-        names.append(c)
-    return pa.RecordBatch.from_arrays(cols, names=names)
-
-
-def _match_split(
-    storage: Storage,
-    options: Options,
-    snapshot: Snapshot,
-    add: AddFile,
-    pred: Predicate,
-    pushed: list[Filter],
-    partition_types: Mapping[str, pa.DataType],
-) -> _SplitMatch:
-    reader = SplitReader(get_cache(options).local_dir(storage, add))
+def _match_split(storage: Storage, snapshot: Snapshot, plan: ReadPlan, add: AddFile, target: pa.Schema) -> _SplitMatch:
+    """The live rows of one split the plan matches (ReadPlan.row_ids; `target`: the table's columns,
+    on which the residual filters are checked with the split's partition values)."""
+    reader = SplitReader(get_cache(plan.options).local_dir(storage, add))
     existing = load_split_deletes(storage, snapshot.deletes_for(add), reader.num_rows, add.path)
-    found: list[np.ndarray] = []
-    # the rows check every condition but those on index-only columns (the index answered them)
-    _, checked = index_only_filters(pred.conjuncts, reader.specs)
-    for ids, batch in reader.read_with_row_ids(pushed, pred.query, existing):
-        if checked:
-            keep = arrow_mask(_with_partitions(batch, add, partition_types), checked)
-            ids = ids.filter(keep)
-        if len(ids):
-            found.append(ids.to_numpy())
-    row_ids = np.concatenate(found) if found else np.empty(0, np.int64)
+    row_ids = plan.row_ids(reader, add, existing, target)
     live = reader.count(deletes=existing) if row_ids.size else 0
     return _SplitMatch(add, row_ids, live)
+
+
+def delete_plan(
+    storage: Storage,
+    snapshot: Snapshot,
+    opts: Options,
+    pred: Predicate,
+    specs: list[ColumnSpec],
+    index_only: Sequence[Filter],
+) -> ReadPlan:
+    """The read plan of a positional delete: the query, the data filters each split applies
+    exactly (the index answers those on index-only columns), and the rest checked on the rows with
+    partition values; partition-only conditions prune the splits exactly (_candidates).
+    index_only: the conjuncts on index-only columns (check_index_only), the index's alone."""
+    parts = set(snapshot.partition_columns)
+    pushed = [
+        f
+        for f in pred.conjuncts
+        if any(f is g for g in index_only) or (not (columns_of(f) & parts) and supports(f, specs))
+    ]
+    residual = [f for f in pred.conjuncts if not any(f is g for g in pushed) and not columns_of(f) <= parts]
+    return ReadPlan(
+        storage.uri,
+        opts,
+        tuple(snapshot.partition_columns),
+        pa.schema([]),
+        pred.query,
+        tuple(pushed),
+        residual=tuple(residual),
+    )
 
 
 def _candidates(
@@ -369,15 +372,10 @@ def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: s
         if chosen == POSITIONAL:
             files = _candidates(storage, snap, pred, specs, opts)
             scanned = len(files)
-            parts = set(snap.partition_columns)
-            pushed = [
-                f
-                for f in pred.conjuncts
-                if any(f is g for g in index_only) or (not (columns_of(f) & parts) and supports(f, specs))
-            ]
-            ptypes = {c: arrow_types[c] for c in snap.partition_columns}
+            plan = delete_plan(storage, snap, opts, pred, specs, index_only)
+            target = arrow_schema(snap.schema_json)
             with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(files)))) as pool:
-                matches = list(pool.map(lambda f: _match_split(storage, opts, snap, f, pred, pushed, ptypes), files))
+                matches = list(pool.map(lambda f: _match_split(storage, snap, plan, f, target), files))
             ts = now_ms()
             rows = 0
             for m in matches:

@@ -228,15 +228,15 @@ class IndexTablesReader(DataSourceReader):
         self._pruning = (n_total, n_after_partitions, n_after_stats, len(files))
         return files
 
-    def _explanation(self) -> dict[str, Any]:
-        """What this read does, for it.explain(df) (the same fields as IndexTable.explain)."""
+    def _explanation(self, plan: ReadPlan) -> dict[str, Any]:
+        """What this read does, for it.explain(df): the pruning, then the plan every split runs
+        (described as IndexTable.explain describes it: core/split/read/search_explain.py)."""
         from indextables_spark.core.split.read.search_explain import (
-            index_translation,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
+            describe,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
         )
 
-        answered, narrowed, rows_only, tantivy_query = index_translation(
-            self.specs, self.query, self.data_filters, self.data_filters
-        )
+        assert self._snapshot is not None  # bound
+        seen = describe(plan, self.specs, len(self._snapshot.files))
         n_total, n_parts, n_stats, n_read = self._pruning
         return {
             "path": self.path,
@@ -244,11 +244,12 @@ class IndexTablesReader(DataSourceReader):
             "guarded": self.guarded,
             "query": self.query,
             "partition_filters": [render(f) for f in self.partition_filters],
-            "index_answered": [render(f) for f in answered],
-            "index_narrowed": [render(f) for f in narrowed],
-            "rows_only": [render(f) for f in rows_only],
-            "struct_field_narrowing": self.nested_queries,
-            "tantivy_query": tantivy_query,
+            "index_answered": list(seen.answered),
+            "index_narrowed": list(seen.narrowed),
+            "rows_only": list(seen.rows_only),
+            "struct_field_narrowing": list(plan.narrowing),
+            "tantivy_query": seen.tantivy_query,
+            "statistics": seen.statistics if self.read_opts.with_score else None,
             "spark_rechecks_every_filter": True,
             "splits_total": n_total,
             "splits_after_partition_pruning": n_parts,
@@ -279,8 +280,8 @@ class IndexTablesReader(DataSourceReader):
         else:
             target = self.opts.get_size("read.maxPartitionBytes")
         groups = group_by_size(files, target, min_groups)
-        guard.record_explanation({**self._explanation(), "tasks": max(1, len(groups))})
         plan = self._plan()
+        guard.record_explanation({**self._explanation(plan), "tasks": max(1, len(groups))})
         if not groups:
             return [SplitGroup([], None, plan)]
         from indextables_spark.core.log.delete_logs import (

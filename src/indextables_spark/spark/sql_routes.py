@@ -278,10 +278,10 @@ def compute_aggregate(
     # rows hold NULL: the answer Spark computes over the rows of a scan
     slow = {s.name for s in info.specs if (s.value_field is not None and not s.value_field.fast) or s.index_only}
     fast = not any(a.column in slow for a in request.aggs)
-    engine = _engine_rows(table, snap, files, request, query, plan, info.types) if fast else None
+    engine = _engine_rows(table, snap, files, request, plan, info.types) if fast else None
     if engine is not None:
         return engine
-    if request.count_only and set(request.keys) <= set(plan.parts) and not plan.post and not plan.narrowing:
+    if request.count_only and set(request.keys) <= set(plan.parts) and not plan.read.residual and not plan.narrowing:
         # COUNT(*) by partition columns: each split counts its matches, no row is read
         def counts(chunk: list[AddFile]) -> list[tuple[AddFile, int]]:
             return [(f, count_split(table.storage, plan.read, f, snap.deletes_for(f))) for f in chunk]
@@ -310,7 +310,6 @@ def _engine_rows(
     snap: Snapshot,
     files: list[AddFile],
     request: GroupRequest,
-    query: str | None,
     plan: SearchPlan,
     types: dict[str, str],
 ) -> list[tuple[Any, ...]] | None:
@@ -336,7 +335,7 @@ def _engine_rows(
     for depth, key in reversed(list(enumerate(request.keys))):
         req = {f"k{depth}": {"terms": {"field": key, "size": ALL_BUCKETS}, **({"aggs": req} if req else {})}}
     # (never empty: an aggregate of a column is requested, COUNT(*) alone returned above)
-    result = aggregate(table.storage, snap, list(files), table.options, req, query=query, execution="driver")
+    result = aggregate(table.storage, snap, list(files), plan.read, req, execution="driver")
     rows: list[tuple[Any, ...]] = []
 
     def values(bucket: dict[str, Any], keys: list[Any]) -> tuple[Any, ...] | None:

@@ -38,10 +38,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import DeleteLog
 from indextables_spark.core.schema.partitions import date_to_days, datetime_to_micros, parse_partition_value
-from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec
+from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.aggregate.agg_request import (
     NUMERIC,
     STATS_KINDS,
@@ -63,7 +62,8 @@ from indextables_spark.util.lru import LruCache
 if TYPE_CHECKING:
     import tantivy
 
-    from indextables_spark.config.options import Options
+    from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.split.read.plan import ReadPlan
     from indextables_spark.core.split.read.reader import SplitReader
 
 ALL_BUCKETS = 2**31 - 1
@@ -113,23 +113,21 @@ class _SplitCtx:
 
 def split_partial(
     reader: SplitReader,
-    query: str | None,
+    plan: ReadPlan,
     aggs: Sequence[Agg],
     partition_values: Mapping[str, str | None],
-    deletes: Any = None,
+    deletes: SplitDeletes | None = None,
 ) -> dict[str, Any]:
-    """The mergeable partial of one split: {"doc_count": n, "aggs": {name: partial}}.
-    deletes: the split's log.delete_logs.SplitDeletes (its rows are left out), or None."""
+    """The mergeable partial of one split: {"doc_count": n, "aggs": {name: partial}}, over the
+    rows the plan selects (ReadPlan.index_selection: its query and exact filters, minus `deletes`,
+    the split's deleted rows)."""
     import tantivy  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of tantivy
 
     searcher = reader.searcher()
-    q = reader.parse_query(query) if query is not None else tantivy.Query.all_query()
-    dead = dead_rows(reader, deletes) if deletes is not None else []
-    if len(dead):
-        q = without_rows(reader, q, dead)
+    q = plan.index_selection(reader, deletes)
     if searcher.num_docs == 0:
         n = 0
-    elif query is None and not len(dead):
+    elif q is None:
         n = searcher.num_docs
     else:
         with tantivy_call(f"counting matches in split {reader.local_dir}"):
@@ -137,42 +135,13 @@ def split_partial(
     ctx = _SplitCtx(
         reader,
         searcher,
-        q,
-        query is not None or bool(len(dead)),
+        q if q is not None else tantivy.Query.all_query(),
+        q is not None,
         partition_values,
         n,
         {s.name: s for s in reader.specs},
     )
     return {"doc_count": n, "aggs": _level_partials(ctx, aggs)}
-
-
-def dead_rows(reader: SplitReader, deletes: Any) -> Any:
-    """Sorted row ids of the split's deleted rows (positions, and rows equal to deleted values)."""
-    import numpy as np  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
-
-    dead = [deletes.positions]
-    if deletes.equalities:
-        for ids, batch in reader.source(None, True):
-            assert ids is not None  # asked for with_ids
-            keep = deletes.keep_mask(batch, ids)
-            if keep is not None:
-                dead.append(ids.filter(pc.invert(keep)).to_numpy())
-    return np.unique(np.concatenate(dead)) if len(dead) > 1 else dead[0]
-
-
-def without_rows(reader: SplitReader, q: tantivy.Query, dead: Any) -> tantivy.Query:
-    """The query minus the documents of these (sorted) row ids: a range per run of consecutive ids
-    on the `__row` fast field, so Tantivy's aggregations never see deleted rows."""
-    import numpy as np  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
-    import tantivy  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of tantivy
-
-    breaks = np.flatnonzero(np.diff(dead) != 1) + 1
-    ranges = [
-        tantivy.Query.range_query(reader.index.schema, ROW_FIELD, tantivy.FieldType.Unsigned, int(run[0]), int(run[-1]))
-        for run in np.split(dead, breaks)
-    ]
-    gone = ranges[0] if len(ranges) == 1 else tantivy.Query.boolean_query([(tantivy.Occur.Should, r) for r in ranges])
-    return tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.MustNot, gone)])
 
 
 def _level_partials(ctx: _SplitCtx, aggs: Sequence[Agg]) -> dict[str, Any]:
@@ -388,15 +357,14 @@ def _index_units(a: Agg, v: Any) -> Any:
 def aggregate_files(
     storage: Any,
     files: Sequence[Any],
-    query: str | None,
+    plan: ReadPlan,
     aggs: Sequence[Agg],
-    options: Any,
     threads: int = 1,
     deletes: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """The merged partial of these splits (AddFile objects); threads > 1 lets them be searched in
-    parallel threads (as many as split_threads.map_chunks finds worth it).
-    deletes: {split path: its deleteLog actions as JSON} (log.delete_logs.deletes_json)."""
+    """The merged partial of these splits (AddFile objects) over the rows the plan selects;
+    threads > 1 lets them be searched in parallel threads (as many as split_threads.map_chunks
+    finds worth it). deletes: {split path: its deleteLog actions as JSON} (log.delete_logs.deletes_json)."""
     from indextables_spark.core.log.delete_logs import (
         load_split_deletes,  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
     )
@@ -407,13 +375,13 @@ def aggregate_files(
         SplitReader,  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
     )
 
-    cache = get_cache(options)
+    cache = get_cache(plan.options)
     deletes = deletes or {}
-    use_cache = _options(options).get_bool("aggregate.cache.enabled")
-    request = repr((query, tuple(aggs)))
+    use_cache = plan.options.get_bool("aggregate.cache.enabled")
+    request = repr((plan.query, plan.filters, tuple(aggs)))
 
     def from_log(f: Any) -> bool:  # a bare count of a split without deletes: its logged row count
-        return query is None and not aggs and not deletes.get(f.path)
+        return plan.query is None and not plan.filters and not aggs and not deletes.get(f.path)
 
     def one(f: Any) -> dict[str, Any]:
         logs = deletes.get(f.path)
@@ -428,7 +396,7 @@ def aggregate_files(
         split_deletes = (
             load_split_deletes(storage, [DeleteLog.from_json(d) for d in logs], f.num_records, f.path) if logs else None
         )
-        partial = split_partial(reader, query, aggs, f.partition_values or {}, split_deletes)
+        partial = split_partial(reader, plan, aggs, f.partition_values or {}, split_deletes)
         if use_cache and _items(partial) <= _MAX_CACHED_ITEMS:
             _partials.put(key, partial)
         return partial
@@ -443,7 +411,7 @@ def aggregate_files(
 
     # as a Spark-free search: fetch in parallel, then fewer threads on contiguous runs of splits
     # (small splits in one thread: their work is mostly Python, threads only take turns on the GIL)
-    fetch_missing(storage, _options(options), [f for f in files if not from_log(f)])
+    fetch_missing(storage, plan.options, [f for f in files if not from_log(f)])
     return merge_all(aggs, map_chunks(lambda chunk: [one(f) for f in chunk], files))
 
 
@@ -462,7 +430,3 @@ def _items(p: Any) -> int:
     if isinstance(p, (pa.Array, pa.ChunkedArray)):
         return len(p)
     return 0
-
-
-def _options(options: Any) -> Options:
-    return options if isinstance(options, Options) else Options.of(options)

@@ -6,16 +6,20 @@ pushed) or a streaming micro-batch (spark/streaming.py) — the decisions are ma
 text, the data filters each split applies exactly, the struct-field narrowing, the data columns read,
 the limit, the snippet fields and the corpus-wide BM25 statistics (read/corpus_stats.py). The plan
 is a frozen value: Spark tasks receive it pickled in their InputPartition, and every split of the
-read runs the same two steps whatever the route: `rows` (matching rows in row order) and `ranked`
-(matches with `_score`, best first).
+read runs the same steps whatever the route: `rows` (matching rows in row order), `ranked` (matches
+with `_score`, best first), `count`, `row_ids` (what DELETE removes: ops/delete.py) and
+`index_selection` (the Tantivy query of the rows when the index alone selects them: aggregations,
+core/split/aggregate/aggregate.py). Explain describes the same value (read/search_explain.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.read.corpus_stats import CorpusStats
@@ -27,14 +31,19 @@ from indextables_spark.core.split.read.split_rows import (
     split_rows,
     with_partition_values,
 )
+from indextables_spark.core.schema.types import ROW_FIELD
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.arrow_eval import arrow_mask
-from indextables_spark.expr.model import Filter
+from indextables_spark.expr.model import Filter, render
+from indextables_spark.expr.values import UnsupportedFilterError
 from indextables_spark.expr.struct_narrowing import with_narrowing
 
 if TYPE_CHECKING:
+    import tantivy
+
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.schema.types import ColumnSpec
 
 SNIPPET_COLUMN = "_snippet"
 
@@ -66,10 +75,20 @@ class ReadPlan:
     def with_ranking(self, limit: int | None, corpus: CorpusStats | None) -> ReadPlan:
         return replace(self, limit=limit, corpus=corpus)
 
+    def split_query(self, specs: Sequence[ColumnSpec]) -> str | None:
+        """The query text a split with these column specs runs: the query AND the narrowing."""
+        return with_narrowing(self.query, self.narrowing, specs)
+
+    def keep_residual(self, rows: pa.Table) -> pa.Table:
+        """The rows (partition values attached) that pass the residual filters."""
+        if not self.residual or not rows.num_rows:
+            return rows
+        return rows.filter(arrow_mask(rows, list(self.residual)))
+
     def rows(self, split: SplitReader, deletes: SplitDeletes | None) -> Iterator[pa.RecordBatch]:
         """Rows of one split matching the query (and its narrowing) and the filters, in row order:
         the data columns, as `data_schema` (columns the split lacks NULL)."""
-        query = with_narrowing(self.query, self.narrowing, split.specs)
+        query = self.split_query(split.specs)
         schema = self.data_schema
         types = {f.name: f.type for f in schema}
         for batch in split_rows(split, self.filters, query, schema.names, types, self.batch_rows, deletes):
@@ -112,3 +131,57 @@ class ReadPlan:
         if self.snippets:
             table = table.append_column(SNIPPET_COLUMN, snippet_column(split, table, self.query, self.snippets))
         return table
+
+    def row_ids(self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema) -> np.ndarray:
+        """Sorted row ids of one split's live rows matching the query, the filters and the residual
+        filters (checked on `target`: the partition columns and the stored columns they read)."""
+        found: list[np.ndarray] = []
+        for ids, batch in split.read_with_row_ids(self.filters, self.split_query(split.specs), deletes):
+            if self.residual:
+                rows = with_partition_values([(add, batch)], target, self.partition_columns)
+                ids = ids.filter(arrow_mask(rows, list(self.residual)))
+            if len(ids):
+                found.append(ids.to_numpy())
+        return np.concatenate(found) if found else np.empty(0, np.int64)
+
+    def index_selection(self, split: SplitReader, deletes: SplitDeletes | None) -> tantivy.Query | None:
+        """The Tantivy query selecting exactly this plan's live rows of one split (None: all its
+        documents), for steps that run on the index alone. UnsupportedFilterError when the rows
+        would have to decide (a narrowing, residual filters, a filter the index only narrows)."""
+        if self.narrowing or self.residual:
+            what = ", ".join([*self.narrowing, *map(render, self.residual)])
+            raise UnsupportedFilterError(
+                f"{what}: only the rows of {self.path} decide it, and this step reads the index alone"
+            )
+        q = split.exact_query(self.filters, self.query)
+        dead = dead_rows(split, deletes) if deletes is not None else None
+        return q if dead is None or not len(dead) else without_rows(split, q, dead)
+
+
+def dead_rows(split: SplitReader, deletes: SplitDeletes) -> np.ndarray:
+    """Sorted row ids of the split's deleted rows (positions, and rows equal to deleted values)."""
+    dead = [deletes.positions]
+    if deletes.equalities:
+        for ids, batch in split.source(None, True):
+            assert ids is not None  # asked for with_ids
+            keep = deletes.keep_mask(batch, ids)
+            if keep is not None:
+                dead.append(ids.filter(pc.invert(keep)).to_numpy())
+    return np.unique(np.concatenate(dead)) if len(dead) > 1 else dead[0]
+
+
+def without_rows(split: SplitReader, q: tantivy.Query | None, dead: np.ndarray) -> tantivy.Query:
+    """The query (None: every document) minus the documents of these sorted row ids: a range per
+    run of consecutive ids on the `__row` fast field, so the index never sees deleted rows."""
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.read.plan` free of tantivy
+
+    breaks = np.flatnonzero(np.diff(dead) != 1) + 1
+    schema = split.index.schema
+    ranges = [
+        tantivy.Query.range_query(schema, ROW_FIELD, tantivy.FieldType.Unsigned, int(run[0]), int(run[-1]))
+        for run in np.split(dead, breaks)
+    ]
+    gone = ranges[0] if len(ranges) == 1 else tantivy.Query.boolean_query([(tantivy.Occur.Should, r) for r in ranges])
+    return tantivy.Query.boolean_query(
+        [(tantivy.Occur.Must, q if q is not None else tantivy.Query.all_query()), (tantivy.Occur.MustNot, gone)]
+    )

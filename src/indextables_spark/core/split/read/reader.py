@@ -28,7 +28,8 @@ from indextables_spark.core.split.read.query_parsing import all_of, parsed_query
 from indextables_spark.core.split.read.tantivy_query import build_query, index_only_filters, index_only_query
 from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 from indextables_spark.expr.arrow_eval import arrow_mask
-from indextables_spark.expr.model import Filter, columns_of
+from indextables_spark.expr.model import Filter, columns_of, render
+from indextables_spark.expr.values import UnsupportedFilterError
 
 if TYPE_CHECKING:
     import tantivy
@@ -129,6 +130,23 @@ class SplitReader:
         narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
         user = self.parse_query(query) if query is not None else None
         return filters, (all_of(user, narrow, forced), exact, user is not None or forced is not None)
+
+    def exact_query(self, filters: Sequence[Filter], query: str | None) -> tantivy.Query | None:
+        """The Tantivy query of `query` AND `filters` when the index alone selects exactly their
+        rows (None: every document), for steps that never see the rows (aggregations);
+        UnsupportedFilterError naming a filter the index only narrows or cannot express."""
+        forced, rest = self._row_filters(filters)
+        parts = []
+        for f in rest:
+            q, exact = build_query(self.index.schema, [f], self.specs)
+            if q is None or not exact:
+                raise UnsupportedFilterError(
+                    f"filter {render(f)}: the index of split {self.local_dir} does not select its rows exactly, "
+                    f"and this step reads the index alone"
+                )
+            parts.append(q)
+        selection: tantivy.Query | None = all_of(self.parse_query(query) if query is not None else None, *parts, forced)
+        return selection
 
     def searcher(self) -> Any:  # a tantivy.Searcher (Any: tantivy's stubs lack SearchResult.count)
         return searcher_of(self._handles, self.local_dir)

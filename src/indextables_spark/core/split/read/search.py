@@ -31,7 +31,6 @@ from indextables_spark.core.split.read.split_rows import (
 from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import SchemaMismatchError
-from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.expr.support import supports
 from indextables_spark.expr.values import struct_column
@@ -110,9 +109,6 @@ class SearchPlan:
         self.data_only = [f for f in self.conjuncts if not (columns_of(f) & parts)]
         self.pushed = [f for f in self.data_only if any(f is g for g in index_only) or supports(f, self.specs)]
         self.exact = [f for f in self.conjuncts if not any(f is g for g in self.part_only)]
-        # what the split search does not apply exactly: conditions mixing partition and data columns,
-        # filters the split cannot take (checked with Arrow on rows with partition values attached)
-        self.post = [f for f in self.exact if not any(f is g for g in self.pushed)]
         # data columns read from a split: the projection, the snippet fields, the filter columns
         from indextables_spark.expr.struct_narrowing import where_narrowing
 
@@ -125,8 +121,9 @@ class SearchPlan:
         ]
         self.cache = get_cache(self.options)
         self._hits: dict[str, tuple[str, int]] = {}  # split path -> (its directory, query matches)
-        # what every split runs (plan.py): the exact filters it takes; the rest are checked on
-        # rows with partition values (`post`, here for row reads; the plan's residual when ranked)
+        # what every split runs (plan.py): the exact filters it takes; the residual — conditions
+        # mixing partition and data columns, filters a split cannot take — is checked on rows with
+        # partition values (ReadPlan.keep_residual: by `ranked` itself, on joined rows here)
         self.read = ReadPlan(
             storage.uri,
             self.options,
@@ -135,7 +132,7 @@ class SearchPlan:
             query,
             tuple(self.pushed),
             tuple(self.narrowing),
-            tuple(self.post),
+            tuple(f for f in self.exact if not any(f is g for g in self.pushed)),
             self.snippets,
         )
         # only the query text goes to the index (no pushed filter, narrowing or snippet): a remote
@@ -216,12 +213,11 @@ class SearchPlan:
         )
         return out
 
-    def _finish(self, table: pa.Table, split: SplitReader | None, scored: bool, post: Sequence[Filter]) -> pa.Table:
-        """The post filters applied, the snippets (from `split`, given when there are snippet
+    def _finish(self, table: pa.Table, split: SplitReader | None, scored: bool) -> pa.Table:
+        """The residual filters applied, the snippets (from `split`, given when there are snippet
         fields) attached, the output columns selected."""
 
-        if post and table.num_rows:
-            table = table.filter(arrow_mask(table, list(post)))
+        table = self.read.keep_residual(table)
         if self.snippets:
             snip = snippet_column(split, table, self.query, self.snippets)
             table = table.append_column(SNIPPET_COLUMN, snip)
@@ -250,7 +246,7 @@ class SearchPlan:
         """Rows of one split matching the query and the filters, in row order (no score)."""
         split, batches = self._split_batches(add, batch_rows)
         for batch in batches:
-            out = self._finish(self._full(batch, add), split, False, self.post)
+            out = self._finish(self._full(batch, add), split, False)
             if out.num_rows:
                 yield out
 
@@ -270,7 +266,7 @@ class SearchPlan:
                     yield add, batch
 
         for batch in joined(pieces(), batch_rows, self._full_schema(False), self.parts):
-            out = self._finish(pa.Table.from_batches([batch]), None, False, self.post)
+            out = self._finish(pa.Table.from_batches([batch]), None, False)
             if out.num_rows:
                 yield out
 

@@ -1,5 +1,6 @@
-"""IndexTable.explain: what a read does with its query and filters (answered by the index, narrowed
-by it, left to the rows), its Tantivy query, and how many splits each pruning step keeps."""
+"""What a read does with its query and filters, described from its read plan (core/split/read/
+plan.py) — the value every split runs — and the pruning before it: IndexTable.explain
+(SearchExplanation) and it.explain(df) (spark/reader.py records the same description)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from indextables_spark.core.split.format.doc_mapping import tantivy_schema
+from indextables_spark.core.split.read.corpus_stats import TABLE, statistics_mode
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
+from indextables_spark.core.split.read.plan import ReadPlan
 from indextables_spark.core.split.read.query_parsing import query_for_specs
 from indextables_spark.core.split.read.search import SearchPlan
 from indextables_spark.core.split.read.tantivy_query import build_query
-from indextables_spark.expr.model import Filter, render
+from indextables_spark.expr.model import render
 
 if TYPE_CHECKING:
     import tantivy
@@ -29,7 +32,9 @@ class SearchExplanation:
     index_answered: tuple[str, ...]  # the index selects exactly their rows (counts use it alone)
     index_narrowed: tuple[str, ...]  # the index selects a superset, the rows re-check
     rows_only: tuple[str, ...]  # evaluated on the rows only (no index form)
-    tantivy_query: str | None  # the query the splits run (user query AND narrowing)
+    struct_field_narrowing: tuple[str, ...]  # queries of the json fields narrowing struct-field conditions
+    tantivy_query: str | None  # the query the splits run (user query AND narrowing AND filters)
+    statistics: str | None  # what `_score` of a ranked read weighs terms with (`search.statistics`)
     splits_total: int
     splits_after_partition_pruning: int
     splits_after_data_skipping: int  # min/max statistics
@@ -40,22 +45,24 @@ class SearchExplanation:
 
 
 def explain(plan: SearchPlan) -> SearchExplanation:
-    """The SearchExplanation of a plan (the same pruning and translation a read does)."""
+    """The SearchExplanation of a Spark-free read: the pruning a read does, then its read plan."""
 
     types = {c: t for c, t in spark_type_names(plan.snapshot).items() if c in plan.parts}
     files, (n_total, n_parts, n_stats) = prune_files(
         plan.storage.uri, plan.options, plan.snapshot, plan.part_only, plan.data_only, plan.parts, types, plan.specs
     )
     plan.check_query(files)
-    answered, narrowed, rows_only, tq = index_translation(plan.specs, plan.query, plan.exact, plan.pushed)
+    seen = describe(plan.read, plan.specs, len(plan.snapshot.files))
     return SearchExplanation(
         plan.snapshot.version,
         plan.query,
         tuple(render(f) for f in plan.part_only),
-        tuple(render(f) for f in answered),
-        tuple(render(f) for f in narrowed),
-        tuple(render(f) for f in rows_only),
-        tq,
+        seen.answered,
+        seen.narrowed,
+        seen.rows_only,
+        plan.read.narrowing,
+        seen.tantivy_query,
+        seen.statistics,
         n_total,
         n_parts,
         n_stats,
@@ -63,28 +70,50 @@ def explain(plan: SearchPlan) -> SearchExplanation:
     )
 
 
-def index_translation(
-    specs: Sequence[Any], query: str | None, filters: Sequence[Filter], pushed: Sequence[Filter]
-) -> tuple[list[Filter], list[Filter], list[Filter], str | None]:
-    """How a read's filters meet the index: (those it selects exactly, those it narrows and the rows
-    re-check, those only the rows decide — every filter not in `pushed` among them — and the repr of
-    the Tantivy query the splits run: the query AND the narrowing). Used by both explains."""
+@dataclass(frozen=True)
+class PlanDescription:
+    """How a read plan's conditions meet the index (both explains)."""
 
+    answered: tuple[str, ...]  # filters the index selects exactly
+    narrowed: tuple[str, ...]  # filters it narrows, the rows re-check
+    rows_only: tuple[str, ...]  # filters only the rows decide (no index form, or the plan's residual)
+    tantivy_query: str | None  # repr of the Tantivy query the splits run: query AND narrowing AND filters
+    statistics: str | None  # "table (N splits)" / "split" / None without a query
+
+
+def describe(plan: ReadPlan, specs: Sequence[Any], splits: int) -> PlanDescription:
+    """The PlanDescription of `plan` over a table version of `splits` live splits whose columns
+    are `specs` (as a split of the version written with them runs it)."""
     stored = [s for s in specs if not s.partition]
-    schema = tantivy_schema(stored)
-    answered: list[Filter] = []
-    narrowed: list[Filter] = []
-    rows_only: list[Filter] = []
+    answered: list[str] = []
+    narrowed: list[str] = []
+    rows_only = [render(f) for f in plan.residual]
+    query = plan.split_query(stored)
     parts: list[tantivy.Query] = [query_for_specs(stored, query)] if query is not None else []
-    for f in filters:
-        q, exact = build_query(schema, [f], specs) if any(f is g for g in pushed) else (None, False)
+    schema = tantivy_schema(stored)
+    for f in plan.filters:
+        q, exact = build_query(schema, [f], specs)
         if q is None:
-            rows_only.append(f)
+            rows_only.append(render(f))
         else:
             parts.append(q)
-            (answered if exact else narrowed).append(f)
+            (answered if exact else narrowed).append(render(f))
     if len(parts) > 1:
         import tantivy  # lazy: keeps `import indextables_spark.core.split.read.search_explain` free of tantivy
 
         parts = [tantivy.Query.boolean_query([(tantivy.Occur.Must, p) for p in parts])]
-    return answered, narrowed, rows_only, (repr(parts[0]) if parts else None)
+    return PlanDescription(
+        tuple(answered),
+        tuple(narrowed),
+        tuple(rows_only),
+        repr(parts[0]) if parts else None,
+        _statistics(plan, splits),
+    )
+
+
+def _statistics(plan: ReadPlan, splits: int) -> str | None:
+    if plan.query is None:
+        return None
+    if statistics_mode(plan.options) == TABLE and splits > 1:
+        return f"table ({splits} splits)"
+    return "split"
