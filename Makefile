@@ -1,11 +1,15 @@
 # indextables_spark: build, demo and tests.
 #
 #   make demo              venv + install + run examples/quickstart.py
-#   make test              venv + install + Azurite, start moto S3 and Azurite, run the whole
-#                          pytest suite against them (Python 3.11), stop them (always); then
-#                          `make smoke-oldest` and `make smoke-py313`; every step runs, fails when any
-#                          failed, naming it (SMOKE_OLDEST=0 / SMOKE_PY313=0: skip that step)
+#   make test              venv + install + Azurite, start moto S3 and Azurite, run the fast tier
+#                          of the suite against them (Python 3.11: every Spark-free test, classic
+#                          Spark sessions on local disk, S3 and Azure; tests/tiers.py), stop them
+#   make test-integration  the rest the same way (Spark Connect, the standalone cluster, the
+#                          differential suites, crash trials), then `make smoke-oldest` and
+#                          `make smoke-py313`; every step runs, fails when any failed, naming it
+#                          (SMOKE_OLDEST=0 / SMOKE_PY313=0: skip that step). CI runs both.
 #   make test TESTS=tests/test_storage.py PYTEST_ARGS="-x -k azure"   a subset, extra pytest args
+#                          (of the tier: FAST_TIER= / INTEGRATION_TIER= selects every test)
 #   make smoke             both smoke steps below (each runs; fails when either failed)
 #   make smoke-oldest      .venv-oldest-py312: Python 3.12, the oldest supported pyspark (PYSPARK_OLDEST)
 #                          installed first, then the package (not editable); checks pyspark was kept;
@@ -36,6 +40,10 @@ STAMP := $(VENV)/.indextables-installed
 AZURITE := .emulators/node_modules/.bin/azurite-blob
 TESTS ?= tests
 PYTEST_ARGS ?=
+# The two tiers (tests/tiers.py marks the second `integration`; tests/test_tiers.py checks that
+# these expressions select every test exactly once).
+FAST_TIER := not integration
+INTEGRATION_TIER := integration
 # The main run leaves tests/smoke to the smoke steps (each runs it in its own venv).
 MAIN_IGNORE := $(if $(filter tests tests/,$(TESTS)),--ignore=tests/smoke,)
 SMOKE_OLDEST ?= 1
@@ -85,7 +93,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(VENV_PY))
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all install demo test lint smoke smoke-oldest smoke-py313 oldest-install py313-install emulators-install emulators-start emulators-stop emulators-status clean distclean
+.PHONY: all install demo test test-integration lint smoke smoke-oldest smoke-py313 oldest-install py313-install emulators-install emulators-start emulators-stop emulators-status clean distclean
 
 all: test
 
@@ -129,14 +137,20 @@ $(AZURITE):
 
 emulators-install: $(AZURITE)
 
-# The main suite (main venv, emulators), then the smoke suite on each other Python; every step
-# runs, the exit code is non-zero when any failed.
+# The fast tier (tests/tiers.py) against the emulators, in the main venv.
 test: install emulators-install
 	@$(NEED_JAVA)
+	VENV_PYTHON=$(abspath $(VENV_PY)) scripts/emulators.sh run -- \
+	    $(VENV_PY) -m pytest -m "$(FAST_TIER)" $(PYTEST_ARGS) $(MAIN_IGNORE) $(TESTS)
+
+# The integration tier (main venv, emulators), then the smoke suite on each other Python; every
+# step runs, the exit code is non-zero when any failed.
+test-integration: install emulators-install
+	@$(NEED_JAVA)
 	main=0; VENV_PYTHON=$(abspath $(VENV_PY)) scripts/emulators.sh run -- \
-	    $(VENV_PY) -m pytest $(PYTEST_ARGS) $(MAIN_IGNORE) $(TESTS) || main=$$?; \
+	    $(VENV_PY) -m pytest -m "$(INTEGRATION_TIER)" $(PYTEST_ARGS) $(MAIN_IGNORE) $(TESTS) || main=$$?; \
 	smoke=0; $(MAKE) --no-print-directory smoke || smoke=$$?; \
-	[ $$main = 0 ] || echo "make test: the main suite failed (pytest exit code $$main)" >&2; \
+	[ $$main = 0 ] || echo "make test-integration: the integration tier failed (pytest exit code $$main)" >&2; \
 	[ $$main = 0 ] && [ $$smoke = 0 ]
 
 # The smoke steps SMOKE_OLDEST / SMOKE_PY313 leave on; each runs, fails naming the ones that failed.

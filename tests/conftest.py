@@ -39,6 +39,8 @@ from typing import Any
 
 import pytest
 
+from tiers import INTEGRATION_FIXTURES, INTEGRATION_TESTS
+
 ENV_S3_ENDPOINT = "INDEXTABLES_TEST_S3_ENDPOINT"
 ENV_AZURE_ENDPOINT = "INDEXTABLES_TEST_AZURE_ENDPOINT"
 ENV_AZURE_CONNECTION_STRING = "INDEXTABLES_TEST_AZURE_CONNECTION_STRING"
@@ -364,3 +366,19 @@ def standalone_cluster(tmp_path_factory):
 def spark_cluster(standalone_cluster) -> str:
     """The master URL (spark://127.0.0.1:PORT) of `standalone_cluster`."""
     return standalone_cluster.master_url
+
+
+# --- tiers (tests/tiers.py) ---------------------------------------------------------------------------
+
+
+def in_integration_tier(item: pytest.Item) -> bool:
+    """Whether `item` belongs to the integration tier (tests/tiers.py)."""
+    if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    return any(item.nodeid.startswith(prefix) for prefix in INTEGRATION_TESTS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if in_integration_tier(item):
+            item.add_marker(pytest.mark.integration)

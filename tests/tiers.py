@@ -1,0 +1,27 @@
+"""The two test tiers: `make test` runs the fast one, `make test-integration` the rest.
+
+The fast tier is what a newcomer waits for (≤ 10 minutes on 2 cores): every Spark-free test and
+the Spark tests of a classic local session, on local disk and on the S3 and Azure emulators. The
+integration tier holds what needs other processes or long generated runs: a Spark Connect server,
+a standalone cluster, the random differential suites, crash trials and load, and the other
+Pythons (`make smoke`, which `make test-integration` runs after its pytest run).
+
+A test is in the integration tier when it uses one of INTEGRATION_FIXTURES or its node id starts
+with one of INTEGRATION_TESTS (a file, or a file and a test name); tests/conftest.py marks it
+`integration`, and the two make targets select `-m integration` / `-m "not integration"`, so every
+test is in exactly one tier (tests/test_tiers.py checks both selections against the whole suite).
+"""
+
+from __future__ import annotations
+
+# servers of their own: each starts once per pytest process, and costs its start-up and its JVM
+INTEGRATION_FIXTURES = frozenset({"spark_connect_server", "connect_spark", "standalone_cluster", "spark_cluster"})
+
+# node id prefixes (relative to the repository root), each with why it is not in the fast tier
+INTEGRATION_TESTS: dict[str, str] = {
+    "tests/test_sql_differential.py": "hundreds of generated statements against Spark's own answers",
+    "tests/test_spark_correctness.py": "generated read sequences against Spark's own answers",
+    "tests/test_reliability_crash_load.py": "crash trials in killed processes and concurrent load",
+    "tests/test_relevance_corpus.py::test_spark": "every relevance case through Spark for four layouts",
+    "tests/test_tiers.py": "collects the suite three times to check the tiers",
+}
