@@ -5,17 +5,22 @@
 #                          of the suite against them (Python 3.11: every Spark-free test, classic
 #                          Spark sessions on local disk, S3 and Azure; tests/tiers.py), stop them
 #   make test-integration  the rest the same way (Spark Connect, the standalone cluster, the
-#                          differential suites, crash trials), then `make smoke-oldest` and
-#                          `make smoke-py313`; every step runs, fails when any failed, naming it
-#                          (SMOKE_OLDEST=0 / SMOKE_PY313=0: skip that step). CI runs both.
+#                          differential suites, crash trials), then `make smoke` (the wheel and the
+#                          sdist built once, installed on 3.12, 3.13 and from source); every step runs,
+#                          fails when any failed, naming it. CI runs both.
 #   make test TESTS=tests/test_storage.py PYTEST_ARGS="-x -k azure"   a subset, extra pytest args
 #                          (of the tier: FAST_TIER= / INTEGRATION_TIER= selects every test)
-#   make smoke             both smoke steps below (each runs; fails when either failed)
+#   make dist              the wheel and the sdist into dist/ (python -m build), then `twine check --strict`
+#                          and scripts/check_dist.py (every file of src/ in both, no tests in the sdist)
+#   make smoke             `make dist` once, then the three smoke steps below (each runs; fails when any
+#                          failed; SMOKE_OLDEST=0 / SMOKE_PY313=0 / SMOKE_SDIST=0: skip that step)
 #   make smoke-oldest      .venv-oldest-py312: Python 3.12, the oldest supported pyspark (PYSPARK_OLDEST)
-#                          installed first, then the package (not editable); checks pyspark was kept;
+#                          installed first, then the wheel from dist/; checks pyspark was kept;
 #                          runs tests/smoke (SMOKE_PYTEST_ARGS: extra pytest args for the smoke runs)
-#   make smoke-py313       .venv-py313: Python 3.13, the package (not editable) with the newest pyspark
-#                          in its range; runs tests/smoke
+#   make smoke-py313       .venv-py313: Python 3.13, the wheel with the newest pyspark in its range;
+#                          runs tests/smoke
+#   make smoke-sdist       the sdist from dist/ pip-installed (built from source) in a fresh venv of the
+#                          main Python, which runs the README's Quickstart (tests/smoke/test_sdist_install.py)
 #   make lint              ruff check + ruff format --check over src, tests, bench, examples, and mypy strict
 #                          on storage/, log/, split/ (pyproject.toml [tool.mypy]); CI runs it first
 #   make install           create .venv and install the package with its test extras
@@ -50,11 +55,18 @@ SMOKE_OLDEST ?= 1
 SMOKE_PY313 ?= 1
 SMOKE_PYTEST_ARGS ?=
 SMOKE_TESTS := tests/smoke
+SMOKE_SDIST ?= 1
 # Interpreters for the smoke venvs; empty: scripts/find-python.sh finds one (when the venv is created).
 PYTHON_312 ?=
+# run by `make smoke-sdist` only (with the main venv), not in the smoke venvs
+SDIST_TEST := tests/smoke/test_sdist_install.py
 PYTHON_313 ?=
-# The smoke venvs install the package as a user would (not editable), so they reinstall when it changes.
-PACKAGE_FILES := pyproject.toml constraints.txt $(shell find src -name '*.py' -not -path '*/__pycache__/*')
+# `make dist` rebuilds dist/ when what goes into the wheel or the sdist changes; the smoke venvs
+# reinstall when the wheel is rebuilt. DIST_BUILT=1 (what `make smoke` gives its steps, after building
+# dist/ once): dist/ is taken as it is, so one run installs one wheel even when src/ changes meanwhile.
+DIST_STAMP := dist/.indextables-built
+DIST_INPUTS := pyproject.toml MANIFEST.in README.md LICENSE CHANGELOG.md \
+	$(shell find src -type f -not -path '*/__pycache__/*' -not -path '*.egg-info/*')
 
 # The oldest supported pyspark: the floor of pyproject.toml's range (filter pushdown for Python data
 # sources exists from 4.1), at its latest patch release on PyPI; on Python 3.12. 3.13 gets the newest
@@ -84,7 +96,11 @@ MAKE_VENV = py="$(3)"; \
 	echo "$(1): $$py"; "$$py" -m venv $(1)
 # Runs tests/smoke with venv $(1)'s Python (Spark's workers too).
 RUN_SMOKE = PYSPARK_PYTHON=$(abspath $(1)/bin/python) PYSPARK_DRIVER_PYTHON=$(abspath $(1)/bin/python) \
-	$(1)/bin/python -m pytest $(SMOKE_PYTEST_ARGS) $(SMOKE_TESTS)
+	$(1)/bin/python -m pytest $(SMOKE_PYTEST_ARGS) --ignore=$(SDIST_TEST) $(SMOKE_TESTS)
+# Installs dist/'s wheel with the smoke extra into the venv of Python $(1), as a user would. pip keeps
+# an installed release of the same version as a wheel file, so the one installed goes first.
+INSTALL_WHEEL = $(1) -m pip uninstall --quiet --quiet --yes indextables_spark; \
+	$(1) -m pip install --quiet "$$(ls dist/indextables_spark-*.whl)[smoke]" -c constraints.txt
 NEED_JAVA = command -v java >/dev/null || { echo "make $@: java (17) is not on PATH; PySpark needs it" >&2; exit 1; }
 
 # PySpark workers must run the venv's Python (it has the package and its dependencies).
@@ -93,7 +109,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(VENV_PY))
 export PYTHONDONTWRITEBYTECODE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: all install demo test test-integration lint smoke smoke-oldest smoke-py313 oldest-install py313-install emulators-install emulators-start emulators-stop emulators-status clean distclean
+.PHONY: all install demo test test-integration lint dist smoke smoke-oldest smoke-py313 smoke-sdist oldest-install py313-install emulators-install emulators-start emulators-stop emulators-status clean distclean
 
 all: test
 
@@ -112,9 +128,19 @@ $(OLDEST_PY):
 	@$(call MAKE_VENV,$(VENV_OLDEST),3.12,$(PYTHON_312),SMOKE_OLDEST,PYTHON_312)
 
 # pyspark first, then the package: its pyspark range must keep the installed $(PYSPARK_OLDEST).
-$(OLDEST_STAMP): $(PACKAGE_FILES) | $(OLDEST_PY)
+$(OLDEST_STAMP): $(DIST_STAMP) constraints.txt | $(OLDEST_PY)
+# The wheel and the sdist; twine checks what an index would render and accept.
+$(DIST_STAMP): $(if $(DIST_BUILT),,$(DIST_INPUTS)) | $(STAMP)
+	rm -rf dist
+	$(VENV_PY) -m build --quiet --outdir dist .
+	$(VENV_PY) -m twine check --strict dist/*
+	$(VENV_PY) scripts/check_dist.py dist
+	touch $@
+
+dist: $(DIST_STAMP)
+
 	$(OLDEST_PY) -m pip install --quiet 'pyspark==$(PYSPARK_OLDEST)'
-	$(OLDEST_PY) -m pip install --quiet '.[smoke]' -c constraints.txt
+	$(call INSTALL_WHEEL,$(OLDEST_PY))
 	@$(CHECK_OLDEST)
 	touch $@
 
@@ -123,8 +149,8 @@ oldest-install: $(OLDEST_STAMP)
 $(PY313_PY):
 	@$(call MAKE_VENV,$(VENV_313),3.13,$(PYTHON_313),SMOKE_PY313,PYTHON_313)
 
-$(PY313_STAMP): $(PACKAGE_FILES) | $(PY313_PY)
-	$(PY313_PY) -m pip install --quiet '.[smoke]' -c constraints.txt
+$(PY313_STAMP): $(DIST_STAMP) constraints.txt | $(PY313_PY)
+	$(call INSTALL_WHEEL,$(PY313_PY))
 	touch $@
 
 py313-install: $(PY313_STAMP)
@@ -153,13 +179,17 @@ test-integration: install emulators-install
 	[ $$main = 0 ] || echo "make test-integration: the integration tier failed (pytest exit code $$main)" >&2; \
 	[ $$main = 0 ] && [ $$smoke = 0 ]
 
-# The smoke steps SMOKE_OLDEST / SMOKE_PY313 leave on; each runs, fails naming the ones that failed.
+# dist/ built once, then the smoke steps SMOKE_OLDEST / SMOKE_PY313 / SMOKE_SDIST leave on; each runs,
+# fails naming the ones that failed.
 smoke:
-	oldest=0; if [ "$(SMOKE_OLDEST)" = 1 ]; then $(MAKE) --no-print-directory smoke-oldest || oldest=$$?; fi; \
-	py313=0; if [ "$(SMOKE_PY313)" = 1 ]; then $(MAKE) --no-print-directory smoke-py313 || py313=$$?; fi; \
+	$(MAKE) --no-print-directory dist || { echo "make: make dist failed: nothing for the smoke steps to install" >&2; exit 1; }
+	oldest=0; if [ "$(SMOKE_OLDEST)" = 1 ]; then $(MAKE) --no-print-directory DIST_BUILT=1 smoke-oldest || oldest=$$?; fi; \
+	py313=0; if [ "$(SMOKE_PY313)" = 1 ]; then $(MAKE) --no-print-directory DIST_BUILT=1 smoke-py313 || py313=$$?; fi; \
+	sdist=0; if [ "$(SMOKE_SDIST)" = 1 ]; then $(MAKE) --no-print-directory DIST_BUILT=1 smoke-sdist || sdist=$$?; fi; \
 	[ $$oldest = 0 ] || echo "make: the smoke suite on Python 3.12 with pyspark $(PYSPARK_OLDEST) failed (make smoke-oldest)" >&2; \
 	[ $$py313 = 0 ] || echo "make: the smoke suite on Python 3.13 failed (make smoke-py313)" >&2; \
-	[ $$oldest = 0 ] && [ $$py313 = 0 ]
+	[ $$sdist = 0 ] || echo "make: the sdist's install and Quickstart failed (make smoke-sdist)" >&2; \
+	[ $$oldest = 0 ] && [ $$py313 = 0 ] && [ $$sdist = 0 ]
 
 # ruff (pyproject.toml [tool.ruff]) over the package, tests, benches and examples.
 lint: install
@@ -187,6 +217,13 @@ emulators-stop:
 
 emulators-status:
 	scripts/emulators.sh status
+# The sdist pip-installed into a fresh venv (under pytest's tmp) by the main venv's pytest, built from
+# source as pip does where no wheel fits, then the README's Quickstart run with it.
+smoke-sdist: $(DIST_STAMP) | $(STAMP)
+	@$(NEED_JAVA)
+	INDEXTABLES_SDIST="$(abspath $(wildcard dist/indextables_spark-*.tar.gz))" \
+	    $(VENV_PY) -m pytest $(SMOKE_PYTEST_ARGS) $(SDIST_TEST)
+
 
 clean:
 	-scripts/emulators.sh stop

@@ -43,16 +43,22 @@ def test_stated_output_is_read_from_print_comments():
     assert stated_output(code) == ["1", "a  # b"]
 
 
-def test_readme_first_example_runs(tmp_path):
+def run_readme_example(python: str, cwd: Path) -> None:
+    """Runs the README's first example as a script in `cwd` with `python` (Spark's workers too) and
+    checks that it prints what its comments state. tests/smoke/test_sdist_install.py runs it too."""
     code = first_python_block(README.read_text(encoding="utf-8"))
     expected = stated_output(code)
     assert expected, "the README's first example states no output (a `print(...)  # output` line)"
-    script = tmp_path / "readme_example.py"
+    script = cwd / "readme_example.py"
     script.write_text(code, encoding="utf-8")
-    # what an activated venv gives a user: Spark's Python workers run this interpreter too
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
-    )
+    # what an activated venv gives a user: Spark's Python workers run this interpreter too (and the
+    # package comes from its install, not from a PYTHONPATH)
+    env = dict(os.environ, PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([python, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"the README example failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}"
     assert proc.stdout.splitlines() == expected, proc.stderr[-3000:]
+
+
+def test_readme_first_example_runs(tmp_path):
+    run_readme_example(sys.executable, tmp_path)
