@@ -53,13 +53,13 @@ INTEGRATION_TIER := integration
 MAIN_IGNORE := $(if $(filter tests tests/,$(TESTS)),--ignore=tests/smoke,)
 SMOKE_OLDEST ?= 1
 SMOKE_PY313 ?= 1
+SMOKE_SDIST ?= 1
 SMOKE_PYTEST_ARGS ?=
 SMOKE_TESTS := tests/smoke
-SMOKE_SDIST ?= 1
-# Interpreters for the smoke venvs; empty: scripts/find-python.sh finds one (when the venv is created).
-PYTHON_312 ?=
 # run by `make smoke-sdist` only (with the main venv), not in the smoke venvs
 SDIST_TEST := tests/smoke/test_sdist_install.py
+# Interpreters for the smoke venvs; empty: scripts/find-python.sh finds one (when the venv is created).
+PYTHON_312 ?=
 PYTHON_313 ?=
 # `make dist` rebuilds dist/ when what goes into the wheel or the sdist changes; the smoke venvs
 # reinstall when the wheel is rebuilt. DIST_BUILT=1 (what `make smoke` gives its steps, after building
@@ -127,8 +127,6 @@ install: $(STAMP)
 $(OLDEST_PY):
 	@$(call MAKE_VENV,$(VENV_OLDEST),3.12,$(PYTHON_312),SMOKE_OLDEST,PYTHON_312)
 
-# pyspark first, then the package: its pyspark range must keep the installed $(PYSPARK_OLDEST).
-$(OLDEST_STAMP): $(DIST_STAMP) constraints.txt | $(OLDEST_PY)
 # The wheel and the sdist; twine checks what an index would render and accept.
 $(DIST_STAMP): $(if $(DIST_BUILT),,$(DIST_INPUTS)) | $(STAMP)
 	rm -rf dist
@@ -139,6 +137,8 @@ $(DIST_STAMP): $(if $(DIST_BUILT),,$(DIST_INPUTS)) | $(STAMP)
 
 dist: $(DIST_STAMP)
 
+# pyspark first, then the package: its pyspark range must keep the installed $(PYSPARK_OLDEST).
+$(OLDEST_STAMP): $(DIST_STAMP) constraints.txt | $(OLDEST_PY)
 	$(OLDEST_PY) -m pip install --quiet 'pyspark==$(PYSPARK_OLDEST)'
 	$(call INSTALL_WHEEL,$(OLDEST_PY))
 	@$(CHECK_OLDEST)
@@ -208,6 +208,13 @@ smoke-py313: $(PY313_STAMP)
 	@$(NEED_JAVA)
 	$(call RUN_SMOKE,$(VENV_313))
 
+# The sdist pip-installed into a fresh venv (under pytest's tmp) by the main venv's pytest, built from
+# source as pip does where no wheel fits, then the README's Quickstart run with it.
+smoke-sdist: $(DIST_STAMP) | $(STAMP)
+	@$(NEED_JAVA)
+	INDEXTABLES_SDIST="$(abspath $(wildcard dist/indextables_spark-*.tar.gz))" \
+	    $(VENV_PY) -m pytest $(SMOKE_PYTEST_ARGS) $(SDIST_TEST)
+
 emulators-start: install emulators-install
 	VENV_PYTHON=$(abspath $(VENV_PY)) scripts/emulators.sh start
 	@echo "now: source .emulators/state/env.sh   (then run pytest; 'make emulators-stop' when done)"
@@ -217,13 +224,6 @@ emulators-stop:
 
 emulators-status:
 	scripts/emulators.sh status
-# The sdist pip-installed into a fresh venv (under pytest's tmp) by the main venv's pytest, built from
-# source as pip does where no wheel fits, then the README's Quickstart run with it.
-smoke-sdist: $(DIST_STAMP) | $(STAMP)
-	@$(NEED_JAVA)
-	INDEXTABLES_SDIST="$(abspath $(wildcard dist/indextables_spark-*.tar.gz))" \
-	    $(VENV_PY) -m pytest $(SMOKE_PYTEST_ARGS) $(SDIST_TEST)
-
 
 clean:
 	-scripts/emulators.sh stop
