@@ -23,10 +23,12 @@
 #                          main Python, which runs the README's Quickstart (tests/smoke/test_sdist_install.py)
 #   make lint              ruff check + ruff format --check over src, tests, bench, examples, and mypy strict
 #                          on storage/, log/, split/ (pyproject.toml [tool.mypy]); CI runs it first
-#   make install           create .venv and install the package with its test extras
+#   make docs              the documentation site (mkdocs.yml, docs/) built into site/ by `mkdocs build
+#                          --strict`: a broken link, anchor or API reference fails it; CI runs it after lint
+#   make install           create .venv and install the package with its test and docs extras
 #   make emulators-start   start moto S3 + Azurite in the background (then: source .emulators/state/env.sh)
 #   make emulators-stop    stop them
-#   make clean             remove build outputs, the emulators' install and state (keeps .venv)
+#   make clean             remove build outputs (site/ too), the emulators' install and state (keeps .venv)
 #   make distclean         clean + remove .venv and the smoke venvs
 #
 # Needs: python3 (3.11), Java 17 on PATH (for PySpark), Node 20 + npm (for Azurite), and for the smoke
@@ -119,7 +121,7 @@ $(VENV_PY):
 
 # Reinstalls only when pyproject.toml or constraints.txt changes (or the venv is new).
 $(STAMP): pyproject.toml constraints.txt | $(VENV_PY)
-	$(VENV_PY) -m pip install --quiet -e '.[test]' -c constraints.txt
+	$(VENV_PY) -m pip install --quiet -e '.[test,docs]' -c constraints.txt
 	touch $@
 
 install: $(STAMP)
@@ -197,6 +199,13 @@ lint: install
 	$(VENV_PY) -m ruff format --check src tests bench examples
 	$(VENV_PY) -m mypy
 
+# The documentation site (mkdocs.yml, pages under docs/) into site/. --strict: any warning fails it,
+# so a broken link or anchor, a page missing from the nav or an API reference mkdocstrings cannot
+# resolve fails the build; docs/hooks/options_table.py fills the options table from config/registry.py.
+.PHONY: docs
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV_PY) -m mkdocs build --strict --site-dir site
+
 # tests/smoke on Python 3.12 with pyspark $(PYSPARK_OLDEST).
 smoke-oldest: $(OLDEST_STAMP)
 	@$(NEED_JAVA)
@@ -227,7 +236,7 @@ emulators-status:
 
 clean:
 	-scripts/emulators.sh stop
-	rm -rf .emulators build dist .pytest_cache src/*.egg-info
+	rm -rf .emulators build dist site .pytest_cache src/*.egg-info
 	find . \( -path ./$(VENV) -o -path ./$(VENV_OLDEST) -o -path ./$(VENV_313) \) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 # .venv-oldest: the 3.11 venv of earlier versions of this Makefile.

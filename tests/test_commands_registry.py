@@ -1,5 +1,5 @@
-"""README "Adding an operation": the example module and row, added as the README says, give the
-operation to every front end (SQL text, executor, CLI, table function, IndexTable.maintenance)."""
+"""docs/architecture.md "Adding an operation": the example module and row, added as the page says,
+give the operation to every front end (SQL text, executor, CLI, table function, IndexTable.maintenance)."""
 
 from __future__ import annotations
 
@@ -20,29 +20,29 @@ from indextables_spark.spark.maintenance_functions import function_class
 
 from cmd_helpers import small_splits_table
 
-README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 
 
-def readme_example() -> tuple[str, str]:
-    """The module and the row of the README's section (its first two Python blocks)."""
-    text = README.read_text()
-    section = text[text.index("## Adding an operation") : text.index("## What is supported")]
+def page_example() -> tuple[str, str]:
+    """The module and the row of the page's section (its first two Python blocks)."""
+    text = PAGE.read_text(encoding="utf-8")
+    section = text[text.index("## Adding an operation") :]
     module, row = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[:2]
     return module, row
 
 
 @pytest.fixture
 def partitions_operation(monkeypatch):
-    module_text, row_text = readme_example()
+    module_text, row_text = page_example()
     module = types.ModuleType("indextables_spark.ops.partitions")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    exec(compile(module_text, "README: ops/partitions.py", "exec"), module.__dict__)
+    exec(compile(module_text, "docs/architecture.md: ops/partitions.py", "exec"), module.__dict__)
     row = eval(row_text.strip().rstrip(","), vars(registry))
     monkeypatch.setattr(registry, "OPERATIONS", (*registry.OPERATIONS, row))
     return module
 
 
-def test_the_readme_operation_reaches_every_front_end(partitions_operation, tmp_path, capsys):
+def test_the_documented_operation_reaches_every_front_end(partitions_operation, tmp_path, capsys):
     path = str(tmp_path / "t")
     small_splits_table(path, 2)  # 3 days, 2 splits each
     want = [({"day": f"2024-01-0{d}"}, 2) for d in (1, 2, 3)]

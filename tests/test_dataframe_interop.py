@@ -1,4 +1,5 @@
-"""The README's Polars/DuckDB lines: they read IndexTable.search / to_batches results directly."""
+"""The Polars/DuckDB lines of docs/guide/spark-free-api.md: they read IndexTable.search / to_batches
+results directly (tests/test_docs_examples.py runs the page's lines; this checks their results)."""
 
 from __future__ import annotations
 

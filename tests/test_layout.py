@@ -1,4 +1,4 @@
-"""The package's layout rules (README "Architecture"), checked on the source: module sizes, one LRU,
+"""The package's layout rules (docs/architecture.md), checked on the source: module sizes, one LRU,
 the layer order, and pyspark kept inside spark/."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ PKG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "ind
 MAX_LINES = 500
 
 # Layers, lowest first: a module may import (at any level, inside functions too) only modules of its
-# own layer or of lower ones. The first matching prefix gives a module's layer (README "Architecture").
+# own layer or of lower ones. The first matching prefix gives a module's layer (docs/architecture.md).
 LAYERS = [
     ("errors", 0),
     ("results", 0),
