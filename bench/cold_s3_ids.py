@@ -3,11 +3,14 @@ of the table's split files (the issue's target: cold S3 rare-term ids <= 25% of 
 
     make emulators-start && source .emulators/state/env.sh
     PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/cold_s3_ids.py [--rows 200000]
-        [--partitions 4] [--regions 2] [--s3-endpoint URL]
+        [--partitions 4] [--regions 2] [--s3-endpoint URL] [--runs 1]
+    .venv/bin/python bench/cold_s3_ids.py --uri s3://BUCKET/docs --s3-endpoint URL [--runs 3]
     make emulators-stop
 
 Without --s3-endpoint (or INDEXTABLES_TEST_S3_ENDPOINT) the bench starts its own moto server
-(cloud_bench.moto_server) and stops it at the end.
+(cloud_bench.moto_server) and stops it at the end; with it, the table stays, and `--uri` (printed)
+runs only the scored searches below on it again, without Spark (to compare two versions of the
+code on one table: `PYTHONPATH=<worktree>/src`, runs interleaved).
 
 The table: search_vs_parquet's documents (0.01% of the bodies hold "osprey"), written by Spark to
 s3:// with partitions x regions splits, body indexed as text. Then, for the rare-term query
@@ -26,6 +29,11 @@ query reads (core/split/cache/sparse.py) and the row store by ranges; other read
 `cache.rows.lazyMinSplitSize`, 16 MB by default, whole) and with `cache.rows.lazy` true (the same,
 every split). The Spark reads (separate worker processes) do not pass the query to the split cache:
 they fetch the index files whole. bench/cloud_bench.py compares the ways, cold and warm.
+
+Scored: the Spark-free `search(query, columns=["id"], limit=10)`, and the same `where region = <the
+first region>` (partition pruning reads 1/--regions of the splits; the corpus statistics look the
+query's terms up in every split: core/split/read/corpus_stats.py), each --runs times with a fresh
+cache and the statistics kept by the process dropped: split bytes and wall time (median, each run).
 """
 
 from __future__ import annotations
@@ -155,6 +163,50 @@ def spark_free(uri: str, endpoint: str, cache: str, columns: list[str] | None, l
     return n, split, storage.bytes_read["read"]
 
 
+def scored(uri: str, endpoint: str, cache: str, where: str | None, lazy: str) -> tuple[int, int, float]:
+    """(ids, split bytes, seconds) of a cold scored top 10 (the table opened and searched: its
+    log, the corpus statistics of every split, the splits read)."""
+    from indextables_spark.core.log.shared_logs import forget_logs
+    from indextables_spark.core.storage import open_storage
+    from indextables_spark.core.storage.counting import CountingStorage
+
+    try:  # (code before the corpus statistics, run with PYTHONPATH=<worktree>/src, has none to drop)
+        from indextables_spark.core.split.read.corpus_stats import forget_table_stats
+    except ImportError:
+        forget_table_stats = None
+
+    forget_logs()
+    if forget_table_stats is not None:
+        forget_table_stats()
+    shutil.rmtree(cache, ignore_errors=True)
+    opts = {**s3_options(endpoint), "cache.disk.path": cache, "cache.rows.lazy": lazy}
+    t0 = time.perf_counter()
+    storage = CountingStorage(open_storage(uri, opts))
+    n = it.IndexTable(uri, opts, storage=storage).search(QUERY, columns=["id"], limit=10, where=where).num_rows
+    seconds = time.perf_counter() - t0
+    return n, storage.bytes_read["read_range"] + storage.bytes_read["download_file"], seconds
+
+
+def scored_runs(uri: str, endpoint: str, workdir: str, runs: int) -> None:
+    table = it.IndexTable(uri, s3_options(endpoint))
+    files = table.files()
+    data = sum(f.size for f in files)
+    region = sorted({f.partition_values["region"] for f in files})[0]
+    read = sum(f.partition_values["region"] == region for f in files)
+    cases = ((None, ""), (f"region = '{region}'", f" where region = '{region}' ({read} of {len(files)} splits read)"))
+    for lazy in ("auto", "true"):
+        for where, what in cases:
+            caches = [os.path.join(workdir, f"q-{uuid.uuid4().hex[:6]}") for _ in range(runs)]
+            got = [scored(uri, endpoint, cache, where, lazy) for cache in caches]
+            n, split, _ = got[-1]
+            times = sorted(t for _, _, t in got)
+            print(
+                f"  lazy={lazy} scored search({QUERY!r}, columns=['id'], limit=10){what}: {n} ids, split files "
+                f"{split / 1e6:.2f} MB = {split / data:.1%} of the data bytes; {times[len(times) // 2]:.3f} s "
+                f"(runs {', '.join(f'{t:.3f}' for _, _, t in got)})"
+            )
+
+
 def through_spark(spark, proxy: CountingProxy, uri: str, cache: str, how: str, lazy: str) -> tuple[int, int, int, int]:
     """(ids, split bytes, other bytes, GET requests) one cold Spark read fetches through the proxy:
     `how` is "sql" (SELECT id ... TEXTSEARCH), "columns" (reader, columns=id) or "all" (reader,
@@ -207,8 +259,16 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--regions", type=int, default=2)
     ap.add_argument("--s3-endpoint", default=os.environ.get("INDEXTABLES_TEST_S3_ENDPOINT"))
+    ap.add_argument("--uri", help="a table an earlier run wrote on --s3-endpoint: only the scored searches")
+    ap.add_argument("--runs", type=int, default=1, help="cold runs of each scored search")
     args = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="cold-s3-ids-")
+    if args.uri:
+        if not args.s3_endpoint:
+            ap.error("--uri needs --s3-endpoint (the emulator holding the table)")
+        scored_runs(args.uri, args.s3_endpoint, workdir, args.runs)
+        shutil.rmtree(workdir, ignore_errors=True)
+        return 0
     from pyspark import cloudpickle
 
     import search_vs_parquet
@@ -228,6 +288,7 @@ def main() -> int:
             f"table: {table.count():,} rows in {len(files)} splits, {data / 1e6:.1f} MB of split files "
             f"({data / len(files) / 1e6:.1f} MB each; written in {time.perf_counter() - t0:.1f}s); "
             f"query {QUERY} (0.01%); bytes fetched cold (empty split cache), split files / transaction log"
+            + (f"; --uri {uri}" if args.s3_endpoint else "")
         )
         print_composition(table, data)
         proxy = CountingProxy(endpoint)
@@ -254,6 +315,8 @@ def main() -> int:
                         f"  Spark {label:<48} {n} ids: split files {split / 1e6:.2f} MB = {split / data:.1%} of "
                         f"the data bytes; log {other / 1e3:.0f} kB; {requests} GETs"
                     )
+            print("scored (Spark-free):")
+            scored_runs(uri, endpoint, workdir, args.runs)
         finally:
             proxy.close()
     spark.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -14,7 +15,14 @@ import pytest
 import indextables_spark as it
 from indextables_spark.core.split.cache import sparse
 from indextables_spark.core.split.format.bundle import read_footer
-from indextables_spark.core.split.format.composite import INDEX_SECTIONS, composite_sections, index_sections
+from indextables_spark.core.split.read.corpus_stats import forget_table_stats
+from indextables_spark.core.split.format.composite import (
+    INDEX_SECTIONS,
+    TAIL_BYTES,
+    columnar_tail,
+    composite_sections,
+    index_sections,
+)
 from indextables_spark.core.storage import open_storage
 from indextables_spark.core.storage.counting import CountingStorage
 
@@ -158,6 +166,107 @@ def test_old_splits_without_sections_in_the_footer(s3_table, tmp_path, monkeypat
     assert storage.bytes_read["download_file"] == 0
 
 
+class KeyCountingStorage(CountingStorage):
+    """CountingStorage that also counts the bytes of ranged reads per object key."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.by_key: Counter[str] = Counter()
+
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        data = super().read_range(key, start, end)
+        with self._lock:
+            self.by_key[key] += len(data)
+        return data
+
+
+def _postings(state: dict, below: dict[str, int]) -> list[tuple[str, int, int]]:
+    """(file, start, end) of every field's postings in the state's sections (.pos whole, .idx after
+    its token count), up to below[file]."""
+    out = []
+    for name, secs in state["sections"].items():
+        ext = name.rsplit(".", 1)[-1]
+        if ext in ("idx", "pos"):
+            head = sparse.TOKEN_COUNT_BYTES if ext == "idx" else 0
+            out += [(name, s + head, min(e, below[name])) for s, e in secs.values() if min(e, below[name]) > s + head]
+    return out
+
+
+@pytest.mark.cloud
+@pytest.mark.parametrize("footer_sections", [True, False])
+def test_statistics_of_pruned_splits_fetch_no_postings(s3_uri, s3_options, tmp_path, monkeypatch, footer_sections):
+    """A cold scored search with a partition filter gathers the corpus statistics of every split
+    (core/split/read/corpus_stats.py), but of the splits the filter pruned it fetches only the term
+    dictionaries (no postings, no positions, of the fast fields only the column dictionary: the
+    state lists the rest missing), and of the splits it reads nothing twice; its top 10 equal a warm
+    whole cache's. A later search of a pruned split fetches the rest through the index opened for
+    the statistics and is exact (a hole read would show the 0xFF fill: the token count the open
+    index keeps is fetched with the dictionary)."""
+    monkeypatch.setattr(sparse, "HOLE_FILL", b"\xff")
+    monkeypatch.setattr(sparse, "GAP_BYTES", 0)  # (small splits: no gap merged, to see what is read)
+    if not footer_sections:  # splits written before indexSections: offset tables read first
+        monkeypatch.setattr(sparse, "_footer_layout", lambda footer: None)
+    for k in range(2):
+        it.write_table(s3_uri, _docs(ROWS, k), mode="append", partition_by="region", options={**s3_options, **TEXT})
+    query, where = 'body:quasar OR body:"data lake" OR title:tantivy', "region = 'us-east'"
+    whole, _ = _table(s3_uri, s3_options, tmp_path / "whole", lazy="false")
+    whole.search(query, where=where, limit=10)  # warm
+    expect = whole.search(query, where=where, limit=10)
+
+    def cold(name: str, **extra: str):
+        forget_table_stats()  # (kept per process: the whole cache's search gathered them)
+        opts = {**s3_options, "spark.indextables.cache.disk.path": str(tmp_path / name), **extra}
+        storage = KeyCountingStorage(open_storage(s3_uri, {**opts, "spark.indextables.cache.rows.lazy": "true"}))
+        table = it.IndexTable(s3_uri, {**opts, "spark.indextables.cache.rows.lazy": "true"}, storage=storage)
+        return table, storage, table.search(query, where=where, limit=10)
+
+    part, storage, got = cold("part")
+    assert got.column("id").to_pylist() == expect.column("id").to_pylist() and got.num_rows == 10
+    assert np.allclose(got.column("_score").to_numpy(), expect.column("_score").to_numpy(), rtol=1e-6)
+    files = part.files()
+    assert len(files) == 6
+    read = {f.path for f in files if f.partition_values["region"] == "us-east"}
+    root = tmp_path / "part"
+    dirs = {}
+    for d in os.listdir(root):
+        if not d.startswith("."):
+            where_from = json.load(open(root / d / "footer.json"))["extractedFrom"]
+            dirs[next(f.path for f in files if where_from.endswith(f.path))] = root / d
+    assert len(dirs) == 6  # the statistics opened every split
+    for path, d in dirs.items():
+        state = json.load(open(d / sparse.STATE_FILE))
+        missing = {n: sparse._ranges(rs) for n, rs in state["missing"].items()}
+        lengths = {f["name"]: f["length"] for f in json.load(open(d / "footer.json"))["files"]}
+        # (without the footer's sections, the last TAIL_BYTES of each file are read first, whatever they hold)
+        tail = 0 if footer_sections else TAIL_BYTES
+        postings = _postings(state, {n: max(0, n_len - tail) for n, n_len in lengths.items()})
+        assert postings
+        lacking = [(n, s, e) for n, s, e in postings if sparse.intersect(missing.get(n, []), [(s, e)]) != [(s, e)]]
+        if path in read:
+            assert lacking  # the search read postings there
+        else:  # every byte of every postings list and positions list missing, the rest fetched
+            assert not lacking, path
+            (fast,) = [n for n in lengths if n.endswith(".fast")]
+            data = open(d / fast, "rb").read()  # (its end: what opening the segment reads)
+            columns = len(data) - max(columnar_tail(len(data), data), TAIL_BYTES)
+            assert missing[fast] == [(0, columns)] and columns > len(data) / 2
+            size = next(f.size for f in files if f.path == path)
+            assert storage.by_key[path] <= size - sum(e - s for _, s, e in postings) - columns
+    # the splits read fetch exactly what a search with each split's own statistics fetches
+    _, own, _ = cold("own", **{"spark.indextables.search.statistics": "split"})
+    assert {k: storage.by_key[k] for k in read} == {k: own.by_key[k] for k in read}
+    assert not any(own.by_key[k] for k in dirs if k not in read)
+    # a later search of the pruned splits: their postings fetched, the answer exact
+    for region in ("eu-west", "ap-south"):
+        w = f"region = '{region}'"
+        a, b = whole.search(query, where=w, limit=10), part.search(query, where=w, limit=10)
+        assert a.column("id").to_pylist() == b.column("id").to_pylist()
+        assert np.allclose(a.column("_score").to_numpy(), b.column("_score").to_numpy(), rtol=1e-6)
+        assert _sorted(part.search(query, where=w)).equals(_sorted(whole.search(query, where=w)))
+        ranged = "views:[100 TO 500]"  # (a fast field)
+        assert _sorted(part.search(ranged, where=w)).equals(_sorted(whole.search(ranged, where=w)))
+
+
 def test_sections_written_in_the_footer(tmp_path):
     """The writer records every sectioned file's field sections; they match the offset tables."""
     uri = str(tmp_path / "t")
@@ -177,6 +286,13 @@ def test_sections_written_in_the_footer(tmp_path):
             secs = composite_sections(len(blob), blob, len(layout["fields"]))
             assert {str(k): list(v) for k, v in secs.items()} == layout["files"][f.name]["sections"]
     assert exts == {"term", "idx", "pos"}
+    # what opening the fast field file reads: its column dictionary and footers, told from its end
+    (fast,) = [f for f in footer.files if f.name.endswith(".fast")]
+    blob = data[fast.offset : fast.offset + fast.length]
+    need = columnar_tail(len(blob), blob)
+    assert 20 < need < len(blob) / 4 and columnar_tail(len(blob), blob[-need:]) == need
+    with pytest.raises(ValueError):
+        columnar_tail(len(blob), blob[:-4] + b"\x01\x00\x00\x00")  # not a tantivy footer
     assert index_sections(str(tmp_path / "nowhere"), ["x.term"]) is None
 
 
@@ -195,6 +311,9 @@ def test_query_needs_and_ranges(tmp_path):
     assert sparse.query_needs(footer, names, "body:a-b").positions == frozenset({body})  # two tokens: a phrase
     assert sparse.query_needs(footer, names[::-1], "body:x") is None  # field ids would not line up
     assert sparse.query_needs(footer, names, "body:(") is None  # does not parse: whole
+    # term lookups (corpus statistics): the dictionaries of the scored leaves' fields, no positions
+    stats = sparse.query_needs(footer, names, 'body:"a b" OR id:5 OR title:ta*', postings=False)
+    assert stats == sparse.Needs(frozenset({body, ident}), frozenset(), postings=False)
     assert sparse.coalesce([(0, 10), (20, 30), (1000, 1010)], gap=15) == [(0, 30), (1000, 1010)]
     assert sparse.subtract([(0, 100)], [(10, 20), (90, 120)]) == [(0, 10), (20, 90)]
     assert sparse.intersect([(0, 10), (20, 30)], [(5, 25)]) == [(5, 10), (20, 25)]

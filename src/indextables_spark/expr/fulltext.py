@@ -100,6 +100,11 @@ class FullTextQuery:
         return all(leaf.cheap or leaf.kind == NONE for leaf in self.leaves)
 
     @property
+    def scored_fields(self) -> frozenset[str]:
+        """Tantivy fields whose term dictionaries the statistics of `scored_terms` read."""
+        return frozenset(leaf.field for leaf in self.leaves if leaf.scored and leaf.terms)
+
+    @property
     def scored_terms(self) -> frozenset[tuple[str, Any]]:
         """(lookup field, term) of every term a scored leaf's idf reads."""
         return frozenset((leaf.lookup_field, t) for leaf in self.leaves if leaf.scored for t in leaf.terms)

@@ -124,18 +124,19 @@ class SplitCache:
         self.evictions = 0  # directories this process evicted
         self._known: dict[tuple[str, str, Any], str] = {}  # (uri, path, size) -> directory
         self._checked: dict[str, float] = {}  # directory -> time of its last full check (local_dir)
-        # directory with index bytes left out (sparse.py) -> queries it was checked to answer
-        self._partial: dict[str, set[str | None]] = {}
+        # directory with index bytes left out (sparse.py) -> (query, postings) it was checked to answer
+        self._partial: dict[str, set[tuple[str | None, bool]]] = {}
         self._inodes: dict[str, tuple[int, int]] = {}  # directory -> which extraction of it was last seen
 
     # -- public --------------------------------------------------------------------------------
 
-    def local_dir(self, storage: Storage, add_file: Any, query: str | None = None) -> str:
+    def local_dir(self, storage: Storage, add_file: Any, query: str | None = None, *, postings: bool = True) -> str:
         """A local directory holding the extracted split (downloaded and extracted at most once).
         With `query`, the caller promises to run only that query text against the index (no
         filters, nothing else): a remote split's index files may then hold only what it reads
-        (sparse.py), and are completed when a later caller needs more."""
-        final = self._open_dir(storage, add_file, query)
+        (sparse.py), and are completed when a later caller needs more. With `postings` False,
+        only looking up the document frequencies of its scored terms (corpus statistics)."""
+        final = self._open_dir(storage, add_file, query, postings)
         if final is not None:
             self.hits += 1
             return final
@@ -146,10 +147,10 @@ class SplitCache:
         # the caller opening it.
         with self._lock:
             self._recent[final] = time.time()
-        self._present(storage, add_file, key, final, query)
+        self._present(storage, add_file, key, final, query, postings)
         if not self._registered(storage, add_file, final):
             # evicted by another process between the check and now: fetch it again
-            self._present(storage, add_file, key, final, query)
+            self._present(storage, add_file, key, final, query, postings)
             self._register_rows(storage, add_file, final)
         partial = not _sparse.satisfies(final, None)
         try:  # one extraction of the directory: its footer.json, written once (inodes are reused)
@@ -165,7 +166,7 @@ class SplitCache:
                 self._partial.pop(final, None)
             self._inodes[final] = ino
             if partial:
-                self._partial.setdefault(final, set()).add(query)
+                self._partial.setdefault(final, set()).add((query, postings))
             else:
                 self._partial.pop(final, None)
             if len(self._known) >= MAX_KNOWN:
@@ -174,7 +175,7 @@ class SplitCache:
             self._checked[final] = time.time()
         return final
 
-    def _open_dir(self, storage: Storage, add_file: Any, query: str | None = None) -> str | None:
+    def _open_dir(self, storage: Storage, add_file: Any, query: str | None = None, postings: bool = True) -> str | None:
         """The directory of a split this process has open (cached index handles) and checked
         less than RECHECK_SECONDS ago, marked used now; else None (local_dir checks the disk).
         The open handles read the split even if another process evicted the directory since."""
@@ -182,7 +183,8 @@ class SplitCache:
         if final is None or not open_splits.is_open(final):
             return None
         answers = self._partial.get(final)  # partly fetched: only for the queries checked
-        if answers is not None and query not in answers:
+        # (checked for a query's search, it answers that query's term lookups too)
+        if answers is not None and (query, True) not in answers and (query, postings) not in answers:
             return None
         now = time.time()
         with self._lock:
@@ -201,18 +203,22 @@ class SplitCache:
             return False
         return self._ready(final)
 
-    def _present(self, storage: Storage, add_file: Any, key: str, final: str, query: str | None = None) -> None:
-        """Make sure `final` holds the extracted split, or what `query` reads of its index
-        (fetching at most once across threads and processes), and mark it used now."""
-        if self._ready(final) and _sparse.satisfies(final, query):
+    def _present(
+        self, storage: Storage, add_file: Any, key: str, final: str, query: str | None = None, postings: bool = True
+    ) -> None:
+        """Make sure `final` holds the extracted split, or what `query` reads of its index (its
+        term lookups with `postings` False), fetching at most once across threads and processes,
+        and mark it used now."""
+        if self._ready(final) and _sparse.satisfies(final, query, postings):
             self.hits += 1
         else:
             self.misses += 1
             with self._key_lock(key), self._process_lock(key):
                 if not self._ready(final):
-                    self._fetch(storage, add_file, key, final, query)
+                    self._fetch(storage, add_file, key, final, query, postings)
                 else:  # partly fetched for other queries: fetch the rest this one reads
-                    _sparse.ensure(final, lambda s, e: storage.read_range(add_file.path, s, e), query)
+                    read = lambda s, e: storage.read_range(add_file.path, s, e)  # noqa: E731
+                    _sparse.ensure(final, read, query, postings)
         self._touch(key, final)
 
     def _register_rows(self, storage: Storage, add_file: Any, final: str) -> None:
@@ -231,13 +237,13 @@ class SplitCache:
         if rows is not None:
             register_rows(final, RowSource(storage, add_file.path, rows[0], rows[1]))
 
-    def is_cached(self, storage: Storage, add_file: Any, query: str | None = None) -> bool:
+    def is_cached(self, storage: Storage, add_file: Any, query: str | None = None, *, postings: bool = True) -> bool:
         """Whether the split's directory is there, holding what `query` reads of the index (every
-        index file without a query)."""
-        if self._open_dir(storage, add_file, query) is not None:
+        index file without a query; its term lookups with `postings` False)."""
+        if self._open_dir(storage, add_file, query, postings) is not None:
             return True
         path = os.path.join(self.root, cache_key(storage, add_file))
-        return self._ready(path) and _sparse.satisfies(path, query)
+        return self._ready(path) and _sparse.satisfies(path, query, postings)
 
     def describe(self) -> dict[str, Any]:
         """Entries and bytes on disk (every process sharing the root), the limit, and this
@@ -318,7 +324,9 @@ class SplitCache:
         with self._lock:
             self._recent[final] = now
 
-    def _fetch(self, storage: Storage, add_file: Any, key: str, final: str, query: str | None = None) -> None:
+    def _fetch(
+        self, storage: Storage, add_file: Any, key: str, final: str, query: str | None = None, postings: bool = True
+    ) -> None:
         tmp = os.path.join(self.root, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
         os.makedirs(tmp)
         try:
@@ -341,7 +349,7 @@ class SplitCache:
                     # what the query reads of the index files, the row store later by ranges
                     size = add_file.size if add_file.size is not None else _stat_size(storage, add_file.path, where)
                     read = lambda s, e: storage.read_range(add_file.path, s, e)  # noqa: E731
-                    footer = _sparse.fetch_for_query(read, size, tmp, where, str(query))
+                    footer = _sparse.fetch_for_query(read, size, tmp, where, str(query), postings)
                     lazy = True
                 elif lazy:
                     # the index files whole, the row store later by ranges (lazy_rows.py)

@@ -15,17 +15,24 @@ nothing ever reads a hole. What a query on fields F reads (tantivy 0.27):
   `__row` fast field for row ids; fast fields for ranges and exists.
 
 So every file is fetched whole except .term, .idx and .pos, of which the offset tables and the
-sections of the query's fields come (and .pos sections only for phrase-like query kinds). The
+sections of the query's fields come (and .pos sections only for phrase-like query kinds). A term
+lookup (`Searcher.doc_freq`: the corpus statistics of a split, read/corpus_stats.py) reads less:
+`postings=False` fetches the .term sections of the query's scored fields and only the first
+TOKEN_COUNT_BYTES of their .idx sections (opening a field's inverted index reads its token count,
+and the open searcher keeps it: a hole there would skew the BM25 of a later search), no .pos, and
+of the fast fields (.fast) only what opening the segment reads: the column dictionary at its end
+(composite.columnar_tail), no column. The
 fields and kinds are read from the Tantivy query the split will run (its Debug form, parsed with
 the split's own column specs: field ids are positions in the split's schema, checked against its
 meta.json); an unknown query kind, a schema that does not line up, or an offset table that does
 not parse means: fetch whole. Ranges closer than GAP_BYTES are read in one request.
 
 State: `sparse.json` in the split's cache directory lists, per file, the byte ranges not fetched
-yet; it exists only while some are missing. Ranges are fetched (under the cache's per-split
-locks), written in place into the files (so indexes already open see them), and only then
-removed from the state file (replaced atomically): a reader that sees a range as present finds
-its bytes. A caller that needs more (another query, or one that needs every file: `ensure(...,
+yet; it exists only while some are missing (a directory fetched for term lookups lists the
+postings and fast field columns it lacks, so the search that reads it later fetches them). Ranges
+are fetched (under the cache's per-split locks), written in place into the files (so indexes
+already open see them), and only then removed from the state file (replaced atomically): a reader
+that sees a range as present finds its bytes. A caller that needs more (another query, or one that needs every file: `ensure(...,
 None)`) completes the directory first (SplitCache.local_dir does).
 """
 
@@ -52,6 +59,7 @@ from indextables_spark.core.split.format.bundle import (
 from indextables_spark.core.split.format.composite import (
     INDEX_SECTIONS,
     TAIL_BYTES,
+    columnar_tail,
     composite_sections,
     needed_tail,
     sectioned,
@@ -66,6 +74,8 @@ TAIL_GUESS = 64 << 10  # the first read of a split (1/64 of it, at least 16 KiB)
 # row store's IPC footer before it
 GAP_BYTES = 1 << 20  # ranges closer than this (1/16 of the split, at least 16 KiB) are one request
 RANGE_THREADS = 8  # ranged reads in flight for the splits being fetched (a pool of their own)
+TOKEN_COUNT_BYTES = 8  # a field's .idx section starts with its token count (u64), read when the
+# field's inverted index is opened (tantivy's InvertedIndexReader::new), even for a term lookup
 Range = tuple[int, int]  # [start, end)
 
 # Tests set this to a byte (e.g. b"\xff") to fill the parts not fetched with it instead of
@@ -75,10 +85,12 @@ HOLE_FILL: bytes | None = None
 
 @dataclass(frozen=True)
 class Needs:
-    """Field ids (of the split's schema) whose .term/.idx sections, and .pos sections, a query reads."""
+    """Field ids (of the split's schema) whose .term/.idx sections, and .pos sections, a query reads;
+    with `postings` False, term lookups only: the .term sections and the token counts of .idx."""
 
     fields: frozenset[int]
     positions: frozenset[int]
+    postings: bool = True
 
 
 # ---- what a query reads ------------------------------------------------------------------------
@@ -88,11 +100,12 @@ def _field_names(specs: Sequence[Any]) -> list[str]:
     return [f.name for s in specs for f in s.indexed_fields] + [ROW_FIELD]
 
 
-def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str) -> Needs | None:
+def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str, postings: bool = True) -> Needs | None:
     """The sections `query` reads on this split (whose Tantivy schema has `schema_fields`, in field
     id order), or None when that cannot be told for sure: the fields of its leaves (expr/fulltext.py:
     the term dictionary and postings of each, the positions of phrase-like leaves; fast fields and
-    field norms are fetched whole)."""
+    field norms are fetched whole). With `postings` False, what looking up the document frequency of
+    its scored terms reads: the dictionaries of the scored leaves' fields."""
     try:
         specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
         specs = with_fully_tokenized(specs, footer.fully_tokenized)
@@ -105,6 +118,8 @@ def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str) -
     ids = {names.index(f) for f in fq.fields if f}
     if not fq.fields - {""} <= set(names):
         return None  # a field the split lacks: the query fails when the split runs it
+    if not postings:
+        return Needs(frozenset(names.index(f) for f in fq.scored_fields if f), frozenset(), postings=False)
     return Needs(frozenset(ids), frozenset(names.index(f) for f in fq.position_fields if f))
 
 
@@ -223,10 +238,14 @@ def _wanted(state: dict[str, Any], needs: Needs | None) -> dict[str, list[Range]
     if needs is None:
         return {n: rs for n, rs in missing.items() if rs}
     out: dict[str, list[Range]] = {}
+    if needs.postings:  # a file not sectioned lacks bytes only after term lookups (.fast): a search reads it whole
+        out.update({n: rs for n, rs in missing.items() if rs and n not in state["sections"]})
     for n, secs in state["sections"].items():
         ext = n.rsplit(".", 1)[-1]
         ids = needs.positions if ext == "pos" else needs.fields
         want = _ranges([secs[str(i)] for i in ids if str(i) in secs])
+        if ext == "idx" and not needs.postings:
+            want = [(s, min(e, s + TOKEN_COUNT_BYTES)) for s, e in want]
         got = intersect(missing.get(n, []), want)
         if got:
             out[n] = got
@@ -256,10 +275,43 @@ def _footer_layout(footer: SplitFooter) -> dict[str, Any] | None:
     return raw
 
 
-def extract_partial(reader: Reader, footer: SplitFooter, dest_dir: str, where: str, query: str) -> bool:
-    """Write the split's index files into dest_dir, fetching only what `query` needs, and the
-    footer.json of a row store read by ranges. Every file is fetched whole when the query's needs
-    cannot be told for sure; returns whether some parts were left out (a state file lists them).
+def _opened_by_end(name: str) -> bool:
+    """A file read whole by a search of which term lookups read only the end (opening it)."""
+    return name.endswith(".fast")
+
+
+def _complete_ends(dest_dir: str, footer: SplitFooter, reader: Reader, missing: dict[str, list[Range]]) -> None:
+    """Of each fast field file whose end alone was fetched (`missing` is [(0, end)]), fetch what
+    else opening it reads (a column dictionary that starts before the end), or the whole file when
+    its end does not parse; `missing` is updated."""
+    more: dict[str, list[Range]] = {}
+    for f in footer.files:
+        rs = missing.get(f.name)
+        if not rs or not _opened_by_end(f.name):
+            continue
+        end = rs[-1][1]
+        with open(os.path.join(dest_dir, f.name), "rb") as fh:
+            fh.seek(end)
+            tail = fh.read()
+        try:
+            start = f.length - columnar_tail(f.length, tail)
+        except (ValueError, struct.error):
+            start = 0  # not the columnar we know: fetch whole
+        if start < end:
+            more[f.name] = [(start, end)]
+    if more:
+        _write_pieces(dest_dir, footer, reader, more)
+        for n, rs in more.items():
+            missing[n] = subtract(missing[n], rs)
+
+
+def extract_partial(
+    reader: Reader, footer: SplitFooter, dest_dir: str, where: str, query: str, postings: bool = True
+) -> bool:
+    """Write the split's index files into dest_dir, fetching only what `query` needs (only what
+    its term lookups read with `postings` False: query_needs), and the footer.json of a row store
+    read by ranges. Every file is fetched whole when the query's needs cannot be told for sure;
+    returns whether some parts were left out (a state file lists them).
 
     With the writer's indexSections in the footer this is one round of coalesced reads; without,
     the offset tables are read first (with every file fetched whole), then the sections."""
@@ -271,18 +323,22 @@ def extract_partial(reader: Reader, footer: SplitFooter, dest_dir: str, where: s
             else:
                 out.truncate(f.length)  # a hole: no disk blocks until written
     layout = _footer_layout(footer)
+    # term lookups only: of the fast fields, first their last TAIL_BYTES (_complete_ends)
+    ends = {f.name: max(0, f.length - TAIL_BYTES) for f in footer.files if not postings and _opened_by_end(f.name)}
     if layout is not None:
-        needs = query_needs(footer, layout["fields"], query)
+        needs = query_needs(footer, layout["fields"], query, postings)
         tails = {n: int(e["tail"]) for n, e in layout["files"].items()}
         sections = {n: dict(e["sections"]) for n, e in layout["files"].items()}
     else:
         first = {
-            f.name: [(max(0, f.length - TAIL_BYTES), f.length)] if sectioned(f.name) else [(0, f.length)]
+            f.name: [(max(0, f.length - TAIL_BYTES), f.length)]
+            if sectioned(f.name) or f.name in ends
+            else [(0, f.length)]
             for f in footer.files
         }
         _write_pieces(dest_dir, footer, reader, first)
         fields = _schema_fields(dest_dir)
-        needs = query_needs(footer, fields, query) if fields is not None else None
+        needs = query_needs(footer, fields, query, postings) if fields is not None else None
         tails, sections = {}, {}
         for f in footer.files:
             if not sectioned(f.name):
@@ -306,16 +362,17 @@ def extract_partial(reader: Reader, footer: SplitFooter, dest_dir: str, where: s
                 needs = None  # an offset table we cannot read: fetch whole
                 continue
             sections[f.name] = {str(k): list(v) for k, v in secs.items()}
-    missing: dict[str, list[Range]] = {n: [(0, t)] if t > 0 else [] for n, t in tails.items()}
+    missing: dict[str, list[Range]] = {n: [(0, t)] if t > 0 else [] for n, t in {**tails, **ends}.items()}
     state: dict[str, Any] = {"missing": missing, "sections": sections}
     wanted = _wanted(state, needs)  # every missing range when needs is None
     if layout is not None:  # one round: the other files whole, the tails, the sections
         by_name = {f.name: f for f in footer.files}
         for n, f in by_name.items():
-            extra = [(tails[n], f.length)] if n in tails else [(0, f.length)]
-            wanted[n] = wanted.get(n, []) + extra
+            start = tails.get(n, ends.get(n, 0))
+            wanted[n] = wanted.get(n, []) + [(start, f.length)]
     _write_pieces(dest_dir, footer, reader, wanted)
     state["missing"] = {n: subtract(rs, wanted.get(n, [])) for n, rs in missing.items()}
+    _complete_ends(dest_dir, footer, reader, state["missing"])
     if layout is not None and _schema_fields(dest_dir) != layout["fields"]:
         # the footer's layout does not describe these files: fetch the rest
         rest = {n: rs for n, rs in state["missing"].items() if rs}
@@ -333,11 +390,13 @@ def _scaled(most: int, size: int, part: int) -> int:
     return min(most, max(16 << 10, size // part))
 
 
-def fetch_for_query(read_range: Reader, size: int, dest_dir: str, where: str, query: str) -> SplitFooter:
+def fetch_for_query(
+    read_range: Reader, size: int, dest_dir: str, where: str, query: str, postings: bool = True
+) -> SplitFooter:
     """The split (`size` bytes, read by `read_range(start, end)`) extracted into dest_dir for
-    `query` (extract_partial), its row store left where it is (lazy_rows.py). The first read takes
-    the split's last TAIL_GUESS bytes: its footer and, usually, the row store's IPC footer, which
-    is kept for LazyRows at once."""
+    `query` (extract_partial; its term lookups only with `postings` False), its row store left
+    where it is (lazy_rows.py). The first read takes the split's last TAIL_GUESS bytes: its footer
+    and, usually, the row store's IPC footer, which is kept for LazyRows at once."""
     from indextables_spark.core.split.cache.lazy_rows import (
         save_ipc_tail,  # lazy: keeps `import indextables_spark.core.split.cache.sparse` free of pyarrow
     )
@@ -349,24 +408,25 @@ def fetch_for_query(read_range: Reader, size: int, dest_dir: str, where: str, qu
         return tail[s - tail_start : e - tail_start] if s >= tail_start else read_range(s, e)
 
     footer = read_footer(RangeSource(size, read), where)
-    extract_partial(read, footer, dest_dir, where, query)
+    extract_partial(read, footer, dest_dir, where, query, postings)
     if not footer.is_companion and footer.rows.offset + footer.rows.length - 8 * 1024 >= tail_start:
         save_ipc_tail(dest_dir, read, footer.rows.offset, footer.rows.length, where)
     return footer
 
 
-_satisfied: dict[tuple[str, int, int, str], bool] = {}
+_satisfied: dict[tuple[str, int, int, str, bool], bool] = {}
 _satisfied_lock = threading.Lock()
 
 
-def _needs_of(local_dir: str, query: str) -> Needs | None:
+def _needs_of(local_dir: str, query: str, postings: bool = True) -> Needs | None:
     fields = _schema_fields(local_dir)
-    return query_needs(load_extracted_footer(local_dir), fields, query) if fields is not None else None
+    return query_needs(load_extracted_footer(local_dir), fields, query, postings) if fields is not None else None
 
 
-def satisfies(local_dir: str, query: str | None) -> bool:
+def satisfies(local_dir: str, query: str | None, postings: bool = True) -> bool:
     """Whether the directory holds every byte a run of `query` reads (None: every byte of the
-    index files). A complete directory has no state file: one stat."""
+    index files; `postings` False: every byte its term lookups read). A complete directory has no
+    state file: one stat."""
     try:
         st = os.stat(os.path.join(local_dir, STATE_FILE))
     except FileNotFoundError:
@@ -375,14 +435,14 @@ def satisfies(local_dir: str, query: str | None) -> bool:
         return False
     # the state file is replaced at each change and made anew with its directory: its inode and
     # mtime name one state of one directory, whose missing ranges only ever shrink
-    key = (local_dir, st.st_ino, st.st_mtime_ns, query)
+    key = (local_dir, st.st_ino, st.st_mtime_ns, query, postings)
     with _satisfied_lock:
         if _satisfied.get(key):
             return True
     state = _load_state(local_dir)
     if state is None:
         return True
-    needs = _needs_of(local_dir, query)
+    needs = _needs_of(local_dir, query, postings)
     ok = needs is not None and not _wanted(state, needs)
     if ok:
         with _satisfied_lock:
@@ -392,13 +452,13 @@ def satisfies(local_dir: str, query: str | None) -> bool:
     return ok
 
 
-def ensure(local_dir: str, reader: Reader, query: str | None) -> int:
-    """Fetch what `query` needs (None: everything) and the directory lacks; the caller holds the
-    split's locks. Returns the number of ranged reads."""
+def ensure(local_dir: str, reader: Reader, query: str | None, postings: bool = True) -> int:
+    """Fetch what `query` needs (None: everything; `postings` False: what its term lookups read)
+    and the directory lacks; the caller holds the split's locks. Returns the number of ranged reads."""
     state = _load_state(local_dir)
     if state is None:
         return 0
-    needs = _needs_of(local_dir, query) if query is not None else None
+    needs = _needs_of(local_dir, query, postings) if query is not None else None
     wanted = _wanted(state, needs)
     if not wanted:
         return 0

@@ -1,9 +1,14 @@
-"""Tantivy's composite files (.term/.idx/.pos/.fieldnorm): where each field's section lies.
+"""Tantivy's composite files (.term/.idx/.pos/.fieldnorm): where each field's section lies; and
+what opening the fast field file (.fast) reads.
 
 A composite file is `[field sections][offset table][u32 table length]` followed by the footer
 tantivy appends to every segment file (`[version JSON][u32 JSON length][u32 magic 1337]`); the
 offset table is `VInt n` then n x `(VInt offset delta, u32 field id, VInt idx)`, each offset the
 start of a section, a section ending where the next begins (the last at the table).
+
+The fast field file is a columnar (tantivy-columnar) followed by that footer: `[columns][column
+dictionary (an sstable)][u64 dictionary length][u32 rows][u32 format version][magic 2 113 119 66]`.
+Opening a segment reads the dictionary and what follows it, a column only when it is read.
 """
 
 from __future__ import annotations
@@ -97,6 +102,28 @@ def needed_tail(length: int, tail: bytes) -> int:
         return length - table_end + 4
     table_len = int(struct.unpack("<I", tail[table_end - t0 : table_end - t0 + 4])[0])
     return length - (table_end - table_len)
+
+
+COLUMNAR_MAGIC = bytes([2, 113, 119, 66])
+COLUMNAR_FOOTER = 8 + 4 + 4 + 4  # dictionary length, rows, format version, magic
+
+
+def columnar_tail(length: int, tail: bytes) -> int:
+    """How many last bytes of a fast field file of `length` bytes (its last len(tail) bytes are
+    `tail`) opening it reads: its column dictionary and footers (more than len(tail) when the
+    dictionary starts before the tail)."""
+    body_end = _table_start(length, tail) + 4  # where the tantivy footer starts
+    t0 = length - len(tail)
+    if body_end - COLUMNAR_FOOTER < t0:
+        raise ValueError("tail too short")
+    footer = tail[body_end - COLUMNAR_FOOTER - t0 : body_end - t0]
+    if footer[-4:] != COLUMNAR_MAGIC:
+        raise ValueError("no columnar footer")
+    (dictionary_len,) = struct.unpack("<Q", footer[:8])
+    start = body_end - COLUMNAR_FOOTER - int(dictionary_len)
+    if start < 0:
+        raise ValueError("column dictionary longer than the file")
+    return length - start
 
 
 def index_sections(index_dir: str, names: list[str]) -> dict[str, Any] | None:

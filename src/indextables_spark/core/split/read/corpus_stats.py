@@ -19,7 +19,10 @@ types their terms) keep the split's idf.
 
 Cost per query: one term lookup per scored term in every live split (splits pruned by partition
 or data skipping included: the table's statistics are all its rows'), on splits the cache holds or
-fetches (only the query fields' index sections of a remote split: cache/sparse.py). The
+fetches: of a remote split only the term dictionaries of the scored fields and what opening it
+reads (cache/sparse.py's `postings=False`: no postings, positions or fast field columns; a split
+the search reads has them fetched then, its dictionaries not again; one the search read first has
+them already). The
 statistics of a table version and query are kept per process; so is each split's query boosted
 with them (query_parsing.scored_query).
 """
@@ -126,20 +129,21 @@ def forget_table_stats() -> None:
 
 def table_stats(storage: Storage, options: Options, version: int, files: Sequence[Any], query: str) -> CorpusStats:
     """The statistics of `query`'s scored terms over `files` (every live split of the table
-    version read): each split's index sections the query reads are fetched if the cache lacks them
-    (in parallel), its dictionary looked up per term. Kept per table, version and query."""
+    version read): each split's term dictionaries of the scored fields are fetched if the cache
+    lacks them (in parallel; a pruned split's postings are never read), looked up per term. Kept
+    per table, version and query."""
     # (the first and last paths tell a table written again at the same path, versions restarting)
     key = (storage.uri, version, len(files), files[0].path if files else "", files[-1].path if files else "", query)
     got = _tables.get(key)
     if got is not None:
         return got
     cache = get_cache(options)
-    fetch_missing(storage, options, files, query)
+    fetch_missing(storage, options, files, query, postings=False)
 
     def stats(chunk: list[Any]) -> list[CorpusStats]:
         out = []
         for add in chunk:
-            local = cache.local_dir(storage, add, query)
+            local = cache.local_dir(storage, add, query, postings=False)
             h = handles(local)
             out.append(split_stats(searcher_of(h, local), full_text_query(h.specs, query, h.mapping_key)))
         return out

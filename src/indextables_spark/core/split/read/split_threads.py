@@ -69,17 +69,20 @@ def fetch_missing(
     files: Sequence[Any],
     query: str | None = None,
     then: Callable[[str], None] | None = None,
+    *,
+    postings: bool = True,
 ) -> None:
     """Fetch the splits the cache lacks into it, in parallel threads (downloads are I/O), before
     they are searched in fewer threads (map_chunks). With `query` (the only thing the read asks
-    of the index), only what it reads of remote index files; `then` runs on each fetched split's
-    directory in its fetching thread (prefetch.py: the row store parts of the matches)."""
+    of the index), only what it reads of remote index files (with `postings` False, what looking
+    up its scored terms reads: corpus_stats.py); `then` runs on each fetched split's directory in
+    its fetching thread (prefetch.py: the row store parts of the matches)."""
 
     cache = get_cache(options)
-    missing = [f for f in files if not cache.is_cached(storage, f, query)]
+    missing = [f for f in files if not cache.is_cached(storage, f, query, postings=postings)]
 
     def fetch(f: Any) -> None:
-        local = cache.local_dir(storage, f, query)
+        local = cache.local_dir(storage, f, query, postings=postings)
         if then is not None:
             then(local)
 
