@@ -127,13 +127,29 @@ def forget_table_stats() -> None:
     _tables.clear()
 
 
+def _key(storage: Storage, version: int, files: Sequence[Any], query: str) -> tuple[Any, ...]:
+    # (the first and last paths tell a table written again at the same path, versions restarting)
+    return (storage.uri, version, len(files), files[0].path if files else "", files[-1].path if files else "", query)
+
+
+def fetch_for_stats(
+    storage: Storage, options: Options, version: int, files: Sequence[Any], query: str, read: Sequence[Any]
+) -> None:
+    """Fetch what table_stats looks up in the splits of `files` not in `read` (whose search
+    fetches more of them), unless the statistics are kept: run beside the read's own fetch, the
+    pruned splits' request rounds overlap it instead of following it."""
+    if _tables.get(_key(storage, version, files, query)) is not None:
+        return
+    reading = {f.path for f in read}
+    fetch_missing(storage, options, [f for f in files if f.path not in reading], query, postings=False)
+
+
 def table_stats(storage: Storage, options: Options, version: int, files: Sequence[Any], query: str) -> CorpusStats:
     """The statistics of `query`'s scored terms over `files` (every live split of the table
     version read): each split's term dictionaries of the scored fields are fetched if the cache
     lacks them (in parallel; a pruned split's postings are never read), looked up per term. Kept
     per table, version and query."""
-    # (the first and last paths tell a table written again at the same path, versions restarting)
-    key = (storage.uri, version, len(files), files[0].path if files else "", files[-1].path if files else "", query)
+    key = _key(storage, version, files, query)
     got = _tables.get(key)
     if got is not None:
         return got

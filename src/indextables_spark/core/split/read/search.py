@@ -4,6 +4,7 @@ split_rows.py; threads: split_threads.py; explain: search_explain.py."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -17,7 +18,7 @@ from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.split_threads import map_chunks
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
-from indextables_spark.core.split.read.corpus_stats import TABLE, statistics_mode, table_stats
+from indextables_spark.core.split.read.corpus_stats import TABLE, fetch_for_stats, statistics_mode, table_stats
 from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.query_parsing import check_table_query, query_hits
@@ -31,6 +32,7 @@ from indextables_spark.core.split.read.split_rows import (
 from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import SchemaMismatchError
+from indextables_spark.util.pools import shared_pool
 from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.expr.support import supports
 from indextables_spark.expr.values import struct_column
@@ -149,6 +151,18 @@ class SearchPlan:
         if self.query is not None and self.mode == TABLE and len(files) > 1:
             corpus = table_stats(self.storage, self.options, self.snapshot.version, files, self.query)
         self.read = self.read.with_ranking(limit, corpus)
+
+    def statistics_fetch(self, read: Sequence[AddFile]) -> Future[None] | None:
+        """Start fetching, in a thread, what a ranked read's statistics (`ranking`) look up in the
+        splits it does not read, so that those request rounds overlap the read's own fetch."""
+        files = self.snapshot.files
+        if self.query is None or self.mode != TABLE or len(files) < 2 or len(read) == len(files):
+            return None
+        version, query = self.snapshot.version, self.query
+        # (a thread of its own: the fetch itself runs on the shared fetch pool, as the read's does)
+        return shared_pool("statistics", 4).submit(
+            fetch_for_stats, self.storage, self.options, version, files, query, read
+        )
 
     def live_files(self) -> list[AddFile]:
         """Partition pruning, min/max data skipping and Bloom filters, as the Spark reader's planner."""
@@ -308,8 +322,11 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
     schema = plan.out_schema(scored)
     if (limit is not None and limit <= 0) or not files:
         return schema.empty_table()
+    statistics = plan.statistics_fetch(files) if scored else None
     # (a scored read takes the rows of its top matches only: no prefetch of every match's rows)
     fetch_missing(plan.storage, plan.options, files, plan.index_query, None if scored else plan.read_names)
+    if statistics is not None:
+        statistics.result()
     files = plan.matching(files)
     weights = plan.match_counts(files)
     if scored:
