@@ -296,7 +296,7 @@ def setup_reference(p: Page) -> None:
     p.names["path"] = str(table)
     p.rewrites.append(("'/path'", f"'{table}'"))
     make_table(p.path("s3://bucket/events"))
-    p.spark.sql("CREATE DATABASE IF NOT EXISTS logs")
+    p.spark.sql(f"CREATE DATABASE IF NOT EXISTS logs LOCATION '{p.tmp}/logs.db'")  # the example's database
 
 
 def setup_maintenance(p: Page) -> None:
@@ -451,6 +451,7 @@ def test_page_examples_run(page, spark, tmp_path, request, monkeypatch):
             "DROP VIEW IF EXISTS docs",
             "DROP VIEW IF EXISTS staging",
             "DROP TABLE IF EXISTS logs.events",
+            "DROP DATABASE IF EXISTS logs",
         ):
             with contextlib.suppress(Exception):  # what the examples created in the session
                 spark.sql(statement)
