@@ -22,7 +22,7 @@
 #   make smoke-sdist       the sdist from dist/ pip-installed (built from source) in a fresh venv of the
 #                          main Python, which runs the README's Quickstart (tests/smoke/test_sdist_install.py)
 #   make lint              ruff check + ruff format --check over src, tests, bench, examples, and mypy strict
-#                          on storage/, log/, split/ (pyproject.toml [tool.mypy]); CI runs it first
+#                          on the package (pyproject.toml [tool.mypy]); CI runs it first
 #   make docs              the documentation site (mkdocs.yml, docs/) built into site/ by `mkdocs build
 #                          --strict`: a broken link, anchor or API reference fails it; CI runs it after lint
 #   make install           create .venv and install the package with its test and docs extras

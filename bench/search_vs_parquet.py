@@ -357,7 +357,7 @@ def print_row_floors(spark, it_path: str, args, cores: int, times: dict, kinds: 
 
 
 def print_scenarios(spark, ours, pq, it_path: str, rows: int, cores: int, runs: int) -> float:
-    """The README's first table; returns Parquet's 1% full-text materialised time."""
+    """The first table of docs/benchmarks.md's search benchmark; returns Parquet's 1% full-text materialised time."""
     query = f"body:{MARKER}"
     n_query = it.IndexTable(it_path).count(query)
     n_filter = pq.filter("views < 10000").count()

@@ -22,7 +22,7 @@ through a classic Spark read (`option("query", q).option("limit", 10)`; with a `
 `_score` and the filter pushed below the ranking), the `indextables_search(path, q, 10)` table
 function (the cases without a `where`) and a Spark Connect read — each route one Spark job per
 layout (a union of one read per case). `pytest -s` prints the largest relative score difference per
-query and layout (the README's figures).
+query and layout (the figures in docs/guide/search-and-relevance.md).
 """
 
 from __future__ import annotations

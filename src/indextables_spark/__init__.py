@@ -107,7 +107,7 @@ def register(spark: Any) -> None:
 
 
 def unregister(spark: Any = None) -> None:
-    """Remove the pyspark wrappers `register` installed (see README "What register changes")."""
+    """Remove the pyspark wrappers `register` installed (docs/guide/reading-and-querying.md, "What `register` changes")."""
     from indextables_spark.spark.register import unregister as _unregister  # lazy: pyspark, only when asked for
 
     _unregister(spark)

@@ -1,12 +1,12 @@
 """Every `spark.indextables.*` option the package reads: key, type, default, secret or not, one line
 of documentation. `Options.get_*` take their defaults from here (a key read without being listed
-is a programming error), the README configuration table is generated from it
-(`python -m indextables_spark.config.registry`; a test compares), `Options.redacted` hides the
+is a programming error), the configuration table of docs/configuration.md is generated
+from it (docs/hooks/options_table.py at `make docs`; a test compares the committed copy), `Options.redacted` hides the
 secret ones, and `unknown_keys` names the closest known key for a mistyped one.
 
 Keys ending in `.<col>` (or `.<name>.<key>`) are families: any suffix is accepted.
 `reference` names the IndexTables4Spark key an option matches (same meaning, so a job written for
-the reference keeps it), shown in the README table.
+the reference keeps it), shown in that table.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class OptionSpec:
     default: Any  # None: unset (or computed where read, as `doc` says)
     doc: str
     secret: bool = False
-    readme: bool = True  # listed in the README configuration table
+    readme: bool = True  # listed in the configuration table (docs/configuration.md)
     reference: str = ""  # the IndexTables4Spark key it matches ("" : none, or not stated)
 
     @property
@@ -426,7 +426,7 @@ def unknown_keys(keys: Iterable[str]) -> list[tuple[str, str | None]]:
 
 
 def markdown_table() -> str:
-    """The README configuration table."""
+    """The configuration table (docs/configuration.md)."""
 
     def default(o: OptionSpec) -> str:
         if o.default is None:

@@ -1,5 +1,5 @@
 """One row per operation: the SQL parser, the executor, the command line, the SQL table functions
-and `IndexTable.maintenance` all read OPERATIONS to offer it (README "Adding an operation").
+and `IndexTable.maintenance` all read OPERATIONS to offer it (docs/architecture.md, "Adding an operation").
 
 A row names the operation's command class (`"merge_splits:MergeSplits"`: class MergeSplits of
 ops/merge_splits.py), which holds the rest: its fields are the operation's arguments, `result` its

@@ -11,8 +11,8 @@ phrase) is boosted by idf(table) / idf(split), which makes its idf the table's e
 
 What stays each split's own: the average field length (`avgdl` in BM25's length normalisation),
 which no query form can change. Splits of similar rows have averages within a fraction of a
-percent of the table's; the residual is measured in tests/test_relevance_corpus.py and README
-"Corpus-wide relevance". Rows deleted by delete logs are counted, as Lucene and Elasticsearch
+percent of the table's; the residual is measured in tests/test_relevance_corpus.py and docs/guide/
+search-and-relevance.md, "Corpus-wide relevance". Rows deleted by delete logs are counted, as Lucene and Elasticsearch
 count deleted documents until a merge drops them: they are in the term dictionaries, and
 discounting them would need their postings (a pass over the data). Json-field leaves (the parser
 types their terms) keep the split's idf.

@@ -16,8 +16,8 @@ store and fast fields. So a reference split is converted once per split cache:
 From then on every reader (Spark, Spark-free search, aggregations, streaming) sees one of our
 splits. Transcoding the SSTable dictionaries to FSTs in place was the alternative; it needs an FST
 builder bit-compatible with tantivy's and would still leave the rows in the document store, which
-tantivy-py reads at ~100k rows/s, while the re-index costs ~25 µs a row once (README, "Tables
-written by IndexTables4Spark", has the measurement).
+tantivy-py reads at ~100k rows/s, while the re-index costs ~25 µs a row once (docs/guide/
+indextables4spark-tables.md has the measurement).
 """
 
 from __future__ import annotations
