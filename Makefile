@@ -51,6 +51,10 @@ PYTEST_ARGS ?=
 # these expressions select every test exactly once).
 FAST_TIER := not integration
 INTEGRATION_TIER := integration
+# The fast tier runs in this many pytest-xdist processes (each file in one of them: --dist loadfile),
+# each with its own SparkSession; 1 runs it in this process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 # The main run leaves tests/smoke to the smoke steps (each runs it in its own venv).
 MAIN_IGNORE := $(if $(filter tests tests/,$(TESTS)),--ignore=tests/smoke,)
 SMOKE_OLDEST ?= 1
@@ -169,7 +173,7 @@ emulators-install: $(AZURITE)
 test: install emulators-install
 	@$(NEED_JAVA)
 	VENV_PYTHON=$(abspath $(VENV_PY)) scripts/emulators.sh run -- \
-	    $(VENV_PY) -m pytest -m "$(FAST_TIER)" $(PYTEST_ARGS) $(MAIN_IGNORE) $(TESTS)
+	    $(VENV_PY) -m pytest -m "$(FAST_TIER)" $(XDIST) $(PYTEST_ARGS) $(MAIN_IGNORE) $(TESTS)
 
 # The integration tier (main venv, emulators), then the smoke suite on each other Python; every
 # step runs, the exit code is non-zero when any failed.

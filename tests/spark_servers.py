@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -470,5 +471,7 @@ def local_session(app_name: str):
         .config("spark.pyspark.python", sys.executable)
         .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        # a warehouse of its own: pytest-xdist runs two of these sessions from one working directory
+        .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="indextables-tests-warehouse-"))
         .getOrCreate()
     )

@@ -24,4 +24,12 @@ INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_reliability_crash_load.py": "crash trials in killed processes and concurrent load",
     "tests/test_relevance_corpus.py::test_spark": "every relevance case through Spark for four layouts",
     "tests/test_tiers.py": "collects the suite three times to check the tiers",
+    "tests/test_spark_filters.py": "the filter matrix: every filter kind against Spark's own evaluation",
+    "tests/test_aggregate.py::test_aggregations_equal_spark": "every aggregation kind against Spark's groupBy",
+    "tests/test_companion.py::test_spark_differential": "companion reads against Spark on the source formats",
+    "tests/test_cloud_concurrency.py": "racing committers on both object stores",
+    "tests/test_state_pruning.py::test_partition_pruning_performance": "a million-entry state, timed",
+    "tests/test_state_write.py::test_compaction_performance": "a 70k-entry state, timed",
+    "tests/test_state_write.py::test_streaming_performance": "a 70k-entry state, timed",
+    "tests/test_state_migration.py::test_upgrade_large_table": "a large table's state migrated",
 }
