@@ -213,15 +213,16 @@ class ServerProcess:
                 _running.discard(self)
 
 
-def _base_env(scratch: Path) -> dict[str, str]:
-    """Environment of every server: the venv's Python for PySpark workers, loopback only, a
-    private temp/local dir."""
+def _base_env(scratch: Path, python: str | None = None) -> dict[str, str]:
+    """Environment of every server: `python` (default: the venv's) for PySpark workers, loopback
+    only, a private temp/local dir."""
     for d in ("tmp", "local"):
         (scratch / d).mkdir(parents=True, exist_ok=True)
+    python = python or venv_python()
     return {
         "SPARK_HOME": spark_home(),
-        "PYSPARK_PYTHON": venv_python(),
-        "PYSPARK_DRIVER_PYTHON": venv_python(),
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOCAL_DIRS": str(scratch / "local"),
         "TMPDIR": str(scratch / "tmp"),
@@ -234,11 +235,13 @@ def _base_env(scratch: Path) -> dict[str, str]:
 
 @dataclass(eq=False)
 class ConnectServer:
-    """A Spark Connect server (local[N] inside) on 127.0.0.1:`port`."""
+    """A Spark Connect server (local[N] inside, or `master`) on 127.0.0.1:`port`; `env` is added to
+    (and overrides) its environment (e.g. PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON)."""
 
     base_dir: Path
     master: str = "local[2]"
     extra_conf: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     port: int | None = None
     process: ServerProcess | None = None
 
@@ -285,7 +288,11 @@ class ConnectServer:
             cmd += ["--conf", f"{k}={v}"]
         cmd.append("spark-internal")
         self.process = ServerProcess(
-            "Spark Connect server", cmd, self.log_path, _base_env(self.base_dir), cwd=str(self.base_dir)
+            "Spark Connect server",
+            cmd,
+            self.log_path,
+            {**_base_env(self.base_dir), **self.env},
+            cwd=str(self.base_dir),
         )
         t0 = time.monotonic()
         self.process.start()
@@ -331,12 +338,18 @@ class Worker:
 
 @dataclass(eq=False)
 class StandaloneCluster:
-    """One Master and `workers` Workers on 127.0.0.1, each worker `cores` cores and `memory`."""
+    """One Master and `workers` Workers on 127.0.0.1, each worker `cores` cores and `memory`.
+
+    `python`: the Python in the master's and workers' environment (PYSPARK_PYTHON,
+    PYSPARK_DRIVER_PYTHON; default the venv's). The executors run the Python the application names
+    (`spark.pyspark.python`, PYSPARK_PYTHON of its driver); this is what the cluster's own
+    environment offers (tests/test_packed_env.py: a bare venv without the package)."""
 
     base_dir: Path
     workers: int = 2
     cores: int = 1
     memory: str = "2g"
+    python: str | None = None
     master_port: int | None = None
     master_webui_port: int | None = None
     master: ServerProcess | None = None
@@ -383,7 +396,7 @@ class StandaloneCluster:
                     str(self.master_webui_port),
                 ],
                 mdir / "master.log",
-                _base_env(mdir),
+                _base_env(mdir, self.python),
                 cwd=str(mdir),
             )
             self.master.start()
@@ -411,7 +424,7 @@ class StandaloneCluster:
                         self.master_url,
                     ],
                     wdir / "worker.log",
-                    _base_env(wdir),
+                    _base_env(wdir, self.python),
                     cwd=str(wdir),
                 )
                 proc.start()
