@@ -48,7 +48,7 @@ from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.format.bloom import skip_by_blooms
 from indextables_spark.core.split.format.column_specs import column_specs
-from indextables_spark.core.split.read.plan import ReadPlan
+from indextables_spark.core.split.read.plan import Conditions, ReadPlan, divide_conditions
 from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.split.read.skipping import prune_partition, skip_split
 from indextables_spark.core.split.read.tantivy_query import check_index_only
@@ -59,9 +59,8 @@ from indextables_spark.errors import (
     PredicateError,
     TableNotFoundError,
 )
-from indextables_spark.expr.model import EqualTo, Filter, In, Or, columns_of
+from indextables_spark.expr.model import EqualTo, Filter, In, Or
 from indextables_spark.expr.partition_filter import parse_predicate
-from indextables_spark.expr.support import supports
 from indextables_spark.expr.where import INDEXALL, and_parts, column_types, typed
 from indextables_spark.ops.registry import CommandParser, Context, Target
 from indextables_spark.results import DeleteResult, elapsed_ms
@@ -207,47 +206,33 @@ def _match_split(storage: Storage, snapshot: Snapshot, plan: ReadPlan, add: AddF
 
 
 def delete_plan(
-    storage: Storage,
-    snapshot: Snapshot,
-    opts: Options,
-    pred: Predicate,
-    specs: list[ColumnSpec],
-    index_only: Sequence[Filter],
+    storage: Storage, snapshot: Snapshot, opts: Options, conditions: Conditions, query: str | None
 ) -> ReadPlan:
     """The read plan of a positional delete: the query, the data filters each split applies
-    exactly (the index answers those on index-only columns), and the rest checked on the rows with
-    partition values; partition-only conditions prune the splits exactly (_candidates).
-    index_only: the conjuncts on index-only columns (check_index_only), the index's alone."""
-    parts = set(snapshot.partition_columns)
-    pushed = [
-        f
-        for f in pred.conjuncts
-        if any(f is g for g in index_only) or (not (columns_of(f) & parts) and supports(f, specs))
-    ]
-    residual = [f for f in pred.conjuncts if not any(f is g for g in pushed) and not columns_of(f) <= parts]
+    exactly (the index answers those on index-only columns), and the residual checked on the rows
+    with partition values; partition-only conditions prune the splits exactly (_candidates)."""
     return ReadPlan(
         storage.uri,
         opts,
         tuple(snapshot.partition_columns),
         pa.schema([]),
-        pred.query,
-        tuple(pushed),
-        residual=tuple(residual),
+        query,
+        conditions.pushed,
+        residual=conditions.residual,
     )
 
 
 def _candidates(
-    storage: Storage, snapshot: Snapshot, pred: Predicate, specs: list[ColumnSpec], options: Options
+    storage: Storage, snapshot: Snapshot, conditions: Conditions, specs: list[ColumnSpec], options: Options
 ) -> list[AddFile]:
     parts = list(snapshot.partition_columns)
     types = column_types(snapshot.schema_json)
-    part_only = [f for f in pred.conjuncts if columns_of(f) <= set(parts)]
-    data_only = [f for f in pred.conjuncts if not (columns_of(f) & set(parts))]
     files = snapshot.files
-    if part_only:
+    if conditions.partition_only:
         ptypes = {c: types[c] for c in parts}
-        files = [f for f in files if prune_partition(f.partition_values, part_only, parts, ptypes)]
-    if data_only:
+        files = [f for f in files if prune_partition(f.partition_values, conditions.partition_only, parts, ptypes)]
+    if conditions.data_only:
+        data_only = list(conditions.data_only)
         files = [f for f in files if not skip_split(f, data_only, specs)]
         files = skip_by_blooms(storage.uri, options, snapshot, files, data_only)
     return list(files)
@@ -370,9 +355,10 @@ def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: s
     removed_splits = delete_logs = scanned = 0
     try:
         if chosen == POSITIONAL:
-            files = _candidates(storage, snap, pred, specs, opts)
+            conditions = divide_conditions(pred.conjuncts, snap.partition_columns, specs, index_only)
+            files = _candidates(storage, snap, conditions, specs, opts)
             scanned = len(files)
-            plan = delete_plan(storage, snap, opts, pred, specs, index_only)
+            plan = delete_plan(storage, snap, opts, conditions, pred.query)
             target = arrow_schema(snap.schema_json)
             with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(files)))) as pool:
                 matches = list(pool.map(lambda f: _match_split(storage, snap, plan, f, target), files))

@@ -313,15 +313,15 @@ class IndexTablesReader(DataSourceReader):
         corpus_stats.py), gathered here on the driver and shipped to the tasks: every task then
         scores as if the table were one split. None with `search.statistics=split` or one split."""
         from indextables_spark.core.split.read.corpus_stats import (  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
-            TABLE,
             statistics_mode,
             table_stats,
+            table_wide,
         )
 
         snap = self._snapshot
         assert snap is not None and self.query is not None  # bound, scored
         files = snap.files
-        if statistics_mode(self.opts) != TABLE or len(files) < 2:
+        if not table_wide(statistics_mode(self.opts), len(files)):
             return None
         storage = open_storage(self.path, self.opts)
         return table_stats(storage, self.opts, snap.version, files, self.query)

@@ -119,6 +119,12 @@ def statistics_mode(options: Options) -> str:
     return mode
 
 
+def table_wide(mode: str, splits: int) -> bool:
+    """Whether a scored read of a version of `splits` live splits weighs terms with the table's
+    statistics (mode: statistics_mode's answer); one split's own are the table's."""
+    return mode == TABLE and splits > 1
+
+
 _tables: LruCache[CorpusStats] = LruCache(256)
 
 

@@ -34,7 +34,8 @@ from indextables_spark.core.split.read.split_rows import (
 from indextables_spark.core.schema.types import ROW_FIELD
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.arrow_eval import arrow_mask
-from indextables_spark.expr.model import Filter, render
+from indextables_spark.expr.model import Filter, columns_of, render
+from indextables_spark.expr.support import supports
 from indextables_spark.expr.values import UnsupportedFilterError
 from indextables_spark.expr.struct_narrowing import with_narrowing
 
@@ -46,6 +47,33 @@ if TYPE_CHECKING:
     from indextables_spark.core.schema.types import ColumnSpec
 
 SNIPPET_COLUMN = "_snippet"
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """A read's conjuncts by where each is decided (every reader divides them so: divide_conditions)."""
+
+    partition_only: tuple[Filter, ...]  # exact on the log's partition values: prune splits
+    data_only: tuple[Filter, ...]  # on data columns only: min/max and Bloom skipping
+    pushed: tuple[Filter, ...]  # each split applies them exactly (index-only ones: its index alone)
+    residual: tuple[Filter, ...]  # the rest, checked on rows with partition values attached
+
+
+def divide_conditions(
+    conjuncts: Sequence[Filter],
+    partition_columns: Sequence[str],
+    specs: Sequence[ColumnSpec],
+    index_only: Sequence[Filter],
+) -> Conditions:
+    """`conjuncts` divided (index_only: those on index-only columns, check_index_only's answer)."""
+    parts = set(partition_columns)
+    partition_only = tuple(f for f in conjuncts if columns_of(f) <= parts)
+    data_only = tuple(f for f in conjuncts if not (columns_of(f) & parts))
+    pushed = tuple(f for f in data_only if any(f is g for g in index_only) or supports(f, specs))
+    residual = tuple(
+        f for f in conjuncts if not any(f is g for g in partition_only) and not any(f is g for g in pushed)
+    )
+    return Conditions(partition_only, data_only, pushed, residual)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.split_threads import map_chunks
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
-from indextables_spark.core.split.read.corpus_stats import TABLE, fetch_for_stats, statistics_mode, table_stats
-from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan
+from indextables_spark.core.split.read.corpus_stats import fetch_for_stats, statistics_mode, table_stats, table_wide
+from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.query_parsing import check_table_query, query_hits
 from indextables_spark.core.split.read.reader import SCORE_COLUMN, SplitReader
@@ -34,7 +34,6 @@ from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import SchemaMismatchError
 from indextables_spark.util.pools import shared_pool
 from indextables_spark.expr.model import Filter, columns_of
-from indextables_spark.expr.support import supports
 from indextables_spark.expr.values import struct_column
 
 if TYPE_CHECKING:
@@ -107,9 +106,9 @@ class SearchPlan:
         self.conjuncts = list(conjuncts)
         # filters on index-only columns: the index answers them exactly, or the read fails now
         index_only = check_index_only(self.conjuncts, self.specs, f"a read of {storage.uri}")
-        self.part_only = [f for f in self.conjuncts if columns_of(f) <= parts]
-        self.data_only = [f for f in self.conjuncts if not (columns_of(f) & parts)]
-        self.pushed = [f for f in self.data_only if any(f is g for g in index_only) or supports(f, self.specs)]
+        divided = divide_conditions(self.conjuncts, self.parts, self.specs, index_only)
+        self.part_only, self.data_only = list(divided.partition_only), list(divided.data_only)
+        self.pushed = list(divided.pushed)
         self.exact = [f for f in self.conjuncts if not any(f is g for g in self.part_only)]
         # data columns read from a split: the projection, the snippet fields, the filter columns
         from indextables_spark.expr.struct_narrowing import where_narrowing
@@ -134,7 +133,7 @@ class SearchPlan:
             query,
             tuple(self.pushed),
             tuple(self.narrowing),
-            tuple(f for f in self.exact if not any(f is g for g in self.pushed)),
+            divided.residual,
             self.snippets,
         )
         # only the query text goes to the index (no pushed filter, narrowing or snippet): a remote
@@ -148,7 +147,7 @@ class SearchPlan:
         `search.statistics` is `split` or the table has one split."""
         files = self.snapshot.files
         corpus = None
-        if self.query is not None and self.mode == TABLE and len(files) > 1:
+        if self.query is not None and table_wide(self.mode, len(files)):
             corpus = table_stats(self.storage, self.options, self.snapshot.version, files, self.query)
         self.read = self.read.with_ranking(limit, corpus)
 
@@ -156,7 +155,7 @@ class SearchPlan:
         """Start fetching, in a thread, what a ranked read's statistics (`ranking`) look up in the
         splits it does not read, so that those request rounds overlap the read's own fetch."""
         files = self.snapshot.files
-        if self.query is None or self.mode != TABLE or len(files) < 2 or len(read) == len(files):
+        if self.query is None or not table_wide(self.mode, len(files)) or len(read) == len(files):
             return None
         version, query = self.snapshot.version, self.query
         # (a thread of its own: the fetch itself runs on the shared fetch pool, as the read's does)

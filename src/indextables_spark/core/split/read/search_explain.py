@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from indextables_spark.core.split.format.doc_mapping import tantivy_schema
-from indextables_spark.core.split.read.corpus_stats import TABLE, statistics_mode
+from indextables_spark.core.split.read.corpus_stats import statistics_mode, table_wide
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.plan import ReadPlan
 from indextables_spark.core.split.read.query_parsing import query_for_specs
@@ -114,6 +114,6 @@ def describe(plan: ReadPlan, specs: Sequence[Any], splits: int) -> PlanDescripti
 def _statistics(plan: ReadPlan, splits: int) -> str | None:
     if plan.query is None:
         return None
-    if statistics_mode(plan.options) == TABLE and splits > 1:
+    if table_wide(statistics_mode(plan.options), splits):
         return f"table ({splits} splits)"
     return "split"
