@@ -45,11 +45,11 @@ from indextables_spark.core.schema.types import check_snippet_fields, index_only
 from indextables_spark.core.split.read.file_pruning import prune_files
 from indextables_spark.core.storage import open_storage
 from indextables_spark.core.split.read.groups import group_by_size
+from indextables_spark.core.split.read.plan import divide_conditions
 from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.expr.model import columns_of, render
+from indextables_spark.expr.model import render
 from indextables_spark.expr.operators import decode
-from indextables_spark.expr.support import supports
 from indextables_spark.expr.values import UnsupportedFilterError
 from indextables_spark.spark import filters as spark_filters
 from indextables_spark.spark import guard
@@ -168,7 +168,7 @@ class IndexTablesReader(DataSourceReader):
 
         # search operators arrive encoded (expr/operators.py): checked against this table now
         self.index_queries = [decode(q, self.specs) for q in queries]
-        parts = set(self.partition_columns)
+        converted: list[Filter] = []
         for f in others:
             # Every filter goes back to Spark too: the reader planned last for this relation may
             # serve another scan of it in the same query (spark/guard.py), so Spark keeps each
@@ -180,11 +180,10 @@ class IndexTablesReader(DataSourceReader):
                 if nested is not None:
                     self.nested_queries.append(nested)
                 continue
-            cols = columns_of(core)
-            if cols <= parts:
-                self.partition_filters.append(core)
-            elif not (cols & parts) and supports(core, self.specs):
-                self.data_filters.append(core)
+            converted.append(core)
+        conditions = divide_conditions(converted, self.partition_columns, self.specs, ())
+        self.partition_filters.extend(conditions.partition_only)
+        self.data_filters.extend(conditions.pushed)
 
     def _take_index_only(self, filters: list[Any]) -> None:
         """Add the filters on index-only columns to the data filters, each one the index answers
