@@ -16,7 +16,7 @@ spark.sql.execution.pyspark.python for SQL's Python runners, data source tasks i
      `it.register`): a small write and read back. Then the same read without
      spark.sql.execution.pyspark.python, which should fail (`auto_unset_error`): the tasks then run
      the driver's Python path.
-  3. `it.register(spark)` with the driver's Python as sc.pythonExec, and on local disk and S3: `workload` (write, full-text search, filters,
+  3. `it.register(spark)` (which registers with the driver's Python: sc.pythonExec is relative), and on local disk and S3: `workload` (write, full-text search, filters,
      SQL operators, aggregates, read back).
 `connect` (a client of a Connect server on the cluster, whose driver's Python has the package):
 `server_archive` (a UDF probe with the server's own spark.archives), then the client's
@@ -149,17 +149,13 @@ def submit(out_path: str, local_root: str, s3_root: str, conf_path: str) -> None
     with open(conf_path, encoding="utf-8") as f:
         for k, v in json.load(f).items():  # S3 credentials and endpoint: session conf only
             spark.conf.set(k, v)
-    # A data source registered from Python runs sc.pythonExec (PYSPARK_PYTHON, here
-    # ./environment/bin/python) for its planning on the driver too, where that path does not
-    # resolve (the planning processes start in the session's own directory, not where Spark
-    # unpacked the archive): register it with the driver's Python; its tasks run the executors'
-    # Python from spark.sql.execution.pyspark.python.
+    # A data source registered from Python plans with sc.pythonExec (PYSPARK_PYTHON, here
+    # ./environment/bin/python), which does not resolve on the driver: register() uses the driver's
+    # Python while it registers (spark/register.py _planning_python) and restores sc.pythonExec.
     sc = spark.sparkContext
-    sc.pythonExec, executors_exec = sys.executable, sc.pythonExec
-    try:
-        it.register(spark)
-    finally:
-        sc.pythonExec = executors_exec
+    recorded = sc.pythonExec
+    it.register(spark)
+    result["python_exec_restored"] = sc.pythonExec == recorded
     step(result, "local", lambda: workload(spark, it, local_root + "/table", "docs_local"))
     step(result, "s3", lambda: workload(spark, it, s3_root, "docs_s3"))
     spark.stop()

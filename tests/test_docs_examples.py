@@ -85,7 +85,6 @@ SKIPPED: dict[tuple[str, str], str] = {
     ("architecture.md", "    Operation("): "run by tests/test_commands_registry.py",
     ("guide/object-stores-and-credentials.md", 'it.IndexTable("abfss://data@myaccount'): "a real Azure account",
     ("guide/deployment.md", "import os"): "a cluster (tests/test_packed_env.py runs it as spark-submit --archives)",
-    ("guide/deployment.md", "sc = spark.sparkContext"): "a cluster (tests/packed_env_job.py does this)",
 }
 
 

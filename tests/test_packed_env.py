@@ -231,6 +231,8 @@ def test_spark_submit_with_archives(packed_env, bare_cluster, s3_uri, s3_options
     executor_logs = "".join(p.read_text(errors="replace") for w in bare_cluster.worker_list for p in w.executor_logs())
     assert "run outside the driver" in executor_logs, result["auto_unset_error"]
 
+    # it.register(spark) planned with the driver's Python (spark/register.py) and left sc.pythonExec as it was
+    assert result.get("python_exec_restored") is True, result
     check_workload(result, "local")
     check_workload(result, "s3")
     print(f"spark-submit with the packed environment: {elapsed:.1f} s")

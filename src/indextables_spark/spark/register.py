@@ -28,12 +28,16 @@ read is always right (spark/guard.py). What `register` adds, in classic and Spar
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, cast
+from typing import Any, Callable, Iterator, cast
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import session_options, short_key
+from indextables_spark.config.sessions import is_connect
 from indextables_spark.errors import TableExistsError
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.spark import sql_bridge
@@ -411,6 +415,37 @@ def _install() -> None:
             _wrap(cls, "start", _make_start)
 
 
+EXECUTORS_PYTHON = "spark.sql.execution.pyspark.python"
+
+
+@contextlib.contextmanager
+def _planning_python(spark: Any) -> Iterator[None]:
+    """Register with the driver's own Python when the executors run a packed environment's.
+
+    A data source or UDTF registered from Python records `sc.pythonExec` (PYSPARK_PYTHON) and runs
+    it for its planning on the driver too. With a packed environment that path is relative
+    (`./environment/bin/python`, docs/guide/deployment.md) and does not resolve where Spark starts
+    the driver's planning processes (the session's files directory): planning fails with `Cannot
+    run program`. When the session also names the executors' Python
+    (spark.sql.execution.pyspark.python, which the tasks run instead of the recorded one), the
+    source is registered with this process's Python, which has the package; `sc.pythonExec` is
+    restored at once, so nothing else (RDD code, other sources, UDFs registered later) sees the
+    change. Classic sessions only: a Connect server registers with its own Python."""
+    if is_connect(spark):
+        yield
+        return
+    sc = spark.sparkContext
+    recorded = str(getattr(sc, "pythonExec", "") or "")
+    if not recorded or os.path.isabs(recorded) or not spark.conf.get(EXECUTORS_PYTHON, None):
+        yield
+        return
+    sc.pythonExec = sys.executable
+    try:
+        yield
+    finally:
+        sc.pythonExec = recorded
+
+
 def register(spark: Any) -> None:
     """Register the data source (under each of its format names) and table functions; enable filter
     pushdown; install the wrappers."""
@@ -419,9 +454,10 @@ def register(spark: Any) -> None:
     )
 
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    for source in DATA_SOURCES:
-        spark.dataSource.register(source)
-    register_functions(spark, session_options(spark))
+    with _planning_python(spark):
+        for source in DATA_SOURCES:
+            spark.dataSource.register(source)
+        register_functions(spark, session_options(spark))
     with _lock:
         if not wrapped_any():
             _install()
