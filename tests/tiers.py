@@ -33,4 +33,22 @@ INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_state_write.py::test_compaction_performance": "a 70k-entry state, timed",
     "tests/test_state_write.py::test_streaming_performance": "a 70k-entry state, timed",
     "tests/test_state_migration.py::test_upgrade_large_table": "a large table's state migrated",
+    # Spark end to end a second time: the fast tier keeps a Spark test of each of these features
+    # (a streaming source, a reference table's view, DELETE through SQL in the docs' pages), and their
+    # Spark-free tests; these add more cases of each (≤ 10 minutes for the fast tier, issue #36)
+    "tests/test_deletes_spark.py": "DELETE and Bloom filters through Spark, every route",
+    "tests/test_reference_names.py::test_reference_format_names_read_write_stream_views": "the reference's "
+    "format names on every Spark route",
+    "tests/test_spark_other_formats.py::test_register_changes_nothing_for_other_formats": "five other formats "
+    "written and read with and without register",
+    "tests/test_reference_convert.py::test_spark_writers_refuse_and_sql_converts": "every Spark write route "
+    "refused on a reference table, then CONVERT through SQL",
+    "tests/test_reference_tables.py::test_spark_reads_every_reference_table": "the 17 reference tables read "
+    "through Spark (the Spark-free reads of each stay in the fast tier)",
+    "tests/test_relevance_corpus.py::test_OLD_BEHAVIOUR": "the per-split ranking through Spark",
+    "tests/test_spark_streaming.py::test_max_files_per_trigger": "streaming: more micro-batch cases",
+    "tests/test_spark_streaming.py::test_deletes_fail_the_stream": "streaming: more micro-batch cases",
+    "tests/test_spark_streaming.py::test_sink_is_exactly_once": "streaming: more micro-batch cases",
+    "tests/test_spark_streaming.py::test_complete_mode": "streaming: more micro-batch cases",
+    "tests/test_spark_streaming.py::test_merge_on_write": "streaming: more micro-batch cases",
 }
