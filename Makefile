@@ -55,6 +55,9 @@ INTEGRATION_TIER := integration
 # each with its own SparkSession; 1 runs it in this process.
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
+# ... and the integration tier in as many, by group (tests/tiers.py xdist_group: a file, or every test
+# of the Connect server / of the standalone cluster together, so each server starts once)
+XDIST_GROUPS = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,)
 # The main run leaves tests/smoke to the smoke steps (each runs it in its own venv).
 MAIN_IGNORE := $(if $(filter tests tests/,$(TESTS)),--ignore=tests/smoke,)
 SMOKE_OLDEST ?= 1
@@ -180,7 +183,7 @@ test: install emulators-install
 test-integration: install emulators-install
 	@$(NEED_JAVA)
 	main=0; VENV_PYTHON=$(abspath $(VENV_PY)) scripts/emulators.sh run -- \
-	    $(VENV_PY) -m pytest -m "$(INTEGRATION_TIER)" $(PYTEST_ARGS) $(MAIN_IGNORE) $(TESTS) || main=$$?; \
+	    $(VENV_PY) -m pytest -m "$(INTEGRATION_TIER)" $(XDIST_GROUPS) $(PYTEST_ARGS) $(MAIN_IGNORE) $(TESTS) || main=$$?; \
 	smoke=0; $(MAKE) --no-print-directory smoke || smoke=$$?; \
 	[ $$main = 0 ] || echo "make test-integration: the integration tier failed (pytest exit code $$main)" >&2; \
 	[ $$main = 0 ] && [ $$smoke = 0 ]

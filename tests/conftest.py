@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from tiers import INTEGRATION_FIXTURES, INTEGRATION_TESTS
+from tiers import INTEGRATION_FIXTURES, INTEGRATION_TESTS, xdist_group
 
 ENV_S3_ENDPOINT = "INDEXTABLES_TEST_S3_ENDPOINT"
 ENV_AZURE_ENDPOINT = "INDEXTABLES_TEST_AZURE_ENDPOINT"
@@ -379,6 +379,10 @@ def in_integration_tier(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouped = config.pluginmanager.hasplugin("xdist")  # the smoke venvs have no pytest-xdist
     for item in items:
         if in_integration_tier(item):
             item.add_marker(pytest.mark.integration)
+            if grouped:
+                group = xdist_group(item.nodeid, set(getattr(item, "fixturenames", ())))
+                item.add_marker(pytest.mark.xdist_group(group))

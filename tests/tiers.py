@@ -52,3 +52,19 @@ INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_spark_streaming.py::test_complete_mode": "streaming: more micro-batch cases",
     "tests/test_spark_streaming.py::test_merge_on_write": "streaming: more micro-batch cases",
 }
+
+
+# The integration tier runs in pytest-xdist processes too (`--dist loadgroup`): a group per file,
+# except that every test of a Connect server or of the standalone cluster shares one group, so each
+# server starts in one process only (their fixtures are per process).
+CLUSTER_FIXTURES = frozenset({"standalone_cluster", "spark_cluster"})
+CONNECT_FIXTURES = frozenset({"spark_connect_server", "connect_spark"})
+
+
+def xdist_group(nodeid: str, fixturenames: frozenset[str] | set[str]) -> str:
+    """The pytest-xdist group of an integration test."""
+    if CLUSTER_FIXTURES & fixturenames:
+        return "standalone cluster"
+    if CONNECT_FIXTURES & fixturenames:
+        return "spark connect server"
+    return nodeid.split("::", 1)[0]
