@@ -74,7 +74,8 @@ def transcode_term_file(
     if not crc_ok:
         names = ", ".join(repr(_name(f, field_names)) for f in sorted(todo))
         raise SplitFormatError(
-            f"split {where}: the .term file fails its CRC-32 check (fields {names} read as well formed): it is corrupt"
+            f"split {where}: field{'s' if len(todo) > 1 else ''} {names}: the .term file fails its CRC-32 "
+            "check (the dictionaries read as well formed): it is corrupt"
         )
     try:
         return composite_file(sections, footer_json)
