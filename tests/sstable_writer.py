@@ -244,6 +244,16 @@ def sstable_blocks(sstable: bytes) -> list[tuple[int, int, bool, int]]:
     return out
 
 
+def sstable_blocks_void(sstable: bytes) -> list[tuple[int, int, bool]]:
+    """(start, end, compressed) of each block of an SSTable of any values."""
+    out = []
+    pos = 0
+    while (length := struct.unpack_from("<I", sstable, pos)[0]) != 0:
+        out.append((pos, pos + 4 + length, sstable[pos + 4] == 1))
+        pos += 4 + length
+    return out
+
+
 # ---- the FST term dictionary reader --------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ import sstable_writer as sw
 import tantivy
 
 from indextables_spark.core.split.reference.quickwit import check_file_footer, extract_bundle
+from indextables_spark.core.split.reference.sstable import read_sstable_keys
 from indextables_spark.core.split.reference.transcode import (
     DICT_TYPE_FST,
     DICT_TYPE_SSTABLE,
@@ -111,6 +112,41 @@ def test_a_file_that_is_not_a_composite_file_is_refused():
     split = sorted((ROOT / "01_single_write").glob("*.split"))[0]
     with pytest.raises(SplitFormatError, match="split s1: the .term file does not parse"):
         term_dict_types(Path(split).read_bytes()[:100], "s1")
+
+
+def test_sstable_code_matches_tantivys_own_sstables(tmp_path):
+    """tantivy-py writes SSTables too: the dictionary of a fast string column (tantivy-columnar, a
+    VoidSSTable: keys, no values; the same Writer with zstd and the v3 index). The tests' writer
+    reproduces it byte for byte, and the product's reader reads it, checking its index."""
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("s", stored=False, fast=True, tokenizer_name="raw", index_option="basic")
+    index = tantivy.Index(sb.build(), str(tmp_path))
+    writer = index.writer(heap_size=100_000_000, num_threads=1)
+    rnd = random.Random(3)
+    values = {f"{rnd.getrandbits(96):024x}" for _ in range(60_000)}
+    for v in values:
+        writer.add_document(tantivy.Document(s=v))
+    writer.commit()
+    writer.wait_merging_threads()
+    (fast,) = tmp_path.glob("*.fast")
+    data = fast.read_bytes()
+    (json_len,) = struct.unpack_from("<I", data, len(data) - 8)
+    body = data[: len(data) - 8 - json_len]  # [columns][column directory][u64 its length][u32 rows][u32 version][magic]
+    (directory_len,) = struct.unpack_from("<Q", body, len(body) - 20)
+    column = body[: len(body) - 20 - directory_len]  # the only column: [dictionary][values][u32 dictionary length]
+    (dictionary_len,) = struct.unpack_from("<I", column, len(column) - 4)
+    dictionary = column[:dictionary_len]
+    keys = sorted(v.encode() for v in values)
+    blocks = sw.sstable_blocks_void(dictionary)
+    assert len(blocks) > 2 * sw.STORE_BLOCK_LEN and all(compressed for _, _, compressed in blocks)
+    assert sw.write_sstable(keys) == dictionary
+    assert read_sstable_keys(dictionary, "col", "s") == keys
+    index_offset, _, _ = struct.unpack_from("<QQI", dictionary, len(dictionary) - 20)
+    (fst_len,) = struct.unpack_from("<Q", dictionary, len(dictionary) - 28)
+    meta = index_offset + fst_len + 8 + 36  # the second block address meta (blocks 128..255)
+    damaged = dictionary[: meta + 16] + struct.pack("<Q", 129) + dictionary[meta + 24 :]  # its first ordinal
+    with pytest.raises(SplitFormatError, match="split col: field 's': SSTable: the index puts block 128"):
+        read_sstable_keys(damaged, "col", "s")
 
 
 def test_odd_keys_and_an_empty_dictionary(tmp_path):

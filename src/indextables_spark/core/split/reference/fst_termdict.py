@@ -26,6 +26,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import ducer
 import numpy as np
 
 from indextables_spark.core.split.reference.terms import TermColumns
@@ -51,8 +52,6 @@ def write_fst_termdict(terms: TermColumns, where: str, field: str) -> bytes:
 
 def fst_map(keys: list[bytes], where: str, field: str) -> bytes:
     """tantivy-fst's map of keys (strictly increasing) to their ordinals."""
-    import ducer
-
     try:
         built = ducer.Map.build(":memory:", zip(keys, range(len(keys))))
     except ValueError as e:  # the fst crate refuses keys out of order or repeated

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import ducer
 import numpy as np
 import zstandard
 
@@ -321,8 +322,6 @@ def _check_index(index: bytes, blocks: list[Block], fail: Fail) -> None:
 def _fst_items(fst: bytes, fail: Fail) -> list[tuple[bytes, int]]:
     """The (key, value) pairs of a tantivy-fst map (the `fst` crate's format 2), read with ducer
     (which wraps the `fst` crate; it reads format 2 as well as its own 3)."""
-    import ducer
-
     if len(fst) < 32 or _U64.unpack_from(fst, 0)[0] != INDEX_FST_VERSION:
         raise fail(f"the index FST is not an FST of format {INDEX_FST_VERSION}")
     try:
