@@ -337,7 +337,7 @@ def test_flipped_bytes_fail_the_checksum_naming_the_field(big):
     (start, end) = [(s, e) for f, (s, e) in _offsets(big.reference).items() if f == big.ids["tag"]][0]
     rnd = random.Random(11)
     for _ in range(20):
-        at = rnd.randrange(start, end)
+        at = rnd.randrange(start, end - 4)  # the dictionary, not its type (an unknown type is refused as such)
         data = bytearray(big.reference)
         data[at] ^= 1 << rnd.randrange(8)
         with pytest.raises(SplitFormatError, match=FAULT + ".*CRC-32"):
@@ -362,6 +362,8 @@ def test_damaged_blocks_are_refused(big):
     wrong = patched(sst, size - 12, struct.pack("<Q", num_terms + 1))
     refuses(big, big.with_section("tag", wrong + b"\x02\0\0\0"), FAULT + ".*footer says")
     refuses(big, big.with_section("tag", patched(sst, size - 4, struct.pack("<I", 2)) + b"\x02\0\0\0"), "version 2")
+    # a dictionary type tantivy does not know
+    refuses(big, big.with_section("tag", sst + struct.pack("<I", 7)), FAULT + ": unknown term dictionary type 7")
     # the index: a block address moved
     (fst_len,) = struct.unpack_from("<Q", sst, size - 28)
     meta = index_offset + fst_len + 8  # the first block address meta: u64 offset, u64 start ...
