@@ -32,6 +32,7 @@ from indextables_spark.core.split.reference.transcode import (
     DICT_TYPE_FST,
     DICT_TYPE_SSTABLE,
     term_dict_types,
+    transcode_index,
     transcode_term_file,
 )
 from indextables_spark.errors import SplitFormatError
@@ -106,6 +107,25 @@ def test_fixture_splits_transcode_and_every_term_query_is_exact(tmp_path):
                     assert got == want, (where, name, value)
                     checked += 1
     assert checked > 1000
+
+
+def test_transcode_index_field_by_field_under_a_live_index(tmp_path):
+    split = sorted((ROOT / "02_five_appends").glob("*.split"))[0]
+    extract_bundle(str(split), str(tmp_path), "s2")
+    index, s = searcher(tmp_path)  # maps the files: they must be replaced, not rewritten
+    (_, addr), *_ = s.search(tantivy.Query.all_query(), 1).hits
+    doc = s.doc(addr).to_dict()
+    assert transcode_index(str(tmp_path), {"text"}, "s2") == ["text"]
+    assert s.doc(addr).to_dict() == doc  # the old mapping still reads
+    index, s = searcher(tmp_path)
+    assert s.search(tantivy.Query.term_query(index.schema, "text", doc["text"][0]), 10).count >= 1
+    with pytest.raises(ValueError, match=SSTABLE_REFUSED):
+        s.search(tantivy.Query.term_query(index.schema, "id", doc["id"][0]), 10)
+    assert transcode_index(str(tmp_path), None, "s2") == ["id", "score"]
+    assert transcode_index(str(tmp_path), None, "s2") == []
+    index, s = searcher(tmp_path)
+    assert s.search(tantivy.Query.term_query(index.schema, "id", doc["id"][0]), 10).count == 1
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".transcoding")]
 
 
 def test_a_file_that_is_not_a_composite_file_is_refused():
