@@ -128,6 +128,26 @@ def test_transcode_index_field_by_field_under_a_live_index(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".transcoding")]
 
 
+def test_every_segment_is_transcoded(tmp_path):
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("a", stored=True)
+    sb.add_integer_field("n", stored=True, indexed=True)
+    index = tantivy.Index(sb.build(), str(tmp_path))
+    writer = index.writer(heap_size=50_000_000, num_threads=1)
+    for batch in range(3):  # a commit each: three segments
+        for i in range(200):
+            writer.add_document(tantivy.Document(a=f"w{i % 7} b{batch}", n=batch * 1000 + i))
+        writer.commit()
+    writer.wait_merging_threads()
+    paths = sorted(tmp_path.glob("*.term"))
+    assert len(paths) == 3
+    originals = [p.read_bytes() for p in paths]
+    for p, data in zip(paths, originals):
+        replace_file(p, sw.term_file_as_reference(data))
+    assert transcode_index(str(tmp_path), None, "segments") == ["a", "n"]
+    assert [p.read_bytes() for p in paths] == originals
+
+
 def test_a_file_that_is_not_a_composite_file_is_refused():
     split = sorted((ROOT / "01_single_write").glob("*.split"))[0]
     with pytest.raises(SplitFormatError, match="split s1: the .term file does not parse"):
