@@ -19,6 +19,9 @@ Size bound: option `cache.disk.maxSize` (default 10G); least recently used direc
 modification time, refreshed on each use) are evicted, never one this process has open (cached
 handles, live SplitReader objects, or handed out by local_dir in the last GRACE_SECONDS).
 Root: option `cache.disk.path`, else `$TMPDIR/indextables-cache`.
+A split the reference implementation wrote is extracted as it is (reference/native.py), with the
+term dictionaries the first read needs transcoded to FSTs; a later read that needs more completes
+the directory the way a sparse one is completed (`_complete`, `_present`).
 The row store is kept uncompressed in the cache (option `cache.rows.uncompressed`, default true):
 reads memory-map it and take rows without decompressing whole batches.
 """
@@ -53,7 +56,7 @@ from indextables_spark.core.split.format.bundle import (
     load_extracted_footer,
     uncompress_rows,
 )
-from indextables_spark.core.split.reference import quickwit, reference
+from indextables_spark.core.split.reference import native, quickwit
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import FileNotFoundInStorageError, InvalidOptionError, SplitFormatError
 
@@ -152,12 +155,8 @@ class SplitCache:
             # evicted by another process between the check and now: fetch it again
             self._present(storage, add_file, key, final, query, postings)
             self._register_rows(storage, add_file, final)
-        partial = not _sparse.satisfies(final, None)
-        try:  # one extraction of the directory: its footer.json, written once (inodes are reused)
-            st = os.stat(os.path.join(final, FOOTER_FILE))
-            ino = (st.st_ino, st.st_mtime_ns)
-        except FileNotFoundError:
-            ino = (0, 0)
+        partial = not _complete(final, None)
+        ino = _generation(final)
         with self._lock:
             if self._inodes.get(final, ino) != ino:
                 # made anew by another process since this one opened it (possibly with other
@@ -209,7 +208,7 @@ class SplitCache:
         """Make sure `final` holds the extracted split, or what `query` reads of its index (its
         term lookups with `postings` False), fetching at most once across threads and processes,
         and mark it used now."""
-        if self._ready(final) and _sparse.satisfies(final, query, postings):
+        if self._ready(final) and _complete(final, query, postings):
             self.hits += 1
         else:
             self.misses += 1
@@ -219,6 +218,9 @@ class SplitCache:
                 else:  # partly fetched for other queries: fetch the rest this one reads
                     read = lambda s, e: storage.read_range(add_file.path, s, e)  # noqa: E731
                     _sparse.ensure(final, read, query, postings)
+                    # (a reference split: the dictionaries it reads transcoded; the new
+                    # reference.json tells every process to reopen the index: local_dir)
+                    native.ensure(final, query, postings)
         self._touch(key, final)
 
     def _register_rows(self, storage: Storage, add_file: Any, final: str) -> None:
@@ -229,7 +231,7 @@ class SplitCache:
             rows = self._row_sources.get(final)
         if not known:
             rows = None
-            if not os.path.exists(os.path.join(final, ROWS_NAME)):
+            if not os.path.exists(os.path.join(final, ROWS_NAME)) and not native.is_reference_dir(final):
                 footer = load_extracted_footer(final)
                 rows = (footer.rows.offset, footer.rows.length)
             with self._lock:
@@ -243,7 +245,7 @@ class SplitCache:
         if self._open_dir(storage, add_file, query, postings) is not None:
             return True
         path = os.path.join(self.root, cache_key(storage, add_file))
-        return self._ready(path) and _sparse.satisfies(path, query, postings)
+        return self._ready(path) and _complete(path, query, postings)
 
     def describe(self) -> dict[str, Any]:
         """Entries and bytes on disk (every process sharing the root), the limit, and this
@@ -336,6 +338,7 @@ class SplitCache:
                 self.lazy_rows == "auto" and local is None and (add_file.size or 0) >= self.lazy_min_bytes
             )
             download = os.path.join(tmp, ".download")
+            footer: SplitFooter | None
             partial = (
                 query is not None
                 and local is None
@@ -366,12 +369,12 @@ class SplitCache:
                     os.unlink(download)
                 self._check(footer, add_file, where)
             except SplitFormatError as e:
-                # Not one of ours: a split the reference implementation wrote is re-indexed into
-                # ours (reference.py); found only after our own trailer check failed, so reading
-                # our splits costs nothing more.
-                lazy = False
-                footer = self._convert_reference(storage, add_file, where, local, download, tmp, e)
-            if self.uncompressed_rows and not lazy and not footer.is_companion:
+                # Not one of ours: a split the reference implementation wrote is extracted as it
+                # is (reference/native.py); found only after our own trailer check failed, so
+                # reading our splits costs nothing more.
+                self._extract_reference(storage, add_file, where, local, download, tmp, e, query, postings)
+                footer = None
+            if footer is not None and self.uncompressed_rows and not lazy and not footer.is_companion:
                 uncompress_rows(tmp)
             self.downloads += 1
             self._publish(tmp, final)
@@ -382,7 +385,7 @@ class SplitCache:
             self._sizes[key] = _dir_size(final)
         self._evict(protect=final)
 
-    def _convert_reference(
+    def _extract_reference(
         self,
         storage: Storage,
         add_file: Any,
@@ -391,9 +394,12 @@ class SplitCache:
         download: str,
         tmp: str,
         error: SplitFormatError,
-    ) -> SplitFooter:
-        """The reference split at add_file re-indexed into `tmp`; `error` (our format's) is raised
-        again when the file is not a Quickwit bundle either."""
+        query: str | None,
+        postings: bool,
+    ) -> None:
+        """The reference split at add_file extracted into `tmp` with the term dictionaries `query`
+        reads transcoded (native.extract); `error` (our format's) is raised again when the file is
+        not a Quickwit bundle either."""
 
         path = local if local is not None else download
         if local is None and not os.path.exists(download):
@@ -406,7 +412,7 @@ class SplitCache:
             raise error
         schema_json, partition_columns = table_schema(storage)
         # (our extract failed at the trailer check, before writing anything into tmp)
-        footer = reference.convert(
+        native.extract(
             path,
             tmp,
             where,
@@ -414,10 +420,11 @@ class SplitCache:
             partition_columns,
             footer_start=getattr(add_file, "footer_start_offset", None),
             size=add_file.size,
+            query=query,
+            postings=postings,
         )
         if os.path.exists(download):
             os.unlink(download)
-        return footer
 
     @staticmethod
     def _publish(tmp: str, final: str) -> None:
@@ -504,6 +511,25 @@ class SplitCache:
                 self._recent.pop(path, None)
 
 
+def _complete(final: str, query: str | None, postings: bool = True) -> bool:
+    """Whether an extracted directory holds what a read of `query` needs (None: everything): the
+    index bytes (sparse.py) and, for a reference split, FST term dictionaries (native.py)."""
+    return _sparse.satisfies(final, query, postings) and native.satisfies(final, query, postings)
+
+
+def _generation(final: str) -> tuple[int, int]:
+    """Which state of the directory this is: the inode of its footer.json (written once per
+    extraction) or of a reference split's reference.json (written anew at each transcoding);
+    (0, 0) when gone."""
+    for name in (FOOTER_FILE, native.REFERENCE_FILE):
+        try:
+            st = os.stat(os.path.join(final, name))
+            return (st.st_ino, st.st_mtime_ns)
+        except FileNotFoundError:
+            continue
+    return (0, 0)
+
+
 _caches: dict[str, SplitCache] = {}
 _caches_lock = threading.Lock()
 
@@ -514,7 +540,7 @@ _schemas_lock = threading.Lock()
 
 def table_schema(storage: Storage) -> tuple[dict[str, Any], list[str]]:
     """(Spark schema JSON, partition columns) of the table at the storage's root, read from its
-    log's header once per process and table: a reference split is typed by it when converted.
+    log's header once per process and table: a reference split's rows are typed by it.
     Columns are only ever added to a table, so the newest schema types every older split."""
     with _schemas_lock:
         hit = _schemas.get(storage.uri)

@@ -11,6 +11,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.split.format.bundle import ROWS_NAME
 from indextables_spark.core.split.read import split_threads
 from indextables_spark.core.split.read.reader import SplitReader
+from indextables_spark.core.split.reference.native import is_reference_dir
 from indextables_spark.core.storage.base import Storage
 
 
@@ -19,8 +20,8 @@ def prefetch_rows(local_dir: str, query: str, columns: Sequence[str]) -> None:
     the rows matching `query` takes from a split whose row store is read by ranges: the reads
     that follow, often in one thread, then find them local. Best effort: the read itself reports
     any error."""
-    if os.path.exists(os.path.join(local_dir, ROWS_NAME)):
-        return  # extracted: nothing to fetch
+    if os.path.exists(os.path.join(local_dir, ROWS_NAME)) or is_reference_dir(local_dir):
+        return  # extracted (a reference split's rows are its extracted document store): nothing to fetch
     try:
         split = SplitReader(local_dir)
         present = set(split.schema.names)

@@ -46,7 +46,9 @@ def count_split(storage: Storage, plan: ReadPlan, add_file: Any, delete_logs: Se
     """Matching rows of one split under `plan` (ReadPlan.count), minus the rows its delete logs
     (log.actions.DeleteLog) delete."""
     deletes = load_split_deletes(storage, delete_logs, add_file.num_records, add_file.path)
-    return plan.count(add_file, deletes, lambda: SplitReader(get_cache(plan.options).local_dir(storage, add_file)))
+    return plan.count(
+        add_file, deletes, lambda: SplitReader(get_cache(plan.options).local_dir(storage, add_file, plan.index_query))
+    )
 
 
 def count_matches(

@@ -141,7 +141,9 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         if spec is None or spec.partition or spec.kind in ("text", "json"):
             return None
         field = spec.exact_field if spec.kind in STRING_KINDS else spec.value_field
-        return field.name if field is not None and field.fast else None
+        if field is None or not field.fast or field.max_value_bytes is not None:
+            return None  # (a field leaving long values out says nothing of their rows)
+        return field.name
 
     def visit_comparison(self, f: Any) -> tuple[tantivy.Query | None, bool]:
         spec = lookup_spec(self.specs, f.column)
@@ -162,6 +164,10 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         if kind == "json" or field is None:
             return None, False
         name = field.name
+        if field.max_value_bytes is not None and not self.holds_values(f, field.max_value_bytes):
+            # a reference split's raw field: a value that long is not in its index, so neither a
+            # term nor a pattern nor an exists query can find (or rule out) the row
+            return None, False
         if isinstance(f, (IsNull, IsNotNull)):
             return self.exists(f, name) if field.fast else (None, False)
         if isinstance(f, STRING_MATCHES):
@@ -186,6 +192,8 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             term = exact_term(v)
             return self.t.Query.term_query(self.schema, name, term), term == v and not spec.terms_truncated
         if kind == "f64":
+            if not math.isfinite(v):
+                return None, False  # (ours index NaN/inf as the f64 extremes, others as they are)
             k = f64_key(v)
             lo, hi = {"eq": (k, k), "gt": (k, None), "ge": (k, None), "lt": (None, k), "le": (None, k)}[op]
             return self.f64_range(name, lo, hi), False
@@ -196,6 +204,17 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             lo, hi = {"eq": (lo, hi), "gt": (lo, None), "ge": (lo, None), "lt": (None, hi), "le": (None, hi)}[op]
             return self.f64_range(name, lo, hi), False
         return None, False
+
+    @staticmethod
+    def holds_values(f: Any, limit: int) -> bool:
+        """Whether a field indexing only values shorter than `limit` UTF-8 bytes answers the leaf:
+        = and IN of short enough strings (NULL-only comparisons too); no pattern, no IS [NOT] NULL."""
+        if isinstance(f, (IsNull, IsNotNull)) or isinstance(f, STRING_MATCHES):
+            return False
+        values = f.values if isinstance(f, In) else [f.value]
+        if isinstance(f, EqualNullSafe) and f.value is None:
+            return False
+        return all(v is None or (isinstance(v, str) and len(v.encode("utf-8")) < limit) for v in values)
 
     def text(self, f: Any, spec: ColumnSpec) -> tantivy.Query | None:
         """Narrowing (never exact) of a string filter on a tokenized column by the terms its
@@ -272,6 +291,8 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         if len(vals) > 64:
             return None, False
         if kind == "f64":
+            if not all(math.isfinite(v) for v in vals):
+                return None, False
             return self.should([self.f64_range(name, f64_key(v), f64_key(v)) for v in vals]), False
         if kind == "decimal":
             if not all(math.isfinite(float(v)) for v in vals):
@@ -368,9 +389,9 @@ def index_only_message(f: Filter, specs: Mapping[str, ColumnSpec], where: str) -
     lost = [c for c in cols if (s := lookup_spec(specs, c)) is not None and not s.indexed_fields]
     if lost:
         return (
-            f"{subject}: {', '.join(map(repr, lost))} is an index-only field of a split IndexTables4Spark wrote "
-            f"(indexing.indexonlyfields): its values are not in the split's document store, and tantivy-py cannot "
-            f"read the reference's term dictionaries, so no filter on it can be answered here (it reads as NULL)"
+            f"{subject}: {', '.join(map(repr, lost))} is not in the split's row store and its index cannot answer "
+            f"this filter here (an index-only field IndexTables4Spark wrote, indexing.indexonlyfields, of a type "
+            f"this reader does not query: dates, timestamps, binary, IP addresses; it reads as NULL)"
         )
     kinds = sorted({s.kind for c in cols if (s := lookup_spec(specs, c)) is not None})
     return (

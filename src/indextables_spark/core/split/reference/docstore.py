@@ -1,0 +1,101 @@
+"""The rows of a split the reference implementation wrote: Tantivy's document store, where the
+reference's own reader takes them from (tantivy4java `streaming_doc_retrieval.rs`), read only for
+the documents a read needs and typed by the table schema (reference.documents_table).
+
+It is cache/row_access.py's SplitRows for that layout: a row id is a document's position among
+the index's documents in (segment, doc id) order, so with one segment (every split the reference
+writes: one writer, then a merge into one) the row id is the doc id itself."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from indextables_spark.core.schema.arrow_types import arrow_type
+from indextables_spark.core.split.format._tantivy import tantivy_call
+from indextables_spark.core.split.reference.reference import documents_table
+from indextables_spark.errors import SplitFormatError
+
+CHUNK = 4096  # documents decoded into one record batch
+
+
+class StoredDocs:
+    """SplitRows over the document store of an opened reference index."""
+
+    def __init__(self, index: Any, columns: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], where: str) -> None:
+        import tantivy  # lazy: keeps `import indextables_spark.core.split.reference.docstore` free of tantivy
+
+        self._t = tantivy
+        self.where = where
+        self._columns = {c["name"]: c for c in columns}
+        self.schema = pa.schema([pa.field(c["name"], arrow_type(c["type"])) for c in columns])
+        with tantivy_call(f"opening the document store of split {where}"):
+            self._searcher = index.searcher()
+            self.num_rows = int(self._searcher.num_docs)
+        segments = meta.get("segments") or []
+        deleted = any((s.get("deletes") or {}).get("num_deleted_docs") for s in segments)
+        # Row id -> address: the doc id itself in a one-segment index without deletes; else the
+        # live documents' addresses in order (found once).
+        self._addresses: list[Any] | None = None
+        self._rows_of: dict[tuple[int, int], int] | None = None
+        if (len(segments) > 1 or deleted) and self.num_rows:
+            with tantivy_call(f"listing the documents of split {where}"):
+                hits = self._searcher.search(tantivy.Query.all_query(), self.num_rows, count=False).hits
+            self._addresses = sorted((a for _s, a in hits), key=lambda a: (a.segment_ord, a.doc))
+            self._rows_of = {(a.segment_ord, a.doc): i for i, a in enumerate(self._addresses)}
+
+    # -- ids ----------------------------------------------------------------------------------------
+
+    def _address(self, row: int) -> Any:
+        if self._addresses is not None:
+            return self._addresses[row]
+        return self._t.DocAddress(0, row)
+
+    def hit_rows(self, searcher: Any, addresses: Sequence[Any]) -> list[int]:
+        if self._rows_of is None:
+            return [a.doc for a in addresses]
+        return [self._rows_of[(a.segment_ord, a.doc)] for a in addresses]
+
+    def sorted_rows(self, searcher: Any, query: Any, limit: int) -> list[int]:
+        """The matches by row id (the reference's index has no row id field to order by: Tantivy
+        collects the top `limit` by score, limit >= the matches when all are wanted)."""
+        hits = searcher.search(query, limit, count=False).hits
+        return sorted(self.hit_rows(searcher, [a for _s, a in hits]))
+
+    def without_rows(self, schema: Any, query: Any, dead: np.ndarray) -> Any:
+        raise SplitFormatError(
+            f"split {self.where}: rows of a split IndexTables4Spark wrote cannot be deleted here "
+            f"(CONVERT INDEXTABLES TABLE rewrites it as ours first)"
+        )
+
+    # -- rows ---------------------------------------------------------------------------------------
+
+    def _batch(self, rows: Sequence[int], columns: Sequence[str] | None) -> pa.RecordBatch:
+        names = list(columns) if columns is not None else self.schema.names
+        unknown = [c for c in names if c not in self._columns]
+        if unknown:
+            raise SplitFormatError(f"split {self.where}: columns {unknown} are not in its document store")
+        with tantivy_call(f"reading documents of split {self.where}"):
+            docs = [self._searcher.doc(self._address(r)).to_dict() for r in rows]
+        table = documents_table(docs, [self._columns[c] for c in names], self.where)
+        batches = table.to_batches()
+        if len(batches) == 1:
+            return batches[0]
+        return pa.RecordBatch.from_arrays(
+            [table.column(i).combine_chunks() for i in range(table.num_columns)], schema=table.schema
+        )
+
+    def take(self, rows: list[int], columns: Sequence[str] | None) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
+        if rows and rows[-1] >= self.num_rows:
+            raise SplitFormatError(f"split {self.where}: row id {rows[-1]} is beyond its {self.num_rows} documents")
+        for i in range(0, len(rows), CHUNK):
+            chunk = rows[i : i + CHUNK]
+            yield pa.array(chunk, pa.int64()), self._batch(chunk, columns)
+
+    def scan(self, with_ids: bool, columns: Sequence[str] | None) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
+        for start in range(0, self.num_rows, CHUNK):
+            chunk = range(start, min(start + CHUNK, self.num_rows))
+            ids = pa.array(np.arange(chunk.start, chunk.stop, dtype=np.int64)) if with_ids else None
+            yield ids, self._batch(chunk, columns)
