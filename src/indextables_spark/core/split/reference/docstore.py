@@ -4,7 +4,11 @@ the documents a read needs and typed by the table schema (reference.documents_ta
 
 It is cache/row_access.py's SplitRows for that layout: a row id is a document's position among
 the index's documents in (segment, doc id) order, so with one segment (every split the reference
-writes: one writer, then a merge into one) the row id is the doc id itself."""
+writes: one writer, then a merge into one) the row id is the doc id itself.
+
+Columns the reference also keeps as fast fields of the same value (integers, floats, booleans) are
+read from them instead: 0.07 us a value against ~9 us a document (decompressing its store block and
+decoding every field), so a read of only such columns never touches the document store."""
 
 from __future__ import annotations
 
@@ -24,12 +28,22 @@ CHUNK = 4096  # documents decoded into one record batch
 class StoredDocs:
     """SplitRows over the document store of an opened reference index."""
 
-    def __init__(self, index: Any, columns: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], where: str) -> None:
+    def __init__(
+        self,
+        index: Any,
+        columns: Sequence[Mapping[str, Any]],
+        meta: Mapping[str, Any],
+        where: str,
+        fast: frozenset[str] = frozenset(),
+    ) -> None:
+        """columns: the stored data columns (Spark field JSONs); fast: those of them whose fast
+        field holds the stored value (native.fast_columns)."""
         import tantivy  # lazy: keeps `import indextables_spark.core.split.reference.docstore` free of tantivy
 
         self._t = tantivy
         self.where = where
         self._columns = {c["name"]: c for c in columns}
+        self._fast = fast
         self.schema = pa.schema([pa.field(c["name"], arrow_type(c["type"])) for c in columns])
         with tantivy_call(f"opening the document store of split {where}"):
             self._searcher = index.searcher()
@@ -77,14 +91,23 @@ class StoredDocs:
         unknown = [c for c in names if c not in self._columns]
         if unknown:
             raise SplitFormatError(f"split {self.where}: columns {unknown} are not in its document store")
+        if not names:  # (a count: the rows, no column; nothing to read)
+            return pa.RecordBatch.from_arrays([pa.nulls(len(rows))], names=["_"]).select([])
+        addresses = [self._address(r) for r in rows]
+        stored = [c for c in names if c not in self._fast]
+        arrays: dict[str, pa.Array] = {}
         with tantivy_call(f"reading documents of split {self.where}"):
-            docs = [self._searcher.doc(self._address(r)).to_dict() for r in rows]
-        table = documents_table(docs, [self._columns[c] for c in names], self.where)
-        batches = table.to_batches()
-        if len(batches) == 1:
-            return batches[0]
+            for c in names:
+                if c in self._fast:
+                    values = self._searcher.fast_field_values(c, addresses)
+                    arrays[c] = pa.array(values, arrow_type(self._columns[c]["type"]))
+            if stored:
+                docs = [self._searcher.doc(a).to_dict() for a in addresses]
+        if stored:
+            table = documents_table(docs, [self._columns[c] for c in stored], self.where)
+            arrays.update((c, table.column(c).combine_chunks()) for c in stored)
         return pa.RecordBatch.from_arrays(
-            [table.column(i).combine_chunks() for i in range(table.num_columns)], schema=table.schema
+            [arrays[c] for c in names], schema=pa.schema([self.schema.field(c) for c in names])
         )
 
     def take(self, rows: list[int], columns: Sequence[str] | None) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:

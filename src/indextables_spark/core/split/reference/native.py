@@ -191,6 +191,21 @@ def stored_columns(
     return [c for c in schema_json.get("fields", []) if c["name"] in stored and c["name"] not in parts]
 
 
+def fast_columns(fields: Sequence[NativeField], columns: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The stored columns whose fast field holds the stored value itself: integers, floats and
+    booleans (Tantivy keeps i64/f64/bool fast values losslessly; strings' fast columns hold the
+    fast tokenizer's terms, dates their precision: those come from the document store)."""
+    by_name = {f.name: f for f in fields}
+    same = {"i64": "i64", "f64": "f64", "bool": "bool"}
+    out = set()
+    for c in columns:
+        f = by_name.get(c["name"])
+        kind = atomic_kind(c["type"])
+        if f is not None and f.fast and f.stored and kind is not None and same.get(kind) == f.type:
+            out.add(c["name"])
+    return frozenset(out)
+
+
 # ---- the extracted directory ---------------------------------------------------------------------
 
 
