@@ -16,6 +16,9 @@ from __future__ import annotations
 import json
 import os
 import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 TANTIVY_FOOTER_MAGIC = 1337
@@ -154,3 +157,90 @@ def index_sections(index_dir: str, names: list[str]) -> dict[str, Any] | None:
         return {"fields": fields, "files": files}
     except (OSError, ValueError, KeyError, TypeError, struct.error):
         return None
+
+
+@dataclass(frozen=True)
+class CompositeEntry:
+    """One section of a composite file: tantivy's FileAddr (field id, idx) and its [start, end)."""
+
+    field: int
+    idx: int
+    start: int
+    end: int
+
+
+def composite_layout(data: bytes) -> tuple[list[CompositeEntry], bytes]:
+    """A whole composite file's sections in file order and its tantivy footer's JSON (quickwit-oss/
+    tantivy `src/directory/composite_file.rs` `CompositeFile::open`, `src/directory/footer.rs`);
+    ValueError when it does not parse."""
+    table_end = _table_start(len(data), data)
+    (table_len,) = struct.unpack_from("<I", data, table_end)
+    table_start = table_end - table_len
+    if table_start < 0:
+        raise ValueError("offset table longer than the file")
+    buf = data[table_start:table_end]
+    n, i = _vint(buf, 0)
+    entries: list[CompositeEntry] = []
+    starts: list[tuple[int, int, int]] = []
+    offset = 0
+    for _ in range(n):
+        delta, i = _vint(buf, i)
+        offset += delta
+        if i + 4 > len(buf):
+            raise ValueError("truncated offset table")
+        (field,) = struct.unpack_from("<I", buf, i)
+        idx, i = _vint(buf, i + 4)
+        starts.append((field, idx, offset))
+    if i != len(buf):
+        raise ValueError("trailing bytes in the offset table")
+    if len({(f, x) for f, x, _ in starts}) != len(starts):
+        raise ValueError("a section named twice")
+    for k, (field, idx, start) in enumerate(starts):
+        end = starts[k + 1][2] if k + 1 < len(starts) else table_start
+        if end < start:
+            raise ValueError("offsets out of order")
+        entries.append(CompositeEntry(field, idx, start, end))
+    (json_len,) = struct.unpack_from("<I", data, len(data) - 8)
+    return entries, data[len(data) - 8 - json_len : len(data) - 8]
+
+
+def composite_file(sections: Sequence[tuple[int, int, bytes]], footer_json: bytes) -> bytes:
+    """A composite file of the (field id, idx, bytes) sections in this order, as tantivy's
+    `CompositeWrite::close` writes it, then tantivy's footer: `footer_json` (an existing footer's
+    JSON, its version kept) with the CRC-32 of everything before it (crc32fast: zlib's CRC-32)."""
+    table = [_vint_bytes(len(sections))]
+    offset = prev = 0
+    for field, idx, body in sections:
+        table += [_vint_bytes(offset - prev), struct.pack("<I", field), _vint_bytes(idx)]
+        prev = offset
+        offset += len(body)
+    table_bytes = b"".join(table)
+    body = b"".join([*(s for _, _, s in sections), table_bytes, struct.pack("<I", len(table_bytes))])
+    footer = json.loads(footer_json)
+    if not isinstance(footer, dict) or "crc" not in footer or _footer_json(footer) != footer_json:
+        raise ValueError("the footer JSON is not tantivy's")
+    footer["crc"] = zlib.crc32(body)
+    new_json = _footer_json(footer)
+    return b"".join((body, new_json, struct.pack("<II", len(new_json), TANTIVY_FOOTER_MAGIC)))
+
+
+def footer_crc_ok(data: bytes) -> bool:
+    """Whether a tantivy file's footer CRC-32 matches the bytes before the footer."""
+    (json_len,) = struct.unpack_from("<I", data, len(data) - 8)
+    body_end = len(data) - 8 - json_len
+    return bool(zlib.crc32(memoryview(data)[:body_end]) == json.loads(data[body_end : len(data) - 8])["crc"])
+
+
+def _footer_json(footer: dict[str, Any]) -> bytes:
+    """serde_json's compact form (tantivy's footer: struct fields in order, no spaces)."""
+    return json.dumps(footer, separators=(",", ":")).encode()
+
+
+def _vint_bytes(value: int) -> bytes:
+    """Tantivy's VInt (see _vint)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F)
+        value >>= 7
+    out.append(value | 0x80)
+    return bytes(out)
