@@ -5,9 +5,11 @@ structs/maps/arrays as JSON objects, arrays wrapped `{"<col>": [...]}`, map keys
 nulls omitted), bundled the Quickwit way and committed to a table as a reference AddFile.
 
 Not a split the reference itself opens: tantivy-py writes FST term dictionaries (the reference's
-Tantivy writes SSTables) and the hotcache here is empty. The package never reads either: it checks
-the hotcache framing and re-indexes the documents (core/split/reference/reference.py), so for the read path these
-stand in for the real thing; the 17 real tables are in tests/data/reference_v0.5.4.
+Tantivy writes SSTables) and the hotcache here is empty. The package opens reference splits in
+place (core/split/reference/native.py), transcoding SSTable dictionaries and leaving FST ones
+alone, and never reads the hotcache, so for the read path these stand in for the real thing; the
+17 real tables are in tests/data/reference_v0.5.4. Tokenized fields are indexed as the reference
+indexes them: its `default` keeps tokens up to 255 bytes (tantivy-py's own drops them at 40).
 """
 
 from __future__ import annotations
@@ -56,7 +58,9 @@ def write_index(index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Itera
         if f.get("stored") is False:  # the reference's indexing.indexonlyfields
             if t != "text":
                 raise ValueError("only text fields are written index-only here")
-            sb.add_text_field(name, stored=False, tokenizer_name=f.get("tokenizer", "raw"), index_option="position")
+            sb.add_text_field(
+                name, stored=False, tokenizer_name=f.get("tokenizer", "raw"), index_option=f.get("record", "position")
+            )
             continue
         if t == "i64":
             sb.add_integer_field(name, stored=True, indexed=True, fast=True)
@@ -71,10 +75,20 @@ def write_index(index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Itera
         elif t == "object":
             sb.add_json_field(name, stored=True, tokenizer_name="raw")
         else:
-            sb.add_text_field(name, stored=True, tokenizer_name=f.get("tokenizer", "raw"), index_option="position")
+            sb.add_text_field(
+                name, stored=True, tokenizer_name=f.get("tokenizer", "raw"), index_option=f.get("record", "position")
+            )
     schema = sb.build()
     os.makedirs(index_dir, exist_ok=True)
     index = tantivy.Index(schema, index_dir)
+    # the reference's analyzers (tantivy4java registers its tokenizers with a 255-byte limit)
+    reference_default = (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(255))
+        .filter(tantivy.Filter.lowercase())
+        .build()
+    )
+    index.register_tokenizer("default", reference_default)
     w = index.writer(50_000_000, 1)
     for d in docs:
         w.add_document(tantivy.Document.from_dict({k: v for k, v in d.items() if v is not None}, schema))
@@ -100,7 +114,9 @@ def add_reference_split(
     with open(local, "rb") as f:
         table.storage.put(key, f.read())
     size = os.path.getsize(local)
-    mapping = [{"fast": True, "indexed": True, "stored": True, **f} for f in fields]
+    mapping = [
+        {"fast": True, "indexed": True, "stored": True, **{k: v for k, v in f.items() if k != "record"}} for f in fields
+    ]
     add = it.AddFile(
         key,
         dict(partition_values or {}),
