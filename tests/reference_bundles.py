@@ -4,11 +4,12 @@ stored; strings `raw` unless tokenized; ints i64, floats f64, dates/timestamps a
 structs/maps/arrays as JSON objects, arrays wrapped `{"<col>": [...]}`, map keys stringified,
 nulls omitted), bundled the Quickwit way and committed to a table as a reference AddFile.
 
-Not a split the reference itself opens: tantivy-py writes FST term dictionaries (the reference's
-Tantivy writes SSTables) and the hotcache here is empty. The package opens reference splits in
-place (core/split/reference/native.py), transcoding SSTable dictionaries and leaving FST ones
-alone, and never reads the hotcache, so for the read path these stand in for the real thing; the
-17 real tables are in tests/data/reference_v0.5.4. Tokenized fields are indexed as the reference
+Not a split the reference itself opens: the hotcache here is empty. tantivy-py writes FST term
+dictionaries where the reference's Tantivy writes SSTables: with `sstable` (the default) every
+`.term` file is rewritten the reference's way (tests/sstable_writer.py, independent of the
+package's transcoder), else left as FSTs, which the package opens as they are. The package opens
+reference splits in place (core/split/reference/native.py) and never reads the hotcache, so for the
+read path these stand in for the real thing; the 17 real tables are in tests/data/reference_v0.5.4. Tokenized fields are indexed as the reference
 indexes them: its `default` keeps tokens up to 255 bytes (tantivy-py's own drops them at 40).
 """
 
@@ -25,9 +26,20 @@ import indextables_spark as it
 BUNDLE_MAGIC, HOTCACHE_MAGIC = 403881646, 2557869106
 
 
-def bundle(index_dir: str, out_path: str) -> int:
-    """Quickwit bundle of the index files in index_dir; returns footerStartOffset."""
+def bundle(index_dir: str, out_path: str, sstable: bool = True) -> int:
+    """Quickwit bundle of the index files in index_dir (their term dictionaries as SSTables with
+    `sstable`); returns footerStartOffset."""
     names = sorted(n for n in os.listdir(index_dir) if not n.startswith(".tantivy") and not n.endswith(".lock"))
+    if sstable:
+        from sstable_writer import term_file_as_reference
+
+        for n in names:
+            if n.endswith(".term"):
+                path = os.path.join(index_dir, n)
+                with open(path, "rb") as f:
+                    data = term_file_as_reference(f.read())
+                with open(path, "wb") as f:
+                    f.write(data)
     offsets: dict[str, dict[str, int]] = {}
     with open(out_path, "wb") as out:
         pos = 0
@@ -103,12 +115,14 @@ def add_reference_split(
     work_dir: str,
     name: str,
     partition_values: Mapping[str, str] | None = None,
+    sstable: bool = True,
 ) -> it.AddFile:
-    """Write the documents as a reference-like split `name` under the table and commit it."""
+    """Write the documents as a reference-like split `name` under the table and commit it (its term
+    dictionaries SSTables as the reference writes them, or tantivy-py's FSTs: see bundle)."""
     index_dir = os.path.join(work_dir, name + ".index")
     write_index(index_dir, fields, docs)
     local = os.path.join(work_dir, name)
-    footer_start = bundle(index_dir, local)
+    footer_start = bundle(index_dir, local, sstable)
     prefix = "/".join(f"{k}={v}" for k, v in (partition_values or {}).items())
     key = f"{prefix}/{name}" if prefix else name
     with open(local, "rb") as f:
