@@ -197,3 +197,19 @@ def test_a_damaged_term_dictionary_fails_naming_the_split(tmp_path: Path) -> Non
     p.write_bytes(bytes(data))
     with pytest.raises(it.IndexTablesError, match=add.path.replace(".", r"\.")):
         t.search("text:doc1")
+
+
+def test_a_scan_keeps_the_decoded_rows(tmp_path: Path) -> None:
+    """The first read of every row decodes the document store once (docstore.py): later reads take
+    the rows from docs.arrow in the split's cache directory, with the same answers."""
+    from indextables_spark.core.split.reference.docstore import DECODED
+
+    t, cache = _fixture(tmp_path, "06_schema_dedup")
+    hit = t.search('title:"Title 3-2"')
+    assert not any((d / DECODED).exists() for d in _cache_dirs(cache))  # a search reads its rows only
+    first = t.to_arrow()
+    assert all((d / DECODED).exists() for d in _cache_dirs(cache))
+    key = lambda r: r["id"]  # noqa: E731
+    assert sorted(t.to_arrow().to_pylist(), key=key) == sorted(first.to_pylist(), key=key)
+    assert t.search('title:"Title 3-2"').to_pylist() == hit.to_pylist()
+    assert t.to_arrow(where="rating > 3.0").num_rows == sum(1 for r in first.to_pylist() if r["rating"] > 3.0)

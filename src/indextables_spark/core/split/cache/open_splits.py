@@ -137,7 +137,7 @@ def _open_reference(local_dir: str) -> SplitHandles:
         index = tantivy.Index.open(local_dir)
         native.register_tokenizers(index, fields)
     columns = native.stored_columns(fields, info.schema_json, info.partition_columns)
-    rows = StoredDocs(index, columns, meta, info.where, native.fast_columns(fields, columns))
+    rows = StoredDocs(index, columns, meta, info.where, native.fast_columns(fields, columns), local_dir)
     # queries parse the same on splits of one Tantivy schema and table schema (field ids, tokenizers)
     key = ("reference:" + json.dumps(meta["schema"], sort_keys=True), (json.dumps(info.schema_json),), ())
     return SplitHandles(None, specs, index, None, [], mapping_key=key, rows=rows)

@@ -71,7 +71,7 @@ def count_matches(
         return [count_split(storage, plan, f, snapshot.deletes_for(f) if snapshot is not None else ()) for f in chunk]
 
     if query is not None or filters:  # else the log's row counts may answer without any split
-        fetch_missing(storage, opts, files)
+        fetch_missing(storage, opts, files, plan.index_query)  # (a query alone: what it reads)
     return sum(map_chunks(counts, files))
 
 
