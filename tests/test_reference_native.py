@@ -69,19 +69,24 @@ def test_the_cache_holds_the_reference_files_not_a_reindexed_split(tmp_path: Pat
 
 
 def test_term_dictionaries_are_transcoded_when_a_read_needs_them(tmp_path: Path) -> None:
-    """A query on `title` transcodes that field's dictionary only; a read without a query (every
-    field may be filtered) transcodes the rest, and the open index sees them."""
+    """A query on `title` transcodes that field's dictionary only; a scan none; a filter on `id`
+    that field's; a read that promises nothing (PREWARM, aggregations) every one, and the index
+    open in this process sees each change."""
     t, cache = _fixture(tmp_path, "06_schema_dedup")
     got = t.search('title:"Title 3-2"', columns=["id", "rating"])
     assert got.to_pylist()[0]["id"] == 302 and got.num_rows == 1
-    dirs = _cache_dirs(cache)
-    left = [_sstable_names(d) for d in dirs]
-    assert all("title" not in names for names in left)
-    assert any({"id", "body"} <= names for names in left)  # not read yet: still the reference's
+    left = [_sstable_names(d) for d in _cache_dirs(cache)]
+    assert all(names == {"id", "body", "rating"} for names in left)  # not read yet: still the reference's
+    assert t.to_arrow().num_rows == t.count()  # a scan asks no dictionary
+    assert all(_sstable_names(d) == {"id", "body", "rating"} for d in _cache_dirs(cache))
+    assert t.to_arrow(where="id >= 0").num_rows == t.count()
+    assert all(_sstable_names(d) == {"body", "rating"} for d in _cache_dirs(cache))
     assert t.to_arrow(where="body = 'Body for 5-1'").column("id").to_pylist() == [501]
-    assert t.to_arrow().num_rows == t.count()  # every split read without a query: every field
-    assert all(_sstable_names(d) == set() for d in _cache_dirs(cache))
     assert t.search("id:302", columns=["id"]).column("id").to_pylist() == [302]
+    for add in t.snapshot().files:  # what PREWARM does
+        get_cache(t.options).local_dir(t.log.storage, add)
+    assert all(_sstable_names(d) == set() for d in _cache_dirs(cache))
+    assert t.search("rating:3.2", columns=["id"]).column("id").to_pylist() == [302]
 
 
 def _tokens_table(tmp_path: Path) -> it.IndexTable:

@@ -99,6 +99,15 @@ class ReadPlan:
         alone = not (self.filters or self.narrowing or self.snippets)
         return self.query if alone else None
 
+    @property
+    def index_reads(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What a split's index is asked by this plan: (query texts: the query and the struct-field
+        narrowing, the columns whose filters or snippets it answers). A split the reference
+        implementation wrote transcodes only those fields' term dictionaries (reference/native.py)."""
+        texts = tuple(t for t in (self.query, *self.narrowing) if t)
+        columns = {c for f in self.filters for c in columns_of_all(f)} | set(self.snippets)
+        return texts, tuple(sorted(columns))
+
     def with_ranking(self, limit: int | None, corpus: CorpusStats | None) -> ReadPlan:
         return replace(self, limit=limit, corpus=corpus)
 

@@ -8,6 +8,7 @@ import os
 from typing import Any, Sequence
 
 from indextables_spark.config.options import Options
+from indextables_spark.core.split.cache.cache import Reads
 from indextables_spark.core.split.format.bundle import ROWS_NAME
 from indextables_spark.core.split.read import split_threads
 from indextables_spark.core.split.read.reader import SplitReader
@@ -37,11 +38,15 @@ def fetch_missing(
     files: Sequence[Any],
     query: str | None = None,
     columns: Sequence[str] | None = None,
+    *,
+    reads: Reads | None = None,
 ) -> None:
     """split_threads.fetch_missing; with `query` and `columns` too, the row store parts of the
     query's matches (prefetch_rows)."""
     if query is None or columns is None:
-        split_threads.fetch_missing(storage, options, files, query)
+        split_threads.fetch_missing(storage, options, files, query, reads=reads)
         return
     q, cols = query, list(columns)
-    split_threads.fetch_missing(storage, options, files, query, lambda local: prefetch_rows(local, q, cols))
+    split_threads.fetch_missing(
+        storage, options, files, query, lambda local: prefetch_rows(local, q, cols), reads=reads
+    )

@@ -47,7 +47,11 @@ def count_split(storage: Storage, plan: ReadPlan, add_file: Any, delete_logs: Se
     (log.actions.DeleteLog) delete."""
     deletes = load_split_deletes(storage, delete_logs, add_file.num_records, add_file.path)
     return plan.count(
-        add_file, deletes, lambda: SplitReader(get_cache(plan.options).local_dir(storage, add_file, plan.index_query))
+        add_file,
+        deletes,
+        lambda: SplitReader(
+            get_cache(plan.options).local_dir(storage, add_file, plan.index_query, reads=plan.index_reads)
+        ),
     )
 
 
@@ -71,7 +75,7 @@ def count_matches(
         return [count_split(storage, plan, f, snapshot.deletes_for(f) if snapshot is not None else ()) for f in chunk]
 
     if query is not None or filters:  # else the log's row counts may answer without any split
-        fetch_missing(storage, opts, files, plan.index_query)  # (a query alone: what it reads)
+        fetch_missing(storage, opts, files, plan.index_query, reads=plan.index_reads)  # only what it reads
     return sum(map_chunks(counts, files))
 
 
@@ -141,6 +145,7 @@ class SearchPlan:
         # only the query text goes to the index (no pushed filter, narrowing or snippet): a remote
         # split's index files may be fetched only as far as it reads them (SplitCache.local_dir)
         self.index_query = self.read.index_query
+        self.index_reads = self.read.index_reads
         self.mode = statistics_mode(self.options)
 
     def ranking(self, limit: int | None) -> None:
@@ -185,7 +190,7 @@ class SearchPlan:
 
         kept = []
         for f in files:
-            local = self.cache.local_dir(self.storage, f, self.index_query)
+            local = self.cache.local_dir(self.storage, f, self.index_query, reads=self.index_reads)
             n = query_hits(local, self.query)
             if n is None:
                 kept.append(f)
@@ -243,7 +248,9 @@ class SearchPlan:
     def _open(self, add: Any) -> tuple[SplitReader, SplitDeletes | None]:
         known = self._hits.get(add.path)
         split = SplitReader(
-            known[0] if known is not None else self.cache.local_dir(self.storage, add, self.index_query)
+            known[0]
+            if known is not None
+            else self.cache.local_dir(self.storage, add, self.index_query, reads=self.index_reads)
         )
         if known is not None and self.query is not None:
             split.hits_hint = (split.parse_query(self.query), known[1])
@@ -325,7 +332,14 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
         return schema.empty_table()
     statistics = plan.statistics_fetch(files) if scored else None
     # (a scored read takes the rows of its top matches only: no prefetch of every match's rows)
-    fetch_missing(plan.storage, plan.options, files, plan.index_query, None if scored else plan.read_names)
+    fetch_missing(
+        plan.storage,
+        plan.options,
+        files,
+        plan.index_query,
+        None if scored else plan.read_names,
+        reads=plan.index_reads,
+    )
     if statistics is not None:
         statistics.result()
     files = plan.matching(files)

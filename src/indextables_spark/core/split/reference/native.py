@@ -41,6 +41,9 @@ FST, SSTABLE = 1, 2  # the dictionary kind a `.term` section ends with (tantivy 
 # reference_tokenizer); a `raw` value that long is one token too long: not in the index at all.
 REFERENCE_TOKEN_LIMIT = 255
 _TAIL = 4 << 10
+# What a read asks of the index besides a query promise: (query texts, columns); see
+# cache.SplitCache.local_dir, which names the same type (this layer comes first)
+Reads = tuple[tuple[str, ...], tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -260,10 +263,11 @@ def extract(
     size: int | None = None,
     query: str | None = None,
     postings: bool = True,
+    reads: Reads | None = None,
 ) -> None:
     """The reference split at local `path` extracted into `dest_dir` to be opened natively, with
-    the term dictionaries `query` reads transcoded (every one without a query; its term lookups'
-    with `postings` False). footer_start / size: what the log records, checked against the file."""
+    the term dictionaries `query` and `reads` read transcoded (needed_fields; every one without
+    either). footer_start / size: what the log records, checked against the file."""
     bundle = extract_bundle(path, dest_dir, where)
     if size is not None and size != bundle.size:
         raise SplitFormatError(f"split {where}: the log records {size} bytes but the file has {bundle.size}")
@@ -275,7 +279,7 @@ def extract(
     load_meta(dest_dir, where)  # a bundle without a readable schema fails here, naming the split
     info = ReferenceInfo(where, dict(schema_json), tuple(partition_columns), bundle.footer_start)
     _save_info(dest_dir, info)
-    ensure(dest_dir, query, postings)
+    ensure(dest_dir, query, postings, reads)
 
 
 # ---- term dictionaries ---------------------------------------------------------------------------
@@ -338,11 +342,14 @@ def sstable_fields(local_dir: str, num_fields: int, where: str) -> frozenset[int
     return frozenset(out)
 
 
-def needed_fields(local_dir: str, query: str | None, postings: bool = True) -> frozenset[int] | None:
-    """Field ids whose term dictionaries a read of `query` opens (None: every field, also for a
-    query whose fields cannot be told): the fields of its leaves, only the scored ones' with
-    `postings` False (the term lookups of corpus statistics)."""
-    if query is None:
+def needed_fields(
+    local_dir: str, query: str | None, postings: bool = True, reads: Reads | None = None
+) -> frozenset[int] | None:
+    """Field ids whose term dictionaries a read opens (None: every field, also when a text's fields
+    cannot be told): the fields of `query`'s leaves (only the scored ones' with `postings` False:
+    the term lookups of corpus statistics), of the query texts of `reads` and its columns' fields
+    (a column reads through the reference field of its name). Neither `query` nor `reads`: None."""
+    if query is None and reads is None:
         return None
     from indextables_spark.expr.fulltext import (
         full_text_query,  # lazy: keeps `import indextables_spark.core.split.reference.native` light
@@ -351,21 +358,24 @@ def needed_fields(local_dir: str, query: str | None, postings: bool = True) -> f
     info = load_info(local_dir)
     fields = meta_fields(load_meta(local_dir, info.where))
     specs = native_specs(fields, info.schema_json, info.partition_columns)
-    try:
-        fq = full_text_query(specs, query)
-    except (ValueError, SplitFormatError):
-        return None
-    names = fq.fields if postings else fq.scored_fields
-    if fq.ast is None:
-        return None
     ids = {f.name: f.id for f in fields}
-    if not names - {""} <= set(ids):
-        return None
-    return frozenset(ids[n] for n in names if n)
+    texts = [(query, postings)] if query is not None else []
+    texts += [(t, True) for t in (reads[0] if reads is not None else ())]
+    out = {ids[c] for c in (reads[1] if reads is not None else ()) if c in ids}
+    for text, full in texts:
+        try:
+            fq = full_text_query(specs, text)
+        except (ValueError, SplitFormatError):
+            return None
+        names = fq.fields if full else fq.scored_fields
+        if fq.ast is None or not names - {""} <= set(ids):
+            return None
+        out |= {ids[n] for n in names if n}
+    return frozenset(out)
 
 
-def satisfies(local_dir: str, query: str | None, postings: bool = True) -> bool:
-    """Whether every term dictionary a read of `query` opens is an FST (True for our splits)."""
+def satisfies(local_dir: str, query: str | None, postings: bool = True, reads: Reads | None = None) -> bool:
+    """Whether every term dictionary a read (needed_fields) opens is an FST (True for our splits)."""
     if not is_reference_dir(local_dir):
         return True
     info = load_info(local_dir)
@@ -373,20 +383,20 @@ def satisfies(local_dir: str, query: str | None, postings: bool = True) -> bool:
     left = sstable_fields(local_dir, len(fields), info.where)
     if not left:
         return True
-    need = needed_fields(local_dir, query, postings)
+    need = needed_fields(local_dir, query, postings, reads)
     return not (left if need is None else left & need)
 
 
-def ensure(local_dir: str, query: str | None, postings: bool = True) -> bool:
-    """Transcode the term dictionaries a read of `query` opens (every one without a query) that
-    are still SSTables; the caller holds the split's locks. Returns whether a file changed (then
-    reference.json is written anew: indexes open on the old files must be reopened)."""
+def ensure(local_dir: str, query: str | None, postings: bool = True, reads: Reads | None = None) -> bool:
+    """Transcode the term dictionaries a read opens (needed_fields: every one without `query` or
+    `reads`) that are still SSTables; the caller holds the split's locks. Returns whether a file
+    changed (then reference.json is written anew: indexes open on the old files must be reopened)."""
     if not is_reference_dir(local_dir):
         return False
     info = load_info(local_dir)
     fields = meta_fields(load_meta(local_dir, info.where))
     left = sstable_fields(local_dir, len(fields), info.where)
-    need = needed_fields(local_dir, query, postings)
+    need = needed_fields(local_dir, query, postings, reads)
     todo = left if need is None else left & need
     if not todo:
         return False
