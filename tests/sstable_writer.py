@@ -172,7 +172,7 @@ def block_addr_store(addrs: Sequence[tuple[int, int, int]]) -> bytes:
     return struct.pack("<Q", len(metas)) + bytes(metas) + bytes(packed)
 
 
-def write_sstable(keys: Sequence[bytes], values: Sequence[Term] | None = None) -> bytes:
+def write_sstable(keys: Sequence[bytes], values: Sequence[Term] | None = None, check_order: bool = True) -> bytes:
     """An SSTable of keys (strictly increasing) with TermInfo values (terms, same order) or none
     (tantivy's VoidSSTable), as tantivy's Writer with the default block length writes it."""
     out = bytearray()
@@ -203,7 +203,7 @@ def write_sstable(keys: Sequence[bytes], values: Sequence[Term] | None = None) -
             index[-1][0] = shorten(index[-1][0], key)  # type: ignore[arg-type]
         keep = common_prefix(prev, key)
         add = len(key) - keep
-        assert not prev or prev < key
+        assert not check_order or not prev or prev < key
         block_keys += bytes([keep | add << 4]) if keep < 16 and add < 16 else b"\x01" + leb128(keep) + leb128(add)
         block_keys += key[keep:]
         prev = key
@@ -228,6 +228,30 @@ def write_sstable(keys: Sequence[bytes], values: Sequence[Term] | None = None) -
 def sstable_section(terms: Sequence[Term]) -> bytes:
     """A `.term` section as the reference writes it: the SSTable and the u32 type 2."""
     return write_sstable([t[0] for t in terms], terms) + struct.pack("<I", 2)
+
+
+def sstable_blocks(sstable: bytes) -> list[tuple[int, int, bool, int]]:
+    """(start, end, compressed, number of terms) of each block of an SSTable with TermInfo values."""
+    out = []
+    pos = 0
+    while (length := struct.unpack_from("<I", sstable, pos)[0]) != 0:
+        payload = sstable[pos + 5 : pos + 4 + length]
+        compressed = sstable[pos + 4] == 1
+        if compressed:
+            payload = zstandard.ZstdDecompressor().decompress(payload)
+        out.append((pos, pos + 4 + length, compressed, read_vint(payload, 0)[0]))
+        pos += 4 + length
+    return out
+
+
+def sstable_blocks_void(sstable: bytes) -> list[tuple[int, int, bool]]:
+    """(start, end, compressed) of each block of an SSTable of any values."""
+    out = []
+    pos = 0
+    while (length := struct.unpack_from("<I", sstable, pos)[0]) != 0:
+        out.append((pos, pos + 4 + length, sstable[pos + 4] == 1))
+        pos += 4 + length
+    return out
 
 
 # ---- the FST term dictionary reader --------------------------------------------------------------

@@ -24,6 +24,10 @@ gives tantivy-fst's bytes (checked: the whole `.term` file comes out identical t
 from __future__ import annotations
 
 import struct
+from typing import Any
+
+import ducer
+import numpy as np
 
 from indextables_spark.core.split.reference.terms import TermColumns
 from indextables_spark.errors import SplitFormatError
@@ -48,8 +52,6 @@ def write_fst_termdict(terms: TermColumns, where: str, field: str) -> bytes:
 
 def fst_map(keys: list[bytes], where: str, field: str) -> bytes:
     """tantivy-fst's map of keys (strictly increasing) to their ordinals."""
-    import ducer
-
     try:
         built = ducer.Map.build(":memory:", zip(keys, range(len(keys))))
     except ValueError as e:  # the fst crate refuses keys out of order or repeated
@@ -64,56 +66,59 @@ def fst_map(keys: list[bytes], where: str, field: str) -> bytes:
 
 def term_info_store(terms: TermColumns, where: str, field: str) -> bytes:
     """tantivy's TermInfoStore of the terms' TermInfos (term_info_store.rs `TermInfoStoreWriter`)."""
+    n = len(terms)
+    doc_freqs, postings, positions = terms.doc_freqs, terms.postings, terms.positions
+    firsts = np.arange(0, n, _BLOCK_LEN)
+    lasts = np.minimum(firsts + _BLOCK_LEN, n)  # one past each block's last term
+    rest = doc_freqs.copy()
+    rest[firsts] = 0  # a block's doc_freq bits cover its later terms only
+    widths = zip(
+        _bit_lengths(np.maximum.reduceat(rest, firsts) if n else rest),
+        _bit_lengths(postings[lasts] - postings[firsts]),
+        _bit_lengths(positions[lasts] - positions[firsts]),
+    )
     metas: list[bytes] = []
     packed: list[bytes] = []
     offset = 0
-    n = len(terms)
-    doc_freqs, postings, positions = terms.doc_freqs, terms.postings, terms.positions
-    for b0 in range(0, n, _BLOCK_LEN):
-        b1 = min(b0 + _BLOCK_LEN, n)
-        p0, q0 = postings[b0], positions[b0]
-        p_end, q_end = postings[b1] - p0, positions[b1] - q0
-        # tantivy-bitpacker compute_num_bits: the bit length (64 above 56, which tantivy cannot read)
-        d_bits = max(doc_freqs[b0 + 1 : b1], default=0).bit_length()
-        p_bits, q_bits = p_end.bit_length(), q_end.bit_length()
-        first_p, first_q = postings[b0 + 1] - p0, positions[b0 + 1] - q0
-        if max(d_bits, p_bits, q_bits) > _MAX_BITS or max(doc_freqs[b0], first_p, first_q) > _U32_MAX:
+    for b0, b1, (d_bits, p_bits, q_bits) in zip(firsts.tolist(), lasts.tolist(), widths):
+        p0, q0 = int(postings[b0]), int(positions[b0])
+        first_p, first_q = int(postings[b0 + 1]) - p0, int(positions[b0 + 1]) - q0
+        if max(d_bits, p_bits, q_bits) > _MAX_BITS or max(int(doc_freqs[b0]), first_p, first_q) > _U32_MAX:
             raise SplitFormatError(
                 f"split {where}: field {field!r}: terms {b0}..{b1} have postings or positions spans "
                 "beyond what tantivy's FST term dictionary stores"
             )
-        metas.append(_META.pack(offset, doc_freqs[b0], p0, first_p, q0, first_q, d_bits, p_bits, q_bits))
-        bits = _pack_block(doc_freqs, postings, positions, b0, b1, p_bits, q_bits)
+        metas.append(_META.pack(offset, int(doc_freqs[b0]), p0, first_p, q0, first_q, d_bits, p_bits, q_bits))
+        bits = _pack_block(
+            [(postings[b0 + 1 : b1 + 1] - np.uint64(p0), p_bits), (positions[b0 + 1 : b1 + 1] - np.uint64(q0), q_bits)],
+            doc_freqs[b0 + 1 : b1],
+            d_bits,
+        )
         packed.append(bits)
         offset += len(bits)
     meta_bytes = b"".join(metas)
     return b"".join((struct.pack("<QQ", len(meta_bytes), n), meta_bytes, *packed))
 
 
-def _pack_block(
-    doc_freqs: list[int], postings: list[int], positions: list[int], b0: int, b1: int, p_bits: int, q_bits: int
-) -> bytes:
-    """The bits of terms b0+1 .. b1-1 (postings start, positions start, doc_freq, each relative to
-    term b0's starts, at p_bits, q_bits and the rest) and the block's two ends, as
-    tantivy-bitpacker's BitPacker lays them: one little-endian bit stream, flushed to whole bytes."""
-    p0, q0 = postings[b0], positions[b0]
-    d_shift = p_bits + q_bits
-    records = [
-        (postings[i] - p0) | ((positions[i] - q0) << p_bits) | (doc_freqs[i] << d_shift) for i in range(b0 + 1, b1)
-    ]
-    width = d_shift + max(doc_freqs[b0 + 1 : b1], default=0).bit_length()
-    records.append((postings[b1] - p0) | ((positions[b1] - q0) << p_bits))
-    total = (b1 - b0 - 1) * width + d_shift
-    return _concat_bits(records, width).to_bytes((total + 7) // 8, "little")
+def _bit_lengths(values: Any) -> list[int]:
+    """tantivy-bitpacker compute_num_bits of each value (its bit length; tantivy says 64 above 56,
+    which its readers refuse: the caller refuses more than 56)."""
+    return [int(v).bit_length() for v in values.tolist()]
 
 
-def _concat_bits(records: list[int], width: int) -> int:
-    """sum(records[i] << (i * width)), by halves so that each shift is of a number half as long
-    (records of a block: at most 256)."""
-    if len(records) <= 8:
-        value = 0
-        for r in reversed(records):
-            value = (value << width) | r
-        return value
-    half = len(records) // 2
-    return _concat_bits(records[:half], width) | (_concat_bits(records[half:], width) << (half * width))
+def _pack_block(offsets: list[tuple[Any, int]], doc_freqs: Any, d_bits: int) -> bytes:
+    """One block's bits as tantivy-bitpacker's BitPacker lays them (a little-endian bit stream
+    flushed to whole bytes): for each later term its postings start, positions start (relative,
+    at their widths) and doc_freq; then the block's postings and positions ends. offsets: the
+    relative postings and positions boundaries of the block's later terms and its end, with widths."""
+    (p_rel, p_bits), (q_rel, q_bits) = offsets
+    columns = [_bits(p_rel[:-1], p_bits), _bits(q_rel[:-1], q_bits), _bits(doc_freqs, d_bits)]
+    rows = np.hstack(columns).ravel()
+    tail = np.concatenate((_bits(p_rel[-1:], p_bits).ravel(), _bits(q_rel[-1:], q_bits).ravel()))
+    return bytes(np.packbits(np.concatenate((rows, tail)), bitorder="little").tobytes())
+
+
+def _bits(values: Any, width: int) -> Any:
+    """The low `width` bits of each uint64, least significant first: an (n, width) array of 0/1."""
+    as_bytes = values.astype("<u8").view(np.uint8).reshape(-1, 8)
+    return np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :width]

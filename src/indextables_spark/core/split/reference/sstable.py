@@ -30,8 +30,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import accumulate, islice
+from typing import Any
 
+import ducer
+import numpy as np
 import zstandard
 
 from indextables_spark.core.split.reference.terms import TermColumns
@@ -73,13 +75,32 @@ def read_sstable_terms(data: bytes, where: str, field: str) -> TermColumns:
     """The terms of one field's SSTable term dictionary `data` (the field's `.term` section without
     its trailing u32 dictionary type), in key order. `where` names the split, `field` the field."""
     fail = _failer(where, field, "SSTable term dictionary")
-    cols = TermColumns()
+    keys: list[bytes] = []
+    doc_freqs: list[Any] = []
+    postings: list[Any] = [np.zeros(1, dtype=np.uint64)]
+    positions: list[Any] = [np.zeros(1, dtype=np.uint64)]
 
     def decode(payload: bytes, at: int, prev: bytes | None) -> tuple[int, bytes, bytes]:
-        return _term_block(payload, at, prev, cols, fail)
+        n, i, (p_start, q_start, dfs, p_ends, q_ends) = _term_infos(payload, at, fail)
+        if not keys:
+            postings[0][0], positions[0][0] = p_start, q_start
+        elif (p_start, q_start) != (int(postings[-1][-1]), int(positions[-1][-1])):
+            raise fail(
+                f"block at byte {at}: postings/positions start at {p_start}/{q_start}, not where the "
+                f"previous term's end ({postings[-1][-1]}/{positions[-1][-1]}): not contiguous"
+            )
+        doc_freqs.append(dfs)
+        postings.append(p_ends)
+        positions.append(q_ends)
+        return _keys(payload, i, n, at, prev, keys, fail)
 
     _read(data, fail, decode)
-    return cols
+    return TermColumns(
+        keys,
+        np.concatenate(doc_freqs) if doc_freqs else np.zeros(0, dtype=np.uint64),
+        np.concatenate(postings),
+        np.concatenate(positions),
+    )
 
 
 def read_sstable_keys(data: bytes, where: str, what: str) -> list[bytes]:
@@ -154,28 +175,51 @@ def _blocks(data: bytes, end: int, fail: Fail, decode: Decode) -> list[Block]:
         pos += 4 + length
 
 
-def _vints(buf: bytes, i: int, count: int) -> tuple[list[int], int]:
-    """`count` tantivy VInts from buf[i:] (7 bits a byte, low first, the last byte has 0x80 set)."""
-    out: list[int] = []
-    append = out.append
-    for _ in range(count):
-        b = buf[i]
-        i += 1
-        if b & 0x80:
-            append(b & 0x7F)
-            continue
-        value, shift = b, 7
-        while True:
-            b = buf[i]
-            i += 1
-            value |= (b & 0x7F) << shift
-            if b & 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise ValueError("a VInt longer than 10 bytes")
-        append(value)
-    return out, i
+def _term_infos(payload: bytes, at: int, fail: Fail) -> tuple[int, int, tuple[int, int, Any, Any, Any]]:
+    """A block's TermInfos (TermInfoValueReader::load): n, the offset of its keys, and (postings
+    start, positions start, doc_freqs, postings ends, positions ends), the last three numpy arrays.
+    Decoded with numpy: a VInt ends at each byte with 0x80 set, and the 3n + 3 VInts come first."""
+    arr = np.frombuffer(payload, dtype=np.uint8)
+    stops = np.flatnonzero(arr & 0x80)
+    if not len(stops) or stops[0] > 8:
+        raise fail(f"block at byte {at}: no term count")
+    first = int(stops[0])
+    n = _vint_value(arr, 0, first)
+    if n == 0 or len(stops) < 3 + 3 * n:
+        raise fail(f"block at byte {at}: {n} terms do not fit its {len(payload)} bytes (truncated?)")
+    stops = stops[1 : 3 + 3 * n]
+    starts = np.empty_like(stops)
+    starts[0] = first + 1
+    starts[1:] = stops[:-1] + 1
+    lengths = stops - starts + 1
+    longest = int(lengths.max())
+    if longest > 9:  # 63 bits; no offset or count comes near
+        raise fail(f"block at byte {at}: a VInt of {longest} bytes")
+    values = (arr[stops] & 0x7F).astype(np.uint64) << (7 * (lengths - 1)).astype(np.uint64)
+    for k in range(longest - 1):
+        longer = lengths > k + 1
+        values[longer] |= (arr[starts[longer] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+    p_start, q_start = int(values[0]), int(values[1])
+    triples = values[2:].reshape(n, 3)
+    doc_freqs = triples[:, 0]
+    if int(doc_freqs.max()) > _U32_MAX:
+        raise fail(f"block at byte {at}: a document frequency over 2^32")
+    p_ends = np.cumsum(triples[:, 1]) + np.uint64(p_start)
+    q_ends = np.cumsum(triples[:, 2]) + np.uint64(q_start)
+    # uint64 wraps silently: the ends must be what Python's integers say
+    if int(p_ends[-1]) != p_start + sum(triples[:, 1].tolist()) or int(q_ends[-1]) != q_start + sum(
+        triples[:, 2].tolist()
+    ):
+        raise fail(f"block at byte {at}: postings or positions offsets beyond 2^64")
+    return n, int(stops[-1]) + 1, (p_start, q_start, doc_freqs, p_ends, q_ends)
+
+
+def _vint_value(arr: Any, start: int, stop: int) -> int:
+    """The VInt in arr[start : stop + 1] (its last byte at stop)."""
+    value = 0
+    for k in range(stop, start - 1, -1):
+        value = (value << 7) | (int(arr[k]) & 0x7F)
+    return value
 
 
 def _leb128(buf: bytes, i: int) -> tuple[int, int]:
@@ -190,29 +234,6 @@ def _leb128(buf: bytes, i: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise ValueError("a key length longer than 10 bytes")
-
-
-def _term_block(payload: bytes, at: int, prev: bytes | None, cols: TermColumns, fail: Fail) -> tuple[int, bytes, bytes]:
-    """Decode one block's TermInfos and keys into cols."""
-    (n,), i = _vints(payload, 0, 1)
-    if n == 0 or 3 * n + 2 > len(payload) - i:
-        raise fail(f"block at byte {at}: {n} terms cannot fit its {len(payload)} bytes")
-    values, i = _vints(payload, i, 2 + 3 * n)
-    postings_start, positions_start = values[0], values[1]
-    if not cols.keys:
-        cols.postings[0], cols.positions[0] = postings_start, positions_start
-    elif (postings_start, positions_start) != (cols.postings[-1], cols.positions[-1]):
-        raise fail(
-            f"block at byte {at}: postings/positions start at {postings_start}/{positions_start}, "
-            f"not where the previous term's end ({cols.postings[-1]}/{cols.positions[-1]}): not contiguous"
-        )
-    doc_freqs = values[2::3]
-    if max(doc_freqs) > _U32_MAX:
-        raise fail(f"block at byte {at}: a document frequency over 2^32")
-    cols.doc_freqs.extend(doc_freqs)
-    cols.postings.extend(islice(accumulate(values[3::3], initial=postings_start), 1, None))
-    cols.positions.extend(islice(accumulate(values[4::3], initial=positions_start), 1, None))
-    return _keys(payload, i, n, at, prev, cols.keys, fail)
 
 
 def _keys(
@@ -239,21 +260,27 @@ def _keys(
     if i > end or (prev is not None and key <= prev):
         raise fail(f"block at byte {at}: first key truncated or not after the previous block's last")
     append(key)
+    size = add
     while i < end:
         b = buf[i]
         if b == _VINT_MODE:
             keep, i = _leb128(buf, i + 1)
             add, i = _leb128(buf, i)
         else:
-            keep, add, i = b & 15, b >> 4, i + 1
-        if keep > len(key) or i + add > end:
-            raise fail(f"block at byte {at}: key {len(keys) - start} is truncated or keeps more than the previous key")
+            keep = b & 15
+            add = b >> 4
+            i += 1
+        if keep > size:
+            raise fail(f"block at byte {at}: key {len(keys) - start} keeps {keep} bytes of a {size}-byte key")
         nxt = key[:keep] + buf[i : i + add]
         if nxt <= key:
             raise fail(f"block at byte {at}: keys out of order ({key[:40]!r} then {nxt[:40]!r})")
         append(nxt)
         key = nxt
+        size = keep + add
         i += add
+    if i != end:
+        raise fail(f"block at byte {at}: its last key runs past the block's end")
     count = len(keys) - start
     if n is not None and count != n:
         raise fail(f"block at byte {at} holds {count} keys for {n} term infos")
@@ -295,8 +322,6 @@ def _check_index(index: bytes, blocks: list[Block], fail: Fail) -> None:
 def _fst_items(fst: bytes, fail: Fail) -> list[tuple[bytes, int]]:
     """The (key, value) pairs of a tantivy-fst map (the `fst` crate's format 2), read with ducer
     (which wraps the `fst` crate; it reads format 2 as well as its own 3)."""
-    import ducer
-
     if len(fst) < 32 or _U64.unpack_from(fst, 0)[0] != INDEX_FST_VERSION:
         raise fail(f"the index FST is not an FST of format {INDEX_FST_VERSION}")
     try:

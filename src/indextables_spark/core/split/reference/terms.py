@@ -12,6 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+def _boundary() -> Any:
+    return np.zeros(1, dtype=np.uint64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,25 +33,19 @@ class TermInfo:
 
 @dataclass(slots=True)
 class TermColumns:
-    """keys[i] (strictly increasing), doc_freqs[i], and the postings/positions boundaries (n + 1
-    each: term i spans [postings[i], postings[i + 1]))."""
+    """keys[i] (strictly increasing); doc_freqs[i]; the postings and positions boundaries, n + 1 of
+    each: term i spans [postings[i], postings[i + 1]). The numbers are numpy uint64 arrays."""
 
     keys: list[bytes] = field(default_factory=list)
-    doc_freqs: list[int] = field(default_factory=list)
-    postings: list[int] = field(default_factory=lambda: [0])
-    positions: list[int] = field(default_factory=lambda: [0])
+    doc_freqs: Any = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    postings: Any = field(default_factory=_boundary)
+    positions: Any = field(default_factory=_boundary)
 
     def __len__(self) -> int:
         return len(self.keys)
 
-    def term_info(self, i: int) -> TermInfo:
-        return TermInfo(
-            self.doc_freqs[i],
-            (self.postings[i], self.postings[i + 1]),
-            (self.positions[i], self.positions[i + 1]),
-        )
-
     def __iter__(self) -> Iterator[tuple[bytes, TermInfo]]:
         """(key, TermInfo) in key order."""
-        for i, key in enumerate(self.keys):
-            yield key, self.term_info(i)
+        p, q = self.postings.tolist(), self.positions.tolist()
+        for i, (key, doc_freq) in enumerate(zip(self.keys, self.doc_freqs.tolist())):
+            yield key, TermInfo(doc_freq, (p[i], p[i + 1]), (q[i], q[i + 1]))

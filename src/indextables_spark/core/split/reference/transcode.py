@@ -8,13 +8,17 @@ reference writes); tantivy checks it when a field's dictionary is opened, so a f
 kinds and fields can be transcoded one at a time. The postings, positions and everything else stay
 as they are: only the `.term` file (its sections, offset table and footer CRC) changes.
 
-    data = open(term_path, "rb").read()
+    transcode_index(index_dir, {"title"}, where)     # a local index: those fields readable by tantivy-py
+
+    data = open(term_path, "rb").read()              # or on the bytes of one `.term` file:
     term_dict_types(data, where)                     # {field id: 1 FST | 2 SSTable}
-    data = transcode_term_file(data, {field_id}, names, where)   # that field readable by tantivy-py
+    data = transcode_term_file(data, {field_id}, names, where)
 """
 
 from __future__ import annotations
 
+import json
+import os
 import struct
 from collections.abc import Collection, Mapping
 
@@ -74,12 +78,48 @@ def transcode_term_file(
     if not crc_ok:
         names = ", ".join(repr(_name(f, field_names)) for f in sorted(todo))
         raise SplitFormatError(
-            f"split {where}: the .term file fails its CRC-32 check (fields {names} read as well formed): it is corrupt"
+            f"split {where}: field{'s' if len(todo) > 1 else ''} {names}: the .term file fails its CRC-32 "
+            "check (the dictionaries read as well formed): it is corrupt"
         )
     try:
         return composite_file(sections, footer_json)
     except ValueError as e:
         raise SplitFormatError(f"split {where}: the .term file's footer: {e}") from None
+
+
+def transcode_index(index_dir: str, fields: Collection[str] | None, where: str) -> list[str]:
+    """Make the fields named (None = every field) of the tantivy index in index_dir readable by
+    tantivy-py: each segment's `.term` file (meta.json's segments) transcoded where it holds SSTable
+    dictionaries of those fields. A file is replaced by renaming a new one over it, never rewritten
+    in place: tantivy maps index files, and truncating a file a live index maps kills the process
+    (SIGBUS). Returns the names of the fields transcoded in at least one segment (none: nothing
+    written). Calling it again, or from two processes at once, is harmless."""
+    try:
+        with open(os.path.join(index_dir, "meta.json"), "rb") as f:
+            meta = json.loads(f.read())
+        names = {i: str(x["name"]) for i, x in enumerate(meta["schema"])}
+        segments = [str(s["segment_id"]).replace("-", "") for s in meta["segments"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SplitFormatError(f"split {where}: unreadable meta.json ({type(e).__name__}: {e})") from None
+    ids = None if fields is None else {i for i, n in names.items() if n in fields}
+    done: set[str] = set()
+    for segment in segments:
+        path = os.path.join(index_dir, f"{segment}.term")
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise SplitFormatError(f"split {where}: segment {segment}'s term dictionaries: {e}") from None
+        before = term_dict_types(data, where)
+        out = transcode_term_file(data, ids, names, f"{where} (segment {segment})")
+        if out is data:
+            continue
+        tmp = f"{path}.{os.getpid()}.transcoding"
+        with open(tmp, "wb") as f:
+            f.write(out)
+        os.replace(tmp, path)
+        done.update(names.get(i, f"#{i}") for i, t in term_dict_types(out, where).items() if t != before[i])
+    return sorted(done)
 
 
 def transcode_section(section: bytes, where: str, field: str) -> bytes:
