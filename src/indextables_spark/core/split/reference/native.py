@@ -400,27 +400,13 @@ def ensure(local_dir: str, query: str | None, postings: bool = True, reads: Read
     todo = left if need is None else left & need
     if not todo:
         return False
-    names = {f.id: f.name for f in fields}
-    for name in _term_files(local_dir):
-        _transcode_file(os.path.join(local_dir, name), todo, names, f"{info.where} (bundled file {name})")
-    _save_info(local_dir, info)
-    return True
-
-
-def _transcode_file(path: str, fields: frozenset[int], names: Mapping[int, str], where: str) -> None:
     from indextables_spark.core.split.reference.transcode import (
-        transcode_term_file,  # lazy: the FST builder loads only when a reference split needs it
+        transcode_index,  # lazy: the FST builder loads only when a reference split needs it
     )
 
-    with open(path, "rb") as f:
-        data = f.read()
-    out = transcode_term_file(data, fields, names, where)
-    if out == data:
-        return
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    with open(tmp, "wb") as f:
-        f.write(out)
-    os.replace(tmp, path)
+    transcode_index(local_dir, {f.name for f in fields if f.id in todo}, info.where)
+    _save_info(local_dir, info)
+    return True
 
 
 # ---- opening ---------------------------------------------------------------------------------------
