@@ -87,8 +87,13 @@ def write_index(index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Itera
         elif t == "object":
             sb.add_json_field(name, stored=True, tokenizer_name="raw")
         else:
-            sb.add_text_field(
-                name, stored=True, tokenizer_name=f.get("tokenizer", "raw"), index_option=f.get("record", "position")
+            tokenizer = f.get("tokenizer", "raw")
+            sb.add_text_field(  # strings are fast with the raw tokenizer, as the reference's
+                name,
+                stored=True,
+                fast=tokenizer == "raw",
+                tokenizer_name=tokenizer,
+                index_option=f.get("record", "position"),
             )
     schema = sb.build()
     os.makedirs(index_dir, exist_ok=True)

@@ -223,3 +223,22 @@ def test_spark_reads_a_table_holding_both_kinds_of_split(spark, tmp_path: Path) 
     assert sorted(r["id"] for r in df.filter("tag = 'Tag 2' AND id < 8").collect()) == [2, 5]
     q = spark.read.format("indextables").option("query", "txt:number3 OR txt:number8").load(t.path)
     assert sorted(r["id"] for r in q.collect()) == [3, 8]
+
+
+def test_aggregations_use_the_reference_fast_fields(table: it.IndexTable) -> None:
+    """Terms, stats and histograms run on the reference's own fast fields (strings `raw`, numbers);
+    cardinality and percentiles on its rows; a date column's Tantivy aggregation is refused naming
+    the column and the split (its date fast fields are not read here); queries on json fields run
+    on the reference's json index."""
+    from indextables_spark.core.split.aggregate.agg_request import AggregationError
+
+    buckets = table.aggregate({"k": {"terms": {"field": "tag"}}})["k"]["buckets"]
+    assert {b["key"]: b["doc_count"] for b in buckets} == {"Tag 0": 2, "Tag 1": 3, "Tag 2": 3}
+    got = table.aggregate({"s": {"stats": {"field": "f"}}, "h": {"histogram": {"field": "n", "interval": 20}}})
+    assert (got["s"]["count"], got["s"]["sum"], got["s"]["min"], got["s"]["max"]) == (8, 9.0, 0.25, 2.0)
+    assert {b["key"]: b["doc_count"] for b in got["h"]["buckets"]} == {0: 1, 20: 2, 40: 2, 60: 2, 80: 1}
+    assert table.aggregate({"c": {"cardinality": {"field": "d"}}})["c"]["value"] == 8
+    with pytest.raises(AggregationError, match=r"column 'ts' has no fast field in split"):
+        table.aggregate({"s": {"stats": {"field": "ts"}}})
+    assert table.search("s.c:c3").column("id").to_pylist() == [3]
+    assert sorted(table.search("flag:true").column("id").to_pylist()) == [2, 4, 6, 8]
