@@ -1,6 +1,6 @@
 """Tables IndexTables4Spark wrote, read the ways users run it: copied to S3 (moto) and read without
-Spark, from a Spark Connect client, and on a standalone cluster whose executors convert the
-reference splits in their own split caches."""
+Spark, from a Spark Connect client, and on a standalone cluster whose executors open the
+reference splits in their own split caches (transcoding the dictionaries their reads need)."""
 
 from __future__ import annotations
 
