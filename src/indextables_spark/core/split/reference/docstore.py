@@ -10,18 +10,17 @@ Columns the reference also keeps as fast fields of the same value (integers, flo
 read from them instead: 0.07 us a value against ~9 us a document (decompressing its store block and
 decoding every field), so a read of only such columns never touches the document store.
 
-The first read of every row that needs the document store (a scan) keeps what it decoded: the
-stored columns as an uncompressed Arrow file (`docs.arrow`) in the split's cache directory, renamed
+The first read of every row that needs the document store (a scan, or a read of half the rows or
+more) decodes them all and keeps them: the stored columns as an uncompressed Arrow file (`docs.arrow`) in the split's cache directory, renamed
 into place once complete. Later reads of any rows take them from that file, memory-mapped, as they
 take ours from rows.arrow: a decoded row costs ~12 us once per cache, not once per read. Nothing
 is indexed: the index stays the reference's."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Sequence
-
 import os
 import uuid
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -127,7 +126,8 @@ class StoredDocs:
     def take(self, rows: list[int], columns: Sequence[str] | None) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
         if rows and rows[-1] >= self.num_rows:
             raise SplitFormatError(f"split {self.where}: row id {rows[-1]} is beyond its {self.num_rows} documents")
-        decoded = self._decoded()
+        # half the rows or more from the store: decoding all of them once costs about as much
+        decoded = self._decoded(decode=2 * len(rows) >= self.num_rows and self._needs_store(columns))
         i = 0
         while i < len(rows):
             if decoded is None:
@@ -145,50 +145,43 @@ class StoredDocs:
             i = end
 
     def scan(self, with_ids: bool, columns: Sequence[str] | None) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
-        decoded = self._decoded()
-        names = list(columns) if columns is not None else self.schema.names
-        keep = self._dir is not None and decoded is None and any(c not in self._fast for c in names)
-        writer, sink, tmp = None, None, ""
-        if keep:  # this scan decodes the document store: keep every stored column
-            tmp = os.path.join(str(self._dir), f"{DECODED}.tmp-{uuid.uuid4().hex}")
-            sink = pa.OSFile(tmp, "wb")
-            writer = pa.ipc.new_file(sink, self.schema)
-        try:
-            for k, start in enumerate(range(0, self.num_rows, CHUNK)):
-                stop = min(start + CHUNK, self.num_rows)
-                ids = pa.array(np.arange(start, stop, dtype=np.int64)) if with_ids else None
-                if decoded is not None:
-                    batch = decoded[k]
-                elif writer is not None:
-                    batch = self._batch(range(start, stop), None)
-                    writer.write_batch(batch)
-                else:
-                    yield ids, self._batch(range(start, stop), columns)
-                    continue
-                yield ids, batch if columns is None else batch.select(names)
-            if writer is not None and sink is not None:
-                writer.close()
-                sink.close()
-                writer = None
-                os.replace(tmp, os.path.join(str(self._dir), DECODED))
-        finally:
-            if writer is not None and sink is not None:  # not read to the end (or failed): nothing kept
-                writer.close()
-                sink.close()
-                os.unlink(tmp)
+        decoded = self._decoded(decode=self._needs_store(columns))
+        for k, start in enumerate(range(0, self.num_rows, CHUNK)):
+            stop = min(start + CHUNK, self.num_rows)
+            ids = pa.array(np.arange(start, stop, dtype=np.int64)) if with_ids else None
+            if decoded is None:  # fast fields only (or nowhere to keep the rows)
+                yield ids, self._batch(range(start, stop), columns)
+            else:
+                yield ids, decoded[k] if columns is None else decoded[k].select(list(columns))
 
-    def _decoded(self) -> list[pa.RecordBatch] | None:
-        """The batches of docs.arrow, memory-mapped (None until a scan wrote it)."""
-        if self._decoded_batches is None and self._dir is not None:
-            path = os.path.join(self._dir, DECODED)
-            if not os.path.exists(path):
+    def _needs_store(self, columns: Sequence[str] | None) -> bool:
+        names = self.schema.names if columns is None else columns
+        return any(c not in self._fast for c in names)
+
+    def _decoded(self, decode: bool = False) -> list[pa.RecordBatch] | None:
+        """The batches of docs.arrow, memory-mapped: None until a read decoded the store, which
+        this one does with `decode` (written batch by batch, renamed into place when complete)."""
+        if self._decoded_batches is not None or self._dir is None:
+            return self._decoded_batches
+        path = os.path.join(self._dir, DECODED)
+        if not os.path.exists(path):
+            if not decode:
                 return None
+            tmp = f"{path}.tmp-{uuid.uuid4().hex}"
             try:
-                reader = pa.ipc.open_file(pa.memory_map(path, "r"))
-                batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
-            except (OSError, pa.ArrowException) as e:
-                raise SplitFormatError(f"split {self.where}: its decoded rows {path} are unreadable ({e})") from e
-            if not reader.schema.equals(self.schema) or sum(b.num_rows for b in batches) != self.num_rows:
-                raise SplitFormatError(f"split {self.where}: its decoded rows {path} do not match its documents")
-            self._decoded_batches = batches
-        return self._decoded_batches
+                with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, self.schema) as writer:
+                    for start in range(0, self.num_rows, CHUNK):
+                        writer.write_batch(self._batch(range(start, min(start + CHUNK, self.num_rows)), None))
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        try:
+            reader = pa.ipc.open_file(pa.memory_map(path, "r"))
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        except (OSError, pa.ArrowException) as e:
+            raise SplitFormatError(f"split {self.where}: its decoded rows {path} are unreadable ({e})") from e
+        if not reader.schema.equals(self.schema) or sum(b.num_rows for b in batches) != self.num_rows:
+            raise SplitFormatError(f"split {self.where}: its decoded rows {path} do not match its documents")
+        self._decoded_batches = batches
+        return batches
