@@ -30,7 +30,7 @@ from indextables_spark.core.split.format._tantivy import tantivy_call
 from indextables_spark.core.split.reference.reference import documents_table
 from indextables_spark.errors import SplitFormatError
 
-CHUNK = 4096  # documents decoded into one record batch (docs.arrow: batch i holds rows i*CHUNK ..)
+CHUNK = 65536  # documents decoded into one record batch (docs.arrow: batch i holds rows i*CHUNK ..), as ours
 DECODED = "docs.arrow"  # the document store decoded (see the module docstring)
 
 
