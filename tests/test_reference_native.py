@@ -228,3 +228,29 @@ def test_a_scan_keeps_the_decoded_rows(tmp_path: Path) -> None:
     assert sorted(t.to_arrow().to_pylist(), key=key) == docs
     assert t.search('tag:"t1"').to_pylist() == hit.to_pylist()
     assert sorted(t.to_arrow(where="n > 7.0").column("id").to_pylist()) == list(range(15, 20))
+
+
+@pytest.mark.spark
+def test_spark_reads_the_reference_index(spark, tmp_path: Path) -> None:
+    """Through Spark (pushed filters, the query option, SQL on a view): the reference's long tokens,
+    its index-only column answered by its index, LIKE decided on the rows, as Spark over the same rows."""
+    t = _tokens_table(tmp_path)
+    schema = pa.schema([("id", pa.int64()), ("secret", pa.string())])
+    it.IndexTable.create(str(tmp_path / "io"), schema)
+    io = it.IndexTable(str(tmp_path / "io"), options={"spark.indextables.cache.disk.path": str(tmp_path / "c2")})
+    fields = [{"name": "id", "type": "i64"}, {"name": "secret", "type": "text", "tokenizer": "raw", "stored": False}]
+    add_reference_split(io, fields, [{"id": 1, "secret": "a"}, {"id": 2, "secret": "b"}], str(tmp_path), "io.split")
+
+    ids = lambda df: sorted(r["id"] for r in df.select("id").collect())  # noqa: E731
+    q = spark.read.format("indextables").option("query", f"body:{LONG}").load(t.path)
+    assert ids(q) == [2]
+    df = spark.read.format("indextables").load(t.path)
+    assert ids(df.filter(f"body LIKE '%{HUGE}%'")) == [3]
+    assert ids(df.filter("tag LIKE 'xx%' OR id = 1")) == [1, 2]
+    assert ids(df.filter("tag IS NULL")) == [3]
+    sec = spark.read.format("indextables").load(io.path)
+    assert ids(sec.filter("secret = 'b'")) == [2]
+    assert [r["secret"] for r in sec.collect()] == [None, None]
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW ref_io USING indextables OPTIONS (path '{io.path}')")
+    assert [r["id"] for r in spark.sql("SELECT id FROM ref_io WHERE secret IN ('a', 'z')").collect()] == [1]
+    assert spark.sql("SELECT id FROM ref_io WHERE _indexall = 'secret:b'").collect()[0]["id"] == 2
