@@ -147,6 +147,13 @@ def test_spark_reads_and_filters_converted_types_exactly(spark, table: it.IndexT
         want = sorted(r["id"] for r in mem.filter(cond).select("id").collect())
         assert got == want, cond
     assert df.count() == len(ROWS)
+    # SQL aggregates planned for the index: dates and timestamps from the rows, numbers from its fast fields
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW ref_types USING indextables OPTIONS (path '{table.path}')")
+    mem.createOrReplaceTempView("ref_types_mem")
+    aggs = "min(d) AS a, max(ts) AS b, sum(n) AS c, count(f) AS e, max(tag) AS g"
+    assert (
+        spark.sql(f"SELECT {aggs} FROM ref_types").collect() == spark.sql(f"SELECT {aggs} FROM ref_types_mem").collect()
+    )
 
 
 def test_a_reference_split_without_documents_reads_as_empty(tmp_path: Path) -> None:
