@@ -18,6 +18,7 @@ from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.split_threads import map_chunks
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
+from indextables_spark.core.split.reference.reference import with_reference_index_only
 from indextables_spark.core.split.read.corpus_stats import fetch_for_stats, statistics_mode, table_stats, table_wide
 from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
@@ -315,7 +316,7 @@ def _table_layout(snapshot: Any, options: Options) -> _Layout:
     layout = (
         opts,
         arrow_schema(snapshot.schema_json),
-        column_specs(snapshot.schema_json, list(snapshot.partition_columns), opts),
+        with_reference_index_only(column_specs(snapshot.schema_json, list(snapshot.partition_columns), opts), snapshot),
     )
     _last_layout = (snapshot, options, layout)
     return layout

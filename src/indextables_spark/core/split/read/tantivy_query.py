@@ -366,7 +366,7 @@ def index_only_query(
     by_name = specs_by_name(specs)
     q = FilterQueryBuilder(schema, by_name)
     parts = []
-    for f in filters:
+    for f in without_implied_not_null(filters):
         sub, exact = q.build(f)
         if sub is None or not exact:
             raise UnsupportedFilterError(index_only_message(f, by_name, where))
@@ -374,6 +374,20 @@ def index_only_query(
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else q.must(parts)
+
+
+def without_implied_not_null(filters: Sequence[Filter]) -> list[Filter]:
+    """The conjuncts without the `c IS NOT NULL` another conjunct implies (`c = v`, `c > v`,
+    `c IN (..)`, `c LIKE ..`: never true where c is NULL). Spark adds one to every such filter, and
+    an index that cannot tell NULL from a value it left out (a reference split's raw field) need
+    not answer it."""
+    rejecting = {
+        unquote_column(str(getattr(f, "column", ""))).lower()
+        for f in filters
+        if isinstance(f, COMPARISONS + STRING_MATCHES + (In,))
+        and not (isinstance(f, EqualNullSafe) and f.value is None)  # (that one is IS NULL)
+    }
+    return [f for f in filters if not (isinstance(f, IsNotNull) and unquote_column(f.column).lower() in rejecting)]
 
 
 def _index_only_subject(f: Filter, specs: Mapping[str, ColumnSpec], where: str) -> tuple[str, list[str]]:

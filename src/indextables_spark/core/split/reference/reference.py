@@ -15,12 +15,14 @@ import datetime as dt
 import decimal
 import functools
 import json
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
 from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
 from indextables_spark.core.schema.arrow_types import arrow_type
+from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
 from indextables_spark.core.split.reference.native import mapping_fields, native_specs, reference_tokenizer
 from indextables_spark.errors import SplitFormatError
@@ -98,6 +100,26 @@ def mapping_specs(doc_mapping: str, schema_json: Mapping[str, Any], partition_co
 def _mapping_specs(doc_mapping: str, schema_text: str, partition_columns: tuple[str, ...]) -> tuple[Any, ...]:
     """Worked out once per process and mapping: every query of a table asks for the same."""
     return tuple(native_specs(mapping_fields(doc_mapping), json.loads(schema_text), partition_columns))
+
+
+def with_reference_index_only(specs: Sequence[ColumnSpec], snapshot: Any) -> list[ColumnSpec]:
+    """The table's column specs with the columns some reference doc mapping of the table indexes
+    without storing (its indexing.indexonlyfields) marked index-only: a reader that re-checks
+    filters on rows (Spark) must leave theirs to the index, as for our index-only columns."""
+    from indextables_spark.core.log.reference_splits import (
+        snapshot_registry,  # lazy: keeps `import indextables_spark.core.split.reference.reference` light
+    )
+
+    unstored = {
+        f.name
+        for m in snapshot_registry(snapshot).values()
+        if is_reference_doc_mapping(m)
+        for f in mapping_fields(m)
+        if not f.stored and f.indexed
+    }
+    if not unstored:
+        return list(specs)
+    return [replace(s, index_only=True) if s.name in unstored and not s.partition else s for s in specs]
 
 
 def specs_for_doc_mapping(
