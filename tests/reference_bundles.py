@@ -59,7 +59,9 @@ def bundle(index_dir: str, out_path: str, sstable: bool = True) -> int:
     return pos
 
 
-def write_index(index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Iterable[Mapping[str, Any]]) -> None:
+def write_index(
+    index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Iterable[Mapping[str, Any]], segments: int = 1
+) -> None:
     """fields: reference doc mapping entries ({"name", "type", "tokenizer"?}); docs: values as the
     reference stores them (None/missing = omitted)."""
     import tantivy
@@ -107,9 +109,12 @@ def write_index(index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Itera
     )
     index.register_tokenizer("default", reference_default)
     w = index.writer(50_000_000, 1)
-    for d in docs:
-        w.add_document(tantivy.Document.from_dict({k: v for k, v in d.items() if v is not None}, schema))
-    w.commit()
+    docs = list(docs)
+    per = -(-len(docs) // segments) if docs else 1
+    for start in range(0, max(len(docs), 1), per):  # a commit per segment wanted
+        for d in docs[start : start + per]:
+            w.add_document(tantivy.Document.from_dict({k: v for k, v in d.items() if v is not None}, schema))
+        w.commit()
     w.wait_merging_threads()
 
 
@@ -121,11 +126,12 @@ def add_reference_split(
     name: str,
     partition_values: Mapping[str, str] | None = None,
     sstable: bool = True,
+    segments: int = 1,
 ) -> it.AddFile:
     """Write the documents as a reference-like split `name` under the table and commit it (its term
     dictionaries SSTables as the reference writes them, or tantivy-py's FSTs: see bundle)."""
     index_dir = os.path.join(work_dir, name + ".index")
-    write_index(index_dir, fields, docs)
+    write_index(index_dir, fields, docs, segments)
     local = os.path.join(work_dir, name)
     footer_start = bundle(index_dir, local, sstable)
     prefix = "/".join(f"{k}={v}" for k, v in (partition_values or {}).items())

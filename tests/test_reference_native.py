@@ -254,3 +254,29 @@ def test_spark_reads_the_reference_index(spark, tmp_path: Path) -> None:
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW ref_io USING indextables OPTIONS (path '{io.path}')")
     assert [r["id"] for r in spark.sql("SELECT id FROM ref_io WHERE secret IN ('a', 'z')").collect()] == [1]
     assert spark.sql("SELECT id FROM ref_io WHERE _indexall = 'secret:b'").collect()[0]["id"] == 2
+
+
+def test_a_reference_split_of_several_segments(tmp_path: Path) -> None:
+    """Row ids run across segments in meta.json's order (the searcher's segment ordinals): rows,
+    queries, top-n and filters on such a split, before and after its store is decoded."""
+    schema = pa.schema([("id", pa.int64()), ("tag", pa.string()), ("body", pa.string())])
+    it.IndexTable.create(str(tmp_path / "t"), schema)
+    t = it.IndexTable(str(tmp_path / "t"), options={"spark.indextables.cache.disk.path": str(tmp_path / "c")})
+    fields = [
+        {"name": "id", "type": "i64"},
+        {"name": "tag", "type": "text"},
+        {"name": "body", "type": "text", "tokenizer": "default"},
+    ]
+    docs = [{"id": i, "tag": f"t{i % 5}", "body": f"word{i % 7} common"} for i in range(300)]
+    add_reference_split(t, fields, docs, str(tmp_path), "part-segs.split", segments=3)
+    key = lambda r: r["id"]  # noqa: E731
+    want = lambda p: sorted((d for d in docs if p(d)), key=key)  # noqa: E731
+    for _ in range(2):  # from the document store, then from docs.arrow
+        assert sorted(t.search('tag:"t3"').to_pylist(), key=key) == want(lambda d: d["tag"] == "t3")
+        assert sorted(t.to_arrow(where="id >= 250").to_pylist(), key=key) == want(lambda d: d["id"] >= 250)
+        top = t.search("body:word2", limit=5)
+        assert top.num_rows == 5 and all(r["body"] == "word2 common" for r in top.to_pylist())
+        assert sorted(t.to_arrow().to_pylist(), key=key) == docs
+    (local,) = _cache_dirs(tmp_path / "c")
+    meta = json.loads((local / "meta.json").read_text())
+    assert len(meta["segments"]) == 3

@@ -3,8 +3,9 @@ reference's own reader takes them from (tantivy4java `streaming_doc_retrieval.rs
 the documents a read needs and typed by the table schema (reference.documents_table).
 
 It is cache/row_access.py's SplitRows for that layout: a row id is a document's position among
-the index's documents in (segment, doc id) order, so with one segment (every split the reference
-writes: one writer, then a merge into one) the row id is the doc id itself.
+the index's documents in (segment, doc id) order: the doc id plus the documents of the segments
+before it in meta.json (the searcher's segment ordinals follow meta.json's order), so with one
+segment the doc id itself. Only an index with deleted documents lists its live ones (once).
 
 Columns the reference also keeps as fast fields of the same value (integers, floats, booleans) are
 read from them instead: 0.07 us a value against ~9 us a document (decompressing its store block and
@@ -18,6 +19,7 @@ is indexed: the index stays the reference's."""
 
 from __future__ import annotations
 
+import bisect
 import os
 import uuid
 from typing import Any, Iterator, Mapping, Sequence
@@ -63,11 +65,14 @@ class StoredDocs:
             self.num_rows = int(self._searcher.num_docs)
         segments = meta.get("segments") or []
         deleted = any((s.get("deletes") or {}).get("num_deleted_docs") for s in segments)
-        # Row id -> address: the doc id itself in a one-segment index without deletes; else the
-        # live documents' addresses in order (found once).
+        # Row id -> address: segment bases from meta.json without deletes; else the live
+        # documents' addresses in order (found once).
+        self._bases = [0]
+        for seg in segments:
+            self._bases.append(self._bases[-1] + int(seg.get("max_doc") or 0))
         self._addresses: list[Any] | None = None
         self._rows_of: dict[tuple[int, int], int] | None = None
-        if (len(segments) > 1 or deleted) and self.num_rows:
+        if (deleted or self._bases[-1] != self.num_rows) and self.num_rows:
             with tantivy_call(f"listing the documents of split {where}"):
                 hits = self._searcher.search(tantivy.Query.all_query(), self.num_rows, count=False).hits
             self._addresses = sorted((a for _s, a in hits), key=lambda a: (a.segment_ord, a.doc))
@@ -78,12 +83,17 @@ class StoredDocs:
     def _address(self, row: int) -> Any:
         if self._addresses is not None:
             return self._addresses[row]
-        return self._t.DocAddress(0, row)
+        if len(self._bases) <= 2:
+            return self._t.DocAddress(0, row)
+        seg = bisect.bisect_right(self._bases, row) - 1
+        return self._t.DocAddress(seg, row - self._bases[seg])
 
     def hit_rows(self, searcher: Any, addresses: Sequence[Any]) -> list[int]:
-        if self._rows_of is None:
+        if self._rows_of is not None:
+            return [self._rows_of[(a.segment_ord, a.doc)] for a in addresses]
+        if len(self._bases) <= 2:
             return [a.doc for a in addresses]
-        return [self._rows_of[(a.segment_ord, a.doc)] for a in addresses]
+        return [self._bases[a.segment_ord] + a.doc for a in addresses]
 
     def sorted_rows(self, searcher: Any, query: Any, limit: int) -> list[int]:
         """The matches by row id (the reference's index has no row id field to order by: Tantivy
