@@ -55,12 +55,18 @@ def build_index(path: Path, terms: int) -> None:
     writer.wait_merging_threads()
 
 
+CPU: list[float] = []  # the process CPU seconds of the last timed() call (median): wall time inflates under load
+
+
 def timed(fn, runs: int) -> float:
-    times = []
+    """Median wall seconds of `runs` calls (CPU[0]: their median CPU seconds)."""
+    times, cpu = [], []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    CPU[:] = [statistics.median(cpu)]
     return statistics.median(times)
 
 
@@ -84,20 +90,25 @@ def main() -> None:
         assert out == original, "the transcoded .term file differs from tantivy-py's"
         terms = sum(len(read_sstable_terms(s, "bench", "f")) for s in sections)
         print(f"index: {terms:,} terms, built in {t1 - t0:.1f} s; reference-like .term written in {t2 - t1:.1f} s")
+        print(
+            f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall times inflate under load; CPU times do not)"
+        )
         print(f"  .term: {len(reference) / 1e6:.2f} MB as SSTables ({n} blocks), {len(original) / 1e6:.2f} MB as FST")
         whole = timed(lambda: transcode_term_file(reference, None, {}, "bench"), args.runs)
         print(
-            f"transcode (median of {args.runs}): {whole:.3f} s, {whole / terms * 1e6:.2f} us a term, "
+            f"transcode (median of {args.runs}): {whole:.3f} s ({CPU[0]:.3f} s CPU), {whole / terms * 1e6:.2f} us a term, "
             f"{len(reference) / whole / 1e6:.1f} MB/s of SSTable in, {len(original) / whole / 1e6:.1f} MB/s of FST out"
         )
         cols = [read_sstable_terms(s, "bench", "f") for s in sections]
-        read = timed(lambda: [read_sstable_terms(s, "bench", "f") for s in sections], args.runs)
-        fst = timed(lambda: [fst_map(c.keys, "bench", "f") for c in cols], args.runs)
-        store = timed(lambda: [term_info_store(c, "bench", "f") for c in cols], args.runs)
-        print(
-            f"  stages, us a term: SSTable read {read / terms * 1e6:.2f}, FST build (ducer) {fst / terms * 1e6:.2f}, "
-            f"TermInfoStore {store / terms * 1e6:.2f}"
-        )
+        stages = []
+        for name, fn in (
+            ("SSTable read", lambda: [read_sstable_terms(s, "bench", "f") for s in sections]),
+            ("FST build (ducer)", lambda: [fst_map(c.keys, "bench", "f") for c in cols]),
+            ("TermInfoStore", lambda: [term_info_store(c, "bench", "f") for c in cols]),
+        ):
+            wall = timed(fn, args.runs)
+            stages.append(f"{name} {wall / terms * 1e6:.2f} ({CPU[0] / terms * 1e6:.2f} CPU)")
+        print("  stages, us a term: " + ", ".join(stages))
         fixtures(work / "fixtures", args.runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -118,7 +129,7 @@ def fixtures(work: Path, runs: int) -> None:
     total = sum(len(f) for f in files)
     print(
         f"fixtures: {len(files)} splits extracted in {t1 - t0:.2f} s; their .term files ({total / 1e3:.0f} KB) "
-        f"transcoded in {whole * 1e3:.0f} ms ({whole / len(files) * 1e3:.2f} ms a split)"
+        f"transcoded in {whole * 1e3:.0f} ms ({CPU[0] * 1e3:.0f} ms CPU; {whole / len(files) * 1e3:.2f} ms a split)"
     )
 
 
