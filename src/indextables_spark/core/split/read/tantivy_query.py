@@ -408,6 +408,23 @@ def index_only_message(f: Filter, specs: Mapping[str, ColumnSpec], where: str) -
             f"this reader does not query: dates, timestamps, binary, IP addresses; it reads as NULL)"
         )
     kinds = sorted({s.kind for c in cols if (s := lookup_spec(specs, c)) is not None})
+    limits = sorted(
+        {
+            f.max_value_bytes
+            for c in cols
+            if (s := lookup_spec(specs, c)) is not None
+            for f in s.indexed_fields
+            if f.max_value_bytes is not None
+        }
+    )
+    if limits:  # a reference split's raw field: only the values it indexed can be asked for
+        return (
+            f"{subject}: the rows do not hold an index-only column (indexing.indexonlyfields; it reads as NULL), "
+            f"and this split (IndexTables4Spark's) leaves string values of {limits[0]} bytes or more out of its "
+            f"index, so it answers only = and IN of shorter strings exactly (not IS [NOT] NULL, LIKE or "
+            f"comparisons); search text with a query (`{cols[0] if cols else 'column'}:term`, it.fieldmatch, "
+            f"indexquery)"
+        )
     return (
         f"{subject}: the rows do not hold an index-only column (indexing.indexonlyfields; it reads as NULL), "
         f"and the index answers this filter only approximately (column kind {'/'.join(kinds)}). The index "
