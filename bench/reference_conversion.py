@@ -2,21 +2,21 @@
 
     .venv/bin/python bench/reference_conversion.py [--rows 200000] [--runs 3] [--dir /tmp/indextables-ref-bench]
 
-A reference split is re-indexed into our format when it enters the split cache (core/split/reference/reference.py).
-This bench builds the same generated rows (examples/datagen.py: id, 8-word title, 50-word body, ...)
-two ways and prints, for the first (cold) read of one split and for warm queries after it:
+A reference split is opened in place (core/split/reference/native.py): its bundle's files are
+extracted as they are, the term dictionaries a read needs are transcoded from SSTable to FST
+(transcode.py), rows come from its document store (docstore.py). This bench builds the same
+generated rows (examples/datagen.py: id, 8-word title, 50-word body, ...) two ways:
 
 - reference-like: a Tantivy index written by tantivy-py with every field stored, fast and indexed
-  as the reference's mapping does (strings `raw`, body `default`), bundled exactly like a Quickwit
-  split (file offsets table, hotcache framing, footer offsets), committed as a reference AddFile
-  (docMappingJson in the reference's form). tantivy-py writes FST term dictionaries where the
-  reference's Tantivy writes SSTables; the conversion never reads a term dictionary (documents come
-  from the document store), so its cost is the same.
+  as the reference's mapping does (strings `raw`, body `default` with the reference's 255-byte
+  limit), its term dictionaries rewritten as the reference's SSTables (tests/sstable_writer.py),
+  bundled exactly like a Quickwit split, committed as a reference AddFile;
 - ours: the same rows written by `it.write_table`.
 
-Printed: cold first read (fetch + convert vs fetch + extract), its parts (documents read from the
-document store = the floor of any reader of that split from Python, re-indexing), and the warm
-query time of both tables (the same after conversion: both are our splits then).
+Printed, each cold figure the median of `runs` fresh split caches: the first text query, the first
+id lookup (a query on `id`: only its dictionary is transcoded) and the first filter on `id` (a
+filter transcodes every dictionary), the same first query with every dictionary transcoded at entry,
+what transcoding each field costs, and warm queries on both tables.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import shutil
 import statistics
 import sys
 import time
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -48,6 +49,8 @@ FIELDS = [  # the reference's mapping of these columns (split-format.md §5)
     {"name": "region", "type": "text", "tokenizer": "raw"},
 ]
 SPLIT = "part-00000000-0000-0000-0000-000000000000.split"
+TEXT = "body:kestrel"  # the issue's first query (no match: its cost is opening the split)
+PHRASE = 'body:"data lake spark"'  # ~1 row in 4,500: rows read from the document store
 
 
 def reference_table(rows: pa.Table, path: str, work: str) -> None:
@@ -56,10 +59,31 @@ def reference_table(rows: pa.Table, path: str, work: str) -> None:
     add_reference_split(t, FIELDS, rows.to_pylist(), work, SPLIT)
 
 
-def timed(fn) -> float:
+def timed(fn: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def transcode_each_field(split: str, work: str) -> dict[str, float]:
+    """Seconds to transcode each field's dictionary of the split, alone."""
+    from indextables_spark.core.split.reference import native
+    from indextables_spark.core.split.reference.quickwit import extract_bundle
+    from indextables_spark.core.split.reference.transcode import transcode_term_file
+
+    out = {}
+    idx = os.path.join(work, "fields")
+    extract_bundle(split, idx, split)
+    fields = native.meta_fields(native.load_meta(idx, split))
+    names = {f.id: f.name for f in fields}
+    term = next(n for n in os.listdir(idx) if n.endswith(".term"))
+    with open(os.path.join(idx, term), "rb") as f:
+        data = f.read()
+    for fid, name in names.items():
+        out[name] = timed(lambda: transcode_term_file(data, [fid], names, split))
+    out["(all at once)"] = timed(lambda: transcode_term_file(data, None, names, split))
+    shutil.rmtree(idx)
+    return out
 
 
 def main() -> None:
@@ -70,54 +94,78 @@ def main() -> None:
     os.makedirs(args.dir)
     rows = documents(args.rows).select(COLUMNS)
     ref, ours = os.path.join(args.dir, "reference"), os.path.join(args.dir, "ours")
-    reference_table(rows, ref, args.dir)
+    build_s = timed(lambda: reference_table(rows, ref, args.dir))
     write_s = timed(lambda: it.write_table(ours, rows, options={"indexing.typemap.body": "text"}))
+    split = os.path.join(ref, SPLIT)
+    some_id = int(rows.column("id")[args.rows // 3].as_py())
 
-    from indextables_spark.core.split.reference import reference as conv
+    cold: dict[str, list[float]] = {}
 
-    cold_ref, cold_ours, docs_s, reindex_s = [], [], [], []
+    def cold_run(name: str, path: str, run: int, fn: Callable[[it.IndexTable], Any]) -> None:
+        cache = os.path.join(args.dir, f"cache-{name}-{run}")
+        t = it.IndexTable(path, options={"spark.indextables.cache.disk.path": cache})
+        cold.setdefault(name, []).append(timed(lambda: fn(t)))
+        shutil.rmtree(cache, ignore_errors=True)
+
+    def prewarm_then_count(t: it.IndexTable) -> None:
+        from indextables_spark.core.split.cache.cache import get_cache
+
+        for add in t.snapshot().files:  # what PREWARM does: every dictionary transcoded at entry
+            get_cache(t.options).local_dir(t.log.storage, add)
+        t.count(TEXT)
+
+    # one throwaway cold read of each kind first: imports (the transcoder, zstandard, ducer) and
+    # first-use costs belong to the process, not to a split
+    cold_run("warm-up ref", ref, 0, lambda t: t.search(PHRASE))
+    cold_run("warm-up ours", ours, 0, lambda t: t.search(PHRASE))
     for run in range(args.runs):
-        cache = os.path.join(args.dir, f"cache{run}")
-        opts = {"spark.indextables.cache.disk.path": cache}
-        cold_ref.append(timed(lambda: it.IndexTable(ref, options=opts).count("body:kestrel")))
-        cold_ours.append(timed(lambda: it.IndexTable(ours, options=opts).count("body:kestrel")))
-        # the parts of a conversion: the document store alone, then the whole conversion
-        idx = os.path.join(args.dir, f"parts{run}")
-        from indextables_spark.core.split.reference.quickwit import extract_bundle
+        for kind, path in (("ref", ref), ("ours", ours)):
+            cold_run(f"{kind} text count", path, run, lambda t: t.count(TEXT))
+            cold_run(f"{kind} text search", path, run, lambda t: t.search(TEXT))
+            cold_run(f"{kind} phrase rows", path, run, lambda t: t.search(PHRASE))
+            cold_run(f"{kind} id query", path, run, lambda t: t.search(f"id:{some_id}"))
+            cold_run(f"{kind} id filter", path, run, lambda t: t.to_arrow(where=f"id = {some_id}"))
+        cold_run("ref all at entry + text count", ref, run, prewarm_then_count)
+    per_field = transcode_each_field(split, args.dir)
 
-        split = os.path.join(ref, SPLIT)
-        extract_bundle(split, idx, split)
-        docs_s.append(timed(lambda: conv.read_documents(idx, split)))
-        snap = it.IndexTable(ref).snapshot()
-        dest = os.path.join(args.dir, f"conv{run}")
-        reindex_s.append(
-            timed(lambda: conv.convert(split, dest, split, snap.schema_json, [], size=os.path.getsize(split)))
-        )
-        shutil.rmtree(idx)
-        shutil.rmtree(dest)
-
-    warm = {}
+    warm: dict[str, dict[str, float]] = {}
+    queries: dict[str, Callable[[it.IndexTable], Any]] = {
+        f"search('{TEXT}', ids)": lambda t: t.search(TEXT, columns=["id"]),
+        f"search('{TEXT}'), every column": lambda t: t.search(TEXT),
+        f"count('{TEXT}')": lambda t: t.count(TEXT),
+        f"search('{PHRASE}'), every column": lambda t: t.search(PHRASE),
+        f"count('{PHRASE}')": lambda t: t.count(PHRASE),
+        f"search('id:{some_id}')": lambda t: t.search(f"id:{some_id}"),
+        f"to_arrow(where='id = {some_id}')": lambda t: t.to_arrow(where=f"id = {some_id}"),
+        f"search('{TEXT}', limit=10)": lambda t: t.search(TEXT, limit=10),
+        "aggregate stats(views)": lambda t: t.aggregate({"s": {"stats": {"field": "views"}}}),
+        "to_arrow(columns=['id', 'views'])": lambda t: t.to_arrow(columns=["id", "views"]),
+        "to_arrow() every row": lambda t: t.to_arrow(),
+    }
     for name, path in (("reference", ref), ("ours", ours)):
-        t = it.IndexTable(path, options={"spark.indextables.cache.disk.path": os.path.join(args.dir, "cache0")})
-        t.count("body:kestrel")
-        warm[name] = statistics.median(timed(lambda: t.search("body:kestrel", columns=["id"])) for _ in range(7))
+        t = it.IndexTable(path, options={"spark.indextables.cache.disk.path": os.path.join(args.dir, "warm-cache")})
+        t.to_arrow(columns=["id"])  # into the cache, every dictionary
+        cold_scan = timed(lambda: t.to_arrow())  # the reference's: decodes its document store once
+        warm.setdefault("first to_arrow() every row (decodes the store)", {})[name] = cold_scan
+        for q, fn in queries.items():
+            fn(t)
+            reps = 3 if "every row" in q else 7
+            warm.setdefault(q, {})[name] = statistics.median(timed(lambda: fn(t)) for _ in range(reps))
 
     med = statistics.median
     n = args.rows
-    print(f"rows: {n:,}; split sizes: reference-like {os.path.getsize(split) / 1e6:.1f} MB")
-    print(f"cold first query (fetch into the cache, then count 'body:kestrel'), median of {args.runs}:")
-    print(
-        f"  reference split (convert): {med(cold_ref):.2f} s   ours (extract): {med(cold_ours):.3f} s   ratio {med(cold_ref) / med(cold_ours):.0f}x"
-    )
-    print(
-        f"  conversion: {med(reindex_s):.2f} s = {med(reindex_s) / n * 1e6:.1f} µs/row, of which reading the document store {med(docs_s):.2f} s ({med(docs_s) / n * 1e6:.1f} µs/row, the floor of any Python reader of that split)"
-    )
-    print(
-        f"  for scale: writing the same rows as our split (it.write_table) took {write_s:.2f} s ({write_s / n * 1e6:.1f} µs/row)"
-    )
-    print(
-        f"warm 'body:kestrel' ids, median of 7: reference table {warm['reference'] * 1000:.1f} ms, ours {warm['ours'] * 1000:.1f} ms"
-    )
+    print(f"rows: {n:,}; reference-like split {os.path.getsize(split) / 1e6:.1f} MB (built in {build_s:.1f} s)")
+    print(f"  writing the same rows as our split (it.write_table): {write_s:.2f} s")
+    print(f"cold first read into an empty split cache, median of {args.runs} (reference / ours):")
+    for what in ("text count", "text search", "phrase rows", "id query", "id filter"):
+        r, o = med(cold[f"ref {what}"]), med(cold[f"ours {what}"])
+        print(f"  {what:12s} {r:7.3f} s  {o:7.3f} s")
+    print(f"  hits: text {it.IndexTable(ours).count(TEXT)}, phrase {it.IndexTable(ours).count(PHRASE)}")
+    print(f"  text count with every dictionary transcoded at entry: {med(cold['ref all at entry + text count']):.3f} s")
+    print("transcoding one field's dictionary alone (s): " + ", ".join(f"{k} {v:.3f}" for k, v in per_field.items()))
+    print("warm, median (reference / ours, ms; the first line: once, the store decoded into the cache):")
+    for q, by in warm.items():
+        print(f"  {q:45s} {by['reference'] * 1000:9.1f} {by['ours'] * 1000:9.1f}")
 
 
 if __name__ == "__main__":

@@ -4,10 +4,13 @@ stored; strings `raw` unless tokenized; ints i64, floats f64, dates/timestamps a
 structs/maps/arrays as JSON objects, arrays wrapped `{"<col>": [...]}`, map keys stringified,
 nulls omitted), bundled the Quickwit way and committed to a table as a reference AddFile.
 
-Not a split the reference itself opens: tantivy-py writes FST term dictionaries (the reference's
-Tantivy writes SSTables) and the hotcache here is empty. The package never reads either: it checks
-the hotcache framing and re-indexes the documents (core/split/reference/reference.py), so for the read path these
-stand in for the real thing; the 17 real tables are in tests/data/reference_v0.5.4.
+Not a split the reference itself opens: the hotcache here is empty. tantivy-py writes FST term
+dictionaries where the reference's Tantivy writes SSTables: with `sstable` (the default) every
+`.term` file is rewritten the reference's way (tests/sstable_writer.py, independent of the
+package's transcoder), else left as FSTs, which the package opens as they are. The package opens
+reference splits in place (core/split/reference/native.py) and never reads the hotcache, so for the
+read path these stand in for the real thing; the 17 real tables are in tests/data/reference_v0.5.4. Tokenized fields are indexed as the reference
+indexes them: its `default` keeps tokens up to 255 bytes (tantivy-py's own drops them at 40).
 """
 
 from __future__ import annotations
@@ -23,9 +26,20 @@ import indextables_spark as it
 BUNDLE_MAGIC, HOTCACHE_MAGIC = 403881646, 2557869106
 
 
-def bundle(index_dir: str, out_path: str) -> int:
-    """Quickwit bundle of the index files in index_dir; returns footerStartOffset."""
+def bundle(index_dir: str, out_path: str, sstable: bool = True) -> int:
+    """Quickwit bundle of the index files in index_dir (their term dictionaries as SSTables with
+    `sstable`); returns footerStartOffset."""
     names = sorted(n for n in os.listdir(index_dir) if not n.startswith(".tantivy") and not n.endswith(".lock"))
+    if sstable:
+        from sstable_writer import term_file_as_reference
+
+        for n in names:
+            if n.endswith(".term"):
+                path = os.path.join(index_dir, n)
+                with open(path, "rb") as f:
+                    data = term_file_as_reference(f.read())
+                with open(path, "wb") as f:
+                    f.write(data)
     offsets: dict[str, dict[str, int]] = {}
     with open(out_path, "wb") as out:
         pos = 0
@@ -45,7 +59,9 @@ def bundle(index_dir: str, out_path: str) -> int:
     return pos
 
 
-def write_index(index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Iterable[Mapping[str, Any]]) -> None:
+def write_index(
+    index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Iterable[Mapping[str, Any]], segments: int = 1
+) -> None:
     """fields: reference doc mapping entries ({"name", "type", "tokenizer"?}); docs: values as the
     reference stores them (None/missing = omitted)."""
     import tantivy
@@ -56,7 +72,9 @@ def write_index(index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Itera
         if f.get("stored") is False:  # the reference's indexing.indexonlyfields
             if t != "text":
                 raise ValueError("only text fields are written index-only here")
-            sb.add_text_field(name, stored=False, tokenizer_name=f.get("tokenizer", "raw"), index_option="position")
+            sb.add_text_field(
+                name, stored=False, tokenizer_name=f.get("tokenizer", "raw"), index_option=f.get("record", "position")
+            )
             continue
         if t == "i64":
             sb.add_integer_field(name, stored=True, indexed=True, fast=True)
@@ -71,14 +89,32 @@ def write_index(index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Itera
         elif t == "object":
             sb.add_json_field(name, stored=True, tokenizer_name="raw")
         else:
-            sb.add_text_field(name, stored=True, tokenizer_name=f.get("tokenizer", "raw"), index_option="position")
+            tokenizer = f.get("tokenizer", "raw")
+            sb.add_text_field(  # strings are fast with the raw tokenizer, as the reference's
+                name,
+                stored=True,
+                fast=tokenizer == "raw",
+                tokenizer_name=tokenizer,
+                index_option=f.get("record", "position"),
+            )
     schema = sb.build()
     os.makedirs(index_dir, exist_ok=True)
     index = tantivy.Index(schema, index_dir)
+    # the reference's analyzers (tantivy4java registers its tokenizers with a 255-byte limit)
+    reference_default = (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(255))
+        .filter(tantivy.Filter.lowercase())
+        .build()
+    )
+    index.register_tokenizer("default", reference_default)
     w = index.writer(50_000_000, 1)
-    for d in docs:
-        w.add_document(tantivy.Document.from_dict({k: v for k, v in d.items() if v is not None}, schema))
-    w.commit()
+    docs = list(docs)
+    per = -(-len(docs) // segments) if docs else 1
+    for start in range(0, max(len(docs), 1), per):  # a commit per segment wanted
+        for d in docs[start : start + per]:
+            w.add_document(tantivy.Document.from_dict({k: v for k, v in d.items() if v is not None}, schema))
+        w.commit()
     w.wait_merging_threads()
 
 
@@ -89,18 +125,23 @@ def add_reference_split(
     work_dir: str,
     name: str,
     partition_values: Mapping[str, str] | None = None,
+    sstable: bool = True,
+    segments: int = 1,
 ) -> it.AddFile:
-    """Write the documents as a reference-like split `name` under the table and commit it."""
+    """Write the documents as a reference-like split `name` under the table and commit it (its term
+    dictionaries SSTables as the reference writes them, or tantivy-py's FSTs: see bundle)."""
     index_dir = os.path.join(work_dir, name + ".index")
-    write_index(index_dir, fields, docs)
+    write_index(index_dir, fields, docs, segments)
     local = os.path.join(work_dir, name)
-    footer_start = bundle(index_dir, local)
+    footer_start = bundle(index_dir, local, sstable)
     prefix = "/".join(f"{k}={v}" for k, v in (partition_values or {}).items())
     key = f"{prefix}/{name}" if prefix else name
     with open(local, "rb") as f:
         table.storage.put(key, f.read())
     size = os.path.getsize(local)
-    mapping = [{"fast": True, "indexed": True, "stored": True, **f} for f in fields]
+    mapping = [
+        {"fast": True, "indexed": True, "stored": True, **{k: v for k, v in f.items() if k != "record"}} for f in fields
+    ]
     add = it.AddFile(
         key,
         dict(partition_values or {}),

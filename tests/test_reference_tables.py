@@ -4,8 +4,9 @@ Spark; corrupted copies of their splits fail naming the file.
 
 The expected rows come from the split files themselves, decoded here independently of the
 package (Quickwit bundle offsets parsed by hand, documents read with tantivy-py from the
-extracted index), with partition values from the log. The package re-indexes each reference
-split into its own format when it enters the split cache (core/split/reference/reference.py).
+extracted index), with partition values from the log. The package opens each reference split in
+place, its SSTable term dictionaries transcoded to FSTs as reads need them (core/split/reference/
+native.py), its rows read from the document store (docstore.py): nothing is re-indexed.
 """
 
 from __future__ import annotations

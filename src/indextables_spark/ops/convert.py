@@ -1,14 +1,14 @@
 """CONVERT INDEXTABLES TABLE '<path>' [DRY RUN]: rewrite the splits the reference implementation
 (IndexTables4Spark) wrote into our split format, so the table takes writes again.
 
-A table holding reference splits is read (core/split/reference/reference.py re-indexes each one when it enters
+A table holding reference splits is read (core/split/reference/native.py opens each one in place in
 the split cache) but not written: our splits and delete logs would make it a table neither
 implementation reads fully (core/log/reference_splits.py refuses such writes). CONVERT:
 
 1. Plan (driver): the live splits whose recorded doc mapping is a reference one. Splits we wrote
    are left alone (a table may hold both, e.g. after a partial DROP PARTITIONS + append).
 2. Rewrite, per reference split (threads of this process): its live rows — read through the split
-   cache (the converted copy), without the rows any delete log removes — are written by
+   cache (the reference's document store), without the rows any delete log removes — are written by
    SplitWriter as one new split of ours with the table schema, the same partition values and the
    indexing options reproducing the reference's tokenizers (a `raw` field → our `string` typemap,
    another tokenizer → `text` + `indexing.tokenizer.<col>`, `ip` → `ip`; reference.writer_options).

@@ -12,6 +12,7 @@ from pyspark.sql.types import FloatType, MapType, StringType, StructField, Struc
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
+from indextables_spark.core.split.reference.reference import with_reference_index_only
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.spark.guard import INDEXALL
 
@@ -110,7 +111,8 @@ def declared_fields(
 def table_specs(snapshot: Snapshot, opts: Options) -> list[ColumnSpec]:
     """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
 
-    return column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
+    specs = column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
+    return with_reference_index_only(specs, snapshot)  # (index-only columns of the reference's splits)
 
 
 def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: list[str]) -> list[StructField]:

@@ -93,7 +93,7 @@ class TaskRead:
             SplitReader,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
         )
 
-        return SplitReader(self.cache.local_dir(self.storage, add, self.plan.index_query))
+        return SplitReader(self.cache.local_dir(self.storage, add, self.plan.index_query, reads=self.plan.index_reads))
 
     def deletes(self, add: AddFile, delete_logs: list[dict[str, Any]] | None) -> SplitDeletes | None:
         """The split's SplitDeletes from its shipped deleteLog JSON, None without any."""

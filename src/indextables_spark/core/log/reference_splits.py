@@ -1,7 +1,7 @@
 """Tables holding splits the reference implementation (IndexTables4Spark) wrote: which live splits
 those are, and the refusal of writes that would mix our splits or delete logs into such a table.
 
-We read the reference's splits (core/split/reference/reference.py re-indexes them when they enter the split
+We read the reference's splits (core/split/reference/native.py opens them in place in the split
 cache), but the reference cannot open our split format nor apply our delete logs: a table holding
 both would be read fully by neither implementation. So every write route (ops/write.py, ops/delete.py,
 MERGE SPLITS, the Spark writers) refuses such a table before it writes anything, and

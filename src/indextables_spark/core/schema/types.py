@@ -58,6 +58,10 @@ class IndexedField:
     # Tokens of this many UTF-8 bytes or more are dropped (indexing.text.maxTokenLength); None:
     # the tokenizer's own limit (every field of a doc mapping that does not record one).
     token_limit: int | None = None
+    # A raw (exact) field that leaves values of this many UTF-8 bytes or more out of the index
+    # (a split the reference implementation wrote: its tokenizers drop such a token); None: every
+    # value is indexed (ours cut long values to a prefix term instead: write/documents.exact_term).
+    max_value_bytes: int | None = None
 
     @property
     def index_tokenizer(self) -> str | None:

@@ -105,7 +105,7 @@ class _SplitCtx:
                 self._rows = r.matching_rows((self.query, True, True)) or []
             chunks = [b.column(column) for b in r.take(self._rows, [column])] if self._rows else []
         else:
-            chunks = [r.batch(i, [column]).column(0) for i in range(r.ipc.num_record_batches)]
+            chunks = [b.column(0) for _, b in r.source(None, False, [column])]
         typ = r.schema.field(column).type
         arr = pa.chunked_array(chunks, typ).combine_chunks() if chunks else pa.array([], typ)
         return arr.drop_null() if arr.null_count else arr

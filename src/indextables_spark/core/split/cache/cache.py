@@ -19,6 +19,9 @@ Size bound: option `cache.disk.maxSize` (default 10G); least recently used direc
 modification time, refreshed on each use) are evicted, never one this process has open (cached
 handles, live SplitReader objects, or handed out by local_dir in the last GRACE_SECONDS).
 Root: option `cache.disk.path`, else `$TMPDIR/indextables-cache`.
+A split the reference implementation wrote is extracted as it is (reference/native.py), with the
+term dictionaries the first read needs transcoded to FSTs; a later read that needs more completes
+the directory the way a sparse one is completed (`_complete`, `_present`).
 The row store is kept uncompressed in the cache (option `cache.rows.uncompressed`, default true):
 reads memory-map it and take rows without decompressing whole batches.
 """
@@ -53,7 +56,7 @@ from indextables_spark.core.split.format.bundle import (
     load_extracted_footer,
     uncompress_rows,
 )
-from indextables_spark.core.split.reference import quickwit, reference
+from indextables_spark.core.split.reference import native, quickwit
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import FileNotFoundInStorageError, InvalidOptionError, SplitFormatError
 
@@ -71,6 +74,11 @@ _TMP_PREFIX = ".tmp-"
 _TRASH_PREFIX = ".trash-"
 _LOCK_DIR = ".locks"  # lock files of the cross-process fetch lock (never evicted)
 LOCK_STRIPES = 256
+
+# What a read asks of a split's index besides a `query` promise (local_dir): its query texts and
+# the columns whose filters or snippets it answers (ReadPlan.index_reads). Only a reference split
+# uses it (the term dictionaries it transcodes, reference/native.py); None: anything.
+Reads = native.Reads
 
 try:
     import fcntl
@@ -125,18 +133,28 @@ class SplitCache:
         self._known: dict[tuple[str, str, Any], str] = {}  # (uri, path, size) -> directory
         self._checked: dict[str, float] = {}  # directory -> time of its last full check (local_dir)
         # directory with index bytes left out (sparse.py) -> (query, postings) it was checked to answer
-        self._partial: dict[str, set[tuple[str | None, bool]]] = {}
+        self._partial: dict[str, set[tuple[str | None, bool, Reads | None]]] = {}
         self._inodes: dict[str, tuple[int, int]] = {}  # directory -> which extraction of it was last seen
 
     # -- public --------------------------------------------------------------------------------
 
-    def local_dir(self, storage: Storage, add_file: Any, query: str | None = None, *, postings: bool = True) -> str:
+    def local_dir(
+        self,
+        storage: Storage,
+        add_file: Any,
+        query: str | None = None,
+        *,
+        postings: bool = True,
+        reads: Reads | None = None,
+    ) -> str:
         """A local directory holding the extracted split (downloaded and extracted at most once).
         With `query`, the caller promises to run only that query text against the index (no
         filters, nothing else): a remote split's index files may then hold only what it reads
         (sparse.py), and are completed when a later caller needs more. With `postings` False,
-        only looking up the document frequencies of its scored terms (corpus statistics)."""
-        final = self._open_dir(storage, add_file, query, postings)
+        only looking up the document frequencies of its scored terms (corpus statistics). With
+        `reads`, the caller promises to ask the index only those query texts and those columns'
+        filters: a reference split transcodes only their term dictionaries (reference/native.py)."""
+        final = self._open_dir(storage, add_file, query, postings, reads)
         if final is not None:
             self.hits += 1
             return final
@@ -147,17 +165,13 @@ class SplitCache:
         # the caller opening it.
         with self._lock:
             self._recent[final] = time.time()
-        self._present(storage, add_file, key, final, query, postings)
+        self._present(storage, add_file, key, final, query, postings, reads)
         if not self._registered(storage, add_file, final):
             # evicted by another process between the check and now: fetch it again
-            self._present(storage, add_file, key, final, query, postings)
+            self._present(storage, add_file, key, final, query, postings, reads)
             self._register_rows(storage, add_file, final)
-        partial = not _sparse.satisfies(final, None)
-        try:  # one extraction of the directory: its footer.json, written once (inodes are reused)
-            st = os.stat(os.path.join(final, FOOTER_FILE))
-            ino = (st.st_ino, st.st_mtime_ns)
-        except FileNotFoundError:
-            ino = (0, 0)
+        partial = not _complete(final, None)
+        ino = _generation(final)
         with self._lock:
             if self._inodes.get(final, ino) != ino:
                 # made anew by another process since this one opened it (possibly with other
@@ -166,7 +180,7 @@ class SplitCache:
                 self._partial.pop(final, None)
             self._inodes[final] = ino
             if partial:
-                self._partial.setdefault(final, set()).add((query, postings))
+                self._partial.setdefault(final, set()).add((query, postings, reads))
             else:
                 self._partial.pop(final, None)
             if len(self._known) >= MAX_KNOWN:
@@ -175,7 +189,14 @@ class SplitCache:
             self._checked[final] = time.time()
         return final
 
-    def _open_dir(self, storage: Storage, add_file: Any, query: str | None = None, postings: bool = True) -> str | None:
+    def _open_dir(
+        self,
+        storage: Storage,
+        add_file: Any,
+        query: str | None = None,
+        postings: bool = True,
+        reads: Reads | None = None,
+    ) -> str | None:
         """The directory of a split this process has open (cached index handles) and checked
         less than RECHECK_SECONDS ago, marked used now; else None (local_dir checks the disk).
         The open handles read the split even if another process evicted the directory since."""
@@ -184,7 +205,7 @@ class SplitCache:
             return None
         answers = self._partial.get(final)  # partly fetched: only for the queries checked
         # (checked for a query's search, it answers that query's term lookups too)
-        if answers is not None and (query, True) not in answers and (query, postings) not in answers:
+        if answers is not None and (query, True, reads) not in answers and (query, postings, reads) not in answers:
             return None
         now = time.time()
         with self._lock:
@@ -204,21 +225,31 @@ class SplitCache:
         return self._ready(final)
 
     def _present(
-        self, storage: Storage, add_file: Any, key: str, final: str, query: str | None = None, postings: bool = True
+        self,
+        storage: Storage,
+        add_file: Any,
+        key: str,
+        final: str,
+        query: str | None = None,
+        postings: bool = True,
+        reads: Reads | None = None,
     ) -> None:
         """Make sure `final` holds the extracted split, or what `query` reads of its index (its
         term lookups with `postings` False), fetching at most once across threads and processes,
         and mark it used now."""
-        if self._ready(final) and _sparse.satisfies(final, query, postings):
+        if self._ready(final) and _complete(final, query, postings, reads):
             self.hits += 1
         else:
             self.misses += 1
             with self._key_lock(key), self._process_lock(key):
                 if not self._ready(final):
-                    self._fetch(storage, add_file, key, final, query, postings)
+                    self._fetch(storage, add_file, key, final, query, postings, reads)
                 else:  # partly fetched for other queries: fetch the rest this one reads
                     read = lambda s, e: storage.read_range(add_file.path, s, e)  # noqa: E731
                     _sparse.ensure(final, read, query, postings)
+                    # (a reference split: the dictionaries it reads transcoded; the new
+                    # reference.json tells every process to reopen the index: local_dir)
+                    native.ensure(final, query, postings, reads)
         self._touch(key, final)
 
     def _register_rows(self, storage: Storage, add_file: Any, final: str) -> None:
@@ -229,7 +260,7 @@ class SplitCache:
             rows = self._row_sources.get(final)
         if not known:
             rows = None
-            if not os.path.exists(os.path.join(final, ROWS_NAME)):
+            if not os.path.exists(os.path.join(final, ROWS_NAME)) and not native.is_reference_dir(final):
                 footer = load_extracted_footer(final)
                 rows = (footer.rows.offset, footer.rows.length)
             with self._lock:
@@ -237,13 +268,21 @@ class SplitCache:
         if rows is not None:
             register_rows(final, RowSource(storage, add_file.path, rows[0], rows[1]))
 
-    def is_cached(self, storage: Storage, add_file: Any, query: str | None = None, *, postings: bool = True) -> bool:
-        """Whether the split's directory is there, holding what `query` reads of the index (every
-        index file without a query; its term lookups with `postings` False)."""
-        if self._open_dir(storage, add_file, query, postings) is not None:
+    def is_cached(
+        self,
+        storage: Storage,
+        add_file: Any,
+        query: str | None = None,
+        *,
+        postings: bool = True,
+        reads: Reads | None = None,
+    ) -> bool:
+        """Whether the split's directory is there, holding what `query` (and `reads`) read of the
+        index (every index file without a query; its term lookups with `postings` False)."""
+        if self._open_dir(storage, add_file, query, postings, reads) is not None:
             return True
         path = os.path.join(self.root, cache_key(storage, add_file))
-        return self._ready(path) and _sparse.satisfies(path, query, postings)
+        return self._ready(path) and _complete(path, query, postings, reads)
 
     def describe(self) -> dict[str, Any]:
         """Entries and bytes on disk (every process sharing the root), the limit, and this
@@ -325,7 +364,14 @@ class SplitCache:
             self._recent[final] = now
 
     def _fetch(
-        self, storage: Storage, add_file: Any, key: str, final: str, query: str | None = None, postings: bool = True
+        self,
+        storage: Storage,
+        add_file: Any,
+        key: str,
+        final: str,
+        query: str | None = None,
+        postings: bool = True,
+        reads: Reads | None = None,
     ) -> None:
         tmp = os.path.join(self.root, f"{_TMP_PREFIX}{uuid.uuid4().hex}")
         os.makedirs(tmp)
@@ -336,6 +382,7 @@ class SplitCache:
                 self.lazy_rows == "auto" and local is None and (add_file.size or 0) >= self.lazy_min_bytes
             )
             download = os.path.join(tmp, ".download")
+            footer: SplitFooter | None
             partial = (
                 query is not None
                 and local is None
@@ -366,12 +413,12 @@ class SplitCache:
                     os.unlink(download)
                 self._check(footer, add_file, where)
             except SplitFormatError as e:
-                # Not one of ours: a split the reference implementation wrote is re-indexed into
-                # ours (reference.py); found only after our own trailer check failed, so reading
-                # our splits costs nothing more.
-                lazy = False
-                footer = self._convert_reference(storage, add_file, where, local, download, tmp, e)
-            if self.uncompressed_rows and not lazy and not footer.is_companion:
+                # Not one of ours: a split the reference implementation wrote is extracted as it
+                # is (reference/native.py); found only after our own trailer check failed, so
+                # reading our splits costs nothing more.
+                self._extract_reference(storage, add_file, where, local, download, tmp, e, query, postings, reads)
+                footer = None
+            if footer is not None and self.uncompressed_rows and not lazy and not footer.is_companion:
                 uncompress_rows(tmp)
             self.downloads += 1
             self._publish(tmp, final)
@@ -382,7 +429,7 @@ class SplitCache:
             self._sizes[key] = _dir_size(final)
         self._evict(protect=final)
 
-    def _convert_reference(
+    def _extract_reference(
         self,
         storage: Storage,
         add_file: Any,
@@ -391,9 +438,13 @@ class SplitCache:
         download: str,
         tmp: str,
         error: SplitFormatError,
-    ) -> SplitFooter:
-        """The reference split at add_file re-indexed into `tmp`; `error` (our format's) is raised
-        again when the file is not a Quickwit bundle either."""
+        query: str | None,
+        postings: bool,
+        reads: Reads | None,
+    ) -> None:
+        """The reference split at add_file extracted into `tmp` with the term dictionaries `query`
+        and `reads` read transcoded (native.extract); `error` (our format's) is raised again when
+        the file is not a Quickwit bundle either."""
 
         path = local if local is not None else download
         if local is None and not os.path.exists(download):
@@ -406,7 +457,7 @@ class SplitCache:
             raise error
         schema_json, partition_columns = table_schema(storage)
         # (our extract failed at the trailer check, before writing anything into tmp)
-        footer = reference.convert(
+        native.extract(
             path,
             tmp,
             where,
@@ -414,10 +465,12 @@ class SplitCache:
             partition_columns,
             footer_start=getattr(add_file, "footer_start_offset", None),
             size=add_file.size,
+            query=query,
+            postings=postings,
+            reads=reads,
         )
         if os.path.exists(download):
             os.unlink(download)
-        return footer
 
     @staticmethod
     def _publish(tmp: str, final: str) -> None:
@@ -504,6 +557,26 @@ class SplitCache:
                 self._recent.pop(path, None)
 
 
+def _complete(final: str, query: str | None, postings: bool = True, reads: Reads | None = None) -> bool:
+    """Whether an extracted directory holds what a read of `query` (and `reads`) needs (None:
+    everything): the index bytes (sparse.py) and, for a reference split, FST term dictionaries
+    (native.py)."""
+    return _sparse.satisfies(final, query, postings) and native.satisfies(final, query, postings, reads)
+
+
+def _generation(final: str) -> tuple[int, int]:
+    """Which state of the directory this is: the inode of its footer.json (written once per
+    extraction) or of a reference split's reference.json (written anew at each transcoding);
+    (0, 0) when gone."""
+    for name in (FOOTER_FILE, native.REFERENCE_FILE):
+        try:
+            st = os.stat(os.path.join(final, name))
+            return (st.st_ino, st.st_mtime_ns)
+        except FileNotFoundError:
+            continue
+    return (0, 0)
+
+
 _caches: dict[str, SplitCache] = {}
 _caches_lock = threading.Lock()
 
@@ -514,7 +587,7 @@ _schemas_lock = threading.Lock()
 
 def table_schema(storage: Storage) -> tuple[dict[str, Any], list[str]]:
     """(Spark schema JSON, partition columns) of the table at the storage's root, read from its
-    log's header once per process and table: a reference split is typed by it when converted.
+    log's header once per process and table: a reference split's rows are typed by it.
     Columns are only ever added to a table, so the newest schema types every older split."""
     with _schemas_lock:
         hit = _schemas.get(storage.uri)

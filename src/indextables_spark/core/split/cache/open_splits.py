@@ -1,9 +1,12 @@
 """The per-process cache of opened splits: each extracted split directory's Tantivy index, row
 store and searcher, opened once (SplitHandles), and the directories live SplitReaders read (what
-the split cache must not evict)."""
+the split cache must not evict). A directory holds one of our splits (footer.json, a row store) or
+one the reference implementation wrote (reference/native.py: its rows are its document store);
+either way its handles carry the row_access.SplitRows the readers use."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from dataclasses import dataclass
@@ -25,7 +28,9 @@ from indextables_spark.core.split.format.bundle import (
     SplitFooter,
     load_extracted_footer,
 )
+from indextables_spark.core.split.cache.row_access import IpcRows, SplitRows
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
+from indextables_spark.core.split.reference import native
 from indextables_spark.errors import SplitFormatError
 from indextables_spark.util.lru import LruCache
 
@@ -63,12 +68,13 @@ class RowStore(Protocol):
 
 @dataclass
 class SplitHandles:
-    """What opening a split costs once per process: the Tantivy index and the IPC reader."""
+    """What opening a split costs once per process: the Tantivy index and the IPC reader (none for
+    a reference split: its `rows` read the document store)."""
 
-    footer: SplitFooter
+    footer: SplitFooter | None  # None: a split the reference implementation wrote
     specs: list[ColumnSpec]
     index: tantivy.Index
-    ipc: pa.ipc.RecordBatchFileReader
+    ipc: Any  # pa.ipc.RecordBatchFileReader or a RowStore; None for a reference split
     batch_starts: list[int]
     source: Any = None  # the memory-mapped row store, shared by the readers
     lazy: RowStore | None = None  # lazy_rows.LazyRows when the row store is fetched by ranges
@@ -80,6 +86,7 @@ class SplitHandles:
     # row store is uncompressed (bundle.uncompress_rows), so a batch is a zero-copy view of the
     # memory map: keeping it costs no memory, and reading it again costs no metadata decoding.
     projected: dict[tuple[int, ...], tuple[Any, list[pa.RecordBatch | None]]] = dataclass_field(default_factory=dict)
+    rows: SplitRows | None = None  # where the rows come from and how documents name them (set at open)
 
     def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
         """Record batch i, only `columns` (in that order) when given. A reader of only some fields
@@ -114,9 +121,33 @@ _live_lock = threading.Lock()  # guards _live_readers
 _live_readers: dict[str, int] = {}  # local_dir -> live SplitReader objects (for cache eviction)
 
 
+def _open_reference(local_dir: str) -> SplitHandles:
+    """A split the reference implementation wrote (reference/native.py), opened in place."""
+    import tantivy  # lazy: keeps `import indextables_spark.core.split.cache.open_splits` free of tantivy
+
+    from indextables_spark.core.split.reference.docstore import (
+        StoredDocs,  # lazy: keeps `import indextables_spark.core.split.cache.open_splits` light
+    )
+
+    info = native.load_info(local_dir)
+    meta = native.load_meta(local_dir, info.where)
+    fields = native.meta_fields(meta)
+    specs = native.native_specs(fields, info.schema_json, info.partition_columns)
+    with tantivy_call(f"opening the Tantivy index of split {info.where} (extracted in {local_dir})"):
+        index = tantivy.Index.open(local_dir)
+        native.register_tokenizers(index, fields)
+    columns = native.stored_columns(fields, info.schema_json, info.partition_columns)
+    rows = StoredDocs(index, columns, meta, info.where, native.fast_columns(fields, columns), local_dir)
+    # queries parse the same on splits of one Tantivy schema and table schema (field ids, tokenizers)
+    key = ("reference:" + json.dumps(meta["schema"], sort_keys=True), (json.dumps(info.schema_json),), ())
+    return SplitHandles(None, specs, index, None, [], mapping_key=key, rows=rows)
+
+
 def _open_handles(local_dir: str) -> SplitHandles:
     import tantivy  # lazy: keeps `import indextables_spark.core.split.cache.open_splits` free of tantivy
 
+    if native.is_reference_dir(local_dir):
+        return _open_reference(local_dir)
     footer = load_extracted_footer(local_dir)
     specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
     specs = with_fully_tokenized(specs, footer.fully_tokenized)
@@ -159,7 +190,9 @@ def _open_handles(local_dir: str) -> SplitHandles:
             f"batches, footer says {len(footer.batch_rows)}"
         )
     mapping_key = (footer.doc_mapping, tuple(footer.truncated_terms), tuple(footer.fully_tokenized))
-    return SplitHandles(footer, specs, index, ipc, starts, source, lazy=lazy, mapping_key=mapping_key)
+    h = SplitHandles(footer, specs, index, ipc, starts, source, lazy=lazy, mapping_key=mapping_key)
+    h.rows = IpcRows(h, ipc.schema, footer.num_rows, starts)
+    return h
 
 
 def searcher_of(h: SplitHandles, local_dir: str) -> Any:

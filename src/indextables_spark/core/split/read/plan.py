@@ -31,7 +31,6 @@ from indextables_spark.core.split.read.split_rows import (
     split_rows,
     with_partition_values,
 )
-from indextables_spark.core.schema.types import ROW_FIELD
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of, render
@@ -99,6 +98,15 @@ class ReadPlan:
         remote split's index files may then be fetched only as far as it reads them (cache/sparse.py)."""
         alone = not (self.filters or self.narrowing or self.snippets)
         return self.query if alone else None
+
+    @property
+    def index_reads(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What a split's index is asked by this plan: (query texts: the query and the struct-field
+        narrowing, the columns whose filters or snippets it answers). A split the reference
+        implementation wrote transcodes only those fields' term dictionaries (reference/native.py)."""
+        texts = tuple(t for t in (self.query, *self.narrowing) if t)
+        columns = {c for f in self.filters for c in columns_of_all(f)} | set(self.snippets)
+        return texts, tuple(sorted(columns))
 
     def with_ranking(self, limit: int | None, corpus: CorpusStats | None) -> ReadPlan:
         return replace(self, limit=limit, corpus=corpus)
@@ -199,17 +207,7 @@ def dead_rows(split: SplitReader, deletes: SplitDeletes) -> np.ndarray:
 
 
 def without_rows(split: SplitReader, q: tantivy.Query | None, dead: np.ndarray) -> tantivy.Query:
-    """The query (None: every document) minus the documents of these sorted row ids: a range per
-    run of consecutive ids on the `__row` fast field, so the index never sees deleted rows."""
-    import tantivy  # lazy: keeps `import indextables_spark.core.split.read.plan` free of tantivy
-
-    breaks = np.flatnonzero(np.diff(dead) != 1) + 1
-    schema = split.index.schema
-    ranges = [
-        tantivy.Query.range_query(schema, ROW_FIELD, tantivy.FieldType.Unsigned, int(run[0]), int(run[-1]))
-        for run in np.split(dead, breaks)
-    ]
-    gone = ranges[0] if len(ranges) == 1 else tantivy.Query.boolean_query([(tantivy.Occur.Should, r) for r in ranges])
-    return tantivy.Query.boolean_query(
-        [(tantivy.Occur.Must, q if q is not None else tantivy.Query.all_query()), (tantivy.Occur.MustNot, gone)]
-    )
+    """The query (None: every document) minus the documents of these sorted row ids (how a query
+    names rows is the split's layout: row_access.SplitRows.without_rows)."""
+    query: tantivy.Query = split.rows.without_rows(split.index.schema, q, dead)
+    return query

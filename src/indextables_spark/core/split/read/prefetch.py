@@ -8,9 +8,11 @@ import os
 from typing import Any, Sequence
 
 from indextables_spark.config.options import Options
+from indextables_spark.core.split.cache.cache import Reads
 from indextables_spark.core.split.format.bundle import ROWS_NAME
 from indextables_spark.core.split.read import split_threads
 from indextables_spark.core.split.read.reader import SplitReader
+from indextables_spark.core.split.reference.native import is_reference_dir
 from indextables_spark.core.storage.base import Storage
 
 
@@ -19,8 +21,8 @@ def prefetch_rows(local_dir: str, query: str, columns: Sequence[str]) -> None:
     the rows matching `query` takes from a split whose row store is read by ranges: the reads
     that follow, often in one thread, then find them local. Best effort: the read itself reports
     any error."""
-    if os.path.exists(os.path.join(local_dir, ROWS_NAME)):
-        return  # extracted: nothing to fetch
+    if os.path.exists(os.path.join(local_dir, ROWS_NAME)) or is_reference_dir(local_dir):
+        return  # extracted (a reference split's rows are its extracted document store): nothing to fetch
     try:
         split = SplitReader(local_dir)
         present = set(split.schema.names)
@@ -36,11 +38,15 @@ def fetch_missing(
     files: Sequence[Any],
     query: str | None = None,
     columns: Sequence[str] | None = None,
+    *,
+    reads: Reads | None = None,
 ) -> None:
     """split_threads.fetch_missing; with `query` and `columns` too, the row store parts of the
     query's matches (prefetch_rows)."""
     if query is None or columns is None:
-        split_threads.fetch_missing(storage, options, files, query)
+        split_threads.fetch_missing(storage, options, files, query, reads=reads)
         return
     q, cols = query, list(columns)
-    split_threads.fetch_missing(storage, options, files, query, lambda local: prefetch_rows(local, q, cols))
+    split_threads.fetch_missing(
+        storage, options, files, query, lambda local: prefetch_rows(local, q, cols), reads=reads
+    )

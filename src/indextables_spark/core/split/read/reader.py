@@ -3,15 +3,16 @@
 Path of a read with filters or a query:
 1. Tantivy query = parsed query text (query_parsing.py) AND the narrowing query of the filters
    (core/split/read/tantivy_query.py's build_query).
-2. Matching row ids come back sorted, as the sort key of `search(order_by_field="__row")`.
-3. Rows are taken from the IPC record batches holding them (`take` per batch).
+2. Matching row ids come back sorted (ours: as the sort key of `search(order_by_field="__row")`).
+3. Rows are taken by id (ours: from the IPC record batches holding them, `take` per batch).
 4. `arrow_mask` applies the filters exactly (the narrowing is only a superset).
 With filters only and a narrowing that keeps most rows, a plain scan + mask is cheaper and is used.
+Steps 2 and 3 are the split's layout, asked of its cache/row_access.SplitRows (ours, or the
+document store of a split the reference implementation wrote), never decided here.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
 import weakref
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -20,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.core.schema.types import ROW_FIELD, index_only_columns
+from indextables_spark.core.schema.types import index_only_columns
 from indextables_spark.core.split.cache.open_splits import handles, register_reader, searcher_of, unregister_reader
 from indextables_spark.core.split.format._tantivy import tantivy_call
 from indextables_spark.expr.fulltext import default_fields
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 DEFAULT_BATCH_SIZE = 10_000
 SCORE_COLUMN = "_score"
 SCAN_FRACTION = 0.5  # narrowing keeps more than this share of rows → scan instead
-FEW_ROWS = 16  # rows of one record batch gathered by slicing rather than `take` (_gather_few)
 
 
 def _rechunk(batches: Iterator[pa.RecordBatch], batch_size: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -66,21 +66,6 @@ def _rechunk(batches: Iterator[pa.RecordBatch], batch_size: int, schema: pa.Sche
         yield pa.concat_batches(pending)
 
 
-def _gather_few(batch: pa.RecordBatch, rows: list[int], start: int) -> pa.RecordBatch:
-    """Rows (sorted ids, batch starting at row id `start`) of a batch as zero-copy slices of
-    their runs, joined: for a few rows, 3-4x cheaper than `take`, whose per-column kernel
-    dispatch dominates (2 rows of 9 columns: 8 us against 29 us)."""
-    pieces = []
-    run_start = prev = rows[0]
-    for r in rows[1:]:
-        if r != prev + 1:
-            pieces.append(batch.slice(run_start - start, prev - run_start + 1))
-            run_start = r
-        prev = r
-    pieces.append(batch.slice(run_start - start, prev - run_start + 1))
-    return pieces[0] if len(pieces) == 1 else pa.concat_batches(pieces)
-
-
 class SplitReader:
     """Reads one extracted split directory (see cache.SplitCache.local_dir), opened once per process
     (open_splits.py)."""
@@ -92,10 +77,10 @@ class SplitReader:
         self.specs = h.specs
         self.index = h.index
         self._handles = h
-        self.ipc = h.ipc
-        self._starts = h.batch_starts
-        self.schema: pa.Schema = h.ipc.schema
-        self.num_rows = h.footer.num_rows
+        assert h.rows is not None  # set when the split is opened
+        self.rows = h.rows  # where the rows come from, how documents name them (row_access.py)
+        self.schema: pa.Schema = h.rows.schema
+        self.num_rows = h.rows.num_rows
         self._specs_by_name = {s.name: s for s in self.specs}
         # indexed, not in the row store (indexing.indexonlyfields): filters on them are the index's
         self.index_only = index_only_columns(self.specs)
@@ -153,8 +138,6 @@ class SplitReader:
 
     def matching_rows(self, plan: tuple[tantivy.Query | None, bool, bool]) -> list[int] | None:
         """Sorted row ids that may match, or None to scan every row."""
-        import tantivy  # lazy: keeps `import indextables_spark.core.split.read.reader` free of tantivy
-
         q, _exact, has_user = plan
         if q is None:
             return None
@@ -175,8 +158,7 @@ class SplitReader:
             if hits == 0:
                 return []
             limit = n if hits is None else hits
-            res = searcher.search(q, limit, count=False, order_by_field=ROW_FIELD, order=tantivy.Order.Asc)
-        rows = [k for k, _ in res.hits]
+            rows = self.rows.sorted_rows(searcher, q, limit)
         if rows and rows[-1] >= self.num_rows:
             raise self._beyond_rows(rows[-1])
         return rows
@@ -208,42 +190,18 @@ class SplitReader:
         if unknown:
             self._check_columns(unknown, "filter columns")
 
-    def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
-        return self._handles.batch(i, columns)
-
     def take(self, rows: list[int], columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """Rows (sorted ids) gathered batch by batch (only `columns`, when given)."""
-        return (b for _, b in self._take_with_ids(rows, columns))
-
-    def _take_with_ids(
-        self, rows: list[int], columns: Sequence[str] | None = None
-    ) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
-        """(row ids, batch) of the rows (sorted ids) gathered batch by batch. Projecting before the
-        gather matters: taking 1,000 rows of a wide batch copies every column's values."""
-        all_rows = pa.array(rows, pa.int64())
-        i = 0
-        while i < len(rows):
-            b = bisect.bisect_right(self._starts, rows[i]) - 1
-            end = bisect.bisect_left(rows, self._starts[b + 1], i)
-            ids = all_rows.slice(i, end - i)
-            batch = self.batch(b, columns)
-            start = self._starts[b]
-            if end - i <= FEW_ROWS:
-                yield ids, _gather_few(batch, rows[i:end], start)
-            else:
-                yield ids, batch.take(pc.subtract(ids, start))  # batch-local positions
-            i = end
+        return (b for _, b in self.rows.take(rows, columns))
 
     def source(
         self, rows: list[int] | None, with_ids: bool, columns: Sequence[str] | None = None
     ) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
         """(row ids or None, batch): every batch when rows is None, else the given rows."""
         if rows is not None:
-            yield from self._take_with_ids(rows, columns)
+            yield from self.rows.take(rows, columns)
             return
-        for i in range(self.ipc.num_record_batches):
-            ids = pa.array(np.arange(self._starts[i], self._starts[i + 1], dtype=np.int64)) if with_ids else None
-            yield ids, self.batch(i, columns)
+        yield from self.rows.scan(with_ids, columns)
 
     def _needed(self, names: Sequence[str], filters: Sequence[Filter], deletes: SplitDeletes | None) -> list[str]:
         """`names` plus the stored columns the filters and the equality deletes read."""
@@ -392,7 +350,7 @@ class SplitReader:
             with tantivy_call(f"searching split {self.local_dir}"):
                 hits = searcher.search(q, k, count=False).hits
                 scores = [h[0] for h in hits]
-                rows = searcher.fast_field_values(ROW_FIELD, [h[1] for h in hits]) if hits else []
+                rows = self.rows.hit_rows(searcher, [h[1] for h in hits])
             table = self._rows_in_order(rows, needed)
             table = table.append_column(SCORE_COLUMN, pa.array(scores, pa.float32()))
             if deletes is not None:  # deleted rows drop out; k grows until `want` rows remain

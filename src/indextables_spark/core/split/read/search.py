@@ -18,6 +18,7 @@ from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.split_threads import map_chunks
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
+from indextables_spark.core.split.reference.reference import with_reference_index_only
 from indextables_spark.core.split.read.corpus_stats import fetch_for_stats, statistics_mode, table_stats, table_wide
 from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
@@ -46,7 +47,13 @@ def count_split(storage: Storage, plan: ReadPlan, add_file: Any, delete_logs: Se
     """Matching rows of one split under `plan` (ReadPlan.count), minus the rows its delete logs
     (log.actions.DeleteLog) delete."""
     deletes = load_split_deletes(storage, delete_logs, add_file.num_records, add_file.path)
-    return plan.count(add_file, deletes, lambda: SplitReader(get_cache(plan.options).local_dir(storage, add_file)))
+    return plan.count(
+        add_file,
+        deletes,
+        lambda: SplitReader(
+            get_cache(plan.options).local_dir(storage, add_file, plan.index_query, reads=plan.index_reads)
+        ),
+    )
 
 
 def count_matches(
@@ -69,7 +76,7 @@ def count_matches(
         return [count_split(storage, plan, f, snapshot.deletes_for(f) if snapshot is not None else ()) for f in chunk]
 
     if query is not None or filters:  # else the log's row counts may answer without any split
-        fetch_missing(storage, opts, files)
+        fetch_missing(storage, opts, files, plan.index_query, reads=plan.index_reads)  # only what it reads
     return sum(map_chunks(counts, files))
 
 
@@ -139,6 +146,7 @@ class SearchPlan:
         # only the query text goes to the index (no pushed filter, narrowing or snippet): a remote
         # split's index files may be fetched only as far as it reads them (SplitCache.local_dir)
         self.index_query = self.read.index_query
+        self.index_reads = self.read.index_reads
         self.mode = statistics_mode(self.options)
 
     def ranking(self, limit: int | None) -> None:
@@ -183,7 +191,7 @@ class SearchPlan:
 
         kept = []
         for f in files:
-            local = self.cache.local_dir(self.storage, f, self.index_query)
+            local = self.cache.local_dir(self.storage, f, self.index_query, reads=self.index_reads)
             n = query_hits(local, self.query)
             if n is None:
                 kept.append(f)
@@ -241,7 +249,9 @@ class SearchPlan:
     def _open(self, add: Any) -> tuple[SplitReader, SplitDeletes | None]:
         known = self._hits.get(add.path)
         split = SplitReader(
-            known[0] if known is not None else self.cache.local_dir(self.storage, add, self.index_query)
+            known[0]
+            if known is not None
+            else self.cache.local_dir(self.storage, add, self.index_query, reads=self.index_reads)
         )
         if known is not None and self.query is not None:
             split.hits_hint = (split.parse_query(self.query), known[1])
@@ -306,7 +316,7 @@ def _table_layout(snapshot: Any, options: Options) -> _Layout:
     layout = (
         opts,
         arrow_schema(snapshot.schema_json),
-        column_specs(snapshot.schema_json, list(snapshot.partition_columns), opts),
+        with_reference_index_only(column_specs(snapshot.schema_json, list(snapshot.partition_columns), opts), snapshot),
     )
     _last_layout = (snapshot, options, layout)
     return layout
@@ -323,7 +333,14 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
         return schema.empty_table()
     statistics = plan.statistics_fetch(files) if scored else None
     # (a scored read takes the rows of its top matches only: no prefetch of every match's rows)
-    fetch_missing(plan.storage, plan.options, files, plan.index_query, None if scored else plan.read_names)
+    fetch_missing(
+        plan.storage,
+        plan.options,
+        files,
+        plan.index_query,
+        None if scored else plan.read_names,
+        reads=plan.index_reads,
+    )
     if statistics is not None:
         statistics.result()
     files = plan.matching(files)

@@ -8,7 +8,7 @@ import os
 from typing import Any, Callable, Sequence, TypeVar
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.cache.cache import get_cache
+from indextables_spark.core.split.cache.cache import Reads, get_cache
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.util.pools import shared_pool
 
@@ -71,18 +71,20 @@ def fetch_missing(
     then: Callable[[str], None] | None = None,
     *,
     postings: bool = True,
+    reads: Reads | None = None,
 ) -> None:
     """Fetch the splits the cache lacks into it, in parallel threads (downloads are I/O), before
     they are searched in fewer threads (map_chunks). With `query` (the only thing the read asks
     of the index), only what it reads of remote index files (with `postings` False, what looking
-    up its scored terms reads: corpus_stats.py); `then` runs on each fetched split's directory in
-    its fetching thread (prefetch.py: the row store parts of the matches)."""
+    up its scored terms reads: corpus_stats.py); `reads`: what else it asks of the index (a
+    reference split's dictionaries: SplitCache.local_dir); `then` runs on each fetched split's
+    directory in its fetching thread (prefetch.py: the row store parts of the matches)."""
 
     cache = get_cache(options)
-    missing = [f for f in files if not cache.is_cached(storage, f, query, postings=postings)]
+    missing = [f for f in files if not cache.is_cached(storage, f, query, postings=postings, reads=reads)]
 
     def fetch(f: Any) -> None:
-        local = cache.local_dir(storage, f, query, postings=postings)
+        local = cache.local_dir(storage, f, query, postings=postings, reads=reads)
         if then is not None:
             then(local)
 

@@ -141,7 +141,9 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         if spec is None or spec.partition or spec.kind in ("text", "json"):
             return None
         field = spec.exact_field if spec.kind in STRING_KINDS else spec.value_field
-        return field.name if field is not None and field.fast else None
+        if field is None or not field.fast or field.max_value_bytes is not None:
+            return None  # (a field leaving long values out says nothing of their rows)
+        return field.name
 
     def visit_comparison(self, f: Any) -> tuple[tantivy.Query | None, bool]:
         spec = lookup_spec(self.specs, f.column)
@@ -162,6 +164,10 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         if kind == "json" or field is None:
             return None, False
         name = field.name
+        if field.max_value_bytes is not None and not self.holds_values(f, field.max_value_bytes):
+            # a reference split's raw field: a value that long is not in its index, so neither a
+            # term nor a pattern nor an exists query can find (or rule out) the row
+            return None, False
         if isinstance(f, (IsNull, IsNotNull)):
             return self.exists(f, name) if field.fast else (None, False)
         if isinstance(f, STRING_MATCHES):
@@ -186,6 +192,8 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             term = exact_term(v)
             return self.t.Query.term_query(self.schema, name, term), term == v and not spec.terms_truncated
         if kind == "f64":
+            if not math.isfinite(v):
+                return None, False  # (ours index NaN/inf as the f64 extremes, others as they are)
             k = f64_key(v)
             lo, hi = {"eq": (k, k), "gt": (k, None), "ge": (k, None), "lt": (None, k), "le": (None, k)}[op]
             return self.f64_range(name, lo, hi), False
@@ -196,6 +204,17 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             lo, hi = {"eq": (lo, hi), "gt": (lo, None), "ge": (lo, None), "lt": (None, hi), "le": (None, hi)}[op]
             return self.f64_range(name, lo, hi), False
         return None, False
+
+    @staticmethod
+    def holds_values(f: Any, limit: int) -> bool:
+        """Whether a field indexing only values shorter than `limit` UTF-8 bytes answers the leaf:
+        = and IN of short enough strings (NULL-only comparisons too); no pattern, no IS [NOT] NULL."""
+        if isinstance(f, (IsNull, IsNotNull)) or isinstance(f, STRING_MATCHES):
+            return False
+        values = f.values if isinstance(f, In) else [f.value]
+        if isinstance(f, EqualNullSafe) and f.value is None:
+            return False
+        return all(v is None or (isinstance(v, str) and len(v.encode("utf-8")) < limit) for v in values)
 
     def text(self, f: Any, spec: ColumnSpec) -> tantivy.Query | None:
         """Narrowing (never exact) of a string filter on a tokenized column by the terms its
@@ -272,6 +291,8 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         if len(vals) > 64:
             return None, False
         if kind == "f64":
+            if not all(math.isfinite(v) for v in vals):
+                return None, False
             return self.should([self.f64_range(name, f64_key(v), f64_key(v)) for v in vals]), False
         if kind == "decimal":
             if not all(math.isfinite(float(v)) for v in vals):
@@ -345,7 +366,7 @@ def index_only_query(
     by_name = specs_by_name(specs)
     q = FilterQueryBuilder(schema, by_name)
     parts = []
-    for f in filters:
+    for f in without_implied_not_null(filters):
         sub, exact = q.build(f)
         if sub is None or not exact:
             raise UnsupportedFilterError(index_only_message(f, by_name, where))
@@ -353,6 +374,20 @@ def index_only_query(
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else q.must(parts)
+
+
+def without_implied_not_null(filters: Sequence[Filter]) -> list[Filter]:
+    """The conjuncts without the `c IS NOT NULL` another conjunct implies (`c = v`, `c > v`,
+    `c IN (..)`, `c LIKE ..`: never true where c is NULL). Spark adds one to every such filter, and
+    an index that cannot tell NULL from a value it left out (a reference split's raw field) need
+    not answer it."""
+    rejecting = {
+        unquote_column(str(getattr(f, "column", ""))).lower()
+        for f in filters
+        if isinstance(f, COMPARISONS + STRING_MATCHES + (In,))
+        and not (isinstance(f, EqualNullSafe) and f.value is None)  # (that one is IS NULL)
+    }
+    return [f for f in filters if not (isinstance(f, IsNotNull) and unquote_column(f.column).lower() in rejecting)]
 
 
 def _index_only_subject(f: Filter, specs: Mapping[str, ColumnSpec], where: str) -> tuple[str, list[str]]:
@@ -368,11 +403,28 @@ def index_only_message(f: Filter, specs: Mapping[str, ColumnSpec], where: str) -
     lost = [c for c in cols if (s := lookup_spec(specs, c)) is not None and not s.indexed_fields]
     if lost:
         return (
-            f"{subject}: {', '.join(map(repr, lost))} is an index-only field of a split IndexTables4Spark wrote "
-            f"(indexing.indexonlyfields): its values are not in the split's document store, and tantivy-py cannot "
-            f"read the reference's term dictionaries, so no filter on it can be answered here (it reads as NULL)"
+            f"{subject}: {', '.join(map(repr, lost))} is not in the split's row store and its index cannot answer "
+            f"this filter here (an index-only field IndexTables4Spark wrote, indexing.indexonlyfields, of a type "
+            f"this reader does not query: dates, timestamps, binary, IP addresses; it reads as NULL)"
         )
     kinds = sorted({s.kind for c in cols if (s := lookup_spec(specs, c)) is not None})
+    limits = sorted(
+        {
+            f.max_value_bytes
+            for c in cols
+            if (s := lookup_spec(specs, c)) is not None
+            for f in s.indexed_fields
+            if f.max_value_bytes is not None
+        }
+    )
+    if limits:  # a reference split's raw field: only the values it indexed can be asked for
+        return (
+            f"{subject}: the rows do not hold an index-only column (indexing.indexonlyfields; it reads as NULL), "
+            f"and this split (IndexTables4Spark's) leaves string values of {limits[0]} bytes or more out of its "
+            f"index, so it answers only = and IN of shorter strings exactly (not IS [NOT] NULL, LIKE or "
+            f"comparisons); search text with a query (`{cols[0] if cols else 'column'}:term`, it.fieldmatch, "
+            f"indexquery)"
+        )
     return (
         f"{subject}: the rows do not hold an index-only column (indexing.indexonlyfields; it reads as NULL), "
         f"and the index answers this filter only approximately (column kind {'/'.join(kinds)}). The index "

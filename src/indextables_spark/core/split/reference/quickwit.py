@@ -139,17 +139,33 @@ def extract_bundle(path: str, dest_dir: str, where: str) -> QuickwitBundle:
             if bf.name == "split_fields":
                 continue  # Quickwit's field list (empty from tantivy4java); not an index file
             with open(os.path.join(dest_dir, bf.name), "wb") as out:
-                f.seek(bf.start)
-                left = bf.end - bf.start
-                while left:
-                    chunk = f.read(min(_COPY_CHUNK, left))
-                    if not chunk:
-                        raise SplitFormatError(f"split {where}: file ended inside {bf.name!r}")
-                    out.write(chunk)
-                    left -= len(chunk)
+                _copy(f, out, bf, where)
             if bf.name not in _UNFOOTERED:
                 check_file_footer(os.path.join(dest_dir, bf.name), f"{where} (bundled file {bf.name})")
     return bundle
+
+
+def _copy(f: BinaryIO, out: BinaryIO, bf: BundleFile, where: str) -> None:
+    """The bundled file's bytes into `out`: kernel-side where the OS can (no Python buffers: a
+    79 MB split's files are copied in a fraction of the time), else in chunks."""
+    left, pos = bf.end - bf.start, bf.start
+    if hasattr(os, "copy_file_range"):
+        try:
+            while left:
+                n = os.copy_file_range(f.fileno(), out.fileno(), left, pos)
+                if n == 0:
+                    raise SplitFormatError(f"split {where}: file ended inside {bf.name!r}")
+                left, pos = left - n, pos + n
+            return
+        except OSError:  # (a file system without it: the chunked copy from where it stopped)
+            out.seek(pos - bf.start)
+    f.seek(pos)
+    while left:
+        chunk = f.read(min(_COPY_CHUNK, left))
+        if not chunk:
+            raise SplitFormatError(f"split {where}: file ended inside {bf.name!r}")
+        out.write(chunk)
+        left -= len(chunk)
 
 
 def check_file_footer(path: str, where: str) -> None:

@@ -1,23 +1,12 @@
-"""Reading the reference implementation's splits: re-indexed into our split format when they enter
-the split cache.
+"""The reference implementation's splits: which live splits it wrote, the column specs a read
+checks before opening one, our indexing options reproducing its field configuration (CONVERT), and
+its stored documents typed by the table schema (docstore.py reads them for the readers).
 
-IndexTables4Spark's splits (quickwit.py) hold a Tantivy index whose term dictionaries are
-SSTables (tantivy's `quickwit` feature); tantivy-py is built with FST dictionaries and refuses
-them ("compiled tantivy with Fst, but got SSTable"), while it still opens the index, its document
-store and fast fields. So a reference split is converted once per split cache:
-
-1. the bundle's index files are extracted and opened with tantivy-py;
-2. every live document is read from the document store (the reference stores every field; its
-   rows come from there too: tantivy4java `streaming_doc_retrieval.rs`), typed by the table schema;
-3. the rows are indexed by our SplitWriter with the reference's field configuration (a `raw`
-   text field is our exact `string` kind, another tokenizer a `text` column with that tokenizer,
-   `ip_addr` our `ip`), and the resulting split is extracted into the cache as any of ours.
-
-From then on every reader (Spark, Spark-free search, aggregations, streaming) sees one of our
-splits. Transcoding the SSTable dictionaries to FSTs in place was the alternative; it needs an FST
-builder bit-compatible with tantivy's and would still leave the rows in the document store, which
-tantivy-py reads at ~100k rows/s, while the re-index costs ~25 µs a row once (docs/guide/
-indextables4spark-tables.md has the measurement).
+IndexTables4Spark's splits (quickwit.py) hold a Tantivy index whose term dictionaries are SSTables
+(tantivy's `quickwit` feature), which tantivy-py refuses ("compiled tantivy with Fst, but got
+SSTable"); native.py opens them in place, transcoding the dictionaries a read needs to FSTs
+(transcode.py). Nothing is re-indexed: queries run on the reference's own index (its tokenizers,
+its index-only fields, its record options) and rows come from its document store.
 """
 
 from __future__ import annotations
@@ -26,25 +15,18 @@ import datetime as dt
 import decimal
 import functools
 import json
-import os
-import shutil
-import tempfile
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.config.options import Options
 from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
 from indextables_spark.core.schema.arrow_types import arrow_type
-from indextables_spark.core.split.format._tantivy import tantivy_call
-from indextables_spark.core.split.format.bundle import FOOTER_FILE, SplitFooter, extract
-from indextables_spark.core.split.format.column_specs import validate_schema
+from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
-from indextables_spark.core.split.reference.quickwit import extract_bundle
-from indextables_spark.core.storage.local import LocalStorage
-from indextables_spark.errors import IndexTablesError, SplitFormatError
+from indextables_spark.core.split.reference.native import mapping_fields, native_specs, reference_tokenizer
+from indextables_spark.errors import SplitFormatError
 
-REFERENCE_KEY = "referenceSplit"  # key added to the converted split's local footer.json
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 # Spark types whose stored values tantivy-py returns as the Python value Arrow takes (int, float,
 # str, bool, bytes); Arrow checks each one (a str in a long column fails, naming the column).
@@ -62,21 +44,6 @@ def written_by_reference(snapshot: Any, add_file: Any) -> bool:
 # ---- the reference's field configuration ---------------------------------------------------------
 
 
-def _meta_fields(index_dir: str, where: str) -> dict[str, tuple[str, str | None, bool]]:
-    """meta.json's schema (the split's own description): field name -> (type, tokenizer, stored)."""
-    try:
-        with open(os.path.join(index_dir, "meta.json"), "rb") as f:
-            meta = json.loads(f.read().decode("utf-8"))
-        out: dict[str, tuple[str, str | None, bool]] = {}
-        for d in meta["schema"]:
-            options = d.get("options") or {}
-            indexing = options.get("indexing") or {}
-            out[d["name"]] = (str(d["type"]), indexing.get("tokenizer"), bool(options.get("stored", True)))
-        return out
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise SplitFormatError(f"split {where}: unreadable meta.json in the bundle ({type(e).__name__}: {e})") from None
-
-
 def _mapping_fields(doc_mapping: str) -> dict[str, tuple[str, str | None]]:
     """A reference doc mapping (docMappingJson): field name -> (type, tokenizer), in meta.json's
     type names (the doc mapping says `ip` where meta.json says `ip_addr`)."""
@@ -85,16 +52,6 @@ def _mapping_fields(doc_mapping: str) -> dict[str, tuple[str, str | None]]:
         t = str(d.get("type"))
         out[str(d["name"])] = ("ip_addr" if t == "ip" else t, d.get("tokenizer"))
     return out
-
-
-def reference_tokenizer(name: str) -> tuple[str, int]:
-    """(tokenizer, token length) of a tokenizer name in a reference split: tantivy4java names a
-    field's analyzer `<tokenizer>_limit_<n>` when its token length is not 255, and registers its
-    plain tokenizers (`default`, `whitespace`, ...) with a 255-byte limit."""
-    base, sep, n = name.rpartition("_limit_")
-    if sep and n.isdigit():
-        return base, int(n)
-    return name, 255
 
 
 def writer_options(fields: Mapping[str, tuple[str, str | None]], string_columns: Sequence[str]) -> dict[str, str]:
@@ -133,19 +90,36 @@ def mapping_options(
 
 
 def mapping_specs(doc_mapping: str, schema_json: Mapping[str, Any], partition_columns: Sequence[str]) -> list[Any]:
-    """The column specs a reference split has once converted (what queries are checked against
-    before any split is opened): the table's data columns with the doc mapping's tokenizers."""
+    """The column specs of a reference split from the doc mapping the log records for it (what
+    queries and skipping are checked against before any split is opened): the split's own fields
+    (native.native_specs), as the split's meta.json gives them once it is open."""
     return list(_mapping_specs(doc_mapping, json.dumps(schema_json, sort_keys=True), tuple(partition_columns)))
 
 
 @functools.lru_cache(maxsize=64)
 def _mapping_specs(doc_mapping: str, schema_text: str, partition_columns: tuple[str, ...]) -> tuple[Any, ...]:
     """Worked out once per process and mapping: every query of a table asks for the same."""
+    return tuple(native_specs(mapping_fields(doc_mapping), json.loads(schema_text), partition_columns))
 
-    schema_json = json.loads(schema_text)
-    columns = _data_columns(schema_json, partition_columns)
-    opts = mapping_options(doc_mapping, schema_json, partition_columns)
-    return tuple(validate_schema({"type": "struct", "fields": columns}, [], Options.of(opts)))
+
+def with_reference_index_only(specs: Sequence[ColumnSpec], snapshot: Any) -> list[ColumnSpec]:
+    """The table's column specs with the columns some reference doc mapping of the table indexes
+    without storing (its indexing.indexonlyfields) marked index-only: a reader that re-checks
+    filters on rows (Spark) must leave theirs to the index, as for our index-only columns."""
+    from indextables_spark.core.log.reference_splits import (
+        snapshot_registry,  # lazy: keeps `import indextables_spark.core.split.reference.reference` light
+    )
+
+    unstored = {
+        f.name
+        for m in snapshot_registry(snapshot).values()
+        if is_reference_doc_mapping(m)
+        for f in mapping_fields(m)
+        if not f.stored and f.indexed
+    }
+    if not unstored:
+        return list(specs)
+    return [replace(s, index_only=True) if s.name in unstored and not s.partition else s for s in specs]
 
 
 def specs_for_doc_mapping(
@@ -256,93 +230,3 @@ def documents_table(
                 f"({type(e).__name__}: {e})"
             ) from None
     return pa.Table.from_arrays(arrays, names=[c["name"] for c in columns])
-
-
-def read_documents(index_dir: str, where: str) -> list[dict[str, list[Any]]]:
-    """Every live document of the index, in document order (segment, then doc id)."""
-    import tantivy  # lazy: keeps `import indextables_spark.core.split.reference.reference` free of tantivy
-
-    with tantivy_call(f"opening the reference split {where}"):
-        index = tantivy.Index.open(index_dir)
-        searcher = index.searcher()
-        n = searcher.num_docs
-        if n == 0:
-            return []
-        hits = searcher.search(tantivy.Query.all_query(), n).hits
-        addrs = sorted((a for _s, a in hits), key=lambda a: (a.segment_ord, a.doc))
-        return [searcher.doc(a).to_dict() for a in addrs]
-
-
-# ---- conversion ---------------------------------------------------------------------------------
-
-
-def convert(
-    path: str,
-    dest_dir: str,
-    where: str,
-    schema_json: Mapping[str, Any],
-    partition_columns: Sequence[str],
-    *,
-    footer_start: int | None = None,
-    size: int | None = None,
-    options: Options | None = None,
-) -> SplitFooter:
-    """Re-index the reference split at local `path` into `dest_dir` as one of ours (extracted, as
-    bundle.extract leaves it); `where` names the split in errors. footer_start / size: what the
-    log records for the split, checked against the file."""
-    from indextables_spark.core.split.write.builder import (
-        SplitWriter,  # lazy: keeps `import indextables_spark.core.split.reference.reference` free of numpy
-    )
-
-    work = tempfile.mkdtemp(
-        prefix="indextables-convert-", dir=(options or Options()).get_str("indexing.tempDirectoryPath") or None
-    )
-    try:
-        index_dir = os.path.join(work, "index")
-        bundle = extract_bundle(path, index_dir, where)
-        if size is not None and size != bundle.size:
-            raise SplitFormatError(f"split {where}: the log records {size} bytes but the file has {bundle.size}")
-        if footer_start is not None and footer_start != bundle.footer_start:
-            raise SplitFormatError(
-                f"split {where}: the log records footerStartOffset {footer_start} but the bundle's "
-                f"file offsets start at {bundle.footer_start}"
-            )
-        meta_fields = _meta_fields(index_dir, where)
-        fields = {name: (t, tok) for name, (t, tok, _stored) in meta_fields.items()}
-        columns = _data_columns(schema_json, partition_columns)
-        # index-only fields (the reference's indexing.indexonlyfields) are not in the document
-        # store, and tantivy-py cannot read the SSTable term dictionaries that hold them: their
-        # values are lost to the conversion (they read NULL, as in the reference; filters refused)
-        lost = [c["name"] for c in columns if c["name"] in meta_fields and not meta_fields[c["name"]][2]]
-        if not columns:
-            raise SplitFormatError(f"split {where}: the table has no data columns to read")
-        docs = read_documents(index_dir, where)
-        table = documents_table(docs, columns, where)
-        strings = [c["name"] for c in columns if _kind(c["type"]) == "string"]
-        data_schema = {"type": "struct", "fields": columns}
-        opts = Options.of(writer_options(fields, strings))
-        out = LocalStorage(os.path.join(work, "out"))
-        writer = SplitWriter(out, data_schema, [], opts, lost_columns=lost)
-        try:
-            writer.ensure_split()  # a split with no live documents is still a split
-            writer.write_batch(table)
-            adds = writer.finish()
-        except IndexTablesError as e:
-            raise SplitFormatError(f"split {where}: re-indexing the reference split failed: {e}") from e
-        if len(adds) != 1:
-            raise SplitFormatError(f"split {where}: re-indexing produced {len(adds)} splits, expected 1")
-        footer = extract(out.local_path(adds[0].path), dest_dir, where)
-        _mark(dest_dir, {"format": "quickwit-bundle", "docs": len(docs), "footerStartOffset": bundle.footer_start})
-        return footer
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _mark(dest_dir: str, info: dict[str, Any]) -> None:
-    """Record in the local footer.json that this directory holds a converted reference split."""
-    path = os.path.join(dest_dir, FOOTER_FILE)
-    with open(path, encoding="utf-8") as f:
-        footer = json.load(f)
-    footer[REFERENCE_KEY] = info
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(footer, f, ensure_ascii=False)
