@@ -83,7 +83,9 @@ def main() -> None:
     revisions = {"baseline": args.baseline_src, "under test": UNDER_TEST_SRC}
     pooled: dict[str, dict[str, list[float]]] = {r: {s: [] for s in STATEMENTS} for r in revisions}
     rows: dict[str, dict[str, int]] = {r: {} for r in revisions}
-    print(f"table {args.table}; {args.pairs} pairs x {args.runs} timed runs per statement; load {os.getloadavg()[0]:.1f}")
+    print(
+        f"table {args.table}; {args.pairs} pairs x {args.runs} timed runs per statement; load {os.getloadavg()[0]:.1f}"
+    )
     for pair in range(args.pairs):
         order = list(revisions) if pair % 2 == 0 else list(reversed(revisions))
         for rev in order:
