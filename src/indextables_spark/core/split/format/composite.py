@@ -19,7 +19,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 TANTIVY_FOOTER_MAGIC = 1337
 SECTIONED = ("term", "idx", "pos")  # composite files a query reads field by field
@@ -62,6 +62,37 @@ def _table_start(length: int, tail: bytes) -> int:
     return body_end - 4
 
 
+def _offset_table(buf: bytes) -> list[tuple[int, int, int]]:
+    """A composite file's offset table (the bytes between the sections and the u32 table length):
+    (field id, idx, section start) of each entry, in file order."""
+    n, i = _vint(buf, 0)
+    entries: list[tuple[int, int, int]] = []
+    offset = 0
+    for _ in range(n):
+        delta, i = _vint(buf, i)
+        offset += delta
+        if i + 4 > len(buf):
+            raise ValueError("truncated offset table")
+        (field,) = struct.unpack_from("<I", buf, i)
+        idx, i = _vint(buf, i + 4)
+        entries.append((int(field), idx, offset))
+    if i != len(buf):
+        raise ValueError("trailing bytes in the offset table")
+    return entries
+
+
+def read_tail(f: BinaryIO, length: int) -> bytes:
+    """The last bytes of the open composite file `f` (`length` bytes) that hold its offset table
+    and footer (needed_tail): one read of TAIL_BYTES, a second only when the table is longer."""
+    f.seek(max(0, length - TAIL_BYTES))
+    tail = f.read()
+    need = needed_tail(length, tail)
+    if need > len(tail):
+        f.seek(length - need)
+        tail = f.read()
+    return tail
+
+
 def composite_sections(length: int, tail: bytes, num_fields: int) -> dict[int, Range]:
     """Field id -> [start, end) of its section in a composite file of `length` bytes whose last
     len(tail) bytes are `tail` (holding the offset table: see needed_tail)."""
@@ -73,24 +104,13 @@ def composite_sections(length: int, tail: bytes, num_fields: int) -> dict[int, R
     table_start = table_end - table_len
     if table_start < t0:
         raise ValueError("tail too short")
-    buf = tail[table_start - t0 : table_end - t0]
-    n, i = _vint(buf, 0)
     offsets: list[int] = []
     ids: list[int] = []
-    offset = 0
-    for _ in range(n):
-        delta, i = _vint(buf, i)
-        offset += delta
-        if i + 4 > len(buf):
-            raise ValueError("truncated offset table")
-        (field,) = struct.unpack("<I", buf[i : i + 4])
-        idx, i = _vint(buf, i + 4)
+    for field, idx, offset in _offset_table(tail[table_start - t0 : table_end - t0]):
         if idx != 0 or field >= num_fields or field in ids:
             raise ValueError("unexpected entry")
         offsets.append(offset)
         ids.append(field)
-    if i != len(buf):
-        raise ValueError("trailing bytes in the offset table")
     offsets.append(table_start)
     if any(b < a for a, b in zip(offsets, offsets[1:])):
         raise ValueError("offsets out of order")
@@ -143,12 +163,7 @@ def index_sections(index_dir: str, names: list[str]) -> dict[str, Any] | None:
             path = os.path.join(index_dir, name)
             length = os.path.getsize(path)
             with open(path, "rb") as f:
-                f.seek(max(0, length - TAIL_BYTES))
-                tail = f.read()
-                need = needed_tail(length, tail)
-                if need > len(tail):
-                    f.seek(length - need)
-                    tail = f.read()
+                tail = read_tail(f, length)
             secs = composite_sections(length, tail, len(fields))
             files[name] = {
                 "tail": length - needed_tail(length, tail),
@@ -178,21 +193,8 @@ def composite_layout(data: bytes) -> tuple[list[CompositeEntry], bytes]:
     table_start = table_end - table_len
     if table_start < 0:
         raise ValueError("offset table longer than the file")
-    buf = data[table_start:table_end]
-    n, i = _vint(buf, 0)
     entries: list[CompositeEntry] = []
-    starts: list[tuple[int, int, int]] = []
-    offset = 0
-    for _ in range(n):
-        delta, i = _vint(buf, i)
-        offset += delta
-        if i + 4 > len(buf):
-            raise ValueError("truncated offset table")
-        (field,) = struct.unpack_from("<I", buf, i)
-        idx, i = _vint(buf, i + 4)
-        starts.append((field, idx, offset))
-    if i != len(buf):
-        raise ValueError("trailing bytes in the offset table")
+    starts = _offset_table(data[table_start:table_end])
     if len({(f, x) for f, x, _ in starts}) != len(starts):
         raise ValueError("a section named twice")
     for k, (field, idx, start) in enumerate(starts):

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec, IndexedField, atomic_kind
-from indextables_spark.core.split.format.composite import composite_sections, needed_tail
+from indextables_spark.core.split.format.composite import composite_sections, read_tail
 from indextables_spark.core.split.reference.quickwit import extract_bundle
 from indextables_spark.errors import SplitFormatError
 
@@ -40,7 +40,6 @@ FST, SSTABLE = 1, 2  # the dictionary kind a `.term` section ends with (tantivy 
 # The reference registers its tokenizers with a 255-byte token limit (tantivy4java; reference.py's
 # reference_tokenizer); a `raw` value that long is one token too long: not in the index at all.
 REFERENCE_TOKEN_LIMIT = 255
-_TAIL = 4 << 10
 # What a read asks of the index besides a query promise: (query texts, columns); see
 # cache.SplitCache.local_dir, which names the same type (this layer comes first)
 Reads = tuple[tuple[str, ...], tuple[str, ...]]
@@ -293,13 +292,7 @@ def dictionary_kinds(path: str, num_fields: int) -> dict[int, int]:
     """Field id -> the kind of its dictionary (FST, SSTABLE) in a `.term` composite file."""
     length = os.path.getsize(path)
     with open(path, "rb") as f:
-        f.seek(max(0, length - _TAIL))
-        tail = f.read()
-        need = needed_tail(length, tail)
-        if need > len(tail):
-            f.seek(length - need)
-            tail = f.read()
-        sections = composite_sections(length, tail, num_fields)
+        sections = composite_sections(length, read_tail(f, length), num_fields)
         kinds = {}
         for field, (start, end) in sections.items():
             if end - start < 4:
