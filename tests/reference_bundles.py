@@ -60,10 +60,15 @@ def bundle(index_dir: str, out_path: str, sstable: bool = True) -> int:
 
 
 def write_index(
-    index_dir: str, fields: Sequence[Mapping[str, Any]], docs: Iterable[Mapping[str, Any]], segments: int = 1
+    index_dir: str,
+    fields: Sequence[Mapping[str, Any]],
+    docs: Iterable[Mapping[str, Any]],
+    segments: int = 1,
+    default_limit: int = 255,
 ) -> None:
     """fields: reference doc mapping entries ({"name", "type", "tokenizer"?}); docs: values as the
-    reference stores them (None/missing = omitted)."""
+    reference stores them (None/missing = omitted); default_limit: where its `default` tokenizer
+    drops tokens (255: tantivy4java's older write path; 40: its Arrow path, tantivy's own)."""
     import tantivy
 
     sb = tantivy.SchemaBuilder()
@@ -100,10 +105,10 @@ def write_index(
     schema = sb.build()
     os.makedirs(index_dir, exist_ok=True)
     index = tantivy.Index(schema, index_dir)
-    # the reference's analyzers (tantivy4java registers its tokenizers with a 255-byte limit)
+    # the reference's `default` analyzer (its `raw` is tantivy's, without a length filter)
     reference_default = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(255))
+        .filter(tantivy.Filter.remove_long(default_limit))
         .filter(tantivy.Filter.lowercase())
         .build()
     )
@@ -127,11 +132,12 @@ def add_reference_split(
     partition_values: Mapping[str, str] | None = None,
     sstable: bool = True,
     segments: int = 1,
+    default_limit: int = 255,
 ) -> it.AddFile:
     """Write the documents as a reference-like split `name` under the table and commit it (its term
     dictionaries SSTables as the reference writes them, or tantivy-py's FSTs: see bundle)."""
     index_dir = os.path.join(work_dir, name + ".index")
-    write_index(index_dir, fields, docs, segments)
+    write_index(index_dir, fields, docs, segments, default_limit)
     local = os.path.join(work_dir, name)
     footer_start = bundle(index_dir, local, sstable)
     prefix = "/".join(f"{k}={v}" for k, v in (partition_values or {}).items())

@@ -33,7 +33,7 @@ from reference_bundles import add_reference_split
 
 ROOT = Path(__file__).parent / "data" / "reference_v0.5.4"
 LONG = "a" + "b" * 59  # one 60-byte token: our tokenizers' old 40-byte limit dropped it
-HUGE = "h" * 300  # past the reference's 255 bytes: not in its index either
+HUGE = "h" * 300  # past the reference's 255 bytes: not in its `default` index either
 
 
 def _cache_dirs(cache: Path) -> list[Path]:
@@ -89,7 +89,7 @@ def test_term_dictionaries_are_transcoded_when_a_read_needs_them(tmp_path: Path)
     assert t.search("rating:3.2", columns=["id"]).column("id").to_pylist() == [302]
 
 
-def _tokens_table(tmp_path: Path) -> it.IndexTable:
+def _tokens_table(tmp_path: Path, default_limit: int = 255) -> it.IndexTable:
     schema = pa.schema([("id", pa.int64()), ("body", pa.string()), ("tag", pa.string()), ("notes", pa.string())])
     it.IndexTable.create(str(tmp_path / "t"), schema)
     t = it.IndexTable(str(tmp_path / "t"), options={"spark.indextables.cache.disk.path": str(tmp_path / "c")})
@@ -104,7 +104,7 @@ def _tokens_table(tmp_path: Path) -> it.IndexTable:
         {"id": 2, "body": f"see {LONG} here", "tag": "x" * 300, "notes": "brown dog"},
         {"id": 3, "body": f"huge {HUGE}", "tag": None, "notes": "fox quick"},
     ]
-    add_reference_split(t, fields, docs, str(tmp_path), "part-tokens.split")
+    add_reference_split(t, fields, docs, str(tmp_path), "part-tokens.split", default_limit=default_limit)
     return t
 
 
@@ -129,9 +129,24 @@ def test_the_reference_tokens_are_found(tmp_path: Path) -> None:
     assert ids(_read(split, StringContains("body", HUGE))) == [3]  # no token to narrow by: rows decide
 
 
-def test_raw_values_too_long_for_the_reference_index_are_decided_on_rows(tmp_path: Path) -> None:
-    """The reference leaves a raw value of 255 bytes or more out of its index: filters that would
-    ask the index for it (=, IN, IS NULL, patterns) are decided on the rows, never answered empty."""
+def test_filters_do_not_require_tokens_a_reference_writer_may_have_dropped(tmp_path: Path) -> None:
+    """The reference's Arrow write path indexes `default` fields with tantivy's own tokenizer, which
+    drops tokens of 40 bytes or more, while its searcher keeps them up to 255 (and its older writer
+    indexed them): a split does not say which. Filters on such a column are decided on its rows
+    (never narrowed by its terms); a query finds what the split's writer kept, as the reference's
+    searcher does."""
+    t = _tokens_table(tmp_path, default_limit=40)
+    ids = lambda tb: sorted(tb.column("id").to_pylist())  # noqa: E731
+    assert ids(t.to_arrow(where=f"body = 'see {LONG} here'")) == [2]
+    assert ids(_read(_reader(t), StringContains("body", f" {LONG} "))) == [2]
+    assert ids(t.search(f"body:{LONG}")) == []  # the searcher looks the token up: this writer dropped it
+    assert ids(t.to_arrow(where="body = 'quick brown fox'")) == [1]
+
+
+def test_raw_values_of_any_length_are_found(tmp_path: Path) -> None:
+    """The reference indexes `raw` values with tantivy's RawTokenizer, without a length filter
+    (tantivy drops only terms over 65,530 bytes): =, IN, IS NULL and patterns on long values give
+    the rows' answer."""
     t = _tokens_table(tmp_path)
     ids = lambda tb: sorted(tb.column("id").to_pylist())  # noqa: E731
     assert ids(t.to_arrow(where=f"tag = '{'x' * 300}'")) == [2]

@@ -37,9 +37,15 @@ from indextables_spark.errors import SplitFormatError
 
 REFERENCE_FILE = "reference.json"  # marks an extracted reference split (see the module docstring)
 FST, SSTABLE = 1, 2  # the dictionary kind a `.term` section ends with (tantivy `termdict/mod.rs`)
-# The reference registers its tokenizers with a 255-byte token limit (tantivy4java; reference.py's
-# reference_tokenizer); a `raw` value that long is one token too long: not in the index at all.
+# The reference's searcher analyses query text with Quickwit's tokenizers, which drop tokens of 255
+# bytes or more (`default`, `whitespace`, ...; `<tokenizer>_limit_<n>` names another limit). Its
+# writers index with other limits (indextables/tantivy4java: the Arrow write path uses tantivy's own
+# tokenizers, `default` dropping tokens at 40 bytes; the older path registered them at 255), which
+# a split does not record: a query for a 40-254-byte token finds what that split's writer kept.
 REFERENCE_TOKEN_LIMIT = 255
+# Both writers index `raw` values with tantivy's bare RawTokenizer: tantivy leaves only a token over
+# MAX_TOKEN_LEN = 65,530 bytes out of the postings (src/postings/postings_writer.rs).
+RAW_VALUE_LIMIT = 65_531
 # What a read asks of the index besides a query promise: (query texts, columns); see
 # cache.SplitCache.local_dir, which names the same type (this layer comes first)
 Reads = tuple[tuple[str, ...], tuple[str, ...]]
@@ -147,10 +153,12 @@ def _indexed_fields(kind: str, f: NativeField) -> tuple[IndexedField, ...]:
                     record=f.record,
                     fast=f.fast,
                     exact=True,
-                    max_value_bytes=REFERENCE_TOKEN_LIMIT,
+                    max_value_bytes=RAW_VALUE_LIMIT,
                 ),
             )
         base, limit = reference_tokenizer(tok)
+        # (a string column's filters never narrow by a tokenized field's terms: kind `string`
+        # reads through an exact field only, so what a writer dropped cannot lose rows)
         return (IndexedField(f.name, "text", tokenizer=base, record=f.record, token_limit=limit),)
     plain = {"i64": "i64", "f64": "f64", "bool": "bool", "decimal": "f64"}
     if plain.get(kind) == f.type:
