@@ -268,7 +268,8 @@ def read_fst_section(section: bytes) -> list[Term]:
     fst = section[: len(section) - 16 - store_len]
     store = section[len(section) - 16 - store_len : len(section) - 16]
     keys = []
-    for i, (k, v) in enumerate(ducer.Map(fst).items()):
+    # (as format 3: ducer's `fst` crate refuses a map under 36 bytes, a format 2 one-term map is 35)
+    for i, (k, v) in enumerate(ducer.Map(struct.pack("<Q", 3) + fst[8:] + bytes(4)).items()):
         assert v == i
         keys.append(bytes(k))
     metas_len, count = struct.unpack_from("<QQ", store, 0)

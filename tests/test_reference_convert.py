@@ -8,6 +8,8 @@ The fixture tables are read-only test data: every test works on a copy under tmp
 
 from __future__ import annotations
 
+from collections import Counter
+
 import json
 import os
 import shutil
@@ -304,17 +306,25 @@ def test_convert_keeps_rows_queries_and_time_travel(name, tmp_path):
     assert _rows(t.to_arrow(version=before_version)) == expected
     assert sorted(t.search(query, version=before_version).column("id").to_pylist()) == expected_q
     assert _splits(path) >= set(reference_paths)  # nothing deleted: PURGE removes them after the retention
-    # appends work now, and index as the converted splits do (one doc mapping: MERGE groups them)
+    # appends work now, indexed by us with the recorded settings; MERGE SPLITS re-indexes the
+    # converted splits (the reference's index kept: their own doc mapping) with the appended ones
     new = _new_rows(t)
     v = it.write_table(path, new)
     assert v == res.version + 1
-    assert _rows(t.to_arrow()) == sorted(expected + new.to_pylist(), key=lambda r: r["id"])
+    everything = sorted(expected + new.to_pylist(), key=lambda r: r["id"])
+    assert _rows(t.to_arrow()) == everything
     refs = {f.doc_mapping_ref for f in t.snapshot().files}
-    assert len(refs) == 1
+    assert len(refs) == 2
     assert sorted(t.search(f'{col}:"appended1"').column("id").to_pylist()) == [new.column("id")[1].as_py()]
+    merged = t.maintenance.merge_splits()
+    assert merged["status"] == "SUCCESS"
+    per_partition = Counter(tuple(sorted((f.partition_values or {}).items())) for f in t.snapshot().files)
+    assert set(per_partition.values()) == {1}  # converted and appended splits merged together
+    assert _rows(t.to_arrow()) == everything
+    assert sorted(t.search(query).column("id").to_pylist()) == expected_q
     # a second CONVERT finds nothing to do
     again = t.maintenance.convert()
-    assert again["status"] == "NO_ACTION" and again["version"] is None and t.version() == v
+    assert again["status"] == "NO_ACTION" and again["version"] is None and t.version() == merged["version"]
 
 
 def test_convert_leaves_our_splits_alone(tmp_path):

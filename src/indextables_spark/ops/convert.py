@@ -7,19 +7,22 @@ implementation reads fully (core/log/reference_splits.py refuses such writes). C
 
 1. Plan (driver): the live splits whose recorded doc mapping is a reference one. Splits we wrote
    are left alone (a table may hold both, e.g. after a partial DROP PARTITIONS + append).
-2. Rewrite, per reference split (threads of this process): its live rows — read through the split
-   cache (the reference's document store), without the rows any delete log removes — are written by
-   SplitWriter as one new split of ours with the table schema, the same partition values and the
-   indexing options reproducing the reference's tokenizers (a `raw` field → our `string` typemap,
-   another tokenizer → `text` + `indexing.tokenizer.<col>`, `ip` → `ip`; reference.writer_options).
-   The row count must equal what the split holds (log numRecords / footer): any read error fails
-   the command naming the split (nothing is committed; the new splits are deleted).
+2. Rewrite, per reference split (threads of this process), without re-indexing
+   (core/split/reference/rewrite.py): the reference's Tantivy index is kept — its term
+   dictionaries transcoded from SSTable to FST, a `__row` fast column added, its document store
+   emptied — and its rows move into our row store; the doc mapping describes its fields as a read
+   of the reference split does (its tokenizers, its index-only fields, its record options), so
+   every query answers after CONVERT what it answered before. The row count must equal what the
+   log records; any error fails the command naming the split (nothing is committed; the new splits
+   are deleted). A split that delete logs apply to is refused (no writer of ours makes one).
 3. Commit (one version, operation "CONVERT", resolver "fail": any concurrent commit fails it, as
    for the other destructive operations): removes (dataChange=false) of the reference splits, adds
-   (dataChange=false) of ours, and a metaData action recording the indexing settings per string
-   column (`spark.indextables.indexing.typemap.<col>` / `.tokenizer.<col>`; settings the table
-   already records win) and the new doc mappings in the schema registry, so later appends index
-   the same way and MERGE SPLITS groups them with the converted splits.
+   (dataChange=false) of ours, and a metaData action recording our indexing settings closest to
+   the reference's (`indexing.typemap.<col>` / `.tokenizer.<col>` / `.tokenLength.<col>` per string
+   column: `raw` → `string`, another tokenizer → `text` with it, `ip` → `ip`; reference.writer_options;
+   `indexing.indexonlyfields` for the columns it indexed without storing; settings the table
+   already records win) and the new doc mappings in the schema registry. Later appends are
+   indexed by us with those settings; MERGE SPLITS re-indexes converted splits with them too.
    If the commit is not made (a concurrent commit) the new splits are deleted; after an error of
    unknown outcome (storage) they are left for PURGE.
 
@@ -33,7 +36,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shutil
+import tempfile
 import time
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
@@ -42,7 +48,7 @@ import pyarrow as pa
 
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.core.log.actions import AddFile, RemoveFile
-from indextables_spark.core.log.doc_mapping import registry_key
+from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key
 from indextables_spark.core.log.protocol_gate import check_writable
 from indextables_spark.core.log.reference_splits import (
     CONVERT_OPERATION,
@@ -53,10 +59,10 @@ from indextables_spark.core.log.reference_splits import (
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction, now_ms
-from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.schema.partitions import partition_value_array
+from indextables_spark.core.schema.partitions import partition_path
 from indextables_spark.core.split.format.column_specs import table_options
 from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY
+from indextables_spark.core.split.reference.native import mapping_fields
 from indextables_spark.core.split.reference.reference import mapping_options
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import SplitFormatError, StorageError, TableNotFoundError
@@ -66,8 +72,6 @@ from indextables_spark.results import ConvertResult, Progress, elapsed_ms
 log = logging.getLogger(__name__)
 
 OPERATION = CONVERT_OPERATION
-READ_BATCH_ROWS = 65_536
-NO_ROLL = 1 << 62  # one new split per reference split, whatever the target split size says
 MAX_THREADS = 2  # reference splits rewritten at once (Tantivy and Arrow release the GIL)
 
 
@@ -127,6 +131,8 @@ def plan_convert(log_: TransactionLog) -> ConvertPlan:
     per_split: dict[str, dict[str, str]] = {}
     derived: dict[str, str] = {}
     mappings: dict[str, dict[str, str]] = {}  # per doc mapping ref, computed once
+    unstored: set[str] = set()  # columns a reference split indexes without storing
+    data_columns = {c["name"] for c in snap.schema_json.get("fields", [])} - set(snap.partition_columns)
     for f in sources:
         ref = f.doc_mapping_ref or ""
         if ref not in mappings:
@@ -134,9 +140,14 @@ def plan_convert(log_: TransactionLog) -> ConvertPlan:
             if not mapping:
                 raise SplitFormatError(f"CONVERT on {log_.storage.uri}: split {f.path} has no doc mapping")
             mappings[ref] = split_settings(mapping, snap.schema_json, snap.partition_columns)
+            unstored |= {m.name for m in mapping_fields(mapping) if m.indexed and not m.stored} & data_columns
         per_split[f.path] = mappings[ref]
         derived.update(mappings[ref])  # oldest first: the newest split's settings win
     settings = recorded_settings(snap.metadata_action.configuration, derived)
+    index_only_key = PREFIX + "indexing.indexonlyfields"
+    if unstored and not any(k.lower() == index_only_key for k in snap.metadata_action.configuration):
+        # its index-only columns stay index-only: appends after CONVERT index them without storing
+        settings[index_only_key] = ",".join(sorted(unstored))
     base = table_options(snap, log_.options)
     if not any(k.lower() == (PREFIX + TOKEN_LENGTH_KEY).lower() for k in snap.metadata_action.configuration):
         # the reference indexed with a 255-byte token length (its default): record it, so the
@@ -158,83 +169,93 @@ class Converted:
     rows: int = 0
 
 
-def _with_partition_columns(
-    batch: pa.RecordBatch, values: Mapping[str, str | None], full_schema: pa.Schema, partition_columns: Sequence[str]
-) -> pa.RecordBatch:
-    """Splits do not store partition columns; SplitWriter wants every column of the table."""
-
-    names = list(batch.schema.names)
-    cols = list(batch.columns)
-    for c in partition_columns:
-        cols.append(partition_value_array(values.get(c), full_schema.field(c).type, batch.num_rows))
-        names.append(c)
-    return pa.RecordBatch.from_arrays(cols, names=names)
+def _tmp_root(options: Options) -> str | None:
+    return options.get_str("indexWriter.tempDirectoryPath") or options.get_str("indexing.tempDirectoryPath") or None
 
 
 def convert_split(plan: ConvertPlan, src: AddFile) -> Converted:
-    """Rewrite one reference split as one of ours (uploaded, not committed)."""
-    from indextables_spark.core.log.delete_logs import (
-        load_split_deletes,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
+    """Rewrite one reference split as one of ours (uploaded, not committed): its index as it is,
+    the dictionaries transcoded, its rows in our row store (core/split/reference/rewrite.py)."""
+    from indextables_spark.core.split.format.bloom import (  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
+        STATS_KEY as BLOOM_STATS_KEY,
+        bloom_file_for,
     )
-    from indextables_spark.core.split.cache.cache import (
-        get_cache,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
-    )
-    from indextables_spark.core.split.read.reader import (
-        SplitReader,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
-    )
-    from indextables_spark.core.split.write.builder import (
-        SplitWriter,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
+    from indextables_spark.core.split.reference.rewrite import (
+        rewrite_split,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
     )
 
     snap, storage = plan.snapshot, plan.log.storage
-    parts = snap.partition_columns
-    full_schema = arrow_schema(snap.schema_json)
-    opts = Options.of(plan.base_options, plan.split_options.get(src.path))
-    writer = SplitWriter(storage, snap.schema_json, parts, opts, target_split_bytes=NO_ROLL)
-    out = Converted(src)
-    try:
-        try:
-            reader = SplitReader(get_cache(plan.log.options).local_dir(storage, src))
-            deletes = load_split_deletes(storage, snap.deletes_for(src), reader.num_rows, src.path)
-            expected = reader.count(deletes=deletes) if deletes is not None else reader.num_rows
-            if deletes is None and src.num_records is not None and src.num_records != reader.num_rows:
-                raise SplitFormatError(f"the log records {src.num_records} rows, the split holds {reader.num_rows}")
-            values = dict(src.partition_values or {})
-            for batch in reader.read(batch_size=READ_BATCH_ROWS, deletes=deletes):
-                out.rows += batch.num_rows
-                writer.write_batch(_with_partition_columns(batch, values, full_schema, parts))
-        except SplitFormatError as e:
-            raise SplitFormatError(f"CONVERT on {storage.uri}: reference split {src.path}: {e}") from e
-        except (pa.ArrowException, OSError) as e:
-            raise SplitFormatError(
-                f"CONVERT on {storage.uri}: reference split {src.path} cannot be rewritten ({type(e).__name__}: {e})"
-            ) from e
-        if out.rows != expected:
-            raise SplitFormatError(
-                f"CONVERT on {storage.uri}: read {out.rows} rows of reference split {src.path}, it holds {expected}"
-            )
-        adds = writer.finish()
-        out.stats_files = dict(writer.stats_files)
-    except BaseException:
-        writer.abort()
-        _delete(storage, writer.written, writer.stats_files)
-        raise
-    out.doc_mappings = {writer.doc_mapping_ref: writer.doc_mapping}
-    out.adds = [
-        dataclasses.replace(
-            a,
-            partition_values=dict(src.partition_values or {}),  # the source's exact strings
-            data_change=False,
-            num_merge_ops=src.num_merge_ops,
-            split_tags=list(src.split_tags) if src.split_tags else None,
+    where = f"CONVERT on {storage.uri}: reference split {src.path}"
+    logs = snap.deletes_for(src)
+    if logs:
+        # (unreachable through this package: DELETE refuses tables holding reference splits)
+        raise SplitFormatError(
+            f"{where}: {len(logs)} delete logs apply to it; its index cannot drop those rows without re-indexing"
         )
-        for a in adds
-    ]
+    tmp = tempfile.mkdtemp(prefix="indextables-convert-", dir=_tmp_root(plan.base_options))
+    out = Converted(src)
+    key = None
+    try:
+        local = storage.local_path(src.path)
+        if local is None:
+            local = os.path.join(tmp, "source.split")
+            storage.download_file(src.path, local)
+        try:
+            split = rewrite_split(
+                local,
+                os.path.join(tmp, "work"),
+                storage.full_uri(src.path),
+                snap.schema_json,
+                snap.partition_columns,
+                plan.base_options,
+            )
+        except SplitFormatError as e:
+            raise SplitFormatError(f"{where}: {e}") from e
+        except (pa.ArrowException, OSError) as e:
+            raise SplitFormatError(f"{where} cannot be rewritten ({type(e).__name__}: {e})") from e
+        if src.num_records is not None and src.num_records != split.num_rows:
+            raise SplitFormatError(f"{where}: the log records {src.num_records} rows, the split holds {split.num_rows}")
+        prefix = partition_path(snap.partition_columns, dict(src.partition_values or {}))
+        key = (prefix + "/" if prefix else "") + f"splits/split-{uuid.uuid4()}.split"
+        storage.upload_file(key, split.path)
+        out.adds = [
+            AddFile(
+                path=key,
+                partition_values=dict(src.partition_values or {}),  # the source's exact strings
+                size=os.path.getsize(split.path),
+                modification_time=int(time.time() * 1000),
+                data_change=False,
+                stats=split.stats.stats_json(),
+                min_values=split.stats.min_max_values()[0] or None,
+                max_values=split.stats.min_max_values()[1] or None,
+                num_records=split.num_rows,
+                footer_start_offset=split.footer_start,
+                footer_end_offset=split.footer_end,
+                doc_mapping_ref=doc_mapping_hash(split.doc_mapping),
+                uncompressed_size_bytes=split.uncompressed,
+                num_merge_ops=src.num_merge_ops,
+                split_tags=list(src.split_tags) if src.split_tags else None,
+            )
+        ]
+        if split.bloom is not None:
+            bloom_key = bloom_file_for(key)
+            storage.put(bloom_key, split.bloom.encode(key))
+            out.stats_files.setdefault(BLOOM_STATS_KEY, []).append(bloom_key)
+        out.doc_mappings = {doc_mapping_hash(split.doc_mapping): split.doc_mapping}
+        out.rows = split.num_rows
+    except BaseException:
+        _delete(storage, ([key] if key else []) + [f for fs in out.stats_files.values() for f in fs])
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
-def _delete(storage: Storage, adds: Sequence[AddFile], stats_files: Mapping[str, Sequence[str]]) -> None:
-    keys = [a.path for a in adds] + [f for fs in stats_files.values() for f in fs]
+def _written(adds: Sequence[AddFile], stats_files: Mapping[str, Sequence[str]]) -> list[str]:
+    return [a.path for a in adds] + [f for fs in stats_files.values() for f in fs]
+
+
+def _delete(storage: Storage, keys: Sequence[str]) -> None:
     if not keys:
         return
     try:
@@ -291,7 +312,7 @@ def convert_table(log_: TransactionLog, dry_run: bool = False, progress: Progres
         for f in futures:
             if f.done() and not f.cancelled() and f.exception() is None:
                 c = f.result()
-                _delete(log_.storage, c.adds, c.stats_files)
+                _delete(log_.storage, _written(c.adds, c.stats_files))
         raise
     done.sort(key=lambda c: _age_key(c.source))
     version = _commit(plan, done)
@@ -342,7 +363,7 @@ def _commit(plan: ConvertPlan, done: list[Converted]) -> int:
         # the version file may or may not have been written: the new splits are left for PURGE
         raise
     except BaseException:
-        _delete(plan.log.storage, adds, stats)
+        _delete(plan.log.storage, _written(adds, stats))
         raise
     log.info(
         "CONVERT on %s: version %d, %d reference splits rewritten as %d splits",

@@ -51,7 +51,7 @@ from indextables_spark.core.split.cache.companion_rows import open_source_parque
 from indextables_spark.core.split.format.companion import CompanionSource, companion_info
 from indextables_spark.core.split.format.bundle import load_extracted_footer
 from indextables_spark.core.split.format.column_specs import column_specs
-from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs
+from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs, doc_mapping_origin
 from indextables_spark.core.split.format.indexing import recorded_settings
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import ConcurrentModificationError, IndexTablesError, InvalidOptionError, SplitFormatError
@@ -165,8 +165,11 @@ def plan_groups(
     cfg: MergeConfig,
     mergeable_ref: str | None,
     index_only: bool = False,
+    converted_refs: frozenset[str] = frozenset(),
 ) -> GroupPlan:
-    """Bin-pack the merge candidates among `files` (see the module doc)."""
+    """Bin-pack the merge candidates among `files` (see the module doc): splits of the table's doc
+    mapping `mergeable_ref` and of the converted ones (`converted_refs`: CONVERT kept another
+    implementation's index; a merge re-indexes their rows with the table's settings)."""
     plan = GroupPlan([])
     limit = cfg.skip_split_threshold * cfg.target_size
     buckets: dict[tuple[Any, ...], list[AddFile]] = {}
@@ -178,7 +181,7 @@ def plan_groups(
         if f.size >= limit:
             plan.too_large += 1
             continue
-        if f.doc_mapping_ref != mergeable_ref:
+        if f.doc_mapping_ref != mergeable_ref and f.doc_mapping_ref not in converted_refs:
             plan.other_mapping.append(f.path)
             continue
         if index_only:
@@ -479,7 +482,9 @@ def plan_merge(
     mapping_ref = doc_mapping_hash(doc_mapping_from_specs(specs))
     now = int(time.time() * 1000) if now_ms is None else now_ms
     index_only = any(s.index_only for s in specs)
-    groups = plan_groups(snap.files, snap.skips, now, cfg, mapping_ref, index_only)
+    registry = snapshot_registry(snap)
+    converted = frozenset(ref for ref, m in registry.items() if doc_mapping_origin(m) is not None)
+    groups = plan_groups(snap.files, snap.skips, now, cfg, mapping_ref, index_only, converted)
     if groups.index_only:
         log.warning(
             "MERGE SPLITS %s: %d splits left as they are: the table has index-only columns "

@@ -135,7 +135,7 @@ def _open_reference(local_dir: str) -> SplitHandles:
     specs = native.native_specs(fields, info.schema_json, info.partition_columns)
     with tantivy_call(f"opening the Tantivy index of split {info.where} (extracted in {local_dir})"):
         index = tantivy.Index.open(local_dir)
-        native.register_tokenizers(index, fields)
+        native.register_analyzers(index, native.reference_analyzers(fields))
     columns = native.stored_columns(fields, info.schema_json, info.partition_columns)
     rows = StoredDocs(index, columns, meta, info.where, native.fast_columns(fields, columns), local_dir)
     # queries parse the same on splits of one Tantivy schema and table schema (field ids, tokenizers)
@@ -156,6 +156,8 @@ def _open_handles(local_dir: str) -> SplitHandles:
     with tantivy_call(f"opening the Tantivy index of {where} (extracted in {local_dir})"):
         index = tantivy.Index.open(local_dir)
         analyzers.register(index, (f.index_tokenizer for s in specs for f in s.indexed_fields))
+        # a converted reference split keeps the reference's tokenizer names (reference/rewrite.py)
+        native.register_analyzers(index, footer.raw.get(native.ANALYZERS_KEY) or {})
     lazy: RowStore | None = None
     ipc: pa.ipc.RecordBatchFileReader | RowStore
     if footer.is_companion:

@@ -218,6 +218,25 @@ def composite_file(sections: Sequence[tuple[int, int, bytes]], footer_json: byte
         offset += len(body)
     table_bytes = b"".join(table)
     body = b"".join([*(s for _, _, s in sections), table_bytes, struct.pack("<I", len(table_bytes))])
+    return with_tantivy_footer(body, footer_json)
+
+
+def tantivy_footer(data: bytes) -> tuple[int, bytes]:
+    """(where the footer starts, its JSON) of a tantivy segment file (`src/directory/footer.rs`:
+    `[body][version JSON with the body's CRC-32][u32 JSON length][u32 magic 1337]`); ValueError
+    when it has none."""
+    if len(data) < 8:
+        raise ValueError("too short for a tantivy footer")
+    json_len, magic = struct.unpack_from("<II", data, len(data) - 8)
+    if magic != TANTIVY_FOOTER_MAGIC or json_len > len(data) - 8:
+        raise ValueError("no tantivy footer")
+    body_end = len(data) - 8 - json_len
+    return body_end, bytes(data[body_end : len(data) - 8])
+
+
+def with_tantivy_footer(body: bytes, footer_json: bytes) -> bytes:
+    """`body` and tantivy's footer: `footer_json` (an existing footer's JSON, its version kept)
+    with the CRC-32 of `body` (crc32fast: zlib's CRC-32)."""
     footer = json.loads(footer_json)
     if not isinstance(footer, dict) or "crc" not in footer or _footer_json(footer) != footer_json:
         raise ValueError("the footer JSON is not tantivy's")

@@ -16,7 +16,13 @@ if TYPE_CHECKING:
     import tantivy
 
 
-def _descriptors(specs: Iterable[ColumnSpec]) -> list[dict[str, Any]]:
+# The hidden row id field's descriptor says where a split's index came from when it is not ours
+# (reference/rewrite.py: IndexTables4Spark's index kept by CONVERT); MERGE SPLITS re-indexes such
+# splits with the table's settings.
+ORIGIN_KEY = "origin"
+
+
+def _descriptors(specs: Iterable[ColumnSpec], origin: str | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for s in specs:
         if s.partition:
@@ -41,10 +47,13 @@ def _descriptors(specs: Iterable[ColumnSpec]) -> list[dict[str, Any]]:
                     d["maxTokenLength"] = f.token_limit
             if f.exact:
                 d["exact"] = True
+            if f.max_value_bytes is not None:  # a converted reference split's raw field (reference/native.py)
+                d["maxValueBytes"] = f.max_value_bytes
             if s.index_only:  # absent otherwise: doc mappings (and their hashes) written before stay as they were
                 d["indexOnly"] = True
             out.append(d)
-    out.append({"name": ROW_FIELD, "type": "u64", "indexed": False, "fast": True, "stored": False, "hidden": True})
+    row = {"name": ROW_FIELD, "type": "u64", "indexed": False, "fast": True, "stored": False, "hidden": True}
+    out.append({**row, ORIGIN_KEY: origin} if origin is not None else row)
     return out
 
 
@@ -56,8 +65,26 @@ def doc_mapping_json(
     return doc_mapping_from_specs(specs)
 
 
-def doc_mapping_from_specs(specs: Iterable[ColumnSpec]) -> str:
-    return json.dumps(_descriptors(specs), separators=(",", ":"), ensure_ascii=False)
+def doc_mapping_from_specs(specs: Iterable[ColumnSpec], origin: str | None = None) -> str:
+    """origin: who built the index, when not us (see ORIGIN_KEY)."""
+    return json.dumps(_descriptors(specs, origin), separators=(",", ":"), ensure_ascii=False)
+
+
+def doc_mapping_origin(doc_mapping: str | None) -> str | None:
+    """Who built the index of splits with this doc mapping, when not us (ORIGIN_KEY); None for ours
+    and for a mapping that does not parse (its splits fail when read, naming the split)."""
+    if not doc_mapping or ORIGIN_KEY not in doc_mapping:
+        return None
+    try:
+        items = json.loads(doc_mapping)
+    except ValueError:
+        return None
+    if not isinstance(items, list):
+        return None
+    for d in items:
+        if isinstance(d, dict) and d.get("hidden") and isinstance(d.get(ORIGIN_KEY), str):
+            return str(d[ORIGIN_KEY])
+    return None
 
 
 def specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[ColumnSpec]:
@@ -99,6 +126,7 @@ def _specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[Col
                     indexed=bool(d.get("indexed", True)),
                     exact=bool(d.get("exact")),
                     token_limit=int(d["maxTokenLength"]) if d.get("maxTokenLength") is not None else None,
+                    max_value_bytes=int(d["maxValueBytes"]) if d.get("maxValueBytes") is not None else None,
                 )
             )
     return [

@@ -177,6 +177,18 @@ class StatsCollector:
         self.cols = {s.name: ColumnStats() for s in self.specs}
         self.num_records = 0
 
+    @classmethod
+    def for_options(cls, specs: list[ColumnSpec], options: Options) -> StatsCollector:
+        """The collector the write options ask for: `dataSkippingNumIndexedCols`,
+        `dataSkippingStatsColumns` and `stats.truncation.*`."""
+        max_len = options.get_int("stats.truncation.maxLength")
+        return cls(
+            specs,
+            options.get_int("dataSkippingNumIndexedCols"),
+            max_len if options.get_bool("stats.truncation.enabled") else None,
+            stats_columns(options, specs),
+        )
+
     def add(self, batch: pa.RecordBatch) -> None:
         self.num_records += batch.num_rows
         for s in self.specs:

@@ -36,6 +36,8 @@ from indextables_spark.core.split.reference.quickwit import extract_bundle
 from indextables_spark.errors import SplitFormatError
 
 REFERENCE_FILE = "reference.json"  # marks an extracted reference split (see the module docstring)
+# split footer key of a converted reference split (rewrite.py): its tokenizer names -> our analyzers
+ANALYZERS_KEY = "referenceAnalyzers"
 FST, SSTABLE = 1, 2  # the dictionary kind a `.term` section ends with (tantivy `termdict/mod.rs`)
 # The reference's searcher analyses query text with Quickwit's tokenizers, which drop tokens of 255
 # bytes or more (`default`, `whitespace`, ...; `<tokenizer>_limit_<n>` names another limit). Its
@@ -413,13 +415,20 @@ def ensure(local_dir: str, query: str | None, postings: bool = True, reads: Read
 # ---- opening ---------------------------------------------------------------------------------------
 
 
-def register_tokenizers(index: Any, fields: Sequence[NativeField]) -> None:
-    """Register on the opened index the reference's analyzers under the names its fields use: its
-    `default` keeps tokens up to 255 bytes, tantivy-py's built-in one drops them at 40, and a
-    query must be analysed as the values were."""
+def reference_analyzers(fields: Sequence[NativeField]) -> dict[str, str]:
+    """The tokenizer names the fields use -> our analyzer of the reference's searcher for each
+    (`<tokenizer>_limit_<n>`, analyzers.py): its `default` keeps tokens up to 255 bytes, tantivy-py's
+    built-in one drops them at 40, and a query must be analysed as the reference's searcher does.
+    A tokenizer we do not know is left out: tantivy fails naming it when a query needs it."""
+    out = {}
     for name in sorted({f.tokenizer for f in fields if f.tokenizer and f.tokenizer != "raw"}):
         base, limit = reference_tokenizer(name)
-        if base not in analyzers.BUILTIN_LIMITS and not analyzers.is_custom(base):
-            continue  # a tokenizer we do not know: tantivy fails naming it when a query needs it
-        analyzer = analyzers.analyzer(f"{base}_limit_{limit}")
-        index.register_tokenizer(name, analyzer)
+        if base in analyzers.BUILTIN_LIMITS or analyzers.is_custom(base):
+            out[name] = f"{base}_limit_{limit}"
+    return out
+
+
+def register_analyzers(index: Any, names: Mapping[str, str]) -> None:
+    """Register each analyzer (reference_analyzers' values) under its tokenizer name on an opened index."""
+    for name, analyzer in names.items():
+        index.register_tokenizer(name, analyzers.analyzer(analyzer))

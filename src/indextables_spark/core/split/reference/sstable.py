@@ -119,6 +119,32 @@ def read_sstable_keys(data: bytes, where: str, what: str) -> list[bytes]:
     return keys
 
 
+def read_sstable_ranges(data: bytes, where: str, what: str) -> list[tuple[bytes, int, int]]:
+    """(key, start, end) of each entry of a tantivy `RangeSSTable` (the column dictionary of a
+    tantivy-columnar fast field file: column key -> its bytes), checked the same way. Its values
+    (sstable/src/value/range.rs RangeValueWriter) are, per block, LEB128 n + 1 then the deltas of
+    [first start, end, end, ...]: a block's ranges follow each other."""
+    fail = _failer(where, what, "SSTable")
+    keys: list[bytes] = []
+    ranges: list[tuple[int, int]] = []
+
+    def decode(payload: bytes, at: int, prev: bytes | None) -> tuple[int, bytes, bytes]:
+        n, i = _leb128(payload, 0)
+        bounds = []
+        value = 0
+        for _ in range(n):
+            delta, i = _leb128(payload, i)
+            value += delta
+            bounds.append(value)
+        if n < 2:
+            raise fail(f"block at byte {at}: {n} range bounds")
+        ranges.extend(zip(bounds, bounds[1:]))
+        return _keys(payload, i, n - 1, at, prev, keys, fail)
+
+    _read(data, fail, decode)
+    return [(k, a, b) for k, (a, b) in zip(keys, ranges)]
+
+
 def _failer(where: str, field: str, what: str) -> Fail:
     def fail(problem: str) -> SplitFormatError:
         return SplitFormatError(f"split {where}: field {field!r}: {what}: {problem}")
@@ -324,11 +350,14 @@ def _check_index(index: bytes, blocks: list[Block], fail: Fail) -> None:
 
 def _fst_items(fst: bytes, fail: Fail) -> list[tuple[bytes, int]]:
     """The (key, value) pairs of a tantivy-fst map (the `fst` crate's format 2), read with ducer
-    (which wraps the `fst` crate; it reads format 2 as well as its own 3)."""
+    (which wraps the `fst` crate 0.4). Given as format 3, which is format 2 and a CRC-32C that
+    opening does not check: the `fst` crate refuses a map shorter than 36 bytes whatever its
+    format, and a format 2 map of a key or two is 35."""
     if len(fst) < 32 or _U64.unpack_from(fst, 0)[0] != INDEX_FST_VERSION:
         raise fail(f"the index FST is not an FST of format {INDEX_FST_VERSION}")
+    as_v3 = struct.pack("<Q", 3) + fst[8:] + bytes(4)
     try:
-        return [(bytes(k), int(v)) for k, v in ducer.Map(fst).items()]
+        return [(bytes(k), int(v)) for k, v in ducer.Map(as_v3).items()]
     except Exception as e:
         raise fail(f"unreadable index FST ({e})") from None
     except BaseException as e:  # a Rust panic inside ducer (pyo3's PanicException is a BaseException)

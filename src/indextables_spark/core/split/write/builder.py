@@ -40,7 +40,7 @@ from indextables_spark.core.split.format.bloom import BloomConfig, SplitBloomBui
 from indextables_spark.core.split.format.bundle import ROWS_NAME, bundle
 from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs, tantivy_schema
-from indextables_spark.core.split.format.stats import StatsCollector, stats_columns
+from indextables_spark.core.split.format.stats import StatsCollector
 from indextables_spark.core.split.write.documents import json_documents
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import IndexTablesError, SchemaMismatchError
@@ -146,10 +146,6 @@ class SplitWriter:
             or self.options.get_str("indexing.tempDirectoryPath")
             or None
         )
-        max_len = self.options.get_int("stats.truncation.maxLength")
-        self._stats_max_length = max_len if self.options.get_bool("stats.truncation.enabled") else None
-        self._stats_columns = self.options.get_int("dataSkippingNumIndexedCols")
-        self._stats_named = stats_columns(self.options, self.specs)
         # Tokenized text columns whose token lengths are checked (see text.py, fullyTokenized).
         self._token_checked = [
             (s, s.value_field.tokenizer, s.value_field.token_limit)
@@ -339,7 +335,7 @@ class SplitWriter:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        stats = StatsCollector(self.specs, self._stats_columns, self._stats_max_length, self._stats_named)
+        stats = StatsCollector.for_options(self.specs, self.options)
         return _OpenSplit(
             dict(values),
             tmp,
