@@ -13,10 +13,14 @@ generated rows (examples/datagen.py: id, 8-word title, 50-word body, ...) two wa
   bundled exactly like a Quickwit split, committed as a reference AddFile;
 - ours: the same rows written by `it.write_table`.
 
+- converted: a copy of the reference-like table after CONVERT (core/split/reference/rewrite.py:
+  the reference's index kept, its dictionaries transcoded, its rows moved into our row store).
+
 Printed, each cold figure the median of `runs` fresh split caches: the first text query, the first
 id lookup (a query on `id`: only its dictionary is transcoded) and the first filter on `id` (a
 filter transcodes every dictionary), the same first query with every dictionary transcoded at entry,
-what transcoding each field costs, and warm queries on both tables.
+what transcoding each field costs, what CONVERT costs and the sizes, and warm queries on the three
+tables.
 """
 
 from __future__ import annotations
@@ -97,6 +101,11 @@ def main() -> None:
     build_s = timed(lambda: reference_table(rows, ref, args.dir))
     write_s = timed(lambda: it.write_table(ours, rows, options={"indexing.typemap.body": "text"}))
     split = os.path.join(ref, SPLIT)
+    conv = os.path.join(args.dir, "converted")
+    shutil.copytree(ref, conv)
+    convert_s = timed(lambda: it.IndexTable(conv).maintenance.convert())
+    (conv_add,) = it.IndexTable(conv).snapshot().files
+    conv_size = conv_add.size
     some_id = int(rows.column("id")[args.rows // 3].as_py())
 
     cold: dict[str, list[float]] = {}
@@ -119,7 +128,7 @@ def main() -> None:
     cold_run("warm-up ref", ref, 0, lambda t: t.search(PHRASE))
     cold_run("warm-up ours", ours, 0, lambda t: t.search(PHRASE))
     for run in range(args.runs):
-        for kind, path in (("ref", ref), ("ours", ours)):
+        for kind, path in (("ref", ref), ("ours", ours), ("conv", conv)):
             cold_run(f"{kind} text count", path, run, lambda t: t.count(TEXT))
             cold_run(f"{kind} text search", path, run, lambda t: t.search(TEXT))
             cold_run(f"{kind} phrase rows", path, run, lambda t: t.search(PHRASE))
@@ -142,7 +151,7 @@ def main() -> None:
         "to_arrow(columns=['id', 'views'])": lambda t: t.to_arrow(columns=["id", "views"]),
         "to_arrow() every row": lambda t: t.to_arrow(),
     }
-    for name, path in (("reference", ref), ("ours", ours)):
+    for name, path in (("reference", ref), ("ours", ours), ("converted", conv)):
         t = it.IndexTable(path, options={"spark.indextables.cache.disk.path": os.path.join(args.dir, "warm-cache")})
         t.to_arrow(columns=["id"])  # into the cache, every dictionary
         cold_scan = timed(lambda: t.to_arrow())  # the reference's: decodes its document store once
@@ -156,16 +165,20 @@ def main() -> None:
     n = args.rows
     print(f"rows: {n:,}; reference-like split {os.path.getsize(split) / 1e6:.1f} MB (built in {build_s:.1f} s)")
     print(f"  writing the same rows as our split (it.write_table): {write_s:.2f} s")
-    print(f"cold first read into an empty split cache, median of {args.runs} (reference / ours):")
+    print(
+        f"CONVERT (no re-indexing): {convert_s:.2f} s ({convert_s / n * 1e6:.1f} us a row); "
+        f"the converted split {conv_size / 1e6:.1f} MB, ours {sum(f.size for f in it.IndexTable(ours).snapshot().files) / 1e6:.1f} MB"
+    )
+    print(f"cold first read into an empty split cache, median of {args.runs} (reference / ours / converted):")
     for what in ("text count", "text search", "phrase rows", "id query", "id filter"):
-        r, o = med(cold[f"ref {what}"]), med(cold[f"ours {what}"])
-        print(f"  {what:12s} {r:7.3f} s  {o:7.3f} s")
+        r, o, c = med(cold[f"ref {what}"]), med(cold[f"ours {what}"]), med(cold[f"conv {what}"])
+        print(f"  {what:12s} {r:7.3f} s  {o:7.3f} s  {c:7.3f} s")
     print(f"  hits: text {it.IndexTable(ours).count(TEXT)}, phrase {it.IndexTable(ours).count(PHRASE)}")
     print(f"  text count with every dictionary transcoded at entry: {med(cold['ref all at entry + text count']):.3f} s")
     print("transcoding one field's dictionary alone (s): " + ", ".join(f"{k} {v:.3f}" for k, v in per_field.items()))
-    print("warm, median (reference / ours, ms; the first line: once, the store decoded into the cache):")
+    print("warm, median (reference / ours / converted, ms; the first line: once, the store decoded into the cache):")
     for q, by in warm.items():
-        print(f"  {q:45s} {by['reference'] * 1000:9.1f} {by['ours'] * 1000:9.1f}")
+        print(f"  {q:45s} {by['reference'] * 1000:9.1f} {by['ours'] * 1000:9.1f} {by['converted'] * 1000:9.1f}")
 
 
 if __name__ == "__main__":
