@@ -28,9 +28,8 @@ import tantivy
 
 from indextables_spark.core.split.reference.quickwit import check_file_footer, extract_bundle
 from indextables_spark.core.split.reference.sstable import read_sstable_keys
+from indextables_spark.core.split.format.composite import DICT_TYPE_FST, DICT_TYPE_SSTABLE
 from indextables_spark.core.split.reference.transcode import (
-    DICT_TYPE_FST,
-    DICT_TYPE_SSTABLE,
     term_dict_types,
     transcode_index,
     transcode_term_file,

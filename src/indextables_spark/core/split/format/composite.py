@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 TANTIVY_FOOTER_MAGIC = 1337
+# The u32 a `.term` section (one field's term dictionary) ends with (quickwit-oss/tantivy
+# src/termdict/mod.rs DictionaryType): tantivy-py reads FST ones, the reference writes SSTable ones.
+DICT_TYPE_FST, DICT_TYPE_SSTABLE = 1, 2
 SECTIONED = ("term", "idx", "pos")  # composite files a query reads field by field
 TAIL_BYTES = 4 << 10  # one read usually holds a composite file's offset table and tantivy footer
 INDEX_SECTIONS = "indexSections"  # split footer key (bundle.py): the sections of each such file

@@ -29,11 +29,11 @@ from typing import Any
 import ducer
 import numpy as np
 
+from indextables_spark.core.split.format.composite import DICT_TYPE_FST
 from indextables_spark.core.split.reference.terms import TermColumns
 from indextables_spark.errors import SplitFormatError
 
 FST_VERSION = 1  # fst_termdict/termdict.rs FST_VERSION (the dictionary's, not the FST's)
-DICT_TYPE_FST = 1  # src/termdict/mod.rs DictionaryType::Fst
 TANTIVY_FST_FORMAT = 2  # what tantivy-fst writes and reads
 _BLOCK_LEN = 256  # term_info_store.rs BLOCK_LEN
 _META = struct.Struct("<QIQIQIBBB")  # TermInfoBlockMeta: offset, TermInfo, three bit widths

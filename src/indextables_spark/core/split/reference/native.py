@@ -31,14 +31,18 @@ from typing import Any, Mapping, Sequence
 
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec, IndexedField, atomic_kind
-from indextables_spark.core.split.format.composite import composite_sections, read_tail
+from indextables_spark.core.split.format.composite import (
+    DICT_TYPE_FST,
+    DICT_TYPE_SSTABLE,
+    composite_sections,
+    read_tail,
+)
 from indextables_spark.core.split.reference.quickwit import extract_bundle
 from indextables_spark.errors import SplitFormatError
 
 REFERENCE_FILE = "reference.json"  # marks an extracted reference split (see the module docstring)
 # split footer key of a converted reference split (rewrite.py): its tokenizer names -> our analyzers
 ANALYZERS_KEY = "referenceAnalyzers"
-FST, SSTABLE = 1, 2  # the dictionary kind a `.term` section ends with (tantivy `termdict/mod.rs`)
 # The reference's searcher analyses query text with Quickwit's tokenizers, which drop tokens of 255
 # bytes or more (`default`, `whitespace`, ...; `<tokenizer>_limit_<n>` names another limit). Its
 # writers index with other limits (indextables/tantivy4java: the Arrow write path uses tantivy's own
@@ -299,7 +303,7 @@ def _term_files(local_dir: str) -> list[str]:
 
 
 def dictionary_kinds(path: str, num_fields: int) -> dict[int, int]:
-    """Field id -> the kind of its dictionary (FST, SSTABLE) in a `.term` composite file."""
+    """Field id -> the kind of its dictionary (DICT_TYPE_FST, DICT_TYPE_SSTABLE) in a `.term` composite file."""
     length = os.path.getsize(path)
     with open(path, "rb") as f:
         sections = composite_sections(length, read_tail(f, length), num_fields)
@@ -331,12 +335,12 @@ def sstable_fields(local_dir: str, num_fields: int, where: str) -> frozenset[int
                 kinds = dictionary_kinds(path, num_fields)
             except (ValueError, struct.error, OSError) as e:
                 raise SplitFormatError(f"split {where}: unreadable term dictionary file {name} ({e})") from None
-            unknown = sorted(f for f, k in kinds.items() if k not in (FST, SSTABLE))
+            unknown = sorted(f for f, k in kinds.items() if k not in (DICT_TYPE_FST, DICT_TYPE_SSTABLE))
             if unknown:
                 raise SplitFormatError(
                     f"split {where}: term dictionary file {name}: fields {unknown} have an unknown dictionary kind"
                 )
-            got = frozenset(f for f, k in kinds.items() if k == SSTABLE)
+            got = frozenset(f for f, k in kinds.items() if k == DICT_TYPE_SSTABLE)
             with _kinds_lock:
                 if len(_kinds_seen) > 4096:
                     _kinds_seen.clear()

@@ -23,16 +23,17 @@ import struct
 from collections.abc import Collection, Mapping
 
 from indextables_spark.core.split.format.composite import (
+    DICT_TYPE_FST,
+    DICT_TYPE_SSTABLE,
     CompositeEntry,
     composite_file,
     composite_layout,
     footer_crc_ok,
 )
-from indextables_spark.core.split.reference.fst_termdict import DICT_TYPE_FST, write_fst_termdict
+from indextables_spark.core.split.reference.fst_termdict import write_fst_termdict
 from indextables_spark.core.split.reference.sstable import read_sstable_terms
 from indextables_spark.errors import SplitFormatError
 
-DICT_TYPE_SSTABLE = 2  # quickwit-oss/tantivy src/termdict/mod.rs DictionaryType::SSTable
 DICT_TYPES = {DICT_TYPE_FST: "FST", DICT_TYPE_SSTABLE: "SSTable"}
 
 
