@@ -295,3 +295,16 @@ def test_a_reference_split_of_several_segments(tmp_path: Path) -> None:
     (local,) = _cache_dirs(tmp_path / "c")
     meta = json.loads((local / "meta.json").read_text())
     assert len(meta["segments"]) == 3
+
+
+def test_the_decoded_rows_count_in_the_cache_size(tmp_path: Path) -> None:
+    """A scan keeps the reference split's decoded rows next to its index (docs.arrow): the cache
+    counts them in its size (and evicts by it) from then on."""
+    t = _tokens_table(tmp_path)
+    t.count("body:fox")  # into the cache: the index only
+    cache = get_cache(t.options)
+    before = cache.usage_bytes()
+    assert t.to_arrow().num_rows == 3  # decodes the document store
+    (local,) = _cache_dirs(tmp_path / "c")
+    decoded = os.path.getsize(local / native.DECODED_ROWS)
+    assert cache.usage_bytes() == before + decoded

@@ -117,6 +117,7 @@ class SplitCache:
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._sizes: dict[str, int] = {}
+        self._decoded: set[str] = set()  # directories counted with their decoded rows (native.DECODED_ROWS)
         self._recent: dict[str, float] = {}
         self.grace_seconds = GRACE_SECONDS
         self.uncompressed_rows = True  # option cache.rows.uncompressed (see bundle.uncompress_rows)
@@ -520,8 +521,15 @@ class SplitCache:
             present.add(n)
             if n not in self._sizes:
                 self._sizes[n] = _dir_size(path)
+                if os.path.exists(os.path.join(path, native.DECODED_ROWS)):
+                    self._decoded.add(n)
+            elif n not in self._decoded and os.path.exists(os.path.join(path, native.DECODED_ROWS)):
+                # a reference split whose document store a read decoded since (docstore.py)
+                self._sizes[n] = _dir_size(path)
+                self._decoded.add(n)
         for gone in set(self._sizes) - present:
             del self._sizes[gone]
+        self._decoded &= present
 
     def _evict(self, protect: str) -> None:
         with self._lock:

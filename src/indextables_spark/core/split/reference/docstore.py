@@ -29,11 +29,12 @@ import pyarrow as pa
 
 from indextables_spark.core.schema.arrow_types import arrow_type
 from indextables_spark.core.split.format._tantivy import tantivy_call
+from indextables_spark.core.split.reference import native
 from indextables_spark.core.split.reference.reference import documents_table
 from indextables_spark.errors import SplitFormatError
 
 CHUNK = 65536  # documents decoded into one record batch (docs.arrow: batch i holds rows i*CHUNK ..), as ours
-DECODED = "docs.arrow"  # the document store decoded (see the module docstring)
+DECODED = native.DECODED_ROWS  # the document store decoded (see the module docstring)
 
 
 class StoredDocs:

@@ -41,6 +41,8 @@ from indextables_spark.core.split.reference.quickwit import extract_bundle
 from indextables_spark.errors import SplitFormatError
 
 REFERENCE_FILE = "reference.json"  # marks an extracted reference split (see the module docstring)
+# the document store decoded into the split's cache directory by the first scan (docstore.py)
+DECODED_ROWS = "docs.arrow"
 # split footer key of a converted reference split (rewrite.py): its tokenizer names -> our analyzers
 ANALYZERS_KEY = "referenceAnalyzers"
 # The reference's searcher analyses query text with Quickwit's tokenizers, which drop tokens of 255
