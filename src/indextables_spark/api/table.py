@@ -154,18 +154,35 @@ class IndexTable:
         columns: Sequence[str] | None,
         snippets: Sequence[str] | None,
         version: int | None,
+        vector: Any = None,
+        vector_column: str | None = None,
+        limit: int | None = None,
+        fusion: Any = None,
     ) -> SearchPlan:
         from indextables_spark.core.split.read.search import SearchPlan  # lazy: tantivy, pyarrow
         from indextables_spark.expr.where import parse_where  # lazy: the expression parsers
 
         snap = self.snapshot(version)
         conjuncts = [] if where is None else parse_where(where, snap.schema_json)
-        return SearchPlan(self.storage, snap, self.options, conjuncts, query, columns, snippets)
+        nearest = None
+        if vector is not None:
+            from indextables_spark.core.split.read.search import _table_layout, vector_columns  # lazy: as above
+
+            columns_ = vector_columns(_table_layout(snap, self.options)[2])
+            nearest = nearest_query(
+                vector, vector_column, columns_, limit, fusion, query, self.storage.uri, self.options
+            )
+        elif fusion is not None or vector_column is not None:
+            raise InvalidOptionError("search(): fusion and vector_column need a query vector (vector=...)")
+        return SearchPlan(self.storage, snap, self.options, conjuncts, query, columns, snippets, nearest)
 
     def search(
         self,
-        query: str,
+        query: str | None = None,
         *,
+        vector: Any = None,
+        vector_column: str | None = None,
+        fusion: Any = None,
         where: str | None = None,
         columns: Sequence[str] | None = None,
         limit: int | None = None,
@@ -176,16 +193,32 @@ class IndexTable:
         where: SQL-like predicate over any columns (as delete()), Spark semantics; columns: a
         projection; limit: the global top n by relevance, then with a float `_score` column, best
         first; snippets: fields (the reader's snippetFields) → a `_snippet` column. Partition
-        pruning, data skipping, Bloom filters and delete logs apply as in a Spark read."""
+        pruning, data skipping, Bloom filters and delete logs apply as in a Spark read.
+
+        vector: a vector search (a sequence of floats): the `limit` (default 10) rows whose
+        `vector_column` (needed when the table has several vector columns) is nearest, nearest
+        first, with `_distance`; `where` and (without fusion) `query` select the rows searched
+        (the k nearest among them, not fewer). fusion ("rrf", "weighted", or a mapping of
+        method, rrf_k, text_weight, window): a hybrid search fusing `query`'s ranking and the
+        vector ranking across the table, `_score` the fused score (core/split/read/nearest.py)."""
         from indextables_spark.core.split.read.search import search_table  # lazy: tantivy, pyarrow
 
-        if query is None:
-            raise InvalidOptionError("search() needs a query (to_arrow() reads rows without one)")
+        if query is None and vector is None:
+            raise InvalidOptionError("search() needs a query or a vector (to_arrow() reads rows without one)")
         fields = [snippets] if isinstance(snippets, str) else snippets
-        return search_table(self._search_plan(query, where, columns, fields, version), limit)
+        plan = self._search_plan(query, where, columns, fields, version, vector, vector_column, limit, fusion)
+        return search_table(plan, limit)
 
     def explain(
-        self, query: str | None = None, where: str | None = None, *, version: int | None = None
+        self,
+        query: str | None = None,
+        where: str | None = None,
+        *,
+        version: int | None = None,
+        vector: Any = None,
+        vector_column: str | None = None,
+        limit: int | None = None,
+        fusion: Any = None,
     ) -> SearchExplanation:
         """What a read with this query and `where` does (core/split/read/search_explain.SearchExplanation; .to_dict()):
         the conditions the index answers, narrows (the rows re-check them) or leaves to the rows,
@@ -193,7 +226,7 @@ class IndexTable:
         statistics and Bloom filters kept, out of how many."""
         from indextables_spark.core.split.read.search_explain import explain  # lazy: tantivy, pyarrow
 
-        return explain(self._search_plan(query, where, None, None, version))
+        return explain(self._search_plan(query, where, None, None, version, vector, vector_column, limit, fusion))
 
     def to_arrow(
         self, where: str | None = None, columns: Sequence[str] | None = None, version: int | None = None
@@ -282,3 +315,51 @@ def _committed(tx: TableTransaction) -> int:
     """The version a transaction committed (after its `with` block)."""
     assert tx.committed_version is not None  # the block exited cleanly: it committed
     return tx.committed_version
+
+
+def nearest_query(
+    vector: Any,
+    column: str | None,
+    vector_columns: Sequence[str],
+    limit: int | None,
+    fusion: Any,
+    query: str | None,
+    where: str,
+    options: Options,
+) -> Any:
+    """The read/nearest.NearestQuery of search()'s vector arguments (checked: InvalidOptionError);
+    options: search.vector.expansion / exactBelow."""
+    from indextables_spark.core.split.read.nearest import Fusion, NearestQuery  # lazy: numpy
+
+    if column is None:
+        if len(vector_columns) != 1:
+            raise InvalidOptionError(
+                f"table {where}: name the vector column (vector_column=...): its vector columns are "
+                f"{list(vector_columns) or 'none'}"
+            )
+        column = vector_columns[0]
+    try:
+        values = tuple(float(v) for v in vector)
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"search(): vector must be a sequence of numbers, got {str(vector)[:80]}") from None
+    if fusion is not None and query is None:
+        raise InvalidOptionError("search(): fusion combines a full-text query with the vector ranking: give query=...")
+    if isinstance(fusion, str):
+        fusion = Fusion(fusion)
+    elif isinstance(fusion, Mapping):
+        try:
+            fusion = Fusion(**dict(fusion))
+        except TypeError as e:
+            raise InvalidOptionError(
+                f"search(): fusion {dict(fusion)!r}: {e} (keys: method, rrf_k, text_weight, window)"
+            ) from None
+    elif fusion is not None and not isinstance(fusion, Fusion):
+        raise InvalidOptionError(f"search(): fusion must be 'rrf', 'weighted' or a mapping, got {fusion!r}")
+    return NearestQuery(
+        column,
+        values,
+        10 if limit is None else int(limit),
+        fusion,
+        expansion=options.get_int("search.vector.expansion"),
+        exact_below=options.get_int("search.vector.exactBelow"),
+    )

@@ -132,6 +132,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "them are answered by the index alone (see Index-only columns)",
         reference="indexing.indexonlyfields",
     ),
+    _option(
+        "indexing.vector.<col>",
+        "str",
+        None,
+        "a vector column (array of float or double): `<dimensions>[,<metric>]`, metric `cosine` (the default), "
+        "`l2` or `dot`; each split keeps a nearest-neighbour index of it (see Vector search)",
+    ),
     _option("indexing.bloomfilter.columns", "str", None, "columns with a per-split Bloom filter (comma list)"),
     _option("indexing.bloomfilter.fpp", "float", 0.01, "Bloom filter false-positive rate"),
     _option("indexing.split.targetSize", "size", None, "same as `write.targetSplitSize`", readme=False),
@@ -259,6 +266,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "table",
         "BM25 statistics of `_score`: `table` (every live split of the version read: scores and top-n "
         "independent of how the table is split) or `split` (each split's own, as in 0.2)",
+    ),
+    _option(
+        "search.vector.expansion",
+        "int",
+        64,
+        "a vector search's HNSW candidate list per split (usearch expansion_search; at least 4 x k): "
+        "higher finds more of the true nearest, slower",
+    ),
+    _option(
+        "search.vector.exactBelow",
+        "int",
+        20000,
+        "a vector search compares a split's rows one by one (exact) when it holds (or its filters select) "
+        "at most this many vectors, else it searches the split's graph",
     ),
     _option("columns", "str", None, "the only columns a read declares (comma list; empty: none, for counts)"),
     _option("snippetFields", "str", None, "text columns whose `_snippet` a read adds (comma list)"),

@@ -20,6 +20,7 @@ Column kinds and their Tantivy fields (the doc mapping):
 | `decimal`         | decimal(p,s)                     | f64 approximation (narrowing only, never exact)        |
 | `binary`          | binary                           | none (stored in the row store only)                    |
 | `json`            | array, map, struct               | json `<col>` from the JSON-encoded value               |
+| `vector`          | array<float/double> + `indexing.vector.<col>` | none: an ANN index of its own (vector_index.py) |
 
 A hidden fast u64 field `__row` (row position inside the split) is always present. Column names
 that are not plain identifiers (spaces, dots, ...) or that collide with generated names get a
@@ -36,7 +37,21 @@ from indextables_spark.errors import InvalidOptionError, SchemaMismatchError, Un
 
 ROW_FIELD = "__row"
 EXACT_SUFFIX = "__exact"
-KINDS = ("string", "text", "text_and_string", "i64", "f64", "bool", "date", "timestamp", "decimal", "binary", "json")
+KINDS = (
+    "string",
+    "text",
+    "text_and_string",
+    "i64",
+    "f64",
+    "bool",
+    "date",
+    "timestamp",
+    "decimal",
+    "binary",
+    "json",
+    "vector",
+)
+VECTOR_METRICS = ("cosine", "l2", "dot")
 STRING_KINDS = frozenset({"string", "text", "text_and_string"})
 
 _INT_TYPES = frozenset({"byte", "short", "integer", "long"})
@@ -73,6 +88,16 @@ class IndexedField:
 
 
 @dataclass(frozen=True)
+class VectorSpec:
+    """A vector column's shape and how its vectors compare (`indexing.vector.<col>`): `cosine`
+    (distance 1 - cosine similarity), `l2` (squared Euclidean distance) or `dot` (distance: the
+    negated inner product). Smaller distances are nearer for all three."""
+
+    dims: int
+    metric: str = "cosine"
+
+
+@dataclass(frozen=True)
 class ColumnSpec:
     name: str
     spark_type: Any  # the Spark type JSON (str for atomic types, dict for complex)
@@ -89,6 +114,7 @@ class ColumnSpec:
     # `indexing.indexonlyfields`: indexed but left out of the row store; reads return NULL and
     # filters on it are answered by the index alone (see `index_only_columns`).
     index_only: bool = False
+    vector: VectorSpec | None = None  # kind `vector`: its shape and metric
 
     @property
     def exact_field(self) -> IndexedField | None:

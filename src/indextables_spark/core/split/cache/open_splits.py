@@ -87,6 +87,7 @@ class SplitHandles:
     # memory map: keeping it costs no memory, and reading it again costs no metadata decoding.
     projected: dict[tuple[int, ...], tuple[Any, list[pa.RecordBatch | None]]] = dataclass_field(default_factory=dict)
     rows: SplitRows | None = None  # where the rows come from and how documents name them (set at open)
+    vector_indexes: dict[str, Any] = dataclass_field(default_factory=dict)  # column -> vector_index.VectorIndex
 
     def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
         """Record batch i, only `columns` (in that order) when given. A reader of only some fields

@@ -28,7 +28,7 @@ import os
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Union
+from typing import Any, BinaryIO, Callable, Sequence, Union
 
 from indextables_spark.core.split.format.composite import INDEX_SECTIONS, index_sections
 from indextables_spark.errors import SplitFormatError
@@ -130,15 +130,24 @@ def bundle(
     num_rows: int | None = None,
     batch_rows: list[int] | None = None,
     extra: dict[str, Any] | None = None,
+    extra_files: Sequence[str] = (),
 ) -> tuple[int, int]:
     """Write the split file; returns (footer_start, footer_end). Without rows_path the split
-    holds no row store: a companion split (companion.py; `extra` carries its source files)."""
+    holds no row store: a companion split (companion.py; `extra` carries its source files).
+    extra_files: more files bundled with the index files (vector indexes: vector_index.py)."""
     entries: list[dict[str, Any]] = []
+    index_files = [os.path.join(index_dir, n) for n in _index_files(index_dir)]
+    taken = {os.path.basename(p) for p in index_files}
+    for p in extra_files:
+        name = os.path.basename(p)
+        if not _SAFE_FILE.match(name) or name in taken or name in (ROWS_NAME, FOOTER_FILE):
+            raise SplitFormatError(f"split file {out_path}: cannot bundle {name!r} (unsafe or taken name)")
+        taken.add(name)
     with open(out_path, "wb") as out:
         offset = 0
-        for name in _index_files(index_dir):
-            n = _append(out, os.path.join(index_dir, name))
-            entries.append({"name": name, "offset": offset, "length": n})
+        for path in [*index_files, *extra_files]:
+            n = _append(out, path)
+            entries.append({"name": os.path.basename(path), "offset": offset, "length": n})
             offset += n
         rows_len = _append(out, rows_path) if rows_path is not None else 0
         rows = {

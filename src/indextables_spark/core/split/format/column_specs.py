@@ -13,6 +13,7 @@ from indextables_spark.core.schema.types import (
     ROW_FIELD,
     ColumnSpec,
     IndexedField,
+    VectorSpec,
     atomic_kind,
     check_nested,
     schema_fields,
@@ -237,6 +238,31 @@ def _check_indexing(cfg: IndexingConfig, by_name: Mapping[str, Any], partition_c
         raise InvalidOptionError(f"options indexing.fastfields and indexing.nonfastfields both name {c!r}")
 
 
+def _vector_spec(column: str, spark_type: Any, cfg: IndexingConfig) -> VectorSpec | None:
+    """The column's `indexing.vector.<col>` setting, checked against its type and other settings."""
+    setting = cfg.vectors.get(column.lower())
+    if setting is None:
+        return None
+    spec, key = setting
+    element = (
+        spark_type.get("elementType") if isinstance(spark_type, dict) and spark_type.get("type") == "array" else None
+    )
+    if element not in ("float", "double"):
+        raise UnsupportedTypeError(
+            f"option {key}: column {column!r} has Spark type {type_name(spark_type)!r}; a vector column is an "
+            f"array of float or double"
+        )
+    for what, keyed in (("indexing.indexonlyfields", cfg.index_only), ("indexing.storeonly", cfg.store_only)):
+        if column.lower() in keyed:
+            raise InvalidOptionError(
+                f"options {key} and {keyed[column.lower()]} both name {column!r}: a vector column is stored "
+                f"(its vectors re-rank what its index finds) and indexed"
+            )
+    if column.lower() in cfg.typemap:
+        raise InvalidOptionError(f"option {cfg.typemap[column.lower()].key}: {column!r} is a vector column ({key})")
+    return spec
+
+
 def validate_schema(
     schema_json: Mapping[str, Any], partition_columns: Sequence[str], options: Options | Mapping[str, str] | None = None
 ) -> list[ColumnSpec]:
@@ -278,6 +304,10 @@ def validate_schema(
         nullable = bool(f.get("nullable", True))
         if col in parts:
             specs.append(ColumnSpec(col, t, atomic_kind(t) or "string", (), nullable, partition=True))
+            continue
+        vector = _vector_spec(col, t, cfg)
+        if vector is not None:
+            specs.append(ColumnSpec(col, t, "vector", (), nullable, vector=vector))
             continue
         kind = _kind_for(col, t, cfg.typemap)
         # struct columns' json fields are fast: Tantivy searches json ranges (`user.age > 50`) only there

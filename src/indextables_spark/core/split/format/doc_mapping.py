@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec, IndexedField
+from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec, IndexedField, VectorSpec
 from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.errors import SplitFormatError, UnsupportedTypeError
 
@@ -30,6 +30,8 @@ def _descriptors(specs: Iterable[ColumnSpec], origin: str | None = None) -> list
         base = {"column": s.name, "kind": s.kind, "sparkType": s.spark_type, "nullable": s.nullable}
         if not s.indexed_fields:  # stored only (binary); with indexOnly: values lost (SplitWriter's lost_columns)
             d0 = {"name": s.name, "type": "none", "indexed": False, "fast": False, "stored": False, **base}
+            if s.vector is not None:  # its own nearest-neighbour index (vector_index.py)
+                d0["vector"] = {"dims": s.vector.dims, "metric": s.vector.metric}
             out.append({**d0, "indexOnly": True} if s.index_only else d0)
         for f in s.indexed_fields:
             d: dict[str, Any] = {
@@ -115,6 +117,8 @@ def _specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[Col
         )
         if d.get("indexOnly"):
             c["indexOnly"] = True
+        if isinstance(d.get("vector"), dict):
+            c["vector"] = VectorSpec(int(d["vector"]["dims"]), str(d["vector"].get("metric", "cosine")))
         if d.get("type") != "none":
             c["fields"].append(
                 IndexedField(
@@ -131,7 +135,13 @@ def _specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[Col
             )
     return [
         ColumnSpec(
-            name, c["sparkType"], c["kind"], tuple(c["fields"]), c["nullable"], index_only=bool(c.get("indexOnly"))
+            name,
+            c["sparkType"],
+            c["kind"],
+            tuple(c["fields"]),
+            c["nullable"],
+            index_only=bool(c.get("indexOnly")),
+            vector=c.get("vector"),
         )
         for name, c in cols.items()
     ]

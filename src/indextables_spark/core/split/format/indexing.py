@@ -29,6 +29,7 @@ from typing import Iterable, Mapping
 
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.core.schema import analyzers
+from indextables_spark.core.schema.types import VECTOR_METRICS, VectorSpec
 from indextables_spark.errors import InvalidOptionError
 
 # Tokenizers Tantivy registers by itself (custom ones are not persisted in an index).
@@ -159,6 +160,7 @@ class IndexingConfig:
     store_only: dict[str, str]
     index_only: dict[str, str]
     stats_columns: dict[str, str] | None = field(default=None)
+    vectors: dict[str, tuple[VectorSpec, str]] = field(default_factory=dict)  # column -> (spec, option key)
 
     @classmethod
     def of(cls, options: Options, columns: Iterable[str] | None = None) -> "IndexingConfig":
@@ -182,6 +184,7 @@ class IndexingConfig:
             store_only=column_list(options, "indexing.storeonly", "indexing.storeonlyfields"),
             index_only=column_list(options, "indexing.indexonlyfields"),
             stats_columns=column_list(options, "dataSkippingStatsColumns") if stats_raw and stats_raw.strip() else None,
+            vectors=vector_settings(options),
         )
 
     def token_limit(self, column: str, tokenizer: str | None) -> int | None:
@@ -207,12 +210,44 @@ class IndexingConfig:
             wrong += [f"{s.key} names {c!r}" for c, s in settings.items() if s.listed and c.split(".")[0] not in names]
         for keyed in (self.non_fast, self.index_only):
             wrong += [f"{k} names {c!r}" for c, k in keyed.items() if c.split(".")[0] not in names]
+        wrong += [f"{k} names {c!r}" for c, (_spec, k) in self.vectors.items() if c not in names]
         if wrong:
             raise InvalidOptionError(
                 f"indexing options name columns the table does not have: {'; '.join(sorted(wrong))} "
                 f"(columns: {sorted(columns)}; a key ending in a type, tokenizer, record option or "
                 f"token length lists columns in its value)"
             )
+
+
+VECTOR_KEY = "indexing.vector"
+MAX_VECTOR_DIMS = 16_384
+
+
+def vector_spec(raw: str, key: str) -> VectorSpec:
+    """`<dimensions>[,<metric>]` (metric cosine, the default, l2 or dot) of option `key`."""
+    parts = [p.strip().lower() for p in raw.split(",")]
+    try:
+        dims = int(parts[0])
+    except ValueError:
+        dims = 0
+    if not 1 <= dims <= MAX_VECTOR_DIMS or len(parts) > 2:
+        raise InvalidOptionError(
+            f"option {key}={raw!r}: expected '<dimensions>[,<metric>]', dimensions 1-{MAX_VECTOR_DIMS}, "
+            f"metric one of {', '.join(VECTOR_METRICS)} (e.g. '768,cosine')"
+        )
+    metric = parts[1] if len(parts) == 2 else "cosine"
+    if metric not in VECTOR_METRICS:
+        raise InvalidOptionError(f"option {key}={raw!r}: unknown metric {metric!r} (expected one of {VECTOR_METRICS})")
+    return VectorSpec(dims, metric)
+
+
+def vector_settings(options: Options) -> dict[str, tuple[VectorSpec, str]]:
+    """`indexing.vector.<col>` options: column (lower-cased) -> (its spec, the option key)."""
+    out = {}
+    for col, raw in options.with_prefix(VECTOR_KEY).items():
+        key = f"{VECTOR_KEY}.{col}"
+        out[col.lower()] = (vector_spec(raw, key), key)
+    return out
 
 
 def recorded_settings(configuration: Mapping[str, str]) -> dict[str, str]:

@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.read.corpus_stats import CorpusStats
-from indextables_spark.core.split.read.reader import SplitReader
+from indextables_spark.core.split.read.nearest import NearestQuery
+from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.split_rows import (
     columns_of_all,
     conform,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.delete_logs import SplitDeletes
     from indextables_spark.core.schema.types import ColumnSpec
+    from indextables_spark.core.split.format.vector_index import VectorIndex
 
 SNIPPET_COLUMN = "_snippet"
 
@@ -91,6 +93,7 @@ class ReadPlan:
     limit: int | None = None  # ranked: the best `limit` matches of each split
     corpus: CorpusStats | None = None  # ranked: the table version's BM25 statistics (None: the split's)
     batch_rows: int = 65536
+    nearest: NearestQuery | None = None  # a vector search (read/nearest.py): `nearest_ranked`
 
     @property
     def index_query(self) -> str | None:
@@ -157,7 +160,13 @@ class ReadPlan:
         pushed = [f for f in self.filters if columns_of_all(f) <= present]
         residual = [f for f in self.filters if not any(f is g for g in pushed)] + list(self.residual)
         table = split.search_scored(
-            self.query, None if residual else self.limit, pushed, names, deletes=deletes, corpus=self.corpus
+            self.query,
+            None if residual else self.limit,
+            pushed,
+            names,
+            deletes=deletes,
+            corpus=self.corpus,
+            row_ids=ROW_ID_COLUMN in target.names,
         )
         table = with_partition_values([(add, table)], target, self.partition_columns)
         if residual and table.num_rows:
@@ -167,6 +176,37 @@ class ReadPlan:
         if self.snippets:
             table = table.append_column(SNIPPET_COLUMN, snippet_column(split, table, self.query, self.snippets))
         return table
+
+    def nearest_ranked(
+        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
+    ) -> pa.Table:
+        """A vector search in one split (read/nearest.py): its `k` nearest rows among those the
+        filters, the residual filters, the deletes and (without fusion) the query select, nearest
+        first, with `_distance`; with fusion, also its best `window` matches of the query with
+        `_score` (BM25 with the plan's statistics; NULL for rows only the vectors found) and
+        every row's `_distance` (NULL without a vector), for read/search.py to rank across splits.
+        `target` holds the data and partition columns, `_rowid`, `_distance`, and `_score` with
+        fusion."""
+        from indextables_spark.core.split.read.nearest import nearest  # lazy: vector reads only
+
+        nq = self.nearest
+        if nq is None:
+            raise InvalidOptionError(f"a vector search of {self.path} needs a query vector")
+        index = split.vector_index(nq.column)
+        names = [c for c in self.data_schema.names if c in set(split.schema.names)]
+        text_query = self.query if nq.fusion is None else None
+        selects = bool(self.filters or self.narrowing or self.residual or text_query or deletes is not None)
+        ids, dists = np.empty(0, np.int64), np.empty(0, np.float64)
+        if index is not None:
+            allowed = replace(self, query=text_query).row_ids(split, add, deletes, target) if selects else None
+            ids, dists = nearest(
+                index, nq.array, nq.wanted, allowed, expansion=nq.expansion, exact_below=nq.exact_below
+            )
+        text = None
+        if nq.fusion is not None and self.query is not None:
+            plan = replace(self, limit=nq.wanted, snippets=())
+            text = plan.ranked(split, add, deletes, target)
+        return _with_distances(split, add, index, nq, ids, dists, text, names, target, self.partition_columns)
 
     def row_ids(self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema) -> np.ndarray:
         """Sorted row ids of one split's live rows matching the query, the filters and the residual
@@ -192,6 +232,49 @@ class ReadPlan:
         q = split.exact_query(self.filters, self.query)
         dead = dead_rows(split, deletes) if deletes is not None else None
         return q if dead is None or not len(dead) else without_rows(split, q, dead)
+
+
+def _with_distances(
+    split: SplitReader,
+    add: AddFile,
+    index: VectorIndex | None,
+    nq: NearestQuery,
+    ids: np.ndarray,
+    dists: np.ndarray,
+    text: pa.Table | None,
+    names: Sequence[str],
+    target: pa.Schema,
+    partition_columns: Sequence[str],
+) -> pa.Table:
+    """The rows of a split's vector candidates (row ids `ids`, distances `dists`), and of its text
+    candidates (`text`: ranked rows with `_score` and `_rowid`), as `target`: every row with its
+    `_distance` (NULL without a vector) and, with text candidates, its `_score` (NULL when the
+    query did not rank it)."""
+    from indextables_spark.core.split.format.vector_index import distances  # lazy: vector reads only
+
+    vec = with_partition_values([(add, split.rows_in_order(ids.tolist(), names))], target, partition_columns)
+    vec = _set(vec, DISTANCE_COLUMN, pa.array(dists, pa.float64()))
+    vec = _set(vec, ROW_ID_COLUMN, pa.array(ids, pa.int64()))
+    if text is None:
+        return vec
+    text_ids = text.column(ROW_ID_COLUMN).to_numpy()
+    score_of = dict(zip(text_ids.tolist(), text.column(SCORE_COLUMN).to_pylist()))
+    vec = _set(vec, SCORE_COLUMN, pa.array([score_of.get(i) for i in ids.tolist()], pa.float32()))
+    only_text = ~np.isin(text_ids, ids)
+    text = text.filter(pa.array(only_text)).select(target.names)
+    text_ids = text_ids[only_text]
+    d = np.full(len(text_ids), np.nan)
+    if index is not None and len(text_ids):
+        order = np.argsort(text_ids)
+        positions = index.positions(text_ids[order])  # those with a vector, in row id order
+        with_vector = np.isin(text_ids[order], np.asarray(index.ids[positions]))
+        d[order[with_vector]] = distances(index.matrix[positions], nq.array, index.metric)
+    text = _set(text, DISTANCE_COLUMN, pa.array(d, pa.float64(), mask=np.isnan(d)))
+    return pa.concat_tables([vec, text])
+
+
+def _set(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), name, values)
 
 
 def dead_rows(split: SplitReader, deletes: SplitDeletes) -> np.ndarray:

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from indextables_spark.core.schema.types import index_only_columns
 from indextables_spark.core.split.cache.open_splits import handles, register_reader, searcher_of, unregister_reader
 from indextables_spark.core.split.format._tantivy import tantivy_call
+from indextables_spark.core.split.format.bundle import extracted_source
 from indextables_spark.expr.fulltext import default_fields
 from indextables_spark.core.split.read.query_parsing import all_of, parsed_query, scored_query
 from indextables_spark.core.split.read.tantivy_query import build_query, index_only_filters, index_only_query
@@ -36,11 +37,14 @@ if TYPE_CHECKING:
     import tantivy
 
     from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.split.format.vector_index import VectorIndex
     from indextables_spark.core.split.read.corpus_stats import CorpusStats
 
 
 DEFAULT_BATCH_SIZE = 10_000
 SCORE_COLUMN = "_score"
+DISTANCE_COLUMN = "_distance"  # a vector search's exact distance (read/nearest.py)
+ROW_ID_COLUMN = "_rowid"  # a row's position in its split (hybrid search joins its two rankings on it)
 SCAN_FRACTION = 0.5  # narrowing keeps more than this share of rows → scan instead
 
 
@@ -308,9 +312,11 @@ class SplitReader:
         columns: Sequence[str] | None = None,
         deletes: SplitDeletes | None = None,
         corpus: CorpusStats | None = None,
+        row_ids: bool = False,
     ) -> pa.Table:
         """Rows matching the query and the filters (exactly), best first, with a float32 `_score`
-        column; at most `limit` rows (all matches when None). With `corpus` (the statistics of
+        column (and their row ids as `_rowid` with `row_ids`); at most `limit` rows (all matches
+        when None). With `corpus` (the statistics of
         every live split of the table version: corpus_stats.py), BM25 scores with those instead
         of the split's own, so scores of different splits compare.
 
@@ -324,7 +330,8 @@ class SplitReader:
         names = list(columns) if columns is not None else self.schema.names
         self._check_columns(names, "columns")
         self._check_filter_columns(filters)
-        out_schema = pa.schema([self.schema.field(c) for c in names] + [pa.field(SCORE_COLUMN, pa.float32())])
+        extra = [pa.field(ROW_ID_COLUMN, pa.int64())] if row_ids else []
+        out_schema = pa.schema([self.schema.field(c) for c in names] + [pa.field(SCORE_COLUMN, pa.float32())] + extra)
         needed = self._needed(names, filters, deletes)
         if limit is not None and limit <= 0:
             return out_schema.empty_table()
@@ -353,15 +360,44 @@ class SplitReader:
                 rows = self.rows.hit_rows(searcher, [h[1] for h in hits])
             table = self._rows_in_order(rows, needed)
             table = table.append_column(SCORE_COLUMN, pa.array(scores, pa.float32()))
+            if row_ids:
+                table = table.append_column(ROW_ID_COLUMN, pa.array(rows, pa.int64()))
             if deletes is not None:  # deleted rows drop out; k grows until `want` rows remain
                 keep = deletes.keep_mask(table, pa.array(rows, pa.int64()))
                 table = table if keep is None else table.filter(keep)
             if filters:
                 table = table.filter(arrow_mask(table, filters))
             if table.num_rows >= want or len(hits) < k or k >= n:
-                table = table.select(names + [SCORE_COLUMN])
+                table = table.select(names + [SCORE_COLUMN] + ([ROW_ID_COLUMN] if row_ids else []))
                 return table.slice(0, want) if limit is not None else table
             k = min(n, 4 * k)
+
+    def vector_index(self, column: str) -> VectorIndex | None:
+        """The split's nearest-neighbour index of a vector column (opened once per process); None
+        when the split holds no vectors of it (written before the column existed)."""
+        h = self._handles
+        index = h.vector_indexes.get(column)
+        if index is None:
+            from indextables_spark.core.split.format.vector_index import (
+                VectorIndex,  # lazy: vector tables only
+                VectorIndexInfo,
+            )
+
+            where = extracted_source(self.local_dir)
+            info = VectorIndexInfo.of_footer(self.footer.raw if self.footer is not None else {}, where).get(column)
+            if info is None:
+                if column in self.schema.names:
+                    raise SplitFormatError(
+                        f"split {where}: column {column!r} has no vector index (it was written before "
+                        f"indexing.vector.{column} was set)"
+                    )
+                return None
+            index = h.vector_indexes.setdefault(column, VectorIndex(self.local_dir, info, where))
+        return index  # type: ignore[no-any-return]
+
+    def rows_in_order(self, rows: list[int], names: Sequence[str]) -> pa.Table:
+        """The rows with these ids, in the given order."""
+        return self._rows_in_order(rows, names)
 
     def _rows_in_order(self, rows: list[int], names: Sequence[str]) -> pa.Table:
         """The rows with these ids, in the given order (gathered in row order, then permuted)."""

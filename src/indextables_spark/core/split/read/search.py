@@ -8,6 +8,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
@@ -23,7 +24,8 @@ from indextables_spark.core.split.read.corpus_stats import fetch_for_stats, stat
 from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.query_parsing import check_table_query, query_hits
-from indextables_spark.core.split.read.reader import SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.read.nearest import NearestQuery, fused_scores
+from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.split_rows import (
     joined,
     snippet_column,
@@ -32,7 +34,7 @@ from indextables_spark.core.split.read.split_rows import (
 )
 from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.core.storage.base import Storage
-from indextables_spark.errors import SchemaMismatchError
+from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 from indextables_spark.util.pools import shared_pool
 from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.expr.values import struct_column
@@ -96,9 +98,15 @@ class SearchPlan:
         query: str | None,
         columns: Sequence[str] | None,
         snippets: Sequence[str] | None = None,
+        nearest: NearestQuery | None = None,
     ):
         self.storage, self.snapshot, self.query = storage, snapshot, query
         self.options, self.schema, self.specs = _table_layout(snapshot, options)
+        self.nearest = nearest
+        if nearest is not None:
+            check_vector_query(self.specs, nearest, storage.uri)
+            if snippets:
+                raise InvalidOptionError(f"a vector search of {storage.uri} returns no snippets")
         names = self.schema.names
         if columns is not None:
             unknown = [c for c in columns if c not in names]
@@ -142,6 +150,7 @@ class SearchPlan:
             tuple(self.narrowing),
             divided.residual,
             self.snippets,
+            nearest=nearest,
         )
         # only the query text goes to the index (no pushed filter, narrowing or snippet): a remote
         # split's index files may be fetched only as far as it reads them (SplitCache.local_dir)
@@ -212,6 +221,11 @@ class SearchPlan:
 
     def out_schema(self, scored: bool) -> pa.Schema:
         fields = [self.schema.field(c) for c in self.columns]
+        if self.nearest is not None:
+            if self.nearest.fusion is not None:
+                fields.append(pa.field(SCORE_COLUMN, pa.float32()))
+            fields.append(pa.field(DISTANCE_COLUMN, pa.float32()))
+            return pa.schema(fields)
         if scored:
             fields.append(pa.field(SCORE_COLUMN, pa.float32()))
         if self.snippets:
@@ -293,6 +307,17 @@ class SearchPlan:
             if out.num_rows:
                 yield out
 
+    def nearest_split(self, add: Any) -> pa.Table:
+        """A vector search's candidates in one split (ReadPlan.nearest_ranked), every read column
+        plus `_distance` (float64) and, with fusion, `_score` (the BM25 score)."""
+        split, deletes = self._open(add)
+        assert self.nearest is not None
+        extra = [pa.field(SCORE_COLUMN, pa.float32())] if self.nearest.fusion is not None else []
+        internal = [pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(DISTANCE_COLUMN, pa.float64())]
+        target = pa.schema([*self._full_schema(False), *extra, *internal])
+        table = self.read.nearest_ranked(split, add, deletes, target)
+        return table.select(self.columns + [f.name for f in extra] + [f.name for f in internal])
+
     def search_split(self, add: Any) -> pa.Table:
         """Matches of one split with `_score`, best first (the plan's `ranking`)."""
         split, deletes = self._open(add)
@@ -322,9 +347,77 @@ def _table_layout(snapshot: Any, options: Options) -> _Layout:
     return layout
 
 
+def check_vector_query(specs: Sequence[ColumnSpec], nearest: NearestQuery, where: str) -> None:
+    """InvalidOptionError unless `nearest` names a vector column and matches its dimensions."""
+    vectors = {s.name: s.vector for s in specs if s.vector is not None}
+    spec = vectors.get(nearest.column)
+    if spec is None:
+        raise InvalidOptionError(
+            f"table {where}: {nearest.column!r} is not a vector column (vector columns: {sorted(vectors) or 'none'}; "
+            f"declare one with indexing.vector.<col> when the table is created)"
+        )
+    if len(nearest.vector) != spec.dims:
+        raise InvalidOptionError(
+            f"table {where}: the query vector has {len(nearest.vector)} dimensions, column {nearest.column!r} {spec.dims}"
+        )
+
+
+def vector_columns(specs: Sequence[ColumnSpec]) -> list[str]:
+    return [s.name for s in specs if s.vector is not None]
+
+
+def nearest_table(plan: SearchPlan) -> pa.Table:
+    """A vector search of the plan's splits: the global k nearest (nearest first, `_distance`), or
+    with fusion the k best of the fused rankings (`_score` the fused score, best first)."""
+    nq = plan.nearest
+    assert nq is not None
+    files = plan.live_files()
+    plan.check_query(files)
+    schema = plan.out_schema(False)
+    if not files:
+        return schema.empty_table()
+    hybrid = nq.fusion is not None and plan.query is not None
+    statistics = plan.statistics_fetch(files) if hybrid else None
+    fetch_missing(plan.storage, plan.options, files, None, None, reads=plan.index_reads)
+    if statistics is not None:
+        statistics.result()
+    if hybrid:
+        plan.ranking(nq.wanted)
+    tables = map_chunks(lambda chunk: [plan.nearest_split(f) for f in chunk], files)
+    # ties broken by (split, row id): the order a text search's top-n keeps (split_rows.top_n, stable)
+    ordinal = {f.path: i for i, f in enumerate(files)}
+    internal = [
+        t.append_column("_split", pa.array(np.full(t.num_rows, ordinal[f.path], np.int64)))
+        for f, t in zip(files, tables)
+        if t.num_rows
+    ]
+    if not internal:
+        return schema.empty_table()
+    out = pa.concat_tables(internal).combine_chunks()
+    dist = out.column(DISTANCE_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
+    tie = out.column("_split").to_numpy() * (1 << 40) + out.column(ROW_ID_COLUMN).to_numpy()
+    if nq.fusion is None or not hybrid:
+        order = np.lexsort((tie, np.nan_to_num(dist, nan=np.inf)))
+        out = out.take(pa.array(order[np.isfinite(dist[order])][: nq.k]))
+    else:
+        text = out.column(SCORE_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
+        fused = fused_scores(text, dist, nq.fusion, nq.wanted, tie)
+        order = np.lexsort((tie, np.nan_to_num(dist, nan=np.inf), -fused))
+        order = order[fused[order] > 0][: nq.k]
+        out = out.take(pa.array(order))
+        out = out.set_column(
+            out.schema.get_field_index(SCORE_COLUMN), SCORE_COLUMN, pa.array(fused[order], pa.float32())
+        )
+    if not hybrid and SCORE_COLUMN in out.schema.names:
+        out = out.drop_columns([SCORE_COLUMN]).append_column(SCORE_COLUMN, pa.nulls(out.num_rows, pa.float32()))
+    return out.select(schema.names).cast(schema)
+
+
 def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = False) -> pa.Table:
     """Every match of the plan's splits (fetched in parallel, searched in map_chunks); with a query
     and a limit (or `scored`), with `_score`, best first: the global top `limit`, or every match."""
+    if plan.nearest is not None:
+        return nearest_table(plan)
     files = plan.live_files()
     plan.check_query(files)
     scored = plan.query is not None and (limit is not None or scored)

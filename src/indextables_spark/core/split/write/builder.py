@@ -42,6 +42,7 @@ from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs, tantivy_schema
 from indextables_spark.core.split.format.stats import StatsCollector
 from indextables_spark.core.split.write.documents import json_documents
+from indextables_spark.core.split.write.vectors import VectorCollector
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import IndexTablesError, SchemaMismatchError
 from indextables_spark.expr.text import has_long_token
@@ -86,6 +87,7 @@ class _OpenSplit:
     long_tokens: set[str] = field(default_factory=set)  # text columns with a token too long to index
     bloom: SplitBloomBuilder | None = None  # Bloom filter columns (bloom.py), if configured
     companion_files: list[CompanionFile] = field(default_factory=list)  # companion split: its source files
+    vectors: dict[str, VectorCollector] = field(default_factory=dict)  # vector columns (write/vectors.py)
 
     @property
     def index_dir(self) -> str:
@@ -155,6 +157,7 @@ class SplitWriter:
             and s.value_field.tokenizer is not None  # (supported() is False for None)
             and text_supported(s.value_field.tokenizer)
         ]
+        self._vector_specs = [s for s in self.stored_specs if s.vector is not None]
         self._open: dict[tuple[str | None, ...], _OpenSplit] = {}
         self._done: list[AddFile] = []
         self._closed = False
@@ -345,6 +348,7 @@ class SplitWriter:
             ipc,
             stats,
             bloom=self._bloom.new_split() if self._bloom is not None else None,
+            vectors={s.name: VectorCollector(s.name, s.vector) for s in self._vector_specs if s.vector is not None},
         )
 
     def _write_rows(self, split: _OpenSplit, rows: pa.RecordBatch) -> None:
@@ -371,6 +375,13 @@ class SplitWriter:
         split.stats.add(rows)
         if split.bloom is not None:
             split.bloom.add(rows)
+        for name, vectors in split.vectors.items():  # checked before Tantivy sees the rows
+            vectors.add(
+                rows.column(name),
+                split.num_rows,
+                f"rows {split.num_rows}..{split.num_rows + rows.num_rows} of a split of partition "
+                f"{split.partition_values or '(none)'}",
+            )
         docs, truncated = json_documents(rows, self.stored_specs, split.num_rows)
         split.truncated |= truncated
         for spec, tok, limit in self._token_checked:
@@ -425,6 +436,7 @@ class SplitWriter:
                 extra[COMPANION_KEY] = CompanionInfo(
                     c.format, c.source, c.version, self.stored_schema, tuple(split.companion_files)
                 ).to_json()
+            vector_files = self._vector_indexes(split, extra)
             footer_start, footer_end = bundle(
                 split.index_dir,
                 split.rows_path if split.ipc is not None else None,
@@ -433,6 +445,7 @@ class SplitWriter:
                 num_rows=split.num_rows,
                 batch_rows=split.batch_rows,
                 extra=extra,
+                extra_files=vector_files,
             )
             size = os.path.getsize(out_path)
             self.storage.upload_file(key, out_path)
@@ -460,6 +473,39 @@ class SplitWriter:
             )
         finally:
             _discard(split)
+
+    @staticmethod
+    def _vector_indexes(split: _OpenSplit, extra: dict[str, Any]) -> list[str]:
+        """Each vector column's nearest-neighbour index built into the split's temp directory;
+        the footer's `vectors` entry describes them (vector_index.py)."""
+        if not split.vectors:
+            return []
+        from indextables_spark.core.split.format.vector_index import (  # lazy: usearch only for vector tables
+            VECTORS_KEY,
+            VectorIndexInfo,
+            build_index,
+            index_file_names,
+            library_name,
+        )
+
+        files, described = [], {}
+        for i, (name, collector) in enumerate(split.vectors.items()):
+            ids, matrix = collector.finish()
+            graph, vectors = (os.path.join(split.tmp_dir, n) for n in index_file_names(i))
+            params = build_index(ids, matrix, collector.spec, graph, vectors)
+            info = VectorIndexInfo(
+                name,
+                os.path.basename(graph),
+                os.path.basename(vectors),
+                collector.spec,
+                len(ids),
+                library_name(),
+                params,
+            )
+            described[name] = info.to_json()
+            files += [graph, vectors]
+        extra[VECTORS_KEY] = described
+        return files
 
 
 def _discard(split: _OpenSplit) -> None:

@@ -1,0 +1,198 @@
+"""A split's nearest-neighbour index of a vector column (`indexing.vector.<col>`): two files bundled
+with the split's index files, described in the split footer under `vectors`:
+
+- `vectors.<n>.f32`: the vectors themselves, `[row ids: count x i64 LE][vectors: count x dims x
+  f32 LE]`, rows in row id order (a row whose vector is NULL is not there): exact distances for
+  re-ranking and for searches among few rows, read memory-mapped;
+- `vectors.<n>.usearch`: an HNSW graph of those vectors, keyed by row id, built with usearch and
+  opened memory-mapped (usearch's `Index.restore(view=True)`): the approximate search.
+
+    "vectors": {"<column>": {"file": "vectors.0.usearch", "vectors": "vectors.0.f32", "dims": 128,
+                              "metric": "cosine", "count": 125000, "library": "usearch 2.26.6",
+                              "connectivity": 16, "expansionAdd": 128}}
+
+Distances (smaller is nearer): cosine 1 - cos(a, b); l2 the squared Euclidean distance; dot the
+negated inner product -a.b (usearch's own `ip` distance is 1 - a.b: the same order).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from indextables_spark.core.schema.types import VectorSpec
+from indextables_spark.errors import SplitFormatError
+
+VECTORS_KEY = "vectors"  # split footer key
+CONNECTIVITY = 16  # HNSW edges per node (usearch's default)
+EXPANSION_ADD = 128  # candidate list while building
+_METRICS = {"cosine": "cos", "l2": "l2sq", "dot": "ip"}
+_BASE_KEYS = ("file", "vectors", "dims", "metric", "count", "library")
+
+
+def index_file_names(ordinal: int) -> tuple[str, str]:
+    """(graph file, vectors file) of a split's `ordinal`-th vector column (column names need not be
+    safe file names: bundle.py; the footer maps each column to its files)."""
+    return f"vectors.{ordinal}.usearch", f"vectors.{ordinal}.f32"
+
+
+@dataclass(frozen=True)
+class VectorIndexInfo:
+    """What the split footer records of one vector column's index."""
+
+    column: str
+    file: str  # the graph
+    vectors_file: str
+    spec: VectorSpec
+    count: int  # vectors indexed (rows with a vector)
+    library: str
+    params: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "vectors": self.vectors_file,
+            "dims": self.spec.dims,
+            "metric": self.spec.metric,
+            "count": self.count,
+            "library": self.library,
+            **self.params,
+        }
+
+    @classmethod
+    def of_footer(cls, raw: Mapping[str, Any], where: str) -> dict[str, VectorIndexInfo]:
+        """The vector indexes a split footer (its JSON) describes, by column."""
+        out = {}
+        for column, d in (raw.get(VECTORS_KEY) or {}).items():
+            try:
+                out[column] = cls(
+                    str(column),
+                    str(d["file"]),
+                    str(d["vectors"]),
+                    VectorSpec(int(d["dims"]), str(d["metric"])),
+                    int(d["count"]),
+                    str(d["library"]),
+                    {k: v for k, v in d.items() if k not in _BASE_KEYS},
+                )
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise SplitFormatError(
+                    f"split {where}: its footer's vector index of {column!r} is invalid ({e})"
+                ) from None
+        return out
+
+
+def library_name() -> str:
+    import usearch  # lazy: loaded by splits with vector columns only
+
+    return f"usearch {usearch.__version__}"
+
+
+def build_index(
+    row_ids: np.ndarray, matrix: np.ndarray, spec: VectorSpec, graph_path: str, vectors_path: str
+) -> dict[str, Any]:
+    """Write the vectors file and the graph of these vectors (row ids increasing); returns the
+    graph's footer params."""
+    from usearch.index import Index  # lazy: loaded by splits with vector columns only
+
+    ids = np.ascontiguousarray(row_ids, dtype="<i8")
+    vectors = np.ascontiguousarray(matrix, dtype="<f4")
+    with open(vectors_path, "wb") as f:
+        f.write(ids.tobytes())
+        f.write(vectors.tobytes())
+    index = Index(
+        ndim=spec.dims,
+        metric=_METRICS[spec.metric],
+        dtype="f32",
+        connectivity=CONNECTIVITY,
+        expansion_add=EXPANSION_ADD,
+    )
+    if len(ids):
+        index.add(ids.astype(np.uint64), vectors)
+    index.save(graph_path)
+    return {"connectivity": CONNECTIVITY, "expansionAdd": EXPANSION_ADD}
+
+
+class VectorIndex:
+    """One split's index of one vector column, its files memory-mapped from the split cache."""
+
+    def __init__(self, local_dir: str, info: VectorIndexInfo, where: str) -> None:
+        self.info = info
+        self.where = where
+        self.metric = info.spec.metric
+        path = os.path.join(local_dir, info.vectors_file)
+        n, dims = info.count, info.spec.dims
+        expected = n * 8 + n * dims * 4
+        try:
+            size = os.path.getsize(path)
+        except OSError as e:
+            raise SplitFormatError(f"split {where}: the vectors of {info.column!r} are missing ({e})") from None
+        if size != expected:
+            raise SplitFormatError(
+                f"split {where}: the vectors file of {info.column!r} has {size} bytes, {n} vectors of {dims} "
+                f"dimensions take {expected}"
+            )
+        self.ids: np.ndarray
+        self.matrix: np.ndarray
+        if n:
+            self.ids = np.memmap(path, dtype="<i8", mode="r", shape=(n,))
+            self.matrix = np.memmap(path, dtype="<f4", mode="r", offset=n * 8, shape=(n, dims))
+        else:
+            self.ids = np.empty(0, np.int64)
+            self.matrix = np.empty((0, dims), np.float32)
+        self._graph_path = os.path.join(local_dir, info.file)
+        self._graph: Any = None
+
+    def __len__(self) -> int:
+        return self.info.count
+
+    def positions(self, row_ids: np.ndarray) -> np.ndarray:
+        """Positions in the vectors file of those of these sorted row ids that have a vector."""
+        at = np.searchsorted(self.ids, row_ids)
+        ok = at < len(self.ids)
+        at = at[ok]
+        return np.asarray(at[self.ids[at] == row_ids[ok]], dtype=np.int64)
+
+    def graph_search(self, query: np.ndarray, count: int, expansion: int) -> np.ndarray:
+        """Row ids of about the `count` nearest vectors (the graph's approximate answer)."""
+        if self.info.count == 0 or count <= 0:
+            return np.empty(0, np.int64)
+        graph = self._open_graph()
+        graph.expansion_search = max(expansion, count)
+        found = graph.search(query.astype(np.float32), min(count, self.info.count))
+        return np.asarray(found.keys, dtype=np.int64)
+
+    def _open_graph(self) -> Any:
+        if self._graph is None:
+            from usearch.index import Index  # lazy: loaded by splits with vector columns only
+
+            try:
+                graph = Index.restore(self._graph_path, view=True)
+            except (RuntimeError, ValueError, OSError) as e:
+                raise SplitFormatError(
+                    f"split {self.where}: the vector index of {self.info.column!r} does not open ({e})"
+                ) from None
+            if graph is None or len(graph) != self.info.count or graph.ndim != self.info.spec.dims:
+                raise SplitFormatError(
+                    f"split {self.where}: the vector index of {self.info.column!r} does not hold the "
+                    f"{self.info.count} vectors of {self.info.spec.dims} dimensions its footer records"
+                )
+            self._graph = graph
+        return self._graph
+
+
+def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
+    """Exact distances (float64) of each row of `matrix` to `query` under the metric (module docstring)."""
+    m = np.asarray(matrix, dtype=np.float64)
+    q = query.astype(np.float64, copy=False)
+    if metric == "cosine":
+        norms = np.linalg.norm(m, axis=1) * np.linalg.norm(q)
+        return np.asarray(1.0 - (m @ q) / norms)
+    if metric == "l2":
+        diff = m - q
+        return np.asarray(np.einsum("ij,ij->i", diff, diff))
+    if metric == "dot":
+        return np.asarray(-(m @ q))
+    raise ValueError(f"unknown metric {metric!r}")

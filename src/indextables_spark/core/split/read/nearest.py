@@ -1,0 +1,175 @@
+"""Nearest neighbours of a query vector in one split (format/vector_index.py holds the files), and
+how the rankings of a hybrid search are fused across the splits of a table.
+
+One split: the graph proposes `refine` x k candidates, which are re-ranked by their exact distance
+(the vectors file): the split's k nearest (a split of few vectors is compared exactly instead). Among some rows only (filters, a full-text query,
+deleted rows: `allowed`), the answer is the k nearest of THOSE rows, never fewer when that many
+have a vector: few allowed rows are compared exactly, one by one; otherwise the graph is asked for
+more candidates (as many as the allowed fraction needs, growing four-fold) until enough of them are
+allowed, or the allowed rows are compared exactly after all.
+
+A table: every split's k nearest, merged by distance (distances compare across splits, unlike
+per-split scores), ties by split and row. A hybrid search fuses the global full-text ranking
+(BM25 with the table's statistics) and the global vector ranking of the `window` best of each:
+reciprocal rank fusion (`rrf`: sum of 1 / (rrf_k + rank), ranks from 1, as Elasticsearch and
+Lance) or a weighted sum of min-max normalised scores (`weighted`: text_weight x BM25 and
+(1 - text_weight) x (1 - distance), each scaled to [0, 1] over its list; a row absent from a list
+scores 0 there).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from indextables_spark.core.split.format.vector_index import VectorIndex, distances
+from indextables_spark.errors import InvalidOptionError
+
+EXACT_BELOW = (
+    20_000  # rows (selected, or all of a split) compared one by one up to this many (a few ms at 128 dimensions)
+)
+REFINE = 4  # graph candidates re-ranked exactly per wanted neighbour
+EXPANSION = 64  # the graph search's candidate list (usearch expansion_search), at least the candidates
+FUSIONS = ("rrf", "weighted")
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How a hybrid search combines its full-text and vector rankings (module docstring)."""
+
+    method: str = "rrf"
+    rrf_k: int = 60
+    text_weight: float = 0.5
+    window: int | None = None  # the best rows of each ranking fused (None: max(k, 50) of each)
+
+    def __post_init__(self) -> None:
+        if self.method not in FUSIONS:
+            raise InvalidOptionError(f"fusion {self.method!r}: expected one of {FUSIONS}")
+        if self.rrf_k < 1:
+            raise InvalidOptionError(f"fusion rrf_k={self.rrf_k}: expected a positive integer")
+        if not 0.0 <= self.text_weight <= 1.0:
+            raise InvalidOptionError(f"fusion text_weight={self.text_weight}: expected a weight in [0, 1]")
+        if self.window is not None and self.window < 1:
+            raise InvalidOptionError(f"fusion window={self.window}: expected a positive integer")
+
+    def window_for(self, k: int) -> int:
+        return self.window if self.window is not None else max(k, 50)
+
+
+@dataclass(frozen=True)
+class NearestQuery:
+    """A vector search: the `k` rows whose `column` is nearest `vector`; with `fusion`, fused with
+    the read's full-text query (else that query, like the filters, only selects the rows)."""
+
+    column: str
+    vector: tuple[float, ...]
+    k: int
+    fusion: Fusion | None = None
+    expansion: int = EXPANSION
+    exact_below: int = EXACT_BELOW
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise InvalidOptionError(f"a vector search needs k >= 1 (got {self.k})")
+        if not self.vector or not all(math.isfinite(v) for v in self.vector):
+            raise InvalidOptionError(f"the query vector of {self.column!r} must be non-empty and finite")
+
+    @property
+    def array(self) -> np.ndarray:
+        return np.asarray(self.vector, dtype=np.float32)
+
+    @property
+    def wanted(self) -> int:
+        """How many neighbours each split returns: k, or the fusion window."""
+        return self.fusion.window_for(self.k) if self.fusion is not None else self.k
+
+
+def nearest(
+    index: VectorIndex,
+    query: np.ndarray,
+    k: int,
+    allowed: np.ndarray | None = None,
+    *,
+    expansion: int = EXPANSION,
+    exact_below: int = EXACT_BELOW,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row ids, exact distances) of the k rows nearest `query`, nearest first (ties by row id):
+    among the sorted row ids `allowed` when given (see the module docstring)."""
+    if len(index) == 0 or k <= 0:
+        return np.empty(0, np.int64), np.empty(0, np.float64)
+    if allowed is None:
+        if len(index) <= exact_below:
+            return _exact(index, np.arange(len(index)), query, k)
+        candidates = index.graph_search(query, k * REFINE, expansion)
+        return _exact(index, index.positions(np.sort(candidates)), query, k)
+    positions = index.positions(allowed)
+    if len(positions) <= max(exact_below, k * REFINE):
+        return _exact(index, positions, query, k)
+    count = math.ceil(k * REFINE * len(index) / len(positions))
+    while True:
+        if count >= len(index) // 2:  # the graph would visit most rows: compare the allowed ones
+            return _exact(index, positions, query, k)
+        found = np.sort(index.graph_search(query, count, expansion))
+        kept = found[np.isin(found, allowed, assume_unique=True)]
+        if len(kept) >= k * REFINE:
+            return _exact(index, index.positions(kept), query, k)
+        count *= 4
+
+
+def _exact(index: VectorIndex, positions: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    if not len(positions):
+        return np.empty(0, np.int64), np.empty(0, np.float64)
+    d = distances(index.matrix[positions], query, index.metric)
+    ids = np.asarray(index.ids[positions], dtype=np.int64)
+    order = np.lexsort((ids, d))[:k]
+    return ids[order], d[order]
+
+
+# ---- fusion of the global rankings -----------------------------------------------------------------
+
+
+def fused_scores(
+    text_scores: np.ndarray, dists: np.ndarray, fusion: Fusion, window: int, tie: np.ndarray
+) -> np.ndarray:
+    """Fused scores (higher first) of candidate rows given their BM25 scores and their vector
+    distances (NaN: not in that ranking's candidates): each ranking is cut to its `window` best,
+    equal values ranked by `tie` (ascending)."""
+    n = len(text_scores)
+    text_rank = _ranks(text_scores, descending=True, window=window, tie=tie)
+    vec_rank = _ranks(dists, descending=False, window=window, tie=tie)
+    if fusion.method == "rrf":
+        out = np.zeros(n)
+        for rank in (text_rank, vec_rank):
+            inside = rank > 0
+            out[inside] += 1.0 / (fusion.rrf_k + rank[inside])
+        return out
+    text = _normalised(np.where(text_rank > 0, text_scores, np.nan), higher_better=True)
+    vec = _normalised(np.where(vec_rank > 0, dists, np.nan), higher_better=False)
+    w = fusion.text_weight
+    return np.nan_to_num(w * text, nan=0.0) + np.nan_to_num((1.0 - w) * vec, nan=0.0)
+
+
+def _ranks(values: np.ndarray, *, descending: bool, window: int, tie: np.ndarray) -> np.ndarray:
+    """1-based ranks of the non-NaN values among their `window` best (0: outside), ties by `tie`."""
+    ranks = np.zeros(len(values), dtype=np.int64)
+    present = np.flatnonzero(~np.isnan(values))
+    if not len(present):
+        return ranks
+    key = -values[present] if descending else values[present]
+    order = present[np.lexsort((tie[present], key))][:window]
+    ranks[order] = np.arange(1, len(order) + 1)
+    return ranks
+
+
+def _normalised(values: np.ndarray, *, higher_better: bool) -> np.ndarray:
+    """Min-max scaled to [0, 1] (1 the best) over the non-NaN values; all equal: 1."""
+    present = ~np.isnan(values)
+    if not present.any():
+        return values
+    lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+    if hi == lo:
+        return np.where(present, 1.0, np.nan)
+    scaled = (values - lo) / (hi - lo)
+    return scaled if higher_better else 1.0 - scaled

@@ -1,0 +1,82 @@
+"""A split's vectors gathered while its rows are written (SplitWriter), checked before anything is
+uploaded: every vector of a column declared with `indexing.vector.<col>` has the declared number of
+dimensions, finite components and (for `cosine`) a direction. A row whose vector is NULL is stored
+as NULL and left out of the column's nearest-neighbour index: a vector search never returns it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from indextables_spark.core.schema.types import VectorSpec
+from indextables_spark.errors import SchemaMismatchError
+
+
+def vector_matrix(column: pa.Array | pa.ChunkedArray, spec: VectorSpec, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of the rows holding a vector, their vectors as a float32 matrix) of a list
+    column; SchemaMismatchError naming `where` (the column and the rows) for a vector of other
+    dimensions, a NULL or non-finite component, or a zero vector under `cosine`."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not (
+        pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or pa.types.is_fixed_size_list(column.type)
+    ):
+        raise SchemaMismatchError(f"{where}: expected a list of numbers, got Arrow type {column.type}")
+    present = np.flatnonzero(column.is_valid().to_numpy(zero_copy_only=False))
+    if len(present) == len(column):
+        values = column
+    else:
+        values = column.take(pa.array(present, pa.int64()))
+    lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
+    wrong = np.flatnonzero(lengths != spec.dims)
+    if len(wrong):
+        row = int(present[wrong[0]])
+        raise SchemaMismatchError(
+            f"{where}: row {row} has a vector of {int(lengths[wrong[0]])} dimensions, the column is declared "
+            f"with {spec.dims} ({len(wrong)} such rows)"
+        )
+    flat = pc.list_flatten(values)
+    if flat.null_count:
+        nulls = np.flatnonzero(flat.is_null().to_numpy(zero_copy_only=False)) // spec.dims
+        raise SchemaMismatchError(f"{where}: row {int(present[nulls[0]])} has a NULL component in its vector")
+    matrix = flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, spec.dims)
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise SchemaMismatchError(
+            f"{where}: row {int(present[bad])} has a NaN or infinite component (or one beyond float32) in its vector"
+        )
+    if spec.metric == "cosine":
+        zero = ~np.any(matrix != 0, axis=1)
+        if zero.any():
+            raise SchemaMismatchError(
+                f"{where}: row {int(present[int(np.flatnonzero(zero)[0])])} has a zero vector, which has no cosine "
+                f"distance to anything"
+            )
+    return present.astype(np.int64), matrix
+
+
+@dataclass
+class VectorCollector:
+    """One vector column's vectors of one split, with their row ids, as rows arrive in row order."""
+
+    name: str
+    spec: VectorSpec
+    ids: list[np.ndarray] = field(default_factory=list)
+    parts: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, column: pa.Array | pa.ChunkedArray, first_row: int, where: str) -> None:
+        present, matrix = vector_matrix(column, self.spec, f"{where}, column {self.name!r}")
+        if len(present):
+            self.ids.append(present + first_row)
+            self.parts.append(matrix)
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, float32 matrix) of every vector gathered."""
+        if not self.parts:
+            return np.empty(0, np.int64), np.empty((0, self.spec.dims), np.float32)
+        return np.concatenate(self.ids), np.concatenate(self.parts)

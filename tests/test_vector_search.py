@@ -1,0 +1,250 @@
+"""Vector columns and vector/hybrid search without Spark (#38; core/split/write/vectors.py,
+core/split/format/vector_index.py, core/split/read/nearest.py): what a write refuses before
+committing anything, recall against exact search with and without filters, exact answers where
+the search compares every selected row, hybrid search against a fusion computed here from exact
+rankings, and the rows right under deletes, merges, time travel and partition pruning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import indextables_spark as it
+from indextables_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
+
+P = "spark.indextables."
+DIMS = 32
+
+
+def clustered(n: int, dims: int = DIMS, clusters: int = 40, seed: int = 5) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dims)).astype(np.float32) * 4
+    return (centres[rng.integers(0, clusters, n)] + rng.standard_normal((n, dims))).astype(np.float32)
+
+
+def rows(x: np.ndarray, start: int = 0) -> pa.Table:
+    n = len(x)
+    ids = np.arange(start, start + n)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "region": pa.array([f"r{i % 4}" for i in ids]),
+            "body": pa.array([_body(int(i)) for i in ids]),
+            "sel": pa.array(ids % 100, pa.int64()),
+            "emb": pa.array(list(x), pa.list_(pa.float32())),
+        }
+    )
+
+
+def _body(i: int) -> str:
+    """Text whose BM25 scores vary (term frequency and length): rankings with few ties."""
+    quick = " ".join(["quick"] * ((i // 5) % 4 + 1)) if i % 5 == 0 else "lazy"
+    return f"doc {i} {'fox' if i % 3 == 0 else 'dog'} {quick}" + " filler" * (i % 7)
+
+
+def options(metric: str = "cosine", **extra: str) -> dict[str, str]:
+    return {P + "indexing.vector.emb": f"{DIMS},{metric}", P + "indexing.typemap.body": "text", **extra}
+
+
+def exact(x: np.ndarray, q: np.ndarray, metric: str = "cosine") -> np.ndarray:
+    if metric == "cosine":
+        return np.asarray(1 - (x.astype(np.float64) @ q) / (np.linalg.norm(x, axis=1) * np.linalg.norm(q)))
+    if metric == "l2":
+        return np.asarray(((x.astype(np.float64) - q) ** 2).sum(axis=1))
+    return np.asarray(-(x.astype(np.float64) @ q))
+
+
+def top(d: np.ndarray, ids: np.ndarray, k: int) -> list[int]:
+    return [int(i) for i in ids[np.lexsort((ids, d))][:k]]
+
+
+def _table(tmp_path: Path, x: np.ndarray, splits: int = 4, metric: str = "cosine", **opts: str) -> it.IndexTable:
+    path = str(tmp_path / "t")
+    per = -(-len(x) // splits)
+    for s in range(splits):
+        part = x[s * per : (s + 1) * per]
+        it.write_table(path, rows(part, s * per), options=options(metric, **opts))
+    t = it.IndexTable(path, options={P + "cache.disk.path": str(tmp_path / "cache")})
+    assert t.snapshot().num_files == splits
+    return t
+
+
+def _ids(t: pa.Table) -> list[int]:
+    return [int(i) for i in t.column("id").to_pylist()]
+
+
+# ---- writing ----------------------------------------------------------------------------------------
+
+
+def test_bad_vectors_fail_the_write_naming_column_and_row(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    good = rows(clustered(10))
+    it.write_table(path, good, options=options())
+    version = it.IndexTable(path).version()
+
+    def with_emb(values: list[Any]) -> pa.Table:
+        return good.slice(0, len(values)).set_column(4, "emb", pa.array(values, pa.list_(pa.float32())))
+
+    ok = [1.0] * DIMS
+    cases = [
+        ([ok, [1.0] * (DIMS - 1)], r"column 'emb'.*row 1 has a vector of 31 dimensions.*declared with 32"),
+        ([ok, ok[:-1] + [float("nan")]], r"column 'emb'.*row 1 has a NaN or infinite component"),
+        ([ok[:-1] + [None], ok], r"column 'emb'.*row 0 has a NULL component"),
+        ([ok, [0.0] * DIMS], r"row 1 has a zero vector"),
+    ]
+    for values, message in cases:
+        with pytest.raises(SchemaMismatchError, match=message):
+            it.write_table(path, with_emb(values))
+    assert it.IndexTable(path).version() == version  # nothing committed
+
+
+def test_vector_options_are_checked(tmp_path: Path) -> None:
+    t = rows(clustered(4))
+    with pytest.raises(UnsupportedTypeError, match=r"indexing.vector.body.*'body'.*array of float or double"):
+        it.write_table(str(tmp_path / "a"), t, options={P + "indexing.vector.body": "32"})
+    for bad in ("0", "32,manhattan", "x", "32,cosine,extra"):
+        with pytest.raises(InvalidOptionError, match="indexing.vector.emb"):
+            it.write_table(str(tmp_path / "b"), t, options={P + "indexing.vector.emb": bad})
+    with pytest.raises(InvalidOptionError, match="indexonlyfields.*'emb'|'emb'.*indexonlyfields"):
+        it.write_table(str(tmp_path / "c"), t, options={**options(), P + "indexing.indexonlyfields": "emb"})
+
+
+def test_rows_without_a_vector_are_stored_and_never_returned(tmp_path: Path) -> None:
+    x = clustered(50)
+    t = rows(x)
+    emb = pa.array([None if i % 2 else list(v) for i, v in enumerate(x)], pa.list_(pa.float32()))
+    path = str(tmp_path / "t")
+    it.write_table(path, t.set_column(4, "emb", emb), options=options())
+    table = it.IndexTable(path)
+    assert table.to_arrow(where="id = 1").column("emb").to_pylist() == [None]
+    got = table.search(vector=x[1], limit=50)
+    assert got.num_rows == 25 and all(i % 2 == 0 for i in _ids(got))
+    assert _ids(got)[:5] == top(exact(x[::2], x[1]), np.arange(0, 50, 2), 5)
+
+
+# ---- search ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("metric", ["cosine", "l2", "dot"])
+def test_recall_against_exact_search(tmp_path: Path, metric: str) -> None:
+    """Recall@10 >= 0.95 against exact search, unfiltered and with filters selecting 1% and 10% of
+    the rows (the graph searched for more candidates: exactBelow 0), and k results for each."""
+    x = clustered(20_000)
+    t = _table(tmp_path, x, metric=metric, **{P + "search.vector.exactBelow": "0"})
+    t = it.IndexTable(t.storage.uri, options={**t.options.values, P + "search.vector.exactBelow": "0"})
+    rng = np.random.default_rng(11)
+    ids = np.arange(len(x))
+    for where, keep in ((None, ids >= 0), ("sel < 1", ids % 100 < 1), ("sel < 10", ids % 100 < 10)):
+        found = total = 0
+        for qi in rng.integers(0, len(x), 20):
+            q = x[qi] + rng.standard_normal(DIMS).astype(np.float32) * 0.3
+            got = _ids(t.search(vector=q, limit=10, where=where))
+            truth = top(exact(x[keep], q, metric), ids[keep], 10)
+            assert len(got) == 10, where
+            found += len(set(got) & set(truth))
+            total += 10
+        assert found / total >= 0.95, (metric, where, found / total)
+
+
+def test_a_filtered_search_among_few_rows_is_exact(tmp_path: Path) -> None:
+    x = clustered(8000)
+    t = _table(tmp_path, x)
+    ids = np.arange(len(x))
+    keep = (ids % 100 < 10) & (ids % 4 == 2)
+    q = x[77]
+    got = t.search(vector=q, limit=10, where="sel < 10 AND region = 'r2'")
+    assert _ids(got) == top(exact(x[keep], q), ids[keep], 10)
+    d = exact(x, q)
+    assert np.allclose(got.column("_distance").to_numpy(), d[_ids(got)], atol=1e-5)
+    # a full-text query without fusion selects the rows too
+    fox = ids % 3 == 0
+    assert _ids(t.search("body:fox", vector=q, limit=7)) == top(exact(x[fox], q), ids[fox], 7)
+
+
+def _fusion(text: list[int], vec: list[int], k: int, rrf_k: int = 60) -> list[int]:
+    """Reciprocal rank fusion, written out (ties: the better vector distance first, then id)."""
+    score: dict[int, float] = {}
+    for ranking in (text, vec):
+        for rank, i in enumerate(ranking, start=1):
+            score[i] = score.get(i, 0.0) + 1.0 / (rrf_k + rank)
+    pos = {i: n for n, i in enumerate(vec)}
+    return sorted(score, key=lambda i: (-score[i], pos.get(i, len(vec)), i))[:k]
+
+
+def test_hybrid_search_is_the_fusion_of_exact_rankings(tmp_path: Path) -> None:
+    x = clustered(6000)
+    t = _table(tmp_path, x)
+    t = it.IndexTable(t.storage.uri, options={**t.options.values, P + "search.vector.exactBelow": "1000000"})
+    ids = np.arange(len(x))
+    window, k = 50, 10
+    for query, qi, where in (("body:quick", 10, None), ("body:fox OR body:quick", 999, "region = 'r1'")):
+        q = x[qi] + 0.1
+        text = _ids(t.search(query, limit=window, where=where))
+        keep = np.ones(len(x), bool) if where is None else ids % 4 == 1
+        vec = top(exact(x[keep], q), ids[keep], window)
+        got = t.search(query, vector=q, limit=k, where=where, fusion={"method": "rrf", "window": window})
+        assert _ids(got) == _fusion(text, vec, k)
+        assert got.column("_score").to_pylist() == sorted(got.column("_score").to_pylist(), reverse=True)
+    # the weighted form: min-max normalised BM25 and distance
+    text_t = t.search("body:quick", limit=window)
+    vec_d = exact(x, x[10] + 0.1)
+    vec = top(vec_d, ids, window)
+    s_text = dict(zip(_ids(text_t), text_t.column("_score").to_pylist()))
+    lo, hi = min(s_text.values()), max(s_text.values())
+    assert hi > lo
+    d = {i: vec_d[i] for i in vec}
+    dlo, dhi = min(d.values()), max(d.values())
+    fused = {
+        i: 0.3 * ((s_text[i] - lo) / (hi - lo) if i in s_text else 0.0)
+        + 0.7 * ((1 - (d[i] - dlo) / (dhi - dlo)) if i in d else 0.0)
+        for i in set(s_text) | set(d)
+    }
+    want = sorted(fused, key=lambda i: (-round(fused[i], 6), vec_d[i], i))[:k]
+    got = t.search(
+        "body:quick", vector=x[10] + 0.1, limit=k, fusion={"method": "weighted", "text_weight": 0.3, "window": window}
+    )
+    assert _ids(got) == want
+
+
+def test_deletes_merges_time_travel_and_partitions(tmp_path: Path) -> None:
+    x = clustered(4000)
+    path = str(tmp_path / "t")
+    it.write_table(path, rows(x[:2000]), options=options(), partition_by=["region"])
+    it.write_table(path, rows(x[2000:], 2000), partition_by=["region"])
+    t = it.IndexTable(path, options={P + "cache.disk.path": str(tmp_path / "cache")})
+    ids = np.arange(len(x))
+    q = x[123]
+    before = t.version()
+    nearest = top(exact(x, q), ids, 10)
+    assert _ids(t.search(vector=q)) == nearest
+    # deletes: the deleted rows drop out, still 10 rows
+    t.delete(where=f"id IN ({nearest[0]}, {nearest[3]})")
+    alive = ~np.isin(ids, [nearest[0], nearest[3]])
+    assert _ids(t.search(vector=q)) == top(exact(x[alive], q), ids[alive], 10)
+    # time travel: the version before the delete
+    assert _ids(t.search(vector=q, version=before)) == nearest
+    # partition pruning
+    r1 = ids % 4 == 1
+    assert _ids(t.search(vector=q, where="region = 'r1'")) == top(exact(x[r1 & alive], q), ids[r1 & alive], 10)
+    # merges rebuild the index from the rows: the same answers
+    merged = t.maintenance.merge_splits()
+    assert merged["status"] == "SUCCESS" and t.snapshot().num_files == 4
+    assert _ids(t.search(vector=q)) == top(exact(x[alive], q), ids[alive], 10)
+
+
+def test_search_arguments_are_checked(tmp_path: Path) -> None:
+    t = _table(tmp_path, clustered(100), splits=1)
+    with pytest.raises(InvalidOptionError, match="3 dimensions, column 'emb' 32"):
+        t.search(vector=[1.0, 2.0, 3.0])
+    with pytest.raises(InvalidOptionError, match="'body' is not a vector column.*'emb'"):
+        t.search(vector=[1.0] * DIMS, vector_column="body")
+    with pytest.raises(InvalidOptionError, match="fusion combines a full-text query"):
+        t.search(vector=[1.0] * DIMS, fusion="rrf")
+    with pytest.raises(InvalidOptionError, match="fusion 'max'"):
+        t.search("body:fox", vector=[1.0] * DIMS, fusion="max")
+    with pytest.raises(InvalidOptionError, match="finite"):
+        t.search(vector=[float("nan")] * DIMS)
