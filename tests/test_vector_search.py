@@ -248,3 +248,47 @@ def test_search_arguments_are_checked(tmp_path: Path) -> None:
         t.search("body:fox", vector=[1.0] * DIMS, fusion="max")
     with pytest.raises(InvalidOptionError, match="finite"):
         t.search(vector=[float("nan")] * DIMS)
+
+
+# ---- Spark (classic and Connect): the same answers as without Spark ---------------------------------
+
+
+def _spark_ids(df: Any) -> list[int]:
+    return [int(r["id"]) for r in df.collect()]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("session", ["spark", "connect_spark"])
+def test_spark_vector_and_hybrid_reads(tmp_path: Path, session: str, request: pytest.FixtureRequest) -> None:
+    spark = request.getfixturevalue(session)
+    it.register(spark)
+    x = clustered(3000)
+    t = _table(tmp_path, x, splits=3)
+    path = t.storage.uri
+    q = x[17] + 0.05
+    vec = ",".join(str(float(v)) for v in q)
+
+    def reader() -> Any:  # (a DataFrameReader keeps its options: a fresh one per read)
+        return spark.read.format("indextables")
+
+    want = t.search(vector=q, limit=8, where="region = 'r1'")
+    df = reader().option("vector", vec).option("limit", 8).option("where", "region = 'r1'").load(path)
+    rows = df.collect()
+    assert [int(r["id"]) for r in rows] == _ids(want)
+    assert [r["_distance"] for r in rows] == pytest.approx(want.column("_distance").to_pylist())
+    fused = t.search("body:quick", vector=q, limit=6, fusion="rrf")
+    df = reader().option("vector", f"[{vec}]").option("query", "body:quick").option("fusion", "rrf").option("limit", 6)
+    got = df.load(path).collect()
+    assert [int(r["id"]) for r in got] == _ids(fused)
+    assert [r["_score"] for r in got] == pytest.approx(fused.column("_score").to_pylist(), rel=1e-6)
+    weighted = t.search("body:fox", vector=q, limit=5, fusion={"method": "weighted", "text_weight": 0.4})
+    df = (
+        reader()
+        .option("vector", vec)
+        .option("query", "body:fox")
+        .options(**{"fusion": "weighted", "fusion.textWeight": "0.4", "limit": "5"})
+        .load(path)
+    )
+    assert _spark_ids(df) == _ids(weighted)
+    with pytest.raises(Exception, match="3 dimensions, column 'emb' 32"):
+        reader().option("vector", "1,2,3").load(path).collect()

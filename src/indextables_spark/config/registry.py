@@ -268,6 +268,33 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "independent of how the table is split) or `split` (each split's own, as in 0.2)",
     ),
     _option(
+        "where",
+        "str",
+        None,
+        "a predicate over any columns (`IndexTable.search`'s `where` syntax) decided inside the read, before a "
+        "top-n or vector read ranks (a DataFrame filter after load() applies after the limit)",
+    ),
+    _option(
+        "vector",
+        "str",
+        None,
+        "a vector search: the query vector (a JSON array or comma list of numbers); `limit` is its k "
+        "(default 10); adds `_distance` (see Vector search)",
+    ),
+    _option("vectorColumn", "str", None, "the vector column a vector search ranks by (needed with several)"),
+    _option(
+        "fusion",
+        "str",
+        None,
+        "a hybrid search: `rrf` (reciprocal rank fusion) or `weighted` fuses option `query`'s ranking with "
+        "the vector ranking; `_score` is the fused score",
+    ),
+    _option("fusion.rrfK", "int", 60, "the k of reciprocal rank fusion: 1 / (k + rank)"),
+    _option(
+        "fusion.textWeight", "float", 0.5, "`weighted` fusion: the full-text ranking's weight (the vectors': 1 - it)"
+    ),
+    _option("fusion.window", "int", None, "the best rows of each ranking a fusion takes (default: max(limit, 50))"),
+    _option(
         "search.vector.expansion",
         "int",
         64,

@@ -100,7 +100,13 @@ class IndexTablesDataSource(DataSource):
         )
 
         # lazy: the read path (tantivy, pyarrow) loads when Spark plans a read, not for a write
-        from indextables_spark.spark.read_options import declared_fields, extra_fields, read_options
+        from indextables_spark.spark.read_options import (
+            declared_fields,
+            extra_fields,
+            nearest_query,
+            read_options,
+            table_specs,
+        )
 
         snapshot = self._read_snapshot()
         time_travel = self.opts.get_str("versionAsOf") is not None or self.opts.get_str("timestampAsOf") is not None
@@ -109,6 +115,8 @@ class IndexTablesDataSource(DataSource):
         ro = read_options(self.opts)
         if ro.query is not None:
             check_table_query(snapshot, self.opts, ro.query)  # a bad query fails load(), not a task
+        if ro.vector is not None:  # a vector that does not fit the table fails load() too
+            nearest_query(ro, table_specs(snapshot, self.opts), self.opts, self.path)
         # `_score` / `_snippet` only when the options ask for them (see reader.py).
         extra = extra_fields(ro, schema, snapshot.partition_columns)
         fields, extra = declared_fields(ro, list(schema.fields), extra)  # the `columns` option

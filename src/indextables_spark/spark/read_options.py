@@ -4,10 +4,11 @@ wrapper that copies the session's batch size and adds the top-n sort (see reader
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from pyspark.sql.types import FloatType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, FloatType, LongType, MapType, StringType, StructField, StructType
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 SCORE = "_score"
 SNIPPET = "_snippet"
+DISTANCE = "_distance"  # a vector search's distance (core/split/read/nearest.py)
+SPLIT_ORDINAL, ROW_ID = "_split", "_rowid"  # a hybrid read's tie-breaks, dropped by finish_load
 ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
@@ -37,11 +40,18 @@ class ReadOptions:
     snippet_fields: tuple[str, ...]
     batch_rows: int
     columns: tuple[str, ...] | None = None  # the `columns` option: the declared columns (None: all)
+    vector: tuple[float, ...] | None = None  # the `vector` option: a vector search (limit: its k)
+    vector_column: str | None = None
+    fusion: tuple[str, int, float, int | None] | None = None  # (method, rrfK, textWeight, window)
 
     @property
     def top_n(self) -> bool:
         """Rows are ranked: each task returns only its best `limit` rows."""
-        return self.limit is not None and self.query is not None
+        return self.limit is not None and (self.query is not None or self.vector is not None)
+
+    @property
+    def hybrid(self) -> bool:
+        return self.fusion is not None
 
 
 def read_options(opts: Options) -> ReadOptions:
@@ -83,7 +93,59 @@ def read_options(opts: Options) -> ReadOptions:
     batch_rows = opts.get_int("read.batchSize")
     if batch_rows <= 0:
         raise InvalidOptionError(f"option read.batchSize={batch_rows}: expected a positive number of rows")
-    return ReadOptions(query, order_by_score, limit, with_score, fields, batch_rows, columns)
+    vector, fusion = _vector_options(opts, query)
+    if vector is not None:
+        if order_by_score:
+            raise InvalidOptionError("option orderBy: a vector search orders by `_distance` (or its fused `_score`)")
+        limit = 10 if limit is None else limit
+        with_score = fusion is not None  # the fused score
+    return ReadOptions(
+        query,
+        order_by_score,
+        limit,
+        with_score,
+        fields,
+        batch_rows,
+        columns,
+        vector,
+        opts.get_str("vectorColumn"),
+        fusion,
+    )
+
+
+def _vector_options(
+    opts: Options, query: str | None
+) -> tuple[tuple[float, ...] | None, tuple[str, int, float, int | None] | None]:
+    """The `vector` option (a JSON array or comma list of numbers) and the `fusion.*` options."""
+    raw = opts.get_str("vector")
+    method = (opts.get_str("fusion") or "").strip().lower() or None
+    if raw is None:
+        if method is not None or opts.get_str("vectorColumn") is not None:
+            raise InvalidOptionError("options fusion / vectorColumn need option 'vector' (the query vector)")
+        return None, None
+    text = raw.strip().removeprefix("[").removesuffix("]")
+    try:
+        vector = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InvalidOptionError(
+            f"option vector={raw[:80]!r}: expected numbers (a JSON array or a comma list)"
+        ) from None
+    if not vector or not all(math.isfinite(v) for v in vector):
+        raise InvalidOptionError(f"option vector={raw[:80]!r}: expected finite numbers")
+    if method is None:
+        return vector, None
+    if method not in ("rrf", "weighted"):
+        raise InvalidOptionError(f"option fusion={method!r}: expected rrf or weighted")
+    if query is None:
+        raise InvalidOptionError("option fusion: a hybrid search fuses option 'query' with the vector ranking")
+    window = opts.get_str("fusion.window")
+    fusion = (
+        method,
+        opts.get_int("fusion.rrfK"),
+        opts.get_float("fusion.textWeight"),
+        int(window) if window else None,
+    )
+    return vector, fusion
 
 
 def declared_fields(
@@ -104,7 +166,10 @@ def declared_fields(
             + ")"
         )
     keep_score = ro.order_by_score or ro.top_n
-    wanted_extra = [f for f in extra if f.name in ro.columns or (f.name == SCORE and keep_score)]
+    kept = {SCORE} if keep_score else set()
+    if ro.vector is not None:  # the load wrapper ranks on them
+        kept |= {DISTANCE, SPLIT_ORDINAL, ROW_ID}
+    wanted_extra = [f for f in extra if f.name in ro.columns or f.name in kept]
     return [by_name[c] for c in ro.columns if c in by_name], wanted_extra
 
 
@@ -121,6 +186,10 @@ def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: l
     out: list[StructField] = []
     if ro.with_score:
         out.append(StructField(SCORE, FloatType(), True))
+    if ro.vector is not None:
+        out.append(StructField(DISTANCE, DoubleType(), True))
+        if ro.hybrid:  # tie-breaks of the fusion (finish_load), dropped there
+            out += [StructField(SPLIT_ORDINAL, LongType(), True), StructField(ROW_ID, LongType(), True)]
     if ro.snippet_fields:
         strings = {
             f.name
@@ -160,8 +229,77 @@ def finish_load(df: Any, given: Mapping[str, object]) -> Any:
 
     ro = read_options(Options.of({str(k): v for k, v in given.items()}))
     df = df.drop(INDEXALL)  # the guard already dropped `_indexguard`
+    if ro.vector is not None:
+        return _nearest(df, ro)
     if ro.order_by_score or ro.top_n:
         df = df.orderBy(df[SCORE].desc())
     if ro.limit is not None:
         df = df.limit(ro.limit)
     return df
+
+
+def nearest_query(ro: ReadOptions, specs: Sequence[ColumnSpec], opts: Options, path: str) -> Any:
+    """The read/nearest.NearestQuery of a vector read's options, checked against the table's vector
+    columns (InvalidOptionError naming the column, the dimensions, the vector columns)."""
+    from indextables_spark.core.split.read.nearest import Fusion, NearestQuery  # lazy: numpy
+    from indextables_spark.core.split.read.search import check_vector_query, vector_columns  # lazy: as above
+
+    assert ro.vector is not None and ro.limit is not None
+    column = ro.vector_column
+    if column is None:
+        columns = vector_columns(specs)
+        if len(columns) != 1:
+            raise InvalidOptionError(
+                f"table {path}: name the vector column (option vectorColumn): its vector columns are {columns or 'none'}"
+            )
+        column = columns[0]
+    fusion = Fusion(*ro.fusion) if ro.fusion is not None else None
+    nq = NearestQuery(
+        column,
+        ro.vector,
+        ro.limit,
+        fusion,
+        expansion=opts.get_int("search.vector.expansion"),
+        exact_below=opts.get_int("search.vector.exactBelow"),
+    )
+    check_vector_query(specs, nq, path)
+    return nq
+
+
+def _nearest(df: Any, ro: ReadOptions) -> Any:
+    """The global answer of a vector read: its k nearest rows, or with fusion the k best of the
+    fused rankings (core/split/read/nearest.py's definitions, written as window functions over the
+    tasks' candidates, which are few: each split's best `window` of each ranking)."""
+    from indextables_spark.config.sessions import functions, window  # lazy: pyspark with a session only
+
+    F, Window = functions(df), window(df)  # noqa: N806 - pyspark's own names
+
+    assert ro.limit is not None  # a vector read has k
+    if ro.fusion is None:
+        return df.orderBy(F.col(DISTANCE).asc_nulls_last()).limit(ro.limit)
+    method, rrf_k, text_weight, window_opt = ro.fusion
+    size = window_opt if window_opt is not None else max(ro.limit, 50)
+    tie = [F.col(SPLIT_ORDINAL), F.col(ROW_ID)]
+    # one window over every candidate (a constant partition: Spark warns about a window without one)
+    everything = Window.partitionBy(F.lit(0))
+    text_rank = F.row_number().over(everything.orderBy(F.col(SCORE).desc_nulls_last(), *tie))
+    vec_rank = F.row_number().over(everything.orderBy(F.col(DISTANCE).asc_nulls_last(), *tie))
+    df = df.withColumn("_rt", F.when(F.col(SCORE).isNotNull(), text_rank)).withColumn(
+        "_rv", F.when(F.col(DISTANCE).isNotNull(), vec_rank)
+    )
+    in_text, in_vec = F.col("_rt") <= size, F.col("_rv") <= size
+    if method == "rrf":
+        fused = F.coalesce(F.when(in_text, 1.0 / (rrf_k + F.col("_rt"))), F.lit(0.0)) + F.coalesce(
+            F.when(in_vec, 1.0 / (rrf_k + F.col("_rv"))), F.lit(0.0)
+        )
+    else:
+        t_lo, t_hi = (agg(F.when(in_text, F.col(SCORE))).over(everything) for agg in (F.min, F.max))
+        v_lo, v_hi = (agg(F.when(in_vec, F.col(DISTANCE))).over(everything) for agg in (F.min, F.max))
+        t_norm = F.when(t_hi == t_lo, F.lit(1.0)).otherwise((F.col(SCORE) - t_lo) / (t_hi - t_lo))
+        v_norm = F.when(v_hi == v_lo, F.lit(1.0)).otherwise(1.0 - (F.col(DISTANCE) - v_lo) / (v_hi - v_lo))
+        fused = F.coalesce(F.when(in_text, text_weight * t_norm), F.lit(0.0)) + F.coalesce(
+            F.when(in_vec, (1.0 - text_weight) * v_norm), F.lit(0.0)
+        )
+    df = df.withColumn("_fused", fused).filter(F.col("_fused") > 0)
+    df = df.orderBy(F.col("_fused").desc(), F.col(DISTANCE).asc_nulls_last(), *tie).limit(ro.limit)
+    return df.withColumn(SCORE, F.col("_fused").cast("float")).drop("_rt", "_rv", "_fused", SPLIT_ORDINAL, ROW_ID)

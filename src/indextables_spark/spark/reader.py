@@ -54,8 +54,8 @@ from indextables_spark.expr.values import UnsupportedFilterError
 from indextables_spark.spark import filters as spark_filters
 from indextables_spark.spark import guard
 from indextables_spark.spark.guard import INDEXALL
-from indextables_spark.spark.read_options import SNIPPET, read_options, table_specs
-from indextables_spark.spark.task_read import TaskRead, read_plan, read_ranked, task_json
+from indextables_spark.spark.read_options import SNIPPET, nearest_query, read_options, table_specs
+from indextables_spark.spark.task_read import TaskRead, read_nearest, read_plan, read_ranked, task_json
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
@@ -76,11 +76,19 @@ class SplitGroup(InputPartition):
     # split path -> its delete logs (deleteLog wire JSON); splits with deletes only
     deletes: dict[str, list[dict[str, Any]]]
     plan: ReadPlan
+    ordinals: list[int]  # each split's position among the read's splits (a vector read's tie-break)
 
-    def __init__(self, files: list[dict[str, Any]], deletes: dict[str, list[dict[str, Any]]] | None, plan: ReadPlan):
+    def __init__(
+        self,
+        files: list[dict[str, Any]],
+        deletes: dict[str, list[dict[str, Any]]] | None,
+        plan: ReadPlan,
+        ordinals: list[int] | None = None,
+    ):
         self.files = files
         self.deletes = deletes or {}
         self.plan = plan
+        self.ordinals = ordinals if ordinals is not None else list(range(len(files)))
 
 
 class IndexTablesReader(DataSourceReader):
@@ -256,9 +264,30 @@ class IndexTablesReader(DataSourceReader):
             "splits_after_bloom_filters": n_read,
         }
 
+    def _where_option(self) -> None:
+        """The `where` option: a predicate (the Spark-free `where` syntax, expr/where.py) decided
+        inside the read, before a top-n or vector read ranks (a DataFrame filter after load()
+        comes after the limit): partition conditions prune, the others the splits apply exactly,
+        the rest is checked on the rows (`where_residual`)."""
+        self.where_residual: list[Filter] = []
+        text = self.opts.get_str("where")
+        if text is None or not text.strip():
+            return
+        from indextables_spark.expr.where import (
+            parse_where,  # lazy: keeps `import indextables_spark.spark.reader` light
+        )
+
+        conjuncts = parse_where(text, self.table_schema_json)
+        index_only = check_index_only(conjuncts, self.specs, f"option where of a read of {self.path}")
+        divided = divide_conditions(conjuncts, self.partition_columns, self.specs, index_only)
+        self.partition_filters.extend(divided.partition_only)
+        self.data_filters.extend(divided.pushed)
+        self.where_residual = list(divided.residual)
+
     def partitions(self) -> list[SplitGroup]:
         self._ensure_bound()
         assert self._snapshot is not None  # bound
+        self._where_option()
         ro = self.read_opts
         if not self.guarded and (ro.limit is not None or ro.order_by_score):
             raise InvalidOptionError(guard.unguarded_ranking_message(self.path))
@@ -287,13 +316,18 @@ class IndexTablesReader(DataSourceReader):
             deletes_json,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
         )
 
-        return [SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g), plan) for g in groups]
+        ordinal = {f.path: i for i, f in enumerate(files)}
+        return [
+            SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g), plan, [ordinal[f.path] for f in g])
+            for g in groups
+        ]
 
     def _plan(self) -> ReadPlan:
         """What every split of this read runs (core/split/read/plan.py), from what Spark pushed;
         with the table version's BM25 statistics when the read is scored."""
         ro = self.read_opts
         corpus = self._corpus_stats() if ro.with_score and self.query is not None else None
+        nearest = self._nearest_query() if ro.vector is not None else None
         return read_plan(  # the pushed filters were checked exactly supported (pushFilters)
             self.path,
             self.opts,
@@ -305,7 +339,13 @@ class IndexTablesReader(DataSourceReader):
             self.data_filters,
             self.nested_queries,
             corpus,
+            nearest,
+            getattr(self, "where_residual", ()),
         )
+
+    def _nearest_query(self) -> Any:
+        """The vector search the options ask for (read/nearest.NearestQuery)."""
+        return nearest_query(self.read_opts, self.specs, self.opts, self.path)
 
     def _corpus_stats(self) -> CorpusStats | None:
         """The BM25 statistics of the version's live splits for the query (core/split/read/
@@ -332,6 +372,9 @@ class IndexTablesReader(DataSourceReader):
             return
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
         adds = [AddFile.from_json(d) for d in partition.files]
+        if plan.nearest is not None:
+            yield from read_nearest(plan, adds, partition.ordinals, target, partition.deletes)
+            return
         if (self.read_opts.with_score or SNIPPET in target.names) and plan.query is not None:
             # snippets are made with the split's index, as scores are: the ranked path
             yield from read_ranked(plan, adds, target, partition.deletes)

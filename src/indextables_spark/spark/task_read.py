@@ -12,7 +12,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.storage import open_storage
 from indextables_spark.spark.guard import INDEXALL, INDEXGUARD
-from indextables_spark.spark.read_options import SCORE, SNIPPET, ReadOptions
+from indextables_spark.spark.read_options import DISTANCE, ROW_ID, SCORE, SNIPPET, SPLIT_ORDINAL, ReadOptions
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.delete_logs import SplitDeletes
@@ -33,6 +33,8 @@ def read_plan(
     filters: Sequence[Filter] = (),
     narrowing: Sequence[str] = (),
     corpus: CorpusStats | None = None,
+    nearest: Any = None,
+    residual: Sequence[Filter] = (),
 ) -> ReadPlan:
     """The ReadPlan of a Spark read returning `target` (the read's Arrow schema) of a table whose
     columns are `table`: the data columns it declares, plus the text columns its snippets are cut
@@ -53,11 +55,12 @@ def read_plan(
         query,
         tuple(filters),
         tuple(narrowing),
-        (),
+        tuple(residual),
         tuple(snippets),
         ro.limit,
         corpus,
         ro.batch_rows,
+        nearest,
     )
 
 
@@ -131,7 +134,7 @@ class TaskRead:
 
 
 def _data_names(partition_columns: Sequence[str], target: pa.Schema) -> list[str]:
-    virtual = {INDEXALL, INDEXGUARD, SCORE, SNIPPET}
+    virtual = {INDEXALL, INDEXGUARD, SCORE, SNIPPET, DISTANCE, SPLIT_ORDINAL, ROW_ID}
     return [f.name for f in target if f.name not in partition_columns and f.name not in virtual]
 
 
@@ -162,3 +165,48 @@ def read_ranked(
         assert plan.limit is not None  # tables are kept only for a limit
         merged = top_n(pa.concat_tables(kept), plan.limit)
         yield from merged.combine_chunks().to_batches(max_chunksize=plan.batch_rows)
+
+
+def read_nearest(
+    plan: ReadPlan,
+    adds: list[AddFile],
+    ordinals: list[int],
+    target: pa.Schema,
+    deletes: dict[str, list[dict[str, Any]]] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """A vector read's candidates (ReadPlan.nearest_ranked): the task's k nearest, or with fusion
+    every split's candidates of both rankings with their split ordinal and row id (the load
+    wrapper fuses them across tasks: read_options.finish_load)."""
+    import numpy as np  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+
+    nq = plan.nearest
+    assert nq is not None
+    task = TaskRead(plan, target)
+    internal = {SCORE, DISTANCE, SPLIT_ORDINAL, ROW_ID}
+    fields = [f for f in target if f.name not in internal]
+    if nq.fusion is not None:
+        fields.append(pa.field(SCORE, pa.float32()))
+    ranked_target = pa.schema(
+        fields
+        + [f for f in plan.data_schema if f.name not in target.names]
+        + [pa.field(ROW_ID, pa.int64()), pa.field(DISTANCE, pa.float64())]
+    )
+    tables = []
+    for add, ordinal in zip(adds, ordinals):
+        table = plan.nearest_ranked(
+            task.open(add), add, task.deletes(add, (deletes or {}).get(add.path)), ranked_target
+        )
+        tables.append(table.append_column(SPLIT_ORDINAL, pa.array(np.full(table.num_rows, ordinal, np.int64))))
+    if not tables:
+        return
+    out = pa.concat_tables(tables).combine_chunks()
+    if nq.fusion is None:  # the task's k nearest (ties by split and row, as read/search.py)
+        dist = np.nan_to_num(out.column(DISTANCE).to_numpy(zero_copy_only=False), nan=np.inf)
+        tie = out.column(SPLIT_ORDINAL).to_numpy() * (1 << 40) + out.column(ROW_ID).to_numpy()
+        order = np.lexsort((tie, dist))
+        out = out.take(pa.array(order[np.isfinite(dist[order])][: nq.k]))
+    cols = [
+        out.column(f.name).cast(f.type) if f.name in out.schema.names else pa.nulls(out.num_rows, f.type)
+        for f in target
+    ]
+    yield from pa.Table.from_arrays(cols, schema=target).to_batches(max_chunksize=plan.batch_rows)

@@ -224,7 +224,7 @@ class SearchPlan:
         if self.nearest is not None:
             if self.nearest.fusion is not None:
                 fields.append(pa.field(SCORE_COLUMN, pa.float32()))
-            fields.append(pa.field(DISTANCE_COLUMN, pa.float32()))
+            fields.append(pa.field(DISTANCE_COLUMN, pa.float64()))
             return pa.schema(fields)
         if scored:
             fields.append(pa.field(SCORE_COLUMN, pa.float32()))
