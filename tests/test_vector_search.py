@@ -292,3 +292,25 @@ def test_spark_vector_and_hybrid_reads(tmp_path: Path, session: str, request: py
     assert _spark_ids(df) == _ids(weighted)
     with pytest.raises(Exception, match="3 dimensions, column 'emb' 32"):
         reader().option("vector", "1,2,3").load(path).collect()
+
+
+@pytest.mark.spark
+def test_sql_table_functions(spark: Any, tmp_path: Path) -> None:
+    """indextables_vector_search / indextables_hybrid_search in spark.sql after register: literal
+    calls read distributed (the vector read), others run as Python UDTFs; both as t.search."""
+    it.register(spark)
+    x = clustered(2000)
+    t = _table(tmp_path, x, splits=2)
+    path = t.storage.uri
+    q = x[5] + 0.05
+    vec = "[" + ", ".join(str(float(v)) for v in q) + "]"
+    want = _ids(t.search(vector=q, limit=6, where="sel < 50"))
+    sql = f"SELECT id, _distance FROM indextables_vector_search('{path}', 'emb', '{vec}', 6, 'sel < 50')"
+    assert [r["id"] for r in spark.sql(sql).collect()] == want
+    udtf = f"SELECT id FROM indextables_vector_search('{path}', lower('EMB'), '{vec}', 6, 'sel < 50')"
+    assert [r["id"] for r in spark.sql(udtf).collect()] == want
+    fused = _ids(t.search("body:quick", vector=q, limit=5, fusion="rrf"))
+    sql = f"SELECT id, _score FROM indextables_hybrid_search('{path}', 'body:quick', 'emb', '{vec}', 5)"
+    assert [r["id"] for r in spark.sql(sql).collect()] == fused
+    udtf = f"SELECT id FROM indextables_hybrid_search('{path}', 'body:quick', lower('EMB'), '{vec}', 5, 'rrf')"
+    assert [r["id"] for r in spark.sql(udtf).collect()] == fused

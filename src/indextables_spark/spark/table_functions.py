@@ -4,6 +4,9 @@
     SELECT * FROM indextables_search('/path', 'body:spark', 10, NULL, 'id,title') -- only those columns (+ _score)
     SELECT * FROM indextables_aggregate('/path', '{"by_tag": {"terms": {"field": "tag"}}}', 'body:spark')
     SELECT * FROM indextables_count('/path', 'body:spark')
+    SELECT * FROM indextables_vector_search('/path', 'emb', '[0.1, 0.2, ...]', 10)      -- rows + _distance
+    SELECT * FROM indextables_vector_search('/path', NULL, '0.1,0.2,...', 10, "region = 'eu'", 'body:spark')
+    SELECT * FROM indextables_hybrid_search('/path', 'body:spark', 'emb', '[0.1, ...]', 10, 'rrf')  -- + fused _score
 
 Two ways they run:
 
@@ -54,13 +57,18 @@ AggRow = tuple[str, list[str | None], int | None, str | None, float | None, str 
 SEARCH = "indextables_search"
 AGGREGATE = "indextables_aggregate"
 COUNT = "indextables_count"
-FUNCTIONS = (SEARCH, AGGREGATE, COUNT)
+VECTOR_SEARCH = "indextables_vector_search"
+HYBRID_SEARCH = "indextables_hybrid_search"
+FUNCTIONS = (SEARCH, AGGREGATE, COUNT, VECTOR_SEARCH, HYBRID_SEARCH)
 PARAMS = {
     SEARCH: ("path", "query", "limit", "snippet_fields", "columns"),
     AGGREGATE: ("path", "aggs", "query", "partition_filter"),
     COUNT: ("path", "query", "partition_filter"),
+    # vector: a JSON array or comma list of numbers in a string (an array literal is no plain literal)
+    VECTOR_SEARCH: ("path", "column", "vector", "k", "where", "query"),
+    HYBRID_SEARCH: ("path", "query", "column", "vector", "k", "fusion", "where"),
 }
-REQUIRED = {SEARCH: 2, AGGREGATE: 2, COUNT: 1}
+REQUIRED = {SEARCH: 2, AGGREGATE: 2, COUNT: 1, VECTOR_SEARCH: 3, HYBRID_SEARCH: 4}
 AGG_SCHEMA = "agg string, keys array<string>, doc_count bigint, metric string, value double, value_text string"
 COUNT_SCHEMA = "count bigint"
 
@@ -218,6 +226,11 @@ def _dataframe(spark: Any, call: Call) -> Any:
         if a.get("columns") is not None:
             reader = reader.option("columns", _text(call, "columns"))
         return reader.load(path)
+    if call.name in (VECTOR_SEARCH, HYBRID_SEARCH):
+        reader = spark.read.format("indextables")
+        for key, value in _vector_options(call.name, a).items():
+            reader = reader.option(key, value)
+        return reader.load(path)
     if call.name == AGGREGATE:
         result = IndexTable(path, spark=spark).aggregate(
             _text(call, "aggs"), query=a.get("query"), partition_filter=a.get("partition_filter"), spark=spark
@@ -226,6 +239,27 @@ def _dataframe(spark: Any, call: Call) -> Any:
     return spark.createDataFrame(
         [(count_rows(spark, path, a.get("query"), a.get("partition_filter"), None),)], COUNT_SCHEMA
     )
+
+
+def _vector_options(name: str, args: Mapping[str, Any]) -> dict[str, str]:
+    """The read options of a vector (or hybrid) search call's arguments (None ones left out)."""
+    vector = args.get("vector")
+    if isinstance(vector, (list, tuple)):
+        vector = ",".join(str(float(v)) for v in vector)
+    if not isinstance(vector, str) or not vector.strip():
+        raise InvalidOptionError(
+            f"argument 'vector' must be numbers (a string '[0.1, 0.2]' or an array), got {vector!r}"
+        )
+    k = args.get("k")
+    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k <= 0):
+        raise InvalidOptionError(f"argument 'k' must be a positive integer, got {k!r}")
+    out = {"vector": vector, "limit": str(k or 10)}
+    for arg, option in (("column", "vectorColumn"), ("where", "where"), ("query", "query")):
+        if args.get(arg) is not None:
+            out[option] = str(args[arg])
+    if name == HYBRID_SEARCH:
+        out["fusion"] = str(args.get("fusion") or "rrf")
+    return out
 
 
 def _text(call: Call, key: str) -> str:
@@ -367,6 +401,29 @@ def search_schema(snapshot: Snapshot, snippet_fields: str | None, columns: str |
     return StructType(fields + extra)
 
 
+def vector_schema(snapshot: Snapshot, hybrid: bool) -> Any:
+    """A vector search's rows: every column, (with fusion `_score`,) `_distance`."""
+    from pyspark.sql.types import DoubleType, FloatType, StructField, StructType  # lazy: pyspark with a session
+
+    extra = [StructField("_score", FloatType(), True)] if hybrid else []
+    return StructType(list(snapshot.schema.fields) + extra + [StructField("_distance", DoubleType(), True)])
+
+
+def vector_table(name: str, args: Mapping[str, Any], options: Mapping[str, Any]) -> pa.Table:
+    """A vector or hybrid search call run in this process (IndexTable.search)."""
+    opts = _vector_options(name, args)
+    table = IndexTable(str(args["path"]), options)
+    vector = [float(v) for v in opts["vector"].strip().removeprefix("[").removesuffix("]").split(",") if v.strip()]
+    return table.search(
+        opts.get("query"),
+        vector=vector,
+        vector_column=opts.get("vectorColumn"),
+        fusion=opts.get("fusion"),
+        where=opts.get("where"),
+        limit=int(opts["limit"]),
+    )
+
+
 def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
     from pyspark.sql.udtf import AnalyzeResult  # lazy: pyspark is imported only when a Spark session runs this
 
@@ -408,7 +465,30 @@ def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
         ) -> Iterator[tuple[int]]:
             yield (count_rows(None, path, query, partition_filter, options),)
 
-    return {SEARCH: Search, AGGREGATE: Aggregate, COUNT: Count}
+    def vector_udtf(name: str) -> type:
+        params = PARAMS[name]
+
+        class VectorSearch:
+            @staticmethod
+            def analyze(*args: Any) -> Any:
+                snap = IndexTable(args[0].value, options).snapshot()
+                return AnalyzeResult(vector_schema(snap, name == HYBRID_SEARCH))
+
+            def eval(self, *args: Any) -> Iterator[tuple[Any, ...]]:
+                t = vector_table(name, dict(zip(params, args)), options)
+                types = [f.type for f in t.schema]
+                for row in t.to_pylist():
+                    yield tuple(_spark_value(v, typ) for v, typ in zip(row.values(), types))
+
+        return VectorSearch
+
+    return {
+        SEARCH: Search,
+        AGGREGATE: Aggregate,
+        COUNT: Count,
+        VECTOR_SEARCH: vector_udtf(VECTOR_SEARCH),
+        HYBRID_SEARCH: vector_udtf(HYBRID_SEARCH),
+    }
 
 
 def register_table_functions(spark: Any, conf: dict[str, str]) -> None:
@@ -422,3 +502,5 @@ def register_table_functions(spark: Any, conf: dict[str, str]) -> None:
     spark.udtf.register(SEARCH, udtf(classes[SEARCH], useArrow=False))
     spark.udtf.register(AGGREGATE, udtf(classes[AGGREGATE], returnType=AGG_SCHEMA, useArrow=False))
     spark.udtf.register(COUNT, udtf(classes[COUNT], returnType=COUNT_SCHEMA, useArrow=False))
+    spark.udtf.register(VECTOR_SEARCH, udtf(classes[VECTOR_SEARCH], useArrow=False))
+    spark.udtf.register(HYBRID_SEARCH, udtf(classes[HYBRID_SEARCH], useArrow=False))
