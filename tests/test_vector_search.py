@@ -238,6 +238,10 @@ def test_deletes_merges_time_travel_and_partitions(tmp_path: Path) -> None:
 
 def test_search_arguments_are_checked(tmp_path: Path) -> None:
     t = _table(tmp_path, clustered(100), splits=1)
+    said = t.explain("body:fox", where="sel < 5", vector=[1.0] * DIMS, limit=3).vector_search
+    assert said is not None and "the 3 nearest rows by 'emb'" in said and "filters and the query" in said
+    said = t.explain("body:fox", vector=[1.0] * DIMS, fusion="rrf").vector_search
+    assert said is not None and "rrf (k=60)" in said
     with pytest.raises(InvalidOptionError, match="3 dimensions, column 'emb' 32"):
         t.search(vector=[1.0, 2.0, 3.0])
     with pytest.raises(InvalidOptionError, match="'body' is not a vector column.*'emb'"):
@@ -275,6 +279,8 @@ def test_spark_vector_and_hybrid_reads(tmp_path: Path, session: str, request: py
     df = reader().option("vector", vec).option("limit", 8).option("where", "region = 'r1'").load(path)
     rows = df.collect()
     assert [int(r["id"]) for r in rows] == _ids(want)
+    (seen,) = it.explain(df)
+    assert "the 8 nearest rows by 'emb' (cosine, 32 dimensions)" in seen["vector_search"]
     assert [r["_distance"] for r in rows] == pytest.approx(want.column("_distance").to_pylist())
     fused = t.search("body:quick", vector=q, limit=6, fusion="rrf")
     df = reader().option("vector", f"[{vec}]").option("query", "body:quick").option("fusion", "rrf").option("limit", 6)

@@ -257,6 +257,7 @@ class IndexTablesReader(DataSourceReader):
             "struct_field_narrowing": list(plan.narrowing),
             "tantivy_query": seen.tantivy_query,
             "statistics": seen.statistics if self.read_opts.with_score else None,
+            "vector_search": seen.vector_search,
             "spark_rechecks_every_filter": True,
             "splits_total": n_total,
             "splits_after_partition_pruning": n_parts,

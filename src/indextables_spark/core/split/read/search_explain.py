@@ -39,6 +39,7 @@ class SearchExplanation:
     splits_after_partition_pruning: int
     splits_after_data_skipping: int  # min/max statistics
     splits_after_bloom_filters: int  # the splits read
+    vector_search: str | None = None  # how a vector (or hybrid) search ranks (read/nearest.py)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -67,6 +68,7 @@ def explain(plan: SearchPlan) -> SearchExplanation:
         n_parts,
         n_stats,
         len(files),
+        seen.vector_search,
     )
 
 
@@ -79,6 +81,7 @@ class PlanDescription:
     rows_only: tuple[str, ...]  # filters only the rows decide (no index form, or the plan's residual)
     tantivy_query: str | None  # repr of the Tantivy query the splits run: query AND narrowing AND filters
     statistics: str | None  # "table (N splits)" / "split" / None without a query
+    vector_search: str | None = None  # describe_nearest
 
 
 def describe(plan: ReadPlan, specs: Sequence[Any], splits: int) -> PlanDescription:
@@ -108,7 +111,46 @@ def describe(plan: ReadPlan, specs: Sequence[Any], splits: int) -> PlanDescripti
         tuple(rows_only),
         repr(parts[0]) if parts else None,
         _statistics(plan, splits),
+        describe_nearest(plan, specs),
     )
+
+
+def describe_nearest(plan: ReadPlan, specs: Sequence[Any]) -> str | None:
+    """What a vector search does, in words (None for other reads)."""
+    from indextables_spark.core.split.read.nearest import REFINE  # lazy: numpy
+
+    nq = plan.nearest
+    if nq is None:
+        return None
+    spec = next((s.vector for s in specs if s.name == nq.column), None)
+    shape = f"{spec.metric}, {spec.dims} dimensions" if spec is not None else "?"
+    selected = [
+        w
+        for w, on in (("filters", plan.filters or plan.residual), ("the query", nq.fusion is None and plan.query))
+        if on
+    ]
+    text = (
+        f"the {nq.k} nearest rows by {nq.column!r} ({shape}): each split's HNSW graph (usearch, expansion "
+        f"{nq.expansion}) proposes {REFINE} x {nq.wanted} candidates re-ranked by exact distance, or every vector "
+        f"is compared when a split holds (or its selection keeps) at most {nq.exact_below}; "
+        + (
+            f"rows selected first by {' and '.join(selected)}, deleted rows left out"
+            if selected
+            else "deleted rows left out"
+        )
+    )
+    if nq.fusion is not None:
+        f = nq.fusion
+        how = (
+            f"rrf (k={f.rrf_k})"
+            if f.method == "rrf"
+            else f"weighted (text {f.text_weight}, vectors {1 - f.text_weight:g})"
+        )
+        text += (
+            f"; fused with the query's BM25 ranking by {how} over the best {nq.wanted} of each ranking, "
+            f"across the table"
+        )
+    return text
 
 
 def _statistics(plan: ReadPlan, splits: int) -> str | None:
