@@ -320,3 +320,33 @@ def test_sql_table_functions(spark: Any, tmp_path: Path) -> None:
     assert [r["id"] for r in spark.sql(sql).collect()] == fused
     udtf = f"SELECT id FROM indextables_hybrid_search('{path}', 'body:quick', lower('EMB'), '{vec}', 5, 'rrf')"
     assert [r["id"] for r in spark.sql(udtf).collect()] == fused
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("session", ["spark", "connect_spark"])
+def test_search_join(tmp_path: Path, session: str, request: pytest.FixtureRequest) -> None:
+    """A DataFrame of queries joined to each one's top k (it.search_join): the answers of
+    t.search per query, text, vector and hybrid; the queries' own columns kept; the table's
+    prefixed (a de-duplication joins a table with itself)."""
+    spark = request.getfixturevalue(session)
+    it.register(spark)
+    x = clustered(1500)
+    t = _table(tmp_path, x, splits=3)
+    qs = [(i, "body:quick" if i % 2 else None, [float(v) for v in x[i * 7] + 0.05]) for i in range(12)]
+    queries = spark.createDataFrame(qs, "qid int, text string, vec array<float>").repartition(3)
+    got = it.search_join(queries, t.storage.uri, text_col="text", vector_col="vec", k=4, where="sel < 60").collect()
+    by_query: dict[int, list[Any]] = {}
+    for r in got:
+        by_query.setdefault(r["qid"], []).append(r)
+    for qid, text, vec in qs:
+        rows = sorted(by_query[qid], key=lambda r: r["_rank"])
+        want = t.search(text, vector=vec, fusion="rrf" if text else None, limit=4, where="sel < 60")
+        assert [r["match_id"] for r in rows] == _ids(want)
+        assert [r["_rank"] for r in rows] == [1, 2, 3, 4]
+        assert all(r["text"] == text for r in rows)
+    # de-duplication: the table joined with itself by its own vectors
+    own = spark.read.format("indextables").load(t.storage.uri).select("id", "emb").limit(5)
+    dup = it.search_join(own, t.storage.uri, vector_col="emb", k=1).collect()
+    assert all(r["match_id"] == r["id"] and r["_distance"] < 1e-5 for r in dup) and len(dup) == 5
+    with pytest.raises(InvalidOptionError, match="prefix"):
+        it.search_join(own.withColumnRenamed("id", "match_id"), t.storage.uri, vector_col="emb")

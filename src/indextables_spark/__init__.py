@@ -90,6 +90,7 @@ __all__ = [
     "indexquery",
     "indexqueryall",
     "register",
+    "search_join",
     "sql",
     "textsearch",
     "unregister",
@@ -161,6 +162,15 @@ def explain(df: Any) -> list[dict[str, Any]]:
     if route is not None and route.name == "index aggregate":
         return [route.to_dict()]  # answered from the index: no read to plan
     return ([route.to_dict()] if route is not None else []) + _explain(df)
+
+
+def search_join(queries: Any, path: str, **kwargs: Any) -> Any:
+    """Each row of the `queries` DataFrame joined to its top-k rows of the table at `path`
+    (text_col=, vector_col=, column=, k=10, fusion="rrf", where=, prefix="match_", options=),
+    searched where the queries are, without shuffling the table (spark/search_join.py)."""
+    from indextables_spark.spark.search_join import search_join as _join  # lazy: pyspark, only when asked for
+
+    return _join(queries, path, **kwargs)
 
 
 def textsearch(column: str, query: str) -> Any:

@@ -1,0 +1,159 @@
+"""Many searches at once: a DataFrame of queries (text, vectors or both) joined to the top-k rows of
+a table for each query (`it.search_join`; SQL: `indextables_search_join` in table_functions.py).
+
+The queries stay where they are: each partition of the queries DataFrame is searched by the task
+that holds it (mapInArrow), against every split of the table version pinned when the join was
+planned, through the executor's split cache. The table's rows are never shuffled: only the
+matches leave the tasks. Each query runs the Spark-free search (IndexTable.search: the same
+pruning, filters, deletes, corpus-wide BM25 and vector search as every other route), so a task's
+answer for a query is already the global top k.
+
+Output: the query's columns as they are, `_rank` (1 = best), `_score` (text, or the fused score
+of a hybrid search) and/or `_distance` (a vector search), and the table's columns prefixed with
+`prefix` ("match_" by default: a de-duplication joins a table with itself). A query whose text and
+vector are both NULL matches nothing (no row); a NULL text or vector alone leaves that side out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+import pyarrow as pa
+
+from indextables_spark.config.sessions import with_session_options
+from indextables_spark.errors import InvalidOptionError
+
+RANK, SCORE, DISTANCE = "_rank", "_score", "_distance"
+
+
+def search_join(
+    queries: Any,
+    path: str,
+    *,
+    text_col: str | None = None,
+    vector_col: str | None = None,
+    column: str | None = None,
+    k: int = 10,
+    fusion: Any = "rrf",
+    where: str | None = None,
+    prefix: str = "match_",
+    options: Mapping[str, Any] | None = None,
+) -> Any:
+    """The top-k rows of the table at `path` for each row of `queries` (see the module docstring):
+    `text_col` holds full-text queries, `vector_col` query vectors (against the table's vector
+    `column`, needed when it has several); with both, `fusion` ("rrf", "weighted" or a mapping, as
+    IndexTable.search) fuses the two rankings. `where` selects the table rows searched."""
+    from pyspark.sql.types import DoubleType, FloatType, IntegerType, StructField, StructType  # lazy: pyspark
+
+    from indextables_spark.api.table import IndexTable  # lazy: the read path
+
+    if text_col is None and vector_col is None:
+        raise InvalidOptionError("search_join: give text_col, vector_col or both (the queries' columns)")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise InvalidOptionError(f"search_join: k must be a positive integer, got {k!r}")
+    names = list(queries.columns)
+    missing = [c for c in (text_col, vector_col) if c is not None and c not in names]
+    if missing:
+        raise InvalidOptionError(f"search_join: the queries have no column {missing} (columns: {names})")
+    spark = queries.sparkSession
+    opts = dict(with_session_options(spark, options).values)
+    table = IndexTable(path, opts)
+    snap = table.snapshot()
+    version = snap.version
+    data = list(snap.schema.fields)
+    clash = sorted({prefix + f.name for f in data} & set(names)) + sorted({RANK, SCORE, DISTANCE} & set(names))
+    if clash:
+        raise InvalidOptionError(f"search_join: the queries already have columns {clash} (rename them, or set prefix)")
+    extra = [StructField(RANK, IntegerType(), False)]
+    if text_col is not None:
+        extra.append(StructField(SCORE, FloatType(), True))
+    if vector_col is not None:
+        extra.append(StructField(DISTANCE, DoubleType(), True))
+    out = StructType(
+        list(queries.schema.fields) + extra + [StructField(prefix + f.name, f.dataType, f.nullable) for f in data]
+    )
+    if vector_col is not None:  # refused now, not in a task: a table without that vector column
+        from indextables_spark.core.split.read.search import (  # lazy: the read path
+            _table_layout,
+            vector_columns,
+        )
+
+        have = vector_columns(_table_layout(snap, table.options)[2])
+        if (column is None and len(have) != 1) or (column is not None and column not in have):
+            raise InvalidOptionError(
+                f"search_join: table {path}: "
+                + (
+                    f"{column!r} is not a vector column"
+                    if column is not None
+                    else "name its vector column (column=...)"
+                )
+                + f" (vector columns: {have or 'none'})"
+            )
+    fuse = fusion if (text_col is not None and vector_col is not None) else None
+    plan = _Join(path, opts, version, text_col, vector_col, column, k, fuse, where, prefix)
+    return queries.mapInArrow(plan.run, out)
+
+
+class _Join:
+    """What every task of a search join needs (pickled into the tasks)."""
+
+    def __init__(
+        self,
+        path: str,
+        options: dict[str, str],
+        version: int,
+        text_col: str | None,
+        vector_col: str | None,
+        column: str | None,
+        k: int,
+        fusion: Any,
+        where: str | None,
+        prefix: str,
+    ) -> None:
+        self.path, self.options, self.version = path, options, version
+        self.text_col, self.vector_col, self.column = text_col, vector_col, column
+        self.k, self.fusion, self.where, self.prefix = k, fusion, where, prefix
+
+    def search(self, table: Any, text: str | None, vector: Any) -> pa.Table | None:
+        if text is None and vector is None:
+            return None
+        return table.search(
+            text,
+            vector=vector,
+            vector_column=self.column if vector is not None else None,
+            fusion=self.fusion if (text is not None and vector is not None) else None,
+            where=self.where,
+            limit=self.k,
+            version=self.version,
+        )
+
+    def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from indextables_spark.api.table import IndexTable  # lazy: the read path, in the task
+
+        table = IndexTable(self.path, self.options)
+        for batch in batches:
+            texts = batch.column(self.text_col).to_pylist() if self.text_col is not None else [None] * batch.num_rows
+            vectors = (
+                batch.column(self.vector_col).to_pylist() if self.vector_col is not None else [None] * batch.num_rows
+            )
+            pieces = []
+            for i, (text, vector) in enumerate(zip(texts, vectors)):
+                found = self.search(table, text, vector)
+                if found is None or not found.num_rows:
+                    continue
+                pieces.append(self._rows(batch.slice(i, 1), found))
+            if pieces:
+                yield from pa.concat_tables(pieces).to_batches()
+
+    def _rows(self, query: pa.RecordBatch, found: pa.Table) -> pa.Table:
+        n = found.num_rows
+        cols = {name: pa.repeat(query.column(j)[0], n) for j, name in enumerate(query.schema.names)}
+        cols[RANK] = pa.array(range(1, n + 1), pa.int32())
+        if self.text_col is not None:
+            cols[SCORE] = found.column(SCORE) if SCORE in found.schema.names else pa.nulls(n, pa.float32())
+        if self.vector_col is not None:
+            cols[DISTANCE] = found.column(DISTANCE) if DISTANCE in found.schema.names else pa.nulls(n, pa.float64())
+        for name in found.schema.names:
+            if name not in (SCORE, DISTANCE):
+                cols[self.prefix + name] = found.column(name)
+        return pa.table(cols)
