@@ -350,3 +350,10 @@ def test_search_join(tmp_path: Path, session: str, request: pytest.FixtureReques
     assert all(r["match_id"] == r["id"] and r["_distance"] < 1e-5 for r in dup) and len(dup) == 5
     with pytest.raises(InvalidOptionError, match="prefix"):
         it.search_join(own.withColumnRenamed("id", "match_id"), t.storage.uri, vector_col="emb")
+    # SQL: the queries as a TABLE argument
+    queries.createOrReplaceTempView("qs")
+    sql = f"SELECT * FROM indextables_search_join(TABLE(qs), '{t.storage.uri}', 'text', 'vec', 4, NULL, 'rrf', 'sel < 60')"
+    rows = spark.sql(sql).collect()
+    assert sorted((r["qid"], r["_rank"], r["match_id"]) for r in rows) == sorted(
+        (r["qid"], r["_rank"], r["match_id"]) for r in got
+    )

@@ -43,8 +43,6 @@ def search_join(
     `text_col` holds full-text queries, `vector_col` query vectors (against the table's vector
     `column`, needed when it has several); with both, `fusion` ("rrf", "weighted" or a mapping, as
     IndexTable.search) fuses the two rankings. `where` selects the table rows searched."""
-    from pyspark.sql.types import DoubleType, FloatType, IntegerType, StructField, StructType  # lazy: pyspark
-
     from indextables_spark.api.table import IndexTable  # lazy: the read path
 
     if text_col is None and vector_col is None:
@@ -64,14 +62,7 @@ def search_join(
     clash = sorted({prefix + f.name for f in data} & set(names)) + sorted({RANK, SCORE, DISTANCE} & set(names))
     if clash:
         raise InvalidOptionError(f"search_join: the queries already have columns {clash} (rename them, or set prefix)")
-    extra = [StructField(RANK, IntegerType(), False)]
-    if text_col is not None:
-        extra.append(StructField(SCORE, FloatType(), True))
-    if vector_col is not None:
-        extra.append(StructField(DISTANCE, DoubleType(), True))
-    out = StructType(
-        list(queries.schema.fields) + extra + [StructField(prefix + f.name, f.dataType, f.nullable) for f in data]
-    )
+    out = join_schema(queries.schema, snap, text_col, vector_col, prefix)
     if vector_col is not None:  # refused now, not in a task: a table without that vector column
         from indextables_spark.core.split.read.search import (  # lazy: the read path
             _table_layout,
@@ -92,6 +83,20 @@ def search_join(
     fuse = fusion if (text_col is not None and vector_col is not None) else None
     plan = _Join(path, opts, version, text_col, vector_col, column, k, fuse, where, prefix)
     return queries.mapInArrow(plan.run, out)
+
+
+def join_schema(queries: Any, snapshot: Any, text_col: str | None, vector_col: str | None, prefix: str) -> Any:
+    """The joined rows' StructType: the queries' columns, `_rank`, `_score` (with text),
+    `_distance` (with vectors), the table's columns prefixed."""
+    from pyspark.sql.types import DoubleType, FloatType, IntegerType, StructField, StructType  # lazy: pyspark
+
+    extra = [StructField(RANK, IntegerType(), False)]
+    if text_col is not None:
+        extra.append(StructField(SCORE, FloatType(), True))
+    if vector_col is not None:
+        extra.append(StructField(DISTANCE, DoubleType(), True))
+    table = [StructField(prefix + f.name, f.dataType, f.nullable) for f in snapshot.schema.fields]
+    return StructType(list(queries.fields) + extra + table)
 
 
 class _Join:

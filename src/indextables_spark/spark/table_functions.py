@@ -69,6 +69,7 @@ PARAMS = {
     HYBRID_SEARCH: ("path", "query", "column", "vector", "k", "fusion", "where"),
 }
 REQUIRED = {SEARCH: 2, AGGREGATE: 2, COUNT: 1, VECTOR_SEARCH: 3, HYBRID_SEARCH: 4}
+SEARCH_JOIN = "indextables_search_join"  # a TABLE argument: always the UDTF (spark/search_join.py)
 AGG_SCHEMA = "agg string, keys array<string>, doc_count bigint, metric string, value double, value_text string"
 COUNT_SCHEMA = "count bigint"
 
@@ -482,12 +483,70 @@ def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
 
         return VectorSearch
 
+    class SearchJoin:
+        """indextables_search_join(TABLE(queries), path, text_col, vector_col, k, column, fusion,
+        where): it.search_join in SQL (spark/search_join.py): Spark runs it on the queries'
+        partitions, each row searched where it is."""
+
+        @staticmethod
+        def analyze(queries: Any, path: Any, text_col: Any = None, vector_col: Any = None, *rest: Any) -> Any:
+            from indextables_spark.spark.search_join import join_schema  # lazy: pyspark
+
+            table = IndexTable(path.value, options)
+            return AnalyzeResult(
+                join_schema(
+                    queries.dataType,
+                    table.snapshot(),
+                    text_col.value if text_col else None,
+                    vector_col.value if vector_col else None,
+                    "match_",
+                )
+            )
+
+        def eval(
+            self,
+            row: Any,
+            path: str,
+            text_col: str | None = None,
+            vector_col: str | None = None,
+            k: int | None = None,
+            column: str | None = None,
+            fusion: str | None = None,
+            where: str | None = None,
+        ) -> Iterator[tuple[Any, ...]]:
+            from indextables_spark.spark.search_join import _Join  # lazy: the read path
+
+            if not hasattr(self, "_table"):
+                self._table = IndexTable(path, options)
+                self._version = self._table.version()
+            join = _Join(
+                path, options, self._version, text_col, vector_col, column, k or 10, fusion or "rrf", where, "match_"
+            )
+            values = row.asDict()
+            found = join.search(
+                self._table,
+                values.get(text_col) if text_col else None,
+                values.get(vector_col) if vector_col else None,
+            )
+            if found is None:
+                return
+            keys = [f.name for f in found.schema if f.name not in ("_score", "_distance")]
+            types = {f.name: f.type for f in found.schema}
+            for rank, hit in enumerate(found.to_pylist(), start=1):
+                extra: list[Any] = [rank]
+                if text_col:
+                    extra.append(hit.get("_score"))
+                if vector_col:
+                    extra.append(hit.get("_distance"))
+                yield tuple(row) + tuple(extra) + tuple(_spark_value(hit[c], types[c]) for c in keys)
+
     return {
         SEARCH: Search,
         AGGREGATE: Aggregate,
         COUNT: Count,
         VECTOR_SEARCH: vector_udtf(VECTOR_SEARCH),
         HYBRID_SEARCH: vector_udtf(HYBRID_SEARCH),
+        SEARCH_JOIN: SearchJoin,
     }
 
 
@@ -504,3 +563,4 @@ def register_table_functions(spark: Any, conf: dict[str, str]) -> None:
     spark.udtf.register(COUNT, udtf(classes[COUNT], returnType=COUNT_SCHEMA, useArrow=False))
     spark.udtf.register(VECTOR_SEARCH, udtf(classes[VECTOR_SEARCH], useArrow=False))
     spark.udtf.register(HYBRID_SEARCH, udtf(classes[HYBRID_SEARCH], useArrow=False))
+    spark.udtf.register(SEARCH_JOIN, udtf(classes[SEARCH_JOIN], useArrow=False))
