@@ -144,6 +144,7 @@ class VectorIndex:
             self.matrix = np.empty((0, dims), np.float32)
         self._graph_path = os.path.join(local_dir, info.file)
         self._graph: Any = None
+        self._norms: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self.info.count
@@ -154,6 +155,22 @@ class VectorIndex:
         ok = at < len(self.ids)
         at = at[ok]
         return np.asarray(at[self.ids[at] == row_ids[ok]], dtype=np.int64)
+
+    def rough_distances(self, positions: np.ndarray | None, query: np.ndarray) -> np.ndarray:
+        """float32 distances of the vectors at `positions` (None: all) to `query`, to pick
+        candidates (`distances` gives the exact ones): one matrix product, the vectors' norms
+        computed once per opened index."""
+        m = self.matrix if positions is None else self.matrix[positions]
+        q = query.astype(np.float32, copy=False)
+        dots = np.asarray(m @ q, dtype=np.float32)
+        if self.metric == "dot":
+            return -dots
+        if self._norms is None:
+            self._norms = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.float32))
+        norms = self._norms if positions is None else self._norms[positions]
+        if self.metric == "cosine":
+            return np.asarray(1.0 - dots / (norms * np.float32(np.linalg.norm(q))), dtype=np.float32)
+        return np.asarray(norms * norms - 2 * dots + np.float32(q @ q), dtype=np.float32)  # l2
 
     def graph_search(self, query: np.ndarray, count: int, expansion: int) -> np.ndarray:
         """Row ids of about the `count` nearest vectors (the graph's approximate answer)."""

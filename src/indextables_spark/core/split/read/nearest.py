@@ -101,7 +101,7 @@ def nearest(
         return np.empty(0, np.int64), np.empty(0, np.float64)
     if allowed is None:
         if len(index) <= exact_below:
-            return _exact(index, np.arange(len(index)), query, k)
+            return _exact(index, None, query, k)
         candidates = index.graph_search(query, k * REFINE, expansion)
         return _exact(index, index.positions(np.sort(candidates)), query, k)
     positions = index.positions(allowed)
@@ -118,11 +118,21 @@ def nearest(
         count *= 4
 
 
-def _exact(index: VectorIndex, positions: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    if not len(positions):
+def _exact(
+    index: VectorIndex, positions: np.ndarray | None, query: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The k nearest of the vectors at `positions` (None: all): float32 distances of every one
+    pick REFINE x k candidates (and any tied with the last of them), whose float64 distances rank."""
+    n = len(index) if positions is None else len(positions)
+    if n == 0:
         return np.empty(0, np.int64), np.empty(0, np.float64)
-    d = distances(index.matrix[positions], query, index.metric)
-    ids = np.asarray(index.ids[positions], dtype=np.int64)
+    picked = positions if positions is not None else np.arange(n)
+    if n > k * REFINE:
+        rough = index.rough_distances(positions, query)
+        bound = np.partition(rough, k * REFINE)[k * REFINE]
+        picked = picked[rough <= bound + np.float32(1e-4) * max(1.0, abs(float(bound)))]
+    d = distances(index.matrix[picked], query, index.metric)
+    ids = np.asarray(index.ids[picked], dtype=np.int64)
     order = np.lexsort((ids, d))[:k]
     return ids[order], d[order]
 
