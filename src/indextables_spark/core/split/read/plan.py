@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.delete_logs import SplitDeletes
     from indextables_spark.core.schema.types import ColumnSpec
-    from indextables_spark.core.split.format.vector_index import VectorIndex
 
 SNIPPET_COLUMN = "_snippet"
 
@@ -177,23 +176,22 @@ class ReadPlan:
             table = table.append_column(SNIPPET_COLUMN, snippet_column(split, table, self.query, self.snippets))
         return table
 
-    def nearest_ranked(
+    def nearest_candidates(
         self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
     ) -> pa.Table:
-        """A vector search in one split (read/nearest.py): its `k` nearest rows among those the
-        filters, the residual filters, the deletes and (without fusion) the query select, nearest
-        first, with `_distance`; with fusion, also its best `window` matches of the query with
-        `_score` (BM25 with the plan's statistics; NULL for rows only the vectors found) and
-        every row's `_distance` (NULL without a vector), for read/search.py to rank across splits.
-        `target` holds the data and partition columns, `_rowid`, `_distance`, and `_score` with
-        fusion."""
+        """A vector search in one split (read/nearest.py), without its rows: the row ids
+        (`_rowid`) of its k nearest rows among those the filters, the residual filters, the
+        deletes and (without fusion) the query select, nearest first, with `_distance`; with
+        fusion, also its best `window` matches of the query, and `_score` (BM25 with the plan's
+        statistics; NULL for rows only the vectors found) and `_distance` (NULL without a
+        vector) of every candidate, for read/search.py to rank across splits. `target`: the
+        partition and data columns the residual filters read."""
         from indextables_spark.core.split.read.nearest import nearest  # lazy: vector reads only
 
         nq = self.nearest
         if nq is None:
             raise InvalidOptionError(f"a vector search of {self.path} needs a query vector")
         index = split.vector_index(nq.column)
-        names = [c for c in self.data_schema.names if c in set(split.schema.names)]
         text_query = self.query if nq.fusion is None else None
         selects = bool(self.filters or self.narrowing or self.residual or text_query or deletes is not None)
         ids, dists = np.empty(0, np.int64), np.empty(0, np.float64)
@@ -202,11 +200,61 @@ class ReadPlan:
             ids, dists = nearest(
                 index, nq.array, nq.wanted, allowed, expansion=nq.expansion, exact_below=nq.exact_below
             )
-        text = None
-        if nq.fusion is not None and self.query is not None:
-            plan = replace(self, limit=nq.wanted, snippets=())
-            text = plan.ranked(split, add, deletes, target)
-        return _with_distances(split, add, index, nq, ids, dists, text, names, target, self.partition_columns)
+        columns: dict[str, pa.Array] = {
+            ROW_ID_COLUMN: pa.array(ids, pa.int64()),
+            DISTANCE_COLUMN: pa.array(dists, pa.float64()),
+        }
+        if nq.fusion is None:
+            return pa.table(columns)
+        text_ids, text_scores = np.empty(0, np.int64), np.empty(0, np.float32)
+        if self.query is not None:  # the query's best `window`, rows read only for residual filters
+            plan = replace(
+                self, limit=nq.wanted, snippets=(), data_schema=self.data_schema if self.residual else pa.schema([])
+            )
+            wanted = [pa.field(SCORE_COLUMN, pa.float32()), pa.field(ROW_ID_COLUMN, pa.int64())]
+            ranked_target = pa.schema([*target, *(f for f in wanted if f.name not in target.names)])
+            text = plan.ranked(split, add, deletes, ranked_target)
+            text_ids = text.column(ROW_ID_COLUMN).to_numpy()
+            text_scores = text.column(SCORE_COLUMN).to_numpy(zero_copy_only=False)
+        score_of = dict(zip(text_ids.tolist(), text_scores.tolist()))
+        only_text = ~np.isin(text_ids, ids)
+        extra_ids = text_ids[only_text]
+        extra_d = np.full(len(extra_ids), np.nan)
+        if index is not None and len(extra_ids):
+            from indextables_spark.core.split.format.vector_index import distances  # lazy: vector reads only
+
+            order = np.argsort(extra_ids)
+            positions = index.positions(extra_ids[order])  # those with a vector, in row id order
+            with_vector = np.isin(extra_ids[order], np.asarray(index.ids[positions]))
+            extra_d[order[with_vector]] = distances(index.matrix[positions], nq.array, index.metric)
+        all_d = np.concatenate([dists, extra_d])
+        return pa.table(
+            {
+                ROW_ID_COLUMN: pa.array(np.concatenate([ids, extra_ids]), pa.int64()),
+                DISTANCE_COLUMN: pa.array(all_d, pa.float64(), mask=np.isnan(all_d)),
+                SCORE_COLUMN: pa.array(
+                    [score_of.get(i) for i in ids.tolist()] + text_scores[only_text].tolist(), pa.float32()
+                ),
+            }
+        )
+
+    def fetch(self, split: SplitReader, add: AddFile, candidates: pa.Table, target: pa.Schema) -> pa.Table:
+        """The rows of a split's candidates (nearest_candidates: `_rowid` and the columns it holds),
+        in their order, as `target` (the data and partition columns, and theirs)."""
+        names = [c for c in self.data_schema.names if c in set(split.schema.names)]
+        rows = split.rows_in_order(candidates.column(ROW_ID_COLUMN).to_pylist(), names)
+        table = with_partition_values([(add, rows)], target, self.partition_columns)
+        for name in candidates.schema.names:
+            if name in target.names:
+                table = _set(table, name, candidates.column(name).cast(target.field(name).type))
+        return table
+
+    def nearest_ranked(
+        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
+    ) -> pa.Table:
+        """nearest_candidates with their rows (`target`: the data and partition columns, `_rowid`,
+        `_distance`, and `_score` with fusion)."""
+        return self.fetch(split, add, self.nearest_candidates(split, add, deletes, target), target)
 
     def row_ids(self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema) -> np.ndarray:
         """Sorted row ids of one split's live rows matching the query, the filters and the residual
@@ -232,45 +280,6 @@ class ReadPlan:
         q = split.exact_query(self.filters, self.query)
         dead = dead_rows(split, deletes) if deletes is not None else None
         return q if dead is None or not len(dead) else without_rows(split, q, dead)
-
-
-def _with_distances(
-    split: SplitReader,
-    add: AddFile,
-    index: VectorIndex | None,
-    nq: NearestQuery,
-    ids: np.ndarray,
-    dists: np.ndarray,
-    text: pa.Table | None,
-    names: Sequence[str],
-    target: pa.Schema,
-    partition_columns: Sequence[str],
-) -> pa.Table:
-    """The rows of a split's vector candidates (row ids `ids`, distances `dists`), and of its text
-    candidates (`text`: ranked rows with `_score` and `_rowid`), as `target`: every row with its
-    `_distance` (NULL without a vector) and, with text candidates, its `_score` (NULL when the
-    query did not rank it)."""
-    from indextables_spark.core.split.format.vector_index import distances  # lazy: vector reads only
-
-    vec = with_partition_values([(add, split.rows_in_order(ids.tolist(), names))], target, partition_columns)
-    vec = _set(vec, DISTANCE_COLUMN, pa.array(dists, pa.float64()))
-    vec = _set(vec, ROW_ID_COLUMN, pa.array(ids, pa.int64()))
-    if text is None:
-        return vec
-    text_ids = text.column(ROW_ID_COLUMN).to_numpy()
-    score_of = dict(zip(text_ids.tolist(), text.column(SCORE_COLUMN).to_pylist()))
-    vec = _set(vec, SCORE_COLUMN, pa.array([score_of.get(i) for i in ids.tolist()], pa.float32()))
-    only_text = ~np.isin(text_ids, ids)
-    text = text.filter(pa.array(only_text)).select(target.names)
-    text_ids = text_ids[only_text]
-    d = np.full(len(text_ids), np.nan)
-    if index is not None and len(text_ids):
-        order = np.argsort(text_ids)
-        positions = index.positions(text_ids[order])  # those with a vector, in row id order
-        with_vector = np.isin(text_ids[order], np.asarray(index.ids[positions]))
-        d[order[with_vector]] = distances(index.matrix[positions], nq.array, index.metric)
-    text = _set(text, DISTANCE_COLUMN, pa.array(d, pa.float64(), mask=np.isnan(d)))
-    return pa.concat_tables([vec, text])
 
 
 def _set(table: pa.Table, name: str, values: pa.Array) -> pa.Table:

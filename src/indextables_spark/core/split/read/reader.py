@@ -407,6 +407,8 @@ class SplitReader:
         ids = pa.array(rows, pa.int64())
         if max(rows) >= self.num_rows:
             raise self._beyond_rows(max(rows))
+        if not names:  # no column: only the number of rows (a table of none keeps it)
+            return pa.table({"_": pa.nulls(len(rows))}).select([])
         order = pc.sort_indices(ids)
         sorted_ids = ids.take(order).to_pylist()
         taken = pa.Table.from_batches(list(self.take(sorted_ids, names)), schema=schema)

@@ -307,16 +307,28 @@ class SearchPlan:
             if out.num_rows:
                 yield out
 
-    def nearest_split(self, add: Any) -> pa.Table:
-        """A vector search's candidates in one split (ReadPlan.nearest_ranked), every read column
-        plus `_distance` (float64) and, with fusion, `_score` (the BM25 score)."""
-        split, deletes = self._open(add)
+    def nearest_target(self) -> pa.Schema:
+        """The columns a vector search's split rows are completed to (`_score` with fusion)."""
         assert self.nearest is not None
         extra = [pa.field(SCORE_COLUMN, pa.float32())] if self.nearest.fusion is not None else []
-        internal = [pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(DISTANCE_COLUMN, pa.float64())]
-        target = pa.schema([*self._full_schema(False), *extra, *internal])
-        table = self.read.nearest_ranked(split, add, deletes, target)
-        return table.select(self.columns + [f.name for f in extra] + [f.name for f in internal])
+        return pa.schema(
+            [
+                *self._full_schema(False),
+                *extra,
+                pa.field(ROW_ID_COLUMN, pa.int64()),
+                pa.field(DISTANCE_COLUMN, pa.float64()),
+            ]
+        )
+
+    def nearest_split(self, add: Any) -> pa.Table:
+        """A vector search's candidates in one split, without rows (ReadPlan.nearest_candidates)."""
+        split, deletes = self._open(add)
+        return self.read.nearest_candidates(split, add, deletes, self.nearest_target())
+
+    def fetch_split(self, add: Any, candidates: pa.Table) -> pa.Table:
+        """The rows of a split's winning candidates, in their order (ReadPlan.fetch)."""
+        split, _deletes = self._open(add)
+        return self.read.fetch(split, add, candidates, self.nearest_target())
 
     def search_split(self, add: Any) -> pa.Table:
         """Matches of one split with `_score`, best first (the plan's `ranking`)."""
@@ -383,12 +395,13 @@ def nearest_table(plan: SearchPlan) -> pa.Table:
         statistics.result()
     if hybrid:
         plan.ranking(nq.wanted)
+    # query, then fetch: every split's candidates (row ids, distances, scores), the global answer,
+    # then the rows of the winners only
     tables = map_chunks(lambda chunk: [plan.nearest_split(f) for f in chunk], files)
     # ties broken by (split, row id): the order a text search's top-n keeps (split_rows.top_n, stable)
-    ordinal = {f.path: i for i, f in enumerate(files)}
     internal = [
-        t.append_column("_split", pa.array(np.full(t.num_rows, ordinal[f.path], np.int64)))
-        for f, t in zip(files, tables)
+        t.append_column("_split", pa.array(np.full(t.num_rows, i, np.int64)))
+        for i, t in enumerate(tables)
         if t.num_rows
     ]
     if not internal:
@@ -396,21 +409,36 @@ def nearest_table(plan: SearchPlan) -> pa.Table:
     out = pa.concat_tables(internal).combine_chunks()
     dist = out.column(DISTANCE_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
     tie = out.column("_split").to_numpy() * (1 << 40) + out.column(ROW_ID_COLUMN).to_numpy()
-    if nq.fusion is None or not hybrid:
+    if not hybrid:
         order = np.lexsort((tie, np.nan_to_num(dist, nan=np.inf)))
-        out = out.take(pa.array(order[np.isfinite(dist[order])][: nq.k]))
+        order = order[np.isfinite(dist[order])][: nq.k]
+        winners = out.take(pa.array(order))
     else:
+        assert nq.fusion is not None
         text = out.column(SCORE_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
         fused = fused_scores(text, dist, nq.fusion, nq.wanted, tie)
         order = np.lexsort((tie, np.nan_to_num(dist, nan=np.inf), -fused))
         order = order[fused[order] > 0][: nq.k]
-        out = out.take(pa.array(order))
-        out = out.set_column(
-            out.schema.get_field_index(SCORE_COLUMN), SCORE_COLUMN, pa.array(fused[order], pa.float32())
+        winners = out.take(pa.array(order))
+        winners = winners.set_column(
+            winners.schema.get_field_index(SCORE_COLUMN), SCORE_COLUMN, pa.array(fused[order], pa.float32())
         )
-    if not hybrid and SCORE_COLUMN in out.schema.names:
-        out = out.drop_columns([SCORE_COLUMN]).append_column(SCORE_COLUMN, pa.nulls(out.num_rows, pa.float32()))
-    return out.select(schema.names).cast(schema)
+    split_of = winners.column("_split").to_numpy()
+    pieces: dict[int, pa.Table] = {}
+    for i in np.unique(split_of).tolist():
+        mine = winners.filter(pa.array(split_of == i)).drop_columns(["_split"])
+        pieces[i] = plan.fetch_split(files[i], mine)
+    at = {i: 0 for i in pieces}
+    rows = []
+    for i in split_of.tolist():  # back in the global order
+        rows.append(pieces[i].slice(at[i], 1))
+        at[i] += 1
+    result = pa.concat_tables(rows) if rows else plan.nearest_target().empty_table()
+    if not hybrid and SCORE_COLUMN in result.schema.names:
+        result = result.drop_columns([SCORE_COLUMN]).append_column(
+            SCORE_COLUMN, pa.nulls(result.num_rows, pa.float32())
+        )
+    return result.select(schema.names).cast(schema)
 
 
 def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = False) -> pa.Table:
