@@ -254,23 +254,16 @@ def test_search_arguments_are_checked(tmp_path: Path) -> None:
         t.search(vector=[float("nan")] * DIMS)
 
 
-# ---- Spark (classic and Connect): the same answers as without Spark ---------------------------------
+# ---- Spark (classic, Connect, a standalone cluster): the same answers as without Spark -------------
 
 
-def _spark_ids(df: Any) -> list[int]:
-    return [int(r["id"]) for r in df.collect()]
+def _vec_text(q: np.ndarray) -> str:
+    return ",".join(str(float(v)) for v in q)
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize("session", ["spark", "connect_spark"])
-def test_spark_vector_and_hybrid_reads(tmp_path: Path, session: str, request: pytest.FixtureRequest) -> None:
-    spark = request.getfixturevalue(session)
-    it.register(spark)
-    x = clustered(3000)
-    t = _table(tmp_path, x, splits=3)
-    path = t.storage.uri
-    q = x[17] + 0.05
-    vec = ",".join(str(float(v)) for v in q)
+def _reads(spark: Any, t: it.IndexTable, q: np.ndarray) -> None:
+    """Vector and hybrid reads through spark.read, against t.search."""
+    path, vec = t.storage.uri, _vec_text(q)
 
     def reader() -> Any:  # (a DataFrameReader keeps its options: a fresh one per read)
         return spark.read.format("indextables")
@@ -279,9 +272,9 @@ def test_spark_vector_and_hybrid_reads(tmp_path: Path, session: str, request: py
     df = reader().option("vector", vec).option("limit", 8).option("where", "region = 'r1'").load(path)
     rows = df.collect()
     assert [int(r["id"]) for r in rows] == _ids(want)
+    assert [r["_distance"] for r in rows] == pytest.approx(want.column("_distance").to_pylist())
     (seen,) = it.explain(df)
     assert "the 8 nearest rows by 'emb' (cosine, 32 dimensions)" in seen["vector_search"]
-    assert [r["_distance"] for r in rows] == pytest.approx(want.column("_distance").to_pylist())
     fused = t.search("body:quick", vector=q, limit=6, fusion="rrf")
     df = reader().option("vector", f"[{vec}]").option("query", "body:quick").option("fusion", "rrf").option("limit", 6)
     got = df.load(path).collect()
@@ -295,45 +288,16 @@ def test_spark_vector_and_hybrid_reads(tmp_path: Path, session: str, request: py
         .options(**{"fusion": "weighted", "fusion.textWeight": "0.4", "limit": "5"})
         .load(path)
     )
-    assert _spark_ids(df) == _ids(weighted)
+    assert [int(r["id"]) for r in df.collect()] == _ids(weighted)
     with pytest.raises(Exception, match="3 dimensions, column 'emb' 32"):
         reader().option("vector", "1,2,3").load(path).collect()
 
 
-@pytest.mark.spark
-def test_sql_table_functions(spark: Any, tmp_path: Path) -> None:
-    """indextables_vector_search / indextables_hybrid_search in spark.sql after register: literal
-    calls read distributed (the vector read), others run as Python UDTFs; both as t.search."""
-    it.register(spark)
-    x = clustered(2000)
-    t = _table(tmp_path, x, splits=2)
-    path = t.storage.uri
-    q = x[5] + 0.05
-    vec = "[" + ", ".join(str(float(v)) for v in q) + "]"
-    want = _ids(t.search(vector=q, limit=6, where="sel < 50"))
-    sql = f"SELECT id, _distance FROM indextables_vector_search('{path}', 'emb', '{vec}', 6, 'sel < 50')"
-    assert [r["id"] for r in spark.sql(sql).collect()] == want
-    udtf = f"SELECT id FROM indextables_vector_search('{path}', lower('EMB'), '{vec}', 6, 'sel < 50')"
-    assert [r["id"] for r in spark.sql(udtf).collect()] == want
-    fused = _ids(t.search("body:quick", vector=q, limit=5, fusion="rrf"))
-    sql = f"SELECT id, _score FROM indextables_hybrid_search('{path}', 'body:quick', 'emb', '{vec}', 5)"
-    assert [r["id"] for r in spark.sql(sql).collect()] == fused
-    udtf = f"SELECT id FROM indextables_hybrid_search('{path}', 'body:quick', lower('EMB'), '{vec}', 5, 'rrf')"
-    assert [r["id"] for r in spark.sql(udtf).collect()] == fused
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("session", ["spark", "connect_spark"])
-def test_search_join(tmp_path: Path, session: str, request: pytest.FixtureRequest) -> None:
-    """A DataFrame of queries joined to each one's top k (it.search_join): the answers of
-    t.search per query, text, vector and hybrid; the queries' own columns kept; the table's
-    prefixed (a de-duplication joins a table with itself)."""
-    spark = request.getfixturevalue(session)
-    it.register(spark)
-    x = clustered(1500)
-    t = _table(tmp_path, x, splits=3)
+def _joins(spark: Any, t: it.IndexTable, x: np.ndarray) -> list[Any]:
+    """it.search_join against t.search per query; returns the joined rows."""
     qs = [(i, "body:quick" if i % 2 else None, [float(v) for v in x[i * 7] + 0.05]) for i in range(12)]
     queries = spark.createDataFrame(qs, "qid int, text string, vec array<float>").repartition(3)
+    queries.createOrReplaceTempView("qs")
     got = it.search_join(queries, t.storage.uri, text_col="text", vector_col="vec", k=4, where="sel < 60").collect()
     by_query: dict[int, list[Any]] = {}
     for r in got:
@@ -350,10 +314,87 @@ def test_search_join(tmp_path: Path, session: str, request: pytest.FixtureReques
     assert all(r["match_id"] == r["id"] and r["_distance"] < 1e-5 for r in dup) and len(dup) == 5
     with pytest.raises(InvalidOptionError, match="prefix"):
         it.search_join(own.withColumnRenamed("id", "match_id"), t.storage.uri, vector_col="emb")
-    # SQL: the queries as a TABLE argument
-    queries.createOrReplaceTempView("qs")
-    sql = f"SELECT * FROM indextables_search_join(TABLE(qs), '{t.storage.uri}', 'text', 'vec', 4, NULL, 'rrf', 'sel < 60')"
+    return got
+
+
+@pytest.mark.spark
+def test_spark_vector_routes(spark: Any, tmp_path: Path) -> None:
+    """Classic session: vector and hybrid reads, the SQL table functions (literal calls read
+    distributed, others run as Python UDTFs), it.search_join and its SQL form."""
+    it.register(spark)
+    x = clustered(3000)
+    t = _table(tmp_path, x, splits=3)
+    q = x[17] + 0.05
+    _reads(spark, t, q)
+    path, vec = t.storage.uri, "[" + ", ".join(str(float(v)) for v in q) + "]"
+    want = _ids(t.search(vector=q, limit=6, where="sel < 50"))
+    sql = f"SELECT id, _distance FROM indextables_vector_search('{path}', 'emb', '{vec}', 6, 'sel < 50')"
+    assert [r["id"] for r in spark.sql(sql).collect()] == want
+    udtf = f"SELECT id FROM indextables_vector_search('{path}', lower('EMB'), '{vec}', 6, 'sel < 50')"
+    assert [r["id"] for r in spark.sql(udtf).collect()] == want
+    fused = _ids(t.search("body:quick", vector=q, limit=5, fusion="rrf"))
+    sql = f"SELECT id, _score FROM indextables_hybrid_search('{path}', 'body:quick', 'emb', '{vec}', 5)"
+    assert [r["id"] for r in spark.sql(sql).collect()] == fused
+    udtf = f"SELECT id FROM indextables_hybrid_search('{path}', 'body:quick', lower('EMB'), '{vec}', 5, 'rrf')"
+    assert [r["id"] for r in spark.sql(udtf).collect()] == fused
+    got = _joins(spark, t, x)
+    sql = f"SELECT * FROM indextables_search_join(TABLE(qs), '{path}', 'text', 'vec', 4, NULL, 'rrf', 'sel < 60')"
     rows = spark.sql(sql).collect()
     assert sorted((r["qid"], r["_rank"], r["match_id"]) for r in rows) == sorted(
         (r["qid"], r["_rank"], r["match_id"]) for r in got
     )
+
+
+@pytest.mark.spark
+def test_connect_vector_routes(connect_spark: Any, tmp_path: Path) -> None:
+    """A Spark Connect client: vector and hybrid reads and it.search_join, as t.search."""
+    it.register(connect_spark)
+    x = clustered(3000)
+    t = _table(tmp_path, x, splits=3)
+    _reads(connect_spark, t, x[17] + 0.05)
+    _joins(connect_spark, t, x)
+
+
+@pytest.mark.spark
+@pytest.mark.cloud
+@pytest.mark.slow
+def test_vector_routes_on_the_cluster_from_s3(
+    standalone_cluster: Any, s3_uri: str, s3_options: dict[str, str], tmp_path: Path
+) -> None:
+    """A standalone cluster writes a vector table to S3 (its executors build the vector indexes)
+    and answers a vector read, a hybrid read and a search join as IndexTable.search does."""
+    import json
+    import sys
+    import time
+
+    from test_spark_cluster import driver_env, run
+
+    conf = tmp_path / "conf.json"
+    conf.write_text(json.dumps(s3_options))
+    out = tmp_path / "out.json"
+    t0 = time.time()
+    code, stdout = run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("vector_cluster_job.py")),
+            standalone_cluster.master_url,
+            s3_uri,
+            str(conf),
+            str(out),
+        ],
+        driver_env(tmp_path),
+        tmp_path / "driver.log",
+    )
+    assert code == 0, f"driver exited with {code} after {time.time() - t0:.0f} s; stdout:\n{stdout}"
+    result = json.loads(out.read_text())
+    t = it.IndexTable(s3_uri, {**s3_options, P + "cache.disk.path": str(tmp_path / "cache")})
+    assert t.count() == 1200 and t.snapshot().num_files >= 2
+    q = result["query"]
+    assert result["near"] == _ids(t.search(vector=q, limit=5, where="sel < 50"))
+    assert result["hybrid"] == _ids(t.search("body:quick", vector=q, limit=5, fusion="rrf"))
+    want = sorted(
+        [qid, rank, mid]
+        for qid, v in enumerate(result["join_queries"])
+        for rank, mid in enumerate(_ids(t.search(vector=v, limit=3)), start=1)
+    )
+    assert result["join"] == want
