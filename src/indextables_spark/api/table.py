@@ -166,9 +166,9 @@ class IndexTable:
         conjuncts = [] if where is None else parse_where(where, snap.schema_json)
         nearest = None
         if vector is not None:
-            from indextables_spark.core.split.read.search import _table_layout, vector_columns  # lazy: as above
+            from indextables_spark.core.split.read.search import table_vector_columns  # lazy: as above
 
-            columns_ = vector_columns(_table_layout(snap, self.options)[2])
+            columns_ = table_vector_columns(snap, self.options)
             nearest = nearest_query(
                 vector, vector_column, columns_, limit, fusion, query, self.storage.uri, self.options
             )

@@ -64,12 +64,9 @@ def search_join(
         raise InvalidOptionError(f"search_join: the queries already have columns {clash} (rename them, or set prefix)")
     out = join_schema(queries.schema, snap, text_col, vector_col, prefix)
     if vector_col is not None:  # refused now, not in a task: a table without that vector column
-        from indextables_spark.core.split.read.search import (  # lazy: the read path
-            _table_layout,
-            vector_columns,
-        )
+        from indextables_spark.core.split.read.search import table_vector_columns  # lazy: the read path
 
-        have = vector_columns(_table_layout(snap, table.options)[2])
+        have = table_vector_columns(snap, table.options)
         if (column is None and len(have) != 1) or (column is not None and column not in have):
             raise InvalidOptionError(
                 f"search_join: table {path}: "

@@ -378,6 +378,11 @@ def vector_columns(specs: Sequence[ColumnSpec]) -> list[str]:
     return [s.name for s in specs if s.vector is not None]
 
 
+def table_vector_columns(snapshot: Any, options: Options) -> list[str]:
+    """The vector columns of a table version (its recorded settings under these options)."""
+    return vector_columns(_table_layout(snapshot, options)[2])
+
+
 def nearest_table(plan: SearchPlan) -> pa.Table:
     """A vector search of the plan's splits: the global k nearest (nearest first, `_distance`), or
     with fusion the k best of the fused rankings (`_score` the fused score, best first)."""
