@@ -635,8 +635,12 @@ def main():
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--dir", default="/tmp/indextables-vector-bench")
     ap.add_argument("--candidates", default=DEFAULT, help=f"comma list of {ALL}")
-    ap.add_argument("--reuse", action="store_true", help="open the index files of an earlier run with the same "
-                    "--dir, --vectors and --splits instead of building them (build time then not measured)")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="open the index files of an earlier run with the same "
+        "--dir, --vectors and --splits instead of building them (build time then not measured)",
+    )
     ap.add_argument("--cos", action="store_true", help="also cosine, for usearch-f32/i8 and lance-hnswsq")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
@@ -686,8 +690,15 @@ def main():
             build_s, size = c.build(args.reuse)
             log(f"[{metric}] {c.name}: built in {build_s:.1f}s, {size / 1e6:.1f} MB ({time.perf_counter() - t0:.1f}s)")
             faiss.omp_set_num_threads(1)
-            res = {"metric": metric, "name": c.name, "knob_name": c.knob_name, "build": build_s * per_m,
-                   "size": size * per_m, "rows": [], "filtered": {}}
+            res = {
+                "metric": metric,
+                "name": c.name,
+                "knob_name": c.knob_name,
+                "build": build_s * per_m,
+                "size": size * per_m,
+                "rows": [],
+                "filtered": {},
+            }
             for knob in c.knobs:
                 r, med, p95, full = run_queries(lambda v: c.search(v, knob), qm, truth["all"])
                 res["rows"].append({"knob": knob, "recall": r, "median": med, "p95": p95, "full": full})
@@ -707,13 +718,20 @@ def main():
             results.append(res)
         # exact brute force over the allow-lists
         b = Brute(parts, metric, args.dir)
-        res = {"metric": metric, "name": BRUTE, "knob_name": "-", "build": 0.0, "size": 0.0, "rows": [],
-               "filtered": {}}
+        res = {"metric": metric, "name": BRUTE, "knob_name": "-", "build": 0.0, "size": 0.0, "rows": [], "filtered": {}}
         for sel in SELECTIVITIES:
             r, med, p95, full = run_queries(lambda v: b.search_filtered(v, None, sel), qm, truth[sel])
             n_allowed = sum(len(a[0]) for a in parts.allowed[sel])
-            res["filtered"][sel] = [{"knob": "-", "recall": r, "median": med, "p95": p95, "full": full,
-                                     "ns_per_vector": 1e6 * med / n_allowed}]
+            res["filtered"][sel] = [
+                {
+                    "knob": "-",
+                    "recall": r,
+                    "median": med,
+                    "p95": p95,
+                    "full": full,
+                    "ns_per_vector": 1e6 * med / n_allowed,
+                }
+            ]
             log(f"  {BRUTE} {sel}: recall {r:.3f} median {med:.2f}ms ({1e6 * med / n_allowed:.1f} ns/allowed vector)")
         results.append(res)
 
@@ -730,8 +748,10 @@ def fmt_knob(k):
 
 
 def report(results, args):
-    print(f"\n{args.vectors:,} vectors x {args.dims} dims, {args.splits} parts (ours), {args.queries} queries, "
-          f"k={K}; load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    print(
+        f"\n{args.vectors:,} vectors x {args.dims} dims, {args.splits} parts (ours), {args.queries} queries, "
+        f"k={K}; load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}"
+    )
     print("\nSweeps (recall@10, median / p95 ms of one query over all parts, one thread for ours):")
     for r in results:
         if not r["rows"]:
@@ -742,23 +762,31 @@ def report(results, args):
         rs = [r for r in results if r["metric"] == metric]
         lance_best = [best_at(r["rows"]) for r in rs if r["name"].startswith("lance") and best_at(r["rows"])]
         ref = min((b["median"] for b in lance_best), default=None)
-        print(f"\n[{metric}] at recall >= 0.95 (x Lance = median latency / best Lance median at >= 0.95"
-              f"{'' if ref is None else f', {ref:.2f} ms'}):")
-        print(f"  {'candidate':14s} {'build s/M':>9s} {'size MB/M':>9s} {'knob':>10s} {'recall':>6s} {'med ms':>7s} "
-              f"{'p95 ms':>7s} {'x Lance':>7s} {'ms/part':>7s}")
+        print(
+            f"\n[{metric}] at recall >= 0.95 (x Lance = median latency / best Lance median at >= 0.95"
+            f"{'' if ref is None else f', {ref:.2f} ms'}):"
+        )
+        print(
+            f"  {'candidate':14s} {'build s/M':>9s} {'size MB/M':>9s} {'knob':>10s} {'recall':>6s} {'med ms':>7s} "
+            f"{'p95 ms':>7s} {'x Lance':>7s} {'ms/part':>7s}"
+        )
         for r in rs:
             if not r["rows"]:
                 continue
             b = best_at(r["rows"])
             if b is None:
                 top = max(r["rows"], key=lambda x: x["recall"])
-                print(f"  {r['name']:14s} {fmt_build(r['build'])} {r['size'] / 1e6:9.1f}  never >= 0.95 (best {top['recall']:.3f}"
-                      f" at {fmt_knob(top['knob'])}, {top['median']:.2f} ms)")
+                print(
+                    f"  {r['name']:14s} {fmt_build(r['build'])} {r['size'] / 1e6:9.1f}  never >= 0.95 (best {top['recall']:.3f}"
+                    f" at {fmt_knob(top['knob'])}, {top['median']:.2f} ms)"
+                )
                 continue
             ratio = f"{b['median'] / ref:7.2f}" if ref else "      -"
             part = "      -" if r["name"].startswith("lance") else f"{b['median'] / args.splits:7.3f}"
-            print(f"  {r['name']:14s} {fmt_build(r['build'])} {r['size'] / 1e6:9.1f} {fmt_knob(b['knob']):>10s} "
-                  f"{b['recall']:6.3f} {b['median']:7.2f} {b['p95']:7.2f} {ratio} {part}")
+            print(
+                f"  {r['name']:14s} {fmt_build(r['build'])} {r['size'] / 1e6:9.1f} {fmt_knob(b['knob']):>10s} "
+                f"{b['recall']:6.3f} {b['median']:7.2f} {b['p95']:7.2f} {ratio} {part}"
+            )
         for sel in SELECTIVITIES:
             fl = []
             for r in rs:
@@ -766,14 +794,20 @@ def report(results, args):
                     fl.append((r["name"], x))
             lance_ok = [x["median"] for n, x in fl if n.startswith("lance") and x["recall"] >= 0.95]
             fref = min(lance_ok, default=None)
-            print(f"  filtered {sel} (recall, median/p95 ms, share of queries with k rows"
-                  f"{'' if fref is None else f'; best Lance at >= 0.95: {fref:.2f} ms'}):")
+            print(
+                f"  filtered {sel} (recall, median/p95 ms, share of queries with k rows"
+                f"{'' if fref is None else f'; best Lance at >= 0.95: {fref:.2f} ms'}):"
+            )
             for n, x in fl:
                 extra = f"  {x['ns_per_vector']:.1f} ns/allowed vector" if "ns_per_vector" in x else ""
-                print(f"    {n:14s} {fmt_knob(x['knob']):>10s} recall {x['recall']:.3f}  {x['median']:7.2f}/"
-                      f"{x['p95']:7.2f}  full {x['full']:.2f}{extra}")
-        print("  open one part's index (ms): cold open / first query after it / warm open"
-              " (Lance: the whole dataset; cold open, cold query, warm open, warm query)")
+                print(
+                    f"    {n:14s} {fmt_knob(x['knob']):>10s} recall {x['recall']:.3f}  {x['median']:7.2f}/"
+                    f"{x['p95']:7.2f}  full {x['full']:.2f}{extra}"
+                )
+        print(
+            "  open one part's index (ms): cold open / first query after it / warm open"
+            " (Lance: the whole dataset; cold open, cold query, warm open, warm query)"
+        )
         for r in rs:
             if "open" in r:
                 print(f"    {r['name']:14s} " + " / ".join(f"{v:.2f}" for v in r["open"]))

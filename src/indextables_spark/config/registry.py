@@ -298,7 +298,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "search.vector.expansion",
         "int",
         64,
-        "a vector search's HNSW candidate list per split (usearch expansion_search; at least 4 x k): "
+        "a vector search's HNSW candidate list per split (faiss efSearch; at least 4 x k): "
         "higher finds more of the true nearest, slower",
     ),
     _option(

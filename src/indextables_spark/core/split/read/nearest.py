@@ -31,7 +31,7 @@ EXACT_BELOW = (
     20_000  # rows (selected, or all of a split) compared one by one up to this many (a few ms at 128 dimensions)
 )
 REFINE = 4  # graph candidates re-ranked exactly per wanted neighbour
-EXPANSION = 64  # the graph search's candidate list (usearch expansion_search), at least the candidates
+EXPANSION = 64  # the graph search's candidate list (faiss efSearch), at least the candidates
 FUSIONS = ("rrf", "weighted")
 
 

@@ -130,7 +130,7 @@ def describe_nearest(plan: ReadPlan, specs: Sequence[Any]) -> str | None:
         if on
     ]
     text = (
-        f"the {nq.k} nearest rows by {nq.column!r} ({shape}): each split's HNSW graph (usearch, expansion "
+        f"the {nq.k} nearest rows by {nq.column!r} ({shape}): each split's HNSW graph (faiss, efSearch "
         f"{nq.expansion}) proposes {REFINE} x {nq.wanted} candidates re-ranked by exact distance, or every vector "
         f"is compared when a split holds (or its selection keeps) at most {nq.exact_below}; "
         + (

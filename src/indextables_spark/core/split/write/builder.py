@@ -480,7 +480,7 @@ class SplitWriter:
         the footer's `vectors` entry describes them (vector_index.py)."""
         if not split.vectors:
             return []
-        from indextables_spark.core.split.format.vector_index import (  # lazy: usearch only for vector tables
+        from indextables_spark.core.split.format.vector_index import (  # lazy: faiss only for vector tables
             VECTORS_KEY,
             VectorIndexInfo,
             build_index,
