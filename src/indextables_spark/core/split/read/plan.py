@@ -196,7 +196,7 @@ class ReadPlan:
         selects = bool(self.filters or self.narrowing or self.residual or text_query or deletes is not None)
         ids, dists = np.empty(0, np.int64), np.empty(0, np.float64)
         if index is not None:
-            allowed = replace(self, query=text_query).row_ids(split, add, deletes, target) if selects else None
+            allowed = replace(self, query=text_query).selected_rows(split, add, deletes, target) if selects else None
             ids, dists = nearest(
                 index, nq.array, nq.wanted, allowed, expansion=nq.expansion, exact_below=nq.exact_below
             )
@@ -255,6 +255,24 @@ class ReadPlan:
         """nearest_candidates with their rows (`target`: the data and partition columns, `_rowid`,
         `_distance`, and `_score` with fusion)."""
         return self.fetch(split, add, self.nearest_candidates(split, add, deletes, target), target)
+
+    def selected_rows(
+        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
+    ) -> np.ndarray:
+        """row_ids, from the index alone when it selects exactly the plan's live rows (no row is
+        read: a vector column makes rows wide), else from the rows."""
+        try:
+            q = self.index_selection(split, deletes)
+        except UnsupportedFilterError:
+            return self.row_ids(split, add, deletes, target)
+        import tantivy  # lazy: keeps `import indextables_spark.core.split.read.plan` free of tantivy
+
+        searcher = split.searcher()
+        n = searcher.num_docs
+        if n == 0:
+            return np.empty(0, np.int64)
+        rows = split.rows.sorted_rows(searcher, q if q is not None else tantivy.Query.all_query(), n)
+        return np.asarray(rows, dtype=np.int64)
 
     def row_ids(self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema) -> np.ndarray:
         """Sorted row ids of one split's live rows matching the query, the filters and the residual
