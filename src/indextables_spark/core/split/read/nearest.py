@@ -1,12 +1,13 @@
 """Nearest neighbours of a query vector in one split (format/vector_index.py holds the files), and
 how the rankings of a hybrid search are fused across the splits of a table.
 
-One split: the graph proposes `refine` x k candidates, which are re-ranked by their exact distance
-(the vectors file): the split's k nearest (a split of few vectors is compared exactly instead). Among some rows only (filters, a full-text query,
-deleted rows: `allowed`), the answer is the k nearest of THOSE rows, never fewer when that many
-have a vector: few allowed rows are compared exactly, one by one; otherwise the graph is asked for
-more candidates (as many as the allowed fraction needs, growing four-fold) until enough of them are
-allowed, or the allowed rows are compared exactly after all.
+One split: the graph proposes REFINE x k candidates, which are re-ranked by their exact distance
+(the vectors file): the split's k nearest; a split of few vectors is compared exactly instead.
+Among some rows only (filters, a full-text query, deleted rows: `allowed`), the answer is the k
+nearest of THOSE rows, never fewer when that many have a vector: few allowed rows are compared
+exactly; otherwise the graph is asked for more candidates (as many as the allowed fraction needs,
+growing four-fold) until enough of them are allowed, or the allowed rows are compared exactly
+after all. Exact comparisons pick candidates with float32 distances and rank them by float64 ones.
 
 A table: every split's k nearest, merged by distance (distances compare across splits, unlike
 per-split scores), ties by split and row. A hybrid search fuses the global full-text ranking
@@ -27,9 +28,7 @@ import numpy as np
 from indextables_spark.core.split.format.vector_index import VectorIndex, distances
 from indextables_spark.errors import InvalidOptionError
 
-EXACT_BELOW = (
-    20_000  # rows (selected, or all of a split) compared one by one up to this many (a few ms at 128 dimensions)
-)
+EXACT_BELOW = 20_000  # vectors (a split's, or its selection) compared exactly up to this many
 REFINE = 4  # graph candidates re-ranked exactly per wanted neighbour
 EXPANSION = 64  # the graph search's candidate list (faiss efSearch), at least the candidates
 FUSIONS = ("rrf", "weighted")
