@@ -7,6 +7,9 @@ secret ones, and `unknown_keys` names the closest known key for a mistyped one.
 Keys ending in `.<col>` (or `.<name>.<key>`) are families: any suffix is accepted.
 `reference` names the IndexTables4Spark key an option matches (same meaning, so a job written for
 the reference keeps it), shown in that table.
+
+(Over 500 lines: one declaration per option, the one list every reader of options and the
+configuration page share; splitting it by subject would make two places to look a key up.)
 """
 
 from __future__ import annotations

@@ -241,8 +241,12 @@ def finish_load(df: Any, given: Mapping[str, object]) -> Any:
 def nearest_query(ro: ReadOptions, specs: Sequence[ColumnSpec], opts: Options, path: str) -> Any:
     """The read/nearest.NearestQuery of a vector read's options, checked against the table's vector
     columns (InvalidOptionError naming the column, the dimensions, the vector columns)."""
-    from indextables_spark.core.split.read.nearest import Fusion, NearestQuery  # lazy: numpy
-    from indextables_spark.core.split.read.search import check_vector_query, vector_columns  # lazy: as above
+    from indextables_spark.core.split.read.nearest import (  # lazy: numpy
+        Fusion,
+        NearestQuery,
+        check_vector_query,
+        vector_columns,
+    )
 
     assert ro.vector is not None and ro.limit is not None
     column = ro.vector_column

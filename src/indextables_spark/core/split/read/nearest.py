@@ -21,10 +21,12 @@ scores 0 there).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.format.vector_index import VectorIndex, distances
 from indextables_spark.errors import InvalidOptionError
 
@@ -83,6 +85,26 @@ class NearestQuery:
     def wanted(self) -> int:
         """How many neighbours each split returns: k, or the fusion window."""
         return self.fusion.window_for(self.k) if self.fusion is not None else self.k
+
+
+def check_vector_query(specs: Sequence[ColumnSpec], nearest: NearestQuery, where: str) -> None:
+    """InvalidOptionError unless `nearest` names a vector column and matches its dimensions."""
+    vectors = {s.name: s.vector for s in specs if s.vector is not None}
+    spec = vectors.get(nearest.column)
+    if spec is None:
+        raise InvalidOptionError(
+            f"table {where}: {nearest.column!r} is not a vector column (vector columns: {sorted(vectors) or 'none'}; "
+            f"declare one with indexing.vector.<col> when the table is created)"
+        )
+    if len(nearest.vector) != spec.dims:
+        raise InvalidOptionError(
+            f"table {where}: the query vector has {len(nearest.vector)} dimensions, column {nearest.column!r} {spec.dims}"
+        )
+
+
+def vector_columns(specs: Sequence[ColumnSpec]) -> list[str]:
+    """The vector columns among these column specs."""
+    return [s.name for s in specs if s.vector is not None]
 
 
 def nearest(

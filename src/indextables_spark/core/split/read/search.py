@@ -24,7 +24,7 @@ from indextables_spark.core.split.read.corpus_stats import fetch_for_stats, stat
 from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.query_parsing import check_table_query, query_hits
-from indextables_spark.core.split.read.nearest import NearestQuery, fused_scores
+from indextables_spark.core.split.read.nearest import NearestQuery, check_vector_query, fused_scores, vector_columns
 from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.split_rows import (
     joined,
@@ -357,25 +357,6 @@ def _table_layout(snapshot: Any, options: Options) -> _Layout:
     )
     _last_layout = (snapshot, options, layout)
     return layout
-
-
-def check_vector_query(specs: Sequence[ColumnSpec], nearest: NearestQuery, where: str) -> None:
-    """InvalidOptionError unless `nearest` names a vector column and matches its dimensions."""
-    vectors = {s.name: s.vector for s in specs if s.vector is not None}
-    spec = vectors.get(nearest.column)
-    if spec is None:
-        raise InvalidOptionError(
-            f"table {where}: {nearest.column!r} is not a vector column (vector columns: {sorted(vectors) or 'none'}; "
-            f"declare one with indexing.vector.<col> when the table is created)"
-        )
-    if len(nearest.vector) != spec.dims:
-        raise InvalidOptionError(
-            f"table {where}: the query vector has {len(nearest.vector)} dimensions, column {nearest.column!r} {spec.dims}"
-        )
-
-
-def vector_columns(specs: Sequence[ColumnSpec]) -> list[str]:
-    return [s.name for s in specs if s.vector is not None]
 
 
 def table_vector_columns(snapshot: Any, options: Options) -> list[str]:
