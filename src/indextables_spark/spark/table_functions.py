@@ -4,9 +4,7 @@
     SELECT * FROM indextables_search('/path', 'body:spark', 10, NULL, 'id,title') -- only those columns (+ _score)
     SELECT * FROM indextables_aggregate('/path', '{"by_tag": {"terms": {"field": "tag"}}}', 'body:spark')
     SELECT * FROM indextables_count('/path', 'body:spark')
-    SELECT * FROM indextables_vector_search('/path', 'emb', '[0.1, 0.2, ...]', 10)      -- rows + _distance
-    SELECT * FROM indextables_vector_search('/path', NULL, '0.1,0.2,...', 10, "region = 'eu'", 'body:spark')
-    SELECT * FROM indextables_hybrid_search('/path', 'body:spark', 'emb', '[0.1, ...]', 10, 'rrf')  -- + fused _score
+    SELECT * FROM indextables_vector_search('/path', 'emb', '[0.1, 0.2, ...]', 10)  -- vector_functions.py
 
 Two ways they run:
 
@@ -47,6 +45,15 @@ from indextables_spark.config.sessions import functions, with_session_options
 from indextables_spark.core.split.aggregate.agg_request import parse_request
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.lexer import Lexicon, Token, end_of, token_at
+from indextables_spark.spark.vector_functions import (
+    HYBRID_SEARCH,
+    SEARCH_JOIN,
+    VECTOR_PARAMS,
+    VECTOR_SEARCH,
+    spark_value,
+    vector_options,
+    vector_udtf_classes,
+)
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
@@ -57,19 +64,14 @@ AggRow = tuple[str, list[str | None], int | None, str | None, float | None, str 
 SEARCH = "indextables_search"
 AGGREGATE = "indextables_aggregate"
 COUNT = "indextables_count"
-VECTOR_SEARCH = "indextables_vector_search"
-HYBRID_SEARCH = "indextables_hybrid_search"
 FUNCTIONS = (SEARCH, AGGREGATE, COUNT, VECTOR_SEARCH, HYBRID_SEARCH)
 PARAMS = {
     SEARCH: ("path", "query", "limit", "snippet_fields", "columns"),
     AGGREGATE: ("path", "aggs", "query", "partition_filter"),
     COUNT: ("path", "query", "partition_filter"),
-    # vector: a JSON array or comma list of numbers in a string (an array literal is no plain literal)
-    VECTOR_SEARCH: ("path", "column", "vector", "k", "where", "query"),
-    HYBRID_SEARCH: ("path", "query", "column", "vector", "k", "fusion", "where"),
+    **VECTOR_PARAMS,
 }
 REQUIRED = {SEARCH: 2, AGGREGATE: 2, COUNT: 1, VECTOR_SEARCH: 3, HYBRID_SEARCH: 4}
-SEARCH_JOIN = "indextables_search_join"  # a TABLE argument: always the UDTF (spark/search_join.py)
 AGG_SCHEMA = "agg string, keys array<string>, doc_count bigint, metric string, value double, value_text string"
 COUNT_SCHEMA = "count bigint"
 
@@ -229,7 +231,7 @@ def _dataframe(spark: Any, call: Call) -> Any:
         return reader.load(path)
     if call.name in (VECTOR_SEARCH, HYBRID_SEARCH):
         reader = spark.read.format("indextables")
-        for key, value in _vector_options(call.name, a).items():
+        for key, value in vector_options(call.name, a).items():
             reader = reader.option(key, value)
         return reader.load(path)
     if call.name == AGGREGATE:
@@ -240,27 +242,6 @@ def _dataframe(spark: Any, call: Call) -> Any:
     return spark.createDataFrame(
         [(count_rows(spark, path, a.get("query"), a.get("partition_filter"), None),)], COUNT_SCHEMA
     )
-
-
-def _vector_options(name: str, args: Mapping[str, Any]) -> dict[str, str]:
-    """The read options of a vector (or hybrid) search call's arguments (None ones left out)."""
-    vector = args.get("vector")
-    if isinstance(vector, (list, tuple)):
-        vector = ",".join(str(float(v)) for v in vector)
-    if not isinstance(vector, str) or not vector.strip():
-        raise InvalidOptionError(
-            f"argument 'vector' must be numbers (a string '[0.1, 0.2]' or an array), got {vector!r}"
-        )
-    k = args.get("k")
-    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k <= 0):
-        raise InvalidOptionError(f"argument 'k' must be a positive integer, got {k!r}")
-    out = {"vector": vector, "limit": str(k or 10)}
-    for arg, option in (("column", "vectorColumn"), ("where", "where"), ("query", "query")):
-        if args.get(arg) is not None:
-            out[option] = str(args[arg])
-    if name == HYBRID_SEARCH:
-        out["fusion"] = str(args.get("fusion") or "rrf")
-    return out
 
 
 def _text(call: Call, key: str) -> str:
@@ -341,19 +322,6 @@ def _flatten(
 # Python UDTF fallbacks (one worker, no session)
 
 
-def _spark_value(v: Any, t: pa.DataType) -> Any:
-    """Arrow's Python value → what a plain UDTF may yield (structs as tuples)."""
-    if v is None:
-        return None
-    if pa.types.is_struct(t):
-        return tuple(_spark_value(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [_spark_value(x, t.value_type) for x in v]
-    if pa.types.is_map(t):
-        return {k: _spark_value(x, t.item_type) for k, x in v}
-    return v
-
-
 def search_table(
     path: str,
     query: str,
@@ -402,29 +370,6 @@ def search_schema(snapshot: Snapshot, snippet_fields: str | None, columns: str |
     return StructType(fields + extra)
 
 
-def vector_schema(snapshot: Snapshot, hybrid: bool) -> Any:
-    """A vector search's rows: every column, (with fusion `_score`,) `_distance`."""
-    from pyspark.sql.types import DoubleType, FloatType, StructField, StructType  # lazy: pyspark with a session
-
-    extra = [StructField("_score", FloatType(), True)] if hybrid else []
-    return StructType(list(snapshot.schema.fields) + extra + [StructField("_distance", DoubleType(), True)])
-
-
-def vector_table(name: str, args: Mapping[str, Any], options: Mapping[str, Any]) -> pa.Table:
-    """A vector or hybrid search call run in this process (IndexTable.search)."""
-    opts = _vector_options(name, args)
-    table = IndexTable(str(args["path"]), options)
-    vector = [float(v) for v in opts["vector"].strip().removeprefix("[").removesuffix("]").split(",") if v.strip()]
-    return table.search(
-        opts.get("query"),
-        vector=vector,
-        vector_column=opts.get("vectorColumn"),
-        fusion=opts.get("fusion"),
-        where=opts.get("where"),
-        limit=int(opts["limit"]),
-    )
-
-
 def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
     from pyspark.sql.udtf import AnalyzeResult  # lazy: pyspark is imported only when a Spark session runs this
 
@@ -449,7 +394,7 @@ def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
             t = search_table(path, query, limit, options, snippet_fields, columns)
             types = [f.type for f in t.schema]
             for row in t.to_pylist():
-                yield tuple(_spark_value(v, typ) for v, typ in zip(row.values(), types))
+                yield tuple(spark_value(v, typ) for v, typ in zip(row.values(), types))
 
     class Aggregate:
         def eval(
@@ -466,88 +411,7 @@ def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
         ) -> Iterator[tuple[int]]:
             yield (count_rows(None, path, query, partition_filter, options),)
 
-    def vector_udtf(name: str) -> type:
-        params = PARAMS[name]
-
-        class VectorSearch:
-            @staticmethod
-            def analyze(*args: Any) -> Any:
-                snap = IndexTable(args[0].value, options).snapshot()
-                return AnalyzeResult(vector_schema(snap, name == HYBRID_SEARCH))
-
-            def eval(self, *args: Any) -> Iterator[tuple[Any, ...]]:
-                t = vector_table(name, dict(zip(params, args)), options)
-                types = [f.type for f in t.schema]
-                for row in t.to_pylist():
-                    yield tuple(_spark_value(v, typ) for v, typ in zip(row.values(), types))
-
-        return VectorSearch
-
-    class SearchJoin:
-        """indextables_search_join(TABLE(queries), path, text_col, vector_col, k, column, fusion,
-        where): it.search_join in SQL (spark/search_join.py): Spark runs it on the queries'
-        partitions, each row searched where it is."""
-
-        @staticmethod
-        def analyze(queries: Any, path: Any, text_col: Any = None, vector_col: Any = None, *rest: Any) -> Any:
-            from indextables_spark.spark.search_join import join_schema  # lazy: pyspark
-
-            table = IndexTable(path.value, options)
-            return AnalyzeResult(
-                join_schema(
-                    queries.dataType,
-                    table.snapshot(),
-                    text_col.value if text_col else None,
-                    vector_col.value if vector_col else None,
-                    "match_",
-                )
-            )
-
-        def eval(
-            self,
-            row: Any,
-            path: str,
-            text_col: str | None = None,
-            vector_col: str | None = None,
-            k: int | None = None,
-            column: str | None = None,
-            fusion: str | None = None,
-            where: str | None = None,
-        ) -> Iterator[tuple[Any, ...]]:
-            from indextables_spark.spark.search_join import _Join  # lazy: the read path
-
-            if not hasattr(self, "_table"):
-                self._table = IndexTable(path, options)
-                self._version = self._table.version()
-            join = _Join(
-                path, options, self._version, text_col, vector_col, column, k or 10, fusion or "rrf", where, "match_"
-            )
-            values = row.asDict()
-            found = join.search(
-                self._table,
-                values.get(text_col) if text_col else None,
-                values.get(vector_col) if vector_col else None,
-            )
-            if found is None:
-                return
-            keys = [f.name for f in found.schema if f.name not in ("_score", "_distance")]
-            types = {f.name: f.type for f in found.schema}
-            for rank, hit in enumerate(found.to_pylist(), start=1):
-                extra: list[Any] = [rank]
-                if text_col:
-                    extra.append(hit.get("_score"))
-                if vector_col:
-                    extra.append(hit.get("_distance"))
-                yield tuple(row) + tuple(extra) + tuple(_spark_value(hit[c], types[c]) for c in keys)
-
-    return {
-        SEARCH: Search,
-        AGGREGATE: Aggregate,
-        COUNT: Count,
-        VECTOR_SEARCH: vector_udtf(VECTOR_SEARCH),
-        HYBRID_SEARCH: vector_udtf(HYBRID_SEARCH),
-        SEARCH_JOIN: SearchJoin,
-    }
+    return {SEARCH: Search, AGGREGATE: Aggregate, COUNT: Count, **vector_udtf_classes(options)}
 
 
 def register_table_functions(spark: Any, conf: dict[str, str]) -> None:

@@ -42,7 +42,7 @@ from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs, tantivy_schema
 from indextables_spark.core.split.format.stats import StatsCollector
 from indextables_spark.core.split.write.documents import json_documents
-from indextables_spark.core.split.write.vectors import VectorCollector
+from indextables_spark.core.split.write.vectors import VectorCollector, write_vector_indexes
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import IndexTablesError, SchemaMismatchError
 from indextables_spark.expr.text import has_long_token
@@ -436,7 +436,7 @@ class SplitWriter:
                 extra[COMPANION_KEY] = CompanionInfo(
                     c.format, c.source, c.version, self.stored_schema, tuple(split.companion_files)
                 ).to_json()
-            vector_files = self._vector_indexes(split, extra)
+            vector_files = write_vector_indexes(split.vectors, split.tmp_dir, extra)
             footer_start, footer_end = bundle(
                 split.index_dir,
                 split.rows_path if split.ipc is not None else None,
@@ -473,39 +473,6 @@ class SplitWriter:
             )
         finally:
             _discard(split)
-
-    @staticmethod
-    def _vector_indexes(split: _OpenSplit, extra: dict[str, Any]) -> list[str]:
-        """Each vector column's nearest-neighbour index built into the split's temp directory;
-        the footer's `vectors` entry describes them (vector_index.py)."""
-        if not split.vectors:
-            return []
-        from indextables_spark.core.split.format.vector_index import (  # lazy: faiss only for vector tables
-            VECTORS_KEY,
-            VectorIndexInfo,
-            build_index,
-            index_file_names,
-            library_name,
-        )
-
-        files, described = [], {}
-        for i, (name, collector) in enumerate(split.vectors.items()):
-            ids, matrix = collector.finish()
-            graph, vectors = (os.path.join(split.tmp_dir, n) for n in index_file_names(i))
-            params = build_index(ids, matrix, collector.spec, graph, vectors)
-            info = VectorIndexInfo(
-                name,
-                os.path.basename(graph),
-                os.path.basename(vectors),
-                collector.spec,
-                len(ids),
-                library_name(),
-                params,
-            )
-            described[name] = info.to_json()
-            files += [graph, vectors]
-        extra[VECTORS_KEY] = described
-        return files
 
 
 def _discard(split: _OpenSplit) -> None:

@@ -6,7 +6,9 @@ as NULL and left out of the column's nearest-neighbour index: a vector search ne
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -80,3 +82,30 @@ class VectorCollector:
         if not self.parts:
             return np.empty(0, np.int64), np.empty((0, self.spec.dims), np.float32)
         return np.concatenate(self.ids), np.concatenate(self.parts)
+
+
+def write_vector_indexes(collectors: Mapping[str, VectorCollector], tmp_dir: str, extra: dict[str, Any]) -> list[str]:
+    """Each vector column's nearest-neighbour index built into a split's temp directory (the files
+    to bundle); the split footer's `vectors` entry (`extra`) describes them (vector_index.py)."""
+    if not collectors:
+        return []
+    from indextables_spark.core.split.format.vector_index import (  # lazy: faiss only for vector tables
+        VECTORS_KEY,
+        VectorIndexInfo,
+        build_index,
+        index_file_names,
+        library_name,
+    )
+
+    files, described = [], {}
+    for i, (name, collector) in enumerate(collectors.items()):
+        ids, matrix = collector.finish()
+        graph, vectors = (os.path.join(tmp_dir, n) for n in index_file_names(i))
+        params = build_index(ids, matrix, collector.spec, graph, vectors)
+        info = VectorIndexInfo(
+            name, os.path.basename(graph), os.path.basename(vectors), collector.spec, len(ids), library_name(), params
+        )
+        described[name] = info.to_json()
+        files += [graph, vectors]
+    extra[VECTORS_KEY] = described
+    return files

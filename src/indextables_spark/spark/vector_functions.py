@@ -1,0 +1,182 @@
+"""The vector SQL table functions (see table_functions.py for how literal calls run distributed):
+
+    SELECT * FROM indextables_vector_search('/path', 'emb', '[0.1, 0.2, ...]', 10)      -- rows + _distance
+    SELECT * FROM indextables_vector_search('/path', NULL, '0.1,0.2,...', 10, "region = 'eu'", 'body:spark')
+    SELECT * FROM indextables_hybrid_search('/path', 'body:spark', 'emb', '[0.1, ...]', 10, 'rrf')  -- + fused _score
+    SELECT * FROM indextables_search_join(TABLE(queries), '/path', 'text', 'vec', 10)  -- it.search_join
+
+The vector is a string (a JSON array or a comma list): an array literal is no plain literal, and
+the literal rewrite of table_functions.py takes plain literals only. Their Python UDTFs run
+IndexTable.search in the worker (no session there; options as at `it.register`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+import pyarrow as pa
+
+from indextables_spark.api.table import IndexTable
+from indextables_spark.errors import InvalidOptionError
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.snapshot import Snapshot
+
+VECTOR_SEARCH = "indextables_vector_search"
+HYBRID_SEARCH = "indextables_hybrid_search"
+SEARCH_JOIN = "indextables_search_join"  # a TABLE argument: always the UDTF (spark/search_join.py)
+VECTOR_PARAMS = {
+    VECTOR_SEARCH: ("path", "column", "vector", "k", "where", "query"),
+    HYBRID_SEARCH: ("path", "query", "column", "vector", "k", "fusion", "where"),
+}
+
+
+def spark_value(v: Any, t: pa.DataType) -> Any:
+    """Arrow's Python value → what a plain UDTF may yield (structs as tuples)."""
+    if v is None:
+        return None
+    if pa.types.is_struct(t):
+        return tuple(spark_value(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [spark_value(x, t.value_type) for x in v]
+    if pa.types.is_map(t):
+        return {k: spark_value(x, t.item_type) for k, x in v}
+    return v
+
+
+def vector_options(name: str, args: Mapping[str, Any]) -> dict[str, str]:
+    """The read options of a vector (or hybrid) search call's arguments (None ones left out)."""
+    vector = args.get("vector")
+    if isinstance(vector, (list, tuple)):
+        vector = ",".join(str(float(v)) for v in vector)
+    if not isinstance(vector, str) or not vector.strip():
+        raise InvalidOptionError(
+            f"argument 'vector' must be numbers (a string '[0.1, 0.2]' or an array), got {vector!r}"
+        )
+    k = args.get("k")
+    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k <= 0):
+        raise InvalidOptionError(f"argument 'k' must be a positive integer, got {k!r}")
+    out = {"vector": vector, "limit": str(k or 10)}
+    for arg, option in (("column", "vectorColumn"), ("where", "where"), ("query", "query")):
+        if args.get(arg) is not None:
+            out[option] = str(args[arg])
+    if name == HYBRID_SEARCH:
+        out["fusion"] = str(args.get("fusion") or "rrf")
+    return out
+
+
+def vector_schema(snapshot: Snapshot, hybrid: bool) -> Any:
+    """A vector search's rows: every column, (with fusion `_score`,) `_distance`."""
+    from pyspark.sql.types import DoubleType, FloatType, StructField, StructType  # lazy: pyspark with a session
+
+    extra = [StructField("_score", FloatType(), True)] if hybrid else []
+    return StructType(list(snapshot.schema.fields) + extra + [StructField("_distance", DoubleType(), True)])
+
+
+def vector_table(name: str, args: Mapping[str, Any], options: Mapping[str, Any]) -> pa.Table:
+    """A vector or hybrid search call run in this process (IndexTable.search)."""
+    opts = vector_options(name, args)
+    table = IndexTable(str(args["path"]), options)
+    vector = [float(v) for v in opts["vector"].strip().removeprefix("[").removesuffix("]").split(",") if v.strip()]
+    return table.search(
+        opts.get("query"),
+        vector=vector,
+        vector_column=opts.get("vectorColumn"),
+        fusion=opts.get("fusion"),
+        where=opts.get("where"),
+        limit=int(opts["limit"]),
+    )
+
+
+def vector_udtf(name: str, options: dict[str, str]) -> type:
+    """The UDTF class of indextables_vector_search / indextables_hybrid_search."""
+    from pyspark.sql.udtf import AnalyzeResult  # lazy: pyspark is imported only when a Spark session runs this
+
+    params = VECTOR_PARAMS[name]
+
+    class VectorSearch:
+        @staticmethod
+        def analyze(*args: Any) -> Any:
+            snap = IndexTable(args[0].value, options).snapshot()
+            return AnalyzeResult(vector_schema(snap, name == HYBRID_SEARCH))
+
+        def eval(self, *args: Any) -> Iterator[tuple[Any, ...]]:
+            t = vector_table(name, dict(zip(params, args)), options)
+            types = [f.type for f in t.schema]
+            for row in t.to_pylist():
+                yield tuple(spark_value(v, typ) for v, typ in zip(row.values(), types))
+
+    return VectorSearch
+
+
+def search_join_udtf(options: dict[str, str]) -> type:
+    """The UDTF class of indextables_search_join."""
+    from pyspark.sql.udtf import AnalyzeResult  # lazy: pyspark is imported only when a Spark session runs this
+
+    class SearchJoin:
+        """indextables_search_join(TABLE(queries), path, text_col, vector_col, k, column, fusion,
+        where): it.search_join in SQL (spark/search_join.py): Spark runs it on the queries'
+        partitions, each row searched where it is."""
+
+        @staticmethod
+        def analyze(queries: Any, path: Any, text_col: Any = None, vector_col: Any = None, *rest: Any) -> Any:
+            from indextables_spark.spark.search_join import join_schema  # lazy: pyspark
+
+            table = IndexTable(path.value, options)
+            return AnalyzeResult(
+                join_schema(
+                    queries.dataType,
+                    table.snapshot(),
+                    text_col.value if text_col else None,
+                    vector_col.value if vector_col else None,
+                    "match_",
+                )
+            )
+
+        def eval(
+            self,
+            row: Any,
+            path: str,
+            text_col: str | None = None,
+            vector_col: str | None = None,
+            k: int | None = None,
+            column: str | None = None,
+            fusion: str | None = None,
+            where: str | None = None,
+        ) -> Iterator[tuple[Any, ...]]:
+            from indextables_spark.spark.search_join import _Join  # lazy: the read path
+
+            if not hasattr(self, "_table"):
+                self._table = IndexTable(path, options)
+                self._version = self._table.version()
+            join = _Join(
+                path, options, self._version, text_col, vector_col, column, k or 10, fusion or "rrf", where, "match_"
+            )
+            values = row.asDict()
+            found = join.search(
+                self._table,
+                values.get(text_col) if text_col else None,
+                values.get(vector_col) if vector_col else None,
+            )
+            if found is None:
+                return
+            keys = [f.name for f in found.schema if f.name not in ("_score", "_distance")]
+            types = {f.name: f.type for f in found.schema}
+            for rank, hit in enumerate(found.to_pylist(), start=1):
+                extra: list[Any] = [rank]
+                if text_col:
+                    extra.append(hit.get("_score"))
+                if vector_col:
+                    extra.append(hit.get("_distance"))
+                yield tuple(row) + tuple(extra) + tuple(spark_value(hit[c], types[c]) for c in keys)
+
+    return SearchJoin
+
+
+def vector_udtf_classes(options: dict[str, str]) -> dict[str, type]:
+    """The UDTF classes of the vector functions, run with `options` (workers have no session)."""
+    return {
+        VECTOR_SEARCH: vector_udtf(VECTOR_SEARCH, options),
+        HYBRID_SEARCH: vector_udtf(HYBRID_SEARCH, options),
+        SEARCH_JOIN: search_join_udtf(options),
+    }
