@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from tiers import INTEGRATION_FIXTURES, INTEGRATION_TESTS, xdist_group
+from tiers import INTEGRATION_FIXTURES, INTEGRATION_TESTS, heavy_first, xdist_group
 
 ENV_S3_ENDPOINT = "INDEXTABLES_TEST_S3_ENDPOINT"
 ENV_AZURE_ENDPOINT = "INDEXTABLES_TEST_AZURE_ENDPOINT"
@@ -379,6 +379,7 @@ def in_integration_tier(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: heavy_first(item.nodeid))  # stable: files keep their own order (tiers.py)
     grouped = config.pluginmanager.hasplugin("xdist")  # the smoke venvs have no pytest-xdist
     for item in items:
         if in_integration_tier(item):
