@@ -213,10 +213,10 @@ def composite_file(sections: Sequence[tuple[int, int, bytes]], footer_json: byte
     """A composite file of the (field id, idx, bytes) sections in this order, as tantivy's
     `CompositeWrite::close` writes it, then tantivy's footer: `footer_json` (an existing footer's
     JSON, its version kept) with the CRC-32 of everything before it (crc32fast: zlib's CRC-32)."""
-    table = [_vint_bytes(len(sections))]
+    table = [vint_bytes(len(sections))]
     offset = prev = 0
     for field, idx, body in sections:
-        table += [_vint_bytes(offset - prev), struct.pack("<I", field), _vint_bytes(idx)]
+        table += [vint_bytes(offset - prev), struct.pack("<I", field), vint_bytes(idx)]
         prev = offset
         offset += len(body)
     table_bytes = b"".join(table)
@@ -260,7 +260,7 @@ def _footer_json(footer: dict[str, Any]) -> bytes:
     return json.dumps(footer, separators=(",", ":")).encode()
 
 
-def _vint_bytes(value: int) -> bytes:
+def vint_bytes(value: int) -> bytes:
     """Tantivy's VInt (see _vint)."""
     out = bytearray()
     while value >= 0x80:

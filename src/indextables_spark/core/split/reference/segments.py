@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from indextables_spark.core.schema.types import ROW_FIELD
-from indextables_spark.core.split.format.composite import COLUMNAR_FOOTER, COLUMNAR_MAGIC, tantivy_footer
+from indextables_spark.core.split.format.composite import COLUMNAR_FOOTER, COLUMNAR_MAGIC, tantivy_footer, vint_bytes
 from indextables_spark.core.split.format.composite import with_tantivy_footer
 from indextables_spark.core.split.reference.sstable import read_sstable_ranges
 from indextables_spark.errors import SplitFormatError
@@ -49,16 +49,6 @@ ROW_SCHEMA_ENTRY: dict[str, Any] = {
 
 
 # ---- encodings ------------------------------------------------------------------------------------
-
-
-def _vint(value: int) -> bytes:
-    """tantivy common::VInt: 7 bits a byte, low first, the last byte carries 0x80."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F)
-        value >>= 7
-    out.append(value | 0x80)
-    return bytes(out)
 
 
 def _leb128(value: int) -> bytes:
@@ -101,11 +91,11 @@ def row_id_column(values: np.ndarray) -> bytes:
     if n == 0:
         raise ValueError("a segment without documents has no row ids")
     lo, hi = int(values.min()), int(values.max())
-    stats = _vint(lo) + _vint(1) + _vint(hi - lo) + _vint(n)
+    stats = vint_bytes(lo) + vint_bytes(1) + vint_bytes(hi - lo) + vint_bytes(n)
     consecutive = n == 1 or bool(np.all(np.diff(values.astype(np.int64)) == 1))
     if consecutive and n < (1 << 31):
         # Line::eval(x) = intercept + ((x * slope) >> 32) = lo + x with slope 1.0 (1 << 32)
-        codec = bytes([LINEAR]) + stats + _vint(1 << 32) + _vint(lo) + bytes([0])
+        codec = bytes([LINEAR]) + stats + vint_bytes(1 << 32) + vint_bytes(lo) + bytes([0])
     else:
         bits = _num_bits(hi - lo)
         codec = bytes([BITPACKED]) + stats + _bitpacked(values - np.uint64(lo), bits)
