@@ -236,6 +236,39 @@ def test_deletes_merges_time_travel_and_partitions(tmp_path: Path) -> None:
     assert _ids(t.search(vector=q)) == top(exact(x[alive], q), ids[alive], 10)
 
 
+def test_search_many_answers_each_query_as_search_does(tmp_path: Path) -> None:
+    """IndexTable.search_many (what it.search_join runs per batch of queries): the vector searches
+    run together (one plan, each split's selection once, one graph call per split) and each answer
+    equals search() of that query alone — through the graph and exactly, filtered, with deletes;
+    text, hybrid and empty queries in the same batch."""
+    x = clustered(12_000)
+    t = _table(tmp_path, x)
+    t.delete(where="id IN (" + ", ".join(str(i) for i in range(0, 12_000, 97)) + ")")
+    rng = np.random.default_rng(3)
+    qs = [x[i] + rng.standard_normal(DIMS).astype(np.float32) * 0.3 for i in rng.integers(0, len(x), 12)]
+    for opts in ({}, {P + "search.vector.exactBelow": "0"}):
+        tt = it.IndexTable(t.storage.uri, options={**t.options.values, **opts})
+        for where in (None, "sel < 10", "sel < 60 AND region = 'r2'"):
+            got = tt.search_many(vectors=qs, where=where, limit=7, columns=["id", "sel"])
+            assert len(got) == len(qs)
+            for q, table in zip(qs, got):
+                assert table.equals(tt.search(vector=q, where=where, limit=7, columns=["id", "sel"])), (opts, where)
+                assert table.num_rows == 7
+    texts = ["body:fox", None, "body:quick", None]
+    vecs = [None, qs[0], qs[1], None]
+    got = t.search_many(texts, vectors=vecs, fusion="rrf", limit=5)
+    assert got[0].equals(t.search("body:fox", limit=5))
+    assert got[1].equals(t.search(vector=qs[0], limit=5))
+    assert got[2].equals(t.search("body:quick", vector=qs[1], fusion="rrf", limit=5))
+    assert got[3].num_rows == 0 and "id" in got[3].schema.names
+    with pytest.raises(InvalidOptionError, match="query vector 1 has 3 dimensions, column 'emb' 32"):
+        t.search_many(vectors=[qs[0], [1.0, 2.0, 3.0]])
+    with pytest.raises(InvalidOptionError, match="query vector 1 must be a sequence of numbers"):
+        t.search_many(vectors=[qs[0], "abc"])
+    with pytest.raises(InvalidOptionError, match="2 queries but 1 vectors"):
+        t.search_many(["a", "b"], vectors=[qs[0]])
+
+
 def test_search_arguments_are_checked(tmp_path: Path) -> None:
     t = _table(tmp_path, clustered(100), splits=1)
     said = t.explain("body:fox", where="sel < 5", vector=[1.0] * DIMS, limit=3).vector_search

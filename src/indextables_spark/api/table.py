@@ -202,12 +202,62 @@ class IndexTable:
         method, rrf_k, text_weight, window): a hybrid search fusing `query`'s ranking and the
         vector ranking across the table, `_score` the fused score (core/split/read/nearest.py)."""
         from indextables_spark.core.split.read.search import search_table  # lazy: tantivy, pyarrow
+        from indextables_spark.core.split.read.vector_search import nearest_table  # lazy: as above
 
         if query is None and vector is None:
             raise InvalidOptionError("search() needs a query or a vector (to_arrow() reads rows without one)")
         fields = [snippets] if isinstance(snippets, str) else snippets
         plan = self._search_plan(query, where, columns, fields, version, vector, vector_column, limit, fusion)
-        return search_table(plan, limit)
+        return nearest_table(plan) if plan.nearest is not None else search_table(plan, limit)
+
+    def search_many(
+        self,
+        queries: Sequence[str | None] | None = None,
+        *,
+        vectors: Sequence[Any] | None = None,
+        vector_column: str | None = None,
+        fusion: Any = None,
+        where: str | None = None,
+        columns: Sequence[str] | None = None,
+        limit: int | None = None,
+        version: int | None = None,
+    ) -> list[pa.Table]:
+        """Many searches of one table version: for each i, what search(queries[i],
+        vector=vectors[i], ...) returns (a None text or vector leaves that side out; both None: an
+        empty result). The vector searches without text run together: they share the plan, each
+        split's selection of rows and one graph search per split (core/split/read/vector_search.py)."""
+        from indextables_spark.core.split.read.vector_search import nearest_tables, query_matrix  # lazy: numpy
+
+        if queries is None and vectors is None:
+            raise InvalidOptionError("search_many() needs queries, vectors or both")
+        n = len(queries) if queries is not None else len(vectors) if vectors is not None else 0
+        if queries is not None and vectors is not None and len(queries) != len(vectors):
+            raise InvalidOptionError(f"search_many(): {len(queries)} queries but {len(vectors)} vectors")
+        texts = list(queries) if queries is not None else [None] * n
+        vecs = list(vectors) if vectors is not None else [None] * n
+        version = self.snapshot(version).version  # every search reads the same version
+        results: list[pa.Table | None] = [None] * n
+        alone = [i for i in range(n) if vecs[i] is not None and texts[i] is None]
+        if alone:
+            plan = self._search_plan(None, where, columns, None, version, vecs[alone[0]], vector_column, limit)
+            for i, table in zip(alone, nearest_tables(plan, query_matrix(plan, [vecs[i] for i in alone]))):
+                results[i] = table
+        for i in range(n):
+            if results[i] is None and (texts[i] is not None or vecs[i] is not None):
+                results[i] = self.search(
+                    texts[i],
+                    vector=vecs[i],
+                    vector_column=vector_column if vecs[i] is not None else None,
+                    fusion=fusion if texts[i] is not None and vecs[i] is not None else None,
+                    where=where,
+                    columns=columns,
+                    limit=limit,
+                    version=version,
+                )
+        if any(r is None for r in results):  # neither text nor vector: nothing matches
+            empty = self._search_plan(None, where, columns, None, version).out_schema(False).empty_table()
+            return [r if r is not None else empty for r in results]
+        return [r for r in results if r is not None]
 
     def explain(
         self,
@@ -329,7 +379,7 @@ def nearest_query(
 ) -> Any:
     """The read/nearest.NearestQuery of search()'s vector arguments (checked: InvalidOptionError);
     options: search.vector.expansion / exactBelow."""
-    from indextables_spark.core.split.read.nearest import Fusion, NearestQuery  # lazy: numpy
+    from indextables_spark.core.split.read.nearest import Fusion, NearestQuery, vector_values  # lazy: numpy
 
     if column is None:
         if len(vector_columns) != 1:
@@ -338,10 +388,7 @@ def nearest_query(
                 f"{list(vector_columns) or 'none'}"
             )
         column = vector_columns[0]
-    try:
-        values = tuple(float(v) for v in vector)
-    except (TypeError, ValueError):
-        raise InvalidOptionError(f"search(): vector must be a sequence of numbers, got {str(vector)[:80]}") from None
+    values = vector_values(vector, "search(): vector")
     if fusion is not None and query is None:
         raise InvalidOptionError("search(): fusion combines a full-text query with the vector ranking: give query=...")
     if isinstance(fusion, str):

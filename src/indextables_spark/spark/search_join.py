@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 import pyarrow as pa
 
 from indextables_spark.config.sessions import with_session_options
@@ -116,46 +117,55 @@ class _Join:
         self.text_col, self.vector_col, self.column = text_col, vector_col, column
         self.k, self.fusion, self.where, self.prefix = k, fusion, where, prefix
 
-    def search(self, table: Any, text: str | None, vector: Any) -> pa.Table | None:
-        if text is None and vector is None:
-            return None
-        return table.search(
-            text,
-            vector=vector,
-            vector_column=self.column if vector is not None else None,
-            fusion=self.fusion if (text is not None and vector is not None) else None,
-            where=self.where,
-            limit=self.k,
-            version=self.version,
-        )
-
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Each batch of queries searched at once (IndexTable.search_many: the vector searches
+        share the table's plan and each split's work), their matches joined to them."""
         from indextables_spark.api.table import IndexTable  # lazy: the read path, in the task
 
         table = IndexTable(self.path, self.options)
         for batch in batches:
-            texts = batch.column(self.text_col).to_pylist() if self.text_col is not None else [None] * batch.num_rows
-            vectors = (
-                batch.column(self.vector_col).to_pylist() if self.vector_col is not None else [None] * batch.num_rows
+            texts = batch.column(self.text_col).to_pylist() if self.text_col is not None else None
+            vectors = batch.column(self.vector_col).to_pylist() if self.vector_col is not None else None
+            found = table.search_many(
+                texts,
+                vectors=vectors,
+                vector_column=self.column,
+                fusion=self.fusion,
+                where=self.where,
+                limit=self.k,
+                version=self.version,
             )
-            pieces = []
-            for i, (text, vector) in enumerate(zip(texts, vectors)):
-                found = self.search(table, text, vector)
-                if found is None or not found.num_rows:
-                    continue
-                pieces.append(self._rows(batch.slice(i, 1), found))
-            if pieces:
-                yield from pa.concat_tables(pieces).to_batches()
+            hits = [(i, f) for i, f in enumerate(found) if f.num_rows and not _no_query(texts, vectors, i)]
+            if hits:
+                yield from self._rows(batch, hits).to_batches()
 
-    def _rows(self, query: pa.RecordBatch, found: pa.Table) -> pa.Table:
+    def _rows(self, queries: pa.RecordBatch, hits: list[tuple[int, pa.Table]]) -> pa.Table:
+        """The joined rows: each query's columns repeated beside its matches, ranked."""
+        if not hits:
+            return pa.table({})
+        which = pa.array(np.repeat([i for i, _ in hits], [f.num_rows for _, f in hits]), pa.int64())
+        found = pa.concat_tables([self._conformed(f) for _, f in hits])
+        cols = {name: queries.column(j).take(which) for j, name in enumerate(queries.schema.names)}
+        cols[RANK] = pa.array(np.concatenate([np.arange(1, f.num_rows + 1) for _, f in hits]), pa.int32())
+        for name in found.schema.names:
+            cols[name if name in (SCORE, DISTANCE) else self.prefix + name] = found.column(name)
+        return pa.table(cols)
+
+    def _conformed(self, found: pa.Table) -> pa.Table:
+        """One query's matches as every query's (join_schema's order): `_score` (with text) and
+        `_distance` (with vectors), NULL where that query had no such side, then the table's columns."""
         n = found.num_rows
-        cols = {name: pa.repeat(query.column(j)[0], n) for j, name in enumerate(query.schema.names)}
-        cols[RANK] = pa.array(range(1, n + 1), pa.int32())
+        cols: dict[str, pa.Array] = {}
         if self.text_col is not None:
             cols[SCORE] = found.column(SCORE) if SCORE in found.schema.names else pa.nulls(n, pa.float32())
         if self.vector_col is not None:
             cols[DISTANCE] = found.column(DISTANCE) if DISTANCE in found.schema.names else pa.nulls(n, pa.float64())
         for name in found.schema.names:
             if name not in (SCORE, DISTANCE):
-                cols[self.prefix + name] = found.column(name)
+                cols[name] = found.column(name)
         return pa.table(cols)
+
+
+def _no_query(texts: list[Any] | None, vectors: list[Any] | None, i: int) -> bool:
+    """Whether query i has neither text nor vector (it matches nothing)."""
+    return (texts is None or texts[i] is None) and (vectors is None or vectors[i] is None)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 VECTOR_SEARCH = "indextables_vector_search"
 HYBRID_SEARCH = "indextables_hybrid_search"
 SEARCH_JOIN = "indextables_search_join"  # a TABLE argument: always the UDTF (spark/search_join.py)
+JOIN_BATCH = 256  # queries of indextables_search_join searched at once (IndexTable.search_many)
 VECTOR_PARAMS = {
     VECTOR_SEARCH: ("path", "column", "vector", "k", "where", "query"),
     HYBRID_SEARCH: ("path", "query", "column", "vector", "k", "fusion", "where"),
@@ -144,31 +145,47 @@ def search_join_udtf(options: dict[str, str]) -> type:
             fusion: str | None = None,
             where: str | None = None,
         ) -> Iterator[tuple[Any, ...]]:
-            from indextables_spark.spark.search_join import _Join  # lazy: the read path
-
             if not hasattr(self, "_table"):
                 self._table = IndexTable(path, options)
                 self._version = self._table.version()
-            join = _Join(
-                path, options, self._version, text_col, vector_col, column, k or 10, fusion or "rrf", where, "match_"
+                self._pending: list[Any] = []
+            self._args = (text_col, vector_col, k or 10, column, fusion or "rrf", where)
+            self._pending.append(row)
+            if len(self._pending) >= JOIN_BATCH:
+                yield from self._flush()
+
+        def terminate(self) -> Iterator[tuple[Any, ...]]:
+            if getattr(self, "_pending", None):
+                yield from self._flush()
+
+        def _flush(self) -> Iterator[tuple[Any, ...]]:
+            """The buffered queries searched at once (IndexTable.search_many), their matches."""
+            text_col, vector_col, k, column, fusion, where = self._args
+            rows, self._pending = self._pending, []
+            values = [r.asDict() for r in rows]
+            texts = [v.get(text_col) for v in values] if text_col else None
+            vectors = [v.get(vector_col) for v in values] if vector_col else None
+            found = self._table.search_many(
+                texts,
+                vectors=vectors,
+                vector_column=column,
+                fusion=fusion,
+                where=where,
+                limit=k,
+                version=self._version,
             )
-            values = row.asDict()
-            found = join.search(
-                self._table,
-                values.get(text_col) if text_col else None,
-                values.get(vector_col) if vector_col else None,
-            )
-            if found is None:
-                return
-            keys = [f.name for f in found.schema if f.name not in ("_score", "_distance")]
-            types = {f.name: f.type for f in found.schema}
-            for rank, hit in enumerate(found.to_pylist(), start=1):
-                extra: list[Any] = [rank]
-                if text_col:
-                    extra.append(hit.get("_score"))
-                if vector_col:
-                    extra.append(hit.get("_distance"))
-                yield tuple(row) + tuple(extra) + tuple(spark_value(hit[c], types[c]) for c in keys)
+            for i, (row, hits) in enumerate(zip(rows, found)):
+                if (texts is None or texts[i] is None) and (vectors is None or vectors[i] is None):
+                    continue  # neither text nor vector: matches nothing
+                keys = [f.name for f in hits.schema if f.name not in ("_score", "_distance")]
+                types = {f.name: f.type for f in hits.schema}
+                for rank, hit in enumerate(hits.to_pylist(), start=1):
+                    extra: list[Any] = [rank]
+                    if text_col:
+                        extra.append(hit.get("_score"))
+                    if vector_col:
+                        extra.append(hit.get("_distance"))
+                    yield tuple(row) + tuple(extra) + tuple(spark_value(hit[c], types[c]) for c in keys)
 
     return SearchJoin
 

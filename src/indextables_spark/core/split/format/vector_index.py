@@ -168,34 +168,34 @@ class VectorIndex:
         at = at[ok]
         return np.asarray(at[self.ids[at] == row_ids[ok]], dtype=np.int64)
 
-    def rough_distances(self, positions: np.ndarray | None, query: np.ndarray) -> np.ndarray:
-        """float32 distances of the vectors at `positions` (None: all) to `query`, to pick
-        candidates (`distances` gives the exact ones): one matrix product, the vectors' norms
-        computed once per opened index."""
+    def rough_distances(self, positions: np.ndarray | None, queries: np.ndarray) -> np.ndarray:
+        """float32 distances of the vectors at `positions` (None: all) to each of `queries` (a
+        matrix, one query a row): (queries x vectors), to pick candidates (`distances` gives the
+        exact ones): one matrix product, the vectors' norms computed once per opened index."""
         m = self.matrix if positions is None else self.matrix[positions]
-        q = query.astype(np.float32, copy=False)
-        dots = np.asarray(m @ q, dtype=np.float32)
+        q = np.asarray(queries, dtype=np.float32).reshape(-1, self.info.spec.dims)
+        dots = np.asarray(q @ m.T, dtype=np.float32)
         if self.metric == "dot":
             return -dots
         if self._norms is None:
             self._norms = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.float32))
-        norms = self._norms if positions is None else self._norms[positions]
+        norms = (self._norms if positions is None else self._norms[positions])[None, :]
         if self.metric == "cosine":
-            return np.asarray(1.0 - dots / (norms * np.float32(np.linalg.norm(q))), dtype=np.float32)
-        return np.asarray(norms * norms - 2 * dots + np.float32(q @ q), dtype=np.float32)  # l2
+            return np.asarray(1.0 - dots / (norms * np.linalg.norm(q, axis=1)[:, None]), dtype=np.float32)
+        return np.asarray(norms * norms - 2 * dots + np.einsum("ij,ij->i", q, q)[:, None], dtype=np.float32)  # l2
 
-    def graph_search(self, query: np.ndarray, count: int, expansion: int) -> np.ndarray:
-        """Row ids of about the `count` nearest vectors (the graph's approximate answer)."""
+    def graph_search(self, queries: np.ndarray, count: int, expansion: int) -> list[np.ndarray]:
+        """Row ids of about the `count` nearest vectors of each query (a matrix, one query a row;
+        the graph's approximate answer, searched for all queries in one call)."""
         if self.info.count == 0 or count <= 0:
-            return np.empty(0, np.int64)
+            return [np.empty(0, np.int64) for _ in range(len(queries))]
         import faiss  # lazy: loaded by splits with vector columns only
 
         graph = self._open_graph()
-        q = _graph_vectors(query.reshape(1, -1), self.metric)
+        q = _graph_vectors(np.asarray(queries).reshape(-1, self.info.spec.dims), self.metric)
         params = faiss.SearchParametersHNSW(efSearch=max(expansion, count))  # type: ignore[attr-defined]
         _dist, labels = graph.search(q, min(count, self.info.count), params=params)
-        found = labels[0][labels[0] >= 0]
-        return np.asarray(self.ids[found], dtype=np.int64)
+        return [np.asarray(self.ids[row[row >= 0]], dtype=np.int64) for row in labels]
 
     def _open_graph(self) -> Any:
         if self._graph is None:

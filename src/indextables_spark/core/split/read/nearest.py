@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -102,60 +103,92 @@ def check_vector_query(specs: Sequence[ColumnSpec], nearest: NearestQuery, where
         )
 
 
+def vector_values(vector: Any, what: str) -> tuple[float, ...]:
+    """A query vector's components (InvalidOptionError naming `what` unless a sequence of numbers)."""
+    try:
+        return tuple(float(v) for v in vector)
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"{what} must be a sequence of numbers, got {str(vector)[:80]}") from None
+
+
 def vector_columns(specs: Sequence[ColumnSpec]) -> list[str]:
     """The vector columns among these column specs."""
     return [s.name for s in specs if s.vector is not None]
 
 
+QUERY_CHUNK = 256  # queries whose rough distances are computed in one matrix product
+
+
 def nearest(
     index: VectorIndex,
-    query: np.ndarray,
+    queries: np.ndarray,
     k: int,
     allowed: np.ndarray | None = None,
     *,
     expansion: int = EXPANSION,
     exact_below: int = EXACT_BELOW,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(row ids, exact distances) of the k rows nearest `query`, nearest first (ties by row id):
-    among the sorted row ids `allowed` when given (see the module docstring)."""
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each query (a matrix, one query vector a row): (row ids, exact distances) of the k rows
+    nearest it, nearest first (ties by row id), among the sorted row ids `allowed` when given (see
+    the module docstring). A batch of queries shares the work that does not depend on the query:
+    the allowed rows' positions and vectors, one graph search call, the rough distances of a
+    chunk of queries in one matrix product."""
+    queries = np.asarray(queries, dtype=np.float32).reshape(-1, index.info.spec.dims)
     if len(index) == 0 or k <= 0:
-        return np.empty(0, np.int64), np.empty(0, np.float64)
+        return [(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
     if allowed is None:
         if len(index) <= exact_below:
-            return _exact(index, None, query, k)
-        candidates = index.graph_search(query, k * REFINE, expansion)
-        return _exact(index, index.positions(np.sort(candidates)), query, k)
+            return _exact(index, None, queries, k)
+        found = index.graph_search(queries, k * REFINE, expansion)
+        return [_exact(index, index.positions(np.sort(f)), q[None, :], k)[0] for f, q in zip(found, queries)]
     positions = index.positions(allowed)
     if len(positions) <= max(exact_below, k * REFINE):
-        return _exact(index, positions, query, k)
+        return _exact(index, positions, queries, k)
+    return [_nearest_allowed(index, positions, allowed, q, k, expansion) for q in queries]
+
+
+def _nearest_allowed(
+    index: VectorIndex, positions: np.ndarray, allowed: np.ndarray, query: np.ndarray, k: int, expansion: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The k nearest of many allowed rows (too many to compare exactly): the graph is asked for as
+    many candidates as the allowed fraction needs, four times more until enough are allowed."""
     count = math.ceil(k * REFINE * len(index) / len(positions))
     while True:
         if count >= len(index) // 2:  # the graph would visit most rows: compare the allowed ones
-            return _exact(index, positions, query, k)
-        found = np.sort(index.graph_search(query, count, expansion))
+            return _exact(index, positions, query[None, :], k)[0]
+        found = np.sort(index.graph_search(query[None, :], count, expansion)[0])
         kept = found[np.isin(found, allowed, assume_unique=True)]
         if len(kept) >= k * REFINE:
-            return _exact(index, index.positions(kept), query, k)
+            return _exact(index, index.positions(kept), query[None, :], k)[0]
         count *= 4
 
 
 def _exact(
-    index: VectorIndex, positions: np.ndarray | None, query: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The k nearest of the vectors at `positions` (None: all): float32 distances of every one
-    pick REFINE x k candidates (and any tied with the last of them), whose float64 distances rank."""
+    index: VectorIndex, positions: np.ndarray | None, queries: np.ndarray, k: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each query, the k nearest of the vectors at `positions` (None: all): float32 distances
+    of every one pick REFINE x k candidates (and any tied with the last of them), whose float64
+    distances rank. The rough distances of QUERY_CHUNK queries are one matrix product."""
     n = len(index) if positions is None else len(positions)
     if n == 0:
-        return np.empty(0, np.int64), np.empty(0, np.float64)
-    picked = positions if positions is not None else np.arange(n)
-    if n > k * REFINE:
-        rough = index.rough_distances(positions, query)
-        bound = np.partition(rough, k * REFINE)[k * REFINE]
-        picked = picked[rough <= bound + np.float32(1e-4) * max(1.0, abs(float(bound)))]
-    d = distances(index.matrix[picked], query, index.metric)
-    ids = np.asarray(index.ids[picked], dtype=np.int64)
-    order = np.lexsort((ids, d))[:k]
-    return ids[order], d[order]
+        return [(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
+    every = positions if positions is not None else np.arange(n)
+    want = k * REFINE
+    out = []
+    for start in range(0, len(queries), QUERY_CHUNK):
+        chunk = queries[start : start + QUERY_CHUNK]
+        rough = index.rough_distances(positions, chunk) if n > want else None
+        for j, query in enumerate(chunk):
+            picked = every
+            if rough is not None:
+                col = rough[j]
+                bound = np.partition(col, want)[want]
+                picked = every[col <= bound + np.float32(1e-4) * max(1.0, abs(float(bound)))]
+            d = distances(index.matrix[picked], query, index.metric)
+            ids = np.asarray(index.ids[picked], dtype=np.int64)
+            order = np.lexsort((ids, d))[:k]
+            out.append((ids[order], d[order]))
+    return out
 
 
 # ---- fusion of the global rankings -----------------------------------------------------------------

@@ -191,21 +191,15 @@ class ReadPlan:
         nq = self.nearest
         if nq is None:
             raise InvalidOptionError(f"a vector search of {self.path} needs a query vector")
+        if nq.fusion is None:
+            return self.nearest_batch(split, add, deletes, target, nq.array[None, :])[0]
         index = split.vector_index(nq.column)
-        text_query = self.query if nq.fusion is None else None
-        selects = bool(self.filters or self.narrowing or self.residual or text_query or deletes is not None)
         ids, dists = np.empty(0, np.int64), np.empty(0, np.float64)
         if index is not None:
-            allowed = replace(self, query=text_query).selected_rows(split, add, deletes, target) if selects else None
+            allowed = replace(self, query=None).row_ids(split, add, deletes, target) if self._selects(deletes) else None
             ids, dists = nearest(
                 index, nq.array, nq.wanted, allowed, expansion=nq.expansion, exact_below=nq.exact_below
-            )
-        columns: dict[str, pa.Array] = {
-            ROW_ID_COLUMN: pa.array(ids, pa.int64()),
-            DISTANCE_COLUMN: pa.array(dists, pa.float64()),
-        }
-        if nq.fusion is None:
-            return pa.table(columns)
+            )[0]
         text_ids, text_scores = np.empty(0, np.int64), np.empty(0, np.float32)
         if self.query is not None:  # the query's best `window`, rows read only for residual filters
             plan = replace(
@@ -238,6 +232,29 @@ class ReadPlan:
             }
         )
 
+    def nearest_batch(
+        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema, queries: np.ndarray
+    ) -> list[pa.Table]:
+        """nearest_candidates of a vector search without fusion for each of many query vectors
+        (a matrix, one a row; the plan's `nearest` gives the column, k and the search settings):
+        the rows the filters, the query and the deletes select are found once for all of them."""
+        from indextables_spark.core.split.read.nearest import nearest  # lazy: vector reads only
+
+        nq = self.nearest
+        if nq is None:
+            raise InvalidOptionError(f"a vector search of {self.path} needs a query vector")
+        index = split.vector_index(nq.column)
+        if index is None:
+            return [_candidates(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
+        allowed = self.row_ids(split, add, deletes, target) if self._selects(deletes) else None
+        found = nearest(index, queries, nq.k, allowed, expansion=nq.expansion, exact_below=nq.exact_below)
+        return [_candidates(ids, dists) for ids, dists in found]
+
+    def _selects(self, deletes: SplitDeletes | None) -> bool:
+        """Whether a vector search searches only some of a split's rows (else all its vectors)."""
+        text = self.query if self.nearest is None or self.nearest.fusion is None else None
+        return bool(self.filters or self.narrowing or self.residual or text or deletes is not None)
+
     def fetch(self, split: SplitReader, add: AddFile, candidates: pa.Table, target: pa.Schema) -> pa.Table:
         """The rows of a split's candidates (nearest_candidates: `_rowid` and the columns it holds),
         in their order, as `target` (the data and partition columns, and theirs)."""
@@ -256,29 +273,17 @@ class ReadPlan:
         `_distance`, and `_score` with fusion)."""
         return self.fetch(split, add, self.nearest_candidates(split, add, deletes, target), target)
 
-    def selected_rows(
-        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
-    ) -> np.ndarray:
-        """row_ids, from the index alone when it selects exactly the plan's live rows (no row is
-        read: a vector column makes rows wide), else from the rows."""
-        try:
-            q = self.index_selection(split, deletes)
-        except UnsupportedFilterError:
-            return self.row_ids(split, add, deletes, target)
-        import tantivy  # lazy: keeps `import indextables_spark.core.split.read.plan` free of tantivy
-
-        searcher = split.searcher()
-        n = searcher.num_docs
-        if n == 0:
-            return np.empty(0, np.int64)
-        rows = split.rows.sorted_rows(searcher, q if q is not None else tantivy.Query.all_query(), n)
-        return np.asarray(rows, dtype=np.int64)
-
     def row_ids(self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema) -> np.ndarray:
         """Sorted row ids of one split's live rows matching the query, the filters and the residual
-        filters (checked on `target`: the partition columns and the stored columns they read)."""
+        filters (checked on `target`: the partition columns and the stored columns they read).
+        Only the columns the filters, the residual filters and the deletes read are read (a vector
+        column makes rows wide), and the index narrows only when it keeps few rows: scanning a
+        narrow column costs less than listing many hits in row order."""
+        reads = {c.strip("`").lower() for f in self.residual for c in columns_of(f)}
+        target = pa.schema([f for f in target if f.name.lower() in reads])
+        stored = [c for c in split.schema.names if c.lower() in reads]
         found: list[np.ndarray] = []
-        for ids, batch in split.read_with_row_ids(self.filters, self.split_query(split.specs), deletes):
+        for ids, batch in split.read_with_row_ids(self.filters, self.split_query(split.specs), deletes, stored):
             if self.residual:
                 rows = with_partition_values([(add, batch)], target, self.partition_columns)
                 ids = ids.filter(arrow_mask(rows, list(self.residual)))
@@ -298,6 +303,10 @@ class ReadPlan:
         q = split.exact_query(self.filters, self.query)
         dead = dead_rows(split, deletes) if deletes is not None else None
         return q if dead is None or not len(dead) else without_rows(split, q, dead)
+
+
+def _candidates(ids: np.ndarray, dists: np.ndarray) -> pa.Table:
+    return pa.table({ROW_ID_COLUMN: pa.array(ids, pa.int64()), DISTANCE_COLUMN: pa.array(dists, pa.float64())})
 
 
 def _set(table: pa.Table, name: str, values: pa.Array) -> pa.Table:

@@ -46,6 +46,10 @@ SCORE_COLUMN = "_score"
 DISTANCE_COLUMN = "_distance"  # a vector search's exact distance (read/nearest.py)
 ROW_ID_COLUMN = "_rowid"  # a row's position in its split (hybrid search joins its two rankings on it)
 SCAN_FRACTION = 0.5  # narrowing keeps more than this share of rows → scan instead
+# ... when only a few columns are read (the row ids a selection keeps: read_with_row_ids), the
+# scan is so cheap that it wins from a small share on: a search's hits in row order cost ~0.3 us
+# each, one int column of a row ~0.005 us to read and check
+NARROW_SCAN_FRACTION = 0.02
 
 
 def _rechunk(batches: Iterator[pa.RecordBatch], batch_size: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -140,8 +144,11 @@ class SplitReader:
     def searcher(self) -> Any:  # a tantivy.Searcher (Any: tantivy's stubs lack SearchResult.count)
         return searcher_of(self._handles, self.local_dir)
 
-    def matching_rows(self, plan: tuple[tantivy.Query | None, bool, bool]) -> list[int] | None:
-        """Sorted row ids that may match, or None to scan every row."""
+    def matching_rows(
+        self, plan: tuple[tantivy.Query | None, bool, bool], scan_fraction: float = SCAN_FRACTION
+    ) -> list[int] | None:
+        """Sorted row ids that may match, or None to scan every row (a narrowing alone that keeps
+        more than `scan_fraction` of them)."""
         q, _exact, has_user = plan
         if q is None:
             return None
@@ -157,7 +164,7 @@ class SplitReader:
             hits = hint[1] if hint is not None and hint[0] is q else None
             if hits is None and not has_user:
                 hits = searcher.search(q, 1, count=True).count
-                if hits > SCAN_FRACTION * n:
+                if hits > scan_fraction * n:
                     return None
             if hits == 0:
                 return []
@@ -224,12 +231,13 @@ class SplitReader:
         deletes: SplitDeletes | None = None,
         with_ids: bool = False,
         columns: Sequence[str] | None = None,
+        scan_fraction: float = SCAN_FRACTION,
     ) -> Iterator[Any]:
         """Checks and plans now (errors surface at the call), then yields the filtered batches."""
         filters = list(filters or [])
         self._check_filter_columns(filters)
         filters, plan = self._plan(filters, query)
-        return self._filtered(filters, plan, deletes, with_ids, columns)
+        return self._filtered(filters, plan, deletes, with_ids, columns, scan_fraction)
 
     def _filtered(
         self,
@@ -238,11 +246,12 @@ class SplitReader:
         deletes: SplitDeletes | None = None,
         with_ids: bool = False,
         columns: Sequence[str] | None = None,
+        scan_fraction: float = SCAN_FRACTION,
     ) -> Iterator[Any]:
         """Batches (or (row ids, batch) pairs) of the rows matching the plan and the filters
         exactly, minus deleted rows (deletes: log.delete_logs.SplitDeletes); with `columns`, the
         batches hold those columns (which must include what the filters and deletes read)."""
-        rows = self.matching_rows(plan)
+        rows = self.matching_rows(plan, scan_fraction)
         if deletes is not None and rows is not None:
             rows = deletes.without_positions(rows)
         for ids, b in self.source(rows, with_ids or deletes is not None, columns):
@@ -277,10 +286,20 @@ class SplitReader:
         return _rechunk(projected, batch_size, schema)
 
     def read_with_row_ids(
-        self, filters: Sequence[Filter] | None = None, query: str | None = None, deletes: SplitDeletes | None = None
+        self,
+        filters: Sequence[Filter] | None = None,
+        query: str | None = None,
+        deletes: SplitDeletes | None = None,
+        columns: Sequence[str] | None = None,
     ) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
-        """(row ids, batch of every stored column) of the rows read() returns (deletes work on row ids)."""
-        return self._masked(filters or [], query, deletes, with_ids=True)
+        """(row ids, batch) of the rows read() returns (deletes work on row ids); the batches hold
+        every stored column, or with `columns` those and what the filters and deletes read (a
+        selection of rows reads a few narrow columns: the index narrows only when it keeps few)."""
+        if columns is None:
+            return self._masked(filters or [], query, deletes, with_ids=True)
+        self._check_columns(columns, "columns")
+        needed = self._needed(columns, list(filters or []), deletes)
+        return self._masked(filters or [], query, deletes, True, needed, NARROW_SCAN_FRACTION)
 
     def count(
         self, filters: Sequence[Filter] | None = None, query: str | None = None, deletes: SplitDeletes | None = None

@@ -24,7 +24,7 @@ from indextables_spark.core.split.read.corpus_stats import fetch_for_stats, stat
 from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.query_parsing import check_table_query, query_hits
-from indextables_spark.core.split.read.nearest import NearestQuery, check_vector_query, fused_scores, vector_columns
+from indextables_spark.core.split.read.nearest import NearestQuery, check_vector_query, vector_columns
 from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.split_rows import (
     joined,
@@ -325,6 +325,12 @@ class SearchPlan:
         split, deletes = self._open(add)
         return self.read.nearest_candidates(split, add, deletes, self.nearest_target())
 
+    def nearest_split_batch(self, add: Any, queries: np.ndarray) -> list[pa.Table]:
+        """The candidates in one split of a vector search without fusion for each of many query
+        vectors (ReadPlan.nearest_batch)."""
+        split, deletes = self._open(add)
+        return self.read.nearest_batch(split, add, deletes, self.nearest_target(), queries)
+
     def fetch_split(self, add: Any, candidates: pa.Table) -> pa.Table:
         """The rows of a split's winning candidates, in their order (ReadPlan.fetch)."""
         split, _deletes = self._open(add)
@@ -364,74 +370,12 @@ def table_vector_columns(snapshot: Any, options: Options) -> list[str]:
     return vector_columns(_table_layout(snapshot, options)[2])
 
 
-def nearest_table(plan: SearchPlan) -> pa.Table:
-    """A vector search of the plan's splits: the global k nearest (nearest first, `_distance`), or
-    with fusion the k best of the fused rankings (`_score` the fused score, best first)."""
-    nq = plan.nearest
-    assert nq is not None
-    files = plan.live_files()
-    plan.check_query(files)
-    schema = plan.out_schema(False)
-    if not files:
-        return schema.empty_table()
-    hybrid = nq.fusion is not None and plan.query is not None
-    statistics = plan.statistics_fetch(files) if hybrid else None
-    fetch_missing(plan.storage, plan.options, files, None, None, reads=plan.index_reads)
-    if statistics is not None:
-        statistics.result()
-    if hybrid:
-        plan.ranking(nq.wanted)
-    # query, then fetch: every split's candidates (row ids, distances, scores), the global answer,
-    # then the rows of the winners only
-    tables = map_chunks(lambda chunk: [plan.nearest_split(f) for f in chunk], files)
-    # ties broken by (split, row id): the order a text search's top-n keeps (split_rows.top_n, stable)
-    internal = [
-        t.append_column("_split", pa.array(np.full(t.num_rows, i, np.int64)))
-        for i, t in enumerate(tables)
-        if t.num_rows
-    ]
-    if not internal:
-        return schema.empty_table()
-    out = pa.concat_tables(internal).combine_chunks()
-    dist = out.column(DISTANCE_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
-    tie = out.column("_split").to_numpy() * (1 << 40) + out.column(ROW_ID_COLUMN).to_numpy()
-    if not hybrid:
-        order = np.lexsort((tie, np.nan_to_num(dist, nan=np.inf)))
-        order = order[np.isfinite(dist[order])][: nq.k]
-        winners = out.take(pa.array(order))
-    else:
-        assert nq.fusion is not None
-        text = out.column(SCORE_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
-        fused = fused_scores(text, dist, nq.fusion, nq.wanted, tie)
-        order = np.lexsort((tie, np.nan_to_num(dist, nan=np.inf), -fused))
-        order = order[fused[order] > 0][: nq.k]
-        winners = out.take(pa.array(order))
-        winners = winners.set_column(
-            winners.schema.get_field_index(SCORE_COLUMN), SCORE_COLUMN, pa.array(fused[order], pa.float32())
-        )
-    split_of = winners.column("_split").to_numpy()
-    pieces: dict[int, pa.Table] = {}
-    for i in np.unique(split_of).tolist():
-        mine = winners.filter(pa.array(split_of == i)).drop_columns(["_split"])
-        pieces[i] = plan.fetch_split(files[i], mine)
-    at = {i: 0 for i in pieces}
-    rows = []
-    for i in split_of.tolist():  # back in the global order
-        rows.append(pieces[i].slice(at[i], 1))
-        at[i] += 1
-    result = pa.concat_tables(rows) if rows else plan.nearest_target().empty_table()
-    if not hybrid and SCORE_COLUMN in result.schema.names:
-        result = result.drop_columns([SCORE_COLUMN]).append_column(
-            SCORE_COLUMN, pa.nulls(result.num_rows, pa.float32())
-        )
-    return result.select(schema.names).cast(schema)
-
-
 def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = False) -> pa.Table:
     """Every match of the plan's splits (fetched in parallel, searched in map_chunks); with a query
-    and a limit (or `scored`), with `_score`, best first: the global top `limit`, or every match."""
+    and a limit (or `scored`), with `_score`, best first: the global top `limit`, or every match.
+    (A vector search is read/vector_search.py's nearest_table.)"""
     if plan.nearest is not None:
-        return nearest_table(plan)
+        raise InvalidOptionError("a vector search of a table is vector_search.nearest_table's")
     files = plan.live_files()
     plan.check_query(files)
     scored = plan.query is not None and (limit is not None or scored)
