@@ -269,6 +269,32 @@ def test_search_many_answers_each_query_as_search_does(tmp_path: Path) -> None:
         t.search_many(["a", "b"], vectors=[qs[0]])
 
 
+def test_companion_builds_index_the_source_vectors(tmp_path: Path) -> None:
+    """A companion build over a Delta table with an array<float> column indexes its vectors: the
+    search answers from the source's rows; a sync after the source changes follows it."""
+    from deltalake import write_deltalake
+
+    x = clustered(3000)
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    write_deltalake(src, rows(x[:2000]))
+    write_deltalake(src, rows(x[2000:], 2000), mode="append")
+    opts = {P + "indexing.vector.emb": f"{DIMS},cosine"}
+    res = it.build_companion(src, loc, indexing={"body": "text"}, options=opts)
+    assert res["rowsIndexed"] == 3000
+    t = it.IndexTable(loc)
+    ids = np.arange(len(x))
+    q = x[321] + 0.05
+    got = t.search(vector=q, limit=10, where="sel < 50")
+    keep = ids % 100 < 50
+    assert _ids(got) == top(exact(x[keep], q), ids[keep], 10)
+    assert got.column("emb").to_pylist()[0] == pytest.approx(x[_ids(got)[0]].tolist())
+    # the source overwritten with fewer rows: the sync follows, the search with it
+    write_deltalake(src, rows(x[:1500]), mode="overwrite")
+    it.build_companion(src, loc, indexing={"body": "text"}, options=opts)
+    t = it.IndexTable(loc)
+    assert _ids(t.search(vector=q, limit=10)) == top(exact(x[:1500], q), ids[:1500], 10)
+
+
 def test_search_arguments_are_checked(tmp_path: Path) -> None:
     t = _table(tmp_path, clustered(100), splits=1)
     said = t.explain("body:fox", where="sel < 5", vector=[1.0] * DIMS, limit=3).vector_search
@@ -376,6 +402,31 @@ def test_spark_vector_routes(spark: Any, tmp_path: Path) -> None:
     assert sorted((r["qid"], r["_rank"], r["match_id"]) for r in rows) == sorted(
         (r["qid"], r["_rank"], r["match_id"]) for r in got
     )
+
+
+@pytest.mark.spark
+def test_streaming_writes_the_vector_index(spark: Any, tmp_path: Path) -> None:
+    """A streaming write (micro-batches from a vector table) indexes the vectors of every batch."""
+    x = clustered(3000)
+    t = _table(tmp_path, x, splits=3)
+    sink, ckpt = str(tmp_path / "sink"), str(tmp_path / "ckpt")
+    query = (
+        spark.readStream.format("indextables")
+        .option("maxFilesPerTrigger", "1")
+        .load(t.storage.uri)
+        .writeStream.format("indextables")
+        .option(P + "indexing.vector.emb", f"{DIMS},l2")
+        .option("checkpointLocation", ckpt)
+        .trigger(availableNow=True)
+        .start(sink)
+    )
+    assert query.awaitTermination(300), "the streaming query did not finish in time"
+    assert query.exception() is None
+    out = it.IndexTable(sink)
+    assert out.snapshot().num_files == 3  # a micro-batch per source split
+    ids = np.arange(len(x))
+    q = x[2500] + 0.2
+    assert _ids(out.search(vector=q, limit=10)) == top(exact(x, q, "l2"), ids, 10)
 
 
 @pytest.mark.spark
