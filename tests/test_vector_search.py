@@ -6,6 +6,7 @@ rankings, and the rows right under deletes, merges, time travel and partition pr
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +294,43 @@ def test_companion_builds_index_the_source_vectors(tmp_path: Path) -> None:
     it.build_companion(src, loc, indexing={"body": "text"}, options=opts)
     t = it.IndexTable(loc)
     assert _ids(t.search(vector=q, limit=10)) == top(exact(x[:1500], q), ids[:1500], 10)
+
+
+def test_a_vector_column_declared_after_splits_were_written(tmp_path: Path) -> None:
+    """An append may declare an existing array column a vector (the table records it); the splits
+    written before are searched exactly from their rows, MERGE SPLITS gives them a graph; a
+    declaration that differs from the table's is refused, and an old row that is no vector of
+    the declared dimensions fails the search naming it."""
+    from indextables_spark.core.split.format.bundle import read_footer
+
+    x = clustered(3000)
+    path = str(tmp_path / "t")
+    plain = {P + "indexing.typemap.body": "text"}
+    it.write_table(path, rows(x[:1000]), options=plain)
+    it.write_table(path, rows(x[1000:2000], 1000), options=plain)
+    it.write_table(path, rows(x[2000:], 2000), options=options(metric="l2"))
+    t = it.IndexTable(path)
+    assert t.snapshot().metadata_action.configuration[P + "indexing.vector.emb"] == f"{DIMS},l2"
+    ids = np.arange(len(x))
+    q = x[1500] + 0.1
+    got = t.search(vector=q, limit=10, where="sel < 70")
+    keep = ids % 100 < 70
+    assert _ids(got) == top(exact(x[keep], q, "l2"), ids[keep], 10)
+    assert any(i < 2000 for i in _ids(got))  # the old splits answer too
+    with pytest.raises(InvalidOptionError, match=f"the table declares '{DIMS},l2'"):
+        it.write_table(path, rows(x[:10]), mode="append", options=options(metric="cosine"))
+    # MERGE SPLITS rewrites them with the index
+    t.maintenance.merge_splits()
+    files = t.snapshot().files
+    assert all("vectors" in read_footer(os.path.join(path, f.path), f.path).raw for f in files)
+    assert _ids(t.search(vector=q, limit=10, where="sel < 70")) == _ids(got)
+    # an old split whose stored "vector" has other dimensions: the search names the row
+    bad = str(tmp_path / "bad")
+    odd = rows(x[:5]).set_column(4, "emb", pa.array([[1.0, 2.0]] + [list(v) for v in x[1:5]], pa.list_(pa.float32())))
+    it.write_table(bad, odd)
+    it.write_table(bad, rows(x[5:10], 5), options=options())
+    with pytest.raises(SchemaMismatchError, match=f"row 0 of column 'emb' is not a vector of {DIMS}"):
+        it.IndexTable(bad).search(vector=x[0])
 
 
 def test_search_arguments_are_checked(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@
 its command — whose parts share the plan and job types.)
 
 1. Plan (driver, pure): the live splits (optionally only those matching a partition predicate)
-   are grouped by partition values and doc mapping; splits at or above `skipSplitThreshold` of the
+   are grouped by partition values (splits of older doc mappings are re-indexed with the table's); splits at or above `skipSplitThreshold` of the
    target size, and splits whose SkipAction's `retryAfter` is still in the future, stay out. Each
    group is filled oldest first up to the target size and `maxSourceSplitsPerMerge`; groups of one
    split are dropped; `MAX DEST SPLITS` keeps the oldest groups.
@@ -51,7 +51,7 @@ from indextables_spark.core.split.cache.companion_rows import open_source_parque
 from indextables_spark.core.split.format.companion import CompanionSource, companion_info
 from indextables_spark.core.split.format.bundle import load_extracted_footer
 from indextables_spark.core.split.format.column_specs import column_specs
-from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs, doc_mapping_origin
+from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs
 from indextables_spark.core.split.format.indexing import recorded_settings
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import ConcurrentModificationError, IndexTablesError, InvalidOptionError, SplitFormatError
@@ -165,11 +165,12 @@ def plan_groups(
     cfg: MergeConfig,
     mergeable_ref: str | None,
     index_only: bool = False,
-    converted_refs: frozenset[str] = frozenset(),
+    rewritable_refs: frozenset[str] = frozenset(),
 ) -> GroupPlan:
     """Bin-pack the merge candidates among `files` (see the module doc): splits of the table's doc
-    mapping `mergeable_ref` and of the converted ones (`converted_refs`: CONVERT kept another
-    implementation's index; a merge re-indexes their rows with the table's settings)."""
+    mapping `mergeable_ref` and of the mappings `rewritable_refs` (older mappings of the table,
+    and those CONVERT kept of another implementation's index: a merge re-indexes their rows with
+    the table's settings)."""
     plan = GroupPlan([])
     limit = cfg.skip_split_threshold * cfg.target_size
     buckets: dict[tuple[Any, ...], list[AddFile]] = {}
@@ -181,7 +182,7 @@ def plan_groups(
         if f.size >= limit:
             plan.too_large += 1
             continue
-        if f.doc_mapping_ref != mergeable_ref and f.doc_mapping_ref not in converted_refs:
+        if f.doc_mapping_ref != mergeable_ref and f.doc_mapping_ref not in rewritable_refs:
             plan.other_mapping.append(f.path)
             continue
         if index_only:
@@ -483,8 +484,11 @@ def plan_merge(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     index_only = any(s.index_only for s in specs)
     registry = snapshot_registry(snap)
-    converted = frozenset(ref for ref, m in registry.items() if doc_mapping_origin(m) is not None)
-    groups = plan_groups(snap.files, snap.skips, now, cfg, mapping_ref, index_only, converted)
+    # splits of the table's older doc mappings (written before a column was added, or declared a
+    # vector) and converted ones are re-indexed with the table's settings; the reference's own
+    # splits were refused above
+    rewritable = frozenset(registry)
+    groups = plan_groups(snap.files, snap.skips, now, cfg, mapping_ref, index_only, rewritable)
     if groups.index_only:
         log.warning(
             "MERGE SPLITS %s: %d splits left as they are: the table has index-only columns "

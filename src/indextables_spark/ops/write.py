@@ -31,7 +31,12 @@ from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.format.companion import companion_of
 from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_json
-from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY, IndexingConfig, recorded_settings
+from indextables_spark.core.split.format.indexing import (
+    TOKEN_LENGTH_KEY,
+    IndexingConfig,
+    recorded_settings,
+    vector_settings,
+)
 from indextables_spark.core.split.write.builder import SplitWriter, target_split_bytes_option
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
@@ -72,6 +77,8 @@ class WritePlan:
     options: Options  # table settings overlaid with this write's options
     doc_mapping: str  # JSON of the doc mapping splits of this write use
     target_split_bytes: int
+    # settings an append adds to the table's metadata (a vector column declared after creation)
+    added_settings: Mapping[str, str] = field(default_factory=dict)
 
 
 def plan_write(
@@ -115,6 +122,7 @@ def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str
                 check_append_schema(path, table_schema, incoming)
         settings = Options.of(recorded_settings(snap.metadata_action.configuration), opts)
         _check_index_only_unchanged(path, snap.metadata_action.configuration, settings)
+        added = _added_vector_settings(path, snap.metadata_action.configuration, settings)
     else:
         table_schema = incoming
         parts = requested_parts or []
@@ -122,6 +130,7 @@ def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str
         # a default that may change; core/split/format/indexing.py)
         token_length = opts.get_str(TOKEN_LENGTH_KEY) or str(registered_default(TOKEN_LENGTH_KEY))
         settings = Options.of({TOKEN_LENGTH_KEY: token_length}, opts)
+        added = {}
     names = [f["name"] for f in table_schema["fields"]]
     for c in parts:
         if c not in names:
@@ -131,7 +140,7 @@ def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str
     validate_schema(table_schema, parts, settings)
     mapping = doc_mapping_json(table_schema, parts, settings)
     target = target_split_bytes_option(settings) or registered_default("write.targetSplitSize")
-    return WritePlan(table_schema, list(parts), settings, mapping, target)
+    return WritePlan(table_schema, list(parts), settings, mapping, target, added)
 
 
 def _check_index_only_unchanged(path: str, configuration: Mapping[str, str], settings: Options) -> None:
@@ -145,6 +154,26 @@ def _check_index_only_unchanged(path: str, configuration: Mapping[str, str], set
             f"was created with {sorted(recorded) or 'none'} (columns its rows leave out are fixed when a table "
             f"is created; leave the option out to write the table's setting)"
         )
+
+
+def _added_vector_settings(path: str, configuration: Mapping[str, str], settings: Options) -> dict[str, str]:
+    """The vector columns this write declares that the table does not (recorded by its commit:
+    the splits written before are searched exactly from their rows, core/split/read/reader.py);
+    InvalidOptionError when it declares a recorded one otherwise (a column's vectors are compared
+    in one metric and dimension across the table)."""
+    recorded = vector_settings(Options.of(recorded_settings(configuration)))
+    added = {}
+    for column, (spec, key) in vector_settings(settings).items():
+        had = recorded.get(column)
+        if had is None:
+            added[PREFIX + key] = f"{spec.dims},{spec.metric}"
+        elif had[0] != spec:
+            raise InvalidOptionError(
+                f"table {path}: option {key} = '{spec.dims},{spec.metric}', but the table declares "
+                f"'{had[0].dims},{had[0].metric}' (a vector column keeps its dimensions and metric; leave the option "
+                f"out to write the table's)"
+            )
+    return added
 
 
 def refuse_companion(path: str, configuration: Mapping[str, str]) -> None:
@@ -227,8 +256,8 @@ def stage_write(
         new_schema = _schema_string(plan.schema_json)
         needs_ref = registry_key(ref) not in meta.configuration
         schema_changed = new_schema != meta.schema_string or plan.partition_columns != meta.partition_columns
-        if needs_ref or schema_changed:
-            config = {**meta.configuration, registry_key(ref): plan.doc_mapping}
+        if needs_ref or schema_changed or plan.added_settings:
+            config = {**meta.configuration, **plan.added_settings, registry_key(ref): plan.doc_mapping}
             txn.set_metadata(
                 Metadata(
                     id=meta.id,

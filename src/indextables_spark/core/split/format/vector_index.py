@@ -128,12 +128,23 @@ def build_index(
 
 
 class VectorIndex:
-    """One split's index of one vector column, its files memory-mapped from the split cache."""
+    """One split's index of one vector column: its files memory-mapped from the split cache
+    (`open`), or, for a split written before the column was declared a vector, its vectors read
+    from the rows and no graph (`flat`: every search compares them exactly)."""
 
-    def __init__(self, local_dir: str, info: VectorIndexInfo, where: str) -> None:
+    def __init__(self, info: VectorIndexInfo, ids: np.ndarray, matrix: np.ndarray, graph_path: str | None, where: str):
         self.info = info
         self.where = where
         self.metric = info.spec.metric
+        self.ids = ids
+        self.matrix = matrix
+        self._graph_path = graph_path
+        self._graph: Any = None
+        self._norms: np.ndarray | None = None
+
+    @classmethod
+    def open(cls, local_dir: str, info: VectorIndexInfo, where: str) -> VectorIndex:
+        """The index files of a split (extracted in `local_dir`), checked against the footer."""
         path = os.path.join(local_dir, info.vectors_file)
         n, dims = info.count, info.spec.dims
         expected = n * 8 + n * dims * 4
@@ -146,17 +157,21 @@ class VectorIndex:
                 f"split {where}: the vectors file of {info.column!r} has {size} bytes, {n} vectors of {dims} "
                 f"dimensions take {expected}"
             )
-        self.ids: np.ndarray
-        self.matrix: np.ndarray
-        if n:
-            self.ids = np.memmap(path, dtype="<i8", mode="r", shape=(n,))
-            self.matrix = np.memmap(path, dtype="<f4", mode="r", offset=n * 8, shape=(n, dims))
-        else:
-            self.ids = np.empty(0, np.int64)
-            self.matrix = np.empty((0, dims), np.float32)
-        self._graph_path = os.path.join(local_dir, info.file)
-        self._graph: Any = None
-        self._norms: np.ndarray | None = None
+        if not n:
+            return cls(info, np.empty(0, np.int64), np.empty((0, dims), np.float32), None, where)
+        ids = np.memmap(path, dtype="<i8", mode="r", shape=(n,))
+        matrix = np.memmap(path, dtype="<f4", mode="r", offset=n * 8, shape=(n, dims))
+        return cls(info, ids, matrix, os.path.join(local_dir, info.file), where)
+
+    @classmethod
+    def flat(cls, column: str, spec: VectorSpec, ids: np.ndarray, matrix: np.ndarray, where: str) -> VectorIndex:
+        """Vectors without a graph (row ids increasing, one vector a row of `matrix`)."""
+        info = VectorIndexInfo(column, "", "", spec, len(ids), "", {})
+        return cls(info, ids, np.ascontiguousarray(matrix, dtype=np.float32), None, where)
+
+    @property
+    def has_graph(self) -> bool:
+        return self._graph_path is not None
 
     def __len__(self) -> int:
         return self.info.count
@@ -198,6 +213,10 @@ class VectorIndex:
         return [np.asarray(self.ids[row[row >= 0]], dtype=np.int64) for row in labels]
 
     def _open_graph(self) -> Any:
+        if self._graph_path is None:
+            raise SplitFormatError(
+                f"split {self.where}: {self.info.column!r} has no vector graph (it is searched exactly)"
+            )
         if self._graph is None:
             import faiss  # lazy: loaded by splits with vector columns only
 

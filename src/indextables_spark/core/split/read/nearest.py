@@ -137,12 +137,12 @@ def nearest(
     if len(index) == 0 or k <= 0:
         return [(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
     if allowed is None:
-        if len(index) <= exact_below:
+        if len(index) <= exact_below or not index.has_graph:
             return _exact(index, None, queries, k)
         found = index.graph_search(queries, k * REFINE, expansion)
         return [_exact(index, index.positions(np.sort(f)), q[None, :], k)[0] for f, q in zip(found, queries)]
     positions = index.positions(allowed)
-    if len(positions) <= max(exact_below, k * REFINE):
+    if len(positions) <= max(exact_below, k * REFINE) or not index.has_graph:
         return _exact(index, positions, queries, k)
     return [_nearest_allowed(index, positions, allowed, q, k, expansion) for q in queries]
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.delete_logs import SplitDeletes
-    from indextables_spark.core.schema.types import ColumnSpec
+    from indextables_spark.core.schema.types import ColumnSpec, VectorSpec
 
 SNIPPET_COLUMN = "_snippet"
 
@@ -193,7 +193,7 @@ class ReadPlan:
             raise InvalidOptionError(f"a vector search of {self.path} needs a query vector")
         if nq.fusion is None:
             return self.nearest_batch(split, add, deletes, target, nq.array[None, :])[0]
-        index = split.vector_index(nq.column)
+        index = split.vector_index(nq.column, self.vector_spec(nq.column))
         ids, dists = np.empty(0, np.int64), np.empty(0, np.float64)
         if index is not None:
             allowed = replace(self, query=None).row_ids(split, add, deletes, target) if self._selects(deletes) else None
@@ -243,12 +243,19 @@ class ReadPlan:
         nq = self.nearest
         if nq is None:
             raise InvalidOptionError(f"a vector search of {self.path} needs a query vector")
-        index = split.vector_index(nq.column)
+        index = split.vector_index(nq.column, self.vector_spec(nq.column))
         if index is None:
             return [_candidates(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
         allowed = self.row_ids(split, add, deletes, target) if self._selects(deletes) else None
         found = nearest(index, queries, nq.k, allowed, expansion=nq.expansion, exact_below=nq.exact_below)
         return [_candidates(ids, dists) for ids, dists in found]
+
+    def vector_spec(self, column: str) -> VectorSpec | None:
+        """The table's declaration of a vector column (its recorded settings, in the options)."""
+        from indextables_spark.core.split.format.indexing import vector_settings  # lazy: vector reads only
+
+        found = vector_settings(self.options).get(column.lower())
+        return found[0] if found is not None else None
 
     def _selects(self, deletes: SplitDeletes | None) -> bool:
         """Whether a vector search searches only some of a split's rows (else all its vectors)."""

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.core.schema.types import index_only_columns
+from indextables_spark.core.schema.types import VectorSpec, index_only_columns
 from indextables_spark.core.split.cache.open_splits import handles, register_reader, searcher_of, unregister_reader
 from indextables_spark.core.split.format._tantivy import tantivy_call
 from indextables_spark.core.split.format.bundle import extracted_source
@@ -391,9 +391,11 @@ class SplitReader:
                 return table.slice(0, want) if limit is not None else table
             k = min(n, 4 * k)
 
-    def vector_index(self, column: str) -> VectorIndex | None:
+    def vector_index(self, column: str, spec: VectorSpec | None = None) -> VectorIndex | None:
         """The split's nearest-neighbour index of a vector column (opened once per process); None
-        when the split holds no vectors of it (written before the column existed)."""
+        when the split holds no vectors of it (written before the column existed). A split written
+        before the column was declared a vector (`spec`, the table's declaration) has its vectors
+        read from its rows and compared exactly, as Lance searches fragments its index lacks."""
         h = self._handles
         index = h.vector_indexes.get(column)
         if index is None:
@@ -404,15 +406,48 @@ class SplitReader:
 
             where = extracted_source(self.local_dir)
             info = VectorIndexInfo.of_footer(self.footer.raw if self.footer is not None else {}, where).get(column)
-            if info is None:
-                if column in self.schema.names:
-                    raise SplitFormatError(
-                        f"split {where}: column {column!r} has no vector index (it was written before "
-                        f"indexing.vector.{column} was set)"
-                    )
+            if info is not None:
+                index = VectorIndex.open(self.local_dir, info, where)
+            elif column not in self.schema.names:
                 return None
-            index = h.vector_indexes.setdefault(column, VectorIndex(self.local_dir, info, where))
+            elif spec is None:
+                raise SplitFormatError(f"split {where}: column {column!r} has no vector index")
+            else:
+                ids, matrix = self._stored_vectors(column, spec, where)
+                index = VectorIndex.flat(column, spec, ids, matrix, where)
+            index = h.vector_indexes.setdefault(column, index)
         return index  # type: ignore[no-any-return]
+
+    def _stored_vectors(self, column: str, spec: VectorSpec, where: str) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, float32 matrix) of the rows' non-NULL vectors of `column`; SchemaMismatchError
+        naming the row when one is not a vector of the declared dimensions with finite components."""
+        all_ids, parts = [], []
+        for ids, batch in self.rows.scan(True, [column]):
+            assert ids is not None  # asked for with_ids
+            values = batch.column(0)
+            keep = values.is_valid()
+            ids, values = ids.filter(keep), values.filter(keep)
+            if not len(values):
+                continue
+            lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
+            flat = values.flatten()
+            bad = np.flatnonzero(lengths != spec.dims)
+            if not len(bad) and flat.null_count == 0:
+                matrix = flat.to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, spec.dims)
+                finite = np.isfinite(matrix).all(axis=1)
+                bad = np.flatnonzero(~finite) if not finite.all() else bad
+                if not len(bad):
+                    all_ids.append(ids.to_numpy())
+                    parts.append(matrix)
+                    continue
+            row = ids[int(bad[0]) if len(bad) else 0].as_py()
+            raise SchemaMismatchError(
+                f"split {where}: row {row} of column {column!r} is not a vector of {spec.dims} finite components "
+                f"(the split was written before indexing.vector.{column} was set: rewrite it, e.g. MERGE SPLITS)"
+            )
+        if not parts:
+            return np.empty(0, np.int64), np.empty((0, spec.dims), np.float32)
+        return np.concatenate(all_ids).astype(np.int64), np.concatenate(parts)
 
     def rows_in_order(self, rows: list[int], names: Sequence[str]) -> pa.Table:
         """The rows with these ids, in the given order."""
