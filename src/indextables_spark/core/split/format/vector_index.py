@@ -159,8 +159,10 @@ class VectorIndex:
             )
         if not n:
             return cls(info, np.empty(0, np.int64), np.empty((0, dims), np.float32), None, where)
-        ids = np.memmap(path, dtype="<i8", mode="r", shape=(n,))
-        matrix = np.memmap(path, dtype="<f4", mode="r", offset=n * 8, shape=(n, dims))
+        # plain ndarrays over the maps: indexing a np.memmap wraps every result in a memmap (~1 ms
+        # per gather of 10,000 rows)
+        ids = np.asarray(np.memmap(path, dtype="<i8", mode="r", shape=(n,)))
+        matrix = np.asarray(np.memmap(path, dtype="<f4", mode="r", offset=n * 8, shape=(n, dims)))
         return cls(info, ids, matrix, os.path.join(local_dir, info.file), where)
 
     @classmethod
