@@ -14,7 +14,7 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.core.split.cache import sparse
-from indextables_spark.core.split.format.bundle import read_footer
+from indextables_spark.core.split.format.bundle import RangeSource, read_footer
 from indextables_spark.core.split.read.corpus_stats import forget_table_stats
 from indextables_spark.core.split.format.composite import (
     INDEX_SECTIONS,
@@ -338,3 +338,28 @@ def test_spark_reads_fetch_only_the_query_parts(spark, s3_table, tmp_path):
     n = df.filter("views < 5000").count()
     assert n == len(whole.search(query, columns=["id"], where="views < 5000"))
     assert not any(os.path.exists(cache / d / sparse.STATE_FILE) for d in dirs)
+
+
+def test_text_queries_leave_the_vector_files_to_vector_searches(s3_uri, s3_options, tmp_path):
+    """A vector table on S3: a cold text query fetches none of the vector index files (on a vector
+    table they are most of a split); a vector search then fetches them, and answers as a whole fetch."""
+    rng = np.random.default_rng(4)
+    data = _docs(2000, 0)
+    x = rng.standard_normal((2000, 16)).astype(np.float32)
+    data = data.append_column("emb", pa.array(list(x), pa.list_(pa.float32())))
+    it.write_table(s3_uri, data, options={**s3_options, **TEXT, "spark.indextables.indexing.vector.emb": "16,l2"})
+    part, storage = _table(s3_uri, s3_options, tmp_path / "part")
+    (f,) = part.files()
+    footer = read_footer(RangeSource(f.size, lambda s, e: storage.read_range(f.path, s, e)), f.path)
+    vector_bytes = sum(b.length for b in footer.files if b.name.startswith("vectors."))
+    assert vector_bytes > 0.3 * f.size
+    storage.reset()
+    assert part.search("body:quasar", columns=["id"]).num_rows > 0
+    assert storage.bytes_read["read_range"] < f.size - vector_bytes
+    (d,) = [os.path.join(tmp_path / "part", n) for n in os.listdir(tmp_path / "part") if not n.startswith(".")]
+    missing = json.load(open(os.path.join(d, sparse.STATE_FILE)))["missing"]
+    assert all(missing[b.name] == [[0, b.length]] for b in footer.files if b.name.startswith("vectors."))
+    got = part.search(vector=x[7], limit=5, columns=["id"])
+    whole, _ = _table(s3_uri, s3_options, tmp_path / "whole", lazy="false")
+    assert got.equals(whole.search(vector=x[7], limit=5, columns=["id"]))
+    assert got.column("id").to_pylist()[0] == 7

@@ -65,6 +65,7 @@ from indextables_spark.core.split.format.composite import (
     sectioned,
 )
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
+from indextables_spark.core.split.format.vector_index import VECTOR_FILE_PREFIX
 from indextables_spark.errors import IndexTablesError, SplitFormatError
 from indextables_spark.expr.fulltext import full_text_query
 from indextables_spark.util.pools import shared_pool
@@ -239,7 +240,7 @@ def _wanted(state: dict[str, Any], needs: Needs | None) -> dict[str, list[Range]
         return {n: rs for n, rs in missing.items() if rs}
     out: dict[str, list[Range]] = {}
     if needs.postings:  # a file not sectioned lacks bytes only after term lookups (.fast): a search reads it whole
-        out.update({n: rs for n, rs in missing.items() if rs and n not in state["sections"]})
+        out.update({n: rs for n, rs in missing.items() if rs and n not in state["sections"] and not _vector_file(n)})
     for n, secs in state["sections"].items():
         ext = n.rsplit(".", 1)[-1]
         ids = needs.positions if ext == "pos" else needs.fields
@@ -273,6 +274,12 @@ def _footer_layout(footer: SplitFooter) -> dict[str, Any] | None:
             if not 0 <= r[0] <= r[1] <= entry["tail"]:
                 return None
     return raw
+
+
+def _vector_file(name: str) -> bool:
+    """A vector index file (format/vector_index.py): no query reads it, only a vector search,
+    which asks for every file (query None) — on a vector table it is most of the split."""
+    return name.startswith(VECTOR_FILE_PREFIX)
 
 
 def _opened_by_end(name: str) -> bool:
@@ -335,6 +342,7 @@ def extract_partial(
             if sectioned(f.name) or f.name in ends
             else [(0, f.length)]
             for f in footer.files
+            if not _vector_file(f.name)
         }
         _write_pieces(dest_dir, footer, reader, first)
         fields = _schema_fields(dest_dir)
@@ -363,10 +371,11 @@ def extract_partial(
                 continue
             sections[f.name] = {str(k): list(v) for k, v in secs.items()}
     missing: dict[str, list[Range]] = {n: [(0, t)] if t > 0 else [] for n, t in {**tails, **ends}.items()}
+    missing.update({f.name: [(0, f.length)] for f in footer.files if _vector_file(f.name) and f.length})
     state: dict[str, Any] = {"missing": missing, "sections": sections}
     wanted = _wanted(state, needs)  # every missing range when needs is None
     if layout is not None:  # one round: the other files whole, the tails, the sections
-        by_name = {f.name: f for f in footer.files}
+        by_name = {f.name: f for f in footer.files if not _vector_file(f.name)}
         for n, f in by_name.items():
             start = tails.get(n, ends.get(n, 0))
             wanted[n] = wanted.get(n, []) + [(start, f.length)]

@@ -40,10 +40,15 @@ EF_CONSTRUCTION = 128  # candidate list while building
 _BASE_KEYS = ("file", "vectors", "dims", "metric", "count", "library")
 
 
+VECTOR_FILE_PREFIX = (
+    "vectors."  # every vector index file's name starts so (cache/sparse.py leaves them to vector reads)
+)
+
+
 def index_file_names(ordinal: int) -> tuple[str, str]:
     """(graph file, vectors file) of a split's `ordinal`-th vector column (column names need not be
     safe file names: bundle.py; the footer maps each column to its files)."""
-    return f"vectors.{ordinal}.faiss", f"vectors.{ordinal}.f32"
+    return f"{VECTOR_FILE_PREFIX}{ordinal}.faiss", f"{VECTOR_FILE_PREFIX}{ordinal}.f32"
 
 
 def _graph_vectors(matrix: np.ndarray, metric: str) -> np.ndarray:
