@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from indextables_spark.core.schema.types import VectorSpec
-from indextables_spark.errors import SplitFormatError
+from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 
 VECTORS_KEY = "vectors"  # split footer key
 HNSW_M = 16  # HNSW edges per node
@@ -171,10 +173,37 @@ class VectorIndex:
         return cls(info, ids, matrix, os.path.join(local_dir, info.file), where)
 
     @classmethod
-    def flat(cls, column: str, spec: VectorSpec, ids: np.ndarray, matrix: np.ndarray, where: str) -> VectorIndex:
-        """Vectors without a graph (row ids increasing, one vector a row of `matrix`)."""
-        info = VectorIndexInfo(column, "", "", spec, len(ids), "", {})
-        return cls(info, ids, np.ascontiguousarray(matrix, dtype=np.float32), None, where)
+    def flat(
+        cls, column: str, spec: VectorSpec, batches: Iterable[tuple[pa.Array | None, pa.RecordBatch]], where: str
+    ) -> VectorIndex:
+        """The vectors of a split's rows without a graph: `batches` are (row ids, the column) in
+        row order; SchemaMismatchError naming the row when one is not a vector of the declared
+        dimensions with finite components (NULL vectors are left out)."""
+        all_ids, parts = [np.empty(0, np.int64)], [np.empty((0, spec.dims), np.float32)]
+        for ids, batch in batches:
+            assert ids is not None  # asked for with ids
+            keep = batch.column(0).is_valid()
+            ids, values = ids.filter(keep), batch.column(0).filter(keep)
+            if not len(values):
+                continue
+            lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
+            flat = values.flatten()
+            bad = np.flatnonzero(lengths != spec.dims)
+            if not len(bad) and flat.null_count == 0:
+                matrix = flat.to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, spec.dims)
+                bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
+                if not len(bad):
+                    all_ids.append(ids.to_numpy().astype(np.int64))
+                    parts.append(matrix)
+                    continue
+            row = ids[int(bad[0]) if len(bad) else 0].as_py()
+            raise SchemaMismatchError(
+                f"split {where}: row {row} of column {column!r} is not a vector of {spec.dims} finite components "
+                f"(the split was written before indexing.vector.{column} was set: rewrite it, e.g. MERGE SPLITS)"
+            )
+        ids_all = np.concatenate(all_ids)
+        info = VectorIndexInfo(column, "", "", spec, len(ids_all), "", {})
+        return cls(info, ids_all, np.ascontiguousarray(np.concatenate(parts)), None, where)
 
     @property
     def has_graph(self) -> bool:

@@ -413,41 +413,9 @@ class SplitReader:
             elif spec is None:
                 raise SplitFormatError(f"split {where}: column {column!r} has no vector index")
             else:
-                ids, matrix = self._stored_vectors(column, spec, where)
-                index = VectorIndex.flat(column, spec, ids, matrix, where)
+                index = VectorIndex.flat(column, spec, self.rows.scan(True, [column]), where)
             index = h.vector_indexes.setdefault(column, index)
         return index  # type: ignore[no-any-return]
-
-    def _stored_vectors(self, column: str, spec: VectorSpec, where: str) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids, float32 matrix) of the rows' non-NULL vectors of `column`; SchemaMismatchError
-        naming the row when one is not a vector of the declared dimensions with finite components."""
-        all_ids, parts = [], []
-        for ids, batch in self.rows.scan(True, [column]):
-            assert ids is not None  # asked for with_ids
-            values = batch.column(0)
-            keep = values.is_valid()
-            ids, values = ids.filter(keep), values.filter(keep)
-            if not len(values):
-                continue
-            lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
-            flat = values.flatten()
-            bad = np.flatnonzero(lengths != spec.dims)
-            if not len(bad) and flat.null_count == 0:
-                matrix = flat.to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, spec.dims)
-                finite = np.isfinite(matrix).all(axis=1)
-                bad = np.flatnonzero(~finite) if not finite.all() else bad
-                if not len(bad):
-                    all_ids.append(ids.to_numpy())
-                    parts.append(matrix)
-                    continue
-            row = ids[int(bad[0]) if len(bad) else 0].as_py()
-            raise SchemaMismatchError(
-                f"split {where}: row {row} of column {column!r} is not a vector of {spec.dims} finite components "
-                f"(the split was written before indexing.vector.{column} was set: rewrite it, e.g. MERGE SPLITS)"
-            )
-        if not parts:
-            return np.empty(0, np.int64), np.empty((0, spec.dims), np.float32)
-        return np.concatenate(all_ids).astype(np.int64), np.concatenate(parts)
 
     def rows_in_order(self, rows: list[int], names: Sequence[str]) -> pa.Table:
         """The rows with these ids, in the given order."""
