@@ -110,7 +110,11 @@ def test_other_text_is_not_ours(text):
         ("CHECKPOINT INDEXTABLES '/t", 23, "unterminated quoted text"),
         ("CHECKPOINT INDEXTABLES ''", 23, "the path is empty"),
         ("CHECKPOINT INDEXTABLES '/t' NOW", 28, "unexpected 'NOW' after the end of the command"),
-        ("DESCRIBE INDEXTABLES STATUS '/t'", 21, "expected STATE, TRANSACTION LOG or DISK CACHE"),
+        (
+            "DESCRIBE INDEXTABLES STATUS '/t'",
+            21,
+            "expected STATE, TRANSACTION LOG, DISK CACHE, STORAGE STATS, ENVIRONMENT or COMPONENT SIZES",
+        ),
         ("DESCRIBE INDEXTABLES TRANSACTION LOG '/t' INCLUDE SOME", 50, "expected ALL, found 'SOME'"),
         ("MERGE SPLITS '/t' TARGET SIZE 10X", 30, "unknown size unit 'X'"),
         ("MERGE SPLITS '/t' TARGET SIZE big", 30, "expected a size such as 100M"),

@@ -65,5 +65,8 @@ def test_the_documented_operation_reaches_every_front_end(partitions_operation, 
     udtf = function_class(partitions_operation.DescribePartitions, {})
     assert [(r[0], r[1]) for r in udtf().eval(path=path)] == want
 
-    with pytest.raises(CommandSyntaxError, match="expected STATE, TRANSACTION LOG, DISK CACHE or PARTITIONS"):
+    with pytest.raises(
+        CommandSyntaxError,
+        match="expected STATE, TRANSACTION LOG, DISK CACHE, STORAGE STATS, ENVIRONMENT, COMPONENT SIZES or PARTITIONS",
+    ):
         parse_command(f"DESCRIBE INDEXTABLES PARTITION '{path}'")

@@ -42,7 +42,13 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.transaction import Transaction
     from indextables_spark.expr.partition_filter import PartitionFilterError
     from indextables_spark.ops.companion import build_companion
-    from indextables_spark.results import DiskCacheInfo, FlushDiskCacheResult, PostWriteResult
+    from indextables_spark.results import (
+        DiskCacheInfo,
+        EnvironmentRow,
+        FlushDiskCacheResult,
+        PostWriteResult,
+        StorageStatsRow,
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -84,6 +90,8 @@ __all__ = [
     "Transaction",
     "build_companion",
     "describe_disk_cache",
+    "describe_environment",
+    "describe_storage_stats",
     "explain",
     "fieldmatch",
     "flush_disk_cache",
@@ -147,6 +155,25 @@ def flush_disk_cache(spark: Any = None, options: Mapping[str, Any] | None = None
     from indextables_spark.ops.cache import run  # lazy: keeps the package import cheap
 
     return cast("list[FlushDiskCacheResult]", run("flush", with_session_options(spark, options), spark))
+
+
+def describe_storage_stats(spark: Any = None) -> list[StorageStatsRow]:
+    """DESCRIBE INDEXTABLES STORAGE STATS: bytes and GET requests fetched from object storage since
+    the processes started, by this process (`driver`) and, when a SparkSession is given, by the
+    Python workers of each executor host (as a Spark job; ops/storage_stats.py)."""
+    from indextables_spark.ops.storage_stats import storage_stats  # lazy: keeps the package import cheap
+
+    return storage_stats(spark)
+
+
+def describe_environment(spark: Any = None, options: Mapping[str, Any] | None = None) -> list[EnvironmentRow]:
+    """DESCRIBE INDEXTABLES ENVIRONMENT: the Spark conf and options of this process (`driver`), its
+    Python, package versions and environment variables, and those of each executor host when a
+    SparkSession is given (as a Spark job); secrets redacted (ops/environment.py)."""
+    from indextables_spark.config.sessions import with_session_options  # lazy: keeps the package import cheap
+    from indextables_spark.ops.environment import environment  # lazy: keeps the package import cheap
+
+    return environment(with_session_options(spark, options), spark)
 
 
 def explain(df: Any) -> list[dict[str, Any]]:

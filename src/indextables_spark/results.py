@@ -620,3 +620,42 @@ class FlushDiskCacheResult(OperationResult):
     bytes_removed: int = 0
     in_use_kept: int = 0
     processes: int = 1
+
+
+# ---- storage insight: DESCRIBE INDEXTABLES STORAGE STATS / ENVIRONMENT / COMPONENT SIZES -------
+
+
+@result
+class StorageStatsRow(OperationResult):
+    """DESCRIBE INDEXTABLES STORAGE STATS: what the Python processes of the driver (`driver`) and
+    of each executor host fetched from object storage since they started (bytes, GET requests)."""
+
+    executor_id: str
+    host: str
+    bytes_fetched: int = 0
+    requests: int = 0
+    processes: int = 1
+
+
+@result
+class EnvironmentRow(OperationResult):
+    """DESCRIBE INDEXTABLES ENVIRONMENT: one property of the driver or of an executor host."""
+
+    host: str
+    role: str  # driver | worker
+    property_type: str  # spark | indextables | python | package | env
+    property_name: str
+    property_value: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentSizeRow(Record):
+    """DESCRIBE INDEXTABLES COMPONENT SIZES: the bytes of one component of one split."""
+
+    split_path: str
+    partition_values: str | None  # JSON object of the split's partition values; null: unpartitioned
+    component_key: str  # `<field>.<type>`, or `_<name>` for what belongs to no field
+    size_bytes: int
+    component_type: str  # term, postings, positions, fieldnorm, fastfield, store, vectors, meta, footer
+    field_name: str | None  # the Tantivy field
+    column_name: str | None  # the table column the field indexes (`body__exact` → `body`)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.ops import describe
+from indextables_spark.ops.component_sizes import DescribeComponentSizes
+from indextables_spark.ops.registry import Context
 from indextables_spark.ops.history import history
 from indextables_spark.results import DescribeStateResult, HistoryEntry, SkippedFile
 
 
 class InspectTable:
-    """History, state, transaction log and skipped files of one table (its live files:
-    IndexTable.files, or snapshot().files_table)."""
+    """History, state, transaction log, skipped files and component sizes of one table (its live
+    files: IndexTable.files, or snapshot().files_table)."""
 
     def __init__(self, log: TransactionLog):
         self.log = log
@@ -33,3 +37,10 @@ class InspectTable:
     def skipped_files(self) -> list[SkippedFile]:
         """The SkipActions (splits a merge left out, and until when) in force at the latest version."""
         return [SkippedFile.of(s) for s in describe.current_skips(self.log)]
+
+    def component_sizes(self, where: str | None = None, *, spark: Any = None) -> pa.Table:
+        """DESCRIBE INDEXTABLES COMPONENT SIZES: one row per index component of each live split
+        (of the partitions matching `where`), per field (results.ComponentSizeRow), read from the
+        splits' footers and a few small ranges; as a Spark job when `spark` is given."""
+        cmd = DescribeComponentSizes(self.log.storage.uri, where)
+        return cmd.run(Context(self.log.options, spark, table=self.log))

@@ -7,6 +7,9 @@ typed result class (whose fields are the output columns), `parse` reads its SQL 
 words the row gives, and `run` runs it. The rows are plain data, so that `is_command` (asked of
 every `spark.sql` text once `it.register` ran) and the command line's `--help` import no operation;
 the command class of a row is imported when a text or a call needs it (`Operation.load`).
+
+(Over 500 lines: the rows are one table of data that every front end reads; split, it would be
+read in pieces.)
 """
 
 from __future__ import annotations
@@ -388,6 +391,42 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation("DESCRIBE DISK CACHE", "cache:DescribeDiskCache", Sql(f"DESCRIBE|DESC {KW}", "DISK CACHE")),
     Operation("FLUSH DISK CACHE", "cache:FlushDiskCache", Sql(f"FLUSH {KW}", "DISK CACHE")),
+    Operation(
+        "DESCRIBE STORAGE STATS",
+        "storage_stats:DescribeStorageStats",
+        Sql(f"DESCRIBE|DESC {KW}", "STORAGE STATS"),
+        Cli(
+            "describe-storage-stats",
+            "bytes and requests fetched from object storage (driver; executors with Spark)",
+            args=(),
+            columns=("executor_id", "host", "bytes_fetched", "requests", "processes"),
+        ),
+        function="indextables_describe_storage_stats",
+    ),
+    Operation(
+        "DESCRIBE ENVIRONMENT",
+        "environment:DescribeEnvironment",
+        Sql(f"DESCRIBE|DESC {KW}", "ENVIRONMENT"),
+        Cli(
+            "describe-environment",
+            "Python, package versions, options and environment (secrets redacted)",
+            args=(),
+            columns=("host", "role", "property_type", "property_name", "property_value"),
+        ),
+        function="indextables_describe_environment",
+    ),
+    Operation(
+        "DESCRIBE COMPONENT SIZES",
+        "component_sizes:DescribeComponentSizes",
+        Sql(f"DESCRIBE|DESC {KW}", "COMPONENT SIZES"),
+        Cli(
+            "describe-component-sizes",
+            "bytes of each index component of each split, per field",
+            (PATH, Arg("--where", help="partition predicate, e.g. \"day = '2024-01-01'\"")),
+            columns=("split_path", "component_key", "size_bytes", "component_type", "field_name", "column_name"),
+        ),
+        function="indextables_describe_component_sizes",
+    ),
     Operation(
         "BUILD COMPANION",
         "companion:BuildCompanion",

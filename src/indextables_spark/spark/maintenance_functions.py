@@ -11,6 +11,9 @@ fields, in order, its columns its result class's fields:
     SELECT * FROM indextables_drop_partitions('/path', "day < '2024-01-01'")
     SELECT * FROM indextables_repair_transaction_log('/t/_transaction_log', '/t/_transaction_log_repaired')
     SELECT * FROM indextables_convert('/path', true)                            -- dry run
+    SELECT * FROM indextables_describe_component_sizes('/path', "day = '2024-01-01'")
+    SELECT * FROM indextables_describe_storage_stats()      -- the worker process running it
+    SELECT * FROM indextables_describe_environment()        -- likewise
 
 Arguments may also be named (`indextables_purge(path => '/p', dry_run => true)`). The function runs
 in a Python worker, which has no session: the `spark.indextables.*` conf (credentials, endpoints,

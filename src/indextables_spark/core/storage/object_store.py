@@ -18,6 +18,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, TypeVar
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.base import FileInfo, Storage, check_key
+from indextables_spark.core.storage.fetch_stats import record_fetch
 from indextables_spark.core.storage.redaction import Redactor
 from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code, http_status
 from indextables_spark.errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
@@ -160,7 +161,9 @@ class ObjectStorage(Storage):
 
     def read(self, key: str) -> bytes:
         name = self._object_key(key)
-        return self._run("read", key, lambda attempt: self._get(name))
+        data = self._run("read", key, lambda attempt: self._get(name))
+        record_fetch(len(data))  # DESCRIBE INDEXTABLES STORAGE STATS
+        return data
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         name = self._object_key(key)
@@ -170,7 +173,9 @@ class ObjectStorage(Storage):
             if self.stat(key) is None:
                 raise FileNotFoundInStorageError(f"file not found: {self.full_uri(key)}")
             return b""
-        return self._run("read_range", key, lambda attempt: self._get(name, start, end))
+        data = self._run("read_range", key, lambda attempt: self._get(name, start, end))
+        record_fetch(len(data))
+        return data
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         name = self._object_key(key)
