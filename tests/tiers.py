@@ -20,6 +20,8 @@ INTEGRATION_FIXTURES = frozenset({"spark_connect_server", "connect_spark", "stan
 # node id prefixes (relative to the repository root), each with why it is not in the fast tier
 INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_sql_differential.py": "hundreds of generated statements against Spark's own answers",
+    "tests/test_sql_buckets.py::test_generated_statements_long": "80 generated bucket statements against "
+    "Spark's own answers (the fast tier runs 6)",
     "tests/test_spark_correctness.py": "generated read sequences against Spark's own answers",
     "tests/test_reliability_crash_load.py": "crash trials in killed processes and concurrent load",
     "tests/test_relevance_corpus.py::test_spark": "every relevance case through Spark for four layouts",

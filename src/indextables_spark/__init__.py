@@ -25,6 +25,7 @@ _LAZY = {
     "RemoveFile": "indextables_spark.core.log.actions",
     "ChangeSet": "indextables_spark.core.log.changes",
     "PartitionFilterError": "indextables_spark.expr.partition_filter",
+    "BucketArgumentError": "indextables_spark.core.split.aggregate.buckets",
     "ScanStats": "indextables_spark.core.log.table_log",
     "Snapshot": "indextables_spark.core.log.snapshot",
     "Transaction": "indextables_spark.core.log.transaction",
@@ -36,6 +37,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from indextables_spark.api.table import IndexTable
     from indextables_spark.core.log.actions import AddFile, RemoveFile
+    from indextables_spark.core.split.aggregate.buckets import BucketArgumentError
     from indextables_spark.core.log.base_state import ScanStats
     from indextables_spark.core.log.changes import ChangeSet
     from indextables_spark.core.log.snapshot import Snapshot
@@ -70,6 +72,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "AddFile",
+    "BucketArgumentError",
     "ChangeSet",
     "PartitionFilterError",
     "QueryParseError",

@@ -5,7 +5,8 @@ Reads and writes work without `register`: the data source is found by Spark itse
 read is always right (spark/guard.py). What `register` adds, in classic and Spark Connect sessions:
 
 1. Public extension points: the data source (`spark.dataSource.register`), the SQL table
-   functions (Python UDTFs), and `spark.sql.python.filterPushdown.enabled=true`.
+   functions (Python UDTFs), the bucket functions of GROUP BY (temporary functions,
+   spark/bucket_functions.py), and `spark.sql.python.filterPushdown.enabled=true`.
 2. Pass-through wrappers of pyspark's reader/writer builder classes (classic and Connect, batch and
    streaming). Every wrapper first calls pyspark's own method with the same arguments, so nothing
    changes for other formats; only when the format is "indextables" (or one of the reference's
@@ -458,6 +459,11 @@ def register(spark: Any) -> None:
         for source in DATA_SOURCES:
             spark.dataSource.register(source)
         register_functions(spark, session_options(spark))
+        from indextables_spark.spark.bucket_functions import (
+            register_bucket_functions,  # lazy: pyspark is imported only when a Spark session runs this
+        )
+
+        register_bucket_functions(spark)
     with _lock:
         if not wrapped_any():
             _install()

@@ -25,6 +25,7 @@ from indextables_spark.core.schema.arrow_types import arrow_type
 from indextables_spark.core.schema.partitions import parse_partition_value
 from indextables_spark.core.split.aggregate import group_aggregate as ga
 from indextables_spark.core.split.aggregate.aggregate import ALL_BUCKETS
+from indextables_spark.core.split.aggregate.buckets import describe
 from indextables_spark.core.split.aggregate.group_aggregate import LONG_MAX, LONG_MIN, SumOverflow
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.expr import operators as ops
@@ -245,8 +246,9 @@ def _answer_aggregate(spark: Any, agg: plans.AggregatePlan, schema: Any, catalog
     if agg.limit is not None:
         df = df.limit(agg.limit)
     route.name = "index aggregate"
+    described = {b.name: f"{b.column} {describe(b.spec)}" for b in agg.request.buckets}
     route.notes.append(
-        f"answered from the index: GROUP BY {list(agg.request.keys) or '()'}, "
+        f"answered from the index: GROUP BY {[described.get(k, k) for k in agg.request.keys] or '()'}, "
         f"{', '.join(f'{a.function}({a.column or chr(42)})' for a in agg.request.aggs)}; Spark gets the result rows"
     )
     return df

@@ -1,5 +1,5 @@
 """`SELECT [keys,] COUNT/SUM/AVG/MIN/MAX … FROM <one table> … GROUP BY keys [ORDER BY] [LIMIT]`
-planned as an AggregatePlan when every part keeps Spark's semantics (answered from the index by
+(keys: columns, or the reference's bucket functions of a column, bucket_calls.py) planned as an AggregatePlan when every part keeps Spark's semantics (answered from the index by
 core/split/aggregate/group_aggregate.py)."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from typing import cast
 
 from sqlglot import exp
 
-from indextables_spark.core.split.aggregate.group_aggregate import GroupRequest, SqlAgg
+from indextables_spark.core.split.aggregate.group_aggregate import BucketKey, GroupRequest, SqlAgg
 from indextables_spark.expr import model as P
 from indextables_spark.expr import operators as ops
 from indextables_spark.expr.sql_condition import Converter, Unplannable
+from indextables_spark.frontends.sqlplan.bucket_calls import bucket_key, is_bucket_call
 from indextables_spark.frontends.sqlplan.columns_used import is_search_call
 from indextables_spark.frontends.sqlplan.plans import AggregatePlan, Ref, Scan, TableInfo
 from indextables_spark.frontends.sqlplan.search_conditions import conjuncts, is_raw_indexall
@@ -74,17 +75,24 @@ def plan_aggregate(
         return by_lower.get(c.name.lower())
 
     projections = list(stmt.expressions)
-    # GROUP BY keys: columns of the table (or ordinals of column projections)
+    # GROUP BY keys: columns of the table, bucket calls of a column (bucket_calls.py), or
+    # ordinals / aliases of projections that are one of those
     keys: list[str] = []
+    key_types: list[str] = []
+    buckets: list[tuple[exp.Expr, BucketKey]] = []
     if group is not None:
         if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals", "all")):
             raise Unplannable("ROLLUP/CUBE/GROUPING SETS/GROUP BY ALL")
         for g in group.expressions:
-            if isinstance(g, exp.Literal) and not g.is_string:
-                i = int(g.this) - 1
-                if not 0 <= i < len(projections):
-                    raise Unplannable("GROUP BY ordinal out of range")
-                g = projections[i].unalias()
+            g = _projection_of(g, projections, column_of)
+            if is_bucket_call(g):
+                if any(b[0] == g for b in buckets):
+                    continue
+                bkey, key_type = bucket_key(g, f"__bucket_{len(buckets)}", column_of, types)
+                buckets.append((g, bkey))
+                keys.append(bkey.name)
+                key_types.append(key_type)
+                continue
             if not isinstance(g, exp.Column) or column_of(g) is None:
                 raise Unplannable(f"GROUP BY {g.sql(dialect='spark')}")
             name = column_of(g)
@@ -93,6 +101,7 @@ def plan_aggregate(
                 raise Unplannable(f"GROUP BY a {types[name]} column")
             if name not in keys:
                 keys.append(name)
+                key_types.append(types[name])
     aggs: list[SqlAgg] = []
     outputs: list[int] = []
     for p in projections:
@@ -102,6 +111,12 @@ def plan_aggregate(
             if name is None or name not in keys:
                 raise Unplannable(f"projection {e.sql(dialect='spark')} is not a GROUP BY key")
             outputs.append(keys.index(name))
+            continue
+        if is_bucket_call(e):
+            found = [b.name for call, b in buckets if call == e]
+            if not found:
+                raise Unplannable(f"projection {e.sql(dialect='spark')} is not a GROUP BY key")
+            outputs.append(keys.index(found[0]))
             continue
         agg = _agg(e, column_of, types)
         if agg not in aggs:
@@ -134,7 +149,7 @@ def plan_aggregate(
         raws = [c for c in conjuncts(where.this) if is_raw_indexall(c)]
         parts = tuple(ops.Op("indexquery", ops.ALL_FIELDS, c.expression.this) for c in raws)
         search = parts[0] if len(parts) == 1 else ops.AndS(parts)
-    request = GroupRequest(tuple(keys), tuple(aggs), tuple(types[k] for k in keys))
+    request = GroupRequest(tuple(keys), tuple(aggs), tuple(key_types), tuple(b for _, b in buckets))
     return AggregatePlan(scan, request, outputs, search, filters, order, limit)
 
 
@@ -159,6 +174,21 @@ def _agg(e: exp.Expr, column_of: Callable[[exp.Column], str | None], types: dict
     if allowed is not None and types[name] not in allowed:
         raise Unplannable(f"{fn.upper()} of a {types[name]} column")
     return SqlAgg(fn, name, types[name])
+
+
+def _projection_of(g: exp.Expr, projections: list[exp.Expr], column_of: Callable[[exp.Column], str | None]) -> exp.Expr:
+    """A GROUP BY item as Spark resolves it: an ordinal, or a name that is no column of the table
+    but a projection's alias, stands for that projection."""
+    if isinstance(g, exp.Literal) and not g.is_string:
+        i = int(g.this) - 1
+        if not 0 <= i < len(projections):
+            raise Unplannable("GROUP BY ordinal out of range")
+        return projections[i].unalias()
+    if isinstance(g, exp.Column) and not g.table and column_of(g) is None:
+        named = [p for p in projections if isinstance(p, exp.Alias) and p.alias.lower() == g.name.lower()]
+        if len(named) == 1:
+            return named[0].unalias()
+    return g
 
 
 def _output_position(node: exp.Expr, projections: list[exp.Expr]) -> int:

@@ -12,6 +12,8 @@ the same result (`merge`), which `finish` turns into rows:
 - AVG is the sum as a double over the count (Spark's Average: double accumulation, so beyond 2^53
   the last bits may differ, as they do between Spark's own partitionings);
 - MIN/MAX: NaN is the greatest double; NULL when the group has no value;
+- GROUP BY keys are columns or buckets of a column (buckets.py: the reference's
+  indextables_histogram / _date_histogram / _range, with the keys Spark computes for them);
 - GROUP BY keeps a NULL group; -0.0 and 0.0 are one group (0.0) and NaNs one group, as Spark
   normalizes float keys; without GROUP BY an empty input is one row (0 counts, NULL values).
 Only where these semantics are exact does the SQL planner route a statement here (sqlplan/).
@@ -29,6 +31,7 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from indextables_spark.core.split.aggregate.buckets import Bucket, bucket_keys
 from indextables_spark.errors import IndexTablesError
 
 FUNCTIONS = ("count_star", "count", "sum", "avg", "min", "max")
@@ -50,15 +53,30 @@ class SqlAgg:
 
 
 @dataclass(frozen=True)
+class BucketKey:
+    """A GROUP BY key computed from a column by a bucket function (buckets.py)."""
+
+    name: str  # the key's name in the request (not a column's)
+    column: str
+    spec: Bucket
+
+
+@dataclass(frozen=True)
 class GroupRequest:
     keys: tuple[str, ...]
     aggs: tuple[SqlAgg, ...]
     key_types: tuple[str, ...] = ()
+    buckets: tuple[BucketKey, ...] = ()  # the keys that are buckets of a column
 
     @property
     def columns(self) -> list[str]:
-        """Columns the rows must carry: keys, then aggregated columns (each once)."""
-        out = list(self.keys)
+        """Columns the rows must carry: keys (a bucket's column), then aggregated columns (each once)."""
+        bucketed = {b.name: b.column for b in self.buckets}
+        out: list[str] = []
+        for k in self.keys:
+            c = bucketed.get(k, k)
+            if c not in out:
+                out.append(c)
         for a in self.aggs:
             if a.column is not None and a.column not in out:
                 out.append(a.column)
@@ -67,6 +85,13 @@ class GroupRequest:
     @property
     def count_only(self) -> bool:
         return all(a.function == "count_star" for a in self.aggs)
+
+
+def _with_buckets(table: pa.Table, request: GroupRequest) -> pa.Table:
+    """The rows with their bucket keys attached."""
+    for b in request.buckets:
+        table = table.append_column(b.name, bucket_keys(table.column(b.column), b.spec))
+    return table
 
 
 def _normalized_keys(table: pa.Table, request: GroupRequest) -> pa.Table:
@@ -122,7 +147,7 @@ def partial(tables: Iterable[pa.Table], request: GroupRequest) -> pa.Table:
 
 
 def _partial_of(table: pa.Table, request: GroupRequest) -> pa.Table:
-    table = _normalized_keys(table, request)
+    table = _normalized_keys(_with_buckets(table, request), request)
     data, aggs, names = _agg_inputs(table, request)
     if not data.num_columns:  # COUNT(*) alone, no keys: Arrow cannot group a table without columns
         return pa.table({_ROWS: pa.array([table.num_rows], pa.int64())})
