@@ -378,6 +378,10 @@ def in_integration_tier(item: pytest.Item) -> bool:
     return any(item.nodeid.startswith(prefix) for prefix in INTEGRATION_TESTS)
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own pytest_collection_modifyitems
+# (it appends `@group` to each node id); without it, this hook would run after that one and every
+# test would be a group of its own (each worker starting its own Connect server and cluster)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: heavy_first(item.nodeid))  # stable: files keep their own order (tiers.py)
     grouped = config.pluginmanager.hasplugin("xdist")  # the smoke venvs have no pytest-xdist
