@@ -56,8 +56,9 @@ INTEGRATION_TIER := integration
 TEST_WORKERS ?= 2
 XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 # ... and the integration tier in as many, by group (tests/tiers.py xdist_group: a file, or every test
-# of the Connect server / of the standalone cluster together, so each server starts once)
-XDIST_GROUPS = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,)
+# of the Connect server / of the standalone cluster together, so each server starts once), the heaviest
+# groups first (tests/tiers.py HEAVY_GROUPS_FIRST: collected in that order, not reordered by test count)
+XDIST_GROUPS = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder,)
 # The main run leaves tests/smoke to the smoke steps (each runs it in its own venv).
 MAIN_IGNORE := $(if $(filter tests tests/,$(TESTS)),--ignore=tests/smoke,)
 SMOKE_OLDEST ?= 1

@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from tiers import INTEGRATION_FIXTURES, INTEGRATION_TESTS, heavy_first, xdist_group
+from tiers import INTEGRATION_FIXTURES, INTEGRATION_TESTS, heavy_first, heavy_group_first, xdist_group
 
 ENV_S3_ENDPOINT = "INDEXTABLES_TEST_S3_ENDPOINT"
 ENV_AZURE_ENDPOINT = "INDEXTABLES_TEST_AZURE_ENDPOINT"
@@ -378,12 +378,21 @@ def in_integration_tier(item: pytest.Item) -> bool:
     return any(item.nodeid.startswith(prefix) for prefix in INTEGRATION_TESTS)
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own pytest_collection_modifyitems
+# (it appends `@group` to each node id); without it, this hook would run after that one and every
+# test would be a group of its own (each worker starting its own Connect server and cluster)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: heavy_first(item.nodeid))  # stable: files keep their own order (tiers.py)
     grouped = config.pluginmanager.hasplugin("xdist")  # the smoke venvs have no pytest-xdist
+    order: dict[str, tuple[int, int]] = {}
     for item in items:
+        order[item.nodeid] = (0, heavy_first(item.nodeid))
         if in_integration_tier(item):
             item.add_marker(pytest.mark.integration)
+            group = xdist_group(item.nodeid, set(getattr(item, "fixturenames", ())))
+            order[item.nodeid] = (1, heavy_group_first(group))
             if grouped:
-                group = xdist_group(item.nodeid, set(getattr(item, "fixturenames", ())))
                 item.add_marker(pytest.mark.xdist_group(group))
+    # the fast tier's heavy files first, the integration tier's heavy groups first (a tier runs alone);
+    # stable: files and groups keep their own order (tests/tiers.py)
+    items.sort(key=lambda item: order[item.nodeid])

@@ -79,6 +79,11 @@ def test_reference_table_over_spark_connect(connect_spark, expected) -> None:
     assert df.filter("id >= 3 AND date = '2024-01-02'").count() == 2
 
 
+def cached(cluster) -> set[Path]:
+    """Every file in the executors' split caches (one per worker)."""
+    return {p for w in cluster.worker_list for p in Path(w.cache_dir).rglob("*") if p.is_file()}
+
+
 @pytest.mark.spark
 @pytest.mark.cloud
 @pytest.mark.slow
@@ -89,6 +94,8 @@ def test_reference_table_on_the_cluster_from_s3(standalone_cluster, s3_uri, s3_o
     conf = tmp_path / "conf.json"
     conf.write_text(json.dumps(s3_options))
     out = tmp_path / "out.json"
+    # the cluster is the session's: other tests' jobs may have cached splits of theirs already
+    before = cached(standalone_cluster)
     t0 = time.time()
     code, stdout = run(
         [
@@ -109,6 +116,7 @@ def test_reference_table_on_the_cluster_from_s3(standalone_cluster, s3_uri, s3_o
     assert sorted(result["hits"]) == [3, 5]
     assert result["over"] == 3
     # the executors opened the splits in place in their own caches (one per worker): no split of ours
-    opened = [p for w in standalone_cluster.worker_list for p in Path(w.cache_dir).rglob(REFERENCE_FILE)]
-    ours = [p for w in standalone_cluster.worker_list for p in Path(w.cache_dir).rglob("footer.json")]
+    new = cached(standalone_cluster) - before
+    opened = [p for p in new if p.name == REFERENCE_FILE]
+    ours = [p for p in new if p.name == "footer.json"]
     assert opened and not ours

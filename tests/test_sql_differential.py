@@ -15,7 +15,11 @@ the same order where the statement fixes one.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import hashlib
 import math
+import os
+import pickle
 import random
 
 import pyarrow as pa
@@ -336,10 +340,8 @@ def _run_all(session, tables, expected: dict | None, memory) -> dict:
     return out
 
 
-@pytest.fixture(scope="module")
-def expected(spark, tables):
-    """Spark's own answers over the live rows in memory (computed once, in the classic session)."""
-    _, _, live, labels = tables
+def _spark_answers(spark, live: pa.Table, labels: pa.Table) -> dict:
+    """Spark's own answers: every statement's in-memory side over the live rows, in `spark` (classic)."""
     spark.createDataFrame(
         live.select([f.name for f in _schema().fields]).to_pylist(), _schema()
     ).createOrReplaceTempView("m_docs")
@@ -349,6 +351,41 @@ def expected(spark, tables):
         df = spark.sql(mem)
         out[i] = ([tuple(r) for r in df.collect()], [(f.name, f.dataType.simpleString()) for f in df.schema.fields])
     return out
+
+
+def _digest(*tables: pa.Table) -> str:
+    """What the answers depend on: the rows (in id order) and the statements."""
+    h = hashlib.sha256(repr(statements()).encode())
+    for t in tables:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as w:
+            w.write_table(t.sort_by("id"))
+        h.update(sink.getvalue().to_pybytes())
+    return h.hexdigest()[:16]
+
+
+@pytest.fixture(scope="module")
+def expected(request, tables, tmp_path_factory):
+    """Spark's own answers over the live rows in memory, computed once per test run: the classic
+    and the Connect tests run in different pytest-xdist processes (tests/tiers.py groups), so the
+    first to get here computes them (in its classic session) under a file lock and leaves them in
+    the run's shared temp dir, keyed by a digest of the rows and statements; the other reads them."""
+    _, _, live, labels = tables
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # popen-gwN/.. is the run's
+    path = shared / f"sql-differential-answers-{_digest(live, labels)}.pickle"
+    with open(shared / "sql-differential-answers.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if path.exists():
+                return pickle.loads(path.read_bytes())
+            out = _spark_answers(request.getfixturevalue("spark"), live, labels)
+            part = path.with_suffix(".part")
+            part.write_bytes(pickle.dumps(out))
+            part.rename(path)
+            return out
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def test_generated_statements_classic(spark, tables, expected):

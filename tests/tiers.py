@@ -58,7 +58,8 @@ INTEGRATION_TESTS: dict[str, str] = {
 
 # The integration tier runs in pytest-xdist processes too (`--dist loadgroup`): a group per file,
 # except that every test of a Connect server or of the standalone cluster shares one group, so each
-# server starts in one process only (their fixtures are per process).
+# server starts in one process only (their fixtures are per process). tests/test_tiers.py checks that
+# the groups reach pytest-xdist (tests/conftest.py's hook runs first; pytest is pinned for it).
 CLUSTER_FIXTURES = frozenset({"standalone_cluster", "spark_cluster"})
 CONNECT_FIXTURES = frozenset({"spark_connect_server", "connect_spark"})
 
@@ -70,6 +71,30 @@ def xdist_group(nodeid: str, fixturenames: frozenset[str] | set[str]) -> str:
     if CONNECT_FIXTURES & fixturenames:
         return "spark connect server"
     return nodeid.split("::", 1)[0]
+
+
+# The integration tier's heaviest groups, heaviest first (seconds of test time, the eighteenth session's
+# runs), collected in this order and scheduled so (the Makefile's --no-loadscope-reorder; pytest-xdist
+# would otherwise take the groups with the most tests first): each group goes whole to the next process
+# that runs short of work, so a heavy group left for the end keeps one process busy alone.
+HEAVY_GROUPS_FIRST = (
+    "spark connect server",
+    "standalone cluster",
+    "tests/test_packed_env.py",
+    "tests/test_spark_correctness.py",
+    "tests/test_spark_filters.py",
+    "tests/test_reliability_crash_load.py",
+    "tests/test_sql_differential.py",
+    "tests/test_relevance_corpus.py",
+    "tests/test_spark_streaming.py",
+    "tests/test_tiers.py",
+    "tests/test_cloud_concurrency.py",
+)
+
+
+def heavy_group_first(group: str) -> int:
+    """Sort key of an integration test by its group: HEAVY_GROUPS_FIRST's order, then the others."""
+    return HEAVY_GROUPS_FIRST.index(group) if group in HEAVY_GROUPS_FIRST else len(HEAVY_GROUPS_FIRST)
 
 
 # The fast tier's heaviest files (seconds of test time, clean-clone runs), collected first: with
