@@ -1,0 +1,111 @@
+"""Query terms on compact string columns (core/schema/compact_strings.py) rewritten before Tantivy
+parses a query, as tantivy4java's hash_field_rewriter.rs does for the reference:
+
+- `exact_only` column `c`: `c:value` and `c:"a phrase"` become `c:<xxHash64 of the text>` (a
+  phrase is one whole value); wildcard (`c:ab*`), regex (`c:/a.*/`), fuzzy (`c:abc~1`), phrase
+  prefix (`c:"ab"*`) and range (`c:[a TO b]`) terms are refused: a hash keeps no characters.
+- `text_*_exactonly` column `c`: a term that is one match of the column's pattern (a UUID)
+  becomes `c__uuids:<hash>`; a term or phrase holding matches among other text becomes the
+  phrase of its stripped text AND the hashes of its matches (the index stripped them the same
+  way, so the remaining tokens are adjacent there too).
+- `text_*_strip` column `c`: a term or phrase holding a match is refused (the matches are not
+  indexed: it could match no row).
+
+Only terms with a field are rewritten: an unfielded term searches the default fields, which hold
+the stripped text of these columns (documented in docs/guide/companion-indexes.md).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from indextables_spark.core.schema import compact_strings
+from indextables_spark.core.schema.types import IndexedField
+from indextables_spark.expr.query_rewrite import TermRewriteError
+from indextables_spark.expr.query_tokens import BOOST_RE, OPERATORS, lex_query, tokens_in_context
+
+_FUZZY_RE = re.compile(r"~[0-9]*$")
+
+
+def compact_terms(query: str, fields: Sequence[IndexedField]) -> str:
+    """The query with its terms on compact string columns rewritten (see the module doc);
+    TermRewriteError (position, reason) for a term such a column cannot answer."""
+    modes = {f.name: f for f in fields if f.string_mode is not None and f.type != "u64"}
+    modes.update({f.name: f for f in fields if f.string_mode == compact_strings.EXACT_ONLY})
+    if not modes or not any(name in query for name in modes):
+        return query
+    hash_fields = {
+        f.name[: -len(compact_strings.COMPANION_SUFFIX)]: f.name
+        for f in fields
+        if f.string_mode is not None and f.type == "u64" and f.string_mode != compact_strings.EXACT_ONLY
+    }
+    toks, _ = lex_query(query)
+    edits: list[tuple[int, int, str]] = []
+    for prev, tok, in_range in tokens_in_context(toks):
+        if prev is None or prev.kind != "field" or prev.text not in modes:
+            continue
+        field = modes[prev.text]
+        mode = compact_strings.parse_mode(field.string_mode or "")
+        where = f"field {field.name!r} is indexed with {mode.mode}"
+        if tok.kind == "[":
+            if mode.hashed_whole:
+                raise TermRewriteError(tok.start, f"{where} (hashes of whole values): range queries are not supported")
+            continue
+        if tok.kind not in ("word", "phrase") or in_range:
+            continue
+        raw = query[tok.start : tok.end]
+        if tok.kind == "word" and (raw in OPERATORS or BOOST_RE.search(raw)):
+            continue
+        after = query[tok.end : tok.end + 1]
+        special = _special(raw, tok.kind, after)
+        if mode.hashed_whole:
+            if special:
+                raise TermRewriteError(
+                    tok.start,
+                    f"{where} (hashes of whole values): {special} queries are not supported; "
+                    f'search the whole value ({field.name}:"…" or =)',
+                )
+            edits.append((tok.start, tok.end, str(compact_strings.string_hash(tok.text))))
+            continue
+        found = compact_strings.matches(mode, tok.text)
+        if not found:
+            continue
+        if special:
+            raise TermRewriteError(tok.start, f"{where}: a {special} query on text holding its pattern's matches")
+        if not mode.keeps_matches:
+            raise TermRewriteError(
+                tok.start,
+                f"{where}: the matches of its pattern ({found[0]!r}) are stripped from the index, so this term "
+                f"can match no row; filter with = or LIKE (decided on the rows), or index the column with an "
+                f"*_exactonly mode",
+            )
+        hashes = hash_fields.get(field.name)
+        assert hashes is not None  # *_exactonly columns have one (column_specs.py)
+        parts = [f"{hashes}:{compact_strings.string_hash(m)}" for m in dict.fromkeys(found)]
+        rest = compact_strings.strip(mode, tok.text).strip()
+        if rest:
+            parts.insert(0, f'{field.name}:"{_escape(rest)}"')
+        edits.append((prev.start, tok.end, "(" + " AND ".join(parts) + ")" if len(parts) > 1 else parts[0]))
+    out, last = [], 0
+    for start, end, text in edits:
+        out.append(query[last:start] + text)
+        last = end
+    return "".join(out) + query[last:]
+
+
+def _special(raw: str, kind: str, after: str) -> str | None:
+    """What makes a term more than a literal value: wildcard, regex, fuzzy, phrase prefix."""
+    if kind == "phrase":
+        return "phrase prefix" if after == "*" else None
+    if raw.startswith("/") and raw.endswith("/") and len(raw) > 1:
+        return "regex"
+    if _FUZZY_RE.search(raw) and not raw.endswith("\\~"):
+        return "fuzzy"
+    if re.search(r"(?<!\\)[*?]", raw):
+        return "wildcard"
+    return None
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
