@@ -140,6 +140,10 @@ def test_queries_route_to_hashes_or_are_refused(tmp_path):
     assert ids(t, query="message:timeout") == [1, 6]
     assert ids(t, query="audit:ORD-1234") == [1, 5]
     assert ids(t, query="raw:get AND raw:a") == [1, 5]
+    # the `col:( … )` groups FIELDMATCH / TEXTSEARCH / indexquery on a column are written as
+    assert ids(t, query=f"trace_id:({U[1]} OR plain)") == [2, 5]
+    assert ids(t, query=f"message:(error AND {U[2]})") == [1]
+    assert ids(t, query=f'message:(ok AND "request {U[3]} done")') == [2]
     for query, words in [
         ("trace_id:pla*", ["trace_id", "exact_only", "wildcard"]),
         ("trace_id:/pl.*/", ["exact_only", "regex"]),
@@ -147,6 +151,8 @@ def test_queries_route_to_hashes_or_are_refused(tmp_path):
         ('trace_id:"pla"*', ["exact_only", "phrase prefix"]),
         ("trace_id:[a TO b]", ["exact_only", "range"]),
         (f"raw:{U[0]}", ["raw", "text_uuid_strip", "stripped"]),
+        (f"raw:(get {U[0]})", ["raw", "text_uuid_strip", "stripped"]),
+        ("trace_id:(pla*)", ["trace_id", "exact_only", "wildcard"]),
         ('notes:"see ORD-1234"', ["notes", "text_custom_strip", "stripped"]),
     ]:
         with pytest.raises(QueryParseError) as e:
@@ -274,3 +280,19 @@ def test_companion_build_through_spark_sql(spark, tmp_path):
     assert sorted(r.id for r in df.filter("trace_id LIKE 'pla%'").collect()) == [5]
     assert sorted(r.id for r in df.filter(f"raw LIKE '%{U[1][-12:]}%'").collect()) == [4]
     assert sorted(r.id for r in df.filter("raw LIKE 'GET /a%'").collect()) == [1, 5]
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW compact_logs USING indextables OPTIONS (path '{loc}')")
+    assert [r.id for r in spark.sql("SELECT id FROM compact_logs WHERE trace_id FIELDMATCH 'plain'").collect()] == [5]
+    with pytest.raises(Exception, match="TEXTSEARCH"):
+        spark.sql("SELECT id FROM compact_logs WHERE trace_id TEXTSEARCH 'plain'").collect()
+
+
+def test_sql_group_by_a_hashed_column_reads_the_values(spark, tmp_path):
+    it.register(spark)
+    opts = {**MODES, P + "indexing.fastfields": "trace_id"}  # a fast field of hashes: not used for values
+    t = table(tmp_path, opts)
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW compact_group USING indextables OPTIONS (path '{t.path}')")
+    got = spark.sql("SELECT trace_id, count(*) AS n FROM compact_group GROUP BY trace_id").collect()
+    assert sorted((r.trace_id or "", r.n) for r in got) == sorted(
+        [(U[0], 2), (U[1], 1), ("", 1), ("plain", 1), ("Plain", 1)]
+    )
+    assert ids(t, "trace_id IS NULL") == [4] and ids(t, "trace_id IS NOT NULL") == [1, 2, 3, 5, 6]

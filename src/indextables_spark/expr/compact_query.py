@@ -11,8 +11,9 @@ parses a query, as tantivy4java's hash_field_rewriter.rs does for the reference:
 - `text_*_strip` column `c`: a term or phrase holding a match is refused (the matches are not
   indexed: it could match no row).
 
-Only terms with a field are rewritten: an unfielded term searches the default fields, which hold
-the stripped text of these columns (documented in docs/guide/companion-indexes.md).
+Terms with a field are rewritten, and terms of a `c:( … )` group (the form FIELDMATCH / TEXTSEARCH
+/ indexquery on a column take: expr/operators.py); an unfielded term searches the default fields,
+which hold the stripped text of these columns (docs/guide/writing.md).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Sequence
 from indextables_spark.core.schema import compact_strings
 from indextables_spark.core.schema.types import IndexedField
 from indextables_spark.expr.query_rewrite import TermRewriteError
-from indextables_spark.expr.query_tokens import BOOST_RE, OPERATORS, lex_query, tokens_in_context
+from indextables_spark.expr.query_tokens import BOOST_RE, OPERATORS, QueryToken, lex_query, tokens_in_context
 
 _FUZZY_RE = re.compile(r"~[0-9]*$")
 
@@ -42,56 +43,75 @@ def compact_terms(query: str, fields: Sequence[IndexedField]) -> str:
     }
     toks, _ = lex_query(query)
     edits: list[tuple[int, int, str]] = []
+    groups: list[str | None] = []  # the field of each open `field:( … )` group (FIELDMATCH's form)
     for prev, tok, in_range in tokens_in_context(toks):
-        if prev is None or prev.kind != "field" or prev.text not in modes:
+        explicit = prev is not None and prev.kind == "field"
+        name = prev.text if explicit and prev is not None else (groups[-1] if groups else None)
+        if tok.kind == "(":
+            groups.append(name)
             continue
-        field = modes[prev.text]
-        mode = compact_strings.parse_mode(field.string_mode or "")
-        where = f"field {field.name!r} is indexed with {mode.mode}"
-        if tok.kind == "[":
-            if mode.hashed_whole:
-                raise TermRewriteError(tok.start, f"{where} (hashes of whole values): range queries are not supported")
+        if tok.kind == ")":
+            if groups:
+                groups.pop()
             continue
-        if tok.kind not in ("word", "phrase") or in_range:
+        if name is None or name not in modes:
             continue
-        raw = query[tok.start : tok.end]
-        if tok.kind == "word" and (raw in OPERATORS or BOOST_RE.search(raw)):
-            continue
-        after = query[tok.end : tok.end + 1]
-        special = _special(raw, tok.kind, after)
-        if mode.hashed_whole:
-            if special:
-                raise TermRewriteError(
-                    tok.start,
-                    f"{where} (hashes of whole values): {special} queries are not supported; "
-                    f'search the whole value ({field.name}:"…" or =)',
-                )
-            edits.append((tok.start, tok.end, str(compact_strings.string_hash(tok.text))))
-            continue
-        found = compact_strings.matches(mode, tok.text)
-        if not found:
-            continue
-        if special:
-            raise TermRewriteError(tok.start, f"{where}: a {special} query on text holding its pattern's matches")
-        if not mode.keeps_matches:
-            raise TermRewriteError(
-                tok.start,
-                f"{where}: the matches of its pattern ({found[0]!r}) are stripped from the index, so this term "
-                f"can match no row; filter with = or LIKE (decided on the rows), or index the column with an "
-                f"*_exactonly mode",
-            )
-        hashes = hash_fields.get(field.name)
-        assert hashes is not None  # *_exactonly columns have one (column_specs.py)
-        parts = [f"{hashes}:{compact_strings.string_hash(m)}" for m in dict.fromkeys(found)]
-        rest = compact_strings.strip(mode, tok.text).strip()
-        if rest:
-            parts.insert(0, f'{field.name}:"{_escape(rest)}"')
-        edits.append((prev.start, tok.end, "(" + " AND ".join(parts) + ")" if len(parts) > 1 else parts[0]))
+        field = modes[name]
+        start = prev.start if explicit and prev is not None else tok.start
+        edit = _rewrite_term(query, tok, in_range, field, hash_fields, explicit)
+        if edit is not None:
+            edits.append((start if edit[0] else tok.start, tok.end, edit[1]))
     out, last = [], 0
     for start, end, text in edits:
         out.append(query[last:start] + text)
         last = end
     return "".join(out) + query[last:]
+
+
+def _rewrite_term(
+    query: str, tok: QueryToken, in_range: bool, field: IndexedField, hash_fields: dict[str, str], explicit: bool
+) -> tuple[bool, str] | None:
+    """(whether the edit replaces the field name too, the new text) of one term on a compact
+    column; None to keep it; TermRewriteError for a term the column cannot answer."""
+    mode = compact_strings.parse_mode(field.string_mode or "")
+    where = f"field {field.name!r} is indexed with {mode.mode}"
+    if tok.kind == "[":
+        if mode.hashed_whole:
+            raise TermRewriteError(tok.start, f"{where} (hashes of whole values): range queries are not supported")
+        return None
+    if tok.kind not in ("word", "phrase") or in_range:
+        return None
+    raw = query[tok.start : tok.end]
+    if tok.kind == "word" and (raw in OPERATORS or BOOST_RE.search(raw)):
+        return None
+    special = _special(raw, tok.kind, query[tok.end : tok.end + 1])
+    if mode.hashed_whole:
+        if special:
+            raise TermRewriteError(
+                tok.start,
+                f"{where} (hashes of whole values): {special} queries are not supported; "
+                f'search the whole value ({field.name}:"…" or =)',
+            )
+        return False, str(compact_strings.string_hash(tok.text))
+    found = compact_strings.matches(mode, tok.text)
+    if not found:
+        return None
+    if special:
+        raise TermRewriteError(tok.start, f"{where}: a {special} query on text holding its pattern's matches")
+    if not mode.keeps_matches:
+        raise TermRewriteError(
+            tok.start,
+            f"{where}: the matches of its pattern ({found[0]!r}) are stripped from the index, so this term "
+            f"can match no row; filter with = or LIKE (decided on the rows), or index the column with an "
+            f"*_exactonly mode",
+        )
+    hashes = hash_fields.get(field.name)
+    assert hashes is not None  # *_exactonly columns have one (column_specs.py)
+    parts = [f"{hashes}:{compact_strings.string_hash(m)}" for m in dict.fromkeys(found)]
+    rest = compact_strings.strip(mode, tok.text).strip()
+    if rest:
+        parts.insert(0, f'{field.name}:"{_escape(rest)}"')
+    return explicit, "(" + " AND ".join(parts) + ")" if len(parts) > 1 else parts[0]
 
 
 def _special(raw: str, kind: str, after: str) -> str | None:
