@@ -186,6 +186,11 @@ def test_list_form_and_appends_keep_the_mode(tmp_path):
     assert ids(t, "trace_id = 'plain'") == [5, 5]
     with pytest.raises(QueryParseError, match="text_uuid_strip"):
         t.search(f"raw:{U[0]}", columns=["id"])
+    t.maintenance.merge_splits()  # re-indexed from the rows with the same modes
+    t = it.IndexTable(path)
+    assert len(t.snapshot().files) == 1
+    assert ids(t, "trace_id = 'plain'") == [5, 5]
+    assert ids(t, query="trace_id:Plain") == [6, 6]
 
 
 # -- companion builds ---------------------------------------------------------------------------
@@ -296,3 +301,16 @@ def test_sql_group_by_a_hashed_column_reads_the_values(spark, tmp_path):
         [(U[0], 2), (U[1], 1), ("", 1), ("plain", 1), ("Plain", 1)]
     )
     assert ids(t, "trace_id IS NULL") == [4] and ids(t, "trace_id IS NOT NULL") == [1, 2, 3, 5, 6]
+
+
+def test_companion_command_line_flags(tmp_path, capsys):
+    from indextables_spark.frontends.cli import main
+
+    src, loc = source(tmp_path), str(tmp_path / "idx")
+    args = ["build-companion", src, loc, "--format", "parquet", "--exclude-columns", "notes, audit"]
+    args += ["--indexing", "trace_id=exact_only", "--hashed-fastfields-include", "raw", "--json"]
+    assert main(args) == 0
+    capsys.readouterr()
+    t = it.IndexTable(loc)
+    assert t.snapshot().metadata_action.configuration[P + "companion.excludeColumns"] == "notes,audit"
+    assert ids(t, "notes = 'nothing'") == [3] and ids(t, "trace_id = 'plain'") == [5]
