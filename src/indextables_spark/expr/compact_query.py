@@ -36,10 +36,12 @@ def compact_terms(query: str, fields: Sequence[IndexedField]) -> str:
     modes.update({f.name: f for f in fields if f.string_mode == compact_strings.EXACT_ONLY})
     if not modes or not any(name in query for name in modes):
         return query
+    # a *_exactonly column's hash field follows its text field (column_specs.py; usually named
+    # `<col>__uuids`, with a suffix when a column of that name exists)
     hash_fields = {
-        f.name[: -len(compact_strings.COMPANION_SUFFIX)]: f.name
-        for f in fields
-        if f.string_mode is not None and f.type == "u64" and f.string_mode != compact_strings.EXACT_ONLY
+        fields[i - 1].name: f.name
+        for i, f in enumerate(fields)
+        if i > 0 and f.string_mode is not None and f.type == "u64" and f.string_mode != compact_strings.EXACT_ONLY
     }
     toks, _ = lex_query(query)
     edits: list[tuple[int, int, str]] = []
