@@ -253,6 +253,42 @@ OPTIONS: tuple[OptionSpec, ...] = (
         readme=False,
     ),
     _option(
+        "companion.maxAutomaticHashedFastfields",
+        "int",
+        10,
+        "IndexTables4Spark's limit on string columns hashed without HASHED FASTFIELDS: accepted, no effect "
+        "(nothing is hashed automatically here)",
+        readme=False,
+    ),
+    _option(
+        "companion.includeColumns",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: its INCLUDE COLUMNS (reused by later builds)",
+        readme=False,
+    ),
+    _option(
+        "companion.excludeColumns",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: its EXCLUDE COLUMNS (reused by later builds)",
+        readme=False,
+    ),
+    _option(
+        "companion.hashedFastfieldsInclude",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: its HASHED FASTFIELDS INCLUDE (checked, changes no split)",
+        readme=False,
+    ),
+    _option(
+        "companion.hashedFastfieldsExclude",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: its HASHED FASTFIELDS EXCLUDE (checked, changes no split)",
+        readme=False,
+    ),
+    _option(
         "iceberg.catalog.<name>.<key>",
         "str",
         None,

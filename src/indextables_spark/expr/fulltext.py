@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Hashable, Iterator, Mapping, Sequence
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec, IndexedField
 from indextables_spark.errors import QueryParseError
+from indextables_spark.expr.compact_query import compact_terms
 from indextables_spark.expr.query_errors import format_query_error
 from indextables_spark.util.lru import LruCache
 from indextables_spark.expr.query_rewrite import (
@@ -146,9 +147,8 @@ def _rewrite(fields: Sequence[IndexedField], query: str) -> tuple[str, dict[str,
     field_info = {f.name: (f.type, f.tokenizer) for f in fields}
     defaults = _default_fields(fields)
     try:
-        return fuzzy_and_prefix_terms(
-            cjk_bigram_terms(negations_as_prefix(query), field_info, defaults), field_info, defaults
-        )
+        text = compact_terms(negations_as_prefix(query), fields)
+        return fuzzy_and_prefix_terms(cjk_bigram_terms(text, field_info, defaults), field_info, defaults)
     except TermRewriteError as e:
         raise QueryParseError(
             format_query_error(query, e.position, e.reason, e.reason), query=query, position=e.position, reason=e.reason

@@ -90,6 +90,10 @@ def _unit(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return convert
 
 
+def _column_list(text: str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in text.split(",") if c.strip())
+
+
 def _add(parser: argparse.ArgumentParser, arg: Arg) -> None:
     """One registry argument (ops/registry.py Arg) on a subcommand."""
     from indextables_spark.config import units  # lazy: the parsers of sizes and durations
@@ -101,6 +105,8 @@ def _add(parser: argparse.ArgumentParser, arg: Arg) -> None:
         kwargs["action"] = "store_true"
     elif arg.type == "pairs":
         kwargs.update(action="append", type=parse_option, default=[], metavar="COLUMN=MODE")
+    elif arg.type == "columns":
+        kwargs.update(type=_column_list, default=(), metavar="A,B")
     else:
         types: dict[str, Callable[[str], Any]] = {
             "int": int,

@@ -42,6 +42,8 @@ from indextables_spark.ops.companion_sync import (
     plan_groups,
     plan_sync,
 )
+from indextables_spark.ops.companion_columns import CONFIG_EXCLUDE, CONFIG_INCLUDE, ColumnSelection, string_list
+from indextables_spark.ops.companion_columns import resolve as resolve_columns
 from indextables_spark.ops.registry import CommandParser, Context, size
 from indextables_spark.results import CompanionBuildResult
 
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.actions import AddFile
     from indextables_spark.core.log.table_log import TransactionLog
 
+STORE_ONLY = "indexing.storeonly"
 # What an index task returns: {"adds": [AddFile JSON], "stats": {key: [per-split stats files]}}.
 TaskResult = dict[str, Any]
 
@@ -56,7 +59,8 @@ TaskResult = dict[str, Any]
 @dataclass(frozen=True)
 class BuildCompanion:
     """BUILD INDEXTABLES COMPANION FOR DELTA|ICEBERG|PARQUET <source> [CATALOG <name> [TYPE <type>]]
-    [INDEXING MODES ('col':'mode', ...)] [WHERE …] [FROM VERSION n | FROM SNAPSHOT id]
+    [INCLUDE COLUMNS ('a', …) | EXCLUDE COLUMNS ('a', …)] [INDEXING MODES ('col':'mode', ...)]
+    [HASHED FASTFIELDS INCLUDE|EXCLUDE ('a', …)] [WHERE …] [FROM VERSION n | FROM SNAPSHOT id]
     [TARGET INPUT SIZE …] [DRY RUN] AT LOCATION <path>."""
 
     result: ClassVar[type[CompanionBuildResult]] = CompanionBuildResult
@@ -67,6 +71,10 @@ class BuildCompanion:
     catalog: str | None = None
     catalog_type: str | None = None
     indexing: tuple[tuple[str, str], ...] = ()  # INDEXING MODES, in order
+    include_columns: tuple[str, ...] = ()
+    exclude_columns: tuple[str, ...] = ()
+    hashed_fastfields_include: tuple[str, ...] = ()
+    hashed_fastfields_exclude: tuple[str, ...] = ()
     where: str | None = None
     from_version: int | None = None
     from_snapshot: int | None = None
@@ -87,6 +95,9 @@ class BuildCompanion:
             ("DRY", "RUN"),
             ("AT", "LOCATION"),
             ("INDEXING", "MODES"),
+            ("INCLUDE", "COLUMNS"),
+            ("EXCLUDE", "COLUMNS"),
+            ("HASHED", "FASTFIELDS"),
             ("CATALOG",),
         )
         location = None
@@ -101,6 +112,16 @@ class BuildCompanion:
                 p.once(seen, "INDEXING MODES", t)
                 p.expect("MODES")
                 args["indexing"] = _indexing_modes(p)
+            elif t.is_word("INCLUDE", "EXCLUDE"):
+                clause = f"{t.value} COLUMNS"
+                p.once(seen, clause, t)
+                p.expect("COLUMNS")
+                args[f"{t.value.lower()}_columns"] = string_list(p, clause)
+            elif t.is_word("HASHED"):
+                p.once(seen, "HASHED FASTFIELDS", t)
+                p.expect("FASTFIELDS")
+                which = p.expect("INCLUDE", "EXCLUDE", what="INCLUDE or EXCLUDE after HASHED FASTFIELDS").value
+                args[f"hashed_fastfields_{which.lower()}"] = string_list(p, f"HASHED FASTFIELDS {which}")
             elif t.is_word("WHERE"):
                 p.once(seen, "WHERE", t)
                 args["where"] = p.predicate(stops)
@@ -124,14 +145,17 @@ class BuildCompanion:
                 location = p.path("the quoted location of the companion index")
             else:
                 raise p.error(
-                    f"expected CATALOG, INDEXING MODES, WHERE, FROM VERSION, FROM SNAPSHOT, TARGET INPUT "
-                    f"SIZE, DRY RUN or AT LOCATION, found {t.describe()}",
+                    f"expected CATALOG, INCLUDE COLUMNS, EXCLUDE COLUMNS, INDEXING MODES, HASHED FASTFIELDS, "
+                    f"WHERE, FROM VERSION, FROM SNAPSHOT, TARGET INPUT SIZE, DRY RUN or AT LOCATION, found "
+                    f"{t.describe()}",
                     t,
                 )
         if location is None:
             raise p.error("BUILD INDEXTABLES COMPANION needs AT LOCATION '<index path>'")
         if "catalog" in args and fmt != "iceberg":
             raise p.error("CATALOG is for ICEBERG sources")
+        if "include_columns" in args and "exclude_columns" in args:
+            raise p.error("INCLUDE COLUMNS and EXCLUDE COLUMNS are mutually exclusive")
         return cls(fmt, source, location, **args)
 
     def run(self, ctx: Context) -> CompanionBuildResult:
@@ -149,6 +173,10 @@ class BuildCompanion:
             catalog_type=self.catalog_type,
             target_input_size=self.target_input_size,
             dry_run=self.dry_run,
+            include_columns=self.include_columns,
+            exclude_columns=self.exclude_columns,
+            hashed_fastfields_include=self.hashed_fastfields_include,
+            hashed_fastfields_exclude=self.hashed_fastfields_exclude,
         )
 
 
@@ -194,11 +222,18 @@ def build_companion(
     catalog_type: str | None = None,
     target_input_size: int | str | None = None,
     dry_run: bool = False,
+    include_columns: Sequence[str] = (),
+    exclude_columns: Sequence[str] = (),
+    hashed_fastfields_include: Sequence[str] = (),
+    hashed_fastfields_exclude: Sequence[str] = (),
 ) -> CompanionBuildResult:
     """`it.build_companion`, BUILD INDEXTABLES COMPANION: build or sync the companion index at
     `location` of the `format` ("delta", "iceberg" or "parquet") table `source`, pointing at its
     Parquet files instead of copying its rows (see the module doc). indexing: {column: mode} as
-    INDEXING MODES. Returns what was (or, with dry_run, would be) done."""
+    INDEXING MODES (the compact string modes too: core/schema/compact_strings.py); include_columns /
+    exclude_columns / hashed_fastfields_*: INCLUDE / EXCLUDE COLUMNS and HASHED FASTFIELDS INCLUDE /
+    EXCLUDE (ops/companion_columns.py). Returns what was (or, with
+    dry_run, would be) done."""
     # lazy, as every import below: the source readers, the log and the split schema modules load
     # when a build runs, not with the command class (ops/registry.py loads it to parse SQL)
     from indextables_spark.core.log.shared_logs import log_with_maintenance
@@ -214,6 +249,12 @@ def build_companion(
         source = normalize_uri(source)  # the same table whatever trailing slashes it is named with
     if from_version is not None and from_snapshot is not None:
         raise InvalidOptionError("give FROM VERSION (Delta) or FROM SNAPSHOT (Iceberg), not both")
+    columns = ColumnSelection(
+        tuple(include_columns),
+        tuple(exclude_columns),
+        tuple(hashed_fastfields_include),
+        tuple(hashed_fastfields_exclude),
+    )
     opts = Options.of(with_session_options(spark, options), indexing_options(indexing))
     target = (
         parse_size(target_input_size)
@@ -236,7 +277,17 @@ def build_companion(
     schema_json = spark_schema_json(snapshot.schema)
     table_log = log_with_maintenance(open_storage(location, opts), opts)
     read_version = table_log.latest_version()
-    settings, live = _table_settings(table_log, read_version, opts, location, fmt, source, snapshot.partition_columns)
+    settings, live, stored = _table_settings(
+        table_log, read_version, opts, location, fmt, source, snapshot.partition_columns
+    )
+    selection = resolve_columns(columns, schema_json, snapshot.partition_columns, indexing, stored)
+    recorded = dict(selection.configuration)
+    if selection.skipped or (stored and any(stored.get(k) for k in (CONFIG_INCLUDE, CONFIG_EXCLUDE))):
+        # columns left out of the index are stored only (read from the source's files)
+        own = [c for c in (opts.get_str(STORE_ONLY) or "").split(",") if c.strip()]
+        store_only = ",".join(dict.fromkeys([*selection.skipped, *own]))
+        settings = Options.of(settings, {STORE_ONLY: store_only})
+        recorded[PREFIX + STORE_ONLY] = store_only
     validate_schema(schema_json, snapshot.partition_columns, settings)
 
     sync = plan_sync(snapshot, live, where)
@@ -270,7 +321,7 @@ def build_companion(
             stats.setdefault(key, []).extend(files)
     removes = sorted({a.path for a in sync.stale})
     try:
-        version = commit_build(table_log, read_version, job, settings, snapshot, adds_json, removes, stats)
+        version = commit_build(table_log, read_version, job, settings, snapshot, adds_json, removes, stats, recorded)
     except BaseException:
         _delete_written(job, written)
         raise
@@ -291,15 +342,16 @@ def _table_settings(
     fmt: str,
     source: str,
     partition_columns: Sequence[str],
-) -> tuple[Options, list[AddFile]]:
-    """The indexing settings of the build and the companion table's live splits: a new table's
-    from the options (with the token length it records, as a new table does); an existing one's
-    recorded settings win (as for appends), after checking it is this source's companion."""
+) -> tuple[Options, list[AddFile], dict[str, str] | None]:
+    """The indexing settings of the build, the companion table's live splits and its metadata
+    configuration (None: a new table): a new table's settings from the options (with the token
+    length it records, as a new table does); an existing one's recorded settings win (as for
+    appends), after checking it is this source's companion."""
     # lazy: see build_companion
     from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY, recorded_settings
 
     if read_version < 0:
-        return Options.of({TOKEN_LENGTH_KEY: str(registered_default(TOKEN_LENGTH_KEY))}, opts), []
+        return Options.of({TOKEN_LENGTH_KEY: str(registered_default(TOKEN_LENGTH_KEY))}, opts), [], None
     snap = table_log.snapshot(read_version)
     config = snap.metadata_action.configuration
     of = companion_of(config)
@@ -318,7 +370,8 @@ def _table_settings(
             f"{location} by {snap.partition_columns}: build a new companion index at another location"
         )
     recorded = recorded_settings(config)
-    return Options.of(opts, {k: v for k, v in recorded.items() if k.startswith(PREFIX + "indexing.")}), list(snap.files)
+    settings = Options.of(opts, {k: v for k, v in recorded.items() if k.startswith(PREFIX + "indexing.")})
+    return settings, list(snap.files), dict(config)
 
 
 def _ms_since(t0: float) -> float:

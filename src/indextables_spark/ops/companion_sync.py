@@ -126,9 +126,11 @@ def commit_build(
     adds_json: list[dict[str, Any]],
     removes: list[str],
     stats: dict[str, list[str]],
+    recorded: Mapping[str, str] | None = None,
 ) -> int:
     """One version: the metadata (schema, partitioning, the source's format, location and
-    version; a new table's settings), the new splits, the removes and the stats files."""
+    version; a new table's settings; `recorded`: the column selection, ops/companion_columns.py),
+    the new splits, the removes and the stats files."""
     from indextables_spark.core.log.actions import AddFile, Metadata  # lazy: see select_files
     from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
     from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL  # lazy: see select_files
@@ -144,6 +146,7 @@ def commit_build(
         CONFIG_SOURCE: job.source,
         CONFIG_ROOT: snapshot.root,
         CONFIG_VERSION: "" if snapshot.version is None else str(snapshot.version),
+        **(recorded or {}),
     }
     txn = Transaction(table_log, resolver="fail", read_version=read_version, operation="BUILD COMPANION")
     schema_string = json.dumps(job.schema_json, separators=(",", ":"))

@@ -173,7 +173,7 @@ class Sql:
     then: str = ""
 
 
-ArgType = Literal["text", "int", "positive", "size", "hours", "flag", "pairs"]
+ArgType = Literal["text", "int", "positive", "size", "hours", "flag", "pairs", "columns"]
 
 
 @dataclass(frozen=True)
@@ -439,6 +439,10 @@ OPERATIONS: tuple[Operation, ...] = (
                 Arg("location", help="where the companion index lives"),
                 Arg("--format", choices=("delta", "iceberg", "parquet"), default="delta"),
                 Arg("--indexing", "pairs", "indexing mode of a column (text, string, ...); repeatable"),
+                Arg("--include-columns", "columns", "INCLUDE COLUMNS: index only these (comma list)"),
+                Arg("--exclude-columns", "columns", "EXCLUDE COLUMNS: index all but these (comma list)"),
+                Arg("--hashed-fastfields-include", "columns", "HASHED FASTFIELDS INCLUDE (comma list)"),
+                Arg("--hashed-fastfields-exclude", "columns", "HASHED FASTFIELDS EXCLUDE (comma list)"),
                 Arg("--where", help="partition predicate: index only these partitions"),
                 Arg("--from-version", "int", "Delta: index this version"),
                 Arg("--from-snapshot", "int", "Iceberg: index this snapshot id"),

@@ -277,8 +277,13 @@ def compute_aggregate(
         fetch_missing(table.storage, table.options, files)
     # Tantivy's stats read fast fields: a column written without one (indexing.nonfastfields)
     # is aggregated from the rows; so is an index-only one (indexing.indexonlyfields), whose
-    # rows hold NULL: the answer Spark computes over the rows of a scan
-    slow = {s.name for s in info.specs if (s.value_field is not None and not s.value_field.fast) or s.index_only}
+    # rows hold NULL: the answer Spark computes over the rows of a scan; so is a compact string
+    # column (core/schema/compact_strings.py), whose fast field holds hashes, not values
+    slow = {
+        s.name
+        for s in info.specs
+        if (s.value_field is not None and not s.value_field.fast) or s.index_only or s.string_mode is not None
+    }
     fast = not any(a.column in slow for a in request.aggs)
     engine = _engine_rows(table, snap, files, request, plan, info.types) if fast else None
     if engine is not None:

@@ -12,6 +12,8 @@ Column kinds and their Tantivy fields (the doc mapping):
 | `string`          | string (default), char, varchar  | text `<col>`, tokenizer `raw`, fast (exact terms)      |
 | `text`            | string + typemap `text`          | text `<col>`, tokenizer from options (`default`)       |
 | `text_and_string` | string + typemap `text_and_string` | text `<col>` (tokenized) + text `<col>__exact` (raw) |
+| `string`          | string + typemap `exact_only`    | u64 `<col>`: the value's xxHash64 (compact_strings.py) |
+| `text`            | string + typemap `text_uuid_*` / `text_custom_*` | text `<col>` stripped (+ u64 `<col>__uuids`) |
 | `i64`             | byte, short, integer, long       | i64 `<col>`, indexed + fast                            |
 | `f64`             | float, double                    | f64 `<col>` (NaN/±inf mapped to ±f64::MAX, see below)  |
 | `bool`            | boolean                          | bool `<col>`                                           |
@@ -77,6 +79,10 @@ class IndexedField:
     # (a split the reference implementation wrote: its tokenizers drop such a token); None: every
     # value is indexed (ours cut long values to a prefix term instead: write/documents.exact_term).
     max_value_bytes: int | None = None
+    # A compact string mode (core/schema/compact_strings.py) on every field of its column: a u64
+    # field holds xxHash64s of whole values (exact_only) or of pattern matches (`<col>__uuids`),
+    # a text field the value with the pattern's matches stripped.
+    string_mode: str | None = None
 
     @property
     def index_tokenizer(self) -> str | None:
@@ -125,6 +131,16 @@ class ColumnSpec:
     def value_field(self) -> IndexedField | None:
         """The main field: tokenized text, number, bool, json."""
         return next((f for f in self.indexed_fields if not f.exact), self.exact_field)
+
+    @property
+    def string_mode(self) -> str | None:
+        """The column's compact string mode (compact_strings.py), None for the others."""
+        return next((f.string_mode for f in self.indexed_fields if f.string_mode), None)
+
+    @property
+    def hash_field(self) -> IndexedField | None:
+        """The u64 field of hashes of a compact string column (exact_only: the column's own)."""
+        return next((f for f in self.indexed_fields if f.string_mode and f.type == "u64"), None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -111,6 +111,13 @@ def _check(agg: Agg, spec: ColumnSpec, parent: Agg | None) -> None:
             f"{agg.where}: {agg.column!r} is index-only (indexing.indexonlyfields): {k} of a {kind} column is "
             f"computed from the rows, which do not hold it"
         )
+    if spec.string_mode is not None and not from_rows:
+        # (core/schema/compact_strings.py) the index holds hashes or stripped text, not the values
+        raise AggregationError(
+            f"{agg.where}: {agg.column!r} is indexed with {spec.string_mode} (hashes or stripped text, not its "
+            f"values): {k} on it is computed from fast fields, which do not hold its values; aggregate it in "
+            f"Spark, or index it with indexing.typemap.{agg.column}=string"
+        )
     if not spec.partition and kind not in ("text", "json", "binary") and field is not None and not field.fast:
         if not from_rows:
             raise AggregationError(

@@ -4,10 +4,11 @@ column's kind and Tantivy fields, every option checked before anything is writte
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.schema import analyzers
+from indextables_spark.core.schema import analyzers, compact_strings
 from indextables_spark.core.schema.types import (
     EXACT_SUFFIX,
     ROW_FIELD,
@@ -62,11 +63,15 @@ def _kind_for(column: str, spark_type: Any, typemap: Mapping[str, Setting]) -> s
     if kind != "string":
         raise InvalidOptionError(
             f"{where}: column {column!r} has Spark type {type_name(spark_type)!r}; only string "
-            f"columns take a typemap (string, text, text_and_string, ip)"
+            f"columns take a typemap (string, text, text_and_string, ip, {compact_strings.MODES_DESCRIPTION})"
         )
+    if compact_strings.is_compact_mode(req):
+        mode = compact_strings.parse_mode(req, f"{where}: ")
+        return "string" if mode.hashed_whole else "text"
     if req not in TYPEMAP_VALUES:
         raise InvalidOptionError(
-            f"{where}: column {column!r} cannot be {req!r}: expected one of {sorted(TYPEMAP_VALUES)}"
+            f"{where}: column {column!r} cannot be {req!r}: expected one of {sorted(TYPEMAP_VALUES)} or a "
+            f"compact string mode ({compact_strings.MODES_DESCRIPTION})"
             + (
                 " (a JSON string column is not supported here; a struct, array or map column is indexed as JSON)"
                 if req == "json"
@@ -167,6 +172,9 @@ def _indexed_fields(
             token_limit=cfg.token_limit(column, tok),
         )
 
+    setting = cfg.typemap.get(lower)
+    if setting is not None and compact_strings.is_compact_mode(setting.value):
+        return _compact_fields(column, compact_strings.parse_mode(setting.value), tokenized, names, lower in cfg.fast)
     if kind == "string":
         return (IndexedField(names.take(column), "text", tokenizer="raw", record="basic", fast=fast, exact=True),)
     if kind == "text":
@@ -196,6 +204,21 @@ def _indexed_fields(
     if kind == "json":
         return (tokenized("json"),)
     return ()  # binary: row store only
+
+
+def _compact_fields(
+    column: str, mode: compact_strings.StringMode, tokenized: Any, names: _Names, fast: bool
+) -> tuple[IndexedField, ...]:
+    """The fields of a column in a compact string mode (compact_strings.py): exact_only a u64 of
+    whole-value hashes (fast only when indexing.fastfields names it: IS [NOT] NULL then narrows
+    exactly); the text modes a stripped tokenized field, plus `<col>__uuids` for *_exactonly."""
+    if mode.hashed_whole:
+        return (IndexedField(names.take(column), "u64", fast=fast, string_mode=mode.mode),)
+    text = replace(tokenized("text"), string_mode=mode.mode)
+    if not mode.keeps_matches:
+        return (text,)
+    hashes = IndexedField(names.take(text.name + compact_strings.COMPANION_SUFFIX), "u64", string_mode=mode.mode)
+    return (text, hashes)
 
 
 def _check_indexing(cfg: IndexingConfig, by_name: Mapping[str, Any], partition_columns: Sequence[str]) -> None:

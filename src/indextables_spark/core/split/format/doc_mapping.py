@@ -51,6 +51,8 @@ def _descriptors(specs: Iterable[ColumnSpec], origin: str | None = None) -> list
                 d["exact"] = True
             if f.max_value_bytes is not None:  # a converted reference split's raw field (reference/native.py)
                 d["maxValueBytes"] = f.max_value_bytes
+            if f.string_mode is not None:  # a compact string mode (core/schema/compact_strings.py)
+                d["stringMode"] = f.string_mode
             if s.index_only:  # absent otherwise: doc mappings (and their hashes) written before stay as they were
                 d["indexOnly"] = True
             out.append(d)
@@ -131,6 +133,7 @@ def _specs_from_doc_mapping(doc_mapping: str | list[dict[str, Any]]) -> list[Col
                     exact=bool(d.get("exact")),
                     token_limit=int(d["maxTokenLength"]) if d.get("maxTokenLength") is not None else None,
                     max_value_bytes=int(d["maxValueBytes"]) if d.get("maxValueBytes") is not None else None,
+                    string_mode=str(d["stringMode"]) if d.get("stringMode") is not None else None,
                 )
             )
     return [
@@ -158,6 +161,7 @@ def tantivy_schema(specs: Iterable[ColumnSpec]) -> tantivy.Schema:
         "f64": sb.add_float_field,
         "bool": sb.add_boolean_field,
         "ip": sb.add_ip_addr_field,
+        "u64": sb.add_unsigned_field,  # the hashes of a compact string column (compact_strings.py)
     }
     for s in specs:
         for f in s.indexed_fields:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from indextables_spark.config.options import PREFIX, Options
-from indextables_spark.core.schema import analyzers
+from indextables_spark.core.schema import analyzers, compact_strings
 from indextables_spark.core.schema.types import VECTOR_METRICS, VectorSpec
 from indextables_spark.errors import InvalidOptionError
 
@@ -36,6 +36,11 @@ from indextables_spark.errors import InvalidOptionError
 BUILTIN_TOKENIZERS = frozenset({"default", "raw", "en_stem", "whitespace"})
 RECORD_OPTIONS = frozenset({"basic", "freq", "position"})
 TYPEMAP_VALUES = frozenset({"string", "text", "text_and_string", "ip"})
+# compact string modes the list form takes (`indexing.typemap.exact_only = "trace_id,request_id"`);
+# the custom ones carry a regex and are given per column (compact_strings.py)
+COMPACT_LIST_VALUES = frozenset(
+    {compact_strings.EXACT_ONLY, compact_strings.UUID_EXACTONLY, compact_strings.UUID_STRIP}
+)
 TOKEN_LENGTH_KEY = "indexing.text.maxTokenLength"
 TOKEN_LENGTH_NAMES = {"min": 1, "legacy": 40, "default": 255, "tantivy_max": 65530}
 BUILTIN = "builtin"  # each tokenizer's own limit (tables written before the option)
@@ -94,7 +99,9 @@ def per_column(
         listed = suffix in values and not (suffix in table and not set(_columns(value)) & table)
         pairs = [(c, Setting(suffix, key, True)) for c in _columns(value)] if listed else []
         if not listed:
-            pairs = [(suffix, Setting(value.strip().lower(), key))]
+            # (a compact mode's custom regex keeps its case: `text_custom_strip:ORD-\d{8}`)
+            v = compact_strings.normalize(value) if compact_strings.is_compact_mode(value) else value.strip().lower()
+            pairs = [(suffix, Setting(v, key))]
         for col, setting in pairs:
             prev = out.get(col)
             if prev is not None and prev.value != setting.value:
@@ -173,7 +180,7 @@ class IndexingConfig:
         default_length = token_length(raw_length, TOKEN_LENGTH_KEY) if raw_length else TOKEN_LENGTH_NAMES["default"]
         stats_raw = options.get_str("dataSkippingStatsColumns")
         return cls(
-            typemap=per_column(options, "indexing.typemap", TYPEMAP_VALUES | {"json"}, columns),
+            typemap=per_column(options, "indexing.typemap", TYPEMAP_VALUES | COMPACT_LIST_VALUES | {"json"}, columns),
             tokenizer=per_column(options, "indexing.tokenizer", tokenizer_list_values(), columns),
             record=per_column(options, "indexing.indexrecordoption", RECORD_OPTIONS, columns),
             default_record=default_record,

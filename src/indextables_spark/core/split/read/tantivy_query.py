@@ -1,6 +1,8 @@
 """The Tantivy query builder: a query matching a SUPERSET of the rows that satisfy the filters
 (narrowing; exact where it can say so), on tokenized text columns through the terms a string
-filter implies (text.py); and the index's exact answer to filters on index-only columns."""
+filter implies (text.py), on compact string columns through hashes; and the index's exact answer
+to filters on index-only columns. Over 500 lines: one visitor over every column kind, split only
+at the cost of its methods calling across modules."""
 
 from __future__ import annotations
 
@@ -8,7 +10,14 @@ import decimal
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, index_only_columns, specs_by_name
+from indextables_spark.core.schema import compact_strings
+from indextables_spark.core.schema.types import (
+    STRING_KINDS,
+    ColumnSpec,
+    IndexedField,
+    index_only_columns,
+    specs_by_name,
+)
 from indextables_spark.core.split.format.doc_mapping import tantivy_schema
 from indextables_spark.core.split.write.documents import TRUNCATE_CHARS, exact_term, f64_key
 from indextables_spark.expr.model import (
@@ -157,6 +166,8 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
     visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
 
     def leaf(self, f: Any, spec: ColumnSpec) -> tuple[tantivy.Query | None, bool]:
+        if spec.string_mode is not None:
+            return self.compact(f, spec)
         kind = spec.kind
         field = spec.exact_field if kind in STRING_KINDS else spec.value_field
         if kind == "text":
@@ -204,6 +215,60 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             lo, hi = {"eq": (lo, hi), "gt": (lo, None), "ge": (lo, None), "lt": (None, hi), "le": (None, hi)}[op]
             return self.f64_range(name, lo, hi), False
         return None, False
+
+    def compact(self, f: Any, spec: ColumnSpec) -> tuple[tantivy.Query | None, bool]:
+        """A filter on a compact string column (core/schema/compact_strings.py): = / <=> / IN
+        narrow by the hashes of the values (exact_only) or by the terms of the stripped values and
+        the hashes of their pattern matches (text_* modes); never exact (hashes collide, stripped
+        text loses the matches), so the rows re-check. exact_only with a fast hash field answers
+        IS [NOT] NULL exactly. Anything else (ranges, LIKE) is not narrowed: the rows decide."""
+        mode = compact_strings.parse_mode(spec.string_mode or "")
+        hashes = spec.hash_field
+        if isinstance(f, (IsNull, IsNotNull)) or (isinstance(f, EqualNullSafe) and f.value is None):
+            if mode.hashed_whole and hashes is not None and hashes.fast:
+                return self.exists(f if not isinstance(f, EqualNullSafe) else IsNull(f.column), hashes.name)
+            return None, False
+        if isinstance(f, In):
+            values = [v for v in f.values if v is not None]
+        elif isinstance(f, (EqualTo, EqualNullSafe)):
+            if f.value is None:
+                return self.empty(), True
+            values = [f.value]
+        else:
+            return None, False
+        if not all(isinstance(v, str) for v in values):
+            return None, False
+        if not values:
+            return self.empty(), True
+        if mode.hashed_whole:
+            assert hashes is not None
+            codes = sorted({compact_strings.string_hash(v) for v in values})
+            return self.t.Query.term_set_query(self.schema, hashes.name, codes), False
+        maybe = [self.stripped_value(v, spec, mode, hashes) for v in values]
+        parts = [p for p in maybe if p is not None]
+        if len(parts) < len(maybe):
+            return None, False
+        return (parts[0] if len(parts) == 1 else self.should(parts)), False
+
+    def stripped_value(
+        self, value: str, spec: ColumnSpec, mode: compact_strings.StringMode, hashes: IndexedField | None
+    ) -> tantivy.Query | None:
+        """Rows whose (text_* mode) column may equal `value`: the terms of its stripped text and,
+        for *_exactonly, the hashes of its matches; None when that implies nothing."""
+        field = spec.value_field
+        qs = []
+        if field is not None and field.tokenizer is not None and text_supported(field.tokenizer):
+            q = self.text_terms(compact_strings.strip(mode, value), field.name, field.tokenizer, True, True, spec)
+            if q is not None:
+                qs.append(q)
+        if hashes is not None:
+            qs += [
+                self.t.Query.term_query(self.schema, hashes.name, compact_strings.string_hash(m))
+                for m in sorted(set(compact_strings.matches(mode, value)))
+            ]
+        if not qs:
+            return None
+        return qs[0] if len(qs) == 1 else self.must(qs)
 
     @staticmethod
     def holds_values(f: Any, limit: int) -> bool:

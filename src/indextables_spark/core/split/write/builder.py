@@ -153,6 +153,7 @@ class SplitWriter:
             (s, s.value_field.tokenizer, s.value_field.token_limit)
             for s in self.stored_specs
             if s.kind == "text"
+            and s.string_mode is None  # (a stripped column's tokens are not its value's)
             and s.value_field is not None
             and s.value_field.tokenizer is not None  # (supported() is False for None)
             and text_supported(s.value_field.tokenizer)

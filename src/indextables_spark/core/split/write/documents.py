@@ -29,6 +29,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from indextables_spark.core.schema import compact_strings
 from indextables_spark.core.schema.analyzers import CJK_BIGRAM, bigram_values
 from indextables_spark.core.schema.types import ROW_FIELD, ColumnSpec
 from indextables_spark.errors import SchemaMismatchError
@@ -196,6 +197,8 @@ def _fragments(spec: ColumnSpec, a: pa.Array, truncated: set[str]) -> list[pa.Ar
         a = _as_string_array(a)
         if any(f.type == "ip" for f in spec.indexed_fields):
             check_ip_addresses(spec.name, a)
+        if spec.string_mode is not None:
+            return _compact_fragments(spec, a)
         for f in spec.indexed_fields:
             vals = a
             if f.tokenizer == CJK_BIGRAM:
@@ -213,6 +216,28 @@ def _fragments(spec: ColumnSpec, a: pa.Array, truncated: set[str]) -> list[pa.Ar
         return []
     f = spec.indexed_fields[0]
     return [pc.binary_join_element_wise(f'"{f.name}":', _number_text(spec, a), "")]
+
+
+def _compact_fragments(spec: ColumnSpec, a: pa.Array) -> list[pa.Array]:
+    """A compact string column's fragments (core/schema/compact_strings.py): whole-value hashes
+    (exact_only), or the stripped text and the hashes of the pattern's matches (`<col>__uuids`)."""
+    mode = compact_strings.parse_mode(spec.string_mode or "")
+    values = a.to_pylist()
+    frags: list[pa.Array] = []
+    for f in spec.indexed_fields:
+        if f.type == "u64" and mode.hashed_whole:
+            text = [None if v is None else str(compact_strings.string_hash(v)) for v in values]
+        elif f.type == "u64":
+            found = [None if v is None else compact_strings.matches(mode, v) for v in values]
+            text = [
+                "[" + ",".join(str(compact_strings.string_hash(m)) for m in ms) + "]" if ms else None for ms in found
+            ]
+        else:
+            stripped = pa.array([None if v is None else compact_strings.strip(mode, v) for v in values], pa.string())
+            frags.append(pc.binary_join_element_wise(f'"{f.name}":', _quoted(stripped), ""))
+            continue
+        frags.append(pc.binary_join_element_wise(f'"{f.name}":', pa.array(text, pa.string()), ""))
+    return frags
 
 
 def check_ip_addresses(column: str, values: pa.Array) -> None:
