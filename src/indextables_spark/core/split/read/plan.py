@@ -24,7 +24,13 @@ import pyarrow.compute as pc
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.read.corpus_stats import CorpusStats
 from indextables_spark.core.split.read.nearest import NearestQuery
-from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.read.reader import (
+    DISTANCE_COLUMN,
+    ROW_ID_COLUMN,
+    SCORE_COLUMN,
+    SplitReader,
+    top_column,
+)
 from indextables_spark.core.split.read.split_rows import (
     columns_of_all,
     conform,
@@ -286,7 +292,8 @@ class ReadPlan:
         Only the columns the filters, the residual filters and the deletes read are read (a vector
         column makes rows wide), and the index narrows only when it keeps few rows: scanning a
         narrow column costs less than listing many hits in row order."""
-        reads = {c.strip("`").lower() for f in self.residual for c in columns_of(f)}
+        names = {f.name.lower(): f.name for f in target}
+        reads = {top_column(c, names) for f in self.residual for c in columns_of(f)}
         target = pa.schema([f for f in target if f.name.lower() in reads])
         stored = [c for c in split.schema.names if c.lower() in reads]
         found: list[np.ndarray] = []

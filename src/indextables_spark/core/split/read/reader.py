@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -72,6 +72,13 @@ def _rechunk(batches: Iterator[pa.RecordBatch], batch_size: int, schema: pa.Sche
         yield pending[0]
     elif rows:
         yield pa.concat_batches(pending)
+
+
+def top_column(path: str, names_by_lower: Mapping[str, str]) -> str:
+    """The lower-cased name of the column a filter's column path reads: the path itself when a
+    column has that name, else its first segment (`user.address.city` reads `user`)."""
+    key = path.strip("`").lower()
+    return key if key in names_by_lower else key.split(".", 1)[0]
 
 
 class SplitReader:
@@ -217,9 +224,7 @@ class SplitReader:
     def _needed(self, names: Sequence[str], filters: Sequence[Filter], deletes: SplitDeletes | None) -> list[str]:
         """`names` plus the stored columns the filters and the equality deletes read."""
         by_lower = {c.lower(): c for c in self.schema.names}
-        extra = {
-            by_lower[c.strip("`").lower()] for f in filters for c in columns_of(f) if c.strip("`").lower() in by_lower
-        }
+        extra = {by_lower[k] for f in filters for c in columns_of(f) if (k := top_column(c, by_lower)) in by_lower}
         if deletes is not None:
             extra |= {c for _, t in deletes.equalities for c in t.column_names if c in by_lower.values()}
         return list(names) + sorted(extra - set(names))
