@@ -135,7 +135,7 @@ class _Join:
                 limit=self.k,
                 version=self.version,
             )
-            hits = [(i, f) for i, f in enumerate(found) if f.num_rows and not _no_query(texts, vectors, i)]
+            hits = [(i, f) for i, f in enumerate(found) if f.num_rows]  # (no text nor vector: no rows)
             if hits:
                 yield from self._rows(batch, hits).to_batches()
 
@@ -164,8 +164,3 @@ class _Join:
             if name not in (SCORE, DISTANCE):
                 cols[name] = found.column(name)
         return pa.table(cols)
-
-
-def _no_query(texts: list[Any] | None, vectors: list[Any] | None, i: int) -> bool:
-    """Whether query i has neither text nor vector (it matches nothing)."""
-    return (texts is None or texts[i] is None) and (vectors is None or vectors[i] is None)

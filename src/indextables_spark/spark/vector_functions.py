@@ -174,9 +174,7 @@ def search_join_udtf(options: dict[str, str]) -> type:
                 limit=k,
                 version=self._version,
             )
-            for i, (row, hits) in enumerate(zip(rows, found)):
-                if (texts is None or texts[i] is None) and (vectors is None or vectors[i] is None):
-                    continue  # neither text nor vector: matches nothing
+            for row, hits in zip(rows, found):  # (a query without text and vector found no rows)
                 keys = [f.name for f in hits.schema if f.name not in ("_score", "_distance")]
                 types = {f.name: f.type for f in hits.schema}
                 for rank, hit in enumerate(hits.to_pylist(), start=1):
