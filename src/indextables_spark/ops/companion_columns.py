@@ -152,16 +152,19 @@ def resolve(
 
 
 def _check_modes(indexing: Mapping[str, str], inc: Sequence[str], exc: Sequence[str]) -> None:
-    included, excluded = {c.lower() for c in inc}, {c.lower() for c in exc}
     for field in indexing:
-        if included and field.lower() not in included:
-            raise InvalidOptionError(
-                f"Field '{field}' in INDEXING MODES is not in INCLUDE COLUMNS. Included columns: {', '.join(inc)}"
-            )
-        if field.lower() in excluded:
-            raise InvalidOptionError(
-                f"Field '{field}' in INDEXING MODES is in EXCLUDE COLUMNS and will not be indexed."
-            )
+        _check_selected(field, "INDEXING MODES", inc, exc)
+
+
+def _check_selected(field: str, clause: str, inc: Sequence[str], exc: Sequence[str]) -> None:
+    """InvalidOptionError (the reference's texts) when `field` of `clause` is not among the
+    INCLUDE COLUMNS or is among the EXCLUDE COLUMNS."""
+    if inc and field.lower() not in {c.lower() for c in inc}:
+        raise InvalidOptionError(
+            f"Field '{field}' in {clause} is not in INCLUDE COLUMNS. Included columns: {', '.join(inc)}"
+        )
+    if field.lower() in {c.lower() for c in exc}:
+        raise InvalidOptionError(f"Field '{field}' in {clause} is in EXCLUDE COLUMNS and will not be indexed.")
 
 
 def _check_hashed(
@@ -171,17 +174,9 @@ def _check_hashed(
     exc: Sequence[str],
     indexing: Mapping[str, str],
 ) -> None:
-    included, excluded = {c.lower() for c in inc}, {c.lower() for c in exc}
     modes = {k.lower(): v for k, v in indexing.items()}
     for field in hashed:
-        if included and field.lower() not in included:
-            raise InvalidOptionError(
-                f"Field '{field}' in HASHED FASTFIELDS is not in INCLUDE COLUMNS. Included columns: {', '.join(inc)}"
-            )
-        if field.lower() in excluded:
-            raise InvalidOptionError(
-                f"Field '{field}' in HASHED FASTFIELDS is in EXCLUDE COLUMNS and will not be indexed."
-            )
+        _check_selected(field, "HASHED FASTFIELDS", inc, exc)
         f = fields.get(field.lower())
         if f is not None and f["type"] != "string":
             t = f["type"] if isinstance(f["type"], str) else f["type"].get("type")
