@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -376,6 +378,32 @@ def in_integration_tier(item: pytest.Item) -> bool:
     if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
         return True
     return any(item.nodeid.startswith(prefix) for prefix in INTEGRATION_TESTS)
+
+
+ENV_SCRATCH = "INDEXTABLES_TEST_SCRATCH"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One scratch directory per run for what the tests put in the temp dir (tables under tmp_path,
+    the split cache's default root, Spark's local dirs, what killed workers leave), removed when
+    the run ends: runs on a shared disk must not pile up tens of GB (a CI run failed with ENOSPC).
+    xdist workers inherit it from the controller's environment."""
+    if hasattr(config, "workerinput") or os.environ.get(ENV_SCRATCH):
+        return
+    scratch = tempfile.mkdtemp(prefix="indextables-tests-")
+    os.environ[ENV_SCRATCH] = os.environ["TMPDIR"] = os.environ["SPARK_LOCAL_DIRS"] = scratch
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    config.stash[_SCRATCH_KEY] = scratch
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    scratch = config.stash.get(_SCRATCH_KEY, None)
+    if scratch is not None:
+        # a file that a lingering process still writes there is no failure of the run
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+_SCRATCH_KEY = pytest.StashKey[str]()
 
 
 # tryfirst: pytest-xdist's worker reads the xdist_group marks in its own pytest_collection_modifyitems

@@ -141,6 +141,29 @@ def test_eviction_keeps_dirs_in_use(tmp_path):
     assert SplitReader(cache.local_dir(storage, adds[1])).count() == 2000
 
 
+def test_the_cache_leaves_min_free_space_on_its_disk(tmp_path):
+    """Under `cache.disk.maxSize`, the cache still evicts when its disk would keep less than
+    `cache.disk.minFreeSpace` free (a full disk fails every write on the machine, not just ours)."""
+    storage = LocalStorage(str(tmp_path / "t"))
+    adds = write_splits(storage, n_splits=3)
+    cache = get_cache({"cache.disk.path": str(tmp_path / "cache")})
+    assert cache.min_free_bytes == 2 * 1024**3 and cache.max_bytes == 10 * 1024**3  # the defaults
+    cache.grace_seconds = 0
+    first = cache.local_dir(storage, adds[0])
+    one = cache.usage_bytes()
+    free = shutil.disk_usage(cache.root).free
+    # as if the disk had room for about one more split beyond the floor: the oldest goes
+    cache = get_cache({"cache.disk.path": str(tmp_path / "cache"), "cache.disk.minFreeSpace": str(free - one // 2)})
+    assert cache.limit_bytes(one) < 2 * one
+    time.sleep(0.01)
+    second = cache.local_dir(storage, adds[1])
+    assert os.path.isdir(second) and not os.path.isdir(first)
+    assert cache.describe()["limit"] == cache.limit_bytes(cache.usage_bytes()) < cache.max_bytes
+    # a floor larger than the disk's free space empties what is not in use, never below zero
+    cache.min_free_bytes = free * 2
+    assert cache.limit_bytes(one) == 0
+
+
 def test_a_split_found_cached_is_not_evicted_before_its_caller_opens_it(tmp_path, monkeypatch):
     """Another thread fetching into a full cache must not evict a split between local_dir
     finding it and its caller opening it (seen counting a 10M table whose splits outgrew the

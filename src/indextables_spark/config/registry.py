@@ -365,6 +365,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _option("cache.disk.path", "str", None, "executor split cache (default: `$TMPDIR/indextables-cache`)"),
     _option("cache.disk.maxSize", "size", 10 * GB, "split cache size"),
     _option(
+        "cache.disk.minFreeSpace",
+        "size",
+        2 * GB,
+        "free space the split cache leaves on its disk (it evicts below it, under `cache.disk.maxSize`)",
+    ),
+    _option(
         "cache.rows.lazy",
         "str",
         "auto",

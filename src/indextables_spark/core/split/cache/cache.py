@@ -15,8 +15,10 @@ LOCK_STRIPES files under `<root>/.locks/` chosen by the split's key), so the fir
 and the others find the directory. A process that dies releases its lock; where flock is not
 available the rename race above still keeps the cache correct (a split may then be fetched twice).
 
-Size bound: option `cache.disk.maxSize` (default 10G); least recently used directories (by
-modification time, refreshed on each use) are evicted, never one this process has open (cached
+Size bound: option `cache.disk.maxSize` (default 10G), lowered so that the cache's file system
+keeps `cache.disk.minFreeSpace` (default 2G) free for everything else on the disk (spill, other
+tables, other caches); least recently used directories (by modification time, refreshed on each
+use) are evicted, never one this process has open (cached
 handles, live SplitReader objects, or handed out by local_dir in the last GRACE_SECONDS).
 Root: option `cache.disk.path`, else `$TMPDIR/indextables-cache`.
 A split the reference implementation wrote is extracted as it is (reference/native.py), with the
@@ -61,6 +63,7 @@ from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import FileNotFoundInStorageError, InvalidOptionError, SplitFormatError
 
 DEFAULT_MAX_BYTES = registered_default("cache.disk.maxSize")
+DEFAULT_MIN_FREE_BYTES = registered_default("cache.disk.minFreeSpace")
 DEFAULT_LAZY_MIN_BYTES = registered_default("cache.rows.lazyMinSplitSize")
 DEFAULT_PARTIAL_MIN_BYTES = registered_default("cache.index.partialMinSplitSize")
 GRACE_SECONDS = 300.0  # a directory handed out recently counts as in use
@@ -113,6 +116,7 @@ class SplitCache:
     def __init__(self, root: str, max_bytes: int = DEFAULT_MAX_BYTES):
         self.root = os.path.abspath(root)
         self.max_bytes = max_bytes
+        self.min_free_bytes = DEFAULT_MIN_FREE_BYTES  # option cache.disk.minFreeSpace
         os.makedirs(self.root, exist_ok=True)
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
@@ -295,7 +299,7 @@ class SplitCache:
             "cachePath": self.root,
             "entries": entries,
             "bytes": used,
-            "limit": self.max_bytes,
+            "limit": self.limit_bytes(used),
             "hits": self.hits,
             "misses": self.misses,
             "evictions": self.evictions,
@@ -531,11 +535,18 @@ class SplitCache:
             del self._sizes[gone]
         self._decoded &= present
 
+    def limit_bytes(self, used: int) -> int:
+        """The size the cache may have now: `max_bytes`, or less where the file system would keep
+        under `min_free_bytes` free (`used` is what the cache holds; evicting frees it)."""
+        free = shutil.disk_usage(self.root).free
+        return max(0, min(self.max_bytes, used + free - self.min_free_bytes))
+
     def _evict(self, protect: str) -> None:
         with self._lock:
             self._rescan()
             total = sum(self._sizes.values())
-            if total <= self.max_bytes:
+            limit = self.limit_bytes(total)
+            if total <= limit:
                 return
             now = time.time()
             in_use = open_splits.dirs_in_use() | {protect}
@@ -550,7 +561,7 @@ class SplitCache:
                 except FileNotFoundError:
                     continue
             for _mtime, key, path in sorted(candidates):
-                if total <= self.max_bytes:
+                if total <= limit:
                     break
                 trash = os.path.join(self.root, f"{_TRASH_PREFIX}{uuid.uuid4().hex}")
                 try:
@@ -625,6 +636,7 @@ def get_cache(options: Options | dict[str, Any] | None = None) -> SplitCache:
             cache = _caches[root] = SplitCache(root, max_bytes)
         else:
             cache.max_bytes = max_bytes
+        cache.min_free_bytes = opts.get_size("cache.disk.minFreeSpace")
         cache.uncompressed_rows = opts.get_bool("cache.rows.uncompressed")
         lazy = (opts.get_str("cache.rows.lazy") or "auto").strip().lower()
         if lazy not in ("auto", "true", "false"):
