@@ -344,8 +344,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "search.vector.exactBelow",
         "int",
         20000,
-        "a vector search compares a split's rows one by one (exact) when it holds (or its filters select) "
-        "at most this many vectors, else it searches the split's graph",
+        "a vector search compares a split's rows one by one (exact) when it holds at most this many vectors, "
+        "else it searches the split's graph (filtered: the selection as a bitmap, or exactly when that costs "
+        "less and it keeps at most this many)",
     ),
     _option("columns", "str", None, "the only columns a read declares (comma list; empty: none, for counts)"),
     _option("snippetFields", "str", None, "text columns whose `_snippet` a read adds (comma list)"),

@@ -539,7 +539,7 @@ class SplitCache:
         """The size the cache may have now: `max_bytes`, or less where the file system would keep
         under `min_free_bytes` free (`used` is what the cache holds; evicting frees it)."""
         free = shutil.disk_usage(self.root).free
-        return max(0, min(self.max_bytes, used + free - self.min_free_bytes))
+        return int(max(0, min(self.max_bytes, used + free - self.min_free_bytes)))
 
     def _evict(self, protect: str) -> None:
         with self._lock:

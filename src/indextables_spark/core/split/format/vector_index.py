@@ -235,9 +235,13 @@ class VectorIndex:
             return np.asarray(1.0 - dots / (norms * np.linalg.norm(q, axis=1)[:, None]), dtype=np.float32)
         return np.asarray(norms * norms - 2 * dots + np.einsum("ij,ij->i", q, q)[:, None], dtype=np.float32)  # l2
 
-    def graph_search(self, queries: np.ndarray, count: int, expansion: int) -> list[np.ndarray]:
+    def graph_search(
+        self, queries: np.ndarray, count: int, expansion: int, allowed: np.ndarray | None = None
+    ) -> list[np.ndarray]:
         """Row ids of about the `count` nearest vectors of each query (a matrix, one query a row;
-        the graph's approximate answer, searched for all queries in one call)."""
+        the graph's approximate answer, searched for all queries in one call), among the vectors
+        at the sorted positions `allowed` when given: faiss walks the whole graph and keeps only
+        those (an IDSelectorBitmap), so a selection needs no over-fetch."""
         if self.info.count == 0 or count <= 0:
             return [np.empty(0, np.int64) for _ in range(len(queries))]
         import faiss  # lazy: loaded by splits with vector columns only
@@ -245,6 +249,12 @@ class VectorIndex:
         graph = self._open_graph()
         q = _graph_vectors(np.asarray(queries).reshape(-1, self.info.spec.dims), self.metric)
         params = faiss.SearchParametersHNSW(efSearch=max(expansion, count))  # type: ignore[attr-defined]
+        if allowed is not None:
+            bits = np.zeros(self.info.count, dtype=bool)
+            bits[allowed] = True
+            bitmap = np.packbits(bits, bitorder="little")  # bit i of byte i // 8: faiss's order
+            selector = faiss.IDSelectorBitmap(self.info.count, faiss.swig_ptr(bitmap))
+            params.sel = selector  # the selector and its bitmap must outlive the search call
         _dist, labels = graph.search(q, min(count, self.info.count), params=params)
         return [np.asarray(self.ids[row[row >= 0]], dtype=np.int64) for row in labels]
 

@@ -132,7 +132,8 @@ def describe_nearest(plan: ReadPlan, specs: Sequence[Any]) -> str | None:
     text = (
         f"the {nq.k} nearest rows by {nq.column!r} ({shape}): each split's HNSW graph (faiss, efSearch "
         f"{nq.expansion}) proposes {REFINE} x {nq.wanted} candidates re-ranked by exact distance, or every vector "
-        f"is compared when a split holds (or its selection keeps) at most {nq.exact_below}; "
+        f"is compared when a split holds at most {nq.exact_below}; a selection is walked in the graph as a "
+        f"bitmap, or compared exactly when that costs less; "
         + (
             f"rows selected first by {' and '.join(selected)}, deleted rows left out"
             if selected

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from indextables_spark.core.split.read.nearest import fused_scores, vector_values
+from indextables_spark.core.split.read.nearest import fused_scores, one_thread_math, vector_values
 from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN
 from indextables_spark.core.split.read.split_threads import map_chunks
@@ -47,7 +47,8 @@ def nearest_table(plan: SearchPlan) -> pa.Table:
     if statistics is not None:
         statistics.result()
     plan.ranking(nq.wanted)
-    tables = map_chunks(lambda chunk: [plan.nearest_split(f) for f in chunk], files)
+    with one_thread_math():  # held for every split's search at once (nearest.py)
+        tables = map_chunks(lambda chunk: [plan.nearest_split(f) for f in chunk], files)
     out = _numbered(tables)
     if out is None:
         return schema.empty_table()
@@ -74,7 +75,8 @@ def nearest_tables(plan: SearchPlan, queries: np.ndarray) -> list[pa.Table]:
     if not files:
         return [schema.empty_table() for _ in range(len(queries))]
     fetch_missing(plan.storage, plan.options, files, None, None, reads=plan.index_reads)
-    per_split = map_chunks(lambda chunk: [plan.nearest_split_batch(f, queries) for f in chunk], files)
+    with one_thread_math():
+        per_split = map_chunks(lambda chunk: [plan.nearest_split_batch(f, queries) for f in chunk], files)
     winners: list[pa.Table | None] = []
     for q in range(len(queries)):
         out = _numbered([tables[q] for tables in per_split])
