@@ -232,6 +232,7 @@ class CompanionSync:
             self._latest = latest if latest is not None else self._latest
             if latest is not None and latest == self._seen:
                 self._errors, self._wait = 0, self._interval
+                log.debug("companion sync of %s: source version %s, nothing new", redact_uri(self.location), latest)
                 return  # nothing new: no sync, no commit
             self._message = "syncing"
             result = self._build()
@@ -263,6 +264,17 @@ class CompanionSync:
                 self._added += result.splits_added
                 self._removed += result.splits_removed
             self._recent.append(result)
+        if result.version is not None:
+            log.info(
+                "companion sync of %s: %s table %s synced at version %s (%d files indexed, %d splits added, %d removed)",
+                redact_uri(self.location),
+                self.format,
+                redact_uri(self.source),
+                result.source_version,
+                result.files_indexed,
+                result.splits_added,
+                result.splits_removed,
+            )
 
     def _stopped_by(self, e: BaseException) -> CompanionSourceError:
         at = "its newest version" if self._latest is None else f"version {self._latest}"
