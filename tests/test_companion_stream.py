@@ -15,7 +15,7 @@ import indextables_spark as it
 from cmd_helpers import rows
 from indextables_spark.errors import CompanionSourceError, StorageError
 from indextables_spark.ops.companion_stream import CompanionSync
-from test_companion import INDEXING, has_word, index_rows, tuples, write_delta
+from test_companion import INDEXING, has_word, index_rows, tuples, write_delta, write_iceberg
 
 POLL = 0.05  # seconds between polls
 OPTIONS = {"spark.indextables.companion.parallelism": "1"}  # index in this process (no subprocess start-ups)
@@ -131,6 +131,24 @@ def test_no_change_commits_nothing_stop_and_resume(tmp_path):
     assert _log_version(loc) == 1
 
 
+def test_iceberg_without_a_probe_commits_only_changes(tmp_path):
+    """Iceberg has no cheap probe: each poll plans the incremental build, which commits nothing
+    when no file changed."""
+    table, options = write_iceberg(tmp_path, rows(30))
+    loc = str(tmp_path / "index")
+    kwargs = dict(format="iceberg", catalog="c", catalog_type="sql", options={**OPTIONS, **options})
+    sync = it.start_companion_sync("db.docs", loc, poll_interval=POLL, max_iterations=3, **kwargs)
+    assert sync.await_termination(timeout=60)
+    assert [r.status for r in sync.recent_progress] == ["SUCCESS", "NO_ACTION", "NO_ACTION"]
+    assert _log_version(loc) == 0 and sync.synced_version == table.current_snapshot().snapshot_id
+    table.append(rows(7, start=30))
+    again = it.start_companion_sync("db.docs", loc, poll_interval=POLL, max_iterations=2, **kwargs)
+    assert again.await_termination(timeout=60)
+    assert [r.status for r in again.recent_progress] == ["SUCCESS", "NO_ACTION"] and _log_version(loc) == 1
+    assert again.synced_version == table.refresh().current_snapshot().snapshot_id
+    assert index_rows(loc) == tuples(rows(37))
+
+
 def test_stop_during_a_sync_lets_it_finish():
     entered, release = threading.Event(), threading.Event()
     built = []
@@ -221,7 +239,7 @@ def test_transient_errors_are_retried_then_stop():
         sync.await_termination(10)
 
 
-def test_sql_clause_parses_and_refusals(tmp_path):
+def test_sql_clause_parses_and_refusals(tmp_path, capsys):
     from indextables_spark.frontends.execute import execute
     from indextables_spark.frontends.sql_parser import parse_command
 
@@ -268,6 +286,15 @@ def test_sql_clause_parses_and_refusals(tmp_path):
     )
     assert out.table.column("rows_indexed").to_pylist() == [15]
     assert out.table.column("source_version").to_pylist() == [0]
+    # the command line: the same, and Ctrl+C would stop it
+    from indextables_spark.frontends.cli import main
+
+    write_delta(src, rows(4, start=15))
+    argv = ["build-companion", src, loc, "-o", "companion.parallelism=1", "--json", "--max-iterations", "2"]
+    assert main(argv) != 0 and "give WITH STREAMING POLL INTERVAL" in capsys.readouterr().err
+    assert main([*argv, "--streaming-poll-interval", "0.05"]) == 0
+    assert '"sourceVersion": 1' in capsys.readouterr().out
+    assert index_rows(loc) == tuples(rows(19))
 
 
 def _sql_follows(session, tmp_path) -> None:

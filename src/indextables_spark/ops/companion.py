@@ -173,7 +173,7 @@ class BuildCompanion:
         return cls(fmt, source, location, **args)
 
     def run(self, ctx: Context) -> CompanionBuildResult | list[CompanionBuildResult]:
-        if self.streaming_poll_interval is not None:
+        if self.streaming_poll_interval is not None or self.max_iterations is not None:
             return run_streaming(self, ctx, build_companion)
         return build_companion(
             self.source,

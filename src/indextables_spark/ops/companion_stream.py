@@ -390,7 +390,11 @@ def run_streaming(
         raise InvalidOptionError(
             "WITH STREAMING follows the source's newest version: FROM VERSION / FROM SNAPSHOT cannot be given with it"
         )
-    assert cmd.streaming_poll_interval is not None
+    if cmd.streaming_poll_interval is None:
+        raise InvalidOptionError(
+            "MAX ITERATIONS (--max-iterations) bounds a streaming sync: give WITH STREAMING POLL INTERVAL "
+            "(--streaming-poll-interval) too"
+        )
     handle = start_sync(
         build_companion,
         cmd.source,
