@@ -255,8 +255,8 @@ class CompanionSync:
         self._errors, self._wait = 0, self._interval
         with self._lock:
             self._seen = result.source_version
-            if result.source_version is not None:
-                self._latest = max(result.source_version, self._latest or result.source_version)
+            if result.source_version is not None:  # the version the build opened (Iceberg: a snapshot id)
+                self._latest = result.source_version
             if result.version is not None:  # committed
                 self._synced = result.source_version
                 self._syncs += 1
