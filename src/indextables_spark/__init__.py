@@ -32,6 +32,8 @@ _LAZY = {
     "IndexTable": "indextables_spark.api.table",
     "SearchOperatorError": "indextables_spark.expr.operators",
     "build_companion": "indextables_spark.ops.companion",
+    "start_companion_sync": "indextables_spark.ops.companion",
+    "CompanionSync": "indextables_spark.ops.companion_stream",
 }
 
 if TYPE_CHECKING:
@@ -43,7 +45,8 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.snapshot import Snapshot
     from indextables_spark.core.log.transaction import Transaction
     from indextables_spark.expr.partition_filter import PartitionFilterError
-    from indextables_spark.ops.companion import build_companion
+    from indextables_spark.ops.companion import build_companion, start_companion_sync
+    from indextables_spark.ops.companion_stream import CompanionSync
     from indextables_spark.results import (
         DiskCacheInfo,
         EnvironmentRow,
@@ -74,6 +77,7 @@ __all__ = [
     "AddFile",
     "BucketArgumentError",
     "ChangeSet",
+    "CompanionSync",
     "PartitionFilterError",
     "QueryParseError",
     "ReferenceTableError",
@@ -103,6 +107,7 @@ __all__ = [
     "register",
     "search_join",
     "sql",
+    "start_companion_sync",
     "textsearch",
     "unregister",
     "wait_for_maintenance",

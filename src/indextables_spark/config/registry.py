@@ -253,6 +253,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
         readme=False,
     ),
     _option(
+        "companion.stream.maxConsecutiveErrors",
+        "int",
+        10,
+        "WITH STREAMING / it.start_companion_sync: storage errors and commit conflicts retried in a row "
+        "before the sync stops (errors of the source or its schema stop it at once)",
+        reference="companion.stream.maxConsecutiveErrors",
+    ),
+    _option(
         "companion.maxAutomaticHashedFastfields",
         "int",
         10,

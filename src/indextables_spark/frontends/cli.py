@@ -111,6 +111,7 @@ def _add(parser: argparse.ArgumentParser, arg: Arg) -> None:
         types: dict[str, Callable[[str], Any]] = {
             "int": int,
             "positive": _positive,
+            "seconds": _seconds,
             "size": _unit(units.parse_size),
             "hours": _unit(units.parse_hours),
         }
@@ -170,6 +171,16 @@ def _names(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
     return names
+
+
+def _seconds(text: str) -> float:
+    try:
+        n = float(text)
+    except ValueError:
+        n = 0.0
+    if not n > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return n
 
 
 def _positive(text: str) -> int:

@@ -42,8 +42,15 @@ from indextables_spark.ops.companion_sync import (
     plan_groups,
     plan_sync,
 )
-from indextables_spark.ops.companion_columns import CONFIG_EXCLUDE, CONFIG_INCLUDE, ColumnSelection, string_list
+from indextables_spark.ops.companion_columns import (
+    CONFIG_EXCLUDE,
+    CONFIG_INCLUDE,
+    ColumnSelection,
+    indexing_modes,
+    string_list,
+)
 from indextables_spark.ops.companion_columns import resolve as resolve_columns
+from indextables_spark.ops.companion_stream import CompanionSync, parse_streaming, run_streaming, start_sync
 from indextables_spark.ops.registry import CommandParser, Context, size
 from indextables_spark.results import CompanionBuildResult
 
@@ -61,7 +68,8 @@ class BuildCompanion:
     """BUILD INDEXTABLES COMPANION FOR DELTA|ICEBERG|PARQUET <source> [CATALOG <name> [TYPE <type>]]
     [INCLUDE COLUMNS ('a', …) | EXCLUDE COLUMNS ('a', …)] [INDEXING MODES ('col':'mode', ...)]
     [HASHED FASTFIELDS INCLUDE|EXCLUDE ('a', …)] [WHERE …] [FROM VERSION n | FROM SNAPSHOT id]
-    [TARGET INPUT SIZE …] [DRY RUN] AT LOCATION <path>."""
+    [TARGET INPUT SIZE …] [DRY RUN] AT LOCATION <path>
+    [WITH STREAMING POLL INTERVAL n SECONDS|MINUTES [MAX ITERATIONS n]] (ops/companion_stream.py)."""
 
     result: ClassVar[type[CompanionBuildResult]] = CompanionBuildResult
     format: str  # delta | iceberg | parquet
@@ -80,6 +88,8 @@ class BuildCompanion:
     from_snapshot: int | None = None
     target_input_size: int | None = size()
     dry_run: bool = False
+    streaming_poll_interval: float | None = None  # seconds: WITH STREAMING POLL INTERVAL
+    max_iterations: int | None = None  # MAX ITERATIONS: polls of a streaming sync
 
     @classmethod
     def parse(cls, p: CommandParser) -> BuildCompanion:
@@ -99,6 +109,7 @@ class BuildCompanion:
             ("EXCLUDE", "COLUMNS"),
             ("HASHED", "FASTFIELDS"),
             ("CATALOG",),
+            ("WITH", "STREAMING"),
         )
         location = None
         while p.peek().kind == "word":
@@ -111,7 +122,7 @@ class BuildCompanion:
             elif t.is_word("INDEXING"):
                 p.once(seen, "INDEXING MODES", t)
                 p.expect("MODES")
-                args["indexing"] = _indexing_modes(p)
+                args["indexing"] = indexing_modes(p)
             elif t.is_word("INCLUDE", "EXCLUDE"):
                 clause = f"{t.value} COLUMNS"
                 p.once(seen, clause, t)
@@ -139,6 +150,9 @@ class BuildCompanion:
                 p.once(seen, "DRY RUN", t)
                 p.expect("RUN")
                 args["dry_run"] = True
+            elif t.is_word("WITH"):
+                p.once(seen, "WITH STREAMING", t)
+                args.update(parse_streaming(p))
             elif t.is_word("AT"):
                 p.once(seen, "AT LOCATION", t)
                 p.expect("LOCATION")
@@ -146,7 +160,7 @@ class BuildCompanion:
             else:
                 raise p.error(
                     f"expected CATALOG, INCLUDE COLUMNS, EXCLUDE COLUMNS, INDEXING MODES, HASHED FASTFIELDS, "
-                    f"WHERE, FROM VERSION, FROM SNAPSHOT, TARGET INPUT SIZE, DRY RUN or AT LOCATION, found "
+                    f"WHERE, FROM VERSION, FROM SNAPSHOT, TARGET INPUT SIZE, DRY RUN, AT LOCATION or WITH STREAMING, found "
                     f"{t.describe()}",
                     t,
                 )
@@ -158,7 +172,9 @@ class BuildCompanion:
             raise p.error("INCLUDE COLUMNS and EXCLUDE COLUMNS are mutually exclusive")
         return cls(fmt, source, location, **args)
 
-    def run(self, ctx: Context) -> CompanionBuildResult:
+    def run(self, ctx: Context) -> CompanionBuildResult | list[CompanionBuildResult]:
+        if self.streaming_poll_interval is not None or self.max_iterations is not None:
+            return run_streaming(self, ctx, build_companion)
         return build_companion(
             self.source,
             self.location,
@@ -178,33 +194,6 @@ class BuildCompanion:
             hashed_fastfields_include=self.hashed_fastfields_include,
             hashed_fastfields_exclude=self.hashed_fastfields_exclude,
         )
-
-
-def _indexing_modes(p: CommandParser) -> tuple[tuple[str, str], ...]:
-    """('col':'mode', …); names and modes quoted or bare."""
-    t = p.next()
-    if not (t.kind == "punct" and t.text == "("):
-        raise p.error(f"expected '(' after INDEXING MODES, found {t.describe()}", t)
-    out: list[tuple[str, str]] = []
-    while True:
-        name = p.next()
-        if name.kind not in ("str", "word", "bq"):
-            raise p.error(f"expected a column name in INDEXING MODES, found {name.describe()}", name)
-        colon = p.next()
-        if colon.text != ":":
-            raise p.error(f"expected ':' after the column name in INDEXING MODES, found {colon.describe()}", colon)
-        mode = p.next()
-        if mode.kind not in ("str", "word"):
-            raise p.error(
-                f"expected an indexing mode (text, string, …) in INDEXING MODES, found {mode.describe()}", mode
-            )
-        col = name.value if name.kind == "str" else name.text.strip("`")
-        out.append((col, mode.value if mode.kind == "str" else mode.text.lower()))
-        sep = p.next()
-        if sep.kind == "punct" and sep.text == ")":
-            return tuple(out)
-        if not (sep.kind == "punct" and sep.text == ","):
-            raise p.error(f"expected ',' or ')' in INDEXING MODES, found {sep.describe()}", sep)
 
 
 def build_companion(
@@ -332,6 +321,22 @@ def build_companion(
         version=version,
         duration_ms=_ms_since(t0),
     )
+
+
+def start_companion_sync(
+    source: str,
+    location: str,
+    format: str = "delta",
+    indexing: Mapping[str, str] | None = None,
+    where: str | None = None,
+    spark: Any = None,
+    options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> CompanionSync:
+    """`it.start_companion_sync`: keep the companion index at `location` in sync with `source`,
+    polling in a background thread (`poll_interval=` seconds, `max_iterations=`; the other
+    arguments are build_companion's): ops/companion_stream.py's start_sync."""
+    return start_sync(build_companion, source, location, format, indexing, where, spark, options, **kwargs)
 
 
 def _table_settings(

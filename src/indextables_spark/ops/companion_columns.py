@@ -206,3 +206,30 @@ def string_list(p: Any, clause: str) -> tuple[str, ...]:
             return tuple(out)
         if not (sep.kind == "punct" and sep.text == ","):
             raise p.error(f"expected ',' or ')' in {clause}, found {sep.describe()}", sep)
+
+
+def indexing_modes(p: Any) -> tuple[tuple[str, str], ...]:
+    """INDEXING MODES ('col':'mode', …) of BUILD INDEXTABLES COMPANION; names and modes quoted or bare."""
+    t = p.next()
+    if not (t.kind == "punct" and t.text == "("):
+        raise p.error(f"expected '(' after INDEXING MODES, found {t.describe()}", t)
+    out: list[tuple[str, str]] = []
+    while True:
+        name = p.next()
+        if name.kind not in ("str", "word", "bq"):
+            raise p.error(f"expected a column name in INDEXING MODES, found {name.describe()}", name)
+        colon = p.next()
+        if colon.text != ":":
+            raise p.error(f"expected ':' after the column name in INDEXING MODES, found {colon.describe()}", colon)
+        mode = p.next()
+        if mode.kind not in ("str", "word"):
+            raise p.error(
+                f"expected an indexing mode (text, string, …) in INDEXING MODES, found {mode.describe()}", mode
+            )
+        col = name.value if name.kind == "str" else name.text.strip("`")
+        out.append((col, mode.value if mode.kind == "str" else mode.text.lower()))
+        sep = p.next()
+        if sep.kind == "punct" and sep.text == ")":
+            return tuple(out)
+        if not (sep.kind == "punct" and sep.text == ","):
+            raise p.error(f"expected ',' or ')' in INDEXING MODES, found {sep.describe()}", sep)

@@ -173,7 +173,7 @@ class Sql:
     then: str = ""
 
 
-ArgType = Literal["text", "int", "positive", "size", "hours", "flag", "pairs", "columns"]
+ArgType = Literal["text", "int", "positive", "seconds", "size", "hours", "flag", "pairs", "columns"]
 
 
 @dataclass(frozen=True)
@@ -450,6 +450,12 @@ OPERATIONS: tuple[Operation, ...] = (
                 Arg("--catalog-type", help="Iceberg: catalog type (sql, rest, glue, ...)"),
                 Arg("--target-input-size", "size", "source bytes per companion split, e.g. 1G"),
                 Arg("--dry-run", "flag"),
+                Arg(
+                    "--streaming-poll-interval",
+                    "seconds",
+                    "WITH STREAMING POLL INTERVAL: keep syncing, polling every this many seconds (Ctrl+C stops)",
+                ),
+                Arg("--max-iterations", "positive", "MAX ITERATIONS: stop a streaming sync after this many polls"),
             ),
         ),
     ),

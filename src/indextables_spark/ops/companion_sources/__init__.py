@@ -14,6 +14,7 @@ hold exactly the live rows are refused: Delta deletion vectors, Iceberg delete f
 mapping is refused too (the files' column names are not the table's).
 
     open_source(format, source, *, options, version, catalog, catalog_type) -> SourceSnapshot
+    latest_version(format, source, *, options) -> int | None   (Delta: from the log only; others: None)
     storage_options_for_deltalake(uri, options) -> dict   (deltalake / object_store keys)
     fileio_properties_for_iceberg(uri, options) -> dict   (pyiceberg FileIO properties)
     normalize_schema(schema) -> pa.Schema                  (Arrow types as Spark reads them)
@@ -30,7 +31,7 @@ from indextables_spark.ops.companion_sources.credentials import (
     fileio_properties_for_iceberg,
     storage_options_for_deltalake,
 )
-from indextables_spark.ops.companion_sources.delta import open_delta
+from indextables_spark.ops.companion_sources.delta import delta_latest_version, open_delta
 from indextables_spark.ops.companion_sources.iceberg import open_iceberg
 from indextables_spark.ops.companion_sources.parquet import open_parquet
 from indextables_spark.ops.companion_sources.snapshot import SourceFile, SourceSnapshot, normalize_schema
@@ -73,6 +74,14 @@ def open_source(
     return open_parquet(source, opts)
 
 
+def latest_version(format: str, source: str, *, options: "Options | Mapping[str, Any] | None" = None) -> int | None:
+    """The source's newest version without listing its files (Delta); None when the format has no
+    cheap probe (Iceberg, Parquet: the streaming sync lists them each poll)."""
+    if _check_format(format) != "delta":
+        return None
+    return delta_latest_version(source, options if isinstance(options, Options) else Options.of(options))
+
+
 def _check_format(format: str) -> str:
     fmt = format.strip().lower() if isinstance(format, str) else None
     if fmt not in FORMATS:
@@ -87,6 +96,7 @@ __all__ = [
     "SourceFile",
     "SourceSnapshot",
     "open_source",
+    "latest_version",
     "storage_options_for_deltalake",
     "fileio_properties_for_iceberg",
     "normalize_schema",

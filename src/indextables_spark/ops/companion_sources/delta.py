@@ -4,6 +4,7 @@ table's)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import unquote
 
@@ -79,6 +80,25 @@ def open_delta(source: str, opts: Options, version: int | None) -> SourceSnapsho
     files.sort(key=lambda f: f.key)
     schema = normalize_schema(pa.schema(dt.schema().to_arrow()))
     return SourceSnapshot("delta", source, root, dt.version(), schema, partition_columns, files)
+
+
+_LOG_VERSION = re.compile(r"_delta_log/(\d{20})\.(?:json|checkpoint(?:\.\d+\.\d+)?\.parquet)")
+
+
+def delta_latest_version(source: str, opts: Options) -> int:
+    """The newest version of a Delta table from one listing of its `_delta_log/` (no log replay, no
+    file list): the streaming sync's probe (ops/companion_stream.py)."""
+    from indextables_spark.core.storage import open_storage  # lazy: as the Parquet source's listing
+
+    where = redact_uri(source)
+    try:
+        keys = [i.key for i in open_storage(source, opts).list("_delta_log/")]
+    except OSError as e:
+        raise StorageError(f"cannot list the log of Delta table {where}: {describe_error(e)}") from None
+    versions = [int(m.group(1)) for k in keys if (m := _LOG_VERSION.fullmatch(k))]
+    if not versions:
+        raise TableNotFoundError(f"no Delta table at {where} (no _delta_log/ versions)")
+    return max(versions)
 
 
 def _load_delta(
