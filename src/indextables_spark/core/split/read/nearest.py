@@ -202,7 +202,8 @@ def one_thread_math() -> Iterator[None]:
     with _math_lock:
         if _math_users == 0:
             if _math_libraries is None:
-                import faiss  # noqa: F401  # lazy; loaded first, so that its OpenBLAS and OpenMP are limited too
+                # lazy, vector searches only; faiss first, so that its OpenBLAS and OpenMP are found too
+                import faiss  # noqa: F401
                 from threadpoolctl import ThreadpoolController
 
                 _math_libraries = ThreadpoolController()
