@@ -204,7 +204,7 @@ def one_thread_math() -> Iterator[None]:
             if _math_libraries is None:
                 # lazy, vector searches only; faiss first, so that its OpenBLAS and OpenMP are found too
                 import faiss  # noqa: F401
-                from threadpoolctl import ThreadpoolController
+                from threadpoolctl import ThreadpoolController  # lazy: as faiss
 
                 _math_libraries = ThreadpoolController()
             _math_limit = _math_libraries.limit(limits=1)
