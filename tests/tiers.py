@@ -112,6 +112,7 @@ HEAVY_FIRST = (
     "tests/test_storage.py",
     "tests/test_cloud_credentials.py",
     "tests/test_spark_streaming.py",
+    "tests/test_companion_stream.py",
 )
 
 
