@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("LANCE_LOG", "error")  # else a deprecation warning per Lance query (_distance autoprojection)
 
 import indextables_spark as it  # noqa: E402
 from bench_common import local_spark  # noqa: E402
