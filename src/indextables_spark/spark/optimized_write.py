@@ -150,7 +150,7 @@ def optimized_writer(
     writer; `opts`: those and the session conf; `save_mode`: lower case, no underscores."""
     if target is None:
         return None
-    every = dict(opts)
+    every: dict[str, Any] = {**opts, **{str(k): v for k, v in given.items()}}  # given values as given (True)
     if partition_by:
         every["partitionBy"] = ",".join(partition_by)
     written = {str(k): str(v) for k, v in given.items()}
