@@ -221,6 +221,23 @@ def test_option_precedence_records_and_modes(spark, tmp_path):
             write(small, str(tmp_path / "bad"), **{ON: "true", "spark.indextables." + key: value})
 
 
+@pytest.mark.spark
+def test_without_register_writes_as_it_comes(unregistered, tmp_path):
+    """Without register nothing shuffles (a warning says so); a bad value still fails the write."""
+    small = frame(unregistered, rows=4_000, tasks=4)
+
+    def w(path, **options):
+        b = small.write.format("indextables").mode("append").option("partitionBy", "region")
+        for k, v in options.items():
+            b = b.option(k, v)
+        b.save(path)
+
+    w(str(tmp_path / "t"), **{ON: "true"})
+    assert len(splits(str(tmp_path / "t"))) == 4 * VALUES
+    with pytest.raises(Exception, match=r"write\.optimizeWrite\.distributionMode"):
+        w(str(tmp_path / "bad"), **{ON: "true", "spark.indextables.write.optimizeWrite.distributionMode": "x"})
+
+
 # ---- Spark Connect ---------------------------------------------------------------------------------
 
 
