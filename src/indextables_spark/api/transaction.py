@@ -17,12 +17,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import pyarrow as pa
+
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.log.transaction import Transaction
 from indextables_spark.core.schema.arrow_types import spark_schema_json
 from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
+from indextables_spark.ops.optimize_write import table_chunks
 from indextables_spark.ops.write import (
     WritePlan,
     batch_source,
@@ -88,7 +91,13 @@ class TableTransaction(Transaction):
         plan, _, _ = plan_write(self.log, opts, spark_schema_json(schema), overwrite, self.read_version)
         if self._writes and not _same_table(self._writes[0].plan, plan):
             raise InvalidOptionError(f"transaction on {uri}: its writes must have the same columns and partitioning")
-        written = build_splits(self.log.storage, opts, plan, batches, total)
+        optimized = None
+        if isinstance(data, pa.Table):  # optimized writes cut an Arrow table by partition value
+            optimized = table_chunks(self.log, opts, plan, data, self.read_version)
+        if optimized is not None:
+            written = build_splits(self.log.storage, opts, optimized[0], batches, total, chunks=optimized[1])
+        else:
+            written = build_splits(self.log.storage, opts, plan, batches, total)
         adds = [AddFile.from_json(d) for m in written for d in m.adds]
         stats = merge_stats(written)
         self._written += written_keys((d for m in written for d in m.adds), stats)

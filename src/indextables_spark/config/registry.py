@@ -175,6 +175,68 @@ OPTIONS: tuple[OptionSpec, ...] = (
         None,
         "`it.write_table` rows per chunk (default: the table split evenly over the threads, at least 100k rows each)",
     ),
+    _option(
+        "write.optimizeWrite.enabled",
+        "bool",
+        False,
+        "optimized writes: `df.write…save()` (after `register`) shuffles the rows by partition values into "
+        "tasks of about one split of `write.optimizeWrite.targetSplitSize` each; `it.write_table` of a pyarrow "
+        "Table cuts them the same way (see Optimized writes)",
+        reference="write.optimizeWrite.enabled / optimizeWrite.enabled (its earlier name)",
+    ),
+    _option("optimizeWrite.enabled", "bool", None, "same as `write.optimizeWrite.enabled`", readme=False),
+    _option(
+        "write.optimizeWrite.targetSplitSize",
+        "size",
+        GB,
+        "optimized writes: the split file size aimed at",
+        reference="write.optimizeWrite.targetSplitSize",
+    ),
+    _option(
+        "optimizeWrite.targetRecordsPerSplit",
+        "int",
+        None,
+        "optimized writes: rows per split instead of a size (the reference's earlier option)",
+        reference="optimizeWrite.targetRecordsPerSplit",
+    ),
+    _option(
+        "write.optimizeWrite.distributionMode",
+        "str",
+        "hash",
+        "`hash`: tasks of about one split per partition value; `balanced`: the rows hashed by partition values "
+        "over the default parallelism, splits rolled at `maxSplitSize`; `none`: no shuffle",
+        reference="write.optimizeWrite.distributionMode",
+    ),
+    _option(
+        "write.optimizeWrite.minRowsForEstimation",
+        "int",
+        10_000,
+        "splits of the table with at least this many rows give the bytes per row; without any, a sample of "
+        "the rows is built into splits on the driver",
+        reference="write.optimizeWrite.minRowsForEstimation",
+    ),
+    _option(
+        "write.optimizeWrite.maxSplitSize",
+        "size",
+        4 * GB,
+        "`balanced` mode: a task rolls a split at this size",
+        reference="write.optimizeWrite.maxSplitSize",
+    ),
+    _option(
+        "write.optimizeWrite.samplingRatio",
+        "float",
+        1.1,
+        "accepted and checked (> 0); unused: the sizes come from the table's splits or splits built from a "
+        "sample, not from Spark's shuffle bytes",
+        reference="write.optimizeWrite.samplingRatio",
+    ),
+    _option(
+        "write.optimizeWrite.maxRowsPerSplit",
+        "int",
+        0,
+        "set by optimized writes for their tasks: a split rolls after this many rows (0: no limit)",
+        readme=False,
+    ),
     _option("partitionBy", "str", None, "partition columns of a write (JSON list or comma list)"),
     _option("mergeSchema", "bool", False, "an append may add nullable columns"),
     _option("overwriteSchema", "bool", False, "an overwrite may redefine columns and partitioning"),

@@ -435,20 +435,25 @@ def check_mode(mode: str, table_exists: bool, path: str) -> bool:
 
 
 def build_splits(
-    storage: Storage, opts: Options, plan: WritePlan, batches: Iterator[pa.RecordBatch], total: int | None = None
+    storage: Storage,
+    opts: Options,
+    plan: WritePlan,
+    batches: Iterator[pa.RecordBatch],
+    total: int | None = None,
+    chunks: Iterator[list[pa.RecordBatch]] | None = None,
 ) -> list[SplitsWritten]:
     """Build the splits of Arrow batches (`total` rows, when known) in parallel threads, a chunk of
     rows each (one split per partition value per chunk, like one Spark task). On failure every
     split built is deleted before the error propagates. Options: `write.parallelism` (threads,
     default: CPU count), `write.chunkRows` (rows per chunk; default: the rows split evenly over the
-    threads, at least 100k)."""
+    threads, at least 100k); `chunks` given (optimized writes, ops/optimize_write.py): those instead."""
     workers = max(1, opts.get_int("write.parallelism", os.cpu_count() or 1))
     default_chunk = max(_MIN_CHUNK_ROWS, -(-total // workers)) if total else 4 * _MIN_CHUNK_ROWS
     chunk_rows = max(1, opts.get_int("write.chunkRows", default_chunk))
     futures: list[Future[SplitsWritten]] = []
     try:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="indextables-write") as pool:
-            for chunk in _chunks(batches, chunk_rows):
+            for chunk in chunks if chunks is not None else _chunks(batches, chunk_rows):
                 futures.append(pool.submit(write_splits, storage, plan, iter(chunk)))
                 running = [f for f in futures if not f.done()]
                 if len(running) >= 2 * workers:  # bound the rows held in memory

@@ -18,7 +18,9 @@ read is always right (spark/guard.py). What `register` adds, in classic and Spar
    - `save()` / `start()`: Spark refuses `.partitionBy()` for Python data sources, so the columns
      move into the `partitionBy` option (and Spark's partitioning is cleared); the conf is copied;
      a bare `.save()` (ErrorIfExists, refused by Spark for Python sources) checks for a table
-     itself; merge-/purge-on-write run after the write.
+     itself; with `write.optimizeWrite.enabled` `save()` writes the DataFrame shuffled into tasks of
+     about one target-size split each (spark/optimized_write.py); merge-/purge-on-write run after
+     the write.
    - `insertInto(v)` on one of our SQL views writes to its table (Spark refuses it).
 3. `SparkSession.sql`: our command texts (MERGE SPLITS, ...), table functions with literal
    arguments (run distributed), and `CREATE TEMPORARY VIEW ... USING indextables` / INSERT into
@@ -228,7 +230,7 @@ def _make_save(orig: Callable[..., Any]) -> Callable[..., Any]:
                     f"an indextables table already exists at {target}; use mode('append') or mode('overwrite')"
                 )
             _own(type(self), "mode")(self, "append")
-        result = orig(self, path=path)
+        result = orig(_optimized(self, spark, opts, target, save_mode), path=path)
         # The commit ran in a worker without a session: merge-/purge-on-write run here (never raise).
         from indextables_spark.ops.post_write import maybe_run
 
@@ -236,6 +238,18 @@ def _make_save(orig: Callable[..., Any]) -> Callable[..., Any]:
         return result
 
     return save
+
+
+def _optimized(builder: Any, spark: Any, opts: dict[str, str], target: str | None, save_mode: str) -> Any:
+    """The builder to save with: `builder`, or with optimized writes (write.optimizeWrite.*) one of
+    the same format, mode and options on the shuffled DataFrame (spark/optimized_write.py)."""
+    from indextables_spark.spark.optimized_write import (
+        optimized_writer,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow
+    )
+
+    g = _given(builder)
+    df = _dataframe_of(builder, spark)
+    return optimized_writer(spark, df, g.format, g.options, g.partition_by, opts, target, save_mode) or builder
 
 
 def _make_start(orig: Callable[..., Any]) -> Callable[..., Any]:

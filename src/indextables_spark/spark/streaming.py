@@ -262,6 +262,16 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         self.overwrite = overwrite
         self.schema = schema
         self.plan, _, _ = plan_write(path, opts, schema, overwrite)
+        from indextables_spark.ops.optimize_write import (
+            OptimizedWriteConfig,  # lazy: as plan_write
+        )
+
+        if OptimizedWriteConfig.resolve(opts).shuffles:  # (checked: a bad value fails the stream)
+            log.info(
+                "indextables: write.optimizeWrite.* does not apply to streams (%s): each micro-batch writes a split "
+                "per task and partition value; mergeOnWrite or MERGE SPLITS combine them",
+                path,
+            )
         # Identity of the writing query for idempotent replays (like Delta's txnAppId).
         self.app_id = opts.get_str("txnAppId") or opts.get_str("queryId") or opts.get_str("checkpointLocation") or path
 

@@ -17,6 +17,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.log.actions import AddFile
 from indextables_spark.core.storage import open_storage
 from indextables_spark.ops import write as core
+from indextables_spark.ops.optimize_write import MAX_ROWS, OptimizedWriteConfig
 from indextables_spark.ops.write import WritePlan, merge_stats
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,15 @@ class IndexTablesWriter(DataSourceArrowWriter):
         self.opts = opts
         self.overwrite = overwrite
         self.plan, self.read_version, _ = plan_write(path, opts, schema, overwrite)
+        # optimized writes shuffle in register's save() wrapper (spark/optimized_write.py), which
+        # leaves write.optimizeWrite.maxRowsPerSplit for the tasks; checked here on every route
+        if OptimizedWriteConfig.resolve(opts).shuffles and opts.get_str(MAX_ROWS) is None:
+            log.warning(
+                "indextables: write.optimizeWrite.enabled is set but this write of %s is not optimized: the "
+                "shuffle is added by save() (and INSERT into views) after it.register(spark); the rows are "
+                "written as they come",
+                path,
+            )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SplitsWritten:
         return write_splits(self.path, self.opts, self.plan, iterator)

@@ -82,6 +82,7 @@ class _OpenSplit:
     unindexed_rows: int = 0
     batch_rows: list[int] = field(default_factory=list)
     num_rows: int = 0
+    rows_in: int = 0  # rows given to the split (indexed or not yet)
     uncompressed: int = 0
     truncated: set[str] = field(default_factory=set)
     long_tokens: set[str] = field(default_factory=set)  # text columns with a token too long to index
@@ -142,6 +143,8 @@ class SplitWriter:
         self._partition_types = {s.name: s.spark_type for s in self.specs if s.partition}
         self._tantivy_schema = tantivy_schema(self.stored_specs)
         self.target_split_bytes = target_split_bytes if target_split_bytes else target_split_bytes_option(self.options)
+        # optimized writes (ops/optimize_write.py): roll a partition value's split after this many rows
+        self.max_split_rows = self.options.get_int("write.optimizeWrite.maxRowsPerSplit")
         self.heap_bytes = max(MIN_HEAP_BYTES, self.options.get_size("indexWriter.heapSize"))
         self.tmp_root = (
             self.options.get_str("indexWriter.tempDirectoryPath")
@@ -315,10 +318,14 @@ class SplitWriter:
                 per_row = max(1, rows.nbytes // max(1, rows.num_rows))
                 budget = self.target_split_bytes - split.uncompressed
                 n = min(n, max(1, budget // per_row))
+            if self.max_split_rows > 0:
+                n = min(n, max(1, self.max_split_rows - split.rows_in))
             n = min(n, BATCH_ROWS)
             self._write_rows(split, rows.slice(start, n))
             start += n
-            if self.target_split_bytes and split.uncompressed >= self.target_split_bytes:
+            if (self.target_split_bytes and split.uncompressed >= self.target_split_bytes) or (
+                self.max_split_rows > 0 and split.rows_in >= self.max_split_rows
+            ):
                 self._done.append(self._close_split(self._open.pop(key)))
 
     def _new_split(self, values: dict[str, str | None]) -> _OpenSplit:
@@ -355,6 +362,7 @@ class SplitWriter:
     def _write_rows(self, split: _OpenSplit, rows: pa.RecordBatch) -> None:
         split.pending.append(rows if self.row_schema is self.stored_schema else rows.select(self._row_names))
         split.pending_rows += rows.num_rows
+        split.rows_in += rows.num_rows
         split.unindexed.append(rows)
         split.unindexed_rows += rows.num_rows
         split.uncompressed += rows.nbytes
