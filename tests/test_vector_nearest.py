@@ -1,16 +1,21 @@
 """One split's nearest-neighbour search among selected rows (core/split/read/nearest.py): the
 graph walked with the selection as a bitmap, the switch to comparing the selection exactly, the
-fallback when the walk finds too few, and the one-thread vector math a search runs with."""
+fallback when the walk finds too few, the one-thread vector math a search runs with, and the
+selections kept for the next search (core/split/read/selections.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from threadpoolctl import threadpool_info
 
+import indextables_spark as it
 from indextables_spark.core.schema.types import VectorSpec
+from indextables_spark.core.split.read import selections
+from indextables_spark.core.split.read.plan import ReadPlan
 from indextables_spark.core.split.format.vector_index import VectorIndex, VectorIndexInfo, build_index
 from indextables_spark.core.split.read import nearest as nearest_mod
 from indextables_spark.core.split.read.nearest import GRAPH_COST, filtered_expansion, nearest, one_thread_math
@@ -118,3 +123,43 @@ def test_vector_math_runs_on_one_thread_and_restores_the_libraries(monkeypatch) 
     assert seen == [{1}, {1}, {1}]
     assert threadpool_info() == before
     assert nearest_mod._math_users == 0
+
+
+def test_a_selection_is_computed_once_per_split_filters_and_deletes(tmp_path, monkeypatch) -> None:
+    """The second search under the same filter reuses each split's selection (same answer); other
+    filters, a delete (a new table version) or the option turned off compute it again."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4000, DIMS)).astype(np.float32)
+    path = str(tmp_path / "t")
+    for s in range(2):
+        ids = np.arange(s * 2000, (s + 1) * 2000)
+        data = pa.table({"id": ids, "sel": ids % 10, "emb": pa.array(list(x[ids]), pa.list_(pa.float32()))})
+        it.write_table(path, data, options={"spark.indextables.indexing.vector.emb": f"{DIMS},l2"})
+    computed: list[int] = []
+    original = ReadPlan.row_ids
+
+    def counting(self, split, add, deletes, target):  # type: ignore[no-untyped-def]
+        computed.append(1)
+        return original(self, split, add, deletes, target)
+
+    monkeypatch.setattr(ReadPlan, "row_ids", counting)
+    selections.clear()
+    t = it.IndexTable(path)
+
+    def search(where: str, table: it.IndexTable = t) -> list[int]:
+        return table.search(vector=x[7], limit=5, where=where, columns=["id"]).column("id").to_pylist()
+
+    first = search("sel < 3")
+    assert len(computed) == 2  # one selection per split
+    assert search("sel < 3") == first and len(computed) == 2
+    assert search("sel < 4") != [] and len(computed) == 4
+    assert t.search_many(vectors=[x[7], x[8]], limit=5, where="sel < 3")[0].column("id").to_pylist() == first
+    assert len(computed) == 4
+    t.delete(f"id = {first[0]}")  # DELETE finds its rows with row_ids too: one split, one call
+    assert len(computed) == 5
+    after = search("sel < 3")  # the split with the delete selects again, the other reuses its own
+    assert after == search("sel < 3")
+    assert first[0] not in after and after[:4] == first[1:5] and len(computed) == 6
+    off = it.IndexTable(path, options={"spark.indextables.cache.selections.enabled": "false"})
+    assert search("sel < 3", off) == after and len(computed) == 8
+    assert search("sel < 3", off) == after and len(computed) == 10

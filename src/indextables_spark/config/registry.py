@@ -456,6 +456,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "smallest remote split whose index files a Spark-free query fetches only in part (the sections "
         "its fields use); below it one request for the whole split is faster (bench/cloud_bench.py)",
     ),
+    _option(
+        "cache.selections.enabled",
+        "bool",
+        True,
+        "a vector search keeps each split's rows its filters select for the next search with the same filters",
+    ),
     _option("cache.rows.uncompressed", "bool", True, "cached row stores are uncompressed (memory-mapped reads)"),
     # -- streaming --
     _option("checkpointLocation", "str", None, "streaming checkpoint directory", readme=False),

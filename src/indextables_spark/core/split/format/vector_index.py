@@ -148,6 +148,9 @@ class VectorIndex:
         self._graph_path = graph_path
         self._graph: Any = None
         self._norms: np.ndarray | None = None
+        # the positions of the last read-only (shared) selection: a cached selection
+        # (read/selections.py) is asked for again by the next search under the same filters
+        self._last_positions: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def open(cls, local_dir: str, info: VectorIndexInfo, where: str) -> VectorIndex:
@@ -214,10 +217,17 @@ class VectorIndex:
 
     def positions(self, row_ids: np.ndarray) -> np.ndarray:
         """Positions in the vectors file of those of these sorted row ids that have a vector."""
+        last = self._last_positions
+        if last is not None and last[0] is row_ids:
+            return last[1]
         at = np.searchsorted(self.ids, row_ids)
         ok = at < len(self.ids)
         at = at[ok]
-        return np.asarray(at[self.ids[at] == row_ids[ok]], dtype=np.int64)
+        out = np.asarray(at[self.ids[at] == row_ids[ok]], dtype=np.int64)
+        if not row_ids.flags.writeable:
+            out.flags.writeable = False
+            self._last_positions = (row_ids, out)
+        return out
 
     def rough_distances(self, positions: np.ndarray | None, queries: np.ndarray) -> np.ndarray:
         """float32 distances of the vectors at `positions` (None: all) to each of `queries` (a

@@ -202,7 +202,8 @@ class ReadPlan:
         index = split.vector_index(nq.column, self.vector_spec(nq.column))
         ids, dists = np.empty(0, np.int64), np.empty(0, np.float64)
         if index is not None:
-            allowed = replace(self, query=None).row_ids(split, add, deletes, target) if self._selects(deletes) else None
+            text_free = replace(self, query=None)
+            allowed = text_free.selection(split, add, deletes, target) if text_free._selects(deletes) else None
             ids, dists = nearest(
                 index, nq.array, nq.wanted, allowed, expansion=nq.expansion, exact_below=nq.exact_below
             )[0]
@@ -252,7 +253,7 @@ class ReadPlan:
         index = split.vector_index(nq.column, self.vector_spec(nq.column))
         if index is None:
             return [_candidates(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
-        allowed = self.row_ids(split, add, deletes, target) if self._selects(deletes) else None
+        allowed = self.selection(split, add, deletes, target) if self._selects(deletes) else None
         found = nearest(index, queries, nq.k, allowed, expansion=nq.expansion, exact_below=nq.exact_below)
         return [_candidates(ids, dists) for ids, dists in found]
 
@@ -304,6 +305,24 @@ class ReadPlan:
             if len(ids):
                 found.append(ids.to_numpy())
         return np.concatenate(found) if found else np.empty(0, np.int64)
+
+    def selection(
+        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
+    ) -> np.ndarray:
+        """row_ids for a vector search: kept for the next search that selects the same rows of the
+        split (read/selections.py; option cache.selections.enabled)."""
+        from indextables_spark.core.split.read import selections  # lazy: vector reads only
+
+        if not self.options.get_bool("cache.selections.enabled"):
+            return self.row_ids(split, add, deletes, target)
+        key = (
+            split.local_dir,
+            self.filters,
+            self.residual,
+            self.split_query(split.specs),
+            selections.deletes_key(deletes),
+        )
+        return selections.selection(key, lambda: self.row_ids(split, add, deletes, target))
 
     def index_selection(self, split: SplitReader, deletes: SplitDeletes | None) -> tantivy.Query | None:
         """The Tantivy query selecting exactly this plan's live rows of one split (None: all its
