@@ -191,7 +191,7 @@ def main() -> None:
                 best[("ours", name)] = (med, f"expansion {ef}")
             if not cached:
                 best[("ours-uncached", name)] = (med, f"expansion {ef}, no selection cache")
-        for nprobes, refine in ((10, 1), (20, 5), (40, 10), (80, 20)):
+        for nprobes, refine in ((10, 1), (20, 5), (40, 10), (80, 20), (20, 100), (80, 100)):
 
             def lance_search(q: np.ndarray, nprobes: int = nprobes, refine: int = refine) -> list[int]:
                 nearest = {"column": "emb", "q": q, "k": K, "nprobes": nprobes, "refine_factor": refine}
