@@ -133,61 +133,6 @@ def vector_columns(specs: Sequence[ColumnSpec]) -> list[str]:
     return [s.name for s in specs if s.vector is not None]
 
 
-QUERY_CHUNK = 256  # queries whose rough distances are computed in one matrix product
-
-
-def nearest(
-    index: VectorIndex,
-    queries: np.ndarray,
-    k: int,
-    allowed: np.ndarray | None = None,
-    *,
-    expansion: int = EXPANSION,
-    exact_below: int = EXACT_BELOW,
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """For each query (a matrix, one query vector a row): (row ids, exact distances) of the k rows
-    nearest it, nearest first (ties by row id), among the sorted row ids `allowed` when given (see
-    the module docstring). A batch of queries shares the work that does not depend on the query:
-    the allowed rows' positions and vectors, one graph search call, the rough distances of a
-    chunk of queries in one matrix product."""
-    with one_thread_math():
-        return _nearest(index, queries, k, allowed, expansion=expansion, exact_below=exact_below)
-
-
-def _nearest(
-    index: VectorIndex,
-    queries: np.ndarray,
-    k: int,
-    allowed: np.ndarray | None = None,
-    *,
-    expansion: int = EXPANSION,
-    exact_below: int = EXACT_BELOW,
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    queries = np.asarray(queries, dtype=np.float32).reshape(-1, index.info.spec.dims)
-    if len(index) == 0 or k <= 0:
-        return [(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
-    if allowed is None:
-        if len(index) <= exact_below or not index.has_graph:
-            return _exact(index, None, queries, k)
-        found = index.graph_search(queries, k * REFINE, expansion)
-        return [_exact(index, index.positions(np.sort(f)), q[None, :], k)[0] for f, q in zip(found, queries)]
-    positions = index.positions(allowed)
-    want = k * REFINE
-    ef = filtered_expansion(expansion, want, len(positions), len(index))
-    if len(positions) <= max(min(exact_below, GRAPH_COST * ef), want) or not index.has_graph:
-        return _exact(index, positions, queries, k)
-    found = index.graph_search(queries, want, ef, positions)
-    return [
-        _exact(index, index.positions(np.sort(f)) if len(f) >= want else positions, q[None, :], k)[0]
-        for f, q in zip(found, queries)
-    ]
-
-
-def filtered_expansion(expansion: int, wanted: int, allowed: int, total: int) -> int:
-    """The candidate list (faiss efSearch) of a graph walk that keeps `allowed` of `total` vectors."""
-    return max(expansion, wanted, math.ceil(expansion * FILTERED_EXPANSION * total / max(allowed, 1)))
-
-
 _math_lock = threading.Lock()
 _math_users = 0
 _math_limit: Any = None  # threadpoolctl's limit while a search does vector math
@@ -217,6 +162,49 @@ def one_thread_math() -> Iterator[None]:
             if _math_users == 0:
                 _math_limit.restore_original_limits()
                 _math_limit = None
+
+
+QUERY_CHUNK = 256  # queries whose rough distances are computed in one matrix product
+
+
+@one_thread_math()
+def nearest(
+    index: VectorIndex,
+    queries: np.ndarray,
+    k: int,
+    allowed: np.ndarray | None = None,
+    *,
+    expansion: int = EXPANSION,
+    exact_below: int = EXACT_BELOW,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each query (a matrix, one query vector a row): (row ids, exact distances) of the k rows
+    nearest it, nearest first (ties by row id), among the sorted row ids `allowed` when given (see
+    the module docstring). A batch of queries shares the work that does not depend on the query:
+    the allowed rows' positions and vectors, one graph search call, the rough distances of a
+    chunk of queries in one matrix product. Runs under one_thread_math."""
+    queries = np.asarray(queries, dtype=np.float32).reshape(-1, index.info.spec.dims)
+    if len(index) == 0 or k <= 0:
+        return [(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
+    if allowed is None:
+        if len(index) <= exact_below or not index.has_graph:
+            return _exact(index, None, queries, k)
+        found = index.graph_search(queries, k * REFINE, expansion)
+        return [_exact(index, index.positions(np.sort(f)), q[None, :], k)[0] for f, q in zip(found, queries)]
+    positions = index.positions(allowed)
+    want = k * REFINE
+    ef = filtered_expansion(expansion, want, len(positions), len(index))
+    if len(positions) <= max(min(exact_below, GRAPH_COST * ef), want) or not index.has_graph:
+        return _exact(index, positions, queries, k)
+    found = index.graph_search(queries, want, ef, positions)
+    return [
+        _exact(index, index.positions(np.sort(f)) if len(f) >= want else positions, q[None, :], k)[0]
+        for f, q in zip(found, queries)
+    ]
+
+
+def filtered_expansion(expansion: int, wanted: int, allowed: int, total: int) -> int:
+    """The candidate list (faiss efSearch) of a graph walk that keeps `allowed` of `total` vectors."""
+    return max(expansion, wanted, math.ceil(expansion * FILTERED_EXPANSION * total / max(allowed, 1)))
 
 
 def _exact(

@@ -34,12 +34,12 @@ def deletes_key(deletes: SplitDeletes | None) -> Hashable:
 
 def selection(key: Hashable, compute: Callable[[], np.ndarray]) -> np.ndarray:
     """The sorted row ids stored under `key`, else `compute()`'s (stored read-only: searches share it)."""
-    found = _selections.get(key)
-    if found is None:
-        found = compute()
-        found.flags.writeable = False
-        found = _selections.put_if_absent(key, found)
-    return found
+    return _selections.get_or_build(key, lambda: _read_only(compute()))
+
+
+def _read_only(rows: np.ndarray) -> np.ndarray:
+    rows.flags.writeable = False
+    return rows
 
 
 def clear() -> None:
