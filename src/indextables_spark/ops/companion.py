@@ -176,24 +176,30 @@ class BuildCompanion:
         if self.streaming_poll_interval is not None or self.max_iterations is not None:
             return run_streaming(self, ctx, build_companion)
         return build_companion(
-            self.source,
-            self.location,
-            format=self.format,
-            indexing=dict(self.indexing) or None,
-            where=self.where,
-            spark=ctx.spark,
-            options=ctx.options,
+            **self.sync_arguments(ctx),
             from_version=self.from_version,
             from_snapshot=self.from_snapshot,
-            catalog=self.catalog,
-            catalog_type=self.catalog_type,
-            target_input_size=self.target_input_size,
             dry_run=self.dry_run,
-            include_columns=self.include_columns,
-            exclude_columns=self.exclude_columns,
-            hashed_fastfields_include=self.hashed_fastfields_include,
-            hashed_fastfields_exclude=self.hashed_fastfields_exclude,
         )
+
+    def sync_arguments(self, ctx: Context) -> dict[str, Any]:
+        """build_companion's arguments that a one-off build and a streaming sync (start_sync) share."""
+        return {
+            "source": self.source,
+            "location": self.location,
+            "format": self.format,
+            "indexing": dict(self.indexing) or None,
+            "where": self.where,
+            "spark": ctx.spark,
+            "options": ctx.options,
+            "catalog": self.catalog,
+            "catalog_type": self.catalog_type,
+            "target_input_size": self.target_input_size,
+            "include_columns": self.include_columns,
+            "exclude_columns": self.exclude_columns,
+            "hashed_fastfields_include": self.hashed_fastfields_include,
+            "hashed_fastfields_exclude": self.hashed_fastfields_exclude,
+        }
 
 
 def build_companion(

@@ -397,22 +397,9 @@ def run_streaming(
         )
     handle = start_sync(
         build_companion,
-        cmd.source,
-        cmd.location,
-        format=cmd.format,
-        indexing=dict(cmd.indexing) or None,
-        where=cmd.where,
-        spark=ctx.spark,
-        options=ctx.options,
+        **cmd.sync_arguments(ctx),
         poll_interval=cmd.streaming_poll_interval,
         max_iterations=cmd.max_iterations,
-        catalog=cmd.catalog,
-        catalog_type=cmd.catalog_type,
-        target_input_size=cmd.target_input_size,
-        include_columns=cmd.include_columns,
-        exclude_columns=cmd.exclude_columns,
-        hashed_fastfields_include=cmd.hashed_fastfields_include,
-        hashed_fastfields_exclude=cmd.hashed_fastfields_exclude,
     )
     try:
         handle.await_termination()
