@@ -10,6 +10,8 @@ import os
 import time
 
 import pyarrow as pa
+
+from indextables_spark.core.split.format.row_layout import ROW_BATCH_BYTES
 import pytest
 
 from indextables_spark.errors import IndexTablesError, SchemaMismatchError
@@ -309,7 +311,9 @@ def test_split_rolling_by_target_size(storage, cache):
     assert len(w.finish()) >= 5
 
 
-def test_big_split_uses_full_ipc_batches(storage, cache):
+def test_big_split_cuts_record_batches_by_size(storage, cache):
+    """Record batches of about ROW_BATCH_BYTES whatever the input's chunks (8-byte rows: 32,768),
+    with a layout of every batch's columns."""
     sch = {"type": "struct", "fields": [field("id", "long")]}
     t = pa.table({"id": pa.array(range(150_000), pa.int64())})
     w = SplitWriter(storage, sch, [], Options())
@@ -317,7 +321,9 @@ def test_big_split_uses_full_ipc_batches(storage, cache):
         w.write_batch(b)
     (a,) = w.finish()
     footer = read_footer(storage.local_path(a.path), a.path)
-    assert footer.batch_rows == [65536, 65536, 150_000 - 2 * 65536]
+    per = ROW_BATCH_BYTES // 8
+    assert footer.batch_rows == [per] * (150_000 // per) + [150_000 % per]
+    assert "rows.layout" in [f.name for f in footer.files]
     r = SplitReader(cache.local_dir(storage, a))
     assert sum(b.num_rows for b in r.read(batch_size=50_000)) == 150_000
 

@@ -9,12 +9,18 @@ written once, uncompressed, to `rows.d/b<batch>-f<field>.arrow` in the split's c
 so warm reads memory-map it as they do an extracted rows.arrow (zero-copy, no decompression).
 The IPC footer (schema and batch offsets) is kept in `rows.d/footer.bin`.
 
+`prefetch` takes what a read of some rows will need before it reads them: with the split's row
+layout (format/row_layout.py, written with the split) the ranges of each batch's metadata and
+columns are known, so every batch asked for costs one ranged read, all of them in flight at once;
+a split written before the layout is walked batch by batch, the batches in parallel.
+
 Which storage a directory's rows come from is registered by the cache (`register`) each time
 it hands the directory out; a reader of a directory with no registered source fails clearly.
 """
 
 from __future__ import annotations
 
+import bisect
 import io
 import os
 import threading
@@ -24,7 +30,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pyarrow as pa
 
+from indextables_spark.core.split.format.row_layout import LAYOUT_NAME, RowLayout, decode
 from indextables_spark.errors import SplitFormatError
+from indextables_spark.util.pools import shared_pool
 
 if TYPE_CHECKING:
     from indextables_spark.core.storage.base import Storage
@@ -36,6 +44,8 @@ _KEEP_BYTES = 4 << 20  # fetched columns up to this size stay in memory
 # A small read of the row store (a record batch's metadata) takes this much more in the same
 # request: the buffers that follow (the batch's first columns) then cost no request of their own.
 READAHEAD_BYTES = 64 << 10
+PREFETCH_THREADS = 16  # ranged reads of row store batches in flight (a pool of their own)
+PIECE_GAP = 16 << 10  # ranges of one batch closer than this are one request
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,21 @@ class RangedFile(io.RawIOBase):
         self.pos = 0
         self.readahead = readahead  # reads shorter than this fetch this much (kept in _ahead)
         self._ahead_start, self._ahead = 0, b""
+        self._piece_starts: list[int] = []  # bytes fetched ahead (add_pieces), by start
+        self._pieces: list[bytes] = []
+
+    def add_pieces(self, pieces: Sequence[tuple[int, bytes]]) -> None:
+        """Bytes [start, start + len) fetched ahead: reads inside one are served from it."""
+        for start, data in pieces:
+            i = bisect.bisect_left(self._piece_starts, start)
+            self._piece_starts.insert(i, start)
+            self._pieces.insert(i, data)
+
+    def _from_pieces(self, start: int, end: int) -> bytes | None:
+        i = bisect.bisect_right(self._piece_starts, start) - 1
+        if i >= 0 and end <= self._piece_starts[i] + len(self._pieces[i]):
+            return self._pieces[i][start - self._piece_starts[i] : end - self._piece_starts[i]]
+        return None
 
     def readable(self) -> bool:
         return True
@@ -103,7 +128,10 @@ class RangedFile(io.RawIOBase):
             return 0
         start, end = self.pos, self.pos + n
         ahead_end = self._ahead_start + len(self._ahead)
-        if start >= self.tail_start:
+        piece = self._from_pieces(start, end) if self._pieces else None
+        if piece is not None:
+            data = piece
+        elif start >= self.tail_start:
             data = self.tail[start - self.tail_start : end - self.tail_start]
         elif self._ahead_start <= start < ahead_end:  # from what the last small read took along
             data = self._ahead[start - self._ahead_start : end - self._ahead_start]
@@ -146,6 +174,7 @@ class LazyRows:
                 f"split {where}: the row store footer ({tail_path}) is not an Arrow IPC file "
                 f"footer; delete the cache directory {local_dir}"
             )
+        self._source, self._tail_start, self._tail = source, tail_start, tail
         self._file = RangedFile(source, f"split {where}", "the row store", tail_start, tail)
         try:
             self.ipc = pa.ipc.open_file(pa.PythonFile(self._file, mode="r"))
@@ -153,6 +182,7 @@ class LazyRows:
             raise SplitFormatError(f"split {where}: the row store is unreadable ({e})") from e
         self.schema: pa.Schema = self.ipc.schema
         self.num_record_batches = self.ipc.num_record_batches
+        self.layout = _load_layout(local_dir, where, self.num_record_batches, len(self.schema))
         # at most an eighth of an average record batch: small row stores are not read twice over
         self._file.readahead = min(READAHEAD_BYTES, tail_start // max(1, self.num_record_batches) // 8)
         self._readers: dict[tuple[int, ...], Any] = {}
@@ -180,16 +210,22 @@ class LazyRows:
                 f"({e}); delete the cache directory {os.path.dirname(self.dir)}"
             ) from e
 
-    def _fetch(self, batch: int, fields: Sequence[int]) -> dict[int, pa.Array]:
-        """Read (ranged) these columns of one record batch and keep each, uncompressed, locally."""
+    def _fetch(self, batch: int, fields: Sequence[int], file: RangedFile | None = None) -> dict[int, pa.Array]:
+        """Read (ranged) these columns of one record batch and keep each, uncompressed, locally;
+        through `file` (a RangedFile of this row store) when given, else the shared one."""
         key = tuple(sorted(fields))
-        reader = self._readers.get(key)
-        if reader is None:
-            if len(self._readers) >= 8:  # column subsets asked for: keep the last few
-                self._readers.pop(next(iter(self._readers)))
-            reader = self._readers[key] = pa.ipc.open_file(
-                pa.PythonFile(self._file, mode="r"), options=pa.ipc.IpcReadOptions(included_fields=list(key))
+        if file is not None:
+            reader = pa.ipc.open_file(
+                pa.PythonFile(file, mode="r"), options=pa.ipc.IpcReadOptions(included_fields=list(key))
             )
+        else:
+            reader = self._readers.get(key)
+            if reader is None:
+                if len(self._readers) >= 8:  # column subsets asked for: keep the last few
+                    self._readers.pop(next(iter(self._readers)))
+                reader = self._readers[key] = pa.ipc.open_file(
+                    pa.PythonFile(self._file, mode="r"), options=pa.ipc.IpcReadOptions(included_fields=list(key))
+                )
         try:
             got = reader.get_batch(batch)
         except pa.ArrowException as e:
@@ -212,6 +248,41 @@ class LazyRows:
         columns over hundreds of splits must not stay resident)."""
         if col.nbytes <= _KEEP_BYTES:
             self._columns[(batch, field)] = col
+
+    def _missing(self, i: int, fields: Sequence[int]) -> list[int]:
+        """Of these fields of batch i, those neither in memory nor in a local file (caller locks)."""
+        return [j for j in fields if (i, j) not in self._columns and not os.path.exists(self._path(i, j))]
+
+    def prefetch(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> None:
+        """Fetch now what reading `columns` (every column: None) of these batches lacks, every
+        batch in parallel: one ranged read per batch with the split's layout, else pyarrow's walk
+        of the batch (its metadata, then each column's buffers)."""
+        names = list(columns) if columns is not None else self.schema.names
+        fields = sorted({self.schema.get_field_index(c) for c in names})
+        with self._lock:
+            wanted = {i: m for i in dict.fromkeys(batches) if (m := self._missing(i, fields))}
+        if not wanted:
+            return
+        pool = shared_pool("row-ranges", PREFETCH_THREADS)
+        pieces: dict[int, list[tuple[int, bytes]]] = {i: [] for i in wanted}
+        if self.layout is not None:  # every range of every batch in flight at once
+            src, layout = self._source, self.layout
+            reads = [(i, r) for i, fs in wanted.items() for r in _coalesce(layout.ranges(i, fs), PIECE_GAP)]
+
+            def read(item: tuple[int, tuple[int, int]]) -> tuple[int, int, bytes]:
+                i, (a, b) = item
+                return i, a, src.storage.read_range(src.key, src.offset + a, src.offset + b)
+
+            for i, a, data in pool.map(read, reads) if len(reads) > 1 else map(read, reads):
+                pieces[i].append((a, data))
+
+        def decode(item: tuple[int, list[int]]) -> None:
+            i, fs = item
+            file = RangedFile(self._source, f"split {self.where}", "the row store", self._tail_start, self._tail)
+            file.add_pieces(pieces[i])
+            self._fetch(i, fs, file)
+
+        list(pool.map(decode, wanted.items()) if len(wanted) > 1 else map(decode, wanted.items()))
 
     def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
         key = (i, tuple(columns) if columns is not None else None)
@@ -243,6 +314,34 @@ class LazyRows:
                     self._built.pop(next(iter(self._built)))
                 self._built[key] = out
         return out
+
+
+def _load_layout(local_dir: str, where: str, batches: int, fields: int) -> RowLayout | None:
+    """The split's row layout (format/row_layout.py) when it was written with one, checked
+    against the row store it describes."""
+    try:
+        with open(os.path.join(local_dir, LAYOUT_NAME), "rb") as f:
+            layout = decode(f.read(), where)
+    except FileNotFoundError:
+        return None
+    if layout.num_batches != batches or layout.num_fields != fields:
+        raise SplitFormatError(
+            f"split {where}: {LAYOUT_NAME} describes {layout.num_batches} batches of {layout.num_fields} "
+            f"columns, the row store has {batches} of {fields}"
+        )
+    return layout
+
+
+def _coalesce(ranges: Sequence[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
+    """Ranges merged across gaps of at most `gap` bytes and at most the bytes merged so far (a
+    small metadata read does not take a column it skips along)."""
+    out: list[list[int]] = []
+    for s, e in sorted(ranges):
+        if out and s - out[-1][1] <= min(gap, out[-1][1] - out[-1][0]):
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
 
 
 def _ipc_tail(source: RowSource, where: str) -> bytes:

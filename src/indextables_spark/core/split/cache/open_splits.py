@@ -89,6 +89,12 @@ class SplitHandles:
     rows: SplitRows | None = None  # where the rows come from and how documents name them (set at open)
     vector_indexes: dict[str, Any] = dataclass_field(default_factory=dict)  # column -> vector_index.VectorIndex
 
+    def prefetch(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> None:
+        """Fetch at once what reading these batches will, when the row store is read by ranges."""
+        fetch = getattr(self.lazy, "prefetch", None)
+        if fetch is not None:
+            fetch(list(batches), columns)
+
     def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
         """Record batch i, only `columns` (in that order) when given. A reader of only some fields
         touches only their buffers: the id column of a 65,536-row batch costs 0.014 ms, every

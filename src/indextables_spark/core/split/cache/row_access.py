@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from indextables_spark.core.schema.types import ROW_FIELD
 
 FEW_ROWS = 16  # rows of one record batch gathered by slicing rather than `take` (_gather_few)
+SCAN_AHEAD = 16  # batches a scan fetches at once from a row store read by ranges
 
 
 class SplitRows(Protocol):
@@ -55,6 +56,10 @@ class Batches(Protocol):
     """Record batches by position (open_splits.SplitHandles: the row store, projected)."""
 
     def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch: ...
+
+    def prefetch(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> None:
+        """Fetch at once what reading these batches will (a row store read by ranges)."""
+        ...
 
 
 def _gather_few(batch: pa.RecordBatch, rows: list[int], start: int) -> pa.RecordBatch:
@@ -94,6 +99,8 @@ class IpcRows:
         """Gathered batch by batch. Projecting before the gather matters: taking 1,000 rows of a
         wide batch copies every column's values."""
         all_rows = pa.array(rows, pa.int64())
+        touched = np.unique(np.searchsorted(self._starts, np.asarray(rows, dtype=np.int64), side="right") - 1)
+        self._h.prefetch(touched.tolist(), columns)
         i = 0
         while i < len(rows):
             b = bisect.bisect_right(self._starts, rows[i]) - 1
@@ -109,6 +116,8 @@ class IpcRows:
 
     def scan(self, with_ids: bool, columns: Sequence[str] | None) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
         for i in range(len(self._starts) - 1):
+            if i % SCAN_AHEAD == 0:
+                self._h.prefetch(range(i, min(i + SCAN_AHEAD, len(self._starts) - 1)), columns)
             ids = pa.array(np.arange(self._starts[i], self._starts[i + 1], dtype=np.int64)) if with_ids else None
             yield ids, self._h.batch(i, columns)
 

@@ -34,6 +34,7 @@ from indextables_spark.core.split.format._tantivy import tantivy_call
 from indextables_spark.core.split.format.bloom import BloomConfig, SplitBloomBuilder
 from indextables_spark.core.split.format.bundle import ROWS_NAME, bundle
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs
+from indextables_spark.core.split.format.row_layout import batch_rows_for, write_layout
 from indextables_spark.core.split.format.stats import StatsCollector
 from indextables_spark.core.split.reference import native, segments
 from indextables_spark.core.split.reference.docstore import StoredDocs
@@ -41,7 +42,6 @@ from indextables_spark.core.split.reference.quickwit import extract_bundle
 from indextables_spark.core.split.reference.transcode import transcode_index
 from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 
-BATCH_ROWS = 65_536  # rows per record batch of rows.arrow (as write/builder.py)
 CONVERTED_FROM = "convertedFrom"  # split footer key: the reference split this one was made from
 REFERENCE_WRITER = "IndexTables4Spark"
 
@@ -87,7 +87,14 @@ def rewrite_split(
     doc_mapping = doc_mapping_from_specs(specs, origin=REFERENCE_WRITER)
     out = os.path.join(work_dir, "split.bin")
     footer_start, footer_end = bundle(
-        index_dir, rows_path, doc_mapping, out, num_rows=rows.num_rows, batch_rows=rows.batch_rows, extra=extra
+        index_dir,
+        rows_path,
+        doc_mapping,
+        out,
+        num_rows=rows.num_rows,
+        batch_rows=rows.batch_rows,
+        extra=extra,
+        extra_files=[write_layout(rows_path, work_dir)],
     )
     return RewrittenSplit(
         out, rows.num_rows, rows.uncompressed, footer_start, footer_end, doc_mapping, rows.stats, rows.bloom
@@ -136,8 +143,9 @@ def _write_rows(
     ):
         for _ids, batch in docs.scan(False, held):
             batch = _conform(batch, schema, where)
-            for start in range(0, batch.num_rows, BATCH_ROWS):
-                part = batch.slice(start, BATCH_ROWS)
+            step = batch_rows_for(batch.nbytes, batch.num_rows)  # as write/builder.py
+            for start in range(0, batch.num_rows, step):
+                part = batch.slice(start, step)
                 writer.write_batch(part)
                 batch_rows.append(part.num_rows)
                 stats.add(part)

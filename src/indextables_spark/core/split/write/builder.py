@@ -2,8 +2,9 @@
 
 Rows are grouped by partition values (one open split per combination). Each open split has a
 Tantivy index in a temp directory (one writer thread, a large heap: one segment) and an Arrow IPC
-file (LZ4, batches of at most 65,536 rows) holding the stored columns; partition columns are not
-stored. `finish()` bundles each split (bundle.py), uploads it to
+file (LZ4, record batches cut by size: format/row_layout.py) holding the stored columns, whose
+layout is bundled as `rows.layout`; partition columns are not stored. `finish()` bundles each
+split (bundle.py), uploads it to
 `[col=value/...]splits/split-<uuid4>.split` and describes it as an AddFile.
 """
 
@@ -40,6 +41,7 @@ from indextables_spark.core.split.format.bloom import BloomConfig, SplitBloomBui
 from indextables_spark.core.split.format.bundle import ROWS_NAME, bundle
 from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs, tantivy_schema
+from indextables_spark.core.split.format.row_layout import batch_rows_for, write_layout
 from indextables_spark.core.split.format.stats import StatsCollector
 from indextables_spark.core.split.write.documents import json_documents
 from indextables_spark.core.split.write.vectors import VectorCollector, write_vector_indexes
@@ -48,7 +50,7 @@ from indextables_spark.errors import IndexTablesError, SchemaMismatchError
 from indextables_spark.expr.text import has_long_token
 from indextables_spark.expr.text import supported as text_supported
 
-BATCH_ROWS = 65_536  # rows per IPC record batch (and per indexing chunk)
+BATCH_ROWS = 65_536  # rows per indexing chunk (record batches of the row store: row_layout.batch_rows_for)
 # Rows gathered per split before its Tantivy documents are built: a task's Arrow batches (10,000
 # rows from Spark) spread over many partitions arrive as small slices, and building documents costs
 # ~40 Arrow compute calls per slice whatever its size (16 partitions: 625-row slices, 0.65 s of
@@ -78,6 +80,7 @@ class _OpenSplit:
     stats: StatsCollector
     pending: list[pa.RecordBatch] = field(default_factory=list)  # rows not yet in the row store
     pending_rows: int = 0
+    pending_bytes: int = 0
     unindexed: list[pa.RecordBatch] = field(default_factory=list)  # rows not yet given to Tantivy
     unindexed_rows: int = 0
     batch_rows: list[int] = field(default_factory=list)
@@ -362,14 +365,16 @@ class SplitWriter:
     def _write_rows(self, split: _OpenSplit, rows: pa.RecordBatch) -> None:
         split.pending.append(rows if self.row_schema is self.stored_schema else rows.select(self._row_names))
         split.pending_rows += rows.num_rows
+        split.pending_bytes += split.pending[-1].nbytes
         split.rows_in += rows.num_rows
         split.unindexed.append(rows)
         split.unindexed_rows += rows.num_rows
         split.uncompressed += rows.nbytes
         if split.unindexed_rows >= INDEX_ROWS:
             self._index_unindexed(split)
-        while split.pending_rows >= BATCH_ROWS:
-            self._flush_rows(split, BATCH_ROWS)
+        if split.ipc is not None:
+            while split.pending_rows >= (n := batch_rows_for(split.pending_bytes, split.pending_rows)):
+                self._flush_rows(split, n)
 
     def _index_unindexed(self, split: _OpenSplit) -> None:
         """Index the gathered rows (in row-store order, so `__row` numbers match it)."""
@@ -418,6 +423,7 @@ class SplitWriter:
         rest = table.slice(n)
         split.pending = rest.to_batches()
         split.pending_rows = rest.num_rows
+        split.pending_bytes = rest.nbytes
 
     def _close_split(self, split: _OpenSplit) -> AddFile:
         try:
@@ -426,11 +432,13 @@ class SplitWriter:
             with tantivy_call(f"committing the Tantivy index of a {where}"):
                 split.writer.commit()
                 split.writer.wait_merging_threads()
-            if split.pending_rows:
-                self._flush_rows(split, split.pending_rows)
+            while split.pending_rows:
+                self._flush_rows(split, min(split.pending_rows, batch_rows_for(split.pending_bytes, split.pending_rows)))
+            layout_files: list[str] = []
             if split.ipc is not None:
                 split.ipc.close()
                 split.sink.close()
+                layout_files.append(write_layout(split.rows_path, split.tmp_dir))
             prefix = partition_path(self.partition_columns, split.partition_values)
             key = (prefix + "/" if prefix else "") + f"splits/split-{uuid.uuid4()}.split"
             out_path = os.path.join(split.tmp_dir, "split.bin")
@@ -454,7 +462,7 @@ class SplitWriter:
                 num_rows=split.num_rows,
                 batch_rows=split.batch_rows,
                 extra=extra,
-                extra_files=vector_files,
+                extra_files=[*vector_files, *layout_files],
             )
             size = os.path.getsize(out_path)
             self.storage.upload_file(key, out_path)
