@@ -143,9 +143,10 @@ def read_ranked(
 ) -> Iterator[pa.RecordBatch]:
     """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
     (each split's top n: ReadPlan.ranked, merged)."""
-    from indextables_spark.core.split.read.split_rows import (
-        top_n,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+    from indextables_spark.core.split.read.plan import (
+        ranked_top,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
     )
+    from indextables_spark.core.split.read.split_threads import FETCH_THREADS, in_threads  # lazy: as above
 
     task = TaskRead(plan, target)
     # the splits' matches completed to the target's columns (but `_snippet`, which the plan adds)
@@ -153,18 +154,20 @@ def read_ranked(
     declared = [f for f in target if f.name != SNIPPET]
     extra = [f for f in plan.data_schema if f.name not in target.names]
     ranked_target = pa.schema(declared + extra)
-    kept: list[pa.Table] = []
+    if plan.limit is not None:  # the task's top n in two phases: the winners' rows only
+        top = ranked_top(
+            plan,
+            adds,
+            lambda add: (task.open(add), task.deletes(add, (deletes or {}).get(add.path))),
+            ranked_target,
+            in_threads("search", 1),
+            in_threads("fetch-rows", FETCH_THREADS),
+        )
+        yield from top.select(target.names).combine_chunks().to_batches(max_chunksize=plan.batch_rows)
+        return
     for add in adds:
         table = plan.ranked(task.open(add), add, task.deletes(add, (deletes or {}).get(add.path)), ranked_target)
-        table = table.select(target.names)
-        if plan.limit is None:
-            yield from table.to_batches(max_chunksize=plan.batch_rows)
-        else:
-            kept.append(table)
-    if kept:
-        assert plan.limit is not None  # tables are kept only for a limit
-        merged = top_n(pa.concat_tables(kept), plan.limit)
-        yield from merged.combine_chunks().to_batches(max_chunksize=plan.batch_rows)
+        yield from table.select(target.names).to_batches(max_chunksize=plan.batch_rows)
 
 
 def read_nearest(

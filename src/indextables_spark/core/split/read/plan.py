@@ -182,6 +182,31 @@ class ReadPlan:
             table = table.append_column(SNIPPET_COLUMN, snippet_column(split, table, self.query, self.snippets))
         return table
 
+    def candidates(
+        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
+    ) -> pa.Table:
+        """Phase one of a ranked read with a limit (`ranked_top`): the split's best `limit` matches
+        as `_score` and `_rowid` only. No data column is read but those the filters, the residual
+        and the deletes check (`target`: the caller's ranked schema, of which the partition columns
+        and those are kept)."""
+        checked = {c for f in (*self.filters, *self.residual) for c in columns_of_all(f)}
+
+        def wanted(name: str) -> bool:
+            return name in checked or any(c.startswith(name + ".") for c in checked)
+
+        narrow = replace(self, data_schema=pa.schema([f for f in self.data_schema if wanted(f.name)]), snippets=())
+        kept = [f for f in target if f.name in self.partition_columns or (wanted(f.name) and f.name in self.data_schema.names)]
+        scored = pa.schema(kept + [pa.field(SCORE_COLUMN, pa.float32()), pa.field(ROW_ID_COLUMN, pa.int64())])
+        return narrow.ranked(split, add, deletes, scored).select([SCORE_COLUMN, ROW_ID_COLUMN])
+
+    def ranked_rows(self, split: SplitReader, add: AddFile, candidates: pa.Table, target: pa.Schema) -> pa.Table:
+        """Phase two of `ranked_top`: the rows of a split's winning candidates (`_score`,
+        `_rowid`), in their order, as `target`, with `_snippet` when asked."""
+        table = self.fetch(split, add, candidates, target)
+        if self.snippets:
+            table = table.append_column(SNIPPET_COLUMN, snippet_column(split, table, self.query, self.snippets))
+        return table
+
     def nearest_candidates(
         self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
     ) -> pa.Table:
@@ -336,6 +361,52 @@ class ReadPlan:
         q = split.exact_query(self.filters, self.query)
         dead = dead_rows(split, deletes) if deletes is not None else None
         return q if dead is None or not len(dead) else without_rows(split, q, dead)
+
+
+Opened = tuple["SplitReader", "SplitDeletes | None"]
+MapSplits = Callable[[Callable[[int], pa.Table], list[int]], list[pa.Table]]
+
+
+def ranked_top(
+    plan: ReadPlan,
+    adds: Sequence[AddFile],
+    open_split: Callable[[AddFile], Opened],
+    target: pa.Schema,
+    map_search: MapSplits,
+    map_fetch: MapSplits | None = None,
+) -> pa.Table:
+    """The best `plan.limit` matches of these splits, best first, as `target` (ReadPlan.ranked's
+    schema), in two phases as a search engine runs them: every split's best `limit` as scores and
+    row ids (ReadPlan.candidates: no row read), the best `limit` of all of those, then the rows of
+    only those (ReadPlan.ranked_rows), each split's in one round of reads. `map_search(fn, items)`
+    runs fn over items (in threads, or not) and returns the results in order; `map_fetch` runs
+    phase two (I/O on remote splits: more threads; map_search when None). Ties rank as one sort of
+    every split's rows would: by split order, then the split's own order."""
+    assert plan.limit is not None  # a limit is what makes phase one small
+    opened: dict[int, Opened] = {}
+
+    def phase_one(i: int) -> pa.Table:
+        opened[i] = open_split(adds[i])
+        cands = plan.candidates(opened[i][0], adds[i], opened[i][1], target)
+        return cands.append_column(_SPLIT, pa.array(np.full(cands.num_rows, i, np.int64)))
+
+    every = [t for t in map_search(phase_one, list(range(len(adds)))) if t.num_rows]
+    if not every:
+        return target.empty_table()
+    best = pa.concat_tables(every).sort_by([(SCORE_COLUMN, "descending")]).slice(0, plan.limit)
+    best = best.append_column(_ORDER, pa.array(np.arange(best.num_rows, dtype=np.int64)))
+    owners = best.column(_SPLIT).to_numpy()
+
+    def phase_two(i: int) -> pa.Table:
+        mine = best.filter(pa.array(owners == i))
+        rows = plan.ranked_rows(opened[i][0], adds[i], mine.select([SCORE_COLUMN, ROW_ID_COLUMN]), target)
+        return rows.append_column(_ORDER, mine.column(_ORDER))
+
+    parts = (map_fetch or map_search)(phase_two, sorted({int(i) for i in owners}))
+    return pa.concat_tables(parts).sort_by(_ORDER).drop_columns([_ORDER])
+
+
+_SPLIT, _ORDER = "__split", "__order"  # ranked_top's bookkeeping columns
 
 
 def _candidates(ids: np.ndarray, dists: np.ndarray) -> pa.Table:

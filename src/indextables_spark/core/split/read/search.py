@@ -17,11 +17,17 @@ from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.types import check_snippet_fields
 from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.read.prefetch import fetch_missing
-from indextables_spark.core.split.read.split_threads import map_chunks
+from indextables_spark.core.split.read.split_threads import (
+    FETCH_THREADS,
+    THREADED_MATCHES,
+    in_threads,
+    map_chunks,
+    search_threads,
+)
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
 from indextables_spark.core.split.reference.reference import with_reference_index_only
 from indextables_spark.core.split.read.corpus_stats import fetch_for_stats, statistics_mode, table_stats, table_wide
-from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions
+from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions, ranked_top
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.query_parsing import check_table_query, query_hits
 from indextables_spark.core.split.read.nearest import NearestQuery, check_vector_query, vector_columns
@@ -336,6 +342,23 @@ class SearchPlan:
         split, _deletes = self._open(add)
         return self.read.fetch(split, add, candidates, self.nearest_target())
 
+    def search_top(self, files: Sequence[Any], limit: int, weights: Sequence[int] | None) -> pa.Table:
+        """The global top `limit` of the splits' matches with `_score`, best first (the plan's
+        `ranking(limit)`), in two phases (plan.ranked_top): scores and row ids of every split,
+        then the rows of the winners only."""
+        threads = search_threads(files)
+        if weights is not None and sum(weights) < THREADED_MATCHES:
+            threads = 1
+        table = ranked_top(
+            self.read,
+            list(files),
+            self._open,
+            self._full_schema(True),
+            in_threads("search", threads),
+            in_threads("fetch-rows", FETCH_THREADS),
+        )
+        return table.select(self.columns + [SCORE_COLUMN] + ([SNIPPET_COLUMN] if self.snippets else []))
+
     def search_split(self, add: Any) -> pa.Table:
         """Matches of one split with `_score`, best first (the plan's `ranking`)."""
         split, deletes = self._open(add)
@@ -396,6 +419,9 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
         statistics.result()
     files = plan.matching(files)
     weights = plan.match_counts(files)
+    if scored and limit is not None:
+        plan.ranking(limit)
+        return plan.search_top(files, limit, weights).cast(schema).combine_chunks()
     if scored:
         plan.ranking(limit)
         tables = map_chunks(lambda chunk: [plan.search_split(f) for f in chunk], files, weights)

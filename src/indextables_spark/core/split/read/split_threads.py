@@ -18,6 +18,7 @@ SMALL_SPLIT_ROWS = 10_000  # splits this small on average are searched in one th
 # work per match is mostly Python (man pages partitioned by language, 27 splits: 234 matches
 # 2.5 -> 1.3 ms, 7,928 matches 11.2 -> 5.7 ms in one thread instead of two)
 THREADED_MATCHES = 50_000
+FETCH_THREADS = 16  # splits whose rows are gathered at once (remote row stores: latency, not work)
 
 T = TypeVar("T")
 
@@ -34,6 +35,18 @@ def search_threads(files: Sequence[Any]) -> int:
     if counts and sum(counts) < SMALL_SPLIT_ROWS * len(counts):
         return 1
     return max(1, min(MAX_THREADS, os.cpu_count() or 1, len(files)))
+
+
+def in_threads(purpose: str, threads: int) -> Callable[[Callable[[int], T], list[int]], list[T]]:
+    """A map of a function over items in up to `threads` threads of the `purpose` pool (in this
+    thread for one), results in item order."""
+
+    def run(fn: Callable[[int], T], items: list[int]) -> list[T]:
+        if threads <= 1 or len(items) <= 1:
+            return [fn(i) for i in items]
+        return list(shared_pool(purpose, threads).map(fn, items))
+
+    return run
 
 
 def map_chunks(
