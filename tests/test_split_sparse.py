@@ -306,9 +306,24 @@ def test_query_needs_and_ranges(tmp_path):
     names = footer.raw[INDEX_SECTIONS]["fields"]
     body, ident = names.index("body"), names.index("id")
     need = sparse.query_needs(footer, names, "body:quasar OR id:5")
-    assert need == sparse.Needs(frozenset({body, ident}), frozenset())
-    assert sparse.query_needs(footer, names, 'body:"a b"') == sparse.Needs(frozenset({body}), frozenset({body}))
-    assert sparse.query_needs(footer, names, "body:a-b").positions == frozenset({body})  # two tokens: a phrase
+    five = sparse.term_key("i64", 5)
+    assert need == sparse.Needs(
+        frozenset(),
+        frozenset(),
+        terms=tuple(sorted({(body, frozenset({b"quasar"})), (ident, frozenset({five}))})),
+        norms=frozenset({body, ident}),
+        columns=frozenset({"__row"}),
+    )
+    phrase = sparse.query_needs(footer, names, 'body:"a b"')
+    assert phrase.terms == ((body, frozenset({b"a", b"b"})),) and phrase.term_positions == frozenset({body})
+    assert sparse.query_needs(footer, names, "body:a-b").term_positions == frozenset({body})  # two tokens: a phrase
+    # terms not known (prefix, fuzzy): the field's whole sections; ranges and exists: fast field columns
+    loose = sparse.query_needs(footer, names, 'body:qua* OR title:"da la"* OR views:[1 TO 5] OR region:*')
+    assert loose.fields == frozenset({body, names.index("title")}) and not loose.terms
+    assert loose.positions == frozenset({names.index("title")})
+    assert loose.columns == frozenset({"__row", "views", "region"})
+    assert [sparse.term_key("i64", v) for v in (-1, 0)] == [b"\x7f" + b"\xff" * 7, b"\x80" + bytes(7)]
+    assert sparse.term_key("f64", -0.5) < sparse.term_key("f64", 0.0) < sparse.term_key("f64", 2.5)
     assert sparse.query_needs(footer, names[::-1], "body:x") is None  # field ids would not line up
     assert sparse.query_needs(footer, names, "body:(") is None  # does not parse: whole
     # term lookups (corpus statistics): the dictionaries of the scored leaves' fields, no positions
