@@ -3,37 +3,48 @@
 Tantivy (through tantivy-py) opens an index from a local directory, memory-mapped, so a split's
 index files must exist locally at their full length. They need not be complete: a query reads
 only some parts of them, and the rest can stay holes (sparse files, no disk blocks) as long as
-nothing ever reads a hole. What a query on fields F reads (tantivy 0.27):
+nothing ever reads a hole. What a query reads (tantivy 0.27; fetch_plan.py tells the ranges):
 
 - opening: meta.json; the tantivy footer at the end of every segment file (version JSON, u32
-  length, u32 magic 1337); the per-field offset table at the end of the composite files
+  length, u32 magic 1337); the per-field offset tables at the end of the composite files
   (.term/.idx/.pos/.fieldnorm: `[sections][VInt n, n x (VInt offset delta, u32 field, VInt idx)]
-  [u32 table length]`); the fast field columnar file (.fast); the doc store's footer and skip
-  index (.store); the fieldnorms; the .del file;
-- the query: the sections of F in .term (dictionary) and .idx (postings, with the field's token
-  count); the sections of F in .pos only for phrase-like queries; fieldnorms when scoring; the
-  `__row` fast field for row ids; fast fields for ranges and exists.
+  [u32 table length]`); of the fast field file (.fast) its column dictionary at the end
+  (composite.columnar_tail); of the doc store (.store) its skip index at the end
+  (composite.store_tail: a document fetch reads the blocks, which no query does);
+- a term or phrase whose terms are known (expr/fulltext.py's leaves): the field's term dictionary
+  (its .term section, fetched whole as Lance fetches its dictionary), then, looked up in it
+  (format/termdict.py), each found term's postings range in the field's .idx section (plus the
+  section's first TOKEN_COUNT_BYTES: the field's token count) and, for a phrase, its positions
+  range in .pos; the field norms of the field (.fieldnorm section: BM25);
+- a range or exists on a fast field: its column of .fast; every query: the `__row` column;
+- any other leaf (prefix, regex, fuzzy, json, term sets...): the field's whole .term/.idx (and
+  .pos for phrase-like kinds) sections and its field norms.
 
-So every file is fetched whole except .term, .idx and .pos, of which the offset tables and the
-sections of the query's fields come (and .pos sections only for phrase-like query kinds). A term
-lookup (`Searcher.doc_freq`: the corpus statistics of a split, read/corpus_stats.py) reads less:
-`postings=False` fetches the .term sections of the query's scored fields and only the first
+A term lookup (`Searcher.doc_freq`: the corpus statistics of a split, read/corpus_stats.py) reads
+less: `postings=False` fetches the .term sections of the query's scored fields and only the first
 TOKEN_COUNT_BYTES of their .idx sections (opening a field's inverted index reads its token count,
 and the open searcher keeps it: a hole there would skew the BM25 of a later search), no .pos, and
-of the fast fields (.fast) only what opening the segment reads: the column dictionary at its end
-(composite.columnar_tail), no column. The
-fields and kinds are read from the Tantivy query the split will run (its Debug form, parsed with
-the split's own column specs: field ids are positions in the split's schema, checked against its
-meta.json); an unknown query kind, a schema that does not line up, or an offset table that does
-not parse means: fetch whole. Ranges closer than GAP_BYTES are read in one request.
+of the other files what opening reads. Field ids come from the split's schema (meta.json, or the
+footer's indexSections); an unknown query kind, a schema that does not line up, or a file end
+that does not parse means: fetch that (or every) file whole. Each round (a dependency level:
+files' ends and dictionaries, then postings, norms and columns; without the footer's sections,
+the offset tables first) reads its ranges in parallel, ranges closer than `_gap` in one request.
+
+Measured (a 100,000-row split of short texts, 13.3 MB, 5.9 MB of index files; bytes fetched by a
+cold query's index fetch, the split's last 64 KiB included; before: whole sections of the query's
+fields, .fast/.fieldnorm/.store whole): rare term `body:quasar` 4.42 -> 0.18 MB; a common term
+`title:tantivy` 3.24 -> 0.20 MB; `body:quasar AND title:spark` 4.42 -> 0.31 MB; the phrase
+`body:"data lake"` 4.42 -> 0.36 MB; `views:[100 TO 500]` 3.23 -> 0.25 MB. Most of what is left
+is the scored fields' norms (one byte per document) and the first read of the split's end.
 
 State: `sparse.json` in the split's cache directory lists, per file, the byte ranges not fetched
-yet; it exists only while some are missing (a directory fetched for term lookups lists the
-postings and fast field columns it lacks, so the search that reads it later fetches them). Ranges
-are fetched (under the cache's per-split locks), written in place into the files (so indexes
-already open see them), and only then removed from the state file (replaced atomically): a reader
-that sees a range as present finds its bytes. A caller that needs more (another query, or one that needs every file: `ensure(...,
-None)`) completes the directory first (SplitCache.local_dir does).
+yet (with the sections and file ends found); it exists only while some are missing. A directory
+fetched for query A is not complete for query B with other terms: `satisfies` looks B's terms up
+in the dictionaries present and checks their postings. Ranges are fetched (under the cache's
+per-split locks), written in place into the files (so indexes already open see them), and only
+then removed from the state file (replaced atomically): a reader that sees a range as present
+finds its bytes. A caller that needs more (another query, or one that needs every file:
+`ensure(..., None)`) completes the directory first (SplitCache.local_dir does).
 """
 
 from __future__ import annotations
