@@ -306,9 +306,24 @@ def test_query_needs_and_ranges(tmp_path):
     names = footer.raw[INDEX_SECTIONS]["fields"]
     body, ident = names.index("body"), names.index("id")
     need = sparse.query_needs(footer, names, "body:quasar OR id:5")
-    assert need == sparse.Needs(frozenset({body, ident}), frozenset())
-    assert sparse.query_needs(footer, names, 'body:"a b"') == sparse.Needs(frozenset({body}), frozenset({body}))
-    assert sparse.query_needs(footer, names, "body:a-b").positions == frozenset({body})  # two tokens: a phrase
+    five = sparse.term_key("i64", 5)
+    assert need == sparse.Needs(
+        frozenset(),
+        frozenset(),
+        terms=tuple(sorted({(body, frozenset({b"quasar"})), (ident, frozenset({five}))})),
+        norms=frozenset({body, ident}),
+        columns=frozenset({"__row"}),
+    )
+    phrase = sparse.query_needs(footer, names, 'body:"a b"')
+    assert phrase.terms == ((body, frozenset({b"a", b"b"})),) and phrase.term_positions == frozenset({body})
+    assert sparse.query_needs(footer, names, "body:a-b").term_positions == frozenset({body})  # two tokens: a phrase
+    # terms not known (prefix, fuzzy): the field's whole sections; ranges and exists: fast field columns
+    loose = sparse.query_needs(footer, names, 'body:qua* OR title:"da la"* OR views:[1 TO 5] OR region:*')
+    assert loose.fields == frozenset({body, names.index("title")}) and not loose.terms
+    assert loose.positions == frozenset({names.index("title")})
+    assert loose.columns == frozenset({"__row", "views", "region"})
+    assert [sparse.term_key("i64", v) for v in (-1, 0)] == [b"\x7f" + b"\xff" * 7, b"\x80" + bytes(7)]
+    assert sparse.term_key("f64", -0.5) < sparse.term_key("f64", 0.0) < sparse.term_key("f64", 2.5)
     assert sparse.query_needs(footer, names[::-1], "body:x") is None  # field ids would not line up
     assert sparse.query_needs(footer, names, "body:(") is None  # does not parse: whole
     # term lookups (corpus statistics): the dictionaries of the scored leaves' fields, no positions
@@ -363,3 +378,74 @@ def test_text_queries_leave_the_vector_files_to_vector_searches(s3_uri, s3_optio
     whole, _ = _table(s3_uri, s3_options, tmp_path / "whole", lazy="false")
     assert got.equals(whole.search(vector=x[7], limit=5, columns=["id"]))
     assert got.column("id").to_pylist()[0] == 7
+
+
+def test_term_dictionary_reader_matches_the_dictionaries(tmp_path):
+    """format/termdict.py finds every term of every field of a split with the TermInfo tantivy
+    wrote (checked against a full read of each FST dictionary), and no absent term."""
+    from indextables_spark.core.split.format.termdict import is_fst_dictionary, lookup_terms
+    from sstable_writer import read_fst_section
+
+    uri = str(tmp_path / "t")
+    it.write_table(uri, _docs(3000, 0), options=TEXT)
+    (add,) = it.IndexTable(uri).files()
+    path = os.path.join(uri, add.path)
+    footer = read_footer(path, path)
+    data = open(path, "rb").read()
+    checked = 0
+    for f in footer.files:
+        if not f.name.endswith(".term"):
+            continue
+        for s, e in footer.raw[INDEX_SECTIONS]["files"][f.name]["sections"].values():
+            section = data[f.offset + s : f.offset + e]
+            if s == e:
+                continue
+            assert is_fst_dictionary(section)
+            terms = read_fst_section(section)
+            got = lookup_terms(section, [t[0] for t in terms] + [b"\xff\xfe absent"])
+            assert len(got) == len(terms)
+            for key, doc_freq, p0, p1, q0, q1 in terms:
+                info = got[key]
+                assert (info.doc_freq, info.postings, info.positions) == (doc_freq, (p0, p1), (q0, q1))
+            checked += len(terms)
+    assert checked > 3000
+
+
+@pytest.mark.cloud
+def test_term_queries_fetch_their_terms(s3_uri, s3_options, tmp_path, monkeypatch):
+    """A cold query on a big split fetches its terms' postings, not its fields' sections: a rare
+    term reads a small part of the split; a later query with other terms (AND/NOT, a phrase, a
+    scored top 10, a count) on the same cache fetches what it lacks; with unfetched bytes filled
+    with 0xFF every answer equals a whole fetch's."""
+    monkeypatch.setattr(sparse, "HOLE_FILL", b"\xff")
+    it.write_table(s3_uri, _docs(30_000, 0), options={**s3_options, **TEXT})
+    whole, _ = _table(s3_uri, s3_options, tmp_path / "whole", lazy="false")
+    part, storage = _table(s3_uri, s3_options, tmp_path / "part")
+    (f,) = part.files()
+    storage.reset()
+    q = "body:quasar"
+    assert _sorted(part.search(q, columns=["id"])).equals(_sorted(whole.search(q, columns=["id"])))
+    first = storage.bytes_read["read_range"]
+    assert first < 0.06 * f.size, (first, f.size)
+    (d,) = [os.path.join(tmp_path / "part", n) for n in os.listdir(tmp_path / "part") if not n.startswith(".")]
+    assert os.path.exists(os.path.join(d, sparse.STATE_FILE))
+    assert sparse.satisfies(d, q) and not sparse.satisfies(d, "body:nebula")
+    for q2 in (
+        "body:nebula AND NOT title:spark",
+        'body:"data lake" OR body:zephyr',
+        "views:[100 TO 500] AND body:quasar",
+    ):
+        storage.reset()
+        assert _sorted(part.search(q2, columns=["id", "views"])).equals(
+            _sorted(whole.search(q2, columns=["id", "views"]))
+        )
+        assert 0 < storage.bytes_read["read_range"] < 0.25 * f.size, q2
+        a, b = whole.search(q2, limit=10), part.search(q2, limit=10)
+        assert a.column("id").to_pylist() == b.column("id").to_pylist()
+        assert np.allclose(a.column("_score").to_numpy(), b.column("_score").to_numpy())
+        assert part.count(query=q2) == whole.count(query=q2)
+    storage.reset()
+    assert _sorted(part.search(q, columns=["id"])).equals(_sorted(whole.search(q, columns=["id"])))
+    assert storage.bytes_read["read_range"] == 0  # warm: nothing fetched
+    state = json.load(open(os.path.join(d, sparse.STATE_FILE)))
+    assert any(state["missing"].values())  # other terms' postings, other columns, the doc store's blocks

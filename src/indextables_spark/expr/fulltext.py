@@ -63,6 +63,7 @@ class QueryLeaf:
     positions: bool = False  # reads the field's positions (phrases, prefix phrases, regex phrases)
     cheap: bool = False  # counting its matches is a term lookup (a term, a term set)
     exact_stats: bool = True  # False: a scored leaf whose terms the statistics cannot look up
+    node: str = "literal"  # the grammar's node kind: literal | range | set | regex | exists | all | ...
 
     @property
     def scored(self) -> bool:
@@ -214,9 +215,10 @@ def _leaves(
         # unfielded (`[1 TO 2]`, `IN [a b]`, `/ab/`): the parser applies it to the default fields
         for field_name in [node["field"]] if node["field"] is not None else list(defaults):
             f, path = _field_of(field_name, indexed)
-            yield QueryLeaf(f.name if f is not None else field_name, CONSTANT, path=path, cheap=kind == "set")
+            name = f.name if f is not None else field_name
+            yield QueryLeaf(name, CONSTANT, path=path, cheap=kind == "set", node=kind)
     else:  # "all" (and kinds a newer grammar may add): reads no field's terms
-        yield QueryLeaf("", CONSTANT, exact_stats=kind == "all")
+        yield QueryLeaf("", CONSTANT, exact_stats=kind == "all", node=kind)
 
 
 def _literal_leaf(node: Any, name: str, indexed: Mapping[str, IndexedField], fuzzy: Mapping[str, Any]) -> QueryLeaf:

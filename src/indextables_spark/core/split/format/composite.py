@@ -152,6 +152,37 @@ def columnar_tail(length: int, tail: bytes) -> int:
     return length - start
 
 
+def columnar_dictionary(tail: bytes) -> bytes:
+    """The column dictionary of a fast field file whose last bytes are `tail` (at least the
+    columnar_tail of it): an SSTable of `column name, 0, type code` -> the column's [start, end)
+    in the file (reference/sstable.py `read_sstable_ranges` reads it)."""
+    body_end = _table_start(len(tail), tail) + 4
+    (dictionary_len,) = struct.unpack_from("<Q", tail, body_end - COLUMNAR_FOOTER)
+    start = body_end - COLUMNAR_FOOTER - int(dictionary_len)
+    if start < 0:
+        raise ValueError("tail too short")
+    return tail[start : body_end - COLUMNAR_FOOTER]
+
+
+STORE_FOOTER = 4 + 8 + 1 + 15  # DocStoreFooter: u32 version, u64 skip index offset, u8 compressor, 15 zero bytes
+
+
+def store_tail(length: int, tail: bytes) -> int:
+    """How many last bytes of a doc store file (`.store`) of `length` bytes (its last len(tail)
+    bytes are `tail`) opening it reads: its skip index and footers (quickwit-oss/tantivy
+    `src/store/footer.rs` DocStoreFooter, then tantivy's footer); the blocks before it are read
+    only by a document fetch."""
+    body_end = _table_start(length, tail) + 4
+    t0 = length - len(tail)
+    if body_end - STORE_FOOTER < t0:
+        raise ValueError("tail too short")
+    footer = tail[body_end - STORE_FOOTER - t0 : body_end - t0]
+    version, offset = struct.unpack_from("<IQ", footer, 0)
+    if version not in (1, 2) or any(footer[13:]) or not 0 <= offset <= body_end - STORE_FOOTER:
+        raise ValueError("not a doc store footer")
+    return int(length - offset)
+
+
 def index_sections(index_dir: str, names: list[str]) -> dict[str, Any] | None:
     """The split footer's `indexSections` for the index files `names` of index_dir: the field
     names of the schema (meta.json, in field id order) and, per sectioned file, where its offset
