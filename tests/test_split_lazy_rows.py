@@ -182,3 +182,68 @@ def test_without_a_registered_source_the_error_says_so(table, tmp_path):
 def test_option_is_checked(table):
     with pytest.raises(it.IndexTablesError, match="cache.rows.lazy"):
         it.IndexTable(table, {"cache.rows.lazy": "sometimes"}).search("body:rare")
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory) -> str:
+    """One split of 60,000 rows of ~120 bytes: ~30 record batches."""
+    path = str(tmp_path_factory.mktemp("wide") / "t")
+    ids = list(range(60_000))
+    body = [f"w{i % 89} filler {'needle' if i % 6000 == 11 else 'hay'} " + "x" * (60 + i % 40) for i in ids]
+    it.write_table(
+        path, pa.table({"id": pa.array(ids, pa.int64()), "body": body}), options={"indexing.typemap.body": "text"}
+    )
+    return path
+
+
+def test_a_top_n_fetches_the_rows_of_its_winners_only(wide, tmp_path):
+    """Two phases: scores and row ids first, then only the winners' batches, in one round."""
+    from indextables_spark.core.split.format.bundle import read_footer
+
+    whole = opened(wide, str(tmp_path / "whole"), "false").search(
+        "body:needle OR body:w3", columns=["id", "body"], limit=10
+    )
+    opts = {"cache.disk.path": str(tmp_path / "lazy"), "cache.rows.lazy": "true"}
+    storage = CountingStorage(open_storage(wide, opts))
+    t = it.IndexTable(wide, opts, storage=storage)
+    t.count("body:needle")  # the index and the row store's footer
+    storage.reset()
+    got = t.search("body:needle OR body:w3", columns=["id", "body"], limit=10)
+    assert got.to_pylist() == whole.to_pylist() and got.num_rows == 10
+    (add,) = t.files()
+    footer = read_footer(t.storage.local_path(add.path), add.path)
+    per_batch = footer.rows.length / len(footer.batch_rows)
+    assert len(footer.batch_rows) >= 20
+    # at most one range (metadata and both columns) per winning batch
+    assert storage.requests["read_range"] <= 10
+    assert storage.bytes_read["read_range"] <= 10 * 1.2 * per_batch
+
+
+def test_splits_without_a_layout_still_read_by_ranges(wide, tmp_path):
+    """A split written before rows.layout: its batches are walked (metadata, then columns)."""
+    from indextables_spark.core.split.cache import open_splits
+    from indextables_spark.core.split.cache.cache import get_cache
+
+    t = opened(wide, str(tmp_path / "c"), "true")
+    (add,) = t.files()
+    local = get_cache(t.options).local_dir(t.storage, add)
+    os.unlink(os.path.join(local, "rows.layout"))
+    open_splits.forget(local)
+    want = opened(wide, str(tmp_path / "w"), "false")
+    for args in (dict(query="body:needle", columns=["id", "body"]), dict(query="body:w5", limit=7)):
+        assert canonical(t.search(**args)) == canonical(want.search(**args))
+
+
+def test_a_damaged_layout_is_named(wide, tmp_path):
+    from indextables_spark.core.split.cache import open_splits
+    from indextables_spark.core.split.cache.cache import get_cache
+
+    t = opened(wide, str(tmp_path / "c"), "true")
+    (add,) = t.files()
+    local = get_cache(t.options).local_dir(t.storage, add)
+    with open(os.path.join(local, "rows.layout"), "r+b") as f:
+        f.seek(20)
+        f.write(b"\x00\x01\x02")
+    open_splits.forget(local)
+    with pytest.raises(SplitFormatError, match="rows.layout"):
+        t.search("body:needle", columns=["id"])

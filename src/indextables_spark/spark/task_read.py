@@ -90,6 +90,15 @@ class TaskRead:
         self.storage = open_storage(plan.path, plan.options)
         self.cache = get_cache(plan.options)
 
+    def fetch(self, adds: Sequence[AddFile]) -> None:
+        """Fetch the task's splits the cache lacks (what the plan's index query reads of them) at
+        once, before they are read one after another."""
+        from indextables_spark.core.split.read.split_threads import (
+            fetch_missing,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
+        )
+
+        fetch_missing(self.storage, self.plan.options, adds, self.plan.index_query, reads=self.plan.index_reads)
+
     def open(self, add: AddFile) -> SplitReader:
         """The split's reader (fetched into the split cache if needed)."""
         from indextables_spark.core.split.read.reader import (
@@ -129,6 +138,7 @@ class TaskRead:
             joined,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
         )
 
+        self.fetch(adds)
         pieces = self.pieces(adds, deletes, limit)
         return joined(pieces, self.plan.batch_rows, self.target, self.plan.partition_columns)
 
@@ -154,6 +164,7 @@ def read_ranked(
     declared = [f for f in target if f.name != SNIPPET]
     extra = [f for f in plan.data_schema if f.name not in target.names]
     ranked_target = pa.schema(declared + extra)
+    task.fetch(adds)
     if plan.limit is not None:  # the task's top n in two phases: the winners' rows only
         top = ranked_top(
             plan,

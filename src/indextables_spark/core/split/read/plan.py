@@ -182,9 +182,7 @@ class ReadPlan:
             table = table.append_column(SNIPPET_COLUMN, snippet_column(split, table, self.query, self.snippets))
         return table
 
-    def candidates(
-        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
-    ) -> pa.Table:
+    def candidates(self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema) -> pa.Table:
         """Phase one of a ranked read with a limit (`ranked_top`): the split's best `limit` matches
         as `_score` and `_rowid` only. No data column is read but those the filters, the residual
         and the deletes check (`target`: the caller's ranked schema, of which the partition columns
@@ -195,7 +193,11 @@ class ReadPlan:
             return name in checked or any(c.startswith(name + ".") for c in checked)
 
         narrow = replace(self, data_schema=pa.schema([f for f in self.data_schema if wanted(f.name)]), snippets=())
-        kept = [f for f in target if f.name in self.partition_columns or (wanted(f.name) and f.name in self.data_schema.names)]
+        kept = [
+            f
+            for f in target
+            if f.name in self.partition_columns or (wanted(f.name) and f.name in self.data_schema.names)
+        ]
         scored = pa.schema(kept + [pa.field(SCORE_COLUMN, pa.float32()), pa.field(ROW_ID_COLUMN, pa.int64())])
         return narrow.ranked(split, add, deletes, scored).select([SCORE_COLUMN, ROW_ID_COLUMN])
 

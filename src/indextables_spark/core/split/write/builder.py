@@ -433,7 +433,9 @@ class SplitWriter:
                 split.writer.commit()
                 split.writer.wait_merging_threads()
             while split.pending_rows:
-                self._flush_rows(split, min(split.pending_rows, batch_rows_for(split.pending_bytes, split.pending_rows)))
+                self._flush_rows(
+                    split, min(split.pending_rows, batch_rows_for(split.pending_bytes, split.pending_rows))
+                )
             layout_files: list[str] = []
             if split.ipc is not None:
                 split.ipc.close()
