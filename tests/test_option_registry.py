@@ -15,7 +15,7 @@ from indextables_spark.config import registry as reg
 from indextables_spark.config.options import Options, UnregisteredOptionError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-GETTERS = {"get_int", "get_bool", "get_float", "get_size", "get_str", "with_prefix"}
+GETTERS = {"get_int", "get_bool", "get_float", "get_size", "get_duration_ms", "get_str", "with_prefix"}
 
 
 def option_reads():

@@ -48,7 +48,12 @@ class IndexTable:
         (credentials, endpoints, ...) are taken as options; explicit `options` win. Over Spark
         Connect the server withholds secret entries (aws.accessKey, aws.secretKey, azure.sasToken,
         ...; see config/sessions.py): give those as options. storage: the Storage to read and write
-        through (e.g. core/storage/counting.py's), instead of one opened from `path`."""
+        through (e.g. core/storage/counting.py's), instead of one opened from `path`.
+
+        Reads of the latest version reuse the log's listing while it is younger than
+        `read.stalenessLimit` (object stores; see docs/configuration.md): they may miss commits
+        other processes made within that window, never this process's own. `refresh()` lists now.
+        With `spark`, whose jobs commit in other processes, the window is 0 unless set."""
         self.options = Options.of(options) if spark is None else with_session_options(spark, options)
         self.path = path
         if storage is not None:
@@ -62,8 +67,14 @@ class IndexTable:
         return f"IndexTable({self.storage.uri!r})"
 
     def version(self) -> int:
-        """Latest committed version; -1 when no table exists."""
+        """Latest committed version; -1 when no table exists (always lists the log)."""
         return self.log.latest_version()
+
+    def refresh(self) -> IndexTable:
+        """List the table's log now: the next reads of the latest version see every commit made
+        before this call, whatever `read.stalenessLimit` (as pyiceberg's Table.refresh)."""
+        self.log.refresh()
+        return self
 
     def exists(self) -> bool:
         return self.version() >= 0
@@ -74,20 +85,20 @@ class IndexTable:
             raise InvalidOptionError("give either version or timestamp_ms, not both")
         if timestamp_ms is not None:
             version = self.log.version_at_timestamp(timestamp_ms)
-        return self.log.snapshot(version)
+        return self.log.snapshot(version, stale_ok=True)
 
     def schema(self, version: int | None = None) -> pa.Schema:
         """The table's columns at `version` (latest by default) as a pyarrow.Schema, partition
         columns included, in the order and with the types reads return them (to_arrow, search)."""
         from indextables_spark.core.schema.arrow_types import arrow_schema  # lazy: pyarrow
 
-        return arrow_schema(self.log.header(version)[1].schema_json)
+        return arrow_schema(self.log.header(version, stale_ok=True)[1].schema_json)
 
     def files(self, partition_filter: str | None = None, *, version: int | None = None) -> list[AddFile]:
         """Live files, optionally only those matching a partition filter; with a filter, only the
         manifests whose partition bounds may match are decoded. (As a pyarrow Table:
         `snapshot(version).files_table`.)"""
-        return self.log.pruned_snapshot(partition_filter, version).files
+        return self.log.pruned_snapshot(partition_filter, version, stale_ok=True).files
 
     # ---- change feed, transactions -------------------------------------------------------------
     def changes_since(self, version: int) -> ChangeSet:
@@ -138,7 +149,7 @@ class IndexTable:
     def count(self, query: str | None = None, partition_filter: str | None = None) -> int:
         """Row count without deleted rows; from the log's numRecords when there is no query (splits
         with only positional deletes are not opened either)."""
-        snap = self.log.pruned_snapshot(partition_filter)
+        snap = self.log.pruned_snapshot(partition_filter, stale_ok=True)
         files = snap.files
         if query is None and not snap.delete_logs and all(f.num_records is not None for f in files):
             return sum(f.num_records or 0 for f in files)
@@ -315,7 +326,7 @@ class IndexTable:
         this process), "spark" (a job on `spark`), "auto" (see api/aggregate.py)."""
         from indextables_spark.api.aggregate import aggregate, aggregation_plan  # lazy: tantivy, pyarrow
 
-        snap = self.log.pruned_snapshot(partition_filter, version)
+        snap = self.log.pruned_snapshot(partition_filter, version, stale_ok=True)
         plan = aggregation_plan(self.storage, snap, self.options, query)
         return aggregate(self.storage, snap, snap.files, plan, aggs, spark=spark, execution=execution)
 

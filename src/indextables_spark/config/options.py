@@ -108,6 +108,16 @@ class Options(Mapping[str, str]):
             return cast(int, _default(key) if default is _REGISTERED else default)
         return parse_size(raw, key)
 
+    def get_duration_ms(self, key: str, default: Any = _REGISTERED) -> int:
+        """A duration such as `0`, `500ms`, `2s` or `1m` (a plain number is milliseconds) → milliseconds."""
+        raw = self.values.get(short_key(key))
+        if raw is None or raw == "":
+            return cast(int, _default(key) if default is _REGISTERED else default)
+        try:
+            return units.parse_millis(raw)
+        except units.UnitError as e:
+            raise InvalidOptionError(f"option {key!r}: {e}") from None
+
     def with_prefix(self, prefix: str) -> dict[str, str]:
         """Options under `prefix.` (prefix removed), e.g. with_prefix('indexing.typemap')."""
         p = short_key(prefix).rstrip(".") + "."

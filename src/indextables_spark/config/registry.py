@@ -24,7 +24,7 @@ KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
 @dataclass(frozen=True)
 class OptionSpec:
     key: str  # without the `spark.indextables.` prefix; `.<col>` marks a family
-    type: str  # str | int | float | bool | size
+    type: str  # str | int | float | bool | size | duration (milliseconds)
     default: Any  # None: unset (or computed where read, as `doc` says)
     doc: str
     secret: bool = False
@@ -432,6 +432,16 @@ OPTIONS: tuple[OptionSpec, ...] = (
     _option("read.minPartitions", "int", 2, "tasks of a read with a query (the session's cores when known)"),
     _option("read.batchSize", "int", 10_000, "rows per Arrow batch returned to Spark"),
     _option("read.bloomfilter.enabled", "bool", True, "skip splits by their Bloom filters"),
+    _option(
+        "read.stalenessLimit",
+        "duration",
+        1000,
+        "how old (`0`, `500ms`, `2s`; a number is milliseconds) the listing of a table's log on an object store may be "
+        "when a Spark-free read of the latest version reuses it instead of listing again: within it a read may miss "
+        "commits other processes or machines made since that listing (this process's own commits are seen at once); "
+        "`0` lists on every read. Local paths are listed on every read; Spark reads and tables opened with a "
+        "SparkSession list on every read unless this is set (their commits run in other processes)",
+    ),
     _option("aggregate.cache.enabled", "bool", True, "cache aggregation results per split"),
     _option("cache.disk.path", "str", None, "executor split cache (default: `$TMPDIR/indextables-cache`)"),
     _option("cache.disk.maxSize", "size", 10 * GB, "split cache size"),
@@ -607,6 +617,8 @@ def markdown_table() -> str:
                     return f"`{o.default // n}{unit}`"
         if isinstance(o.default, bool):
             return f"`{str(o.default).lower()}`"
+        if o.type == "duration" and isinstance(o.default, int):
+            return f"`{o.default // 1000}s`" if o.default and o.default % 1000 == 0 else f"`{o.default}ms`"
         return f"`{o.default}`"
 
     def reference(o: OptionSpec) -> str:

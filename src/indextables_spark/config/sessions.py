@@ -73,8 +73,12 @@ def withheld_conf_keys(spark: Any) -> list[str]:
 
 def with_session_options(spark: Any, options: Mapping[str, Any] | None = None) -> Options:
     """The session's `spark.indextables.*` conf overlaid with `options` (explicit options win).
-    Over Spark Connect, warns about conf keys the server withholds that `options` do not give."""
+    Over Spark Connect, warns about conf keys the server withholds that `options` do not give.
+    With a session, `read.stalenessLimit` is 0 unless set: its jobs commit in other processes
+    (Python workers), which a reader reusing a recent listing would not see (spark_read_options)."""
     opts = Options.of(session_options(spark), options)
+    if spark is not None:
+        opts = spark_read_options(opts)
     if spark is not None and is_connect(spark):
         missing = [k for k in withheld_conf_keys(spark) if short_key(k) not in opts.values]
         if missing:
@@ -85,6 +89,14 @@ def with_session_options(spark: Any, options: Mapping[str, Any] | None = None) -
                 ", ".join(missing),
             )
     return opts
+
+
+def spark_read_options(opts: Options) -> Options:
+    """`opts` with `read.stalenessLimit` 0 unless set: what reads planned by Spark, or by a process
+    whose writes Spark jobs commit elsewhere, use (every read of the latest version lists the log)."""
+    if opts.get_str("read.stalenessLimit") is not None:
+        return opts
+    return Options.of(opts, {"read.stalenessLimit": "0"})
 
 
 def _conf(spark: Any, key: str) -> str | None:

@@ -10,8 +10,13 @@ Duration (in hours): a number and a unit (case-insensitive, space between allowe
 
     <number> [H | HOUR | HOURS | D | DAY | DAYS]          7d, 36h, 2 days, 1.5 DAY
 
-<number> is digits with an optional fraction (`1.5`, `.5`) or exponent (`1e3`), no sign. A bare number is bytes or
-hours; the SQL grammar requires a duration's unit (`OLDER THAN 7 DAYS`).
+Short duration (in milliseconds; options such as `read.stalenessLimit`):
+
+    <number> [MS | S | SEC | M | MIN | H | D]                0, 500ms, 2s, 1.5 s, 1m
+
+<number> is digits with an optional fraction (`1.5`, `.5`) or exponent (`1e3`), no sign. A bare number is bytes,
+hours (durations) or milliseconds (short durations, as Spark's time settings); the SQL grammar requires a duration's
+unit (`OLDER THAN 7 DAYS`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,16 @@ SIZE_UNITS: dict[str, int] = {
     "GB": 1 << 30,
     "T": 1 << 40,
     "TB": 1 << 40,
+}
+MILLIS_UNITS: dict[str, float] = {
+    "": 1.0,
+    "MS": 1.0,
+    "S": 1000.0,
+    "SEC": 1000.0,
+    "M": 60_000.0,
+    "MIN": 60_000.0,
+    "H": 3_600_000.0,
+    "D": 86_400_000.0,
 }
 HOUR_UNITS: dict[str, float] = {"H": 1.0, "HOUR": 1.0, "HOURS": 1.0, "D": 24.0, "DAY": 24.0, "DAYS": 24.0}
 
@@ -70,3 +85,15 @@ def parse_hours(text: str) -> float:
         raise UnitError(f"expected a duration like 7d or 36h, got {text!r}")
     number, unit = parts
     return float(number) * HOUR_UNITS.get(unit.upper(), 1.0)
+
+
+def parse_millis(text: str) -> int:
+    """A short duration (see the module's grammar; a bare number is milliseconds) → milliseconds."""
+    parts = split_number(text)
+    if parts is None or parts[1].upper() not in MILLIS_UNITS:
+        raise UnitError(f"expected a duration like 0, 500ms or 2s, got {text!r}")
+    number, unit = parts
+    try:
+        return int(float(number) * MILLIS_UNITS[unit.upper()])
+    except OverflowError:  # 1e400
+        raise UnitError(f"duration {text.strip()} is too long") from None

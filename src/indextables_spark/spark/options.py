@@ -6,15 +6,18 @@ import json
 from typing import Any, Mapping
 
 from indextables_spark.config.options import PREFIX, Options
+from indextables_spark.config.sessions import spark_read_options
 from indextables_spark.errors import InvalidOptionError
 
 
 def resolve_options(raw: Mapping[str, Any]) -> Options:
-    """Merge data source options: conf-copied `spark.indextables.*` keys first, short keys win."""
+    """Merge data source options: conf-copied `spark.indextables.*` keys first, short keys win.
+    `read.stalenessLimit` is 0 unless set (config/sessions.spark_read_options): Spark plans reads in
+    Python workers that never see the commits other workers make."""
     items = [(str(k), v) for k, v in dict(raw).items()]
     prefixed = {k: v for k, v in items if k.lower().startswith(PREFIX)}
     short = {k: v for k, v in items if not k.lower().startswith(PREFIX)}
-    return Options.of(prefixed, short)
+    return spark_read_options(Options.of(prefixed, short))
 
 
 def table_path(raw: Mapping[str, Any]) -> str:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from indextables_spark.core.log.base_state import LogReader, ScanStats
+    from indextables_spark.core.log.listing import LogListing
     from indextables_spark.core.storage import Storage
     from indextables_spark.expr.partition_filter import PartitionPredicate
 
@@ -87,8 +88,9 @@ def state_metadata(sm: StateManifest, where: str) -> Metadata | None:
     return Metadata.from_json(obj)
 
 
-def load_avro_state(log_: "LogReader", version: int, key: str) -> "BaseState":
-    """The state at `version` (light: the state manifest only; manifests decode on demand)."""
+def load_avro_state(log_: "LogReader", version: int, key: str, listing: "LogListing | None" = None) -> "BaseState":
+    """The state at `version` (light: the state manifest only; manifests decode on demand).
+    listing: the log's listing the reader already took (a state without metadata needs one)."""
     storage = log_.storage
     where = storage.full_uri(key)
     sm = read_state_manifest(storage, key)
@@ -124,7 +126,7 @@ def load_avro_state(log_: "LogReader", version: int, key: str) -> "BaseState":
     base_protocol: Protocol | None = protocol
     if metadata is None:
         # A state without embedded metadata (older writers): take it from the version files.
-        protocol_v, metadata = _metadata_from_log(log_, version, where)
+        protocol_v, metadata = _metadata_from_log(log_, version, where, listing)
         base_protocol = protocol if sm.protocol or protocol_v is None else protocol_v
     return BaseState(
         version=version,
@@ -143,7 +145,9 @@ def load_avro_state(log_: "LogReader", version: int, key: str) -> "BaseState":
     )
 
 
-def _metadata_from_log(log_: LogReader, version: int, where: str) -> tuple[Protocol | None, Metadata]:
+def _metadata_from_log(
+    log_: LogReader, version: int, where: str, listing: "LogListing | None" = None
+) -> tuple[Protocol | None, Metadata]:
     """The table metadata (and protocol) in force at `version` for a state that does not embed it.
 
     As the reference reader does (its `getMetadata()` fallback, which its Rust port
@@ -151,7 +155,7 @@ def _metadata_from_log(log_: LogReader, version: int, where: str) -> tuple[Proto
     back from `version` through the older state manifests and the version files that remain. The
     reference leaves tables whose version files after 0 are gone while `state-vN/` holds the rest,
     so a missing version file is skipped, not an error; a present but unreadable one still is."""
-    listing = log_.listing()
+    listing = listing or log_.listing()
     protocol: Protocol | None = None
     for v in range(version, -1, -1):
         if v < version and v in listing.state_manifests:

@@ -11,7 +11,7 @@ version files from 0; when nothing covers the version, the error names the bad f
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from indextables_spark.core.log.avro_state import load_avro_state
 from indextables_spark.core.log.json_checkpoint import checkpoint_key, load_json_checkpoint
@@ -43,15 +43,28 @@ def read_last_checkpoint(log_: "LogReader") -> LastCheckpoint | None:
     return LastCheckpoint.parse(data, log_.storage.full_uri(LAST_CHECKPOINT))
 
 
-def latest_checkpoint_version(log_: "LogReader", listing: "LogListing | None" = None) -> int | None:
-    """Newest version covered by an Avro state or JSON checkpoint (used when no version files remain)."""
+# `_last_checkpoint` as read: (its content or None when absent, the CorruptStateError when unreadable).
+LastCheckpointRead = tuple["LastCheckpoint | None", "CorruptStateError | None"]
+
+
+def try_read_last_checkpoint(log_: "LogReader") -> LastCheckpointRead:
+    """`_last_checkpoint` read without raising on a corrupt file (readers fall back to the listing).
+    TransactionLog reads it while it lists the log: the two requests take one round trip."""
+    try:
+        return read_last_checkpoint(log_), None
+    except CorruptStateError as e:
+        return None, e
+
+
+def latest_checkpoint_version(
+    log_: "LogReader", listing: "LogListing | None" = None, last_checkpoint: LastCheckpointRead | None = None
+) -> int | None:
+    """Newest version covered by an Avro state or JSON checkpoint (used when no version files remain).
+    last_checkpoint: `_last_checkpoint` as already read (try_read_last_checkpoint), else it is read."""
     if listing is None:
         listing = log_.listing()
     vs = list(listing.state_manifests) + list(listing.json_checkpoints)
-    try:
-        lc = read_last_checkpoint(log_)
-    except CorruptStateError:
-        lc = None
+    lc, _error = last_checkpoint if last_checkpoint is not None else try_read_last_checkpoint(log_)
     if lc is not None:
         vs.append(lc.version)
     return max(vs) if vs else None
@@ -81,6 +94,17 @@ def _candidates(listing: "LogListing", version: int, lc: LastCheckpoint | None) 
     return [(v, kind, out[(v, kind)]) for v, kind in order]
 
 
+def first_base(listing: "LogListing", version: int, last_checkpoint: LastCheckpointRead) -> tuple[int, str]:
+    """(version, "avro"|"json") of the base load_base_state tries first for `version` ((-1, "log"):
+    none, replay from version 0): readers start fetching the version files after it while the base
+    loads. Only a guess when that base turns out unusable (load_base_state then falls back)."""
+    try:
+        candidates = _candidates(listing, version, last_checkpoint[0])
+    except CorruptStateError:
+        return -1, "log"
+    return next(((v, kind) for v, kind, _key in candidates if listing.has_versions(v + 1, version)), (-1, "log"))
+
+
 def load_base_state(
     log_: "LogReader",
     version: int,
@@ -88,18 +112,20 @@ def load_base_state(
     avro_only: bool = False,
     exclude: set[tuple[int, str]] | None = None,
     failure: CorruptStateError | None = None,
+    last_checkpoint: LastCheckpointRead | None = None,
+    timestamp_of: Callable[[int], int] | None = None,
 ) -> "BaseState | None":
     """The newest usable base at or below `version` (None: replay from version 0).
     exclude: (version, "avro"|"json") candidates already found unusable; failure: the error that
-    made them unusable, raised when nothing else covers the version."""
+    made them unusable, raised when nothing else covers the version; last_checkpoint:
+    `_last_checkpoint` as already read (try_read_last_checkpoint), else it is read here;
+    timestamp_of: a version's commit time for a base that does not record it (default: read from
+    its version file, log_.commit_timestamp)."""
     if listing is None:
         listing = log_.listing()
-    lc_error: CorruptStateError | None = None
-    try:
-        lc = read_last_checkpoint(log_)
-    except CorruptStateError as e:
-        lc, lc_error = None, e
-        log.warning("%s; looking for checkpoints by listing the log instead", e)
+    lc, lc_error = last_checkpoint if last_checkpoint is not None else try_read_last_checkpoint(log_)
+    if lc_error is not None:
+        log.warning("%s; looking for checkpoints by listing the log instead", lc_error)
     errors: list[CorruptStateError] = [failure] if failure is not None else []
     for v, kind, key in _candidates(listing, version, lc):
         if avro_only and (kind != "avro" or v != version):
@@ -110,11 +136,11 @@ def load_base_state(
             continue  # cannot replay from there to `version`
         try:
             if kind == "avro":
-                base = load_avro_state(log_, v, key)
+                base = load_avro_state(log_, v, key, listing)
             else:
                 base = load_json_checkpoint(log_, v, lc if lc and lc.version == v else None, listing)
             if base.timestamp == 0 and v in listing.version_info:
-                base.timestamp = log_.commit_timestamp(v)
+                base.timestamp = (timestamp_of or log_.commit_timestamp)(v)
             return base
         except ProtocolVersionError:
             raise

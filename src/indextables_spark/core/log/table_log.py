@@ -2,39 +2,46 @@
 
 Snapshots start from the newest usable checkpoint/state at or below the wanted version (see
 `state_loader`) and replay the version files after it.
+
+Round trips: opening a table lists `_transaction_log/` while it reads `_last_checkpoint` (one round
+trip), then reads the state manifest (or JSON checkpoint) while it reads the version files after
+it (one more), then the state's manifests: three dependent rounds for a table with a state, two
+without one.
+
+Freshness: a read of the latest version normally lists the log. Reads that accept it (`stale_ok`:
+IndexTable's) reuse this log's last listing while it is younger than `read.stalenessLimit`, on
+object stores only (a local listing costs less than the bookkeeping) and only while no commit of
+this process went to the table since (any TransactionLog of the same location: freshness.py).
+Explicit versions always list.
 """
 
 from __future__ import annotations
 
 import json as _json
 import logging
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.action_wire import action_from_json, derive_added_at
-from indextables_spark.core.log.actions import (
-    Action,
-    AddFile,
-    CommitInfo,
-    DeleteLog,
-    Metadata,
-    Protocol,
-    RemoveFile,
-    SkipAction,
-    StatsFiles,
-    split_of_stats_file,
-)
+from indextables_spark.core.log.actions import Action, CommitInfo, Metadata, Protocol
 from indextables_spark.core.log.base_state import BaseState, ScanStats
 from indextables_spark.core.log.codec import decode_actions, decode_text, encode_actions
+from indextables_spark.core.log.freshness import Listed, note_commit, staleness_limit_ms
 from indextables_spark.core.log.listing import list_log
 from indextables_spark.core.log.paths import LOG_DIR, version_key
 from indextables_spark.core.log.protocol_gate import check_readable
+from indextables_spark.core.log.replay import Delta, Prefetch, collect_changes, read_versions
 from indextables_spark.core.log.snapshot import Snapshot
 from indextables_spark.core.log.state_config import read_parallelism
-from indextables_spark.core.log.state_loader import latest_checkpoint_version, load_base_state
+from indextables_spark.core.log.state_loader import (
+    LastCheckpointRead,
+    first_base,
+    latest_checkpoint_version,
+    load_base_state,
+    try_read_last_checkpoint,
+)
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
     CorruptStateError,
@@ -52,27 +59,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class Delta:
-    """What the version files after a base change."""
-
-    protocol: Protocol
-    metadata: Metadata
-    added: dict[str, AddFile]
-    removed: dict[str, RemoveFile]  # paths whose last action after the base is a remove
-    skips: dict[str, SkipAction]
-    registry: dict[str, str]
-    timestamp: int
-    readded: set[str] = field(default_factory=set)  # removed, then added again after the base
-    created: set[str] = field(default_factory=set)  # first seen as an add after the base (new files)
-    delete_logs: list[DeleteLog] = field(default_factory=list)  # every live delete log at the version
-    stats_files: dict[str, list[str]] = field(default_factory=dict)  # every stats file at the version
-
-    @property
-    def base_removes(self) -> dict[str, RemoveFile]:
-        """Removes of files that existed at the base (tombstones for an incremental state)."""
-        return {p: r for p, r in self.removed.items() if p not in self.created}
+_T = TypeVar("_T")
 
 
 class TransactionLog:
@@ -91,6 +78,9 @@ class TransactionLog:
         # again while the log's files are unchanged (a service searching the table per request)
         # costs one listing, not a state decode.
         self._last_snapshot: tuple[LogListing, Snapshot] | None = None
+        # The last listing taken; reads within read.stalenessLimit reuse it (see the module).
+        self._listed: Listed | None = None
+        self._staleness_ms: int | None = None
 
     # ---- version files -------------------------------------------------------------------
     def list_versions(self) -> list[int]:
@@ -134,7 +124,10 @@ class TransactionLog:
     def write_version(self, version: int, actions: Iterable[Action]) -> bool:
         """Write a version file if no file exists for that version. False on conflict."""
         compress = self.options.get_bool("transaction.compression.enabled")
-        return self.storage.put_if_absent(version_key(version), encode_actions(actions, compress, version))
+        written = self.storage.put_if_absent(version_key(version), encode_actions(actions, compress, version))
+        if written:
+            note_commit(self.storage)
+        return written
 
     def commit_timestamp(self, version: int, actions: list[Action] | None = None) -> int:
         acts = actions if actions is not None else self.read_actions(version)
@@ -146,15 +139,70 @@ class TransactionLog:
 
     # ---- listing ---------------------------------------------------------------------------
     def listing(self) -> LogListing:
-        return list_log(self.storage)
+        """A fresh listing of the log (remembered for reads within read.stalenessLimit)."""
+        started, commits = Listed.start(self.storage)
+        listing = list_log(self.storage)
+        if self._listed is None or started >= self._listed.started:  # not a slower listing started before
+            self._listed = Listed(listing, started, commits)
+        return listing
+
+    def refresh(self) -> int:
+        """List the log now (reads within read.stalenessLimit then start from this listing);
+        returns the latest version."""
+        return self.resolve_version(None, self.listing(), allow_missing=True)
+
+    @property
+    def staleness_limit_ms(self) -> int:
+        """`read.stalenessLimit` in milliseconds (0: reads of the latest version always list)."""
+        if self._staleness_ms is None:
+            self._staleness_ms = staleness_limit_ms(self.options)
+        return self._staleness_ms
+
+    def _recent_listing(self) -> LogListing | None:
+        """The last listing when a read of the latest version may reuse it (freshness.Listed)."""
+        listed = self._listed
+        return listed.listing if listed is not None and listed.reusable(self.storage, self.staleness_limit_ms) else None
+
+    def _open_listing(self) -> tuple[LogListing, LastCheckpointRead]:
+        """A fresh listing and `_last_checkpoint`, read together (one round trip on object stores:
+        `_last_checkpoint` is read whether or not the listing shows it, as the loader would)."""
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="itx-lastcp") as pool:
+            lc = pool.submit(try_read_last_checkpoint, self)
+            listing = self.listing()
+            return listing, lc.result()
+
+    def _read_latest(
+        self, version: int | None, stale_ok: bool, build: Callable[[LogListing, LastCheckpointRead | None], _T]
+    ) -> _T:
+        """build(listing, `_last_checkpoint` when read with it) on a fresh listing, or, for a read of
+        the latest version that accepts it, on the last listing while it is recent enough. A build
+        on a reused listing that fails (its files gone since: retention) is done again on a fresh one."""
+        if stale_ok and version is None:
+            recent = self._recent_listing()
+            if recent is not None:
+                try:
+                    return build(recent, None)
+                except (VersionNotFoundError, CorruptStateError, FileNotFoundInStorageError) as e:
+                    log.info("%s changed since its last listing (%s); listing again", self.storage.uri, e)
+        listing, lc = self._open_listing()
+        return build(listing, lc)
 
     # ---- snapshots -------------------------------------------------------------------------
-    def resolve_version(self, version: int | None, listing: LogListing) -> int:
-        """`version`, checked to exist; None: the latest (TableNotFoundError without any)."""
+    def resolve_version(
+        self,
+        version: int | None,
+        listing: LogListing,
+        last_checkpoint: LastCheckpointRead | None = None,
+        allow_missing: bool = False,
+    ) -> int:
+        """`version`, checked to exist; None: the latest (TableNotFoundError without any, or -1
+        with allow_missing)."""
         latest = listing.latest_version
         if latest < 0:
-            cp = latest_checkpoint_version(self, listing)
+            cp = latest_checkpoint_version(self, listing, last_checkpoint)
             latest = cp if cp is not None else -1
+        if latest < 0 and allow_missing and version is None:
+            return -1
         if latest < 0:
             raise TableNotFoundError(f"no indextables table at {self.storage.uri} (no {LOG_DIR}/ versions)")
         if version is None:
@@ -163,18 +211,39 @@ class TransactionLog:
             raise VersionNotFoundError(f"version {version} of {self.storage.uri} does not exist (latest is {latest})")
         return version
 
-    def snapshot(self, version: int | None = None) -> Snapshot:
-        listing = self.listing()
-        version = self.resolve_version(version, listing)
+    def snapshot(self, version: int | None = None, *, stale_ok: bool = False) -> Snapshot:
+        """The table at `version` (latest by default). stale_ok: a read of the latest version may
+        reuse a listing younger than read.stalenessLimit (see the module)."""
+        return self._read_latest(version, stale_ok, lambda listing, lc: self._snapshot_of(version, listing, lc))
+
+    def _snapshot_of(self, version: int | None, listing: LogListing, lc: LastCheckpointRead | None) -> Snapshot:
+        version = self.resolve_version(version, listing, lc)
         last = self._last_snapshot
         if last is not None and last[1].version == version and last[0] == listing:
             return last[1]
-        base = load_base_state(self, version, listing)
-        delta = self.collect_changes(base, version)
+        base, delta = self._base_and_changes(version, listing, lc)
         base, delta, files = self.files_or_fallback(base, delta, version, listing)
         snap = self._snapshot(base, delta, version, files)
         self._last_snapshot = (listing, snap)
         return snap
+
+    def _base_and_changes(
+        self, version: int, listing: LogListing, lc: LastCheckpointRead | None
+    ) -> tuple[BaseState | None, Delta]:
+        """The base of `version` and the changes after it, the version files after the likely base
+        fetched while the base loads (one round trip for both)."""
+        if lc is None:
+            lc = try_read_last_checkpoint(self)
+        first, kind = first_base(listing, version, lc)
+        # a JSON checkpoint does not record its commit time: its version file is read for it
+        start = first if kind == "json" and first in listing.version_info else first + 1
+        with self._prefetch(range(start, version + 1), self.read_actions) as reads:
+
+            def timestamp_of(v: int) -> int:
+                return self.commit_timestamp(v, reads.read(v))
+
+            base = load_base_state(self, version, listing, last_checkpoint=lc, timestamp_of=timestamp_of)
+            return base, self.collect_changes(base, version, reads.futures)
 
     def files_or_fallback(
         self,
@@ -207,19 +276,33 @@ class TransactionLog:
                     stats.source = base.source if base else "log"
 
     def scan(
-        self, partition_filter: str | PartitionPredicate | None = None, version: int | None = None
+        self,
+        partition_filter: str | PartitionPredicate | None = None,
+        version: int | None = None,
+        *,
+        stale_ok: bool = False,
     ) -> tuple[Snapshot, ScanStats]:
         """Live files matching a partition filter, decoding only the manifests whose partition
-        bounds may match. Returns (snapshot with the matching files only, ScanStats)."""
+        bounds may match. Returns (snapshot with the matching files only, ScanStats).
+        stale_ok: as snapshot()'s."""
+        return self._read_latest(
+            version, stale_ok, lambda listing, lc: self._scan_of(partition_filter, version, listing, lc)
+        )
+
+    def _scan_of(
+        self,
+        partition_filter: str | PartitionPredicate | None,
+        version: int | None,
+        listing: LogListing,
+        lc: LastCheckpointRead | None,
+    ) -> tuple[Snapshot, ScanStats]:
         from indextables_spark.expr.partition_filter import (  # lazy: keeps `import indextables_spark.core.log.table_log` free of pyarrow
             filter_files_table,
             parse_partition_filter,
         )
 
-        listing = self.listing()
-        version = self.resolve_version(version, listing)
-        base = load_base_state(self, version, listing)
-        delta = self.collect_changes(base, version)
+        version = self.resolve_version(version, listing, lc)
+        base, delta = self._base_and_changes(version, listing, lc)
         stats = ScanStats(
             source=base.source if base else "log", version_files_read=version - (base.version if base else -1)
         )
@@ -232,29 +315,58 @@ class TransactionLog:
         return self._snapshot(base, delta, version, files), stats
 
     def pruned_snapshot(
-        self, partition_filter: str | PartitionPredicate | None = None, version: int | None = None
+        self,
+        partition_filter: str | PartitionPredicate | None = None,
+        version: int | None = None,
+        *,
+        stale_ok: bool = False,
     ) -> Snapshot:
         """The snapshot holding the files of the partitions matching `partition_filter` (scan's
         manifest pruning), or, without a filter, the whole snapshot (reused while the log is
-        unchanged, see snapshot())."""
+        unchanged, see snapshot()). stale_ok: as snapshot()'s."""
         if partition_filter is None or partition_filter == "":
-            return self.snapshot(version)
-        return self.scan(partition_filter, version)[0]
+            return self.snapshot(version, stale_ok=stale_ok)
+        return self.scan(partition_filter, version, stale_ok=stale_ok)[0]
 
     def header(
-        self, version: int | None = None, listing: LogListing | None = None
+        self, version: int | None = None, listing: LogListing | None = None, *, stale_ok: bool = False
     ) -> tuple[Protocol, Metadata, dict[str, str]]:
-        """Protocol, metadata and schema registry at a version without decoding any manifest."""
+        """Protocol, metadata and schema registry at a version without decoding any manifest.
+        stale_ok: as snapshot()'s (without a listing given)."""
+        if listing is not None:
+            return self._header_of(version, listing, None)
+        return self._read_latest(version, stale_ok, lambda listing_, lc: self._header_of(version, listing_, lc))
 
-        listing = listing or self.listing()
-        version = self.resolve_version(version, listing)
-        base = load_base_state(self, version, listing)
-        protocol = base.protocol if base else None
-        metadata = base.metadata if base else None
-        registry = dict(base.schema_registry) if base else {}
-        for _v, actions in self._read_versions(
-            range(base.version + 1 if base else 0, version + 1), self._read_header_actions
-        ):
+    def _header_of(
+        self, version: int | None, listing: LogListing, lc: LastCheckpointRead | None
+    ) -> tuple[Protocol, Metadata, dict[str, str]]:
+        version = self.resolve_version(version, listing, lc)
+        last = self._last_snapshot
+        if last is not None and last[1].version == version and last[0] == listing:
+            snap = last[1]
+            return snap.protocol_action, snap.metadata_action, dict(snap.schema_registry)
+        if lc is None:
+            lc = try_read_last_checkpoint(self)
+        first = first_base(listing, version, lc)[0] + 1
+        with self._prefetch(range(first, version + 1), self._read_header_actions) as reads:
+            # the header needs no commit time: a JSON checkpoint's version file is not read for it
+            base = load_base_state(self, version, listing, last_checkpoint=lc, timestamp_of=lambda _v: 0)
+            protocol = base.protocol if base else None
+            metadata = base.metadata if base else None
+            registry = dict(base.schema_registry) if base else {}
+            after = range(base.version + 1 if base else 0, version + 1)
+            versions = read_versions(after, reads.read, read_parallelism(self.options), reads.futures)
+            return self._apply_header(version, protocol, metadata, registry, versions)
+
+    def _apply_header(
+        self,
+        version: int,
+        protocol: Protocol | None,
+        metadata: Metadata | None,
+        registry: dict[str, str],
+        versions: Iterable[tuple[int, list[Action]]],
+    ) -> tuple[Protocol, Metadata, dict[str, str]]:
+        for _v, actions in versions:
             for a in actions:
                 if isinstance(a, Metadata):
                     metadata = a
@@ -269,25 +381,9 @@ class TransactionLog:
         check_readable(protocol, f"table {self.storage.uri}")
         return protocol, metadata, registry
 
-    def _read_versions(
-        self, versions: Iterable[int], read: Callable[[int], list[Action]]
-    ) -> Iterator[tuple[int, list[Action]]]:
-        """(v, read(v)) for each version, in order. The files are fetched state.read.parallelism at a
-        time: replaying the versions after a checkpoint costs about one round trip on object stores,
-        not one per version. A failure surfaces when its version is reached."""
-        versions = list(versions)
-        workers = min(len(versions), read_parallelism(self.options))
-        if workers <= 1:
-            yield from ((v, read(v)) for v in versions)
-            return
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="itx-versions") as pool:
-            futures = [pool.submit(read, v) for v in versions]
-            try:
-                for v, f in zip(versions, futures):
-                    yield v, f.result()
-            finally:
-                for f in futures:
-                    f.cancel()
+    def _prefetch(self, versions: Iterable[int], read: Callable[[int], list[Action]]) -> Prefetch:
+        """Start fetching version files (read(v)) in the background, state.read.parallelism at a time."""
+        return Prefetch(list(versions), read, read_parallelism(self.options))
 
     _SKIP_PREFIXES = ('{"add":', '{"remove":', '{"commitInfo":', '{"mergeskip":', '{"deleteLog":', '{"statsFiles":')
 
@@ -312,102 +408,12 @@ class TransactionLog:
                 out.append(a)
         return out
 
-    def collect_changes(self, base: BaseState | None, version: int) -> Delta:
-        """What the version files after `base` (from 0 without one) up to `version` change."""
-        start = base.version + 1 if base else 0
-        protocol = base.protocol if base else None
-        metadata = base.metadata if base else None
-        skips = dict(base.skips) if base else {}
-        registry = dict(base.schema_registry) if base else {}
-        added: dict[str, AddFile] = {}
-        removed: dict[str, RemoveFile] = {}
-        readded: set[str] = set()
-        created: set[str] = set()
-        seen: set[str] = set()
-        timestamp = base.timestamp if base else 0
-        delete_logs: list[DeleteLog] = list(base.delete_logs) if base else []
-        stats: dict[str, dict[str, None]] = {k: dict.fromkeys(v) for k, v in (base.stats_files if base else {}).items()}
-
-        def read(v: int) -> list[Action]:
-            try:
-                return self.read_actions(v)
-            except VersionNotFoundError:
-                raise VersionNotFoundError(
-                    f"version {version} of {self.storage.uri} cannot be reconstructed: version file {v} "
-                    f"is missing and no checkpoint covers it (it may have been removed by retention)"
-                ) from None
-
-        for v, actions in self._read_versions(range(start, version + 1), read):
-            timestamp = self.commit_timestamp(v, actions)
-            for a in actions:
-                if isinstance(a, AddFile):
-                    if a.added_at_version is None:
-                        a.added_at_version = v
-                    if a.added_at_timestamp is None:
-                        a.added_at_timestamp = timestamp
-                    if a.doc_mapping_json and not a.doc_mapping_ref:
-                        from indextables_spark.core.log.doc_mapping import (
-                            doc_mapping_hash,
-                        )  # lazy: hashlib, for legacy adds only
-
-                        ref = doc_mapping_hash(a.doc_mapping_json)
-                        registry.setdefault(ref, a.doc_mapping_json)
-                        a.doc_mapping_ref = ref
-                    if a.path not in seen:
-                        seen.add(a.path)
-                        created.add(a.path)
-                    added[a.path] = a
-                    if removed.pop(a.path, None) is not None:
-                        readded.add(a.path)
-                    skips.pop(a.path, None)
-                elif isinstance(a, RemoveFile):
-                    seen.add(a.path)
-                    added.pop(a.path, None)
-                    removed[a.path] = a
-                    skips.pop(a.path, None)
-                elif isinstance(a, Metadata):
-                    metadata = a
-                    registry.update(a.doc_mappings)
-                elif isinstance(a, Protocol):
-                    check_readable(a, f"{self.storage.full_uri(version_key(v))}")
-                    protocol = a
-                elif isinstance(a, SkipAction):
-                    skips[a.path] = a
-                elif isinstance(a, DeleteLog):
-                    if a.added_at_version is None:
-                        a.added_at_version = v
-                    if a.added_at_timestamp is None:
-                        a.added_at_timestamp = timestamp
-                    delete_logs.append(a)
-                elif isinstance(a, StatsFiles):
-                    stats.setdefault(a.key, {}).update(dict.fromkeys(a.files))
-        if removed:
-            from indextables_spark.core.log.delete_logs import (
-                drop_for_removed,  # lazy: keeps `import indextables_spark.core.log.table_log` free of numpy, pyarrow
-            )
-
-            # Logs and stats files of splits removed since the base can no longer apply.
-            delete_logs = drop_for_removed(delete_logs, set(removed))
-            stats = {k: {f: None for f in fs if split_of_stats_file(f) not in removed} for k, fs in stats.items()}
-        if protocol is None or metadata is None:
-            raise CorruptStateError(
-                f"table {self.storage.uri} at version {version} has no "
-                f"{'protocol' if protocol is None else 'metaData'} action"
-            )
-        check_readable(protocol, f"table {self.storage.uri}")
-        return Delta(
-            protocol,
-            metadata,
-            added,
-            removed,
-            skips,
-            registry,
-            timestamp,
-            readded,
-            created,
-            delete_logs,
-            {k: list(fs) for k, fs in stats.items() if fs},
-        )
+    def collect_changes(
+        self, base: BaseState | None, version: int, fetched: Mapping[int, Future[list[Action]]] | None = None
+    ) -> Delta:
+        """What the version files after `base` (from 0 without one) up to `version` change (replay.py).
+        fetched: version files already being read (read_actions) by _prefetch."""
+        return collect_changes(self, base, version, fetched)
 
     def _files(
         self,
