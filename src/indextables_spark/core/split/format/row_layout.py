@@ -20,6 +20,7 @@ file back through a recording file (`measure`), so no Arrow metadata is parsed h
 from __future__ import annotations
 
 import io
+import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -126,8 +127,6 @@ def measure(rows_path: str) -> RowLayout:
     """The layout of the IPC file at rows_path: each field of each batch read alone through a
     recording file (the first read of a batch is its metadata, the rest the field's buffers).
     Costs one decompression of the row store: small next to indexing it."""
-    import os
-
     import pyarrow as pa  # lazy: keeps `import indextables_spark.core.split.format.row_layout` free of pyarrow
 
     size = os.path.getsize(rows_path)
@@ -165,8 +164,6 @@ def measure(rows_path: str) -> RowLayout:
 def write_layout(rows_path: str, dest_dir: str) -> str:
     """Measure the row store at rows_path and write its layout file into dest_dir; returns its path
     (bundled with the index files by bundle.bundle's extra_files)."""
-    import os
-
     path = os.path.join(dest_dir, LAYOUT_NAME)
     with open(path, "wb") as f:
         f.write(measure(rows_path).encode())

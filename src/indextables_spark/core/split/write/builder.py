@@ -372,9 +372,7 @@ class SplitWriter:
         split.uncompressed += rows.nbytes
         if split.unindexed_rows >= INDEX_ROWS:
             self._index_unindexed(split)
-        if split.ipc is not None:
-            while split.pending_rows >= (n := batch_rows_for(split.pending_bytes, split.pending_rows)):
-                self._flush_rows(split, n)
+        self._flush_rows(split)
 
     def _index_unindexed(self, split: _OpenSplit) -> None:
         """Index the gathered rows (in row-store order, so `__row` numbers match it)."""
@@ -411,19 +409,20 @@ class SplitWriter:
         split.num_rows += rows.num_rows
 
     @staticmethod
-    def _flush_rows(split: _OpenSplit, n: int) -> None:
-        """Write the first n pending rows as one IPC record batch."""
-        if split.ipc is None:  # a companion split stores no rows (none are ever pending)
-            raise IndexTablesError("SplitWriter: rows pending in a split without a row store")
-        table = pa.Table.from_batches(split.pending)
-        head = table.slice(0, n).combine_chunks()
-        for b in head.to_batches(max_chunksize=n):
-            split.ipc.write_batch(b)
-            split.batch_rows.append(b.num_rows)
-        rest = table.slice(n)
-        split.pending = rest.to_batches()
-        split.pending_rows = rest.num_rows
-        split.pending_bytes = rest.nbytes
+    def _flush_rows(split: _OpenSplit, final: bool = False) -> None:
+        """Write the pending rows as record batches of about row_layout.ROW_BATCH_BYTES (batch_rows_for
+        of the pending rows' size), and the short rest too when `final`."""
+        while split.pending_rows >= (n := batch_rows_for(split.pending_bytes, split.pending_rows)) or (
+            final and split.pending_rows
+        ):
+            if split.ipc is None:  # a companion split stores no rows (none are ever pending)
+                raise IndexTablesError("SplitWriter: rows pending in a split without a row store")
+            table = pa.Table.from_batches(split.pending)
+            n = min(n, split.pending_rows)
+            split.ipc.write_batch(table.slice(0, n).combine_chunks().to_batches(max_chunksize=n)[0])
+            split.batch_rows.append(n)
+            rest = table.slice(n)
+            split.pending, split.pending_rows, split.pending_bytes = rest.to_batches(), rest.num_rows, rest.nbytes
 
     def _close_split(self, split: _OpenSplit) -> AddFile:
         try:
@@ -432,15 +431,11 @@ class SplitWriter:
             with tantivy_call(f"committing the Tantivy index of a {where}"):
                 split.writer.commit()
                 split.writer.wait_merging_threads()
-            while split.pending_rows:
-                self._flush_rows(
-                    split, min(split.pending_rows, batch_rows_for(split.pending_bytes, split.pending_rows))
-                )
-            layout_files: list[str] = []
+            self._flush_rows(split, final=True)
             if split.ipc is not None:
                 split.ipc.close()
                 split.sink.close()
-                layout_files.append(write_layout(split.rows_path, split.tmp_dir))
+            layout_files = [write_layout(split.rows_path, split.tmp_dir)] if split.ipc is not None else []
             prefix = partition_path(self.partition_columns, split.partition_values)
             key = (prefix + "/" if prefix else "") + f"splits/split-{uuid.uuid4()}.split"
             out_path = os.path.join(split.tmp_dir, "split.bin")
