@@ -45,6 +45,7 @@ CREATED_BY = "indextables_spark 0.1.0"
 _TAIL_GUESS = 16 << 10  # one ranged read usually gets the whole footer
 _SAFE_FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _COPY_CHUNK = 8 << 20
+LOCAL_BATCH_ROWS = 65_536  # rows per record batch of an extracted, uncompressed row store
 
 
 @dataclass(frozen=True)
@@ -412,26 +413,47 @@ def extract(
 
 
 def uncompress_rows(local_dir: str) -> None:
-    """Rewrite an extracted split's rows.arrow without compression (same record batches).
+    """Rewrite an extracted split's rows.arrow without compression, in record batches of up to
+    LOCAL_BATCH_ROWS rows (footer.json's batchRows updated to match).
 
     Readers memory-map the row store: uncompressed, a selective read touches only the pages of
     the rows it takes and a full scan hands out zero-copy batches, instead of decompressing every
-    65,536-row batch it touches. The split file in storage stays LZ4-compressed.
+    batch it touches. The split file in storage stays LZ4-compressed, in the small batches that
+    ranged reads of a few rows want (row_layout.py); a local copy wants few big ones (a scan's
+    cost is per batch), so consecutive batches are joined.
     """
     import pyarrow as pa  # lazy: keeps `import indextables_spark.core.split.format.bundle` free of pyarrow
 
     path = os.path.join(local_dir, ROWS_NAME)
     tmp = path + ".plain"
+    sizes: list[int] = []
     try:
         with pa.memory_map(path, "r") as src:
             reader = pa.ipc.open_file(src)
             with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, reader.schema) as w:
-                for i in range(reader.num_record_batches):
-                    w.write_batch(reader.get_batch(i))
+                group: list[Any] = []
+                rows = 0
+                for i in range(reader.num_record_batches + 1):
+                    b = reader.get_batch(i) if i < reader.num_record_batches else None
+                    if group and (b is None or rows + b.num_rows > LOCAL_BATCH_ROWS):
+                        w.write_batch(group[0] if len(group) == 1 else pa.concat_batches(group))
+                        sizes.append(rows)
+                        group, rows = [], 0
+                    if b is not None:
+                        group.append(b)
+                        rows += b.num_rows
     except pa.ArrowException as e:
         raise SplitFormatError(
             f"split {extracted_source(local_dir)}: the row store {ROWS_NAME} is unreadable ({e})"
         ) from e
+    footer_path = os.path.join(local_dir, FOOTER_FILE)
+    with open(footer_path, "rb") as f:
+        footer = json.loads(f.read())
+    if footer["rows"].get("batchRows") != sizes:
+        footer["rows"]["batchRows"] = sizes
+        with open(footer_path + ".tmp", "w", encoding="utf-8") as out:
+            json.dump(footer, out, ensure_ascii=False)
+        os.replace(footer_path + ".tmp", footer_path)
     os.replace(tmp, path)
 
 
