@@ -39,7 +39,7 @@ Queries, top 10 by score, returning `id` and `text` (and the score):
          `text:<a> AND text:<b>`, `text:"<w1> <w2>"`
 - Lance: `lance.dataset(uri, storage_options=...).to_table(full_text_query=Q, columns=["id", "text"],
          limit=10)` with Q `MatchQuery(term, "text")`, `MatchQuery("<a> <b>", "text",
-         operator=Operator.AND)`, `PhraseQuery("<w1> <w2>", "text")` (lance.query).
+         operator=FullTextOperator.AND)`, `PhraseQuery("<w1> <w2>", "text")` (lance.query).
 
 Cold: each query in a fresh process (a subprocess; for ours with PYTHONPATH=<checkout src>: the
 worktree of this script by default, or each of --pythonpath in turn) with an empty split cache
@@ -56,13 +56,15 @@ split, the bundled file its byte range overlaps (by extension: .term, .idx, .pos
 .store, meta.json; rows.arrow, the split footer, other), from the splits' footers
 (core/split/format/bundle.py `read_footer`); printed per query next to the table's own bytes of
 each kind (bytes, and the requests touching the kind; a request over several kinds counts for
-each). Lance's objects get the same by file (manifest, index files, data). --requests prints every
-request of our first cold run of each query.
+each), and the bytes read more than once (overlapping ranges of one object). Lance's objects get the
+same by file (manifest, index files, data). --requests prints every request of our first cold run of
+each query with what it read.
 
 The numbers: "cold" is what a new process (a fresh executor, a serverless function) pays for its
 first search of a table it has not read; "fetched" is what such a search costs in object-store
 traffic; "warm" is the steady state of a long-running process. Ratios are ours / Lance (below 1:
-ours is faster / fetches less).
+ours is faster / fetches less). The bytes and requests do not depend on the machine; the times do
+(both sides and the proxy share its cores: compare sides within one run, not across runs).
 """
 
 from __future__ import annotations
@@ -148,6 +150,7 @@ class Run:
     requests: dict[str, int]  # phase -> requests (phases: open, query, warm)
     nbytes: dict[str, int]  # phase -> response body bytes
     kinds: dict[str, list[int]]  # kind -> [bytes, requests] of open + query
+    reread: int  # bytes of open + query fetched more than once (overlapping ranges of one object)
     warm_s: list[float] = field(default_factory=list)
     log: list[dict[str, Any]] = field(default_factory=list)  # open + query requests (the first run only)
 
@@ -558,12 +561,15 @@ def cold_run(
     nbytes: Counter[str] = Counter()
     breakdown: dict[str, list[int]] = {}
     kept = []
+    ranges: dict[str, list[tuple[int, int]]] = {}
     for r in log:
         phase = "open" if r.t < marks[1] else "query" if r.t <= marks[2] else "warm" if r.t <= marks[3] else "count"
         requests[phase] += 1
         nbytes[phase] += r.nbytes
         if phase in ("open", "query"):
             kinds.add(breakdown, r)
+            if r.start is not None and r.end is not None:
+                ranges.setdefault(r.key, []).append((r.start, r.end))
             if keep_log:
                 kept.append({**asdict(r), "phase": phase})
     return Run(
@@ -576,9 +582,20 @@ def cold_run(
         dict(requests),
         dict(nbytes),
         breakdown,
+        sum(_overlap(rs) for rs in ranges.values()),
         out["warm_s"],
         kept,
     )
+
+
+def _overlap(ranges: list[tuple[int, int]]) -> int:
+    """Bytes of the ranges beyond their union (read more than once)."""
+    covered, end = 0, -1
+    for s, e in sorted(ranges):
+        if e > end:
+            covered += e - max(s, end)
+            end = e
+    return sum(e - s for s, e in ranges) - covered
 
 
 # ---- the report ----------------------------------------------------------------------------------------
@@ -657,7 +674,7 @@ def report(
             shown = [s for s in (our, lance) if s is not None]
             cols = [(f"{'ours' if s.kind == 'ours' else 'Lance'} {what}", s, what) for what in COLUMNS for s in shown]
             widths = [max(len(name), 15) for name, _, _ in cols]
-            title = f"{our.label} ({our.pythonpath}) " if our is not None else ""
+            title = f"{our.label} ({our.pythonpath})" if our is not None else "Lance only"
             print(f"\n== {latency:g} ms per request, {args.rows:,} rows: {title}")
             hits = "hits gen/" + "/".join("ours" if s.kind == "ours" else "Lance" for s in shown)
             print(" | ".join([f"{'query':<8}", f"{hits:<20}"] + [f"{n:>{w}}" for (n, _, _), w in zip(cols, widths)]))
@@ -700,6 +717,8 @@ def print_breakdown(side: Side, runs: dict[str, Run], kinds: Kinds, args: argpar
         print(f"{kind:<24}{(f'{_mb(t)} {t / total:.1%}' if t else '-'):>{w}}" + "".join(f"{c:>{w}}" for c in cells))
     cells = [f"{_mb(r.cold_bytes)} ({r.cold_requests})" for r in runs.values()]
     print(f"{'total':<24}{_mb(total):>{w}}" + "".join(f"{c:>{w}}" for c in cells))
+    cells = [_mb(r.reread) if r.reread else "-" for r in runs.values()]
+    print(f"{'of which read twice':<24}{'':>{w}}" + "".join(f"{c:>{w}}" for c in cells))
     if args.requests and side.kind == "ours":
         for q in QUERIES:
             print(f"requests of {side.label} {q.name} ({q.ours}), first cold run:")
@@ -713,7 +732,7 @@ def _describe(r: Request, phase: str, kinds: Kinds) -> str:
     kinds.add(read, r)
     what = ", ".join(f"{k} {_mb(n)}" for k, (n, _) in read.items())
     rng = f" [{r.start:,}, {r.end:,})" if r.start is not None else ""
-    key = r.key[len(kinds.bucket) + 1 :] + (f"?{r.query}" if r.query else "")
+    key = (r.key[len(kinds.bucket) + 1 :] or "(bucket)") + (f"?{r.query}" if r.query else "")
     return f"{phase:<5} {r.method:<4} {key}{rng} {r.nbytes:,} B: {what}"
 
 
