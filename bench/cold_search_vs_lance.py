@@ -110,6 +110,7 @@ KIND_ORDER = [
     ".fast",
     ".store",
     ".del",
+    ".layout",
     "rows.arrow",
     "other",
 ]
