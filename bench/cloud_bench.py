@@ -47,7 +47,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from typing import Iterator
+from typing import Any, Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -56,6 +56,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import indextables_spark as it  # noqa: E402
 from bench_common import fetch_rows  # noqa: E402
+from s3_proxy import ACCESS_KEY, REGION, SECRET_KEY  # noqa: E402
 from indextables_spark.core.log.state_writer import write_state  # noqa: E402
 from indextables_spark.core.log.synthetic import (  # noqa: E402
     DEFAULT_SCHEMA,
@@ -81,18 +82,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def new_bucket(endpoint: str) -> str:
-    """A fresh bucket on the moto server (the bench credentials)."""
+def s3_client(endpoint: str) -> Any:
+    """A boto3 S3 client for the moto server (the bench credentials)."""
     import boto3
 
-    bucket = f"indextables-bench-{uuid.uuid4().hex[:8]}"
-    boto3.client(
+    return boto3.client(
         "s3",
         endpoint_url=endpoint,
-        aws_access_key_id="bench",
-        aws_secret_access_key="bench-secret",
-        region_name="us-east-1",
-    ).create_bucket(Bucket=bucket)
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=REGION,
+    )
+
+
+def new_bucket(endpoint: str, name: str | None = None) -> str:
+    """A bucket on the moto server: `name`, or a fresh name."""
+    bucket = name or f"indextables-bench-{uuid.uuid4().hex[:8]}"
+    s3_client(endpoint).create_bucket(Bucket=bucket)
     return bucket
 
 

@@ -22,7 +22,7 @@ body:osprey, each with a fresh (empty) split cache directory:
   query + columns=id, and the reader with every column (.select("id")), collected. The Python
   workers that open the splits are separate processes, so a CountingStorage in the driver cannot
   see their reads: the views read S3 through a byte-counting HTTP proxy in front of the emulator
-  (CountingProxy below), which counts the response bytes of every GET, whichever process sent it.
+  (bench/s3_proxy.py), which counts the response bytes of every GET, whichever process sent it.
 Each is run with the split cache's default handling (`cache.rows.lazy` auto: a Spark-free search
 with only a query fetches, of remote splits of 1 MiB or more, only the parts of the index files the
 query reads (core/split/cache/sparse.py) and the row store by ranges; other reads fetch splits under
@@ -39,103 +39,29 @@ cache and the statistics kept by the process dropped: split bytes and wall time 
 from __future__ import annotations
 
 import argparse
-import http.client
-import http.server
 import os
 import shutil
-import socketserver
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
-from urllib.parse import unquote, urlsplit
 
 import indextables_spark as it
 from bench_common import local_spark
 from cloud_bench import moto_server, new_bucket
+from s3_proxy import S3Proxy, s3_options
 from search_vs_parquet import RARE_MARKER, BenchDocs, docs_source
 
 QUERY = f"body:{RARE_MARKER}"
-HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
-class CountingProxy:
-    """An HTTP proxy on a free 127.0.0.1 port forwarding every request to `upstream` (the S3
-    emulator, path-style addressing) and counting the bytes of GET responses, by object key."""
-
-    def __init__(self, upstream: str):
-        self.upstream = urlsplit(upstream)
-        self.lock = threading.Lock()
-        self.bytes: Counter[str] = Counter()
-        self.requests: Counter[str] = Counter()
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:  # quiet
-                pass
-
-            def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
-                conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
-                try:
-                    conn.request(self.command, self.path, body=body, headers=headers)
-                    resp = conn.getresponse()
-                    data = resp.read()
-                finally:
-                    conn.close()
-                if self.command == "GET":
-                    key = unquote(urlsplit(self.path).path)
-                    with proxy.lock:
-                        proxy.bytes[key] += len(data)
-                        proxy.requests[key] += 1
-                self.send_response(resp.status, resp.reason)
-                for k, v in resp.getheaders():
-                    if k.lower() not in HOP and k.lower() != "content-length":
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
-
-        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-            daemon_threads = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def reset(self) -> None:
-        with self.lock:
-            self.bytes.clear()
-            self.requests.clear()
-
-    def split_bytes(self) -> tuple[int, int, int]:
-        """(bytes of split files, bytes of everything else (the transaction log), GET requests)."""
-        with self.lock:
-            splits = sum(n for k, n in self.bytes.items() if k.endswith(".split"))
-            return splits, sum(self.bytes.values()) - splits, sum(self.requests.values())
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def s3_options(endpoint: str) -> dict[str, str]:
-    return {
-        "spark.indextables.aws.accessKey": "bench",
-        "spark.indextables.aws.secretKey": "bench-secret",
-        "spark.indextables.aws.region": "us-east-1",
-        "spark.indextables.s3.endpoint": endpoint,
-        "spark.indextables.s3.pathStyleAccess": "true",
-    }
+def split_bytes(proxy: S3Proxy) -> tuple[int, int, int]:
+    """(bytes of split files, bytes of everything else (the transaction log), GET requests) the
+    proxy forwarded since its last reset."""
+    by_key = proxy.bytes_by_key("GET")
+    splits = sum(n for k, n in by_key.items() if k.endswith(".split"))
+    return splits, sum(by_key.values()) - splits, sum(1 for r in proxy.log if r.method == "GET")
 
 
 def build(spark, uri: str, endpoint: str, args) -> None:
@@ -207,7 +133,7 @@ def scored_runs(uri: str, endpoint: str, workdir: str, runs: int) -> None:
             )
 
 
-def through_spark(spark, proxy: CountingProxy, uri: str, cache: str, how: str, lazy: str) -> tuple[int, int, int, int]:
+def through_spark(spark, proxy: S3Proxy, uri: str, cache: str, how: str, lazy: str) -> tuple[int, int, int, int]:
     """(ids, split bytes, other bytes, GET requests) one cold Spark read fetches through the proxy:
     `how` is "sql" (SELECT id ... TEXTSEARCH), "columns" (reader, columns=id) or "all" (reader,
     every column, .select("id"))."""
@@ -233,7 +159,7 @@ def through_spark(spark, proxy: CountingProxy, uri: str, cache: str, how: str, l
         for k, v in opts.items():
             r = r.option(k, v)
         rows = r.load(uri).select("id").collect()
-    split, other, requests = proxy.split_bytes()
+    split, other, requests = split_bytes(proxy)
     return len(rows), split, other, requests
 
 
@@ -291,7 +217,7 @@ def main() -> int:
             + (f"; --uri {uri}" if args.s3_endpoint else "")
         )
         print_composition(table, data)
-        proxy = CountingProxy(endpoint)
+        proxy = S3Proxy(endpoint, memory=False)  # counts what the Spark workers fetch
         try:
             for lazy in ("auto", "true"):
                 print(f"cache.rows.lazy={lazy}:")
