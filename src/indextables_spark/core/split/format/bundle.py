@@ -414,13 +414,13 @@ def extract(
 
 def uncompress_rows(local_dir: str) -> None:
     """Rewrite an extracted split's rows.arrow without compression, in record batches of up to
-    LOCAL_BATCH_ROWS rows (footer.json's batchRows updated to match).
+    LOCAL_BATCH_ROWS rows (footer.json's batchRows updated to match): what reads rechunk to.
 
     Readers memory-map the row store: uncompressed, a selective read touches only the pages of
     the rows it takes and a full scan hands out zero-copy batches, instead of decompressing every
     batch it touches. The split file in storage stays LZ4-compressed, in the small batches that
     ranged reads of a few rows want (row_layout.py); a local copy wants few big ones (a scan's
-    cost is per batch), so consecutive batches are joined.
+    cost is per batch, and a read rechunks to 65,536 rows), so the rows are re-cut.
     """
     import pyarrow as pa  # lazy: keeps `import indextables_spark.core.split.format.bundle` free of pyarrow
 
@@ -430,18 +430,12 @@ def uncompress_rows(local_dir: str) -> None:
     try:
         with pa.memory_map(path, "r") as src:
             reader = pa.ipc.open_file(src)
+            table = reader.read_all()  # (decompressed)
             with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, reader.schema) as w:
-                group: list[Any] = []
-                rows = 0
-                for i in range(reader.num_record_batches + 1):
-                    b = reader.get_batch(i) if i < reader.num_record_batches else None
-                    if group and (b is None or rows + b.num_rows > LOCAL_BATCH_ROWS):
-                        w.write_batch(group[0] if len(group) == 1 else pa.concat_batches(group))
-                        sizes.append(rows)
-                        group, rows = [], 0
-                    if b is not None:
-                        group.append(b)
-                        rows += b.num_rows
+                for start in range(0, table.num_rows, LOCAL_BATCH_ROWS):
+                    piece = table.slice(start, LOCAL_BATCH_ROWS).combine_chunks()
+                    w.write_batch(piece.to_batches(max_chunksize=LOCAL_BATCH_ROWS)[0])
+                    sizes.append(piece.num_rows)
     except pa.ArrowException as e:
         raise SplitFormatError(
             f"split {extracted_source(local_dir)}: the row store {ROWS_NAME} is unreadable ({e})"
