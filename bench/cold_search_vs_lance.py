@@ -439,6 +439,7 @@ def _child_ours(spec: dict[str, Any]) -> dict[str, Any]:
             except Exception:
                 pass
     import boto3  # noqa: F401
+    import pandas  # noqa: F401 - pyarrow imports it at its first pa.array(); `import lance` imports it
     import pyarrow  # noqa: F401
     import tantivy  # noqa: F401
 
@@ -451,8 +452,17 @@ def _child_ours(spec: dict[str, Any]) -> dict[str, Any]:
     table.snapshot()
     p1 = time.perf_counter()
     marks.append(time.time())
+    profile = None
+    if spec.get("profile"):
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
     result = table.search(q, columns=["id", "text"], limit=LIMIT)
     p2 = time.perf_counter()
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(spec["profile"])
     marks.append(time.time())
     warm = []
     for _ in range(spec["warm"]):
@@ -526,6 +536,7 @@ def cold_run(
     warm: int,
     count: bool,
     keep_log: bool,
+    profile: str | None = None,
 ) -> Run:
     """One query of one side in a fresh process with an empty cache; the proxy's requests split by
     phase (open, query, warm) from the process's clock marks."""
@@ -538,6 +549,7 @@ def cold_run(
         "query": query.ours if side.kind == "ours" else query.lance,
         "warm": warm,
         "count": count,
+        "profile": profile,
     }
     env = {**os.environ, "TMPDIR": tmp}
     env["PYTHONPATH"] = side.pythonpath or os.path.join(ROOT, "src")
@@ -759,6 +771,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--requests", action="store_true", help="print every request of our first cold runs")
     ap.add_argument("--json", metavar="PATH", help="write the raw numbers as JSON")
+    ap.add_argument(
+        "--profile", metavar="DIR", help="our cold queries under cProfile: DIR/<query>-<latency>ms-<run>.prof"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
@@ -781,14 +796,29 @@ def sides_of(args: argparse.Namespace) -> list[Side]:
     return sides
 
 
+def compiled(sides: list[Side]) -> None:
+    """Byte-compile each side's package sources first, as an installed package is (pip compiles
+    what it installs): with PYTHONDONTWRITEBYTECODE set, as on some machines, every fresh process
+    would otherwise compile every module it imports, and that would be billed to its search."""
+    for s in sides:
+        if s.kind != "ours":
+            continue
+        src = s.pythonpath or os.path.join(ROOT, "src")
+        for path in src.split(os.pathsep):
+            subprocess.run([sys.executable, "-m", "compileall", "-q", path], check=True, capture_output=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
     if args.child:
         print(RESULT_MARK + json.dumps(child(json.loads(args.child))), flush=True)
         return 0
     from cloud_bench import moto_server
 
     sides = sides_of(args)
+    compiled(sides)
     latencies = [float(x) for x in args.latencies.split(",") if x.strip()]
     workdir = tempfile.mkdtemp(prefix="cold-search-vs-lance-")
     proxy = None
@@ -824,6 +854,11 @@ def main(argv: list[str] | None = None) -> int:
                                 args.warm_repeats if run == 0 else 0,
                                 count=li == 0 and run == 0,
                                 keep_log=run == 0,
+                                profile=(
+                                    os.path.join(os.path.abspath(args.profile), f"{q.name}-{latency:g}ms-{run}.prof")
+                                    if args.profile and s.kind == "ours"
+                                    else None
+                                ),
                             )
                             results[latency][s.label][q.name].append(r)
                             print(

@@ -19,15 +19,9 @@ from typing import Any
 
 from indextables_spark.core.schema.types import ROW_FIELD, with_fully_tokenized, with_truncated_terms
 from indextables_spark.core.split.format.bundle import SplitFooter
-from indextables_spark.core.split.format.composite import (
-    TAIL_BYTES,
-    columnar_dictionary,
-    columnar_tail,
-    composite_sections,
-    needed_tail,
-    store_tail,
-)
+from indextables_spark.core.split.format.composite import TAIL_BYTES, columnar_dictionary, composite_sections
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
+from indextables_spark.core.split.format.hotcache import OPENED_BY_END, open_need
 from indextables_spark.core.split.format.termdict import TermInfo, lookup_terms
 from indextables_spark.core.split.format.vector_index import VECTOR_FILE_PREFIX
 from indextables_spark.errors import IndexTablesError, SplitFormatError
@@ -199,17 +193,6 @@ def _ext(name: str) -> str:
 
 
 WHOLE: list[TermInfo] = []  # term_infos: the dictionary cannot be read here (compared by identity)
-OPENED_BY_END = ("term", "idx", "pos", "fieldnorm", "fast", "store")  # opening reads their ends only
-
-
-def _open_need(name: str, length: int, tail: bytes) -> int:
-    """How many last bytes of the file opening the index reads (ValueError: not told from `tail`)."""
-    ext = _ext(name)
-    if ext == "fast":
-        return columnar_tail(length, tail)
-    if ext == "store":
-        return store_tail(length, tail)
-    return needed_tail(length, tail)  # a composite file: its offset table
 
 
 class FetchPlan:
@@ -260,7 +243,7 @@ class FetchPlan:
             return None
         tail = self.read(name, present_from, length)
         try:
-            need = _open_need(name, length, tail)
+            need = open_need(name, length, tail)
         except (ValueError, struct.error):
             self.add(name, [(0, length)])  # not a file we know: whole
             return None

@@ -371,6 +371,12 @@ def save_ipc_tail(local_dir: str, read: Callable[[int, int], bytes], offset: int
     _write_atomic(os.path.join(local_dir, ROWS_DIR, IPC_TAIL), ipc_tail(read, offset, length, where))
 
 
+def keep_ipc_tail(local_dir: str, tail: bytes) -> None:
+    """Keep the row store's IPC footer (from the split's hotcache: format/hotcache.py) in the split's
+    cache directory: LazyRows then needs no request to open it."""
+    _write_atomic(os.path.join(local_dir, ROWS_DIR, IPC_TAIL), tail)
+
+
 def _write_atomic(path: str, data: bytes) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)  # a cache directory wiped under open handles
     tmp = f"{path}.tmp-{uuid.uuid4().hex}"

@@ -78,6 +78,7 @@ from indextables_spark.core.split.cache.fetch_plan import (
     vector_file,
 )
 from indextables_spark.core.split.format.composite import INDEX_SECTIONS, sectioned
+from indextables_spark.core.split.format.hotcache import ROWS_FILE, Hotcache, hotcache_range, parse_hotcache
 from indextables_spark.errors import SplitFormatError
 from indextables_spark.util.pools import shared_pool
 
@@ -226,7 +227,13 @@ def _fetch_rounds(
 
 
 def extract_partial(
-    reader: Reader, footer: SplitFooter, dest_dir: str, where: str, query: str, postings: bool = True
+    reader: Reader,
+    footer: SplitFooter,
+    dest_dir: str,
+    where: str,
+    query: str,
+    postings: bool = True,
+    hot: Hotcache | None = None,
 ) -> bool:
     """Write the split's index files into dest_dir, fetching only what `query` needs (only what
     its term lookups read with `postings` False: query_needs), and the footer.json of a row store
@@ -249,6 +256,17 @@ def extract_partial(
         "sections": {},
         "tails": {},
     }
+    if hot is not None:  # what opening reads is at hand already (format/hotcache.py)
+        for f in footer.files:
+            pieces = hot.pieces.get(f.name, [])
+            if pieces:
+                with open(os.path.join(dest_dir, f.name), "r+b") as fh:
+                    for start, data in pieces:
+                        fh.seek(start)
+                        fh.write(data)
+                state["missing"][f.name] = subtract(
+                    state["missing"][f.name], [(start, start + len(data)) for start, data in pieces]
+                )
     if layout is not None:
         state["sections"] = {n: dict(e["sections"]) for n, e in layout["files"].items()}
         state["tails"] = {n: int(e["tail"]) for n, e in layout["files"].items()}
@@ -289,8 +307,9 @@ def fetch_for_query(
     `query` (extract_partial; its term lookups only with `postings` False), its row store left
     where it is (lazy_rows.py). The first read takes the split's last TAIL_GUESS bytes: its footer
     and, usually, the row store's IPC footer, which is kept for LazyRows at once."""
-    from indextables_spark.core.split.cache.lazy_rows import (
-        save_ipc_tail,  # lazy: keeps `import indextables_spark.core.split.cache.sparse` free of pyarrow
+    from indextables_spark.core.split.cache.lazy_rows import (  # lazy: keeps this module free of pyarrow
+        keep_ipc_tail,
+        save_ipc_tail,
     )
 
     tail_start = max(0, size - _scaled(TAIL_GUESS, size, 64))
@@ -300,10 +319,25 @@ def fetch_for_query(
         return tail[s - tail_start : e - tail_start] if s >= tail_start else read_range(s, e)
 
     footer = read_footer(RangeSource(size, read), where)
-    extract_partial(read, footer, dest_dir, where, query, postings)
-    if not footer.is_companion and footer.rows.offset + footer.rows.length - 8 * 1024 >= tail_start:
+    hot = _hotcache(footer, read, where)
+    extract_partial(read, footer, dest_dir, where, query, postings, hot)
+    rows_footer = hot.pieces.get(ROWS_FILE) if hot is not None else None
+    if rows_footer and rows_footer[-1][0] + len(rows_footer[-1][1]) == footer.rows.length:
+        keep_ipc_tail(dest_dir, rows_footer[-1][1])
+    elif not footer.is_companion and footer.rows.offset + footer.rows.length - 8 * 1024 >= tail_start:
         save_ipc_tail(dest_dir, read, footer.rows.offset, footer.rows.length, where)
     return footer
+
+
+def _hotcache(footer: SplitFooter, read: Reader, where: str) -> Hotcache | None:
+    """The split's hotcache (format/hotcache.py), read (usually from the first read's bytes
+    already), or None for a split written without one."""
+    span = hotcache_range(footer.raw)
+    if span is None:
+        return None
+    lengths = {f.name: f.length for f in footer.files}
+    lengths[ROWS_FILE] = footer.rows.length
+    return parse_hotcache(footer.raw, read(*span), lengths, where)
 
 
 _satisfied: dict[tuple[str, int, int, str, bool], bool] = {}

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Sequence, Union
 
 from indextables_spark.core.split.format.composite import INDEX_SECTIONS, index_sections
+from indextables_spark.core.split.format.hotcache import HOTCACHE_KEY, ROWS_FILE, open_pieces, write_hotcache
 from indextables_spark.errors import SplitFormatError
 
 MAGIC = b"ITSPLIT1"
@@ -151,6 +152,14 @@ def bundle(
             entries.append({"name": os.path.basename(path), "offset": offset, "length": n})
             offset += n
         rows_len = _append(out, rows_path) if rows_path is not None else 0
+        from indextables_spark.core.split.format.vector_index import (
+            VECTOR_FILE_PREFIX,  # lazy: keeps `import indextables_spark.core.split.format.bundle` free of pyarrow
+        )
+
+        named = [(os.path.basename(p), p) for p in [*index_files, *extra_files]]
+        pieces = open_pieces(named, rows_path, VECTOR_FILE_PREFIX)
+        paths = {**dict(named), **({ROWS_FILE: rows_path} if rows_path is not None else {})}
+        hotcache = write_hotcache(out, pieces, paths, offset + rows_len)
         rows = {
             "name": ROWS_NAME,
             "offset": offset,
@@ -159,7 +168,7 @@ def bundle(
             "format": "arrow-ipc" if rows_path is not None else COMPANION_ROWS,
             "batchRows": list(batch_rows or []),
         }
-        footer_start = offset + rows_len
+        footer_start = offset + rows_len + hotcache["length"]
 
         sections = index_sections(index_dir, [e["name"] for e in entries])
         footer = {
@@ -169,6 +178,7 @@ def bundle(
             "docMapping": doc_mapping,
             "createdBy": CREATED_BY,
             **({INDEX_SECTIONS: sections} if sections is not None else {}),
+            HOTCACHE_KEY: hotcache,
             **(extra or {}),
         }
         data = json.dumps(footer, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
