@@ -166,6 +166,50 @@ def test_old_splits_without_sections_in_the_footer(s3_table, tmp_path, monkeypat
     assert storage.bytes_read["download_file"] == 0
 
 
+@pytest.mark.cloud
+def test_splits_without_a_hotcache(s3_table, tmp_path, monkeypatch):
+    """Splits written before the hotcache (format/hotcache.py) open by the ends of their files,
+    one more round; the results are the same."""
+    monkeypatch.setattr(sparse, "HOLE_FILL", b"\xff")
+    monkeypatch.setattr(sparse, "hotcache_range", lambda raw: None)
+    uri, options = s3_table
+    whole, _ = _table(uri, options, tmp_path / "whole", lazy="false")
+    part, _ = _table(uri, options, tmp_path / "part")
+    for q in ("body:quasar OR body:nebula", 'body:"data lake"', "views:[100 TO 500]"):
+        assert _sorted(part.search(q)).equals(_sorted(whole.search(q))), q
+        assert part.search(q, limit=5).equals(whole.search(q, limit=5)), q
+
+
+@pytest.mark.cloud
+def test_the_hotcache_opens_a_split_with_its_first_request(s3_table, tmp_path, monkeypatch):
+    """With the hotcache, a rare term's top 10 costs per split: the split's end (footer and
+    hotcache); its dictionary, field norms, token count and row id column; its postings; and the
+    winners' rows (one split here): at most 7 requests; without it, the files' ends more."""
+    uri, options = s3_table
+
+    def requests(name: str) -> int:
+        t, storage = _table(uri, options, tmp_path / name)
+        storage.reset()
+        t.search("body:quasar", columns=["id", "body"], limit=10)
+        return storage.requests["read_range"]
+
+    with_hot = requests("hot")
+    monkeypatch.setattr(sparse, "hotcache_range", lambda raw: None)
+    without = requests("cold")
+    assert with_hot <= 2 * 7 and with_hot < without, (with_hot, without)
+
+
+def test_a_damaged_hotcache_is_named(tmp_path):
+    from indextables_spark.core.split.format.hotcache import parse_hotcache
+
+    raw = {"hotcache": {"offset": 0, "length": 10, "pieces": [["meta.json", 0, 12]]}}
+    with pytest.raises(it.IndexTablesError, match="split s3://b/x.split: the hotcache holds 10 bytes"):
+        parse_hotcache(raw, b"0123456789", {"meta.json": 12}, "s3://b/x.split")
+    raw = {"hotcache": {"offset": 0, "length": 10, "pieces": [["meta.json", 5, 15]]}}
+    with pytest.raises(it.IndexTablesError, match="outside its file"):
+        parse_hotcache(raw, b"0123456789", {"meta.json": 12}, "s3://b/x.split")
+
+
 class KeyCountingStorage(CountingStorage):
     """CountingStorage that also counts the bytes of ranged reads per object key."""
 

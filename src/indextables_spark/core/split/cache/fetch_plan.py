@@ -21,15 +21,13 @@ from indextables_spark.core.schema.types import ROW_FIELD, with_fully_tokenized,
 from indextables_spark.core.split.format.bundle import SplitFooter
 from indextables_spark.core.split.format.composite import TAIL_BYTES, columnar_dictionary, composite_sections
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
-from indextables_spark.core.split.format.hotcache import OPENED_BY_END, open_need
+from indextables_spark.core.split.format.hotcache import OPENED_BY_END, TOKEN_COUNT_BYTES, open_need
 from indextables_spark.core.split.format.termdict import TermInfo, lookup_terms
 from indextables_spark.core.split.format.vector_index import VECTOR_FILE_PREFIX
 from indextables_spark.errors import IndexTablesError, SplitFormatError
 from indextables_spark.expr.fulltext import NONE, PHRASE, TERM, QueryLeaf, full_text_query
 
 Range = tuple[int, int]  # [start, end)
-TOKEN_COUNT_BYTES = 8  # a field's .idx section starts with its token count (u64), read when the
-# field's inverted index is opened (tantivy's InvertedIndexReader::new), even for a term lookup
 
 
 @dataclass(frozen=True)

@@ -86,8 +86,9 @@ STATE_FILE = "sparse.json"
 TAIL_GUESS = 64 << 10  # the first read of a split (1/64 of it, at least 16 KiB): its footer, the
 # row store's IPC footer before it
 GAP_BYTES = 1 << 20  # ranges closer than this (1/16 of the split, at least 16 KiB) are one request
-MIN_GAP = 4 << 10  # (see _gap)
-RANGE_THREADS = 8  # ranged reads in flight for the splits being fetched (a pool of their own)
+MIN_GAP = 64 << 10  # (see _gap; on object storage a request costs its latency and ~5 ms of client
+# CPU, what ~0.5 MB of transfer costs: gaps this small are cheaper read than asked for apart)
+RANGE_THREADS = 32  # ranged reads in flight for the splits being fetched (a pool of their own)
 
 # Tests set this to a byte (e.g. b"\xff") to fill the parts not fetched with it instead of
 # leaving holes of zeros: a query that read one would then see garbage, not plausible zeros.

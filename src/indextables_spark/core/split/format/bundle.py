@@ -109,7 +109,14 @@ def _index_files(index_dir: str) -> list[str]:
     for n in names:
         if not _SAFE_FILE.match(n) or n in (ROWS_NAME, FOOTER_FILE):
             raise SplitFormatError(f"index directory {index_dir}: unexpected file name {n!r}")
-    return sorted(names)
+    return sorted(names, key=lambda n: (_BUNDLE_ORDER.get(n.rsplit(".", 1)[-1], len(_BUNDLE_ORDER)), n))
+
+
+# Where each kind of index file goes in the bundle: what a query reads whole or in big sections
+# (doc store, positions, postings) first, then what every query reads a little of (fast field
+# columns, field norms, term dictionaries) next to each other and to the small files, so that a
+# cold query's pieces of them are one request, not one per file (cache/sparse.py coalesces).
+_BUNDLE_ORDER = {ext: i for i, ext in enumerate(("store", "pos", "idx", "fast", "fieldnorm", "term"))}
 
 
 def _append(out: BinaryIO, path: str) -> int:
@@ -157,7 +164,8 @@ def bundle(
         )
 
         named = [(os.path.basename(p), p) for p in [*index_files, *extra_files]]
-        pieces = open_pieces(named, rows_path, VECTOR_FILE_PREFIX)
+        sections = index_sections(index_dir, [e["name"] for e in entries])
+        pieces = open_pieces(named, rows_path, VECTOR_FILE_PREFIX, sections)
         paths = {**dict(named), **({ROWS_FILE: rows_path} if rows_path is not None else {})}
         hotcache = write_hotcache(out, pieces, paths, offset + rows_len)
         rows = {
@@ -169,8 +177,6 @@ def bundle(
             "batchRows": list(batch_rows or []),
         }
         footer_start = offset + rows_len + hotcache["length"]
-
-        sections = index_sections(index_dir, [e["name"] for e in entries])
         footer = {
             "formatVersion": FORMAT_VERSION,
             "files": entries,

@@ -29,6 +29,8 @@ OPENED_BY_END = ("term", "idx", "pos", "fieldnorm", "fast", "store")  # opening 
 WHOLE_MAX = 1 << 20  # other files up to this size are in the hotcache whole (meta.json, rows.layout)
 ROWS_FILE = "rows.arrow"
 ARROW_MAGIC = b"ARROW1"
+TOKEN_COUNT_BYTES = 8  # a field's .idx section starts with its token count (u64): tantivy reads it when it
+# opens the field's inverted index, for any query of the field
 
 
 def _ext(name: str) -> str:
@@ -74,10 +76,22 @@ def _end_piece(name: str, path: str, length: int, need_of: Any) -> Piece | None:
             size = min(length, need)
 
 
-def open_pieces(files: Sequence[tuple[str, str]], rows_path: str | None, vector_prefix: str) -> list[Piece]:
+def open_pieces(
+    files: Sequence[tuple[str, str]],
+    rows_path: str | None,
+    vector_prefix: str,
+    sections: dict[str, Any] | None = None,
+) -> list[Piece]:
     """The pieces of the hotcache of a split bundling `files` ((name, local path), in bundle order)
-    and the row store at rows_path (None: none)."""
+    and the row store at rows_path (None: none). With the split's indexSections (composite.py),
+    also the token count at the start of each field's postings section, which every scored query
+    of the field reads (TOKEN_COUNT_BYTES)."""
     out: list[Piece] = []
+    known = (sections or {}).get("files") or {}
+    for name, _path in files:
+        if _ext(name) == "idx" and name in known:
+            for s, e in sorted(tuple(r) for r in known[name]["sections"].values()):
+                out.append((name, s, min(e, s + TOKEN_COUNT_BYTES)))
     for name, path in files:
         length = os.path.getsize(path)
         if name.startswith(vector_prefix) or not length:

@@ -18,6 +18,7 @@ SMALL_SPLIT_ROWS = 10_000  # splits this small on average are searched in one th
 # work per match is mostly Python (man pages partitioned by language, 27 splits: 234 matches
 # 2.5 -> 1.3 ms, 7,928 matches 11.2 -> 5.7 ms in one thread instead of two)
 THREADED_MATCHES = 50_000
+FETCH_SPLITS = 16  # splits fetched at once (each a few dependent rounds of requests: latency, not work)
 FETCH_THREADS = 16  # splits whose rows are gathered at once (remote row stores: latency, not work)
 
 T = TypeVar("T")
@@ -104,4 +105,4 @@ def fetch_missing(
     if len(missing) == 1:
         fetch(missing[0])
     elif missing:
-        list(shared_pool("fetch", MAX_THREADS).map(fetch, missing))
+        list(shared_pool("fetch", FETCH_SPLITS).map(fetch, missing))
