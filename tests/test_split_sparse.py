@@ -117,7 +117,8 @@ def test_sparse_reads_equal_whole_reads(s3_table, tmp_path, monkeypatch, query):
 def test_partial_directory_is_extended_then_completed(s3_table, tmp_path, monkeypatch):
     """One cache: a rare-term query fetches a part of the index files; a phrase on another field
     fetches its sections too (the first query still answers from what is there); a read with a
-    filter completes the directories; results equal whole fetches throughout."""
+    filter fetches its column's parts; one with snippets completes the directories; results
+    equal whole fetches throughout."""
     monkeypatch.setattr(sparse, "HOLE_FILL", b"\xff")
     monkeypatch.setattr(sparse, "GAP_BYTES", 0)  # (small splits: no gap merged, to see the saving)
     uri, options = s3_table
@@ -142,6 +143,9 @@ def test_partial_directory_is_extended_then_completed(s3_table, tmp_path, monkey
     assert all(os.path.exists(os.path.join(d, sparse.STATE_FILE)) for d in dirs)  # body's positions still missing
     where = "views < 300"
     assert _sorted(part.search("body:lake", where=where)).equals(_sorted(whole.search("body:lake", where=where)))
+    assert all(os.path.exists(os.path.join(d, sparse.STATE_FILE)) for d in dirs)  # views' parts only
+    got = part.search("body:lake", where=where, snippets="body")  # (snippets: the index whole)
+    assert _sorted(got).equals(_sorted(whole.search("body:lake", where=where, snippets="body")))
     assert not any(os.path.exists(os.path.join(d, sparse.STATE_FILE)) for d in dirs)
     for d in dirs:  # complete: every index file equals the split's bytes
         footer = json.load(open(os.path.join(d, "footer.json")))
@@ -384,7 +388,8 @@ def test_query_needs_and_ranges(tmp_path):
 @pytest.mark.cloud
 def test_spark_reads_fetch_only_the_query_parts(spark, s3_table, tmp_path):
     """A Spark read with only a query (no data filter) fetches each split's index the way a
-    Spark-free search does, and returns what a whole fetch returns; a filter completes the split."""
+    Spark-free search does, and returns what a whole fetch returns; a pushed filter adds its
+    column's parts (test_split_sparse_filters.py), not the whole index."""
     uri, options = s3_table
     whole, _ = _table(uri, options, tmp_path / "whole", lazy="false")
     cache = tmp_path / "spark-cache"
@@ -395,10 +400,10 @@ def test_spark_reads_fetch_only_the_query_parts(spark, s3_table, tmp_path):
     assert got == sorted(whole.search(query, columns=["id"]).column("id").to_pylist())
     dirs = [d for d in os.listdir(cache) if not d.startswith(".") and os.path.isdir(cache / d)]
     assert len(dirs) == 2 and all(os.path.exists(cache / d / sparse.STATE_FILE) for d in dirs)
-    # a data filter needs more of the index: the directories are completed, the answer exact
+    # a data filter needs more of the index: its column's parts are fetched, the answer exact
     n = df.filter("views < 5000").count()
     assert n == len(whole.search(query, columns=["id"], where="views < 5000"))
-    assert not any(os.path.exists(cache / d / sparse.STATE_FILE) for d in dirs)
+    assert all(os.path.exists(cache / d / sparse.STATE_FILE) for d in dirs)
 
 
 def test_text_queries_leave_the_vector_files_to_vector_searches(s3_uri, s3_options, tmp_path):

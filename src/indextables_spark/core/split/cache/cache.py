@@ -47,6 +47,7 @@ from indextables_spark.config.registry import registered_default
 from indextables_spark.core.log.table_log import TransactionLog
 from indextables_spark.core.split.cache import open_splits
 from indextables_spark.core.split.cache import sparse as _sparse
+from indextables_spark.core.split.cache.fetch_plan import IndexQuery, IndexRead
 from indextables_spark.core.split.cache.lazy_rows import RowSource
 from indextables_spark.core.split.cache.lazy_rows import register as register_rows
 from indextables_spark.core.split.format.bundle import (
@@ -138,7 +139,7 @@ class SplitCache:
         self._known: dict[tuple[str, str, Any], str] = {}  # (uri, path, size) -> directory
         self._checked: dict[str, float] = {}  # directory -> time of its last full check (local_dir)
         # directory with index bytes left out (sparse.py) -> (query, postings) it was checked to answer
-        self._partial: dict[str, set[tuple[str | None, bool, Reads | None]]] = {}
+        self._partial: dict[str, set[tuple[IndexQuery | None, bool, Reads | None]]] = {}
         self._inodes: dict[str, tuple[int, int]] = {}  # directory -> which extraction of it was last seen
 
     # -- public --------------------------------------------------------------------------------
@@ -147,15 +148,16 @@ class SplitCache:
         self,
         storage: Storage,
         add_file: Any,
-        query: str | None = None,
+        query: IndexQuery | None = None,
         *,
         postings: bool = True,
         reads: Reads | None = None,
     ) -> str:
         """A local directory holding the extracted split (downloaded and extracted at most once).
-        With `query`, the caller promises to run only that query text against the index (no
-        filters, nothing else): a remote split's index files may then hold only what it reads
-        (sparse.py), and are completed when a later caller needs more. With `postings` False,
+        With `query`, the caller promises to run only that query text against the index (an
+        IndexRead: that text, or none, and filters on those columns; nothing else): a remote
+        split's index files may then hold only what it reads (sparse.py), and are completed when
+        a later caller needs more. With `postings` False,
         only looking up the document frequencies of its scored terms (corpus statistics). With
         `reads`, the caller promises to ask the index only those query texts and those columns'
         filters: a reference split transcodes only their term dictionaries (reference/native.py)."""
@@ -198,7 +200,7 @@ class SplitCache:
         self,
         storage: Storage,
         add_file: Any,
-        query: str | None = None,
+        query: IndexQuery | None = None,
         postings: bool = True,
         reads: Reads | None = None,
     ) -> str | None:
@@ -235,7 +237,7 @@ class SplitCache:
         add_file: Any,
         key: str,
         final: str,
-        query: str | None = None,
+        query: IndexQuery | None = None,
         postings: bool = True,
         reads: Reads | None = None,
     ) -> None:
@@ -254,7 +256,8 @@ class SplitCache:
                     _sparse.ensure(final, read, query, postings)
                     # (a reference split: the dictionaries it reads transcoded; the new
                     # reference.json tells every process to reopen the index: local_dir)
-                    native.ensure(final, query, postings, reads)
+                    text, native_reads = _native_read(query, reads)
+                    native.ensure(final, text, postings, native_reads)
         self._touch(key, final)
 
     def _register_rows(self, storage: Storage, add_file: Any, final: str) -> None:
@@ -277,7 +280,7 @@ class SplitCache:
         self,
         storage: Storage,
         add_file: Any,
-        query: str | None = None,
+        query: IndexQuery | None = None,
         *,
         postings: bool = True,
         reads: Reads | None = None,
@@ -374,7 +377,7 @@ class SplitCache:
         add_file: Any,
         key: str,
         final: str,
-        query: str | None = None,
+        query: IndexQuery | None = None,
         postings: bool = True,
         reads: Reads | None = None,
     ) -> None:
@@ -397,11 +400,11 @@ class SplitCache:
                 )
             )
             try:
-                if partial:
+                if partial and query is not None:
                     # what the query reads of the index files, the row store later by ranges
                     size = add_file.size if add_file.size is not None else _stat_size(storage, add_file.path, where)
                     read = lambda s, e: storage.read_range(add_file.path, s, e)  # noqa: E731
-                    footer = _sparse.fetch_for_query(read, size, tmp, where, str(query), postings)
+                    footer = _sparse.fetch_for_query(read, size, tmp, where, query, postings)
                     lazy = True
                 elif lazy:
                     # the index files whole, the row store later by ranges (lazy_rows.py)
@@ -443,7 +446,7 @@ class SplitCache:
         download: str,
         tmp: str,
         error: SplitFormatError,
-        query: str | None,
+        query: IndexQuery | None,
         postings: bool,
         reads: Reads | None,
     ) -> None:
@@ -462,6 +465,7 @@ class SplitCache:
             raise error
         schema_json, partition_columns = table_schema(storage)
         # (our extract failed at the trailer check, before writing anything into tmp)
+        text, native_reads = _native_read(query, reads)
         native.extract(
             path,
             tmp,
@@ -470,9 +474,9 @@ class SplitCache:
             partition_columns,
             footer_start=getattr(add_file, "footer_start_offset", None),
             size=add_file.size,
-            query=query,
+            query=text,
             postings=postings,
-            reads=reads,
+            reads=native_reads,
         )
         if os.path.exists(download):
             os.unlink(download)
@@ -576,11 +580,21 @@ class SplitCache:
                 self._recent.pop(path, None)
 
 
-def _complete(final: str, query: str | None, postings: bool = True, reads: Reads | None = None) -> bool:
+def _complete(final: str, query: IndexQuery | None, postings: bool = True, reads: Reads | None = None) -> bool:
     """Whether an extracted directory holds what a read of `query` (and `reads`) needs (None:
     everything): the index bytes (sparse.py) and, for a reference split, FST term dictionaries
     (native.py)."""
-    return _sparse.satisfies(final, query, postings) and native.satisfies(final, query, postings, reads)
+    text, native_reads = _native_read(query, reads)
+    return _sparse.satisfies(final, query, postings) and native.satisfies(final, text, postings, native_reads)
+
+
+def _native_read(query: IndexQuery | None, reads: Reads | None) -> tuple[str | None, Reads | None]:
+    """(query text, reads) of a read for a reference split (native.py): an IndexRead's filter
+    columns join the columns of `reads`."""
+    if not isinstance(query, IndexRead):
+        return query, reads
+    texts, columns = reads if reads is not None else (((query.text,) if query.text else ()), ())
+    return query.text, (texts, tuple(sorted({*columns, *query.columns})))
 
 
 def _generation(final: str) -> tuple[int, int]:

@@ -150,6 +150,93 @@ def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str, p
     )
 
 
+@dataclass(frozen=True)
+class IndexRead:
+    """What a read with pushed filters asks of a split's index (ReadPlan.index_query): the query
+    text (None: none) and the columns of the filters the split turns into index queries (read/
+    tantivy_query.py). A split cache may then hold only what those read (read_needs)."""
+
+    text: str | None
+    columns: tuple[str, ...] = ()
+
+
+IndexQuery = str | IndexRead  # what a read promises to ask of a split's index (None elsewhere: anything)
+
+
+def _matches(spec_name: str, column: str) -> bool:
+    """Whether a filter on `column` may read the index fields of the column spec `spec_name`: the
+    same name in any case, or one a struct path of the other (conservatively more than
+    expr/values.lookup_spec finds)."""
+    a, b = spec_name.lower(), column.strip("`").replace("``", "`").lower()
+    return a == b or b.startswith(a + ".") or a.startswith(b + ".")
+
+
+def filter_needs(footer: SplitFooter, schema_fields: Sequence[str], columns: Iterable[str]) -> Needs | None:
+    """What the index queries of filters on `columns` read on this split, conservatively (a hole
+    read gives wrong answers): every index field of each column read whole (its .term, .idx and
+    .pos sections), its field norms and its fast field columns (every column of the .fast file
+    for a json field: their names are paths); a column without index fields (checked on the rows
+    only) nothing. None when the split's index does not line up with its doc mapping."""
+    try:
+        specs = specs_from_doc_mapping(footer.doc_mapping)
+    except (IndexTablesError, ValueError):
+        return None
+    names = _field_names(specs)
+    if names != list(schema_fields):
+        return None
+    wanted = list(columns)
+    fids: set[int] = set()
+    fast: set[str] | None = {ROW_FIELD}
+    for spec in specs:
+        if not any(_matches(spec.name, c) for c in wanted):
+            continue
+        for field in spec.indexed_fields:
+            fids.add(names.index(field.name))
+            if field.fast and fast is not None:
+                if field.type == "json":
+                    fast = None
+                else:
+                    fast.add(field.name)
+    whole = frozenset(fids)
+    return Needs(whole, whole, norms=whole, columns=frozenset(fast) if fast is not None else None)
+
+
+def _union(a: Needs, b: Needs) -> Needs:
+    terms: dict[int, frozenset[bytes]] = dict(a.terms)
+    for fid, keys in b.terms:
+        terms[fid] = terms.get(fid, frozenset()) | keys
+    return Needs(
+        a.fields | b.fields,
+        a.positions | b.positions,
+        postings=a.postings and b.postings,
+        terms=tuple(sorted(terms.items())),
+        term_positions=a.term_positions | b.term_positions,
+        norms=a.norms | b.norms if a.norms is not None and b.norms is not None else None,
+        columns=a.columns | b.columns if a.columns is not None and b.columns is not None else None,
+    )
+
+
+def read_needs(
+    footer: SplitFooter, schema_fields: Sequence[str], query: IndexQuery, postings: bool = True
+) -> Needs | None:
+    """What a read of `query` (a query text, or an IndexRead: a query text or none and the pushed
+    filters' columns) reads on this split: query_needs, with filter_needs of the columns; None
+    when either cannot be told."""
+    if isinstance(query, str):
+        return query_needs(footer, schema_fields, query, postings)
+    if not postings:  # term lookups: the query text's only (filters are not scored)
+        if query.text is None:
+            return Needs(frozenset(), frozenset(), postings=False)
+        return query_needs(footer, schema_fields, query.text, False)
+    base = query_needs(footer, schema_fields, query.text) if query.text is not None else None
+    if query.text is not None and base is None:
+        return None
+    filtered = filter_needs(footer, schema_fields, query.columns)
+    if filtered is None:
+        return None
+    return _union(base, filtered) if base is not None else filtered
+
+
 def subtract(have: list[Range], minus: Iterable[Range]) -> list[Range]:
     out = list(have)
     for ms, me in minus:

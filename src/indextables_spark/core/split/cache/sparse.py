@@ -19,6 +19,10 @@ nothing ever reads a hole. What a query reads (tantivy 0.27; fetch_plan.py tells
 - a range or exists on a fast field: its column of .fast; every query: the `__row` column;
 - any other leaf (prefix, regex, fuzzy, json, term sets...): the field's whole .term/.idx (and
   .pos for phrase-like kinds) sections and its field norms.
+- a read with pushed filters (ReadPlan.index_query's IndexRead: the query text, or none, and the
+  filters' columns): besides the query's parts, every index field of each filter column whole
+  (.term/.idx/.pos sections, field norms) and its fast field columns (the whole .fast file for a
+  json field); a column without index fields nothing (its filters are checked on the rows).
 
 A term lookup (`Searcher.doc_freq`: the corpus statistics of a split, read/corpus_stats.py) reads
 less: `postings=False` fetches the .term sections of the query's scored fields and only the first
@@ -68,11 +72,14 @@ from indextables_spark.core.split.cache.fetch_plan import (
     OPEN_ONLY,
     TOKEN_COUNT_BYTES,
     FetchPlan,
+    IndexQuery,
+    IndexRead,
     Needs,
     Range,
     intersect,
     query_needs,
     ranges,
+    read_needs,
     subtract,
     term_key,
     vector_file,
@@ -232,7 +239,7 @@ def extract_partial(
     footer: SplitFooter,
     dest_dir: str,
     where: str,
-    query: str,
+    query: IndexQuery,
     postings: bool = True,
     hot: Hotcache | None = None,
 ) -> bool:
@@ -271,7 +278,7 @@ def extract_partial(
     if layout is not None:
         state["sections"] = {n: dict(e["sections"]) for n, e in layout["files"].items()}
         state["tails"] = {n: int(e["tail"]) for n, e in layout["files"].items()}
-        known: list[Needs | None] = [query_needs(footer, layout["fields"], query, postings)]
+        known: list[Needs | None] = [read_needs(footer, layout["fields"], query, postings)]
     else:
         known = []
 
@@ -280,7 +287,7 @@ def extract_partial(
             fields = _schema_fields(dest_dir) if not any(state["missing"].get("meta.json", [])) else None
             if fields is None:
                 return OPEN_ONLY  # meta.json first (with what opening reads)
-            known.append(query_needs(footer, fields, query, postings))
+            known.append(read_needs(footer, fields, query, postings))
         return known[0]
 
     _fetch_rounds(dest_dir, footer, reader, state, needs_of)
@@ -302,7 +309,7 @@ def _scaled(most: int, size: int, part: int) -> int:
 
 
 def fetch_for_query(
-    read_range: Reader, size: int, dest_dir: str, where: str, query: str, postings: bool = True
+    read_range: Reader, size: int, dest_dir: str, where: str, query: IndexQuery, postings: bool = True
 ) -> SplitFooter:
     """The split (`size` bytes, read by `read_range(start, end)`) extracted into dest_dir for
     `query` (extract_partial; its term lookups only with `postings` False), its row store left
@@ -341,20 +348,20 @@ def _hotcache(footer: SplitFooter, read: Reader, where: str) -> Hotcache | None:
     return parse_hotcache(footer.raw, read(*span), lengths, where)
 
 
-_satisfied: dict[tuple[str, int, int, str, bool], bool] = {}
+_satisfied: dict[tuple[str, int, int, IndexQuery, bool], bool] = {}
 _satisfied_lock = threading.Lock()
 
 
-def _needs_of(local_dir: str, query: str, postings: bool = True) -> Needs | None:
+def _needs_of(local_dir: str, query: IndexQuery, postings: bool = True) -> Needs | None:
     fields = _schema_fields(local_dir)
-    return query_needs(load_extracted_footer(local_dir), fields, query, postings) if fields is not None else None
+    return read_needs(load_extracted_footer(local_dir), fields, query, postings) if fields is not None else None
 
 
 def _lengths(local_dir: str, state: dict[str, Any]) -> dict[str, int]:
     return {n: os.path.getsize(os.path.join(local_dir, n)) for n in state["missing"]}
 
 
-def satisfies(local_dir: str, query: str | None, postings: bool = True) -> bool:
+def satisfies(local_dir: str, query: IndexQuery | None, postings: bool = True) -> bool:
     """Whether the directory holds every byte a run of `query` reads (None: every byte of the
     index files; `postings` False: every byte its term lookups read): its terms' postings looked
     up in the dictionaries present. A complete directory has no state file: one stat."""
@@ -388,7 +395,7 @@ def satisfies(local_dir: str, query: str | None, postings: bool = True) -> bool:
     return ok
 
 
-def ensure(local_dir: str, reader: Reader, query: str | None, postings: bool = True) -> int:
+def ensure(local_dir: str, reader: Reader, query: IndexQuery | None, postings: bool = True) -> int:
     """Fetch what `query` needs (None: everything; `postings` False: what its term lookups read)
     and the directory lacks, a round per dependency level (its terms' dictionaries, then their
     postings); the caller holds the split's locks. Returns the number of ranged reads."""
@@ -405,4 +412,14 @@ def ensure(local_dir: str, reader: Reader, query: str | None, postings: bool = T
 
 _ranges = ranges  # (the names tests and older callers use)
 _vector_file = vector_file
-__all__ = ["Needs", "TOKEN_COUNT_BYTES", "intersect", "query_needs", "subtract", "term_key", "coalesce"]
+__all__ = [
+    "IndexRead",
+    "Needs",
+    "TOKEN_COUNT_BYTES",
+    "intersect",
+    "query_needs",
+    "read_needs",
+    "subtract",
+    "term_key",
+    "coalesce",
+]

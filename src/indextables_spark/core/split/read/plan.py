@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.config.options import Options
+from indextables_spark.core.split.cache.fetch_plan import IndexQuery, IndexRead
 from indextables_spark.core.split.read.corpus_stats import CorpusStats
 from indextables_spark.core.split.read.nearest import NearestQuery
 from indextables_spark.core.split.read.reader import (
@@ -101,11 +102,17 @@ class ReadPlan:
     nearest: NearestQuery | None = None  # a vector search (read/nearest.py): `nearest_ranked`
 
     @property
-    def index_query(self) -> str | None:
-        """The query text when it is all a split's index runs (no filter, narrowing or snippet): a
-        remote split's index files may then be fetched only as far as it reads them (cache/sparse.py)."""
-        alone = not (self.filters or self.narrowing or self.snippets)
-        return self.query if alone else None
+    def index_query(self) -> IndexQuery | None:
+        """What a split's index runs when that can be told (no narrowing or snippet): the query
+        text alone, or with pushed filters an IndexRead (the text, the filters' columns). A remote
+        split's index files may then be fetched only as far as those read them (cache/sparse.py);
+        None: anything."""
+        if self.narrowing or self.snippets:
+            return None
+        if not self.filters:
+            return self.query
+        columns = sorted({c for f in self.filters for c in columns_of_all(f)})
+        return IndexRead(self.query, tuple(columns))
 
     @property
     def index_reads(self) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.cache.cache import Reads
+from indextables_spark.core.split.cache.fetch_plan import IndexQuery
 from indextables_spark.core.split.format.bundle import ROWS_NAME
 from indextables_spark.core.split.read import split_threads
 from indextables_spark.core.split.read.reader import SplitReader
@@ -36,14 +37,15 @@ def fetch_missing(
     storage: Storage,
     options: Options | None,
     files: Sequence[Any],
-    query: str | None = None,
+    query: IndexQuery | None = None,
     columns: Sequence[str] | None = None,
     *,
     reads: Reads | None = None,
 ) -> None:
-    """split_threads.fetch_missing; with `query` and `columns` too, the row store parts of the
-    query's matches (prefetch_rows)."""
-    if query is None or columns is None:
+    """split_threads.fetch_missing; with a query text and `columns` too, the row store parts of
+    the query's matches (prefetch_rows; not with pushed filters: of those matches the filters
+    may keep few, and the read takes the rows it needs by ranges itself)."""
+    if not isinstance(query, str) or columns is None:
         split_threads.fetch_missing(storage, options, files, query, reads=reads)
         return
     q, cols = query, list(columns)

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.cache.cache import Reads, get_cache
+from indextables_spark.core.split.cache.fetch_plan import IndexQuery
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.util.pools import shared_pool
 
@@ -81,7 +82,7 @@ def fetch_missing(
     storage: Storage,
     options: Options | None,
     files: Sequence[Any],
-    query: str | None = None,
+    query: IndexQuery | None = None,
     then: Callable[[str], None] | None = None,
     *,
     postings: bool = True,
@@ -89,7 +90,7 @@ def fetch_missing(
 ) -> None:
     """Fetch the splits the cache lacks into it, in parallel threads (downloads are I/O), before
     they are searched in fewer threads (map_chunks). With `query` (the only thing the read asks
-    of the index), only what it reads of remote index files (with `postings` False, what looking
+    of the index: a query text, or an IndexRead with the pushed filters' columns), only what it reads of remote index files (with `postings` False, what looking
     up its scored terms reads: corpus_stats.py); `reads`: what else it asks of the index (a
     reference split's dictionaries: SplitCache.local_dir); `then` runs on each fetched split's
     directory in its fetching thread (prefetch.py: the row store parts of the matches)."""
