@@ -176,7 +176,7 @@ def _save_state(dest_dir: str, state: dict[str, Any]) -> None:
         return
     tmp = f"{path}.tmp-{uuid.uuid4().hex}"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(state, f)
+        f.write(json.dumps(state))  # (json.dump encodes in Python, json.dumps in C)
     os.replace(tmp, path)
 
 
@@ -297,7 +297,7 @@ def extract_partial(
         _write_pieces(dest_dir, footer, reader, rest)
         state["missing"] = {}
     with open(os.path.join(dest_dir, FOOTER_FILE), "w", encoding="utf-8") as out:
-        json.dump({**footer.raw, EXTRACTED_FROM: where, LAZY_ROWS: True}, out, ensure_ascii=False)
+        out.write(json.dumps({**footer.raw, EXTRACTED_FROM: where, LAZY_ROWS: True}, ensure_ascii=False))
     _save_state(dest_dir, state)
     return any(state["missing"].values())
 

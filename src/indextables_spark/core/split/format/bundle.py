@@ -422,7 +422,7 @@ def extract(
             # The local copy also records where it came from, so that errors raised while opening
             # the extracted directory name the split, not a cache directory.
             extra = {EXTRACTED_FROM: where} if rows else {EXTRACTED_FROM: where, LAZY_ROWS: True}
-            json.dump({**footer.raw, **extra}, out, ensure_ascii=False)
+            out.write(json.dumps({**footer.raw, **extra}, ensure_ascii=False))
         return footer
     finally:
         r.close()
@@ -462,7 +462,7 @@ def uncompress_rows(local_dir: str) -> None:
     if footer["rows"].get("batchRows") != sizes:
         footer["rows"]["batchRows"] = sizes
         with open(footer_path + ".tmp", "w", encoding="utf-8") as out:
-            json.dump(footer, out, ensure_ascii=False)
+            out.write(json.dumps(footer, ensure_ascii=False))
         os.replace(footer_path + ".tmp", footer_path)
     os.replace(tmp, path)
 
