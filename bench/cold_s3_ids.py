@@ -54,6 +54,11 @@ from s3_proxy import S3Proxy, s3_options
 from search_vs_parquet import RARE_MARKER, BenchDocs, docs_source
 
 QUERY = f"body:{RARE_MARKER}"
+SQL = {  # the Spark reads by SQL (a view with `_score`)
+    "sql": f"SELECT id FROM {{view}} WHERE body TEXTSEARCH '{RARE_MARKER}'",
+    "top10": f"SELECT id, _score FROM {{view}} WHERE body TEXTSEARCH '{RARE_MARKER}' ORDER BY _score DESC LIMIT 10",
+    "filter": "SELECT id, body FROM {view} WHERE id = 12345",
+}
 
 
 def split_bytes(proxy: S3Proxy) -> tuple[int, int, int]:
@@ -135,8 +140,8 @@ def scored_runs(uri: str, endpoint: str, workdir: str, runs: int) -> None:
 
 def through_spark(spark, proxy: S3Proxy, uri: str, cache: str, how: str, lazy: str) -> tuple[int, int, int, int]:
     """(ids, split bytes, other bytes, GET requests) one cold Spark read fetches through the proxy:
-    `how` is "sql" (SELECT id ... TEXTSEARCH), "columns" (reader, columns=id) or "all" (reader,
-    every column, .select("id"))."""
+    `how` is "sql" (SELECT id ... TEXTSEARCH), "top10" (its top 10 by `_score`), "filter" (a selective
+    filter, no query), "columns" (reader, columns=id) or "all" (reader, every column, .select("id"))."""
     from indextables_spark.core.log.shared_logs import forget_logs
 
     forget_logs()
@@ -147,11 +152,13 @@ def through_spark(spark, proxy: S3Proxy, uri: str, cache: str, how: str, lazy: s
         "spark.indextables.cache.rows.lazy": lazy,
     }
     proxy.reset()
-    if how == "sql":
+    if how in SQL:
         quoted = ", ".join(f"'{k}' '{v}'" for k, v in opts.items())
         view = f"docs_{uuid.uuid4().hex[:8]}"
-        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} USING indextables OPTIONS (path '{uri}', {quoted})")
-        rows = spark.sql(f"SELECT id FROM {view} WHERE body TEXTSEARCH '{RARE_MARKER}'").collect()
+        spark.sql(
+            f"CREATE OR REPLACE TEMPORARY VIEW {view} USING indextables OPTIONS (path '{uri}', withScore 'true', {quoted})"
+        )
+        rows = spark.sql(SQL[how].format(view=view)).collect()
     else:
         r = spark.read.format("indextables").option("query", QUERY)
         if how == "columns":
@@ -231,6 +238,8 @@ def main() -> int:
                     )
                 for how, label in (
                     ("sql", f"SQL SELECT id ... WHERE body TEXTSEARCH '{RARE_MARKER}'"),
+                    ("top10", "SQL top 10 by _score of that"),
+                    ("filter", "SQL SELECT id, body ... WHERE id = 12345"),
                     ("columns", "reader query + columns=id"),
                     ("all", "reader query, every column, .select(id)"),
                 ):

@@ -70,7 +70,6 @@ from indextables_spark.core.split.format.bundle import (
 )
 from indextables_spark.core.split.cache.fetch_plan import (
     OPEN_ONLY,
-    TOKEN_COUNT_BYTES,
     FetchPlan,
     IndexQuery,
     IndexRead,
@@ -85,7 +84,13 @@ from indextables_spark.core.split.cache.fetch_plan import (
     vector_file,
 )
 from indextables_spark.core.split.format.composite import INDEX_SECTIONS, sectioned
-from indextables_spark.core.split.format.hotcache import ROWS_FILE, Hotcache, hotcache_range, parse_hotcache
+from indextables_spark.core.split.format.hotcache import (
+    ROWS_FILE,
+    TOKEN_COUNT_BYTES,
+    Hotcache,
+    hotcache_range,
+    parse_hotcache,
+)
 from indextables_spark.errors import SplitFormatError
 from indextables_spark.util.pools import shared_pool
 
@@ -268,10 +273,10 @@ def extract_partial(
         for f in footer.files:
             pieces = hot.pieces.get(f.name, [])
             if pieces:
-                with open(os.path.join(dest_dir, f.name), "r+b") as fh:
+                with open(os.path.join(dest_dir, f.name), "r+b") as part:
                     for start, data in pieces:
-                        fh.seek(start)
-                        fh.write(data)
+                        part.seek(start)
+                        part.write(data)
                 state["missing"][f.name] = subtract(
                     state["missing"][f.name], [(start, start + len(data)) for start, data in pieces]
                 )

@@ -16,7 +16,7 @@ per field `<field>.term` / `.postings` / `.positions` / `.fieldnorm` / `.fastfie
 hold besides the fields' sections (offset tables, tantivy footers, the column dictionary) as
 `_<type>_other`; the row ids of ours (the `__row` fast field) as `_fastfield_row_ids`; the row store (`rows.arrow`, and tantivy's `.store` if any) as `_store`; vector
 indexes as `<column>.vectors`; meta.json and other small index files as `_meta`; the split's own
-footer as `_footer` (and a reference split's hotcache as `_hotcache`).
+footer as `_footer` (and the hotcache, ours or a reference split's, as `_hotcache`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from indextables_spark.core.schema.types import ROW_FIELD
 from indextables_spark.core.split.format.bundle import RangeSource, SplitFooter, read_footer
+from indextables_spark.core.split.format.hotcache import hotcache_range
 from indextables_spark.core.split.format.composite import (
     COLUMNAR_FOOTER,
     INDEX_SECTIONS,
@@ -140,6 +141,9 @@ def _our_components(s: _Split, footer: SplitFooter) -> list[Component]:
         else:
             sizes.add("_meta", "meta", None, length)
     sizes.add("_store", "store", None, footer.rows.length)
+    hot = hotcache_range(footer.raw)  # (format/hotcache.py: what opening the split reads, once more)
+    if hot is not None:
+        sizes.add("_hotcache", "hotcache", None, hot[1] - hot[0])
     sizes.add("_footer", "footer", None, s.size - footer.footer_start)
     return sizes.components()
 
