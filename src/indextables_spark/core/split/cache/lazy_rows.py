@@ -253,6 +253,13 @@ class LazyRows:
         """Of these fields of batch i, those neither in memory nor in a local file (caller locks)."""
         return [j for j in fields if (i, j) not in self._columns and not os.path.exists(self._path(i, j))]
 
+    def has(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> bool:
+        """Whether these columns (every column: None) of these batches are here already."""
+        names = list(columns) if columns is not None else self.schema.names
+        fields = sorted({self.schema.get_field_index(c) for c in names})
+        with self._lock:
+            return not any(self._missing(i, fields) for i in dict.fromkeys(batches))
+
     def prefetch(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> None:
         """Fetch now what reading `columns` (every column: None) of these batches lacks, every
         batch in parallel: one ranged read per batch with the split's layout, else pyarrow's walk

@@ -95,6 +95,14 @@ class SplitHandles:
         if fetch is not None:
             fetch(list(batches), columns)
 
+    def has(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> bool:
+        """Whether reading these batches reads nothing remote (a row store extracted whole: yes;
+        read by ranges: what it holds already; a companion's Parquet files: no)."""
+        if self.lazy is None:
+            return True
+        has = getattr(self.lazy, "has", None)
+        return bool(has(list(batches), columns)) if has is not None else False
+
     def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch:
         """Record batch i, only `columns` (in that order) when given. A reader of only some fields
         touches only their buffers: the id column of a 65,536-row batch costs 0.014 ms, every

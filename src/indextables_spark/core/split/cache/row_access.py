@@ -47,6 +47,10 @@ class SplitRows(Protocol):
         """(row ids or None, batch) of every row in row order."""
         ...
 
+    def local(self, rows: list[int], columns: Sequence[str] | None) -> bool:
+        """Whether taking these rows (sorted ids) reads nothing from object storage."""
+        ...
+
     def without_rows(self, schema: Any, query: Any, dead: np.ndarray) -> Any:
         """The Tantivy query (None: every document) minus the documents of these sorted row ids."""
         ...
@@ -59,6 +63,10 @@ class Batches(Protocol):
 
     def prefetch(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> None:
         """Fetch at once what reading these batches will (a row store read by ranges)."""
+        ...
+
+    def has(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> bool:
+        """Whether reading these batches reads nothing from object storage."""
         ...
 
 
@@ -99,8 +107,7 @@ class IpcRows:
         """Gathered batch by batch. Projecting before the gather matters: taking 1,000 rows of a
         wide batch copies every column's values."""
         all_rows = pa.array(rows, pa.int64())
-        touched = np.unique(np.searchsorted(self._starts, np.asarray(rows, dtype=np.int64), side="right") - 1)
-        self._h.prefetch(touched.tolist(), columns)
+        self._h.prefetch(self._touched(rows), columns)
         i = 0
         while i < len(rows):
             b = bisect.bisect_right(self._starts, rows[i]) - 1
@@ -113,6 +120,15 @@ class IpcRows:
             else:
                 yield ids, batch.take(pc.subtract(ids, start))  # batch-local positions
             i = end
+
+    def _touched(self, rows: list[int]) -> list[int]:
+        """The record batches holding these row ids."""
+        return list(
+            np.unique(np.searchsorted(self._starts, np.asarray(rows, dtype=np.int64), side="right") - 1).tolist()
+        )
+
+    def local(self, rows: list[int], columns: Sequence[str] | None) -> bool:
+        return self._h.has(self._touched(rows), columns)
 
     def scan(self, with_ids: bool, columns: Sequence[str] | None) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
         for i in range(len(self._starts) - 1):

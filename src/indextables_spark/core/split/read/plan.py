@@ -208,6 +208,11 @@ class ReadPlan:
         scored = pa.schema(kept + [pa.field(SCORE_COLUMN, pa.float32()), pa.field(ROW_ID_COLUMN, pa.int64())])
         return narrow.ranked(split, add, deletes, scored).select([SCORE_COLUMN, ROW_ID_COLUMN])
 
+    def rows_local(self, split: SplitReader, candidates: pa.Table) -> bool:
+        """Whether ranked_rows of these candidates reads nothing from object storage."""
+        names = [c for c in self.data_schema.names if c in set(split.schema.names)]
+        return split.rows_local(candidates.column(ROW_ID_COLUMN).to_pylist(), names)
+
     def ranked_rows(self, split: SplitReader, add: AddFile, candidates: pa.Table, target: pa.Schema) -> pa.Table:
         """Phase two of `ranked_top`: the rows of a split's winning candidates (`_score`,
         `_rowid`), in their order, as `target`, with `_snippet` when asked."""
@@ -406,12 +411,18 @@ def ranked_top(
     best = best.append_column(_ORDER, pa.array(np.arange(best.num_rows, dtype=np.int64)))
     owners = best.column(_SPLIT).to_numpy()
 
-    def phase_two(i: int) -> pa.Table:
-        mine = best.filter(pa.array(owners == i))
-        rows = plan.ranked_rows(opened[i][0], adds[i], mine.select([SCORE_COLUMN, ROW_ID_COLUMN]), target)
-        return rows.append_column(_ORDER, mine.column(_ORDER))
+    mine = {i: best.filter(pa.array(owners == i)) for i in sorted({int(i) for i in owners})}
 
-    parts = (map_fetch or map_search)(phase_two, sorted({int(i) for i in owners}))
+    def phase_two(i: int) -> pa.Table:
+        rows = plan.ranked_rows(opened[i][0], adds[i], mine[i].select([SCORE_COLUMN, ROW_ID_COLUMN]), target)
+        return rows.append_column(_ORDER, mine[i].column(_ORDER))
+
+    # rows already here are gathered in this thread (a warm search: handing them to threads costs
+    # more than taking them); only the splits whose rows need fetching go to map_fetch
+    remote = [i for i in mine if map_fetch is not None and not plan.rows_local(opened[i][0], mine[i])]
+    parts = (map_fetch(phase_two, remote) if remote and map_fetch is not None else []) + [
+        phase_two(i) for i in mine if i not in remote
+    ]
     return pa.concat_tables(parts).sort_by(_ORDER).drop_columns([_ORDER])
 
 

@@ -422,6 +422,10 @@ class SplitReader:
             index = h.vector_indexes.setdefault(column, index)
         return index  # type: ignore[no-any-return]
 
+    def rows_local(self, rows: list[int], names: Sequence[str]) -> bool:
+        """Whether rows_in_order of these rows reads nothing from object storage."""
+        return self.rows.local(sorted(rows), names) if rows and names else True
+
     def rows_in_order(self, rows: list[int], names: Sequence[str]) -> pa.Table:
         """The rows with these ids, in the given order."""
         return self._rows_in_order(rows, names)

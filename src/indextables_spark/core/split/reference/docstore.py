@@ -134,6 +134,10 @@ class StoredDocs:
             [arrays[c] for c in names], schema=pa.schema([self.schema.field(c) for c in names])
         )
 
+    def local(self, rows: list[int], columns: Sequence[str] | None) -> bool:
+        """The document store is extracted with the split: nothing remote."""
+        return True
+
     def take(self, rows: list[int], columns: Sequence[str] | None) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
         if rows and rows[-1] >= self.num_rows:
             raise SplitFormatError(f"split {self.where}: row id {rows[-1]} is beyond its {self.num_rows} documents")
