@@ -421,6 +421,16 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     return (_child_ours if spec["side"] == "ours" else _child_lance)(spec)
 
 
+def _timed(fn: Any, n: int) -> list[float]:
+    """Seconds of each of n calls of fn (a warm search repeated)."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
 def _child_ours(spec: dict[str, Any]) -> dict[str, Any]:
     import importlib
     import pkgutil
@@ -464,11 +474,7 @@ def _child_ours(spec: dict[str, Any]) -> dict[str, Any]:
         profile.disable()
         profile.dump_stats(spec["profile"])
     marks.append(time.time())
-    warm = []
-    for _ in range(spec["warm"]):
-        t = time.perf_counter()
-        table.search(q, columns=["id", "text"], limit=LIMIT)
-        warm.append(time.perf_counter() - t)
+    warm = _timed(lambda: table.search(q, columns=["id", "text"], limit=LIMIT), spec["warm"])
     marks.append(time.time())
     return {
         "open_s": p1 - p0,
@@ -504,11 +510,7 @@ def _child_lance(spec: dict[str, Any]) -> dict[str, Any]:
     result = ds.to_table(full_text_query=q, columns=["id", "text"], limit=LIMIT)
     p2 = time.perf_counter()
     marks.append(time.time())
-    warm = []
-    for _ in range(spec["warm"]):
-        t = time.perf_counter()
-        ds.to_table(full_text_query=q, columns=["id", "text"], limit=LIMIT)
-        warm.append(time.perf_counter() - t)
+    warm = _timed(lambda: ds.to_table(full_text_query=q, columns=["id", "text"], limit=LIMIT), spec["warm"])
     marks.append(time.time())
     hits = None
     if spec["count"]:
