@@ -83,8 +83,8 @@ class Prefetch:
         self._read = read
         self._pool = (
             ThreadPoolExecutor(max_workers=min(len(versions), parallelism), thread_name_prefix="itx-versions")
-            if versions
-            else None
+            if versions and parallelism > 1
+            else None  # read on demand, in the reader's thread
         )
         self.futures: dict[int, Future[list[Action]]] = {}
         if self._pool is not None:

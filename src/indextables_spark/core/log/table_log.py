@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json as _json
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -43,6 +43,7 @@ from indextables_spark.core.log.state_loader import (
     try_read_last_checkpoint,
 )
 from indextables_spark.core.storage import Storage
+from indextables_spark.util.pools import shared_pool
 from indextables_spark.errors import (
     CorruptStateError,
     FileNotFoundInStorageError,
@@ -166,10 +167,11 @@ class TransactionLog:
     def _open_listing(self) -> tuple[LogListing, LastCheckpointRead]:
         """A fresh listing and `_last_checkpoint`, read together (one round trip on object stores:
         `_last_checkpoint` is read whether or not the listing shows it, as the loader would)."""
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="itx-lastcp") as pool:
-            lc = pool.submit(try_read_last_checkpoint, self)
-            listing = self.listing()
-            return listing, lc.result()
+        if self.storage.local_path(LOG_DIR) is not None:  # a local disk: no round trip to hide, and a
+            return self.listing(), try_read_last_checkpoint(self)  # thread costs more than both reads
+        lc = shared_pool("log-open", 4).submit(try_read_last_checkpoint, self)
+        listing = self.listing()
+        return listing, lc.result()
 
     def _read_latest(
         self, version: int | None, stale_ok: bool, build: Callable[[LogListing, LastCheckpointRead | None], _T]
@@ -383,7 +385,8 @@ class TransactionLog:
 
     def _prefetch(self, versions: Iterable[int], read: Callable[[int], list[Action]]) -> Prefetch:
         """Start fetching version files (read(v)) in the background, state.read.parallelism at a time."""
-        return Prefetch(list(versions), read, read_parallelism(self.options))
+        local = self.storage.local_path(LOG_DIR) is not None  # (no round trips to overlap there)
+        return Prefetch(list(versions), read, 1 if local else read_parallelism(self.options))
 
     _SKIP_PREFIXES = ('{"add":', '{"remove":', '{"commitInfo":', '{"mergeskip":', '{"deleteLog":', '{"statsFiles":')
 

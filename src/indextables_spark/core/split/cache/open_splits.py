@@ -89,6 +89,11 @@ class SplitHandles:
     rows: SplitRows | None = None  # where the rows come from and how documents name them (set at open)
     vector_indexes: dict[str, Any] = dataclass_field(default_factory=dict)  # column -> vector_index.VectorIndex
 
+    @property
+    def ranged(self) -> bool:
+        """Whether the row store is read by ranges (lazy_rows.py, or a companion's source files)."""
+        return self.lazy is not None
+
     def prefetch(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> None:
         """Fetch at once what reading these batches will, when the row store is read by ranges."""
         fetch = getattr(self.lazy, "prefetch", None)

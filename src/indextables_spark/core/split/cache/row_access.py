@@ -59,6 +59,11 @@ class SplitRows(Protocol):
 class Batches(Protocol):
     """Record batches by position (open_splits.SplitHandles: the row store, projected)."""
 
+    @property
+    def ranged(self) -> bool:
+        """Whether the batches are read by ranges from object storage (prefetch and has matter)."""
+        ...
+
     def batch(self, i: int, columns: Sequence[str] | None = None) -> pa.RecordBatch: ...
 
     def prefetch(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> None:
@@ -90,6 +95,7 @@ class IpcRows:
 
     def __init__(self, handles: Batches, schema: pa.Schema, num_rows: int, batch_starts: list[int]) -> None:
         self._h = handles
+        self._ranged = handles.ranged
         self.schema = schema
         self.num_rows = num_rows
         self._starts = batch_starts
@@ -107,7 +113,8 @@ class IpcRows:
         """Gathered batch by batch. Projecting before the gather matters: taking 1,000 rows of a
         wide batch copies every column's values."""
         all_rows = pa.array(rows, pa.int64())
-        self._h.prefetch(self._touched(rows), columns)
+        if self._ranged:
+            self._h.prefetch(self._touched(rows), columns)
         i = 0
         while i < len(rows):
             b = bisect.bisect_right(self._starts, rows[i]) - 1
@@ -128,11 +135,11 @@ class IpcRows:
         )
 
     def local(self, rows: list[int], columns: Sequence[str] | None) -> bool:
-        return self._h.has(self._touched(rows), columns)
+        return not self._ranged or self._h.has(self._touched(rows), columns)
 
     def scan(self, with_ids: bool, columns: Sequence[str] | None) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
         for i in range(len(self._starts) - 1):
-            if i % SCAN_AHEAD == 0:
+            if self._ranged and i % SCAN_AHEAD == 0:
                 self._h.prefetch(range(i, min(i + SCAN_AHEAD, len(self._starts) - 1)), columns)
             ids = pa.array(np.arange(self._starts[i], self._starts[i + 1], dtype=np.int64)) if with_ids else None
             yield ids, self._h.batch(i, columns)
