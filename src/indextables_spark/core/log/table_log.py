@@ -165,13 +165,12 @@ class TransactionLog:
         return listed.listing if listed is not None and listed.reusable(self.storage, self.staleness_limit_ms) else None
 
     def _open_listing(self) -> tuple[LogListing, LastCheckpointRead]:
-        """A fresh listing and `_last_checkpoint`, read together (one round trip on object stores:
-        `_last_checkpoint` is read whether or not the listing shows it, as the loader would)."""
-        if self.storage.local_path(LOG_DIR) is not None:  # a local disk: no round trip to hide, and a
-            return self.listing(), try_read_last_checkpoint(self)  # thread costs more than both reads
+        """A fresh listing and `_last_checkpoint` (read whether or not listed, as the loader would),
+        together on object stores (one round trip); on a local disk a thread costs more than both."""
+        if self.storage.local_path(LOG_DIR) is not None:
+            return self.listing(), try_read_last_checkpoint(self)
         lc = shared_pool("log-open", 4).submit(try_read_last_checkpoint, self)
-        listing = self.listing()
-        return listing, lc.result()
+        return self.listing(), lc.result()
 
     def _read_latest(
         self, version: int | None, stale_ok: bool, build: Callable[[LogListing, LastCheckpointRead | None], _T]
@@ -385,7 +384,7 @@ class TransactionLog:
 
     def _prefetch(self, versions: Iterable[int], read: Callable[[int], list[Action]]) -> Prefetch:
         """Start fetching version files (read(v)) in the background, state.read.parallelism at a time."""
-        local = self.storage.local_path(LOG_DIR) is not None  # (no round trips to overlap there)
+        local = self.storage.local_path(LOG_DIR) is not None  # (no round trips to overlap)
         return Prefetch(list(versions), read, 1 if local else read_parallelism(self.options))
 
     _SKIP_PREFIXES = ('{"add":', '{"remove":', '{"commitInfo":', '{"mergeskip":', '{"deleteLog":', '{"statsFiles":')
