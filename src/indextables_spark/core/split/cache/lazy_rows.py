@@ -249,14 +249,18 @@ class LazyRows:
         if col.nbytes <= _KEEP_BYTES:
             self._columns[(batch, field)] = col
 
+    def _field_ids(self, columns: Sequence[str] | None) -> list[int]:
+        """The sorted field indices of these columns (every column: None)."""
+        names = list(columns) if columns is not None else self.schema.names
+        return sorted({self.schema.get_field_index(c) for c in names})
+
     def _missing(self, i: int, fields: Sequence[int]) -> list[int]:
         """Of these fields of batch i, those neither in memory nor in a local file (caller locks)."""
         return [j for j in fields if (i, j) not in self._columns and not os.path.exists(self._path(i, j))]
 
     def has(self, batches: Sequence[int], columns: Sequence[str] | None = None) -> bool:
         """Whether these columns (every column: None) of these batches are here already."""
-        names = list(columns) if columns is not None else self.schema.names
-        fields = sorted({self.schema.get_field_index(c) for c in names})
+        fields = self._field_ids(columns)
         with self._lock:
             return not any(self._missing(i, fields) for i in dict.fromkeys(batches))
 
@@ -264,8 +268,7 @@ class LazyRows:
         """Fetch now what reading `columns` (every column: None) of these batches lacks, every
         batch in parallel: one ranged read per batch with the split's layout, else pyarrow's walk
         of the batch (its metadata, then each column's buffers)."""
-        names = list(columns) if columns is not None else self.schema.names
-        fields = sorted({self.schema.get_field_index(c) for c in names})
+        fields = self._field_ids(columns)
         with self._lock:
             wanted = {i: m for i in dict.fromkeys(batches) if (m := self._missing(i, fields))}
         if not wanted:

@@ -128,13 +128,6 @@ class Hotcache:
 
     pieces: dict[str, list[tuple[int, bytes]]]
 
-    def covering(self, name: str, start: int, end: int) -> bytes | None:
-        """Bytes [start, end) of the file when one piece holds them."""
-        for s, data in self.pieces.get(name, []):
-            if s <= start and end <= s + len(data):
-                return data[start - s : end - s]
-        return None
-
 
 def hotcache_range(raw: dict[str, Any]) -> tuple[int, int] | None:
     """[offset, offset + length) of the split's hotcache per its footer JSON (None: it has none)."""

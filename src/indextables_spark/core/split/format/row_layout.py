@@ -133,9 +133,8 @@ def measure(rows_path: str) -> RowLayout:
     with open(rows_path, "rb") as f:
         rec = _RecordingFile(f, size)
         pf = pa.PythonFile(rec, mode="r")
-        schema = pa.ipc.open_file(pf).schema
-        nfields = len(schema)
-        batches = pa.ipc.open_file(pf).num_record_batches
+        whole = pa.ipc.open_file(pf)
+        nfields, batches = len(whole.schema), whole.num_record_batches
         offsets = np.zeros((batches, 2 + 2 * nfields), dtype=np.int64)
         for j in range(nfields):
             reader = pa.ipc.open_file(pf, options=pa.ipc.IpcReadOptions(included_fields=[j]))

@@ -37,6 +37,7 @@ from indextables_spark.core.split.read.split_rows import (
     conform,
     snippet_column,
     split_rows,
+    top_n,
     with_partition_values,
 )
 from indextables_spark.errors import InvalidOptionError
@@ -407,7 +408,7 @@ def ranked_top(
     every = [t for t in map_search(phase_one, list(range(len(adds)))) if t.num_rows]
     if not every:
         return target.empty_table()
-    best = pa.concat_tables(every).sort_by([(SCORE_COLUMN, "descending")]).slice(0, plan.limit)
+    best = top_n(pa.concat_tables(every), plan.limit)
     best = best.append_column(_ORDER, pa.array(np.arange(best.num_rows, dtype=np.int64)))
     owners = best.column(_SPLIT).to_numpy()
 

@@ -17,13 +17,7 @@ from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.types import check_snippet_fields
 from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.read.prefetch import fetch_missing
-from indextables_spark.core.split.read.split_threads import (
-    FETCH_THREADS,
-    THREADED_MATCHES,
-    in_threads,
-    map_chunks,
-    search_threads,
-)
+from indextables_spark.core.split.read.split_threads import FETCH_THREADS, in_threads, map_chunks, matched_threads
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
 from indextables_spark.core.split.reference.reference import with_reference_index_only
 from indextables_spark.core.split.read.corpus_stats import fetch_for_stats, statistics_mode, table_stats, table_wide
@@ -346,15 +340,12 @@ class SearchPlan:
         """The global top `limit` of the splits' matches with `_score`, best first (the plan's
         `ranking(limit)`), in two phases (plan.ranked_top): scores and row ids of every split,
         then the rows of the winners only."""
-        threads = search_threads(files)
-        if weights is not None and sum(weights) < THREADED_MATCHES:
-            threads = 1
         table = ranked_top(
             self.read,
             list(files),
             self._open,
             self._full_schema(True),
-            in_threads("search", threads),
+            in_threads("search", matched_threads(files, weights)),
             in_threads("fetch-rows", FETCH_THREADS),
         )
         return table.select(self.columns + [SCORE_COLUMN] + ([SNIPPET_COLUMN] if self.snippets else []))

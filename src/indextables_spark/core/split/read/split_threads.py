@@ -39,6 +39,14 @@ def search_threads(files: Sequence[Any]) -> int:
     return max(1, min(MAX_THREADS, os.cpu_count() or 1, len(files)))
 
 
+def matched_threads(files: Sequence[Any], weights: Sequence[int] | None) -> int:
+    """search_threads, or one thread when the query's matches per split (`weights`, when known)
+    add up to less than THREADED_MATCHES."""
+    if weights is not None and sum(weights) < THREADED_MATCHES:
+        return 1
+    return search_threads(files)
+
+
 def in_threads(purpose: str, threads: int) -> Callable[[Callable[[int], T], list[int]], list[T]]:
     """A map of a function over items in up to `threads` threads of the `purpose` pool (in this
     thread for one), results in item order."""
@@ -59,9 +67,7 @@ def map_chunks(
     SearchPlan.matching), one thread unless they add up to THREADED_MATCHES, and chunks of about
     equal weight (a table partitioned by a skewed column has a few big splits among many small
     ones: equal numbers of splits per thread left one thread doing both big ones)."""
-    threads = search_threads(files)
-    if weights is not None and sum(weights) < THREADED_MATCHES:
-        threads = 1
+    threads = matched_threads(files, weights)
     if threads == 1:
         return fn(list(files))
     if weights is not None:
