@@ -1,5 +1,5 @@
 """Reference-like splits for tests and benches: a Tantivy index written by tantivy-py with the
-reference implementation's field conventions (../shared/notes/split-format.md §5: every field
+reference implementation's field conventions (core/split/reference/native.py: every field
 stored; strings `raw` unless tokenized; ints i64, floats f64, dates/timestamps as datetimes,
 structs/maps/arrays as JSON objects, arrays wrapped `{"<col>": [...]}`, map keys stringified,
 nulls omitted), bundled the Quickwit way and committed to a table as a reference AddFile.

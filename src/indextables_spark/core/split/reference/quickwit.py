@@ -1,7 +1,7 @@
 """The reference implementation's split file: a Quickwit split bundle (read side).
 
 IndexTables4Spark writes its splits through tantivy4java as Quickwit bundles (layout decoded from
-its own files in ../shared/notes/split-format.md; Quickwit `quickwit-storage/src/split.rs`
+split files it wrote, and from Quickwit `quickwit-storage/src/split.rs`
 `SplitPayloadBuilder`, `bundle_storage.rs` `BundleStorageFileOffsets`,
 `quickwit-directories/src/hot_directory.rs`). All integers little-endian:
 

@@ -2,7 +2,7 @@
 `.term` file, so that tantivy-py opens a split the reference wrote as it is (issue #37).
 
 The reference's tantivy (the `quickwit` feature) and tantivy-py write the same segment files except
-the term dictionary (../shared/notes/split-format.md §4, §6): each field's section of the `.term`
+the term dictionary (docs/guide/indextables4spark-tables.md): each field's section of the `.term`
 composite file ends in a u32 dictionary type, 1 = FST (all tantivy-py reads), 2 = SSTable (all the
 reference writes); tantivy checks it when a field's dictionary is opened, so a file may hold both
 kinds and fields can be transcoded one at a time. The postings, positions and everything else stay
