@@ -118,21 +118,22 @@ def test_batches_are_bounded(table):
     assert sum(b.num_rows for p in parts for b in reader.read(p)) == N
 
 
-def test_top_n_per_task_and_score_columns(table):
+def test_top_n_is_one_task_and_score_columns(table):
     path, data, opts = table
     full_reader, full_parts, _ = plan(path, {**opts, "query": "body:spark OR body:lake", "orderBy": "_score"})
+    assert len(full_parts) >= 2  # every match: a task per group of splits
     everything = rows(full_reader, full_parts)
     assert everything.schema.names[-3:] == ["_indexall", "_indexguard", "_score"]
     ranked = sorted(everything.column("_score").to_pylist(), reverse=True)
     reader, parts, _ = plan(path, {**opts, "query": "body:spark OR body:lake", "limit": "7", "snippetFields": "body"})
-    assert len(parts) >= 2
-    per_task = [pa.Table.from_batches(list(reader.read(p))) for p in parts]
-    for t in per_task:  # every task returns at most n rows, best first
-        assert t.num_rows <= 7
-        assert t.column("_score").to_pylist() == sorted(t.column("_score").to_pylist(), reverse=True)
-        assert all("<b>" in s for s in t.column("_snippet").to_pylist())
-    merged = sorted((s for t in per_task for s in t.column("_score").to_pylist()), reverse=True)[:7]
-    assert merged == ranked[:7]  # what Spark's orderBy(_score).limit(7) then keeps is the global top 7
+    # a top n is one task over every split: it ranks them all and reads the rows of the global n only
+    assert len(parts) == 1 and len(parts[0].files) == len(it.IndexTable(path).files()) >= 2
+    top = pa.Table.from_batches(list(reader.read(parts[0])))
+    assert top.column("_score").to_pylist() == ranked[:7]  # best first: the global top 7
+    assert all("<b>" in s for s in top.column("_snippet").to_pylist())
+    ids = set(top.column("id").to_pylist())
+    best = everything.sort_by([("_score", "descending")])
+    assert ids <= set(best.column("id").to_pylist()[: len(ranked) - ranked[::-1].index(ranked[6])])
     # limit without a query: any n rows, no score column
     reader, parts, _ = plan(path, {**opts, "limit": "5"})
     assert all(sum(b.num_rows for b in reader.read(p)) <= 5 for p in parts)

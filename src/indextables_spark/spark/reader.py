@@ -308,7 +308,13 @@ class IndexTablesReader(DataSourceReader):
             target = 1 << 62
         else:
             target = self.opts.get_size("read.maxPartitionBytes")
-        groups = group_by_size(files, target, min_groups)
+        if self._ranked_top_n() and files:
+            # A top n by score: one task ranks every split (scores and row ids only) and fetches
+            # the rows of the global n alone, as the Spark-free search does (plan.ranked_top);
+            # a task per core would each fetch its own n rows (cores x n small reads).
+            groups = [list(files)]
+        else:
+            groups = group_by_size(files, target, min_groups)
         plan = self._plan()
         guard.record_explanation({**self._explanation(plan), "tasks": max(1, len(groups))})
         if not groups:
@@ -322,6 +328,12 @@ class IndexTablesReader(DataSourceReader):
             SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g), plan, [ordinal[f.path] for f in g])
             for g in groups
         ]
+
+    def _ranked_top_n(self) -> bool:
+        """A full-text top n: the read ranks its matches (read's ranked path) and keeps `limit`."""
+        ro = self.read_opts
+        ranked = ro.with_score or SNIPPET in arrow_schema(self.schema_json).names
+        return ro.limit is not None and ro.vector is None and self.query is not None and ranked
 
     def _plan(self) -> ReadPlan:
         """What every split of this read runs (core/split/read/plan.py), from what Spark pushed;

@@ -151,12 +151,16 @@ def _data_names(partition_columns: Sequence[str], target: pa.Schema) -> list[str
 def read_ranked(
     plan: ReadPlan, adds: list[AddFile], target: pa.Schema, deletes: dict[str, list[dict[str, Any]]] | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """Query matches with `_score` (and `_snippet`): every match, or with a limit the task's top n
-    (each split's top n: ReadPlan.ranked, merged)."""
+    """Query matches with `_score` (and `_snippet`): every match, or with a limit the top n of the
+    task's splits (the driver gives a top n one task: spark/reader.py partitions), in two phases."""
     from indextables_spark.core.split.read.plan import (
         ranked_top,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
     )
-    from indextables_spark.core.split.read.split_threads import FETCH_THREADS, in_threads  # lazy: as above
+    from indextables_spark.core.split.read.split_threads import (  # lazy: as above
+        FETCH_THREADS,
+        in_threads,
+        search_threads,
+    )
 
     task = TaskRead(plan, target)
     # the splits' matches completed to the target's columns (but `_snippet`, which the plan adds)
@@ -171,7 +175,7 @@ def read_ranked(
             adds,
             lambda add: (task.open(add), task.deletes(add, (deletes or {}).get(add.path))),
             ranked_target,
-            in_threads("search", 1),
+            in_threads("search", search_threads(adds)),  # a top n is one task: every split
             in_threads("fetch-rows", FETCH_THREADS),
         )
         yield from top.select(target.names).combine_chunks().to_batches(max_chunksize=plan.batch_rows)

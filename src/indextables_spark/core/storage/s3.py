@@ -16,6 +16,7 @@ Options (without the `spark.indextables.` prefix, case-insensitive):
 | `s3.uploadConcurrency` | parts uploaded in parallel (default 4) |
 | `s3.maxConnections` | HTTP connection pool size (default 32) |
 | `s3.listPageSize` | keys per LIST request (default 1000, the S3 maximum) |
+| `s3.presignedReads` | `false` sends object reads through the SDK instead of as presigned GETs (s3_reads.py) |
 | `storage.retry.maxAttempts`, `storage.retry.baseDelayMs`, `storage.retry.maxDelayMs` | see retry.py |
 | `storage.connectTimeoutMs`, `storage.readTimeoutMs` | socket timeouts (10 s, 60 s) |
 
@@ -36,6 +37,7 @@ from indextables_spark.core.storage.aws_auth import AwsAuth
 from indextables_spark.core.storage.object_store import ObjectEntry, ObjectStorage, upload_in_parts
 from indextables_spark.core.storage.redaction import Redactor, protect_secrets, redact_uri
 from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code, http_status
+from indextables_spark.core.storage.s3_reads import PresignedReads, presigned_reads
 from indextables_spark.errors import InvalidOptionError, StorageError
 from indextables_spark.util.lru import LruCache
 
@@ -100,6 +102,8 @@ class S3Storage(ObjectStorage):
                 f"got {self.part_size} bytes"
             )
         self.single_put_max = self.multipart_threshold - 1
+        # fault-injecting event handlers hook the SDK's pipeline: their reads must go through it
+        self.presigned = opts.get_bool("s3.presignedReads") and not self._event_handlers
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -136,6 +140,9 @@ class S3Storage(ObjectStorage):
             region_name=region,
             retries={"total_max_attempts": 1, "mode": "standard"},  # retries are ours (retry.py)
             s3={"addressing_style": "path" if self.path_style else "auto"},
+            # SigV4 for presigned reads too (s3_reads.py), as for every call: botocore would
+            # presign some endpoints with the deprecated V2 query signature
+            signature_version="s3v4",
             max_pool_connections=self.max_connections,
             connect_timeout=self.connect_timeout_s,
             read_timeout=self.read_timeout_s,
@@ -167,6 +174,10 @@ class S3Storage(ObjectStorage):
     def _get(self, name: str, start: int | None = None, end: int | None = None) -> bytes:
         from botocore.exceptions import ClientError  # lazy: SDK loaded on first use
 
+        if self.presigned:  # the lean path (s3_reads.py); what it does not take, the SDK answers
+            got = _shared_reads(self).get(self.bucket, name, start, end)
+            if got is not None:
+                return got
         ranged = {} if start is None or end is None else {"Range": f"bytes={start}-{end - 1}"}
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=name, **ranged)
@@ -310,6 +321,16 @@ def _shared_client(storage: S3Storage) -> Any:
     client); at most 16 are kept (least recently used dropped). A forked child never reuses its
     parent's clients (their connection pools belong to the parent)."""
     return _clients.get_or_build(storage.client_settings(), storage.make_client)
+
+
+_reads: LruCache[PresignedReads] = LruCache(16, per_process=True)
+
+
+def _shared_reads(storage: S3Storage) -> PresignedReads:
+    """The presigned reads of the storage's shared client (one per client, as `_shared_client`)."""
+    return _reads.get_or_build(
+        storage.client_settings(), lambda: presigned_reads(storage.client, storage.endpoint, storage._auth.profile)
+    )
 
 
 def _parse_s3_uri(uri: str) -> tuple[str, str, str]:
