@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from indextables_spark.core.storage.s3 import S3Storage, _shared_reads
+from indextables_spark.core.storage.s3 import S3Storage
 from indextables_spark.errors import FileNotFoundInStorageError
 
 pytestmark = pytest.mark.cloud
@@ -29,8 +29,8 @@ def test_ranges_and_whole_reads_match_the_sdk(s3_uri, s3_options):
         assert lean.read_range("d/blob.bin", a, b) == sdk.read_range("d/blob.bin", a, b) == BODY[a:b], (a, b)
     assert lean.read("d/blob.bin") == sdk.read("d/blob.bin") == BODY
     # the lean path was taken: the object's URL is signed once and kept for its next ranges
-    reads = _shared_reads(lean)
-    key = (lean.bucket, lean._object_key("d/blob.bin"))
+    reads = lean._lean()
+    key = lean._object_key("d/blob.bin")
     url, _ = reads.urls.get(key)
     lean.read_range("d/blob.bin", 7, 9)
     assert reads.urls.get(key)[0] == url and "X-Amz-Signature" in url
@@ -45,20 +45,17 @@ def test_missing_objects_fail_as_through_the_sdk(s3_uri, s3_options):
             s.read("d/none.bin")
 
 
-def test_a_refused_url_is_signed_again_and_the_sdk_answers(s3_uri, s3_options):
-    lean, _ = _both(s3_uri, s3_options)
-    reads = _shared_reads(lean)
-    key = (lean.bucket, lean._object_key("d/blob.bin"))
-    assert lean.read_range("d/blob.bin", 0, 4) == BODY[:4]
-    url, made = reads.urls.get(key)
-    # a URL S3 refuses (moto checks no signatures: one of another object, 404): the SDK answers
-    bad = url.replace("/d/blob.bin?", "/d/gone.bin?")
-    assert bad != url
-    reads.urls.put(key, (bad, made))
-    assert lean.read_range("d/blob.bin", 10, 20) == BODY[10:20]  # the SDK's answer
-    assert reads.urls.get(key) is None  # dropped: the next read signs anew
-    assert lean.read_range("d/blob.bin", 20, 30) == BODY[20:30]
-    assert reads.urls.get(key)[0] != bad
+def test_what_the_lean_path_is_refused_the_sdk_answers(s3_uri, s3_options, s3_endpoint):
+    S3Storage(s3_uri, s3_options).put("d/blob.bin", BODY)
+    proxy = _FaultyProxy(s3_endpoint, refuse_presigned=True)  # 403 to presigned URLs only
+    try:
+        s = S3Storage(s3_uri, {**s3_options, "spark.indextables.s3.endpoint": proxy.url})
+        assert s.read_range("d/blob.bin", 10, 20) == BODY[10:20]  # the SDK's answer
+        assert s._lean().urls.get(s._object_key("d/blob.bin")) is None  # dropped: signed anew next time
+        assert [f.key for f in s.list("d/")] == ["d/blob.bin"]
+        assert proxy.signed == 2 and proxy.seen == 4
+    finally:
+        proxy.close()
 
 
 def test_fault_injecting_handlers_keep_reads_in_the_sdk(s3_uri, s3_options):
@@ -68,3 +65,128 @@ def test_fault_injecting_handlers_keep_reads_in_the_sdk(s3_uri, s3_options):
     assert not s.presigned
     seen.clear()
     assert s.read_range("d/x.bin", 1, 3) == b"bc" and seen
+
+
+def test_listings_match_the_sdk_and_reads_need_no_client(s3_uri, s3_options):
+    small = {**s3_options, "spark.indextables.s3.listPageSize": "3"}  # pages of 3: continuation tokens
+    lean = S3Storage(s3_uri, small)
+    sdk = S3Storage(s3_uri, {**small, "spark.indextables.s3.presignedReads": "false"})
+    names = ["l/a b.txt", "l/plus+sign", "l/ünïcode/ß.bin", "l/x%20y", "l/q?=&.bin", "l/deep/er/k", "l/z"]
+    for n in names:
+        sdk.put(n, n.encode())
+    fresh = S3Storage(s3_uri, small)
+    listed = fresh.list("l/")
+    assert [f.key for f in listed] == sorted(names) == [f.key for f in sdk.list("l/")]
+    assert [f.size for f in listed] == [f.size for f in sdk.list("l/")]
+    assert all(abs(a.modified_ms - b.modified_ms) < 1000 for a, b in zip(listed, sdk.list("l/")))
+    assert [fresh.read(n) for n in names] == [n.encode() for n in names]
+    assert fresh.read_range("l/z", 0, 1) == b"l"
+    assert fresh._client is None  # opened, listed and read without building a boto3 client
+    assert lean.list("nothing/") == []
+
+
+class _FaultyProxy:
+    """An HTTP proxy in front of the moto server that answers the first `fail` GETs with a fault
+    (503 SlowDown, a dropped connection), every request with `status`, or presigned requests with
+    403 (`refuse_presigned`), and forwards the rest."""
+
+    def __init__(
+        self, upstream: str, fail: int = 0, kind: str = "503", status: int | None = None, refuse_presigned=False
+    ):
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import urlsplit
+
+        up = urlsplit(upstream)
+        state = self
+        self.fail, self.kind, self.status, self.seen, self.signed = fail, kind, status, 0, 0
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *a):
+                pass
+
+            def _forward(self):
+                state.seen += 1
+                state.signed += "X-Amz-Signature=" in self.path
+                if refuse_presigned and "X-Amz-Signature=" in self.path:
+                    self.send_response(403)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if state.status is not None or (self.command == "GET" and state.fail > 0):
+                    if state.status is None:
+                        state.fail -= 1
+                    if state.kind == "drop" and state.status is None:
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                    code = b"SlowDown" if state.status is None else b"AccessDenied"
+                    body = b"<Error><Code>" + code + b"</Code><Message>x</Message></Error>"
+                    self.send_response(state.status or 503)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                n = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(n) if n else None
+                conn = http.client.HTTPConnection(up.hostname, up.port)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                headers["Host"] = up.netloc
+                conn.request(self.command, self.path, body=data, headers=headers)
+                resp = conn.getresponse()
+                payload = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+                conn.close()
+
+            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("kind", ["503", "drop"])
+def test_transient_faults_on_the_lean_path_are_retried(s3_uri, s3_options, s3_endpoint, kind):
+    S3Storage(s3_uri, s3_options).put("f/blob.bin", BODY)
+    proxy = _FaultyProxy(s3_endpoint, fail=3, kind=kind)
+    try:
+        opts = {
+            **s3_options,
+            "spark.indextables.s3.endpoint": proxy.url,
+            "spark.indextables.storage.retry.baseDelayMs": "1",
+        }
+        s = S3Storage(s3_uri, opts)
+        assert s.read_range("f/blob.bin", 100, 50_000) == BODY[100:50_000]
+        assert [f.key for f in s.list("f/")] == ["f/blob.bin"]
+        assert proxy.fail == 0 and proxy.signed >= 3  # the faults met presigned requests, and passed
+    finally:
+        proxy.close()
+
+
+def test_a_permanent_refusal_fails_at_once_naming_the_object(s3_uri, s3_options, s3_endpoint):
+    from indextables_spark.errors import StorageError
+
+    proxy = _FaultyProxy(s3_endpoint, status=403)
+    try:
+        s = S3Storage(s3_uri, {**s3_options, "spark.indextables.s3.endpoint": proxy.url})
+        with pytest.raises(StorageError, match="f/blob.bin") as e:
+            s.read_range("f/blob.bin", 0, 10)
+        assert "403" in str(e.value)
+        assert proxy.seen == 2  # the lean GET, then the SDK's answer; no retries
+    finally:
+        proxy.close()

@@ -112,13 +112,13 @@ _TRANSIENT_TYPES: tuple[type[BaseException], ...] | None = None
 def is_transient(exc: BaseException) -> bool:
     """True when exc is worth retrying (see the module doc)."""
     global _TRANSIENT_TYPES
-    if _TRANSIENT_TYPES is None:
-        _TRANSIENT_TYPES = _transient_exception_types()
     status = http_status(exc)
     if status is not None:
         if status >= 500 or status in (408, 429):
             return True
         return error_code(exc) in _TRANSIENT_CODES
+    if _TRANSIENT_TYPES is None:  # after the status: a 404 (a missing file) imports no SDK
+        _TRANSIENT_TYPES = _transient_exception_types()
     if isinstance(exc, _TRANSIENT_TYPES):
         return True
     return False

@@ -37,7 +37,7 @@ from indextables_spark.core.storage.aws_auth import AwsAuth
 from indextables_spark.core.storage.object_store import ObjectEntry, ObjectStorage, upload_in_parts
 from indextables_spark.core.storage.redaction import Redactor, protect_secrets, redact_uri
 from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code, http_status
-from indextables_spark.core.storage.s3_reads import PresignedReads, presigned_reads
+from indextables_spark.core.storage.s3_reads import S3Reads, s3_reads
 from indextables_spark.errors import InvalidOptionError, StorageError
 from indextables_spark.util.lru import LruCache
 
@@ -140,9 +140,6 @@ class S3Storage(ObjectStorage):
             region_name=region,
             retries={"total_max_attempts": 1, "mode": "standard"},  # retries are ours (retry.py)
             s3={"addressing_style": "path" if self.path_style else "auto"},
-            # SigV4 for presigned reads too (s3_reads.py), as for every call: botocore would
-            # presign some endpoints with the deprecated V2 query signature
-            signature_version="s3v4",
             max_pool_connections=self.max_connections,
             connect_timeout=self.connect_timeout_s,
             read_timeout=self.read_timeout_s,
@@ -164,6 +161,30 @@ class S3Storage(ObjectStorage):
         )
         return client
 
+    def _lean(self) -> S3Reads | None:
+        """The reads that need no client (s3_reads.py), shared per process like the client; None
+        where the SDK does every read."""
+        if not self.presigned:
+            return None
+        key = (self.client_settings(), self.bucket)
+        held = _reads.get(key)
+        if held is None:
+            with self._lock:  # the listing and the first reads of an open ask at once: build once
+                held = _reads.get_or_build(key, lambda: (self._new_reads(),))
+        return held[0]
+
+    def _new_reads(self) -> S3Reads | None:
+        return s3_reads(
+            self._auth.boto3_session(self._options, self.region),
+            self.bucket,
+            self.region,
+            self.endpoint,
+            self.path_style,
+            self._auth.profile,
+            self.max_connections,
+            (self.connect_timeout_s, self.read_timeout_s),
+        )
+
     def _container_gone(self, e: Exception) -> str | None:
         if error_code(e) == "NoSuchBucket":
             return f"bucket {self.bucket!r} does not exist ({describe_exception(e)})"
@@ -174,8 +195,9 @@ class S3Storage(ObjectStorage):
     def _get(self, name: str, start: int | None = None, end: int | None = None) -> bytes:
         from botocore.exceptions import ClientError  # lazy: SDK loaded on first use
 
-        if self.presigned:  # the lean path (s3_reads.py); what it does not take, the SDK answers
-            got = _shared_reads(self).get(self.bucket, name, start, end)
+        lean = self._lean()
+        if lean is not None:  # what the lean path (s3_reads.py) does not take, the SDK answers
+            got = lean.get(name, start, end)
             if got is not None:
                 return got
         ranged = {} if start is None or end is None else {"Range": f"bytes={start}-{end - 1}"}
@@ -218,6 +240,10 @@ class S3Storage(ObjectStorage):
         return name, int(resp.get("ContentLength", 0)), resp.get("LastModified")
 
     def _list_page(self, prefix: str, token: str | None) -> tuple[builtins.list[ObjectEntry], str | None]:
+        lean = self._lean()
+        page = lean.list_page(prefix, token, self.list_page_size) if lean is not None else None
+        if page is not None:
+            return page
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": self.list_page_size}
         if token:
             kwargs["ContinuationToken"] = token
@@ -323,14 +349,7 @@ def _shared_client(storage: S3Storage) -> Any:
     return _clients.get_or_build(storage.client_settings(), storage.make_client)
 
 
-_reads: LruCache[PresignedReads] = LruCache(16, per_process=True)
-
-
-def _shared_reads(storage: S3Storage) -> PresignedReads:
-    """The presigned reads of the storage's shared client (one per client, as `_shared_client`)."""
-    return _reads.get_or_build(
-        storage.client_settings(), lambda: presigned_reads(storage.client, storage.endpoint, storage._auth.profile)
-    )
+_reads: LruCache[tuple[S3Reads | None]] = LruCache(16, per_process=True)  # by client settings and bucket
 
 
 def _parse_s3_uri(uri: str) -> tuple[str, str, str]:

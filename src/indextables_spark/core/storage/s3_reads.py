@@ -1,49 +1,65 @@
-"""Object reads from S3 as presigned GETs over botocore's own HTTP session.
+"""S3 reads (GET, ranged GET, LIST) as presigned requests over botocore's HTTP session, without
+building a boto3 client.
 
-A search on object storage is dozens of small ranged reads, and through boto3's client each costs
-~2 ms of CPU (its event hooks, header parsing, response dates), held under the GIL: at a low
-first-byte latency that is most of a cold search, and at 20 ms it serialises the parallel reads.
-The same GET sent as a presigned URL through botocore's HTTP layer (`botocore.httpsession.
-URLLib3Session`, the connection pool the client itself uses) costs ~0.35 ms. The URL is signed by
-the client (its credentials, refreshed as they are for every call; its region and addressing) once
-per object and reused for its ranges for a few minutes; the range header is not part of the
-signature.
+Opening and searching a table on S3 is a listing and dozens of small reads. Through boto3's client
+each read costs ~2 ms of CPU (its event hooks, header parsing, response dates), held under the
+GIL: at a low first-byte latency that is most of a cold search, and at 20 ms it serialises the
+parallel reads. Building the client costs more again (0.12-0.45 s per process: it loads S3's
+service model, endpoint rules and partitions, JSON of several MB), which every cold open and every
+Spark Python worker paid. The same requests signed here with SigV4 query authentication
+(`botocore.auth.S3SigV4QueryAuth`, what `generate_presigned_url` uses, with the session's
+refreshing credentials) and sent through `botocore.httpsession.URLLib3Session` (the connection pool
+a client uses) cost ~0.35 ms each and need no client; one object's URL is signed once and reused
+for its ranges for a few minutes (the range header is not signed).
 
-Only answers 200/206 (and 416, a range past the end) are taken from this path: anything else, or a
-URL past its reuse window, goes to the SDK's `get_object` (`S3Storage._get`), which owns redirects,
-error codes and their translation. `s3.presignedReads=false` sends every read through the SDK.
+Plain answers are taken from this path (200/206, 416 for a range past the end, a listing page),
+and so are a missing object or bucket (404) and server errors (5xx), raised as the SDK raises them
+(a ClientError with S3's code: S3Storage and retry.py translate and retry them as before). Anything
+else (redirects, refusals) goes to the SDK, which owns those. The path is used only where the URL is certain:
+an `s3.endpoint`, or AWS with a known region and none of the settings that move S3's endpoint
+(FIPS, dual-stack, accelerate, `AWS_ENDPOINT_URL*`, a profile's `endpoint_url`); anonymous access
+and the rest take the SDK. `s3.presignedReads=false` sends every read through the SDK.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import ipaddress
 import os
+import re
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, unquote_plus, urlencode, urlsplit
 
 from indextables_spark.util.lru import LruCache
 
 URL_EXPIRES_S = 900  # what a presigned URL is signed for
 URL_REUSE_S = 300  # how long one is reused: credentials botocore refreshes ahead (~15 min) outlive it
 MAX_URLS = 4096  # objects whose URL is kept (a split is one object)
+_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+_DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+
+ObjectEntry = tuple[str, int, "dt.datetime | None"]
 
 
 @dataclass
-class PresignedReads:
-    """Ranged and whole-object GETs of one client's objects (see the module doc)."""
+class S3Reads:
+    """GETs and LIST pages of one bucket (see the module doc)."""
 
-    client: Any  # the boto3 S3 client that signs (its credentials, region, addressing)
-    http: Any  # a botocore URLLib3Session with the client's pool size, timeouts, proxies, CA bundle
+    credentials: Any  # botocore Credentials (refreshed by botocore when they expire)
+    region: str
+    bucket_url: str  # scheme://host[:port][/bucket], no trailing slash
+    http: Any  # a botocore URLLib3Session
     urls: LruCache[tuple[str, float]] = field(default_factory=lambda: LruCache(MAX_URLS))
 
-    def get(self, bucket: str, name: str, start: int | None, end: int | None) -> bytes | None:
+    def get(self, name: str, start: int | None, end: int | None) -> bytes | None:
         """The object's bytes [start, end) (all without a range), b"" for a range past its end, or
         None when S3 answered anything else (the caller asks the SDK, which raises its error)."""
-        from botocore.awsrequest import AWSRequest  # lazy: SDK loaded on first use
-
         ranged = start is not None and end is not None
         headers = {"Range": f"bytes={start}-{end - 1}"} if start is not None and end is not None else {}
-        resp = self.http.send(AWSRequest(method="GET", url=self._url(bucket, name), headers=headers).prepare())
+        resp = self._send(self._object_url(name), headers)
         status = resp.status_code
         if status == 206 or (status == 200 and not ranged):
             data: bytes = resp.content
@@ -53,41 +69,155 @@ class PresignedReads:
             return whole[start:end]
         if ranged and status == 416:
             return b""
-        self.urls.pop((bucket, name))  # e.g. signed with credentials since revoked: sign anew next time
+        if status == 404 or status >= 500:
+            raise _service_error(resp, "GetObject")  # as the SDK raises it (retry.py reads its code)
+        self.urls.pop(name)  # e.g. signed with credentials since revoked: sign anew next time
         return None
 
-    def _url(self, bucket: str, name: str) -> str:
+    def list_page(self, prefix: str, token: str | None, page: int) -> tuple[list[ObjectEntry], str | None] | None:
+        """One ListObjectsV2 page: (key, size, last modified) of each object, and the continuation
+        token when more follow; None when S3 answered anything but a page (the SDK answers)."""
+        query = {"list-type": "2", "prefix": prefix, "max-keys": str(page), "encoding-type": "url"}
+        if token:
+            query["continuation-token"] = token
+        resp = self._send(self._sign(f"{self.bucket_url}/?{urlencode(query, quote_via=quote)}"), {})
+        if resp.status_code == 404 or resp.status_code >= 500:
+            raise _service_error(resp, "ListObjectsV2")
+        if resp.status_code != 200:
+            return None
+        root = ET.fromstring(resp.content)
+        entries = [
+            (
+                unquote_plus(c.findtext(f"{_NS}Key", "")),  # as botocore decodes encoding-type=url
+                int(c.findtext(f"{_NS}Size", "0")),
+                _timestamp(c.findtext(f"{_NS}LastModified")),
+            )
+            for c in root.iter(f"{_NS}Contents")
+        ]
+        truncated = root.findtext(f"{_NS}IsTruncated", "false").lower() == "true"
+        following = root.findtext(f"{_NS}NextContinuationToken") if truncated else None
+        if truncated and not following:
+            return None  # the SDK's path names this error
+        return entries, following
+
+    def _object_url(self, name: str) -> str:
         now = time.monotonic()
-        hit = self.urls.get((bucket, name))
+        hit = self.urls.get(name)
         if hit is not None and now - hit[1] < URL_REUSE_S:
             return hit[0]
-        url: str = self.client.generate_presigned_url(
-            "get_object", Params={"Bucket": bucket, "Key": name}, ExpiresIn=URL_EXPIRES_S
-        )
-        self.urls.put((bucket, name), (url, now))
+        url = self._sign(f"{self.bucket_url}/{quote(name, safe='/~')}")
+        self.urls.put(name, (url, now))
         return url
 
+    def _sign(self, url: str) -> str:
+        from botocore.auth import S3SigV4QueryAuth  # lazy: SDK loaded on first use
+        from botocore.awsrequest import AWSRequest  # lazy: as above
 
-def presigned_reads(client: Any, endpoint: str | None, profile: str | None) -> PresignedReads:
-    """PresignedReads for a client, its HTTP session set up as botocore sets up the client's
-    (botocore/endpoint.py EndpointCreator): the client config's pool size, timeouts and proxies
-    (else the environment's), the CA bundle of the profile or AWS_CA_BUNDLE, else
+        request = AWSRequest(method="GET", url=url)
+        S3SigV4QueryAuth(self.credentials.get_frozen_credentials(), "s3", self.region, expires=URL_EXPIRES_S).add_auth(
+            request
+        )
+        signed: str = request.url
+        return signed
+
+    def _send(self, url: str, headers: dict[str, str]) -> Any:
+        from botocore.awsrequest import AWSRequest  # lazy: SDK loaded on first use
+
+        return self.http.send(AWSRequest(method="GET", url=url, headers=headers).prepare())
+
+
+def _service_error(resp: Any, operation: str) -> Exception:
+    """A missing object or bucket (404) or a server error (5xx) as the SDK raises it: a
+    ClientError with the status and S3's error code, which retry.py and S3Storage read."""
+    from botocore.exceptions import ClientError  # lazy: SDK loaded on first use
+
+    code, message = "", ""
+    try:
+        root = ET.fromstring(resp.content)
+        code, message = root.findtext("Code", ""), root.findtext("Message", "")
+    except ET.ParseError:  # an error without an S3 body (a proxy's, a HEAD's)
+        pass
+    code = code or str(resp.status_code)
+    error = {"Code": code, "Message": message}
+    raised: Exception = ClientError(
+        {"Error": error, "ResponseMetadata": {"HTTPStatusCode": resp.status_code}}, operation
+    )
+    return raised
+
+
+def _timestamp(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def s3_reads(
+    session: Any,
+    bucket: str,
+    region: str | None,
+    endpoint: str | None,
+    path_style: bool,
+    profile: str | None,
+    pool: int,
+    timeouts: tuple[float, float],
+) -> S3Reads | None:
+    """S3Reads for a bucket, or None where the SDK must do the reads (see the module doc).
+    `session`: the boto3 Session the storage's client would be built from (its credentials and
+    region). The HTTP session is set up as botocore sets up a client's (botocore/endpoint.py
+    EndpointCreator): proxies from the environment, the profile's CA bundle, AWS_CA_BUNDLE or
     REQUESTS_CA_BUNDLE, else botocore's default."""
     import botocore.session  # lazy: SDK loaded on first use
     from botocore.httpsession import URLLib3Session  # lazy: as above
     from botocore.utils import get_environ_proxies  # lazy: as above
 
-    config = client.meta.config
-    url = endpoint or client.meta.endpoint_url
-    verify: Any = botocore.session.Session(profile=profile).get_config_variable("ca_bundle")
+    credentials = session.get_credentials()
+    region = region or session.region_name or ("us-east-1" if endpoint else None)
+    if credentials is None or region is None:
+        return None
+    # the profile's settings (a second botocore session, ~0.04 s) only where they matter: S3's
+    # own endpoint, and a CA bundle for https
+    config = botocore.session.Session(profile=profile) if endpoint is None or endpoint.startswith("https") else None
+    base = endpoint or _aws_endpoint(config, region)
+    if base is None:
+        return None
+    parts = urlsplit(base)
+    if path_style or not _DNS_BUCKET.match(bucket) or _is_ip(parts.hostname or ""):
+        bucket_url = f"{base.rstrip('/')}/{bucket}"  # the SDK's choice too for these
+    else:
+        bucket_url = f"{parts.scheme}://{bucket}.{parts.netloc}{parts.path.rstrip('/')}"
+    verify: Any = config.get_config_variable("ca_bundle") if config is not None else None
     if verify is None:
         verify = os.environ.get("REQUESTS_CA_BUNDLE", True)
     http = URLLib3Session(
-        verify=verify,
-        proxies=config.proxies or get_environ_proxies(url),
-        timeout=(config.connect_timeout, config.read_timeout),
-        max_pool_connections=config.max_pool_connections,
-        client_cert=getattr(config, "client_cert", None),
-        proxies_config=getattr(config, "proxies_config", None),
+        verify=verify, proxies=get_environ_proxies(bucket_url), timeout=timeouts, max_pool_connections=pool
     )
-    return PresignedReads(client, http)
+    return S3Reads(credentials, region, bucket_url, http)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return host == "localhost"
+
+
+def _aws_endpoint(config: Any, region: str) -> str | None:
+    """S3's regional endpoint, or None when a setting moves it (the SDK resolves those)."""
+    scoped = config.get_scoped_config()
+    moved = (
+        config.get_config_variable("use_fips_endpoint")
+        or config.get_config_variable("use_dualstack_endpoint")
+        or any(
+            k in os.environ for k in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_S3_US_EAST_1_REGIONAL_ENDPOINT")
+        )
+        or "endpoint_url" in scoped
+        or "services" in scoped
+        or (scoped.get("s3") or {}).get("use_accelerate_endpoint") not in (None, False, "false")
+        or (scoped.get("s3") or {}).get("use_dualstack_endpoint") not in (None, False, "false")
+    )
+    # the aws, aws-cn and aws-us-gov partitions (isolated regions have endpoints of their own)
+    if moved or "-iso" in region or not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region):
+        return None
+    suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"https://s3.{region}.{suffix}"
