@@ -57,8 +57,8 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import indextables_spark as it  # noqa: E402
 from bench_common import fetch_rows  # noqa: E402
 from s3_proxy import ACCESS_KEY, REGION, SECRET_KEY  # noqa: E402
-from indextables_spark.core.log.state_writer import write_state  # noqa: E402
-from indextables_spark.core.log.synthetic import (  # noqa: E402
+from indextables_spark.core.log.maintenance.state_writer import write_state  # noqa: E402
+from indextables_spark.core.log.commit.synthetic import (  # noqa: E402
     DEFAULT_SCHEMA,
     create_table,
     partition_value,
@@ -215,7 +215,7 @@ def cases(uri_state: str, uri_text: str, options: dict, cache_dir: str, runs: in
                 open_splits.forget(path)
                 shutil.rmtree(path)
 
-    from indextables_spark.core.log.shared_logs import forget_logs
+    from indextables_spark.core.log.maintenance.shared_logs import forget_logs
 
     res = {  # forget_logs: each run decodes the state afresh (no snapshot kept from the last run)
         "state-read-70k": median_ms(

@@ -83,7 +83,7 @@ def spark_free(uri: str, endpoint: str, cache: str, columns: list[str] | None, l
     storage layer of this process."""
     from indextables_spark.core.storage import open_storage
     from indextables_spark.core.storage.counting import CountingStorage
-    from indextables_spark.core.log.shared_logs import forget_logs
+    from indextables_spark.core.log.maintenance.shared_logs import forget_logs
 
     forget_logs()
     shutil.rmtree(cache, ignore_errors=True)
@@ -97,7 +97,7 @@ def spark_free(uri: str, endpoint: str, cache: str, columns: list[str] | None, l
 def scored(uri: str, endpoint: str, cache: str, where: str | None, lazy: str) -> tuple[int, int, float]:
     """(ids, split bytes, seconds) of a cold scored top 10 (the table opened and searched: its
     log, the corpus statistics of every split, the splits read)."""
-    from indextables_spark.core.log.shared_logs import forget_logs
+    from indextables_spark.core.log.maintenance.shared_logs import forget_logs
     from indextables_spark.core.storage import open_storage
     from indextables_spark.core.storage.counting import CountingStorage
 
@@ -142,7 +142,7 @@ def through_spark(spark, proxy: S3Proxy, uri: str, cache: str, how: str, lazy: s
     """(ids, split bytes, other bytes, GET requests) one cold Spark read fetches through the proxy:
     `how` is "sql" (SELECT id ... TEXTSEARCH), "top10" (its top 10 by `_score`), "filter" (a selective
     filter, no query), "columns" (reader, columns=id) or "all" (reader, every column, .select("id"))."""
-    from indextables_spark.core.log.shared_logs import forget_logs
+    from indextables_spark.core.log.maintenance.shared_logs import forget_logs
 
     forget_logs()
     shutil.rmtree(cache, ignore_errors=True)

@@ -17,7 +17,7 @@ floor, ours, ...) so that a busy machine slows both alike, and the figures are m
   (pyarrow imports numpy); delta-rs returns arro3 tables and never imports pyarrow.
 Also printed: `import indextables_spark` alone (target <= 60 ms), and each side's total split
 into its imports and its first snapshot + file list. Our snapshot includes pyarrow's import: the
-manifests decode in worker threads while the main thread imports it (core/log/avro_state.py).
+manifests decode in worker threads while the main thread imports it (core/log/read/avro_state.py).
 The tables are state_bench.py's (built there once and reused: V4 Avro state / Delta checkpoint).
 """
 

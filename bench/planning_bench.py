@@ -28,7 +28,7 @@ t0 = time.perf_counter()
 from indextables_spark.spark.datasource import IndexTablesDataSource
 from indextables_spark.spark.guard import GUARD_PREFIX, INDEXGUARD
 import indextables_spark.spark.reader, indextables_spark.api.table, indextables_spark.core.split.read.search
-import indextables_spark.core.log.avro_state, indextables_spark.core.log.manifest as manifest
+import indextables_spark.core.log.read.avro_state, indextables_spark.core.log.state.manifest as manifest
 manifest.datafusion_core()
 import pyarrow
 pyarrow.array([0]).to_numpy()   # pyarrow loads pandas on its first to_numpy: once per worker too

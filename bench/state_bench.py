@@ -36,8 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
 import indextables_spark as it  # noqa: E402
-from indextables_spark.core.log.state_writer import write_state  # noqa: E402
-from indextables_spark.core.log.synthetic import DEFAULT_SCHEMA, create_table, synthetic_add, write_bulk_versions  # noqa: E402
+from indextables_spark.core.log.maintenance.state_writer import write_state  # noqa: E402
+from indextables_spark.core.log.commit.synthetic import DEFAULT_SCHEMA, create_table, synthetic_add, write_bulk_versions  # noqa: E402
 
 # The Delta copy's columns: the synthetic table's id, title, score, date (the stats delta-rs reads).
 DELTA_SCHEMA = {
@@ -153,7 +153,7 @@ def du(path: str) -> int:
 
 
 def read_avro(path: str):
-    from indextables_spark.core.log.shared_logs import forget_logs
+    from indextables_spark.core.log.maintenance.shared_logs import forget_logs
 
     forget_logs()  # a first read: no snapshot kept from the previous run
     snap = it.IndexTable(path).snapshot()
@@ -182,7 +182,7 @@ def rss_subprocess(code: str) -> dict:
         "hwm = lambda: int([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])",
         f"sys.path.insert(0, {os.path.join(HERE, '..', 'src')!r})",
         "import pyarrow, indextables_spark as it, datafusion, deltalake",
-        "from indextables_spark.core.log import manifest",
+        "from indextables_spark.core.log.state import manifest",
         "manifest._ctx()",
         "gc.collect()",
         "base = hwm()  # peak RSS of this process image so far (ru_maxrss survives exec)",
@@ -308,8 +308,8 @@ def main() -> int:
     ours, res = median_ms(lambda: write_state(ct.log, latest, force_compaction=True, overwrite=True), runs)
     jcp = copy_table(t70, os.path.join(args.workdir, "compact_json"))
     jlog = it.IndexTable(jcp, {"state.format": "json"}).log
-    from indextables_spark.core.log.json_checkpoint import checkpoint_key
-    from indextables_spark.core.log.last_checkpoint import write_json_checkpoint
+    from indextables_spark.core.log.read.json_checkpoint import checkpoint_key
+    from indextables_spark.core.log.maintenance.last_checkpoint import write_json_checkpoint
 
     def json_checkpoint():
         p = os.path.join(jcp, checkpoint_key(latest))
@@ -349,7 +349,7 @@ def main() -> int:
     if not args.skip_1m:
         t1m = ensure(args.workdir, "it_1m", build_indextable, 1_000_000, 50_000, 1000, rebuild=args.rebuild)
         d1m = ensure(args.workdir, "delta_1m", build_delta, 1_000_000, 1000, rebuild=args.rebuild)
-        from indextables_spark.core.log.synthetic import partition_value
+        from indextables_spark.core.log.commit.synthetic import partition_value
 
         part = partition_value(437, 1000)
         holder = {}

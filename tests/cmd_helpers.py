@@ -112,7 +112,7 @@ def age_tree(root: str, hours: float, suffix: str = "") -> None:
 
 def live_rows(table: it.IndexTable, version: int | None = None) -> list[tuple]:
     """Like read_all, with the snapshot's row-level deletes applied."""
-    from indextables_spark.core.log.delete_logs import load_split_deletes
+    from indextables_spark.core.log.deletes.delete_logs import load_split_deletes
     from indextables_spark.core.split.cache.cache import get_cache
     from indextables_spark.core.split.read.reader import SplitReader
 

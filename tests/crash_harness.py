@@ -80,10 +80,10 @@ def write_splits(table, ids: list[int]):
 
 def create_table(table, ids: list[int]) -> tuple[int, dict[str, list[int]]]:
     """Version 0: protocol, metadata (with the doc mapping registered) and the first splits."""
-    from indextables_spark.core.log.actions import Metadata
-    from indextables_spark.core.log.doc_mapping import registry_key
-    from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL
-    from indextables_spark.core.log.transaction import new_table_id, now_ms
+    from indextables_spark.core.log.model.actions import Metadata
+    from indextables_spark.core.log.model.doc_mapping import registry_key
+    from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL
+    from indextables_spark.core.log.commit.transaction import new_table_id, now_ms
 
     adds, by_path, w = write_splits(table, ids)
     meta = Metadata(
@@ -180,7 +180,7 @@ def context():
                 "indextables_spark.core.split.write.builder",
                 "indextables_spark.ops.merge_splits",
                 "indextables_spark.ops.purge",
-                "indextables_spark.core.log.maintenance",
+                "indextables_spark.core.log.maintenance.maintenance",
                 "crash_harness",
             ]
         )
@@ -399,7 +399,7 @@ class CrashTable:
         self.verify(new_only=False)
         table = self.table(**{"spark.indextables.state.gc.minManifestAgeHours": "0"})
         referenced: set[str] = set()
-        from indextables_spark.core.log.actions import AddFile
+        from indextables_spark.core.log.model.actions import AddFile
 
         for v in table.log.list_versions():
             referenced.update(a.path for a in table.log.read_actions(v) if isinstance(a, AddFile))

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.config.options import Options
 from indextables_spark.spark.writer import commit_write, plan_write, write_splits
 from indextables_spark.core.schema.arrow_types import arrow_schema

@@ -9,8 +9,8 @@ import fastavro
 import pytest
 
 from indextables_spark.errors import CorruptStateError
-from indextables_spark.core.log.avro_container import read_header, read_records
-from indextables_spark.core.log.state_manifest import (
+from indextables_spark.core.log.state.avro_container import read_header, read_records
+from indextables_spark.core.log.state.state_manifest import (
     ManifestInfo,
     StateManifest,
     decode_state_manifest,

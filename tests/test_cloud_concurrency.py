@@ -20,8 +20,8 @@ from test_commit_concurrency import N_COMMITS, N_PROCS, create_table, run_proces
 from test_state_write import live_paths, replay_paths
 
 import indextables_spark as it
-from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.log.paths import LOG_DIR, parse_version_name, version_key
+from indextables_spark.core.log.model.actions import AddFile
+from indextables_spark.core.log.model.paths import LOG_DIR, parse_version_name, version_key
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage import FileInfo, Storage, open_storage
 

@@ -24,10 +24,10 @@ from test_state_write import live_paths, replay_paths
 
 import indextables_spark as it
 from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError, IndexTablesError, StorageError
-from indextables_spark.core.log.actions import Metadata
-from indextables_spark.core.log.doc_mapping import registry_key
-from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL
-from indextables_spark.core.log.transaction import new_table_id
+from indextables_spark.core.log.model.actions import Metadata
+from indextables_spark.core.log.model.doc_mapping import registry_key
+from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL
+from indextables_spark.core.log.commit.transaction import new_table_id
 from indextables_spark.core.split.write.builder import SplitWriter
 from indextables_spark.core.storage import LocalStorage
 

@@ -18,10 +18,10 @@ from test_state_write import live_paths, replay_paths, state
 
 import indextables_spark as it
 from indextables_spark.errors import CorruptStateError, VersionNotFoundError
-from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.log.gc import gc_state
-from indextables_spark.core.log.paths import LAST_CHECKPOINT, LOG_DIR, version_key
-from indextables_spark.core.log.synthetic import (
+from indextables_spark.core.log.model.actions import AddFile
+from indextables_spark.core.log.maintenance.gc import gc_state
+from indextables_spark.core.log.model.paths import LAST_CHECKPOINT, LOG_DIR, version_key
+from indextables_spark.core.log.commit.synthetic import (
     commit_files,
     create_table,
     partition_value,
@@ -58,7 +58,7 @@ def test_log_commits_time_travel_history_and_changes(storage_backend):
     keys = [f.key for f in t.storage.list(LOG_DIR + "/")]
     assert keys == [version_key(v) for v in range(4)]
     raw = t.storage.read(version_key(2))
-    assert raw[:4] == b"\x01\x01\x1f\x8b"  # framed as the reference writes it (core/log/codec.py)
+    assert raw[:4] == b"\x01\x01\x1f\x8b"  # framed as the reference writes it (core/log/model/codec.py)
     kinds = [next(iter(json.loads(line))) for line in gzip.decompress(raw[2:]).decode().splitlines()]
     assert kinds.count("add") == 5 and kinds.count("remove") == 2 and "commitInfo" in kinds
 

@@ -20,7 +20,7 @@ import pytest
 from cloud_helpers import wipe_cloud_tables  # noqa: F401  (autouse: deletes what each test wrote)
 from faults import AzureFaults, S3Faults
 
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.write.builder import SplitWriter
 from indextables_spark.core.split.cache.cache import SplitCache, get_cache

@@ -54,7 +54,7 @@ def test_table_import_and_first_snapshot_import_only_the_read_path(tmp_path):
     """#28: `import indextables_spark.api.table` imports neither pyarrow nor numpy, and a first snapshot
     imports only what its state read needs: pyarrow (while the manifests decode), not the change
     feed, transactions, maintenance, the state writer, partition filters, pyarrow.compute or
-    fastavro (the state manifest is read by core/log/avro_container.py).
+    fastavro (the state manifest is read by core/log/state/avro_container.py).
     A commit through the table still runs the maintenance hook (the automatic checkpoint)."""
     path = str(tmp_path / "t")
     from cmd_helpers import small_splits_table
@@ -66,12 +66,12 @@ def test_table_import_and_first_snapshot_import_only_the_read_path(tmp_path):
         "pyarrow.compute",
         "numpy",
         "fastavro",
-        "indextables_spark.core.log.changes",
-        "indextables_spark.core.log.transaction",
-        "indextables_spark.core.log.maintenance",
-        "indextables_spark.core.log.state_writer",
+        "indextables_spark.core.log.read.changes",
+        "indextables_spark.core.log.commit.transaction",
+        "indextables_spark.core.log.maintenance.maintenance",
+        "indextables_spark.core.log.maintenance.state_writer",
         "indextables_spark.expr.partition_filter",
-        "indextables_spark.core.log.avro_codec",
+        "indextables_spark.core.log.state.avro_codec",
         "indextables_spark.results",
     )
     got = run_fresh(

@@ -12,7 +12,7 @@ from indextables_spark.ops import merge_splits as merge
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
-from indextables_spark.core.log.actions import AddFile, SkipAction
+from indextables_spark.core.log.model.actions import AddFile, SkipAction
 
 from cmd_helpers import append, as_tuples, query_ids, read_all, rows, small_splits_table, split_rows
 

@@ -10,10 +10,10 @@ import os
 import pytest
 
 import indextables_spark as it
-from indextables_spark.core.log.actions import AddFile, Metadata
-from indextables_spark.core.log.paths import LOG_DIR
-from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL
-from indextables_spark.core.log.transaction import new_table_id
+from indextables_spark.core.log.model.actions import AddFile, Metadata
+from indextables_spark.core.log.model.paths import LOG_DIR
+from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL
+from indextables_spark.core.log.commit.transaction import new_table_id
 
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "x", "type": "long", "nullable": True, "metadata": {}}]})
 N_PROCS = 4

@@ -22,7 +22,7 @@ OPTIONS = {"spark.indextables.companion.parallelism": "1"}  # index in this proc
 
 
 def _log_version(loc: str) -> int:
-    from indextables_spark.core.log.shared_logs import log_with_maintenance
+    from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance
     from indextables_spark.core.storage import open_storage
     from indextables_spark.config.options import Options
 

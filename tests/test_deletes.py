@@ -18,15 +18,15 @@ from indextables_spark.ops.delete import DeletePredicateError, delete
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import CorruptStateError
-from indextables_spark.core.log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, DeleteLog
-from indextables_spark.core.log.delete_logs import (
+from indextables_spark.core.log.model.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, DeleteLog
+from indextables_spark.core.log.deletes.delete_logs import (
     encode_delete_log,
     load_split_deletes,
     positional_table,
     read_delete_log,
 )
-from indextables_spark.core.log.protocol_gate import DELETION_LOGS, check_readable
-from indextables_spark.core.log.sidecar import encode_frame
+from indextables_spark.core.log.model.protocol_gate import DELETION_LOGS, check_readable
+from indextables_spark.core.log.deletes.sidecar import encode_frame
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cmd_helpers import WORDS, append  # noqa: E402
@@ -323,7 +323,7 @@ def test_a_reader_without_the_feature_refuses_the_table(tmp_path):
     protocol = t.snapshot().protocol_action
     assert DELETION_LOGS in protocol.reader_features and DELETION_LOGS in protocol.writer_features
     # what the reader of the previous release checks: its known features
-    import indextables_spark.core.log.protocol_gate as gate
+    import indextables_spark.core.log.model.protocol_gate as gate
 
     old_features = gate.KNOWN_READER_FEATURES - {DELETION_LOGS}
     unknown = sorted(set(protocol.reader_features) - old_features)
@@ -360,7 +360,7 @@ def test_the_previous_release_refuses_the_table(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(old / "src")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
-    # Version files are now framed as the reference writes them (0x01 0x01 + gzip, core/log/codec.py),
+    # Version files are now framed as the reference writes them (0x01 0x01 + gzip, core/log/model/codec.py),
     # which that release cannot decode: it refuses the table naming the file instead.
     assert "deletionLogs" in out.stdout or ("CorruptStateError" in out.stdout and ".json" in out.stdout)
     # and from the Avro state as well
@@ -383,7 +383,7 @@ def _log_for(storage, data: bytes, **kw) -> DeleteLog:
 
 
 def test_delete_log_readers_check_magic_version_and_checksum(tmp_path):
-    from indextables_spark.core.log import delete_logs as dl
+    from indextables_spark.core.log.deletes import delete_logs as dl
 
     storage = it.IndexTable(str(tmp_path / "t")).storage
     good = encode_delete_log(POSITIONAL, positional_table([1, 5, 9]), "splits/a.split")
@@ -418,7 +418,7 @@ def test_unknown_delete_log_kind_in_the_log_is_an_error():
 
 
 def test_state_manifest_keeps_delete_logs_as_its_last_fields(tmp_path):
-    from indextables_spark.core.log.avro_codec import STATE_MANIFEST_AVRO_SCHEMA
+    from indextables_spark.core.log.state.avro_codec import STATE_MANIFEST_AVRO_SCHEMA
 
     names = [f["name"] for f in STATE_MANIFEST_AVRO_SCHEMA["fields"]]
     assert names[-2:] == ["deleteLogs", "statsFiles"]
@@ -426,7 +426,7 @@ def test_state_manifest_keeps_delete_logs_as_its_last_fields(tmp_path):
     t = make_table(str(tmp_path / "t"), n=30, writes=1)
     delete(t.log, "id < 5")
     t.maintenance.checkpoint()
-    from indextables_spark.core.log.avro_state import read_state_manifest
+    from indextables_spark.core.log.read.avro_state import read_state_manifest
 
     listing = t.log.listing()
     sm = read_state_manifest(t.storage, listing.state_manifests[t.version()])
@@ -437,7 +437,7 @@ class RacingStorage:
     """Local storage on which another writer commits `race` just before our next version file."""
 
     def __new__(cls, root: str, race):
-        from indextables_spark.core.log.paths import parse_version_name
+        from indextables_spark.core.log.model.paths import parse_version_name
         from indextables_spark.core.storage.local import LocalStorage
 
         class _Racing(LocalStorage):

@@ -314,7 +314,7 @@ def setup_deletes(p: Page) -> None:
     p.names["path"] = str(p.tmp / "bloom")  # the Bloom filter example creates it
     p.names["df"] = spark_docs(p.spark)
     # the transaction example's staged values: splits written but not committed, a delete log
-    from indextables_spark.core.log.delete_logs import write_delete_log
+    from indextables_spark.core.log.deletes.delete_logs import write_delete_log
 
     p.names["adds"] = staged_adds(t.log.storage.uri, p.tmp)
     p.names["log"] = write_delete_log(t.log.storage, "EQUALITY", pa.table({"id": pa.array([3], pa.int64())}))

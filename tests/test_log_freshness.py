@@ -17,7 +17,7 @@ from slow_storage import SlowStorage
 import indextables_spark as it
 from indextables_spark.config.options import Options
 from indextables_spark.config.units import UnitError, parse_millis
-from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.storage import open_storage
 from indextables_spark.errors import InvalidOptionError, VersionNotFoundError
 from indextables_spark.spark.options import resolve_options
@@ -220,7 +220,7 @@ def test_this_processs_commits_are_seen_at_once(tmp_path):
 
 def test_shared_logs_keep_the_window_across_table_objects(tmp_path):
     """IndexTable objects of the same path and options share one log, so one listing."""
-    from indextables_spark.core.log import shared_logs
+    from indextables_spark.core.log.maintenance import shared_logs
 
     path = make_table(str(tmp_path / "t"), 1)
     opts = {"read.stalenessLimit": "10m"}

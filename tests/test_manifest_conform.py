@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from indextables_spark.core.log.file_entries import FILE_ENTRY_SCHEMA
-from indextables_spark.core.log.manifest import _nullability_widened, conform
+from indextables_spark.core.log.state.file_entries import FILE_ENTRY_SCHEMA
+from indextables_spark.core.log.state.manifest import _nullability_widened, conform
 
 S = pa.string()
 

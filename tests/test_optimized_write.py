@@ -10,7 +10,7 @@ import pytest
 import indextables_spark as it
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import functions
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.ops import optimize_write as ow
 

@@ -1,7 +1,7 @@
 """Tables holding splits the reference implementation (IndexTables4Spark) wrote: every write route
 refuses them before writing anything (ReferenceTableError naming the table and CONVERT), and
 CONVERT INDEXTABLES TABLE rewrites their splits into ours in one commit that keeps the history and
-time travel (ops/convert.py, core/log/reference_splits.py).
+time travel (ops/convert.py, core/log/commit/reference_splits.py).
 
 The fixture tables are read-only test data: every test works on a copy under tmp_path.
 """
@@ -28,10 +28,10 @@ from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.ops.convert import Convert
 from indextables_spark.errors import ConcurrentModificationError, ReferenceTableError
-from indextables_spark.core.log.actions import CommitInfo
-from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
-from indextables_spark.core.log.reference_splits import reference_split_paths
-from indextables_spark.core.log.transaction import now_ms
+from indextables_spark.core.log.model.actions import CommitInfo
+from indextables_spark.core.log.model.doc_mapping import is_reference_doc_mapping
+from indextables_spark.core.log.commit.reference_splits import reference_split_paths
+from indextables_spark.core.log.commit.transaction import now_ms
 
 ROOT = Path(__file__).parent / "data" / "reference_v0.5.4"
 CONVERTED = ["04_partitioned", "06_schema_dedup", "14_after_merge", "17_truncated_log"]
@@ -217,7 +217,7 @@ def test_the_commit_refuses_as_a_safety_net(tmp_path):
     with pytest.raises(ReferenceTableError) as e:
         t.transaction().add_files([ours]).commit()
     _refused(e, t.storage.uri, 3, 3)
-    from indextables_spark.core.log.delete_logs import positional_table, write_delete_log
+    from indextables_spark.core.log.deletes.delete_logs import positional_table, write_delete_log
 
     log_ = write_delete_log(
         t.storage, "POSITIONAL", positional_table(pa.array([0], pa.int64())), split_path=t.snapshot().files[0].path

@@ -4,7 +4,7 @@ its manifests with fastavro — none of this package's decoders on the expected 
 copies (an error naming the file, or the exact answer; never other files), the fields of the
 reference's FileEntry through our compaction, and what we write as the reference reads it (the
 field lists of its v0.5.4 case classes, `transaction/Actions.scala`, read by a Jackson mapper that
-refuses unknown fields: see core/log/actions.py). No Spark."""
+refuses unknown fields: see core/log/model/actions.py). No Spark."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import IndexTablesError
-from indextables_spark.core.log.action_wire import action_to_json
-from indextables_spark.core.log.actions import AddFile, RemoveFile, SkipAction
-from indextables_spark.core.log.maintenance import compact
-from indextables_spark.core.log.shared_logs import log_with_maintenance
-from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_adds
+from indextables_spark.core.log.model.action_wire import action_to_json
+from indextables_spark.core.log.model.actions import AddFile, RemoveFile, SkipAction
+from indextables_spark.core.log.maintenance.maintenance import compact
+from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance
+from indextables_spark.core.log.commit.synthetic import commit_files, create_table, synthetic_adds
 from indextables_spark.core.storage import open_storage
 
 FIXTURES = Path(__file__).parent / "data" / "reference_v0.5.4"
@@ -247,7 +247,7 @@ def test_every_flipped_byte_of_a_manifest_we_wrote_is_detected(tmp_path):
     default — so some flips inside its compressed literals cannot be detected by any reader.)
     Read at the manifest level: a whole snapshot would fall back to the older state plus the
     version file and give the exact answer."""
-    from indextables_spark.core.log.manifest import read_manifest
+    from indextables_spark.core.log.state.manifest import read_manifest
 
     name = "09_partitioned_multi_append"
     root = tmp_path / name
@@ -492,7 +492,7 @@ def test_a_reference_add_survives_our_model_field_for_field():
 def test_our_file_entry_schema_begins_with_the_references():
     """Field for field (name, type, default, field id, order) the reference's v0.5.4 FileEntry as
     its manifests declare it; our additions follow, optional with defaults."""
-    from indextables_spark.core.log.avro_codec import FILE_ENTRY_AVRO_SCHEMA
+    from indextables_spark.core.log.state.avro_codec import FILE_ENTRY_AVRO_SCHEMA
 
     def fields(schema: dict[str, Any]) -> list[tuple[Any, ...]]:
         return [(f["name"], json.dumps(f["type"]), f.get("default", "-"), f["field-id"]) for f in schema["fields"]]

@@ -18,8 +18,8 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import IndexTablesError
-from indextables_spark.core.log.action_wire import action_to_json
-from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
+from indextables_spark.core.log.model.action_wire import action_to_json
+from indextables_spark.core.log.commit.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
 
 LOG = "_transaction_log"
 BITFLIPS = int(os.environ.get("INDEXTABLES_CORRUPTION_BITFLIPS", "6"))  # positions per file
@@ -144,7 +144,7 @@ def _other_format(path: str, root: str) -> bytes:
     """A file of another format: Avro for JSON files and JSON for Avro files."""
     if path.endswith(".avro"):
         with open(os.path.join(_logdir(root), f"{3:020d}.json"), "rb") as f:
-            return gzip.decompress(f.read()[2:])  # framed: 0x01 0x01 + gzip (core/log/codec.py)
+            return gzip.decompress(f.read()[2:])  # framed: 0x01 0x01 + gzip (core/log/model/codec.py)
     avro = [os.path.join(d, f) for d, _ds, fs in os.walk(_logdir(root)) for f in fs if f.endswith(".avro")]
     if avro:
         with open(avro[0], "rb") as f:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import indextables_spark as it
 from indextables_spark.errors import IndexTablesError, PathEscapeError
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.model.actions import AddFile
 
 sys.path.insert(0, os.path.dirname(__file__))
 import crash_harness as ch  # noqa: E402
@@ -424,8 +424,8 @@ def test_fuzz_partition_filters_and_commands(text):
 def test_fuzz_option_values(key, value):
     from indextables_spark.ops.merge_splits import MergeConfig
     from indextables_spark.ops.purge import PurgeConfig
-    from indextables_spark.core.log.state_config import StateConfig
-    from indextables_spark.core.log.table_log import parse_timestamp
+    from indextables_spark.core.log.state.state_config import StateConfig
+    from indextables_spark.core.log.read.table_log import parse_timestamp
     from indextables_spark.config.options import Options
     from indextables_spark.spark.read_options import read_options
     from indextables_spark.core.storage import open_storage
@@ -464,8 +464,8 @@ def test_fuzz_option_values(key, value):
     )
 )
 def test_fuzz_action_json(obj):
-    from indextables_spark.core.log.action_wire import action_from_json
-    from indextables_spark.core.log.codec import decode_actions
+    from indextables_spark.core.log.model.action_wire import action_from_json
+    from indextables_spark.core.log.model.codec import decode_actions
 
     _only_ours(action_from_json, obj, "fuzz.json")
     _only_ours(decode_actions, json.dumps(obj).encode(), "fuzz.json")

@@ -12,9 +12,9 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import ProtocolVersionError
-from indextables_spark.core.log.action_wire import action_to_json
-from indextables_spark.core.log.actions import Protocol
-from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
+from indextables_spark.core.log.model.action_wire import action_to_json
+from indextables_spark.core.log.model.actions import Protocol
+from indextables_spark.core.log.commit.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
 
 FUTURE = {
     "writer version 5": Protocol(4, 5, ["avroState", "schemaDeduplication"], ["avroState", "schemaDeduplication"]),

@@ -177,7 +177,7 @@ def test_load_options_take_the_arrow_batch_size():
 
 
 def test_groups_are_balanced_one_wave():
-    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.split.read.groups import group_by_size
 
     files = [AddFile(f"s{i}", {}, size, 0) for i, size in enumerate([90, 80, 70, 30, 20, 10, 5, 5])]
@@ -237,7 +237,7 @@ def test_joined_batches_keep_order_and_each_rows_partition_values():
     row its own split's partition values (NULL for a null partition value and `_indexall`)."""
     import pyarrow as pa
 
-    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.split.read.split_rows import joined
 
     def split(region, day):
@@ -270,7 +270,7 @@ def test_joined_batches_keep_order_and_each_rows_partition_values():
 def test_tasks_carry_addfiles_without_planning_statistics():
     """A task's partition carries each AddFile without min/max statistics (they only serve
     planning, and are most of its JSON); a split whose row count is only inside `stats` keeps it."""
-    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.spark.task_read import task_json
 
     stats = '{"numRecords":3}'
@@ -294,7 +294,7 @@ def test_partition_values_attach_to_a_table_with_casts_and_missing_columns():
     lacks is NULL; a Table stays a Table (the scored path hands Tables)."""
     import pyarrow as pa
 
-    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.split.read.split_rows import with_partition_values
 
     add = AddFile(path="a.split", partition_values={"region": "eu"}, size=1, modification_time=0)

@@ -60,7 +60,7 @@ def write_splits(storage, n_splits=1, rows=2000):
 
 
 def _fetch_in_child(root, cache_dir, add_json, barrier, results):
-    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile
 
     storage = RemoteLikeStorage(root, delay=0.3)
     add = AddFile.from_json(add_json)

@@ -15,7 +15,7 @@ from indextables_spark.core.split.format.row_layout import ROW_BATCH_BYTES
 import pytest
 
 from indextables_spark.errors import IndexTablesError, SchemaMismatchError
-from indextables_spark.core.log.doc_mapping import doc_mapping_hash
+from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.write.builder import SplitWriter
 from indextables_spark.core.split.format.bundle import read_footer

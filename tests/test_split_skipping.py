@@ -9,7 +9,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.config.options import Options
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import (

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from indextables_spark.errors import IndexTablesError, InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
-from indextables_spark.core.log.doc_mapping import doc_mapping_hash
+from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash
 from indextables_spark.config.options import Options
 from indextables_spark.core.schema import partitions as P
 from indextables_spark.core.schema.arrow_types import arrow_schema

@@ -12,10 +12,10 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import ConcurrentModificationError, CorruptStateError, VersionNotFoundError
-from indextables_spark.core.log.avro_state import read_state_manifest
-from indextables_spark.core.log.state_writer import write_state
-from indextables_spark.core.log.paths import LAST_CHECKPOINT
-from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
+from indextables_spark.core.log.read.avro_state import read_state_manifest
+from indextables_spark.core.log.maintenance.state_writer import write_state
+from indextables_spark.core.log.model.paths import LAST_CHECKPOINT
+from indextables_spark.core.log.commit.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
 
 
 def table(tmp_path, name="t", **opts):
@@ -110,7 +110,7 @@ def test_corrupt_state_manifest(tmp_path, damage):
 def test_damaged_manifest_path_in_state_manifest_is_corruption(tmp_path, bad):
     """A state manifest whose manifest path was damaged (a bit flip can make a NUL or a `/`) is a
     corrupt state: the read falls back to the version files, or fails naming `_manifest.avro`."""
-    from indextables_spark.core.log.state_manifest import encode_state_manifest
+    from indextables_spark.core.log.state.state_manifest import encode_state_manifest
 
     t = with_state(tmp_path)
     p = os.path.join(logdir(t), "state-v00000000000000000002", "_manifest.avro")
@@ -163,7 +163,7 @@ def test_corrupt_json_checkpoint_names_it(tmp_path):
 
 
 def test_invalid_schema_version(tmp_path):
-    from indextables_spark.core.log.state_manifest import decode_state_manifest, encode_state_manifest
+    from indextables_spark.core.log.state.state_manifest import decode_state_manifest, encode_state_manifest
 
     t = with_state(tmp_path)
     p = os.path.join(logdir(t), "state-v00000000000000000002", "_manifest.avro")
@@ -179,8 +179,8 @@ def test_partial_manifest_write_is_invisible_and_collected(tmp_path):
     """A crash after writing a manifest but before the state manifest: readers never see it;
     GC removes it once it is older than the age protection."""
     t = with_state(tmp_path)
-    from indextables_spark.core.log.file_entries import add_files_to_table
-    from indextables_spark.core.log.manifest_write import write_manifest
+    from indextables_spark.core.log.state.file_entries import add_files_to_table
+    from indextables_spark.core.log.state.manifest_write import write_manifest
 
     key, _ = write_manifest(t.storage, add_files_to_table(synthetic_adds(900, 5)), ["date"])
     assert it.IndexTable(t.path).snapshot().num_files == 100
@@ -244,7 +244,9 @@ def test_state_write_gives_up_after_max_attempts(tmp_path, monkeypatch):
     monkeypatch.setattr(
         t.storage, "put_if_absent", lambda key, data: False if key.endswith("_manifest.avro") else real(key, data)
     )
-    monkeypatch.setattr("indextables_spark.core.log.state_writer.newest_state_at_or_below", lambda listing, v: None)
+    monkeypatch.setattr(
+        "indextables_spark.core.log.maintenance.state_writer.newest_state_at_or_below", lambda listing, v: None
+    )
     with pytest.raises(ConcurrentModificationError, match="state.retry.maxAttempts"):
         write_state(t.log, 1)
 
@@ -382,7 +384,7 @@ def test_gc_keeps_legacy_manifests_referenced_from_newer_states(tmp_path):
     """A legacy manifest inside an old state directory, still referenced (normalized path) by a
     newer state, survives the removal of its directory's state manifest."""
     t = aged_states(tmp_path, 1, **{"state.retention.versions": "0", "state.retention.hours": "0"})
-    from indextables_spark.core.log.state_manifest import encode_state_manifest
+    from indextables_spark.core.log.state.state_manifest import encode_state_manifest
 
     sm = sm_of(t, 1)
     shared = os.path.join(logdir(t), sm.manifests[0].path)

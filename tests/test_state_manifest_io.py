@@ -11,13 +11,13 @@ import pyarrow.compute as pc
 import pytest
 
 from indextables_spark.errors import CorruptStateError
-from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.log.avro_codec import FILE_ENTRY_AVRO_SCHEMA, read_header
-from indextables_spark.core.log.file_entries import FILE_ENTRY_SCHEMA, add_files_to_table, table_to_add_files
-from indextables_spark.core.log.manifest import read_manifest
-from indextables_spark.core.log.manifest_write import compute_partition_bounds, encode_manifest, write_manifest
+from indextables_spark.core.log.model.actions import AddFile
+from indextables_spark.core.log.state.avro_codec import FILE_ENTRY_AVRO_SCHEMA, read_header
+from indextables_spark.core.log.state.file_entries import FILE_ENTRY_SCHEMA, add_files_to_table, table_to_add_files
+from indextables_spark.core.log.state.manifest import read_manifest
+from indextables_spark.core.log.state.manifest_write import compute_partition_bounds, encode_manifest, write_manifest
 from indextables_spark.expr.partition_filter import parse_partition_filter, prune_manifests
-from indextables_spark.core.log.synthetic import synthetic_add, synthetic_adds
+from indextables_spark.core.log.commit.synthetic import synthetic_add, synthetic_adds
 from indextables_spark.core.storage import LocalStorage
 
 

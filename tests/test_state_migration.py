@@ -10,10 +10,10 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import ProtocolVersionError, VersionNotFoundError
-from indextables_spark.core.log.action_wire import action_to_json
-from indextables_spark.core.log.actions import AddFile, Protocol, RemoveFile, SkipAction
-from indextables_spark.core.log.paths import LAST_CHECKPOINT
-from indextables_spark.core.log.synthetic import (
+from indextables_spark.core.log.model.action_wire import action_to_json
+from indextables_spark.core.log.model.actions import AddFile, Protocol, RemoveFile, SkipAction
+from indextables_spark.core.log.model.paths import LAST_CHECKPOINT
+from indextables_spark.core.log.commit.synthetic import (
     DOC_MAPPING_REF,
     commit_files,
     create_table,
@@ -203,7 +203,7 @@ def test_json_format_writes_json_checkpoints_automatically(tmp_path):
     assert os.path.exists(os.path.join(logdir(t), f"{2:020d}.checkpoint.json"))
     assert not t.log.listing().state_manifests
     data = open(os.path.join(logdir(t), f"{2:020d}.checkpoint.json"), "rb").read()
-    assert data[:4] == b"\x01\x01\x1f\x8b"  # GZIP, framed as the reference writes it (core/log/codec.py)
+    assert data[:4] == b"\x01\x01\x1f\x8b"  # GZIP, framed as the reference writes it (core/log/model/codec.py)
 
 
 @pytest.mark.slow

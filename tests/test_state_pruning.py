@@ -6,10 +6,10 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.log.file_entries import add_files_to_table
-from indextables_spark.core.log.manifest import read_manifest
-from indextables_spark.core.log.manifest_write import compute_partition_bounds, write_manifest
+from indextables_spark.core.log.model.actions import AddFile
+from indextables_spark.core.log.state.file_entries import add_files_to_table
+from indextables_spark.core.log.state.manifest import read_manifest
+from indextables_spark.core.log.state.manifest_write import compute_partition_bounds, write_manifest
 from indextables_spark.expr.model import (
     And,
     EqualTo,
@@ -28,8 +28,8 @@ from indextables_spark.expr.partition_filter import (
     parse_partition_filter,
     prune_manifests,
 )
-from indextables_spark.core.log.state_manifest import ManifestInfo
-from indextables_spark.core.log.synthetic import (
+from indextables_spark.core.log.state.state_manifest import ManifestInfo
+from indextables_spark.core.log.commit.synthetic import (
     commit_files,
     create_table,
     partition_value,
@@ -217,7 +217,7 @@ def test_partition_locality_sorting_and_incremental_bounds(tmp_path):
 
 
 def _state(t):
-    from indextables_spark.core.log.avro_state import read_state_manifest
+    from indextables_spark.core.log.read.avro_state import read_state_manifest
 
     listing = t.log.listing()
     return read_state_manifest(t.storage, listing.state_manifests[max(listing.state_manifests)])
@@ -273,8 +273,8 @@ def test_partition_pruning_performance_1m(tmp_path):
     one partition decodes one manifest's matching blocks only."""
     import time
 
-    from indextables_spark.core.log.state_writer import write_state
-    from indextables_spark.core.log.file_entries import FILE_ENTRY_SCHEMA
+    from indextables_spark.core.log.maintenance.state_writer import write_state
+    from indextables_spark.core.log.state.file_entries import FILE_ENTRY_SCHEMA
 
     t = it.IndexTable(str(tmp_path / "big"), {"checkpoint.enabled": "false"})
     create_table(t)
@@ -301,7 +301,7 @@ def test_partition_pruning_performance_1m(tmp_path):
         addedAtTimestamp=pa.array(idx),
     )
     files = pa.table(cols, schema=FILE_ENTRY_SCHEMA)
-    from indextables_spark.core.log import state_writer
+    from indextables_spark.core.log.maintenance import state_writer
 
     snap0 = t.snapshot()
 

@@ -12,14 +12,14 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.errors import CorruptStateError
-from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.log.avro_codec import FILE_ENTRY_AVRO_SCHEMA, read_header
-from indextables_spark.core.log.avro_state import read_state_manifest
-from indextables_spark.core.log.doc_mapping import doc_mapping_hash
-from indextables_spark.core.log.file_entries import add_files_to_table, table_to_add_files
-from indextables_spark.core.log.manifest import read_manifest
-from indextables_spark.core.log.manifest_write import write_manifest
-from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_adds
+from indextables_spark.core.log.model.actions import AddFile
+from indextables_spark.core.log.state.avro_codec import FILE_ENTRY_AVRO_SCHEMA, read_header
+from indextables_spark.core.log.read.avro_state import read_state_manifest
+from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash
+from indextables_spark.core.log.state.file_entries import add_files_to_table, table_to_add_files
+from indextables_spark.core.log.state.manifest import read_manifest
+from indextables_spark.core.log.state.manifest_write import write_manifest
+from indextables_spark.core.log.commit.synthetic import commit_files, create_table, synthetic_adds
 from indextables_spark.core.storage import LocalStorage
 
 RECORD = {
@@ -185,7 +185,7 @@ def test_registry_only_metadata_changes_do_not_conflict(tmp_path):
 
 
 def test_legacy_inline_doc_mapping_in_version_files_is_carried_into_state(tmp_path):
-    from indextables_spark.core.log.action_wire import action_to_json
+    from indextables_spark.core.log.model.action_wire import action_to_json
 
     t = it.IndexTable(str(tmp_path / "l"), {"checkpoint.enabled": "false"})
     create_table(t)

@@ -10,19 +10,19 @@ import pyarrow.compute as pc
 import pytest
 
 import indextables_spark as it
-from indextables_spark.core.log.avro_state import read_state_files, read_state_manifest
-from indextables_spark.core.log.state_compaction import needs_compaction
-from indextables_spark.core.log.state_writer import write_state
-from indextables_spark.core.log.paths import LAST_CHECKPOINT
-from indextables_spark.core.log.state_config import StateConfig
-from indextables_spark.core.log.state_manifest import (
+from indextables_spark.core.log.read.avro_state import read_state_files, read_state_manifest
+from indextables_spark.core.log.state.state_compaction import needs_compaction
+from indextables_spark.core.log.maintenance.state_writer import write_state
+from indextables_spark.core.log.model.paths import LAST_CHECKPOINT
+from indextables_spark.core.log.state.state_config import StateConfig
+from indextables_spark.core.log.state.state_manifest import (
     ManifestInfo,
     StateManifest,
     decode_state_manifest,
     encode_state_manifest,
     state_manifest_key,
 )
-from indextables_spark.core.log.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
+from indextables_spark.core.log.commit.synthetic import commit_files, create_table, synthetic_add, synthetic_adds
 
 
 def new_table(tmp_path, name="t", partition_columns=("date",), **opts):

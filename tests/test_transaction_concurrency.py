@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.core.log.actions import AddFile, Metadata, Protocol, RemoveFile
-from indextables_spark.core.log.delete_logs import positional_table, write_delete_log
-from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL, DELETION_LOGS
-from indextables_spark.core.log.transaction import new_table_id
+from indextables_spark.core.log.model.actions import AddFile, Metadata, Protocol, RemoveFile
+from indextables_spark.core.log.deletes.delete_logs import positional_table, write_delete_log
+from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL, DELETION_LOGS
+from indextables_spark.core.log.commit.transaction import new_table_id
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_commit_concurrency import spawn_and_collect  # noqa: E402

@@ -21,14 +21,14 @@ from indextables_spark.errors import (
 # ~110 ms pyarrow and numpy take), so a command line, a Spark worker or a service that needs only
 # part of the package pays only for that part.
 _LAZY = {
-    "AddFile": "indextables_spark.core.log.actions",
-    "RemoveFile": "indextables_spark.core.log.actions",
-    "ChangeSet": "indextables_spark.core.log.changes",
+    "AddFile": "indextables_spark.core.log.model.actions",
+    "RemoveFile": "indextables_spark.core.log.model.actions",
+    "ChangeSet": "indextables_spark.core.log.read.changes",
     "PartitionFilterError": "indextables_spark.expr.partition_filter",
     "BucketArgumentError": "indextables_spark.core.split.aggregate.buckets",
-    "ScanStats": "indextables_spark.core.log.table_log",
-    "Snapshot": "indextables_spark.core.log.snapshot",
-    "Transaction": "indextables_spark.core.log.transaction",
+    "ScanStats": "indextables_spark.core.log.read.table_log",
+    "Snapshot": "indextables_spark.core.log.read.snapshot",
+    "Transaction": "indextables_spark.core.log.commit.transaction",
     "IndexTable": "indextables_spark.api.table",
     "SearchOperatorError": "indextables_spark.expr.operators",
     "build_companion": "indextables_spark.ops.companion",
@@ -38,12 +38,12 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from indextables_spark.api.table import IndexTable
-    from indextables_spark.core.log.actions import AddFile, RemoveFile
+    from indextables_spark.core.log.model.actions import AddFile, RemoveFile
     from indextables_spark.core.split.aggregate.buckets import BucketArgumentError
-    from indextables_spark.core.log.base_state import ScanStats
-    from indextables_spark.core.log.changes import ChangeSet
-    from indextables_spark.core.log.snapshot import Snapshot
-    from indextables_spark.core.log.transaction import Transaction
+    from indextables_spark.core.log.read.base_state import ScanStats
+    from indextables_spark.core.log.read.changes import ChangeSet
+    from indextables_spark.core.log.read.snapshot import Snapshot
+    from indextables_spark.core.log.commit.transaction import Transaction
     from indextables_spark.expr.partition_filter import PartitionFilterError
     from indextables_spark.ops.companion import build_companion, start_companion_sync
     from indextables_spark.ops.companion_stream import CompanionSync

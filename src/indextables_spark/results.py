@@ -196,7 +196,7 @@ result = dataclasses.dataclass(frozen=True, eq=False)
 """The decorator of OperationResult subclasses (frozen; dict equality, see OperationResult)."""
 
 
-# ---- state (core/log/maintenance.py, core/log/gc.py, ops/describe.py) --------------------------------
+# ---- state (core/log/maintenance/maintenance.py, core/log/maintenance/gc.py, ops/describe.py) -------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +212,7 @@ class SkippedFile(Record):
 
     @classmethod
     def of(cls, skip: Any) -> SkippedFile:
-        """From a log SkipAction (core/log/actions.py)."""
+        """From a log SkipAction (core/log/model/actions.py)."""
         return cls(skip.path, skip.reason, skip.operation, skip.skip_timestamp, skip.retry_after, skip.skip_count)
 
 

@@ -22,9 +22,9 @@ import pyarrow as pa
 
 from indextables_spark.config import sessions
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.log.delete_logs import deletes_json
-from indextables_spark.core.log.snapshot import Snapshot
+from indextables_spark.core.log.model.actions import AddFile
+from indextables_spark.core.log.deletes.delete_logs import deletes_json
+from indextables_spark.core.log.read.snapshot import Snapshot
 from indextables_spark.core.split.aggregate.agg_request import plan as plan_aggregations
 from indextables_spark.core.split.aggregate.agg_result import merge_all, result
 from indextables_spark.core.split.aggregate.aggregate import aggregate_files

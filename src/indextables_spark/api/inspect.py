@@ -6,7 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.ops import describe
 from indextables_spark.ops.component_sizes import DescribeComponentSizes
 from indextables_spark.ops.registry import Context

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from indextables_spark.core.log import gc
-from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.maintenance import gc
+from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.results import GcStateResult, Progress
 
 

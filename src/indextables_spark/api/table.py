@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import with_session_options
-from indextables_spark.core.log.shared_logs import log_with_maintenance, shared_log
+from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance, shared_log
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import InvalidOptionError
 
@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from indextables_spark.api.inspect import InspectTable
     from indextables_spark.api.maintenance import MaintenanceTable
     from indextables_spark.api.transaction import TableTransaction
-    from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.log.changes import ChangeSet
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.read.changes import ChangeSet
+    from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.split.read.search import SearchPlan
     from indextables_spark.core.split.read.search_explain import SearchExplanation
 
@@ -104,14 +104,14 @@ class IndexTable:
     def changes_since(self, version: int) -> ChangeSet:
         """ChangeSet(.adds, .removes, .version): files added after `version` still live now, and
         the removes committed after it."""
-        from indextables_spark.core.log.changes import (
+        from indextables_spark.core.log.read.changes import (
             changes_since,
         )  # lazy: keeps `import indextables_spark.api.table` cheap
 
         return changes_since(self.log, version)
 
     def changes_since_timestamp(self, timestamp_ms: int) -> ChangeSet:
-        from indextables_spark.core.log.changes import changes_since_timestamp  # lazy
+        from indextables_spark.core.log.read.changes import changes_since_timestamp  # lazy
 
         return changes_since_timestamp(self.log, timestamp_ms)
 

@@ -1,4 +1,4 @@
-"""`t.transaction()`: the log transaction (core/log/transaction.py: add_files, remove_files,
+"""`t.transaction()`: the log transaction (core/log/commit/transaction.py: add_files, remove_files,
 add_delete_log, update_stat, commit) with data-level steps on top, all committed as one version:
 
     with t.transaction() as tx:
@@ -20,9 +20,9 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.log.transaction import Transaction
+from indextables_spark.core.log.model.actions import AddFile
+from indextables_spark.core.log.read.table_log import TransactionLog
+from indextables_spark.core.log.commit.transaction import Transaction
 from indextables_spark.core.schema.arrow_types import spark_schema_json
 from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
 from indextables_spark.ops.optimize_write import table_chunks

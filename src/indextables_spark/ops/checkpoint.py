@@ -1,11 +1,11 @@
-"""CHECKPOINT and COMPACT (core/log/maintenance.py writes the state): their commands."""
+"""CHECKPOINT and COMPACT (core/log/maintenance/maintenance.py writes the state): their commands."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from indextables_spark.core.log import maintenance
+from indextables_spark.core.log.maintenance import maintenance
 from indextables_spark.ops.registry import CommandParser, Context, Target
 from indextables_spark.results import CheckpointResult
 

@@ -55,8 +55,8 @@ from indextables_spark.ops.registry import CommandParser, Context, size
 from indextables_spark.results import CompanionBuildResult
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.log.table_log import TransactionLog
+    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.read.table_log import TransactionLog
 
 STORE_ONLY = "indexing.storeonly"
 # What an index task returns: {"adds": [AddFile JSON], "stats": {key: [per-split stats files]}}.
@@ -231,7 +231,7 @@ def build_companion(
     dry_run, would be) done."""
     # lazy, as every import below: the source readers, the log and the split schema modules load
     # when a build runs, not with the command class (ops/registry.py loads it to parse SQL)
-    from indextables_spark.core.log.shared_logs import log_with_maintenance
+    from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance
     from indextables_spark.core.schema.arrow_types import spark_schema_json  # lazy: see above
     from indextables_spark.core.split.format.column_specs import validate_schema  # lazy: see above
     from indextables_spark.ops.companion_sources import FORMATS, open_source  # lazy: see above

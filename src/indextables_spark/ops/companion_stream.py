@@ -365,7 +365,7 @@ def start_sync(
 
 def recorded_version(location: str, opts: Options, fmt: str, source: str) -> int | None:
     """The source version the companion at `location` records, when it is this source's companion."""
-    from indextables_spark.core.log.shared_logs import log_with_maintenance  # lazy: see start_sync
+    from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance  # lazy: see start_sync
     from indextables_spark.core.split.format.companion import CONFIG_VERSION, companion_of  # lazy: see above
     from indextables_spark.core.storage import open_storage  # lazy: see above
 

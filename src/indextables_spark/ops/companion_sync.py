@@ -14,8 +14,8 @@ from indextables_spark.core.split.format.companion import CONFIG_FORMAT, CONFIG_
 from indextables_spark.errors import InvalidOptionError
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.log.table_log import TransactionLog
+    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.read.table_log import TransactionLog
     from indextables_spark.ops.companion_sources import SourceFile, SourceSnapshot
 
 
@@ -97,8 +97,8 @@ def select_files(snapshot: SourceSnapshot, where: str | None) -> list[SourceFile
         return list(snapshot.files)
     # lazy, as every import below: the log and filter modules load when a build runs, not with
     # the command class (ops/registry.py loads it to parse SQL)
-    from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.log.file_entries import add_files_to_table  # lazy: see above
+    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.state.file_entries import add_files_to_table  # lazy: see above
     from indextables_spark.core.schema.arrow_types import spark_schema_json  # lazy: see above
     from indextables_spark.expr.partition_filter import filter_mask, parse_partition_filter  # lazy: see above
 
@@ -131,10 +131,14 @@ def commit_build(
     """One version: the metadata (schema, partitioning, the source's format, location and
     version; a new table's settings; `recorded`: the column selection, ops/companion_columns.py),
     the new splits, the removes and the stats files."""
-    from indextables_spark.core.log.actions import AddFile, Metadata  # lazy: see select_files
-    from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
-    from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL  # lazy: see select_files
-    from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms  # lazy: see select_files
+    from indextables_spark.core.log.model.actions import AddFile, Metadata  # lazy: see select_files
+    from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
+    from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL  # lazy: see select_files
+    from indextables_spark.core.log.commit.transaction import (
+        Transaction,
+        new_table_id,
+        now_ms,
+    )  # lazy: see select_files
     from indextables_spark.core.split.format.doc_mapping import doc_mapping_json  # lazy: see select_files
     from indextables_spark.ops.write import table_settings  # lazy: see select_files
 

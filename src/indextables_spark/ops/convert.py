@@ -3,7 +3,7 @@
 
 A table holding reference splits is read (core/split/reference/native.py opens each one in place in
 the split cache) but not written: our splits and delete logs would make it a table neither
-implementation reads fully (core/log/reference_splits.py refuses such writes). CONVERT:
+implementation reads fully (core/log/commit/reference_splits.py refuses such writes). CONVERT:
 
 1. Plan (driver): the live splits whose recorded doc mapping is a reference one. Splits we wrote
    are left alone (a table may hold both, e.g. after a partial DROP PARTITIONS + append).
@@ -47,18 +47,18 @@ from typing import Any, ClassVar, Mapping, Sequence
 import pyarrow as pa
 
 from indextables_spark.config.options import PREFIX, Options
-from indextables_spark.core.log.actions import AddFile, RemoveFile
-from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key
-from indextables_spark.core.log.protocol_gate import check_writable
-from indextables_spark.core.log.reference_splits import (
+from indextables_spark.core.log.model.actions import AddFile, RemoveFile
+from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash, registry_key
+from indextables_spark.core.log.model.protocol_gate import check_writable
+from indextables_spark.core.log.commit.reference_splits import (
     CONVERT_OPERATION,
     REFERENCE_NAME,
     reference_split_paths,
     snapshot_registry,
 )
-from indextables_spark.core.log.snapshot import Snapshot
-from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.log.transaction import Transaction, now_ms
+from indextables_spark.core.log.read.snapshot import Snapshot
+from indextables_spark.core.log.read.table_log import TransactionLog
+from indextables_spark.core.log.commit.transaction import Transaction, now_ms
 from indextables_spark.core.schema.partitions import partition_path
 from indextables_spark.core.split.format.column_specs import table_options
 from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY

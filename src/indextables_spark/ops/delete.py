@@ -6,7 +6,7 @@ comparisons, IN, BETWEEN, IS [NOT] NULL, AND/OR/NOT, with literals converted to 
 either the `query` argument or a top-level `_indexall = '<query>'` conjunct. Rows where the
 predicate is TRUE are deleted (NULL keeps the row, as in SQL).
 
-One delete is one committed version, with one kind of delete log (core/log/delete_logs.py):
+One delete is one committed version, with one kind of delete log (core/log/deletes/delete_logs.py):
 
 - POSITIONAL (the default): the live splits that may match (after partition pruning, min/max
   stats and Bloom filters) are searched and filtered exactly, and the row ids of the matching rows
@@ -19,7 +19,7 @@ One delete is one committed version, with one kind of delete log (core/log/delet
 
 Key and equality logs apply to the rows of every split added before the delete; rows written
 later with the same values stay. The number of rows they delete is not computed (None).
-The commit uses the transaction's "merge" resolver by default; see core/log/transaction.py for the
+The commit uses the transaction's "merge" resolver by default; see core/log/commit/transaction.py for the
 conflicts with concurrent merges and deletes. On such a conflict the delete is planned again from
 the new latest version (up to `spark.indextables.delete.maxAttempts`, default 3, attempts; the
 "fail" resolver never retries).
@@ -37,12 +37,12 @@ import numpy as np
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
-from indextables_spark.core.log.delete_logs import load_split_deletes, positional_table, write_delete_log
-from indextables_spark.core.log.reference_splits import refuse_reference_writes
-from indextables_spark.core.log.snapshot import Snapshot
-from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.log.transaction import Transaction, now_ms
+from indextables_spark.core.log.model.actions import EQUALITY, POSITIONAL, PRIMARY_KEY, AddFile, RemoveFile
+from indextables_spark.core.log.deletes.delete_logs import load_split_deletes, positional_table, write_delete_log
+from indextables_spark.core.log.commit.reference_splits import refuse_reference_writes
+from indextables_spark.core.log.read.snapshot import Snapshot
+from indextables_spark.core.log.read.table_log import TransactionLog
+from indextables_spark.core.log.commit.transaction import Transaction, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.cache.cache import get_cache
@@ -317,7 +317,7 @@ def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: s
     if snap is None:
         raise TableNotFoundError(f"DELETE: no indextables table at {log_.storage.uri}")
     # Refuse a table this version may not write before any delete log is written into it.
-    from indextables_spark.core.log.protocol_gate import check_writable
+    from indextables_spark.core.log.model.protocol_gate import check_writable
 
     check_writable(snap.protocol_action, f"DELETE on table {log_.storage.uri}")
     # Nor into a table holding the reference implementation's splits (it cannot apply our logs).

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Iterable
 
 import pyarrow as pa
 
-from indextables_spark.core.log.actions import (
+from indextables_spark.core.log.model.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -21,15 +21,15 @@ from indextables_spark.core.log.actions import (
     SkipAction,
     StatsFiles,
 )
-from indextables_spark.core.log.avro_state import read_state_manifest
-from indextables_spark.core.log.base_state import BaseState
-from indextables_spark.core.log.file_entries import table_to_add_files
-from indextables_spark.core.log.paths import version_key
-from indextables_spark.core.log.state_compaction import needs_compaction
-from indextables_spark.core.log.state_config import StateConfig
-from indextables_spark.core.log.state_loader import load_base_state, read_last_checkpoint
-from indextables_spark.core.log.state_manifest import FORMAT_AVRO_STATE
-from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.read.avro_state import read_state_manifest
+from indextables_spark.core.log.read.base_state import BaseState
+from indextables_spark.core.log.state.file_entries import table_to_add_files
+from indextables_spark.core.log.model.paths import version_key
+from indextables_spark.core.log.state.state_compaction import needs_compaction
+from indextables_spark.core.log.state.state_config import StateConfig
+from indextables_spark.core.log.read.state_loader import load_base_state, read_last_checkpoint
+from indextables_spark.core.log.state.state_manifest import FORMAT_AVRO_STATE
+from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.errors import CorruptStateError
 from indextables_spark.ops.registry import CommandParser, Context, Target
 from indextables_spark.results import DescribeStateResult, SkippedFile, TransactionLogRow

@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from indextables_spark.core.log.actions import RemoveFile
-from indextables_spark.core.log.protocol_gate import check_writable
-from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.log.transaction import Transaction
+from indextables_spark.core.log.model.actions import RemoveFile
+from indextables_spark.core.log.model.protocol_gate import check_writable
+from indextables_spark.core.log.read.table_log import TransactionLog
+from indextables_spark.core.log.commit.transaction import Transaction
 from indextables_spark.core.schema.partitions import partition_path
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.partition_filter import parse_partition_filter

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar
 
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.ops.registry import Context, Listing, Target
 from indextables_spark.results import FileRow
 

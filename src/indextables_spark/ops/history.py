@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar
 
-from indextables_spark.core.log.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
-from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.model.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
+from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.errors import TableNotFoundError
 from indextables_spark.ops.registry import Context, Target
 from indextables_spark.results import HistoryEntry

@@ -35,16 +35,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Protocol, Sequence
 import pyarrow as pa
 
 from indextables_spark.config.options import Options, parse_size
-from indextables_spark.core.log.actions import AddFile, DeleteLog, RemoveFile, SkipAction
-from indextables_spark.core.log.doc_mapping import doc_mapping_hash
-from indextables_spark.core.log.protocol_gate import check_writable
-from indextables_spark.core.log.reference_splits import (
+from indextables_spark.core.log.model.actions import AddFile, DeleteLog, RemoveFile, SkipAction
+from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash
+from indextables_spark.core.log.model.protocol_gate import check_writable
+from indextables_spark.core.log.commit.reference_splits import (
     may_hold_reference_splits,
     refuse_reference_writes,
     snapshot_registry,
 )
-from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.log.transaction import Transaction
+from indextables_spark.core.log.read.table_log import TransactionLog
+from indextables_spark.core.log.commit.transaction import Transaction
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.partitions import partition_value_array
 from indextables_spark.core.split.cache.companion_rows import open_source_parquet
@@ -60,7 +60,7 @@ from indextables_spark.ops.registry import CommandParser, Context, Target, size
 from indextables_spark.results import MergeSplitsResult, Progress, SkippedFile, elapsed_ms
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.split.format.companion import CompanionInfo
     from indextables_spark.core.split.write.builder import SplitWriter
 
@@ -135,7 +135,7 @@ class MergeGroup:
     doc_mapping_ref: str | None
     sources: list[AddFile]
     # source path -> its delete logs (deleteLog wire JSON): the merged split is written without
-    # the deleted rows ("rewrite away applied deletes"); see core/log/delete_logs.py
+    # the deleted rows ("rewrite away applied deletes"); see core/log/deletes/delete_logs.py
     deletes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
@@ -247,7 +247,7 @@ _SOURCE_ERRORS = (IndexTablesError, pa.ArrowException, OSError)
 def _source_batches(
     job: MergeJob, storage: Storage, src: AddFile, delete_logs: list[dict[str, Any]] | None = None
 ) -> Iterator[pa.RecordBatch]:
-    from indextables_spark.core.log.delete_logs import (
+    from indextables_spark.core.log.deletes.delete_logs import (
         load_split_deletes,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
     )
     from indextables_spark.core.split.cache.cache import (
@@ -496,7 +496,7 @@ def plan_merge(
             log_.storage.uri,
             len(groups.index_only),
         )
-    from indextables_spark.core.log.delete_logs import (
+    from indextables_spark.core.log.deletes.delete_logs import (
         deletes_json,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
     )
 

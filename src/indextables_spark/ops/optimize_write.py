@@ -29,8 +29,8 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.model.actions import AddFile
+from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.split.write.builder import target_split_bytes_option
 from indextables_spark.core.storage import open_storage
 from indextables_spark.errors import InvalidOptionError

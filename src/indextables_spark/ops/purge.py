@@ -33,13 +33,13 @@ from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar, Iterable
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import Action, AddFile, DeleteLog, StatsFiles
-from indextables_spark.core.log.gc import gc_state
-from indextables_spark.core.log.listing import LogListing
-from indextables_spark.core.log.paths import LOG_DIR
-from indextables_spark.core.log.protocol_gate import check_writable
-from indextables_spark.core.log.state_loader import load_base_state
-from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.model.actions import Action, AddFile, DeleteLog, StatsFiles
+from indextables_spark.core.log.maintenance.gc import gc_state
+from indextables_spark.core.log.read.listing import LogListing
+from indextables_spark.core.log.model.paths import LOG_DIR
+from indextables_spark.core.log.model.protocol_gate import check_writable
+from indextables_spark.core.log.read.state_loader import load_base_state
+from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.ops.registry import CommandParser, Context, Target
 from indextables_spark.results import Progress, PurgeResult, elapsed_ms

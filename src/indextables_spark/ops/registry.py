@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, Protocol, Sequence
 
 from indextables_spark.config.options import Options, parse_size
-from indextables_spark.core.log.shared_logs import shared_log
+from indextables_spark.core.log.maintenance.shared_logs import shared_log
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from indextables_spark.core.log.table_log import TransactionLog
+    from indextables_spark.core.log.read.table_log import TransactionLog
     from indextables_spark.results import Progress, Record
 
 _PLAIN_IDENT = re.compile(r"[A-Za-z0-9_]+")

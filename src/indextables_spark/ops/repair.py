@@ -21,20 +21,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import Action, CommitInfo, StatsFiles, split_of_stats_file
-from indextables_spark.core.log.codec import encode_actions
-from indextables_spark.core.log.delete_logs import live_delete_logs
-from indextables_spark.core.log.doc_mapping import registry_key
-from indextables_spark.core.log.file_entries import add_files_to_table
-from indextables_spark.core.log.shared_logs import log_with_maintenance
-from indextables_spark.core.log.paths import LOG_DIR
+from indextables_spark.core.log.model.actions import Action, CommitInfo, StatsFiles, split_of_stats_file
+from indextables_spark.core.log.model.codec import encode_actions
+from indextables_spark.core.log.deletes.delete_logs import live_delete_logs
+from indextables_spark.core.log.model.doc_mapping import registry_key
+from indextables_spark.core.log.state.file_entries import add_files_to_table
+from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance
+from indextables_spark.core.log.model.paths import LOG_DIR
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.errors import InvalidOptionError, TableExistsError
 from indextables_spark.ops.registry import CommandParser, Context
 from indextables_spark.results import Progress, RepairResult, elapsed_ms
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.table_log import TransactionLog
+    from indextables_spark.core.log.read.table_log import TransactionLog
 
 OPERATION = "REPAIR TRANSACTION LOG"
 

@@ -1,11 +1,11 @@
-"""TRUNCATE INDEXTABLES TIME TRAVEL (core/log/maintenance.py removes the old versions): its command."""
+"""TRUNCATE INDEXTABLES TIME TRAVEL (core/log/maintenance/maintenance.py removes the old versions): its command."""
 
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar
 
-from indextables_spark.core.log import maintenance
+from indextables_spark.core.log.maintenance import maintenance
 from indextables_spark.ops.registry import CommandParser, Context, Target
 from indextables_spark.results import TruncateTimeTravelResult
 

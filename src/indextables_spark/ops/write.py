@@ -20,13 +20,13 @@ import pyarrow as pa
 
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.config.registry import registered_default
-from indextables_spark.core.log.actions import AddFile, Metadata
-from indextables_spark.core.log.doc_mapping import doc_mapping_hash, registry_key
-from indextables_spark.core.log.protocol_gate import CURRENT_PROTOCOL, check_writable
-from indextables_spark.core.log.reference_splits import refuse_reference_writes
-from indextables_spark.core.log.snapshot import Snapshot
-from indextables_spark.core.log.table_log import TransactionLog
-from indextables_spark.core.log.transaction import Transaction, new_table_id, now_ms
+from indextables_spark.core.log.model.actions import AddFile, Metadata
+from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash, registry_key
+from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL, check_writable
+from indextables_spark.core.log.commit.reference_splits import refuse_reference_writes
+from indextables_spark.core.log.read.snapshot import Snapshot
+from indextables_spark.core.log.read.table_log import TransactionLog
+from indextables_spark.core.log.commit.transaction import Transaction, new_table_id, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.format.companion import companion_of
 from indextables_spark.core.split.format.column_specs import validate_schema
@@ -102,7 +102,7 @@ def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str
     if snap is not None:
         check_writable(snap.protocol_action, f"table {path}")
         refuse_companion(path, snap.metadata_action.configuration)
-        # Splits of ours never go next to the reference implementation's (core/log/reference_splits.py).
+        # Splits of ours never go next to the reference implementation's (core/log/commit/reference_splits.py).
         refuse_reference_writes(snap, path, "OVERWRITE" if overwrite else "WRITE")
         table_schema = snap.schema_json
         parts = snap.partition_columns

@@ -12,13 +12,13 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.table_log import parse_timestamp
+from indextables_spark.core.log.read.table_log import parse_timestamp
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.spark.guard import INDEXALL, INDEXGUARD, SnapshotPin
 from indextables_spark.spark.options import resolve_options, table_path
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.spark.streaming import IndexTablesStreamReader, IndexTablesStreamWriter
     from indextables_spark.spark.writer import IndexTablesWriter
 

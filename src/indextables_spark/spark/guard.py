@@ -42,7 +42,7 @@ from indextables_spark.config.sessions import functions
 from indextables_spark.errors import InvalidOptionError
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.read.snapshot import Snapshot
 
 INDEXALL = "_indexall"
 INDEXGUARD = "_indexguard"

@@ -18,7 +18,7 @@ from indextables_spark.errors import InvalidOptionError
 from indextables_spark.spark.guard import INDEXALL
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.schema.types import ColumnSpec
 
 

@@ -39,7 +39,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.types import check_snippet_fields, index_only_columns
 from indextables_spark.core.split.read.file_pruning import prune_files
@@ -58,7 +58,7 @@ from indextables_spark.spark.read_options import SNIPPET, nearest_query, read_op
 from indextables_spark.spark.task_read import TaskRead, read_nearest, read_plan, read_ranked, task_json
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.split.read.corpus_stats import CorpusStats
     from indextables_spark.core.split.read.plan import ReadPlan
     from indextables_spark.expr.model import Filter
@@ -319,7 +319,7 @@ class IndexTablesReader(DataSourceReader):
         guard.record_explanation({**self._explanation(plan), "tasks": max(1, len(groups))})
         if not groups:
             return [SplitGroup([], None, plan)]
-        from indextables_spark.core.log.delete_logs import (
+        from indextables_spark.core.log.deletes.delete_logs import (
             deletes_json,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
         )
 

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from indextables_spark.api.table import IndexTable
-    from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.split.aggregate.group_aggregate import GroupRequest
     from indextables_spark.core.split.read.search import SearchPlan
 

@@ -36,7 +36,7 @@ from pyspark.sql.types import StructType
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
+from indextables_spark.core.log.model.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
 from indextables_spark.core.split.read.groups import group_by_size
 from indextables_spark.errors import IndexTablesError, InvalidOptionError
 from indextables_spark.spark.reader import SplitGroup
@@ -214,7 +214,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # emit splits as added (a later delete is a change the stream fails on or ignores).
         deletes: dict[str, list[dict[str, Any]]] = {}
         if start_pos.starting and start_pos.version >= 0:
-            from indextables_spark.core.log.delete_logs import (
+            from indextables_spark.core.log.deletes.delete_logs import (
                 deletes_json,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
             )
 

@@ -56,7 +56,7 @@ from indextables_spark.spark.vector_functions import (
 )
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.read.snapshot import Snapshot
 
 # A row of AGG_SCHEMA: aggregation path, bucket keys, doc count, metric, its number, its text
 AggRow = tuple[str, list[str | None], int | None, str | None, float | None, str | None]

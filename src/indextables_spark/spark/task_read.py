@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.core.storage import open_storage
 from indextables_spark.spark.guard import INDEXALL, INDEXGUARD
 from indextables_spark.spark.read_options import DISTANCE, ROW_ID, SCORE, SNIPPET, SPLIT_ORDINAL, ReadOptions
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
     from indextables_spark.core.split.read.corpus_stats import CorpusStats
     from indextables_spark.core.split.read.plan import ReadPlan
     from indextables_spark.core.split.read.reader import SplitReader
@@ -109,7 +109,7 @@ class TaskRead:
 
     def deletes(self, add: AddFile, delete_logs: list[dict[str, Any]] | None) -> SplitDeletes | None:
         """The split's SplitDeletes from its shipped deleteLog JSON, None without any."""
-        from indextables_spark.core.log.delete_logs import (
+        from indextables_spark.core.log.deletes.delete_logs import (
             split_deletes,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
         )
 

@@ -20,7 +20,7 @@ from indextables_spark.api.table import IndexTable
 from indextables_spark.errors import InvalidOptionError
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.read.snapshot import Snapshot
 
 VECTOR_SEARCH = "indextables_vector_search"
 HYBRID_SEARCH = "indextables_hybrid_search"

@@ -14,7 +14,7 @@ from pyspark.sql.types import StructType
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.core.storage import open_storage
 from indextables_spark.ops import write as core
 from indextables_spark.ops.optimize_write import MAX_ROWS, OptimizedWriteConfig

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.core.log.actions import DeleteLog
+from indextables_spark.core.log.model.actions import DeleteLog
 from indextables_spark.core.schema.partitions import date_to_days, datetime_to_micros, parse_partition_value
 from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.aggregate.agg_request import (
@@ -62,7 +62,7 @@ from indextables_spark.util.lru import LruCache
 if TYPE_CHECKING:
     import tantivy
 
-    from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
     from indextables_spark.core.split.read.plan import ReadPlan
     from indextables_spark.core.split.read.reader import SplitReader
 
@@ -365,7 +365,7 @@ def aggregate_files(
     """The merged partial of these splits (AddFile objects) over the rows the plan selects;
     threads > 1 lets them be searched in parallel threads (as many as split_threads.map_chunks
     finds worth it). deletes: {split path: its deleteLog actions as JSON} (log.delete_logs.deletes_json)."""
-    from indextables_spark.core.log.delete_logs import (
+    from indextables_spark.core.log.deletes.delete_logs import (
         load_split_deletes,  # lazy: keeps `import indextables_spark.core.split.aggregate.aggregate` free of numpy
     )
     from indextables_spark.core.split.cache.cache import (

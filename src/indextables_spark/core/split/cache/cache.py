@@ -44,7 +44,7 @@ from typing import Any, Iterator
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.registry import registered_default
-from indextables_spark.core.log.table_log import TransactionLog
+from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.split.cache import open_splits
 from indextables_spark.core.split.cache import sparse as _sparse
 from indextables_spark.core.split.cache.fetch_plan import IndexQuery, IndexRead

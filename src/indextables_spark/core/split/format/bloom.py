@@ -9,7 +9,7 @@ filters cannot match (needs the file listed; splits without one are never skippe
 are immutable and cached per process. `spark.indextables.read.bloomfilter.enabled=false` turns the
 skipping off (for comparisons).
 
-File: a sidecar frame (core/log/sidecar.py; magic b"ITBF", format version 1), header
+File: a sidecar frame (core/log/deletes/sidecar.py; magic b"ITBF", format version 1), header
 {"splitPath", "hash": HASH_SCHEME, "columns": {name: {"numBits", "numHashes", "numValues",
 "offset", "length"}}}, payload: the bit arrays (bit i of byte i // 8, little-endian bit order).
 
@@ -32,8 +32,8 @@ import pyarrow as pa
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.registry import registered_default
-from indextables_spark.core.log.actions import stats_file_for
-from indextables_spark.core.log.sidecar import decode_frame, encode_frame
+from indextables_spark.core.log.model.actions import stats_file_for
+from indextables_spark.core.log.deletes.sidecar import decode_frame, encode_frame
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.storage import open_storage
 from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError, InvalidOptionError
@@ -41,7 +41,7 @@ from indextables_spark.expr.model import FilterVisitor
 from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.storage.base import Storage
 
 STATS_KEY = "bloomfilter"

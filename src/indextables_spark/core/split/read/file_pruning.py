@@ -9,13 +9,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.file_entries import table_to_add_files
+from indextables_spark.core.log.state.file_entries import table_to_add_files
 from indextables_spark.core.split.read.skipping import prune_partition, skip_split
 from indextables_spark.core.split.reference.reference import written_by_reference
 from indextables_spark.expr.model import Filter
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile
 
 
 def spark_type_names(snapshot: Any) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from indextables_spark.config.registry import registered_default
-from indextables_spark.core.log.actions import AddFile
+from indextables_spark.core.log.model.actions import AddFile
 
 DEFAULT_GROUP_BYTES = registered_default("read.maxPartitionBytes")
 

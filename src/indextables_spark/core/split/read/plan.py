@@ -50,8 +50,8 @@ from indextables_spark.expr.struct_narrowing import with_narrowing
 if TYPE_CHECKING:
     import tantivy
 
-    from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
     from indextables_spark.core.schema.types import ColumnSpec, VectorSpec
 
 SNIPPET_COLUMN = "_snippet"

@@ -29,8 +29,8 @@ from indextables_spark.util.lru import LruCache
 if TYPE_CHECKING:
     import tantivy
 
-    from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.log.snapshot import Snapshot
+    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.read.snapshot import Snapshot
 
 
 def parse_query(index: tantivy.Index, specs: Sequence[ColumnSpec], query: str) -> tantivy.Query:

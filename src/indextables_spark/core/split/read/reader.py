@@ -36,7 +36,7 @@ from indextables_spark.expr.values import UnsupportedFilterError
 if TYPE_CHECKING:
     import tantivy
 
-    from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
     from indextables_spark.core.split.format.vector_index import VectorIndex
     from indextables_spark.core.split.read.corpus_stats import CorpusStats
 

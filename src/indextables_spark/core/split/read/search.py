@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.delete_logs import load_split_deletes
+from indextables_spark.core.log.deletes.delete_logs import load_split_deletes
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.types import check_snippet_fields
 from indextables_spark.core.split.cache.cache import get_cache
@@ -40,8 +40,8 @@ from indextables_spark.expr.model import Filter, columns_of
 from indextables_spark.expr.values import struct_column
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.actions import AddFile
-    from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
     from indextables_spark.core.schema.types import ColumnSpec
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.delete_logs import SplitDeletes
+    from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
 
 SELECTIONS_BYTES = 64 * 1024 * 1024  # 8M row ids: 10% of 80M rows
 _selections: LruCache[np.ndarray] = LruCache(None, max_weight=SELECTIONS_BYTES, weigh=lambda a: int(a.nbytes) + 64)

@@ -16,7 +16,7 @@ from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile
 
 
 def columns_of_all(f: Filter) -> set[str]:

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.core.log.doc_mapping import is_reference_doc_mapping
+from indextables_spark.core.log.model.doc_mapping import is_reference_doc_mapping
 from indextables_spark.core.schema.arrow_types import arrow_type
 from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
@@ -106,7 +106,7 @@ def with_reference_index_only(specs: Sequence[ColumnSpec], snapshot: Any) -> lis
     """The table's column specs with the columns some reference doc mapping of the table indexes
     without storing (its indexing.indexonlyfields) marked index-only: a reader that re-checks
     filters on rows (Spark) must leave theirs to the index, as for our index-only columns."""
-    from indextables_spark.core.log.reference_splits import (
+    from indextables_spark.core.log.commit.reference_splits import (
         snapshot_registry,  # lazy: keeps `import indextables_spark.core.split.reference.reference` light
     )
 

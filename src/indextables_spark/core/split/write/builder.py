@@ -22,8 +22,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.log.actions import AddFile
-from indextables_spark.core.log.doc_mapping import doc_mapping_hash
+from indextables_spark.core.log.model.actions import AddFile
+from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.schema.partitions import format_partition_value, partition_path
