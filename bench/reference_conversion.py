@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from reference_bundles import add_reference_split  # noqa: E402
 
 COLUMNS = ["id", "title", "body", "views", "score", "region"]
-FIELDS = [  # the reference's mapping of these columns (split-format.md §5)
+FIELDS = [  # the reference's mapping of these columns (its conventions: tests/reference_bundles.py)
     {"name": "id", "type": "i64"},
     {"name": "title", "type": "text", "tokenizer": "raw"},
     {"name": "body", "type": "text", "tokenizer": "default"},

@@ -7,11 +7,13 @@ import json
 import pathlib
 import re
 import sys
+import textwrap
 import types
 
 import pytest
 
 import indextables_spark as it
+from indextables_spark.api import maintenance
 from indextables_spark.frontends import cli
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import CommandSyntaxError, parse_command
@@ -23,22 +25,26 @@ from cmd_helpers import small_splits_table
 PAGE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 
 
-def page_example() -> tuple[str, str]:
-    """The module and the row of the page's section (its first two Python blocks)."""
+def page_example() -> tuple[str, str, str]:
+    """The module, the row and the maintenance method of the page's section (its first three Python blocks)."""
     text = PAGE.read_text(encoding="utf-8")
     section = text[text.index("## Adding an operation") :]
-    module, row = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[:2]
-    return module, row
+    module, row, method = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[:3]
+    return module, row, method
 
 
 @pytest.fixture
 def partitions_operation(monkeypatch):
-    module_text, row_text = page_example()
+    module_text, row_text, method_text = page_example()
     module = types.ModuleType("indextables_spark.ops.partitions")
     monkeypatch.setitem(sys.modules, module.__name__, module)
     exec(compile(module_text, "docs/architecture.md: ops/partitions.py", "exec"), module.__dict__)
     row = eval(row_text.strip().rstrip(","), vars(registry))
     monkeypatch.setattr(registry, "OPERATIONS", (*registry.OPERATIONS, row))
+    # the method, in api/maintenance.py's namespace with the result class imported at its top
+    namespace = {**vars(maintenance), "PartitionRow": module.PartitionRow}
+    exec(compile(textwrap.dedent(method_text), "docs/architecture.md: api/maintenance.py", "exec"), namespace)
+    monkeypatch.setattr(maintenance.MaintenanceTable, row.method, namespace[row.method], raising=False)
     return module
 
 

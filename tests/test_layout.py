@@ -169,3 +169,153 @@ def test_function_level_imports_say_why():
                     if "#" not in here and not lines[node.lineno - 2].strip().startswith("#"):
                         silent.append(f"{mod}:{node.lineno}")
     assert sorted(set(silent)) == []
+
+
+# ---- prose about the layers ----------------------------------------------------------------------
+
+# A layer named in a comment or docstring: a folder or module path of the package (`ops/`,
+# `core/split/read`, `ops/registry.py`, `errors.py`), a bare folder name that is no English word,
+# or "this module" (the module the text is in). Other words are never read as layers.
+_NAME = re.compile(r"(?<![\w./-])(this module|[a-z_]+(?:/[a-z_]+)*(?:/|\.py)?)(?![\w/-]|\.\w)")
+_BARE = {"expr", "ops", "api", "frontends", "util"}
+_RELATION = re.compile(r"\b(above|below)\b")
+_NEGATION = re.compile(r"\b(not|never|no longer|nor)\b|n't\b")
+_SENTENCE = re.compile(r"(?<=[.;!?])\s+|\n\s*\n|:\s+")
+
+
+def layer_named(token: str, own: str, mods: dict[str, str]) -> int | None:
+    """The layer a token names, or None when it names none (conservatively)."""
+    if token == "this module":
+        return layer(own)
+    folder, py = token.endswith("/"), token.endswith(".py")
+    parts = token.removesuffix(".py").rstrip("/").split("/")
+    if parts == ["core"] or parts[0] not in {m.split(".")[0] for m in mods if m}:
+        return None  # core/ spans layers; not a folder of the package
+    if len(parts) == 1 and not (folder or py) and parts[0] not in _BARE:
+        return None  # `errors`, `results`, `config`, `spark` are words too
+    dotted = ".".join(parts)
+    if dotted not in mods:
+        return None
+    return layer(dotted)
+
+
+def layer_contradictions(text: str, own: str, mods: dict[str, str]) -> list[str]:
+    """Sentences of `text` placing a layer above or below another against LAYERS: the nearest layer
+    named before "above"/"below" and the nearest after it, in one sentence without a negation."""
+    wrong = []
+    for sentence in _SENTENCE.split(" ".join(text.split())):
+        for rel in _RELATION.finditer(sentence):
+            left = [m for m in _NAME.finditer(sentence, 0, rel.start()) if layer_named(m[1], own, mods) is not None]
+            right = [m for m in _NAME.finditer(sentence, rel.end()) if layer_named(m[1], own, mods) is not None]
+            if not left or not right:
+                continue
+            a, b = left[-1], right[0]
+            if _NEGATION.search(sentence, a.end(), b.start()):
+                continue
+            ra, rb = layer_named(a[1], own, mods), layer_named(b[1], own, mods)
+            assert ra is not None and rb is not None
+            if ra != rb and (ra > rb) != (rel[1] == "above"):
+                wrong.append(sentence)
+    return wrong
+
+
+def prose_of(path: str) -> list[tuple[int, str]]:
+    """The comments (consecutive lines joined) and docstrings of a module, with their first line."""
+    import io
+    import tokenize
+
+    source = open(path).read()
+    out: list[tuple[int, str]] = []
+    last = -2
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            text = tok.string.lstrip("#").strip()
+            if tok.start[0] == last + 1 and out:
+                out[-1] = (out[-1][0], out[-1][1] + " " + text)
+            else:
+                out.append((tok.start[0], text))
+            last = tok.start[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node)
+            if doc:
+                out.append((node.body[0].lineno, doc))
+    return out
+
+
+def test_layer_prose_is_read_conservatively():
+    mods = modules()
+    assert layer_contradictions("ops/ sits above api/ (its modules run operations)", "api.table", mods)
+    assert layer_contradictions("lazy: ops/ sits above this module.", "api.table", mods)
+    assert layer_contradictions("core/split/read is a layer below core/log", "ops.write", mods)
+    assert layer_contradictions("frontends sits below `ops/registry.py`", "ops.write", mods)
+    for fine in (
+        "ops/ sits below api/",
+        "core/split is a layer above expr",
+        "ops/ never sits above api/",
+        "this module stays below reader.py",
+        "spark orders NaN above every other double; see api/",
+        "errors above the limit go to config",
+        "the results below: see spark.sql and ops/",
+    ):
+        assert layer_contradictions(fine, "api.table", mods) == [], fine
+
+
+def test_comments_place_the_layers_as_layers_does():
+    """A comment or docstring saying a layer sits above or below another agrees with LAYERS."""
+    mods = modules()
+    wrong = []
+    for mod, path in mods.items():
+        for line, text in prose_of(path):
+            wrong += [f"{mod}:{line}: {s}" for s in layer_contradictions(text, mod, mods)]
+    assert wrong == []
+
+
+# ---- docs/architecture.md's map -----------------------------------------------------------------
+
+ARCHITECTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "architecture.md")
+
+
+def map_sections() -> dict[str, str]:
+    """The map's text per folder ("" the package, "core/split/read/", …), nested folders' lines included."""
+    text = open(ARCHITECTURE, encoding="utf-8").read()
+    block = re.search(r"```\n(src/indextables_spark/\n.*?)```", text, re.DOTALL)
+    assert block, "docs/architecture.md has no map of src/indextables_spark/"
+    sections: dict[str, str] = {"": ""}
+    stack: list[tuple[int, str]] = []
+    for line in block[1].splitlines()[1:]:
+        indent = len(line) - len(line.lstrip())
+        entry = re.match(r" +([\w./]+/)(?=\s|$)", line)
+        if entry and indent < 10:  # a folder's first line (its description continues further in)
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            stack.append((indent, (stack[-1][1] if stack else "") + entry[1]))
+        for folder in {"", *(p for _, p in stack)}:
+            sections[folder] = sections.get(folder, "") + line + "\n"
+    return sections
+
+
+def names(word: str, text: str) -> bool:
+    """`text` names `word`: as a word, or through a pattern such as `state_*`."""
+    if re.search(r"(?<![\w])" + re.escape(word) + r"(?![\w])", text):
+        return True
+    return any(word.startswith(prefix) for prefix in re.findall(r"(?<![\w])(\w+)\*", text))
+
+
+def test_the_architecture_map_names_every_module():
+    """Each module's stem (a package's: its folder's name) is in the map's text of the nearest folder
+    the map has."""
+    sections = map_sections()
+    missing = []
+    for mod, path in modules().items():
+        if not mod:
+            continue
+        parts = mod.split(".")
+        word = parts[-1]
+        folder = "/".join(parts[:-1]) + "/" if len(parts) > 1 else ""
+        while folder not in sections:
+            folder = folder.rstrip("/").rpartition("/")[0] + "/" if "/" in folder.rstrip("/") else ""
+        if not names(word, sections[folder]):
+            package = " (package)" if os.path.basename(path) == "__init__.py" else ""
+            missing.append(f"{mod}{package}: not in the map's {folder or 'top'}")
+    assert missing == []

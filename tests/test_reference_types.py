@@ -1,7 +1,7 @@
 """Every Spark type a reference split can hold, read back from its document store: values as the
-reference stores them (split-format.md §5) come back as the table schema's types, and filters and
-queries on them are exact. Splits built with tests/reference_bundles.py (tantivy-py, Quickwit
-framing); the 17 real tables are covered by test_reference_tables.py."""
+reference stores them come back as the table schema's types, and filters and queries on them are
+exact. Splits built with tests/reference_bundles.py (the reference's field conventions, tantivy-py,
+Quickwit framing); the 17 real tables are covered by test_reference_tables.py."""
 
 from __future__ import annotations
 

@@ -1,33 +1,42 @@
 """`IndexTable.maintenance`: the table's maintenance operations (as pyiceberg's `Table.maintenance`).
 
-A generic reader of ops/registry.py: each operation with a `method` is a method here, taking the
-operation's command fields after the table (the table fills the first; the command class's
-keyword-only fields stay keyword-only), plus `spark=` (operations that can run as a Spark job do)
-and `progress=`; it returns the operation's typed result (results.py). The same operations as
-the SQL texts (`MERGE SPLITS …`, `PURGE INDEXTABLE …`), the SQL table functions and the command
-line:
+One method per operation of ops/registry.py with a `method` (tests/test_maintenance_methods.py
+checks that they agree): it takes the operation's command fields after the table (the table fills
+the first; the command class's keyword-only fields stay keyword-only), plus `spark=` (operations
+that can run as a Spark job use it) and `progress=`, and returns the operation's typed result
+(results.py). The same operations as the SQL texts (`MERGE SPLITS …`, `PURGE INDEXTABLE …`), the
+SQL table functions and the command line. `gc_state` is this API's alone (PURGE runs it too).
 
-    t.maintenance.checkpoint()                      t.maintenance.compact()
-    t.maintenance.merge_splits(where=None, *, target_size=None, max_dest_splits=None,
-                               max_source_splits_per_merge=None, spark=None, progress=None)
-    t.maintenance.purge(*, older_than_hours=None, tx_log_retention_hours=None, dry_run=False, progress=None)
-    t.maintenance.truncate_time_travel(*, dry_run=False)
-    t.maintenance.drop_partitions(where)
-    t.maintenance.repair_transaction_log(target, *, progress=None)
-    t.maintenance.convert(*, dry_run=False, progress=None)
-    t.maintenance.prewarm_cache(where=None, *, spark=None)     (one result per host and cache directory)
-    t.maintenance.gc_state(*, dry_run=False)        (old states and orphan manifests; PURGE runs it too)
-
-Each method's docstring is its command class's.
+Each method imports its command class on call: `t.maintenance.checkpoint()` does not import the
+merge, conversion or partition-filter code.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Protocol, TypeVar
 
 from indextables_spark.core.log.maintenance import gc
 from indextables_spark.core.log.read.table_log import TransactionLog
-from indextables_spark.results import GcStateResult, Progress
+from indextables_spark.results import (
+    CheckpointResult,
+    ConvertResult,
+    DropPartitionsResult,
+    GcStateResult,
+    MergeSplitsResult,
+    PrewarmCacheResult,
+    Progress,
+    PurgeResult,
+    RepairResult,
+    TruncateTimeTravelResult,
+)
+
+_R = TypeVar("_R", covariant=True)
+
+
+class _Command(Protocol[_R]):
+    """A command class of ops/ (ops/registry.py's Command) whose `run` returns `_R`."""
+
+    def run(self, ctx: Any) -> _R: ...
 
 
 class MaintenanceTable:
@@ -37,32 +46,131 @@ class MaintenanceTable:
     def __init__(self, log: TransactionLog):
         self.log = log
 
-    def gc_state(self, *, dry_run: bool = False) -> GcStateResult:
-        """Old state directories beyond retention and orphan manifests (PURGE runs it too)."""
+    def _run(self, command: type[_Command[_R]], spark: Any, progress: Progress | None, **fields: Any) -> _R:
+        """Run `command` on this table: built by its `for_table` when it has one (the table is not
+        its first field), else with the table's URI first and `fields` as the command takes them
+        (sizes given as text parsed, bools from 0/1)."""
+        from indextables_spark.ops import registry  # lazy, as the command classes
+
+        build = getattr(command, "for_table", None)
+        cmd: _Command[_R]
+        if build is not None:
+            cmd = build(self.log, **fields)
+        else:
+            cmd = command(self.log.storage.uri, **registry.coerced(command, fields))  # type: ignore[call-arg]
+        return cmd.run(registry.Context(self.log.options, spark, progress, table=self.log))
+
+    def checkpoint(self, *, spark: Any = None, progress: Progress | None = None) -> CheckpointResult:
+        """CHECKPOINT: write the V4 Avro state at the latest version (a JSON checkpoint with
+        state.format=json); upgrades V1–V3 tables to protocol V4 first."""
+        from indextables_spark.ops.checkpoint import Checkpoint  # lazy: only the command called
+
+        return self._run(Checkpoint, spark, progress)
+
+    def compact(self, *, spark: Any = None, progress: Progress | None = None) -> CheckpointResult:
+        """COMPACT: rewrite the state cleanly (partition-sorted manifests, no tombstones)."""
+        from indextables_spark.ops.checkpoint import Compact  # lazy: only the command called
+
+        return self._run(Compact, spark, progress)
+
+    def merge_splits(
+        self,
+        where: str | None = None,
+        *,
+        target_size: int | str | None = None,
+        max_dest_splits: int | None = None,
+        max_source_splits_per_merge: int | None = None,
+        spark: Any = None,
+        progress: Progress | None = None,
+    ) -> MergeSplitsResult:
+        """MERGE SPLITS: bin-pack small splits per partition into merged splits, one atomic version.
+
+        `where`: a partition predicate; `target_size`: bytes or a text such as "100M", "2G" (default
+        merge.targetSize, 5G); `max_dest_splits`: at most this many merged splits;
+        `max_source_splits_per_merge`: at most this many sources per merged split (at least 2).
+        Merges in this process, or as a Spark job when `spark` (a SparkSession) is given."""
+        from indextables_spark.ops.merge_splits import MergeSplits  # lazy: only the command called
+
+        return self._run(
+            MergeSplits,
+            spark,
+            progress,
+            where=where,
+            target_size=target_size,
+            max_dest_splits=max_dest_splits,
+            max_source_splits_per_merge=max_source_splits_per_merge,
+        )
+
+    def purge(
+        self,
+        *,
+        older_than_hours: float | None = None,
+        tx_log_retention_hours: float | None = None,
+        dry_run: bool = False,
+        spark: Any = None,
+        progress: Progress | None = None,
+    ) -> PurgeResult:
+        """PURGE: delete orphaned splits older than `older_than_hours` (None: purge.defaultRetentionHours,
+        168), version files covered by a checkpoint and older than `tx_log_retention_hours` (None:
+        purge.txLogRetentionHours, 720), old states and orphan manifests. Retentions under 24 h need
+        purge.retentionCheckEnabled=false; `dry_run` only reports what would be deleted."""
+        from indextables_spark.ops.purge import Purge  # lazy: only the command called
+
+        return self._run(
+            Purge,
+            spark,
+            progress,
+            older_than_hours=older_than_hours,
+            tx_log_retention_hours=tx_log_retention_hours,
+            dry_run=dry_run,
+        )
+
+    def truncate_time_travel(
+        self, *, dry_run: bool = False, spark: Any = None, progress: Progress | None = None
+    ) -> TruncateTimeTravelResult:
+        """TRUNCATE TIME TRAVEL: checkpoint at the latest version, then delete older version files,
+        checkpoints and states (irreversible: run with dry_run=True first)."""
+        from indextables_spark.ops.truncate_time_travel import TruncateTimeTravel  # lazy: only the command called
+
+        return self._run(TruncateTimeTravel, spark, progress, dry_run=dry_run)
+
+    def drop_partitions(
+        self, where: str, *, spark: Any = None, progress: Progress | None = None
+    ) -> DropPartitionsResult:
+        """DROP PARTITIONS: remove (logically) every split of the partitions matching the partition
+        predicate `where`."""
+        from indextables_spark.ops.drop_partitions import DropPartitions  # lazy: only the command called
+
+        return self._run(DropPartitions, spark, progress, where=where)
+
+    def repair_transaction_log(
+        self, target: str, *, spark: Any = None, progress: Progress | None = None
+    ) -> RepairResult:
+        """REPAIR TRANSACTION LOG: write a clean log of the table's existing splits into the empty
+        directory `target` (the table is only read)."""
+        from indextables_spark.ops.repair import RepairTransactionLog  # lazy: only the command called
+
+        return self._run(RepairTransactionLog, spark, progress, target=target)
+
+    def convert(self, *, dry_run: bool = False, spark: Any = None, progress: Progress | None = None) -> ConvertResult:
+        """CONVERT: rewrite the splits the reference implementation (IndexTables4Spark) wrote into
+        ours, in one commit (history and time travel kept), so the table takes writes again;
+        `dry_run` reports what would be converted. A table without reference splits gives NO_ACTION."""
+        from indextables_spark.ops.convert import Convert  # lazy: only the command called
+
+        return self._run(Convert, spark, progress, dry_run=dry_run)
+
+    def prewarm_cache(
+        self, where: str | None = None, *, spark: Any = None, progress: Progress | None = None
+    ) -> list[PrewarmCacheResult]:
+        """PREWARM CACHE: fetch the splits (of the partitions matching `where`) into the split cache —
+        of every executor, as a Spark job, when `spark` is given; else of this machine. One result
+        per host and cache directory."""
+        from indextables_spark.ops.cache import PrewarmCache  # lazy: only the command called
+
+        return self._run(PrewarmCache, spark, progress, where=where)
+
+    def gc_state(self, *, dry_run: bool = False, spark: Any = None, progress: Progress | None = None) -> GcStateResult:
+        """Delete old state directories beyond retention and orphan manifests (PURGE runs it too);
+        `dry_run` only reports them. `spark` and `progress` are taken as by every method, unused."""
         return gc.gc_state(self.log, dry_run=dry_run)
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        from indextables_spark.ops import registry  # lazy: `import indextables_spark.api.table` stays cheap
-
-        op = registry.by("method", name)
-        if op is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        command = op.load()
-        log = self.log
-
-        def method(*args: Any, spark: Any = None, progress: Progress | None = None, **kwargs: Any) -> Any:
-            build = getattr(command, "for_table", None)
-            if build is not None:
-                cmd = build(log, *args, **kwargs)
-            else:
-                cmd = command(log.storage.uri, *args, **registry.coerced(command, kwargs))  # type: ignore[call-arg]
-            return cmd.run(registry.Context(log.options, spark, progress, table=log))
-
-        method.__name__ = name
-        method.__doc__ = command.__doc__
-        return method
-
-    def __dir__(self) -> list[str]:
-        from indextables_spark.ops import registry  # lazy, as in __getattr__
-
-        return sorted({*super().__dir__(), *(op.method for op in registry.OPERATIONS if op.method)})

@@ -133,8 +133,8 @@ class IndexTable:
     def maintenance(self) -> MaintenanceTable:
         """checkpoint, compact, merge_splits, purge, truncate_time_travel, gc_state,
         drop_partitions, repair_transaction_log, convert, prewarm_cache: api/maintenance.py."""
-        # ops/ sits above this module (it runs on TransactionLogs and never imports it): imported
-        # on use, as pyiceberg's Table.maintenance does.
+        # lazy: api/maintenance.py (and ops/, the layer below api/, as each method runs) loads on the
+        # first use, as pyiceberg's Table.maintenance does.
         from indextables_spark.api.maintenance import MaintenanceTable
 
         return MaintenanceTable(self.log)
@@ -348,7 +348,7 @@ class IndexTable:
         kind: "auto" (positional, or primary_key for `<key> = / IN` on the declared key column
         spark.indextables.indexing.primaryKey), "positional", "equality", "primary_key".
         Planned again on a conflict with a concurrent commit (ops/delete.py)."""
-        from indextables_spark.ops.delete import OPERATION, replan_on_conflict  # lazy: ops/ sits above api/
+        from indextables_spark.ops.delete import OPERATION, replan_on_conflict  # lazy: the delete planner, on use
 
         def once() -> int:
             with self.transaction(resolver=resolver, operation=OPERATION) as tx:

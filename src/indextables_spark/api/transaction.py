@@ -114,7 +114,7 @@ class TableTransaction(Transaction):
         ops/delete.py for the grammar and the kinds) and stage its delete logs and removes.
         Returns its result: status STAGED (NO_ACTION when nothing matched), version the read
         version (the commit makes the new one)."""
-        # ops/ sits above api/ (its modules run operations over tables): imported on use
+        # lazy: ops/ sits below api/, but the delete planner loads only when a delete is staged
         from indextables_spark.ops.delete import OPERATION, stage_delete
 
         if any(w.overwrite for w in self._writes):

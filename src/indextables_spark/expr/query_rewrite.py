@@ -54,7 +54,7 @@ def fuzzy_and_prefix_terms(
     (`fuzzy_regex`). fields: Tantivy field name -> (type, tokenizer). Returns (query, fuzzy_fields)."""
     if "~" not in query and "*" not in query and "/" not in query:
         return query, {}
-    # function-level: core/split is a layer above expr (reached only when a query is rewritten)
+    # lazy: core/schema's analyzers (a layer below expr) load only when a query is rewritten
     from indextables_spark.core.schema.analyzers import lowercases
 
     toks, _ = lex_query(query)
@@ -146,7 +146,7 @@ def cjk_bigram_terms(query: str, fields: Mapping[str, tuple[str, str | None]], d
     is `body:"東京 京都"`. An unfielded term is rewritten when a default field is `cjk_bigram`
     (on other default fields the rewritten phrase matches what the term matched: CJK runs are
     single tokens there)."""
-    # function-level: core/split is a layer above expr (reached only when a query is rewritten)
+    # lazy: core/schema's analyzers (a layer below expr) load only when a query is rewritten
     from indextables_spark.core.schema.analyzers import CJK_BIGRAM, bigram_text, has_cjk
 
     if not has_cjk(query) or not any(tok == CJK_BIGRAM for _, tok in fields.values()):

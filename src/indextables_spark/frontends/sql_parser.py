@@ -1,8 +1,8 @@
 """Parser of the command texts (table-protocol.txt "SQL commands"): the generic reader of the rows
 of ops/registry.py.
 
-PySpark has no custom SQL grammar (platform-facts), so `it.sql(spark, text)` and the command
-line parse these texts themselves. Keywords are case-insensitive; `INDEXTABLES` and `INDEXTABLE`
+PySpark offers no way to extend Spark's SQL grammar (the reference adds its commands through a
+JVM parser extension), so `it.sql(spark, text)` and the command line parse these texts themselves. Keywords are case-insensitive; `INDEXTABLES` and `INDEXTABLE`
 are interchangeable, and so is the reference's `TANTIVY4SPARK` except after PURGE and REPAIR (whose
 keywords the reference fixes: PURGE INDEXTABLE, REPAIR INDEXFILES); paths are quoted ('…' or "…",
 a quote is escaped by doubling it); a trailing `;` is allowed. Grammar (<table> is a quoted path

@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, cast
 
 import pyarrow as pa
 
@@ -176,8 +176,8 @@ class PrewarmCache:
         path = p.target()
         return cls(path, p.predicate() if p.accept("WHERE") else None)
 
-    def run(self, ctx: Context) -> list[CacheResult]:
-        return run("prewarm", ctx.options, ctx.spark, ctx.path(self.path), self.where)
+    def run(self, ctx: Context) -> list[PrewarmCacheResult]:
+        return cast("list[PrewarmCacheResult]", run("prewarm", ctx.options, ctx.spark, ctx.path(self.path), self.where))
 
 
 @dataclass(frozen=True)

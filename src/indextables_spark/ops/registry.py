@@ -502,7 +502,7 @@ def with_table_path(cmd: Any, path: str) -> Any:
     return dataclasses.replace(cmd, path=path)
 
 
-def coerced(command: type[Command], values: Mapping[str, Any]) -> dict[str, Any]:
+def coerced(command: type[object], values: Mapping[str, Any]) -> dict[str, Any]:
     """Values given to a table function or a maintenance method, as the command's fields take them:
     texts of size fields parsed (`"100M"`), bools of bool fields (SQL may give 0/1)."""
 

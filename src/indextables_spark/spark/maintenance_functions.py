@@ -27,36 +27,19 @@ from __future__ import annotations
 import inspect
 from typing import Any, Iterator
 
-import pyarrow as pa
-
 from indextables_spark.config.sessions import functions
 from indextables_spark.frontends.execute import spark_schema
 from indextables_spark.ops import registry
 from indextables_spark.ops.registry import Command, coerced, signature
+from indextables_spark.spark.udtf_rows import table_rows
 
 _SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-def _spark_value(v: Any, t: pa.DataType) -> Any:
-    """Arrow's Python value → what a UDTF may yield (structs as tuples)."""
-    if v is None:
-        return None
-    if pa.types.is_struct(t):
-        return tuple(_spark_value(v[t.field(i).name], t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_list(t):
-        return [_spark_value(x, t.value_type) for x in v]
-    if pa.types.is_map(t):
-        return {k: x for k, x in v}
-    return v
 
 
 def rows(cmd: Command, options: dict[str, str]) -> Iterator[tuple[Any, ...]]:
     from indextables_spark.frontends.execute import execute  # lazy: runs in the worker
 
-    res = execute(cmd, options)
-    fields = list(res.table.schema)
-    for r in res.table.to_pylist():
-        yield tuple(_spark_value(r[f.name], f.type) for f in fields)
+    yield from table_rows(execute(cmd, options).table)
 
 
 def function_class(command: type[Command], options: dict[str, str]) -> type:

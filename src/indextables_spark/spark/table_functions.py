@@ -45,12 +45,12 @@ from indextables_spark.config.sessions import functions, with_session_options
 from indextables_spark.core.split.aggregate.agg_request import parse_request
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.lexer import Lexicon, Token, end_of, token_at
+from indextables_spark.spark.udtf_rows import table_rows
 from indextables_spark.spark.vector_functions import (
     HYBRID_SEARCH,
     SEARCH_JOIN,
     VECTOR_PARAMS,
     VECTOR_SEARCH,
-    spark_value,
     vector_options,
     vector_udtf_classes,
 )
@@ -391,10 +391,7 @@ def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
             snippet_fields: str | None = None,
             columns: str | None = None,
         ) -> Iterator[tuple[Any, ...]]:
-            t = search_table(path, query, limit, options, snippet_fields, columns)
-            types = [f.type for f in t.schema]
-            for row in t.to_pylist():
-                yield tuple(spark_value(v, typ) for v, typ in zip(row.values(), types))
+            yield from table_rows(search_table(path, query, limit, options, snippet_fields, columns))
 
     class Aggregate:
         def eval(

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.errors import InvalidOptionError
+from indextables_spark.spark.udtf_rows import row_tuple, table_rows
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
@@ -30,19 +31,6 @@ VECTOR_PARAMS = {
     VECTOR_SEARCH: ("path", "column", "vector", "k", "where", "query"),
     HYBRID_SEARCH: ("path", "query", "column", "vector", "k", "fusion", "where"),
 }
-
-
-def spark_value(v: Any, t: pa.DataType) -> Any:
-    """Arrow's Python value → what a plain UDTF may yield (structs as tuples)."""
-    if v is None:
-        return None
-    if pa.types.is_struct(t):
-        return tuple(spark_value(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [spark_value(x, t.value_type) for x in v]
-    if pa.types.is_map(t):
-        return {k: spark_value(x, t.item_type) for k, x in v}
-    return v
 
 
 def vector_options(name: str, args: Mapping[str, Any]) -> dict[str, str]:
@@ -102,10 +90,7 @@ def vector_udtf(name: str, options: dict[str, str]) -> type:
             return AnalyzeResult(vector_schema(snap, name == HYBRID_SEARCH))
 
         def eval(self, *args: Any) -> Iterator[tuple[Any, ...]]:
-            t = vector_table(name, dict(zip(params, args)), options)
-            types = [f.type for f in t.schema]
-            for row in t.to_pylist():
-                yield tuple(spark_value(v, typ) for v, typ in zip(row.values(), types))
+            yield from table_rows(vector_table(name, dict(zip(params, args)), options))
 
     return VectorSearch
 
@@ -175,15 +160,14 @@ def search_join_udtf(options: dict[str, str]) -> type:
                 version=self._version,
             )
             for row, hits in zip(rows, found):  # (a query without text and vector found no rows)
-                keys = [f.name for f in hits.schema if f.name not in ("_score", "_distance")]
-                types = {f.name: f.type for f in hits.schema}
+                fields = [f for f in hits.schema if f.name not in ("_score", "_distance")]
                 for rank, hit in enumerate(hits.to_pylist(), start=1):
                     extra: list[Any] = [rank]
                     if text_col:
                         extra.append(hit.get("_score"))
                     if vector_col:
                         extra.append(hit.get("_distance"))
-                    yield tuple(row) + tuple(extra) + tuple(spark_value(hit[c], types[c]) for c in keys)
+                    yield tuple(row) + tuple(extra) + row_tuple(hit, fields)
 
     return SearchJoin
 
