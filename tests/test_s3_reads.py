@@ -31,7 +31,7 @@ def test_ranges_and_whole_reads_match_the_sdk(s3_uri, s3_options):
     # the lean path was taken: the object's URL is signed once and kept for its next ranges
     reads = lean._lean()
     key = lean._object_key("d/blob.bin")
-    url, _ = reads.urls.get(key)
+    url = reads.urls.get(key)[0]
     lean.read_range("d/blob.bin", 7, 9)
     assert reads.urls.get(key)[0] == url and "X-Amz-Signature" in url
 
@@ -190,3 +190,26 @@ def test_a_permanent_refusal_fails_at_once_naming_the_object(s3_uri, s3_options,
         assert proxy.seen == 2  # the lean GET, then the SDK's answer; no retries
     finally:
         proxy.close()
+
+
+def test_connection_errors_do_not_show_the_signed_url(s3_uri, s3_options):
+    import socket
+    import traceback
+
+    from indextables_spark.errors import StorageError
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    opts = {
+        **s3_options,
+        "spark.indextables.s3.endpoint": dead,
+        "spark.indextables.aws.sessionToken": "FQoGZXIvYXdzEXAMPLETOKEN",
+        "spark.indextables.storage.retry.maxAttempts": "2",
+        "spark.indextables.storage.retry.baseDelayMs": "1",
+    }
+    s = S3Storage(s3_uri, opts)
+    with pytest.raises(StorageError, match="cannot read_range") as e:
+        s.read_range("d/blob.bin", 0, 10)
+    shown = "".join(traceback.format_exception(e.value))
+    assert "X-Amz-Signature" not in shown and "EXAMPLETOKEN" not in shown and "X-Amz-Credential" not in shown

@@ -10,7 +10,8 @@ Spark Python worker paid. The same requests signed here with SigV4 query authent
 (`botocore.auth.S3SigV4QueryAuth`, what `generate_presigned_url` uses, with the session's
 refreshing credentials) and sent through `botocore.httpsession.URLLib3Session` (the connection pool
 a client uses) cost ~0.35 ms each and need no client; one object's URL is signed once and reused
-for its ranges for a few minutes (the range header is not signed).
+for its ranges for a few minutes, while the credentials that signed it are current (the range
+header is not signed).
 
 Plain answers are taken from this path (200/206, 416 for a range past the end, a listing page),
 and so are a missing object or bucket (404) and server errors (5xx), raised as the SDK raises them
@@ -36,7 +37,7 @@ from urllib.parse import quote, unquote_plus, urlencode, urlsplit
 from indextables_spark.util.lru import LruCache
 
 URL_EXPIRES_S = 900  # what a presigned URL is signed for
-URL_REUSE_S = 300  # how long one is reused: credentials botocore refreshes ahead (~15 min) outlive it
+URL_REUSE_S = 300  # how long one is reused (at most; new credentials sign anew)
 MAX_URLS = 4096  # objects whose URL is kept (a split is one object)
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
@@ -52,7 +53,8 @@ class S3Reads:
     region: str
     bucket_url: str  # scheme://host[:port][/bucket], no trailing slash
     http: Any  # a botocore URLLib3Session
-    urls: LruCache[tuple[str, float]] = field(default_factory=lambda: LruCache(MAX_URLS))
+    # an object's URL: (url, when signed, the signing credentials' (access key, token))
+    urls: LruCache[tuple[str, float, tuple[str, str | None]]] = field(default_factory=lambda: LruCache(MAX_URLS))
 
     def get(self, name: str, start: int | None, end: int | None) -> bytes | None:
         """The object's bytes [start, end) (all without a range), b"" for a range past its end, or
@@ -101,29 +103,38 @@ class S3Reads:
         return entries, following
 
     def _object_url(self, name: str) -> str:
-        now = time.monotonic()
+        # a URL lives as long as the credentials that signed it: reused only while botocore still
+        # hands out those (it refreshes them ahead of their expiry)
+        now, frozen = time.monotonic(), self.credentials.get_frozen_credentials()
         hit = self.urls.get(name)
-        if hit is not None and now - hit[1] < URL_REUSE_S:
+        if hit is not None and now - hit[1] < URL_REUSE_S and hit[2] == (frozen.access_key, frozen.token):
             return hit[0]
-        url = self._sign(f"{self.bucket_url}/{quote(name, safe='/~')}")
-        self.urls.put(name, (url, now))
+        url = self._sign(f"{self.bucket_url}/{quote(name, safe='/~')}", frozen)
+        self.urls.put(name, (url, now, (frozen.access_key, frozen.token)))
         return url
 
-    def _sign(self, url: str) -> str:
+    def _sign(self, url: str, frozen: Any = None) -> str:
         from botocore.auth import S3SigV4QueryAuth  # lazy: SDK loaded on first use
         from botocore.awsrequest import AWSRequest  # lazy: as above
 
         request = AWSRequest(method="GET", url=url)
-        S3SigV4QueryAuth(self.credentials.get_frozen_credentials(), "s3", self.region, expires=URL_EXPIRES_S).add_auth(
-            request
-        )
+        frozen = frozen or self.credentials.get_frozen_credentials()
+        S3SigV4QueryAuth(frozen, "s3", self.region, expires=URL_EXPIRES_S).add_auth(request)
         signed: str = request.url
         return signed
 
     def _send(self, url: str, headers: dict[str, str]) -> Any:
         from botocore.awsrequest import AWSRequest  # lazy: SDK loaded on first use
 
-        return self.http.send(AWSRequest(method="GET", url=url, headers=headers).prepare())
+        try:
+            return self.http.send(AWSRequest(method="GET", url=url, headers=headers).prepare())
+        except Exception as e:
+            # botocore's connection errors quote the URL, and a presigned one carries the signature
+            # and the session token: the same error without the query, and without its cause
+            kwargs = getattr(e, "kwargs", None)
+            if isinstance(kwargs, dict) and isinstance(kwargs.get("endpoint_url"), str):
+                raise type(e)(**{**kwargs, "endpoint_url": kwargs["endpoint_url"].split("?")[0]}) from None
+            raise
 
 
 def _service_error(resp: Any, operation: str) -> Exception:
