@@ -196,12 +196,14 @@ class S3Proxy:
         t = time.time()
         parts = urlsplit(h.path)
         key = unquote(parts.path).lstrip("/")
+        # a presigned request's query is its signature (X-Amz-*): the object read is the same
+        query = "&".join(p for p in parts.query.split("&") if p and not p.lower().startswith("x-amz-"))
         body = _request_body(h)
         if self.latency_ms > 0:
             time.sleep(self.latency_ms / 1000)
-        served = self._from_memory(h, t, key, parts.query) if h.command in ("GET", "HEAD") else False
+        served = self._from_memory(h, t, key, query) if h.command in ("GET", "HEAD") else False
         if not served:
-            self._forward(h, t, key, parts.query, body)
+            self._forward(h, t, key, query, body)
 
     def _from_memory(self, h: http.server.BaseHTTPRequestHandler, t: float, key: str, query: str) -> bool:
         if not self.memory or query or "/" not in key or any(c in h.headers for c in _CONDITIONAL):
