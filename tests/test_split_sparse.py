@@ -25,6 +25,7 @@ from indextables_spark.core.split.format.composite import (
 )
 from indextables_spark.core.storage import open_storage
 from indextables_spark.core.storage.counting import CountingStorage
+from indextables_spark.util.ranges import coalesce
 
 VOCAB = "data lake spark search index query table split tantivy arrow parquet stream batch engine".split()
 RARE = ["quasar", "nebula", "zephyr"]
@@ -379,7 +380,10 @@ def test_query_needs_and_ranges(tmp_path):
     # term lookups (corpus statistics): the dictionaries of the scored leaves' fields, no positions
     stats = sparse.query_needs(footer, names, 'body:"a b" OR id:5 OR title:ta*', postings=False)
     assert stats == sparse.Needs(frozenset({body, ident}), frozenset(), postings=False)
-    assert sparse.coalesce([(0, 10), (20, 30), (1000, 1010)], gap=15) == [(0, 30), (1000, 1010)]
+    assert coalesce([(0, 10), (20, 30), (1000, 1010)], gap=15) == [(0, 30), (1000, 1010)]
+    # bounded (row pieces): a 4-byte read does not take along the 10 bytes after its 10-byte gap
+    assert coalesce([(0, 4), (14, 30), (30, 31)], gap=64, bounded=True) == [(0, 4), (14, 31)]
+    assert coalesce([(0, 40), (50, 60)], gap=64, bounded=True) == [(0, 60)]
     assert sparse.subtract([(0, 100)], [(10, 20), (90, 120)]) == [(0, 10), (20, 90)]
     assert sparse.intersect([(0, 10), (20, 30)], [(5, 25)]) == [(5, 10), (20, 25)]
 

@@ -33,6 +33,7 @@ import pyarrow as pa
 from indextables_spark.core.split.format.row_layout import LAYOUT_NAME, RowLayout, decode
 from indextables_spark.errors import SplitFormatError
 from indextables_spark.util.pools import shared_pool
+from indextables_spark.util.ranges import coalesce
 
 if TYPE_CHECKING:
     from indextables_spark.core.storage.base import Storage
@@ -277,7 +278,9 @@ class LazyRows:
         pieces: dict[int, list[tuple[int, bytes]]] = {i: [] for i in wanted}
         if self.layout is not None:  # every range of every batch in flight at once
             src, layout = self._source, self.layout
-            reads = [(i, r) for i, fs in wanted.items() for r in _coalesce(layout.ranges(i, fs), PIECE_GAP)]
+            reads = [
+                (i, r) for i, fs in wanted.items() for r in coalesce(layout.ranges(i, fs), PIECE_GAP, bounded=True)
+            ]
 
             def read(item: tuple[int, tuple[int, int]]) -> tuple[int, int, bytes]:
                 i, (a, b) = item
@@ -340,18 +343,6 @@ def _load_layout(local_dir: str, where: str, batches: int, fields: int) -> RowLa
             f"columns, the row store has {batches} of {fields}"
         )
     return layout
-
-
-def _coalesce(ranges: Sequence[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
-    """Ranges merged across gaps of at most `gap` bytes and at most the bytes merged so far (a
-    small metadata read does not take a column it skips along)."""
-    out: list[list[int]] = []
-    for s, e in sorted(ranges):
-        if out and s - out[-1][1] <= min(gap, out[-1][1] - out[-1][0]):
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
 
 
 def _ipc_tail(source: RowSource, where: str) -> bytes:

@@ -57,7 +57,7 @@ import json
 import os
 import threading
 import uuid
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from indextables_spark.core.split.format.bundle import (
     EXTRACTED_FROM,
@@ -93,6 +93,7 @@ from indextables_spark.core.split.format.hotcache import (
 )
 from indextables_spark.errors import SplitFormatError
 from indextables_spark.util.pools import shared_pool
+from indextables_spark.util.ranges import coalesce
 
 STATE_FILE = "sparse.json"
 TAIL_GUESS = 64 << 10  # the first read of a split (1/64 of it, at least 16 KiB): its footer, the
@@ -116,18 +117,6 @@ def _schema_fields(local_dir: str) -> list[str] | None:
 
 
 # ---- ranges ------------------------------------------------------------------------------------
-
-
-def coalesce(ranges: Iterable[Range], gap: int | None = None) -> list[Range]:
-    """Sorted ranges merged where they touch or lie less than `gap` (GAP_BYTES) bytes apart."""
-    gap = GAP_BYTES if gap is None else gap
-    out: list[list[int]] = []
-    for s, e in sorted(r for r in ranges if r[1] > r[0]):
-        if out and s - out[-1][1] <= gap:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
 
 
 # ---- the directory -----------------------------------------------------------------------------
