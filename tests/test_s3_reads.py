@@ -91,7 +91,13 @@ class _FaultyProxy:
     403 (`refuse_presigned`), and forwards the rest."""
 
     def __init__(
-        self, upstream: str, fail: int = 0, kind: str = "503", status: int | None = None, refuse_presigned=False
+        self,
+        upstream: str,
+        fail: int = 0,
+        kind: str = "503",
+        status: int | None = None,
+        refuse_presigned=False,
+        refuse_status=403,
     ):
         import http.client
         import threading
@@ -113,7 +119,7 @@ class _FaultyProxy:
                 state.seen += 1
                 state.signed += "X-Amz-Signature=" in self.path
                 if refuse_presigned and "X-Amz-Signature=" in self.path:
-                    self.send_response(403)
+                    self.send_response(refuse_status)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
@@ -213,3 +219,16 @@ def test_connection_errors_do_not_show_the_signed_url(s3_uri, s3_options):
         s.read_range("d/blob.bin", 0, 10)
     shown = "".join(traceback.format_exception(e.value))
     assert "X-Amz-Signature" not in shown and "EXAMPLETOKEN" not in shown and "X-Amz-Credential" not in shown
+
+
+def test_a_redirect_sends_every_later_read_to_the_sdk(s3_uri, s3_options, s3_endpoint):
+    S3Storage(s3_uri, s3_options).put("r/blob.bin", BODY)
+    proxy = _FaultyProxy(s3_endpoint, refuse_presigned=True, refuse_status=301)  # "another region"
+    try:
+        s = S3Storage(s3_uri, {**s3_options, "spark.indextables.s3.endpoint": proxy.url})
+        assert s.read_range("r/blob.bin", 0, 8) == BODY[:8]  # the lean GET refused, the SDK's answer
+        assert s._lean() is None and proxy.signed == 1
+        assert s.read_range("r/blob.bin", 8, 16) == BODY[8:16] and s.read("r/blob.bin") == BODY
+        assert proxy.signed == 1  # no presigned request after the redirect
+    finally:
+        proxy.close()

@@ -171,7 +171,8 @@ class S3Storage(ObjectStorage):
         if held is None:
             with self._lock:  # the listing and the first reads of an open ask at once: build once
                 held = _reads.get_or_build(key, lambda: (self._new_reads(),))
-        return held[0]
+        lean = held[0]
+        return lean if lean is not None and not lean.off else None
 
     def _new_reads(self) -> S3Reads | None:
         return s3_reads(

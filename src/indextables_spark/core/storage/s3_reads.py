@@ -55,6 +55,7 @@ class S3Reads:
     http: Any  # a botocore URLLib3Session
     # an object's URL: (url, when signed, the signing credentials' (access key, token))
     urls: LruCache[tuple[str, float, tuple[str, str | None]]] = field(default_factory=lambda: LruCache(MAX_URLS))
+    off: bool = False  # S3 answered a redirect or a 400: the SDK does every read (see _refused)
 
     def get(self, name: str, start: int | None, end: int | None) -> bytes | None:
         """The object's bytes [start, end) (all without a range), b"" for a range past its end, or
@@ -73,6 +74,7 @@ class S3Reads:
             return b""
         if status == 404 or status >= 500:
             raise _service_error(resp, "GetObject")  # as the SDK raises it (retry.py reads its code)
+        self._refused(status)
         self.urls.pop(name)  # e.g. signed with credentials since revoked: sign anew next time
         return None
 
@@ -86,6 +88,7 @@ class S3Reads:
         if resp.status_code == 404 or resp.status_code >= 500:
             raise _service_error(resp, "ListObjectsV2")
         if resp.status_code != 200:
+            self._refused(resp.status_code)
             return None
         root = ET.fromstring(resp.content)
         entries = [
@@ -101,6 +104,13 @@ class S3Reads:
         if truncated and not following:
             return None  # the SDK's path names this error
         return entries, following
+
+    def _refused(self, status: int) -> None:
+        """A redirect or a 400 says the URL is wrong for this bucket (another region, an endpoint
+        the SDK resolves differently): every later read goes to the SDK (`off`) instead of paying
+        two requests each."""
+        if 300 <= status < 400 or status == 400:
+            self.off = True
 
     def _object_url(self, name: str) -> str:
         # a URL lives as long as the credentials that signed it: reused only while botocore still
