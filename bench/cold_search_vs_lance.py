@@ -736,9 +736,11 @@ def print_breakdown(side: Side, runs: dict[str, Run], kinds: Kinds, args: argpar
     print(f"{'of which read twice':<24}{'':>{w}}" + "".join(f"{c:>{w}}" for c in cells))
     if args.requests and side.kind == "ours":
         for q in QUERIES:
-            print(f"requests of {side.label} {q.name} ({q.ours}), first cold run:")
+            print(f"requests of {side.label} {q.name} ({q.ours}), first cold run (ms after the first):")
+            t0 = min((r["t"] for r in runs[q.name].log), default=0.0)
             for r in runs[q.name].log:
-                print("  " + _describe(Request(**{k: v for k, v in r.items() if k != "phase"}), r["phase"], kinds))
+                at = f"+{(r['t'] - t0) * 1000:5.0f} "
+                print("  " + at + _describe(Request(**{k: v for k, v in r.items() if k != "phase"}), r["phase"], kinds))
 
 
 def _describe(r: Request, phase: str, kinds: Kinds) -> str:

@@ -133,6 +133,17 @@ class AwsAuth:
         credentials = shared(key, lambda: self._assume_role_credentials(base, region))
         return boto3.Session(botocore_session=_botocore_session_with(credentials), region_name=region)
 
+    def signing_credentials(self, options: Options, region: str | None) -> tuple[Any, str | None]:
+        """(botocore credentials, region) for requests signed without a client (s3_reads.py):
+        static keys with a region need no boto3 Session (~30 ms per process); else the session's
+        credentials (refreshing as a client's do) and region."""
+        if self.access_key and not self.role_arn and region:
+            from botocore.credentials import Credentials  # lazy: SDK loaded on first use
+
+            return Credentials(self.access_key, self.secret_key, self.session_token), region
+        session = self.boto3_session(options, region)
+        return session.get_credentials(), region or session.region_name
+
     def _source_session(self, options: Options, region: str | None) -> Any:
         import boto3  # lazy: SDK loaded on first use
 

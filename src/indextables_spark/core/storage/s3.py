@@ -175,10 +175,11 @@ class S3Storage(ObjectStorage):
         return lean if lean is not None and not lean.off else None
 
     def _new_reads(self) -> S3Reads | None:
+        credentials, region = self._auth.signing_credentials(self._options, self.region)
         return s3_reads(
-            self._auth.boto3_session(self._options, self.region),
+            credentials,
             self.bucket,
-            self.region,
+            region,
             self.endpoint,
             self.path_style,
             self._auth.profile,

@@ -173,7 +173,7 @@ def _timestamp(text: str | None) -> dt.datetime | None:
 
 
 def s3_reads(
-    session: Any,
+    credentials: Any,
     bucket: str,
     region: str | None,
     endpoint: str | None,
@@ -183,16 +183,15 @@ def s3_reads(
     timeouts: tuple[float, float],
 ) -> S3Reads | None:
     """S3Reads for a bucket, or None where the SDK must do the reads (see the module doc).
-    `session`: the boto3 Session the storage's client would be built from (its credentials and
-    region). The HTTP session is set up as botocore sets up a client's (botocore/endpoint.py
+    `credentials`, `region`: what the storage's client would sign with (AwsAuth.signing_credentials;
+    None: anonymous). The HTTP session is set up as botocore sets up a client's (botocore/endpoint.py
     EndpointCreator): proxies from the environment, the profile's CA bundle, AWS_CA_BUNDLE or
     REQUESTS_CA_BUNDLE, else botocore's default."""
     import botocore.session  # lazy: SDK loaded on first use
     from botocore.httpsession import URLLib3Session  # lazy: as above
     from botocore.utils import get_environ_proxies  # lazy: as above
 
-    credentials = session.get_credentials()
-    region = region or session.region_name or ("us-east-1" if endpoint else None)
+    region = region or ("us-east-1" if endpoint else None)
     if credentials is None or region is None:
         return None
     # the profile's settings (a second botocore session, ~0.04 s) only where they matter: S3's
