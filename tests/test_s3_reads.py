@@ -232,3 +232,24 @@ def test_a_redirect_sends_every_later_read_to_the_sdk(s3_uri, s3_options, s3_end
         assert proxy.signed == 1  # no presigned request after the redirect
     finally:
         proxy.close()
+
+
+def test_errors_of_any_kind_lose_the_signed_query():
+    from botocore.exceptions import ConnectionClosedError, HTTPClientError, ReadTimeoutError
+
+    from indextables_spark.core.storage.s3_reads import _without_signature
+
+    url = (
+        "https://b.s3.us-east-1.amazonaws.com/k?X-Amz-Credential=AKIA%2Fx&X-Amz-Security-Token=TOK&X-Amz-Signature=abc"
+    )
+    for e in (
+        ConnectionClosedError(endpoint_url=url),
+        ReadTimeoutError(endpoint_url=url, error=ValueError(f"timed out reading {url}")),
+        HTTPClientError(error=ValueError(url)),
+        OSError(f"cannot reach {url}"),
+    ):
+        out = _without_signature(e)
+        assert "TOK" not in str(out) and "abc" not in str(out) and "AKIA" not in str(out), (e, out)
+        assert isinstance(out, type(e)) or isinstance(out, HTTPClientError)
+    plain = OSError("connection reset")
+    assert _without_signature(plain) is plain

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote_plus, urlencode, urlsplit
 
+from indextables_spark.core.storage.redaction import Redactor
 from indextables_spark.util.lru import LruCache
 
 URL_EXPIRES_S = 900  # what a presigned URL is signed for
@@ -139,12 +140,34 @@ class S3Reads:
         try:
             return self.http.send(AWSRequest(method="GET", url=url, headers=headers).prepare())
         except Exception as e:
-            # botocore's connection errors quote the URL, and a presigned one carries the signature
-            # and the session token: the same error without the query, and without its cause
-            kwargs = getattr(e, "kwargs", None)
-            if isinstance(kwargs, dict) and isinstance(kwargs.get("endpoint_url"), str):
-                raise type(e)(**{**kwargs, "endpoint_url": kwargs["endpoint_url"].split("?")[0]}) from None
-            raise
+            raise _without_signature(e) from None
+
+
+def _without_signature(e: Exception) -> Exception:
+    """A send's error without the presigned query (its signature, credential and session token):
+    botocore's connection errors quote the URL (`endpoint_url`) and the urllib3 error beneath
+    (`error`). The same error class where botocore's (built from kwargs), else botocore's
+    HTTPClientError; retry.py sees a transient error as before. Raised `from None`: the cause
+    holds the URL too."""
+    from botocore.exceptions import BotoCoreError, HTTPClientError  # lazy: SDK loaded on first use
+
+    clean = Redactor()  # no secrets of its own: the signature-like query parameters
+    kwargs = getattr(e, "kwargs", None)
+    if isinstance(e, BotoCoreError) and isinstance(kwargs, dict):
+        scrubbed = {k: clean(v) if isinstance(v, str) else v for k, v in kwargs.items()}
+        if "endpoint_url" in scrubbed:
+            scrubbed["endpoint_url"] = scrubbed["endpoint_url"].split("?")[0]
+        if "error" in scrubbed and "X-Amz-" in str(scrubbed["error"]):
+            scrubbed["error"] = clean(str(scrubbed["error"]))
+        try:
+            rebuilt: Exception = type(e)(**scrubbed)
+            return rebuilt
+        except TypeError:  # a class whose kwargs do not rebuild it
+            pass
+    if isinstance(e, BotoCoreError) or "X-Amz-" in str(e):
+        wrapped: Exception = HTTPClientError(error=clean(str(e)))
+        return wrapped
+    return e
 
 
 def _service_error(resp: Any, operation: str) -> Exception:
