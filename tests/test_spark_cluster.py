@@ -186,7 +186,7 @@ def test_companion_build_and_search_on_the_cluster(standalone_cluster, s3_uri, s
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from indextables_spark.ops.companion_sources import storage_options_for_deltalake
+    from indextables_spark.ops.companion.sources import storage_options_for_deltalake
 
     cluster, source = standalone_cluster, s3_uri + "/delta"
     want = [job.to_json_row(r) for r in job.make_rows(0, job.N_ROWS)]

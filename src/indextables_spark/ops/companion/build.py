@@ -1,19 +1,19 @@
 """BUILD INDEXTABLES COMPANION: a search index over a Delta, Iceberg or Parquet table's own files.
 
-1. Plan (driver): list the source's data files at the version asked for (companion_sources/),
+1. Plan (driver): list the source's data files at the version asked for (sources/),
    keep those the WHERE partition predicate selects, and compare with the companion table's live
-   splits (companion_sync.py): files not indexed yet are indexed; splits holding a file the source
+   splits (sync.py): files not indexed yet are indexed; splits holding a file the source
    no longer has (Delta remove/OPTIMIZE/VACUUM, Iceberg overwrite/expire, a deleted Parquet file)
    are removed and their still-valid files indexed again.
 2. Index: the files are grouped per partition into groups of about `TARGET INPUT SIZE` source
    bytes; each group becomes one companion split (core/split/format/companion.py: the index, no rows) written
    by one task — a Spark job when a session is given, else local processes (this module).
 3. Commit: one version with the metadata (schema, partitioning, the source's format, location and
-   version), the new splits and the removes (companion_sync.py). Splits written by a failed build
+   version), the new splits and the removes (sync.py). Splits written by a failed build
    are deleted.
 
-The companion table refuses writes of rows (ops/write.py); MERGE SPLITS re-indexes the source
-files of the splits it merges (ops/merge_splits.py, with row_groups).
+The companion table refuses writes of rows (ops/write/write.py); MERGE SPLITS re-indexes the source
+files of the splits it merges (ops/maintenance/merge_splits.py, with row_groups).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from indextables_spark.core.split.cache.companion_rows import open_source_parque
 from indextables_spark.core.split.format.companion import CompanionSource, companion_of
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.errors import CompanionSourceError, InvalidOptionError
-from indextables_spark.ops.companion_sync import (
+from indextables_spark.ops.companion.sync import (
     IndexGroup,
     IndexJob,
     commit_build,
@@ -42,15 +42,15 @@ from indextables_spark.ops.companion_sync import (
     plan_groups,
     plan_sync,
 )
-from indextables_spark.ops.companion_columns import (
+from indextables_spark.ops.companion.columns import (
     CONFIG_EXCLUDE,
     CONFIG_INCLUDE,
     ColumnSelection,
     indexing_modes,
     string_list,
 )
-from indextables_spark.ops.companion_columns import resolve as resolve_columns
-from indextables_spark.ops.companion_stream import CompanionSync, parse_streaming, run_streaming, start_sync
+from indextables_spark.ops.companion.columns import resolve as resolve_columns
+from indextables_spark.ops.companion.stream import CompanionSync, parse_streaming, run_streaming, start_sync
 from indextables_spark.ops.registry import CommandParser, Context, size
 from indextables_spark.results import CompanionBuildResult
 
@@ -69,7 +69,7 @@ class BuildCompanion:
     [INCLUDE COLUMNS ('a', …) | EXCLUDE COLUMNS ('a', …)] [INDEXING MODES ('col':'mode', ...)]
     [HASHED FASTFIELDS INCLUDE|EXCLUDE ('a', …)] [WHERE …] [FROM VERSION n | FROM SNAPSHOT id]
     [TARGET INPUT SIZE …] [DRY RUN] AT LOCATION <path>
-    [WITH STREAMING POLL INTERVAL n SECONDS|MINUTES [MAX ITERATIONS n]] (ops/companion_stream.py)."""
+    [WITH STREAMING POLL INTERVAL n SECONDS|MINUTES [MAX ITERATIONS n]] (ops/companion/stream.py)."""
 
     result: ClassVar[type[CompanionBuildResult]] = CompanionBuildResult
     format: str  # delta | iceberg | parquet
@@ -227,14 +227,14 @@ def build_companion(
     Parquet files instead of copying its rows (see the module doc). indexing: {column: mode} as
     INDEXING MODES (the compact string modes too: core/schema/compact_strings.py); include_columns /
     exclude_columns / hashed_fastfields_*: INCLUDE / EXCLUDE COLUMNS and HASHED FASTFIELDS INCLUDE /
-    EXCLUDE (ops/companion_columns.py). Returns what was (or, with
+    EXCLUDE (ops/companion/columns.py). Returns what was (or, with
     dry_run, would be) done."""
     # lazy, as every import below: the source readers, the log and the split schema modules load
     # when a build runs, not with the command class (ops/registry.py loads it to parse SQL)
     from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance
     from indextables_spark.core.schema.arrow_types import spark_schema_json  # lazy: see above
     from indextables_spark.core.split.format.column_specs import validate_schema  # lazy: see above
-    from indextables_spark.ops.companion_sources import FORMATS, open_source  # lazy: see above
+    from indextables_spark.ops.companion.sources import FORMATS, open_source  # lazy: see above
 
     t0 = time.perf_counter()
     fmt = str(format).lower()
@@ -341,7 +341,7 @@ def start_companion_sync(
 ) -> CompanionSync:
     """`it.start_companion_sync`: keep the companion index at `location` in sync with `source`,
     polling in a background thread (`poll_interval=` seconds, `max_iterations=`; the other
-    arguments are build_companion's): ops/companion_stream.py's start_sync."""
+    arguments are build_companion's): ops/companion/stream.py's start_sync."""
     return start_sync(build_companion, source, location, format, indexing, where, spark, options, **kwargs)
 
 
@@ -427,7 +427,7 @@ def row_groups(pf: Any, columns: Sequence[str]) -> Iterator[tuple[int, Any]]:
 
 
 def _in_subprocess(job: IndexJob, group: IndexGroup) -> TaskResult:
-    """index_group in a fresh Python process (`python -m indextables_spark.ops.companion`):
+    """index_group in a fresh Python process (`python -m indextables_spark.ops.companion.build`):
     no fork of a process holding Arrow/Tantivy threads, and unlike multiprocessing's spawn, no
     re-import of the caller's __main__ (a script without a __main__ guard would run again)."""
     proc = subprocess.run(

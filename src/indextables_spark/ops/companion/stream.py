@@ -7,7 +7,7 @@ sync is a Spark job, as for one BUILD. Each poll:
 
 1. probes the source's newest version (Delta: its log only, no file list; Iceberg and Parquet have no
    cheap probe and go to step 2 every poll), and does nothing when it is the version synced last;
-2. otherwise runs build_companion (ops/companion.py), the incremental sync: the files added since
+2. otherwise runs build_companion (ops/companion/build.py), the incremental sync: the files added since
    are indexed, splits holding a file the source removed go (appends, overwrites, deletes, OPTIMIZE),
    in one commit that records the source version — or no commit when no file changed.
 
@@ -313,7 +313,7 @@ def start_sync(
     hashed_fastfields_include: Sequence[str] = (),
     hashed_fastfields_exclude: Sequence[str] = (),
 ) -> CompanionSync:
-    """it.start_companion_sync (ops/companion.py passes its build_companion): keep the companion
+    """it.start_companion_sync (ops/companion/build.py passes its build_companion): keep the companion
     index at `location` of `source` in sync, polling every `poll_interval` seconds in a background
     thread, until `stop()` (or `max_iterations` polls, or an error); the other arguments are
     build_companion's. Returns the running CompanionSync; block with `.await_termination()`."""
@@ -321,7 +321,7 @@ def start_sync(
 
     from indextables_spark.config.sessions import with_session_options  # lazy: see above
     from indextables_spark.core.storage import normalize_uri  # lazy: see above
-    from indextables_spark.ops.companion_sources import FORMATS, latest_version  # lazy: see above
+    from indextables_spark.ops.companion.sources import FORMATS, latest_version  # lazy: see above
 
     fmt = str(format).lower()
     if fmt not in FORMATS:
@@ -381,7 +381,7 @@ def recorded_version(location: str, opts: Options, fmt: str, source: str) -> int
 def run_streaming(
     cmd: Any, ctx: Context, build_companion: Callable[..., CompanionBuildResult]
 ) -> list[CompanionBuildResult]:
-    """The SQL form (`cmd`: ops/companion.py's BuildCompanion): runs until stopped (MAX ITERATIONS; Ctrl+C / a notebook's interrupt stops it
+    """The SQL form (`cmd`: ops/companion/build.py's BuildCompanion): runs until stopped (MAX ITERATIONS; Ctrl+C / a notebook's interrupt stops it
     after the poll under way, then is raised again); returns the result of each sync that committed
     (the last 100)."""
     if cmd.dry_run:
