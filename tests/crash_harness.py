@@ -178,8 +178,8 @@ def context():
                 "indextables_spark",
                 "indextables_spark.api.table",
                 "indextables_spark.core.split.write.builder",
-                "indextables_spark.ops.merge_splits",
-                "indextables_spark.ops.purge",
+                "indextables_spark.ops.maintenance.merge_splits",
+                "indextables_spark.ops.maintenance.purge",
                 "indextables_spark.core.log.maintenance.maintenance",
                 "crash_harness",
             ]

@@ -33,7 +33,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from spark_cluster_job import COLUMNS, SCHEMA, make_rows, to_json_row  # noqa: E402
+from cluster_jobs import COLUMNS, SCHEMA, make_rows, to_json_row  # noqa: E402
 
 N_ROWS = 300
 

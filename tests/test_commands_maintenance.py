@@ -238,7 +238,7 @@ def test_commands_on_every_backend(storage_backend):
     import time
 
     later = int(time.time() * 1000) + 10 * 24 * 3600 * 1000
-    from indextables_spark.ops.purge import purge
+    from indextables_spark.ops.maintenance.purge import purge
 
     p = purge(t.log, older_than_hours=7 * 24, tx_log_retention_hours=30 * 24, now_ms=later)
     assert p["splitsDeleted"] == 0 and p["orphanedSplitsFound"] == 0

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 import indextables_spark as it
-from indextables_spark.ops import merge_splits as merge
+from indextables_spark.ops.maintenance import merge_splits as merge
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError

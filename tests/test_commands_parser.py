@@ -6,18 +6,18 @@ import pytest
 
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.frontends.sql_parser import CommandSyntaxError, parse_command
-from indextables_spark.ops.cache import DescribeDiskCache, FlushDiskCache, PrewarmCache
-from indextables_spark.ops.checkpoint import Checkpoint, Compact
-from indextables_spark.ops.companion import BuildCompanion
-from indextables_spark.ops.convert import Convert
-from indextables_spark.ops.delete import Delete
-from indextables_spark.ops.describe import DescribeState, DescribeTransactionLog
-from indextables_spark.ops.drop_partitions import DropPartitions
-from indextables_spark.ops.merge_splits import MergeSplits
-from indextables_spark.ops.purge import Purge
+from indextables_spark.ops.cluster.cache import DescribeDiskCache, FlushDiskCache, PrewarmCache
+from indextables_spark.ops.maintenance.checkpoint import Checkpoint, Compact
+from indextables_spark.ops.companion.build import BuildCompanion
+from indextables_spark.ops.maintenance.convert import Convert
+from indextables_spark.ops.write.delete import Delete
+from indextables_spark.ops.inspect.describe import DescribeState, DescribeTransactionLog
+from indextables_spark.ops.maintenance.drop_partitions import DropPartitions
+from indextables_spark.ops.maintenance.merge_splits import MergeSplits
+from indextables_spark.ops.maintenance.purge import Purge
 from indextables_spark.ops.registry import OPERATIONS, TableName, operation_of, signature
-from indextables_spark.ops.repair import RepairTransactionLog
-from indextables_spark.ops.truncate_time_travel import TruncateTimeTravel
+from indextables_spark.ops.maintenance.repair import RepairTransactionLog
+from indextables_spark.ops.maintenance.truncate_time_travel import TruncateTimeTravel
 
 G = 1 << 30
 M = 1 << 20

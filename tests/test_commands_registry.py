@@ -36,9 +36,9 @@ def page_example() -> tuple[str, str, str]:
 @pytest.fixture
 def partitions_operation(monkeypatch):
     module_text, row_text, method_text = page_example()
-    module = types.ModuleType("indextables_spark.ops.partitions")
+    module = types.ModuleType("indextables_spark.ops.inspect.partitions")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    exec(compile(module_text, "docs/architecture.md: ops/partitions.py", "exec"), module.__dict__)
+    exec(compile(module_text, "docs/architecture.md: ops/inspect/partitions.py", "exec"), module.__dict__)
     row = eval(row_text.strip().rstrip(","), vars(registry))
     monkeypatch.setattr(registry, "OPERATIONS", (*registry.OPERATIONS, row))
     # the method, in api/maintenance.py's namespace with the result class imported at its top

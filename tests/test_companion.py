@@ -68,7 +68,7 @@ def _plain(v):
 
 
 def delta_keys(src: str) -> set[str]:
-    from indextables_spark.ops.companion_sources import open_source
+    from indextables_spark.ops.companion.sources import open_source
 
     return {f.key for f in open_source("delta", src).files}
 
@@ -446,7 +446,7 @@ def test_spark_connect_reads_companion(connect_spark, tmp_path):
 def test_cloud_source_and_index(cloud_backend, fmt):
     """A source on S3 (moto) / Azure (Azurite) and its companion index next to it, reached with
     our options only (mapped onto deltalake's storage options; Parquet through our storage)."""
-    from indextables_spark.ops.companion_sources import storage_options_for_deltalake
+    from indextables_spark.ops.companion.sources import storage_options_for_deltalake
     from indextables_spark.core.storage import open_storage
 
     src, loc, options = cloud_backend.uri + "/src", cloud_backend.uri + "/index", cloud_backend.options
@@ -530,7 +530,7 @@ def test_iceberg_on_azure(azure_container, azure_options, tmp_path):
 
     from pyiceberg.catalog.sql import SqlCatalog
 
-    from indextables_spark.ops.companion_sources import fileio_properties_for_iceberg
+    from indextables_spark.ops.companion.sources import fileio_properties_for_iceberg
 
     root = f"abfs://{azure_container}/companion-{uuid.uuid4().hex[:8]}"
     data = rows(300)

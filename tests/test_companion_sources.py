@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from indextables_spark.ops.companion_sources import delta as cs_delta, iceberg as cs_iceberg, parquet as cs_parquet
+from indextables_spark.ops.companion.sources import delta as cs_delta, iceberg as cs_iceberg, parquet as cs_parquet
 from indextables_spark.config.options import Options
-from indextables_spark.ops.companion_sources import (
+from indextables_spark.ops.companion.sources import (
     SourceSnapshot,
     fileio_properties_for_iceberg,
     normalize_schema,

@@ -14,7 +14,7 @@ import pytest
 import indextables_spark as it
 from cmd_helpers import rows
 from indextables_spark.errors import CompanionSourceError, StorageError
-from indextables_spark.ops.companion_stream import CompanionSync
+from indextables_spark.ops.companion.stream import CompanionSync
 from test_companion import INDEXING, has_word, index_rows, tuples, write_delta, write_iceberg
 
 POLL = 0.05  # seconds between polls
@@ -103,7 +103,7 @@ def test_follows_delta_through_20_commits_while_queries_run(tmp_path):
 
 
 def _open_files(src: str):
-    from indextables_spark.ops.companion_sources import open_source
+    from indextables_spark.ops.companion.sources import open_source
 
     return open_source("delta", src).files
 

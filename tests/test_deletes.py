@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
-from indextables_spark.ops.delete import DeletePredicateError, delete
+from indextables_spark.ops.write.delete import DeletePredicateError, delete
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import CorruptStateError

@@ -39,11 +39,19 @@ LAYERS = [
     ("core.split.aggregate", 16),
     ("core.split", 11),
     ("core", 4),
+    # ops/'s sub-packages, one way: the registry (ops/registry.py, every front end's rows), writing
+    # rows, the companion, the table's maintenance, its listings, the processes' caches and reports
+    ("ops.registry", 17),
+    ("ops.write", 18),
+    ("ops.companion", 19),
+    ("ops.maintenance", 20),
+    ("ops.inspect", 21),
+    ("ops.cluster", 22),
     ("ops", 17),
-    ("api", 18),
-    ("frontends.cli", 21),
-    ("frontends", 19),
-    ("spark", 20),
+    ("api", 23),
+    ("frontends.cli", 26),
+    ("frontends", 24),
+    ("spark", 25),
 ]
 
 

@@ -12,7 +12,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import functions
 from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.ops import optimize_write as ow
+from indextables_spark.ops.write import optimize_write as ow
 
 VALUES = 4  # partition values
 ROWS = 24_000  # 6,000 per value
@@ -111,7 +111,7 @@ def test_sample_model_and_rows_roll(tmp_path):
     """The sample model predicts the size of a bigger split; SplitWriter rolls at maxRowsPerSplit."""
     from indextables_spark.core.storage import open_storage
     from indextables_spark.core.schema.arrow_types import spark_schema_json
-    from indextables_spark.ops.write import plan_write, write_splits
+    from indextables_spark.ops.write.write import plan_write, write_splits
 
     n = 40_000
     data = pa.table(

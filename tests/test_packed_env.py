@@ -34,9 +34,9 @@ import time
 from pathlib import Path
 
 import pytest
-from spark_cluster_job import make_rows, to_json_row
+from cluster_jobs import make_rows, to_json_row
+from cluster_launch import run, spark_submit
 from spark_servers import ConnectServer, ServerStartError, StandaloneCluster, log_tail, spark_home
-from test_spark_cluster import run
 
 pytestmark = [pytest.mark.spark, pytest.mark.cloud, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -178,24 +178,17 @@ def check_executors(probes: list[dict], env_dir: str = "environment") -> None:
 def test_spark_submit_with_archives(packed_env, bare_cluster, s3_uri, s3_options, tmp_path):
     conf = {
         "spark.sql.execution.pyspark.python": ENV_PYTHON,  # the executors' Python for SQL's Python runners
-        "spark.sql.python.filterPushdown.enabled": "true",
-        "spark.executor.memory": "1g",
-        "spark.executor.cores": "1",
-        "spark.cores.max": "2",
         "spark.task.maxFailures": "1",  # the failure the job expects fails at once
-        "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.sql.session.timeZone": "UTC",
     }
-    cmd = [f"{spark_home()}/bin/spark-submit", "--master", bare_cluster.master_url]
-    cmd += ["--archives", f"{packed_env.archive}#environment"]
-    for k, v in conf.items():
-        cmd += ["--conf", f"{k}={v}"]
     conf_file, out_file = tmp_path / "conf.json", tmp_path / "out.json"
     conf_file.write_text(json.dumps(s3_options))
-    cmd += [str(JOB), "submit", str(out_file), str(tmp_path / "tables"), s3_uri, str(conf_file)]
+    cmd = spark_submit(
+        bare_cluster.master_url,
+        conf,
+        JOB,
+        *("submit", str(out_file), str(tmp_path / "tables"), s3_uri, str(conf_file)),
+        archives=f"{packed_env.archive}#environment",
+    )
     (tmp_path / "driver-tmp").mkdir()
     env = {
         **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},

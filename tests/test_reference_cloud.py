@@ -4,9 +4,6 @@ reference splits in their own split caches (transcoding the dictionaries their r
 
 from __future__ import annotations
 
-import json
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -88,30 +85,12 @@ def cached(cluster) -> set[Path]:
 @pytest.mark.cloud
 @pytest.mark.slow
 def test_reference_table_on_the_cluster_from_s3(standalone_cluster, s3_uri, s3_options, tmp_path, expected) -> None:
-    from test_spark_cluster import driver_env, run
+    from cluster_launch import run_job
 
     _upload(TABLE, s3_uri, s3_options)
-    conf = tmp_path / "conf.json"
-    conf.write_text(json.dumps(s3_options))
-    out = tmp_path / "out.json"
     # the cluster is the session's: other tests' jobs may have cached splits of theirs already
     before = cached(standalone_cluster)
-    t0 = time.time()
-    code, stdout = run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("reference_cluster_job.py")),
-            standalone_cluster.master_url,
-            s3_uri,
-            str(conf),
-            str(out),
-            QUERY,
-        ],
-        driver_env(tmp_path),
-        tmp_path / "driver.log",
-    )
-    assert code == 0, f"driver exited with {code} after {time.time() - t0:.0f} s; stdout:\n{stdout}"
-    result = json.loads(out.read_text())
+    result = run_job("reference", standalone_cluster.master_url, s3_uri, s3_options, tmp_path, QUERY)
     assert sorted(result["rows"], key=lambda r: r["id"]) == expected
     assert sorted(result["hits"]) == [3, 5]
     assert result["over"] == 3

@@ -1,7 +1,7 @@
 """Tables holding splits the reference implementation (IndexTables4Spark) wrote: every write route
 refuses them before writing anything (ReferenceTableError naming the table and CONVERT), and
 CONVERT INDEXTABLES TABLE rewrites their splits into ours in one commit that keeps the history and
-time travel (ops/convert.py, core/log/commit/reference_splits.py).
+time travel (ops/maintenance/convert.py, core/log/commit/reference_splits.py).
 
 The fixture tables are read-only test data: every test works on a copy under tmp_path.
 """
@@ -23,10 +23,10 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.frontends import cli
-from indextables_spark.ops import convert as convert_mod
+from indextables_spark.ops.maintenance import convert as convert_mod
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
-from indextables_spark.ops.convert import Convert
+from indextables_spark.ops.maintenance.convert import Convert
 from indextables_spark.errors import ConcurrentModificationError, ReferenceTableError
 from indextables_spark.core.log.model.actions import CommitInfo
 from indextables_spark.core.log.model.doc_mapping import is_reference_doc_mapping
@@ -182,14 +182,14 @@ def test_every_write_route_is_refused_before_writing(tmp_path):
     with pytest.raises(ReferenceTableError) as e:  # the whole table counts, not only the WHERE's partitions
         t.maintenance.merge_splits("date = '2024-01-01'")
     _refused(e, t.storage.uri, 3, 3)
-    from indextables_spark.ops import merge_splits as merge
+    from indextables_spark.ops.maintenance import merge_splits as merge
 
     with pytest.raises(ReferenceTableError):  # merge-on-write plans with the same function
         merge.plan_merge(t.log, None, merge.MergeConfig.from_options(t.options))
     # the Spark writers plan with writer.plan_write on the driver: the same refusal
     from indextables_spark.core.schema.arrow_types import spark_schema_json
     from indextables_spark.config.options import Options
-    from indextables_spark.ops.write import plan_write
+    from indextables_spark.ops.write.write import plan_write
 
     with pytest.raises(ReferenceTableError):
         plan_write(t.log, Options(), spark_schema_json(rows.schema), False)
@@ -239,7 +239,7 @@ def test_a_concurrent_reference_add_is_not_rebased_over(tmp_path):
     new = _new_rows(t, 1)
     # a writer of ours stages a split; meanwhile the reference re-adds one of its splits
     from indextables_spark.config.options import Options
-    from indextables_spark.ops.write import plan_write, write_splits
+    from indextables_spark.ops.write.write import plan_write, write_splits
     from indextables_spark.core.schema.arrow_types import spark_schema_json
 
     plan, _, _ = plan_write(t.log, Options(), spark_schema_json(new.schema), False)

@@ -289,7 +289,7 @@ def test_log_only_commits_on_a_reference_table_get_their_state(tmp_path: Path) -
     """IndexTables4Spark v0.5.4 reads a table's version from `_last_checkpoint` and no version file
     after it: a DROP PARTITIONS of ours gets its state at once, and no protocol upgrade version
     (the reference's V4 without features is already Avro state)."""
-    from indextables_spark.ops.drop_partitions import drop_partitions
+    from indextables_spark.ops.maintenance.drop_partitions import drop_partitions
 
     dst = tmp_path / "t"
     shutil.copytree(ROOT / "12_partition_drop", dst)

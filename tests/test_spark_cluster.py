@@ -5,68 +5,27 @@ and split caches: whatever they need (credentials, endpoint) must travel in opti
 1. examples/spark_submit_job.py through `spark-submit --master spark://…` with the credentials
    as `--conf spark.indextables.*`; its printed count equals the Spark-free count, and both
    workers ran tasks.
-2. A driver-side session on the cluster (tests/spark_cluster_job.py in its own process) with the
-   credentials only as `spark.indextables.*` session conf: write, read back row by row.
+2. A driver-side session on the cluster (tests/cluster_jobs.py's `write` job in its own process)
+   with the credentials only as `spark.indextables.*` session conf: write, read back row by row.
+3. BUILD INDEXTABLES COMPANION as a cluster job (its `companion` job), searched through the cluster.
+
+The drivers are launched by tests/cluster_launch.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
-import subprocess
 import sys
 import time
-from pathlib import Path
 
+import cluster_jobs as job
 import pytest
-import spark_cluster_job as job
-from spark_servers import die_with_parent, log_tail, spark_home
+from cluster_launch import ROOT, driver_env, run, run_job, spark_submit
+from spark_servers import log_tail
 
 import indextables_spark as it
 
 pytestmark = [pytest.mark.spark, pytest.mark.cloud, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parent.parent
-JOB_TIMEOUT = 900
-
-
-def driver_env(tmp: Path) -> dict[str, str]:
-    """The driver process's environment: the venv's Python for the workers, its own temp dir."""
-    (tmp / "driver-tmp").mkdir(parents=True, exist_ok=True)
-    return {
-        **os.environ,
-        "SPARK_HOME": spark_home(),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "TMPDIR": str(tmp / "driver-tmp"),
-    }
-
-
-def run(cmd: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> tuple[int, str]:
-    """Run a driver process (own process group, killed on timeout); (exit code, stdout)."""
-    with open(log, "wb") as err:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=str(cwd),
-            start_new_session=True,
-            preexec_fn=die_with_parent(),
-        )
-        try:
-            out, _ = proc.communicate(timeout=JOB_TIMEOUT)
-        except BaseException as e:  # timeout, or the test run interrupted: no orphan driver
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            if isinstance(e, subprocess.TimeoutExpired):
-                pytest.fail(f"{cmd[:3]} did not finish in {JOB_TIMEOUT} s; its log:\n{log_tail(log)}")
-            raise
-    return proc.returncode, out.decode(errors="replace")
 
 
 def apps_since(cluster, t0_ms: int) -> set[str]:
@@ -86,22 +45,10 @@ def test_spark_submit_example_on_the_cluster(standalone_cluster, s3_uri, s3_opti
     cache_before = {w.index: {p for p in w.cache_dir.rglob("*") if p.is_file()} for w in cluster.worker_list}
     conf = {
         **s3_options,  # credentials, endpoint, path style, region: --conf spark.indextables.*
-        "spark.sql.python.filterPushdown.enabled": "true",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
-        "spark.executor.memory": "1g",
-        "spark.executor.cores": "1",
-        "spark.cores.max": "2",
-        "spark.scheduler.minRegisteredResourcesRatio": "1.0",  # both executors up before the first job
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.sql.session.timeZone": "UTC",
     }
-    cmd = [f"{spark_home()}/bin/spark-submit", "--master", cluster.master_url]
-    for k, v in conf.items():
-        cmd += ["--conf", f"{k}={v}"]
-    cmd += [str(ROOT / "examples" / "spark_submit_job.py"), uri]
+    cmd = spark_submit(cluster.master_url, conf, ROOT / "examples" / "spark_submit_job.py", uri)
 
     t0_ms = int(time.time() * 1000) - 1000
     started = time.monotonic()
@@ -142,24 +89,8 @@ def test_spark_submit_example_on_the_cluster(standalone_cluster, s3_uri, s3_opti
 
 def test_driver_session_on_the_cluster_with_session_conf_credentials(standalone_cluster, s3_uri, s3_options, tmp_path):
     cluster, uri = standalone_cluster, s3_uri
-    conf_file = tmp_path / "conf.json"
-    conf_file.write_text(json.dumps(s3_options))  # all spark.indextables.* (the script checks)
-    out_file = tmp_path / "out.json"
     t0_ms = int(time.time() * 1000) - 1000
-    code, out = run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("spark_cluster_job.py")),
-            cluster.master_url,
-            uri,
-            str(conf_file),
-            str(out_file),
-        ],
-        driver_env(tmp_path),
-        tmp_path / "driver.log",
-    )
-    assert code == 0, f"driver exited with {code}; stdout:\n{out}\nstderr:\n{log_tail(tmp_path / 'driver.log')}"
-    result = json.loads(out_file.read_text())
+    result = run_job("write", cluster.master_url, uri, s3_options, tmp_path)  # all spark.indextables.*
     assert result["master"] == cluster.master_url
     assert len(apps_since(cluster, t0_ms)) == 1
 
@@ -186,7 +117,7 @@ def test_companion_build_and_search_on_the_cluster(standalone_cluster, s3_uri, s
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from indextables_spark.ops.companion_sources import storage_options_for_deltalake
+    from indextables_spark.ops.companion.sources import storage_options_for_deltalake
 
     cluster, source = standalone_cluster, s3_uri + "/delta"
     want = [job.to_json_row(r) for r in job.make_rows(0, job.N_ROWS)]
@@ -195,24 +126,7 @@ def test_companion_build_and_search_on_the_cluster(standalone_cluster, s3_uri, s
     write_deltalake(
         source, data, partition_by=["region"], storage_options=storage_options_for_deltalake(source, s3_options)
     )
-    conf_file = tmp_path / "conf.json"
-    conf_file.write_text(json.dumps(s3_options))
-    out_file = tmp_path / "out.json"
-    code, out = run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("spark_cluster_job.py")),
-            cluster.master_url,
-            source,
-            str(conf_file),
-            str(out_file),
-            "companion",
-        ],
-        driver_env(tmp_path),
-        tmp_path / "driver.log",
-    )
-    assert code == 0, f"driver exited with {code}; stdout:\n{out}\nstderr:\n{log_tail(tmp_path / 'driver.log')}"
-    result = json.loads(out_file.read_text())
+    result = run_job("companion", cluster.master_url, source, s3_options, tmp_path)
     assert result["build"]["rows_indexed"] == job.N_ROWS
     assert sorted(result["rows"], key=lambda r: r[0]) == want
     views, body = job.COLUMNS.index("views"), job.COLUMNS.index("body")

@@ -15,7 +15,7 @@ from cloud_helpers import session_conf
 from cmd_helpers import TEXT_OPTIONS, append, rows, small_splits_table
 
 import indextables_spark as it
-from indextables_spark.ops import post_write
+from indextables_spark.ops.maintenance import post_write
 from indextables_spark.config.options import session_options
 
 pytestmark = pytest.mark.spark

@@ -123,7 +123,7 @@ def test_merge_and_purge_on_write(spark, tmp_path, caplog):
     assert len(_all_rows(spark, path)) == 120
 
     # A failing post-write maintenance (retention below the minimum) never fails the write.
-    with caplog.at_level(logging.WARNING, logger="indextables_spark.ops.post_write"):
+    with caplog.at_level(logging.WARNING, logger="indextables_spark.ops.maintenance.post_write"):
         _write(
             spark,
             path,
@@ -146,7 +146,7 @@ def test_merge_and_purge_on_write(spark, tmp_path, caplog):
     spark.conf.set("spark.indextables.purgeOnWrite.enabled", "true")
     spark.conf.set("spark.indextables.purgeOnWrite.triggerAfterWrites", "1")
     try:
-        from indextables_spark.ops import post_write
+        from indextables_spark.ops.maintenance import post_write
 
         out = post_write.maybe_run(
             spark,
@@ -170,7 +170,7 @@ def test_async_post_write_runs_once_per_table_at_a_time(spark, monkeypatch):
     """A write while the table's background maintenance still runs does not start a second one."""
     import threading
 
-    from indextables_spark.ops import post_write
+    from indextables_spark.ops.maintenance import post_write
 
     release, calls = threading.Event(), []
 

@@ -17,7 +17,7 @@ import indextables_spark as it
 from indextables_spark.core.storage.fetch_stats import fetch_stats
 from indextables_spark.errors import IndexTablesError, TableNotFoundError
 from indextables_spark.frontends.sql_parser import CommandSyntaxError, parse_command
-from indextables_spark.ops.environment import REDACTED
+from indextables_spark.ops.cluster.environment import REDACTED
 
 REFERENCE = Path(__file__).parent / "data" / "reference_v0.5.4"
 COLUMNS = ["split_path", "partition_values", "component_key", "size_bytes", "component_type", "field_name"]

@@ -485,30 +485,9 @@ def test_vector_routes_on_the_cluster_from_s3(
 ) -> None:
     """A standalone cluster writes a vector table to S3 (its executors build the vector indexes)
     and answers a vector read, a hybrid read and a search join as IndexTable.search does."""
-    import json
-    import sys
-    import time
+    from cluster_launch import run_job
 
-    from test_spark_cluster import driver_env, run
-
-    conf = tmp_path / "conf.json"
-    conf.write_text(json.dumps(s3_options))
-    out = tmp_path / "out.json"
-    t0 = time.time()
-    code, stdout = run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("vector_cluster_job.py")),
-            standalone_cluster.master_url,
-            s3_uri,
-            str(conf),
-            str(out),
-        ],
-        driver_env(tmp_path),
-        tmp_path / "driver.log",
-    )
-    assert code == 0, f"driver exited with {code} after {time.time() - t0:.0f} s; stdout:\n{stdout}"
-    result = json.loads(out.read_text())
+    result = run_job("vector", standalone_cluster.master_url, s3_uri, s3_options, tmp_path)
     t = it.IndexTable(s3_uri, {**s3_options, P + "cache.disk.path": str(tmp_path / "cache")})
     assert t.count() == 1200 and t.snapshot().num_files >= 2
     q = result["query"]

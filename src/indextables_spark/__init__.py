@@ -31,9 +31,9 @@ _LAZY = {
     "Transaction": "indextables_spark.core.log.commit.transaction",
     "IndexTable": "indextables_spark.api.table",
     "SearchOperatorError": "indextables_spark.expr.operators",
-    "build_companion": "indextables_spark.ops.companion",
-    "start_companion_sync": "indextables_spark.ops.companion",
-    "CompanionSync": "indextables_spark.ops.companion_stream",
+    "build_companion": "indextables_spark.ops.companion.build",
+    "start_companion_sync": "indextables_spark.ops.companion.build",
+    "CompanionSync": "indextables_spark.ops.companion.stream",
 }
 
 if TYPE_CHECKING:
@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.log.commit.transaction import Transaction
     from indextables_spark.expr.partition_filter import PartitionFilterError
-    from indextables_spark.ops.companion import build_companion, start_companion_sync
-    from indextables_spark.ops.companion_stream import CompanionSync
+    from indextables_spark.ops.companion.build import build_companion, start_companion_sync
+    from indextables_spark.ops.companion.stream import CompanionSync
     from indextables_spark.results import (
         DiskCacheInfo,
         EnvironmentRow,
@@ -141,8 +141,8 @@ def sql(spark: Any, text: str) -> Any:
 
 def wait_for_maintenance(timeout: float | None = None) -> dict[str, PostWriteResult]:
     """Wait for the merge-/purge-on-write running in the background of this process (see
-    ops/post_write.py); returns the latest result per table path."""
-    from indextables_spark.ops.post_write import wait_for_background  # lazy: keeps the package import cheap
+    ops/maintenance/post_write.py); returns the latest result per table path."""
+    from indextables_spark.ops.maintenance.post_write import wait_for_background  # lazy: keeps the package import cheap
 
     return wait_for_background(timeout)
 
@@ -152,7 +152,7 @@ def describe_disk_cache(spark: Any = None, options: Mapping[str, Any] | None = N
     bytes), the limit, and the hits, misses and evictions of the processes asked (every executor,
     as a Spark job, when a SparkSession is given; else this process)."""
     from indextables_spark.config.sessions import with_session_options  # lazy: keeps the package import cheap
-    from indextables_spark.ops.cache import run  # lazy: keeps the package import cheap
+    from indextables_spark.ops.cluster.cache import run  # lazy: keeps the package import cheap
 
     return cast("list[DiskCacheInfo]", run("describe", with_session_options(spark, options), spark))
 
@@ -160,7 +160,7 @@ def describe_disk_cache(spark: Any = None, options: Mapping[str, Any] | None = N
 def flush_disk_cache(spark: Any = None, options: Mapping[str, Any] | None = None) -> list[FlushDiskCacheResult]:
     """FLUSH INDEXTABLES DISK CACHE: remove the cached splits no reader is reading right now."""
     from indextables_spark.config.sessions import with_session_options  # lazy: keeps the package import cheap
-    from indextables_spark.ops.cache import run  # lazy: keeps the package import cheap
+    from indextables_spark.ops.cluster.cache import run  # lazy: keeps the package import cheap
 
     return cast("list[FlushDiskCacheResult]", run("flush", with_session_options(spark, options), spark))
 
@@ -168,8 +168,8 @@ def flush_disk_cache(spark: Any = None, options: Mapping[str, Any] | None = None
 def describe_storage_stats(spark: Any = None) -> list[StorageStatsRow]:
     """DESCRIBE INDEXTABLES STORAGE STATS: bytes and GET requests fetched from object storage since
     the processes started, by this process (`driver`) and, when a SparkSession is given, by the
-    Python workers of each executor host (as a Spark job; ops/storage_stats.py)."""
-    from indextables_spark.ops.storage_stats import storage_stats  # lazy: keeps the package import cheap
+    Python workers of each executor host (as a Spark job; ops/cluster/storage_stats.py)."""
+    from indextables_spark.ops.cluster.storage_stats import storage_stats  # lazy: keeps the package import cheap
 
     return storage_stats(spark)
 
@@ -177,9 +177,9 @@ def describe_storage_stats(spark: Any = None) -> list[StorageStatsRow]:
 def describe_environment(spark: Any = None, options: Mapping[str, Any] | None = None) -> list[EnvironmentRow]:
     """DESCRIBE INDEXTABLES ENVIRONMENT: the Spark conf and options of this process (`driver`), its
     Python, package versions and environment variables, and those of each executor host when a
-    SparkSession is given (as a Spark job); secrets redacted (ops/environment.py)."""
+    SparkSession is given (as a Spark job); secrets redacted (ops/cluster/environment.py)."""
     from indextables_spark.config.sessions import with_session_options  # lazy: keeps the package import cheap
-    from indextables_spark.ops.environment import environment  # lazy: keeps the package import cheap
+    from indextables_spark.ops.cluster.environment import environment  # lazy: keeps the package import cheap
 
     return environment(with_session_options(spark, options), spark)
 

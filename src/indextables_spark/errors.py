@@ -83,7 +83,7 @@ class CompanionSourceError(IndexTablesError):
 class ReferenceTableError(IndexTablesError):
     """A write refused because the table holds splits the reference implementation
     (IndexTables4Spark) wrote: `table_path`, `reference_splits` (how many of the live splits the
-    reference wrote), `live_splits`. The fix is CONVERT INDEXTABLES TABLE (ops/convert.py)."""
+    reference wrote), `live_splits`. The fix is CONVERT INDEXTABLES TABLE (ops/maintenance/convert.py)."""
 
     def __init__(
         self,

@@ -196,7 +196,7 @@ result = dataclasses.dataclass(frozen=True, eq=False)
 """The decorator of OperationResult subclasses (frozen; dict equality, see OperationResult)."""
 
 
-# ---- state (core/log/maintenance/maintenance.py, core/log/maintenance/gc.py, ops/describe.py) -------
+# ---- state (core/log/maintenance/maintenance.py, core/log/maintenance/gc.py, ops/inspect/describe.py) -------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -566,7 +566,7 @@ class ConvertResult(OperationResult):
 
 @result
 class PostWriteResult(OperationResult):
-    """Merge-/purge-on-write after a committed write (ops/post_write.py)."""
+    """Merge-/purge-on-write after a committed write (ops/maintenance/post_write.py)."""
 
     table_path: str
     status: str  # DONE | STARTED (in the background) | ALREADY_RUNNING | FAILED

@@ -7,10 +7,10 @@ from typing import Any
 import pyarrow as pa
 
 from indextables_spark.core.log.read.table_log import TransactionLog
-from indextables_spark.ops import describe
-from indextables_spark.ops.component_sizes import DescribeComponentSizes
+from indextables_spark.ops.inspect import describe
+from indextables_spark.ops.inspect.component_sizes import DescribeComponentSizes
 from indextables_spark.ops.registry import Context
-from indextables_spark.ops.history import history
+from indextables_spark.ops.inspect.history import history
 from indextables_spark.results import DescribeStateResult, HistoryEntry, SkippedFile
 
 

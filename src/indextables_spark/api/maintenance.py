@@ -63,13 +63,13 @@ class MaintenanceTable:
     def checkpoint(self, *, spark: Any = None, progress: Progress | None = None) -> CheckpointResult:
         """CHECKPOINT: write the V4 Avro state at the latest version (a JSON checkpoint with
         state.format=json); upgrades V1–V3 tables to protocol V4 first."""
-        from indextables_spark.ops.checkpoint import Checkpoint  # lazy: only the command called
+        from indextables_spark.ops.maintenance.checkpoint import Checkpoint  # lazy: only the command called
 
         return self._run(Checkpoint, spark, progress)
 
     def compact(self, *, spark: Any = None, progress: Progress | None = None) -> CheckpointResult:
         """COMPACT: rewrite the state cleanly (partition-sorted manifests, no tombstones)."""
-        from indextables_spark.ops.checkpoint import Compact  # lazy: only the command called
+        from indextables_spark.ops.maintenance.checkpoint import Compact  # lazy: only the command called
 
         return self._run(Compact, spark, progress)
 
@@ -89,7 +89,7 @@ class MaintenanceTable:
         merge.targetSize, 5G); `max_dest_splits`: at most this many merged splits;
         `max_source_splits_per_merge`: at most this many sources per merged split (at least 2).
         Merges in this process, or as a Spark job when `spark` (a SparkSession) is given."""
-        from indextables_spark.ops.merge_splits import MergeSplits  # lazy: only the command called
+        from indextables_spark.ops.maintenance.merge_splits import MergeSplits  # lazy: only the command called
 
         return self._run(
             MergeSplits,
@@ -114,7 +114,7 @@ class MaintenanceTable:
         168), version files covered by a checkpoint and older than `tx_log_retention_hours` (None:
         purge.txLogRetentionHours, 720), old states and orphan manifests. Retentions under 24 h need
         purge.retentionCheckEnabled=false; `dry_run` only reports what would be deleted."""
-        from indextables_spark.ops.purge import Purge  # lazy: only the command called
+        from indextables_spark.ops.maintenance.purge import Purge  # lazy: only the command called
 
         return self._run(
             Purge,
@@ -130,7 +130,9 @@ class MaintenanceTable:
     ) -> TruncateTimeTravelResult:
         """TRUNCATE TIME TRAVEL: checkpoint at the latest version, then delete older version files,
         checkpoints and states (irreversible: run with dry_run=True first)."""
-        from indextables_spark.ops.truncate_time_travel import TruncateTimeTravel  # lazy: only the command called
+        from indextables_spark.ops.maintenance.truncate_time_travel import (  # lazy: only the command called
+            TruncateTimeTravel,
+        )
 
         return self._run(TruncateTimeTravel, spark, progress, dry_run=dry_run)
 
@@ -139,7 +141,7 @@ class MaintenanceTable:
     ) -> DropPartitionsResult:
         """DROP PARTITIONS: remove (logically) every split of the partitions matching the partition
         predicate `where`."""
-        from indextables_spark.ops.drop_partitions import DropPartitions  # lazy: only the command called
+        from indextables_spark.ops.maintenance.drop_partitions import DropPartitions  # lazy: only the command called
 
         return self._run(DropPartitions, spark, progress, where=where)
 
@@ -148,7 +150,7 @@ class MaintenanceTable:
     ) -> RepairResult:
         """REPAIR TRANSACTION LOG: write a clean log of the table's existing splits into the empty
         directory `target` (the table is only read)."""
-        from indextables_spark.ops.repair import RepairTransactionLog  # lazy: only the command called
+        from indextables_spark.ops.maintenance.repair import RepairTransactionLog  # lazy: only the command called
 
         return self._run(RepairTransactionLog, spark, progress, target=target)
 
@@ -156,7 +158,7 @@ class MaintenanceTable:
         """CONVERT: rewrite the splits the reference implementation (IndexTables4Spark) wrote into
         ours, in one commit (history and time travel kept), so the table takes writes again;
         `dry_run` reports what would be converted. A table without reference splits gives NO_ACTION."""
-        from indextables_spark.ops.convert import Convert  # lazy: only the command called
+        from indextables_spark.ops.maintenance.convert import Convert  # lazy: only the command called
 
         return self._run(Convert, spark, progress, dry_run=dry_run)
 
@@ -166,7 +168,7 @@ class MaintenanceTable:
         """PREWARM CACHE: fetch the splits (of the partitions matching `where`) into the split cache —
         of every executor, as a Spark job, when `spark` is given; else of this machine. One result
         per host and cache directory."""
-        from indextables_spark.ops.cache import PrewarmCache  # lazy: only the command called
+        from indextables_spark.ops.cluster.cache import PrewarmCache  # lazy: only the command called
 
         return self._run(PrewarmCache, spark, progress, where=where)
 

@@ -348,7 +348,7 @@ class IndexTable:
         kind: "auto" (positional, or primary_key for `<key> = / IN` on the declared key column
         spark.indextables.indexing.primaryKey), "positional", "equality", "primary_key".
         Planned again on a conflict with a concurrent commit (ops/delete.py)."""
-        from indextables_spark.ops.delete import OPERATION, replan_on_conflict  # lazy: the delete planner, on use
+        from indextables_spark.ops.write.delete import OPERATION, replan_on_conflict  # lazy: the delete planner, on use
 
         def once() -> int:
             with self.transaction(resolver=resolver, operation=OPERATION) as tx:

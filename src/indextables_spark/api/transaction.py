@@ -25,8 +25,8 @@ from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.log.commit.transaction import Transaction
 from indextables_spark.core.schema.arrow_types import spark_schema_json
 from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
-from indextables_spark.ops.optimize_write import table_chunks
-from indextables_spark.ops.write import (
+from indextables_spark.ops.write.optimize_write import table_chunks
+from indextables_spark.ops.write.write import (
     WritePlan,
     batch_source,
     build_splits,
@@ -111,11 +111,11 @@ class TableTransaction(Transaction):
 
     def delete(self, where: str | None = None, *, query: str | None = None, kind: str = "auto") -> DeleteResult:
         """Plan a row-level delete of the rows matching `where` and/or the full-text `query` (see
-        ops/delete.py for the grammar and the kinds) and stage its delete logs and removes.
+        ops/write/delete.py for the grammar and the kinds) and stage its delete logs and removes.
         Returns its result: status STAGED (NO_ACTION when nothing matched), version the read
         version (the commit makes the new one)."""
         # lazy: ops/ sits below api/, but the delete planner loads only when a delete is staged
-        from indextables_spark.ops.delete import OPERATION, stage_delete
+        from indextables_spark.ops.write.delete import OPERATION, stage_delete
 
         if any(w.overwrite for w in self._writes):
             raise InvalidOptionError(f"transaction on {self.log.storage.uri}: it overwrites the table, deletes nothing")

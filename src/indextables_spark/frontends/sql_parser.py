@@ -20,15 +20,15 @@ TARGET, MAX, DRY, ...) needs backquotes; sizes and durations as config/units.py 
                              [TRANSACTION LOG RETENTION <n> DAYS|HOURS] [DRY RUN]
     TRUNCATE INDEXTABLES TIME TRAVEL <table> [DRY RUN]
     DROP INDEXTABLES PARTITIONS FROM <table> WHERE <partition predicate>
-    DELETE FROM INDEXTABLES <table> WHERE <predicate over any columns>   (ops/delete.py)
+    DELETE FROM INDEXTABLES <table> WHERE <predicate over any columns>   (ops/write/delete.py)
     REPAIR INDEXFILES TRANSACTION LOG <path>/_transaction_log AT LOCATION <path>
-    CONVERT INDEXTABLES TABLE <table> [DRY RUN]                          (ops/convert.py)
-    PREWARM INDEXTABLES CACHE <table> [WHERE <partition predicate>]      (ops/cache.py)
+    CONVERT INDEXTABLES TABLE <table> [DRY RUN]                          (ops/maintenance/convert.py)
+    PREWARM INDEXTABLES CACHE <table> [WHERE <partition predicate>]      (ops/cluster/cache.py)
     DESCRIBE INDEXTABLES DISK CACHE,  FLUSH INDEXTABLES DISK CACHE
     BUILD INDEXTABLES COMPANION FOR DELTA|ICEBERG|PARQUET <source>
         [CATALOG <name> [TYPE <type>]] [INDEXING MODES ('col':'mode', ...)] [WHERE <partition predicate>]
         [FROM VERSION <n> | FROM SNAPSHOT <id>] [TARGET INPUT SIZE <n>[K|M|G|T]] [DRY RUN]
-        AT LOCATION <path> [DRY RUN]                                     (ops/companion.py)
+        AT LOCATION <path> [DRY RUN]                                     (ops/companion/build.py)
 
 (DESC for DESCRIBE; the optional clauses in any order, each at most once.) The first words of each
 text are its row's `Sql` (ops/registry.py); the command class's `parse` reads the rest with this

@@ -1,12 +1,13 @@
 """One row per operation: the SQL parser, the executor, the command line, the SQL table functions
 and `IndexTable.maintenance` all read OPERATIONS to offer it (docs/architecture.md, "Adding an operation").
 
-A row names the operation's command class (`"merge_splits:MergeSplits"`: class MergeSplits of
-ops/merge_splits.py), which holds the rest: its fields are the operation's arguments, `result` its
-typed result class (whose fields are the output columns), `parse` reads its SQL text after the
-words the row gives, and `run` runs it. The rows are plain data, so that `is_command` (asked of
-every `spark.sql` text once `it.register` ran) and the command line's `--help` import no operation;
-the command class of a row is imported when a text or a call needs it (`Operation.load`).
+A row names the operation's command class (`"maintenance.merge_splits:MergeSplits"`: class
+MergeSplits of ops/maintenance/merge_splits.py), which holds the rest: its fields are the
+operation's arguments, `result` its typed result class (whose fields are the output columns),
+`parse` reads its SQL text after the words the row gives, and `run` runs it. The rows are plain
+data, so that `is_command` (asked of every `spark.sql` text once `it.register` ran) and the command
+line's `--help` import no operation; the command class of a row is imported when a text or a call
+needs it (`Operation.load`).
 
 (Over 500 lines: the rows are one table of data that every front end reads; split, it would be
 read in pieces.)
@@ -210,7 +211,7 @@ class Cli:
 @dataclass(frozen=True)
 class Operation:
     name: str  # "MERGE SPLITS": the title of its results
-    command: str  # "<module of ops/>:<class>": the command class (fields, result, parse, run)
+    command: str  # "<module under ops/, dotted>:<class>": the command class (fields, result, parse, run)
     sql: Sql | None = None
     cli: Cli | None = None
     function: str | None = None  # its SQL table function; the arguments are the command's fields
@@ -224,7 +225,7 @@ class Operation:
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "CHECKPOINT",
-        "checkpoint:Checkpoint",
+        "maintenance.checkpoint:Checkpoint",
         Sql("CHECKPOINT", KW),
         Cli("checkpoint", "write the V4 Avro state at the latest version"),
         function="indextables_checkpoint",
@@ -232,7 +233,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "COMPACT",
-        "checkpoint:Compact",
+        "maintenance.checkpoint:Compact",
         Sql("COMPACT", KW),
         Cli("compact", "rewrite the state cleanly (no tombstones, partition-sorted)"),
         function="indextables_compact",
@@ -240,14 +241,14 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "DESCRIBE STATE",
-        "describe:DescribeState",
+        "inspect.describe:DescribeState",
         Sql(f"DESCRIBE|DESC {KW}", "STATE"),
         Cli("describe-state", "state format, counts, tombstones, needs_compaction, skipped splits"),
         function="indextables_describe_state",
     ),
     Operation(
         "DESCRIBE TRANSACTION LOG",
-        "describe:DescribeTransactionLog",
+        "inspect.describe:DescribeTransactionLog",
         Sql(f"DESCRIBE|DESC {KW}", "TRANSACTION LOG"),
         Cli(
             "describe-log",
@@ -270,7 +271,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "HISTORY",
-        "history:History",
+        "inspect.history:History",
         cli=Cli(
             "history",
             "one row per retained version, newest first",
@@ -288,7 +289,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "FILES",
-        "files:Files",
+        "inspect.files:Files",
         cli=Cli(
             "files",
             "the live splits",
@@ -298,7 +299,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "MERGE SPLITS",
-        "merge_splits:MergeSplits",
+        "maintenance.merge_splits:MergeSplits",
         Sql("MERGE SPLITS"),
         Cli(
             "merge-splits",
@@ -316,7 +317,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "PURGE",
-        "purge:Purge",
+        "maintenance.purge:Purge",
         Sql("PURGE", TABLE_WORDS),
         Cli(
             "purge",
@@ -333,7 +334,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "TRUNCATE TIME TRAVEL",
-        "truncate_time_travel:TruncateTimeTravel",
+        "maintenance.truncate_time_travel:TruncateTimeTravel",
         Sql(f"TRUNCATE {KW}", "TIME TRAVEL"),
         Cli(
             "truncate-time-travel",
@@ -345,7 +346,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "DROP PARTITIONS",
-        "drop_partitions:DropPartitions",
+        "maintenance.drop_partitions:DropPartitions",
         Sql(f"DROP {KW}", "PARTITIONS FROM"),
         Cli(
             "drop-partitions",
@@ -355,10 +356,10 @@ OPERATIONS: tuple[Operation, ...] = (
         function="indextables_drop_partitions",
         method="drop_partitions",
     ),
-    Operation("DELETE", "delete:Delete", Sql(f"DELETE FROM {KW}")),
+    Operation("DELETE", "write.delete:Delete", Sql(f"DELETE FROM {KW}")),
     Operation(
         "REPAIR TRANSACTION LOG",
-        "repair:RepairTransactionLog",
+        "maintenance.repair:RepairTransactionLog",
         Sql("REPAIR INDEXFILES|INDEXTABLES|INDEXTABLE", "TRANSACTION LOG"),
         Cli(
             "repair",
@@ -373,7 +374,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "CONVERT",
-        "convert:Convert",
+        "maintenance.convert:Convert",
         Sql(f"CONVERT {KW}", "TABLE"),
         Cli(
             "convert",
@@ -385,15 +386,15 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "PREWARM CACHE",
-        "cache:PrewarmCache",
+        "cluster.cache:PrewarmCache",
         Sql(f"PREWARM {KW}", "CACHE"),
         method="prewarm_cache",
     ),
-    Operation("DESCRIBE DISK CACHE", "cache:DescribeDiskCache", Sql(f"DESCRIBE|DESC {KW}", "DISK CACHE")),
-    Operation("FLUSH DISK CACHE", "cache:FlushDiskCache", Sql(f"FLUSH {KW}", "DISK CACHE")),
+    Operation("DESCRIBE DISK CACHE", "cluster.cache:DescribeDiskCache", Sql(f"DESCRIBE|DESC {KW}", "DISK CACHE")),
+    Operation("FLUSH DISK CACHE", "cluster.cache:FlushDiskCache", Sql(f"FLUSH {KW}", "DISK CACHE")),
     Operation(
         "DESCRIBE STORAGE STATS",
-        "storage_stats:DescribeStorageStats",
+        "cluster.storage_stats:DescribeStorageStats",
         Sql(f"DESCRIBE|DESC {KW}", "STORAGE STATS"),
         Cli(
             "describe-storage-stats",
@@ -405,7 +406,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "DESCRIBE ENVIRONMENT",
-        "environment:DescribeEnvironment",
+        "cluster.environment:DescribeEnvironment",
         Sql(f"DESCRIBE|DESC {KW}", "ENVIRONMENT"),
         Cli(
             "describe-environment",
@@ -417,7 +418,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "DESCRIBE COMPONENT SIZES",
-        "component_sizes:DescribeComponentSizes",
+        "inspect.component_sizes:DescribeComponentSizes",
         Sql(f"DESCRIBE|DESC {KW}", "COMPONENT SIZES"),
         Cli(
             "describe-component-sizes",
@@ -429,7 +430,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "BUILD COMPANION",
-        "companion:BuildCompanion",
+        "companion.build:BuildCompanion",
         Sql(f"BUILD {KW}", "COMPANION"),
         Cli(
             "build-companion",

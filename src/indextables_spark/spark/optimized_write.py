@@ -2,7 +2,7 @@
 done by `register`'s `save()` wrapper on the DataFrame before Spark's own save (classic and Connect).
 
 `hash` (the default): one job counts the rows of each partition value; the bytes per row come from
-the table's splits (history) or from splits of a sample built on the driver (ops/optimize_write.py);
+the table's splits (history) or from splits of a sample built on the driver (ops/write/optimize_write.py);
 each value's rows are cut into k equal buckets (k: split sizes closest to the target) by a hash of
 the row, and `repartition(N, key)` gives every bucket a task of its own, which writes it as one
 split. `balanced`: `repartition(defaultParallelism, partition columns)`, splits rolled at
@@ -21,8 +21,8 @@ from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options, session_options
 from indextables_spark.config.sessions import functions, is_connect
 from indextables_spark.core.split.write.builder import target_split_bytes_option
-from indextables_spark.ops import optimize_write as ow
-from indextables_spark.ops.write import plan_write
+from indextables_spark.ops.write import optimize_write as ow
+from indextables_spark.ops.write.write import plan_write
 
 log = logging.getLogger(__name__)
 

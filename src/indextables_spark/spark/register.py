@@ -232,7 +232,7 @@ def _make_save(orig: Callable[..., Any]) -> Callable[..., Any]:
             _own(type(self), "mode")(self, "append")
         result = orig(_optimized(self, spark, opts, target, save_mode), path=path)
         # The commit ran in a worker without a session: merge-/purge-on-write run here (never raise).
-        from indextables_spark.ops.post_write import maybe_run
+        from indextables_spark.ops.maintenance.post_write import maybe_run
 
         maybe_run(spark, cast(str, target), opts)  # Spark's save succeeded: a path was given
         return result
@@ -269,7 +269,7 @@ def _make_start(orig: Callable[..., Any]) -> Callable[..., Any]:
         _move_partitioning(self)
         opts = _inject_conf(self, spark)
         query = orig(self, path=path, outputMode=outputMode, queryName=queryName)
-        from indextables_spark.ops.post_write import (
+        from indextables_spark.ops.maintenance.post_write import (
             watch_stream,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow
         )
 

@@ -262,7 +262,7 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         self.overwrite = overwrite
         self.schema = schema
         self.plan, _, _ = plan_write(path, opts, schema, overwrite)
-        from indextables_spark.ops.optimize_write import (
+        from indextables_spark.ops.write.optimize_write import (
             OptimizedWriteConfig,  # lazy: as plan_write
         )
 
@@ -284,7 +284,7 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         return StreamBatchWritten(written.adds, written.stats)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        from indextables_spark.ops.write import (
+        from indextables_spark.ops.write.write import (
             merge_stats,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
         )
         from indextables_spark.spark.writer import (
@@ -322,7 +322,7 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        from indextables_spark.ops.write import (
+        from indextables_spark.ops.write.write import (
             merge_stats,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
         )
         from indextables_spark.spark.writer import (

@@ -16,9 +16,9 @@ from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.core.storage import open_storage
-from indextables_spark.ops import write as core
-from indextables_spark.ops.optimize_write import MAX_ROWS, OptimizedWriteConfig
-from indextables_spark.ops.write import WritePlan, merge_stats
+from indextables_spark.ops.write import write as core
+from indextables_spark.ops.write.optimize_write import MAX_ROWS, OptimizedWriteConfig
+from indextables_spark.ops.write.write import WritePlan, merge_stats
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What this process fetched from object storage (S3, Azure): bytes and GET requests since it
 started, counted by core/storage/object_store.py's `read` and `read_range` (transaction log files,
-split footers and sections, whole splits). DESCRIBE INDEXTABLES STORAGE STATS (ops/storage_stats.py)
+split footers and sections, whole splits). DESCRIBE INDEXTABLES STORAGE STATS (ops/cluster/storage_stats.py)
 reports them per process, as the reference reports tantivy4java's SplitCacheManager counters per
 JVM; local files are not counted (neither are they there)."""
 

@@ -3,10 +3,10 @@ those are, and the refusal of writes that would mix our splits or delete logs in
 
 We read the reference's splits (core/split/reference/native.py opens them in place in the split
 cache), but the reference cannot open our split format nor apply our delete logs: a table holding
-both would be read fully by neither implementation. So every write route (ops/write.py, ops/delete.py,
+both would be read fully by neither implementation. So every write route (ops/write/write.py, ops/write/delete.py,
 MERGE SPLITS, the Spark writers) refuses such a table before it writes anything, and
 `Transaction.commit` refuses it again as a safety net; CONVERT INDEXTABLES TABLE
-(ops/convert.py, operation "CONVERT") rewrites the reference splits into ours first.
+(ops/maintenance/convert.py, operation "CONVERT") rewrites the reference splits into ours first.
 
 Which splits the reference wrote is told by the doc mapping the log records for them
 (docMappingRef through the schema registry, or an inline docMappingJson):

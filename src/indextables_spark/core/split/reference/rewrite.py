@@ -1,5 +1,5 @@
 """A split the reference implementation wrote, rewritten as one of ours without re-indexing: what
-CONVERT (ops/convert.py) does to each reference split.
+CONVERT (ops/maintenance/convert.py) does to each reference split.
 
 The reference's Tantivy index is kept, so queries keep the reference's answers (its tokens, its
 index-only fields, its record options, its fast fields):

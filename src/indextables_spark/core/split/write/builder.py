@@ -146,7 +146,7 @@ class SplitWriter:
         self._partition_types = {s.name: s.spark_type for s in self.specs if s.partition}
         self._tantivy_schema = tantivy_schema(self.stored_specs)
         self.target_split_bytes = target_split_bytes if target_split_bytes else target_split_bytes_option(self.options)
-        # optimized writes (ops/optimize_write.py): roll a partition value's split after this many rows
+        # optimized writes (ops/write/optimize_write.py): roll a partition value's split after this many rows
         self.max_split_rows = self.options.get_int("write.optimizeWrite.maxRowsPerSplit")
         self.heap_bytes = max(MIN_HEAP_BYTES, self.options.get_size("indexWriter.heapSize"))
         self.tmp_root = (

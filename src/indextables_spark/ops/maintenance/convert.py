@@ -176,12 +176,12 @@ def _tmp_root(options: Options) -> str | None:
 def convert_split(plan: ConvertPlan, src: AddFile) -> Converted:
     """Rewrite one reference split as one of ours (uploaded, not committed): its index as it is,
     the dictionaries transcoded, its rows in our row store (core/split/reference/rewrite.py)."""
-    from indextables_spark.core.split.format.bloom import (  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
+    from indextables_spark.core.split.format.bloom import (  # lazy: keeps `import indextables_spark.ops.maintenance.convert` free of numpy
         STATS_KEY as BLOOM_STATS_KEY,
         bloom_file_for,
     )
     from indextables_spark.core.split.reference.rewrite import (
-        rewrite_split,  # lazy: keeps `import indextables_spark.ops.convert` free of numpy
+        rewrite_split,  # lazy: keeps `import indextables_spark.ops.maintenance.convert` free of numpy
     )
 
     snap, storage = plan.snapshot, plan.log.storage

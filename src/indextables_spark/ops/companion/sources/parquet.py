@@ -16,9 +16,9 @@ from indextables_spark.config.options import Options
 from indextables_spark.core import storage as storage_layer
 from indextables_spark.core.storage.redaction import redact_uri
 from indextables_spark.errors import SchemaMismatchError, TableNotFoundError
-from indextables_spark.ops.companion_sources.libraries import describe_error
-from indextables_spark.ops.companion_sources.locations import file_uri
-from indextables_spark.ops.companion_sources.snapshot import SourceFile, SourceSnapshot, normalize_schema
+from indextables_spark.ops.companion.sources.libraries import describe_error
+from indextables_spark.ops.companion.sources.locations import file_uri
+from indextables_spark.ops.companion.sources.snapshot import SourceFile, SourceSnapshot, normalize_schema
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _FOOTER_TAIL = 64 << 10  # one ranged read fetches most footers whole

@@ -1,5 +1,5 @@
 """The schema rules of a write: an append must bring exactly the table's columns and types;
-mergeSchema adds new columns; every column a table records is nullable (ops/write.py plans with
+mergeSchema adds new columns; every column a table records is nullable (ops/write/write.py plans with
 these)."""
 
 from __future__ import annotations

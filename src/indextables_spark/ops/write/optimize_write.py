@@ -34,7 +34,7 @@ from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.split.write.builder import target_split_bytes_option
 from indextables_spark.core.storage import open_storage
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.ops.write import WritePlan, write_splits
+from indextables_spark.ops.write.write import WritePlan, write_splits
 
 ENABLED = ("write.optimizeWrite.enabled", "optimizeWrite.enabled")
 TARGET_SIZE = "write.optimizeWrite.targetSplitSize"

@@ -1,19 +1,19 @@
 """BUILD INDEXTABLES COMPANION: a search index over a Delta, Iceberg or Parquet table's own files.
 
-1. Plan (driver): list the source's data files at the version asked for (companion_sources/),
+1. Plan (driver): list the source's data files at the version asked for (sources/),
    keep those the WHERE partition predicate selects, and compare with the companion table's live
-   splits (companion_sync.py): files not indexed yet are indexed; splits holding a file the source
+   splits (sync.py): files not indexed yet are indexed; splits holding a file the source
    no longer has (Delta remove/OPTIMIZE/VACUUM, Iceberg overwrite/expire, a deleted Parquet file)
    are removed and their still-valid files indexed again.
 2. Index: the files are grouped per partition into groups of about `TARGET INPUT SIZE` source
    bytes; each group becomes one companion split (core/split/format/companion.py: the index, no rows) written
    by one task — a Spark job when a session is given, else local processes (this module).
 3. Commit: one version with the metadata (schema, partitioning, the source's format, location and
-   version), the new splits and the removes (companion_sync.py). Splits written by a failed build
+   version), the new splits and the removes (sync.py). Splits written by a failed build
    are deleted.
 
-The companion table refuses writes of rows (ops/write.py); MERGE SPLITS re-indexes the source
-files of the splits it merges (ops/merge_splits.py, with row_groups).
+The companion table refuses writes of rows (ops/write/write.py); MERGE SPLITS re-indexes the source
+files of the splits it merges (ops/maintenance/merge_splits.py, with row_groups).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Sequence
 
 from indextables_spark.config.options import PREFIX, Options, parse_size
 from indextables_spark.config.registry import registered_default
@@ -34,7 +34,17 @@ from indextables_spark.core.split.cache.companion_rows import open_source_parque
 from indextables_spark.core.split.format.companion import CompanionSource, companion_of
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.errors import CompanionSourceError, InvalidOptionError
-from indextables_spark.ops.companion_sync import (
+from indextables_spark.ops.companion.arguments import CompanionArguments, signature_of
+from indextables_spark.ops.companion.columns import (
+    CONFIG_EXCLUDE,
+    CONFIG_INCLUDE,
+    ColumnSelection,
+    indexing_modes,
+    string_list,
+)
+from indextables_spark.ops.companion.columns import resolve as resolve_columns
+from indextables_spark.ops.companion.stream import CompanionSync, parse_streaming, run_streaming, start_sync
+from indextables_spark.ops.companion.sync import (
     IndexGroup,
     IndexJob,
     commit_build,
@@ -42,15 +52,6 @@ from indextables_spark.ops.companion_sync import (
     plan_groups,
     plan_sync,
 )
-from indextables_spark.ops.companion_columns import (
-    CONFIG_EXCLUDE,
-    CONFIG_INCLUDE,
-    ColumnSelection,
-    indexing_modes,
-    string_list,
-)
-from indextables_spark.ops.companion_columns import resolve as resolve_columns
-from indextables_spark.ops.companion_stream import CompanionSync, parse_streaming, run_streaming, start_sync
 from indextables_spark.ops.registry import CommandParser, Context, size
 from indextables_spark.results import CompanionBuildResult
 
@@ -69,7 +70,7 @@ class BuildCompanion:
     [INCLUDE COLUMNS ('a', …) | EXCLUDE COLUMNS ('a', …)] [INDEXING MODES ('col':'mode', ...)]
     [HASHED FASTFIELDS INCLUDE|EXCLUDE ('a', …)] [WHERE …] [FROM VERSION n | FROM SNAPSHOT id]
     [TARGET INPUT SIZE …] [DRY RUN] AT LOCATION <path>
-    [WITH STREAMING POLL INTERVAL n SECONDS|MINUTES [MAX ITERATIONS n]] (ops/companion_stream.py)."""
+    [WITH STREAMING POLL INTERVAL n SECONDS|MINUTES [MAX ITERATIONS n]] (ops/companion/stream.py)."""
 
     result: ClassVar[type[CompanionBuildResult]] = CompanionBuildResult
     format: str  # delta | iceberg | parquet
@@ -174,100 +175,81 @@ class BuildCompanion:
 
     def run(self, ctx: Context) -> CompanionBuildResult | list[CompanionBuildResult]:
         if self.streaming_poll_interval is not None or self.max_iterations is not None:
-            return run_streaming(self, ctx, build_companion)
-        return build_companion(
-            **self.sync_arguments(ctx),
-            from_version=self.from_version,
-            from_snapshot=self.from_snapshot,
-            dry_run=self.dry_run,
-        )
+            return run_streaming(self, ctx, build)
+        return build(self.arguments(ctx), self.from_version, self.from_snapshot, self.dry_run)
 
-    def sync_arguments(self, ctx: Context) -> dict[str, Any]:
-        """build_companion's arguments that a one-off build and a streaming sync (start_sync) share."""
-        return {
-            "source": self.source,
-            "location": self.location,
-            "format": self.format,
-            "indexing": dict(self.indexing) or None,
-            "where": self.where,
-            "spark": ctx.spark,
-            "options": ctx.options,
-            "catalog": self.catalog,
-            "catalog_type": self.catalog_type,
-            "target_input_size": self.target_input_size,
-            "include_columns": self.include_columns,
-            "exclude_columns": self.exclude_columns,
-            "hashed_fastfields_include": self.hashed_fastfields_include,
-            "hashed_fastfields_exclude": self.hashed_fastfields_exclude,
-        }
+    def arguments(self, ctx: Context) -> CompanionArguments:
+        """The arguments a one-off build and a streaming sync (start_sync) share: this command's
+        fields of their names, the context's session and options."""
+        return CompanionArguments.of(self, indexing=dict(self.indexing) or None, spark=ctx.spark, options=ctx.options)
 
 
 def build_companion(
-    source: str,
-    location: str,
-    format: str = "delta",
-    indexing: Mapping[str, str] | None = None,
-    where: str | None = None,
-    spark: Any = None,
-    options: Mapping[str, Any] | None = None,
-    *,
+    *args: Any,
     from_version: int | None = None,
     from_snapshot: int | None = None,
-    catalog: str | None = None,
-    catalog_type: str | None = None,
-    target_input_size: int | str | None = None,
     dry_run: bool = False,
-    include_columns: Sequence[str] = (),
-    exclude_columns: Sequence[str] = (),
-    hashed_fastfields_include: Sequence[str] = (),
-    hashed_fastfields_exclude: Sequence[str] = (),
+    **kwargs: Any,
 ) -> CompanionBuildResult:
-    """`it.build_companion`, BUILD INDEXTABLES COMPANION: build or sync the companion index at
-    `location` of the `format` ("delta", "iceberg" or "parquet") table `source`, pointing at its
-    Parquet files instead of copying its rows (see the module doc). indexing: {column: mode} as
-    INDEXING MODES (the compact string modes too: core/schema/compact_strings.py); include_columns /
-    exclude_columns / hashed_fastfields_*: INCLUDE / EXCLUDE COLUMNS and HASHED FASTFIELDS INCLUDE /
-    EXCLUDE (ops/companion_columns.py). Returns what was (or, with
-    dry_run, would be) done."""
+    """`it.build_companion(source, location, format="delta", indexing=None, where=None, spark=None,
+    options=None, *, catalog=None, catalog_type=None, target_input_size=None, include_columns=(),
+    exclude_columns=(), hashed_fastfields_include=(), hashed_fastfields_exclude=(),
+    from_version=None, from_snapshot=None, dry_run=False)`, BUILD INDEXTABLES COMPANION: build or
+    sync the companion index at `location` of the `format` table `source`, pointing at its Parquet
+    files instead of copying its rows (see the module doc). The arguments but the last three are
+    CompanionArguments' (ops/companion/arguments.py); from_version (Delta) / from_snapshot
+    (Iceberg): the source version to index. Returns what was (or, with dry_run, would be) done."""
+    return build(CompanionArguments(*args, **kwargs), from_version, from_snapshot, dry_run)
+
+
+def build(
+    args: CompanionArguments,
+    from_version: int | None = None,
+    from_snapshot: int | None = None,
+    dry_run: bool = False,
+) -> CompanionBuildResult:
+    """One build or sync (build_companion's): also each poll of a streaming sync."""
     # lazy, as every import below: the source readers, the log and the split schema modules load
     # when a build runs, not with the command class (ops/registry.py loads it to parse SQL)
     from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance
     from indextables_spark.core.schema.arrow_types import spark_schema_json  # lazy: see above
     from indextables_spark.core.split.format.column_specs import validate_schema  # lazy: see above
-    from indextables_spark.ops.companion_sources import FORMATS, open_source  # lazy: see above
+    from indextables_spark.ops.companion.sources import FORMATS, open_source  # lazy: see above
 
     t0 = time.perf_counter()
-    fmt = str(format).lower()
+    fmt = str(args.format).lower()
     if fmt not in FORMATS:
-        raise InvalidOptionError(f"companion source format {format!r} is not one of {', '.join(FORMATS)}")
-    if fmt != "iceberg" or catalog is None:
+        raise InvalidOptionError(f"companion source format {args.format!r} is not one of {', '.join(FORMATS)}")
+    source, location, indexing, spark = args.source, args.location, args.indexing, args.spark
+    if fmt != "iceberg" or args.catalog is None:
         source = normalize_uri(source)  # the same table whatever trailing slashes it is named with
     if from_version is not None and from_snapshot is not None:
         raise InvalidOptionError("give FROM VERSION (Delta) or FROM SNAPSHOT (Iceberg), not both")
     columns = ColumnSelection(
-        tuple(include_columns),
-        tuple(exclude_columns),
-        tuple(hashed_fastfields_include),
-        tuple(hashed_fastfields_exclude),
+        tuple(args.include_columns),
+        tuple(args.exclude_columns),
+        tuple(args.hashed_fastfields_include),
+        tuple(args.hashed_fastfields_exclude),
     )
-    opts = Options.of(with_session_options(spark, options), indexing_options(indexing))
+    opts = Options.of(with_session_options(spark, args.options), indexing_options(indexing))
+    size_given = args.target_input_size
     target = (
-        parse_size(target_input_size)
-        if isinstance(target_input_size, str)
-        else int(target_input_size)
-        if target_input_size is not None
+        parse_size(size_given)
+        if isinstance(size_given, str)
+        else int(size_given)
+        if size_given is not None
         else opts.get_size("companion.targetInputSize")
     )
     if target <= 0:
-        raise InvalidOptionError(f"TARGET INPUT SIZE must be positive, got {target_input_size!r}")
+        raise InvalidOptionError(f"TARGET INPUT SIZE must be positive, got {size_given!r}")
 
     snapshot = open_source(
         fmt,
         source,
         options=opts,
         version=from_version if from_version is not None else from_snapshot,
-        catalog=catalog,
-        catalog_type=catalog_type,
+        catalog=args.catalog,
+        catalog_type=args.catalog_type,
     )
     schema_json = spark_schema_json(snapshot.schema)
     table_log = log_with_maintenance(open_storage(location, opts), opts)
@@ -285,7 +267,7 @@ def build_companion(
         recorded[PREFIX + STORE_ONLY] = store_only
     validate_schema(schema_json, snapshot.partition_columns, settings)
 
-    sync = plan_sync(snapshot, live, where)
+    sync = plan_sync(snapshot, live, args.where)
     groups = plan_groups(sync.todo, snapshot.partition_columns, target)
     planned = CompanionBuildResult(
         table_path=location,
@@ -330,19 +312,22 @@ def build_companion(
 
 
 def start_companion_sync(
-    source: str,
-    location: str,
-    format: str = "delta",
-    indexing: Mapping[str, str] | None = None,
-    where: str | None = None,
-    spark: Any = None,
-    options: Mapping[str, Any] | None = None,
-    **kwargs: Any,
+    *args: Any, poll_interval: float = 5.0, max_iterations: int | None = None, **kwargs: Any
 ) -> CompanionSync:
-    """`it.start_companion_sync`: keep the companion index at `location` in sync with `source`,
-    polling in a background thread (`poll_interval=` seconds, `max_iterations=`; the other
-    arguments are build_companion's): ops/companion_stream.py's start_sync."""
-    return start_sync(build_companion, source, location, format, indexing, where, spark, options, **kwargs)
+    """`it.start_companion_sync(source, location, format="delta", indexing=None, where=None,
+    spark=None, options=None, *, poll_interval=5.0, max_iterations=None, catalog=None, …)`: keep the
+    companion index at `location` in sync with `source`, polling every `poll_interval` seconds in a
+    background thread (at most `max_iterations` polls); the other arguments are CompanionArguments'
+    (build_companion's but from_version, from_snapshot and dry_run): ops/companion/stream.py's
+    start_sync."""
+    return start_sync(
+        build, CompanionArguments(*args, **kwargs), poll_interval=poll_interval, max_iterations=max_iterations
+    )
+
+
+# help() and inspect show the real parameters: CompanionArguments' fields, then each one's own
+build_companion.__signature__ = signature_of(build_companion)  # type: ignore[attr-defined]
+start_companion_sync.__signature__ = signature_of(start_companion_sync)  # type: ignore[attr-defined]
 
 
 def _table_settings(
@@ -427,7 +412,7 @@ def row_groups(pf: Any, columns: Sequence[str]) -> Iterator[tuple[int, Any]]:
 
 
 def _in_subprocess(job: IndexJob, group: IndexGroup) -> TaskResult:
-    """index_group in a fresh Python process (`python -m indextables_spark.ops.companion`):
+    """index_group in a fresh Python process (`python -m indextables_spark.ops.companion.build`):
     no fork of a process holding Arrow/Tantivy threads, and unlike multiprocessing's spawn, no
     re-import of the caller's __main__ (a script without a __main__ guard would run again)."""
     proc = subprocess.run(

@@ -47,7 +47,7 @@ from indextables_spark.errors import (
     SchemaMismatchError,
     TableExistsError,
 )
-from indextables_spark.ops.write_schema import check_append_schema, merge_append_schema, nullable_json
+from indextables_spark.ops.write.write_schema import check_append_schema, merge_append_schema, nullable_json
 
 log = logging.getLogger(__name__)
 
@@ -446,7 +446,7 @@ def build_splits(
     rows each (one split per partition value per chunk, like one Spark task). On failure every
     split built is deleted before the error propagates. Options: `write.parallelism` (threads,
     default: CPU count), `write.chunkRows` (rows per chunk; default: the rows split evenly over the
-    threads, at least 100k); `chunks` given (optimized writes, ops/optimize_write.py): those instead."""
+    threads, at least 100k); `chunks` given (optimized writes, ops/write/optimize_write.py): those instead."""
     workers = max(1, opts.get_int("write.parallelism", os.cpu_count() or 1))
     default_chunk = max(_MIN_CHUNK_ROWS, -(-total // workers)) if total else 4 * _MIN_CHUNK_ROWS
     chunk_rows = max(1, opts.get_int("write.chunkRows", default_chunk))

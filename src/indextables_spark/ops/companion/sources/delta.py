@@ -13,10 +13,10 @@ import pyarrow as pa
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.redaction import Redactor, redact_uri
 from indextables_spark.errors import ProtocolVersionError, StorageError, TableNotFoundError, VersionNotFoundError
-from indextables_spark.ops.companion_sources.credentials import abfss_uri, storage_options_for_deltalake
-from indextables_spark.ops.companion_sources.libraries import describe_error, library_redactor, require_library
-from indextables_spark.ops.companion_sources.locations import file_uri, is_local, local_path, scheme_of
-from indextables_spark.ops.companion_sources.snapshot import (
+from indextables_spark.ops.companion.sources.credentials import abfss_uri, storage_options_for_deltalake
+from indextables_spark.ops.companion.sources.libraries import describe_error, library_redactor, require_library
+from indextables_spark.ops.companion.sources.locations import file_uri, is_local, local_path, scheme_of
+from indextables_spark.ops.companion.sources.snapshot import (
     SourceFile,
     SourceSnapshot,
     normalize_schema,
@@ -87,7 +87,7 @@ _LOG_VERSION = re.compile(r"_delta_log/(\d{20})\.(?:json|checkpoint(?:\.\d+\.\d+
 
 def delta_latest_version(source: str, opts: Options) -> int:
     """The newest version of a Delta table from one listing of its `_delta_log/` (no log replay, no
-    file list): the streaming sync's probe (ops/companion_stream.py)."""
+    file list): the streaming sync's probe (ops/companion/stream.py)."""
     from indextables_spark.core.storage import open_storage  # lazy: as the Parquet source's listing
 
     where = redact_uri(source)

@@ -27,14 +27,14 @@ from typing import Any, Mapping
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.redaction import redact_uri
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.ops.companion_sources.credentials import (
+from indextables_spark.ops.companion.sources.credentials import (
     fileio_properties_for_iceberg,
     storage_options_for_deltalake,
 )
-from indextables_spark.ops.companion_sources.delta import delta_latest_version, open_delta
-from indextables_spark.ops.companion_sources.iceberg import open_iceberg
-from indextables_spark.ops.companion_sources.parquet import open_parquet
-from indextables_spark.ops.companion_sources.snapshot import SourceFile, SourceSnapshot, normalize_schema
+from indextables_spark.ops.companion.sources.delta import delta_latest_version, open_delta
+from indextables_spark.ops.companion.sources.iceberg import open_iceberg
+from indextables_spark.ops.companion.sources.parquet import open_parquet
+from indextables_spark.ops.companion.sources.snapshot import SourceFile, SourceSnapshot, normalize_schema
 
 FORMATS = ("delta", "iceberg", "parquet")
 

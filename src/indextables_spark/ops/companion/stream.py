@@ -7,7 +7,7 @@ sync is a Spark job, as for one BUILD. Each poll:
 
 1. probes the source's newest version (Delta: its log only, no file list; Iceberg and Parquet have no
    cheap probe and go to step 2 every poll), and does nothing when it is the version synced last;
-2. otherwise runs build_companion (ops/companion.py), the incremental sync: the files added since
+2. otherwise runs build_companion (ops/companion/build.py), the incremental sync: the files added since
    are indexed, splits holding a file the source removed go (appends, overwrites, deletes, OPTIMIZE),
    in one commit that records the source version — or no commit when no file changed.
 
@@ -27,7 +27,7 @@ import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.redaction import redact_uri
@@ -39,6 +39,7 @@ from indextables_spark.errors import (
 )
 
 if TYPE_CHECKING:
+    from indextables_spark.ops.companion.arguments import CompanionArguments
     from indextables_spark.ops.registry import CommandParser, Context
     from indextables_spark.results import CompanionBuildResult
 
@@ -294,67 +295,38 @@ def _transient(e: BaseException) -> bool:
 
 
 def start_sync(
-    build_companion: Callable[..., CompanionBuildResult],
-    source: str,
-    location: str,
-    format: str = "delta",
-    indexing: Mapping[str, str] | None = None,
-    where: str | None = None,
-    spark: Any = None,
-    options: Mapping[str, Any] | None = None,
+    build: Callable[[CompanionArguments], CompanionBuildResult],
+    args: CompanionArguments,
     *,
     poll_interval: float = 5.0,
     max_iterations: int | None = None,
-    catalog: str | None = None,
-    catalog_type: str | None = None,
-    target_input_size: int | str | None = None,
-    include_columns: Sequence[str] = (),
-    exclude_columns: Sequence[str] = (),
-    hashed_fastfields_include: Sequence[str] = (),
-    hashed_fastfields_exclude: Sequence[str] = (),
 ) -> CompanionSync:
-    """it.start_companion_sync (ops/companion.py passes its build_companion): keep the companion
-    index at `location` of `source` in sync, polling every `poll_interval` seconds in a background
-    thread, until `stop()` (or `max_iterations` polls, or an error); the other arguments are
-    build_companion's. Returns the running CompanionSync; block with `.await_termination()`."""
+    """it.start_companion_sync (ops/companion/build.py passes its build): keep the companion index
+    at `args.location` of `args.source` in sync, polling every `poll_interval` seconds in a
+    background thread, until `stop()` (or `max_iterations` polls, or an error); each sync is
+    `build(args)`. Returns the running CompanionSync; block with `.await_termination()`."""
     import functools  # lazy, as every import below: a sync loads what it needs when it starts
 
     from indextables_spark.config.sessions import with_session_options  # lazy: see above
     from indextables_spark.core.storage import normalize_uri  # lazy: see above
-    from indextables_spark.ops.companion_sources import FORMATS, latest_version  # lazy: see above
+    from indextables_spark.ops.companion.sources import FORMATS, latest_version  # lazy: see above
 
-    fmt = str(format).lower()
+    fmt = str(args.format).lower()
     if fmt not in FORMATS:
-        raise InvalidOptionError(f"companion source format {format!r} is not one of {', '.join(FORMATS)}")
+        raise InvalidOptionError(f"companion source format {args.format!r} is not one of {', '.join(FORMATS)}")
     if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) or poll_interval <= 0:
         raise InvalidOptionError(f"the poll interval must be a positive number of seconds, got {poll_interval!r}")
     if max_iterations is not None and (not isinstance(max_iterations, int) or max_iterations < 1):
         raise InvalidOptionError(f"max_iterations must be a whole number of at least 1, got {max_iterations!r}")
-    if fmt != "iceberg" or catalog is None:
+    source, location = args.source, args.location
+    if fmt != "iceberg" or args.catalog is None:
         source = normalize_uri(source)
-    opts = Options.of(with_session_options(spark, options))
-    build = functools.partial(
-        build_companion,
-        source,
-        location,
-        format=fmt,
-        indexing=indexing,
-        where=where,
-        spark=spark,
-        options=options,
-        catalog=catalog,
-        catalog_type=catalog_type,
-        target_input_size=target_input_size,
-        include_columns=include_columns,
-        exclude_columns=exclude_columns,
-        hashed_fastfields_include=hashed_fastfields_include,
-        hashed_fastfields_exclude=hashed_fastfields_exclude,
-    )
+    opts = Options.of(with_session_options(args.spark, args.options))
     return CompanionSync(
         location=location,
         fmt=fmt,
         source=source,
-        build=build,
+        build=functools.partial(build, args),
         probe=lambda: latest_version(fmt, source, options=opts),
         recorded=lambda: recorded_version(location, opts, fmt, source),
         interval=float(poll_interval),
@@ -379,9 +351,9 @@ def recorded_version(location: str, opts: Options, fmt: str, source: str) -> int
 
 
 def run_streaming(
-    cmd: Any, ctx: Context, build_companion: Callable[..., CompanionBuildResult]
+    cmd: Any, ctx: Context, build: Callable[[CompanionArguments], CompanionBuildResult]
 ) -> list[CompanionBuildResult]:
-    """The SQL form (`cmd`: ops/companion.py's BuildCompanion): runs until stopped (MAX ITERATIONS; Ctrl+C / a notebook's interrupt stops it
+    """The SQL form (`cmd`: ops/companion/build.py's BuildCompanion): runs until stopped (MAX ITERATIONS; Ctrl+C / a notebook's interrupt stops it
     after the poll under way, then is raised again); returns the result of each sync that committed
     (the last 100)."""
     if cmd.dry_run:
@@ -396,10 +368,7 @@ def run_streaming(
             "(--streaming-poll-interval) too"
         )
     handle = start_sync(
-        build_companion,
-        **cmd.sync_arguments(ctx),
-        poll_interval=cmd.streaming_poll_interval,
-        max_iterations=cmd.max_iterations,
+        build, cmd.arguments(ctx), poll_interval=cmd.streaming_poll_interval, max_iterations=cmd.max_iterations
     )
     try:
         handle.await_termination()

@@ -16,7 +16,7 @@ from indextables_spark.errors import InvalidOptionError
 if TYPE_CHECKING:
     from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.log.read.table_log import TransactionLog
-    from indextables_spark.ops.companion_sources import SourceFile, SourceSnapshot
+    from indextables_spark.ops.companion.sources import SourceFile, SourceSnapshot
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def commit_build(
     recorded: Mapping[str, str] | None = None,
 ) -> int:
     """One version: the metadata (schema, partitioning, the source's format, location and
-    version; a new table's settings; `recorded`: the column selection, ops/companion_columns.py),
+    version; a new table's settings; `recorded`: the column selection, ops/companion/columns.py),
     the new splits, the removes and the stats files."""
     from indextables_spark.core.log.model.actions import AddFile, Metadata  # lazy: see select_files
     from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
@@ -140,7 +140,7 @@ def commit_build(
         now_ms,
     )  # lazy: see select_files
     from indextables_spark.core.split.format.doc_mapping import doc_mapping_json  # lazy: see select_files
-    from indextables_spark.ops.write import table_settings  # lazy: see select_files
+    from indextables_spark.ops.write.write import table_settings  # lazy: see select_files
 
     mapping = doc_mapping_json(job.schema_json, job.partition_columns, settings)
     ref = doc_mapping_hash(mapping)

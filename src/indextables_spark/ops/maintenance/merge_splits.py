@@ -55,7 +55,7 @@ from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_spe
 from indextables_spark.core.split.format.indexing import recorded_settings
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import ConcurrentModificationError, IndexTablesError, InvalidOptionError, SplitFormatError
-from indextables_spark.ops.companion import row_groups
+from indextables_spark.ops.companion.build import row_groups
 from indextables_spark.ops.registry import CommandParser, Context, Target, size
 from indextables_spark.results import MergeSplitsResult, Progress, SkippedFile, elapsed_ms
 
@@ -248,13 +248,13 @@ def _source_batches(
     job: MergeJob, storage: Storage, src: AddFile, delete_logs: list[dict[str, Any]] | None = None
 ) -> Iterator[pa.RecordBatch]:
     from indextables_spark.core.log.deletes.delete_logs import (
-        load_split_deletes,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+        load_split_deletes,  # lazy: keeps `import indextables_spark.ops.maintenance.merge_splits` free of numpy
     )
     from indextables_spark.core.split.cache.cache import (
-        get_cache,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+        get_cache,  # lazy: keeps `import indextables_spark.ops.maintenance.merge_splits` free of numpy
     )
     from indextables_spark.core.split.read.reader import (
-        SplitReader,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+        SplitReader,  # lazy: keeps `import indextables_spark.ops.maintenance.merge_splits` free of numpy
     )
 
     reader = SplitReader(get_cache(job.options).local_dir(storage, src))
@@ -293,7 +293,7 @@ def _companion_sources(
 ) -> list[CompanionInfo]:
     """The companion sections of companion source splits (their source files, in order)."""
     from indextables_spark.core.split.cache.cache import (
-        get_cache,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+        get_cache,  # lazy: keeps `import indextables_spark.ops.maintenance.merge_splits` free of numpy
     )
 
     infos: list[CompanionInfo] = []
@@ -330,7 +330,7 @@ def _write_merged(
     job: MergeJob, storage: Storage, group: MergeGroup, sources: list[AddFile]
 ) -> tuple[AddFile | None, dict[str, list[str]]]:
     from indextables_spark.core.split.write.builder import (
-        SplitWriter,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+        SplitWriter,  # lazy: keeps `import indextables_spark.ops.maintenance.merge_splits` free of numpy
     )
 
     full_schema = arrow_schema(job.schema_json)
@@ -497,7 +497,7 @@ def plan_merge(
             len(groups.index_only),
         )
     from indextables_spark.core.log.deletes.delete_logs import (
-        deletes_json,  # lazy: keeps `import indextables_spark.ops.merge_splits` free of numpy
+        deletes_json,  # lazy: keeps `import indextables_spark.ops.maintenance.merge_splits` free of numpy
     )
 
     for g in groups.groups:

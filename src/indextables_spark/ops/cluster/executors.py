@@ -1,5 +1,5 @@
 """Asking the Python processes of every executor something (DESCRIBE INDEXTABLES STORAGE STATS,
-ENVIRONMENT): a Spark job of two tasks per core, as ops/cache.py's, so that every executor's
+ENVIRONMENT): a Spark job of two tasks per core, as ops/cluster/cache.py's, so that every executor's
 worker processes are reached (`mapInArrow` over `spark.range`: classic and Spark Connect); each
 task answers for its process, as JSON."""
 

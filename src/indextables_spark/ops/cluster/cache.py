@@ -26,7 +26,7 @@ _TASK_SCHEMA = pa.schema([("payload", pa.string())])
 def local_part(op: str, options: Options, path: str | None, where: str | None) -> dict[str, Any]:
     """One process's part: prewarm the table's splits, or describe / flush its cache."""
     from indextables_spark.core.split.cache.cache import (
-        get_cache,  # lazy: keeps `import indextables_spark.ops.cache` free of numpy
+        get_cache,  # lazy: keeps `import indextables_spark.ops.cluster.cache` free of numpy
     )
 
     cache = get_cache(options)

@@ -30,8 +30,8 @@ from typing import Any, Mapping
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism, set_job_description
-from indextables_spark.ops import merge_splits as merge
-from indextables_spark.ops import purge
+from indextables_spark.ops.maintenance import merge_splits as merge
+from indextables_spark.ops.maintenance import purge
 from indextables_spark.ops.registry import log_at
 from indextables_spark.results import PostWriteResult
 

@@ -22,10 +22,10 @@ from indextables_spark.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from indextables_spark.ops.companion_sources.credentials import abfss_uri, fileio_properties_for_iceberg
-from indextables_spark.ops.companion_sources.libraries import describe_error, library_redactor, require_library
-from indextables_spark.ops.companion_sources.locations import iceberg_file_uri, scheme_of
-from indextables_spark.ops.companion_sources.snapshot import (
+from indextables_spark.ops.companion.sources.credentials import abfss_uri, fileio_properties_for_iceberg
+from indextables_spark.ops.companion.sources.libraries import describe_error, library_redactor, require_library
+from indextables_spark.ops.companion.sources.locations import iceberg_file_uri, scheme_of
+from indextables_spark.ops.companion.sources.snapshot import (
     EPOCH,
     SourceFile,
     SourceSnapshot,

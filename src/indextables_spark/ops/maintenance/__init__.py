@@ -1,0 +1,3 @@
+"""The table's upkeep: `checkpoint` (CHECKPOINT, COMPACT), `merge_splits`, `purge`,
+`truncate_time_travel`, `drop_partitions`, `repair`, `convert`, `post_write` (merge- and
+purge-on-write). Layer: after companion/ (MERGE SPLITS re-indexes companion splits), before inspect/."""
