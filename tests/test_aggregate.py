@@ -478,7 +478,7 @@ def test_aggregations_run_the_read_plan(tmp_path):
     for refused in (
         replace(plan, residual=(EqualTo("region", "r1"),)),
         replace(plan, filters=(StringContains("body", "3 x"),)),  # the index narrows, the rows would decide
-        replace(plan, narrowing=("body:x",)),
+        replace(plan, query=plan.query.with_narrowing(("body:x",))),  # (the narrowing is part of the query value)
     ):
         with pytest.raises(UnsupportedFilterError, match="index"):
             aggregate(t.storage, snap, snap.files, refused, aggs, execution="driver")

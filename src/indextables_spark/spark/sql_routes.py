@@ -274,7 +274,7 @@ def compute_aggregate(
     request = agg.request
     plan = SearchPlan(table.storage, snap, table.options, agg.conjuncts, SearchQuery.of(query), request.columns)
     files = plan.live_files()
-    plan.check_query(files)
+    plan.plan_query(files)
     if query is not None or plan.exact:
         fetch_missing(table.storage, table.options, files)
     # Tantivy's stats read fast fields: a column written without one (indexing.nonfastfields)

@@ -136,7 +136,7 @@ class SearchPlan:
         # struct-field conditions narrow unscored reads through the json field (checked on the rows too)
         specs_by_name = {s.name: s for s in self.specs}
         self.narrowing = [q for f in self.data_only if (q := where_narrowing(f, specs_by_name, names)) is not None]
-        # the read's query: the text AND that narrowing (planned for the splits read: check_query)
+        # the read's query: the text AND that narrowing (planned for the splits read: plan_query)
         self.query = SearchQuery.of(query, self.narrowing)
         self.read_names = [
             c for c in names if c not in parts and (c in self.columns or c in self.snippets or c in filter_cols)
@@ -226,7 +226,7 @@ class SearchPlan:
         counts = [self._hits.get(f.path) for f in files]
         return [c[1] for c in counts if c is not None] if all(c is not None for c in counts) else None
 
-    def check_query(self, files: Sequence[Any]) -> None:
+    def plan_query(self, files: Sequence[Any]) -> None:
         """Plan the query for the splits read: analysed once per doc mapping of `files` (the value
         the ReadPlan holds: every split reuses it), QueryParseError for a query one of them
         cannot parse (as every route), before a split is opened."""
@@ -405,7 +405,7 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
     if plan.nearest is not None:
         raise InvalidOptionError("a vector search of a table is vector_search.nearest_table's")
     files = plan.live_files()
-    plan.check_query(files)
+    plan.plan_query(files)
     scored = plan.text is not None and (limit is not None or scored)
     schema = plan.out_schema(scored)
     if (limit is not None and limit <= 0) or not files:
@@ -445,7 +445,7 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
 def stream_table(plan: SearchPlan, batch_rows: int = 65536) -> pa.RecordBatchReader:
     """The plan's rows split by split (one split's matches in memory at a time), in row order."""
     files = plan.live_files()
-    plan.check_query(files)
+    plan.plan_query(files)
     schema = plan.out_schema(False)
 
     def gen() -> Iterator[pa.RecordBatch]:

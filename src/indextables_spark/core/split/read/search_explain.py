@@ -52,7 +52,7 @@ def explain(plan: SearchPlan) -> SearchExplanation:
     files, (n_total, n_parts, n_stats) = prune_files(
         plan.storage.uri, plan.options, plan.snapshot, plan.part_only, plan.data_only, plan.parts, types, plan.specs
     )
-    plan.check_query(files)
+    plan.plan_query(files)
     seen = describe(plan.read, plan.specs, len(plan.snapshot.files))
     return SearchExplanation(
         plan.snapshot.version,
