@@ -80,6 +80,7 @@ class SearchQuery:
     _checked: dict[Fields, Refusal | None] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "narrowing", tuple(self.narrowing))  # (hashable, whatever was given)
         if self.text is not None and not isinstance(self.text, str):
             raise InvalidOptionError(f"a full-text query is a string, got {type(self.text).__name__}")
         if self.text is None and not self.narrowing:
