@@ -11,6 +11,7 @@ import pyarrow as pa
 
 import indextables_spark as it
 from indextables_spark.config.options import Options
+from indextables_spark.expr.search_query import SearchQuery
 
 WORDS = (
     "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
@@ -92,7 +93,7 @@ def query_ids(table: it.IndexTable, query: str, version: int | None = None) -> l
     ids = []
     for f in snap.files:
         reader = SplitReader(get_cache(table.options).local_dir(table.storage, f))
-        for b in reader.read(query=query, columns=["id"]):
+        for b in reader.read(query=SearchQuery.of(query), columns=["id"]):
             ids.extend(b.column(0).to_pylist())
     return sorted(ids)
 

@@ -17,6 +17,7 @@ from pyspark.sql import functions as sf
 
 import indextables_spark as it
 from indextables_spark.core.split.aggregate.agg_request import AggregationError
+from indextables_spark.expr.search_query import SearchQuery
 from search_tables import DOCS_OPTIONS, docs, docs_schema, write_table
 
 N = 3000
@@ -465,7 +466,7 @@ def test_aggregations_run_the_read_plan(tmp_path):
     t = it.IndexTable(path)
     t.delete("id < 100")
     snap = t.snapshot()
-    plan = aggregation_plan(t.storage, snap, t.options, "body:w3")
+    plan = aggregation_plan(t.storage, snap, t.options, SearchQuery("body:w3"))
     aggs = {"ids": {"stats": {"field": "id"}}}
     exact = replace(plan, filters=(GreaterThanOrEqual("id", 1000),))
     got = aggregate(t.storage, snap, snap.files, exact, aggs, execution="driver")
@@ -477,7 +478,7 @@ def test_aggregations_run_the_read_plan(tmp_path):
     for refused in (
         replace(plan, residual=(EqualTo("region", "r1"),)),
         replace(plan, filters=(StringContains("body", "3 x"),)),  # the index narrows, the rows would decide
-        replace(plan, narrowing=("body:x",)),
+        replace(plan, query=plan.query.with_narrowing(("body:x",))),  # (the narrowing is part of the query value)
     ):
         with pytest.raises(UnsupportedFilterError, match="index"):
             aggregate(t.storage, snap, snap.files, refused, aggs, execution="driver")

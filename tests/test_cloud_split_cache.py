@@ -27,6 +27,7 @@ from indextables_spark.core.split.cache.cache import SplitCache, get_cache
 from indextables_spark.core.split.cache import open_splits
 from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.storage import open_storage
+from indextables_spark.expr.search_query import SearchQuery
 
 pytestmark = pytest.mark.cloud
 
@@ -90,7 +91,7 @@ def _fetch_in_child(uri, options, cache_dir, add_json, barrier, results) -> None
     cache = get_cache({"cache.disk.path": cache_dir})
     barrier.wait()
     path = cache.local_dir(storage, add)
-    results.put((path, SplitReader(path).count(query="common"), cache.downloads))
+    results.put((path, SplitReader(path).count(query=SearchQuery("common")), cache.downloads))
 
 
 def test_remote_split_cache(cloud_backend, tmp_path):
@@ -111,7 +112,7 @@ def test_remote_split_cache(cloud_backend, tmp_path):
     fetched = downloads(faults, get_ops)
     assert 1 <= fetched <= 2  # a HEAD (size) and one GET: the split is small
     for _ in range(3):
-        assert SplitReader(cache.local_dir(storage, adds[0])).count(query="split0") == ROWS
+        assert SplitReader(cache.local_dir(storage, adds[0])).count(query=SearchQuery("split0")) == ROWS
     assert downloads(faults, get_ops) == fetched and cache.downloads == 1
 
     # two processes race on another split: one download, one extraction, never a partial directory
@@ -162,7 +163,7 @@ def test_remote_split_cache(cloud_backend, tmp_path):
     assert not os.path.isdir(paths[0]) and os.path.isdir(dirs[0]) and os.path.isdir(d3)
     assert small.usage_bytes() <= small.max_bytes
     # an evicted split is downloaded again on demand and reads the same
-    assert SplitReader(small.local_dir(storage, adds[1])).count(query="split1") == ROWS
+    assert SplitReader(small.local_dir(storage, adds[1])).count(query=SearchQuery("split1")) == ROWS
 
 
 def test_remote_row_store_read_by_ranges(cloud_backend, tmp_path):
@@ -178,10 +179,10 @@ def test_remote_row_store_read_by_ranges(cloud_backend, tmp_path):
     assert not os.path.exists(os.path.join(local, "rows.arrow")) and storage.requests["download_file"] == 0
     reader = SplitReader(local)  # reads the row store's IPC footer
     opened = storage.bytes_read["read_range"]
-    ids = pa.Table.from_batches(list(reader.read(query="split0", columns=["id"])))
+    ids = pa.Table.from_batches(list(reader.read(query=SearchQuery("split0"), columns=["id"])))
     assert ids.column("id").to_pylist() == list(range(ROWS))
     id_bytes = storage.bytes_read["read_range"] - opened
-    bodies = pa.Table.from_batches(list(reader.read(query="word7", columns=["body"])))
+    bodies = pa.Table.from_batches(list(reader.read(query=SearchQuery("word7"), columns=["body"])))
     assert bodies.num_rows == ROWS // 50 and all("word7 " in b for b in bodies.column("body").to_pylist())
     body_bytes = storage.bytes_read["read_range"] - opened - id_bytes
     from indextables_spark.core.split.format.bundle import load_extracted_footer

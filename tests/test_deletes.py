@@ -27,6 +27,7 @@ from indextables_spark.core.log.deletes.delete_logs import (
 )
 from indextables_spark.core.log.model.protocol_gate import DELETION_LOGS, check_readable
 from indextables_spark.core.log.deletes.sidecar import encode_frame
+from indextables_spark.expr.search_query import SearchQuery
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cmd_helpers import WORDS, append  # noqa: E402
@@ -302,13 +303,13 @@ def test_search_scored_leaves_deleted_rows_out(tmp_path):
     t = make_table(str(tmp_path / "t"), n=120, writes=1)
     f = t.snapshot().files[0]
     reader = SplitReader(get_cache(t.options).local_dir(t.storage, f))
-    top = reader.search_scored("body:charlie", limit=5, columns=["id"])
+    top = reader.search_scored(SearchQuery("body:charlie"), limit=5, columns=["id"])
     gone = top.column("id").to_pylist()[:3]
     delete(t.log, f"id IN ({', '.join(map(str, gone))})")
     snap = t.snapshot()
     deletes = load_split_deletes(t.storage, snap.deletes_for(f), f.num_records, f.path)
-    after = reader.search_scored("body:charlie", limit=5, columns=["id"], deletes=deletes)
-    assert after.num_rows == min(5, reader.count(query="body:charlie") - 3)
+    after = reader.search_scored(SearchQuery("body:charlie"), limit=5, columns=["id"], deletes=deletes)
+    assert after.num_rows == min(5, reader.count(query=SearchQuery("body:charlie")) - 3)
     assert set(after.column("id").to_pylist()).isdisjoint(gone)
 
 

@@ -10,7 +10,8 @@ import tantivy
 
 from indextables_spark.core.schema.types import ColumnSpec, IndexedField
 from indextables_spark.core.split.read import corpus_stats as cs
-from indextables_spark.expr.fulltext import CONSTANT, PHRASE, TERM, full_text_query
+from indextables_spark.expr.fulltext import CONSTANT, PHRASE, TERM
+from indextables_spark.expr.search_query import SearchQuery, full_text_query
 
 SPECS = [
     ColumnSpec("title", "string", "text", (IndexedField("title", "text", "default", "position"),)),
@@ -145,7 +146,9 @@ def test_leaves_say_what_the_query_reads():
 
 
 def test_parsed_once_per_mapping_and_text():
-    assert full_text_query(SPECS, "lake river") is full_text_query(list(SPECS), "lake river")
+    # (one read's value: no process-wide cache of analyses any more; expr/search_query.py)
+    q = SearchQuery("lake river")
+    assert q.analysis(SPECS) is q.analysis(list(SPECS))
 
 
 def test_corpus_statistics_make_split_scores_those_of_one_split(tmp_path):

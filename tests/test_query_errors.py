@@ -16,6 +16,7 @@ from indextables_spark.expr.query_errors import format_query_error, locate_query
 from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.storage.local import LocalStorage
+from indextables_spark.expr.search_query import SearchQuery
 
 FIELD_TYPES = {"body": "text", "tag": "text", "n": "i64", "u": "u64", "score": "f64", "flag": "bool", "attrs": "json"}
 DEFAULT = ["body"]
@@ -189,7 +190,7 @@ def reader(tmp_path_factory):
 )
 def test_reader_error_names_query_and_position(reader, query, position):
     with pytest.raises(QueryParseError) as e:
-        reader.parse_query(query)
+        reader.tantivy_query(SearchQuery(query))
     err = e.value
     assert isinstance(err, IndexTablesError)
     assert (err.query, err.position) == (query, position)
@@ -199,16 +200,16 @@ def test_reader_error_names_query_and_position(reader, query, position):
     assert rest.endswith("(searchable fields: body, id, score, tag, year; default fields: body)")
     # searching raises the same error
     with pytest.raises(QueryParseError, match="at position"):
-        reader.count(query=query)
+        reader.count(query=SearchQuery(query))
 
 
 def test_reader_error_attributes_and_pickling(reader):
     with pytest.raises(QueryParseError) as e:
-        reader.parse_query("NOT spark")
+        reader.tantivy_query(SearchQuery("NOT spark"))
     assert e.value.position == 0 and e.value.query == "NOT spark"
     assert str(e.value).startswith("invalid query 'NOT spark' at position 0 (every term is excluded")
     with pytest.raises(QueryParseError) as e:
-        reader.parse_query("year:>=x")
+        reader.tantivy_query(SearchQuery("year:>=x"))
     back = pickle.loads(pickle.dumps(e.value))
     assert (str(back), back.query, back.position, back.reason) == (
         str(e.value),

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import indextables_spark as it
 from indextables_spark.errors import IndexTablesError, PathEscapeError
 from indextables_spark.core.log.model.actions import AddFile
+from indextables_spark.expr.search_query import SearchQuery
 
 sys.path.insert(0, os.path.dirname(__file__))
 import crash_harness as ch  # noqa: E402
@@ -535,10 +536,10 @@ QUERY_PIECES = [
 )
 def test_fuzz_query_strings(split_reader, query, limit):
     def run():
-        split_reader.count(query=query)
-        list(split_reader.read(query=query, columns=["id"]))
+        split_reader.count(query=SearchQuery(query))
+        list(split_reader.read(query=SearchQuery(query), columns=["id"]))
         if limit >= 0:
-            split_reader.search_scored(query, limit=limit)
+            split_reader.search_scored(SearchQuery(query), limit=limit)
 
     _only_ours(run)
 

@@ -1,6 +1,6 @@
 """Spark-free search of a table of many splits of very different sizes (issue #28, criterion 1):
 splits whose index has no match for the query are counted and left (SearchPlan.matching), parsed
-queries are shared by the splits of one doc mapping (reader.parsed_query), and the split cache
+queries are shared by the splits of one doc mapping (SearchQuery.tantivy_query), and the split cache
 hands out open splits without touching the disk (SplitCache._open_dir). The answers must be
 exactly those of a brute-force match of the same rows."""
 
@@ -15,7 +15,7 @@ import pytest
 
 import indextables_spark as it
 from indextables_spark.core.split.read import reader as reader_mod
-from indextables_spark.core.split.read import query_parsing
+from indextables_spark.expr import search_query
 from indextables_spark.core.split.read import search as search_mod
 from indextables_spark.core.split.cache.cache import get_cache
 
@@ -148,7 +148,7 @@ def test_parsed_queries_are_shared_by_a_doc_mapping_only(tmp_path):
     assert ids(t.search("line:quasar", where="aaa = 'x1'", columns=["id"])) == sorted(
         r["id"] for r in second.to_pylist() if r["aaa"] == "x1" and "quasar" in r["line"].split()
     )
-    keys = {k for k in query_parsing._parsed.keys() if k[1] == "line:quasar"}
+    keys = {k for k in search_query._built.keys() if k[1] == "line:quasar" and k[0][0] != "empty index"}
     assert len({k[0] for k in keys}) == 2
 
 

@@ -18,6 +18,7 @@ from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.expr.model import EqualTo
 from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.storage.local import LocalStorage
+from indextables_spark.expr.search_query import SearchQuery
 
 pytestmark = pytest.mark.skipif(not os.environ.get("INDEXTABLES_SPLIT_BENCH"), reason="opt-in benchmark")
 
@@ -78,9 +79,9 @@ def test_index_1m_rows(tmp_path):
     r = SplitReader(cache.local_dir(storage, adds[0]))
     print(f"segments: {r.index.searcher().num_segments}")
     t0 = time.perf_counter()
-    hits = r.count(query="body:spark")
+    hits = r.count(query=SearchQuery("body:spark"))
     t1 = time.perf_counter()
-    rows = sum(b.num_rows for b in r.read(query="body:spark AND body:tantivy", columns=["id"]))
+    rows = sum(b.num_rows for b in r.read(query=SearchQuery("body:spark AND body:tantivy"), columns=["id"]))
     t2 = time.perf_counter()
     exact = sum(b.num_rows for b in r.read([EqualTo("tag", "t7")]))
     t3 = time.perf_counter()

@@ -18,6 +18,7 @@ from indextables_spark.core.split.write.builder import SplitWriter
 from indextables_spark.core.split.cache.cache import SplitCache, get_cache
 from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.storage.local import LocalStorage
+from indextables_spark.expr.search_query import SearchQuery
 
 SCHEMA = {
     "type": "struct",
@@ -68,7 +69,7 @@ def _fetch_in_child(root, cache_dir, add_json, barrier, results):
     cache = get_cache({"cache.disk.path": cache_dir})
     path = cache.local_dir(storage, add)
     r = SplitReader(path)
-    results.put((path, r.count(query="body:word7"), sum(b.num_rows for b in r.read()), cache.downloads))
+    results.put((path, r.count(query=SearchQuery("body:word7")), sum(b.num_rows for b in r.read()), cache.downloads))
 
 
 def test_two_processes_fetch_the_same_split(tmp_path):

@@ -16,6 +16,7 @@ from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.split.read.search import count_matches
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.storage.local import LocalStorage
+from indextables_spark.expr.search_query import SearchQuery
 
 
 def field(name, t):
@@ -83,7 +84,7 @@ def env(tmp_path_factory):
 def ids(readers, query, filters=None):
     out = []
     for r in readers:
-        for b in r.read(filters or [], query, ["id"], 64):
+        for b in r.read(filters or [], SearchQuery.of(query), ["id"], 64):
             out.extend(b.column("id").to_pylist())
     return sorted(out)
 
@@ -130,7 +131,7 @@ def test_queries(env, query, pred):
     rows, readers, *_ = env
     expected = want(rows, pred)
     assert ids(readers, query) == expected
-    assert sum(r.count(query=query) for r in readers) == len(expected)
+    assert sum(r.count(query=SearchQuery.of(query)) for r in readers) == len(expected)
 
 
 def test_query_and_filters_combine(env):
@@ -139,7 +140,7 @@ def test_query_and_filters_combine(env):
     assert got == want(rows, lambda r: body_has(r, "spark") and r["year"] > 2020)
     got = ids(readers, "body:spark", [StringContains("body", "kafka")])
     assert got == want(rows, lambda r: body_has(r, "spark") and "kafka" in r["body"])
-    assert sum(r.count([EqualTo("tag", "red")], "body:fox") for r in readers) == len(
+    assert sum(r.count([EqualTo("tag", "red")], SearchQuery("body:fox")) for r in readers) == len(
         want(rows, lambda r: r["tag"] == "red" and body_has(r, "fox"))
     )
 
@@ -156,40 +157,44 @@ def test_query_and_filters_combine(env):
 def test_invalid_query_names_the_query(env, query, match):
     _, readers, *_ = env
     with pytest.raises(QueryParseError, match=match) as e:
-        readers[0].read(query=query)  # raised at the call, not at first iteration
+        readers[0].read(query=SearchQuery(query))  # raised at the call, not at first iteration
     assert query in str(e.value) and isinstance(e.value, IndexTablesError)
     with pytest.raises(QueryParseError):
-        readers[0].count(query=query)
+        readers[0].count(query=SearchQuery(query))
 
 
 def test_search_scored(env):
     rows, readers, *_ = env
     r = readers[0]
-    top = r.search_scored("body:spark OR body:sql", 5, columns=["id", "body"])
+    top = r.search_scored(SearchQuery("body:spark OR body:sql"), 5, columns=["id", "body"])
     assert top.column_names == ["id", "body", "_score"] and top.num_rows == 5
     scores = top.column("_score").to_pylist()
     assert scores == sorted(scores, reverse=True)
     # "apache spark sql engine" has both words: it ranks first
     assert top.column("body")[0].as_py() == "apache spark sql engine"
-    assert r.search_scored("body:nothingmatches", 5).num_rows == 0
-    assert r.search_scored("body:spark", 0).num_rows == 0
+    assert r.search_scored(SearchQuery("body:nothingmatches"), 5).num_rows == 0
+    assert r.search_scored(SearchQuery("body:spark"), 0).num_rows == 0
     # every match, best first, and the ids are those of the matching rows of this split
-    every = r.search_scored("body:spark", None, columns=["id"])
-    ids = [i for b in r.read(query="body:spark", columns=["id"]) for i in b.column(0).to_pylist()]
+    every = r.search_scored(SearchQuery("body:spark"), None, columns=["id"])
+    ids = [i for b in r.read(query=SearchQuery("body:spark"), columns=["id"]) for i in b.column(0).to_pylist()]
     assert sorted(every.column("id").to_pylist()) == ids
 
 
 def test_search_scored_with_filters_keeps_the_ranking_and_is_exact(env):
     rows, readers, *_ = env
     for r in readers:
-        plain = r.search_scored("body:spark OR body:sql", None, columns=["id", "tag", "year", "score", "body"])
+        plain = r.search_scored(
+            SearchQuery("body:spark OR body:sql"), None, columns=["id", "tag", "year", "score", "body"]
+        )
         # an exact narrowing (string equality) and an inexact one (substring on a text column)
         for filters in ([EqualTo("tag", "red")], [StringContains("body", "eng"), GreaterThan("year", 2010)]):
             from indextables_spark.expr.arrow_eval import arrow_mask
 
             want = plain.filter(arrow_mask(plain, filters))
             for limit in (1, 3, None):
-                got = r.search_scored("body:spark OR body:sql", limit, filters, ["id", "tag", "year", "score"])
+                got = r.search_scored(
+                    SearchQuery("body:spark OR body:sql"), limit, filters, ["id", "tag", "year", "score"]
+                )
                 assert got.column_names == ["id", "tag", "year", "score", "_score"]
                 n = want.num_rows if limit is None else min(limit, want.num_rows)
                 assert got.num_rows == n
@@ -201,18 +206,24 @@ def test_snippets(env):
     _, readers, *_ = env
     r = readers[0]
     values = pa.array(["apache spark sql engine", "no match here", None])
-    assert r.snippets("body:spark", "body", values).to_pylist() == ["apache <b>spark</b> sql engine", None, None]
+    assert r.snippets(SearchQuery("body:spark"), "body", values).to_pylist() == [
+        "apache <b>spark</b> sql engine",
+        None,
+        None,
+    ]
     with pytest.raises(IndexTablesError, match="year"):
-        r.snippets("body:spark", "year", pa.array([1]))
+        r.snippets(SearchQuery("body:spark"), "year", pa.array([1]))
 
 
 def test_count_matches_over_files(env):
     rows, readers, storage, adds, opts = env
-    assert count_matches(storage, None, adds, "body:spark", opts) == len(want(rows, lambda r: body_has(r, "spark")))
+    assert count_matches(storage, None, adds, SearchQuery("body:spark"), opts) == len(
+        want(rows, lambda r: body_has(r, "spark"))
+    )
     assert count_matches(storage, None, adds, None, opts) == len(rows)
-    assert count_matches(storage, None, [], "body:spark", opts) == 0
+    assert count_matches(storage, None, [], SearchQuery("body:spark"), opts) == 0
     with pytest.raises(QueryParseError):
-        count_matches(storage, None, adds, "body:(", opts)
+        count_matches(storage, None, adds, SearchQuery("body:("), opts)
 
 
 def test_query_on_table_without_text_columns(tmp_path):
@@ -223,5 +234,5 @@ def test_query_on_table_without_text_columns(tmp_path):
     (a,) = w.finish()
     r = SplitReader(get_cache({"cache.disk.path": str(tmp_path / "c")}).local_dir(storage, a))
     assert r.default_fields() == ["k"]  # raw string fields when no tokenized text exists
-    assert [b.to_pylist() for b in r.read(query='"a b"')] == [[{"k": "a b", "d": dt.date(2024, 1, 1)}]]
-    assert r.count(query="k:c") == 1
+    assert [b.to_pylist() for b in r.read(query=SearchQuery('"a b"'))] == [[{"k": "a b", "d": dt.date(2024, 1, 1)}]]
+    assert r.count(query=SearchQuery("k:c")) == 1

@@ -26,6 +26,7 @@ from indextables_spark.core.split.format.composite import (
 from indextables_spark.core.storage import open_storage
 from indextables_spark.core.storage.counting import CountingStorage
 from indextables_spark.util.ranges import coalesce
+from indextables_spark.expr.search_query import SearchQuery
 
 VOCAB = "data lake spark search index query table split tantivy arrow parquet stream batch engine".split()
 RARE = ["quasar", "nebula", "zephyr"]
@@ -356,7 +357,7 @@ def test_query_needs_and_ranges(tmp_path):
     footer = read_footer(path, path)
     names = footer.raw[INDEX_SECTIONS]["fields"]
     body, ident = names.index("body"), names.index("id")
-    need = sparse.query_needs(footer, names, "body:quasar OR id:5")
+    need = sparse.query_needs(footer, names, SearchQuery("body:quasar OR id:5"))
     five = sparse.term_key("i64", 5)
     assert need == sparse.Needs(
         frozenset(),
@@ -365,20 +366,22 @@ def test_query_needs_and_ranges(tmp_path):
         norms=frozenset({body, ident}),
         columns=frozenset({"__row"}),
     )
-    phrase = sparse.query_needs(footer, names, 'body:"a b"')
+    phrase = sparse.query_needs(footer, names, SearchQuery('body:"a b"'))
     assert phrase.terms == ((body, frozenset({b"a", b"b"})),) and phrase.term_positions == frozenset({body})
-    assert sparse.query_needs(footer, names, "body:a-b").term_positions == frozenset({body})  # two tokens: a phrase
+    assert sparse.query_needs(footer, names, SearchQuery("body:a-b")).term_positions == frozenset(
+        {body}
+    )  # two tokens: a phrase
     # terms not known (prefix, fuzzy): the field's whole sections; ranges and exists: fast field columns
-    loose = sparse.query_needs(footer, names, 'body:qua* OR title:"da la"* OR views:[1 TO 5] OR region:*')
+    loose = sparse.query_needs(footer, names, SearchQuery('body:qua* OR title:"da la"* OR views:[1 TO 5] OR region:*'))
     assert loose.fields == frozenset({body, names.index("title")}) and not loose.terms
     assert loose.positions == frozenset({names.index("title")})
     assert loose.columns == frozenset({"__row", "views", "region"})
     assert [sparse.term_key("i64", v) for v in (-1, 0)] == [b"\x7f" + b"\xff" * 7, b"\x80" + bytes(7)]
     assert sparse.term_key("f64", -0.5) < sparse.term_key("f64", 0.0) < sparse.term_key("f64", 2.5)
-    assert sparse.query_needs(footer, names[::-1], "body:x") is None  # field ids would not line up
-    assert sparse.query_needs(footer, names, "body:(") is None  # does not parse: whole
+    assert sparse.query_needs(footer, names[::-1], SearchQuery("body:x")) is None  # field ids would not line up
+    assert sparse.query_needs(footer, names, SearchQuery("body:(")) is None  # does not parse: whole
     # term lookups (corpus statistics): the dictionaries of the scored leaves' fields, no positions
-    stats = sparse.query_needs(footer, names, 'body:"a b" OR id:5 OR title:ta*', postings=False)
+    stats = sparse.query_needs(footer, names, SearchQuery('body:"a b" OR id:5 OR title:ta*'), postings=False)
     assert stats == sparse.Needs(frozenset({body, ident}), frozenset(), postings=False)
     assert coalesce([(0, 10), (20, 30), (1000, 1010)], gap=15) == [(0, 30), (1000, 1010)]
     # bounded (row pieces): a 4-byte read does not take along the 10 bytes after its 10-byte gap
@@ -484,7 +487,7 @@ def test_term_queries_fetch_their_terms(s3_uri, s3_options, tmp_path, monkeypatc
     assert first < 0.06 * f.size, (first, f.size)
     (d,) = [os.path.join(tmp_path / "part", n) for n in os.listdir(tmp_path / "part") if not n.startswith(".")]
     assert os.path.exists(os.path.join(d, sparse.STATE_FILE))
-    assert sparse.satisfies(d, q) and not sparse.satisfies(d, "body:nebula")
+    assert sparse.satisfies(d, SearchQuery(q)) and not sparse.satisfies(d, SearchQuery("body:nebula"))
     for q2 in (
         "body:nebula AND NOT title:spark",
         'body:"data lake" OR body:zephyr',

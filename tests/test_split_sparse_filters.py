@@ -21,6 +21,7 @@ from indextables_spark.expr.where import parse_where
 from indextables_spark.core.split.cache import sparse
 from indextables_spark.core.split.format.bundle import read_footer
 from indextables_spark.core.split.format.composite import INDEX_SECTIONS
+from indextables_spark.expr.search_query import SearchQuery
 
 ROWS = 6000
 
@@ -153,19 +154,21 @@ def test_filter_needs(tmp_path):
         columns=frozenset({"__row", "views"}),
     )
     region = [i for i, n in enumerate(names) if n == "region" or n.startswith("region__")]
-    need = sparse.read_needs(footer, names, sparse.IndexRead("body:quasar", ("`REGION`",)))
+    need = sparse.read_needs(footer, names, sparse.IndexRead(SearchQuery("body:quasar"), ("`REGION`",)))
     assert need.fields == frozenset(region) and need.norms == frozenset(region) | {names.index("body")}
     assert need.terms == ((names.index("body"), frozenset({b"quasar"})),)
     meta = sparse.read_needs(footer, names, sparse.IndexRead(None, ("meta.a",)))
     assert names.index("meta") in meta.fields and meta.columns is None
     assert sparse.read_needs(footer, names[::-1], sparse.IndexRead(None, ("views",))) is None
-    assert sparse.read_needs(footer, names, sparse.IndexRead("body:(", ("views",))) is None
+    assert sparse.read_needs(footer, names, sparse.IndexRead(SearchQuery("body:("), ("views",))) is None
     # what a directory holds answers the reads it was fetched for
     d = str(tmp_path / "d")
     data = open(path, "rb").read()
     sparse.extract_partial(lambda s, e: data[s:e], footer, d, path, sparse.IndexRead(None, ("views",)))
     assert json.load(open(os.path.join(d, sparse.STATE_FILE)))["missing"]
-    assert sparse.satisfies(d, sparse.IndexRead(None, ("views",))) and sparse.satisfies(d, "views:[1 TO 5]")
+    assert sparse.satisfies(d, sparse.IndexRead(None, ("views",))) and sparse.satisfies(
+        d, SearchQuery("views:[1 TO 5]")
+    )
     assert not sparse.satisfies(d, sparse.IndexRead(None, ("title",))) and not sparse.satisfies(d, None)
 
 

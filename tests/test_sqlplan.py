@@ -54,9 +54,10 @@ class FakeCatalog:
         return plans.TableInfo(names, dict(TYPES), ["region"], SPECS)
 
     def check_query(self, source, query):
-        from indextables_spark.core.split.read.query_parsing import check_query
+        from indextables_spark.core.split.read.query_parsing import query_for_specs
+        from indextables_spark.expr.search_query import SearchQuery
 
-        check_query(SPECS, query)
+        query_for_specs(SPECS, SearchQuery(query))
 
     def other_columns(self, parts):
         return ["id", "label"] if parts[-1].lower() == "mem" else None

@@ -31,6 +31,7 @@ _LAZY = {
     "Transaction": "indextables_spark.core.log.commit.transaction",
     "IndexTable": "indextables_spark.api.table",
     "SearchOperatorError": "indextables_spark.expr.operators",
+    "SearchQuery": "indextables_spark.expr.search_query",
     "build_companion": "indextables_spark.ops.companion.build",
     "start_companion_sync": "indextables_spark.ops.companion.build",
     "CompanionSync": "indextables_spark.ops.companion.stream",
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.log.commit.transaction import Transaction
     from indextables_spark.expr.partition_filter import PartitionFilterError
+    from indextables_spark.expr.search_query import SearchQuery
     from indextables_spark.ops.companion.build import build_companion, start_companion_sync
     from indextables_spark.ops.companion.stream import CompanionSync
     from indextables_spark.results import (
@@ -93,6 +95,7 @@ __all__ = [
     "Snapshot",
     "TableExistsError",
     "SearchOperatorError",
+    "SearchQuery",
     "TableNotFoundError",
     "Transaction",
     "build_companion",

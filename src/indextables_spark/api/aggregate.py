@@ -31,8 +31,10 @@ from indextables_spark.core.split.aggregate.aggregate import aggregate_files
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
 from indextables_spark.core.split.read.groups import group_by_size
 from indextables_spark.core.split.read.plan import ReadPlan
+from indextables_spark.core.split.read.query_parsing import plan_query
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import InvalidOptionError
+from indextables_spark.expr.search_query import SearchQuery
 
 EXECUTIONS = ("auto", "spark", "driver")
 
@@ -51,10 +53,13 @@ def choose_execution(spark: Any, execution: str) -> str:
     return "driver" if sessions.master(spark).startswith("local") else "spark"
 
 
-def aggregation_plan(storage: Storage, snapshot: Snapshot, options: Options, query: str | None) -> ReadPlan:
+def aggregation_plan(storage: Storage, snapshot: Snapshot, options: Options, query: SearchQuery | None) -> ReadPlan:
     """The read plan of an aggregation over `snapshot`: the rows matching `query` (all without
-    one); each split runs its `index_selection` (core/split/read/plan.py)."""
+    one; planned for the doc mappings of its live splits: a bad query fails here); each split runs
+    its `index_selection` (core/split/read/plan.py)."""
     opts = table_options(snapshot, options)
+    if query is not None:
+        query = plan_query(snapshot, options, query, None, every=True)
     return ReadPlan(storage.uri, opts, tuple(snapshot.partition_columns), pa.schema([]), query)
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.split.read.search import SearchPlan
     from indextables_spark.core.split.read.search_explain import SearchExplanation
+    from indextables_spark.expr.search_query import SearchQuery
 
 
 class IndexTable:
@@ -146,21 +147,22 @@ class IndexTable:
 
         return InspectTable(self.log)
 
-    def count(self, query: str | None = None, partition_filter: str | None = None) -> int:
+    def count(self, query: str | SearchQuery | None = None, partition_filter: str | None = None) -> int:
         """Row count without deleted rows; from the log's numRecords when there is no query (splits
-        with only positional deletes are not opened either)."""
+        with only positional deletes are not opened either). `query`: a text or an it.SearchQuery."""
         snap = self.log.pruned_snapshot(partition_filter, stale_ok=True)
         files = snap.files
         if query is None and not snap.delete_logs and all(f.num_records is not None for f in files):
             return sum(f.num_records or 0 for f in files)
         from indextables_spark.core.split.read.search import count_matches  # lazy: tantivy, pyarrow
+        from indextables_spark.expr.search_query import SearchQuery  # lazy: the read path's modules
 
-        return count_matches(self.storage, snap, files, query, self.options)
+        return count_matches(self.storage, snap, files, SearchQuery.of(query), self.options)
 
     # ---- Spark-free search (core/split/read/search.py: the same pruning, filters and deletes as a Spark read) --
     def _search_plan(
         self,
-        query: str | None,
+        query: str | SearchQuery | None,
         where: str | None,
         columns: Sequence[str] | None,
         snippets: Sequence[str] | None,
@@ -171,6 +173,7 @@ class IndexTable:
         fusion: Any = None,
     ) -> SearchPlan:
         from indextables_spark.core.split.read.search import SearchPlan  # lazy: tantivy, pyarrow
+        from indextables_spark.expr.search_query import SearchQuery  # lazy: the read path's modules
         from indextables_spark.expr.where import parse_where  # lazy: the expression parsers
 
         snap = self.snapshot(version)
@@ -185,11 +188,12 @@ class IndexTable:
             )
         elif fusion is not None or vector_column is not None:
             raise InvalidOptionError("search(): fusion and vector_column need a query vector (vector=...)")
-        return SearchPlan(self.storage, snap, self.options, conjuncts, query, columns, snippets, nearest)
+        value = SearchQuery.of(query)  # the one value of the query, from here to every split
+        return SearchPlan(self.storage, snap, self.options, conjuncts, value, columns, snippets, nearest)
 
     def search(
         self,
-        query: str | None = None,
+        query: str | SearchQuery | None = None,
         *,
         vector: Any = None,
         vector_column: str | None = None,
@@ -200,7 +204,8 @@ class IndexTable:
         snippets: str | Sequence[str] | None = None,
         version: int | None = None,
     ) -> pa.Table:
-        """Rows matching the Tantivy `query` (the `query` read option's syntax) as a pyarrow Table.
+        """Rows matching the Tantivy `query` (the `query` read option's syntax; a text or an
+        it.SearchQuery) as a pyarrow Table.
         where: SQL-like predicate over any columns (as delete()), Spark semantics; columns: a
         projection; limit: the global top n by relevance, then with a float `_score` column, best
         first; snippets: fields (the reader's snippetFields) → a `_snippet` column. Partition
@@ -272,7 +277,7 @@ class IndexTable:
 
     def explain(
         self,
-        query: str | None = None,
+        query: str | SearchQuery | None = None,
         where: str | None = None,
         *,
         version: int | None = None,
@@ -299,7 +304,7 @@ class IndexTable:
 
     def to_batches(
         self,
-        query: str | None = None,
+        query: str | SearchQuery | None = None,
         *,
         where: str | None = None,
         columns: Sequence[str] | None = None,
@@ -314,7 +319,7 @@ class IndexTable:
         self,
         aggs: Mapping[str, Any] | str,
         *,
-        query: str | None = None,
+        query: str | SearchQuery | None = None,
         partition_filter: str | None = None,
         spark: Any = None,
         execution: str = "auto",
@@ -325,9 +330,10 @@ class IndexTable:
         `query` in the partitions matching `partition_filter`. execution: "driver" (threads of
         this process), "spark" (a job on `spark`), "auto" (see api/aggregate.py)."""
         from indextables_spark.api.aggregate import aggregate, aggregation_plan  # lazy: tantivy, pyarrow
+        from indextables_spark.expr.search_query import SearchQuery  # lazy: the read path's modules
 
         snap = self.log.pruned_snapshot(partition_filter, version, stale_ok=True)
-        plan = aggregation_plan(self.storage, snap, self.options, query)
+        plan = aggregation_plan(self.storage, snap, self.options, SearchQuery.of(query))
         return aggregate(self.storage, snap, snap.files, plan, aggs, spark=spark, execution=execution)
 
     # ---- writing: one data-level step of a transaction each ----------------------------------------
@@ -384,7 +390,7 @@ def nearest_query(
     vector_columns: Sequence[str],
     limit: int | None,
     fusion: Any,
-    query: str | None,
+    query: str | SearchQuery | None,
     where: str,
     options: Options,
 ) -> Any:

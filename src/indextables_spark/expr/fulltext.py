@@ -1,14 +1,14 @@
-"""A full-text query parsed once per set of indexed fields: FullTextQuery.
+"""A full-text query analysed for one set of indexed fields: FullTextQuery.
 
-What every later step of a search needs of the query text, worked out once (cached per indexed
-fields and text) instead of parsing the text again, or reading the Debug form of a Tantivy query,
-at every step:
+What every later step of a search needs of the query text, worked out once (per read and doc
+mapping: expr/search_query.py's SearchQuery carries it) instead of parsing the text again, or
+reading the Debug form of a Tantivy query, at every step:
 - the text Tantivy's parser takes (the rewrites of expr/query_rewrite.py applied) and its fuzzy
   fields;
 - its syntax tree (Tantivy's own grammar: `tantivy.parse_query`), so the query's leaves are known:
   the fields (and positions) it reads, for fetching only those index sections
   (core/split/cache/sparse.py); whether counting its matches is cheap (term lookups only:
-  core/split/read/query_parsing.py); the terms whose document frequencies BM25 uses (term and
+  core/split/read/query_parsing.py's query_hits); the terms whose document frequencies BM25 uses (term and
   phrase leaves), for scoring with corpus-wide statistics (core/split/read/corpus_stats.py);
 - the query text with each scored leaf boosted (`boosted_text`), so that a split's idf becomes
   the table's: the tree is written back as query text with the boosts and parsed by Tantivy's
@@ -25,14 +25,13 @@ from __future__ import annotations
 import decimal
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Hashable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec, IndexedField
 from indextables_spark.errors import QueryParseError
 from indextables_spark.expr.compact_query import compact_terms
 from indextables_spark.expr.query_errors import format_query_error
-from indextables_spark.util.lru import LruCache
 from indextables_spark.expr.query_rewrite import (
     TermRewriteError,
     cjk_bigram_terms,
@@ -76,13 +75,13 @@ class QueryLeaf:
 
 @dataclass(frozen=True)
 class FullTextQuery:
-    """A query text as the splits of one doc mapping run it (built by `full_text_query`)."""
+    """A query text as the splits of one doc mapping run it (built by expr/search_query.py)."""
 
     text: str  # as given
     parser_text: str  # what Tantivy's parser takes (query_rewrite.py's rewrites applied)
     fuzzy_fields: Mapping[str, tuple[bool, int, bool]]
     default_fields: tuple[str, ...]
-    ast: Any  # tantivy.parse_query's tree of parser_text
+    ast: Any  # the grammar's tree of parser_text (plain dicts and lists: it pickles)
     leaves: tuple[QueryLeaf, ...]  # in tree order (`render` walks the tree the same way)
 
     @property
@@ -156,32 +155,26 @@ def _rewrite(fields: Sequence[IndexedField], query: str) -> tuple[str, dict[str,
         ) from None
 
 
-_by_key: LruCache[FullTextQuery] = LruCache(1024)
+def indexed_fields(specs: Sequence[ColumnSpec]) -> tuple[IndexedField, ...]:
+    """The Tantivy fields of column specs: what a query's analysis depends on (expr/search_query.py
+    keeps one analysis per set of them)."""
+    return _indexed(specs)
 
 
-def full_text_query(specs: Sequence[ColumnSpec], query: str, key: Hashable | None = None) -> FullTextQuery:
-    """The FullTextQuery of `query` on splits indexed with these specs, parsed once per indexed
-    fields and text (a process-wide cache). `key` names the specs' indexed fields more cheaply than
-    they hash (a split's doc mapping key: asked of every split a search counts or scores, hashing
-    the fields again cost ~6 us a split). A text Tantivy's grammar refuses gets no leaves here; the
-    parse of a split's query (core/split/read/query_parsing.py) raises QueryParseError locating it."""
-    if key is None:
-        return _full_text_query(_indexed(specs), query)
-    got = _by_key.get((key, query))
-    return got if got is not None else _by_key.put_if_absent((key, query), _full_text_query(_indexed(specs), query))
+def rewritten(fields: Sequence[IndexedField], query: str) -> tuple[str, dict[str, tuple[bool, int, bool]]]:
+    """(parser text, fuzzy fields) of a query on these indexed fields (`rewrite`)."""
+    return _rewrite(fields, query)
 
 
-@functools.lru_cache(maxsize=256)
-def _full_text_query(fields: tuple[IndexedField, ...], query: str) -> FullTextQuery:
-    import tantivy  # lazy: keeps `import indextables_spark.expr.fulltext` free of tantivy
-
-    text, fuzzy = _rewrite(fields, query)
+def of_tree(
+    fields: Sequence[IndexedField], query: str, text: str, fuzzy: Mapping[str, tuple[bool, int, bool]], ast: Any
+) -> FullTextQuery:
+    """The FullTextQuery of `query` on splits with these indexed fields, from its parser text and
+    fuzzy fields (`rewritten`) and the grammar's tree of that text (None: the grammar refuses it;
+    then it has no leaves, and building its Tantivy query raises QueryParseError locating the
+    fault). Built by expr/search_query.py only: a read analyses its text once per doc mapping."""
     defaults = tuple(_default_fields(fields))
     indexed = {f.name: f for f in fields}
-    try:
-        ast = tantivy.parse_query(text)
-    except ValueError:
-        ast = None
     leaves = tuple(_leaves(ast, defaults, indexed, fuzzy)) if ast is not None else ()
     return FullTextQuery(query, text, fuzzy, defaults, ast, leaves)
 

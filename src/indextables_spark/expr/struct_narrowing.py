@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from indextables_spark.core.schema.types import ColumnSpec
+from indextables_spark.core.schema.types import ColumnSpec, IndexedField
 from indextables_spark.expr.model import (
     EqualTo,
     Filter,
@@ -101,13 +101,18 @@ def where_narrowing(f: Filter, specs: Mapping[str, ColumnSpec], names: Sequence[
 
 
 def with_narrowing(query: str | None, narrowing: Sequence[str], split_specs: Iterable[ColumnSpec]) -> str | None:
-    """An unscored read's query AND the struct-field narrowing the split can search: its json field
-    exists (a split written before the column existed has none) and, for a range, is fast (one
-    written before `indexing.fastfields` named the column is not)."""
-    fields = {f.name: f for s in split_specs for f in s.indexed_fields}
+    """An unscored read's query AND the struct-field narrowing the split can search (narrowed)."""
+    return narrowed(query, narrowing, [f for s in split_specs for f in s.indexed_fields])
+
+
+def narrowed(query: str | None, narrowing: Sequence[str], fields: Iterable[IndexedField]) -> str | None:
+    """An unscored read's query AND the struct-field narrowing splits with these indexed fields can
+    search: its json field exists (a split written before the column existed has none) and, for a
+    range, is fast (one written before `indexing.fastfields` named the column is not)."""
+    by_name = {f.name: f for f in fields}
 
     def usable(q: str) -> bool:
-        f = fields.get(q.split(".", 1)[0])
+        f = by_name.get(q.split(".", 1)[0])
         return f is not None and (f.fast or not _RANGE_NARROWING.match(q))
 
     parts = ([query] if query is not None else []) + [q for q in narrowing if usable(q)]

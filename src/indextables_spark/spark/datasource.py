@@ -19,6 +19,7 @@ from indextables_spark.spark.options import resolve_options, table_path
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
+    from indextables_spark.expr.search_query import SearchQuery
     from indextables_spark.spark.streaming import IndexTablesStreamReader, IndexTablesStreamWriter
     from indextables_spark.spark.writer import IndexTablesWriter
 
@@ -73,6 +74,7 @@ class IndexTablesDataSource(DataSource):
         super().__init__(options)
         self.opts: Options = resolve_options(options)
         self.pin: SnapshotPin | None = None
+        self.query: SearchQuery | None = None  # the `query` option, checked by schema() (load())
 
     @property
     def path(self) -> str:
@@ -96,8 +98,9 @@ class IndexTablesDataSource(DataSource):
 
     def schema(self) -> StructType:
         from indextables_spark.core.split.read.query_parsing import (
-            check_table_query,  # lazy: the read path (tantivy, pyarrow) loads when Spark plans a read, not for a write
+            plan_query,  # lazy: the read path (tantivy, pyarrow) loads when Spark plans a read, not for a write
         )
+        from indextables_spark.expr.search_query import SearchQuery  # lazy: as above
 
         # lazy: the read path (tantivy, pyarrow) loads when Spark plans a read, not for a write
         from indextables_spark.spark.read_options import (
@@ -114,7 +117,8 @@ class IndexTablesDataSource(DataSource):
         schema = snapshot.schema
         ro = read_options(self.opts)
         if ro.query is not None:
-            check_table_query(snapshot, self.opts, ro.query)  # a bad query fails load(), not a task
+            # a bad query fails load(), not a task; the reader's planning reuses these checks
+            self.query = plan_query(snapshot, self.opts, SearchQuery(ro.query))
         if ro.vector is not None:  # a vector that does not fit the table fails load() too
             nearest_query(ro, table_specs(snapshot, self.opts), self.opts, self.path)
         # `_score` / `_snippet` only when the options ask for them (see reader.py).
@@ -131,7 +135,7 @@ class IndexTablesDataSource(DataSource):
             snapshot = self._read_snapshot()
             self.pin = SnapshotPin(uuid.uuid4().hex, snapshot.version, False)
         cls = UnpushedReader if _called_by_plain_planner() else IndexTablesReader
-        return cls(self.path, self.opts, schema, self.pin)
+        return cls(self.path, self.opts, schema, self.pin, self.query)
 
     def writer(self, schema: StructType, overwrite: bool) -> IndexTablesWriter:
         from indextables_spark.spark.writer import IndexTablesWriter  # lazy: the write path (tantivy)

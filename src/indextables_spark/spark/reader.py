@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.split.read.corpus_stats import CorpusStats
     from indextables_spark.core.split.read.plan import ReadPlan
     from indextables_spark.expr.model import Filter
+    from indextables_spark.expr.search_query import SearchQuery
     from indextables_spark.spark.guard import SnapshotPin
 
 
@@ -98,13 +99,18 @@ class IndexTablesReader(DataSourceReader):
     be reused by Spark for later scans of the same relation, so it reads the version pinned when
     the DataFrame was loaded and leaves every filter to Spark."""
 
-    def __init__(self, path: str, opts: Options, schema: StructType, pin: "SnapshotPin"):
+    def __init__(
+        self, path: str, opts: Options, schema: StructType, pin: "SnapshotPin", checked: SearchQuery | None = None
+    ):
         self.path = path
         self.opts = opts
         self.schema_json = schema.jsonValue()
         self.pin = pin
         self.read_opts = read_options(opts)
         self.option_query = self.read_opts.query
+        # the `query` option as load() checked it (spark/datasource.py): its checks are not repeated
+        self.checked = checked
+        self.value: SearchQuery | None = None  # the query every task runs (partitions)
         self.index_queries: list[str] = []  # from `_indexall = '...'` filters
         self.nested_queries: list[str] = []  # narrowing for filters on struct fields (Spark re-checks)
         self.partition_filters: list[Filter] = []
@@ -293,12 +299,9 @@ class IndexTablesReader(DataSourceReader):
         if not self.guarded and (ro.limit is not None or ro.order_by_score):
             raise InvalidOptionError(guard.unguarded_ranking_message(self.path))
         files = self._live_files()
-        if self.query is not None:  # refused here rather than in every task
-            from indextables_spark.core.split.read.query_parsing import (
-                check_table_query,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
-            )
-
-            check_table_query(self._snapshot, self.opts, self.query, files, every=True)
+        # the query value (the text AND the struct-field narrowing) every task runs, planned for
+        # the doc mappings of the splits read: a bad query is refused here rather than in a task
+        self.value = self._query_value(files)
 
         min_groups = self.opts.get_int("read.minPartitions")
         if self.opts.get_str("read.maxPartitionBytes") is None and (self.query is not None or self.data_filters):
@@ -329,6 +332,22 @@ class IndexTablesReader(DataSourceReader):
             for g in groups
         ]
 
+    def _query_value(self, files: list[AddFile]) -> SearchQuery | None:
+        """The read's SearchQuery planned for `files` (once: load()'s checks of the `query` option
+        carry over when no `_indexall` filter joined it)."""
+        from indextables_spark.core.split.read.query_parsing import (
+            plan_query,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
+        )
+        from indextables_spark.expr.search_query import SearchQuery  # lazy: as above
+
+        text = self.query
+        base = self.checked if self.checked is not None and self.checked.text == text else text
+        value = SearchQuery.of(base, self.nested_queries)
+        if value is None:
+            return None
+        assert self._snapshot is not None  # bound
+        return plan_query(self._snapshot, self.opts, value, files, every=True)
+
     def _ranked_top_n(self) -> bool:
         """A full-text top n: the read ranks its matches (read's ranked path) and keeps `limit`."""
         ro = self.read_opts
@@ -339,7 +358,8 @@ class IndexTablesReader(DataSourceReader):
         """What every split of this read runs (core/split/read/plan.py), from what Spark pushed;
         with the table version's BM25 statistics when the read is scored."""
         ro = self.read_opts
-        corpus = self._corpus_stats() if ro.with_score and self.query is not None else None
+        value = self.value
+        corpus = self._corpus_stats(value) if ro.with_score and value is not None and value.text is not None else None
         nearest = self._nearest_query() if ro.vector is not None else None
         return read_plan(  # the pushed filters were checked exactly supported (pushFilters)
             self.path,
@@ -348,9 +368,8 @@ class IndexTablesReader(DataSourceReader):
             arrow_schema(self.schema_json, field_metadata=True),
             arrow_schema(self.table_schema_json),
             ro,
-            self.query,
+            value,
             self.data_filters,
-            self.nested_queries,
             corpus,
             nearest,
             getattr(self, "where_residual", ()),
@@ -360,7 +379,7 @@ class IndexTablesReader(DataSourceReader):
         """The vector search the options ask for (read/nearest.NearestQuery)."""
         return nearest_query(self.read_opts, self.specs, self.opts, self.path)
 
-    def _corpus_stats(self) -> CorpusStats | None:
+    def _corpus_stats(self, query: SearchQuery) -> CorpusStats | None:
         """The BM25 statistics of the version's live splits for the query (core/split/read/
         corpus_stats.py), gathered here on the driver and shipped to the tasks: every task then
         scores as if the table were one split. None with `search.statistics=split` or one split."""
@@ -371,12 +390,12 @@ class IndexTablesReader(DataSourceReader):
         )
 
         snap = self._snapshot
-        assert snap is not None and self.query is not None  # bound, scored
+        assert snap is not None  # bound
         files = snap.files
         if not table_wide(statistics_mode(self.opts), len(files)):
             return None
         storage = open_storage(self.path, self.opts)
-        return table_stats(storage, self.opts, snap.version, files, self.query)
+        return table_stats(storage, self.opts, snap.version, files, query)
 
     # Spark hands back the SplitGroups partitions() made
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -388,7 +407,7 @@ class IndexTablesReader(DataSourceReader):
         if plan.nearest is not None:
             yield from read_nearest(plan, adds, partition.ordinals, target, partition.deletes)
             return
-        if (self.read_opts.with_score or SNIPPET in target.names) and plan.query is not None:
+        if (self.read_opts.with_score or SNIPPET in target.names) and plan.text is not None:
             # snippets are made with the split's index, as scores are: the ranked path
             yield from read_ranked(plan, adds, target, partition.deletes)
             return

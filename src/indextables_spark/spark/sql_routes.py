@@ -135,10 +135,11 @@ class SparkCatalog:
     def check_query(self, source: plans.Source, query: str) -> None:
         """QueryParseError now for a query the table's splits cannot parse (not in a task)."""
         from indextables_spark.core.split.read.query_parsing import (
-            check_table_query,  # lazy: keeps `import indextables_spark.spark.sql_routes` free of pyarrow
+            plan_query,  # lazy: keeps `import indextables_spark.spark.sql_routes` free of pyarrow
         )
+        from indextables_spark.expr.search_query import SearchQuery  # lazy: as above
 
-        check_table_query(self.snapshot(source), self.table(source).options, query)
+        plan_query(self.snapshot(source), self.table(source).options, SearchQuery(query))
 
     def other_columns(self, parts: tuple[str, ...]) -> list[str] | None:
         name = ".".join(f"`{p}`" for p in parts)
@@ -267,12 +268,13 @@ def compute_aggregate(
         SearchPlan,
         count_split,
     )
+    from indextables_spark.expr.search_query import SearchQuery  # lazy: as above
 
     query = ops.to_query(agg.search, info.specs) if agg.search is not None else None
     request = agg.request
-    plan = SearchPlan(table.storage, snap, table.options, agg.conjuncts, query, request.columns)
+    plan = SearchPlan(table.storage, snap, table.options, agg.conjuncts, SearchQuery.of(query), request.columns)
     files = plan.live_files()
-    plan.check_query(files)
+    plan.plan_query(files)
     if query is not None or plan.exact:
         fetch_missing(table.storage, table.options, files)
     # Tantivy's stats read fast fields: a column written without one (indexing.nonfastfields)

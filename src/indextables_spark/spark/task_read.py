@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.split.read.plan import ReadPlan
     from indextables_spark.core.split.read.reader import SplitReader
     from indextables_spark.expr.model import Filter
+    from indextables_spark.expr.search_query import SearchQuery
 
 
 def read_plan(
@@ -29,9 +30,8 @@ def read_plan(
     target: pa.Schema,
     table: pa.Schema,
     ro: ReadOptions,
-    query: str | None = None,
+    query: SearchQuery | None = None,
     filters: Sequence[Filter] = (),
-    narrowing: Sequence[str] = (),
     corpus: CorpusStats | None = None,
     nearest: Any = None,
     residual: Sequence[Filter] = (),
@@ -45,7 +45,7 @@ def read_plan(
     )
 
     names = _data_names(partition_columns, target)
-    snippets = ro.snippet_fields if SNIPPET in target.names and query is not None else ()
+    snippets = ro.snippet_fields if SNIPPET in target.names and query is not None and query.text is not None else ()
     fields = [target.field(n) for n in names] + [table.field(f) for f in snippets if f not in names]
     return ReadPlan(
         path,
@@ -54,7 +54,6 @@ def read_plan(
         pa.schema(fields),
         query,
         tuple(filters),
-        tuple(narrowing),
         tuple(residual),
         tuple(snippets),
         ro.limit,

@@ -49,6 +49,7 @@ from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.format.bloom import skip_by_blooms
 from indextables_spark.core.split.format.column_specs import column_specs
 from indextables_spark.core.split.read.plan import Conditions, ReadPlan, divide_conditions
+from indextables_spark.core.split.read.query_parsing import plan_query
 from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.split.read.skipping import prune_partition, skip_split
 from indextables_spark.core.split.read.tantivy_query import check_index_only
@@ -61,6 +62,7 @@ from indextables_spark.errors import (
 )
 from indextables_spark.expr.model import EqualTo, Filter, In, Or
 from indextables_spark.expr.partition_filter import parse_predicate
+from indextables_spark.expr.search_query import SearchQuery
 from indextables_spark.expr.where import INDEXALL, and_parts, column_types, typed
 from indextables_spark.ops.registry import CommandParser, Context, Target
 from indextables_spark.results import DeleteResult, elapsed_ms
@@ -206,17 +208,26 @@ def _match_split(storage: Storage, snapshot: Snapshot, plan: ReadPlan, add: AddF
 
 
 def delete_plan(
-    storage: Storage, snapshot: Snapshot, opts: Options, conditions: Conditions, query: str | None
+    storage: Storage,
+    snapshot: Snapshot,
+    opts: Options,
+    conditions: Conditions,
+    query: str | None,
+    files: Sequence[AddFile] = (),
 ) -> ReadPlan:
-    """The read plan of a positional delete: the query, the data filters each split applies
-    exactly (the index answers those on index-only columns), and the residual checked on the rows
-    with partition values; partition-only conditions prune the splits exactly (_candidates)."""
+    """The read plan of a positional delete: the query (planned for the doc mappings of `files`,
+    the candidate splits: a bad one fails before a split opens), the data filters each split
+    applies exactly (the index answers those on index-only columns), and the residual checked on
+    the rows with partition values; partition-only conditions prune the splits exactly (_candidates)."""
+    value = SearchQuery.of(query)
+    if value is not None and files:
+        value = plan_query(snapshot, opts, value, files, every=True)
     return ReadPlan(
         storage.uri,
         opts,
         tuple(snapshot.partition_columns),
         pa.schema([]),
-        query,
+        value,
         conditions.pushed,
         residual=conditions.residual,
     )
@@ -358,7 +369,7 @@ def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: s
             conditions = divide_conditions(pred.conjuncts, snap.partition_columns, specs, index_only)
             files = _candidates(storage, snap, conditions, specs, opts)
             scanned = len(files)
-            plan = delete_plan(storage, snap, opts, conditions, pred.query)
+            plan = delete_plan(storage, snap, opts, conditions, pred.query, files)
             target = arrow_schema(snap.schema_json)
             with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(files)))) as pool:
                 matches = list(pool.map(lambda f: _match_split(storage, snap, plan, f, target), files))

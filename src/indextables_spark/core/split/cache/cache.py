@@ -48,6 +48,7 @@ from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.split.cache import open_splits
 from indextables_spark.core.split.cache import sparse as _sparse
 from indextables_spark.core.split.cache.fetch_plan import IndexQuery, IndexRead
+from indextables_spark.expr.search_query import SearchQuery
 from indextables_spark.core.split.cache.lazy_rows import RowSource
 from indextables_spark.core.split.cache.lazy_rows import register as register_rows
 from indextables_spark.core.split.format.bundle import (
@@ -79,8 +80,8 @@ _TRASH_PREFIX = ".trash-"
 _LOCK_DIR = ".locks"  # lock files of the cross-process fetch lock (never evicted)
 LOCK_STRIPES = 256
 
-# What a read asks of a split's index besides a `query` promise (local_dir): its query texts and
-# the columns whose filters or snippets it answers (ReadPlan.index_reads). Only a reference split
+# What a read asks of a split's index besides a `query` promise (local_dir): its query (with the
+# struct-field narrowing) and the columns whose filters or snippets it answers (ReadPlan.index_reads). Only a reference split
 # uses it (the term dictionaries it transcodes, reference/native.py); None: anything.
 Reads = native.Reads
 
@@ -154,12 +155,12 @@ class SplitCache:
         reads: Reads | None = None,
     ) -> str:
         """A local directory holding the extracted split (downloaded and extracted at most once).
-        With `query`, the caller promises to run only that query text against the index (an
-        IndexRead: that text, or none, and filters on those columns; nothing else): a remote
+        With `query` (a SearchQuery), the caller promises to run only that query against the index
+        (an IndexRead: that query, or none, and filters on those columns; nothing else): a remote
         split's index files may then hold only what it reads (sparse.py), and are completed when
         a later caller needs more. With `postings` False,
         only looking up the document frequencies of its scored terms (corpus statistics). With
-        `reads`, the caller promises to ask the index only those query texts and those columns'
+        `reads`, the caller promises to ask the index only that query (with its narrowing) and those columns'
         filters: a reference split transcodes only their term dictionaries (reference/native.py)."""
         final = self._open_dir(storage, add_file, query, postings, reads)
         if final is not None:
@@ -588,13 +589,13 @@ def _complete(final: str, query: IndexQuery | None, postings: bool = True, reads
     return _sparse.satisfies(final, query, postings) and native.satisfies(final, text, postings, native_reads)
 
 
-def _native_read(query: IndexQuery | None, reads: Reads | None) -> tuple[str | None, Reads | None]:
-    """(query text, reads) of a read for a reference split (native.py): an IndexRead's filter
-    columns join the columns of `reads`."""
+def _native_read(query: IndexQuery | None, reads: Reads | None) -> tuple[SearchQuery | None, Reads | None]:
+    """(query, reads) of a read for a reference split (native.py): an IndexRead's filter columns
+    join the columns of `reads`."""
     if not isinstance(query, IndexRead):
         return query, reads
-    texts, columns = reads if reads is not None else (((query.text,) if query.text else ()), ())
-    return query.text, (texts, tuple(sorted({*columns, *query.columns})))
+    asked, columns = reads if reads is not None else (query.query, ())
+    return query.query, (asked, tuple(sorted({*columns, *query.columns})))
 
 
 def _generation(final: str) -> tuple[int, int]:

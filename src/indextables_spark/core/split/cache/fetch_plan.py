@@ -25,7 +25,8 @@ from indextables_spark.core.split.format.hotcache import OPENED_BY_END, TOKEN_CO
 from indextables_spark.core.split.format.termdict import TermInfo, lookup_terms
 from indextables_spark.core.split.format.vector_index import VECTOR_FILE_PREFIX
 from indextables_spark.errors import IndexTablesError, SplitFormatError
-from indextables_spark.expr.fulltext import NONE, PHRASE, TERM, QueryLeaf, full_text_query
+from indextables_spark.expr.fulltext import NONE, PHRASE, TERM, QueryLeaf
+from indextables_spark.expr.search_query import SearchQuery
 
 Range = tuple[int, int]  # [start, end)
 
@@ -90,9 +91,12 @@ def _leaf_terms(field: Any, leaf: QueryLeaf) -> set[bytes] | None:
     return None if None in keys else {k for k in keys if k is not None}
 
 
-def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str, postings: bool = True) -> Needs | None:
+def query_needs(
+    footer: SplitFooter, schema_fields: Sequence[str], query: SearchQuery, postings: bool = True
+) -> Needs | None:
     """What `query` reads on this split (whose Tantivy schema has `schema_fields`, in field id
-    order), or None when that cannot be told for sure. From its leaves (expr/fulltext.py): a term
+    order), or None when that cannot be told for sure. From the leaves of its analysis for the
+    split's doc mapping (expr/search_query.py: the text AND the narrowing the split searches): a term
     or phrase whose terms are known reads those terms' postings (positions for a phrase), the
     field's dictionary and its field norms; a range or exists on a fast field its column; any
     other leaf the field's whole sections and norms. With `postings` False, what looking up the
@@ -100,10 +104,13 @@ def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str, p
     try:
         specs = with_truncated_terms(specs_from_doc_mapping(footer.doc_mapping), footer.truncated_terms)
         specs = with_fully_tokenized(specs, footer.fully_tokenized)
-        fq = full_text_query(specs, query)
+        analysis = query.analysis(specs)
     except (IndexTablesError, ValueError):  # an invalid query fails when the split runs it; here: fetch whole
         return None
     names = _field_names(specs)
+    fq = analysis.rows if postings else analysis.scored
+    if fq is None:  # no text (and no narrowing this split searches): nothing of the index
+        return Needs(frozenset(), frozenset(), postings=postings, norms=frozenset(), columns=frozenset())
     if names != list(schema_fields) or fq.ast is None:
         return None  # the split's index was not built from these specs in this order; a syntax error
     if not fq.fields - {""} <= set(names):
@@ -153,14 +160,14 @@ def query_needs(footer: SplitFooter, schema_fields: Sequence[str], query: str, p
 @dataclass(frozen=True)
 class IndexRead:
     """What a read with pushed filters asks of a split's index (ReadPlan.index_query): the query
-    text (None: none) and the columns of the filters the split turns into index queries (read/
+    (None: none) and the columns of the filters the split turns into index queries (read/
     tantivy_query.py). A split cache may then hold only what those read (read_needs)."""
 
-    text: str | None
+    query: SearchQuery | None
     columns: tuple[str, ...] = ()
 
 
-IndexQuery = str | IndexRead  # what a read promises to ask of a split's index (None elsewhere: anything)
+IndexQuery = SearchQuery | IndexRead  # what a read promises to ask of a split's index (None elsewhere: anything)
 
 
 def _matches(spec_name: str, column: str) -> bool:
@@ -219,17 +226,17 @@ def _union(a: Needs, b: Needs) -> Needs:
 def read_needs(
     footer: SplitFooter, schema_fields: Sequence[str], query: IndexQuery, postings: bool = True
 ) -> Needs | None:
-    """What a read of `query` (a query text, or an IndexRead: a query text or none and the pushed
+    """What a read of `query` (a SearchQuery, or an IndexRead: a query or none and the pushed
     filters' columns) reads on this split: query_needs, with filter_needs of the columns; None
     when either cannot be told."""
-    if isinstance(query, str):
+    if isinstance(query, SearchQuery):
         return query_needs(footer, schema_fields, query, postings)
     if not postings:  # term lookups: the query text's only (filters are not scored)
-        if query.text is None:
+        if query.query is None:
             return Needs(frozenset(), frozenset(), postings=False)
-        return query_needs(footer, schema_fields, query.text, False)
-    base = query_needs(footer, schema_fields, query.text) if query.text is not None else None
-    if query.text is not None and base is None:
+        return query_needs(footer, schema_fields, query.query, False)
+    base = query_needs(footer, schema_fields, query.query) if query.query is not None else None
+    if query.query is not None and base is None:
         return None
     filtered = filter_needs(footer, schema_fields, query.columns)
     if filtered is None:

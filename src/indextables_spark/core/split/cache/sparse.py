@@ -19,7 +19,7 @@ nothing ever reads a hole. What a query reads (tantivy 0.27; fetch_plan.py tells
 - a range or exists on a fast field: its column of .fast; every query: the `__row` column;
 - any other leaf (prefix, regex, fuzzy, json, term sets...): the field's whole .term/.idx (and
   .pos for phrase-like kinds) sections and its field norms.
-- a read with pushed filters (ReadPlan.index_query's IndexRead: the query text, or none, and the
+- a read with pushed filters (ReadPlan.index_query's IndexRead: the query, or none, and the
   filters' columns): besides the query's parts, every index field of each filter column whole
   (.term/.idx/.pos sections, field norms) and its fast field columns (the whole .fast file for a
   json field); a column without index fields nothing (its filters are checked on the rows).

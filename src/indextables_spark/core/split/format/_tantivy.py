@@ -1,31 +1,7 @@
-"""The boundary to tantivy-py: its panics derive from BaseException, so convert them here."""
+"""The boundary to tantivy-py (util/tantivy_calls.py: below expr/, whose SearchQuery parses queries)."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
+from indextables_spark.util.tantivy_calls import TantivyError, _is_panic, tantivy_call
 
-from indextables_spark.errors import IndexTablesError
-
-
-class TantivyError(IndexTablesError):
-    """Tantivy failed (error or panic); the message says what we were doing and on which split."""
-
-
-def _is_panic(e: BaseException) -> bool:
-    # pyo3_runtime.PanicException is not importable by name; recognise it by type name.
-    return type(e).__name__ == "PanicException"
-
-
-@contextmanager
-def tantivy_call(context: str) -> Iterator[None]:
-    try:
-        yield
-    except IndexTablesError:
-        raise
-    except (ValueError, RuntimeError, OSError) as e:
-        raise TantivyError(f"{context}: {e}") from e
-    except BaseException as e:
-        if _is_panic(e):
-            raise TantivyError(f"{context}: tantivy panicked: {e}") from e
-        raise
+__all__ = ["TantivyError", "_is_panic", "tantivy_call"]

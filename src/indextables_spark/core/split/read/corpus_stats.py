@@ -23,8 +23,8 @@ fetches: of a remote split only the term dictionaries of the scored fields and w
 reads (cache/sparse.py's `postings=False`: no postings, positions or fast field columns; a split
 the search reads has them fetched then, its dictionaries not again; one the search read first has
 them already). The
-statistics of a table version and query are kept per process; so is each split's query boosted
-with them (query_parsing.scored_query).
+statistics of a table version and query text are kept per process; each split's query boosted with
+them is the value's (expr/search_query.py's SearchQuery.tantivy_query, kept per boosts).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from indextables_spark.core.split.cache.open_splits import handles, searcher_of
 from indextables_spark.core.split.read.split_threads import fetch_missing, map_chunks
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.expr.fulltext import FullTextQuery, full_text_query
+from indextables_spark.expr.fulltext import FullTextQuery
+from indextables_spark.expr.search_query import SearchQuery
 from indextables_spark.util.lru import LruCache
 
 STATISTICS_OPTION = "search.statistics"
@@ -59,7 +60,7 @@ class CorpusStats:
 
     @functools.cached_property
     def key(self) -> tuple[Any, ...]:
-        """A hashable identity (what a split's boosted query is kept by: query_parsing.scored_query)."""
+        """A hashable identity (its terms in a stable order: to_json)."""
         return (self.num_docs, tuple(sorted(self.doc_freqs.items(), key=repr)))
 
     def to_json(self) -> dict[str, Any]:
@@ -133,13 +134,20 @@ def forget_table_stats() -> None:
     _tables.clear()
 
 
-def _key(storage: Storage, version: int, files: Sequence[Any], query: str) -> tuple[Any, ...]:
+def _key(storage: Storage, version: int, files: Sequence[Any], query: SearchQuery) -> tuple[Any, ...]:
     # (the first and last paths tell a table written again at the same path, versions restarting)
-    return (storage.uri, version, len(files), files[0].path if files else "", files[-1].path if files else "", query)
+    return (
+        storage.uri,
+        version,
+        len(files),
+        files[0].path if files else "",
+        files[-1].path if files else "",
+        query.text,
+    )
 
 
 def fetch_for_stats(
-    storage: Storage, options: Options, version: int, files: Sequence[Any], query: str, read: Sequence[Any]
+    storage: Storage, options: Options, version: int, files: Sequence[Any], query: SearchQuery, read: Sequence[Any]
 ) -> None:
     """Fetch what table_stats looks up in the splits of `files` not in `read` (whose search
     fetches more of them), unless the statistics are kept: run beside the read's own fetch, the
@@ -150,8 +158,11 @@ def fetch_for_stats(
     fetch_missing(storage, options, [f for f in files if f.path not in reading], query, postings=False)
 
 
-def table_stats(storage: Storage, options: Options, version: int, files: Sequence[Any], query: str) -> CorpusStats:
-    """The statistics of `query`'s scored terms over `files` (every live split of the table
+def table_stats(
+    storage: Storage, options: Options, version: int, files: Sequence[Any], query: SearchQuery
+) -> CorpusStats:
+    """The statistics of `query`'s scored terms (its text's, analysed per doc mapping: expr/
+    search_query.py) over `files` (every live split of the table
     version read): each split's term dictionaries of the scored fields are fetched if the cache
     lacks them (in parallel; a pruned split's postings are never read), looked up per term. Kept
     per table, version and query."""
@@ -167,7 +178,9 @@ def table_stats(storage: Storage, options: Options, version: int, files: Sequenc
         for add in chunk:
             local = cache.local_dir(storage, add, query, postings=False)
             h = handles(local)
-            out.append(split_stats(searcher_of(h, local), full_text_query(h.specs, query, h.mapping_key)))
+            scored = query.analysis(h.specs, h.mapping_key).scored
+            assert scored is not None  # (statistics are gathered for a query text)
+            out.append(split_stats(searcher_of(h, local), scored))
         return out
 
     return _tables.put_if_absent(key, combine(map_chunks(stats, files)))

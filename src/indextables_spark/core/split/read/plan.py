@@ -3,7 +3,8 @@
 Where a read is planned — the calling process for the Spark-free API and `indextables_search`
 (read/search.py's SearchPlan), the driver for a Spark read (spark/reader.py translates what Spark
 pushed) or a streaming micro-batch (spark/streaming.py) — the decisions are made once: the query
-text, the data filters each split applies exactly, the struct-field narrowing, the data columns read,
+(expr/search_query.py's SearchQuery: the text and the struct-field narrowing, analysed and checked
+for the splits' doc mappings), the data filters each split applies exactly, the data columns read,
 the limit, the snippet fields and the corpus-wide BM25 statistics (read/corpus_stats.py). The plan
 is a frozen value: Spark tasks receive it pickled in their InputPartition, and every split of the
 read runs the same steps whatever the route: `rows` (matching rows in row order), `ranked` (matches
@@ -45,7 +46,6 @@ from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of, render
 from indextables_spark.expr.support import supports
 from indextables_spark.expr.values import UnsupportedFilterError
-from indextables_spark.expr.struct_narrowing import with_narrowing
 
 if TYPE_CHECKING:
     import tantivy
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
     from indextables_spark.core.schema.types import ColumnSpec, VectorSpec
+    from indextables_spark.expr.search_query import SearchQuery
 
 SNIPPET_COLUMN = "_snippet"
 
@@ -92,9 +93,9 @@ class ReadPlan:
     options: Options  # the read's options (the table's recorded settings included)
     partition_columns: tuple[str, ...]
     data_schema: pa.Schema  # the data columns read from each split, typed as the read returns them
-    query: str | None = None  # the full-text query text
+    # the full-text query and the struct-field narrowing (unscored rows; the rows re-check it)
+    query: SearchQuery | None = None
     filters: tuple[Filter, ...] = ()  # data-column filters each split applies exactly
-    narrowing: tuple[str, ...] = ()  # struct-field narrowing queries (unscored rows; the rows re-check)
     residual: tuple[Filter, ...] = ()  # filters a ranked read checks on rows with partition values
     snippets: tuple[str, ...] = ()  # `_snippet` of these text columns (they are among the data columns)
     limit: int | None = None  # ranked: the best `limit` matches of each split
@@ -103,9 +104,19 @@ class ReadPlan:
     nearest: NearestQuery | None = None  # a vector search (read/nearest.py): `nearest_ranked`
 
     @property
+    def text(self) -> str | None:
+        """The full-text query's text (None: none; a read may still narrow by struct fields)."""
+        return self.query.text if self.query is not None else None
+
+    @property
+    def narrowing(self) -> tuple[str, ...]:
+        """The struct-field narrowing texts the query carries."""
+        return self.query.narrowing if self.query is not None else ()
+
+    @property
     def index_query(self) -> IndexQuery | None:
         """What a split's index runs when that can be told (no narrowing or snippet): the query
-        text alone, or with pushed filters an IndexRead (the text, the filters' columns). A remote
+        alone, or with pushed filters an IndexRead (the query, the filters' columns). A remote
         split's index files may then be fetched only as far as those read them (cache/sparse.py);
         None: anything."""
         if self.narrowing or self.snippets:
@@ -116,20 +127,15 @@ class ReadPlan:
         return IndexRead(self.query, tuple(columns))
 
     @property
-    def index_reads(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """What a split's index is asked by this plan: (query texts: the query and the struct-field
-        narrowing, the columns whose filters or snippets it answers). A split the reference
-        implementation wrote transcodes only those fields' term dictionaries (reference/native.py)."""
-        texts = tuple(t for t in (self.query, *self.narrowing) if t)
+    def index_reads(self) -> tuple[SearchQuery | None, tuple[str, ...]]:
+        """What a split's index is asked by this plan: (the query with its struct-field narrowing,
+        the columns whose filters or snippets it answers). A split the reference implementation
+        wrote transcodes only those fields' term dictionaries (reference/native.py)."""
         columns = {c for f in self.filters for c in columns_of_all(f)} | set(self.snippets)
-        return texts, tuple(sorted(columns))
+        return self.query, tuple(sorted(columns))
 
     def with_ranking(self, limit: int | None, corpus: CorpusStats | None) -> ReadPlan:
         return replace(self, limit=limit, corpus=corpus)
-
-    def split_query(self, specs: Sequence[ColumnSpec]) -> str | None:
-        """The query text a split with these column specs runs: the query AND the narrowing."""
-        return with_narrowing(self.query, self.narrowing, specs)
 
     def keep_residual(self, rows: pa.Table) -> pa.Table:
         """The rows (partition values attached) that pass the residual filters."""
@@ -140,10 +146,9 @@ class ReadPlan:
     def rows(self, split: SplitReader, deletes: SplitDeletes | None) -> Iterator[pa.RecordBatch]:
         """Rows of one split matching the query (and its narrowing) and the filters, in row order:
         the data columns, as `data_schema` (columns the split lacks NULL)."""
-        query = self.split_query(split.specs)
         schema = self.data_schema
         types = {f.name: f.type for f in schema}
-        for batch in split_rows(split, self.filters, query, schema.names, types, self.batch_rows, deletes):
+        for batch in split_rows(split, self.filters, self.query, schema.names, types, self.batch_rows, deletes):
             yield batch if batch.schema.equals(schema) else conform(batch, schema)
 
     def count(self, add: AddFile, deletes: SplitDeletes | None, open_split: Callable[[], SplitReader]) -> int:
@@ -165,13 +170,14 @@ class ReadPlan:
         data columns, `_score`, and whatever else the caller returns), then `_snippet` when asked.
         Filters on columns the split lacks, and the residual filters, are checked on those rows;
         the split's search then returns every match, cut to `limit` after them."""
-        if self.query is None:
+        if self.text is None:
             raise InvalidOptionError(f"a scored read of {self.path} needs a query")
         present = set(split.schema.names)
         names = [c for c in self.data_schema.names if c in present]
         present |= {s.name for s in split.specs if s.index_only}  # their filters are the index's
         pushed = [f for f in self.filters if columns_of_all(f) <= present]
         residual = [f for f in self.filters if not any(f is g for g in pushed)] + list(self.residual)
+        assert self.query is not None  # (it has a text)
         table = split.search_scored(
             self.query,
             None if residual else self.limit,
@@ -242,13 +248,13 @@ class ReadPlan:
         index = split.vector_index(nq.column, self.vector_spec(nq.column))
         ids, dists = np.empty(0, np.int64), np.empty(0, np.float64)
         if index is not None:
-            text_free = replace(self, query=None)
+            text_free = replace(self, query=self.query.without_text() if self.query is not None else None)
             allowed = text_free.selection(split, add, deletes, target) if text_free._selects(deletes) else None
             ids, dists = nearest(
                 index, nq.array, nq.wanted, allowed, expansion=nq.expansion, exact_below=nq.exact_below
             )[0]
         text_ids, text_scores = np.empty(0, np.int64), np.empty(0, np.float32)
-        if self.query is not None:  # the query's best `window`, rows read only for residual filters
+        if self.text is not None:  # the query's best `window`, rows read only for residual filters
             plan = replace(
                 self, limit=nq.wanted, snippets=(), data_schema=self.data_schema if self.residual else pa.schema([])
             )
@@ -306,7 +312,7 @@ class ReadPlan:
 
     def _selects(self, deletes: SplitDeletes | None) -> bool:
         """Whether a vector search searches only some of a split's rows (else all its vectors)."""
-        text = self.query if self.nearest is None or self.nearest.fusion is None else None
+        text = self.text if self.nearest is None or self.nearest.fusion is None else None
         return bool(self.filters or self.narrowing or self.residual or text or deletes is not None)
 
     def fetch(self, split: SplitReader, add: AddFile, candidates: pa.Table, target: pa.Schema) -> pa.Table:
@@ -338,7 +344,7 @@ class ReadPlan:
         target = pa.schema([f for f in target if f.name.lower() in reads])
         stored = [c for c in split.schema.names if c.lower() in reads]
         found: list[np.ndarray] = []
-        for ids, batch in split.read_with_row_ids(self.filters, self.split_query(split.specs), deletes, stored):
+        for ids, batch in split.read_with_row_ids(self.filters, self.query, deletes, stored):
             if self.residual:
                 rows = with_partition_values([(add, batch)], target, self.partition_columns)
                 ids = ids.filter(arrow_mask(rows, list(self.residual)))
@@ -359,7 +365,7 @@ class ReadPlan:
             split.local_dir,
             self.filters,
             self.residual,
-            self.split_query(split.specs),
+            self.query,
             selections.deletes_key(deletes),
         )
         return selections.selection(key, lambda: self.row_ids(split, add, deletes, target))

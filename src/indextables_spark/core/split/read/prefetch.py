@@ -15,9 +15,10 @@ from indextables_spark.core.split.read import split_threads
 from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.split.reference.native import is_reference_dir
 from indextables_spark.core.storage.base import Storage
+from indextables_spark.expr.search_query import SearchQuery
 
 
-def prefetch_rows(local_dir: str, query: str, columns: Sequence[str]) -> None:
+def prefetch_rows(local_dir: str, query: SearchQuery, columns: Sequence[str]) -> None:
     """Fetch now, in the caller's (fetching) thread, the row store parts a read of `columns` of
     the rows matching `query` takes from a split whose row store is read by ranges: the reads
     that follow, often in one thread, then find them local. Best effort: the read itself reports
@@ -42,10 +43,10 @@ def fetch_missing(
     *,
     reads: Reads | None = None,
 ) -> None:
-    """split_threads.fetch_missing; with a query text and `columns` too, the row store parts of
+    """split_threads.fetch_missing; with a query (no filters) and `columns` too, the row store parts of
     the query's matches (prefetch_rows; not with pushed filters: of those matches the filters
     may keep few, and the read takes the rows it needs by ranges itself)."""
-    if not isinstance(query, str) or columns is None:
+    if not isinstance(query, SearchQuery) or columns is None:
         split_threads.fetch_missing(storage, options, files, query, reads=reads)
         return
     q, cols = query, list(columns)

@@ -1,8 +1,8 @@
 """SplitReader: rows of one extracted split, narrowed by Tantivy, filtered exactly with Arrow.
 
 Path of a read with filters or a query:
-1. Tantivy query = parsed query text (query_parsing.py) AND the narrowing query of the filters
-   (core/split/read/tantivy_query.py's build_query).
+1. Tantivy query = the read's SearchQuery on this split (expr/search_query.py: the text AND the
+   struct-field narrowing) AND the narrowing query of the filters (tantivy_query.py's build_query).
 2. Matching row ids come back sorted (ours: as the sort key of `search(order_by_field="__row")`).
 3. Rows are taken by id (ours: from the IPC record batches holding them, `take` per batch).
 4. `arrow_mask` applies the filters exactly (the narrowing is only a superset).
@@ -26,7 +26,7 @@ from indextables_spark.core.split.cache.open_splits import handles, register_rea
 from indextables_spark.core.split.format._tantivy import tantivy_call
 from indextables_spark.core.split.format.bundle import extracted_source
 from indextables_spark.expr.fulltext import default_fields
-from indextables_spark.core.split.read.query_parsing import all_of, parsed_query, scored_query
+from indextables_spark.core.split.read.query_parsing import all_of, scored_query
 from indextables_spark.core.split.read.tantivy_query import build_query, index_only_filters, index_only_query
 from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 from indextables_spark.expr.arrow_eval import arrow_mask
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
     from indextables_spark.core.split.format.vector_index import VectorIndex
     from indextables_spark.core.split.read.corpus_stats import CorpusStats
+    from indextables_spark.expr.search_query import SearchQuery
 
 
 DEFAULT_BATCH_SIZE = 10_000
@@ -99,7 +100,7 @@ class SplitReader:
         self._specs_by_name = {s.name: s for s in self.specs}
         # indexed, not in the row store (indexing.indexonlyfields): filters on them are the index's
         self.index_only = index_only_columns(self.specs)
-        # (parsed query, its matches) when the caller counted them already (search.SearchPlan):
+        # (Tantivy query, its matches) when the caller counted them already (search.SearchPlan):
         # matching_rows then skips its own count of that query
         self.hits_hint: tuple[Any, int] | None = None
         register_reader(self.local_dir)
@@ -110,8 +111,10 @@ class SplitReader:
     def default_fields(self) -> list[str]:
         return default_fields(self.specs)
 
-    def parse_query(self, query: str) -> tantivy.Query:
-        return parsed_query(self._handles, query)
+    def tantivy_query(self, query: SearchQuery, scored: bool = False) -> tantivy.Query | None:
+        """The read's query on this split (the text AND the narrowing it can search, None: neither;
+        the text alone `scored`)."""
+        return query.tantivy_query(self.index, self.specs, self._handles.mapping_key, scored=scored)
 
     def _row_filters(self, filters: Sequence[Filter]) -> tuple[tantivy.Query | None, list[Filter]]:
         """(the index's exact answer to the filters on index-only columns, the filters the rows
@@ -122,16 +125,18 @@ class SplitReader:
         where = f"split {self.local_dir}"
         return (index_only_query(self.index.schema, on, self._specs_by_name, where) if on else None), rest
 
-    def _plan(self, filters: Sequence[Filter], query: str | None) -> tuple[list[Filter], tuple[Any, bool, bool]]:
+    def _plan(
+        self, filters: Sequence[Filter], query: SearchQuery | None
+    ) -> tuple[list[Filter], tuple[Any, bool, bool]]:
         """(the filters the rows check, the search plan: tantivy query or None, narrowing exact,
         has a query that must run). A user query always runs; so do the filters on index-only
         columns (_row_filters), which join the plan as a query since the rows cannot check them."""
         forced, filters = self._row_filters(filters)
         narrow, exact = build_query(self.index.schema, filters, self.specs) if filters else (None, True)
-        user = self.parse_query(query) if query is not None else None
+        user = self.tantivy_query(query) if query is not None else None
         return filters, (all_of(user, narrow, forced), exact, user is not None or forced is not None)
 
-    def exact_query(self, filters: Sequence[Filter], query: str | None) -> tantivy.Query | None:
+    def exact_query(self, filters: Sequence[Filter], query: SearchQuery | None) -> tantivy.Query | None:
         """The Tantivy query of `query` AND `filters` when the index alone selects exactly their
         rows (None: every document), for steps that never see the rows (aggregations);
         UnsupportedFilterError naming a filter the index only narrows or cannot express."""
@@ -145,7 +150,9 @@ class SplitReader:
                     f"and this step reads the index alone"
                 )
             parts.append(q)
-        selection: tantivy.Query | None = all_of(self.parse_query(query) if query is not None else None, *parts, forced)
+        selection: tantivy.Query | None = all_of(
+            self.tantivy_query(query) if query is not None else None, *parts, forced
+        )
         return selection
 
     def searcher(self) -> Any:  # a tantivy.Searcher (Any: tantivy's stubs lack SearchResult.count)
@@ -232,7 +239,7 @@ class SplitReader:
     def _masked(
         self,
         filters: Sequence[Filter],
-        query: str | None,
+        query: SearchQuery | None,
         deletes: SplitDeletes | None = None,
         with_ids: bool = False,
         columns: Sequence[str] | None = None,
@@ -273,7 +280,7 @@ class SplitReader:
     def read(
         self,
         filters: Sequence[Filter] | None = None,
-        query: str | None = None,
+        query: SearchQuery | None = None,
         columns: Sequence[str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         deletes: SplitDeletes | None = None,
@@ -293,7 +300,7 @@ class SplitReader:
     def read_with_row_ids(
         self,
         filters: Sequence[Filter] | None = None,
-        query: str | None = None,
+        query: SearchQuery | None = None,
         deletes: SplitDeletes | None = None,
         columns: Sequence[str] | None = None,
     ) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
@@ -307,7 +314,10 @@ class SplitReader:
         return self._masked(filters or [], query, deletes, True, needed, NARROW_SCAN_FRACTION)
 
     def count(
-        self, filters: Sequence[Filter] | None = None, query: str | None = None, deletes: SplitDeletes | None = None
+        self,
+        filters: Sequence[Filter] | None = None,
+        query: SearchQuery | None = None,
+        deletes: SplitDeletes | None = None,
     ) -> int:
         filters = list(filters or [])
         dead = int(np.searchsorted(deletes.positions, self.num_rows)) if deletes is not None else 0
@@ -330,7 +340,7 @@ class SplitReader:
 
     def search_scored(
         self,
-        query: str,
+        query: SearchQuery,
         limit: int | None = None,
         filters: Sequence[Filter] | None = None,
         columns: Sequence[str] | None = None,
@@ -447,7 +457,7 @@ class SplitReader:
         inverse = pc.sort_indices(order)
         return taken.take(inverse)
 
-    def snippets(self, query: str, column: str, values: pa.Array, max_chars: int = 150) -> pa.Array:
+    def snippets(self, query: SearchQuery, column: str, values: pa.Array, max_chars: int = 150) -> pa.Array:
         """HTML snippets (`<b>` around matched terms) of `values` of a string column for the
         query; null where the value has no match."""
         import tantivy  # lazy: keeps `import indextables_spark.core.split.read.reader` free of tantivy
@@ -462,7 +472,8 @@ class SplitReader:
                 f"snippet column {column!r} is not an indexed string column of split "
                 f"{self.local_dir} (string columns: {searchable})"
             )
-        q = self.parse_query(query)
+        q = self.tantivy_query(query, scored=True)
+        assert q is not None  # (scored: a query or an error)
         searcher = self.searcher()
         with tantivy_call(f"building snippets of column {column!r} in split {self.local_dir}"):
             gen = tantivy.SnippetGenerator.create(searcher, q, self.index.schema, field.name)

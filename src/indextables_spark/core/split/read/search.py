@@ -23,7 +23,7 @@ from indextables_spark.core.split.reference.reference import with_reference_inde
 from indextables_spark.core.split.read.corpus_stats import fetch_for_stats, statistics_mode, table_stats, table_wide
 from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions, ranked_top
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
-from indextables_spark.core.split.read.query_parsing import check_table_query, query_hits
+from indextables_spark.core.split.read.query_parsing import plan_query, query_hits
 from indextables_spark.core.split.read.nearest import NearestQuery, check_vector_query, vector_columns
 from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.split_rows import (
@@ -37,6 +37,7 @@ from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 from indextables_spark.util.pools import shared_pool
 from indextables_spark.expr.model import Filter, columns_of
+from indextables_spark.expr.search_query import SearchQuery
 from indextables_spark.expr.values import struct_column
 
 if TYPE_CHECKING:
@@ -62,15 +63,18 @@ def count_matches(
     storage: Storage,
     snapshot: Any,
     files: Sequence[Any],
-    query: str | None,
+    query: SearchQuery | None,
     options: Options | dict[str, Any] | None = None,
     filters: Sequence[Filter] = (),
 ) -> int:
-    """Rows of `files` matching the query text (and filters); the snapshot is the table version read."""
+    """Rows of `files` matching the query (and filters); the snapshot is the table version read
+    (the query is planned for its splits' doc mappings: a bad one fails before a split opens)."""
     opts = options if isinstance(options, Options) else Options.of(options)
     files = list(files)
     if not files:
         return 0
+    if query is not None and snapshot is not None:
+        query = plan_query(snapshot, opts, query, files, every=True)
     parts = tuple(snapshot.partition_columns) if snapshot is not None else ()
     plan = ReadPlan(storage.uri, opts, parts, pa.schema([]), query, tuple(filters))
 
@@ -95,12 +99,12 @@ class SearchPlan:
         snapshot: Any,
         options: Options,
         conjuncts: Sequence[Filter],
-        query: str | None,
+        query: SearchQuery | None,
         columns: Sequence[str] | None,
         snippets: Sequence[str] | None = None,
         nearest: NearestQuery | None = None,
     ):
-        self.storage, self.snapshot, self.query = storage, snapshot, query
+        self.storage, self.snapshot = storage, snapshot
         self.options, self.schema, self.specs = _table_layout(snapshot, options)
         self.nearest = nearest
         if nearest is not None:
@@ -132,6 +136,8 @@ class SearchPlan:
         # struct-field conditions narrow unscored reads through the json field (checked on the rows too)
         specs_by_name = {s.name: s for s in self.specs}
         self.narrowing = [q for f in self.data_only if (q := where_narrowing(f, specs_by_name, names)) is not None]
+        # the read's query: the text AND that narrowing (planned for the splits read: plan_query)
+        self.query = SearchQuery.of(query, self.narrowing)
         self.read_names = [
             c for c in names if c not in parts and (c in self.columns or c in self.snippets or c in filter_cols)
         ]
@@ -145,18 +151,22 @@ class SearchPlan:
             self.options,
             tuple(self.parts),
             pa.schema([self.schema.field(c) for c in self.read_names]),
-            query,
+            self.query,
             tuple(self.pushed),
-            tuple(self.narrowing),
             divided.residual,
             self.snippets,
             nearest=nearest,
         )
-        # only the query text goes to the index (no pushed filter, narrowing or snippet): a remote
+        # only the query goes to the index (no pushed filter, narrowing or snippet): a remote
         # split's index files may be fetched only as far as it reads them (SplitCache.local_dir)
         self.index_query = self.read.index_query
         self.index_reads = self.read.index_reads
         self.mode = statistics_mode(self.options)
+
+    @property
+    def text(self) -> str | None:
+        """The query's text (None: no full-text query; the read may still narrow by struct fields)."""
+        return self.query.text if self.query is not None else None
 
     def ranking(self, limit: int | None) -> None:
         """Rank from here on: each split's best `limit` (every match without one), scored with the
@@ -164,7 +174,7 @@ class SearchPlan:
         `search.statistics` is `split` or the table has one split."""
         files = self.snapshot.files
         corpus = None
-        if self.query is not None and table_wide(self.mode, len(files)):
+        if self.query is not None and self.text is not None and table_wide(self.mode, len(files)):
             corpus = table_stats(self.storage, self.options, self.snapshot.version, files, self.query)
         self.read = self.read.with_ranking(limit, corpus)
 
@@ -172,7 +182,9 @@ class SearchPlan:
         """Start fetching, in a thread, what a ranked read's statistics (`ranking`) look up in the
         splits it does not read, so that those request rounds overlap the read's own fetch."""
         files = self.snapshot.files
-        if self.query is None or not table_wide(self.mode, len(files)) or len(read) == len(files):
+        if self.query is None or self.text is None or not table_wide(self.mode, len(files)):
+            return None
+        if len(read) == len(files):
             return None
         version, query = self.snapshot.version, self.query
         # (a thread of its own: the fetch itself runs on the shared fetch pool, as the read's does)
@@ -189,9 +201,9 @@ class SearchPlan:
 
     def matching(self, files: Sequence[Any]) -> list[Any]:
         """The cached splits among `files` whose index matches the query (every one without a
-        query, with a struct-field narrowing, which joins the query text, or with a query not
+        query, with a struct-field narrowing, which joins the query, or with a query not
         cheap to count: query_parsing.query_hits): a split without a match costs its cache entry, the
-        parsed query of its doc mapping (cached) and Tantivy's count (a few microseconds), and is
+        query built for its doc mapping (kept) and Tantivy's count (a few microseconds), and is
         not opened further. Filters and deletes only remove rows, so they cannot make a split
         without a query match return rows. The counts are kept for the reads (matching_rows does
         not count again) and for map_chunks."""
@@ -214,10 +226,12 @@ class SearchPlan:
         counts = [self._hits.get(f.path) for f in files]
         return [c[1] for c in counts if c is not None] if all(c is not None for c in counts) else None
 
-    def check_query(self, files: Sequence[Any]) -> None:
-        """QueryParseError for a query one of the splits read cannot parse (as every route)."""
+    def plan_query(self, files: Sequence[Any]) -> None:
+        """Plan the query for the splits read: analysed once per doc mapping of `files` (the value
+        the ReadPlan holds: every split reuses it), QueryParseError for a query one of them
+        cannot parse (as every route), before a split is opened."""
         if self.query is not None:
-            check_table_query(self.snapshot, self.options, self.query, list(files), every=True)
+            plan_query(self.snapshot, self.options, self.query, list(files), every=True)
 
     def out_schema(self, scored: bool) -> pa.Schema:
         fields = [self.schema.field(c) for c in self.columns]
@@ -268,7 +282,7 @@ class SearchPlan:
             else self.cache.local_dir(self.storage, add, self.index_query, reads=self.index_reads)
         )
         if known is not None and self.query is not None:
-            split.hits_hint = (split.parse_query(self.query), known[1])
+            split.hits_hint = (split.tantivy_query(self.query), known[1])
         deletes = load_split_deletes(self.storage, self.snapshot.deletes_for(add), split.num_rows, add.path)
         return split, deletes
 
@@ -391,8 +405,8 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
     if plan.nearest is not None:
         raise InvalidOptionError("a vector search of a table is vector_search.nearest_table's")
     files = plan.live_files()
-    plan.check_query(files)
-    scored = plan.query is not None and (limit is not None or scored)
+    plan.plan_query(files)
+    scored = plan.text is not None and (limit is not None or scored)
     schema = plan.out_schema(scored)
     if (limit is not None and limit <= 0) or not files:
         return schema.empty_table()
@@ -431,12 +445,12 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
 def stream_table(plan: SearchPlan, batch_rows: int = 65536) -> pa.RecordBatchReader:
     """The plan's rows split by split (one split's matches in memory at a time), in row order."""
     files = plan.live_files()
-    plan.check_query(files)
+    plan.plan_query(files)
     schema = plan.out_schema(False)
 
     def gen() -> Iterator[pa.RecordBatch]:
         for f in files:
-            if plan.query is not None and not plan.matching([f]):
+            if plan.text is not None and not plan.matching([f]):
                 continue
             for t in plan.read_split(f, batch_rows):
                 yield from t.cast(schema).to_batches()

@@ -52,11 +52,11 @@ def explain(plan: SearchPlan) -> SearchExplanation:
     files, (n_total, n_parts, n_stats) = prune_files(
         plan.storage.uri, plan.options, plan.snapshot, plan.part_only, plan.data_only, plan.parts, types, plan.specs
     )
-    plan.check_query(files)
+    plan.plan_query(files)
     seen = describe(plan.read, plan.specs, len(plan.snapshot.files))
     return SearchExplanation(
         plan.snapshot.version,
-        plan.query,
+        plan.text,
         tuple(render(f) for f in plan.part_only),
         seen.answered,
         seen.narrowed,
@@ -91,8 +91,8 @@ def describe(plan: ReadPlan, specs: Sequence[Any], splits: int) -> PlanDescripti
     answered: list[str] = []
     narrowed: list[str] = []
     rows_only = [render(f) for f in plan.residual]
-    query = plan.split_query(stored)
-    parts: list[tantivy.Query] = [query_for_specs(stored, query)] if query is not None else []
+    user = query_for_specs(stored, plan.query) if plan.query is not None else None
+    parts: list[tantivy.Query] = [user] if user is not None else []
     schema = tantivy_schema(stored)
     for f in plan.filters:
         q, exact = build_query(schema, [f], specs)
@@ -126,7 +126,7 @@ def describe_nearest(plan: ReadPlan, specs: Sequence[Any]) -> str | None:
     shape = f"{spec.metric}, {spec.dims} dimensions" if spec is not None else "?"
     selected = [
         w
-        for w, on in (("filters", plan.filters or plan.residual), ("the query", nq.fusion is None and plan.query))
+        for w, on in (("filters", plan.filters or plan.residual), ("the query", nq.fusion is None and plan.text))
         if on
     ]
     text = (
@@ -155,7 +155,7 @@ def describe_nearest(plan: ReadPlan, specs: Sequence[Any]) -> str | None:
 
 
 def _statistics(plan: ReadPlan, splits: int) -> str | None:
-    if plan.query is None:
+    if plan.text is None:
         return None
     if table_wide(statistics_mode(plan.options), splits):
         return f"table ({splits} splits)"

@@ -17,16 +17,17 @@ from indextables_spark.expr.model import Filter, columns_of
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.expr.search_query import SearchQuery
 
 
 def columns_of_all(f: Filter) -> set[str]:
     return {c.strip("`") for c in columns_of(f)}
 
 
-def snippet_column(split: Any, table: pa.Table, query: str | None, fields: Sequence[str]) -> pa.Array:
+def snippet_column(split: Any, table: pa.Table, query: SearchQuery | None, fields: Sequence[str]) -> pa.Array:
     """`_snippet` as the Spark reader's snippetFields: one field → its snippet, several → a map
     field → snippet (fields without a match left out)."""
-    if query is None:
+    if query is None or query.text is None:
         raise InvalidOptionError("snippets need a query")
 
     def values(c: str) -> pa.Array:
@@ -45,7 +46,7 @@ def snippet_column(split: Any, table: pa.Table, query: str | None, fields: Seque
 def split_rows(
     split: SplitReader,
     filters: Sequence[Filter],
-    query: str | None,
+    query: SearchQuery | None,
     names: Sequence[str],
     types: dict[str, pa.DataType],
     batch_rows: int,

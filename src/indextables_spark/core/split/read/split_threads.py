@@ -96,7 +96,7 @@ def fetch_missing(
 ) -> None:
     """Fetch the splits the cache lacks into it, in parallel threads (downloads are I/O), before
     they are searched in fewer threads (map_chunks). With `query` (the only thing the read asks
-    of the index: a query text, or an IndexRead with the pushed filters' columns), only what it reads of remote index files (with `postings` False, what looking
+    of the index: a SearchQuery, or an IndexRead with the pushed filters' columns), only what it reads of remote index files (with `postings` False, what looking
     up its scored terms reads: corpus_stats.py); `reads`: what else it asks of the index (a
     reference split's dictionaries: SplitCache.local_dir); `then` runs on each fetched split's
     directory in its fetching thread (prefetch.py: the row store parts of the matches)."""

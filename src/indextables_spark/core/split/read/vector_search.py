@@ -35,10 +35,10 @@ def nearest_table(plan: SearchPlan) -> pa.Table:
     with fusion and a query the k best of the fused rankings (`_score` the fused score, best first)."""
     nq = plan.nearest
     assert nq is not None
-    if nq.fusion is None or plan.query is None:
+    if nq.fusion is None or plan.text is None:
         return nearest_tables(plan, nq.array[None, :])[0]
     files = plan.live_files()
-    plan.check_query(files)
+    plan.plan_query(files)
     schema = plan.out_schema(False)
     if not files:
         return schema.empty_table()
@@ -70,7 +70,7 @@ def nearest_tables(plan: SearchPlan, queries: np.ndarray) -> list[pa.Table]:
     nq = plan.nearest
     assert nq is not None
     files = plan.live_files()
-    plan.check_query(files)
+    plan.plan_query(files)
     schema = plan.out_schema(False)
     if not files:
         return [schema.empty_table() for _ in range(len(queries))]

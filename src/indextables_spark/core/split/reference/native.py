@@ -38,7 +38,8 @@ from indextables_spark.core.split.format.composite import (
     read_tail,
 )
 from indextables_spark.core.split.reference.quickwit import extract_bundle
-from indextables_spark.errors import SplitFormatError
+from indextables_spark.errors import IndexTablesError, SplitFormatError
+from indextables_spark.expr.search_query import SearchQuery
 
 REFERENCE_FILE = "reference.json"  # marks an extracted reference split (see the module docstring)
 # the document store decoded into the split's cache directory by the first scan (docstore.py)
@@ -54,9 +55,9 @@ REFERENCE_TOKEN_LIMIT = 255
 # Both writers index `raw` values with tantivy's bare RawTokenizer: tantivy leaves only a token over
 # MAX_TOKEN_LEN = 65,530 bytes out of the postings (src/postings/postings_writer.rs).
 RAW_VALUE_LIMIT = 65_531
-# What a read asks of the index besides a query promise: (query texts, columns); see
-# cache.SplitCache.local_dir, which names the same type (this layer comes first)
-Reads = tuple[tuple[str, ...], tuple[str, ...]]
+# What a read asks of the index besides a query promise: (its SearchQuery with the struct-field
+# narrowing, columns); see cache.SplitCache.local_dir, which names the same type (this layer comes first)
+Reads = tuple["SearchQuery | None", tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,7 @@ def extract(
     *,
     footer_start: int | None = None,
     size: int | None = None,
-    query: str | None = None,
+    query: SearchQuery | None = None,
     postings: bool = True,
     reads: Reads | None = None,
 ) -> None:
@@ -352,38 +353,34 @@ def sstable_fields(local_dir: str, num_fields: int, where: str) -> frozenset[int
 
 
 def needed_fields(
-    local_dir: str, query: str | None, postings: bool = True, reads: Reads | None = None
+    local_dir: str, query: SearchQuery | None, postings: bool = True, reads: Reads | None = None
 ) -> frozenset[int] | None:
-    """Field ids whose term dictionaries a read opens (None: every field, also when a text's fields
+    """Field ids whose term dictionaries a read opens (None: every field, also when a query's fields
     cannot be told): the fields of `query`'s leaves (only the scored ones' with `postings` False:
-    the term lookups of corpus statistics), of the query texts of `reads` and its columns' fields
-    (a column reads through the reference field of its name). Neither `query` nor `reads`: None."""
+    the term lookups of corpus statistics), of the query of `reads` (with its narrowing) and its
+    columns' fields (a column reads through the reference field of its name), from their analyses
+    for this split (expr/search_query.py). Neither `query` nor `reads`: None."""
     if query is None and reads is None:
         return None
-    from indextables_spark.expr.fulltext import (
-        full_text_query,  # lazy: keeps `import indextables_spark.core.split.reference.native` light
-    )
-
     info = load_info(local_dir)
     fields = meta_fields(load_meta(local_dir, info.where))
     specs = native_specs(fields, info.schema_json, info.partition_columns)
     ids = {f.name: f.id for f in fields}
-    texts = [(query, postings)] if query is not None else []
-    texts += [(t, True) for t in (reads[0] if reads is not None else ())]
+    asked = [(query, postings)] if query is not None else []
+    asked += [(reads[0], True)] if reads is not None and reads[0] is not None else []
     out = {ids[c] for c in (reads[1] if reads is not None else ()) if c in ids}
-    for text, full in texts:
+    for value, full in asked:
         try:
-            fq = full_text_query(specs, text)
-        except (ValueError, SplitFormatError):
+            names = value.analysis(specs).read_fields(full)
+        except (IndexTablesError, ValueError):
             return None
-        names = fq.fields if full else fq.scored_fields
-        if fq.ast is None or not names - {""} <= set(ids):
+        if names is None or not names <= set(ids):
             return None
-        out |= {ids[n] for n in names if n}
+        out |= {ids[n] for n in names}
     return frozenset(out)
 
 
-def satisfies(local_dir: str, query: str | None, postings: bool = True, reads: Reads | None = None) -> bool:
+def satisfies(local_dir: str, query: SearchQuery | None, postings: bool = True, reads: Reads | None = None) -> bool:
     """Whether every term dictionary a read (needed_fields) opens is an FST (True for our splits)."""
     if not is_reference_dir(local_dir):
         return True
@@ -396,7 +393,7 @@ def satisfies(local_dir: str, query: str | None, postings: bool = True, reads: R
     return not (left if need is None else left & need)
 
 
-def ensure(local_dir: str, query: str | None, postings: bool = True, reads: Reads | None = None) -> bool:
+def ensure(local_dir: str, query: SearchQuery | None, postings: bool = True, reads: Reads | None = None) -> bool:
     """Transcode the term dictionaries a read opens (needed_fields: every one without `query` or
     `reads`) that are still SSTables; the caller holds the split's locks. Returns whether a file
     changed (then reference.json is written anew: indexes open on the old files must be reopened)."""
