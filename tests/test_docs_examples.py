@@ -83,6 +83,7 @@ def runnable(page: str) -> list[Block]:
 # Every skip marker in docs/: (page, first line of the block) -> why it does not run here.
 SKIPPED: dict[tuple[str, str], str] = {
     ("architecture.md", "    Operation("): "run by tests/test_commands_registry.py",
+    ("architecture.md", "    def describe_partitions("): "run by tests/test_commands_registry.py",
     ("guide/object-stores-and-credentials.md", 'it.IndexTable("abfss://data@myaccount'): "a real Azure account",
     ("guide/deployment.md", "import os"): "a cluster (tests/test_packed_env.py runs it as spark-submit --archives)",
     ("guide/vector-search.md", "SELECT id, _distance FROM indextables_vector_search("): (

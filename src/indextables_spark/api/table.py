@@ -353,7 +353,7 @@ class IndexTable:
         the full-text `query`; returns the new version (the current one when nothing matched).
         kind: "auto" (positional, or primary_key for `<key> = / IN` on the declared key column
         spark.indextables.indexing.primaryKey), "positional", "equality", "primary_key".
-        Planned again on a conflict with a concurrent commit (ops/delete.py)."""
+        Planned again on a conflict with a concurrent commit (ops/write/delete.py)."""
         from indextables_spark.ops.write.delete import OPERATION, replan_on_conflict  # lazy: the delete planner, on use
 
         def once() -> int:

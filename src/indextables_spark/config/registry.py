@@ -529,8 +529,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "s3.presignedReads",
         "bool",
         True,
-        "object reads go as presigned GETs over botocore's HTTP session (~6x less CPU per request than "
-        "the SDK's pipeline; errors and redirects still go through the SDK); false: every read through the SDK",
+        "S3 reads and listings go as SigV4-presigned requests over botocore's HTTP session, without a boto3 "
+        "client (~6x less CPU per request; missing objects and 5xx raised as the SDK does, other answers asked "
+        "again through it); false: every request through boto3",
     ),
     _option("azure.accountName", "str", None, "Azure storage account"),
     _option("azure.accountKey", "str", None, "Azure account key", secret=True),

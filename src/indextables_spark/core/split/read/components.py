@@ -1,5 +1,5 @@
 """The bytes of a split by index component and field (DESCRIBE INDEXTABLES COMPONENT SIZES,
-ops/component_sizes.py), read from the split's footer and a few small ranges, never the whole file.
+ops/inspect/component_sizes.py), read from the split's footer and a few small ranges, never the whole file.
 
 What is read (`read(start, end)`: ranged reads of the split, core/storage's `read_range`):
 - the split's last bytes (one request; the whole of a small split): our footer (bundle.py), or

@@ -8,7 +8,7 @@ for the splits' doc mappings), the data filters each split applies exactly, the 
 the limit, the snippet fields and the corpus-wide BM25 statistics (read/corpus_stats.py). The plan
 is a frozen value: Spark tasks receive it pickled in their InputPartition, and every split of the
 read runs the same steps whatever the route: `rows` (matching rows in row order), `ranked` (matches
-with `_score`, best first), `count`, `row_ids` (what DELETE removes: ops/delete.py) and
+with `_score`, best first), `count`, `row_ids` (what DELETE removes: ops/write/delete.py) and
 `index_selection` (the Tantivy query of the rows when the index alone selects them: aggregations,
 core/split/aggregate/aggregate.py). Explain describes the same value (read/search_explain.py).
 """
