@@ -53,6 +53,22 @@ INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_spark_streaming.py::test_sink_is_exactly_once": "streaming: more micro-batch cases",
     "tests/test_spark_streaming.py::test_complete_mode": "streaming: more micro-batch cases",
     "tests/test_spark_streaming.py::test_merge_on_write": "streaming: more micro-batch cases",
+    # the fast tier passed 10 minutes again (11:31, 2026-12-02): more second Spark runs of features
+    # whose Spark-free tests and one Spark test each stay in the fast tier
+    "tests/test_docs_examples.py::test_page_examples_run[guide/companion-indexes.md]": "the companion "
+    "guide's examples through Spark (test_companion.py keeps its Spark SQL test in the fast tier)",
+    "tests/test_compact_strings.py::test_companion_build_through_spark_sql": "a compact-string companion "
+    "built through Spark SQL (the Spark-free builds stay)",
+    "tests/test_optimized_write.py::test_partitioned_write_splits_near_target": "optimized writes: the "
+    "partitioned case (the unpartitioned Spark cases stay)",
+    "tests/test_reference_tables.py::test_spark_sql_view_and_indexall_on_a_reference_table": "a reference "
+    "table's SQL view (test_spark_stream_reads_a_reference_table keeps a Spark read of one)",
+    "tests/test_companion_stream.py::test_follows_delta_through_20_commits_while_queries_run": "the "
+    "continuous sync over 20 commits (its shorter cases stay)",
+    "tests/test_docs_examples.py::test_page_examples_run[guide/streaming.md]": "the streaming guide's "
+    "examples (test_spark_streaming.py keeps its Spark tests)",
+    "tests/test_optimized_write.py::test_option_precedence_records_and_modes": "optimized writes: option "
+    "precedence through Spark (the Spark-free precedence stays)",
 }
 
 
