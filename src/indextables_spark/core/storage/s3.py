@@ -37,7 +37,7 @@ from indextables_spark.core.storage.aws_auth import AwsAuth
 from indextables_spark.core.storage.object_store import ObjectEntry, ObjectStorage, upload_in_parts
 from indextables_spark.core.storage.redaction import Redactor, protect_secrets, redact_uri
 from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code, http_status
-from indextables_spark.core.storage.s3_reads import S3Reads, s3_reads
+from indextables_spark.core.storage.s3_reads import S3Reads, range_header, s3_reads
 from indextables_spark.errors import InvalidOptionError, StorageError
 from indextables_spark.util.lru import LruCache
 
@@ -202,7 +202,7 @@ class S3Storage(ObjectStorage):
             got = lean.get(name, start, end)
             if got is not None:
                 return got
-        ranged = {} if start is None or end is None else {"Range": f"bytes={start}-{end - 1}"}
+        ranged = range_header(start, end)
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=name, **ranged)
         except ClientError as e:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote_plus, urlencode, urlsplit
 
+from indextables_spark.core.storage.object_store import ObjectEntry
 from indextables_spark.core.storage.redaction import Redactor
 from indextables_spark.util.lru import LruCache
 
@@ -42,8 +43,6 @@ URL_REUSE_S = 300  # how long one is reused (at most; new credentials sign anew)
 MAX_URLS = 4096  # objects whose URL is kept (a split is one object)
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
-
-ObjectEntry = tuple[str, int, "dt.datetime | None"]
 
 
 @dataclass
@@ -61,8 +60,8 @@ class S3Reads:
     def get(self, name: str, start: int | None, end: int | None) -> bytes | None:
         """The object's bytes [start, end) (all without a range), b"" for a range past its end, or
         None when S3 answered anything else (the caller asks the SDK, which raises its error)."""
-        ranged = start is not None and end is not None
-        headers = {"Range": f"bytes={start}-{end - 1}"} if start is not None and end is not None else {}
+        headers = range_header(start, end)
+        ranged = bool(headers)
         resp = self._send(self._object_url(name), headers)
         status = resp.status_code
         if status == 206 or (status == 200 and not ranged):
@@ -141,6 +140,11 @@ class S3Reads:
             return self.http.send(AWSRequest(method="GET", url=url, headers=headers).prepare())
         except Exception as e:
             raise _without_signature(e) from None
+
+
+def range_header(start: int | None, end: int | None) -> dict[str, str]:
+    """The HTTP Range header of bytes [start, end) (HTTP's end is inclusive); {} for the whole object."""
+    return {} if start is None or end is None else {"Range": f"bytes={start}-{end - 1}"}
 
 
 def _without_signature(e: Exception) -> Exception:
