@@ -63,10 +63,10 @@ def _read(path: str, filters=(), version=None) -> list[dict]:
     schema = StructType.fromJson(snap.schema_json)
     reader = IndexTablesReader(path, Options.of(TEXT), schema, SnapshotPin("test", snap.version, True))
     reader._bind(snap)
-    reader.data_filters = list(filters)
+    reader.rechecked = list(filters)
     rows = [
         r
-        for b in reader.read(SplitGroup([task_json(f) for f in snap.files], None, reader._plan()))
+        for b in reader.read(SplitGroup([task_json(f) for f in snap.files], None, reader._scan().read))
         for r in b.to_pylist()
     ]
     return sorted(rows, key=lambda r: r["id"])

@@ -40,7 +40,7 @@ def table(tmp_path_factory):
 
 def plan(path, options, filters=()):
     """Plan a guarded scan (spark/guard.py) as Spark would: every data filter is handed back to
-    Spark as well, and the reader narrows by those it can answer (reader.data_filters/partition_filters)."""
+    Spark as well, and the reader narrows by those it can answer (reader.rechecked: the scan prunes and pushes them)."""
     import uuid
 
     from indextables_spark.spark.guard import GUARD_PREFIX, INDEXGUARD
@@ -91,7 +91,7 @@ def test_data_skipping_counts_and_results(table, caplog):
         with caplog.at_level(logging.INFO, logger="indextables_spark.spark.reader"):
             caplog.clear()
             reader, parts, _ = plan(path, opts, filters)
-        assert len(reader.data_filters) == len(filters)  # every filter narrows the read
+        assert len(reader.rechecked) == len(filters)  # every filter narrows the read
         msg = next(r.getMessage() for r in caplog.records if "skipped by data skipping" in r.getMessage())
         skipped = int(msg.split(" skipped by data skipping")[0].rsplit(" ", 1)[1])
         read = sum(len(p.files) for p in parts)

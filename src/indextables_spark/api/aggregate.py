@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
-import pyarrow as pa
 
 from indextables_spark.config import sessions
 from indextables_spark.config.options import Options
@@ -28,10 +27,10 @@ from indextables_spark.core.log.read.snapshot import Snapshot
 from indextables_spark.core.split.aggregate.agg_request import plan as plan_aggregations
 from indextables_spark.core.split.aggregate.agg_result import merge_all, result
 from indextables_spark.core.split.aggregate.aggregate import aggregate_files
-from indextables_spark.core.split.format.column_specs import column_specs, table_options
+from indextables_spark.core.split.format.column_specs import column_specs
 from indextables_spark.core.split.read.groups import group_by_size
 from indextables_spark.core.split.read.plan import ReadPlan
-from indextables_spark.core.split.read.query_parsing import plan_query
+from indextables_spark.core.split.read.scan import TableScan
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.search_query import SearchQuery
@@ -54,13 +53,12 @@ def choose_execution(spark: Any, execution: str) -> str:
 
 
 def aggregation_plan(storage: Storage, snapshot: Snapshot, options: Options, query: SearchQuery | None) -> ReadPlan:
-    """The read plan of an aggregation over `snapshot`: the rows matching `query` (all without
-    one; planned for the doc mappings of its live splits: a bad query fails here); each split runs
-    its `index_selection` (core/split/read/plan.py)."""
-    opts = table_options(snapshot, options)
-    if query is not None:
-        query = plan_query(snapshot, options, query, None, every=True)
-    return ReadPlan(storage.uri, opts, tuple(snapshot.partition_columns), pa.schema([]), query)
+    """The read plan of an aggregation over `snapshot` (the scan's, core/split/read/scan.py): the
+    rows matching `query` (all without one; planned for the doc mappings of its live splits: a
+    bad query fails here); each split runs its `index_selection` (core/split/read/plan.py)."""
+    scan = TableScan(storage, snapshot, options, query=query, columns=(), subject=f"an aggregation of {storage.uri}")
+    scan.plan_query(None)
+    return scan.read
 
 
 def aggregate(

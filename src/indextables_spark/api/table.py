@@ -180,7 +180,7 @@ class IndexTable:
         conjuncts = [] if where is None else parse_where(where, snap.schema_json)
         nearest = None
         if vector is not None:
-            from indextables_spark.core.split.read.search import table_vector_columns  # lazy: as above
+            from indextables_spark.core.split.read.scan import table_vector_columns  # lazy: as above
 
             columns_ = table_vector_columns(snap, self.options)
             nearest = nearest_query(

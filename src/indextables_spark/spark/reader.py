@@ -41,12 +41,9 @@ from pyspark.sql.types import StructType
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.schema.types import check_snippet_fields, index_only_columns
-from indextables_spark.core.split.read.file_pruning import prune_files
+from indextables_spark.core.schema.types import index_only_columns
 from indextables_spark.core.storage import open_storage
 from indextables_spark.core.split.read.groups import group_by_size
-from indextables_spark.core.split.read.plan import divide_conditions
-from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.model import render
 from indextables_spark.expr.operators import decode
@@ -55,14 +52,14 @@ from indextables_spark.spark import filters as spark_filters
 from indextables_spark.spark import guard
 from indextables_spark.spark.guard import INDEXALL
 from indextables_spark.spark.read_options import SNIPPET, nearest_query, read_options, table_specs
-from indextables_spark.spark.task_read import TaskRead, read_nearest, read_plan, read_ranked, task_json
+from indextables_spark.spark.task_read import TaskRead, data_names, read_nearest, read_ranked, task_json
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
-    from indextables_spark.core.split.read.corpus_stats import CorpusStats
     from indextables_spark.core.split.read.plan import ReadPlan
-    from indextables_spark.expr.model import Filter
+    from indextables_spark.core.split.read.scan import TableScan
     from indextables_spark.expr.search_query import SearchQuery
+    from indextables_spark.expr.model import Filter
     from indextables_spark.spark.guard import SnapshotPin
 
 
@@ -110,11 +107,10 @@ class IndexTablesReader(DataSourceReader):
         self.option_query = self.read_opts.query
         # the `query` option as load() checked it (spark/datasource.py): its checks are not repeated
         self.checked = checked
-        self.value: SearchQuery | None = None  # the query every task runs (partitions)
         self.index_queries: list[str] = []  # from `_indexall = '...'` filters
         self.nested_queries: list[str] = []  # narrowing for filters on struct fields (Spark re-checks)
-        self.partition_filters: list[Filter] = []
-        self.data_filters: list[Filter] = []
+        self.rechecked: list[Filter] = []  # Spark's pushed filters it checks again: they prune and narrow
+        self.index_only: list[Filter] = []  # filters on index-only columns: the index's alone
         self.guarded = False
         self._snapshot: Snapshot | None = None
 
@@ -129,7 +125,6 @@ class IndexTablesReader(DataSourceReader):
             for f in self.table_schema_json["fields"]
         }
         self.specs = table_specs(snapshot, self.opts)
-        check_snippet_fields(self.specs, self.read_opts.snippet_fields, self.path)
 
     def _ensure_bound(self) -> None:
         if self._snapshot is None:
@@ -156,8 +151,7 @@ class IndexTablesReader(DataSourceReader):
         epoch = next((v.epoch for v in verdicts if isinstance(v, guard.Guard)), None)
         queries = sorted(v for v in verdicts if isinstance(v, str))
         self.guarded = epoch is not None
-        self.partition_filters, self.data_filters, self.index_queries = [], [], []
-        self.nested_queries = []
+        self.rechecked, self.index_only, self.index_queries, self.nested_queries = [], [], [], []
         if not self.guarded:
             if queries:
                 raise InvalidOptionError(guard.unguarded_query_message(self.path))
@@ -182,7 +176,6 @@ class IndexTablesReader(DataSourceReader):
 
         # search operators arrive encoded (expr/operators.py): checked against this table now
         self.index_queries = [decode(q, self.specs) for q in queries]
-        converted: list[Filter] = []
         for f in others:
             # Every filter goes back to Spark too: the reader planned last for this relation may
             # serve another scan of it in the same query (spark/guard.py), so Spark keeps each
@@ -194,69 +187,37 @@ class IndexTablesReader(DataSourceReader):
                 if nested is not None:
                     self.nested_queries.append(nested)
                 continue
-            converted.append(core)
-        conditions = divide_conditions(converted, self.partition_columns, self.specs, ())
-        self.partition_filters.extend(conditions.partition_only)
-        self.data_filters.extend(conditions.pushed)
+            self.rechecked.append(core)
 
     def _take_index_only(self, filters: list[Any]) -> None:
-        """Add the filters on index-only columns to the data filters, each one the index answers
-        exactly (UnsupportedFilterError naming it otherwise: the rows cannot check it)."""
+        """The filters on index-only columns as conditions the read decides (the scan checks that
+        the index answers each exactly); UnsupportedFilterError naming one without an index form."""
 
-        where = f"a Spark read of {self.path}"
-        core: list[Filter] = []
         for f in filters:
             c = spark_filters.convert(f, self.column_types)
             if c is None:
                 raise UnsupportedFilterError(
-                    f"filter {f!r} on index-only column {_filter_column(f)!r} ({where}; indexing.indexonlyfields): "
-                    f"its value has no index form, and the rows do not hold the column"
+                    f"filter {f!r} on index-only column {_filter_column(f)!r} (a Spark read of {self.path}; "
+                    f"indexing.indexonlyfields): its value has no index form, and the rows do not hold the column"
                 )
-            core.append(c)
-        self.data_filters.extend(check_index_only(core, self.specs, where))
+            self.index_only.append(c)
 
-    def _live_files(self) -> list[AddFile]:
-        types = {c: self.column_types[c] for c in self.partition_columns}
-        files, (n_total, n_after_partitions, n_after_stats) = prune_files(
-            self.path,
-            self.opts,
-            self._snapshot,
-            self.partition_filters,
-            self.data_filters,
-            self.partition_columns,
-            types,
-            self.specs,
-        )
-        log.info(
-            "indextables: %s v%d: %d splits; %d pruned by partition filters, %d skipped by data skipping "
-            "(min/max stats), %d by Bloom filters; %d to read",
-            self.path,
-            self.version,
-            n_total,
-            n_total - n_after_partitions,
-            n_after_partitions - n_after_stats,
-            n_after_stats - len(files),
-            len(files),
-        )
-        self._pruning = (n_total, n_after_partitions, n_after_stats, len(files))
-        return files
-
-    def _explanation(self, plan: ReadPlan) -> dict[str, Any]:
+    def _explanation(self, scan: TableScan) -> dict[str, Any]:
         """What this read does, for it.explain(df): the pruning, then the plan every split runs
         (described as IndexTable.explain describes it: core/split/read/search_explain.py)."""
         from indextables_spark.core.split.read.search_explain import (
             describe,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
         )
 
-        assert self._snapshot is not None  # bound
-        seen = describe(plan, self.specs, len(self._snapshot.files))
-        n_total, n_parts, n_stats, n_read = self._pruning
+        plan, pruning = scan.read, scan.pruning
+        assert pruning is not None  # (live_files counted it)
+        seen = describe(plan, self.specs, scan.snapshot.num_files)
         return {
             "path": self.path,
             "version": self.version,
             "guarded": self.guarded,
             "query": self.query,
-            "partition_filters": [render(f) for f in self.partition_filters],
+            "partition_filters": [render(f) for f in scan.part_only],
             "index_answered": list(seen.answered),
             "index_narrowed": list(seen.narrowed),
             "rows_only": list(seen.rows_only),
@@ -265,46 +226,83 @@ class IndexTablesReader(DataSourceReader):
             "statistics": seen.statistics if self.read_opts.with_score else None,
             "vector_search": seen.vector_search,
             "spark_rechecks_every_filter": True,
-            "splits_total": n_total,
-            "splits_after_partition_pruning": n_parts,
-            "splits_after_data_skipping": n_stats,
-            "splits_after_bloom_filters": n_read,
+            "splits_total": pruning.total,
+            "splits_after_partition_pruning": pruning.after_partitions,
+            "splits_after_data_skipping": pruning.after_stats,
+            "splits_after_bloom_filters": pruning.read,
         }
 
-    def _where_option(self) -> None:
+    def _where_option(self) -> list[Filter]:
         """The `where` option: a predicate (the Spark-free `where` syntax, expr/where.py) decided
         inside the read, before a top-n or vector read ranks (a DataFrame filter after load()
-        comes after the limit): partition conditions prune, the others the splits apply exactly,
-        the rest is checked on the rows (`where_residual`)."""
-        self.where_residual: list[Filter] = []
+        comes after the limit): the scan prunes by its partition conditions, pushes the others
+        the splits apply exactly and checks the rest on the rows."""
         text = self.opts.get_str("where")
         if text is None or not text.strip():
-            return
+            return []
         from indextables_spark.expr.where import (
             parse_where,  # lazy: keeps `import indextables_spark.spark.reader` light
         )
 
-        conjuncts = parse_where(text, self.table_schema_json)
-        index_only = check_index_only(conjuncts, self.specs, f"option where of a read of {self.path}")
-        divided = divide_conditions(conjuncts, self.partition_columns, self.specs, index_only)
-        self.partition_filters.extend(divided.partition_only)
-        self.data_filters.extend(divided.pushed)
-        self.where_residual = list(divided.residual)
+        return parse_where(text, self.table_schema_json)
+
+    def _scan(self) -> TableScan:
+        """The read planned (core/split/read/scan.py) from what Spark pushed and the options."""
+        from indextables_spark.core.split.read.scan import (
+            TableScan,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
+        )
+
+        assert self._snapshot is not None  # bound
+        ro = self.read_opts
+        target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
+        names = set(target.names)
+        text = self.query
+        # load()'s checks of the `query` option carry over when no `_indexall` filter joined it
+        query = self.checked if self.checked is not None and self.checked.text == text else text
+        return TableScan(
+            open_storage(self.path, self.opts),
+            self._snapshot,
+            self.opts,
+            conditions=[*self.index_only, *self._where_option()],
+            rechecked=self.rechecked,
+            query=query,
+            narrowing=self.nested_queries,
+            nearest=nearest_query(ro, self.specs, self.opts, self.path) if ro.vector is not None else None,
+            columns=[c for c in self.partition_columns if c in names] + data_names(self.partition_columns, target),
+            snippets=ro.snippet_fields if SNIPPET in names and text is not None else (),
+            typed=target,
+            read_filter_columns=False,
+            limit=ro.limit,
+            batch_rows=ro.batch_rows,
+            subject=f"a Spark read of {self.path}",
+        )
 
     def partitions(self) -> list[SplitGroup]:
         self._ensure_bound()
         assert self._snapshot is not None  # bound
-        self._where_option()
         ro = self.read_opts
         if not self.guarded and (ro.limit is not None or ro.order_by_score):
             raise InvalidOptionError(guard.unguarded_ranking_message(self.path))
-        files = self._live_files()
-        # the query value (the text AND the struct-field narrowing) every task runs, planned for
-        # the doc mappings of the splits read: a bad query is refused here rather than in a task
-        self.value = self._query_value(files)
+        scan = self._scan()
+        tasks = scan.plan_files()
+        files = [t.file for t in tasks]
+        assert scan.pruning is not None  # (plan_files counted it)
+        log.info(
+            "indextables: %s v%d: %d splits; %d pruned by partition filters, %d skipped by data skipping "
+            "(min/max stats), %d by Bloom filters; %d to read",
+            self.path,
+            self.version,
+            scan.pruning.total,
+            scan.pruning.total - scan.pruning.after_partitions,
+            scan.pruning.after_partitions - scan.pruning.after_stats,
+            scan.pruning.after_stats - len(files),
+            len(files),
+        )
+        if ro.with_score and scan.text is not None:
+            scan.ranking(ro.limit)  # the version's BM25 statistics, gathered here and shipped
 
         min_groups = self.opts.get_int("read.minPartitions")
-        if self.opts.get_str("read.maxPartitionBytes") is None and (self.query is not None or self.data_filters):
+        if self.opts.get_str("read.maxPartitionBytes") is None and (self.query is not None or scan.pushed):
             # A search or pushed filters: a task's work is a few index lookups per split and the
             # rows that match, not the split bytes, while each task costs Spark's Python runner
             # ~50-100 ms. One wave of tasks (read.minPartitions = the cores) answers it.
@@ -318,84 +316,25 @@ class IndexTablesReader(DataSourceReader):
             groups = [list(files)]
         else:
             groups = group_by_size(files, target, min_groups)
-        plan = self._plan()
-        guard.record_explanation({**self._explanation(plan), "tasks": max(1, len(groups))})
+        plan = scan.read
+        guard.record_explanation({**self._explanation(scan), "tasks": max(1, len(groups))})
         if not groups:
             return [SplitGroup([], None, plan)]
         from indextables_spark.core.log.deletes.delete_logs import (
             deletes_json,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
         )
 
-        ordinal = {f.path: i for i, f in enumerate(files)}
+        ordinal = {t.file.path: t.ordinal for t in tasks}
         return [
             SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g), plan, [ordinal[f.path] for f in g])
             for g in groups
         ]
-
-    def _query_value(self, files: list[AddFile]) -> SearchQuery | None:
-        """The read's SearchQuery planned for `files` (once: load()'s checks of the `query` option
-        carry over when no `_indexall` filter joined it)."""
-        from indextables_spark.core.split.read.query_parsing import (
-            plan_query,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
-        )
-        from indextables_spark.expr.search_query import SearchQuery  # lazy: as above
-
-        text = self.query
-        base = self.checked if self.checked is not None and self.checked.text == text else text
-        value = SearchQuery.of(base, self.nested_queries)
-        if value is None:
-            return None
-        assert self._snapshot is not None  # bound
-        return plan_query(self._snapshot, self.opts, value, files, every=True)
 
     def _ranked_top_n(self) -> bool:
         """A full-text top n: the read ranks its matches (read's ranked path) and keeps `limit`."""
         ro = self.read_opts
         ranked = ro.with_score or SNIPPET in arrow_schema(self.schema_json).names
         return ro.limit is not None and ro.vector is None and self.query is not None and ranked
-
-    def _plan(self) -> ReadPlan:
-        """What every split of this read runs (core/split/read/plan.py), from what Spark pushed;
-        with the table version's BM25 statistics when the read is scored."""
-        ro = self.read_opts
-        value = self.value
-        corpus = self._corpus_stats(value) if ro.with_score and value is not None and value.text is not None else None
-        nearest = self._nearest_query() if ro.vector is not None else None
-        return read_plan(  # the pushed filters were checked exactly supported (pushFilters)
-            self.path,
-            self.opts,
-            self.partition_columns,
-            arrow_schema(self.schema_json, field_metadata=True),
-            arrow_schema(self.table_schema_json),
-            ro,
-            value,
-            self.data_filters,
-            corpus,
-            nearest,
-            getattr(self, "where_residual", ()),
-        )
-
-    def _nearest_query(self) -> Any:
-        """The vector search the options ask for (read/nearest.NearestQuery)."""
-        return nearest_query(self.read_opts, self.specs, self.opts, self.path)
-
-    def _corpus_stats(self, query: SearchQuery) -> CorpusStats | None:
-        """The BM25 statistics of the version's live splits for the query (core/split/read/
-        corpus_stats.py), gathered here on the driver and shipped to the tasks: every task then
-        scores as if the table were one split. None with `search.statistics=split` or one split."""
-        from indextables_spark.core.split.read.corpus_stats import (  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
-            statistics_mode,
-            table_stats,
-            table_wide,
-        )
-
-        snap = self._snapshot
-        assert snap is not None  # bound
-        files = snap.files
-        if not table_wide(statistics_mode(self.opts), len(files)):
-            return None
-        storage = open_storage(self.path, self.opts)
-        return table_stats(storage, self.opts, snap.version, files, query)
 
     # Spark hands back the SplitGroups partitions() made
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]

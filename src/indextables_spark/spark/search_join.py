@@ -65,7 +65,7 @@ def search_join(
         raise InvalidOptionError(f"search_join: the queries already have columns {clash} (rename them, or set prefix)")
     out = join_schema(queries.schema, snap, text_col, vector_col, prefix)
     if vector_col is not None:  # refused now, not in a task: a table without that vector column
-        from indextables_spark.core.split.read.search import table_vector_columns  # lazy: the read path
+        from indextables_spark.core.split.read.scan import table_vector_columns  # lazy: the read path
 
         have = table_vector_columns(snap, table.options)
         if (column is None and len(have) != 1) or (column is not None and column not in have):

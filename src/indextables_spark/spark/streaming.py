@@ -21,7 +21,7 @@ from pyspark.sql.datasource import (
 
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.spark.read_options import read_options
-from indextables_spark.spark.task_read import TaskRead, read_plan
+from indextables_spark.spark.task_read import TaskRead, data_names
 
 try:  # read limits (admission control) and Trigger.AvailableNow for Python sources: pyspark >= 4.2
     from pyspark.sql.streaming.datasource import (
@@ -219,9 +219,23 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             )
 
             deletes = deletes_json((self.table or IndexTable(self.path, self.opts)).snapshot(start_pos.version), files)
-        # a change feed: every row of the splits (no query, filter or limit)
+        # a change feed: every row of the splits (no query, filter or limit), planned by the scan
+        # (core/split/read/scan.py) with the table's latest settings
+        from indextables_spark.core.split.read.scan import (
+            TableScan,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
+        )
+
+        table = self.table or IndexTable(self.path, self.opts)
         target = arrow_schema(self.schema_json, field_metadata=True)
-        plan = read_plan(self.path, self.opts, self.partition_columns, target, target, read_options(self.opts))
+        plan = TableScan(
+            table.storage,
+            table.snapshot(),
+            self.opts,
+            columns=[c for c in target.names if c in self.partition_columns]
+            + data_names(self.partition_columns, target),
+            typed=target,
+            batch_rows=read_options(self.opts).batch_rows,
+        ).read
         return [
             SplitGroup([task_json(f) for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes}, plan)
             for g in groups

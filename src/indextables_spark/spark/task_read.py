@@ -8,59 +8,15 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 
-from indextables_spark.config.options import Options
 from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.core.storage import open_storage
 from indextables_spark.spark.guard import INDEXALL, INDEXGUARD
-from indextables_spark.spark.read_options import DISTANCE, ROW_ID, SCORE, SNIPPET, SPLIT_ORDINAL, ReadOptions
+from indextables_spark.spark.read_options import DISTANCE, ROW_ID, SCORE, SNIPPET, SPLIT_ORDINAL
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
-    from indextables_spark.core.split.read.corpus_stats import CorpusStats
     from indextables_spark.core.split.read.plan import ReadPlan
     from indextables_spark.core.split.read.reader import SplitReader
-    from indextables_spark.expr.model import Filter
-    from indextables_spark.expr.search_query import SearchQuery
-
-
-def read_plan(
-    path: str,
-    opts: Options,
-    partition_columns: Sequence[str],
-    target: pa.Schema,
-    table: pa.Schema,
-    ro: ReadOptions,
-    query: SearchQuery | None = None,
-    filters: Sequence[Filter] = (),
-    corpus: CorpusStats | None = None,
-    nearest: Any = None,
-    residual: Sequence[Filter] = (),
-) -> ReadPlan:
-    """The ReadPlan of a Spark read returning `target` (the read's Arrow schema) of a table whose
-    columns are `table`: the data columns it declares, plus the text columns its snippets are cut
-    from; the filters Spark pushed that the splits apply exactly (Spark re-checks every filter, so
-    no residual); the limit of a ranked read."""
-    from indextables_spark.core.split.read.plan import (
-        ReadPlan,  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
-    )
-
-    names = _data_names(partition_columns, target)
-    snippets = ro.snippet_fields if SNIPPET in target.names and query is not None and query.text is not None else ()
-    fields = [target.field(n) for n in names] + [table.field(f) for f in snippets if f not in names]
-    return ReadPlan(
-        path,
-        opts,
-        tuple(partition_columns),
-        pa.schema(fields),
-        query,
-        tuple(filters),
-        tuple(residual),
-        tuple(snippets),
-        ro.limit,
-        corpus,
-        ro.batch_rows,
-        nearest,
-    )
 
 
 PLANNING_ONLY = ("stats", "minValues", "maxValues")  # AddFile fields tasks never read
@@ -142,7 +98,7 @@ class TaskRead:
         return joined(pieces, self.plan.batch_rows, self.target, self.plan.partition_columns)
 
 
-def _data_names(partition_columns: Sequence[str], target: pa.Schema) -> list[str]:
+def data_names(partition_columns: Sequence[str], target: pa.Schema) -> list[str]:
     virtual = {INDEXALL, INDEXGUARD, SCORE, SNIPPET, DISTANCE, SPLIT_ORDINAL, ROW_ID}
     return [f.name for f in target if f.name not in partition_columns and f.name not in virtual]
 

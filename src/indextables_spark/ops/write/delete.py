@@ -44,14 +44,11 @@ from indextables_spark.core.log.read.snapshot import Snapshot
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.log.commit.transaction import Transaction, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.cache.cache import get_cache
-from indextables_spark.core.split.format.bloom import skip_by_blooms
 from indextables_spark.core.split.format.column_specs import column_specs
-from indextables_spark.core.split.read.plan import Conditions, ReadPlan, divide_conditions
-from indextables_spark.core.split.read.query_parsing import plan_query
+from indextables_spark.core.split.read.plan import ReadPlan
 from indextables_spark.core.split.read.reader import SplitReader
-from indextables_spark.core.split.read.skipping import prune_partition, skip_split
+from indextables_spark.core.split.read.scan import TableScan
 from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
@@ -62,7 +59,6 @@ from indextables_spark.errors import (
 )
 from indextables_spark.expr.model import EqualTo, Filter, In, Or
 from indextables_spark.expr.partition_filter import parse_predicate
-from indextables_spark.expr.search_query import SearchQuery
 from indextables_spark.expr.where import INDEXALL, and_parts, column_types, typed
 from indextables_spark.ops.registry import CommandParser, Context, Target
 from indextables_spark.results import DeleteResult, elapsed_ms
@@ -207,48 +203,6 @@ def _match_split(storage: Storage, snapshot: Snapshot, plan: ReadPlan, add: AddF
     return _SplitMatch(add, row_ids, live)
 
 
-def delete_plan(
-    storage: Storage,
-    snapshot: Snapshot,
-    opts: Options,
-    conditions: Conditions,
-    query: str | None,
-    files: Sequence[AddFile] = (),
-) -> ReadPlan:
-    """The read plan of a positional delete: the query (planned for the doc mappings of `files`,
-    the candidate splits: a bad one fails before a split opens), the data filters each split
-    applies exactly (the index answers those on index-only columns), and the residual checked on
-    the rows with partition values; partition-only conditions prune the splits exactly (_candidates)."""
-    value = SearchQuery.of(query)
-    if value is not None and files:
-        value = plan_query(snapshot, opts, value, files, every=True)
-    return ReadPlan(
-        storage.uri,
-        opts,
-        tuple(snapshot.partition_columns),
-        pa.schema([]),
-        value,
-        conditions.pushed,
-        residual=conditions.residual,
-    )
-
-
-def _candidates(
-    storage: Storage, snapshot: Snapshot, conditions: Conditions, specs: list[ColumnSpec], options: Options
-) -> list[AddFile]:
-    parts = list(snapshot.partition_columns)
-    types = column_types(snapshot.schema_json)
-    files = snapshot.files
-    if conditions.partition_only:
-        ptypes = {c: types[c] for c in parts}
-        files = [f for f in files if prune_partition(f.partition_values, conditions.partition_only, parts, ptypes)]
-    if conditions.data_only:
-        data_only = list(conditions.data_only)
-        files = [f for f in files if not skip_split(f, data_only, specs)]
-        files = skip_by_blooms(storage.uri, options, snapshot, files, data_only)
-    return list(files)
-
-
 # ---- the command ------------------------------------------------------------------------------------
 
 
@@ -341,7 +295,8 @@ def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: s
     pred = parse_delete(where, query, types)
     values = equality_values(pred, arrow_types)
     specs = column_specs(snap.schema_json, snap.partition_columns, opts)
-    index_only = check_index_only(pred.conjuncts, specs, f"DELETE on {storage.uri}")
+    subject = f"DELETE on {storage.uri}"
+    index_only = check_index_only(pred.conjuncts, specs, subject)
     if index_only and values is not None:
         # equality and key deletes match values in the rows, which hold no index-only column
         if kind in ("equality", "primary_key"):
@@ -366,10 +321,16 @@ def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: s
     removed_splits = delete_logs = scanned = 0
     try:
         if chosen == POSITIONAL:
-            conditions = divide_conditions(pred.conjuncts, snap.partition_columns, specs, index_only)
-            files = _candidates(storage, snap, conditions, specs, opts)
+            # the scan (core/split/read/scan.py) prunes the splits that may match (partition values
+            # exactly, min/max stats, Bloom filters) and plans what each runs: the query, the
+            # filters it applies exactly (the index answers those on index-only columns), the
+            # residual checked on the rows with partition values
+            scan = TableScan(
+                storage, snap, opts, conditions=pred.conjuncts, query=pred.query, columns=(), subject=subject
+            )
+            files = scan.live_files()
             scanned = len(files)
-            plan = delete_plan(storage, snap, opts, conditions, pred.query, files)
+            plan = scan.read
             target = arrow_schema(snap.schema_json)
             with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(files)))) as pool:
                 matches = list(pool.map(lambda f: _match_split(storage, snap, plan, f, target), files))

@@ -1,10 +1,10 @@
-"""Spark-free reading of a table's splits: counting (IndexTable.count), searching and reading rows
-(IndexTable.search/to_arrow/to_batches). The pieces the Spark reader shares: file_pruning.py and
-split_rows.py; threads: split_threads.py; explain: search_explain.py."""
+"""Spark-free reading of a table's splits, as the scan (scan.py) planned it: counting
+(IndexTable.count), searching and reading rows (IndexTable.search/to_arrow/to_batches). The pieces
+the Spark tasks share: plan.py and split_rows.py; threads: split_threads.py; explain:
+search_explain.py."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -13,40 +13,32 @@ import pyarrow as pa
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.deletes.delete_logs import load_split_deletes
-from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.core.schema.types import check_snippet_fields
 from indextables_spark.core.split.cache.cache import get_cache
 from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.split_threads import FETCH_THREADS, in_threads, map_chunks, matched_threads
-from indextables_spark.core.split.format.column_specs import column_specs, table_options
-from indextables_spark.core.split.reference.reference import with_reference_index_only
-from indextables_spark.core.split.read.corpus_stats import fetch_for_stats, statistics_mode, table_stats, table_wide
-from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions, ranked_top
-from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
-from indextables_spark.core.split.read.query_parsing import plan_query, query_hits
-from indextables_spark.core.split.read.nearest import NearestQuery, check_vector_query, vector_columns
+from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, ranked_top
+from indextables_spark.core.split.read.query_parsing import query_hits
+from indextables_spark.core.split.read.nearest import NearestQuery
 from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.read.scan import TableScan
 from indextables_spark.core.split.read.split_rows import (
     joined,
     snippet_column,
     top_n,
     with_partition_values,
 )
-from indextables_spark.core.split.read.tantivy_query import check_index_only
 from indextables_spark.core.storage.base import Storage
-from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
-from indextables_spark.util.pools import shared_pool
-from indextables_spark.expr.model import Filter, columns_of
+from indextables_spark.errors import InvalidOptionError
+from indextables_spark.expr.model import Filter
 from indextables_spark.expr.search_query import SearchQuery
-from indextables_spark.expr.values import struct_column
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile, DeleteLog
     from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
-    from indextables_spark.core.schema.types import ColumnSpec
+    from indextables_spark.core.log.read.snapshot import Snapshot
 
 
-def count_split(storage: Storage, plan: ReadPlan, add_file: Any, delete_logs: Sequence[Any] = ()) -> int:
+def count_split(storage: Storage, plan: ReadPlan, add_file: AddFile, delete_logs: Sequence[DeleteLog] = ()) -> int:
     """Matching rows of one split under `plan` (ReadPlan.count), minus the rows its delete logs
     (log.actions.DeleteLog) delete."""
     deletes = load_split_deletes(storage, delete_logs, add_file.num_records, add_file.path)
@@ -61,42 +53,40 @@ def count_split(storage: Storage, plan: ReadPlan, add_file: Any, delete_logs: Se
 
 def count_matches(
     storage: Storage,
-    snapshot: Any,
-    files: Sequence[Any],
+    snapshot: Snapshot,
+    files: Sequence[AddFile],
     query: SearchQuery | None,
     options: Options | dict[str, Any] | None = None,
-    filters: Sequence[Filter] = (),
 ) -> int:
-    """Rows of `files` matching the query (and filters); the snapshot is the table version read
-    (the query is planned for its splits' doc mappings: a bad one fails before a split opens)."""
+    """Rows of `files` (of the table version `snapshot`) matching the query: the scan plans the
+    query for their doc mappings (a bad one fails before a split opens)."""
     opts = options if isinstance(options, Options) else Options.of(options)
     files = list(files)
     if not files:
         return 0
-    if query is not None and snapshot is not None:
-        query = plan_query(snapshot, opts, query, files, every=True)
-    parts = tuple(snapshot.partition_columns) if snapshot is not None else ()
-    plan = ReadPlan(storage.uri, opts, parts, pa.schema([]), query, tuple(filters))
+    scan = TableScan(storage, snapshot, opts, query=query, columns=())
+    scan.plan_query(files)
+    plan = scan.read
 
-    def counts(chunk: list[Any]) -> list[int]:
-        return [count_split(storage, plan, f, snapshot.deletes_for(f) if snapshot is not None else ()) for f in chunk]
+    def counts(chunk: list[AddFile]) -> list[int]:
+        return [count_split(storage, plan, f, snapshot.deletes_for(f)) for f in chunk]
 
-    if query is not None or filters:  # else the log's row counts may answer without any split
-        fetch_missing(storage, opts, files, plan.index_query, reads=plan.index_reads)  # only what it reads
+    if query is not None:  # else the log's row counts may answer without any split
+        fetch_missing(storage, scan.options, files, plan.index_query, reads=plan.index_reads)  # only what it reads
     return sum(map_chunks(counts, files))
 
 
 # ---- Spark-free search / read of a set of splits (IndexTable.search, to_arrow, to_batches) --------
 
 
-class SearchPlan:
-    """What one Spark-free read needs: the snapshot read, the output schema, the filters split into
-    partition-only conjuncts (exact pruning), pushable data filters, and the rest (exact, Arrow)."""
+class SearchPlan(TableScan):
+    """A Spark-free read of a TableScan (scan.py: the one planner) run in this process: the split
+    cache, the query's match counts the first look at each split found, and the reads."""
 
     def __init__(
         self,
         storage: Storage,
-        snapshot: Any,
+        snapshot: Snapshot,
         options: Options,
         conjuncts: Sequence[Filter],
         query: SearchQuery | None,
@@ -104,102 +94,20 @@ class SearchPlan:
         snippets: Sequence[str] | None = None,
         nearest: NearestQuery | None = None,
     ):
-        self.storage, self.snapshot = storage, snapshot
-        self.options, self.schema, self.specs = _table_layout(snapshot, options)
-        self.nearest = nearest
-        if nearest is not None:
-            check_vector_query(self.specs, nearest, storage.uri)
-            if snippets:
-                raise InvalidOptionError(f"a vector search of {storage.uri} returns no snippets")
-        names = self.schema.names
-        if columns is not None:
-            unknown = [c for c in columns if c not in names]
-            if unknown:
-                raise SchemaMismatchError(f"columns {unknown} are not in the table (columns: {names})")
-        self.columns = list(columns) if columns is not None else list(names)
-        self.snippets = tuple(snippets or ())
-        check_snippet_fields(self.specs, self.snippets, storage.uri)
-        self.parts = list(snapshot.partition_columns)
-
-        parts = set(self.parts)
-        self.conjuncts = list(conjuncts)
-        # filters on index-only columns: the index answers them exactly, or the read fails now
-        index_only = check_index_only(self.conjuncts, self.specs, f"a read of {storage.uri}")
-        divided = divide_conditions(self.conjuncts, self.parts, self.specs, index_only)
-        self.part_only, self.data_only = list(divided.partition_only), list(divided.data_only)
-        self.pushed = list(divided.pushed)
-        self.exact = [f for f in self.conjuncts if not any(f is g for g in self.part_only)]
-        # data columns read from a split: the projection, the snippet fields, the filter columns
-        from indextables_spark.expr.struct_narrowing import where_narrowing
-
-        filter_cols = {struct_column(c, names) or c for f in self.exact for c in columns_of(f)}
-        # struct-field conditions narrow unscored reads through the json field (checked on the rows too)
-        specs_by_name = {s.name: s for s in self.specs}
-        self.narrowing = [q for f in self.data_only if (q := where_narrowing(f, specs_by_name, names)) is not None]
-        # the read's query: the text AND that narrowing (planned for the splits read: plan_query)
-        self.query = SearchQuery.of(query, self.narrowing)
-        self.read_names = [
-            c for c in names if c not in parts and (c in self.columns or c in self.snippets or c in filter_cols)
-        ]
+        super().__init__(
+            storage,
+            snapshot,
+            options,
+            conditions=conjuncts,
+            query=query,
+            nearest=nearest,
+            columns=columns,
+            snippets=tuple(snippets or ()),
+        )
         self.cache = get_cache(self.options)
         self._hits: dict[str, tuple[str, int]] = {}  # split path -> (its directory, query matches)
-        # what every split runs (plan.py): the exact filters it takes; the residual — conditions
-        # mixing partition and data columns, filters a split cannot take — is checked on rows with
-        # partition values (ReadPlan.keep_residual: by `ranked` itself, on joined rows here)
-        self.read = ReadPlan(
-            storage.uri,
-            self.options,
-            tuple(self.parts),
-            pa.schema([self.schema.field(c) for c in self.read_names]),
-            self.query,
-            tuple(self.pushed),
-            divided.residual,
-            self.snippets,
-            nearest=nearest,
-        )
-        # only the query goes to the index (no pushed filter, narrowing or snippet): a remote
-        # split's index files may be fetched only as far as it reads them (SplitCache.local_dir)
-        self.index_query = self.read.index_query
-        self.index_reads = self.read.index_reads
-        self.mode = statistics_mode(self.options)
 
-    @property
-    def text(self) -> str | None:
-        """The query's text (None: no full-text query; the read may still narrow by struct fields)."""
-        return self.query.text if self.query is not None else None
-
-    def ranking(self, limit: int | None) -> None:
-        """Rank from here on: each split's best `limit` (every match without one), scored with the
-        statistics of every live split of the version read (corpus_stats.py), unless
-        `search.statistics` is `split` or the table has one split."""
-        files = self.snapshot.files
-        corpus = None
-        if self.query is not None and self.text is not None and table_wide(self.mode, len(files)):
-            corpus = table_stats(self.storage, self.options, self.snapshot.version, files, self.query)
-        self.read = self.read.with_ranking(limit, corpus)
-
-    def statistics_fetch(self, read: Sequence[AddFile]) -> Future[None] | None:
-        """Start fetching, in a thread, what a ranked read's statistics (`ranking`) look up in the
-        splits it does not read, so that those request rounds overlap the read's own fetch."""
-        files = self.snapshot.files
-        if self.query is None or self.text is None or not table_wide(self.mode, len(files)):
-            return None
-        if len(read) == len(files):
-            return None
-        version, query = self.snapshot.version, self.query
-        # (a thread of its own: the fetch itself runs on the shared fetch pool, as the read's does)
-        return shared_pool("statistics", 4).submit(
-            fetch_for_stats, self.storage, self.options, version, files, query, read
-        )
-
-    def live_files(self) -> list[AddFile]:
-        """Partition pruning, min/max data skipping and Bloom filters, as the Spark reader's planner."""
-        types = {c: t for c, t in spark_type_names(self.snapshot).items() if c in self.parts}
-        return prune_files(
-            self.storage.uri, self.options, self.snapshot, self.part_only, self.data_only, self.parts, types, self.specs
-        )[0]
-
-    def matching(self, files: Sequence[Any]) -> list[Any]:
+    def matching(self, files: Sequence[AddFile]) -> list[AddFile]:
         """The cached splits among `files` whose index matches the query (every one without a
         query, with a struct-field narrowing, which joins the query, or with a query not
         cheap to count: query_parsing.query_hits): a split without a match costs its cache entry, the
@@ -221,17 +129,10 @@ class SearchPlan:
                 kept.append(f)
         return kept
 
-    def match_counts(self, files: Sequence[Any]) -> list[int] | None:
+    def match_counts(self, files: Sequence[AddFile]) -> list[int] | None:
         """The query's matches in each of `files` (all counted by `matching`), else None."""
         counts = [self._hits.get(f.path) for f in files]
         return [c[1] for c in counts if c is not None] if all(c is not None for c in counts) else None
-
-    def plan_query(self, files: Sequence[Any]) -> None:
-        """Plan the query for the splits read: analysed once per doc mapping of `files` (the value
-        the ReadPlan holds: every split reuses it), QueryParseError for a query one of them
-        cannot parse (as every route), before a split is opened."""
-        if self.query is not None:
-            plan_query(self.snapshot, self.options, self.query, list(files), every=True)
 
     def out_schema(self, scored: bool) -> pa.Schema:
         fields = [self.schema.field(c) for c in self.columns]
@@ -253,7 +154,7 @@ class SearchPlan:
         fields = [f for f in self.schema if f.name in self.parts or f.name in self.read_names]
         return pa.schema(fields + ([pa.field(SCORE_COLUMN, pa.float32())] if scored else []))
 
-    def _full(self, table: pa.Table | pa.RecordBatch, add: Any) -> pa.Table:
+    def _full(self, table: pa.Table | pa.RecordBatch, add: AddFile) -> pa.Table:
         """Rows of a split with the partition values and the columns the split lacks (NULL) attached."""
         if isinstance(table, pa.RecordBatch):
             table = pa.Table.from_batches([table])
@@ -274,7 +175,7 @@ class SearchPlan:
             self.columns + ([SCORE_COLUMN] if scored else []) + ([SNIPPET_COLUMN] if self.snippets else [])
         )
 
-    def _open(self, add: Any) -> tuple[SplitReader, SplitDeletes | None]:
+    def _open(self, add: AddFile) -> tuple[SplitReader, SplitDeletes | None]:
         known = self._hits.get(add.path)
         split = SplitReader(
             known[0]
@@ -286,14 +187,14 @@ class SearchPlan:
         deletes = load_split_deletes(self.storage, self.snapshot.deletes_for(add), split.num_rows, add.path)
         return split, deletes
 
-    def _split_batches(self, add: Any, batch_rows: int) -> tuple[SplitReader, Iterator[pa.RecordBatch]]:
+    def _split_batches(self, add: AddFile, batch_rows: int) -> tuple[SplitReader, Iterator[pa.RecordBatch]]:
         """(the split, its rows matching the query and the filters in row order, data columns only)."""
 
         split, deletes = self._open(add)
         read = self.read if batch_rows == self.read.batch_rows else replace(self.read, batch_rows=batch_rows)
         return split, read.rows(split, deletes)
 
-    def read_split(self, add: Any, batch_rows: int = 65536) -> Iterator[pa.Table]:
+    def read_split(self, add: AddFile, batch_rows: int = 65536) -> Iterator[pa.Table]:
         """Rows of one split matching the query and the filters, in row order (no score)."""
         split, batches = self._split_batches(add, batch_rows)
         for batch in batches:
@@ -301,7 +202,7 @@ class SearchPlan:
             if out.num_rows:
                 yield out
 
-    def read_splits(self, files: Sequence[Any], batch_rows: int = 65536) -> Iterator[pa.Table]:
+    def read_splits(self, files: Sequence[AddFile], batch_rows: int = 65536) -> Iterator[pa.Table]:
         """Rows of the splits matching the query and the filters, split by split in row order (no
         score). The splits' rows are joined before their partition values are attached and the
         rest of the filters run, as a Spark task does: with hundreds of splits of a few matches
@@ -311,7 +212,7 @@ class SearchPlan:
                 yield from self.read_split(add, batch_rows)
             return
 
-        def pieces() -> Iterator[tuple[Any, pa.RecordBatch]]:
+        def pieces() -> Iterator[tuple[AddFile, pa.RecordBatch]]:
             for add in files:  # (ReadPlan.rows gives the plan's data_schema)
                 for batch in self._split_batches(add, batch_rows)[1]:
                     yield add, batch
@@ -334,23 +235,23 @@ class SearchPlan:
             ]
         )
 
-    def nearest_split(self, add: Any) -> pa.Table:
+    def nearest_split(self, add: AddFile) -> pa.Table:
         """A vector search's candidates in one split, without rows (ReadPlan.nearest_candidates)."""
         split, deletes = self._open(add)
         return self.read.nearest_candidates(split, add, deletes, self.nearest_target())
 
-    def nearest_split_batch(self, add: Any, queries: np.ndarray) -> list[pa.Table]:
+    def nearest_split_batch(self, add: AddFile, queries: np.ndarray) -> list[pa.Table]:
         """The candidates in one split of a vector search without fusion for each of many query
         vectors (ReadPlan.nearest_batch)."""
         split, deletes = self._open(add)
         return self.read.nearest_batch(split, add, deletes, self.nearest_target(), queries)
 
-    def fetch_split(self, add: Any, candidates: pa.Table) -> pa.Table:
+    def fetch_split(self, add: AddFile, candidates: pa.Table) -> pa.Table:
         """The rows of a split's winning candidates, in their order (ReadPlan.fetch)."""
         split, _deletes = self._open(add)
         return self.read.fetch(split, add, candidates, self.nearest_target())
 
-    def search_top(self, files: Sequence[Any], limit: int, weights: Sequence[int] | None) -> pa.Table:
+    def search_top(self, files: Sequence[AddFile], limit: int, weights: Sequence[int] | None) -> pa.Table:
         """The global top `limit` of the splits' matches with `_score`, best first (the plan's
         `ranking(limit)`), in two phases (plan.ranked_top): scores and row ids of every split,
         then the rows of the winners only."""
@@ -364,38 +265,11 @@ class SearchPlan:
         )
         return table.select(self.columns + [SCORE_COLUMN] + ([SNIPPET_COLUMN] if self.snippets else []))
 
-    def search_split(self, add: Any) -> pa.Table:
+    def search_split(self, add: AddFile) -> pa.Table:
         """Matches of one split with `_score`, best first (the plan's `ranking`)."""
         split, deletes = self._open(add)
         table = self.read.ranked(split, add, deletes, self._full_schema(True))
         return table.select(self.columns + [SCORE_COLUMN] + ([SNIPPET_COLUMN] if self.snippets else []))
-
-
-_Layout = tuple[Options, pa.Schema, list["ColumnSpec"]]
-_last_layout: tuple[()] | tuple[Any, Options, _Layout] = ()  # (snapshot, options, layout)
-
-
-def _table_layout(snapshot: Any, options: Options) -> _Layout:
-    """(read options = table configuration + `options`, Arrow schema, column specs) of a snapshot.
-    The last one is kept: a service searching one table asks for the same snapshot per request."""
-    global _last_layout
-    last = _last_layout
-    if last and last[0] is snapshot and last[1] is options:
-        return last[2]
-
-    opts = table_options(snapshot, options)
-    layout = (
-        opts,
-        arrow_schema(snapshot.schema_json),
-        with_reference_index_only(column_specs(snapshot.schema_json, list(snapshot.partition_columns), opts), snapshot),
-    )
-    _last_layout = (snapshot, options, layout)
-    return layout
-
-
-def table_vector_columns(snapshot: Any, options: Options) -> list[str]:
-    """The vector columns of a table version (its recorded settings under these options)."""
-    return vector_columns(_table_layout(snapshot, options)[2])
 
 
 def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = False) -> pa.Table:
@@ -405,7 +279,6 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
     if plan.nearest is not None:
         raise InvalidOptionError("a vector search of a table is vector_search.nearest_table's")
     files = plan.live_files()
-    plan.plan_query(files)
     scored = plan.text is not None and (limit is not None or scored)
     schema = plan.out_schema(scored)
     if (limit is not None and limit <= 0) or not files:
@@ -445,7 +318,6 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
 def stream_table(plan: SearchPlan, batch_rows: int = 65536) -> pa.RecordBatchReader:
     """The plan's rows split by split (one split's matches in memory at a time), in row order."""
     files = plan.live_files()
-    plan.plan_query(files)
     schema = plan.out_schema(False)
 
     def gen() -> Iterator[pa.RecordBatch]:

@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from indextables_spark.core.split.format.doc_mapping import tantivy_schema
 from indextables_spark.core.split.read.corpus_stats import statistics_mode, table_wide
-from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.plan import ReadPlan
 from indextables_spark.core.split.read.query_parsing import query_for_specs
-from indextables_spark.core.split.read.search import SearchPlan
+from indextables_spark.core.split.read.scan import TableScan
 from indextables_spark.core.split.read.tantivy_query import build_query
 from indextables_spark.expr.model import render
 
@@ -45,14 +44,12 @@ class SearchExplanation:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
-def explain(plan: SearchPlan) -> SearchExplanation:
+def explain(plan: TableScan) -> SearchExplanation:
     """The SearchExplanation of a Spark-free read: the pruning a read does, then its read plan."""
 
-    types = {c: t for c, t in spark_type_names(plan.snapshot).items() if c in plan.parts}
-    files, (n_total, n_parts, n_stats) = prune_files(
-        plan.storage.uri, plan.options, plan.snapshot, plan.part_only, plan.data_only, plan.parts, types, plan.specs
-    )
-    plan.plan_query(files)
+    plan.live_files()  # (the pruning counted, the query planned for the splits kept)
+    assert plan.pruning is not None  # (live_files counted it)
+    pruning = plan.pruning
     seen = describe(plan.read, plan.specs, len(plan.snapshot.files))
     return SearchExplanation(
         plan.snapshot.version,
@@ -64,10 +61,10 @@ def explain(plan: SearchPlan) -> SearchExplanation:
         plan.read.narrowing,
         seen.tantivy_query,
         seen.statistics,
-        n_total,
-        n_parts,
-        n_stats,
-        len(files),
+        pruning.total,
+        pruning.after_partitions,
+        pruning.after_stats,
+        pruning.read,
         seen.vector_search,
     )
 
