@@ -302,9 +302,9 @@ def test_damaged_split_fails_the_query_naming_the_split(tmp_path, damage):
     import pyarrow as pa
 
     good = [f for f in snap.files if f.path != victim.path]
-    assert sum(b.num_rows for b in reader.read(SplitGroup([task_json(f) for f in good], None, reader._scan().read))) == sum(
-        f.num_records for f in good
-    )
+    assert sum(
+        b.num_rows for b in reader.read(SplitGroup([task_json(f) for f in good], None, reader._scan().read))
+    ) == sum(f.num_records for f in good)
     with pytest.raises(IndexTablesError) as e2:
         pa.Table.from_batches(list(reader.read(SplitGroup([task_json(victim)], None, reader._scan().read))))
     assert victim.path in str(e2.value), e2.value

@@ -164,7 +164,11 @@ def test_struct_field_narrowing_is_part_of_the_value(tmp_path, monkeypatch):
     # a narrowing alone (no text) is a value too; with neither there is none
     assert SearchQuery.of(None, ["user.name:ann"]) == SearchQuery(None, ("user.name:ann",))
     assert SearchQuery.of(None) is None and SearchQuery.of(value, value.narrowing) is value
-    assert SearchQuery.of(value) == SearchQuery("body:alpha")  # the read's narrowing replaces the value's
+    # a user's value keeps its own narrowing; a read's narrowing joins it
+    assert SearchQuery.of(value) is value
+    assert SearchQuery.of(value, ["user.age:5"]).narrowing == ("user.name:ann", "user.age:5")
+    mine = SearchQuery("body:alpha", ("user.name:ann",))
+    assert t.search(mine, where="user.age > 1", columns=["id"]).column("id").to_pylist() == [3]
 
 
 def test_only_the_value_calls_tantivys_query_parser():

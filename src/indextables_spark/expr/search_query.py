@@ -89,9 +89,9 @@ class SearchQuery:
     @staticmethod
     def of(query: str | SearchQuery | None, narrowing: Sequence[str] = ()) -> SearchQuery | None:
         """The value of what a user passed (None: no query), with the struct-field narrowing of
-        the read; None when there is neither."""
-        if isinstance(query, SearchQuery):
-            return query.with_narrowing(narrowing)
+        the read added to its own; None when there is neither."""
+        if isinstance(query, SearchQuery):  # a user's narrowing stays: the read's joins it
+            return query.with_narrowing([*query.narrowing, *(n for n in narrowing if n not in query.narrowing)])
         if query is None and not narrowing:
             return None
         return SearchQuery(query, tuple(narrowing))

@@ -273,8 +273,7 @@ def compute_aggregate(
     query = ops.to_query(agg.search, info.specs) if agg.search is not None else None
     request = agg.request
     plan = SearchPlan(table.storage, snap, table.options, agg.conjuncts, SearchQuery.of(query), request.columns)
-    files = plan.live_files()
-    plan.plan_query(files)
+    files = plan.live_files()  # (the query planned for them)
     if query is not None or plan.exact:
         fetch_missing(table.storage, table.options, files)
     # Tantivy's stats read fast fields: a column written without one (indexing.nonfastfields)

@@ -203,14 +203,14 @@ class TableScan:
         if self.query is not None:
             plan_query(self.snapshot, self.options, self.query, files, every=True)
 
-    def ranked(self) -> bool:
+    def weighs_table(self) -> bool:
         """Whether the read's statistics weigh the whole table version (corpus_stats.py)."""
         return self.text is not None and table_wide(self.mode, self.snapshot.num_files)
 
     def corpus(self) -> CorpusStats | None:
         """The BM25 statistics of every live split of the version for the query (None: each
         split's own, with `search.statistics=split` or one split)."""
-        if self.query is None or not self.ranked():
+        if self.query is None or not self.weighs_table():
             return None
         return table_stats(self.storage, self.options, self.snapshot.version, self.snapshot.files, self.query)
 
@@ -223,7 +223,7 @@ class TableScan:
         """Start fetching, in a thread, what the statistics (`corpus`) look up in the splits the
         read does not open, so that those request rounds overlap the read's own fetch."""
         files = self.snapshot.files
-        if self.query is None or not self.ranked() or len(read) == len(files):
+        if self.query is None or not self.weighs_table() or len(read) == len(files):
             return None
         version, query = self.snapshot.version, self.query
         # (a thread of its own: the fetch itself runs on the shared fetch pool, as the read's does)
