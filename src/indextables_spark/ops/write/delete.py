@@ -49,7 +49,7 @@ from indextables_spark.core.split.format.column_specs import column_specs
 from indextables_spark.core.split.read.plan import ReadPlan
 from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.split.read.scan import TableScan
-from indextables_spark.core.split.read.tantivy_query import check_index_only
+from indextables_spark.core.split.read.index_only import check_index_only
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
     ConcurrentModificationError,

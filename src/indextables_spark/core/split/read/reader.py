@@ -27,7 +27,8 @@ from indextables_spark.core.split.format._tantivy import tantivy_call
 from indextables_spark.core.split.format.bundle import extracted_source
 from indextables_spark.expr.fulltext import default_fields
 from indextables_spark.core.split.read.query_parsing import all_of, scored_query
-from indextables_spark.core.split.read.tantivy_query import build_query, index_only_filters, index_only_query
+from indextables_spark.core.split.read.index_only import index_only_filters, index_only_query
+from indextables_spark.core.split.read.tantivy_query import build_query
 from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of, render

@@ -35,7 +35,7 @@ from indextables_spark.core.split.read.file_pruning import prune_files, spark_ty
 from indextables_spark.core.split.read.nearest import NearestQuery, check_vector_query, vector_columns
 from indextables_spark.core.split.read.plan import ReadPlan, divide_conditions
 from indextables_spark.core.split.read.query_parsing import plan_query
-from indextables_spark.core.split.read.tantivy_query import check_index_only
+from indextables_spark.core.split.read.index_only import check_index_only
 from indextables_spark.core.split.reference.reference import with_reference_index_only
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
