@@ -1,7 +1,7 @@
-"""One split's nearest-neighbour search among selected rows (core/split/read/nearest.py): the
+"""One split's nearest-neighbour search among selected rows (core/split/read/vector/nearest.py): the
 graph walked with the selection as a bitmap, the switch to comparing the selection exactly, the
 fallback when the walk finds too few, the one-thread vector math a search runs with, and the
-selections kept for the next search (core/split/read/selections.py)."""
+selections kept for the next search (core/split/read/vector/selections.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from threadpoolctl import threadpool_info
 
 import indextables_spark as it
 from indextables_spark.core.schema.types import VectorSpec
-from indextables_spark.core.split.read import selections
+from indextables_spark.core.split.read.vector import selections
 from indextables_spark.core.split.read.plan import ReadPlan
 from indextables_spark.core.split.format.vector_index import VectorIndex, VectorIndexInfo, build_index
-from indextables_spark.core.split.read import nearest as nearest_mod
-from indextables_spark.core.split.read.nearest import GRAPH_COST, filtered_expansion, nearest, one_thread_math
+from indextables_spark.core.split.read.vector import nearest as nearest_mod
+from indextables_spark.core.split.read.vector.nearest import GRAPH_COST, filtered_expansion, nearest, one_thread_math
 
 DIMS = 16
 

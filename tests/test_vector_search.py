@@ -1,5 +1,5 @@
 """Vector columns and vector/hybrid search without Spark (#38; core/split/write/vectors.py,
-core/split/format/vector_index.py, core/split/read/nearest.py): what a write refuses before
+core/split/format/vector_index.py, core/split/read/vector/): what a write refuses before
 committing anything, recall against exact search with and without filters, exact answers where
 the search compares every selected row, hybrid search against a fusion computed here from exact
 rankings, and the rows right under deletes, merges, time travel and partition pruning."""
@@ -374,9 +374,11 @@ def _reads(spark: Any, t: it.IndexTable, q: np.ndarray) -> None:
     assert "the 8 nearest rows by 'emb' (cosine, 32 dimensions)" in seen["vector_search"]
     fused = t.search("body:quick", vector=q, limit=6, fusion="rrf")
     df = reader().option("vector", f"[{vec}]").option("query", "body:quick").option("fusion", "rrf").option("limit", 6)
-    got = df.load(path).collect()
+    hybrid = df.load(path)
+    got = hybrid.collect()
     assert [int(r["id"]) for r in got] == _ids(fused)
     assert [r["_score"] for r in got] == pytest.approx(fused.column("_score").to_pylist(), rel=1e-6)
+    assert it.explain(hybrid)[0]["tasks"] == 1  # one task fuses every split's candidates (as t.search)
     weighted = t.search("body:fox", vector=q, limit=5, fusion={"method": "weighted", "text_weight": 0.4})
     df = (
         reader()

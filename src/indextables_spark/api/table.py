@@ -173,6 +173,7 @@ class IndexTable:
         fusion: Any = None,
     ) -> SearchPlan:
         from indextables_spark.core.split.read.search import SearchPlan  # lazy: tantivy, pyarrow
+        from indextables_spark.core.split.read.vector.query import NearestQuery  # lazy: numpy
         from indextables_spark.expr.search_query import SearchQuery  # lazy: the read path's modules
         from indextables_spark.expr.where import parse_where  # lazy: the expression parsers
 
@@ -183,8 +184,16 @@ class IndexTable:
             from indextables_spark.core.split.read.scan import table_vector_columns  # lazy: as above
 
             columns_ = table_vector_columns(snap, self.options)
-            nearest = nearest_query(
-                vector, vector_column, columns_, limit, fusion, query, self.storage.uri, self.options
+            nearest = NearestQuery.build(
+                vector,
+                limit,
+                fusion,
+                self.options,
+                column=vector_column,
+                vector_columns=columns_,
+                where=self.storage.uri,
+                column_option="vector_column=...",
+                with_query=query is not None,
             )
         elif fusion is not None or vector_column is not None:
             raise InvalidOptionError("search(): fusion and vector_column need a query vector (vector=...)")
@@ -216,9 +225,9 @@ class IndexTable:
         first, with `_distance`; `where` and (without fusion) `query` select the rows searched
         (the k nearest among them, not fewer). fusion ("rrf", "weighted", or a mapping of
         method, rrf_k, text_weight, window): a hybrid search fusing `query`'s ranking and the
-        vector ranking across the table, `_score` the fused score (core/split/read/nearest.py)."""
+        vector ranking across the table, `_score` the fused score (core/split/read/vector/fusion.py)."""
         from indextables_spark.core.split.read.search import search_table  # lazy: tantivy, pyarrow
-        from indextables_spark.core.split.read.vector_search import nearest_table  # lazy: as above
+        from indextables_spark.core.split.read.vector.table_search import nearest_table  # lazy: as above
 
         if query is None and vector is None:
             raise InvalidOptionError("search() needs a query or a vector (to_arrow() reads rows without one)")
@@ -241,8 +250,8 @@ class IndexTable:
         """Many searches of one table version: for each i, what search(queries[i],
         vector=vectors[i], ...) returns (a None text or vector leaves that side out; both None: an
         empty result). The vector searches without text run together: they share the plan, each
-        split's selection of rows and one graph search per split (core/split/read/vector_search.py)."""
-        from indextables_spark.core.split.read.vector_search import nearest_tables, query_matrix  # lazy: numpy
+        split's selection of rows and one graph search per split (core/split/read/vector/table_search.py)."""
+        from indextables_spark.core.split.read.vector.table_search import nearest_tables, query_matrix  # lazy: numpy
 
         if queries is None and vectors is None:
             raise InvalidOptionError("search_many() needs queries, vectors or both")
@@ -382,48 +391,3 @@ def _committed(tx: TableTransaction) -> int:
     """The version a transaction committed (after its `with` block)."""
     assert tx.committed_version is not None  # the block exited cleanly: it committed
     return tx.committed_version
-
-
-def nearest_query(
-    vector: Any,
-    column: str | None,
-    vector_columns: Sequence[str],
-    limit: int | None,
-    fusion: Any,
-    query: str | SearchQuery | None,
-    where: str,
-    options: Options,
-) -> Any:
-    """The read/nearest.NearestQuery of search()'s vector arguments (checked: InvalidOptionError);
-    options: search.vector.expansion / exactBelow."""
-    from indextables_spark.core.split.read.nearest import Fusion, NearestQuery, vector_values  # lazy: numpy
-
-    if column is None:
-        if len(vector_columns) != 1:
-            raise InvalidOptionError(
-                f"table {where}: name the vector column (vector_column=...): its vector columns are "
-                f"{list(vector_columns) or 'none'}"
-            )
-        column = vector_columns[0]
-    values = vector_values(vector, "search(): vector")
-    if fusion is not None and query is None:
-        raise InvalidOptionError("search(): fusion combines a full-text query with the vector ranking: give query=...")
-    if isinstance(fusion, str):
-        fusion = Fusion(fusion)
-    elif isinstance(fusion, Mapping):
-        try:
-            fusion = Fusion(**dict(fusion))
-        except TypeError as e:
-            raise InvalidOptionError(
-                f"search(): fusion {dict(fusion)!r}: {e} (keys: method, rrf_k, text_weight, window)"
-            ) from None
-    elif fusion is not None and not isinstance(fusion, Fusion):
-        raise InvalidOptionError(f"search(): fusion must be 'rrf', 'weighted' or a mapping, got {fusion!r}")
-    return NearestQuery(
-        column,
-        values,
-        10 if limit is None else int(limit),
-        fusion,
-        expansion=options.get_int("search.vector.expansion"),
-        exact_below=options.get_int("search.vector.exactBelow"),
-    )

@@ -50,17 +50,6 @@ def functions(spark_or_df: Any) -> Any:
     return classic_functions
 
 
-def window(spark_or_df: Any) -> Any:
-    """`pyspark.sql.Window` for this session's (or DataFrame's) kind (see `functions`)."""
-    if is_connect(spark_or_df):
-        from pyspark.sql.connect.window import Window as ConnectWindow  # lazy: pyspark only with a session
-
-        return ConnectWindow
-    from pyspark.sql.window import Window as ClassicWindow  # lazy: pyspark only with a session
-
-    return ClassicWindow
-
-
 def withheld_conf_keys(spark: Any) -> list[str]:
     """Over Spark Connect: the `spark.indextables.*` keys set in the session whose values the server
     does not return to clients (secrets, see the module doc). [] for classic sessions."""

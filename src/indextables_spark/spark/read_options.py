@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from pyspark.sql.types import DoubleType, FloatType, LongType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, FloatType, MapType, StringType, StructField, StructType
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism
@@ -20,12 +20,12 @@ from indextables_spark.spark.guard import INDEXALL
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.schema.types import ColumnSpec
+    from indextables_spark.core.split.read.vector.query import NearestQuery
 
 
 SCORE = "_score"
 SNIPPET = "_snippet"
-DISTANCE = "_distance"  # a vector search's distance (core/split/read/nearest.py)
-SPLIT_ORDINAL, ROW_ID = "_split", "_rowid"  # a hybrid read's tie-breaks, dropped by finish_load
+DISTANCE = "_distance"  # a vector search's distance (core/split/read/vector/nearest.py)
 ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
@@ -167,8 +167,8 @@ def declared_fields(
         )
     keep_score = ro.order_by_score or ro.top_n
     kept = {SCORE} if keep_score else set()
-    if ro.vector is not None:  # the load wrapper ranks on them
-        kept |= {DISTANCE, SPLIT_ORDINAL, ROW_ID}
+    if ro.vector is not None:  # the load wrapper ranks on it
+        kept.add(DISTANCE)
     wanted_extra = [f for f in extra if f.name in ro.columns or f.name in kept]
     return [by_name[c] for c in ro.columns if c in by_name], wanted_extra
 
@@ -188,8 +188,6 @@ def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: l
         out.append(StructField(SCORE, FloatType(), True))
     if ro.vector is not None:
         out.append(StructField(DISTANCE, DoubleType(), True))
-        if ro.hybrid:  # tie-breaks of the fusion (finish_load), dropped there
-            out += [StructField(SPLIT_ORDINAL, LongType(), True), StructField(ROW_ID, LongType(), True)]
     if ro.snippet_fields:
         strings = {
             f.name
@@ -238,72 +236,39 @@ def finish_load(df: Any, given: Mapping[str, object]) -> Any:
     return df
 
 
-def nearest_query(ro: ReadOptions, specs: Sequence[ColumnSpec], opts: Options, path: str) -> Any:
-    """The read/nearest.NearestQuery of a vector read's options, checked against the table's vector
-    columns (InvalidOptionError naming the column, the dimensions, the vector columns)."""
-    from indextables_spark.core.split.read.nearest import (  # lazy: numpy
-        Fusion,
+def nearest_query(ro: ReadOptions, specs: Sequence[ColumnSpec], opts: Options, path: str) -> NearestQuery:
+    """The vector search of a read's options (NearestQuery.build), checked against the table's
+    vector columns (InvalidOptionError naming the column, the dimensions, the vector columns)."""
+    from indextables_spark.core.split.read.vector.query import (  # lazy: numpy
         NearestQuery,
         check_vector_query,
         vector_columns,
     )
 
     assert ro.vector is not None and ro.limit is not None
-    column = ro.vector_column
-    if column is None:
-        columns = vector_columns(specs)
-        if len(columns) != 1:
-            raise InvalidOptionError(
-                f"table {path}: name the vector column (option vectorColumn): its vector columns are {columns or 'none'}"
-            )
-        column = columns[0]
-    fusion = Fusion(*ro.fusion) if ro.fusion is not None else None
-    nq = NearestQuery(
-        column,
+    fusion = dict(zip(("method", "rrf_k", "text_weight", "window"), ro.fusion)) if ro.fusion is not None else None
+    nq = NearestQuery.build(
         ro.vector,
         ro.limit,
         fusion,
-        expansion=opts.get_int("search.vector.expansion"),
-        exact_below=opts.get_int("search.vector.exactBelow"),
+        opts,
+        column=ro.vector_column,
+        vector_columns=vector_columns(specs),
+        where=path,
+        column_option="option vectorColumn",
+        with_query=ro.query is not None,
     )
     check_vector_query(specs, nq, path)
     return nq
 
 
 def _nearest(df: Any, ro: ReadOptions) -> Any:
-    """The global answer of a vector read: its k nearest rows, or with fusion the k best of the
-    fused rankings (core/split/read/nearest.py's definitions, written as window functions over the
-    tasks' candidates, which are few: each split's best `window` of each ranking)."""
-    from indextables_spark.config.sessions import functions, window  # lazy: pyspark with a session only
-
-    F, Window = functions(df), window(df)  # noqa: N806 - pyspark's own names
+    """The answer of a vector read: its k nearest rows (each task returns its own k nearest,
+    ranked again here), or with fusion the k best of the fused rankings as the read's one task
+    returns them, best first (it fused every split's candidates: core/split/read/vector/)."""
+    from indextables_spark.config.sessions import functions  # lazy: pyspark with a session only
 
     assert ro.limit is not None  # a vector read has k
-    if ro.fusion is None:
-        return df.orderBy(F.col(DISTANCE).asc_nulls_last()).limit(ro.limit)
-    method, rrf_k, text_weight, window_opt = ro.fusion
-    size = window_opt if window_opt is not None else max(ro.limit, 50)
-    tie = [F.col(SPLIT_ORDINAL), F.col(ROW_ID)]
-    # one window over every candidate (a constant partition: Spark warns about a window without one)
-    everything = Window.partitionBy(F.lit(0))
-    text_rank = F.row_number().over(everything.orderBy(F.col(SCORE).desc_nulls_last(), *tie))
-    vec_rank = F.row_number().over(everything.orderBy(F.col(DISTANCE).asc_nulls_last(), *tie))
-    df = df.withColumn("_rt", F.when(F.col(SCORE).isNotNull(), text_rank)).withColumn(
-        "_rv", F.when(F.col(DISTANCE).isNotNull(), vec_rank)
-    )
-    in_text, in_vec = F.col("_rt") <= size, F.col("_rv") <= size
-    if method == "rrf":
-        fused = F.coalesce(F.when(in_text, 1.0 / (rrf_k + F.col("_rt"))), F.lit(0.0)) + F.coalesce(
-            F.when(in_vec, 1.0 / (rrf_k + F.col("_rv"))), F.lit(0.0)
-        )
-    else:
-        t_lo, t_hi = (agg(F.when(in_text, F.col(SCORE))).over(everything) for agg in (F.min, F.max))
-        v_lo, v_hi = (agg(F.when(in_vec, F.col(DISTANCE))).over(everything) for agg in (F.min, F.max))
-        t_norm = F.when(t_hi == t_lo, F.lit(1.0)).otherwise((F.col(SCORE) - t_lo) / (t_hi - t_lo))
-        v_norm = F.when(v_hi == v_lo, F.lit(1.0)).otherwise(1.0 - (F.col(DISTANCE) - v_lo) / (v_hi - v_lo))
-        fused = F.coalesce(F.when(in_text, text_weight * t_norm), F.lit(0.0)) + F.coalesce(
-            F.when(in_vec, (1.0 - text_weight) * v_norm), F.lit(0.0)
-        )
-    df = df.withColumn("_fused", fused).filter(F.col("_fused") > 0)
-    df = df.orderBy(F.col("_fused").desc(), F.col(DISTANCE).asc_nulls_last(), *tie).limit(ro.limit)
-    return df.withColumn(SCORE, F.col("_fused").cast("float")).drop("_rt", "_rv", "_fused", SPLIT_ORDINAL, ROW_ID)
+    if ro.fusion is not None:
+        return df
+    return df.orderBy(functions(df).col(DISTANCE).asc_nulls_last()).limit(ro.limit)

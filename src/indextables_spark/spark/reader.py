@@ -331,10 +331,11 @@ class IndexTablesReader(DataSourceReader):
         ]
 
     def _ranked_top_n(self) -> bool:
-        """A full-text top n: the read ranks its matches (read's ranked path) and keeps `limit`."""
+        """A top n one task answers: a full-text top n (the read ranks its matches: read's ranked
+        path, and keeps `limit`), or a hybrid vector read (its fusion ranks every split's candidates)."""
         ro = self.read_opts
         ranked = ro.with_score or SNIPPET in arrow_schema(self.schema_json).names
-        return ro.limit is not None and ro.vector is None and self.query is not None and ranked
+        return ro.hybrid or (ro.limit is not None and ro.vector is None and self.query is not None and ranked)
 
     # Spark hands back the SplitGroups partitions() made
     def read(self, partition: SplitGroup) -> Iterator[pa.RecordBatch]:  # type: ignore[override]

@@ -16,6 +16,7 @@ vector are both NULL matches nothing (no row); a NULL text or vector alone leave
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -25,6 +26,7 @@ from indextables_spark.config.sessions import with_session_options
 from indextables_spark.errors import InvalidOptionError
 
 RANK, SCORE, DISTANCE = "_rank", "_score", "_distance"
+PREFIX = "match_"  # the table's columns in the joined rows (a de-duplication joins a table with itself)
 
 
 def search_join(
@@ -37,7 +39,7 @@ def search_join(
     k: int = 10,
     fusion: Any = "rrf",
     where: str | None = None,
-    prefix: str = "match_",
+    prefix: str = PREFIX,
     options: Mapping[str, Any] | None = None,
 ) -> Any:
     """The top-k rows of the table at `path` for each row of `queries` (see the module docstring):
@@ -79,8 +81,8 @@ def search_join(
                 + f" (vector columns: {have or 'none'})"
             )
     fuse = fusion if (text_col is not None and vector_col is not None) else None
-    plan = _Join(path, opts, version, text_col, vector_col, column, k, fuse, where, prefix)
-    return queries.mapInArrow(plan.run, out)
+    join = JoinSearch(path, opts, version, text_col, vector_col, column, k, fuse, where, prefix)
+    return queries.mapInArrow(join.run, out)
 
 
 def join_schema(queries: Any, snapshot: Any, text_col: str | None, vector_col: str | None, prefix: str) -> Any:
@@ -97,70 +99,65 @@ def join_schema(queries: Any, snapshot: Any, text_col: str | None, vector_col: s
     return StructType(list(queries.fields) + extra + table)
 
 
-class _Join:
-    """What every task of a search join needs (pickled into the tasks)."""
+@dataclass(frozen=True)
+class JoinSearch:
+    """One search join's queries searched and their matches joined to them, the same way for both
+    forms: it.search_join's tasks (`run`, over Arrow batches) and indextables_search_join's UDTF
+    (vector_functions.py: `matches`, over buffered rows). Pickled into the tasks."""
 
-    def __init__(
-        self,
-        path: str,
-        options: dict[str, str],
-        version: int,
-        text_col: str | None,
-        vector_col: str | None,
-        column: str | None,
-        k: int,
-        fusion: Any,
-        where: str | None,
-        prefix: str,
-    ) -> None:
-        self.path, self.options, self.version = path, options, version
-        self.text_col, self.vector_col, self.column = text_col, vector_col, column
-        self.k, self.fusion, self.where, self.prefix = k, fusion, where, prefix
+    path: str
+    options: dict[str, str]
+    version: int  # the table version every query reads
+    text_col: str | None
+    vector_col: str | None
+    column: str | None  # the table's vector column (None: its only one)
+    k: int
+    fusion: Any  # with text and vectors: how the two rankings fuse (IndexTable.search's argument)
+    where: str | None
+    prefix: str
+
+    def matches(self, table: Any, texts: list[Any] | None, vectors: list[Any] | None) -> list[pa.Table]:
+        """Each query's matches (IndexTable.search_many on `table`, this join's IndexTable: the
+        vector searches share the table's plan and each split's work), ranked, as join_schema's
+        columns after the query's: `_rank`, `_score` (with text) and `_distance` (with vectors),
+        NULL where that query had no such side, then the table's columns prefixed. A query
+        without text and vector matches nothing."""
+        found = table.search_many(
+            texts,
+            vectors=vectors,
+            vector_column=self.column,
+            fusion=self.fusion,
+            where=self.where,
+            limit=self.k,
+            version=self.version,
+        )
+        return [self._conformed(f) for f in found]
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Each batch of queries searched at once (IndexTable.search_many: the vector searches
-        share the table's plan and each split's work), their matches joined to them."""
+        """Each batch of queries searched at once (`matches`), the matches beside their query's
+        columns."""
         from indextables_spark.api.table import IndexTable  # lazy: the read path, in the task
 
         table = IndexTable(self.path, self.options)
         for batch in batches:
             texts = batch.column(self.text_col).to_pylist() if self.text_col is not None else None
             vectors = batch.column(self.vector_col).to_pylist() if self.vector_col is not None else None
-            found = table.search_many(
-                texts,
-                vectors=vectors,
-                vector_column=self.column,
-                fusion=self.fusion,
-                where=self.where,
-                limit=self.k,
-                version=self.version,
-            )
-            hits = [(i, f) for i, f in enumerate(found) if f.num_rows]  # (no text nor vector: no rows)
+            hits = [(i, f) for i, f in enumerate(self.matches(table, texts, vectors)) if f.num_rows]
             if hits:
-                yield from self._rows(batch, hits).to_batches()
-
-    def _rows(self, queries: pa.RecordBatch, hits: list[tuple[int, pa.Table]]) -> pa.Table:
-        """The joined rows: each query's columns repeated beside its matches, ranked."""
-        if not hits:
-            return pa.table({})
-        which = pa.array(np.repeat([i for i, _ in hits], [f.num_rows for _, f in hits]), pa.int64())
-        found = pa.concat_tables([self._conformed(f) for _, f in hits])
-        cols = {name: queries.column(j).take(which) for j, name in enumerate(queries.schema.names)}
-        cols[RANK] = pa.array(np.concatenate([np.arange(1, f.num_rows + 1) for _, f in hits]), pa.int32())
-        for name in found.schema.names:
-            cols[name if name in (SCORE, DISTANCE) else self.prefix + name] = found.column(name)
-        return pa.table(cols)
+                which = pa.array(np.repeat([i for i, _ in hits], [f.num_rows for _, f in hits]), pa.int64())
+                found = pa.concat_tables([f for _, f in hits])
+                cols = {name: batch.column(j).take(which) for j, name in enumerate(batch.schema.names)}
+                cols.update({name: found.column(name) for name in found.schema.names})
+                yield from pa.table(cols).to_batches()
 
     def _conformed(self, found: pa.Table) -> pa.Table:
-        """One query's matches as every query's (join_schema's order): `_score` (with text) and
-        `_distance` (with vectors), NULL where that query had no such side, then the table's columns."""
         n = found.num_rows
-        cols: dict[str, pa.Array] = {}
+        cols: dict[str, pa.Array] = {RANK: pa.array(np.arange(1, n + 1), pa.int32())}
         if self.text_col is not None:
             cols[SCORE] = found.column(SCORE) if SCORE in found.schema.names else pa.nulls(n, pa.float32())
         if self.vector_col is not None:
             cols[DISTANCE] = found.column(DISTANCE) if DISTANCE in found.schema.names else pa.nulls(n, pa.float64())
         for name in found.schema.names:
             if name not in (SCORE, DISTANCE):
-                cols[name] = found.column(name)
+                cols[self.prefix + name] = found.column(name)
         return pa.table(cols)

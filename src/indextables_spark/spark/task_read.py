@@ -11,7 +11,7 @@ import pyarrow as pa
 from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.core.storage import open_storage
 from indextables_spark.spark.guard import INDEXALL, INDEXGUARD
-from indextables_spark.spark.read_options import DISTANCE, ROW_ID, SCORE, SNIPPET, SPLIT_ORDINAL
+from indextables_spark.spark.read_options import DISTANCE, SCORE, SNIPPET
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
@@ -99,7 +99,8 @@ class TaskRead:
 
 
 def data_names(partition_columns: Sequence[str], target: pa.Schema) -> list[str]:
-    virtual = {INDEXALL, INDEXGUARD, SCORE, SNIPPET, DISTANCE, SPLIT_ORDINAL, ROW_ID}
+    """The data columns (not partition or virtual ones) of a read returning `target`."""
+    virtual = {INDEXALL, INDEXGUARD, SCORE, SNIPPET, DISTANCE}
     return [f.name for f in target if f.name not in partition_columns and f.name not in virtual]
 
 
@@ -147,37 +148,27 @@ def read_nearest(
     target: pa.Schema,
     deletes: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """A vector read's candidates (ReadPlan.nearest_ranked): the task's k nearest, or with fusion
-    every split's candidates of both rankings with their split ordinal and row id (the load
-    wrapper fuses them across tasks: read_options.finish_load)."""
-    import numpy as np  # lazy: keeps `import indextables_spark.spark.task_read` free of numpy
-
-    nq = plan.nearest
-    assert nq is not None
-    task = TaskRead(plan, target)
-    internal = {SCORE, DISTANCE, SPLIT_ORDINAL, ROW_ID}
-    fields = [f for f in target if f.name not in internal]
-    if nq.fusion is not None:
-        fields.append(pa.field(SCORE, pa.float32()))
-    ranked_target = pa.schema(
-        fields
-        + [f for f in plan.data_schema if f.name not in target.names]
-        + [pa.field(ROW_ID, pa.int64()), pa.field(DISTANCE, pa.float64())]
+    """A vector read of the task's splits (core/split/read/vector/table_search.nearest_top): their
+    k nearest rows, or with fusion the k best of the fused rankings, best first; a hybrid read is
+    one task over every split (spark/reader.py partitions), so that is the read's answer."""
+    from indextables_spark.core.split.read.vector.table_search import (  # lazy: numpy
+        nearest_top,
+        search_target,
     )
-    tables = []
-    for add, ordinal in zip(adds, ordinals):
-        table = plan.nearest_ranked(
-            task.open(add), add, task.deletes(add, (deletes or {}).get(add.path)), ranked_target
-        )
-        tables.append(table.append_column(SPLIT_ORDINAL, pa.array(np.full(table.num_rows, ordinal, np.int64))))
-    if not tables:
-        return
-    out = pa.concat_tables(tables).combine_chunks()
-    if nq.fusion is None:  # the task's k nearest (ties by split and row, as read/search.py)
-        dist = np.nan_to_num(out.column(DISTANCE).to_numpy(zero_copy_only=False), nan=np.inf)
-        tie = out.column(SPLIT_ORDINAL).to_numpy() * (1 << 40) + out.column(ROW_ID).to_numpy()
-        order = np.lexsort((tie, dist))
-        out = out.take(pa.array(order[np.isfinite(dist[order])][: nq.k]))
+
+    assert plan.nearest is not None
+    task = TaskRead(plan, target)
+    # the target's columns and the data columns the residual filters read (`columns` may not declare them)
+    fields = [f for f in target if f.name not in (SCORE, DISTANCE)]
+    fields += [f for f in plan.data_schema if f.name not in target.names]
+    task.fetch(adds)
+    out = nearest_top(
+        plan,
+        adds,
+        lambda add: (task.open(add), task.deletes(add, (deletes or {}).get(add.path))),
+        search_target(fields, plan.nearest),
+        ordinals,
+    )
     cols = [
         out.column(f.name).cast(f.type) if f.name in out.schema.names else pa.nulls(out.num_rows, f.type)
         for f in target

@@ -18,10 +18,11 @@ import pyarrow as pa
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.spark.udtf_rows import row_tuple, table_rows
+from indextables_spark.spark.udtf_rows import table_rows
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
+    from indextables_spark.spark.search_join import JoinSearch
 
 VECTOR_SEARCH = "indextables_vector_search"
 HYBRID_SEARCH = "indextables_hybrid_search"
@@ -101,12 +102,12 @@ def search_join_udtf(options: dict[str, str]) -> type:
 
     class SearchJoin:
         """indextables_search_join(TABLE(queries), path, text_col, vector_col, k, column, fusion,
-        where): it.search_join in SQL (spark/search_join.py): Spark runs it on the queries'
-        partitions, each row searched where it is."""
+        where): it.search_join in SQL (spark/search_join.py's JoinSearch): Spark runs it on the
+        queries' partitions, each row searched where it is, JOIN_BATCH rows at once."""
 
         @staticmethod
         def analyze(queries: Any, path: Any, text_col: Any = None, vector_col: Any = None, *rest: Any) -> Any:
-            from indextables_spark.spark.search_join import join_schema  # lazy: pyspark
+            from indextables_spark.spark.search_join import PREFIX, join_schema  # lazy: numpy, with the UDTF only
 
             table = IndexTable(path.value, options)
             return AnalyzeResult(
@@ -115,7 +116,7 @@ def search_join_udtf(options: dict[str, str]) -> type:
                     table.snapshot(),
                     text_col.value if text_col else None,
                     vector_col.value if vector_col else None,
-                    "match_",
+                    PREFIX,
                 )
             )
 
@@ -130,11 +131,16 @@ def search_join_udtf(options: dict[str, str]) -> type:
             fusion: str | None = None,
             where: str | None = None,
         ) -> Iterator[tuple[Any, ...]]:
-            if not hasattr(self, "_table"):
+            from indextables_spark.spark.search_join import PREFIX, JoinSearch  # lazy: numpy, with the UDTF only
+
+            if not hasattr(self, "_join"):
                 self._table = IndexTable(path, options)
-                self._version = self._table.version()
+                fuse = (fusion or "rrf") if text_col and vector_col else None
+                version = self._table.version()
+                self._join = JoinSearch(
+                    path, options, version, text_col, vector_col, column, k or 10, fuse, where, PREFIX
+                )
                 self._pending: list[Any] = []
-            self._args = (text_col, vector_col, k or 10, column, fusion or "rrf", where)
             self._pending.append(row)
             if len(self._pending) >= JOIN_BATCH:
                 yield from self._flush()
@@ -144,30 +150,15 @@ def search_join_udtf(options: dict[str, str]) -> type:
                 yield from self._flush()
 
         def _flush(self) -> Iterator[tuple[Any, ...]]:
-            """The buffered queries searched at once (IndexTable.search_many), their matches."""
-            text_col, vector_col, k, column, fusion, where = self._args
+            """The buffered queries searched at once (JoinSearch.matches), their matches."""
+            join: JoinSearch = self._join
             rows, self._pending = self._pending, []
             values = [r.asDict() for r in rows]
-            texts = [v.get(text_col) for v in values] if text_col else None
-            vectors = [v.get(vector_col) for v in values] if vector_col else None
-            found = self._table.search_many(
-                texts,
-                vectors=vectors,
-                vector_column=column,
-                fusion=fusion,
-                where=where,
-                limit=k,
-                version=self._version,
-            )
-            for row, hits in zip(rows, found):  # (a query without text and vector found no rows)
-                fields = [f for f in hits.schema if f.name not in ("_score", "_distance")]
-                for rank, hit in enumerate(hits.to_pylist(), start=1):
-                    extra: list[Any] = [rank]
-                    if text_col:
-                        extra.append(hit.get("_score"))
-                    if vector_col:
-                        extra.append(hit.get("_distance"))
-                    yield tuple(row) + tuple(extra) + row_tuple(hit, fields)
+            texts = [v.get(join.text_col) for v in values] if join.text_col else None
+            vectors = [v.get(join.vector_col) for v in values] if join.vector_col else None
+            for row, hits in zip(rows, join.matches(self._table, texts, vectors)):
+                for hit in table_rows(hits):
+                    yield tuple(row) + hit
 
     return SearchJoin
 

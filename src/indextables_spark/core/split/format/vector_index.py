@@ -149,7 +149,7 @@ class VectorIndex:
         self._graph: Any = None
         self._norms: np.ndarray | None = None
         # the positions of the last read-only (shared) selection: a cached selection
-        # (read/selections.py) is asked for again by the next search under the same filters
+        # (read/vector/selections.py) is asked for again by the next search under the same filters
         self._last_positions: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod

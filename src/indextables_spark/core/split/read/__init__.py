@@ -5,4 +5,5 @@ searched rows), `split_rows` (rows of many splits joined with partition values),
 `file_pruning` (partition pruning, data skipping, Bloom filters), `groups` (splits in units of
 work), `search` (SearchPlan: counts and reads over a table's files), `search_explain`,
 `split_threads` (threads per search, fetching missing splits in parallel), `prefetch` (fetching
-with the row store parts of a query's matches). Layer: after cache/, before aggregate/."""
+with the row store parts of a query's matches), `vector/` (vector search: the query, one split's
+candidates, the fusion, a table's answer). Layer: after cache/, before aggregate/."""

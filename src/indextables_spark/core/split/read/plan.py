@@ -25,9 +25,8 @@ import pyarrow.compute as pc
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.cache.fetch_plan import IndexQuery, IndexRead
 from indextables_spark.core.split.read.corpus_stats import CorpusStats
-from indextables_spark.core.split.read.nearest import NearestQuery
+from indextables_spark.core.split.read.vector.query import NearestQuery
 from indextables_spark.core.split.read.reader import (
-    DISTANCE_COLUMN,
     ROW_ID_COLUMN,
     SCORE_COLUMN,
     SplitReader,
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
 
     from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
-    from indextables_spark.core.schema.types import ColumnSpec, VectorSpec
+    from indextables_spark.core.schema.types import ColumnSpec
     from indextables_spark.expr.search_query import SearchQuery
 
 SNIPPET_COLUMN = "_snippet"
@@ -101,7 +100,7 @@ class ReadPlan:
     limit: int | None = None  # ranked: the best `limit` matches of each split
     corpus: CorpusStats | None = None  # ranked: the table version's BM25 statistics (None: the split's)
     batch_rows: int = 65536
-    nearest: NearestQuery | None = None  # a vector search (read/nearest.py): `nearest_ranked`
+    nearest: NearestQuery | None = None  # a vector search: read/vector/ runs it (split_search.py)
 
     @property
     def text(self) -> str | None:
@@ -228,96 +227,10 @@ class ReadPlan:
             table = table.append_column(SNIPPET_COLUMN, snippet_column(split, table, self.query, self.snippets))
         return table
 
-    def nearest_candidates(
-        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
-    ) -> pa.Table:
-        """A vector search in one split (read/nearest.py), without its rows: the row ids
-        (`_rowid`) of its k nearest rows among those the filters, the residual filters, the
-        deletes and (without fusion) the query select, nearest first, with `_distance`; with
-        fusion, also its best `window` matches of the query, and `_score` (BM25 with the plan's
-        statistics; NULL for rows only the vectors found) and `_distance` (NULL without a
-        vector) of every candidate, for read/search.py to rank across splits. `target`: the
-        partition and data columns the residual filters read."""
-        from indextables_spark.core.split.read.nearest import nearest  # lazy: vector reads only
-
-        nq = self.nearest
-        if nq is None:
-            raise InvalidOptionError(f"a vector search of {self.path} needs a query vector")
-        if nq.fusion is None:
-            return self.nearest_batch(split, add, deletes, target, nq.array[None, :])[0]
-        index = split.vector_index(nq.column, self.vector_spec(nq.column))
-        ids, dists = np.empty(0, np.int64), np.empty(0, np.float64)
-        if index is not None:
-            text_free = replace(self, query=self.query.without_text() if self.query is not None else None)
-            allowed = text_free.selection(split, add, deletes, target) if text_free._selects(deletes) else None
-            ids, dists = nearest(
-                index, nq.array, nq.wanted, allowed, expansion=nq.expansion, exact_below=nq.exact_below
-            )[0]
-        text_ids, text_scores = np.empty(0, np.int64), np.empty(0, np.float32)
-        if self.text is not None:  # the query's best `window`, rows read only for residual filters
-            plan = replace(
-                self, limit=nq.wanted, snippets=(), data_schema=self.data_schema if self.residual else pa.schema([])
-            )
-            wanted = [pa.field(SCORE_COLUMN, pa.float32()), pa.field(ROW_ID_COLUMN, pa.int64())]
-            ranked_target = pa.schema([*target, *(f for f in wanted if f.name not in target.names)])
-            text = plan.ranked(split, add, deletes, ranked_target)
-            text_ids = text.column(ROW_ID_COLUMN).to_numpy()
-            text_scores = text.column(SCORE_COLUMN).to_numpy(zero_copy_only=False)
-        score_of = dict(zip(text_ids.tolist(), text_scores.tolist()))
-        only_text = ~np.isin(text_ids, ids)
-        extra_ids = text_ids[only_text]
-        extra_d = np.full(len(extra_ids), np.nan)
-        if index is not None and len(extra_ids):
-            from indextables_spark.core.split.format.vector_index import distances  # lazy: vector reads only
-
-            order = np.argsort(extra_ids)
-            positions = index.positions(extra_ids[order])  # those with a vector, in row id order
-            with_vector = np.isin(extra_ids[order], np.asarray(index.ids[positions]))
-            extra_d[order[with_vector]] = distances(index.matrix[positions], nq.array, index.metric)
-        all_d = np.concatenate([dists, extra_d])
-        return pa.table(
-            {
-                ROW_ID_COLUMN: pa.array(np.concatenate([ids, extra_ids]), pa.int64()),
-                DISTANCE_COLUMN: pa.array(all_d, pa.float64(), mask=np.isnan(all_d)),
-                SCORE_COLUMN: pa.array(
-                    [score_of.get(i) for i in ids.tolist()] + text_scores[only_text].tolist(), pa.float32()
-                ),
-            }
-        )
-
-    def nearest_batch(
-        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema, queries: np.ndarray
-    ) -> list[pa.Table]:
-        """nearest_candidates of a vector search without fusion for each of many query vectors
-        (a matrix, one a row; the plan's `nearest` gives the column, k and the search settings):
-        the rows the filters, the query and the deletes select are found once for all of them."""
-        from indextables_spark.core.split.read.nearest import nearest  # lazy: vector reads only
-
-        nq = self.nearest
-        if nq is None:
-            raise InvalidOptionError(f"a vector search of {self.path} needs a query vector")
-        index = split.vector_index(nq.column, self.vector_spec(nq.column))
-        if index is None:
-            return [_candidates(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
-        allowed = self.selection(split, add, deletes, target) if self._selects(deletes) else None
-        found = nearest(index, queries, nq.k, allowed, expansion=nq.expansion, exact_below=nq.exact_below)
-        return [_candidates(ids, dists) for ids, dists in found]
-
-    def vector_spec(self, column: str) -> VectorSpec | None:
-        """The table's declaration of a vector column (its recorded settings, in the options)."""
-        from indextables_spark.core.split.format.indexing import vector_settings  # lazy: vector reads only
-
-        found = vector_settings(self.options).get(column.lower())
-        return found[0] if found is not None else None
-
-    def _selects(self, deletes: SplitDeletes | None) -> bool:
-        """Whether a vector search searches only some of a split's rows (else all its vectors)."""
-        text = self.text if self.nearest is None or self.nearest.fusion is None else None
-        return bool(self.filters or self.narrowing or self.residual or text or deletes is not None)
-
     def fetch(self, split: SplitReader, add: AddFile, candidates: pa.Table, target: pa.Schema) -> pa.Table:
-        """The rows of a split's candidates (nearest_candidates: `_rowid` and the columns it holds),
-        in their order, as `target` (the data and partition columns, and theirs)."""
+        """The rows of a split's candidates (`_rowid` and the columns they carry: ranked_rows', a
+        vector search's: vector/split_search.py), in their order, as `target` (the data and
+        partition columns, and theirs)."""
         names = [c for c in self.data_schema.names if c in set(split.schema.names)]
         rows = split.rows_in_order(candidates.column(ROW_ID_COLUMN).to_pylist(), names)
         table = with_partition_values([(add, rows)], target, self.partition_columns)
@@ -325,13 +238,6 @@ class ReadPlan:
             if name in target.names:
                 table = _set(table, name, candidates.column(name).cast(target.field(name).type))
         return table
-
-    def nearest_ranked(
-        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
-    ) -> pa.Table:
-        """nearest_candidates with their rows (`target`: the data and partition columns, `_rowid`,
-        `_distance`, and `_score` with fusion)."""
-        return self.fetch(split, add, self.nearest_candidates(split, add, deletes, target), target)
 
     def row_ids(self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema) -> np.ndarray:
         """Sorted row ids of one split's live rows matching the query, the filters and the residual
@@ -351,24 +257,6 @@ class ReadPlan:
             if len(ids):
                 found.append(ids.to_numpy())
         return np.concatenate(found) if found else np.empty(0, np.int64)
-
-    def selection(
-        self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema
-    ) -> np.ndarray:
-        """row_ids for a vector search: kept for the next search that selects the same rows of the
-        split (read/selections.py; option cache.selections.enabled)."""
-        from indextables_spark.core.split.read import selections  # lazy: vector reads only
-
-        if not self.options.get_bool("cache.selections.enabled"):
-            return self.row_ids(split, add, deletes, target)
-        key = (
-            split.local_dir,
-            self.filters,
-            self.residual,
-            self.query,
-            selections.deletes_key(deletes),
-        )
-        return selections.selection(key, lambda: self.row_ids(split, add, deletes, target))
 
     def index_selection(self, split: SplitReader, deletes: SplitDeletes | None) -> tantivy.Query | None:
         """The Tantivy query selecting exactly this plan's live rows of one split (None: all its
@@ -434,10 +322,6 @@ def ranked_top(
 
 
 _SPLIT, _ORDER = "__split", "__order"  # ranked_top's bookkeeping columns
-
-
-def _candidates(ids: np.ndarray, dists: np.ndarray) -> pa.Table:
-    return pa.table({ROW_ID_COLUMN: pa.array(ids, pa.int64()), DISTANCE_COLUMN: pa.array(dists, pa.float64())})
 
 
 def _set(table: pa.Table, name: str, values: pa.Array) -> pa.Table:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BATCH_SIZE = 10_000
 SCORE_COLUMN = "_score"
-DISTANCE_COLUMN = "_distance"  # a vector search's exact distance (read/nearest.py)
+DISTANCE_COLUMN = "_distance"  # a vector search's exact distance (read/vector/nearest.py)
 ROW_ID_COLUMN = "_rowid"  # a row's position in its split (hybrid search joins its two rankings on it)
 SCAN_FRACTION = 0.5  # narrowing keeps more than this share of rows → scan instead
 # ... when only a few columns are read (the row ids a selection keeps: read_with_row_ids), the

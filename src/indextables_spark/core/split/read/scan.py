@@ -32,7 +32,7 @@ from indextables_spark.core.split.read.corpus_stats import (
     table_wide,
 )
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
-from indextables_spark.core.split.read.nearest import NearestQuery, check_vector_query, vector_columns
+from indextables_spark.core.split.read.vector.query import NearestQuery, check_vector_query, vector_columns
 from indextables_spark.core.split.read.plan import ReadPlan, divide_conditions
 from indextables_spark.core.split.read.query_parsing import plan_query
 from indextables_spark.core.split.read.index_only import check_index_only

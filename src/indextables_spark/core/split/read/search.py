@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-import numpy as np
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
@@ -18,8 +17,8 @@ from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.split_threads import FETCH_THREADS, in_threads, map_chunks, matched_threads
 from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, ranked_top
 from indextables_spark.core.split.read.query_parsing import query_hits
-from indextables_spark.core.split.read.nearest import NearestQuery
-from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.read.vector.query import NearestQuery
+from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.scan import TableScan
 from indextables_spark.core.split.read.split_rows import (
     joined,
@@ -222,35 +221,6 @@ class SearchPlan(TableScan):
             if out.num_rows:
                 yield out
 
-    def nearest_target(self) -> pa.Schema:
-        """The columns a vector search's split rows are completed to (`_score` with fusion)."""
-        assert self.nearest is not None
-        extra = [pa.field(SCORE_COLUMN, pa.float32())] if self.nearest.fusion is not None else []
-        return pa.schema(
-            [
-                *self._full_schema(False),
-                *extra,
-                pa.field(ROW_ID_COLUMN, pa.int64()),
-                pa.field(DISTANCE_COLUMN, pa.float64()),
-            ]
-        )
-
-    def nearest_split(self, add: AddFile) -> pa.Table:
-        """A vector search's candidates in one split, without rows (ReadPlan.nearest_candidates)."""
-        split, deletes = self._open(add)
-        return self.read.nearest_candidates(split, add, deletes, self.nearest_target())
-
-    def nearest_split_batch(self, add: AddFile, queries: np.ndarray) -> list[pa.Table]:
-        """The candidates in one split of a vector search without fusion for each of many query
-        vectors (ReadPlan.nearest_batch)."""
-        split, deletes = self._open(add)
-        return self.read.nearest_batch(split, add, deletes, self.nearest_target(), queries)
-
-    def fetch_split(self, add: AddFile, candidates: pa.Table) -> pa.Table:
-        """The rows of a split's winning candidates, in their order (ReadPlan.fetch)."""
-        split, _deletes = self._open(add)
-        return self.read.fetch(split, add, candidates, self.nearest_target())
-
     def search_top(self, files: Sequence[AddFile], limit: int, weights: Sequence[int] | None) -> pa.Table:
         """The global top `limit` of the splits' matches with `_score`, best first (the plan's
         `ranking(limit)`), in two phases (plan.ranked_top): scores and row ids of every split,
@@ -275,9 +245,9 @@ class SearchPlan(TableScan):
 def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = False) -> pa.Table:
     """Every match of the plan's splits (fetched in parallel, searched in map_chunks); with a query
     and a limit (or `scored`), with `_score`, best first: the global top `limit`, or every match.
-    (A vector search is read/vector_search.py's nearest_table.)"""
+    (A vector search is read/vector/table_search.py's nearest_table.)"""
     if plan.nearest is not None:
-        raise InvalidOptionError("a vector search of a table is vector_search.nearest_table's")
+        raise InvalidOptionError("a vector search of a table is vector/table_search.nearest_table's")
     files = plan.live_files()
     scored = plan.text is not None and (limit is not None or scored)
     schema = plan.out_schema(scored)

@@ -38,7 +38,7 @@ class SearchExplanation:
     splits_after_partition_pruning: int
     splits_after_data_skipping: int  # min/max statistics
     splits_after_bloom_filters: int  # the splits read
-    vector_search: str | None = None  # how a vector (or hybrid) search ranks (read/nearest.py)
+    vector_search: str | None = None  # how a vector (or hybrid) search ranks (read/vector/)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -114,7 +114,7 @@ def describe(plan: ReadPlan, specs: Sequence[Any], splits: int) -> PlanDescripti
 
 def describe_nearest(plan: ReadPlan, specs: Sequence[Any]) -> str | None:
     """What a vector search does, in words (None for other reads)."""
-    from indextables_spark.core.split.read.nearest import REFINE  # lazy: numpy
+    from indextables_spark.core.split.read.vector.nearest import REFINE  # lazy: numpy
 
     nq = plan.nearest
     if nq is None:

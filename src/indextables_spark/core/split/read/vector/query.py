@@ -1,0 +1,134 @@
+"""What a vector search asks (NearestQuery: the column, the query vector, k, the fusion and the
+graph settings), built once from a caller's arguments (NearestQuery.build: IndexTable.search's,
+and a Spark read's options) and checked against the table's vector columns (check_vector_query).
+ReadPlan carries it to every split (read/plan.py)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from indextables_spark.config.options import Options
+from indextables_spark.core.schema.types import ColumnSpec
+from indextables_spark.core.split.read.vector.fusion import Fusion
+from indextables_spark.core.split.read.vector.nearest import EXACT_BELOW, EXPANSION
+from indextables_spark.errors import InvalidOptionError
+
+DEFAULT_K = 10  # rows a vector search returns when no limit is given
+
+
+@dataclass(frozen=True)
+class NearestQuery:
+    """A vector search: the `k` rows whose `column` is nearest `vector`; with `fusion`, fused with
+    the read's full-text query (else that query, like the filters, only selects the rows)."""
+
+    column: str
+    vector: tuple[float, ...]
+    k: int
+    fusion: Fusion | None = None
+    expansion: int = EXPANSION
+    exact_below: int = EXACT_BELOW
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise InvalidOptionError(f"a vector search needs k >= 1 (got {self.k})")
+        if not self.vector or not all(math.isfinite(v) for v in self.vector):
+            raise InvalidOptionError(f"the query vector of {self.column!r} must be non-empty and finite")
+
+    @classmethod
+    def build(
+        cls,
+        vector: Any,
+        k: int | None,
+        fusion: Fusion | str | Mapping[str, Any] | None,
+        options: Options,
+        *,
+        column: str | None,
+        vector_columns: Sequence[str],
+        where: str,
+        column_option: str,
+        with_query: bool,
+    ) -> NearestQuery:
+        """The vector search a read asks for (InvalidOptionError for what it cannot be): on
+        `column` (None: the table's only one among `vector_columns`; `column_option` is how the
+        caller names it, when it must), the query `vector` (numbers), `k` (None: DEFAULT_K), the
+        `fusion` ("rrf", "weighted", a mapping of Fusion's fields, or a Fusion; it needs a query:
+        `with_query`) and the graph settings of `options` (search.vector.expansion / exactBelow).
+        Its dimensions are check_vector_query's. (A Spark read's options arrive as numbers and a
+        Fusion, checked by their own parser: the argument messages are IndexTable.search's.)"""
+        if column is None:
+            if len(vector_columns) != 1:
+                raise InvalidOptionError(
+                    f"table {where}: name the vector column ({column_option}): its vector columns are "
+                    f"{list(vector_columns) or 'none'}"
+                )
+            column = vector_columns[0]
+        values = vector_values(vector, "search(): vector")
+        if fusion is not None and not with_query:
+            raise InvalidOptionError(
+                "search(): fusion combines a full-text query with the vector ranking: give query=..."
+            )
+        return cls(
+            column,
+            values,
+            DEFAULT_K if k is None else int(k),
+            _fusion(fusion),
+            expansion=options.get_int("search.vector.expansion"),
+            exact_below=options.get_int("search.vector.exactBelow"),
+        )
+
+    @property
+    def array(self) -> np.ndarray:
+        return np.asarray(self.vector, dtype=np.float32)
+
+    @property
+    def wanted(self) -> int:
+        """How many neighbours each split returns: k, or the fusion window."""
+        return self.fusion.window_for(self.k) if self.fusion is not None else self.k
+
+
+def _fusion(value: Fusion | str | Mapping[str, Any] | None) -> Fusion | None:
+    """The Fusion of search()'s `fusion` argument: a method name, a mapping of its fields, itself."""
+    if value is None or isinstance(value, Fusion):
+        return value
+    if isinstance(value, str):
+        return Fusion(value)
+    if isinstance(value, Mapping):
+        try:
+            return Fusion(**dict(value))
+        except TypeError as e:
+            raise InvalidOptionError(
+                f"search(): fusion {dict(value)!r}: {e} (keys: method, rrf_k, text_weight, window)"
+            ) from None
+    raise InvalidOptionError(f"search(): fusion must be 'rrf', 'weighted' or a mapping, got {value!r}")
+
+
+def check_vector_query(specs: Sequence[ColumnSpec], nearest: NearestQuery, where: str) -> None:
+    """InvalidOptionError unless `nearest` names a vector column and matches its dimensions."""
+    vectors = {s.name: s.vector for s in specs if s.vector is not None}
+    spec = vectors.get(nearest.column)
+    if spec is None:
+        raise InvalidOptionError(
+            f"table {where}: {nearest.column!r} is not a vector column (vector columns: {sorted(vectors) or 'none'}; "
+            f"declare one with indexing.vector.<col> when the table is created)"
+        )
+    if len(nearest.vector) != spec.dims:
+        raise InvalidOptionError(
+            f"table {where}: the query vector has {len(nearest.vector)} dimensions, column {nearest.column!r} {spec.dims}"
+        )
+
+
+def vector_values(vector: Any, what: str) -> tuple[float, ...]:
+    """A query vector's components (InvalidOptionError naming `what` unless a sequence of numbers)."""
+    try:
+        return tuple(float(v) for v in vector)
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"{what} must be a sequence of numbers, got {str(vector)[:80]}") from None
+
+
+def vector_columns(specs: Sequence[ColumnSpec]) -> list[str]:
+    """The vector columns among these column specs."""
+    return [s.name for s in specs if s.vector is not None]

@@ -1,0 +1,229 @@
+"""Vector searches of a table's splits (split_search.py searches one), query then fetch: every
+split returns its candidates without rows (row ids, distances and, with fusion, BM25 scores under
+the table's statistics), the answer is decided on them (fusion.py with fusion), and only the
+winners' rows are read. One routine for every route: `nearest_top` answers for a set of splits
+(a Spark task's; a Spark hybrid read is one task over every split, so its answer is the table's),
+`nearest_table` for a SearchPlan (IndexTable.search).
+
+Many query vectors at once (`nearest_tables`: IndexTable.search_many, it.search_join) share the
+plan, the opened splits, each split's selection of rows (filters, deletes) and one graph search
+call per split; each query's answer is the one it would get alone.
+
+Ties are broken by (split ordinal, row id): the order a text search's top-n keeps
+(split_rows.top_n, stable).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+
+import numpy as np
+import pyarrow as pa
+
+from indextables_spark.core.split.read.prefetch import fetch_missing
+from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.read.split_threads import in_threads, search_threads
+from indextables_spark.core.split.read.vector.fusion import fused_top
+from indextables_spark.core.split.read.vector.nearest import one_thread_math
+from indextables_spark.core.split.read.vector.query import NearestQuery, vector_values
+from indextables_spark.core.split.read.vector.split_search import candidates, candidates_batch
+from indextables_spark.errors import InvalidOptionError
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
+    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.split.read.plan import Opened, ReadPlan
+    from indextables_spark.core.split.read.search import SearchPlan
+
+SPLIT = "_split"  # the candidates' split position, while the answer is decided
+T = TypeVar("T")
+
+
+def search_target(fields: Sequence[pa.Field], nearest: NearestQuery) -> pa.Schema:
+    """The columns a vector search's rows are completed to: `fields` (the partition and data
+    columns), `_score` with fusion, `_rowid` and `_distance`."""
+    extra = [pa.field(SCORE_COLUMN, pa.float32())] if nearest.fusion is not None else []
+    return pa.schema([*fields, *extra, pa.field(ROW_ID_COLUMN, pa.int64()), pa.field(DISTANCE_COLUMN, pa.float64())])
+
+
+def nearest_top(
+    plan: ReadPlan,
+    adds: Sequence[AddFile],
+    open_split: Callable[[AddFile], Opened],
+    target: pa.Schema,
+    ordinals: Sequence[int] | None = None,
+) -> pa.Table:
+    """The plan's vector search of these splits: their k nearest rows (nearest first), or with
+    fusion and a query the k best of the fused rankings (`_score` the fused score, best first).
+    Their rows as `target` (search_target: `_score` NULL without fusion). Ties rank by the
+    split's ordinal (`ordinals`, default their positions), then by row id."""
+    nq = plan.nearest
+    assert nq is not None
+    if nq.fusion is None or plan.text is None:
+        return nearest_top_many(plan, adds, open_split, target, nq.array[None, :], ordinals)[0]
+    opened, tables = _search(adds, open_split, lambda s, a, d: candidates(plan, s, a, d, target))
+    out = _numbered(tables)
+    if out is None:
+        return target.empty_table()
+    dist = out.column(DISTANCE_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
+    text = out.column(SCORE_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
+    order, fused = fused_top(text, dist, nq.fusion, nq.k, nq.wanted, _tie(out, ordinals))
+    winners = out.take(pa.array(order))
+    winners = winners.set_column(
+        winners.schema.get_field_index(SCORE_COLUMN), SCORE_COLUMN, pa.array(fused, pa.float32())
+    )
+    return _fetch(plan, adds, opened, target, [winners])[0]
+
+
+def nearest_top_many(
+    plan: ReadPlan,
+    adds: Sequence[AddFile],
+    open_split: Callable[[AddFile], Opened],
+    target: pa.Schema,
+    queries: np.ndarray,
+    ordinals: Sequence[int] | None = None,
+) -> list[pa.Table]:
+    """Vector searches without fusion of these splits, one per query vector (a row of
+    `queries`): for each, the k nearest rows (nearest first), as nearest_top returns them."""
+    nq = plan.nearest
+    assert nq is not None
+    opened, per_split = _search(adds, open_split, lambda s, a, d: candidates_batch(plan, s, a, d, target, queries))
+    winners: list[pa.Table | None] = []
+    for q in range(len(queries)):
+        out = _numbered([tables[q] for tables in per_split])
+        if out is None:
+            winners.append(None)
+            continue
+        dist = out.column(DISTANCE_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
+        order = np.lexsort((_tie(out, ordinals), dist))[: nq.k]
+        winners.append(out.take(pa.array(order)))
+    found = iter(_fetch(plan, adds, opened, target, [w for w in winners if w is not None]))
+    return [next(found) if w is not None else target.empty_table() for w in winners]
+
+
+def nearest_table(plan: SearchPlan) -> pa.Table:
+    """A vector search of the plan's splits: the global k nearest (nearest first, `_distance`), or
+    with fusion and a query the k best of the fused rankings (`_score` the fused score, best first)."""
+    nq = plan.nearest
+    assert nq is not None
+    if nq.fusion is None or plan.text is None:
+        return nearest_tables(plan, nq.array[None, :])[0]
+    files = plan.live_files()  # (the query planned for them)
+    schema = plan.out_schema(False)
+    if not files:
+        return schema.empty_table()
+    statistics = plan.statistics_fetch(files)
+    fetch_missing(plan.storage, plan.options, files, None, None, reads=plan.index_reads)
+    if statistics is not None:
+        statistics.result()
+    plan.ranking(nq.wanted)
+    found = nearest_top(plan.read, files, plan._open, _target(plan))
+    return found.select(schema.names).cast(schema)
+
+
+def nearest_tables(plan: SearchPlan, queries: np.ndarray) -> list[pa.Table]:
+    """Vector searches without fusion of the plan's splits, one per query vector (a row of
+    `queries`): for each, the global k nearest (nearest first, `_distance`)."""
+    files = plan.live_files()  # (the query planned for them)
+    schema = plan.out_schema(False)
+    if not files:
+        return [schema.empty_table() for _ in range(len(queries))]
+    fetch_missing(plan.storage, plan.options, files, None, None, reads=plan.index_reads)
+    found = nearest_top_many(plan.read, files, plan._open, _target(plan), queries)
+    return [rows.select(schema.names).cast(schema) for rows in found]
+
+
+def query_matrix(plan: SearchPlan, vectors: Sequence[Any]) -> np.ndarray:
+    """Query vectors as a float32 matrix (one a row) for nearest_tables: each checked as the
+    plan's own query vector is (InvalidOptionError naming the vector at fault)."""
+    nq = plan.nearest
+    assert nq is not None
+    rows = []
+    for i, vector in enumerate(vectors):
+        values = vector_values(vector, f"query vector {i}")
+        if len(values) != len(nq.vector):
+            raise InvalidOptionError(
+                f"query vector {i} has {len(values)} dimensions, column {nq.column!r} {len(nq.vector)}"
+            )
+        rows.append(replace(nq, vector=values).array)  # NearestQuery checks them (finite)
+    return np.stack(rows) if rows else np.empty((0, len(nq.vector)), np.float32)
+
+
+def _target(plan: SearchPlan) -> pa.Schema:
+    """The columns a SearchPlan's split rows are completed to (search_target)."""
+    assert plan.nearest is not None
+    return search_target(list(plan._full_schema(False)), plan.nearest)
+
+
+def _search(
+    adds: Sequence[AddFile],
+    open_split: Callable[[AddFile], Opened],
+    search: Callable[[SplitReader, AddFile, SplitDeletes | None], T],
+) -> tuple[list[Opened], list[T]]:
+    """`search` of every split (opened by `open_split`, kept for the fetch), in threads."""
+    opened: dict[int, Opened] = {}
+
+    def one(i: int) -> T:
+        opened[i] = open_split(adds[i])
+        return search(opened[i][0], adds[i], opened[i][1])
+
+    map_search = in_threads("search", search_threads(adds))
+    with one_thread_math():  # held for every split's search at once (nearest.py)
+        found: list[T] = map_search(one, list(range(len(adds))))
+    return [opened[i] for i in range(len(adds))], found
+
+
+def _numbered(tables: Sequence[pa.Table]) -> pa.Table | None:
+    """The splits' candidates in one table with their split's position (None: no candidate)."""
+    internal = [
+        t.append_column(SPLIT, pa.array(np.full(t.num_rows, i, np.int64))) for i, t in enumerate(tables) if t.num_rows
+    ]
+    return pa.concat_tables(internal).combine_chunks() if internal else None
+
+
+def _tie(found: pa.Table, ordinals: Sequence[int] | None) -> np.ndarray:
+    """The tie-break key of candidates: split ordinal, then row id."""
+    splits = found.column(SPLIT).to_numpy()
+    if ordinals is not None:
+        splits = np.asarray(ordinals, np.int64)[splits]
+    return np.asarray(splits * (1 << 40) + found.column(ROW_ID_COLUMN).to_numpy(), np.int64)
+
+
+def _fetch(
+    plan: ReadPlan,
+    adds: Sequence[AddFile],
+    opened: Sequence[Opened],
+    target: pa.Schema,
+    winners: Sequence[pa.Table],
+) -> list[pa.Table]:
+    """The rows of each answer's winners (`_split`: their split's position, `_rowid` and the
+    columns they carry), in their order, as `target`: each split's rows are read once for all
+    the answers (ReadPlan.fetch)."""
+    if not winners:
+        return []
+    splits = [w.column(SPLIT).to_numpy() for w in winners]
+    rowids = [w.column(ROW_ID_COLUMN).to_numpy() for w in winners]
+    needed = np.unique(np.concatenate(splits))
+    pieces, ids_of, offset = [], {}, {}
+    at = 0
+    for i in needed.tolist():
+        ids = np.unique(np.concatenate([r[s == i] for s, r in zip(splits, rowids)]))
+        wanted = pa.table({ROW_ID_COLUMN: pa.array(ids, pa.int64())})
+        pieces.append(plan.fetch(opened[i][0], adds[i], wanted, target))
+        ids_of[i], offset[i] = ids, at
+        at += len(ids)
+    rows = pa.concat_tables(pieces)
+    out = []
+    for w, s, r in zip(winners, splits, rowids):
+        positions = np.empty(len(r), np.int64)
+        for i in np.unique(s).tolist():
+            mine = s == i
+            positions[mine] = offset[i] + np.searchsorted(ids_of[i], r[mine])
+        table = rows.take(pa.array(positions))
+        for name in w.schema.names:  # the candidates' own columns (`_distance`, `_score`)
+            if name in table.schema.names and name != ROW_ID_COLUMN:
+                field = table.schema.field(name)
+                table = table.set_column(table.schema.get_field_index(name), field, w.column(name).cast(field.type))
+        out.append(table)
+    return out
