@@ -272,6 +272,7 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
     import pyarrow as pa
 
     from indextables_spark.core.split.cache import open_splits
+    from indextables_spark.core.split.read.scan import TableScan
     from indextables_spark.core.split.read.search import SearchPlan, search_table
     from indextables_spark.core.storage import open_storage
     from indextables_spark.core.storage.counting import CountingStorage
@@ -323,7 +324,7 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
             # IndexTable.search on a snapshot read once: the split cache and the searches are
             # timed, not the listing of the transaction log (moto: 20-45 ms, noisy)
             _label, _index_whole, _root, storage, t, snap = mode
-            return search_table(SearchPlan(storage, snap, t.options, [], RARE_QUERY, ["id"]))
+            return search_table(SearchPlan(TableScan(storage, snap, t.options, query=RARE_QUERY, columns=["id"])))
 
         def clear(mode) -> None:
             root, storage = mode[2], mode[3]

@@ -153,7 +153,7 @@ def test_struct_field_narrowing_is_part_of_the_value(tmp_path, monkeypatch):
     it.write_table(path, data, options={"indexing.typemap.body": "text"})
     t = it.IndexTable(path)
     plan = t._search_plan("body:alpha", "user.name = 'ann'", ["id"], None, None)
-    value = plan.read.query
+    value = plan.scan.read.query
     assert value is not None and value.text == "body:alpha" and value.narrowing == ("user.name:ann",)
     snap = t.snapshot()
     query_parsing.plan_query(snap, t.options, value, snap.files, every=True)

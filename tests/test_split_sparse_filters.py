@@ -15,6 +15,7 @@ import pytest
 from test_split_sparse import TEXT, _docs, _sorted, _table
 
 import indextables_spark as it
+from indextables_spark.core.split.read.scan import TableScan
 from indextables_spark.core.split.read.search import SearchPlan, search_table
 from indextables_spark.expr.model import LessThan, Not, Or, StringContains, StringEndsWith, StringStartsWith
 from indextables_spark.expr.where import parse_where
@@ -84,7 +85,8 @@ def _read(table, where, query=None, columns=None, limit=None):
     string matches the predicate grammar lacks, as Spark pushes them)."""
     snap = table.snapshot()
     conjuncts = parse_where(where, snap.schema_json) if isinstance(where, str) else [where]
-    return search_table(SearchPlan(table.storage, snap, table.options, conjuncts, query, columns), limit)
+    scan = TableScan(table.storage, snap, table.options, conditions=conjuncts, query=query, columns=columns)
+    return search_table(SearchPlan(scan), limit)
 
 
 @pytest.mark.cloud

@@ -172,7 +172,8 @@ class IndexTable:
         limit: int | None = None,
         fusion: Any = None,
     ) -> SearchPlan:
-        from indextables_spark.core.split.read.search import SearchPlan  # lazy: tantivy, pyarrow
+        from indextables_spark.core.split.read.scan import TableScan  # lazy: tantivy, pyarrow
+        from indextables_spark.core.split.read.search import SearchPlan  # lazy: as above
         from indextables_spark.core.split.read.vector.query import NearestQuery  # lazy: numpy
         from indextables_spark.expr.search_query import SearchQuery  # lazy: the read path's modules
         from indextables_spark.expr.where import parse_where  # lazy: the expression parsers
@@ -198,7 +199,17 @@ class IndexTable:
         elif fusion is not None or vector_column is not None:
             raise InvalidOptionError("search(): fusion and vector_column need a query vector (vector=...)")
         value = SearchQuery.of(query)  # the one value of the query, from here to every split
-        return SearchPlan(self.storage, snap, self.options, conjuncts, value, columns, snippets, nearest)
+        scan = TableScan(
+            self.storage,
+            snap,
+            self.options,
+            conditions=conjuncts,
+            query=value,
+            nearest=nearest,
+            columns=columns,
+            snippets=tuple(snippets or ()),
+        )
+        return SearchPlan(scan)
 
     def search(
         self,
@@ -233,7 +244,7 @@ class IndexTable:
             raise InvalidOptionError("search() needs a query or a vector (to_arrow() reads rows without one)")
         fields = [snippets] if isinstance(snippets, str) else snippets
         plan = self._search_plan(query, where, columns, fields, version, vector, vector_column, limit, fusion)
-        return nearest_table(plan) if plan.nearest is not None else search_table(plan, limit)
+        return nearest_table(plan) if plan.scan.nearest is not None else search_table(plan, limit)
 
     def search_many(
         self,
@@ -280,7 +291,7 @@ class IndexTable:
                     version=version,
                 )
         if any(r is None for r in results):  # neither text nor vector: nothing matches
-            empty = self._search_plan(None, where, columns, None, version).out_schema(False).empty_table()
+            empty = self._search_plan(None, where, columns, None, version).scan.out_schema(False).empty_table()
             return [r if r is not None else empty for r in results]
         return [r for r in results if r is not None]
 
@@ -301,7 +312,7 @@ class IndexTable:
         statistics and Bloom filters kept, out of how many."""
         from indextables_spark.core.split.read.search_explain import explain  # lazy: tantivy, pyarrow
 
-        return explain(self._search_plan(query, where, None, None, version, vector, vector_column, limit, fusion))
+        return explain(self._search_plan(query, where, None, None, version, vector, vector_column, limit, fusion).scan)
 
     def to_arrow(
         self, where: str | None = None, columns: Sequence[str] | None = None, version: int | None = None

@@ -268,13 +268,22 @@ def compute_aggregate(
         SearchPlan,
         count_split,
     )
+    from indextables_spark.core.split.read.scan import TableScan  # lazy: as above
     from indextables_spark.expr.search_query import SearchQuery  # lazy: as above
 
     query = ops.to_query(agg.search, info.specs) if agg.search is not None else None
     request = agg.request
-    plan = SearchPlan(table.storage, snap, table.options, agg.conjuncts, SearchQuery.of(query), request.columns)
-    files = plan.live_files()  # (the query planned for them)
-    if query is not None or plan.exact:
+    scan = TableScan(
+        table.storage,
+        snap,
+        table.options,
+        conditions=agg.conjuncts,
+        query=SearchQuery.of(query),
+        columns=request.columns,
+    )
+    plan = SearchPlan(scan)
+    files = plan.scan.live_files()  # (the query planned for them)
+    if query is not None or plan.scan.exact:
         fetch_missing(table.storage, table.options, files)
     # Tantivy's stats read fast fields: a column written without one (indexing.nonfastfields)
     # is aggregated from the rows; so is an index-only one (indexing.indexonlyfields), whose
@@ -289,17 +298,22 @@ def compute_aggregate(
     engine = _engine_rows(table, snap, files, request, plan, info.types) if fast else None
     if engine is not None:
         return engine
-    if request.count_only and set(request.keys) <= set(plan.parts) and not plan.read.residual and not plan.narrowing:
+    if (
+        request.count_only
+        and set(request.keys) <= set(plan.scan.parts)
+        and not plan.scan.read.residual
+        and not plan.scan.narrowing
+    ):
         # COUNT(*) by partition columns: each split counts its matches, no row is read
         def counts(chunk: list[AddFile]) -> list[tuple[AddFile, int]]:
-            return [(f, count_split(table.storage, plan.read, f, snap.deletes_for(f))) for f in chunk]
+            return [(f, count_split(table.storage, plan.scan.read, f, snap.deletes_for(f))) for f in chunk]
 
         pairs = map_chunks(counts, files) if files else []
         typed = [
             ({k: parse_partition_value(f.partition_values.get(k), info.types[k]) for k in request.keys}, n)
             for f, n in pairs
         ]
-        merged = ga.count_partial(typed, request, plan.schema)
+        merged = ga.count_partial(typed, request, plan.scan.schema)
     else:
 
         def partials(chunk: list[AddFile]) -> list[pa.Table]:
@@ -329,7 +343,7 @@ def _engine_rows(
         aggregate,  # lazy: keeps `import indextables_spark.spark.sql_routes` free of numpy
     )
 
-    if plan.exact or not set(request.keys) <= set(plan.parts):
+    if plan.scan.exact or not set(request.keys) <= set(plan.scan.parts):
         return None
     if any(a.function != "count_star" and a.spark_type not in _INTS for a in request.aggs):
         return None
@@ -343,7 +357,7 @@ def _engine_rows(
     for depth, key in reversed(list(enumerate(request.keys))):
         req = {f"k{depth}": {"terms": {"field": key, "size": ALL_BUCKETS}, **({"aggs": req} if req else {})}}
     # (never empty: an aggregate of a column is requested, COUNT(*) alone returned above)
-    result = aggregate(table.storage, snap, list(files), plan.read, req, execution="driver")
+    result = aggregate(table.storage, snap, list(files), plan.scan.read, req, execution="driver")
     rows: list[tuple[Any, ...]] = []
 
     def values(bucket: dict[str, Any], keys: list[Any]) -> tuple[Any, ...] | None:

@@ -338,6 +338,7 @@ def search_table(
     from indextables_spark.core.split.read.search import (
         search_table as search_plan,  # lazy: keeps `import indextables_spark.spark.table_functions` free of numpy
     )
+    from indextables_spark.core.split.read.scan import TableScan  # lazy: as above
     from indextables_spark.expr.search_query import SearchQuery  # lazy: as above
     from indextables_spark.spark.read_options import (  # lazy: pyspark is imported only when a Spark session runs this
         SCORE,
@@ -349,7 +350,8 @@ def search_table(
     declared = [f.name for f in search_schema(snap, snippet_fields, columns).fields]
     fields = tuple(f.strip() for f in (snippet_fields or "").split(",") if f.strip())
     data = [c for c in declared if c not in (SCORE, SNIPPET)]
-    plan = SearchPlan(table.storage, snap, table.options, [], SearchQuery(query), data, fields)
+    scan = TableScan(table.storage, snap, table.options, query=SearchQuery(query), columns=data, snippets=fields)
+    plan = SearchPlan(scan)
     return search_plan(plan, limit, scored=True).select(declared)
 
 

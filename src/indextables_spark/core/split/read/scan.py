@@ -33,7 +33,8 @@ from indextables_spark.core.split.read.corpus_stats import (
 )
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
 from indextables_spark.core.split.read.vector.query import NearestQuery, check_vector_query, vector_columns
-from indextables_spark.core.split.read.plan import ReadPlan, divide_conditions
+from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions
+from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, SCORE_COLUMN
 from indextables_spark.core.split.read.query_parsing import plan_query
 from indextables_spark.core.split.read.index_only import check_index_only
 from indextables_spark.core.split.reference.reference import with_reference_index_only
@@ -180,6 +181,26 @@ class TableScan:
     def index_reads(self) -> tuple[SearchQuery | None, tuple[str, ...]]:
         """What a split's index is asked (ReadPlan.index_reads)."""
         return self.read.index_reads
+
+    def out_schema(self, scored: bool) -> pa.Schema:
+        """The columns the read returns: the projection, then `_score`, `_distance`, `_snippet`."""
+        fields = [self.schema.field(c) for c in self.columns]
+        if self.nearest is not None:
+            if self.nearest.fusion is not None:
+                fields.append(pa.field(SCORE_COLUMN, pa.float32()))
+            fields.append(pa.field(DISTANCE_COLUMN, pa.float64()))
+            return pa.schema(fields)
+        if scored:
+            fields.append(pa.field(SCORE_COLUMN, pa.float32()))
+        if self.snippets:
+            t = pa.string() if len(self.snippets) == 1 else pa.map_(pa.string(), pa.string())
+            fields.append(pa.field(SNIPPET_COLUMN, t))
+        return pa.schema(fields)
+
+    def row_schema(self, scored: bool) -> pa.Schema:
+        """The columns a split's rows are completed to: partition and read columns (+ `_score`)."""
+        fields = [f for f in self.schema if f.name in self.parts or f.name in self.read_names]
+        return pa.schema(fields + ([pa.field(SCORE_COLUMN, pa.float32())] if scored else []))
 
     def live_files(self) -> list[AddFile]:
         """The splits the read opens (partition pruning, min/max data skipping, Bloom filters),

@@ -17,8 +17,7 @@ from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.split_threads import FETCH_THREADS, in_threads, map_chunks, matched_threads
 from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, ranked_top
 from indextables_spark.core.split.read.query_parsing import query_hits
-from indextables_spark.core.split.read.vector.query import NearestQuery
-from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.read.reader import SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.scan import TableScan
 from indextables_spark.core.split.read.split_rows import (
     joined,
@@ -28,7 +27,6 @@ from indextables_spark.core.split.read.split_rows import (
 )
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.expr.model import Filter
 from indextables_spark.expr.search_query import SearchQuery
 
 if TYPE_CHECKING:
@@ -78,32 +76,13 @@ def count_matches(
 # ---- Spark-free search / read of a set of splits (IndexTable.search, to_arrow, to_batches) --------
 
 
-class SearchPlan(TableScan):
-    """A Spark-free read of a TableScan (scan.py: the one planner) run in this process: the split
-    cache, the query's match counts the first look at each split found, and the reads."""
+class SearchPlan:
+    """A TableScan (scan.py: the one planner) read in this process: the split cache, the query's
+    match counts the first look at each split found, and the reads."""
 
-    def __init__(
-        self,
-        storage: Storage,
-        snapshot: Snapshot,
-        options: Options,
-        conjuncts: Sequence[Filter],
-        query: SearchQuery | None,
-        columns: Sequence[str] | None,
-        snippets: Sequence[str] | None = None,
-        nearest: NearestQuery | None = None,
-    ):
-        super().__init__(
-            storage,
-            snapshot,
-            options,
-            conditions=conjuncts,
-            query=query,
-            nearest=nearest,
-            columns=columns,
-            snippets=tuple(snippets or ()),
-        )
-        self.cache = get_cache(self.options)
+    def __init__(self, scan: TableScan):
+        self.scan = scan
+        self.cache = get_cache(scan.options)
         self._hits: dict[str, tuple[str, int]] = {}  # split path -> (its directory, query matches)
 
     def matching(self, files: Sequence[AddFile]) -> list[AddFile]:
@@ -114,13 +93,13 @@ class SearchPlan(TableScan):
         not opened further. Filters and deletes only remove rows, so they cannot make a split
         without a query match return rows. The counts are kept for the reads (matching_rows does
         not count again) and for map_chunks."""
-        if self.query is None or self.narrowing:
+        if self.scan.query is None or self.scan.narrowing:
             return list(files)
 
         kept = []
         for f in files:
-            local = self.cache.local_dir(self.storage, f, self.index_query, reads=self.index_reads)
-            n = query_hits(local, self.query)
+            local = self.cache.local_dir(self.scan.storage, f, self.scan.index_query, reads=self.scan.index_reads)
+            n = query_hits(local, self.scan.query)
             if n is None:
                 kept.append(f)
             elif n:
@@ -133,32 +112,13 @@ class SearchPlan(TableScan):
         counts = [self._hits.get(f.path) for f in files]
         return [c[1] for c in counts if c is not None] if all(c is not None for c in counts) else None
 
-    def out_schema(self, scored: bool) -> pa.Schema:
-        fields = [self.schema.field(c) for c in self.columns]
-        if self.nearest is not None:
-            if self.nearest.fusion is not None:
-                fields.append(pa.field(SCORE_COLUMN, pa.float32()))
-            fields.append(pa.field(DISTANCE_COLUMN, pa.float64()))
-            return pa.schema(fields)
-        if scored:
-            fields.append(pa.field(SCORE_COLUMN, pa.float32()))
-        if self.snippets:
-            t = pa.string() if len(self.snippets) == 1 else pa.map_(pa.string(), pa.string())
-            fields.append(pa.field(SNIPPET_COLUMN, t))
-        return pa.schema(fields)
-
     # ---- one split ----------------------------------------------------------------------------
-    def _full_schema(self, scored: bool) -> pa.Schema:
-        """The columns a split's rows are completed to: partition and read columns (+ `_score`)."""
-        fields = [f for f in self.schema if f.name in self.parts or f.name in self.read_names]
-        return pa.schema(fields + ([pa.field(SCORE_COLUMN, pa.float32())] if scored else []))
-
     def _full(self, table: pa.Table | pa.RecordBatch, add: AddFile) -> pa.Table:
         """Rows of a split with the partition values and the columns the split lacks (NULL) attached."""
         if isinstance(table, pa.RecordBatch):
             table = pa.Table.from_batches([table])
         out: pa.Table = with_partition_values(
-            [(add, table)], self._full_schema(SCORE_COLUMN in table.schema.names), self.parts
+            [(add, table)], self.scan.row_schema(SCORE_COLUMN in table.schema.names), self.scan.parts
         )
         return out
 
@@ -166,12 +126,12 @@ class SearchPlan(TableScan):
         """The residual filters applied, the snippets (from `split`, given when there are snippet
         fields) attached, the output columns selected."""
 
-        table = self.read.keep_residual(table)
-        if self.snippets:
-            snip = snippet_column(split, table, self.query, self.snippets)
+        table = self.scan.read.keep_residual(table)
+        if self.scan.snippets:
+            snip = snippet_column(split, table, self.scan.query, self.scan.snippets)
             table = table.append_column(SNIPPET_COLUMN, snip)
         return table.select(
-            self.columns + ([SCORE_COLUMN] if scored else []) + ([SNIPPET_COLUMN] if self.snippets else [])
+            self.scan.columns + ([SCORE_COLUMN] if scored else []) + ([SNIPPET_COLUMN] if self.scan.snippets else [])
         )
 
     def _open(self, add: AddFile) -> tuple[SplitReader, SplitDeletes | None]:
@@ -179,18 +139,22 @@ class SearchPlan(TableScan):
         split = SplitReader(
             known[0]
             if known is not None
-            else self.cache.local_dir(self.storage, add, self.index_query, reads=self.index_reads)
+            else self.cache.local_dir(self.scan.storage, add, self.scan.index_query, reads=self.scan.index_reads)
         )
-        if known is not None and self.query is not None:
-            split.hits_hint = (split.tantivy_query(self.query), known[1])
-        deletes = load_split_deletes(self.storage, self.snapshot.deletes_for(add), split.num_rows, add.path)
+        if known is not None and self.scan.query is not None:
+            split.hits_hint = (split.tantivy_query(self.scan.query), known[1])
+        deletes = load_split_deletes(self.scan.storage, self.scan.snapshot.deletes_for(add), split.num_rows, add.path)
         return split, deletes
 
     def _split_batches(self, add: AddFile, batch_rows: int) -> tuple[SplitReader, Iterator[pa.RecordBatch]]:
         """(the split, its rows matching the query and the filters in row order, data columns only)."""
 
         split, deletes = self._open(add)
-        read = self.read if batch_rows == self.read.batch_rows else replace(self.read, batch_rows=batch_rows)
+        read = (
+            self.scan.read
+            if batch_rows == self.scan.read.batch_rows
+            else replace(self.scan.read, batch_rows=batch_rows)
+        )
         return split, read.rows(split, deletes)
 
     def read_split(self, add: AddFile, batch_rows: int = 65536) -> Iterator[pa.Table]:
@@ -206,7 +170,7 @@ class SearchPlan(TableScan):
         score). The splits' rows are joined before their partition values are attached and the
         rest of the filters run, as a Spark task does: with hundreds of splits of a few matches
         each, per-split work is the cost. Snippets are made split by split (from its index)."""
-        if self.snippets:
+        if self.scan.snippets:
             for add in files:
                 yield from self.read_split(add, batch_rows)
             return
@@ -216,7 +180,7 @@ class SearchPlan(TableScan):
                 for batch in self._split_batches(add, batch_rows)[1]:
                     yield add, batch
 
-        for batch in joined(pieces(), batch_rows, self._full_schema(False), self.parts):
+        for batch in joined(pieces(), batch_rows, self.scan.row_schema(False), self.scan.parts):
             out = self._finish(pa.Table.from_batches([batch]), None, False)
             if out.num_rows:
                 yield out
@@ -226,52 +190,52 @@ class SearchPlan(TableScan):
         `ranking(limit)`), in two phases (plan.ranked_top): scores and row ids of every split,
         then the rows of the winners only."""
         table = ranked_top(
-            self.read,
+            self.scan.read,
             list(files),
             self._open,
-            self._full_schema(True),
+            self.scan.row_schema(True),
             in_threads("search", matched_threads(files, weights)),
             in_threads("fetch-rows", FETCH_THREADS),
         )
-        return table.select(self.columns + [SCORE_COLUMN] + ([SNIPPET_COLUMN] if self.snippets else []))
+        return table.select(self.scan.columns + [SCORE_COLUMN] + ([SNIPPET_COLUMN] if self.scan.snippets else []))
 
     def search_split(self, add: AddFile) -> pa.Table:
         """Matches of one split with `_score`, best first (the plan's `ranking`)."""
         split, deletes = self._open(add)
-        table = self.read.ranked(split, add, deletes, self._full_schema(True))
-        return table.select(self.columns + [SCORE_COLUMN] + ([SNIPPET_COLUMN] if self.snippets else []))
+        table = self.scan.read.ranked(split, add, deletes, self.scan.row_schema(True))
+        return table.select(self.scan.columns + [SCORE_COLUMN] + ([SNIPPET_COLUMN] if self.scan.snippets else []))
 
 
 def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = False) -> pa.Table:
     """Every match of the plan's splits (fetched in parallel, searched in map_chunks); with a query
     and a limit (or `scored`), with `_score`, best first: the global top `limit`, or every match.
     (A vector search is read/vector/table_search.py's nearest_table.)"""
-    if plan.nearest is not None:
+    if plan.scan.nearest is not None:
         raise InvalidOptionError("a vector search of a table is vector/table_search.nearest_table's")
-    files = plan.live_files()
-    scored = plan.text is not None and (limit is not None or scored)
-    schema = plan.out_schema(scored)
+    files = plan.scan.live_files()
+    scored = plan.scan.text is not None and (limit is not None or scored)
+    schema = plan.scan.out_schema(scored)
     if (limit is not None and limit <= 0) or not files:
         return schema.empty_table()
-    statistics = plan.statistics_fetch(files) if scored else None
+    statistics = plan.scan.statistics_fetch(files) if scored else None
     # (a scored read takes the rows of its top matches only: no prefetch of every match's rows)
     fetch_missing(
-        plan.storage,
-        plan.options,
+        plan.scan.storage,
+        plan.scan.options,
         files,
-        plan.index_query,
-        None if scored else plan.read_names,
-        reads=plan.index_reads,
+        plan.scan.index_query,
+        None if scored else plan.scan.read_names,
+        reads=plan.scan.index_reads,
     )
     if statistics is not None:
         statistics.result()
     files = plan.matching(files)
     weights = plan.match_counts(files)
     if scored and limit is not None:
-        plan.ranking(limit)
+        plan.scan.ranking(limit)
         return plan.search_top(files, limit, weights).cast(schema).combine_chunks()
     if scored:
-        plan.ranking(limit)
+        plan.scan.ranking(limit)
         tables = map_chunks(lambda chunk: [plan.search_split(f) for f in chunk], files, weights)
     else:
         tables = map_chunks(lambda chunk: list(plan.read_splits(chunk)), files, weights)
@@ -287,12 +251,12 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
 
 def stream_table(plan: SearchPlan, batch_rows: int = 65536) -> pa.RecordBatchReader:
     """The plan's rows split by split (one split's matches in memory at a time), in row order."""
-    files = plan.live_files()
-    schema = plan.out_schema(False)
+    files = plan.scan.live_files()
+    schema = plan.scan.out_schema(False)
 
     def gen() -> Iterator[pa.RecordBatch]:
         for f in files:
-            if plan.text is not None and not plan.matching([f]):
+            if plan.scan.text is not None and not plan.matching([f]):
                 continue
             for t in plan.read_split(f, batch_rows):
                 yield from t.cast(schema).to_batches()

@@ -105,39 +105,39 @@ def nearest_top_many(
 def nearest_table(plan: SearchPlan) -> pa.Table:
     """A vector search of the plan's splits: the global k nearest (nearest first, `_distance`), or
     with fusion and a query the k best of the fused rankings (`_score` the fused score, best first)."""
-    nq = plan.nearest
+    nq = plan.scan.nearest
     assert nq is not None
-    if nq.fusion is None or plan.text is None:
+    if nq.fusion is None or plan.scan.text is None:
         return nearest_tables(plan, nq.array[None, :])[0]
-    files = plan.live_files()  # (the query planned for them)
-    schema = plan.out_schema(False)
+    files = plan.scan.live_files()  # (the query planned for them)
+    schema = plan.scan.out_schema(False)
     if not files:
         return schema.empty_table()
-    statistics = plan.statistics_fetch(files)
-    fetch_missing(plan.storage, plan.options, files, None, None, reads=plan.index_reads)
+    statistics = plan.scan.statistics_fetch(files)
+    fetch_missing(plan.scan.storage, plan.scan.options, files, None, None, reads=plan.scan.index_reads)
     if statistics is not None:
         statistics.result()
-    plan.ranking(nq.wanted)
-    found = nearest_top(plan.read, files, plan._open, _target(plan))
+    plan.scan.ranking(nq.wanted)
+    found = nearest_top(plan.scan.read, files, plan._open, _target(plan))
     return found.select(schema.names).cast(schema)
 
 
 def nearest_tables(plan: SearchPlan, queries: np.ndarray) -> list[pa.Table]:
     """Vector searches without fusion of the plan's splits, one per query vector (a row of
     `queries`): for each, the global k nearest (nearest first, `_distance`)."""
-    files = plan.live_files()  # (the query planned for them)
-    schema = plan.out_schema(False)
+    files = plan.scan.live_files()  # (the query planned for them)
+    schema = plan.scan.out_schema(False)
     if not files:
         return [schema.empty_table() for _ in range(len(queries))]
-    fetch_missing(plan.storage, plan.options, files, None, None, reads=plan.index_reads)
-    found = nearest_top_many(plan.read, files, plan._open, _target(plan), queries)
+    fetch_missing(plan.scan.storage, plan.scan.options, files, None, None, reads=plan.scan.index_reads)
+    found = nearest_top_many(plan.scan.read, files, plan._open, _target(plan), queries)
     return [rows.select(schema.names).cast(schema) for rows in found]
 
 
 def query_matrix(plan: SearchPlan, vectors: Sequence[Any]) -> np.ndarray:
     """Query vectors as a float32 matrix (one a row) for nearest_tables: each checked as the
     plan's own query vector is (InvalidOptionError naming the vector at fault)."""
-    nq = plan.nearest
+    nq = plan.scan.nearest
     assert nq is not None
     rows = []
     for i, vector in enumerate(vectors):
@@ -152,8 +152,8 @@ def query_matrix(plan: SearchPlan, vectors: Sequence[Any]) -> np.ndarray:
 
 def _target(plan: SearchPlan) -> pa.Schema:
     """The columns a SearchPlan's split rows are completed to (search_target)."""
-    assert plan.nearest is not None
-    return search_target(list(plan._full_schema(False)), plan.nearest)
+    assert plan.scan.nearest is not None
+    return search_target(list(plan.scan.row_schema(False)), plan.scan.nearest)
 
 
 def _search(
