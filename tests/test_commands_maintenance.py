@@ -15,7 +15,7 @@ import pytest
 import indextables_spark as it
 from indextables_spark.frontends.execute import spark_schema
 from indextables_spark import results as it_results
-from indextables_spark.results import python_rows
+from indextables_spark.results.record import python_rows
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import InvalidOptionError, TableExistsError

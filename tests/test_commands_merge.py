@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 import indextables_spark as it
-from indextables_spark.ops.maintenance import merge_splits as merge
+from indextables_spark.ops.maintenance.merge_plan import MergeConfig, plan_groups, plan_merge
+from indextables_spark.ops.maintenance.merge_splits import execute_merge
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
@@ -96,8 +97,8 @@ def test_merge_many_small_splits_with_a_corrupt_one(tmp_path):
     expected_queries = {q: query_ids(t, q) for q in QUERIES}
 
     # After retryAfter the (restored) split merges again and its SkipAction is gone.
-    plan = merge.plan_merge(merging.log, None, merge.MergeConfig(), now_ms=skip.retry_after + 1)
-    res3 = merge.execute_merge(plan)
+    plan = plan_merge(merging.log, None, MergeConfig(), now_ms=skip.retry_after + 1)
+    res3 = execute_merge(plan)
     assert res3["status"] == "SUCCESS" and res3["splitsSkipped"] == 0 and res3["splitsCoolingDown"] == 0
     t = it.IndexTable(path)
     assert victim.path not in _live_paths(t) and t.snapshot().skips == {} and t.snapshot().num_files == 3
@@ -128,11 +129,11 @@ def test_concurrent_remove_of_a_source_fails_the_merge_cleanly(tmp_path):
     small_splits_table(path, 3)
     t = it.IndexTable(path)
     before_files = _split_files(path)
-    plan = merge.plan_merge(t.log)
+    plan = plan_merge(t.log)
     assert len(plan.groups.groups) == 3
     t.maintenance.drop_partitions("day = '2024-01-01'")  # removes sources of one group concurrently
     with pytest.raises(ConcurrentModificationError, match="removed concurrently"):
-        merge.execute_merge(plan)
+        execute_merge(plan)
     assert _split_files(path) == before_files  # the merged splits were deleted again
     assert it.IndexTable(path).inspect.history()[0]["operation"] == "DROP PARTITIONS"
 
@@ -175,12 +176,12 @@ def _add(i: int, day: str, size: int, version: int, ref: str = "r") -> AddFile:
 
 
 def test_plan_groups_bin_packing():
-    cfg = merge.MergeConfig(target_size=100, max_source_splits_per_merge=3)
+    cfg = MergeConfig(target_size=100, max_source_splits_per_merge=3)
     files = [_add(i, "a", 30, i) for i in range(7)] + [_add(10 + i, "b", 20, 20 + i) for i in range(2)]
     files += [_add(50, "a", 45, 0), _add(51, "a", 10, 0, ref="other")]  # too large (>= 45%), other mapping
     now = 10_000
     skips = {files[1].path: SkipAction(files[1].path, 1, "bad", "merge", retry_after=now + 1)}
-    plan = merge.plan_groups(files, skips, now, cfg, "r")
+    plan = plan_groups(files, skips, now, cfg, "r")
     assert plan.too_large == 1 and plan.other_mapping == [files[-1].path] and plan.cooling_down == [files[1].path]
     sizes = [[f.path for f in g.sources] for g in plan.groups]
     # partition a (oldest first, skipping the cooling-down s1): [s0,s2,s3] (90), [s4,s5,s6]; then b: [s10,s11]
@@ -190,10 +191,10 @@ def test_plan_groups_bin_packing():
         ["day=b/splits/s10.split", "day=b/splits/s11.split"],
     ]
     assert [g.partition_values for g in plan.groups] == [{"day": "a"}, {"day": "a"}, {"day": "b"}]
-    limited = merge.plan_groups(files, {}, now, merge.MergeConfig(target_size=100, max_dest_splits=1), "r")
+    limited = plan_groups(files, {}, now, MergeConfig(target_size=100, max_dest_splits=1), "r")
     assert len(limited.groups) == 1 and limited.groups[0].sources[0].path == "day=a/splits/s0.split"
     # An expired skip no longer keeps a split out.
-    assert merge.plan_groups(files, skips, now + 2, cfg, "r").cooling_down == []
+    assert plan_groups(files, skips, now + 2, cfg, "r").cooling_down == []
 
 
 def test_merged_splits_keep_their_stats_files(tmp_path):

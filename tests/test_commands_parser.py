@@ -15,7 +15,8 @@ from indextables_spark.ops.inspect.describe import DescribeState, DescribeTransa
 from indextables_spark.ops.maintenance.drop_partitions import DropPartitions
 from indextables_spark.ops.maintenance.merge_splits import MergeSplits
 from indextables_spark.ops.maintenance.purge import Purge
-from indextables_spark.ops.registry import OPERATIONS, TableName, operation_of, signature
+from indextables_spark.ops.command import TableName, signature
+from indextables_spark.ops.registry import OPERATIONS, operation_of
 from indextables_spark.ops.maintenance.repair import RepairTransactionLog
 from indextables_spark.ops.maintenance.truncate_time_travel import TruncateTimeTravel
 
@@ -235,7 +236,7 @@ def test_every_row_is_complete(op):
     table function arguments are its fields, its SQL head claims a text, its result is a Record."""
     import dataclasses
 
-    from indextables_spark.results import Record
+    from indextables_spark.results.record import Record
     from indextables_spark.frontends.sql_parser import is_command
 
     command = op.load()

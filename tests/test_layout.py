@@ -39,8 +39,9 @@ LAYERS = [
     ("core.split.aggregate", 16),
     ("core.split", 11),
     ("core", 4),
-    # ops/'s sub-packages, one way: the registry (ops/registry.py, every front end's rows), writing
-    # rows, the companion, the table's maintenance, its listings, the processes' caches and reports
+    # ops/'s sub-packages, one way: the registry (ops/registry.py, every front end's rows; with
+    # ops/command.py, what a command is), writing rows, the companion, the table's maintenance, its
+    # listings, the processes' caches and reports
     ("ops.registry", 17),
     ("ops.write", 18),
     ("ops.companion", 19),

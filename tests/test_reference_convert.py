@@ -182,10 +182,10 @@ def test_every_write_route_is_refused_before_writing(tmp_path):
     with pytest.raises(ReferenceTableError) as e:  # the whole table counts, not only the WHERE's partitions
         t.maintenance.merge_splits("date = '2024-01-01'")
     _refused(e, t.storage.uri, 3, 3)
-    from indextables_spark.ops.maintenance import merge_splits as merge
+    from indextables_spark.ops.maintenance.merge_plan import MergeConfig, plan_merge
 
     with pytest.raises(ReferenceTableError):  # merge-on-write plans with the same function
-        merge.plan_merge(t.log, None, merge.MergeConfig.from_options(t.options))
+        plan_merge(t.log, None, MergeConfig.from_options(t.options))
     # the Spark writers plan with writer.plan_write on the driver: the same refusal
     from indextables_spark.core.schema.arrow_types import spark_schema_json
     from indextables_spark.config.options import Options

@@ -423,7 +423,7 @@ def test_fuzz_partition_filters_and_commands(text):
     | st.sampled_from(["-1", "0", "1e308", "nan", "inf", "10X", "5G", "true ", "99999999999999999999"]),
 )
 def test_fuzz_option_values(key, value):
-    from indextables_spark.ops.maintenance.merge_splits import MergeConfig
+    from indextables_spark.ops.maintenance.merge_plan import MergeConfig
     from indextables_spark.ops.maintenance.purge import PurgeConfig
     from indextables_spark.core.log.state.state_config import StateConfig
     from indextables_spark.core.log.read.table_log import parse_timestamp

@@ -9,9 +9,10 @@ import pyarrow as pa
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.ops.inspect import describe
 from indextables_spark.ops.inspect.component_sizes import DescribeComponentSizes
-from indextables_spark.ops.registry import Context
+from indextables_spark.ops.command import Context
 from indextables_spark.ops.inspect.history import history
-from indextables_spark.results import DescribeStateResult, HistoryEntry, SkippedFile
+from indextables_spark.results.inspect import HistoryEntry
+from indextables_spark.results.state import DescribeStateResult, SkippedFile
 
 
 class InspectTable:

@@ -17,18 +17,16 @@ from typing import Any, Protocol, TypeVar
 
 from indextables_spark.core.log.maintenance import gc
 from indextables_spark.core.log.read.table_log import TransactionLog
-from indextables_spark.results import (
-    CheckpointResult,
+from indextables_spark.results.cluster import PrewarmCacheResult
+from indextables_spark.results.maintenance import (
     ConvertResult,
     DropPartitionsResult,
-    GcStateResult,
     MergeSplitsResult,
-    PrewarmCacheResult,
-    Progress,
     PurgeResult,
     RepairResult,
-    TruncateTimeTravelResult,
 )
+from indextables_spark.results.record import Progress
+from indextables_spark.results.state import CheckpointResult, GcStateResult, TruncateTimeTravelResult
 
 _R = TypeVar("_R", covariant=True)
 
@@ -50,15 +48,15 @@ class MaintenanceTable:
         """Run `command` on this table: built by its `for_table` when it has one (the table is not
         its first field), else with the table's URI first and `fields` as the command takes them
         (sizes given as text parsed, bools from 0/1)."""
-        from indextables_spark.ops import registry  # lazy, as the command classes
+        from indextables_spark.ops.command import Context, coerced  # lazy, as the command classes
 
         build = getattr(command, "for_table", None)
         cmd: _Command[_R]
         if build is not None:
             cmd = build(self.log, **fields)
         else:
-            cmd = command(self.log.storage.uri, **registry.coerced(command, fields))  # type: ignore[call-arg]
-        return cmd.run(registry.Context(self.log.options, spark, progress, table=self.log))
+            cmd = command(self.log.storage.uri, **coerced(command, fields))  # type: ignore[call-arg]
+        return cmd.run(Context(self.log.options, spark, progress, table=self.log))
 
     def checkpoint(self, *, spark: Any = None, progress: Progress | None = None) -> CheckpointResult:
         """CHECKPOINT: write the V4 Avro state at the latest version (a JSON checkpoint with

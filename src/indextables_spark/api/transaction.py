@@ -40,7 +40,7 @@ from indextables_spark.ops.write.write import (
     write_options,
     written_keys,
 )
-from indextables_spark.results import DeleteResult
+from indextables_spark.results.maintenance import DeleteResult
 
 log = logging.getLogger(__name__)
 

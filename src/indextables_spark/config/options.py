@@ -24,7 +24,7 @@ class UnregisteredOptionError(IndexTablesError):
 def _default(key: str) -> Any:
     found = spec(short_key(key))
     if found is None:
-        raise UnregisteredOptionError(f"option {key!r} is read but not listed in option_registry.OPTIONS")
+        raise UnregisteredOptionError(f"option {key!r} is read but not listed in config/registry.py")
     return found.default
 
 

@@ -56,7 +56,7 @@ from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import CommandSyntaxError
 from indextables_spark.ops import registry
 from indextables_spark.ops.registry import Arg, Operation
-from indextables_spark.results import python_rows
+from indextables_spark.results.record import python_rows
 
 if TYPE_CHECKING:
     from indextables_spark.config.options import Options
@@ -300,7 +300,7 @@ def _search_cell(v: Any) -> str:
 
 
 def _json_default(o: Any) -> Any:
-    from indextables_spark.results import Record  # lazy: `--help` imports no package code
+    from indextables_spark.results.record import Record  # lazy: `--help` imports no package code
 
     if isinstance(o, Record):  # rows that are not OperationResults (dicts already): their JSON form
         return o.to_dict()

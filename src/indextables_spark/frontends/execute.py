@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.schema.arrow_types import spark_schema_json
-from indextables_spark.ops.registry import Command, Context, Listing, Operation, operation_of, table_name_of
-from indextables_spark.results import Progress, Record
+from indextables_spark.ops.command import Command, Context, Listing, table_name_of
+from indextables_spark.ops.registry import Operation, operation_of
+from indextables_spark.results.record import Progress, Record
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any, Callable
 from indextables_spark.config.sessions import with_session_options
 from indextables_spark.frontends.execute import execute, spark_schema
 from indextables_spark.frontends.sql_parser import parse_command
-from indextables_spark.ops.registry import TableName, table_name_of, with_table_path
+from indextables_spark.ops.command import TableName, table_name_of, with_table_path
 
 # (spark, table name) → (the table's path, options that come with it: those of a view over it)
 TableResolver = Callable[[Any, TableName], tuple[str, dict[str, str]]]

@@ -48,14 +48,8 @@ from indextables_spark.config import units
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.expr.lexer import Lexicon, lex
 from indextables_spark.ops import registry
-from indextables_spark.ops.registry import (
-    Command,
-    SqlCommand,
-    TableName,
-    Target,
-    Token,
-    claim_pattern,
-)
+from indextables_spark.ops.command import Command, SqlCommand, TableName, Target, Token
+from indextables_spark.ops.registry import claim_pattern
 
 
 class CommandSyntaxError(IndexTablesError):

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from indextables_spark.config.sessions import functions
 from indextables_spark.frontends.execute import spark_schema
 from indextables_spark.ops import registry
-from indextables_spark.ops.registry import Command, coerced, signature
+from indextables_spark.ops.command import Command, coerced, signature
 from indextables_spark.spark.udtf_rows import table_rows
 
 _SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)

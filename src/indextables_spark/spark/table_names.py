@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.errors import AnalysisException
 
 from indextables_spark.errors import TableNotFoundError
-from indextables_spark.ops.registry import TableName
+from indextables_spark.ops.command import TableName
 from indextables_spark.spark import sql_bridge
 from indextables_spark.spark.datasource import is_format_name
 from indextables_spark.spark.patching import own

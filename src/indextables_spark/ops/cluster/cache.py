@@ -17,8 +17,8 @@ import pyarrow as pa
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism
 from indextables_spark.errors import TableNotFoundError
-from indextables_spark.ops.registry import CommandParser, Context, Target, log_at
-from indextables_spark.results import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
+from indextables_spark.ops.command import CommandParser, Context, Target, log_at
+from indextables_spark.results.cluster import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
 
 _TASK_SCHEMA = pa.schema([("payload", pa.string())])
 

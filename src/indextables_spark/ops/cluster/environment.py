@@ -31,8 +31,8 @@ from typing import Any, ClassVar
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.config.registry import SECRET_KEYS, spec
 from indextables_spark.ops.cluster.executors import Report, by_host, in_spark_task, on_executors, this_process
-from indextables_spark.ops.registry import CommandParser, Context
-from indextables_spark.results import EnvironmentRow
+from indextables_spark.ops.command import CommandParser, Context
+from indextables_spark.results.cluster import EnvironmentRow
 
 REDACTED = "***REDACTED***"  # the reference's CredentialRedaction marker
 _SENSITIVE = ("secret", "key", "password", "token", "credential", "session")

@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 from indextables_spark.core.storage.fetch_stats import fetch_stats
 from indextables_spark.ops.cluster.executors import Report, by_host, in_spark_task, on_executors, this_process
-from indextables_spark.ops.registry import CommandParser, Context
-from indextables_spark.results import StorageStatsRow
+from indextables_spark.ops.command import CommandParser, Context
+from indextables_spark.results.cluster import StorageStatsRow
 
 
 def _counters() -> Report:

@@ -52,8 +52,8 @@ from indextables_spark.ops.companion.sync import (
     plan_groups,
     plan_sync,
 )
-from indextables_spark.ops.registry import CommandParser, Context, size
-from indextables_spark.results import CompanionBuildResult
+from indextables_spark.ops.command import CommandParser, Context, size
+from indextables_spark.results.maintenance import CompanionBuildResult
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.model.actions import AddFile

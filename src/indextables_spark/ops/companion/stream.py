@@ -40,8 +40,8 @@ from indextables_spark.errors import (
 
 if TYPE_CHECKING:
     from indextables_spark.ops.companion.arguments import CompanionArguments
-    from indextables_spark.ops.registry import CommandParser, Context
-    from indextables_spark.results import CompanionBuildResult
+    from indextables_spark.ops.command import CommandParser, Context
+    from indextables_spark.results.maintenance import CompanionBuildResult
 
 log = logging.getLogger(__name__)
 

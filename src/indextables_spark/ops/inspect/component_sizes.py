@@ -30,8 +30,8 @@ from indextables_spark.config.sessions import default_parallelism, run_tasks
 from indextables_spark.core.storage import open_storage
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import SplitFormatError, TableNotFoundError
-from indextables_spark.ops.registry import CommandParser, Context, Target
-from indextables_spark.results import ComponentSizeRow
+from indextables_spark.ops.command import CommandParser, Context, Target
+from indextables_spark.results.inspect import ComponentSizeRow
 from indextables_spark.util.pools import shared_pool
 
 LOCAL_THREADS = 8  # splits read at once without Spark (each a few small ranged reads)

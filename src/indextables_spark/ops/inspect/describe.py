@@ -31,8 +31,9 @@ from indextables_spark.core.log.read.state_loader import load_base_state, read_l
 from indextables_spark.core.log.state.state_manifest import FORMAT_AVRO_STATE
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.errors import CorruptStateError
-from indextables_spark.ops.registry import CommandParser, Context, Target
-from indextables_spark.results import DescribeStateResult, SkippedFile, TransactionLogRow
+from indextables_spark.ops.command import CommandParser, Context, Target
+from indextables_spark.results.inspect import TransactionLogRow
+from indextables_spark.results.state import DescribeStateResult, SkippedFile
 
 
 def current_skips(log_: TransactionLog) -> list[SkipAction]:

@@ -7,8 +7,8 @@ from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar
 
 from indextables_spark.core.log.model.actions import AddFile
-from indextables_spark.ops.registry import Context, Listing, Target
-from indextables_spark.results import FileRow
+from indextables_spark.ops.command import Context, Listing, Target
+from indextables_spark.results.inspect import FileRow
 
 
 def file_row(f: AddFile) -> FileRow:

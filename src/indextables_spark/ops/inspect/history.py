@@ -9,8 +9,8 @@ from typing import ClassVar
 from indextables_spark.core.log.model.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.errors import TableNotFoundError
-from indextables_spark.ops.registry import Context, Target
-from indextables_spark.results import HistoryEntry
+from indextables_spark.ops.command import Context, Target
+from indextables_spark.results.inspect import HistoryEntry
 
 
 def history(log: TransactionLog, *, limit: int | None = None) -> list[HistoryEntry]:

@@ -66,8 +66,9 @@ from indextables_spark.core.split.reference.native import mapping_fields
 from indextables_spark.core.split.reference.reference import mapping_options
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import SplitFormatError, StorageError, TableNotFoundError
-from indextables_spark.ops.registry import CommandParser, Context, Target
-from indextables_spark.results import ConvertResult, Progress, elapsed_ms
+from indextables_spark.ops.command import CommandParser, Context, Target
+from indextables_spark.results.maintenance import ConvertResult
+from indextables_spark.results.record import Progress, elapsed_ms
 
 log = logging.getLogger(__name__)
 

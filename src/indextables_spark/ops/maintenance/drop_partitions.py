@@ -20,8 +20,8 @@ from indextables_spark.core.log.commit.transaction import Transaction
 from indextables_spark.core.schema.partitions import partition_path
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.partition_filter import parse_partition_filter
-from indextables_spark.ops.registry import CommandParser, Context, Target
-from indextables_spark.results import DropPartitionsResult
+from indextables_spark.ops.command import CommandParser, Context, Target
+from indextables_spark.results.maintenance import DropPartitionsResult
 
 OPERATION = "DROP PARTITIONS"
 

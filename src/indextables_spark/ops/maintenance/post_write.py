@@ -30,10 +30,12 @@ from typing import Any, Mapping
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism, set_job_description
-from indextables_spark.ops.maintenance import merge_splits as merge
+from indextables_spark.ops.maintenance.merge_plan import MergeConfig, plan_merge
+from indextables_spark.ops.maintenance.merge_rewrite import SparkRunner
+from indextables_spark.ops.maintenance.merge_splits import execute_merge
 from indextables_spark.ops.maintenance import purge
-from indextables_spark.ops.registry import log_at
-from indextables_spark.results import PostWriteResult
+from indextables_spark.ops.command import log_at
+from indextables_spark.results.maintenance import PostWriteResult
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +63,11 @@ def run(spark: Any, path: str, opts: Options) -> PostWriteResult:
     result = PostWriteResult(table_path=path, status="DONE")
     merged = False
     if opts.get_bool("mergeOnWrite.enabled"):
-        cfg = merge.MergeConfig.from_options(opts, target_option="mergeOnWrite.targetSize", default_target=4 << 30)
-        plan = merge.plan_merge(table_log, None, cfg)
+        cfg = MergeConfig.from_options(opts, target_option="mergeOnWrite.targetSize", default_target=4 << 30)
+        plan = plan_merge(table_log, None, cfg)
         threshold = merge_trigger_threshold(default_parallelism(spark), opts)
         if len(plan.groups.groups) >= threshold:
-            done = merge.execute_merge(plan, merge.SparkRunner(spark))
+            done = execute_merge(plan, SparkRunner(spark))
             result = replace(result, merge=done)
             merged = done.status == "SUCCESS"
         else:

@@ -41,8 +41,9 @@ from indextables_spark.core.log.model.protocol_gate import check_writable
 from indextables_spark.core.log.read.state_loader import load_base_state
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.errors import InvalidOptionError
-from indextables_spark.ops.registry import CommandParser, Context, Target
-from indextables_spark.results import Progress, PurgeResult, elapsed_ms
+from indextables_spark.ops.command import CommandParser, Context, Target
+from indextables_spark.results.maintenance import PurgeResult
+from indextables_spark.results.record import Progress, elapsed_ms
 
 log = logging.getLogger(__name__)
 

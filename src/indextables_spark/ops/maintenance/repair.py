@@ -30,8 +30,9 @@ from indextables_spark.core.log.maintenance.shared_logs import log_with_maintena
 from indextables_spark.core.log.model.paths import LOG_DIR
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.errors import InvalidOptionError, TableExistsError
-from indextables_spark.ops.registry import CommandParser, Context
-from indextables_spark.results import Progress, RepairResult, elapsed_ms
+from indextables_spark.ops.command import CommandParser, Context
+from indextables_spark.results.maintenance import RepairResult
+from indextables_spark.results.record import Progress, elapsed_ms
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.table_log import TransactionLog

@@ -6,8 +6,8 @@ from dataclasses import KW_ONLY, dataclass
 from typing import ClassVar
 
 from indextables_spark.core.log.maintenance import maintenance
-from indextables_spark.ops.registry import CommandParser, Context, Target
-from indextables_spark.results import TruncateTimeTravelResult
+from indextables_spark.ops.command import CommandParser, Context, Target
+from indextables_spark.results.state import TruncateTimeTravelResult
 
 
 @dataclass(frozen=True)

@@ -60,8 +60,9 @@ from indextables_spark.errors import (
 from indextables_spark.expr.model import EqualTo, Filter, In, Or
 from indextables_spark.expr.partition_filter import parse_predicate
 from indextables_spark.expr.where import INDEXALL, and_parts, column_types, typed
-from indextables_spark.ops.registry import CommandParser, Context, Target
-from indextables_spark.results import DeleteResult, elapsed_ms
+from indextables_spark.ops.command import CommandParser, Context, Target
+from indextables_spark.results.maintenance import DeleteResult
+from indextables_spark.results.record import elapsed_ms
 
 log = logging.getLogger(__name__)
 

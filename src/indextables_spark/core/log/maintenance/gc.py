@@ -24,7 +24,7 @@ from indextables_spark.core.log.state.state_config import StateConfig
 from indextables_spark.core.log.read.state_loader import read_last_checkpoint
 from indextables_spark.core.log.state.state_manifest import FORMAT_AVRO_STATE, resolve_manifest_key
 from indextables_spark.errors import CorruptStateError
-from indextables_spark.results import GcStateResult, ManifestGcResult, StateCleanupResult
+from indextables_spark.results.state import GcStateResult, ManifestGcResult, StateCleanupResult
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.listing import LogListing

@@ -23,7 +23,8 @@ from indextables_spark.core.log.maintenance.state_writer import StateWriteResult
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.log.commit.transaction import Transaction
 from indextables_spark.errors import CorruptStateError, IndexTablesError, ProtocolVersionError, TableNotFoundError
-from indextables_spark.results import CheckpointResult, TruncateTimeTravelResult, elapsed_ms
+from indextables_spark.results.record import elapsed_ms
+from indextables_spark.results.state import CheckpointResult, TruncateTimeTravelResult
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.listing import LogListing
