@@ -107,6 +107,7 @@ class Or:
 Comparison = Union[EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual]
 StringMatch = Union[StringStartsWith, StringEndsWith, StringContains]
 Filter = Union[Comparison, In, IsNull, IsNotNull, StringMatch, Not, And, Or]
+Leaf = Union[Comparison, In, IsNull, IsNotNull, StringMatch]  # the filters on one column
 
 
 T = TypeVar("T")

@@ -145,7 +145,7 @@ class IndexTablesReader(DataSourceReader):
             return None
         return parts[0] if len(parts) == 1 else " AND ".join(f"({p})" for p in parts)
 
-    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+    def pushFilters(self, filters: list[sds.Filter]) -> Iterable[sds.Filter]:
         filters = list(filters)
         verdicts = [indexall_filter(f) for f in filters]
         epoch = next((v.epoch for v in verdicts if isinstance(v, guard.Guard)), None)
@@ -189,7 +189,7 @@ class IndexTablesReader(DataSourceReader):
                 continue
             self.rechecked.append(core)
 
-    def _take_index_only(self, filters: list[Any]) -> None:
+    def _take_index_only(self, filters: list[sds.Filter]) -> None:
         """The filters on index-only columns as conditions the read decides (the scan checks that
         the index answers each exactly); UnsupportedFilterError naming one without an index form."""
 
@@ -362,7 +362,7 @@ class UnpushedReader(IndexTablesReader):
     pushFilters = DataSourceReader.pushFilters
 
 
-def _filter_column(f: Any) -> str | None:
+def _filter_column(f: sds.Filter) -> str | None:
     """The lower-cased top-level column a pushed Spark filter reads (through NOT); None for others."""
 
     while isinstance(f, sds.Not):
@@ -373,7 +373,7 @@ def _filter_column(f: Any) -> str | None:
     return str(attr).lower() if attr is not None else None
 
 
-def indexall_filter(f: Any) -> str | guard.Guard | bool | None:
+def indexall_filter(f: sds.Filter) -> str | guard.Guard | bool | None:
     """How a filter on the `_indexall` pseudo-column is consumed: the query text (EqualTo), the
     plan guard (a `guard.Guard`), True for IS NOT NULL (implied by a query), None when not about it."""
 

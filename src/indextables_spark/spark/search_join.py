@@ -17,13 +17,17 @@ vector are both NULL matches nothing (no row); a NULL text or vector alone leave
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
 
 from indextables_spark.config.sessions import with_session_options
 from indextables_spark.errors import InvalidOptionError
+
+if TYPE_CHECKING:
+    from indextables_spark.api.table import IndexTable
+    from indextables_spark.core.log.read.snapshot import Snapshot
 
 RANK, SCORE, DISTANCE = "_rank", "_score", "_distance"
 PREFIX = "match_"  # the table's columns in the joined rows (a de-duplication joins a table with itself)
@@ -85,7 +89,7 @@ def search_join(
     return queries.mapInArrow(join.run, out)
 
 
-def join_schema(queries: Any, snapshot: Any, text_col: str | None, vector_col: str | None, prefix: str) -> Any:
+def join_schema(queries: Any, snapshot: Snapshot, text_col: str | None, vector_col: str | None, prefix: str) -> Any:
     """The joined rows' StructType: the queries' columns, `_rank`, `_score` (with text),
     `_distance` (with vectors), the table's columns prefixed."""
     from pyspark.sql.types import DoubleType, FloatType, IntegerType, StructField, StructType  # lazy: pyspark
@@ -116,7 +120,7 @@ class JoinSearch:
     where: str | None
     prefix: str
 
-    def matches(self, table: Any, texts: list[Any] | None, vectors: list[Any] | None) -> list[pa.Table]:
+    def matches(self, table: IndexTable, texts: list[Any] | None, vectors: list[Any] | None) -> list[pa.Table]:
         """Each query's matches (IndexTable.search_many on `table`, this join's IndexTable: the
         vector searches share the table's plan and each split's work), ranked, as join_schema's
         columns after the query's: `_rank`, `_score` (with text) and `_distance` (with vectors),

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.cache.cache import get_cache
@@ -43,6 +43,10 @@ from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.fulltext import FullTextQuery
 from indextables_spark.expr.search_query import SearchQuery
 from indextables_spark.util.lru import LruCache
+
+if TYPE_CHECKING:
+    import tantivy
+    from indextables_spark.core.log.model.actions import AddFile
 
 STATISTICS_OPTION = "search.statistics"
 TABLE = "table"  # corpus-wide (the default)
@@ -81,7 +85,7 @@ def combine(parts: list[CorpusStats]) -> CorpusStats:
     return CorpusStats(sum(p.num_docs for p in parts), freqs)
 
 
-def split_stats(searcher: Any, query: FullTextQuery) -> CorpusStats:
+def split_stats(searcher: tantivy.Searcher, query: FullTextQuery) -> CorpusStats:
     """The statistics of one split (its Tantivy searcher) for the query's scored terms."""
     return CorpusStats(int(searcher.num_docs), {(f, t): int(searcher.doc_freq(f, t)) for f, t in query.scored_terms})
 
@@ -134,7 +138,7 @@ def forget_table_stats() -> None:
     _tables.clear()
 
 
-def _key(storage: Storage, version: int, files: Sequence[Any], query: SearchQuery) -> tuple[Any, ...]:
+def _key(storage: Storage, version: int, files: Sequence[AddFile], query: SearchQuery) -> tuple[Any, ...]:
     # (the first and last paths tell a table written again at the same path, versions restarting)
     return (
         storage.uri,
@@ -147,7 +151,12 @@ def _key(storage: Storage, version: int, files: Sequence[Any], query: SearchQuer
 
 
 def fetch_for_stats(
-    storage: Storage, options: Options, version: int, files: Sequence[Any], query: SearchQuery, read: Sequence[Any]
+    storage: Storage,
+    options: Options,
+    version: int,
+    files: Sequence[AddFile],
+    query: SearchQuery,
+    read: Sequence[AddFile],
 ) -> None:
     """Fetch what table_stats looks up in the splits of `files` not in `read` (whose search
     fetches more of them), unless the statistics are kept: run beside the read's own fetch, the
@@ -159,7 +168,7 @@ def fetch_for_stats(
 
 
 def table_stats(
-    storage: Storage, options: Options, version: int, files: Sequence[Any], query: SearchQuery
+    storage: Storage, options: Options, version: int, files: Sequence[AddFile], query: SearchQuery
 ) -> CorpusStats:
     """The statistics of `query`'s scored terms (its text's, analysed per doc mapping: expr/
     search_query.py) over `files` (every live split of the table
@@ -173,7 +182,7 @@ def table_stats(
     cache = get_cache(options)
     fetch_missing(storage, options, files, query, postings=False)
 
-    def stats(chunk: list[Any]) -> list[CorpusStats]:
+    def stats(chunk: list[AddFile]) -> list[CorpusStats]:
         out = []
         for add in chunk:
             local = cache.local_dir(storage, add, query, postings=False)

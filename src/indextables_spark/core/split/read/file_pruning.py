@@ -3,7 +3,7 @@ and Bloom filters (shared by the Spark-free search and the Spark reader)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,10 +15,12 @@ from indextables_spark.core.split.reference.reference import written_by_referenc
 from indextables_spark.expr.model import Filter
 
 if TYPE_CHECKING:
+    from indextables_spark.core.schema.types import ColumnSpec
+    from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.log.model.actions import AddFile
 
 
-def spark_type_names(snapshot: Any) -> dict[str, str]:
+def spark_type_names(snapshot: Snapshot) -> dict[str, str]:
     """Each column's Spark type name (the kind alone for complex types): the partition types that
     partition pruning takes."""
     out = {}
@@ -31,12 +33,12 @@ def spark_type_names(snapshot: Any) -> dict[str, str]:
 def prune_files(
     table_path: str,
     options: Options,
-    snapshot: Any,
+    snapshot: Snapshot,
     partition_filters: Sequence[Filter],
     data_filters: Sequence[Filter],
     partition_columns: Sequence[str],
     partition_types: dict[str, str],
-    specs: Any,
+    specs: Sequence[ColumnSpec],
 ) -> tuple[list[AddFile], tuple[int, int, int]]:
     """The splits a read opens: partition pruning (filters over partition columns only), min/max
     data skipping and Bloom filters (filters over data columns only). Returns (files, (splits in
@@ -59,7 +61,7 @@ def prune_files(
 
 
 def _partition_pruned(
-    snapshot: Any, filters: Sequence[Filter], partition_columns: Sequence[str], partition_types: dict[str, str]
+    snapshot: Snapshot, filters: Sequence[Filter], partition_columns: Sequence[str], partition_types: dict[str, str]
 ) -> list[AddFile]:
     """The snapshot's files whose partition may match, with the filters evaluated once per distinct
     partition (Spark semantics, filters.prune_partition) and AddFile objects built only for the

@@ -5,7 +5,7 @@ threads read them, so the search that follows, often in one thread, finds them l
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.cache.cache import Reads
@@ -16,6 +16,9 @@ from indextables_spark.core.split.read.reader import SplitReader
 from indextables_spark.core.split.reference.native import is_reference_dir
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.expr.search_query import SearchQuery
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.model.actions import AddFile
 
 
 def prefetch_rows(local_dir: str, query: SearchQuery, columns: Sequence[str]) -> None:
@@ -37,7 +40,7 @@ def prefetch_rows(local_dir: str, query: SearchQuery, columns: Sequence[str]) ->
 def fetch_missing(
     storage: Storage,
     options: Options | None,
-    files: Sequence[Any],
+    files: Sequence[AddFile],
     query: IndexQuery | None = None,
     columns: Sequence[str] | None = None,
     *,

@@ -16,6 +16,7 @@ from indextables_spark.core.split.read.tantivy_query import build_query
 from indextables_spark.expr.model import render
 
 if TYPE_CHECKING:
+    from indextables_spark.core.schema.types import ColumnSpec
     import tantivy
 
 
@@ -81,7 +82,7 @@ class PlanDescription:
     vector_search: str | None = None  # describe_nearest
 
 
-def describe(plan: ReadPlan, specs: Sequence[Any], splits: int) -> PlanDescription:
+def describe(plan: ReadPlan, specs: Sequence[ColumnSpec], splits: int) -> PlanDescription:
     """The PlanDescription of `plan` over a table version of `splits` live splits whose columns
     are `specs` (as a split of the version written with them runs it)."""
     stored = [s for s in specs if not s.partition]
@@ -112,7 +113,7 @@ def describe(plan: ReadPlan, specs: Sequence[Any], splits: int) -> PlanDescripti
     )
 
 
-def describe_nearest(plan: ReadPlan, specs: Sequence[Any]) -> str | None:
+def describe_nearest(plan: ReadPlan, specs: Sequence[ColumnSpec]) -> str | None:
     """What a vector search does, in words (None for other reads)."""
     from indextables_spark.core.split.read.vector.nearest import REFINE  # lazy: numpy
 

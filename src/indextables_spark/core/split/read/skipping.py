@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -15,6 +15,7 @@ from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, specs_
 from indextables_spark.core.split.format.stats import decode_stat, null_counts, order_key
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import (
+    Leaf,
     And,
     EqualNullSafe,
     Filter,
@@ -38,6 +39,9 @@ from indextables_spark.expr.values import (
 # ---------------------------------------------------------------------------------------------
 # Data skipping with min/max stats
 
+if TYPE_CHECKING:
+    from indextables_spark.core.log.model.actions import AddFile
+
 
 @dataclass(frozen=True)
 class _Bounds:
@@ -60,7 +64,7 @@ def _prefix_upper_bound(text: str) -> str | None:
     return None
 
 
-def _bounds(add_file: Any, spec: ColumnSpec, nulls: dict[str, int], prefix_max: bool = False) -> _Bounds:
+def _bounds(add_file: AddFile, spec: ColumnSpec, nulls: dict[str, int], prefix_max: bool = False) -> _Bounds:
     def parse(stats: dict[str, str] | None, is_max: bool = False) -> Any:
         text = (stats or {}).get(spec.name)
         if text is not None and is_max and prefix_max and spec.kind in STRING_KINDS:
@@ -86,7 +90,7 @@ def _bounds(add_file: Any, spec: ColumnSpec, nulls: dict[str, int], prefix_max: 
 class _CannotMatch(FilterVisitor[bool]):
     """True only when a split's min/max statistics and null counts prove no row satisfies a filter."""
 
-    def __init__(self, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int], prefix_max: bool):
+    def __init__(self, add_file: AddFile, specs: Mapping[str, ColumnSpec], nulls: dict[str, int], prefix_max: bool):
         self.add_file, self.specs, self.nulls, self.prefix_max = add_file, specs, nulls, prefix_max
 
     def visit_and(self, f: And) -> bool:
@@ -102,20 +106,20 @@ class _CannotMatch(FilterVisitor[bool]):
             return self.visit(IsNull(f.child.column))
         return False
 
-    def visit_comparison(self, f: Any) -> bool:
+    def visit_comparison(self, f: Leaf) -> bool:
         return _cannot_match_leaf(f, self.add_file, self.specs, self.nulls, self.prefix_max)
 
     visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
 
 
 def _cannot_match(
-    f: Any, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int], prefix_max: bool = False
+    f: Filter, add_file: AddFile, specs: Mapping[str, ColumnSpec], nulls: dict[str, int], prefix_max: bool = False
 ) -> bool:
     return _CannotMatch(add_file, specs, nulls, prefix_max).visit(f)
 
 
 def _cannot_match_leaf(
-    f: Any, add_file: Any, specs: Mapping[str, ColumnSpec], nulls: dict[str, int], prefix_max: bool = False
+    f: Leaf, add_file: AddFile, specs: Mapping[str, ColumnSpec], nulls: dict[str, int], prefix_max: bool = False
 ) -> bool:
     spec = lookup_spec(specs, f.column)
     if spec is None or spec.partition:
@@ -166,7 +170,7 @@ def _prefix_outside(b: _Bounds, p: str) -> bool:
 
 
 def skip_split(
-    add_file: Any,
+    add_file: AddFile,
     filters: Sequence[Filter],
     specs: Mapping[str, ColumnSpec] | Iterable[ColumnSpec],
     prefix_max: bool = False,

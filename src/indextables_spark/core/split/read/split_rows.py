@@ -16,6 +16,7 @@ from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import Filter, columns_of
 
 if TYPE_CHECKING:
+    from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
     from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.expr.search_query import SearchQuery
 
@@ -24,11 +25,14 @@ def columns_of_all(f: Filter) -> set[str]:
     return {c.strip("`") for c in columns_of(f)}
 
 
-def snippet_column(split: Any, table: pa.Table, query: SearchQuery | None, fields: Sequence[str]) -> pa.Array:
+def snippet_column(
+    split: SplitReader | None, table: pa.Table, query: SearchQuery | None, fields: Sequence[str]
+) -> pa.Array:
     """`_snippet` as the Spark reader's snippetFields: one field → its snippet, several → a map
     field → snippet (fields without a match left out)."""
     if query is None or query.text is None:
         raise InvalidOptionError("snippets need a query")
+    assert split is not None  # (a read with snippet fields opens its splits)
 
     def values(c: str) -> pa.Array:
         col = table.column(c)
@@ -50,7 +54,7 @@ def split_rows(
     names: Sequence[str],
     types: dict[str, pa.DataType],
     batch_rows: int,
-    deletes: Any = None,
+    deletes: SplitDeletes | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Rows of one split matching the query and the (data-column) filters exactly, in row order,
     columns `names`. A split written before columns were added to the table (mergeSchema) has them

@@ -5,13 +5,16 @@ of a query's matches too is prefetch.py (it reads the splits: this module stays 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.cache.cache import Reads, get_cache
 from indextables_spark.core.split.cache.fetch_plan import IndexQuery
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.util.pools import shared_pool
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.model.actions import AddFile
 
 MAX_THREADS = 4  # Tantivy releases the GIL while searching; downloads are I/O
 SMALL_SPLIT_ROWS = 10_000  # splits this small on average are searched in one thread (search_threads)
@@ -25,7 +28,7 @@ FETCH_THREADS = 16  # splits whose rows are gathered at once (remote row stores:
 T = TypeVar("T")
 
 
-def search_threads(files: Sequence[Any]) -> int:
+def search_threads(files: Sequence[AddFile]) -> int:
     """Threads to search `files` with once they are cached. Searching a small split is mostly
     Python, and threads then only take turns on the GIL, each turn waiting for the other thread:
     512 splits of 2,000 rows take 56 ms in one thread, 83 ms in two. Bigger splits spend their
@@ -39,7 +42,7 @@ def search_threads(files: Sequence[Any]) -> int:
     return max(1, min(MAX_THREADS, os.cpu_count() or 1, len(files)))
 
 
-def matched_threads(files: Sequence[Any], weights: Sequence[int] | None) -> int:
+def matched_threads(files: Sequence[AddFile], weights: Sequence[int] | None) -> int:
     """search_threads, or one thread when the query's matches per split (`weights`, when known)
     add up to less than THREADED_MATCHES."""
     if weights is not None and sum(weights) < THREADED_MATCHES:
@@ -60,7 +63,7 @@ def in_threads(purpose: str, threads: int) -> Callable[[Callable[[int], T], list
 
 
 def map_chunks(
-    fn: Callable[[list[Any]], list[T]], files: Sequence[Any], weights: Sequence[int] | None = None
+    fn: Callable[[list[Any]], list[T]], files: Sequence[AddFile], weights: Sequence[int] | None = None
 ) -> list[T]:
     """`fn` over contiguous chunks of `files`, one chunk per thread (search_threads), the results
     concatenated in file order. With `weights` (the query's matches per split, known from
@@ -87,7 +90,7 @@ def map_chunks(
 def fetch_missing(
     storage: Storage,
     options: Options | None,
-    files: Sequence[Any],
+    files: Sequence[AddFile],
     query: IndexQuery | None = None,
     then: Callable[[str], None] | None = None,
     *,

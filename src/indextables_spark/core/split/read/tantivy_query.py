@@ -18,6 +18,8 @@ from indextables_spark.core.schema.types import (
 )
 from indextables_spark.core.split.write.documents import TRUNCATE_CHARS, exact_term, f64_key
 from indextables_spark.expr.model import (
+    Leaf,
+    StringMatch,
     And,
     EqualNullSafe,
     EqualTo,
@@ -147,7 +149,7 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             return None  # (a field leaving long values out says nothing of their rows)
         return field.name
 
-    def visit_comparison(self, f: Any) -> tuple[tantivy.Query | None, bool]:
+    def visit_comparison(self, f: Leaf) -> tuple[tantivy.Query | None, bool]:
         spec = lookup_spec(self.specs, f.column)
         if spec is None or spec.partition or not spec.indexed_fields:
             return None, False
@@ -158,7 +160,7 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
 
     visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
 
-    def leaf(self, f: Any, spec: ColumnSpec) -> tuple[tantivy.Query | None, bool]:
+    def leaf(self, f: Leaf, spec: ColumnSpec) -> tuple[tantivy.Query | None, bool]:
         if spec.string_mode is not None:
             return self.compact(f, spec)
         kind = spec.kind
@@ -209,7 +211,7 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             return self.f64_range(name, lo, hi), False
         return None, False
 
-    def compact(self, f: Any, spec: ColumnSpec) -> tuple[tantivy.Query | None, bool]:
+    def compact(self, f: Leaf, spec: ColumnSpec) -> tuple[tantivy.Query | None, bool]:
         """A filter on a compact string column (core/schema/compact_strings.py): = / <=> / IN
         narrow by the hashes of the values (exact_only) or by the terms of the stripped values and
         the hashes of their pattern matches (text_* modes); never exact (hashes collide, stripped
@@ -274,7 +276,7 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             return False
         return all(v is None or (isinstance(v, str) and len(v.encode("utf-8")) < limit) for v in values)
 
-    def text(self, f: Any, spec: ColumnSpec) -> tantivy.Query | None:
+    def text(self, f: Leaf, spec: ColumnSpec) -> tantivy.Query | None:
         """Narrowing (never exact) of a string filter on a tokenized column by the terms its
         value implies (text.py); None when it implies none."""
         field = spec.value_field
@@ -296,7 +298,9 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             StringEndsWith: (False, True),
             StringContains: (False, False),
         }.get(type(f))
-        if anchors is None or not isinstance(f.value, str):
+        if anchors is None or not isinstance(f, (EqualTo, EqualNullSafe, *STRING_MATCHES)):
+            return None
+        if not isinstance(f.value, str):
             return None
         return self.text_terms(f.value, field.name, tok, *anchors, spec)
 
@@ -311,7 +315,7 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         qs += [self.t.Query.regex_query(self.schema, name, r) for r in implied.regexes]
         return qs[0] if len(qs) == 1 else self.must(qs)
 
-    def exists(self, f: Any, name: str) -> tuple[tantivy.Query | None, bool]:
+    def exists(self, f: Leaf, name: str) -> tuple[tantivy.Query | None, bool]:
         q = self.t.Query.exists_query(name)
         return (q if isinstance(f, IsNotNull) else self.must_not(q)), True
 
@@ -358,7 +362,7 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
             return self.should([self.f64_range(name, *_decimal_bounds(v)) for v in vals]), False
         return None, False
 
-    def pattern(self, f: Any, spec: ColumnSpec, name: str) -> tuple[tantivy.Query | None, bool]:
+    def pattern(self, f: StringMatch, spec: ColumnSpec, name: str) -> tuple[tantivy.Query | None, bool]:
         p = f.value
         if not isinstance(p, str) or len(p) > _MAX_PATTERN_CHARS:
             return None, False
