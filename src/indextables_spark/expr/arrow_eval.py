@@ -21,6 +21,7 @@ from indextables_spark.expr.model import (
     In,
     IsNotNull,
     IsNull,
+    Leaf,
     Not,
     Or,
     StringContains,
@@ -156,7 +157,7 @@ def _is_in(a: pa.Array | pa.ChunkedArray, kind: str, values: list[Any]) -> pa.Ar
     return pc.if_else(pc.is_valid(a), pc.is_in(col, value_set=vs), _NULL_BOOL)
 
 
-def _column(data: pa.Table | pa.RecordBatch, name: str, f: Any) -> pa.Array | pa.ChunkedArray:
+def _column(data: pa.Table | pa.RecordBatch, name: str, f: Filter) -> pa.Array | pa.ChunkedArray:
     col_name = unquote_column(name)
     names = data.schema.names
     if col_name not in names:
@@ -205,17 +206,17 @@ class _ArrowEval(FilterVisitor[Any]):
     def visit_not(self, f: Not) -> pa.Array | pa.ChunkedArray:
         return pc.invert(self.visit(f.child))
 
-    def visit_comparison(self, f: Any) -> pa.Array | pa.ChunkedArray:
+    def visit_comparison(self, f: Leaf) -> pa.Array | pa.ChunkedArray:
         return _eval_leaf(f, self.data)
 
     visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
 
 
-def _eval(f: Any, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
+def _eval(f: Filter, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
     return _ArrowEval(data).visit(f)
 
 
-def _eval_leaf(f: Any, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
+def _eval_leaf(f: Leaf, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
     a = _column(data, f.column, f)
     if isinstance(f, IsNull):
         return pc.is_null(a)

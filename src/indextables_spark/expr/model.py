@@ -106,7 +106,8 @@ class Or:
 
 Comparison = Union[EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual]
 StringMatch = Union[StringStartsWith, StringEndsWith, StringContains]
-Filter = Union[Comparison, In, IsNull, IsNotNull, StringMatch, Not, And, Or]
+Leaf = Union[Comparison, In, IsNull, IsNotNull, StringMatch]  # a filter on one column
+Filter = Union[Leaf, Not, And, Or]
 
 
 T = TypeVar("T")
@@ -206,7 +207,7 @@ class _Columns(FilterVisitor[frozenset[str]]):
     def visit_not(self, f: Not) -> frozenset[str]:
         return self.visit(f.child)
 
-    def _leaf(self, f: Any) -> frozenset[str]:
+    def _leaf(self, f: Leaf) -> frozenset[str]:
         return frozenset([f.column])
 
     visit_comparison = visit_in = visit_is_null = visit_is_not_null = visit_string_match = _leaf

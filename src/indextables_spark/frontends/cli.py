@@ -59,6 +59,8 @@ from indextables_spark.ops.registry import Arg, Operation
 from indextables_spark.results import python_rows
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from indextables_spark.config.options import Options
     from indextables_spark.frontends.execute import CommandResult
 
@@ -263,7 +265,7 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _print_rows(out: Any, args: argparse.Namespace, table: pa.Table) -> None:
+def _print_rows(out: Console, args: argparse.Namespace, table: pa.Table) -> None:
     if args.csv:
         sys.stdout.flush()
         buf = pa.BufferOutputStream()
@@ -337,7 +339,7 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _render(console: Any, res: CommandResult) -> None:
+def _render(console: Console, res: CommandResult) -> None:
     """Many-row results (their row gives the columns to show; --json has all): one table; else one
     property/value table per result, nested lists of records as tables under it."""
     from rich.table import Table  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
@@ -376,7 +378,7 @@ def _render(console: Any, res: CommandResult) -> None:
 class _Bars:
     """Progress callback (stage, done, total) → rich progress bars on stderr."""
 
-    def __init__(self, console: Any) -> None:
+    def __init__(self, console: Console) -> None:
         from rich.progress import (  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
             BarColumn,
             MofNCompleteColumn,

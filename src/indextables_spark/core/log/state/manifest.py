@@ -108,7 +108,7 @@ def datafusion_core() -> Any:
         return datafusion
 
 
-def _nullability_widened(src: Any, dst: Any) -> bool:
+def _nullability_widened(src: pa.DataType, dst: pa.DataType) -> bool:
     """Is `dst` the nested type `src` with some child fields made nullable (and nothing else
     changed)? Then the column's buffers are valid as `dst` unchanged: a zero-copy view replaces
     the cast (DataFusion reads the Avro map values and array items as non-null)."""
