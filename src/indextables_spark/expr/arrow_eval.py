@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.core.schema.partitions import spark_type_of_arrow
+from indextables_spark.core.schema.types import atomic_kind
 from indextables_spark.errors import SchemaMismatchError
 from indextables_spark.expr.model import (
     And,
@@ -39,26 +40,6 @@ from indextables_spark.expr.values import (
     struct_column,
     unquote_column,
 )
-
-
-def _kind_of_arrow(t: pa.DataType) -> str:
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_integer(t):
-        return "i64"
-    if pa.types.is_floating(t):
-        return "f64"
-    if pa.types.is_decimal(t):
-        return "decimal"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return "binary"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    return "json"
 
 
 _NULL_BOOL = pa.scalar(None, pa.bool_())
@@ -222,8 +203,8 @@ def _eval_leaf(f: Leaf, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.Chunke
         return pc.is_null(a)
     if isinstance(f, IsNotNull):
         return pc.is_valid(a)
-    kind = _kind_of_arrow(a.type)
     spark_type = spark_type_of_arrow(a.type)
+    kind = atomic_kind(spark_type) if spark_type is not None else None  # None: nested
     if isinstance(f, STRING_MATCHES):
         if kind != "string" or not isinstance(f.value, str):
             raise UnsupportedFilterError(f"filter {f}: column {f.column!r} of type {a.type} is not a string column")
@@ -231,7 +212,7 @@ def _eval_leaf(f: Leaf, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.Chunke
             type(f)
         ]
         return fn(a, pattern=f.value)
-    if kind == "json":
+    if spark_type is None or kind is None:
         raise UnsupportedFilterError(f"filter {f}: column {f.column!r} of type {a.type} supports only IS [NOT] NULL")
     try:
         if isinstance(f, In):

@@ -179,6 +179,20 @@ class FilterVisitor(ABC, Generic[T]):
         return self.visit_string_match(f)
 
 
+class FilterRewriter(FilterVisitor[Filter]):
+    """A visitor that rebuilds a filter: AND, OR and NOT of the rewritten children, each leaf as the
+    subclass rewrites it."""
+
+    def visit_and(self, f: And) -> Filter:
+        return And(self.visit(f.left), self.visit(f.right))
+
+    def visit_or(self, f: Or) -> Filter:
+        return Or(self.visit(f.left), self.visit(f.right))
+
+    def visit_not(self, f: Not) -> Filter:
+        return Not(self.visit(f.child))
+
+
 _VISIT = {
     And: "visit_and",
     Or: "visit_or",

@@ -34,7 +34,7 @@ import argparse
 import datetime as dt
 import json
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -175,24 +175,26 @@ def _names(text: str) -> list[str]:
     return names
 
 
-def _seconds(text: str) -> float:
-    try:
-        n = float(text)
-    except ValueError:
-        n = 0.0
-    if not n > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return n
+_N = TypeVar("_N", int, float)
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
+def _positive_number(convert: Callable[[str], _N], what: str) -> Callable[[str], _N]:
+    """An argument type: the text converted, refused unless a positive number (`what` names it)."""
+
+    def parse(text: str) -> _N:
+        try:
+            n: _N | None = convert(text)
+        except ValueError:
+            n = None
+        if n is None or not n > 0:  # (NaN too)
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return n
+
+    return parse
+
+
+_seconds = _positive_number(float, "a positive number of seconds")
+_positive = _positive_number(int, "a positive integer")
 
 
 # ---- running -----------------------------------------------------------------------------------

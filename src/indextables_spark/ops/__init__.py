@@ -5,7 +5,8 @@ SQL table functions, `IndexTable.maintenance`).
 The sub-packages, by job. Layers (`tests/test_layout.py`), one way: `registry.py` → `write/` →
 `companion/` → `maintenance/` → `inspect/` → `cluster/`; each imports only itself and the ones
 before it.
-- `registry.py`: one row per operation, and what a command parses and runs with.
+- `registry.py`: one row per operation, and what a command parses and runs with;
+  `table_commands.py`: the bases of the commands whose text is `<table> [DRY RUN]`.
 - `write/`: changing a table's rows: appends (their schema rules, optimized writes) and DELETE.
 - `companion/`: BUILD INDEXTABLES COMPANION: the build, its column selection, which source files
   it indexes, the index that follows its source, the Delta, Iceberg and Parquet sources.

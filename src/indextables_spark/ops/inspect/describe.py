@@ -32,6 +32,7 @@ from indextables_spark.core.log.state.state_manifest import FORMAT_AVRO_STATE
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.errors import CorruptStateError
 from indextables_spark.ops.registry import CommandParser, Context, Target
+from indextables_spark.ops.table_commands import TableCommand
 from indextables_spark.results import DescribeStateResult, SkippedFile, TransactionLogRow
 
 
@@ -250,15 +251,10 @@ def describe_transaction_log(log_: TransactionLog, include_all: bool = False) ->
 
 
 @dataclass(frozen=True)
-class DescribeState:
+class DescribeState(TableCommand):
     """DESCRIBE INDEXTABLES STATE <table>."""
 
     result: ClassVar[type[DescribeStateResult]] = DescribeStateResult
-    path: Target
-
-    @classmethod
-    def parse(cls, p: CommandParser) -> DescribeState:
-        return cls(p.target())
 
     def run(self, ctx: Context) -> DescribeStateResult:
         return describe_state(ctx.log(self.path))

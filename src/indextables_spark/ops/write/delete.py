@@ -65,6 +65,7 @@ from indextables_spark.expr.partition_filter import parse_predicate
 from indextables_spark.expr.search_query import SearchQuery
 from indextables_spark.expr.where import INDEXALL, and_parts, column_types, typed
 from indextables_spark.ops.registry import CommandParser, Context, Target
+from indextables_spark.ops.table_commands import table_and_where
 from indextables_spark.results import DeleteResult, elapsed_ms
 
 log = logging.getLogger(__name__)
@@ -436,12 +437,7 @@ class Delete:
 
     @classmethod
     def parse(cls, p: CommandParser) -> Delete:
-        path = p.target()
-        t = p.peek()
-        if not t.is_word("WHERE"):
-            raise p.error(f"DELETE FROM INDEXTABLES needs a WHERE clause, found {t.describe()}", t)
-        p.next()
-        return cls(path, p.predicate())
+        return cls(*table_and_where(p, "DELETE FROM INDEXTABLES needs a WHERE clause"))
 
     def run(self, ctx: Context) -> DeleteResult:
         return delete(ctx.log(self.path), self.where)

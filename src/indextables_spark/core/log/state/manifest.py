@@ -134,6 +134,7 @@ def conform(table: pa.Table, writer_fields: list[dict[str, Any]] | None = None, 
     import pyarrow as pa  # lazy (see the module docstring)
 
     from indextables_spark.core.log.state.file_entries import FILE_ENTRY_SCHEMA  # lazy: pyarrow
+    from indextables_spark.core.schema.arrow_types import cast_or_fail  # lazy: pyarrow
 
     our_names = set(FILE_ENTRY_SCHEMA.names)
     names = table.column_names
@@ -169,12 +170,8 @@ def conform(table: pa.Table, writer_fields: list[dict[str, Any]] | None = None, 
         elif col.type != f.type and _nullability_widened(col.type, f.type):
             col = pa.chunked_array([c.view(f.type) for c in col.chunks], f.type)
         elif col.type != f.type:
-            try:
-                col = col.cast(f.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise CorruptStateError(
-                    f"{where}: manifest field {f.name!r} has type {col.type}, expected {f.type}: {e}"
-                ) from None
+            message = f"{where}: manifest field {f.name!r} has type {col.type}, expected {f.type}"
+            col = cast_or_fail(col, f.type, CorruptStateError, message)
         arrays.append(col)
     out = pa.Table.from_arrays(arrays, schema=FILE_ENTRY_SCHEMA)
     if out.column("hasFooterOffsets").null_count:

@@ -35,6 +35,7 @@ from indextables_spark.config.registry import registered_default
 from indextables_spark.core.log.model.actions import AddFile, stats_file_for
 from indextables_spark.core.log.deletes.sidecar import decode_frame, encode_frame
 from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.schema.partitions import spark_type_of_arrow
 from indextables_spark.core.storage import open_storage
 from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError, InvalidOptionError
 from indextables_spark.expr.model import And, EqualNullSafe, EqualTo, Filter, FilterVisitor, In, Or
@@ -107,14 +108,7 @@ def hash_values(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return np.concatenate(parts) if parts else np.empty(0, np.uint64)
     values = values.drop_null() if values.null_count else values
     t = values.type
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_string_view(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_fixed_size_binary(t)
-    ):
+    if spark_type_of_arrow(t) in ("string", "binary"):
         return _bytes_hash(values.cast(pa.large_string()) if pa.types.is_string_view(t) else values)
     if pa.types.is_floating(t):
         x = values.cast(pa.float64()).to_numpy(zero_copy_only=False).copy()
@@ -131,18 +125,11 @@ def hash_values(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     raise InvalidOptionError(f"Bloom filters do not support columns of type {t}")
 
 
+_SUPPORTED = frozenset({"string", "binary", "double", "long", "boolean", "date", "timestamp", "timestamp_ntz"})
+
+
 def supported_type(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_integer(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_date(t)
-        or pa.types.is_timestamp(t)
-    )
+    return spark_type_of_arrow(t) in _SUPPORTED
 
 
 # ---- the filter --------------------------------------------------------------------------------
