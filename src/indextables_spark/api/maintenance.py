@@ -13,7 +13,7 @@ merge, conversion or partition-filter code.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from indextables_spark.core.log.maintenance import gc
 from indextables_spark.core.log.read.table_log import TransactionLog
@@ -28,13 +28,16 @@ from indextables_spark.results.maintenance import (
 from indextables_spark.results.record import Progress
 from indextables_spark.results.state import CheckpointResult, GcStateResult, TruncateTimeTravelResult
 
+if TYPE_CHECKING:
+    from indextables_spark.ops.command import Context
+
 _R = TypeVar("_R", covariant=True)
 
 
 class _Command(Protocol[_R]):
     """A command class of ops/ (ops/registry.py's Command) whose `run` returns `_R`."""
 
-    def run(self, ctx: Any) -> _R: ...
+    def run(self, ctx: Context) -> _R: ...
 
 
 class MaintenanceTable:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -159,7 +160,9 @@ class TableTransaction(Transaction):
     def __enter__(self) -> TableTransaction:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc_type is not None:
             self.discard()
         super().__exit__(exc_type, exc, tb)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, cast
+from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
 
 from indextables_spark.config import units
 from indextables_spark.config.registry import SECRET_KEYS, closest, spec
@@ -15,6 +15,7 @@ from indextables_spark.errors import IndexTablesError, InvalidOptionError
 
 PREFIX = "spark.indextables."
 _REGISTERED = object()  # "the registry's default" (config/registry.py)
+_T = TypeVar("_T")
 
 
 class UnregisteredOptionError(IndexTablesError):
@@ -73,50 +74,28 @@ class Options(Mapping[str, str]):
         return self.values.get(short_key(key), default)
 
     def get_int(self, key: str, default: Any = _REGISTERED) -> int:
-        raw = self.values.get(short_key(key))
-        if raw is None or raw == "":
-            return cast(int, _default(key) if default is _REGISTERED else default)
-        try:
-            return int(raw.strip())
-        except ValueError:
-            raise InvalidOptionError(f"option {key!r}: expected an integer, got {raw!r}") from None
+        return self._parsed(key, default, _int)
 
     def get_float(self, key: str, default: Any = _REGISTERED) -> float:
-        raw = self.values.get(short_key(key))
-        if raw is None or raw == "":
-            return cast(float, _default(key) if default is _REGISTERED else default)
-        try:
-            return float(raw)
-        except ValueError:
-            raise InvalidOptionError(f"option {key!r}: expected a number, got {raw!r}") from None
+        return self._parsed(key, default, _float)
 
     def get_bool(self, key: str, default: Any = _REGISTERED) -> bool:
-        raw = self.values.get(short_key(key))
-        if raw is None or raw == "":
-            return cast(bool, _default(key) if default is _REGISTERED else default)
-        low = raw.strip().lower()
-        if low in ("true", "1", "yes", "on"):
-            return True
-        if low in ("false", "0", "no", "off"):
-            return False
-        raise InvalidOptionError(f"option {key!r}: expected true or false, got {raw!r}")
+        return self._parsed(key, default, _bool)
 
     def get_size(self, key: str, default: Any = _REGISTERED) -> int:
         """A byte size such as `100M`, `2G`, `512k` or a plain number of bytes."""
-        raw = self.values.get(short_key(key))
-        if raw is None or raw == "":
-            return cast(int, _default(key) if default is _REGISTERED else default)
-        return parse_size(raw, key)
+        return self._parsed(key, default, parse_size)
 
     def get_duration_ms(self, key: str, default: Any = _REGISTERED) -> int:
         """A duration such as `0`, `500ms`, `2s` or `1m` (a plain number is milliseconds) → milliseconds."""
+        return self._parsed(key, default, _millis)
+
+    def _parsed(self, key: str, default: Any, parse: Callable[[str, str], _T]) -> _T:
+        """parse(text, key) of the option; unset or empty: `default` (the registered one unless given)."""
         raw = self.values.get(short_key(key))
         if raw is None or raw == "":
-            return cast(int, _default(key) if default is _REGISTERED else default)
-        try:
-            return units.parse_millis(raw)
-        except units.UnitError as e:
-            raise InvalidOptionError(f"option {key!r}: {e}") from None
+            return cast(_T, _default(key) if default is _REGISTERED else default)
+        return parse(raw, key)
 
     def with_prefix(self, prefix: str) -> dict[str, str]:
         """Options under `prefix.` (prefix removed), e.g. with_prefix('indexing.typemap')."""
@@ -149,6 +128,36 @@ def _to_str(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
+
+
+def _int(raw: str, key: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise InvalidOptionError(f"option {key!r}: expected an integer, got {raw!r}") from None
+
+
+def _float(raw: str, key: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidOptionError(f"option {key!r}: expected a number, got {raw!r}") from None
+
+
+def _bool(raw: str, key: str) -> bool:
+    low = raw.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise InvalidOptionError(f"option {key!r}: expected true or false, got {raw!r}")
+
+
+def _millis(raw: str, key: str) -> int:
+    try:
+        return units.parse_millis(raw)
+    except units.UnitError as e:
+        raise InvalidOptionError(f"option {key!r}: {e}") from None
 
 
 def parse_size(raw: str, what: str = "size") -> int:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.core.schema.partitions import spark_type_of_arrow
+from indextables_spark.core.schema.types import atomic_kind
 from indextables_spark.errors import SchemaMismatchError
 from indextables_spark.expr.model import (
     And,
@@ -21,6 +22,7 @@ from indextables_spark.expr.model import (
     In,
     IsNotNull,
     IsNull,
+    Leaf,
     Not,
     Or,
     StringContains,
@@ -38,26 +40,6 @@ from indextables_spark.expr.values import (
     struct_column,
     unquote_column,
 )
-
-
-def _kind_of_arrow(t: pa.DataType) -> str:
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_integer(t):
-        return "i64"
-    if pa.types.is_floating(t):
-        return "f64"
-    if pa.types.is_decimal(t):
-        return "decimal"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return "binary"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    return "json"
 
 
 _NULL_BOOL = pa.scalar(None, pa.bool_())
@@ -156,7 +138,7 @@ def _is_in(a: pa.Array | pa.ChunkedArray, kind: str, values: list[Any]) -> pa.Ar
     return pc.if_else(pc.is_valid(a), pc.is_in(col, value_set=vs), _NULL_BOOL)
 
 
-def _column(data: pa.Table | pa.RecordBatch, name: str, f: Any) -> pa.Array | pa.ChunkedArray:
+def _column(data: pa.Table | pa.RecordBatch, name: str, f: Filter) -> pa.Array | pa.ChunkedArray:
     col_name = unquote_column(name)
     names = data.schema.names
     if col_name not in names:
@@ -205,24 +187,24 @@ class _ArrowEval(FilterVisitor[Any]):
     def visit_not(self, f: Not) -> pa.Array | pa.ChunkedArray:
         return pc.invert(self.visit(f.child))
 
-    def visit_comparison(self, f: Any) -> pa.Array | pa.ChunkedArray:
+    def visit_comparison(self, f: Leaf) -> pa.Array | pa.ChunkedArray:
         return _eval_leaf(f, self.data)
 
     visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
 
 
-def _eval(f: Any, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
+def _eval(f: Filter, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
     return _ArrowEval(data).visit(f)
 
 
-def _eval_leaf(f: Any, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
+def _eval_leaf(f: Leaf, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.ChunkedArray:
     a = _column(data, f.column, f)
     if isinstance(f, IsNull):
         return pc.is_null(a)
     if isinstance(f, IsNotNull):
         return pc.is_valid(a)
-    kind = _kind_of_arrow(a.type)
     spark_type = spark_type_of_arrow(a.type)
+    kind = atomic_kind(spark_type) if spark_type is not None else None  # None: nested
     if isinstance(f, STRING_MATCHES):
         if kind != "string" or not isinstance(f.value, str):
             raise UnsupportedFilterError(f"filter {f}: column {f.column!r} of type {a.type} is not a string column")
@@ -230,7 +212,7 @@ def _eval_leaf(f: Any, data: pa.Table | pa.RecordBatch) -> pa.Array | pa.Chunked
             type(f)
         ]
         return fn(a, pattern=f.value)
-    if kind == "json":
+    if spark_type is None or kind is None:
         raise UnsupportedFilterError(f"filter {f}: column {f.column!r} of type {a.type} supports only IS [NOT] NULL")
     try:
         if isinstance(f, In):

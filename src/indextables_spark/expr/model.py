@@ -106,8 +106,8 @@ class Or:
 
 Comparison = Union[EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual]
 StringMatch = Union[StringStartsWith, StringEndsWith, StringContains]
-Filter = Union[Comparison, In, IsNull, IsNotNull, StringMatch, Not, And, Or]
-Leaf = Union[Comparison, In, IsNull, IsNotNull, StringMatch]  # the filters on one column
+Leaf = Union[Comparison, In, IsNull, IsNotNull, StringMatch]  # a filter on one column
+Filter = Union[Leaf, Not, And, Or]
 
 
 T = TypeVar("T")
@@ -179,6 +179,20 @@ class FilterVisitor(ABC, Generic[T]):
         return self.visit_string_match(f)
 
 
+class FilterRewriter(FilterVisitor[Filter]):
+    """A visitor that rebuilds a filter: AND, OR and NOT of the rewritten children, each leaf as the
+    subclass rewrites it."""
+
+    def visit_and(self, f: And) -> Filter:
+        return And(self.visit(f.left), self.visit(f.right))
+
+    def visit_or(self, f: Or) -> Filter:
+        return Or(self.visit(f.left), self.visit(f.right))
+
+    def visit_not(self, f: Not) -> Filter:
+        return Not(self.visit(f.child))
+
+
 _VISIT = {
     And: "visit_and",
     Or: "visit_or",
@@ -207,7 +221,7 @@ class _Columns(FilterVisitor[frozenset[str]]):
     def visit_not(self, f: Not) -> frozenset[str]:
         return self.visit(f.child)
 
-    def _leaf(self, f: Any) -> frozenset[str]:
+    def _leaf(self, f: Leaf) -> frozenset[str]:
         return frozenset([f.column])
 
     visit_comparison = visit_in = visit_is_null = visit_is_not_null = visit_string_match = _leaf

@@ -18,6 +18,7 @@ from indextables_spark.expr.model import (
     IsNotNull,
     IsNull,
     LessThan,
+    Leaf,
     LessThanOrEqual,
     Not,
     Or,
@@ -52,27 +53,14 @@ class _NegationNormalForm(FilterVisitor[Filter]):
         left, right = self.visit(e.left), self.visit(e.right)
         return And(left, right) if self.negate else Or(left, right)
 
-    def _leaf(self, e: Comparison | In | IsNull | IsNotNull | StringMatch) -> Filter:
+    def _leaf(self, f: Leaf) -> Filter:
         if not self.negate:
-            return e
-        if type(e) in _NEGATED:  # x < v → x >= v, IS NULL → IS NOT NULL (the same fields)
-            return _NEGATED[type(e)](*vars(e).values())
-        return Not(e)  # EqualTo, In: keep a leaf-level Not
+            return f
+        if type(f) in _NEGATED:  # x < v → x >= v, IS NULL → IS NOT NULL (the same fields)
+            return _NEGATED[type(f)](*vars(f).values())
+        return Not(f)  # EqualTo, In: keep a leaf-level Not
 
-    def visit_comparison(self, e: Comparison) -> Filter:
-        return self._leaf(e)
-
-    def visit_in(self, e: In) -> Filter:
-        return self._leaf(e)
-
-    def visit_is_null(self, e: IsNull) -> Filter:
-        return self._leaf(e)
-
-    def visit_is_not_null(self, e: IsNotNull) -> Filter:
-        return self._leaf(e)
-
-    def visit_string_match(self, e: StringMatch) -> Filter:
-        return self._leaf(e)
+    visit_comparison = visit_in = visit_is_null = visit_is_not_null = visit_string_match = _leaf
 
 
 def _nnf(e: Filter, negate: bool = False) -> Filter:

@@ -44,7 +44,7 @@ from indextables_spark.expr.model import (
     Comparison,
     EqualTo,
     Filter,
-    FilterVisitor,
+    FilterRewriter,
     GreaterThanOrEqual,
     In,
     IsNotNull,
@@ -325,7 +325,7 @@ def parse_predicate(text: str, column_types: Mapping[str, str], what: str = "pre
 
 # Not core.split.read.skipping.prune_partition (Spark-typed values, exact, one partition at a time): this
 # compares parsed literals leniently (year = '10'; text when not numbers) over the whole table.
-class _TypedLeaves(FilterVisitor[Filter]):
+class _TypedLeaves(FilterRewriter):
     """The predicate over typed columns of a FileEntry table's partition values, for arrow_eval:
     a leaf on a numeric column (by its Spark type) reads the values as numbers when they all are
     and the literal is one (as floats when either is fractional), otherwise as text against the
@@ -388,15 +388,6 @@ class _TypedLeaves(FilterVisitor[Filter]):
 
     def visit_is_not_null(self, e: IsNotNull) -> Filter:
         return IsNotNull(self.text(e.column))
-
-    def visit_and(self, e: And) -> Filter:
-        return And(self.visit(e.left), self.visit(e.right))
-
-    def visit_or(self, e: Or) -> Filter:
-        return Or(self.visit(e.left), self.visit(e.right))
-
-    def visit_not(self, e: Not) -> Filter:
-        return Not(self.visit(e.child))
 
     def visit_string_match(self, e: StringMatch) -> Filter:
         raise TypeError(f"partition filters have no LIKE ({e!r})")

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.expr.query_tokens import BOOST_RE, OPERATORS, QueryToken, lex_query
+
+if TYPE_CHECKING:
+    import tantivy
 
 _COMPARATORS = (">=", "<=", ">", "<")
 
@@ -59,7 +62,7 @@ def _char_pos(query: str, byte_pos: int) -> int:
     return len(query.encode("utf-8")[:byte_pos].decode("utf-8", "ignore"))
 
 
-def _lenient_errors(index: Any, query: str, default_fields: Sequence[str]) -> list[Any]:
+def _lenient_errors(index: tantivy.Index, query: str, default_fields: Sequence[str]) -> list[Any]:
     try:
         _, errors = index.parse_query_lenient(query, list(default_fields))
         return list(errors)
@@ -274,7 +277,7 @@ def _typed_class(message: str) -> str | None:
 
 
 def locate_query_error(
-    index: Any,
+    index: tantivy.Index,
     query: str,
     default_fields: Sequence[str],
     error: BaseException | str,
@@ -291,7 +294,7 @@ def locate_query_error(
 
 
 def _locate(
-    index: Any, query: str, default_fields: Sequence[str], message: str, field_types: Mapping[str, str]
+    index: tantivy.Index, query: str, default_fields: Sequence[str], message: str, field_types: Mapping[str, str]
 ) -> tuple[int, str] | None:
     toks, stray = lex_query(query)
     lenient = _lenient_errors(index, query, default_fields)

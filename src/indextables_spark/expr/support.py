@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, specs_by_name
 from indextables_spark.expr.model import (
@@ -12,6 +12,7 @@ from indextables_spark.expr.model import (
     In,
     IsNotNull,
     IsNull,
+    Leaf,
     Not,
     Or,
 )
@@ -39,13 +40,13 @@ class _Supports(FilterVisitor[bool]):
 
     visit_or = visit_and
 
-    def visit_comparison(self, f: Any) -> bool:
+    def visit_comparison(self, f: Leaf) -> bool:
         return _supports_leaf(f, self.specs)
 
     visit_in = visit_is_null = visit_is_not_null = visit_string_match = visit_comparison
 
 
-def _supports_leaf(f: Any, specs: Mapping[str, ColumnSpec]) -> bool:
+def _supports_leaf(f: Leaf, specs: Mapping[str, ColumnSpec]) -> bool:
     spec = lookup_spec(specs, f.column)
     if spec is None or spec.partition:
         return False

@@ -19,12 +19,10 @@ from indextables_spark.expr.model import (
     And,
     Comparison,
     Filter,
-    FilterVisitor,
+    FilterRewriter,
     In,
     IsNotNull,
     IsNull,
-    Not,
-    Or,
     StringMatch,
 )
 from indextables_spark.expr.partition_filter import parse_predicate
@@ -103,21 +101,12 @@ def coerce(column: str, spark_type: str, v: Any, what: str = "where predicate") 
     raise PredicateError(f"{what}: value {v!r} does not fit column {column!r} of type {spark_type}")
 
 
-class _Typed(FilterVisitor[Filter]):
+class _Typed(FilterRewriter):
     """A parsed predicate with its literals as values of the column types (what filters.arrow_mask expects)."""
 
     def __init__(self, types: Mapping[str, str], what: str):
         self.types = types
         self.what = what
-
-    def visit_and(self, f: And) -> Filter:
-        return And(self.visit(f.left), self.visit(f.right))
-
-    def visit_or(self, f: Or) -> Filter:
-        return Or(self.visit(f.left), self.visit(f.right))
-
-    def visit_not(self, f: Not) -> Filter:
-        return Not(self.visit(f.child))
 
     def visit_in(self, f: In) -> Filter:
         return In(f.column, tuple(coerce(f.column, self.types[f.column], v, self.what) for v in f.values))

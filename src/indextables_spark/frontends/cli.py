@@ -34,7 +34,7 @@ import argparse
 import datetime as dt
 import json
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -59,6 +59,8 @@ from indextables_spark.ops.registry import Arg, Operation
 from indextables_spark.results.record import python_rows
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from indextables_spark.config.options import Options
     from indextables_spark.frontends.execute import CommandResult
 
@@ -173,24 +175,26 @@ def _names(text: str) -> list[str]:
     return names
 
 
-def _seconds(text: str) -> float:
-    try:
-        n = float(text)
-    except ValueError:
-        n = 0.0
-    if not n > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return n
+_N = TypeVar("_N", int, float)
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
+def _positive_number(convert: Callable[[str], _N], what: str) -> Callable[[str], _N]:
+    """An argument type: the text converted, refused unless a positive number (`what` names it)."""
+
+    def parse(text: str) -> _N:
+        try:
+            n: _N | None = convert(text)
+        except ValueError:
+            n = None
+        if n is None or not n > 0:  # (NaN too)
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return n
+
+    return parse
+
+
+_seconds = _positive_number(float, "a positive number of seconds")
+_positive = _positive_number(int, "a positive integer")
 
 
 # ---- running -----------------------------------------------------------------------------------
@@ -263,7 +267,7 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _print_rows(out: Any, args: argparse.Namespace, table: pa.Table) -> None:
+def _print_rows(out: Console, args: argparse.Namespace, table: pa.Table) -> None:
     if args.csv:
         sys.stdout.flush()
         buf = pa.BufferOutputStream()
@@ -337,7 +341,7 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _render(console: Any, res: CommandResult) -> None:
+def _render(console: Console, res: CommandResult) -> None:
     """Many-row results (their row gives the columns to show; --json has all): one table; else one
     property/value table per result, nested lists of records as tables under it."""
     from rich.table import Table  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
@@ -376,7 +380,7 @@ def _render(console: Any, res: CommandResult) -> None:
 class _Bars:
     """Progress callback (stage, done, total) → rich progress bars on stderr."""
 
-    def __init__(self, console: Any) -> None:
+    def __init__(self, console: Console) -> None:
         from rich.progress import (  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
             BarColumn,
             MofNCompleteColumn,

@@ -227,13 +227,18 @@ class _Parser:
             raise self.error(f"expected a whole number after {what}, found {t.describe()}", t)
         return int(t.text)
 
-    def size(self, clause: str) -> int:
-        """`100M`, `2 G`, `1T` (config/units.py), positive."""
+    def _number(self, expected: str) -> tuple[Token, str, str]:
+        """(token, number, unit) of the next token, a number with an optional unit (`100M`,
+        `7d`); else an error saying what was `expected`."""
         t = self.next()
         parts = units.split_number(t.text) if t.kind == "num" else None
         if parts is None:
-            raise self.error(f"expected a size such as 100M or 2G after {clause}, found {t.describe()}", t)
-        number, unit = parts
+            raise self.error(f"{expected}, found {t.describe()}", t)
+        return t, *parts
+
+    def size(self, clause: str) -> int:
+        """`100M`, `2 G`, `1T` (config/units.py), positive."""
+        t, number, unit = self._number(f"expected a size such as 100M or 2G after {clause}")
         if not unit and self.peek().kind == "word" and self.peek().value in units.SIZE_UNITS:
             unit = self.next().value  # "100 M"
         try:
@@ -246,11 +251,7 @@ class _Parser:
 
     def hours(self, clause: str) -> float:
         """`7 DAYS`, `36 HOURS`, `7d` (config/units.py); the unit is required."""
-        t = self.next()
-        parts = units.split_number(t.text) if t.kind == "num" else None
-        if parts is None:
-            raise self.error(f"expected a number after {clause}, found {t.describe()}", t)
-        number, unit = parts
+        t, number, unit = self._number(f"expected a number after {clause}")
         u = t
         if not unit:
             u = self.next()

@@ -6,7 +6,7 @@ The sub-packages, by job. Layers (`tests/test_layout.py`), one way: `registry.py
 `companion/` → `maintenance/` → `inspect/` → `cluster/`; each imports only itself and the ones
 before it.
 - `registry.py`: one row per operation; `command.py`: what a command class is, what it parses and
-  runs with.
+  runs with; `table_commands.py`: the bases of the commands whose text is `<table> [DRY RUN]`.
 - `write/`: changing a table's rows: appends (their schema rules, optimized writes) and DELETE.
 - `companion/`: BUILD INDEXTABLES COMPANION: the build, its column selection, which source files
   it indexes, the index that follows its source, the Delta, Iceberg and Parquet sources.

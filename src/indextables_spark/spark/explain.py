@@ -46,7 +46,7 @@ def _explain_connect(df: Any) -> list[dict[str, Any]]:
     def on_server(fn: Callable[[], str]) -> str:
         """fn() run in one task on the server's executors (its host, for a local-mode server)."""
 
-        def task(batches: Iterator[Any]) -> Iterator[Any]:
+        def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             for _ in batches:
                 yield pa.RecordBatch.from_arrays([pa.array([fn()])], names=["out"])
 

@@ -42,6 +42,8 @@ from indextables_spark.config.sessions import functions
 from indextables_spark.errors import InvalidOptionError
 
 if TYPE_CHECKING:
+    from pyspark.sql.datasource import Filter as SparkFilter
+
     from indextables_spark.core.log.read.snapshot import Snapshot
 
 INDEXALL = "_indexall"
@@ -90,7 +92,7 @@ def _forget_old(d: str, now: float) -> None:
             pass
 
 
-def record_scan(relation_id: str, epoch: str, queries: list[str], filters: list[Any], path: str) -> bool:
+def record_scan(relation_id: str, epoch: str, queries: list[str], filters: list[SparkFilter], path: str) -> bool:
     """Record one guarded scan; True when this relation's scans in this query all pushed the same
     filters (the reader may narrow by them), False when they differ (leave them to Spark)."""
     d = _scans_dir()

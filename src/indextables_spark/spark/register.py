@@ -157,6 +157,14 @@ def _move_partitioning(builder: Any) -> None:
         _own(type(builder), "partitionBy")(builder)
 
 
+def _writing_ours(builder: Any) -> tuple[Any, dict[str, str]]:
+    """(session, options) of a save() or start() to our format: partitioning moved into the options,
+    the session's conf injected."""
+    spark = session_of(builder)
+    _move_partitioning(builder)
+    return spark, _inject_conf(builder, spark)
+
+
 def _make_load(streaming: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def make(orig: Callable[..., Any]) -> Callable[..., Any]:
         def load(self: Any, path: Any = None, format: Any = None, schema: Any = None, **options: Any) -> Any:
@@ -217,9 +225,7 @@ def _make_save(orig: Callable[..., Any]) -> Callable[..., Any]:
         g = _apply(self, format, mode, partitionBy, options)
         if not is_ours(g.format):
             return orig(self, path=path)
-        spark = session_of(self)
-        _move_partitioning(self)
-        opts = _inject_conf(self, spark)
+        spark, opts = _writing_ours(self)
         target = _path(path, opts)
         save_mode = str(g.mode or "errorifexists").lower().replace("_", "")
         if save_mode in ("error", "errorifexists", "default", "ignore"):
@@ -265,9 +271,7 @@ def _make_start(orig: Callable[..., Any]) -> Callable[..., Any]:
         g = _apply(self, format, None, partitionBy, options)
         if not is_ours(g.format):
             return orig(self, path=path, outputMode=outputMode, queryName=queryName)
-        spark = session_of(self)
-        _move_partitioning(self)
-        opts = _inject_conf(self, spark)
+        spark, opts = _writing_ours(self)
         query = orig(self, path=path, outputMode=outputMode, queryName=queryName)
         from indextables_spark.ops.maintenance.post_write import (
             watch_stream,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow

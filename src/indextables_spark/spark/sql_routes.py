@@ -39,6 +39,7 @@ from indextables_spark.spark.sql_bridge import raw_load, view_names, view_source
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql.types import StructType
 
     from indextables_spark.api.table import IndexTable
     from indextables_spark.core.log.model.actions import AddFile
@@ -224,7 +225,9 @@ def _create_scan(spark: Any, scan: plans.Scan, version: int) -> None:
     made[scan.view] = version
 
 
-def _answer_aggregate(spark: Any, agg: plans.AggregatePlan, schema: Any, catalog: SparkCatalog, route: Route) -> Any:
+def _answer_aggregate(
+    spark: Any, agg: plans.AggregatePlan, schema: StructType, catalog: SparkCatalog, route: Route
+) -> Any:
     """The aggregate's DataFrame from the index, or None when it must run in Spark after all."""
 
     try:
@@ -410,7 +413,7 @@ def _engine_rows(
     return rows if walk(result, 0, []) else None
 
 
-def _result_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
+def _result_frame(spark: Any, rows: list[tuple[Any, ...]], schema: StructType) -> Any:
     """A DataFrame of a few result rows with Spark's schema, built from Arrow (a local relation:
     no Spark job, unlike a list of rows in a classic session)."""
 

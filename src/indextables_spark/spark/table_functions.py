@@ -56,6 +56,10 @@ from indextables_spark.spark.vector_functions import (
 )
 
 if TYPE_CHECKING:
+    from pyspark.sql.udtf import AnalyzeArgument as Arg
+
+    OptArg = Arg | None  # an argument a UDTF call may leave out
+
     from indextables_spark.core.log.read.snapshot import Snapshot
 
 # A row of AGG_SCHEMA: aggregation path, bucket keys, doc count, metric, its number, its text
@@ -378,8 +382,11 @@ def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
 
     class Search:
         @staticmethod
-        def analyze(path: Any, query: Any, limit: Any = None, snippet_fields: Any = None, columns: Any = None) -> Any:
-            snap = IndexTable(path.value, options).snapshot()
+        def analyze(
+            path: Arg, query: Arg, limit: OptArg = None, snippet_fields: OptArg = None, columns: OptArg = None
+        ) -> AnalyzeResult:
+            # path.value is None where the path is no constant: IndexTable refuses it
+            snap = IndexTable(path.value, options).snapshot()  # type: ignore[arg-type]
             return AnalyzeResult(
                 search_schema(
                     snap, snippet_fields.value if snippet_fields else None, columns.value if columns else None

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING, Any, Iterable, TypeGuard
+from typing import TYPE_CHECKING, Iterable, TypeGuard
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import tantivy
 
 # ISO 639-1 code -> Tantivy's Snowball language (tantivy.Filter.stemmer)
@@ -181,7 +182,7 @@ def bigram_text(text: str) -> str:
     return _CJK_RUN.sub(bigrams, text)
 
 
-def bigram_values(values: Any) -> Any:
+def bigram_values(values: pa.Array) -> pa.Array:
     """bigram_text of every value of an Arrow string array (values without CJK untouched)."""
     import pyarrow as pa  # lazy: keeps `import indextables_spark.core.schema.analyzers` free of pyarrow
     import pyarrow.compute as pc  # lazy: keeps `import indextables_spark.core.schema.analyzers` free of pyarrow
@@ -195,7 +196,7 @@ def bigram_values(values: Any) -> Any:
     )
 
 
-def register(index: Any, tokenizers: Iterable[str | None]) -> None:
+def register(index: tantivy.Index, tokenizers: Iterable[str | None]) -> None:
     """Register on a Tantivy index the custom analyzers its fields use (before indexing, parsing or
     searching: a field whose tokenizer is not registered cannot be used)."""
     for name in sorted({t for t in tokenizers if is_custom(t)}):

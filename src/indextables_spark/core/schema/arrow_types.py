@@ -38,6 +38,15 @@ def _arrow_field(field_json: Mapping[str, Any], field_metadata: bool) -> pa.Fiel
     )
 
 
+def cast_or_fail(col: Any, to: pa.DataType, error: type[Exception], message: str) -> Any:
+    """An Arrow array or chunked array cast to `to`; where Arrow cannot, `error` saying the message
+    and Arrow's reason."""
+    try:
+        return col.cast(to)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise error(f"{message}: {e}") from None
+
+
 def arrow_type(spark_type: Any, *, field_metadata: bool = False) -> pa.DataType:
     """Arrow type of a Spark type JSON, as PySpark converts it with timezone "UTC": string/binary
     are the 32-bit-offset kinds, timestamp is timestamp("us", "UTC"), timestamp_ntz

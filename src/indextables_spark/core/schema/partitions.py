@@ -140,7 +140,9 @@ def parse_partition_value(text: str | None, spark_type: Any) -> Any:
     return text
 
 
-def spark_type_of_arrow(t: pa.DataType) -> str:
+def spark_type_of_arrow(t: pa.DataType) -> str | None:
+    """The Spark type name of an atomic Arrow type (`long`, `timestamp_ntz`, `binary`, ...); None
+    for nested and other types."""
     if pa.types.is_timestamp(t):
         return "timestamp" if t.tz is not None else "timestamp_ntz"
     if pa.types.is_date(t):
@@ -153,14 +155,18 @@ def spark_type_of_arrow(t: pa.DataType) -> str:
         return "double"
     if pa.types.is_decimal(t):
         return "decimal"
-    return "string"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return "binary"
+    return None
 
 
 def partition_value_array(value: str | None, arrow_type: pa.DataType, n: int) -> pa.Array:
     """A constant column of n rows holding a partition value (for rebuilding full rows)."""
     if value is None:
         return pa.nulls(n, type=arrow_type)
-    py = parse_partition_value(value, spark_type_of_arrow(arrow_type))
+    py = parse_partition_value(value, spark_type_of_arrow(arrow_type) or "string")  # other types: as text
     try:
         scalar = pa.scalar(py, type=arrow_type)
     except (OverflowError, pa.ArrowException) as e:  # out of range for the column, NaN decimal, ...

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.credentials import (
@@ -23,6 +23,12 @@ from indextables_spark.core.storage.credentials import (
 from indextables_spark.core.storage.redaction import protect_secrets
 from indextables_spark.core.storage.retry import describe_exception
 from indextables_spark.errors import InvalidOptionError, StorageError
+
+if TYPE_CHECKING:
+    import boto3
+    import botocore.session
+    from botocore.client import BaseClient
+    from botocore.credentials import Credentials, RefreshableCredentials
 
 log = logging.getLogger("indextables_spark.core.storage.aws_auth")
 
@@ -173,7 +179,7 @@ class AwsAuth:
                 ) from None
         return boto3.Session(region_name=region)
 
-    def _assume_role_credentials(self, base: Any, region: str | None) -> Any:
+    def _assume_role_credentials(self, base: boto3.Session, region: str | None) -> RefreshableCredentials:
         from botocore.config import Config  # lazy: SDK loaded on first use
 
         sts = base.client(
@@ -251,7 +257,7 @@ def _refreshable(first: dict[str, Any], fetch: Callable[[], dict[str, Any]], met
     )
 
 
-def _botocore_session_with(credentials: Any) -> Any:
+def _botocore_session_with(credentials: Credentials) -> botocore.session.Session:
     """A botocore session whose only credential source is `credentials` (botocore asks it for
     fresh values before each request, so refreshable credentials refresh in cached clients too)."""
     import botocore.session  # lazy: SDK loaded on first use
@@ -261,7 +267,7 @@ def _botocore_session_with(credentials: Any) -> Any:
         METHOD = "indextables"
         CANONICAL_NAME = "indextables"
 
-        def load(self) -> Any:
+        def load(self) -> Credentials:
             return credentials
 
     session = botocore.session.Session()
@@ -269,7 +275,7 @@ def _botocore_session_with(credentials: Any) -> Any:
     return session
 
 
-def current_aws_credentials(client: Any) -> tuple[str, str, str | None] | None:
+def current_aws_credentials(client: BaseClient) -> tuple[str, str, str | None] | None:
     """(access key, secret key, session token) a boto3 client signs with now (refreshed if due),
     or None without credentials. For code that must hand credentials to another library."""
     credentials = client._request_signer._credentials  # botocore keeps them on the signer

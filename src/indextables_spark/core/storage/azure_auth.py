@@ -9,11 +9,14 @@ import hashlib
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.credentials import AzureToken, ask_provider, load_provider, provider_scope, shared
 from indextables_spark.errors import InvalidOptionError
+
+if TYPE_CHECKING:
+    from azure.core.credentials import AccessToken, AccessTokenInfo, TokenRequestOptions
 
 AZURE_AUTH_TYPES = ("managedIdentity", "workloadIdentity", "default")
 
@@ -43,13 +46,13 @@ class ProviderTokenCredential:
                 self._token, self._expires_on = got.token, int(expiry.timestamp())
             return self._token, self._expires_on
 
-    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
         from azure.core.credentials import AccessToken  # lazy: SDK loaded on first use
 
         token, expires_on = self._current()
         return AccessToken(token, expires_on)
 
-    def get_token_info(self, *scopes: str, options: Any = None) -> Any:
+    def get_token_info(self, *scopes: str, options: TokenRequestOptions | None = None) -> AccessTokenInfo:
         from azure.core.credentials import AccessTokenInfo  # lazy: SDK loaded on first use
 
         token, expires_on = self._current()
@@ -134,7 +137,7 @@ class _StaticTokenCredential:
     def __init__(self, token: str):
         self._token = token
 
-    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
         from azure.core.credentials import AccessToken  # lazy: SDK loaded on first use
 
         return AccessToken(self._token, int(time.time()) + 3600)

@@ -13,9 +13,12 @@ import os
 import posixpath
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from indextables_spark.errors import FileNotFoundInStorageError, PathEscapeError
+
+if TYPE_CHECKING:
+    from indextables_spark.config.options import Options
 
 # The URI schemes of the cloud backends (open_storage picks one by them).
 S3_SCHEMES = ("s3", "s3a", "s3n")
@@ -45,7 +48,7 @@ class Storage(ABC):
     uri: str  # the root, as given by the user (credentials never included)
     # The options it was opened with (open_storage sets them): a companion split reaches the
     # source table's files with the same credentials.
-    options: Any = None
+    options: Options | None = None
 
     @abstractmethod
     def read(self, key: str) -> bytes:

@@ -21,10 +21,13 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
 from indextables_spark.config.registry import registered_default
 from indextables_spark.errors import InvalidOptionError
+
+if TYPE_CHECKING:
+    from indextables_spark.config.options import Options
 
 T = TypeVar("T")
 
@@ -139,7 +142,7 @@ class RetryPolicy:
     rng: Callable[[], float] = field(default=random.random, repr=False)
 
     @classmethod
-    def from_options(cls, options: Any) -> "RetryPolicy":
+    def from_options(cls, options: Options) -> "RetryPolicy":
         """From `storage.retry.maxAttempts` (5), `storage.retry.baseDelayMs` (100) and
         `storage.retry.maxDelayMs` (5000)."""
         max_attempts = options.get_int("storage.retry.maxAttempts")

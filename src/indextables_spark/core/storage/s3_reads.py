@@ -31,12 +31,18 @@ import re
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote_plus, urlencode, urlsplit
 
 from indextables_spark.core.storage.object_store import ObjectEntry
 from indextables_spark.core.storage.redaction import Redactor
 from indextables_spark.util.lru import LruCache
+
+if TYPE_CHECKING:
+    import botocore.session
+    from botocore.awsrequest import AWSResponse
+    from botocore.credentials import Credentials, ReadOnlyCredentials
+    from botocore.httpsession import URLLib3Session
 
 URL_EXPIRES_S = 900  # what a presigned URL is signed for
 URL_REUSE_S = 300  # how long one is reused (at most; new credentials sign anew)
@@ -49,10 +55,10 @@ _DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 class S3Reads:
     """GETs and LIST pages of one bucket (see the module doc)."""
 
-    credentials: Any  # botocore Credentials (refreshed by botocore when they expire)
+    credentials: Credentials  # refreshed by botocore when they expire
     region: str
     bucket_url: str  # scheme://host[:port][/bucket], no trailing slash
-    http: Any  # a botocore URLLib3Session
+    http: URLLib3Session
     # an object's URL: (url, when signed, the signing credentials' (access key, token))
     urls: LruCache[tuple[str, float, tuple[str, str | None]]] = field(default_factory=lambda: LruCache(MAX_URLS))
     off: bool = False  # S3 answered a redirect or a 400: the SDK does every read (see _refused)
@@ -123,7 +129,7 @@ class S3Reads:
         self.urls.put(name, (url, now, (frozen.access_key, frozen.token)))
         return url
 
-    def _sign(self, url: str, frozen: Any = None) -> str:
+    def _sign(self, url: str, frozen: ReadOnlyCredentials | None = None) -> str:
         from botocore.auth import S3SigV4QueryAuth  # lazy: SDK loaded on first use
         from botocore.awsrequest import AWSRequest  # lazy: as above
 
@@ -133,7 +139,7 @@ class S3Reads:
         signed: str = request.url
         return signed
 
-    def _send(self, url: str, headers: dict[str, str]) -> Any:
+    def _send(self, url: str, headers: dict[str, str]) -> AWSResponse:
         from botocore.awsrequest import AWSRequest  # lazy: SDK loaded on first use
 
         try:
@@ -174,7 +180,7 @@ def _without_signature(e: Exception) -> Exception:
     return e
 
 
-def _service_error(resp: Any, operation: str) -> Exception:
+def _service_error(resp: AWSResponse, operation: str) -> Exception:
     """A missing object or bucket (404) or a server error (5xx) as the SDK raises it: a
     ClientError with the status and S3's error code, which retry.py and S3Storage read."""
     from botocore.exceptions import ClientError  # lazy: SDK loaded on first use
@@ -200,7 +206,7 @@ def _timestamp(text: str | None) -> dt.datetime | None:
 
 
 def s3_reads(
-    credentials: Any,
+    credentials: Credentials | None,
     bucket: str,
     region: str | None,
     endpoint: str | None,
@@ -249,7 +255,7 @@ def _is_ip(host: str) -> bool:
         return host == "localhost"
 
 
-def _aws_endpoint(config: Any, region: str) -> str | None:
+def _aws_endpoint(config: botocore.session.Session, region: str) -> str | None:
     """S3's regional endpoint, or None when a setting moves it (the SDK resolves those)."""
     scoped = config.get_scoped_config()
     moved = (

@@ -3,7 +3,7 @@ stars expanded, subqueries and correlated references resolved)."""
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -13,6 +13,9 @@ from sqlglot.optimizer.scope import traverse_scope
 from indextables_spark.expr.sql_condition import Unplannable
 from indextables_spark.frontends.sqlplan import operators as lex
 from indextables_spark.frontends.sqlplan.plans import Catalog, Ref, TableInfo
+
+if TYPE_CHECKING:
+    from sqlglot.optimizer.scope import Scope
 
 
 def used_columns(
@@ -58,9 +61,9 @@ def used_columns(
             quote_identifiers=False,
             identify=False,
         )
-        source_of: dict[int, exp.Expr] = {}
+        source_of: dict[int, exp.Table] = {}
         used: dict[int, set[str]] = {}
-        scope_of: dict[int, Any] = {}
+        scope_of: dict[int, Scope] = {}
         for scope in traverse_scope(qualified):
             for col in scope.columns:
                 scope_of[id(col)] = scope
@@ -74,17 +77,17 @@ def used_columns(
         resolved: dict[int, int] = {}
         for o_call, c_call in zip(orig_calls, copy_calls):
             arg = c_call.expressions[1] if len(c_call.expressions) > 1 else None
-            src = source_of.get(id(arg))
-            if src is None and arg is not None and id(arg) in scope_of:
-                src = _origin(_source(scope_of[id(arg)], arg.table), arg.name)
-            if src is not None:
-                resolved[id(o_call)] = int(src.name.removeprefix("__itref_"))
+            origin = source_of.get(id(arg))
+            if origin is None and arg is not None and id(arg) in scope_of:
+                origin = _origin(_source(scope_of[id(arg)], arg.table), arg.name)
+            if origin is not None:
+                resolved[id(o_call)] = int(origin.name.removeprefix("__itref_"))
         return {k: used.get(k, set()) for k in range(len(refs))}, resolved, None
     except (Unplannable, SqlglotError, KeyError, ValueError) as e:
         return None, {}, f"columns: every column read (the statement could not be resolved: {e})"
 
 
-def _origin(source: Any, name: str, depth: int = 0) -> exp.Table | None:
+def _origin(source: exp.Table | Scope | None, name: str, depth: int = 0) -> exp.Table | None:
     """Our table a derived table's output column comes from (`(SELECT * FROM docs) t` → docs)."""
     if isinstance(source, exp.Table):
         return source if source.name.startswith("__itref_") else None
@@ -106,7 +109,7 @@ def _rename(table: exp.Table, name: str, alias: str) -> None:
         table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
 
 
-def _source(scope: Any, table: str) -> Any:
+def _source(scope: Scope | None, table: str) -> exp.Table | Scope | None:
     while scope is not None:
         if table in scope.sources:
             return scope.sources[table]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from sqlglot import exp
 
@@ -12,6 +12,9 @@ from indextables_spark.expr import operators as ops
 from indextables_spark.frontends.sqlplan import operators as lex
 from indextables_spark.frontends.sqlplan.columns_used import is_search_call
 from indextables_spark.frontends.sqlplan.plans import Catalog, Ref, TableInfo
+
+if TYPE_CHECKING:
+    from sqlglot.tokenizer_core import Token
 
 
 def _search_of_call(n: exp.Anonymous) -> tuple[ops.Op, exp.Expr | None]:
@@ -90,7 +93,7 @@ def search_edits(
     refs: list[Ref],
     infos: list[TableInfo],
     resolved: dict[int, int],
-    tokens: list[Any],
+    tokens: list[Token],
     text: str,
     edits: list[tuple[int, int, str]],
     catalog: Catalog,
@@ -219,7 +222,7 @@ def _direct_tables(select: exp.Select) -> list[exp.Expr]:
     return ([frm.this] if frm is not None else []) + [j.this for j in select.args.get("joins") or []]
 
 
-def _span(node: exp.Expr, tokens: list[Any]) -> tuple[int, int]:
+def _span(node: exp.Expr, tokens: list[Token]) -> tuple[int, int]:
     """(first, last) character of a condition made of search calls, literals, columns, AND/OR/NOT
     and parentheses, in the text the tokens came from."""
     starts = {t.start: i for i, t in enumerate(tokens)}

@@ -5,20 +5,23 @@ Spark Connect); results are per host and cache directory. Without a session, in 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator, cast
+from typing import Any, ClassVar, Iterator, Self, cast
 
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism
 from indextables_spark.errors import TableNotFoundError
-from indextables_spark.ops.command import CommandParser, Context, Target, log_at
 from indextables_spark.results.cluster import DiskCacheInfo, FlushDiskCacheResult, PrewarmCacheResult
+from indextables_spark.results.record import camel
+from indextables_spark.ops.command import CommandParser, Context, log_at
+from indextables_spark.ops.table_commands import PartitionsCommand
 
 _TASK_SCHEMA = pa.schema([("payload", pa.string())])
 
@@ -75,40 +78,18 @@ def run(
     return [_result(op, r) for r in rows]
 
 
+_RESULTS: dict[str, type[CacheResult]] = {
+    "prewarm": PrewarmCacheResult,
+    "describe": DiskCacheInfo,
+    "flush": FlushDiskCacheResult,
+}
+
+
 def _result(op: str, row: dict[str, Any]) -> CacheResult:
-    """A merged per-host row (the tasks' JSON payloads) → the operation's typed result."""
-    if op == "describe":
-        return DiskCacheInfo(
-            host=row["host"],
-            cache_path=row["cachePath"],
-            entries=row["entries"],
-            bytes=row["bytes"],
-            limit=row["limit"],
-            hits=row["hits"],
-            misses=row["misses"],
-            evictions=row["evictions"],
-            processes=row["processes"],
-        )
-    if op == "flush":
-        return FlushDiskCacheResult(
-            host=row["host"],
-            cache_path=row["cachePath"],
-            entries_removed=row["entriesRemoved"],
-            bytes_removed=row["bytesRemoved"],
-            in_use_kept=row["inUseKept"],
-            processes=row["processes"],
-        )
-    return PrewarmCacheResult(
-        host=row["host"],
-        cache_path=row["cachePath"],
-        table_path=row["tablePath"],
-        splits=row["splits"],
-        already_cached=row["alreadyCached"],
-        fetched=row["fetched"],
-        bytes=row["bytes"],
-        tasks=row["tasks"],
-        duration_ms=row["durationMs"],
-    )
+    """A merged per-host row (the tasks' JSON payloads: the result's fields in camelCase) → the
+    operation's typed result."""
+    cls = _RESULTS[op]
+    return cls(**{f.name: row[camel(f.name)] for f in dataclasses.fields(cls)})
 
 
 def _on_executors(spark: Any, op: str, options: Options, path: str | None, where: str | None) -> list[dict[str, Any]]:
@@ -162,47 +143,42 @@ def _merge(op: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class PrewarmCache:
+class PrewarmCache(PartitionsCommand):
     """PREWARM INDEXTABLES CACHE <table> [WHERE <partition predicate>]: fetch the splits (of the
     partitions matching `where`) into the split cache — of every executor, as a Spark job, when a
     SparkSession is given; else of this process's machine. One result per host and cache directory."""
 
     result: ClassVar[type[PrewarmCacheResult]] = PrewarmCacheResult
-    path: Target
-    where: str | None = None
-
-    @classmethod
-    def parse(cls, p: CommandParser) -> PrewarmCache:
-        path = p.target()
-        return cls(path, p.predicate() if p.accept("WHERE") else None)
 
     def run(self, ctx: Context) -> list[PrewarmCacheResult]:
         return cast("list[PrewarmCacheResult]", run("prewarm", ctx.options, ctx.spark, ctx.path(self.path), self.where))
 
 
 @dataclass(frozen=True)
-class DescribeDiskCache:
-    """DESCRIBE INDEXTABLES DISK CACHE: entries, bytes, hits of each host's split cache."""
+class _HostCachesCommand:
+    """A command of no arguments on every host's split cache (`run(op)`)."""
 
-    result: ClassVar[type[DiskCacheInfo]] = DiskCacheInfo
+    op: ClassVar[str]
 
     @classmethod
-    def parse(cls, p: CommandParser) -> DescribeDiskCache:
+    def parse(cls, p: CommandParser) -> Self:
         return cls()
 
     def run(self, ctx: Context) -> list[CacheResult]:
-        return run("describe", ctx.options, ctx.spark)
+        return run(self.op, ctx.options, ctx.spark)
 
 
 @dataclass(frozen=True)
-class FlushDiskCache:
+class DescribeDiskCache(_HostCachesCommand):
+    """DESCRIBE INDEXTABLES DISK CACHE: entries, bytes, hits of each host's split cache."""
+
+    result: ClassVar[type[DiskCacheInfo]] = DiskCacheInfo
+    op = "describe"
+
+
+@dataclass(frozen=True)
+class FlushDiskCache(_HostCachesCommand):
     """FLUSH INDEXTABLES DISK CACHE: empty each host's split cache (splits in use are kept)."""
 
     result: ClassVar[type[FlushDiskCacheResult]] = FlushDiskCacheResult
-
-    @classmethod
-    def parse(cls, p: CommandParser) -> FlushDiskCache:
-        return cls()
-
-    def run(self, ctx: Context) -> list[CacheResult]:
-        return run("flush", ctx.options, ctx.spark)
+    op = "flush"

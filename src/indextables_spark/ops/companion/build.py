@@ -56,6 +56,9 @@ from indextables_spark.ops.command import CommandParser, Context, size
 from indextables_spark.results.maintenance import CompanionBuildResult
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.log.read.table_log import TransactionLog
 
@@ -402,7 +405,7 @@ def index_group(job: IndexJob, group: IndexGroup) -> TaskResult:
     return {"adds": [a.to_json() for a in adds], "stats": dict(writer.stats_files)}
 
 
-def row_groups(pf: Any, columns: Sequence[str]) -> Iterator[tuple[int, Any]]:
+def row_groups(pf: pq.ParquetFile, columns: Sequence[str]) -> Iterator[tuple[int, pa.RecordBatch]]:
     """(index, rows) of each non-empty row group of a Parquet file, only the columns it has of these."""
     present = [c for c in columns if c in pf.schema_arrow.names]
     for g in range(pf.num_row_groups):

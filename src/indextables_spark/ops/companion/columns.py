@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import PREFIX
 from indextables_spark.errors import InvalidOptionError
+
+if TYPE_CHECKING:
+    from indextables_spark.ops.command import CommandParser
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +193,7 @@ def _check_hashed(
             )
 
 
-def string_list(p: Any, clause: str) -> tuple[str, ...]:
+def string_list(p: CommandParser, clause: str) -> tuple[str, ...]:
     """`( 'a', 'b', … )` of a CommandParser: quoted (or bare / backquoted) column names."""
     t = p.next()
     if not (t.kind == "punct" and t.text == "("):
@@ -208,7 +211,7 @@ def string_list(p: Any, clause: str) -> tuple[str, ...]:
             raise p.error(f"expected ',' or ')' in {clause}, found {sep.describe()}", sep)
 
 
-def indexing_modes(p: Any) -> tuple[tuple[str, str], ...]:
+def indexing_modes(p: CommandParser) -> tuple[tuple[str, str], ...]:
     """INDEXING MODES ('col':'mode', …) of BUILD INDEXTABLES COMPANION; names and modes quoted or bare."""
     t = p.next()
     if not (t.kind == "punct" and t.text == "("):

@@ -27,7 +27,7 @@ import logging
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.redaction import redact_uri
@@ -350,10 +350,26 @@ def recorded_version(location: str, opts: Options, fmt: str, source: str) -> int
     return int(text) if text and companion_of(config) == (fmt, source) else None
 
 
+class StreamingCommand(Protocol):
+    """What run_streaming reads of ops/companion/build.py's BuildCompanion (which imports this module)."""
+
+    @property
+    def dry_run(self) -> bool: ...
+    @property
+    def from_version(self) -> int | None: ...
+    @property
+    def from_snapshot(self) -> int | None: ...
+    @property
+    def streaming_poll_interval(self) -> float | None: ...
+    @property
+    def max_iterations(self) -> int | None: ...
+    def arguments(self, ctx: Context) -> CompanionArguments: ...
+
+
 def run_streaming(
-    cmd: Any, ctx: Context, build: Callable[[CompanionArguments], CompanionBuildResult]
+    cmd: StreamingCommand, ctx: Context, build: Callable[[CompanionArguments], CompanionBuildResult]
 ) -> list[CompanionBuildResult]:
-    """The SQL form (`cmd`: ops/companion/build.py's BuildCompanion): runs until stopped (MAX ITERATIONS; Ctrl+C / a notebook's interrupt stops it
+    """The SQL form (`cmd`: a BuildCompanion): runs until stopped (MAX ITERATIONS; Ctrl+C / a notebook's interrupt stops it
     after the poll under way, then is raised again); returns the result of each sync that committed
     (the last 100)."""
     if cmd.dry_run:

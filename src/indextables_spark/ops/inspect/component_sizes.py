@@ -30,8 +30,9 @@ from indextables_spark.config.sessions import default_parallelism, run_tasks
 from indextables_spark.core.storage import open_storage
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import SplitFormatError, TableNotFoundError
-from indextables_spark.ops.command import CommandParser, Context, Target
 from indextables_spark.results.inspect import ComponentSizeRow
+from indextables_spark.ops.command import Context
+from indextables_spark.ops.table_commands import PartitionsCommand
 from indextables_spark.util.pools import shared_pool
 
 LOCAL_THREADS = 8  # splits read at once without Spark (each a few small ranged reads)
@@ -91,19 +92,12 @@ def component_sizes(
 
 
 @dataclass(frozen=True)
-class DescribeComponentSizes:
+class DescribeComponentSizes(PartitionsCommand):
     """DESCRIBE INDEXTABLES COMPONENT SIZES <table> [WHERE <partition predicate>]: one row per
     component of each live split (of the partitions matching `where`): term dictionaries,
     postings, positions, fieldnorms and fast fields per field, the row store, vector indexes."""
 
     result: ClassVar[type[ComponentSizeRow]] = ComponentSizeRow
-    path: Target
-    where: str | None = None
-
-    @classmethod
-    def parse(cls, p: CommandParser) -> DescribeComponentSizes:
-        path = p.target()
-        return cls(path, p.predicate() if p.accept("WHERE") else None)
 
     def run(self, ctx: Context) -> pa.Table:
         log = ctx.log(self.path)

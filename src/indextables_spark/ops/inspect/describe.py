@@ -31,9 +31,10 @@ from indextables_spark.core.log.read.state_loader import load_base_state, read_l
 from indextables_spark.core.log.state.state_manifest import FORMAT_AVRO_STATE
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.errors import CorruptStateError
-from indextables_spark.ops.command import CommandParser, Context, Target
 from indextables_spark.results.inspect import TransactionLogRow
 from indextables_spark.results.state import DescribeStateResult, SkippedFile
+from indextables_spark.ops.command import CommandParser, Context, Target
+from indextables_spark.ops.table_commands import TableCommand
 
 
 def current_skips(log_: TransactionLog) -> list[SkipAction]:
@@ -251,15 +252,10 @@ def describe_transaction_log(log_: TransactionLog, include_all: bool = False) ->
 
 
 @dataclass(frozen=True)
-class DescribeState:
+class DescribeState(TableCommand):
     """DESCRIBE INDEXTABLES STATE <table>."""
 
     result: ClassVar[type[DescribeStateResult]] = DescribeStateResult
-    path: Target
-
-    @classmethod
-    def parse(cls, p: CommandParser) -> DescribeState:
-        return cls(p.target())
 
     def run(self, ctx: Context) -> DescribeStateResult:
         return describe_state(ctx.log(self.path))

@@ -41,7 +41,7 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
 import pyarrow as pa
@@ -66,9 +66,10 @@ from indextables_spark.core.split.reference.native import mapping_fields
 from indextables_spark.core.split.reference.reference import mapping_options
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import SplitFormatError, StorageError, TableNotFoundError
-from indextables_spark.ops.command import CommandParser, Context, Target
 from indextables_spark.results.maintenance import ConvertResult
 from indextables_spark.results.record import Progress, elapsed_ms
+from indextables_spark.ops.command import Context
+from indextables_spark.ops.table_commands import DryRunCommand
 
 log = logging.getLogger(__name__)
 
@@ -377,20 +378,13 @@ def _commit(plan: ConvertPlan, done: list[Converted]) -> int:
 
 
 @dataclass(frozen=True)
-class Convert:
+class Convert(DryRunCommand):
     """CONVERT INDEXTABLES TABLE <table> [DRY RUN]: rewrite the splits the reference implementation
     (IndexTables4Spark) wrote into ours, in one commit (history and time travel kept), so the
     table takes writes again; dry_run reports what would be converted. Splits of ours are left
     alone; a table without reference splits gives NO_ACTION."""
 
     result: ClassVar[type[ConvertResult]] = ConvertResult
-    path: Target
-    _: KW_ONLY
-    dry_run: bool = False
-
-    @classmethod
-    def parse(cls, p: CommandParser) -> Convert:
-        return cls(p.target(), dry_run=p.dry_run())
 
     def run(self, ctx: Context) -> ConvertResult:
         return convert_table(ctx.log(self.path), dry_run=self.dry_run, progress=ctx.progress)

@@ -20,8 +20,9 @@ from indextables_spark.core.log.commit.transaction import Transaction
 from indextables_spark.core.schema.partitions import partition_path
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.expr.partition_filter import parse_partition_filter
-from indextables_spark.ops.command import CommandParser, Context, Target
 from indextables_spark.results.maintenance import DropPartitionsResult
+from indextables_spark.ops.command import CommandParser, Context, Target
+from indextables_spark.ops.table_commands import table_and_where
 
 OPERATION = "DROP PARTITIONS"
 
@@ -76,15 +77,9 @@ class DropPartitions:
 
     @classmethod
     def parse(cls, p: CommandParser) -> DropPartitions:
-        path = p.target()
-        t = p.peek()
-        if not t.is_word("WHERE"):
-            raise p.error(
-                f"DROP INDEXTABLES PARTITIONS needs a WHERE clause naming the partitions to drop, found {t.describe()}",
-                t,
-            )
-        p.next()
-        return cls(path, p.predicate())
+        return cls(
+            *table_and_where(p, "DROP INDEXTABLES PARTITIONS needs a WHERE clause naming the partitions to drop")
+        )
 
     def run(self, ctx: Context) -> DropPartitionsResult:
         return drop_partitions(ctx.log(self.path), self.where)

@@ -170,7 +170,8 @@ def wait_for_background(timeout: float | None = None) -> dict[str, PostWriteResu
 
 def watch_stream(spark: Any, query: Any, path: str, options: Mapping[str, Any]) -> None:
     """Merge-/purge-on-write for a streaming query writing to `path`: evaluated after the
-    micro-batches that wrote rows, until the query ends. Nothing is started when neither is enabled."""
+    micro-batches that wrote rows, until the query ends. Nothing is started when neither is enabled.
+    `spark`, `query`: the session and its StreamingQuery, duck-typed (no pyspark outside spark/)."""
     opts = Options.of(options)
     if not (opts.get_bool("mergeOnWrite.enabled") or opts.get_bool("purgeOnWrite.enabled")):
         return

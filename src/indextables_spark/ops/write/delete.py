@@ -60,9 +60,10 @@ from indextables_spark.errors import (
 from indextables_spark.expr.model import EqualTo, Filter, In, Or
 from indextables_spark.expr.partition_filter import parse_predicate
 from indextables_spark.expr.where import INDEXALL, and_parts, column_types, typed
-from indextables_spark.ops.command import CommandParser, Context, Target
 from indextables_spark.results.maintenance import DeleteResult
 from indextables_spark.results.record import elapsed_ms
+from indextables_spark.ops.command import CommandParser, Context, Target
+from indextables_spark.ops.table_commands import table_and_where
 
 log = logging.getLogger(__name__)
 
@@ -398,12 +399,7 @@ class Delete:
 
     @classmethod
     def parse(cls, p: CommandParser) -> Delete:
-        path = p.target()
-        t = p.peek()
-        if not t.is_word("WHERE"):
-            raise p.error(f"DELETE FROM INDEXTABLES needs a WHERE clause, found {t.describe()}", t)
-        p.next()
-        return cls(path, p.predicate())
+        return cls(*table_and_where(p, "DELETE FROM INDEXTABLES needs a WHERE clause"))
 
     def run(self, ctx: Context) -> DeleteResult:
         return delete(ctx.log(self.path), self.where)

@@ -23,6 +23,7 @@ import logging
 import random
 import time
 import uuid
+from types import TracebackType
 from typing import Any, Iterable
 
 from indextables_spark.core.log.model.actions import (
@@ -411,7 +412,9 @@ class Transaction:
     def __enter__(self) -> Transaction:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         """`with t.transaction() as tx:` commits on a clean exit (unless committed inside the
         block) and commits nothing when the block raises (nothing staged reaches the log)."""
         if exc_type is None and self.committed_version is None:

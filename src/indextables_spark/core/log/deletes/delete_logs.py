@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from indextables_spark.core.log.model.actions import DELETE_LOG_KINDS, POSITIONAL, AddFile, DeleteLog
 from indextables_spark.core.log.deletes.sidecar import decode_frame, encode_frame
+from indextables_spark.core.schema.arrow_types import cast_or_fail
 from indextables_spark.core.storage import open_storage
 from indextables_spark.errors import (
     CorruptStateError,
@@ -251,12 +252,8 @@ def equality_hits(batch: pa.RecordBatch | pa.Table, values: pa.Table, where: str
         want = batch.schema.field(c).type
         got = values.column(c)
         if not got.type.equals(want):
-            try:
-                got = got.cast(want)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise SchemaMismatchError(
-                    f"delete log {where}: values of column {c!r} ({got.type}) do not fit the split's type {want}: {e}"
-                ) from None
+            message = f"delete log {where}: values of column {c!r} ({got.type}) do not fit the split's type {want}"
+            got = cast_or_fail(got, want, SchemaMismatchError, message)
         cols.append(got)
     if len(cols) == 1:
         hit = pc.is_in(

@@ -108,7 +108,7 @@ def datafusion_core() -> Any:
         return datafusion
 
 
-def _nullability_widened(src: Any, dst: Any) -> bool:
+def _nullability_widened(src: pa.DataType, dst: pa.DataType) -> bool:
     """Is `dst` the nested type `src` with some child fields made nullable (and nothing else
     changed)? Then the column's buffers are valid as `dst` unchanged: a zero-copy view replaces
     the cast (DataFusion reads the Avro map values and array items as non-null)."""
@@ -134,6 +134,7 @@ def conform(table: pa.Table, writer_fields: list[dict[str, Any]] | None = None, 
     import pyarrow as pa  # lazy (see the module docstring)
 
     from indextables_spark.core.log.state.file_entries import FILE_ENTRY_SCHEMA  # lazy: pyarrow
+    from indextables_spark.core.schema.arrow_types import cast_or_fail  # lazy: pyarrow
 
     our_names = set(FILE_ENTRY_SCHEMA.names)
     names = table.column_names
@@ -169,12 +170,8 @@ def conform(table: pa.Table, writer_fields: list[dict[str, Any]] | None = None, 
         elif col.type != f.type and _nullability_widened(col.type, f.type):
             col = pa.chunked_array([c.view(f.type) for c in col.chunks], f.type)
         elif col.type != f.type:
-            try:
-                col = col.cast(f.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise CorruptStateError(
-                    f"{where}: manifest field {f.name!r} has type {col.type}, expected {f.type}: {e}"
-                ) from None
+            message = f"{where}: manifest field {f.name!r} has type {col.type}, expected {f.type}"
+            col = cast_or_fail(col, f.type, CorruptStateError, message)
         arrays.append(col)
     out = pa.Table.from_arrays(arrays, schema=FILE_ENTRY_SCHEMA)
     if out.column("hasFooterOffsets").null_count:

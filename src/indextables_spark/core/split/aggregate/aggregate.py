@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.core.log.model.actions import DeleteLog
+from indextables_spark.core.log.model.actions import AddFile, DeleteLog
 from indextables_spark.core.schema.partitions import date_to_days, datetime_to_micros, parse_partition_value
 from indextables_spark.core.schema.types import ColumnSpec
 from indextables_spark.core.split.aggregate.agg_request import (
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
     from indextables_spark.core.split.read.plan import ReadPlan
     from indextables_spark.core.split.read.reader import SplitReader
+    from indextables_spark.core.storage.base import Storage
 
 ALL_BUCKETS = 2**31 - 1
 F64_MAX = 1.7976931348623157e308
@@ -355,8 +356,8 @@ def _index_units(a: Agg, v: Any) -> Any:
 
 
 def aggregate_files(
-    storage: Any,
-    files: Sequence[Any],
+    storage: Storage,
+    files: Sequence[AddFile],
     plan: ReadPlan,
     aggs: Sequence[Agg],
     threads: int = 1,
@@ -380,10 +381,10 @@ def aggregate_files(
     use_cache = plan.options.get_bool("aggregate.cache.enabled")
     request = repr((plan.query, plan.filters, tuple(aggs)))
 
-    def from_log(f: Any) -> bool:  # a bare count of a split without deletes: its logged row count
+    def from_log(f: AddFile) -> bool:  # a bare count of a split without deletes: its logged row count
         return plan.query is None and not plan.filters and not aggs and not deletes.get(f.path)
 
-    def one(f: Any) -> dict[str, Any]:
+    def one(f: AddFile) -> dict[str, Any]:
         logs = deletes.get(f.path)
         if from_log(f):
             return {"doc_count": int(f.num_records or 0), "aggs": {}}

@@ -19,6 +19,8 @@ from indextables_spark.util.lru import LruCache
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
+    from indextables_spark.config.options import Options
+
 _CACHE_BYTES = 512 << 20  # decoded source columns kept per process
 
 
@@ -41,7 +43,7 @@ _files: LruCache["pq.ParquetFile"] = LruCache(256)
 _columns: LruCache[pa.Array] = LruCache(None, max_weight=_CACHE_BYTES, weigh=lambda col: int(col.nbytes))
 
 
-def _parquet_file(f: CompanionFile, options: Any, info: CompanionInfo, where: str) -> "pq.ParquetFile":
+def _parquet_file(f: CompanionFile, options: Options | None, info: CompanionInfo, where: str) -> "pq.ParquetFile":
     def open_file() -> "pq.ParquetFile":
         sync = (
             f"Run BUILD INDEXTABLES COMPANION FOR {info.format.upper()} '{info.source}' again to sync the index "
@@ -64,7 +66,7 @@ def forget_source_files() -> None:
     _columns.clear()
 
 
-def open_source_parquet(uri: str, size: int, options: Any, what: str, remedy: str = "") -> Any:
+def open_source_parquet(uri: str, size: int, options: Options | None, what: str, remedy: str = "") -> pq.ParquetFile:
     """A pyarrow ParquetFile of a source file, read by ranges (memory-mapped when local), after
     checking it still has the size it had when listed or indexed."""
     import pyarrow.parquet as pq  # lazy: keeps importing the split reader cheap for tables without companions
@@ -96,7 +98,7 @@ def open_source_parquet(uri: str, size: int, options: Any, what: str, remedy: st
 class CompanionRows:
     """The row store of a companion split: batch i is one row group of one source file."""
 
-    def __init__(self, info: CompanionInfo, options: Any, where: str):
+    def __init__(self, info: CompanionInfo, options: Options | None, where: str):
         self.info, self.options, self.where = info, options, where
         self.schema: pa.Schema = info.schema
         self._batches = [(f, g) for f in info.files for g, _ in f.row_groups]
@@ -144,5 +146,5 @@ def open_rows(local_dir: str, info: CompanionInfo, where: str) -> CompanionRows:
     """The companion rows of an extracted split; credentials are those of the storage the split
     cache registered for the directory (the index table's options)."""
     registered = source_for(local_dir)
-    options = getattr(registered.storage, "options", None) if registered is not None else None
+    options = registered.storage.options if registered is not None else None
     return CompanionRows(info, options, where)

@@ -17,7 +17,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from indextables_spark.core.schema.types import ROW_FIELD, with_fully_tokenized, with_truncated_terms
+from indextables_spark.core.schema.types import (
+    ROW_FIELD,
+    ColumnSpec,
+    IndexedField,
+    with_fully_tokenized,
+    with_truncated_terms,
+)
 from indextables_spark.core.split.format.bundle import SplitFooter
 from indextables_spark.core.split.format.composite import TAIL_BYTES, columnar_dictionary, composite_sections
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
@@ -60,7 +66,7 @@ _MASK = (1 << 64) - 1
 # ---- what a query reads ------------------------------------------------------------------------
 
 
-def _field_names(specs: Sequence[Any]) -> list[str]:
+def _field_names(specs: Sequence[ColumnSpec]) -> list[str]:
     return [f.name for s in specs for f in s.indexed_fields] + [ROW_FIELD]
 
 
@@ -83,7 +89,7 @@ def term_key(ftype: str, value: Any) -> bytes | None:
     return u.to_bytes(8, "big")
 
 
-def _leaf_terms(field: Any, leaf: QueryLeaf) -> set[bytes] | None:
+def _leaf_terms(field: IndexedField, leaf: QueryLeaf) -> set[bytes] | None:
     """The dictionary keys a term or phrase leaf looks up, or None when they are not known for sure."""
     if leaf.kind not in (TERM, PHRASE) or not leaf.terms or leaf.path is not None:
         return None

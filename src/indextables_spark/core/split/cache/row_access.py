@@ -13,13 +13,16 @@ scored hits, rows by id, every row, and the query without some rows (deletes).""
 from __future__ import annotations
 
 import bisect
-from typing import Any, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterator, Protocol, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.core.schema.types import ROW_FIELD
+
+if TYPE_CHECKING:
+    import tantivy
 
 FEW_ROWS = 16  # rows of one record batch gathered by slicing rather than `take` (_gather_few)
 SCAN_AHEAD = 16  # batches a scan fetches at once from a row store read by ranges
@@ -31,11 +34,11 @@ class SplitRows(Protocol):
     schema: pa.Schema  # the stored columns
     num_rows: int
 
-    def sorted_rows(self, searcher: Any, query: Any, limit: int) -> list[int]:
+    def sorted_rows(self, searcher: tantivy.Searcher, query: tantivy.Query, limit: int) -> list[int]:
         """Row ids of the query's first `limit` matches in row order (limit >= the matches: all)."""
         ...
 
-    def hit_rows(self, searcher: Any, addresses: Sequence[Any]) -> list[int]:
+    def hit_rows(self, searcher: tantivy.Searcher, addresses: Sequence[tantivy.DocAddress]) -> list[int]:
         """Row ids of these documents (tantivy DocAddresses of a search's hits), in their order."""
         ...
 
@@ -51,7 +54,7 @@ class SplitRows(Protocol):
         """Whether taking these rows (sorted ids) reads nothing from object storage."""
         ...
 
-    def without_rows(self, schema: Any, query: Any, dead: np.ndarray) -> Any:
+    def without_rows(self, schema: tantivy.Schema, query: tantivy.Query | None, dead: np.ndarray) -> tantivy.Query:
         """The Tantivy query (None: every document) minus the documents of these sorted row ids."""
         ...
 
@@ -100,14 +103,15 @@ class IpcRows:
         self.num_rows = num_rows
         self._starts = batch_starts
 
-    def sorted_rows(self, searcher: Any, query: Any, limit: int) -> list[int]:
+    def sorted_rows(self, searcher: tantivy.Searcher, query: tantivy.Query, limit: int) -> list[int]:
         import tantivy  # lazy: keeps `import indextables_spark.core.split.cache.row_access` free of tantivy
 
         res = searcher.search(query, limit, count=False, order_by_field=ROW_FIELD, order=tantivy.Order.Asc)
         return [k for k, _ in res.hits]
 
-    def hit_rows(self, searcher: Any, addresses: Sequence[Any]) -> list[int]:
-        return list(searcher.fast_field_values(ROW_FIELD, list(addresses))) if addresses else []
+    def hit_rows(self, searcher: tantivy.Searcher, addresses: Sequence[tantivy.DocAddress]) -> list[int]:
+        # `__row` is an unsigned fast field: its values are ints, never None
+        return cast(list[int], searcher.fast_field_values(ROW_FIELD, list(addresses))) if addresses else []
 
     def take(self, rows: list[int], columns: Sequence[str] | None) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
         """Gathered batch by batch. Projecting before the gather matters: taking 1,000 rows of a
@@ -144,7 +148,7 @@ class IpcRows:
             ids = pa.array(np.arange(self._starts[i], self._starts[i + 1], dtype=np.int64)) if with_ids else None
             yield ids, self._h.batch(i, columns)
 
-    def without_rows(self, schema: Any, query: Any, dead: np.ndarray) -> Any:
+    def without_rows(self, schema: tantivy.Schema, query: tantivy.Query | None, dead: np.ndarray) -> tantivy.Query:
         """A range per run of consecutive ids on the `__row` fast field, so the index never sees
         deleted rows."""
         import tantivy  # lazy: keeps `import indextables_spark.core.split.cache.row_access` free of tantivy

@@ -25,19 +25,20 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence, Union, cast
 
 import numpy as np
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.registry import registered_default
-from indextables_spark.core.log.model.actions import stats_file_for
+from indextables_spark.core.log.model.actions import AddFile, stats_file_for
 from indextables_spark.core.log.deletes.sidecar import decode_frame, encode_frame
 from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.schema.partitions import spark_type_of_arrow
 from indextables_spark.core.storage import open_storage
 from indextables_spark.errors import CorruptStateError, FileNotFoundInStorageError, InvalidOptionError
-from indextables_spark.expr.model import FilterVisitor
+from indextables_spark.expr.model import And, EqualNullSafe, EqualTo, Filter, FilterVisitor, In, Or
 from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:
@@ -107,14 +108,7 @@ def hash_values(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return np.concatenate(parts) if parts else np.empty(0, np.uint64)
     values = values.drop_null() if values.null_count else values
     t = values.type
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_string_view(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_fixed_size_binary(t)
-    ):
+    if spark_type_of_arrow(t) in ("string", "binary"):
         return _bytes_hash(values.cast(pa.large_string()) if pa.types.is_string_view(t) else values)
     if pa.types.is_floating(t):
         x = values.cast(pa.float64()).to_numpy(zero_copy_only=False).copy()
@@ -131,18 +125,11 @@ def hash_values(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     raise InvalidOptionError(f"Bloom filters do not support columns of type {t}")
 
 
+_SUPPORTED = frozenset({"string", "binary", "double", "long", "boolean", "date", "timestamp", "timestamp_ntz"})
+
+
 def supported_type(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_integer(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_date(t)
-        or pa.types.is_timestamp(t)
-    )
+    return spark_type_of_arrow(t) in _SUPPORTED
 
 
 # ---- the filter --------------------------------------------------------------------------------
@@ -354,54 +341,58 @@ class _Probe:
 
 @dataclass(frozen=True)
 class _Both:
-    left: Any
-    right: Any
+    left: _Probes
+    right: _Probes
     all_needed: bool  # AND: either side rules the split out; OR: both must
 
 
-class _Compile(FilterVisitor[Any]):
+# What _Compile makes of a filter that Bloom filters can rule out (False: `x = NULL`, never true)
+_Probes = Union[_Probe, _Both, Literal[False]]
+
+
+class _Compile(FilterVisitor[_Probes | None]):
     """A filter as probes on Bloom columns; None where Bloom filters cannot rule anything out.
     The constant False stands for `x = NULL` (never true)."""
 
     def __init__(self, types: Mapping[str, pa.DataType]):
         self.types = types
 
-    def visit_and(self, f: Any) -> Any:
+    def visit_and(self, f: And) -> _Probes | None:
         left, right = self.visit(f.left), self.visit(f.right)
         if left is None or right is None:
             return left if right is None else right
         return _Both(left, right, all_needed=False)
 
-    def visit_or(self, f: Any) -> Any:
+    def visit_or(self, f: Or) -> _Probes | None:
         left, right = self.visit(f.left), self.visit(f.right)
         return None if left is None or right is None else _Both(left, right, all_needed=True)
 
-    def visit_equal_to(self, f: Any) -> Any:
+    def visit_equal_to(self, f: EqualTo) -> _Probes | None:
         return False if f.value is None else self._probe(f.column, [f.value])
 
-    def visit_equal_null_safe(self, f: Any) -> Any:
+    def visit_equal_null_safe(self, f: EqualNullSafe) -> _Probes | None:
         return None if f.value is None else self._probe(f.column, [f.value])  # x <=> NULL needs null counts
 
-    def visit_in(self, f: Any) -> Any:
+    def visit_in(self, f: In) -> _Probes | None:
         return self._probe(f.column, [v for v in f.values if v is not None])
 
-    def _nothing(self, f: Any) -> Any:
+    def _nothing(self, f: Filter) -> _Probes | None:
         return None  # ranges, negations, NULL tests, LIKE: a Bloom filter cannot rule them out
 
     visit_not = visit_comparison = visit_is_null = visit_is_not_null = visit_string_match = _nothing
 
-    def _probe(self, column: str, values: Sequence[Any]) -> Any:
+    def _probe(self, column: str, values: Sequence[Any]) -> _Probes | None:
         t = self.types.get(column.strip("`").lower())
         if t is None:
             return None
         return _Probe(column, hash_values(pa.array(values, type=t)))
 
 
-def _compile(f: Any, types: Mapping[str, pa.DataType]) -> Any:
+def _compile(f: Filter, types: Mapping[str, pa.DataType]) -> _Probes | None:
     return _Compile(types).visit(f)
 
 
-def _rules_out(probe: Any, blooms: SplitBlooms) -> bool:
+def _rules_out(probe: _Probes, blooms: SplitBlooms) -> bool:
     if probe is False:
         return True
     if isinstance(probe, _Both):
@@ -412,8 +403,8 @@ def _rules_out(probe: Any, blooms: SplitBlooms) -> bool:
 
 
 def skip_by_blooms(
-    table_path: str, options: Options, snapshot: Snapshot, files: Sequence[Any], filters: Sequence[Any]
-) -> list[Any]:
+    table_path: str, options: Options, snapshot: Snapshot, files: Sequence[AddFile], filters: Sequence[Filter]
+) -> list[AddFile]:
     """The planner hook (Spark reader): prune_with_blooms with the snapshot's stats files and schema."""
     if not snapshot.stats_files.get(STATS_KEY) or not filters:
         return list(files)
@@ -424,12 +415,12 @@ def skip_by_blooms(
 
 def prune_with_blooms(
     storage: Storage,
-    files: Sequence[Any],
-    filters: Sequence[Any],
+    files: Sequence[AddFile],
+    filters: Sequence[Filter],
     stats_files: Mapping[str, Sequence[str]],
     column_types: Mapping[str, pa.DataType],
     options: Options | None = None,
-) -> list[Any]:
+) -> list[AddFile]:
     """The files (AddFile) whose Bloom filters do not rule out the filters (a flat AND list of
     split filters); files without a listed Bloom file are kept. column_types: Arrow type by column."""
     listed = set(stats_files.get(STATS_KEY) or ())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.schema import analyzers, compact_strings
@@ -29,6 +29,9 @@ from indextables_spark.core.split.format.indexing import (
     recorded_settings,
 )
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.read.snapshot import Snapshot
 
 _SAFE_NAME = re.compile(r"^[^\W\d]\w*$")
 
@@ -207,7 +210,7 @@ def _indexed_fields(
 
 
 def _compact_fields(
-    column: str, mode: compact_strings.StringMode, tokenized: Any, names: _Names, fast: bool
+    column: str, mode: compact_strings.StringMode, tokenized: Callable[[str], IndexedField], names: _Names, fast: bool
 ) -> tuple[IndexedField, ...]:
     """The fields of a column in a compact string mode (compact_strings.py): exact_only a u64 of
     whole-value hashes (fast only when indexing.fastfields names it: IS [NOT] NULL then narrows
@@ -353,7 +356,7 @@ def column_specs(
     return validate_schema(schema_json, partition_columns, options)
 
 
-def table_options(snapshot: Any, options: Options | None) -> Options:
+def table_options(snapshot: Snapshot, options: Options | None) -> Options:
     """The table's recorded settings (typemap, fast fields, ...) overlaid with these options."""
 
     return Options.of(recorded_settings(snapshot.metadata_action.configuration), options)

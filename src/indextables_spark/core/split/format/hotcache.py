@@ -15,11 +15,12 @@ bytes (file-relative [start, end) of the bundled file, or of `rows.arrow`) one a
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from indextables_spark.core.split.format.composite import TAIL_BYTES, columnar_tail, needed_tail, store_tail
 from indextables_spark.errors import SplitFormatError
@@ -61,7 +62,7 @@ def ipc_footer_need(length: int, tail: bytes) -> int:
 Piece = tuple[str, int, int]  # (file, start, end)
 
 
-def _end_piece(name: str, path: str, length: int, need_of: Any) -> Piece | None:
+def _end_piece(name: str, path: str, length: int, need_of: Callable[[int, bytes], int]) -> Piece | None:
     with open(path, "rb") as f:
         size = min(length, TAIL_BYTES)
         while True:
@@ -97,7 +98,7 @@ def open_pieces(
         if name.startswith(vector_prefix) or not length:
             continue
         if _ext(name) in OPENED_BY_END:
-            piece = _end_piece(name, path, length, lambda n, t, name=name: open_need(name, n, t))
+            piece = _end_piece(name, path, length, functools.partial(open_need, name))
             if piece is not None:
                 out.append(piece)
         elif length <= WHOLE_MAX:
@@ -109,7 +110,7 @@ def open_pieces(
     return out
 
 
-def write_hotcache(out: Any, pieces: Sequence[Piece], paths: dict[str, str], offset: int) -> dict[str, Any]:
+def write_hotcache(out: BinaryIO, pieces: Sequence[Piece], paths: dict[str, str], offset: int) -> dict[str, Any]:
     """Append the pieces' bytes (read from `paths`: file name -> local path) to `out`, which is at
     split offset `offset`; returns the footer entry."""
     n = 0

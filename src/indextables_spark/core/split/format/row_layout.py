@@ -97,7 +97,7 @@ def decode(data: bytes, where: str) -> RowLayout:
 class _RecordingFile(io.RawIOBase):
     """A local file whose reads are recorded as (start, end)."""
 
-    def __init__(self, f: Any, size: int):
+    def __init__(self, f: io.BufferedReader, size: int):
         self.f, self.size, self.pos = f, size, 0
         self.reads: list[Range] = []
 

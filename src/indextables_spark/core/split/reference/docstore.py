@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import os
 import uuid
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +33,9 @@ from indextables_spark.core.split.reference import native
 from indextables_spark.core.split.reference.reference import documents_table
 from indextables_spark.errors import SplitFormatError
 
+if TYPE_CHECKING:
+    import tantivy
+
 CHUNK = 65536  # documents decoded into one record batch (docs.arrow: batch i holds rows i*CHUNK ..), as ours
 DECODED = native.DECODED_ROWS  # the document store decoded (see the module docstring)
 
@@ -42,7 +45,7 @@ class StoredDocs:
 
     def __init__(
         self,
-        index: Any,
+        index: tantivy.Index,
         columns: Sequence[Mapping[str, Any]],
         meta: Mapping[str, Any],
         where: str,
@@ -89,20 +92,20 @@ class StoredDocs:
         seg = bisect.bisect_right(self._bases, row) - 1
         return self._t.DocAddress(seg, row - self._bases[seg])
 
-    def hit_rows(self, searcher: Any, addresses: Sequence[Any]) -> list[int]:
+    def hit_rows(self, searcher: tantivy.Searcher, addresses: Sequence[tantivy.DocAddress]) -> list[int]:
         if self._rows_of is not None:
             return [self._rows_of[(a.segment_ord, a.doc)] for a in addresses]
         if len(self._bases) <= 2:
             return [a.doc for a in addresses]
         return [self._bases[a.segment_ord] + a.doc for a in addresses]
 
-    def sorted_rows(self, searcher: Any, query: Any, limit: int) -> list[int]:
+    def sorted_rows(self, searcher: tantivy.Searcher, query: tantivy.Query, limit: int) -> list[int]:
         """The matches by row id (the reference's index has no row id field to order by: Tantivy
         collects the top `limit` by score, limit >= the matches when all are wanted)."""
         hits = searcher.search(query, limit, count=False).hits
         return sorted(self.hit_rows(searcher, [a for _s, a in hits]))
 
-    def without_rows(self, schema: Any, query: Any, dead: np.ndarray) -> Any:
+    def without_rows(self, schema: tantivy.Schema, query: tantivy.Query | None, dead: np.ndarray) -> tantivy.Query:
         raise SplitFormatError(
             f"split {self.where}: rows of a split IndexTables4Spark wrote cannot be deleted here "
             f"(CONVERT INDEXTABLES TABLE rewrites it as ours first)"

@@ -24,7 +24,6 @@ gives tantivy-fst's bytes (checked: the whole `.term` file comes out identical t
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 import ducer
 import numpy as np
@@ -100,13 +99,13 @@ def term_info_store(terms: TermColumns, where: str, field: str) -> bytes:
     return b"".join((struct.pack("<QQ", len(meta_bytes), n), meta_bytes, *packed))
 
 
-def _bit_lengths(values: Any) -> list[int]:
+def _bit_lengths(values: np.ndarray) -> list[int]:
     """tantivy-bitpacker compute_num_bits of each value (its bit length; tantivy says 64 above 56,
     which its readers refuse: the caller refuses more than 56)."""
     return [int(v).bit_length() for v in values.tolist()]
 
 
-def _pack_block(offsets: list[tuple[Any, int]], doc_freqs: Any, d_bits: int) -> bytes:
+def _pack_block(offsets: list[tuple[np.ndarray, int]], doc_freqs: np.ndarray, d_bits: int) -> bytes:
     """One block's bits as tantivy-bitpacker's BitPacker lays them (a little-endian bit stream
     flushed to whole bytes): for each later term its postings start, positions start (relative,
     at their widths) and doc_freq; then the block's postings and positions ends. offsets: the
@@ -118,7 +117,7 @@ def _pack_block(offsets: list[tuple[Any, int]], doc_freqs: Any, d_bits: int) -> 
     return bytes(np.packbits(np.concatenate((rows, tail)), bitorder="little").tobytes())
 
 
-def _bits(values: Any, width: int) -> Any:
+def _bits(values: np.ndarray, width: int) -> np.ndarray:
     """The low `width` bits of each uint64, least significant first: an (n, width) array of 0/1."""
     as_bytes = values.astype("<u8").view(np.uint8).reshape(-1, 8)
     return np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :width]

@@ -27,7 +27,7 @@ import struct
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec, IndexedField, atomic_kind
@@ -40,6 +40,9 @@ from indextables_spark.core.split.format.composite import (
 from indextables_spark.core.split.reference.quickwit import extract_bundle
 from indextables_spark.errors import IndexTablesError, SplitFormatError
 from indextables_spark.expr.search_query import SearchQuery
+
+if TYPE_CHECKING:
+    import tantivy
 
 REFERENCE_FILE = "reference.json"  # marks an extracted reference split (see the module docstring)
 # the document store decoded into the split's cache directory by the first scan (docstore.py)
@@ -431,7 +434,7 @@ def reference_analyzers(fields: Sequence[NativeField]) -> dict[str, str]:
     return out
 
 
-def register_analyzers(index: Any, names: Mapping[str, str]) -> None:
+def register_analyzers(index: tantivy.Index, names: Mapping[str, str]) -> None:
     """Register each analyzer (reference_analyzers' values) under its tokenizer name on an opened index."""
     for name, analyzer in names.items():
         index.register_tokenizer(name, analyzers.analyzer(analyzer))

@@ -16,7 +16,7 @@ import decimal
 import functools
 import json
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -27,15 +27,19 @@ from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mappi
 from indextables_spark.core.split.reference.native import mapping_fields, native_specs, reference_tokenizer
 from indextables_spark.errors import SplitFormatError
 
+if TYPE_CHECKING:
+    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.read.snapshot import Snapshot
+
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 # Spark types whose stored values tantivy-py returns as the Python value Arrow takes (int, float,
 # str, bool, bytes); Arrow checks each one (a str in a long column fails, naming the column).
 _PLAIN_KINDS = frozenset({"integer", "long", "short", "byte", "float", "double", "string", "boolean", "binary"})
 
 
-def written_by_reference(snapshot: Any, add_file: Any) -> bool:
+def written_by_reference(snapshot: Snapshot, add_file: AddFile) -> bool:
     """Is this live split one the reference wrote (judged by the doc mapping the log records)?"""
-    mapping = getattr(add_file, "doc_mapping_json", None) or (
+    mapping = add_file.doc_mapping_json or (
         snapshot.doc_mapping(add_file.doc_mapping_ref) if add_file.doc_mapping_ref else None
     )
     return is_reference_doc_mapping(mapping)
@@ -97,12 +101,12 @@ def mapping_specs(doc_mapping: str, schema_json: Mapping[str, Any], partition_co
 
 
 @functools.lru_cache(maxsize=64)
-def _mapping_specs(doc_mapping: str, schema_text: str, partition_columns: tuple[str, ...]) -> tuple[Any, ...]:
+def _mapping_specs(doc_mapping: str, schema_text: str, partition_columns: tuple[str, ...]) -> tuple[ColumnSpec, ...]:
     """Worked out once per process and mapping: every query of a table asks for the same."""
     return tuple(native_specs(mapping_fields(doc_mapping), json.loads(schema_text), partition_columns))
 
 
-def with_reference_index_only(specs: Sequence[ColumnSpec], snapshot: Any) -> list[ColumnSpec]:
+def with_reference_index_only(specs: Sequence[ColumnSpec], snapshot: Snapshot) -> list[ColumnSpec]:
     """The table's column specs with the columns some reference doc mapping of the table indexes
     without storing (its indexing.indexonlyfields) marked index-only: a reader that re-checks
     filters on rows (Spark) must leave theirs to the index, as for our index-only columns."""

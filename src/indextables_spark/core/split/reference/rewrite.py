@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +41,9 @@ from indextables_spark.core.split.reference.docstore import StoredDocs
 from indextables_spark.core.split.reference.quickwit import extract_bundle
 from indextables_spark.core.split.reference.transcode import transcode_index
 from indextables_spark.errors import SchemaMismatchError, SplitFormatError
+
+if TYPE_CHECKING:
+    import tantivy
 
 CONVERTED_FROM = "convertedFrom"  # split footer key: the reference split this one was made from
 REFERENCE_WRITER = "IndexTables4Spark"
@@ -173,7 +176,7 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema, where: str) -> pa.RecordB
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _row_ids(index: Any, meta: Mapping[str, Any], num_rows: int, where: str) -> list[np.ndarray]:
+def _row_ids(index: tantivy.Index, meta: Mapping[str, Any], num_rows: int, where: str) -> list[np.ndarray]:
     """Each segment's documents' row ids: a live document's position among the live ones in
     (segment, doc) order, as StoredDocs numbers them; a deleted document gets its next live
     neighbour's (never read: tantivy skips it)."""

@@ -243,7 +243,7 @@ def _term_infos(payload: bytes, at: int, fail: Fail) -> tuple[int, int, tuple[in
     return n, int(stops[-1]) + 1, (p_start, q_start, doc_freqs, p_ends, q_ends)
 
 
-def _vint_value(arr: Any, start: int, stop: int) -> int:
+def _vint_value(arr: np.ndarray, start: int, stop: int) -> int:
     """The VInt in arr[start : stop + 1] (its last byte at stop)."""
     value = 0
     for k in range(stop, start - 1, -1):

@@ -25,7 +25,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash
 from indextables_spark.core.schema import analyzers
-from indextables_spark.core.schema.arrow_types import arrow_schema
+from indextables_spark.core.schema.arrow_types import arrow_schema, cast_or_fail
 from indextables_spark.core.schema.partitions import format_partition_value, partition_path
 from indextables_spark.core.schema.types import ColumnSpec, row_store_columns
 from indextables_spark.core.split.format.companion import (
@@ -279,12 +279,8 @@ class SplitWriter:
                 raise SchemaMismatchError(f"batch has no column {f.name!r} (batch columns: {names})")
             col = batch.column(names.index(f.name))
             if not col.type.equals(f.type):
-                try:
-                    col = col.cast(f.type)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                    raise SchemaMismatchError(
-                        f"column {f.name!r}: cannot convert Arrow type {col.type} to {f.type}: {e}"
-                    ) from None
+                message = f"column {f.name!r}: cannot convert Arrow type {col.type} to {f.type}"
+                col = cast_or_fail(col, f.type, SchemaMismatchError, message)
             if not f.nullable and col.null_count:
                 raise SchemaMismatchError(f"column {f.name!r} is not nullable but the batch has {col.null_count} nulls")
             cols.append(col)

@@ -5,7 +5,7 @@ table's)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -23,16 +23,19 @@ from indextables_spark.ops.companion.sources.snapshot import (
     partition_text,
 )
 
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
 
 def open_delta(source: str, opts: Options, version: int | None) -> SourceSnapshot:
-    deltalake = require_library("deltalake", "delta")
+    require_library("deltalake", "delta")
     where = redact_uri(source)
     if version is not None and version < 0:
         raise VersionNotFoundError(f"Delta table {where} has no version {version} (versions start at 0)")
     uri = deltalake_uri(source, opts)
     storage_options = storage_options_for_deltalake(source, opts)
     redact = library_redactor(opts, storage_options)
-    dt = _load_delta(deltalake, uri, where, version, storage_options, redact)
+    dt = _load_delta(uri, where, version, storage_options, redact)
 
     metadata = dt.metadata()
     mode = (metadata.configuration or {}).get("delta.columnMapping.mode", "none") or "none"
@@ -102,13 +105,14 @@ def delta_latest_version(source: str, opts: Options) -> int:
 
 
 def _load_delta(
-    deltalake: Any, uri: str, where: str, version: int | None, storage_options: dict[str, str], redact: Redactor
-) -> Any:
+    uri: str, where: str, version: int | None, storage_options: dict[str, str], redact: Redactor
+) -> DeltaTable:
+    from deltalake import DeltaTable  # lazy: an optional dependency
     from deltalake.exceptions import DeltaError, DeltaProtocolError  # lazy: an optional dependency
     from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound  # lazy: an optional dependency
 
-    def load(v: int | None) -> Any:
-        return deltalake.DeltaTable(uri, version=v, storage_options=storage_options or None)
+    def load(v: int | None) -> DeltaTable:
+        return DeltaTable(uri, version=v, storage_options=storage_options or None)
 
     try:
         return load(version)
@@ -133,7 +137,7 @@ def _load_delta(
     ) from None
 
 
-def _delta_deletion_vector_files(dt: Any, where: str, redact: Redactor) -> list[str]:
+def _delta_deletion_vector_files(dt: DeltaTable, where: str, redact: Redactor) -> list[str]:
     """Files carrying a deletion vector. get_add_actions() does not show them (delta-rs 1.6), so they
     are asked for only when the protocol enables the feature."""
     features = dt.protocol().reader_features or []

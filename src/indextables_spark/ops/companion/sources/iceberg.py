@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -32,6 +32,13 @@ from indextables_spark.ops.companion.sources.snapshot import (
     normalize_schema,
     partition_text,
 )
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema as IcebergSchema
+    from pyiceberg.table import FileScanTask
+    from pyiceberg.table import Table as IcebergTable
+    from pyiceberg.table.snapshots import Snapshot as IcebergSnapshot
+    from pyiceberg.types import IcebergType
 
 
 def open_iceberg(
@@ -177,7 +184,7 @@ def _iceberg_metadata_location(source: str, opts: Options) -> str:
     return storage.local_path(best[2]) or storage.full_uri(best[2])
 
 
-def _iceberg_tasks(table: Any, snapshot: Any, name: str) -> list[Any]:
+def _iceberg_tasks(table: IcebergTable, snapshot: IcebergSnapshot, name: str) -> list[FileScanTask]:
     try:
         return list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
     except ValueError as e:
@@ -191,7 +198,9 @@ def _iceberg_tasks(table: Any, snapshot: Any, name: str) -> list[Any]:
         raise StorageError(f"cannot list the files of Iceberg table {name}: {describe_error(e)}") from None
 
 
-def _iceberg_partition_columns(table: Any, schema: Any, tasks: list[Any]) -> list[tuple[str, Any, dict[int, int]]]:
+def _iceberg_partition_columns(
+    table: IcebergTable, schema: IcebergSchema, tasks: list[FileScanTask]
+) -> list[tuple[str, IcebergType, dict[int, int]]]:
     """(column, Iceberg type, {spec id: position in the file's partition tuple}) for each source column
     of an identity partition field of the table's spec that every file's spec also holds (files
     written before a spec change may lack it: then it is no partition column)."""
@@ -230,7 +239,7 @@ def _iceberg_partition_columns(table: Any, schema: Any, tasks: list[Any]) -> lis
     return out
 
 
-def _iceberg_partition_text(value: Any, field_type: Any) -> str | None:
+def _iceberg_partition_text(value: Any, field_type: IcebergType) -> str | None:
     """An identity partition value as Delta would write it: dates/timestamps arrive as numbers."""
     from pyiceberg import types as it  # lazy: an optional dependency
 
@@ -249,7 +258,7 @@ def _iceberg_partition_text(value: Any, field_type: Any) -> str | None:
     return partition_text(value)
 
 
-def _iceberg_arrow_schema(schema: Any) -> pa.Schema:
+def _iceberg_arrow_schema(schema: IcebergSchema) -> pa.Schema:
     from pyiceberg.io.pyarrow import schema_to_pyarrow  # lazy: an optional dependency
 
     return schema_to_pyarrow(schema, include_field_ids=False)

@@ -7,7 +7,6 @@ import datetime as _dt
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -81,7 +80,7 @@ class _Footer:
     num_rows: int
 
 
-def _read_footer(storage: Any, key: str, size: int) -> _Footer:
+def _read_footer(storage: storage_layer.Storage, key: str, size: int) -> _Footer:
     """The Parquet footer through ranged reads: the tail (64 KiB), then more only for big footers."""
     import pyarrow.parquet as pq  # lazy: only a Parquet source needs it; keeps importing the readers cheap
 
