@@ -1,9 +1,9 @@
 """One exception class per kind of refusal, on every read route that can meet it.
 
-The matrix: KINDS (what is refused, and the one class every route raises for it) × ROUTES (the
-Spark-free IndexTable methods, and the Spark routes: a DataFrame read, SQL statements on a view
-— the scan route, the index aggregate route, DELETE —, the table functions as literal calls
-(rewritten into reads) and as Python UDTFs, it.search_join). A kind applies to a route when the
+The matrix: KINDS (what is refused, and the one class every route raises for it) × the routes of
+ROUTE_TAKES (the Spark-free IndexTable methods, and the Spark routes: a DataFrame read, SQL
+statements on a view — the scan route, the index aggregate route, DELETE —, the table functions
+as literal calls (rewritten into reads) and as Python UDTFs, it.search_join). A kind applies to a route when the
 route takes what the kind is about (a projection, a query, snippet fields, a where predicate, ...:
 ROUTE_TAKES); CELLS holds the attempts of every cell that applies, and test_matrix_is_complete
 checks that there is one exactly there.
@@ -134,7 +134,7 @@ ROUTE_TAKES: dict[str, frozenset[str]] = {
     "search_join": frozenset({"query", "where", "vector", "limit"}),
 }
 # The fast tier's Spark routes: the DataFrame read (an attempt refused by load() or planning costs a
-# fresh Python worker: Spark does not reuse one that raised, ~1 s each), and the statements the
+# fresh Python worker: Spark does not reuse one that raised, a second or more each), and the statements the
 # driver refuses before Spark runs anything. The others (the SQL scan route and the table functions
 # through the same reader, the UDTFs and search_join in Python workers, a few seconds per attempt)
 # are the integration tier's (tests/tiers.py).
