@@ -69,6 +69,9 @@ INTEGRATION_TESTS: dict[str, str] = {
     "examples (test_spark_streaming.py keeps its Spark tests)",
     "tests/test_optimized_write.py::test_option_precedence_records_and_modes": "optimized writes: option "
     "precedence through Spark (the Spark-free precedence stays)",
+    "tests/test_refusals.py::test_spark_refusals_more_routes": "the refusal matrix on the SQL scan route, "
+    "the table functions, their UDTFs and search_join: a fresh Python worker per refused attempt (the same "
+    "kinds stay in the fast tier on the DataFrame read, and the Spark-free routes)",
 }
 
 

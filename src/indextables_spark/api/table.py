@@ -6,6 +6,7 @@ Reading (snapshot, files, search, to_arrow, count, aggregate, explain, changes_s
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
@@ -178,6 +179,7 @@ class IndexTable:
         from indextables_spark.expr.search_query import SearchQuery  # lazy: the read path's modules
         from indextables_spark.expr.where import parse_where  # lazy: the expression parsers
 
+        limit = positive_limit(limit)
         snap = self.snapshot(version)
         conjuncts = [] if where is None else parse_where(where, snap.schema_json)
         nearest = None
@@ -266,6 +268,7 @@ class IndexTable:
 
         if queries is None and vectors is None:
             raise InvalidOptionError("search_many() needs queries, vectors or both")
+        limit = positive_limit(limit)  # (before any search: a batch without one is refused too)
         n = len(queries) if queries is not None else len(vectors) if vectors is not None else 0
         if queries is not None and vectors is not None and len(queries) != len(vectors):
             raise InvalidOptionError(f"search_many(): {len(queries)} queries but {len(vectors)} vectors")
@@ -402,3 +405,13 @@ def _committed(tx: TableTransaction) -> int:
     """The version a transaction committed (after its `with` block)."""
     assert tx.committed_version is not None  # the block exited cleanly: it committed
     return tx.committed_version
+
+
+def positive_limit(limit: Any) -> int | None:
+    """A search's `limit` (None: no limit); InvalidOptionError naming it unless a positive integer,
+    as the Spark read option, the table functions and search_join refuse theirs."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit <= 0:
+        raise InvalidOptionError(f"limit must be a positive integer (a number of rows), got {limit!r}")
+    return int(limit)

@@ -119,10 +119,11 @@ class IndexTablesDataSource(DataSource):
         if ro.query is not None:
             # a bad query fails load(), not a task; the reader's planning reuses these checks
             self.query = plan_query(snapshot, self.opts, SearchQuery(ro.query))
+        specs = table_specs(snapshot, self.opts)
         if ro.vector is not None:  # a vector that does not fit the table fails load() too
-            nearest_query(ro, table_specs(snapshot, self.opts), self.opts, self.path)
+            nearest_query(ro, specs, self.opts, self.path)
         # `_score` / `_snippet` only when the options ask for them (see reader.py).
-        extra = extra_fields(ro, schema, snapshot.partition_columns)
+        extra = extra_fields(ro, specs, self.path)
         fields, extra = declared_fields(ro, list(schema.fields), extra)  # the `columns` option
         return StructType(
             fields + [StructField(INDEXALL, StringType(), True), StructField(INDEXGUARD, StringType(), True)] + extra

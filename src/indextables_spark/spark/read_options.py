@@ -8,13 +8,14 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from pyspark.sql.types import DoubleType, FloatType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, FloatType, MapType, StringType, StructField
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
 from indextables_spark.core.split.reference.reference import with_reference_index_only
-from indextables_spark.errors import InvalidOptionError
+from indextables_spark.core.schema.types import check_snippet_fields
+from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 from indextables_spark.spark.guard import INDEXALL
 
 if TYPE_CHECKING:
@@ -95,6 +96,10 @@ def read_options(opts: Options) -> ReadOptions:
         raise InvalidOptionError(f"option read.batchSize={batch_rows}: expected a positive number of rows")
     vector, fusion = _vector_options(opts, query)
     if vector is not None:
+        if fields:  # (as the Spark-free search: core/split/read/search.py's SearchPlan)
+            raise InvalidOptionError(
+                f"option snippetFields={opts.get_str('snippetFields')!r}: a vector search returns no snippets"
+            )
         if order_by_score:
             raise InvalidOptionError("option orderBy: a vector search orders by `_distance` (or its fused `_score`)")
         limit = 10 if limit is None else limit
@@ -152,7 +157,8 @@ def declared_fields(
     ro: ReadOptions, table_fields: list[StructField], extra: list[StructField]
 ) -> tuple[list[StructField], list[StructField]]:
     """(data fields, extra fields) a read declares: every column, or those the `columns` option
-    names in its order (unknown names: InvalidOptionError naming them and the table's columns).
+    names in its order (unknown names: SchemaMismatchError naming them and the table's columns, as
+    every read route refuses a column not in the table).
     The `_score` column stays while a top-n read orders by it (the load wrapper sorts on it)."""
     if ro.columns is None:
         return table_fields, extra
@@ -160,7 +166,7 @@ def declared_fields(
     virtual = {f.name: f for f in extra}
     unknown = [c for c in ro.columns if c not in by_name and c not in virtual]
     if unknown:
-        raise InvalidOptionError(
+        raise SchemaMismatchError(
             f"option columns: {unknown} are not columns of the table (columns: {list(by_name)}"
             + (f"; with these options also {list(virtual)}" if virtual else "")
             + ")"
@@ -180,8 +186,9 @@ def table_specs(snapshot: Snapshot, opts: Options) -> list[ColumnSpec]:
     return with_reference_index_only(specs, snapshot)  # (index-only columns of the reference's splits)
 
 
-def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: list[str]) -> list[StructField]:
-    """The `_score` / `_snippet` StructFields a read adds to the table's columns."""
+def extra_fields(ro: ReadOptions, specs: Sequence[ColumnSpec], path: str) -> list[StructField]:
+    """The `_score` / `_snippet` StructFields a read adds to the table's columns (`specs`:
+    table_specs; snippet fields are checked against them as every route checks them)."""
 
     out: list[StructField] = []
     if ro.with_score:
@@ -189,17 +196,7 @@ def extra_fields(ro: ReadOptions, table_schema: StructType, partition_columns: l
     if ro.vector is not None:
         out.append(StructField(DISTANCE, DoubleType(), True))
     if ro.snippet_fields:
-        strings = {
-            f.name
-            for f in table_schema.fields
-            if isinstance(f.dataType, StringType) and f.name not in partition_columns
-        }
-        bad = [c for c in ro.snippet_fields if c not in strings]
-        if bad:
-            raise InvalidOptionError(
-                f"option snippetFields: {bad} are not string columns stored in the splits "
-                f"(string columns: {sorted(strings)})"
-            )
+        check_snippet_fields(specs, ro.snippet_fields, path)
         if not ro.query:
             raise InvalidOptionError("option snippetFields needs option 'query' (snippets highlight query matches)")
         one = len(ro.snippet_fields) == 1

@@ -249,16 +249,24 @@ def _dataframe(spark: Any, call: Call) -> Any:
 
 
 def _text(call: Call, key: str) -> str:
-    v = call.args.get(key)
-    if not isinstance(v, str) or not v:
-        raise InvalidOptionError(f"{call.name}: argument {key!r} must be a non-empty string, got {v!r}")
-    return v
+    return required_text(call.name, key, call.args.get(key))
 
 
 def _limit(call: Call) -> int:
-    v = call.args.get("limit")
+    return positive_int(call.name, "limit", call.args.get("limit"))
+
+
+def required_text(function: str, key: str, v: Any) -> str:
+    """Argument `key` of a call of `function`: a non-empty string (InvalidOptionError naming both)."""
+    if not isinstance(v, str) or not v:
+        raise InvalidOptionError(f"{function}: argument {key!r} must be a non-empty string, got {v!r}")
+    return v
+
+
+def positive_int(function: str, key: str, v: Any) -> int:
+    """Argument `key` of a call of `function`: a positive integer (InvalidOptionError naming both)."""
     if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-        raise InvalidOptionError(f"{call.name}: argument 'limit' must be a positive integer, got {v!r}")
+        raise InvalidOptionError(f"{function}: argument {key!r} must be a positive integer, got {v!r}")
     return v
 
 
@@ -349,9 +357,12 @@ def search_table(
         SNIPPET,
     )
 
+    # (the literal calls' checks: `_text`, `_limit`; a NULL query or limit 0 is no search here either)
+    query = required_text(SEARCH, "query", query)
+    limit = None if limit is None else positive_int(SEARCH, "limit", limit)
     table = IndexTable(path, options)
     snap = table.snapshot()
-    declared = [f.name for f in search_schema(snap, snippet_fields, columns).fields]
+    declared = [f.name for f in search_schema(table, snap, snippet_fields, columns).fields]
     fields = tuple(f.strip() for f in (snippet_fields or "").split(",") if f.strip())
     data = [c for c in declared if c not in (SCORE, SNIPPET)]
     scan = TableScan(table.storage, snap, table.options, query=SearchQuery(query), columns=data, snippets=fields)
@@ -359,20 +370,21 @@ def search_table(
     return search_plan(plan, limit, scored=True).select(declared)
 
 
-def search_schema(snapshot: Snapshot, snippet_fields: str | None, columns: str | None = None) -> Any:
-    """The rows' schema: every column (or those `columns` names, as the read option) + `_score`
-    (+ `_snippet`)."""
+def search_schema(table: IndexTable, snapshot: Snapshot, snippet_fields: str | None, columns: str | None = None) -> Any:
+    """The rows' schema of a search of `table` at `snapshot`: every column (or those `columns`
+    names, as the read option) + `_score` (+ `_snippet`)."""
     from pyspark.sql.types import StructType  # lazy: pyspark is imported only when a Spark session runs this
 
     from indextables_spark.spark.read_options import (  # lazy: pyspark is imported only when a Spark session runs this
         declared_fields,
         extra_fields,
         read_options,
+        table_specs,
     )
 
     opts = {"query": "*", "orderBy": "_score", "snippetFields": snippet_fields or ""}
     ro = read_options(Options.of(opts if columns is None else {**opts, "columns": columns}))
-    extra = extra_fields(ro, snapshot.schema, snapshot.partition_columns)
+    extra = extra_fields(ro, table_specs(snapshot, table.options), table.path)
     fields, extra = declared_fields(ro, list(snapshot.schema.fields), extra)
     return StructType(fields + extra)
 
@@ -386,10 +398,13 @@ def _udtf_classes(options: dict[str, str]) -> dict[str, type]:
             path: Arg, query: Arg, limit: OptArg = None, snippet_fields: OptArg = None, columns: OptArg = None
         ) -> AnalyzeResult:
             # path.value is None where the path is no constant: IndexTable refuses it
-            snap = IndexTable(path.value, options).snapshot()  # type: ignore[arg-type]
+            table = IndexTable(path.value, options)  # type: ignore[arg-type]
             return AnalyzeResult(
                 search_schema(
-                    snap, snippet_fields.value if snippet_fields else None, columns.value if columns else None
+                    table,
+                    table.snapshot(),
+                    snippet_fields.value if snippet_fields else None,
+                    columns.value if columns else None,
                 )
             )
 

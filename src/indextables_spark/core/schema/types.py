@@ -245,13 +245,23 @@ def index_only_columns(specs: Iterable[ColumnSpec]) -> frozenset[str]:
 
 
 def check_snippet_fields(specs: Iterable[ColumnSpec], fields: Iterable[str], path: str) -> None:
-    """InvalidOptionError for snippets asked of index-only columns (every route: the Spark-free
-    search, Spark reads, the table function)."""
+    """InvalidOptionError for snippets asked of a column that has none, naming it: an index-only
+    column (no text to cut them from), or one that is not an indexed string column of the splits
+    (a number, a partition or stored-only column, a name not in the table). The one check of every
+    route (the Spark-free search, Spark reads, the table functions), before a split is opened."""
+    specs, fields = list(specs), list(fields)
     unstored = [c for c in fields if any(s.index_only and s.name == c for s in specs)]
     if unstored:
         raise InvalidOptionError(
             f"snippets of {unstored} on {path}: index-only columns (indexing.indexonlyfields) keep no text to "
             f"cut snippets from"
+        )
+    # (a split cuts snippets from the column's tokenized or raw text field: SplitReader.snippets)
+    texts = sorted(s.name for s in specs if s.value_field is not None and s.value_field.type == "text")
+    bad = [c for c in fields if c not in texts]
+    if bad:
+        raise InvalidOptionError(
+            f"snippets of {bad} on {path}: not indexed string columns of the splits (string columns: {texts})"
         )
 
 
