@@ -301,7 +301,7 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
         from indextables_spark.ops.write.write import (
             merge_stats,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
         )
-        from indextables_spark.spark.writer import (
+        from indextables_spark.ops.write.write import (
             commit_write,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
         )
 
@@ -324,8 +324,7 @@ class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
             return
         adds = [AddFile.from_json(d) for m in batch if m is not None for d in m.adds]
         commit_write(
-            self.path,
-            self.opts,
+            table.log,
             self.plan,
             table.version(),
             self.overwrite,

@@ -1,4 +1,4 @@
-"""Batch writer: thin Spark glue around the Spark-free write core (indextables_spark/api/write.py):
+"""Batch writer: thin Spark glue around the Spark-free write core (ops/write/write.py):
 each task builds splits from Arrow batches; the driver-side commit writes the log. Spark hands
 these a table path: they open the table's shared log (driver) or its storage (executors)."""
 
@@ -39,22 +39,6 @@ def write_splits(path: str, opts: Options, plan: WritePlan, batches: Iterator[pa
     return SplitsWritten(adds=m.adds, num_rows=m.num_rows, stats=m.stats)
 
 
-def commit_write(
-    path: str,
-    opts: Options,
-    plan: WritePlan,
-    read_version: int,
-    overwrite: bool,
-    adds: list[AddFile],
-    operation: str | None = None,
-    txn_id: str | None = None,
-    stats_files: Mapping[str, list[str]] | None = None,
-) -> int:
-    """Driver side: core.commit_write on the table at `path`."""
-    log_ = IndexTable(path, opts).log
-    return core.commit_write(log_, plan, read_version, overwrite, adds, operation, txn_id, stats_files)
-
-
 def delete_written(
     path: str, opts: Options, adds: Iterable[Mapping[str, Any]], stats: Mapping[str, list[str]] | None = None
 ) -> None:
@@ -84,9 +68,8 @@ class IndexTablesWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         written = _written(messages)
         adds = [AddFile.from_json(d) for m in written for d in m.adds]
-        version = commit_write(
-            self.path,
-            self.opts,
+        version = core.commit_write(
+            IndexTable(self.path, self.opts).log,
             self.plan,
             self.read_version,
             self.overwrite,
