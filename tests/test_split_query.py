@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pyarrow as pa
+
+import indextables_spark as it
 import pytest
 
 from indextables_spark.errors import IndexTablesError, QueryParseError
@@ -215,15 +217,21 @@ def test_snippets(env):
         r.snippets(SearchQuery("body:spark"), "year", pa.array([1]))
 
 
-def test_count_matches_over_files(env):
-    rows, readers, storage, adds, opts = env
-    assert count_matches(storage, None, adds, SearchQuery("body:spark"), opts) == len(
+def test_count_matches_over_files(env, tmp_path):
+    """count_matches counts a table version's splits (the scan plans the query for them)."""
+    rows, *_ = env
+    path = str(tmp_path / "table")
+    it.write_table(path, pa.Table.from_pylist(rows, schema=arrow_schema(SCHEMA)), options=dict(OPTIONS.values))
+    table = it.IndexTable(path, {"cache.disk.path": str(tmp_path / "cache")})
+    snap = table.snapshot()
+    storage, adds, opts = table.storage, snap.files, table.options
+    assert count_matches(storage, snap, adds, SearchQuery("body:spark"), opts) == len(
         want(rows, lambda r: body_has(r, "spark"))
     )
-    assert count_matches(storage, None, adds, None, opts) == len(rows)
-    assert count_matches(storage, None, [], SearchQuery("body:spark"), opts) == 0
+    assert count_matches(storage, snap, adds, None, opts) == len(rows)
+    assert count_matches(storage, snap, [], SearchQuery("body:spark"), opts) == 0
     with pytest.raises(QueryParseError):
-        count_matches(storage, None, adds, SearchQuery("body:("), opts)
+        count_matches(storage, snap, adds, SearchQuery("body:("), opts)
 
 
 def test_query_on_table_without_text_columns(tmp_path):

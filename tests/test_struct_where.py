@@ -112,12 +112,12 @@ def test_struct_paths_in_delete_and_errors(table):
 
 def test_equality_narrows_through_the_json_field(table):
     from indextables_spark.expr.struct_narrowing import where_narrowing
-    from indextables_spark.core.split.read.search import _table_layout
+    from indextables_spark.core.split.read.scan import table_layout
 
     conj = parse_where(
         "user.name IN ('alice', 'Bob Smith') AND user.age = 61 AND user.age > 1", table.snapshot().schema_json
     )
-    specs = {s.name: s for s in _table_layout(table.snapshot(), table.options)[2]}
+    specs = {s.name: s for s in table_layout(table.snapshot(), table.options)[2]}
     names = ["id", "user"]
     assert [where_narrowing(f, specs, names) for f in conj] == [
         '(user.name:alice OR user.name:"bob smith")',
@@ -130,12 +130,12 @@ def test_equality_narrows_through_the_json_field(table):
 
 def test_ranges_narrow_through_the_fast_json_field(tmp_path):
     from indextables_spark.expr.struct_narrowing import where_narrowing, with_narrowing
-    from indextables_spark.core.split.read.search import _table_layout
+    from indextables_spark.core.split.read.scan import table_layout
 
     path = str(tmp_path / "fast")
     it.write_table(path, data())  # struct columns' json fields are fast by default
     t = it.IndexTable(path)
-    specs = _table_layout(t.snapshot(), t.options)[2]
+    specs = table_layout(t.snapshot(), t.options)[2]
     by_name = {s.name: s for s in specs}
     conj = parse_where("user.age > 50 AND user.address.zip <= 75001 AND user.age = -3", t.snapshot().schema_json)
     got = [where_narrowing(f, by_name, ["id", "user"]) for f in conj]
