@@ -71,7 +71,10 @@ INTEGRATION_TESTS: dict[str, str] = {
     "precedence through Spark (the Spark-free precedence stays)",
     "tests/test_refusals.py::test_spark_refusals_more_routes": "the refusal matrix on the SQL scan route, "
     "the table functions, their UDTFs and search_join: a fresh Python worker per refused attempt (the same "
-    "kinds stay in the fast tier on the DataFrame read, and the Spark-free routes)",
+    "kinds stay in the fast tier on the Spark-free routes, which share the scan's checks)",
+    "tests/test_refusals.py::test_spark_refusals": "the refusal matrix on the DataFrame read, SQL aggregates "
+    "and SQL DELETE: a fresh Python worker per refused load() (~1-4 s each); the Spark-free routes, which "
+    "share the scan's checks, stay in the fast tier",
 }
 
 
