@@ -45,13 +45,14 @@ def append(
 
     from indextables_spark.core.schema.arrow_types import spark_schema_json
 
-    from indextables_spark.spark.writer import commit_write, plan_write, write_splits
+    from indextables_spark.ops.write.write import commit_write
+    from indextables_spark.spark.writer import plan_write, write_splits
 
     opts = Options.of(TEXT_OPTIONS, options, {"partitionBy": ",".join(partition_by)} if partition_by else None)
     plan, read_version, _ = plan_write(path, opts, StructType.fromJson(spark_schema_json(data.schema)), overwrite)
     msg = write_splits(path, opts, plan, iter(data.to_batches()))
     adds = [it.AddFile.from_json(d) for d in msg.adds]
-    return commit_write(path, opts, plan, read_version, overwrite, adds, stats_files=msg.stats)
+    return commit_write(it.IndexTable(path, opts).log, plan, read_version, overwrite, adds, stats_files=msg.stats)
 
 
 def small_splits_table(

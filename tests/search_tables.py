@@ -13,9 +13,12 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+import indextables_spark as it
+
 from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.config.options import Options
-from indextables_spark.spark.writer import commit_write, plan_write, write_splits
+from indextables_spark.ops.write.write import commit_write
+from indextables_spark.spark.writer import plan_write, write_splits
 from indextables_spark.core.schema.arrow_types import arrow_schema
 
 UTC = dt.timezone.utc
@@ -47,7 +50,9 @@ def write_table(
     opts = Options.of(options)
     plan, read_version, _ = plan_write(path, opts, schema, False)
     msg = write_splits(path, opts, plan, iter(table.to_batches(max_chunksize=batch_rows)))
-    return commit_write(path, opts, plan, read_version, False, [AddFile.from_json(d) for d in msg.adds])
+    return commit_write(
+        it.IndexTable(path, opts).log, plan, read_version, False, [AddFile.from_json(d) for d in msg.adds]
+    )
 
 
 def docs_schema():

@@ -25,13 +25,19 @@ def _write(path: str, data: pa.Table, merge: bool = False, partition_by=("day",)
 
     from indextables_spark.core.schema.arrow_types import spark_schema_json
 
-    from indextables_spark.spark.writer import commit_write, plan_write, write_splits
+    from indextables_spark.ops.write.write import commit_write
+    from indextables_spark.spark.writer import plan_write, write_splits
 
     opts = Options.of(TEXT, {"partitionBy": ",".join(partition_by)}, {"mergeSchema": "true"} if merge else None)
     plan, read_version, _ = plan_write(path, opts, StructType.fromJson(spark_schema_json(data.schema)), False)
     msg = write_splits(path, opts, plan, iter(data.to_batches()))
     return commit_write(
-        path, opts, plan, read_version, False, [it.AddFile.from_json(d) for d in msg.adds], stats_files=msg.stats
+        it.IndexTable(path, opts).log,
+        plan,
+        read_version,
+        False,
+        [it.AddFile.from_json(d) for d in msg.adds],
+        stats_files=msg.stats,
     )
 
 
