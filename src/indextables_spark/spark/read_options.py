@@ -12,8 +12,6 @@ from pyspark.sql.types import DoubleType, FloatType, MapType, StringType, Struct
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism
-from indextables_spark.core.split.format.column_specs import column_specs, table_options
-from indextables_spark.core.split.reference.reference import with_reference_index_only
 from indextables_spark.core.schema.types import check_snippet_fields
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 from indextables_spark.spark.guard import INDEXALL
@@ -180,10 +178,14 @@ def declared_fields(
 
 
 def table_specs(snapshot: Snapshot, opts: Options) -> list[ColumnSpec]:
-    """How the table's columns are indexed: its recorded settings (typemap, ...) under these options."""
+    """How the table's columns are indexed: its recorded settings (typemap, ...) under these options,
+    as the scan lays the table out (core/split/read/scan.py table_layout: a read's scan then finds
+    them computed)."""
+    from indextables_spark.core.split.read.scan import (
+        table_layout,  # lazy: keeps `import indextables_spark.spark.read_options` free of numpy
+    )
 
-    specs = column_specs(snapshot.schema_json, snapshot.partition_columns, table_options(snapshot, opts))
-    return with_reference_index_only(specs, snapshot)  # (index-only columns of the reference's splits)
+    return table_layout(snapshot, opts)[2]
 
 
 def extra_fields(ro: ReadOptions, specs: Sequence[ColumnSpec], path: str) -> list[StructField]:

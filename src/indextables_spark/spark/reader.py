@@ -320,13 +320,15 @@ class IndexTablesReader(DataSourceReader):
         guard.record_explanation({**self._explanation(scan), "tasks": max(1, len(groups))})
         if not groups:
             return [SplitGroup([], None, plan)]
-        from indextables_spark.core.log.deletes.delete_logs import (
-            deletes_json,  # lazy: keeps `import indextables_spark.spark.reader` free of numpy
-        )
-
-        ordinal = {t.file.path: t.ordinal for t in tasks}
+        # each split's delete logs and ordinal as plan_files found them (not looked up again)
+        task_of = {t.file.path: t for t in tasks}
         return [
-            SplitGroup([task_json(f) for f in g], deletes_json(self._snapshot, g), plan, [ordinal[f.path] for f in g])
+            SplitGroup(
+                [task_json(f) for f in g],
+                {f.path: [d.to_json() for d in task_of[f.path].delete_logs] for f in g if task_of[f.path].delete_logs},
+                plan,
+                [task_of[f.path].ordinal for f in g],
+            )
             for g in groups
         ]
 
