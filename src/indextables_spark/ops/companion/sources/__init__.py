@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage.redaction import redact_uri
+from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.ops.companion.sources.credentials import (
     fileio_properties_for_iceberg,

@@ -11,7 +11,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage.redaction import Redactor, redact_uri
+from indextables_spark.config.redaction import Redactor, redact_uri
 from indextables_spark.errors import ProtocolVersionError, StorageError, TableNotFoundError, VersionNotFoundError
 from indextables_spark.ops.companion.sources.credentials import abfss_uri, storage_options_for_deltalake
 from indextables_spark.ops.companion.sources.libraries import describe_error, library_redactor, require_library
