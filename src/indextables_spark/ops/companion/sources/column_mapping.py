@@ -8,12 +8,15 @@ indexes the files again under the new names."""
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
 from indextables_spark.config.options import PREFIX
 from indextables_spark.errors import ProtocolVersionError
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 PHYSICAL = "delta.columnMapping.physicalName"
 FIELD_ID = "delta.columnMapping.id"
@@ -77,10 +80,10 @@ def file_columns(
         if raw is not None:
             by_id[int(raw)] = f.name
     present = set(parquet_schema.names)
-    out = {}
+    out: dict[str, str] = {}
     for logical, physical in physical_names.items():
         fid = field_ids.get(logical)
-        name = by_id.get(fid) if fid is not None and fid in by_id else physical
+        name = by_id[fid] if fid is not None and fid in by_id else physical
         name = name if name in present else ABSENT
         if name != logical:
             out[logical] = name
@@ -96,3 +99,17 @@ def mapping_changed(recorded: str | None, physical_names: Mapping[str, str]) -> 
     change: older files read them as nulls, as without column mapping)."""
     old: dict[str, str] = json.loads(recorded) if recorded else {}
     return any(physical_names.get(logical) != physical for logical, physical in old.items())
+
+
+def row_groups(
+    pf: pq.ParquetFile, columns: Sequence[str], in_file: Mapping[str, str] | None = None
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """(index, rows) of each non-empty row group of a Parquet file, only the columns it has of
+    these; `in_file`: {column: its name in the file} where they differ (Delta column mapping)."""
+    names = {c: (in_file or {}).get(c, c) for c in columns}
+    present = [c for c in columns if names[c] in pf.schema_arrow.names]
+    for g in range(pf.num_row_groups):
+        if pf.metadata.row_group(g).num_rows:
+            # (a table of no columns still has the row group's rows: missing columns become NULL)
+            rows = pf.read_row_group(g, columns=[names[c] for c in present]).rename_columns(present)
+            yield g, rows.combine_chunks().to_batches()[0]

@@ -174,7 +174,8 @@ def decode_roaring32(reader: _Reader) -> np.ndarray:
         if runs[i]:
             n = reader.unpack("<H")
             pairs = reader.array("<u2", 2 * n).reshape(n, 2).astype(np.uint32)
-            low = np.concatenate([np.arange(s, s + length + 1, dtype=np.uint32) for s, length in pairs] or [[]])
+            spans = [np.arange(s, s + length + 1, dtype=np.uint32) for s, length in pairs]
+            low = np.concatenate(spans) if spans else np.empty(0, dtype=np.uint32)
         elif card > 4096:
             bits = np.unpackbits(reader.array("u1", 8192), bitorder="little")
             low = np.flatnonzero(bits).astype(np.uint32)
