@@ -266,3 +266,20 @@ def test_column_mapping_rename_and_drop_followed_by_sync(mode, tmp_path):
     assert index_table(loc, ["id", "text", "views", "day"]) == sorted_rows(
         w.live_rows(), ["id", "text", "views", "day"]
     )
+
+
+@pytest.mark.spark
+def test_spark_reads_skip_deleted_rows(spark, tmp_path):
+    """A Spark read and a Spark count of a companion over a table with deletion vectors."""
+    w = own_table(tmp_path)
+    loc = str(tmp_path / "index")
+    files = list(w.files)
+    w.delete({files[0]: [0, 1, 2, 150], files[3]: list(range(10, 40))}, storage="u")
+    it.build_companion(w.root, loc, format="delta", indexing={"body": "text"})
+    exp = expected_rows(w.root)
+    df = spark.read.format("indextables").load(loc)
+    got = sorted(tuple(r[c] for c in COLUMNS) for r in (x.asDict() for x in df.select(*COLUMNS).collect()))
+    assert got == sorted_rows(exp, COLUMNS)
+    assert df.count() == exp.num_rows
+    alpha = sum("alpha" in b.split() for b in exp.column("body").to_pylist())
+    assert spark.read.format("indextables").option("query", "body:alpha").load(loc).count() == alpha
