@@ -25,7 +25,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from indextables_spark.config.options import PREFIX, Options, parse_size
 from indextables_spark.config.registry import registered_default
@@ -43,6 +43,7 @@ from indextables_spark.ops.companion.columns import (
     string_list,
 )
 from indextables_spark.ops.companion.columns import resolve as resolve_columns
+from indextables_spark.ops.companion.sources.column_mapping import file_columns, row_groups
 from indextables_spark.ops.companion.stream import CompanionSync, parse_streaming, run_streaming, start_sync
 from indextables_spark.ops.companion.sync import (
     IndexGroup,
@@ -56,10 +57,7 @@ from indextables_spark.ops.command import CommandParser, Context, size
 from indextables_spark.results.maintenance import CompanionBuildResult
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile, DeleteLog
     from indextables_spark.core.log.read.table_log import TransactionLog
 
 STORE_ONLY = "indexing.storeonly"
@@ -271,6 +269,11 @@ def build(
     validate_schema(schema_json, snapshot.partition_columns, settings)
 
     sync = plan_sync(snapshot, live, args.where)
+    from indextables_spark.ops.companion.delta_changes import plan_delta_changes  # lazy: see above
+
+    table = table_log.snapshot(read_version) if read_version >= 0 else None
+    changes = plan_delta_changes(table_log.storage, opts, snapshot, sync, table, stored)  # vectors, column mapping
+    sync, recorded = changes.sync, {**recorded, **changes.configuration}
     groups = plan_groups(sync.todo, snapshot.partition_columns, target)
     planned = CompanionBuildResult(
         table_path=location,
@@ -286,11 +289,19 @@ def build(
     )
     if dry_run:
         return replace(planned, status="DRY_RUN", splits_added=len(groups), duration_ms=_ms_since(t0))
-    if not groups and not sync.stale and read_version >= 0:
+    if not groups and not sync.stale and not changes.pending and read_version >= 0:
         return replace(planned, status="NO_ACTION", duration_ms=_ms_since(t0))
 
     job = IndexJob(
-        location, dict(settings.items()), schema_json, list(snapshot.partition_columns), fmt, source, snapshot.version
+        location,
+        dict(settings.items()),
+        schema_json,
+        list(snapshot.partition_columns),
+        fmt,
+        source,
+        snapshot.version,
+        snapshot.physical_names,
+        snapshot.field_ids,
     )
     workers = max(1, opts.get_int("companion.parallelism", os.cpu_count() or 1))
     written = _run_spark(spark, job, groups) if spark is not None and groups else _run_local(job, groups, workers)
@@ -300,10 +311,15 @@ def build(
         for key, files in w["stats"].items():
             stats.setdefault(key, []).extend(files)
     removes = sorted({a.path for a in sync.stale})
+    logs: list[DeleteLog] = []
     try:
-        version = commit_build(table_log, read_version, job, settings, snapshot, adds_json, removes, stats, recorded)
+        logs = changes.write_logs(table_log.storage, opts, snapshot, adds_json)
+        version = commit_build(
+            table_log, read_version, job, settings, snapshot, adds_json, removes, stats, recorded, logs
+        )
     except BaseException:
         _delete_written(job, written)
+        table_log.storage.delete([x.path for x in logs])
         raise
     return replace(
         planned,
@@ -396,22 +412,16 @@ def index_group(job: IndexJob, group: IndexGroup) -> TaskResult:
         columns = [f.name for f in writer.stored_schema]
         for f in group.files:
             pf = open_source_parquet(f.uri, f.size, opts, f"{job.format} table {job.source}")
-            writer.write_source_file(f.key, f.uri, f.size, f.partition_values, row_groups(pf, columns))
+            in_file = file_columns(pf.schema_arrow, job.physical_names, job.field_ids)  # Delta column mapping
+            writer.write_source_file(
+                f.key, f.uri, f.size, f.partition_values, row_groups(pf, columns, in_file), in_file
+            )
         adds = writer.finish()
     except BaseException:
         writer.abort()
         storage.delete([a.path for a in writer.written] + [f for fs in writer.stats_files.values() for f in fs])
         raise
     return {"adds": [a.to_json() for a in adds], "stats": dict(writer.stats_files)}
-
-
-def row_groups(pf: pq.ParquetFile, columns: Sequence[str]) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """(index, rows) of each non-empty row group of a Parquet file, only the columns it has of these."""
-    present = [c for c in columns if c in pf.schema_arrow.names]
-    for g in range(pf.num_row_groups):
-        if pf.metadata.row_group(g).num_rows:
-            # (a table of no columns still has the row group's rows: missing columns become NULL)
-            yield g, pf.read_row_group(g, columns=present).combine_chunks().to_batches()[0]
 
 
 def _in_subprocess(job: IndexJob, group: IndexGroup) -> TaskResult:

@@ -6,7 +6,7 @@ tasks, and the one commit of what the tasks wrote."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
@@ -14,7 +14,7 @@ from indextables_spark.core.split.format.companion import CONFIG_FORMAT, CONFIG_
 from indextables_spark.errors import InvalidOptionError
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile, DeleteLog
     from indextables_spark.core.log.read.table_log import TransactionLog
     from indextables_spark.ops.companion.sources import SourceFile, SourceSnapshot
 
@@ -42,6 +42,10 @@ class IndexJob:
     format: str
     source: str
     version: int | None
+    # Delta column mapping (ops/companion/sources/column_mapping.py): {column: physical name},
+    # {column: Parquet field id} (mode `id`)
+    physical_names: dict[str, str] = field(default_factory=dict)
+    field_ids: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -127,10 +131,12 @@ def commit_build(
     removes: list[str],
     stats: dict[str, list[str]],
     recorded: Mapping[str, str] | None = None,
+    delete_logs: Sequence[DeleteLog] = (),
 ) -> int:
     """One version: the metadata (schema, partitioning, the source's format, location and
     version; a new table's settings; `recorded`: the column selection, ops/companion/columns.py),
-    the new splits, the removes and the stats files."""
+    the new splits, the removes, the stats files and `delete_logs` (the rows a Delta source's
+    deletion vectors delete, ops/companion/delta_changes.py)."""
     from indextables_spark.core.log.model.actions import AddFile, Metadata  # lazy: see select_files
     from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
     from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL  # lazy: see select_files
@@ -172,6 +178,8 @@ def commit_build(
         txn.remove_files(removes)
     for key, files in stats.items():
         txn.update_stat(key, files)
+    for d in delete_logs:
+        txn.add_delete_log(d)
     txn.add_files(adds).with_operation(
         "BUILD COMPANION",
         {

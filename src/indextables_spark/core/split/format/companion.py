@@ -13,7 +13,8 @@ indexed, in `__row` order, and for each the row groups it holds:
 "companion": {"format": "delta", "source": "<table root>", "version": 12,
               "schema": "<base64 Arrow IPC schema of the indexed columns>",
               "files": [{"key": "part-0.parquet", "uri": "s3://…/part-0.parquet", "size": 123,
-                         "rowGroups": [[0, 65536], [1, 1200]]}, ...]}
+                         "rowGroups": [[0, 65536], [1, 1200]],
+                         "columns": [["Name", "col-5f3e…"]]}, ...]}   # only when names differ
 ```
 
 `__row` r of the split is row `r - start(b)` of batch b, i.e. of that row group of that file; a
@@ -62,6 +63,12 @@ class CompanionFile:
     uri: str  # where to read it
     size: int  # bytes when indexed
     row_groups: tuple[tuple[int, int], ...]  # (row group index, rows) in __row order
+    # (column, its name in the file; "" when the file has none) where they differ: Delta column
+    # mapping (ops/companion/sources/column_mapping.py); empty when the file uses the table's names
+    columns: tuple[tuple[str, str], ...] = ()
+
+    def name_in_file(self, column: str) -> str:
+        return dict(self.columns).get(column, column)
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,13 @@ class CompanionInfo:
             "version": self.version,
             "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode("ascii"),
             "files": [
-                {"key": f.key, "uri": f.uri, "size": f.size, "rowGroups": [list(g) for g in f.row_groups]}
+                {
+                    "key": f.key,
+                    "uri": f.uri,
+                    "size": f.size,
+                    "rowGroups": [list(g) for g in f.row_groups],
+                    **({"columns": [list(c) for c in f.columns]} if f.columns else {}),
+                }
                 for f in self.files
             ],
         }
@@ -90,7 +103,11 @@ class CompanionInfo:
             schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(d["schema"])))
             files = tuple(
                 CompanionFile(
-                    str(f["key"]), str(f["uri"]), int(f["size"]), tuple((int(g), int(n)) for g, n in f["rowGroups"])
+                    str(f["key"]),
+                    str(f["uri"]),
+                    int(f["size"]),
+                    tuple((int(g), int(n)) for g, n in f["rowGroups"]),
+                    tuple((str(c), str(n)) for c, n in f.get("columns", ())),
                 )
                 for f in d["files"]
             )

@@ -9,9 +9,10 @@ index, with what a reader needs to read them again later (full URI, size) and to
 `locations.py` turns the paths the sources record into URIs; `libraries.py` imports the optional
 libraries and words their errors.
 
-A companion index addresses rows by their position in a data file, so sources whose files do not
-hold exactly the live rows are refused: Delta deletion vectors, Iceberg delete files. Delta column
-mapping is refused too (the files' column names are not the table's).
+A companion index addresses rows by their position in a data file. Delta deletion vectors list
+deleted positions (`delta_log.py` reads each file's descriptor from the log, `deletion_vectors.py`
+decodes them; ops/companion/delta_changes.py deletes those rows from the index); Iceberg delete
+files are refused. Delta column mapping: `column_mapping.py` (the files' physical names).
 
     open_source(format, source, *, options, version, catalog, catalog_type) -> SourceSnapshot
     latest_version(format, source, *, options) -> int | None   (Delta: from the log only; others: None)

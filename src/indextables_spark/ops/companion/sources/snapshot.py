@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from indextables_spark.ops.companion.sources.deletion_vectors import DeletionVector
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,10 @@ class SourceFile:
     size: int  # bytes, as recorded by the source (checked at read time)
     num_records: int | None  # rows, when the source records it
     partition_values: dict[str, str | None] = field(default_factory=dict)  # partition column -> value as text
+    # Delta: the rows the source deleted (None: none) and the version of the file's current add
+    # action (a sync takes up vectors changed since the version it indexed)
+    deletion_vector: DeletionVector | None = None
+    log_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,10 @@ class SourceSnapshot:
     # as Spark reads them (string, not large_string; timestamp[us, UTC])
     partition_columns: list[str]
     files: list[SourceFile]
+    # Delta column mapping (sources/column_mapping.py): logical column -> physical name in the
+    # files, and (mode `id`) logical column -> Parquet field id; empty without column mapping
+    physical_names: dict[str, str] = field(default_factory=dict)
+    field_ids: dict[str, int] = field(default_factory=dict)
 
 
 def normalize_schema(schema: pa.Schema) -> pa.Schema:
