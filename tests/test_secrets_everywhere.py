@@ -83,6 +83,9 @@ def test_redaction_by_name_and_by_value():
     # what is not a secret stays readable
     kept = "partition_key=day tokenizer=default indexing.typemap.body=text max_tokens=5"
     assert redact_text(kept) == kept
+    # a registered option naming a column is no secret: its value must stay readable everywhere
+    Options.of({"spark.indextables.indexing.typemap.session_token": "string"})
+    assert redact_text("has type string") == "has type string"
     remember_secrets([FAKES["provider"]])
     assert FAKES["provider"] not in redact_text(f"a provider returned {FAKES['provider']}")
 

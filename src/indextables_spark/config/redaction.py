@@ -23,7 +23,7 @@ import threading
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from indextables_spark.config.registry import SECRET_KEYS
+from indextables_spark.config.registry import SECRET_KEYS, spec
 from indextables_spark.errors import show_messages_through
 
 PREFIX = "spark.indextables."
@@ -58,9 +58,20 @@ def secret_name(name: str, pattern: str | None = None) -> bool:
     """Whether a property or option named so holds a secret: one of the registry's secret options,
     a name with a secret word, or one `pattern` (e.g. the session's spark.redaction.regex) finds."""
     low = name.lower()
-    if low.removeprefix(PREFIX) in SECRET_KEYS or _NAME_WORDS.search(low):
+    if low.removeprefix(PREFIX) in SECRET_KEYS:
         return True
-    return pattern is not None and re.search(pattern, name) is not None
+    if _registered_plain(low):
+        return False  # e.g. indexing.typemap.session_token: a column's name, not a secret's
+    return _NAME_WORDS.search(low) is not None or (pattern is not None and re.search(pattern, name) is not None)
+
+
+def _registered_plain(low: str) -> bool:
+    """A registered option that is not a secret (its name may still hold a column's name)."""
+    short = low.removeprefix(PREFIX)
+    if short == low and "." not in low:
+        return False  # an environment variable or a bare word
+    found = spec(short)
+    return found is not None and not found.secret
 
 
 def secret_option(name: str) -> bool:
@@ -68,7 +79,9 @@ def secret_option(name: str) -> bool:
     secret option or a name with a narrow secret word (not `key` or `session` alone: the value of
     `aws.roleSessionName` is no secret, and hiding it would hide that word everywhere)."""
     low = name.lower()
-    return low.removeprefix(PREFIX) in SECRET_KEYS or _TEXT_NAME.search(low) is not None
+    if low.removeprefix(PREFIX) in SECRET_KEYS:
+        return True
+    return not _registered_plain(low) and _TEXT_NAME.search(low) is not None
 
 
 class _Known:
