@@ -25,7 +25,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from indextables_spark.config.options import PREFIX, Options, parse_size
 from indextables_spark.config.registry import registered_default
@@ -35,6 +35,7 @@ from indextables_spark.core.split.format.companion import CompanionSource, compa
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.errors import CompanionSourceError, InvalidOptionError
 from indextables_spark.ops.companion.arguments import CompanionArguments, signature_of
+from indextables_spark.ops.companion.deletes import field_id_config, plan_source_changes, task_deletes, write_logs
 from indextables_spark.ops.companion.columns import (
     CONFIG_EXCLUDE,
     CONFIG_INCLUDE,
@@ -43,6 +44,7 @@ from indextables_spark.ops.companion.columns import (
     string_list,
 )
 from indextables_spark.ops.companion.columns import resolve as resolve_columns
+from indextables_spark.ops.companion.rows import check_row_count, renamed_columns, row_groups
 from indextables_spark.ops.companion.stream import CompanionSync, parse_streaming, run_streaming, start_sync
 from indextables_spark.ops.companion.sync import (
     IndexGroup,
@@ -56,13 +58,11 @@ from indextables_spark.ops.command import CommandParser, Context, size
 from indextables_spark.results.maintenance import CompanionBuildResult
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.log.read.table_log import TransactionLog
 
 STORE_ONLY = "indexing.storeonly"
+BLOOM_COLUMNS = "indexing.bloomfilter.columns"
 # What an index task returns: {"adds": [AddFile JSON], "stats": {key: [per-split stats files]}}.
 TaskResult = dict[str, Any]
 
@@ -261,16 +261,21 @@ def build(
         table_log, read_version, opts, location, fmt, source, snapshot.partition_columns
     )
     selection = resolve_columns(columns, schema_json, snapshot.partition_columns, indexing, stored)
-    recorded = dict(selection.configuration)
+    recorded = {**selection.configuration, **field_id_config(snapshot)}
     if selection.skipped or (stored and any(stored.get(k) for k in (CONFIG_INCLUDE, CONFIG_EXCLUDE))):
         # columns left out of the index are stored only (read from the source's files)
         own = [c for c in (opts.get_str(STORE_ONLY) or "").split(",") if c.strip()]
         store_only = ",".join(dict.fromkeys([*selection.skipped, *own]))
         settings = Options.of(settings, {STORE_ONLY: store_only})
         recorded[PREFIX + STORE_ONLY] = store_only
+    if snapshot.bloom_columns and not settings.get_str(BLOOM_COLUMNS):  # Iceberg bucket partitions
+        settings = Options.of(settings, {BLOOM_COLUMNS: ",".join(snapshot.bloom_columns)})
     validate_schema(schema_json, snapshot.partition_columns, settings)
 
-    sync = plan_sync(snapshot, live, args.where)
+    table_snap = table_log.snapshot(read_version) if read_version >= 0 else None
+    sync, deletes = plan_source_changes(
+        plan_sync(snapshot, live, args.where), snapshot, live, table_snap, stored, table_log.storage
+    )
     groups = plan_groups(sync.todo, snapshot.partition_columns, target)
     planned = CompanionBuildResult(
         table_path=location,
@@ -286,7 +291,7 @@ def build(
     )
     if dry_run:
         return replace(planned, status="DRY_RUN", splits_added=len(groups), duration_ms=_ms_since(t0))
-    if not groups and not sync.stale and read_version >= 0:
+    if not groups and not sync.stale and not deletes and read_version >= 0:
         return replace(planned, status="NO_ACTION", duration_ms=_ms_since(t0))
 
     job = IndexJob(
@@ -300,10 +305,14 @@ def build(
         for key, files in w["stats"].items():
             stats.setdefault(key, []).extend(files)
     removes = sorted({a.path for a in sync.stale})
+    logs: list[Any] = []
     try:
-        version = commit_build(table_log, read_version, job, settings, snapshot, adds_json, removes, stats, recorded)
+        logs = write_logs(table_log.storage, deletes, written)  # rows the source deleted in place
+        version = commit_build(
+            table_log, read_version, job, settings, snapshot, adds_json, removes, stats, recorded, logs
+        )
     except BaseException:
-        _delete_written(job, written)
+        _delete_written(job, written, [x.path for x in logs])
         raise
     return replace(
         planned,
@@ -394,24 +403,19 @@ def index_group(job: IndexJob, group: IndexGroup) -> TaskResult:
     )
     try:
         columns = [f.name for f in writer.stored_schema]
+        rows: dict[str, int] = {}
         for f in group.files:
             pf = open_source_parquet(f.uri, f.size, opts, f"{job.format} table {job.source}")
-            writer.write_source_file(f.key, f.uri, f.size, f.partition_values, row_groups(pf, columns))
+            check_row_count(f, rows.setdefault(f.key, pf.metadata.num_rows), f"{job.format} table {job.source}")
+            names = renamed_columns(pf.schema_arrow, f.field_ids)  # Iceberg: columns by field id
+            writer.write_source_file(f.key, f.uri, f.size, f.partition_values, row_groups(pf, columns, names), names)
         adds = writer.finish()
     except BaseException:
         writer.abort()
         storage.delete([a.path for a in writer.written] + [f for fs in writer.stats_files.values() for f in fs])
         raise
-    return {"adds": [a.to_json() for a in adds], "stats": dict(writer.stats_files)}
-
-
-def row_groups(pf: pq.ParquetFile, columns: Sequence[str]) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """(index, rows) of each non-empty row group of a Parquet file, only the columns it has of these."""
-    present = [c for c in columns if c in pf.schema_arrow.names]
-    for g in range(pf.num_row_groups):
-        if pf.metadata.row_group(g).num_rows:
-            # (a table of no columns still has the row group's rows: missing columns become NULL)
-            yield g, pf.read_row_group(g, columns=present).combine_chunks().to_batches()[0]
+    deleted = task_deletes(group, adds, rows)
+    return {"adds": [a.to_json() for a in adds], "stats": dict(writer.stats_files), "deletes": deleted}
 
 
 def _in_subprocess(job: IndexJob, group: IndexGroup) -> TaskResult:
@@ -462,11 +466,12 @@ def _run_spark(spark: Any, job: IndexJob, groups: list[IndexGroup]) -> list[Task
     )
 
 
-def _delete_written(job: IndexJob, written: list[TaskResult]) -> None:
-    """Delete the splits (and their stats files) of tasks whose build is not committed."""
+def _delete_written(job: IndexJob, written: list[TaskResult], logs: Sequence[str] = ()) -> None:
+    """Delete the splits (their stats files, delete logs) of tasks whose build is not committed."""
     keys = [a["path"] for w in written for a in w["adds"]] + [
         f for w in written for fs in w["stats"].values() for f in fs
     ]
+    keys += logs
     if keys:
         open_storage(job.location, job.options).delete(keys)
 

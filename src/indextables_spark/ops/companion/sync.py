@@ -14,7 +14,7 @@ from indextables_spark.core.split.format.companion import CONFIG_FORMAT, CONFIG_
 from indextables_spark.errors import InvalidOptionError
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.model.actions import AddFile
+    from indextables_spark.core.log.model.actions import AddFile, DeleteLog
     from indextables_spark.core.log.read.table_log import TransactionLog
     from indextables_spark.ops.companion.sources import SourceFile, SourceSnapshot
 
@@ -74,10 +74,11 @@ def plan_sync(snapshot: SourceSnapshot, live: Sequence[AddFile], where: str | No
 def plan_groups(files: Sequence[SourceFile], partition_columns: Sequence[str], target_bytes: int) -> list[IndexGroup]:
     """Files grouped per partition, in source order, into groups of about target_bytes."""
     by_partition: dict[tuple[str | None, ...], list[SourceFile]] = {}
-    for f in files:
-        by_partition.setdefault(tuple(f.partition_values.get(c) for c in partition_columns), []).append(f)
+    for f in files:  # (and per cluster: an Iceberg partition tuple, transforms included)
+        by_partition.setdefault((*(f.partition_values.get(c) for c in partition_columns), f.cluster), []).append(f)
     groups = []
-    for key, members in by_partition.items():
+    for full_key, members in by_partition.items():
+        key = full_key[:-1]
         current: list[SourceFile] = []
         size = 0
         for f in members:
@@ -127,10 +128,11 @@ def commit_build(
     removes: list[str],
     stats: dict[str, list[str]],
     recorded: Mapping[str, str] | None = None,
+    delete_logs: Sequence[DeleteLog] = (),
 ) -> int:
     """One version: the metadata (schema, partitioning, the source's format, location and
     version; a new table's settings; `recorded`: the column selection, ops/companion/columns.py),
-    the new splits, the removes and the stats files."""
+    the new splits, the removes, the stats files and the delete logs (ops/companion/deletes.py)."""
     from indextables_spark.core.log.model.actions import AddFile, Metadata  # lazy: see select_files
     from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
     from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL  # lazy: see select_files
@@ -172,6 +174,8 @@ def commit_build(
         txn.remove_files(removes)
     for key, files in stats.items():
         txn.update_stat(key, files)
+    for log in delete_logs:
+        txn.add_delete_log(log)
     txn.add_files(adds).with_operation(
         "BUILD COMPANION",
         {

@@ -120,15 +120,17 @@ class CompanionRows:
             pf = _parquet_file(f, self.options, self.info, self.where)
             present = set(pf.schema_arrow.names)
             rows = pf.metadata.row_group(group).num_rows
+            in_file = {c: f.file_column(c) for c in missing}  # renamed columns: the file's names
             try:
-                table = pf.read_row_group(group, columns=[c for c in missing if c in present])
+                table = pf.read_row_group(group, columns=[n for n in in_file.values() if n in present])
             except (pa.ArrowException, OSError) as e:
                 raise CompanionSourceError(
                     f"companion split {self.where}: row group {group} of source file {f.uri} is not readable ({e})"
                 ) from e
             for name in missing:
+                file_name = in_file[name]
                 col = conform_source_column(
-                    table.column(name) if name in present else None, self.schema.field(name), rows
+                    table.column(file_name) if file_name in present else None, self.schema.field(name), rows
                 )
                 got[name] = col
                 _keep_column((f.uri, f.size, group, name), col)

@@ -13,7 +13,8 @@ indexed, in `__row` order, and for each the row groups it holds:
 "companion": {"format": "delta", "source": "<table root>", "version": 12,
               "schema": "<base64 Arrow IPC schema of the indexed columns>",
               "files": [{"key": "part-0.parquet", "uri": "s3://…/part-0.parquet", "size": 123,
-                         "rowGroups": [[0, 65536], [1, 1200]]}, ...]}
+                         "rowGroups": [[0, 65536], [1, 1200]],
+                         "columns": {"name": "old_name"}}, ...]}   # optional: renamed columns
 ```
 
 `__row` r of the split is row `r - start(b)` of batch b, i.e. of that row group of that file; a
@@ -62,6 +63,12 @@ class CompanionFile:
     uri: str  # where to read it
     size: int  # bytes when indexed
     row_groups: tuple[tuple[int, int], ...]  # (row group index, rows) in __row order
+    # table column -> the file's name for it, where they differ (None: the file lacks it): Iceberg
+    # columns are matched by field id, so a column renamed after the file was written is read
+    columns: tuple[tuple[str, str | None], ...] = ()
+
+    def file_column(self, name: str) -> str | None:
+        return dict(self.columns).get(name, name)
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,13 @@ class CompanionInfo:
             "version": self.version,
             "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode("ascii"),
             "files": [
-                {"key": f.key, "uri": f.uri, "size": f.size, "rowGroups": [list(g) for g in f.row_groups]}
+                {
+                    "key": f.key,
+                    "uri": f.uri,
+                    "size": f.size,
+                    "rowGroups": [list(g) for g in f.row_groups],
+                    **({"columns": dict(f.columns)} if f.columns else {}),
+                }
                 for f in self.files
             ],
         }
@@ -90,7 +103,11 @@ class CompanionInfo:
             schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(d["schema"])))
             files = tuple(
                 CompanionFile(
-                    str(f["key"]), str(f["uri"]), int(f["size"]), tuple((int(g), int(n)) for g, n in f["rowGroups"])
+                    str(f["key"]),
+                    str(f["uri"]),
+                    int(f["size"]),
+                    tuple((int(g), int(n)) for g, n in f["rowGroups"]),
+                    tuple((str(k), None if v is None else str(v)) for k, v in (f.get("columns") or {}).items()),
                 )
                 for f in d["files"]
             )

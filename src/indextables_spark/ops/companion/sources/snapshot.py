@@ -18,6 +18,14 @@ class SourceFile:
     size: int  # bytes, as recorded by the source (checked at read time)
     num_records: int | None  # rows, when the source records it
     partition_values: dict[str, str | None] = field(default_factory=dict)  # partition column -> value as text
+    # Rows the source deleted without rewriting the file (Iceberg delete files): sorted positions
+    # in the file; the companion logs them as POSITIONAL deletes of the split (ops/companion/deletes.py)
+    deleted: tuple[int, ...] = ()
+    # Files of one value may share a split (Iceberg: the spec and partition tuple, transforms included,
+    # so a split's min/max of a transform's source column stays within one partition)
+    cluster: str | None = None
+    # (column, Iceberg field id) of the top-level columns: read by id, so renames are followed
+    field_ids: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,8 @@ class SourceSnapshot:
     # as Spark reads them (string, not large_string; timestamp[us, UTC])
     partition_columns: list[str]
     files: list[SourceFile]
+    field_ids: dict[str, int] | None = None  # Iceberg: top-level column -> field id
+    bloom_columns: tuple[str, ...] = ()  # Iceberg: source columns of bucket partitions (Bloom-filtered)
 
 
 def normalize_schema(schema: pa.Schema) -> pa.Schema:
