@@ -52,7 +52,7 @@ def _schema():
     )
 
 
-def _rows(ids) -> pa.Table:
+def _rows(ids, ts_of=lambda i: T0 + dt.timedelta(hours=5 * i)) -> pa.Table:
     ids = list(ids)
     return pa.table(
         {
@@ -60,13 +60,14 @@ def _rows(ids) -> pa.Table:
             "body": [f"w{i % 7} doc{i}" for i in ids],
             "grp": [GROUPS[i % 4] for i in ids],
             "n": pa.array([i % 10 for i in ids], pa.int32()),
-            "ts": pa.array([T0 + dt.timedelta(hours=5 * i) for i in ids], pa.timestamp("us", tz="UTC")),
+            "ts": pa.array([ts_of(i) for i in ids], pa.timestamp("us", tz="UTC")),
         }
     )
 
 
 def _build(loc, options, **kw):
-    return it.build_companion("db.t", loc, format="iceberg", catalog="c", options=options, indexing={"body": "text"}, **kw)
+    opts = {**options, "companion.parallelism": "1"}  # in this process: small tables, quick tests
+    return it.build_companion("db.t", loc, format="iceberg", catalog="c", options=opts, indexing={"body": "text"}, **kw)
 
 
 def _tuples(table: pa.Table) -> list[tuple]:
@@ -126,7 +127,7 @@ def test_position_and_equality_deletes_build_and_sync(tmp_path):
     # a later position delete is taken up by the next sync, without indexing anything
     commit_deletes(table, [position_delete_file(table, [(c.file_path, 2)])])
     res = _build(loc, options)
-    assert (res.files_indexed, res.splits_removed, res.status) == (0, 0, "SUCCESS") or res.files_indexed == 0
+    assert (res.files_indexed, res.splits_removed, res.splits_added) == (0, 0, 0)
     _check_reads(loc, expected.filter(pc.not_equal(expected["id"], 152)))
     assert _build(loc, options).status == "NO_ACTION"
 
@@ -169,7 +170,7 @@ def _transform_table(cat):
 
     spec = PartitionSpec(
         PartitionField(5, 1000, DayTransform(), "ts_day"),
-        PartitionField(1, 1001, BucketTransform(4), "id_bucket"),
+        PartitionField(1, 1001, BucketTransform(2), "id_bucket"),
         PartitionField(3, 1002, TruncateTransform(1), "grp_trunc"),
     )
     return cat.create_table("db.t", schema=_schema(), partition_spec=spec)
@@ -181,9 +182,9 @@ def _partitioned_files(table, ids):
     from pyiceberg.types import LongType, StringType, TimestamptzType
 
     day = DayTransform().transform(TimestamptzType())
-    bucket = BucketTransform(4).transform(LongType())
+    bucket = BucketTransform(2).transform(LongType())
     trunc = TruncateTransform(1).transform(StringType())
-    rows = _rows(ids).to_pylist()
+    rows = _rows(ids, ts_of=lambda i: T0 + dt.timedelta(days=i % 3, hours=i % 5)).to_pylist()
     parts: dict[tuple, list[dict]] = {}
     for r in rows:
         micros = int((r["ts"] - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) / dt.timedelta(microseconds=1))
@@ -205,7 +206,7 @@ def test_transform_partitions_prune_exactly(tmp_path):
     assert len(_splits(loc)) == len(files)  # one split per partition tuple
     t = it.IndexTable(loc)
     cases = [
-        ("ts >= '2024-06-08 00:00:00'", GreaterThanOrEqual("ts", "2024-06-08T00:00:00+00:00")),
+        ("ts >= '2024-06-03 00:00:00'", GreaterThanOrEqual("ts", "2024-06-03T00:00:00+00:00")),
         ("id = 5", EqualTo("id", 5)),
         ("id IN (7, 33)", In("id", {7, 33})),
         ("grp = 'g2'", EqualTo("grp", "g2")),
