@@ -249,3 +249,23 @@ def test_renamed_columns_followed_by_field_id(tmp_path):
     _build(loc2, options)
     got2 = it.IndexTable(loc2).to_arrow(columns=cols)
     assert sorted(got2.to_pylist(), key=lambda r: r["id"]) == sorted(want.select(cols).to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.mark.spark
+def test_spark_read_skips_deleted_rows(spark, tmp_path):
+    cat, options = _catalog(tmp_path)
+    table = cat.create_table("db.t", schema=_schema())
+    a = data_file(table, _rows(range(80)), row_group_size=25)
+    append_files(table, [a])
+    table = cat.load_table("db.t")
+    commit_deletes(table, [position_delete_file(table, [(a.file_path, p) for p in (0, 26, 50, 79)])])
+    table = cat.load_table("db.t")
+    commit_deletes(table, [equality_delete_file(table, ["grp"], pa.table({"grp": pa.array(["g1"])}))])
+    loc = str(tmp_path / "index")
+    _build(loc, options)
+    want = sorted(r["id"] for r in _rows(range(80)).to_pylist() if r["id"] not in (0, 26, 50, 79) and r["grp"] != "g1")
+    df = spark.read.format("indextables").load(loc)
+    assert sorted(r[0] for r in df.select("id").collect()) == want
+    assert df.filter("n >= 5").count() == sum(1 for i in want if i % 10 >= 5)
+    q = spark.read.format("indextables").option("query", "body:w3").load(loc)
+    assert sorted(r[0] for r in q.select("id").collect()) == [i for i in want if i % 7 == 3]

@@ -9,9 +9,11 @@ index, with what a reader needs to read them again later (full URI, size) and to
 `locations.py` turns the paths the sources record into URIs; `libraries.py` imports the optional
 libraries and words their errors.
 
-A companion index addresses rows by their position in a data file, so sources whose files do not
-hold exactly the live rows are refused: Delta deletion vectors, Iceberg delete files. Delta column
-mapping is refused too (the files' column names are not the table's).
+A companion index addresses rows by their position in a data file: rows a source deleted without
+rewriting the file are listed per file (SourceFile.deleted: Iceberg delete files, resolved in
+iceberg_files.py) and logged as deletes of the splits; Delta deletion vectors are refused. Delta
+column mapping is refused too (the files' column names are not the table's); Iceberg columns are
+matched by field id (SourceFile.field_ids).
 
     open_source(format, source, *, options, version, catalog, catalog_type) -> SourceSnapshot
     latest_version(format, source, *, options) -> int | None   (Delta: from the log only; others: None)
