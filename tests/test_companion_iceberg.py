@@ -240,7 +240,9 @@ def test_renamed_columns_followed_by_field_id(tmp_path):
     want = table.scan().to_arrow()
     cols = ["id", "body", "team", "n", "ts"]
     got = it.IndexTable(loc).to_arrow(columns=cols)
-    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == sorted(want.select(cols).to_pylist(), key=lambda r: r["id"])
+    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == sorted(
+        want.select(cols).to_pylist(), key=lambda r: r["id"]
+    )
     assert it.IndexTable(loc).count() == 40
     g2 = it.IndexTable(loc).to_arrow(where="team = 'g2'", columns=["id"]).column("id").to_pylist()
     assert sorted(g2) == [i for i in range(40) if i % 4 == 2]
@@ -248,7 +250,9 @@ def test_renamed_columns_followed_by_field_id(tmp_path):
     loc2 = str(tmp_path / "index2")
     _build(loc2, options)
     got2 = it.IndexTable(loc2).to_arrow(columns=cols)
-    assert sorted(got2.to_pylist(), key=lambda r: r["id"]) == sorted(want.select(cols).to_pylist(), key=lambda r: r["id"])
+    assert sorted(got2.to_pylist(), key=lambda r: r["id"]) == sorted(
+        want.select(cols).to_pylist(), key=lambda r: r["id"]
+    )
 
 
 @pytest.mark.spark

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from indextables_spark.core.storage.redaction import redact_uri
 from indextables_spark.errors import CompanionSourceError, StorageError
@@ -213,6 +212,8 @@ class _DeleteReader:
 def _matching_rows(rows: pa.Table, deletes: Sequence[pa.Table]) -> np.ndarray:
     """Positions of `rows` equal to one of the tuples of `deletes` (same column names), NULL
     matching NULL: one hash group-by over both sides (group-by puts NULLs in one group)."""
+    import pyarrow.compute as pc  # lazy: only tables with equality deletes need it
+
     names = rows.column_names
     values = []
     for t in deletes:
