@@ -28,7 +28,6 @@ from indextables_spark.ops.companion.sources import (
 )
 from indextables_spark.errors import (
     InvalidOptionError,
-    ProtocolVersionError,
     SchemaMismatchError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -186,12 +185,20 @@ def test_delta_missing_table(tmp_path):
     assert str(tmp_path / "nope") in str(e.value)
 
 
-def test_delta_column_mapping_is_refused(tmp_path):
+def test_delta_column_mapping_is_read(tmp_path):
+    # (issue 48: column mapping was refused) deltalake writes physical names; the companion reads
+    # them under the logical ones
+    import indextables_spark as it
+
     path = str(tmp_path / "cm")
     deltalake.write_deltalake(path, _rows([1, 2]), configuration={"delta.columnMapping.mode": "name"})
-    with pytest.raises(ProtocolVersionError) as e:
-        open_source("delta", path)
-    assert "column mapping" in str(e.value) and path in str(e.value)
+    snap = open_source("delta", path)
+    assert set(snap.physical_names) == set(snap.schema.names)
+    it.build_companion(path, str(tmp_path / "idx"), format="delta")
+    got = it.IndexTable(str(tmp_path / "idx")).to_arrow()
+    assert (
+        got.sort_by("id").select(snap.schema.names).to_pylist() == _rows([1, 2]).select(snap.schema.names).to_pylist()
+    )
 
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -223,7 +230,7 @@ def _inline_deletion_vector(rows: list[int]) -> bytes:
     return struct.pack("<i", 1681511377) + struct.pack("<q", 1) + struct.pack("<i", 0) + bitmap
 
 
-def test_delta_deletion_vectors_are_refused(tmp_path):
+def test_delta_deletion_vectors_are_read(tmp_path):
     # delta-rs 1.6 never writes deletion vectors (its DELETE rewrites files even with
     # delta.enableDeletionVectors=true), so the commit Spark would write is written by hand: the
     # same file re-added with an inline vector deleting row 1. delta-rs reads it back (checked below).
@@ -256,10 +263,14 @@ def test_delta_deletion_vectors_are_refused(tmp_path):
         f.write("\n".join(json.dumps(a) for a in actions) + "\n")
     assert pa.table(deltalake.DeltaTable(path).scan()).column("id").to_pylist() == [1, 3, 4]
 
-    with pytest.raises(ProtocolVersionError) as e:
-        open_source("delta", path)
-    assert "deletion vectors" in str(e.value) and path in str(e.value)
-    assert open_source("delta", path, version=0).files[0].num_records == 4  # before the vector: fine
+    # (issue 48: deletion vectors were refused) the descriptor comes with the file, the companion
+    # never returns the deleted row
+    import indextables_spark as it
+
+    assert open_source("delta", path).files[0].deletion_vector.cardinality == 1
+    assert open_source("delta", path, version=0).files[0].deletion_vector is None  # before the vector
+    it.build_companion(path, str(tmp_path / "idx"), format="delta")
+    assert sorted(it.IndexTable(str(tmp_path / "idx")).to_arrow().column("id").to_pylist()) == [1, 3, 4]
 
 
 # ------------------------------------------------------------------------------------------------

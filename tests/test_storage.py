@@ -25,7 +25,7 @@ from indextables_spark.errors import (
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage import open_storage
 from indextables_spark.core.storage.azure import AzureStorage
-from indextables_spark.core.storage.redaction import redact_uri
+from indextables_spark.config.redaction import redact_uri
 from indextables_spark.core.storage.retry import RetryPolicy, is_transient
 from indextables_spark.core.storage.s3 import S3Storage
 

@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
+# what an error's text goes through before it is shown: config/redaction.py installs the package's
+# one redaction when it is imported (this module, the lowest layer, cannot import it)
+_shown: list[Callable[[str], str]] = []
+
+
+def show_messages_through(redact: Callable[[str], str]) -> None:
+    _shown[:] = [redact]
+
 
 class IndexTablesError(Exception):
-    """Base class of every error raised by indextables_spark."""
+    """Base class of every error raised by indextables_spark. Its text never shows a secret
+    (config/redaction.py): a message may quote a URL, a connection string or an SDK's error."""
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return _shown[0](text) if _shown else text
 
 
 class TableNotFoundError(IndexTablesError):

@@ -5,15 +5,18 @@ Keys are case-insensitive (Spark lower-cases data source option keys).
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
 
 from indextables_spark.config import units
-from indextables_spark.config.registry import SECRET_KEYS, closest, spec
+from indextables_spark.config.redaction import redact_mapping, remember_secrets, secret_option
+from indextables_spark.config.registry import closest, spec
 from indextables_spark.errors import IndexTablesError, InvalidOptionError
 
 PREFIX = "spark.indextables."
+SECRETS_OPTION = PREFIX + "secrets"  # secret options packed for Spark (pack_secrets)
 _REGISTERED = object()  # "the registry's default" (config/registry.py)
 _T = TypeVar("_T")
 
@@ -27,6 +30,30 @@ def _default(key: str) -> Any:
     if found is None:
         raise UnregisteredOptionError(f"option {key!r} is read but not listed in config/registry.py")
     return found.default
+
+
+def pack_secrets(options: Mapping[str, str]) -> dict[str, str]:
+    """Options as handed to Spark: the secret-named ones packed as JSON into SECRETS_OPTION, whose
+    name Spark's default spark.redaction.regex (`secret|password|token|access.?key`) redacts in
+    plans and the SQL tab (it would show an `azure.accountKey` or a connection string).
+    Options.of unpacks them."""
+    secret = {k: v for k, v in options.items() if secret_option(k)}
+    if not secret:
+        return dict(options)
+    shown = {k: v for k, v in options.items() if k not in secret}
+    return {**shown, SECRETS_OPTION: json.dumps(secret, sort_keys=True)}
+
+
+def _unpacked(src: Mapping[str, Any]) -> Mapping[str, Any]:
+    packed = next((v for k, v in src.items() if str(k).lower() == SECRETS_OPTION), None)
+    if packed is None:
+        return src
+    try:
+        secret = json.loads(packed)
+    except ValueError:
+        raise InvalidOptionError(f"option {SECRETS_OPTION} is set by the package, not by hand: not JSON") from None
+    # the packed values were the session's: options given explicitly win, as when they are copied
+    return {**secret, **{k: v for k, v in src.items() if str(k).lower() != SECRETS_OPTION}}
 
 
 def short_key(key: str) -> str:
@@ -49,7 +76,7 @@ class Options(Mapping[str, str]):
         for src in sources:
             if not src:
                 continue
-            items = src.values.items() if isinstance(src, Options) else src.items()
+            items = src.values.items() if isinstance(src, Options) else _unpacked(src).items()
             for k, v in items:
                 if v is None:
                     continue
@@ -57,6 +84,7 @@ class Options(Mapping[str, str]):
                 if key[: len(PREFIX)].lower() == PREFIX:
                     _check_known(key)
                 merged[short_key(key)] = v if isinstance(v, str) else _to_str(v)
+        remember_secrets(v for k, v in merged.items() if secret_option(k))  # hidden in every text shown
         return cls(merged)
 
     def __getitem__(self, key: str) -> str:
@@ -103,7 +131,8 @@ class Options(Mapping[str, str]):
         return {k[len(p) :]: v for k, v in self.values.items() if k.startswith(p)}
 
     def redacted(self) -> dict[str, str]:
-        return {k: ("***" if k in SECRET_KEYS else v) for k, v in self.values.items()}
+        """The options as shown (config/redaction.py): secret-named ones ***, secrets in values too."""
+        return redact_mapping(self.values)
 
     def __repr__(self) -> str:  # never show secrets
         return f"Options({self.redacted()!r})"

@@ -22,6 +22,7 @@ import pickle
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from indextables_spark.config.options import PREFIX, Options, session_options, short_key
+from indextables_spark.config.redaction import redact_text
 from indextables_spark.errors import IndexTablesError
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ def set_job_description(spark: Any, text: str | None) -> None:
     """The description of the Spark jobs this thread starts from now on (Spark UI). Classic
     sessions only: Connect has no job descriptions (its jobs show the client's operation)."""
     if spark is not None and not is_connect(spark):
-        spark.sparkContext.setJobDescription(text)
+        spark.sparkContext.setJobDescription(None if text is None else redact_text(text))
 
 
 @contextlib.contextmanager
@@ -142,7 +143,7 @@ def job_description(spark: Any, text: str | None) -> Iterator[None]:
         return
     sc = spark.sparkContext
     previous = sc.getLocalProperty("spark.job.description")
-    sc.setJobDescription(text)
+    sc.setJobDescription(redact_text(text))  # a statement's text may hold a URL with its SAS
     yield
     sc.setJobDescription(previous)
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, cast
 
 from indextables_spark.api.table import IndexTable
-from indextables_spark.config.options import session_options, short_key
+from indextables_spark.config.options import pack_secrets, session_options, short_key
 from indextables_spark.config.sessions import is_connect
 from indextables_spark.errors import TableExistsError
 from indextables_spark.frontends.sql_parser import parse_command
@@ -91,10 +91,10 @@ def _inject_conf(builder: Any, spark: Any) -> dict[str, str]:
     keys = {short_key(k) for k in given}
     set_option = _own(type(builder), "option")
     out = {str(k): str(v) for k, v in given.items()}
-    for k, v in session_options(spark).items():
-        if short_key(k) not in keys:
-            set_option(builder, k, v)
-            out[k] = v
+    copied = {k: v for k, v in session_options(spark).items() if short_key(k) not in keys}
+    for k, v in pack_secrets(copied).items():  # secrets under a name Spark's plans redact
+        set_option(builder, k, v)
+        out[k] = v
     return out
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from indextables_spark.api.table import IndexTable
-from indextables_spark.config.options import session_options
+from indextables_spark.config.options import pack_secrets, session_options
 from indextables_spark.config.sessions import functions
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 from indextables_spark.spark.guard import VIRTUAL_COLUMNS, guarded
@@ -288,6 +288,7 @@ def raw_load(spark: Any, options: dict[str, Any]) -> Any:
     reader = spark.read
     own(type(reader), "format")(reader, FORMAT_NAME)
     set_option = own(type(reader), "option")
-    for k, v in {**session_options(spark), **load_options(spark, options), **options}.items():
+    # secrets under a name Spark's plans and SQL tab redact (config/options.py pack_secrets)
+    for k, v in pack_secrets({**session_options(spark), **load_options(spark, options), **options}).items():
         set_option(reader, k, v)
     return own(type(reader), "load")(reader)

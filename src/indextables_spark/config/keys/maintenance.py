@@ -59,6 +59,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         readme=False,
     ),
     OptionSpec(
+        "companion.columnMapping",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: a Delta source's column mapping ({logical: physical}) its splits use",
+        readme=False,
+    ),
+    OptionSpec(
         "companion.stream.maxConsecutiveErrors",
         "int",
         10,

@@ -85,6 +85,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec("azure.clientSecret", "str", None, "Azure service principal secret", secret=True),
     OptionSpec("azure.bearerToken", "str", None, "Azure OAuth bearer token", secret=True),
+    OptionSpec(
+        "secrets",
+        "str",
+        None,
+        "set by the package, not by users: the secret options a Spark read copies from the session conf, "
+        "as one JSON object under a name Spark's `spark.redaction.regex` hides in plans and the SQL tab",
+        secret=True,
+    ),
     OptionSpec("azure.endpoint", "str", None, "Azure blob endpoint (Azurite, sovereign clouds)"),
     OptionSpec("azure.singlePutMaxSize", "size", 64 * MB, "Azure uploads in blocks past this size"),
     OptionSpec("azure.blockSize", "size", 8 * MB, "Azure block size"),

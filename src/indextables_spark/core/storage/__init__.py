@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlparse
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.base import AZURE_SCHEMES, S3_SCHEMES, FileInfo, Storage, check_key
 from indextables_spark.core.storage.local import LocalStorage
-from indextables_spark.core.storage.redaction import redact_uri
+from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import InvalidOptionError
 
 __all__ = ["FileInfo", "Storage", "LocalStorage", "open_storage", "check_key", "normalize_uri"]

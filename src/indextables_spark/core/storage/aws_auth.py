@@ -20,7 +20,7 @@ from indextables_spark.core.storage.credentials import (
     shared,
     utc_expiry,
 )
-from indextables_spark.core.storage.redaction import protect_secrets
+from indextables_spark.config.redaction import remember_secrets
 from indextables_spark.core.storage.retry import describe_exception
 from indextables_spark.errors import InvalidOptionError, StorageError
 
@@ -205,7 +205,7 @@ class AwsAuth:
                     f"cannot assume role {role_arn} (option 'spark.indextables.aws.roleArn') for {self.uri}: "
                     f"{describe_exception(e)}"
                 ) from None
-            protect_secrets([answer["AccessKeyId"], answer["SecretAccessKey"], answer.get("SessionToken")])
+            remember_secrets([answer["AccessKeyId"], answer["SecretAccessKey"], answer.get("SessionToken")])
             log.debug("assumed role %s for %s until %s", role_arn, self.uri, answer["Expiration"])
             expiry = answer["Expiration"]
             if isinstance(expiry, dt.datetime):
@@ -300,7 +300,7 @@ def aws_credentials_snapshot(options: Options, uri: str, s3_endpoint: str | None
             f"AWS profile {auth.profile!r} (option 'spark.indextables.aws.profile') gives no credentials for {uri}"
         )
     frozen = credentials.get_frozen_credentials()  # refreshed first when due
-    protect_secrets([frozen.access_key, frozen.secret_key, frozen.token])
+    remember_secrets([frozen.access_key, frozen.secret_key, frozen.token])
     expiry = getattr(credentials, "_expiry_time", None)  # RefreshableCredentials only
     return AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token, expiry)
 

@@ -47,7 +47,7 @@ from indextables_spark.core.storage.azure_auth import (
 from indextables_spark.core.storage.base import AZURE_SCHEMES
 from indextables_spark.core.storage.credentials import AzureToken
 from indextables_spark.core.storage.object_store import ObjectEntry, ObjectStorage, upload_in_parts
-from indextables_spark.core.storage.redaction import Redactor, protect_secrets, redact_uri
+from indextables_spark.config.redaction import Redactor, remember_secrets, redact_uri
 from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code
 from indextables_spark.errors import IndexTablesError, InvalidOptionError, StorageError
 
@@ -95,7 +95,7 @@ class AzureStorage(ObjectStorage):
             )
         ] + [conn.get("accountkey"), conn.get("sharedaccesssignature")]
         self._redact = Redactor(secrets)
-        protect_secrets(secrets)
+        remember_secrets(secrets)
         opt_account = opts.get_str("azure.accountName") or conn.get("accountname")
         if uri_account and opt_account and uri_account != opt_account:
             raise InvalidOptionError(
@@ -352,7 +352,7 @@ def azure_token_snapshot(uri: str, options: Mapping[str, Any] | Options | None) 
         raise
     except Exception as e:
         raise StorageError(f"cannot get an Azure Storage token ({kind}) for {uri}: {describe_exception(e)}") from None
-    protect_secrets([token.token])
+    remember_secrets([token.token])
     return AzureToken(token.token, dt.datetime.fromtimestamp(token.expires_on, dt.timezone.utc))
 
 

@@ -15,7 +15,7 @@ Credentials are shared within a process per provider, table path and the provide
 `provider_scope`), so one table's tasks call the provider once per expiry, not once per task.
 Nothing here logs or shows a credential: the result types hide their values in `repr`, errors
 name the option and the provider, never what it returned, and every credential obtained is
-registered with `redaction.protect_secrets` (kept out of the SDKs' debug logs).
+registered with `redaction.remember_secrets` (kept out of the SDKs' debug logs).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.registry import spec as option_spec
-from indextables_spark.core.storage.redaction import Redactor, protect_secrets
+from indextables_spark.config.redaction import Redactor, remember_secrets
 from indextables_spark.errors import InvalidOptionError, StorageError
 from indextables_spark.util.lru import LruCache
 
@@ -146,7 +146,7 @@ def ask_provider(
             raise InvalidOptionError(
                 f"credentials provider {spec!r} (option 'spark.indextables.{option}') returned no {name}"
             )
-    protect_secrets(getattr(got, f.name) for f in fields(got) if f.name != "expiry")
+    remember_secrets(getattr(got, f.name) for f in fields(got) if f.name != "expiry")
     expiry = utc_expiry(got.expiry, spec, option)
     _check_not_expired(expiry, spec, option)
     log.debug("credentials provider %s answered for %s (expiry %s)", spec, uri, expiry.isoformat())

@@ -19,7 +19,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, TypeVar
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.base import FileInfo, Storage, check_key
 from indextables_spark.core.storage.fetch_stats import record_fetch
-from indextables_spark.core.storage.redaction import Redactor
+from indextables_spark.config.redaction import Redactor
 from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code, http_status
 from indextables_spark.errors import FileNotFoundInStorageError, IndexTablesError, InvalidOptionError, StorageError
 
@@ -137,7 +137,9 @@ class ObjectStorage(Storage):
         except IndexTablesError:
             raise
         except Exception as e:
-            raise self._translate(e, op, key) from e
+            # not chained: an SDK's error text carries the request URL (an Azure SAS signature in
+            # clear); its first line, redacted, is in ours
+            raise self._translate(e, op, key) from None
 
     def _translate(self, e: Exception, op: str, key: str) -> IndexTablesError:
         where = self.full_uri(key)

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from indextables_spark.config.options import Options
 from indextables_spark.core.storage.aws_auth import AwsAuth
 from indextables_spark.core.storage.object_store import ObjectEntry, ObjectStorage, upload_in_parts
-from indextables_spark.core.storage.redaction import Redactor, protect_secrets, redact_uri
+from indextables_spark.config.redaction import Redactor, remember_secrets, redact_uri
 from indextables_spark.core.storage.retry import RetryPolicy, describe_exception, error_code, http_status
 from indextables_spark.core.storage.s3_reads import S3Reads, range_header, s3_reads
 from indextables_spark.errors import InvalidOptionError, StorageError
@@ -92,7 +92,7 @@ class S3Storage(ObjectStorage):
         self.region = opts.get_str("aws.region") or None
         self._auth = AwsAuth.from_options(opts, self.uri, endpoint)
         self._redact = Redactor(self._auth.secrets())
-        protect_secrets(self._auth.secrets())
+        remember_secrets(self._auth.secrets())
         self.path_style = opts.get_bool("s3.pathStyleAccess")
         self.multipart_threshold = opts.get_size("s3.multipartThreshold")
         self.part_size = opts.get_size("s3.multipartPartSize")

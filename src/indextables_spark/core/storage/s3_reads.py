@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote_plus, urlencode, urlsplit
 
 from indextables_spark.core.storage.object_store import ObjectEntry
-from indextables_spark.core.storage.redaction import Redactor
+from indextables_spark.config.redaction import Redactor
 from indextables_spark.util.lru import LruCache
 
 if TYPE_CHECKING:

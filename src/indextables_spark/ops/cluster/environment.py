@@ -16,8 +16,11 @@ the rows are what the Python processes see:
 Executor hosts (as a Spark job, with a SparkSession) give `python`, `package` and `env`: their
 Python workers have no Spark conf (their options come from the driver). There is no `hadoop` type:
 Hadoop's configuration steers nothing here (storage is reached through boto3 and the Azure SDK).
-Values are redacted as the reference's CredentialRedaction does (a name containing secret, key,
-password, token, credential or session), and so are the registered secret options."""
+Values are redacted by config/redaction.py: a secret-named property (the reference's
+CredentialRedaction words — secret, key, password, token, credential, session —, the registered
+secret options, the session's spark.redaction.regex) shows the reference's marker, and any other
+value has the secrets inside it hidden (a `--conf k=v` in PYSPARK_SUBMIT_ARGS, `-Dk=v` in
+SPARK_SUBMIT_OPTS or spark.driver.extraJavaOptions, the AccountKey of a connection string)."""
 
 from __future__ import annotations
 
@@ -29,13 +32,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from indextables_spark.config.options import PREFIX, Options
-from indextables_spark.config.registry import SECRET_KEYS, spec
+from indextables_spark.config.redaction import redact_value
+from indextables_spark.config.registry import spec
 from indextables_spark.ops.cluster.executors import Report, by_host, in_spark_task, on_executors, this_process
 from indextables_spark.ops.command import CommandParser, Context
 from indextables_spark.results.cluster import EnvironmentRow
 
 REDACTED = "***REDACTED***"  # the reference's CredentialRedaction marker
-_SENSITIVE = ("secret", "key", "password", "token", "credential", "session")
 PACKAGES = (
     "indextables_spark",
     "pyspark",
@@ -58,14 +61,9 @@ _ENV_PREFIXES = ("SPARK_", "PYSPARK_", "AWS_", "AZURE_")
 _ENV_NAMES = ("JAVA_HOME", "PYTHONPATH")
 
 
-def redact(name: str, value: str | None) -> str | None:
-    """The value, or the reference's marker when the name looks like a secret's."""
-    low = name.lower()
-    if value is None:
-        return None
-    if any(s in low for s in _SENSITIVE) or low.removeprefix(PREFIX) in SECRET_KEYS:
-        return REDACTED
-    return value
+def redact(name: str, value: str | None, pattern: str | None = None) -> str | None:
+    """The value as shown: the reference's marker for a secret's name, else secrets inside hidden."""
+    return redact_value(name, value, REDACTED, pattern)
 
 
 def _version(dist: str) -> str | None:
@@ -111,7 +109,9 @@ def environment(options: Options, spark: Any = None) -> list[EnvironmentRow]:
     role = "worker" if in_spark_task() else "driver"
     rows = []
     if spark is not None:
-        rows += [_row(me["host"], role, "spark", k, redact(k, v)) for k, v in sorted(_session_conf(spark).items())]
+        conf = _session_conf(spark)
+        pattern = conf.get("spark.redaction.regex")
+        rows += [_row(me["host"], role, "spark", k, redact(k, v, pattern)) for k, v in sorted(conf.items())]
     if role == "driver":
         rows += [
             _row(me["host"], role, "indextables", _option_name(k), redact(_option_name(k), v))

@@ -1,25 +1,34 @@
-"""Rows a source deleted without rewriting its files (SourceFile.deleted: Iceberg position and
-equality deletes, resolved to file positions), as POSITIONAL delete logs of the companion splits
-(core/log/deletes/delete_logs.py), which every read route applies; and Iceberg column renames.
+"""Rows a source deleted without rewriting its files, as POSITIONAL delete logs of the companion
+splits (core/log/deletes/delete_logs.py), which every read route applies; and the splits a source's
+changes index again. `plan_changes` is the one call of a build, for every source:
+
+- Iceberg: delete files resolved to file positions when planning (SourceFile.deleted,
+  sources/iceberg_files.py); field ids recorded, a rename re-indexes (below);
+- Delta: deletion vectors read when needed, only for files whose add action changed since the
+  version the companion holds (ops/companion/delta_changes.py); column mapping recorded, a rename
+  or drop re-indexes.
 
 A split's rows are its files' rows in order, each file contiguous (empty row groups hold no rows),
 so a file position p is row `offset(file) + p` of the split. A build logs the deleted rows of the
-splits it writes (counted by the task from the Parquet footers) in its own commit; each sync
-compares the source's deleted positions of every live split with those its logs hold: new ones
-are logged, and a split whose logs delete a row the source has again (a rollback) is indexed again,
-as is a split whose files' row counts do not add up to its own. A rename (or a column name taken
-by another field id) re-indexes every split: splits name their fields as the source did.
+splits it writes in its own commit (`SourceChanges.write_logs`: Iceberg's placed by the index task
+from the Parquet footers' row counts, `task_deletes`; Delta's from the split's footer). Each sync
+compares the source's deleted positions of the live splits with those their logs hold: new ones
+are logged, and a split whose logs delete a row the source has again (a rollback, RESTORE) is
+indexed again, as is a split whose files' row counts do not add up to its own. An Iceberg rename
+(or a column name taken by another field id) re-indexes every split: splits name their fields as
+the source did.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from indextables_spark.config.options import PREFIX
+from indextables_spark.config.options import PREFIX, Options
+from indextables_spark.ops.companion.delta_changes import new_split_rows, plan_delta_changes
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.model.actions import AddFile, DeleteLog
@@ -32,18 +41,61 @@ CONFIG_FIELD_IDS = PREFIX + "companion.sourceFieldIds"  # Iceberg: {column: fiel
 
 
 @dataclass(frozen=True)
-class DeletePlan:
-    """Row ids (of live splits, not indexed again) whose deletes are not logged yet."""
+class SourceChanges:
+    """The sync plan with the splits to index again, what the build records, and the deleted rows
+    of the live splits kept (not indexed again) whose deletes are not logged yet."""
 
-    rows: dict[str, np.ndarray]  # split path -> sorted row ids
+    sync: SyncPlan
+    configuration: dict[str, str] = field(default_factory=dict)  # recorded in the companion's metadata
+    pending: dict[str, np.ndarray] = field(default_factory=dict)  # kept split path -> sorted row ids
 
-    def __bool__(self) -> bool:
-        return bool(self.rows)
+    def write_logs(
+        self, storage: Storage, opts: Options, snapshot: SourceSnapshot, written: Sequence[Mapping[str, Any]]
+    ) -> list[DeleteLog]:
+        """POSITIONAL delete logs of the kept splits (`pending`) and of the splits the tasks wrote
+        (`written`: their results), written before the commit that lists them; returns their
+        (uncommitted) DeleteLog actions."""
+        from indextables_spark.core.log.deletes.delete_logs import (  # lazy: numpy-heavy log module
+            positional_table,
+            write_delete_log,
+        )
+        from indextables_spark.core.log.model.actions import POSITIONAL  # lazy: see above
+
+        rows: dict[str, Any] = dict(self.pending)
+        for w in written:
+            rows.update(w.get("deletes") or {})  # Iceberg: placed by the tasks
+        rows.update(new_split_rows(storage, opts, snapshot, [a for w in written for a in w["adds"]]))  # Delta
+        logs: list[DeleteLog] = []
+        try:
+            for path, ids in sorted(rows.items()):
+                if len(ids):
+                    logs.append(write_delete_log(storage, POSITIONAL, positional_table(ids), path))
+        except BaseException:
+            storage.delete([x.path for x in logs])
+            raise
+        return logs
+
+
+def plan_changes(
+    storage: Storage,
+    opts: Options,
+    snapshot: SourceSnapshot,
+    sync: SyncPlan,
+    live: Sequence[AddFile],
+    table_snapshot: Snapshot | None,
+    stored: Mapping[str, str] | None,
+) -> SourceChanges:
+    """Extend `sync` (ops/companion/sync.py) with the splits the source's changes index again, and
+    find the kept splits with newly deleted rows (`table_snapshot`: the companion at its read version)."""
+    if snapshot.format == "delta":
+        return SourceChanges(*plan_delta_changes(storage, opts, snapshot, sync, table_snapshot, stored))
+    sync, rows = plan_source_changes(sync, snapshot, live, table_snapshot, stored, storage)
+    return SourceChanges(sync, field_id_config(snapshot), rows)
 
 
 def field_id_config(snapshot: SourceSnapshot) -> dict[str, str]:
     """What a build records of the source's field ids (nothing for sources without them)."""
-    if snapshot.field_ids is None:
+    if snapshot.format != "iceberg":
         return {}
     return {CONFIG_FIELD_IDS: json.dumps(snapshot.field_ids, separators=(",", ":"), sort_keys=True)}
 
@@ -65,9 +117,10 @@ def plan_source_changes(
     table_snapshot: Snapshot | None,
     stored: Mapping[str, str] | None,
     storage: Storage,
-) -> tuple[SyncPlan, DeletePlan]:
-    """The sync plan with the splits to index again for renames and undone deletes, and the
-    deleted rows of the other live splits to log."""
+) -> tuple[SyncPlan, dict[str, np.ndarray]]:
+    """Sources listing deleted positions per file (SourceFile.deleted: Iceberg): the sync plan with
+    the splits to index again for renames and undone deletes, and the deleted rows of the other
+    live splits to log."""
     stale = {a.path for a in sync.stale}
     extra = list(live) if columns_moved(snapshot, stored) else []
     by_key = {f.key: f for f in snapshot.files}
@@ -85,13 +138,11 @@ def plan_source_changes(
         if new.size:
             rows[add.path] = new
     if not extra:
-        return sync, DeletePlan(rows)
+        return sync, rows
     again = {k for a in extra if a.path not in stale for k in a.companion_source_files or ()}
     queued = {f.key for f in sync.todo}
     todo = list(sync.todo) + [f for f in snapshot.files if f.key in again and f.key not in queued]
-    return replace(sync, todo=todo, stale=list(sync.stale) + [a for a in extra if a.path not in stale]), DeletePlan(
-        rows
-    )
+    return replace(sync, todo=todo, stale=list(sync.stale) + [a for a in extra if a.path not in stale]), rows
 
 
 def _split_rows(add: AddFile, by_key: Mapping[str, SourceFile]) -> np.ndarray | None:
@@ -135,18 +186,3 @@ def task_deletes(group: IndexGroup, adds: Sequence[AddFile], rows: Mapping[str, 
         if ids:
             out[add.path] = ids
     return out
-
-
-def write_logs(storage: Storage, plan: DeletePlan, written: Sequence[Mapping[str, Any]]) -> list[DeleteLog]:
-    """POSITIONAL delete logs of the plan's splits and of the splits the tasks wrote (their
-    results' "deletes"), written before the commit that lists them."""
-    from indextables_spark.core.log.deletes.delete_logs import (  # lazy: numpy-heavy log module
-        positional_table,
-        write_delete_log,
-    )
-    from indextables_spark.core.log.model.actions import POSITIONAL  # lazy: see above
-
-    rows: dict[str, Any] = dict(plan.rows)
-    for w in written:
-        rows.update(w.get("deletes") or {})
-    return [write_delete_log(storage, POSITIONAL, positional_table(ids), path) for path, ids in sorted(rows.items())]

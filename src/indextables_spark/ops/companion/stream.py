@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage.redaction import redact_uri
+from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import (
     CompanionSourceError,
     ConcurrentModificationError,

@@ -6,7 +6,7 @@ tasks, and the one commit of what the tasks wrote."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
@@ -42,6 +42,10 @@ class IndexJob:
     format: str
     source: str
     version: int | None
+    # how the files name the columns (ops/companion/rows.py): {column: physical name} (Delta
+    # column mapping), {column: Parquet field id} (Iceberg; Delta column mapping mode `id`)
+    physical_names: dict[str, str] = field(default_factory=dict)
+    field_ids: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,8 @@ def commit_build(
 ) -> int:
     """One version: the metadata (schema, partitioning, the source's format, location and
     version; a new table's settings; `recorded`: the column selection, ops/companion/columns.py),
-    the new splits, the removes, the stats files and the delete logs (ops/companion/deletes.py)."""
+    the new splits, the removes, the stats files and `delete_logs` (the rows the source deleted
+    without rewriting its files, ops/companion/deletes.py)."""
     from indextables_spark.core.log.model.actions import AddFile, Metadata  # lazy: see select_files
     from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
     from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL  # lazy: see select_files
@@ -174,8 +179,8 @@ def commit_build(
         txn.remove_files(removes)
     for key, files in stats.items():
         txn.update_stat(key, files)
-    for log in delete_logs:
-        txn.add_delete_log(log)
+    for d in delete_logs:
+        txn.add_delete_log(d)
     txn.add_files(adds).with_operation(
         "BUILD COMPANION",
         {

@@ -10,9 +10,10 @@ Arrow IPC stream as payload:
 
 A log is referenced by a `deleteLog` action (actions.DeleteLog) and applies to the rows of the
 splits added before it (split addedAtVersion < log addedAtVersion); a POSITIONAL log only to its
-own split, also when committed with it (addedAtVersion <=). So rows appended later with deleted
-values stay visible, and a split rewritten by a merge (a new split, written without the deleted
-rows) gets none of the old logs.
+own split, also when committed in the same version (addedAtVersion <=: a companion split and the
+rows its source deleted, ops/companion/deletes.py; split paths are never reused). So rows appended
+later with deleted values stay visible, and a split rewritten by a merge (a new split, written
+without the deleted rows) gets none of the old logs.
 """
 
 from __future__ import annotations

@@ -120,17 +120,18 @@ class CompanionRows:
             pf = _parquet_file(f, self.options, self.info, self.where)
             present = set(pf.schema_arrow.names)
             rows = pf.metadata.row_group(group).num_rows
-            in_file = {c: f.file_column(c) for c in missing}  # renamed columns: the file's names
+            in_file = {c: f.name_in_file(c) for c in missing}  # the files' names (ops/companion/rows.py)
             try:
-                table = pf.read_row_group(group, columns=[n for n in in_file.values() if n in present])
+                table = pf.read_row_group(
+                    group, columns=list(dict.fromkeys(n for n in in_file.values() if n in present))
+                )
             except (pa.ArrowException, OSError) as e:
                 raise CompanionSourceError(
                     f"companion split {self.where}: row group {group} of source file {f.uri} is not readable ({e})"
                 ) from e
             for name in missing:
-                file_name = in_file[name]
                 col = conform_source_column(
-                    table.column(file_name) if file_name in present else None, self.schema.field(name), rows
+                    table.column(in_file[name]) if in_file[name] in present else None, self.schema.field(name), rows
                 )
                 got[name] = col
                 _keep_column((f.uri, f.size, group, name), col)

@@ -14,7 +14,7 @@ indexed, in `__row` order, and for each the row groups it holds:
               "schema": "<base64 Arrow IPC schema of the indexed columns>",
               "files": [{"key": "part-0.parquet", "uri": "s3://…/part-0.parquet", "size": 123,
                          "rowGroups": [[0, 65536], [1, 1200]],
-                         "columns": {"name": "old_name"}}, ...]}   # optional: renamed columns
+                         "columns": [["Name", "col-5f3e…"]]}, ...]}   # only when names differ
 ```
 
 `__row` r of the split is row `r - start(b)` of batch b, i.e. of that row group of that file; a
@@ -63,12 +63,13 @@ class CompanionFile:
     uri: str  # where to read it
     size: int  # bytes when indexed
     row_groups: tuple[tuple[int, int], ...]  # (row group index, rows) in __row order
-    # table column -> the file's name for it, where they differ (None: the file lacks it): Iceberg
-    # columns are matched by field id, so a column renamed after the file was written is read
-    columns: tuple[tuple[str, str | None], ...] = ()
+    # (column, its name in the file; "" when the file has none) where they differ: Delta column
+    # mapping, Iceberg columns matched by field id (renamed after the file was written), see
+    # ops/companion/rows.py; empty when the file uses the table's names
+    columns: tuple[tuple[str, str], ...] = ()
 
-    def file_column(self, name: str) -> str | None:
-        return dict(self.columns).get(name, name)
+    def name_in_file(self, column: str) -> str:
+        return dict(self.columns).get(column, column)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class CompanionInfo:
                     "uri": f.uri,
                     "size": f.size,
                     "rowGroups": [list(g) for g in f.row_groups],
-                    **({"columns": dict(f.columns)} if f.columns else {}),
+                    **({"columns": [list(c) for c in f.columns]} if f.columns else {}),
                 }
                 for f in self.files
             ],
@@ -107,7 +108,7 @@ class CompanionInfo:
                     str(f["uri"]),
                     int(f["size"]),
                     tuple((int(g), int(n)) for g, n in f["rowGroups"]),
-                    tuple((str(k), None if v is None else str(v)) for k, v in (f.get("columns") or {}).items()),
+                    tuple((str(c), str(n)) for c, n in f.get("columns", ())),
                 )
                 for f in d["files"]
             )

@@ -238,11 +238,11 @@ class SplitWriter:
         size: int,
         partition_values: Mapping[str, str | None],
         row_groups: Iterable[tuple[int, pa.RecordBatch]],
-        columns: Mapping[str, str | None] | None = None,
+        columns: Mapping[str, str] | None = None,
     ) -> None:
         """Companion writers: index every row of one source Parquet file (its row groups in order,
-        as (row group index, rows of the stored columns)) into the open split of its partition;
-        `columns`: the file's names of renamed columns, recorded for readers (CompanionFile.columns)."""
+        as (row group index, rows of the stored columns)) into the open split of its partition.
+        `columns`: {column: its name in the file} where they differ (ops/companion/rows.py)."""
         if self.companion is None:
             raise IndexTablesError("SplitWriter.write_source_file needs a companion writer")
         if self._closed:
@@ -269,7 +269,9 @@ class SplitWriter:
                 split.uncompressed += rows.nbytes
                 split.batch_rows.append(rows.num_rows)
                 groups.append((group, rows.num_rows))
-        split.companion_files.append(CompanionFile(key, uri, size, tuple(groups), tuple((columns or {}).items())))
+        split.companion_files.append(
+            CompanionFile(key, uri, size, tuple(groups), tuple(sorted((columns or {}).items())))
+        )
 
     # -- input ---------------------------------------------------------------------------------
 

@@ -9,11 +9,13 @@ index, with what a reader needs to read them again later (full URI, size) and to
 `locations.py` turns the paths the sources record into URIs; `libraries.py` imports the optional
 libraries and words their errors.
 
-A companion index addresses rows by their position in a data file: rows a source deleted without
-rewriting the file are listed per file (SourceFile.deleted: Iceberg delete files, resolved in
-iceberg_files.py) and logged as deletes of the splits; Delta deletion vectors are refused. Delta
-column mapping is refused too (the files' column names are not the table's); Iceberg columns are
-matched by field id (SourceFile.field_ids).
+A companion index addresses rows by their position in a data file; rows a source deleted without
+rewriting the file are logged as deletes of the splits (ops/companion/deletes.py). Iceberg delete
+files are resolved to positions per file in `iceberg_files.py` (SourceFile.deleted); Delta deletion
+vectors are read from the log by `delta_log.py` (SourceFile.deletion_vector) and decoded by
+`deletion_vectors.py`. The files' names of the columns: Delta column mapping in `column_mapping.py`
+(SourceSnapshot.physical_names), Iceberg field ids (SourceSnapshot.field_ids); both are resolved
+per file by ops/companion/rows.py.
 
     open_source(format, source, *, options, version, catalog, catalog_type) -> SourceSnapshot
     latest_version(format, source, *, options) -> int | None   (Delta: from the log only; others: None)
@@ -27,7 +29,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage.redaction import redact_uri
+from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.ops.companion.sources.credentials import (
     fileio_properties_for_iceberg,

@@ -18,7 +18,7 @@ from indextables_spark.core.storage.aws_auth import aws_credentials_snapshot
 from indextables_spark.core.storage.azure import azure_token_snapshot, azure_uri_parts
 from indextables_spark.core.storage.azure_auth import parse_connection_string
 from indextables_spark.core.storage.base import AZURE_SCHEMES, S3_SCHEMES
-from indextables_spark.core.storage.redaction import redact_uri
+from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.ops.companion.sources.locations import http_endpoint, scheme_of
 

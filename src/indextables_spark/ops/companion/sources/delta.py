@@ -1,9 +1,10 @@
-"""Delta sources through deltalake (delta-rs): the add actions of one version. Refused: deletion
-vectors (the files hold deleted rows) and column mapping (the files' column names are not the
-table's)."""
+"""Delta sources through deltalake (delta-rs): the add actions of one version, with each file's
+deletion vector read from the log (sources/delta_log.py; the companion deletes those rows,
+ops/companion/deletion_vectors.py) and the column mapping of the schema (sources/column_mapping.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -11,8 +12,16 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.storage.redaction import Redactor, redact_uri
-from indextables_spark.errors import ProtocolVersionError, StorageError, TableNotFoundError, VersionNotFoundError
+from indextables_spark.config.redaction import Redactor, redact_uri
+from indextables_spark.errors import (
+    CompanionSourceError,
+    ProtocolVersionError,
+    StorageError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from indextables_spark.ops.companion.sources.column_mapping import delta_column_mapping
+from indextables_spark.ops.companion.sources.delta_log import LiveFile, live_files
 from indextables_spark.ops.companion.sources.credentials import abfss_uri, storage_options_for_deltalake
 from indextables_spark.ops.companion.sources.libraries import describe_error, library_redactor, require_library
 from indextables_spark.ops.companion.sources.locations import file_uri, is_local, local_path, scheme_of
@@ -39,18 +48,8 @@ def open_delta(source: str, opts: Options, version: int | None) -> SourceSnapsho
 
     metadata = dt.metadata()
     mode = (metadata.configuration or {}).get("delta.columnMapping.mode", "none") or "none"
-    if mode.strip().lower() != "none":
-        raise ProtocolVersionError(
-            f"Delta table {where} uses column mapping (delta.columnMapping.mode={mode}): its data files name columns "
-            "differently from the table schema; a companion index cannot be built on it"
-        )
-    dv_files = _delta_deletion_vector_files(dt, where, redact)
-    if dv_files:
-        raise ProtocolVersionError(
-            f"Delta table {where} (version {dt.version()}) has deletion vectors on {len(dv_files)} file(s), e.g. "
-            f"{dv_files[0]}: their rows are partly deleted, so row positions in the files would not match the table; "
-            "a companion index cannot be built on it (rewrite those files first, e.g. Spark's REORG TABLE ... APPLY (PURGE))"
-        )
+    physical_names, field_ids = delta_column_mapping(json.loads(dt.schema().to_json()), mode, where)
+    in_log = _deletion_vectors(dt, source, opts, where)
 
     root = local_path(source) if is_local(source) else source.rstrip("/")
     partition_columns = list(metadata.partition_columns or [])
@@ -78,11 +77,20 @@ def open_delta(source: str, opts: Options, version: int | None) -> SourceSnapsho
                 size=int(sizes[i]),
                 num_records=None if counts[i] is None else int(counts[i]),
                 partition_values={c: partition_text(parts[c][i]) for c in partition_columns},
+                deletion_vector=in_log[key].deletion_vector if key in in_log else None,
+                log_version=in_log[key].version if key in in_log else None,
             )
+        )
+    if in_log and set(in_log) != {f.key for f in files}:
+        raise CompanionSourceError(
+            f"Delta table {where} (version {dt.version()}): its log lists other files than deltalake does "
+            f"(e.g. {sorted(set(in_log) ^ {f.key for f in files})[:3]}); its deletion vectors cannot be placed"
         )
     files.sort(key=lambda f: f.key)
     schema = normalize_schema(pa.schema(dt.schema().to_arrow()))
-    return SourceSnapshot("delta", source, root, dt.version(), schema, partition_columns, files)
+    return SourceSnapshot(
+        "delta", source, root, dt.version(), schema, partition_columns, files, physical_names, field_ids
+    )
 
 
 _LOG_VERSION = re.compile(r"_delta_log/(\d{20})\.(?:json|checkpoint(?:\.\d+\.\d+)?\.parquet)")
@@ -137,20 +145,17 @@ def _load_delta(
     ) from None
 
 
-def _delta_deletion_vector_files(dt: DeltaTable, where: str, redact: Redactor) -> list[str]:
-    """Files carrying a deletion vector. get_add_actions() does not show them (delta-rs 1.6), so they
-    are asked for only when the protocol enables the feature."""
-    features = dt.protocol().reader_features or []
-    if "deletionVectors" not in features:
-        return []
+def _deletion_vectors(dt: DeltaTable, source: str, opts: Options, where: str) -> dict[str, LiveFile]:
+    """{file key: its deletion vector and add version} read from the log (sources/delta_log.py),
+    when the protocol enables deletion vectors (else no file has one: empty)."""
+    from indextables_spark.core.storage import open_storage  # lazy: as the Parquet source's listing
+
+    if "deletionVectors" not in (dt.protocol().reader_features or []):
+        return {}
     try:
-        found = pa.table(dt.deletion_vectors())
-    except Exception as e:  # a vector that cannot be read is still a vector
-        raise ProtocolVersionError(
-            f"Delta table {where} uses deletion vectors, which could not be read ({redact(describe_error(e))}); "
-            "a companion index cannot be built on it"
-        ) from None
-    return sorted(found.column("filepath").to_pylist()) if found.num_rows else []
+        return live_files(open_storage(source, opts), dt.version(), where)
+    except OSError as e:
+        raise StorageError(f"cannot read the log of Delta table {where}: {describe_error(e)}") from None
 
 
 def deltalake_uri(uri: str, opts: Options) -> str:

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from indextables_spark.config.options import Options
 from indextables_spark.core import storage as storage_layer
-from indextables_spark.core.storage.redaction import redact_uri
+from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import (
     IndexTablesError,
     InvalidOptionError,
@@ -69,7 +69,6 @@ def open_iceberg(
             )
 
     columns = _iceberg_partition_columns(table, schema, [p.data_file for p in planned])
-    field_ids = tuple((f.name, f.field_id) for f in schema.fields)
     files = [
         SourceFile(
             key=p.data_file.file_path,
@@ -82,7 +81,6 @@ def open_iceberg(
             },
             deleted=p.deleted,
             cluster=partition_cluster(p.data_file),
-            field_ids=field_ids,
         )
         for p in planned
     ]
@@ -96,7 +94,7 @@ def open_iceberg(
         arrow_schema,
         [c for c, _, _ in columns],
         files,
-        field_ids=dict(field_ids),
+        field_ids={f.name: f.field_id for f in schema.fields},
         bloom_columns=_bucket_columns(table, schema),
     )
 

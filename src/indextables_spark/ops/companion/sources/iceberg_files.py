@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from indextables_spark.core.storage.redaction import redact_uri
+from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import CompanionSourceError, StorageError
+from indextables_spark.ops.companion.rows import file_field_ids
 from indextables_spark.ops.companion.sources.libraries import describe_error
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
-
-FIELD_ID_KEY = b"PARQUET:field_id"
 
 
 @dataclass(frozen=True)
@@ -104,30 +103,6 @@ def _record(partition: Any) -> tuple[Any, ...]:
 def partition_cluster(data_file: Any) -> str:
     """The spec and partition tuple of a data file, as text (transform values included)."""
     return f"{data_file.spec_id}:{_record(data_file.partition)!r}"
-
-
-def file_field_ids(schema: pa.Schema) -> dict[int, str]:
-    """{field id: column name} of a Parquet file's top-level columns that carry an Iceberg field id."""
-    out = {}
-    for f in schema:
-        raw = (f.metadata or {}).get(FIELD_ID_KEY)
-        if raw is not None:
-            out[int(raw)] = f.name
-    return out
-
-
-def renamed_columns(file_schema: pa.Schema, field_ids: Sequence[tuple[str, int]]) -> dict[str, str | None]:
-    """{table column: the file's name for it (None: the file lacks it)} for the columns whose name in
-    the file differs, matched by field id; a file without field ids is read by name."""
-    in_file = file_field_ids(file_schema)
-    if not in_file:
-        return {}
-    out: dict[str, str | None] = {}
-    for column, fid in field_ids:
-        name = in_file.get(fid)
-        if name != column:
-            out[column] = name
-    return out
 
 
 class _DeleteReader:

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.registry import SECRET_KEYS
-from indextables_spark.core.storage.redaction import Redactor
+from indextables_spark.config.redaction import Redactor
 from indextables_spark.errors import InvalidOptionError
 
 INSTALL_HINT = "pip install 'indextables_spark[companion]'"

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from indextables_spark.config.options import Options
 from indextables_spark.core import storage as storage_layer
-from indextables_spark.core.storage.redaction import redact_uri
+from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import SchemaMismatchError, TableNotFoundError
 from indextables_spark.ops.companion.sources.libraries import describe_error
 from indextables_spark.ops.companion.sources.locations import file_uri

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from indextables_spark.ops.companion.sources.deletion_vectors import DeletionVector
 
 
 @dataclass(frozen=True)
@@ -18,14 +21,16 @@ class SourceFile:
     size: int  # bytes, as recorded by the source (checked at read time)
     num_records: int | None  # rows, when the source records it
     partition_values: dict[str, str | None] = field(default_factory=dict)  # partition column -> value as text
-    # Rows the source deleted without rewriting the file (Iceberg delete files): sorted positions
-    # in the file; the companion logs them as POSITIONAL deletes of the split (ops/companion/deletes.py)
+    # Rows the source deleted without rewriting the file: Iceberg delete files as sorted positions
+    # in the file (`deleted`); Delta its deletion vector (read when needed) and the version of the
+    # file's current add action (a sync takes up vectors changed since the version it indexed).
+    # The companion logs them as POSITIONAL deletes of the split (ops/companion/deletes.py)
     deleted: tuple[int, ...] = ()
+    deletion_vector: DeletionVector | None = None
+    log_version: int | None = None
     # Files of one value may share a split (Iceberg: the spec and partition tuple, transforms included,
     # so a split's min/max of a transform's source column stays within one partition)
     cluster: str | None = None
-    # (column, Iceberg field id) of the top-level columns: read by id, so renames are followed
-    field_ids: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,11 @@ class SourceSnapshot:
     # as Spark reads them (string, not large_string; timestamp[us, UTC])
     partition_columns: list[str]
     files: list[SourceFile]
-    field_ids: dict[str, int] | None = None  # Iceberg: top-level column -> field id
+    # How the files name the columns (ops/companion/rows.py): logical column -> physical name in
+    # the files (Delta column mapping; empty without), and top-level column -> Parquet field id
+    # (Iceberg; Delta column mapping mode `id`): a file that carries field ids is read by id
+    physical_names: dict[str, str] = field(default_factory=dict)
+    field_ids: dict[str, int] = field(default_factory=dict)
     bloom_columns: tuple[str, ...] = ()  # Iceberg: source columns of bucket partitions (Bloom-filtered)
 
 

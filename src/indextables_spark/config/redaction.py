@@ -1,0 +1,202 @@
+"""The one redaction of everything the package shows: result rows (DESCRIBE …), `repr(Options)`,
+error messages, log records, the CLI's output, the job descriptions it sets in Spark.
+
+A secret is caught two ways:
+- by name: an option or a property whose name says it holds a secret (`secret_name`: the
+  registry's secret options, names containing secret, password, token, credential, signature,
+  access/account/api key, connection string or SAS, and a `spark.redaction.regex` given by the
+  session), whose whole value is hidden;
+- by value inside any text (`redact_text`): every secret value the process has been given
+  (`remember_secrets`: options under secret names, credentials the storage backends and the
+  credential providers hand out), `name=value` / `"name": value` pairs under such names (a
+  `--conf k=v` list, `-Dk=v` Java options, `AccountKey=…;` in a connection string, `sig=…` in a SAS
+  URL), and the password of a URL's `user:password@`.
+
+Log records of this package and of the storage SDKs (which log request URLs and headers at DEBUG)
+are cleaned by a record factory installed once per process (`install_log_redaction`)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from typing import Any, Iterable, Mapping
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from indextables_spark.config.registry import SECRET_KEYS
+from indextables_spark.errors import show_messages_through
+
+PREFIX = "spark.indextables."
+HIDDEN = "***"
+_MIN_SECRET = 4  # shorter values are not secrets worth matching in text (and would match everywhere)
+
+# words that make a name a secret's: the reference's CredentialRedaction list (secret, key,
+# password, token, credential, session), Spark's default spark.redaction.regex, Azure's spellings
+_NAME_WORDS = re.compile(
+    r"(?i)secret|password|passwd|token|credential(?!s?[._-]?provider)|session|signature|key|"
+    r"connection[._-]?string|(?<![a-z])sas(?![a-z])"
+)
+# inside text, narrower ("key" alone would hide `partition_key=…` in a message): a `name=value`
+# or `"name": value` pair; the value runs to whitespace, a separator (& ; ,) or a quote, or is
+# a quoted string
+_TEXT_WORDS = (
+    r"secret|password|passwd|token(?![a-z])|credential(?!s?[._-]?provider)|signature|(?<![a-z])sig(?![a-z])|(?<![a-z])sas(?![a-z])|"
+    r"access[._-]?key|account[._-]?key|api[._-]?key|private[._-]?key|connection[._-]?string"
+)
+_PAIR = re.compile(
+    rf"""(?ix)
+    (?P<name>[\w.\-]*(?:{_TEXT_WORDS})[\w.\-]*)   # a name holding a secret word
+    (?P<sep>["']?\s*[=:]\s*)                        # = or : (after a quoted name)
+    (?P<value>"[^"]*"|'[^']*'|[^\s&;,'"]+)
+    """
+)
+_TEXT_NAME = re.compile(rf"(?i){_TEXT_WORDS}")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/@\s:]*:[^/@\s]+@")
+
+
+def secret_name(name: str, pattern: str | None = None) -> bool:
+    """Whether a property or option named so holds a secret: one of the registry's secret options,
+    a name with a secret word, or one `pattern` (e.g. the session's spark.redaction.regex) finds."""
+    low = name.lower()
+    if low.removeprefix(PREFIX) in SECRET_KEYS or _NAME_WORDS.search(low):
+        return True
+    return pattern is not None and re.search(pattern, name) is not None
+
+
+def secret_option(name: str) -> bool:
+    """Whether an option's value is a secret to hide in every text from now on: a registered
+    secret option or a name with a narrow secret word (not `key` or `session` alone: the value of
+    `aws.roleSessionName` is no secret, and hiding it would hide that word everywhere)."""
+    low = name.lower()
+    return low.removeprefix(PREFIX) in SECRET_KEYS or _TEXT_NAME.search(low) is not None
+
+
+class _Known:
+    """The secret values this process has been given (options, credentials), longest first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: set[str] = set()
+        self.ordered: tuple[str, ...] = ()
+
+    def add(self, values: Iterable[str | None]) -> None:
+        new = {f for v in values if v and len(v) >= _MIN_SECRET for f in _forms(v)} - self._values
+        if not new:
+            return
+        with self._lock:
+            self._values |= new
+            self.ordered = tuple(sorted(self._values, key=len, reverse=True))
+
+
+def _forms(value: str) -> set[str]:
+    """A secret as it may appear: as given, URL-decoded and URL-encoded (SAS tokens, keys with /+=)."""
+    return {f for f in (value, unquote(value), quote(value, safe="")) if len(f) >= _MIN_SECRET}
+
+
+_known = _Known()
+
+
+def remember_secrets(values: Iterable[str | None]) -> None:
+    """Hide these values wherever they appear in what the package shows from now on (log records
+    too: the first secret installs their redaction)."""
+    before = len(_known.ordered)
+    _known.add(values)
+    if len(_known.ordered) != before:
+        install_log_redaction()
+
+
+def redact_text(text: str, extra: Iterable[str] = ()) -> str:
+    """`text` with every secret in it replaced by ***: the known values (and `extra`), the values
+    of secret-named pairs, URL passwords."""
+    for s in (*extra, *_known.ordered):
+        if s in text:
+            text = text.replace(s, HIDDEN)
+    text = _USERINFO.sub(rf"\1{HIDDEN}@", text)
+    return _PAIR.sub(lambda m: m.group("name") + m.group("sep") + _hidden_value(m.group("value")), text)
+
+
+def _hidden_value(value: str) -> str:
+    return value[0] + HIDDEN + value[0] if value[:1] in ("'", '"') else HIDDEN
+
+
+show_messages_through(redact_text)  # every IndexTablesError's text (errors.py)
+
+
+def redact_value(name: str, value: str | None, marker: str = HIDDEN, pattern: str | None = None) -> str | None:
+    """A property's value as shown: `marker` when the name is a secret's, else the text redacted."""
+    if value is None:
+        return None
+    return marker if secret_name(name, pattern) else redact_text(value)
+
+
+def redact_mapping(values: Mapping[str, Any], pattern: str | None = None) -> dict[str, Any]:
+    """Options or properties as shown (values that are not text are kept)."""
+    return {k: redact_value(k, v, pattern=pattern) if isinstance(v, str) else v for k, v in values.items()}
+
+
+class Redactor:
+    """redact_text with some secrets of its own (a storage backend's credentials): callable on text."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()):
+        forms = {f for s in secrets if s and len(s) >= _MIN_SECRET for f in _forms(s)}
+        self._secrets = tuple(sorted(forms, key=len, reverse=True))
+
+    def __call__(self, text: str) -> str:
+        return redact_text(text, self._secrets)
+
+
+def redact_uri(uri: str) -> str:
+    """The URI without credentials: user:password@ → user@ (an S3 'key:secret@bucket' loses both
+    parts), and query strings (SAS tokens) dropped."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return redact_text(uri)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            netloc = HIDDEN + "@" + host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+# ---- log records ---------------------------------------------------------------------------------
+
+# Loggers whose records are cleaned: this package's, and the libraries under the storage backends
+# (at DEBUG botocore logs request headers — X-Amz-Security-Token, the access key id — and urllib3
+# request URLs with Azure SAS signatures).
+LOGGERS = ("indextables_spark", "botocore", "boto3", "s3transfer", "urllib3", "requests", "azure")
+_install_lock = threading.Lock()
+_installed = False
+
+
+def install_log_redaction() -> None:
+    """Install (once per process) a log record factory that wraps the current one: records of
+    LOGGERS have their message formatted and redacted. Records are only built for enabled levels,
+    so nothing is paid for a level that is off."""
+    global _installed
+    if _installed:
+        return
+    with _install_lock:
+        if _installed:
+            return
+        previous = logging.getLogRecordFactory()
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            if record.name.startswith(LOGGERS):
+                _scrub(record)
+            return record
+
+        logging.setLogRecordFactory(factory)
+        _installed = True
+
+
+def _scrub(record: logging.LogRecord) -> None:
+    try:
+        message = record.getMessage()
+    except Exception:  # a malformed record: logging reports it when it is emitted
+        return
+    clean = redact_text(message)
+    if clean != message:
+        record.msg, record.args = clean, None

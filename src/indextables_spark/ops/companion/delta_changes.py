@@ -1,0 +1,172 @@
+"""What a Delta source's deletion vectors and column mapping change in its companion index.
+
+Deletion vectors: a file's vector lists the row positions the source deleted in it. A companion
+split holds whole files in `__row` order (format/companion.py: each file's non-empty row groups),
+so file position p of a file whose rows start at row r of the split is split row r + p; the
+positions become POSITIONAL delete logs (core/log/deletes/delete_logs.py) of the split, committed
+with it, which every read route applies. A sync takes up vectors changed since the version the
+companion holds without indexing the file again: only the positions not deleted yet get a new log
+(delete logs of a split add up); a vector that lost positions (RESTORE) indexes the split again.
+
+Column mapping: the companion records the mapping its splits were built with; a column renamed or
+dropped since indexes every split again, under the source's current names.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from indextables_spark.config.options import Options
+from indextables_spark.core.split.format.companion import CONFIG_VERSION, CompanionInfo
+from indextables_spark.errors import CompanionSourceError, FileNotFoundInStorageError
+from indextables_spark.ops.companion.sources.column_mapping import (
+    CONFIG_COLUMN_MAPPING,
+    mapping_changed,
+    mapping_config,
+)
+from indextables_spark.ops.companion.sources.deletion_vectors import deleted_positions
+from indextables_spark.ops.companion.sources.locations import is_local, local_path
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.model.actions import AddFile, DeleteLog
+    from indextables_spark.core.log.read.snapshot import Snapshot
+    from indextables_spark.core.storage import Storage
+    from indextables_spark.ops.companion.sources import SourceFile, SourceSnapshot
+    from indextables_spark.ops.companion.sync import SyncPlan
+
+
+def new_split_rows(
+    storage: Storage, opts: Options, snapshot: SourceSnapshot, adds_json: Sequence[Mapping[str, Any]]
+) -> dict[str, np.ndarray]:
+    """{split path: row ids} the deletion vectors of its files delete, for the new splits holding
+    a file with a vector (placed by the row groups in the split's footer)."""
+    from indextables_spark.core.log.model.actions import AddFile  # lazy: as the log modules
+
+    rows: dict[str, np.ndarray] = {}
+    by_key = {f.key: f for f in snapshot.files}
+    for a in (AddFile.from_json(dict(d)) for d in adds_json):
+        if any(by_key[k].deletion_vector is not None for k in a.companion_source_files or () if k in by_key):
+            rows[a.path] = split_rows(_split_info(storage, opts, a), by_key, _dv_reader(snapshot, opts))
+    return rows
+
+
+def plan_delta_changes(
+    storage: Storage,
+    opts: Options,
+    snapshot: SourceSnapshot,
+    sync: SyncPlan,
+    table: Snapshot | None,
+    stored: Mapping[str, str] | None,
+) -> tuple[SyncPlan, dict[str, str], dict[str, np.ndarray]]:
+    """`sync` (ops/companion/sync.py) extended with the splits a Delta source's changes index again,
+    the configuration to record, and the new row ids of the kept splits whose vectors changed
+    (`table`: the companion at its read version); ops/companion/deletes.py calls it."""
+    config = {CONFIG_COLUMN_MAPPING: mapping_config(snapshot.physical_names)} if snapshot.physical_names else {}
+    if snapshot.format != "delta" or table is None:
+        return sync, config, {}
+    gone = {a.path for a in sync.stale}
+    kept = [a for a in table.files if a.path not in gone]
+    again: list[AddFile] = []
+    if mapping_changed((stored or {}).get(CONFIG_COLUMN_MAPPING), snapshot.physical_names):
+        again = kept  # a renamed or dropped column: every split, under the new names
+    by_key = {f.key: f for f in snapshot.files}
+    recorded = (stored or {}).get(CONFIG_VERSION)
+    since = int(recorded) if recorded else None
+    pending: dict[str, np.ndarray] = {}
+    for a in [] if again else kept:
+        files = [by_key[k] for k in a.companion_source_files or () if k in by_key]
+        logs = table.deletes_for(a)
+        if not _may_have_changed(files, bool(logs), since, snapshot.version):
+            continue
+        new = split_rows(_split_info(storage, opts, a), by_key, _dv_reader(snapshot, opts))
+        old = _deleted_rows(storage, logs, a)
+        if np.setdiff1d(old, new).size:
+            again.append(a)  # rows came back (RESTORE): only indexing the split again shows them
+        elif np.setdiff1d(new, old).size:
+            pending[a.path] = np.setdiff1d(new, old)
+    if not again:
+        return sync, config, pending
+    keys = {k for a in again for k in a.companion_source_files or ()}
+    todo = sync.todo + [f for f in snapshot.files if f.key in keys]
+    return replace(sync, todo=todo, stale=sync.stale + again), config, pending
+
+
+def _may_have_changed(files: Sequence[SourceFile], has_logs: bool, since: int | None, version: int | None) -> bool:
+    """Can the split's deleted rows differ from its logs? Only when a file's add action is newer
+    than the version the companion holds (or that version is unknown or not behind)."""
+    if not has_logs and all(f.deletion_vector is None for f in files):
+        return False
+    if since is None or version is None or since > version:
+        return True
+    return any(f.log_version is None or f.log_version > since for f in files)
+
+
+def split_rows(
+    info: CompanionInfo, by_key: Mapping[str, SourceFile], read: Callable[[SourceFile], np.ndarray]
+) -> np.ndarray:
+    """The split's row ids its files' deletion vectors delete (sorted)."""
+    out = []
+    start = 0
+    for f in info.files:
+        rows = sum(n for _, n in f.row_groups)
+        src = by_key.get(f.key)
+        if src is not None and src.deletion_vector is not None:
+            if src.num_records is not None and src.num_records != rows:
+                raise CompanionSourceError(
+                    f"source file {f.uri} has {src.num_records} rows in the log, {rows} in its indexed row groups: "
+                    "its deletion vector cannot be placed"
+                )
+            positions = read(src)
+            if positions.size and int(positions[-1]) >= rows:
+                raise CompanionSourceError(
+                    f"the deletion vector of source file {f.uri} deletes row {int(positions[-1])} of its {rows} rows"
+                )
+            out.append(positions + start)
+        start += rows
+    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
+
+def _dv_reader(snapshot: SourceSnapshot, opts: Options) -> Callable[[SourceFile], np.ndarray]:
+    from indextables_spark.core.storage import open_storage  # lazy: as the source readers
+
+    root = local_path(snapshot.root) if is_local(snapshot.root) else snapshot.root
+
+    def read_range(path: str, start: int, length: int) -> bytes:
+        absolute = "://" in path or path.startswith("/")
+        parent, name = posixpath.split(path if absolute else posixpath.join(root, path))
+        store = open_storage(parent, opts)
+        try:
+            return store.read_range(name, start, start + length)
+        except (FileNotFoundInStorageError, FileNotFoundError):
+            raise CompanionSourceError(
+                f"deletion vector file {store.full_uri(name)} of Delta table {snapshot.source} is missing"
+            ) from None
+
+    def read(f: SourceFile) -> np.ndarray:
+        assert f.deletion_vector is not None  # split_rows reads files with a vector only
+        return deleted_positions(f.deletion_vector, read_range, f"source file {f.uri}")
+
+    return read
+
+
+def _split_info(storage: Storage, opts: Options, add: AddFile) -> CompanionInfo:
+    """The companion section of a split's footer (its files and row groups, in `__row` order)."""
+    from indextables_spark.core.split.cache.cache import get_cache  # lazy: the split cache loads numpy, Tantivy
+    from indextables_spark.core.split.format.bundle import load_extracted_footer  # lazy: as above
+    from indextables_spark.core.split.format.companion import companion_info  # lazy: as above
+
+    info = companion_info(load_extracted_footer(get_cache(opts).local_dir(storage, add)).raw, add.path)
+    if info is None:
+        raise CompanionSourceError(f"split {add.path} of the companion index has no companion section")
+    return info
+
+
+def _deleted_rows(storage: Storage, logs: Sequence[DeleteLog], add: AddFile) -> np.ndarray:
+    from indextables_spark.core.log.deletes.delete_logs import load_split_deletes  # lazy: numpy, pyarrow
+
+    deletes = load_split_deletes(storage, logs, add.num_records, add.path)
+    return deletes.positions if deletes is not None else np.empty(0, dtype=np.int64)

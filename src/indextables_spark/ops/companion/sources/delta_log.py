@@ -1,0 +1,94 @@
+"""The deletion vector of each live file of a Delta table at one version, from its `_delta_log/`
+(deltalake's add actions do not carry the descriptors): the newest classic checkpoint at or before
+the version (single or multi-part Parquet), then the JSON commits after it. Each file also gets the
+version of its current add action, so that a sync can tell which vectors changed since it last ran."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator
+from urllib.parse import unquote
+
+from indextables_spark.errors import CompanionSourceError, FileNotFoundInStorageError
+from indextables_spark.ops.companion.sources.deletion_vectors import DeletionVector
+
+if TYPE_CHECKING:
+    from indextables_spark.core.storage import Storage
+
+_COMMIT = re.compile(r"_delta_log/(\d{20})\.json")
+_CHECKPOINT = re.compile(r"_delta_log/(\d{20})\.checkpoint(?:\.(\d+)\.(\d+))?\.parquet")
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    deletion_vector: DeletionVector | None
+    version: int  # the version of its current add action (the checkpoint's for files from it)
+
+
+def live_files(storage: Storage, version: int, where: str) -> dict[str, LiveFile]:
+    """{file key (the logged path, URL-decoded): LiveFile} at `version`."""
+    keys = [i.key for i in storage.list("_delta_log/")]
+    start, files = _from_checkpoint(storage, keys, version, where)
+    commits = {int(m.group(1)) for k in keys if (m := _COMMIT.fullmatch(k))}
+    for v in range(start + 1, version + 1):
+        if v not in commits:
+            raise CompanionSourceError(
+                f"Delta table {where}: commit {v} is missing from _delta_log/ (no checkpoint covers it), so "
+                "the deletion vectors of version {version} cannot be read"
+            )
+        for action in _commit_actions(storage, v, where):
+            if "add" in action:
+                add = action["add"]
+                files[unquote(add["path"])] = LiveFile(_descriptor(add, where), v)
+            elif "remove" in action:
+                files.pop(unquote(action["remove"]["path"]), None)
+    return files
+
+
+def _from_checkpoint(storage: Storage, keys: list[str], version: int, where: str) -> tuple[int, dict[str, LiveFile]]:
+    """(checkpoint version or -1, its live files): the newest complete classic checkpoint."""
+    parts: dict[tuple[int, int], list[str]] = {}
+    for k in keys:
+        m = _CHECKPOINT.fullmatch(k)
+        if m and int(m.group(1)) <= version:
+            parts.setdefault((int(m.group(1)), int(m.group(3) or 1)), []).append(k)
+    complete = [v for (v, n), ks in parts.items() if len(ks) == n]
+    if not complete:
+        return -1, {}
+    cp = max(complete)
+    files: dict[str, LiveFile] = {}
+    for key in sorted(next(ks for (v, _), ks in parts.items() if v == cp)):
+        for add in _checkpoint_adds(storage, key, where):
+            files[unquote(add["path"])] = LiveFile(_descriptor(add, where), cp)
+    return cp, files
+
+
+def _checkpoint_adds(storage: Storage, key: str, where: str) -> Iterator[dict[str, Any]]:
+    import pyarrow.parquet as pq  # lazy: checkpoints are read only for tables with deletion vectors
+
+    try:
+        table = pq.read_table(io.BytesIO(storage.read(key)), columns=["add"])
+    except (OSError, ValueError) as e:
+        raise CompanionSourceError(f"Delta table {where}: checkpoint {key} is not readable ({e})") from None
+    for add in table.column("add").to_pylist():
+        if add is not None and add.get("path") is not None:
+            yield add
+
+
+def _commit_actions(storage: Storage, v: int, where: str) -> Iterator[dict[str, Any]]:
+    key = f"_delta_log/{v:020d}.json"
+    try:
+        text = storage.read(key).decode("utf-8")
+    except FileNotFoundInStorageError:
+        raise CompanionSourceError(f"Delta table {where}: commit {key} disappeared while reading the log") from None
+    for line in text.splitlines():
+        if line.strip():
+            yield json.loads(line)
+
+
+def _descriptor(add: dict[str, Any], where: str) -> DeletionVector | None:
+    dv = add.get("deletionVector")
+    return None if dv is None else DeletionVector.from_json(dv, f"Delta table {where}, file {add['path']}")

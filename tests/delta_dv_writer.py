@@ -1,0 +1,243 @@
+"""A small Delta writer for tests: Parquet files plus a hand-written `_delta_log/` with deletion
+vectors (protocol reader/writer feature `deletionVectors`: inline `i`, file-backed `u` with several
+vectors per file, absolute `p`) and column mapping (`name` / `id`: physical names and Parquet field
+ids). It writes the formats from the Delta protocol, independently of the decoder under test;
+deltalake's `deletion_vectors()` reads its tables as a second, independent reader."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import uuid
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+SPARK_TYPES = {pa.int64(): "long", pa.int32(): "integer", pa.string(): "string", pa.float64(): "double"}
+
+
+def z85_encode(data: bytes) -> str:
+    data = data + b"\0" * (-len(data) % 4)
+    out = []
+    for i in range(0, len(data), 4):
+        v = int.from_bytes(data[i : i + 4], "big")
+        chars = []
+        for _ in range(5):
+            v, r = divmod(v, 85)
+            chars.append(Z85[r])
+        out.append("".join(reversed(chars)))
+    return "".join(out)
+
+
+def roaring32(values: np.ndarray, runs: bool = False) -> bytes:
+    """A portable 32-bit Roaring bitmap: array containers (bitmap ones past 4096 values), or with
+    `runs` every container as a run container."""
+    values = np.unique(values.astype(np.uint32))
+    highs = np.unique(values >> 16)
+    containers = [(int(h), (values[(values >> 16) == h] & 0xFFFF).astype(np.uint16)) for h in highs]
+    n = len(containers)
+    out = bytearray()
+    if runs:
+        out += struct.pack("<I", 12347 | ((n - 1) << 16))
+        out += bytes([0xFF] * ((n + 7) // 8))
+    else:
+        out += struct.pack("<II", 12346, n)
+    for h, low in containers:
+        out += struct.pack("<HH", h, len(low) - 1)
+    bodies = []
+    for _, low in containers:
+        if runs:
+            starts = [int(low[0])]
+            ends = []
+            for a, b in zip(low[:-1], low[1:]):
+                if int(b) != int(a) + 1:
+                    ends.append(int(a))
+                    starts.append(int(b))
+            ends.append(int(low[-1]))
+            bodies.append(
+                struct.pack("<H", len(starts)) + b"".join(struct.pack("<HH", s, e - s) for s, e in zip(starts, ends))
+            )
+        elif len(low) > 4096:
+            bits = np.zeros(65536, dtype=np.uint8)
+            bits[low] = 1
+            bodies.append(np.packbits(bits, bitorder="little").tobytes())
+        else:
+            bodies.append(low.astype("<u2").tobytes())
+    if not runs or n >= 4:
+        offset = len(out) + 4 * n
+        for body in bodies:
+            out += struct.pack("<I", offset)
+            offset += len(body)
+    return bytes(out) + b"".join(bodies)
+
+
+def bitmap_array(positions, runs: bool = False) -> bytes:
+    """Delta's RoaringBitmapArray of row positions."""
+    pos = np.unique(np.asarray(positions, dtype=np.int64))
+    keys = np.unique(pos >> 32)
+    out = struct.pack("<iq", 1681511377, len(keys))
+    for k in keys:
+        out += struct.pack("<I", int(k)) + roaring32((pos[(pos >> 32) == k] & 0xFFFFFFFF), runs)
+    return out
+
+
+@dataclass
+class DeltaWriter:
+    root: str
+    schema: pa.Schema | None = None
+    partition_by: tuple[str, ...] = ()
+    mapping: str = "none"  # column mapping mode
+    physical: dict[str, str] = field(default_factory=dict)
+    ids: dict[str, int] = field(default_factory=dict)
+    version: int = -1
+    files: dict[str, dict] = field(default_factory=dict)  # live add actions by path
+    deleted: dict[str, set[int]] = field(default_factory=dict)
+    rows: dict[str, pa.Table] = field(default_factory=dict)  # logical rows of each file
+
+    def commit(self, actions: list[dict], operation: str = "WRITE", metrics: dict | None = None) -> int:
+        self.version += 1
+        os.makedirs(f"{self.root}/_delta_log", exist_ok=True)
+        info = {"commitInfo": {"operation": operation, "operationMetrics": metrics or {}}}
+        with open(f"{self.root}/_delta_log/{self.version:020d}.json", "x") as f:
+            for a in [info, *actions]:
+                f.write(json.dumps(a) + "\n")
+        return self.version
+
+    def _schema_string(self) -> str:
+        fields = []
+        for f in self.schema:
+            meta = {}
+            if self.mapping != "none":
+                meta = {
+                    "delta.columnMapping.id": self.ids[f.name],
+                    "delta.columnMapping.physicalName": self.physical[f.name],
+                }
+            fields.append({"name": f.name, "type": SPARK_TYPES[f.type], "nullable": True, "metadata": meta})
+        return json.dumps({"type": "struct", "fields": fields})
+
+    def metadata(self) -> dict:
+        config = {"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": self.mapping}
+        if self.mapping != "none":
+            config["delta.columnMapping.maxColumnId"] = str(max(self.ids.values()))
+        return {
+            "metaData": {
+                "id": "test-table",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": self._schema_string(),
+                "partitionColumns": list(self.partition_by),
+                "configuration": config,
+                "createdTime": 0,
+            }
+        }
+
+    def create(self, schema: pa.Schema, partition_by=(), mapping: str = "none") -> int:
+        self.schema, self.partition_by, self.mapping = schema, tuple(partition_by), mapping
+        for i, f in enumerate(schema):
+            self.physical[f.name] = f"col-{uuid.uuid4()}" if mapping != "none" else f.name
+            self.ids[f.name] = i + 1
+        features = ["deletionVectors"] + (["columnMapping"] if mapping != "none" else [])
+        protocol = {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": features,
+            "writerFeatures": features,
+        }
+        return self.commit([{"protocol": protocol}, self.metadata()], "CREATE TABLE")
+
+    def add_file(self, data: pa.Table, row_group_size: int | None = None) -> str:
+        """One Parquet file of `data` (logical names), physical names and field ids in the file."""
+        parts = {c: data.column(c)[0].as_py() for c in self.partition_by}
+        body = data.drop_columns(list(self.partition_by))
+        fields = [
+            pa.field(self.physical[f.name], f.type, metadata={b"PARQUET:field_id": str(self.ids[f.name]).encode()})
+            for f in body.schema
+        ]
+        name = f"part-{uuid.uuid4()}.parquet"
+        path = "/".join([*(f"{c}={v}" for c, v in parts.items()), name])
+        os.makedirs(os.path.dirname(f"{self.root}/{path}"), exist_ok=True)
+        pq.write_table(
+            pa.Table.from_arrays(body.columns, schema=pa.schema(fields)),
+            f"{self.root}/{path}",
+            row_group_size=row_group_size,
+        )
+        add = {
+            "path": path,
+            "partitionValues": {self.physical[c]: str(v) for c, v in parts.items()},
+            "size": os.path.getsize(f"{self.root}/{path}"),
+            "modificationTime": 0,
+            "dataChange": True,
+            "stats": json.dumps({"numRecords": data.num_rows}),
+        }
+        self.files[path] = add
+        self.rows[path] = data
+        self.deleted[path] = set()
+        self.commit([{"add": add}], metrics={"numOutputRows": str(data.num_rows)})
+        return path
+
+    def delete(self, changes: dict[str, list[int]], storage: str = "u", runs: bool = False, prefix: str = "") -> int:
+        """A DELETE commit adding `changes` ({path: positions}) to each file's vector: one remove and
+        one add per file; `u` / `p` vectors of the commit share one DV file."""
+        blob = bytearray(b"\x01")
+        dv_name = f"deletion_vector_{uuid.uuid4()}.bin"
+        actions, descriptors, newly = [], {}, 0
+        for path, positions in changes.items():
+            newly += len(set(positions) - self.deleted[path])
+            self.deleted[path] |= set(positions)
+            bitmap = bitmap_array(sorted(self.deleted[path]), runs)
+            d = {"storageType": storage, "sizeInBytes": len(bitmap), "cardinality": len(self.deleted[path])}
+            if storage == "i":
+                d["pathOrInlineDv"] = z85_encode(bitmap)
+            else:
+                d["offset"] = len(blob)
+                blob += struct.pack(">i", len(bitmap)) + bitmap + struct.pack(">I", zlib.crc32(bitmap))
+                u = uuid.UUID(dv_name[len("deletion_vector_") : -4])
+                d["pathOrInlineDv"] = (
+                    prefix + z85_encode(u.bytes) if storage == "u" else f"file://{self.root}/{dv_name}"
+                )
+            descriptors[path] = d
+        if storage != "i":
+            os.makedirs(f"{self.root}/{prefix}", exist_ok=True)
+            with open(f"{self.root}/{prefix}{'/' if prefix else ''}{dv_name}", "wb") as f:
+                f.write(bytes(blob))
+        for path, d in descriptors.items():
+            actions.append({"remove": {**self.files[path], "deletionTimestamp": 0}})
+            self.files[path] = {**self.files[path], "deletionVector": d}
+            actions.append({"add": self.files[path]})
+        return self.commit(actions, "DELETE", {"numDeletedRows": str(newly)})
+
+    def restore_vector(self, path: str, descriptor: dict | None, positions: set[int]) -> int:
+        """Put back an older vector of `path` (as RESTORE does): rows come back."""
+        old = self.files[path]
+        self.files[path] = {k: v for k, v in old.items() if k != "deletionVector"}
+        if descriptor is not None:
+            self.files[path]["deletionVector"] = descriptor
+        self.deleted[path] = set(positions)
+        return self.commit([{"remove": {**old, "deletionTimestamp": 0}}, {"add": self.files[path]}], "RESTORE")
+
+    def rename(self, old: str, new: str) -> int:
+        self.schema = pa.schema([f.with_name(new) if f.name == old else f for f in self.schema])
+        self.physical[new], self.ids[new] = self.physical.pop(old), self.ids.pop(old)
+        for p, t in self.rows.items():
+            self.rows[p] = t.rename_columns([new if c == old else c for c in t.column_names])
+        return self.commit([self.metadata()], "RENAME COLUMN")
+
+    def drop(self, column: str) -> int:
+        self.schema = pa.schema([f for f in self.schema if f.name != column])
+        for p, t in self.rows.items():
+            self.rows[p] = t.drop_columns([column])
+        return self.commit([self.metadata()], "DROP COLUMNS")
+
+    def live_rows(self) -> pa.Table:
+        """The table's rows: each file's rows minus the positions its vector deletes."""
+        parts = []
+        for path in sorted(self.files):
+            t = self.rows[path]
+            keep = np.ones(t.num_rows, dtype=bool)
+            keep[sorted(self.deleted[path])] = False
+            parts.append(t.filter(pa.array(keep)))
+        return pa.concat_tables(parts)
