@@ -28,7 +28,6 @@ from indextables_spark.ops.companion.sources import (
 )
 from indextables_spark.errors import (
     InvalidOptionError,
-    ProtocolVersionError,
     SchemaMismatchError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -425,8 +424,9 @@ def test_iceberg_partition_column_needs_every_file(iceberg):
     assert all(f.partition_values == {} for f in snap.files)
 
 
-def test_iceberg_delete_files_are_refused(iceberg, tmp_path):
+def test_iceberg_delete_files_become_deleted_positions(iceberg, tmp_path):
     # pyiceberg 0.12 writes deletes copy-on-write only; a position delete file is committed by hand
+    # (the companion logs the positions as deletes of its splits: tests/test_companion_iceberg.py)
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.typedef import Record
 
@@ -453,9 +453,8 @@ def test_iceberg_delete_files_are_refused(iceberg, tmp_path):
     table = catalog.load_table("db.deletes")
     assert table.scan().to_arrow().column("id").to_pylist() == [1, 3]  # a real positional delete
 
-    with pytest.raises(ProtocolVersionError) as e:
-        open_source("iceberg", "db.deletes", options=options, catalog="c")
-    assert "c.db.deletes" in str(e.value) and "delete files" in str(e.value)
+    (f,) = open_source("iceberg", "db.deletes", options=options, catalog="c").files
+    assert f.key == data_path and f.deleted == (1,) and f.num_records == 3
 
 
 # ------------------------------------------------------------------------------------------------

@@ -52,6 +52,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         readme=False,
     ),
     OptionSpec(
+        "companion.sourceFieldIds",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: the Iceberg field id of each column indexed (renames re-index)",
+        readme=False,
+    ),
+    OptionSpec(
         "companion.columnMapping",
         "str",
         None,

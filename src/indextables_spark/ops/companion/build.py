@@ -7,31 +7,27 @@
    are removed and their still-valid files indexed again.
 2. Index: the files are grouped per partition into groups of about `TARGET INPUT SIZE` source
    bytes; each group becomes one companion split (core/split/format/companion.py: the index, no rows) written
-   by one task — a Spark job when a session is given, else local processes (this module).
+   by one task — a Spark job when a session is given, else local processes (tasks.py).
 3. Commit: one version with the metadata (schema, partitioning, the source's format, location and
-   version), the new splits and the removes (sync.py). Splits written by a failed build
+   version), the new splits, the removes (sync.py) and the delete logs of the rows the source
+   deleted without rewriting its files (deletes.py). Splits written by a failed build
    are deleted.
 
 The companion table refuses writes of rows (ops/write/write.py); MERGE SPLITS re-indexes the source
-files of the splits it merges (ops/maintenance/merge_splits.py, with row_groups).
+files of the splits it merges (ops/maintenance/merge_splits.py, with ops/companion/rows.py).
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-import subprocess
-import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from indextables_spark.config.options import PREFIX, Options, parse_size
 from indextables_spark.config.registry import registered_default
-from indextables_spark.config.sessions import run_tasks, with_session_options
-from indextables_spark.core.split.cache.companion_rows import open_source_parquet
-from indextables_spark.core.split.format.companion import CompanionSource, companion_of
+from indextables_spark.config.sessions import with_session_options
+from indextables_spark.core.split.format.companion import companion_of
 from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.errors import CompanionSourceError, InvalidOptionError
 from indextables_spark.ops.companion.arguments import CompanionArguments, signature_of
@@ -43,10 +39,9 @@ from indextables_spark.ops.companion.columns import (
     string_list,
 )
 from indextables_spark.ops.companion.columns import resolve as resolve_columns
-from indextables_spark.ops.companion.sources.column_mapping import file_columns, row_groups
+from indextables_spark.ops.companion.tasks import delete_written, run_local, run_spark
 from indextables_spark.ops.companion.stream import CompanionSync, parse_streaming, run_streaming, start_sync
 from indextables_spark.ops.companion.sync import (
-    IndexGroup,
     IndexJob,
     commit_build,
     indexing_options,
@@ -61,8 +56,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.read.table_log import TransactionLog
 
 STORE_ONLY = "indexing.storeonly"
-# What an index task returns: {"adds": [AddFile JSON], "stats": {key: [per-split stats files]}}.
-TaskResult = dict[str, Any]
+BLOOM_COLUMNS = "indexing.bloomfilter.columns"
 
 
 @dataclass(frozen=True)
@@ -266,13 +260,17 @@ def build(
         store_only = ",".join(dict.fromkeys([*selection.skipped, *own]))
         settings = Options.of(settings, {STORE_ONLY: store_only})
         recorded[PREFIX + STORE_ONLY] = store_only
+    if snapshot.bloom_columns and not settings.get_str(BLOOM_COLUMNS):  # Iceberg bucket partitions
+        settings = Options.of(settings, {BLOOM_COLUMNS: ",".join(snapshot.bloom_columns)})
     validate_schema(schema_json, snapshot.partition_columns, settings)
 
-    sync = plan_sync(snapshot, live, args.where)
-    from indextables_spark.ops.companion.delta_changes import plan_delta_changes  # lazy: see above
+    from indextables_spark.ops.companion.deletes import plan_changes  # lazy: see above
 
     table = table_log.snapshot(read_version) if read_version >= 0 else None
-    changes = plan_delta_changes(table_log.storage, opts, snapshot, sync, table, stored)  # vectors, column mapping
+    # rows the source deleted in place, renames (Iceberg field ids, Delta column mapping)
+    changes = plan_changes(
+        table_log.storage, opts, snapshot, plan_sync(snapshot, live, args.where), live, table, stored
+    )
     sync, recorded = changes.sync, {**recorded, **changes.configuration}
     groups = plan_groups(sync.todo, snapshot.partition_columns, target)
     planned = CompanionBuildResult(
@@ -304,7 +302,7 @@ def build(
         snapshot.field_ids,
     )
     workers = max(1, opts.get_int("companion.parallelism", os.cpu_count() or 1))
-    written = _run_spark(spark, job, groups) if spark is not None and groups else _run_local(job, groups, workers)
+    written = run_spark(spark, job, groups) if spark is not None and groups else run_local(job, groups, workers)
     adds_json = [a for w in written for a in w["adds"]]
     stats: dict[str, list[str]] = {}
     for w in written:
@@ -313,13 +311,12 @@ def build(
     removes = sorted({a.path for a in sync.stale})
     logs: list[DeleteLog] = []
     try:
-        logs = changes.write_logs(table_log.storage, opts, snapshot, adds_json)
+        logs = changes.write_logs(table_log.storage, opts, snapshot, written)
         version = commit_build(
             table_log, read_version, job, settings, snapshot, adds_json, removes, stats, recorded, logs
         )
     except BaseException:
-        _delete_written(job, written)
-        table_log.storage.delete([x.path for x in logs])
+        delete_written(job, written, [x.path for x in logs])
         raise
     return replace(
         planned,
@@ -391,105 +388,3 @@ def _table_settings(
 
 def _ms_since(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
-
-
-def index_group(job: IndexJob, group: IndexGroup) -> TaskResult:
-    """Task side: index the group's files into one companion split: {"adds": [AddFile JSON],
-    "stats": {key: [per-split stats files, e.g. Bloom filters]}}."""
-    from indextables_spark.core.split.write.builder import SplitWriter  # lazy: Tantivy loads in the tasks only
-
-    opts = Options.of(job.options)
-    storage = open_storage(job.location, opts)
-    writer = SplitWriter(
-        storage,
-        job.schema_json,
-        job.partition_columns,
-        opts,
-        None,
-        companion=CompanionSource(job.format, job.source, job.version),
-    )
-    try:
-        columns = [f.name for f in writer.stored_schema]
-        for f in group.files:
-            pf = open_source_parquet(f.uri, f.size, opts, f"{job.format} table {job.source}")
-            in_file = file_columns(pf.schema_arrow, job.physical_names, job.field_ids)  # Delta column mapping
-            writer.write_source_file(
-                f.key, f.uri, f.size, f.partition_values, row_groups(pf, columns, in_file), in_file
-            )
-        adds = writer.finish()
-    except BaseException:
-        writer.abort()
-        storage.delete([a.path for a in writer.written] + [f for fs in writer.stats_files.values() for f in fs])
-        raise
-    return {"adds": [a.to_json() for a in adds], "stats": dict(writer.stats_files)}
-
-
-def _in_subprocess(job: IndexJob, group: IndexGroup) -> TaskResult:
-    """index_group in a fresh Python process (`python -m indextables_spark.ops.companion.build`):
-    no fork of a process holding Arrow/Tantivy threads, and unlike multiprocessing's spawn, no
-    re-import of the caller's __main__ (a script without a __main__ guard would run again)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", __name__], input=pickle.dumps((job, group)), capture_output=True, check=False
-    )
-    try:
-        ok, value = pickle.loads(proc.stdout)
-    except Exception:
-        raise CompanionSourceError(
-            f"indexing process for {len(group.files)} files of {job.format} table "
-            f"{job.source} exited with {proc.returncode}: "
-            f"{proc.stderr.decode(errors='replace')[-2000:]}"
-        ) from None
-    if not ok:
-        raise value
-    result: TaskResult = value
-    return result
-
-
-def _run_local(job: IndexJob, groups: list[IndexGroup], workers: int) -> list[TaskResult]:
-    """Groups indexed in local processes, `workers` at a time (one group: in this process)."""
-    if len(groups) <= 1 or workers <= 1:
-        return [index_group(job, g) for g in groups]
-    with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
-        futures = [pool.submit(_in_subprocess, job, g) for g in groups]
-        results, failure = [], None
-        for fut in futures:
-            try:
-                results.append(fut.result())
-            except BaseException as e:  # keep collecting: every written split must be known
-                failure = failure or e
-        if failure is not None:
-            _delete_written(job, results)
-            raise failure
-        return results
-
-
-def _run_spark(spark: Any, job: IndexJob, groups: list[IndexGroup]) -> list[TaskResult]:
-    return run_tasks(
-        spark,
-        lambda g: index_group(job, g),
-        groups,
-        description=f"BUILD INDEXTABLES COMPANION FOR {job.format.upper()} '{job.source}'",
-    )
-
-
-def _delete_written(job: IndexJob, written: list[TaskResult]) -> None:
-    """Delete the splits (and their stats files) of tasks whose build is not committed."""
-    keys = [a["path"] for w in written for a in w["adds"]] + [
-        f for w in written for fs in w["stats"].values() for f in fs
-    ]
-    if keys:
-        open_storage(job.location, job.options).delete(keys)
-
-
-def _worker_main() -> None:
-    """A local indexing process: (job, group) pickled on stdin, (ok, result or error) on stdout."""
-    job, group = pickle.loads(sys.stdin.buffer.read())
-    try:
-        out: tuple[bool, Any] = (True, index_group(job, group))
-    except BaseException as e:  # handed to the parent, which raises it
-        out = (False, e)
-    sys.stdout.buffer.write(pickle.dumps(out))
-
-
-if __name__ == "__main__":
-    _worker_main()

@@ -15,7 +15,7 @@ dropped since indexes every split again, under the source's current names.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -39,37 +39,19 @@ if TYPE_CHECKING:
     from indextables_spark.ops.companion.sync import SyncPlan
 
 
-@dataclass
-class DeltaChanges:
-    """The sync plan with the splits to index again, and the delete logs to write."""
+def new_split_rows(
+    storage: Storage, opts: Options, snapshot: SourceSnapshot, adds_json: Sequence[Mapping[str, Any]]
+) -> dict[str, np.ndarray]:
+    """{split path: row ids} the deletion vectors of its files delete, for the new splits holding
+    a file with a vector (placed by the row groups in the split's footer)."""
+    from indextables_spark.core.log.model.actions import AddFile  # lazy: as the log modules
 
-    sync: SyncPlan
-    configuration: dict[str, str]  # recorded in the companion's metadata
-    pending: dict[str, np.ndarray] = field(default_factory=dict)  # kept split path -> new row ids
-
-    def write_logs(
-        self, storage: Storage, opts: Options, snapshot: SourceSnapshot, adds_json: list[dict[str, Any]]
-    ) -> list[DeleteLog]:
-        """Write the delete logs of the kept splits whose vectors changed and of the new splits
-        (their files' vectors); returns their (uncommitted) DeleteLog actions."""
-        from indextables_spark.core.log.deletes.delete_logs import positional_table, write_delete_log  # lazy: numpy
-        from indextables_spark.core.log.model.actions import AddFile  # lazy: as the log modules
-        from indextables_spark.core.log.model.actions import POSITIONAL  # lazy: as the log modules
-
-        rows = dict(self.pending)
-        by_key = {f.key: f for f in snapshot.files}
-        for a in (AddFile.from_json(d) for d in adds_json):
-            if any(by_key[k].deletion_vector is not None for k in a.companion_source_files or () if k in by_key):
-                rows[a.path] = split_rows(_split_info(storage, opts, a), by_key, _dv_reader(snapshot, opts))
-        logs: list[DeleteLog] = []
-        try:
-            for path, ids in rows.items():
-                if ids.size:
-                    logs.append(write_delete_log(storage, POSITIONAL, positional_table(ids), path))
-        except BaseException:
-            storage.delete([x.path for x in logs])
-            raise
-        return logs
+    rows: dict[str, np.ndarray] = {}
+    by_key = {f.key: f for f in snapshot.files}
+    for a in (AddFile.from_json(dict(d)) for d in adds_json):
+        if any(by_key[k].deletion_vector is not None for k in a.companion_source_files or () if k in by_key):
+            rows[a.path] = split_rows(_split_info(storage, opts, a), by_key, _dv_reader(snapshot, opts))
+    return rows
 
 
 def plan_delta_changes(
@@ -79,12 +61,13 @@ def plan_delta_changes(
     sync: SyncPlan,
     table: Snapshot | None,
     stored: Mapping[str, str] | None,
-) -> DeltaChanges:
-    """Extend `sync` (ops/companion/sync.py) with the splits a Delta source's changes index again
-    and find the kept splits whose vectors changed (`table`: the companion at its read version)."""
+) -> tuple[SyncPlan, dict[str, str], dict[str, np.ndarray]]:
+    """`sync` (ops/companion/sync.py) extended with the splits a Delta source's changes index again,
+    the configuration to record, and the new row ids of the kept splits whose vectors changed
+    (`table`: the companion at its read version); ops/companion/deletes.py calls it."""
     config = {CONFIG_COLUMN_MAPPING: mapping_config(snapshot.physical_names)} if snapshot.physical_names else {}
     if snapshot.format != "delta" or table is None:
-        return DeltaChanges(sync, config)
+        return sync, config, {}
     gone = {a.path for a in sync.stale}
     kept = [a for a in table.files if a.path not in gone]
     again: list[AddFile] = []
@@ -106,10 +89,10 @@ def plan_delta_changes(
         elif np.setdiff1d(new, old).size:
             pending[a.path] = np.setdiff1d(new, old)
     if not again:
-        return DeltaChanges(sync, config, pending)
+        return sync, config, pending
     keys = {k for a in again for k in a.companion_source_files or ()}
     todo = sync.todo + [f for f in snapshot.files if f.key in keys]
-    return DeltaChanges(replace(sync, todo=todo, stale=sync.stale + again), config, pending)
+    return replace(sync, todo=todo, stale=sync.stale + again), config, pending
 
 
 def _may_have_changed(files: Sequence[SourceFile], has_logs: bool, since: int | None, version: int | None) -> bool:

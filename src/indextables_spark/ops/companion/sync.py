@@ -42,8 +42,8 @@ class IndexJob:
     format: str
     source: str
     version: int | None
-    # Delta column mapping (ops/companion/sources/column_mapping.py): {column: physical name},
-    # {column: Parquet field id} (mode `id`)
+    # how the files name the columns (ops/companion/rows.py): {column: physical name} (Delta
+    # column mapping), {column: Parquet field id} (Iceberg; Delta column mapping mode `id`)
     physical_names: dict[str, str] = field(default_factory=dict)
     field_ids: dict[str, int] = field(default_factory=dict)
 
@@ -78,10 +78,11 @@ def plan_sync(snapshot: SourceSnapshot, live: Sequence[AddFile], where: str | No
 def plan_groups(files: Sequence[SourceFile], partition_columns: Sequence[str], target_bytes: int) -> list[IndexGroup]:
     """Files grouped per partition, in source order, into groups of about target_bytes."""
     by_partition: dict[tuple[str | None, ...], list[SourceFile]] = {}
-    for f in files:
-        by_partition.setdefault(tuple(f.partition_values.get(c) for c in partition_columns), []).append(f)
+    for f in files:  # (and per cluster: an Iceberg partition tuple, transforms included)
+        by_partition.setdefault((*(f.partition_values.get(c) for c in partition_columns), f.cluster), []).append(f)
     groups = []
-    for key, members in by_partition.items():
+    for full_key, members in by_partition.items():
+        key = full_key[:-1]
         current: list[SourceFile] = []
         size = 0
         for f in members:
@@ -135,8 +136,8 @@ def commit_build(
 ) -> int:
     """One version: the metadata (schema, partitioning, the source's format, location and
     version; a new table's settings; `recorded`: the column selection, ops/companion/columns.py),
-    the new splits, the removes, the stats files and `delete_logs` (the rows a Delta source's
-    deletion vectors delete, ops/companion/delta_changes.py)."""
+    the new splits, the removes, the stats files and `delete_logs` (the rows the source deleted
+    without rewriting its files, ops/companion/deletes.py)."""
     from indextables_spark.core.log.model.actions import AddFile, Metadata  # lazy: see select_files
     from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash, registry_key  # lazy: see select_files
     from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL  # lazy: see select_files

@@ -24,7 +24,7 @@ from indextables_spark.core.split.format.bundle import load_extracted_footer
 from indextables_spark.core.split.format.companion import CompanionSource, companion_info
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import IndexTablesError, SplitFormatError
-from indextables_spark.ops.companion.sources.column_mapping import row_groups
+from indextables_spark.ops.companion.rows import row_groups
 from indextables_spark.ops.maintenance.merge_plan import MergeGroup, MergeJob
 from indextables_spark.results.record import Progress
 
@@ -137,9 +137,9 @@ def _index_companion_files(
         for f in info.files:
             try:
                 pf = open_source_parquet(f.uri, f.size, job.options, f"companion split {src.path}")
-                in_file = dict(f.columns)  # Delta column mapping: the file's names
-                rows = row_groups(pf, columns, in_file)
-                writer.write_source_file(f.key, f.uri, f.size, group.partition_values, rows, in_file)
+                names = dict(f.columns)  # renamed columns, as the source split recorded them
+                rows = row_groups(pf, columns, names)
+                writer.write_source_file(f.key, f.uri, f.size, group.partition_values, rows, names)
             except _SOURCE_ERRORS as e:
                 raise SourceSplitError(src.path, str(e) or type(e).__name__) from e
 

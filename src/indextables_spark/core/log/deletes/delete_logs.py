@@ -10,9 +10,10 @@ Arrow IPC stream as payload:
 
 A log is referenced by a `deleteLog` action (actions.DeleteLog) and applies to the rows of the
 splits added before it (split addedAtVersion < log addedAtVersion); a POSITIONAL log only to its
-own split, also when committed in the same version (a companion split and the rows its source
-deleted, ops/companion/delta_changes.py; split paths are never reused). So rows appended later with deleted values stay visible, and a split rewritten by a
-merge (a new split, written without the deleted rows) gets none of the old logs.
+own split, also when committed in the same version (addedAtVersion <=: a companion split and the
+rows its source deleted, ops/companion/deletes.py; split paths are never reused). So rows appended
+later with deleted values stay visible, and a split rewritten by a merge (a new split, written
+without the deleted rows) gets none of the old logs.
 """
 
 from __future__ import annotations
@@ -160,11 +161,11 @@ def decode_delete_log(data: bytes, log: DeleteLog, where: str) -> pa.Table:
 
 
 def applies_to(log: DeleteLog, add: AddFile) -> bool:
-    if log.kind == POSITIONAL and log.split_path != add.path:
-        return False
     added = add.added_at_version if add.added_at_version is not None else -1
     if log.kind == POSITIONAL:
-        return log.added_at_version is None or added <= log.added_at_version
+        # it names its split (a split path is never added twice): it also applies when committed
+        # with the split itself (a companion build logs the rows its source already deleted)
+        return log.split_path == add.path and (log.added_at_version is None or added <= log.added_at_version)
     return log.added_at_version is None or added < log.added_at_version
 
 

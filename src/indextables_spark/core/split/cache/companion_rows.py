@@ -120,7 +120,7 @@ class CompanionRows:
             pf = _parquet_file(f, self.options, self.info, self.where)
             present = set(pf.schema_arrow.names)
             rows = pf.metadata.row_group(group).num_rows
-            in_file = {c: f.name_in_file(c) for c in missing}  # Delta column mapping: physical names
+            in_file = {c: f.name_in_file(c) for c in missing}  # the files' names (ops/companion/rows.py)
             try:
                 table = pf.read_row_group(
                     group, columns=list(dict.fromkeys(n for n in in_file.values() if n in present))

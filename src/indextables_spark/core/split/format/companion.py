@@ -64,7 +64,8 @@ class CompanionFile:
     size: int  # bytes when indexed
     row_groups: tuple[tuple[int, int], ...]  # (row group index, rows) in __row order
     # (column, its name in the file; "" when the file has none) where they differ: Delta column
-    # mapping (ops/companion/sources/column_mapping.py); empty when the file uses the table's names
+    # mapping, Iceberg columns matched by field id (renamed after the file was written), see
+    # ops/companion/rows.py; empty when the file uses the table's names
     columns: tuple[tuple[str, str], ...] = ()
 
     def name_in_file(self, column: str) -> str:

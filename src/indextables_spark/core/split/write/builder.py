@@ -242,7 +242,7 @@ class SplitWriter:
     ) -> None:
         """Companion writers: index every row of one source Parquet file (its row groups in order,
         as (row group index, rows of the stored columns)) into the open split of its partition.
-        `columns`: {column: its name in the file} where they differ (Delta column mapping)."""
+        `columns`: {column: its name in the file} where they differ (ops/companion/rows.py)."""
         if self.companion is None:
             raise IndexTablesError("SplitWriter.write_source_file needs a companion writer")
         if self._closed:

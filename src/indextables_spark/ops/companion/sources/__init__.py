@@ -9,10 +9,13 @@ index, with what a reader needs to read them again later (full URI, size) and to
 `locations.py` turns the paths the sources record into URIs; `libraries.py` imports the optional
 libraries and words their errors.
 
-A companion index addresses rows by their position in a data file. Delta deletion vectors list
-deleted positions (`delta_log.py` reads each file's descriptor from the log, `deletion_vectors.py`
-decodes them; ops/companion/delta_changes.py deletes those rows from the index); Iceberg delete
-files are refused. Delta column mapping: `column_mapping.py` (the files' physical names).
+A companion index addresses rows by their position in a data file; rows a source deleted without
+rewriting the file are logged as deletes of the splits (ops/companion/deletes.py). Iceberg delete
+files are resolved to positions per file in `iceberg_files.py` (SourceFile.deleted); Delta deletion
+vectors are read from the log by `delta_log.py` (SourceFile.deletion_vector) and decoded by
+`deletion_vectors.py`. The files' names of the columns: Delta column mapping in `column_mapping.py`
+(SourceSnapshot.physical_names), Iceberg field ids (SourceSnapshot.field_ids); both are resolved
+per file by ops/companion/rows.py.
 
     open_source(format, source, *, options, version, catalog, catalog_type) -> SourceSnapshot
     latest_version(format, source, *, options) -> int | None   (Delta: from the log only; others: None)

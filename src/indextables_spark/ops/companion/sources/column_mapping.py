@@ -1,29 +1,22 @@
 """Delta column mapping (`delta.columnMapping.mode` `name` or `id`): the data files name columns by
 their physical names (`delta.columnMapping.physicalName`), or in `id` mode are matched by Parquet
 field id (`delta.columnMapping.id`); the companion's schema uses the logical names. Each companion
-split records per file which Parquet column holds each logical column (CompanionFile.columns), so
-reads and merges fetch the right one; a rename or drop changes the mapping and the next sync
-indexes the files again under the new names."""
+split records per file which Parquet column holds each logical column (CompanionFile.columns,
+resolved by ops/companion/rows.py), so reads and merges fetch the right one; a rename or drop
+changes the mapping and the next sync indexes the files again under the new names."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
-
-import pyarrow as pa
+from typing import Any, Mapping
 
 from indextables_spark.config.options import PREFIX
 from indextables_spark.errors import ProtocolVersionError
 
-if TYPE_CHECKING:
-    import pyarrow.parquet as pq
-
 PHYSICAL = "delta.columnMapping.physicalName"
 FIELD_ID = "delta.columnMapping.id"
-PARQUET_FIELD_ID = b"PARQUET:field_id"
 # The companion table's record of the mapping its splits were built with: {logical: physical}.
 CONFIG_COLUMN_MAPPING = PREFIX + "companion.columnMapping"
-ABSENT = ""  # CompanionFile.columns: the file has no column for it (read as nulls)
 
 
 def delta_column_mapping(schema: Mapping[str, Any], mode: str, where: str) -> tuple[dict[str, str], dict[str, int]]:
@@ -68,28 +61,6 @@ def _renamed_nested(t: Any) -> str | None:
     return None
 
 
-def file_columns(
-    parquet_schema: pa.Schema, physical_names: Mapping[str, str], field_ids: Mapping[str, int]
-) -> dict[str, str]:
-    """{logical: the file's column for it, or ABSENT} for the columns whose file name differs."""
-    if not physical_names:
-        return {}
-    by_id: dict[int, str] = {}
-    for f in parquet_schema:
-        raw = (f.metadata or {}).get(PARQUET_FIELD_ID)
-        if raw is not None:
-            by_id[int(raw)] = f.name
-    present = set(parquet_schema.names)
-    out: dict[str, str] = {}
-    for logical, physical in physical_names.items():
-        fid = field_ids.get(logical)
-        name = by_id[fid] if fid is not None and fid in by_id else physical
-        name = name if name in present else ABSENT
-        if name != logical:
-            out[logical] = name
-    return out
-
-
 def mapping_config(physical_names: Mapping[str, str]) -> str:
     return json.dumps(dict(sorted(physical_names.items())), separators=(",", ":"))
 
@@ -99,17 +70,3 @@ def mapping_changed(recorded: str | None, physical_names: Mapping[str, str]) -> 
     change: older files read them as nulls, as without column mapping)."""
     old: dict[str, str] = json.loads(recorded) if recorded else {}
     return any(physical_names.get(logical) != physical for logical, physical in old.items())
-
-
-def row_groups(
-    pf: pq.ParquetFile, columns: Sequence[str], in_file: Mapping[str, str] | None = None
-) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """(index, rows) of each non-empty row group of a Parquet file, only the columns it has of
-    these; `in_file`: {column: its name in the file} where they differ (Delta column mapping)."""
-    names = {c: (in_file or {}).get(c, c) for c in columns}
-    present = [c for c in columns if names[c] in pf.schema_arrow.names]
-    for g in range(pf.num_row_groups):
-        if pf.metadata.row_group(g).num_rows:
-            # (a table of no columns still has the row group's rows: missing columns become NULL)
-            rows = pf.read_row_group(g, columns=[names[c] for c in present]).rename_columns(present)
-            yield g, rows.combine_chunks().to_batches()[0]

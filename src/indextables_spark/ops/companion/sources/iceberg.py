@@ -1,6 +1,7 @@
-"""Iceberg sources through pyiceberg: the data files a snapshot's scan plans, from a catalog or
-from a table's metadata file. Refused: delete files (the data files hold deleted rows) and data
-files that are not Parquet."""
+"""Iceberg sources through pyiceberg: a snapshot's live data files, from a catalog or from a
+table's metadata file. Delete files are resolved to the positions they delete (iceberg_files.py);
+data files that are not Parquet are refused. Identity partitions are partition columns; the files
+of one partition tuple (transforms included) are indexed together (SourceFile.cluster)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from indextables_spark.errors import (
     VersionNotFoundError,
 )
 from indextables_spark.ops.companion.sources.credentials import abfss_uri, fileio_properties_for_iceberg
+from indextables_spark.ops.companion.sources.iceberg_files import partition_cluster, plan_data_files
 from indextables_spark.ops.companion.sources.libraries import describe_error, library_redactor, require_library
 from indextables_spark.ops.companion.sources.locations import iceberg_file_uri, scheme_of
 from indextables_spark.ops.companion.sources.snapshot import (
@@ -35,9 +37,7 @@ from indextables_spark.ops.companion.sources.snapshot import (
 
 if TYPE_CHECKING:
     from pyiceberg.schema import Schema as IcebergSchema
-    from pyiceberg.table import FileScanTask
     from pyiceberg.table import Table as IcebergTable
-    from pyiceberg.table.snapshots import Snapshot as IcebergSnapshot
     from pyiceberg.types import IcebergType
 
 
@@ -60,35 +60,29 @@ def open_iceberg(
     schema = table.schema()
     if snapshot is not None and snapshot.schema_id is not None:
         schema = table.schemas().get(snapshot.schema_id, schema)  # time travel reads the snapshot's schema
-    tasks = _iceberg_tasks(table, snapshot, name) if snapshot is not None else []
-
-    for task in tasks:
-        data = task.file
-        if task.delete_files:
-            raise ProtocolVersionError(
-                f"Iceberg table {name} (snapshot {snapshot.snapshot_id}) has delete files for {data.file_path}: "
-                "rows deleted by position or equality would still be in the data file, so row positions would not "
-                "match the table; a companion index cannot be built on it (rewrite the data files first)"
-            )
-        fmt = getattr(data.file_format, "name", str(data.file_format))
+    planned = plan_data_files(table, snapshot, schema, name) if snapshot is not None else []
+    for p in planned:
+        fmt = getattr(p.data_file.file_format, "name", str(p.data_file.file_format))
         if str(fmt).upper() != "PARQUET":
             raise ProtocolVersionError(
-                f"Iceberg table {name}: data file {data.file_path} is {fmt}, only Parquet data files can be indexed"
+                f"Iceberg table {name}: data file {p.data_file.file_path} is {fmt}, only Parquet data files can be indexed"
             )
 
-    columns = _iceberg_partition_columns(table, schema, tasks)
+    columns = _iceberg_partition_columns(table, schema, [p.data_file for p in planned])
     files = [
         SourceFile(
-            key=t.file.file_path,
-            uri=iceberg_file_uri(t.file.file_path),
-            size=int(t.file.file_size_in_bytes),
-            num_records=None if t.file.record_count is None else int(t.file.record_count),
+            key=p.data_file.file_path,
+            uri=iceberg_file_uri(p.data_file.file_path),
+            size=int(p.data_file.file_size_in_bytes),
+            num_records=None if p.data_file.record_count is None else int(p.data_file.record_count),
             partition_values={
-                col: _iceberg_partition_text(t.file.partition[pos[t.file.spec_id]], ftype)
+                col: _iceberg_partition_text(p.data_file.partition[pos[p.data_file.spec_id]], ftype)
                 for col, ftype, pos in columns
             },
+            deleted=p.deleted,
+            cluster=partition_cluster(p.data_file),
         )
-        for t in tasks
+        for p in planned
     ]
     files.sort(key=lambda f: f.key)
     arrow_schema = normalize_schema(_iceberg_arrow_schema(schema))
@@ -100,6 +94,8 @@ def open_iceberg(
         arrow_schema,
         [c for c, _, _ in columns],
         files,
+        field_ids={f.name: f.field_id for f in schema.fields},
+        bloom_columns=_bucket_columns(table, schema),
     )
 
 
@@ -184,22 +180,17 @@ def _iceberg_metadata_location(source: str, opts: Options) -> str:
     return storage.local_path(best[2]) or storage.full_uri(best[2])
 
 
-def _iceberg_tasks(table: IcebergTable, snapshot: IcebergSnapshot, name: str) -> list[FileScanTask]:
-    try:
-        return list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
-    except ValueError as e:
-        if "equality delete" in str(e).lower():  # pyiceberg 0.12 refuses to plan them
-            raise ProtocolVersionError(
-                f"Iceberg table {name} (snapshot {snapshot.snapshot_id}) has equality delete files: rows deleted "
-                "that way would still be in the data files; a companion index cannot be built on it"
-            ) from None
-        raise StorageError(f"cannot list the files of Iceberg table {name}: {describe_error(e)}") from None
-    except OSError as e:
-        raise StorageError(f"cannot list the files of Iceberg table {name}: {describe_error(e)}") from None
+def _bucket_columns(table: IcebergTable, schema: IcebergSchema) -> tuple[str, ...]:
+    """Top-level source columns of the spec's bucket fields: their splits get a Bloom filter, which
+    skips a split for `col = v` / IN exactly where bucket pruning would (and more)."""
+    from pyiceberg.transforms import BucketTransform  # lazy: an optional dependency
+
+    ids = {pf.source_id for pf in table.spec().fields if isinstance(pf.transform, BucketTransform)}
+    return tuple(f.name for f in schema.fields if f.field_id in ids)
 
 
 def _iceberg_partition_columns(
-    table: IcebergTable, schema: IcebergSchema, tasks: list[FileScanTask]
+    table: IcebergTable, schema: IcebergSchema, data_files: list[Any]
 ) -> list[tuple[str, IcebergType, dict[int, int]]]:
     """(column, Iceberg type, {spec id: position in the file's partition tuple}) for each source column
     of an identity partition field of the table's spec that every file's spec also holds (files
@@ -207,7 +198,7 @@ def _iceberg_partition_columns(
     from pyiceberg.transforms import IdentityTransform  # lazy: an optional dependency
 
     specs = table.specs()
-    used_specs = {t.file.spec_id for t in tasks}
+    used_specs = {f.spec_id for f in data_files}
     out = []
     for pf in table.spec().fields:
         if not isinstance(pf.transform, IdentityTransform):

@@ -21,10 +21,16 @@ class SourceFile:
     size: int  # bytes, as recorded by the source (checked at read time)
     num_records: int | None  # rows, when the source records it
     partition_values: dict[str, str | None] = field(default_factory=dict)  # partition column -> value as text
-    # Delta: the rows the source deleted (None: none) and the version of the file's current add
-    # action (a sync takes up vectors changed since the version it indexed)
+    # Rows the source deleted without rewriting the file: Iceberg delete files as sorted positions
+    # in the file (`deleted`); Delta its deletion vector (read when needed) and the version of the
+    # file's current add action (a sync takes up vectors changed since the version it indexed).
+    # The companion logs them as POSITIONAL deletes of the split (ops/companion/deletes.py)
+    deleted: tuple[int, ...] = ()
     deletion_vector: DeletionVector | None = None
     log_version: int | None = None
+    # Files of one value may share a split (Iceberg: the spec and partition tuple, transforms included,
+    # so a split's min/max of a transform's source column stays within one partition)
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)
@@ -37,10 +43,12 @@ class SourceSnapshot:
     # as Spark reads them (string, not large_string; timestamp[us, UTC])
     partition_columns: list[str]
     files: list[SourceFile]
-    # Delta column mapping (sources/column_mapping.py): logical column -> physical name in the
-    # files, and (mode `id`) logical column -> Parquet field id; empty without column mapping
+    # How the files name the columns (ops/companion/rows.py): logical column -> physical name in
+    # the files (Delta column mapping; empty without), and top-level column -> Parquet field id
+    # (Iceberg; Delta column mapping mode `id`): a file that carries field ids is read by id
     physical_names: dict[str, str] = field(default_factory=dict)
     field_ids: dict[str, int] = field(default_factory=dict)
+    bloom_columns: tuple[str, ...] = ()  # Iceberg: source columns of bucket partitions (Bloom-filtered)
 
 
 def normalize_schema(schema: pa.Schema) -> pa.Schema:

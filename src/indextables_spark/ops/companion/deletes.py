@@ -1,0 +1,188 @@
+"""Rows a source deleted without rewriting its files, as POSITIONAL delete logs of the companion
+splits (core/log/deletes/delete_logs.py), which every read route applies; and the splits a source's
+changes index again. `plan_changes` is the one call of a build, for every source:
+
+- Iceberg: delete files resolved to file positions when planning (SourceFile.deleted,
+  sources/iceberg_files.py); field ids recorded, a rename re-indexes (below);
+- Delta: deletion vectors read when needed, only for files whose add action changed since the
+  version the companion holds (ops/companion/delta_changes.py); column mapping recorded, a rename
+  or drop re-indexes.
+
+A split's rows are its files' rows in order, each file contiguous (empty row groups hold no rows),
+so a file position p is row `offset(file) + p` of the split. A build logs the deleted rows of the
+splits it writes in its own commit (`SourceChanges.write_logs`: Iceberg's placed by the index task
+from the Parquet footers' row counts, `task_deletes`; Delta's from the split's footer). Each sync
+compares the source's deleted positions of the live splits with those their logs hold: new ones
+are logged, and a split whose logs delete a row the source has again (a rollback, RESTORE) is
+indexed again, as is a split whose files' row counts do not add up to its own. An Iceberg rename
+(or a column name taken by another field id) re-indexes every split: splits name their fields as
+the source did.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from indextables_spark.config.options import PREFIX, Options
+from indextables_spark.ops.companion.delta_changes import new_split_rows, plan_delta_changes
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.model.actions import AddFile, DeleteLog
+    from indextables_spark.core.log.read.snapshot import Snapshot
+    from indextables_spark.core.storage import Storage
+    from indextables_spark.ops.companion.sources import SourceFile, SourceSnapshot
+    from indextables_spark.ops.companion.sync import IndexGroup, SyncPlan
+
+CONFIG_FIELD_IDS = PREFIX + "companion.sourceFieldIds"  # Iceberg: {column: field id} indexed
+
+
+@dataclass(frozen=True)
+class SourceChanges:
+    """The sync plan with the splits to index again, what the build records, and the deleted rows
+    of the live splits kept (not indexed again) whose deletes are not logged yet."""
+
+    sync: SyncPlan
+    configuration: dict[str, str] = field(default_factory=dict)  # recorded in the companion's metadata
+    pending: dict[str, np.ndarray] = field(default_factory=dict)  # kept split path -> sorted row ids
+
+    def write_logs(
+        self, storage: Storage, opts: Options, snapshot: SourceSnapshot, written: Sequence[Mapping[str, Any]]
+    ) -> list[DeleteLog]:
+        """POSITIONAL delete logs of the kept splits (`pending`) and of the splits the tasks wrote
+        (`written`: their results), written before the commit that lists them; returns their
+        (uncommitted) DeleteLog actions."""
+        from indextables_spark.core.log.deletes.delete_logs import (  # lazy: numpy-heavy log module
+            positional_table,
+            write_delete_log,
+        )
+        from indextables_spark.core.log.model.actions import POSITIONAL  # lazy: see above
+
+        rows: dict[str, Any] = dict(self.pending)
+        for w in written:
+            rows.update(w.get("deletes") or {})  # Iceberg: placed by the tasks
+        rows.update(new_split_rows(storage, opts, snapshot, [a for w in written for a in w["adds"]]))  # Delta
+        logs: list[DeleteLog] = []
+        try:
+            for path, ids in sorted(rows.items()):
+                if len(ids):
+                    logs.append(write_delete_log(storage, POSITIONAL, positional_table(ids), path))
+        except BaseException:
+            storage.delete([x.path for x in logs])
+            raise
+        return logs
+
+
+def plan_changes(
+    storage: Storage,
+    opts: Options,
+    snapshot: SourceSnapshot,
+    sync: SyncPlan,
+    live: Sequence[AddFile],
+    table_snapshot: Snapshot | None,
+    stored: Mapping[str, str] | None,
+) -> SourceChanges:
+    """Extend `sync` (ops/companion/sync.py) with the splits the source's changes index again, and
+    find the kept splits with newly deleted rows (`table_snapshot`: the companion at its read version)."""
+    if snapshot.format == "delta":
+        return SourceChanges(*plan_delta_changes(storage, opts, snapshot, sync, table_snapshot, stored))
+    sync, rows = plan_source_changes(sync, snapshot, live, table_snapshot, stored, storage)
+    return SourceChanges(sync, field_id_config(snapshot), rows)
+
+
+def field_id_config(snapshot: SourceSnapshot) -> dict[str, str]:
+    """What a build records of the source's field ids (nothing for sources without them)."""
+    if snapshot.format != "iceberg":
+        return {}
+    return {CONFIG_FIELD_IDS: json.dumps(snapshot.field_ids, separators=(",", ":"), sort_keys=True)}
+
+
+def columns_moved(snapshot: SourceSnapshot, stored: Mapping[str, str] | None) -> list[str]:
+    """Columns whose field id changed since the recorded build (renamed, or a name given to
+    another field): the splits know them by their old names."""
+    recorded = json.loads((stored or {}).get(CONFIG_FIELD_IDS) or "{}")
+    now = snapshot.field_ids or {}
+    names = {fid: n for n, fid in now.items()}
+    moved = [n for n, fid in recorded.items() if (n in now and now[n] != fid) or names.get(fid, n) != n]
+    return sorted(moved)
+
+
+def plan_source_changes(
+    sync: SyncPlan,
+    snapshot: SourceSnapshot,
+    live: Sequence[AddFile],
+    table_snapshot: Snapshot | None,
+    stored: Mapping[str, str] | None,
+    storage: Storage,
+) -> tuple[SyncPlan, dict[str, np.ndarray]]:
+    """Sources listing deleted positions per file (SourceFile.deleted: Iceberg): the sync plan with
+    the splits to index again for renames and undone deletes, and the deleted rows of the other
+    live splits to log."""
+    stale = {a.path for a in sync.stale}
+    extra = list(live) if columns_moved(snapshot, stored) else []
+    by_key = {f.key: f for f in snapshot.files}
+    rows: dict[str, np.ndarray] = {}
+    for add in live:
+        if add.path in stale or extra:
+            continue
+        logs = [x for x in table_snapshot.deletes_for(add) if x.kind == "POSITIONAL"] if table_snapshot else []
+        want = _split_rows(add, by_key)
+        logged = _logged(storage, logs)
+        if want is None or np.setdiff1d(logged, want).size:
+            extra.append(add)
+            continue
+        new = np.setdiff1d(want, logged)
+        if new.size:
+            rows[add.path] = new
+    if not extra:
+        return sync, rows
+    again = {k for a in extra if a.path not in stale for k in a.companion_source_files or ()}
+    queued = {f.key for f in sync.todo}
+    todo = list(sync.todo) + [f for f in snapshot.files if f.key in again and f.key not in queued]
+    return replace(sync, todo=todo, stale=list(sync.stale) + [a for a in extra if a.path not in stale]), rows
+
+
+def _split_rows(add: AddFile, by_key: Mapping[str, SourceFile]) -> np.ndarray | None:
+    """The split's deleted row ids per the source (None: its files' row counts are unknown or do
+    not add up to the split's rows, so file positions cannot be placed)."""
+    keys = list(add.companion_source_files or ())
+    files = [by_key.get(k) for k in keys]
+    if not any(f is not None and f.deleted for f in files):
+        return np.empty(0, np.int64)
+    parts, offset = [], 0
+    for f in files:
+        if f is None or f.num_records is None:
+            return None
+        if f.deleted:
+            parts.append(np.asarray(f.deleted, np.int64) + offset)
+        offset += f.num_records
+    if add.num_records is not None and offset != add.num_records:
+        return None
+    return np.unique(np.concatenate(parts))
+
+
+def _logged(storage: Storage, logs: Sequence[DeleteLog]) -> np.ndarray:
+    from indextables_spark.core.log.deletes.delete_logs import read_delete_log  # lazy: numpy-heavy log module
+
+    ids = [read_delete_log(storage, x).column(0).to_numpy() for x in logs]
+    return np.unique(np.concatenate(ids)) if ids else np.empty(0, np.int64)
+
+
+def task_deletes(group: IndexGroup, adds: Sequence[AddFile], rows: Mapping[str, int]) -> dict[str, list[int]]:
+    """Task side: {split path: deleted row ids} of the splits one index task wrote, from the
+    files' deleted positions and their row counts (`rows`: file key -> rows in its Parquet file)."""
+    by_key = {f.key: f for f in group.files}
+    out = {}
+    for add in adds:
+        ids: list[int] = []
+        offset = 0
+        for k in add.companion_source_files or ():
+            f = by_key[k]
+            ids.extend(offset + p for p in f.deleted)
+            offset += rows[k]
+        if ids:
+            out[add.path] = ids
+    return out

@@ -1,0 +1,80 @@
+"""Reading a source Parquet file's rows for a companion split: which Parquet column holds each of
+the table's columns (Delta column mapping: physical names; Iceberg, and Delta column mapping mode
+`id`: Parquet field ids, so a column renamed after the file was written is still read), its
+non-empty row groups in order under the table's names, and the check that the file has the rows
+its source says (deleted positions are placed by them).
+
+Each companion split records per file the names that differ (CompanionFile.columns, "" for a
+column the file lacks), so reads (core/split/cache/companion_rows.py) and merges
+(ops/maintenance/merge_rewrite.py) fetch the same columns the build indexed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+
+from indextables_spark.errors import CompanionSourceError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from indextables_spark.ops.companion.sources.snapshot import SourceFile
+
+PARQUET_FIELD_ID = b"PARQUET:field_id"
+ABSENT = ""  # CompanionFile.columns: the file has no column for it (read as nulls)
+
+
+def file_field_ids(schema: pa.Schema) -> dict[int, str]:
+    """{field id: column name} of a Parquet file's top-level columns that carry a field id."""
+    out = {}
+    for f in schema:
+        raw = (f.metadata or {}).get(PARQUET_FIELD_ID)
+        if raw is not None:
+            out[int(raw)] = f.name
+    return out
+
+
+def file_columns(
+    parquet_schema: pa.Schema, physical_names: Mapping[str, str], field_ids: Mapping[str, int]
+) -> dict[str, str]:
+    """{column: the file's column for it, or ABSENT} for the columns whose name in the file differs.
+    A column with a field id is matched by id in a file that carries field ids (a file without any
+    is read by name); otherwise by its physical name (`physical_names`, else its own name)."""
+    columns = {**{c: c for c in field_ids}, **physical_names}
+    if not columns:
+        return {}
+    by_id = file_field_ids(parquet_schema)
+    present = set(parquet_schema.names)
+    out: dict[str, str] = {}
+    for column, physical in columns.items():
+        fid = field_ids.get(column)
+        name = by_id.get(fid, ABSENT) if fid is not None and by_id else physical
+        name = name if name in present else ABSENT
+        if name != column:
+            out[column] = name
+    return out
+
+
+def row_groups(
+    pf: pq.ParquetFile, columns: Sequence[str], in_file: Mapping[str, str] | None = None
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """(index, rows) of each non-empty row group of a Parquet file, only the columns it has of
+    these; `in_file`: {column: its name in the file} where they differ (file_columns)."""
+    names = {c: (in_file or {}).get(c, c) for c in columns}
+    present = [c for c in columns if names[c] in pf.schema_arrow.names]
+    for g in range(pf.num_row_groups):
+        if pf.metadata.row_group(g).num_rows:
+            # (a table of no columns still has the row group's rows: missing columns become NULL)
+            rows = pf.read_row_group(g, columns=[names[c] for c in present]).rename_columns(present)
+            yield g, rows.combine_chunks().to_batches()[0]
+
+
+def check_row_count(f: SourceFile, rows: int, what: str, always: bool = False) -> None:
+    """Positions are placed by the source's row counts: a file with deleted positions (or any file,
+    `always`: a source whose later deletes are placed by them, Iceberg) must have the rows the
+    source says."""
+    if f.num_records is not None and f.num_records != rows and (f.deleted or always):
+        raise CompanionSourceError(
+            f"{what}: source file {f.uri} has {rows} rows, its metadata says {f.num_records}; "
+            "rows it deletes by position cannot be placed"
+        )
