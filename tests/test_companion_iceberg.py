@@ -65,6 +65,14 @@ def _rows(ids, ts_of=lambda i: T0 + dt.timedelta(hours=5 * i)) -> pa.Table:
     )
 
 
+def _one_file_table(cat, ids, row_group_size=None):
+    """db.t holding one data file of `ids`, appended: (the table as reloaded, the file)."""
+    table = cat.create_table("db.t", schema=_schema())
+    a = data_file(table, _rows(ids), row_group_size=row_group_size)
+    append_files(table, [a])
+    return cat.load_table("db.t"), a
+
+
 def _build(loc, options, **kw):
     opts = {**options, "companion.parallelism": "1"}  # in this process: small tables, quick tests
     return it.build_companion("db.t", loc, format="iceberg", catalog="c", options=opts, indexing={"body": "text"}, **kw)
@@ -134,10 +142,7 @@ def test_position_and_equality_deletes_build_and_sync(tmp_path):
 
 def test_rollback_of_deletes_reindexes_the_split(tmp_path):
     cat, options = _catalog(tmp_path)
-    table = cat.create_table("db.t", schema=_schema())
-    a = data_file(table, _rows(range(40)))
-    append_files(table, [a])
-    table = cat.load_table("db.t")
+    table, a = _one_file_table(cat, range(40))
     before = table.current_snapshot().snapshot_id
     commit_deletes(table, [position_delete_file(table, [(a.file_path, 3)])])
     loc = str(tmp_path / "index")
@@ -152,10 +157,7 @@ def test_rollback_of_deletes_reindexes_the_split(tmp_path):
 
 def test_missing_delete_file_fails_naming_it(tmp_path):
     cat, options = _catalog(tmp_path)
-    table = cat.create_table("db.t", schema=_schema())
-    a = data_file(table, _rows(range(20)))
-    append_files(table, [a])
-    table = cat.load_table("db.t")
+    table, a = _one_file_table(cat, range(20))
     d = position_delete_file(table, [(a.file_path, 1)])
     commit_deletes(table, [d])
     os.remove(d.file_path.removeprefix("file://"))
@@ -225,9 +227,7 @@ def test_transform_partitions_prune_exactly(tmp_path):
 
 def test_renamed_columns_followed_by_field_id(tmp_path):
     cat, options = _catalog(tmp_path)
-    table = cat.create_table("db.t", schema=_schema())
-    append_files(table, [data_file(table, _rows(range(30)))])
-    table = cat.load_table("db.t")
+    table, _ = _one_file_table(cat, range(30))
     loc = str(tmp_path / "index")
     _build(loc, options)
     with table.update_schema() as u:
@@ -258,10 +258,7 @@ def test_renamed_columns_followed_by_field_id(tmp_path):
 @pytest.mark.spark
 def test_spark_read_skips_deleted_rows(spark, tmp_path):
     cat, options = _catalog(tmp_path)
-    table = cat.create_table("db.t", schema=_schema())
-    a = data_file(table, _rows(range(80)), row_group_size=25)
-    append_files(table, [a])
-    table = cat.load_table("db.t")
+    table, a = _one_file_table(cat, range(80), row_group_size=25)
     commit_deletes(table, [position_delete_file(table, [(a.file_path, p) for p in (0, 26, 50, 79)])])
     table = cat.load_table("db.t")
     commit_deletes(table, [equality_delete_file(table, ["grp"], pa.table({"grp": pa.array(["g1"])}))])

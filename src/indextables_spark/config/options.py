@@ -12,10 +12,10 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
 
 from indextables_spark.config import units
 from indextables_spark.config.redaction import redact_mapping, remember_secrets, secret_option
+from indextables_spark.config.registry import PREFIX as PREFIX  # the options' public name for it
 from indextables_spark.config.registry import closest, spec
 from indextables_spark.errors import IndexTablesError, InvalidOptionError
 
-PREFIX = "spark.indextables."
 SECRETS_OPTION = PREFIX + "secrets"  # secret options packed for Spark (pack_secrets)
 _REGISTERED = object()  # "the registry's default" (config/registry.py)
 _T = TypeVar("_T")
@@ -76,15 +76,19 @@ class Options(Mapping[str, str]):
         for src in sources:
             if not src:
                 continue
-            items = src.values.items() if isinstance(src, Options) else _unpacked(src).items()
-            for k, v in items:
+            if isinstance(src, Options):  # checked, and its secrets remembered, when it was built
+                merged.update(src.values)
+                continue
+            given: dict[str, str] = {}
+            for k, v in _unpacked(src).items():
                 if v is None:
                     continue
                 key = str(k)
                 if key[: len(PREFIX)].lower() == PREFIX:
                     _check_known(key)
-                merged[short_key(key)] = v if isinstance(v, str) else _to_str(v)
-        remember_secrets(v for k, v in merged.items() if secret_option(k))  # hidden in every text shown
+                given[short_key(key)] = v if isinstance(v, str) else _to_str(v)
+            remember_secrets(v for k, v in given.items() if secret_option(k))  # hidden in every text shown
+            merged.update(given)
         return cls(merged)
 
     def __getitem__(self, key: str) -> str:

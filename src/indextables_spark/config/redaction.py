@@ -17,16 +17,16 @@ are cleaned by a record factory installed once per process (`install_log_redacti
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from indextables_spark.config.registry import SECRET_KEYS, spec
+from indextables_spark.config.registry import PREFIX, SECRET_KEYS, spec
 from indextables_spark.errors import show_messages_through
 
-PREFIX = "spark.indextables."
 HIDDEN = "***"
 _MIN_SECRET = 4  # shorter values are not secrets worth matching in text (and would match everywhere)
 
@@ -67,13 +67,11 @@ def secret_name(name: str, pattern: str | None = None) -> bool:
 
 def _registered_plain(low: str) -> bool:
     """A registered option that is not a secret (its name may still hold a column's name)."""
-    short = low.removeprefix(PREFIX)
-    if short == low and "." not in low:
-        return False  # an environment variable or a bare word
-    found = spec(short)
+    found = spec(low.removeprefix(PREFIX))
     return found is not None and not found.secret
 
 
+@functools.lru_cache(maxsize=4096)  # Options.of asks it of every key it is given; the names repeat
 def secret_option(name: str) -> bool:
     """Whether an option's value is a secret to hide in every text from now on: a registered
     secret option or a name with a narrow secret word (not `key` or `session` alone: the value of
@@ -93,17 +91,23 @@ class _Known:
         self.ordered: tuple[str, ...] = ()
 
     def add(self, values: Iterable[str | None]) -> None:
-        new = {f for v in values if v and len(v) >= _MIN_SECRET for f in _forms(v)} - self._values
+        new = _forms(values) - self._values
         if not new:
             return
         with self._lock:
             self._values |= new
-            self.ordered = tuple(sorted(self._values, key=len, reverse=True))
+            self.ordered = _longest_first(self._values)
 
 
-def _forms(value: str) -> set[str]:
-    """A secret as it may appear: as given, URL-decoded and URL-encoded (SAS tokens, keys with /+=)."""
-    return {f for f in (value, unquote(value), quote(value, safe="")) if len(f) >= _MIN_SECRET}
+def _forms(values: Iterable[str | None]) -> set[str]:
+    """Secrets as they may appear: as given, URL-decoded and URL-encoded (SAS tokens, keys with /+=)."""
+    given = [v for v in values if v and len(v) >= _MIN_SECRET]
+    return {f for v in given for f in (v, unquote(v), quote(v, safe="")) if len(f) >= _MIN_SECRET}
+
+
+def _longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
+    """Longest first, so a secret containing another is replaced whole."""
+    return tuple(sorted(secrets, key=len, reverse=True))
 
 
 _known = _Known()
@@ -151,8 +155,7 @@ class Redactor:
     """redact_text with some secrets of its own (a storage backend's credentials): callable on text."""
 
     def __init__(self, secrets: Iterable[str | None] = ()):
-        forms = {f for s in secrets if s and len(s) >= _MIN_SECRET for f in _forms(s)}
-        self._secrets = tuple(sorted(forms, key=len, reverse=True))
+        self._secrets = _longest_first(_forms(secrets))
 
     def __call__(self, text: str) -> str:
         return redact_text(text, self._secrets)

@@ -21,6 +21,8 @@ from typing import Any, Iterable
 from indextables_spark.config.keys import indexing, log, maintenance, reading, storage, streaming, writing
 from indextables_spark.config.keys.spec import GB, KB, MB, OptionSpec
 
+PREFIX = "spark.indextables."  # every key's, given in full (Options stores keys without it)
+
 OPTIONS: tuple[OptionSpec, ...] = (
     *indexing.OPTIONS,
     *writing.OPTIONS,

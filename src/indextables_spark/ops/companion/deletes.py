@@ -22,13 +22,15 @@ the source did.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.ops.companion.delta_changes import new_split_rows, plan_delta_changes
+from indextables_spark.ops.companion.rows import logged_rows, placed_rows
+from indextables_spark.ops.companion.sync import reindexing
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.model.actions import AddFile, DeleteLog
@@ -130,45 +132,27 @@ def plan_source_changes(
             continue
         logs = [x for x in table_snapshot.deletes_for(add) if x.kind == "POSITIONAL"] if table_snapshot else []
         want = _split_rows(add, by_key)
-        logged = _logged(storage, logs)
+        logged = logged_rows(storage, logs, add)
         if want is None or np.setdiff1d(logged, want).size:
             extra.append(add)
             continue
         new = np.setdiff1d(want, logged)
         if new.size:
             rows[add.path] = new
-    if not extra:
-        return sync, rows
-    again = {k for a in extra if a.path not in stale for k in a.companion_source_files or ()}
-    queued = {f.key for f in sync.todo}
-    todo = list(sync.todo) + [f for f in snapshot.files if f.key in again and f.key not in queued]
-    return replace(sync, todo=todo, stale=list(sync.stale) + [a for a in extra if a.path not in stale]), rows
+    return (reindexing(sync, snapshot, extra) if extra else sync), rows
 
 
 def _split_rows(add: AddFile, by_key: Mapping[str, SourceFile]) -> np.ndarray | None:
     """The split's deleted row ids per the source (None: its files' row counts are unknown or do
     not add up to the split's rows, so file positions cannot be placed)."""
-    keys = list(add.companion_source_files or ())
-    files = [by_key.get(k) for k in keys]
+    files = [by_key.get(k) for k in add.companion_source_files or ()]
     if not any(f is not None and f.deleted for f in files):
         return np.empty(0, np.int64)
-    parts, offset = [], 0
-    for f in files:
-        if f is None or f.num_records is None:
-            return None
-        if f.deleted:
-            parts.append(np.asarray(f.deleted, np.int64) + offset)
-        offset += f.num_records
-    if add.num_records is not None and offset != add.num_records:
+    counts = [f.num_records if f is not None else None for f in files]
+    known = [n for n in counts if n is not None]
+    if len(known) != len(counts) or (add.num_records is not None and sum(known) != add.num_records):
         return None
-    return np.unique(np.concatenate(parts))
-
-
-def _logged(storage: Storage, logs: Sequence[DeleteLog]) -> np.ndarray:
-    from indextables_spark.core.log.deletes.delete_logs import read_delete_log  # lazy: numpy-heavy log module
-
-    ids = [read_delete_log(storage, x).column(0).to_numpy() for x in logs]
-    return np.unique(np.concatenate(ids)) if ids else np.empty(0, np.int64)
+    return placed_rows([f.deleted for f in files if f is not None], known)
 
 
 def task_deletes(group: IndexGroup, adds: Sequence[AddFile], rows: Mapping[str, int]) -> dict[str, list[int]]:
@@ -177,12 +161,8 @@ def task_deletes(group: IndexGroup, adds: Sequence[AddFile], rows: Mapping[str, 
     by_key = {f.key: f for f in group.files}
     out = {}
     for add in adds:
-        ids: list[int] = []
-        offset = 0
-        for k in add.companion_source_files or ():
-            f = by_key[k]
-            ids.extend(offset + p for p in f.deleted)
-            offset += rows[k]
-        if ids:
-            out[add.path] = ids
+        keys = list(add.companion_source_files or ())
+        ids = placed_rows([by_key[k].deleted for k in keys], [rows[k] for k in keys])
+        if ids.size:
+            out[add.path] = ids.tolist()
     return out

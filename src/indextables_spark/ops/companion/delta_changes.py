@@ -15,7 +15,6 @@ dropped since indexes every split again, under the source's current names.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -23,6 +22,8 @@ import numpy as np
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.format.companion import CONFIG_VERSION, CompanionInfo
 from indextables_spark.errors import CompanionSourceError, FileNotFoundInStorageError
+from indextables_spark.ops.companion.rows import logged_rows, placed_rows
+from indextables_spark.ops.companion.sync import reindexing
 from indextables_spark.ops.companion.sources.column_mapping import (
     CONFIG_COLUMN_MAPPING,
     mapping_changed,
@@ -32,7 +33,7 @@ from indextables_spark.ops.companion.sources.deletion_vectors import deleted_pos
 from indextables_spark.ops.companion.sources.locations import is_local, local_path
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.model.actions import AddFile, DeleteLog
+    from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.storage import Storage
     from indextables_spark.ops.companion.sources import SourceFile, SourceSnapshot
@@ -83,16 +84,12 @@ def plan_delta_changes(
         if not _may_have_changed(files, bool(logs), since, snapshot.version):
             continue
         new = split_rows(_split_info(storage, opts, a), by_key, _dv_reader(snapshot, opts))
-        old = _deleted_rows(storage, logs, a)
+        old = logged_rows(storage, logs, a)
         if np.setdiff1d(old, new).size:
             again.append(a)  # rows came back (RESTORE): only indexing the split again shows them
         elif np.setdiff1d(new, old).size:
             pending[a.path] = np.setdiff1d(new, old)
-    if not again:
-        return sync, config, pending
-    keys = {k for a in again for k in a.companion_source_files or ()}
-    todo = sync.todo + [f for f in snapshot.files if f.key in keys]
-    return replace(sync, todo=todo, stale=sync.stale + again), config, pending
+    return (reindexing(sync, snapshot, again) if again else sync), config, pending
 
 
 def _may_have_changed(files: Sequence[SourceFile], has_logs: bool, since: int | None, version: int | None) -> bool:
@@ -109,25 +106,25 @@ def split_rows(
     info: CompanionInfo, by_key: Mapping[str, SourceFile], read: Callable[[SourceFile], np.ndarray]
 ) -> np.ndarray:
     """The split's row ids its files' deletion vectors delete (sorted)."""
-    out = []
-    start = 0
-    for f in info.files:
-        rows = sum(n for _, n in f.row_groups)
+    counts = [sum(n for _, n in f.row_groups) for f in info.files]
+    deleted: list[np.ndarray | None] = []
+    for f, rows in zip(info.files, counts):
         src = by_key.get(f.key)
-        if src is not None and src.deletion_vector is not None:
-            if src.num_records is not None and src.num_records != rows:
-                raise CompanionSourceError(
-                    f"source file {f.uri} has {src.num_records} rows in the log, {rows} in its indexed row groups: "
-                    "its deletion vector cannot be placed"
-                )
-            positions = read(src)
-            if positions.size and int(positions[-1]) >= rows:
-                raise CompanionSourceError(
-                    f"the deletion vector of source file {f.uri} deletes row {int(positions[-1])} of its {rows} rows"
-                )
-            out.append(positions + start)
-        start += rows
-    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+        if src is None or src.deletion_vector is None:
+            deleted.append(None)
+            continue
+        if src.num_records is not None and src.num_records != rows:
+            raise CompanionSourceError(
+                f"source file {f.uri} has {src.num_records} rows in the log, {rows} in its indexed row groups: "
+                "its deletion vector cannot be placed"
+            )
+        positions = read(src)
+        if positions.size and int(positions[-1]) >= rows:
+            raise CompanionSourceError(
+                f"the deletion vector of source file {f.uri} deletes row {int(positions[-1])} of its {rows} rows"
+            )
+        deleted.append(positions)
+    return placed_rows(deleted, counts)
 
 
 def _dv_reader(snapshot: SourceSnapshot, opts: Options) -> Callable[[SourceFile], np.ndarray]:
@@ -163,10 +160,3 @@ def _split_info(storage: Storage, opts: Options, add: AddFile) -> CompanionInfo:
     if info is None:
         raise CompanionSourceError(f"split {add.path} of the companion index has no companion section")
     return info
-
-
-def _deleted_rows(storage: Storage, logs: Sequence[DeleteLog], add: AddFile) -> np.ndarray:
-    from indextables_spark.core.log.deletes.delete_logs import load_split_deletes  # lazy: numpy, pyarrow
-
-    deletes = load_split_deletes(storage, logs, add.num_records, add.path)
-    return deletes.positions if deletes is not None else np.empty(0, dtype=np.int64)

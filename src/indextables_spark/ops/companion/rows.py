@@ -2,7 +2,8 @@
 the table's columns (Delta column mapping: physical names; Iceberg, and Delta column mapping mode
 `id`: Parquet field ids, so a column renamed after the file was written is still read), its
 non-empty row groups in order under the table's names, and the check that the file has the rows
-its source says (deleted positions are placed by them).
+its source says; where a file's deleted positions fall in a split (`placed_rows`) and the rows a
+split's delete logs already delete (`logged_rows`).
 
 Each companion split records per file the names that differ (CompanionFile.columns, "" for a
 column the file lacks), so reads (core/split/cache/companion_rows.py) and merges
@@ -12,12 +13,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from indextables_spark.errors import CompanionSourceError
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from indextables_spark.core.log.model.actions import AddFile, DeleteLog
+    from indextables_spark.core.storage import Storage
     from indextables_spark.ops.companion.sources.snapshot import SourceFile
 
 PARQUET_FIELD_ID = b"PARQUET:field_id"
@@ -78,3 +83,20 @@ def check_row_count(f: SourceFile, rows: int, what: str, always: bool = False) -
             f"{what}: source file {f.uri} has {rows} rows, its metadata says {f.num_records}; "
             "rows it deletes by position cannot be placed"
         )
+
+
+def placed_rows(deleted: Sequence[Sequence[int] | np.ndarray | None], counts: Sequence[int]) -> np.ndarray:
+    """A split's row ids (sorted, distinct) of its files' deleted positions: the split holds its
+    files' rows in order, each file contiguous, so position p of file i is row
+    counts[0] + … + counts[i-1] + p."""
+    offsets = np.cumsum([0, *counts[:-1]], dtype=np.int64) if counts else np.empty(0, np.int64)
+    parts = [np.asarray(d, np.int64) + o for d, o in zip(deleted, offsets) if d is not None and len(d)]
+    return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+
+
+def logged_rows(storage: Storage, logs: Sequence[DeleteLog], add: AddFile) -> np.ndarray:
+    """The row ids of a split its delete logs delete by position (sorted, distinct)."""
+    from indextables_spark.core.log.deletes.delete_logs import load_split_deletes  # lazy: numpy, pyarrow
+
+    deletes = load_split_deletes(storage, logs, add.num_records, add.path)
+    return deletes.positions if deletes is not None else np.empty(0, dtype=np.int64)

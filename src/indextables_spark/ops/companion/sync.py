@@ -75,6 +75,17 @@ def plan_sync(snapshot: SourceSnapshot, live: Sequence[AddFile], where: str | No
     return SyncPlan(todo, stale, len([k for k in indexed if k not in in_source]))
 
 
+def reindexing(sync: SyncPlan, snapshot: SourceSnapshot, splits: Sequence[AddFile]) -> SyncPlan:
+    """`sync` with these live splits going and their source files indexed again (the source's
+    changes to them cannot be logged as deleted rows: rows came back, columns were renamed)."""
+    stale = {a.path for a in sync.stale}
+    going = [a for a in splits if a.path not in stale]
+    keys = {k for a in going for k in a.companion_source_files or ()}
+    queued = {f.key for f in sync.todo}
+    todo = list(sync.todo) + [f for f in snapshot.files if f.key in keys and f.key not in queued]
+    return replace(sync, todo=todo, stale=list(sync.stale) + going)
+
+
 def plan_groups(files: Sequence[SourceFile], partition_columns: Sequence[str], target_bytes: int) -> list[IndexGroup]:
     """Files grouped per partition, in source order, into groups of about target_bytes."""
     by_partition: dict[tuple[str | None, ...], list[SourceFile]] = {}
