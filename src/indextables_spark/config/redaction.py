@@ -44,13 +44,13 @@ _TEXT_WORDS = (
     r"access[._-]?key|account[._-]?key|api[._-]?key|private[._-]?key|connection[._-]?string"
 )
 _PAIR = re.compile(
-    rf"""(?ix)
-    (?P<name>[\w.\-]*(?:{_TEXT_WORDS})[\w.\-]*)   # a name holding a secret word
-    (?P<sep>["']?\s*[=:]\s*)                        # = or : (after a quoted name)
+    r"""(?x)
+    (?P<name>(?<![\w.\-])[\w.\-]++)   # a whole name (from its first character: linear in the text)
+    (?P<sep>["']?\s*[=:]\s*)          # = or : (after a quoted name)
     (?P<value>"[^"]*"|'[^']*'|[^\s&;,'"]+)
     """
 )
-_TEXT_NAME = re.compile(rf"(?i){_TEXT_WORDS}")
+_TEXT_NAME = re.compile(rf"(?i){_TEXT_WORDS}")  # the names among them whose values are hidden
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/@\s:]*:[^/@\s]+@")
 
 
@@ -129,7 +129,13 @@ def redact_text(text: str, extra: Iterable[str] = ()) -> str:
         if s in text:
             text = text.replace(s, HIDDEN)
     text = _USERINFO.sub(rf"\1{HIDDEN}@", text)
-    return _PAIR.sub(lambda m: m.group("name") + m.group("sep") + _hidden_value(m.group("value")), text)
+    return _PAIR.sub(_hidden_pair, text)
+
+
+def _hidden_pair(m: re.Match[str]) -> str:
+    if _TEXT_NAME.search(m.group("name")) is None:
+        return m.group(0)
+    return m.group("name") + m.group("sep") + _hidden_value(m.group("value"))
 
 
 def _hidden_value(value: str) -> str:
