@@ -78,6 +78,9 @@ def test_redaction_by_name_and_by_value():
         f"s3://AKIAFAKE:{FAKES['url_secret']}@bucket/t",
         json.dumps({"azure.sasToken": FAKES["sas_sig"]}),
         repr({"aws.sessionToken": FAKES["session"]}),
+        # a pair inside the value of a pair whose name is no secret's (a URL's scheme, a label)
+        f"https://b.s3.amazonaws.com/k?X-Amz-Credential={FAKES['sas_sig']}&X-Amz-Signature=x",
+        f"conf: spark.indextables.aws.secretKey={FAKES['submit_args']}",
     ]
     assert leaked([redact_text(t) for t in texts]) == []
     # what is not a secret stays readable
@@ -86,6 +89,7 @@ def test_redaction_by_name_and_by_value():
     # a long run of name characters (a base64 body in an SDK's log) is scanned once: a name pattern
     # that backtracked took seconds per 5,000 characters, and runs on every log record and error
     assert redact_text("Zm9v" * 50_000) == "Zm9v" * 50_000
+    assert redact_text("a=" * 50_000) == "a=" * 50_000  # pairs in pairs: each step moves past a name
     # a registered option naming a column is no secret: its value must stay readable everywhere
     Options.of({"spark.indextables.indexing.typemap.session_token": "string"})
     assert redact_text("has type string") == "has type string"

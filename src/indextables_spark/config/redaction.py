@@ -47,9 +47,9 @@ _PAIR = re.compile(
     r"""(?x)
     (?P<name>(?<![\w.\-])[\w.\-]++)   # a whole name (from its first character: linear in the text)
     (?P<sep>["']?\s*[=:]\s*)          # = or : (after a quoted name)
-    (?P<value>"[^"]*"|'[^']*'|[^\s&;,'"]+)
     """
 )
+_VALUE = re.compile(r""""[^"]*"|'[^']*'|[^\s&;,'"]+""")  # read only after a secret's name
 _TEXT_NAME = re.compile(rf"(?i){_TEXT_WORDS}")  # the names among them whose values are hidden
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/@\s:]*:[^/@\s]+@")
 
@@ -129,13 +129,26 @@ def redact_text(text: str, extra: Iterable[str] = ()) -> str:
         if s in text:
             text = text.replace(s, HIDDEN)
     text = _USERINFO.sub(rf"\1{HIDDEN}@", text)
-    return _PAIR.sub(_hidden_pair, text)
+    return _hidden_pairs(text)
 
 
-def _hidden_pair(m: re.Match[str]) -> str:
-    if _TEXT_NAME.search(m.group("name")) is None:
-        return m.group(0)
-    return m.group("name") + m.group("sep") + _hidden_value(m.group("value"))
+def _hidden_pairs(text: str) -> str:
+    """The values of secret-named pairs hidden. A pair whose name is no secret's gives up only its
+    name and separator: its value may hold a pair of its own (`https://h/k?X-Amz-Credential=…`
+    is `https` `:` then a URL; `conf: spark.secret=…`). A value is read only after a secret's
+    name, and each step moves past a name: linear in the text."""
+    out: list[str] = []
+    pos = 0
+    while (m := _PAIR.search(text, pos)) is not None:
+        value = _VALUE.match(text, m.end()) if _TEXT_NAME.search(m.group("name")) else None
+        if value is None:
+            out.append(text[pos : m.end()])
+            pos = m.end()
+            continue
+        out.append(text[pos : m.end()] + _hidden_value(value.group(0)))
+        pos = value.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _hidden_value(value: str) -> str:
