@@ -165,6 +165,69 @@ def test_delta_incremental_sync(tmp_path):
     assert indexed == delta_keys(src)
 
 
+def test_a_rewritten_file_is_logged_not_its_split_indexed_again(tmp_path):
+    """A copy-on-write delete rewrites one file: its rows are logged as deleted in the split that
+    holds it, the rewritten file is indexed, the split's other files are not indexed again; reads
+    never open the removed file (vacuumed); a RESTORE that brings it back indexes its split again."""
+    from deltalake import DeltaTable
+
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    for i in range(3):
+        write_delta(src, rows(60, start=60 * i), partition_by=())
+    first = it.build_companion(src, loc, indexing=INDEXING)
+    assert first["filesIndexed"] == 3 and first["splitsAdded"] == 1
+    DeltaTable(src).delete("id = 70")  # in the second file only
+    res = it.build_companion(src, loc, indexing=INDEXING)
+    assert (res["filesIndexed"], res["filesRemoved"], res["splitsRemoved"], res["rowsIndexed"]) == (1, 1, 0, 59)
+    expected = DeltaTable(src).to_pyarrow_table()
+    assert index_rows(loc) == tuples(expected)
+    # the removed file is gone from storage: the rows of the kept split are still read
+    DeltaTable(src).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    forget_source_files()
+    assert index_rows(loc) == tuples(expected) and it.IndexTable(loc).count() == 179
+    assert index_rows(loc, "body:alpha") == tuples(has_word(expected, "alpha"))
+    again = it.build_companion(src, loc, indexing=INDEXING)
+    assert again["status"] == "NO_ACTION" and again["filesRemoved"] == 0
+    # the first split's other files and the rewritten file rewritten: both splits go
+    DeltaTable(src).delete("id % 60 = 1")
+    res = it.build_companion(src, loc, indexing=INDEXING)
+    assert res["splitsRemoved"] == 2 and res["filesRemoved"] == 4  # every file of a split removed
+    assert index_rows(loc) == tuples(DeltaTable(src).to_pyarrow_table())
+    indexed = {k for f in it.IndexTable(loc).snapshot().files for k in f.companion_source_files}
+    assert indexed == delta_keys(src)
+
+
+def test_a_removed_file_back_indexes_its_split_again(tmp_path):
+    from deltalake import DeltaTable
+
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    for i in range(2):
+        write_delta(src, rows(40, start=40 * i), partition_by=())
+    it.build_companion(src, loc, indexing=INDEXING)
+    before = DeltaTable(src).version()
+    DeltaTable(src).delete("id = 3")
+    it.build_companion(src, loc, indexing=INDEXING)
+    DeltaTable(src).restore(before)  # the removed file is back, the rewritten one removed
+    res = it.build_companion(src, loc, indexing=INDEXING)
+    assert res["splitsRemoved"] == 2  # the split whose logs delete the file's rows, the rewritten file's
+    assert index_rows(loc) == tuples(rows(80))
+
+
+def test_iceberg_copy_on_write_delete_keeps_the_split(tmp_path):
+    import pyiceberg.expressions as ex
+
+    table, options = write_iceberg(tmp_path, rows(50), partitioned=False)
+    table.append(rows(50, start=50))
+    loc = str(tmp_path / "index")
+    kwargs = {"catalog": "c", "options": options, "indexing": INDEXING, "format": "iceberg"}
+    it.build_companion("db.docs", loc, **kwargs)
+    table = table.refresh()
+    table.delete(ex.EqualTo("id", 60))  # pyiceberg rewrites the file (copy-on-write)
+    res = it.build_companion("db.docs", loc, **kwargs)
+    assert (res["filesIndexed"], res["filesRemoved"], res["splitsRemoved"]) == (1, 1, 0)
+    assert index_rows(loc) == tuples(table.refresh().scan().to_arrow())
+
+
 def test_index_serves_its_version_and_fails_clearly_when_files_are_gone(tmp_path):
     from deltalake import DeltaTable
 
@@ -192,7 +255,7 @@ def test_parquet_directory_sync_and_replaced_file(tmp_path):
     res = it.build_companion(src, loc, format="parquet", indexing=INDEXING)
     assert res["filesIndexed"] == 3  # one new file per day partition
     assert index_rows(loc) == tuples(rows(300))
-    # a file deleted from the directory: its split goes, the split's other files stay searchable
+    # a file deleted from the directory: its rows are logged as deleted, the split's other files stay
     victim = next(p for p in sorted(_parquet_files(src)) if "a-" in p)
     os.remove(victim)
     res = it.build_companion(src, loc, format="parquet", indexing=INDEXING)

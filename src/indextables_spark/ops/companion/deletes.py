@@ -1,7 +1,10 @@
-"""Rows a source deleted without rewriting its files, as POSITIONAL delete logs of the companion
-splits (core/log/deletes/delete_logs.py), which every read route applies; and the splits a source's
+"""Rows a source deleted, as POSITIONAL delete logs of the companion splits
+(core/log/deletes/delete_logs.py), which every read route applies; and the splits a source's
 changes index again. `plan_changes` is the one call of a build, for every source:
 
+- every source: a file it removed (a copy-on-write delete or OPTIMIZE rewrote it, a Parquet file
+  deleted from the directory) has all its rows logged, placed by the split's footer; the split's
+  other files are not indexed again, and a split none of whose files is left goes;
 - Iceberg: delete files resolved to file positions when planning (SourceFile.deleted,
   sources/iceberg_files.py); field ids recorded, a rename re-indexes (below);
 - Delta: deletion vectors read when needed, only for files whose add action changed since the
@@ -22,14 +25,20 @@ the source did.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.ops.companion.delta_changes import new_split_rows, plan_delta_changes
-from indextables_spark.ops.companion.rows import logged_rows, placed_rows
+from indextables_spark.ops.companion.rows import (
+    deleted_split_rows,
+    logged_rows,
+    newly_removed_files,
+    placed_rows,
+    split_info,
+)
 from indextables_spark.ops.companion.sync import reindexing
 
 if TYPE_CHECKING:
@@ -91,7 +100,7 @@ def plan_changes(
     find the kept splits with newly deleted rows (`table_snapshot`: the companion at its read version)."""
     if snapshot.format == "delta":
         return SourceChanges(*plan_delta_changes(storage, opts, snapshot, sync, table_snapshot, stored))
-    sync, rows = plan_source_changes(sync, snapshot, live, table_snapshot, stored, storage)
+    sync, rows = plan_source_changes(sync, snapshot, live, table_snapshot, stored, storage, opts)
     return SourceChanges(sync, field_id_config(snapshot), rows)
 
 
@@ -119,19 +128,26 @@ def plan_source_changes(
     table_snapshot: Snapshot | None,
     stored: Mapping[str, str] | None,
     storage: Storage,
+    opts: Options,
 ) -> tuple[SyncPlan, dict[str, np.ndarray]]:
-    """Sources listing deleted positions per file (SourceFile.deleted: Iceberg): the sync plan with
-    the splits to index again for renames and undone deletes, and the deleted rows of the other
-    live splits to log."""
+    """Sources listing deleted positions per file (SourceFile.deleted: Iceberg) or none (a Parquet
+    directory): the sync plan with the splits to index again for renames and undone deletes, and
+    the deleted rows of the other live splits to log (positions, and files the source removed)."""
     stale = {a.path for a in sync.stale}
     extra = list(live) if columns_moved(snapshot, stored) else []
     by_key = {f.key: f for f in snapshot.files}
     rows: dict[str, np.ndarray] = {}
+    removed = 0
     for add in live:
         if add.path in stale or extra:
             continue
         logs = [x for x in table_snapshot.deletes_for(add) if x.kind == "POSITIONAL"] if table_snapshot else []
-        want = _split_rows(add, by_key)
+        info = None
+        if any(k not in by_key for k in add.companion_source_files or ()):
+            info = split_info(storage, opts, add)  # a removed file: its rows are placed by the footer
+            want: np.ndarray | None = deleted_split_rows(info, by_key, _positions)
+        else:
+            want = _split_rows(add, by_key)
         logged = logged_rows(storage, logs, add)
         if want is None or np.setdiff1d(logged, want).size:
             extra.append(add)
@@ -139,20 +155,26 @@ def plan_source_changes(
         new = np.setdiff1d(want, logged)
         if new.size:
             rows[add.path] = new
+            removed += newly_removed_files(info, by_key, logged) if info is not None else 0
+    sync = replace(sync, files_removed=sync.files_removed + removed)
     return (reindexing(sync, snapshot, extra) if extra else sync), rows
 
 
 def _split_rows(add: AddFile, by_key: Mapping[str, SourceFile]) -> np.ndarray | None:
-    """The split's deleted row ids per the source (None: its files' row counts are unknown or do
-    not add up to the split's rows, so file positions cannot be placed)."""
-    files = [by_key.get(k) for k in add.companion_source_files or ()]
-    if not any(f is not None and f.deleted for f in files):
+    """The split's deleted row ids per the source, placed by the source's row counts, no footer
+    read (None: its files' row counts are unknown or do not add up to the split's rows)."""
+    files = [by_key[k] for k in add.companion_source_files or ()]
+    if not any(f.deleted for f in files):
         return np.empty(0, np.int64)
-    counts = [f.num_records if f is not None else None for f in files]
+    counts = [f.num_records for f in files]
     known = [n for n in counts if n is not None]
     if len(known) != len(counts) or (add.num_records is not None and sum(known) != add.num_records):
         return None
-    return placed_rows([f.deleted for f in files if f is not None], known)
+    return placed_rows([f.deleted for f in files], known)
+
+
+def _positions(f: SourceFile) -> np.ndarray | None:
+    return np.asarray(f.deleted, np.int64) if f.deleted else None
 
 
 def task_deletes(group: IndexGroup, adds: Sequence[AddFile], rows: Mapping[str, int]) -> dict[str, list[int]]:

@@ -7,6 +7,8 @@ positions become POSITIONAL delete logs (core/log/deletes/delete_logs.py) of the
 with it, which every read route applies. A sync takes up vectors changed since the version the
 companion holds without indexing the file again: only the positions not deleted yet get a new log
 (delete logs of a split add up); a vector that lost positions (RESTORE) indexes the split again.
+A file the source removed (a copy-on-write delete, OPTIMIZE) has all its rows logged the same way:
+the split's other files are not indexed again.
 
 Column mapping: the companion records the mapping its splits were built with; a column renamed or
 dropped since indexes every split again, under the source's current names.
@@ -15,14 +17,15 @@ dropped since indexes every split again, under the source's current names.
 from __future__ import annotations
 
 import posixpath
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.split.format.companion import CONFIG_VERSION, CompanionInfo
+from indextables_spark.core.split.format.companion import CONFIG_VERSION
 from indextables_spark.errors import CompanionSourceError, FileNotFoundInStorageError
-from indextables_spark.ops.companion.rows import logged_rows, placed_rows
+from indextables_spark.ops.companion.rows import deleted_split_rows, logged_rows, newly_removed_files, split_info
 from indextables_spark.ops.companion.sync import reindexing
 from indextables_spark.ops.companion.sources.column_mapping import (
     CONFIG_COLUMN_MAPPING,
@@ -51,7 +54,7 @@ def new_split_rows(
     by_key = {f.key: f for f in snapshot.files}
     for a in (AddFile.from_json(dict(d)) for d in adds_json):
         if any(by_key[k].deletion_vector is not None for k in a.companion_source_files or () if k in by_key):
-            rows[a.path] = split_rows(_split_info(storage, opts, a), by_key, _dv_reader(snapshot, opts))
+            rows[a.path] = deleted_split_rows(split_info(storage, opts, a), by_key, _dv_reader(snapshot, opts))
     return rows
 
 
@@ -64,8 +67,9 @@ def plan_delta_changes(
     stored: Mapping[str, str] | None,
 ) -> tuple[SyncPlan, dict[str, str], dict[str, np.ndarray]]:
     """`sync` (ops/companion/sync.py) extended with the splits a Delta source's changes index again,
-    the configuration to record, and the new row ids of the kept splits whose vectors changed
-    (`table`: the companion at its read version); ops/companion/deletes.py calls it."""
+    the configuration to record, and the new row ids of the kept splits whose vectors changed or
+    that hold a file the source removed (`table`: the companion at its read version);
+    ops/companion/deletes.py calls it."""
     config = {CONFIG_COLUMN_MAPPING: mapping_config(snapshot.physical_names)} if snapshot.physical_names else {}
     if snapshot.format != "delta" or table is None:
         return sync, config, {}
@@ -78,17 +82,22 @@ def plan_delta_changes(
     recorded = (stored or {}).get(CONFIG_VERSION)
     since = int(recorded) if recorded else None
     pending: dict[str, np.ndarray] = {}
+    removed = 0
     for a in [] if again else kept:
-        files = [by_key[k] for k in a.companion_source_files or () if k in by_key]
+        keys = a.companion_source_files or ()
+        files = [by_key[k] for k in keys if k in by_key]
         logs = table.deletes_for(a)
-        if not _may_have_changed(files, bool(logs), since, snapshot.version):
+        if len(files) == len(keys) and not _may_have_changed(files, bool(logs), since, snapshot.version):
             continue
-        new = split_rows(_split_info(storage, opts, a), by_key, _dv_reader(snapshot, opts))
+        info = split_info(storage, opts, a)
+        new = deleted_split_rows(info, by_key, _dv_reader(snapshot, opts))
         old = logged_rows(storage, logs, a)
         if np.setdiff1d(old, new).size:
             again.append(a)  # rows came back (RESTORE): only indexing the split again shows them
         elif np.setdiff1d(new, old).size:
             pending[a.path] = np.setdiff1d(new, old)
+            removed += newly_removed_files(info, by_key, old)
+    sync = replace(sync, files_removed=sync.files_removed + removed)
     return (reindexing(sync, snapshot, again) if again else sync), config, pending
 
 
@@ -102,32 +111,7 @@ def _may_have_changed(files: Sequence[SourceFile], has_logs: bool, since: int | 
     return any(f.log_version is None or f.log_version > since for f in files)
 
 
-def split_rows(
-    info: CompanionInfo, by_key: Mapping[str, SourceFile], read: Callable[[SourceFile], np.ndarray]
-) -> np.ndarray:
-    """The split's row ids its files' deletion vectors delete (sorted)."""
-    counts = [sum(n for _, n in f.row_groups) for f in info.files]
-    deleted: list[np.ndarray | None] = []
-    for f, rows in zip(info.files, counts):
-        src = by_key.get(f.key)
-        if src is None or src.deletion_vector is None:
-            deleted.append(None)
-            continue
-        if src.num_records is not None and src.num_records != rows:
-            raise CompanionSourceError(
-                f"source file {f.uri} has {src.num_records} rows in the log, {rows} in its indexed row groups: "
-                "its deletion vector cannot be placed"
-            )
-        positions = read(src)
-        if positions.size and int(positions[-1]) >= rows:
-            raise CompanionSourceError(
-                f"the deletion vector of source file {f.uri} deletes row {int(positions[-1])} of its {rows} rows"
-            )
-        deleted.append(positions)
-    return placed_rows(deleted, counts)
-
-
-def _dv_reader(snapshot: SourceSnapshot, opts: Options) -> Callable[[SourceFile], np.ndarray]:
+def _dv_reader(snapshot: SourceSnapshot, opts: Options) -> Callable[[SourceFile], np.ndarray | None]:
     from indextables_spark.core.storage import open_storage  # lazy: as the source readers
 
     root = local_path(snapshot.root) if is_local(snapshot.root) else snapshot.root
@@ -143,20 +127,9 @@ def _dv_reader(snapshot: SourceSnapshot, opts: Options) -> Callable[[SourceFile]
                 f"deletion vector file {store.full_uri(name)} of Delta table {snapshot.source} is missing"
             ) from None
 
-    def read(f: SourceFile) -> np.ndarray:
-        assert f.deletion_vector is not None  # split_rows reads files with a vector only
+    def read(f: SourceFile) -> np.ndarray | None:
+        if f.deletion_vector is None:
+            return None
         return deleted_positions(f.deletion_vector, read_range, f"source file {f.uri}")
 
     return read
-
-
-def _split_info(storage: Storage, opts: Options, add: AddFile) -> CompanionInfo:
-    """The companion section of a split's footer (its files and row groups, in `__row` order)."""
-    from indextables_spark.core.split.cache.cache import get_cache  # lazy: the split cache loads numpy, Tantivy
-    from indextables_spark.core.split.format.bundle import load_extracted_footer  # lazy: as above
-    from indextables_spark.core.split.format.companion import companion_info  # lazy: as above
-
-    info = companion_info(load_extracted_footer(get_cache(opts).local_dir(storage, add)).raw, add.path)
-    if info is None:
-        raise CompanionSourceError(f"split {add.path} of the companion index has no companion section")
-    return info

@@ -2,8 +2,9 @@
 the table's columns (Delta column mapping: physical names; Iceberg, and Delta column mapping mode
 `id`: Parquet field ids, so a column renamed after the file was written is still read), its
 non-empty row groups in order under the table's names, and the check that the file has the rows
-its source says; where a file's deleted positions fall in a split (`placed_rows`) and the rows a
-split's delete logs already delete (`logged_rows`).
+its source says; where a file's deleted positions fall in a split (`placed_rows`), the rows of a
+split the source no longer has (`deleted_split_rows`: removed files whole, deleted positions of
+the others) and the rows a split's delete logs already delete (`logged_rows`).
 
 Each companion split records per file the names that differ (CompanionFile.columns, "" for a
 column the file lacks), so reads (core/split/cache/companion_rows.py) and merges
@@ -11,7 +12,7 @@ column the file lacks), so reads (core/split/cache/companion_rows.py) and merges
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -21,7 +22,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from indextables_spark.config.options import Options
     from indextables_spark.core.log.model.actions import AddFile, DeleteLog
+    from indextables_spark.core.split.format.companion import CompanionInfo
     from indextables_spark.core.storage import Storage
     from indextables_spark.ops.companion.sources.snapshot import SourceFile
 
@@ -100,3 +103,50 @@ def logged_rows(storage: Storage, logs: Sequence[DeleteLog], add: AddFile) -> np
 
     deletes = load_split_deletes(storage, logs, add.num_records, add.path)
     return deletes.positions if deletes is not None else np.empty(0, dtype=np.int64)
+
+
+def split_info(storage: Storage, opts: Options, add: AddFile) -> CompanionInfo:
+    """The companion section of a split's footer (its files and row groups, in `__row` order)."""
+    from indextables_spark.core.split.cache.cache import get_cache  # lazy: the split cache loads numpy, Tantivy
+    from indextables_spark.core.split.format.bundle import load_extracted_footer  # lazy: as above
+    from indextables_spark.core.split.format.companion import companion_info  # lazy: as above
+
+    info = companion_info(load_extracted_footer(get_cache(opts).local_dir(storage, add)).raw, add.path)
+    if info is None:
+        raise CompanionSourceError(f"split {add.path} of the companion index has no companion section")
+    return info
+
+
+def deleted_split_rows(
+    info: CompanionInfo, by_key: Mapping[str, SourceFile], positions: Callable[[SourceFile], np.ndarray | None]
+) -> np.ndarray:
+    """The split's row ids (sorted) the source no longer has: every row of a file it removed (a
+    copy-on-write delete or OPTIMIZE rewrote it; the split's other files stay indexed) and the
+    `positions` it deleted in the others (Delta deletion vectors, Iceberg delete files), placed by
+    the row groups the split indexed."""
+    counts = [sum(n for _, n in f.row_groups) for f in info.files]
+    deleted: list[np.ndarray | None] = []
+    for f, rows in zip(info.files, counts):
+        src = by_key.get(f.key)
+        found = positions(src) if src is not None else np.arange(rows, dtype=np.int64)
+        if src is not None and found is not None and found.size:
+            if src.num_records is not None and src.num_records != rows:
+                raise CompanionSourceError(
+                    f"source file {f.uri} has {src.num_records} rows in the source's metadata, {rows} in its "
+                    "indexed row groups: the rows it deletes by position cannot be placed"
+                )
+            if int(found.max()) >= rows:
+                raise CompanionSourceError(f"source file {f.uri} deletes row {int(found.max())} of its {rows} rows")
+        deleted.append(found)
+    return placed_rows(deleted, counts)
+
+
+def newly_removed_files(info: CompanionInfo, by_key: Mapping[str, SourceFile], logged: np.ndarray) -> int:
+    """How many of the split's files the source removed whose rows its logs do not all delete yet."""
+    start, count = 0, 0
+    for f in info.files:
+        rows = sum(n for _, n in f.row_groups)
+        inside = int(np.count_nonzero((logged >= start) & (logged < start + rows)))
+        count += f.key not in by_key and inside < rows
+        start += rows
+    return count

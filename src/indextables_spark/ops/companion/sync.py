@@ -1,7 +1,7 @@
 """The driver side of BUILD INDEXTABLES COMPANION around its index tasks: which source files a
-build indexes (those the WHERE partition predicate selects that are not indexed yet, and the
-still-valid files of splits holding a file the source no longer has), grouped per partition into
-tasks, and the one commit of what the tasks wrote."""
+build indexes (those the WHERE partition predicate selects that are not indexed yet), the splits
+that go (none of their files is left in the source), grouped per partition into tasks, and the one
+commit of what the tasks wrote."""
 
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ class SyncPlan:
     """What a build changes: files to index, splits to remove."""
 
     todo: list[SourceFile]
-    stale: list[AddFile]  # splits holding a source file that is gone
-    files_removed: int  # indexed source files that are gone
+    stale: list[AddFile]  # splits to remove: none of their source files is left, or indexed again
+    files_removed: int  # indexed source files that are gone (and not yet known gone)
 
 
 def indexing_options(indexing: Mapping[str, str] | None) -> dict[str, str]:
@@ -64,15 +64,14 @@ def indexing_options(indexing: Mapping[str, str] | None) -> dict[str, str]:
 
 def plan_sync(snapshot: SourceSnapshot, live: Sequence[AddFile], where: str | None) -> SyncPlan:
     """Compare the source's files with the companion table's live splits (their
-    `companionSourceFiles`): new files of the partitions WHERE selects are indexed; the
-    still-valid files of splits removed are indexed again, whatever WHERE says (their split goes)."""
+    `companionSourceFiles`): new files of the partitions WHERE selects are indexed; a split none of
+    whose files the source still has goes. (A split that lost only some files stays: their rows
+    are logged as deleted, ops/companion/deletes.py.)"""
     in_source = {f.key for f in snapshot.files}
     indexed = {k for a in live for k in a.companion_source_files or ()}
-    stale = [a for a in live if any(k not in in_source for k in (a.companion_source_files or ()))]
-    reindex = {k for a in stale for k in (a.companion_source_files or ()) if k in in_source}
+    stale = [a for a in live if a.companion_source_files and not any(k in in_source for k in a.companion_source_files)]
     todo = [f for f in select_files(snapshot, where) if f.key not in indexed]
-    todo += [f for f in snapshot.files if f.key in reindex]
-    return SyncPlan(todo, stale, len([k for k in indexed if k not in in_source]))
+    return SyncPlan(todo, stale, len({k for a in stale for k in a.companion_source_files or ()}))
 
 
 def reindexing(sync: SyncPlan, snapshot: SourceSnapshot, splits: Sequence[AddFile]) -> SyncPlan:

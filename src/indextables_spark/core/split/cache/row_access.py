@@ -46,8 +46,11 @@ class SplitRows(Protocol):
         """(row ids, batch) of the rows with these sorted ids, only `columns` when given."""
         ...
 
-    def scan(self, with_ids: bool, columns: Sequence[str] | None) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
-        """(row ids or None, batch) of every row in row order."""
+    def scan(
+        self, with_ids: bool, columns: Sequence[str] | None, dead: np.ndarray | None = None
+    ) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
+        """(row ids or None, batch) of every row in row order; a batch all of whose rows are `dead`
+        (sorted row ids: deleted) may be left out, never read."""
         ...
 
     def local(self, rows: list[int], columns: Sequence[str] | None) -> bool:
@@ -57,6 +60,16 @@ class SplitRows(Protocol):
     def without_rows(self, schema: tantivy.Schema, query: tantivy.Query | None, dead: np.ndarray) -> tantivy.Query:
         """The Tantivy query (None: every document) minus the documents of these sorted row ids."""
         ...
+
+
+def live_batches(starts: Sequence[int], dead: np.ndarray | None) -> list[int]:
+    """The batches (rows starts[i] .. starts[i+1]-1) not all of whose rows are in `dead` (sorted)."""
+    bounds = np.asarray(starts, dtype=np.int64)
+    if dead is None or not dead.size:
+        return list(range(len(bounds) - 1))
+    deleted = np.searchsorted(dead, bounds[1:]) - np.searchsorted(dead, bounds[:-1])
+    live: list[int] = np.flatnonzero(deleted < np.diff(bounds)).tolist()
+    return live
 
 
 class Batches(Protocol):
@@ -141,10 +154,14 @@ class IpcRows:
     def local(self, rows: list[int], columns: Sequence[str] | None) -> bool:
         return not self._ranged or self._h.has(self._touched(rows), columns)
 
-    def scan(self, with_ids: bool, columns: Sequence[str] | None) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
-        for i in range(len(self._starts) - 1):
-            if self._ranged and i % SCAN_AHEAD == 0:
-                self._h.prefetch(range(i, min(i + SCAN_AHEAD, len(self._starts) - 1)), columns)
+    def scan(
+        self, with_ids: bool, columns: Sequence[str] | None, dead: np.ndarray | None = None
+    ) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
+        """Deleted batches are skipped: a companion split's file the source removed may be gone."""
+        live = live_batches(self._starts, dead)
+        for n, i in enumerate(live):
+            if self._ranged and n % SCAN_AHEAD == 0:
+                self._h.prefetch(live[n : n + SCAN_AHEAD], columns)
             ids = pa.array(np.arange(self._starts[i], self._starts[i + 1], dtype=np.int64)) if with_ids else None
             yield ids, self._h.batch(i, columns)
 

@@ -221,13 +221,18 @@ class SplitReader:
         return (b for _, b in self.rows.take(rows, columns))
 
     def source(
-        self, rows: list[int] | None, with_ids: bool, columns: Sequence[str] | None = None
+        self,
+        rows: list[int] | None,
+        with_ids: bool,
+        columns: Sequence[str] | None = None,
+        dead: np.ndarray | None = None,
     ) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
-        """(row ids or None, batch): every batch when rows is None, else the given rows."""
+        """(row ids or None, batch): every batch when rows is None (but those all of whose rows
+        are `dead`: deleted), else the given rows."""
         if rows is not None:
             yield from self.rows.take(rows, columns)
             return
-        yield from self.rows.scan(with_ids, columns)
+        yield from self.rows.scan(with_ids, columns, dead)
 
     def _needed(self, names: Sequence[str], filters: Sequence[Filter], deletes: SplitDeletes | None) -> list[str]:
         """`names` plus the stored columns the filters and the equality deletes read."""
@@ -267,7 +272,8 @@ class SplitReader:
         rows = self.matching_rows(plan, scan_fraction)
         if deletes is not None and rows is not None:
             rows = deletes.without_positions(rows)
-        for ids, b in self.source(rows, with_ids or deletes is not None, columns):
+        dead = deletes.positions if deletes is not None else None
+        for ids, b in self.source(rows, with_ids or deletes is not None, columns, dead):
             keep = deletes.keep_mask(b, ids) if deletes is not None else None
             if filters:
                 m = arrow_mask(b, filters)

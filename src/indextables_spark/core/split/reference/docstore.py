@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from indextables_spark.core.schema.arrow_types import arrow_type
+from indextables_spark.core.split.cache.row_access import live_batches
 from indextables_spark.core.split.format._tantivy import tantivy_call
 from indextables_spark.core.split.reference import native
 from indextables_spark.core.split.reference.reference import documents_table
@@ -162,9 +163,13 @@ class StoredDocs:
             yield ids, batch.take(pa.array([r - b * CHUNK for r in rows[i:end]], pa.int64()))
             i = end
 
-    def scan(self, with_ids: bool, columns: Sequence[str] | None) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
+    def scan(
+        self, with_ids: bool, columns: Sequence[str] | None, dead: np.ndarray | None = None
+    ) -> Iterator[tuple[pa.Array | None, pa.RecordBatch]]:
         decoded = self._decoded(decode=self._needs_store(columns))
-        for k, start in enumerate(range(0, self.num_rows, CHUNK)):
+        starts = [*range(0, self.num_rows, CHUNK), self.num_rows]
+        for k in live_batches(starts, dead):
+            start = starts[k]
             stop = min(start + CHUNK, self.num_rows)
             ids = pa.array(np.arange(start, stop, dtype=np.int64)) if with_ids else None
             if decoded is None:  # fast fields only (or nowhere to keep the rows)
