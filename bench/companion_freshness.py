@@ -1,14 +1,16 @@
 """How fresh a streaming companion stays while its Delta source changes, measured end to end.
 
     .venv/bin/python bench/companion_freshness.py [--seconds 120] [--appends 910] [--no-deletes]
-        [--poll 2] [--dir /tmp/indextables-freshness-bench]
+        [--deletion-vectors] [--poll 2] [--dir /tmp/indextables-freshness-bench]
 
 Three processes, as in production (the source's writer, the sync, a reader):
 
 - writer: every second one Delta commit appending `--appends` rows (all carry the token `w<batch>`
   in `msg`) and, from batch 10 on, one commit deleting a tenth of batch-10's rows (those whose id
-  is a multiple of 10; they carry `x<batch>`): 910 + 91 = 1,001 changed rows a second by default. deltalake
-  writes no deletion vectors, so a delete rewrites the file it touches (copy-on-write).
+  is a multiple of 10; they carry `x<batch>`): 910 + 91 = 1,001 changed rows a second by default.
+  By default the writer is deltalake, which writes no deletion vectors: a delete rewrites the
+  file it touches (copy-on-write). With `--deletion-vectors` a delete is a deletion vector, as
+  Spark and Databricks write it (the tests' protocol-level writer, tests/delta_dv_writer.py).
 - sync: `it.start_companion_sync(source, index, format="delta", indexing={"msg": "text"},
   poll_interval=--poll)`, its own process.
 - reader (this process): every 0.2 s it refreshes the companion and searches `msg:w<b>` for the
@@ -30,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -47,18 +50,63 @@ def batch_rows(b: int, appends: int) -> pa.Table:
 
 
 def run_writer(src: str, seconds: float, appends: int, deletes: bool, out: str) -> None:
-    """The source's writer: one append a second, and a delete of DELETE_BEHIND batches ago."""
+    """The source's writer (delta-rs): one append a second, and a delete of DELETE_BEHIND batches
+    ago, written copy-on-write."""
     from deltalake import DeltaTable, write_deltalake  # bench-only dependency of this process
 
+    def append(b: int) -> None:
+        write_deltalake(src, batch_rows(b, appends), mode="append")
+
+    def delete(d: int) -> dict[str, object]:
+        return dict(DeltaTable(src).delete(f"batch = {d} AND id % 10 = 0"))
+
+    write_loop(seconds, deletes, out, append, delete)
+
+
+def run_dv_writer(src: str, seconds: float, appends: int, deletes: bool, out: str, go: str) -> None:
+    """The source's writer as Spark and Databricks write with deletion vectors on: appends as
+    above, each delete a deletion vector of the batch's file (no file rewritten). The table is
+    created here (the writer keeps its log's state); the loop starts when `go` appears."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from delta_dv_writer import DeltaWriter  # the tests' protocol-level Delta writer (deletion vectors)
+
+    w = DeltaWriter(src)
+    first = batch_rows(-1, 10)
+    w.create(first.schema)
+    w.add_file(first)
+    files: dict[int, str] = {}
+    while not os.path.exists(go):
+        time.sleep(0.05)
+
+    def append(b: int) -> None:
+        files[b] = w.add_file(batch_rows(b, appends))
+
+    def delete(d: int) -> dict[str, object]:
+        ids = batch_rows(d, appends).column("id").to_numpy()
+        w.delete({files[d]: np.flatnonzero(ids % 10 == 0).tolist()})
+        return {"num_copied_rows": 0}
+
+    write_loop(seconds, deletes, out, append, delete)
+
+
+def write_loop(
+    seconds: float,
+    deletes: bool,
+    out: str,
+    append: Callable[[int], None],
+    delete: Callable[[int], dict[str, object]],
+) -> None:
+    """One append a second, and from batch DELETE_BEHIND on a delete of that many batches ago;
+    each change's time logged to `out` when its commit returned."""
     start = time.time()
     with open(out, "w") as log:
         b = 0
         while time.time() - start < seconds:
-            write_deltalake(src, batch_rows(b, appends), mode="append")
+            append(b)
             log.write(json.dumps({"kind": "append", "batch": b, "t": time.time()}) + "\n")
             if deletes and b >= DELETE_BEHIND:
                 d = b - DELETE_BEHIND
-                metrics = DeltaTable(src).delete(f"batch = {d} AND id % 10 = 0")
+                metrics = delete(d)
                 log.write(json.dumps({"kind": "delete", "batch": d, "t": time.time(), "metrics": metrics}) + "\n")
             log.flush()
             b += 1
@@ -105,10 +153,16 @@ def main() -> None:
     ap.add_argument("--no-deletes", dest="deletes", action="store_false", help="appends only")
     ap.add_argument("--poll", type=float, default=2.0)
     ap.add_argument("--dir", default="/tmp/indextables-freshness-bench")
+    ap.add_argument(
+        "--deletion-vectors", dest="dv", action="store_true", help="deletes as deletion vectors (no file rewritten)"
+    )
     ap.add_argument("--role", choices=["writer", "sync"], help=argparse.SUPPRESS)
     a = ap.parse_args()
     src, index = os.path.join(a.dir, "source"), os.path.join(a.dir, "companion")
-    writes, polls, stop = (os.path.join(a.dir, n) for n in ("writes.jsonl", "polls.json", "stop"))
+    writes, polls, stop, go = (os.path.join(a.dir, n) for n in ("writes.jsonl", "polls.json", "stop", "go"))
+    if a.role == "writer" and a.dv:
+        run_dv_writer(src, a.seconds, a.appends, a.deletes, writes, go)
+        return
     if a.role == "writer":
         run_writer(src, a.seconds, a.appends, a.deletes, writes)
         return
@@ -120,15 +174,24 @@ def main() -> None:
     os.makedirs(a.dir)
     from deltalake import write_deltalake  # bench-only dependency
 
-    write_deltalake(src, batch_rows(-1, 10), mode="append")  # the table exists before the sync starts
     me = [sys.executable, os.path.abspath(__file__), "--dir", a.dir, "--seconds", str(a.seconds)]
     me += ["--appends", str(a.appends), "--poll", str(a.poll)] + ([] if a.deletes else ["--no-deletes"])
+    me += ["--deletion-vectors"] if a.dv else []
+    writer = None
+    if a.dv:  # the writer creates the table (it keeps the log's state), then waits for `go`
+        writer = subprocess.Popen([*me, "--role", "writer"])
+        while not os.path.exists(os.path.join(src, "_delta_log", f"{1:020d}.json")):
+            time.sleep(0.05)
+    else:
+        write_deltalake(src, batch_rows(-1, 10), mode="append")  # the table exists before the sync starts
     sync = subprocess.Popen([*me, "--role", "sync"])
     while not os.path.exists(os.path.join(index, "_transaction_log")):  # the first build
         if sync.poll() is not None:
             raise SystemExit("the sync stopped before its first build")
         time.sleep(0.2)
-    writer = subprocess.Popen([*me, "--role", "writer"])
+    if writer is None:
+        writer = subprocess.Popen([*me, "--role", "writer"])
+    open(go, "w").close()
 
     found: dict[int, float] = {}
     gone: dict[int, float] = {}

@@ -103,9 +103,15 @@ class DeltaWriter:
         self.version += 1
         os.makedirs(f"{self.root}/_delta_log", exist_ok=True)
         info = {"commitInfo": {"operation": operation, "operationMetrics": metrics or {}}}
-        with open(f"{self.root}/_delta_log/{self.version:020d}.json", "x") as f:
+        final = f"{self.root}/_delta_log/{self.version:020d}.json"
+        temp = f"{self.root}/_delta_log/.{self.version:020d}.json.{uuid.uuid4().hex}.tmp"
+        with open(temp, "w") as f:
             for a in [info, *actions]:
                 f.write(json.dumps(a) + "\n")
+        try:  # a reader in another process never sees a half-written commit; a taken version fails
+            os.link(temp, final)
+        finally:
+            os.unlink(temp)
         return self.version
 
     def _schema_string(self) -> str:
