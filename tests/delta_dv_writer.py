@@ -18,7 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-SPARK_TYPES = {pa.int64(): "long", pa.int32(): "integer", pa.string(): "string", pa.float64(): "double"}
+SPARK_TYPES: dict[pa.DataType, object] = {
+    pa.int64(): "long",
+    pa.int32(): "integer",
+    pa.string(): "string",
+    pa.float64(): "double",
+    pa.list_(pa.float32()): {"type": "array", "elementType": "float", "containsNull": True},
+}
 
 
 def z85_encode(data: bytes) -> str:

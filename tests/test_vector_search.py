@@ -296,7 +296,39 @@ def test_companion_builds_index_the_source_vectors(tmp_path: Path) -> None:
     assert _ids(t.search(vector=q, limit=10)) == top(exact(x[:1500], q), ids[:1500], 10)
 
 
-def test_a_vector_column_declared_after_splits_were_written(tmp_path: Path) -> None:
+def test_companion_vector_search_leaves_out_rows_the_source_deleted(tmp_path: Path) -> None:
+    """A Delta source whose deletes are deletion vectors: a vector search
+    over its companion never returns a deleted row, and ranks the next ones as over the live rows."""
+    from delta_dv_writer import DeltaWriter
+
+    x = clustered(3000)
+    src, loc = str(tmp_path / "src"), str(tmp_path / "index")
+    w = DeltaWriter(src)
+    first = rows(x[:1000])
+    w.create(first.schema)
+    paths = [w.add_file(first), w.add_file(rows(x[1000:2000], 1000)), w.add_file(rows(x[2000:], 2000))]
+    opts = {P + "indexing.vector.emb": f"{DIMS},cosine"}
+    it.build_companion(src, loc, format="delta", indexing={"body": "text"}, options=opts)
+    ids = np.arange(len(x))
+    q = x[321] + 0.05
+    nearest = top(exact(x, q), ids, 30)
+    gone = nearest[::2]  # every other one of the 30 nearest, by deletion vectors
+    w.delete(
+        {
+            p: [i - 1000 * n for i in gone if i // 1000 == n]
+            for n, p in enumerate(paths)
+            if any(i // 1000 == n for i in gone)
+        }
+    )
+    res = it.build_companion(src, loc, format="delta", indexing={"body": "text"}, options=opts)
+    assert res["filesIndexed"] == 0
+    live = np.setdiff1d(ids, gone)
+    t = it.IndexTable(loc)
+    assert _ids(t.search(vector=q, limit=10)) == top(exact(x[live], q), live, 10)
+    assert t.count() == len(live)
+    keep = live[live % 100 < 50]
+    assert _ids(t.search(vector=q, limit=10, where="sel < 50")) == top(exact(x[keep], q), keep, 10)
+
     """An append may declare an existing array column a vector (the table records it); the splits
     written before are searched exactly from their rows, MERGE SPLITS gives them a graph; a
     declaration that differs from the table's is refused, and an old row that is no vector of

@@ -136,6 +136,8 @@ class CompanionRows:
                 got[name] = col
                 _keep_column((f.uri, f.size, group, name), col)
         expected = dict(f.row_groups)[group]
+        if not names:  # no columns, still the row group's rows (filters and deletes count them)
+            return pa.RecordBatch.from_arrays([pa.nulls(expected)], names=["_"]).select([])
         arrays = [got[c] for c in names]
         if any(len(a) != expected for a in arrays):
             raise CompanionSourceError(
