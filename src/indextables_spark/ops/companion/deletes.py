@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from indextables_spark.config.options import PREFIX, Options
-from indextables_spark.ops.companion.delta_changes import new_split_rows, plan_delta_changes
+from indextables_spark.ops.companion.delta_changes import delta_rows, new_split_rows
 from indextables_spark.ops.companion.rows import (
+    DeletedRowsSource,
     deleted_split_rows,
     logged_rows,
     newly_removed_files,
@@ -96,19 +97,52 @@ def plan_changes(
     table_snapshot: Snapshot | None,
     stored: Mapping[str, str] | None,
 ) -> SourceChanges:
-    """Extend `sync` (ops/companion/sync.py) with the splits the source's changes index again, and
-    find the kept splits with newly deleted rows (`table_snapshot`: the companion at its read version)."""
-    if snapshot.format == "delta":
-        return SourceChanges(*plan_delta_changes(storage, opts, snapshot, sync, table_snapshot, stored))
-    sync, rows = plan_source_changes(sync, snapshot, live, table_snapshot, stored, storage, opts)
-    return SourceChanges(sync, field_id_config(snapshot), rows)
+    """Extend `sync` (ops/companion/sync.py) with the splits the source's changes index again
+    (renames, rows that came back), and find the newly deleted rows of the splits kept
+    (`table_snapshot`: the companion at its read version), for every source format alike."""
+    source = delta_rows(opts, snapshot, stored) if snapshot.format == "delta" else source_rows(snapshot, stored)
+    stale = {a.path for a in sync.stale}
+    kept = [a for a in live if a.path not in stale]
+    if source.renamed:  # the splits name the columns as the source did
+        return SourceChanges(reindexing(sync, snapshot, kept), source.configuration)
+    by_key = {f.key: f for f in snapshot.files}
+    again: list[AddFile] = []
+    rows: dict[str, np.ndarray] = {}
+    removed = 0
+    for add in kept:
+        assert table_snapshot is not None  # live splits: the companion exists
+        keys = add.companion_source_files or ()
+        files = [by_key[k] for k in keys if k in by_key]
+        logs = [x for x in table_snapshot.deletes_for(add) if x.kind == "POSITIONAL"]
+        if len(files) == len(keys) and not source.may_have_changed(files, bool(logs)):
+            continue
+        info = split_info(storage, opts, add) if len(files) < len(keys) or not source.counted else None
+        want = deleted_split_rows(info, by_key, source.positions) if info else counted_rows(add, files)
+        logged = logged_rows(storage, logs, add)
+        if want is None or np.setdiff1d(logged, want).size:
+            again.append(add)  # rows came back (RESTORE, a rollback), or positions cannot be placed
+            continue
+        new = np.setdiff1d(want, logged)
+        if new.size:
+            rows[add.path] = new
+            removed += newly_removed_files(info, by_key, logged) if info is not None else 0
+    sync = replace(sync, files_removed=sync.files_removed + removed)
+    return SourceChanges(reindexing(sync, snapshot, again) if again else sync, source.configuration, rows)
 
 
-def field_id_config(snapshot: SourceSnapshot) -> dict[str, str]:
-    """What a build records of the source's field ids (nothing for sources without them)."""
-    if snapshot.format != "iceberg":
-        return {}
-    return {CONFIG_FIELD_IDS: json.dumps(snapshot.field_ids, separators=(",", ":"), sort_keys=True)}
+def source_rows(snapshot: SourceSnapshot, stored: Mapping[str, str] | None) -> DeletedRowsSource:
+    """Sources listing deleted positions per file (SourceFile.deleted: Iceberg's delete files,
+    resolved when planning) or none (a Parquet directory): placed by the source's row counts; an
+    Iceberg rename (a field id under another name) indexes every split again."""
+    config = {}
+    if snapshot.format == "iceberg":
+        config = {CONFIG_FIELD_IDS: json.dumps(snapshot.field_ids, separators=(",", ":"), sort_keys=True)}
+    return DeletedRowsSource(
+        positions=lambda f: np.asarray(f.deleted, np.int64) if f.deleted else None,
+        counted=True,
+        renamed=bool(columns_moved(snapshot, stored)),
+        configuration=config,
+    )
 
 
 def columns_moved(snapshot: SourceSnapshot, stored: Mapping[str, str] | None) -> list[str]:
@@ -121,49 +155,9 @@ def columns_moved(snapshot: SourceSnapshot, stored: Mapping[str, str] | None) ->
     return sorted(moved)
 
 
-def plan_source_changes(
-    sync: SyncPlan,
-    snapshot: SourceSnapshot,
-    live: Sequence[AddFile],
-    table_snapshot: Snapshot | None,
-    stored: Mapping[str, str] | None,
-    storage: Storage,
-    opts: Options,
-) -> tuple[SyncPlan, dict[str, np.ndarray]]:
-    """Sources listing deleted positions per file (SourceFile.deleted: Iceberg) or none (a Parquet
-    directory): the sync plan with the splits to index again for renames and undone deletes, and
-    the deleted rows of the other live splits to log (positions, and files the source removed)."""
-    stale = {a.path for a in sync.stale}
-    extra = list(live) if columns_moved(snapshot, stored) else []
-    by_key = {f.key: f for f in snapshot.files}
-    rows: dict[str, np.ndarray] = {}
-    removed = 0
-    for add in live:
-        if add.path in stale or extra:
-            continue
-        logs = [x for x in table_snapshot.deletes_for(add) if x.kind == "POSITIONAL"] if table_snapshot else []
-        info = None
-        if any(k not in by_key for k in add.companion_source_files or ()):
-            info = split_info(storage, opts, add)  # a removed file: its rows are placed by the footer
-            want: np.ndarray | None = deleted_split_rows(info, by_key, _positions)
-        else:
-            want = _split_rows(add, by_key)
-        logged = logged_rows(storage, logs, add)
-        if want is None or np.setdiff1d(logged, want).size:
-            extra.append(add)
-            continue
-        new = np.setdiff1d(want, logged)
-        if new.size:
-            rows[add.path] = new
-            removed += newly_removed_files(info, by_key, logged) if info is not None else 0
-    sync = replace(sync, files_removed=sync.files_removed + removed)
-    return (reindexing(sync, snapshot, extra) if extra else sync), rows
-
-
-def _split_rows(add: AddFile, by_key: Mapping[str, SourceFile]) -> np.ndarray | None:
-    """The split's deleted row ids per the source, placed by the source's row counts, no footer
-    read (None: its files' row counts are unknown or do not add up to the split's rows)."""
-    files = [by_key[k] for k in add.companion_source_files or ()]
+def counted_rows(add: AddFile, files: Sequence[SourceFile]) -> np.ndarray | None:
+    """The split's deleted row ids placed by the source's row counts, no footer read (None: the
+    counts are unknown or do not add up to the split's rows)."""
     if not any(f.deleted for f in files):
         return np.empty(0, np.int64)
     counts = [f.num_records for f in files]
@@ -171,10 +165,6 @@ def _split_rows(add: AddFile, by_key: Mapping[str, SourceFile]) -> np.ndarray | 
     if len(known) != len(counts) or (add.num_records is not None and sum(known) != add.num_records):
         return None
     return placed_rows([f.deleted for f in files], known)
-
-
-def _positions(f: SourceFile) -> np.ndarray | None:
-    return np.asarray(f.deleted, np.int64) if f.deleted else None
 
 
 def task_deletes(group: IndexGroup, adds: Sequence[AddFile], rows: Mapping[str, int]) -> dict[str, list[int]]:

@@ -1,4 +1,5 @@
-"""What a Delta source's deletion vectors and column mapping change in its companion index.
+"""What a Delta source's deletion vectors and column mapping change in its companion index:
+`delta_rows` tells ops/companion/deletes.py (the one planning loop) how to read them.
 
 Deletion vectors: a file's vector lists the row positions the source deleted in it. A companion
 split holds whole files in `__row` order (format/companion.py: each file's non-empty row groups),
@@ -17,7 +18,6 @@ dropped since indexes every split again, under the source's current names.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -25,8 +25,7 @@ import numpy as np
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.format.companion import CONFIG_VERSION
 from indextables_spark.errors import CompanionSourceError, FileNotFoundInStorageError
-from indextables_spark.ops.companion.rows import deleted_split_rows, logged_rows, newly_removed_files, split_info
-from indextables_spark.ops.companion.sync import reindexing
+from indextables_spark.ops.companion.rows import DeletedRowsSource, deleted_split_rows, split_info
 from indextables_spark.ops.companion.sources.column_mapping import (
     CONFIG_COLUMN_MAPPING,
     mapping_changed,
@@ -36,11 +35,8 @@ from indextables_spark.ops.companion.sources.deletion_vectors import deleted_pos
 from indextables_spark.ops.companion.sources.locations import is_local, local_path
 
 if TYPE_CHECKING:
-    from indextables_spark.core.log.model.actions import AddFile
-    from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.storage import Storage
     from indextables_spark.ops.companion.sources import SourceFile, SourceSnapshot
-    from indextables_spark.ops.companion.sync import SyncPlan
 
 
 def new_split_rows(
@@ -58,47 +54,19 @@ def new_split_rows(
     return rows
 
 
-def plan_delta_changes(
-    storage: Storage,
-    opts: Options,
-    snapshot: SourceSnapshot,
-    sync: SyncPlan,
-    table: Snapshot | None,
-    stored: Mapping[str, str] | None,
-) -> tuple[SyncPlan, dict[str, str], dict[str, np.ndarray]]:
-    """`sync` (ops/companion/sync.py) extended with the splits a Delta source's changes index again,
-    the configuration to record, and the new row ids of the kept splits whose vectors changed or
-    that hold a file the source removed (`table`: the companion at its read version);
-    ops/companion/deletes.py calls it."""
+def delta_rows(opts: Options, snapshot: SourceSnapshot, stored: Mapping[str, str] | None) -> DeletedRowsSource:
+    """A Delta source's deleted rows: its deletion vectors, read only for splits holding a file
+    whose add action is newer than the version the companion holds; a renamed or dropped column
+    (column mapping) indexes every split again, under the source's current names."""
     config = {CONFIG_COLUMN_MAPPING: mapping_config(snapshot.physical_names)} if snapshot.physical_names else {}
-    if snapshot.format != "delta" or table is None:
-        return sync, config, {}
-    gone = {a.path for a in sync.stale}
-    kept = [a for a in table.files if a.path not in gone]
-    again: list[AddFile] = []
-    if mapping_changed((stored or {}).get(CONFIG_COLUMN_MAPPING), snapshot.physical_names):
-        again = kept  # a renamed or dropped column: every split, under the new names
-    by_key = {f.key: f for f in snapshot.files}
     recorded = (stored or {}).get(CONFIG_VERSION)
     since = int(recorded) if recorded else None
-    pending: dict[str, np.ndarray] = {}
-    removed = 0
-    for a in [] if again else kept:
-        keys = a.companion_source_files or ()
-        files = [by_key[k] for k in keys if k in by_key]
-        logs = table.deletes_for(a)
-        if len(files) == len(keys) and not _may_have_changed(files, bool(logs), since, snapshot.version):
-            continue
-        info = split_info(storage, opts, a)
-        new = deleted_split_rows(info, by_key, _dv_reader(snapshot, opts))
-        old = logged_rows(storage, logs, a)
-        if np.setdiff1d(old, new).size:
-            again.append(a)  # rows came back (RESTORE): only indexing the split again shows them
-        elif np.setdiff1d(new, old).size:
-            pending[a.path] = np.setdiff1d(new, old)
-            removed += newly_removed_files(info, by_key, old)
-    sync = replace(sync, files_removed=sync.files_removed + removed)
-    return (reindexing(sync, snapshot, again) if again else sync), config, pending
+    return DeletedRowsSource(
+        positions=_dv_reader(snapshot, opts),
+        may_have_changed=lambda files, has_logs: _may_have_changed(files, has_logs, since, snapshot.version),
+        renamed=mapping_changed((stored or {}).get(CONFIG_COLUMN_MAPPING), snapshot.physical_names),
+        configuration=config,
+    )
 
 
 def _may_have_changed(files: Sequence[SourceFile], has_logs: bool, since: int | None, version: int | None) -> bool:

@@ -12,6 +12,7 @@ column the file lacks), so reads (core/split/cache/companion_rows.py) and merges
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -150,3 +151,19 @@ def newly_removed_files(info: CompanionInfo, by_key: Mapping[str, SourceFile], l
         count += f.key not in by_key and inside < rows
         start += rows
     return count
+
+
+@dataclass(frozen=True)
+class DeletedRowsSource:
+    """How a source format tells which rows of its files it deleted (ops/companion/deletes.py
+    plans every format's changes with it)."""
+
+    # the file positions it deleted (None: none); a file the source removed is deleted whole
+    positions: Callable[[SourceFile], np.ndarray | None]
+    # whether the deleted rows of a split holding these files (all still in the source) may differ
+    # from its delete logs (`has_logs`): a cheap test that spares reading the split's footer
+    may_have_changed: Callable[[Sequence[SourceFile], bool], bool] = lambda files, has_logs: True
+    # the source's own row counts place positions (Iceberg manifests), no split footer read
+    counted: bool = False
+    renamed: bool = False  # columns renamed since the recorded build: every split is indexed again
+    configuration: dict[str, str] = field(default_factory=dict)  # recorded in the companion's metadata
