@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.core.schema.types import ROW_FIELD
+from indextables_spark.core.split.format.row_layout import live_batches
 
 if TYPE_CHECKING:
     import tantivy
@@ -60,16 +61,6 @@ class SplitRows(Protocol):
     def without_rows(self, schema: tantivy.Schema, query: tantivy.Query | None, dead: np.ndarray) -> tantivy.Query:
         """The Tantivy query (None: every document) minus the documents of these sorted row ids."""
         ...
-
-
-def live_batches(starts: Sequence[int], dead: np.ndarray | None) -> list[int]:
-    """The batches (rows starts[i] .. starts[i+1]-1) not all of whose rows are in `dead` (sorted)."""
-    bounds = np.asarray(starts, dtype=np.int64)
-    if dead is None or not dead.size:
-        return list(range(len(bounds) - 1))
-    deleted = np.searchsorted(dead, bounds[1:]) - np.searchsorted(dead, bounds[:-1])
-    live: list[int] = np.flatnonzero(deleted < np.diff(bounds)).tolist()
-    return live
 
 
 class Batches(Protocol):

@@ -167,3 +167,13 @@ def write_layout(rows_path: str, dest_dir: str) -> str:
     with open(path, "wb") as f:
         f.write(measure(rows_path).encode())
     return path
+
+
+def live_batches(starts: Sequence[int], dead: np.ndarray | None) -> list[int]:
+    """The batches (rows starts[i] .. starts[i+1]-1) not all of whose rows are in `dead` (sorted)."""
+    bounds = np.asarray(starts, dtype=np.int64)
+    if dead is None or not dead.size:
+        return list(range(len(bounds) - 1))
+    deleted = np.searchsorted(dead, bounds[1:]) - np.searchsorted(dead, bounds[:-1])
+    live: list[int] = np.flatnonzero(deleted < np.diff(bounds)).tolist()
+    return live

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from indextables_spark.core.schema.arrow_types import arrow_type
-from indextables_spark.core.split.cache.row_access import live_batches
+from indextables_spark.core.split.format.row_layout import live_batches
 from indextables_spark.core.split.format._tantivy import tantivy_call
 from indextables_spark.core.split.reference import native
 from indextables_spark.core.split.reference.reference import documents_table
