@@ -104,6 +104,7 @@ class DeltaWriter:
     files: dict[str, dict] = field(default_factory=dict)  # live add actions by path
     deleted: dict[str, set[int]] = field(default_factory=dict)
     rows: dict[str, pa.Table] = field(default_factory=dict)  # logical rows of each file
+    protocol: list[str] = field(default_factory=list)  # the table features
 
     def commit(self, actions: list[dict], operation: str = "WRITE", metrics: dict | None = None) -> int:
         self.version += 1
@@ -147,12 +148,14 @@ class DeltaWriter:
             }
         }
 
-    def create(self, schema: pa.Schema, partition_by=(), mapping: str = "none") -> int:
+    def create(self, schema: pa.Schema, partition_by=(), mapping: str = "none", v2_checkpoint: bool = False) -> int:
         self.schema, self.partition_by, self.mapping = schema, tuple(partition_by), mapping
         for i, f in enumerate(schema):
             self.physical[f.name] = f"col-{uuid.uuid4()}" if mapping != "none" else f.name
             self.ids[f.name] = i + 1
         features = ["deletionVectors"] + (["columnMapping"] if mapping != "none" else [])
+        features += ["v2Checkpoint"] if v2_checkpoint else []
+        self.protocol = features
         protocol = {
             "minReaderVersion": 3,
             "minWriterVersion": 7,
@@ -243,6 +246,64 @@ class DeltaWriter:
         for p, t in self.rows.items():
             self.rows[p] = t.drop_columns([column])
         return self.commit([self.metadata()], "DROP COLUMNS")
+
+    def checkpoint_v2(self) -> str:
+        """A V2 checkpoint of the current version (as Databricks writes with
+        delta.checkpointPolicy=v2): the add actions in a Parquet sidecar under _delta_log/_sidecars/,
+        and `n.checkpoint.<uuid>.json` holding checkpointMetadata, protocol, metaData and the
+        sidecar action; `_last_checkpoint` points at it. Returns the checkpoint's name."""
+        log = f"{self.root}/_delta_log"
+        os.makedirs(f"{log}/_sidecars", exist_ok=True)
+        sidecar = f"{self.version:020d}.checkpoint.0000000001.0000000001.{uuid.uuid4()}.parquet"
+        dv = pa.struct(
+            [
+                ("storageType", pa.string()),
+                ("pathOrInlineDv", pa.string()),
+                ("offset", pa.int32()),
+                ("sizeInBytes", pa.int32()),
+                ("cardinality", pa.int64()),
+            ]
+        )
+        add = pa.struct(
+            [
+                ("path", pa.string()),
+                ("partitionValues", pa.map_(pa.string(), pa.string())),
+                ("size", pa.int64()),
+                ("modificationTime", pa.int64()),
+                ("dataChange", pa.bool_()),
+                ("stats", pa.string()),
+                ("deletionVector", dv),
+            ]
+        )
+        adds = [
+            {**a, "partitionValues": list(a["partitionValues"].items()), "dataChange": False}
+            for a in self.files.values()
+        ]
+        pq.write_table(pa.table({"add": pa.array(adds, add)}), f"{log}/_sidecars/{sidecar}")
+        name = f"{self.version:020d}.checkpoint.{uuid.uuid4()}.json"
+        protocol = {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": self.protocol,
+            "writerFeatures": self.protocol,
+        }
+        actions = [
+            {"checkpointMetadata": {"version": self.version}},
+            {"protocol": protocol},
+            self.metadata(),
+            {
+                "sidecar": {
+                    "path": sidecar,
+                    "sizeInBytes": os.path.getsize(f"{log}/_sidecars/{sidecar}"),
+                    "modificationTime": 0,
+                }
+            },
+        ]
+        with open(f"{log}/{name}", "w") as f:
+            f.writelines(json.dumps(a) + "\n" for a in actions)
+        with open(f"{log}/_last_checkpoint", "w") as f:
+            json.dump({"version": self.version, "size": len(actions) + len(adds)}, f)
+        return name
 
     def live_rows(self) -> pa.Table:
         """The table's rows: each file's rows minus the positions its vector deletes."""

@@ -20,7 +20,7 @@ import pytest
 import indextables_spark as it
 from cmd_helpers import rows
 from delta_dv_writer import DeltaWriter, bitmap_array
-from indextables_spark.errors import CompanionSourceError
+from indextables_spark.errors import CompanionSourceError, StorageError
 from indextables_spark.ops.companion.sources import open_source
 from indextables_spark.ops.companion.sources.deletion_vectors import decode_bitmap_array, deleted_positions
 
@@ -167,10 +167,10 @@ def test_databricks_table_with_column_mapping(tmp_path):
 # -- tables of our own writer ---------------------------------------------------------------------------
 
 
-def own_table(tmp_path, mapping: str = "none") -> DeltaWriter:
+def own_table(tmp_path, mapping: str = "none", v2_checkpoint: bool = False) -> DeltaWriter:
     w = DeltaWriter(str(tmp_path / "src"))
     data = rows(900)
-    w.create(data.schema, partition_by=("day",), mapping=mapping)
+    w.create(data.schema, partition_by=("day",), mapping=mapping, v2_checkpoint=v2_checkpoint)
     for day in ("2024-01-01", "2024-01-02", "2024-01-03"):
         part = data.filter(pc.equal(data.column("day"), day))
         w.add_file(part.slice(0, 200), row_group_size=64)
@@ -221,6 +221,32 @@ def test_own_vectors_inline_file_backed_shared_and_changing(tmp_path):
     res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"})
     assert res["splitsRemoved"] >= 1 and res["filesIndexed"] >= 1
     check(w, loc)
+
+
+def test_vectors_from_a_v2_checkpoint_with_sidecars(tmp_path):
+    """A V2 checkpoint (its add actions, vectors included, in a sidecar) and the commits before it
+    cleaned up: the vectors are read from the checkpoint, then from the commits after it."""
+    w = own_table(tmp_path, v2_checkpoint=True)
+    loc = str(tmp_path / "index")
+    files = list(w.files)
+    w.delete({files[0]: [0, 5, 63]}, storage="i")
+    w.delete({files[1]: [1, 2, 99], files[2]: list(range(50, 60))}, storage="u")
+    checkpoint = w.checkpoint_v2()
+    for v in range(w.version):  # log cleanup: only the checkpoint covers them
+        os.remove(f"{w.root}/_delta_log/{v:020d}.json")
+    w.delete({files[3]: [4]}, storage="u")
+    res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"})
+    assert res["status"] == "SUCCESS"
+    check(w, loc)
+    w.delete({files[0]: [7], files[5]: [0, 1]}, storage="u")
+    res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"})
+    assert (res["filesIndexed"], res["splitsRemoved"]) == (0, 0)
+    check(w, loc)
+    # a sidecar that is gone fails the build naming it (deltalake, which lists the files, first)
+    sidecar = json.loads(open(f"{w.root}/_delta_log/{checkpoint}").read().splitlines()[-1])["sidecar"]["path"]
+    os.remove(f"{w.root}/_delta_log/_sidecars/{sidecar}")
+    with pytest.raises((StorageError, CompanionSourceError), match=sidecar):
+        it.build_companion(w.root, str(tmp_path / "other"), format="delta")
 
 
 @pytest.mark.parametrize("damage", ["missing", "damaged"])

@@ -93,7 +93,9 @@ def open_delta(source: str, opts: Options, version: int | None) -> SourceSnapsho
     )
 
 
-_LOG_VERSION = re.compile(r"_delta_log/(\d{20})\.(?:json|checkpoint(?:\.\d+\.\d+)?\.parquet)")
+_LOG_VERSION = re.compile(
+    r"_delta_log/(\d{20})\.(?:json|checkpoint(?:\.\d+\.\d+)?\.parquet|checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet))"
+)
 
 
 def delta_latest_version(source: str, opts: Options) -> int:

@@ -1,7 +1,12 @@
 """The deletion vector of each live file of a Delta table at one version, from its `_delta_log/`
-(deltalake's add actions do not carry the descriptors): the newest classic checkpoint at or before
-the version (single or multi-part Parquet), then the JSON commits after it. Each file also gets the
-version of its current add action, so that a sync can tell which vectors changed since it last ran."""
+(deltalake's add actions do not carry the descriptors): the newest checkpoint at or before the
+version, then the JSON commits after it. Each file also gets the version of its current add action,
+so that a sync can tell which vectors changed since it last ran.
+
+Checkpoints: classic (`n.checkpoint.parquet`, or multi-part `n.checkpoint.i.k.parquet`) and V2
+(`n.checkpoint.<uuid>.json` or `.parquet`, table feature `v2Checkpoint`, Databricks' default
+`delta.checkpointPolicy=v2`), whose add actions are in the file itself or in the sidecar files it
+names (`_delta_log/_sidecars/`)."""
 
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ if TYPE_CHECKING:
 
 _COMMIT = re.compile(r"_delta_log/(\d{20})\.json")
 _CHECKPOINT = re.compile(r"_delta_log/(\d{20})\.checkpoint(?:\.(\d+)\.(\d+))?\.parquet")
+_V2_CHECKPOINT = re.compile(r"_delta_log/(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)")
+SIDECARS = "_delta_log/_sidecars/"
 
 
 @dataclass(frozen=True)
@@ -49,33 +56,73 @@ def live_files(storage: Storage, version: int, where: str) -> dict[str, LiveFile
 
 
 def _from_checkpoint(storage: Storage, keys: list[str], version: int, where: str) -> tuple[int, dict[str, LiveFile]]:
-    """(checkpoint version or -1, its live files): the newest complete classic checkpoint."""
+    """(checkpoint version or -1, its live files): the newest complete checkpoint at or before
+    `version`, classic or V2."""
     parts: dict[tuple[int, int], list[str]] = {}
+    v2: dict[int, str] = {}
     for k in keys:
-        m = _CHECKPOINT.fullmatch(k)
-        if m and int(m.group(1)) <= version:
+        if (m := _CHECKPOINT.fullmatch(k)) and int(m.group(1)) <= version:
             parts.setdefault((int(m.group(1)), int(m.group(3) or 1)), []).append(k)
-    complete = [v for (v, n), ks in parts.items() if len(ks) == n]
+        elif (m := _V2_CHECKPOINT.fullmatch(k)) and int(m.group(1)) <= version:
+            v2[int(m.group(1))] = k
+    complete = {v: sorted(ks) for (v, n), ks in parts.items() if len(ks) == n}
+    complete.update({v: [k] for v, k in v2.items()})  # a V2 checkpoint is whole (its sidecars are named in it)
     if not complete:
         return -1, {}
     cp = max(complete)
     files: dict[str, LiveFile] = {}
-    for key in sorted(next(ks for (v, _), ks in parts.items() if v == cp)):
+    for key in complete[cp]:
         for add in _checkpoint_adds(storage, key, where):
             files[unquote(add["path"])] = LiveFile(_descriptor(add, where), cp)
     return cp, files
 
 
 def _checkpoint_adds(storage: Storage, key: str, where: str) -> Iterator[dict[str, Any]]:
+    """The add actions of a checkpoint file, and of the sidecar files a V2 checkpoint names."""
+    for action in _checkpoint_actions(storage, key, where):
+        add, sidecar = action.get("add"), action.get("sidecar")
+        if add is not None and add.get("path") is not None:
+            yield add
+        elif sidecar is not None and sidecar.get("path") is not None:
+            yield from _sidecar_adds(storage, sidecar["path"], key, where)
+
+
+def _sidecar_adds(storage: Storage, path: str, checkpoint: str, where: str) -> Iterator[dict[str, Any]]:
+    name = unquote(path)
+    if "/" in name:  # an absolute URI or a path elsewhere: Delta writers put sidecars in _sidecars/
+        raise CompanionSourceError(
+            f"Delta table {where}: checkpoint {checkpoint} names sidecar {path} outside {SIDECARS}, which is not read"
+        )
+    key = SIDECARS + name
+    try:
+        for action in _checkpoint_actions(storage, key, where):
+            add = action.get("add")
+            if add is not None and add.get("path") is not None:
+                yield add
+    except FileNotFoundInStorageError:
+        raise CompanionSourceError(
+            f"Delta table {where}: sidecar {key} of checkpoint {checkpoint} is missing"
+        ) from None
+
+
+def _checkpoint_actions(storage: Storage, key: str, where: str) -> Iterator[dict[str, Any]]:
+    """The actions of a checkpoint or sidecar file (Parquet: its add and sidecar columns; JSON lines)."""
+    if key.endswith(".json"):
+        try:
+            actions = [json.loads(line) for line in storage.read(key).decode("utf-8").splitlines() if line.strip()]
+        except ValueError as e:
+            raise CompanionSourceError(f"Delta table {where}: checkpoint {key} is not readable ({e})") from None
+        yield from actions
+        return
     import pyarrow.parquet as pq  # lazy: checkpoints are read only for tables with deletion vectors
 
     try:
-        table = pq.read_table(io.BytesIO(storage.read(key)), columns=["add"])
+        pf = pq.ParquetFile(io.BytesIO(storage.read(key)))
+        columns = [c for c in ("add", "sidecar") if c in pf.schema_arrow.names]
+        table = pf.read(columns=columns)
     except (OSError, ValueError) as e:
         raise CompanionSourceError(f"Delta table {where}: checkpoint {key} is not readable ({e})") from None
-    for add in table.column("add").to_pylist():
-        if add is not None and add.get("path") is not None:
-            yield add
+    yield from table.to_pylist()
 
 
 def _commit_actions(storage: Storage, v: int, where: str) -> Iterator[dict[str, Any]]:
