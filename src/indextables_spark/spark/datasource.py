@@ -16,6 +16,7 @@ from indextables_spark.core.log.read.table_log import parse_timestamp
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.spark.guard import INDEXALL, INDEXGUARD, SnapshotPin
 from indextables_spark.spark.options import resolve_options, table_path
+from indextables_spark.spark.worker_errors import short_tracebacks
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
@@ -63,6 +64,7 @@ def _called_by_plain_planner() -> bool:
     return "pyspark.sql.worker.plan_data_source_read" in (g.get("__name__"), getattr(spec, "name", None))
 
 
+@short_tracebacks("schema", "writer", "streamReader", "streamWriter")
 class IndexTablesDataSource(DataSource):
     """`spark.read.format("indextables")` / `df.write.format("indextables")`."""
 

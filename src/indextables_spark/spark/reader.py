@@ -53,6 +53,7 @@ from indextables_spark.spark import guard
 from indextables_spark.spark.guard import INDEXALL
 from indextables_spark.spark.read_options import SNIPPET, nearest_query, read_options, table_specs
 from indextables_spark.spark.task_read import TaskRead, data_names, read_nearest, read_ranked, task_json
+from indextables_spark.spark.worker_errors import short_tracebacks
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
@@ -89,6 +90,7 @@ class SplitGroup(InputPartition):
         self.ordinals = ordinals if ordinals is not None else list(range(len(files)))
 
 
+@short_tracebacks("pushFilters", "partitions", "read")
 class IndexTablesReader(DataSourceReader):
     """One planned read. Which snapshot it reads and whether it takes Spark's filters depends on
     the plan guard (module `spark/guard.py`): a guarded scan is planned afresh by Spark for every

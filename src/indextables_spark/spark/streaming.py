@@ -41,6 +41,7 @@ from indextables_spark.core.split.read.groups import group_by_size
 from indextables_spark.errors import IndexTablesError, InvalidOptionError
 from indextables_spark.spark.reader import SplitGroup
 from indextables_spark.spark.task_read import task_json
+from indextables_spark.spark.worker_errors import short_tracebacks
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -68,6 +69,7 @@ class Position:
         return cls(int(d["version"]), int(d["index"]), bool(d.get("isStartingVersion", False)))
 
 
+@short_tracebacks("initialOffset", "latestOffset", "partitions", "read", "commit")
 class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, path: str, opts: Options, schema: StructType):
         self.path = path
@@ -263,6 +265,7 @@ class StreamBatchWritten(WriterCommitMessage):
         self.stats = stats or {}
 
 
+@short_tracebacks("write", "commit", "abort")
 class IndexTablesStreamWriter(DataSourceStreamArrowWriter):
     """One table version per micro-batch, idempotent per (query id, batch id)."""
 

@@ -19,6 +19,7 @@ from indextables_spark.core.storage import open_storage
 from indextables_spark.ops.write import write as core
 from indextables_spark.ops.write.optimize_write import MAX_ROWS, OptimizedWriteConfig
 from indextables_spark.ops.write.write import WritePlan, merge_stats
+from indextables_spark.spark.worker_errors import short_tracebacks
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ def delete_written(
     core.delete_written(open_storage(path, opts), adds, stats)
 
 
+@short_tracebacks("write", "commit", "abort")
 class IndexTablesWriter(DataSourceArrowWriter):
     def __init__(self, path: str, opts: Options, schema: StructType, overwrite: bool):
         self.path = path

@@ -175,7 +175,19 @@ def spark_type_json(t: pa.DataType) -> Any:
         return {"type": "struct", "fields": [_spark_field_json(t.field(i)) for i in range(t.num_fields)]}
     if types.is_dictionary(t):
         return spark_type_json(t.value_type)
-    raise UnsupportedTypeError(f"Arrow type {t} has no Spark type here")
+    raise UnsupportedTypeError(f"Arrow type {t} has no Spark type here{_cast_hint(t)}")
+
+
+def _cast_hint(t: pa.DataType) -> str:
+    """The cast that makes a column writable, for the types users meet (unsigned 64-bit ids, half
+    floats, durations)."""
+    if pa.types.is_uint64(t):
+        return ": cast the column to int64 (values below 2**63) or to decimal(20, 0) before writing"
+    if pa.types.is_unsigned_integer(t) or pa.types.is_float16(t):
+        return ": cast the column to a signed integer or to float32/float64 before writing"
+    if pa.types.is_duration(t):
+        return ": cast the column to int64 (a count of its unit) before writing"
+    return ": cast the column to a type Spark has before writing"
 
 
 def spark_schema_json(schema: pa.Schema) -> dict[str, Any]:

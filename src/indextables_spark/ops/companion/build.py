@@ -39,6 +39,7 @@ from indextables_spark.ops.companion.columns import (
     string_list,
 )
 from indextables_spark.ops.companion.columns import resolve as resolve_columns
+from indextables_spark.ops.companion.sources.locations import is_companion_of
 from indextables_spark.ops.companion.tasks import delete_written, run_local, run_spark
 from indextables_spark.ops.companion.stream import CompanionSync, parse_streaming, run_streaming, start_sync
 from indextables_spark.ops.companion.sync import (
@@ -250,7 +251,7 @@ def build(
     table_log = log_with_maintenance(open_storage(location, opts), opts)
     read_version = table_log.latest_version()
     settings, live, stored = _table_settings(
-        table_log, read_version, opts, location, fmt, source, snapshot.partition_columns
+        table_log, read_version, opts, location, fmt, source, snapshot.partition_columns, args.catalog is not None
     )
     selection = resolve_columns(columns, schema_json, snapshot.partition_columns, indexing, stored)
     recorded = dict(selection.configuration)
@@ -354,11 +355,13 @@ def _table_settings(
     fmt: str,
     source: str,
     partition_columns: Sequence[str],
+    named: bool,
 ) -> tuple[Options, list[AddFile], dict[str, str] | None]:
     """The indexing settings of the build, the companion table's live splits and its metadata
     configuration (None: a new table): a new table's settings from the options (with the token
     length it records, as a new table does); an existing one's recorded settings win (as for
-    appends), after checking it is this source's companion."""
+    appends), after checking it is this source's companion (the same location however spelled;
+    `named`: an Iceberg table named in a catalog, compared by its name)."""
     # lazy: see build_companion
     from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY, recorded_settings
 
@@ -372,7 +375,7 @@ def _table_settings(
             f"{location} holds an indextables table that is not a companion index; "
             f"choose another location for the companion of {fmt} table {source}"
         )
-    if of != (fmt, source):
+    if not is_companion_of(of, fmt, source, named):
         raise CompanionSourceError(
             f"{location} is the companion index of {of[0]} table {of[1]}, not of {fmt} table {source}"
         )

@@ -125,6 +125,7 @@ class CompanionSync:
         self._files = self._added = self._removed = 0
         self._seen: int | None = None  # the source version the last sync (or the companion) holds
         self._synced: int | None = None
+        self._awaited = False  # await_termination was called: it raises the error, no log needed
         self._latest: int | None = None
         self._message = "starting"
         self._error: BaseException | None = None
@@ -189,6 +190,7 @@ class CompanionSync:
     def await_termination(self, timeout: float | None = None) -> bool:
         """Wait until the sync stops (stop(), MAX ITERATIONS, an error); True when it has. Raises
         the error that stopped it."""
+        self._awaited = True
         done = self._done.wait(timeout)
         if done and self._error is not None:
             raise self._error
@@ -220,7 +222,8 @@ class CompanionSync:
                     break
         except BaseException as e:  # handed to await_termination
             self._error = e
-            log.error("%s", e)
+            if not self._awaited:  # nobody waits to be told (await_termination raises it)
+                log.error("%s", e)
         finally:
             self._message = "failed" if self._error is not None else "stopped"
             self._done.set()
@@ -279,7 +282,7 @@ class CompanionSync:
 
     def _stopped_by(self, e: BaseException) -> CompanionSourceError:
         at = "its newest version" if self._latest is None else f"version {self._latest}"
-        held = "no source version yet" if self._synced is None else f"source version {self._synced}"
+        held = "nothing of this source yet" if self._synced is None else f"source version {self._synced}"
         return CompanionSourceError(
             f"streaming sync of the companion index at {redact_uri(self.location)} stopped on {self.format} table "
             f"{redact_uri(self.source)} at {at} (the companion holds {held}) after {self._polls} polls: "
@@ -328,18 +331,20 @@ def start_sync(
         source=source,
         build=functools.partial(build, args),
         probe=lambda: latest_version(fmt, source, options=opts),
-        recorded=lambda: recorded_version(location, opts, fmt, source),
+        recorded=lambda: recorded_version(location, opts, fmt, source, args.catalog is not None),
         interval=float(poll_interval),
         max_iterations=max_iterations,
         max_errors=opts.get_int(MAX_ERRORS_KEY, 10),
     ).start()
 
 
-def recorded_version(location: str, opts: Options, fmt: str, source: str) -> int | None:
-    """The source version the companion at `location` records, when it is this source's companion."""
+def recorded_version(location: str, opts: Options, fmt: str, source: str, named: bool) -> int | None:
+    """The source version the companion at `location` records, when it is this source's companion
+    (`named`: an Iceberg table named in a catalog)."""
     from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance  # lazy: see start_sync
     from indextables_spark.core.split.format.companion import CONFIG_VERSION, companion_of  # lazy: see above
     from indextables_spark.core.storage import open_storage  # lazy: see above
+    from indextables_spark.ops.companion.sources.locations import is_companion_of  # lazy: see above
 
     table_log = log_with_maintenance(open_storage(location, opts), opts)
     v = table_log.latest_version()
@@ -347,7 +352,7 @@ def recorded_version(location: str, opts: Options, fmt: str, source: str) -> int
         return None
     config = table_log.snapshot(v).metadata_action.configuration
     text = config.get(CONFIG_VERSION)
-    return int(text) if text and companion_of(config) == (fmt, source) else None
+    return int(text) if text and is_companion_of(companion_of(config), fmt, source, named) else None
 
 
 class StreamingCommand(Protocol):

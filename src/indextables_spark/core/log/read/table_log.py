@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, TypeVar
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.model.action_wire import action_from_json, derive_added_at
 from indextables_spark.core.log.model.actions import Action, CommitInfo, Metadata, Protocol
+from indextables_spark.core.log.read.absent import missing_table_error
 from indextables_spark.core.log.read.base_state import BaseState, ScanStats
 from indextables_spark.core.log.model.codec import decode_actions, decode_text, encode_actions
 from indextables_spark.core.log.read.freshness import Listed, note_commit, staleness_limit_ms
@@ -48,7 +49,6 @@ from indextables_spark.errors import (
     CorruptStateError,
     FileNotFoundInStorageError,
     InvalidOptionError,
-    TableNotFoundError,
     VersionNotFoundError,
 )
 
@@ -205,7 +205,7 @@ class TransactionLog:
         if latest < 0 and allow_missing and version is None:
             return -1
         if latest < 0:
-            raise TableNotFoundError(f"no indextables table at {self.storage.uri} (no {LOG_DIR}/ versions)")
+            raise missing_table_error(self.storage)
         if version is None:
             return latest
         if version < 0 or version > latest:

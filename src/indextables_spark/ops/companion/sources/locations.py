@@ -31,6 +31,27 @@ def local_path(uri: str) -> str:
     return os.path.abspath(uri)
 
 
+def is_companion_of(of: tuple[str, str] | None, fmt: str, source: str, named: bool) -> bool:
+    """Whether a companion recording `of` (its (format, source), core/split/format/companion.py)
+    indexes this source; `named`: an Iceberg table named in a catalog, compared by its name."""
+    return of is not None and of[0] == fmt and (of[1] == source if named else same_source(of[1], source))
+
+
+def same_source(recorded: str, given: str) -> bool:
+    """Whether two spellings name one source location: a relative and an absolute path, a
+    `file:` URI and a path, s3a:// / s3n:// and s3://, with or without a trailing slash."""
+    return recorded == given or canonical_location(recorded) == canonical_location(given)
+
+
+def canonical_location(uri: str) -> str:
+    scheme = scheme_of(uri)
+    if scheme in ("", "file"):
+        return os.path.normpath(local_path(uri))
+    if scheme in ("s3a", "s3n"):
+        uri = "s3" + uri[len(scheme) :]
+    return uri.rstrip("/")
+
+
 def http_endpoint(raw: str | None) -> str | None:
     """An endpoint URL, https:// added when the scheme is missing (as our storage backends do)."""
     raw = (raw or "").strip()

@@ -60,10 +60,16 @@ class NearestQuery:
         Its dimensions are check_vector_query's. (A Spark read's options arrive as numbers and a
         Fusion, checked by their own parser: the argument messages are IndexTable.search's.)"""
         if column is None:
+            if not vector_columns:
+                raise InvalidOptionError(
+                    f"table {where} has no vector column to search: declare an array<float> column a vector "
+                    "when writing, spark.indextables.indexing.vector.<column>=<dimensions>[,<metric>] "
+                    "(e.g. '384,cosine'); a later append may declare it for a column the table has"
+                )
             if len(vector_columns) != 1:
                 raise InvalidOptionError(
                     f"table {where}: name the vector column ({column_option}): its vector columns are "
-                    f"{list(vector_columns) or 'none'}"
+                    f"{list(vector_columns)}"
                 )
             column = vector_columns[0]
         values = vector_values(vector, "search(): vector")
