@@ -36,12 +36,10 @@ FAULTS = ("503", "429", "500", "reset", "truncate", "stall")
 BODY = os.urandom(200_000)
 PARTS = os.urandom(1_500_000)  # an upload in parts (S3: 1 part over a 1M threshold; Azure: 6 blocks)
 BLOCKS = 6
-FAST = {
-    "spark.indextables.storage.retry.baseDelayMs": "1",
-    "spark.indextables.storage.retry.maxDelayMs": "5",
-    # shorter than the proxy's 2 s stall: a stalled answer times out and is retried
-    "spark.indextables.storage.readTimeoutMs": "500",
-}
+FAST = {"spark.indextables.storage.retry.baseDelayMs": "1", "spark.indextables.storage.retry.maxDelayMs": "5"}
+# shorter than the proxy's 2 s stall: a stalled answer times out and is retried (only where a stall
+# is injected: on a loaded machine an emulator's own pauses come near a second)
+STALL_TIMEOUT = {"spark.indextables.storage.readTimeoutMs": "1000"}
 IN_PARTS = {
     "spark.indextables.s3.multipartThreshold": "1M",
     "spark.indextables.azure.singlePutMaxSize": "256K",
@@ -230,7 +228,7 @@ OPS: dict[str, Callable[[Rig], tuple[str, str, Act, dict[str, str]]]] = {
 @pytest.mark.parametrize("fault", FAULTS)
 def test_a_fault_met_once_is_retried(rig, fault, op):
     method, pattern, act, extra = OPS[op](rig)
-    storage = rig.storage(**extra)
+    storage = rig.storage(**extra, **(STALL_TIMEOUT if fault == "stall" else {}))
     rule = rig.proxy.rule(fault, method=method, path=pattern, times=1)
     with retries() as retried:
         act(storage)
@@ -263,19 +261,18 @@ def test_a_fault_met_once_is_retried(rig, fault, op):
 def test_a_stall_within_the_read_timeout_is_waited_for(rig):
     """With the default read timeout (60 s) a 2 s stall is no failure: one request, no retry."""
     _, pattern, act, _ = _read_range(rig)
-    storage = rig.storage(**{"spark.indextables.storage.readTimeoutMs": "60000"})
+    storage = rig.storage()
     rig.proxy.rule("stall", method="GET", path=pattern)
     with retries() as retried:
         act(storage)
     assert rig.proxy.count("GET", pattern) == 1 and not retried
 
 
+@pytest.mark.parametrize("cloud_backend", ["s3"], indirect=True)
 def test_s3_reads_through_the_sdk_survive_each_fault(rig):
     """The same faults on S3 reads with the lean presigned path off (`s3.presignedReads=false`)."""
-    if rig.kind != "s3":
-        pytest.skip("S3 only")
     _, pattern, act, _ = _read_range(rig)
-    storage = rig.storage(**{"spark.indextables.s3.presignedReads": "false"})
+    storage = rig.storage(**{"spark.indextables.s3.presignedReads": "false"}, **STALL_TIMEOUT)
     for fault in FAULTS:
         rig.proxy.clear()
         rig.proxy.rule(fault, method="GET", path=pattern)
@@ -322,19 +319,26 @@ NAMED = {  # the key each operation's error names
 def test_a_persistent_fault_names_the_object_and_the_attempts(rig, op, fault):
     method, pattern, act, extra = OPS[op](rig)
     attempts = 2 if rig.kind == "azure" and fault in ("reset", "truncate") and op.startswith("read") else 3
-    storage = rig.storage(**extra, **{"spark.indextables.storage.retry.maxAttempts": str(attempts)})
+    storage = rig.storage(
+        **extra,
+        **{"spark.indextables.storage.retry.maxAttempts": str(attempts)},
+        **(STALL_TIMEOUT if fault == "stall" else {}),
+    )
     rig.proxy.rule(fault, method=method, path=pattern, times=None)
     with pytest.raises(StorageError) as e:
         act(storage)
     message = str(e.value)
     assert rig.uri.rstrip("/") + "/" + NAMED[op] in message and f"after {attempts} attempts" in message, message
-    # Azure's blob download reads a broken body again itself (3 requests, 1 s apart) within each attempt
-    per_attempt = 3 if rig.kind == "azure" and fault in ("reset", "truncate") and op.startswith("read") else 1
-    if rig.kind == "azure" and op == "upload_part":
+    requests = rig.proxy.count(method, pattern)
+    if rig.kind == "azure" and fault in ("reset", "truncate") and op.startswith("read"):
+        # within each attempt Azure's blob download reads a body broken off again itself (up to 3
+        # requests, 1 s apart); a reset that lands before the headers were read ends the attempt
+        assert attempts <= requests <= 3 * attempts and (fault == "reset" or requests == 3 * attempts), requests
+    elif rig.kind == "azure" and op == "upload_part":
         # block 0 failed 3 times; the block after it may have started before the upload stopped
-        assert rig.proxy.count(method, pattern) in (attempts, 2 * attempts)
+        assert requests in (attempts, 2 * attempts), rig.proxy.requests
     else:
-        assert rig.proxy.count(method, pattern) == attempts * per_attempt
+        assert requests == attempts, rig.proxy.requests
     if op in ("upload", "upload_part", "complete_upload", "put_if_absent"):
         key = {"upload": "o/part-0.split", "put_if_absent": VERSION}.get(op, "o/big.split")
         assert rig.plain.stat(key) is None  # nothing partial is visible
@@ -363,7 +367,7 @@ def test_write_and_search_through_faults_equal_a_clean_run(rig):
     expected = _found(clean)
     assert expected and clean.count(QUERY) == len(expected)
 
-    faulty = _table(rig, "faulty", through_proxy=True)
+    faulty = _table(rig, "faulty", through_proxy=True, **STALL_TIMEOUT)
     splits = r"/faulty/day%3D[^/]+/splits/"
     for fault in ("503", "reset", "429"):  # one fault on each of the three split uploads
         rig.proxy.rule(fault, method="PUT", path=splits)
@@ -377,7 +381,7 @@ def test_write_and_search_through_faults_equal_a_clean_run(rig):
     rig.proxy.clear()
     for fault in ("truncate", "reset", "500", "503", "stall"):
         rig.proxy.rule(fault, method="GET", path=splits)
-    again = _table(rig, "faulty", through_proxy=True)  # a new reader: nothing of the split cached
+    again = _table(rig, "faulty", through_proxy=True, **STALL_TIMEOUT)  # a new reader: no split cached
     with retries() as retried:
         assert _found(again) == expected
     assert again.count(QUERY) == len(expected)
@@ -442,4 +446,3 @@ def fault_table(cases: list[dict[str, Any]]) -> str:
 def test_fault_table_renders():
     text = fault_table([{"kind": "s3", "op": "read", "fault": "503", "requests": 2, "retries": 1, "read_back": 0}])
     assert "| read | 503 | ok, 2 req / 1 retr | — |" in text and re.search(r"\| delete \| stall \| — \| — \|", text)
-

@@ -101,6 +101,30 @@ def test_transient_faults_on_the_lean_path_are_retried(s3_uri, s3_options, s3_en
         assert rule.hits == 3 and proxy.count(path=PRESIGNED) >= 3  # the faults met presigned requests, and passed
 
 
+def test_a_body_cut_short_is_no_object_and_throttling_backs_off(s3_uri, s3_options, s3_endpoint):
+    """botocore's HTTP session does not check a body's length: the lean path does (a truncated GET or
+    listing page is retried, never taken for the object), and a 429 is retried with backoff rather
+    than sent on to the SDK at once."""
+    S3Storage(s3_uri, s3_options).put("t/blob.bin", BODY)
+    with FaultProxy(s3_endpoint) as proxy:
+        opts = {
+            **s3_options,
+            "spark.indextables.s3.endpoint": proxy.endpoint,
+            "spark.indextables.storage.retry.baseDelayMs": "1",
+        }
+        s = S3Storage(s3_uri, opts)
+        for fault in ("truncate", "429"):
+            proxy.clear()
+            rule = proxy.rule(fault, method="GET", times=2)
+            assert s.read_range("t/blob.bin", 10, 200_000) == BODY[10:200_000]
+            assert s.read("t/blob.bin") == BODY
+            assert rule.hits == 2 and proxy.count("GET", PRESIGNED) == 4  # none sent through the SDK
+            proxy.clear()
+            proxy.rule(fault, method="GET", path="list-type=2")
+            assert [f.key for f in s.list("t/")] == ["t/blob.bin"]
+            assert proxy.count("GET", "list-type=2") == 2
+
+
 def test_a_permanent_refusal_fails_at_once_naming_the_object(s3_uri, s3_options, s3_endpoint):
     from indextables_spark.errors import StorageError
 
