@@ -21,7 +21,7 @@ searched in the request target, path and query), at most `times` times (None: ev
   and half the body (at once when the answer has none);
 * `truncate`: forwarded; the answer's headers say its Content-Length (at least 16 bytes), fewer
   bytes follow (half; none of an empty answer), then the connection closes: a truncated read, or
-  the lost answer of a write the service did;
+  the lost answer of a write the service did (a HEAD's answer, which has no body, is reset);
 * `stall`: forwarded; the answer is held `stall_s` (2 s) before it is sent: a client whose read
   timeout (`storage.readTimeoutMs`) is shorter times out (the write already done), a longer one
   waits;
@@ -175,7 +175,7 @@ class FaultProxy:
         length = int(h.headers.get("Content-Length") or 0)
         chunked = "chunked" in (h.headers.get("Transfer-Encoding") or "").lower()
         if fault == "reset" and (length or chunked):
-            h.rfile.read(max(1, length // 2)) if length else h.rfile.readline()
+            h.rfile.read(max(1, length // 2) if length else 1)  # part of the upload arrived
             _reset(h)
             return
         body = _read_chunked(h) if chunked else (h.rfile.read(length) if length else b"")
