@@ -103,9 +103,9 @@ def _transient_exception_types() -> tuple[type[BaseException], ...]:
     except ImportError:  # pragma: no cover
         pass
     try:
-        from requests import exceptions as re_  # lazy: SDK loaded on first failure
+        from requests import exceptions as rq  # lazy: SDK loaded on first failure
 
-        types += [re_.ChunkedEncodingError, re_.ConnectionError]  # azure-core's transport, mid-body
+        types += [rq.ChunkedEncodingError, rq.ConnectionError]  # azure-core's transport, mid-body
     except ImportError:  # pragma: no cover - azure-core's requests transport needs it
         pass
     try:

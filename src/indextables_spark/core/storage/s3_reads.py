@@ -196,8 +196,8 @@ def _without_signature(e: Exception) -> Exception:
 
 
 def _service_error(resp: AWSResponse, operation: str) -> Exception:
-    """A missing object or bucket (404), throttling (429, 408) or a server error (5xx) as the SDK raises it: a
-    ClientError with the status and S3's error code, which retry.py and S3Storage read."""
+    """A missing object or bucket (404), throttling (429, 408) or a server error (5xx) as the SDK
+    raises it: a ClientError with the status and S3's error code, which retry.py and S3Storage read."""
     from botocore.exceptions import ClientError  # lazy: SDK loaded on first use
 
     code, message = "", ""
