@@ -65,7 +65,12 @@ def test_a_companion_source_however_spelled(tmp_path, monkeypatch, caplog):
     write_deltalake("data/events", rows(30))
     first = it.build_companion("data/events", "index", format="delta", indexing={"body": "text"})
     assert first["status"] == "SUCCESS"
-    for spelled in (str(tmp_path / "data" / "events"), "data/events/", f"file://{tmp_path}/data/events", "./data/events"):
+    for spelled in (
+        str(tmp_path / "data" / "events"),
+        "data/events/",
+        f"file://{tmp_path}/data/events",
+        "./data/events",
+    ):
         res = it.build_companion(spelled, "index", format="delta", indexing={"body": "text"})
         assert res["status"] == "NO_ACTION", spelled
     # a streaming sync of another table at that location: its error is raised once, not logged first

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from fault_proxy import FaultProxy
 
 from indextables_spark.core.storage.s3 import S3Storage
 from indextables_spark.errors import FileNotFoundInStorageError
@@ -13,6 +14,7 @@ from indextables_spark.errors import FileNotFoundInStorageError
 pytestmark = pytest.mark.cloud
 
 BODY = os.urandom(300_000)
+PRESIGNED = "X-Amz-Signature="  # in the query of a presigned request
 
 
 def _both(s3_uri, s3_options):
@@ -47,15 +49,13 @@ def test_missing_objects_fail_as_through_the_sdk(s3_uri, s3_options):
 
 def test_what_the_lean_path_is_refused_the_sdk_answers(s3_uri, s3_options, s3_endpoint):
     S3Storage(s3_uri, s3_options).put("d/blob.bin", BODY)
-    proxy = _FaultyProxy(s3_endpoint, refuse_presigned=True)  # 403 to presigned URLs only
-    try:
-        s = S3Storage(s3_uri, {**s3_options, "spark.indextables.s3.endpoint": proxy.url})
+    with FaultProxy(s3_endpoint) as proxy:
+        proxy.rule("status", path=PRESIGNED, times=None, status=403)  # presigned URLs only
+        s = S3Storage(s3_uri, {**s3_options, "spark.indextables.s3.endpoint": proxy.endpoint})
         assert s.read_range("d/blob.bin", 10, 20) == BODY[10:20]  # the SDK's answer
         assert s._lean().urls.get(s._object_key("d/blob.bin")) is None  # dropped: signed anew next time
         assert [f.key for f in s.list("d/")] == ["d/blob.bin"]
-        assert proxy.signed == 2 and proxy.seen == 4
-    finally:
-        proxy.close()
+        assert proxy.count(path=PRESIGNED) == 2 and len(proxy.requests) == 4
 
 
 def test_fault_injecting_handlers_keep_reads_in_the_sdk(s3_uri, s3_options):
@@ -85,117 +85,56 @@ def test_listings_match_the_sdk_and_reads_need_no_client(s3_uri, s3_options):
     assert lean.list("nothing/") == []
 
 
-class _FaultyProxy:
-    """An HTTP proxy in front of the moto server that answers the first `fail` GETs with a fault
-    (503 SlowDown, a dropped connection), every request with `status`, or presigned requests with
-    403 (`refuse_presigned`), and forwards the rest."""
-
-    def __init__(
-        self,
-        upstream: str,
-        fail: int = 0,
-        kind: str = "503",
-        status: int | None = None,
-        refuse_presigned=False,
-        refuse_status=403,
-    ):
-        import http.client
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        from urllib.parse import urlsplit
-
-        up = urlsplit(upstream)
-        state = self
-        self.fail, self.kind, self.status, self.seen, self.signed = fail, kind, status, 0, 0
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *a):
-                pass
-
-            def _forward(self):
-                state.seen += 1
-                state.signed += "X-Amz-Signature=" in self.path
-                if refuse_presigned and "X-Amz-Signature=" in self.path:
-                    self.send_response(refuse_status)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                if state.status is not None or (self.command == "GET" and state.fail > 0):
-                    if state.status is None:
-                        state.fail -= 1
-                    if state.kind == "drop" and state.status is None:
-                        self.close_connection = True
-                        self.connection.shutdown(2)
-                        return
-                    code = b"SlowDown" if state.status is None else b"AccessDenied"
-                    body = b"<Error><Code>" + code + b"</Code><Message>x</Message></Error>"
-                    self.send_response(state.status or 503)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    return
-                n = int(self.headers.get("Content-Length") or 0)
-                data = self.rfile.read(n) if n else None
-                conn = http.client.HTTPConnection(up.hostname, up.port)
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                headers["Host"] = up.netloc
-                conn.request(self.command, self.path, body=data, headers=headers)
-                resp = conn.getresponse()
-                payload = resp.read()
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(payload)
-                conn.close()
-
-            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.mark.parametrize("kind", ["503", "drop"])
 def test_transient_faults_on_the_lean_path_are_retried(s3_uri, s3_options, s3_endpoint, kind):
     S3Storage(s3_uri, s3_options).put("f/blob.bin", BODY)
-    proxy = _FaultyProxy(s3_endpoint, fail=3, kind=kind)
-    try:
+    with FaultProxy(s3_endpoint) as proxy:
+        rule = proxy.rule(kind, method="GET", times=3)
         opts = {
             **s3_options,
-            "spark.indextables.s3.endpoint": proxy.url,
+            "spark.indextables.s3.endpoint": proxy.endpoint,
             "spark.indextables.storage.retry.baseDelayMs": "1",
         }
         s = S3Storage(s3_uri, opts)
         assert s.read_range("f/blob.bin", 100, 50_000) == BODY[100:50_000]
         assert [f.key for f in s.list("f/")] == ["f/blob.bin"]
-        assert proxy.fail == 0 and proxy.signed >= 3  # the faults met presigned requests, and passed
-    finally:
-        proxy.close()
+        assert rule.hits == 3 and proxy.count(path=PRESIGNED) >= 3  # the faults met presigned requests, and passed
+
+
+def test_a_body_cut_short_is_no_object_and_throttling_backs_off(s3_uri, s3_options, s3_endpoint):
+    """botocore's HTTP session does not check a body's length: the lean path does (a truncated GET or
+    listing page is retried, never taken for the object), and a 429 is retried with backoff rather
+    than sent on to the SDK at once."""
+    S3Storage(s3_uri, s3_options).put("t/blob.bin", BODY)
+    with FaultProxy(s3_endpoint) as proxy:
+        opts = {
+            **s3_options,
+            "spark.indextables.s3.endpoint": proxy.endpoint,
+            "spark.indextables.storage.retry.baseDelayMs": "1",
+        }
+        s = S3Storage(s3_uri, opts)
+        for fault in ("truncate", "429"):
+            proxy.clear()
+            rule = proxy.rule(fault, method="GET", times=2)
+            assert s.read_range("t/blob.bin", 10, 200_000) == BODY[10:200_000]
+            assert s.read("t/blob.bin") == BODY
+            assert rule.hits == 2 and proxy.count("GET", PRESIGNED) == 4  # none sent through the SDK
+            proxy.clear()
+            proxy.rule(fault, method="GET", path="list-type=2")
+            assert [f.key for f in s.list("t/")] == ["t/blob.bin"]
+            assert proxy.count("GET", "list-type=2") == 2
 
 
 def test_a_permanent_refusal_fails_at_once_naming_the_object(s3_uri, s3_options, s3_endpoint):
     from indextables_spark.errors import StorageError
 
-    proxy = _FaultyProxy(s3_endpoint, status=403)
-    try:
-        s = S3Storage(s3_uri, {**s3_options, "spark.indextables.s3.endpoint": proxy.url})
+    with FaultProxy(s3_endpoint) as proxy:
+        proxy.rule("status", times=None, status=403)
+        s = S3Storage(s3_uri, {**s3_options, "spark.indextables.s3.endpoint": proxy.endpoint})
         with pytest.raises(StorageError, match="f/blob.bin") as e:
             s.read_range("f/blob.bin", 0, 10)
         assert "403" in str(e.value)
-        assert proxy.seen == 2  # the lean GET, then the SDK's answer; no retries
-    finally:
-        proxy.close()
+        assert len(proxy.requests) == 2  # the lean GET, then the SDK's answer; no retries
 
 
 def test_connection_errors_do_not_show_the_signed_url(s3_uri, s3_options):
@@ -223,15 +162,13 @@ def test_connection_errors_do_not_show_the_signed_url(s3_uri, s3_options):
 
 def test_a_redirect_sends_every_later_read_to_the_sdk(s3_uri, s3_options, s3_endpoint):
     S3Storage(s3_uri, s3_options).put("r/blob.bin", BODY)
-    proxy = _FaultyProxy(s3_endpoint, refuse_presigned=True, refuse_status=301)  # "another region"
-    try:
-        s = S3Storage(s3_uri, {**s3_options, "spark.indextables.s3.endpoint": proxy.url})
+    with FaultProxy(s3_endpoint) as proxy:
+        proxy.rule("status", path=PRESIGNED, times=None, status=301)  # "another region"
+        s = S3Storage(s3_uri, {**s3_options, "spark.indextables.s3.endpoint": proxy.endpoint})
         assert s.read_range("r/blob.bin", 0, 8) == BODY[:8]  # the lean GET refused, the SDK's answer
-        assert s._lean() is None and proxy.signed == 1
+        assert s._lean() is None and proxy.count(path=PRESIGNED) == 1
         assert s.read_range("r/blob.bin", 8, 16) == BODY[8:16] and s.read("r/blob.bin") == BODY
-        assert proxy.signed == 1  # no presigned request after the redirect
-    finally:
-        proxy.close()
+        assert proxy.count(path=PRESIGNED) == 1  # no presigned request after the redirect
 
 
 def test_errors_of_any_kind_lose_the_signed_query():

@@ -597,3 +597,13 @@ def test_transient_classification():
     forbidden.status_code = 403
     assert not is_transient(forbidden)
     assert not is_transient(ValueError("bug"))
+    # azure-core: a body broken off mid-read, without a status, and the blob download's wrapping of it
+    import requests
+    from azure.core.exceptions import DecodeError
+
+    broken = requests.exceptions.ChunkedEncodingError("Connection broken: ConnectionResetError(104)")
+    cut = HttpResponseError(broken, error=broken)
+    assert cut.status_code is None and is_transient(cut)
+    assert is_transient(HttpResponseError(cut, error=cut))
+    garbled = DecodeError("not XML")
+    assert not is_transient(HttpResponseError(garbled, error=garbled))

@@ -6,8 +6,10 @@ so every retry decision is made here, the same way for both clouds:
 * transient (retried with exponential backoff and jitter, at most `storage.retry.maxAttempts`
   attempts in all): HTTP 429, 408 and every 5xx (e.g. S3 `SlowDown` 503), S3 `RequestTimeout`,
   connection resets/closures, connect and read timeouts, truncated responses
-  (botocore `EndpointConnectionError`, `ConnectionClosedError`, `ReadTimeoutError`, ...;
-  azure `ServiceRequestError`, `ServiceResponseError`; builtin `ConnectionError`, `TimeoutError`);
+  (botocore `EndpointConnectionError`, `ConnectionClosedError`, `ReadTimeoutError`,
+  `IncompleteReadError`, ...; azure `ServiceRequestError`, `ServiceResponseError`,
+  `IncompleteReadError`, and an `HttpResponseError` without a status wrapping one of these or a
+  broken body (requests' `ChunkedEncodingError`); builtin `ConnectionError`, `TimeoutError`);
 * anything else (403, 404, 400, bad options, ...) is permanent and raised at once.
 
 The backends turn the final SDK exception into a `StorageError` / `FileNotFoundInStorageError`
@@ -101,6 +103,12 @@ def _transient_exception_types() -> tuple[type[BaseException], ...]:
     except ImportError:  # pragma: no cover
         pass
     try:
+        from requests import exceptions as rq  # lazy: SDK loaded on first failure
+
+        types += [rq.ChunkedEncodingError, rq.ConnectionError]  # azure-core's transport, mid-body
+    except ImportError:  # pragma: no cover - azure-core's requests transport needs it
+        pass
+    try:
         from azure.core import exceptions as ae  # lazy: SDK loaded on first failure
 
         types += [ae.ServiceRequestError, ae.ServiceResponseError, ae.IncompleteReadError]
@@ -124,7 +132,11 @@ def is_transient(exc: BaseException) -> bool:
         _TRANSIENT_TYPES = _transient_exception_types()
     if isinstance(exc, _TRANSIENT_TYPES):
         return True
-    return False
+    # azure-core raises a body broken off mid-read as an HttpResponseError without a status around
+    # the transport's error, and the blob download, having read such a body again itself, wraps
+    # that once more: what broke decides.
+    inner = getattr(exc, "inner_exception", None)
+    return isinstance(inner, BaseException) and inner is not exc and is_transient(inner)
 
 
 @dataclass

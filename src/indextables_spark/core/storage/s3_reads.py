@@ -14,8 +14,9 @@ for its ranges for a few minutes, while the credentials that signed it are curre
 header is not signed).
 
 Plain answers are taken from this path (200/206, 416 for a range past the end, a listing page),
-and so are a missing object or bucket (404) and server errors (5xx), raised as the SDK raises them
-(a ClientError with S3's code: S3Storage and retry.py translate and retry them as before). Anything
+and so are a missing object or bucket (404), throttling and timeouts (429, 408) and server errors
+(5xx), raised as the SDK raises them (a ClientError with S3's code: S3Storage and retry.py translate
+them, and retry all but the 404 with backoff, as for the SDK's answers). Anything
 else (redirects, refusals) goes to the SDK, which owns those. The path is used only where the URL is certain:
 an `s3.endpoint`, or AWS with a known region and none of the settings that move S3's endpoint
 (FIPS, dual-stack, accelerate, `AWS_ENDPOINT_URL*`, a profile's `endpoint_url`); anonymous access
@@ -78,7 +79,7 @@ class S3Reads:
             return whole[start:end]
         if ranged and status == 416:
             return b""
-        if status == 404 or status >= 500:
+        if _raised(status):
             raise _service_error(resp, "GetObject")  # as the SDK raises it (retry.py reads its code)
         self._refused(status)
         self.urls.pop(name)  # e.g. signed with credentials since revoked: sign anew next time
@@ -91,7 +92,7 @@ class S3Reads:
         if token:
             query["continuation-token"] = token
         resp = self._send(self._sign(f"{self.bucket_url}/?{urlencode(query, quote_via=quote)}"), {})
-        if resp.status_code == 404 or resp.status_code >= 500:
+        if _raised(resp.status_code):
             raise _service_error(resp, "ListObjectsV2")
         if resp.status_code != 200:
             self._refused(resp.status_code)
@@ -141,11 +142,25 @@ class S3Reads:
 
     def _send(self, url: str, headers: dict[str, str]) -> AWSResponse:
         from botocore.awsrequest import AWSRequest  # lazy: SDK loaded on first use
+        from botocore.exceptions import IncompleteReadError  # lazy: as above
 
         try:
-            return self.http.send(AWSRequest(method="GET", url=url, headers=headers).prepare())
+            resp = self.http.send(AWSRequest(method="GET", url=url, headers=headers).prepare())
         except Exception as e:
             raise _without_signature(e) from None
+        # botocore's session reads without urllib3's length check (the SDK's StreamingBody checks
+        # it): a body cut short would pass for the whole object or range. Raised as the SDK
+        # raises it, so retry.py retries it.
+        declared = resp.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and len(resp.content) != int(declared):
+            raise IncompleteReadError(actual_bytes=len(resp.content), expected_bytes=int(declared))
+        return resp
+
+
+def _raised(status: int) -> bool:
+    """Answers raised as the SDK raises them (a throttled request sent again through the SDK at once
+    would add load where S3 asks for less: retry.py backs off)."""
+    return status in (404, 408, 429) or status >= 500
 
 
 def range_header(start: int | None, end: int | None) -> dict[str, str]:
@@ -181,8 +196,8 @@ def _without_signature(e: Exception) -> Exception:
 
 
 def _service_error(resp: AWSResponse, operation: str) -> Exception:
-    """A missing object or bucket (404) or a server error (5xx) as the SDK raises it: a
-    ClientError with the status and S3's error code, which retry.py and S3Storage read."""
+    """A missing object or bucket (404), throttling (429, 408) or a server error (5xx) as the SDK
+    raises it: a ClientError with the status and S3's error code, which retry.py and S3Storage read."""
     from botocore.exceptions import ClientError  # lazy: SDK loaded on first use
 
     code, message = "", ""
