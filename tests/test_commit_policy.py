@@ -34,7 +34,7 @@ def _add(name: str) -> AddFile:
 
 def test_defaults_and_options():
     p = CommitPolicy.from_options(Options.of({}))
-    assert (p.time_budget_ms, p.base_delay_ms, p.max_delay_ms, p.max_attempts) == (120_000, 100, 5000, None)
+    assert (p.time_budget_ms, p.base_delay_ms, p.max_delay_ms, p.max_attempts) == (120_000, 100, 1000, None)
     p = CommitPolicy.from_options(Options.of({"spark.indextables.transaction.retry.maxAttempts": "7"}))
     assert p.max_attempts == 7 and p.cap_key == "transaction.retry.maxAttempts"
     p = CommitPolicy.from_options(Options.of({"delete.maxAttempts": "2"}), cap_key="delete.maxAttempts")

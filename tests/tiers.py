@@ -31,6 +31,7 @@ INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_aggregate.py::test_aggregations_equal_spark": "every aggregation kind against Spark's groupBy",
     "tests/test_companion.py::test_spark_differential": "companion reads against Spark on the source formats",
     "tests/test_cloud_concurrency.py": "racing committers on both object stores",
+    "tests/test_reliability_commit_race.py": "8 writer processes racing appends on three stores while every core spins",
     "tests/test_state_pruning.py::test_partition_pruning_performance": "a million-entry state, timed",
     "tests/test_state_write.py::test_compaction_performance": "a 70k-entry state, timed",
     "tests/test_state_write.py::test_streaming_performance": "a 70k-entry state, timed",

@@ -43,6 +43,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "transaction.retry.maxAttempts", "int", None, "commit attempts at most (default: no cap but the budget)"
     ),
     OptionSpec("transaction.retry.baseDelayMs", "int", 100, "commit retry base delay (doubling per retry)"),
-    OptionSpec("transaction.retry.maxDelayMs", "int", 5000, "commit retry maximum delay"),
+    OptionSpec(
+        "transaction.retry.maxDelayMs",
+        "int",
+        1000,
+        "commit retry maximum delay (short: a writer that waits long misses the moments it could commit)",
+    ),
     OptionSpec("transaction.compression.enabled", "bool", True, "GZIP version files"),
 )

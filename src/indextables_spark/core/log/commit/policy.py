@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
 from indextables_spark.config.options import PREFIX, Options
+from indextables_spark.config.registry import registered_default
 from indextables_spark.errors import CommitRetriesExhaustedError, ConcurrentModificationError, InvalidOptionError
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,11 @@ MAX_DOUBLINGS = 30  # past this the delay is long capped: keeps 2**n small
 
 @dataclass(frozen=True)
 class CommitPolicy:
-    time_budget_ms: int = 120_000
-    base_delay_ms: int = 100
-    max_delay_ms: int = 5000
+    """How long and how often a writer tries again (from options: `from_options`)."""
+
+    time_budget_ms: int = registered_default(TRANSACTION + ".timeBudgetMs")
+    base_delay_ms: int = registered_default(TRANSACTION + ".baseDelayMs")
+    max_delay_ms: int = registered_default(TRANSACTION + ".maxDelayMs")
     max_attempts: int | None = None  # a cap on top of the budget, when set
     jitter: float = 0.5  # the share of a delay that may be cut at random
     options: str = TRANSACTION  # the options' prefix (`<options>.timeBudgetMs`), named by the error

@@ -40,6 +40,7 @@ from indextables_spark.core.log.model.actions import (
     split_of_stats_file,
 )
 from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash, is_reference_doc_mapping, registry_key
+from indextables_spark.core.log.state.state_config import read_parallelism
 from indextables_spark.core.log.model.protocol_gate import DELETION_LOGS, check_writable, with_features
 from indextables_spark.core.log.commit.reference_splits import (
     CONVERT_OPERATION,
@@ -48,6 +49,7 @@ from indextables_spark.core.log.commit.reference_splits import (
     refuse_reference_writes,
 )
 from indextables_spark.core.log.commit.policy import CommitPolicy, Lost, retry
+from indextables_spark.core.log.read.replay import read_versions
 from indextables_spark.core.log.read.snapshot import Snapshot
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.storage.base import check_key
@@ -290,10 +292,13 @@ class Transaction:
         registry: dict[str, str] | None = None  # doc mappings known, to judge concurrent adds
         rewritten = {r.path for r in self._removes if not r.data_change}  # rewrites (merge): rows kept elsewhere
         targets = {d.split_path for d in self._delete_logs if d.kind == POSITIONAL}
-        for v in range(since + 1, upto + 1):
-            if self.resolver == "fail":
-                raise self._conflict(f"version {v} was committed concurrently", "; resolver 'fail'")
-            actions = self.log.read_actions(v)
+        if self.resolver == "fail" and upto > since:
+            raise self._conflict(f"version {since + 1} was committed concurrently", "; resolver 'fail'")
+        # fetched together (one round trip, not one per version): a loser that reads the versions
+        # committed meanwhile one by one loses the next race too
+        for v, actions in read_versions(
+            range(since + 1, upto + 1), self.log.read_actions, read_parallelism(self.log.options)
+        ):
             if self._writes_our_files() and any(isinstance(a, AddFile) for a in actions):
                 registry = self._refuse_reference_adds(v, actions, registry)
             for a in actions:
