@@ -204,8 +204,8 @@ def build(
     dry_run: bool = False,
 ) -> CompanionBuildResult:
     """One build or sync (build_companion's): also each poll of a streaming sync. A concurrent commit
-    to the companion (its commit takes none) plans the sync again from the companion's new version,
-    under the commit policy (core/log/commit/policy.py)."""
+    to the companion (the build's commit rebases over none: resolver "fail") plans the sync again
+    from the companion's new version, under the commit policy (core/log/commit/policy.py)."""
     # lazy: the log's modules load when a build runs (see _build_once)
     from indextables_spark.core.log.commit.policy import CommitPolicy, replan
 

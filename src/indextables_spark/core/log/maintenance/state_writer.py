@@ -6,8 +6,8 @@ last_checkpoint.py). The maintenance layer: reads through TransactionLog, never 
 from __future__ import annotations
 
 import json
-import time
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
