@@ -25,6 +25,7 @@ by a killed append/merge, never committed), and no temp file is left under a loc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing as mp
@@ -33,7 +34,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 
@@ -185,6 +186,28 @@ def context():
             ]
         )
     return _CTX
+
+
+def spin() -> None:
+    """Burn a core until terminated (busy_cores)."""
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def busy_cores(n: int | None = None) -> Iterator[int]:
+    """`n` processes (default: one per core) spinning while the block runs, so that what it runs
+    competes for every core with other work; yields how many."""
+    procs = [context().Process(target=spin, daemon=True) for _ in range(n or os.cpu_count() or 1)]
+    for p in procs:
+        p.start()
+    try:
+        yield len(procs)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.join(30)
 
 
 def _ready(journal: str) -> bool:

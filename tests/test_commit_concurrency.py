@@ -39,16 +39,17 @@ def _committer(path: str, worker: int, options: dict, q) -> None:
     q.put(versions)
 
 
-def spawn_and_collect(target, args: list[tuple], barrier: bool = False) -> list:
-    """target(*a[, barrier], queue) for each `a` in `args`, each in a spawned process (with a
-    barrier shared by all when asked, to make them race); the one result each put on the queue."""
-    ctx = mp.get_context("spawn")
+def spawn_and_collect(target, args: list[tuple], barrier: bool = False, ctx=None, timeout: float = 300) -> list:
+    """target(*a[, barrier], queue) for each `a` in `args`, each in a process of `ctx` (default:
+    spawned; with a barrier shared by all when asked, to make them race); the one result each put
+    on the queue within `timeout` seconds."""
+    ctx = ctx or mp.get_context("spawn")
     q = ctx.Queue()
     extra = (ctx.Barrier(len(args)),) if barrier else ()
     procs = [ctx.Process(target=target, args=(*a, *extra, q)) for a in args]
     for p in procs:
         p.start()
-    results = [q.get(timeout=300) for _ in procs]
+    results = [q.get(timeout=timeout) for _ in procs]
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0

@@ -435,19 +435,20 @@ def test_state_manifest_keeps_delete_logs_as_its_last_fields(tmp_path):
 
 
 class RacingStorage:
-    """Local storage on which another writer commits `race` just before our next version file."""
+    """Local storage on which another writer commits `race()` just before each of our next `times`
+    version files."""
 
-    def __new__(cls, root: str, race):
+    def __new__(cls, root: str, race, times: int = 1):
         from indextables_spark.core.log.model.paths import parse_version_name
         from indextables_spark.core.storage.local import LocalStorage
 
         class _Racing(LocalStorage):
             def put_if_absent(self, key: str, data: bytes) -> bool:
-                nonlocal race
+                nonlocal times
                 name = key.rsplit("/", 1)[-1]
-                if race is not None and key.startswith("_transaction_log/") and parse_version_name(name) is not None:
-                    run, race = race, None
-                    run()
+                if times and key.startswith("_transaction_log/") and parse_version_name(name) is not None:
+                    times -= 1
+                    race()
                 return super().put_if_absent(key, data)
 
         return _Racing(root)

@@ -403,6 +403,7 @@ def test_fuzz_partition_filters_and_commands(text):
             "purge.defaultRetentionHours",
             "write.targetSplitSize",
             "transaction.retry.maxAttempts",
+            "transaction.retry.timeBudgetMs",
             "state.compressionLevel",
             "read.batchSize",
             "state.format",
@@ -425,6 +426,7 @@ def test_fuzz_partition_filters_and_commands(text):
 def test_fuzz_option_values(key, value):
     from indextables_spark.ops.maintenance.merge_plan import MergeConfig
     from indextables_spark.ops.maintenance.purge import PurgeConfig
+    from indextables_spark.core.log.commit.policy import CommitPolicy
     from indextables_spark.core.log.state.state_config import StateConfig
     from indextables_spark.core.log.read.table_log import parse_timestamp
     from indextables_spark.config.options import Options
@@ -435,6 +437,7 @@ def test_fuzz_option_values(key, value):
     for getter in (o.get_int, o.get_float, o.get_bool, o.get_size):
         _only_ours(getter, key, 1)
     _only_ours(lambda: StateConfig.from_options(o))
+    _only_ours(lambda: CommitPolicy.from_options(o))
     _only_ours(lambda: PurgeConfig.from_options(o))
     _only_ours(lambda: MergeConfig.from_options(o, None, None, None))
     _only_ours(lambda: read_options(Options.of({key: value})))

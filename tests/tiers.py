@@ -33,6 +33,7 @@ INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_cloud_concurrency.py": "racing committers on both object stores",
     "tests/test_reliability_storage_faults.py": "every storage fault × operation on both emulators: "
     "2 s stalls waited out to a timeout, the Azure SDK's own 1 s re-reads (~25 s of waiting alone)",
+    "tests/test_reliability_commit_race.py": "8 writer processes racing appends on three stores while every core spins",
     "tests/test_state_pruning.py::test_partition_pruning_performance": "a million-entry state, timed",
     "tests/test_state_write.py::test_compaction_performance": "a 70k-entry state, timed",
     "tests/test_state_write.py::test_streaming_performance": "a 70k-entry state, timed",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 from indextables_spark.errors import (
+    CommitRetriesExhaustedError,
     ConcurrentModificationError,
     CorruptStateError,
     IndexTablesError,
@@ -87,6 +88,7 @@ __all__ = [
     "ScanStats",
     "SchemaMismatchError",
     "VersionNotFoundError",
+    "CommitRetriesExhaustedError",
     "ConcurrentModificationError",
     "CorruptStateError",
     "IndexTable",

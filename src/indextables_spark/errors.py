@@ -34,6 +34,26 @@ class ConcurrentModificationError(IndexTablesError):
     pass
 
 
+class CommitRetriesExhaustedError(ConcurrentModificationError):
+    """A commit that kept losing to concurrent commits until its retry budget ran out
+    (core/log/commit/policy.py): `table_path`, `operation`, `attempts`, `elapsed_s`. Nothing was
+    committed; trying again later may succeed."""
+
+    def __init__(
+        self,
+        *args: object,
+        table_path: str | None = None,
+        operation: str | None = None,
+        attempts: int = 0,
+        elapsed_s: float = 0.0,
+    ):
+        super().__init__(*args)
+        self.table_path = table_path
+        self.operation = operation
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s
+
+
 class ProtocolVersionError(IndexTablesError):
     pass
 

@@ -25,7 +25,7 @@ from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.log.commit.transaction import Transaction
 from indextables_spark.core.schema.arrow_types import spark_schema_json
-from indextables_spark.errors import ConcurrentModificationError, InvalidOptionError
+from indextables_spark.errors import CommitRetriesExhaustedError, ConcurrentModificationError, InvalidOptionError
 from indextables_spark.ops.write.optimize_write import table_chunks
 from indextables_spark.ops.write.write import (
     WritePlan,
@@ -139,8 +139,10 @@ class TableTransaction(Transaction):
             self.with_operation("WRITE", {"operations": list(self._steps)})
         try:
             return super().commit()
-        except ConcurrentModificationError:
-            if not self._creates_the_table_only():
+        except ConcurrentModificationError as e:
+            # a table another job created takes the write as an append (commit_write), unless the
+            # commit already spent its retry budget
+            if isinstance(e, CommitRetriesExhaustedError) or not self._creates_the_table_only():
                 self.discard()
                 raise
             return self._commit_over_created_table()

@@ -1,7 +1,7 @@
 """The registry's log options (config/registry.py joins the families).
 
 The transaction log and its V4 state: automatic states, their format and compaction, retention,
-retries of state writes and commits.
+retries of state writes and commits (core/log/commit/policy.py).
 """
 
 from __future__ import annotations
@@ -26,11 +26,28 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("state.gc.minManifestAgeHours", "float", 1.0, "orphan manifests younger than this are kept"),
     OptionSpec("state.read.parallelism", "int", 8, "parallel manifest decoding"),
     OptionSpec("state.schema.renormalizeThreshold", "int", 5, "doc mappings in the registry before renormalizing"),
-    OptionSpec("state.retry.maxAttempts", "int", 10, "state write retries"),
+    OptionSpec(
+        "state.retry.timeBudgetMs", "int", 120_000, "a state write that keeps losing races gives up after this long"
+    ),
+    OptionSpec("state.retry.maxAttempts", "int", None, "state write attempts at most (default: no cap but the budget)"),
     OptionSpec("state.retry.baseDelayMs", "int", 100, "state write retry base delay"),
     OptionSpec("state.retry.maxDelayMs", "int", 5000, "state write retry maximum delay"),
-    OptionSpec("transaction.retry.maxAttempts", "int", 10, "commit retries"),
-    OptionSpec("transaction.retry.baseDelayMs", "int", 100, "commit retry base delay"),
-    OptionSpec("transaction.retry.maxDelayMs", "int", 5000, "commit retry maximum delay"),
+    OptionSpec(
+        "transaction.retry.timeBudgetMs",
+        "int",
+        120_000,
+        "a commit (or a DELETE, write or companion sync planned again) that keeps losing to concurrent "
+        "commits gives up after this long",
+    ),
+    OptionSpec(
+        "transaction.retry.maxAttempts", "int", None, "commit attempts at most (default: no cap but the budget)"
+    ),
+    OptionSpec("transaction.retry.baseDelayMs", "int", 100, "commit retry base delay (doubling per retry)"),
+    OptionSpec(
+        "transaction.retry.maxDelayMs",
+        "int",
+        1000,
+        "commit retry maximum delay (short: a writer that waits long misses the moments it could commit)",
+    ),
     OptionSpec("transaction.compression.enabled", "bool", True, "GZIP version files"),
 )

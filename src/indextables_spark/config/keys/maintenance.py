@@ -20,7 +20,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("purge.minRetentionHours", "float", 24.0, "PURGE: the smallest retention accepted"),
     OptionSpec("purge.retentionCheckEnabled", "bool", True, "PURGE: refuse retentions below the minimum"),
     OptionSpec("purge.txLogRetentionHours", "float", 720.0, "PURGE: version file retention"),
-    OptionSpec("delete.maxAttempts", "int", 3, "DELETE: attempts against concurrent commits"),
+    OptionSpec(
+        "delete.maxAttempts",
+        "int",
+        None,
+        "DELETE: plans at most against concurrent commits (default: no cap but `transaction.retry.timeBudgetMs`)",
+    ),
     OptionSpec(
         "indexing.primaryKey", "str", None, "the primary key column(s) of key deletes (DELETE … WHERE key IN …)"
     ),

@@ -12,7 +12,8 @@ The sub-packages, by job. Layers (`tests/test_layout.py`), one way: `model/` →
 - `read/`: the table at a version: the log's listing, the base a snapshot starts from (an Avro
   state or a JSON checkpoint), the version files replayed onto it, TransactionLog, freshness, the
   change feed.
-- `commit/`: writing versions: optimistic transactions, the refusal of writes to tables holding
+- `commit/`: writing versions: optimistic transactions, the commit policy (the one retry loop of
+  every writer), the refusal of writes to tables holding
   the reference implementation's splits, synthetic tables for tests and benchmarks.
 - `maintenance/`: on top of commits: writing states and checkpoints, `_last_checkpoint`,
   retention and GC, the post-commit hook, the process's shared logs that install it.

@@ -204,7 +204,22 @@ def build(
     from_snapshot: int | None = None,
     dry_run: bool = False,
 ) -> CompanionBuildResult:
-    """One build or sync (build_companion's): also each poll of a streaming sync."""
+    """One build or sync (build_companion's): also each poll of a streaming sync. A concurrent commit
+    to the companion (the build's commit rebases over none: resolver "fail") plans the sync again
+    from the companion's new version, under the commit policy (core/log/commit/policy.py)."""
+    # lazy: the log's modules load when a build runs (see _build_once)
+    from indextables_spark.core.log.commit.policy import CommitPolicy, replan
+
+    policy = CommitPolicy.from_options(Options.of(with_session_options(args.spark, args.options)))
+    return replan(
+        policy, lambda n: _build_once(args, from_version, from_snapshot, dry_run), args.location, "BUILD COMPANION"
+    )
+
+
+def _build_once(
+    args: CompanionArguments, from_version: int | None, from_snapshot: int | None, dry_run: bool
+) -> CompanionBuildResult:
+    """One plan, index and commit of build()."""
     # lazy, as every import below: the source readers, the log and the split schema modules load
     # when a build runs, not with the command class (ops/registry.py loads it to parse SQL)
     from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance

@@ -16,9 +16,11 @@ Resuming: the companion's metadata records the source version it holds
 there (a probe that finds that version commits nothing). Stopping (`stop()`, MAX ITERATIONS, Ctrl+C
 during the SQL form) happens between polls: a sync under way finishes, committed or not at all.
 Errors stop the sync, raised by `await_termination()` (the SQL form raises it) naming the source,
-its version and the companion; transient storage errors and commit conflicts are retried first, with
-IndexTables4Spark's backoff, up to `spark.indextables.companion.stream.maxConsecutiveErrors` (10)
-in a row (StreamingCompanionManager.scala).
+its version and the companion; transient storage errors are retried first, with IndexTables4Spark's
+backoff, up to `spark.indextables.companion.stream.maxConsecutiveErrors` (10) in a row
+(StreamingCompanionManager.scala). A commit conflict is not retried here: the build plans the sync
+again itself, under the commit policy (core/log/commit/policy.py), and a conflict that reaches the
+loop has spent that budget.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from indextables_spark.config.options import Options
 from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import (
     CompanionSourceError,
-    ConcurrentModificationError,
     InvalidOptionError,
     StorageError,
 )
@@ -291,8 +292,8 @@ class CompanionSync:
 
 
 def _transient(e: BaseException) -> bool:
-    """Errors a later poll may not meet again: storage I/O, a commit that lost a race."""
-    return isinstance(e, (StorageError, ConcurrentModificationError)) or (
+    """Errors a later poll may not meet again: storage I/O (conflicts were retried by the build)."""
+    return isinstance(e, StorageError) or (
         isinstance(e, OSError) and not isinstance(e, (FileNotFoundError, PermissionError))
     )
 

@@ -8,9 +8,10 @@
 3. Commit (driver): one version with removes (dataChange=false) of every merged source, adds
    (dataChange=false, numMergeOps + 1) of the merged splits and a `mergeskip` action per failed
    source (cooldown `merge.skipCooldownHours`, skipCount + 1). The transaction's resolver rebases
-   over concurrent appends but fails when a source was removed concurrently; the merged splits are
-   then deleted again (only orphans remain if even that fails). The log's post-commit hook compacts
-   the state afterwards (`state.compaction.afterMerge`).
+   over concurrent appends (retrying lost races under the commit policy, core/log/commit/policy.py)
+   but fails at once when a source was removed concurrently; the merged splits are then deleted
+   again (only orphans remain if even that fails). The log's post-commit hook compacts the state
+   afterwards (`state.compaction.afterMerge`).
 
 Queries return the same rows before and after: a merged split holds exactly its sources' rows.
 """
@@ -100,7 +101,8 @@ def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progr
         try:
             version = txn.commit()
         except ConcurrentModificationError:
-            # Never committed (every attempt lost a put-if-absent race): the merged splits are unreferenced.
+            # Never committed (a source removed concurrently, or the commit policy's budget spent):
+            # the merged splits are unreferenced.
             plan.log.storage.delete([a.path for a in adds] + [f for fs in stats.values() for f in fs])
             raise
     return replace(

@@ -21,8 +21,9 @@ Key and equality logs apply to the rows of every split added before the delete; 
 later with the same values stay. The number of rows they delete is not computed (None).
 The commit uses the transaction's "merge" resolver by default; see core/log/commit/transaction.py for the
 conflicts with concurrent merges and deletes. On such a conflict the delete is planned again from
-the new latest version (up to `spark.indextables.delete.maxAttempts`, default 3, attempts; the
-"fail" resolver never retries).
+the new latest version, under the commit policy (core/log/commit/policy.py: for
+`spark.indextables.transaction.retry.timeBudgetMs`, at most `spark.indextables.delete.maxAttempts`
+times when set; the "fail" resolver never retries).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from indextables_spark.core.log.deletes.delete_logs import load_split_deletes, p
 from indextables_spark.core.log.commit.reference_splits import refuse_reference_writes
 from indextables_spark.core.log.read.snapshot import Snapshot
 from indextables_spark.core.log.read.table_log import TransactionLog
+from indextables_spark.core.log.commit.policy import CommitPolicy, replan
 from indextables_spark.core.log.commit.transaction import Transaction, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.cache.cache import get_cache
@@ -52,8 +54,6 @@ from indextables_spark.core.split.read.scan import TableScan
 from indextables_spark.core.split.read.index_only import check_index_only
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
-    ConcurrentModificationError,
-    IndexTablesError,
     PredicateError,
     TableNotFoundError,
 )
@@ -210,22 +210,12 @@ def _match_split(storage: Storage, snapshot: Snapshot, plan: ReadPlan, add: AddF
 
 def replan_on_conflict(log_: TransactionLog, resolver: str, attempt: Callable[[], T]) -> T:
     """Run `attempt` (plan, stage and commit a delete) again on a conflict with a concurrent commit,
-    up to `delete.maxAttempts` times in all (once with the "fail" resolver)."""
-    attempts = 1 if resolver == "fail" else max(1, log_.options.get_int("delete.maxAttempts"))
-    for n in range(1, attempts + 1):
-        try:
-            return attempt()
-        except ConcurrentModificationError as e:
-            if n == attempts:
-                raise
-            log.info(
-                "DELETE on %s conflicted with a concurrent commit (%s); planning again (attempt %d of %d)",
-                log_.storage.uri,
-                e,
-                n + 1,
-                attempts,
-            )
-    raise IndexTablesError("unreachable")  # pragma: no cover
+    under the commit policy (core/log/commit/policy.py; `delete.maxAttempts` caps it when set); once
+    with the "fail" resolver."""
+    if resolver == "fail":
+        return attempt()
+    policy = CommitPolicy.from_options(log_.options, cap_key="delete.maxAttempts")
+    return replan(policy, lambda n: attempt(), log_.storage.uri, OPERATION)
 
 
 def delete(

@@ -26,6 +26,7 @@ from indextables_spark.core.log.model.protocol_gate import CURRENT_PROTOCOL, che
 from indextables_spark.core.log.commit.reference_splits import refuse_reference_writes
 from indextables_spark.core.log.read.snapshot import Snapshot
 from indextables_spark.core.log.read.table_log import TransactionLog
+from indextables_spark.core.log.commit.policy import CommitPolicy, replan
 from indextables_spark.core.log.commit.transaction import Transaction, new_table_id, now_ms
 from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.format.companion import companion_of
@@ -42,7 +43,6 @@ from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
     CompanionSourceError,
     ConcurrentModificationError,
-    IndexTablesError,
     InvalidOptionError,
     SchemaMismatchError,
     TableExistsError,
@@ -303,18 +303,24 @@ def commit_write(
 ) -> int:
     """Driver side: one version holding every add (and, for overwrite, removes of live files) and
     the stats files written with the splits. A table another job created meanwhile takes the
-    write as an append (rebase_created)."""
-    for attempt in range(2):
-        txn = Transaction(log_, resolver="merge", read_version=read_version, operation="WRITE")
+    write as an append (rebase_created), planned again under the commit policy
+    (core/log/commit/policy.py); any other conflict is raised."""
+
+    rebased = False  # a table is created once: after the rebase a conflict is a real one
+
+    def once(n: int) -> int:
+        nonlocal rebased
+        base = read_version
+        if n > 1:
+            rebased = True
+            base = rebase_created(log_, plan)
+        txn = Transaction(log_, resolver="merge", read_version=base, operation="WRITE")
         txn.txn_id = txn_id
         stage_write(txn, plan, overwrite, adds, stats_files, operation)
-        try:
-            return txn.commit()
-        except ConcurrentModificationError:
-            if read_version >= 0 or attempt:
-                raise
-            read_version = rebase_created(log_, plan)
-    raise IndexTablesError("unreachable")  # pragma: no cover
+        return txn.commit()
+
+    policy = CommitPolicy.from_options(log_.options)
+    return replan(policy, once, log_.storage.uri, operation or "WRITE", lambda e: read_version < 0 and not rebased)
 
 
 def rebase_created(log_: TransactionLog, plan: WritePlan) -> int:

@@ -1,5 +1,6 @@
 """Optimistic transactions: read a version, stage actions, write the next version file
-put-if-absent; on conflict re-read what was committed meanwhile and let the resolver decide.
+put-if-absent; on a lost race re-read what was committed meanwhile, let the resolver decide, and
+try the next version, for as long as the commit policy allows (policy.py: a time budget).
 
 Resolvers:
 - "merge": rebase onto the newer version unless a file this transaction removes was removed
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
 import time
 import uuid
 from types import TracebackType
@@ -40,6 +40,7 @@ from indextables_spark.core.log.model.actions import (
     split_of_stats_file,
 )
 from indextables_spark.core.log.model.doc_mapping import doc_mapping_hash, is_reference_doc_mapping, registry_key
+from indextables_spark.core.log.state.state_config import read_parallelism
 from indextables_spark.core.log.model.protocol_gate import DELETION_LOGS, check_writable, with_features
 from indextables_spark.core.log.commit.reference_splits import (
     CONVERT_OPERATION,
@@ -47,6 +48,8 @@ from indextables_spark.core.log.commit.reference_splits import (
     may_hold_reference_splits,
     refuse_reference_writes,
 )
+from indextables_spark.core.log.commit.policy import CommitPolicy, Lost, retry
+from indextables_spark.core.log.read.replay import read_versions
 from indextables_spark.core.log.read.snapshot import Snapshot
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.storage.base import check_key
@@ -94,6 +97,8 @@ class Transaction:
         self._stats: dict[str, list[str]] = {}
         self._added_features: tuple[str, ...] = ()  # features this transaction adds to the read protocol
         self.committed_version: int | None = None
+        self.attempts = 0  # of the commit: 1 when it won its first race for a version
+        self.commit_s = 0.0  # seconds the commit took, retries included
         self._snapshot: Snapshot | None = None
         self._header: tuple[Protocol, Metadata, dict[str, str]] | None = None
         self.skip_post_commit = False  # internal: commits made by the state layer itself
@@ -287,10 +292,13 @@ class Transaction:
         registry: dict[str, str] | None = None  # doc mappings known, to judge concurrent adds
         rewritten = {r.path for r in self._removes if not r.data_change}  # rewrites (merge): rows kept elsewhere
         targets = {d.split_path for d in self._delete_logs if d.kind == POSITIONAL}
-        for v in range(since + 1, upto + 1):
-            if self.resolver == "fail":
-                raise self._conflict(f"version {v} was committed concurrently", "; resolver 'fail'")
-            actions = self.log.read_actions(v)
+        if self.resolver == "fail" and upto > since:
+            raise self._conflict(f"version {since + 1} was committed concurrently", "; resolver 'fail'")
+        # fetched together (one round trip, not one per version): a loser that reads the versions
+        # committed meanwhile one by one loses the next race too
+        for v, actions in read_versions(
+            range(since + 1, upto + 1), self.log.read_actions, read_parallelism(self.log.options)
+        ):
             if self._writes_our_files() and any(isinstance(a, AddFile) for a in actions):
                 registry = self._refuse_reference_adds(v, actions, registry)
             for a in actions:
@@ -421,12 +429,12 @@ class Transaction:
             self.commit()
 
     def commit(self) -> int:
+        """Commit what is staged as the next version: a lost race for a version is tried again on
+        the version after the newest, under the commit policy (policy.py), once the versions
+        committed meanwhile pass the conflict rules (_check_conflicts); a conflict is raised at once."""
         if self.committed_version is not None:
             raise IndexTablesError(f"transaction already committed as version {self.committed_version}")
-        opts = self.log.options
-        max_attempts = max(1, opts.get_int("transaction.retry.maxAttempts"))
-        base_delay = opts.get_int("transaction.retry.baseDelayMs") / 1000.0
-        max_delay = opts.get_int("transaction.retry.maxDelayMs") / 1000.0
+        policy = CommitPolicy.from_options(self.log.options)
         if self.read_version >= 0:
             hdr = self.header()
             assert hdr is not None  # read_version >= 0
@@ -441,28 +449,33 @@ class Transaction:
         self._refuse_reference_base()
         self._stage_features()
         self._deduplicate_doc_mappings()
-        version = self.read_version + 1
         checked_upto = self.read_version
-        for attempt in range(1, max_attempts + 1):
+
+        def attempt(n: int) -> int | Lost:
+            nonlocal checked_upto
+            if n > 1:  # someone else committed the version we tried: look at everything new first
+                latest = self.log.latest_version()
+                self._check_conflicts(checked_upto, latest)
+                checked_upto = latest
+            version = checked_upto + 1
             if self.log.write_version(version, self._actions(version)):
-                self.committed_version = version
-                log.info("committed %s as version %d of %s", self.operation, version, self.log.storage.uri)
-                if not self.skip_post_commit:
-                    for hook in self.log.post_commit:
-                        hook(self.log, version, self.operation)
                 return version
-            # Someone else committed `version`: look at everything new, then retry after it.
-            latest = self.log.latest_version()
-            self._check_conflicts(checked_upto, latest)
-            checked_upto = latest
-            version = latest + 1
-            if attempt > 1:
-                delay = min(max_delay, base_delay * (2 ** (attempt - 2)))
-                time.sleep(delay * (0.5 + random.random() / 2))
-        raise ConcurrentModificationError(
-            f"{self.operation} on {self.log.storage.uri}: gave up after {max_attempts} attempts "
-            f"because of concurrent commits (spark.indextables.transaction.retry.maxAttempts)"
+            return Lost(f"version {version} was committed concurrently")
+
+        tried = retry(policy, attempt, self.log.storage.uri, self.operation)
+        version = self.committed_version = tried.value
+        self.attempts, self.commit_s = tried.attempts, tried.elapsed_s
+        log.info(
+            "committed %s as version %d of %s (attempt %d)",
+            self.operation,
+            version,
+            self.log.storage.uri,
+            tried.attempts,
         )
+        if not self.skip_post_commit:
+            for hook in self.log.post_commit:
+                hook(self.log, version, self.operation)
+        return version
 
 
 def new_table_id() -> str:

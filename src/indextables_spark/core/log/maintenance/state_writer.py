@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from indextables_spark.core.log.commit.policy import CommitPolicy, Lost, retry
 from indextables_spark.core.log.model.actions import DeleteLog, Metadata, Protocol, RemoveFile, SkipAction
 from indextables_spark.core.log.read.avro_state import read_state_manifest
 from indextables_spark.core.log.state.file_entries import add_files_to_table
@@ -38,7 +38,7 @@ from indextables_spark.core.log.state.state_manifest import (
     normalize_manifest_path,
     state_manifest_key,
 )
-from indextables_spark.errors import ConcurrentModificationError, CorruptStateError
+from indextables_spark.errors import CorruptStateError
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.base_state import BaseState
@@ -188,9 +188,11 @@ def write_state(
 
     storage = log_.storage
     cfg = StateConfig.from_options(log_.options)
-    for attempt in range(1, cfg.retry_max_attempts + 1):
-        if attempt > 1 or listing is None:
-            listing = list_log(storage)  # re-read on every retry
+    policy = CommitPolicy.from_options(log_.options, "state.retry")
+    first_listing = listing
+
+    def attempt(n: int) -> StateWriteResult | Lost:
+        listing = first_listing if n == 1 and first_listing is not None else list_log(storage)  # re-read on retry
         base_v = newest_state_at_or_below(listing, version)
         if base_v == version and not overwrite:
             sm = read_state_manifest(storage, listing.state_manifests[version])
@@ -204,7 +206,7 @@ def write_state(
                 total_bytes=sm.total_bytes,
                 num_manifests=len(sm.manifests),
                 num_tombstones=len(sm.tombstones),
-                attempts=attempt,
+                attempts=n,
                 already_existed=True,
                 base_version=version,
             )
@@ -239,30 +241,25 @@ def write_state(
             raise
         if not ok and _is_ours(storage, key, writer):
             ok = True  # the write landed although it was reported lost (unknown outcome)
-        if ok:
-            result.bytes_written += len(data)
-            result.attempts = attempt
-            result.bytes_written += update_last_checkpoint(log_, last_checkpoint_for(sm))
-            log.info(
-                "wrote %s state v%d of %s (%d files, %d manifests, %d tombstones, %d bytes)",
-                "compacted" if result.compacted else "incremental",
-                version,
-                storage.uri,
-                sm.num_files,
-                len(sm.manifests),
-                len(sm.tombstones),
-                result.bytes_written,
-            )
-            return result
-        # Another writer created this state: drop what we wrote, re-read, retry.
-        writer.discard()
-        log.info("state v%d of %s was written concurrently (attempt %d); re-reading", version, storage.uri, attempt)
-        delay = min(cfg.retry_max_delay_ms, cfg.retry_base_delay_ms * (2 ** (attempt - 1))) / 1000.0
-        time.sleep(delay * (0.5 + random.random() / 2) if attempt > 1 else 0)
-    raise ConcurrentModificationError(
-        f"could not write state v{version} of {storage.uri} after {cfg.retry_max_attempts} attempts "
-        f"(spark.indextables.state.retry.maxAttempts)"
-    )
+        if not ok:  # another writer created this state: drop what we wrote, re-read, retry
+            writer.discard()
+            return Lost(f"state v{version} was written concurrently")
+        result.bytes_written += len(data)
+        result.attempts = n
+        result.bytes_written += update_last_checkpoint(log_, last_checkpoint_for(sm))
+        log.info(
+            "wrote %s state v%d of %s (%d files, %d manifests, %d tombstones, %d bytes)",
+            "compacted" if result.compacted else "incremental",
+            version,
+            storage.uri,
+            sm.num_files,
+            len(sm.manifests),
+            len(sm.tombstones),
+            result.bytes_written,
+        )
+        return result
+
+    return retry(policy, attempt, storage.uri, f"writing state v{version}").value
 
 
 def _is_ours(storage: Storage, key: str, writer: _Writer) -> bool:

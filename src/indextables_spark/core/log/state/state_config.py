@@ -1,4 +1,5 @@
-"""State-layer options (protocol.md "Configuration Reference")."""
+"""State-layer options (protocol.md "Configuration Reference"); the retries of state writes
+are core/log/commit/policy.py's (`state.retry.*`)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,6 @@ class StateConfig:
     retention_hours: float = 168.0  # state.retention.hours
     gc_min_manifest_age_hours: float = 1.0  # state.gc.minManifestAgeHours
     renormalize_threshold: int = 5  # state.schema.renormalizeThreshold
-    retry_max_attempts: int = 10  # state.retry.maxAttempts
-    retry_base_delay_ms: int = 100  # state.retry.baseDelayMs
-    retry_max_delay_ms: int = 5000  # state.retry.maxDelayMs
     checkpoint_enabled: bool = True  # checkpoint.enabled
     checkpoint_interval: int = 10  # checkpoint.interval
 
@@ -60,9 +58,6 @@ class StateConfig:
             retention_hours=o.get_float("state.retention.hours"),
             gc_min_manifest_age_hours=o.get_float("state.gc.minManifestAgeHours"),
             renormalize_threshold=o.get_int("state.schema.renormalizeThreshold"),
-            retry_max_attempts=max(1, o.get_int("state.retry.maxAttempts")),
-            retry_base_delay_ms=o.get_int("state.retry.baseDelayMs"),
-            retry_max_delay_ms=o.get_int("state.retry.maxDelayMs"),
             checkpoint_enabled=o.get_bool("checkpoint.enabled"),
             checkpoint_interval=o.get_int("checkpoint.interval"),
         )
