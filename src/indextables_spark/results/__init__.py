@@ -35,6 +35,7 @@ from indextables_spark.results.maintenance import (
     PostWriteResult,
     PurgeResult,
     RepairResult,
+    WriteResult,
 )
 from indextables_spark.results.record import TIMESTAMP, OperationResult, Progress, Record, result
 from indextables_spark.results.state import (
@@ -77,5 +78,6 @@ __all__ = [
     "StorageStatsRow",
     "TransactionLogRow",
     "TruncateTimeTravelResult",
+    "WriteResult",
     "result",
 ]

@@ -162,13 +162,41 @@ def _rebuild(cls: type[OperationResult], values: dict[str, Any]) -> OperationRes
     return cls(**values)
 
 
+_REPR_ITEMS = 3  # a list field longer than this shows as its length in a repr
+_REPR_TEXT = 100  # a text field longer than this is cut in a repr
+
+
+def _repr_value(value: Any) -> str:
+    """A field value in a result's repr: long lists by their length, long texts cut."""
+    if isinstance(value, (list, tuple)) and len(value) > _REPR_ITEMS:
+        return f"<{len(value):,} items>"
+    if isinstance(value, str) and len(value) > _REPR_TEXT:
+        return repr(value[: _REPR_TEXT - 1] + "…")
+    return repr(value)
+
+
+def summary_repr(record: Record) -> str:
+    """`Name(field=value, …)` of the fields that are set (not None, not empty): one line, whatever
+    the result holds (a purge's thousands of paths show as their count)."""
+    shown = (
+        f"{f.name}={_repr_value(v)}"
+        for f in dataclasses.fields(record)  # type: ignore[arg-type]
+        if (v := getattr(record, f.name)) is not None and not (isinstance(v, (list, tuple, dict)) and not v)
+    )
+    return f"{type(record).__name__}({', '.join(shown)})"
+
+
 class OperationResult(Record, dict[str, Any]):
     """Base of the operation results: a frozen dataclass that is also a read-only dict of its
-    JSON form (see the package's docstring). Subclasses use `@dataclass(frozen=True, eq=False)`
-    (dict equality: a result equals the dict of its JSON form)."""
+    JSON form (see the package's docstring). Subclasses use `@result`, i.e. `@dataclass(frozen=True,
+    eq=False, repr=False)` (dict equality: a result equals the dict of its JSON form; its repr is
+    `summary_repr`: one line of the fields that are set)."""
 
     def __post_init__(self) -> None:
         dict.update(self, self.to_dict())
+
+    def __repr__(self) -> str:
+        return summary_repr(self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pickling (Spark tasks return results) rebuilds from the fields, not through __setitem__
@@ -184,5 +212,6 @@ class OperationResult(Record, dict[str, Any]):
     update = _read_only
 
 
-result = dataclasses.dataclass(frozen=True, eq=False)
-"""The decorator of OperationResult subclasses (frozen; dict equality, see OperationResult)."""
+result = dataclasses.dataclass(frozen=True, eq=False, repr=False)
+"""The decorator of OperationResult subclasses (frozen; dict equality and a one-line repr, see
+OperationResult)."""
