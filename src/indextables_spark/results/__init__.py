@@ -25,7 +25,14 @@ from indextables_spark.results.cluster import (
     PrewarmCacheResult,
     StorageStatsRow,
 )
-from indextables_spark.results.inspect import ComponentSizeRow, FileRow, HistoryEntry, TransactionLogRow
+from indextables_spark.results.inspect import (
+    ColumnRow,
+    ComponentSizeRow,
+    DescribeTableResult,
+    FileRow,
+    HistoryEntry,
+    TransactionLogRow,
+)
 from indextables_spark.results.maintenance import (
     CompanionBuildResult,
     ConvertResult,
@@ -52,11 +59,13 @@ __all__ = [
     "TIMESTAMP",
     "CacheDirectoryRow",
     "CheckpointResult",
+    "ColumnRow",
     "CompanionBuildResult",
     "ComponentSizeRow",
     "ConvertResult",
     "DeleteResult",
     "DescribeStateResult",
+    "DescribeTableResult",
     "DiskCacheInfo",
     "DropPartitionsResult",
     "EnvironmentRow",

@@ -162,14 +162,17 @@ def _rebuild(cls: type[OperationResult], values: dict[str, Any]) -> OperationRes
     return cls(**values)
 
 
-_REPR_ITEMS = 3  # a list field longer than this shows as its length in a repr
+_REPR_ITEMS = 3  # a list or dict field longer than this shows as its length in a repr
 _REPR_TEXT = 100  # a text field longer than this is cut in a repr
 
 
 def _repr_value(value: Any) -> str:
-    """A field value in a result's repr: long lists by their length, long texts cut."""
-    if isinstance(value, (list, tuple)) and len(value) > _REPR_ITEMS:
+    """A field value in a result's repr: long lists and lists of records by their length, long
+    dicts by their size, long texts cut."""
+    if isinstance(value, (list, tuple)) and (len(value) > _REPR_ITEMS or isinstance(value[0], Record)):
         return f"<{len(value):,} items>"
+    if isinstance(value, dict) and not isinstance(value, Record) and len(value) > _REPR_ITEMS:
+        return f"<{len(value):,} entries>"
     if isinstance(value, str) and len(value) > _REPR_TEXT:
         return repr(value[: _REPR_TEXT - 1] + "…")
     return repr(value)
@@ -180,7 +183,7 @@ def summary_repr(record: Record) -> str:
     the result holds (a purge's thousands of paths show as their count)."""
     shown = (
         f"{f.name}={_repr_value(v)}"
-        for f in dataclasses.fields(record)  # type: ignore[arg-type]
+        for f in dataclasses.fields(record)
         if (v := getattr(record, f.name)) is not None and not (isinstance(v, (list, tuple, dict)) and not v)
     )
     return f"{type(record).__name__}({', '.join(shown)})"

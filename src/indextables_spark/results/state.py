@@ -60,10 +60,10 @@ class DescribeStateResult(OperationResult):
 
     table_path: str
     table_version: int
-    format: str  # none | json | avro-state | …
+    format: str  # none (no checkpoint yet) | json | avro-state | …
     version: int | None = None  # the version of the state / checkpoint described
     state_dir: str | None = None
-    num_files: int | None = None
+    num_files: int | None = None  # the state's live splits (format none: the table version's)
     total_bytes: int | None = None
     num_manifests: int = 0
     num_tombstones: int = 0
@@ -73,7 +73,7 @@ class DescribeStateResult(OperationResult):
     created_at: int | None = timestamp()
     protocol_version: int | None = int32()
     reader_features: list[str] = empty_list()
-    versions_since_checkpoint: int | None = None
+    versions_since_checkpoint: int | None = None  # version files a read replays after it (none: all)
     last_checkpoint_status: str = "absent"
     partition_columns: list[str] = empty_list()
     num_skipped_files: int = 0
