@@ -221,9 +221,10 @@ def render(console: Console, res: CommandResult) -> None:
         nested: list[tuple[str, list[dict[str, Any]]]] = []
         for c in res.result.column_names():
             v = r[c]
-            if isinstance(v, list) and v and isinstance(v[0], dict):
+            if isinstance(v, list) and v and isinstance(v[0], dict):  # records: a table of their own
                 nested.append((c, v))
-            elif isinstance(v, dict) and v:  # a map (settings): a table of its own
+                continue
+            if isinstance(v, dict) and v:  # a map (settings): a table of its own
                 nested.append((c, [{"key": k, "value": x} for k, x in v.items()]))
                 continue
             if v is None or (isinstance(v, (list, dict)) and not v):
@@ -232,6 +233,7 @@ def render(console: Console, res: CommandResult) -> None:
         grid = _grid(console, res.name, show_header=False)
         _show(console, grid, _add_columns(grid, ["property", "value"], props, ["word", "text"]))
         for name, items in nested:
+            console.print()
             _records(console, name, items, list(items[0]))
 
 

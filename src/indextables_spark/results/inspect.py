@@ -5,7 +5,7 @@ the live splits, DESCRIBE INDEXTABLES TRANSACTION LOG, DESCRIBE INDEXTABLES COMP
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 from indextables_spark.results.record import (
     OperationResult,
@@ -36,6 +36,17 @@ class DescribeTableResult(OperationResult):
     """DESCRIBE INDEXTABLES TABLE: what the table holds at its latest version (rows, splits, bytes,
     partitions), its versions, its columns and how they are indexed, and its recorded settings."""
 
+    repr_fields: ClassVar[tuple[str, ...]] = (
+        "table_path",
+        "version",
+        "oldest_version",
+        "last_operation",
+        "num_rows",
+        "num_splits",
+        "total_bytes",
+        "partition_columns",
+        "columns",
+    )
     table_path: str
     version: int  # the latest
     oldest_version: int  # the oldest version a read can open (time travel back to it)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import KW_ONLY
-from typing import Any
+from typing import Any, ClassVar
 
 from indextables_spark.results.record import OperationResult, Record, empty_list, int32, json_text, result, timestamp
 
@@ -57,6 +57,19 @@ class CheckpointResult(OperationResult):
 @result
 class DescribeStateResult(OperationResult):
     """DESCRIBE INDEXTABLES STATE."""
+
+    repr_fields: ClassVar[tuple[str, ...]] = (
+        "table_path",
+        "table_version",
+        "format",
+        "version",
+        "num_files",
+        "total_bytes",
+        "num_manifests",
+        "num_tombstones",
+        "needs_compaction",
+        "num_skipped_files",
+    )
 
     table_path: str
     table_version: int
