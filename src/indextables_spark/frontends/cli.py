@@ -1,6 +1,7 @@
 """`indextables`: the maintenance commands from the command line (no Spark needed). A generic reader
 of ops/registry.py: each operation with a `Cli` is a subcommand, its arguments fill its command.
 
+    indextables describe PATH                  (rows, splits, bytes, partitions, columns, versions)
     indextables describe-state PATH            indextables checkpoint PATH / compact PATH
     indextables describe-log PATH [--all]      indextables history PATH / files PATH [--where …]
     indextables merge-splits PATH [--where P] [--target-size 100M] [--max-dest-splits N]
@@ -21,7 +22,8 @@ with a header (nested values as JSON). With --limit: the top N by relevance, wit
 Every subcommand takes `--json` (the operation's result as JSON on stdout, for machines),
 `-o KEY=VALUE` (repeatable: any `spark.indextables.*` option, with or without the prefix, e.g.
 credentials or `purge.retentionCheckEnabled=false`) and `--no-progress`. Long operations (merge,
-purge, repair, convert) show a progress bar on stderr when it is a terminal.
+purge, repair, convert) show a progress bar on stderr when it is a terminal. Without --json, results
+print as tables (frontends/cli_output.py: plain columns when piped, numbers never wrapped).
 
 Exit codes: 0 success; 1 the operation failed; 2 usage or syntax error, invalid option or
 predicate; 3 no table at the path (or the version is gone); 4 a concurrent commit conflicted
