@@ -17,7 +17,9 @@ import pytest
 import indextables_spark as it
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import parse_command
+from indextables_spark.ops.inspect.describe_table import DescribeTable
 from indextables_spark.results import DeleteResult, DescribeTableResult, PurgeResult, WriteResult
+from indextables_spark.spark.maintenance_functions import function_class
 
 from cmd_helpers import TEXT_OPTIONS, rows
 
@@ -134,6 +136,8 @@ def test_describe_tells_what_the_table_holds(table):
     res = execute(parse_command(f"DESCRIBE INDEXTABLES TABLE '{t.path}'"))
     assert res.name == "DESCRIBE TABLE" and res.raw == d and res.table.column_names == d.column_names()
     assert pc.sum(res.table.column("num_rows")).as_py() == 20_005
+    udtf = function_class(DescribeTable, {})  # indextables_describe_table(path)
+    assert [row[:3] for row in udtf().eval(path=t.path)] == [(t.path, 2, 0)]
     # a checkpoint, then time travel truncated: the oldest readable version moves up
     t.maintenance.checkpoint()
     t.maintenance.truncate_time_travel()
@@ -195,3 +199,17 @@ def test_describe_state_of_a_fresh_table(tmp_path):
     assert re.search(r"^last_operation +CREATE TABLE$", proc.stdout, re.M)
     missing = cli("describe", str(tmp_path / "missing"))
     assert missing.returncode == 3 and "no indextables table" in missing.stderr
+
+
+def test_describe_names_a_companion_index_source(tmp_path):
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "source"
+    source.mkdir()
+    pq.write_table(rows(100).drop_columns(["day"]), source / "part-0.parquet")
+    built = it.build_companion(str(source), str(tmp_path / "index"), format="parquet")
+    d = it.IndexTable(str(tmp_path / "index")).inspect.describe()
+    assert (d.companion_format, d.companion_source) == ("parquet", str(source))
+    assert d.num_rows == built.rows_indexed == 100 and d.last_operation == "BUILD COMPANION"
+    out = cli("describe", str(tmp_path / "index")).stdout
+    assert re.search(r"^companion_format +parquet$", out, re.M) and "companion_source" in out
