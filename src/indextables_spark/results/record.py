@@ -169,10 +169,10 @@ _REPR_TEXT = 100  # a text field longer than this is cut in a result's repr
 def _repr_value(value: Any) -> str:
     """A field value in a result's repr: lists of records, and long lists and dicts, by their size;
     long texts cut."""
-    if isinstance(value, (list, tuple)) and (isinstance(value[0], Record) or len(repr(value)) > _REPR_LONG):
-        return f"<{len(value):,} items>"
+    if isinstance(value, (list, tuple)) and value and (isinstance(value[0], Record) or len(repr(value)) > _REPR_LONG):
+        return f"<{len(value):,} item{'s' if len(value) != 1 else ''}>"
     if isinstance(value, dict) and not isinstance(value, Record) and len(repr(value)) > _REPR_LONG:
-        return f"<{len(value):,} entries>"
+        return f"<{len(value):,} entr{'ies' if len(value) != 1 else 'y'}>"
     if isinstance(value, str) and len(value) > _REPR_TEXT:
         return repr(value[: _REPR_TEXT - 1] + "…")
     return repr(value)
