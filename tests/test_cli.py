@@ -124,7 +124,7 @@ def test_progress_bars_and_installed_entry_point(table):
 
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=True, width=100)
-    with cli._Bars(console) as bars:
+    with cli.Bars(console) as bars:
         it.IndexTable(table).maintenance.merge_splits(progress=bars)
     assert "merging" in buf.getvalue() and "3/3" in buf.getvalue()
     exe = os.path.join(os.path.dirname(sys.executable), "indextables")

@@ -114,7 +114,7 @@ def test_other_text_is_not_ours(text):
         (
             "DESCRIBE INDEXTABLES STATUS '/t'",
             21,
-            "expected STATE, TRANSACTION LOG, DISK CACHE, STORAGE STATS, ENVIRONMENT or COMPONENT SIZES",
+            "expected TABLE, STATE, TRANSACTION LOG, DISK CACHE, STORAGE STATS, ENVIRONMENT or COMPONENT SIZES",
         ),
         ("DESCRIBE INDEXTABLES TRANSACTION LOG '/t' INCLUDE SOME", 50, "expected ALL, found 'SOME'"),
         ("MERGE SPLITS '/t' TARGET SIZE 10X", 30, "unknown size unit 'X'"),

@@ -73,6 +73,6 @@ def test_the_documented_operation_reaches_every_front_end(partitions_operation, 
 
     with pytest.raises(
         CommandSyntaxError,
-        match="expected STATE, TRANSACTION LOG, DISK CACHE, STORAGE STATS, ENVIRONMENT, COMPONENT SIZES or PARTITIONS",
+        match="expected TABLE, STATE, TRANSACTION LOG, DISK CACHE, STORAGE STATS, ENVIRONMENT, COMPONENT SIZES or PARTITIONS",
     ):
         parse_command(f"DESCRIBE INDEXTABLES PARTITION '{path}'")

@@ -136,12 +136,12 @@ def test_positional_delete_equals_filtering_the_original_rows(tmp_path, text, pr
 def test_full_text_delete_by_query_and_indexall(tmp_path):
     t = make_table(str(tmp_path / "t"))
     before = visible(t)
-    v = t.delete(query="body:alpha")
+    v = t.delete(query="body:alpha").version
     step1 = [r for r in before if "alpha" not in r[1].split()]
     assert visible(t) == step1 and step1 != before
     assert t.count(query="body:alpha") == 0
     assert t.count(query="body:bravo") == sum(1 for r in step1 if "bravo" in r[1].split())
-    v2 = t.delete("_indexall = 'body:bravo' AND views > 500")
+    v2 = t.delete("_indexall = 'body:bravo' AND views > 500").version
     assert v2 == v + 1
     step2 = [r for r in step1 if not ("bravo" in r[1].split() and r[2] is not None and r[2] > 500)]
     assert visible(t) == step2

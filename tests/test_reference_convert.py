@@ -309,7 +309,7 @@ def test_convert_keeps_rows_queries_and_time_travel(name, tmp_path):
     # appends work now, indexed by us with the recorded settings; MERGE SPLITS re-indexes the
     # converted splits (the reference's index kept: their own doc mapping) with the appended ones
     new = _new_rows(t)
-    v = it.write_table(path, new)
+    v = it.write_table(path, new).version
     assert v == res.version + 1
     everything = sorted(expected + new.to_pylist(), key=lambda r: r["id"])
     assert _rows(t.to_arrow()) == everything

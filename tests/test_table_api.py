@@ -106,8 +106,8 @@ def test_aggregate_write_and_delete(table):
     }
     eu = t.aggregate({"n": {"value_count": {"field": "id"}}}, partition_filter="day = '2024-01-01'")
     assert eu["n"]["value"] == 10
-    assert t.write(rows(5, start=100)) == t.version() and t.count() == 25
-    assert t.delete("id >= 100", kind="positional") == t.version() and t.count() == 20
+    assert t.write(rows(5, start=100)).version == t.version() and t.count() == 25
+    assert t.delete("id >= 100", kind="positional").version == t.version() and t.count() == 20
 
 
 def test_flat_names_the_contract_dropped_are_gone(table):
@@ -182,7 +182,8 @@ def test_one_transaction_writes_and_deletes_in_one_version(table):
     t = table
     v = t.version()
     with t.transaction() as tx:
-        assert tx.write(rows(5, start=100)) == 5
+        staged_write = tx.write(rows(5, start=100))
+        assert staged_write.status == "STAGED" and staged_write.rows_written == 5 and staged_write.version == v
         staged = tx.delete("id < 4")
         assert staged.status == "STAGED" and staged.deleted_rows == 4 and staged.version == v
     assert tx.committed_version == v + 1 == t.version()
@@ -225,11 +226,11 @@ def test_writes_and_deletes_go_through_an_injected_storage(table):
 
     counting = CountingStorage(open_storage(table.path, table.options))
     t = it.IndexTable(table.path, storage=counting)
-    v = t.write(rows(5, start=100))
+    v = t.write(rows(5, start=100)).version
     assert counting.requests["upload_file"] + counting.requests["put"] >= 1  # the splits
     assert counting.requests["put_if_absent"] == 1 and t.version() == v  # the version file
     counting.reset()
-    assert t.delete("id = 101") == v + 1
+    assert t.delete("id = 101").version == v + 1
     # the version file and the delete log (the whole write path used the injected storage)
     assert counting.requests["put_if_absent"] + counting.requests["put"] + counting.requests["upload_file"] >= 2
     counting.reset()

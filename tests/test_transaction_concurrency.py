@@ -95,7 +95,7 @@ def _deleter(path: str, where: str, barrier, q) -> None:
     t = it.IndexTable(path)
     barrier.wait(timeout=120)
     try:
-        q.put((where, t.delete(where), None))
+        q.put((where, t.delete(where).version, None))
     except it.ConcurrentModificationError as e:
         q.put((where, None, str(e)))
 

@@ -38,7 +38,7 @@ def test_write_table_reads_back_through_spark(spark, tmp_path):
     path = str(tmp_path / "t")
     data = rows(300)
     v = it.write_table(path, data, partition_by=["day"], options=TEXT_OPTIONS)
-    assert v == 0
+    assert v.version == 0 and v.rows_written == 300 and v.operation == "CREATE TABLE"
     assert spark_rows(spark, path) == tuples(data)
     # the body column is tokenized text: a term query matches the rows holding the word
     expected = [t for t in tuples(data) if "alpha" in t[1].split()]
@@ -54,7 +54,7 @@ def test_parallel_chunks_one_commit(spark, tmp_path):
     v = it.write_table(
         path, data, partition_by=["day"], options={**TEXT_OPTIONS, "write.parallelism": "2", "write.chunkRows": "300"}
     )
-    assert v == 0 and it.IndexTable(path).version() == 0
+    assert v.version == 0 and it.IndexTable(path).version() == 0 and v.rows_written == 900 and v.splits_added == 9
     files = it.IndexTable(path).snapshot().files
     assert len(files) == 3 * 3  # one split per partition value per chunk
     assert sum(f.num_records for f in files) == 900

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         FlushDiskCacheResult,
         PostWriteResult,
         StorageStatsRow,
+        WriteResult,
     )
 
 
@@ -250,11 +251,12 @@ def write_table(
     mode: str = "append",
     partition_by: str | Sequence[str] | None = None,
     options: Mapping[str, Any] | None = None,
-) -> int:
+) -> WriteResult:
     """Write a pyarrow.Table, pyarrow.RecordBatchReader or pandas DataFrame to the table at `path`
     without Spark (same splits, statistics, Bloom files and log as the Spark writer; splits built in
     parallel; one commit): `IndexTable(path, options).write(data, mode=…, partition_by=…)`.
-    mode: "append" | "overwrite" | "error". Returns the committed version."""
+    mode: "append" | "overwrite" | "error". Returns a WriteResult (`.version` the committed
+    version, `.rows_written`, `.splits_added`, `.bytes_written`, …)."""
     from indextables_spark.api.table import IndexTable  # lazy: keeps the package import cheap
 
     return IndexTable(path, options).write(data, mode=mode, partition_by=partition_by)

@@ -9,18 +9,25 @@ import pyarrow as pa
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.ops.inspect import describe
 from indextables_spark.ops.inspect.component_sizes import DescribeComponentSizes
+from indextables_spark.ops.inspect.describe_table import describe_table
 from indextables_spark.ops.command import Context
 from indextables_spark.ops.inspect.history import history
-from indextables_spark.results.inspect import HistoryEntry
+from indextables_spark.results.inspect import DescribeTableResult, HistoryEntry
 from indextables_spark.results.state import DescribeStateResult, SkippedFile
 
 
 class InspectTable:
-    """History, state, transaction log, skipped files and component sizes of one table (its live
-    files: IndexTable.files, or snapshot().files_table)."""
+    """Description, history, state, transaction log, skipped files and component sizes of one
+    table (its live files: IndexTable.files, or snapshot().files_table)."""
 
     def __init__(self, log: TransactionLog):
         self.log = log
+
+    def describe(self) -> DescribeTableResult:
+        """DESCRIBE INDEXTABLES TABLE: rows, splits, bytes, partitions, versions (latest, oldest
+        readable, the last commit's time and operation), columns and how each is indexed, the
+        recorded settings and a companion index's source."""
+        return describe_table(self.log)
 
     def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
         """One entry per retained version, newest first (the `limit` newest)."""

@@ -7,6 +7,8 @@ Reading (snapshot, files, search, to_arrow, count, aggregate, explain, changes_s
 from __future__ import annotations
 
 import numbers
+import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from indextables_spark.config.options import Options
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.split.read.search import SearchPlan
     from indextables_spark.core.split.read.search_explain import SearchExplanation
     from indextables_spark.expr.search_query import SearchQuery
+    from indextables_spark.results.maintenance import DeleteResult, WriteResult
 
 
 class IndexTable:
@@ -360,29 +363,40 @@ class IndexTable:
         return aggregate(self.storage, snap, snap.files, plan, aggs, spark=spark, execution=execution)
 
     # ---- writing: one data-level step of a transaction each ----------------------------------------
-    def write(self, data: Any, *, mode: str = "append", partition_by: str | Sequence[str] | None = None) -> int:
+    def write(self, data: Any, *, mode: str = "append", partition_by: str | Sequence[str] | None = None) -> WriteResult:
         """Write a pyarrow Table / RecordBatchReader or pandas DataFrame (it.write_table; with
-        this table's options and storage); returns the committed version.
+        this table's options and storage); returns a WriteResult: `.version` the committed version,
+        `.rows_written`, `.splits_added`, `.bytes_written`, ….
         mode: "append" | "overwrite" | "error"."""
+        from indextables_spark.results.record import elapsed_ms  # lazy: results import pyarrow
+
+        started = time.perf_counter()
         with self.transaction() as tx:
-            tx.write(data, mode=mode, partition_by=partition_by)
-        return _committed(tx)
+            staged = tx.write(data, mode=mode, partition_by=partition_by)
+        return replace(staged, status="SUCCESS", version=_committed(tx), duration_ms=elapsed_ms(started))
 
     def delete(
         self, where: str | None = None, query: str | None = None, kind: str = "auto", resolver: str = "merge"
-    ) -> int:
+    ) -> DeleteResult:
         """Row-level DELETE of the rows matching `where` (SQL-like predicate over any columns, e.g.
         "region = 'eu' AND views < 10"; `_indexall = '<query>'` for a full-text condition) and/or
-        the full-text `query`; returns the new version (the current one when nothing matched).
+        the full-text `query`; returns a DeleteResult: `.version` the new version (status
+        NO_ACTION, the current one, when nothing matched), `.deleted_rows` (None for key and
+        equality deletes), `.kind`, `.delete_logs`, `.removed_splits`, ….
         kind: "auto" (positional, or primary_key for `<key> = / IN` on the declared key column
         spark.indextables.indexing.primaryKey), "positional", "equality", "primary_key".
         Planned again on a conflict with a concurrent commit (ops/write/delete.py)."""
         from indextables_spark.ops.write.delete import OPERATION, replan_on_conflict  # lazy: the delete planner, on use
+        from indextables_spark.results.record import elapsed_ms  # lazy: results import pyarrow
 
-        def once() -> int:
+        started = time.perf_counter()
+
+        def once() -> DeleteResult:
             with self.transaction(resolver=resolver, operation=OPERATION) as tx:
-                tx.delete(where, query=query, kind=kind)
-            return _committed(tx)
+                staged = tx.delete(where, query=query, kind=kind)
+            if staged.status == "NO_ACTION":
+                return staged
+            return replace(staged, status="SUCCESS", version=_committed(tx), duration_ms=elapsed_ms(started))
 
         return replan_on_conflict(self.log, resolver, once)
 

@@ -14,6 +14,7 @@ each."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Sequence
@@ -41,7 +42,8 @@ from indextables_spark.ops.write.write import (
     write_options,
     written_keys,
 )
-from indextables_spark.results.maintenance import DeleteResult
+from indextables_spark.results.maintenance import DeleteResult, WriteResult
+from indextables_spark.results.record import elapsed_ms
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +78,13 @@ class TableTransaction(Transaction):
         self._called = False  # a data-level step ran (even one that staged nothing)
 
     # ---- data-level steps ------------------------------------------------------------------------
-    def write(self, data: Any, *, mode: str = "append", partition_by: str | Sequence[str] | None = None) -> int:
+    def write(self, data: Any, *, mode: str = "append", partition_by: str | Sequence[str] | None = None) -> WriteResult:
         """Build splits of `data` (pyarrow Table / RecordBatchReader / pandas DataFrame) under the
         table and stage their adds, as it.write_table does (schema checks, statistics, Bloom
         files; mode "append" creates the table when there is none, "overwrite" removes every live
-        split and must be the first step, "error" refuses an existing table). Returns the rows
-        staged."""
+        split and must be the first step, "error" refuses an existing table). Returns what it
+        staged (status STAGED, version the read version; the commit makes the new one)."""
+        started = time.perf_counter()
         uri = self.log.storage.uri
         overwrite = check_mode(mode, self.read_version >= 0, uri)
         if overwrite and self._called:
@@ -108,7 +111,22 @@ class TableTransaction(Transaction):
             stage_write(self, plan, overwrite, adds, stats)
         self._writes.append(_StagedWrite(plan, overwrite, adds, stats))
         self._steps.append(self.operation)
-        return sum(m.num_rows for m in written)
+        return WriteResult(
+            table_path=uri,
+            status="STAGED",
+            version=self.read_version,
+            read_version=self.read_version,
+            mode=mode,
+            operation=self.operation,
+            rows_written=sum(m.num_rows for m in written),
+            splits_added=len(adds),
+            bytes_written=sum(a.size for a in adds),
+            partitions_written=len(
+                {tuple(sorted((a.partition_values or {}).items())) for a in adds if a.partition_values}
+            ),
+            splits_removed=len(self._removes) if overwrite else 0,
+            duration_ms=elapsed_ms(started),
+        )
 
     def delete(self, where: str | None = None, *, query: str | None = None, kind: str = "auto") -> DeleteResult:
         """Plan a row-level delete of the rows matching `where` and/or the full-text `query` (see

@@ -1,6 +1,7 @@
 """`indextables`: the maintenance commands from the command line (no Spark needed). A generic reader
 of ops/registry.py: each operation with a `Cli` is a subcommand, its arguments fill its command.
 
+    indextables describe PATH                  (rows, splits, bytes, partitions, columns, versions)
     indextables describe-state PATH            indextables checkpoint PATH / compact PATH
     indextables describe-log PATH [--all]      indextables history PATH / files PATH [--where …]
     indextables merge-splits PATH [--where P] [--target-size 100M] [--max-dest-splits N]
@@ -21,7 +22,8 @@ with a header (nested values as JSON). With --limit: the top N by relevance, wit
 Every subcommand takes `--json` (the operation's result as JSON on stdout, for machines),
 `-o KEY=VALUE` (repeatable: any `spark.indextables.*` option, with or without the prefix, e.g.
 credentials or `purge.retentionCheckEnabled=false`) and `--no-progress`. Long operations (merge,
-purge, repair, convert) show a progress bar on stderr when it is a terminal.
+purge, repair, convert) show a progress bar on stderr when it is a terminal. Without --json, results
+print as tables (frontends/cli_output.py: plain columns when piped, numbers never wrapped).
 
 Exit codes: 0 success; 1 the operation failed; 2 usage or syntax error, invalid option or
 predicate; 3 no table at the path (or the version is gone); 4 a concurrent commit conflicted
@@ -31,13 +33,10 @@ predicate; 3 no table at the path (or the version is gone); 4 a concurrent commi
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import pyarrow as pa
-import pyarrow.csv as pcsv
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
@@ -52,17 +51,14 @@ from indextables_spark.errors import (
 )
 from indextables_spark.expr.partition_filter import PartitionFilterError
 from indextables_spark.frontends import sql_parser
+from indextables_spark.frontends.cli_output import Bars, print_json, print_rows, render
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import CommandSyntaxError
 from indextables_spark.ops import registry
 from indextables_spark.ops.registry import Arg, Operation
-from indextables_spark.results.record import python_rows
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from indextables_spark.config.options import Options
-    from indextables_spark.frontends.execute import CommandResult
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -240,178 +236,6 @@ def _search(args: argparse.Namespace, options: Options) -> pa.Table:
     )
 
 
-def _flat_for_csv(table: pa.Table) -> pa.Table:
-    """Nested columns (lists, structs, maps) as JSON text: CSV has no nesting."""
-    cols = []
-    for name, col in zip(table.column_names, table.columns):
-        t = col.type
-        if pa.types.is_nested(t):
-            col = pa.array(
-                [None if v is None else json.dumps(_plain(v), default=_json_default) for v in col.to_pylist()],
-                pa.string(),
-            )
-        elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            col = pa.array([None if v is None else v.hex() for v in col.to_pylist()], pa.string())
-        cols.append(col)
-    return pa.table(cols, names=table.column_names)
-
-
-def _plain(v: Any) -> Any:
-    """Arrow's map values (lists of pairs) as JSON objects."""
-    if isinstance(v, list) and v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
-        return {str(k): _plain(x) for k, x in v}
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v
-
-
-def _print_rows(out: Console, args: argparse.Namespace, table: pa.Table) -> None:
-    if args.csv:
-        sys.stdout.flush()
-        buf = pa.BufferOutputStream()
-        pcsv.write_csv(_flat_for_csv(table), buf)
-        sys.stdout.write(buf.getvalue().to_pybytes().decode("utf-8"))
-        return
-    if args.json:
-        for row in table.to_pylist():
-            sys.stdout.write(json.dumps({k: _plain(v) for k, v in row.items()}, default=_json_default) + "\n")
-        return
-    from rich.table import Table  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
-
-    shown = table.slice(0, args.max_rows).to_pylist()
-    more = table.num_rows - len(shown)
-    title = f"{table.num_rows:,} rows" + (
-        f" (first {len(shown)} shown; --max-rows, --json or --csv for all)" if more else ""
-    )
-    grid = Table(title=title)
-    for name in table.column_names:
-        grid.add_column(name, overflow="fold", max_width=60)
-    for row in shown:
-        grid.add_row(*(_search_cell(row[c]) for c in table.column_names))
-    out.print(grid)
-
-
-def _search_cell(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return str(v)
-    if isinstance(v, (list, dict)):
-        return json.dumps(_plain(v), default=_json_default)
-    return _cell(v)
-
-
-def _json_default(o: Any) -> Any:
-    from indextables_spark.results.record import Record  # lazy: `--help` imports no package code
-
-    if isinstance(o, Record):  # rows that are not OperationResults (dicts already): their JSON form
-        return o.to_dict()
-    if isinstance(o, (dt.datetime, dt.date)):
-        return o.isoformat()
-    if isinstance(o, bytes):
-        return o.hex()
-    return str(o)
-
-
-def _print_json(raw: Any) -> None:
-    if isinstance(raw, pa.Table):
-        raw = python_rows(raw)
-    print(json.dumps(raw, default=_json_default, indent=2, sort_keys=False))
-
-
-def _cell(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, dt.datetime):
-        return v.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:,.0f}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}" if abs(v) >= 10_000 else str(v)
-    if isinstance(v, list):
-        if v and isinstance(v[0], dict):
-            return f"{len(v)} entries"
-        shown = ", ".join(str(x) for x in v[:5])
-        return shown + (f", … ({len(v)} in all)" if len(v) > 5 else "")
-    if isinstance(v, (dict, tuple)):
-        items = v.items() if isinstance(v, dict) else v
-        return ", ".join(f"{k}={x}" for k, x in items)
-    return str(v)
-
-
-def _render(console: Console, res: CommandResult) -> None:
-    """Many-row results (their row gives the columns to show; --json has all): one table; else one
-    property/value table per result, nested lists of records as tables under it."""
-    from rich.table import Table  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
-
-    rows = python_rows(res.table)
-    wide = res.operation.cli.columns if res.operation.cli else ()
-    if wide:
-        out = Table(title=f"{res.name} ({len(rows)} rows)", show_lines=False)
-        for c in wide:
-            out.add_column(c, overflow="fold")
-        for r in rows:
-            out.add_row(*(_cell(r[c]) for c in wide))
-        console.print(out)
-        return
-    for r in rows:
-        out = Table(title=res.name, show_header=False)
-        out.add_column("property", style="bold")
-        out.add_column("value", overflow="fold")
-        nested = []
-        for c in res.result.column_names():
-            v = r[c]
-            if isinstance(v, list) and v and isinstance(v[0], dict):
-                nested.append((c, v))
-            out.add_row(c, _cell(v))
-        console.print(out)
-        for name, items in nested:
-            sub = Table(title=name)
-            keys = list(items[0])
-            for k in keys:
-                sub.add_column(k, overflow="fold")
-            for item in items:
-                sub.add_row(*(_cell(item[k]) for k in keys))
-            console.print(sub)
-
-
-class _Bars:
-    """Progress callback (stage, done, total) → rich progress bars on stderr."""
-
-    def __init__(self, console: Console) -> None:
-        from rich.progress import (  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> _Bars:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self.progress.__exit__(*exc)
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if stage not in self.tasks:
-            self.tasks[stage] = self.progress.add_task(stage, total=max(total, 1))
-        self.progress.update(self.tasks[stage], completed=done, total=max(total, 1))
-
-
 def _exit_code(e: Exception) -> int:
     if isinstance(
         e, (CommandSyntaxError, InvalidOptionError, PartitionFilterError, QueryParseError, SchemaMismatchError)
@@ -437,11 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "search":
             rows = _search(args, options)
-            _print_rows(out, args, rows)
+            print_rows(out, args, rows)
             return EXIT_OK
         cmd = _command(args)
         if not args.no_progress and err.is_terminal:
-            with _Bars(err) as bars:
+            with Bars(err) as bars:
                 res = execute(cmd, options, progress=bars)
         else:
             res = execute(cmd, options)
@@ -451,9 +275,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print(f"[bold red]indextables {args.command}:[/] {type(e).__name__}: {escape(str(e))}", highlight=False)
         return _exit_code(e)
     if args.json:
-        _print_json(res.raw)
+        print_json(res.raw)
     else:
-        _render(out, res)
+        render(out, res)
     return EXIT_OK
 
 

@@ -109,6 +109,13 @@ OPERATIONS: tuple[Operation, ...] = (
         method="compact",
     ),
     Operation(
+        "DESCRIBE TABLE",
+        "inspect.describe_table:DescribeTable",
+        Sql(DESCRIBE, "TABLE"),
+        Cli("describe", "schema, rows, splits, bytes, partitions, indexing settings and versions of a table"),
+        function="indextables_describe_table",
+    ),
+    Operation(
         "DESCRIBE STATE",
         "inspect.describe:DescribeState",
         Sql(DESCRIBE, "STATE"),

@@ -25,7 +25,14 @@ from indextables_spark.results.cluster import (
     PrewarmCacheResult,
     StorageStatsRow,
 )
-from indextables_spark.results.inspect import ComponentSizeRow, FileRow, HistoryEntry, TransactionLogRow
+from indextables_spark.results.inspect import (
+    ColumnRow,
+    ComponentSizeRow,
+    DescribeTableResult,
+    FileRow,
+    HistoryEntry,
+    TransactionLogRow,
+)
 from indextables_spark.results.maintenance import (
     CompanionBuildResult,
     ConvertResult,
@@ -35,6 +42,7 @@ from indextables_spark.results.maintenance import (
     PostWriteResult,
     PurgeResult,
     RepairResult,
+    WriteResult,
 )
 from indextables_spark.results.record import TIMESTAMP, OperationResult, Progress, Record, result
 from indextables_spark.results.state import (
@@ -51,11 +59,13 @@ __all__ = [
     "TIMESTAMP",
     "CacheDirectoryRow",
     "CheckpointResult",
+    "ColumnRow",
     "CompanionBuildResult",
     "ComponentSizeRow",
     "ConvertResult",
     "DeleteResult",
     "DescribeStateResult",
+    "DescribeTableResult",
     "DiskCacheInfo",
     "DropPartitionsResult",
     "EnvironmentRow",
@@ -77,5 +87,6 @@ __all__ = [
     "StorageStatsRow",
     "TransactionLogRow",
     "TruncateTimeTravelResult",
+    "WriteResult",
     "result",
 ]

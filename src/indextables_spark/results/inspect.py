@@ -1,12 +1,71 @@
-"""Results of the table's listings: DESCRIBE HISTORY, the live splits, DESCRIBE INDEXTABLES
-TRANSACTION LOG, DESCRIBE INDEXTABLES COMPONENT SIZES (ops/inspect/)."""
+"""Results of the table's descriptions and listings: DESCRIBE INDEXTABLES TABLE, DESCRIBE HISTORY,
+the live splits, DESCRIBE INDEXTABLES TRANSACTION LOG, DESCRIBE INDEXTABLES COMPONENT SIZES
+(ops/inspect/)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
-from indextables_spark.results.record import OperationResult, Record, int32, json_text, result, timestamp
+from indextables_spark.results.record import (
+    OperationResult,
+    Record,
+    empty_list,
+    int32,
+    json_text,
+    result,
+    timestamp,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnRow(Record):
+    """A column of DESCRIBE INDEXTABLES TABLE: its Spark type and how the splits index it."""
+
+    name: str
+    type: str  # the Spark type: `long`, `string`, `array<float>`, `struct<a:long>`, …
+    nullable: bool
+    # partition | text (tokenizer default) | string | i64 | …, then `fast` (a fast field, for
+    # sorts and aggregations), `index only`, a compact string mode; `stored only` (no index);
+    # `vector (768 dims, cosine)`
+    indexing: str
+
+
+@result
+class DescribeTableResult(OperationResult):
+    """DESCRIBE INDEXTABLES TABLE: what the table holds at its latest version (rows, splits, bytes,
+    partitions), its versions, its columns and how they are indexed, and its recorded settings."""
+
+    repr_fields: ClassVar[tuple[str, ...]] = (
+        "table_path",
+        "version",
+        "oldest_version",
+        "last_operation",
+        "num_rows",
+        "num_splits",
+        "total_bytes",
+        "partition_columns",
+        "columns",
+    )
+    table_path: str
+    version: int  # the latest
+    oldest_version: int  # the oldest version a read can open (time travel back to it)
+    last_commit_time: int | None = timestamp()
+    last_operation: str | None = None  # of the latest version (None: its version file is gone)
+    created_at: int | None = timestamp()
+    num_rows: int = 0  # live rows: row-level deletes left out
+    num_deleted_rows: int | None = 0  # rows of the live splits deleted by delete logs (None: unknown)
+    num_splits: int = 0
+    total_bytes: int = 0
+    partition_columns: list[str] = empty_list()
+    num_partitions: int = 0  # distinct partition values of the live splits (0: unpartitioned)
+    delete_logs: int = 0
+    checkpoint_version: int | None = None  # the newest checkpoint or state (None: none yet)
+    protocol_version: int | None = int32()
+    companion_format: str | None = None  # a companion index: its source's format and path
+    companion_source: str | None = None
+    columns: list[ColumnRow] = empty_list()
+    settings: dict[str, str] = dataclasses.field(default_factory=dict)  # the table's recorded settings
 
 
 @result

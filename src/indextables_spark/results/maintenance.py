@@ -1,6 +1,6 @@
-"""Results of the commands that change the table: MERGE SPLITS, PURGE, DROP PARTITIONS, DELETE,
-REPAIR, BUILD COMPANION, CONVERT, and the maintenance after a write (ops/write/, ops/companion/,
-ops/maintenance/)."""
+"""Results of the commands that change the table: a Spark-free write, MERGE SPLITS, PURGE, DROP
+PARTITIONS, DELETE, REPAIR, BUILD COMPANION, CONVERT, and the maintenance after a write (api/,
+ops/write/, ops/companion/, ops/maintenance/)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,25 @@ import dataclasses
 
 from indextables_spark.results.record import OperationResult, empty_list, json_text, result
 from indextables_spark.results.state import SkippedFile
+
+
+@result
+class WriteResult(OperationResult):
+    """A Spark-free write (`it.write_table`, `IndexTable.write`, a transaction's `tx.write`): what it
+    wrote and the version that holds it."""
+
+    table_path: str
+    status: str  # SUCCESS | STAGED (a transaction's step: committed with the transaction)
+    version: int  # the committed version (STAGED: the version the transaction read; -1: no table yet)
+    read_version: int  # the version the write was planned against (-1: it created the table)
+    mode: str  # append | overwrite | error
+    operation: str  # CREATE TABLE | WRITE | OVERWRITE
+    rows_written: int = 0
+    splits_added: int = 0
+    bytes_written: int = 0  # the splits' bytes
+    partitions_written: int = 0  # distinct partition values among the splits added (0: unpartitioned)
+    splits_removed: int = 0  # overwrite: the live splits it replaced
+    duration_ms: float = 0.0
 
 
 @result
@@ -79,8 +98,8 @@ class DeleteResult(OperationResult):
     """DELETE FROM (row-level delete)."""
 
     table_path: str
-    status: str  # SUCCESS | NO_ACTION (nothing matched: no version committed)
-    version: int  # the committed version (the read version for NO_ACTION)
+    status: str  # SUCCESS | NO_ACTION (nothing matched: no version committed) | STAGED (in a transaction)
+    version: int  # the committed version (the read version for NO_ACTION and STAGED)
     read_version: int
     kind: str | None  # POSITIONAL | EQUALITY | PRIMARY_KEY
     predicate: str | None

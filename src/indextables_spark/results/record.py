@@ -162,13 +162,55 @@ def _rebuild(cls: type[OperationResult], values: dict[str, Any]) -> OperationRes
     return cls(**values)
 
 
+_REPR_LONG = 60  # a list or dict field whose repr is longer shows as its size in a result's repr
+_REPR_TEXT = 100  # a text field longer than this is cut in a result's repr
+
+
+def _repr_value(value: Any) -> str:
+    """A field value in a result's repr: lists of records, and long lists and dicts, by their size;
+    long texts cut."""
+    if isinstance(value, (list, tuple)) and value and (isinstance(value[0], Record) or len(repr(value)) > _REPR_LONG):
+        return f"<{len(value):,} item{'s' if len(value) != 1 else ''}>"
+    if isinstance(value, dict) and not isinstance(value, Record) and len(repr(value)) > _REPR_LONG:
+        return f"<{len(value):,} entr{'ies' if len(value) != 1 else 'y'}>"
+    if isinstance(value, str) and len(value) > _REPR_TEXT:
+        return repr(value[: _REPR_TEXT - 1] + "…")
+    return repr(value)
+
+
+def _is_default(field: dataclasses.Field[Any], value: Any) -> bool:
+    if field.default is not dataclasses.MISSING:
+        return bool(value == field.default)
+    if field.default_factory is not dataclasses.MISSING:
+        return bool(value == field.default_factory())
+    return False  # a required field is always shown
+
+
+def summary_repr(record: Record, names: typing.Sequence[str] = ()) -> str:
+    """`Name(field=value, …)` of the fields (those `names`, when given) that are set — required, or
+    not at their default — on one line, whatever the result holds (a purge's thousands of paths
+    show as their count)."""
+    shown = (
+        f"{f.name}={_repr_value(v)}"
+        for f in dataclasses.fields(record)
+        if (not names or f.name in names) and not _is_default(f, v := getattr(record, f.name))
+    )
+    return f"{type(record).__name__}({', '.join(shown)})"
+
+
 class OperationResult(Record, dict[str, Any]):
     """Base of the operation results: a frozen dataclass that is also a read-only dict of its
-    JSON form (see the package's docstring). Subclasses use `@dataclass(frozen=True, eq=False)`
-    (dict equality: a result equals the dict of its JSON form)."""
+    JSON form (see the package's docstring). Subclasses use `@result`, i.e. `@dataclass(frozen=True,
+    eq=False, repr=False)` (dict equality: a result equals the dict of its JSON form; its repr is
+    `summary_repr`: one line of the fields that are set)."""
+
+    repr_fields: ClassVar[tuple[str, ...]] = ()  # the fields its repr shows (all: empty)
 
     def __post_init__(self) -> None:
         dict.update(self, self.to_dict())
+
+    def __repr__(self) -> str:
+        return summary_repr(self, self.repr_fields)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pickling (Spark tasks return results) rebuilds from the fields, not through __setitem__
@@ -184,5 +226,6 @@ class OperationResult(Record, dict[str, Any]):
     update = _read_only
 
 
-result = dataclasses.dataclass(frozen=True, eq=False)
-"""The decorator of OperationResult subclasses (frozen; dict equality, see OperationResult)."""
+result = dataclasses.dataclass(frozen=True, eq=False, repr=False)
+"""The decorator of OperationResult subclasses (frozen; dict equality and a one-line repr, see
+OperationResult)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import KW_ONLY
-from typing import Any
+from typing import Any, ClassVar
 
 from indextables_spark.results.record import OperationResult, Record, empty_list, int32, json_text, result, timestamp
 
@@ -58,12 +58,25 @@ class CheckpointResult(OperationResult):
 class DescribeStateResult(OperationResult):
     """DESCRIBE INDEXTABLES STATE."""
 
+    repr_fields: ClassVar[tuple[str, ...]] = (
+        "table_path",
+        "table_version",
+        "format",
+        "version",
+        "num_files",
+        "total_bytes",
+        "num_manifests",
+        "num_tombstones",
+        "needs_compaction",
+        "num_skipped_files",
+    )
+
     table_path: str
     table_version: int
-    format: str  # none | json | avro-state | …
+    format: str  # none (no checkpoint yet) | json | avro-state | …
     version: int | None = None  # the version of the state / checkpoint described
     state_dir: str | None = None
-    num_files: int | None = None
+    num_files: int | None = None  # the state's live splits (format none: the table version's)
     total_bytes: int | None = None
     num_manifests: int = 0
     num_tombstones: int = 0
@@ -73,7 +86,7 @@ class DescribeStateResult(OperationResult):
     created_at: int | None = timestamp()
     protocol_version: int | None = int32()
     reader_features: list[str] = empty_list()
-    versions_since_checkpoint: int | None = None
+    versions_since_checkpoint: int | None = None  # version files a read replays after it (none: all)
     last_checkpoint_status: str = "absent"
     partition_columns: list[str] = empty_list()
     num_skipped_files: int = 0

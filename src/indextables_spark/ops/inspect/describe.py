@@ -51,7 +51,8 @@ def current_skips(log_: TransactionLog) -> list[SkipAction]:
 def describe_state(log_: TransactionLog, now_ms: int | None = None) -> DescribeStateResult:
     """DESCRIBE INDEXTABLES STATE: the state or checkpoint the latest snapshot starts from (format,
     version, counts, tombstones, whether it needs compaction), and the SkipActions in force
-    (numSkippedFiles, numSkipsCoolingDown: retryAfter still ahead, skippedFiles)."""
+    (numSkippedFiles, numSkipsCoolingDown: retryAfter still ahead, skippedFiles). Without any
+    (format `none`), the counts are the latest version's, read from the version files."""
     cfg = StateConfig.from_options(log_.options)
     listing = log_.listing()
     latest = log_.resolve_version(None, listing)
@@ -97,6 +98,9 @@ def describe_state(log_: TransactionLog, now_ms: int | None = None) -> DescribeS
             created_at=lc.created_time if lc is not None and same else None,
             versions_since_checkpoint=latest - v,
         )
+    else:  # no state yet: reads replay the version files, which hold the counts
+        snap = log_.snapshot(latest)
+        described.update(num_files=snap.num_files, total_bytes=snap.total_bytes, versions_since_checkpoint=latest + 1)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     skips = current_skips(log_)
     return DescribeStateResult(

@@ -38,7 +38,7 @@ def _opt_str_map(v: Any) -> dict[str, str] | None:
     return None if v is None else {str(k): x for k, x in dict(v).items()}
 
 
-@dataclass
+@dataclass(repr=False)  # its repr names the split (the statistics and footer offsets make it long)
 class AddFile:
     path: str
     partition_values: dict[str, str | None]  # None: a null partition value
@@ -75,6 +75,15 @@ class AddFile:
     @property
     def has_footer_offsets(self) -> bool:
         return self.footer_start_offset is not None and self.footer_end_offset is not None
+
+    def __repr__(self) -> str:
+        shown = [f"path={self.path!r}", f"partition_values={self.partition_values!r}", f"size={self.size}"]
+        for name in ("num_records", "num_merge_ops", "added_at_version"):
+            if getattr(self, name) is not None:
+                shown.append(f"{name}={getattr(self, name)}")
+        if self.companion_source_files:
+            shown.append(f"companion_source_files=<{len(self.companion_source_files)} files>")
+        return f"AddFile({', '.join(shown)})"
 
     def to_json(self) -> dict[str, Any]:
         """The add as JSON, every field we hold (also used to ship adds to Spark tasks). Version

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.read.table_log import TransactionLog
 
 
-@dataclass
+@dataclass(repr=False)  # its repr is a one-line summary (the adds can be many)
 class ChangeSet:
     version: int  # the table version the changes run up to
     since_version: int  # changes strictly after this version
@@ -30,6 +30,15 @@ class ChangeSet:
     removes: list[RemoveFile] = field(default_factory=list)
     stats: "ScanStats | None" = None
     delete_logs: list[DeleteLog] = field(default_factory=list)  # row-level deletes committed after since_version
+
+    def __repr__(self) -> str:
+        records = self.adds_table.column("numRecords")
+        rows = "unknown" if records.null_count else format(int(pc.sum(records).as_py() or 0), ",")
+        return (
+            f"ChangeSet(since_version={self.since_version}, version={self.version}, "
+            f"adds={self.adds_table.num_rows:,}, records_added={rows}, removes={len(self.removes):,}, "
+            f"delete_logs={len(self.delete_logs):,})"
+        )
 
     @cached_property
     def adds(self) -> list[AddFile]:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # this module is part of `import indextables_spark.api.table`, which stays free of pyarrow.
 
 
-@dataclass
+@dataclass(repr=False)  # its repr is a one-line summary (the files table and log can be large)
 class Snapshot:
     version: int
     protocol_action: Protocol
@@ -31,6 +31,20 @@ class Snapshot:
     source: str = "log"  # how it was built: "log", "avro-state", "json-checkpoint"
     delete_logs: list[DeleteLog] = field(default_factory=list)  # live delete logs (core/log/deletes/delete_logs.py)
     stats_files: dict[str, list[str]] = field(default_factory=dict)  # e.g. {"bloomfilter": [per-split files]}
+
+    def __repr__(self) -> str:
+        rows = self.num_records
+        parts = [
+            f"version={self.version}",
+            f"files={self.num_files:,}",
+            f"records={'unknown' if rows is None else format(rows, ',')}",
+            f"bytes={self.total_bytes:,}",
+        ]
+        if self.partition_columns:
+            parts.append(f"partition_columns={self.partition_columns}")
+        if self.delete_logs:
+            parts.append(f"delete_logs={len(self.delete_logs):,}")
+        return f"Snapshot({', '.join(parts)}, source={self.source!r})"
 
     @cached_property
     def delete_index(self) -> DeleteIndex:
