@@ -134,6 +134,18 @@ def test_appends_repeating_or_leaving_out_the_settings_index_the_table_way(tmp_p
     assert len({f.doc_mapping_ref for f in t.files()}) == 1
 
 
+def test_merge_splits_keeps_the_table_settings(tmp_path):
+    """MERGE SPLITS indexes the merged rows again: with the table's settings, never the options'."""
+    t = created(tmp_path)
+    it.write_table(t.path, docs(2))
+    other = it.IndexTable(t.path, {P + "indexing.typemap.body": "string"})
+    with pytest.raises(InvalidOptionError, match="indexing options of this MERGE SPLITS differ.*gives 'string'"):
+        other.maintenance.merge_splits()
+    it.IndexTable(t.path, TEXT).maintenance.merge_splits()
+    t = it.IndexTable(t.path)
+    assert len(t.files()) == 1 and t.count("body:lake") == 4
+
+
 def test_settings_of_an_added_column_are_recorded(tmp_path):
     t = created(tmp_path)
     more = docs(2).append_column("title", pa.array(["lake view", "hill view"]))
