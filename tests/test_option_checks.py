@@ -196,6 +196,16 @@ def test_unknown_options_are_logged_once_with_the_closest(tmp_path, caplog, fres
     assert any(f"did you mean {P}indexing.typemap.body?" in m for m in got)
 
 
+def test_the_command_line_options_are_checked(tmp_path, caplog, capsys, fresh_warnings):
+    from indextables_spark.frontends import cli
+
+    t = created(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        assert cli.main(["search", t.path, "body:lake", "-o", "writ.parallelism=2", "--json"]) == 0
+    assert [m for m in unknown_warnings(caplog) if "did you mean write.parallelism?" in m]
+    capsys.readouterr()
+
+
 def test_close_matches():
     assert option_checks.close_matches("bdy", ["id", "Body", "tag"]) == ["Body"]
     assert option_checks.did_you_mean("zzz", ["id"]) == ""

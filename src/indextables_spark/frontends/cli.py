@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 
 from indextables_spark.api.table import IndexTable
+from indextables_spark.config.option_checks import warn_unknown_options
 from indextables_spark.config.options import Options
 from indextables_spark.errors import (
     ConcurrentModificationError,
@@ -430,6 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = Console()
     err = Console(stderr=True)
+    warn_unknown_options(dict(args.option))  # (Options.of checks the prefixed keys only)
     options = Options.of(dict(args.option))
     if args.command == "search" and args.json and args.csv:
         err.print("indextables search: give --json or --csv, not both")
