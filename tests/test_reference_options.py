@@ -160,10 +160,17 @@ def test_filters_narrow_with_the_fields_token_length(tmp_path):
 
 
 def test_query_parser_uses_the_limit_of_each_split(tmp_path):
-    """A query runs against every split with that split's analyzer: one split at 40, one at 255."""
+    """A query runs against every split with that split's analyzer: one split at 40, one at 255 (a
+    write giving another limit than the table's is refused: the table's recorded one is changed
+    between the writes, as a table converted from the reference's splits may mix them)."""
     path = str(tmp_path / "two")
     base = {P + "indexing.typemap.text": "body"}
     it.write_table(path, rows(), options={**base, P + "indexing.text.maxTokenLength": "legacy"})
+    with pytest.raises(InvalidOptionError, match="maxTokenLength gives '255', the table's is 'legacy'"):
+        it.write_table(path, rows(), options={**base, P + "indexing.text.maxTokenLength": "255"})
+    meta = it.IndexTable(path).snapshot().metadata_action
+    config = {**meta.configuration, P + "indexing.text.maxtokenlength": "255"}
+    it.IndexTable(path).transaction().set_metadata(dataclasses.replace(meta, configuration=config)).commit()
     it.write_table(path, rows(), options={**base, P + "indexing.text.maxTokenLength": "255"})
     t = it.IndexTable(path)
     assert len({f.doc_mapping_ref for f in t.snapshot().files}) == 2
@@ -279,7 +286,8 @@ def test_invalid_values_name_the_option(tmp_path, opts, key, message):
 
 
 def test_unknown_keys_still_warn_with_the_closest(caplog):
-    from indextables_spark.config.options import Options, _warned
+    from indextables_spark.config.option_checks import _warned
+    from indextables_spark.config.options import Options
 
     _warned.discard("indexing.nonfastfeilds")
     with caplog.at_level(logging.WARNING):

@@ -359,7 +359,9 @@ def test_companion_vector_search_leaves_out_rows_the_source_deleted(tmp_path: Pa
     # an old split whose stored "vector" has other dimensions: the search names the row
     bad = str(tmp_path / "bad")
     odd = rows(x[:5]).set_column(4, "emb", pa.array([[1.0, 2.0]] + [list(v) for v in x[1:5]], pa.list_(pa.float32())))
-    it.write_table(bad, odd)
+    it.write_table(
+        bad, odd, options={P + "indexing.typemap.body": "text"}
+    )  # (the table's typemap: options() repeats it)
     it.write_table(bad, rows(x[5:10], 5), options=options())
     with pytest.raises(SchemaMismatchError, match=f"row 0 of column 'emb' is not a vector of {DIMS}"):
         it.IndexTable(bad).search(vector=x[0])

@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from indextables_spark.config.option_checks import warn_unknown_options
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import with_session_options
 from indextables_spark.core.log.maintenance.shared_logs import log_with_maintenance, shared_log
@@ -59,6 +60,8 @@ class IndexTable:
         `read.stalenessLimit` (object stores; see docs/configuration.md): they may miss commits
         other processes made within that window, never this process's own. `refresh()` lists now.
         With `spark`, whose jobs commit in other processes, the window is 0 unless set."""
+        if not isinstance(options, Options):  # an Options was checked where it was given
+            warn_unknown_options(options)
         self.options = Options.of(options) if spark is None else with_session_options(spark, options)
         self.path = path
         if storage is not None:

@@ -6,14 +6,14 @@ Keys are case-insensitive (Spark lower-cases data source option keys).
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
 
 from indextables_spark.config import units
 from indextables_spark.config.redaction import redact_mapping, remember_secrets, secret_option
 from indextables_spark.config.registry import PREFIX as PREFIX  # the options' public name for it
-from indextables_spark.config.registry import closest, spec
+from indextables_spark.config.option_checks import warn_unknown
+from indextables_spark.config.registry import spec
 from indextables_spark.errors import IndexTablesError, InvalidOptionError
 
 SECRETS_OPTION = PREFIX + "secrets"  # secret options packed for Spark (pack_secrets)
@@ -71,7 +71,8 @@ class Options(Mapping[str, str]):
     @classmethod
     def of(cls, *sources: Mapping[str, Any] | None) -> "Options":
         """Merge sources left to right (later wins). A `spark.indextables.*` key the registry does
-        not know is logged once per process, with the closest known key."""
+        not know is logged once per process, with the closest known key (config/option_checks.py;
+        keys without the prefix are checked where a call is given them: warn_unknown_options)."""
         merged: dict[str, str] = {}
         for src in sources:
             if not src:
@@ -85,7 +86,7 @@ class Options(Mapping[str, str]):
                     continue
                 key = str(k)
                 if key[: len(PREFIX)].lower() == PREFIX:
-                    _check_known(key)
+                    warn_unknown(key)
                 given[short_key(key)] = v if isinstance(v, str) else _to_str(v)
             remember_secrets(v for k, v in given.items() if secret_option(k))  # hidden in every text shown
             merged.update(given)
@@ -140,21 +141,6 @@ class Options(Mapping[str, str]):
 
     def __repr__(self) -> str:  # never show secrets
         return f"Options({self.redacted()!r})"
-
-
-_warned: set[str] = set()
-
-
-def _check_known(key: str) -> None:
-    short = short_key(key)
-    if short in _warned or spec(short) is not None:
-        return
-    _warned.add(short)
-
-    near = closest(short)
-    logging.getLogger(__name__).warning(
-        "indextables: unknown option %s%s", key, f" (did you mean {PREFIX}{near}?)" if near else ""
-    )
 
 
 def _to_str(v: Any) -> str:

@@ -59,9 +59,14 @@ SECRET_KEYS = frozenset(o.key.lower() for o in OPTIONS if o.secret)
 
 
 def closest(key: str) -> str | None:
-    """The registered key closest to a mistyped one."""
+    """The registered key closest to a mistyped one; a family's key with the mistyped key's own
+    tail (`indexing.typmap.body` → `indexing.typemap.body`, not `indexing.typemap.<col>`)."""
 
-    names = [o.key for o in OPTIONS]
+    parts = key.split(".")
+    names = [o.key for o in OPTIONS if not o.family]
+    for o in _FAMILIES:
+        fixed = o.prefix.count(".")  # the segments before the first `<...>`
+        names.append(o.key if len(parts) <= fixed else o.key[: len(o.prefix)] + ".".join(parts[fixed:]))
     match = difflib.get_close_matches(key, names, n=1, cutoff=0.6) or difflib.get_close_matches(
         key.lower(), [n.lower() for n in names], n=1, cutoff=0.6
     )

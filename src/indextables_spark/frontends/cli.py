@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 import pyarrow as pa
 
 from indextables_spark.api.table import IndexTable
+from indextables_spark.config.option_checks import warn_unknown_options
 from indextables_spark.config.options import Options
 from indextables_spark.errors import (
     ConcurrentModificationError,
@@ -254,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = Console()
     err = Console(stderr=True)
+    warn_unknown_options(dict(args.option))  # (Options.of checks the prefixed keys only)
     options = Options.of(dict(args.option))
     if args.command == "search" and args.json and args.csv:
         err.print("indextables search: give --json or --csv, not both")

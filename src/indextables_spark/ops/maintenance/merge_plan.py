@@ -28,6 +28,7 @@ from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.split.format.column_specs import column_specs
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs
 from indextables_spark.core.split.format.indexing import recorded_settings
+from indextables_spark.core.split.format.setting_changes import recorded_changes
 from indextables_spark.errors import InvalidOptionError
 
 if TYPE_CHECKING:
@@ -196,10 +197,14 @@ class MergePlan:
     now_ms: int
 
 
-def _writer_options(snapshot: Snapshot, options: Options) -> Options:
-    """The table's recorded settings (indexing.*, stats.*) with the user's options on top, as for a write."""
-
-    return Options.of(recorded_settings(snapshot.metadata_action.configuration), options)
+def _writer_options(snapshot: Snapshot, options: Options, uri: str) -> Options:
+    """The table's recorded settings (indexing.*, stats.*) with the user's options on top, as for a
+    write: indexing options that differ from the table's are refused as a write's are (merged
+    splits are indexed again: core/split/format/setting_changes.py)."""
+    configuration = snapshot.metadata_action.configuration
+    fields = snapshot.schema_json["fields"]
+    recorded_changes(uri, configuration, options, fields, fields, "MERGE SPLITS")
+    return Options.of(recorded_settings(configuration), options)
 
 
 def plan_merge(
@@ -214,7 +219,7 @@ def plan_merge(
     # knows a reference doc mapping at all).
     partial = where is not None and may_hold_reference_splits(snapshot_registry(snap))
     refuse_reference_writes(log_.snapshot(snap.version) if partial else snap, log_.storage.uri, OPERATION)
-    opts = _writer_options(snap, log_.options)
+    opts = _writer_options(snap, log_.options, log_.storage.uri)
     parts = snap.partition_columns
     specs = column_specs(snap.schema_json, parts, opts)
     mapping_ref = doc_mapping_hash(doc_mapping_from_specs(specs))

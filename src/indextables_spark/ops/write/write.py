@@ -32,12 +32,8 @@ from indextables_spark.core.schema.arrow_types import arrow_schema
 from indextables_spark.core.split.format.companion import companion_of
 from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_json
-from indextables_spark.core.split.format.indexing import (
-    TOKEN_LENGTH_KEY,
-    IndexingConfig,
-    recorded_settings,
-    vector_settings,
-)
+from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY, recorded_settings
+from indextables_spark.core.split.format.setting_changes import check_option_columns, recorded_changes
 from indextables_spark.core.split.write.builder import SplitWriter, target_split_bytes_option
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
@@ -120,9 +116,10 @@ def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str
                 table_schema = merge_append_schema(path, table_schema, incoming)
             else:
                 check_append_schema(path, table_schema, incoming)
-        settings = Options.of(recorded_settings(snap.metadata_action.configuration), opts)
-        _check_index_only_unchanged(path, snap.metadata_action.configuration, settings)
-        added = _added_vector_settings(path, snap.metadata_action.configuration, settings)
+        check_option_columns(opts, table_schema["fields"])
+        configuration = snap.metadata_action.configuration
+        added = recorded_changes(path, configuration, opts, table_schema["fields"], snap.schema_json["fields"])
+        settings = Options.of(recorded_settings(configuration), opts)
     else:
         table_schema = incoming
         parts = requested_parts or []
@@ -130,6 +127,7 @@ def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str
         # a default that may change; core/split/format/indexing.py)
         token_length = opts.get_str(TOKEN_LENGTH_KEY) or str(registered_default(TOKEN_LENGTH_KEY))
         settings = Options.of({TOKEN_LENGTH_KEY: token_length}, opts)
+        check_option_columns(opts, table_schema["fields"])
         added = {}
     names = [f["name"] for f in table_schema["fields"]]
     for c in parts:
@@ -141,39 +139,6 @@ def _plan(path: str, snap: Snapshot | None, opts: Options, schema_json: dict[str
     mapping = doc_mapping_json(table_schema, parts, settings)
     target = target_split_bytes_option(settings) or registered_default("write.targetSplitSize")
     return WritePlan(table_schema, list(parts), settings, mapping, target, added)
-
-
-def _check_index_only_unchanged(path: str, configuration: Mapping[str, str], settings: Options) -> None:
-    """Which columns the rows leave out (indexing.indexonlyfields) is the table's, fixed at creation:
-    readers decide from the recorded setting which filters only the index may answer."""
-    recorded = set(IndexingConfig.of(Options.of(recorded_settings(configuration))).index_only)
-    asked = set(IndexingConfig.of(settings).index_only)
-    if asked != recorded:
-        raise InvalidOptionError(
-            f"table {path}: option indexing.indexonlyfields names {sorted(asked) or 'no column'}, but the table "
-            f"was created with {sorted(recorded) or 'none'} (columns its rows leave out are fixed when a table "
-            f"is created; leave the option out to write the table's setting)"
-        )
-
-
-def _added_vector_settings(path: str, configuration: Mapping[str, str], settings: Options) -> dict[str, str]:
-    """The vector columns this write declares that the table does not (recorded by its commit:
-    the splits written before are searched exactly from their rows, core/split/read/reader.py);
-    InvalidOptionError when it declares a recorded one otherwise (a column's vectors are compared
-    in one metric and dimension across the table)."""
-    recorded = vector_settings(Options.of(recorded_settings(configuration)))
-    added = {}
-    for column, (spec, key) in vector_settings(settings).items():
-        had = recorded.get(column)
-        if had is None:
-            added[PREFIX + key] = f"{spec.dims},{spec.metric}"
-        elif had[0] != spec:
-            raise InvalidOptionError(
-                f"table {path}: option {key} = '{spec.dims},{spec.metric}', but the table declares "
-                f"'{had[0].dims},{had[0].metric}' (a vector column keeps its dimensions and metric; leave the option "
-                f"out to write the table's)"
-            )
-    return added
 
 
 def refuse_companion(path: str, configuration: Mapping[str, str]) -> None:

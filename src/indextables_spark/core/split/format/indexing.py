@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from indextables_spark.config.option_checks import did_you_mean
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.core.schema import analyzers, compact_strings
 from indextables_spark.core.schema.types import VECTOR_METRICS, VectorSpec
@@ -168,6 +169,7 @@ class IndexingConfig:
     index_only: dict[str, str]
     stats_columns: dict[str, str] | None = field(default=None)
     vectors: dict[str, tuple[VectorSpec, str]] = field(default_factory=dict)  # column -> (spec, option key)
+    ngram: dict[str, str] = field(default_factory=dict)  # column -> an `indexing.ngram.min/max.<col>` key
 
     @classmethod
     def of(cls, options: Options, columns: Iterable[str] | None = None) -> "IndexingConfig":
@@ -192,6 +194,11 @@ class IndexingConfig:
             index_only=column_list(options, "indexing.indexonlyfields"),
             stats_columns=column_list(options, "dataSkippingStatsColumns") if stats_raw and stats_raw.strip() else None,
             vectors=vector_settings(options),
+            ngram={
+                c: f"indexing.ngram.{which}.{c}"
+                for which in ("max", "min")
+                for c in options.with_prefix(f"indexing.ngram.{which}")
+            },
         )
 
     def token_limit(self, column: str, tokenizer: str | None) -> int | None:
@@ -201,26 +208,25 @@ class IndexingConfig:
         s = self.token_lengths.get(column.lower())
         return token_length(s.value, s.key) if s is not None else self.default_token_length
 
-    def check_columns(self, columns: Iterable[str]) -> None:
-        """Every column a list form, `tokenLength`, `nonfastfields` or `indexonlyfields` names is a
-        column of the table (as the reference's validateFieldsExist; a per-column key for another
-        column is left alone, as before: a table's recorded settings may outlive a column)."""
+    def check_columns(self, columns: Iterable[str], every: bool = False) -> None:
+        """Every column a list form, `tokenLength`, `nonfastfields`, `indexonlyfields` or a vector
+        option names is a column of the table (as the reference's validateFieldsExist); with
+        `every` (the options a write gives, core/split/format/setting_changes.py) the per-column
+        keys and `fastfields` too. Otherwise a per-column key for another column is left alone: a
+        table's recorded settings may outlive a column. A struct column's fields pass by its name."""
+        columns = list(columns)
         names = {c.lower() for c in columns}
-        wrong: list[str] = []
-        per_col: list[tuple[str, Mapping[str, Setting]]] = [
-            ("typemap", self.typemap),
-            ("tokenizer", self.tokenizer),
-            ("indexrecordoption", self.record),
-            ("tokenLength", self.token_lengths),
-        ]
-        for _what, settings in per_col:
-            wrong += [f"{s.key} names {c!r}" for c, s in settings.items() if s.listed and c.split(".")[0] not in names]
-        for keyed in (self.non_fast, self.index_only):
-            wrong += [f"{k} names {c!r}" for c, k in keyed.items() if c.split(".")[0] not in names]
-        wrong += [f"{k} names {c!r}" for c, (_spec, k) in self.vectors.items() if c not in names]
+        per_col: list[Mapping[str, Setting]] = [self.typemap, self.tokenizer, self.record, self.token_lengths]
+        named = [(c, s.key) for settings in per_col for c, s in settings.items() if every or s.listed]
+        named += [(c, k) for keyed in (self.non_fast, self.index_only) for c, k in keyed.items()]
+        if every:
+            named += [(c, k) for keyed in (self.fast, self.ngram) for c, k in keyed.items()]
+        named = [(c, k) for c, k in named if c.split(".")[0] not in names and c not in names]
+        named += [(c, k) for c, (_spec, k) in self.vectors.items() if c not in names]  # whole columns only
+        wrong = sorted(f"{key} names {c!r}{did_you_mean(c.split('.')[0], columns)}" for c, key in named)
         if wrong:
             raise InvalidOptionError(
-                f"indexing options name columns the table does not have: {'; '.join(sorted(wrong))} "
+                f"indexing options name columns the table does not have: {'; '.join(wrong)} "
                 f"(columns: {sorted(columns)}; a key ending in a type, tokenizer, record option or "
                 f"token length lists columns in its value)"
             )

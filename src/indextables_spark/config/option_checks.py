@@ -1,0 +1,60 @@
+"""Checks of the options a user gives: a key that names no option is logged once per process with
+the closest known key ("did you mean"), and a name that matches nothing is shown with its close
+matches (the indexing options' column errors, core/split/format/indexing.py).
+
+Which keys are checked: every `spark.indextables.*` key wherever it comes from (Options.of: the
+session conf carries many other keys, only these are ours), and every key of the options a call is
+given (`.option()` of a Spark read or write, `IndexTable(path, options)`, `it.write_table(...,
+options=)`), where the short names (`query`, `limit`) are accepted too. Unknown options stay
+warnings, not errors: a job written for a newer release, or for IndexTables4Spark, keeps running.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from typing import Any, Iterable, Mapping
+
+from indextables_spark.config.registry import PREFIX, closest, spec
+
+# What Spark itself puts among a data source's options (`load(path)`, `save(path)`): no option of ours.
+SPARK_KEYS = frozenset({"path", "paths"})
+
+log = logging.getLogger(__name__)
+
+_warned: set[str] = set()  # short keys already logged by this process (lower-cased)
+
+
+def close_matches(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """The candidates closest to a mistyped name (compared in any case), best first."""
+    by_lower: dict[str, str] = {}
+    for c in candidates:
+        by_lower.setdefault(c.lower(), c)
+    return [by_lower[m] for m in difflib.get_close_matches(name.lower(), list(by_lower), n=n, cutoff=0.6)]
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """` (did you mean 'a' or 'b'?)`, or '' when nothing is close."""
+    near = close_matches(name, candidates)
+    return f" (did you mean {' or '.join(repr(c) for c in near)}?)" if near else ""
+
+
+def warn_unknown(key: str) -> None:
+    """Log a key that names no registered option, once per process and short key (`qurey` and
+    `spark.indextables.qurey` are one key), with the closest known key in the form it was given."""
+    prefixed = key[: len(PREFIX)].lower() == PREFIX
+    short = key[len(PREFIX) :].lower() if prefixed else key.lower()
+    if short in _warned or spec(short) is not None:
+        return
+    _warned.add(short)
+    near = closest(short)
+    hint = f" (did you mean {PREFIX if prefixed else ''}{near}?)" if near else ""
+    log.warning("indextables: unknown option %s%s: it is ignored", key, hint)
+
+
+def warn_unknown_options(options: Mapping[str, Any] | None) -> None:
+    """Each key of the options a call was given that names no option (with or without the prefix;
+    Spark's own `path` excepted): logged once per process."""
+    for key in options or ():
+        if str(key).lower() not in SPARK_KEYS:
+            warn_unknown(str(key))
