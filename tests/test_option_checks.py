@@ -244,6 +244,20 @@ def test_reference_names_are_accepted_without_a_warning(tmp_path, caplog):
 # ---- Spark ------------------------------------------------------------------------------------------
 
 
+def test_options_the_driver_checked_are_not_logged_again(caplog, fresh_warnings):
+    """After `register`, the driver logs a read's unknown keys and marks its options; the Python
+    workers that resolve them (spark/options.py) log nothing again: one warning per job."""
+    from indextables_spark.spark.options import resolve_options
+
+    given = {"qurey": "body:lake", P + "limt": "1", "path": "/t"}
+    with caplog.at_level(logging.WARNING):
+        resolve_options({**given, option_checks.CHECKED: "true"})
+    assert unknown_warnings(caplog) == []
+    with caplog.at_level(logging.WARNING):
+        resolve_options(given)  # without `register`: the worker is the only one to tell
+    assert len(unknown_warnings(caplog)) == 2
+
+
 def test_spark_writes_and_reads(spark, tmp_path, caplog, fresh_warnings):
     """The DataFrame writer refuses what the Spark-free write refuses (the error comes wrapped);
     a read's mistyped options are logged once on the driver, with the closest."""

@@ -11,9 +11,11 @@ warnings, not errors: a job written for a newer release, or for IndexTables4Spar
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import logging
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from indextables_spark.config.registry import PREFIX, closest, spec
 
@@ -23,6 +25,20 @@ SPARK_KEYS = frozenset({"path", "paths"})
 log = logging.getLogger(__name__)
 
 _warned: set[str] = set()  # short keys already logged by this process (lower-cased)
+# Options checked in another process already (a Spark driver after `register`: spark/register.py
+# marks the options it passes with `optionsChecked`): nothing is logged again here.
+_checked_elsewhere = contextvars.ContextVar("indextables_options_checked_elsewhere", default=False)
+CHECKED = PREFIX + "optionsChecked"
+
+
+@contextlib.contextmanager
+def checked_elsewhere(checked: bool = True) -> Iterator[None]:
+    """While inside, unknown keys are not logged (`checked`: the options carry CHECKED)."""
+    token = _checked_elsewhere.set(checked or _checked_elsewhere.get())
+    try:
+        yield
+    finally:
+        _checked_elsewhere.reset(token)
 
 
 def close_matches(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
@@ -44,7 +60,7 @@ def warn_unknown(key: str) -> None:
     `spark.indextables.qurey` are one key), with the closest known key in the form it was given."""
     prefixed = key[: len(PREFIX)].lower() == PREFIX
     short = key[len(PREFIX) :].lower() if prefixed else key.lower()
-    if short in _warned or spec(short) is not None:
+    if short in _warned or spec(short) is not None or _checked_elsewhere.get():
         return
     _warned.add(short)
     near = closest(short)

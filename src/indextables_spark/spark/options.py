@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from indextables_spark.config.option_checks import warn_unknown_options
+from indextables_spark.config.option_checks import CHECKED, checked_elsewhere, warn_unknown_options
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.config.sessions import spark_read_options
 from indextables_spark.errors import InvalidOptionError
@@ -18,10 +18,12 @@ def resolve_options(raw: Mapping[str, Any]) -> Options:
     items = [(str(k), v) for k, v in dict(raw).items()]
     prefixed = {k: v for k, v in items if k.lower().startswith(PREFIX)}
     short = {k: v for k, v in items if not k.lower().startswith(PREFIX)}
-    # the short keys are the `.option()` calls' (the prefixed ones Options.of checks): a mistyped
-    # `qurey` would otherwise read the whole table without a word
-    warn_unknown_options(short)
-    return spark_read_options(Options.of(prefixed, short))
+    marked = any(k.lower() == CHECKED.lower() and str(v).lower() == "true" for k, v in prefixed.items())
+    with checked_elsewhere(marked):  # the driver logged them (spark/register.py): once per job
+        # the short keys are the `.option()` calls' (the prefixed ones Options.of checks): a
+        # mistyped `qurey` would otherwise read the whole table without a word
+        warn_unknown_options(short)
+        return spark_read_options(Options.of(prefixed, short))
 
 
 def table_path(raw: Mapping[str, Any]) -> str:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, cast
 
 from indextables_spark.api.table import IndexTable
-from indextables_spark.config.option_checks import warn_unknown_options
+from indextables_spark.config.option_checks import CHECKED, warn_unknown_options
 from indextables_spark.config.options import pack_secrets, session_options, short_key
 from indextables_spark.config.sessions import is_connect
 from indextables_spark.errors import TableExistsError
@@ -88,8 +88,9 @@ def _given(builder: Any) -> _Given:
 
 def _inject_conf(builder: Any, spark: Any) -> dict[str, str]:
     """Copy conf entries whose key was not given explicitly; returns every option now set. Keys
-    that name no option are logged here, in the user's process (the data source logs them too, in
-    the Python workers where Spark runs it)."""
+    that name no option are logged here, in the user's process, and the options are marked so
+    (`optionsChecked`) that the Python workers where Spark runs the data source do not log them
+    again (without `register` only they do)."""
     given = _given(builder).options
     keys = {short_key(k) for k in given}
     set_option = _own(type(builder), "option")
@@ -97,7 +98,7 @@ def _inject_conf(builder: Any, spark: Any) -> dict[str, str]:
     conf = session_options(spark)
     warn_unknown_options({**conf, **given})
     copied = {k: v for k, v in conf.items() if short_key(k) not in keys}
-    for k, v in pack_secrets(copied).items():  # secrets under a name Spark's plans redact
+    for k, v in pack_secrets({**copied, CHECKED: "true"}).items():  # secrets under a name Spark's plans redact
         set_option(builder, k, v)
         out[k] = v
     return out

@@ -93,6 +93,13 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "as one JSON object under a name Spark's `spark.redaction.regex` hides in plans and the SQL tab",
         secret=True,
     ),
+    OptionSpec(
+        "optionsChecked",
+        "bool",
+        False,
+        "set by the package, not by users: the driver already logged the unknown keys among a Spark "
+        "read's or write's options, so the Python workers that run it do not log them again",
+    ),
     OptionSpec("azure.endpoint", "str", None, "Azure blob endpoint (Azurite, sovereign clouds)"),
     OptionSpec("azure.singlePutMaxSize", "size", 64 * MB, "Azure uploads in blocks past this size"),
     OptionSpec("azure.blockSize", "size", 8 * MB, "Azure block size"),
