@@ -273,3 +273,30 @@ def with_truncated_terms(specs: Iterable[ColumnSpec], columns: Iterable[str]) ->
 def with_fully_tokenized(specs: Iterable[ColumnSpec], columns: Iterable[str]) -> list[ColumnSpec]:
     cols = set(columns)
     return [replace(s, fully_tokenized=True) if s.name in cols else s for s in specs]
+
+
+_SIMPLE_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
+
+
+def spark_type_text(t: Any, simple_names: bool = True) -> str:
+    """A schema JSON type as one line: Spark's DataType.simpleString() (`bigint`, `array<int>`,
+    `struct<a:bigint>`; error messages), or with `simple_names=False` the JSON's own type names
+    (`long`, `array<integer>`: DESCRIBE INDEXTABLES TABLE). A UDT shows its SQL type."""
+
+    def text(t: Any) -> str:
+        if isinstance(t, str):
+            return _SIMPLE_NAMES.get(t, t) if simple_names else t
+        if not isinstance(t, dict):
+            return str(t)
+        kind = t.get("type")
+        if kind == "array":
+            return f"array<{text(t.get('elementType'))}>"
+        if kind == "map":
+            return f"map<{text(t.get('keyType'))},{text(t.get('valueType'))}>"
+        if kind == "struct":
+            return "struct<" + ",".join(f"{f['name']}:{text(f['type'])}" for f in t.get("fields", [])) + ">"
+        if kind == "udt":
+            return text(t.get("sqlType"))
+        return str(kind)
+
+    return text(t)

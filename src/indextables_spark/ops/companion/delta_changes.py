@@ -48,9 +48,10 @@ def new_split_rows(
 
     rows: dict[str, np.ndarray] = {}
     by_key = {f.key: f for f in snapshot.files}
+    read = _dv_reader(snapshot, opts)
     for a in (AddFile.from_json(dict(d)) for d in adds_json):
         if any(by_key[k].deletion_vector is not None for k in a.companion_source_files or () if k in by_key):
-            rows[a.path] = deleted_split_rows(split_info(storage, opts, a), by_key, _dv_reader(snapshot, opts))
+            rows[a.path] = deleted_split_rows(split_info(storage, opts, a), by_key, read)
     return rows
 
 

@@ -131,11 +131,7 @@ def deleted_split_rows(
         src = by_key.get(f.key)
         found = positions(src) if src is not None else np.arange(rows, dtype=np.int64)
         if src is not None and found is not None and found.size:
-            if src.num_records is not None and src.num_records != rows:
-                raise CompanionSourceError(
-                    f"source file {f.uri} has {src.num_records} rows in the source's metadata, {rows} in its "
-                    "indexed row groups: the rows it deletes by position cannot be placed"
-                )
+            check_row_count(src, rows, "its indexed row groups", always=True)
             if int(found.max()) >= rows:
                 raise CompanionSourceError(f"source file {f.uri} deletes row {int(found.max())} of its {rows} rows")
         deleted.append(found)

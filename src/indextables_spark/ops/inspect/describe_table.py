@@ -10,13 +10,13 @@ counted (as `IndexTable.count()` does), since the log cannot tell how many rows 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from indextables_spark.core.log.model.actions import CommitInfo
 from indextables_spark.core.log.read.listing import LogListing
 from indextables_spark.core.log.read.snapshot import Snapshot
 from indextables_spark.core.log.read.table_log import TransactionLog
-from indextables_spark.core.schema.types import ColumnSpec
+from indextables_spark.core.schema.types import ColumnSpec, spark_type_text
 from indextables_spark.core.split.format.column_specs import column_specs, table_options
 from indextables_spark.core.split.format.companion import CONFIG_FORMAT, CONFIG_SOURCE, companion_of
 from indextables_spark.core.split.read.search import count_matches
@@ -95,7 +95,9 @@ def _operation(log_: TransactionLog, listing: LogListing, version: int) -> str |
 
 
 def column_row(spec: ColumnSpec) -> ColumnRow:
-    return ColumnRow(spec.name, spark_type_text(spec.spark_type), spec.nullable, indexing_text(spec))
+    return ColumnRow(
+        spec.name, spark_type_text(spec.spark_type, simple_names=False), spec.nullable, indexing_text(spec)
+    )
 
 
 def indexing_text(spec: ColumnSpec) -> str:
@@ -117,20 +119,6 @@ def indexing_text(spec: ColumnSpec) -> str:
     if spec.index_only:
         words.append("index only")
     return ", ".join(words)
-
-
-def spark_type_text(t: Any) -> str:
-    """A Spark type JSON as Spark's simpleString writes it: `long`, `array<float>`, `struct<a:long>`."""
-    if not isinstance(t, dict):
-        return str(t)
-    kind = t.get("type")
-    if kind == "array":
-        return f"array<{spark_type_text(t.get('elementType'))}>"
-    if kind == "map":
-        return f"map<{spark_type_text(t.get('keyType'))},{spark_type_text(t.get('valueType'))}>"
-    if kind == "struct":
-        return "struct<" + ",".join(f"{f['name']}:{spark_type_text(f['type'])}" for f in t.get("fields", [])) + ">"
-    return str(kind)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from indextables_spark.core.schema.types import spark_type_text
 from indextables_spark.errors import SchemaMismatchError
 
 log = logging.getLogger(__name__)
@@ -51,8 +52,8 @@ def check_append_schema(path: str, table_schema: dict[str, Any], incoming: dict[
     for name, t in tbl.items():
         if nullable_json(t) != nullable_json(inc[name]):
             raise SchemaMismatchError(
-                f"cannot write to table {path}: column {name!r} has type {_type_str(inc[name])} in the data "
-                f"but {_type_str(t)} in the table"
+                f"cannot write to table {path}: column {name!r} has type {spark_type_text(inc[name])} in the data "
+                f"but {spark_type_text(t)} in the table"
             )
 
 
@@ -72,8 +73,8 @@ def merge_append_schema(path: str, table_schema: dict[str, Any], incoming: dict[
     for name, t in tbl.items():
         if nullable_json(t) != nullable_json(inc[name]):
             raise SchemaMismatchError(
-                f"cannot write to table {path} with mergeSchema: column {name!r} has type {_type_str(inc[name])} in "
-                f"the data but {_type_str(t)} in the table (incompatible change: types are never changed by "
+                f"cannot write to table {path} with mergeSchema: column {name!r} has type {spark_type_text(inc[name])} in "
+                f"the data but {spark_type_text(t)} in the table (incompatible change: types are never changed by "
                 f"schema evolution)"
             )
     clash = [c for c in inc if c not in tbl and c.lower() in lower]
@@ -90,23 +91,3 @@ def merge_append_schema(path: str, table_schema: dict[str, Any], incoming: dict[
         **table_schema,
         "fields": list(table_schema["fields"]) + [{**nullable_json(f), "nullable": True} for f in added],
     }
-
-
-_SIMPLE_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
-
-
-def _type_str(t: Any) -> str:
-    """Spark's DataType.simpleString() of a schema JSON type (for error messages)."""
-    if isinstance(t, str):
-        return _SIMPLE_NAMES.get(t, t)
-    if isinstance(t, dict):
-        kind = t.get("type")
-        if kind == "array":
-            return f"array<{_type_str(t['elementType'])}>"
-        if kind == "map":
-            return f"map<{_type_str(t['keyType'])},{_type_str(t['valueType'])}>"
-        if kind == "struct":
-            return "struct<" + ",".join(f"{f['name']}:{_type_str(f['type'])}" for f in t["fields"]) + ">"
-        if kind == "udt":
-            return _type_str(t.get("sqlType"))
-    return str(t)
