@@ -2,7 +2,9 @@
 vectors (protocol reader/writer feature `deletionVectors`: inline `i`, file-backed `u` with several
 vectors per file, absolute `p`) and column mapping (`name` / `id`: physical names and Parquet field
 ids). It writes the formats from the Delta protocol, independently of the decoder under test;
-deltalake's `deletion_vectors()` reads its tables as a second, independent reader."""
+deltalake's `deletion_vectors()` reads its tables as a second, independent reader. Nested struct
+fields (in structs, list elements, map keys and values) get physical names and ids of their own
+under column mapping, as Delta gives every field of a table created with it."""
 
 from __future__ import annotations
 
@@ -25,6 +27,88 @@ SPARK_TYPES: dict[pa.DataType, object] = {
     pa.float64(): "double",
     pa.list_(pa.float32()): {"type": "array", "elementType": "float", "containsNull": True},
 }
+
+
+def nested_fields(t: pa.DataType, path: tuple[str, ...]):
+    """(logical path, field) of each nested struct field of a type; a list's element is the path
+    segment "element", a map's key and value "key" and "value" (as Delta's nested ids name them)."""
+    if pa.types.is_struct(t):
+        for f in t:
+            yield (*path, f.name), f
+            yield from nested_fields(f.type, (*path, f.name))
+    elif pa.types.is_list(t):
+        yield from nested_fields(t.value_type, (*path, "element"))
+    elif pa.types.is_map(t):
+        yield from nested_fields(t.key_type, (*path, "key"))
+        yield from nested_fields(t.item_type, (*path, "value"))
+
+
+def _renamed_type(t: pa.DataType, path: tuple[str, ...], new: str) -> pa.DataType:
+    """`t` with the nested struct field at `path` (below t) named `new`."""
+    head, rest = path[0], path[1:]
+    if pa.types.is_struct(t):
+        return pa.struct(
+            [
+                (f.with_name(new) if not rest else f.with_type(_renamed_type(f.type, rest, new)))
+                if f.name == head
+                else f
+                for f in t
+            ]
+        )
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_renamed_type(t.value_type, rest, new)))
+    key, item = t.key_field, t.item_field
+    if head == "key":
+        key = key.with_type(_renamed_type(key.type, rest, new))
+    else:
+        item = item.with_type(_renamed_type(item.type, rest, new))
+    return pa.map_(key, item)
+
+
+def _added_type(t: pa.DataType, path: tuple[str, ...], new: pa.Field) -> pa.DataType:
+    """`t` with `new` appended to the struct at `path` (below t; () is t itself)."""
+    if not path:
+        return pa.struct([*t, new])
+    head, rest = path[0], path[1:]
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_added_type(f.type, rest, new)) if f.name == head else f for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_added_type(t.value_type, rest, new)))
+    key, item = t.key_field, t.item_field
+    if head == "key":
+        key = key.with_type(_added_type(key.type, rest, new))
+    else:
+        item = item.with_type(_added_type(item.type, rest, new))
+    return pa.map_(key, item)
+
+
+def _convert(v, t: pa.DataType, path: tuple[str, ...], name_of):
+    """A Python value of type `t` with its struct keys renamed by `name_of(path of the field, name)`
+    (None: left out), rebuilt from Python values so no Arrow cast is involved."""
+    if v is None:
+        return None
+    if pa.types.is_struct(t):
+        out = {}
+        for f in t:
+            name = name_of((*path, f.name), f.name)
+            if name is not None:
+                out[name] = _convert(v.get(f.name), f.type, (*path, f.name), name_of)
+        return out
+    if pa.types.is_list(t):
+        return [_convert(x, t.value_type, (*path, "element"), name_of) for x in v]
+    if pa.types.is_map(t):
+        return [
+            (
+                _convert(k, t.key_type, (*path, "key"), name_of),
+                _convert(x, t.item_type, (*path, "value"), name_of),
+            )
+            for k, x in v
+        ]
+    return v
+
+
+def _has_struct(t: pa.DataType) -> bool:
+    return any(True for _ in nested_fields(t, ()))
 
 
 def z85_encode(data: bytes) -> str:
@@ -100,6 +184,9 @@ class DeltaWriter:
     mapping: str = "none"  # column mapping mode
     physical: dict[str, str] = field(default_factory=dict)
     ids: dict[str, int] = field(default_factory=dict)
+    # logical path (column, field, ...; see nested_fields) of each nested struct field -> (physical name, id)
+    nested: dict[tuple[str, ...], tuple[str, int]] = field(default_factory=dict)
+    ids_only: bool = False  # files name nested fields neither logically nor physically: only ids match (mode id)
     version: int = -1
     files: dict[str, dict] = field(default_factory=dict)  # live add actions by path
     deleted: dict[str, set[int]] = field(default_factory=dict)
@@ -121,22 +208,73 @@ class DeltaWriter:
             os.unlink(temp)
         return self.version
 
+    def _meta(self, path: tuple[str, ...]) -> dict:
+        if self.mapping == "none":
+            return {}
+        physical, fid = (self.physical[path[0]], self.ids[path[0]]) if len(path) == 1 else self.nested[path]
+        return {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": physical}
+
+    def _spark_type(self, t: pa.DataType, path: tuple[str, ...]):
+        if pa.types.is_struct(t):
+            return {
+                "type": "struct",
+                "fields": [
+                    {
+                        "name": f.name,
+                        "type": self._spark_type(f.type, (*path, f.name)),
+                        "nullable": True,
+                        "metadata": self._meta((*path, f.name)),
+                    }
+                    for f in t
+                ],
+            }
+        if pa.types.is_list(t):
+            element = self._spark_type(t.value_type, (*path, "element"))
+            return {"type": "array", "elementType": element, "containsNull": True}
+        if pa.types.is_map(t):
+            key, value = self._spark_type(t.key_type, (*path, "key")), self._spark_type(t.item_type, (*path, "value"))
+            return {"type": "map", "keyType": key, "valueType": value, "valueContainsNull": True}
+        return SPARK_TYPES[t]
+
     def _schema_string(self) -> str:
-        fields = []
-        for f in self.schema:
-            meta = {}
-            if self.mapping != "none":
-                meta = {
-                    "delta.columnMapping.id": self.ids[f.name],
-                    "delta.columnMapping.physicalName": self.physical[f.name],
-                }
-            fields.append({"name": f.name, "type": SPARK_TYPES[f.type], "nullable": True, "metadata": meta})
-        return json.dumps({"type": "struct", "fields": fields})
+        return json.dumps(self._spark_type(pa.struct(list(self.schema)), ()))
+
+    def _name_in_file(self, path: tuple[str, ...], name: str) -> str:
+        if self.mapping == "none":
+            return name
+        physical, fid = self.nested[path]
+        return f"other-{fid}" if self.ids_only else physical
+
+    def _physical_type(self, t: pa.DataType, path: tuple[str, ...]) -> pa.DataType:
+        """The type as the files hold it: nested struct fields by physical name, with field ids."""
+
+        def field_of(f: pa.Field, p: tuple[str, ...], name: str | None = None) -> pa.Field:
+            meta = {b"PARQUET:field_id": str(self.nested[p][1]).encode()} if name is None and p in self.nested else None
+            out = pa.field(name or self._name_in_file(p, f.name), self._physical_type(f.type, p), f.nullable)
+            return out.with_metadata(meta) if meta else out
+
+        if pa.types.is_struct(t):
+            return pa.struct([field_of(f, (*path, f.name)) for f in t])
+        if pa.types.is_list(t):
+            return pa.list_(field_of(t.value_field, (*path, "element"), "element"))
+        if pa.types.is_map(t):
+            key = field_of(t.key_field, (*path, "key"), "key")
+            return pa.map_(key, field_of(t.item_field, (*path, "value"), "value"))
+        return t
+
+    def _assign(self, column: str, t: pa.DataType) -> None:
+        """Physical names and ids of the nested struct fields not named yet."""
+        for p, _ in nested_fields(t, (column,)):
+            if p not in self.nested:
+                self.nested[p] = (f"col-{uuid.uuid4()}", self._max_id() + 1)
+
+    def _max_id(self) -> int:
+        return max([*self.ids.values(), *(i for _, i in self.nested.values())], default=0)
 
     def metadata(self) -> dict:
         config = {"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": self.mapping}
         if self.mapping != "none":
-            config["delta.columnMapping.maxColumnId"] = str(max(self.ids.values()))
+            config["delta.columnMapping.maxColumnId"] = str(self._max_id())
         return {
             "metaData": {
                 "id": "test-table",
@@ -153,6 +291,9 @@ class DeltaWriter:
         for i, f in enumerate(schema):
             self.physical[f.name] = f"col-{uuid.uuid4()}" if mapping != "none" else f.name
             self.ids[f.name] = i + 1
+        if mapping != "none":
+            for f in schema:
+                self._assign(f.name, f.type)
         features = ["deletionVectors"] + (["columnMapping"] if mapping != "none" else [])
         features += ["v2Checkpoint"] if v2_checkpoint else []
         self.protocol = features
@@ -169,14 +310,24 @@ class DeltaWriter:
         parts = {c: data.column(c)[0].as_py() for c in self.partition_by}
         body = data.drop_columns(list(self.partition_by))
         fields = [
-            pa.field(self.physical[f.name], f.type, metadata={b"PARQUET:field_id": str(self.ids[f.name]).encode()})
+            pa.field(
+                self.physical[f.name],
+                self._physical_type(f.type, (f.name,)),
+                metadata={b"PARQUET:field_id": str(self.ids[f.name]).encode()},
+            )
             for f in body.schema
+        ]
+        columns = [
+            pa.array([_convert(v, f.type, (f.name,), self._name_in_file) for v in col.to_pylist()], field.type)
+            if _has_struct(f.type)
+            else col
+            for f, field, col in zip(body.schema, fields, body.columns)
         ]
         name = f"part-{uuid.uuid4()}.parquet"
         path = "/".join([*(f"{c}={v}" for c, v in parts.items()), name])
         os.makedirs(os.path.dirname(f"{self.root}/{path}"), exist_ok=True)
         pq.write_table(
-            pa.Table.from_arrays(body.columns, schema=pa.schema(fields)),
+            pa.Table.from_arrays(columns, schema=pa.schema(fields)),
             f"{self.root}/{path}",
             row_group_size=row_group_size,
         )
@@ -237,9 +388,37 @@ class DeltaWriter:
     def rename(self, old: str, new: str) -> int:
         self.schema = pa.schema([f.with_name(new) if f.name == old else f for f in self.schema])
         self.physical[new], self.ids[new] = self.physical.pop(old), self.ids.pop(old)
+        self.nested = {((new, *p[1:]) if p[0] == old else p): v for p, v in self.nested.items()}
         for p, t in self.rows.items():
             self.rows[p] = t.rename_columns([new if c == old else c for c in t.column_names])
         return self.commit([self.metadata()], "RENAME COLUMN")
+
+    def rename_nested(self, path: tuple[str, ...], new: str) -> int:
+        """RENAME COLUMN of a nested struct field (`path`: logical, as nested_fields gives it): its
+        physical name and id stay."""
+        column, old = path[0], path[-1]
+        moved = (*path[:-1], new)
+        self.nested = {(moved + p[len(path) :] if p[: len(path)] == path else p): v for p, v in self.nested.items()}
+        t = _renamed_type(self.schema.field(column).type, path[1:], new)
+        self._retype(column, t, lambda p, name: new if p == path and name == old else name)
+        return self.commit([self.metadata()], "RENAME COLUMN")
+
+    def add_nested(self, path: tuple[str, ...], new: pa.Field) -> int:
+        """ADD COLUMNS of a nested struct field appended to the struct at `path`: older rows read it as NULL."""
+        column = path[0]
+        t = _added_type(self.schema.field(column).type, path[1:], new)
+        if self.mapping != "none":
+            self._assign(column, t)
+        self._retype(column, t, lambda p, name: name)
+        return self.commit([self.metadata()], "ADD COLUMNS")
+
+    def _retype(self, column: str, t: pa.DataType, name_of) -> None:
+        old = self.schema.field(column).type
+        self.schema = pa.schema([f.with_type(t) if f.name == column else f for f in self.schema])
+        for p, table in self.rows.items():
+            values = [_convert(v, old, (column,), name_of) for v in table.column(column).to_pylist()]
+            i = table.column_names.index(column)
+            self.rows[p] = table.set_column(i, column, pa.array(values, t))
 
     def drop(self, column: str) -> int:
         self.schema = pa.schema([f for f in self.schema if f.name != column])

@@ -71,6 +71,14 @@ OPTIONS: tuple[OptionSpec, ...] = (
         readme=False,
     ),
     OptionSpec(
+        "companion.nestedFields",
+        "str",
+        None,
+        "recorded by BUILD INDEXTABLES COMPANION: the source's nested struct fields (physical names, field ids) "
+        "its splits use (renames re-index)",
+        readme=False,
+    ),
+    OptionSpec(
         "companion.stream.maxConsecutiveErrors",
         "int",
         10,

@@ -316,6 +316,7 @@ def _build_once(
         snapshot.version,
         snapshot.physical_names,
         snapshot.field_ids,
+        snapshot.nested,
     )
     workers = max(1, opts.get_int("companion.parallelism", os.cpu_count() or 1))
     written = run_spark(spark, job, groups) if spark is not None and groups else run_local(job, groups, workers)

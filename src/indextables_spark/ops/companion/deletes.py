@@ -18,8 +18,8 @@ from the Parquet footers' row counts, `task_deletes`; Delta's from the split's f
 compares the source's deleted positions of the live splits with those their logs hold: new ones
 are logged, and a split whose logs delete a row the source has again (a rollback, RESTORE) is
 indexed again, as is a split whose files' row counts do not add up to its own. An Iceberg rename
-(or a column name taken by another field id) re-indexes every split: splits name their fields as
-the source did.
+(or a column name taken by another field id), of a top-level column or a nested field
+(ops/companion/nested_fields.py), re-indexes every split: splits name their fields as the source did.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import numpy as np
 
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.ops.companion.delta_changes import delta_rows, new_split_rows
+from indextables_spark.ops.companion.nested_fields import nesting_config, nesting_moved
 from indextables_spark.ops.companion.rows import (
     DeletedRowsSource,
     deleted_split_rows,
@@ -137,10 +138,11 @@ def source_rows(snapshot: SourceSnapshot, stored: Mapping[str, str] | None) -> D
     config = {}
     if snapshot.format == "iceberg":
         config = {CONFIG_FIELD_IDS: json.dumps(snapshot.field_ids, separators=(",", ":"), sort_keys=True)}
+        config.update(nesting_config(snapshot.nested))
     return DeletedRowsSource(
         positions=lambda f: np.asarray(f.deleted, np.int64) if f.deleted else None,
         counted=True,
-        renamed=bool(columns_moved(snapshot, stored)),
+        renamed=bool(columns_moved(snapshot, stored) or nesting_moved(stored, snapshot.nested)),
         configuration=config,
     )
 

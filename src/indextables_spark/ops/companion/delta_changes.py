@@ -11,8 +11,9 @@ companion holds without indexing the file again: only the positions not deleted 
 A file the source removed (a copy-on-write delete, OPTIMIZE) has all its rows logged the same way:
 the split's other files are not indexed again.
 
-Column mapping: the companion records the mapping its splits were built with; a column renamed or
-dropped since indexes every split again, under the source's current names.
+Column mapping: the companion records the mapping its splits were built with, nested struct fields
+included (ops/companion/nested_fields.py); a column or nested field renamed or dropped since
+indexes every split again, under the source's current names.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 from indextables_spark.config.options import Options
 from indextables_spark.core.split.format.companion import CONFIG_VERSION
 from indextables_spark.errors import CompanionSourceError, FileNotFoundInStorageError
+from indextables_spark.ops.companion.nested_fields import nesting_config, nesting_moved
 from indextables_spark.ops.companion.rows import DeletedRowsSource, deleted_split_rows, split_info
 from indextables_spark.ops.companion.sources.column_mapping import (
     CONFIG_COLUMN_MAPPING,
@@ -59,13 +61,16 @@ def delta_rows(opts: Options, snapshot: SourceSnapshot, stored: Mapping[str, str
     """A Delta source's deleted rows: its deletion vectors, read only for splits holding a file
     whose add action is newer than the version the companion holds; a renamed or dropped column
     (column mapping) indexes every split again, under the source's current names."""
-    config = {CONFIG_COLUMN_MAPPING: mapping_config(snapshot.physical_names)} if snapshot.physical_names else {}
+    config = {}
+    if snapshot.physical_names:
+        config = {CONFIG_COLUMN_MAPPING: mapping_config(snapshot.physical_names), **nesting_config(snapshot.nested)}
     recorded = (stored or {}).get(CONFIG_VERSION)
     since = int(recorded) if recorded else None
     return DeletedRowsSource(
         positions=_dv_reader(snapshot, opts),
         may_have_changed=lambda files, has_logs: _may_have_changed(files, has_logs, since, snapshot.version),
-        renamed=mapping_changed((stored or {}).get(CONFIG_COLUMN_MAPPING), snapshot.physical_names),
+        renamed=mapping_changed((stored or {}).get(CONFIG_COLUMN_MAPPING), snapshot.physical_names)
+        or bool(nesting_moved(stored, snapshot.nested)),
         configuration=config,
     )
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from indextables_spark.core.split.format.nested_names import PARQUET_FIELD_ID
 from indextables_spark.errors import CompanionSourceError
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from indextables_spark.core.storage import Storage
     from indextables_spark.ops.companion.sources.snapshot import SourceFile
 
-PARQUET_FIELD_ID = b"PARQUET:field_id"
 ABSENT = ""  # CompanionFile.columns: the file has no column for it (read as nulls)
 
 

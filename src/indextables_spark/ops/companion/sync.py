@@ -16,6 +16,7 @@ from indextables_spark.errors import InvalidOptionError
 if TYPE_CHECKING:
     from indextables_spark.core.log.model.actions import AddFile, DeleteLog
     from indextables_spark.core.log.read.table_log import TransactionLog
+    from indextables_spark.ops.companion.nested_fields import SourceNesting
     from indextables_spark.ops.companion.sources import SourceFile, SourceSnapshot
 
 
@@ -46,6 +47,7 @@ class IndexJob:
     # column mapping), {column: Parquet field id} (Iceberg; Delta column mapping mode `id`)
     physical_names: dict[str, str] = field(default_factory=dict)
     field_ids: dict[str, int] = field(default_factory=dict)
+    nested: dict[str, SourceNesting] = field(default_factory=dict)  # nested fields (ops/companion/nested_fields.py)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from indextables_spark.core.split.cache.companion_rows import open_source_parque
 from indextables_spark.core.split.format.companion import CompanionSource
 from indextables_spark.core.storage import open_storage
 from indextables_spark.errors import CompanionSourceError
+from indextables_spark.ops.companion.nested_fields import file_nested
 from indextables_spark.ops.companion.rows import check_row_count, file_columns, row_groups
 from indextables_spark.ops.companion.sync import IndexGroup, IndexJob
 
@@ -49,9 +50,9 @@ def index_group(job: IndexJob, group: IndexGroup) -> TaskResult:
             pf = open_source_parquet(f.uri, f.size, opts, where)
             check_row_count(f, rows.setdefault(f.key, pf.metadata.num_rows), where, job.format == "iceberg")
             in_file = file_columns(pf.schema_arrow, job.physical_names, job.field_ids)  # ops/companion/rows.py
-            writer.write_source_file(
-                f.key, f.uri, f.size, f.partition_values, row_groups(pf, columns, in_file), in_file
-            )
+            nested = file_nested(pf.schema_arrow, in_file, job.nested, f"{where}: source file {f.uri}")
+            rows_in_file = row_groups(pf, columns, in_file)
+            writer.write_source_file(f.key, f.uri, f.size, f.partition_values, rows_in_file, in_file, nested)
         adds = writer.finish()
     except BaseException:
         writer.abort()

@@ -139,7 +139,8 @@ def _index_companion_files(
                 pf = open_source_parquet(f.uri, f.size, job.options, f"companion split {src.path}")
                 names = dict(f.columns)  # renamed columns, as the source split recorded them
                 rows = row_groups(pf, columns, names)
-                writer.write_source_file(f.key, f.uri, f.size, group.partition_values, rows, names)
+                nested = dict(f.nested)  # and nested fields, renamed as the source split read them
+                writer.write_source_file(f.key, f.uri, f.size, group.partition_values, rows, names, nested)
             except _SOURCE_ERRORS as e:
                 raise SourceSplitError(src.path, str(e) or type(e).__name__) from e
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from indextables_spark.core.split.cache.lazy_rows import RangedFile, RowSource, source_for
 from indextables_spark.core.split.format.companion import CompanionFile, CompanionInfo, conform_source_column
+from indextables_spark.core.split.format.nested_names import NestedNames
 from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import CompanionSourceError
 from indextables_spark.util.lru import LruCache
@@ -34,7 +35,9 @@ def _split_uri(uri: str) -> tuple[str, str]:
     return parent or ".", name
 
 
-_ColumnKey = tuple[str, int, int, str]  # (file uri, file size, row group, column)
+# (file uri, file size, row group, column, its type, the file's names of its nested fields): a
+# split indexed again after a nested rename reads the same file's column under other names
+_ColumnKey = tuple[str, int, int, str, pa.DataType, NestedNames | None]
 
 # Per process: open source Parquet files (metadata read once; a file replaced under the same name
 # is another file: keyed by size too) and decoded columns (least recently used dropped past
@@ -110,8 +113,9 @@ class CompanionRows:
         fields = [self.schema.field(c) for c in names]
         got: dict[str, pa.Array] = {}
         missing = []
-        for name in dict.fromkeys(names):
-            col = _columns.get((f.uri, f.size, group, name))
+        keys = {n: (f.uri, f.size, group, n, self.schema.field(n).type, f.nested_in_file(n)) for n in names}
+        for name in keys:
+            col = _columns.get(keys[name])
             if col is None:
                 missing.append(name)
             else:
@@ -131,10 +135,13 @@ class CompanionRows:
                 ) from e
             for name in missing:
                 col = conform_source_column(
-                    table.column(in_file[name]) if in_file[name] in present else None, self.schema.field(name), rows
+                    table.column(in_file[name]) if in_file[name] in present else None,
+                    self.schema.field(name),
+                    rows,
+                    f.nested_in_file(name),
                 )
                 got[name] = col
-                _keep_column((f.uri, f.size, group, name), col)
+                _keep_column(keys[name], col)
         expected = dict(f.row_groups)[group]
         if not names:  # no columns, still the row group's rows (filters and deletes count them)
             return pa.RecordBatch.from_arrays([pa.nulls(expected)], names=["_"]).select([])

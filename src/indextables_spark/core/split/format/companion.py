@@ -14,8 +14,11 @@ indexed, in `__row` order, and for each the row groups it holds:
               "schema": "<base64 Arrow IPC schema of the indexed columns>",
               "files": [{"key": "part-0.parquet", "uri": "s3://…/part-0.parquet", "size": 123,
                          "rowGroups": [[0, 65536], [1, 1200]],
-                         "columns": [["Name", "col-5f3e…"]]}, ...]}   # only when names differ
+                         "columns": [["Name", "col-5f3e…"]],            # only when names differ
+                         "nested": {"Geo": {"fields": [["lat", "col-1c…", null]]}}}, ...]}
 ```
+
+(`nested`: the file's names of nested struct fields where they differ, format/nested_names.py.)
 
 `__row` r of the split is row `r - start(b)` of batch b, i.e. of that row group of that file; a
 reader fetches only the row groups and columns it needs (ranged reads through our storage layer)
@@ -31,6 +34,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from indextables_spark.config.options import PREFIX
+from indextables_spark.core.split.format.nested_names import NestedNames, rename_nested
 from indextables_spark.errors import CompanionSourceError, SplitFormatError
 
 COMPANION_KEY = "companion"
@@ -67,9 +71,14 @@ class CompanionFile:
     # mapping, Iceberg columns matched by field id (renamed after the file was written), see
     # ops/companion/rows.py; empty when the file uses the table's names
     columns: tuple[tuple[str, str], ...] = ()
+    # (column, the file's names of its nested struct fields) where any differs (format/nested_names.py)
+    nested: tuple[tuple[str, NestedNames], ...] = ()
 
     def name_in_file(self, column: str) -> str:
         return dict(self.columns).get(column, column)
+
+    def nested_in_file(self, column: str) -> NestedNames | None:
+        return dict(self.nested).get(column)
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,7 @@ class CompanionInfo:
                     "size": f.size,
                     "rowGroups": [list(g) for g in f.row_groups],
                     **({"columns": [list(c) for c in f.columns]} if f.columns else {}),
+                    **({"nested": {c: n.to_json() for c, n in f.nested}} if f.nested else {}),
                 }
                 for f in self.files
             ],
@@ -109,6 +119,7 @@ class CompanionInfo:
                     int(f["size"]),
                     tuple((int(g), int(n)) for g, n in f["rowGroups"]),
                     tuple((str(c), str(n)) for c, n in f.get("columns", ())),
+                    tuple((str(c), NestedNames.from_json(n)) for c, n in (f.get("nested") or {}).items()),
                 )
                 for f in d["files"]
             )
@@ -123,12 +134,17 @@ def companion_info(footer_raw: dict[str, Any], where: str) -> CompanionInfo | No
     return None if d is None else CompanionInfo.from_json(d, where)
 
 
-def conform_source_column(col: pa.ChunkedArray | pa.Array | None, field: pa.Field, rows: int) -> pa.Array:
-    """A source column as the table's Arrow type (a column missing from an older file is null)."""
+def conform_source_column(
+    col: pa.ChunkedArray | pa.Array | None, field: pa.Field, rows: int, nested: NestedNames | None = None
+) -> pa.Array:
+    """A source column as the table's Arrow type (a column missing from an older file is null);
+    `nested`: the file's names of its nested fields where they differ (renamed before the cast,
+    which matches struct children by name)."""
     if col is None:
         return pa.nulls(rows, field.type)
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
+    col = rename_nested(col, field.type, nested)
     if col.type.equals(field.type):
         return col
     # Timestamps may be stored in ns (INT96, pandas): cut to µs as Spark reads them.

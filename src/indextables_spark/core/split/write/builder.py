@@ -41,6 +41,7 @@ from indextables_spark.core.split.format.bloom import BloomConfig, SplitBloomBui
 from indextables_spark.core.split.format.bundle import ROWS_NAME, bundle
 from indextables_spark.core.split.format.column_specs import validate_schema
 from indextables_spark.core.split.format.doc_mapping import doc_mapping_from_specs, tantivy_schema
+from indextables_spark.core.split.format.nested_names import NestedNames
 from indextables_spark.core.split.format.row_layout import batch_rows_for, write_layout
 from indextables_spark.core.split.format.stats import StatsCollector
 from indextables_spark.core.split.write.documents import json_documents
@@ -239,10 +240,12 @@ class SplitWriter:
         partition_values: Mapping[str, str | None],
         row_groups: Iterable[tuple[int, pa.RecordBatch]],
         columns: Mapping[str, str] | None = None,
+        nested: Mapping[str, NestedNames] | None = None,
     ) -> None:
         """Companion writers: index every row of one source Parquet file (its row groups in order,
         as (row group index, rows of the stored columns)) into the open split of its partition.
-        `columns`: {column: its name in the file} where they differ (ops/companion/rows.py)."""
+        `columns`: {column: its name in the file} where they differ (ops/companion/rows.py);
+        `nested`: {column: the file's names of its nested fields} where any differs."""
         if self.companion is None:
             raise IndexTablesError("SplitWriter.write_source_file needs a companion writer")
         if self._closed:
@@ -252,26 +255,23 @@ class SplitWriter:
         split = self._open.get(pkey)
         if split is None:
             split = self._open[pkey] = self._new_split(values)
-        groups = []
+        groups, columns, nested = [], dict(columns or {}), dict(nested or {})
         for group, rows in row_groups:
-            rows = pa.RecordBatch.from_arrays(
-                [
-                    conform_source_column(
-                        rows.column(f.name) if f.name in rows.schema.names else None, f, rows.num_rows
-                    )
-                    for f in self.stored_schema
-                ],
-                schema=self.stored_schema,
-            )
+            got = {n: rows.column(n) for n in rows.schema.names}
+            conformed = [
+                conform_source_column(got.get(f.name), f, rows.num_rows, nested.get(f.name)) for f in self.stored_schema
+            ]
+            rows = pa.RecordBatch.from_arrays(conformed, schema=self.stored_schema)
             if rows.num_rows:
                 for start in range(0, rows.num_rows, BATCH_ROWS):  # as the row-store path: Tantivy
                     self._index_rows(split, rows.slice(start, BATCH_ROWS))  # indexes while we build JSON
                 split.uncompressed += rows.nbytes
                 split.batch_rows.append(rows.num_rows)
                 groups.append((group, rows.num_rows))
-        split.companion_files.append(
-            CompanionFile(key, uri, size, tuple(groups), tuple(sorted((columns or {}).items())))
+        file = CompanionFile(
+            key, uri, size, tuple(groups), tuple(sorted(columns.items())), tuple(sorted(nested.items()))
         )
+        split.companion_files.append(file)
 
     # -- input ---------------------------------------------------------------------------------
 

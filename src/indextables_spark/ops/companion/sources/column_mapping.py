@@ -1,9 +1,11 @@
 """Delta column mapping (`delta.columnMapping.mode` `name` or `id`): the data files name columns by
 their physical names (`delta.columnMapping.physicalName`), or in `id` mode are matched by Parquet
-field id (`delta.columnMapping.id`); the companion's schema uses the logical names. Each companion
-split records per file which Parquet column holds each logical column (CompanionFile.columns,
-resolved by ops/companion/rows.py), so reads and merges fetch the right one; a rename or drop
-changes the mapping and the next sync indexes the files again under the new names."""
+field id (`delta.columnMapping.id`); the companion's schema uses the logical names. Nested struct
+fields have physical names and ids of their own (every one, in a table created with column
+mapping). Each companion split records per file which Parquet column holds each logical column
+(CompanionFile.columns, resolved by ops/companion/rows.py) and the file's names of nested fields
+(CompanionFile.nested, ops/companion/nested_fields.py), so reads and merges fetch the right ones;
+a rename or drop changes the mapping and the next sync indexes the files again under the new names."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any, Mapping
 
 from indextables_spark.config.options import PREFIX
 from indextables_spark.errors import ProtocolVersionError
+from indextables_spark.ops.companion.nested_fields import SourceField, SourceNesting, check_nesting
 
 PHYSICAL = "delta.columnMapping.physicalName"
 FIELD_ID = "delta.columnMapping.id"
@@ -19,45 +22,52 @@ FIELD_ID = "delta.columnMapping.id"
 CONFIG_COLUMN_MAPPING = PREFIX + "companion.columnMapping"
 
 
-def delta_column_mapping(schema: Mapping[str, Any], mode: str, where: str) -> tuple[dict[str, str], dict[str, int]]:
-    """({logical: physical}, {logical: field id} in `id` mode) of a Delta schema's top-level fields.
-    Nested fields renamed physically are refused (their structs would not read back by name)."""
+def delta_column_mapping(
+    schema: Mapping[str, Any], mode: str, where: str
+) -> tuple[dict[str, str], dict[str, int], dict[str, SourceNesting]]:
+    """({logical: physical}, {logical: field id} in `id` mode) of a Delta schema's top-level
+    fields, and {column: its nested struct fields' physical names and ids} of the columns whose
+    type holds a struct (ops/companion/nested_fields.py)."""
     mode = mode.strip().lower()
     if mode == "none":
-        return {}, {}
+        return {}, {}, {}
     if mode not in ("name", "id"):
         raise ProtocolVersionError(f"Delta table {where}: unknown column mapping mode {mode!r}")
     names: dict[str, str] = {}
     ids: dict[str, int] = {}
+    nested: dict[str, SourceNesting] = {}
     for f in schema.get("fields", []):
         meta = f.get("metadata") or {}
         names[f["name"]] = str(meta.get(PHYSICAL, f["name"]))
         if mode == "id" and FIELD_ID in meta:
             ids[f["name"]] = int(meta[FIELD_ID])
-        nested = _renamed_nested(f.get("type"))
-        if nested:
-            raise ProtocolVersionError(
-                f"Delta table {where} maps the nested field {f['name']}.{nested} to another physical name "
-                "(column mapping): a companion index maps top-level columns only"
-            )
-    return names, ids
+        shape = delta_nesting(f.get("type"), mode)
+        if shape is not None:
+            check_nesting(shape, f"Delta table {where}", f["name"])
+            nested[f["name"]] = shape
+    return names, ids, nested
 
 
-def _renamed_nested(t: Any) -> str | None:
+def delta_nesting(t: Any, mode: str) -> SourceNesting | None:
+    """The nested struct fields of a Delta schema type (its JSON), None when it holds no struct."""
     if not isinstance(t, dict):
         return None
-    fields = t.get("fields") if t.get("type") == "struct" else None
-    for f in fields or []:
-        meta = f.get("metadata") or {}
-        if meta.get(PHYSICAL, f["name"]) != f["name"]:
-            return str(f["name"])
-        inner = _renamed_nested(f.get("type"))
-        if inner:
-            return f"{f['name']}.{inner}"
-    for key in ("elementType", "keyType", "valueType"):
-        inner = _renamed_nested(t.get(key))
-        if inner:
-            return inner
+    kind = t.get("type")
+    if kind == "struct":
+        fields = []
+        for f in t.get("fields", []):
+            meta = f.get("metadata") or {}
+            fid = int(meta[FIELD_ID]) if mode == "id" and FIELD_ID in meta else None
+            fields.append(
+                SourceField(f["name"], str(meta.get(PHYSICAL, f["name"])), fid, delta_nesting(f["type"], mode))
+            )
+        return SourceNesting(tuple(fields))
+    if kind == "array":
+        element = delta_nesting(t.get("elementType"), mode)
+        return SourceNesting(element=element) if element is not None else None
+    if kind == "map":
+        key, value = delta_nesting(t.get("keyType"), mode), delta_nesting(t.get("valueType"), mode)
+        return SourceNesting(key=key, value=value) if key is not None or value is not None else None
     return None
 
 

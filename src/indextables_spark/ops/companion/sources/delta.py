@@ -48,7 +48,7 @@ def open_delta(source: str, opts: Options, version: int | None) -> SourceSnapsho
 
     metadata = dt.metadata()
     mode = (metadata.configuration or {}).get("delta.columnMapping.mode", "none") or "none"
-    physical_names, field_ids = delta_column_mapping(json.loads(dt.schema().to_json()), mode, where)
+    physical_names, field_ids, nested = delta_column_mapping(json.loads(dt.schema().to_json()), mode, where)
     in_log = _deletion_vectors(dt, source, opts, where)
 
     root = local_path(source) if is_local(source) else source.rstrip("/")
@@ -89,7 +89,7 @@ def open_delta(source: str, opts: Options, version: int | None) -> SourceSnapsho
     files.sort(key=lambda f: f.key)
     schema = normalize_schema(pa.schema(dt.schema().to_arrow()))
     return SourceSnapshot(
-        "delta", source, root, dt.version(), schema, partition_columns, files, physical_names, field_ids
+        "delta", source, root, dt.version(), schema, partition_columns, files, physical_names, field_ids, nested
     )
 
 

@@ -23,6 +23,7 @@ from indextables_spark.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
+from indextables_spark.ops.companion.nested_fields import SourceField, SourceNesting
 from indextables_spark.ops.companion.sources.credentials import abfss_uri, fileio_properties_for_iceberg
 from indextables_spark.ops.companion.sources.iceberg_files import partition_cluster, plan_data_files
 from indextables_spark.ops.companion.sources.libraries import describe_error, library_redactor, require_library
@@ -95,6 +96,7 @@ def open_iceberg(
         [c for c, _, _ in columns],
         files,
         field_ids={f.name: f.field_id for f in schema.fields},
+        nested={f.name: n for f in schema.fields if (n := iceberg_nesting(f.field_type)) is not None},
         bloom_columns=_bucket_columns(table, schema),
     )
 
@@ -247,6 +249,24 @@ def _iceberg_partition_text(value: Any, field_type: IcebergType) -> str | None:
         if any(n is not None and isinstance(field_type, n) for n in nanos):
             return partition_text(EPOCH + _dt.timedelta(microseconds=value // 1000))
     return partition_text(value)
+
+
+def iceberg_nesting(t: IcebergType) -> SourceNesting | None:
+    """The nested struct fields of an Iceberg type by field id (None when it holds no struct): a
+    nested field renamed after a file was written is read from it by id."""
+    from pyiceberg import types as it  # lazy: an optional dependency
+
+    if isinstance(t, it.StructType):
+        return SourceNesting(
+            tuple(SourceField(f.name, f.name, f.field_id, iceberg_nesting(f.field_type)) for f in t.fields)
+        )
+    if isinstance(t, it.ListType):
+        element = iceberg_nesting(t.element_type)
+        return SourceNesting(element=element) if element is not None else None
+    if isinstance(t, it.MapType):
+        key, value = iceberg_nesting(t.key_type), iceberg_nesting(t.value_type)
+        return SourceNesting(key=key, value=value) if key is not None or value is not None else None
+    return None
 
 
 def _iceberg_arrow_schema(schema: IcebergSchema) -> pa.Schema:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 if TYPE_CHECKING:
+    from indextables_spark.ops.companion.nested_fields import SourceNesting
     from indextables_spark.ops.companion.sources.deletion_vectors import DeletionVector
 
 
@@ -48,6 +49,9 @@ class SourceSnapshot:
     # (Iceberg; Delta column mapping mode `id`): a file that carries field ids is read by id
     physical_names: dict[str, str] = field(default_factory=dict)
     field_ids: dict[str, int] = field(default_factory=dict)
+    # column -> its nested struct fields as the source names them, for the columns whose type
+    # holds a struct (Delta column mapping, Iceberg; ops/companion/nested_fields.py)
+    nested: dict[str, SourceNesting] = field(default_factory=dict)
     bloom_columns: tuple[str, ...] = ()  # Iceberg: source columns of bucket partitions (Bloom-filtered)
 
 
