@@ -80,6 +80,11 @@ def test_rename_nested_keeps_validity_offsets_and_slices():
     names = NestedNames((("x", "c-1", NestedNames((("y", "c-3", None),))), ("z", "c-2", None), ("added", "", None)))
     got = conform_source_column(rename_nested(col, target, names), pa.field("s", target), 3)
     assert got.to_pylist() == [None, {"x": None, "z": 3, "added": None}, {"x": None, "z": 4, "added": None}]
+    # a required field renamed (Iceberg `required`) stays required: the cast to the table's type works
+    required = pa.array([{"c": 1}, None], pa.struct([pa.field("c", pa.int64(), nullable=False)]))
+    req_target = pa.struct([pa.field("a", pa.int64(), nullable=False)])
+    req_names = NestedNames((("a", "c", None),))
+    assert conform_source_column(required, pa.field("s", req_target), 2, req_names).to_pylist() == [{"a": 1}, None]
     # without the renaming Arrow's cast matches children by name: every value would be NULL
     assert pa.array([{"p": 1}]).cast(pa.struct([("a", pa.int64())])).to_pylist() == [{"a": None}]
     # through list elements and map values (sliced: offsets index the whole child)

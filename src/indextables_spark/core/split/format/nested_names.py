@@ -124,7 +124,8 @@ def _struct(col: pa.StructArray, target: pa.StructType, names: NestedNames) -> p
         name, inner = in_file.get(want.name, (want.name, None))
         if name != ABSENT and name in present:
             child = rename_nested(col.field(present[name]), want.type, inner)  # field(): sliced as col
-            fields.append(pa.field(want.name, child.type, nullable=True))
+            # (the file's nullability: a required field renamed casts as it did unrenamed)
+            fields.append(pa.field(want.name, child.type, nullable=col.type.field(present[name]).nullable))
         else:
             child = pa.nulls(len(col), want.type)
             fields.append(pa.field(want.name, want.type, nullable=True))
