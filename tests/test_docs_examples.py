@@ -256,9 +256,8 @@ def setup_quickstart(p: Page) -> None:
 
 
 def setup_spark_free(p: Page) -> None:
-    p.local("s3://bucket/", "/data/")
-    table = make_table(p.path("s3://bucket/tables/docs"), versions=13)
-    p.names["adds"] = staged_adds(table, p.tmp)
+    # the quickstart and the surface at a glance write and read their own table (`articles`)
+    p.local("/data/")
     make_table(p.path("/data/docs"), versions=4, partition_by=("day",))  # the write examples' partitioning
     data = sample_docs(20, start=5000)
     p.names.update(
