@@ -3,8 +3,10 @@
 Each page's examples run in order in one namespace (as a reader would type them into one session),
 in a fresh temporary working directory, with `it` (indextables_spark) and `spark` (the suite's
 local session, tests/conftest.py) defined. A ```sql block's statements (`;`-separated) run through
-`it.sql(spark, …)`, which hands anything but a command text to `spark.sql`. The Quickstart also
-prints what its comments say it prints.
+`it.sql(spark, …)`, which hands anything but a command text to `spark.sql`. A block prints what
+the comments of its `print(…)  # …` lines say it prints. The Spark-free page's
+`$ indextables describe` (a ```console block) is run through the CLI after its quickstart and
+compared with the output the page shows.
 
 What a page's examples take for granted is made before they run, by the page's entry in SETUP
 below: the tables they read (`path`, `/data/docs`, …: sample documents written with
@@ -399,6 +401,46 @@ def test_the_docs_quickstart_is_the_readmes():
     readme = first.search((ROOT / "README.md").read_text(encoding="utf-8"))
     assert readme is not None
     assert [b.code for b in runnable("quickstart.md")] == [readme.group(1)]
+
+
+# `$ indextables describe …` in a ```console block, the lines after it its output; the lines whose
+# values are the reader's own run (times, the byte count) are compared by their key only
+SHELL_DESCRIBE = re.compile(r"^\$ (indextables describe .+)$")
+RUN_OWN = re.compile(r"^(last_commit_time|created_at|total_bytes)\s")
+
+
+def shown_commands(page: str) -> list[tuple[str, list[str]]]:
+    """The page's `indextables describe` commands in ```console blocks, each with the output shown."""
+    out = []
+    for b in blocks_of(page, pages()[page]):
+        lines = b.code.rstrip("\n").splitlines()
+        if b.lang == "console" and lines and SHELL_DESCRIBE.match(lines[0]):
+            out.append((SHELL_DESCRIBE.match(lines[0]).group(1), lines[1:]))
+    return out
+
+
+def test_spark_free_quickstart_describe_prints_what_the_page_shows(tmp_path, monkeypatch):
+    """The Spark-free page's quickstart, then its `indextables describe` as the CLI runs it: the
+    output the page shows (without Spark: the page's Spark run is test_page_examples_run)."""
+    from indextables_spark.frontends import cli
+
+    page = "guide/spark-free-api.md"
+    commands = shown_commands(page)
+    assert commands, f"docs/{page} shows no `$ indextables describe` output"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "100")
+    quickstart = runnable(page)[0]
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(quickstart.code, f"docs/{page}:{quickstart.line}", "exec"), {"__name__": "docs_quickstart"})
+    for command, shown in commands:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert cli.main(command.split()[1:]) == 0, command
+
+        def masked(lines: list[str]) -> list[str]:
+            return [ln.split()[0] if RUN_OWN.match(ln) else ln.rstrip() for ln in lines]
+
+        assert masked(out.getvalue().rstrip("\n").splitlines()) == masked(shown), command
 
 
 def test_blocks_and_markers_are_read():
