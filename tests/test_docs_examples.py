@@ -35,6 +35,7 @@ import os
 import pathlib
 import re
 import shutil
+import subprocess
 import sys
 import types
 from dataclasses import dataclass, field
@@ -419,28 +420,29 @@ def shown_commands(page: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def test_spark_free_quickstart_describe_prints_what_the_page_shows(tmp_path, monkeypatch):
-    """The Spark-free page's quickstart, then its `indextables describe` as the CLI runs it: the
-    output the page shows (without Spark: the page's Spark run is test_page_examples_run)."""
-    from indextables_spark.frontends import cli
-
+def test_spark_free_quickstart_describe_prints_what_the_page_shows(tmp_path):
+    """The Spark-free page's quickstart, then its `indextables describe`, as a reader runs them: in
+    processes of their own in an empty directory (this process keeps one log per table path, and
+    the page's path `articles` is relative), the output the page shows."""
     page = "guide/spark-free-api.md"
     commands = shown_commands(page)
     assert commands, f"docs/{page} shows no `$ indextables describe` output"
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("COLUMNS", "100")
+    env = {**os.environ, "COLUMNS": "100"}
     quickstart = runnable(page)[0]
-    with contextlib.redirect_stdout(io.StringIO()):
-        exec(compile(quickstart.code, f"docs/{page}:{quickstart.line}", "exec"), {"__name__": "docs_quickstart"})
+    done = subprocess.run(
+        [sys.executable, "-c", quickstart.code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
     for command, shown in commands:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            assert cli.main(command.split()[1:]) == 0, command
+        cli = [sys.executable, "-m", "indextables_spark.frontends.cli", *command.split()[1:]]
+        done = subprocess.run(cli, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command}: {done.stderr}"
+        assert masked(done.stdout.rstrip("\n").splitlines()) == masked(shown), command
 
-        def masked(lines: list[str]) -> list[str]:
-            return [ln.split()[0] if RUN_OWN.match(ln) else ln.rstrip() for ln in lines]
 
-        assert masked(out.getvalue().rstrip("\n").splitlines()) == masked(shown), command
+def masked(lines: list[str]) -> list[str]:
+    """Output lines, those of values the reader's own run has (RUN_OWN) by their key only."""
+    return [ln.split()[0] if RUN_OWN.match(ln) else ln.rstrip() for ln in lines]
 
 
 def test_blocks_and_markers_are_read():
