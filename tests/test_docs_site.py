@@ -15,6 +15,7 @@ Playwright, once from `file://` (what the README tells a reader to open) and onc
   the content column, counts as cut, whether or not it could be scrolled: mkdocs-material shows
   a code block's scrollbar only under the pointer, so a reader sees the line end mid-word
   (docs/stylesheets/extra.css wraps long lines instead);
+- the build's code (docs_hooks/) is not published: no `.py` file in the site;
 - the configuration table: it fits its column (nothing cut, no sideways scrolling), its key cells
   read as the registry's keys, and no cell of it breaks a line between two letters or digits (keys break after `.` or `_`: docs_hooks/options_table.py
   inserts `<wbr>` there).
@@ -248,6 +249,12 @@ def test_search_finds_a_word(page, base):
     results.first.locator("a").first.click()  # a result opens its page
     page.wait_for_load_state()
     assert not is_listing(page) and page.locator("article h1").count(), page.url
+
+
+def test_the_site_publishes_no_build_code(site):
+    """mkdocs copies every file under docs/: the build's own code (the options-table hook) lives
+    outside it, in docs_hooks/."""
+    assert not sorted(str(p.relative_to(site)) for p in site.rglob("*.py"))
 
 
 # Each cell's lines: where the text moves to a new line, the characters either side of the break.
