@@ -21,17 +21,20 @@
 #                          runs tests/smoke
 #   make smoke-sdist       the sdist from dist/ pip-installed (built from source) in a fresh venv of the
 #                          main Python, which runs the README's Quickstart (tests/smoke/test_sdist_install.py)
-#   make lint              ruff check + ruff format --check over src, tests, bench, examples, and mypy strict
+#   make lint              ruff check + ruff format --check over src, tests, bench, examples, docs_hooks, and mypy strict
 #                          on the package (pyproject.toml [tool.mypy]); CI runs it first
 #   make docs              the documentation site (mkdocs.yml, docs/) built into site/ by `mkdocs build
 #                          --strict`: a broken link, anchor or API reference fails it; CI runs it after lint
-#   make install           create .venv and install the package with its test and docs extras
+#   make install           create .venv and install the package with its test and docs extras (the test
+#                          extra has Playwright, for tests/test_docs_site.py: it drives the system's
+#                          Chromium, /usr/bin/chromium; .ci/run installs the Debian package)
 #   make emulators-start   start moto S3 + Azurite in the background (then: source .emulators/state/env.sh)
 #   make emulators-stop    stop them
 #   make clean             remove build outputs (site/ too), the emulators' install and state (keeps .venv)
 #   make distclean         clean + remove .venv and the smoke venvs
 #
-# Needs: python3 (3.11), Java 17 on PATH (for PySpark), Node 20 + npm (for Azurite), and for the smoke
+# Needs: python3 (3.11), Java 17 on PATH (for PySpark), Node 20 + npm (for Azurite), for the integration
+# tier Chromium (/usr/bin/chromium: tests/test_docs_site.py; .ci/run installs it), and for the smoke
 # steps Python 3.12 and 3.13: scripts/find-python.sh looks for python3.12 / python3.13 on PATH, then
 # in pyenv's versions directories (pyenv need not be on PATH), then asks uv; PYTHON_312=/path/to/python3.12
 # and PYTHON_313=/path/to/python3.13 point at one instead. A missing one fails its step, saying so.
@@ -203,13 +206,15 @@ smoke:
 
 # ruff (pyproject.toml [tool.ruff]) over the package, tests, benches and examples.
 lint: install
-	$(VENV_PY) -m ruff check src tests bench examples
-	$(VENV_PY) -m ruff format --check src tests bench examples
+	$(VENV_PY) -m ruff check src tests bench examples docs_hooks
+	$(VENV_PY) -m ruff format --check src tests bench examples docs_hooks
 	$(VENV_PY) -m mypy
 
 # The documentation site (mkdocs.yml, pages under docs/) into site/. --strict: any warning fails it,
 # so a broken link or anchor, a page missing from the nav or an API reference mkdocstrings cannot
-# resolve fails the build; docs/hooks/options_table.py fills the options table from config/registry.py.
+# resolve fails the build; docs_hooks/options_table.py fills the options table from config/registry.py.
+# The site works opened from disk (site/index.html) and served; tests/test_docs_site.py (integration
+# tier) checks both in headless Chromium.
 .PHONY: docs
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV_PY) -m mkdocs build --strict --site-dir site

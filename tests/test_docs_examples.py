@@ -3,8 +3,10 @@
 Each page's examples run in order in one namespace (as a reader would type them into one session),
 in a fresh temporary working directory, with `it` (indextables_spark) and `spark` (the suite's
 local session, tests/conftest.py) defined. A ```sql block's statements (`;`-separated) run through
-`it.sql(spark, …)`, which hands anything but a command text to `spark.sql`. The Quickstart also
-prints what its comments say it prints.
+`it.sql(spark, …)`, which hands anything but a command text to `spark.sql`. A block prints what
+the comments of its `print(…)  # …` lines say it prints. The Spark-free page's
+`$ indextables describe` (a ```console block) is run through the CLI after its quickstart and
+compared with the output the page shows.
 
 What a page's examples take for granted is made before they run, by the page's entry in SETUP
 below: the tables they read (`path`, `/data/docs`, …: sample documents written with
@@ -33,6 +35,7 @@ import os
 import pathlib
 import re
 import shutil
+import subprocess
 import sys
 import types
 from dataclasses import dataclass, field
@@ -256,9 +259,8 @@ def setup_quickstart(p: Page) -> None:
 
 
 def setup_spark_free(p: Page) -> None:
-    p.local("s3://bucket/", "/data/")
-    table = make_table(p.path("s3://bucket/tables/docs"), versions=13)
-    p.names["adds"] = staged_adds(table, p.tmp)
+    # the quickstart and the surface at a glance write and read their own table (`articles`)
+    p.local("/data/")
     make_table(p.path("/data/docs"), versions=4, partition_by=("day",))  # the write examples' partitioning
     data = sample_docs(20, start=5000)
     p.names.update(
@@ -400,6 +402,47 @@ def test_the_docs_quickstart_is_the_readmes():
     readme = first.search((ROOT / "README.md").read_text(encoding="utf-8"))
     assert readme is not None
     assert [b.code for b in runnable("quickstart.md")] == [readme.group(1)]
+
+
+# `$ indextables describe …` in a ```console block, the lines after it its output; the lines whose
+# values are the reader's own run (times, the byte count) are compared by their key only
+SHELL_DESCRIBE = re.compile(r"^\$ (indextables describe .+)$")
+RUN_OWN = re.compile(r"^(last_commit_time|created_at|total_bytes)\s")
+
+
+def shown_commands(page: str) -> list[tuple[str, list[str]]]:
+    """The page's `indextables describe` commands in ```console blocks, each with the output shown."""
+    out = []
+    for b in blocks_of(page, pages()[page]):
+        lines = b.code.rstrip("\n").splitlines()
+        if b.lang == "console" and lines and SHELL_DESCRIBE.match(lines[0]):
+            out.append((SHELL_DESCRIBE.match(lines[0]).group(1), lines[1:]))
+    return out
+
+
+def test_spark_free_quickstart_describe_prints_what_the_page_shows(tmp_path):
+    """The Spark-free page's quickstart, then its `indextables describe`, as a reader runs them: in
+    processes of their own in an empty directory (this process keeps one log per table path, and
+    the page's path `articles` is relative), the output the page shows."""
+    page = "guide/spark-free-api.md"
+    commands = shown_commands(page)
+    assert commands, f"docs/{page} shows no `$ indextables describe` output"
+    env = {**os.environ, "COLUMNS": "100"}
+    quickstart = runnable(page)[0]
+    done = subprocess.run(
+        [sys.executable, "-c", quickstart.code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    for command, shown in commands:
+        cli = [sys.executable, "-m", "indextables_spark.frontends.cli", *command.split()[1:]]
+        done = subprocess.run(cli, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command}: {done.stderr}"
+        assert masked(done.stdout.rstrip("\n").splitlines()) == masked(shown), command
+
+
+def masked(lines: list[str]) -> list[str]:
+    """Output lines, those of values the reader's own run has (RUN_OWN) by their key only."""
+    return [ln.split()[0] if RUN_OWN.match(ln) else ln.rstrip() for ln in lines]
 
 
 def test_blocks_and_markers_are_read():

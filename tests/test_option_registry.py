@@ -50,7 +50,7 @@ def test_every_read_option_is_registered_with_one_default():
 
 
 def _options_hook():
-    spec = importlib.util.spec_from_file_location("options_table", ROOT / "docs" / "hooks" / "options_table.py")
+    spec = importlib.util.spec_from_file_location("options_table", ROOT / "docs_hooks" / "options_table.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -64,7 +64,7 @@ def test_docs_table_is_the_registry():
     hook = _options_hook()
     start = page.index(hook.BEGIN)
     committed = page[page.index("\n", start) + 1 : page.index(hook.END)].strip()
-    assert committed == reg.markdown_table(), "regenerate it: .venv/bin/python docs/hooks/options_table.py"
+    assert committed == reg.markdown_table(), "regenerate it: .venv/bin/python docs_hooks/options_table.py"
     built = hook.fill(page.replace(committed, "(stale)"), hook.registry_table())
     assert built == page and hook.registry_table() == reg.markdown_table()
 

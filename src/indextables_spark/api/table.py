@@ -357,7 +357,22 @@ class IndexTable:
         """Exact Tantivy aggregations (terms, stats, histogram, date_histogram, range, percentiles,
         cardinality, …; Elasticsearch's request and response shapes) over the rows matching
         `query` in the partitions matching `partition_filter`. execution: "driver" (threads of
-        this process), "spark" (a job on `spark`), "auto" (see api/aggregate.py)."""
+        this process), "spark" (a job on `spark`), "auto" (see api/aggregate.py).
+
+        The request names each aggregation, `{name: {kind: {parameters}, "aggs": {…}}}`, with
+        the table's column names as fields; the answer has the same names and the matching rows'
+        `doc_count`. On the table of docs/guide/aggregations.md's first example (which has every
+        kind further down):
+
+            t.aggregate({
+                "by_tag": {"terms": {"field": "tag", "size": 2},
+                           "aggs": {"views": {"avg": {"field": "views"}}}},
+            })
+            # {'doc_count': 6,
+            #  'by_tag': {'buckets': [{'key': 'news', 'doc_count': 3, 'views': {'value': 170.0}},
+            #                         {'key': 'blog', 'doc_count': 2, 'views': {'value': 30.0}}],
+            #             'sum_other_doc_count': 1}}
+        """
         from indextables_spark.api.aggregate import aggregate, aggregation_plan  # lazy: tantivy, pyarrow
         from indextables_spark.expr.search_query import SearchQuery  # lazy: the read path's modules
 

@@ -1,7 +1,7 @@
 """Every `spark.indextables.*` option the package reads: key, type, default, secret or not, one line
 of documentation. `Options.get_*` take their defaults from here (a key read without being listed
 is a programming error), the configuration table of docs/configuration.md is generated
-from it (docs/hooks/options_table.py at `make docs`; a test compares the committed copy), `Options.redacted` hides the
+from it (docs_hooks/options_table.py at `make docs`; a test compares the committed copy), `Options.redacted` hides the
 secret ones, and `unknown_keys` names the closest known key for a mistyped one.
 
 Keys ending in `.<col>` (or `.<name>.<key>`) are families: any suffix is accepted.
