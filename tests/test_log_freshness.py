@@ -258,3 +258,21 @@ def test_bad_durations_are_refused(text):
         parse_millis(text)
     with pytest.raises(InvalidOptionError, match="stalenessLimit"):
         Options.of({"read.stalenessLimit": text}).get_duration_ms("read.stalenessLimit")
+
+
+def test_a_relative_path_names_the_table_of_the_current_directory(tmp_path, monkeypatch):
+    """The shared log of a relative path follows the process's directory: after a chdir the same
+    relative path is another table (it was the first directory's, by the path string)."""
+    import pyarrow as pa
+
+    import indextables_spark as it
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    it.write_table("t", pa.table({"id": [1, 2, 3]}))
+    assert it.IndexTable("t").count() == 3
+    monkeypatch.chdir(tmp_path / "b")
+    it.write_table("t", pa.table({"id": [7]}))
+    assert it.IndexTable("t").count() == 1
+    assert it.IndexTable(str(tmp_path / "a" / "t")).count() == 3

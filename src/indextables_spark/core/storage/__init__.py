@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping
 from urllib.parse import unquote, urlparse
 
@@ -11,7 +12,7 @@ from indextables_spark.core.storage.local import LocalStorage
 from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import InvalidOptionError
 
-__all__ = ["FileInfo", "Storage", "LocalStorage", "open_storage", "check_key", "normalize_uri"]
+__all__ = ["FileInfo", "Storage", "LocalStorage", "open_storage", "check_key", "normalize_uri", "location_key"]
 
 
 def normalize_uri(uri: str) -> str:
@@ -19,6 +20,15 @@ def normalize_uri(uri: str) -> str:
     if not uri or not isinstance(uri, str):
         raise InvalidOptionError(f"table path must be a non-empty string, got {uri!r}")
     return uri.rstrip("/") if len(uri) > 1 else uri
+
+
+def location_key(uri: str) -> str:
+    """The table location a path names now: a relative local path made absolute (a process that
+    changes its directory names another table by the same relative path), others as normalized."""
+    uri = normalize_uri(uri)
+    if "://" in uri or uri.startswith("file:") or os.path.isabs(uri) or uri[1:3] in (":\\", ":/"):
+        return uri
+    return os.path.abspath(uri)
 
 
 def open_storage(uri: str, options: Mapping[str, Any] | None = None) -> Storage:

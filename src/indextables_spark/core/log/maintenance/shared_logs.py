@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.read.table_log import TransactionLog
-from indextables_spark.core.storage import Storage, open_storage
+from indextables_spark.core.storage import Storage, location_key, open_storage
 from indextables_spark.util.lru import LruCache
 
 _LOGS: LruCache[TransactionLog] = LruCache(16)
@@ -32,7 +32,7 @@ def log_with_maintenance(storage: Storage, options: Options | None = None) -> Tr
 
 def shared_log(path: str, options: Options) -> TransactionLog:
     """The process's one log of the table at `path` opened with `options`."""
-    key = (path, tuple(sorted(options.items())))
+    key = (location_key(path), tuple(sorted(options.items())))
     return _LOGS.get_or_build(key, lambda: log_with_maintenance(open_storage(path, options), options))
 
 
