@@ -309,7 +309,9 @@ def _same_rows(got: list, want: list, ordered: bool) -> bool:
     return g == w
 
 
-def _run_all(session, tables, expected: dict | None, memory) -> dict:
+def _run_all(session, tables, expected: dict | None, memory, every: int = 1) -> dict:
+    """Each `every`-th statement (Connect runs half: the same planning as classic, behind a server
+    whose round trips doubled the suite's longest test) against Spark's answers."""
     docs_path, labels_path, _, _ = tables
     session.sql(f"CREATE OR REPLACE TEMPORARY VIEW docs USING indextables OPTIONS (path '{docs_path}')")
     session.sql(f"CREATE OR REPLACE TEMPORARY VIEW labels USING indextables OPTIONS (path '{labels_path}')")
@@ -317,6 +319,8 @@ def _run_all(session, tables, expected: dict | None, memory) -> dict:
     failures = []
     out = {}
     for i, (ours, mem, ordered) in enumerate(statements()):
+        if i % every:
+            continue
         df = session.sql(ours)
         found = route_of(df)
         route = found.name if found is not None else "spark"
@@ -334,9 +338,9 @@ def _run_all(session, tables, expected: dict | None, memory) -> dict:
         out[i] = want
         if got_schema != want[1] or not _same_rows(got, want[0], ordered):
             failures.append(f"#{i} {ours}\n   ours {got_schema} {got[:6]}\n   spark {want[1]} {want[0][:6]}")
-    assert not failures, f"{len(failures)} of {STATEMENTS} statements differ:\n" + "\n".join(failures[:10])
+    assert not failures, f"{len(failures)} of {len(out)} statements differ:\n" + "\n".join(failures[:10])
     # the generated statements exercise both routes
-    assert routes.get("index aggregate", 0) >= 60 and routes.get("scan", 0) >= 100, routes
+    assert routes.get("index aggregate", 0) >= 60 // every and routes.get("scan", 0) >= 100 // every, routes
     return out
 
 
@@ -394,4 +398,4 @@ def test_generated_statements_classic(spark, tables, expected):
 
 def test_generated_statements_connect(connect_spark, tables, expected):
     it.register(connect_spark)
-    _run_all(connect_spark, tables, expected, None)
+    _run_all(connect_spark, tables, expected, None, every=2)
