@@ -25,7 +25,7 @@ SPARK_TYPES: dict[pa.DataType, object] = {
     pa.int32(): "integer",
     pa.string(): "string",
     pa.float64(): "double",
-    pa.list_(pa.float32()): {"type": "array", "elementType": "float", "containsNull": True},
+    pa.float32(): "float",
 }
 
 
