@@ -20,7 +20,13 @@ from delta_dv_writer import DeltaWriter
 from indextables_spark.core.split.format.companion import CompanionFile, CompanionInfo, conform_source_column
 from indextables_spark.core.split.format.nested_names import NestedNames, rename_nested
 from indextables_spark.errors import CompanionSourceError, ProtocolVersionError
-from indextables_spark.ops.companion.nested_fields import CONFIG_NESTED_FIELDS, nesting_moved
+from indextables_spark.ops.companion.nested_fields import (
+    CONFIG_NESTED_FIELDS,
+    SourceField,
+    SourceNesting,
+    nesting_config,
+    nesting_moved,
+)
 from indextables_spark.ops.companion.sources.column_mapping import delta_column_mapping
 
 GEO = pa.struct([("lat", pa.float64()), ("lon", pa.float64())])
@@ -114,8 +120,14 @@ def test_footer_records_nested_names_and_reads_old_footers():
     assert CompanionInfo.from_json(d, "x") == info
     del d["files"][0]["nested"]  # a footer written before nested names were recorded
     assert CompanionInfo.from_json(d, "x").files[0].nested == ()
-    # a companion recorded before nested fields were mapped compares nothing
-    assert nesting_moved({}, {}) == [] and nesting_moved({CONFIG_NESTED_FIELDS: "{}"}, {}) == []
+    # nothing recorded and nothing nested: no change
+    assert nesting_moved({}, {}, "m") == [] and nesting_moved({CONFIG_NESTED_FIELDS: "{}"}, {}, "m") == []
+    # a companion built before nested fields were mapped (its top-level mapping alone recorded)
+    # read them by name: every nested column counts as moved, once
+    shape = {"s": SourceNesting((SourceField("x", "col-1", 3),))}
+    assert nesting_moved({"m": "{}"}, shape, "m") == ["s"]
+    assert nesting_moved({"m": "{}", **nesting_config(shape)}, shape, "m") == []
+    assert nesting_moved({}, shape, "m") == []  # a first build
 
 
 # -- Delta column mapping ------------------------------------------------------------------------------

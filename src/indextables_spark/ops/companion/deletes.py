@@ -142,7 +142,7 @@ def source_rows(snapshot: SourceSnapshot, stored: Mapping[str, str] | None) -> D
     return DeletedRowsSource(
         positions=lambda f: np.asarray(f.deleted, np.int64) if f.deleted else None,
         counted=True,
-        renamed=bool(columns_moved(snapshot, stored) or nesting_moved(stored, snapshot.nested)),
+        renamed=bool(columns_moved(snapshot, stored) or nesting_moved(stored, snapshot.nested, CONFIG_FIELD_IDS)),
         configuration=config,
     )
 

@@ -70,7 +70,7 @@ def delta_rows(opts: Options, snapshot: SourceSnapshot, stored: Mapping[str, str
         positions=_dv_reader(snapshot, opts),
         may_have_changed=lambda files, has_logs: _may_have_changed(files, has_logs, since, snapshot.version),
         renamed=mapping_changed((stored or {}).get(CONFIG_COLUMN_MAPPING), snapshot.physical_names)
-        or bool(nesting_moved(stored, snapshot.nested)),
+        or bool(nesting_moved(stored, snapshot.nested, CONFIG_COLUMN_MAPPING)),
         configuration=config,
     )
 

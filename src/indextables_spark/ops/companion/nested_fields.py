@@ -8,8 +8,9 @@ later) reads as nulls, as Spark reads it.
 
 The build records the sources' nested fields (CONFIG_NESTED_FIELDS); a nested field renamed or
 dropped since, or whose name another field took, makes the next sync index every split again
-(`nesting_moved`), as a top-level rename does. A companion recorded before nested fields were
-mapped has no such record: nothing is compared for it."""
+(`nesting_moved`), as a top-level rename does. A companion built before nested fields were
+mapped has no such record and its splits read nested fields by name: when its source has nested
+fields, the next sync indexes every split again, once."""
 
 from __future__ import annotations
 
@@ -142,10 +143,14 @@ def nesting_config(nesting: Mapping[str, SourceNesting]) -> dict[str, str]:
     return {CONFIG_NESTED_FIELDS: json.dumps(body, separators=(",", ":"), sort_keys=True)}
 
 
-def nesting_moved(stored: Mapping[str, str] | None, nesting: Mapping[str, SourceNesting]) -> list[str]:
+def nesting_moved(stored: Mapping[str, str] | None, nesting: Mapping[str, SourceNesting], mapped_key: str) -> list[str]:
     """Nested fields the splits were built with that are renamed or dropped since, or whose name is
     another field's now (another physical name or field id). Added fields are no change (older
-    files read them as nulls); columns gone at the top level are the top-level mapping's concern."""
+    files read them as nulls); columns gone at the top level are the top-level mapping's concern.
+    `mapped_key`: the configuration key of the top-level mapping, which a build before nested
+    fields were mapped recorded alone: every nested column of such a build counts as moved."""
+    if stored and stored.get(mapped_key) and CONFIG_NESTED_FIELDS not in stored and nesting:
+        return sorted(nesting)
     recorded = json.loads((stored or {}).get(CONFIG_NESTED_FIELDS) or "{}")
     moved: list[str] = []
     for column, d in sorted(recorded.items()):
