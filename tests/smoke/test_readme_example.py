@@ -58,6 +58,9 @@ def run_readme_example(python: str, cwd: Path) -> None:
     proc = subprocess.run([python, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"the README example failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}"
     assert proc.stdout.splitlines() == expected, proc.stderr[-3000:]
+    # `it.register` replaces the source Spark found by itself without a WARN per name
+    # (spark/source_registration.py)
+    assert "WARN DataSourceManager" not in proc.stderr, proc.stderr[-3000:]
 
 
 def test_readme_first_example_runs(tmp_path):

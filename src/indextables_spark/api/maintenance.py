@@ -3,7 +3,8 @@
 One method per operation of ops/registry.py with a `method` (tests/test_maintenance_methods.py
 checks that they agree): it takes the operation's command fields after the table (the table fills
 the first; the command class's keyword-only fields stay keyword-only), plus `spark=` (operations
-that can run as a Spark job use it) and `progress=`, and returns the operation's typed result
+that can run as a Spark job use it) and `progress=` (a callback taking a results.Progress; by
+default a bar on stderr when it is a terminal; False: none; api/progress.py), and returns the operation's typed result
 (results.py). The same operations as the SQL texts (`MERGE SPLITS …`, `PURGE INDEXTABLE …`), the
 SQL table functions and the command line. `gc_state` is this API's alone (PURGE runs it too).
 
@@ -25,7 +26,8 @@ from indextables_spark.results.maintenance import (
     PurgeResult,
     RepairResult,
 )
-from indextables_spark.results.record import Progress
+from indextables_spark.api.progress import progress_to
+from indextables_spark.results.record import ProgressArg
 from indextables_spark.results.state import CheckpointResult, GcStateResult, TruncateTimeTravelResult
 
 if TYPE_CHECKING:
@@ -47,10 +49,10 @@ class MaintenanceTable:
     def __init__(self, log: TransactionLog):
         self.log = log
 
-    def _run(self, command: type[_Command[_R]], spark: Any, progress: Progress | None, **fields: Any) -> _R:
+    def _run(self, command: type[_Command[_R]], spark: Any, progress: ProgressArg, **fields: Any) -> _R:
         """Run `command` on this table: built by its `for_table` when it has one (the table is not
         its first field), else with the table's URI first and `fields` as the command takes them
-        (sizes given as text parsed, bools from 0/1)."""
+        (sizes given as text parsed, bools from 0/1). `progress`: api/progress.py's progress_to."""
         from indextables_spark.ops.command import Context, coerced  # lazy, as the command classes
 
         build = getattr(command, "for_table", None)
@@ -59,16 +61,17 @@ class MaintenanceTable:
             cmd = build(self.log, **fields)
         else:
             cmd = command(self.log.storage.uri, **coerced(command, fields))  # type: ignore[call-arg]
-        return cmd.run(Context(self.log.options, spark, progress, table=self.log))
+        with progress_to(progress) as callback:
+            return cmd.run(Context(self.log.options, spark, callback, table=self.log))
 
-    def checkpoint(self, *, spark: Any = None, progress: Progress | None = None) -> CheckpointResult:
+    def checkpoint(self, *, spark: Any = None, progress: ProgressArg = None) -> CheckpointResult:
         """CHECKPOINT: write the V4 Avro state at the latest version (a JSON checkpoint with
         state.format=json); upgrades V1–V3 tables to protocol V4 first."""
         from indextables_spark.ops.maintenance.checkpoint import Checkpoint  # lazy: only the command called
 
         return self._run(Checkpoint, spark, progress)
 
-    def compact(self, *, spark: Any = None, progress: Progress | None = None) -> CheckpointResult:
+    def compact(self, *, spark: Any = None, progress: ProgressArg = None) -> CheckpointResult:
         """COMPACT: rewrite the state cleanly (partition-sorted manifests, no tombstones)."""
         from indextables_spark.ops.maintenance.checkpoint import Compact  # lazy: only the command called
 
@@ -82,7 +85,7 @@ class MaintenanceTable:
         max_dest_splits: int | None = None,
         max_source_splits_per_merge: int | None = None,
         spark: Any = None,
-        progress: Progress | None = None,
+        progress: ProgressArg = None,
     ) -> MergeSplitsResult:
         """MERGE SPLITS: bin-pack small splits per partition into merged splits, one atomic version.
 
@@ -109,7 +112,7 @@ class MaintenanceTable:
         tx_log_retention_hours: float | None = None,
         dry_run: bool = False,
         spark: Any = None,
-        progress: Progress | None = None,
+        progress: ProgressArg = None,
     ) -> PurgeResult:
         """PURGE: delete orphaned splits older than `older_than_hours` (None: purge.defaultRetentionHours,
         168), version files covered by a checkpoint and older than `tx_log_retention_hours` (None:
@@ -127,7 +130,7 @@ class MaintenanceTable:
         )
 
     def truncate_time_travel(
-        self, *, dry_run: bool = False, spark: Any = None, progress: Progress | None = None
+        self, *, dry_run: bool = False, spark: Any = None, progress: ProgressArg = None
     ) -> TruncateTimeTravelResult:
         """TRUNCATE TIME TRAVEL: checkpoint at the latest version, then delete older version files,
         checkpoints and states (irreversible: run with dry_run=True first)."""
@@ -137,25 +140,21 @@ class MaintenanceTable:
 
         return self._run(TruncateTimeTravel, spark, progress, dry_run=dry_run)
 
-    def drop_partitions(
-        self, where: str, *, spark: Any = None, progress: Progress | None = None
-    ) -> DropPartitionsResult:
+    def drop_partitions(self, where: str, *, spark: Any = None, progress: ProgressArg = None) -> DropPartitionsResult:
         """DROP PARTITIONS: remove (logically) every split of the partitions matching the partition
         predicate `where`."""
         from indextables_spark.ops.maintenance.drop_partitions import DropPartitions  # lazy: only the command called
 
         return self._run(DropPartitions, spark, progress, where=where)
 
-    def repair_transaction_log(
-        self, target: str, *, spark: Any = None, progress: Progress | None = None
-    ) -> RepairResult:
+    def repair_transaction_log(self, target: str, *, spark: Any = None, progress: ProgressArg = None) -> RepairResult:
         """REPAIR TRANSACTION LOG: write a clean log of the table's existing splits into the empty
         directory `target` (the table is only read)."""
         from indextables_spark.ops.maintenance.repair import RepairTransactionLog  # lazy: only the command called
 
         return self._run(RepairTransactionLog, spark, progress, target=target)
 
-    def convert(self, *, dry_run: bool = False, spark: Any = None, progress: Progress | None = None) -> ConvertResult:
+    def convert(self, *, dry_run: bool = False, spark: Any = None, progress: ProgressArg = None) -> ConvertResult:
         """CONVERT: rewrite the splits the reference implementation (IndexTables4Spark) wrote into
         ours, in one commit (history and time travel kept), so the table takes writes again;
         `dry_run` reports what would be converted. A table without reference splits gives NO_ACTION."""
@@ -164,7 +163,7 @@ class MaintenanceTable:
         return self._run(Convert, spark, progress, dry_run=dry_run)
 
     def prewarm_cache(
-        self, where: str | None = None, *, spark: Any = None, progress: Progress | None = None
+        self, where: str | None = None, *, spark: Any = None, progress: ProgressArg = None
     ) -> list[PrewarmCacheResult]:
         """PREWARM CACHE: fetch the splits (of the partitions matching `where`) into the split cache —
         of every executor, as a Spark job, when `spark` is given; else of this machine. One result
@@ -173,7 +172,7 @@ class MaintenanceTable:
 
         return self._run(PrewarmCache, spark, progress, where=where)
 
-    def gc_state(self, *, dry_run: bool = False, spark: Any = None, progress: Progress | None = None) -> GcStateResult:
+    def gc_state(self, *, dry_run: bool = False, spark: Any = None, progress: ProgressArg = None) -> GcStateResult:
         """Delete old state directories beyond retention and orphan manifests (PURGE runs it too);
         `dry_run` only reports them. `spark` and `progress` are taken as by every method, unused."""
         return gc.gc_state(self.log, dry_run=dry_run)

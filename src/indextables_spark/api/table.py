@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.split.read.search_explain import SearchExplanation
     from indextables_spark.expr.search_query import SearchQuery
     from indextables_spark.results.maintenance import DeleteResult, WriteResult
+    from indextables_spark.results.record import ProgressArg
 
 
 class IndexTable:
@@ -381,16 +382,26 @@ class IndexTable:
         return aggregate(self.storage, snap, snap.files, plan, aggs, spark=spark, execution=execution)
 
     # ---- writing: one data-level step of a transaction each ----------------------------------------
-    def write(self, data: Any, *, mode: str = "append", partition_by: str | Sequence[str] | None = None) -> WriteResult:
+    def write(
+        self,
+        data: Any,
+        *,
+        mode: str = "append",
+        partition_by: str | Sequence[str] | None = None,
+        progress: ProgressArg = None,
+    ) -> WriteResult:
         """Write a pyarrow Table / RecordBatchReader or pandas DataFrame (it.write_table; with
         this table's options and storage); returns a WriteResult: `.version` the committed version,
         `.rows_written`, `.splits_added`, `.bytes_written`, ….
-        mode: "append" | "overwrite" | "error"."""
+        mode: "append" | "overwrite" | "error". progress: a callback receiving
+        `Progress("writing", done, total, "rows")` as chunks of rows become splits (`total` None
+        when the rows are not known in advance: a RecordBatchReader); None (default): a progress
+        bar on stderr when stderr is a terminal, nothing otherwise; False: nothing (api/progress.py)."""
         from indextables_spark.results.record import elapsed_ms  # lazy: results import pyarrow
 
         started = time.perf_counter()
         with self.transaction() as tx:
-            staged = tx.write(data, mode=mode, partition_by=partition_by)
+            staged = tx.write(data, mode=mode, partition_by=partition_by, progress=progress)
         return replace(staged, status="SUCCESS", version=_committed(tx), duration_ms=elapsed_ms(started))
 
     def delete(
@@ -429,7 +440,7 @@ class IndexTable:
         """Create an empty table at `path` from a pyarrow.Schema (version 0: protocol + metadata, what a
         Spark write of an empty DataFrame commits); TableExistsError if a table exists there."""
         table = cls(path, options)
-        table.write(schema.empty_table(), mode="error", partition_by=partition_by)
+        table.write(schema.empty_table(), mode="error", partition_by=partition_by, progress=False)
         return table
 
 

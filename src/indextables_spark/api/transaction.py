@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
+from indextables_spark.api.progress import progress_to
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.model.actions import AddFile
 from indextables_spark.core.log.read.table_log import TransactionLog
@@ -43,7 +44,7 @@ from indextables_spark.ops.write.write import (
     written_keys,
 )
 from indextables_spark.results.maintenance import DeleteResult, WriteResult
-from indextables_spark.results.record import elapsed_ms
+from indextables_spark.results.record import ProgressArg, elapsed_ms
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +79,20 @@ class TableTransaction(Transaction):
         self._called = False  # a data-level step ran (even one that staged nothing)
 
     # ---- data-level steps ------------------------------------------------------------------------
-    def write(self, data: Any, *, mode: str = "append", partition_by: str | Sequence[str] | None = None) -> WriteResult:
+    def write(
+        self,
+        data: Any,
+        *,
+        mode: str = "append",
+        partition_by: str | Sequence[str] | None = None,
+        progress: ProgressArg = None,
+    ) -> WriteResult:
         """Build splits of `data` (pyarrow Table / RecordBatchReader / pandas DataFrame) under the
         table and stage their adds, as it.write_table does (schema checks, statistics, Bloom
         files; mode "append" creates the table when there is none, "overwrite" removes every live
-        split and must be the first step, "error" refuses an existing table). Returns what it
-        staged (status STAGED, version the read version; the commit makes the new one)."""
+        split and must be the first step, "error" refuses an existing table; `progress` as
+        IndexTable.write's: rows written). Returns what it staged (status STAGED, version the
+        read version; the commit makes the new one)."""
         started = time.perf_counter()
         uri = self.log.storage.uri
         overwrite = check_mode(mode, self.read_version >= 0, uri)
@@ -98,10 +107,13 @@ class TableTransaction(Transaction):
         optimized = None
         if isinstance(data, pa.Table):  # optimized writes cut an Arrow table by partition value
             optimized = table_chunks(self.log, opts, plan, data, self.read_version)
-        if optimized is not None:
-            written = build_splits(self.log.storage, opts, optimized[0], batches, total, chunks=optimized[1])
-        else:
-            written = build_splits(self.log.storage, opts, plan, batches, total)
+        with progress_to(progress) as callback:
+            if optimized is not None:
+                written = build_splits(
+                    self.log.storage, opts, optimized[0], batches, total, chunks=optimized[1], progress=callback
+                )
+            else:
+                written = build_splits(self.log.storage, opts, plan, batches, total, progress=callback)
         adds = [AddFile.from_json(d) for m in written for d in m.adds]
         stats = merge_stats(written)
         self._written += written_keys((d for m in written for d in m.adds), stats)

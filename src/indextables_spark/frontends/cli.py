@@ -22,7 +22,8 @@ with a header (nested values as JSON). With --limit: the top N by relevance, wit
 Every subcommand takes `--json` (the operation's result as JSON on stdout, for machines),
 `-o KEY=VALUE` (repeatable: any `spark.indextables.*` option, with or without the prefix, e.g.
 credentials or `purge.retentionCheckEnabled=false`) and `--no-progress`. Long operations (merge,
-purge, repair, convert) show a progress bar on stderr when it is a terminal. Without --json, results
+purge, repair, convert, build-companion) show a progress bar on stderr when it is a terminal
+(api/progress.py, the Python API's default too). Without --json, results
 print as tables (frontends/cli_output.py: plain columns when piped, numbers never wrapped).
 
 Exit codes: 0 success; 1 the operation failed; 2 usage or syntax error, invalid option or
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import pyarrow as pa
 
+from indextables_spark.api.progress import progress_to
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.option_checks import warn_unknown_options
 from indextables_spark.config.options import Options
@@ -52,7 +54,7 @@ from indextables_spark.errors import (
 )
 from indextables_spark.expr.partition_filter import PartitionFilterError
 from indextables_spark.frontends import sql_parser
-from indextables_spark.frontends.cli_output import Bars, print_json, print_rows, render
+from indextables_spark.frontends.cli_output import print_json, print_rows, render
 from indextables_spark.frontends.execute import execute
 from indextables_spark.frontends.sql_parser import CommandSyntaxError
 from indextables_spark.ops import registry
@@ -266,11 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_rows(out, args, rows)
             return EXIT_OK
         cmd = _command(args)
-        if not args.no_progress and err.is_terminal:
-            with Bars(err) as bars:
-                res = execute(cmd, options, progress=bars)
-        else:
-            res = execute(cmd, options)
+        with progress_to(False if args.no_progress else None) as bars:  # bars when stderr is a terminal
+            res = execute(cmd, options, progress=bars)
     except IndexTablesError as e:
         from rich.markup import escape  # lazy: keeps `import indextables_spark.frontends.cli` free of rich
 

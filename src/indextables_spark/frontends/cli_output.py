@@ -1,7 +1,7 @@
 """What the `indextables` command line prints (frontends/cli.py runs the commands): results as
 tables that read well at the console's width, on a terminal or piped (numbers with thousands
 separators, times in UTC as ISO 8601, neither ever wrapped or cut; piped, plain columns without
-rules), `--json`, search rows as a table, JSON Lines or CSV, and progress bars on stderr.
+rules), `--json`, search rows as a table, JSON Lines or CSV (the progress bars on stderr: api/progress.py).
 
 rich is imported on use: `indextables --help` and `--json` runs do not load it.
 """
@@ -235,38 +235,3 @@ def render(console: Console, res: CommandResult) -> None:
         for name, items in nested:
             console.print()
             _records(console, name, items, list(items[0]))
-
-
-class Bars:
-    """Progress callback (stage, done, total) → rich progress bars on stderr."""
-
-    def __init__(self, console: Console) -> None:
-        from rich.progress import (  # lazy: keeps `import indextables_spark.frontends.cli_output` free of rich
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> Bars:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self.progress.__exit__(*exc)
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if stage not in self.tasks:
-            self.tasks[stage] = self.progress.add_task(stage, total=max(total, 1))
-        self.progress.update(self.tasks[stage], completed=done, total=max(total, 1))

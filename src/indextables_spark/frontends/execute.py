@@ -13,7 +13,7 @@ from indextables_spark.config.options import Options
 from indextables_spark.core.schema.arrow_types import spark_schema_json
 from indextables_spark.ops.command import Command, Context, Listing, table_name_of
 from indextables_spark.ops.registry import Operation, operation_of
-from indextables_spark.results.record import Progress, Record
+from indextables_spark.results.record import ProgressCallback, Record
 
 
 @dataclass
@@ -39,7 +39,7 @@ def execute(
     cmd: Command,
     options: Options | Mapping[str, Any] | None = None,
     spark: Any = None,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> CommandResult:
     """spark: when given, the operations that can run as a Spark job do (MERGE SPLITS, the caches);
     else they run in this process."""

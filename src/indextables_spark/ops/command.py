@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from indextables_spark.core.log.read.table_log import TransactionLog
-    from indextables_spark.results.record import Progress, Record
+    from indextables_spark.results.record import ProgressCallback, Record
 
 _PLAIN_IDENT = re.compile(r"[A-Za-z0-9_]+")
 
@@ -92,7 +92,7 @@ class Context:
 
     options: Options
     spark: Any = None  # a SparkSession: operations that can run as a Spark job do (MERGE SPLITS, the caches)
-    progress: Progress | None = None
+    progress: ProgressCallback | None = None
     table: TransactionLog | None = None  # the table's log when the caller has it open (IndexTable.maintenance)
     open_log: Callable[[str, Options], TransactionLog] = log_at  # the executor gives IndexTable's shared logs
 

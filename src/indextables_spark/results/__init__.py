@@ -44,7 +44,15 @@ from indextables_spark.results.maintenance import (
     RepairResult,
     WriteResult,
 )
-from indextables_spark.results.record import TIMESTAMP, OperationResult, Progress, Record, result
+from indextables_spark.results.record import (
+    TIMESTAMP,
+    OperationResult,
+    Progress,
+    ProgressArg,
+    ProgressCallback,
+    Record,
+    result,
+)
 from indextables_spark.results.state import (
     CheckpointResult,
     DescribeStateResult,
@@ -79,6 +87,8 @@ __all__ = [
     "PostWriteResult",
     "PrewarmCacheResult",
     "Progress",
+    "ProgressArg",
+    "ProgressCallback",
     "PurgeResult",
     "Record",
     "RepairResult",

@@ -19,8 +19,33 @@ import pyarrow as pa
 
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
 
-Progress = typing.Callable[[str, int, int], None]
-"""How long-running operations report progress: (stage, done, total); the CLI draws it as a bar."""
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """One report of a long operation's progress, what a `progress=` callback receives: `done` of
+    `total` `unit`s of `operation` (`Progress("writing", 200000, 1000000, "rows")`); `total` is None
+    when not known in advance (the rows of a RecordBatchReader). Each report of an operation has a
+    `done` at least the last one's; the first says 0 and, when the operation succeeds, the last
+    says `total` (when known)."""
+
+    operation: str  # "writing", "indexing", "merging", "converting", "checking splits", "deleting files", …
+    done: int
+    total: int | None
+    unit: str  # "rows", "files", "splits", "steps"
+
+
+ProgressCallback = typing.Callable[[Progress], None]
+"""How long-running operations report progress: a callable taking a Progress."""
+
+ProgressArg = typing.Union[ProgressCallback, typing.Literal[False], None]
+"""What a public `progress=` argument takes: a ProgressCallback; None (the default), a progress bar
+on stderr when stderr is a terminal and nothing otherwise; False, nothing (api/progress.py)."""
+
+
+def report(callback: ProgressCallback | None, operation: str, done: int, total: int | None, unit: str) -> None:
+    """Hand `callback` (when there is one) a Progress: what the operations call."""
+    if callback is not None:
+        callback(Progress(operation, done, total, unit))
 
 
 def elapsed_ms(started: float) -> float:

@@ -4,7 +4,8 @@ Reads and writes work without `register`: the data source is found by Spark itse
 `pyspark_indextables` module), `.option("partitionBy", ...)` partitions a write, and an unguarded
 read is always right (spark/guard.py). What `register` adds, in classic and Spark Connect sessions:
 
-1. Public extension points: the data source (`spark.dataSource.register`), the SQL table
+1. Public extension points: the data source (`spark.dataSource.register`, without Spark's warning
+   that it replaced the one Spark found itself: spark/source_registration.py), the SQL table
    functions (Python UDTFs), the bucket functions of GROUP BY (temporary functions,
    spark/bucket_functions.py), and `spark.sql.python.filterPushdown.enabled=true`.
 2. Pass-through wrappers of pyspark's reader/writer builder classes (classic and Connect, batch and
@@ -31,17 +32,13 @@ read is always right (spark/guard.py). What `register` adds, in classic and Spar
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, cast
+from typing import Any, Callable, cast
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.option_checks import CHECKED, warn_unknown_options
 from indextables_spark.config.options import pack_secrets, session_options, short_key
-from indextables_spark.config.sessions import is_connect
 from indextables_spark.errors import TableExistsError
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.spark import sql_bridge
@@ -49,6 +46,7 @@ from indextables_spark.spark.guard import VIRTUAL_COLUMNS, guarded
 from indextables_spark.spark.patching import own as _own
 from indextables_spark.spark.patching import remove_all, wrapped_any
 from indextables_spark.spark.patching import wrap as _wrap
+from indextables_spark.spark.source_registration import planning_python, register_sources
 
 _lock = threading.Lock()
 
@@ -440,37 +438,6 @@ def _install() -> None:
             _wrap(cls, "start", _make_start)
 
 
-EXECUTORS_PYTHON = "spark.sql.execution.pyspark.python"
-
-
-@contextlib.contextmanager
-def _planning_python(spark: Any) -> Iterator[None]:
-    """Register with the driver's own Python when the executors run a packed environment's.
-
-    A data source or UDTF registered from Python records `sc.pythonExec` (PYSPARK_PYTHON) and runs
-    it for its planning on the driver too. With a packed environment that path is relative
-    (`./environment/bin/python`, docs/guide/deployment.md) and does not resolve where Spark starts
-    the driver's planning processes (the session's files directory): planning fails with `Cannot
-    run program`. When the session also names the executors' Python
-    (spark.sql.execution.pyspark.python, which the tasks run instead of the recorded one), the
-    source is registered with this process's Python, which has the package; `sc.pythonExec` is
-    restored at once, so nothing else (RDD code, other sources, UDFs registered later) sees the
-    change. Classic sessions only: a Connect server registers with its own Python."""
-    if is_connect(spark):
-        yield
-        return
-    sc = spark.sparkContext
-    recorded = str(getattr(sc, "pythonExec", "") or "")
-    if not recorded or os.path.isabs(recorded) or not spark.conf.get(EXECUTORS_PYTHON, None):
-        yield
-        return
-    sc.pythonExec = sys.executable
-    try:
-        yield
-    finally:
-        sc.pythonExec = recorded
-
-
 def register(spark: Any) -> None:
     """Register the data source (under each of its format names) and table functions; enable filter
     pushdown; install the wrappers."""
@@ -479,9 +446,8 @@ def register(spark: Any) -> None:
     )
 
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    with _planning_python(spark):
-        for source in DATA_SOURCES:
-            spark.dataSource.register(source)
+    with planning_python(spark):
+        register_sources(spark, DATA_SOURCES)
         register_functions(spark, session_options(spark))
         from indextables_spark.spark.bucket_functions import (
             register_bucket_functions,  # lazy: pyspark is imported only when a Spark session runs this

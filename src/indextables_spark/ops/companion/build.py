@@ -51,6 +51,7 @@ from indextables_spark.ops.companion.sync import (
 )
 from indextables_spark.ops.command import CommandParser, Context, size
 from indextables_spark.results.maintenance import CompanionBuildResult
+from indextables_spark.results.record import ProgressCallback
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.model.actions import AddFile, DeleteLog
@@ -172,7 +173,7 @@ class BuildCompanion:
     def run(self, ctx: Context) -> CompanionBuildResult | list[CompanionBuildResult]:
         if self.streaming_poll_interval is not None or self.max_iterations is not None:
             return run_streaming(self, ctx, build)
-        return build(self.arguments(ctx), self.from_version, self.from_snapshot, self.dry_run)
+        return build(self.arguments(ctx), self.from_version, self.from_snapshot, self.dry_run, ctx.progress)
 
     def arguments(self, ctx: Context) -> CompanionArguments:
         """The arguments a one-off build and a streaming sync (start_sync) share: this command's
@@ -185,17 +186,21 @@ def build_companion(
     from_version: int | None = None,
     from_snapshot: int | None = None,
     dry_run: bool = False,
+    progress: ProgressCallback | None = None,
     **kwargs: Any,
 ) -> CompanionBuildResult:
     """`it.build_companion(source, location, format="delta", indexing=None, where=None, spark=None,
     options=None, *, catalog=None, catalog_type=None, target_input_size=None, include_columns=(),
     exclude_columns=(), hashed_fastfields_include=(), hashed_fastfields_exclude=(),
-    from_version=None, from_snapshot=None, dry_run=False)`, BUILD INDEXTABLES COMPANION: build or
-    sync the companion index at `location` of the `format` table `source`, pointing at its Parquet
-    files instead of copying its rows (see the module doc). The arguments but the last three are
-    CompanionArguments' (ops/companion/arguments.py); from_version (Delta) / from_snapshot
-    (Iceberg): the source version to index. Returns what was (or, with dry_run, would be) done."""
-    return build(CompanionArguments(*args, **kwargs), from_version, from_snapshot, dry_run)
+    from_version=None, from_snapshot=None, dry_run=False, progress=None)`, BUILD INDEXTABLES
+    COMPANION: build or sync the companion index at `location` of the `format` table `source`,
+    pointing at its Parquet files instead of copying its rows (see the module doc). The arguments
+    but the last four are CompanionArguments' (ops/companion/arguments.py); from_version (Delta) /
+    from_snapshot (Iceberg): the source version to index; progress: a callback hearing of the
+    source files indexed (`Progress("indexing", done, total, "files")`; `it.build_companion`,
+    api/companion.py, also draws a bar by default). Returns what was (or, with dry_run, would be)
+    done."""
+    return build(CompanionArguments(*args, **kwargs), from_version, from_snapshot, dry_run, progress)
 
 
 def build(
@@ -203,6 +208,7 @@ def build(
     from_version: int | None = None,
     from_snapshot: int | None = None,
     dry_run: bool = False,
+    progress: ProgressCallback | None = None,
 ) -> CompanionBuildResult:
     """One build or sync (build_companion's): also each poll of a streaming sync. A concurrent commit
     to the companion (the build's commit rebases over none: resolver "fail") plans the sync again
@@ -212,12 +218,19 @@ def build(
 
     policy = CommitPolicy.from_options(Options.of(with_session_options(args.spark, args.options)))
     return replan(
-        policy, lambda n: _build_once(args, from_version, from_snapshot, dry_run), args.location, "BUILD COMPANION"
+        policy,
+        lambda n: _build_once(args, from_version, from_snapshot, dry_run, progress),
+        args.location,
+        "BUILD COMPANION",
     )
 
 
 def _build_once(
-    args: CompanionArguments, from_version: int | None, from_snapshot: int | None, dry_run: bool
+    args: CompanionArguments,
+    from_version: int | None,
+    from_snapshot: int | None,
+    dry_run: bool,
+    progress: ProgressCallback | None,
 ) -> CompanionBuildResult:
     """One plan, index and commit of build()."""
     # lazy, as every import below: the source readers, the log and the split schema modules load
@@ -319,7 +332,10 @@ def _build_once(
         snapshot.nested,
     )
     workers = max(1, opts.get_int("companion.parallelism", os.cpu_count() or 1))
-    written = run_spark(spark, job, groups) if spark is not None and groups else run_local(job, groups, workers)
+    if spark is not None and groups:
+        written = run_spark(spark, job, groups, progress)
+    else:
+        written = run_local(job, groups, workers, progress)
     adds_json = [a for w in written for a in w["adds"]]
     stats: dict[str, list[str]] = {}
     for w in written:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Sequence
 
 from indextables_spark.config.options import Options
@@ -21,10 +21,13 @@ from indextables_spark.errors import CompanionSourceError
 from indextables_spark.ops.companion.nested_fields import file_nested
 from indextables_spark.ops.companion.rows import check_row_count, file_columns, row_groups
 from indextables_spark.ops.companion.sync import IndexGroup, IndexJob
+from indextables_spark.results.record import ProgressCallback, report
 
 # What an index task returns: {"adds": [AddFile JSON], "stats": {key: [per-split stats files]},
 # "deletes": {split path: deleted row ids}}.
 TaskResult = dict[str, Any]
+
+INDEXING = "indexing"  # the operation a build's progress reports name (unit: source files)
 
 
 def index_group(job: IndexJob, group: IndexGroup) -> TaskResult:
@@ -85,31 +88,49 @@ def _in_subprocess(job: IndexJob, group: IndexGroup) -> TaskResult:
     return result
 
 
-def run_local(job: IndexJob, groups: list[IndexGroup], workers: int) -> list[TaskResult]:
-    """Groups indexed in local processes, `workers` at a time (one group: in this process)."""
+def run_local(
+    job: IndexJob, groups: list[IndexGroup], workers: int, progress: ProgressCallback | None = None
+) -> list[TaskResult]:
+    """Groups indexed in local processes, `workers` at a time (one group: in this process), in
+    group order; `progress` hears of the files of each group indexed ("indexing", files)."""
+    total, done = sum(len(g.files) for g in groups), 0
+    report(progress, INDEXING, 0, total, "files")
     if len(groups) <= 1 or workers <= 1:
-        return [index_group(job, g) for g in groups]
+        out = []
+        for g in groups:
+            out.append(index_group(job, g))
+            done += len(g.files)
+            report(progress, INDEXING, done, total, "files")
+        return out
     with ThreadPoolExecutor(max_workers=min(workers, len(groups))) as pool:
-        futures = [pool.submit(_in_subprocess, job, g) for g in groups]
-        results, failure = [], None
-        for fut in futures:
-            try:
-                results.append(fut.result())
-            except BaseException as e:  # keep collecting: every written split must be known
-                failure = failure or e
+        futures = {pool.submit(_in_subprocess, job, g): g for g in groups}
+        for fut in as_completed(futures):  # keep waiting after a failure: every written split must be known
+            if fut.exception() is None:
+                done += len(futures[fut].files)
+                report(progress, INDEXING, done, total, "files")
+        results = [f.result() for f in futures if f.exception() is None]
+        failure = next((e for e in (f.exception() for f in futures) if e is not None), None)
         if failure is not None:
             delete_written(job, results)
             raise failure
         return results
 
 
-def run_spark(spark: Any, job: IndexJob, groups: list[IndexGroup]) -> list[TaskResult]:
-    return run_tasks(
+def run_spark(
+    spark: Any, job: IndexJob, groups: list[IndexGroup], progress: ProgressCallback | None = None
+) -> list[TaskResult]:
+    """Groups indexed by a Spark job (one task each), in group order; `progress` hears of the
+    start and the end (Spark's own console progress bar shows its tasks)."""
+    total = sum(len(g.files) for g in groups)
+    report(progress, INDEXING, 0, total, "files")
+    out = run_tasks(
         spark,
         lambda g: index_group(job, g),
         groups,
         description=f"BUILD INDEXTABLES COMPANION FOR {job.format.upper()} '{job.source}'",
     )
+    report(progress, INDEXING, total, total, "files")
+    return out
 
 
 def delete_written(job: IndexJob, written: list[TaskResult], logs: Sequence[str] = ()) -> None:

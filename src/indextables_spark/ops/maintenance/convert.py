@@ -67,7 +67,7 @@ from indextables_spark.core.split.reference.reference import mapping_options
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import SplitFormatError, StorageError, TableNotFoundError
 from indextables_spark.results.maintenance import ConvertResult
-from indextables_spark.results.record import Progress, elapsed_ms
+from indextables_spark.results.record import ProgressCallback, elapsed_ms, report
 from indextables_spark.ops.command import Context
 from indextables_spark.ops.table_commands import DryRunCommand
 
@@ -282,7 +282,9 @@ def _result(plan: ConvertPlan, **fields: Any) -> ConvertResult:
     )
 
 
-def convert_table(log_: TransactionLog, dry_run: bool = False, progress: Progress | None = None) -> ConvertResult:
+def convert_table(
+    log_: TransactionLog, dry_run: bool = False, progress: ProgressCallback | None = None
+) -> ConvertResult:
     """CONVERT INDEXTABLES TABLE '<path>' [DRY RUN] (see the module doc)."""
     started = time.perf_counter()
     plan = plan_convert(log_)
@@ -293,8 +295,7 @@ def convert_table(log_: TransactionLog, dry_run: bool = False, progress: Progres
         return _result(plan, status="DRY_RUN", dry_run=True, records_converted=records, duration_ms=elapsed_ms(started))
     done: list[Converted] = []
     total = len(plan.sources)
-    if progress:
-        progress("converting", 0, total)
+    report(progress, "converting", 0, total, "splits")
     workers = max(1, min(MAX_THREADS, os.cpu_count() or 1, total))
     futures: list[Future[Converted]] = []
     try:
@@ -303,8 +304,7 @@ def convert_table(log_: TransactionLog, dry_run: bool = False, progress: Progres
             try:
                 for fut in as_completed(futures):
                     done.append(fut.result())
-                    if progress:
-                        progress("converting", len(done), total)
+                    report(progress, "converting", len(done), total, "splits")
             except BaseException:
                 for f in futures:
                     f.cancel()

@@ -26,7 +26,7 @@ from indextables_spark.core.storage import Storage, open_storage
 from indextables_spark.errors import IndexTablesError, SplitFormatError
 from indextables_spark.ops.companion.rows import row_groups
 from indextables_spark.ops.maintenance.merge_plan import MergeGroup, MergeJob
-from indextables_spark.results.record import Progress
+from indextables_spark.results.record import ProgressCallback, report
 
 if TYPE_CHECKING:
     from indextables_spark.core.split.format.companion import CompanionInfo
@@ -249,14 +249,16 @@ class SparkRunner:
 
 
 def run_groups(
-    runner: Runner, job: MergeJob, groups: list[MergeGroup], progress: Progress | None
+    runner: Runner, job: MergeJob, groups: list[MergeGroup], progress: ProgressCallback | None
 ) -> list[GroupOutcome]:
-    """The groups' outcomes in group order, merged by `runner`; `progress` hears of each that finishes."""
+    """The groups' outcomes in group order, merged by `runner`; `progress` hears of the splits of
+    each group that finishes ("merging", splits merged of the groups' splits)."""
     out: list[GroupOutcome] = []
-    if progress:
-        progress("merging", 0, len(groups))
+    sizes = {g.index: len(g.sources) for g in groups}
+    total, done = sum(sizes.values()), 0
+    report(progress, "merging", 0, total, "splits")
     for finished in runner.finish(job, groups):
         out.extend(finished)
-        if progress:
-            progress("merging", len(out), len(groups))
+        done += sum(sizes.get(o.index, 0) for o in finished)
+        report(progress, "merging", done, total, "splits")
     return sorted(out, key=lambda o: o.index)

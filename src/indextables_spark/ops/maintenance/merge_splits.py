@@ -31,7 +31,7 @@ from indextables_spark.ops.command import CommandParser, Context, Target, size
 from indextables_spark.ops.maintenance.merge_plan import OPERATION, MergeConfig, MergePlan, plan_merge
 from indextables_spark.ops.maintenance.merge_rewrite import LocalRunner, Runner, SparkRunner, run_groups
 from indextables_spark.results.maintenance import MergeSplitsResult
-from indextables_spark.results.record import Progress, elapsed_ms
+from indextables_spark.results.record import ProgressCallback, elapsed_ms
 from indextables_spark.results.state import SkippedFile
 
 HOUR_MS = 3600 * 1000
@@ -54,7 +54,9 @@ def _skip_actions(plan: MergePlan, failures: list[tuple[str, str]]) -> list[Skip
     return out
 
 
-def execute_merge(plan: MergePlan, runner: Runner | None = None, progress: Progress | None = None) -> MergeSplitsResult:
+def execute_merge(
+    plan: MergePlan, runner: Runner | None = None, progress: ProgressCallback | None = None
+) -> MergeSplitsResult:
     started = time.perf_counter()
     g = plan.groups
     planned = MergeSplitsResult(
@@ -128,7 +130,7 @@ def merge_splits(
     max_dest_splits: int | None = None,
     max_source_splits_per_merge: int | None = None,
     runner: Runner | None = None,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
 ) -> MergeSplitsResult:
     """MERGE SPLITS '<path>' [WHERE …] [TARGET SIZE …] [MAX DEST SPLITS n] [MAX SOURCE SPLITS PER MERGE n]."""
     if isinstance(target_size, str):

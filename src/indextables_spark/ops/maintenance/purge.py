@@ -43,7 +43,7 @@ from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.errors import InvalidOptionError
 from indextables_spark.ops.command import CommandParser, Context, Target
 from indextables_spark.results.maintenance import PurgeResult
-from indextables_spark.results.record import Progress, elapsed_ms
+from indextables_spark.results.record import ProgressCallback, elapsed_ms, report
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ def purge(
     older_than_hours: float | None = None,
     tx_log_retention_hours: float | None = None,
     dry_run: bool = False,
-    progress: Progress | None = None,
+    progress: ProgressCallback | None = None,
     now_ms: int | None = None,
 ) -> PurgeResult:
     """PURGE INDEXTABLE '<path>' [OLDER THAN …] [TRANSACTION LOG RETENTION …] [DRY RUN]."""
@@ -215,8 +215,7 @@ def purge(
     retained_checkpoints = {c for c in checkpoints if c not in doomed_json}
 
     # 3. referenced splits, 4. orphans
-    if progress:
-        progress("finding referenced splits", 0, 1)
+    report(progress, "finding referenced splits", 0, 1, "steps")
     referenced = referenced_files(log_, retained_versions, retained_checkpoints)
     data_files = [f for f in log_.storage.list("") if is_data_key(f.key)]
     orphans = [f for f in data_files if f.key not in referenced]
@@ -228,18 +227,18 @@ def purge(
         if newer:
             late = _adds_of_versions(log_, newer)
             doomed = [f for f in doomed if f.key not in late]
-    if progress:
-        progress("finding referenced splits", 1, 1)
+    report(progress, "finding referenced splits", 1, 1, "steps")
     # Temp files of writes killed half way (local storage): never part of the table; a live write
     # renames or links its temp file within moments, so the split retention protects it amply.
     stale_temps = [f for f in log_.storage.list_temporaries() if f.modified_ms < split_cutoff]
 
     if not dry_run:
         keys = [f.key for f in doomed]
+        if keys:
+            report(progress, "deleting files", 0, len(keys), "files")
         for i in range(0, len(keys), DELETE_BATCH):
             log_.storage.delete(keys[i : i + DELETE_BATCH])
-            if progress:
-                progress("deleting files", min(i + DELETE_BATCH, len(keys)), len(keys))
+            report(progress, "deleting files", min(i + DELETE_BATCH, len(keys)), len(keys), "files")
         if stale_temps:
             log_.storage.delete([f.key for f in stale_temps])
         log_keys = [listing.version_info[v].key for v in doomed_versions] + [

@@ -32,7 +32,7 @@ from indextables_spark.core.storage import normalize_uri, open_storage
 from indextables_spark.errors import InvalidOptionError, TableExistsError
 from indextables_spark.ops.command import CommandParser, Context
 from indextables_spark.results.maintenance import RepairResult
-from indextables_spark.results.record import Progress, elapsed_ms
+from indextables_spark.results.record import ProgressCallback, elapsed_ms, report
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.table_log import TransactionLog
@@ -54,7 +54,10 @@ def source_table_root(source_log: str) -> str:
 
 
 def repair_transaction_log(
-    source_log: str, target: str, options: Options | Mapping[str, Any] | None = None, progress: Progress | None = None
+    source_log: str,
+    target: str,
+    options: Options | Mapping[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> RepairResult:
     started = time.perf_counter()
     opts = Options.of(options)
@@ -74,8 +77,7 @@ def repair_transaction_log(
     table_log = log_with_maintenance(open_storage(root, opts), opts)
     snap = table_log.snapshot()
     files = snap.files
-    if progress:
-        progress("checking splits", 0, len(files))
+    report(progress, "checking splits", 0, len(files), "splits")
     present = {f.key: f.size for f in table_log.storage.list("") if not f.key.startswith(LOG_DIR + "/")}
     lost_logs = {d.path for d in snap.delete_logs if d.path not in present}
     valid = [
@@ -88,8 +90,7 @@ def repair_transaction_log(
         StatsFiles(k, [x for x in names if x in present and split_of_stats_file(x) in kept])
         for k, names in sorted(snap.stats_files.items())
     ]
-    if progress:
-        progress("checking splits", len(files), len(files))
+    report(progress, "checking splits", len(files), len(files), "splits")
     meta = snap.metadata_action
     refs = {f.doc_mapping_ref for f in valid if f.doc_mapping_ref}
     conf = {k: v for k, v in meta.configuration.items() if not k.startswith("docMappingSchema.")}

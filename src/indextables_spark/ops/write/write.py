@@ -12,7 +12,7 @@ import importlib.util
 import json
 import logging
 import os
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -44,6 +44,7 @@ from indextables_spark.errors import (
     TableExistsError,
 )
 from indextables_spark.ops.write.write_schema import check_append_schema, merge_append_schema, nullable_json
+from indextables_spark.results.record import ProgressCallback, report
 
 log = logging.getLogger(__name__)
 
@@ -412,16 +413,19 @@ def build_splits(
     batches: Iterator[pa.RecordBatch],
     total: int | None = None,
     chunks: Iterator[list[pa.RecordBatch]] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> list[SplitsWritten]:
     """Build the splits of Arrow batches (`total` rows, when known) in parallel threads, a chunk of
     rows each (one split per partition value per chunk, like one Spark task). On failure every
     split built is deleted before the error propagates. Options: `write.parallelism` (threads,
     default: CPU count), `write.chunkRows` (rows per chunk; default: the rows split evenly over the
-    threads, at least 100k); `chunks` given (optimized writes, ops/write/optimize_write.py): those instead."""
+    threads, at least 100k); `chunks` given (optimized writes, ops/write/optimize_write.py): those
+    instead. `progress` hears of the rows of each chunk written ("writing", rows, of `total`)."""
     workers = max(1, opts.get_int("write.parallelism", os.cpu_count() or 1))
     default_chunk = max(_MIN_CHUNK_ROWS, -(-total // workers)) if total else 4 * _MIN_CHUNK_ROWS
     chunk_rows = max(1, opts.get_int("write.chunkRows", default_chunk))
     futures: list[Future[SplitsWritten]] = []
+    rows = _RowsWritten(progress, total)
     try:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="indextables-write") as pool:
             for chunk in chunks if chunks is not None else _chunks(batches, chunk_rows):
@@ -429,12 +433,34 @@ def build_splits(
                 running = [f for f in futures if not f.done()]
                 if len(running) >= 2 * workers:  # bound the rows held in memory
                     wait(running, return_when=FIRST_COMPLETED)
+                rows.count(futures)
                 failed = next((f for f in futures if f.done() and f.exception() is not None), None)
                 if failed is not None:
                     failed.result()
+            for _ in as_completed(futures):  # the last chunks, reported as each finishes
+                rows.count(futures)
         return [f.result() for f in futures]
     except BaseException:
         # every chunk has finished (the pool waited): delete the splits of those that succeeded
         done = [f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None]
         delete_written(storage, [d for m in done for d in m.adds], merge_stats(done))
         raise
+
+
+class _RowsWritten:
+    """build_splits' progress: the rows of the chunks written so far, reported once per chunk."""
+
+    def __init__(self, progress: ProgressCallback | None, total: int | None) -> None:
+        self.progress, self.total = progress, total
+        self.seen: set[int] = set()  # the chunks counted (their index in the futures)
+        self.rows = 0
+        report(progress, "writing", 0, total, "rows")
+
+    def count(self, futures: Sequence[Future[SplitsWritten]]) -> None:
+        if self.progress is None:
+            return
+        for i, f in enumerate(futures):
+            if i not in self.seen and f.done() and not f.cancelled() and f.exception() is None:
+                self.seen.add(i)
+                self.rows += f.result().num_rows
+                report(self.progress, "writing", self.rows, self.total, "rows")
