@@ -237,7 +237,35 @@ def spark():
     session = local_session("indextables-tests")
     it_register.register(session)
     yield session
-    session.stop()
+    _stop_within(session, STOP_SECONDS)
+
+
+STOP_SECONDS = 180
+
+
+def _stop_within(session, seconds: float) -> None:
+    """Stop the session, failing (with every Python thread's stack) when stop() does not return in
+    `seconds`: a hung stop otherwise held its xdist worker until the suite's timeout (seen once in
+    the integration tier after a merge-on-write streaming test; NOTES.md, twenty-fifth session)."""
+    import faulthandler
+    import threading
+
+    errors: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            session.stop()
+        except BaseException as e:  # reported below, in the test's process
+            errors.append(e)
+
+    t = threading.Thread(target=stop, name="spark-session-stop", daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        faulthandler.dump_traceback(all_threads=True)
+        pytest.fail(f"SparkSession.stop() did not return within {seconds:.0f} s (every thread's stack above)")
+    if errors:
+        raise errors[0]
 
 
 # --- Spark Connect server and standalone cluster (real servers; started once, on first use) -------

@@ -168,6 +168,7 @@ def test_merge_on_write_after_micro_batches(spark, tmp_path):
         if "MERGE SPLITS" in ops or time.monotonic() > deadline:
             break
         time.sleep(0.2)
+    assert sink in done, f"no merge-on-write ran for the sink in 120 s: results {done}, history {ops}"
     assert done[sink].status == "DONE" and done[sink].error is None
     assert "MERGE SPLITS" in ops and ops.count("STREAMING UPDATE") >= 2
     assert _ids(spark, sink) == list(range(40))
