@@ -77,6 +77,10 @@ INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_refusals.py::test_spark_refusals_more_routes": "the refusal matrix on the SQL scan route, "
     "the table functions, their UDTFs and search_join: a fresh Python worker per refused attempt (the same "
     "kinds stay in the fast tier on the Spark-free routes, which share the scan's checks)",
+    "tests/test_first_hour.py::test_1_the_readme_quickstart_prints_what_it_says": "the README's Quickstart "
+    "run as a script: a Spark of its own (tests/smoke runs it too; the Spark-free first hour stays)",
+    "tests/test_first_hour.py::test_3_the_mistakes_in_a_spark_notebook": "the first hour's mistakes through "
+    "Spark: a fresh Python worker per refused load() (their Spark-free twins stay in the fast tier)",
     "tests/test_refusals.py::test_spark_refusals": "the refusal matrix on the DataFrame read, SQL aggregates "
     "and SQL DELETE: a fresh Python worker per refused load() (~1-4 s each); the Spark-free routes, which "
     "share the scan's checks, stay in the fast tier",
