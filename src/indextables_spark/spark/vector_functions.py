@@ -17,7 +17,7 @@ IndexTable.search in the worker (no session there; options as at `it.register`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, cast
 
 import pyarrow as pa
 
@@ -28,6 +28,7 @@ from indextables_spark.util.renamed import renamed
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
+    from indextables_spark.core.split.read.vector.fusion_spec import FusionArg
     from indextables_spark.spark.search_join import JoinSearch
 
 VECTOR_SEARCH = "indextables_vector_search"
@@ -89,7 +90,7 @@ def vector_table(name: str, args: Mapping[str, Any], options: Mapping[str, Any])
         opts.get("query"),
         vector=vector,
         vector_column=opts.get("vectorColumn"),
-        fusion=opts.get("fusion"),  # type: ignore[arg-type]  # (a string, parsed by parse_fusion)
+        fusion=cast("FusionArg | None", opts.get("fusion")),  # (any text: parse_fusion checks it)
         where=opts.get("where"),
         limit=int(opts["limit"]),
     )
@@ -164,7 +165,8 @@ def search_join_udtf(options: dict[str, str]) -> type:
             if not hasattr(self, "_join"):
                 self._table = IndexTable(path, options)
                 table_column = renamed(SEARCH_JOIN, "vector_column", vector_column, "column", column)
-                fuse = fusion if text_col and vector_col else None  # (None: the default, rrf)
+                # (None: the default, rrf; any text: parse_fusion checks it)
+                fuse = cast("FusionArg | None", fusion if text_col and vector_col else None)
                 version = self._table.version()
                 self._join = JoinSearch(
                     path, options, version, text_col, vector_col, table_column, k or 10, fuse, where, PREFIX

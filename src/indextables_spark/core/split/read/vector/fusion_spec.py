@@ -16,7 +16,7 @@ from indextables_spark.errors import InvalidOptionError
 
 FUSIONS = ("rrf", "weighted")
 FusionMethod = Literal["rrf", "weighted", "none"]
-DEFAULT_FUSION: FusionMethod = "rrf"
+DEFAULT_FUSION: Literal["rrf", "weighted"] = "rrf"
 
 
 @dataclass(frozen=True)
