@@ -310,7 +310,7 @@ CELLS: dict[tuple[str, str], list[tuple[Attempt, str]]] = {
             "spark_read": lambda c: c.read(vector=VEC, vectorColumn="body"),
             "table_function": lambda c: c.call("indextables_vector_search", "'body'", f"'{VEC}'", "3"),
             "udtf": lambda c: c.udtf("indextables_vector_search", "'body'", f"'{VEC}'", "3"),
-            "search_join": lambda c: c.join(None, V, column="body"),
+            "search_join": lambda c: c.join(None, V, vector_column="body"),
         }.items()
     },
     **{

@@ -161,9 +161,9 @@ def test_a_filtered_search_among_few_rows_is_exact(tmp_path: Path) -> None:
     assert _ids(got) == top(exact(x[keep], q), ids[keep], 10)
     d = exact(x, q)
     assert np.allclose(got.column("_distance").to_numpy(), d[_ids(got)], atol=1e-5)
-    # a full-text query without fusion selects the rows too
+    # a full-text query with fusion="none" selects the rows too (without it: fused, the default)
     fox = ids % 3 == 0
-    assert _ids(t.search("body:fox", vector=q, limit=7)) == top(exact(x[fox], q), ids[fox], 7)
+    assert _ids(t.search("body:fox", vector=q, limit=7, fusion="none")) == top(exact(x[fox], q), ids[fox], 7)
 
 
 def _fusion(text: list[int], vec: list[int], k: int, rrf_k: int = 60) -> list[int]:
@@ -369,10 +369,11 @@ def test_companion_vector_search_leaves_out_rows_the_source_deleted(tmp_path: Pa
 
 def test_search_arguments_are_checked(tmp_path: Path) -> None:
     t = _table(tmp_path, clustered(100), splits=1)
-    said = t.explain("body:fox", where="sel < 5", vector=[1.0] * DIMS, limit=3).vector_search
+    said = t.explain("body:fox", where="sel < 5", vector=[1.0] * DIMS, limit=3, fusion="none").vector_search
     assert said is not None and "the 3 nearest rows by 'emb'" in said and "filters and the query" in said
-    said = t.explain("body:fox", vector=[1.0] * DIMS, fusion="rrf").vector_search
-    assert said is not None and "rrf (k=60)" in said
+    for fusion in ("rrf", None):  # (None: the default, rrf)
+        said = t.explain("body:fox", vector=[1.0] * DIMS, fusion=fusion).vector_search
+        assert said is not None and "rrf (k=60)" in said and "selected first by the query" not in said
     with pytest.raises(InvalidOptionError, match="3 dimensions, column 'emb' 32"):
         t.search(vector=[1.0, 2.0, 3.0])
     with pytest.raises(InvalidOptionError, match="'body' is not a vector column.*'emb'"):

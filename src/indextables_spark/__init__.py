@@ -31,6 +31,7 @@ _LAZY = {
     "Snapshot": "indextables_spark.core.log.read.snapshot",
     "Transaction": "indextables_spark.core.log.commit.transaction",
     "IndexTable": "indextables_spark.api.table",
+    "Fusion": "indextables_spark.core.split.read.vector.fusion_spec",
     "SearchOperatorError": "indextables_spark.expr.operators",
     "SearchQuery": "indextables_spark.expr.search_query",
     "build_companion": "indextables_spark.api.companion",
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.log.commit.transaction import Transaction
     from indextables_spark.expr.partition_filter import PartitionFilterError
+    from indextables_spark.core.split.read.vector.fusion_spec import Fusion
     from indextables_spark.expr.search_query import SearchQuery
     from indextables_spark.api.companion import build_companion
     from indextables_spark.ops.companion.build import start_companion_sync
@@ -97,6 +99,7 @@ __all__ = [
     "CommitRetriesExhaustedError",
     "ConcurrentModificationError",
     "CorruptStateError",
+    "Fusion",
     "IndexTable",
     "IndexTablesError",
     "ProtocolVersionError",
@@ -212,8 +215,10 @@ def explain(df: Any) -> list[dict[str, Any]]:
 
 def search_join(queries: Any, path: str, **kwargs: Any) -> Any:
     """Each row of the `queries` DataFrame joined to its top-k rows of the table at `path`
-    (text_col=, vector_col=, column=, k=10, fusion="rrf", where=, prefix="match_", options=),
-    searched where the queries are, without shuffling the table (spark/search_join.py)."""
+    (text_col=, vector_col=, vector_column=, k=10, fusion=None (rrf with text and vectors; "none":
+    the text only selects), where=, prefix="match_", options=; `column=` is vector_column's
+    deprecated old name), searched where the queries are, without shuffling the table
+    (spark/search_join.py)."""
     from indextables_spark.spark.search_join import search_join as _join  # lazy: pyspark, only when asked for
 
     return _join(queries, path, **kwargs)

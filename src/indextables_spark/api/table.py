@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
     from indextables_spark.core.split.read.search import SearchPlan
     from indextables_spark.core.split.read.search_explain import SearchExplanation
+    from indextables_spark.core.split.read.vector.fusion_spec import FusionArg
     from indextables_spark.expr.search_query import SearchQuery
     from indextables_spark.results.maintenance import DeleteResult, WriteResult
     from indextables_spark.results.record import ProgressArg
@@ -178,10 +179,11 @@ class IndexTable:
         vector: Any = None,
         vector_column: str | None = None,
         limit: int | None = None,
-        fusion: Any = None,
+        fusion: FusionArg | None = None,
     ) -> SearchPlan:
         from indextables_spark.core.split.read.scan import TableScan  # lazy: tantivy, pyarrow
         from indextables_spark.core.split.read.search import SearchPlan  # lazy: as above
+        from indextables_spark.core.split.read.vector.fusion_spec import parse_fusion  # lazy: with the read path
         from indextables_spark.core.split.read.vector.query import NearestQuery  # lazy: numpy
         from indextables_spark.expr.search_query import SearchQuery  # lazy: the read path's modules
         from indextables_spark.expr.where import parse_where  # lazy: the expression parsers
@@ -197,13 +199,12 @@ class IndexTable:
             nearest = NearestQuery.build(
                 vector,
                 limit,
-                fusion,
+                parse_fusion(fusion, with_query=query is not None),  # the one parse of every route's fusion
                 self.options,
                 column=vector_column,
                 vector_columns=columns_,
                 where=self.storage.uri,
                 column_option="vector_column=...",
-                with_query=query is not None,
             )
         elif fusion is not None or vector_column is not None:
             raise InvalidOptionError("search(): fusion and vector_column need a query vector (vector=...)")
@@ -226,7 +227,7 @@ class IndexTable:
         *,
         vector: Any = None,
         vector_column: str | None = None,
-        fusion: Any = None,
+        fusion: FusionArg | None = None,
         where: str | None = None,
         columns: Sequence[str] | None = None,
         limit: int | None = None,
@@ -241,11 +242,16 @@ class IndexTable:
         pruning, data skipping, Bloom filters and delete logs apply as in a Spark read.
 
         vector: a vector search (a sequence of floats): the `limit` (default 10) rows whose
-        `vector_column` (needed when the table has several vector columns) is nearest, nearest
-        first, with `_distance`; `where` and (without fusion) `query` select the rows searched
-        (the k nearest among them, not fewer). fusion ("rrf", "weighted", or a mapping of
-        method, rrf_k, text_weight, window): a hybrid search fusing `query`'s ranking and the
-        vector ranking across the table, `_score` the fused score (core/split/read/vector/fusion.py)."""
+        `vector_column` (needed when the table has several vector columns; the name every route
+        uses: `vector_column=` in Python, option `vectorColumn` in Spark, as LanceDB's
+        `vector_column_name`) is nearest, nearest first, with `_distance`; `where` selects the rows
+        searched (the k nearest among them, not fewer).
+        With both `query` and `vector`, a hybrid search: by default (fusion None, as every route)
+        reciprocal rank fusion of `query`'s ranking and the vector ranking across the table,
+        `_score` the fused score; fusion "rrf", "weighted", an it.Fusion or a mapping of its fields
+        (method, rrf_k, text_weight, window) choose how (core/split/read/vector/fusion.py);
+        fusion="none": no fusion, the query only selects the rows the vectors rank (search()'s
+        default up to 0.2.0)."""
         from indextables_spark.core.split.read.search import search_table  # lazy: tantivy, pyarrow
         from indextables_spark.core.split.read.vector.table_search import nearest_table  # lazy: as above
 
@@ -261,7 +267,7 @@ class IndexTable:
         *,
         vectors: Sequence[Any] | None = None,
         vector_column: str | None = None,
-        fusion: Any = None,
+        fusion: FusionArg | None = None,
         where: str | None = None,
         columns: Sequence[str] | None = None,
         limit: int | None = None,
@@ -269,7 +275,7 @@ class IndexTable:
     ) -> list[pa.Table]:
         """Many searches of one table version: for each i, what search(queries[i],
         vector=vectors[i], ...) returns (a None text or vector leaves that side out; both None: an
-        empty result). The vector searches without text run together: they share the plan, each
+        empty result; `fusion` as search's, for the queries with both). The vector searches without text run together: they share the plan, each
         split's selection of rows and one graph search per split (core/split/read/vector/table_search.py)."""
         from indextables_spark.core.split.read.vector.table_search import nearest_tables, query_matrix  # lazy: numpy
 
@@ -314,7 +320,7 @@ class IndexTable:
         vector: Any = None,
         vector_column: str | None = None,
         limit: int | None = None,
-        fusion: Any = None,
+        fusion: FusionArg | None = None,
     ) -> SearchExplanation:
         """What a read with this query and `where` does (core/split/read/search_explain.SearchExplanation; .to_dict()):
         the conditions the index answers, narrows (the rows re-check them) or leaves to the rows,

@@ -13,6 +13,7 @@ from pyspark.sql.types import DoubleType, FloatType, MapType, StringType, Struct
 from indextables_spark.config.options import Options
 from indextables_spark.config.sessions import default_parallelism
 from indextables_spark.core.schema.types import check_snippet_fields
+from indextables_spark.core.split.read.vector.fusion_spec import DEFAULT_FUSION, Fusion, parse_fusion
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError
 from indextables_spark.spark.guard import INDEXALL
 
@@ -41,7 +42,7 @@ class ReadOptions:
     columns: tuple[str, ...] | None = None  # the `columns` option: the declared columns (None: all)
     vector: tuple[float, ...] | None = None  # the `vector` option: a vector search (limit: its k)
     vector_column: str | None = None
-    fusion: tuple[str, int, float, int | None] | None = None  # (method, rrfK, textWeight, window)
+    fusion: Fusion | None = None  # with `query` and `vector`: the hybrid search (fusion_spec.parse_fusion)
 
     @property
     def top_n(self) -> bool:
@@ -116,10 +117,10 @@ def read_options(opts: Options) -> ReadOptions:
     )
 
 
-def _vector_options(
-    opts: Options, query: str | None
-) -> tuple[tuple[float, ...] | None, tuple[str, int, float, int | None] | None]:
-    """The `vector` option (a JSON array or comma list of numbers) and the `fusion.*` options."""
+def _vector_options(opts: Options, query: str | None) -> tuple[tuple[float, ...] | None, Fusion | None]:
+    """The `vector` option (a JSON array or comma list of numbers) and the `fusion.*` options: with
+    option `query` too, a hybrid search fused by `fusion` (default rrf; `none`: the query only
+    selects the rows), parsed as every route's fusion argument (fusion_spec.parse_fusion)."""
     raw = opts.get_str("vector")
     method = (opts.get_str("fusion") or "").strip().lower() or None
     if raw is None:
@@ -135,20 +136,16 @@ def _vector_options(
         ) from None
     if not vector or not all(math.isfinite(v) for v in vector):
         raise InvalidOptionError(f"option vector={raw[:80]!r}: expected finite numbers")
-    if method is None:
-        return vector, None
-    if method not in ("rrf", "weighted"):
-        raise InvalidOptionError(f"option fusion={method!r}: expected rrf or weighted")
-    if query is None:
-        raise InvalidOptionError("option fusion: a hybrid search fuses option 'query' with the vector ranking")
-    window = opts.get_str("fusion.window")
-    fusion = (
-        method,
-        opts.get_int("fusion.rrfK"),
-        opts.get_float("fusion.textWeight"),
-        int(window) if window else None,
-    )
-    return vector, fusion
+    given = None
+    if method is not None or query is not None:  # (the default method takes the fusion.* options too)
+        window = opts.get_str("fusion.window")
+        given = {
+            "method": method or DEFAULT_FUSION,
+            "rrf_k": opts.get_int("fusion.rrfK"),
+            "text_weight": opts.get_float("fusion.textWeight"),
+            "window": int(window) if window else None,
+        }
+    return vector, parse_fusion(given, with_query=query is not None, where="option fusion")
 
 
 def declared_fields(
@@ -245,17 +242,15 @@ def nearest_query(ro: ReadOptions, specs: Sequence[ColumnSpec], opts: Options, p
     )
 
     assert ro.vector is not None and ro.limit is not None
-    fusion = dict(zip(("method", "rrf_k", "text_weight", "window"), ro.fusion)) if ro.fusion is not None else None
     nq = NearestQuery.build(
         ro.vector,
         ro.limit,
-        fusion,
+        ro.fusion,
         opts,
         column=ro.vector_column,
         vector_columns=vector_columns(specs),
         where=path,
         column_option="option vectorColumn",
-        with_query=ro.query is not None,
     )
     check_vector_query(specs, nq, path)
     return nq

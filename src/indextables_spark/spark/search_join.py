@@ -23,7 +23,9 @@ import numpy as np
 import pyarrow as pa
 
 from indextables_spark.config.sessions import with_session_options
+from indextables_spark.core.split.read.vector.fusion_spec import FusionArg, parse_fusion
 from indextables_spark.errors import InvalidOptionError
+from indextables_spark.util.renamed import renamed
 
 if TYPE_CHECKING:
     from indextables_spark.api.table import IndexTable
@@ -39,19 +41,24 @@ def search_join(
     *,
     text_col: str | None = None,
     vector_col: str | None = None,
-    column: str | None = None,
+    vector_column: str | None = None,
     k: int = 10,
-    fusion: Any = "rrf",
+    fusion: FusionArg | None = None,
     where: str | None = None,
     prefix: str = PREFIX,
     options: Mapping[str, Any] | None = None,
+    column: str | None = None,
 ) -> Any:
     """The top-k rows of the table at `path` for each row of `queries` (see the module docstring):
-    `text_col` holds full-text queries, `vector_col` query vectors (against the table's vector
-    `column`, needed when it has several); with both, `fusion` ("rrf", "weighted" or a mapping, as
-    IndexTable.search) fuses the two rankings. `where` selects the table rows searched."""
+    `text_col` holds full-text queries, `vector_col` query vectors (the queries' columns), searched
+    against the table's `vector_column` (needed when it has several; IndexTable.search's name;
+    `column=` is its deprecated old name). With both, `fusion` as IndexTable.search: None (the
+    default) fuses the two rankings by rrf, "weighted", an it.Fusion or a mapping choose how,
+    "none" lets the text only select the rows the vectors rank. `where` selects the table rows
+    searched."""
     from indextables_spark.api.table import IndexTable  # lazy: the read path
 
+    vector_column = renamed("search_join", "vector_column", vector_column, "column", column)
     if text_col is None and vector_col is None:
         raise InvalidOptionError("search_join: give text_col, vector_col or both (the queries' columns)")
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -74,18 +81,19 @@ def search_join(
         from indextables_spark.core.split.read.scan import table_vector_columns  # lazy: the read path
 
         have = table_vector_columns(snap, table.options)
-        if (column is None and len(have) != 1) or (column is not None and column not in have):
+        if (vector_column is None and len(have) != 1) or (vector_column is not None and vector_column not in have):
             raise InvalidOptionError(
                 f"search_join: table {path}: "
                 + (
-                    f"{column!r} is not a vector column"
-                    if column is not None
-                    else "name its vector column (column=...)"
+                    f"{vector_column!r} is not a vector column"
+                    if vector_column is not None
+                    else "name its vector column (vector_column=...)"
                 )
                 + f" (vector columns: {have or 'none'})"
             )
     fuse = fusion if (text_col is not None and vector_col is not None) else None
-    join = JoinSearch(path, opts, version, text_col, vector_col, column, k, fuse, where, prefix)
+    parse_fusion(fuse, with_query=True, where="search_join")  # refused now, not in a task
+    join = JoinSearch(path, opts, version, text_col, vector_col, vector_column, k, fuse, where, prefix)
     return queries.mapInArrow(join.run, out)
 
 
@@ -114,9 +122,9 @@ class JoinSearch:
     version: int  # the table version every query reads
     text_col: str | None
     vector_col: str | None
-    column: str | None  # the table's vector column (None: its only one)
+    vector_column: str | None  # the table's vector column (None: its only one)
     k: int
-    fusion: Any  # with text and vectors: how the two rankings fuse (IndexTable.search's argument)
+    fusion: FusionArg | None  # with text and vectors: how the two rankings fuse (IndexTable.search's argument)
     where: str | None
     prefix: str
 
@@ -129,7 +137,7 @@ class JoinSearch:
         found = table.search_many(
             texts,
             vectors=vectors,
-            vector_column=self.column,
+            vector_column=self.vector_column,
             fusion=self.fusion,
             where=self.where,
             limit=self.k,

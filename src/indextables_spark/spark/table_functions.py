@@ -48,6 +48,7 @@ from indextables_spark.expr.lexer import Lexicon, Token, end_of, token_at
 from indextables_spark.spark.udtf_rows import table_rows
 from indextables_spark.spark.vector_functions import (
     HYBRID_SEARCH,
+    OLD_ARGS,
     SEARCH_JOIN,
     VECTOR_PARAMS,
     VECTOR_SEARCH,
@@ -165,7 +166,7 @@ def _parse_args(text: str, pos: int, name: str) -> tuple[dict[str, Any], int] | 
                 return None
             key = params[positional]
             positional += 1
-        if key not in params:
+        if key not in params and not (name in VECTOR_PARAMS and key in OLD_ARGS):
             return None
         args[key] = value
         sep = token_at(text, end_of(tok), _LITERALS)
@@ -191,7 +192,10 @@ def find_calls(text: str) -> list[Call]:
             if (
                 parsed is not None
                 and len(parsed[0]) >= REQUIRED[name]
-                and all(k in parsed[0] for k in PARAMS[name][: REQUIRED[name]])
+                and all(
+                    k in parsed[0] or (k == "vector_column" and "column" in parsed[0])
+                    for k in PARAMS[name][: REQUIRED[name]]
+                )
             ):
                 calls.append(Call(name, i, parsed[1], parsed[0]))
                 i = parsed[1]

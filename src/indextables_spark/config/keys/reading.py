@@ -34,13 +34,19 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "a vector search: the query vector (a JSON array or comma list of numbers); `limit` is its k "
         "(default 10); adds `_distance` (see Vector search)",
     ),
-    OptionSpec("vectorColumn", "str", None, "the vector column a vector search ranks by (needed with several)"),
+    OptionSpec(
+        "vectorColumn",
+        "str",
+        None,
+        "the vector column a vector search ranks by (needed with several; `vector_column=` in Python)",
+    ),
     OptionSpec(
         "fusion",
         "str",
         None,
-        "a hybrid search: `rrf` (reciprocal rank fusion) or `weighted` fuses option `query`'s ranking with "
-        "the vector ranking; `_score` is the fused score",
+        "with options `query` and `vector`, a hybrid search: `rrf` (reciprocal rank fusion, the default on "
+        "every route) or `weighted` fuses the query's ranking with the vector ranking (`_score`: the fused "
+        "score); `none`: the query only selects the rows the vectors rank",
     ),
     OptionSpec("fusion.rrfK", "int", 60, "the k of reciprocal rank fusion: 1 / (k + rank)"),
     OptionSpec(

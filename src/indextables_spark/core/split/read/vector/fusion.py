@@ -1,5 +1,6 @@
 """How a hybrid search fuses its two rankings, once for every route (the Spark-free search and a
-Spark task fuse with this code: table_search.py).
+Spark task fuse with this code: table_search.py). What a caller asks (Fusion, parse_fusion):
+fusion_spec.py.
 
 The rankings are the table's: its candidates' BM25 scores (the table's statistics) and their
 vector distances (which compare across splits, unlike per-split scores), each cut to its `window`
@@ -12,36 +13,11 @@ caller gives (split ordinal, row id).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from indextables_spark.errors import InvalidOptionError
+from indextables_spark.core.split.read.vector.fusion_spec import Fusion
 
-FUSIONS = ("rrf", "weighted")
-
-
-@dataclass(frozen=True)
-class Fusion:
-    """How a hybrid search combines its full-text and vector rankings (module docstring)."""
-
-    method: str = "rrf"
-    rrf_k: int = 60
-    text_weight: float = 0.5
-    window: int | None = None  # the best rows of each ranking fused (None: max(k, 50) of each)
-
-    def __post_init__(self) -> None:
-        if self.method not in FUSIONS:
-            raise InvalidOptionError(f"fusion {self.method!r}: expected one of {FUSIONS}")
-        if self.rrf_k < 1:
-            raise InvalidOptionError(f"fusion rrf_k={self.rrf_k}: expected a positive integer")
-        if not 0.0 <= self.text_weight <= 1.0:
-            raise InvalidOptionError(f"fusion text_weight={self.text_weight}: expected a weight in [0, 1]")
-        if self.window is not None and self.window < 1:
-            raise InvalidOptionError(f"fusion window={self.window}: expected a positive integer")
-
-    def window_for(self, k: int) -> int:
-        return self.window if self.window is not None else max(k, 50)
+__all__ = ["Fusion", "fused_scores", "fused_top"]
 
 
 def fused_top(

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from indextables_spark.config.options import Options
 from indextables_spark.core.schema.types import ColumnSpec
-from indextables_spark.core.split.read.vector.fusion import Fusion
+from indextables_spark.core.split.read.vector.fusion_spec import Fusion
 from indextables_spark.core.split.read.vector.nearest import EXACT_BELOW, EXPANSION
 from indextables_spark.errors import InvalidOptionError
 
@@ -43,22 +43,20 @@ class NearestQuery:
         cls,
         vector: Any,
         k: int | None,
-        fusion: Fusion | str | Mapping[str, Any] | None,
+        fusion: Fusion | None,
         options: Options,
         *,
         column: str | None,
         vector_columns: Sequence[str],
         where: str,
         column_option: str,
-        with_query: bool,
     ) -> NearestQuery:
         """The vector search a read asks for (InvalidOptionError for what it cannot be): on
         `column` (None: the table's only one among `vector_columns`; `column_option` is how the
         caller names it, when it must), the query `vector` (numbers), `k` (None: DEFAULT_K), the
-        `fusion` ("rrf", "weighted", a mapping of Fusion's fields, or a Fusion; it needs a query:
-        `with_query`) and the graph settings of `options` (search.vector.expansion / exactBelow).
-        Its dimensions are check_vector_query's. (A Spark read's options arrive as numbers and a
-        Fusion, checked by their own parser: the argument messages are IndexTable.search's.)"""
+        `fusion` (every route's argument parsed once by fusion_spec.parse_fusion; None: the query,
+        if any, only selects the rows) and the graph settings of `options` (search.vector.expansion
+        / exactBelow). Its dimensions are check_vector_query's."""
         if column is None:
             if not vector_columns:
                 raise InvalidOptionError(
@@ -73,15 +71,11 @@ class NearestQuery:
                 )
             column = vector_columns[0]
         values = vector_values(vector, "search(): vector")
-        if fusion is not None and not with_query:
-            raise InvalidOptionError(
-                "search(): fusion combines a full-text query with the vector ranking: give query=..."
-            )
         return cls(
             column,
             values,
             DEFAULT_K if k is None else int(k),
-            _fusion(fusion),
+            fusion,
             expansion=options.get_int("search.vector.expansion"),
             exact_below=options.get_int("search.vector.exactBelow"),
         )
@@ -94,22 +88,6 @@ class NearestQuery:
     def wanted(self) -> int:
         """How many neighbours each split returns: k, or the fusion window."""
         return self.fusion.window_for(self.k) if self.fusion is not None else self.k
-
-
-def _fusion(value: Fusion | str | Mapping[str, Any] | None) -> Fusion | None:
-    """The Fusion of search()'s `fusion` argument: a method name, a mapping of its fields, itself."""
-    if value is None or isinstance(value, Fusion):
-        return value
-    if isinstance(value, str):
-        return Fusion(value)
-    if isinstance(value, Mapping):
-        try:
-            return Fusion(**dict(value))
-        except TypeError as e:
-            raise InvalidOptionError(
-                f"search(): fusion {dict(value)!r}: {e} (keys: method, rrf_k, text_weight, window)"
-            ) from None
-    raise InvalidOptionError(f"search(): fusion must be 'rrf', 'weighted' or a mapping, got {value!r}")
 
 
 def check_vector_query(specs: Sequence[ColumnSpec], nearest: NearestQuery, where: str) -> None:
