@@ -329,6 +329,8 @@ def test_companion_vector_search_leaves_out_rows_the_source_deleted(tmp_path: Pa
     keep = live[live % 100 < 50]
     assert _ids(t.search(vector=q, limit=10, where="sel < 50")) == top(exact(x[keep], q), keep, 10)
 
+
+def test_a_vector_column_declared_after_splits_were_written(tmp_path: Path) -> None:
     """An append may declare an existing array column a vector (the table records it); the splits
     written before are searched exactly from their rows, MERGE SPLITS gives them a graph; a
     declaration that differs from the table's is refused, and an old row that is no vector of
