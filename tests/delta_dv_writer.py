@@ -43,43 +43,32 @@ def nested_fields(t: pa.DataType, path: tuple[str, ...]):
         yield from nested_fields(t.item_type, (*path, "value"))
 
 
-def _renamed_type(t: pa.DataType, path: tuple[str, ...], new: str) -> pa.DataType:
-    """`t` with the nested struct field at `path` (below t) named `new`."""
+def _edited_type(t: pa.DataType, path: tuple[str, ...], edit) -> pa.DataType:
+    """`t` with the struct at `path` (below t; () is t itself) replaced by `edit(that struct)`."""
+    if not path:
+        return edit(t)
     head, rest = path[0], path[1:]
     if pa.types.is_struct(t):
-        return pa.struct(
-            [
-                (f.with_name(new) if not rest else f.with_type(_renamed_type(f.type, rest, new)))
-                if f.name == head
-                else f
-                for f in t
-            ]
-        )
+        return pa.struct([f.with_type(_edited_type(f.type, rest, edit)) if f.name == head else f for f in t])
     if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_renamed_type(t.value_type, rest, new)))
+        return pa.list_(t.value_field.with_type(_edited_type(t.value_type, rest, edit)))
     key, item = t.key_field, t.item_field
     if head == "key":
-        key = key.with_type(_renamed_type(key.type, rest, new))
+        key = key.with_type(_edited_type(key.type, rest, edit))
     else:
-        item = item.with_type(_renamed_type(item.type, rest, new))
+        item = item.with_type(_edited_type(item.type, rest, edit))
     return pa.map_(key, item)
+
+
+def _renamed_type(t: pa.DataType, path: tuple[str, ...], new: str) -> pa.DataType:
+    """`t` with the nested struct field at `path` (below t) named `new`."""
+    *parent, name = path
+    return _edited_type(t, tuple(parent), lambda s: pa.struct([f.with_name(new) if f.name == name else f for f in s]))
 
 
 def _added_type(t: pa.DataType, path: tuple[str, ...], new: pa.Field) -> pa.DataType:
     """`t` with `new` appended to the struct at `path` (below t; () is t itself)."""
-    if not path:
-        return pa.struct([*t, new])
-    head, rest = path[0], path[1:]
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_added_type(f.type, rest, new)) if f.name == head else f for f in t])
-    if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_added_type(t.value_type, rest, new)))
-    key, item = t.key_field, t.item_field
-    if head == "key":
-        key = key.with_type(_added_type(key.type, rest, new))
-    else:
-        item = item.with_type(_added_type(item.type, rest, new))
-    return pa.map_(key, item)
+    return _edited_type(t, path, lambda s: pa.struct([*s, new]))
 
 
 def _convert(v, t: pa.DataType, path: tuple[str, ...], name_of):
