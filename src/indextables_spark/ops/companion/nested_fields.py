@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 
 from indextables_spark.config.options import PREFIX
-from indextables_spark.core.split.format.nested_names import ABSENT, PARQUET_FIELD_ID, NestedNames
+from indextables_spark.core.split.format.nested_names import ABSENT, NestedNames, file_field_ids, matched_name
 from indextables_spark.errors import CompanionSourceError, ProtocolVersionError
 
 # {column: its SourceNesting JSON} the splits were built with
@@ -110,11 +110,10 @@ def _resolve(t: pa.DataType, shape: SourceNesting, where: str, path: str) -> Nes
                 f"{where}: {path} is a struct in the table, {t} in the file: it cannot be mapped"
             )
         children = {t.field(i).name: t.field(i) for i in range(t.num_fields)}
-        by_id = {int(raw): c.name for c in children.values() if (raw := (c.metadata or {}).get(PARQUET_FIELD_ID))}
+        by_id = file_field_ids(children.values())
         entries = []
         for f in shape.fields:
-            name = by_id.get(f.field_id, ABSENT) if f.field_id is not None and by_id else f.physical
-            name = name if name in children else ABSENT
+            name = matched_name(f.field_id, f.physical, by_id, children)
             inner = None
             if f.nested is not None and name != ABSENT:
                 inner = _resolve(children[name].type, f.nested, where, f"{path}.{f.name}")

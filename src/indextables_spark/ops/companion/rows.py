@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from indextables_spark.core.split.format.nested_names import PARQUET_FIELD_ID
+from indextables_spark.core.split.format.nested_names import file_field_ids, matched_name
 from indextables_spark.errors import CompanionSourceError
 
 if TYPE_CHECKING:
@@ -29,18 +29,6 @@ if TYPE_CHECKING:
     from indextables_spark.core.split.format.companion import CompanionInfo
     from indextables_spark.core.storage import Storage
     from indextables_spark.ops.companion.sources.snapshot import SourceFile
-
-ABSENT = ""  # CompanionFile.columns: the file has no column for it (read as nulls)
-
-
-def file_field_ids(schema: pa.Schema) -> dict[int, str]:
-    """{field id: column name} of a Parquet file's top-level columns that carry a field id."""
-    out = {}
-    for f in schema:
-        raw = (f.metadata or {}).get(PARQUET_FIELD_ID)
-        if raw is not None:
-            out[int(raw)] = f.name
-    return out
 
 
 def file_columns(
@@ -56,9 +44,7 @@ def file_columns(
     present = set(parquet_schema.names)
     out: dict[str, str] = {}
     for column, physical in columns.items():
-        fid = field_ids.get(column)
-        name = by_id.get(fid, ABSENT) if fid is not None and by_id else physical
-        name = name if name in present else ABSENT
+        name = matched_name(field_ids.get(column), physical, by_id, present)
         if name != column:
             out[column] = name
     return out

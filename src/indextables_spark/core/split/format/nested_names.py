@@ -1,7 +1,9 @@
 """How a source Parquet file names a column's nested struct fields where they differ from the
 table's names (Delta column mapping's nested physical names; Iceberg and Delta `id` mode nested
 fields matched by Parquet field id, renamed after the file was written), and a column read from
-such a file renamed to the table's names.
+such a file renamed to the table's names; how a field is matched in a file at any level
+(`matched_name`: by Parquet field id where that level carries ids, else by physical name), for
+top-level columns (ops/companion/rows.py) and nested fields (ops/companion/nested_fields.py) alike.
 
 Arrow casts a struct to a struct by child name (a name it does not find becomes NULL), so a
 file's children are renamed first — struct children at any depth, through list elements and map
@@ -24,7 +26,7 @@ a list's element, a map's key and value.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection, Iterable, Mapping
 
 import pyarrow as pa
 
@@ -131,3 +133,21 @@ def _struct(col: pa.StructArray, target: pa.StructType, names: NestedNames) -> p
             fields.append(pa.field(want.name, want.type, nullable=True))
         children.append(child)
     return pa.StructArray.from_arrays(children, fields=fields, mask=_mask(col))
+
+
+def file_field_ids(fields: Iterable[pa.Field]) -> dict[int, str]:
+    """{field id: name} of the fields that carry a Parquet field id: a file's top-level columns
+    (its schema) or one struct's children (its type)."""
+    out = {}
+    for f in fields:
+        raw = (f.metadata or {}).get(PARQUET_FIELD_ID)
+        if raw is not None:
+            out[int(raw)] = f.name
+    return out
+
+
+def matched_name(field_id: int | None, physical: str, by_id: Mapping[int, str], present: Collection[str]) -> str:
+    """The file's name for a field (a column, or a nested struct field at its level): by field id
+    where that level of the file carries ids, else by its physical name; ABSENT when it has none."""
+    name = by_id.get(field_id, ABSENT) if field_id is not None and by_id else physical
+    return name if name in present else ABSENT

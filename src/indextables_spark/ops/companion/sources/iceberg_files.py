@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from indextables_spark.config.redaction import redact_uri
 from indextables_spark.errors import CompanionSourceError, StorageError
-from indextables_spark.ops.companion.rows import file_field_ids
+from indextables_spark.core.split.format.nested_names import file_field_ids
 from indextables_spark.ops.companion.sources.libraries import describe_error
 
 if TYPE_CHECKING:
