@@ -68,7 +68,10 @@ os.environ.setdefault("LANCE_LOG", "error")
 
 K = 10
 SELECTIVITIES = {"1%": 1, "10%": 10}  # tag < N
-ALL = "usearch-f32,usearch-f16,usearch-i8,faiss-hnsw,faiss-hnswsq,faiss-ivf,hnswlib,lance-ivfpq,lance-hnswsq"
+ALL = (
+    "usearch-f32,usearch-f16,usearch-i8,faiss-hnsw,faiss-hnswsq,faiss-ivf,hnswlib,lance-ivfpq,lance-hnswsq,"
+    "faiss-hnswpq,faiss-ivfpq,faiss-ivfpqfs,faiss-ivfsq8,faiss-ivfrabitq,faiss-ivfrabitqfs"
+)
 DEFAULT = "usearch-i8,faiss-hnsw,faiss-hnswsq,hnswlib,lance-ivfpq,lance-hnswsq"
 BRUTE = "numpy-brute"
 
@@ -413,6 +416,116 @@ class FaissHNSWSQ(FaissHNSW):
         return self.rerank(d[0], i[0], v, s, K)
 
 
+class FaissHNSWPQ(FaissHNSWSQ):
+    """faiss HNSW over PQ codes (dims / 8 sub-quantizers of 8 bits), re-ranked exactly."""
+
+    name = "faiss-hnswpq"
+    knobs = [(ef, r) for ef in (32, 64, 128) for r in (4, 10)]
+
+    def build_part(self, xs):
+        import faiss
+
+        ix = faiss.IndexHNSWPQ(xs.shape[1], xs.shape[1] // 8, 16)
+        ix.hnsw.efConstruction = 128
+        ix.train(xs)
+        ix.add(xs)
+        return ix
+
+
+class FaissIVFCodes(FaissHNSWSQ):
+    """faiss IVF over compressed codes (no float32 copy in the index), each part's k * refine
+    candidates re-ranked exactly from the stored float32 vectors. nlist = 2 sqrt(n) per part, trained
+    on up to 64 vectors a list; knob (nprobe, refine)."""
+
+    knob_name = "nprobe/refine"
+    knobs = [(p, r) for p in (4, 8, 16, 32) for r in (4, 10)]
+
+    def make(self, quantizer, d, nlist):
+        raise NotImplementedError
+
+    def build_part(self, xs):
+        import faiss
+
+        nlist = max(16, int(2 * math.sqrt(len(xs))))
+        ix = self.make(faiss.IndexFlatL2(xs.shape[1]), xs.shape[1], nlist)
+        ix.cp.min_points_per_centroid = 5
+        ix.train(xs[np.random.default_rng(1).choice(len(xs), min(len(xs), 64 * nlist), replace=False)])
+        ix.add(xs)
+        return ix
+
+    def params(self, knob, sel=None):
+        import faiss
+
+        p = faiss.SearchParametersIVF(nprobe=knob)
+        if sel is not None:
+            p.sel = sel
+        return p
+
+
+class FaissIVFPQ(FaissIVFCodes):
+    name = "faiss-ivfpq"  # dims / 8 sub-quantizers of 8 bits: 16 bytes a 128-d vector
+
+    def make(self, quantizer, d, nlist):
+        import faiss
+
+        return faiss.IndexIVFPQ(quantizer, d, nlist, d // 8, 8)
+
+
+class FaissIVFPQFastScan(FaissIVFCodes):
+    name = "faiss-ivfpqfs"  # dims / 4 sub-quantizers of 4 bits (SIMD lookups): 16 bytes a 128-d vector
+
+    def make(self, quantizer, d, nlist):
+        import faiss
+
+        return faiss.IndexIVFPQFastScan(quantizer, d, nlist, d // 4, 4)
+
+
+class FaissIVFSQ8(FaissIVFCodes):
+    name = "faiss-ivfsq8"  # one byte a dimension
+
+    def make(self, quantizer, d, nlist):
+        import faiss
+
+        return faiss.IndexIVFScalarQuantizer(quantizer, d, nlist, faiss.ScalarQuantizer.QT_8bit)
+
+
+class FaissIVFRaBitQ(FaissIVFCodes):
+    name = "faiss-ivfrabitq"  # one bit a dimension plus two floats a vector
+
+    def make(self, quantizer, d, nlist):
+        import faiss
+
+        return faiss.IndexIVFRaBitQ(quantizer, d, nlist)
+
+    def params(self, knob, sel=None):
+        import faiss
+
+        p = faiss.IVFRaBitQSearchParameters()
+        p.nprobe = knob
+        if sel is not None:
+            p.sel = sel
+        return p
+
+
+class FaissIVFRaBitQFastScan(FaissIVFRaBitQ):
+    name = "faiss-ivfrabitqfs"
+
+    def make(self, quantizer, d, nlist):
+        import faiss
+
+        return faiss.IndexIVFRaBitQFastScan(quantizer, d, nlist)
+
+
+COMPRESSED = {
+    "faiss-hnswpq": FaissHNSWPQ,
+    "faiss-ivfpq": FaissIVFPQ,
+    "faiss-ivfpqfs": FaissIVFPQFastScan,
+    "faiss-ivfsq8": FaissIVFSQ8,
+    "faiss-ivfrabitq": FaissIVFRaBitQ,
+    "faiss-ivfrabitqfs": FaissIVFRaBitQFastScan,
+}
+
+
 class HnswLib(Ours):
     name = "hnswlib"
     ext = "hnsw"
@@ -577,7 +690,7 @@ def filter_knobs(c, rows):
         return [first]
     if isinstance(c, HnswLib):
         return [first, first * 4]
-    if isinstance(c, FaissHNSWSQ):
+    if isinstance(c, FaissHNSWSQ):  # and the IVFs: nprobe, as efSearch, x 4 and x 16
         return [first, (first[0] * 4, first[1]), (first[0] * 16, first[1])]
     if isinstance(c, FaissHNSW):  # and FaissIVF
         return [first, first * 4, first * 16]
@@ -675,6 +788,8 @@ def main():
                 cands.append(FaissHNSWSQ(parts, metric, args.dir))
             elif w == "faiss-ivf":
                 cands.append(FaissIVF(parts, metric, args.dir))
+            elif w in COMPRESSED:
+                cands.append(COMPRESSED[w](parts, metric, args.dir))
             elif w == "hnswlib":
                 cands.append(HnswLib(parts, metric, args.dir))
             elif w == "lance-ivfpq":

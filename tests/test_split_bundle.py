@@ -97,7 +97,7 @@ def _rewrite_footer(data: bytes, change) -> bytes:
         (lambda d: d[:-8] + b"PARQUET1", "bad magic b'PARQUET1'"),
         (lambda d: d[:-16] + struct.pack("<Q", 1 << 40) + MAGIC, "footer length 1099511627776 does not fit"),
         (lambda d: d[:-16] + struct.pack("<Q", 0) + MAGIC, "footer length 0"),
-        (lambda d: _rewrite_footer(d, lambda f: f.update(formatVersion=2)), "unsupported split format version 2"),
+        (lambda d: _rewrite_footer(d, lambda f: f.update(formatVersion=3)), "unsupported split format version 3"),
         (lambda d: _rewrite_footer(d, lambda f: f.pop("formatVersion")), "unsupported split format version None"),
         (lambda d: _rewrite_footer(d, lambda f: f["files"][0].update(length=10**9)), "outside the data section"),
         (lambda d: _rewrite_footer(d, lambda f: f["rows"].update(offset=-1)), "outside the data section"),

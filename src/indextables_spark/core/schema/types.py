@@ -97,10 +97,14 @@ class IndexedField:
 class VectorSpec:
     """A vector column's shape and how its vectors compare (`indexing.vector.<col>`): `cosine`
     (distance 1 - cosine similarity), `l2` (squared Euclidean distance) or `dot` (distance: the
-    negated inner product). Smaller distances are nearer for all three."""
+    negated inner product). Smaller distances are nearer for all three. `kind` and `params`: the
+    nearest-neighbour index each split builds of it and the parameters given for it
+    (core/split/format/vector_kinds.py; None: the default kind)."""
 
     dims: int
     metric: str = "cosine"
+    kind: str | None = None
+    params: tuple[tuple[str, int], ...] = ()  # (name, value), sorted by name
 
 
 @dataclass(frozen=True)

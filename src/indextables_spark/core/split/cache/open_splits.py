@@ -29,6 +29,7 @@ from indextables_spark.core.split.format.bundle import (
     load_extracted_footer,
 )
 from indextables_spark.core.split.cache.row_access import IpcRows, SplitRows
+from indextables_spark.core.split.cache.vector_rows import with_vectors
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
 from indextables_spark.core.split.reference import native
 from indextables_spark.errors import SplitFormatError
@@ -213,7 +214,7 @@ def _open_handles(local_dir: str) -> SplitHandles:
         )
     mapping_key = (footer.doc_mapping, tuple(footer.truncated_terms), tuple(footer.fully_tokenized))
     h = SplitHandles(footer, specs, index, ipc, starts, source, lazy=lazy, mapping_key=mapping_key)
-    h.rows = IpcRows(h, ipc.schema, footer.num_rows, starts)
+    h.rows = with_vectors(IpcRows(h, ipc.schema, footer.num_rows, starts), local_dir, footer, where)
     return h
 
 

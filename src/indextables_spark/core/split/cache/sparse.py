@@ -183,6 +183,12 @@ def _load_state(local_dir: str) -> dict[str, Any] | None:
         return None
 
 
+def missing_ranges(local_dir: str, name: str) -> list[Range]:
+    """The byte ranges of an index file the directory does not hold yet (none: it is whole)."""
+    state = _load_state(local_dir)
+    return ranges(state["missing"].get(name) or []) if state is not None else []
+
+
 def _footer_layout(footer: SplitFooter) -> dict[str, Any] | None:
     """The split footer's indexSections (bundle.py, from the writer) when it covers every
     sectioned file consistently; None for older splits (their offset tables are read first)."""

@@ -36,6 +36,10 @@ from indextables_spark.errors import SplitFormatError
 
 MAGIC = b"ITSPLIT1"
 FORMAT_VERSION = 1
+# a split whose row store leaves a vector column's values to its vectors file (vector_index.py,
+# `"rowStore": false`): a reader before it would read them as NULLs, so it refuses the split
+VECTORS_OUTSIDE_ROWS_VERSION = 2
+FORMAT_VERSIONS = (FORMAT_VERSION, VECTORS_OUTSIDE_ROWS_VERSION)
 TRAILER_LEN = 16  # u64 footer length + 8-byte magic
 ROWS_NAME = "rows.arrow"
 COMPANION_ROWS = "companion-parquet"  # rows.format of a companion split (no row store in the file)
@@ -159,8 +163,10 @@ def bundle(
             entries.append({"name": os.path.basename(path), "offset": offset, "length": n})
             offset += n
         rows_len = _append(out, rows_path) if rows_path is not None else 0
-        from indextables_spark.core.split.format.vector_index import (
-            VECTOR_FILE_PREFIX,  # lazy: keeps `import indextables_spark.core.split.format.bundle` free of pyarrow
+        from indextables_spark.core.split.format.vector_index import (  # lazy: keeps this module free of pyarrow
+            ROW_STORE_KEY,
+            VECTOR_FILE_PREFIX,
+            VECTORS_KEY,
         )
 
         named = [(os.path.basename(p), p) for p in [*index_files, *extra_files]]
@@ -178,7 +184,11 @@ def bundle(
         }
         footer_start = offset + rows_len + hotcache["length"]
         footer = {
-            "formatVersion": FORMAT_VERSION,
+            "formatVersion": (
+                VECTORS_OUTSIDE_ROWS_VERSION
+                if any(v.get(ROW_STORE_KEY) is False for v in (extra or {}).get(VECTORS_KEY, {}).values())
+                else FORMAT_VERSION
+            ),
             "files": entries,
             "rows": rows,
             "docMapping": doc_mapping,
@@ -272,8 +282,8 @@ def _parse_footer(data: bytes, size: int, footer_start: int, where: str) -> Spli
     if not isinstance(d, dict):
         raise _fail(where, f"footer is not a JSON object: {str(d)[:100]}")
     version = d.get("formatVersion")
-    if version != FORMAT_VERSION:
-        raise _fail(where, f"unsupported split format version {version!r} (this reader supports {FORMAT_VERSION})")
+    if version not in FORMAT_VERSIONS:
+        raise _fail(where, f"unsupported split format version {version!r} (this reader supports {FORMAT_VERSIONS})")
     files_raw = d.get("files")
     if not isinstance(files_raw, list):
         raise _fail(where, "footer has no 'files' list")

@@ -31,6 +31,7 @@ from indextables_spark.config.option_checks import did_you_mean
 from indextables_spark.config.options import PREFIX, Options
 from indextables_spark.core.schema import analyzers, compact_strings
 from indextables_spark.core.schema.types import VECTOR_METRICS, VectorSpec
+from indextables_spark.core.split.format.vector_kinds import DEFAULT_KIND, KINDS, check_params, parse_kind
 from indextables_spark.errors import InvalidOptionError
 
 # Tokenizers Tantivy registers by itself (custom ones are not persisted in an index).
@@ -237,21 +238,26 @@ MAX_VECTOR_DIMS = 16_384
 
 
 def vector_spec(raw: str, key: str) -> VectorSpec:
-    """`<dimensions>[,<metric>]` (metric cosine, the default, l2 or dot) of option `key`."""
+    """`<dimensions>[,<metric>[,<kind>[,<name>=<value>...]]]` of option `key`: the metric cosine
+    (the default), l2 or dot; the index kind and its parameters (vector_kinds.py; none: the
+    default kind)."""
     parts = [p.strip().lower() for p in raw.split(",")]
     try:
         dims = int(parts[0])
     except ValueError:
         dims = 0
-    if not 1 <= dims <= MAX_VECTOR_DIMS or len(parts) > 2:
+    if not 1 <= dims <= MAX_VECTOR_DIMS:
         raise InvalidOptionError(
-            f"option {key}={raw!r}: expected '<dimensions>[,<metric>]', dimensions 1-{MAX_VECTOR_DIMS}, "
-            f"metric one of {', '.join(VECTOR_METRICS)} (e.g. '768,cosine')"
+            f"option {key}={raw!r}: expected '<dimensions>[,<metric>[,<index kind>[,<name>=<value>...]]]', "
+            f"dimensions 1-{MAX_VECTOR_DIMS}, metric one of {', '.join(VECTOR_METRICS)}, index kind one of "
+            f"{', '.join(KINDS)} (e.g. '768,cosine' or '768,cosine,{DEFAULT_KIND},nlist=1024')"
         )
-    metric = parts[1] if len(parts) == 2 else "cosine"
+    metric = parts[1] if len(parts) >= 2 else "cosine"
     if metric not in VECTOR_METRICS:
         raise InvalidOptionError(f"option {key}={raw!r}: unknown metric {metric!r} (expected one of {VECTOR_METRICS})")
-    return VectorSpec(dims, metric)
+    kind, params = parse_kind(parts[2:], key, raw)
+    check_params(kind, dict(params), dims, key)
+    return VectorSpec(dims, metric, kind, params)
 
 
 def vector_settings(options: Options) -> dict[str, tuple[VectorSpec, str]]:

@@ -27,6 +27,7 @@ from indextables_spark.core.split.format.indexing import (
     token_length,
     vector_settings,
 )
+from indextables_spark.core.split.format.vector_kinds import spec_text
 from indextables_spark.errors import InvalidOptionError
 
 _NGRAM_DEFAULTS = {"min": 2, "max": 3}  # column_specs._tokenizer's bounds of an `ngram` column
@@ -204,11 +205,12 @@ def _added_vector_settings(path: str, recorded: Options, given: Options) -> dict
     for column, (spec, key) in vector_settings(given).items():
         before = had.get(column)
         if before is None:
-            added[PREFIX + key] = f"{spec.dims},{spec.metric}"
+            added[PREFIX + key] = spec_text(spec.dims, spec.metric, spec.kind, spec.params)
         elif before[0] != spec:
+            was = before[0]
             raise InvalidOptionError(
-                f"table {path}: option {key} = '{spec.dims},{spec.metric}', but the table declares "
-                f"'{before[0].dims},{before[0].metric}' (a vector column keeps its dimensions and metric; leave the "
-                f"option out to write the table's)"
+                f"table {path}: option {key} = '{spec_text(spec.dims, spec.metric, spec.kind, spec.params)}', but "
+                f"the table declares '{spec_text(was.dims, was.metric, was.kind, was.params)}' (a vector column keeps "
+                f"its dimensions, metric and index kind; leave the option out to write the table's)"
             )
     return added

@@ -3,21 +3,27 @@ with the split's index files, described in the split footer under `vectors`:
 
 - `vectors.<n>.f32`: the vectors themselves, `[row ids: count x i64 LE][vectors: count x dims x
   f32 LE]`, rows in row id order (a row whose vector is NULL is not there): exact distances for
-  re-ranking and for searches among few rows, read memory-mapped;
-- `vectors.<n>.faiss`: an HNSW graph of those vectors in the same order (faiss `IndexHNSWFlat`,
-  M 16, efConstruction 128; a cosine graph holds the normalised vectors and searches by inner
-  product), opened memory-mapped (`IO_FLAG_MMAP_IFC`); its labels are positions in the vectors
-  file.
+  re-ranking and for searches among few rows, read memory-mapped. For an `array<float>` column it
+  is the column's only copy: the row store holds the column as NULLs (`"rowStore": false`) and
+  reads take its values from here (cache/vector_rows.py);
+- `vectors.<n>.faiss`: a faiss index of those vectors in the same order, of the column's kind
+  (vector_kinds.py: `ivf_pq` codes by default, `hnsw_sq`, or `hnsw` with its own float32 copy; a
+  cosine index holds the normalised vectors), opened memory-mapped (`IO_FLAG_MMAP_IFC`); its
+  labels are positions in the vectors file. A split of fewer than MIN_INDEXED vectors of a kind
+  that trains (ivf_pq) has none (`"file": ""`): it is always compared exactly.
 
     "vectors": {"<column>": {"file": "vectors.0.faiss", "vectors": "vectors.0.f32", "dims": 128,
                               "metric": "cosine", "count": 125000, "library": "faiss 1.15.1",
-                              "m": 16, "efConstruction": 128}}
+                              "kind": "ivf_pq", "nlist": 707, "m": 32, "rowStore": false}}
+
+A footer without `kind` (splits written before the kinds) is an `hnsw` graph with `m` and
+`efConstruction`, and its row store holds the column.
 
 Why faiss (bench/vector_index_choice.py: 1M x 128 in 8 parts, 2 cores): at recall >= 0.95 its HNSW
 answered in 1.1 ms where usearch took 1.6 and Lance's best index 5.3; it built in 199 s per million
 vectors (usearch 542, Lance's HNSW 470), opens a part memory-mapped in 4 ms and can filter by a
-bitmap inside the graph search. MIT; wheels for CPython 3.10+ on manylinux_2_28 x86_64/aarch64,
-macOS arm64 and Windows.
+bitmap inside the graph search; its compressed indexes (IVF-PQ, SQ, RaBitQ) share that interface.
+MIT; wheels for CPython 3.10+ on manylinux_2_28 x86_64/aarch64, macOS arm64 and Windows.
 
 Distances (smaller is nearer): cosine 1 - cos(a, b); l2 the squared Euclidean distance; dot the
 negated inner product -a.b.
@@ -25,6 +31,7 @@ negated inner product -a.b.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -34,12 +41,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.core.schema.types import VectorSpec
+from indextables_spark.core.split.format.vector_kinds import DEFAULT_KIND, KINDS, LEGACY_KIND
 from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 
 VECTORS_KEY = "vectors"  # split footer key
-HNSW_M = 16  # HNSW edges per node
-EF_CONSTRUCTION = 128  # candidate list while building
+KIND_KEY = "kind"
+ROW_STORE_KEY = "rowStore"  # false: the row store holds the column as NULLs, its values are here
 _BASE_KEYS = ("file", "vectors", "dims", "metric", "count", "library")
+MIN_INDEXED = 1_000  # fewer vectors of a kind that trains: no index file (always compared exactly)
+TRAIN_PER_LIST = 32  # training vectors per inverted list (a sample of the split's vectors)
+KMEANS_ITERATIONS = 10  # of the inverted file's and the quantizers' k-means
 
 
 VECTOR_FILE_PREFIX = (
@@ -73,6 +84,16 @@ class VectorIndexInfo:
     count: int  # vectors indexed (rows with a vector)
     library: str
     params: Mapping[str, Any]
+
+    @property
+    def kind(self) -> str:
+        """The index kind (vector_kinds.py); a footer without one holds today's `hnsw`."""
+        return str(self.params.get(KIND_KEY, LEGACY_KIND))
+
+    @property
+    def in_row_store(self) -> bool:
+        """Whether the split's row store holds the column's values (else only the vectors file)."""
+        return bool(self.params.get(ROW_STORE_KEY, True))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,10 +135,11 @@ def library_name() -> str:
 
 
 def build_index(
-    row_ids: np.ndarray, matrix: np.ndarray, spec: VectorSpec, graph_path: str, vectors_path: str
-) -> dict[str, Any]:
-    """Write the vectors file and the graph of these vectors (row ids increasing); returns the
-    graph's footer params."""
+    row_ids: np.ndarray, matrix: np.ndarray, spec: VectorSpec, index_path: str, vectors_path: str
+) -> tuple[dict[str, Any], bool]:
+    """Write the vectors file and the index of these vectors (row ids increasing) of the spec's
+    kind; returns (the index's footer params: `kind` and the parameters it was built with,
+    whether an index file was written: not for fewer than MIN_INDEXED vectors of a kind that trains)."""
     import faiss  # lazy: loaded by splits with vector columns only
 
     ids = np.ascontiguousarray(row_ids, dtype="<i8")
@@ -125,13 +147,50 @@ def build_index(
     with open(vectors_path, "wb") as f:
         f.write(ids.tobytes())
         f.write(vectors.tobytes())
-    metric = faiss.METRIC_L2 if spec.metric == "l2" else faiss.METRIC_INNER_PRODUCT
-    index = faiss.IndexHNSWFlat(spec.dims, HNSW_M, metric)
-    index.hnsw.efConstruction = EF_CONSTRUCTION
+    kind = spec.kind or DEFAULT_KIND
+    if KINDS[kind].trains and len(ids) < MIN_INDEXED:
+        return {KIND_KEY: kind}, False
+    index, used = _new_index(faiss, kind, spec, len(ids))
+    data = _graph_vectors(vectors, spec.metric)
+    if not index.is_trained:
+        index.train(_training_sample(data, TRAIN_PER_LIST * int(used.get("nlist", 1))))
     if len(ids):
-        index.add(_graph_vectors(vectors, spec.metric))
-    faiss.write_index(index, graph_path)
-    return {"m": HNSW_M, "efConstruction": EF_CONSTRUCTION}
+        index.add(data)
+    faiss.write_index(index, index_path)
+    return {KIND_KEY: kind, **used}, True
+
+
+def _new_index(faiss: Any, kind: str, spec: VectorSpec, n: int) -> tuple[Any, dict[str, int]]:
+    """An empty faiss index of the kind for n vectors, and the parameters it uses (the given
+    ones, the others' defaults: vector_kinds.py). A cosine index holds normalised vectors and
+    compares them by L2 (the same order), dot by inner product."""
+    given = dict(spec.params)
+    d = spec.dims
+    metric = faiss.METRIC_INNER_PRODUCT if spec.metric == "dot" else faiss.METRIC_L2
+    if kind == "ivf_pq":
+        nlist = max(1, min(given.get("nlist") or round(2 * math.sqrt(n)), n // 39))
+        m = given.get("m") or max(k for k in range(1, max(1, d // 4) + 1) if d % k == 0)
+        quantizer = faiss.IndexFlatIP(d) if spec.metric == "dot" else faiss.IndexFlatL2(d)
+        index = faiss.IndexIVFPQFastScan(quantizer, d, nlist, m, 4, metric)
+        index.cp.niter = KMEANS_ITERATIONS
+        index.cp.min_points_per_centroid = 1  # (trained on TRAIN_PER_LIST a list: no warning)
+        index.pq.cp.niter = KMEANS_ITERATIONS
+        return index, {"nlist": nlist, "m": m}
+    m, ef = given.get("m", 16), given.get("ef_construction", 128)
+    if kind == "hnsw_sq":
+        index = faiss.IndexHNSWSQ(d, faiss.ScalarQuantizer.QT_8bit, m, metric)
+    else:
+        index = faiss.IndexHNSWFlat(d, m, metric)
+    index.hnsw.efConstruction = ef
+    return index, {"m": m, "ef_construction": ef}
+
+
+def _training_sample(data: np.ndarray, count: int) -> np.ndarray:
+    """At most `count` of the vectors (a fixed-seed sample: a split's index is reproducible)."""
+    if len(data) <= count:
+        return data
+    picked = np.sort(np.random.default_rng(38).choice(len(data), count, replace=False))
+    return np.ascontiguousarray(data[picked])
 
 
 class VectorIndex:
@@ -173,7 +232,7 @@ class VectorIndex:
         # per gather of 10,000 rows)
         ids = np.asarray(np.memmap(path, dtype="<i8", mode="r", shape=(n,)))
         matrix = np.asarray(np.memmap(path, dtype="<f4", mode="r", offset=n * 8, shape=(n, dims)))
-        return cls(info, ids, matrix, os.path.join(local_dir, info.file), where)
+        return cls(info, ids, matrix, os.path.join(local_dir, info.file) if info.file else None, where)
 
     @classmethod
     def flat(
@@ -210,7 +269,13 @@ class VectorIndex:
 
     @property
     def has_graph(self) -> bool:
+        """Whether the split has an index file to search (else every search compares exactly)."""
         return self._graph_path is not None
+
+    @property
+    def inverted_lists(self) -> int:
+        """The inverted file's lists (nlist) of an `ivf_*` kind; 0 for a graph."""
+        return int(self.info.params.get("nlist", 0)) if self.info.kind.startswith("ivf") else 0
 
     def __len__(self) -> int:
         return self.info.count
@@ -249,16 +314,20 @@ class VectorIndex:
         self, queries: np.ndarray, count: int, expansion: int, allowed: np.ndarray | None = None
     ) -> list[np.ndarray]:
         """Row ids of about the `count` nearest vectors of each query (a matrix, one query a row;
-        the graph's approximate answer, searched for all queries in one call), among the vectors
-        at the sorted positions `allowed` when given: faiss walks the whole graph and keeps only
-        those (an IDSelectorBitmap), so a selection needs no over-fetch."""
+        the index's approximate answer, searched for all queries in one call), among the vectors
+        at the sorted positions `allowed` when given: faiss walks the graph (or scans the probed
+        lists) and keeps only those (an IDSelectorBitmap), so a selection needs no over-fetch.
+        `expansion`: a graph's candidate list (efSearch), an inverted file's probed lists (nprobe)."""
         if self.info.count == 0 or count <= 0:
             return [np.empty(0, np.int64) for _ in range(len(queries))]
         import faiss  # lazy: loaded by splits with vector columns only
 
         graph = self._open_graph()
         q = _graph_vectors(np.asarray(queries).reshape(-1, self.info.spec.dims), self.metric)
-        params = faiss.SearchParametersHNSW(efSearch=max(expansion, count))  # type: ignore[attr-defined]
+        if self.inverted_lists:
+            params = faiss.SearchParametersIVF(nprobe=min(expansion, self.inverted_lists))  # type: ignore[attr-defined]
+        else:
+            params = faiss.SearchParametersHNSW(efSearch=max(expansion, count))  # type: ignore[attr-defined]
         if allowed is not None:
             bits = np.zeros(self.info.count, dtype=bool)
             bits[allowed] = True

@@ -45,7 +45,7 @@ from indextables_spark.core.split.format.nested_names import NestedNames
 from indextables_spark.core.split.format.row_layout import batch_rows_for, write_layout
 from indextables_spark.core.split.format.stats import StatsCollector
 from indextables_spark.core.split.write.documents import json_documents
-from indextables_spark.core.split.write.vectors import VectorCollector, write_vector_indexes
+from indextables_spark.core.split.write import vectors as split_vectors
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import IndexTablesError, SchemaMismatchError
 from indextables_spark.expr.text import has_long_token
@@ -92,7 +92,7 @@ class _OpenSplit:
     long_tokens: set[str] = field(default_factory=set)  # text columns with a token too long to index
     bloom: SplitBloomBuilder | None = None  # Bloom filter columns (bloom.py), if configured
     companion_files: list[CompanionFile] = field(default_factory=list)  # companion split: its source files
-    vectors: dict[str, VectorCollector] = field(default_factory=dict)  # vector columns (write/vectors.py)
+    vectors: dict[str, split_vectors.VectorCollector] = field(default_factory=dict)  # vector columns (write/vectors.py)
 
     @property
     def index_dir(self) -> str:
@@ -166,6 +166,7 @@ class SplitWriter:
             and text_supported(s.value_field.tokenizer)
         ]
         self._vector_specs = [s for s in self.stored_specs if s.vector is not None]
+        self._vectors_outside = split_vectors.outside_rows(self.row_schema, self._vector_specs) if companion is None else {}
         self._open: dict[tuple[str | None, ...], _OpenSplit] = {}
         self._done: list[AddFile] = []
         self._closed = False
@@ -359,11 +360,12 @@ class SplitWriter:
             ipc,
             stats,
             bloom=self._bloom.new_split() if self._bloom is not None else None,
-            vectors={s.name: VectorCollector(s.name, s.vector) for s in self._vector_specs if s.vector is not None},
+            vectors=split_vectors.collectors(self._vector_specs, self._vectors_outside),
         )
 
     def _write_rows(self, split: _OpenSplit, rows: pa.RecordBatch) -> None:
-        split.pending.append(rows if self.row_schema is self.stored_schema else rows.select(self._row_names))
+        stored = rows if self.row_schema is self.stored_schema else rows.select(self._row_names)
+        split.pending.append(split_vectors.without_vectors(stored, self._vectors_outside))
         split.pending_rows += rows.num_rows
         split.pending_bytes += split.pending[-1].nbytes
         split.rows_in += rows.num_rows
@@ -450,7 +452,7 @@ class SplitWriter:
                 extra[COMPANION_KEY] = CompanionInfo(
                     c.format, c.source, c.version, self.stored_schema, tuple(split.companion_files)
                 ).to_json()
-            vector_files = write_vector_indexes(split.vectors, split.tmp_dir, extra)
+            vector_files = split_vectors.write_vector_indexes(split.vectors, split.tmp_dir, extra)
             footer_start, footer_end = bundle(
                 split.index_dir,
                 split.rows_path if split.ipc is not None else None,

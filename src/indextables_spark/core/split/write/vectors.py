@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from indextables_spark.core.schema.types import VectorSpec
+from indextables_spark.core.schema.types import ColumnSpec, VectorSpec
 from indextables_spark.errors import SchemaMismatchError
 
 
@@ -62,12 +62,35 @@ def vector_matrix(column: pa.Array | pa.ChunkedArray, spec: VectorSpec, where: s
     return present.astype(np.int64), matrix
 
 
+def outside_rows(row_schema: pa.Schema, specs: Sequence[ColumnSpec]) -> dict[str, int]:
+    """The vector columns (name -> position in the row store) whose split's vectors file is their
+    one copy: those of float32 vectors. The row store holds them as empty lists (`without_vectors`),
+    reads take their values from the vectors file (cache/vector_rows.py); an array<double> column
+    keeps its exact values in the row store."""
+    names = {s.name for s in specs if s.vector is not None}
+    return {f.name: i for i, f in enumerate(row_schema) if f.name in names and pa.types.is_float32(f.type.value_type)}
+
+
+def without_vectors(batch: pa.RecordBatch, outside: Mapping[str, int]) -> pa.RecordBatch:
+    """The rows as the row store holds them: each column of `outside` as empty lists (valid for
+    a non-nullable column too; the vectors file says which rows have a vector)."""
+    for i in outside.values():
+        field = batch.schema.field(i)
+        offsets = pa.array(np.zeros(batch.num_rows + 1, np.int32))
+        empty = pa.ListArray.from_arrays(offsets, pa.array([], field.type.value_type), type=field.type)
+        batch = batch.set_column(i, field, empty)
+    return batch
+
+
 @dataclass
 class VectorCollector:
     """One vector column's vectors of one split, with their row ids, as rows arrive in row order."""
 
     name: str
     spec: VectorSpec
+    # whether the split's row store keeps the column's values (array<double>: the exact doubles);
+    # else it holds NULLs and the vectors file is the column's one copy (cache/vector_rows.py)
+    in_row_store: bool = True
     ids: list[np.ndarray] = field(default_factory=list)
     parts: list[np.ndarray] = field(default_factory=list)
 
@@ -84,12 +107,18 @@ class VectorCollector:
         return np.concatenate(self.ids), np.concatenate(self.parts)
 
 
+def collectors(specs: Sequence[ColumnSpec], outside: Mapping[str, int]) -> dict[str, VectorCollector]:
+    """A new split's collectors of its vector columns (`outside`: those the row store leaves out)."""
+    return {s.name: VectorCollector(s.name, s.vector, s.name not in outside) for s in specs if s.vector is not None}
+
+
 def write_vector_indexes(collectors: Mapping[str, VectorCollector], tmp_dir: str, extra: dict[str, Any]) -> list[str]:
     """Each vector column's nearest-neighbour index built into a split's temp directory (the files
     to bundle); the split footer's `vectors` entry (`extra`) describes them (vector_index.py)."""
     if not collectors:
         return []
     from indextables_spark.core.split.format.vector_index import (  # lazy: faiss only for vector tables
+        ROW_STORE_KEY,
         VECTORS_KEY,
         VectorIndexInfo,
         build_index,
@@ -101,11 +130,19 @@ def write_vector_indexes(collectors: Mapping[str, VectorCollector], tmp_dir: str
     for i, (name, collector) in enumerate(collectors.items()):
         ids, matrix = collector.finish()
         graph, vectors = (os.path.join(tmp_dir, n) for n in index_file_names(i))
-        params = build_index(ids, matrix, collector.spec, graph, vectors)
+        params, written = build_index(ids, matrix, collector.spec, graph, vectors)
+        if not collector.in_row_store:
+            params[ROW_STORE_KEY] = False
         info = VectorIndexInfo(
-            name, os.path.basename(graph), os.path.basename(vectors), collector.spec, len(ids), library_name(), params
+            name,
+            os.path.basename(graph) if written else "",
+            os.path.basename(vectors),
+            collector.spec,
+            len(ids),
+            library_name(),
+            params,
         )
         described[name] = info.to_json()
-        files += [graph, vectors]
+        files += [graph, vectors] if written else [vectors]
     extra[VECTORS_KEY] = described
     return files

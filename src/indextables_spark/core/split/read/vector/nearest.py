@@ -40,6 +40,16 @@ FILTERED_EXPANSION = 0.4
 # exactly (same splits, one thread: a walk at ef 256 and 10,000 vectors compared exactly both
 # took 1.3 ms; at 3%, ef 854: 2.7 ms against 0.6 ms exact).
 GRAPH_COST = 40
+# An inverted file of compressed codes (kind ivf_pq, vector_kinds.py): its candidates are fewer
+# exact (REFINE_CODES per wanted neighbour re-ranked), it probes expansion / EXPANSION_PER_PROBE
+# lists (16 at the default expansion), FILTERED_PROBES / f times more under a filter keeping a
+# fraction f. Measured (bench/vector_index_choice.py, 1M clustered 128-d vectors in 8 parts of
+# 707 lists; docs/benchmarks.md): refine 4 gave recall@10 0.81, refine 10 0.99; under a 1%
+# filter 16 lists 0.94, 64 lists 0.98; a code read costs about 1/16 of a vector compared exactly.
+REFINE_CODES = 10
+EXPANSION_PER_PROBE = 4
+FILTERED_PROBES = 0.1
+IVF_CODE_COST = 1 / 16
 
 _math_lock = threading.Lock()
 _math_users = 0
@@ -93,21 +103,40 @@ def nearest(
     queries = np.asarray(queries, dtype=np.float32).reshape(-1, index.info.spec.dims)
     if len(index) == 0 or k <= 0:
         return [(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
+    want = k * (REFINE_CODES if index.inverted_lists else REFINE)
     if allowed is None:
         if len(index) <= exact_below or not index.has_graph:
             return _exact(index, None, queries, k)
-        found = index.graph_search(queries, k * REFINE, expansion)
+        found = index.graph_search(queries, want, probes(expansion) if index.inverted_lists else expansion)
         return [_exact(index, index.positions(np.sort(f)), q[None, :], k)[0] for f, q in zip(found, queries)]
     positions = index.positions(allowed)
-    want = k * REFINE
-    ef = filtered_expansion(expansion, want, len(positions), len(index))
-    if len(positions) <= max(min(exact_below, GRAPH_COST * ef), want) or not index.has_graph:
+    ef, cost = walk(index, expansion, want, len(positions))
+    if len(positions) <= max(min(exact_below, cost), want) or not index.has_graph:
         return _exact(index, positions, queries, k)
     found = index.graph_search(queries, want, ef, positions)
     return [
         _exact(index, index.positions(np.sort(f)) if len(f) >= want else positions, q[None, :], k)[0]
         for f, q in zip(found, queries)
     ]
+
+
+def walk(index: VectorIndex, expansion: int, wanted: int, allowed: int) -> tuple[int, float]:
+    """(the search knob, its cost in vectors compared exactly) of a filtered search keeping
+    `allowed` of the index's vectors: a graph's widened efSearch (filtered_expansion) at
+    GRAPH_COST a step; an inverted file's probed lists, widened as the allowed fraction f shrinks
+    (probes(expansion) x FILTERED_PROBES / f, at most every list), at IVF_CODE_COST a code read."""
+    lists = index.inverted_lists
+    if not lists:
+        ef = filtered_expansion(expansion, wanted, allowed, len(index))
+        return ef, GRAPH_COST * ef
+    base = probes(expansion)
+    nprobe = min(lists, max(base, math.ceil(base * FILTERED_PROBES * len(index) / max(allowed, 1))))
+    return nprobe, IVF_CODE_COST * nprobe * len(index) / lists
+
+
+def probes(expansion: int) -> int:
+    """An inverted file's probed lists (faiss nprobe) for the search's expansion."""
+    return max(1, math.ceil(expansion / EXPANSION_PER_PROBE))
 
 
 def filtered_expansion(expansion: int, wanted: int, allowed: int, total: int) -> int:
