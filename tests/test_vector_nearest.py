@@ -25,14 +25,15 @@ DIMS = 16
 
 @pytest.fixture(scope="module")
 def split_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[VectorIndex, np.ndarray]:
-    """A graph of 30,000 clustered vectors whose row ids are 3 x position (ids and positions differ)."""
+    """An HNSW graph of 30,000 clustered vectors whose row ids are 3 x position (ids and positions
+    differ); the inverted file's walk: test_vector_kinds.py."""
     rng = np.random.default_rng(38)
     centres = rng.standard_normal((30, DIMS)).astype(np.float32) * 4
     x = (centres[rng.integers(0, 30, 30_000)] + rng.standard_normal((30_000, DIMS))).astype(np.float32)
     ids = np.arange(len(x), dtype=np.int64) * 3
-    spec = VectorSpec(DIMS, "cosine")
+    spec = VectorSpec(DIMS, "cosine", "hnsw")
     d: Path = tmp_path_factory.mktemp("vectors")
-    params = build_index(ids, x, spec, str(d / "g.faiss"), str(d / "v.f32"))
+    params, _written = build_index(ids, x, spec, str(d / "g.faiss"), str(d / "v.f32"))
     info = VectorIndexInfo("emb", "g.faiss", "v.f32", spec, len(x), "faiss", params)
     return VectorIndex.open(str(d), info, "test split"), x
 

@@ -204,13 +204,12 @@ def _added_vector_settings(path: str, recorded: Options, given: Options) -> dict
     added = {}
     for column, (spec, key) in vector_settings(given).items():
         before = had.get(column)
+        text = given.get_str(key) or spec_text(spec.dims, spec.metric, spec.kind, spec.params)
         if before is None:
-            added[PREFIX + key] = spec_text(spec.dims, spec.metric, spec.kind, spec.params)
+            added[PREFIX + key] = text
         elif before[0] != spec:
-            was = before[0]
             raise InvalidOptionError(
-                f"table {path}: option {key} = '{spec_text(spec.dims, spec.metric, spec.kind, spec.params)}', but "
-                f"the table declares '{spec_text(was.dims, was.metric, was.kind, was.params)}' (a vector column keeps "
-                f"its dimensions, metric and index kind; leave the option out to write the table's)"
+                f"table {path}: option {key} = '{text}', but the table declares '{recorded.get_str(before[1])}' (a "
+                f"vector column keeps its dimensions, metric and index kind; leave the option out to write the table's)"
             )
     return added

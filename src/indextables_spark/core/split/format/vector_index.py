@@ -7,7 +7,7 @@ with the split's index files, described in the split footer under `vectors`:
   is the column's only copy: the row store holds the column as NULLs (`"rowStore": false`) and
   reads take its values from here (cache/vector_rows.py);
 - `vectors.<n>.faiss`: a faiss index of those vectors in the same order, of the column's kind
-  (vector_kinds.py: `ivf_pq` codes by default, `hnsw_sq`, or `hnsw` with its own float32 copy; a
+  (vector_kinds.py: `ivf_pq` codes by default, or `hnsw` with its own float32 copy; a
   cosine index holds the normalised vectors), opened memory-mapped (`IO_FLAG_MMAP_IFC`); its
   labels are positions in the vectors file. A split of fewer than MIN_INDEXED vectors of a kind
   that trains (ivf_pq) has none (`"file": ""`): it is always compared exactly.
@@ -169,7 +169,7 @@ def _new_index(faiss: Any, kind: str, spec: VectorSpec, n: int) -> tuple[Any, di
     metric = faiss.METRIC_INNER_PRODUCT if spec.metric == "dot" else faiss.METRIC_L2
     if kind == "ivf_pq":
         nlist = max(1, min(given.get("nlist") or round(2 * math.sqrt(n)), n // 39))
-        m = given.get("m") or max(k for k in range(1, max(1, d // 4) + 1) if d % k == 0)
+        m = given.get("m") or d
         quantizer = faiss.IndexFlatIP(d) if spec.metric == "dot" else faiss.IndexFlatL2(d)
         index = faiss.IndexIVFPQFastScan(quantizer, d, nlist, m, 4, metric)
         index.cp.niter = KMEANS_ITERATIONS
@@ -177,10 +177,7 @@ def _new_index(faiss: Any, kind: str, spec: VectorSpec, n: int) -> tuple[Any, di
         index.pq.cp.niter = KMEANS_ITERATIONS
         return index, {"nlist": nlist, "m": m}
     m, ef = given.get("m", 16), given.get("ef_construction", 128)
-    if kind == "hnsw_sq":
-        index = faiss.IndexHNSWSQ(d, faiss.ScalarQuantizer.QT_8bit, m, metric)
-    else:
-        index = faiss.IndexHNSWFlat(d, m, metric)
+    index = faiss.IndexHNSWFlat(d, m, metric)
     index.hnsw.efConstruction = ef
     return index, {"m": m, "ef_construction": ef}
 
@@ -214,6 +211,11 @@ class VectorIndex:
     @classmethod
     def open(cls, local_dir: str, info: VectorIndexInfo, where: str) -> VectorIndex:
         """The index files of a split (extracted in `local_dir`), checked against the footer."""
+        if info.kind not in KINDS:
+            raise SplitFormatError(
+                f"split {where}: the vector index of {info.column!r} is of kind {info.kind!r}, which this reader "
+                f"does not know (kinds: {', '.join(KINDS)})"
+            )
         path = os.path.join(local_dir, info.vectors_file)
         n, dims = info.count, info.spec.dims
         expected = n * 8 + n * dims * 4
@@ -271,6 +273,11 @@ class VectorIndex:
     def has_graph(self) -> bool:
         """Whether the split has an index file to search (else every search compares exactly)."""
         return self._graph_path is not None
+
+    @property
+    def holds_vectors(self) -> bool:
+        """Whether the index holds float32 vectors (an `hnsw` graph: its candidates are near exact)."""
+        return KINDS[self.info.kind].holds_vectors if self.info.kind in KINDS else True
 
     @property
     def inverted_lists(self) -> int:

@@ -4,12 +4,10 @@ indexing.py; built and searched in vector_index.py). Free of numpy and faiss: th
 of every route import it.
 
 - `ivf_pq` (the default): a faiss `IndexIVFPQFastScan`, an inverted file of `nlist` lists over
-  product-quantizer codes of `m` sub-vectors of 4 bits (dims / 2 bytes... `m` / 2 bytes a vector:
-  16 for 128 dimensions with the default m = dims / 4), no float32 copy: its candidates are
+  product-quantizer codes of `m` sub-vectors of 4 bits (m / 2 bytes a vector; by default m = the
+  dimensions: half a byte a dimension, 64 bytes for 128), no float32 copy: its candidates are
   re-ranked exactly from the split's float32 vectors file. `nlist` defaults to 2 x sqrt(n) per
   split (n: the split's vectors), at most n / 39 (faiss's fewest training points a list).
-- `hnsw_sq`: a faiss `IndexHNSWSQ`, an HNSW graph (`m` edges a node, `ef_construction`) over
-  8-bit scalar-quantized vectors (dims bytes a vector plus the graph's links), re-ranked likewise.
 - `hnsw`: a faiss `IndexHNSWFlat`, the graph with its own float32 copy of the vectors (what every
   split written before the kinds existed holds: a footer without `kind` reads as it).
 
@@ -44,13 +42,6 @@ KINDS: dict[str, IndexKind] = {
         False,
         True,
         "an inverted file over 4-bit product-quantizer codes (faiss IndexIVFPQFastScan)",
-    ),
-    "hnsw_sq": IndexKind(
-        "hnsw_sq",
-        {"m": 16, "ef_construction": 128},
-        False,
-        True,
-        "an HNSW graph over 8-bit scalar-quantized vectors (faiss IndexHNSWSQ)",
     ),
     "hnsw": IndexKind(
         "hnsw",

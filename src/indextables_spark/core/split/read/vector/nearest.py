@@ -40,13 +40,15 @@ FILTERED_EXPANSION = 0.4
 # exactly (same splits, one thread: a walk at ef 256 and 10,000 vectors compared exactly both
 # took 1.3 ms; at 3%, ef 854: 2.7 ms against 0.6 ms exact).
 GRAPH_COST = 40
-# An inverted file of compressed codes (kind ivf_pq, vector_kinds.py): its candidates are fewer
-# exact (REFINE_CODES per wanted neighbour re-ranked), it probes expansion / EXPANSION_PER_PROBE
-# lists (16 at the default expansion), FILTERED_PROBES / f times more under a filter keeping a
-# fraction f. Measured (bench/vector_index_choice.py, 1M clustered 128-d vectors in 8 parts of
-# 707 lists; docs/benchmarks.md): refine 4 gave recall@10 0.81, refine 10 0.99; under a 1%
-# filter 16 lists 0.94, 64 lists 0.98; a code read costs about 1/16 of a vector compared exactly.
-REFINE_CODES = 10
+# An index of compressed codes (kind ivf_pq, vector_kinds.py) proposes more
+# candidates, REFINE_CODES per wanted neighbour, for the exact re-rank; an inverted file probes
+# expansion / EXPANSION_PER_PROBE lists (16 at the default expansion), FILTERED_PROBES / f times
+# more under a filter keeping a fraction f. Measured (bench/vector_index_choice.py, docs/
+# benchmarks.md; and 25,000 isotropic clustered vectors of 16-128 dimensions, 16 of 316 lists
+# probed): 4-bit codes of one dimension each gave recall@10 0.993-1.0 at 10 candidates per
+# neighbour, 1.0 at 20 (of two dimensions each: 0.63-0.69 and 0.85-0.87); under a 1% filter 16 of
+# 707 lists 0.94, 64 lists 0.98; a code read costs about 1/16 of a vector compared exactly.
+REFINE_CODES = 16
 EXPANSION_PER_PROBE = 4
 FILTERED_PROBES = 0.1
 IVF_CODE_COST = 1 / 16
@@ -103,7 +105,7 @@ def nearest(
     queries = np.asarray(queries, dtype=np.float32).reshape(-1, index.info.spec.dims)
     if len(index) == 0 or k <= 0:
         return [(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
-    want = k * (REFINE_CODES if index.inverted_lists else REFINE)
+    want = k * (REFINE if index.holds_vectors else REFINE_CODES)
     if allowed is None:
         if len(index) <= exact_below or not index.has_graph:
             return _exact(index, None, queries, k)
