@@ -166,7 +166,7 @@ class SplitWriter:
             and text_supported(s.value_field.tokenizer)
         ]
         self._vector_specs = [s for s in self.stored_specs if s.vector is not None]
-        self._vectors_outside = split_vectors.outside_rows(self.row_schema, self._vector_specs) if companion is None else {}
+        self._vectors_outside = split_vectors.outside_rows(self.row_schema, self._vector_specs, companion is None)
         self._open: dict[tuple[str | None, ...], _OpenSplit] = {}
         self._done: list[AddFile] = []
         self._closed = False

@@ -62,12 +62,13 @@ def vector_matrix(column: pa.Array | pa.ChunkedArray, spec: VectorSpec, where: s
     return present.astype(np.int64), matrix
 
 
-def outside_rows(row_schema: pa.Schema, specs: Sequence[ColumnSpec]) -> dict[str, int]:
+def outside_rows(row_schema: pa.Schema, specs: Sequence[ColumnSpec], stores_rows: bool) -> dict[str, int]:
     """The vector columns (name -> position in the row store) whose split's vectors file is their
     one copy: those of float32 vectors. The row store holds them as empty lists (`without_vectors`),
     reads take their values from the vectors file (cache/vector_rows.py); an array<double> column
-    keeps its exact values in the row store."""
-    names = {s.name for s in specs if s.vector is not None}
+    keeps its exact values in the row store. None for a split without a row store (`stores_rows`
+    False: a companion split's rows are its source's)."""
+    names = {s.name for s in specs if s.vector is not None and stores_rows}
     return {f.name: i for i, f in enumerate(row_schema) if f.name in names and pa.types.is_float32(f.type.value_type)}
 
 
