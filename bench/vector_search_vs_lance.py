@@ -9,8 +9,11 @@ Data: `--vectors` float32 vectors of `--dims` dimensions around 1,000 Gaussian c
 id. Queries: `--queries` data vectors plus noise. Ground truth: exact cosine top 10 (numpy).
 
 - ours: `it.write_table` in `--splits` equal parts (one split each) with
-  `indexing.vector.emb = "<dims>,cosine"`; the same rows written with the column stored only
-  (`indexing.storeonly`) give the write's own cost, so the difference is the index build. Size: the splits' vector files (graph + vectors).
+  `indexing.vector.emb = "<dims>,cosine[,<--kind>]"` (the default kind unless `--kind`); the same
+  rows written with the column stored only (`indexing.storeonly`) give the write's own cost, so the
+  difference is the index build. Bytes: the whole table directory (splits: rows, text index,
+  vector files; the transaction log), and the splits' vector files (the float32 vectors, the
+  vector index) and row stores apart.
   Queries: `IndexTable.search(vector=q, limit=10, where=..., columns=["id"])`, warm, one at a time,
   for a sweep of `search.vector.expansion`; filtered, also with `cache.selections.enabled=false`
   (each query selects its rows again instead of reusing each split's selection of the filter).
@@ -18,10 +21,12 @@ id. Queries: `--queries` data vectors plus noise. Ground truth: exact cosine top
   num_sub_vectors)`; queries `to_table(nearest={..., "nprobes", "refine_factor"}, filter=...,
   prefilter=True, columns=["id"])` for a sweep of nprobes / refine factors.
 
-Printed: build time and index size per million vectors, then per filter the median and p95 latency
-and recall@10 of each setting, and the lowest latency at recall >= 0.95 of each side with their
-ratio; last, `it.search_join` of `--batch` query vectors through Spark (local[2]) in queries per
-second.
+Printed: build time per million vectors (both sides in the same run: a loaded machine slows both),
+the bytes of each whole table (ours / Lance's: the 1.3x target) and per vector, then per filter the
+median and p95 latency and recall@10 of each setting, and the lowest latency at recall >= 0.95 of
+each side with their ratio; last (unless `--batch 0`), `it.search_join` of `--batch` query vectors
+through Spark (local[2]) in queries per second. The load average is printed at the start and the
+end.
 """
 
 from __future__ import annotations
@@ -90,15 +95,22 @@ def dir_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
-def vector_bytes(table: it.IndexTable) -> int:
-    """Bytes of the splits' vector files (the graphs and the float32 vectors), from their footers."""
+def split_bytes(table: it.IndexTable) -> dict[str, int]:
+    """Bytes of the splits' parts, from their footers: `f32` the float32 vectors files, `index`
+    the vector indexes, `rows` the row stores, `text` the rest (the Tantivy index, hotcache, footer)."""
     from indextables_spark.core.split.format.bundle import read_footer
 
-    total = 0
+    out = {"f32": 0, "index": 0, "rows": 0, "text": 0}
     for f in table.snapshot().files:
         footer = read_footer(os.path.join(table.storage.uri, f.path), f.path)
-        total += sum(b.length for b in footer.files if b.name.startswith("vectors."))
-    return total
+        vectors = [b for b in footer.files if b.name.startswith("vectors.")]
+        f32 = sum(b.length for b in vectors if b.name.endswith(".f32"))
+        index = sum(b.length for b in vectors) - f32
+        out["f32"] += f32
+        out["index"] += index
+        out["rows"] += footer.rows.length
+        out["text"] += footer.footer_end - f32 - index - footer.rows.length
+    return out
 
 
 def main() -> None:
@@ -112,7 +124,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--dir", default="/tmp/indextables-vector-bench")
     ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("--kind", default="", help="the vector index kind (default: the table default)")
     args = ap.parse_args()
+    print(f"load average at the start: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
     n, dims = args.vectors, args.dims
     table, x = data(n, dims)
     rng = np.random.default_rng(7)
@@ -123,7 +137,7 @@ def main() -> None:
     ours, plain, lance_dir = (os.path.join(args.dir, d) for d in ("ours", "plain", "lance"))
     info_path = os.path.join(args.dir, "build.json")
     per = -(-n // args.splits)
-    vec_opts = {"spark.indextables.indexing.vector.emb": f"{dims},cosine"}
+    vec_opts = {"spark.indextables.indexing.vector.emb": f"{dims},cosine" + (f",{args.kind}" if args.kind else "")}
     if not (args.reuse and os.path.exists(info_path)):
         shutil.rmtree(args.dir, ignore_errors=True)
         os.makedirs(args.dir)
@@ -150,6 +164,7 @@ def main() -> None:
             "lance_write": t_lw,
             "lance_index": t_li,
             "lance_index_bytes": dir_bytes(lance_dir) - before,
+            "load_after_build": os.getloadavg()[1],
         }
         with open(info_path, "w") as f:
             json.dump(info, f)
@@ -166,10 +181,19 @@ def main() -> None:
         f"{info['ours'] / millions:.1f} s, without {info['plain'] / millions:.1f} s); Lance IVF_PQ index "
         f"{info['lance_index'] / millions:.1f} s (its write {info['lance_write'] / millions:.1f} s)"
     )
+    parts = split_bytes(t)
+    ours_total, lance_total = dir_bytes(ours), dir_bytes(lance_dir)
     print(
-        f"index size per million vectors: ours {vector_bytes(t) / millions / 1e6:.0f} MB (HNSW graph + float32 "
-        f"vectors); Lance {info['lance_index_bytes'] / millions / 1e6:.0f} MB (IVF_PQ; its vectors are in the data files)"
+        f"whole table: ours {ours_total / 1e6:.0f} MB, Lance {lance_total / 1e6:.0f} MB (data and index): "
+        f"{ours_total / lance_total:.2f}x; per vector {ours_total / n:.0f} / {lance_total / n:.0f} bytes"
     )
+    print(
+        f"  ours per million vectors: float32 vectors {parts['f32'] / millions / 1e6:.0f} MB, vector index "
+        f"{parts['index'] / millions / 1e6:.1f} MB, row store {parts['rows'] / millions / 1e6:.1f} MB, text index "
+        f"and footers {parts['text'] / millions / 1e6:.1f} MB, log {(ours_total - sum(parts.values())) / 1e6:.1f} MB; "
+        f"Lance's IVF_PQ index {info['lance_index_bytes'] / millions / 1e6:.1f} MB"
+    )
+    print(f"load average (5 min) after the builds: {info.get('load_after_build', float('nan')):.1f}")
     best: dict[tuple[str, str], tuple[float, str]] = {}
     for name, where in FILTERS.items():
         print(f"filter {name}: setting, median ms, p95 ms, recall@10")
@@ -215,6 +239,9 @@ def main() -> None:
             print(
                 f"  filter {name:5s} ours selecting every query's rows again: {u[0]:.2f} ms, {u[0] / la[0]:.2f}x Lance"
             )
+    print(f"load average at the end of the searches: {os.getloadavg()[1]:.1f}")
+    if args.batch <= 0:
+        return
     spark = local_spark()
     batch = x[rng.integers(0, n, args.batch)] + rng.standard_normal((args.batch, dims)).astype(np.float32) * 0.5
     qdf = spark.createDataFrame(

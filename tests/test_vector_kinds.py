@@ -122,8 +122,9 @@ def test_recall_of_ivf_pq_per_metric_and_filter_with_the_index_walked(
 
 
 def test_an_inverted_file_probes_more_lists_under_a_filter_or_compares_exactly(tmp_path: Path) -> None:
-    """nprobe = expansion / 4 unfiltered; under a filter widened as the kept fraction shrinks, or
-    the kept rows compared exactly when that costs less than reading the probed codes."""
+    """nprobe = expansion / 4 unfiltered; under a filter keeping a fraction f, nprobe / f (as many
+    kept codes read), or the kept rows compared exactly when that costs less than reading the
+    probed codes."""
     x = clustered(30_000, 16)
     ids = np.arange(len(x), dtype=np.int64) * 2
     spec = VectorSpec(16, "l2", "ivf_pq")
@@ -145,14 +146,14 @@ def test_an_inverted_file_probes_more_lists_under_a_filter_or_compares_exactly(t
     (got, _d) = nearest(index, q, 10, exact_below=0)[0]
     assert calls == [(probes(64), False)] and probes(64) == 16
     assert len(set(got) & set(top(exact(x, q, "l2"), ids, 10))) >= 9
-    half = ids[::2]  # half the rows: the lists probed as unfiltered
+    half = ids[::2]  # half the rows: twice the lists
     calls.clear()
     (got, _d) = nearest(index, q, 10, half, exact_below=0)[0]
-    assert calls == [(16, True)] and set(got) <= set(half)
+    assert calls == [(32, True)] and set(got) <= set(half)
     assert len(set(got) & set(top(exact(x[::2], q, "l2"), half, 10))) >= 9
-    few = ids[::100]  # 1%: 10 x the lists would cost more than the 300 kept rows compared exactly
+    few = ids[::100]  # 1%: every list (16 / 1%) would cost more than the 300 kept rows compared exactly
     nprobe, cost = nearest_mod.walk(index, 64, 160, len(few))
-    assert nprobe == 160 and cost > len(few)
+    assert nprobe == index.inverted_lists and cost > len(few)
     calls.clear()
     (got, _d) = nearest(index, q, 10, few)[0]
     assert calls == [] and list(got) == top(exact(x[::100], q, "l2"), few, 10)

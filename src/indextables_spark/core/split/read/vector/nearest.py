@@ -43,14 +43,15 @@ GRAPH_COST = 40
 # An index of compressed codes (kind ivf_pq, vector_kinds.py) proposes more
 # candidates, REFINE_CODES per wanted neighbour, for the exact re-rank; an inverted file probes
 # expansion / EXPANSION_PER_PROBE lists (16 at the default expansion), FILTERED_PROBES / f times
-# more under a filter keeping a fraction f. Measured (bench/vector_index_choice.py, docs/
+# more under a filter keeping a fraction f (as many kept codes read as unfiltered: with fewer, a
+# 10% filter over 1,000 small clusters found 0.2-1.0 of the 10 nearest). Measured (bench/vector_index_choice.py, docs/
 # benchmarks.md; and 25,000 isotropic clustered vectors of 16-128 dimensions, 16 of 316 lists
 # probed): 4-bit codes of one dimension each gave recall@10 0.993-1.0 at 10 candidates per
 # neighbour, 1.0 at 20 (of two dimensions each: 0.63-0.69 and 0.85-0.87); under a 1% filter 16 of
 # 707 lists 0.94, 64 lists 0.98; a code read costs about 1/16 of a vector compared exactly.
 REFINE_CODES = 16
 EXPANSION_PER_PROBE = 4
-FILTERED_PROBES = 0.1
+FILTERED_PROBES = 1.0
 IVF_CODE_COST = 1 / 16
 
 _math_lock = threading.Lock()
