@@ -101,8 +101,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "indexing.vector.<col>",
         "str",
         None,
-        "a vector column (array of float or double): `<dimensions>[,<metric>]`, metric `cosine` (the default), "
-        "`l2` or `dot`; each split keeps a nearest-neighbour index of it (see Vector search)",
+        "a vector column (array of float or double): `<dimensions>[,<metric>[,<index kind>[,<name>=<value>...]]]`, "
+        "metric `cosine` (the default), `l2` or `dot`; index kind `ivf_pq` (the default: 4-bit codes, parameters "
+        "`nlist`, `m`) or `hnsw` (a graph with its own float32 copy: `m`, `ef_construction`); each split keeps "
+        "the index and the float32 vectors, the column's one copy (see Vector search)",
     ),
     OptionSpec("indexing.bloomfilter.columns", "str", None, "columns with a per-split Bloom filter (comma list)"),
     OptionSpec("indexing.bloomfilter.fpp", "float", 0.01, "Bloom filter false-positive rate"),

@@ -57,7 +57,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
         "search.vector.expansion",
         "int",
         64,
-        "a vector search's HNSW candidate list per split (faiss efSearch; at least 4 x k): "
+        "how much of each split's vector index a search reads: an `ivf_pq` index probes expansion / 4 of its "
+        "lists (faiss nprobe), an `hnsw` graph keeps this candidate list (faiss efSearch; at least 4 x k): "
         "higher finds more of the true nearest, slower",
     ),
     OptionSpec(

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from indextables_spark.core.split.format.doc_mapping import tantivy_schema
+from indextables_spark.core.split.format.indexing import vector_settings
 from indextables_spark.core.split.read.corpus_stats import statistics_mode, table_wide
 from indextables_spark.core.split.read.plan import ReadPlan
 from indextables_spark.core.split.read.query_parsing import query_for_specs
@@ -115,23 +116,31 @@ def describe(plan: ReadPlan, specs: Sequence[ColumnSpec], splits: int) -> PlanDe
 
 def describe_nearest(plan: ReadPlan, specs: Sequence[ColumnSpec]) -> str | None:
     """What a vector search does, in words (None for other reads)."""
-    from indextables_spark.core.split.read.vector.nearest import REFINE  # lazy: numpy
+    from indextables_spark.core.split.read.vector.nearest import REFINE, REFINE_CODES, probes  # lazy: numpy
 
     nq = plan.nearest
     if nq is None:
         return None
     spec = next((s.vector for s in specs if s.name == nq.column), None)
+    declared = vector_settings(plan.options).get(nq.column.lower())
+    kind = declared[0].kind if declared is not None else None
     shape = f"{spec.metric}, {spec.dims} dimensions" if spec is not None else "?"
+    index = (
+        f"an HNSW graph (faiss, efSearch {nq.expansion}) proposes {REFINE} x {nq.wanted} candidates"
+        if kind == "hnsw"
+        else f"an inverted file of 4-bit codes (faiss, {probes(nq.expansion)} lists probed) proposes "
+        f"{REFINE_CODES} x {nq.wanted} candidates"
+    )
     selected = [
         w
         for w, on in (("filters", plan.filters or plan.residual), ("the query", nq.fusion is None and plan.text))
         if on
     ]
     text = (
-        f"the {nq.k} nearest rows by {nq.column!r} ({shape}): each split's HNSW graph (faiss, efSearch "
-        f"{nq.expansion}) proposes {REFINE} x {nq.wanted} candidates re-ranked by exact distance, or every vector "
-        f"is compared when a split holds at most {nq.exact_below}; a selection is walked in the graph as a "
-        f"bitmap, or compared exactly when that costs less; "
+        f"the {nq.k} nearest rows by {nq.column!r} ({shape}): each split's index ({kind or 'as its footer says'}: "
+        f"{index}, a split written with another kind searching its own) re-ranked by exact distance, or every "
+        f"vector is compared when a split holds at most {nq.exact_below}; a selection is searched in the index "
+        f"as a bitmap, or compared exactly when that costs less; "
         + (
             f"rows selected first by {' and '.join(selected)}, deleted rows left out"
             if selected
