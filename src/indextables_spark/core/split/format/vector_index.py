@@ -332,7 +332,7 @@ class VectorIndex:
         graph = self._open_graph()
         q = _graph_vectors(np.asarray(queries).reshape(-1, self.info.spec.dims), self.metric)
         if self.inverted_lists:
-            params = faiss.SearchParametersIVF(nprobe=min(expansion, self.inverted_lists))  # type: ignore[attr-defined]
+            params = faiss.SearchParametersIVF(nprobe=min(expansion, self.inverted_lists))  # type: ignore[call-arg]
         else:
             params = faiss.SearchParametersHNSW(efSearch=max(expansion, count))  # type: ignore[attr-defined]
         if allowed is not None:
