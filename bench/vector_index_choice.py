@@ -40,6 +40,18 @@ printed). "full" is the share of queries that got k rows back. Open: the time to
 file cold (evicted from the page cache with posix_fadvise DONTNEED) and warm, and the first query after a
 cold open; for Lance the dataset (a new dataset object has a new index cache: its first query loads it).
 
+Compressed indexes (the index kinds of a vector column, core/split/format/vector_kinds.py): faiss
+inverted files over codes with no float32 copy — faiss-ivfpq (IndexIVFPQ, dims / 8 sub-quantizers of
+8 bits), faiss-ivfpqfs (IndexIVFPQFastScan, dims / 4 of 4 bits), faiss-ivfsq8 (8-bit scalar
+quantizer), faiss-ivfrabitq / faiss-ivfrabitqfs (RaBitQ, one bit a dimension) — with nlist = 2 sqrt(n)
+per part trained on 64 vectors a list, and HNSW over codes (faiss-hnswsq: 8-bit, faiss-hnswpq: dims /
+8 PQ codes); each re-ranks its part's k * refine candidates exactly from the float32 vectors (the
+split's vectors file), knob (nprobe or ef, refine). Filtered: the selection as an IDSelectorBitmap,
+at 1x, 4x and 16x the knob that reached 0.95 unfiltered. Run with Lance for the same-run reference:
+
+    PYTHONPATH=<pylance> python bench/vector_index_choice.py --candidates faiss-ivfpq,faiss-ivfpqfs,\
+        faiss-ivfrabitq,faiss-ivfrabitqfs,faiss-ivfsq8,faiss-hnswsq,faiss-hnswpq,lance-ivfpq
+
 The default candidates leave out usearch-f32 (usearch-i8 with re-ranking is as accurate, twice as small
 and builds faster), usearch-f16 and faiss-ivf; name them with --candidates. Builds dominate the run time:
 at 1M on 2 cores Lance IVF_HNSW_SQ takes ~8 min, each of ours 2-4 min (usearch-f32 9 min), the queries

@@ -432,6 +432,14 @@ def test_text_queries_leave_the_vector_files_to_vector_searches(s3_uri, s3_optio
     (d,) = [os.path.join(tmp_path / "part", n) for n in os.listdir(tmp_path / "part") if not n.startswith(".")]
     missing = json.load(open(os.path.join(d, sparse.STATE_FILE)))["missing"]
     assert all(missing[b.name] == [[0, b.length]] for b in footer.files if b.name.startswith("vectors."))
+    # the vector column's values (its vectors file is their one copy) are read by ranges, only
+    # those of the rows returned: the vector files stay unfetched
+    storage.reset()
+    rows = part.search("body:quasar", columns=["id", "emb"])
+    assert rows.column("emb").to_pylist() == [list(map(float, x[i])) for i in rows.column("id").to_pylist()]
+    assert storage.bytes_read["read_range"] < vector_bytes
+    missing = json.load(open(os.path.join(d, sparse.STATE_FILE)))["missing"]
+    assert all(missing[b.name] == [[0, b.length]] for b in footer.files if b.name.startswith("vectors."))
     got = part.search(vector=x[7], limit=5, columns=["id"])
     whole, _ = _table(s3_uri, s3_options, tmp_path / "whole", lazy="false")
     assert got.equals(whole.search(vector=x[7], limit=5, columns=["id"]))

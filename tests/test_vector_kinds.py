@@ -129,7 +129,7 @@ def test_an_inverted_file_probes_more_lists_under_a_filter_or_compares_exactly(t
     ids = np.arange(len(x), dtype=np.int64) * 2
     spec = VectorSpec(16, "l2", "ivf_pq")
     params, written = build_index(ids, x, spec, str(tmp_path / "i.faiss"), str(tmp_path / "v.f32"))
-    assert written and params["kind"] == "ivf_pq" and params["nlist"] == round(2 * np.sqrt(30_000))
+    assert written and params["kind"] == "ivf_pq" and params["nlist"] == round(np.sqrt(30_000))
     index = VectorIndex.open(
         str(tmp_path), VectorIndexInfo("e", "i.faiss", "v.f32", spec, len(x), "faiss", params), "t"
     )

@@ -168,7 +168,7 @@ def _new_index(faiss: Any, kind: str, spec: VectorSpec, n: int) -> tuple[Any, di
     d = spec.dims
     metric = faiss.METRIC_INNER_PRODUCT if spec.metric == "dot" else faiss.METRIC_L2
     if kind == "ivf_pq":
-        nlist = max(1, min(given.get("nlist") or round(2 * math.sqrt(n)), n // 39))
+        nlist = max(1, min(given.get("nlist") or round(math.sqrt(n)), n // 39))
         m = given.get("m") or d
         quantizer = faiss.IndexFlatIP(d) if spec.metric == "dot" else faiss.IndexFlatL2(d)
         index = faiss.IndexIVFPQFastScan(quantizer, d, nlist, m, 4, metric)

@@ -6,7 +6,7 @@ of every route import it.
 - `ivf_pq` (the default): a faiss `IndexIVFPQFastScan`, an inverted file of `nlist` lists over
   product-quantizer codes of `m` sub-vectors of 4 bits (m / 2 bytes a vector; by default m = the
   dimensions: half a byte a dimension, 64 bytes for 128), no float32 copy: its candidates are
-  re-ranked exactly from the split's float32 vectors file. `nlist` defaults to 2 x sqrt(n) per
+  re-ranked exactly from the split's float32 vectors file. `nlist` defaults to sqrt(n) per
   split (n: the split's vectors), at most n / 39 (faiss's fewest training points a list).
 - `hnsw`: a faiss `IndexHNSWFlat`, the graph with its own float32 copy of the vectors (what every
   split written before the kinds existed holds: a footer without `kind` reads as it).
