@@ -1,16 +1,17 @@
 """Nearest neighbours of query vectors in one split's vector index (format/vector_index.py holds
 the files); split_search.py decides which rows of the split a search may return.
 
-The graph proposes REFINE x k candidates, which are re-ranked by their exact distance (the vectors
-file): the split's k nearest; a split of few vectors is compared exactly instead. Among some rows
-only (filters, a full-text query, deleted rows: `allowed`), the answer is the k nearest of THOSE
-rows, never fewer when that many have a vector. The graph is walked with the allowed rows as a
-bitmap (faiss keeps only those as results, so nothing is over-fetched and filtered away), its
-candidate list widened as the allowed fraction f shrinks (efSearch = expansion x
-FILTERED_EXPANSION / f), because the walk meets allowed rows more rarely; when that walk would
-cost more than comparing the allowed rows exactly (GRAPH_COST), or finds fewer candidates than
-wanted, they are compared exactly. Exact comparisons pick candidates with float32 distances and
-rank them by float64 ones.
+The index proposes candidates (an `hnsw` graph REFINE x k, an `ivf_pq` inverted file of codes
+REFINE_CODES x k), which are re-ranked by their exact distance (the vectors file): the split's k
+nearest; a split of few vectors is compared exactly instead. Among some rows only (filters, a
+full-text query, deleted rows: `allowed`), the answer is the k nearest of THOSE rows, never fewer
+when that many have a vector. The index is searched with the allowed rows as a bitmap (faiss keeps
+only those as results, so nothing is over-fetched and filtered away): a graph's candidate list
+widened as the allowed fraction f shrinks (efSearch = expansion x FILTERED_EXPANSION / f), because
+the walk meets allowed rows more rarely; an inverted file's probed lists likewise (`walk`); when
+that search would cost more than comparing the allowed rows exactly (GRAPH_COST, IVF_CODE_COST),
+or finds fewer candidates than wanted, they are compared exactly. Exact comparisons pick
+candidates with float32 distances and rank them by float64 ones.
 
 A search already runs a thread per split (split_threads.py): its vector math runs with one BLAS
 and one OpenMP thread (`one_thread_math`), since their own threads on these small products only
@@ -111,7 +112,11 @@ def nearest(
         if len(index) <= exact_below or not index.has_graph:
             return _exact(index, None, queries, k)
         found = index.graph_search(queries, want, probes(expansion) if index.inverted_lists else expansion)
-        return [_exact(index, index.positions(np.sort(f)), q[None, :], k)[0] for f, q in zip(found, queries)]
+        enough = min(want, len(index))  # (fewer: the probed lists held too few; compared exactly)
+        return [
+            _exact(index, index.positions(np.sort(f)) if len(f) >= enough else None, q[None, :], k)[0]
+            for f, q in zip(found, queries)
+        ]
     positions = index.positions(allowed)
     ef, cost = walk(index, expansion, want, len(positions))
     if len(positions) <= max(min(exact_below, cost), want) or not index.has_graph:
