@@ -37,7 +37,7 @@ from indextables_spark.errors import SplitFormatError
 MAGIC = b"ITSPLIT1"
 FORMAT_VERSION = 1
 # a split whose row store leaves a vector column's values to its vectors file (vector_index.py,
-# `"rowStore": false`): a reader before it would read them as NULLs, so it refuses the split
+# `"rowStore": false`): a reader before it would read them as empty lists, so it refuses the split
 VECTORS_OUTSIDE_ROWS_VERSION = 2
 FORMAT_VERSIONS = (FORMAT_VERSION, VECTORS_OUTSIDE_ROWS_VERSION)
 TRAILER_LEN = 16  # u64 footer length + 8-byte magic

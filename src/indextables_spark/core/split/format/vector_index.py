@@ -4,8 +4,8 @@ with the split's index files, described in the split footer under `vectors`:
 - `vectors.<n>.f32`: the vectors themselves, `[row ids: count x i64 LE][vectors: count x dims x
   f32 LE]`, rows in row id order (a row whose vector is NULL is not there): exact distances for
   re-ranking and for searches among few rows, read memory-mapped. For an `array<float>` column it
-  is the column's only copy: the row store holds the column as NULLs (`"rowStore": false`) and
-  reads take its values from here (cache/vector_rows.py);
+  is the column's only copy: the row store holds the column as empty lists (`"rowStore": false`)
+  and reads take its values from here (cache/vector_rows.py);
 - `vectors.<n>.faiss`: a faiss index of those vectors in the same order, of the column's kind
   (vector_kinds.py: `ivf_pq` codes by default, or `hnsw` with its own float32 copy; a
   cosine index holds the normalised vectors), opened memory-mapped (`IO_FLAG_MMAP_IFC`); its
@@ -14,7 +14,7 @@ with the split's index files, described in the split footer under `vectors`:
 
     "vectors": {"<column>": {"file": "vectors.0.faiss", "vectors": "vectors.0.f32", "dims": 128,
                               "metric": "cosine", "count": 125000, "library": "faiss 1.15.1",
-                              "kind": "ivf_pq", "nlist": 707, "m": 32, "rowStore": false}}
+                              "kind": "ivf_pq", "nlist": 354, "m": 128, "rowStore": false}}
 
 A footer without `kind` (splits written before the kinds) is an `hnsw` graph with `m` and
 `efConstruction`, and its row store holds the column.
@@ -46,7 +46,7 @@ from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 
 VECTORS_KEY = "vectors"  # split footer key
 KIND_KEY = "kind"
-ROW_STORE_KEY = "rowStore"  # false: the row store holds the column as NULLs, its values are here
+ROW_STORE_KEY = "rowStore"  # false: the row store holds the column as empty lists, its values are here
 _BASE_KEYS = ("file", "vectors", "dims", "metric", "count", "library")
 MIN_INDEXED = 1_000  # fewer vectors of a kind that trains: no index file (always compared exactly)
 TRAIN_PER_LIST = 32  # training vectors per inverted list (a sample of the split's vectors)

@@ -90,7 +90,7 @@ class VectorCollector:
     name: str
     spec: VectorSpec
     # whether the split's row store keeps the column's values (array<double>: the exact doubles);
-    # else it holds NULLs and the vectors file is the column's one copy (cache/vector_rows.py)
+    # else it holds empty lists and the vectors file is the column's one copy (cache/vector_rows.py)
     in_row_store: bool = True
     ids: list[np.ndarray] = field(default_factory=list)
     parts: list[np.ndarray] = field(default_factory=list)
