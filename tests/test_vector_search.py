@@ -473,6 +473,10 @@ def test_spark_vector_routes(spark: Any, tmp_path: Path) -> None:
     q = x[17] + 0.05
     _reads(spark, t, q)
     path, vec = t.storage.uri, "[" + ", ".join(str(float(v)) for v in q) + "]"
+    # a Spark read of the column takes its values from the splits' vectors files (their one copy)
+    read = spark.read.format("indextables").load(path).where("id < 5").select("id", "emb").collect()
+    assert sorted(r["id"] for r in read) == [0, 1, 2, 3, 4]
+    assert all(np.array_equal(np.asarray(r["emb"], np.float32), x[r["id"]]) for r in read)
     want = _ids(t.search(vector=q, limit=6, where="sel < 50"))
     sql = f"SELECT id, _distance FROM indextables_vector_search('{path}', 'emb', '{vec}', 6, 'sel < 50')"
     assert [r["id"] for r in spark.sql(sql).collect()] == want
