@@ -255,9 +255,9 @@ def rewrite(code: str, rewrites: list[tuple[str, str]]) -> str:
     return code
 
 
-# Each page's REWRITES entry only rewrites paths; its SETUP entry makes what its examples take for
-# granted. A guide page's first example (OPENING) runs after the rewrites and before the setup, in a
-# namespace of its own names only, so it cannot lean on what the setup makes.
+# Each page's SETUP entry is two steps: the first only rewrites paths, the second makes what the
+# page's examples take for granted. A guide page's first example (`opening`) runs between the two,
+# in a namespace of its own names only, so it cannot lean on what the second step makes.
 
 
 def rewrites_local(*prefixes: str) -> Callable[[Page], None]:
@@ -383,10 +383,11 @@ def guide_pages() -> list[str]:
 
 
 def opening(page: str) -> Block | None:
-    """A guide page's first ```python block, which must run on its own (None: the page is in NO_OPENING)."""
+    """A guide page's first ```python block, which must run on its own (None: not a guide page, or one
+    in NO_OPENING)."""
     if page not in set(guide_pages()) - set(NO_OPENING):
         return None
-    return next(b for b in blocks_of(page, pages()[page]) if b.lang == "python")
+    return next((b for b in blocks_of(page, pages()[page]) if b.lang == "python"), None)
 
 
 def free_names(code: str) -> set[str]:
