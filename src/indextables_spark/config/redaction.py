@@ -24,7 +24,7 @@ import threading
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from indextables_spark.config.registry import PREFIX, SECRET_KEYS, spec
+from indextables_spark.config.registry import OPTIONS, PREFIX, SECRET_KEYS, spec
 from indextables_spark.errors import show_messages_through
 
 HIDDEN = "***"
@@ -66,9 +66,11 @@ def secret_name(name: str, pattern: str | None = None) -> bool:
 
 
 def _registered_plain(low: str) -> bool:
-    """A registered option that is not a secret (its name may still hold a column's name)."""
+    """A registered option that is not a secret (its name may still hold a column's name). A key
+    of a family of another library's properties (`iceberg.catalog.<name>.<key>`) is not one: its
+    property's name says whether it is a secret (`…rest.token`, `…s3.secret-access-key`)."""
     found = spec(low.removeprefix(PREFIX))
-    return found is not None and not found.secret
+    return found is not None and not found.secret and not found.names_properties
 
 
 @functools.lru_cache(maxsize=4096)  # Options.of asks it of every key it is given; the names repeat
@@ -193,6 +195,32 @@ def redact_uri(uri: str) -> str:
         if ":" in userinfo:
             netloc = HIDDEN + "@" + host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+# ---- what Spark shows itself ---------------------------------------------------------------------
+
+# Spark's runtime settings of its own redaction (a session's SQL conf): the first hides the values
+# of options and conf entries whose key (or value) it matches — the session conf a SQL execution
+# lists (`modifiedConfigs` in the SQL tab) and data source options in plans; the second hides what
+# it matches inside the text of plans and, over Spark Connect, of the request each job shows in
+# the UI (its stage details: the reads' and writes' options as `key: "…"  value: "…"` pairs).
+SPARK_OPTIONS_REGEX = "spark.sql.redaction.options.regex"
+SPARK_STRING_REGEX = "spark.sql.redaction.string.regex"
+
+
+def spark_redaction_regexes() -> dict[str, str]:
+    """Java regexes of the `spark.indextables.*` keys whose values are secrets (secret_option's
+    rule: the registered secret options, names with a narrow secret word, minus the registered
+    options that are no secret), for Spark's two settings above (config/sessions.py adds them)."""
+    end = r'(?="|$)'  # a key ends at its closing quote (in a plan's text) or at the end (a conf key)
+    plain = [re.escape(o.key.lower()) + end for o in OPTIONS if not (o.secret or o.family) and _TEXT_NAME.search(o.key)]
+    plain += [re.escape(o.prefix) for o in OPTIONS if o.family and not (o.secret or o.names_properties)]
+    secret = [re.escape(k) + end for k in sorted(SECRET_KEYS)] + [rf'[^"\s]*?(?:{_TEXT_WORDS})']
+    key = rf"{re.escape(PREFIX)}(?!{'|'.join(plain)})(?:{'|'.join(secret)})"
+    return {
+        SPARK_OPTIONS_REGEX: rf"(?i:^{key})",
+        SPARK_STRING_REGEX: rf'(?i:key: "{key}[^"]*"\s*value: "(?:[^"\\]|\\.)*")',
+    }
 
 
 # ---- log records ---------------------------------------------------------------------------------
