@@ -61,7 +61,7 @@ def planted_options() -> dict[str, str]:
         f"{PREFIX}aws.secretAccesKey": FAKES["misspelled option"],
         f"{PREFIX}databricks.apiToken": FAKES["unregistered option"],
         f"{PREFIX}iceberg.catalog.rest.token": FAKES["iceberg catalog property"],
-        f"{PREFIX}azure.connectionString": f"AccountName=a;AccountKey={FAKES['connection string']};",
+        f"{PREFIX}azure.connectionString": f"AccountName=acct;AccountKey={FAKES['connection string']};",
     }
 
 
@@ -82,7 +82,7 @@ def session_conf() -> dict[str, str]:
     """Secrets set in a Spark session's conf (`spark.conf.set`)."""
     return {
         f"{PREFIX}azure.accountKey": FAKES["session conf"],
-        f"{PREFIX}azure.connectionString": f"AccountName=a;AccountKey={FAKES['session conf (connection string)']};",
+        f"{PREFIX}azure.connectionString": f"AccountName=acct;AccountKey={FAKES['session conf (connection string)']};",
     }
 
 

@@ -85,6 +85,9 @@ def test_redaction_by_name_and_by_value():
     # what is not a secret stays readable
     kept = "partition_key=day tokenizer=default indexing.typemap.body=text max_tokens=5"
     assert redact_text(kept) == kept
+    # an error's class before its message is no secret's name (botocore's message read "***")
+    kept = "NoCredentialsError: Unable to locate credentials; InvalidSignatureException: The signature"
+    assert redact_text(kept) == kept
     # a long run of name characters (a base64 body in an SDK's log) is scanned once: a name pattern
     # that backtracked took seconds per 5,000 characters, and runs on every log record and error
     assert redact_text("Zm9v" * 50_000) == "Zm9v" * 50_000
@@ -214,7 +217,7 @@ def test_every_spark_free_output(tmp_path, monkeypatch, capfd):
                         t.inspect.transaction_log(include_all=True).to_pylist(),
                         t.inspect.component_sizes().to_pylist(),
                         t.files(),
-                        t.search("body:a", limit=5).to_pylist(),
+                        t.search('body:"a b"', limit=5).to_pylist(),
                         t.maintenance.merge_splits(progress=progress),
                         t.maintenance.checkpoint(progress=progress),
                         t.maintenance.purge(dry_run=True, progress=progress),
@@ -222,9 +225,9 @@ def test_every_spark_free_output(tmp_path, monkeypatch, capfd):
                         it.describe_storage_stats(),
                     )
                 )
-            outputs["explain (Spark-free)"] = json.dumps(t.explain("body:a", "id > 0").to_dict(), default=str) + repr(
-                t.explain("body:a")
-            )
+            outputs["explain (Spark-free)"] = json.dumps(
+                t.explain('body:"a b"', "id > 0").to_dict(), default=str
+            ) + repr(t.explain('body:"a b"'))
             outputs["reprs"] = " ".join(
                 [
                     repr(t),
@@ -271,7 +274,7 @@ def test_every_spark_free_output(tmp_path, monkeypatch, capfd):
                 (["files", path, "--json"], table_options()),
                 (["describe-storage-stats"], table_options()),
                 (["describe-component-sizes", path], table_options()),
-                (["search", path, "body:a"], table_options()),
+                (["search", path, 'body:"a b"'], table_options()),
                 (["sql", f"DESCRIBE INDEXTABLES TABLE '{path}'"], table_options()),
                 (["describe", url_with_credentials()], table_options()),
                 (["describe", AZURE_PATH], sas_only),
@@ -281,6 +284,16 @@ def test_every_spark_free_output(tmp_path, monkeypatch, capfd):
                 outputs[f"CLI {' '.join(command)}"] = f"{code}\n{out}\n{err}"
                 assert (code == 0) == (url_with_credentials() not in command and AZURE_PATH not in command), err
             assert "--conf spark.indextables.azure.clientSecret=***" in outputs["CLI describe-environment"]
+            # usage errors, which quote the arguments: `:` for `=`, a pair given without `-o`
+            for mistake in (
+                ["-o", f"spark.indextables.aws.secretKey:{FAKES['misspelled option']}"],
+                [f"spark.indextables.azure.sasToken=sv=1&sig={FAKES['SAS token']}"],
+            ):
+                with pytest.raises(SystemExit) as exit_:
+                    cli.main(["describe", path, *mistake])
+                out, err = capfd.readouterr()
+                assert exit_.value.code == 2 and "error:" in err
+                outputs[f"CLI usage error {mistake[0]}"] = out + err
             assert "StorageError" in outputs[f"CLI describe {AZURE_PATH}"]  # the request was made, and failed
 
             # FutureWarning of a renamed argument given a secret-looking value
@@ -327,7 +340,7 @@ def test_provider_results_never_show(s3_uri, s3_options, tmp_path, capfd, caplog
     outputs: dict[str, str] = {}
     it.write_table(s3_uri, pa.table({"id": [1, 2], "body": ["a b", "c d"]}), options=opts)
     t = it.IndexTable(s3_uri, opts)
-    outputs["results"] = repr([t.count(), t.inspect.describe(), t.inspect.state(), t.explain("body:a").to_dict()])
+    outputs["results"] = repr([t.count(), t.inspect.describe(), t.inspect.state(), t.explain('body:"a b"').to_dict()])
     outputs["reprs"] = repr(t) + repr(t.storage) + repr(t.options)
     outputs["DESCRIBE ENVIRONMENT"] = repr(it.describe_environment(options=opts))
     with pytest.raises(IndexTablesError) as e:
@@ -357,7 +370,7 @@ def test_spark_session_outputs(spark, tmp_path, capfd):
         read = spark.read.format("indextables").options(**read_options()).load(path)
         assert read.count() == 2
         it.sql(spark, f"CREATE OR REPLACE TEMPORARY VIEW secrets_v USING indextables OPTIONS (path '{path}')")
-        spark.sql("SELECT count(*) FROM secrets_v WHERE _indexall = 'body:a'").collect()
+        spark.sql("SELECT count(*) FROM secrets_v WHERE _indexall = 'body:\"a b\"'").collect()
         outputs: dict[str, str] = {}
         for text in (
             "DESCRIBE INDEXTABLES ENVIRONMENT",
@@ -377,11 +390,14 @@ def test_spark_session_outputs(spark, tmp_path, capfd):
         filtered = read.filter("id > 0")
         outputs["it.explain"] = json.dumps(it.explain(filtered), default=str)
         outputs["EXPLAIN"] = "\n".join(
-            map(str, spark.sql("EXPLAIN EXTENDED SELECT count(*) FROM secrets_v WHERE _indexall = 'body:a'").collect())
+            map(
+                str,
+                spark.sql("EXPLAIN EXTENDED SELECT count(*) FROM secrets_v WHERE _indexall = 'body:\"a b\"'").collect(),
+            )
         )
         outputs["query execution"] = filtered._jdf.queryExecution().toString()
         t = it.IndexTable(path, table_options(), spark=spark)
-        outputs["IndexTable(spark).explain"] = json.dumps(t.explain("body:a").to_dict(), default=str) + repr(t)
+        outputs["IndexTable(spark).explain"] = json.dumps(t.explain('body:"a b"').to_dict(), default=str) + repr(t)
         sc = spark.sparkContext
         statement = (
             f"MERGE SPLITS '{url_with_credentials()}' sas {sas_failure_options()['spark.indextables.azure.sasToken']}"

@@ -51,6 +51,8 @@ _PAIR = re.compile(
 )
 _VALUE = re.compile(r""""[^"]*"|'[^']*'|[^\s&;,'"]+""")  # read only after a secret's name
 _TEXT_NAME = re.compile(rf"(?i){_TEXT_WORDS}")  # the names among them whose values are hidden
+# an error's class before its message (`NoCredentialsError: Unable to locate credentials`) is no pair
+_ERROR_NAME = re.compile(r"(?i)(?:error|exception|warning)$")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/@\s:]*:[^/@\s]+@")
 
 
@@ -142,7 +144,8 @@ def _hidden_pairs(text: str) -> str:
     out: list[str] = []
     pos = 0
     while (m := _PAIR.search(text, pos)) is not None:
-        value = _VALUE.match(text, m.end()) if _TEXT_NAME.search(m.group("name")) else None
+        name = m.group("name")
+        value = _VALUE.match(text, m.end()) if _TEXT_NAME.search(name) and not _ERROR_NAME.search(name) else None
         if value is None:
             out.append(text[pos : m.end()])
             pos = m.end()
