@@ -145,6 +145,25 @@ def test_spark_redaction_patterns_say_what_secret_option_says():
     assert not as_key.search("spark.other.secretKey") and not as_key.search("x.spark.indextables.aws.secretKey")
 
 
+def test_unknown_keys_and_log_records_before_any_secret_is_known():
+    """A fresh process, where no secret value is known yet: a value given inside an unknown key
+    (`k=v` or `k v` given as the key) is not shown by the unknown-option warning, a misspelled
+    secret's value never is, and a pair in a log record is hidden from the first record on."""
+    program = f"""
+import logging, sys
+logging.basicConfig(level=logging.DEBUG, stream=sys.stdout, format="%(name)s %(message)s")
+from indextables_spark.config.options import Options
+logging.getLogger("indextables_spark.test").warning("conf: spark.indextables.aws.secretKey={FAKES["environment"]}")
+Options.of({{"spark.indextables.aws.secretKey={FAKES["misspelled option"]}": ""}})
+Options.of({{"spark.indextables.azure.sasToken {FAKES["SAS token"]}": "x"}})
+Options.of({{"spark.indextables.aws.secretAccesKey": "{FAKES["unregistered option"]}"}})
+"""
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("unknown option") == 3 and "characters not shown" in out.stdout
+    assert leaks({"stdout": out.stdout, "stderr": out.stderr}) == []
+
+
 def test_packed_secrets_round_trip():
     given = {"spark.indextables.azure.accountKey": "k1234", "spark.indextables.read.limit": "5", "path": "/t"}
     packed = pack_secrets(given)

@@ -13,7 +13,8 @@ A secret is caught two ways:
   URL), and the password of a URL's `user:password@`.
 
 Log records of this package and of the storage SDKs (which log request URLs and headers at DEBUG)
-are cleaned by a record factory installed once per process (`install_log_redaction`)."""
+are cleaned by a record factory installed when this module is first imported
+(`install_log_redaction`): before any secret value is known too, a record may hold a pair."""
 
 from __future__ import annotations
 
@@ -119,11 +120,8 @@ _known = _Known()
 
 def remember_secrets(values: Iterable[str | None]) -> None:
     """Hide these values wherever they appear in what the package shows from now on (log records
-    too: the first secret installs their redaction)."""
-    before = len(_known.ordered)
+    too)."""
     _known.add(values)
-    if len(_known.ordered) != before:
-        install_log_redaction()
 
 
 def redact_text(text: str, extra: Iterable[str] = ()) -> str:
@@ -266,3 +264,6 @@ def _scrub(record: logging.LogRecord) -> None:
     clean = redact_text(message)
     if clean != message:
         record.msg, record.args = clean, None
+
+
+install_log_redaction()  # records logged before any secret is known hold pairs too
