@@ -59,6 +59,14 @@ def as_mapping(uri: str, options) -> dict:
     return {"access_key": access_key_of(n), "secret_key": "mappingSecretValue", "expiry": None}
 
 
+def planted(uri: str, options) -> AwsCredentials:
+    """The provider-result fake of tests/secret_plants.py in each credential (moto accepts any)."""
+    from secret_plants import FAKES  # lazy: only the secrets tests name this provider
+
+    secret = FAKES["provider result"]
+    return AwsCredentials(access_key=f"AKIA{secret}", secret_key=f"{secret}/secret+x", session_token=f"{secret}token")
+
+
 LEAKY_SECRET = "leakySecretValue-9f3b2c"
 
 

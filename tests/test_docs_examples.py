@@ -1,21 +1,31 @@
 """Every ```python and ```sql example of the documentation (docs/**/*.md) runs, so none goes stale.
 
 Each page's examples run in order in one namespace (as a reader would type them into one session),
-in a fresh temporary working directory, with `it` (indextables_spark) and `spark` (the suite's
-local session, tests/conftest.py) defined. A ```sql block's statements (`;`-separated) run through
-`it.sql(spark, …)`, which hands anything but a command text to `spark.sql`. A block prints what
-the comments of its `print(…)  # …` lines say it prints. The Spark-free page's
-`$ indextables describe` (a ```console block) is run through the CLI after its quickstart and
-compared with the output the page shows.
+in a fresh temporary working directory; `spark` is the suite's local session (tests/conftest.py),
+which the examples' `SparkSession.builder.getOrCreate()` returns. A ```sql block's statements
+(`;`-separated) run through `it.sql(spark, …)`, which hands anything but a command text to
+`spark.sql`. A block prints what the page shows: the ```text block right after it (blank lines and
+a line such as "prints" may stand between them), else the comments of its `print(…)  # …` lines.
+The Spark-free page's `$ indextables describe` (a ```console block) is run through the CLI after
+its quickstart and compared with the output the page shows.
 
-What a page's examples take for granted is made before they run, by the page's entry in SETUP
-below: the tables they read (`path`, `/data/docs`, …: sample documents written with
-`it.write_table`), the DataFrames and values they name without defining (`df`, `arrow_table`,
-`adds`, …). Paths are rewritten, visibly, by REWRITES: a table path such as `/data/docs`,
-`s3://bucket/…` or `/tmp/…` becomes one under the page's temporary directory (on the
-object-stores page, `s3://bucket/…` becomes the moto bucket and the S3-compatible endpoint the moto
-server's; `az://container/…` Azurite's container), and a few literals the examples cannot know
-(the time of `timestampAsOf`) are replaced; the rewrites a page got are in its failure message.
+Every guide page opens with an example that runs on its own (issue 51, item 5): its first
+```python block makes everything it uses (the session, the table, its rows) and shows what it
+prints. That block runs first, in a namespace holding nothing but the names it makes, before
+anything else is made for the page; `test_guide_page_opens_with_an_example_that_runs_on_its_own`
+checks, without Spark, that it reads no name it does not define. NO_OPENING lists the guide pages
+that cannot open so, each with why (the page says so too).
+
+What a page's later examples take for granted is made after its opening, by the page's entry in
+SETUP: the tables they read (`path`, …: sample documents written with `it.write_table`), the
+DataFrames and values they name without defining (`arrow_table`, `s3_options`, …), and `it` and
+`spark` for a page that does not make them. The fewer names SETUP makes, the more the test proves
+a page runs as a reader runs it; a name both SETUP and the page's opening make fails the test.
+Paths are rewritten, visibly, by each entry's rewrites: `tempfile.mkdtemp()` makes its directory
+under the test's temporary directory, and a table path such as `/data/docs` or `s3://bucket/…`
+becomes one under it (on the object-stores page, `s3://bucket/…` becomes the moto bucket and the
+S3-compatible endpoint the moto server's; `az://container/…` Azurite's container); the rewrites a
+page got are in its failure message.
 
 An example that cannot run as it is (a shell command is not Python; real cloud accounts; a fragment
 of a larger file) carries a marker on the line before its fence:
@@ -28,14 +38,15 @@ SKIPPED lists every such marker with its reason, so a new one is a visible chang
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import datetime as dt
 import io
 import os
 import pathlib
 import re
-import shutil
 import subprocess
+import symtable
 import sys
 import types
 from dataclasses import dataclass, field
@@ -54,6 +65,11 @@ MARKER = re.compile(r"<!--\s*docs-test:\s*skip:\s*(?P<reason>.+?)\s*-->")
 RUN_LANGS = ("python", "sql")
 
 
+# what may stand between an example and the ```text block of its output: blank lines, and one line
+# that starts with "prints" or ends in "prints" / "prints:"
+OUTPUT_LEAD = re.compile(r"\s*(?:(?:prints\b[^\n]*|[^\n]*\bprints:?)[ \t]*\n)?\s*", re.IGNORECASE)
+
+
 @dataclass
 class Block:
     page: str  # relative to docs/
@@ -61,17 +77,24 @@ class Block:
     lang: str
     code: str
     skip: str | None  # the marker's reason
+    output: list[str] | None = None  # the lines of the ```text block right after it: what it prints
 
 
 def blocks_of(page: str, text: str) -> list[Block]:
-    """The fenced code blocks of a page, with the skip marker on the line before each (if any)."""
-    out = []
+    """The fenced code blocks of a page, with the skip marker on the line before each (if any), and
+    for each ```python / ```sql block the ```text block that shows its output (if any)."""
+    out: list[Block] = []
+    end = -1  # where the previous block ended
     for m in FENCE.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
         before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
         marker = MARKER.search(before)
         lang = (m.group("info").split() or [""])[0].lower()
+        shows = out and lang == "text" and out[-1].lang in RUN_LANGS and OUTPUT_LEAD.fullmatch(text[end : m.start()])
+        if shows:
+            out[-1].output = m.group("body").splitlines()
         out.append(Block(page, line, lang, m.group("body"), marker.group("reason") if marker else None))
+        end = m.end() + 1
     return out
 
 
@@ -118,6 +141,24 @@ def sql_statements(code: str) -> list[str]:
 def stated_output(code: str) -> list[str]:
     """The trailing comment of each line that starts with `print(`: the output the page shows."""
     return [m.group(1).strip() for m in re.finditer(r"^print\(.*\)\s+#\s*(.+)$", code, re.MULTILINE)]
+
+
+def shown_output(b: Block) -> list[str] | None:
+    """What the page says a block prints: its ```text block (the lines, trailing blanks aside), else
+    its `print(…)  # …` comments; None when it says neither. Not both: one of them would go unchecked."""
+    comments = stated_output(b.code)
+    if b.output is None:
+        return comments or None
+    assert not comments, f"docs/{b.page}:{b.line}: print comments and a ```text block of output: keep one"
+    return trimmed(b.output)
+
+
+def trimmed(lines: list[str]) -> list[str]:
+    """Lines without trailing blanks, and without the blank lines at the end (`df.show()` ends in one)."""
+    out = [line.rstrip() for line in lines]
+    while out and not out[-1]:
+        out.pop()
+    return out
 
 
 # --- sample tables ----------------------------------------------------------------------------------
@@ -179,15 +220,6 @@ def make_table(
     return path
 
 
-def staged_adds(table: str, tmp: pathlib.Path) -> list[Any]:
-    """AddFiles of splits written into `table`'s directory but not committed to it."""
-    staged = make_table(str(tmp / "staged"))
-    for part in pathlib.Path(staged).iterdir():
-        if part.name != "_transaction_log":
-            shutil.copytree(part, pathlib.Path(table) / part.name, dirs_exist_ok=True)
-    return it.IndexTable(staged).files()
-
-
 def spark_docs(spark: Any, n: int = 60) -> Any:
     """The sample documents as a Spark DataFrame."""
     return spark.createDataFrame(sample_docs(n).to_pandas())
@@ -223,44 +255,50 @@ def rewrite(code: str, rewrites: list[tuple[str, str]]) -> str:
     return code
 
 
-def setup_writing(p: Page) -> None:
-    p.local("s3://bucket/")
-    p.names["df"] = spark_docs(p.spark)
+# Each page's SETUP entry is two steps: the first only rewrites paths, the second makes what the
+# page's examples take for granted. A guide page's first example (`opening`) runs between the two,
+# in a namespace of its own names only, so it cannot lean on what the second step makes.
 
 
-def setup_reading(p: Page) -> None:
-    path = make_table(str(p.tmp / "docs"), versions=13)  # the examples travel to version 12
-    p.names["path"] = path
-    # a time at which the table exists (the page's literal is a date before this run)
-    p.rewrites.append(("2026-01-01T00:00:00Z", dt.datetime.now(dt.timezone.utc).isoformat()))
+def rewrites_local(*prefixes: str) -> Callable[[Page], None]:
+    return lambda p: p.local(*prefixes)
 
 
-def setup_sql(p: Page) -> None:
-    p.local("/data/", "s3://bucket/")
-    path = make_table(p.path("/data/docs"))
-    make_table(p.path("s3://bucket/docs"))
-    p.spark.createDataFrame(it.IndexTable(path).to_arrow().slice(0, 5)).createOrReplaceTempView("staging")
-
-
-def setup_path_table(p: Page) -> None:
-    p.names["path"] = make_table(str(p.tmp / "docs"))
-
-
-def setup_streaming(p: Page) -> None:
-    p.names["src"] = make_table(str(p.tmp / "src"), versions=3)
-    p.names["dst"] = str(p.tmp / "dst")
-    p.local("/chk/")
-
-
-def setup_quickstart(p: Page) -> None:
+def rewrites_quickstart(p: Page) -> None:
     # Spark's Python workers started before the test changed directory: an absolute path
     p.rewrites.append(('"quickstart-docs"', f'"{p.tmp}/quickstart-docs"'))
     p.rewrites.append(("(path 'quickstart-docs')", f"(path '{p.tmp}/quickstart-docs')"))
 
 
+def rewrites_reference(p: Page) -> None:
+    # the fixture the CONVERT example copies, as a reader in a checkout of the repository names it
+    p.rewrites.append(('"tests/data/', f'"{ROOT}/tests/data/'))
+
+
+def rewrites_object_stores(p: Page) -> None:
+    s3_bucket = p.request.getfixturevalue("s3_bucket")
+    s3_endpoint = p.request.getfixturevalue("s3_endpoint")
+    container = p.request.getfixturevalue("azure_container")
+    prefix = f"docs-{os.urandom(4).hex()}"
+    p.rewrites += [
+        ("s3://bucket/", f"s3://{s3_bucket}/{prefix}/"),
+        ("http://minio.internal:9000", s3_endpoint),
+        ("az://container/", f"az://{container}/{prefix}/"),
+    ]
+
+
+def session(p: Page) -> None:
+    """`it` and `spark`, for a page whose examples do not make them."""
+    p.names.update(it=it, spark=p.spark)
+
+
+def setup_aggregations(p: Page) -> None:
+    # the second example's table `path` (its first example is the opening) and its optional `spark`
+    p.names.update(path=make_table(str(p.tmp / "docs")), spark=p.spark)
+
+
 def setup_spark_free(p: Page) -> None:
     # the quickstart and the surface at a glance write and read their own table (`articles`)
-    p.local("/data/")
     make_table(p.path("/data/docs"), versions=4, partition_by=("day",))  # the write examples' partitioning
     data = sample_docs(20, start=5000)
     p.names.update(
@@ -275,12 +313,12 @@ def setup_spark_free(p: Page) -> None:
 
 
 def setup_companion(p: Page) -> None:
+    # the second example's sources: a Delta table on "S3", an Iceberg catalog `prod`
     pytest.importorskip("deltalake")
     pytest.importorskip("pyiceberg")
     from deltalake import write_deltalake
     from pyiceberg.catalog.sql import SqlCatalog
 
-    p.local("s3://lake/", "/idx/")
     data = sample_docs(120).drop_columns(["user", "tags", "status"])
     data = data.append_column("status", pa.array([(200, 404, 500, 503)[i % 4] for i in range(120)], pa.int64()))
     write_deltalake(p.path("s3://lake/events"), data, partition_by=["day"])
@@ -296,75 +334,78 @@ def setup_companion(p: Page) -> None:
     p.names["s3_options"] = {}  # the local rewrite needs none
 
 
-def setup_reference(p: Page) -> None:
-    p.local("s3://bucket/")
-    table = p.tmp / "reference-table"  # a table IndexTables4Spark wrote (tests/data)
-    shutil.copytree(ROOT / "tests" / "data" / "reference_v0.5.4" / "04_partitioned", table)
-    p.names["path"] = str(table)
-    p.rewrites.append(("'/path'", f"'{table}'"))
-    make_table(p.path("s3://bucket/events"))
-    p.spark.sql(f"CREATE DATABASE IF NOT EXISTS logs LOCATION '{p.tmp}/logs.db'")  # the example's database
-
-
-def setup_maintenance(p: Page) -> None:
-    p.local("s3://bucket/")
-    make_table(p.path("s3://bucket/docs"))
-
-
-def setup_deletes(p: Page) -> None:
-    p.local("s3://bucket/")
-    t = it.IndexTable(make_table(p.path("s3://bucket/tables/docs"), options={"indexing.primaryKey": "id"}))
-    p.names["path"] = str(p.tmp / "bloom")  # the Bloom filter example creates it
-    p.names["df"] = spark_docs(p.spark)
-    # the transaction example's staged values: splits written but not committed, a delete log
-    from indextables_spark.core.log.deletes.delete_logs import write_delete_log
-
-    p.names["adds"] = staged_adds(t.log.storage.uri, p.tmp)
-    p.names["log"] = write_delete_log(t.log.storage, "EQUALITY", pa.table({"id": pa.array([3], pa.int64())}))
-
-
 def setup_object_stores(p: Page) -> None:
-    s3_bucket = p.request.getfixturevalue("s3_bucket")
-    s3_endpoint = p.request.getfixturevalue("s3_endpoint")
     from conftest import S3_TEST_ACCESS_KEY, S3_TEST_SECRET_KEY
 
-    container = p.request.getfixturevalue("azure_container")
+    session(p)
     conn = p.request.getfixturevalue("azure_connection_string")
-    prefix = f"docs-{os.urandom(4).hex()}"
-    p.rewrites += [
-        ("s3://bucket/", f"s3://{s3_bucket}/{prefix}/"),
-        ("http://minio.internal:9000", s3_endpoint),
-        ("az://container/", f"az://{container}/{prefix}/"),
-    ]
     p.names.update(access_key=S3_TEST_ACCESS_KEY, secret_key=S3_TEST_SECRET_KEY, conn=conn, df=spark_docs(p.spark))
     make_table(p.path("az://container/tables/docs"), options={"azure.connectionString": conn})
 
 
-def setup_architecture(p: Page) -> None:
+def setup_vectors(p: Page) -> None:
+    p.names["spark"] = p.spark  # the Spark examples after the Spark-free opening
+
+
+def nothing(p: Page) -> None:
     pass
 
 
-def setup_vectors(p: Page) -> None:
-    p.local("/data/")
-
-
-SETUP: dict[str, Callable[[Page], None]] = {
-    "guide/writing.md": setup_writing,
-    "guide/reading-and-querying.md": setup_reading,
-    "guide/sql.md": setup_sql,
-    "guide/search-and-relevance.md": setup_path_table,
-    "guide/aggregations.md": setup_path_table,
-    "guide/streaming.md": setup_streaming,
-    "guide/spark-free-api.md": setup_spark_free,
-    "guide/companion-indexes.md": setup_companion,
-    "guide/indextables4spark-tables.md": setup_reference,
-    "guide/maintenance.md": setup_maintenance,
-    "guide/deletes-transactions-bloom.md": setup_deletes,
-    "guide/object-stores-and-credentials.md": setup_object_stores,
-    "architecture.md": setup_architecture,
-    "guide/vector-search.md": setup_vectors,
-    "quickstart.md": setup_quickstart,
+# page -> (its path rewrites, what its examples take for granted)
+SETUP: dict[str, tuple[Callable[[Page], None], Callable[[Page], None]]] = {
+    "guide/writing.md": (rewrites_local("s3://bucket/"), nothing),
+    "guide/reading-and-querying.md": (nothing, nothing),
+    "guide/sql.md": (nothing, nothing),
+    "guide/search-and-relevance.md": (nothing, nothing),
+    "guide/aggregations.md": (nothing, setup_aggregations),
+    "guide/streaming.md": (nothing, nothing),
+    "guide/spark-free-api.md": (rewrites_local("/data/"), setup_spark_free),
+    "guide/companion-indexes.md": (rewrites_local("s3://lake/", "/idx/"), setup_companion),
+    "guide/indextables4spark-tables.md": (rewrites_reference, nothing),
+    "guide/maintenance.md": (nothing, nothing),
+    "guide/deletes-transactions-bloom.md": (nothing, nothing),
+    "guide/object-stores-and-credentials.md": (rewrites_object_stores, setup_object_stores),
+    "architecture.md": (nothing, nothing),
+    "guide/vector-search.md": (rewrites_local("/data/"), setup_vectors),
+    "quickstart.md": (rewrites_quickstart, nothing),
 }
+
+# Guide pages whose first example cannot run on its own, and why (each page says so too). Every
+# other guide page opens with an example that makes all it uses and shows what it prints.
+NO_OPENING: dict[str, str] = {
+    "guide/object-stores-and-credentials.md": "a bucket or container of the reader's and its credentials",
+    "guide/deployment.md": "a cluster",
+}
+
+
+def guide_pages() -> list[str]:
+    return sorted(page for page in pages() if page.startswith("guide/"))
+
+
+def opening(page: str) -> Block | None:
+    """A guide page's first ```python block, which must run on its own (None: not a guide page, or one
+    in NO_OPENING)."""
+    if page not in set(guide_pages()) - set(NO_OPENING):
+        return None
+    return next((b for b in blocks_of(page, pages()[page]) if b.lang == "python"), None)
+
+
+def free_names(code: str) -> set[str]:
+    """The names `code` reads that neither it defines (assigns, imports, def, class) nor Python has."""
+    top = symtable.symtable(code, "<example>", "exec")
+    defined = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+    read: set[str] = set()
+
+    def walk(table: symtable.SymbolTable) -> None:
+        for s in table.get_symbols():
+            if s.is_referenced() and (table is top or s.is_global()):
+                read.add(s.get_name())
+        for child in table.get_children():
+            walk(child)
+
+    walk(top)
+    return read - defined - set(dir(builtins))
+
 
 PAGES_WITH_EXAMPLES = sorted(page for page in pages() if any(b.skip is None for b in runnable(page)))
 
@@ -374,6 +415,30 @@ PAGES_WITH_EXAMPLES = sorted(page for page in pages() if any(b.skip is None for 
 
 def test_every_page_with_examples_has_a_setup():
     assert set(PAGES_WITH_EXAMPLES) <= set(SETUP), "add the page to SETUP"
+
+
+@pytest.mark.parametrize("page", guide_pages())
+def test_guide_page_opens_with_an_example_that_runs_on_its_own(page):
+    """Its first ```python block (test_page_examples_run runs it in a namespace of its own names
+    only) reads no name it does not define, and shows what it prints."""
+    if page in NO_OPENING:
+        first = next((b for b in blocks_of(page, pages()[page]) if b.lang == "python"), None)
+        missing = free_names(first.code) if first is not None and first.skip is None else {"(skipped)"}
+        assert missing, f"docs/{page} opens with an example that runs on its own: take it out of NO_OPENING"
+        return
+    first = opening(page)
+    assert first is not None, f"docs/{page} has no ```python example"
+    assert first.skip is None, f"docs/{page}:{first.line}: the opening example is skipped ({first.skip})"
+    before = [b for b in blocks_of(page, pages()[page]) if b.lang in RUN_LANGS and b.line < first.line]
+    assert not before, f"docs/{page}: a ```{before[0].lang} example before the opening ```python one"
+    missing = free_names(first.code)
+    assert not missing, f"docs/{page}:{first.line}: the first example uses {sorted(missing)} without making them"
+    assert shown_output(first), f"docs/{page}:{first.line}: the first example shows no output"
+
+
+def test_names_an_example_does_not_make():
+    code = "import os\nx = 1\ndef f(a):\n    return a + x + y\nprint([z for z in w], os.sep, len(spark.conf))\n"
+    assert free_names(code) == {"y", "w", "spark"}
 
 
 def test_skipped_examples_are_listed():
@@ -450,10 +515,33 @@ def test_blocks_and_markers_are_read():
     a, b = blocks_of("p.md", text)
     assert (a.lang, a.skip, a.code, a.line) == ("python", "needs a cluster", "spark_submit()\n", 3)
     assert (b.lang, b.skip) == ("sql", None) and sql_statements(b.code) == ["SELECT 1", "SELECT ';'"]
+    text = "```python\ndf.show()\n```\n\nprints\n\n```text\n+--+\n|id|  \n\n```\n\n```text\nnot output\n```\n"
+    a, b, c = blocks_of("p.md", text)
+    assert a.output == ["+--+", "|id|  ", ""] and shown_output(a) == ["+--+", "|id|"]
+    assert b.output is None and c.output is None  # only a ```text block right after an example is its output
 
 
 def _indextables_conf(spark: Any) -> dict[str, str]:
     return {k: v for k, v in spark.conf.getAll.items() if k.startswith("spark.indextables.")}
+
+
+def run_block(b: Block, p: Page, namespace: dict[str, Any]) -> None:
+    """Run one example (after the page's rewrites) in `namespace`; it prints what the page shows."""
+    code = rewrite(b.code, p.rewrites)
+    where = f"docs/{b.page}:{b.line}"
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            if b.lang == "python":
+                exec(compile(code, where, "exec"), namespace)
+            else:
+                for statement in sql_statements(code):
+                    it.sql(p.spark, statement).collect()
+    except Exception as e:
+        raise AssertionError(f"{where} failed (rewrites: {p.rewrites}):\n{code}") from e
+    expected = shown_output(b)
+    if expected is not None:
+        assert trimmed(out.getvalue().splitlines()) == expected, where
 
 
 @pytest.mark.spark
@@ -464,31 +552,28 @@ def test_page_examples_run(page, spark, tmp_path, request, monkeypatch):
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
+    rewrites, setup = SETUP[page]
+    first = opening(page)
     try:
-        SETUP.get(page, lambda _: None)(p)
+        # the examples' new directories: under the test's (tempfile.tempdir stays: Spark's Python
+        # workers and this process meet in tempfile.gettempdir(), spark/guard.py)
+        p.rewrites.append(("tempfile.mkdtemp()", f"tempfile.mkdtemp(dir={str(tmp_path)!r})"))
+        rewrites(p)
         # a module of its own, so that classes the examples define (dataclasses) find their module
         module = types.ModuleType("docs_example_" + re.sub(r"\W", "_", page))
         monkeypatch.setitem(sys.modules, module.__name__, module)
         namespace = module.__dict__
-        namespace.update(it=it, spark=spark, **p.names)
+        made_by_setup = False
         for b in runnable(page):
             if b.skip is not None:
                 continue
-            code = rewrite(b.code, p.rewrites)
-            where = f"docs/{page}:{b.line}"
-            out = io.StringIO()
-            try:
-                with contextlib.redirect_stdout(out):
-                    if b.lang == "python":
-                        exec(compile(code, where, "exec"), namespace)
-                    else:
-                        for statement in sql_statements(code):
-                            it.sql(spark, statement).collect()
-            except Exception as e:
-                raise AssertionError(f"{where} failed (rewrites: {p.rewrites}):\n{code}") from e
-            expected = stated_output(b.code)
-            if expected:
-                assert out.getvalue().splitlines() == expected, where
+            if not made_by_setup and (first is None or b.line != first.line):  # the opening: with nothing made
+                setup(p)
+                clash = set(p.names) & set(namespace)
+                assert not clash, f"SETUP makes {sorted(clash)}, which docs/{page}'s first example makes itself"
+                namespace.update(p.names)
+                made_by_setup = True
+            run_block(b, p, namespace)
     finally:
         for q in spark.streams.active:  # streaming examples start queries
             q.awaitTermination(120)
@@ -503,6 +588,7 @@ def test_page_examples_run(page, spark, tmp_path, request, monkeypatch):
         for statement in (
             "DROP VIEW IF EXISTS docs",
             "DROP VIEW IF EXISTS staging",
+            "DROP VIEW IF EXISTS events",
             "DROP TABLE IF EXISTS logs.events",
             "DROP DATABASE IF EXISTS logs",
         ):

@@ -160,10 +160,12 @@ def test_3a_another_format_names_the_companion_command_which_works(home):
     first = the_message_comes_first(e.value, "BUILD INDEXTABLES COMPANION FOR DELTA 'events'", "it.build_companion(")[0]
     # the call it names, as the user copies it, with an index path of theirs
     call = re.search(r"it\.build_companion\([^)]*\)", first)
-    assert call is not None and "<index path>" in call.group(0), first
-    built = eval(call.group(0).replace("<index path>", "events-index"), {"it": it})
+    assert call is not None and "<index path>" in call.group(0) and "<column>" in call.group(0), first
+    built = eval(call.group(0).replace("<index path>", "events-index").replace("<column>", "body"), {"it": it})
     assert built["status"] == "SUCCESS"
     assert it.IndexTable("events-index").count() == 3
+    # the column it names is searched by words, as a newcomer's first query does
+    assert sorted(it.IndexTable("events-index").search("body:river").column("id").to_pylist()) == [2, 3]
 
 
 def test_3b_a_vector_search_without_vector_columns_names_the_option(home):

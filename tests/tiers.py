@@ -86,6 +86,8 @@ INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_refusals.py::test_spark_refusals": "the refusal matrix on the DataFrame read, SQL aggregates "
     "and SQL DELETE: a fresh Python worker per refused load() (~1-4 s each); the Spark-free routes, which "
     "share the scan's checks, stay in the fast tier",
+    "tests/test_secrets_spark_ui.py": "a Spark program and a Spark Connect server of their own, started with "
+    "fake secrets in their environment, their UIs searched (tests/test_secrets_everywhere.py stays)",
 }
 
 

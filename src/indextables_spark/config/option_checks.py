@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import difflib
 import logging
+import re
 from typing import Any, Iterable, Iterator, Mapping
 
 from indextables_spark.config.registry import PREFIX, closest, spec
@@ -65,7 +66,18 @@ def warn_unknown(key: str) -> None:
     _warned.add(short)
     near = closest(short)
     hint = f" (did you mean {PREFIX if prefixed else ''}{near}?)" if near else ""
-    log.warning("indextables: unknown option %s%s: it is ignored", key, hint)
+    log.warning("indextables: unknown option %s%s: it is ignored", shown_key(key), hint)
+
+
+def shown_key(key: str) -> str:
+    """An option's key as a message may show it: up to its first character that no key has (a
+    `key=value` or `key value` given as a key would show the value, which may be a secret)."""
+    name = _KEY_CHARACTERS.match(key)
+    shown = name.group(0) if name else ""
+    return shown if shown == key else f"{shown!r} (followed by {len(key) - len(shown)} characters not shown)"
+
+
+_KEY_CHARACTERS = re.compile(r"[\w.\-<>]*")
 
 
 def warn_unknown_options(options: Mapping[str, Any] | None) -> None:

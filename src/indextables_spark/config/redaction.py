@@ -13,7 +13,8 @@ A secret is caught two ways:
   URL), and the password of a URL's `user:password@`.
 
 Log records of this package and of the storage SDKs (which log request URLs and headers at DEBUG)
-are cleaned by a record factory installed once per process (`install_log_redaction`)."""
+are cleaned by a record factory installed when this module is first imported
+(`install_log_redaction`): before any secret value is known too, a record may hold a pair."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import threading
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from indextables_spark.config.registry import PREFIX, SECRET_KEYS, spec
+from indextables_spark.config.registry import OPTIONS, PREFIX, SECRET_KEYS, spec
 from indextables_spark.errors import show_messages_through
 
 HIDDEN = "***"
@@ -51,6 +52,8 @@ _PAIR = re.compile(
 )
 _VALUE = re.compile(r""""[^"]*"|'[^']*'|[^\s&;,'"]+""")  # read only after a secret's name
 _TEXT_NAME = re.compile(rf"(?i){_TEXT_WORDS}")  # the names among them whose values are hidden
+# an error's class before its message (`NoCredentialsError: Unable to locate credentials`) is no pair
+_ERROR_NAME = re.compile(r"(?i)(?:error|exception|warning)$")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/@\s:]*:[^/@\s]+@")
 
 
@@ -66,9 +69,11 @@ def secret_name(name: str, pattern: str | None = None) -> bool:
 
 
 def _registered_plain(low: str) -> bool:
-    """A registered option that is not a secret (its name may still hold a column's name)."""
+    """A registered option that is not a secret (its name may still hold a column's name). A key
+    of a family of another library's properties (`iceberg.catalog.<name>.<key>`) is not one: its
+    property's name says whether it is a secret (`…rest.token`, `…s3.secret-access-key`)."""
     found = spec(low.removeprefix(PREFIX))
-    return found is not None and not found.secret
+    return found is not None and not found.secret and not found.names_properties
 
 
 @functools.lru_cache(maxsize=4096)  # Options.of asks it of every key it is given; the names repeat
@@ -115,11 +120,8 @@ _known = _Known()
 
 def remember_secrets(values: Iterable[str | None]) -> None:
     """Hide these values wherever they appear in what the package shows from now on (log records
-    too: the first secret installs their redaction)."""
-    before = len(_known.ordered)
+    too)."""
     _known.add(values)
-    if len(_known.ordered) != before:
-        install_log_redaction()
 
 
 def redact_text(text: str, extra: Iterable[str] = ()) -> str:
@@ -140,7 +142,8 @@ def _hidden_pairs(text: str) -> str:
     out: list[str] = []
     pos = 0
     while (m := _PAIR.search(text, pos)) is not None:
-        value = _VALUE.match(text, m.end()) if _TEXT_NAME.search(m.group("name")) else None
+        name = m.group("name")
+        value = _VALUE.match(text, m.end()) if _TEXT_NAME.search(name) and not _ERROR_NAME.search(name) else None
         if value is None:
             out.append(text[pos : m.end()])
             pos = m.end()
@@ -195,6 +198,32 @@ def redact_uri(uri: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+# ---- what Spark shows itself ---------------------------------------------------------------------
+
+# Spark's runtime settings of its own redaction (a session's SQL conf): the first hides the values
+# of options and conf entries whose key (or value) it matches — the session conf a SQL execution
+# lists (`modifiedConfigs` in the SQL tab) and data source options in plans; the second hides what
+# it matches inside the text of plans and, over Spark Connect, of the request each job shows in
+# the UI (its stage details: the reads' and writes' options as `key: "…"  value: "…"` pairs).
+SPARK_OPTIONS_REGEX = "spark.sql.redaction.options.regex"
+SPARK_STRING_REGEX = "spark.sql.redaction.string.regex"
+
+
+def spark_redaction_regexes() -> dict[str, str]:
+    """Java regexes of the `spark.indextables.*` keys whose values are secrets (secret_option's
+    rule: the registered secret options, names with a narrow secret word, minus the registered
+    options that are no secret), for Spark's two settings above (config/sessions.py adds them)."""
+    end = r'(?="|$)'  # a key ends at its closing quote (in a plan's text) or at the end (a conf key)
+    plain = [re.escape(o.key.lower()) + end for o in OPTIONS if not (o.secret or o.family) and _TEXT_NAME.search(o.key)]
+    plain += [re.escape(o.prefix) for o in OPTIONS if o.family and not (o.secret or o.names_properties)]
+    secret = [re.escape(k) + end for k in sorted(SECRET_KEYS)] + [rf'[^"\s]*?(?:{_TEXT_WORDS})']
+    key = rf"{re.escape(PREFIX)}(?!{'|'.join(plain)})(?:{'|'.join(secret)})"
+    return {
+        SPARK_OPTIONS_REGEX: rf"(?i:^{key})",
+        SPARK_STRING_REGEX: rf'(?i:key: "{key}[^"]*"\s*value: "(?:[^"\\]|\\.)*")',
+    }
+
+
 # ---- log records ---------------------------------------------------------------------------------
 
 # Loggers whose records are cleaned: this package's, and the libraries under the storage backends
@@ -235,3 +264,6 @@ def _scrub(record: logging.LogRecord) -> None:
     clean = redact_text(message)
     if clean != message:
         record.msg, record.args = clean, None
+
+
+install_log_redaction()  # records logged before any secret is known hold pairs too

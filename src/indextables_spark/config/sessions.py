@@ -22,7 +22,7 @@ import pickle
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from indextables_spark.config.options import PREFIX, Options, session_options, short_key
-from indextables_spark.config.redaction import redact_text
+from indextables_spark.config.redaction import redact_text, spark_redaction_regexes
 from indextables_spark.errors import IndexTablesError
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,7 @@ def with_session_options(spark: Any, options: Mapping[str, Any] | None = None) -
     (Python workers), which a reader reusing a recent listing would not see (spark_read_options)."""
     opts = Options.of(session_options(spark), options)
     if spark is not None:
+        extend_spark_redaction(spark)
         opts = spark_read_options(opts)
     if spark is not None and is_connect(spark):
         missing = [k for k in withheld_conf_keys(spark) if short_key(k) not in opts.values]
@@ -79,6 +80,23 @@ def with_session_options(spark: Any, options: Mapping[str, Any] | None = None) -
                 ", ".join(missing),
             )
     return opts
+
+
+def extend_spark_redaction(spark: Any) -> None:
+    """Have Spark hide our secret options where it shows them itself (config/redaction.py
+    spark_redaction_regexes): the session conf each SQL execution lists in the SQL tab, plans, and
+    over Spark Connect the request text of every job in the UI, which holds a read's or write's
+    options. The session's own patterns are kept (ours are added as alternatives). Once a session
+    (it.register and every call given a session ask for it)."""
+    if spark is None or spark.__dict__.get("_it_redaction_extended"):
+        return
+    for key, ours in spark_redaction_regexes().items():
+        current = spark.conf.get(key)  # its value or Spark's default (a default given here would hide that)
+        if not current:
+            spark.conf.set(key, ours)
+        elif ours not in current:
+            spark.conf.set(key, f"{current}|{ours}")
+    spark.__dict__["_it_redaction_extended"] = True
 
 
 def spark_read_options(opts: Options) -> Options:

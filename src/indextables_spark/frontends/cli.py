@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence, TypeVar
 
 import pyarrow as pa
 
@@ -43,6 +43,7 @@ from indextables_spark.api.progress import progress_to
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.option_checks import warn_unknown_options
 from indextables_spark.config.options import Options
+from indextables_spark.config.redaction import redact_text
 from indextables_spark.errors import (
     ConcurrentModificationError,
     IndexTablesError,
@@ -72,9 +73,16 @@ EXIT_CONFLICT = 4
 
 def parse_option(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    if not sep or not key.strip():  # the text is not echoed: it may be a secret without its key
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {'no KEY before =' if sep else 'no ='}")
     return key.strip(), value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose error messages (which quote the arguments given) are redacted."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(redact_text(message))
 
 
 def _unit(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -126,7 +134,7 @@ def _add(parser: argparse.ArgumentParser, arg: Arg) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--json", action="store_true", help="print the result as JSON (for machines)")
     common.add_argument(
         "-o",
@@ -139,9 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--no-progress", action="store_true", help="never show progress bars")
 
-    top = argparse.ArgumentParser(
-        prog="indextables", description="Maintenance of indextables tables.", parents=[common]
-    )
+    top = _Parser(prog="indextables", description="Maintenance of indextables tables.", parents=[common])
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def cmd(name: str, help_: str, aliases: Sequence[str] = ()) -> argparse.ArgumentParser:

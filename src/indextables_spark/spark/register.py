@@ -7,7 +7,8 @@ read is always right (spark/guard.py). What `register` adds, in classic and Spar
 1. Public extension points: the data source (`spark.dataSource.register`, without Spark's warning
    that it replaced the one Spark found itself: spark/source_registration.py), the SQL table
    functions (Python UDTFs), the bucket functions of GROUP BY (temporary functions,
-   spark/bucket_functions.py), and `spark.sql.python.filterPushdown.enabled=true`.
+   spark/bucket_functions.py), `spark.sql.python.filterPushdown.enabled=true`, and our secret
+   options added to Spark's redaction patterns (config/sessions.py extend_spark_redaction).
 2. Pass-through wrappers of pyspark's reader/writer builder classes (classic and Connect, batch and
    streaming). Every wrapper first calls pyspark's own method with the same arguments, so nothing
    changes for other formats; only when the format is "indextables" (or one of the reference's
@@ -39,6 +40,7 @@ from typing import Any, Callable, cast
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.option_checks import CHECKED, warn_unknown_options
 from indextables_spark.config.options import pack_secrets, session_options, short_key
+from indextables_spark.config.sessions import extend_spark_redaction
 from indextables_spark.errors import TableExistsError
 from indextables_spark.frontends.sql_parser import parse_command
 from indextables_spark.spark import sql_bridge
@@ -440,12 +442,14 @@ def _install() -> None:
 
 def register(spark: Any) -> None:
     """Register the data source (under each of its format names) and table functions; enable filter
-    pushdown; install the wrappers."""
+    pushdown; have Spark hide our secret options where it shows them (config/sessions.py
+    extend_spark_redaction); install the wrappers."""
     from indextables_spark.spark.datasource import (
         DATA_SOURCES,  # lazy: pyspark is imported only when a Spark session runs this
     )
 
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    extend_spark_redaction(spark)
     with planning_python(spark):
         register_sources(spark, DATA_SOURCES)
         register_functions(spark, session_options(spark))

@@ -24,6 +24,12 @@ class OptionSpec:
         return "<" in self.key
 
     @property
+    def names_properties(self) -> bool:
+        """A family whose suffix is another library's property name (`iceberg.catalog.<name>.<key>`:
+        pyiceberg's `uri`, `token`, `s3.secret-access-key`), not the name of a column or a catalog."""
+        return self.key.endswith(".<key>")
+
+    @property
     def prefix(self) -> str:
         """The fixed part of a family's key (`indexing.typemap.`)."""
         return self.key[: self.key.index("<")].lower() if self.family else self.key.lower()

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.registry import spec as option_spec
-from indextables_spark.config.redaction import Redactor, remember_secrets
+from indextables_spark.config.redaction import Redactor, remember_secrets, secret_name
 from indextables_spark.errors import InvalidOptionError, StorageError
 from indextables_spark.util.lru import LruCache
 
@@ -153,20 +153,10 @@ def ask_provider(
     return got, expiry
 
 
-_SECRET_LOOKING = ("secret", "token", "password", "key", "credential")
-
-
 def _option_redactor(options: Options) -> Redactor:
-    """Hides the values of secret options, and of unregistered options whose name looks secret
-    (a provider's own settings, e.g. an API token)."""
-    return Redactor(
-        v
-        for k, v in options.values.items()
-        if (found := option_spec(k)) is not None
-        and found.secret
-        or found is None
-        and any(word in k for word in _SECRET_LOOKING)
-    )
+    """Hides the values of the options whose names are secrets' (config/redaction.py secret_name:
+    the secret options, and unregistered ones named so, e.g. a provider's own API token)."""
+    return Redactor(v for k, v in options.values.items() if secret_name(k))
 
 
 def utc_expiry(expiry: dt.datetime | None, spec: str, option: str) -> dt.datetime:

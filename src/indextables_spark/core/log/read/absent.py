@@ -20,8 +20,11 @@ def missing_table_error(storage: Storage) -> TableNotFoundError:
     if kind is not None:
         message += (
             f": it holds a {kind.capitalize()} table. To search it in place, build a companion index of it, "
-            f"BUILD INDEXTABLES COMPANION FOR {kind.upper()} '{storage.uri}' AT LOCATION '<index path>' "
-            f"(or it.build_companion('{storage.uri}', '<index path>', format='{kind}')), then read the index path"
+            f"BUILD INDEXTABLES COMPANION FOR {kind.upper()} '{storage.uri}' "
+            f"INDEXING MODES ('<column>':'text') AT LOCATION '<index path>' "
+            f"(or it.build_companion('{storage.uri}', '<index path>', format='{kind}', indexing={{'<column>': 'text'}})), "
+            "then read the index path; string columns not named there are indexed whole (exact values), so "
+            "name each column searched by words"
         )
     return TableNotFoundError(message)
 

@@ -8,8 +8,7 @@ import re
 from typing import Any, Mapping
 
 from indextables_spark.config.options import Options
-from indextables_spark.config.registry import SECRET_KEYS
-from indextables_spark.config.redaction import Redactor
+from indextables_spark.config.redaction import Redactor, secret_name
 from indextables_spark.errors import InvalidOptionError
 
 INSTALL_HINT = "pip install 'indextables_spark[companion]'"
@@ -26,15 +25,9 @@ def require_library(module: str, fmt: str) -> Any:
 
 
 def library_redactor(opts: Options, *extra: Mapping[str, str]) -> Redactor:
-    """Hides our secret option values and secret-looking properties in library error messages."""
-    secrets = [v for k, v in opts.items() if k in SECRET_KEYS]
-    for props in extra:
-        secrets += [
-            v
-            for k, v in props.items()
-            if any(w in k.lower() for w in ("secret", "key", "token", "password", "credential", "connection"))
-        ]
-    return Redactor(secrets)
+    """Hides the values of secret-named options and library properties (config/redaction.py
+    secret_name) in a library's error messages."""
+    return Redactor(v for values in (opts, *extra) for k, v in values.items() if secret_name(k))
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
