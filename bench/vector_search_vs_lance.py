@@ -3,6 +3,7 @@
     .venv/bin/pip install -e '.[bench]'      # pylance
     .venv/bin/python bench/vector_search_vs_lance.py [--vectors 1000000] [--dims 128] [--splits 8]
         [--queries 100] [--batch 10000] [--dir /tmp/indextables-vector-bench] [--reuse]
+        [--filters none,1%,10%] [--new-filter-only] [--no-join]
 
 Data: `--vectors` float32 vectors of `--dims` dimensions around 1,000 Gaussian cluster centres
 (fixed seed), an integer `sel` = row % 100 (filters of 1% and 10%: `sel < 1`, `sel < 10`), and an
@@ -17,6 +18,9 @@ id. Queries: `--queries` data vectors plus noise. Ground truth: exact cosine top
 - Lance: `lance.write_dataset` + `create_index("emb", "IVF_PQ", metric="cosine", num_partitions,
   num_sub_vectors)`; queries `to_table(nearest={..., "nprobes", "refine_factor"}, filter=...,
   prefilter=True, columns=["id"])` for a sweep of nprobes / refine factors.
+
+`--filters` runs only some of the filters; `--new-filter-only` times ours only with each query
+selecting its rows again (the cost of a filter new to each query); `--no-join` skips Spark.
 
 Printed: build time and index size per million vectors, then per filter the median and p95 latency
 and recall@10 of each setting, and the lowest latency at recall >= 0.95 of each side with their
@@ -112,7 +116,11 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--dir", default="/tmp/indextables-vector-bench")
     ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("--filters", default=",".join(FILTERS), help="which of " + ", ".join(FILTERS))
+    ap.add_argument("--new-filter-only", action="store_true", help="ours only without the selection cache")
+    ap.add_argument("--no-join", action="store_true", help="skip it.search_join through Spark")
     args = ap.parse_args()
+    filters = {name: FILTERS[name] for name in args.filters.split(",")}
     n, dims = args.vectors, args.dims
     table, x = data(n, dims)
     rng = np.random.default_rng(7)
@@ -171,10 +179,11 @@ def main() -> None:
         f"vectors); Lance {info['lance_index_bytes'] / millions / 1e6:.0f} MB (IVF_PQ; its vectors are in the data files)"
     )
     best: dict[tuple[str, str], tuple[float, str]] = {}
-    for name, where in FILTERS.items():
+    for name, where in filters.items():
         print(f"filter {name}: setting, median ms, p95 ms, recall@10")
         # the last setting: each query selects its rows again (no selection cache), for the cost of that
-        settings = [(ef, True) for ef in (32, 64, 128, 256)] + ([(64, False)] if where else [])
+        cached_settings = [] if args.new_filter_only and where else [(ef, True) for ef in (32, 64, 128, 256)]
+        settings = cached_settings + ([(64, False)] if where else [])
         for ef, cached in settings:
             opts = {"spark.indextables.search.vector.expansion": str(ef)}
             if not cached:
@@ -203,7 +212,7 @@ def main() -> None:
             if rec >= 0.95 and med < best.get(("lance", name), (1e9, ""))[0]:
                 best[("lance", name)] = (med, f"nprobes {nprobes}, refine {refine}")
     print("lowest median latency at recall >= 0.95 (ours / Lance):")
-    for name in FILTERS:
+    for name in filters:
         o, la = best.get(("ours", name)), best.get(("lance", name))
         ratio = f"{o[0] / la[0]:.2f}x" if o and la else "n/a"
         print(
@@ -215,6 +224,8 @@ def main() -> None:
             print(
                 f"  filter {name:5s} ours selecting every query's rows again: {u[0]:.2f} ms, {u[0] / la[0]:.2f}x Lance"
             )
+    if args.no_join:
+        return
     spark = local_spark()
     batch = x[rng.integers(0, n, args.batch)] + rng.standard_normal((args.batch, dims)).astype(np.float32) * 0.5
     qdf = spark.createDataFrame(
