@@ -131,13 +131,20 @@ def _nearest_first(x: np.ndarray, q: np.ndarray, ids: list[int]) -> list[int]:
     return [int(i) for i in a[np.lexsort((a, d))]]
 
 
-@pytest.fixture(params=["index", "rows"])
+@pytest.fixture(params=["index", "rows", "chosen"])
 def route(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """index: the index lists its matches whatever their share; rows: the rows decide every filter."""
-    share = 1.0 if request.param == "index" else 0.0
+    """index: the index counts and lists its matches whatever they are; rows: every row is checked;
+    chosen: as row_selection.py chooses."""
+    if request.param != "chosen":
+        _force(monkeypatch, request.param == "index")
+    return str(request.param)
+
+
+def _force(monkeypatch: pytest.MonkeyPatch, index: bool) -> None:
+    share = 1.0 if index else 0.0
     monkeypatch.setattr(row_selection, "INDEX_FRACTION", share)
     monkeypatch.setattr(row_selection, "NARROW_SCAN_FRACTION", share)
-    return str(request.param)
+    monkeypatch.setattr(row_selection, "_counted_by_postings", lambda filters, specs: index)
 
 
 def test_each_filter_selects_the_rows_of_a_brute_force(
@@ -176,8 +183,8 @@ def test_deletes_and_time_travel(written: tuple[str, np.ndarray, list[Row]], rou
 def test_the_index_alone_answers_exact_filters(
     written: tuple[str, np.ndarray, list[Row]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Filters the index answers exactly read no row when it keeps few (INDEX_FRACTION); those it
-    cannot (a float, a text column, a partition column mixed in) read the rows."""
+    """Filters the index answers exactly read no row when it lists their matches; those it cannot
+    (a float, a text column, a partition column mixed in) read the rows."""
     path, x, _data = written
     reads: list[list[str] | None] = []
     source = SplitReader.source
@@ -187,7 +194,7 @@ def test_the_index_alone_answers_exact_filters(
         return source(self, rows, with_ids, columns, dead)
 
     monkeypatch.setattr(SplitReader, "source", counted)
-    monkeypatch.setattr(row_selection, "INDEX_FRACTION", 1.0)
+    _force(monkeypatch, True)
     t = it.IndexTable(path, options={P + "cache.selections.enabled": "false", P + "cache.disk.path": str(tmp_path)})
     for where in ("sel < 10", "name IN ('n1', 'n5')", "opt IS NULL OR NOT (sel < 50)", "ts >= '2024-01-02 12:00:00'"):
         reads.clear()

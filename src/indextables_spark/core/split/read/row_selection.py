@@ -1,42 +1,49 @@
 """The rows of one split a read selects, as sorted row ids (ReadPlan.row_ids: the rows a vector
 search may return, the rows DELETE removes), found the cheaper of two exact ways:
 
-- the index alone, when its query answers the filters exactly and no row has to decide: term,
-  range, IN and IS [NOT] NULL on indexed fast fields (integers, dates, timestamps, booleans, whole
-  strings) and AND / OR / NOT of those (tantivy_query.build_query says `exact`); a full-text query
-  and filters on index-only columns are always the index's. Its matches come back in row order
+- the index alone, when its query answers the filters exactly, no row has to decide and listing
+  its matches is the cheaper way (below). It answers exactly: term, range, IN and IS [NOT] NULL
+  on indexed fast fields (integers, dates, timestamps, booleans, whole strings) and AND / OR /
+  NOT of those (tantivy_query.build_query says `exact`); a full-text query and filters on
+  index-only columns are always the index's. Its matches come back in row order
   (row_access.SplitRows.sorted_rows), minus the deleted positions: no row is read;
 - the rows, for what the index cannot answer alone: filters on tokenized text, compact strings,
-  floats, decimals, truncated strings, JSON and struct fields, columns a split lacks from its index;
-  residual filters (on rows with their partition values); value deletes. The index's candidates
-  are taken by id when few, else every live row is checked in one columnar pass: the columns the
-  checks read, as one table over the memory-mapped record batches, one Arrow evaluation.
+  floats, decimals, truncated strings, JSON and struct fields; residual filters (on rows with
+  their partition values); value deletes. The index's candidates are taken by id when few, else
+  every live row is checked in one columnar pass: the columns the checks read, as one table over
+  the memory-mapped record batches, one Arrow evaluation.
 
-The index is asked only when it keeps few rows (INDEX_FRACTION; NARROW_SCAN_FRACTION when the rows
-check its candidates): tantivy-py hands every match over as a Python object (~0.2-0.4 us each in
-row order, more as the matches grow), where the columnar pass checks a row of a narrow column in
-~3 ns. Counting the matches first is cheap (a term's postings, or the fast field in Rust).
+Which is cheaper (measured on splits of 100,000 rows): tantivy-py hands every match over as a
+Python object, ~0.15-0.4 us each in row order, where the columnar pass checks a row of a narrow
+column in ~1.5-3 ns (0.15 ms for an int column of 100,000 rows). So the index lists its matches
+only when they are few (INDEX_FRACTION of the rows; NARROW_SCAN_FRACTION when the rows check its
+candidates), and counts them first only when the count is cheap: terms' postings (=, IN). A
+range, IS [NOT] NULL or NOT is counted by scanning the fast field, as dear as the pass itself
+(0.16 ms for `sel < 10` there), so those filters go to the pass at once.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.core.log.deletes.delete_logs import equality_hits
+from indextables_spark.core.schema.types import specs_by_name
 from indextables_spark.expr.arrow_eval import arrow_mask
+from indextables_spark.expr.model import And, EqualNullSafe, EqualTo, In, Or
+from indextables_spark.expr.values import lookup_spec
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
+    from indextables_spark.core.schema.types import ColumnSpec
     from indextables_spark.core.split.read.reader import SplitReader
     from indextables_spark.expr.model import Filter
     from indextables_spark.expr.search_query import SearchQuery
 
-# The index lists its matches when they are at most this share of the split's rows (a hit in row
-# order ~0.2-0.4 us, a row of the columnar pass ~0.003 us: measured on 100,000-row splits) ...
+# The index lists its matches when they are at most this share of the split's rows (module docstring) ...
 INDEX_FRACTION = 0.01
 # ... and when the rows check its candidates (taken by id, a few more microseconds a batch)
 NARROW_SCAN_FRACTION = 0.02
@@ -63,7 +70,7 @@ def selected_rows(
         every = np.arange(split.num_rows, dtype=np.int64)
         return every if dead is None else every[~_among(every, dead)]
     hits: list[int] | None = None
-    if q is not None:
+    if q is not None and (must_run or _counted_by_postings(rest, specs_by_name(split.specs))):
         hits = split.matching_rows(plan, NARROW_SCAN_FRACTION if rows_decide else INDEX_FRACTION)
     if hits is not None and dead is not None:
         kept = np.asarray(hits, dtype=np.int64)
@@ -84,6 +91,25 @@ def selected_rows(
         return ids if ids is not None else np.arange(table.num_rows, dtype=np.int64)
     at = _true_positions(keep)
     return ids[at] if ids is not None else at
+
+
+def _counted_by_postings(filters: Sequence[Filter], specs: Mapping[str, ColumnSpec]) -> bool:
+    """Whether the index counts the filters' matches from terms' postings (=, <=> and IN on a
+    column indexed by terms, AND / OR of those): the count costs about the matches. A range, an IS
+    [NOT] NULL or a NOT is a scan of the column's fast field (Tantivy's range and exists queries),
+    a pattern a walk of its terms: as dear as the columnar pass, which then runs alone."""
+
+    def terms(f: Filter) -> bool:
+        if isinstance(f, (And, Or)):
+            return terms(f.left) and terms(f.right)
+        if isinstance(f, (EqualTo, EqualNullSafe)) and f.value is None:
+            return False
+        if isinstance(f, (EqualTo, EqualNullSafe, In)):
+            spec = lookup_spec(specs, f.column)
+            return spec is None or spec.kind not in ("f64", "decimal")  # (those are ranges)
+        return False
+
+    return all(terms(f) for f in filters)
 
 
 def _ids(pieces: Sequence[tuple[pa.Array | None, pa.RecordBatch]]) -> np.ndarray:
