@@ -204,3 +204,25 @@ def test_the_index_alone_answers_exact_filters(
         reads.clear()
         t.search(vector=x[0], limit=5, where=where, columns=["id"])
         assert reads and all(columns == [read] for columns in reads), where
+
+
+def test_the_winners_rows_carry_the_columns_asked_for(
+    written: tuple[str, np.ndarray, list[Row]], tmp_path: Path
+) -> None:
+    """The winners' rows are taken by id from each split once: their values whatever columns are
+    asked for (a partition column alone, the filter's column, none but `_distance`)."""
+    path, x, data = written
+    t = it.IndexTable(path, options={P + "cache.disk.path": str(tmp_path)})
+    q = x[5] + 0.3
+    want = _nearest_first(x, q, [r["id"] for r in data if r["sel"] < 10])[:12]
+    for columns in (["id", "day", "sel", "name", "ts"], ["day"], ["name", "id"], []):
+        got = t.search(vector=q, limit=12, where="sel < 10", columns=columns)
+        assert got.schema.names == [*columns, "_distance"]
+        assert got.to_pylist() == [
+            {**{c: data[i][c] for c in columns}, "_distance": d}
+            for i, d in zip(want, got.column("_distance").to_pylist())
+        ]
+    many = t.search_many(vectors=[q, x[9]], limit=4, where="name IN ('n1', 'n2')", columns=["id", "day"])
+    for v, table in zip([q, x[9]], many):
+        ids = _nearest_first(x, v, [r["id"] for r in data if r["name"] in ("n1", "n2")])[:4]
+        assert table.select(["id", "day"]).to_pylist() == [{"id": i, "day": data[i]["day"]} for i in ids]
