@@ -47,7 +47,7 @@ DEFAULT_BATCH_SIZE = 10_000
 SCORE_COLUMN = "_score"
 DISTANCE_COLUMN = "_distance"  # a vector search's exact distance (read/vector/nearest.py)
 ROW_ID_COLUMN = "_rowid"  # a row's position in its split (hybrid search joins its two rankings on it)
-SCAN_FRACTION = 0.5  # narrowing keeps more than this share of rows → scan instead (row_selection.py: row ids)
+SCAN_FRACTION = 0.5  # narrowing keeps more than this share of rows → scan instead
 
 
 def _rechunk(batches: Iterator[pa.RecordBatch], batch_size: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -221,6 +221,8 @@ class SplitReader:
 
     def take(self, rows: list[int], columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """Rows (sorted ids) gathered batch by batch (only `columns`, when given)."""
+        if rows and rows[-1] >= self.num_rows:
+            raise self._beyond_rows(rows[-1])
         return (b for _, b in self.rows.take(rows, columns))
 
     def source(
