@@ -3,6 +3,7 @@
     .venv/bin/pip install -e '.[bench]'      # pylance
     .venv/bin/python bench/vector_search_vs_lance.py [--vectors 1000000] [--dims 128] [--splits 8]
         [--queries 100] [--batch 10000] [--dir /tmp/indextables-vector-bench] [--reuse]
+        [--filters none,1%,10%] [--new-filter-only] [--no-join]
 
 Data: `--vectors` float32 vectors of `--dims` dimensions around 1,000 Gaussian cluster centres
 (fixed seed), an integer `sel` = row % 100 (filters of 1% and 10%: `sel < 1`, `sel < 10`), and an
@@ -24,9 +25,11 @@ id. Queries: `--queries` data vectors plus noise. Ground truth: exact cosine top
 Printed: build time per million vectors (both sides in the same run: a loaded machine slows both),
 the bytes of each whole table (ours / Lance's: the 1.3x target) and per vector, then per filter the
 median and p95 latency and recall@10 of each setting, and the lowest latency at recall >= 0.95 of
-each side with their ratio; last (unless `--batch 0`), `it.search_join` of `--batch` query vectors
-through Spark (local[2]) in queries per second. The load average is printed at the start and the
-end.
+each side with their ratio; last (unless `--batch 0` or `--no-join`), `it.search_join` of `--batch`
+query vectors through Spark (local[2]) in queries per second. The load average is printed at the
+start and the end. `--filters` runs only some of the filters; `--new-filter-only` times ours at
+expansion 64 only, with the selection cache and without it (each query selecting its rows again: a
+filter new to each query).
 """
 
 from __future__ import annotations
@@ -124,9 +127,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10_000)
     ap.add_argument("--dir", default="/tmp/indextables-vector-bench")
     ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("--filters", default=",".join(FILTERS), help="which of " + ", ".join(FILTERS))
+    ap.add_argument("--new-filter-only", action="store_true", help="ours only without the selection cache")
+    ap.add_argument("--no-join", action="store_true", help="skip it.search_join through Spark")
     ap.add_argument("--kind", default="", help="the vector index kind (default: the table default)")
     args = ap.parse_args()
     print(f"load average at the start: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
+    filters = {name: FILTERS[name] for name in args.filters.split(",")}
     n, dims = args.vectors, args.dims
     table, x = data(n, dims)
     rng = np.random.default_rng(7)
@@ -195,10 +202,13 @@ def main() -> None:
     )
     print(f"load average (5 min) after the builds: {info.get('load_after_build', float('nan')):.1f}")
     best: dict[tuple[str, str], tuple[float, str]] = {}
-    for name, where in FILTERS.items():
+    for name, where in filters.items():
         print(f"filter {name}: setting, median ms, p95 ms, recall@10")
         # the last setting: each query selects its rows again (no selection cache), for the cost of that
-        settings = [(ef, True) for ef in (32, 64, 128, 256)] + ([(64, False)] if where else [])
+        # (--new-filter-only keeps one cached setting, run first: the splits' rows are warm for both)
+        sweep = (64,) if args.new_filter_only and where else (32, 64, 128, 256)
+        cached_settings = [(ef, True) for ef in sweep]
+        settings = cached_settings + ([(64, False)] if where else [])
         for ef, cached in settings:
             opts = {"spark.indextables.search.vector.expansion": str(ef)}
             if not cached:
@@ -227,7 +237,7 @@ def main() -> None:
             if rec >= 0.95 and med < best.get(("lance", name), (1e9, ""))[0]:
                 best[("lance", name)] = (med, f"nprobes {nprobes}, refine {refine}")
     print("lowest median latency at recall >= 0.95 (ours / Lance):")
-    for name in FILTERS:
+    for name in filters:
         o, la = best.get(("ours", name)), best.get(("lance", name))
         ratio = f"{o[0] / la[0]:.2f}x" if o and la else "n/a"
         print(
@@ -240,7 +250,7 @@ def main() -> None:
                 f"  filter {name:5s} ours selecting every query's rows again: {u[0]:.2f} ms, {u[0] / la[0]:.2f}x Lance"
             )
     print(f"load average at the end of the searches: {os.getloadavg()[1]:.1f}")
-    if args.batch <= 0:
+    if args.batch <= 0 or args.no_join:
         return
     spark = local_spark()
     batch = x[rng.integers(0, n, args.batch)] + rng.standard_normal((args.batch, dims)).astype(np.float32) * 0.5

@@ -238,7 +238,8 @@ def arrow_mask(table_or_batch: pa.Table | pa.RecordBatch, filters: Sequence[Filt
         mask = r if mask is None else pc.and_kleene(mask, r)
     if mask is None:
         return pa.repeat(pa.scalar(True), n)
-    mask = pc.fill_null(mask, False)
+    if mask.null_count:  # (fill_null copies even an array without NULLs)
+        mask = pc.fill_null(mask, False)
     if isinstance(mask, pa.ChunkedArray):
         mask = mask.combine_chunks() if mask.num_chunks != 1 else mask.chunk(0)
     return mask

@@ -159,8 +159,8 @@ def read_nearest(
     assert plan.nearest is not None
     task = TaskRead(plan, target)
     # the target's columns and the data columns the residual filters read (`columns` may not declare them)
-    fields = [f for f in target if f.name not in (SCORE, DISTANCE)]
-    fields += [f for f in plan.data_schema if f.name not in target.names]
+    returned = [f for f in target if f.name not in (SCORE, DISTANCE)]
+    fields = returned + [f for f in plan.data_schema if f.name not in target.names]
     task.fetch(adds)
     out = nearest_top(
         plan,
@@ -168,6 +168,7 @@ def read_nearest(
         lambda add: (task.open(add), task.deletes(add, (deletes or {}).get(add.path))),
         search_target(fields, plan.nearest),
         ordinals,
+        search_target(returned, plan.nearest),  # the winners' rows: only the columns Spark reads
     )
     cols = [
         out.column(f.name).cast(f.type) if f.name in out.schema.names else pa.nulls(out.num_rows, f.type)

@@ -207,6 +207,8 @@ class VectorIndex:
         # the positions of the last read-only (shared) selection: a cached selection
         # (read/vector/selections.py) is asked for again by the next search under the same filters
         self._last_positions: tuple[np.ndarray, np.ndarray] | None = None
+        # every row has a vector (ids sorted, distinct): a row id is its position (no search)
+        self._dense = not len(ids) or (int(ids[0]) == 0 and int(ids[-1]) == len(ids) - 1)
 
     @classmethod
     def open(cls, local_dir: str, info: VectorIndexInfo, where: str) -> VectorIndex:
@@ -292,6 +294,9 @@ class VectorIndex:
         last = self._last_positions
         if last is not None and last[0] is row_ids:
             return last[1]
+        if self._dense:
+            ids = np.asarray(row_ids, dtype=np.int64)
+            return ids if not len(ids) or ids[-1] < len(self.ids) else ids[ids < len(self.ids)]
         at = np.searchsorted(self.ids, row_ids)
         ok = at < len(self.ids)
         at = at[ok]

@@ -32,6 +32,7 @@ from indextables_spark.core.split.read.reader import (
     SplitReader,
     top_column,
 )
+from indextables_spark.core.split.read.row_selection import selected_rows
 from indextables_spark.core.split.read.split_rows import (
     columns_of_all,
     conform,
@@ -241,22 +242,20 @@ class ReadPlan:
 
     def row_ids(self, split: SplitReader, add: AddFile, deletes: SplitDeletes | None, target: pa.Schema) -> np.ndarray:
         """Sorted row ids of one split's live rows matching the query, the filters and the residual
-        filters (checked on `target`: the partition columns and the stored columns they read).
-        Only the columns the filters, the residual filters and the deletes read are read (a vector
-        column makes rows wide), and the index narrows only when it keeps few rows: scanning a
-        narrow column costs less than listing many hits in row order."""
+        filters (checked on `target`: the partition columns and the stored columns they read):
+        from the index alone when it answers them exactly, else from only the columns the checks
+        read (a vector column makes rows wide), in one pass (row_selection.py)."""
+        if not self.residual:
+            return selected_rows(split, self.filters, self.query, deletes)
         names = {f.name.lower(): f.name for f in target}
         reads = {top_column(c, names) for f in self.residual for c in columns_of(f)}
         target = pa.schema([f for f in target if f.name.lower() in reads])
         stored = [c for c in split.schema.names if c.lower() in reads]
-        found: list[np.ndarray] = []
-        for ids, batch in split.read_with_row_ids(self.filters, self.query, deletes, stored):
-            if self.residual:
-                rows = with_partition_values([(add, batch)], target, self.partition_columns)
-                ids = ids.filter(arrow_mask(rows, list(self.residual)))
-            if len(ids):
-                found.append(ids.to_numpy())
-        return np.concatenate(found) if found else np.empty(0, np.int64)
+
+        def residual(rows: pa.Table) -> pa.BooleanArray:
+            return arrow_mask(with_partition_values([(add, rows)], target, self.partition_columns), self.residual)
+
+        return selected_rows(split, self.filters, self.query, deletes, stored, residual)
 
     def index_selection(self, split: SplitReader, deletes: SplitDeletes | None) -> tantivy.Query | None:
         """The Tantivy query selecting exactly this plan's live rows of one split (None: all its

@@ -48,10 +48,6 @@ SCORE_COLUMN = "_score"
 DISTANCE_COLUMN = "_distance"  # a vector search's exact distance (read/vector/nearest.py)
 ROW_ID_COLUMN = "_rowid"  # a row's position in its split (hybrid search joins its two rankings on it)
 SCAN_FRACTION = 0.5  # narrowing keeps more than this share of rows → scan instead
-# ... when only a few columns are read (the row ids a selection keeps: read_with_row_ids), the
-# scan is so cheap that it wins from a small share on: a search's hits in row order cost ~0.3 us
-# each, one int column of a row ~0.005 us to read and check
-NARROW_SCAN_FRACTION = 0.02
 
 
 def _rechunk(batches: Iterator[pa.RecordBatch], batch_size: int, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -137,6 +133,13 @@ class SplitReader:
         user = self.tantivy_query(query) if query is not None else None
         return filters, (all_of(user, narrow, forced), exact, user is not None or forced is not None)
 
+    def search_plan(
+        self, filters: Sequence[Filter], query: SearchQuery | None
+    ) -> tuple[list[Filter], tuple[Any, bool, bool]]:
+        """`_plan` of filters on columns the split holds (SchemaMismatchError naming one it lacks)."""
+        self._check_filter_columns(filters)
+        return self._plan(filters, query)
+
     def exact_query(self, filters: Sequence[Filter], query: SearchQuery | None) -> tantivy.Query | None:
         """The Tantivy query of `query` AND `filters` when the index alone selects exactly their
         rows (None: every document), for steps that never see the rows (aggregations);
@@ -218,6 +221,8 @@ class SplitReader:
 
     def take(self, rows: list[int], columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """Rows (sorted ids) gathered batch by batch (only `columns`, when given)."""
+        if rows and rows[-1] >= self.num_rows:
+            raise self._beyond_rows(rows[-1])
         return (b for _, b in self.rows.take(rows, columns))
 
     def source(
@@ -234,7 +239,9 @@ class SplitReader:
             return
         yield from self.rows.scan(with_ids, columns, dead)
 
-    def _needed(self, names: Sequence[str], filters: Sequence[Filter], deletes: SplitDeletes | None) -> list[str]:
+    def needed_columns(
+        self, names: Sequence[str], filters: Sequence[Filter], deletes: SplitDeletes | None
+    ) -> list[str]:
         """`names` plus the stored columns the filters and the equality deletes read."""
         by_lower = {c.lower(): c for c in self.schema.names}
         extra = {by_lower[k] for f in filters for c in columns_of(f) if (k := top_column(c, by_lower)) in by_lower}
@@ -247,15 +254,11 @@ class SplitReader:
         filters: Sequence[Filter],
         query: SearchQuery | None,
         deletes: SplitDeletes | None = None,
-        with_ids: bool = False,
         columns: Sequence[str] | None = None,
-        scan_fraction: float = SCAN_FRACTION,
-    ) -> Iterator[Any]:
+    ) -> Iterator[pa.RecordBatch]:
         """Checks and plans now (errors surface at the call), then yields the filtered batches."""
-        filters = list(filters or [])
-        self._check_filter_columns(filters)
-        filters, plan = self._plan(filters, query)
-        return self._filtered(filters, plan, deletes, with_ids, columns, scan_fraction)
+        filters, plan = self.search_plan(list(filters or []), query)
+        return self._filtered(filters, plan, deletes, columns=columns)
 
     def _filtered(
         self,
@@ -300,25 +303,9 @@ class SplitReader:
         self._check_columns(names, "columns")
         schema = pa.schema([self.schema.field(c) for c in names])
         filters = list(filters or [])
-        needed = self._needed(names, filters, deletes)
+        needed = self.needed_columns(names, filters, deletes)
         projected = (b.select(names) for b in self._masked(filters, query, deletes, columns=needed))
         return _rechunk(projected, batch_size, schema)
-
-    def read_with_row_ids(
-        self,
-        filters: Sequence[Filter] | None = None,
-        query: SearchQuery | None = None,
-        deletes: SplitDeletes | None = None,
-        columns: Sequence[str] | None = None,
-    ) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
-        """(row ids, batch) of the rows read() returns (deletes work on row ids); the batches hold
-        every stored column, or with `columns` those and what the filters and deletes read (a
-        selection of rows reads a few narrow columns: the index narrows only when it keeps few)."""
-        if columns is None:
-            return self._masked(filters or [], query, deletes, with_ids=True)
-        self._check_columns(columns, "columns")
-        needed = self._needed(columns, list(filters or []), deletes)
-        return self._masked(filters or [], query, deletes, True, needed, NARROW_SCAN_FRACTION)
 
     def count(
         self,
@@ -373,7 +360,7 @@ class SplitReader:
         self._check_filter_columns(filters)
         extra = [pa.field(ROW_ID_COLUMN, pa.int64())] if row_ids else []
         out_schema = pa.schema([self.schema.field(c) for c in names] + [pa.field(SCORE_COLUMN, pa.float32())] + extra)
-        needed = self._needed(names, filters, deletes)
+        needed = self.needed_columns(names, filters, deletes)
         if limit is not None and limit <= 0:
             return out_schema.empty_table()
         user = scored_query(self._handles, self.local_dir, query, corpus)

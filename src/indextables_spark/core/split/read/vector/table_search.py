@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from indextables_spark.core.split.read.prefetch import fetch_missing
 from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
+from indextables_spark.core.split.read.split_rows import with_partition_values
 from indextables_spark.core.split.read.split_threads import map_chunks
 from indextables_spark.core.split.read.vector.fusion import fused_top
 from indextables_spark.core.split.read.vector.nearest import one_thread_math
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.split.read.search import SearchPlan
 
 SPLIT = "_split"  # the candidates' split position, while the answer is decided
+_ROWS = 1 << 40  # (split position, row id) as one int64 key: split position x _ROWS + row id
 T = TypeVar("T")
 
 
@@ -53,15 +55,17 @@ def nearest_top(
     open_split: Callable[[AddFile], Opened],
     target: pa.Schema,
     ordinals: Sequence[int] | None = None,
+    returned: pa.Schema | None = None,
 ) -> pa.Table:
     """The plan's vector search of these splits: their k nearest rows (nearest first), or with
     fusion and a query the k best of the fused rankings (`_score` the fused score, best first).
-    Their rows as `target` (search_target: `_score` NULL without fusion). Ties rank by the
-    split's ordinal (`ordinals`, default their positions), then by row id."""
+    Their rows as `returned` (default `target`, whose columns the residual filters check; both
+    search_target: `_score` NULL without fusion). Ties rank by the split's ordinal (`ordinals`,
+    default their positions), then by row id."""
     nq = plan.nearest
     assert nq is not None
     if nq.fusion is None or plan.text is None:
-        return nearest_top_many(plan, adds, open_split, target, nq.array[None, :], ordinals)[0]
+        return nearest_top_many(plan, adds, open_split, target, nq.array[None, :], ordinals, returned)[0]
     opened, tables = _search(adds, open_split, lambda s, a, d: candidates(plan, s, a, d, target))
     out = _numbered(tables)
     if out is None:
@@ -73,7 +77,7 @@ def nearest_top(
     winners = winners.set_column(
         winners.schema.get_field_index(SCORE_COLUMN), SCORE_COLUMN, pa.array(fused, pa.float32())
     )
-    return _fetch(plan, adds, opened, target, [winners])[0]
+    return _fetch(plan, adds, opened, returned or target, [winners])[0]
 
 
 def nearest_top_many(
@@ -83,6 +87,7 @@ def nearest_top_many(
     target: pa.Schema,
     queries: np.ndarray,
     ordinals: Sequence[int] | None = None,
+    returned: pa.Schema | None = None,
 ) -> list[pa.Table]:
     """Vector searches without fusion of these splits, one per query vector (a row of
     `queries`): for each, the k nearest rows (nearest first), as nearest_top returns them."""
@@ -98,8 +103,9 @@ def nearest_top_many(
         dist = out.column(DISTANCE_COLUMN).to_numpy(zero_copy_only=False).astype(np.float64)
         order = np.lexsort((_tie(out, ordinals), dist))[: nq.k]
         winners.append(out.take(pa.array(order)))
-    found = iter(_fetch(plan, adds, opened, target, [w for w in winners if w is not None]))
-    return [next(found) if w is not None else target.empty_table() for w in winners]
+    rows = returned or target
+    found = iter(_fetch(plan, adds, opened, rows, [w for w in winners if w is not None]))
+    return [next(found) if w is not None else rows.empty_table() for w in winners]
 
 
 def nearest_table(plan: SearchPlan) -> pa.Table:
@@ -118,7 +124,7 @@ def nearest_table(plan: SearchPlan) -> pa.Table:
     if statistics is not None:
         statistics.result()
     plan.scan.ranking(nq.wanted)
-    found = nearest_top(plan.scan.read, files, plan._open, _target(plan))
+    found = nearest_top(plan.scan.read, files, plan._open, _target(plan), returned=_target(plan, schema))
     return found.select(schema.names).cast(schema)
 
 
@@ -130,7 +136,8 @@ def nearest_tables(plan: SearchPlan, queries: np.ndarray) -> list[pa.Table]:
     if not files:
         return [schema.empty_table() for _ in range(len(queries))]
     fetch_missing(plan.scan.storage, plan.scan.options, files, None, None, reads=plan.scan.index_reads)
-    found = nearest_top_many(plan.scan.read, files, plan._open, _target(plan), queries)
+    returned = _target(plan, schema)
+    found = nearest_top_many(plan.scan.read, files, plan._open, _target(plan), queries, returned=returned)
     return [rows.select(schema.names).cast(schema) for rows in found]
 
 
@@ -150,10 +157,12 @@ def query_matrix(plan: SearchPlan, vectors: Sequence[Any]) -> np.ndarray:
     return np.stack(rows) if rows else np.empty((0, len(nq.vector)), np.float32)
 
 
-def _target(plan: SearchPlan) -> pa.Schema:
-    """The columns a SearchPlan's split rows are completed to (search_target)."""
+def _target(plan: SearchPlan, returned: pa.Schema | None = None) -> pa.Schema:
+    """The columns a SearchPlan's split rows are completed to (search_target), only those of
+    `returned` when given (the rows returned: filter columns are not read for them)."""
     assert plan.scan.nearest is not None
-    return search_target(list(plan.scan.row_schema(False)), plan.scan.nearest)
+    fields = [f for f in plan.scan.row_schema(False) if returned is None or f.name in returned.names]
+    return search_target(fields, plan.scan.nearest)
 
 
 def _search(
@@ -200,32 +209,26 @@ def _fetch(
     winners: Sequence[pa.Table],
 ) -> list[pa.Table]:
     """The rows of each answer's winners (`_split`: their split's position, `_rowid` and the
-    columns they carry), in their order, as `target`: each split's rows are read once for all
-    the answers (ReadPlan.fetch)."""
+    columns they carry), in their order, as `target`: each split's winners are taken by row id
+    once for all the answers, only the data columns `target` holds."""
     if not winners:
         return []
-    splits = [w.column(SPLIT).to_numpy() for w in winners]
-    rowids = [w.column(ROW_ID_COLUMN).to_numpy() for w in winners]
-    needed = np.unique(np.concatenate(splits))
-    pieces, ids_of, offset = [], {}, {}
-    at = 0
-    for i in needed.tolist():
-        ids = np.unique(np.concatenate([r[s == i] for s, r in zip(splits, rowids)]))
-        wanted = pa.table({ROW_ID_COLUMN: pa.array(ids, pa.int64())})
-        pieces.append(plan.fetch(opened[i][0], adds[i], wanted, target))
-        ids_of[i], offset[i] = ids, at
-        at += len(ids)
-    rows = pa.concat_tables(pieces)
+    keys = [w.column(SPLIT).to_numpy() * _ROWS + w.column(ROW_ID_COLUMN).to_numpy() for w in winners]
+    every = np.unique(np.concatenate(keys))  # (split, row id), sorted: the order the rows are taken in
+    names = [f.name for f in plan.data_schema if f.name in target.names]
+    pieces = []
+    for i in np.unique(every // _ROWS).tolist():
+        split = opened[i][0]
+        ids = (every[every // _ROWS == i] % _ROWS).tolist()
+        batches = split.take(ids, [c for c in names if c in split.schema.names])
+        pieces.append(with_partition_values([(adds[i], b) for b in batches], target, plan.partition_columns))
+    rows = pa.Table.from_batches(pieces, schema=target)
     out = []
-    for w, s, r in zip(winners, splits, rowids):
-        positions = np.empty(len(r), np.int64)
-        for i in np.unique(s).tolist():
-            mine = s == i
-            positions[mine] = offset[i] + np.searchsorted(ids_of[i], r[mine])
-        table = rows.take(pa.array(positions))
-        for name in w.schema.names:  # the candidates' own columns (`_distance`, `_score`)
-            if name in table.schema.names and name != ROW_ID_COLUMN:
-                field = table.schema.field(name)
-                table = table.set_column(table.schema.get_field_index(name), field, w.column(name).cast(field.type))
+    for w, key in zip(winners, keys):
+        table = rows.take(pa.array(np.searchsorted(every, key)))
+        for name in w.schema.names:  # the candidates' own columns (`_rowid`, `_distance`, `_score`)
+            if name in target.names:
+                field = target.field(name)
+                table = table.set_column(target.get_field_index(name), field, w.column(name).cast(field.type))
         out.append(table)
     return out
