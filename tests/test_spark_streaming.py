@@ -161,10 +161,12 @@ def test_merge_on_write_after_micro_batches(spark, tmp_path):
     assert q.awaitTermination(300), "the streaming query did not finish in time"
     assert q.exception() is None
     t = it.IndexTable(sink)
-    deadline = time.monotonic() + 120  # progress events reach the listener asynchronously
+    deadline = time.monotonic() + 120  # the watcher asks the query for its progress every second
     while True:
-        done = it.wait_for_maintenance(timeout=300)
+        # the history first: a merge that committed before it was read has its result once the
+        # wait returns (a result read first could miss a merge starting between the two)
         ops = [h["operation"] for h in t.inspect.history()]
+        done = it.wait_for_maintenance(timeout=300)
         if "MERGE SPLITS" in ops or time.monotonic() > deadline:
             break
         time.sleep(0.2)

@@ -2,7 +2,8 @@
 
 Nothing here imports pyspark, and nothing touches `spark._jvm`, `spark._jsc`, `spark.conf._jconf`
 or (in Connect sessions) `spark.sparkContext`: over Spark Connect those raise
-JVM_ATTRIBUTE_NOT_SUPPORTED. The session's `spark.indextables.*` conf is
+JVM_ATTRIBUTE_NOT_SUPPORTED (`is_stopped` reads whether a classic SparkContext still holds its
+Java context, without calling it). The session's `spark.indextables.*` conf is
 `options.session_options(spark)`; `with_session_options` overlays explicit options on it.
 
 Spark Connect withholds secrets: its server does not return conf entries whose key matches
@@ -143,6 +144,20 @@ def default_parallelism(spark: Any, default: int = DEFAULT_PARALLELISM) -> int:
         if n.isdigit():
             return max(1, int(n))
     return default
+
+
+def stop_scope(spark: Any) -> Any:
+    """What `spark.stop()` ends: a classic session's SparkContext (every classic session of the
+    process shares it, and stopping any of them stops it), or the Connect session itself."""
+    return spark if is_connect(spark) else spark.sparkContext
+
+
+def is_stopped(spark: Any) -> bool:
+    """Whether `spark` has stopped, from pyspark's own Python state (no call to the JVM or the
+    server): a classic SparkContext drops its Java context once stopped, a Connect client closes."""
+    if is_connect(spark):
+        return bool(spark.is_stopped)
+    return getattr(spark.sparkContext, "_jsc", None) is None
 
 
 def set_job_description(spark: Any, text: str | None) -> None:

@@ -175,7 +175,7 @@ class PostWriteResult(OperationResult):
     """Merge-/purge-on-write after a committed write (ops/maintenance/post_write.py)."""
 
     table_path: str
-    status: str  # DONE | STARTED (in the background) | ALREADY_RUNNING | FAILED
+    status: str  # DONE | STARTED (in the background) | ALREADY_RUNNING | SKIPPED (the session is stopping) | FAILED
     merge: MergeSplitsResult | None = json_text()
     purge: PurgeResult | None = json_text()
     merge_groups: int | None = None  # the merge groups found, when fewer than the threshold

@@ -27,6 +27,8 @@ read is always right (spark/guard.py). What `register` adds, in classic and Spar
 3. `SparkSession.sql`: our command texts (MERGE SPLITS, ...), table functions with literal
    arguments (run distributed), and `CREATE TEMPORARY VIEW ... USING indextables` / INSERT into
    such views; any other text goes to Spark unchanged.
+4. `SparkSession.stop`: first our stream watchers end and the running merge-/purge-on-write
+   finishes (post_write.stop_background), so that nothing of ours calls Spark while it stops.
 
 `unregister(spark)` restores every wrapped method.
 """
@@ -279,7 +281,7 @@ def _make_start(orig: Callable[..., Any]) -> Callable[..., Any]:
             return orig(self, path=path, outputMode=outputMode, queryName=queryName)
         spark, opts = _writing_ours(self)
         query = orig(self, path=path, outputMode=outputMode, queryName=queryName)
-        from indextables_spark.ops.maintenance.post_write import (
+        from indextables_spark.ops.maintenance.stream_watch import (
             watch_stream,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow
         )
 
@@ -425,10 +427,24 @@ def _builder_classes() -> list[tuple[str, type]]:
     ]
 
 
+def _make_stop(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def stop(self: Any) -> Any:
+        from indextables_spark.ops.maintenance.post_write import (
+            stop_background,  # lazy: keeps `import indextables_spark.spark.register` free of pyarrow
+        )
+
+        # our stream watchers end and the running merge-/purge-on-write finishes before Spark stops
+        stop_background(self)
+        return orig(self)
+
+    return stop
+
+
 def _install() -> None:
     for kind, cls in _builder_classes():
         if kind == "session":
             _wrap(cls, "sql", _make_sql)
+            _wrap(cls, "stop", _make_stop)
             continue
         _recorders(cls)
         if kind in ("reader", "stream_reader"):

@@ -3,7 +3,8 @@
 The Spark writer's commit runs in a Python worker without a session, so this runs afterwards in
 the writing session: `register.py`'s `save()` wrapper calls `maybe_run(spark, path, options)` once
 the write has committed (SQL `INSERT` through the views bridge writes with `save()` too), and its
-`writeStream.start()` wrapper calls `watch_stream`, which runs it after the micro-batches that wrote.
+`writeStream.start()` wrapper calls stream_watch.watch_stream, which runs it after the micro-batches
+that wrote.
 Everything here is best effort: a failure is logged as a warning naming the table and the cause, and
 never fails the write (the write is already durable).
 
@@ -17,7 +18,9 @@ Settings (`spark.indextables.` prefix; session conf or write options):
   (`purgeOnWrite.triggerAfterWrites`, 0 = never), with `purgeOnWrite.splitRetentionHours` (168) and
   `purgeOnWrite.txLogRetentionHours` (720); the usual minimum-retention check applies.
 - `mergeOnWrite.async.enabled` (true): merge and purge run in a background thread of the writing
-  process, so the write returns at once; `wait_for_background()` waits for them.
+  process, so the write returns at once; `wait_for_background()` waits for them. When the session
+  stops (register's stop() wrapper: stop_background), no new one starts and the running ones finish
+  first.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from indextables_spark.config.options import Options
-from indextables_spark.config.sessions import default_parallelism, set_job_description
+from indextables_spark.config.sessions import default_parallelism, is_stopped, set_job_description, stop_scope
 from indextables_spark.ops.maintenance.merge_plan import MergeConfig, plan_merge
 from indextables_spark.ops.maintenance.merge_rewrite import SparkRunner
 from indextables_spark.ops.maintenance.merge_splits import execute_merge
@@ -91,8 +95,8 @@ def maybe_run(spark: Any, path: str, options: Mapping[str, Any] | Options | None
     With `mergeOnWrite.async.enabled` (default true, as in the reference implementation) the work
     runs in a background thread of this process and the result's status is STARTED (or
     "ALREADY_RUNNING" when the table's previous post-write maintenance is still going: the next
-    write evaluates again); wait_for_background() waits for it. Otherwise it runs here and the
-    result is run()'s."""
+    write evaluates again; "SKIPPED" when the session is stopping); wait_for_background() waits for
+    it. Otherwise it runs here and the result is run()'s."""
     opts = options if isinstance(options, Options) else Options.of(options)
     if not (opts.get_bool("mergeOnWrite.enabled") or opts.get_bool("purgeOnWrite.enabled")):
         return None
@@ -115,13 +119,27 @@ def _run_logged(spark: Any, path: str, opts: Options) -> PostWriteResult:
         return PostWriteResult(table_path=path, status="FAILED", error=f"{type(e).__name__}: {e}")
 
 
-_background: dict[str, threading.Thread] = {}  # table path -> its running post-write maintenance
+# Post-write maintenance running in this process's threads, and the sessions whose stop() began
+# (register's stop() wrapper calls stop_background first): what stopping a session has to end.
+_background: dict[str, tuple[threading.Thread, Any]] = {}  # table path -> (its running run, stop_scope)
 _background_lock = threading.Lock()
 _last_results: dict[str, PostWriteResult] = {}
+_stopping: weakref.WeakSet[Any] = weakref.WeakSet()  # stop_scope()s whose stop() has begun
+_watchers: list[tuple[Any, Watcher]] = []  # (stop_scope, watcher): streaming queries followed
+
+
+class Watcher(Protocol):
+    """A thread that starts post-write maintenance (stream_watch.StreamWatch)."""
+
+    def stop(self) -> None: ...  # end soon, starting nothing more
+
+    def join(self, timeout: float) -> None: ...
 
 
 def _start_background(spark: Any, path: str, opts: Options) -> PostWriteResult:
-    from pyspark import InheritableThread  # carries the caller's Spark local properties (pinned threads)
+    from pyspark import InheritableThread  # lazy: carries the caller's Spark local properties (pinned threads)
+
+    scope = stop_scope(spark)
 
     def work() -> None:
         try:
@@ -129,27 +147,32 @@ def _start_background(spark: Any, path: str, opts: Options) -> PostWriteResult:
             _last_results[path] = _run_logged(spark, path, opts)
         finally:
             with _background_lock:
-                _background.pop(path, None)
+                if _background.get(path, (None,))[0] is threading.current_thread():
+                    del _background[path]
 
     with _background_lock:
+        if scope in _stopping:
+            return PostWriteResult(table_path=path, status="SKIPPED", error="the session is stopping")
         running = _background.get(path)
-        if running is not None and running.is_alive():
+        if running is not None and running[0].is_alive():
             return PostWriteResult(table_path=path, status="ALREADY_RUNNING")
         # Not a daemon: the interpreter finishes a running merge before it exits (and before
-        # atexit stops Spark); a merge cut short would leave only orphan splits for PURGE.
+        # atexit stops Spark), and stop_background waits for it; a merge cut short would leave
+        # only orphan splits for PURGE.
         thread = InheritableThread(
             target=work, name=f"indextables-post-write {path}", daemon=False, session=spark
         )  # Spark Connect needs the session; classic copies its tags
-        _background[path] = thread
+        _background[path] = (thread, scope)
         thread.start()
     return PostWriteResult(table_path=path, status="STARTED")
 
 
-def _join_running(path: str) -> None:
+def join_running(path: str) -> None:
+    """Wait for the post-write maintenance of `path` running in the background, if any."""
     with _background_lock:
         running = _background.get(path)
     if running is not None:
-        running.join()
+        running[0].join()
 
 
 def wait_for_background(timeout: float | None = None) -> dict[str, PostWriteResult]:
@@ -159,7 +182,12 @@ def wait_for_background(timeout: float | None = None) -> dict[str, PostWriteResu
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         with _background_lock:
-            threads = list(_background.values())
+            # a thread that ended without its `work` (pyspark's InheritableThread raised before
+            # calling it, e.g. its session had stopped) left its entry: nothing will remove it
+            for path, (t, _) in list(_background.items()):
+                if not t.is_alive():
+                    del _background[path]
+            threads = [t for t, _ in _background.values()]
         if not threads:
             return dict(_last_results)
         for t in threads:
@@ -168,92 +196,48 @@ def wait_for_background(timeout: float | None = None) -> dict[str, PostWriteResu
                 raise TimeoutError(f"post-write maintenance still running after {timeout} s: {t.name}")
 
 
-def watch_stream(spark: Any, query: Any, path: str, options: Mapping[str, Any]) -> None:
-    """Merge-/purge-on-write for a streaming query writing to `path`: evaluated after the
-    micro-batches that wrote rows, until the query ends. Nothing is started when neither is enabled.
-    `spark`, `query`: the session and its StreamingQuery, duck-typed (no pyspark outside spark/)."""
-    opts = Options.of(options)
-    if not (opts.get_bool("mergeOnWrite.enabled") or opts.get_bool("purgeOnWrite.enabled")):
-        return
-    _StreamWatch(spark, query, path, opts).start()
+def stopping(spark: Any) -> bool:
+    """Whether `spark` is stopping: its stop() began (stop_background) or pyspark stopped it."""
+    with _background_lock:
+        if stop_scope(spark) in _stopping:
+            return True
+    return is_stopped(spark)
 
 
-class _StreamWatch:
-    """A StreamingQueryListener that only sets flags, and a watcher thread that does the work.
+def add_watcher(spark: Any, watcher: Watcher) -> bool:
+    """Record a watcher of `spark` for stop_background; False (record nothing) when it is stopping."""
+    scope = stop_scope(spark)
+    with _background_lock:
+        if scope in _stopping:
+            return False
+        _watchers.append((scope, watcher))
+        return True
 
-    Spark's listener bus thread waits for each Python callback, and SparkContext.stop() waits for
-    that thread: a callback that called into the JVM, took a lock or ran a merge could stall every
-    listener of the session and its stop. So the callbacks touch nothing but two Events."""
 
-    POLL_SECONDS = 5.0  # how often the watcher also asks the query itself whether it is still active
+def remove_watcher(watcher: Watcher) -> None:
+    with _background_lock:
+        _watchers[:] = [(s, w) for s, w in _watchers if w is not watcher]
 
-    def __init__(self, spark: Any, query: Any, path: str, opts: Options) -> None:
-        self.spark, self.query, self.path, self.opts = spark, query, path, opts
-        self.query_id = str(query.id)
-        self.wrote = threading.Event()  # a micro-batch with rows ended since the last evaluation
-        self.ended = threading.Event()
-        self.listener = self._listener()
 
-    def _listener(self) -> Any:
-        from pyspark.sql.streaming.listener import (
-            StreamingQueryListener,  # lazy: pyspark is imported only when a Spark session runs this
-        )
+WATCHER_STOP_SECONDS = 30.0  # a watcher ends within one poll; it may be inside one call to the query
 
-        watch = self
 
-        class PostWriteListener(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:
-                if str(event.progress.id) == watch.query_id and event.progress.numInputRows > 0:
-                    watch.wrote.set()
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                if str(event.id) == watch.query_id:
-                    watch.ended.set()
-                    watch.wrote.set()  # wake the watcher
-
-        return PostWriteListener()
-
-    def start(self) -> None:
-        from pyspark import InheritableThread  # the caller's local properties (job group, pool) for the merge jobs
-
-        self.spark.streams.addListener(self.listener)
-        # micro-batches that ended before the listener was added (a short availableNow query may
-        # even have ended already: then no event comes, and the watcher's poll notices)
-        if any(p.numInputRows > 0 for p in self.query.recentProgress):
-            self.wrote.set()
-        # A daemon: it may wait as long as the query runs, which must not keep the interpreter
-        # alive; the merge itself runs in maybe_run's non-daemon thread (mergeOnWrite.async.enabled).
-        InheritableThread(
-            target=self._run, name=f"indextables-stream-watch {self.path}", daemon=True, session=self.spark
-        ).start()
-
-    def _run(self) -> None:
-        try:
-            while True:
-                self.wrote.wait(self.POLL_SECONDS)
-                ended = self.ended.is_set() or not self.query.isActive
-                if self.wrote.is_set():
-                    self.wrote.clear()
-                    result = maybe_run(self.spark, self.path, self.opts)
-                    if result is not None and result.status == "ALREADY_RUNNING":
-                        # the splits of this batch were not in that run's plan: evaluate again after it
-                        _join_running(self.path)
-                        self.wrote.set()
-                        continue
-                if ended:
-                    break
-            self.spark.streams.removeListener(self.listener)
-        except Exception as e:  # noqa: BLE001 - e.g. the session stopped under a running query; maintenance is best effort
-            log.warning(
-                "indextables: stopped watching the streaming query %s writing to %s for merge-/purge-on-write: %s: %s",
-                self.query_id,
-                self.path,
-                type(e).__name__,
-                e,
-            )
+def stop_background(spark: Any) -> None:
+    """Before `spark` stops (register's wrapper of SparkSession.stop): no post-write maintenance
+    starts for it any more, its stream watchers end, and the maintenance already running finishes,
+    as at interpreter exit. Nothing of ours then calls Spark while it stops: a job submitted while
+    SparkContext.stop() runs can be dropped unanswered (its thread would wait forever), and
+    SparkContext.stop() itself waits for Spark's listener threads."""
+    scope = stop_scope(spark)
+    with _background_lock:
+        _stopping.add(scope)
+        watchers = [w for s, w in _watchers if s is scope]
+        running = [(path, t) for path, (t, s) in _background.items() if s is scope]
+    for w in watchers:
+        w.stop()
+    for w in watchers:
+        w.join(WATCHER_STOP_SECONDS)
+    for path, t in running:
+        if t.is_alive():
+            log.info("indextables: waiting for the merge-/purge-on-write of %s before the session stops", path)
+        t.join()
