@@ -238,6 +238,8 @@ def stop_background(spark: Any) -> None:
     for w in watchers:
         w.join(WATCHER_STOP_SECONDS)
     for path, t in running:
+        if t is threading.current_thread():
+            continue  # stop() called from the maintenance itself
         if t.is_alive():
             log.info("indextables: waiting for the merge-/purge-on-write of %s before the session stops", path)
         t.join()
