@@ -237,7 +237,10 @@ def test_spark_reads_list_unless_the_window_is_set(tmp_path):
     path = make_table(str(tmp_path / "t"), 1)
     assert resolve_options({"path": path}).get_duration_ms("read.stalenessLimit") == 0
     assert resolve_options({"path": path, "read.stalenessLimit": "2s"}).get_duration_ms("read.stalenessLimit") == 2000
-    fake_session = SimpleNamespace(conf=SimpleNamespace(getAll={}))  # duck-typed like a Spark Connect session
+    conf: dict[str, str] = {}  # a session conf as Spark Connect's RuntimeConf answers: getAll, get, set
+    fake_session = SimpleNamespace(
+        conf=SimpleNamespace(getAll=conf, get=lambda key, default=None: conf.get(key, default), set=conf.__setitem__)
+    )
     assert it.IndexTable(path, spark=fake_session).log.staleness_limit_ms == 0
     assert it.IndexTable(path, {"read.stalenessLimit": "3s"}, spark=fake_session).log.staleness_limit_ms == 3000
     assert it.IndexTable(path).log.staleness_limit_ms == 1000  # the default
