@@ -270,10 +270,14 @@ def test_3_the_mistakes_in_a_spark_notebook(spark, tmp_path, caplog):
         it.IndexTable(events).count()
     shown = spark_shows(e.value, plain.value)
     assert "it.build_companion(" in shown[0]
-    command = re.search(r"BUILD INDEXTABLES COMPANION FOR DELTA '[^']*' AT LOCATION '<index path>'", shown[0])
+    command = re.search(
+        r"BUILD INDEXTABLES COMPANION FOR DELTA '[^']*' INDEXING MODES \('<column>':'text'\) AT LOCATION '<index path>'",
+        shown[0],
+    )
     assert command is not None, shown
-    spark.sql(command.group(0).replace("<index path>", index)).collect()
+    spark.sql(command.group(0).replace("<index path>", index).replace("<column>", "body")).collect()
     assert reader().load(index).count() == 3
+    assert reader().option("query", "body:river").load(index).count() == 2  # searched by words
 
     spark.createDataFrame(DOCS.to_pylist(), "id long, body string").write.format("indextables").option(
         "spark.indextables.indexing.typemap.body", "text"
