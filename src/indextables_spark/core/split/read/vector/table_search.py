@@ -198,7 +198,7 @@ def _tie(found: pa.Table, ordinals: Sequence[int] | None) -> np.ndarray:
     splits = found.column(SPLIT).to_numpy()
     if ordinals is not None:
         splits = np.asarray(ordinals, np.int64)[splits]
-    return np.asarray(splits * (1 << 40) + found.column(ROW_ID_COLUMN).to_numpy(), np.int64)
+    return np.asarray(splits * _ROWS + found.column(ROW_ID_COLUMN).to_numpy(), np.int64)
 
 
 def _fetch(
