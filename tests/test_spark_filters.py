@@ -249,3 +249,26 @@ def test_struct_field_filters_match_spark(spark, tmp_path):
 
     (e,) = [x for x in it.explain(ours.filter("user.name = 'bob smith' and user.age in (7, 30)")) if x["path"] == path]
     assert e["struct_field_narrowing"] == ['user.name:"bob smith"', "(user.age:7 OR user.age:30)"]
+
+
+def test_explain_keeps_only_its_own_tables(spark, tmp_path):
+    """it.explain(df) returns the reads of df's tables, not those another session of the machine
+    planned at the same moment (a second pytest worker, another notebook): here a record another
+    process wrote with a later time, as it would while df is being planned."""
+    import json
+    import os
+    import time
+
+    import indextables_spark as it
+    from indextables_spark.spark import guard
+
+    path = str(tmp_path / "t")
+    spark.createDataFrame([(1, "a b")], "id long, body string").write.format("indextables").save(path)
+    other = os.path.join(guard._scans_dir(), f"explain-{time.time() + 30:.6f}-1-1.json")
+    with open(other, "w", encoding="utf-8") as fh:
+        json.dump({"path": str(tmp_path / "elsewhere"), "tasks": 1}, fh)
+    try:
+        df = spark.read.format("indextables").option("query", "body:a").load(path)
+        assert [e["path"] for e in it.explain(df)] == [path]
+    finally:
+        os.remove(other)

@@ -21,7 +21,11 @@ from typing import Any, Iterable, Iterator, Mapping
 from indextables_spark.config.registry import PREFIX, closest, spec
 
 # What Spark itself puts among a data source's options (`load(path)`, `save(path)`): no option of ours.
-SPARK_KEYS = frozenset({"path", "paths"})
+# Spark's own keys: the path, and the reserved table properties a catalog table's CREATE TABLE
+# passes with its options (TableCatalog.PROP_*: `owner` comes with every one).
+SPARK_KEYS = frozenset(
+    {"path", "paths", "owner", "provider", "location", "comment", "external", "is_managed_location", "collation"}
+)
 
 log = logging.getLogger(__name__)
 
