@@ -10,6 +10,8 @@ else (listings, PUT, DELETE, POST, GETs with a query string or conditional heade
 GETs) goes to the emulator, and a write through the proxy drops the memory copies it may change.
 The delay (`latency_ms`, settable between runs) stands in for an object store's time to first
 byte: it is added to every request, forwarded or not; concurrent requests wait in parallel.
+`stream_mb_s` (0: unlimited) also holds each answer from memory for its bytes at that rate, one
+request's stream (an object store serves a GET at tens of MB/s; parallel GETs add up).
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class S3Proxy:
     def __init__(self, upstream: str, *, latency_ms: float = 0.0, memory: bool = True):
         self.upstream = urlsplit(upstream)
         self.latency_ms = latency_ms
+        self.stream_mb_s = 0.0  # (see the module docstring)
         self.memory = memory
         self.lock = threading.Lock()
         self.objects: dict[str, _Object] = {}
@@ -234,6 +237,8 @@ class S3Proxy:
                 h.end_headers()
                 return True
             status = 206
+        if self.stream_mb_s > 0 and h.command == "GET":
+            time.sleep((end - start) / (self.stream_mb_s * 1e6))
         h.send_response(status)
         for k, v in obj.headers:
             h.send_header(k, v)

@@ -101,7 +101,9 @@ def test_a_walk_that_finds_too_few_compares_the_selection(split_index, monkeypat
     index, x = split_index
     all_ids = np.arange(len(x), dtype=np.int64) * 3
     allowed = all_ids[: len(x) // 2]
-    monkeypatch.setattr(index, "graph_search", lambda q, count, ef, allowed=None: [allowed[:3] for _ in q])
+    monkeypatch.setattr(
+        index, "graph_search", lambda q, count, ef, allowed=None: [(allowed[:3], np.zeros(3)) for _ in q]
+    )
     q = x[len(x) - 1]
     (ids, _d) = nearest(index, q, 10, allowed, exact_below=0)[0]
     assert ids.tolist() == _exact_top(x[: len(x) // 2], allowed, q, 10)

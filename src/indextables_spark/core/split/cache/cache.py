@@ -25,6 +25,7 @@ from indextables_spark.core.split.cache import open_splits
 from indextables_spark.core.split.cache.eviction import DEFAULT_MAX_BYTES, CacheSpace
 from indextables_spark.core.split.cache.fetch import FetchSettings, complete_partial, extract_split
 from indextables_spark.core.split.cache.fetch_plan import IndexQuery
+from indextables_spark.core.split.cache.locks import process_lock
 from indextables_spark.core.split.cache.layout import (
     EVERYTHING,
     IndexNeed,
@@ -33,7 +34,6 @@ from indextables_spark.core.split.cache.layout import (
     generation,
     is_ready,
     new_tmp,
-    process_lock,
     publish,
 )
 from indextables_spark.core.split.cache.lazy_rows import RowSource

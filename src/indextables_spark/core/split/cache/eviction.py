@@ -17,7 +17,8 @@ import time
 
 from indextables_spark.config.registry import registered_default
 from indextables_spark.core.split.cache import open_splits
-from indextables_spark.core.split.cache.layout import LOCK_DIR, STALE_TMP_SECONDS, discard, dir_size, is_leftover
+from indextables_spark.core.split.cache.layout import STALE_TMP_SECONDS, discard, dir_size, is_leftover
+from indextables_spark.core.split.cache.locks import LOCK_DIR
 from indextables_spark.core.split.reference import native
 
 DEFAULT_MAX_BYTES = registered_default("cache.disk.maxSize")

@@ -282,7 +282,8 @@ def ranges(raw: Iterable[Sequence[int]]) -> list[Range]:
 
 def vector_file(name: str) -> bool:
     """A vector index file (format/vector_index.py): no query reads it, only a vector search,
-    which asks for every file (query None) — on a vector table it is most of the split."""
+    which fetches what it reads of it itself (file_pages.py) — on a vector table it is most of
+    the split."""
     return name.startswith(VECTOR_FILE_PREFIX)
 
 

@@ -6,9 +6,7 @@ footer.json. A split is extracted into `<root>/.tmp-<uuid>` and renamed into pla
 atomic, so threads and processes racing on the same split either win or find the winner's complete
 directory (the loser deletes its copy). A directory leaves the same way: renamed to
 `<root>/.trash-<uuid>`, then deleted, so nobody sees a half-deleted split. `<root>/.locks/` holds
-LOCK_STRIPES lock files, one chosen by a split's key, for the fetch lock across processes
-(`fcntl.flock`; a process that dies releases its lock; where flock is not available the rename race
-above still keeps the cache correct, a split may then be fetched twice).
+the fetch locks (locks.py).
 
 A directory may hold only part of a remote split's index (sparse.py: what a query reads of it) or,
 for a split the reference implementation wrote, term dictionaries transcoded only as reads needed
@@ -17,14 +15,13 @@ them (reference/native.py); `complete` tells whether it holds what a read needs.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import os
 import shutil
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from indextables_spark.core.split.cache import open_splits
 from indextables_spark.core.split.cache import sparse as _sparse
@@ -37,13 +34,6 @@ from indextables_spark.expr.search_query import SearchQuery
 STALE_TMP_SECONDS = 3600.0  # temp extractions older than this are leftovers of dead processes
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".trash-"
-LOCK_DIR = ".locks"  # lock files of the cross-process fetch lock (never evicted)
-LOCK_STRIPES = 256
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not on POSIX
-    fcntl = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
@@ -147,19 +137,3 @@ def discard(root: str, final: str) -> bool:
     open_splits.forget(final)
     shutil.rmtree(trash, ignore_errors=True)
     return True
-
-
-@contextlib.contextmanager
-def process_lock(root: str, key: str) -> Iterator[None]:
-    """Exclusive against other processes fetching a split of the same lock stripe."""
-    if fcntl is None:
-        yield
-        return
-    lock_dir = os.path.join(root, LOCK_DIR)
-    os.makedirs(lock_dir, exist_ok=True)
-    fd = os.open(os.path.join(lock_dir, f"{int(key[:8], 16) % LOCK_STRIPES:03d}"), os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock

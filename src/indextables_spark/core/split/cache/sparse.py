@@ -124,7 +124,7 @@ def _schema_fields(local_dir: str) -> list[str] | None:
 Reader = Callable[[int, int], bytes]  # bytes [start, end) of the split file
 
 
-def _write_pieces(dest_dir: str, footer: SplitFooter, reader: Reader, wanted: dict[str, list[Range]]) -> int:
+def write_pieces(dest_dir: str, footer: SplitFooter, reader: Reader, wanted: dict[str, list[Range]]) -> int:
     """Fetch the wanted ranges (file-relative) with coalesced reads of the split and write them in
     place; returns the number of reads."""
     by_name = {f.name: f for f in footer.files}
@@ -229,7 +229,7 @@ def _fetch_rounds(
         wanted = plan.wanted(needs) if round_ < MAX_ROUNDS else plan.wanted(None)
         if not wanted:
             break
-        reads += _write_pieces(dest_dir, footer, reader, wanted)
+        reads += write_pieces(dest_dir, footer, reader, wanted)
         state["missing"] = {n: subtract(ranges(rs), wanted.get(n, [])) for n, rs in state["missing"].items()}
     return reads
 
@@ -294,7 +294,7 @@ def extract_partial(
     if layout is not None and _schema_fields(dest_dir) != layout["fields"]:
         # the footer's layout does not describe these files: fetch the rest
         rest = {n: ranges(rs) for n, rs in state["missing"].items() if rs}
-        _write_pieces(dest_dir, footer, reader, rest)
+        write_pieces(dest_dir, footer, reader, rest)
         state["missing"] = {}
     with open(os.path.join(dest_dir, FOOTER_FILE), "w", encoding="utf-8") as out:
         out.write(json.dumps({**footer.raw, EXTRACTED_FROM: where, LAZY_ROWS: True}, ensure_ascii=False))

@@ -5,10 +5,10 @@ column is filled from that file by row id, so every reader (rows returned to use
 MERGE SPLITS, the flat search of a split without an index) sees the vectors as written. A row
 absent from the file (its vector was NULL) reads NULL.
 
-The file is memory-mapped when the split's directory holds it whole; a directory fetched only as
-far as a query reads (sparse.py: text queries leave the vector files out) has it read by ranges
-from the split, only the rows asked for (their vectors, and the file's row ids unless every row
-has a vector: then a row's position in the file is its row id).
+The file is memory-mapped; in a directory fetched only as far as a query reads (sparse.py: text
+queries leave the vector files out) only the pages of the rows asked for are fetched first
+(file_pages.py: their vectors, and the file's row ids unless every row has a vector: then a
+row's position in the file is its row id).
 """
 
 from __future__ import annotations
@@ -20,19 +20,15 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from indextables_spark.core.split.cache import sparse
-from indextables_spark.core.split.cache.lazy_rows import source_for
+from indextables_spark.core.split.cache.file_pages import FilePages
 from indextables_spark.core.split.format.vector_index import VectorIndexInfo
 from indextables_spark.errors import SplitFormatError
-from indextables_spark.util.ranges import coalesce
 
 if TYPE_CHECKING:
     import tantivy
 
     from indextables_spark.core.split.cache.row_access import SplitRows
     from indextables_spark.core.split.format.bundle import SplitFooter
-
-RANGE_GAP = 64 << 10  # vectors read by ranges closer than this are one request
 
 
 @dataclass
@@ -41,9 +37,9 @@ class _VectorFile:
 
     info: VectorIndexInfo
     field: pa.Field
-    offset: int  # where the file lies in the split
-    ids: np.ndarray | None = None  # the file's row ids (read once)
-    matrix: np.ndarray | None = None  # its vectors, memory-mapped when the directory holds it whole
+    pages: FilePages | None = None  # what the directory holds of it (opened on first use)
+    ids: np.ndarray | None = None  # the file's row ids, memory-mapped
+    matrix: np.ndarray | None = None  # its vectors, memory-mapped
 
 
 class VectorRows:
@@ -113,11 +109,17 @@ class VectorRows:
         return at, present
 
     def _whole(self, file: _VectorFile) -> bool:
-        """Whether the directory holds the vectors file whole (else it is read by ranges)."""
-        return not sparse.missing_ranges(self._dir, file.info.vectors_file)
+        """Whether the directory holds the vectors file whole (else pages are fetched first)."""
+        return self._pages(file).whole
 
-    def _mapped(self, file: _VectorFile) -> bool:
-        if file.matrix is None and self._whole(file):
+    def _pages(self, file: _VectorFile) -> FilePages:
+        if file.pages is None:
+            file.pages = FilePages(self._dir, file.info.vectors_file)
+        return file.pages
+
+    def _mapped(self, file: _VectorFile) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, vectors) of the file, memory-mapped (holes where the directory lacks pages)."""
+        if file.ids is None or file.matrix is None:
             n, dims = file.info.count, file.info.spec.dims
             path = os.path.join(self._dir, file.info.vectors_file)
             # plain ndarrays over the maps (as vector_index.VectorIndex.open)
@@ -127,53 +129,31 @@ class VectorRows:
                 if n
                 else np.empty((0, dims), np.float32)
             )
-        return file.matrix is not None
+        return file.ids, file.matrix
 
     def _ids(self, file: _VectorFile) -> np.ndarray:
-        if file.ids is None and not self._mapped(file):
-            file.ids = np.frombuffer(self._read(file, [(0, file.info.count * 8)])[0], dtype="<i8")
-        assert file.ids is not None
-        return file.ids
+        self._pages(file).ensure([(0, file.info.count * 8)])
+        return self._mapped(file)[0]
 
     def _vectors(self, file: _VectorFile, positions: np.ndarray) -> np.ndarray:
         dims = file.info.spec.dims
-        if self._mapped(file):
-            assert file.matrix is not None
-            return np.asarray(file.matrix[positions], dtype=np.float32)
         if not len(positions):
             return np.empty((0, dims), np.float32)
-        start = file.info.count * 8
         width = dims * 4
-        runs = coalesce([(start + p * width, start + (p + 1) * width) for p in positions.tolist()], RANGE_GAP)
-        pieces = self._read(file, runs)
-        at = start + positions * width
-        run = np.searchsorted(np.asarray([a for a, _ in runs], np.int64), at, side="right") - 1
-        out = np.empty((len(positions), dims), np.float32)
-        for j in range(len(positions)):
-            k = int(run[j])
-            out[j] = np.frombuffer(pieces[k], dtype="<f4", count=dims, offset=int(at[j]) - runs[k][0])
-        return out
-
-    def _read(self, file: _VectorFile, ranges: list[tuple[int, int]]) -> list[bytes]:
-        """Bytes of the vectors file at these ranges, read from the split."""
-        source = source_for(self._dir)
-        if source is None:
-            raise SplitFormatError(
-                f"split {self._where}: the vectors of {file.info.column!r} are not in {self._dir} and no storage "
-                f"is registered to read them from (open the split through the split cache)"
-            )
-        return [source.storage.read_range(source.key, file.offset + s, file.offset + e) for s, e in ranges]
+        starts = file.info.count * 8 + positions.astype(np.int64) * width
+        self._pages(file).ensure(list(zip(starts.tolist(), (starts + width).tolist())))
+        return np.asarray(self._mapped(file)[1][positions], dtype=np.float32)
 
 
 def with_vectors(rows: SplitRows, local_dir: str, footer: SplitFooter, where: str) -> SplitRows:
     """The split's rows, their vector columns kept only in vectors files filled from them."""
     files = {}
-    offsets = {f.name: f.offset for f in footer.files}
+    names = {f.name for f in footer.files}
     for column, info in VectorIndexInfo.of_footer(footer.raw, where).items():
         i = rows.schema.get_field_index(column)
         if info.in_row_store or i < 0:
             continue
-        if info.vectors_file not in offsets:
+        if info.vectors_file not in names:
             raise SplitFormatError(f"split {where}: the footer lists no file {info.vectors_file!r} for {column!r}")
-        files[column] = _VectorFile(info, rows.schema.field(i), offsets[info.vectors_file])
+        files[column] = _VectorFile(info, rows.schema.field(i))
     return VectorRows(rows, local_dir, files, where) if files else rows

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +52,10 @@ MIN_INDEXED = 1_000  # fewer vectors of a kind that trains: no index file (alway
 TRAIN_PER_LIST = 32  # training vectors per inverted list (a sample of the split's vectors)
 KMEANS_ITERATIONS = 10  # of the inverted file's and the quantizers' k-means
 
+
+# Makes byte ranges of one of a split's files present in its directory, by file name: a split
+# directory fetched in part from object storage (cache/file_pages.py).
+RangeFetch = Callable[[str, list[tuple[int, int]]], object]
 
 VECTOR_FILE_PREFIX = (
     "vectors."  # every vector index file's name starts so (cache/sparse.py leaves them to vector reads)
@@ -195,11 +199,23 @@ class VectorIndex:
     (`open`), or, for a split written before the column was declared a vector, its vectors read
     from the rows and no graph (`flat`: every search compares them exactly)."""
 
-    def __init__(self, info: VectorIndexInfo, ids: np.ndarray, matrix: np.ndarray, graph_path: str | None, where: str):
+    def __init__(
+        self,
+        info: VectorIndexInfo,
+        ids: np.ndarray,
+        matrix: np.ndarray,
+        graph_path: str | None,
+        where: str,
+        fetch: RangeFetch | None = None,
+    ):
         self.info = info
         self.where = where
+        self._fetch = fetch
+        # what this process fetched already (or knows present) of a directory held in part
+        self._ids_fetched = self._graph_fetched = fetch is None
+        self._have: np.ndarray | None = None  # positions whose vectors are present
         self.metric = info.spec.metric
-        self.ids = ids
+        self._ids = ids
         self.matrix = matrix
         self._graph_path = graph_path
         self._graph: Any = None
@@ -207,12 +223,15 @@ class VectorIndex:
         # the positions of the last read-only (shared) selection: a cached selection
         # (read/vector/selections.py) is asked for again by the next search under the same filters
         self._last_positions: tuple[np.ndarray, np.ndarray] | None = None
-        # every row has a vector (ids sorted, distinct): a row id is its position (no search)
-        self._dense = not len(ids) or (int(ids[0]) == 0 and int(ids[-1]) == len(ids) - 1)
+        self._dense: bool | None = None  # every row has a vector: a row id is its position (`dense`)
 
     @classmethod
-    def open(cls, local_dir: str, info: VectorIndexInfo, where: str) -> VectorIndex:
-        """The index files of a split (extracted in `local_dir`), checked against the footer."""
+    def open(cls, local_dir: str, info: VectorIndexInfo, where: str, fetch: RangeFetch | None = None) -> VectorIndex:
+        """The index files of a split (extracted in `local_dir`), checked against the footer.
+        `fetch`: the directory may lack parts of them (a split on object storage fetched only as
+        far as reads need): the file's row ids, the index file and vectors are fetched when first
+        read (`ids`, `fetch_index`, `vectors`) — a search reads the compressed index, the row ids
+        and its candidates' vectors, not the vectors file whole."""
         if info.kind not in KINDS:
             raise SplitFormatError(
                 f"split {where}: the vector index of {info.column!r} is of kind {info.kind!r}, which this reader "
@@ -236,7 +255,7 @@ class VectorIndex:
         # per gather of 10,000 rows)
         ids = np.asarray(np.memmap(path, dtype="<i8", mode="r", shape=(n,)))
         matrix = np.asarray(np.memmap(path, dtype="<f4", mode="r", offset=n * 8, shape=(n, dims)))
-        return cls(info, ids, matrix, os.path.join(local_dir, info.file) if info.file else None, where)
+        return cls(info, ids, matrix, os.path.join(local_dir, info.file) if info.file else None, where, fetch)
 
     @classmethod
     def flat(
@@ -289,12 +308,67 @@ class VectorIndex:
     def __len__(self) -> int:
         return self.info.count
 
+    @property
+    def ids(self) -> np.ndarray:
+        """The row ids of the vectors file, in its order (fetched first when the directory lacks them)."""
+        if not self._ids_fetched:
+            assert self._fetch is not None
+            self._fetch(self.info.vectors_file, [(0, self.info.count * 8)])
+            self._ids_fetched = True
+        return self._ids
+
+    @property
+    def dense(self) -> bool:
+        """Whether every row has a vector (ids 0..n-1): a row id is then its position."""
+        if self._dense is None:
+            ids = self.ids
+            self._dense = not len(ids) or (int(ids[0]) == 0 and int(ids[-1]) == len(ids) - 1)
+        return self._dense
+
+    def lacks_index(self) -> bool:
+        """Whether a search would fetch the index file or the row ids first (no I/O here)."""
+        return not (self._ids_fetched and (self._graph_fetched or self._graph_path is None))
+
+    def lacks_vectors(self, positions: np.ndarray) -> bool:
+        """Whether `vectors(positions)` would fetch some of them first (no I/O here)."""
+        if self._fetch is None or not len(positions) or not len(self.matrix):
+            return False
+        return self._have is None or not bool(self._have[positions].all())
+
+    def _graph_size(self) -> int:
+        assert self._graph_path is not None
+        return os.path.getsize(self._graph_path)
+
+    def vectors(self, positions: np.ndarray | None = None) -> np.ndarray:
+        """The vectors at these positions of the vectors file (None: all), fetched first when
+        the directory lacks them (`open`'s fetch)."""
+        self.fetch_vectors(positions)
+        return self.matrix if positions is None else self.matrix[positions]
+
+    def fetch_vectors(self, positions: np.ndarray | None = None) -> None:
+        """Fetch the vectors at these positions (None: all) when the directory lacks them."""
+        if self._fetch is None or not len(self.matrix):
+            return
+        n, width = self.info.count, self.info.spec.dims * 4
+        if self._have is None:
+            self._have = np.zeros(n, bool)
+        if positions is None:
+            if not self._have.all():
+                self._fetch(self.info.vectors_file, [(n * 8, n * 8 + n * width)])
+                self._have[:] = True
+            return
+        lacking = np.unique(np.asarray(positions)[~self._have[positions]])
+        if len(lacking):
+            starts = n * 8 + lacking.astype(np.int64) * width
+            self._fetch(self.info.vectors_file, list(zip(starts.tolist(), (starts + width).tolist())))
+            self._have[lacking] = True
+
     def positions(self, row_ids: np.ndarray) -> np.ndarray:
         """Positions in the vectors file of those of these sorted row ids that have a vector."""
         last = self._last_positions
         if last is not None and last[0] is row_ids:
             return last[1]
-        if self._dense:
+        if self.dense:
             ids = np.asarray(row_ids, dtype=np.int64)
             return ids if not len(ids) or ids[-1] < len(self.ids) else ids[ids < len(self.ids)]
         at = np.searchsorted(self.ids, row_ids)
@@ -310,28 +384,34 @@ class VectorIndex:
         """float32 distances of the vectors at `positions` (None: all) to each of `queries` (a
         matrix, one query a row): (queries x vectors), to pick candidates (`distances` gives the
         exact ones): one matrix product, the vectors' norms computed once per opened index."""
-        m = self.matrix if positions is None else self.matrix[positions]
+        m = self.vectors(positions)
         q = np.asarray(queries, dtype=np.float32).reshape(-1, self.info.spec.dims)
         dots = np.asarray(q @ m.T, dtype=np.float32)
         if self.metric == "dot":
             return -dots
-        if self._norms is None:
-            self._norms = np.sqrt(np.einsum("ij,ij->i", self.matrix, self.matrix, dtype=np.float32))
-        norms = (self._norms if positions is None else self._norms[positions])[None, :]
+        if self._norms is None and (positions is None or self._fetch is None):
+            self._norms = np.sqrt(np.einsum("ij,ij->i", self.vectors(), self.vectors(), dtype=np.float32))
+        if self._norms is not None:
+            norms = (self._norms if positions is None else self._norms[positions])[None, :]
+        else:  # (a directory held in part: the norms of these vectors only, not of the file's)
+            norms = np.sqrt(np.einsum("ij,ij->i", m, m, dtype=np.float32))[None, :]
         if self.metric == "cosine":
             return np.asarray(1.0 - dots / (norms * np.linalg.norm(q, axis=1)[:, None]), dtype=np.float32)
         return np.asarray(norms * norms - 2 * dots + np.einsum("ij,ij->i", q, q)[:, None], dtype=np.float32)  # l2
 
     def graph_search(
         self, queries: np.ndarray, count: int, expansion: int, allowed: np.ndarray | None = None
-    ) -> list[np.ndarray]:
-        """Row ids of about the `count` nearest vectors of each query (a matrix, one query a row;
-        the index's approximate answer, searched for all queries in one call), among the vectors
-        at the sorted positions `allowed` when given: faiss walks the graph (or scans the probed
-        lists) and keeps only those (an IDSelectorBitmap), so a selection needs no over-fetch.
-        `expansion`: a graph's candidate list (efSearch), an inverted file's probed lists (nprobe)."""
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(row ids, the index's estimates of their distances) of about the `count` nearest
+        vectors of each query (a matrix, one query a row; the index's approximate answer,
+        searched for all queries in one call), nearest first, among the vectors at the sorted
+        positions `allowed` when given: faiss walks the graph (or scans the probed lists) and
+        keeps only those (an IDSelectorBitmap), so a selection needs no over-fetch. `expansion`:
+        a graph's candidate list (efSearch), an inverted file's probed lists (nprobe). The
+        estimates are in the metric's scale (`distances`): exact in float32 for a graph holding
+        the vectors, from the codes for a compressed index."""
         if self.info.count == 0 or count <= 0:
-            return [np.empty(0, np.int64) for _ in range(len(queries))]
+            return [(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
         import faiss  # lazy: loaded by splits with vector columns only
 
         graph = self._open_graph()
@@ -346,8 +426,20 @@ class VectorIndex:
             bitmap = np.packbits(bits, bitorder="little")  # bit i of byte i // 8: faiss's order
             selector = faiss.IDSelectorBitmap(self.info.count, faiss.swig_ptr(bitmap))
             params.sel = selector  # the selector and its bitmap must outlive the search call
-        _dist, labels = graph.search(q, min(count, self.info.count), params=params)
-        return [np.asarray(self.ids[row[row >= 0]], dtype=np.int64) for row in labels]
+        found, labels = graph.search(q, min(count, self.info.count), params=params)
+        estimates = _metric_scale(np.asarray(found, np.float64), self.metric)
+        return [
+            (np.asarray(self.ids[row[row >= 0]], dtype=np.int64), est[row >= 0]) for row, est in zip(labels, estimates)
+        ]
+
+    def fetch_index(self) -> None:
+        """Fetch the index file and the row ids (which its labels are mapped through) when the
+        directory lacks them (what `graph_search` reads)."""
+        if not self._graph_fetched and self._graph_path is not None:
+            assert self._fetch is not None
+            self._fetch(self.info.file, [(0, self._graph_size())])
+        self._graph_fetched = True
+        _ = self.ids
 
     def _open_graph(self) -> Any:
         if self._graph_path is None:
@@ -357,6 +449,7 @@ class VectorIndex:
         if self._graph is None:
             import faiss  # lazy: loaded by splits with vector columns only
 
+            self.fetch_index()  # the compressed index, whole (what opening it reads)
             try:
                 graph = faiss.read_index(self._graph_path, faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
             except RuntimeError as e:
@@ -370,6 +463,14 @@ class VectorIndex:
                 )
             self._graph = graph
         return self._graph
+
+
+def _metric_scale(found: np.ndarray, metric: str) -> np.ndarray:
+    """faiss's distances as `distances` gives them: its L2 between normalised vectors is
+    2 - 2 cos (cosine: half of it), its inner product negated (dot)."""
+    if metric == "cosine":
+        return found / 2
+    return -found if metric == "dot" else found
 
 
 def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:

@@ -122,7 +122,9 @@ class ReadPlan:
         if self.narrowing or self.snippets:
             return None
         if not self.filters:
-            return self.query
+            # a vector search alone asks nothing of the text index: its own files are fetched
+            # as it reads them (cache/file_pages.py)
+            return IndexRead(None) if self.query is None and self.nearest is not None else self.query
         columns = sorted({c for f in self.filters for c in columns_of_all(f)})
         return IndexRead(self.query, tuple(columns))
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from indextables_spark.core.schema.types import VectorSpec, index_only_columns
+from indextables_spark.core.split.cache.file_pages import page_fetch
 from indextables_spark.core.split.cache.open_splits import handles, register_reader, searcher_of, unregister_reader
 from indextables_spark.core.split.format._tantivy import tantivy_call
 from indextables_spark.core.split.format.bundle import extracted_source
@@ -416,7 +417,7 @@ class SplitReader:
             where = extracted_source(self.local_dir)
             info = VectorIndexInfo.of_footer(self.footer.raw if self.footer is not None else {}, where).get(column)
             if info is not None:
-                index = VectorIndex.open(self.local_dir, info, where)
+                index = VectorIndex.open(self.local_dir, info, where, page_fetch(self.local_dir, info))
             elif column not in self.schema.names:
                 return None
             elif spec is None:

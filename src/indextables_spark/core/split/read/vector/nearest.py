@@ -2,8 +2,10 @@
 the files); split_search.py decides which rows of the split a search may return.
 
 The index proposes candidates (an `hnsw` graph REFINE x k, an `ivf_pq` inverted file of codes
-REFINE_CODES x k), which are re-ranked by their exact distance (the vectors file): the split's k
-nearest; a split of few vectors is compared exactly instead. Among some rows only (filters, a
+REFINE_CODES x k) with its estimates of their distances (`propose`), which are re-ranked by their
+exact distance (the vectors file; `refine`): the split's k nearest; a split of few vectors is
+compared exactly instead. A table search ranks the estimates of all its splits first and
+re-ranks only the best (read/vector/table_search.py). Among some rows only (filters, a
 full-text query, deleted rows: `allowed`), the answer is the k nearest of THOSE rows, never fewer
 when that many have a vector. The index is searched with the allowed rows as a bitmap (faiss keeps
 only those as results, so nothing is over-fetched and filtered away): a graph's candidate list
@@ -24,6 +26,7 @@ import contextlib
 import math
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -89,6 +92,22 @@ def one_thread_math() -> Iterator[None]:
 QUERY_CHUNK = 256  # queries whose rough distances are computed in one matrix product
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """One query's candidates in one split (`propose`): row ids with their exact distances,
+    nearest first, at most k; or (`estimated`) the index's candidates with its estimates of their
+    distances, of which `refine` ranks any subset exactly (`keep`: how many of them it re-ranks
+    for the split's k nearest)."""
+
+    ids: np.ndarray
+    dists: np.ndarray
+    estimated: bool = False
+    keep: int = 0
+
+    def subset(self, chosen: np.ndarray) -> Proposal:
+        return Proposal(self.ids[chosen], self.dists[chosen], self.estimated, self.keep)
+
+
 @one_thread_math()
 def nearest(
     index: VectorIndex,
@@ -101,31 +120,61 @@ def nearest(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each query (a matrix, one query vector a row): (row ids, exact distances) of the k rows
     nearest it, nearest first (ties by row id), among the sorted row ids `allowed` when given (see
-    the module docstring). A batch of queries shares the work that does not depend on the query:
-    the allowed rows' positions and vectors, one graph search call, the rough distances of a
-    chunk of queries in one matrix product. Runs under one_thread_math."""
+    the module docstring): `propose`, then `refine`."""
+    queries = np.asarray(queries, dtype=np.float32).reshape(-1, index.info.spec.dims)
+    found = propose(index, queries, k, allowed, expansion=expansion, exact_below=exact_below)
+    return [refine(index, p, q, k) for p, q in zip(found, queries)]
+
+
+@one_thread_math()
+def propose(
+    index: VectorIndex,
+    queries: np.ndarray,
+    k: int,
+    allowed: np.ndarray | None = None,
+    *,
+    expansion: int = EXPANSION,
+    exact_below: int = EXACT_BELOW,
+) -> list[Proposal]:
+    """For each query, the split's answer before the exact re-rank of the index's candidates:
+    the exact k nearest where the rows are compared exactly, else the index's candidates with
+    their estimated distances (table_search.py ranks the estimates of every split together and
+    re-ranks only the best of them, whose vectors a split on object storage then fetches). A batch
+    of queries shares the work that does not depend on the query: the allowed rows' positions
+    and vectors, one graph search call, the rough distances of a chunk of queries in one matrix
+    product. Runs under one_thread_math."""
     queries = np.asarray(queries, dtype=np.float32).reshape(-1, index.info.spec.dims)
     if len(index) == 0 or k <= 0:
-        return [(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
+        return [Proposal(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
     want = k * (REFINE if index.holds_vectors else REFINE_CODES)
     if allowed is None:
         if len(index) <= exact_below or not index.has_graph:
-            return _exact(index, None, queries, k)
+            return [Proposal(ids, d) for ids, d in _exact(index, None, queries, k)]
         found = index.graph_search(queries, want, probes(expansion) if index.inverted_lists else expansion)
         enough = min(want, len(index))  # (fewer: the probed lists held too few; compared exactly)
         return [
-            _exact(index, index.positions(np.sort(f)) if len(f) >= enough else None, q[None, :], k)[0]
-            for f, q in zip(found, queries)
+            Proposal(ids, est, True, want) if len(ids) >= enough else Proposal(*_exact(index, None, q[None, :], k)[0])
+            for (ids, est), q in zip(found, queries)
         ]
     positions = index.positions(allowed)
     ef, cost = walk(index, expansion, want, len(positions))
     if len(positions) <= max(min(exact_below, cost), want) or not index.has_graph:
-        return _exact(index, positions, queries, k)
+        return [Proposal(ids, d) for ids, d in _exact(index, positions, queries, k)]
     found = index.graph_search(queries, want, ef, positions)
     return [
-        _exact(index, index.positions(np.sort(f)) if len(f) >= want else positions, q[None, :], k)[0]
-        for f, q in zip(found, queries)
+        Proposal(ids, est, True, want) if len(ids) >= want else Proposal(*_exact(index, positions, q[None, :], k)[0])
+        for (ids, est), q in zip(found, queries)
     ]
+
+
+@one_thread_math()
+def refine(index: VectorIndex, proposal: Proposal, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row ids, exact distances) of the k nearest of a proposal's rows, nearest first: its own
+    when exact, else its candidates' vectors compared exactly (`_exact`)."""
+    if not proposal.estimated:
+        return proposal.ids[:k], proposal.dists[:k]
+    q = np.asarray(query, dtype=np.float32).reshape(1, index.info.spec.dims)
+    return _exact(index, index.positions(np.sort(proposal.ids)), q, k)[0]
 
 
 def walk(index: VectorIndex, expansion: int, wanted: int, allowed: int) -> tuple[int, float]:
@@ -173,7 +222,7 @@ def _exact(
                 col = rough[j]
                 bound = np.partition(col, want)[want]
                 picked = every[col <= bound + np.float32(1e-4) * max(1.0, abs(float(bound)))]
-            d = distances(index.matrix[picked], query, index.metric)
+            d = distances(index.vectors(picked), query, index.metric)
             ids = np.asarray(index.ids[picked], dtype=np.int64)
             order = np.lexsort((ids, d))[:k]
             out.append((ids[order], d[order]))

@@ -1,9 +1,10 @@
 """A vector search in one split under a read's plan (ReadPlan.nearest: read/plan.py), without
 its rows: the rows its filters, residual filters, deletes and (without fusion) query select
 (`selection`, kept for the next search with the same selection: selections.py), the split's
-vector index searched among them (nearest.py), and with fusion the query's best matches beside
-them (`candidates`). table_search.py ranks the candidates of every split and reads the winners'
-rows (ReadPlan.fetch)."""
+vector index searched among them (nearest.py): without fusion the index's candidates with their
+estimated distances (`proposals`), which table_search.py ranks table-wide before re-ranking the
+best exactly; with fusion each split's exact nearest and the query's best matches beside them
+(`candidates`). table_search.py ranks the candidates of every split and reads the winners' rows."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from indextables_spark.core.split.format.indexing import vector_settings
 from indextables_spark.core.split.format.vector_index import distances
 from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.vector import selections
-from indextables_spark.core.split.read.vector.nearest import nearest
+from indextables_spark.core.split.read.vector.nearest import Proposal, nearest, propose, refine
 from indextables_spark.core.split.read.vector.query import NearestQuery
 from indextables_spark.errors import InvalidOptionError
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
     from indextables_spark.core.schema.types import VectorSpec
+    from indextables_spark.core.split.format.vector_index import VectorIndex
     from indextables_spark.core.split.read.plan import ReadPlan
 
 
@@ -40,7 +42,12 @@ def candidates(
     across splits. `target`: the partition and data columns the residual filters read."""
     nq = _nearest_query(plan)
     if nq.fusion is None:
-        return candidates_batch(plan, split, add, deletes, target, nq.array[None, :])[0]
+        index, (found,) = proposals(plan, split, add, deletes, target, nq.array[None, :])
+        return (
+            found_table(*refine(index, found, nq.array, nq.k))
+            if index is not None
+            else found_table(found.ids, found.dists)
+        )
     index = split.vector_index(nq.column, vector_spec(plan.options, nq.column))
     ids, dists = np.empty(0, np.int64), np.empty(0, np.float64)
     if index is not None:
@@ -65,7 +72,7 @@ def candidates(
         order = np.argsort(extra_ids)
         positions = index.positions(extra_ids[order])  # those with a vector, in row id order
         with_vector = np.isin(extra_ids[order], np.asarray(index.ids[positions]))
-        extra_d[order[with_vector]] = distances(index.matrix[positions], nq.array, index.metric)
+        extra_d[order[with_vector]] = distances(index.vectors(positions), nq.array, index.metric)
     all_d = np.concatenate([dists, extra_d])
     return pa.table(
         {
@@ -78,24 +85,25 @@ def candidates(
     )
 
 
-def candidates_batch(
+def proposals(
     plan: ReadPlan,
     split: SplitReader,
     add: AddFile,
     deletes: SplitDeletes | None,
     target: pa.Schema,
     queries: np.ndarray,
-) -> list[pa.Table]:
-    """`candidates` of a vector search without fusion for each of many query vectors (a matrix,
-    one a row; the plan's `nearest` gives the column, k and the search settings): the rows the
-    filters, the query and the deletes select are found once for all of them."""
+) -> tuple[VectorIndex | None, list[Proposal]]:
+    """A vector search without fusion in one split for each of many query vectors (a matrix, one
+    a row; the plan's `nearest` gives the column, k and the search settings), before the exact
+    re-rank of the index's candidates (nearest.propose): the split's index (None: it holds no
+    vectors of the column) and a Proposal per query. The rows the filters, the query and the
+    deletes select are found once for all of them."""
     nq = _nearest_query(plan)
     index = split.vector_index(nq.column, vector_spec(plan.options, nq.column))
     if index is None:
-        return [_found(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
+        return None, [Proposal(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
     allowed = selection(plan, split, add, deletes, target) if selects(plan, deletes) else None
-    found = nearest(index, queries, nq.k, allowed, expansion=nq.expansion, exact_below=nq.exact_below)
-    return [_found(ids, dists) for ids, dists in found]
+    return index, propose(index, queries, nq.k, allowed, expansion=nq.expansion, exact_below=nq.exact_below)
 
 
 def vector_spec(options: Options, column: str) -> VectorSpec | None:
@@ -127,6 +135,6 @@ def _nearest_query(plan: ReadPlan) -> NearestQuery:
     return plan.nearest
 
 
-def _found(ids: np.ndarray, dists: np.ndarray) -> pa.Table:
-    """One split's candidates without fusion: row ids and distances, nearest first."""
+def found_table(ids: np.ndarray, dists: np.ndarray) -> pa.Table:
+    """One split's answer without fusion: row ids and distances, nearest first."""
     return pa.table({ROW_ID_COLUMN: pa.array(ids, pa.int64()), DISTANCE_COLUMN: pa.array(dists, pa.float64())})
