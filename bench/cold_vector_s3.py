@@ -5,7 +5,8 @@ the same vectors, behind the same latency proxy, in the same run (issue #50, ite
 
     .venv/bin/pip install -e '.[bench]'      # pylance
     .venv/bin/python bench/cold_vector_s3.py [--vectors 500000] [--dims 128] [--splits 8]
-        [--queries 3] [--latency 20] [--stream-mbs 0] [--warm 5] [--lance 40,10] [--s3-endpoint URL]
+        [--queries 3] [--latency 20] [--stream-mbs 0] [--warm 5] [--lance 20,100] [--where 'sel < 1']
+        [--s3-endpoint URL]
 
 Data: bench/vector_search_vs_lance.py's `data` (clustered float32 vectors, `id`, `sel` = id % 100).
 Tables on a moto S3 server (scripts/moto_server.py, or --s3-endpoint):
@@ -20,8 +21,9 @@ Each query runs in a fresh process with an empty cache (imports and the table's 
 its time): ours `IndexTable(uri, opts).search(vector=q, limit=10, columns=["id"])`, ours again with
 `cache.index.partialMinSplitSize` = 1 PB (the splits' index files, vector files included, fetched
 whole), Lance `ds.to_table(nearest={"column": "emb", "q": q, "k": 10, "nprobes": N, "refine_factor":
-R}, columns=["id"])`. Then in the same process: the same query again (warm), and the other queries
-(the index held, their candidates not: `next`). Printed per side: the cold query's time (median and
+R}, columns=["id"])`, each side with `--where` as its filter (Lance prefiltering). Then in the
+same process: the same query again (warm), and the other queries (the index held, their
+candidates not: `next`). Printed per side: the cold query's time (median and
 range over the queries), its requests and bytes (MB, % of the side's table and, for ours, of its
 vector files), the warm and next times, recall@10 against exact cosine neighbours; then ratios.
 """
@@ -61,9 +63,11 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         ds = lance.dataset(spec["uri"], storage_options=lance_storage_options(spec["endpoint"]))
         nprobes, refine = spec["lance"]
 
+        where = {"filter": spec["where"], "prefilter": True} if spec["where"] else {}
+
         def search(q: np.ndarray) -> list[int]:
             nearest = {"column": "emb", "q": q, "k": K, "nprobes": nprobes, "refine_factor": refine}
-            return ds.to_table(nearest=nearest, columns=["id"]).column("id").to_pylist()  # type: ignore[no-any-return]
+            return ds.to_table(nearest=nearest, columns=["id"], **where).column("id").to_pylist()  # type: ignore[no-any-return]
 
     else:
         import faiss  # noqa: F401 - process start-up, not the search
@@ -76,7 +80,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         table.snapshot()
 
         def search(q: np.ndarray) -> list[int]:
-            return table.search(vector=q, limit=K, columns=["id"]).column("id").to_pylist()  # type: ignore[no-any-return]
+            found = table.search(vector=q, limit=K, where=spec["where"], columns=["id"])
+            return found.column("id").to_pylist()  # type: ignore[no-any-return]
 
     marks.append(time.time())
     first = queries[spec["first"]]
@@ -179,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=20.0, help="ms added to every request")
     ap.add_argument("--stream-mbs", type=float, default=0.0, help="MB/s of one request's answer (0: unlimited)")
     ap.add_argument("--warm", type=int, default=5)
-    ap.add_argument("--lance", default="40,10", help="Lance's nprobes,refine_factor")
+    ap.add_argument("--lance", default="20,100", help="Lance's nprobes,refine_factor")
+    ap.add_argument("--where", default="", help="a filter of both sides' searches, e.g. 'sel < 1' (1%% of the rows)")
     ap.add_argument("--s3-endpoint", default=os.environ.get("INDEXTABLES_TEST_S3_ENDPOINT"))
     ap.add_argument("--child")
     args = ap.parse_args(argv)
@@ -211,7 +217,11 @@ def main(argv: list[str] | None = None) -> int:
             queries = x[rng.integers(0, len(x), args.queries)] + rng.standard_normal((args.queries, args.dims)).astype(
                 np.float32
             ) * np.float32(0.5)
-            want = truth(x, queries, np.ones(len(x), bool))
+            keep = np.ones(len(x), bool)
+            if args.where:  # (the filters of vector_search_vs_lance.py: sel = id % 100)
+                bound = int(args.where.replace(" ", "").removeprefix("sel<"))
+                keep = np.arange(len(x)) % 100 < bound
+            want = truth(x, queries, keep)
             sides = {
                 "ours": {"side": "ours", "uri": f"s3://{bucket}/ours", "options": {}},
                 "ours, vector files whole": {"side": "ours", "uri": f"s3://{bucket}/ours", "options": WHOLE},
@@ -224,7 +234,14 @@ def main(argv: list[str] | None = None) -> int:
             results: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
             for i in range(args.queries):
                 for name, spec in sides.items():
-                    r = _run(proxy, {**spec, "queries": queries.tolist(), "first": i, "warm": args.warm}, workdir)
+                    run = {
+                        **spec,
+                        "queries": queries.tolist(),
+                        "first": i,
+                        "warm": args.warm,
+                        "where": args.where or None,
+                    }
+                    r = _run(proxy, run, workdir)
                     results[name].append(r)
                     print(
                         f"  query {i} {name:<26} cold {r['cold']:.3f} s, {r['requests']} requests, "
@@ -232,7 +249,10 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
             rate = f", {args.stream_mbs:g} MB/s a request" if args.stream_mbs else ""
-            print(f"cold top-{K} vector search, {args.latency:g} ms a request{rate}, {args.vectors:,} x {args.dims}:")
+            filtered = f", where {args.where}" if args.where else ""
+            print(
+                f"cold top-{K} vector search{filtered}, {args.latency:g} ms a request{rate}, {args.vectors:,} x {args.dims}:"
+            )
             med = {}
             for name, runs in results.items():
                 cold = [r["cold"] for r in runs]

@@ -129,7 +129,7 @@ def write_pieces(dest_dir: str, footer: SplitFooter, reader: Reader, wanted: dic
     place; returns the number of reads."""
     by_name = {f.name: f for f in footer.files}
     absolute = [(by_name[n].offset + s, by_name[n].offset + e, n) for n, rs in wanted.items() for s, e in rs]
-    reads = coalesce([(s, e) for s, e, _ in absolute], _gap([(s, e) for s, e, _ in absolute], footer.footer_end))
+    reads = coalesce([(s, e) for s, e, _ in absolute], _gap([(s, e) for s, e, _ in absolute], _split_size(footer)))
     if len(reads) > 1:  # the requests of one split in parallel (their latency, not bandwidth, counts)
         fetched = list(shared_pool("fetch-ranges", RANGE_THREADS).map(lambda r: reader(*r), reads))
     else:
@@ -150,6 +150,14 @@ def write_pieces(dest_dir: str, footer: SplitFooter, reader: Reader, wanted: dic
         for f in handles.values():
             f.close()
     return len(reads)
+
+
+def _split_size(footer: SplitFooter) -> int:
+    """The split's size: its footer's end, or, for a footer read back from an extracted
+    directory (which does not record it), where its last bundled file ends."""
+    if footer.footer_end > 0:
+        return footer.footer_end
+    return max(f.offset + f.length for f in [*footer.files, footer.rows])
 
 
 def _gap(ranges: list[Range], size: int) -> int:

@@ -54,6 +54,11 @@ GRAPH_COST = 40
 # neighbour, 1.0 at 20 (of two dimensions each: 0.63-0.69 and 0.85-0.87); under a 1% filter 16 of
 # 707 lists 0.94, 64 lists 0.98; a code read costs about 1/16 of a vector compared exactly.
 REFINE_CODES = 16
+# Selected rows whose vectors a split on object storage lacks are searched through the index (held
+# already) when they are more than this many times its candidates: each lacking vector is a page
+# to fetch (bench/cold_vector_s3.py --where 'sel < 1': 1,250 selected rows a split compared
+# exactly read 10,202 pages in 12.7 s).
+COLD_EXACT = 2
 EXPANSION_PER_PROBE = 4
 FILTERED_PROBES = 1.0
 IVF_CODE_COST = 1 / 16
@@ -158,7 +163,9 @@ def propose(
         ]
     positions = index.positions(allowed)
     ef, cost = walk(index, expansion, want, len(positions))
-    if len(positions) <= max(min(exact_below, cost), want) or not index.has_graph:
+    if (
+        len(positions) <= max(min(exact_below, cost), want) and not _cold(index, positions, want)
+    ) or not index.has_graph:
         return [Proposal(ids, d) for ids, d in _exact(index, positions, queries, k)]
     found = index.graph_search(queries, want, ef, positions)
     return [
@@ -175,6 +182,18 @@ def refine(index: VectorIndex, proposal: Proposal, query: np.ndarray, k: int) ->
         return proposal.ids[:k], proposal.dists[:k]
     q = np.asarray(query, dtype=np.float32).reshape(1, index.info.spec.dims)
     return _exact(index, index.positions(np.sort(proposal.ids)), q, k)[0]
+
+
+def _cold(index: VectorIndex, positions: np.ndarray, want: int) -> bool:
+    """Whether the index, held already, beats comparing the selected rows exactly because their
+    vectors are not at hand (a split on object storage: each would be a page fetched, the index
+    needs `want` of them): more than COLD_EXACT x `want` of them and some lacking."""
+    return (
+        index.has_graph
+        and len(positions) > COLD_EXACT * want
+        and not index.lacks_index()
+        and index.lacks_vectors(positions)
+    )
 
 
 def walk(index: VectorIndex, expansion: int, wanted: int, allowed: int) -> tuple[int, float]:
