@@ -196,6 +196,16 @@ def test_unknown_options_are_logged_once_with_the_closest(tmp_path, caplog, fres
     assert any(f"did you mean {P}indexing.typemap.body?" in m for m in got)
 
 
+def test_a_catalog_tables_reserved_properties_are_not_unknown_options(tmp_path, caplog, fresh_warnings):
+    """CREATE TABLE ... USING indextables hands the reader Spark's reserved table properties with
+    its options (`owner` always, `location`, `provider`, `comment`, ...): not typos to warn about."""
+    t = created(tmp_path)
+    reserved = ("owner", "provider", "location", "comment", "external", "is_managed_location", "collation")
+    with caplog.at_level(logging.WARNING):
+        it.IndexTable(t.path, {k: "x" for k in reserved})
+    assert unknown_warnings(caplog) == []
+
+
 def test_the_command_line_options_are_checked(tmp_path, caplog, capsys, fresh_warnings):
     from indextables_spark.frontends import cli
 
