@@ -329,6 +329,11 @@ class VectorIndex:
         """Whether a search would fetch the index file or the row ids first (no I/O here)."""
         return not (self._ids_fetched and (self._graph_fetched or self._graph_path is None))
 
+    @property
+    def held_in_part(self) -> bool:
+        """Whether its directory may lack parts of its files (fetched as they are read)."""
+        return self._fetch is not None
+
     def lacks_vectors(self, positions: np.ndarray) -> bool:
         """Whether `vectors(positions)` would fetch some of them first (no I/O here)."""
         if self._fetch is None or not len(positions) or not len(self.matrix):
@@ -390,7 +395,8 @@ class VectorIndex:
         if self.metric == "dot":
             return -dots
         if self._norms is None and (positions is None or self._fetch is None):
-            self._norms = np.sqrt(np.einsum("ij,ij->i", self.vectors(), self.vectors(), dtype=np.float32))
+            every = m if positions is None else self.vectors()
+            self._norms = np.sqrt(np.einsum("ij,ij->i", every, every, dtype=np.float32))
         if self._norms is not None:
             norms = (self._norms if positions is None else self._norms[positions])[None, :]
         else:  # (a directory held in part: the norms of these vectors only, not of the file's)

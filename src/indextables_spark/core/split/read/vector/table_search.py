@@ -250,7 +250,7 @@ def _refined(
     lacking = []  # the chosen rows' vectors a split's directory lacks: fetched for every split at once (I/O)
     for i, (index, _ps) in enumerate(per_split):
         wanted = [p.ids for p in chosen[i] if p.estimated and len(p.ids)]
-        if index is not None and wanted:
+        if index is not None and index.held_in_part and wanted:  # (a split held whole: nothing to look up)
             positions = index.positions(np.unique(np.concatenate(wanted)))
             if index.lacks_vectors(positions):
                 lacking.append((index, positions))
