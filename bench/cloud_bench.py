@@ -324,7 +324,9 @@ def cold_small_splits(bucket: str, s3_options: dict, workdir: str, docs_list: li
             # IndexTable.search on a snapshot read once: the split cache and the searches are
             # timed, not the listing of the transaction log (moto: 20-45 ms, noisy)
             _label, _index_whole, _root, storage, t, snap = mode
-            return search_table(SearchPlan(TableScan(storage, snap, t.options, query=RARE_QUERY, columns=["id"])))
+            scan = TableScan(storage, snap, t.options, columns=["id"])
+            files = scan.live_files()
+            return search_table(SearchPlan(scan.with_query(RARE_QUERY, files), files))
 
         def clear(mode) -> None:
             root, storage = mode[2], mode[3]

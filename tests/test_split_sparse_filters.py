@@ -86,7 +86,7 @@ def _read(table, where, query=None, columns=None, limit=None):
     snap = table.snapshot()
     conjuncts = parse_where(where, snap.schema_json) if isinstance(where, str) else [where]
     scan = TableScan(table.storage, snap, table.options, conditions=conjuncts, query=query, columns=columns)
-    return search_table(SearchPlan(scan), limit)
+    return search_table(SearchPlan(scan, scan.live_files()), limit)
 
 
 @pytest.mark.cloud

@@ -208,18 +208,18 @@ class IndexTable:
             )
         elif fusion is not None or vector_column is not None:
             raise InvalidOptionError("search(): fusion and vector_column need a query vector (vector=...)")
-        value = SearchQuery.of(query)  # the one value of the query, from here to every split
         scan = TableScan(
             self.storage,
             snap,
             self.options,
             conditions=conjuncts,
-            query=value,
             nearest=nearest,
             columns=columns,
             snippets=tuple(snippets or ()),
         )
-        return SearchPlan(scan)
+        files = scan.live_files()  # (the conditions plan the splits; the query is bound after)
+        bound = scan.with_query(SearchQuery.of(query), files)  # the one value of the query, from here to every split
+        return SearchPlan(bound, files)
 
     def search(
         self,

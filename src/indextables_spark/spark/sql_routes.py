@@ -284,8 +284,8 @@ def compute_aggregate(
         query=SearchQuery.of(query),
         columns=request.columns,
     )
-    plan = SearchPlan(scan)
-    files = plan.scan.live_files()  # (the query planned for them)
+    plan = SearchPlan(scan, scan.live_files())
+    files = plan.files  # (the query planned for them)
     if query is not None or plan.scan.exact:
         fetch_missing(table.storage, table.options, files)
     # Tantivy's stats read fast fields: a column written without one (indexing.nonfastfields)

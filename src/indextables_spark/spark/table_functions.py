@@ -370,7 +370,7 @@ def search_table(
     fields = tuple(f.strip() for f in (snippet_fields or "").split(",") if f.strip())
     data = [c for c in declared if c not in (SCORE, SNIPPET)]
     scan = TableScan(table.storage, snap, table.options, query=SearchQuery(query), columns=data, snippets=fields)
-    plan = SearchPlan(scan)
+    plan = SearchPlan(scan, scan.live_files())
     return search_plan(plan, limit, scored=True).select(declared)
 
 

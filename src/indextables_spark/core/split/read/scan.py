@@ -13,8 +13,9 @@ made here, once, with one exception class per kind whatever the route (tests/tes
 
 from __future__ import annotations
 
+import copy
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
 import pyarrow as pa
@@ -167,6 +168,19 @@ class TableScan:
         self.mode = statistics_mode(self.options)
         self.pruning: Pruning | None = None
 
+    def with_query(self, query: str | SearchQuery | None, files: Sequence[AddFile] | None = None) -> TableScan:
+        """This scan with the full-text query bound, a copy (as pyiceberg's `TableScan.update`):
+        the splits are planned from the conditions alone, so a route may plan them first and bind
+        the query after, planned for the doc mappings of the splits kept (`files`; QueryParseError
+        before a split opens). The query joins the scan's struct-field narrowing."""
+        value = SearchQuery.of(query, self.narrowing)
+        if value is not None and files is not None:
+            plan_query(self.snapshot, self.options, value, files, every=True)
+        bound = copy.copy(self)
+        bound.query = value
+        bound.read = replace(self.read, query=value)
+        return bound
+
     @property
     def text(self) -> str | None:
         """The query's text (None: no full-text query; the read may still narrow by struct fields)."""
@@ -203,8 +217,9 @@ class TableScan:
         return pa.schema(fields + ([pa.field(SCORE_COLUMN, pa.float32())] if scored else []))
 
     def live_files(self) -> list[AddFile]:
-        """The splits the read opens (partition pruning, min/max data skipping, Bloom filters),
-        with the query planned for their doc mappings (QueryParseError before a split opens)."""
+        """The splits the read opens (partition pruning, min/max data skipping, Bloom filters:
+        the conditions decide them, never the query), with the query planned for their doc
+        mappings (QueryParseError before a split opens)."""
         types = {c: t for c, t in spark_type_names(self.snapshot).items() if c in self.parts}
         files, (total, parts, stats) = prune_files(
             self.storage.uri, self.options, self.snapshot, self.part_only, self.data_only, self.parts, types, self.specs

@@ -77,11 +77,13 @@ def count_matches(
 
 
 class SearchPlan:
-    """A TableScan (scan.py: the one planner) read in this process: the split cache, the query's
-    match counts the first look at each split found, and the reads."""
+    """A TableScan (scan.py: the one planner) read in this process: the splits it reads (`files`,
+    the scan's `live_files`), the split cache, the query's match counts the first look at each
+    split found, and the reads."""
 
-    def __init__(self, scan: TableScan):
+    def __init__(self, scan: TableScan, files: Sequence[AddFile]):
         self.scan = scan
+        self.files = list(files)
         self.cache = get_cache(scan.options)
         self._hits: dict[str, tuple[str, int]] = {}  # split path -> (its directory, query matches)
 
@@ -212,7 +214,7 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
     (A vector search is read/vector/table_search.py's nearest_table.)"""
     if plan.scan.nearest is not None:
         raise InvalidOptionError("a vector search of a table is vector/table_search.nearest_table's")
-    files = plan.scan.live_files()
+    files = plan.files
     scored = plan.scan.text is not None and (limit is not None or scored)
     schema = plan.scan.out_schema(scored)
     if (limit is not None and limit <= 0) or not files:
@@ -251,7 +253,7 @@ def search_table(plan: SearchPlan, limit: int | None = None, *, scored: bool = F
 
 def stream_table(plan: SearchPlan, batch_rows: int = 65536) -> pa.RecordBatchReader:
     """The plan's rows split by split (one split's matches in memory at a time), in row order."""
-    files = plan.scan.live_files()
+    files = plan.files
     schema = plan.scan.out_schema(False)
 
     def gen() -> Iterator[pa.RecordBatch]:

@@ -49,7 +49,8 @@ class SearchExplanation:
 def explain(plan: TableScan) -> SearchExplanation:
     """The SearchExplanation of a Spark-free read: the pruning a read does, then its read plan."""
 
-    plan.live_files()  # (the pruning counted, the query planned for the splits kept)
+    if plan.pruning is None:  # (a scan whose splits were planned before its query bound counted it)
+        plan.live_files()  # (the pruning counted, the query planned for the splits kept)
     assert plan.pruning is not None  # (live_files counted it)
     pruning = plan.pruning
     seen = describe(plan.read, plan.specs, len(plan.snapshot.files))

@@ -129,7 +129,7 @@ def nearest_table(plan: SearchPlan) -> pa.Table:
     assert nq is not None
     if nq.fusion is None or plan.scan.text is None:
         return nearest_tables(plan, nq.array[None, :])[0]
-    files = plan.scan.live_files()  # (the query planned for them)
+    files = plan.files
     schema = plan.scan.out_schema(False)
     if not files:
         return schema.empty_table()
@@ -145,7 +145,7 @@ def nearest_table(plan: SearchPlan) -> pa.Table:
 def nearest_tables(plan: SearchPlan, queries: np.ndarray) -> list[pa.Table]:
     """Vector searches without fusion of the plan's splits, one per query vector (a row of
     `queries`): for each, the global k nearest (nearest first, `_distance`)."""
-    files = plan.scan.live_files()  # (the query planned for them)
+    files = plan.files
     schema = plan.scan.out_schema(False)
     if not files:
         return [schema.empty_table() for _ in range(len(queries))]
