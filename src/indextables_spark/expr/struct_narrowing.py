@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from indextables_spark.core.schema.types import ColumnSpec, IndexedField
+from indextables_spark.core.schema.types import ColumnSpec, IndexedField, SparkType
 from indextables_spark.expr.model import (
     EqualTo,
     Filter,
@@ -74,7 +74,7 @@ def struct_narrowing(
     return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
 
 
-def _struct_field_type(spark_type: Any, path: list[str]) -> str | None:
+def _struct_field_type(spark_type: SparkType, path: list[str]) -> str | None:
     t = spark_type
     for name in path:
         if not isinstance(t, dict) or t.get("type") != "struct":

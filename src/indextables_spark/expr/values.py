@@ -10,7 +10,7 @@ import decimal
 from typing import Any, Mapping, Sequence
 
 from indextables_spark.core.schema.partitions import date_to_days, datetime_to_micros
-from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec
+from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, SparkType
 from indextables_spark.errors import IndexTablesError
 from indextables_spark.expr.model import (
     EqualNullSafe,
@@ -63,7 +63,7 @@ class IncompatibleValue(Exception):
     """Internal: a value does not fit a column kind."""
 
 
-def column_value(kind: str, spark_type: Any, v: Any) -> Any:
+def column_value(kind: str, spark_type: SparkType, v: Any) -> Any:
     """Comparable Python value for a column kind (int days/micros for date/timestamp)."""
     if kind == "i64":
         if isinstance(v, int) and not isinstance(v, bool):

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from indextables_spark.core.schema.types import (
+    SparkType,
     check_nested,
     decimal_precision_scale,
     is_string_type,
@@ -47,7 +48,7 @@ def cast_or_fail(col: Any, to: pa.DataType, error: type[Exception], message: str
         raise error(f"{message}: {e}") from None
 
 
-def arrow_type(spark_type: Any, *, field_metadata: bool = False) -> pa.DataType:
+def arrow_type(spark_type: SparkType, *, field_metadata: bool = False) -> pa.DataType:
     """Arrow type of a Spark type JSON, as PySpark converts it with timezone "UTC": string/binary
     are the 32-bit-offset kinds, timestamp is timestamp("us", "UTC"), timestamp_ntz
     timestamp("us"), arrays hold "element", maps "key" (never null) and "value".

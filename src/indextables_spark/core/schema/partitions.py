@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from indextables_spark.core.schema.types import SparkType
 from indextables_spark.errors import SchemaMismatchError
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -58,7 +59,7 @@ def partition_path(partition_columns: Sequence[str], values: Mapping[str, str | 
     return "/".join(parts)
 
 
-def _type_str(spark_type: Any) -> str:
+def _type_str(spark_type: SparkType) -> str:
     return str(spark_type).strip().lower() if not isinstance(spark_type, dict) else str(spark_type.get("type"))
 
 
@@ -85,7 +86,7 @@ def date_to_days(v: dt.date) -> int:
     return (v - dt.date(1970, 1, 1)).days
 
 
-def format_partition_value(value: Any, spark_type: Any) -> str | None:
+def format_partition_value(value: Any, spark_type: SparkType) -> str | None:
     """The `partitionValues` string of a typed partition value (None stays None)."""
     if value is None:
         return None
@@ -111,7 +112,7 @@ def format_partition_value(value: Any, spark_type: Any) -> str | None:
     )
 
 
-def parse_partition_value(text: str | None, spark_type: Any) -> Any:
+def parse_partition_value(text: str | None, spark_type: SparkType) -> Any:
     """The typed Python value of a `partitionValues` string (for the column's Spark type)."""
     if text is None:
         return None

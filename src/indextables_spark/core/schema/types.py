@@ -33,9 +33,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypeAlias
 
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
+
+# A Spark type as schema JSON (`DataType.jsonValue()`): an atomic type's name ("long",
+# "decimal(10,2)"), or an object for array, map, struct and user-defined types.
+SparkType: TypeAlias = str | dict[str, Any]
 
 ROW_FIELD = "__row"
 EXACT_SUFFIX = "__exact"
@@ -110,7 +114,7 @@ class VectorSpec:
 @dataclass(frozen=True)
 class ColumnSpec:
     name: str
-    spark_type: Any  # the Spark type JSON (str for atomic types, dict for complex)
+    spark_type: SparkType
     kind: str
     indexed_fields: tuple[IndexedField, ...] = ()
     nullable: bool = True
@@ -148,17 +152,17 @@ class ColumnSpec:
 
 
 # ---------------------------------------------------------------------------------------------
-# Spark type JSON helpers
+# Spark type JSON helpers (None: a type the JSON lacks, such as a missing elementType: unsupported)
 
 
-def type_name(spark_type: Any) -> str:
+def type_name(spark_type: SparkType | None) -> str:
     """'integer', 'decimal(10,2)', 'array', 'map', 'struct', ... (readable, for messages)."""
     if isinstance(spark_type, dict):
         return str(spark_type.get("type"))
     return str(spark_type)
 
 
-def decimal_precision_scale(spark_type: Any) -> tuple[int, int] | None:
+def decimal_precision_scale(spark_type: SparkType) -> tuple[int, int] | None:
     if not isinstance(spark_type, str):
         return None
     m = _DECIMAL_RE.match(spark_type.strip().lower())
@@ -177,7 +181,7 @@ def is_string_type(t: str) -> bool:
     return t in ("string collate utf8_binary",)
 
 
-def atomic_kind(spark_type: Any) -> str | None:
+def atomic_kind(spark_type: SparkType | None) -> str | None:
     """Kind of an atomic Spark type, 'json' for complex types, None when unsupported."""
     if isinstance(spark_type, dict):
         return "json" if spark_type.get("type") in ("array", "map", "struct") else None
@@ -201,7 +205,7 @@ def atomic_kind(spark_type: Any) -> str | None:
     return None
 
 
-def check_nested(column: str, path: str, spark_type: Any) -> None:
+def check_nested(column: str, path: str, spark_type: SparkType | None) -> None:
     """Every type inside an array/map/struct must be storable too."""
     if isinstance(spark_type, dict):
         t = spark_type.get("type")
@@ -282,12 +286,12 @@ def with_fully_tokenized(specs: Iterable[ColumnSpec], columns: Iterable[str]) ->
 _SIMPLE_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
 
 
-def spark_type_text(t: Any, simple_names: bool = True) -> str:
+def spark_type_text(t: SparkType, simple_names: bool = True) -> str:
     """A schema JSON type as one line: Spark's DataType.simpleString() (`bigint`, `array<int>`,
     `struct<a:bigint>`; error messages), or with `simple_names=False` the JSON's own type names
     (`long`, `array<integer>`: DESCRIBE INDEXTABLES TABLE). A UDT shows its SQL type."""
 
-    def text(t: Any) -> str:
+    def text(t: SparkType | None) -> str:
         if isinstance(t, str):
             return _SIMPLE_NAMES.get(t, t) if simple_names else t
         if not isinstance(t, dict):

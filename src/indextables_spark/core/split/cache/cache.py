@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indextables_spark.config.options import Options
 from indextables_spark.config.registry import registered_default
@@ -42,6 +42,9 @@ from indextables_spark.core.split.format.bundle import ROWS_NAME, load_extracted
 from indextables_spark.core.split.reference import native
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import InvalidOptionError, SplitFormatError
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.model.actions import AddFile
 
 DEFAULT_LAZY_MIN_BYTES = registered_default("cache.rows.lazyMinSplitSize")
 DEFAULT_PARTIAL_MIN_BYTES = registered_default("cache.index.partialMinSplitSize")
@@ -71,7 +74,7 @@ class SplitCache(CacheSpace):
         self.downloads = 0  # splits this process fetched (observability, tests)
         self.hits = 0  # local_dir calls that found the split cached
         self.misses = 0  # local_dir calls that fetched it (this process or a racing one)
-        self._known: dict[tuple[str, str, Any], str] = {}  # (uri, path, size) -> directory
+        self._known: dict[tuple[str, str, int], str] = {}  # (uri, path, size) -> directory
         self._checked: dict[str, float] = {}  # directory -> time of its last full check (local_dir)
         # directory with index bytes left out (sparse.py) -> the needs it was checked to answer
         self._partial: dict[str, set[IndexNeed]] = {}
@@ -82,7 +85,7 @@ class SplitCache(CacheSpace):
     def local_dir(
         self,
         storage: Storage,
-        add_file: Any,
+        add_file: AddFile,
         query: IndexQuery | None = None,
         *,
         postings: bool = True,
@@ -135,7 +138,7 @@ class SplitCache(CacheSpace):
     def is_cached(
         self,
         storage: Storage,
-        add_file: Any,
+        add_file: AddFile,
         query: IndexQuery | None = None,
         *,
         postings: bool = True,
@@ -180,7 +183,7 @@ class SplitCache(CacheSpace):
 
     # -- handing out -----------------------------------------------------------------------------
 
-    def _open_dir(self, storage: Storage, add_file: Any, need: IndexNeed) -> str | None:
+    def _open_dir(self, storage: Storage, add_file: AddFile, need: IndexNeed) -> str | None:
         """The directory of a split this process has open (cached index handles) and checked
         less than RECHECK_SECONDS ago, marked used now; else None (local_dir checks the disk).
         The open handles read the split even if another process evicted the directory since."""
@@ -198,7 +201,7 @@ class SplitCache(CacheSpace):
             self._recent[final] = now
         return final
 
-    def _present(self, storage: Storage, add_file: Any, key: str, final: str, need: IndexNeed) -> None:
+    def _present(self, storage: Storage, add_file: AddFile, key: str, final: str, need: IndexNeed) -> None:
         """Make sure `final` holds the extracted split, or what `need` reads of its index,
         fetching at most once across threads and processes, and mark it used now."""
         if is_ready(final) and complete(final, need):
@@ -212,7 +215,7 @@ class SplitCache(CacheSpace):
                     complete_partial(storage, add_file, final, need)
         self._mark_used(final)
 
-    def _registered(self, storage: Storage, add_file: Any, final: str) -> bool:
+    def _registered(self, storage: Storage, add_file: AddFile, final: str) -> bool:
         """_register_rows; False when the directory is gone (another process evicted it)."""
         try:
             self._register_rows(storage, add_file, final)
@@ -222,7 +225,7 @@ class SplitCache(CacheSpace):
             return False
         return is_ready(final)
 
-    def _register_rows(self, storage: Storage, add_file: Any, final: str) -> None:
+    def _register_rows(self, storage: Storage, add_file: AddFile, final: str) -> None:
         """Tell lazy_rows where the row store of a directory extracted without it lies (every
         time: the directory may have been made by another process)."""
         with self._lock:
@@ -244,7 +247,7 @@ class SplitCache(CacheSpace):
         with self._lock:
             return self._key_locks.setdefault(key, threading.Lock())
 
-    def _fetch(self, storage: Storage, add_file: Any, key: str, final: str, need: IndexNeed) -> None:
+    def _fetch(self, storage: Storage, add_file: AddFile, key: str, final: str, need: IndexNeed) -> None:
         tmp = new_tmp(self.root)
         try:
             how = FetchSettings(self.lazy_rows, self.lazy_min_bytes, self.partial_min_bytes, self.uncompressed_rows)

@@ -15,7 +15,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.split.cache import sparse as _sparse
@@ -24,6 +24,9 @@ from indextables_spark.core.split.format.bundle import RangeSource, SplitFooter,
 from indextables_spark.core.split.reference import native, quickwit
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.errors import FileNotFoundInStorageError, SplitFormatError
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.model.actions import AddFile
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class FetchSettings:
     uncompressed_rows: bool  # option cache.rows.uncompressed (see bundle.uncompress_rows)
 
 
-def extract_split(storage: Storage, add_file: Any, tmp: str, how: FetchSettings, need: IndexNeed) -> None:
+def extract_split(storage: Storage, add_file: AddFile, tmp: str, how: FetchSettings, need: IndexNeed) -> None:
     """The split at `add_file` extracted into the empty directory `tmp`: what `need` reads of it at
     least, the rest as `how` says."""
     where = storage.full_uri(add_file.path)
@@ -82,7 +85,7 @@ def extract_split(storage: Storage, add_file: Any, tmp: str, how: FetchSettings,
         uncompress_rows(tmp)
 
 
-def complete_partial(storage: Storage, add_file: Any, final: str, need: IndexNeed) -> None:
+def complete_partial(storage: Storage, add_file: AddFile, final: str, need: IndexNeed) -> None:
     """A directory fetched in part for other reads: the rest `need` reads fetched (a reference
     split: the dictionaries it reads transcoded; the new reference.json tells every process to
     reopen the index)."""
@@ -91,14 +94,14 @@ def complete_partial(storage: Storage, add_file: Any, final: str, need: IndexNee
     native.ensure(final, text, need.postings, native_reads)
 
 
-def check_footer(footer: SplitFooter, add_file: Any, where: str) -> None:
+def check_footer(footer: SplitFooter, add_file: AddFile, where: str) -> None:
     """The split file is the one the log records: its size and footer offset."""
     if add_file.size is not None and footer.footer_end != add_file.size:
         raise SplitFormatError(
             f"split {where}: the log records {add_file.size} bytes but the file has "
             f"{footer.footer_end} (replaced or truncated?)"
         )
-    start = getattr(add_file, "footer_start_offset", None)
+    start = add_file.footer_start_offset
     if start is not None and start != footer.footer_start:
         raise SplitFormatError(
             f"split {where}: the log records footerStartOffset {start} but the file's "
@@ -106,12 +109,12 @@ def check_footer(footer: SplitFooter, add_file: Any, where: str) -> None:
         )
 
 
-def _ranges(storage: Storage, add_file: Any) -> _sparse.Reader:
+def _ranges(storage: Storage, add_file: AddFile) -> _sparse.Reader:
     """The split file read by ranges."""
     return lambda start, end: storage.read_range(add_file.path, start, end)
 
 
-def _size(storage: Storage, add_file: Any, where: str) -> int:
+def _size(storage: Storage, add_file: AddFile, where: str) -> int:
     """The split file's size: the log's, else the storage's."""
     if add_file.size is not None:
         return int(add_file.size)
@@ -123,7 +126,7 @@ def _size(storage: Storage, add_file: Any, where: str) -> int:
 
 def _extract_reference(
     storage: Storage,
-    add_file: Any,
+    add_file: AddFile,
     where: str,
     local: str | None,
     download: str,
@@ -153,7 +156,7 @@ def _extract_reference(
         where,
         schema_json,
         partition_columns,
-        footer_start=getattr(add_file, "footer_start_offset", None),
+        footer_start=add_file.footer_start_offset,
         size=add_file.size,
         query=text,
         postings=need.postings,

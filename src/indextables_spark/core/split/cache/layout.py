@@ -21,7 +21,7 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from indextables_spark.core.split.cache import open_splits
 from indextables_spark.core.split.cache import sparse as _sparse
@@ -30,6 +30,9 @@ from indextables_spark.core.split.format.bundle import FOOTER_FILE
 from indextables_spark.core.split.reference import native
 from indextables_spark.core.storage.base import Storage
 from indextables_spark.expr.search_query import SearchQuery
+
+if TYPE_CHECKING:
+    from indextables_spark.core.log.model.actions import AddFile
 
 STALE_TMP_SECONDS = 3600.0  # temp extractions older than this are leftovers of dead processes
 TMP_PREFIX = ".tmp-"
@@ -58,7 +61,7 @@ class IndexNeed:
 EVERYTHING = IndexNeed()
 
 
-def cache_key(storage: Storage, add_file: Any) -> str:
+def cache_key(storage: Storage, add_file: AddFile) -> str:
     """The name of a split's directory: its storage, path and size hashed."""
     ident = f"{storage.uri}\0{add_file.path}\0{add_file.size}".encode("utf-8")
     return hashlib.sha256(ident).hexdigest()[:40]

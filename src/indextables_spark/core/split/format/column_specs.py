@@ -14,6 +14,7 @@ from indextables_spark.core.schema.types import (
     ROW_FIELD,
     ColumnSpec,
     IndexedField,
+    SparkType,
     VectorSpec,
     atomic_kind,
     check_nested,
@@ -51,7 +52,7 @@ def _column_option(table: dict[str, str], column: str) -> str | None:
 # them costs nothing but the row store.
 
 
-def _kind_for(column: str, spark_type: Any, typemap: Mapping[str, Setting]) -> str:
+def _kind_for(column: str, spark_type: SparkType, typemap: Mapping[str, Setting]) -> str:
     kind = atomic_kind(spark_type)
     if kind is None:
         check_nested(column, column, spark_type)
@@ -264,7 +265,7 @@ def _check_indexing(cfg: IndexingConfig, by_name: Mapping[str, Any], partition_c
         raise InvalidOptionError(f"options indexing.fastfields and indexing.nonfastfields both name {c!r}")
 
 
-def _vector_spec(column: str, spark_type: Any, cfg: IndexingConfig) -> VectorSpec | None:
+def _vector_spec(column: str, spark_type: SparkType, cfg: IndexingConfig) -> VectorSpec | None:
     """The column's `indexing.vector.<col>` setting, checked against its type and other settings."""
     setting = cfg.vectors.get(column.lower())
     if setting is None:

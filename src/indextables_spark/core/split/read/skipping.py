@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from indextables_spark.core.schema.arrow_types import arrow_type
 from indextables_spark.core.schema.partitions import parse_partition_value
-from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, specs_by_name
+from indextables_spark.core.schema.types import STRING_KINDS, ColumnSpec, SparkType, specs_by_name
 from indextables_spark.core.split.format.stats import decode_stat, null_counts, order_key
 from indextables_spark.expr.arrow_eval import arrow_mask
 from indextables_spark.expr.model import (
@@ -192,7 +192,7 @@ def prune_partition(
     partition_values: Mapping[str, str | None],
     filters: Sequence[Filter],
     partition_columns: Sequence[str],
-    partition_types: Mapping[str, Any],
+    partition_types: Mapping[str, SparkType],
 ) -> bool:
     """True when the partition may hold matching rows (keep it); False when the filters rule it out.
 
@@ -211,13 +211,13 @@ def prune_partition(
         return _partition_matches.__wrapped__(values, relevant, types)
 
 
-def _hashable(t: Any) -> Any:
+def _hashable(t: SparkType) -> str:
     return t if isinstance(t, str) else repr(t)
 
 
 @functools.lru_cache(maxsize=4096)
 def _partition_matches(
-    values: tuple[tuple[str, str | None], ...], filters: tuple[Filter, ...], types: tuple[tuple[str, Any], ...]
+    values: tuple[tuple[str, str | None], ...], filters: tuple[Filter, ...], types: tuple[tuple[str, str], ...]
 ) -> bool:
     type_of = dict(types)
     arrays, fields = [], []

@@ -107,7 +107,7 @@ def fetch_missing(
     cache = get_cache(options)
     missing = [f for f in files if not cache.is_cached(storage, f, query, postings=postings, reads=reads)]
 
-    def fetch(f: Any) -> None:
+    def fetch(f: AddFile) -> None:
         local = cache.local_dir(storage, f, query, postings=postings, reads=reads)
         if then is not None:
             then(local)

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from indextables_spark.core.log.model.doc_mapping import is_reference_doc_mapping
 from indextables_spark.core.schema.arrow_types import arrow_type
-from indextables_spark.core.schema.types import ColumnSpec
+from indextables_spark.core.schema.types import ColumnSpec, SparkType
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
 from indextables_spark.core.split.reference.native import mapping_fields, native_specs, reference_tokenizer
 from indextables_spark.errors import SplitFormatError
@@ -139,7 +139,7 @@ def specs_for_doc_mapping(
 # ---- documents -> Arrow --------------------------------------------------------------------------
 
 
-def _kind(spark_type: Any) -> str:
+def _kind(spark_type: SparkType | None) -> str:
     if isinstance(spark_type, dict):
         return str(spark_type.get("type"))
     t = str(spark_type)
@@ -156,7 +156,7 @@ def _to_datetime(v: Any) -> dt.datetime:
     raise TypeError(f"not a date/time value: {v!r}")
 
 
-def to_python(v: Any, spark_type: Any) -> Any:
+def to_python(v: Any, spark_type: SparkType | None) -> Any:
     """A stored value (tantivy-py's Python form; JSON for complex columns) as the Spark type's value."""
     if v is None:
         return None
@@ -179,16 +179,16 @@ def to_python(v: Any, spark_type: Any) -> Any:
         return _to_datetime(v)
     if k == "timestamp_ntz":
         return _to_datetime(v).replace(tzinfo=None)
-    if k == "struct":
+    if k == "struct" and isinstance(spark_type, dict):
         fields = spark_type.get("fields") or []
         if not isinstance(v, dict):
             raise TypeError(f"expected a JSON object for a struct, got {type(v).__name__}")
         return {f["name"]: to_python(v.get(f["name"]), f["type"]) for f in fields}
-    if k == "array":
+    if k == "array" and isinstance(spark_type, dict):
         if not isinstance(v, list):
             raise TypeError(f"expected a JSON array, got {type(v).__name__}")
         return [to_python(x, spark_type.get("elementType")) for x in v]
-    if k == "map":
+    if k == "map" and isinstance(spark_type, dict):
         if not isinstance(v, dict):
             raise TypeError(f"expected a JSON object for a map, got {type(v).__name__}")
         kt, vt = spark_type.get("keyType"), spark_type.get("valueType")
@@ -196,13 +196,13 @@ def to_python(v: Any, spark_type: Any) -> Any:
     raise TypeError(f"unsupported Spark type {spark_type!r}")
 
 
-def _map_key(key: str, key_type: Any) -> Any:
+def _map_key(key: str, key_type: SparkType | None) -> Any:
     """Map keys are stringified in the reference's JSON; to_python turns numeric text back into
     numbers, a boolean's text needs reading here (`bool("false")` is True)."""
     return key == "true" if _kind(key_type) == "boolean" else key
 
 
-def _column_value(doc: Mapping[str, list[Any]], name: str, spark_type: Any) -> Any:
+def _column_value(doc: Mapping[str, list[Any]], name: str, spark_type: SparkType) -> Any:
     values = doc.get(name)
     if not values:
         return None  # the reference omits nulls
