@@ -280,6 +280,137 @@ def test_comments_place_the_layers_as_layers_does():
     assert wrong == []
 
 
+# ---- `Any` parameters ---------------------------------------------------------------------------
+
+# A parameter is annotated `Any` only at a real boundary; elsewhere its class (of this package, or
+# pyarrow/tantivy/numpy's), a Protocol or a TypeAlias names it. Allowed everywhere: spark/ (pyspark
+# objects: sessions, builders, DataFrames, UDF and UDTF arguments, duck-typed Spark filters), a
+# parameter named `spark` (a session, classic or Connect) and `*args`/`**kwargs` passed on. Every
+# other one is listed here, by kind of boundary, then module (under the package) and parameter names.
+ANY_PARAMETERS: dict[str, dict[str, set[str]]] = {
+    "a DataFrame or StreamingQuery, classic or Connect (no pyspark outside spark/)": {
+        "__init__.py": {"df", "queries"},
+        "config/sessions.py": {"spark_or_df"},
+        "ops/maintenance/stream_watch.py": {"query"},
+    },
+    "pyiceberg objects (an optional dependency, imported in functions)": {
+        "ops/companion/sources/iceberg_files.py": {
+            "data",
+            "data_file",
+            "delete",
+            "delete_file",
+            "io",
+            "partition",
+            "schema",
+            "snapshot",
+            "table",
+        },
+    },
+    "user data of any kind, checked by the function (rows to write, a query vector, arguments)": {
+        "__init__.py": {"data"},
+        "api/table.py": {"data", "limit", "vector"},
+        "api/transaction.py": {"data"},
+        "config/options.py": {"v"},
+        "core/split/aggregate/agg_request.py": {"text", "v"},
+        "core/split/aggregate/buckets.py": {"interval", "min_doc_count", "n", "offset", "text", "v", "value"},
+        "core/split/read/vector/query.py": {"vector"},
+        "expr/sql_condition.py": {"pattern"},
+        "ops/write/write.py": {"data"},
+    },
+    "a value of any Spark type (a cell, a literal, a bound, a bucket key, a field's value)": {
+        "core/schema/partitions.py": {"value"},
+        "core/split/aggregate/agg_result.py": {"k", "key", "u", "v"},
+        "core/split/aggregate/aggregate.py": {"key", "v"},
+        "core/split/cache/fetch_plan.py": {"value"},
+        "core/split/format/stats.py": {"hi", "lo", "v"},
+        "core/split/read/skipping.py": {"v"},
+        "core/split/reference/reference.py": {"v"},
+        "core/split/write/documents.py": {"k", "v"},
+        "expr/arrow_eval.py": {"v"},
+        "expr/model.py": {"v"},
+        "expr/partition_bounds.py": {"value"},
+        "expr/partition_filter.py": {"value"},
+        "expr/partition_values.py": {"value"},
+        "expr/values.py": {"v"},
+        "expr/where.py": {"v", "value"},
+        "frontends/cli_output.py": {"o", "v"},
+        "ops/companion/sources/iceberg.py": {"value"},
+        "ops/companion/sources/snapshot.py": {"value"},
+        "results/record.py": {"v", "value"},
+    },
+    "JSON values (log actions, footers, Avro and schema JSON, the query grammar's tree, partials)": {
+        "core/log/model/actions.py": {"v"},
+        "core/log/model/doc_mapping.py": {"value"},
+        "core/log/state/avro_codec.py": {"avro_type"},
+        "core/log/state/avro_container.py": {"schema"},
+        "core/split/aggregate/aggregate.py": {"p", "r"},
+        "core/split/format/bundle.py": {"d"},
+        "core/split/format/companion.py": {"d"},
+        "core/split/format/nested_names.py": {"d", "v"},
+        "expr/fulltext.py": {"ast", "b", "node"},
+        "frontends/cli_output.py": {"raw"},
+        "ops/companion/nested_fields.py": {"v"},
+        "ops/write/write_schema.py": {"t"},
+    },
+    "a dataclass field's default of any type, a type hint (results/record.py builds result classes)": {
+        "results/record.py": {"default", "hint"},
+    },
+}
+
+
+def _is_any(annotation: ast.expr | None) -> bool:
+    """`Any`, `typing.Any`, `Any | None` or `Optional[Any]` (string annotations read the same)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    if isinstance(annotation, ast.Name):
+        return annotation.id == "Any"
+    if isinstance(annotation, ast.Attribute):
+        return annotation.attr == "Any" and isinstance(annotation.value, ast.Name) and annotation.value.id == "typing"
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        sides = (annotation.left, annotation.right)
+        return any(_is_any(a) for a in sides) and any(isinstance(a, ast.Constant) and a.value is None for a in sides)
+    if isinstance(annotation, ast.Subscript) and isinstance(annotation.value, ast.Name):
+        return annotation.value.id == "Optional" and _is_any(annotation.slice)
+    return False
+
+
+def any_parameters() -> set[tuple[str, str]]:
+    """(module under the package, parameter name) of every `Any` parameter the rules above do not allow."""
+    found = set()
+    for path in modules().values():
+        rel = os.path.relpath(path, PKG).replace(os.sep, "/")
+        if rel.startswith("spark/"):
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                for arg in a.posonlyargs + a.args + a.kwonlyargs:  # (*args, **kwargs: passed on)
+                    if arg.arg != "spark" and _is_any(arg.annotation):
+                        found.add((rel, arg.arg))
+    return found
+
+
+def test_any_parameters_only_at_boundaries():
+    """A new `Any` parameter names its class (or joins ANY_PARAMETERS with its kind); a listed one
+    that is typed now leaves the list."""
+    allowed = {(mod, name) for kind in ANY_PARAMETERS.values() for mod, names in kind.items() for name in names}
+    found = any_parameters()
+    assert sorted(found - allowed) == [], "Any parameters whose class exists (name it, or list the boundary)"
+    assert sorted(allowed - found) == [], "listed in ANY_PARAMETERS but no longer Any"
+
+
+def test_any_parameters_are_found():
+    def annotation(source: str) -> ast.expr | None:
+        statement = ast.parse(source).body[0]
+        assert isinstance(statement, ast.AnnAssign)
+        return statement.annotation
+
+    for source in ("x: Any", "x: typing.Any", "x: Any | None", "x: None | Any", "x: Optional[Any]", "x: 'Any | None'"):
+        assert _is_any(annotation(source)), source
+    for source in ("x: dict[str, Any]", "x: Any | int", "x: object", "x: 'Anything'"):
+        assert not _is_any(annotation(source)), source
+
+
 # ---- docs/architecture.md's map -----------------------------------------------------------------
 
 ARCHITECTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "architecture.md")

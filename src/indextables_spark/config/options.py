@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, TypeVar, cast
+from typing import Any, Callable, Iterator, Mapping, TypeVar, cast, overload
 
 from indextables_spark.config import units
 from indextables_spark.config.redaction import redact_mapping, remember_secrets, secret_option
@@ -19,6 +19,7 @@ from indextables_spark.errors import IndexTablesError, InvalidOptionError
 SECRETS_OPTION = PREFIX + "secrets"  # secret options packed for Spark (pack_secrets)
 _REGISTERED = object()  # "the registry's default" (config/registry.py)
 _T = TypeVar("_T")
+_D = TypeVar("_D")  # a default given to Options.get_<kind>
 
 
 class UnregisteredOptionError(IndexTablesError):
@@ -106,24 +107,46 @@ class Options(Mapping[str, str]):
         _default(key)
         return self.values.get(short_key(key), default)
 
-    def get_int(self, key: str, default: Any = _REGISTERED) -> int:
+    # Each get_<kind>(key) is the option parsed, else its registered default; get_<kind>(key, d):
+    # else d (None too: an unset option).
+    @overload
+    def get_int(self, key: str) -> int: ...
+    @overload
+    def get_int(self, key: str, default: _D) -> int | _D: ...
+    def get_int(self, key: str, default: object = _REGISTERED) -> object:
         return self._parsed(key, default, _int)
 
-    def get_float(self, key: str, default: Any = _REGISTERED) -> float:
+    @overload
+    def get_float(self, key: str) -> float: ...
+    @overload
+    def get_float(self, key: str, default: _D) -> float | _D: ...
+    def get_float(self, key: str, default: object = _REGISTERED) -> object:
         return self._parsed(key, default, _float)
 
-    def get_bool(self, key: str, default: Any = _REGISTERED) -> bool:
+    @overload
+    def get_bool(self, key: str) -> bool: ...
+    @overload
+    def get_bool(self, key: str, default: _D) -> bool | _D: ...
+    def get_bool(self, key: str, default: object = _REGISTERED) -> object:
         return self._parsed(key, default, _bool)
 
-    def get_size(self, key: str, default: Any = _REGISTERED) -> int:
+    @overload
+    def get_size(self, key: str) -> int: ...
+    @overload
+    def get_size(self, key: str, default: _D) -> int | _D: ...
+    def get_size(self, key: str, default: object = _REGISTERED) -> object:
         """A byte size such as `100M`, `2G`, `512k` or a plain number of bytes."""
         return self._parsed(key, default, parse_size)
 
-    def get_duration_ms(self, key: str, default: Any = _REGISTERED) -> int:
+    @overload
+    def get_duration_ms(self, key: str) -> int: ...
+    @overload
+    def get_duration_ms(self, key: str, default: _D) -> int | _D: ...
+    def get_duration_ms(self, key: str, default: object = _REGISTERED) -> object:
         """A duration such as `0`, `500ms`, `2s` or `1m` (a plain number is milliseconds) → milliseconds."""
         return self._parsed(key, default, _millis)
 
-    def _parsed(self, key: str, default: Any, parse: Callable[[str, str], _T]) -> _T:
+    def _parsed(self, key: str, default: object, parse: Callable[[str, str], _T]) -> _T:
         """parse(text, key) of the option; unset or empty: `default` (the registered one unless given)."""
         raw = self.values.get(short_key(key))
         if raw is None or raw == "":

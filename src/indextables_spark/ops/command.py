@@ -128,6 +128,7 @@ Output = typing.Union["Record", "Sequence[Record]", "pa.Table", Listing]
 class Command(Protocol):
     """The class a row names: a frozen dataclass of the operation's arguments."""
 
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]  # a dataclass: dataclasses.replace takes it
     result: ClassVar[type[Record]]
 
     def run(self, ctx: Context) -> Output: ...
@@ -155,7 +156,7 @@ def table_name_of(cmd: object) -> TableName | None:
     return path if isinstance(path, TableName) else None
 
 
-def with_table_path(cmd: Any, path: str) -> Any:
+def with_table_path(cmd: Command, path: str) -> Command:
     """The command with its table name replaced by the table's path."""
     return dataclasses.replace(cmd, path=path)
 
@@ -186,6 +187,6 @@ def signature(command: type[Command]) -> inspect.Signature:
                 inspect.Parameter.POSITIONAL_OR_KEYWORD,
                 default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default,
             )
-            for f in dataclasses.fields(command)  # type: ignore[arg-type]
+            for f in dataclasses.fields(command)
         ]
     )

@@ -6,9 +6,26 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import KW_ONLY
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from indextables_spark.results.record import OperationResult, Record, empty_list, int32, json_text, result, timestamp
+
+
+class SkipRecord(Protocol):
+    """What SkippedFile reads of a log SkipAction (core/log/model/actions.py, a layer above)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def operation(self) -> str | None: ...
+    @property
+    def skip_timestamp(self) -> int | None: ...
+    @property
+    def retry_after(self) -> int | None: ...
+    @property
+    def skip_count(self) -> int | None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +40,7 @@ class SkippedFile(Record):
     skip_count: int | None = int32()
 
     @classmethod
-    def of(cls, skip: Any) -> SkippedFile:
+    def of(cls, skip: SkipRecord) -> SkippedFile:
         """From a log SkipAction (core/log/model/actions.py)."""
         return cls(skip.path, skip.reason, skip.operation, skip.skip_timestamp, skip.retry_after, skip.skip_count)
 

@@ -39,7 +39,9 @@ def _arrow_field(field_json: Mapping[str, Any], field_metadata: bool) -> pa.Fiel
     )
 
 
-def cast_or_fail(col: Any, to: pa.DataType, error: type[Exception], message: str) -> Any:
+def cast_or_fail(
+    col: pa.Array | pa.ChunkedArray, to: pa.DataType, error: type[Exception], message: str
+) -> pa.Array | pa.ChunkedArray:
     """An Arrow array or chunked array cast to `to`; where Arrow cannot, `error` saying the message
     and Arrow's reason."""
     try:

@@ -65,7 +65,7 @@ class ProviderTokenCredential:
     def __enter__(self) -> "ProviderTokenCredential":
         return self
 
-    def __exit__(self, *args: Any) -> None:
+    def __exit__(self, *args: object) -> None:
         pass
 
 

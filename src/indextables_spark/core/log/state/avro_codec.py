@@ -119,7 +119,7 @@ def encode_long_values(values: np.ndarray) -> pa.Array:
     return varints(zigzag(np.asarray(values, dtype=np.int64)))
 
 
-def _join(*parts: Any) -> pa.Array:
+def _join(*parts: pa.Array | pa.Scalar) -> pa.Array:
     """Element-wise concatenation of binary arrays / scalars (nulls propagate)."""
     return pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary()))
 

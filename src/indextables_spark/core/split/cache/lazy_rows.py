@@ -36,6 +36,8 @@ from indextables_spark.util.pools import shared_pool
 from indextables_spark.util.ranges import coalesce
 
 if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
     from indextables_spark.core.storage.base import Storage
 
 ROWS_DIR = "rows.d"
@@ -123,7 +125,8 @@ class RangedFile(io.RawIOBase):
     def tell(self) -> int:
         return self.pos
 
-    def readinto(self, buf: Any) -> int:  # a writable buffer (bytearray, memoryview)
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        buf = memoryview(buffer).cast("B")  # counted and filled by bytes, whatever the buffer's item format
         n = max(0, min(len(buf), self.source.length - self.pos))
         if n == 0:
             return 0

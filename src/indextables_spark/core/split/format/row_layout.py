@@ -24,11 +24,14 @@ import os
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from indextables_spark.errors import SplitFormatError
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 LAYOUT_NAME = "rows.layout"
 MAGIC = b"ITRLAY01"
@@ -114,7 +117,7 @@ class _RecordingFile(io.RawIOBase):
     def tell(self) -> int:
         return self.pos
 
-    def readinto(self, buf: Any) -> int:
+    def readinto(self, buf: WriteableBuffer) -> int:
         self.f.seek(self.pos)
         n = self.f.readinto(buf)
         if n:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -164,7 +165,7 @@ def build_index(
     return {KIND_KEY: kind, **used}, True
 
 
-def _new_index(faiss: Any, kind: str, spec: VectorSpec, n: int) -> tuple[Any, dict[str, int]]:
+def _new_index(faiss: ModuleType, kind: str, spec: VectorSpec, n: int) -> tuple[Any, dict[str, int]]:
     """An empty faiss index of the kind for n vectors, and the parameters it uses (the given
     ones, the others' defaults: vector_kinds.py). A cosine index holds normalised vectors and
     compares them by L2 (the same order), dot by inner product."""

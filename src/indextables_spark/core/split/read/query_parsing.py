@@ -6,7 +6,7 @@ matches where that is cheap, the query of a doc mapping's empty index (explain).
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec
@@ -112,7 +112,7 @@ def _empty_index(doc_mapping: str) -> tantivy.Index:
     return index
 
 
-def all_of(*queries: Any) -> Any:
+def all_of(*queries: tantivy.Query | None) -> tantivy.Query | None:
     """The conjunction of the queries that are not None (None when none is)."""
     import tantivy  # lazy: keeps `import indextables_spark.core.split.read.query_parsing` free of tantivy
 

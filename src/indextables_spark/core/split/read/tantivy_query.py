@@ -104,7 +104,7 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         return self.t.Query.range_query(self.schema, field, self.t.FieldType.Float, lo, hi)
 
     # translation: (query or None, exact)
-    def build(self, f: Any) -> tuple[tantivy.Query | None, bool]:
+    def build(self, f: Filter) -> tuple[tantivy.Query | None, bool]:
         return self.visit(f)
 
     def visit_and(self, f: And) -> tuple[tantivy.Query | None, bool]:
@@ -266,7 +266,7 @@ class FilterQueryBuilder(FilterVisitor["tuple[tantivy.Query | None, bool]"]):
         return qs[0] if len(qs) == 1 else self.must(qs)
 
     @staticmethod
-    def holds_values(f: Any, limit: int) -> bool:
+    def holds_values(f: Leaf, limit: int) -> bool:
         """Whether a field indexing only values shorter than `limit` UTF-8 bytes answers the leaf:
         = and IN of short enough strings (NULL-only comparisons too); no pattern, no IS [NOT] NULL."""
         if isinstance(f, (IsNull, IsNotNull)) or isinstance(f, STRING_MATCHES):

@@ -13,6 +13,7 @@ import json
 from typing import Any, Mapping
 
 from indextables_spark.config.options import PREFIX
+from indextables_spark.core.schema.types import SparkType
 from indextables_spark.errors import ProtocolVersionError
 from indextables_spark.ops.companion.nested_fields import SourceField, SourceNesting, check_nesting
 
@@ -48,7 +49,7 @@ def delta_column_mapping(
     return names, ids, nested
 
 
-def delta_nesting(t: Any, mode: str) -> SourceNesting | None:
+def delta_nesting(t: SparkType | None, mode: str) -> SourceNesting | None:
     """The nested struct fields of a Delta schema type (its JSON), None when it holds no struct."""
     if not isinstance(t, dict):
         return None
