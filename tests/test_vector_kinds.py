@@ -1,9 +1,11 @@
 """Vector index kinds and the one float32 copy (core/split/format/vector_kinds.py, vector_index.py,
-core/split/cache/vector_rows.py): the kind and its parameters in `indexing.vector.<col>`, recorded
-in the split footer; recall@10 >= 0.95 per metric and filter for each compressed kind with the
-index walked (not the exact path); the vector column's values read from the vectors file (the row
-store holds none) on every read; a split written before the kinds (an HNSW graph, the vectors in
-its row store, no `kind`) still reads, and MERGE SPLITS rewrites it with the declared kind."""
+vector_space.py, core/split/cache/vector_rows.py): the kind and its parameters in
+`indexing.vector.<col>`, recorded in the split footer; recall@10 >= 0.95 per metric and filter for
+every kind with the index walked (not the exact path); an `hnsw` dot graph lifted to L2, one
+written before the lift still read by inner product; the vector column's values read from the
+vectors file (the row store holds none) on every read; a split written before the kinds (an HNSW
+graph, the vectors in its row store, no `kind`) still reads, and MERGE SPLITS rewrites it with
+the declared kind."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ import indextables_spark as it
 from indextables_spark.core.schema.types import VectorSpec
 from indextables_spark.core.split.format.bundle import read_footer
 from indextables_spark.core.split.format.indexing import vector_spec
+from indextables_spark.core.split.format import vector_index
 from indextables_spark.core.split.format.vector_index import VectorIndex, VectorIndexInfo, build_index
+from indextables_spark.core.split.format.vector_space import LIFT_KEY
 from indextables_spark.core.split.read.vector import nearest as nearest_mod
 from indextables_spark.core.split.read.vector.nearest import nearest, probes
 from indextables_spark.errors import InvalidOptionError
@@ -81,26 +85,34 @@ def _vector_table(tmp_path: Path, kind: str, x: np.ndarray) -> it.IndexTable:
     return it.IndexTable(path, options={P + "search.vector.exactBelow": "0"})
 
 
-def test_recall_of_ivf_pq_per_metric_and_filter_with_the_index_walked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("kind", ["ivf_pq", "hnsw"])
+def test_recall_per_kind_metric_and_filter_with_the_index_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    """Recall@10 >= 0.95 against exact search for cosine, l2 and dot, unfiltered and with filters
-    keeping 1% and 10% of the rows, every search answered by a walk of the index (counted): a split
-    of 25,000 vectors (above the exact-search threshold), exactBelow 0 so the filtered searches walk
-    too (1% leaves 250 rows, more than the candidates wanted). (An `hnsw` graph walked with a
-    bitmap under `dot` here found 0.79 of them at 1%, 0.6 at 10%: for so few rows its search
-    compares them exactly by default, as test_vector_search.py checks.)"""
-    kind = "ivf_pq"
+    """Recall@10 >= 0.95 against exact search for each kind under cosine, l2 and dot, unfiltered
+    and with filters keeping 1% and 10% of the rows, every search answered by a walk of the index
+    (counted): a split of 25,000 vectors (above the exact-search threshold), exactBelow 0 so the
+    filtered searches walk too (1% leaves 250 rows, more than the candidates wanted), and a walk
+    counts only when it found enough candidates (else the rows would be compared exactly). An
+    `hnsw` dot graph holds the vectors lifted to L2 (format/vector_space.py): the graph faiss
+    builds by inner product (splits written before), walked with a bitmap, found 0.29 of the 10
+    nearest here at 1% and 0.6 at 10% (0.97 unfiltered); the lifted one 1.0 and 1.0 (0.99)."""
     x = clustered(25_000, 24)
     t = _vector_table(tmp_path, kind, x)
     (footer,) = footers(t)
     assert {c: v["kind"] for c, v in footer.raw["vectors"].items()} == {f"e_{m}": kind for m in METRICS}
+    lifted = {c for c, v in footer.raw["vectors"].items() if LIFT_KEY in v}
+    assert lifted == ({"e_dot"} if kind == "hnsw" else set())
     walks: list[bool] = []
     search = VectorIndex.graph_search
 
     def counted(self: VectorIndex, queries: Any, count: int, expansion: int, allowed: Any = None) -> Any:
+        found = search(self, queries, count, expansion, allowed)
+        # (a walk finding fewer than wanted would be answered by comparing the rows exactly: an
+        # `ivf_pq` walk fewer than `count` candidates, a graph's fewer than the 10 asked for)
+        assert all(len(ids) >= (10 if self.holds_vectors else count) for ids, _d in found)
         walks.append(allowed is not None)
-        return search(self, queries, count, expansion, allowed)
+        return found
 
     monkeypatch.setattr(VectorIndex, "graph_search", counted)
     rng = np.random.default_rng(11)
@@ -159,6 +171,36 @@ def test_an_inverted_file_probes_more_lists_under_a_filter_or_compares_exactly(t
     assert calls == [] and list(got) == top(exact(x[::100], q, "l2"), few, 10)
 
 
+def test_an_hnsw_dot_graph_is_lifted_to_l2_and_one_written_before_reads_by_inner_product(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An `hnsw` graph under dot holds the vectors lifted to one more dimension (every one of the
+    split's largest norm, recorded as `mipsNorm`), its walks' estimates are -q.x; a graph written
+    before the lift (no `mipsNorm`: built by inner product) opens and answers as it did."""
+    x = clustered(3000, 16)
+    ids = np.arange(len(x), dtype=np.int64) * 3
+    spec = VectorSpec(16, "dot", "hnsw")
+    q = x[40] + 0.3
+    truth = top(exact(x, q, "dot"), ids, 10)
+    params, _ = build_index(ids, x, spec, str(tmp_path / "new.faiss"), str(tmp_path / "new.f32"))
+    assert params[LIFT_KEY] == pytest.approx(float(np.linalg.norm(x.astype(np.float64), axis=1).max()))
+    with monkeypatch.context() as m:
+        m.setattr(vector_index, "lifts", lambda kind, metric: False)
+        before, _ = build_index(ids, x, spec, str(tmp_path / "old.faiss"), str(tmp_path / "old.f32"))
+    assert LIFT_KEY not in before
+    for name, p, dims in (("new", params, 17), ("old", before, 16)):
+        info = VectorIndexInfo("e", f"{name}.faiss", f"{name}.f32", spec, len(x), "faiss", p)
+        index = VectorIndex.open(str(tmp_path), info, "t")
+        ((found, estimates),) = index.graph_search(q[None, :], 40, 64)
+        assert index._open_graph().d == dims
+        assert len(found) == 40 and set(truth) <= set(found.tolist()), name
+        np.testing.assert_allclose(estimates, exact(x[found // 3], q, "dot"), rtol=1e-4, atol=1e-3)
+        assert nearest(index, q, 10, exact_below=0)[0][0].tolist() == truth
+        assert nearest(index, q, 10, ids[::2], exact_below=0)[0][0].tolist() == top(
+            exact(x[::2], q, "dot"), ids[::2], 10
+        )
+
+
 def test_a_small_split_has_no_index_file_and_is_compared_exactly(tmp_path: Path) -> None:
     x = clustered(300, 8)
     path = str(tmp_path / "t")
@@ -211,7 +253,6 @@ def test_the_vectors_file_is_the_columns_one_copy(tmp_path: Path) -> None:
 def _old_writer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Splits as written before the kinds: an HNSW graph whose footer has no `kind` (`m`,
     `efConstruction`), the vectors in the row store, split format 1."""
-    from indextables_spark.core.split.format import vector_index
     from indextables_spark.core.split.write import vectors
 
     build = vector_index.build_index

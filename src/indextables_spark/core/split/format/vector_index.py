@@ -7,8 +7,9 @@ with the split's index files, described in the split footer under `vectors`:
   is the column's only copy: the row store holds the column as empty lists (`"rowStore": false`)
   and reads take its values from here (cache/vector_rows.py);
 - `vectors.<n>.faiss`: a faiss index of those vectors in the same order, of the column's kind
-  (vector_kinds.py: `ivf_pq` codes by default, or `hnsw` with its own float32 copy; a
-  cosine index holds the normalised vectors), opened memory-mapped (`IO_FLAG_MMAP_IFC`); its
+  (vector_kinds.py: `ivf_pq` codes by default, or `hnsw` with its own float32 copy; a cosine
+  index holds the normalised vectors, an `hnsw` dot graph lifted ones: vector_space.py, the
+  footer's `mipsNorm`), opened memory-mapped (`IO_FLAG_MMAP_IFC`); its
   labels are positions in the vectors file. A split of fewer than MIN_INDEXED vectors of a kind
   that trains (ivf_pq) has none (`"file": ""`): it is always compared exactly.
 
@@ -43,6 +44,15 @@ import pyarrow.compute as pc
 
 from indextables_spark.core.schema.types import VectorSpec
 from indextables_spark.core.split.format.vector_kinds import DEFAULT_KIND, KINDS, LEGACY_KIND
+from indextables_spark.core.split.format.vector_space import (
+    LIFT_KEY,
+    index_vectors,
+    lift_norm,
+    lift_of,
+    lifts,
+    metric_scale,
+    query_vectors,
+)
 from indextables_spark.errors import SchemaMismatchError, SplitFormatError
 
 VECTORS_KEY = "vectors"  # split footer key
@@ -69,15 +79,6 @@ def index_file_names(ordinal: int) -> tuple[str, str]:
     return f"{VECTOR_FILE_PREFIX}{ordinal}.faiss", f"{VECTOR_FILE_PREFIX}{ordinal}.f32"
 
 
-def _graph_vectors(matrix: np.ndarray, metric: str) -> np.ndarray:
-    """The vectors as the graph holds them (and is queried with): normalised for cosine."""
-    m = np.ascontiguousarray(matrix, dtype=np.float32)
-    if metric != "cosine":
-        return m
-    norms = np.linalg.norm(m, axis=-1, keepdims=True)
-    return np.ascontiguousarray(m / np.where(norms == 0, 1, norms), dtype=np.float32)
-
-
 @dataclass(frozen=True)
 class VectorIndexInfo:
     """What the split footer records of one vector column's index."""
@@ -94,6 +95,11 @@ class VectorIndexInfo:
     def kind(self) -> str:
         """The index kind (vector_kinds.py); a footer without one holds today's `hnsw`."""
         return str(self.params.get(KIND_KEY, LEGACY_KIND))
+
+    @property
+    def lift(self) -> float | None:
+        """The norm an `hnsw` dot graph lifted its vectors to (vector_space.py); None: not lifted."""
+        return lift_of(self.params)
 
     @property
     def in_row_store(self) -> bool:
@@ -155,20 +161,22 @@ def build_index(
     kind = spec.kind or DEFAULT_KIND
     if KINDS[kind].trains and len(ids) < MIN_INDEXED:
         return {KIND_KEY: kind}, False
-    index, used = _new_index(faiss, kind, spec, len(ids))
-    data = _graph_vectors(vectors, spec.metric)
+    lift = lift_norm(vectors) if lifts(kind, spec.metric) else None  # (vector_space.py)
+    index, used = _new_index(faiss, kind, spec, len(ids), lift is not None)
+    data = index_vectors(vectors, spec.metric, lift)
     if not index.is_trained:
         index.train(_training_sample(data, TRAIN_PER_LIST * int(used.get("nlist", 1))))
     if len(ids):
         index.add(data)
     faiss.write_index(index, index_path)
-    return {KIND_KEY: kind, **used}, True
+    return {KIND_KEY: kind, **used, **({LIFT_KEY: lift} if lift is not None else {})}, True
 
 
-def _new_index(faiss: ModuleType, kind: str, spec: VectorSpec, n: int) -> tuple[Any, dict[str, int]]:
+def _new_index(faiss: ModuleType, kind: str, spec: VectorSpec, n: int, lifted: bool) -> tuple[Any, dict[str, int]]:
     """An empty faiss index of the kind for n vectors, and the parameters it uses (the given
     ones, the others' defaults: vector_kinds.py). A cosine index holds normalised vectors and
-    compares them by L2 (the same order), dot by inner product."""
+    compares them by L2 (the same order), dot by inner product, or (`lifted`: a graph) by L2 in
+    one more dimension (vector_space.py)."""
     given = dict(spec.params)
     d = spec.dims
     metric = faiss.METRIC_INNER_PRODUCT if spec.metric == "dot" else faiss.METRIC_L2
@@ -182,7 +190,7 @@ def _new_index(faiss: ModuleType, kind: str, spec: VectorSpec, n: int) -> tuple[
         index.pq.cp.niter = KMEANS_ITERATIONS
         return index, {"nlist": nlist, "m": m}
     m, ef = given.get("m", 16), given.get("ef_construction", 128)
-    index = faiss.IndexHNSWFlat(d, m, metric)
+    index = faiss.IndexHNSWFlat(d + 1, m, faiss.METRIC_L2) if lifted else faiss.IndexHNSWFlat(d, m, metric)
     index.hnsw.efConstruction = ef
     return index, {"m": m, "ef_construction": ef}
 
@@ -422,7 +430,8 @@ class VectorIndex:
         import faiss  # lazy: loaded by splits with vector columns only
 
         graph = self._open_graph()
-        q = _graph_vectors(np.asarray(queries).reshape(-1, self.info.spec.dims), self.metric)
+        asked = np.asarray(queries, dtype=np.float32).reshape(-1, self.info.spec.dims)
+        q = query_vectors(asked, self.metric, self.info.lift)
         if self.inverted_lists:
             params = faiss.SearchParametersIVF(nprobe=min(expansion, self.inverted_lists))  # type: ignore[call-arg]
         else:
@@ -434,7 +443,7 @@ class VectorIndex:
             selector = faiss.IDSelectorBitmap(self.info.count, faiss.swig_ptr(bitmap))
             params.sel = selector  # the selector and its bitmap must outlive the search call
         found, labels = graph.search(q, min(count, self.info.count), params=params)
-        estimates = _metric_scale(np.asarray(found, np.float64), self.metric)
+        estimates = metric_scale(np.asarray(found, np.float64), self.metric, asked, self.info.lift)
         return [
             (np.asarray(self.ids[row[row >= 0]], dtype=np.int64), est[row >= 0]) for row, est in zip(labels, estimates)
         ]
@@ -463,21 +472,14 @@ class VectorIndex:
                 raise SplitFormatError(
                     f"split {self.where}: the vector index of {self.info.column!r} does not open ({e})"
                 ) from None
-            if graph.ntotal != self.info.count or graph.d != self.info.spec.dims:
+            dims = self.info.spec.dims + (self.info.lift is not None)
+            if graph.ntotal != self.info.count or graph.d != dims:
                 raise SplitFormatError(
                     f"split {self.where}: the vector index of {self.info.column!r} does not hold the "
                     f"{self.info.count} vectors of {self.info.spec.dims} dimensions its footer records"
                 )
             self._graph = graph
         return self._graph
-
-
-def _metric_scale(found: np.ndarray, metric: str) -> np.ndarray:
-    """faiss's distances as `distances` gives them: its L2 between normalised vectors is
-    2 - 2 cos (cosine: half of it), its inner product negated (dot)."""
-    if metric == "cosine":
-        return found / 2
-    return -found if metric == "dot" else found
 
 
 def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
