@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 import indextables_spark as it
+from indextables_spark.core.split.format.vector_index import VectorIndex
 from indextables_spark.errors import InvalidOptionError, SchemaMismatchError, UnsupportedTypeError
 
 P = "spark.indextables."
@@ -211,30 +212,58 @@ def test_hybrid_search_is_the_fusion_of_exact_rankings(tmp_path: Path) -> None:
     assert _ids(got) == want
 
 
-def test_deletes_merges_time_travel_and_partitions(tmp_path: Path) -> None:
-    x = clustered(4000)
+@pytest.mark.parametrize(("kind", "metric"), [("ivf_pq", "cosine"), ("hnsw", "cosine"), ("hnsw", "dot")])
+def test_deletes_merges_time_travel_and_partitions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, metric: str
+) -> None:
+    """The exact rows under deletes, time travel, partition pruning and merges for each index kind,
+    every split's index walked (exactBelow 0; the walks counted): two writes of four partitions,
+    splits of 1,000 vectors (an `ivf_pq` index from MIN_INDEXED on), merged into four of 2,000;
+    `hnsw` also under dot (its graph lifted to L2: format/vector_space.py)."""
+    x = clustered(8000)
     path = str(tmp_path / "t")
-    it.write_table(path, rows(x[:2000]), options=options(), partition_by=["region"])
-    it.write_table(path, rows(x[2000:], 2000), partition_by=["region"])
-    t = it.IndexTable(path, options={P + "cache.disk.path": str(tmp_path / "cache")})
+    declared = {**options(metric), P + "indexing.vector.emb": f"{DIMS},{metric},{kind}"}
+    it.write_table(path, rows(x[:4000]), options=declared, partition_by=["region"])
+    it.write_table(path, rows(x[4000:], 4000), partition_by=["region"])
+    cache = {P + "cache.disk.path": str(tmp_path / "cache"), P + "search.vector.exactBelow": "0"}
+    t = it.IndexTable(path, options=cache)
+    walks: list[bool] = []
+    search = VectorIndex.graph_search
+
+    def counted(self: VectorIndex, queries: Any, count: int, expansion: int, allowed: Any = None) -> Any:
+        walks.append(allowed is not None)
+        return search(self, queries, count, expansion, allowed)
+
+    monkeypatch.setattr(VectorIndex, "graph_search", counted)
+
+    def walked(splits: int, filtered: bool, **search_args: Any) -> list[int]:
+        walks.clear()
+        found = _ids(t.search(vector=q, **search_args))
+        assert walks == [filtered] * splits, search_args
+        return found
+
     ids = np.arange(len(x))
     q = x[123]
     before = t.version()
-    nearest = top(exact(x, q), ids, 10)
-    assert _ids(t.search(vector=q)) == nearest
-    # deletes: the deleted rows drop out, still 10 rows
+    nearest = top(exact(x, q, metric), ids, 10)
+    assert walked(8, False) == nearest
+    # deletes: the deleted rows drop out, still 10 rows (the splits holding them walked among the rest)
     t.delete(where=f"id IN ({nearest[0]}, {nearest[3]})")
     alive = ~np.isin(ids, [nearest[0], nearest[3]])
-    assert _ids(t.search(vector=q)) == top(exact(x[alive], q), ids[alive], 10)
+    after = top(exact(x[alive], q, metric), ids[alive], 10)
+    holding = len({(int(i) >= 4000, int(i) % 4) for i in (nearest[0], nearest[3])})  # (write, region)
+    walks.clear()
+    assert _ids(t.search(vector=q)) == after and len(walks) == 8 and walks.count(True) == holding
     # time travel: the version before the delete
-    assert _ids(t.search(vector=q, version=before)) == nearest
-    # partition pruning
+    assert walked(8, False, version=before) == nearest
+    # partition pruning: the two splits of r1
     r1 = ids % 4 == 1
-    assert _ids(t.search(vector=q, where="region = 'r1'")) == top(exact(x[r1 & alive], q), ids[r1 & alive], 10)
-    # merges rebuild the index from the rows: the same answers
+    assert walked(2, False, where="region = 'r1'") == top(exact(x[r1 & alive], q, metric), ids[r1 & alive], 10)
+    # merges rebuild the index from the rows: the same answers, the deletes applied
     merged = t.maintenance.merge_splits()
     assert merged["status"] == "SUCCESS" and t.snapshot().num_files == 4
-    assert _ids(t.search(vector=q)) == top(exact(x[alive], q), ids[alive], 10)
+    assert walked(4, False) == after
+    assert walked(8, False, version=before) == nearest
 
 
 def test_search_many_answers_each_query_as_search_does(tmp_path: Path) -> None:
