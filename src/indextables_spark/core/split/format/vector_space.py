@@ -61,21 +61,22 @@ def index_vectors(matrix: np.ndarray, metric: str, lift: float | None = None) ->
 
 def query_vectors(queries: np.ndarray, metric: str, lift: float | None = None) -> np.ndarray:
     """Query vectors as the index is searched with them: normalised for cosine, a 0 appended when lifted."""
-    q = index_vectors(queries, metric)
     if lift is None:
-        return q
-    return np.ascontiguousarray(np.hstack([q, np.zeros((len(q), 1), np.float32)]))
+        return index_vectors(queries, metric)
+    q = np.zeros((len(queries), queries.shape[1] + 1), np.float32)
+    q[:, :-1] = queries
+    return q
 
 
 def metric_scale(found: np.ndarray, metric: str, queries: np.ndarray, lift: float | None = None) -> np.ndarray:
-    """faiss's distances (a row per query) in the metric's scale: its L2 between normalised vectors
-    is 2 - 2 cos (cosine: half of it), its inner product negated (dot), a lifted graph's L2
-    |q|^2 + M^2 - 2 q.x (dot: -q.x)."""
+    """faiss's distances (float64, a row per query) in the metric's scale: its L2 between
+    normalised vectors is 2 - 2 cos (cosine: half of it), its inner product negated (dot), a
+    lifted graph's L2 |q|^2 + M^2 - 2 q.x (dot: -q.x)."""
     if metric == "cosine":
         return found / 2
     if metric != "dot":
         return found
     if lift is None:
         return -found
-    squares = np.einsum("ij,ij->i", queries, queries, dtype=np.float64)[:, None]
-    return np.asarray((found - squares - lift * lift) / 2)
+    squares = (queries.astype(np.float64) ** 2).sum(axis=1, keepdims=True)
+    return np.asarray((found - (squares + lift * lift)) * 0.5)
