@@ -12,8 +12,8 @@ only those as results, so nothing is over-fetched and filtered away): a graph's 
 widened as the allowed fraction f shrinks (efSearch = expansion x FILTERED_EXPANSION / f), because
 the walk meets allowed rows more rarely; an inverted file's probed lists likewise (`walk`); when
 that search would cost more than comparing the allowed rows exactly (GRAPH_COST, IVF_CODE_COST),
-or finds fewer candidates than wanted (a graph, whose estimates are float32 distances: fewer than
-k), they are compared exactly. Exact comparisons pick candidates with float32 distances and rank
+or finds fewer candidates than wanted (a graph of a metric space, whose estimates are float32
+distances: fewer than k; `_walk_enough`), they are compared exactly. Exact comparisons pick candidates with float32 distances and rank
 them by float64 ones.
 
 A search already runs a thread per split (split_threads.py): its vector math runs with one BLAS
@@ -169,10 +169,7 @@ def propose(
     ) or not index.has_graph:
         return [Proposal(ids, d) for ids, d in _exact(index, positions, queries, k)]
     found = index.graph_search(queries, want, ef, positions)
-    # A graph walk's candidate list of `ef` holds about ef x f allowed rows: at 1% (ef 2560 of
-    # 25,000 vectors) a third of the walks met fewer than the 40 wanted, yet every one held the
-    # 10 nearest (tests/test_vector_kinds.py): its float32 distances are the vectors' own, so k suffice.
-    enough = k if index.holds_vectors else want
+    enough = _walk_enough(index, k, want)
     return [
         Proposal(ids, est, True, want) if len(ids) >= enough else Proposal(*_exact(index, positions, q[None, :], k)[0])
         for (ids, est), q in zip(found, queries)
@@ -187,6 +184,17 @@ def refine(index: VectorIndex, proposal: Proposal, query: np.ndarray, k: int) ->
         return proposal.ids[:k], proposal.dists[:k]
     q = np.asarray(query, dtype=np.float32).reshape(1, index.info.spec.dims)
     return _exact(index, index.positions(np.sort(proposal.ids)), q, k)[0]
+
+
+def _walk_enough(index: VectorIndex, k: int, want: int) -> int:
+    """The fewest candidates a filtered walk answers with (fewer: the allowed rows are compared
+    exactly). A graph walk's candidate list of efSearch holds about efSearch x f allowed rows: at 1%
+    (efSearch 2,560 of 25,000 vectors) a third of the walks met fewer than the 40 wanted, yet each
+    held the 10 nearest (bench/hnsw_recall.py): a graph of a metric space answers with k, its
+    estimates being the vectors' own distances. Not a graph built by inner product (a dot graph
+    written before the lift: format/vector_space.py), whose walks strand: its fallback stays."""
+    metric_graph = index.holds_vectors and (index.metric != "dot" or index.info.lift is not None)
+    return k if metric_graph else want
 
 
 def _cold(index: VectorIndex, positions: np.ndarray, want: int) -> bool:
