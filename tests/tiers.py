@@ -27,7 +27,7 @@ INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_relevance_corpus.py::test_spark": "every relevance case through Spark for four layouts",
     "tests/test_tiers.py": "collects the suite three times to check the tiers",
     "tests/test_vector_kinds.py::test_recall_per_kind_metric_and_filter_with_the_index_walked": "per kind, "
-    "three indexes of 25,000 vectors searched 135 times against exact answers (~45 s on a loaded 2-core machine)",
+    "three indexes of 25,000 vectors searched 135 times against exact answers (15-30 s on a loaded 2-core machine)",
     "tests/test_docs_site.py": "builds the documentation site and opens every page in headless Chromium "
     "(the Debian package, which the fast tier does not need), from disk and served",
     "tests/test_packed_env.py": "builds a packed environment, starts a cluster and a Connect server of its own",
