@@ -19,6 +19,10 @@ OUT_JSON. The jobs (JOBS):
 - `vector` (tests/test_vector_search.py): writes a table with a vector column through Spark (the
   executors build the splits and their vector indexes), then runs a vector read, a hybrid read and
   a search join on the cluster, for the test to check against IndexTable.search.
+- `vector_build` (tests/test_vector_cluster_build.py): writes vectors generated in the executors
+  (tests/cluster_tasks.py) to TABLE_URI/indexed with a vector column and to TABLE_URI/stored with
+  the column stored only, each as its own job group, and returns the sizes of the partitions and
+  what each group ran (jobs, stages, tasks) as the driver's status API lists it (its UI on).
 
 The rows (`SCHEMA`, `make_rows`, `to_json_row`) are also tests/packed_env_job.py's.
 """
@@ -96,9 +100,9 @@ def vectors(n: int) -> list[list[float]]:
     return [[float(v) for v in row] for row in x.astype("float32")]
 
 
-def session(master: str, conf_path: str, app: str):
-    """A session on the cluster with CLUSTER_CONF, this Python on both sides, and the
-    `spark.indextables.*` entries of CONF_JSON set as session conf (checked: nothing else)."""
+def session(master: str, conf_path: str, app: str, extra: dict[str, str] | None = None):
+    """A session on the cluster with CLUSTER_CONF (then `extra`), this Python on both sides, and
+    the `spark.indextables.*` entries of CONF_JSON set as session conf (checked: nothing else)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(f"indextables-cluster-{app}")
@@ -106,6 +110,7 @@ def session(master: str, conf_path: str, app: str):
         **CLUSTER_CONF,
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
+        **(extra or {}),
     }.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -185,19 +190,53 @@ def vector(spark, uri: str) -> dict[str, Any]:
     }
 
 
+VECTOR_BUILD_SIZES = (2_600, 1_800)  # rows of the `vector_build` job's two partitions (distinct)
+
+
+def vector_build(spark, uri: str) -> dict[str, Any]:
+    from cluster_tasks import generated_vectors, run_group
+
+    df = generated_vectors(spark, VECTOR_BUILD_SIZES, DIMS)
+
+    def write(path: str, option: str, value: str) -> None:
+        df.write.format("indextables").option(option, value).mode("overwrite").save(path)
+
+    indexed_s, indexed = run_group(
+        spark, "indexed", lambda: write(uri + "/indexed", "spark.indextables.indexing.vector.emb", f"{DIMS},l2")
+    )
+    stored_s, stored = run_group(
+        spark, "stored", lambda: write(uri + "/stored", "spark.indextables.indexing.storeonly", "emb")
+    )
+    return {
+        "sizes": list(VECTOR_BUILD_SIZES),
+        "indexed": {"seconds": indexed_s, **indexed.to_json()},
+        "stored": {"seconds": stored_s, **stored.to_json()},
+    }
+
+
 JOBS: dict[str, Callable[..., dict[str, Any]]] = {
     "write": write,
     "companion": companion,
     "reference": reference,
     "vector": vector,
+    "vector_build": vector_build,
 }
+
+
+def job_conf(job: str) -> dict[str, str]:
+    """Spark conf a job needs beyond CLUSTER_CONF: `vector_build` reads the driver's status API."""
+    if job == "vector_build":
+        from cluster_tasks import ui_conf
+
+        return ui_conf()
+    return {}
 
 
 def main(job: str, master: str, uri: str, conf_path: str, out_path: str, *args: str) -> None:
     import indextables_spark as it
 
     run = JOBS[job]
-    spark = session(master, conf_path, job)
+    spark = session(master, conf_path, job, job_conf(job))
     try:
         it.register(spark)
         result = run(spark, uri, *args)

@@ -40,6 +40,7 @@ from indextables_spark.ops.write.write import (
     rebase_created,
     stage_adds,
     stage_write,
+    vector_builds,
     write_options,
     written_keys,
 )
@@ -137,6 +138,7 @@ class TableTransaction(Transaction):
                 {tuple(sorted((a.partition_values or {}).items())) for a in adds if a.partition_values}
             ),
             splits_removed=len(self._removes) if overwrite else 0,
+            vector_index_build_ms=sum(vector_builds(adds)),
             duration_ms=elapsed_ms(started),
         )
 

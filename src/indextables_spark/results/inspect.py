@@ -117,6 +117,7 @@ class TransactionLogRow(Record):
     footer_start_offset: int | None = None
     footer_end_offset: int | None = None
     split_tags: list[str] | None = None
+    tags: dict[str, str] | None = None  # Delta-style tags of an add (`vectorIndexBuildMs`: its vector index build)
     num_merge_ops: int | None = int32()
     doc_mapping_ref: str | None = None
     uncompressed_size_bytes: int | None = None

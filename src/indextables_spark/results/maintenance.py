@@ -26,6 +26,8 @@ class WriteResult(OperationResult):
     bytes_written: int = 0  # the splits' bytes
     partitions_written: int = 0  # distinct partition values among the splits added (0: unpartitioned)
     splits_removed: int = 0  # overwrite: the live splits it replaced
+    # the splits' vector index builds, added up (each split's: its add's tag `vectorIndexBuildMs`)
+    vector_index_build_ms: int = 0
     duration_ms: float = 0.0
 
 

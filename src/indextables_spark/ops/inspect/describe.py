@@ -142,6 +142,7 @@ _ROW_COLUMNS: dict[type[Action], tuple[str, dict[str, str]]] = {
             "footer_start_offset",
             "footer_end_offset",
             "split_tags",
+            "tags",
             "num_merge_ops",
             "doc_mapping_ref",
             "uncompressed_size_bytes",

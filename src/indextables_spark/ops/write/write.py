@@ -35,6 +35,7 @@ from indextables_spark.core.split.format.doc_mapping import doc_mapping_json
 from indextables_spark.core.split.format.indexing import TOKEN_LENGTH_KEY, recorded_settings
 from indextables_spark.core.split.format.setting_changes import check_option_columns, recorded_changes
 from indextables_spark.core.split.write.builder import SplitWriter, target_split_bytes_option
+from indextables_spark.core.split.write.vectors import BUILD_TAG
 from indextables_spark.core.storage import Storage
 from indextables_spark.errors import (
     CompanionSourceError,
@@ -248,13 +249,29 @@ def stage_write(
 def stage_adds(
     txn: Transaction, plan: WritePlan, adds: list[AddFile], stats_files: Mapping[str, list[str]] | None = None
 ) -> None:
-    """Stage the splits a planned write built and their stats files (key -> files)."""
+    """Stage the splits a planned write built and their stats files (key -> files); the commit's
+    parameters add up their vector index builds (vector_builds)."""
     ref = doc_mapping_hash(plan.doc_mapping)
     for a in adds:
         a.doc_mapping_ref = a.doc_mapping_ref or ref
     for key, files in (stats_files or {}).items():
         txn.update_stat(key, files)
     txn.add_files(adds)
+    built = vector_builds(adds)
+    if built:
+        params = txn.operation_parameters
+        params[BUILD_TAG] = params.get(BUILD_TAG, 0) + sum(built)
+        params[VECTOR_SPLITS] = params.get(VECTOR_SPLITS, 0) + len(built)
+
+
+# The commit parameter counting a write's splits that built vector indexes (BUILD_TAG: their ms).
+VECTOR_SPLITS = "numVectorIndexedSplits"
+
+
+def vector_builds(adds: Iterable[AddFile]) -> list[int]:
+    """The milliseconds each split with vector columns spent building their indexes, in the task
+    that wrote it (its BUILD_TAG; splits without vector columns have none)."""
+    return [int(a.tags[BUILD_TAG]) for a in adds if a.tags and BUILD_TAG in a.tags]
 
 
 def commit_write(

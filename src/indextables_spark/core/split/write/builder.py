@@ -3,9 +3,9 @@
 Rows are grouped by partition values (one open split per combination). Each open split has a
 Tantivy index in a temp directory (one writer thread, a large heap: one segment) and an Arrow IPC
 file (LZ4, record batches cut by size: format/row_layout.py) holding the stored columns, whose
-layout is bundled as `rows.layout`; partition columns are not stored. `finish()` bundles each
-split (bundle.py), uploads it to
-`[col=value/...]splits/split-<uuid4>.split` and describes it as an AddFile.
+layout is bundled as `rows.layout`; partition columns are not stored. `finish()` bundles each split
+(bundle.py), uploads it to `[col=value/...]splits/split-<uuid4>.split` and describes it as an
+AddFile (tagged with its vector index build time: write/vectors.py).
 """
 
 from __future__ import annotations
@@ -139,11 +139,8 @@ class SplitWriter:
         self.stored_schema = arrow_schema(schema_json, [s.name for s in self.stored_specs])
         # the row store leaves index-only columns out (indexing.indexonlyfields): they are indexed only
         self._row_names = row_store_columns(self.stored_specs)
-        self.row_schema = (
-            self.stored_schema
-            if len(self._row_names) == len(self.stored_specs)
-            else arrow_schema(schema_json, self._row_names)
-        )
+        every_column = len(self._row_names) == len(self.stored_specs)
+        self.row_schema = self.stored_schema if every_column else arrow_schema(schema_json, self._row_names)
         self._partition_types = {s.name: s.spark_type for s in self.specs if s.partition}
         self._tantivy_schema = tantivy_schema(self.stored_specs)
         self.target_split_bytes = target_split_bytes if target_split_bytes else target_split_bytes_option(self.options)
@@ -452,7 +449,7 @@ class SplitWriter:
                 extra[COMPANION_KEY] = CompanionInfo(
                     c.format, c.source, c.version, self.stored_schema, tuple(split.companion_files)
                 ).to_json()
-            vector_files = split_vectors.write_vector_indexes(split.vectors, split.tmp_dir, extra)
+            vector_files, tags = split_vectors.write_vector_indexes(split.vectors, split.tmp_dir, extra)
             footer_start, footer_end = bundle(
                 split.index_dir,
                 split.rows_path if split.ipc is not None else None,
@@ -486,6 +483,7 @@ class SplitWriter:
                 uncompressed_size_bytes=split.uncompressed,
                 companion_source_files=([f.key for f in split.companion_files] if self.companion is not None else None),
                 companion_source_version=self.companion.version if self.companion is not None else None,
+                tags=tags,
             )
         finally:
             _discard(split)

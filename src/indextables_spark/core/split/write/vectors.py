@@ -7,6 +7,7 @@ as NULL and left out of the column's nearest-neighbour index: a vector search ne
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -16,6 +17,11 @@ import pyarrow.compute as pc
 
 from indextables_spark.core.schema.types import ColumnSpec, VectorSpec
 from indextables_spark.errors import SchemaMismatchError
+
+# The AddFile tag (Delta-style `tags`) of a split with vector columns: the milliseconds its task
+# spent building their indexes (and writing their vectors files). A write's commitInfo sums it
+# (ops/write/write.py); DESCRIBE INDEXTABLES TRANSACTION LOG shows it per split.
+BUILD_TAG = "vectorIndexBuildMs"
 
 
 def vector_matrix(column: pa.Array | pa.ChunkedArray, spec: VectorSpec, where: str) -> tuple[np.ndarray, np.ndarray]:
@@ -113,11 +119,14 @@ def collectors(specs: Sequence[ColumnSpec], outside: Mapping[str, int]) -> dict[
     return {s.name: VectorCollector(s.name, s.vector, s.name not in outside) for s in specs if s.vector is not None}
 
 
-def write_vector_indexes(collectors: Mapping[str, VectorCollector], tmp_dir: str, extra: dict[str, Any]) -> list[str]:
-    """Each vector column's nearest-neighbour index built into a split's temp directory (the files
-    to bundle); the split footer's `vectors` entry (`extra`) describes them (vector_index.py)."""
+def write_vector_indexes(
+    collectors: Mapping[str, VectorCollector], tmp_dir: str, extra: dict[str, Any]
+) -> tuple[list[str], dict[str, str] | None]:
+    """Each vector column's nearest-neighbour index built into a split's temp directory: (the files
+    to bundle, the split's tags: BUILD_TAG, the build's milliseconds; None without vector columns).
+    The split footer's `vectors` entry (`extra`) describes them (vector_index.py)."""
     if not collectors:
-        return []
+        return [], None
     from indextables_spark.core.split.format.vector_index import (  # lazy: faiss only for vector tables
         ROW_STORE_KEY,
         VECTORS_KEY,
@@ -127,6 +136,7 @@ def write_vector_indexes(collectors: Mapping[str, VectorCollector], tmp_dir: str
         library_name,
     )
 
+    started = time.perf_counter()
     files, described = [], {}
     for i, (name, collector) in enumerate(collectors.items()):
         ids, matrix = collector.finish()
@@ -146,4 +156,4 @@ def write_vector_indexes(collectors: Mapping[str, VectorCollector], tmp_dir: str
         described[name] = info.to_json()
         files += [graph, vectors] if written else [vectors]
     extra[VECTORS_KEY] = described
-    return files
+    return files, {BUILD_TAG: str(round((time.perf_counter() - started) * 1000))}
