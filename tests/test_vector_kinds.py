@@ -9,6 +9,7 @@ the declared kind."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -134,9 +135,9 @@ def test_recall_per_kind_metric_and_filter_with_the_index_walked(
 
 
 def test_an_inverted_file_probes_more_lists_under_a_filter_or_compares_exactly(tmp_path: Path) -> None:
-    """nprobe = expansion / 4 unfiltered; under a filter keeping a fraction f, nprobe / f (as many
-    kept codes read), or the kept rows compared exactly when that costs less than reading the
-    probed codes."""
+    """nprobe = expansion / 4 unfiltered; under a filter keeping a fraction f, nprobe / sqrt(f) and
+    enough lists to hold twice the wanted candidates among the kept rows, or the kept rows compared
+    exactly when that costs less than reading the probed codes."""
     x = clustered(30_000, 16)
     ids = np.arange(len(x), dtype=np.int64) * 2
     spec = VectorSpec(16, "l2", "ivf_pq")
@@ -158,12 +159,19 @@ def test_an_inverted_file_probes_more_lists_under_a_filter_or_compares_exactly(t
     (got, _d) = nearest(index, q, 10, exact_below=0)[0]
     assert calls == [(probes(64), False)] and probes(64) == 16
     assert len(set(got) & set(top(exact(x, q, "l2"), ids, 10))) >= 9
-    half = ids[::2]  # half the rows: twice the lists
+    half = ids[::2]  # half the rows: sqrt(2) times the lists
     calls.clear()
     (got, _d) = nearest(index, q, 10, half, exact_below=0)[0]
-    assert calls == [(32, True)] and set(got) <= set(half)
+    assert calls == [(23, True)] and set(got) <= set(half)
     assert len(set(got) & set(top(exact(x[::2], q, "l2"), half, 10))) >= 9
-    few = ids[::100]  # 1%: every list (16 / 1%) would cost more than the 300 kept rows compared exactly
+    tenth = ids[::10]  # 10%: 16 x sqrt(10) lists, which hold more than twice the 160 candidates wanted
+    assert nearest_mod.walk(index, 64, 160, len(tenth))[0] == 51
+    # ten times the candidates (k 100): lists enough to hold twice them among the kept rows (every list)
+    assert nearest_mod.walk(index, 64, 1600, len(tenth))[0] == index.inverted_lists
+    assert nearest_mod.walk(index, 64, 800, len(tenth))[0] == math.ceil(2 * 800 * index.inverted_lists / len(tenth))
+    # 1%: 160 lists, and 2 x 160 candidates among 300 kept rows need every list: that costs more than
+    # the 300 kept rows compared exactly
+    few = ids[::100]
     nprobe, cost = nearest_mod.walk(index, 64, 160, len(few))
     assert nprobe == index.inverted_lists and cost > len(few)
     calls.clear()

@@ -47,9 +47,7 @@ FILTERED_EXPANSION = 0.4
 GRAPH_COST = 40
 # An index of compressed codes (kind ivf_pq, vector_kinds.py) proposes more
 # candidates, REFINE_CODES per wanted neighbour, for the exact re-rank; an inverted file probes
-# expansion / EXPANSION_PER_PROBE lists (16 at the default expansion), FILTERED_PROBES / f times
-# more under a filter keeping a fraction f (as many kept codes read as unfiltered: with fewer, a
-# 10% filter over 1,000 small clusters found 0.2-1.0 of the 10 nearest). Measured (bench/vector_index_choice.py, docs/
+# expansion / EXPANSION_PER_PROBE lists (16 at the default expansion). Measured (bench/vector_index_choice.py, docs/
 # benchmarks.md; and 25,000 isotropic clustered vectors of 16-128 dimensions, 16 of 316 lists
 # probed): 4-bit codes of one dimension each gave recall@10 0.993-1.0 at 10 candidates per
 # neighbour, 1.0 at 20 (of two dimensions each: 0.63-0.69 and 0.85-0.87); under a 1% filter 16 of
@@ -61,7 +59,19 @@ REFINE_CODES = 16
 # exactly read 10,202 pages in 12.7 s).
 COLD_EXACT = 2
 EXPANSION_PER_PROBE = 4
-FILTERED_PROBES = 1.0
+# Under a filter keeping a fraction f an inverted file probes f ** -FILTERED_PROBE_POWER times the
+# lists (the nearest kept rows lie farther out), and at least enough lists to hold ALLOWED_CODES x
+# the wanted candidates among the kept rows (fewer: the scan finds too few, and the kept rows are
+# compared exactly after it). The scan reads every code of a probed list, kept or not (faiss's
+# fastscan applies the bitmap to its results), so at 768 dimensions 80 lists of a 10% filter's
+# 1/f took 4x the time of 26 (0.26 ms of 1.1 a split of 50,000). Measured recall@10 (1% 3% 10%
+# 30%, expansion 32-64): 1.000 on the bench's data (1,000 clusters; 768-d 4 splits, 128-d 16
+# splits) and the tests' (40 clusters; 24-d, 25,000 a split) with 1/f, 1/sqrt(f) and even no
+# widening; on 5,000 tight clusters of 10 (128-d, the kept rows nearest a query scattered among
+# other clusters) a 10% filter found 0.97 with 1/f, 0.68 with 1/sqrt(f) at expansion 64, 1.00 at
+# expansion 256 (30%: 0.81 / 0.70 at 64, 1.00 / 0.96 at 256): raise `search.vector.expansion`.
+FILTERED_PROBE_POWER = 0.5
+ALLOWED_CODES = 2
 IVF_CODE_COST = 1 / 16
 
 _math_lock = threading.Lock()
@@ -213,13 +223,17 @@ def walk(index: VectorIndex, expansion: int, wanted: int, allowed: int) -> tuple
     """(the search knob, its cost in vectors compared exactly) of a filtered search keeping
     `allowed` of the index's vectors: a graph's widened efSearch (filtered_expansion) at
     GRAPH_COST a step; an inverted file's probed lists, widened as the allowed fraction f shrinks
-    (probes(expansion) x FILTERED_PROBES / f, at most every list), at IVF_CODE_COST a code read."""
+    (probes(expansion) x f ** -FILTERED_PROBE_POWER, and enough to hold ALLOWED_CODES x `wanted`
+    allowed rows; at most every list), at IVF_CODE_COST a code read."""
     lists = index.inverted_lists
     if not lists:
         ef = filtered_expansion(expansion, wanted, allowed, len(index))
         return ef, GRAPH_COST * ef
     base = probes(expansion)
-    nprobe = min(lists, max(base, math.ceil(base * FILTERED_PROBES * len(index) / max(allowed, 1))))
+    kept = max(allowed, 1)
+    widened = base * (len(index) / kept) ** FILTERED_PROBE_POWER
+    enough = ALLOWED_CODES * wanted * lists / kept  # a list holds kept / lists allowed rows on average
+    nprobe = min(lists, max(base, math.ceil(widened), math.ceil(enough)))
     return nprobe, IVF_CODE_COST * nprobe * len(index) / lists
 
 
