@@ -45,10 +45,10 @@ FILTERED_EXPANSION = 0.4
 # exactly (same splits, one thread: a walk at ef 256 and 10,000 vectors compared exactly both
 # took 1.3 ms; at 3%, ef 854: 2.7 ms against 0.6 ms exact).
 GRAPH_COST = 40
-# An index of compressed codes (kind ivf_pq, vector_kinds.py) proposes more
-# candidates, REFINE_CODES per wanted neighbour, for the exact re-rank; an inverted file probes
-# expansion / EXPANSION_PER_PROBE lists (16 at the default expansion). Measured (bench/vector_index_choice.py, docs/
-# benchmarks.md; and 25,000 isotropic clustered vectors of 16-128 dimensions, 16 of 316 lists
+# An index of compressed codes (kind ivf_pq, vector_kinds.py) proposes more candidates,
+# REFINE_CODES per wanted neighbour, for the exact re-rank; an inverted file probes expansion /
+# EXPANSION_PER_PROBE lists (16 at the default expansion). Measured (bench/vector_index_choice.py,
+# docs/benchmarks.md; and 25,000 isotropic clustered vectors of 16-128 dimensions, 16 of 316 lists
 # probed): 4-bit codes of one dimension each gave recall@10 0.993-1.0 at 10 candidates per
 # neighbour, 1.0 at 20 (of two dimensions each: 0.63-0.69 and 0.85-0.87); under a 1% filter 16 of
 # 707 lists 0.94, 64 lists 0.98; a code read costs about 1/16 of a vector compared exactly.
@@ -63,13 +63,14 @@ EXPANSION_PER_PROBE = 4
 # lists (the nearest kept rows lie farther out), and at least enough lists to hold ALLOWED_CODES x
 # the wanted candidates among the kept rows (fewer: the scan finds too few, and the kept rows are
 # compared exactly after it). The scan reads every code of a probed list, kept or not (faiss's
-# fastscan applies the bitmap to its results), so at 768 dimensions 80 lists of a 10% filter's
-# 1/f took 4x the time of 26 (0.26 ms of 1.1 a split of 50,000). Measured recall@10 (1% 3% 10%
-# 30%, expansion 32-64): 1.000 on the bench's data (1,000 clusters; 768-d 4 splits, 128-d 16
-# splits) and the tests' (40 clusters; 24-d, 25,000 a split) with 1/f, 1/sqrt(f) and even no
-# widening; on 5,000 tight clusters of 10 (128-d, the kept rows nearest a query scattered among
-# other clusters) a 10% filter found 0.97 with 1/f, 0.68 with 1/sqrt(f) at expansion 64, 1.00 at
-# expansion 256 (30%: 0.81 / 0.70 at 64, 1.00 / 0.96 at 256): raise `search.vector.expansion`.
+# fastscan applies the bitmap to its results), so at 768 dimensions a 10% filter's 80 lists (1/f)
+# took 2x the time of 26 (1.51 against 0.73 ms a split of 50,000; 8 lists 0.42). Measured
+# recall@10 (1% 3% 10% 30%, expansion 32-64): 1.000 on the bench's data (1,000 clusters; 768-d 4
+# splits, 128-d 16 splits) and 0.997-1.000 on the tests' (40 clusters; 24-d, 25,000 a split) with
+# 1/f, 1/sqrt(f) and even no widening; on 5,000 tight clusters of 10 (128-d, the kept rows nearest
+# a query scattered among other clusters) a 10% filter found 0.97 with 1/f, 0.68 with 1/sqrt(f) at
+# expansion 64, 1.00 at expansion 256 (30%: 0.81 / 0.70 at 64, 1.00 / 0.96 at 256): such data
+# needs a higher `search.vector.expansion` (docs/benchmarks.md).
 FILTERED_PROBE_POWER = 0.5
 ALLOWED_CODES = 2
 IVF_CODE_COST = 1 / 16
