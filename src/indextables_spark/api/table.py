@@ -185,7 +185,6 @@ class IndexTable:
         from indextables_spark.core.split.read.search import SearchPlan  # lazy: as above
         from indextables_spark.core.split.read.vector.fusion_spec import parse_fusion  # lazy: with the read path
         from indextables_spark.core.split.read.vector.query import NearestQuery  # lazy: numpy
-        from indextables_spark.expr.search_query import SearchQuery  # lazy: the read path's modules
         from indextables_spark.expr.where import parse_where  # lazy: the expression parsers
 
         limit = positive_limit(limit)
@@ -218,7 +217,7 @@ class IndexTable:
             snippets=tuple(snippets or ()),
         )
         files = scan.live_files()  # (the conditions plan the splits; the query is bound after)
-        bound = scan.with_query(SearchQuery.of(query), files)  # the one value of the query, from here to every split
+        bound = scan.with_query(query, files)  # the one value of the query, from here to every split
         return SearchPlan(bound, files)
 
     def search(

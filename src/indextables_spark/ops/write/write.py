@@ -246,6 +246,10 @@ def stage_write(
     )
 
 
+# The commit parameter counting a write's splits that built vector indexes (BUILD_TAG: their ms).
+VECTOR_SPLITS = "numVectorIndexedSplits"
+
+
 def stage_adds(
     txn: Transaction, plan: WritePlan, adds: list[AddFile], stats_files: Mapping[str, list[str]] | None = None
 ) -> None:
@@ -262,10 +266,6 @@ def stage_adds(
         params = txn.operation_parameters
         params[BUILD_TAG] = params.get(BUILD_TAG, 0) + sum(built)
         params[VECTOR_SPLITS] = params.get(VECTOR_SPLITS, 0) + len(built)
-
-
-# The commit parameter counting a write's splits that built vector indexes (BUILD_TAG: their ms).
-VECTOR_SPLITS = "numVectorIndexedSplits"
 
 
 def vector_builds(adds: Iterable[AddFile]) -> list[int]:

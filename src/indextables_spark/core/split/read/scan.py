@@ -168,13 +168,13 @@ class TableScan:
         self.mode = statistics_mode(self.options)
         self.pruning: Pruning | None = None
 
-    def with_query(self, query: str | SearchQuery | None, files: Sequence[AddFile] | None = None) -> TableScan:
+    def with_query(self, query: str | SearchQuery | None, files: Sequence[AddFile]) -> TableScan:
         """This scan with the full-text query bound, a copy (as pyiceberg's `TableScan.update`):
         the splits are planned from the conditions alone, so a route may plan them first and bind
         the query after, planned for the doc mappings of the splits kept (`files`; QueryParseError
         before a split opens). The query joins the scan's struct-field narrowing."""
         value = SearchQuery.of(query, self.narrowing)
-        if value is not None and files is not None:
+        if value is not None:
             plan_query(self.snapshot, self.options, value, files, every=True)
         bound = copy.copy(self)
         bound.query = value
