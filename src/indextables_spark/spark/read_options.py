@@ -237,7 +237,7 @@ def nearest_query(ro: ReadOptions, specs: Sequence[ColumnSpec], opts: Options, p
     vector columns (InvalidOptionError naming the column, the dimensions, the vector columns)."""
     from indextables_spark.core.split.read.vector.query import (  # lazy: numpy
         NearestQuery,
-        check_vector_query,
+        bound_to_table,
         vector_columns,
     )
 
@@ -252,8 +252,7 @@ def nearest_query(ro: ReadOptions, specs: Sequence[ColumnSpec], opts: Options, p
         where=path,
         column_option="option vectorColumn",
     )
-    check_vector_query(specs, nq, path)
-    return nq
+    return bound_to_table(specs, nq, path)
 
 
 def _nearest(df: Any, ro: ReadOptions) -> Any:

@@ -33,7 +33,7 @@ from indextables_spark.core.split.read.corpus_stats import (
     table_wide,
 )
 from indextables_spark.core.split.read.file_pruning import prune_files, spark_type_names
-from indextables_spark.core.split.read.vector.query import NearestQuery, check_vector_query, vector_columns
+from indextables_spark.core.split.read.vector.query import NearestQuery, bound_to_table, vector_columns
 from indextables_spark.core.split.read.plan import SNIPPET_COLUMN, ReadPlan, divide_conditions
 from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, SCORE_COLUMN
 from indextables_spark.core.split.read.query_parsing import plan_query
@@ -109,9 +109,10 @@ class TableScan:
         self.options, self.schema, self.specs = table_layout(snapshot, options)
         self.subject = subject or f"a read of {storage.uri}"
         uri = storage.uri
+        if nearest is not None:
+            nearest = bound_to_table(self.specs, nearest, uri)
         self.nearest = nearest
         if nearest is not None:
-            check_vector_query(self.specs, nearest, uri)
             if snippets:
                 raise InvalidOptionError(f"a vector search of {uri} returns no snippets")
         names = self.schema.names

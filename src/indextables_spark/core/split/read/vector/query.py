@@ -1,18 +1,19 @@
 """What a vector search asks (NearestQuery: the column, the query vector, k, the fusion and the
 graph settings), built once from a caller's arguments (NearestQuery.build: IndexTable.search's,
-and a Spark read's options) and checked against the table's vector columns (check_vector_query).
-ReadPlan carries it to every split (read/plan.py)."""
+and a Spark read's options), then checked against the table's vector columns and bound to its
+column's declaration when the read is planned (bound_to_table). ReadPlan carries it to every
+split (read/plan.py)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from indextables_spark.config.options import Options
-from indextables_spark.core.schema.types import ColumnSpec
+from indextables_spark.core.schema.types import ColumnSpec, VectorSpec
 from indextables_spark.core.split.read.vector.fusion_spec import Fusion
 from indextables_spark.core.split.read.vector.nearest import EXACT_BELOW, EXPANSION
 from indextables_spark.errors import InvalidOptionError
@@ -31,6 +32,9 @@ class NearestQuery:
     fusion: Fusion | None = None
     expansion: int = EXPANSION
     exact_below: int = EXACT_BELOW
+    # the table's declaration of `column` (bound_to_table): how a split written before the column
+    # was declared a vector has its vectors compared (reader.vector_index)
+    spec: VectorSpec | None = None
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -56,7 +60,7 @@ class NearestQuery:
         caller names it, when it must), the query `vector` (numbers), `k` (None: DEFAULT_K), the
         `fusion` (every route's argument parsed once by fusion_spec.parse_fusion; None: the query,
         if any, only selects the rows) and the graph settings of `options` (search.vector.expansion
-        / exactBelow). Its dimensions are check_vector_query's."""
+        / exactBelow). Its dimensions are bound_to_table's."""
         if column is None:
             if not vector_columns:
                 raise InvalidOptionError(
@@ -90,8 +94,10 @@ class NearestQuery:
         return self.fusion.window_for(self.k) if self.fusion is not None else self.k
 
 
-def check_vector_query(specs: Sequence[ColumnSpec], nearest: NearestQuery, where: str) -> None:
-    """InvalidOptionError unless `nearest` names a vector column and matches its dimensions."""
+def bound_to_table(specs: Sequence[ColumnSpec], nearest: NearestQuery, where: str) -> NearestQuery:
+    """`nearest` with its column's declaration among the table's column specs (`spec`), once when
+    the read is planned; InvalidOptionError unless it names a vector column and matches its
+    dimensions."""
     vectors = {s.name: s.vector for s in specs if s.vector is not None}
     spec = vectors.get(nearest.column)
     if spec is None:
@@ -103,6 +109,7 @@ def check_vector_query(specs: Sequence[ColumnSpec], nearest: NearestQuery, where
         raise InvalidOptionError(
             f"table {where}: the query vector has {len(nearest.vector)} dimensions, column {nearest.column!r} {spec.dims}"
         )
+    return replace(nearest, spec=spec)
 
 
 def vector_values(vector: Any, what: str) -> tuple[float, ...]:

@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from indextables_spark.config.options import Options
-from indextables_spark.core.split.format.indexing import vector_settings
 from indextables_spark.core.split.format.vector_index import distances
 from indextables_spark.core.split.read.reader import DISTANCE_COLUMN, ROW_ID_COLUMN, SCORE_COLUMN, SplitReader
 from indextables_spark.core.split.read.vector import selections
@@ -26,7 +24,6 @@ from indextables_spark.errors import InvalidOptionError
 if TYPE_CHECKING:
     from indextables_spark.core.log.model.actions import AddFile
     from indextables_spark.core.log.deletes.delete_logs import SplitDeletes
-    from indextables_spark.core.schema.types import VectorSpec
     from indextables_spark.core.split.format.vector_index import VectorIndex
     from indextables_spark.core.split.read.plan import ReadPlan
 
@@ -48,7 +45,7 @@ def candidates(
             if index is not None
             else found_table(found.ids, found.dists)
         )
-    index = split.vector_index(nq.column, vector_spec(plan.options, nq.column))
+    index = split.vector_index(nq.column, nq.spec)
     ids, dists = np.empty(0, np.int64), np.empty(0, np.float64)
     if index is not None:
         text_free = replace(plan, query=plan.query.without_text() if plan.query is not None else None)
@@ -99,17 +96,11 @@ def proposals(
     vectors of the column) and a Proposal per query. The rows the filters, the query and the
     deletes select are found once for all of them."""
     nq = _nearest_query(plan)
-    index = split.vector_index(nq.column, vector_spec(plan.options, nq.column))
+    index = split.vector_index(nq.column, nq.spec)
     if index is None:
         return None, [Proposal(np.empty(0, np.int64), np.empty(0, np.float64)) for _ in range(len(queries))]
     allowed = selection(plan, split, add, deletes, target) if selects(plan, deletes) else None
     return index, propose(index, queries, nq.k, allowed, expansion=nq.expansion, exact_below=nq.exact_below)
-
-
-def vector_spec(options: Options, column: str) -> VectorSpec | None:
-    """The table's declaration of a vector column (its recorded settings, in the options)."""
-    found = vector_settings(options).get(column.lower())
-    return found[0] if found is not None else None
 
 
 def selects(plan: ReadPlan, deletes: SplitDeletes | None) -> bool:

@@ -35,7 +35,6 @@ from indextables_spark.core.split.read.vector.split_search import (
     candidates,
     found_table as _found,
     proposals,
-    vector_spec,
 )
 from indextables_spark.errors import InvalidOptionError
 
@@ -215,7 +214,7 @@ def _fetch_indexes(plan: ReadPlan, splits: Sequence[SplitReader]) -> None:
     nothing when they hold them (no thread hand-off)."""
     nq = plan.nearest
     assert nq is not None
-    spec = vector_spec(plan.options, nq.column)
+    spec = nq.spec
     indexes = [split.vector_index(nq.column, spec) for split in splits]
     lacking = [i for i in indexes if i is not None and i.has_graph and len(i) > nq.exact_below and i.lacks_index()]
     if len(lacking) == 1:
