@@ -82,7 +82,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from s3_proxy import Request, S3Proxy, lance_storage_options, s3_options
+from s3_proxy import Request, S3Proxy, cold_child, lance_storage_options, s3_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -542,35 +542,16 @@ def cold_run(
 ) -> Run:
     """One query of one side in a fresh process with an empty cache; the proxy's requests split by
     phase (open, query, warm) from the process's clock marks."""
-    tmp = tempfile.mkdtemp(prefix="run-", dir=workdir)
     spec = {
         "side": side.kind,
         "uri": uri,
-        "endpoint": proxy.url,
-        "cache": os.path.join(tmp, "cache"),
         "query": query.ours if side.kind == "ours" else query.lance,
         "warm": warm,
         "count": count,
         "profile": profile,
     }
-    env = {**os.environ, "TMPDIR": tmp}
-    env["PYTHONPATH"] = side.pythonpath or os.path.join(ROOT, "src")
-    proxy.reset()
-    try:
-        done = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    log = proxy.take()
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_MARK)]
-    if done.returncode != 0 or not lines:
-        raise SystemExit(f"{side.label} {query.name} failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
-    out = json.loads(lines[-1][len(RESULT_MARK) :])
+    pythonpath = side.pythonpath or os.path.join(ROOT, "src")
+    out, log = cold_child(proxy, __file__, spec, workdir, pythonpath, RESULT_MARK, 900, f"{side.label} {query.name}")
     marks = out["marks"]
     requests: Counter[str] = Counter()
     nbytes: Counter[str] = Counter()

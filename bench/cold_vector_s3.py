@@ -35,7 +35,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -105,25 +104,11 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run(proxy: Any, spec: dict[str, Any], workdir: str) -> dict[str, Any]:
-    tmp = tempfile.mkdtemp(prefix="run-", dir=workdir)
-    spec = {**spec, "cache": os.path.join(tmp, "cache"), "endpoint": proxy.url}
-    env = {**os.environ, "TMPDIR": tmp, "PYTHONPATH": os.path.join(ROOT, "src")}
-    proxy.reset()
-    try:
-        done = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    log = proxy.take()
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_MARK)]
-    if done.returncode != 0 or not lines:
-        raise SystemExit(f"{spec['side']} failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
-    out: dict[str, Any] = json.loads(lines[-1][len(RESULT_MARK) :])
+    from s3_proxy import cold_child
+
+    out, log = cold_child(
+        proxy, __file__, spec, workdir, os.path.join(ROOT, "src"), RESULT_MARK, 1800, str(spec["side"])
+    )
     m = out["marks"]
     cold = [r for r in log if m[1] <= r.t <= m[2]]
     out["requests"], out["bytes"] = len(cold), sum(r.nbytes for r in cold)

@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import http.client
 import http.server
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import socketserver
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 from urllib.parse import unquote, urlsplit
 
 HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection", "expect"}
@@ -328,3 +334,39 @@ def _content_range(value: str | None, n: int) -> tuple[int, int]:
     """[start, end) of a GET response's body from its Content-Range header (none: the whole object)."""
     m = re.match(r"bytes (\d+)-(\d+)/", value or "")
     return (int(m.group(1)), int(m.group(2)) + 1) if m else (0, n)
+
+
+def cold_child(
+    proxy: S3Proxy,
+    script: str,
+    spec: dict[str, Any],
+    workdir: str,
+    pythonpath: str,
+    mark: str,
+    timeout: float,
+    what: str,
+) -> tuple[dict[str, Any], list[Request]]:
+    """`python script --child <spec>` in a fresh process (its own TMPDIR and an empty split cache,
+    `spec["cache"]`, under `workdir`; `spec["endpoint"]` the proxy) with PYTHONPATH `pythonpath`:
+    (the JSON it printed after `mark`, the proxy's requests while it ran). A child that fails or
+    prints no result ends the bench, naming `what`, with its output."""
+    tmp = tempfile.mkdtemp(prefix="run-", dir=workdir)
+    spec = {**spec, "cache": os.path.join(tmp, "cache"), "endpoint": proxy.url}
+    env = {**os.environ, "TMPDIR": tmp, "PYTHONPATH": pythonpath}
+    proxy.reset()
+    try:
+        done = subprocess.run(
+            [sys.executable, os.path.abspath(script), "--child", json.dumps(spec)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log = proxy.take()
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(mark)]
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"{what} failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
+    out: dict[str, Any] = json.loads(lines[-1][len(mark) :])
+    return out, log
