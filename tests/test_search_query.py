@@ -169,6 +169,9 @@ def test_struct_field_narrowing_is_part_of_the_value(tmp_path, monkeypatch):
     assert SearchQuery.of(value, ["user.age:5"]).narrowing == ("user.name:ann", "user.age:5")
     mine = SearchQuery("body:alpha", ("user.name:ann",))
     assert t.search(mine, where="user.age > 1", columns=["id"]).column("id").to_pylist() == [3]
+    # search_many takes the value too (the API edge takes `str | SearchQuery` everywhere)
+    (many, text) = t.search_many([mine, "body:alpha"], where="user.age > 1", columns=["id"])
+    assert many.column("id").to_pylist() == [3] and sorted(text.column("id").to_pylist()) == [3, 5, 7]
 
 
 def test_only_the_value_calls_tantivys_query_parser():

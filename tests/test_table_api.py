@@ -111,7 +111,7 @@ def test_aggregate_write_and_delete(table):
 
 
 def test_flat_names_the_contract_dropped_are_gone(table):
-    """API.md no longer lists them: only t.inspect / t.maintenance have these operations."""
+    """The API contract no longer lists them: only t.inspect / t.maintenance have these operations."""
     for old in ("history", "checkpoint", "compact", "describe_state", "purge", "truncate_time_travel"):
         with pytest.raises(AttributeError):
             getattr(table, old)
@@ -137,7 +137,7 @@ def test_names_removed_in_0_2_0(table, gone):
 
 
 def test_optional_arguments_are_keyword_only(table):
-    """Keyword-only after what the API contract (API.md) lists positionally."""
+    """Keyword-only after what the API contract lists positionally."""
     t = table
     for call in (
         lambda: t.files("day = '2024-01-01'", 1),
@@ -156,7 +156,7 @@ def test_optional_arguments_are_keyword_only(table):
 
 
 def test_the_contracts_positional_arguments_work(table):
-    """API.md shows these without `*`: positional calls keep working."""
+    """The API contract shows these without `*`: positional calls keep working."""
     t = table
     assert t.count("body:spark", "day = '2024-01-01'") == t.count("body:spark", partition_filter="day = '2024-01-01'")
     assert t.to_arrow("id < 3", ["id"]).column_names == ["id"]

@@ -262,7 +262,7 @@ class IndexTable:
 
     def search_many(
         self,
-        queries: Sequence[str | None] | None = None,
+        queries: Sequence[str | SearchQuery | None] | None = None,
         *,
         vectors: Sequence[Any] | None = None,
         vector_column: str | None = None,
@@ -273,9 +273,11 @@ class IndexTable:
         version: int | None = None,
     ) -> list[pa.Table]:
         """Many searches of one table version: for each i, what search(queries[i],
-        vector=vectors[i], ...) returns (a None text or vector leaves that side out; both None: an
-        empty result; `fusion` as search's, for the queries with both). The vector searches without text run together: they share the plan, each
-        split's selection of rows and one graph search per split (core/split/read/vector/table_search.py)."""
+        vector=vectors[i], ...) returns (a query is a text or an it.SearchQuery; a None query or
+        vector leaves that side out; both None: an empty result; `fusion` as search's, for the
+        queries with both). The vector searches without text run together: they share the plan,
+        each split's selection of rows and one graph search per split
+        (core/split/read/vector/table_search.py)."""
         from indextables_spark.core.split.read.vector.table_search import nearest_tables, query_matrix  # lazy: numpy
 
         if queries is None and vectors is None:

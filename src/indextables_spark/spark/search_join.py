@@ -79,18 +79,9 @@ def search_join(
     out = join_schema(queries.schema, snap, text_col, vector_col, prefix)
     if vector_col is not None:  # refused now, not in a task: a table without that vector column
         from indextables_spark.core.split.read.scan import table_vector_columns  # lazy: the read path
+        from indextables_spark.core.split.read.vector.query import search_column  # lazy: as above
 
-        have = table_vector_columns(snap, table.options)
-        if (vector_column is None and len(have) != 1) or (vector_column is not None and vector_column not in have):
-            raise InvalidOptionError(
-                f"search_join: table {path}: "
-                + (
-                    f"{vector_column!r} is not a vector column"
-                    if vector_column is not None
-                    else "name its vector column (vector_column=...)"
-                )
-                + f" (vector columns: {have or 'none'})"
-            )
+        search_column(vector_column, table_vector_columns(snap, table.options), path, "vector_column=...")
     fuse = fusion if (text_col is not None and vector_col is not None) else None
     parse_fusion(fuse, with_query=True, where="search_join")  # refused now, not in a task
     join = JoinSearch(path, opts, version, text_col, vector_col, vector_column, k, fuse, where, prefix)

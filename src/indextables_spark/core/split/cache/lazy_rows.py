@@ -21,7 +21,6 @@ it hands the directory out; a reader of a directory with no registered source fa
 from __future__ import annotations
 
 import bisect
-import io
 import os
 import threading
 import uuid
@@ -33,7 +32,7 @@ import pyarrow as pa
 from indextables_spark.core.split.format.row_layout import LAYOUT_NAME, RowLayout, decode
 from indextables_spark.errors import SplitFormatError
 from indextables_spark.util.pools import shared_pool
-from indextables_spark.util.ranges import coalesce
+from indextables_spark.util.ranges import SeekableFile, coalesce
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -75,7 +74,7 @@ def source_for(local_dir: str) -> RowSource | None:
         return _sources.get(os.path.abspath(local_dir))
 
 
-class RangedFile(io.RawIOBase):
+class RangedFile(SeekableFile):
     """Bytes [offset, offset + length) of an object as a read-only file: an optional tail held
     locally (from tail_start on), the rest by ranged reads (a split's row store here; a companion
     index's source Parquet files in companion.py)."""
@@ -92,7 +91,7 @@ class RangedFile(io.RawIOBase):
         self.source, self.where, self.what = source, where, what
         self.tail_start = source.length if tail_start is None else tail_start
         self.tail = tail
-        self.pos = 0
+        self.size = source.length
         self.readahead = readahead  # reads shorter than this fetch this much (kept in _ahead)
         self._ahead_start, self._ahead = 0, b""
         self._piece_starts: list[int] = []  # bytes fetched ahead (add_pieces), by start
@@ -110,20 +109,6 @@ class RangedFile(io.RawIOBase):
         if i >= 0 and end <= self._piece_starts[i] + len(self._pieces[i]):
             return self._pieces[i][start - self._piece_starts[i] : end - self._piece_starts[i]]
         return None
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.source.length}[whence]
-        self.pos = base + offset
-        return self.pos
-
-    def tell(self) -> int:
-        return self.pos
 
     def readinto(self, buffer: WriteableBuffer) -> int:
         buf = memoryview(buffer).cast("B")  # counted and filled by bytes, whatever the buffer's item format

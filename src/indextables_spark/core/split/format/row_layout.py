@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from indextables_spark.errors import SplitFormatError
+from indextables_spark.util.ranges import Range, SeekableFile
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -38,7 +39,6 @@ MAGIC = b"ITRLAY01"
 ROW_BATCH_BYTES = 256 << 10  # uncompressed bytes per record batch (about 100 KB once compressed)
 MIN_BATCH_ROWS = 64
 MAX_BATCH_ROWS = 65_536
-Range = tuple[int, int]
 
 
 def batch_rows_for(nbytes: int, num_rows: int) -> int:
@@ -97,25 +97,12 @@ def decode(data: bytes, where: str) -> RowLayout:
     return RowLayout(offsets)
 
 
-class _RecordingFile(io.RawIOBase):
+class _RecordingFile(SeekableFile):
     """A local file whose reads are recorded as (start, end)."""
 
     def __init__(self, f: io.BufferedReader, size: int):
-        self.f, self.size, self.pos = f, size, 0
+        self.f, self.size = f, size
         self.reads: list[Range] = []
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self.pos = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence] + offset
-        return self.pos
-
-    def tell(self) -> int:
-        return self.pos
 
     def readinto(self, buf: WriteableBuffer) -> int:
         self.f.seek(self.pos)

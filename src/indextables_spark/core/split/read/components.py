@@ -21,7 +21,6 @@ footer as `_footer` (and the hotcache, ours or a reference split's, as `_hotcach
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 from collections import defaultdict
@@ -42,6 +41,7 @@ from indextables_spark.core.split.format.composite import (
 from indextables_spark.core.split.format.doc_mapping import specs_from_doc_mapping
 from indextables_spark.core.split.reference import quickwit
 from indextables_spark.errors import SplitFormatError
+from indextables_spark.util.ranges import SeekableFile
 
 Read = Callable[[int, int], bytes]  # bytes [start, end) of the split
 FIRST_READ = 16 << 10  # the split's last bytes read first: its footer (a small split: all of it)
@@ -229,27 +229,16 @@ class _Sizes:
 # ---- the reference's splits ----------------------------------------------------------------------
 
 
-class _RangeFile(io.RawIOBase):
+class _RangeFile(SeekableFile):
     """A split's ranged reads as the file object quickwit.read_bundle takes."""
 
     def __init__(self, s: _Split):
-        self._s, self._pos = s, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._s.size}[whence]
-        self._pos = base + offset
-        return self._pos
+        self._s, self.size = s, s.size
 
     def read(self, n: int | None = -1) -> bytes:
-        end = self._s.size if n is None or n < 0 else min(self._s.size, self._pos + n)
-        data = self._s.read(self._pos, end)
-        self._pos = end
+        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
+        data = self._s.read(self.pos, end)
+        self.pos = end
         return data
 
 

@@ -61,22 +61,9 @@ class NearestQuery:
         `fusion` (every route's argument parsed once by fusion_spec.parse_fusion; None: the query,
         if any, only selects the rows) and the graph settings of `options` (search.vector.expansion
         / exactBelow). Its dimensions are bound_to_table's."""
-        if column is None:
-            if not vector_columns:
-                raise InvalidOptionError(
-                    f"table {where} has no vector column to search: declare an array<float> column a vector "
-                    "when writing, spark.indextables.indexing.vector.<column>=<dimensions>[,<metric>] "
-                    "(e.g. '384,cosine'); a later append may declare it for a column the table has"
-                )
-            if len(vector_columns) != 1:
-                raise InvalidOptionError(
-                    f"table {where}: name the vector column ({column_option}): its vector columns are "
-                    f"{list(vector_columns)}"
-                )
-            column = vector_columns[0]
         values = vector_values(vector, "search(): vector")
         return cls(
-            column,
+            search_column(column, vector_columns, where, column_option),
             values,
             DEFAULT_K if k is None else int(k),
             fusion,
@@ -94,17 +81,36 @@ class NearestQuery:
         return self.fusion.window_for(self.k) if self.fusion is not None else self.k
 
 
+def search_column(column: str | None, vector_columns: Sequence[str], where: str, column_option: str) -> str:
+    """The column a vector search runs on, THE choice of every route (the search join's too):
+    `column`, else the table's only one among `vector_columns` (`column_option`: how the caller
+    names it, when it must); InvalidOptionError naming the table's vector columns otherwise."""
+    if column is not None:
+        if column not in vector_columns:
+            raise InvalidOptionError(
+                f"table {where}: {column!r} is not a vector column (vector columns: {sorted(vector_columns) or 'none'}; "
+                f"declare one with indexing.vector.<col> when the table is created)"
+            )
+        return column
+    if not vector_columns:
+        raise InvalidOptionError(
+            f"table {where} has no vector column to search: declare an array<float> column a vector "
+            "when writing, spark.indextables.indexing.vector.<column>=<dimensions>[,<metric>] "
+            "(e.g. '384,cosine'); a later append may declare it for a column the table has"
+        )
+    if len(vector_columns) != 1:
+        raise InvalidOptionError(
+            f"table {where}: name the vector column ({column_option}): its vector columns are {list(vector_columns)}"
+        )
+    return vector_columns[0]
+
+
 def bound_to_table(specs: Sequence[ColumnSpec], nearest: NearestQuery, where: str) -> NearestQuery:
     """`nearest` with its column's declaration among the table's column specs (`spec`), once when
     the read is planned; InvalidOptionError unless it names a vector column and matches its
     dimensions."""
     vectors = {s.name: s.vector for s in specs if s.vector is not None}
-    spec = vectors.get(nearest.column)
-    if spec is None:
-        raise InvalidOptionError(
-            f"table {where}: {nearest.column!r} is not a vector column (vector columns: {sorted(vectors) or 'none'}; "
-            f"declare one with indexing.vector.<col> when the table is created)"
-        )
+    spec = vectors[search_column(nearest.column, list(vectors), where, "")]
     if len(nearest.vector) != spec.dims:
         raise InvalidOptionError(
             f"table {where}: the query vector has {len(nearest.vector)} dimensions, column {nearest.column!r} {spec.dims}"
