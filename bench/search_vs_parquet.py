@@ -270,7 +270,7 @@ def main() -> None:
 
 def print_write_floor(args, cores: int, gen: float, pq_write: float) -> None:
     """The least time any indextables write of these rows can take here: generating them (the
-    same source written to Spark's noop sink) plus Tantivy building the splits of the spec's default
+    same source written to Spark's noop sink) plus Tantivy building the splits of the default
     mapping, measured without Spark on a sample (CPU seconds, Tantivy's threads included), spread
     over the cores."""
     import tempfile

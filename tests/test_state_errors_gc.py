@@ -1,4 +1,5 @@
-"""Test Plan §11 (error handling), §13 (garbage collection), time travel and retention."""
+"""State errors, garbage collection (docs/reference/table-format.md, "Garbage collection"), time travel and
+retention."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""avro-state-file.md Test Plan §1 (manifest reader) and §2 (manifest writer), without cloud
-storage (the S3/Azure variants belong to the cloud test issue)."""
+"""FileEntry manifests (docs/reference/table-format.md, "File entries"): the reader and the writer,
+without cloud storage (the S3/Azure variants belong to the cloud test issue)."""
 
 from __future__ import annotations
 
@@ -211,7 +211,7 @@ def test_written_manifest_has_the_spec_schema(storage):
     ids = {f["name"]: f["field-id"] for f in header.schema["fields"]}
     assert ids["hasFooterOffsets"] == 124 and ids["splitTags"] == 132 and ids["uncompressedSizeBytes"] == 136
     assert header.codec == "zstandard"
-    # fastavro resolves it against the spec's schema by name: the record must match exactly
+    # fastavro resolves it against the format's schema by name: the record must match exactly
     parsed = fastavro.parse_schema(FILE_ENTRY_AVRO_SCHEMA)
     with open(storage.local_path(key), "rb") as f:
         assert len(list(fastavro.reader(f, reader_schema=parsed))) == 1

@@ -1,4 +1,5 @@
-"""Test Plan §7 (migration and upgrade) and §8 (streaming / change feed); the protocol gate."""
+"""Migration and upgrade to the Avro state, the change feed (docs/reference/table-format.md,
+"Streaming reads"); the protocol gate ("Protocol versions")."""
 
 from __future__ import annotations
 

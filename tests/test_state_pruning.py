@@ -1,4 +1,5 @@
-"""Test Plan §6 (partition pruning) and the partition filter parser/evaluator."""
+"""Partition pruning (docs/reference/table-format.md, "Partition bounds") and the partition filter
+parser/evaluator."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Test Plan §9 (schema evolution of the FileEntry manifests) and schema deduplication /
-renormalization (protocol.md "Schema Deduplication")."""
+"""Schema evolution of the FileEntry manifests (docs/reference/table-format.md, "File entries") and
+schema deduplication / renormalization ("Schema deduplication", "Renormalization")."""
 
 from __future__ import annotations
 

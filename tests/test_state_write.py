@@ -1,4 +1,4 @@
-"""Test Plan §3 (state manifest), §4 (incremental writes), §5 (compaction)."""
+"""The state manifest, incremental writes and compaction (docs/reference/table-format.md, "Avro state")."""
 
 from __future__ import annotations
 
@@ -437,7 +437,7 @@ def test_compaction_performance_70k(tmp_path):
     res = write_state(t.log, t.version(), force_compaction=True, overwrite=True)
     elapsed = time.perf_counter() - t0
     assert res.num_files == 70_000 and res.num_manifests == 2
-    assert elapsed < 2.0, f"compaction of 70K files took {elapsed:.2f} s (spec: < 2 s)"
+    assert elapsed < 2.0, f"compaction of 70K files took {elapsed:.2f} s (target: < 2 s)"
 
 
 def test_readd_without_remove_replaces_the_entry(tmp_path):
@@ -469,7 +469,8 @@ def test_remove_then_readd_compacts(tmp_path):
 
 
 def test_state_written_as_manifest_json_is_read(tmp_path):
-    """protocol.md names the state manifest `_manifest.json` (same fields, JSON-encoded)."""
+    """A state manifest may be `_manifest.json` (same fields, JSON-encoded: docs/reference/table-format.md,
+    "State manifest")."""
     t = new_table(tmp_path)
     commit_files(t, synthetic_adds(0, 12))
     t.maintenance.checkpoint()

@@ -1,4 +1,5 @@
-"""Table options: the spec's `spark.indextables.*` keys, given in full or without the prefix.
+"""Table options: the `spark.indextables.*` keys (docs/configuration.md), given in full or without
+the prefix.
 
 Keys are case-insensitive (Spark lower-cases data source option keys).
 """

@@ -1,4 +1,4 @@
-"""Manifest pruning by partition bounds (avro-state-file.md "Read Path", `boundsOverlapFilter`):
+"""Manifest pruning by partition bounds (docs/reference/table-format.md, "Partition bounds"):
 bounds are lexicographic string min/max, so numeric columns prune only by equality/IN on the
 canonical text of the value, never by ranges."""
 

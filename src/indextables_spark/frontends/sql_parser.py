@@ -1,5 +1,5 @@
-"""Parser of the command texts (table-protocol.txt "SQL commands"): the generic reader of the rows
-of ops/registry.py.
+"""Parser of the command texts (IndexTables4Spark's, docs/guide/maintenance.md): the generic reader
+of the rows of ops/registry.py.
 
 PySpark offers no way to extend Spark's SQL grammar (the reference adds its commands through a
 JVM parser extension), so `it.sql(spark, text)` and the command line parse these texts themselves. Keywords are case-insensitive; `INDEXTABLES` and `INDEXTABLE`

@@ -1,4 +1,5 @@
-"""Merge-on-write and purge-on-write (table-protocol.txt "SkipAction ... Purge-on-write, Merge-on-write").
+"""Merge-on-write and purge-on-write, as IndexTables4Spark has them (docs/guide/maintenance.md,
+"Merge-on-write / purge-on-write").
 
 The Spark writer's commit runs in a Python worker without a session, so this runs afterwards in
 the writing session: `register.py`'s `save()` wrapper calls `maybe_run(spark, path, options)` once

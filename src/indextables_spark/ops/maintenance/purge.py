@@ -1,5 +1,5 @@
-"""PURGE INDEXTABLE: delete what no retained version of the table needs (protocol.md "Retention
-and Cleanup", table-protocol.txt "Retention").
+"""PURGE INDEXTABLE: delete what no retained version of the table needs (docs/reference/table-format.md,
+"Garbage collection" and "Retention").
 
 Order, chosen so that a crash at any point leaves a readable table:
 1. Old state directories and orphan manifests (`log/gc.gc_state`: `state.retention.*`,

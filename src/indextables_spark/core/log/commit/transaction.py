@@ -357,7 +357,7 @@ class Transaction:
             )
         return registry
 
-    # ---- schema deduplication (protocol.md "Schema Deduplication", write path) ----------------
+    # ---- schema deduplication, write path (docs/reference/table-format.md, "Schema deduplication") ----
     def _deduplicate_doc_mappings(self) -> None:
         """Inline docMappingJson → docMappingRef (canonical hash); new schemas go into the
         metadata's registry (`docMappingSchema.<hash>`), so a metadata action is staged."""

@@ -2,8 +2,8 @@
 
     [magic: 4 bytes][formatVersion: u32 LE][header length: u32 LE][header: JSON, UTF-8][payload][CRC-32: u32 LE]
 
-Readers check the magic, then the format version, before anything else (manifest-extension-plan.md
-"format validation": a wrong file or a newer format fails with an error naming the file and the
+Readers check the magic, then the format version, before anything else (docs/reference/table-format.md,
+"Sidecar frame": a wrong file or a newer format fails with an error naming the file and the
 version found, never a crash or a half-read file). The CRC-32 covers every byte before it, so a
 truncated or damaged file is recognised as such.
 """

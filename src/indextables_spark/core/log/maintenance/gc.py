@@ -1,4 +1,5 @@
-"""Retention and garbage collection of the state layer (avro-state-file.md "Garbage Collection").
+"""Retention and garbage collection of the state layer (docs/reference/table-format.md, "Garbage
+collection").
 
 - `cleanup_old_states`: old `state-v*` directories beyond `state.retention.versions` and older
   than `state.retention.hours` are removed; the current state (what `_last_checkpoint` points

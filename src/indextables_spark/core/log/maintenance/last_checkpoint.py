@@ -38,10 +38,11 @@ def last_checkpoint_for(sm: StateManifest) -> LastCheckpoint:
         created_time=sm.created_at,
         format=FORMAT_AVRO_STATE,
         state_dir=state_dir_name(sm.state_version),
-        # No protocolVersion (avro-state-file.md's example has one): the reference's
-        # LastCheckpointInfo (v0.5.4 transaction/TransactionLogCheckpoint.scala) has no such field
-        # and is read with a strict Jackson mapper (util/JsonUtil.scala), which then ignores the
-        # whole file. The state manifest carries protocolVersion and the protocol.
+        # No protocolVersion (readers accept one: docs/reference/table-format.md,
+        # "_last_checkpoint"): the reference's LastCheckpointInfo (v0.5.4
+        # transaction/TransactionLogCheckpoint.scala) has no such field and is read with a strict
+        # Jackson mapper (util/JsonUtil.scala), which then ignores the whole file. The state
+        # manifest carries protocolVersion and the protocol.
     )
 
 

@@ -1,4 +1,5 @@
-"""Transaction log actions on the wire (protocol.md "Actions"): `{"<kind>": {...}}` in version files.
+"""Transaction log actions on the wire (docs/reference/table-format.md, "Actions"): `{"<kind>": {...}}`
+in version files.
 
 What the reference implementation (IndexTables4Spark) reads, and hence what we write into version
 files (`action_to_json` with the file's version, `wire_actions`). Paths below are in

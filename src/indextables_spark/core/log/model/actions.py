@@ -1,6 +1,6 @@
-"""Transaction log actions (protocol.md "Actions"): one dataclass per kind, Python snake_case
-fields, wire JSON camelCase (each kind's to_json / from_json); the form they take in version files,
-and why: action_wire.py."""
+"""Transaction log actions (docs/reference/table-format.md, "Actions"): one dataclass per kind,
+Python snake_case fields, wire JSON camelCase (each kind's to_json / from_json); the form they take
+in version files, and why: action_wire.py."""
 
 from __future__ import annotations
 
@@ -370,7 +370,7 @@ class CommitInfo:
         )
 
 
-# Delete log kinds, with the spec's type numbers (manifest-extension-plan.md "DeltaLog").
+# Delete log kinds, with their type numbers (docs/reference/table-format.md, "Delete logs").
 PRIMARY_KEY, POSITIONAL, EQUALITY = "PRIMARY_KEY", "POSITIONAL", "EQUALITY"
 DELETE_LOG_KINDS = {PRIMARY_KEY: 0, POSITIONAL: 1, EQUALITY: 2}
 
@@ -442,7 +442,7 @@ class DeleteLog:
 
 @dataclass
 class StatsFiles:
-    """Auxiliary per-split files listed under a key (manifest-extension-plan.md "Stats"), e.g.
+    """Auxiliary per-split files listed under a key (docs/reference/table-format.md, "Stats files"), e.g.
     "bloomfilter". A file belongs to the split of the same name (`<stem>.split` ↔ `<stem>.<ext>`)
     and lives as long as that split."""
 

@@ -1,4 +1,4 @@
-"""What this implementation can read and write (protocol.md "Protocol Versions")."""
+"""What this implementation can read and write (docs/reference/table-format.md, "Protocol versions")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The V4 Avro state (avro-state-file.md): reading a state into Arrow, writing incremental and
-compacted states, compaction policy, schema renormalization.
+"""The V4 Avro state (docs/reference/table-format.md, "Avro state"): reading a state into Arrow,
+writing incremental and compacted states, compaction policy, schema renormalization.
 
 A state `state-v<N>/_manifest.avro` represents table version N exactly. It is written at a
 checkpoint (every `checkpoint.interval` versions, or on request) from the newest Avro state below

@@ -1,6 +1,6 @@
-"""Change feed (avro-state-file.md "Streaming Reads"): files added after a version, from the state
-(skipping manifests whose maxAddedAtVersion is not newer) and the version files after it, plus the
-remove actions of the version files after that version."""
+"""Change feed (docs/reference/table-format.md, "Streaming reads"): files added after a version,
+from the state (skipping manifests whose maxAddedAtVersion is not newer) and the version files after
+it, plus the remove actions of the version files after that version."""
 
 from __future__ import annotations
 

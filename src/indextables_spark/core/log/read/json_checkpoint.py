@@ -1,5 +1,6 @@
-"""Legacy JSON checkpoints (protocol.md "JSON Checkpoint (Legacy)"): read single-file and
-multi-part ones; write single-file ones (only when `spark.indextables.state.format=json`).
+"""Legacy JSON checkpoints (docs/reference/table-format.md, "JSON checkpoints (legacy)"): read
+single-file and multi-part ones; write single-file ones (only when
+`spark.indextables.state.format=json`).
 
 Single file: `<v>.checkpoint.json`, newline-delimited actions (GZIP or not, detected by header).
 Multi-part: parts `<v>.checkpoint.<id>.<part>.json`, listed by a manifest written last at

@@ -1,14 +1,14 @@
 """Avro object container files: a column-wise (vectorised) encoder for Arrow tables, and the
-container writer. The spec's schemas, codec names, header parsing and block framing are in
+container writer. The state's schemas, codec names, header parsing and block framing are in
 avro_container.py (pure Python: what a state read needs), re-exported here.
 
-Why our own encoder: the FileEntry manifests must carry the spec's exact schema (record name,
-namespace, field order, nullability), and writing 70,000 records one Python dict at a time with
-fastavro takes over a second. Avro's binary encoding is simple enough to build column by column
-with numpy/Arrow compute: every field is encoded for all rows at once into a binary array, the
-per-row pieces are joined element-wise, and the rows are framed into blocks. fastavro is used to
-check the output in the tests (an independent implementation) and for small records (the state
-manifest).
+Why our own encoder: the FileEntry manifests must carry the format's exact schema (record name,
+namespace, field order, nullability: docs/reference/table-format.md, "File entries"), and writing
+70,000 records one Python dict at a time with fastavro takes over a second. Avro's binary encoding
+is simple enough to build column by column with numpy/Arrow compute: every field is encoded for all
+rows at once into a binary array, the per-row pieces are joined element-wise, and the rows are
+framed into blocks. fastavro is used to check the output in the tests (an independent
+implementation) and for small records (the state manifest).
 """
 
 from __future__ import annotations

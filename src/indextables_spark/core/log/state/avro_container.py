@@ -1,5 +1,5 @@
 """Avro object container files, the part a state read needs (pure Python: no numpy, no pyarrow):
-the spec's schemas, codec names, block (de)compression, header parsing and block framing.
+the state's schemas, codec names, block (de)compression, header parsing and block framing.
 
 The column-wise encoder that writes FileEntry manifests from Arrow tables is in avro_codec.py
 (numpy/pyarrow), which re-exports these names. Keeping this module free of numpy and pyarrow lets
@@ -21,7 +21,7 @@ MAGIC = b"Obj\x01"
 NAMESPACE = "io.indextables.state"
 
 # ---------------------------------------------------------------------------------------------
-# Schemas (avro-state-file.md "Appendix: Full Avro Schema"; spec README "Wire facts").
+# Schemas (docs/reference/table-format.md, "State manifest", "Manifest entries" and "File entries").
 # ---------------------------------------------------------------------------------------------
 
 _STR_MAP = {"type": "map", "values": "string"}
@@ -59,8 +59,8 @@ FILE_ENTRY_AVRO_SCHEMA: dict[str, Any] = {
         },
         {"name": "companionDeltaVersion", "type": ["null", "long"], "default": None, "field-id": 151},
         # Up to here the record is field for field the reference's v0.5.4 schema
-        # (transaction/avro/AvroSchemas.scala FILE_ENTRY_SCHEMA). Appended, with defaults (spec
-        # README: "New optional fields ... at the end of the record with defaults"), so that every
+        # (transaction/avro/AvroSchemas.scala FILE_ENTRY_SCHEMA). Appended, with defaults (new optional
+        # fields go at the end: docs/reference/table-format.md, "Backward compatibility"), so that every
         # field of a reference add / FileEntry survives our state writes: fields of the current
         # reference's schema (tantivy4java txlog/avro/schemas.rs, which has them mid-record; Avro
         # readers resolve by name), with its field ids ...
@@ -124,7 +124,8 @@ STATE_MANIFEST_AVRO_SCHEMA: dict[str, Any] = {
         {"name": "schemaRegistry", "type": {"type": "map", "values": "string"}, "default": {}},
         {"name": "protocolVersion", "type": "int", "default": 4},
         {"name": "metadata", "type": ["null", "string"], "default": None},
-        # Our additions (spec README: new optional fields go at the end, with defaults).
+        # Our additions (new optional fields go at the end, with defaults: docs/reference/table-format.md,
+        # "Backward compatibility").
         # The JSON-encoded protocol action, so a reader gets reader/writer features without
         # replaying the log; and the live SkipActions (JSON-encoded, one per file).
         {"name": "protocol", "type": ["null", "string"], "default": None},

@@ -1,4 +1,5 @@
-"""FileEntry records (avro-state-file.md) as Arrow tables and as AddFile objects.
+"""FileEntry records (docs/reference/table-format.md, "File entries") as Arrow tables and as AddFile
+objects.
 
 Snapshots keep their live files as an Arrow table with these columns, so large file lists are
 pruned and joined with Arrow compute; AddFile objects are built only for the rows asked for.

@@ -18,7 +18,7 @@ from indextables_spark.core.log.state.state_manifest import StateManifest
 
 
 def needs_compaction(sm: StateManifest, new_removes: int, cfg: StateConfig, force: bool = False) -> tuple[bool, str]:
-    """(whether, why) — avro-state-file.md "When to Compact"."""
+    """(whether, why) — docs/reference/table-format.md, "When to compact"."""
     if force:
         return True, "forced"
     if sm.num_files <= 0:
@@ -50,8 +50,9 @@ def _canonical_ref(ref: str, doc_mapping_json: str) -> str:
 
 
 def renormalize(files: pa.Table, registry: dict[str, str], cfg: StateConfig) -> tuple[pa.Table, dict[str, str], int]:
-    """protocol.md "Renormalization": when the live files use more than the threshold of unique
-    docMappingRefs, recompute every ref with canonical hashing so equal schemas share one ref.
+    """docs/reference/table-format.md, "Renormalization": when the live files use more than the
+    threshold of unique docMappingRefs, recompute every ref with canonical hashing so equal schemas
+    share one ref.
     Returns (files, registry, number of refs changed)."""
     refs_col = files.column("docMappingRef")
     unique = [r for r in pc.unique(refs_col).to_pylist() if r is not None]
@@ -80,7 +81,8 @@ def renormalize(files: pa.Table, registry: dict[str, str], cfg: StateConfig) -> 
 
 
 def _sort_key(files: pa.Table, partition_columns: list[str]) -> pa.Array:
-    """avro-state-file.md: partition values sorted by column name, joined with '|'."""
+    """Compaction's sort key (docs/reference/table-format.md, "Compaction"): partition values
+    sorted by column name, joined with '|'."""
     cols = sorted(partition_columns)
     parts = [pc.fill_null(partition_value_column(files, c), "") for c in cols]
     if len(parts) == 1:

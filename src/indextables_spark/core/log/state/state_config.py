@@ -1,5 +1,5 @@
-"""State-layer options (protocol.md "Configuration Reference"); the retries of state writes
-are core/log/commit/policy.py's (`state.retry.*`)."""
+"""State-layer options (docs/reference/table-format.md, "Configuration keys"); the retries of state
+writes are core/log/commit/policy.py's (`state.retry.*`)."""
 
 from __future__ import annotations
 

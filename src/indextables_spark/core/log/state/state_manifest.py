@@ -231,7 +231,8 @@ def state_manifest_key(version: int, json_format: bool = False) -> str:
 
 
 def resolve_manifest_key(path: str, state_version: int) -> str:
-    """Storage key of a manifest recorded in a state (protocol.md "Manifest Path Formats")."""
+    """Storage key of a manifest recorded in a state (docs/reference/table-format.md, "Manifest
+    path formats")."""
     if path.startswith(SHARED_MANIFEST_PREFIX) or path.startswith("state-v"):
         return f"{LOG_DIR}/{path}"
     return f"{LOG_DIR}/{state_dir_name(state_version)}/{path}"
@@ -262,7 +263,7 @@ class LastCheckpoint:
 
     @property
     def effective_format(self) -> str:
-        """protocol.md / avro-state-file.md "Backward Compatibility": no format → json,
+        """docs/reference/table-format.md, "_last_checkpoint": no format → json,
         checkpointId → json-multipart, format avro-state → the state directory."""
         if self.format:
             return self.format

@@ -148,7 +148,7 @@ def library_name() -> str:
 def build_index(
     row_ids: np.ndarray, matrix: np.ndarray, spec: VectorSpec, index_path: str, vectors_path: str
 ) -> tuple[dict[str, Any], bool]:
-    """Write the vectors file and the index of these vectors (row ids increasing) of the spec's
+    """Write the vectors file and the index of these vectors (row ids increasing) of `spec`'s
     kind; returns (the index's footer params: `kind` and the parameters it was built with,
     whether an index file was written: not for fewer than MIN_INDEXED vectors of a kind that trains)."""
     import faiss  # lazy: loaded by splits with vector columns only

@@ -10,8 +10,9 @@ split files it wrote, and from Quickwit `quickwit-storage/src/split.rs`
 [u32 M = 8 + JSON length][hotcache: u32 magic 2557869106, u32 version 1, ...][u32 C = hotcache length]
 ```
 The AddAction records footerStartOffset = start of the magic (F), footerEndOffset = file size,
-hotcacheStartOffset / hotcacheLength. Everything is parsed from the end and checked before use:
-a damaged file gives a SplitFormatError naming it, never a partial index.
+hotcacheStartOffset / hotcacheLength (docs/reference/split-format.md, "Reference splits (Quickwit
+bundle)"). Everything is parsed from the end and checked before use: a damaged file gives a
+SplitFormatError naming it, never a partial index.
 """
 
 from __future__ import annotations
