@@ -133,12 +133,12 @@ def stream_read_options(opts: Options) -> ReadOptions:
     and the others refused naming the option (InvalidOptionError, as every route refuses an
     option): a ranking (`limit`, `orderBy`, a vector search) has no end of the rows to rank, a
     `_score` no one table version to weigh matches against, time travel is `startingVersion`'s."""
-    for key in ("vector", "vectorColumn", "fusion"):
-        if opts.get_str(key) is not None:
-            raise InvalidOptionError(
-                f"option {key}: a stream runs no vector search (the k nearest rows of a table version: "
-                f"{_UNBOUNDED}); {_INSTEAD}"
-            )
+    vector = [k for k in ("vector", "vectorColumn", "fusion") if opts.get_str(k) is not None]
+    if vector:
+        raise InvalidOptionError(
+            f"option{'s' if len(vector) > 1 else ''} {', '.join(vector)}: a stream runs no vector search "
+            f"(the k nearest rows of a table version: {_UNBOUNDED}); {_INSTEAD}"
+        )
     for key in ("versionAsOf", "timestampAsOf"):
         if opts.get_str(key) is not None:
             raise InvalidOptionError(
