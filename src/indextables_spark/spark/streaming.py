@@ -124,7 +124,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         follows an error raised there by an UnboundLocalError of its own runner's."""
         if self._read_opts is None:
             ro = stream_read_options(self.opts)
-            self._scan(self.table.snapshot(), ro)
+            self._scan((self.table or IndexTable(self.path, self.opts)).snapshot(), ro)
             self._read_opts = ro
         return self._read_opts
 
