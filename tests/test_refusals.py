@@ -3,7 +3,8 @@
 The matrix: KINDS (what is refused, and the one class every route raises for it) × the routes of
 ROUTE_TAKES (the Spark-free IndexTable methods, and the Spark routes: a DataFrame read, SQL
 statements on a view — the scan route, the index aggregate route, DELETE —, the table functions
-as literal calls (rewritten into reads) and as Python UDTFs, it.search_join). A kind applies to a route when the
+as literal calls (rewritten into reads) and as Python UDTFs, it.search_join, a stream
+(`spark.readStream`)). A kind applies to a route when the
 route takes what the kind is about (a projection, a query, snippet fields, a where predicate, ...:
 ROUTE_TAKES); CELLS holds the attempts of every cell that applies, and test_matrix_is_complete
 checks that there is one exactly there.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -96,6 +98,10 @@ KINDS: dict[str, Kind] = {
     "vector_dimensions": Kind(InvalidOptionError, frozenset({"vector"})),
     "snippets_with_vector": Kind(InvalidOptionError, frozenset({"vector_and_snippets"})),
     "limit_not_positive": Kind(InvalidOptionError, frozenset({"limit"})),
+    # what has no meaning on rows that arrive without end: a ranking (a top n, `_score`, a vector
+    # search) and time travel, refused naming the option (spark/read_options.py stream_read_options)
+    "ranked_on_a_stream": Kind(InvalidOptionError, frozenset({"unbounded"})),
+    "time_travel_on_a_stream": Kind(InvalidOptionError, frozenset({"unbounded"})),
 }
 
 # a route's own subclass of a kind's class: the same refusal, worded for it
@@ -109,7 +115,9 @@ ACCEPTED_SUBCLASSES: dict[type[IndexTablesError], tuple[type[IndexTablesError], 
 # columns: a projection; query: a full-text query; snippets: snippet fields; score: a ranked read;
 # where: a predicate in our grammar (expr/where.py, DELETE's); filter: conditions Spark hands the
 # reader (a DataFrame filter, SQL WHERE: Spark's analyzer refuses an unknown column there, and casts
-# values); vector: a vector search; vector_and_snippets: both in one call; limit: a number of rows.
+# values); vector: a vector search; vector_and_snippets: both in one call; limit: a number of rows;
+# unbounded: rows that arrive without end (a stream takes the query, `where`, the projection and
+# snippets, row by row, and refuses the rest: spark/streaming.py; Spark filters a stream's rows itself).
 # SQL statements take no projection, score or limit of ours: Spark resolves their columns (an unknown
 # one is its UNRESOLVED_COLUMN), a view's `_score` is NULL without a query (docs/guide/sql.md) and
 # LIMIT is Spark's. search_join's text and vectors are data (refused in the task that searches them);
@@ -132,13 +140,15 @@ ROUTE_TAKES: dict[str, frozenset[str]] = {
     "table_function": frozenset({"columns", "query", "snippets", "score", "where", "vector", "limit"}),
     "udtf": frozenset({"columns", "query", "snippets", "score", "where", "vector", "limit"}),
     "search_join": frozenset({"query", "where", "vector", "limit"}),
+    "stream": frozenset({"columns", "query", "snippets", "where", "unbounded"}),
 }
 # The fast tier's Spark routes: the DataFrame read (an attempt refused by load() or planning costs a
-# fresh Python worker: Spark does not reuse one that raised, a second or more each), and the statements the
-# driver refuses before Spark runs anything. The others (the SQL scan route and the table functions
+# fresh Python worker: Spark does not reuse one that raised, a second or more each), the statements the
+# driver refuses before Spark runs anything, and the stream (refused by readStream.load(), or by its
+# first call to the source: ~13 s for its cells on 2 loaded cores). The others (the SQL scan route and the table functions
 # through the same reader, the UDTFs and search_join in Python workers, a few seconds per attempt)
 # are the integration tier's (tests/tiers.py).
-FAST_SPARK_ROUTES = frozenset({"spark_read", "sql_aggregate", "sql_delete"})
+FAST_SPARK_ROUTES = frozenset({"spark_read", "sql_aggregate", "sql_delete", "stream"})
 MORE_SPARK_ROUTES = frozenset({"sql", "table_function", "udtf", "search_join"})
 SPARK_ROUTES = FAST_SPARK_ROUTES | MORE_SPARK_ROUTES
 
@@ -168,6 +178,19 @@ class Ctx:
         """The same call as its Python UDTF (a path that is no literal)."""
         return self.sql(f"SELECT * FROM {function}(concat('{{path}}', ''), {', '.join(args)})")
 
+    def stream(self, **options: Any) -> Any:
+        """A stream of the table with these options, run to its end (availableNow) into a memory sink."""
+        name = f"refusals_stream_{uuid.uuid4().hex[:8]}"
+        reader = self.spark.readStream.format("indextables").options(**options)
+        q = reader.load(self.path).writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+        try:
+            assert q.awaitTermination(300), "the streaming query did not finish in time"
+            if q.exception():
+                raise q.exception()
+        finally:
+            q.stop()
+        return self.spark.table(name).collect()
+
     def join(self, text: str | None, vec: list[float] | None, **kwargs: Any) -> Any:
         queries = self.spark.createDataFrame([(1, text, vec)], "qid int, text string, vec array<float>")
         cols = {"text_col": "text"} if text is not None else {"vector_col": "vec"}
@@ -189,6 +212,7 @@ CELLS: dict[tuple[str, str], list[tuple[Attempt, str]]] = {
     ("unknown_column", "udtf"): [
         (lambda c: c.udtf("indextables_search", "'body:fox'", "3", "NULL", "'id,nope'"), "'nope'")
     ],
+    ("unknown_column", "stream"): [(lambda c: c.stream(columns="id,nope"), "'nope'")],
     # -- a query Tantivy cannot parse
     **{
         ("unparsable_query", route): [(attempt, "'body:(fox AND' at position 10")]
@@ -205,6 +229,7 @@ CELLS: dict[tuple[str, str], list[tuple[Attempt, str]]] = {
             "sql_aggregate": lambda c: c.sql("SELECT count(*) FROM {view} WHERE _indexall = 'body:(fox AND'"),
             "sql_delete": lambda c: c.sql("DELETE FROM INDEXTABLES '{path}' WHERE _indexall = 'body:(fox AND'"),
             "search_join": lambda c: c.join("body:(fox AND", None),
+            "stream": lambda c: c.stream(query="body:(fox AND"),
         }.items()
     },
     ("unparsable_query", "table_function"): [
@@ -236,6 +261,7 @@ CELLS: dict[tuple[str, str], list[tuple[Attempt, str]]] = {
             "table_function": lambda c, q: c.call("indextables_search", f"'{q}'"),
             "udtf": lambda c, q: c.udtf("indextables_count", f"'{q}'"),
             "search_join": lambda c, q: c.join(q, None),
+            "stream": lambda c, q: c.stream(query=q),
         }.items()
     },
     # -- snippets of a column without text: a number, a partition column, no column, an index-only one
@@ -250,6 +276,7 @@ CELLS: dict[tuple[str, str], list[tuple[Attempt, str]]] = {
     ("snippets_without_text", "udtf"): [
         (lambda c: c.udtf("indextables_search", "'body:fox'", "3", "'nope'"), "['nope']")
     ],
+    ("snippets_without_text", "stream"): [(lambda c: c.stream(query="body:fox", snippetFields="views"), "['views']")],
     # -- a ranked read without a query
     ("scored_without_query", "search"): [(lambda c: c.table.search(None, limit=3), "query")],
     ("scored_without_query", "spark_read"): [(lambda c: c.read(orderBy="_score"), "option 'query'")],
@@ -273,6 +300,7 @@ CELLS: dict[tuple[str, str], list[tuple[Attempt, str]]] = {
             ),
             "udtf": lambda c: c.udtf("indextables_vector_search", "'emb'", f"'{VEC}'", "3", "\"secret > 's'\""),
             "search_join": lambda c: c.join(None, V, where="secret > 's'"),
+            "stream": lambda c: c.stream(where="secret > 's'"),
         }.items()
     },
     ("index_only_filter", "spark_read"): [
@@ -298,6 +326,7 @@ CELLS: dict[tuple[str, str], list[tuple[Attempt, str]]] = {
             "table_function": lambda c, w: c.call("indextables_vector_search", "'emb'", f"'{VEC}'", "3", f'"{w}"'),
             "udtf": lambda c, w: c.udtf("indextables_vector_search", "'emb'", f"'{VEC}'", "3", f'"{w}"'),
             "search_join": lambda c, w: c.join(None, V, where=w),
+            "stream": lambda c, w: c.stream(where=w),
         }.items()
     },
     # -- a vector search of a column that is not a vector column / with a vector of other dimensions
@@ -352,6 +381,19 @@ CELLS: dict[tuple[str, str], list[tuple[Attempt, str]]] = {
         (lambda c, n=n: c.table.search("body:fox", limit=n), f"got {n!r}") for n in (-1, 0, 2.5)
     ]
     + [(lambda c: c.table.search(vector=V, limit=0), "got 0")],
+    # -- what a stream cannot answer
+    ("ranked_on_a_stream", "stream"): [
+        (lambda c: c.stream(query="body:fox", limit=3), "option limit='3'"),
+        (lambda c: c.stream(query="body:fox", orderBy="_score"), "option orderBy='_score'"),
+        (lambda c: c.stream(query="body:fox", withScore=True), "option withScore"),
+        (lambda c: c.stream(query="body:fox", columns="id,_score"), "option columns='id,_score'"),
+        (lambda c: c.stream(vector=VEC), "option vector"),
+        (lambda c: c.stream(vector=VEC, query="body:fox", fusion="rrf"), "options vector, fusion"),
+    ],
+    ("time_travel_on_a_stream", "stream"): [
+        (lambda c: c.stream(versionAsOf=0), "option versionAsOf"),
+        (lambda c: c.stream(timestampAsOf="2020-01-01T00:00:00Z"), "option timestampAsOf"),
+    ],
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -175,3 +176,92 @@ def test_merge_on_write_after_micro_batches(spark, tmp_path):
     assert "MERGE SPLITS" in ops and ops.count("STREAMING UPDATE") >= 2
     assert _ids(spark, sink) == list(range(40))
     assert t.snapshot().num_files < sum(1 for op in ops if op == "STREAMING UPDATE") * 3
+
+
+# ---- the read options a stream honours and refuses ------------------------------------------------
+
+FOX = "body:fox"
+
+
+def _append_docs(spark, path, ids):
+    """Rows whose body has `fox` for multiples of 3 (else `dog`), partitioned by region (odd: eu)."""
+    rows = [(i, f"{'fox' if i % 3 == 0 else 'dog'} {i}", "eu" if i % 2 else "us") for i in ids]
+    (
+        spark.createDataFrame(rows, "id long, body string, region string")
+        .write.format("indextables")
+        .option("spark.indextables.indexing.typemap.body", "text")
+        .partitionBy("region")
+        .mode("append")
+        .save(path)
+    )
+
+
+def _batch_ids(spark, path, **opts):
+    return sorted(r.id for r in spark.read.format("indextables").options(**opts).load(path).collect())
+
+
+def test_stream_with_a_query_returns_the_matches_of_each_micro_batch(spark, tmp_path):
+    """A stream with option `query` returns exactly what a batch read with the query returns: the
+    initial snapshot's matches (without its deleted rows), then those of each appended version."""
+    src, sink, ckpt = str(tmp_path / "src"), str(tmp_path / "sink"), str(tmp_path / "ckpt")
+    _append_docs(spark, src, range(0, 12))
+    _append_docs(spark, src, range(12, 24))
+    it.IndexTable(src).delete("id = 3")  # a deleted match of the initial snapshot
+    q = _run_available_now(spark, {"query": FOX, "maxFilesPerTrigger": "1"}, src, sink, ckpt)
+    assert _ids(spark, sink) == _batch_ids(spark, src, query=FOX) == [0, 6, 9, 12, 15, 18, 21]
+    assert len([p for p in q.recentProgress if p["numInputRows"] > 0]) >= 2  # several micro-batches
+    _append_docs(spark, src, range(24, 30))
+    _run_available_now(spark, {"query": FOX}, src, sink, ckpt)
+    assert _ids(spark, sink) == _batch_ids(spark, src, query=FOX) == [0, 6, 9, 12, 15, 18, 21, 24, 27]
+
+
+def test_stream_where_columns_and_snippets_as_a_batch_read(spark, tmp_path):
+    """Options `where` (a partition and a data condition), `columns` and `snippetFields` on a stream:
+    the rows and snippets a batch read with the same options returns."""
+    src = str(tmp_path / "src")
+    _append_docs(spark, src, range(0, 12))
+    _append_docs(spark, src, range(12, 24))
+    opts = {"query": FOX, "where": "region = 'eu' AND id > 3", "columns": "id,_snippet", "snippetFields": "body"}
+    q = (
+        spark.readStream.format("indextables")
+        .options(**opts)
+        .load(src)
+        .writeStream.format("memory")
+        .queryName("stream_snippets")
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(300), "the streaming query did not finish in time"
+    assert q.exception() is None
+    got = sorted(spark.table("stream_snippets").collect())
+    want = sorted(spark.read.format("indextables").options(**opts).load(src).collect())
+    assert got == want
+    assert [(r.id, r._snippet) for r in got] == [(i, f"<b>fox</b> {i}") for i in (9, 15, 21)]
+
+
+def test_the_source_refuses_when_it_starts_without_the_load_wrapper(tmp_path):
+    """The source itself refuses what a stream cannot answer (a session whose readStream.load() is
+    not wrapped: it.register not called), at its first call: initialOffset, or latestOffset when
+    it resumes from a checkpoint."""
+    import pyarrow as pa
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from indextables_spark.config.options import Options
+    from indextables_spark.errors import InvalidOptionError
+    from indextables_spark.expr.partition_filter import PartitionFilterError
+    from indextables_spark.spark.streaming import IndexTablesStreamReader
+
+    path = str(tmp_path / "t")
+    it.write_table(path, pa.table({"id": pa.array([1], pa.int64()), "body": ["fox"]}))
+    schema = StructType([StructField("id", LongType()), StructField("body", StringType())])
+    resumed = {"version": 0, "index": 0, "isStartingVersion": False}
+    for opts, error, fault in (
+        ({"query": FOX, "limit": "3"}, InvalidOptionError, "option limit='3'"),
+        ({"vector": "1,0"}, InvalidOptionError, "option vector"),
+        ({"versionAsOf": "0"}, InvalidOptionError, "option versionAsOf"),
+        ({"where": "nope = 1"}, PartitionFilterError, "'nope'"),
+    ):
+        with pytest.raises(error, match=re.escape(fault)):
+            IndexTablesStreamReader(path, Options.of(opts), schema).initialOffset()
+        with pytest.raises(error, match=re.escape(fault)):
+            IndexTablesStreamReader(path, Options.of(opts), schema).latestOffset(resumed, None)

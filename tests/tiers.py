@@ -60,6 +60,8 @@ INTEGRATION_TESTS: dict[str, str] = {
     "tests/test_spark_streaming.py::test_sink_is_exactly_once": "streaming: more micro-batch cases",
     "tests/test_spark_streaming.py::test_complete_mode": "streaming: more micro-batch cases",
     "tests/test_spark_streaming.py::test_merge_on_write": "streaming: more micro-batch cases",
+    "tests/test_spark_streaming.py::test_stream_with_a_query_returns": "streaming: a query over several "
+    "micro-batches and appends (test_stream_where_columns_and_snippets_as_a_batch_read keeps a stream query)",
     # the fast tier passed 10 minutes again (11:31, 2026-12-02): more second Spark runs of features
     # whose Spark-free tests and one Spark test each stay in the fast tier
     "tests/test_docs_examples.py::test_page_examples_run[guide/companion-indexes.md]": "the companion "

@@ -148,7 +148,7 @@ class IndexTablesDataSource(DataSource):
     def streamReader(self, schema: StructType) -> IndexTablesStreamReader:
         from indextables_spark.spark.streaming import IndexTablesStreamReader  # lazy: streaming only
 
-        return IndexTablesStreamReader(self.path, self.opts, schema)
+        return IndexTablesStreamReader(self.path, self.opts, schema, self.query)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> IndexTablesStreamWriter:
         from indextables_spark.spark.streaming import IndexTablesStreamWriter  # lazy: streaming only

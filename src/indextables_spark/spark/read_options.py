@@ -19,6 +19,7 @@ from indextables_spark.spark.guard import INDEXALL
 
 if TYPE_CHECKING:
     from indextables_spark.core.log.read.snapshot import Snapshot
+    from indextables_spark.expr.model import Filter
     from indextables_spark.core.schema.types import ColumnSpec
     from indextables_spark.core.split.read.vector.query import NearestQuery
 
@@ -117,6 +118,51 @@ def read_options(opts: Options) -> ReadOptions:
     )
 
 
+# what a stream refuses, and why (stream_read_options); each refusal names its option
+_UNBOUNDED = "a stream's rows arrive micro-batch by micro-batch, without end"
+_INSTEAD = "rank each micro-batch in foreachBatch, or read the table as a batch (spark.read)"
+_UNSCORED = (
+    "a stream returns no `_score`: BM25 weighs a match against the statistics of one table version, and "
+    "a stream reads its versions one micro-batch at a time"
+)
+
+
+def stream_read_options(opts: Options) -> ReadOptions:
+    """A stream's read options (spark/streaming.py): those of a batch read that each micro-batch
+    answers row by row — `query` (its matches, unscored), `where`, `columns`, `snippetFields` —
+    and the others refused naming the option (InvalidOptionError, as every route refuses an
+    option): a ranking (`limit`, `orderBy`, a vector search) has no end of the rows to rank, a
+    `_score` no one table version to weigh matches against, time travel is `startingVersion`'s."""
+    vector = [k for k in ("vector", "vectorColumn", "fusion") if opts.get_str(k) is not None]
+    if vector:
+        raise InvalidOptionError(
+            f"option{'s' if len(vector) > 1 else ''} {', '.join(vector)}: a stream runs no vector search "
+            f"(the k nearest rows of a table version: {_UNBOUNDED}); {_INSTEAD}"
+        )
+    for key in ("versionAsOf", "timestampAsOf"):
+        if opts.get_str(key) is not None:
+            raise InvalidOptionError(
+                f"option {key}: a stream reads the table's versions as they are committed; "
+                f"start it at a version with option startingVersion"
+            )
+    if opts.get_str("limit") is not None:
+        raise InvalidOptionError(
+            f"option limit={opts.get_str('limit')!r}: a stream has no top n ({_UNBOUNDED}); {_INSTEAD}"
+        )
+    if opts.get_str("orderBy") is not None:
+        raise InvalidOptionError(
+            f"option orderBy={opts.get_str('orderBy')!r}: a stream returns rows as their splits are committed, "
+            f"not ranked ({_UNBOUNDED}); {_INSTEAD}"
+        )
+    if opts.get_bool("withScore"):
+        raise InvalidOptionError(f"option withScore: {_UNSCORED}")
+    ro = read_options(opts)
+    if ro.columns is not None and SCORE in ro.columns:
+        raise InvalidOptionError(f"option columns={opts.get_str('columns')!r}: '{SCORE}': {_UNSCORED}")
+    assert not ro.with_score and ro.vector is None and ro.limit is None  # (refused above)
+    return ro
+
+
 def _vector_options(opts: Options, query: str | None) -> tuple[tuple[float, ...] | None, Fusion | None]:
     """The `vector` option (a JSON array or comma list of numbers) and the `fusion.*` options: with
     option `query` too, a hybrid search fused by `fusion` (default rrf; `none`: the query only
@@ -201,6 +247,21 @@ def extra_fields(ro: ReadOptions, specs: Sequence[ColumnSpec], path: str) -> lis
         one = len(ro.snippet_fields) == 1
         out.append(StructField(SNIPPET, StringType() if one else MapType(StringType(), StringType()), True))
     return out
+
+
+def where_conditions(opts: Options, schema_json: Mapping[str, Any]) -> list[Filter]:
+    """The `where` option: a predicate (the Spark-free `where` syntax, expr/where.py) decided
+    inside the read, before a top-n or vector read ranks (a DataFrame filter after load()
+    comes after the limit): the scan prunes by its partition conditions, pushes the others
+    the splits apply exactly and checks the rest on the rows (a batch read, a stream's micro-batch)."""
+    text = opts.get_str("where")
+    if text is None or not text.strip():
+        return []
+    from indextables_spark.expr.where import (
+        parse_where,  # lazy: keeps `import indextables_spark.spark.read_options` light
+    )
+
+    return parse_where(text, schema_json)
 
 
 def load_options(spark: Any, given: Mapping[str, object]) -> dict[str, str]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import datasource as sds
@@ -51,7 +51,7 @@ from indextables_spark.expr.values import UnsupportedFilterError
 from indextables_spark.spark import filters as spark_filters
 from indextables_spark.spark import guard
 from indextables_spark.spark.guard import INDEXALL
-from indextables_spark.spark.read_options import SNIPPET, nearest_query, read_options, table_specs
+from indextables_spark.spark.read_options import SNIPPET, nearest_query, read_options, table_specs, where_conditions
 from indextables_spark.spark.task_read import TaskRead, data_names, read_nearest, read_ranked, task_json
 from indextables_spark.spark.worker_errors import short_tracebacks
 
@@ -234,20 +234,6 @@ class IndexTablesReader(DataSourceReader):
             "splits_after_bloom_filters": pruning.read,
         }
 
-    def _where_option(self) -> list[Filter]:
-        """The `where` option: a predicate (the Spark-free `where` syntax, expr/where.py) decided
-        inside the read, before a top-n or vector read ranks (a DataFrame filter after load()
-        comes after the limit): the scan prunes by its partition conditions, pushes the others
-        the splits apply exactly and checks the rest on the rows."""
-        text = self.opts.get_str("where")
-        if text is None or not text.strip():
-            return []
-        from indextables_spark.expr.where import (
-            parse_where,  # lazy: keeps `import indextables_spark.spark.reader` light
-        )
-
-        return parse_where(text, self.table_schema_json)
-
     def _scan(self) -> TableScan:
         """The read planned (core/split/read/scan.py) from what Spark pushed and the options."""
         from indextables_spark.core.split.read.scan import (
@@ -265,7 +251,7 @@ class IndexTablesReader(DataSourceReader):
             open_storage(self.path, self.opts),
             self._snapshot,
             self.opts,
-            conditions=[*self.index_only, *self._where_option()],
+            conditions=[*self.index_only, *where_conditions(self.opts, self.table_schema_json)],
             rechecked=self.rechecked,
             query=query,
             narrowing=self.nested_queries,
@@ -303,21 +289,13 @@ class IndexTablesReader(DataSourceReader):
         if ro.with_score and scan.text is not None:
             scan.ranking(ro.limit)  # the version's BM25 statistics, gathered here and shipped
 
-        min_groups = self.opts.get_int("read.minPartitions")
-        if self.opts.get_str("read.maxPartitionBytes") is None and (self.query is not None or scan.pushed):
-            # A search or pushed filters: a task's work is a few index lookups per split and the
-            # rows that match, not the split bytes, while each task costs Spark's Python runner
-            # ~50-100 ms. One wave of tasks (read.minPartitions = the cores) answers it.
-            target = 1 << 62
-        else:
-            target = self.opts.get_size("read.maxPartitionBytes")
         if self._ranked_top_n() and files:
             # A top n by score: one task ranks every split (scores and row ids only) and fetches
             # the rows of the global n alone, as the Spark-free search does (plan.ranked_top);
             # a task per core would each fetch its own n rows (cores x n small reads).
             groups = [list(files)]
         else:
-            groups = group_by_size(files, target, min_groups)
+            groups = task_groups(self.opts, files, self.query is not None or bool(scan.pushed))
         plan = scan.read
         guard.record_explanation({**self._explanation(scan), "tasks": max(1, len(groups))})
         if not groups:
@@ -364,6 +342,18 @@ class UnpushedReader(IndexTablesReader):
     session has `spark.sql.python.filterPushdown.enabled=false`."""
 
     pushFilters = DataSourceReader.pushFilters
+
+
+def task_groups(opts: Options, files: Sequence[AddFile], searched: bool) -> list[list[AddFile]]:
+    """A read's splits divided into Spark tasks (a batch read's, a stream's micro-batch)."""
+    if opts.get_str("read.maxPartitionBytes") is None and searched:
+        # A search or pushed filters: a task's work is a few index lookups per split and the
+        # rows that match, not the split bytes, while each task costs Spark's Python runner
+        # ~50-100 ms. One wave of tasks (read.minPartitions = the cores) answers it.
+        target = 1 << 62
+    else:
+        target = opts.get_size("read.maxPartitionBytes")
+    return group_by_size(files, target, opts.get_int("read.minPartitions"))
 
 
 def _filter_column(f: sds.Filter) -> str | None:

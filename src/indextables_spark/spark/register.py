@@ -41,7 +41,7 @@ from typing import Any, Callable, cast
 
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.option_checks import CHECKED, warn_unknown_options
-from indextables_spark.config.options import pack_secrets, session_options, short_key
+from indextables_spark.config.options import Options, pack_secrets, session_options, short_key
 from indextables_spark.config.sessions import extend_spark_redaction
 from indextables_spark.errors import TableExistsError
 from indextables_spark.frontends.sql_parser import parse_command
@@ -185,15 +185,18 @@ def _make_load(streaming: bool) -> Callable[[Callable[..., Any]], Callable[..., 
                 return orig(self, path=path, schema=schema)
             spark = session_of(self)
             _inject_conf(self, spark)
-            if streaming:
-                return orig(self, path=path, schema=schema).drop(*VIRTUAL_COLUMNS)
             from indextables_spark.spark.read_options import (  # lazy: pyspark is imported only when a Spark session runs this
                 finish_load,
                 load_options,
+                stream_read_options,
             )
 
+            if streaming:  # what a stream cannot answer fails readStream.load(), naming the option
+                stream_read_options(Options.of({str(k): v for k, v in g.options.items()}))
             for k, v in load_options(spark, g.options).items():
                 _own(type(self), "option")(self, k, v)
+            if streaming:
+                return orig(self, path=path, schema=schema).drop(*VIRTUAL_COLUMNS)
             df = orig(self, path=path, schema=schema)
             return finish_load(guarded(df), g.options)
 

@@ -1,5 +1,11 @@
 """Structured Streaming source (change feed of added splits) and sink (one version per batch).
 
+The source returns the rows of each micro-batch's splits that options `query` and `where` select
+(every row without them), planned by the one planner (core/split/read/scan.py) per micro-batch;
+`columns` and `snippetFields` as a batch read; what has no meaning on rows that arrive without end
+(a limit, an order by `_score`, `_score` itself, a vector search, time travel) is refused when the
+stream starts, naming the option (read_options.stream_read_options).
+
 Source offsets are positions in the table's sequence of added splits:
 `{"version": v, "index": i, "isStartingVersion": b}` means every split of the units before v, and
 the first i splits (sorted by path) of unit v, were emitted. Unit v is either the snapshot of version
@@ -20,8 +26,8 @@ from pyspark.sql.datasource import (
 )
 
 from indextables_spark.core.schema.arrow_types import arrow_schema
-from indextables_spark.spark.read_options import read_options
-from indextables_spark.spark.task_read import TaskRead, data_names
+from indextables_spark.spark.read_options import SNIPPET, stream_read_options, where_conditions
+from indextables_spark.spark.task_read import TaskRead, data_names, read_ranked
 
 try:  # read limits (admission control) and Trigger.AvailableNow for Python sources: pyspark >= 4.2
     from pyspark.sql.streaming.datasource import (
@@ -37,15 +43,19 @@ from pyspark.sql.types import StructType
 from indextables_spark.api.table import IndexTable
 from indextables_spark.config.options import Options
 from indextables_spark.core.log.model.actions import AddFile, CommitInfo, DeleteLog, RemoveFile
-from indextables_spark.core.split.read.groups import group_by_size
 from indextables_spark.errors import IndexTablesError, InvalidOptionError
-from indextables_spark.spark.reader import SplitGroup
+from indextables_spark.spark.reader import SplitGroup, task_groups
 from indextables_spark.spark.task_read import task_json
 from indextables_spark.spark.worker_errors import short_tracebacks
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.streaming.datasource import ReadLimit
+
+    from indextables_spark.core.log.read.snapshot import Snapshot
+    from indextables_spark.core.split.read.scan import TableScan
+    from indextables_spark.expr.search_query import SearchQuery
+    from indextables_spark.spark.read_options import ReadOptions
 
 
 log = logging.getLogger(__name__)
@@ -69,11 +79,26 @@ class Position:
         return cls(int(d["version"]), int(d["index"]), bool(d.get("isStartingVersion", False)))
 
 
-@short_tracebacks("initialOffset", "latestOffset", "partitions", "read", "commit")
+@short_tracebacks(
+    "initialOffset",
+    "prepareForTriggerAvailableNow",
+    "getDefaultReadLimit",
+    "latestOffset",
+    "partitions",
+    "read",
+    "commit",
+)
 class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, path: str, opts: Options, schema: StructType):
+    """The rows of each micro-batch's splits that the `query` and `where` options select (every
+    row without them), with the `columns` and `snippetFields` asked; the options a stream cannot
+    answer are refused when the stream starts (`_options`)."""
+
+    def __init__(self, path: str, opts: Options, schema: StructType, checked: SearchQuery | None = None):
         self.path = path
         self.opts = opts
+        self._read_opts: ReadOptions | None = None  # checked by the stream's first call (_options)
+        # the `query` option as load() checked it (spark/datasource.py): its checks are not repeated
+        self.checked = checked
         self.schema_json = schema.jsonValue()
         self.table = IndexTable(path, opts)
         snap = self.table.snapshot()
@@ -91,8 +116,21 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         state["table"] = None
         return state
 
+    def _options(self) -> ReadOptions:
+        """The read options, checked once, by the stream's first call (Spark calls these offset
+        methods before any micro-batch, a resumed stream without initialOffset): what a stream
+        refuses (read_options.stream_read_options; a registered session's readStream.load()
+        refused it already) and a `where` the table refuses. Not in the constructor: pyspark 4.3
+        follows an error raised there by an UnboundLocalError of its own runner's."""
+        if self._read_opts is None:
+            ro = stream_read_options(self.opts)
+            self._scan((self.table or IndexTable(self.path, self.opts)).snapshot(), ro)
+            self._read_opts = ro
+        return self._read_opts
+
     # ---- offsets --------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
+        self._options()
         start = self.opts.get_str("startingVersion")
         latest = self.table.version()
         if start is None:
@@ -110,9 +148,11 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return Position(v, 0, False).to_offset()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        self._options()
         self._target_version = self.table.version()
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        self._options()
         if self.max_files:
             return ReadMaxFiles(self.max_files)
         if self.max_bytes:
@@ -155,6 +195,7 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return adds
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None) -> dict[str, Any]:
+        self._options()
         if start is None:
             return self._latest_without_limits()
         pos = Position.of(start)
@@ -208,10 +249,39 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             version, index, starting = (version + 1, 0, False)
         return out
 
+    def _scan(self, snapshot: Snapshot, ro: ReadOptions) -> TableScan:
+        """A micro-batch's read, planned (core/split/read/scan.py) from the options with the
+        table's settings as of `snapshot`: the query and `where` select the rows (as a batch read
+        with them and no limit), `columns` and `snippetFields` the columns."""
+        from indextables_spark.core.split.read.scan import (
+            TableScan,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
+        )
+
+        target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
+        query = self.checked if self.checked is not None and self.checked.text == ro.query else ro.query
+        return TableScan(
+            (self.table or IndexTable(self.path, self.opts)).storage,
+            snapshot,
+            self.opts,
+            conditions=where_conditions(self.opts, snapshot.schema_json),
+            query=query,
+            columns=[c for c in target.names if c in self.partition_columns]
+            + data_names(self.partition_columns, target),
+            snippets=ro.snippet_fields if SNIPPET in target.names else (),
+            typed=target,
+            read_filter_columns=False,  # (the rows the target declares: no one re-checks them)
+            batch_rows=ro.batch_rows,
+            subject=f"a stream from {self.path}",
+        )
+
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[SplitGroup]:
         start_pos = Position.of(start)
-        files = self._files_between(start_pos, Position.of(end))
-        groups = group_by_size(files, self.opts.get_size("read.maxPartitionBytes"), 2)
+        table = self.table or IndexTable(self.path, self.opts)
+        # planned with the table's latest settings; of the micro-batch's splits, those the `where`
+        # conditions keep, the query planned for their doc mappings (QueryParseError before a task)
+        scan = self._scan(table.snapshot(), self._options())
+        files = scan.live_files(self._files_between(start_pos, Position.of(end)))
+        groups = task_groups(self.opts, files, scan.text is not None or bool(scan.pushed))
         # The initial snapshot unit is read without the rows deleted as of its version; later units
         # emit splits as added (a later delete is a change the stream fails on or ignores).
         deletes: dict[str, list[dict[str, Any]]] = {}
@@ -220,34 +290,22 @@ class IndexTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 deletes_json,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
             )
 
-            deletes = deletes_json((self.table or IndexTable(self.path, self.opts)).snapshot(start_pos.version), files)
-        # a change feed: every row of the splits (no query, filter or limit), planned by the scan
-        # (core/split/read/scan.py) with the table's latest settings
-        from indextables_spark.core.split.read.scan import (
-            TableScan,  # lazy: keeps `import indextables_spark.spark.streaming` free of numpy
-        )
-
-        table = self.table or IndexTable(self.path, self.opts)
-        target = arrow_schema(self.schema_json, field_metadata=True)
-        plan = TableScan(
-            table.storage,
-            table.snapshot(),
-            self.opts,
-            columns=[c for c in target.names if c in self.partition_columns]
-            + data_names(self.partition_columns, target),
-            typed=target,
-            batch_rows=read_options(self.opts).batch_rows,
-        ).read
+            deletes = deletes_json(table.snapshot(start_pos.version), files)
         return [
-            SplitGroup([task_json(f) for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes}, plan)
+            SplitGroup([task_json(f) for f in g], {f.path: deletes[f.path] for f in g if f.path in deletes}, scan.read)
             for g in groups
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SplitGroup)  # made by partitions()
         target = arrow_schema(self.schema_json, field_metadata=True)  # = Spark's to_arrow_schema
-        task = TaskRead(partition.plan, target)
-        yield from task.batches([AddFile.from_json(d) for d in partition.files], partition.deletes, None)
+        adds = [AddFile.from_json(d) for d in partition.files]
+        if SNIPPET in target.names and partition.plan.text is not None:
+            # snippets are made with each split's index, as a batch read makes them: its ranked
+            # path, every match of the split (a stream declares no `_score`: stream_read_options)
+            yield from read_ranked(partition.plan, adds, target, partition.deletes)
+            return
+        yield from TaskRead(partition.plan, target).batches(adds, partition.deletes, None)
 
     def commit(self, end: dict[str, Any]) -> None:
         # Nothing to release: units are re-derivable from the log.

@@ -39,16 +39,21 @@ def prune_files(
     partition_columns: Sequence[str],
     partition_types: dict[str, str],
     specs: Sequence[ColumnSpec],
+    among: Sequence[AddFile] | None = None,
 ) -> tuple[list[AddFile], tuple[int, int, int]]:
     """The splits a read opens: partition pruning (filters over partition columns only), min/max
-    data skipping and Bloom filters (filters over data columns only). Returns (files, (splits in
-    the snapshot, after partition pruning, after data skipping))."""
+    data skipping and Bloom filters (filters over data columns only), of the snapshot's splits or
+    of `among` (a stream's micro-batch: splits its log added, read with this snapshot's settings).
+    Returns (files, (splits considered, after partition pruning, after data skipping))."""
     from indextables_spark.core.split.format.bloom import (
         skip_by_blooms,  # lazy: keeps `import indextables_spark.core.split.read.file_pruning` free of numpy
     )
 
-    n_total = snapshot.num_files
-    if partition_filters:
+    n_total = snapshot.num_files if among is None else len(among)
+    if among is not None:
+        types = partition_types
+        files = [f for f in among if prune_partition(f.partition_values, partition_filters, partition_columns, types)]
+    elif partition_filters:
         files = _partition_pruned(snapshot, partition_filters, partition_columns, partition_types)
     else:
         files = snapshot.files

@@ -1,7 +1,7 @@
 """TableScan: the one planner of a read. Every route only feeds it what it was asked — the
 Spark-free API (search, to_arrow, to_batches, count, aggregate, explain), the Spark driver
-(spark/reader.py: what Spark pushed), streaming, DELETE (ops/write/delete.py), the SQL routes and
-the table functions — and runs what it returns.
+(spark/reader.py: what Spark pushed), streaming (a micro-batch's splits), DELETE
+(ops/write/delete.py), the SQL routes and the table functions — and runs what it returns.
 
 In: the table version (snapshot), the options, the conditions the read decides, the conditions
 someone else re-checks (Spark's pushed filters), the query value (expr/search_query.py), the
@@ -217,13 +217,22 @@ class TableScan:
         fields = [f for f in self.schema if f.name in self.parts or f.name in self.read_names]
         return pa.schema(fields + ([pa.field(SCORE_COLUMN, pa.float32())] if scored else []))
 
-    def live_files(self) -> list[AddFile]:
+    def live_files(self, among: Sequence[AddFile] | None = None) -> list[AddFile]:
         """The splits the read opens (partition pruning, min/max data skipping, Bloom filters:
-        the conditions decide them, never the query), with the query planned for their doc
-        mappings (QueryParseError before a split opens)."""
+        the conditions decide them, never the query) — of the snapshot, or of `among` (a stream's
+        micro-batch: spark/streaming.py) —, with the query planned for their doc mappings
+        (QueryParseError before a split opens)."""
         types = {c: t for c, t in spark_type_names(self.snapshot).items() if c in self.parts}
         files, (total, parts, stats) = prune_files(
-            self.storage.uri, self.options, self.snapshot, self.part_only, self.data_only, self.parts, types, self.specs
+            self.storage.uri,
+            self.options,
+            self.snapshot,
+            self.part_only,
+            self.data_only,
+            self.parts,
+            types,
+            self.specs,
+            among,
         )
         self.pruning = Pruning(total, parts, stats, len(files))
         self.plan_query(files)
