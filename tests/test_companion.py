@@ -20,6 +20,12 @@ from indextables_spark.core.split.cache.companion_rows import forget_source_file
 
 COLUMNS = ["id", "body", "views", "region", "day"]
 INDEXING = {"body": "text"}
+# Most builds here index in this process: a local build otherwise starts a Python process per split
+# group (1-3 s each on a loaded 2-core machine), which the sync logic tested here does not depend on.
+# The process route stays tested: test_build_and_read_each_format (each format),
+# test_cloud_source_and_index and test_iceberg_on_azure (credentials reach the processes), and
+# test_companion_sources.py's provider test.
+IN_PROCESS = {"spark.indextables.companion.parallelism": "1"}
 
 
 # -- sources ---------------------------------------------------------------------------------------
@@ -128,7 +134,7 @@ def test_top_n_by_score_and_snippets(tmp_path):
     data = rows(300)
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     write_delta(src, data)
-    it.build_companion(src, loc, indexing=INDEXING)
+    it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     got = it.IndexTable(loc).search("body:alpha OR body:bravo", limit=5, columns=["id", "body"])
     assert got.num_rows == 5 and "_score" in got.column_names
     scores = got.column("_score").to_pylist()
@@ -143,20 +149,20 @@ def test_delta_incremental_sync(tmp_path):
 
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     write_delta(src, rows(300))
-    first = it.build_companion(src, loc, indexing=INDEXING)
+    first = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     # nothing changed: nothing to do, no new version
-    again = it.build_companion(src, loc, indexing=INDEXING)
+    again = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     assert again["filesIndexed"] == 0 and again["version"] is None
     # an append: only the new files are indexed
     write_delta(src, rows(90, start=300))
     new_files = len(delta_keys(src)) - first["filesIndexed"]
-    res = it.build_companion(src, loc, indexing=INDEXING)
+    res = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     assert res["filesIndexed"] == new_files and res["splitsRemoved"] == 0 and res["version"] == 1
     expected = DeltaTable(src).to_pyarrow_table()
     assert index_rows(loc) == tuples(expected)
     # a delete rewrites files: splits holding removed files go, their valid files are indexed again
     DeltaTable(src).delete("id % 7 = 0")
-    res = it.build_companion(src, loc, indexing=INDEXING)
+    res = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     assert res["filesRemoved"] > 0 and res["splitsRemoved"] > 0
     expected = DeltaTable(src).to_pyarrow_table()
     assert index_rows(loc) == tuples(expected)
@@ -174,10 +180,10 @@ def test_a_rewritten_file_is_logged_not_its_split_indexed_again(tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     for i in range(3):
         write_delta(src, rows(60, start=60 * i), partition_by=())
-    first = it.build_companion(src, loc, indexing=INDEXING)
+    first = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     assert first["filesIndexed"] == 3 and first["splitsAdded"] == 1
     DeltaTable(src).delete("id = 70")  # in the second file only
-    res = it.build_companion(src, loc, indexing=INDEXING)
+    res = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     assert (res["filesIndexed"], res["filesRemoved"], res["splitsRemoved"], res["rowsIndexed"]) == (1, 1, 0, 59)
     expected = DeltaTable(src).to_pyarrow_table()
     assert index_rows(loc) == tuples(expected)
@@ -186,11 +192,11 @@ def test_a_rewritten_file_is_logged_not_its_split_indexed_again(tmp_path):
     forget_source_files()
     assert index_rows(loc) == tuples(expected) and it.IndexTable(loc).count() == 179
     assert index_rows(loc, "body:alpha") == tuples(has_word(expected, "alpha"))
-    again = it.build_companion(src, loc, indexing=INDEXING)
+    again = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     assert again["status"] == "NO_ACTION" and again["filesRemoved"] == 0
     # the first split's other files and the rewritten file rewritten: both splits go
     DeltaTable(src).delete("id % 60 = 1")
-    res = it.build_companion(src, loc, indexing=INDEXING)
+    res = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     assert res["splitsRemoved"] == 2 and res["filesRemoved"] == 4  # every file of a split removed
     assert index_rows(loc) == tuples(DeltaTable(src).to_pyarrow_table())
     indexed = {k for f in it.IndexTable(loc).snapshot().files for k in f.companion_source_files}
@@ -203,12 +209,12 @@ def test_a_removed_file_back_indexes_its_split_again(tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     for i in range(2):
         write_delta(src, rows(40, start=40 * i), partition_by=())
-    it.build_companion(src, loc, indexing=INDEXING)
+    it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     before = DeltaTable(src).version()
     DeltaTable(src).delete("id = 3")
-    it.build_companion(src, loc, indexing=INDEXING)
+    it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     DeltaTable(src).restore(before)  # the removed file is back, the rewritten one removed
-    res = it.build_companion(src, loc, indexing=INDEXING)
+    res = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     assert res["splitsRemoved"] == 2  # the split whose logs delete the file's rows, the rewritten file's
     assert index_rows(loc) == tuples(rows(80))
 
@@ -219,7 +225,7 @@ def test_iceberg_copy_on_write_delete_keeps_the_split(tmp_path):
     table, options = write_iceberg(tmp_path, rows(50), partitioned=False)
     table.append(rows(50, start=50))
     loc = str(tmp_path / "index")
-    kwargs = {"catalog": "c", "options": options, "indexing": INDEXING, "format": "iceberg"}
+    kwargs = {"catalog": "c", "options": {**options, **IN_PROCESS}, "indexing": INDEXING, "format": "iceberg"}
     it.build_companion("db.docs", loc, **kwargs)
     table = table.refresh()
     table.delete(ex.EqualTo("id", 60))  # pyiceberg rewrites the file (copy-on-write)
@@ -234,7 +240,7 @@ def test_index_serves_its_version_and_fails_clearly_when_files_are_gone(tmp_path
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     data = rows(200)
     write_delta(src, data)
-    it.build_companion(src, loc, indexing=INDEXING)
+    it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     # the source moves on (overwrite): the index still serves the version it indexed
     write_delta(src, rows(50, start=1000), mode="overwrite")
     assert index_rows(loc) == tuples(data)
@@ -243,22 +249,22 @@ def test_index_serves_its_version_and_fails_clearly_when_files_are_gone(tmp_path
     forget_source_files()  # as a fresh process (cached columns of the indexed files are still right)
     with pytest.raises(CompanionSourceError, match="BUILD INDEXTABLES COMPANION"):
         index_rows(loc)
-    it.build_companion(src, loc, indexing=INDEXING)
+    it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     assert index_rows(loc) == tuples(DeltaTable(src).to_pyarrow_table())
 
 
 def test_parquet_directory_sync_and_replaced_file(tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     write_parquet_dir(src, rows(200), name="a-{i}.parquet")
-    it.build_companion(src, loc, format="parquet", indexing=INDEXING)
+    it.build_companion(src, loc, format="parquet", indexing=INDEXING, options=IN_PROCESS)
     write_parquet_dir(src, rows(100, start=200), name="b-{i}.parquet")
-    res = it.build_companion(src, loc, format="parquet", indexing=INDEXING)
+    res = it.build_companion(src, loc, format="parquet", indexing=INDEXING, options=IN_PROCESS)
     assert res["filesIndexed"] == 3  # one new file per day partition
     assert index_rows(loc) == tuples(rows(300))
     # a file deleted from the directory: its rows are logged as deleted, the split's other files stay
     victim = next(p for p in sorted(_parquet_files(src)) if "a-" in p)
     os.remove(victim)
-    res = it.build_companion(src, loc, format="parquet", indexing=INDEXING)
+    res = it.build_companion(src, loc, format="parquet", indexing=INDEXING, options=IN_PROCESS)
     assert res["filesRemoved"] == 1
     expected = pa.concat_tables([_read_hive(p) for p in _parquet_files(src)])
     assert index_rows(loc) == tuples(expected)
@@ -277,7 +283,7 @@ def _read_hive(path: str) -> pa.Table:
 def test_iceberg_sync_after_append_and_overwrite(tmp_path):
     table, options = write_iceberg(tmp_path, rows(200))
     loc = str(tmp_path / "index")
-    kwargs = {"catalog": "c", "options": options, "indexing": INDEXING, "format": "iceberg"}
+    kwargs = {"catalog": "c", "options": {**options, **IN_PROCESS}, "indexing": INDEXING, "format": "iceberg"}
     first = it.build_companion("db.docs", loc, **kwargs)
     table.append(rows(60, start=200))
     res = it.build_companion("db.docs", loc, **kwargs)
@@ -296,12 +302,12 @@ def test_where_and_dry_run(tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     data = rows(300)
     write_delta(src, data)
-    dry = it.build_companion(src, loc, indexing=INDEXING, where="day = '2024-01-01'", dry_run=True)
+    dry = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS, where="day = '2024-01-01'", dry_run=True)
     assert dry["dryRun"] and dry["filesIndexed"] >= 1 and dry["version"] is None
     assert it.IndexTable(loc).version() < 0  # a dry run writes nothing
-    it.build_companion(src, loc, indexing=INDEXING, where="day = '2024-01-01'")
+    it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS, where="day = '2024-01-01'")
     assert index_rows(loc) == tuples(data.filter(pc.equal(data.column("day"), "2024-01-01")))
-    it.build_companion(src, loc, indexing=INDEXING)  # the other partitions later
+    it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)  # the other partitions later
     assert index_rows(loc) == tuples(data)
 
 
@@ -309,7 +315,7 @@ def test_time_travel_source_version(tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     write_delta(src, rows(100))
     write_delta(src, rows(100, start=100))
-    res = it.build_companion(src, loc, indexing=INDEXING, from_version=0)
+    res = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS, from_version=0)
     assert res["sourceVersion"] == 0
     assert index_rows(loc) == tuples(rows(100))
 
@@ -320,7 +326,7 @@ def test_time_travel_source_version(tmp_path):
 def test_companion_refuses_writes_and_other_sources(tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     write_delta(src, rows(50))
-    it.build_companion(src, loc, indexing=INDEXING)
+    it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     with pytest.raises(CompanionSourceError, match="BUILD INDEXTABLES COMPANION"):
         it.write_table(loc, rows(5))
     other = str(tmp_path / "other")
@@ -340,7 +346,7 @@ def test_merge_purge_describe_on_companion(tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     for i in range(3):
         write_delta(src, rows(60, start=60 * i))
-        it.build_companion(src, loc, indexing=INDEXING)
+        it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     before = index_rows(loc)
     n_before = len(it.IndexTable(loc).snapshot().files)
     res = execute(parse_command(f"MERGE SPLITS '{loc}' TARGET SIZE 100M")).raw
@@ -350,7 +356,7 @@ def test_merge_purge_describe_on_companion(tmp_path):
     assert index_rows(loc, "body:alpha") == tuples(has_word(rows(180), "alpha"))
     assert all(f.companion_source_files for f in files)
     # syncing after the merge still knows every file is indexed
-    assert it.build_companion(src, loc, indexing=INDEXING)["filesIndexed"] == 0
+    assert it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)["filesIndexed"] == 0
     execute(
         parse_command(f"PURGE INDEXTABLE '{loc}' OLDER THAN 0 HOURS"),
         {"spark.indextables.purge.retentionCheckEnabled": "false"},
@@ -370,12 +376,15 @@ def test_sql_text_and_cli(tmp_path, capsys):
     out = execute(
         parse_command(
             f"BUILD INDEXTABLES COMPANION FOR DELTA '{src}' INDEXING MODES ('body':'text') AT LOCATION '{loc}'"
-        )
+        ),
+        IN_PROCESS,
     )
     assert out.table.column("files_indexed").to_pylist()[0] >= 1
     assert index_rows(loc, "body:alpha") == tuples(has_word(rows(100), "alpha"))
     write_delta(src, rows(10, start=100))
-    assert main(["build-companion", src, loc, "--indexing", "body=text", "--json"]) == 0
+    assert (
+        main(["build-companion", src, loc, "--indexing", "body=text", "-o", "companion.parallelism=1", "--json"]) == 0
+    )
     assert '"filesIndexed"' in capsys.readouterr().out
     assert index_rows(loc) == tuples(rows(110))
 
@@ -391,7 +400,7 @@ def test_companion_is_smaller_than_a_full_table(tmp_path):
     data = documents(20000)
     indexing = {"body": "text", "title": "text"}
     write_delta(src, data, partition_by=["region"])
-    it.build_companion(src, loc, indexing=indexing)
+    it.build_companion(src, loc, indexing=indexing, options=IN_PROCESS)
     it.write_table(
         full, data, partition_by=["region"], options={f"indexing.typemap.{k}": v for k, v in indexing.items()}
     )
@@ -542,7 +551,7 @@ def test_reads_fetch_only_the_needed_row_groups_and_columns(tmp_path, monkeypatc
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     data = rows(40000, days=1)
     write_parquet_dir(src, data, row_group_size=1000)
-    it.build_companion(src, loc, format="parquet", indexing=INDEXING)
+    it.build_companion(src, loc, format="parquet", indexing=INDEXING, options=IN_PROCESS)
     ranges: list[tuple[int, int]] = []
 
     class AsIfRemote(CountingStorage):  # counted, and read by ranges as from an object store
@@ -578,9 +587,9 @@ def test_delta_optimize_then_sync(tmp_path):
     src, loc = str(tmp_path / "src"), str(tmp_path / "index")
     for i in range(3):
         write_delta(src, rows(50, start=50 * i))
-    it.build_companion(src, loc, indexing=INDEXING)
+    it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     DeltaTable(src).optimize.compact()  # small files rewritten into bigger ones
-    res = it.build_companion(src, loc, indexing=INDEXING)
+    res = it.build_companion(src, loc, indexing=INDEXING, options=IN_PROCESS)
     assert res["filesRemoved"] >= 2 and res["splitsRemoved"] >= 1
     assert index_rows(loc) == tuples(rows(150))
     assert {k for f in it.IndexTable(loc).snapshot().files for k in f.companion_source_files} == delta_keys(src)
