@@ -26,6 +26,10 @@ from indextables_spark.ops.companion.sources.deletion_vectors import decode_bitm
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "delta_rs")
 COLUMNS = ["id", "body", "views", "region", "day"]
+# builds index in this process (no Python process started per split group: the vectors are read
+# the same either way); test_missing_or_damaged_vector_file_fails_naming_it keeps the process route
+# (its error raised in an indexing process)
+IN_PROCESS = {"spark.indextables.companion.parallelism": "1"}
 
 
 def copy_table(name: str, tmp_path) -> str:
@@ -124,7 +128,7 @@ def test_databricks_tables_with_deletion_vectors(table, version, tmp_path):
     snap = open_source("delta", src, version=version)
     physical = sum(f.num_records for f in snap.files)
     assert physical - exp.num_rows == deleted_in_log(src, snap.version) > 0
-    res = it.build_companion(src, loc, format="delta", from_version=version)
+    res = it.build_companion(src, loc, format="delta", from_version=version, options=IN_PROCESS)
     assert res["status"] == "SUCCESS"
     cols = exp.column_names
     assert index_table(loc, cols) == sorted_rows(exp, cols)
@@ -136,10 +140,12 @@ def test_sync_takes_up_changed_vectors_without_reindexing(tmp_path):
     checkpoint at version 20 (the same vector: nothing to do): no sync indexes anything."""
     src, loc = copy_table("table_with_deletion_logs", tmp_path), str(tmp_path / "index")
     cols = ["id", "name", "nbr"]
-    it.build_companion(src, loc, format="delta", indexing={"name": "text"}, from_version=3)
+    it.build_companion(src, loc, format="delta", indexing={"name": "text"}, options=IN_PROCESS, from_version=3)
     t = it.IndexTable(loc)
     for version in (4, None):
-        res = it.build_companion(src, loc, format="delta", indexing={"name": "text"}, from_version=version)
+        res = it.build_companion(
+            src, loc, format="delta", indexing={"name": "text"}, options=IN_PROCESS, from_version=version
+        )
         assert res["filesIndexed"] == 0 and res["splitsRemoved"] == 0
         assert res["status"] == ("SUCCESS" if version == 4 else "NO_ACTION")
         exp = expected_rows(src, version)
@@ -153,7 +159,7 @@ def test_sync_takes_up_changed_vectors_without_reindexing(tmp_path):
 
 def test_databricks_table_with_column_mapping(tmp_path):
     src, loc = copy_table("table_with_column_mapping", tmp_path), str(tmp_path / "index")
-    res = it.build_companion(src, loc, format="delta", indexing={"Super Name": "text"})
+    res = it.build_companion(src, loc, format="delta", indexing={"Super Name": "text"}, options=IN_PROCESS)
     assert res["rowsIndexed"] == 5
     got = it.IndexTable(loc).to_arrow()
     assert sorted(got.column_names) == ["Company Very Short", "Super Name"]
@@ -180,7 +186,7 @@ def own_table(tmp_path, mapping: str = "none", v2_checkpoint: bool = False) -> D
 
 def sync_indexes_nothing(w: DeltaWriter, loc: str) -> None:
     """A sync after vectors changed: no file indexed again, no split removed, the rows right."""
-    res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"})
+    res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"}, options=IN_PROCESS)
     assert (res["filesIndexed"], res["splitsRemoved"]) == (0, 0)
     check(w, loc)
 
@@ -209,7 +215,7 @@ def test_own_vectors_inline_file_backed_shared_and_changing(tmp_path):
     w.delete({files[0]: [0, 5, 63, 64, 199]}, storage="i")  # inline
     w.delete({files[1]: [1, 2, 3, 4, 99], files[2]: list(range(50, 120)), files[3]: [0]}, storage="u", prefix="ab")
     w.delete({files[4]: [7, 8]}, storage="p", runs=True)  # absolute path, run containers
-    res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"})
+    res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"}, options=IN_PROCESS)
     assert res["status"] == "SUCCESS"
     check(w, loc)
     # files[0]'s vector changes twice across versions; the sync in between and after indexes nothing
@@ -221,7 +227,7 @@ def test_own_vectors_inline_file_backed_shared_and_changing(tmp_path):
     # a vector put back to an older one (RESTORE): rows come back, the split is indexed again
     descriptor = json.loads(open(f"{w.root}/_delta_log/{7:020d}.json").read().splitlines()[-1])["add"]["deletionVector"]
     w.restore_vector(files[0], descriptor, {0, 5, 63, 64, 199})
-    res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"})
+    res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"}, options=IN_PROCESS)
     assert res["splitsRemoved"] >= 1 and res["filesIndexed"] >= 1
     check(w, loc)
 
@@ -238,7 +244,7 @@ def test_vectors_from_a_v2_checkpoint_with_sidecars(tmp_path):
     for v in range(w.version):  # log cleanup: only the checkpoint covers them
         os.remove(f"{w.root}/_delta_log/{v:020d}.json")
     w.delete({files[3]: [4]}, storage="u")
-    res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"})
+    res = it.build_companion(w.root, loc, format="delta", indexing={"body": "text"}, options=IN_PROCESS)
     assert res["status"] == "SUCCESS"
     check(w, loc)
     w.delete({files[0]: [7], files[5]: [0, 1]}, storage="u")
@@ -274,11 +280,11 @@ def test_column_mapping_rename_and_drop_followed_by_sync(mode, tmp_path):
     w = own_table(tmp_path, mapping=mode)
     loc = str(tmp_path / "index")
     w.delete({list(w.files)[0]: [0, 1, 2]}, storage="u")
-    it.build_companion(w.root, loc, format="delta", indexing={"body": "text"})
+    it.build_companion(w.root, loc, format="delta", indexing={"body": "text"}, options=IN_PROCESS)
     check(w, loc)
     w.rename("body", "text")
     w.rename("region", "area")
-    res = it.build_companion(w.root, loc, format="delta", indexing={"text": "text"})
+    res = it.build_companion(w.root, loc, format="delta", indexing={"text": "text"}, options=IN_PROCESS)
     assert res["status"] == "SUCCESS" and res["splitsRemoved"] > 0
     t = it.IndexTable(loc)
     names = ["id", "text", "views", "area", "day"]
@@ -287,7 +293,7 @@ def test_column_mapping_rename_and_drop_followed_by_sync(mode, tmp_path):
     assert index_table(loc, names) == sorted_rows(exp, names)
     assert t.count("text:alpha") == sum("alpha" in b.split() for b in exp.column("text").to_pylist())
     w.drop("area")
-    it.build_companion(w.root, loc, format="delta", indexing={"text": "text"})
+    it.build_companion(w.root, loc, format="delta", indexing={"text": "text"}, options=IN_PROCESS)
     got = it.IndexTable(loc).to_arrow()
     assert "area" not in got.column_names and "region" not in got.column_names
     assert index_table(loc, ["id", "text", "views", "day"]) == sorted_rows(
@@ -302,7 +308,7 @@ def test_spark_reads_skip_deleted_rows(spark, tmp_path):
     loc = str(tmp_path / "index")
     files = list(w.files)
     w.delete({files[0]: [0, 1, 2, 150], files[3]: list(range(10, 40))}, storage="u")
-    it.build_companion(w.root, loc, format="delta", indexing={"body": "text"})
+    it.build_companion(w.root, loc, format="delta", indexing={"body": "text"}, options=IN_PROCESS)
     exp = expected_rows(w.root)
     df = spark.read.format("indextables").load(loc)
     got = sorted(tuple(r[c] for c in COLUMNS) for r in (x.asDict() for x in df.select(*COLUMNS).collect()))
