@@ -17,6 +17,8 @@ Fixtures:
   cloud_backend    (function; params "s3", "azure") -> StorageTarget, same as above.
   s3_endpoint, s3_bucket, s3_options            (session) endpoint URL, a bucket made for this
                                                 session, base options (credentials, endpoint).
+  s3_uri           (function) a fresh table root on S3, deleted afterwards; s3_module_uri (module) the
+                   same for a module whose tests only read the table written there once.
   azure_connection_string, azure_endpoint, azure_container, azure_options   (session) likewise
                                                 for Azurite.
   spark            (session) local[2] SparkSession with indextables registered.
@@ -209,11 +211,22 @@ def cloud_backend(request: pytest.FixtureRequest) -> StorageTarget:
 @pytest.fixture
 def s3_uri(s3_bucket, s3_options, request):
     """A fresh table root on S3; everything under it is deleted afterwards."""
+    yield from _s3_root(s3_bucket, s3_options, request.node.name)
+
+
+@pytest.fixture(scope="module")
+def s3_module_uri(s3_bucket, s3_options, request):
+    """A fresh table root on S3 for a whole module (a table its tests only read, written once);
+    everything under it is deleted after the module's tests."""
+    yield from _s3_root(s3_bucket, s3_options, request.module.__name__)
+
+
+def _s3_root(bucket: str, options: dict[str, str], name: str):
     from indextables_spark.core.storage import open_storage
 
-    uri = f"s3://{s3_bucket}/{request.node.name[:30]}-{uuid.uuid4().hex[:8]}"
+    uri = f"s3://{bucket}/{name[:30]}-{uuid.uuid4().hex[:8]}"
     yield uri
-    storage = open_storage(uri, s3_options)
+    storage = open_storage(uri, options)
     storage.delete([f.key for f in storage.list("")])
 
 

@@ -54,12 +54,20 @@ def _docs(n: int, seed: int) -> pa.Table:
 TEXT = {"spark.indextables.indexing.typemap.body": "text", "spark.indextables.indexing.typemap.title": "text"}
 
 
-@pytest.fixture
-def s3_table(s3_uri, s3_options):
-    """Two splits on S3 (the S3 emulator)."""
+@pytest.fixture(scope="module")
+def s3_table(s3_module_uri, s3_options):
+    """Two splits on S3 (the S3 emulator), written once: the tests only read them, each through
+    cache directories of its own (cold_stats keeps their term statistics cold too)."""
     for k in range(2):
-        it.write_table(s3_uri, _docs(ROWS, k), mode="append", options={**s3_options, **TEXT})
-    return s3_uri, s3_options
+        it.write_table(s3_module_uri, _docs(ROWS, k), mode="append", options={**s3_options, **TEXT})
+    return s3_module_uri, s3_options
+
+
+@pytest.fixture(autouse=True)
+def cold_stats():
+    """No table statistics kept from an earlier test (they are kept per process and table), so a
+    test's reads fetch what they would on a table of their own."""
+    forget_table_stats()
 
 
 def _table(uri, options, cache_dir, lazy="true"):

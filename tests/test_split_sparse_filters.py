@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
-from test_split_sparse import TEXT, _docs, _sorted, _table
+from test_split_sparse import TEXT, _docs, _sorted, _table, cold_stats  # noqa: F401 (autouse)
 
 import indextables_spark as it
 from indextables_spark.core.split.read.scan import TableScan
@@ -44,12 +44,13 @@ def _more(t: pa.Table, seed: int) -> pa.Table:
     )
 
 
-@pytest.fixture
-def filter_table(s3_uri, s3_options):
-    """Two splits on S3 (the S3 emulator)."""
+@pytest.fixture(scope="module")
+def filter_table(s3_module_uri, s3_options):
+    """Two splits on S3 (the S3 emulator), written once: the tests only read them, each through
+    cache directories of its own (cold_stats keeps their term statistics cold too)."""
     for k in range(2):
-        it.write_table(s3_uri, _more(_docs(ROWS, k), k), mode="append", options={**s3_options, **TEXT})
-    return s3_uri, s3_options
+        it.write_table(s3_module_uri, _more(_docs(ROWS, k), k), mode="append", options={**s3_options, **TEXT})
+    return s3_module_uri, s3_options
 
 
 WHERES = [

@@ -336,7 +336,8 @@ def test_companion_vector_search_leaves_out_rows_the_source_deleted(tmp_path: Pa
     first = rows(x[:1000])
     w.create(first.schema)
     paths = [w.add_file(first), w.add_file(rows(x[1000:2000], 1000)), w.add_file(rows(x[2000:], 2000))]
-    opts = {P + "indexing.vector.emb": f"{DIMS},cosine"}
+    # indexed in this process (the build above indexes in processes, as by default)
+    opts = {P + "indexing.vector.emb": f"{DIMS},cosine", P + "companion.parallelism": "1"}
     it.build_companion(src, loc, format="delta", indexing={"body": "text"}, options=opts)
     ids = np.arange(len(x))
     q = x[321] + 0.05
