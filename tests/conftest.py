@@ -57,6 +57,12 @@ S3_TEST_REGION = "us-east-1"
 
 SESSION_TAG = uuid.uuid4().hex[:8]
 
+# OpenMP threads (faiss's vector index builds and searches) sleep while they wait for work instead of
+# spinning: the suite runs two pytest processes, each with its write threads and Spark's workers, on
+# few cores, where spinning threads took the CPU from the rest (the vector tests ran 3-4x slower on a
+# loaded 2-core machine). Set here, before faiss loads; the processes the tests start inherit it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 @dataclass
 class StorageTarget:
