@@ -6,6 +6,7 @@ the API contract listed when it dropped them)."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -25,12 +26,21 @@ def rows(n: int, start: int = 0) -> pa.Table:
     )
 
 
-@pytest.fixture
-def table(tmp_path) -> it.IndexTable:
-    path = str(tmp_path / "t")
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> str:
+    """The table the tests start from, written once (two versions, four splits)."""
+    path = str(tmp_path_factory.mktemp("table_api") / "t")
     t = it.IndexTable(path, {"indexing.typemap.body": "text"})
     t.write(rows(10), partition_by=["day"])
     t.write(rows(10, start=10))
+    return path
+
+
+@pytest.fixture
+def table(written, tmp_path) -> it.IndexTable:
+    """A copy of `written` of the test's own (most tests change their table)."""
+    path = str(tmp_path / "t")
+    shutil.copytree(written, path)
     return it.IndexTable(path)
 
 
