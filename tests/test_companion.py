@@ -23,8 +23,8 @@ INDEXING = {"body": "text"}
 # Most builds here index in this process: a local build otherwise starts a Python process per split
 # group (1-3 s each on a loaded 2-core machine), which the sync logic tested here does not depend on.
 # The process route stays tested: test_build_and_read_each_format (each format),
-# test_cloud_source_and_index and test_iceberg_on_azure (credentials reach the processes), and
-# test_companion_sources.py's provider test.
+# test_cloud_source_and_index's Delta cases and test_iceberg_on_azure (credentials reach the
+# processes), and test_companion_sources.py's provider test.
 IN_PROCESS = {"spark.indextables.companion.parallelism": "1"}
 
 
@@ -532,7 +532,10 @@ def test_cloud_source_and_index(cloud_backend, fmt):
             sink = pa.BufferOutputStream()
             pq.write_table(part, sink, row_group_size=40)
             storage.put(f"day={day}/part-0.parquet", sink.getvalue().to_pybytes())
-    res = it.build_companion(src, loc, format=fmt, indexing=INDEXING, options=options)
+    # the Delta cases index in processes (the options, credentials included, reach them), the
+    # Parquet cases in this process (they read their source files the same way)
+    local = IN_PROCESS if fmt == "parquet" else {}
+    res = it.build_companion(src, loc, format=fmt, indexing=INDEXING, options={**options, **local})
     assert res["rowsIndexed"] == 300
     forget_source_files()
     t = it.IndexTable(loc, options)
