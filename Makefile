@@ -55,9 +55,10 @@ PYTEST_ARGS ?=
 FAST_TIER := not integration
 INTEGRATION_TIER := integration
 # The fast tier runs in this many pytest-xdist processes (each file in one of them: --dist loadfile),
-# each with its own SparkSession; 1 runs it in this process.
+# each with its own SparkSession; 1 runs it in this process. The heaviest files first (tests/tiers.py
+# HEAVY_FIRST: collected in that order, not reordered by test count)
 TEST_WORKERS ?= 2
-XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
+XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder,)
 # ... and the integration tier in as many, by group (tests/tiers.py xdist_group: a file, or every test
 # of the Connect server / of the standalone cluster together, so each server starts once), the heaviest
 # groups first (tests/tiers.py HEAVY_GROUPS_FIRST: collected in that order, not reordered by test count)

@@ -134,22 +134,34 @@ def heavy_group_first(group: str) -> int:
     return HEAVY_GROUPS_FIRST.index(group) if group in HEAVY_GROUPS_FIRST else len(HEAVY_GROUPS_FIRST)
 
 
-# The fast tier's heaviest files (seconds of test time, clean-clone runs), collected first: with
-# `--dist loadfile` each file goes whole to the next free worker in collection order, so a heavy file
-# collected last leaves the other worker idle at the end (the sixteenth session's run: 1:48 of 8:34).
+# The fast tier's heaviest files, heaviest first (seconds of test time on 2026-12-03: the mean of two runs,
+# 2 processes on 2 cores after the cuts of that day), collected first and scheduled so (the Makefile's
+# --no-loadscope-reorder; pytest-xdist would otherwise take the files with the most tests first, and a
+# heavy file of two tests came last): with `--dist loadfile` each file goes whole to the next free
+# worker in collection order, so a heavy file collected last leaves the other worker idle at the end.
 HEAVY_FIRST = (
-    "tests/test_companion.py",
-    "tests/test_docs_examples.py",
-    "tests/test_reference_tables.py",
-    "tests/test_table_search.py",
-    "tests/test_vector_search.py",
-    "tests/test_search_sql.py",
-    "tests/test_cloud_spark.py",
-    "tests/test_sql_commands.py",
-    "tests/test_storage.py",
-    "tests/test_cloud_credentials.py",
-    "tests/test_spark_streaming.py",
-    "tests/test_companion_stream.py",
+    "tests/test_docs_examples.py",  # 96 s
+    "tests/test_companion.py",  # 43
+    "tests/test_spark_roundtrip.py",  # 41
+    "tests/test_cloud_credentials.py",  # 37
+    "tests/test_cloud_spark.py",  # 34
+    "tests/test_spark_streaming.py",  # 33
+    "tests/test_split_sparse_filters.py",  # 32
+    "tests/test_storage.py",  # 32
+    "tests/test_vector_search.py",  # 31
+    "tests/test_compact_strings.py",  # 28
+    "tests/test_cloud_faults.py",  # 27
+    "tests/test_search_sql.py",  # 26
+    "tests/test_split_sparse.py",  # 25
+    "tests/test_sql_commands.py",  # 24
+    "tests/test_transaction_concurrency.py",  # 22
+    "tests/test_reference_transcode.py",  # 19
+    "tests/test_table_search.py",  # 19
+    "tests/test_reference_tables.py",  # 19
+    "tests/test_log_freshness.py",  # 18
+    "tests/test_aggregate.py",  # 18
+    "tests/test_spark_columns.py",  # 17
+    "tests/test_deletes.py",  # 16
 )
 
 
