@@ -35,6 +35,8 @@ import os
 import sys
 from typing import Any, Callable
 
+from spark_servers import TEST_JVM_OPTIONS
+
 SCHEMA = (
     "id long, body string, views int, score double, flag boolean, day date, ts timestamp, "
     "tags array<string>, region string"
@@ -58,6 +60,8 @@ CLUSTER_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
+    "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
+    "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS,
 }
 
 

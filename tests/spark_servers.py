@@ -41,10 +41,11 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
 START_TIMEOUT = float(os.environ.get("INDEXTABLES_SPARK_SERVER_START_TIMEOUT", "180"))
-# The test JVMs (the local session's, the Connect server's) run each piece of Spark's code a few times
-# on few cores: no C2 compiler threads optimizing it (C1 compiles only) and one collector thread.
-# A Spark-heavy part of the fast tier ran 15% faster so in one process (75 -> 63 s), the JVM's
-# own CPU time of a short session 25 -> 15 s.
+# The test JVMs (the local session's, the Connect server's, a cluster job's driver and executors:
+# tests/cluster_jobs.py CLUSTER_CONF) run each piece of Spark's code a few times on few cores: no C2
+# compiler threads optimizing it (C1 compiles only) and one collector thread. A Spark-heavy part of
+# the fast tier ran 15% faster so in one process (75 -> 63 s), the JVM's CPU time of a short
+# session 25 -> 15 s.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 LOG_TAIL_LINES = 60
 
