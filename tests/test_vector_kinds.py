@@ -259,14 +259,27 @@ def test_the_vectors_file_is_the_columns_one_copy(tmp_path: Path) -> None:
 
 
 def _old_writer(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Splits as written before the kinds: an HNSW graph whose footer has no `kind` (`m`,
-    `efConstruction`), the vectors in the row store, split format 1."""
+    """Splits as written before the kinds (the release's vector_index.build_index, line for line):
+    the vectors file, an HNSW graph comparing by L2 under l2 and by inner product otherwise (cosine:
+    of the normalised vectors), a footer without `kind` (`m`, `efConstruction`), the vectors in the
+    row store, split format 1."""
+    import faiss
+
     from indextables_spark.core.split.write import vectors
 
-    build = vector_index.build_index
-
     def old_build(row_ids: Any, matrix: Any, spec: VectorSpec, index_path: str, vectors_path: str) -> Any:
-        build(row_ids, matrix, VectorSpec(spec.dims, spec.metric, "hnsw"), index_path, vectors_path)
+        ids = np.ascontiguousarray(row_ids, dtype="<i8")
+        x = np.ascontiguousarray(matrix, dtype="<f4")
+        with open(vectors_path, "wb") as f:
+            f.write(ids.tobytes())
+            f.write(x.tobytes())
+        metric = faiss.METRIC_L2 if spec.metric == "l2" else faiss.METRIC_INNER_PRODUCT
+        graph = faiss.IndexHNSWFlat(spec.dims, 16, metric)
+        graph.hnsw.efConstruction = 128
+        if spec.metric == "cosine":
+            x = np.ascontiguousarray(x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-30), dtype="<f4")
+        graph.add(x)
+        faiss.write_index(graph, index_path)
         return {"m": 16, "efConstruction": 128}, True
 
     monkeypatch.setattr(vector_index, "build_index", old_build)
@@ -274,9 +287,12 @@ def _old_writer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vectors, "outside_rows", lambda schema, specs, stores_rows: {})
 
 
+@pytest.mark.parametrize("metric", METRICS)
 def test_a_table_written_before_the_kinds_reads_and_merges_into_the_declared_kind(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, metric: str
 ) -> None:
+    """Old splits' graphs answer by their own comparison: a cosine graph of that release compares
+    by inner product, whose estimates once ranked the table-wide candidates backwards (recall 0)."""
     x = clustered(4000, 16)
     ids = np.arange(len(x))
     path = str(tmp_path / "t")
@@ -292,18 +308,24 @@ def test_a_table_written_before_the_kinds_reads_and_merges_into_the_declared_kin
 
     with monkeypatch.context() as m:
         _old_writer(m)
-        it.write_table(path, part(0, 2000), options={P + "indexing.vector.emb": "16,l2"})
-    it.write_table(path, part(2000, 4000))  # the table's declaration: the default kind
+        # three splits: more candidates than the table re-ranks (vector/table_search.py TABLE_REFINE)
+        it.write_table(path, part(0, 700), options={P + "indexing.vector.emb": f"16,{metric}"})
+        it.write_table(path, part(700, 1400))
+        it.write_table(path, part(1400, 2000))
     t = it.IndexTable(path, options={P + "search.vector.exactBelow": "0"})
-    old, new = footers(t)
-    assert old.format_version == 1 and "kind" not in old.raw["vectors"]["emb"]
+    q = x[1234] + 0.02
+    assert t.search(vector=q, columns=["id"]).column("id").to_pylist() == top(
+        exact(x[:2000], q, metric), ids[:2000], 10
+    )
+    it.write_table(path, part(2000, 4000))  # the table's declaration: the default kind
+    *olds, new = footers(t)
+    assert [(o.format_version, "kind" in o.raw["vectors"]["emb"]) for o in olds] == [(1, False)] * 3
     assert new.format_version == 2 and new.raw["vectors"]["emb"]["kind"] == "ivf_pq"
     assert t.to_arrow().sort_by("id").column("emb").combine_chunks().equals(pa.array(list(x), pa.list_(pa.float32())))
-    q = x[1234] + 0.02
-    assert t.search(vector=q, columns=["id"]).column("id").to_pylist() == top(exact(x, q, "l2"), ids, 10)
+    assert t.search(vector=q, columns=["id"]).column("id").to_pylist() == top(exact(x, q, metric), ids, 10)
     t.delete(where="id IN (1234, 3001)")
     alive = ~np.isin(ids, [1234, 3001])
-    want = top(exact(x[alive], q, "l2"), ids[alive], 10)
+    want = top(exact(x[alive], q, metric), ids[alive], 10)
     assert t.search(vector=q, columns=["id"]).column("id").to_pylist() == want
     before = t.version()
     assert t.maintenance.merge_splits()["status"] == "SUCCESS"

@@ -443,7 +443,9 @@ class VectorIndex:
             selector = faiss.IDSelectorBitmap(self.info.count, faiss.swig_ptr(bitmap))
             params.sel = selector  # the selector and its bitmap must outlive the search call
         found, labels = graph.search(q, min(count, self.info.count), params=params)
-        estimates = metric_scale(np.asarray(found, np.float64), self.metric, asked, self.info.lift)
+        # (the index's own comparison: a cosine graph written before the kinds compares by inner product)
+        by_inner_product = graph.metric_type == faiss.METRIC_INNER_PRODUCT
+        estimates = metric_scale(np.asarray(found, np.float64), self.metric, asked, self.info.lift, by_inner_product)
         return [
             (np.asarray(self.ids[row[row >= 0]], dtype=np.int64), est[row >= 0]) for row, est in zip(labels, estimates)
         ]

@@ -1,7 +1,8 @@
 """The space a split's vector index searches in (vector_index.py), and its distances brought back
 to the metric's scale (smaller is nearer: cosine 1 - cos, l2 the squared distance, dot -a.b).
 
-- cosine: the vectors normalised, compared by L2 (2 - 2 cos: the same order);
+- cosine: the vectors normalised, compared by L2 (2 - 2 cos: the same order); a graph written
+  before the index kinds (a footer without `kind`) compares them by inner product (cos);
 - l2: the vectors as they are;
 - dot: by inner product, except an `hnsw` graph written since LIFT_KEY: the vectors lifted to the
   L2 space of one more dimension (`lift_norm`, `index_vectors`, `query_vectors`).
@@ -68,12 +69,15 @@ def query_vectors(queries: np.ndarray, metric: str, lift: float | None = None) -
     return q
 
 
-def metric_scale(found: np.ndarray, metric: str, queries: np.ndarray, lift: float | None = None) -> np.ndarray:
+def metric_scale(
+    found: np.ndarray, metric: str, queries: np.ndarray, lift: float | None = None, inner_product: bool = False
+) -> np.ndarray:
     """faiss's distances (float64, a row per query) in the metric's scale: its L2 between
-    normalised vectors is 2 - 2 cos (cosine: half of it), its inner product negated (dot), a
-    lifted graph's L2 |q|^2 + M^2 - 2 q.x (dot: -q.x)."""
+    normalised vectors is 2 - 2 cos (cosine: half of it), its inner product between them cos
+    (`inner_product`: the index compares by it; cosine: 1 - cos), its inner product negated
+    (dot), a lifted graph's L2 |q|^2 + M^2 - 2 q.x (dot: -q.x)."""
     if metric == "cosine":
-        return found / 2
+        return 1.0 - found if inner_product else found / 2
     if metric != "dot":
         return found
     if lift is None:
