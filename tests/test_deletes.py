@@ -148,6 +148,21 @@ def test_full_text_delete_by_query_and_indexall(tmp_path):
     assert t.count() == len(step2)
 
 
+def test_delete_takes_a_search_query_value_as_search_does(tmp_path):
+    """`query` is a text or an it.SearchQuery, on delete as on search/count: the same rows go, the
+    result and the commit record its text, and it joins `_indexall` conditions of `where`."""
+    t = make_table(str(tmp_path / "t"))
+    before = visible(t)
+    res = t.delete(query=it.SearchQuery("body:alpha"))
+    assert res.status == "SUCCESS" and res.query == "body:alpha"
+    assert t.inspect.history(limit=1)[0].operation_parameters["query"] == "body:alpha"
+    step1 = [r for r in before if "alpha" not in r[1].split()]
+    assert visible(t) == step1 and step1 != before
+    t.delete("_indexall = 'body:bravo'", query=it.SearchQuery("body:charlie"))
+    step2 = [r for r in step1 if not {"bravo", "charlie"} <= set(r[1].split())]
+    assert visible(t) == step2 and step2 != step1
+
+
 def test_a_split_whose_rows_all_match_is_removed(tmp_path):
     t = make_table(str(tmp_path / "t"))
     res = delete(t.log, "day = '2024-01-02'")

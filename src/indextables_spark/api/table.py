@@ -412,11 +412,15 @@ class IndexTable:
         return replace(staged, status="SUCCESS", version=_committed(tx), duration_ms=elapsed_ms(started))
 
     def delete(
-        self, where: str | None = None, query: str | None = None, kind: str = "auto", resolver: str = "merge"
+        self,
+        where: str | None = None,
+        query: str | SearchQuery | None = None,
+        kind: str = "auto",
+        resolver: str = "merge",
     ) -> DeleteResult:
         """Row-level DELETE of the rows matching `where` (SQL-like predicate over any columns, e.g.
         "region = 'eu' AND views < 10"; `_indexall = '<query>'` for a full-text condition) and/or
-        the full-text `query`; returns a DeleteResult: `.version` the new version (status
+        the full-text `query` (a text or an it.SearchQuery, as search's); returns a DeleteResult: `.version` the new version (status
         NO_ACTION, the current one, when nothing matched), `.deleted_rows` (None for key and
         equality deletes), `.kind`, `.delete_logs`, `.removed_splits`, ….
         kind: "auto" (positional, or primary_key for `<key> = / IN` on the declared key column

@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pyarrow as pa
 
@@ -46,6 +46,9 @@ from indextables_spark.ops.write.write import (
 )
 from indextables_spark.results.maintenance import DeleteResult, WriteResult
 from indextables_spark.results.record import ProgressArg, elapsed_ms
+
+if TYPE_CHECKING:
+    from indextables_spark.expr.search_query import SearchQuery
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +145,9 @@ class TableTransaction(Transaction):
             duration_ms=elapsed_ms(started),
         )
 
-    def delete(self, where: str | None = None, *, query: str | None = None, kind: str = "auto") -> DeleteResult:
+    def delete(
+        self, where: str | None = None, *, query: str | SearchQuery | None = None, kind: str = "auto"
+    ) -> DeleteResult:
         """Plan a row-level delete of the rows matching `where` and/or the full-text `query` (see
         ops/write/delete.py for the grammar and the kinds) and stage its delete logs and removes.
         Returns its result: status STAGED (NO_ACTION when nothing matched), version the read

@@ -59,6 +59,7 @@ from indextables_spark.errors import (
 )
 from indextables_spark.expr.model import EqualTo, Filter, In, Or
 from indextables_spark.expr.partition_filter import parse_predicate
+from indextables_spark.expr.search_query import SearchQuery
 from indextables_spark.expr.where import INDEXALL, and_parts, column_types, typed
 from indextables_spark.results.maintenance import DeleteResult
 from indextables_spark.results.record import elapsed_ms
@@ -92,10 +93,10 @@ def _and_all(items: Sequence[Any], cls: Callable[[Any, Any], Any]) -> Any:
 @dataclass(frozen=True)
 class Predicate:
     conjuncts: tuple[Filter, ...]  # AND of these (split filter model), over any columns
-    query: str | None  # the full-text part (query argument AND _indexall conditions)
+    query: SearchQuery | None  # the full-text part (query argument AND _indexall conditions)
 
 
-def parse_delete(where: str | None, query: str | None, types: Mapping[str, str]) -> Predicate:
+def parse_delete(where: str | None, query: str | SearchQuery | None, types: Mapping[str, str]) -> Predicate:
     if where is not None and not where.strip():
         raise DeletePredicateError("DELETE: the WHERE predicate is empty")
     if where is None and query is None:
@@ -103,7 +104,8 @@ def parse_delete(where: str | None, query: str | None, types: Mapping[str, str])
             "DELETE needs a WHERE predicate or a full-text query (to drop whole partitions "
             "use DROP INDEXTABLES PARTITIONS)"
         )
-    queries = [query] if query is not None else []
+    given = SearchQuery.of(query)  # a text or an it.SearchQuery (its struct-field narrowing kept)
+    queries = [given.text] if given is not None and given.text is not None else []
     conjuncts: list[Filter] = []
     if where is not None:
         expr = parse_predicate(where, {**types, INDEXALL: "string"}, what=WHAT)
@@ -115,8 +117,10 @@ def parse_delete(where: str | None, query: str | None, types: Mapping[str, str])
                     conjuncts.append(typed(c, types, WHAT))
                 except PredicateError as e:
                     raise DeletePredicateError(str(e)) from None
-    q = None if not queries else queries[0] if len(queries) == 1 else " AND ".join(f"({x})" for x in queries)
-    return Predicate(tuple(conjuncts), q)
+    text = None if not queries else queries[0] if len(queries) == 1 else " AND ".join(f"({x})" for x in queries)
+    if given is not None and text == given.text:
+        return Predicate(tuple(conjuncts), given)  # the caller's value: its checks are kept
+    return Predicate(tuple(conjuncts), SearchQuery.of(text, given.narrowing if given is not None else ()))
 
 
 # ---- key / equality deletes ----------------------------------------------------------------------------
@@ -221,7 +225,7 @@ def replan_on_conflict(log_: TransactionLog, resolver: str, attempt: Callable[[]
 def delete(
     log_: TransactionLog,
     where: str | None = None,
-    query: str | None = None,
+    query: str | SearchQuery | None = None,
     kind: str = "auto",
     resolver: str = "merge",
 ) -> DeleteResult:
@@ -265,7 +269,7 @@ class StagedDelete:
     written: list[str]
 
 
-def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: str) -> StagedDelete:
+def stage_delete(txn: Transaction, where: str | None, query: str | SearchQuery | None, kind: str) -> StagedDelete:
     """Plan a delete against the table `txn` read and stage its delete logs and removes on `txn`
     (the operation becomes DELETE with its parameters); nothing is committed."""
     started = time.perf_counter()
@@ -305,7 +309,7 @@ def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: s
         read_version=snap.version,
         kind=chosen,
         predicate=where,
-        query=query,
+        query=query.text if isinstance(query, SearchQuery) else query,
         splits_total=snap.num_files,
     )
     written: list[str] = []
@@ -352,7 +356,9 @@ def stage_delete(txn: Transaction, where: str | None, query: str | None, kind: s
         if written:
             storage.delete(written)  # never referenced by the log
         raise
-    txn.with_operation(OPERATION, {"predicate": where, "query": query, "kind": chosen, "numDeletedRows": deleted_rows})
+    txn.with_operation(
+        OPERATION, {"predicate": where, "query": result.query, "kind": chosen, "numDeletedRows": deleted_rows}
+    )
     result = replace(
         result,
         status="STAGED",
