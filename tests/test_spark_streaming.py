@@ -239,6 +239,38 @@ def test_stream_where_columns_and_snippets_as_a_batch_read(spark, tmp_path):
     assert [(r.id, r._snippet) for r in got] == [(i, f"<b>fox</b> {i}") for i in (9, 15, 21)]
 
 
+def test_stream_selects_by_an_index_only_column_through_the_where_option(spark, tmp_path):
+    """An index-only column holds no values in the rows (NULL in every read) and a stream gets no
+    filter pushdown: the `where` option is how a stream selects by one (decided by the index, as a
+    batch read's pushed filter is), while a DataFrame filter on it sees the rows' NULLs."""
+    src = str(tmp_path / "src")
+    for ids in (range(0, 6), range(6, 12)):
+        rows = [(i, "red" if i % 4 == 0 else "blue") for i in ids]
+        (
+            spark.createDataFrame(rows, "id long, tag string")
+            .write.format("indextables")
+            .option("spark.indextables.indexing.indexonlyfields", "tag")
+            .mode("append")
+            .save(src)
+        )
+
+    def stream_ids(name, where=None, dataframe_filter=None):
+        reader = spark.readStream.format("indextables")
+        if where is not None:
+            reader = reader.option("where", where)
+        df = reader.load(src)
+        if dataframe_filter is not None:
+            df = df.filter(dataframe_filter)
+        q = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+        assert q.awaitTermination(300), "the streaming query did not finish in time"
+        assert q.exception() is None
+        return sorted(r.id for r in spark.table(name).collect())
+
+    batch = sorted(r.id for r in spark.read.format("indextables").load(src).filter("tag = 'red'").collect())
+    assert stream_ids("stream_index_only", where="tag = 'red'") == batch == [0, 4, 8]
+    assert stream_ids("stream_index_only_rows", dataframe_filter="tag IS NULL") == list(range(12))
+
+
 def test_the_source_refuses_when_it_starts_without_the_load_wrapper(tmp_path):
     """The source itself refuses what a stream cannot answer (a session whose readStream.load() is
     not wrapped: it.register not called), at its first call: initialOffset, or latestOffset when
