@@ -100,6 +100,8 @@ INTEGRATION_TESTS: dict[str, str] = {
     "and MERGE SPLITS on every older table, the reads checked after each",
     "tests/test_old_tables.py::test_a_large_cosine_table_read_with_the_default_options": "3 splits of "
     "21,000 vectors written by c7f3a95's code (~13 s)",
+    "tests/test_old_tables.py::test_reads_of_the_older_tables_on_object_storage": "the older tables "
+    "copied to both emulators and read there",
 }
 
 
