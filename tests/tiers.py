@@ -90,6 +90,18 @@ INTEGRATION_TESTS: dict[str, str] = {
     "share the scan's checks, stay in the fast tier",
     "tests/test_secrets_spark_ui.py": "a Spark program and a Spark Connect server of their own, started with "
     "fake secrets in their environment, their UIs searched (tests/test_secrets_everywhere.py stays)",
+    # tables written by older commits' code (~25 s in all): the fast tier keeps the reads of the
+    # 6-split vector table of c7f3a95 (~6 s), the case that found the cosine graph bug
+    "tests/test_old_tables.py::test_reads_equal_the_older_codes_and_the_exact_answers[5392dfd-": "release "
+    "0.2.0's tables, written by its own code in a process of their own, read by both codes",
+    "tests/test_old_tables.py::test_reads_equal_the_older_codes_and_the_exact_answers[c7f3a95-merged]": "an "
+    "older table its own code merged, read by both codes",
+    "tests/test_old_tables.py::test_this_codes_writes_to_the_older_tables": "this code's append, delete "
+    "and MERGE SPLITS on every older table, the reads checked after each",
+    "tests/test_old_tables.py::test_a_large_cosine_table_read_with_the_default_options": "3 splits of "
+    "21,000 vectors written by c7f3a95's code (~13 s)",
+    "tests/test_old_tables.py::test_reads_of_the_older_tables_on_object_storage": "the older tables "
+    "copied to both emulators and read there",
 }
 
 
