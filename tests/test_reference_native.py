@@ -308,3 +308,33 @@ def test_the_decoded_rows_count_in_the_cache_size(tmp_path: Path) -> None:
     (local,) = _cache_dirs(tmp_path / "c")
     decoded = os.path.getsize(local / native.DECODED_ROWS)
     assert cache.usage_bytes() == before + decoded
+
+
+def test_a_column_the_table_gains_later_types_a_new_reference_split_in_the_same_process(tmp_path: Path) -> None:
+    """A reference split's rows are typed by the table's schema, read once per process: a split
+    written after the table gained a column (the reference implementation's schema evolution)
+    holds a field that schema lacks, and it is read again, so the new column's values come back
+    (they read as NULL before)."""
+    import dataclasses
+
+    from indextables_spark.core.log.commit.transaction import Transaction
+
+    it.IndexTable.create(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("a", pa.string())]))
+    t = it.IndexTable(str(tmp_path / "t"), options={"spark.indextables.cache.disk.path": str(tmp_path / "cache")})
+    before = [{"name": "id", "type": "i64"}, {"name": "a", "type": "text", "tokenizer": "raw"}]
+    add_reference_split(t, before, [{"id": 1, "a": "x"}, {"id": 2, "a": "y"}], str(tmp_path), "p1.split")
+    assert t.to_arrow().sort_by("id").to_pylist() == [{"id": 1, "a": "x"}, {"id": 2, "a": "y"}]
+    metadata = t.snapshot().metadata_action
+    schema = json.loads(metadata.schema_string)
+    schema["fields"].append({"name": "b", "type": "string", "nullable": True, "metadata": {}})
+    tx = Transaction(t.log)
+    tx.set_metadata(dataclasses.replace(metadata, schema_string=json.dumps(schema)))
+    tx.commit()
+    after = before + [{"name": "b", "type": "text", "tokenizer": "raw"}]
+    add_reference_split(t, after, [{"id": 3, "a": "z", "b": "new"}], str(tmp_path), "p2.split")
+    assert t.to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "a": "x", "b": None},
+        {"id": 2, "a": "y", "b": None},
+        {"id": 3, "a": "z", "b": "new"},
+    ]
+    assert t.to_arrow(where="b = 'new'", columns=["id"]).to_pylist() == [{"id": 3}]

@@ -15,7 +15,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Collection
 
 from indextables_spark.core.log.read.table_log import TransactionLog
 from indextables_spark.core.split.cache import sparse as _sparse
@@ -147,15 +147,13 @@ def _extract_reference(
         tail = f.read()
     if not quickwit.looks_like_bundle(tail, size):
         raise error
-    schema_json, partition_columns = table_schema(storage)
     # (our extract failed at the trailer check, before writing anything into tmp)
     text, native_reads = need.native_read()
     native.extract(
         path,
         tmp,
         where,
-        schema_json,
-        partition_columns,
+        lambda fields: table_schema(storage, fields),
         footer_start=add_file.footer_start_offset,
         size=add_file.size,
         query=text,
@@ -166,21 +164,34 @@ def _extract_reference(
         os.unlink(download)
 
 
-_schemas: dict[str, tuple[dict[str, Any], list[str]]] = {}
+@dataclass(frozen=True)
+class _KnownSchema:
+    schema_json: dict[str, Any]
+    partition_columns: list[str]
+    absent: frozenset[str]  # split fields that the schema, read after seeing them, still lacks
+
+
+_schemas: dict[str, _KnownSchema] = {}
 _schemas_lock = threading.Lock()
 
 
-def table_schema(storage: Storage) -> tuple[dict[str, Any], list[str]]:
-    """(Spark schema JSON, partition columns) of the table at the storage's root, read from its
-    log's header once per process and table: a reference split's rows are typed by it.
-    Columns are only ever added to a table, so the newest schema types every older split."""
+def table_schema(storage: Storage, fields: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
+    """(Spark schema JSON, partition columns) of the table at the storage's root, which types a
+    reference split's rows: read from its log's header once per process and table, and again
+    when a split has `fields` the schema read lacks (a column the table gained since: columns are
+    only ever added, so the newest schema types every older split; read once per such field, a
+    field no column names stays absent)."""
     with _schemas_lock:
         hit = _schemas.get(storage.uri)
     if hit is not None:
-        return hit
+        names = {f["name"] for f in hit.schema_json.get("fields", [])}
+        if not (set(fields) - names - hit.absent):
+            return hit.schema_json, hit.partition_columns
 
     _protocol, metadata, _registry = TransactionLog(storage, getattr(storage, "options", None)).header()
-    out = (json.loads(metadata.schema_string), list(metadata.partition_columns))
+    schema_json = json.loads(metadata.schema_string)
+    names = {f["name"] for f in schema_json.get("fields", [])}
+    known = _KnownSchema(schema_json, list(metadata.partition_columns), frozenset(set(fields) - names))
     with _schemas_lock:
-        _schemas[storage.uri] = out
-    return out
+        _schemas[storage.uri] = known
+    return known.schema_json, known.partition_columns

@@ -27,7 +27,7 @@ import struct
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence
 
 from indextables_spark.core.schema import analyzers
 from indextables_spark.core.schema.types import ColumnSpec, IndexedField, atomic_kind
@@ -271,12 +271,15 @@ def load_meta(local_dir: str, where: str) -> dict[str, Any]:
         raise SplitFormatError(f"split {where}: unreadable meta.json in the bundle ({type(e).__name__}: {e})") from None
 
 
+# The table's (Spark schema JSON, partition columns) covering a split's field names
+TableSchema = Callable[[Collection[str]], tuple[Mapping[str, Any], Sequence[str]]]
+
+
 def extract(
     path: str,
     dest_dir: str,
     where: str,
-    schema_json: Mapping[str, Any],
-    partition_columns: Sequence[str],
+    table_schema: TableSchema,
     *,
     footer_start: int | None = None,
     size: int | None = None,
@@ -295,7 +298,8 @@ def extract(
             f"split {where}: the log records footerStartOffset {footer_start} but the bundle's "
             f"file offsets start at {bundle.footer_start}"
         )
-    load_meta(dest_dir, where)  # a bundle without a readable schema fails here, naming the split
+    meta = load_meta(dest_dir, where)  # a bundle without a readable schema fails here, naming the split
+    schema_json, partition_columns = table_schema([f.name for f in meta_fields(meta)])
     info = ReferenceInfo(where, dict(schema_json), tuple(partition_columns), bundle.footer_start)
     _save_info(dest_dir, info)
     ensure(dest_dir, query, postings, reads)
