@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -31,6 +30,7 @@ from indextables_spark.expr.search_query import SearchQuery
 
 sys.path.insert(0, os.path.dirname(__file__))
 from cmd_helpers import WORDS, append  # noqa: E402
+from git_history import older_source  # noqa: E402
 
 REGIONS = ("eu", "us", "ap", None)
 
@@ -349,18 +349,9 @@ def test_a_reader_without_the_feature_refuses_the_table(tmp_path):
 
 def test_the_previous_release_refuses_the_table(tmp_path):
     """The real code of the previous release (git history) reading a table with delete logs."""
-    repo = Path(__file__).resolve().parents[1]
-    if (
-        subprocess.run(
-            ["git", "-C", str(repo), "cat-file", "-e", f"{OLD_RELEASE}^{{commit}}"], capture_output=True
-        ).returncode
-        != 0
-    ):
-        pytest.skip(f"commit {OLD_RELEASE} is not in this clone's history")
     old = tmp_path / "old"
     old.mkdir()
-    archive = subprocess.run(["git", "-C", str(repo), "archive", OLD_RELEASE, "src"], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    old_src = older_source(OLD_RELEASE, old)
     path = str(tmp_path / "t")
     t = make_table(path, n=30, writes=1)
     delete(t.log, "id < 5")
@@ -373,7 +364,7 @@ def test_the_previous_release_refuses_the_table(tmp_path):
         "except (it.ProtocolVersionError, it.CorruptStateError) as e:\n"
         "    print(type(e).__name__, e)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(old / "src")}
+    env = {**os.environ, "PYTHONPATH": str(old_src)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     # Version files are now framed as the reference writes them (0x01 0x01 + gzip, core/log/model/codec.py),

@@ -38,8 +38,8 @@ from indextables_spark.core.storage import open_storage
 
 sys.path.insert(0, os.path.dirname(__file__))
 import old_tables as ot  # noqa: E402
+from git_history import older_source  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 HELPER = Path(__file__).with_name("old_tables.py")
 RELEASE = "5392dfd"  # release 0.2.0: no vector columns; BM25 of each split's own statistics
 BEFORE_KINDS = "c7f3a95"  # the last commit before the read-path redesign, the vector kinds and split format 2
@@ -96,29 +96,19 @@ def run_old(src: str, command: str, root: Path, **args: Any) -> None:
     assert out.returncode == 0, f"{src} {command}:\n{out.stdout}\n{out.stderr}"
 
 
-def require(commit: str) -> None:
-    found = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True)
-    if found.returncode != 0:
-        pytest.skip(f"commit {commit} is not in this clone's history")
-
-
 _sources: dict[str, Path] = {}
 _made: dict[tuple[str, str], OldTable] = {}
 
 
 def source(commit: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The commit's `src`, from git history (once per session)."""
+    """The commit's `src`, from git history (once per session; skipped without the commit)."""
     if commit not in _sources:
-        root = tmp_path_factory.mktemp(f"src-{commit}")
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "src"], capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
-        _sources[commit] = root / "src"
+        _sources[commit] = older_source(commit, tmp_path_factory.mktemp(f"src-{commit}"))
     return _sources[commit]
 
 
 def made(commit: str, layout: str, tmp_path_factory: pytest.TempPathFactory) -> OldTable:
     """The commit's table of a layout, and that code's answers: made once per session."""
-    require(commit)
     if (commit, layout) not in _made:
         root = tmp_path_factory.mktemp(f"old-{commit}-{layout}")
         _made[commit, layout] = OldTable(commit, layout, root, source(commit, tmp_path_factory)).make()
@@ -444,7 +434,7 @@ def test_a_large_cosine_table_read_with_the_default_options(
     """The case users met: 3 splits of more vectors than a split compares exactly (nearest.EXACT_BELOW),
     written before the vector kinds, searched with the default options: this code's and the older
     code's 10 nearest are numpy's."""
-    require(BEFORE_KINDS)
+    src = str(source(BEFORE_KINDS, tmp_path_factory))  # (skipped without the commit, before any work)
     rows, dims = EXACT_BELOW + 1_000, 16
     data = tmp_path / "data"
     data.mkdir()
@@ -456,7 +446,7 @@ def test_a_large_cosine_table_read_with_the_default_options(
         feather.write_feather(
             pa.table({"id": ids, "emb": pa.array(list(x), pa.list_(pa.float32()))}), str(data / f"{i}.arrow")
         )
-    src, path = str(source(BEFORE_KINDS, tmp_path_factory)), str(tmp_path / "table")
+    path = str(tmp_path / "table")
     options = {ot.P + "indexing.vector.emb": f"{dims},cosine"}
     run_old(src, "append", tmp_path, path=path, data=str(data), options=options)
     rng = np.random.default_rng(42)
