@@ -37,6 +37,14 @@ def _run_available_now(spark, src_opts, path, sink_path, checkpoint):
     return q
 
 
+def _memory_rows(spark, df, name):
+    """The rows of a stream run to its end (availableNow) into a memory sink named `name`."""
+    q = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+    assert q.awaitTermination(300), "the streaming query did not finish in time"
+    assert q.exception() is None
+    return spark.table(name).collect()
+
+
 def _ids(spark, path):
     return sorted(r.id for r in spark.read.format("indextables").load(path).collect())
 
@@ -222,18 +230,9 @@ def test_stream_where_columns_and_snippets_as_a_batch_read(spark, tmp_path):
     _append_docs(spark, src, range(0, 12))
     _append_docs(spark, src, range(12, 24))
     opts = {"query": FOX, "where": "region = 'eu' AND id > 3", "columns": "id,_snippet", "snippetFields": "body"}
-    q = (
-        spark.readStream.format("indextables")
-        .options(**opts)
-        .load(src)
-        .writeStream.format("memory")
-        .queryName("stream_snippets")
-        .trigger(availableNow=True)
-        .start()
+    got = sorted(
+        _memory_rows(spark, spark.readStream.format("indextables").options(**opts).load(src), "stream_snippets")
     )
-    assert q.awaitTermination(300), "the streaming query did not finish in time"
-    assert q.exception() is None
-    got = sorted(spark.table("stream_snippets").collect())
     want = sorted(spark.read.format("indextables").options(**opts).load(src).collect())
     assert got == want
     assert [(r.id, r._snippet) for r in got] == [(i, f"<b>fox</b> {i}") for i in (9, 15, 21)]
@@ -261,10 +260,7 @@ def test_stream_selects_by_an_index_only_column_through_the_where_option(spark, 
         df = reader.load(src)
         if dataframe_filter is not None:
             df = df.filter(dataframe_filter)
-        q = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
-        assert q.awaitTermination(300), "the streaming query did not finish in time"
-        assert q.exception() is None
-        return sorted(r.id for r in spark.table(name).collect())
+        return sorted(r.id for r in _memory_rows(spark, df, name))
 
     batch = sorted(r.id for r in spark.read.format("indextables").load(src).filter("tag = 'red'").collect())
     assert stream_ids("stream_index_only", where="tag = 'red'") == batch == [0, 4, 8]
