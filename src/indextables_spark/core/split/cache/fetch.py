@@ -172,26 +172,28 @@ class _KnownSchema:
 
 
 _schemas: dict[str, _KnownSchema] = {}
+_schema_locks: dict[str, threading.Lock] = {}  # one per table: its splits' threads read its log once
 _schemas_lock = threading.Lock()
 
 
 def table_schema(storage: Storage, fields: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
     """(Spark schema JSON, partition columns) of the table at the storage's root, which types a
-    reference split's rows: read from its log's header once per process and table, and again
-    when a split has `fields` the schema read lacks (a column the table gained since: columns are
-    only ever added, so the newest schema types every older split; read once per such field, a
-    field no column names stays absent)."""
+    reference split's rows: read from its log's header once per process and table (the threads
+    extracting its splits wait for one read), and again when a split has `fields` the schema read
+    lacks (a column the table gained since: columns are only ever added, so the newest schema
+    types every older split; read once per such field, a field no column names stays absent)."""
     with _schemas_lock:
+        lock = _schema_locks.setdefault(storage.uri, threading.Lock())
+    with lock:
         hit = _schemas.get(storage.uri)
-    if hit is not None:
-        names = {f["name"] for f in hit.schema_json.get("fields", [])}
-        if not (set(fields) - names - hit.absent):
-            return hit.schema_json, hit.partition_columns
-
-    _protocol, metadata, _registry = TransactionLog(storage, getattr(storage, "options", None)).header()
-    schema_json = json.loads(metadata.schema_string)
-    names = {f["name"] for f in schema_json.get("fields", [])}
-    known = _KnownSchema(schema_json, list(metadata.partition_columns), frozenset(set(fields) - names))
-    with _schemas_lock:
+        if hit is not None:
+            names = {f["name"] for f in hit.schema_json.get("fields", [])}
+            if not (set(fields) - names - hit.absent):
+                return hit.schema_json, hit.partition_columns
+        _protocol, metadata, _registry = TransactionLog(storage, getattr(storage, "options", None)).header()
+        schema_json = json.loads(metadata.schema_string)
+        names = {f["name"] for f in schema_json.get("fields", [])}
+        absent = (set(fields) | (hit.absent if hit is not None else set())) - names
+        known = _KnownSchema(schema_json, list(metadata.partition_columns), frozenset(absent))
         _schemas[storage.uri] = known
     return known.schema_json, known.partition_columns
