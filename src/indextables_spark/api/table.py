@@ -420,9 +420,10 @@ class IndexTable:
     ) -> DeleteResult:
         """Row-level DELETE of the rows matching `where` (SQL-like predicate over any columns, e.g.
         "region = 'eu' AND views < 10"; `_indexall = '<query>'` for a full-text condition) and/or
-        the full-text `query` (a text or an it.SearchQuery, as search's); returns a DeleteResult: `.version` the new version (status
-        NO_ACTION, the current one, when nothing matched), `.deleted_rows` (None for key and
-        equality deletes), `.kind`, `.delete_logs`, `.removed_splits`, ….
+        the full-text `query` (a text or an it.SearchQuery, as search's); returns a DeleteResult:
+        `.version` the new version (status NO_ACTION, the current one, when nothing matched),
+        `.deleted_rows` (None for key and equality deletes), `.kind`, `.delete_logs`,
+        `.removed_splits`, ….
         kind: "auto" (positional, or primary_key for `<key> = / IN` on the declared key column
         spark.indextables.indexing.primaryKey), "positional", "equality", "primary_key".
         Planned again on a conflict with a concurrent commit (ops/write/delete.py)."""
