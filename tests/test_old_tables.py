@@ -39,6 +39,7 @@ from indextables_spark.core.storage import open_storage
 sys.path.insert(0, os.path.dirname(__file__))
 import old_tables as ot  # noqa: E402
 from git_history import older_source  # noqa: E402
+from test_vector_search import exact  # noqa: E402
 
 HELPER = Path(__file__).with_name("old_tables.py")
 RELEASE = "5392dfd"  # release 0.2.0: no vector columns; BM25 of each split's own statistics
@@ -177,14 +178,6 @@ def where_mask(live: pa.Table, where: str | None) -> np.ndarray:
     return np.asarray(pc.fill_null(WHERE_MASKS[where](live), False).to_numpy(zero_copy_only=False), bool)
 
 
-def vector_distances(x: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
-    if metric == "cosine":
-        return np.asarray(1 - (x @ q) / (np.linalg.norm(x, axis=1) * np.linalg.norm(q)))
-    if metric == "l2":
-        return np.asarray(((x - q) ** 2).sum(axis=1))
-    return np.asarray(-(x @ q))
-
-
 def distances(live: pa.Table, column: str, vector: list[float], mask: np.ndarray, metric: str) -> dict[int, float]:
     """Every row of `mask` holding a vector: its id -> its exact distance (float64)."""
     values = live.column(column).combine_chunks()
@@ -192,7 +185,7 @@ def distances(live: pa.Table, column: str, vector: list[float], mask: np.ndarray
     flat = pc.list_flatten(values).to_numpy(zero_copy_only=False).astype(np.float64)
     x = np.full((len(values), len(vector)), np.nan)
     x[present] = flat.reshape(-1, len(vector))
-    d = vector_distances(x, np.asarray(vector, np.float64), metric)
+    d = exact(x, np.asarray(vector, np.float64), metric)
     ids = live.column("id").to_numpy()
     rows = np.flatnonzero(mask & present)  # (a row without a vector is never found)
     return {int(ids[i]): float(d[i]) for i in rows}
